@@ -1,0 +1,16 @@
+"""Adapters: the declarative catalogue of public APIs as MCP-shaped tools."""
+
+from realprobe.adapters.adapter import call_tool
+from realprobe.adapters.catalog import Catalog, CatalogError, default_catalog
+from realprobe.adapters.result import ToolError, ToolResult
+from realprobe.adapters.tool import Tool
+
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "Tool",
+    "ToolError",
+    "ToolResult",
+    "call_tool",
+    "default_catalog",
+]

@@ -1,0 +1,158 @@
+"""Calling a tool: validate, fetch through the injected Fetcher, classify, parse, check.
+
+Every path ends in a ToolResult; an API failure never raises out of `call_tool`.
+"""
+
+from __future__ import annotations
+
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from realprobe.adapters.http import Fetched, FetchFailure, Fetcher
+from realprobe.adapters.result import ToolError, ToolResult
+from realprobe.adapters.tool import BadResponse, Tool
+from realprobe.errors import ErrorCode, code_for_status
+
+RATE_LIMIT_HEADER_PREFIXES = ("x-ratelimit", "x-rate-limit", "ratelimit", "x-rate-reset", "retry-after")
+
+
+def parse_retry_after(value: str | None, date_header: str | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header given as seconds or as an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    base = time.time()
+    if date_header:
+        try:
+            base = parsedate_to_datetime(date_header).timestamp()
+        except (TypeError, ValueError):
+            pass
+    return max(0.0, when.timestamp() - base)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    msgs = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        msgs.append(f"{where}: {err['msg']}")
+    return "; ".join(msgs)
+
+
+def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES)}
+
+
+def _error(
+    tool: Tool, code: ErrorCode, message: str, **kw: Any
+) -> ToolResult:
+    status = kw.pop("http_status", None)
+    retry = kw.pop("retry_after_s", None)
+    return ToolResult(
+        tool=tool.name,
+        ok=False,
+        error=ToolError(code=code, message=message, http_status=status, retry_after_s=retry),
+        http_status=status,
+        **kw,
+    )
+
+
+def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
+    """Turn an HTTP response into ok data or one error code."""
+    common: dict[str, Any] = {
+        "latency_ms": resp.elapsed_s * 1000.0,
+        "bytes": len(resp.body),
+        "redirects": resp.redirects,
+        "rate_limit_headers": _rate_headers(resp.headers),
+    }
+    code = code_for_status(resp.status)
+    if resp.status >= 300 and code is None:
+        code = ErrorCode.OPERATION_FAILED  # an unfollowed 3xx
+    if code is not None:
+        retry = None
+        if code is ErrorCode.RATE_LIMIT_ERROR or resp.status == 503:
+            retry = parse_retry_after(resp.headers.get("retry-after"), resp.headers.get("date"))
+        snippet = resp.body[:120].decode("utf-8", "replace").strip().replace("\n", " ")
+        return _error(
+            tool,
+            code,
+            f"HTTP {resp.status} from {resp.url}" + (f": {snippet}" if snippet else ""),
+            http_status=resp.status,
+            retry_after_s=retry,
+            **common,
+        )
+    try:
+        data = tool.parse(resp.body)
+    except BadResponse as exc:
+        retry = None
+        if exc.code is ErrorCode.RATE_LIMIT_ERROR:
+            retry = parse_retry_after(resp.headers.get("retry-after"), resp.headers.get("date"))
+        return _error(
+            tool, exc.code, exc.message, http_status=resp.status, retry_after_s=retry, **common
+        )
+    return ToolResult(tool=tool.name, ok=True, data=data, http_status=resp.status, **common)
+
+
+async def call_tool(
+    tool: Tool,
+    args: dict[str, Any] | None,
+    fetcher: Fetcher,
+    *,
+    timeout_s: float | None = None,
+) -> ToolResult:
+    """Call one tool. Bad arguments give INVALID_INPUT and nothing is sent."""
+    try:
+        valid = tool.validate_args(args or {})
+        method, url, params = tool.build_request(valid)
+    except ValidationError as exc:
+        return _error(tool, ErrorCode.INVALID_INPUT, format_validation_error(exc))
+    except ValueError as exc:
+        return _error(tool, ErrorCode.INVALID_INPUT, str(exc))
+    allow_private = _is_private_base(tool.api.base_url)
+    try:
+        resp = await fetcher.fetch(
+            method,
+            url,
+            params=params,
+            headers=tool.request_headers(),
+            timeout_s=timeout_s,
+            allow_private=allow_private,
+        )
+    except FetchFailure as exc:
+        return _error(
+            tool,
+            exc.code,
+            exc.message,
+            latency_ms=exc.elapsed_s * 1000.0,
+            redirects=exc.redirects,
+            bytes=exc.received,
+        )
+    except Exception as exc:  # never a crash: anything unforeseen is OPERATION_FAILED
+        return _error(tool, ErrorCode.OPERATION_FAILED, f"{type(exc).__name__}: {exc}")
+    return classify_response(tool, resp)
+
+
+def _is_private_base(base_url: str) -> bool:
+    from ipaddress import ip_address
+    from urllib.parse import urlsplit
+
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        addr = ip_address(host)
+    except ValueError:
+        return False
+    return not addr.is_global

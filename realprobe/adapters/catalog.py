@@ -1,0 +1,162 @@
+"""Loading the catalogue: built-in API files plus user files, merged and validated."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import tomllib
+from collections.abc import Iterable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from realprobe.adapters.spec import ApiSpec, CatalogFile
+from realprobe.adapters.tool import Tool
+from realprobe.errors import RealprobeError
+
+
+class CatalogError(RealprobeError):
+    pass
+
+
+def _read_file(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read catalogue file ({exc.strerror})") from exc
+    try:
+        if path.suffix == ".toml":
+            return tomllib.loads(text)
+        if path.suffix in (".yaml", ".yml"):
+            return yaml.safe_load(text)
+        if path.suffix == ".json":
+            return json.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise CatalogError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from exc
+    raise CatalogError(f"{path}: unknown catalogue format (use .toml, .yaml or .json)")
+
+
+def _describe(raw: Any, loc: tuple[Any, ...]) -> str:
+    """'api "x", tool "y", field output.text' from a validation error location."""
+    parts: list[str] = []
+    cur = raw
+    rest: list[str] = []
+    for i, key in enumerate(loc):
+        if isinstance(cur, dict):
+            cur = cur.get(key) if isinstance(key, str) else None
+            if key in ("apis", "tools") and isinstance(cur, list) and i + 1 < len(loc):
+                idx = loc[i + 1]
+                item = cur[idx] if isinstance(idx, int) and idx < len(cur) else None
+                label = item.get("id" if key == "apis" else "name") if isinstance(item, dict) else None
+                parts.append(f'{key[:-1]} {label!r}' if label else f"{key[:-1]} #{idx}")
+                rest = []
+                continue
+        elif isinstance(cur, list) and isinstance(key, int):
+            if parts and parts[-1].startswith(("api", "tool")) and not rest:
+                cur = cur[key] if key < len(cur) else None
+                continue
+            cur = cur[key] if key < len(cur) else None
+        else:
+            cur = None
+        rest.append(str(key))
+    if rest:
+        parts.append("field " + ".".join(rest))
+    return ", ".join(parts) or "top level"
+
+
+def parse_catalog(raw: Any, origin: str) -> list[ApiSpec]:
+    """Validate one file's content (a single API, or `apis = [...]`)."""
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{origin}: expected a table/mapping at top level")
+    try:
+        if "apis" in raw:
+            return CatalogFile.model_validate(raw).apis
+        return [ApiSpec.model_validate(raw)]
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = _describe(raw, tuple(err["loc"]))
+        label = raw.get("id")
+        prefix = f'api {label!r}, ' if label and "apis" not in raw and not where.startswith("api") else ""
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise CatalogError(f"{origin}: {prefix}{where}: {err['msg']}{more}") from exc
+
+
+def load_file(path: str | Path) -> list[ApiSpec]:
+    p = Path(path)
+    return parse_catalog(_read_file(p), str(p))
+
+
+def builtin_specs() -> list[ApiSpec]:
+    folder = resources.files("realprobe.adapters") / "catalog"
+    specs: list[ApiSpec] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            raw = tomllib.loads(entry.read_text(encoding="utf-8"))
+            specs.extend(parse_catalog(raw, f"built-in {entry.name}"))
+    return specs
+
+
+class Catalog:
+    """All tools by name, and their APIs by id."""
+
+    def __init__(self, apis: Iterable[ApiSpec]) -> None:
+        self.apis: dict[str, ApiSpec] = {}
+        self.tools: dict[str, Tool] = {}
+        for api in apis:
+            if api.id in self.apis:
+                # a later file overrides an API of the same id (user catalogue wins)
+                for spec in self.apis[api.id].tools:
+                    self.tools.pop(spec.name, None)
+            self.apis[api.id] = api
+            for spec in api.tools:
+                if spec.name in self.tools and self.tools[spec.name].api_id != api.id:
+                    other = self.tools[spec.name].api_id
+                    raise CatalogError(
+                        f"api {api.id!r}: tool {spec.name!r} already defined by api {other!r}"
+                    )
+                self.tools[spec.name] = Tool(api, spec)
+
+    @classmethod
+    def load(cls, extra: Iterable[str | Path] = ()) -> Catalog:
+        specs = builtin_specs()
+        for path in extra:
+            specs.extend(load_file(path))
+        return cls(specs)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self.tools.values())
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tools
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self.tools[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self.tools), n=3, cutoff=0.5)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise RealprobeError(
+                f"unknown tool {name!r}.{hint} (`realprobe catalog` lists all tools)"
+            ) from None
+
+    def select(self, names: str | None) -> list[Tool]:
+        """Tools named in a comma-separated list, or all of them for None / 'all'."""
+        if not names or names == "all":
+            return list(self)
+        return [self.get(n.strip()) for n in names.split(",") if n.strip()]
+
+
+_DEFAULT: Catalog | None = None
+
+
+def default_catalog() -> Catalog:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Catalog.load()
+    return _DEFAULT

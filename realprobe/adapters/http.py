@@ -1,0 +1,54 @@
+"""The adapters' view of the network: a Fetcher protocol that `replay.client` implements.
+
+Adapters never import httpx or a transport; they ask a Fetcher for a response and get
+either a `Fetched` or a `FetchFailure` that already carries its taxonomy code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from realprobe.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class Fetched:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    url: str
+    elapsed_s: float
+    redirects: list[str] = field(default_factory=list)
+
+
+class FetchFailure(Exception):
+    """The call ended without a usable HTTP response (timeout, reset, cap, refused redirect)."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        elapsed_s: float = 0.0,
+        redirects: list[str] | None = None,
+        received: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.elapsed_s = elapsed_s
+        self.redirects = redirects or []
+        self.received = received
+
+
+class Fetcher(Protocol):
+    async def fetch(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        allow_private: bool = False,
+    ) -> Fetched: ...

@@ -1,0 +1,50 @@
+"""What a tool call returns: ok with structured data, or one error code with its context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from realprobe.errors import ErrorCode
+
+
+class ToolError(BaseModel):
+    code: ErrorCode
+    message: str
+    http_status: int | None = None
+    retry_after_s: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.code.retryable
+
+
+class ToolResult(BaseModel):
+    tool: str
+    ok: bool
+    data: dict[str, Any] | None = None
+    error: ToolError | None = None
+    latency_ms: float = 0.0
+    http_status: int | None = None
+    bytes: int = 0
+    redirects: list[str] = Field(default_factory=list)
+    rate_limit_headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def code(self) -> ErrorCode | None:
+        return self.error.code if self.error else None
+
+    def summary(self) -> str:
+        """One line for a human: the data's first fields, or the code and message."""
+        if self.ok and self.data is not None:
+            parts = []
+            for k, v in self.data.items():
+                text = v if isinstance(v, str) else repr(v)
+                parts.append(f"{k}={text[:60]}")
+                if len(parts) == 3:
+                    break
+            return ", ".join(parts)
+        assert self.error is not None
+        extra = f" (retry after {self.error.retry_after_s:g}s)" if self.error.retry_after_s else ""
+        return f"{self.error.code.value}: {self.error.message}{extra}"

@@ -1,0 +1,187 @@
+"""The declarative catalogue format: what a TOML/YAML/JSON catalogue file may say.
+
+Built-in APIs and user catalogues (`--catalog my.toml`) use the same models, so a user adds
+an API without writing Python. Python is needed only for a named `parser` (see parsers.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from realprobe.errors import ErrorCode
+
+TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+API_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+PLACEHOLDER_RE = re.compile(r"\{([a-zA-Z_][a-zA-Z0-9_]*)\}")
+
+ScalarType = Literal["string", "integer", "number", "boolean"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InputField(_Strict):
+    """One argument of a tool. Becomes a field of the tool's pydantic input model."""
+
+    type: ScalarType = "string"
+    description: str = ""
+    required: bool = False
+    default: Any = None
+    enum: list[Any] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+
+
+class OutputField(_Strict):
+    """One field of a tool's structured output, read from the response at `from`.
+
+    `from` is a dotted path into the parsed body: `slip.advice`, `0.q`, `flags.png`;
+    an empty path means the body itself (a text body, or a whole list). For an array of
+    objects, `items` declares the fields of each element, read relative to the element.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    type: Literal["string", "integer", "number", "boolean", "object", "array", "any"] = "string"
+    from_: str | None = Field(default=None, alias="from")
+    description: str = ""
+    optional: bool = False
+    items: dict[str, OutputField] | None = None
+    item_type: Literal["string", "integer", "number", "boolean", "any"] | None = None
+    max_items: int | None = None
+
+    @model_validator(mode="after")
+    def _items_only_for_arrays(self) -> OutputField:
+        if (self.items or self.item_type) and self.type != "array":
+            raise ValueError("items/item_type are only allowed when type = 'array'")
+        return self
+
+
+class Rule(_Strict):
+    """A soft-failure rule: a 200 body that is really an error (first matching rule wins)."""
+
+    path: str = ""
+    equals: Any = None
+    not_equals: Any = None
+    contains: str | None = None
+    exists: bool | None = None
+    in_: list[Any] | None = Field(default=None, alias="in")
+    not_in: list[Any] | None = None
+    matches: str | None = None
+    code: ErrorCode = ErrorCode.INVALID_RESPONSE
+    message: str
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Fixture(_Strict):
+    """A real response body for the sandbox and the tests, with where it came from."""
+
+    kind: Literal["ok", "soft_failure", "error"] = "ok"
+    status: int = 200
+    content_type: str = "application/json"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: str
+    code: ErrorCode | None = None
+    source: str
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _failure_has_code(self) -> Fixture:
+        if self.kind != "ok" and self.code is None:
+            raise ValueError("a soft_failure or error fixture needs `code`")
+        return self
+
+
+class ToolSpec(_Strict):
+    name: str
+    title: str
+    description: str
+    method: Literal["GET", "POST"] = "GET"
+    path: str
+    query: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    response: Literal["json", "text"] = "json"
+    input: dict[str, InputField] = Field(default_factory=dict)
+    output: dict[str, OutputField]
+    examples: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
+    soft_failures: list[Rule] = Field(default_factory=list)
+    parser: str | None = None
+    fixtures: list[Fixture] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, v: str) -> str:
+        if not TOOL_NAME_RE.match(v):
+            raise ValueError(f"tool name {v!r} must match {TOOL_NAME_RE.pattern}")
+        return v
+
+    @field_validator("path")
+    @classmethod
+    def _path_slash(cls, v: str) -> str:
+        if not v.startswith("/") and v != "":
+            raise ValueError("path must start with '/'")
+        return v
+
+    @model_validator(mode="after")
+    def _placeholders_declared(self) -> ToolSpec:
+        used = set(PLACEHOLDER_RE.findall(self.path))
+        for value in self.query.values():
+            used |= set(PLACEHOLDER_RE.findall(value))
+        missing = used - set(self.input)
+        if missing:
+            raise ValueError(f"placeholders {sorted(missing)} are not declared in `input`")
+        if not self.examples:
+            raise ValueError("examples must hold at least one argument set ({} for none)")
+        return self
+
+
+class Politeness(_Strict):
+    """How hard realprobe may hit one API (per host)."""
+
+    max_in_flight: int = 1
+    min_interval_s: float = 1.0
+    jitter_s: float = 0.5
+    daily_budget: int = 500
+
+
+class ApiSpec(_Strict):
+    id: str
+    name: str
+    base_url: str
+    docs_url: str
+    category: str
+    https: bool
+    in_public_apis: bool = True
+    accept_json: bool = True
+    description: str = ""
+    politeness: Politeness = Field(default_factory=Politeness)
+    notes: list[str] = Field(default_factory=list)
+    tools: list[ToolSpec]
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, v: str) -> str:
+        if not API_ID_RE.match(v):
+            raise ValueError(f"api id {v!r} must match {API_ID_RE.pattern}")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _valid_base(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+(/[^\s]*)?$", v):
+            raise ValueError(f"base_url {v!r} must be an absolute http(s) URL")
+        return v.rstrip("/")
+
+
+class CatalogFile(_Strict):
+    """A catalogue file holds one or more APIs under `apis`."""
+
+    apis: list[ApiSpec]

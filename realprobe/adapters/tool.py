@@ -1,0 +1,293 @@
+"""A Tool: one catalogue entry turned into pydantic models, a request builder and a parser."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cached_property
+from typing import Any, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from realprobe.adapters import parsers
+from realprobe.adapters.spec import PLACEHOLDER_RE, ApiSpec, InputField, OutputField, Rule, ToolSpec
+from realprobe.errors import ErrorCode
+
+_PY_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict[str, Any],
+    "any": Any,
+}
+
+
+class BadResponse(Exception):
+    """The body does not hold what the tool promises; carries the code to report."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _input_annotation(f: InputField) -> Any:
+    if f.enum:
+        return Literal[tuple(f.enum)]
+    return _PY_TYPES[f.type]
+
+
+def build_input_model(spec: ToolSpec) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for name, f in spec.input.items():
+        ann = _input_annotation(f)
+        constraints: dict[str, Any] = {"description": f.description or None}
+        if f.minimum is not None:
+            constraints["ge"] = f.minimum
+        if f.maximum is not None:
+            constraints["le"] = f.maximum
+        if f.min_length is not None:
+            constraints["min_length"] = f.min_length
+        if f.max_length is not None:
+            constraints["max_length"] = f.max_length
+        if f.pattern is not None:
+            constraints["pattern"] = f.pattern
+        if f.required:
+            fields[name] = (ann, Field(..., **constraints))
+        else:
+            fields[name] = (ann | None, Field(default=f.default, **constraints))
+    model = create_model(  # type: ignore[call-overload]
+        _model_name(spec.name, "Input"),
+        __config__=ConfigDict(extra="forbid", strict=False),
+        **fields,
+    )
+    return model  # type: ignore[no-any-return]
+
+
+def _output_annotation(name: str, f: OutputField, owner: str) -> Any:
+    if f.type == "array":
+        if f.items:
+            item_model = create_model(  # type: ignore[call-overload]
+                _model_name(owner, name.title() + "Item"),
+                **{k: _output_field(k, v, owner + name) for k, v in f.items.items()},
+            )
+            return list[item_model]  # type: ignore[valid-type]
+        return list[_PY_TYPES[f.item_type or "any"]]  # type: ignore[misc]
+    return _PY_TYPES[f.type]
+
+
+def _output_field(name: str, f: OutputField, owner: str) -> tuple[Any, Any]:
+    ann = _output_annotation(name, f, owner)
+    desc = f.description or None
+    if f.optional:
+        return (ann | None, Field(default=None, description=desc))
+    return (ann, Field(..., description=desc))
+
+
+def build_output_model(spec: ToolSpec) -> type[BaseModel]:
+    fields = {k: _output_field(k, v, spec.name) for k, v in spec.output.items()}
+    return create_model(_model_name(spec.name, "Output"), **fields)  # type: ignore[call-overload,no-any-return]
+
+
+def _model_name(tool: str, suffix: str) -> str:
+    return "".join(p.title() for p in re.split(r"[_-]", tool)) + suffix
+
+
+_MISSING = object()
+
+
+def lookup(body: Any, path: str | None) -> Any:
+    """Read a dotted path (`a.b.0.c`) from parsed JSON; `_MISSING` when absent."""
+    if path is None or path == "":
+        return body
+    cur = body
+    for part in path.split("."):
+        if isinstance(cur, dict):
+            if part not in cur:
+                return _MISSING
+            cur = cur[part]
+        elif isinstance(cur, list):
+            try:
+                cur = cur[int(part)]
+            except (ValueError, IndexError):
+                return _MISSING
+        else:
+            return _MISSING
+    return cur
+
+
+def _extract(body: Any, fields: dict[str, OutputField]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, f in fields.items():
+        value = lookup(body, f.from_ if f.from_ is not None else name)
+        if value is _MISSING or value is None:
+            if f.optional:
+                out[name] = None
+                continue
+            raise BadResponse(
+                ErrorCode.INVALID_RESPONSE, f"field {name!r} missing at {f.from_ or name!r}"
+            )
+        if f.type == "array" and isinstance(value, list):
+            if f.max_items is not None:
+                value = value[: f.max_items]
+            if f.items:
+                value = [_extract(el, f.items) for el in value]
+        out[name] = value
+    return out
+
+
+def _rule_matches(rule: Rule, body: Any) -> bool:
+    value = lookup(body, rule.path)
+    present = value is not _MISSING
+    if rule.exists is not None:
+        return present == rule.exists
+    if not present:
+        return False
+    if rule.equals is not None:
+        return bool(value == rule.equals)
+    if rule.not_equals is not None:
+        return bool(value != rule.not_equals)
+    if rule.contains is not None:
+        return isinstance(value, str) and rule.contains.lower() in value.lower()
+    if rule.in_ is not None:
+        return value in rule.in_
+    if rule.not_in is not None:
+        return value not in rule.not_in
+    if rule.matches is not None:
+        return isinstance(value, str) and re.search(rule.matches, value) is not None
+    return False
+
+
+class Tool:
+    """One callable tool. Pure: builds requests and parses bodies; the network is elsewhere."""
+
+    def __init__(self, api: ApiSpec, spec: ToolSpec) -> None:
+        self.api = api
+        self.spec = spec
+        self.name = spec.name
+        self.input_model = build_input_model(spec)
+        self.output_model = build_output_model(spec)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    @property
+    def api_id(self) -> str:
+        return self.api.id
+
+    @cached_property
+    def input_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+    @cached_property
+    def output_schema(self) -> dict[str, Any]:
+        return self.output_model.model_json_schema()
+
+    @property
+    def examples(self) -> list[dict[str, Any]]:
+        return self.spec.examples
+
+    def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Validated arguments with defaults filled in; raises pydantic.ValidationError."""
+        return self.input_model.model_validate(args).model_dump()
+
+    def build_request(self, args: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
+        """(method, url, query params) for validated args. Unset optional params are dropped."""
+
+        def fill(template: str, *, in_path: bool) -> str | None:
+            names = PLACEHOLDER_RE.findall(template)
+            if any(args.get(n) is None for n in names):
+                return None
+            def sub(m: re.Match[str]) -> str:
+                v = args[m.group(1)]
+                text = str(v).lower() if isinstance(v, bool) else str(v)
+                return quote(text, safe="") if in_path else text
+            return PLACEHOLDER_RE.sub(sub, template)
+
+        path = fill(self.spec.path, in_path=True)
+        if path is None:
+            raise ValueError(f"{self.name}: a path argument is missing")
+        params: dict[str, str] = {}
+        for key, template in self.spec.query.items():
+            value = fill(template, in_path=False)
+            if value is not None:
+                params[key] = value
+        return self.spec.method, self.api.base_url + path, params
+
+    def request_headers(self) -> dict[str, str]:
+        headers = dict(self.spec.headers)
+        if self.api.accept_json and self.spec.response == "json":
+            headers.setdefault("Accept", "application/json")
+        return headers
+
+    def parse(self, body: bytes) -> dict[str, Any]:
+        """Body bytes to output data. Raises BadResponse with the code to report."""
+        if self.spec.response == "text":
+            try:
+                decoded: Any = body.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise BadResponse(ErrorCode.INVALID_RESPONSE, f"body is not UTF-8: {exc}") from exc
+        else:
+            try:
+                decoded = json.loads(body)
+            except (ValueError, UnicodeDecodeError) as exc:
+                snippet = body[:60].decode("utf-8", "replace")
+                raise BadResponse(
+                    ErrorCode.INVALID_RESPONSE, f"body is not valid JSON ({exc}): {snippet!r}"
+                ) from exc
+        for rule in self.spec.soft_failures:
+            if _rule_matches(rule, decoded):
+                raise BadResponse(rule.code, rule.message)
+        if self.spec.parser:
+            decoded = parsers.get(self.spec.parser)(decoded)
+        data = _extract(decoded, self.spec.output)
+        try:
+            return self.output_model.model_validate(data).model_dump(mode="json")
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise BadResponse(
+                ErrorCode.INVALID_RESPONSE, f"output fails schema at {where}: {first['msg']}"
+            ) from exc
+
+    # -- definitions for agents -------------------------------------------------------
+
+    def mcp_definition(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.spec.title,
+            "description": self.spec.description,
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": {"readOnlyHint": True, "openWorldHint": True, "idempotentHint": False},
+        }
+
+    def openai_definition(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": f"{self.spec.title}. {self.spec.description}",
+                "parameters": self.input_schema,
+            },
+        }
+
+    def catalog_entry(self) -> dict[str, Any]:
+        return {
+            **self.mcp_definition(),
+            "api": {
+                "id": self.api.id,
+                "name": self.api.name,
+                "base_url": self.api.base_url,
+                "docs_url": self.api.docs_url,
+                "category": self.api.category,
+                "https": self.api.https,
+                "in_public_apis": self.api.in_public_apis,
+            },
+            "method": self.spec.method,
+            "path": self.spec.path,
+            "examples": self.spec.examples,
+            "fixtures": [{"kind": f.kind, "source": f.source} for f in self.spec.fixtures],
+        }

@@ -1,0 +1,59 @@
+"""Clocks. Latency is read from an injected clock so simulated runs never sleep for real."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    virtual: bool
+
+    def now(self) -> float:
+        """Seconds on a monotonic scale."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+    def wall(self) -> float:
+        """Seconds since the epoch (for timestamps)."""
+        ...
+
+
+class RealClock:
+    virtual = False
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            await asyncio.sleep(seconds)
+
+    def wall(self) -> float:
+        return time.time()
+
+
+class VirtualClock:
+    """A clock that only moves when told to: `sleep` and `advance` add to it, nothing waits."""
+
+    virtual = True
+
+    def __init__(self, start_wall: float | None = None) -> None:
+        self._t = 0.0
+        self._wall0 = time.time() if start_wall is None else start_wall
+
+    def now(self) -> float:
+        return self._t
+
+    def advance(self, seconds: float) -> None:
+        if seconds > 0:
+            self._t += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+        await asyncio.sleep(0)
+
+    def wall(self) -> float:
+        return self._wall0 + self._t

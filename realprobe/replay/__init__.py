@@ -1,0 +1,6 @@
+"""Transports (live, sandbox routing, record, replay, simulate) and the one client factory."""
+
+from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.replay.modes import Mode, TransportOptions, make_client
+
+__all__ = ["ClientConfig", "HttpClient", "Mode", "TransportOptions", "make_client"]

@@ -1,0 +1,81 @@
+"""Picking a transport: the only place that knows live, sandbox, record, replay and simulate.
+
+Commands, probes, agents and the MCP server ask `make_client` for an HttpClient and never
+branch on the mode themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import httpx
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.clock import Clock, RealClock, VirtualClock
+from realprobe.errors import RealprobeError
+from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.replay.simulate import SimulateTransport, origins_of
+from realprobe.replay.transports import SandboxRouter, live_transport
+from realprobe.simulator.profile import Profile, resolve_profile
+
+
+class Mode(StrEnum):
+    LIVE = "live"
+    RECORD = "record"
+    REPLAY = "replay"
+    SIMULATE = "simulate"
+
+
+@dataclass
+class TransportOptions:
+    mode: Mode = Mode.LIVE
+    sandbox: str | None = None
+    profile: str | Path | Profile | None = None
+    seed: int = 0
+    cassette: str | Path | None = None
+    real_time: bool = False
+
+    def normalised(self) -> TransportOptions:
+        mode = self.mode
+        if self.profile is not None and mode is Mode.LIVE and self.sandbox is None:
+            mode = Mode.SIMULATE
+        if self.sandbox and self.profile is not None and mode is Mode.SIMULATE:
+            raise RealprobeError("--sandbox and --simulate exclude each other: pick one")
+        if mode in (Mode.RECORD, Mode.REPLAY) and self.cassette is None:
+            raise RealprobeError(f"--mode {mode.value} needs --cassette PATH")
+        return TransportOptions(
+            mode, self.sandbox, self.profile, self.seed, self.cassette, self.real_time
+        )
+
+
+def base_transport(catalog: Catalog, opts: TransportOptions, clock: Clock) -> httpx.AsyncBaseTransport:
+    """The transport that really answers: network, sandbox or simulator."""
+    if opts.mode is Mode.SIMULATE:
+        return SimulateTransport(
+            catalog, resolve_profile(opts.profile), seed=opts.seed, clock=clock,
+            real_time=opts.real_time,
+        )
+    if opts.sandbox:
+        return SandboxRouter(opts.sandbox, origins_of(catalog), live_transport())
+    return live_transport()
+
+
+def make_client(
+    catalog: Catalog,
+    opts: TransportOptions | None = None,
+    *,
+    clock: Clock | None = None,
+    config: ClientConfig | None = None,
+) -> HttpClient:
+    opts = (opts or TransportOptions()).normalised()
+    if clock is None:
+        clock = VirtualClock() if opts.mode is Mode.SIMULATE and not opts.real_time else RealClock()
+    if opts.mode in (Mode.RECORD, Mode.REPLAY):
+        from realprobe.replay import recording
+
+        transport = recording.transport_for(catalog, opts, clock, base_transport)
+    else:
+        transport = base_transport(catalog, opts, clock)
+    return HttpClient(transport, clock=clock, config=config)

@@ -1,0 +1,158 @@
+"""The simulate transport: every catalogue tool served in process from its real fixture bodies,
+with outcomes drawn from a Profile by the seeded fault model. No sockets.
+
+On the default virtual clock nothing sleeps: latencies advance the clock, and a hang or a
+drip past the call's deadline raises httpx.ReadTimeout at the moment it would have fired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+
+import httpx
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.clock import Clock, VirtualClock
+from realprobe.simulator.faults import FaultModel
+from realprobe.simulator.profile import Profile
+from realprobe.simulator.render import MOVED_PREFIX, Plan, render
+from realprobe.simulator.routes import Body, Route, RouteTable
+
+from realprobe.replay.client import DEADLINE_EXT
+
+
+def routes_from_catalog(catalog: Catalog) -> RouteTable:
+    routes = []
+    for tool in catalog:
+        base_path = httpx.URL(tool.api.base_url).path.rstrip("/")
+        bodies = [
+            Body(
+                kind=f.kind,
+                status=f.status,
+                content_type=f.content_type,
+                headers=tuple(f.headers.items()),
+                body=f.body.encode("utf-8"),
+                code=f.code,
+            )
+            for f in tool.spec.fixtures
+        ]
+        routes.append(
+            Route(
+                api_id=tool.api_id,
+                tool=tool.name,
+                method=tool.spec.method,
+                path=base_path + tool.spec.path,
+                response=tool.spec.response,
+                bodies=bodies,
+            )
+        )
+    return RouteTable(routes)
+
+
+def origins_of(catalog: Catalog) -> dict[str, str]:
+    """{origin: api_id} for routing canonical URLs."""
+    from realprobe.replay.transports import origin_map
+
+    return origin_map({api.id: api.base_url for api in catalog.apis.values()})
+
+
+class _FailingStream(httpx.AsyncByteStream):
+    def __init__(self, head: bytes, exc: Exception) -> None:
+        self.head = head
+        self.exc = exc
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self.head:
+            yield self.head
+        raise self.exc
+
+
+class SimulateTransport(httpx.AsyncBaseTransport):
+    def __init__(
+        self,
+        catalog: Catalog,
+        profile: Profile,
+        *,
+        seed: int | str = 0,
+        clock: Clock | None = None,
+        real_time: bool = False,
+    ) -> None:
+        self.routes = routes_from_catalog(catalog)
+        self.origins = origins_of(catalog)
+        self.model = FaultModel(profile, seed)
+        self.clock: Clock = clock or VirtualClock()
+        self.real_time = real_time
+        self.calls = 0
+
+    def _find(self, request: httpx.Request) -> tuple[Route | None, str]:
+        url = request.url
+        port = f":{url.port}" if url.port else ""
+        api = self.origins.get(f"{url.scheme}://{url.host}{port}")
+        path = url.path
+        if path.startswith(MOVED_PREFIX + "/"):
+            path = path[len(MOVED_PREFIX):]
+        if api is None:
+            return None, path
+        return self.routes.match(api, request.method, path), path
+
+    async def _wait(self, seconds: float) -> None:
+        if self.real_time:
+            await asyncio.sleep(seconds)
+        if self.clock.virtual:
+            await self.clock.sleep(seconds)
+
+    def _budget(self, request: httpx.Request) -> float:
+        """Seconds left before this request's read timeout or the call's deadline fires."""
+        timeout = request.extensions.get("timeout", {})
+        read = timeout.get("read")
+        budget = math.inf if read is None else float(read)
+        deadline = request.extensions.get(DEADLINE_EXT)
+        if deadline is not None:
+            budget = min(budget, float(deadline) - self.clock.now())
+        return max(0.0, budget)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        route, path = self._find(request)
+        if route is None:
+            return httpx.Response(
+                404, headers={"Content-Type": "text/plain"}, content=b"Not Found", request=request
+            )
+        outcome = self.model.draw(route.tool)
+        plan = render(route, outcome, path=path, now_wall=self.clock.wall())
+        return await self.play(plan, request)
+
+    async def play(self, plan: Plan, request: httpx.Request) -> httpx.Response:
+        budget = self._budget(request)
+        if plan.action == "hang" or plan.delay_s > budget:
+            await self._wait(budget)
+            raise httpx.ReadTimeout("simulated: no answer before the timeout", request=request)
+        await self._wait(plan.delay_s)
+        if plan.action == "reset":
+            raise httpx.ReadError("simulated: connection reset by peer", request=request)
+        headers = list(plan.headers)
+        if plan.action == "drip":
+            # one byte a second: the call's deadline fires long before the body ends
+            seconds = float(len(plan.body))
+            left = self._budget(request)
+            if seconds > left:
+                await self._wait(left)
+                raise httpx.ReadTimeout("simulated: body still dripping at the deadline", request=request)
+            await self._wait(seconds)
+        if plan.action in ("reset_mid_body", "truncated"):
+            head = plan.body[: len(plan.body) // 2]
+            exc: Exception
+            if plan.action == "truncated":
+                exc = httpx.RemoteProtocolError(
+                    "simulated: peer closed connection without sending complete message body",
+                    request=request,
+                )
+            else:
+                exc = httpx.ReadError("simulated: connection reset mid-body", request=request)
+            headers.append(("Content-Length", str(len(plan.body))))
+            return httpx.Response(
+                plan.status, headers=headers, stream=_FailingStream(head, exc), request=request
+            )
+        return httpx.Response(plan.status, headers=headers, content=plan.body, request=request)

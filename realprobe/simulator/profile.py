@@ -1,0 +1,160 @@
+"""The profile format (DESIGN.md): one pydantic model writes it, reads it, and drives faults."""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from realprobe.errors import ErrorCode, RealprobeError
+
+FORMAT = "realprobe-profile/1"
+Z90 = 1.2815515655446004
+
+
+class ProfileError(RealprobeError):
+    pass
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Lognormal(_Model):
+    mu: float
+    sigma: float = Field(gt=0)
+
+
+class LatencyModel(_Model):
+    """Latency of successful calls in milliseconds."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    lognormal: Lognormal | None = None
+    ks_pvalue: float | None = None
+
+    def params(self) -> tuple[float, float]:
+        """(mu, sigma) of ln(latency_ms): the fit if present, else from p50/p90."""
+        if self.lognormal is not None:
+            return self.lognormal.mu, self.lognormal.sigma
+        p50 = self.p50 or 200.0
+        if self.p90 and self.p90 > p50:
+            return math.log(p50), (math.log(self.p90) - math.log(p50)) / Z90
+        return math.log(p50), 0.5
+
+
+class Burst(_Model):
+    """A two-state chain: failures come in runs."""
+
+    p_fail_after_fail: float = Field(ge=0, le=1)
+    p_fail_after_ok: float = Field(ge=0, le=1)
+
+    @property
+    def stationary_fail(self) -> float:
+        denom = 1.0 - self.p_fail_after_fail + self.p_fail_after_ok
+        return self.p_fail_after_ok / denom if denom > 0 else 1.0
+
+
+class ToolProfile(_Model):
+    n: int = 0
+    success_rate: float = Field(ge=0, le=1)
+    success_ci95: tuple[float, float] | None = None
+    errors: dict[ErrorCode, float] = Field(default_factory=dict)
+    latency_ms: LatencyModel = Field(default_factory=LatencyModel)
+    burst: Burst | None = None
+
+    @model_validator(mode="after")
+    def _errors_normalised(self) -> ToolProfile:
+        if any(v < 0 for v in self.errors.values()):
+            raise ValueError("error shares must be >= 0")
+        total = sum(self.errors.values())
+        if self.success_rate < 1 and total <= 0:
+            raise ValueError("success_rate < 1 needs a non-empty `errors` mix")
+        if total > 0:
+            self.errors = {k: v / total for k, v in self.errors.items()}
+        return self
+
+
+class Profile(_Model):
+    format: str = FORMAT
+    name: str | None = None
+    description: str | None = None
+    source: dict[str, Any] = Field(default_factory=dict)
+    default: ToolProfile | None = None
+    tools: dict[str, ToolProfile] = Field(default_factory=dict)
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, v: str) -> str:
+        if v != FORMAT:
+            raise ValueError(
+                f"unsupported profile format {v!r}; this realprobe reads {FORMAT!r} "
+                "(upgrade realprobe for newer profiles)"
+            )
+        return v
+
+    def for_tool(self, tool: str) -> ToolProfile:
+        if tool in self.tools:
+            return self.tools[tool]
+        if self.default is not None:
+            return self.default
+        return CALM_TOOL
+
+    def dump(self, path: str | Path | None = None) -> str:
+        text = self.model_dump_json(indent=2, exclude_none=True)
+        if path is not None:
+            Path(path).write_text(text + "\n", encoding="utf-8")
+        return text
+
+
+CALM_TOOL = ToolProfile(
+    success_rate=1.0, latency_ms=LatencyModel(p50=180, p90=420)
+)
+
+BUILTIN_PROFILES = ("calm", "published", "harsh")
+
+
+def builtin_profile(name: str) -> Profile:
+    data = resources.files("realprobe.simulator").joinpath("profiles", f"{name}.json")
+    return Profile.model_validate_json(data.read_text(encoding="utf-8"))
+
+
+def load_profile(ref: str | Path) -> Profile:
+    """A profile by built-in name (`calm`, `published`, `harsh`) or by file path."""
+    ref_s = str(ref)
+    if ref_s in BUILTIN_PROFILES:
+        return builtin_profile(ref_s)
+    path = Path(ref_s)
+    if not path.exists():
+        raise ProfileError(
+            f"profile {ref_s!r} is neither a file nor a built-in ({', '.join(BUILTIN_PROFILES)})"
+        )
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: not a readable JSON profile ({exc})") from exc
+    try:
+        return Profile.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ProfileError(f"{path}: invalid profile at {where}: {err['msg']}") from exc
+
+
+ProfileRef = str | Path | Profile
+Kind = Literal["builtin", "file"]
+
+
+def resolve_profile(ref: ProfileRef | None) -> Profile:
+    if ref is None:
+        return builtin_profile("calm")
+    if isinstance(ref, Profile):
+        return ref
+    return load_profile(ref)

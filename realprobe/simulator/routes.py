@@ -1,0 +1,66 @@
+"""What the simulator serves: tools as routes with their real fixture bodies (plain data).
+
+The catalogue is turned into a RouteTable elsewhere (`replay.simulate.routes_from_catalog`);
+this room only needs the data, so the sandbox never imports the adapters.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from realprobe.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    kind: str  # ok | soft_failure | error
+    status: int
+    content_type: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    code: ErrorCode | None
+
+
+@dataclass(slots=True)
+class Route:
+    api_id: str
+    tool: str
+    method: str
+    path: str  # the full original path template, e.g. /api/v3/PublicHolidays/{year}/{cc}
+    response: str  # json | text
+    bodies: list[Body]
+    regex: re.Pattern[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        pattern = re.sub(r"\\\{[a-zA-Z_][a-zA-Z0-9_]*\\\}", "[^/]+", re.escape(self.path))
+        self.regex = re.compile("^" + pattern + "/?$")
+
+    def ok_bodies(self) -> list[Body]:
+        return [b for b in self.bodies if b.kind == "ok"]
+
+    def failure_bodies(self, code: ErrorCode) -> list[Body]:
+        return [b for b in self.bodies if b.kind != "ok" and b.code is code]
+
+
+class RouteTable:
+    def __init__(self, routes: list[Route]) -> None:
+        self.routes = routes
+        self.by_api: dict[str, list[Route]] = {}
+        for r in routes:
+            self.by_api.setdefault(r.api_id, []).append(r)
+        for rs in self.by_api.values():
+            # literal paths before templated ones, longer first
+            rs.sort(key=lambda r: (r.path.count("{"), -len(r.path)))
+
+    def match(self, api_id: str, method: str, path: str) -> Route | None:
+        for r in self.by_api.get(api_id, ()):
+            if r.method == method and r.regex.match(path):
+                return r
+        return None
+
+    def by_tool(self, tool: str) -> Route | None:
+        for r in self.routes:
+            if r.tool == tool:
+                return r
+        return None
