@@ -43,9 +43,8 @@ class SandboxRouter(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         api = self.origins.get(self._origin(request.url))
         if api is None:
-            raise httpx.ConnectError(
-                f"sandbox routing: no catalogue API at {self._origin(request.url)}", request=request
-            )
+            # not a catalogue API (an LLM endpoint, say): unchanged to the inner transport
+            return await self.inner.handle_async_request(request)
         base_path = self.sandbox.raw_path.decode().split("?")[0].rstrip("/")
         target = self.sandbox.copy_with(
             raw_path=(base_path + f"/{api}" + request.url.raw_path.decode()).encode()

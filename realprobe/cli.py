@@ -1,0 +1,32 @@
+"""The `realprobe` command. Thin: parses options and calls the rooms."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from realprobe.commands import foundation
+from realprobe.errors import RealprobeError
+
+app = typer.Typer(
+    name="realprobe",
+    help="Measure how real public web APIs behave; replay, simulate and score agents on them.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+foundation.register(app)
+
+
+def main() -> None:
+    try:
+        app()
+    except RealprobeError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

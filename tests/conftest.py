@@ -1,0 +1,57 @@
+"""Shared fixtures: the catalogue, and loopback sandboxes the tests start and stop."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+
+import pytest
+
+from realprobe.adapters.catalog import Catalog, default_catalog
+from realprobe.replay.simulate import routes_from_catalog
+from realprobe.sandbox.server import Sandbox, SandboxThread
+from realprobe.simulator.profile import Profile, load_profile
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return default_catalog()
+
+
+SandboxFactory = Callable[..., str]
+
+
+@pytest.fixture
+def sandbox_factory(catalog: Catalog) -> Iterator[SandboxFactory]:
+    """`start(profile="calm", seed=0, latency_scale=0.0) -> url`; all stopped at teardown."""
+    with ExitStack() as stack:
+
+        def start(
+            profile: str | Profile = "calm", seed: int = 0, latency_scale: float = 0.0
+        ) -> str:
+            prof = profile if isinstance(profile, Profile) else load_profile(profile)
+            sb = Sandbox(routes_from_catalog(catalog), prof, seed=seed, latency_scale=latency_scale)
+            thread = SandboxThread(sb)
+            url = thread.start()
+            stack.callback(thread.stop)
+            return url
+
+        yield start
+
+
+@pytest.fixture
+def calm_sandbox(sandbox_factory: SandboxFactory) -> str:
+    return sandbox_factory("calm")
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any attempt to open a socket (for replay and simulate tests)."""
+
+    def guard(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a socket was opened in a test that must stay offline")
+
+    monkeypatch.setattr(socket.socket, "connect", guard)
+    monkeypatch.setattr(socket.socket, "connect_ex", guard)
+    monkeypatch.setattr(socket, "create_connection", guard)
