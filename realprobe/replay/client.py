@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -80,7 +82,7 @@ class HttpClient:
         self._client = httpx.AsyncClient(
             transport=transport,
             follow_redirects=False,
-            headers={"User-Agent": self.config.user_agent},
+            headers={"User-Agent": self.config.user_agent, "Accept-Encoding": "gzip, deflate"},
             timeout=httpx.Timeout(
                 self.config.read_timeout_s, connect=self.config.connect_timeout_s
             ),
@@ -195,24 +197,56 @@ class HttpClient:
         )
 
     async def _read_capped(self, response: httpx.Response, received: list[int]) -> bytes:
+        """Read the body, decoding gzip/deflate ourselves in bounded steps, so a bomb is
+        stopped after at most `max_bytes` of output, never fully inflated in memory."""
         cap = self.config.max_bytes
         declared = response.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > cap:
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if declared and declared.isdigit() and int(declared) > cap and encoding == "identity":
             raise FetchFailure(
                 ErrorCode.INVALID_RESPONSE,
                 f"body of {int(declared)} bytes is over the {cap}-byte cap",
-                0.0,
             )
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            received[0] = size
-            if size > cap:
+        decoder = _decoder(encoding)
+        out = bytearray()
+
+        def take(data: bytes) -> None:
+            out.extend(data)
+            received[0] = len(out)
+            if len(out) > cap:
                 raise FetchFailure(
                     ErrorCode.INVALID_RESPONSE,
-                    f"body over the {cap}-byte cap (decoded size; compressed bodies count too)",
-                    0.0,
+                    f"body over the {cap}-byte cap (counted after decompression)",
                 )
-            chunks.append(chunk)
-        return b"".join(chunks)
+
+        if response.is_stream_consumed:
+            # a transport built the response from bytes and httpx already decoded it
+            take(response.content)
+            return bytes(out)
+        async for raw in response.aiter_raw():
+            if decoder is None:
+                take(raw)
+                continue
+            data = raw
+            while data:
+                try:
+                    chunk = decoder.decompress(data, cap + 1 - len(out))
+                except zlib.error as exc:
+                    raise FetchFailure(
+                        ErrorCode.INVALID_RESPONSE, f"{encoding} body is corrupt ({exc})"
+                    ) from exc
+                take(chunk)
+                data = decoder.unconsumed_tail
+        if decoder is not None:
+            take(decoder.flush())
+        return bytes(out)
+
+
+def _decoder(encoding: str) -> Any:
+    if encoding in ("identity", ""):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise FetchFailure(ErrorCode.INVALID_RESPONSE, f"unsupported content-encoding {encoding!r}")

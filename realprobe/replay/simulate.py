@@ -155,4 +155,7 @@ class SimulateTransport(httpx.AsyncBaseTransport):
             return httpx.Response(
                 plan.status, headers=headers, stream=_FailingStream(head, exc), request=request
             )
-        return httpx.Response(plan.status, headers=headers, content=plan.body, request=request)
+        # a raw stream, so the client decodes (and caps) compressed bodies itself
+        return httpx.Response(
+            plan.status, headers=headers, stream=httpx.ByteStream(plan.body), request=request
+        )

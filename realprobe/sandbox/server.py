@@ -25,7 +25,7 @@ import h11
 
 from realprobe.simulator.faults import FaultModel, Outcome
 from realprobe.simulator.profile import Profile
-from realprobe.simulator.render import MOVED_PREFIX, VARIANTS, Plan, render
+from realprobe.simulator.render import MOVED_PREFIX, VARIANTS, Plan, is_variant, render
 from realprobe.simulator.routes import RouteTable
 
 FAULT_PREFIX = "/_fault/"
@@ -187,8 +187,9 @@ class Sandbox:
             rest = path[len(FAULT_PREFIX):]
             forced, _, tail = rest.partition("/")
             path = "/" + tail
-            if forced not in VARIANTS:
-                return _text(400, f"unknown fault variant {forced!r}; known: {', '.join(VARIANTS)}")
+            if not is_variant(forced):
+                known = ", ".join([*VARIANTS, "fixture-<n>"])
+                return _text(400, f"unknown fault variant {forced!r}; known: {known}")
         if path == "/_health":
             return _json(200, {"ok": True, "requests": self.stats.requests})
         if path == "/_routes":
@@ -204,7 +205,7 @@ class Sandbox:
         if route is None:
             return _text(404, "Not Found")
         if forced is not None:
-            outcome = Outcome(VARIANTS[forced], 0.0, 0)
+            outcome = Outcome(VARIANTS.get(forced), 0.0, 0)
         else:
             outcome = self.model.draw(route.tool)
         plan = render(route, outcome, path=original, now_wall=time.time(), variant=forced)

@@ -71,6 +71,13 @@ OVERSIZE_BYTES = 6 * 1024 * 1024
 MOVED_PREFIX = "/_moved"
 
 
+def is_variant(name: str) -> bool:
+    """A named variant, or `fixture-<n>`: the n-th real fixture body of the tool."""
+    return name in VARIANTS or (
+        name.startswith("fixture-") and name.removeprefix("fixture-").isdigit()
+    )
+
+
 @dataclass(slots=True)
 class Plan:
     variant: str
@@ -137,6 +144,8 @@ def render(
     fixture: Body | None = None
     if variant is None:
         variant, fixture = choose_variant(route, outcome)
+    elif variant.startswith("fixture-"):
+        fixture = route.bodies[int(variant.removeprefix("fixture-")) % len(route.bodies)]
     elif variant not in VARIANTS:
         raise KeyError(variant)
     delay = 0.0 if math.isinf(outcome.latency_s) else outcome.latency_s
