@@ -140,7 +140,6 @@ class Sandbox:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        self.stats.requests += 1
         target = request.target.decode("latin-1")
         path = target.split("?", 1)[0]
         method = request.method.decode()
@@ -195,6 +194,7 @@ class Sandbox:
         if path == "/_routes":
             return _json(200, [{"api": r.api_id, "tool": r.tool, "path": f"/{r.api_id}{r.path}"}
                                for r in self.routes.routes])
+        self.stats.requests += 1  # API requests only; control paths are not counted
         _, api, *rest_parts = path.split("/", 2)
         original = "/" + (rest_parts[0] if rest_parts else "")
         if original.startswith(MOVED_PREFIX + "/"):
