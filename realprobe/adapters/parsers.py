@@ -51,3 +51,17 @@ def _unescape(value: Any) -> Any:
 def html_unescape(body: Any) -> Any:
     """OpenTDB (default encoding) HTML-escapes its strings: `&quot;`, `&#039;`."""
     return _unescape(body)
+
+
+@register("single_object_as_list")
+def single_object_as_list(body: Any) -> Any:
+    """A list endpoint whose recorded body is one bare object (Nager.Date via a proxy): wrap it."""
+    return [body] if isinstance(body, dict) else body
+
+
+@register("programming_quotes")
+def programming_quotes(body: Any) -> Any:
+    """Programming Quotes: herokuapp-era items hold the text in `en`, later ones in `text`."""
+    if isinstance(body, list):
+        return [{"text": q.get("en"), **q} if isinstance(q, dict) else q for q in body]
+    return body
