@@ -260,6 +260,7 @@ name = "my_tool"
 title = "Mine"
 description = "Returns a thing"
 path = "/thing/{id}"
+examples = [{id = 3}]
 [tools.input.id]
 type = "integer"
 required = true

@@ -117,7 +117,10 @@ class Catalog:
                     raise CatalogError(
                         f"api {api.id!r}: tool {spec.name!r} already defined by api {other!r}"
                     )
-                self.tools[spec.name] = Tool(api, spec)
+                try:
+                    self.tools[spec.name] = Tool(api, spec)
+                except ValueError as exc:
+                    raise CatalogError(f"api {api.id!r}, {exc}") from exc
 
     @classmethod
     def load(cls, extra: Iterable[str | Path] = ()) -> Catalog:

@@ -80,6 +80,20 @@ class Rule(_Strict):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    @model_validator(mode="after")
+    def _one_condition(self) -> Rule:
+        conditions = [
+            name
+            for name in ("equals", "not_equals", "contains", "exists", "in_", "not_in", "matches")
+            if getattr(self, name) is not None
+        ]
+        if len(conditions) != 1:
+            raise ValueError(
+                "a soft-failure rule needs exactly one of equals, not_equals, contains, "
+                f"exists, in, not_in, matches (got {len(conditions)})"
+            )
+        return self
+
 
 class Fixture(_Strict):
     """A real response body for the sandbox and the tests, with where it came from."""
@@ -90,13 +104,15 @@ class Fixture(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
     body: str
     code: ErrorCode | None = None
-    source: str
+    source: str = Field(min_length=1)
     note: str = ""
 
     @model_validator(mode="after")
     def _failure_has_code(self) -> Fixture:
         if self.kind != "ok" and self.code is None:
             raise ValueError("a soft_failure or error fixture needs `code`")
+        if self.kind == "error" and self.status < 400:
+            raise ValueError("an error fixture needs its HTTP `status` (>= 400)")
         return self
 
 

@@ -138,6 +138,13 @@ def _extract(body: Any, fields: dict[str, OutputField]) -> dict[str, Any]:
     return out
 
 
+def _same(value: Any, expected: Any) -> bool:
+    """Equality that keeps booleans apart from 0 and 1."""
+    if isinstance(expected, bool) or isinstance(value, bool):
+        return type(value) is type(expected) and value == expected
+    return bool(value == expected)
+
+
 def _rule_matches(rule: Rule, body: Any) -> bool:
     value = lookup(body, rule.path)
     present = value is not _MISSING
@@ -146,9 +153,9 @@ def _rule_matches(rule: Rule, body: Any) -> bool:
     if not present:
         return False
     if rule.equals is not None:
-        return bool(value == rule.equals)
+        return _same(value, rule.equals)
     if rule.not_equals is not None:
-        return bool(value != rule.not_equals)
+        return not _same(value, rule.not_equals)
     if rule.contains is not None:
         return isinstance(value, str) and rule.contains.lower() in value.lower()
     if rule.in_ is not None:
@@ -169,6 +176,16 @@ class Tool:
         self.name = spec.name
         self.input_model = build_input_model(spec)
         self.output_model = build_output_model(spec)
+        for i, example in enumerate(spec.examples):
+            try:
+                self.input_model.model_validate(example)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "arguments"
+                raise ValueError(
+                    f"tool {spec.name!r}: examples[{i}] fails the input schema at {where}: "
+                    f"{first['msg']}"
+                ) from exc
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -203,7 +220,8 @@ class Tool:
             def sub(m: re.Match[str]) -> str:
                 v = args[m.group(1)]
                 text = str(v).lower() if isinstance(v, bool) else str(v)
-                return quote(text, safe="") if in_path else text
+                # keep list separators literal (JokeAPI takes `Programming,Pun` in the path)
+                return quote(text, safe=",;:@!$&'()*+=") if in_path else text
             return PLACEHOLDER_RE.sub(sub, template)
 
         path = fill(self.spec.path, in_path=True)
