@@ -84,13 +84,16 @@ def main() -> None:
     tool = cat.get(TOOL)
     sb = Sandbox(routes_from_catalog(cat), load_profile("calm"), latency_scale=0.0)
     with running(sb) as url:
-        method, canonical, params = tool.build_request(tool.validate_args(dict(tool.examples[0])))
+        _method, canonical, params = tool.build_request(tool.validate_args(dict(tool.examples[0])))
         raw_url = str(httpx.URL(url + "/" + tool.api_id + httpx.URL(canonical).path, params=params))
         rows = []
         for _ in range(repeats):  # interleaved, so drift in machine load hits all alike
             rows.append(
-                (raw_sync(raw_url, n), asyncio.run(raw_async(raw_url, n)),
-                 asyncio.run(realprobe_calls(url, n)))
+                (
+                    raw_sync(raw_url, n),
+                    asyncio.run(raw_async(raw_url, n)),
+                    asyncio.run(realprobe_calls(url, n)),
+                )
             )
     best = [min(col) for col in zip(*rows, strict=True)]
     t_sim = asyncio.run(simulate_calls(n * 5))

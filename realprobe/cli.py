@@ -7,6 +7,7 @@ import sys
 import typer
 
 from realprobe.commands import foundation
+from realprobe.commands import mcp as mcp_commands
 from realprobe.errors import RealprobeError
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ app = typer.Typer(
 )
 
 foundation.register(app)
+mcp_commands.register(app)
 
 
 def main() -> None:

@@ -59,17 +59,20 @@ def test_unknown_tool_suggests_close_names() -> None:
 
 
 def test_bad_arguments_are_invalid_input_and_nothing_is_sent(
-    sandbox_factory, catalog  # type: ignore[no-untyped-def]
+    sandbox_factory,
+    catalog,  # type: ignore[no-untyped-def]
 ) -> None:
     url = sandbox_factory("calm")
+
     def constrained(f):  # type: ignore[no-untyped-def]
         return f.enum or f.type in ("integer", "number")
 
     tool = next(t for t in catalog if any(constrained(f) for f in t.spec.input.values()))
     field = next(n for n, f in tool.spec.input.items() if constrained(f))
     wrong = "zz-not-allowed-zz"
-    res = runner.invoke(app, ["call", tool.name, "--arg", f"{field}={wrong}",
-                              "--sandbox", url, "--json"])
+    res = runner.invoke(
+        app, ["call", tool.name, "--arg", f"{field}={wrong}", "--sandbox", url, "--json"]
+    )
     out = json.loads(res.output)
     assert out["error"]["code"] == "INVALID_INPUT"
     assert field in out["error"]["message"]
@@ -79,7 +82,9 @@ def test_bad_arguments_are_invalid_input_and_nothing_is_sent(
     assert health["requests"] == 0  # the bad call never reached the server
 
 
-def test_user_catalogue_is_merged_and_called_live_on_loopback(calm_sandbox: str, tmp_path: Path) -> None:
+def test_user_catalogue_is_merged_and_called_live_on_loopback(
+    calm_sandbox: str, tmp_path: Path
+) -> None:
     """A user's own API, declared in TOML, through the live transport to a loopback server."""
     cat = tmp_path / "mine.toml"
     cat.write_text(

@@ -18,8 +18,13 @@ FAST = ClientConfig(deadline_s=1.0, read_timeout_s=0.6, connect_timeout_s=0.5)
 TOOL = "zenquotes_random"
 
 
-def call(catalog: Catalog, url: str, tool: str = TOOL, args: dict | None = None,
-         config: ClientConfig = FAST) -> ToolResult:
+def call(
+    catalog: Catalog,
+    url: str,
+    tool: str = TOOL,
+    args: dict | None = None,
+    config: ClientConfig = FAST,
+) -> ToolResult:
     async def go() -> ToolResult:
         client = make_client(catalog, TransportOptions(sandbox=url), config=config)
         try:
@@ -35,7 +40,9 @@ FAILURES = sorted(v for v, code in VARIANTS.items() if code is not None)
 
 
 @pytest.mark.parametrize("variant", FAILURES)
-def test_every_fault_variant_is_classified(catalog: Catalog, calm_sandbox: str, variant: str) -> None:
+def test_every_fault_variant_is_classified(
+    catalog: Catalog, calm_sandbox: str, variant: str
+) -> None:
     started = time.perf_counter()
     result = call(catalog, f"{calm_sandbox}/_fault/{variant}")
     elapsed = time.perf_counter() - started
@@ -73,13 +80,18 @@ def test_cloudflare_52x_and_503(catalog: Catalog, calm_sandbox: str) -> None:
 def test_redirect_to_private_or_loopback_is_refused_and_recorded(
     catalog: Catalog, calm_sandbox: str
 ) -> None:
-    for variant, host in (("redirect_private", "10.255.255.1"), ("redirect_loopback", "127.0.0.1:9")):
+    for variant, host in (
+        ("redirect_private", "10.255.255.1"),
+        ("redirect_loopback", "127.0.0.1:9"),
+    ):
         r = call(catalog, f"{calm_sandbox}/_fault/{variant}")
         assert r.code is ErrorCode.OPERATION_FAILED
         assert r.redirects and host in r.redirects[0]
 
 
-def test_public_redirect_is_followed_and_the_chain_kept(catalog: Catalog, calm_sandbox: str) -> None:
+def test_public_redirect_is_followed_and_the_chain_kept(
+    catalog: Catalog, calm_sandbox: str
+) -> None:
     r = call(catalog, f"{calm_sandbox}/_fault/redirect_ok")
     assert r.ok, r.summary()
     assert r.redirects and r.redirects[0].startswith("301 https://zenquotes.io/_moved/")
@@ -103,7 +115,9 @@ def test_gzip_bomb_and_oversized_are_capped(catalog: Catalog, calm_sandbox: str)
         assert r.bytes <= FAST.max_bytes + 65536
 
 
-def test_every_real_failure_fixture_through_the_sandbox(catalog: Catalog, calm_sandbox: str) -> None:
+def test_every_real_failure_fixture_through_the_sandbox(
+    catalog: Catalog, calm_sandbox: str
+) -> None:
     """Soft failures (200 bodies that are errors) and real error bodies, served for real."""
     seen = 0
     for tool in catalog:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
@@ -66,7 +67,7 @@ def test_burst_chain_and_rates_follow_the_profile() -> None:
     model = FaultModel(Profile(tools={"t": tp}), seed=11)
     fails = [not model.draw("t").ok for _ in range(40_000)]
     rate = sum(fails) / len(fails)
-    after_fail = [b for a, b in zip(fails, fails[1:], strict=False) if a]
+    after_fail = [b for a, b in itertools.pairwise(fails) if a]
     assert abs(rate - 0.3) < 0.015
     assert abs(sum(after_fail) / len(after_fail) - 0.5) < 0.02
 

@@ -5,18 +5,25 @@ Every path ends in a ToolResult; an API failure never raises out of `call_tool`.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from realprobe.adapters.http import Fetched, FetchFailure, Fetcher
+from realprobe.adapters.http import Fetched, Fetcher, FetchFailure
 from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import BadResponse, Tool
 from realprobe.errors import ErrorCode, code_for_status
 
-RATE_LIMIT_HEADER_PREFIXES = ("x-ratelimit", "x-rate-limit", "ratelimit", "x-rate-reset", "retry-after")
+RATE_LIMIT_HEADER_PREFIXES = (
+    "x-ratelimit",
+    "x-rate-limit",
+    "ratelimit",
+    "x-rate-reset",
+    "retry-after",
+)
 
 
 def parse_retry_after(value: str | None, date_header: str | None = None) -> float | None:
@@ -36,10 +43,8 @@ def parse_retry_after(value: str | None, date_header: str | None = None) -> floa
         return None
     base = time.time()
     if date_header:
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             base = parsedate_to_datetime(date_header).timestamp()
-        except (TypeError, ValueError):
-            pass
     return max(0.0, when.timestamp() - base)
 
 
@@ -55,9 +60,7 @@ def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES)}
 
 
-def _error(
-    tool: Tool, code: ErrorCode, message: str, **kw: Any
-) -> ToolResult:
+def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
     status = kw.pop("http_status", None)
     retry = kw.pop("retry_after_s", None)
     return ToolResult(

@@ -50,8 +50,10 @@ def _describe(raw: Any, loc: tuple[Any, ...]) -> str:
             if key in ("apis", "tools") and isinstance(cur, list) and i + 1 < len(loc):
                 idx = loc[i + 1]
                 item = cur[idx] if isinstance(idx, int) and idx < len(cur) else None
-                label = item.get("id" if key == "apis" else "name") if isinstance(item, dict) else None
-                parts.append(f'{key[:-1]} {label!r}' if label else f"{key[:-1]} #{idx}")
+                label = (
+                    item.get("id" if key == "apis" else "name") if isinstance(item, dict) else None
+                )
+                parts.append(f"{key[:-1]} {label!r}" if label else f"{key[:-1]} #{idx}")
                 rest = []
                 continue
         elif isinstance(cur, list) and isinstance(key, int):
@@ -79,7 +81,11 @@ def parse_catalog(raw: Any, origin: str) -> list[ApiSpec]:
         err = exc.errors()[0]
         where = _describe(raw, tuple(err["loc"]))
         label = raw.get("id")
-        prefix = f'api {label!r}, ' if label and "apis" not in raw and not where.startswith("api") else ""
+        prefix = (
+            f"api {label!r}, "
+            if label and "apis" not in raw and not where.startswith("api")
+            else ""
+        )
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise CatalogError(f"{origin}: {prefix}{where}: {err['msg']}{more}") from exc
 

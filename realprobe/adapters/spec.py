@@ -127,7 +127,7 @@ class ToolSpec(_Strict):
     response: Literal["json", "text"] = "json"
     input: dict[str, InputField] = Field(default_factory=dict)
     output: dict[str, OutputField]
-    examples: list[dict[str, Any]] = Field(default_factory=lambda: [{}])
+    examples: list[dict[str, Any]] = Field(default_factory=lambda: [dict[str, Any]()])
     soft_failures: list[Rule] = Field(default_factory=list)
     parser: str | None = None
     fixtures: list[Fixture] = Field(default_factory=list)

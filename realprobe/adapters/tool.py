@@ -217,11 +217,13 @@ class Tool:
             names = PLACEHOLDER_RE.findall(template)
             if any(args.get(n) is None for n in names):
                 return None
+
             def sub(m: re.Match[str]) -> str:
                 v = args[m.group(1)]
                 text = str(v).lower() if isinstance(v, bool) else str(v)
                 # keep list separators literal (JokeAPI takes `Programming,Pun` in the path)
                 return quote(text, safe=",;:@!$&'()*+=") if in_path else text
+
             return PLACEHOLDER_RE.sub(sub, template)
 
         path = fill(self.spec.path, in_path=True)

@@ -19,14 +19,20 @@ err_console = Console(stderr=True)
 
 CatalogOpt = Annotated[
     list[Path] | None,
-    typer.Option("--catalog", help="Extra catalogue file (TOML/YAML/JSON), merged with the built-in one. Repeatable."),
+    typer.Option(
+        "--catalog",
+        help="Extra catalogue file (TOML/YAML/JSON), merged with the built-in one. Repeatable.",
+    ),
 ]
 SandboxOpt = Annotated[
-    str | None, typer.Option("--sandbox", help="Route every tool to a realprobe sandbox at this URL.")
+    str | None,
+    typer.Option("--sandbox", help="Route every tool to a realprobe sandbox at this URL."),
 ]
 SimulateOpt = Annotated[
     str | None,
-    typer.Option("--simulate", help="Simulate in process under this profile (file or calm|published|harsh)."),
+    typer.Option(
+        "--simulate", help="Simulate in process under this profile (file or calm|published|harsh)."
+    ),
 ]
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="live, record, replay or simulate.")]
 CassetteOpt = Annotated[

@@ -67,14 +67,22 @@ def catalog_cmd(
         table.add_column(col)
     for t in cat:
         table.add_row(
-            t.name, t.spec.title, t.api_id, t.api.category, "yes" if t.api.https else "no",
+            t.name,
+            t.spec.title,
+            t.api_id,
+            t.api.category,
+            "yes" if t.api.https else "no",
             ", ".join(t.spec.input) or "-",
         )
     console.print(table)
 
 
 async def _call_once(
-    cat: Catalog, opts: TransportOptions, tool_name: str, args: dict[str, object], timeout: float | None
+    cat: Catalog,
+    opts: TransportOptions,
+    tool_name: str,
+    args: dict[str, object],
+    timeout: float | None,
 ) -> ToolResult:
     tool = cat.get(tool_name)
     config = ClientConfig(deadline_s=timeout) if timeout else None
@@ -127,15 +135,23 @@ def call_cmd(
         raise typer.Exit(1)
 
 
-def _sandbox(cat: Catalog, profile: str, seed: int, latency_scale: float, host: str, port: int) -> Sandbox:
+def _sandbox(
+    cat: Catalog, profile: str, seed: int, latency_scale: float, host: str, port: int
+) -> Sandbox:
     return Sandbox(
-        routes_from_catalog(cat), load_profile(profile), seed=seed,
-        latency_scale=latency_scale, host=host, port=port,
+        routes_from_catalog(cat),
+        load_profile(profile),
+        seed=seed,
+        latency_scale=latency_scale,
+        host=host,
+        port=port,
     )
 
 
 def sandbox_cmd(
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Address to listen on (loopback by default).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8765,
     profile: Annotated[
         str, typer.Option(help="Fault profile: a file, or calm|published|harsh.")
@@ -186,7 +202,9 @@ def demo_cmd(
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
         return
-    table = Table(title=f"Every tool once through the sandbox at {url} (profile {profile}, seed {seed})")
+    table = Table(
+        title=f"Every tool once through the sandbox at {url} (profile {profile}, seed {seed})"
+    )
     for col in ("tool", "api", "result", "ms", "what came back"):
         table.add_column(col, overflow="fold")
     for t, r in zip(cat, results, strict=True):

@@ -22,6 +22,10 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import ErrorCode
 
 DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-clock transports
+#: a dict shared by every hop of one fetch: {"start": clock time}, and "elapsed" (what the
+#: caller will report as latency) once the fetch ends. Recordings keep it so a replay on a
+#: virtual clock reports exactly the latency the live call reported.
+TIMING_EXT = "realprobe.timing"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
@@ -62,7 +66,10 @@ def classify_exception(exc: BaseException) -> tuple[ErrorCode, str]:
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
         return ErrorCode.OPERATION_FAILED, f"{name}: {exc}"
     if isinstance(exc, httpx.TransportError | OSError):
-        return ErrorCode.NETWORK_ERROR, f"{name}: {exc or 'connection closed or reset by the server'}"
+        return (
+            ErrorCode.NETWORK_ERROR,
+            f"{name}: {exc or 'connection closed or reset by the server'}",
+        )
     return ErrorCode.OPERATION_FAILED, f"{name}: {exc}"
 
 
@@ -111,29 +118,52 @@ class HttpClient:
         start = self.clock.now()
         redirects: list[str] = []
         received = [0]
+        timing: dict[str, float] = {"start": start}
         try:
             if self.clock.virtual:
                 # Simulated and replayed transports raise timeouts themselves on the
                 # virtual clock; nothing here waits for real.
-                return await self._follow(
-                    method, url, params, headers, start, deadline, allow_private, redirects, received
+                fetched = await self._follow(
+                    method,
+                    url,
+                    params,
+                    headers,
+                    start,
+                    deadline,
+                    allow_private,
+                    redirects,
+                    received,
+                    timing,
                 )
-            async with asyncio.timeout(deadline):
-                return await self._follow(
-                    method, url, params, headers, start, deadline, allow_private, redirects, received
-                )
+            else:
+                async with asyncio.timeout(deadline):
+                    fetched = await self._follow(
+                        method,
+                        url,
+                        params,
+                        headers,
+                        start,
+                        deadline,
+                        allow_private,
+                        redirects,
+                        received,
+                        timing,
+                    )
+            timing["elapsed"] = fetched.elapsed_s
+            return fetched
         except FetchFailure as exc:
             exc.elapsed_s = exc.elapsed_s or self.clock.now() - start
             exc.received = exc.received or received[0]
             exc.redirects = exc.redirects or redirects
+            timing["elapsed"] = exc.elapsed_s
             raise
         except Exception as exc:
             code, message = classify_exception(exc)
             if code is ErrorCode.TIMEOUT and isinstance(exc, TimeoutError | DeadlineExceeded):
                 message = f"no complete answer within the {deadline:g}s deadline"
-            raise FetchFailure(
-                code, message, self.clock.now() - start, redirects, received[0]
-            ) from exc
+            elapsed = self.clock.now() - start
+            timing["elapsed"] = elapsed
+            raise FetchFailure(code, message, elapsed, redirects, received[0]) from exc
 
     async def _follow(
         self,
@@ -146,6 +176,7 @@ class HttpClient:
         allow_private: bool,
         redirects: list[str],
         received: list[int],
+        timing: dict[str, float] | None = None,
     ) -> Fetched:
         current = httpx.URL(url, params=params or None)
         for _hop in range(self.config.max_redirects + 1):
@@ -158,6 +189,8 @@ class HttpClient:
             )
             request = self._client.build_request(method, current, headers=headers, timeout=timeout)
             request.extensions[DEADLINE_EXT] = start + deadline
+            if timing is not None:
+                request.extensions[TIMING_EXT] = timing
             response = await self._client.send(request, stream=True)
             try:
                 if response.status_code in REDIRECT_STATUSES and "location" in response.headers:
@@ -167,13 +200,15 @@ class HttpClient:
                         raise FetchFailure(
                             ErrorCode.OPERATION_FAILED,
                             f"redirect to unsupported scheme refused: {target}",
-                            self.clock.now() - start, redirects,
+                            self.clock.now() - start,
+                            redirects,
                         )
                     if is_private_host(target.host) and not allow_private:
                         raise FetchFailure(
                             ErrorCode.OPERATION_FAILED,
                             f"redirect to a non-public address refused: {target}",
-                            self.clock.now() - start, redirects,
+                            self.clock.now() - start,
+                            redirects,
                         )
                     if response.status_code == 303:
                         method = "GET"
@@ -193,7 +228,8 @@ class HttpClient:
         raise FetchFailure(
             ErrorCode.OPERATION_FAILED,
             f"more than {self.config.max_redirects} redirects",
-            self.clock.now() - start, redirects,
+            self.clock.now() - start,
+            redirects,
         )
 
     async def _read_capped(self, response: httpx.Response, received: list[int]) -> bytes:

@@ -6,7 +6,7 @@ branch on the mode themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -36,6 +36,12 @@ class TransportOptions:
     seed: int = 0
     cassette: str | Path | None = None
     real_time: bool = False
+    #: replay: none|real|scaled:X|virtual (None: $REALPROBE_REPLAY_LATENCY, else virtual)
+    replay_latency: str | None = None
+    #: replay, when identical requests outrun their recordings: error|repeat-last|cycle
+    on_exhausted: str | None = None
+    #: record: scrub secrets before writing (on by default)
+    scrub: bool = True
 
     def normalised(self) -> TransportOptions:
         mode = self.mode
@@ -45,21 +51,38 @@ class TransportOptions:
             raise RealprobeError("--sandbox and --simulate exclude each other: pick one")
         if mode in (Mode.RECORD, Mode.REPLAY) and self.cassette is None:
             raise RealprobeError(f"--mode {mode.value} needs --cassette PATH")
-        return TransportOptions(
-            mode, self.sandbox, self.profile, self.seed, self.cassette, self.real_time
-        )
+        return replace(self, mode=mode)
 
 
-def base_transport(catalog: Catalog, opts: TransportOptions, clock: Clock) -> httpx.AsyncBaseTransport:
+def base_transport(
+    catalog: Catalog, opts: TransportOptions, clock: Clock
+) -> httpx.AsyncBaseTransport:
     """The transport that really answers: network, sandbox or simulator."""
     if opts.mode is Mode.SIMULATE:
         return SimulateTransport(
-            catalog, resolve_profile(opts.profile), seed=opts.seed, clock=clock,
+            catalog,
+            resolve_profile(opts.profile),
+            seed=opts.seed,
+            clock=clock,
             real_time=opts.real_time,
         )
     if opts.sandbox:
         return SandboxRouter(opts.sandbox, origins_of(catalog), live_transport())
     return live_transport()
+
+
+def _virtual_by_default(opts: TransportOptions) -> bool:
+    """Simulate, replay, and recording the simulator run on a virtual clock unless real time
+    is asked for (replay latency `real`/`scaled:X` sleeps for real)."""
+    if opts.real_time:
+        return False
+    if opts.mode is Mode.REPLAY:
+        from realprobe.replay.recording import replay_latency_of
+
+        return replay_latency_of(opts).virtual_clock
+    if opts.mode is Mode.RECORD:
+        return opts.profile is not None and not opts.sandbox
+    return opts.mode is Mode.SIMULATE
 
 
 def make_client(
@@ -71,7 +94,7 @@ def make_client(
 ) -> HttpClient:
     opts = (opts or TransportOptions()).normalised()
     if clock is None:
-        clock = VirtualClock() if opts.mode is Mode.SIMULATE and not opts.real_time else RealClock()
+        clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
     if opts.mode in (Mode.RECORD, Mode.REPLAY):
         from realprobe.replay import recording
 

@@ -15,12 +15,11 @@ import httpx
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import Clock, VirtualClock
+from realprobe.replay.client import DEADLINE_EXT
 from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.render import MOVED_PREFIX, Plan, render
 from realprobe.simulator.routes import Body, Route, RouteTable
-
-from realprobe.replay.client import DEADLINE_EXT
 
 
 def routes_from_catalog(catalog: Catalog) -> RouteTable:
@@ -92,7 +91,7 @@ class SimulateTransport(httpx.AsyncBaseTransport):
         api = self.origins.get(f"{url.scheme}://{url.host}{port}")
         path = url.path
         if path.startswith(MOVED_PREFIX + "/"):
-            path = path[len(MOVED_PREFIX):]
+            path = path[len(MOVED_PREFIX) :]
         if api is None:
             return None, path
         return self.routes.match(api, request.method, path), path
@@ -139,7 +138,9 @@ class SimulateTransport(httpx.AsyncBaseTransport):
             left = self._budget(request)
             if seconds > left:
                 await self._wait(left)
-                raise httpx.ReadTimeout("simulated: body still dripping at the deadline", request=request)
+                raise httpx.ReadTimeout(
+                    "simulated: body still dripping at the deadline", request=request
+                )
             await self._wait(seconds)
         if plan.action in ("reset_mid_body", "truncated"):
             head = plan.body[: len(plan.body) // 2]

@@ -51,7 +51,10 @@ class SandboxRouter(httpx.AsyncBaseTransport):
         )
         headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"host"]
         routed = httpx.Request(
-            request.method, target, headers=headers, content=request.content,
+            request.method,
+            target,
+            headers=headers,
+            content=request.content,
             extensions=request.extensions,
         )
         response = await self.inner.handle_async_request(routed)
@@ -65,11 +68,11 @@ class SandboxRouter(httpx.AsyncBaseTransport):
         sandbox_origin = self._origin(self.sandbox)
         rest = location
         if rest.startswith(sandbox_origin):
-            rest = rest[len(sandbox_origin):]
+            rest = rest[len(sandbox_origin) :]
         elif "://" in rest:
             return location  # somewhere else entirely: leave it for the redirect policy
         if base_path and rest.startswith(base_path + "/"):
-            rest = rest[len(base_path):]
+            rest = rest[len(base_path) :]
         parts = rest.split("/", 2)
         if len(parts) >= 2 and parts[1] in self.by_api:
             return self.by_api[parts[1]] + "/" + (parts[2] if len(parts) > 2 else "")

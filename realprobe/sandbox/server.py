@@ -154,7 +154,9 @@ class Sandbox:
         if plan.action == "reset":
             _reset(writer)
             return False
-        headers = [(k, v) for k, v in plan.headers if k.lower() not in ("content-length", "connection")]
+        headers = [
+            (k, v) for k, v in plan.headers if k.lower() not in ("content-length", "connection")
+        ]
         headers.append(("Content-Length", str(len(plan.body))))
         headers.append(("Server", "realprobe-sandbox"))
         writer.write(conn.send(h11.Response(status_code=plan.status, headers=headers)) or b"")
@@ -183,7 +185,7 @@ class Sandbox:
     def _plan(self, method: str, path: str) -> Plan:
         forced: str | None = None
         if path.startswith(FAULT_PREFIX):
-            rest = path[len(FAULT_PREFIX):]
+            rest = path[len(FAULT_PREFIX) :]
             forced, _, tail = rest.partition("/")
             path = "/" + tail
             if not is_variant(forced):
@@ -192,13 +194,18 @@ class Sandbox:
         if path == "/_health":
             return _json(200, {"ok": True, "requests": self.stats.requests})
         if path == "/_routes":
-            return _json(200, [{"api": r.api_id, "tool": r.tool, "path": f"/{r.api_id}{r.path}"}
-                               for r in self.routes.routes])
+            return _json(
+                200,
+                [
+                    {"api": r.api_id, "tool": r.tool, "path": f"/{r.api_id}{r.path}"}
+                    for r in self.routes.routes
+                ],
+            )
         self.stats.requests += 1  # API requests only; control paths are not counted
         _, api, *rest_parts = path.split("/", 2)
         original = "/" + (rest_parts[0] if rest_parts else "")
         if original.startswith(MOVED_PREFIX + "/"):
-            original = original[len(MOVED_PREFIX):]
+            original = original[len(MOVED_PREFIX) :]
             if forced == "redirect_ok":
                 forced = "ok"  # the target of the forced redirect answers normally
         route = self.routes.match(api, method, original)
@@ -216,11 +223,15 @@ class Sandbox:
 
 
 def _text(status: int, text: str) -> Plan:
-    return Plan("control", None, status, [("Content-Type", "text/plain; charset=utf-8")], text.encode())
+    return Plan(
+        "control", None, status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()
+    )
 
 
 def _json(status: int, obj: object) -> Plan:
-    return Plan("control", None, status, [("Content-Type", "application/json")], json.dumps(obj).encode())
+    return Plan(
+        "control", None, status, [("Content-Type", "application/json")], json.dumps(obj).encode()
+    )
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:

@@ -114,9 +114,7 @@ class Profile(_Model):
         return text
 
 
-CALM_TOOL = ToolProfile(
-    success_rate=1.0, latency_ms=LatencyModel(p50=180, p90=420)
-)
+CALM_TOOL = ToolProfile(success_rate=1.0, latency_ms=LatencyModel(p50=180, p90=420))
 
 BUILTIN_PROFILES = ("calm", "published", "harsh")
 

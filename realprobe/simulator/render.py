@@ -96,13 +96,19 @@ class Plan:
 
 
 def _json(status: int, obj: object, **extra: str) -> tuple[int, list[tuple[str, str]], bytes]:
-    headers = [("Content-Type", "application/json")] + [(k.replace("_", "-"), v) for k, v in extra.items()]
+    headers = [("Content-Type", "application/json")] + [
+        (k.replace("_", "-"), v) for k, v in extra.items()
+    ]
     return status, headers, json.dumps(obj).encode()
 
 
 def _cloudflare(status: int) -> tuple[int, list[tuple[str, str]], bytes]:
-    names = {520: "Web server is returning an unknown error", 522: "Connection timed out",
-             523: "Origin is unreachable", 524: "A timeout occurred"}
+    names = {
+        520: "Web server is returning an unknown error",
+        522: "Connection timed out",
+        523: "Origin is unreachable",
+        524: "A timeout occurred",
+    }
     body = (
         f"<!DOCTYPE html><html><head><title>{status}: {names.get(status, 'Error')}</title></head>"
         f"<body><h1>Error {status}</h1><p>{names.get(status, 'Error')}</p>"
@@ -154,8 +160,12 @@ def render(
     if fixture is not None:
         headers = [("Content-Type", fixture.content_type), *fixture.headers]
         return Plan(
-            f"fixture:{fixture.kind}", fixture.code if fixture.kind != "ok" else None,
-            fixture.status, headers, fixture.body, delay,
+            f"fixture:{fixture.kind}",
+            fixture.code if fixture.kind != "ok" else None,
+            fixture.status,
+            headers,
+            fixture.body,
+            delay,
         )
 
     code = VARIANTS[variant]
@@ -190,8 +200,10 @@ def render(
     if variant == "429_date":
         when = formatdate(now_wall + 2 + pick % 5, usegmt=True)
         plan.status, plan.headers, plan.body = _json(
-            429, {"error": "Too Many Requests"},
-            Retry_After=when, Date=formatdate(now_wall, usegmt=True),
+            429,
+            {"error": "Too Many Requests"},
+            Retry_After=when,
+            Date=formatdate(now_wall, usegmt=True),
         )
         return plan
     if variant in ("500", "502", "503"):
