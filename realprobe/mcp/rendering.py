@@ -1,0 +1,82 @@
+"""ToolResult -> MCP CallToolResult: structured data on success, an actionable error otherwise.
+
+An error's text starts with the taxonomy code and says whether a retry may help and after
+how long, so a model reading only the text can act on it. The same facts ride in `_meta`
+for programs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+
+from realprobe.adapters.result import ToolError, ToolResult
+from realprobe.errors import ErrorCode
+
+META_KEY = "realprobe/call"
+
+#: A suggested wait when the API sent no Retry-After (seconds).
+SUGGESTED_BACKOFF_S: dict[ErrorCode, float] = {
+    ErrorCode.TIMEOUT: 1.0,
+    ErrorCode.NETWORK_ERROR: 1.0,
+    ErrorCode.SERVER_ERROR: 2.0,
+    ErrorCode.RATE_LIMIT_ERROR: 5.0,
+}
+
+NOT_RETRYABLE_ADVICE: dict[ErrorCode, str] = {
+    ErrorCode.INVALID_INPUT: "fix the arguments to match the tool's input schema",
+    ErrorCode.NOT_FOUND: "the API has no such item; change the arguments or use another tool",
+    ErrorCode.AUTH_ERROR: "the API refused access; the same call will be refused again",
+    ErrorCode.INVALID_RESPONSE: "the API answered with something unusable; use another tool",
+    ErrorCode.OPERATION_FAILED: "the same call will fail the same way; use another tool",
+}
+
+
+def retry_advice(err: ToolError) -> str:
+    """'Retry may help: yes, after 30 s (Retry-After from the API).' or a 'no' with what to do."""
+    if err.code.retryable:
+        if err.retry_after_s is not None:
+            return f"Retry may help: yes, after {err.retry_after_s:g} s (Retry-After from the API)."
+        wait = SUGGESTED_BACKOFF_S.get(err.code, 1.0)
+        return f"Retry may help: yes, after about {wait:g} s (suggested backoff; no Retry-After)."
+    return f"Retry may help: no; {NOT_RETRYABLE_ADVICE.get(err.code, 'do not repeat this call')}."
+
+
+def error_text(err: ToolError) -> str:
+    status = f" (HTTP {err.http_status})" if err.http_status else ""
+    message = err.message.rstrip(". ") or "no detail"
+    return f"{err.code.value}{status}: {message}. {retry_advice(err)}"
+
+
+def call_meta(result: ToolResult, api: str) -> dict[str, Any]:
+    err = result.error
+    return {
+        META_KEY: {
+            "tool": result.tool,
+            "api": api,
+            "ok": result.ok,
+            "code": err.code.value if err else None,
+            "retryable": err.retryable if err else None,
+            "retry_after_s": err.retry_after_s if err else None,
+            "http_status": result.http_status,
+            "latency_ms": round(result.latency_ms, 3),
+            "bytes": result.bytes,
+        }
+    }
+
+
+def render_result(result: ToolResult, api: str) -> CallToolResult:
+    meta = call_meta(result, api)
+    if result.ok and result.data is not None:
+        text = json.dumps(result.data, ensure_ascii=False, separators=(", ", ": "))
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=result.data,
+            _meta=meta,
+        )
+    err = result.error or ToolError(code=ErrorCode.OPERATION_FAILED, message="no data")
+    return CallToolResult(
+        content=[TextContent(type="text", text=error_text(err))], is_error=True, _meta=meta
+    )

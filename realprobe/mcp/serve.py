@@ -1,0 +1,114 @@
+"""Running the service over stdio or streamable HTTP, with a clean shutdown either way.
+
+Stdio: stdout carries JSON-RPC only; everything else goes to stderr. The server ends when
+the client closes stdin, or on SIGINT/SIGTERM. HTTP: uvicorn on the given address (loopback
+by default, where the SDK turns on DNS-rebinding protection); it ends on SIGINT/SIGTERM.
+Either way the service is closed last, so record mode writes its cassette.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+from mcp.server.stdio import stdio_server
+
+from realprobe.mcp.service import McpService
+
+MCP_PATH = "/mcp"
+
+
+async def serve_stdio(
+    service: McpService, *, on_ready: Callable[[str], None] | None = None
+) -> None:
+    async with service:
+        if on_ready is not None:
+            on_ready("stdio")
+        async with stdio_server() as (read, write):
+            await service.server.run(read, write, service.server.create_initialization_options())
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind before serving, so a busy port is a clean error (uvicorn would sys.exit)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve_http(
+    service: McpService,
+    host: str,
+    port: int,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        # uvicorn re-raises a captured SIGTERM after serving, which would end the process
+        # before the service is closed and a recording written; we stop it ourselves.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    sock = bind(host, port)
+    app = service.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on",
+        timeout_graceful_shutdown=3,
+    )
+    server = Server(config)
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop)
+    try:
+        async with service:
+            task = asyncio.ensure_future(server.serve(sockets=[sock]))
+            while not server.started and not task.done():
+                await asyncio.sleep(0.02)
+            if server.started and on_ready is not None:
+                bound_port = sock.getsockname()[1]
+                shown = f"[{host}]" if ":" in host else host
+                on_ready(f"http://{shown}:{bound_port}{MCP_PATH}")
+            await task
+    finally:
+        sock.close()
+
+
+def run_until_signal(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """asyncio.run(main()) where SIGINT/SIGTERM cancel the main task (cleanups still run)."""
+
+    async def runner() -> None:
+        task = asyncio.ensure_future(main())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not POSIX
+                loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
+
+    asyncio.run(runner())
+
+
+def log_to_stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()

@@ -1,0 +1,282 @@
+"""The MCP service: one low-level `mcp` Server over the chosen catalogue tools, one HttpClient.
+
+The low-level Server is used (not MCPServer) because the tools are data, not Python
+functions: their input and output schemas come from the catalogue as JSON Schema, and every
+result is built here (structured content on success, an `isError` result with the taxonomy
+code otherwise). Unknown tools are JSON-RPC errors (-32602); arguments of the wrong type are
+`isError` results with INVALID_INPUT, so a model can correct itself.
+
+The HttpClient comes from `make_client`, so live, sandbox, record, replay and simulate are
+all the same code here. It is opened by `start()` and closed by `close()` (record mode writes
+its cassette on close), shielded from cancellation so a shutdown never loses the cassette.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+)
+
+from realprobe import __version__
+from realprobe.adapters import ToolError, ToolResult, call_tool
+from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.tool import Tool
+from realprobe.clock import Clock
+from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.mcp.definitions import mcp_tool
+from realprobe.mcp.rendering import render_result
+from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
+from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.replay.modes import Mode, TransportOptions, make_client
+
+log = logging.getLogger("realprobe.mcp")
+
+#: Extra real seconds past a call's deadline before the server gives up on it itself.
+DEADLINE_GRACE_S = 2.0
+
+
+@dataclass
+class ServiceOptions:
+    transport: TransportOptions = field(default_factory=TransportOptions)
+    tools: str | None = None  # comma-separated names; None or "all" serves every tool
+    timeout_s: float | None = None  # total deadline per call; None: the client's default
+    db: str | None = None  # store every served call as a probe row
+    vantage: str | None = None
+
+
+def describe_target(opts: TransportOptions) -> str:
+    if opts.mode is Mode.SIMULATE:
+        prof = opts.profile
+        name = getattr(prof, "name", None) or (str(prof) if prof is not None else "calm")
+        return f"simulate:{name}"
+    if opts.mode is Mode.REPLAY:
+        return f"replay:{opts.cassette}"
+    where = opts.sandbox or "live"
+    return f"record:{where}->{opts.cassette}" if opts.mode is Mode.RECORD else where
+
+
+class McpService:
+    """Serve `tools` over MCP. Use `async with McpService(...)` around serving."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        options: ServiceOptions | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.options = options or ServiceOptions()
+        self.transport_options = self.options.transport.normalised()
+        self.tools: dict[str, Tool] = {t.name: t for t in catalog.select(self.options.tools)}
+        if not self.tools:
+            raise RealprobeError("no tools selected: name at least one with --tools, or use --all")
+        self.definitions = [mcp_tool(t) for t in self.tools.values()]
+        timeout = self.options.timeout_s
+        self.config = ClientConfig(deadline_s=timeout) if timeout else ClientConfig()
+        self._clock = clock
+        self._client: HttpClient | None = None
+        self._store: Any = None
+        self.run_id = new_run_id()
+        self.calls = 0
+        self.stored = 0
+        self.stored_ok = 0
+        self._per_tool: dict[str, int] = {}
+        self.server: Server[Any] = Server(
+            "realprobe",
+            version=__version__,
+            title="realprobe public-API tools",
+            description="Free public web APIs as read-only tools, with timeouts, an error "
+            "taxonomy, recording and fault injection in between.",
+            instructions=self._instructions(),
+            on_list_tools=self._on_list_tools,
+            on_call_tool=self._on_call_tool,
+        )
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    @property
+    def client(self) -> HttpClient:
+        if self._client is None:
+            raise RuntimeError("McpService used before start()")
+        return self._client
+
+    async def start(self) -> None:
+        """Open the HttpClient (and the database); bad options raise RealprobeError here."""
+        if self._client is not None:
+            return
+        if self.options.db:
+            self._open_store(self.options.db)
+        try:
+            self._client = make_client(
+                self.catalog, self.transport_options, clock=self._clock, config=self.config
+            )
+        except BaseException:
+            self._close_store("failed")
+            raise
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        with anyio.CancelScope(shield=True):
+            try:
+                if client is not None:
+                    await client.aclose()
+            finally:
+                self._close_store("done")
+
+    async def __aenter__(self) -> McpService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def deadline_s(self) -> float:
+        return self.options.timeout_s or self.config.deadline_s
+
+    # -- the store --------------------------------------------------------------------
+
+    def _open_store(self, path: str) -> None:
+        from realprobe.store import Store
+
+        self._store = Store(path)
+        wall = time.time()
+        try:
+            self._store.start_run(
+                {
+                    "id": self.run_id,
+                    "started_at": iso_utc(wall),
+                    "started_ts": wall,
+                    "vantage": self.vantage,
+                    "mode": self.transport_options.mode.value,
+                    "target": "mcp " + describe_target(self.transport_options),
+                    "tools": list(self.tools),
+                    "rounds": 0,
+                    "n_calls": 0,
+                    "version": __version__,
+                }
+            )
+        except BaseException:
+            self._store.close()
+            self._store = None
+            raise
+
+    def _close_store(self, status: str) -> None:
+        store, self._store = self._store, None
+        if store is None:
+            return
+        wall = time.time()
+        try:
+            store.finish_run(
+                self.run_id,
+                {
+                    "status": status,
+                    "ended_at": iso_utc(wall),
+                    "ended_ts": wall,
+                    "n_calls": self.stored,
+                    "n_ok": self.stored_ok,
+                    "n_error": self.stored - self.stored_ok,
+                },
+            )
+        except Exception as exc:
+            log.error("could not close run %s in %s: %s", self.run_id, store.path, exc)
+        finally:
+            store.close()
+
+    @property
+    def vantage(self) -> str:
+        return self.options.vantage or default_vantage()
+
+    def _record(self, tool: Tool, result: ToolResult, started_wall: float, args: Any) -> None:
+        if self._store is None or not reached_the_api(result):
+            return
+        self._per_tool[tool.name] = n = self._per_tool.get(tool.name, 0) + 1
+        row = probe_row(
+            result, tool, run_id=self.run_id, started_wall=started_wall, round_no=n - 1,
+            timeout_s=self.deadline_s, vantage=self.vantage, args=args,
+        )
+        try:
+            self._store.insert_probe(row)
+        except Exception as exc:  # a full disk must not take the server down
+            log.error("could not store the call of %s: %s", tool.name, exc)
+            return
+        self.stored += 1
+        self.stored_ok += int(result.ok)
+
+    # -- MCP handlers -----------------------------------------------------------------
+
+    def _instructions(self) -> str:
+        return (
+            f"{len(self.tools)} read-only tools over public web APIs "
+            f"(target: {describe_target(self.transport_options)}). A failed call returns an "
+            "error result whose text starts with an error code (TIMEOUT, NETWORK_ERROR, "
+            "RATE_LIMIT_ERROR, SERVER_ERROR, INVALID_INPUT, NOT_FOUND, AUTH_ERROR, "
+            "INVALID_RESPONSE, OPERATION_FAILED) and says whether a retry may help and after "
+            "how long."
+        )
+
+    async def _on_list_tools(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=self.definitions)
+
+    async def _on_call_tool(
+        self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
+        return await self.call(params.name, params.arguments)
+
+    def _unknown(self, name: str) -> MCPError:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(self.tools), n=3, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        served = ""
+        if name in self.catalog:
+            served = " (it is in the catalogue, but this server was started without it: --tools)"
+        return MCPError(
+            INVALID_PARAMS,
+            f"Unknown tool: {name!r}{served}.{hint} tools/list gives the {len(self.tools)} tools.",
+        )
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
+        """Serve one tools/call. Never raises for API failures; unknown tools raise MCPError."""
+        tool = self.tools.get(name)
+        if tool is None:
+            raise self._unknown(name)
+        result = await self.call_result(tool, arguments or {})
+        return render_result(result, tool.api_id)
+
+    async def call_result(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
+        client = self.client
+        started_wall = client.clock.wall()
+        deadline = self.deadline_s
+        # call_tool keeps its own deadline; this backstop only matters if a transport
+        # ignores it, so that nothing is held past deadline + grace in real time.
+        with anyio.move_on_after(deadline + DEADLINE_GRACE_S) as scope:
+            result = await call_tool(tool, args, client, timeout_s=self.options.timeout_s)
+        if scope.cancelled_caught:
+            result = ToolResult(
+                tool=tool.name,
+                ok=False,
+                error=ToolError(
+                    code=ErrorCode.TIMEOUT,
+                    message=f"no answer within the {deadline:g}s deadline",
+                ),
+                latency_ms=(deadline + DEADLINE_GRACE_S) * 1000.0,
+            )
+        self.calls += 1
+        self._record(tool, result, started_wall, args)
+        return result
