@@ -1,0 +1,511 @@
+"""The cassette: every call a run made, in order, with its outcome and timing.
+
+On disk it is a vcrpy version-1 cassette (`interactions`, `version: 1`), so plain vcrpy replays
+the complete HTTP responses, plus a `realprobe` section for what vcrpy cannot hold:
+
+```
+{"version": 1,
+ "interactions": [{"request": {...}, "response": {...},
+                   "realprobe": {"seq": 0, "elapsed_ms": 12.3, ...}}],
+ "realprobe": {"format": "realprobe-cassette", "format_version": 1, "meta": {...},
+               "beyond_vcrpy": [{"seq": 1, "request": {...}, "response": {...} | null,
+                                 "complete": false, "error": {"type": "ReadTimeout", ...}}]}}
+```
+
+`seq` gives the one recorded order across both lists. JSON by default; `.yaml`/`.yml` paths
+are YAML, read with a safe loader only. Writes are atomic (temp file, then rename).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from realprobe.errors import RealprobeError
+
+FORMAT = "realprobe-cassette"
+FORMAT_VERSION = 1
+VCR_VERSION = 1
+
+
+class CassetteError(RealprobeError):
+    """The cassette is missing, unreadable, or not a format realprobe knows."""
+
+
+@dataclass(slots=True)
+class Failure:
+    """How a call ended without a complete response."""
+
+    type: str  # httpx exception class name ("ReadTimeout"), or "CancelledError", "OSError"...
+    message: str
+    phase: str  # connect | write | read (before headers) | body (after headers) | pool | other
+    bytes_before: int = 0  # body bytes the client had received when it failed
+
+
+@dataclass(slots=True)
+class Call:
+    seq: int
+    method: str
+    uri: str
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    request_body: bytes | None = None
+    status: int | None = None  # None: no response headers ever arrived
+    reason: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    complete: bool = True  # the body was read to its end
+    error: Failure | None = None
+    # timings, seconds; None when unknown (imported cassettes)
+    t_s: float | None = None  # since the cassette's first call
+    offset_s: float | None = None  # the client started the fetch -> this request left
+    ttfb_s: float | None = None  # request left -> response headers
+    elapsed_s: float | None = None  # request left -> body end, close or failure
+    end_s: float | None = None  # latency the client reported (last hop of a fetch)
+    budget_s: float | None = None  # time the client allowed this request (timeout/deadline)
+    chunk_sizes: list[int] | None = None  # body chunk boundaries as received, when several
+    recorded_at: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        if self.error is not None:
+            return f"{self.error.type} ({self.error.phase})"
+        if not self.complete:
+            return f"{self.status} (body read in part)"
+        return str(self.status)
+
+    def header(self, name: str) -> str | None:
+        low = name.lower()
+        for k, v in self.headers:
+            if k.lower() == low:
+                return v
+        return None
+
+    @property
+    def vcrpy_representable(self) -> bool:
+        if self.error is not None or not self.complete or self.status is None:
+            return False
+        return _is_text(self.body) and (self.request_body is None or _is_text(self.request_body))
+
+
+@dataclass
+class Cassette:
+    calls: list[Call]
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def match_on(self) -> tuple[str, ...]:
+        return tuple(self.meta.get("match_on") or ("method", "url"))
+
+    def label(self) -> str:
+        return str(self.path) if self.path else "<in memory>"
+
+
+# -- on-disk shapes (validated with pydantic at the boundary) ------------------------------
+
+
+class _Timing(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    seq: int
+    t_ms: float | None = None
+    offset_ms: float | None = None
+    ttfb_ms: float | None = None
+    elapsed_ms: float | None = None
+    end_ms: float | None = None
+    budget_ms: float | None = None
+    chunks: list[int] | None = None
+    recorded_at: str | None = None
+
+
+class _Error(BaseModel):
+    type: str
+    message: str = ""
+    phase: str = "other"
+    bytes_before: int = 0
+
+
+class _Extra(_Timing):
+    request: dict[str, Any]
+    response: dict[str, Any] | None = None
+    complete: bool = True
+    error: _Error | None = None
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    format: str = FORMAT
+    format_version: int = Field(FORMAT_VERSION, ge=1)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    beyond_vcrpy: list[_Extra] = Field(default_factory=list)
+
+
+# -- bodies and headers ------------------------------------------------------------------
+
+
+def _is_text(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def body_to_json(data: bytes) -> dict[str, str]:
+    if _is_text(data):
+        return {"string": data.decode("utf-8")}
+    return {"base64_string": base64.b64encode(data).decode("ascii")}
+
+
+def body_from_json(raw: Any, where: str) -> bytes:
+    """vcrpy `{"string": ...}`, Ruby VCR `{"encoding", "string" | "base64_string"}`, or bare."""
+    if raw is None:
+        return b""
+    if isinstance(raw, bytes):
+        return raw
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    if isinstance(raw, dict):
+        if raw.get("base64_string") is not None:
+            try:
+                return base64.b64decode(str(raw["base64_string"]), validate=False)
+            except (binascii.Error, ValueError) as exc:
+                raise CassetteError(f"{where}: base64 body does not decode ({exc})") from exc
+        value = raw.get("string")
+        if value is None:
+            return b""
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, str):
+            return value.encode("utf-8", "surrogateescape")
+    raise CassetteError(f"{where}: body is neither text nor a body mapping ({type(raw).__name__})")
+
+
+def headers_to_json(headers: list[tuple[str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for k, v in headers:
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def headers_from_json(raw: Any, where: str) -> list[tuple[str, str]]:
+    if raw is None:
+        return []
+    if isinstance(raw, list):  # HAR style [{"name", "value"}] or [[k, v]]
+        out = []
+        for item in raw:
+            if isinstance(item, dict) and "name" in item:
+                out.append((str(item["name"]), str(item.get("value", ""))))
+            elif isinstance(item, list | tuple) and len(item) == 2:
+                out.append((str(item[0]), str(item[1])))
+        return out
+    if not isinstance(raw, dict):
+        raise CassetteError(f"{where}: headers must be a mapping, got {type(raw).__name__}")
+    pairs: list[tuple[str, str]] = []
+    for k, values in raw.items():
+        for v in values if isinstance(values, list) else [values]:
+            pairs.append((str(k), _header_text(v)))
+    return pairs
+
+
+def _header_text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return "" if value is None else str(value)
+
+
+# -- realprobe JSON <-> calls ------------------------------------------------------------
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 4)
+
+
+def _s(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def _timing_json(call: Call) -> dict[str, Any]:
+    out: dict[str, Any] = {"seq": call.seq}
+    for name, value in (
+        ("t_ms", call.t_s), ("offset_ms", call.offset_s), ("ttfb_ms", call.ttfb_s),
+        ("elapsed_ms", call.elapsed_s), ("end_ms", call.end_s), ("budget_ms", call.budget_s),
+    ):
+        if value is not None and value != float("inf"):
+            out[name] = _ms(value)
+    if call.chunk_sizes and len(call.chunk_sizes) > 1:
+        out["chunks"] = call.chunk_sizes
+    if call.recorded_at:
+        out["recorded_at"] = call.recorded_at
+    return out
+
+
+def request_json(call: Call) -> dict[str, Any]:
+    body: str | None = None
+    if call.request_body:
+        body = call.request_body.decode("utf-8", "surrogateescape")
+    return {
+        "method": call.method,
+        "uri": call.uri,
+        "body": body,
+        "headers": headers_to_json(call.request_headers),
+    }
+
+
+def response_json(call: Call) -> dict[str, Any]:
+    return {
+        "status": {"code": call.status, "message": call.reason},
+        "headers": headers_to_json(call.headers),
+        "body": body_to_json(call.body),
+    }
+
+
+def to_json_data(cassette: Cassette) -> dict[str, Any]:
+    interactions: list[dict[str, Any]] = []
+    extras: list[dict[str, Any]] = []
+    for call in sorted(cassette.calls, key=lambda c: c.seq):
+        if call.vcrpy_representable:
+            interactions.append(
+                {"request": request_json(call), "response": response_json(call),
+                 "realprobe": _timing_json(call)}
+            )
+            continue
+        extra = _timing_json(call)
+        req = request_json(call)
+        if call.request_body and not _is_text(call.request_body):
+            req["body"] = None
+            req["body_base64"] = base64.b64encode(call.request_body).decode("ascii")
+        extra["request"] = req
+        extra["response"] = response_json(call) if call.status is not None else None
+        extra["complete"] = call.complete
+        if call.error is not None:
+            e = call.error
+            extra["error"] = {
+                "type": e.type, "message": e.message, "phase": e.phase,
+                "bytes_before": e.bytes_before,
+            }
+        extras.append(extra)
+    return {
+        "version": VCR_VERSION,
+        "interactions": interactions,
+        "realprobe": {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "meta": cassette.meta,
+            "beyond_vcrpy": extras,
+        },
+    }
+
+
+def _call_from(
+    seq: int, req: Any, resp: Any, where: str, timing: _Timing | None = None
+) -> Call:
+    if not isinstance(req, dict) or "uri" not in req or "method" not in req:
+        raise CassetteError(f"{where}: request needs `method` and `uri`")
+    req_body: bytes | None
+    if req.get("body_base64"):
+        req_body = base64.b64decode(str(req["body_base64"]))
+    else:
+        raw_body = req.get("body")
+        req_body = None if raw_body in (None, "") else body_from_json(raw_body, where)
+        if req_body == b"":
+            req_body = None
+    call = Call(
+        seq=seq,
+        method=str(req["method"]).upper(),
+        uri=str(req["uri"]),
+        request_headers=headers_from_json(req.get("headers"), where),
+        request_body=req_body,
+    )
+    if resp is not None:
+        if not isinstance(resp, dict):
+            raise CassetteError(f"{where}: response must be a mapping")
+        status = resp.get("status")
+        if isinstance(status, dict):
+            code, reason = status.get("code"), status.get("message") or ""
+        elif "status_code" in resp:  # very old vcrpy httpx cassettes
+            code, reason = resp["status_code"], ""
+        else:
+            code, reason = status, ""
+        try:
+            call.status = int(code)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise CassetteError(f"{where}: response status {code!r} is not a number") from exc
+        call.reason = str(reason)
+        call.headers = headers_from_json(resp.get("headers"), where)
+        raw = resp["body"] if "body" in resp else resp.get("content")
+        call.body = body_from_json(raw, where)
+    if timing is not None:
+        call.t_s = _s(timing.t_ms)
+        call.offset_s = _s(timing.offset_ms)
+        call.ttfb_s = _s(timing.ttfb_ms)
+        call.elapsed_s = _s(timing.elapsed_ms)
+        call.end_s = _s(timing.end_ms)
+        call.budget_s = _s(timing.budget_ms)
+        call.chunk_sizes = timing.chunks
+        call.recorded_at = timing.recorded_at
+    return call
+
+
+def from_json_data(data: dict[str, Any], label: str) -> Cassette:
+    """A vcrpy cassette, with or without realprobe's section."""
+    version = data.get("version", VCR_VERSION)
+    if version != VCR_VERSION:
+        raise CassetteError(
+            f"{label}: vcrpy cassette version {version!r}; realprobe reads version {VCR_VERSION}"
+        )
+    raw_section = data.get("realprobe")
+    section = _Section.model_validate({})
+    if raw_section is not None:
+        if not isinstance(raw_section, dict):
+            raise CassetteError(f"{label}: the `realprobe` section must be a mapping")
+        fv = raw_section.get("format_version", FORMAT_VERSION)
+        if isinstance(fv, int) and fv > FORMAT_VERSION:
+            raise CassetteError(
+                f"{label}: cassette format version {fv} is newer than this realprobe reads "
+                f"({FORMAT_VERSION}); upgrade realprobe to replay it"
+            )
+        try:
+            section = _Section.model_validate(raw_section)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise CassetteError(f"{label}: realprobe.{where}: {first['msg']}") from exc
+    interactions = data.get("interactions")
+    if not isinstance(interactions, list):
+        raise CassetteError(f"{label}: `interactions` must be a list")
+    calls: list[Call] = []
+    for i, item in enumerate(interactions):
+        where = f"{label}: interactions[{i}]"
+        if not isinstance(item, dict):
+            raise CassetteError(f"{where} is not a mapping")
+        timing = None
+        if isinstance(item.get("realprobe"), dict):
+            try:
+                timing = _Timing.model_validate(item["realprobe"])
+            except ValidationError as exc:
+                raise CassetteError(f"{where}.realprobe: {exc.errors()[0]['msg']}") from exc
+        seq = timing.seq if timing is not None else i
+        calls.append(_call_from(seq, item.get("request"), item.get("response"), where, timing))
+    for j, extra in enumerate(section.beyond_vcrpy):
+        where = f"{label}: realprobe.beyond_vcrpy[{j}]"
+        call = _call_from(extra.seq, extra.request, extra.response, where, extra)
+        call.complete = extra.complete
+        if extra.error is not None:
+            e = extra.error
+            call.error = Failure(e.type, e.message, e.phase, e.bytes_before)
+        calls.append(call)
+    calls.sort(key=lambda c: c.seq)
+    seqs = [c.seq for c in calls]
+    if len(set(seqs)) != len(seqs):
+        raise CassetteError(f"{label}: two calls share one `seq`; the recorded order is ambiguous")
+    meta = dict(section.meta)
+    if raw_section is None:
+        meta.setdefault("source", "vcrpy")
+    return Cassette(calls, meta)
+
+
+# -- files -------------------------------------------------------------------------------
+
+
+class _SafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """Safe YAML, plus Ruby's `!binary` tag (base64 bytes) found in Ruby VCR cassettes."""
+
+
+def _ruby_binary(loader: yaml.SafeLoader, node: yaml.Node) -> bytes:
+    text = loader.construct_scalar(node)  # type: ignore[arg-type]
+    return base64.b64decode("".join(str(text).split()))
+
+
+_SafeLoader.add_constructor("!binary", _ruby_binary)
+_SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def is_yaml_path(path: Path) -> bool:
+    return path.suffix.lower() in (".yaml", ".yml")
+
+
+def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
+    """Bytes of a cassette file to plain data, with one-line errors for the usual breakages."""
+    stripped = raw.lstrip()
+    if not stripped:
+        raise CassetteError(f"{label}: the file is empty")
+    first = stripped[:1]
+    if first == b"{" or (first == b"[" and not yaml_hint):
+        try:
+            return json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise CassetteError(f"{label}: not UTF-8 text ({exc.reason})") from exc
+        except json.JSONDecodeError as exc:
+            if exc.pos >= len(raw.rstrip()) - 1 or "Unterminated" in exc.msg:
+                raise CassetteError(
+                    f"{label}: the JSON ends early at line {exc.lineno} (truncated file?): "
+                    f"{exc.msg}"
+                ) from exc
+            raise CassetteError(
+                f"{label}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            ) from exc
+    try:
+        return yaml.load(raw, Loader=_SafeLoader)  # a safe loader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise CassetteError(f"{label}: not valid YAML{where}: {problem}") from exc
+
+
+def load_cassette(path: str | Path) -> Cassette:
+    """Read any cassette realprobe knows: its own, vcrpy JSON/YAML, Ruby VCR, HAR."""
+    from realprobe.replay.importers import from_data
+
+    p = Path(path)
+    if not p.exists():
+        raise CassetteError(
+            f"no cassette at {p}: record one first (--mode record --cassette {p})"
+        )
+    if p.is_dir():
+        raise CassetteError(f"{p} is a directory, not a cassette file")
+    data = parse_text(p.read_bytes(), str(p), yaml_hint=is_yaml_path(p))
+    cassette = from_data(data, str(p))
+    cassette.path = p
+    return cassette
+
+
+def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
+    data = to_json_data(cassette)
+    if as_yaml:
+        text = yaml.dump(data, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
+        return text.encode("utf-8")
+    return (json.dumps(data, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def save_cassette(cassette: Cassette, path: str | Path | None = None) -> Path:
+    """Write atomically: a temp file in the same folder, fsync, then rename over the target."""
+    p = Path(path) if path is not None else cassette.path
+    if p is None:
+        raise CassetteError("no path to write the cassette to")
+    payload = dump_bytes(cassette, as_yaml=is_yaml_path(p))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    cassette.path = p
+    return p
+

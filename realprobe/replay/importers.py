@@ -1,0 +1,273 @@
+"""Cassettes from elsewhere: vcrpy (YAML/JSON), Ruby VCR (`http_interactions`, `!binary`
+base64 and gzip bodies), and HAR (what browser dev tools export).
+
+Imported bodies are normalised the way realprobe records them: compressed bodies are decoded
+and `Content-Encoding` dropped, a `Content-Encoding` that does not match the stored body (vcrpy's
+`decode_compressed_response`) is dropped, `Transfer-Encoding` is dropped (the body is whole),
+and `Content-Length` is set to the stored body's length.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from datetime import datetime
+from typing import Any
+
+from realprobe.replay.cassette import (
+    Call,
+    Cassette,
+    CassetteError,
+    Failure,
+    body_from_json,
+    from_json_data,
+    headers_from_json,
+)
+from realprobe.replay.matching import MATCH_URL
+
+MAX_DECODED = 50 * 1024 * 1024
+
+
+def from_data(
+    data: Any, label: str, *, substitute: dict[str, str] | None = None
+) -> Cassette:
+    """Plain data from a cassette file to a Cassette, whatever tool wrote it."""
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "request" in data[0]:
+        raise CassetteError(
+            f"{label}: a pre-1.0 vcrpy cassette (a bare list); re-record it or migrate it with "
+            "vcrpy's migration script first"
+        )
+    if not isinstance(data, dict):
+        raise CassetteError(
+            f"{label}: not a cassette (expected a mapping, got {type(data).__name__})"
+        )
+    if "interactions" in data:
+        cassette = from_json_data(data, label)
+        if "realprobe" not in data:
+            for call in cassette.calls:
+                normalise_body(call)
+            cassette.meta.setdefault("match_on", list(MATCH_URL))
+    elif "http_interactions" in data:
+        cassette = from_ruby_vcr(data, label)
+    elif isinstance(data.get("log"), dict) and "entries" in data["log"]:
+        cassette = from_har(data, label)
+    else:
+        keys = ", ".join(sorted(map(str, data))[:6]) or "nothing"
+        raise CassetteError(
+            f"{label}: not a cassette: expected `interactions` (vcrpy/realprobe), "
+            f"`http_interactions` (Ruby VCR) or `log.entries` (HAR); found {keys}"
+        )
+    if substitute:
+        for call in cassette.calls:
+            for old, new in substitute.items():
+                call.uri = call.uri.replace(old, new)
+    return cassette
+
+
+# -- body normalisation --------------------------------------------------------------------
+
+
+def _decompress(data: bytes, encoding: str) -> bytes | None:
+    enc = encoding.strip().lower()
+    try:
+        if enc in ("gzip", "x-gzip"):
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif enc == "deflate":
+            try:
+                d = zlib.decompressobj()
+                out = d.decompress(data, MAX_DECODED)
+                return out if d.eof and not d.unconsumed_tail else None
+            except zlib.error:
+                d = zlib.decompressobj(-zlib.MAX_WBITS)
+        elif enc == "br":
+            try:
+                import brotli  # type: ignore[import-not-found]
+            except ImportError:
+                return None
+            return bytes(brotli.decompress(data))
+        else:
+            return None
+        out = d.decompress(data, MAX_DECODED)
+        return out if d.eof and not d.unconsumed_tail else None
+    except zlib.error:
+        return None
+    except Exception:  # brotli raises its own error type
+        return None
+
+
+def _set_header(call: Call, name: str, value: str | None) -> None:
+    low = name.lower()
+    kept = [(k, v) for k, v in call.headers if k.lower() != low]
+    if value is not None:
+        original = next((k for k, _ in call.headers if k.lower() == low), name)
+        kept.append((original, value))
+    call.headers = kept
+
+
+def normalise_body(call: Call) -> None:
+    """Make the stored body and its headers agree (see the module docstring)."""
+    if call.status is None:
+        return
+    encoding = call.header("content-encoding")
+    if encoding and encoding.strip().lower() not in ("identity", ""):
+        decoded = _decompress(call.body, encoding) if call.body else b""
+        if decoded is not None:
+            call.body = decoded
+        # decoded now, or never compressed (already decoded by the recorder): drop it
+        if decoded is not None or _looks_plain(call.body):
+            _set_header(call, "Content-Encoding", None)
+    if call.header("transfer-encoding"):
+        _set_header(call, "Transfer-Encoding", None)
+    length = call.header("content-length")
+    if length is not None and length.strip() != str(len(call.body)) and call.complete:
+        _set_header(call, "Content-Length", str(len(call.body)))
+
+
+def _looks_plain(body: bytes) -> bool:
+    if body[:2] == b"\x1f\x8b":
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# -- Ruby VCR ------------------------------------------------------------------------------
+
+
+def _http_date_iso(value: Any) -> str | None:
+    if not value:
+        return None
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return parsedate_to_datetime(str(value)).isoformat()
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def from_ruby_vcr(data: dict[str, Any], label: str) -> Cassette:
+    items = data.get("http_interactions")
+    if not isinstance(items, list):
+        raise CassetteError(f"{label}: `http_interactions` must be a list")
+    calls: list[Call] = []
+    for i, item in enumerate(items):
+        where = f"{label}: http_interactions[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
+            raise CassetteError(f"{where}: needs a `request` mapping")
+        req, resp = item["request"], item.get("response")
+        if "uri" not in req or "method" not in req:
+            raise CassetteError(f"{where}: request needs `method` and `uri`")
+        body = body_from_json(req.get("body"), where)
+        call = Call(
+            seq=i,
+            method=str(req["method"]).upper(),
+            uri=str(req["uri"]),
+            request_headers=headers_from_json(req.get("headers"), where),
+            request_body=body or None,
+            recorded_at=_http_date_iso(item.get("recorded_at")),
+        )
+        if isinstance(resp, dict):
+            status = resp.get("status")
+            code = status.get("code") if isinstance(status, dict) else status
+            try:
+                call.status = int(code)  # type: ignore[arg-type]
+            except (TypeError, ValueError) as exc:
+                raise CassetteError(f"{where}: response status {code!r} is not a number") from exc
+            call.reason = str(status.get("message") or "") if isinstance(status, dict) else ""
+            call.headers = headers_from_json(resp.get("headers"), where)
+            call.body = body_from_json(resp.get("body"), where)
+            normalise_body(call)
+        else:
+            raise CassetteError(f"{where}: no response recorded")
+        calls.append(call)
+    meta = {
+        "source": "ruby-vcr",
+        "recorded_with": str(data.get("recorded_with") or "VCR"),
+        "match_on": list(MATCH_URL),
+    }
+    return Cassette(calls, meta)
+
+
+# -- HAR -----------------------------------------------------------------------------------
+
+
+def _ms_positive(value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if v > 0 else 0.0
+
+
+def from_har(data: dict[str, Any], label: str) -> Cassette:
+    entries = data["log"]["entries"]
+    if not isinstance(entries, list):
+        raise CassetteError(f"{label}: `log.entries` must be a list")
+    calls: list[Call] = []
+    t0: datetime | None = None
+    for i, entry in enumerate(entries):
+        where = f"{label}: log.entries[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
+            raise CassetteError(f"{where}: needs a `request` object")
+        req = entry["request"]
+        if "url" not in req or "method" not in req:
+            raise CassetteError(f"{where}: request needs `method` and `url`")
+        post = req.get("postData") or {}
+        req_body = str(post.get("text", "")).encode("utf-8") if isinstance(post, dict) else b""
+        call = Call(
+            seq=i,
+            method=str(req["method"]).upper(),
+            uri=str(req["url"]),
+            request_headers=[
+                (k, v) for k, v in headers_from_json(req.get("headers"), where)
+                if not k.startswith(":")
+            ],
+            request_body=req_body or None,
+        )
+        started = entry.get("startedDateTime")
+        if started:
+            try:
+                when = datetime.fromisoformat(str(started).replace("Z", "+00:00"))
+                t0 = t0 or when
+                call.t_s = (when - t0).total_seconds()
+                call.recorded_at = when.isoformat()
+            except ValueError:
+                pass
+        total = _ms_positive(entry.get("time"))
+        timings = entry.get("timings") or {}
+        if isinstance(timings, dict):
+            before = sum(
+                _ms_positive(timings.get(k))
+                for k in ("blocked", "dns", "connect", "send", "wait")
+            )
+            call.ttfb_s = before / 1000.0
+        call.elapsed_s = total / 1000.0
+        resp = entry.get("response") or {}
+        status = int(resp.get("status") or 0) if isinstance(resp, dict) else 0
+        if status <= 0:
+            message = str(resp.get("_error") or "no response in the HAR entry")
+            call.error = Failure("ConnectError", message, "connect", 0)
+            calls.append(call)
+            continue
+        call.status = status
+        call.reason = str(resp.get("statusText") or "")
+        call.headers = [
+            (k, v) for k, v in headers_from_json(resp.get("headers"), where)
+            if not k.startswith(":")
+        ]
+        content = resp.get("content") or {}
+        text = content.get("text") if isinstance(content, dict) else None
+        if text is None:
+            call.body = b""
+        elif content.get("encoding") == "base64":
+            call.body = base64.b64decode(str(text))
+        else:
+            call.body = str(text).encode("utf-8")
+        normalise_body(call)
+        calls.append(call)
+    creator = data["log"].get("creator") or {}
+    name = creator.get("name", "unknown") if isinstance(creator, dict) else "unknown"
+    meta = {"source": "har", "recorded_with": str(name), "match_on": list(MATCH_URL)}
+    return Cassette(calls, meta)

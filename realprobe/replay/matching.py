@@ -1,0 +1,67 @@
+"""How a request finds its recording: method + canonical URL (+ body digest when asked).
+
+Canonical URL: lower-case scheme and host, default ports dropped, path re-quoted the same way
+every time, query pairs sorted. Recordings made through the SandboxRouter already carry the
+canonical API URL, so they replay whatever port the sandbox had.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import json
+from urllib.parse import parse_qsl, quote, urlencode
+
+import httpx
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+MATCH_URL = ("method", "url")
+MATCH_URL_BODY = ("method", "url", "body")
+
+
+def canonical_url(url: str | httpx.URL) -> str:
+    """A stable spelling of a URL; strings that are not absolute URLs come back unchanged."""
+    try:
+        u = url if isinstance(url, httpx.URL) else httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return str(url)
+    if not u.scheme or not u.host:
+        return str(url)
+    port = "" if u.port is None or DEFAULT_PORTS.get(u.scheme) == u.port else f":{u.port}"
+    path = quote(u.path or "/", safe="/:@!$&'()*+,;=-._~%")
+    query = u.query.decode("ascii", "replace")
+    if query:
+        pairs = sorted(parse_qsl(query, keep_blank_values=True))
+        return f"{u.scheme}://{u.host.lower()}{port}{path}?{urlencode(pairs)}"
+    return f"{u.scheme}://{u.host.lower()}{port}{path}"
+
+
+def body_digest(body: bytes | None) -> str:
+    """A short digest of a request body; JSON bodies are compared with sorted keys."""
+    if not body:
+        return ""
+    data = body
+    with contextlib.suppress(ValueError, UnicodeDecodeError):
+        data = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def match_key(method: str, url: str, body: bytes | None, match_on: tuple[str, ...]) -> str:
+    key = f"{method.upper()} {canonical_url(url)}"
+    if "body" in match_on and body:
+        key += f" body:{body_digest(body)}"
+    return key
+
+
+def closest(key: str, candidates: list[str]) -> str | None:
+    """The recorded key that looks most like `key` (same method and host first)."""
+    if not candidates:
+        return None
+    method, _, rest = key.partition(" ")
+    host = rest.split("/", 3)[2] if rest.count("/") >= 2 else ""
+    pool = [c for c in candidates if c.startswith(method + " ") and host and host in c]
+    pool = pool or candidates
+    if len(pool) > 2000:
+        pool = pool[:2000]
+    return max(pool, key=lambda c: difflib.SequenceMatcher(None, key, c).ratio())
