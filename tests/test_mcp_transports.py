@@ -1,0 +1,249 @@
+"""`realprobe mcp` as a user starts it: a subprocess over stdio and over streamable HTTP on
+loopback, talked to with the SDK's own clients; clients that disconnect mid-call."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.tool import Tool
+from realprobe.errors import ErrorCode
+from realprobe.simulator.profile import Profile, ToolProfile
+
+CLI = [sys.executable, "-m", "realprobe.cli", "mcp"]
+
+
+def no_arg_tools(catalog: Catalog) -> list[Tool]:
+    return [t for t in catalog if t.spec.response == "json" and t.examples[0] == {}]
+
+
+def first_text(result: Any) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+@contextmanager
+def http_server(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """Start `realprobe mcp --transport http --port 0 ...`; yield its URL once it listens."""
+    proc = subprocess.Popen(
+        [*CLI, "--transport", "http", "--port", "0", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stderr is not None
+    stderr = proc.stderr
+
+    def pump() -> None:
+        for line in stderr:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 30
+        url = None
+        seen = []
+        while url is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                line = lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            seen.append(line)
+            if " on http://" in line:
+                url = line.rsplit(" on ", 1)[1].strip()
+        assert url is not None, f"server did not come up: {''.join(seen)}"
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def hang_profile(hanging: Tool) -> Profile:
+    return Profile(
+        tools={hanging.name: ToolProfile(success_rate=0.0, errors={ErrorCode.TIMEOUT: 1.0})}
+    )
+
+
+async def test_stdio_subprocess_lists_and_calls(catalog: Catalog, calm_sandbox: str) -> None:
+    tool = no_arg_tools(catalog)[0]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "realprobe.cli", "mcp", "--sandbox", calm_sandbox, "--timeout", "5"],
+    )
+    with anyio.fail_after(60):
+        async with Client(params, read_timeout_seconds=30) as client:
+            listed = (await client.list_tools()).tools
+            ok = await client.call_tool(tool.name, {})
+            bad = await client.call_tool(tool.name, {"nope": 1})
+    assert [t.name for t in listed] == [t.name for t in catalog]
+    assert ok.is_error is False and isinstance(ok.structured_content, dict)
+    assert json.loads(first_text(ok)) == ok.structured_content
+    assert bad.is_error is True and first_text(bad).startswith("INVALID_INPUT")
+
+
+async def test_http_subprocess_lists_and_calls_and_reports_faults(
+    catalog: Catalog, calm_sandbox: str
+) -> None:
+    tool = no_arg_tools(catalog)[0]
+    with anyio.fail_after(60):
+        with http_server("--sandbox", calm_sandbox, "--tools", tool.name) as (url, _):
+            async with Client(url, read_timeout_seconds=30) as client:
+                listed = (await client.list_tools()).tools
+                ok = await client.call_tool(tool.name, {})
+        with http_server("--sandbox", f"{calm_sandbox}/_fault/503") as (url, _):
+            async with Client(url, read_timeout_seconds=30) as client:
+                failed = await client.call_tool(tool.name, {})
+    assert [t.name for t in listed] == [tool.name]
+    assert listed[0].output_schema == tool.output_schema
+    assert ok.is_error is False and ok.structured_content
+    assert failed.is_error is True
+    assert first_text(failed).startswith("SERVER_ERROR (HTTP 503)")
+    assert "after 2 s (Retry-After" in first_text(failed)
+
+
+async def test_http_client_disconnecting_mid_call_hangs_nothing(
+    catalog: Catalog, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    hanging, calm = no_arg_tools(catalog)[:2]
+    sandbox = sandbox_factory(hang_profile(hanging))
+    db = tmp_path / "rp.db"
+    deadline = 1.5
+    with anyio.fail_after(60):
+        with http_server(
+            "--sandbox", sandbox, "--timeout", str(deadline), "--db", str(db)
+        ) as (url, proc):
+            started = time.monotonic()
+            async with Client(url, read_timeout_seconds=30) as client:
+                with anyio.move_on_after(0.3):
+                    await client.call_tool(hanging.name, {})
+            # that client is gone; another one is served at once
+            async with Client(url, read_timeout_seconds=30) as client:
+                ok = await client.call_tool(calm.name, {})
+            assert ok.is_error is False
+            assert time.monotonic() - started < deadline
+            # the SDK client sent notifications/cancelled: the server dropped the call rather
+            # than leaving it to run to its deadline (it would be stored as a TIMEOUT then)
+            await anyio.sleep(started + deadline + 1.0 - time.monotonic())
+            with sqlite3.connect(db) as conn:
+                rows = conn.execute("SELECT tool, outcome FROM probes ORDER BY id").fetchall()
+            assert rows == [(calm.name, "ok")]
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=10) == 0
+    with sqlite3.connect(db) as conn:
+        status = conn.execute("SELECT status FROM probe_runs").fetchone()[0]
+    assert status == "done"
+
+
+def test_stdio_eof_mid_call_ends_the_server_and_stdout_is_only_json_rpc(
+    catalog: Catalog, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    hanging = no_arg_tools(catalog)[0]
+    sandbox = sandbox_factory(hang_profile(hanging))
+    db = tmp_path / "rp.db"
+    proc = subprocess.Popen(
+        [*CLI, "--sandbox", sandbox, "--timeout", "3", "--db", str(db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": hanging.name, "arguments": {}}},
+    ]
+    try:
+        for m in messages:
+            proc.stdin.write(json.dumps(m) + "\n")
+        proc.stdin.flush()
+        first = json.loads(proc.stdout.readline())
+        assert first["id"] == 1 and first["result"]["serverInfo"]["name"] == "realprobe"
+        time.sleep(0.3)  # the call is in flight, hanging on the sandbox
+        t0 = time.monotonic()
+        proc.stdin.close()  # the client goes away
+        rc = proc.wait(timeout=10)
+        ended = time.monotonic() - t0
+        out, err = proc.stdout.read(), proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0, err
+    assert ended < 3 + 2
+    for line in out.splitlines():  # nothing but JSON-RPC on stdout
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert "serving" in err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM probe_runs").fetchone()[0] == "done"
+        # the call was cancelled with its client: not an API outcome, so not a probe row
+        assert conn.execute("SELECT COUNT(*) FROM probes").fetchone()[0] == 0
+
+
+async def test_http_connection_dropped_without_cancel_ends_at_the_deadline(
+    catalog: Catalog, sandbox_factory: Any, tmp_path: Path
+) -> None:
+    """A client that vanishes without `notifications/cancelled`: the call runs to its deadline
+    (not past it), is stored as a TIMEOUT, and the server keeps serving."""
+    import httpx
+
+    hanging, calm = no_arg_tools(catalog)[:2]
+    sandbox = sandbox_factory(hang_profile(hanging))
+    db = tmp_path / "rp.db"
+    deadline = 1.5
+    version = "2025-11-25"
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with anyio.fail_after(60):
+        with http_server("--sandbox", sandbox, "--timeout", str(deadline), "--db", str(db)) as (
+            url, _
+        ):
+            async with httpx.AsyncClient(headers=headers) as raw:
+                init = await raw.post(url, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                        "protocolVersion": version, "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "0"}}})
+                session = {"mcp-session-id": init.headers["mcp-session-id"],
+                           "mcp-protocol-version": version}
+                await raw.post(url, headers=session,
+                               json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                started = time.monotonic()
+                with pytest.raises(httpx.ReadTimeout):
+                    await raw.post(url, headers=session, timeout=0.3, json={
+                        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                        "params": {"name": hanging.name, "arguments": {}}})
+            async with Client(url, read_timeout_seconds=30) as client:
+                assert (await client.call_tool(calm.name, {})).is_error is False
+            row = None
+            while row is None and time.monotonic() - started < deadline + 5:
+                with sqlite3.connect(db) as conn:
+                    row = conn.execute(
+                        "SELECT error_code, latency_ms FROM probes WHERE tool = ?", [hanging.name]
+                    ).fetchone()
+                await anyio.sleep(0.05)
+            ended = time.monotonic() - started
+    assert row is not None and row[0] == "TIMEOUT"
+    assert row[1] == pytest.approx(deadline * 1000, rel=0.2)
+    assert ended < deadline + 1.0
