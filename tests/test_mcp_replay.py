@@ -1,0 +1,70 @@
+"""Record a session over MCP against the sandbox, replay it over MCP offline: same results."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.mcp import McpService, ServiceOptions
+from realprobe.replay.modes import Mode, TransportOptions
+
+ROUNDS = 2
+
+
+async def run_session(catalog: Catalog, transport: TransportOptions) -> list[dict[str, Any]]:
+    """Every tool with its first example, concurrently within a round; rounds in sequence, so
+    identical requests repeat in a known order."""
+    service = McpService(catalog, ServiceOptions(transport=transport, timeout_s=0.3))
+    out: list[dict[str, Any]] = []
+
+    async def one(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        r = await client.call_tool(name, args)
+        return {
+            "tool": name,
+            "is_error": r.is_error,
+            "text": r.content[0].text if r.content else None,  # type: ignore[union-attr]
+            "structured": r.structured_content,
+            "code": (r.meta or {}).get("realprobe/call", {}).get("code"),
+        }
+
+    async with service, Client(service.server) as client:
+        for _ in range(ROUNDS):
+            calls = (one(client, t.name, dict(t.examples[0])) for t in catalog)
+            out += await asyncio.gather(*calls)
+    return out
+
+
+async def test_replay_over_mcp_gives_the_recorded_results_offline(
+    catalog: Catalog, sandbox_factory: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = sandbox_factory("harsh", seed=3)
+    cassette = tmp_path / "session.json"
+    recorded = await run_session(
+        catalog, TransportOptions(mode=Mode.RECORD, sandbox=url, cassette=cassette)
+    )
+    assert cassette.exists()
+    codes = {r["code"] for r in recorded}
+    assert None in codes and len(codes - {None}) >= 3, codes  # successes and several faults
+
+    request.getfixturevalue("no_network")  # from here on, any socket connect fails
+    replayed = await run_session(catalog, TransportOptions(mode=Mode.REPLAY, cassette=cassette))
+    assert replayed == recorded
+
+
+def test_replay_with_a_missing_cassette_is_a_clear_error(tmp_path: Path) -> None:
+    missing = tmp_path / "none.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "--mode", "replay",
+         "--cassette", str(missing)],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: ") and str(missing) in res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
