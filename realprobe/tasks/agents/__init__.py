@@ -1,0 +1,27 @@
+"""Agents behind one interface: `reference`, `openai` (native tools), `openai-text`."""
+
+from __future__ import annotations
+
+from realprobe.errors import RealprobeError
+from realprobe.tasks.agents.base import Agent, AgentContext, LlmSettings
+from realprobe.tasks.agents.openai_native import OpenAIToolAgent
+from realprobe.tasks.agents.openai_text import OpenAITextAgent
+from realprobe.tasks.agents.reference import ReferenceAgent
+
+AGENT_NAMES = ("reference", "openai", "openai-text")
+
+
+def make_agent(name: str, llm: LlmSettings | None = None) -> Agent:
+    if name == "reference":
+        return ReferenceAgent()
+    if name in ("openai", "openai-text"):
+        if llm is None:
+            raise RealprobeError(
+                f"--agent {name} needs --base-url URL and --model NAME "
+                "(and the API key in $OPENAI_API_KEY or --api-key-env NAME)"
+            )
+        return OpenAIToolAgent(llm) if name == "openai" else OpenAITextAgent(llm)
+    raise RealprobeError(f"--agent {name!r}: choose one of {', '.join(AGENT_NAMES)}")
+
+
+__all__ = ["AGENT_NAMES", "Agent", "AgentContext", "LlmSettings", "make_agent"]

@@ -1,0 +1,43 @@
+"""The one small agent interface: `await agent.run(ctx)` fills `ctx.state` through `ctx.box`."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+
+from realprobe.adapters import Catalog
+from realprobe.tasks.model import Task
+from realprobe.tasks.state import RunState, ToolBox
+
+
+@dataclass
+class LlmSettings:
+    base_url: str
+    model: str
+    api_key: str
+    timeout_s: float = 120.0
+    temperature: float = 0.0
+
+
+@dataclass
+class AgentContext:
+    task: Task
+    prompt: str  # baseline | cot | optimal | flawed:<type>
+    catalog: Catalog
+    box: ToolBox
+    state: RunState
+    rng: random.Random  # seeded per run: the only randomness an agent may use
+    llm: LlmSettings | None = None
+    llm_transport: httpx.AsyncBaseTransport | None = None  # the run's transport seam
+
+
+class Agent(Protocol):
+    name: str
+
+    @property
+    def model(self) -> str: ...
+
+    async def run(self, ctx: AgentContext) -> None: ...

@@ -1,0 +1,138 @@
+"""What both LLM agents share: the OpenAI SDK client on the run's transport, and the loop's
+bookkeeping (tokens, turn limit, endpoint failures)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import openai
+
+from realprobe.errors import RealprobeError
+from realprobe.tasks.agents.base import AgentContext, LlmSettings
+from realprobe.tasks.prompts import Prompt, render
+from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
+
+
+def make_openai(ctx: AgentContext) -> tuple[openai.AsyncOpenAI, httpx.AsyncClient]:
+    """The SDK client on the run's transport, so record/replay capture the conversation."""
+    if ctx.llm is None:
+        raise RealprobeError("this agent needs --base-url and --model")
+    http = httpx.AsyncClient(transport=ctx.llm_transport, timeout=ctx.llm.timeout_s)
+    client = openai.AsyncOpenAI(
+        base_url=ctx.llm.base_url,
+        api_key=ctx.llm.api_key,
+        http_client=http,  # type: ignore[arg-type]
+        max_retries=0,  # a retry would change the recorded conversation; failures are reported
+        timeout=ctx.llm.timeout_s,
+    )
+    return client, http
+
+
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict; raises ValueError with a message for the model."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"arguments are not valid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise ValueError("arguments must be a JSON object")
+    return value
+
+
+async def run_tool(ctx: AgentContext, name: str, raw_args: Any, turn: int) -> StepRecord:
+    """One model-requested call: malformed arguments and unknown names are recorded, not run."""
+    try:
+        args = parse_arguments(raw_args)
+    except ValueError as exc:
+        shown = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, default=str)
+        return ctx.box.record_bad_call(
+            name, {"_raw": str(shown)[:500]}, turn, "malformed", str(exc)
+        )
+    return await ctx.box.call(name, args, turn=turn)
+
+
+class LlmLoop:
+    """Base for LLM agents: the turn loop and its ending; subclasses do one turn each."""
+
+    name = "llm"
+    protocol = "native"
+
+    def __init__(self, settings: LlmSettings | None = None) -> None:
+        self.settings = settings
+
+    @property
+    def model(self) -> str:
+        return self.settings.model if self.settings else "?"
+
+    def prompt(self, ctx: AgentContext) -> Prompt:
+        return render(ctx.task, ctx.prompt, protocol=self.protocol)
+
+    async def run(self, ctx: AgentContext) -> None:
+        client, http = make_openai(ctx)
+        try:
+            await self.loop(ctx, client)
+        except openai.APIError as exc:
+            ctx.state.error = f"LLM endpoint: {type(exc).__name__}: {exc}"[:300]
+            ctx.state.termination = "llm_error"
+        finally:
+            await http.aclose()
+
+    async def loop(self, ctx: AgentContext, client: openai.AsyncOpenAI) -> None:
+        p = self.prompt(ctx)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": p.system},
+            {"role": "user", "content": p.user},
+        ]
+        for turn in range(1, ctx.task.constraints.max_turns + 1):
+            ctx.state.turns = turn
+            ctx.box.check_deadline()
+            done = await self.turn(ctx, client, messages, turn)
+            if done:
+                return
+        raise Terminated("turn_limit")
+
+    async def complete(
+        self,
+        ctx: AgentContext,
+        client: openai.AsyncOpenAI,
+        messages: list[dict[str, Any]],
+        **extra: Any,
+    ) -> Any:
+        assert ctx.llm is not None
+        resp = await client.chat.completions.create(
+            model=ctx.llm.model,
+            messages=messages,  # type: ignore[arg-type]
+            temperature=ctx.llm.temperature,
+            **extra,
+        )
+        if resp.usage is not None:
+            ctx.state.tokens_in += resp.usage.prompt_tokens or 0
+            ctx.state.tokens_out += resp.usage.completion_tokens or 0
+        if not resp.choices:
+            raise openai.APIError("the endpoint answered with no choices", request=None, body=None)  # type: ignore[arg-type]
+        return resp.choices[0].message
+
+    def finish(self, ctx: AgentContext, text: str) -> bool:
+        ctx.state.final_message = text
+        ctx.state.completion_signal = says_complete(text)
+        return True
+
+    async def turn(
+        self,
+        ctx: AgentContext,
+        client: openai.AsyncOpenAI,
+        messages: list[dict[str, Any]],
+        turn: int,
+    ) -> bool:
+        raise NotImplementedError
+
+
+TurnFn = Callable[..., Awaitable[bool]]
+__all__ = ["LlmLoop", "make_openai", "parse_arguments", "run_tool", "tool_message"]

@@ -1,0 +1,271 @@
+"""Flawed workflows: the paper's seven flaw types, generated from the optimal workflow.
+
+Reproducible: each (task, flaw type) draws from `random.Random(f"{seed}:{task}:{type}")`, and
+the result is stored in the task file (`flawed`), so the data is what a prompt shows.
+Regenerate with `python -m realprobe.tasks.flaws [--check] [FOLDER]`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+from realprobe.adapters import Catalog, default_catalog
+from realprobe.tasks.model import FLAW_TYPES, Arg, FlawedWorkflow, Step, Task, task_files
+
+GENERATOR_SEED = 0
+_WRONG_TYPE: dict[str, Any] = {
+    "string": 12345,
+    "integer": "many",
+    "number": "north",
+    "boolean": "perhaps",
+}
+
+
+def _copy(steps: list[Step]) -> list[Step]:
+    return [s.model_copy(deep=True) for s in steps]
+
+
+def _readers(steps: list[Step], step_id: str) -> list[int]:
+    return [i for i, s in enumerate(steps) if any(r[0] == step_id for r in s.refs())]
+
+
+def sequential_inversion(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    steps = _copy(task.workflow.steps)
+    api = list(range(len(steps) - 1))
+    deps = [(i, j) for i in api for j in _readers(steps, steps[i].id) if j in api and j > i]
+    if deps:
+        i, j = rng.choice(deps)
+        why = f"step {steps[j].id!r} now runs before {steps[i].id!r}, whose output it needs"
+    else:
+        i = rng.randrange(len(api) - 1)
+        j = i + 1
+        why = f"steps {steps[i].id!r} and {steps[j].id!r} swapped"
+    moved = steps.pop(j)
+    steps.insert(i, moved)
+    return FlawedWorkflow(
+        type="sequential_inversion",
+        seed=0,
+        change=why,
+        detail={"moved": moved.id, "before": steps[i + 1].id},
+        steps=steps,
+    )
+
+
+def tool_misuse(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    steps = _copy(task.workflow.steps)
+    k = rng.randrange(len(steps) - 1)
+    step = steps[k]
+    used = {t for s in steps for t in s.tools()}
+    right = catalog.get(step.tool)
+    others = [t for t in catalog if t.name not in used and t.api_id != right.api_id]
+
+    def plausibility(t: Any) -> int:
+        # same kind of API first, then shared argument names, then shared output names
+        return (
+            4 * (t.api.category == right.api.category)
+            + 2 * len(set(t.spec.input) & set(right.spec.input))
+            + len(set(t.spec.output) & set(right.spec.output))
+        )
+
+    best = max(plausibility(t) for t in others)
+    pool = sorted((t for t in others if plausibility(t) == best), key=lambda t: t.name)
+    wrong = rng.choice(pool)
+    args = {name: Arg(value=v) for name, v in (wrong.examples[0] if wrong.examples else {}).items()}
+    steps[k] = step.model_copy(
+        update={"tool": wrong.name, "args": args, "alternatives": []}, deep=True
+    )
+    return FlawedWorkflow(
+        type="tool_misuse",
+        seed=0,
+        change=f"step {step.id!r} calls {wrong.name!r} instead of {step.tool!r}",
+        detail={"step": step.id, "expected": step.tool, "used": wrong.name},
+        steps=steps,
+    )
+
+
+def parameter_error(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    steps = _copy(task.workflow.steps)
+    with_args = [i for i, s in enumerate(steps[:-1]) if s.args]
+    if with_args:
+        k = rng.choice(with_args)
+        step = steps[k]
+        name = rng.choice(sorted(step.args))
+        field = catalog.get(step.tool).spec.input.get(name)
+        kinds = ["wrong_type"] + (
+            ["missing_required"] if field is not None and field.required else []
+        )
+        kind = rng.choice(kinds)
+        was = step.args[name].model_dump(exclude_defaults=True)
+        if kind == "missing_required":
+            del step.args[name]
+            now: Any = None
+        else:
+            now = _WRONG_TYPE[field.type if field is not None else "string"]
+            step.args[name] = Arg(value=now)
+    else:
+        k = rng.randrange(len(steps) - 1)
+        step = steps[k]
+        name, kind, was, now = "limit", "unexpected_argument", None, -1
+        step.args[name] = Arg(value=now)
+    return FlawedWorkflow(
+        type="parameter_error",
+        seed=0,
+        change=f"step {step.id!r}: argument {name!r} {kind.replace('_', ' ')}",
+        detail={"step": step.id, "arg": name, "kind": kind, "was": was, "now": now},
+        steps=steps,
+    )
+
+
+def missing_step(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    steps = _copy(task.workflow.steps)
+    api = range(len(steps) - 1)
+    critical = [i for i in api if _readers(steps, steps[i].id)]
+    k = rng.choice(critical or list(api))
+    dropped = steps.pop(k)
+    return FlawedWorkflow(
+        type="missing_step",
+        seed=0,
+        change=f"step {dropped.id!r} ({dropped.tool}) is left out",
+        detail={"dropped": dropped.id, "tool": dropped.tool},
+        steps=steps,
+    )
+
+
+def redundant_operation(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    steps = _copy(task.workflow.steps)
+    k = rng.randrange(len(steps) - 1)
+    again = steps[k].model_copy(
+        update={"id": steps[k].id + "_again", "purpose": steps[k].purpose + " (again, to be sure)"},
+        deep=True,
+    )
+    steps.insert(k + 1, again)
+    return FlawedWorkflow(
+        type="redundant_operation",
+        seed=0,
+        change=f"step {steps[k].id!r} ({steps[k].tool}) is done twice in a row",
+        detail={"step": steps[k].id, "tool": steps[k].tool},
+        steps=steps,
+    )
+
+
+def logical_discontinuity(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    steps = _copy(task.workflow.steps)
+    api = list(range(1, len(steps) - 1))
+    wired = [(j, n) for j in api for n, a in sorted(steps[j].args.items()) if a.kind == "step"]
+    if wired:
+        j, name = rng.choice(wired)
+    else:
+        j = rng.choice(api)
+        if steps[j].args:
+            name = rng.choice(sorted(steps[j].args))
+        else:
+            fields = sorted(catalog.get(steps[j].tool).spec.input)
+            name = fields[0] if fields else "input"
+    current = steps[j].args.get(name)
+    cur_ref = (current.step, current.output) if current is not None else None
+    choices = [
+        (s.id, out) for s in steps[:j] for out in sorted(s.outputs) if (s.id, out) != cur_ref
+    ]
+    src_step, src_out = rng.choice(choices)
+    steps[j].args[name] = Arg(step=src_step, output=src_out)
+    was = current.model_dump(exclude_defaults=True) if current is not None else None
+    return FlawedWorkflow(
+        type="logical_discontinuity",
+        seed=0,
+        change=f"step {steps[j].id!r} takes {name!r} from {src_step}.{src_out}, which does not fit",
+        detail={"step": steps[j].id, "arg": name, "was": was, "now": f"{src_step}.{src_out}"},
+        steps=steps,
+    )
+
+
+def semantic_drift(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    steps = _copy(task.workflow.steps)
+    out = steps[-1]
+    refs = sorted({f"{s}.{o}" for s, o in out.refs()})
+    keep = rng.choice(refs)
+    dropped = [r for r in refs if r != keep]
+    for name, a in list(out.args.items()):
+        if a.kind == "template":
+            text = (
+                f"Some general thoughts on the day, loosely inspired by {{{keep}}}."
+                if name in ("text", "body")
+                else "Thoughts of the day"
+            )
+            out.args[name] = Arg(template=text) if "{" in text else Arg(value=text)
+    out.purpose = "Write a loose, general reflection instead of the requested result"
+    return FlawedWorkflow(
+        type="semantic_drift",
+        seed=0,
+        change="the output step drifts from the goal: a general reflection that uses only "
+        f"{keep} and drops {', '.join(dropped)}",
+        detail={"kept": keep, "dropped": dropped},
+        steps=steps,
+    )
+
+
+GENERATORS = {
+    "sequential_inversion": sequential_inversion,
+    "tool_misuse": tool_misuse,
+    "parameter_error": parameter_error,
+    "missing_step": missing_step,
+    "redundant_operation": redundant_operation,
+    "logical_discontinuity": logical_discontinuity,
+    "semantic_drift": semantic_drift,
+}
+assert tuple(GENERATORS) == FLAW_TYPES
+
+
+def generate(task: Task, catalog: Catalog, seed: int = GENERATOR_SEED) -> dict[str, FlawedWorkflow]:
+    out: dict[str, FlawedWorkflow] = {}
+    for flaw, gen in GENERATORS.items():
+        rng = random.Random(f"{seed}:{task.instance_id}:{flaw}")
+        fw = gen(task, rng, catalog)
+        fw.seed = seed
+        out[flaw] = fw
+    return out
+
+
+def task_json(task: Task) -> str:
+    """The file text: only fields that were set, so defaults stay implicit."""
+    return (
+        json.dumps(task.model_dump(mode="json", exclude_unset=True), indent=2, ensure_ascii=False)
+        + "\n"
+    )
+
+
+def regenerate(folder: Path, catalog: Catalog, *, check: bool = False) -> list[Path]:
+    """Rewrite each task file's `flawed` section; with check=True only list stale files."""
+    stale = []
+    for path in task_files(folder):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        task = Task.model_validate(raw)
+        fresh = task.model_copy(update={"flawed": generate(task, catalog)})
+        text = task_json(fresh)
+        if text != path.read_text(encoding="utf-8"):
+            stale.append(path)
+            if not check:
+                path.write_text(text, encoding="utf-8")
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    from realprobe.tasks.model import default_tasks_dir
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    check = "--check" in args
+    rest = [a for a in args if a != "--check"]
+    folder = Path(rest[0]) if rest else default_tasks_dir()
+    stale = regenerate(folder, default_catalog(), check=check)
+    verb = "stale" if check else "rewritten"
+    for p in stale:
+        print(f"{verb}: {p}")
+    print(f"{len(stale)} file(s) {verb}")
+    return 1 if check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""Aggregates over runs: pass@k and pass^k (tau-bench), recovery rate and recovery cost.
+
+pass^k = mean over tasks of C(c, k) / C(n, k): the chance that k i.i.d. runs of a task all
+succeed. pass@k = mean over tasks of 1 - C(n - c, k) / C(n, k): at least one of k succeeds.
+n is the number of runs per task (the minimum over tasks when they differ, as tau2 does);
+`error` runs (the LLM endpoint failed, not the agent) are left out.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from math import comb
+from typing import Any
+
+
+def _per_task(rows: Iterable[Mapping[str, Any]], success: str) -> dict[Any, tuple[int, int]]:
+    """(runs, successes) per task; a task under two prompts or agents counts as two."""
+    counts: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
+    for r in rows:
+        if r["outcome"] == "error":
+            continue
+        c = counts[(r["task"], r.get("prompt"), r.get("agent"), r.get("model"))]
+        c[0] += 1
+        ok = r["outcome"] == "full" if success == "full" else bool(r["strict"])
+        c[1] += int(ok)
+    return {t: (n, c) for t, (n, c) in counts.items()}
+
+
+def pass_k(rows: Iterable[Mapping[str, Any]], success: str = "full") -> dict[str, dict[int, float]]:
+    """{"pass^k": {k: value}, "pass@k": {k: value}} for k = 1..n."""
+    per = _per_task(rows, success)
+    if not per:
+        return {"pass^k": {}, "pass@k": {}}
+    n = min(n for n, _ in per.values())
+    hat: dict[int, float] = {}
+    at: dict[int, float] = {}
+    for k in range(1, n + 1):
+        # tasks with more runs than n are scored on their rate scaled to n runs
+        vals_hat, vals_at = [], []
+        for tn, c in per.values():
+            cc = round(c * n / tn)
+            vals_hat.append(comb(cc, k) / comb(n, k))
+            vals_at.append(1 - comb(n - cc, k) / comb(n, k))
+        hat[k] = sum(vals_hat) / len(vals_hat)
+        at[k] = sum(vals_at) / len(vals_at)
+    return {"pass^k": hat, "pass@k": at}
+
+
+def recovery(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Among runs that met at least one tool failure: the share that still reached full
+    success, and the extra calls (beyond a failure-free run's) per failure met."""
+    hit = [r for r in rows if r["outcome"] != "error" and (r["failures"] or 0) > 0]
+    if not hit:
+        return {"runs_with_failures": 0, "recovery_rate": None, "recovery_cost": None}
+    recovered = sum(1 for r in hit if r["outcome"] == "full")
+    extra = sum(max(0, (r["tool_calls"] or 0) - (r["optimal_calls"] or 0)) for r in hit)
+    failures = sum(r["failures"] for r in hit)
+    return {
+        "runs_with_failures": len(hit),
+        "recovery_rate": recovered / len(hit),
+        "recovery_cost": extra / failures,
+    }
+
+
+def levels(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    rows = list(rows)
+    n = len(rows)
+    counts = {
+        k: sum(1 for r in rows if r["outcome"] == k)
+        for k in ("full", "partial", "failure", "error")
+    }
+    scored = [r for r in rows if r["outcome"] != "error"]
+    m = len(scored) or 1
+    return {
+        "runs": n,
+        **counts,
+        "full_rate": counts["full"] / m,
+        "partial_rate": counts["partial"] / m,
+        "failure_rate": counts["failure"] / m,
+        "grounded_rate": sum(1 for r in scored if r["grounded"]) / m,
+        "strict_rate": sum(1 for r in scored if r["strict"]) / m,
+        "mean_score": sum(r["score"] for r in scored) / m,
+    }

@@ -1,0 +1,127 @@
+"""The four prompt variants of the paper, rendered from task data: baseline, chain-of-thought
+(`cot`), optimal workflow, and flawed workflow (`flawed:<type>`, one per flaw type).
+
+The flawed prompt presents the flawed workflow exactly as the optimal one is presented: the
+agent is not told it is flawed. Two protocols: `native` (OpenAI tool calling) and `text`
+(the paper's `<tool_search>` / `<tool_info>` / `<tool_call>` tags, one tool per turn).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from realprobe.errors import RealprobeError
+from realprobe.tasks.model import FLAW_TYPES, Arg, Step, Task
+from realprobe.tasks.state import COMPLETION_PHRASE
+
+BASE_VARIANTS = ("baseline", "cot", "optimal")
+
+
+def prompt_variants(spec: str) -> list[str]:
+    """`baseline|cot|optimal|flawed:<type>|flawed:all`, comma-separated, to concrete names."""
+    out: list[str] = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        if part in BASE_VARIANTS:
+            out.append(part)
+        elif part == "flawed:all":
+            out.extend(f"flawed:{t}" for t in FLAW_TYPES)
+        elif part.startswith("flawed:") and part.split(":", 1)[1] in FLAW_TYPES:
+            out.append(part)
+        else:
+            raise RealprobeError(
+                f"--prompt {part!r}: choose baseline, cot, optimal, flawed:all or flawed:<type> "
+                f"with type one of {', '.join(FLAW_TYPES)}"
+            )
+    if not out:
+        raise RealprobeError("--prompt is empty")
+    return out
+
+
+@dataclass
+class Prompt:
+    system: str
+    user: str
+
+
+def _arg_text(task: Task, steps: list[Step], arg: Arg) -> str:
+    if arg.kind == "value":
+        return json.dumps(arg.value, ensure_ascii=False)
+    if arg.kind == "input":
+        assert arg.input is not None
+        shown = json.dumps(task.inputs[arg.input], ensure_ascii=False)
+        return f"the task input `{arg.input}` ({shown})"
+    if arg.kind == "step":
+        tool = next((s.tool for s in steps if s.id == arg.step), "?")
+        return f"`{arg.output}` from step `{arg.step}` ({tool})"
+    return (
+        f"text like {json.dumps(arg.template, ensure_ascii=False)} with the real values filled in"
+    )
+
+
+def render_workflow(task: Task, steps: list[Step]) -> str:
+    lines = []
+    for n, s in enumerate(steps, 1):
+        line = f"{n}. `{s.id}`: call `{s.tool}`: {s.purpose}."
+        if s.args:
+            line += (
+                " Arguments: "
+                + "; ".join(f"{k} = {_arg_text(task, steps, a)}" for k, a in s.args.items())
+                + "."
+            )
+        if s.outputs:
+            line += f" Gives: {', '.join(s.outputs)}."
+        if s.alternatives:
+            line += (
+                " If it keeps failing, use "
+                + " or ".join(f"`{a.tool}`" for a in s.alternatives)
+                + " instead."
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _system(protocol: str, max_turns: int) -> str:
+    rules = (
+        "You are an agent that completes tasks by calling tools that wrap real public web APIs. "
+        "Tools can fail (timeouts, rate limits, server errors); an error result starts with "
+        "`ERROR <CODE>`. Retry a failing tool when the error is temporary, or switch to a "
+        "similar tool. Use only what tools really returned: never invent facts, quotes or "
+        "numbers. Store the final result with the output tool the task names (`compose_post` "
+        "or `save_report`), copying the gathered items verbatim. Then reply with a final "
+        f"message that starts with `{COMPLETION_PHRASE}`. You have at most {max_turns} turns."
+    )
+    if protocol == "native":
+        return rules
+    return rules + (
+        "\n\nTool protocol: each reply holds exactly ONE of these tags, and nothing is run "
+        "unless it is inside a tag.\n"
+        "- `<tool_search>keywords</tool_search>` lists tools matching the keywords.\n"
+        "- `<tool_info>tool_name</tool_info>` shows a tool's description and JSON arguments.\n"
+        '- `<tool_call>{"name": "tool_name", "arguments": {...}}</tool_call>` runs one tool.\n'
+        "One tool per turn: after each tag, wait for the result before the next step. When "
+        f"the output is stored, reply with `{COMPLETION_PHRASE}` and a one-line summary."
+    )
+
+
+def render(task: Task, variant: str, *, protocol: str = "native") -> Prompt:
+    """System and user messages for one task under one prompt variant."""
+    if protocol not in ("native", "text"):
+        raise ValueError(protocol)
+    inputs = json.dumps(task.inputs, ensure_ascii=False) if task.inputs else "(none)"
+    user = (
+        f"Task `{task.instance_id}` ({task.task_type}, {task.complexity}).\n"
+        f"{task.description}\n\nInputs: {inputs}\n"
+        f"Store the result with `{task.expected_outputs.artifact_tool}`."
+    )
+    if variant == "cot":
+        user += (
+            "\n\nThink step by step: first write a short plan (which tools, in which order, "
+            "which output feeds which input), then carry it out one call at a time, checking "
+            "each result before the next call."
+        )
+    elif variant == "optimal" or variant.startswith("flawed:"):
+        user += "\n\nRecommended workflow:\n" + render_workflow(task, task.steps_for(variant))
+    elif variant != "baseline":
+        raise RealprobeError(f"unknown prompt variant {variant!r}")
+    return Prompt(_system(protocol, task.constraints.max_turns), user)

@@ -1,0 +1,275 @@
+"""Running tasks: one transport per task run (so one cassette per run), the agent under the
+task's limits, the score, and the rows for `task_runs` / `task_steps`.
+
+Simulate and replay runs use a virtual clock: backoff waits and deadlines are exact and
+nothing sleeps for real. The reference agent's jitter comes from a per-run seeded RNG, so a
+replayed run takes the same path as the recorded one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from realprobe.adapters import Catalog
+from realprobe.clock import Clock, RealClock, VirtualClock
+from realprobe.data import data_dir
+from realprobe.errors import RealprobeError
+from realprobe.replay.client import ClientConfig
+from realprobe.replay.modes import Mode, TransportOptions, make_client
+from realprobe.replay.transports import live_transport
+from realprobe.tasks.agents import AgentContext, LlmSettings, make_agent
+from realprobe.tasks.model import Task
+from realprobe.tasks.prompts import BASE_VARIANTS
+from realprobe.tasks.scoring import Score, score_run
+from realprobe.tasks.state import RunState, Terminated, ToolBox
+
+CASSETTE_SUFFIX = ".json"
+#: real seconds allowed past the task deadline before a live run is cut off
+DEADLINE_GRACE_S = 5.0
+
+
+def shipped_cassettes() -> Path:
+    return data_dir("cassettes") / "tasks"
+
+
+@dataclass
+class RunConfig:
+    agent: str = "reference"
+    prompts: list[str] = field(default_factory=lambda: ["optimal"])
+    mode: Mode = Mode.SIMULATE
+    sandbox: str | None = None
+    profile: str | None = None
+    cassette: Path | None = None
+    repeat: int = 1
+    seed: int = 0
+    llm: LlmSettings | None = None
+    max_turns: int | None = None
+    timeout_s: float | None = None
+    call_timeout_s: float | None = None
+
+
+@dataclass
+class RunOutcome:
+    row: dict[str, Any]
+    steps: list[dict[str, Any]]
+    score: Score
+    state: RunState
+
+
+def prompt_key(agent: str, prompt: str) -> str:
+    """The reference agent behaves the same under baseline, cot and optimal: one key."""
+    if agent == "reference" and prompt in BASE_VARIANTS:
+        return "optimal"
+    return prompt
+
+
+def run_key(task: str, agent: str, prompt: str, seed: int, repeat: int) -> str:
+    return f"{task}__{agent}__{prompt_key(agent, prompt).replace(':', '-')}__s{seed}__r{repeat}"
+
+
+def run_seed(task: str, agent: str, prompt: str, seed: int, repeat: int) -> int:
+    return zlib.crc32(run_key(task, agent, prompt, seed, repeat).encode()) & 0x7FFFFFFF
+
+
+def cassette_path(cfg: RunConfig, key: str, n_runs: int) -> Path | None:
+    """Where this run's cassette is: `--cassette FILE` for one run, `--cassette DIR/` for
+    several (one file per run), the shipped folder for replay without `--cassette`."""
+    if cfg.mode not in (Mode.RECORD, Mode.REPLAY):
+        return None
+    base = cfg.cassette
+    if base is None:
+        if cfg.mode is Mode.RECORD:
+            raise RealprobeError("--mode record needs --cassette PATH (a file, or a folder)")
+        base = shipped_cassettes()
+    if base.is_dir() or base.suffix == "":
+        path = base / (key + CASSETTE_SUFFIX)
+        if cfg.mode is Mode.REPLAY and not path.exists():
+            raise RealprobeError(
+                f"no cassette for run {key} in {base}; record it first with "
+                f"`realprobe run ... --mode record --sandbox URL --cassette {base}`"
+            )
+        return path
+    if n_runs > 1:
+        raise RealprobeError(
+            f"--cassette {base} is one file but this is {n_runs} runs; pass a folder instead"
+        )
+    return base
+
+
+class LlmPassthrough(httpx.AsyncBaseTransport):
+    """Simulate mode serves only catalogue APIs; the LLM endpoint's requests go out for real."""
+
+    def __init__(self, llm_base: str, sim: httpx.AsyncBaseTransport) -> None:
+        url = httpx.URL(llm_base)
+        self.origin = (url.scheme, url.host, url.port)
+        self.sim = sim
+        self.live = live_transport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        u = request.url
+        if (u.scheme, u.host, u.port) == self.origin:
+            return await self.live.handle_async_request(request)
+        return await self.sim.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.live.aclose()
+
+
+def with_overrides(task: Task, cfg: RunConfig) -> Task:
+    upd: dict[str, Any] = {}
+    if cfg.max_turns is not None:
+        upd["max_turns"] = cfg.max_turns
+    if cfg.timeout_s is not None:
+        upd["timeout_s"] = cfg.timeout_s
+    if cfg.call_timeout_s is not None:
+        upd["call_timeout_s"] = cfg.call_timeout_s
+    if not upd:
+        return task
+    return task.model_copy(update={"constraints": task.constraints.model_copy(update=upd)})
+
+
+async def run_one(
+    task: Task,
+    cfg: RunConfig,
+    prompt: str,
+    repeat: int,
+    catalog: Catalog,
+    *,
+    batch: str = "",
+    n_runs: int = 1,
+) -> RunOutcome:
+    task = with_overrides(task, cfg)
+    key = run_key(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
+    seed = run_seed(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
+    cassette = cassette_path(cfg, key, n_runs)
+    agent = make_agent(cfg.agent, cfg.llm)
+    opts = TransportOptions(
+        mode=cfg.mode, sandbox=cfg.sandbox, profile=cfg.profile, seed=seed, cassette=cassette
+    )
+    clock: Clock = VirtualClock(0.0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY) else RealClock()
+    limit = task.constraints.call_timeout_s
+    client = make_client(
+        catalog,
+        opts,
+        clock=clock,
+        config=ClientConfig(
+            deadline_s=limit, read_timeout_s=limit, connect_timeout_s=min(5.0, limit)
+        ),
+    )
+    state = RunState()
+    box = ToolBox(catalog, client, task, state)
+    llm_transport: httpx.AsyncBaseTransport = client.transport
+    if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
+        llm_transport = LlmPassthrough(cfg.llm.base_url, client.transport)
+    ctx = AgentContext(
+        task=task,
+        prompt=prompt,
+        catalog=catalog,
+        box=box,
+        state=state,
+        rng=random.Random(seed),
+        llm=cfg.llm,
+        llm_transport=llm_transport,
+    )
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    try:
+        if clock.virtual:
+            await agent.run(ctx)
+        else:
+            async with asyncio.timeout(task.constraints.timeout_s + DEADLINE_GRACE_S):
+                await agent.run(ctx)
+    except Terminated as exc:
+        state.termination = exc.reason
+    except TimeoutError:
+        state.termination = "deadline"
+    finally:
+        if llm_transport is not client.transport:
+            await llm_transport.aclose()
+        await client.aclose()  # record mode writes the cassette here
+    wall = time.perf_counter() - t0
+    score = score_run(task, state)
+    run_id = uuid.uuid4().hex
+    steps = [s.as_row(run_id) for s in state.steps]
+    row: dict[str, Any] = {
+        "id": run_id,
+        "batch": batch,
+        "started_at": started_at,
+        "task": task.instance_id,
+        "task_type": task.task_type,
+        "agent": cfg.agent,
+        "model": agent.model,
+        "prompt": prompt,
+        "flaw": prompt.split(":", 1)[1] if prompt.startswith("flawed:") else None,
+        "mode": cfg.mode.value,
+        "profile": cfg.profile or cfg.sandbox,
+        "seed": cfg.seed,
+        "run_seed": seed,
+        "repeat": repeat,
+        "outcome": score.outcome,
+        "score": score.score,
+        "grounded": int(score.grounded),
+        "strict": int(score.strict),
+        "turns": state.turns,
+        "tool_calls": state.tool_calls,
+        "failures": state.failures,
+        "retries": sum(1 for s in state.steps if s.role == "retry"),
+        "fallbacks": sum(1 for s in state.steps if s.role == "fallback"),
+        "optimal_calls": len(task.workflow.steps),
+        "tokens_in": state.tokens_in,
+        "tokens_out": state.tokens_out,
+        "wall_s": round(wall, 4),
+        "clock_s": round(box.elapsed(), 4),
+        "termination": state.termination,
+        "reasons": score.reasons,
+        "conditions": score.conditions,
+        "artifact": state.artifact,
+        "final_message": state.final_message[:2000],
+        "cassette": str(cassette) if cassette else None,
+    }
+    return RunOutcome(row, steps, score, state)
+
+
+def plan_runs(tasks: list[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
+    return [(t, p, r) for t in tasks for p in cfg.prompts for r in range(cfg.repeat)]
+
+
+async def run_batch(
+    tasks: list[Task],
+    cfg: RunConfig,
+    catalog: Catalog,
+    *,
+    on_done: Callable[[RunOutcome], None] | None = None,
+    batch: str | None = None,
+) -> list[RunOutcome]:
+    """Every (task, prompt, repeat), one after another (runs share no state)."""
+    if cfg.repeat < 1:
+        raise RealprobeError("--repeat must be at least 1")
+    runs = plan_runs(tasks, cfg)
+    batch = batch or uuid.uuid4().hex[:12]
+    if cfg.mode in (Mode.RECORD, Mode.REPLAY):
+        for t, p, r in runs:  # fail before running anything when a cassette is missing
+            cassette_path(cfg, run_key(t.instance_id, cfg.agent, p, cfg.seed, r), len(runs))
+    if cfg.mode is Mode.RECORD and cfg.cassette is not None and len(runs) > 1:
+        cfg.cassette.mkdir(parents=True, exist_ok=True)
+    out = []
+    for t, p, r in runs:
+        res = await run_one(t, cfg, p, r, catalog, batch=batch, n_runs=len(runs))
+        out.append(res)
+        if on_done is not None:
+            on_done(res)
+    return out
+
+
+__all__ = ["RunConfig", "RunOutcome", "plan_runs", "replace", "run_batch", "run_one"]

@@ -1,0 +1,147 @@
+"""Scoring one run: the paper's full / partial / failure, our grounding check, and strict.
+
+Paper rules (ResiliBench / WorkflowBench `interactive_executor.py`):
+
+- full: every required tool executed successfully, the first successful executions in the
+  required order, the output produced, and an explicit completion signal. A required tool
+  counts as executed when it or one of the step's declared alternatives succeeded.
+- partial: at least two of (A) >= 60% of the required API tools succeeded, (B) an output tool
+  ran successfully, (C) the task type's minimum number of successful calls was met,
+  (D) an explicit completion signal.
+- failure: anything else, and any run that ended on repeated consecutive failures or a loop.
+
+Grounding (ours): the artifact must contain, verbatim up to case and whitespace, every
+`expected_outputs.grounded_in` value as a tool really returned it in this run. Strict = full
+and grounded. Score multipliers are the paper's 1.0 / 0.6 / 0.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from realprobe.tasks.model import MIN_CALLS, Task
+from realprobe.tasks.state import RunState, StepRecord
+from realprobe.tasks.values import as_text, extract_outputs, normalise
+
+SCORES = {"full": 1.0, "partial": 0.6, "failure": 0.0}
+FAILURE_TERMINATIONS = frozenset({"consecutive_failures", "loop"})
+
+
+@dataclass
+class Grounding:
+    ok: bool
+    checked: dict[str, bool] = field(default_factory=dict)  # "step.output" -> found
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Score:
+    outcome: str  # full | partial | failure | error
+    score: float
+    grounded: bool
+    strict: bool
+    reasons: list[str]
+    conditions: dict[str, bool]
+    grounding: Grounding
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "score": self.score,
+            "grounded": self.grounded,
+            "strict": self.strict,
+            "reasons": self.reasons,
+            "conditions": self.conditions,
+            "grounding": self.grounding.checked,
+        }
+
+
+def _first_success(steps: list[StepRecord], tools: list[str]) -> int | None:
+    for s in steps:
+        if s.ok and s.tool in tools:
+            return s.idx
+    return None
+
+
+def returned_values(task: Task, steps: list[StepRecord], ref: str) -> list[str]:
+    """Every value `step.output` took in this run's successful calls (any of the step's tools)."""
+    step_id, _, out = ref.partition(".")
+    wf = task.step(step_id)
+    maps = {wf.tool: wf.outputs, **{a.tool: a.outputs for a in wf.alternatives}}
+    values = []
+    for s in steps:
+        if s.ok and s.tool in maps and s.kind == "api":
+            got = extract_outputs(maps[s.tool], s.data)
+            if out in got:
+                values.append(as_text(got[out]))
+    return values
+
+
+def check_grounding(task: Task, state: RunState) -> Grounding:
+    if state.artifact is None:
+        refs = task.expected_outputs.grounded_in
+        return Grounding(False, dict.fromkeys(refs, False), ["no artifact was stored"])
+    art = normalise(state.artifact)
+    checked: dict[str, bool] = {}
+    missing: list[str] = []
+    for ref in task.expected_outputs.grounded_in:
+        values = returned_values(task, state.steps, ref)
+        found = any(normalise(v) in art for v in values if normalise(v))
+        checked[ref] = found
+        if not values:
+            missing.append(f"{ref}: no tool returned it in this run")
+        elif not found:
+            missing.append(f"{ref}: the artifact does not contain what the tool returned")
+    return Grounding(all(checked.values()), checked, missing)
+
+
+def score_run(task: Task, state: RunState) -> Score:
+    grounding = check_grounding(task, state)
+    if state.error is not None:
+        return Score(
+            "error", 0.0, grounding.ok, False, [f"infrastructure: {state.error}"], {}, grounding
+        )
+    steps = state.steps
+    groups = [s.tools() for s in task.workflow.steps]
+    firsts = [_first_success(steps, g) for g in groups]
+    all_ok = all(f is not None for f in firsts)
+    in_order = all_ok and firsts == sorted(firsts)  # type: ignore[type-var]
+    api_groups = groups[:-1]
+    api_ok = sum(1 for f in firsts[:-1] if f is not None)
+    output_ran = any(s.ok and s.kind == "output" for s in steps)
+    n_ok = sum(1 for s in steps if s.ok)
+    conditions = {
+        "coverage_60": api_ok >= 0.6 * len(api_groups),
+        "output_ran": output_ran,
+        "min_calls": n_ok >= MIN_CALLS[task.task_type],
+        "completion_signal": state.completion_signal,
+    }
+    reasons: list[str] = []
+    if state.termination in FAILURE_TERMINATIONS:
+        outcome = "failure"
+        reasons.append(f"terminated: {state.termination}")
+    elif all_ok and in_order and output_ran and state.completion_signal:
+        outcome = "full"
+    else:
+        if not all_ok:
+            missed = [g[0] for g, f in zip(groups, firsts, strict=True) if f is None]
+            reasons.append("required tools never succeeded: " + ", ".join(missed))
+        elif not in_order:
+            reasons.append("required tools succeeded out of order")
+        if not state.completion_signal:
+            reasons.append("no completion signal")
+        outcome = "partial" if sum(conditions.values()) >= 2 else "failure"
+    if not grounding.ok:
+        reasons.extend("grounding: " + m for m in grounding.missing)
+    if state.termination not in ("finished", *FAILURE_TERMINATIONS):
+        reasons.append(f"ended by {state.termination}")
+    return Score(
+        outcome,
+        SCORES[outcome],
+        grounding.ok,
+        outcome == "full" and grounding.ok,
+        reasons,
+        conditions,
+        grounding,
+    )

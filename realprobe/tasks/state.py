@@ -1,0 +1,271 @@
+"""One task run's state, and the toolbox every agent calls tools through.
+
+The toolbox is the only way an agent reaches a tool: catalogue tools go through
+`call_tool(tool, args, client)` on the run's transport, output tools store the artifact here.
+Every call becomes a StepRecord; the toolbox also enforces the run's limits (deadline,
+consecutive failures, loops) by raising `Terminated`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from realprobe.adapters import Catalog, ToolResult, call_tool
+from realprobe.adapters.adapter import format_validation_error
+from realprobe.errors import ErrorCode
+from realprobe.replay.client import HttpClient
+from realprobe.tasks.model import Task
+from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
+
+LOOP_REPEATS = 3  # the same successful call this many times is a loop
+
+
+class Terminated(Exception):
+    """The run ends now (deadline, repeated failures, a loop, the turn limit)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class StepRecord:
+    idx: int
+    turn: int
+    tool: str
+    kind: str  # api | output | unknown | malformed
+    role: str  # call | retry | fallback | extra
+    args: dict[str, Any]
+    ok: bool
+    error_code: str | None = None
+    message: str = ""
+    http_status: int | None = None
+    retry_after_s: float | None = None
+    latency_ms: float = 0.0
+    data: dict[str, Any] | None = None
+    step_id: str | None = None
+
+    def as_row(self, run_id: str) -> dict[str, Any]:
+        return {
+            "run_id": run_id,
+            "idx": self.idx,
+            "turn": self.turn,
+            "step_id": self.step_id,
+            "tool": self.tool,
+            "kind": self.kind,
+            "role": self.role,
+            "args": json.dumps(self.args, sort_keys=True, default=str),
+            "ok": int(self.ok),
+            "error_code": self.error_code,
+            "message": self.message[:500],
+            "http_status": self.http_status,
+            "retry_after": self.retry_after_s,
+            "latency_ms": round(self.latency_ms, 3),
+            "result": json.dumps(self.data, sort_keys=True, default=str)[:4000]
+            if self.data is not None
+            else None,
+        }
+
+
+@dataclass
+class RunState:
+    steps: list[StepRecord] = field(default_factory=list)
+    artifact: str | None = None
+    artifact_tool: str | None = None
+    final_message: str = ""
+    completion_signal: bool = False
+    turns: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    termination: str = "finished"
+    error: str | None = None  # infrastructure failure (the LLM endpoint), not the agent's
+
+    @property
+    def tool_calls(self) -> int:
+        return len(self.steps)
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for s in self.steps if s.kind == "api" and not s.ok)
+
+
+COMPLETION_PHRASE = "TASK COMPLETE"
+
+
+def says_complete(text: str) -> bool:
+    return COMPLETION_PHRASE.casefold() in text.casefold()
+
+
+class ToolBox:
+    def __init__(self, catalog: Catalog, client: HttpClient, task: Task, state: RunState) -> None:
+        self.catalog = catalog
+        self.client = client
+        self.task = task
+        self.state = state
+        self.started = client.clock.now()
+        self._consecutive_failures = 0
+        self._ok_calls: dict[str, int] = {}
+
+    # -- limits --------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return self.client.clock.now() - self.started
+
+    def time_left(self) -> float:
+        return self.task.constraints.timeout_s - self.elapsed()
+
+    def check_deadline(self) -> None:
+        if self.time_left() <= 0:
+            raise Terminated("deadline")
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait on the run's clock (virtual in simulate/replay: no real sleeping)."""
+        seconds = min(seconds, max(0.0, self.time_left()))
+        await self.client.clock.sleep(seconds)
+        self.check_deadline()
+
+    def known(self, name: str) -> bool:
+        return name in OUTPUT_TOOLS or name in self.catalog
+
+    def suggest(self, name: str) -> str:
+        names = [*OUTPUT_TOOLS, *self.catalog.tools]
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        return f" Did you mean: {', '.join(close)}?" if close else ""
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def record_bad_call(
+        self, tool: str, args: dict[str, Any], turn: int, kind: str, msg: str
+    ) -> StepRecord:
+        """A call that never reached a tool: unknown name or unparseable arguments."""
+        rec = StepRecord(
+            idx=len(self.state.steps),
+            turn=turn,
+            tool=tool,
+            kind=kind,
+            role="call",
+            args=args,
+            ok=False,
+            error_code=ErrorCode.INVALID_INPUT.value,
+            message=msg,
+        )
+        self._after(rec)
+        return rec
+
+    async def call(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        turn: int,
+        role: str = "call",
+        step_id: str | None = None,
+    ) -> StepRecord:
+        self.check_deadline()
+        idx = len(self.state.steps)
+        if name in OUTPUT_TOOLS:
+            rec = self._output(name, args, idx, turn, role, step_id)
+        elif name in self.catalog:
+            timeout = min(self.task.constraints.call_timeout_s, max(0.001, self.time_left()))
+            result = await call_tool(self.catalog.get(name), args, self.client, timeout_s=timeout)
+            rec = self._from_result(result, args, idx, turn, role, step_id)
+        else:
+            rec = StepRecord(
+                idx=idx,
+                turn=turn,
+                tool=name,
+                kind="unknown",
+                role=role,
+                args=args,
+                ok=False,
+                error_code=ErrorCode.INVALID_INPUT.value,
+                message=f"unknown tool {name!r}.{self.suggest(name)}",
+                step_id=step_id,
+            )
+        self._after(rec)
+        return rec
+
+    def _output(
+        self, name: str, args: dict[str, Any], idx: int, turn: int, role: str, step_id: str | None
+    ) -> StepRecord:
+        tool = OUTPUT_TOOLS[name]
+        try:
+            text = tool.artifact(args)
+        except ValidationError as exc:
+            return StepRecord(
+                idx=idx,
+                turn=turn,
+                tool=name,
+                kind="output",
+                role=role,
+                args=args,
+                ok=False,
+                error_code=ErrorCode.INVALID_INPUT.value,
+                message=format_validation_error(exc),
+                step_id=step_id,
+            )
+        self.state.artifact = text
+        self.state.artifact_tool = name
+        return StepRecord(
+            idx=idx,
+            turn=turn,
+            tool=name,
+            kind="output",
+            role=role,
+            args=args,
+            ok=True,
+            data={"stored": True, "chars": len(text)},
+            step_id=step_id,
+        )
+
+    def _from_result(
+        self,
+        r: ToolResult,
+        args: dict[str, Any],
+        idx: int,
+        turn: int,
+        role: str,
+        step_id: str | None,
+    ) -> StepRecord:
+        err = r.error
+        return StepRecord(
+            idx=idx,
+            turn=turn,
+            tool=r.tool,
+            kind="api",
+            role=role,
+            args=args,
+            ok=r.ok,
+            error_code=err.code.value if err else None,
+            message=err.message if err else "",
+            http_status=r.http_status,
+            retry_after_s=err.retry_after_s if err else None,
+            latency_ms=r.latency_ms,
+            data=r.data,
+            step_id=step_id,
+        )
+
+    def _after(self, rec: StepRecord) -> None:
+        self.state.steps.append(rec)
+        limits = self.task.constraints
+        if rec.ok:
+            self._consecutive_failures = 0
+            key = rec.tool + json.dumps(rec.args, sort_keys=True, default=str)
+            self._ok_calls[key] = self._ok_calls.get(key, 0) + 1
+            if self._ok_calls[key] >= LOOP_REPEATS and rec.kind == "api":
+                raise Terminated("loop")
+        else:
+            self._consecutive_failures += 1
+            if self._consecutive_failures >= limits.max_consecutive_failures:
+                raise Terminated("consecutive_failures")
+
+
+def tool_message(rec: StepRecord) -> str:
+    """What the model sees after a call: the data as JSON, or `ERROR <code>: message`."""
+    if rec.ok:
+        return json.dumps(rec.data, ensure_ascii=False, default=str)
+    retry = f" (retry after {rec.retry_after_s:g}s)" if rec.retry_after_s else ""
+    return f"ERROR {rec.error_code}: {rec.message}{retry}"

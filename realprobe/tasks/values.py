@@ -1,0 +1,98 @@
+"""Resolving a step's arguments from task inputs and earlier outputs, and reading outputs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from realprobe.tasks.model import Arg, Outputs
+
+_MISSING = object()
+_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
+
+#: step id -> canonical output name -> value
+Produced = dict[str, dict[str, Any]]
+
+
+def lookup(data: Any, path: str) -> Any:
+    """A dotted path (`countries.0.cca2`) into parsed JSON; `_MISSING` when absent."""
+    cur = data
+    for part in path.split("."):
+        if isinstance(cur, dict):
+            if part not in cur:
+                return _MISSING
+            cur = cur[part]
+        elif isinstance(cur, list):
+            try:
+                cur = cur[int(part)]
+            except (ValueError, IndexError):
+                return _MISSING
+        else:
+            return _MISSING
+    return cur
+
+
+def extract_outputs(outputs: Outputs, data: dict[str, Any] | None) -> dict[str, Any]:
+    """Canonical outputs from a tool's data; an output whose paths all miss is absent."""
+    out: dict[str, Any] = {}
+    if data is None:
+        return out
+    for name, paths in outputs.items():
+        for path in [paths] if isinstance(paths, str) else paths:
+            value = lookup(data, path)
+            if value is not _MISSING and value is not None and value != "":
+                out[name] = value
+                break
+    return out
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) >= 1e15 else repr(value)
+    return str(value)
+
+
+def render_template(template: str, produced: Produced) -> tuple[str, list[str]]:
+    """Fill `{step.output}` placeholders; missing ones become `(unavailable)`."""
+    missing: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        value = produced.get(m.group(1), {}).get(m.group(2), _MISSING)
+        if value is _MISSING:
+            missing.append(f"{m.group(1)}.{m.group(2)}")
+            return "(unavailable)"
+        return as_text(value)
+
+    return _PLACEHOLDER.sub(sub, template), missing
+
+
+def resolve_args(
+    args: dict[str, Arg], inputs: dict[str, Any], produced: Produced
+) -> tuple[dict[str, Any], list[str]]:
+    """Concrete arguments, and the names of those that could not be resolved (left out)."""
+    out: dict[str, Any] = {}
+    missing: list[str] = []
+    for name, arg in args.items():
+        if arg.kind == "value":
+            out[name] = arg.value
+        elif arg.kind == "input":
+            assert arg.input is not None
+            out[name] = inputs[arg.input]
+        elif arg.kind == "step":
+            assert arg.step is not None and arg.output is not None
+            value = produced.get(arg.step, {}).get(arg.output, _MISSING)
+            if value is _MISSING:
+                missing.append(name)
+            else:
+                out[name] = value
+        else:
+            assert arg.template is not None
+            text, gaps = render_template(arg.template, produced)
+            out[name] = text
+            if gaps:
+                missing.append(name)
+    return out, missing
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.casefold().split())
