@@ -8,6 +8,7 @@ import typer
 
 from realprobe.commands import foundation
 from realprobe.commands import mcp as mcp_commands
+from realprobe.commands import tasks as task_commands
 from realprobe.errors import RealprobeError
 
 app = typer.Typer(
@@ -20,6 +21,7 @@ app = typer.Typer(
 
 foundation.register(app)
 mcp_commands.register(app)
+task_commands.register(app)
 
 
 def main() -> None:
