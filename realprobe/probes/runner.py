@@ -248,6 +248,9 @@ async def run_probes(
             await stop.wait()
             halt.set()
 
+    def halted() -> bool:
+        return halt.is_set() or (stop is not None and stop.is_set())
+
     def everything_unreachable() -> bool:
         return not state.reached and all(h.attempted for h in hosts)
 
@@ -308,21 +311,27 @@ async def run_probes(
         return row
 
     async def process(host: _Host) -> None:
-        """Make the next call of `host` (its turn has come), or skip it for the budget."""
-        call = host.queue.popleft()
-        api = call.tool.api_id
-        if api in exhausted:
-            state.skipped[call.tool.name] += 1
-            return
-        if not budget.take(api, api_policy[api].daily_budget):
-            exhausted.add(api)
-            state.skipped[call.tool.name] += 1
-            state.notes.append(
-                f"{api}: daily budget of {api_policy[api].daily_budget} calls spent; "
-                "its remaining calls were skipped"
-            )
-            return
+        """Make the next call of `host` (its turn has come), or skip it for the budget.
+
+        The call is taken off the queue only once a concurrency slot is held and the run
+        is still going, so a stop request never lets queued calls start.
+        """
         async with sem:
+            if halted() or not host.queue:
+                return
+            call = host.queue.popleft()
+            api = call.tool.api_id
+            if api in exhausted:
+                state.skipped[call.tool.name] += 1
+                return
+            if not budget.take(api, api_policy[api].daily_budget):
+                exhausted.add(api)
+                state.skipped[call.tool.name] += 1
+                state.notes.append(
+                    f"{api}: daily budget of {api_policy[api].daily_budget} calls spent; "
+                    "its remaining calls were skipped"
+                )
+                return
             start_wall = clock.wall()
             result = await one_call(call)
         row = record(call, result, start_wall)
@@ -334,7 +343,7 @@ async def run_probes(
             halt.set()
 
     async def worker(host: _Host) -> None:
-        while host.queue and not halt.is_set():
+        while host.queue and not halted():
             if not await host.limiter.wait_turn(halt):
                 return
             if host.queue:
@@ -346,7 +355,7 @@ async def run_probes(
         The virtual clock is shared, so concurrent calls would each see the others' time
         pass as their own latency. Serialised, every latency is exact and waits are free.
         """
-        while not halt.is_set():
+        while not halted():
             live = [h for h in hosts if h.queue and h.limiter.given_up is None]
             if not live:
                 return

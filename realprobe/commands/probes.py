@@ -1,0 +1,408 @@
+"""`realprobe probe` and `realprobe schedule`: polite probe rounds into the SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from realprobe.adapters import ToolResult
+from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.tool import Tool
+from realprobe.commands.common import (
+    CassetteOpt,
+    CatalogOpt,
+    JsonOpt,
+    ModeOpt,
+    SandboxOpt,
+    SeedOpt,
+    SimulateOpt,
+    console,
+    err_console,
+    load_catalog,
+    print_json,
+    transport_options,
+)
+from realprobe.errors import RealprobeError
+from realprobe.probes.politeness import PolitenessConfig
+from realprobe.probes.runner import RunSummary, default_vantage, run_probes
+from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.replay.modes import Mode, TransportOptions, make_client
+from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, Store, default_db_path
+
+
+class PolitenessChoice(StrEnum):
+    CATALOG = "catalog"
+    OFF = "off"
+
+
+ToolsOpt = Annotated[
+    str | None, typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`).")
+]
+AllOpt = Annotated[bool, typer.Option("--all", help="Probe every tool of the catalogue.")]
+RoundsOpt = Annotated[int, typer.Option("--rounds", help="Calls per tool (examples are cycled).")]
+ProbeTimeoutOpt = Annotated[
+    float, typer.Option("--timeout", help="Total deadline per call, in seconds.")
+]
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or ~/.local/share/realprobe)."),
+]
+VantageOpt = Annotated[
+    str | None, typer.Option("--vantage", help="Where the probes run from (default: hostname).")
+]
+PolitenessOpt = Annotated[
+    PolitenessChoice,
+    typer.Option(
+        "--politeness",
+        help="catalog: per-API limits from the catalogue (default). "
+        "off: no waits (only with --sandbox, --simulate or --mode replay).",
+    ),
+]
+ConcurrencyOpt = Annotated[
+    int, typer.Option("--concurrency", help="Calls in flight at most, over all hosts.")
+]
+LockTimeoutOpt = Annotated[
+    float,
+    typer.Option("--lock-timeout", help="Seconds to wait for a database locked by another process."),
+]
+
+
+@dataclass
+class ProbeSetup:
+    catalog: Catalog
+    tools: list[Tool]
+    opts: TransportOptions
+    politeness: PolitenessConfig
+    mode: str
+    target: str
+    db: Path
+    timeout: float
+    vantage: str
+    lock_timeout: float = 30.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("probe")(probe_cmd)
+    app.command("schedule")(schedule_cmd)
+
+
+def _labels(opts: TransportOptions) -> tuple[str, str]:
+    """(mode, target) for the run row: target is live, the sandbox URL, or what is simulated."""
+    if opts.mode is Mode.SIMULATE:
+        profile = opts.profile
+        name = profile if isinstance(profile, str) else getattr(profile, "name", None)
+        return "simulate", f"simulate:{name or 'profile'}"
+    if opts.mode is Mode.REPLAY:
+        return "replay", f"replay:{opts.cassette}"
+    return opts.mode.value, opts.sandbox or "live"
+
+
+def setup(
+    *,
+    tools: str | None,
+    all_tools: bool,
+    rounds: int,
+    timeout: float,
+    db: Path | None,
+    vantage: str | None,
+    sandbox: str | None,
+    simulate: str | None,
+    mode: Mode,
+    cassette: Path | None,
+    seed: int,
+    politeness: PolitenessChoice,
+    concurrency: int,
+    catalog: list[Path] | None,
+) -> ProbeSetup:
+    """Validate every option before anything is sent or written."""
+    if rounds < 1:
+        raise RealprobeError(f"--rounds must be at least 1 (got {rounds})")
+    if concurrency < 1:
+        raise RealprobeError(f"--concurrency must be at least 1 (got {concurrency})")
+    if not timeout > 0:
+        raise RealprobeError(f"--timeout must be positive (got {timeout:g})")
+    if tools and all_tools:
+        raise RealprobeError("pass either --tools a,b or --all, not both")
+    if not tools and not all_tools:
+        raise RealprobeError("pick what to probe: --tools a,b or --all")
+    cat = load_catalog(catalog)
+    chosen = cat.select(None if all_tools else tools)
+    if not chosen:
+        raise RealprobeError(f"--tools {tools!r} names no tool")
+    opts = transport_options(mode, sandbox, simulate, cassette, seed)
+    run_mode, target = _labels(opts)
+    if politeness is PolitenessChoice.OFF:
+        if target == "live":
+            raise RealprobeError(
+                "--politeness off is only for --sandbox, --simulate or --mode replay; "
+                "public APIs always get the catalogue's limits"
+            )
+        config = PolitenessConfig.off()
+    else:
+        config = PolitenessConfig()
+    return ProbeSetup(
+        catalog=cat, tools=chosen, opts=opts, politeness=config, mode=run_mode, target=target,
+        db=db or default_db_path(), timeout=timeout, vantage=vantage or default_vantage(),
+    )
+
+
+def client_for(s: ProbeSetup) -> HttpClient:
+    t = s.timeout
+    config = ClientConfig(
+        deadline_s=t, read_timeout_s=min(10.0, t), connect_timeout_s=min(5.0, t)
+    )
+    return make_client(s.catalog, s.opts, config=config)
+
+
+@contextmanager
+def stop_on_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Iterator[None]:
+    """SIGINT/SIGTERM call `stop` (end after the calls in flight) instead of killing us."""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    installed = []
+    for sig in sigs:
+        try:
+            loop.add_signal_handler(sig, stop)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+class LiveCounts:
+    """A rich progress bar with live ok/error counts (on stderr, so --json stays clean)."""
+
+    def __init__(self, total: int, label: str, enabled: bool = True) -> None:
+        self.ok = 0
+        self.err = 0
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[green]{task.fields[ok]} ok[/green] [red]{task.fields[err]} err[/red]"),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not enabled,
+            transient=False,
+        )
+        self.task = self.progress.add_task(label, total=total, ok=0, err=0)
+
+    def __call__(self, row: dict[str, Any], result: ToolResult) -> None:
+        if result.ok:
+            self.ok += 1
+        else:
+            self.err += 1
+        self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
+
+    def __enter__(self) -> LiveCounts:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def summary_table(summary: RunSummary) -> Table:
+    table = Table(
+        title=f"run {summary.run_id}: {summary.status} · {summary.target} · vantage {summary.vantage}"
+    )
+    for col in ("tool", "api", "n", "ok", "success", "errors", "skipped", "p50 ms"):
+        table.add_column(col, justify="right" if col in ("n", "ok", "success", "skipped", "p50 ms")
+                         else "left")
+    for t in summary.tools:
+        errors = ", ".join(f"{code} {n}" for code, n in t.errors.items()) or "-"
+        success = f"{t.ok / t.n:.0%}" if t.n else "-"
+        p50 = f"{t.median_latency_ms:.0f}" if t.median_latency_ms is not None else "-"
+        table.add_row(t.tool, t.api, str(t.n), str(t.ok), success, errors, str(t.skipped), p50)
+    return table
+
+
+def print_summary(summary: RunSummary, db: Path) -> None:
+    console.print(summary_table(summary))
+    console.print(
+        f"{summary.n_calls} calls, {summary.n_ok} ok, {summary.n_error} errors, "
+        f"{summary.n_skipped} skipped in {summary.duration_s:.1f}s -> {db}"
+    )
+    for note in summary.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+
+
+async def _probe(s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool) -> RunSummary:
+    store = Store(s.db, busy_timeout_s=s.lock_timeout)
+    client = client_for(s)
+    stop = asyncio.Event()
+
+    def on_signal() -> None:
+        if not stop.is_set():
+            err_console.print("stopping after the calls in flight (their rows are kept)...")
+            stop.set()
+
+    try:
+        with (
+            stop_on_signals(asyncio.get_running_loop(), on_signal),
+            LiveCounts(len(s.tools) * rounds, "probing", enabled=progress) as live,
+        ):
+            return await run_probes(
+                s.catalog, s.tools, rounds, client, store,
+                timeout_s=s.timeout, vantage=s.vantage, mode=s.mode, target=s.target,
+                politeness=s.politeness, concurrency=concurrency, seed=seed, stop=stop,
+                on_call=live,
+            )
+    finally:
+        await client.aclose()
+        store.close()
+
+
+def probe_cmd(
+    tools: ToolsOpt = None,
+    all_tools: AllOpt = False,
+    rounds: RoundsOpt = 1,
+    timeout: ProbeTimeoutOpt = 10.0,
+    db: DbOpt = None,
+    vantage: VantageOpt = None,
+    sandbox: SandboxOpt = None,
+    simulate: SimulateOpt = None,
+    mode: ModeOpt = Mode.LIVE,
+    cassette: CassetteOpt = None,
+    seed: SeedOpt = 0,
+    politeness: PolitenessOpt = PolitenessChoice.CATALOG,
+    concurrency: ConcurrencyOpt = 32,
+    lock_timeout: LockTimeoutOpt = 30.0,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Call each chosen tool N times, politely, and store one row per call.
+
+    Different hosts are probed concurrently; each host gets one call in flight, a minimum
+    interval with jitter, Retry-After honoured and a daily budget (catalogue `politeness`).
+    Ctrl-C stops after the calls in flight; every finished call is already stored.
+    """
+    s = setup(
+        tools=tools, all_tools=all_tools, rounds=rounds, timeout=timeout, db=db,
+        vantage=vantage, sandbox=sandbox, simulate=simulate, mode=mode, cassette=cassette,
+        seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
+    )
+    s.lock_timeout = lock_timeout
+    summary = asyncio.run(_probe(s, rounds, concurrency, seed, progress=True))
+    if as_json:
+        print_json(summary.model_dump(mode="json"))
+    else:
+        print_summary(summary, s.db)
+    if summary.status == RUN_LOCAL_NETWORK_FAILURE:
+        where = f"the sandbox at {s.target}" if s.opts.sandbox else "any API"
+        raise RealprobeError(
+            f"nothing was reachable: no call got through to {where}; run {summary.run_id} is "
+            "marked local_network_failure and excluded from statistics (check the network "
+            "or the --sandbox URL)"
+        )
+    if summary.status == RUN_INTERRUPTED:
+        raise typer.Exit(130)
+
+
+def schedule_cmd(
+    every: Annotated[
+        str | None, typer.Option("--every", help="Interval: 30m, 1h, 90s, 1h30m, 2d.")
+    ] = None,
+    cron: Annotated[
+        str | None, typer.Option("--cron", help='Crontab expression in local time: "0 2 * * *".')
+    ] = None,
+    max_runs: Annotated[
+        int | None, typer.Option("--max-runs", help="Stop after N rounds (default: run until stopped).")
+    ] = None,
+    jitter: Annotated[
+        float, typer.Option("--jitter", help="Random delay up to S seconds added to each fire time.")
+    ] = 0.0,
+    tools: ToolsOpt = None,
+    all_tools: AllOpt = False,
+    rounds: RoundsOpt = 1,
+    timeout: ProbeTimeoutOpt = 10.0,
+    db: DbOpt = None,
+    vantage: VantageOpt = None,
+    sandbox: SandboxOpt = None,
+    simulate: SimulateOpt = None,
+    mode: ModeOpt = Mode.LIVE,
+    cassette: CassetteOpt = None,
+    seed: SeedOpt = 0,
+    politeness: PolitenessOpt = PolitenessChoice.CATALOG,
+    concurrency: ConcurrencyOpt = 32,
+    lock_timeout: LockTimeoutOpt = 30.0,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run probe rounds on a schedule (--every 30m starts at once; --cron waits for its time).
+
+    Rounds never overlap (a fire time during a round is skipped and logged); a failing round
+    is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
+    """
+    if max_runs is not None and max_runs < 1:
+        raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
+    if jitter < 0:
+        raise RealprobeError(f"--jitter must be >= 0 (got {jitter:g})")
+    trigger, interval = make_trigger(every, cron, jitter_s=jitter)
+    s = setup(
+        tools=tools, all_tools=all_tools, rounds=rounds, timeout=timeout, db=db,
+        vantage=vantage, sandbox=sandbox, simulate=simulate, mode=mode, cassette=cassette,
+        seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
+    )
+    s.lock_timeout = lock_timeout
+
+    def show(event: dict[str, Any]) -> None:
+        colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
+            event["kind"], "cyan"
+        )
+        err_console.print(
+            f"{event['at']} [{colour}]{event['kind']}[/{colour}] {event['detail']}"
+        )
+
+    async def main() -> Any:
+        store = Store(s.db, busy_timeout_s=s.lock_timeout)
+        client = client_for(s)
+        try:
+            sched: ProbeSchedule
+
+            async def one_round(number: int, stop: asyncio.Event) -> RunSummary:
+                return await run_probes(
+                    s.catalog, s.tools, rounds, client, store,
+                    timeout_s=s.timeout, vantage=s.vantage, mode=s.mode, target=s.target,
+                    politeness=s.politeness, concurrency=concurrency, seed=seed + number,
+                    stop=stop, schedule_id=sched.schedule_id,
+                )
+
+            sched = ProbeSchedule(
+                trigger, one_round, store, interval_s=interval, max_runs=max_runs, on_event=show
+            )
+            with stop_on_signals(asyncio.get_running_loop(), lambda: sched.stop("signal")):
+                return await sched.run()
+        finally:
+            await client.aclose()
+            store.close()
+
+    result = asyncio.run(main())
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        console.print(
+            f"schedule {result.schedule_id}: {result.runs} rounds "
+            f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
+            f"{result.stopped_by} -> {s.db}"
+        )

@@ -1,0 +1,236 @@
+"""Scheduled probe rounds (APScheduler 3.x on the asyncio loop).
+
+- `--every 30m` (the first round starts at once) or `--cron "0 2 * * *"` (local time, like cron).
+- Rounds never overlap: `max_instances=1`, and `coalesce=True` folds a backlog of missed fire
+  times into one round. A fire time that comes while a round is still running is logged as
+  `skipped_overlap`; one that comes later than the grace time is logged as `missed`.
+- A failing round is logged as `round_failed` and the schedule goes on.
+- `stop()` (SIGINT/SIGTERM in the CLI) ends the running round after its calls in flight, so
+  nothing started is lost, and then the scheduler shuts down.
+Every event is written to the store's `schedule_events` table and passed to `on_event`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobEvent
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from pydantic import BaseModel, Field
+
+from realprobe.errors import RealprobeError
+from realprobe.probes.runner import RunSummary, iso
+from realprobe.store import Store
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+#: a round: (round number from 1, stop event) -> the run's summary
+RoundFn = Callable[[int, asyncio.Event], Awaitable[RunSummary]]
+EventFn = Callable[[dict[str, Any]], None]
+
+
+def parse_every(text: str) -> float:
+    """'30m', '1h30m', '90s', '0.5s', '2d' (or plain seconds) -> seconds."""
+    raw = text.strip().lower().replace(" ", "")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        pos, seconds = 0, 0.0
+        for m in _PART_RE.finditer(raw):
+            if m.start() != pos:
+                break
+            seconds += float(m.group(1)) * _UNITS[m.group(2)]
+            pos = m.end()
+        if pos != len(raw) or not raw:
+            raise RealprobeError(
+                f"--every {text!r}: expected a duration like 30m, 1h30m, 90s or 2d"
+            ) from None
+    if seconds <= 0:
+        raise RealprobeError(f"--every {text!r}: the interval must be positive")
+    return seconds
+
+
+def make_trigger(
+    every: str | None, cron: str | None, *, jitter_s: float | None = None
+) -> tuple[BaseTrigger, float | None]:
+    """(trigger, interval in seconds or None for cron). Exactly one of every/cron."""
+    if (every is None) == (cron is None):
+        raise RealprobeError('pick one of --every DURATION or --cron "MIN HOUR DOM MON DOW"')
+    jitter = int(jitter_s) if jitter_s else None
+    if every is not None:
+        seconds = parse_every(every)
+        return IntervalTrigger(seconds=seconds, jitter=jitter), seconds
+    assert cron is not None
+    try:
+        return CronTrigger.from_crontab(cron.strip(), timezone=None), None
+    except ValueError as exc:
+        raise RealprobeError(
+            f'--cron {cron!r}: not a crontab expression ({exc}); e.g. "0 2 * * *" = 02:00 daily'
+        ) from None
+
+
+class ScheduleResult(BaseModel):
+    schedule_id: str
+    runs: int
+    rounds_ok: int
+    rounds_failed: int
+    stopped_by: str  # max_runs | signal
+    run_ids: list[str] = Field(default_factory=list)
+    events: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ProbeSchedule:
+    def __init__(
+        self,
+        trigger: BaseTrigger,
+        round_fn: RoundFn,
+        store: Store,
+        *,
+        interval_s: float | None = None,
+        max_runs: int | None = None,
+        start_now: bool = True,
+        misfire_grace_s: float | None = None,
+        schedule_id: str | None = None,
+        on_event: EventFn | None = None,
+    ) -> None:
+        if max_runs is not None and max_runs < 1:
+            raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
+        self.trigger = trigger
+        self.round_fn = round_fn
+        self.store = store
+        self.max_runs = max_runs
+        self.start_now = start_now
+        if misfire_grace_s is None:
+            misfire_grace_s = max(1.0, interval_s) if interval_s is not None else 3600.0
+        self.misfire_grace_s = misfire_grace_s
+        self.schedule_id = schedule_id or uuid.uuid4().hex[:12]
+        self.on_event = on_event
+        self.stop_event = asyncio.Event()
+        self._done = asyncio.Event()
+        self._busy = False
+        self.runs = 0
+        self.ok = 0
+        self.failed = 0
+        self.run_ids: list[str] = []
+        self.events: list[dict[str, Any]] = []
+        self.stopped_by = "max_runs"
+
+    # -- events -------------------------------------------------------------------------
+
+    def log(self, kind: str, detail: str = "", run_id: str | None = None) -> None:
+        now = time.time()
+        event = {
+            "schedule_id": self.schedule_id,
+            "ts": now,
+            "at": iso(now),
+            "kind": kind,
+            "run_id": run_id,
+            "detail": detail,
+        }
+        self.events.append(event)
+        try:
+            self.store.log_event(event)
+        except RealprobeError as exc:  # logging must never take the schedule down
+            event["detail"] = f"{detail} (not stored: {exc})"
+        if self.on_event is not None:
+            try:
+                self.on_event(event)
+            except Exception:  # a broken printer must not stop probing either
+                pass
+
+    def _on_apscheduler(self, event: JobEvent) -> None:
+        when = getattr(event, "scheduled_run_time", None)
+        at = when.isoformat() if isinstance(when, dt.datetime) else "?"
+        if event.code == EVENT_JOB_MISSED:
+            self.log("missed", f"fire time {at} passed more than {self.misfire_grace_s:g}s ago")
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            self.log("skipped_overlap", f"fire time {at}: the previous round is still running")
+
+    # -- the job ------------------------------------------------------------------------
+
+    async def _round(self) -> None:
+        if self.stop_event.is_set() or self._done.is_set():
+            return
+        self._busy = True
+        number = self.runs + 1
+        try:
+            summary = await self.round_fn(number, self.stop_event)
+        except Exception as exc:  # a failing round never stops the schedule
+            self.failed += 1
+            self.log("round_failed", f"round {number}: {type(exc).__name__}: {exc}")
+        else:
+            self.ok += 1
+            self.run_ids.append(summary.run_id)
+            self.log(
+                "round_ok",
+                f"round {number}: {summary.status}, {summary.n_calls} calls, "
+                f"{summary.n_ok} ok, {summary.n_error} errors, {summary.n_skipped} skipped",
+                run_id=summary.run_id,
+            )
+        finally:
+            self.runs += 1
+            self._busy = False
+            if self.stop_event.is_set() or (
+                self.max_runs is not None and self.runs >= self.max_runs
+            ):
+                self._done.set()
+
+    def stop(self, why: str = "signal") -> None:
+        """Stop after the calls in flight (safe to call from a signal handler)."""
+        if self.stop_event.is_set():
+            return
+        self.stopped_by = why
+        self.stop_event.set()
+        self.log("stopping", f"{why}: finishing the calls in flight")
+        if not self._busy:
+            self._done.set()
+
+    async def run(self) -> ScheduleResult:
+        scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
+        scheduler.add_listener(self._on_apscheduler, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+        kwargs: dict[str, Any] = {}
+        if self.start_now:
+            kwargs["next_run_time"] = dt.datetime.now().astimezone()
+        scheduler.add_job(
+            self._round,
+            self.trigger,
+            id="probe-round",
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=max(1, int(self.misfire_grace_s)),
+            **kwargs,
+        )
+        self.log("started", f"trigger {self.trigger}; max runs {self.max_runs or 'unlimited'}")
+        scheduler.start()
+        try:
+            await self._done.wait()
+        finally:
+            scheduler.shutdown(wait=False)
+        self.log("stopped", f"after {self.runs} rounds ({self.stopped_by})")
+        return ScheduleResult(
+            schedule_id=self.schedule_id,
+            runs=self.runs,
+            rounds_ok=self.ok,
+            rounds_failed=self.failed,
+            stopped_by=self.stopped_by,
+            run_ids=self.run_ids,
+            events=self.events,
+        )
+
+
+__all__ = [
+    "ProbeSchedule",
+    "ScheduleResult",
+    "make_trigger",
+    "parse_every",
+]

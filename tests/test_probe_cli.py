@@ -1,0 +1,135 @@
+"""`realprobe probe` as a user runs it: JSON and table output, and every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.cli import app
+from realprobe.errors import RealprobeError
+
+runner = CliRunner()
+
+
+def rp(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", *args], capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+def assert_user_error(res: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert res.returncode != 0, res.stdout
+    assert "Traceback" not in res.stderr, res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, res.stderr
+    for frag in fragments:
+        assert frag in errors[0], errors[0]
+
+
+def test_probe_all_json_summary_and_rows(catalog: Catalog, tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    res = runner.invoke(
+        app, ["probe", "--all", "--rounds", "2", "--simulate", "harsh", "--db", str(db), "--json",
+              "--vantage", "laptop", "--seed", "4"],
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["n_calls"] == 2 * len(catalog) and summary["status"] == "done"
+    assert summary["target"] == "simulate:harsh" and summary["vantage"] == "laptop"
+    assert {t["tool"] for t in summary["tools"]} == {t.name for t in catalog}
+    with sqlite3.connect(db) as conn:
+        (n,) = conn.execute("SELECT count(*) FROM probes WHERE run_id = ?",
+                            [summary["run_id"]]).fetchone()
+    assert n == summary["n_calls"]
+
+
+def test_probe_table_output_against_the_sandbox(catalog: Catalog, calm_sandbox: str,
+                                                tmp_path: Path) -> None:
+    names = [t.name for t in catalog][:3]
+    res = runner.invoke(
+        app, ["probe", "--tools", ",".join(names), "--rounds", "2", "--sandbox", calm_sandbox,
+              "--politeness", "off", "--db", str(tmp_path / "p.db")],
+    )
+    assert res.exit_code == 0, res.output
+    assert "p50 ms" in res.stdout and "6 calls, 6 ok, 0 errors" in res.stdout
+    assert "probing" in res.stderr  # the progress bar lives on stderr
+
+
+def test_unknown_tool_suggests_names(tmp_path: Path) -> None:
+    res = rp("probe", "--tools", "uselesfacts_random", "--simulate", "calm",
+             "--db", str(tmp_path / "p.db"))
+    assert_user_error(res, "unknown tool 'uselesfacts_random'", "uselessfacts_random")
+
+
+def in_process_error(*args: str) -> str:
+    """Run in process; the command must fail with one RealprobeError (main() prints it)."""
+    res = runner.invoke(app, list(args))
+    assert isinstance(res.exception, RealprobeError), (res.exception, res.output)
+    message = str(res.exception)
+    assert "\n" not in message
+    return message
+
+
+def test_option_mistakes_are_one_line_errors(tmp_path: Path) -> None:
+    db = str(tmp_path / "p.db")
+    sim = ("--simulate", "calm", "--db", db)
+    assert "--rounds must be at least 1" in in_process_error("probe", "--all", "--rounds", "0", *sim)
+    assert "--tools a,b or --all" in in_process_error("probe", *sim)
+    assert "not both" in in_process_error("probe", "--all", "--tools", "advice_random", *sim)
+    assert "--timeout must be positive" in in_process_error("probe", "--all", "--timeout", "0",
+                                                             *sim)
+    assert "--politeness off is only for" in in_process_error(
+        "probe", "--all", "--politeness", "off", "--db", db
+    )
+    assert "expected a URL" in in_process_error("probe", "--all", "--sandbox", "127.0.0.1:1",
+                                                "--db", db)
+    assert not Path(db).exists()  # nothing written for bad input
+
+
+def test_unusable_databases(tmp_path: Path) -> None:
+    assert "is a directory" in in_process_error("probe", "--all", "--simulate", "calm",
+                                                "--db", str(tmp_path))
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all" * 100)
+    assert "not a usable SQLite database" in in_process_error(
+        "probe", "--all", "--simulate", "calm", "--db", str(garbage)
+    )
+
+
+def test_locked_database(tmp_path: Path) -> None:
+    db = tmp_path / "locked.db"
+    rp("probe", "--tools", "advice_random", "--simulate", "calm", "--db", str(db))
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        res = rp("probe", "--all", "--simulate", "calm", "--db", str(db), "--lock-timeout", "0.2")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert_user_error(res, "database is locked by another process")
+
+
+def test_unreachable_sandbox_is_marked_and_exits_non_zero(tmp_path: Path) -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    db = tmp_path / "p.db"
+    res = rp("probe", "--all", "--rounds", "3", "--sandbox", f"http://127.0.0.1:{port}",
+             "--db", str(db), "--json")
+    assert_user_error(res, "nothing was reachable", "local_network_failure")
+    summary = json.loads(res.stdout)
+    assert summary["status"] == "local_network_failure" and summary["excluded"] is True
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM probes WHERE excluded = 0").fetchone()[0] == 0
+        assert conn.execute("SELECT status FROM probe_runs").fetchone()[0] == (
+            "local_network_failure"
+        )
