@@ -247,3 +247,28 @@ async def test_http_connection_dropped_without_cancel_ends_at_the_deadline(
     assert row is not None and row[0] == "TIMEOUT"
     assert row[1] == pytest.approx(deadline * 1000, rel=0.2)
     assert ended < deadline + 1.0
+
+
+async def test_stdio_record_then_replay_through_the_cli(
+    catalog: Catalog, calm_sandbox: str, tmp_path: Path
+) -> None:
+    """Record mode writes its cassette when the client goes away; replay serves it back."""
+    tool = no_arg_tools(catalog)[0]
+    cassette = tmp_path / "mcp.json"
+
+    async def one_call(*args: str) -> Any:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "realprobe.cli", "mcp", "--tools", tool.name, *args]
+        )
+        async with Client(params, read_timeout_seconds=30) as client:
+            return await client.call_tool(tool.name, {})
+
+    with anyio.fail_after(60):
+        recorded = await one_call(
+            "--mode", "record", "--sandbox", calm_sandbox, "--cassette", str(cassette)
+        )
+        assert cassette.exists()
+        replayed = await one_call("--mode", "replay", "--cassette", str(cassette))
+    assert recorded.is_error is False
+    assert replayed.structured_content == recorded.structured_content
+    assert first_text(replayed) == first_text(recorded)
