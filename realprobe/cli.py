@@ -9,6 +9,7 @@ import typer
 from realprobe.commands import foundation
 from realprobe.commands import probes as probe_commands
 from realprobe.commands import mcp as mcp_commands
+from realprobe.commands import analysis as analysis_commands
 from realprobe.commands import tasks as task_commands
 from realprobe.errors import RealprobeError
 
@@ -23,6 +24,7 @@ app = typer.Typer(
 foundation.register(app)
 probe_commands.register(app)
 mcp_commands.register(app)
+analysis_commands.register(app)
 task_commands.register(app)
 
 

@@ -1,0 +1,361 @@
+"""`realprobe stats | calibrate | drift | report`: read the probes table, never write it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from realprobe.commands.common import JsonOpt, console, err_console, print_json
+from realprobe.errors import RealprobeError
+from realprobe.store import default_db_path
+
+if TYPE_CHECKING:
+    from realprobe.probes.stats import StatsReport
+
+# numpy/scipy are imported inside the commands, so `realprobe --help` stays fast
+
+DbOpt = Annotated[
+    Path | None, typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 24h, 30m."),
+]
+UntilOpt = Annotated[
+    str | None, typer.Option("--until", help="End (exclusive), same forms as --since.")
+]
+ToolsOpt = Annotated[
+    str | None, typer.Option("--tools", help="Comma-separated tool names (default: all with rows).")
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("stats")(stats_cmd)
+    app.command("calibrate")(calibrate_cmd)
+    app.command("drift")(drift_cmd)
+    app.command("report")(report_cmd)
+
+
+def _db(db: Path | None) -> Path:
+    return db if db is not None else default_db_path()
+
+
+def _tools(tools: str | None) -> list[str] | None:
+    if tools is None:
+        return None
+    names = [t.strip() for t in tools.split(",") if t.strip()]
+    if not names:
+        raise RealprobeError("--tools: give at least one tool name")
+    return names
+
+
+def _check_tools(
+    db: Path, names: list[str] | None, since: float | None, until: float | None
+) -> None:
+    """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
+    from realprobe.probes.stats import tool_counts
+
+    if not names:
+        return
+    present = tool_counts(db, since, until)
+    missing = [n for n in names if n not in present]
+    if not missing:
+        return
+    everywhere = tool_counts(db)
+    from realprobe.adapters.catalog import Catalog
+
+    cat = Catalog.load([])
+    for name in missing:
+        if name not in everywhere and name not in {t.name for t in cat}:
+            cat.get(name)  # raises with "did you mean"
+    raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
+
+
+def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
+    from realprobe.probes.stats import parse_time
+
+    a = parse_time(since) if since else None
+    b = parse_time(until) if until else None
+    if a is not None and b is not None and a >= b:
+        raise RealprobeError("--since must be before --until")
+    return a, b
+
+
+def _stats(
+    db: Path | None, since: str | None, until: str | None, tools: str | None
+) -> tuple[Path, StatsReport]:
+    from realprobe.probes.stats import stats_from_db
+
+    path = _db(db)
+    a, b = _window(since, until)
+    names = _tools(tools)
+    _check_tools(path, names, a, b)
+    _, rep = stats_from_db(path, a, b, names)
+    return path, rep
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def stats_cmd(
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    tools: ToolsOpt = None,
+    db: DbOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Per tool: success rate per attempt with a 95% interval, error mix, latency percentiles and
+    a censored lognormal fit, the burst chain, and variability flags."""
+    _, rep = _stats(db, since, until, tools)
+    if as_json:
+        print_json(rep.model_dump(mode="json"))
+        return
+    table = Table(
+        title=f"{rep.rows} attempts, {len(rep.tools)} tools "
+        f"({rep.window[0] or 'start'} → {rep.window[1] or 'now'})"
+    )
+    for col in (
+        "tool",
+        "n",
+        "success",
+        "95% CI",
+        "P(f|f)",
+        "P(f|ok)",
+        "p50",
+        "p90",
+        "p99",
+        "lognormal μ,σ",
+        "KS p",
+        "errors",
+        "flags",
+    ):
+        table.add_column(col, justify="right" if col not in ("tool", "errors", "flags") else "left")
+    for t in rep.tools:
+        lat, fit = t.latency, t.latency.lognormal
+        ci = t.success.burst_adjusted95
+        flags = [
+            f
+            for f, on in (
+                ("var. success", t.variability.variable_success),
+                ("var. latency", t.variability.variable_latency),
+            )
+            if on
+        ]
+        errs = sorted(t.errors.counts.items(), key=lambda kv: -kv[1])[:3]
+        table.add_row(
+            t.tool,
+            str(t.success.n),
+            _pct(t.success.rate),
+            f"{_pct(ci[0])}–{_pct(ci[1])}",
+            _pct(t.burst.p_fail_after_fail.p),
+            _pct(t.burst.p_fail_after_ok.p),
+            *(("-" if v is None else f"{v:.0f}") for v in (lat.p50, lat.p90, lat.p99)),
+            "-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}",
+            "-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}",
+            ", ".join(f"{k} {v}" for k, v in errs) or "-",
+            ", ".join(flags) or "-",
+        )
+    console.print(table)
+    console.print(
+        "[dim]success = per attempt (each stored call is one trial; prober outages excluded); "
+        "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
+        "TIMEOUTs right-censored in the fit. See docs/statistics.md.[/dim]"
+    )
+
+
+def calibrate_cmd(
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    tools: ToolsOpt = None,
+    db: DbOpt = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+    ] = None,
+    view: Annotated[
+        str, typer.Option("--as", help="profile (default), resilibench or reliabilitybench.")
+    ] = "profile",
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Convert this profile (file or calm|published|harsh) instead "
+            "of calibrating from the database.",
+        ),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+) -> None:
+    """Turn stored probes into a simulator profile (the sandbox and --simulate read it), or an
+    export view for ResiliBench / ReliabilityBench."""
+    from realprobe.probes.calibrate import VIEWS, calibrate, export
+    from realprobe.simulator.profile import load_profile
+
+    if view not in VIEWS:
+        raise RealprobeError(f"--as {view!r}: choose {', '.join(VIEWS[1:])} (or omit it)")
+    if source is not None:
+        profile = load_profile(source)
+    else:
+        path, rep = _stats(db, since, until, tools)
+        profile = calibrate(rep, name=name, db=str(path))
+    text = json.dumps(export(profile, view), indent=2) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
+
+
+def drift_cmd(
+    baseline: Annotated[str, typer.Option("--baseline", help="Window T1..T2, e.g. 14d..7d.")],
+    current: Annotated[str, typer.Option("--current", help="Window T3..T4, e.g. 7d..now.")],
+    tools: ToolsOpt = None,
+    db: DbOpt = None,
+    alpha: Annotated[float, typer.Option(help="Family-wise (holm) or FDR (bh) level.")] = 0.05,
+    correction: Annotated[str, typer.Option(help="holm or bh (Benjamini-Hochberg).")] = "holm",
+    min_success_change: Annotated[
+        float, typer.Option(help="Smallest success-rate change worth a flag (absolute).")
+    ] = 0.05,
+    min_latency_change: Annotated[
+        float, typer.Option(help="Smallest relative change of median latency worth a flag.")
+    ] = 0.2,
+    fail_on_worse: Annotated[
+        bool, typer.Option("--fail-on-worse", help="Exit 1 if any tool got worse (for cron).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which tools changed between two windows: success (two-proportion test), latency
+    (Mann-Whitney + effect-size gate), error mix (chi-square), corrected across tools."""
+    from realprobe.probes.drift import drift
+    from realprobe.probes.stats import iso, load_probes, parse_window
+
+    if correction not in ("holm", "bh"):
+        raise RealprobeError(f"--correction {correction!r}: choose holm or bh")
+    if not 0 < alpha < 1:
+        raise RealprobeError("--alpha must be between 0 and 1")
+    bw, cw = parse_window(baseline), parse_window(current)
+    path = _db(db)
+    names = _tools(tools)
+    base = load_probes(path, *bw, names)
+    cur = load_probes(path, *cw, names)
+    for label, arr, w in (("baseline", base, bw), ("current", cur, cw)):
+        if len(arr) == 0:
+            raise RealprobeError(
+                f"--{label} {iso(w[0]) or 'start'}..{iso(w[1]) or 'now'}: no probe rows in {path}"
+            )
+    rep = drift(
+        base,
+        cur,
+        baseline_window=bw,
+        current_window=cw,
+        alpha=alpha,
+        correction=correction,  # type: ignore[arg-type]
+        min_success_change=min_success_change,
+        min_latency_change=min_latency_change,
+    )
+    if as_json:
+        print_json(rep.model_dump(mode="json"))
+    else:
+        table = Table(
+            title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
+            f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha})"
+        )
+        for col in (
+            "tool",
+            "verdict",
+            "n base/cur",
+            "success",
+            "p adj",
+            "median ms",
+            "p adj",
+            "mix V",
+            "p adj",
+        ):
+            table.add_column(col)
+        colour = {"worse": "red", "better": "green", "changed": "yellow"}
+        for t in rep.tools:
+            s, lat, mix = t.success, t.latency, t.error_mix
+            c = colour.get(t.verdict, "dim")
+            table.add_row(
+                t.tool,
+                f"[{c}]{t.verdict}[/{c}]",
+                f"{t.n_baseline}/{t.n_current}",
+                f"{_pct(s.baseline)} → {_pct(s.current)}" if s else "-",
+                f"{s.p_adjusted:.3g}" if s and s.p_adjusted is not None else "-",
+                f"{lat.baseline_p50:.0f} → {lat.current_p50:.0f}" if lat else "-",
+                f"{lat.p_adjusted:.3g}" if lat and lat.p_adjusted is not None else "-",
+                f"{mix.cramers_v:.2f}" if mix else "-",
+                f"{mix.p_adjusted:.3g}" if mix and mix.p_adjusted is not None else "-",
+            )
+        console.print(table)
+    if fail_on_worse and any(t.verdict == "worse" for t in rep.tools):
+        raise typer.Exit(1)
+
+
+def report_cmd(
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="File to write (default report.html for html; stdout for md/json).",
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    tools: ToolsOpt = None,
+    db: DbOpt = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="Drift baseline window (default: first half).")
+    ] = None,
+    current: Annotated[
+        str | None, typer.Option("--current", help="Drift current window (default: second half).")
+    ] = None,
+) -> None:
+    """A self-contained report (no network needed to view it): per-tool table, success with
+    interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
+    from realprobe.probes.stats import parse_window
+    from realprobe.report import build_report, render_html, render_json, render_markdown
+
+    if fmt not in ("html", "md", "json"):
+        raise RealprobeError(f"--format {fmt!r}: choose html, md or json")
+    if (baseline is None) != (current is None):
+        raise RealprobeError("give both --baseline and --current, or neither")
+    path = _db(db)
+    a, b = _window(since, until)
+    names = _tools(tools)
+    _check_tools(path, names, a, b)
+    with err_console.status("building report"):
+        data = build_report(
+            path,
+            a,
+            b,
+            names,
+            baseline=parse_window(baseline) if baseline else None,
+            current=parse_window(current) if current else None,
+        )
+        text = (
+            render_html(data)
+            if fmt == "html"
+            else render_markdown(data)
+            if fmt == "md"
+            else render_json(data)
+        )
+    if output is None and fmt == "html":
+        output = Path("report.html")
+    if output is None:
+        sys.stdout.write(text + "\n")
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")

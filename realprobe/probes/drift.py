@@ -1,0 +1,225 @@
+"""Which tools changed between a baseline window and a current window?
+
+Per tool, three tests, each corrected across tools (Holm by default, or Benjamini-Hochberg):
+- success: two-proportion z-test (pooled); flagged only if |change| >= min_success_change;
+- latency of successes: Mann-Whitney U; flagged only if the median moved by at least
+  min_latency_change (relative), an effect-size gate as in Kayenta, so a tiny but
+  "significant" shift on a big sample does not page anyone;
+- error mix: chi-square on the code x window table of failures; flagged if Cramer's V >= 0.1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+from scipy import stats
+
+from realprobe.probes.stats import CODES, ProbeArrays, iso
+
+Correction = Literal["holm", "bh"]
+MIN_N = 20
+
+
+class SuccessDrift(BaseModel):
+    baseline: float
+    current: float
+    change: float
+    pvalue: float
+    p_adjusted: float | None = None
+    flagged: bool = False
+
+
+class LatencyDrift(BaseModel):
+    baseline_p50: float
+    current_p50: float
+    ratio: float
+    pvalue: float
+    p_adjusted: float | None = None
+    flagged: bool = False
+
+
+class MixDrift(BaseModel):
+    baseline: dict[str, int]
+    current: dict[str, int]
+    cramers_v: float
+    pvalue: float
+    p_adjusted: float | None = None
+    flagged: bool = False
+
+
+class ToolDrift(BaseModel):
+    tool: str
+    n_baseline: int
+    n_current: int
+    verdict: str  # worse | better | changed | stable | insufficient data
+    success: SuccessDrift | None = None
+    latency: LatencyDrift | None = None
+    error_mix: MixDrift | None = None
+
+
+class DriftReport(BaseModel):
+    baseline: tuple[str | None, str | None]
+    current: tuple[str | None, str | None]
+    alpha: float
+    correction: str
+    min_success_change: float
+    min_latency_change: float
+    tools: list[ToolDrift]
+
+
+def adjust(pvalues: list[float], method: Correction = "holm") -> list[float]:
+    """Holm step-down or Benjamini-Hochberg adjusted p-values, in the input order."""
+    m = len(pvalues)
+    if m == 0:
+        return []
+    p = np.asarray(pvalues, dtype=np.float64)
+    order = np.argsort(p)
+    ranked = p[order]
+    if method == "holm":
+        adj = np.maximum.accumulate(np.minimum((m - np.arange(m)) * ranked, 1.0))
+    elif method == "bh":
+        adj = np.minimum.accumulate(m / np.arange(m, 0, -1) * ranked[::-1])[::-1]
+        adj = np.minimum(adj, 1.0)
+    else:
+        raise ValueError(method)
+    out = np.empty(m)
+    out[order] = adj
+    return [float(v) for v in out]
+
+
+def two_proportion(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided p-value of the pooled two-proportion z-test."""
+    p = (k1 + k2) / (n1 + n2)
+    se = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return 1.0
+    z = (k2 / n2 - k1 / n1) / se
+    return float(2 * stats.norm.sf(abs(z)))
+
+
+def _success(a: ProbeArrays, b: ProbeArrays) -> SuccessDrift:
+    n1, n2 = len(a), len(b)
+    k1, k2 = int((a.code < 0).sum()), int((b.code < 0).sum())
+    return SuccessDrift(
+        baseline=k1 / n1,
+        current=k2 / n2,
+        change=k2 / n2 - k1 / n1,
+        pvalue=two_proportion(k1, n1, k2, n2),
+    )
+
+
+def _latency(a: ProbeArrays, b: ProbeArrays) -> LatencyDrift | None:
+    x = a.latency_ms[(a.code < 0) & np.isfinite(a.latency_ms)]
+    y = b.latency_ms[(b.code < 0) & np.isfinite(b.latency_ms)]
+    if x.shape[0] < MIN_N // 2 or y.shape[0] < MIN_N // 2:
+        return None
+    m1, m2 = float(np.median(x)), float(np.median(y))
+    p = float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+    return LatencyDrift(
+        baseline_p50=m1, current_p50=m2, ratio=m2 / m1 if m1 > 0 else math.inf, pvalue=p
+    )
+
+
+def _mix(a: ProbeArrays, b: ProbeArrays) -> MixDrift | None:
+    ca = np.bincount(a.code[a.code >= 0], minlength=len(CODES))
+    cb = np.bincount(b.code[b.code >= 0], minlength=len(CODES))
+    keep = (ca + cb) > 0
+    if keep.sum() < 2 or ca.sum() < 5 or cb.sum() < 5:
+        return None
+    table = np.vstack([ca[keep], cb[keep]])
+    chi2, p, _, _ = stats.chi2_contingency(table)
+    v = math.sqrt(chi2 / (table.sum() * (min(table.shape) - 1)))
+    names = [c.value for c, k in zip(CODES, keep, strict=True) if k]
+    return MixDrift(
+        baseline={n: int(c) for n, c in zip(names, table[0], strict=True)},
+        current={n: int(c) for n, c in zip(names, table[1], strict=True)},
+        cramers_v=v,
+        pvalue=float(p),
+    )
+
+
+def drift(
+    base: ProbeArrays,
+    cur: ProbeArrays,
+    *,
+    baseline_window: tuple[float | None, float | None] = (None, None),
+    current_window: tuple[float | None, float | None] = (None, None),
+    alpha: float = 0.05,
+    correction: Correction = "holm",
+    min_success_change: float = 0.05,
+    min_latency_change: float = 0.2,
+    min_cramers_v: float = 0.1,
+) -> DriftReport:
+    names = sorted(set(base.tools) | set(cur.tools))
+    out: list[ToolDrift] = []
+    for name in names:
+        a = base.slice(base.tools.index(name)) if name in base.tools else None
+        b = cur.slice(cur.tools.index(name)) if name in cur.tools else None
+        na, nb = (len(a) if a else 0), (len(b) if b else 0)
+        if a is None or b is None or na < MIN_N or nb < MIN_N:
+            out.append(
+                ToolDrift(tool=name, n_baseline=na, n_current=nb, verdict="insufficient data")
+            )
+            continue
+        out.append(
+            ToolDrift(
+                tool=name,
+                n_baseline=na,
+                n_current=nb,
+                verdict="stable",
+                success=_success(a, b),
+                latency=_latency(a, b),
+                error_mix=_mix(a, b),
+            )
+        )
+
+    for attr in ("success", "latency", "error_mix"):
+        tests = [getattr(t, attr) for t in out if getattr(t, attr) is not None]
+        for test, padj in zip(tests, adjust([t.pvalue for t in tests], correction), strict=True):
+            test.p_adjusted = padj
+    for t in out:
+        if t.verdict == "insufficient data":
+            continue
+        worse = better = changed = False
+        s = t.success
+        if (
+            s
+            and s.p_adjusted is not None
+            and s.p_adjusted < alpha
+            and abs(s.change) >= min_success_change
+        ):
+            s.flagged = True
+            worse |= s.change < 0
+            better |= s.change > 0
+        lat = t.latency
+        if (
+            lat
+            and lat.p_adjusted is not None
+            and lat.p_adjusted < alpha
+            and abs(lat.ratio - 1) >= min_latency_change
+        ):
+            lat.flagged = True
+            worse |= lat.ratio > 1
+            better |= lat.ratio < 1
+        mix = t.error_mix
+        if (
+            mix
+            and mix.p_adjusted is not None
+            and mix.p_adjusted < alpha
+            and mix.cramers_v >= min_cramers_v
+        ):
+            mix.flagged = True
+            changed = True
+        t.verdict = "worse" if worse else "better" if better else "changed" if changed else "stable"
+    return DriftReport(
+        baseline=(iso(baseline_window[0]), iso(baseline_window[1])),
+        current=(iso(current_window[0]), iso(current_window[1])),
+        alpha=alpha,
+        correction=correction,
+        min_success_change=min_success_change,
+        min_latency_change=min_latency_change,
+        tools=out,
+    )

@@ -1,0 +1,121 @@
+"""What a report shows: the stats, drift between the two halves (or given windows), and
+success over time, computed once and rendered as HTML, Markdown or JSON."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from realprobe.probes.drift import DriftReport, drift
+from realprobe.probes.stats import ProbeArrays, StatsReport, iso, stats_from_db
+
+
+class TimeSeries(BaseModel):
+    """Success rate per tool and period; None where a period has no calls."""
+
+    period_s: float
+    starts: list[str]
+    tools: dict[str, list[float | None]]
+    counts: dict[str, list[int]]
+
+
+class ReportData(BaseModel):
+    generated_at: str
+    db: str
+    stats: StatsReport
+    drift: DriftReport | None = None
+    drift_note: str | None = None
+    over_time: TimeSeries
+    #: successes' latencies per tool, thinned to at most 400 quantiles, for the ECDF plots
+    latency_quantiles: dict[str, list[float]]
+
+
+def _period_for(span_s: float) -> float:
+    for p in (3600.0, 6 * 3600.0, 86400.0, 7 * 86400.0):
+        if span_s / p <= 60:
+            return p
+    return 30 * 86400.0
+
+
+def success_over_time(arr: ProbeArrays) -> TimeSeries:
+    if len(arr) == 0:
+        return TimeSeries(period_s=3600.0, starts=[], tools={}, counts={})
+    t0, t1 = float(arr.ts.min()), float(arr.ts.max())
+    if t1 - t0 < 3 * 3600:  # a short run (the sandbox, a demo): minutes
+        period = max(60.0, float(np.ceil((t1 - t0) / 30 / 60) * 60))
+    else:
+        period = _period_for(t1 - t0)
+    first = np.floor(t0 / period)
+    nbins = int(np.floor(t1 / period) - first) + 1
+    out: dict[str, list[float | None]] = {}
+    counts: dict[str, list[int]] = {}
+    for i, name in enumerate(arr.tools):
+        s = arr.slice(i)
+        if len(s) == 0:
+            continue
+        b = (np.floor(s.ts / period) - first).astype(np.int64)
+        n = np.bincount(b, minlength=nbins)
+        k = np.bincount(b, weights=(s.code < 0).astype(np.float64), minlength=nbins)
+        out[name] = [float(k[j] / n[j]) if n[j] else None for j in range(nbins)]
+        counts[name] = [int(v) for v in n]
+    starts = [iso((first + j) * period) or "" for j in range(nbins)]
+    return TimeSeries(period_s=period, starts=starts, tools=out, counts=counts)
+
+
+def latency_quantiles(arr: ProbeArrays, points: int = 400) -> dict[str, list[float]]:
+    out = {}
+    for i, name in enumerate(arr.tools):
+        s = arr.slice(i)
+        lat = s.latency_ms[(s.code < 0) & np.isfinite(s.latency_ms)]
+        if lat.shape[0] == 0:
+            continue
+        if lat.shape[0] > points:
+            lat = np.quantile(lat, np.linspace(0, 1, points))
+        out[name] = [float(v) for v in np.sort(lat)]
+    return out
+
+
+def build_report(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    baseline: tuple[float | None, float | None] | None = None,
+    current: tuple[float | None, float | None] | None = None,
+) -> ReportData:
+    """Stats over the window; drift between `baseline` and `current`, by default the earlier
+    and later half of the data's time span."""
+    arr, rep = stats_from_db(db, since, until, tools)
+    drift_rep = None
+    note = None
+    t0, t1 = float(arr.ts.min()), float(arr.ts.max())
+    if baseline is None or current is None:
+        mid = (t0 + t1) / 2
+        baseline, current = (t0, mid), (mid, t1 + 1e-6)
+        note = "baseline = earlier half of the data, current = later half"
+    b0, b1 = baseline
+    c0, c1 = current
+    if t1 > t0:
+        bm = (arr.ts >= (b0 if b0 is not None else -np.inf)) & (
+            arr.ts < (b1 if b1 is not None else np.inf)
+        )
+        cm = (arr.ts >= (c0 if c0 is not None else -np.inf)) & (
+            arr.ts < (c1 if c1 is not None else np.inf)
+        )
+        drift_rep = drift(
+            arr.where(bm), arr.where(cm), baseline_window=baseline, current_window=current
+        )
+    else:
+        note = "all rows share one timestamp: no drift comparison"
+    return ReportData(
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        db=str(db),
+        stats=rep,
+        drift=drift_rep,
+        drift_note=note,
+        over_time=success_over_time(arr),
+        latency_quantiles=latency_quantiles(arr),
+    )
