@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -32,7 +33,7 @@ async def test_starts_are_spaced_by_interval_plus_jitter() -> None:
         assert await lim.wait_turn()
         starts.append(clock.now())
         clock.advance(0.3)  # the call itself
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert all(2.0 <= g <= 3.0 + 1e-9 for g in gaps), gaps
     assert max(gaps) - min(gaps) > 0.1  # the jitter is really random
 
@@ -121,7 +122,9 @@ def _profile(code: ErrorCode) -> Profile:
     )
 
 
-async def test_run_honours_retry_after_on_the_virtual_clock(catalog: Catalog, tmp_path: Path) -> None:
+async def test_run_honours_retry_after_on_the_virtual_clock(
+    catalog: Catalog, tmp_path: Path
+) -> None:
     tool = next(iter(catalog))
     client = make_client(
         catalog, TransportOptions(mode=Mode.SIMULATE, profile=_profile(ErrorCode.RATE_LIMIT_ERROR))
@@ -135,7 +138,7 @@ async def test_run_honours_retry_after_on_the_virtual_clock(catalog: Catalog, tm
         rows = store.probes_for_run(summary.run_id)
     await client.aclose()
     assert len(rows) == 12 and all(r["error_code"] == "RATE_LIMIT_ERROR" for r in rows)
-    for prev, cur in zip(rows, rows[1:], strict=False):
+    for prev, cur in itertools.pairwise(rows):
         assert prev["retry_after"] is not None and prev["retry_after"] > 0
         gap = cur["started_ts"] - prev["started_ts"]
         assert gap >= prev["retry_after"] + prev["latency_ms"] / 1000 - 1e-3, (prev, cur)
@@ -192,7 +195,7 @@ async def test_catalogue_politeness_applies_per_api(tmp_path: Path) -> None:
     for tool, interval in (("slow1_get", 5.0), ("slow2_get", 0.5)):
         ts = [r["started_ts"] for r in rows if r["tool"] == tool]
         assert len(ts) == 6
-        assert min(b - a for a, b in zip(ts, ts[1:], strict=False)) >= interval - 1e-6
+        assert min(b - a for a, b in itertools.pairwise(ts)) >= interval - 1e-6
 
 
 async def test_one_in_flight_per_host_but_hosts_in_parallel(
@@ -211,7 +214,7 @@ async def test_one_in_flight_per_host_but_hosts_in_parallel(
     assert s.n_ok == 20
     for tool in tools:  # never two calls in flight on one host
         mine = [r for r in rows if r["api"] == tool.api_id]
-        for a, b in zip(mine, mine[1:], strict=False):
+        for a, b in itertools.pairwise(mine):
             assert b["started_ts"] >= a["started_ts"] + a["latency_ms"] / 1000 - 0.005
     serial = sum(r["latency_ms"] for r in rows) / 1000
     assert elapsed < 0.7 * serial, (elapsed, serial)  # ...while hosts overlap

@@ -121,7 +121,7 @@ async def test_a_server_that_resets_is_the_apis_failure_not_ours(
     catalog: Catalog, calm_sandbox: str, tmp_path: Path
 ) -> None:
     url = f"{calm_sandbox}/_fault/reset"
-    s, rows, run = await probe(catalog, TransportOptions(sandbox=url), list(catalog)[:3], 2,
+    _s, rows, run = await probe(catalog, TransportOptions(sandbox=url), list(catalog)[:3], 2,
                                tmp_path / "p.db", politeness=ZERO, target=url)
     assert run["status"] == "done" and run["excluded"] == 0
     assert len(rows) == 6 and all(r["error_code"] == "NETWORK_ERROR" for r in rows)
@@ -134,7 +134,7 @@ async def test_hostile_servers_never_hold_a_probe_past_its_deadline(
     url = f"{calm_sandbox}/_fault/{variant}"
     tools = list(catalog)[:4]
     t = time.perf_counter()
-    s, rows, _ = await probe(catalog, TransportOptions(sandbox=url), tools, 2, tmp_path / "p.db",
+    _s, rows, _ = await probe(catalog, TransportOptions(sandbox=url), tools, 2, tmp_path / "p.db",
                              politeness=ZERO, target=url, timeout_s=0.6)
     elapsed = time.perf_counter() - t
     assert len(rows) == 8 and all(r["error_code"] == "TIMEOUT" for r in rows)

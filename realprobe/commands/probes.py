@@ -53,7 +53,8 @@ class PolitenessChoice(StrEnum):
 
 
 ToolsOpt = Annotated[
-    str | None, typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`).")
+    str | None,
+    typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`)."),
 ]
 AllOpt = Annotated[bool, typer.Option("--all", help="Probe every tool of the catalogue.")]
 RoundsOpt = Annotated[int, typer.Option("--rounds", help="Calls per tool (examples are cycled).")]
@@ -80,7 +81,9 @@ ConcurrencyOpt = Annotated[
 ]
 LockTimeoutOpt = Annotated[
     float,
-    typer.Option("--lock-timeout", help="Seconds to wait for a database locked by another process."),
+    typer.Option(
+        "--lock-timeout", help="Seconds to wait for a database locked by another process."
+    ),
 ]
 
 
@@ -224,7 +227,8 @@ class LiveCounts:
 
 def summary_table(summary: RunSummary) -> Table:
     table = Table(
-        title=f"run {summary.run_id}: {summary.status} · {summary.target} · vantage {summary.vantage}"
+        title=f"run {summary.run_id}: {summary.status} · {summary.target} · "
+        f"vantage {summary.vantage}"
     )
     for col in ("tool", "api", "n", "ok", "success", "errors", "skipped", "p50 ms"):
         table.add_column(col, justify="right" if col in ("n", "ok", "success", "skipped", "p50 ms")
@@ -247,7 +251,9 @@ def print_summary(summary: RunSummary, db: Path) -> None:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
-async def _probe(s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool) -> RunSummary:
+async def _probe(
+    s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool
+) -> RunSummary:
     store = Store(s.db, busy_timeout_s=s.lock_timeout)
     client = client_for(s)
     stop = asyncio.Event()
@@ -327,10 +333,12 @@ def schedule_cmd(
         str | None, typer.Option("--cron", help='Crontab expression in local time: "0 2 * * *".')
     ] = None,
     max_runs: Annotated[
-        int | None, typer.Option("--max-runs", help="Stop after N rounds (default: run until stopped).")
+        int | None,
+        typer.Option("--max-runs", help="Stop after N rounds (default: run until stopped)."),
     ] = None,
     jitter: Annotated[
-        float, typer.Option("--jitter", help="Random delay up to S seconds added to each fire time.")
+        float,
+        typer.Option("--jitter", help="Random delay up to S seconds added to each fire time."),
     ] = 0.0,
     tools: ToolsOpt = None,
     all_tools: AllOpt = False,

@@ -13,6 +13,7 @@ Every event is written to the store's `schedule_events` table and passed to `on_
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import re
 import time
@@ -143,10 +144,8 @@ class ProbeSchedule:
         except RealprobeError as exc:  # logging must never take the schedule down
             event["detail"] = f"{detail} (not stored: {exc})"
         if self.on_event is not None:
-            try:
+            with contextlib.suppress(Exception):  # a broken printer must not stop probing
                 self.on_event(event)
-            except Exception:  # a broken printer must not stop probing either
-                pass
 
     def _on_apscheduler(self, event: JobEvent) -> None:
         when = getattr(event, "scheduled_run_time", None)
