@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from probe_helpers import (
     TRUE_ERRORS,
     TRUE_MU,
@@ -32,6 +31,7 @@ from probe_helpers import (
     simulate_opts,
     truth_profile,
 )
+
 from realprobe.adapters.catalog import Catalog
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.stats import ProbeArrays, compute_stats, load_probes, wilson

@@ -120,46 +120,25 @@ def stats_cmd(
         title=f"{rep.rows} attempts, {len(rep.tools)} tools "
         f"({rep.window[0] or 'start'} → {rep.window[1] or 'now'})"
     )
-    for col in (
-        "tool",
-        "n",
-        "success",
-        "95% CI",
-        "P(f|f)",
-        "P(f|ok)",
-        "p50",
-        "p90",
-        "p99",
-        "lognormal μ,σ",
-        "KS p",
-        "errors",
-        "flags",
-    ):
-        table.add_column(col, justify="right" if col not in ("tool", "errors", "flags") else "left")
+    table.add_column("tool", no_wrap=True)
+    for col in ("n", "success [95% CI]", "P(f|f) / P(f|ok)", "p50/p90/p99 ms", "μ, σ", "KS p"):
+        table.add_column(col, justify="right")
+    table.add_column("top error / flags")
     for t in rep.tools:
         lat, fit = t.latency, t.latency.lognormal
         ci = t.success.burst_adjusted95
-        flags = [
-            f
-            for f, on in (
-                ("var. success", t.variability.variable_success),
-                ("var. latency", t.variability.variable_latency),
-            )
-            if on
-        ]
-        errs = sorted(t.errors.counts.items(), key=lambda kv: -kv[1])[:3]
+        flags = [f for f, on in (("var. success", t.variability.variable_success),
+                                 ("var. latency", t.variability.variable_latency)) if on]
+        top = max(t.errors.share_of_failures.items(), key=lambda kv: kv[1], default=None)
         table.add_row(
             t.tool,
             str(t.success.n),
-            _pct(t.success.rate),
-            f"{_pct(ci[0])}–{_pct(ci[1])}",
-            _pct(t.burst.p_fail_after_fail.p),
-            _pct(t.burst.p_fail_after_ok.p),
-            *(("-" if v is None else f"{v:.0f}") for v in (lat.p50, lat.p90, lat.p99)),
+            f"{_pct(t.success.rate)} [{_pct(ci[0])}, {_pct(ci[1])}]",
+            f"{_pct(t.burst.p_fail_after_fail.p)} / {_pct(t.burst.p_fail_after_ok.p)}",
+            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99)),
             "-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}",
             "-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}",
-            ", ".join(f"{k} {v}" for k, v in errs) or "-",
-            ", ".join(flags) or "-",
+            ", ".join(([f"{top[0]} {_pct(top[1])}"] if top else []) + flags) or "-",
         )
     console.print(table)
     console.print(

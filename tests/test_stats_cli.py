@@ -1,0 +1,182 @@
+"""`realprobe stats`: output, bad input (one line, non-zero exit), reading while a prober writes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from probe_helpers import synthetic_rows
+
+from realprobe.cli import main
+from realprobe.store import Store
+
+T0 = 1_790_000_000.0  # 2026-09-21
+
+
+def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+            ) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["realprobe", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def make_db(path: Path, tools: dict[str, int] | None = None) -> Path:
+    tools = tools or {"catfact_fact": 120, "agify_age": 80}
+    with Store(path) as store:
+        for i, (name, n) in enumerate(tools.items()):
+            for row in synthetic_rows(name, n, p_fail=0.25, seed=i, t0=T0):
+                store.insert_probe(row)
+    return path
+
+
+def one_line_error(code: int, err: str) -> str:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_stats_json_and_table(tmp_path: Path, monkeypatch, capsys) -> None:
+    db = make_db(tmp_path / "p.db")
+    code, out, _ = run_cli(["stats", "--db", str(db), "--json"], monkeypatch, capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert [t["tool"] for t in data["tools"]] == ["agify_age", "catfact_fact"]
+    cat = data["tools"][1]
+    assert cat["success"]["n"] == 120 and cat["success"]["denominator"] == "per attempt"
+    assert set(cat["errors"]["counts"]) <= {"TIMEOUT", "SERVER_ERROR"}
+    assert cat["latency"]["lognormal"]["n_censored"] == cat["errors"]["counts"].get("TIMEOUT", 0)
+    code, out, _ = run_cli(["stats", "--db", str(db), "--tools", "agify_age"], monkeypatch, capsys)
+    assert code == 0 and "agify_age" in out and "catfact_fact" not in out
+    assert "per attempt" in out
+
+
+def test_stats_windows(tmp_path: Path, monkeypatch, capsys) -> None:
+    db = make_db(tmp_path / "p.db")
+    # rows are one minute apart from T0: the first hour holds 60 of each tool's rows
+    start = datetime.fromtimestamp(T0, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = datetime.fromtimestamp(T0 + 3600, UTC).isoformat()
+    code, out, _ = run_cli(["stats", "--db", str(db), "--json", "--since", start, "--until", end],
+                           monkeypatch, capsys)
+    assert code == 0
+    n = {t["tool"]: t["success"]["n"] for t in json.loads(out)["tools"]}
+    assert n == {"agify_age": 60, "catfact_fact": 60}
+
+
+def test_stats_relative_since(tmp_path: Path, monkeypatch, capsys) -> None:
+    now = time.time()
+    with Store(tmp_path / "p.db") as store:
+        for row in synthetic_rows("catfact_fact", 180, t0=now - 3 * 3600, step_s=60):
+            store.insert_probe(row)
+    code, out, _ = run_cli(["stats", "--db", str(tmp_path / "p.db"), "--json", "--since", "1h"],
+                           monkeypatch, capsys)
+    assert code == 0
+    assert json.loads(out)["tools"][0]["success"]["n"] in (59, 60)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--since", "yesterday"], "expected an ISO date"),
+        (["--since", "2030-01-01"], "no probe rows"),
+        (["--since", "2026-10-01", "--until", "2026-09-01"], "before --until"),
+        (["--tools", "catfact_fakt"], "Did you mean"),
+        (["--tools", ","], "at least one tool"),
+    ],
+)
+def test_stats_bad_input(tmp_path: Path, monkeypatch, capsys, args: list[str], needle: str) -> None:
+    db = make_db(tmp_path / "p.db")
+    code, _, err = run_cli(["stats", "--db", str(db), *args], monkeypatch, capsys)
+    assert needle in one_line_error(code, err)
+
+
+def test_stats_bad_databases(tmp_path: Path, monkeypatch, capsys) -> None:
+    empty = tmp_path / "empty.db"
+    Store(empty).close()
+    cases = {
+        str(tmp_path / "missing.db"): "no database at",
+        str(empty): "no probe rows",
+        str(tmp_path): "is a directory",
+    }
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    cases[str(junk)] = "not a readable realprobe database"
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE x (a)").connection.commit()
+    cases[str(other)] = "no `probes` table"
+    for path, needle in cases.items():
+        code, _, err = run_cli(["stats", "--db", path], monkeypatch, capsys)
+        assert needle in one_line_error(code, err), path
+
+
+def test_locked_database_is_a_clear_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    db = make_db(tmp_path / "p.db")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("INSERT INTO probes (tool, started_ts) VALUES ('x', 1)")
+    monkeypatch.setenv("REALPROBE_BUSY_TIMEOUT_S", "0.2")
+    try:
+        code, _, err = run_cli(["stats", "--db", str(db)], monkeypatch, capsys)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "database is locked" in one_line_error(code, err)
+
+
+def test_stats_and_report_while_a_prober_writes(tmp_path: Path, monkeypatch, capsys) -> None:
+    """WAL: readers see a consistent snapshot and never get 'database is locked'."""
+    db = make_db(tmp_path / "p.db")
+    stop = threading.Event()
+    written = [0]
+
+    def writer() -> None:
+        with Store(db) as store:
+            i = 0
+            while not stop.is_set():
+                for row in synthetic_rows("catfact_fact", 5, seed=100 + i, t0=T0 + 10**6 + i * 300):
+                    store.insert_probe(row)  # one commit per row, like the runner
+                    written[0] += 1
+                i += 1
+
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        time.sleep(0.05)
+        ns = []
+        for _ in range(3):
+            code, out, err = run_cli(["stats", "--db", str(db), "--json"], monkeypatch, capsys)
+            assert code == 0, err
+            data = json.loads(out)
+            ns.append(sum(t["success"]["n"] for t in data["tools"]))
+        code, _, err = run_cli(["report", "--db", str(db), "--format", "md", "-o",
+                                str(tmp_path / "r.md")], monkeypatch, capsys)
+        assert code == 0, err
+    finally:
+        stop.set()
+        th.join()
+    assert written[0] > 0
+    assert ns == sorted(ns) and ns[-1] > 200  # the rows keep coming, every read is whole
+
+
+def test_no_traceback_end_to_end(tmp_path: Path) -> None:
+    """The installed entry point: one line on stderr, exit 2."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "stats", "--db", str(tmp_path / "none.db")],
+        capture_output=True, text=True, check=False, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: no database at") and "Traceback" not in proc.stderr

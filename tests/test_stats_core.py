@@ -1,0 +1,216 @@
+"""The statistics themselves: intervals, the censored fit, KS, burst chain, variability, loading."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from probe_helpers import synthetic_rows
+from scipy import stats as sps
+
+from realprobe.errors import RealprobeError
+from realprobe.probes.stats import (
+    ProbeArrays,
+    burst_chain,
+    chi2_homogeneity,
+    compute_stats,
+    error_mix,
+    fit_lognormal,
+    jeffreys,
+    kruskal_pvalue,
+    ks_test,
+    load_probes,
+    parse_time,
+    parse_window,
+    variability,
+    wilson,
+)
+from realprobe.store import Store
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize("k,n", [(0, 10), (3, 10), (10, 10), (70, 100), (512, 1000)])
+def test_wilson_and_jeffreys_match_scipy(k: int, n: int) -> None:
+    ref = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    assert wilson(k, n) == pytest.approx((ref.low, ref.high), abs=1e-9)
+    lo, hi = jeffreys(k, n)
+    exp_lo = 0.0 if k == 0 else sps.beta.ppf(0.025, k + 0.5, n - k + 0.5)
+    exp_hi = 1.0 if k == n else sps.beta.ppf(0.975, k + 0.5, n - k + 0.5)
+    assert (lo, hi) == pytest.approx((exp_lo, exp_hi), abs=1e-9)
+
+
+def test_parse_time_forms() -> None:
+    assert parse_time("7d", NOW) == NOW - 7 * 86400
+    assert parse_time("24h", NOW) == NOW - 86400
+    assert parse_time("30m", NOW) == NOW - 1800
+    assert parse_time("now", NOW) == NOW
+    assert parse_time("2026-11-01", NOW) == parse_time("2026-11-01T00:00:00Z", NOW)
+    assert parse_time("2026-11-01T02:00:00+02:00", NOW) == parse_time("2026-11-01T00:00Z", NOW)
+    for bad in ("yesterday", "7 days", "2026-13-01", "-3d", ""):
+        with pytest.raises(RealprobeError, match="expected an ISO date"):
+            parse_time(bad, NOW)
+
+
+def test_parse_window() -> None:
+    assert parse_window("14d..7d", NOW) == (NOW - 14 * 86400, NOW - 7 * 86400)
+    assert parse_window("..7d", NOW) == (None, NOW - 7 * 86400)
+    with pytest.raises(RealprobeError, match="START..END"):
+        parse_window("7d", NOW)
+    with pytest.raises(RealprobeError, match="not before"):
+        parse_window("7d..14d", NOW)
+
+
+def test_uncensored_fit_is_the_closed_form() -> None:
+    rng = np.random.default_rng(1)
+    lat = np.exp(rng.normal(5.0, 0.5, 4000))
+    fit = fit_lognormal(lat, np.array([]))
+    assert fit is not None and fit.method == "mle" and fit.n_censored == 0
+    assert fit.mu == pytest.approx(np.log(lat).mean())
+    assert fit.sigma == pytest.approx(np.log(lat).std())
+    assert fit.mu_ci95 is not None and fit.mu_ci95[0] < 5.0 < fit.mu_ci95[1]
+
+
+def test_censored_fit_recovers_what_dropping_timeouts_gets_wrong() -> None:
+    """The deadline (200 ms) cuts the distribution at its 73rd percentile."""
+    rng = np.random.default_rng(2)
+    lat = np.exp(rng.normal(5.0, 0.5, 6000))
+    deadline = 200.0
+    ok = lat[lat < deadline]
+    censored = np.full(int((lat >= deadline).sum()), deadline)
+    naive = fit_lognormal(ok, np.array([]))
+    fit = fit_lognormal(ok, censored)
+    assert naive is not None and fit is not None
+    assert naive.mu < 4.85 and naive.sigma < 0.42  # biased: the slow calls are gone
+    assert abs(fit.mu - 5.0) < 0.04 and abs(fit.sigma - 0.5) < 0.03
+    assert fit.mu_ci95 is not None and fit.mu_ci95[0] < 5.0 < fit.mu_ci95[1]
+    assert fit.sigma_ci95 is not None and fit.sigma_ci95[0] < 0.5 < fit.sigma_ci95[1]
+    assert fit.hang_share < 0.05  # truth 0; a boundary estimate carries some noise
+    assert fit.p_exceed_timeout == pytest.approx(censored.size / lat.size, abs=0.03)
+
+
+def test_hangs_do_not_stretch_the_tail() -> None:
+    """15% of calls hang (a TIMEOUT fault) at a 1 s deadline: with the hang mass the fit stays
+    on the successes; a plain censored fit is dragged towards the deadline."""
+    rng = np.random.default_rng(3)
+    ok = np.exp(rng.normal(5.0, 0.5, 3000))
+    ok = ok[ok < 1000]
+    hangs = np.full(530, 1000.0)
+    fit = fit_lognormal(ok, hangs)
+    plain = fit_lognormal(ok, hangs, hang_mass=False)
+    assert fit is not None and plain is not None
+    assert abs(fit.mu - 5.0) < 0.04 and abs(fit.sigma - 0.5) < 0.03
+    assert fit.hang_share == pytest.approx(530 / (ok.size + 530), abs=0.01)
+    assert plain.sigma > 0.7  # the wrong model: hangs read as a fat tail
+
+
+def test_ks_test_matches_scipy_and_rejects_a_wrong_shape() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.normal(0, 1, 500)
+    ours = ks_test(x, lambda v: sps.norm.cdf(v))
+    assert ours == pytest.approx(sps.kstest(x, "norm").pvalue, abs=0.02)
+    bimodal = np.log(np.concatenate([np.exp(rng.normal(4, 0.2, 400)),
+                                     np.exp(rng.normal(6, 0.2, 400))]))
+    fit = fit_lognormal(np.exp(bimodal), np.array([]))
+    assert fit is not None
+    assert ks_test(bimodal, lambda v: sps.norm.cdf(v, fit.mu, fit.sigma)) < 1e-6
+
+
+def test_chi2_and_kruskal_match_scipy() -> None:
+    table = np.array([[30.0, 70.0], [50.0, 50.0], [45.0, 60.0]])
+    assert chi2_homogeneity(table)[1] == pytest.approx(
+        sps.chi2_contingency(table, correction=False)[1])
+    rng = np.random.default_rng(5)
+    groups = [np.round(rng.normal(m, 1, 40), 1) for m in (0, 0.3, 0.8)]  # rounded: ties
+    assert kruskal_pvalue(groups) == pytest.approx(sps.kruskal(*groups).pvalue)
+
+
+def test_burst_chain_counts_and_gap() -> None:
+    fail = np.array([0, 1, 1, 0, 0, 1, 0, 1, 1, 1], dtype=bool)
+    ts = np.arange(10.0)
+    b = burst_chain(fail, ts)
+    # pairs from a failure: 1-1, 1-0, 1-0, 1-1, 1-1 => 3 of 5 stay failed
+    # pairs from a success: 0-1, 0-0, 0-1, 0-1 => 3 of 4 fail next
+    assert b.p_fail_after_fail.n == 5 and b.p_fail_after_fail.p == pytest.approx(3 / 5)
+    assert b.p_fail_after_ok.n == 4 and b.p_fail_after_ok.p == pytest.approx(3 / 4)
+    assert b.rho == pytest.approx(0.6 - 0.75)
+    ts_gap = ts.copy()
+    ts_gap[5:] += 7200  # the 4 -> 5 pair is two hours apart: not a transition
+    assert burst_chain(fail, ts_gap).p_fail_after_ok.n == 3
+
+
+def test_error_mix_shares() -> None:
+    code = np.array([-1, -1, 0, 0, 3, -1, 0, -1])
+    mix = error_mix(code)
+    assert mix.failures == 4
+    assert mix.counts == {"TIMEOUT": 3, "SERVER_ERROR": 1}
+    assert mix.share_of_failures == {"TIMEOUT": 0.75, "SERVER_ERROR": 0.25}
+    assert mix.share_of_attempts["TIMEOUT"] == pytest.approx(3 / 8)
+
+
+def _day_rows(day: int, n: int, p_fail: float, mu: float, seed: int) -> list[dict]:
+    return synthetic_rows("t", n, p_fail=p_fail, mu=mu, t0=NOW + day * 86400, step_s=60,
+                          seed=seed)
+
+
+def test_variability_flags() -> None:
+    steady = ProbeArrays.from_rows(_day_rows(0, 200, 0.1, 5, 1) + _day_rows(1, 200, 0.1, 5, 2)
+                                   + _day_rows(2, 200, 0.1, 5, 3))
+    v = variability(steady.ts, steady.code, steady.latency_ms)
+    assert v.periods == 3 and v.variable_success is False and v.variable_latency is False
+    shaky = ProbeArrays.from_rows(_day_rows(0, 200, 0.05, 5, 1) + _day_rows(1, 200, 0.5, 5.7, 2)
+                                  + _day_rows(2, 200, 0.1, 5, 3))
+    v = variability(shaky.ts, shaky.code, shaky.latency_ms)
+    assert v.variable_success is True and v.variable_latency is True
+    assert v.success_sd is not None and v.success_sd > 0.2
+    one_day = ProbeArrays.from_rows(_day_rows(0, 200, 0.1, 5, 1))
+    v = variability(one_day.ts, one_day.code, one_day.latency_ms)
+    assert v.variable_success is None and v.reason and "2 periods" in v.reason
+
+
+def _store_rows(path: Path, rows: list[dict]) -> None:
+    with Store(path) as store:
+        for r in rows:
+            store.insert_probe(r)
+
+
+def test_sql_loader_matches_rows_and_leaves_out_excluded(tmp_path: Path) -> None:
+    rows = synthetic_rows("b_tool", 50, seed=1) + synthetic_rows("a_tool", 30, seed=2)
+    outage = synthetic_rows("a_tool", 20, p_fail=1.0, codes=("NETWORK_ERROR",), seed=3)
+    for r in outage:
+        r["excluded"] = 1
+    rows[0]["error_code"] = "SOMETHING_NEW"  # unknown codes count as OPERATION_FAILED
+    rows[0]["outcome"] = "error"
+    _store_rows(tmp_path / "p.db", rows + outage)
+    arr = load_probes(tmp_path / "p.db")
+    ref = ProbeArrays.from_rows(rows + outage)
+    assert arr.tools == ["a_tool", "b_tool"] == ref.tools
+    assert list(arr.bounds) == [0, 30, 80]
+    for a, b in ((arr.ts, ref.ts), (arr.latency_ms, ref.latency_ms),
+                 (arr.code, ref.code), (arr.timeout_s, ref.timeout_s)):
+        assert np.array_equal(a, b)
+    assert arr.code[30] == 8  # OPERATION_FAILED
+    sub = load_probes(tmp_path / "p.db", since=NOW - 1e9, until=rows[10]["started_ts"],
+                      tools=["b_tool"])
+    assert sub.tools == ["b_tool"] and len(sub) == 10
+
+
+def test_compute_stats_numbers(tmp_path: Path) -> None:
+    rows = synthetic_rows("x", 1000, p_fail=0.2, seed=7)
+    rep = compute_stats(ProbeArrays.from_rows(rows))
+    t = rep.tools[0]
+    fails = sum(r["outcome"] == "error" for r in rows)
+    assert t.success.n == 1000 and t.success.successes == 1000 - fails
+    assert t.success.denominator == "per attempt"
+    ok_lat = np.array([r["latency_ms"] for r in rows if r["outcome"] == "ok"])
+    assert t.latency.p50 == pytest.approx(np.percentile(ok_lat, 50))
+    assert t.latency.p99 == pytest.approx(np.percentile(ok_lat, 99))
+    assert t.latency.mean == pytest.approx(ok_lat.mean())
+    assert t.latency.lognormal is not None and abs(t.latency.lognormal.mu - 5) < 0.06
+    assert t.latency.ks_pvalue is not None and t.latency.ks_pvalue > 0.01
+    # independent draws: both transition probabilities near 0.2, rho near 0
+    assert t.burst.rho is not None and abs(t.burst.rho) < 0.08
+    assert rep.overall is not None and rep.overall.n == 1000
+    assert math.isclose(t.success.n_effective, 1000, rel_tol=0.2)
