@@ -7,6 +7,7 @@ import sys
 import typer
 
 from realprobe.commands import foundation
+from realprobe.commands import replay as replay_commands
 from realprobe.commands import probes as probe_commands
 from realprobe.commands import mcp as mcp_commands
 from realprobe.commands import analysis as analysis_commands
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 
 foundation.register(app)
+replay_commands.register(app)
 probe_commands.register(app)
 mcp_commands.register(app)
 analysis_commands.register(app)

@@ -446,7 +446,7 @@ def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
         except UnicodeDecodeError as exc:
             raise CassetteError(f"{label}: not UTF-8 text ({exc.reason})") from exc
         except json.JSONDecodeError as exc:
-            if exc.pos >= len(raw.rstrip()) - 1 or "Unterminated" in exc.msg:
+            if exc.pos >= len(raw.rstrip()) or "Unterminated" in exc.msg:
                 raise CassetteError(
                     f"{label}: the JSON ends early at line {exc.lineno} (truncated file?): "
                     f"{exc.msg}"

@@ -157,6 +157,15 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         call.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw]
         chunks: list[bytes] = []
         self._chunks[seq] = chunks
+        try:
+            content = response.content  # an in-process origin may hand over a read body
+        except httpx.ResponseNotRead:
+            pass
+        else:
+            chunks.append(content)
+            call.complete = True
+            call.elapsed_s = call.ttfb_s
+            return response
         response.stream = _RecordingStream(
             response.stream,  # type: ignore[arg-type]
             call, self.clock, entry, chunks,

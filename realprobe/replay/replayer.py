@@ -93,12 +93,14 @@ def exception_for(call: Call, request: httpx.Request) -> Exception:
 
 class _ReplayStream(httpx.AsyncByteStream):
     def __init__(
-        self, owner: ReplayTransport, call: Call, request: httpx.Request, start: float | None
+        self, owner: ReplayTransport, call: Call, request: httpx.Request, start: float | None,
+        tighter: bool,
     ) -> None:
         self.owner = owner
         self.call = call
         self.request = request
         self.start = start
+        self.tighter = tighter
         self.done = False
 
     def _chunks(self) -> list[bytes]:
@@ -131,7 +133,7 @@ class _ReplayStream(httpx.AsyncByteStream):
         if call.elapsed_s is not None and call.ttfb_s is not None:
             body_s = max(0.0, call.elapsed_s - call.ttfb_s)
         if raise_errors:
-            await owner._wait(body_s, self.request, call, body=True)
+            await owner._wait(body_s, self.request, self.tighter, body=True)
         elif owner.virtual:
             owner._advance(body_s)
         owner._align_end(call, self.start)
@@ -245,19 +247,24 @@ class ReplayTransport(httpx.AsyncBaseTransport):
             budget = min(budget, float(deadline) - self.clock.now())
         return max(0.0, budget)
 
+    def _tighter(self, request: httpx.Request, call: Call) -> bool:
+        """Whether this run gives the request less time than the recording did."""
+        if not self.virtual:
+            return False
+        recorded = call.budget_s if call.budget_s is not None else math.inf
+        return self._budget(request, body=False) < recorded - EPS
+
     async def _wait(
-        self, seconds: float, request: httpx.Request, call: Call, *, body: bool
+        self, seconds: float, request: httpx.Request, tighter: bool, *, body: bool
     ) -> None:
-        """Let `seconds` of recorded time pass; on a virtual clock, time out first if this
-        run allows less time than the recording had."""
+        """Let `seconds` of recorded time pass. On a virtual clock, when this run allows
+        less time than the recording had, time out where the shorter limit falls."""
         if self.latency.sleeps:
             await asyncio.sleep(seconds * self.latency.scale)
             return
         if not self.virtual:
             return
         budget = self._budget(request, body=body)
-        recorded_budget = call.budget_s if call.budget_s is not None else math.inf
-        tighter = budget < recorded_budget - EPS
         if tighter and seconds > budget + EPS:
             self._advance(budget)
             deadline = request.extensions.get(DEADLINE_EXT)
@@ -278,21 +285,22 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         start = float(timing["start"]) if isinstance(timing, dict) and "start" in timing else None
         if self.virtual and start is not None and call.offset_s is not None:
             self._advance(call.offset_s - (self.clock.now() - start))
+        tighter = self._tighter(request, call)
         if call.status is None:
-            await self._wait(call.elapsed_s or 0.0, request, call, body=False)
+            await self._wait(call.elapsed_s or 0.0, request, tighter, body=False)
             self._align_end(call, start)
             if call.error is None:
                 raise httpx.RemoteProtocolError("recorded call has no response", request=request)
             raise exception_for(call, request)
         head = call.ttfb_s if call.ttfb_s is not None else 0.0
-        await self._wait(head, request, call, body=False)
+        await self._wait(head, request, tighter, body=False)
         extensions = {}
         if call.reason:
             extensions["reason_phrase"] = call.reason.encode("latin-1", "replace")
         return httpx.Response(
             call.status,
             headers=call.headers,
-            stream=_ReplayStream(self, call, request, start),
+            stream=_ReplayStream(self, call, request, start, tighter),
             request=request,
             extensions=extensions,
         )

@@ -1,0 +1,396 @@
+"""`realprobe cassette ...`: inspect, verify, scrub, import, and record/replay a round of
+every tool (the shipped cassettes are made with `record-round`)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from realprobe.adapters import ToolResult, call_tool
+from realprobe.adapters.catalog import Catalog
+from realprobe.commands.common import (
+    CatalogOpt,
+    JsonOpt,
+    SeedOpt,
+    console,
+    err_console,
+    load_catalog,
+    print_json,
+)
+from realprobe.errors import RealprobeError
+from realprobe.replay.cassette import Cassette, load_cassette, save_cassette
+from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.replay.importers import from_data
+from realprobe.replay.modes import Mode, TransportOptions, make_client
+from realprobe.replay.recording import RecordingTransport
+from realprobe.replay.replayer import EXHAUSTION_POLICIES
+from realprobe.replay.scrub import ScrubConfig, scrub_cassette
+from realprobe.replay.transports import SandboxRouter, live_transport
+from realprobe.replay.verify import PROBLEMS, ToolIndex, verify_cassette
+
+cassette_app = typer.Typer(
+    name="cassette",
+    help="Cassettes: inspect, verify, scrub, import (vcrpy, Ruby VCR, HAR), record a round.",
+    no_args_is_help=True,
+)
+
+FileArg = Annotated[Path, typer.Argument(help="Cassette file (realprobe, vcrpy, Ruby VCR or HAR).")]
+ReplayLatencyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--replay-latency",
+        help="Replay timing: none, real, scaled:X or virtual (default virtual: recorded "
+        "latencies on a virtual clock, nothing waits).",
+    ),
+]
+OnExhaustedOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--on-exhausted",
+        help=f"When identical requests outrun their recordings: {', '.join(EXHAUSTION_POLICIES)}.",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cassette_app, name="cassette")
+
+
+# -- inspect -----------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f}"
+
+
+@cassette_app.command("inspect")
+def inspect_cmd(
+    file: FileArg,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A table of the interactions: order, request, outcome, latency, size, tool."""
+    cassette = load_cassette(file)
+    index = ToolIndex(load_catalog(catalog))
+    rows: list[dict[str, Any]] = []
+    for c in cassette.calls:
+        rows.append({
+            "seq": c.seq,
+            "method": c.method,
+            "url": c.uri,
+            "outcome": c.outcome,
+            "status": c.status,
+            "error": None if c.error is None else c.error.type,
+            "phase": None if c.error is None else c.error.phase,
+            "latency_ms": None if c.elapsed_s is None else round(c.elapsed_s * 1000, 3),
+            "client_latency_ms": None if c.end_s is None else round(c.end_s * 1000, 3),
+            "bytes": len(c.body),
+            "tool": index.tool_for(c.method, c.uri),
+        })
+    if as_json:
+        print_json({"file": str(file), "meta": cassette.meta, "interactions": rows})
+        return
+    failures = sum(1 for c in cassette.calls if c.error is not None)
+    vcr = sum(1 for c in cassette.calls if c.vcrpy_representable)
+    meta = cassette.meta
+    source = ", ".join(
+        f"{k}={meta[k]}" for k in ("source", "profile", "seed", "recorded_at", "recorded_with")
+        if meta.get(k) is not None
+    )
+    table = Table(title=f"{file}: {len(cassette.calls)} calls, {failures} ended in an exception, "
+                        f"{vcr} readable by vcrpy")
+    for col in ("#", "request", "outcome", "ms", "bytes", "tool"):
+        table.add_column(col, overflow="fold")
+    for r, c in zip(rows, cassette.calls, strict=True):
+        outcome = r["outcome"]
+        style = "green" if c.error is None and c.status and c.status < 400 else "red"
+        table.add_row(
+            str(r["seq"]), f"{r['method']} {r['url']}", f"[{style}]{outcome}[/{style}]",
+            _ms(c.end_s if c.end_s is not None else c.elapsed_s), str(r["bytes"]),
+            r["tool"] or "-",
+        )
+    console.print(table)
+    if source:
+        console.print(f"source: {source}")
+
+
+# -- verify ------------------------------------------------------------------------------
+
+
+@cassette_app.command("verify")
+def verify_cmd(
+    file: FileArg,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Also fail when a 2xx body does not parse for its tool."),
+    ] = False,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a cassette: it loads (schema, decodes), lengths agree, and every complete 2xx
+    response of a catalogue tool parses for that tool."""
+    cassette = load_cassette(file)
+    findings = verify_cassette(cassette, load_catalog(catalog))
+    bad = [f for f in findings if f.status in PROBLEMS or (strict and f.status == "parse-failed")]
+    counts: dict[str, int] = {}
+    for f in findings:
+        counts[f.status] = counts.get(f.status, 0) + 1
+    if as_json:
+        print_json({
+            "file": str(file), "ok": not bad, "counts": counts,
+            "findings": [f.__dict__ for f in findings],
+        })
+    else:
+        table = Table(title=f"verify {file}")
+        for col in ("#", "tool", "status", "detail"):
+            table.add_column(col, overflow="fold")
+        for f in findings:
+            if f.status != "ok":
+                style = "red" if f in bad else "yellow"
+                table.add_row(str(f.seq), f.tool or "-", f"[{style}]{f.status}[/{style}]",
+                              f.detail[:160])
+        if table.row_count:
+            console.print(table)
+        summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        verdict = "[red]problems found[/red]" if bad else "[green]ok[/green]"
+        console.print(f"{verdict}: {len(findings)} calls ({summary})")
+    if bad:
+        raise typer.Exit(1)
+
+
+# -- scrub -------------------------------------------------------------------------------
+
+
+@cassette_app.command("scrub")
+def scrub_cmd(
+    file: FileArg,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write here instead of in place.")
+    ] = None,
+    secret: Annotated[
+        list[str] | None,
+        typer.Option("--secret", help="A literal value to remove wherever it appears. Repeatable."),
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", help="Another header to scrub. Repeatable.")
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", help="Another query parameter to scrub. Repeatable."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replace credentials (auth headers, cookies, key/token query parameters and JSON
+    fields, and every echo of their values) with REDACTED."""
+    cassette = load_cassette(file)
+    cfg = ScrubConfig(
+        secrets=tuple(secret or ()), extra_headers=tuple(header or ()),
+        extra_params=tuple(param or ()),
+    )
+    report = scrub_cassette(cassette, cfg)
+    target = save_cassette(cassette, out or file)
+    if as_json:
+        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total})
+        return
+    detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
+    console.print(f"scrubbed {target}: {detail}")
+
+
+# -- import ------------------------------------------------------------------------------
+
+
+def _parse_subs(pairs: list[str] | None) -> dict[str, str]:
+    subs: dict[str, str] = {}
+    for pair in pairs or []:
+        old, sep, new = pair.partition("=")
+        if not sep or not old:
+            raise RealprobeError(f"--substitute {pair!r}: expected OLD=NEW, e.g. '<API-URL>=https://x'")
+        subs[old] = new
+    return subs
+
+
+@cassette_app.command("import")
+def import_cmd(
+    file: FileArg,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the realprobe cassette.")
+    ],
+    substitute: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--substitute",
+            help="OLD=NEW replaced in request URLs (placeholders such as <API-URL>). Repeatable.",
+        ),
+    ] = None,
+    scrub: Annotated[
+        bool, typer.Option("--scrub/--no-scrub", help="Scrub secrets on the way in.")
+    ] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
+    from realprobe.replay.cassette import is_yaml_path, parse_text
+
+    if not file.exists():
+        raise RealprobeError(f"no such file: {file}")
+    data = parse_text(file.read_bytes(), str(file), yaml_hint=is_yaml_path(file))
+    cassette = from_data(data, str(file), substitute=_parse_subs(substitute))
+    cassette.meta["imported_from"] = file.name
+    unresolved = sorted({c.uri.split("/")[0] for c in cassette.calls if "://" not in c.uri})
+    if scrub:
+        scrub_cassette(cassette)
+    target = save_cassette(cassette, out)
+    failures = sum(1 for c in cassette.calls if c.error is not None)
+    if as_json:
+        print_json({
+            "file": str(target), "source": cassette.meta.get("source"),
+            "interactions": len(cassette.calls), "failures": failures,
+            "unresolved_urls": unresolved,
+        })
+        return
+    console.print(
+        f"imported {len(cassette.calls)} interactions ({cassette.meta.get('source')}) "
+        f"from {file} into {target}"
+    )
+    if unresolved:
+        err_console.print(
+            f"[yellow]warning:[/yellow] request URLs start with {', '.join(unresolved)}, "
+            "not a URL; give --substitute PLACEHOLDER=https://host to make them replayable"
+        )
+
+
+# -- a round of every tool ---------------------------------------------------------------
+
+
+def round_table(cat: Catalog, results: list[ToolResult]) -> Table:
+    """The same table for a recorded round and its replay (no title: that differs)."""
+    table = Table()
+    for col in ("tool", "result", "HTTP", "ms", "what came back"):
+        table.add_column(col, overflow="fold")
+    for t, r in zip(cat, results, strict=True):
+        res = "[green]ok[/green]" if r.ok else f"[red]{r.code.value if r.code else '?'}[/red]"
+        table.add_row(
+            t.name, res, str(r.http_status or "-"), f"{r.latency_ms:.0f}", r.summary()[:60]
+        )
+    return table
+
+
+async def _round(
+    cat: Catalog, client: HttpClient, timeout: float, *, concurrent: bool
+) -> list[ToolResult]:
+    tools = list(cat)
+    try:
+        if concurrent:
+            return list(await asyncio.gather(
+                *(call_tool(t, dict(t.examples[0]), client, timeout_s=timeout) for t in tools)
+            ))
+        results = []
+        with Progress(console=err_console, transient=True) as bar:
+            task = bar.add_task("replaying", total=len(tools))
+            for t in tools:
+                results.append(await call_tool(t, dict(t.examples[0]), client, timeout_s=timeout))
+                bar.advance(task)
+        return results
+    finally:
+        await client.aclose()
+
+
+def record_round(
+    cat: Catalog, out: Path, *, profile: str, seed: int, timeout: float,
+    sandbox_url: str | None = None,
+) -> list[ToolResult]:
+    """Every catalogue tool once (first example arguments), through a sandbox, recorded."""
+    from realprobe.replay.simulate import origins_of, routes_from_catalog
+    from realprobe.sandbox.server import Sandbox, running
+    from realprobe.simulator.profile import load_profile
+
+    config = ClientConfig(deadline_s=timeout, read_timeout_s=timeout)
+    meta: dict[str, Any] = {
+        "source": "realprobe sandbox",
+        "label": "sandbox recording: realprobe's loopback sandbox serving catalogue fixture "
+                 "bodies with faults drawn from the profile; not a live recording",
+        "profile": profile, "seed": seed, "timeout_s": timeout,
+        "date": datetime.now(UTC).date().isoformat(), "catalog_tools": len(cat),
+        "round": "one call of every catalogue tool with its first example arguments",
+    }
+
+    def go(url: str) -> list[ToolResult]:
+        router = SandboxRouter(url, origins_of(cat), live_transport())
+        recorder = RecordingTransport(router, out, meta=meta)
+        client = HttpClient(recorder, config=config)
+        return asyncio.run(_round(cat, client, timeout, concurrent=True))
+
+    if sandbox_url:
+        meta["sandbox"] = sandbox_url
+        return go(sandbox_url)
+    sb = Sandbox(routes_from_catalog(cat), load_profile(profile), seed=seed, latency_scale=1.0)
+    with running(sb) as url:
+        return go(url)
+
+
+@cassette_app.command("record-round")
+def record_round_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Cassette to write.")] = Path(
+        "cassettes/sandbox-published-round.json"
+    ),
+    profile: Annotated[str, typer.Option(help="Sandbox fault profile.")] = "published",
+    seed: SeedOpt = 0,
+    timeout: Annotated[float, typer.Option(help="Deadline per call, seconds.")] = 2.0,
+    sandbox: Annotated[
+        str | None,
+        typer.Option("--sandbox", help="Use a running sandbox (its own profile) instead."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start the sandbox on loopback, call every tool once, record it all into a cassette."""
+    cat = load_catalog(None)
+    with console.status(f"calling {len(cat)} tools through the sandbox (profile {profile})"):
+        results = record_round(cat, out, profile=profile, seed=seed, timeout=timeout,
+                               sandbox_url=sandbox)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in results])
+        return
+    console.print(f"recorded {len(results)} calls into {out} (sandbox, profile {profile}, "
+                  f"seed {seed})")
+    console.print(round_table(cat, results))
+
+
+@cassette_app.command("replay-round")
+def replay_round_cmd(
+    file: Annotated[Path, typer.Argument(help="A cassette made by record-round.")] = Path(
+        "cassettes/sandbox-published-round.json"
+    ),
+    replay_latency: ReplayLatencyOpt = None,
+    on_exhausted: OnExhaustedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay a recorded round offline: the same table as when it was recorded."""
+    cat = load_catalog(None)
+    cassette = load_cassette(file)
+    timeout = float(cassette.meta.get("timeout_s") or 2.0)
+    opts = TransportOptions(
+        mode=Mode.REPLAY, cassette=file, replay_latency=replay_latency, on_exhausted=on_exhausted
+    )
+    client = make_client(
+        cat, opts, config=ClientConfig(deadline_s=timeout, read_timeout_s=timeout)
+    )
+    results = asyncio.run(_round(cat, client, timeout, concurrent=False))
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in results])
+        return
+    console.print(f"replayed {len(results)} calls from {file} ({_describe(cassette)})")
+    console.print(round_table(cat, results))
+
+
+def _describe(cassette: Cassette) -> str:
+    meta = cassette.meta
+    parts = [str(meta.get("source", "?"))]
+    for k in ("profile", "seed", "date"):
+        if meta.get(k) is not None:
+            parts.append(f"{k} {meta[k]}")
+    return ", ".join(parts)
