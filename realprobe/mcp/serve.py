@@ -40,6 +40,9 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # accepted connections inherit it; without it each SSE answer waited ~40 ms
+        # (Nagle against delayed ACK), measured in bench/mcp_overhead.py
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:
         sock.close()
         raise
