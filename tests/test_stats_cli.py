@@ -179,4 +179,5 @@ def test_no_traceback_end_to_end(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False, timeout=60,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("error: no database at") and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("error: no database at")
+    assert "Traceback" not in proc.stderr

@@ -57,7 +57,7 @@ def test_parse_time_forms() -> None:
 def test_parse_window() -> None:
     assert parse_window("14d..7d", NOW) == (NOW - 14 * 86400, NOW - 7 * 86400)
     assert parse_window("..7d", NOW) == (None, NOW - 7 * 86400)
-    with pytest.raises(RealprobeError, match="START..END"):
+    with pytest.raises(RealprobeError, match=r"START\.\.END"):
         parse_window("7d", NOW)
     with pytest.raises(RealprobeError, match="not before"):
         parse_window("7d..14d", NOW)

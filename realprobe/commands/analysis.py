@@ -175,7 +175,7 @@ def calibrate_cmd(
     from realprobe.simulator.profile import load_profile
 
     if view not in VIEWS:
-        raise RealprobeError(f"--as {view!r}: choose {', '.join(VIEWS[1:])} (or omit it)")
+        raise RealprobeError(f"--as {view!r}: choose resilibench or reliabilitybench (or omit it)")
     if source is not None:
         profile = load_profile(source)
     else:
@@ -246,18 +246,10 @@ def drift_cmd(
             title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
             f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha})"
         )
-        for col in (
-            "tool",
-            "verdict",
-            "n base/cur",
-            "success",
-            "p adj",
-            "median ms",
-            "p adj",
-            "mix V",
-            "p adj",
-        ):
-            table.add_column(col)
+        table.add_column("tool", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        for col in ("n base/cur", "success", "p adj", "median ms", "p adj", "mix V", "p adj"):
+            table.add_column(col, justify="right")
         colour = {"worse": "red", "better": "green", "changed": "yellow"}
         for t in rep.tools:
             s, lat, mix = t.success, t.latency, t.error_mix

@@ -1,0 +1,168 @@
+"""Calibration: stats -> Profile (DESIGN format), export views, the CLI, and the round trip
+profile -> simulate -> calibrate -> the same numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from probe_helpers import (
+    TRUE_MU,
+    TRUE_SIGMA,
+    TRUE_SUCCESS,
+    distinct_host_tools,
+    probe,
+    simulate_opts,
+    synthetic_rows,
+    truth_profile,
+)
+from test_stats_cli import make_db, one_line_error, run_cli
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.errors import RESILIBENCH_CODES, ErrorCode
+from realprobe.probes.calibrate import calibrate, export, reliabilitybench_view, resilibench_view
+from realprobe.probes.stats import ProbeArrays, compute_stats, load_probes
+from realprobe.simulator.profile import Profile, ToolProfile, load_profile
+from realprobe.store import Store
+
+
+def _report(p_fail: float = 0.3):
+    rows = synthetic_rows("catfact_fact", 400, p_fail=p_fail, seed=3,
+                          codes=("TIMEOUT", "SERVER_ERROR", "NOT_FOUND", "NETWORK_ERROR"))
+    rows += synthetic_rows("agify_age", 200, p_fail=0.0, seed=4)
+    return compute_stats(ProbeArrays.from_rows(rows))
+
+
+def test_profile_carries_the_stats() -> None:
+    rep = _report()
+    prof = calibrate(rep, name="t")
+    cat = prof.tools["catfact_fact"]
+    st = next(t for t in rep.tools if t.tool == "catfact_fact")
+    assert cat.n == 400 and cat.success_rate == st.success.rate
+    assert cat.success_ci95 == st.success.burst_adjusted95
+    assert sum(cat.errors.values()) == pytest.approx(1.0)
+    assert cat.errors[ErrorCode.TIMEOUT] == pytest.approx(st.errors.share_of_failures["TIMEOUT"])
+    assert cat.latency_ms.lognormal is not None
+    assert cat.latency_ms.lognormal.mu == st.latency.lognormal.mu  # type: ignore[union-attr]
+    assert cat.burst is not None
+    assert cat.burst.p_fail_after_fail == st.burst.p_fail_after_fail.p
+    perfect = prof.tools["agify_age"]
+    assert perfect.success_rate == 1.0 and perfect.errors == {}
+    assert prof.source["probes"] == 600 and prof.source["denominator"] == "per attempt"
+
+
+def test_profile_file_round_trip(tmp_path: Path) -> None:
+    prof = calibrate(_report())
+    path = tmp_path / "p.json"
+    prof.dump(path)
+    again = load_profile(path)
+    assert again == Profile.model_validate_json(path.read_text())
+    assert again.tools["catfact_fact"].success_rate == prof.tools["catfact_fact"].success_rate
+
+
+def test_resilibench_view_maps_onto_six_codes() -> None:
+    view = resilibench_view(calibrate(_report()))
+    cat = view["tools"]["catfact_fact"]
+    assert list(cat["error_weights"]) == list(RESILIBENCH_CODES)
+    assert sum(cat["error_weights"].values()) == pytest.approx(1.0)
+    # SERVER_ERROR and NOT_FOUND fold into OPERATION_FAILED
+    st = next(t for t in _report().tools if t.tool == "catfact_fact").errors.share_of_failures
+    assert cat["error_weights"]["OPERATION_FAILED"] == pytest.approx(
+        st.get("SERVER_ERROR", 0) + st.get("NOT_FOUND", 0))
+    assert view["tools"]["agify_age"]["error_weights"]["TIMEOUT"] == 0.0
+
+
+def test_reliabilitybench_view_has_lambda_levels() -> None:
+    prof = calibrate(_report(p_fail=0.6))
+    view = reliabilitybench_view(prof)
+    levels = view["profiles"]
+    assert set(levels) == {"LAMBDA_0", "LAMBDA_0_5", "LAMBDA_1", "LAMBDA_2"}
+    fr = 1 - prof.tools["catfact_fact"].success_rate
+    assert levels["LAMBDA_1"]["tools"]["catfact_fact"]["failure_rate"] == pytest.approx(fr)
+    assert levels["LAMBDA_0"]["tools"]["catfact_fact"]["failure_rate"] == 0.0
+    assert levels["LAMBDA_2"]["tools"]["catfact_fact"]["failure_rate"] == min(1.0, 2 * fr)
+    w = levels["LAMBDA_1"]["tools"]["catfact_fact"]["fault_weights"]
+    assert sum(w.values()) == pytest.approx(1.0) and w["timeout"] > 0
+
+
+def test_views_of_a_builtin_profile() -> None:
+    published = load_profile("published")
+    view = export(published, "resilibench")
+    star = view["tools"]["*"]
+    assert star["success_rate"] == pytest.approx(0.527)
+    # the file's shares (71.1% TIMEOUT ...) sum to 0.945; the model renormalises them
+    raw = {"TIMEOUT": 0.711, "OPERATION_FAILED": 0.0865, "INVALID_INPUT": 0.057,
+           "INVALID_RESPONSE": 0.0443, "NETWORK_ERROR": 0.0443, "RATE_LIMIT_ERROR": 0.0021}
+    for code, share in raw.items():
+        assert star["error_weights"][code] == pytest.approx(share / sum(raw.values()))
+
+
+def test_calibrate_cli(tmp_path: Path, monkeypatch, capsys) -> None:
+    db = make_db(tmp_path / "p.db")
+    out = tmp_path / "profile.json"
+    code, _, err = run_cli(["calibrate", "--db", str(db), "-o", str(out)], monkeypatch, capsys)
+    assert code == 0, err
+    prof = load_profile(out)
+    assert set(prof.tools) == {"catfact_fact", "agify_age"}
+    code, text, _ = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench"],
+                            monkeypatch, capsys)
+    assert code == 0 and "LAMBDA_1" in json.loads(text)["profiles"]
+    code, text, _ = run_cli(["calibrate", "--from", str(out), "--as", "resilibench"],
+                            monkeypatch, capsys)
+    assert code == 0 and set(json.loads(text)["tools"]) == {"catfact_fact", "agify_age"}
+
+
+def test_calibrate_cli_bad_input(tmp_path: Path, monkeypatch, capsys) -> None:
+    db = make_db(tmp_path / "p.db")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "realprobe-profile/1",
+                               "tools": {"x": {"success_rate": 1.7}}}))
+    wrong_format = tmp_path / "v9.json"
+    wrong_format.write_text(json.dumps({"format": "realprobe-profile/9"}))
+    not_json = tmp_path / "nj.json"
+    not_json.write_text("{ nope")
+    cases = [
+        (["--from", str(bad)], "invalid profile at tools.x.success_rate"),
+        (["--from", str(wrong_format)], "unsupported profile format"),
+        (["--from", str(not_json)], "not a readable JSON profile"),
+        (["--from", "nonesuch"], "neither a file nor a built-in"),
+        (["--db", str(db), "--as", "toolbench"], "choose resilibench or reliabilitybench"),
+        (["--db", str(db), "--since", "2031-01-01"], "no probe rows"),
+        (["--db", str(db), "-o", str(tmp_path / "no" / "such" / "dir.json")], "cannot write"),
+    ]
+    for args, needle in cases:
+        code, _, err = run_cli(["calibrate", *args], monkeypatch, capsys)
+        assert needle in one_line_error(code, err), args
+
+
+def test_profile_simulate_calibrate_round_trip(catalog: Catalog, tmp_path: Path) -> None:
+    """Calibrate from a known profile's output, then simulate the calibrated profile: the second
+    generation's estimates match the first within their intervals."""
+    tools = distinct_host_tools(catalog, 3)
+    probe(catalog, tools, 400, simulate_opts(truth_profile(), 5), tmp_path / "a.db", 10.0)
+    first = calibrate(compute_stats(load_probes(tmp_path / "a.db")))
+    for tp in first.tools.values():
+        assert tp.success_ci95 is not None
+        assert tp.success_ci95[0] <= TRUE_SUCCESS <= tp.success_ci95[1]
+        assert tp.latency_ms.lognormal is not None
+        assert abs(tp.latency_ms.lognormal.mu - TRUE_MU) < 0.1
+        assert abs(tp.latency_ms.lognormal.sigma - TRUE_SIGMA) < 0.06
+    probe(catalog, tools, 400, simulate_opts(first, 6), tmp_path / "b.db", 10.0)
+    second = calibrate(compute_stats(load_probes(tmp_path / "b.db")))
+    for name, tp in second.tools.items():
+        a: ToolProfile = first.tools[name]
+        lo, hi = a.success_ci95  # type: ignore[misc]
+        margin = (hi - lo) / 2
+        assert abs(tp.success_rate - a.success_rate) < 2 * margin, name
+        assert set(tp.errors) <= set(a.errors)
+
+
+def test_store_is_untouched_by_readers(tmp_path: Path, monkeypatch, capsys) -> None:
+    """stats/calibrate/report open the database read-only."""
+    db = make_db(tmp_path / "p.db")
+    before = db.stat().st_mtime_ns
+    run_cli(["calibrate", "--db", str(db), "-o", str(tmp_path / "x.json")], monkeypatch, capsys)
+    assert db.stat().st_mtime_ns == before
+    with Store(db) as store:
+        assert store.db["probes"].count == 200
