@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import matplotlib
 
@@ -38,12 +39,16 @@ CODE_COLOURS = {
 }
 
 
-def to_svg(fig: Figure, title: str) -> str:
+def to_svg(fig: Figure, title: str, prefix: str) -> str:
+    """The figure as an inline <svg>; its element ids get `prefix` so several plots can share
+    one HTML document without clashing ids (matplotlib names them patch_1, axes_1, ...)."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg") :]
+    text = re.sub(r'\bid="', f'id="{prefix}-', text)
+    text = text.replace("url(#", f"url(#{prefix}-").replace('href="#', f'href="#{prefix}-')
     return text.replace("<svg ", f'<svg role="img" aria-label="{title}" class="plot" ', 1)
 
 
@@ -62,7 +67,7 @@ def success_plot(data: ReportData) -> str:
     ax.errorbar(
         rate,
         y,
-        xerr=[rate - lo, hi - rate],
+        xerr=[np.maximum(rate - lo, 0.0), np.maximum(hi - rate, 0.0)],
         fmt="o",
         color="#1f77b4",
         ecolor="#555",
@@ -73,7 +78,7 @@ def success_plot(data: ReportData) -> str:
     ax.set_xlim(-0.02, 1.02)
     ax.set_xlabel("success rate per attempt (whiskers: 95% interval, burst-adjusted)")
     ax.grid(axis="x", alpha=0.3)
-    return to_svg(fig, "success rate per tool with 95% intervals")
+    return to_svg(fig, "success rate per tool with 95% intervals", "success")
 
 
 def latency_ecdf_plot(data: ReportData) -> str:
@@ -109,7 +114,7 @@ def latency_ecdf_plot(data: ReportData) -> str:
         ax.axis("off")
     fig.supxlabel("latency of successes, ms (log; dashed: lognormal fit)", fontsize=8)
     fig.tight_layout()
-    return to_svg(fig, "latency ECDF per tool")
+    return to_svg(fig, "latency ECDF per tool", "latency")
 
 
 def error_mix_plot(data: ReportData) -> str:
@@ -128,7 +133,7 @@ def error_mix_plot(data: ReportData) -> str:
     if codes:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_xlim(0, max(0.05, float(left.max()) * 1.05) if len(left) else 1)
-    return to_svg(fig, "error mix per tool")
+    return to_svg(fig, "error mix per tool", "errors")
 
 
 def _duration(seconds: float) -> str:
@@ -167,4 +172,4 @@ def over_time_plot(data: ReportData) -> str:
             ha="right",
         )
     ax.set_xlabel(f"period start (UTC), one cell = {_duration(ts.period_s)}")
-    return to_svg(fig, "success rate over time")
+    return to_svg(fig, "success rate over time", "over_time")

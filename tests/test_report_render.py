@@ -1,0 +1,147 @@
+"""The report: HTML (self-contained, opened in a real headless browser), Markdown and JSON.
+
+The browser test needs Chromium and the `playwright` package (never `playwright install`):
+    apt-get install -y chromium && pip install playwright
+It is skipped, with that reason, when either is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from probe_helpers import synthetic_rows
+from test_stats_cli import one_line_error, run_cli
+
+from realprobe.report import build_report, render_html, render_json, render_markdown
+from realprobe.store import Store
+
+T0 = 1_790_000_000.0
+PLOTS = ("success", "latency", "errors", "over_time")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "p.db"
+    with Store(path) as store:
+        for i, (name, p_fail, mu) in enumerate(
+            [("catfact_fact", 0.1, 5.0), ("agify_age", 0.3, 5.5), ("advice_random", 0.0, 4.5)]
+        ):
+            # two days; agify gets worse on the second
+            for day in range(2):
+                pf = p_fail + (0.3 if name == "agify_age" and day == 1 else 0.0)
+                for row in synthetic_rows(name, 150, p_fail=pf, mu=mu, seed=10 * i + day,
+                                          t0=T0 + day * 86400, step_s=400):
+                    store.insert_probe(row)
+    return path
+
+
+def test_html_is_self_contained(db: Path) -> None:
+    html = render_html(build_report(db))
+    assert html.startswith("<!DOCTYPE html>")
+    for key in PLOTS:
+        assert f"id='plot-{key}'" in html
+    assert html.count("<svg") == len(PLOTS)
+    # nothing is fetched: no scripts, stylesheets, images or fonts from anywhere
+    assert "<script" not in html and "<link" not in html and "<img" not in html
+    assert not re.search(r"(src|href)\s*=\s*['\"]?(https?:)?//", html)
+    assert not re.search(r"url\((?!#)", html) and "@import" not in html  # url(#id) is local
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))  # four SVGs, no clashing element ids
+    for name in ("catfact_fact", "agify_age", "advice_random"):
+        assert f"<td>{name}</td>" in html
+    assert "per attempt" in html
+
+
+def test_drift_section_flags_the_tool_that_got_worse(db: Path) -> None:
+    data = build_report(db)
+    assert data.drift is not None
+    verdicts = {t.tool: t.verdict for t in data.drift.tools}
+    assert verdicts["agify_age"] == "worse"
+    assert verdicts["catfact_fact"] == "stable"
+    assert "badge worse" in render_html(data, plots={})
+
+
+def test_markdown_and_json(db: Path) -> None:
+    data = build_report(db)
+    md = render_markdown(data)
+    assert md.startswith("# realprobe reliability report")
+    assert md.count("| catfact_fact |") == 2  # the tool table and the drift table
+    doc = json.loads(render_json(data))
+    assert {t["tool"] for t in doc["stats"]["tools"]} == {"catfact_fact", "agify_age",
+                                                          "advice_random"}
+    series = doc["over_time"]["tools"]["agify_age"]
+    assert len(series) == len(doc["over_time"]["starts"]) >= 2
+
+
+def test_report_cli(db: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    out = tmp_path / "r.html"
+    code, _, err = run_cli(["report", "--db", str(db), "-o", str(out)], monkeypatch, capsys)
+    assert code == 0, err
+    assert out.read_text().count("<svg") == len(PLOTS)
+    code, text, _ = run_cli(["report", "--db", str(db), "--format", "json"], monkeypatch, capsys)
+    assert code == 0 and json.loads(text)["stats"]["rows"] == 900
+    for args, needle in [
+        (["--format", "pdf"], "html, md or json"),
+        (["--since", "2031-01-01"], "no probe rows"),
+        (["--baseline", "14d..7d"], "both --baseline and --current"),
+        (["--tools", "agify_aeg"], "Did you mean"),
+    ]:
+        code, _, err = run_cli(["report", "--db", str(db), *args], monkeypatch, capsys)
+        assert needle in one_line_error(code, err), args
+    empty = tmp_path / "empty.db"
+    Store(empty).close()
+    code, _, err = run_cli(["report", "--db", str(empty)], monkeypatch, capsys)
+    assert "no probe rows" in one_line_error(code, err)
+
+
+def _chromium() -> str | None:
+    for cand in (os.environ.get("REALPROBE_CHROMIUM"), "/usr/bin/chromium",
+                 shutil.which("chromium"), shutil.which("chromium-browser")):
+        if cand and Path(cand).exists():
+            return cand
+    return None
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no Chromium found (CI: apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright not installed (CI: pip install playwright; no `playwright install`)")
+    out = tmp_path / "report.html"
+    out.write_text(render_html(build_report(db)), encoding="utf-8")
+    problems: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("console", lambda m: problems.append(f"{m.type}: {m.text}")
+                    if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(out.as_uri(), wait_until="load")
+            assert page.title() == "realprobe report"
+            assert page.locator("#tools tbody tr").count() == 3
+            for key in PLOTS:
+                svg = page.locator(f"#plot-{key} svg")
+                assert svg.count() == 1
+                box = svg.bounding_box()
+                assert box is not None and box["width"] > 200 and box["height"] > 80, key
+                assert svg.locator("path").count() > 5, key  # something was drawn
+            assert page.locator("#drift .badge.worse").count() == 1
+        finally:
+            browser.close()
+    assert problems == []
+    assert [u for u in requests if not u.startswith("file://")] == []
