@@ -105,6 +105,13 @@ def mcp_cmd(
         str | None,
         typer.Option("--vantage", help="Vantage label for stored rows (default: host name)."),
     ] = None,
+    politeness: Annotated[
+        bool,
+        typer.Option(
+            "--politeness/--no-politeness",
+            help="Live: hold calls to each real API to the catalogue's rate (in flight, interval).",
+        ),
+    ] = True,
     catalog: CatalogOpt = None,
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol (stdio or streamable HTTP).
@@ -129,7 +136,7 @@ def mcp_cmd(
         cat,
         ServiceOptions(
             transport=opts, tools=tools, timeout_s=timeout,
-            db=str(db) if db is not None else None, vantage=vantage,
+            db=str(db) if db is not None else None, vantage=vantage, polite=politeness,
         ),
     )
     what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"

@@ -34,20 +34,20 @@ NOT_RETRYABLE_ADVICE: dict[ErrorCode, str] = {
 }
 
 
-def retry_advice(err: ToolError) -> str:
+def retry_advice(err: ToolError, wait_from: str = "Retry-After from the API") -> str:
     """'Retry may help: yes, after 30 s (Retry-After from the API).' or a 'no' with what to do."""
     if err.code.retryable:
         if err.retry_after_s is not None:
-            return f"Retry may help: yes, after {err.retry_after_s:g} s (Retry-After from the API)."
+            return f"Retry may help: yes, after {err.retry_after_s:g} s ({wait_from})."
         wait = SUGGESTED_BACKOFF_S.get(err.code, 1.0)
         return f"Retry may help: yes, after about {wait:g} s (suggested backoff; no Retry-After)."
     return f"Retry may help: no; {NOT_RETRYABLE_ADVICE.get(err.code, 'do not repeat this call')}."
 
 
-def error_text(err: ToolError) -> str:
+def error_text(err: ToolError, wait_from: str = "Retry-After from the API") -> str:
     status = f" (HTTP {err.http_status})" if err.http_status else ""
     message = err.message.rstrip(". ") or "no detail"
-    return f"{err.code.value}{status}: {message}. {retry_advice(err)}"
+    return f"{err.code.value}{status}: {message}. {retry_advice(err, wait_from)}"
 
 
 def call_meta(result: ToolResult, api: str) -> dict[str, Any]:
@@ -67,7 +67,10 @@ def call_meta(result: ToolResult, api: str) -> dict[str, Any]:
     }
 
 
-def render_result(result: ToolResult, api: str) -> CallToolResult:
+def render_result(
+    result: ToolResult, api: str, *, wait_from: str = "Retry-After from the API"
+) -> CallToolResult:
+    """`wait_from` names who set a retry-after: the API, or realprobe's own politeness."""
     meta = call_meta(result, api)
     if result.ok and result.data is not None:
         text = json.dumps(result.data, ensure_ascii=False, separators=(", ", ": "))
@@ -78,5 +81,7 @@ def render_result(result: ToolResult, api: str) -> CallToolResult:
         )
     err = result.error or ToolError(code=ErrorCode.OPERATION_FAILED, message="no data")
     return CallToolResult(
-        content=[TextContent(type="text", text=error_text(err))], is_error=True, _meta=meta
+        content=[TextContent(type="text", text=error_text(err, wait_from))],
+        is_error=True,
+        _meta=meta,
     )

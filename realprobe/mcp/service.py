@@ -9,6 +9,8 @@ code otherwise). Unknown tools are JSON-RPC errors (-32602); arguments of the wr
 The HttpClient comes from `make_client`, so live, sandbox, record, replay and simulate are
 all the same code here. It is opened by `start()` and closed by `close()` (record mode writes
 its cassette on close), shielded from cancellation so a shutdown never loses the cassette.
+Calls that go to the real APIs wait for their turn under the catalogue's politeness
+(`politeness.py`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from realprobe.adapters.tool import Tool
 from realprobe.clock import Clock
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.mcp.definitions import mcp_tool
+from realprobe.mcp.politeness import HeldBack, HostGates
 from realprobe.mcp.rendering import render_result
 from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
 from realprobe.replay.client import ClientConfig, HttpClient
@@ -54,6 +57,8 @@ class ServiceOptions:
     timeout_s: float | None = None  # total deadline per call; None: the client's default
     db: str | None = None  # store every served call as a probe row
     vantage: str | None = None
+    #: hold calls to real APIs to the catalogue's per-host politeness (live/record only)
+    polite: bool = True
 
 
 def describe_target(opts: TransportOptions) -> str:
@@ -88,6 +93,7 @@ class McpService:
         self.config = ClientConfig(deadline_s=timeout) if timeout else ClientConfig()
         self._clock = clock
         self._client: HttpClient | None = None
+        self.gates: HostGates | None = None
         self._store: Any = None
         self.run_id = new_run_id()
         self.calls = 0
@@ -123,6 +129,8 @@ class McpService:
             self._client = make_client(
                 self.catalog, self.transport_options, clock=self._clock, config=self.config
             )
+            if self.options.polite and self._leaves_the_machine():
+                self.gates = HostGates(self._client.clock)
         except BaseException:
             self._close_store("failed")
             raise
@@ -256,17 +264,48 @@ class McpService:
         tool = self.tools.get(name)
         if tool is None:
             raise self._unknown(name)
-        result = await self.call_result(tool, arguments or {})
-        return render_result(result, tool.api_id)
+        result, reached = await self._serve(tool, arguments or {})
+        if reached:
+            return render_result(result, tool.api_id)
+        return render_result(result, tool.api_id, wait_from="realprobe's politeness, not the API")
+
+    def _leaves_the_machine(self) -> bool:
+        opts = self.transport_options
+        return (
+            opts.mode in (Mode.LIVE, Mode.RECORD) and opts.sandbox is None and opts.profile is None
+        )
 
     async def call_result(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
+        """One call as a ToolResult (what `tools/call` renders)."""
+        return (await self._serve(tool, args))[0]
+
+    async def _serve(self, tool: Tool, args: dict[str, Any]) -> tuple[ToolResult, bool]:
+        """(result, whether the call reached the API at all)."""
         client = self.client
         started_wall = client.clock.wall()
         deadline = self.deadline_s
+        reached = True
         # call_tool keeps its own deadline; this backstop only matters if a transport
         # ignores it, so that nothing is held past deadline + grace in real time.
         with anyio.move_on_after(deadline + DEADLINE_GRACE_S) as scope:
-            result = await call_tool(tool, args, client, timeout_s=self.options.timeout_s)
+            if self.gates is None:
+                result = await call_tool(tool, args, client, timeout_s=self.options.timeout_s)
+            else:
+                try:
+                    async with self.gates.turn(tool.api, deadline) as waited:
+                        started_wall = client.clock.wall()
+                        result = await call_tool(tool, args, client, timeout_s=deadline - waited)
+                except HeldBack as held:
+                    reached = False
+                    result = ToolResult(
+                        tool=tool.name,
+                        ok=False,
+                        error=ToolError(
+                            code=ErrorCode.RATE_LIMIT_ERROR,
+                            message=f"{held} (nothing was sent)",
+                            retry_after_s=round(held.retry_after_s, 1),
+                        ),
+                    )
         if scope.cancelled_caught:
             result = ToolResult(
                 tool=tool.name,
@@ -278,5 +317,6 @@ class McpService:
                 latency_ms=(deadline + DEADLINE_GRACE_S) * 1000.0,
             )
         self.calls += 1
-        self._record(tool, result, started_wall, args)
-        return result
+        if reached:
+            self._record(tool, result, started_wall, args)
+        return result, reached
