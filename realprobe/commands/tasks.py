@@ -35,7 +35,7 @@ from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.metrics import levels, pass_k, recovery
 from realprobe.tasks.model import default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import RunConfig, RunOutcome, plan_runs, run_batch
+from realprobe.tasks.runner import RunConfig, RunOutcome, check_cassettes, plan_runs, run_batch
 from realprobe.tasks.store import TaskStore
 
 DbOpt = Annotated[
@@ -174,6 +174,7 @@ def run_cmd(
         timeout_s=timeout,
         call_timeout_s=call_timeout,
     )
+    check_cassettes(chosen, cfg)
     store = TaskStore(Store(db))
     total = len(plan_runs(chosen, cfg))
     with Progress(

@@ -101,16 +101,16 @@ def parameter_error(task: Task, rng: random.Random, catalog: Catalog) -> FlawedW
         kind = rng.choice(kinds)
         was = step.args[name].model_dump(exclude_defaults=True)
         if kind == "missing_required":
-            del step.args[name]
+            step.args = {k: v for k, v in step.args.items() if k != name}
             now: Any = None
         else:
             now = _WRONG_TYPE[field.type if field is not None else "string"]
-            step.args[name] = Arg(value=now)
+            step.args = {**step.args, name: Arg(value=now)}
     else:
         k = rng.randrange(len(steps) - 1)
         step = steps[k]
         name, kind, was, now = "limit", "unexpected_argument", None, -1
-        step.args[name] = Arg(value=now)
+        step.args = {**step.args, name: Arg(value=now)}
     return FlawedWorkflow(
         type="parameter_error",
         seed=0,
@@ -171,7 +171,8 @@ def logical_discontinuity(task: Task, rng: random.Random, catalog: Catalog) -> F
         (s.id, out) for s in steps[:j] for out in sorted(s.outputs) if (s.id, out) != cur_ref
     ]
     src_step, src_out = rng.choice(choices)
-    steps[j].args[name] = Arg(step=src_step, output=src_out)
+    # assigned, not mutated: the field must count as set when the file is written
+    steps[j].args = {**steps[j].args, name: Arg(step=src_step, output=src_out)}
     was = current.model_dump(exclude_defaults=True) if current is not None else None
     return FlawedWorkflow(
         type="logical_discontinuity",
@@ -188,14 +189,17 @@ def semantic_drift(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWo
     refs = sorted({f"{s}.{o}" for s, o in out.refs()})
     keep = rng.choice(refs)
     dropped = [r for r in refs if r != keep]
-    for name, a in list(out.args.items()):
-        if a.kind == "template":
-            text = (
-                f"Some general thoughts on the day, loosely inspired by {{{keep}}}."
-                if name in ("text", "body")
-                else "Thoughts of the day"
+    drifted: dict[str, Arg] = {}
+    for name, a in out.args.items():
+        if a.kind != "template":
+            drifted[name] = a
+        elif name in ("text", "body"):
+            drifted[name] = Arg(
+                template=f"Some general thoughts on the day, loosely inspired by {{{keep}}}."
             )
-            out.args[name] = Arg(template=text) if "{" in text else Arg(value=text)
+        else:
+            drifted[name] = Arg(value="Thoughts of the day")
+    out.args = drifted
     out.purpose = "Write a loose, general reflection instead of the requested result"
     return FlawedWorkflow(
         type="semantic_drift",

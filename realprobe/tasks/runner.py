@@ -245,6 +245,21 @@ def plan_runs(tasks: list[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
     return [(t, p, r) for t in tasks for p in cfg.prompts for r in range(cfg.repeat)]
 
 
+def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:
+    """Fail before running anything when a cassette is missing; make the record folder."""
+    if cfg.mode not in (Mode.RECORD, Mode.REPLAY):
+        return
+    runs = plan_runs(tasks, cfg)
+    paths = [
+        cassette_path(cfg, run_key(t.instance_id, cfg.agent, p, cfg.seed, r), len(runs))
+        for t, p, r in runs
+    ]
+    if cfg.mode is Mode.RECORD:
+        for path in paths:
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+
+
 async def run_batch(
     tasks: list[Task],
     cfg: RunConfig,
@@ -258,11 +273,7 @@ async def run_batch(
         raise RealprobeError("--repeat must be at least 1")
     runs = plan_runs(tasks, cfg)
     batch = batch or uuid.uuid4().hex[:12]
-    if cfg.mode in (Mode.RECORD, Mode.REPLAY):
-        for t, p, r in runs:  # fail before running anything when a cassette is missing
-            cassette_path(cfg, run_key(t.instance_id, cfg.agent, p, cfg.seed, r), len(runs))
-    if cfg.mode is Mode.RECORD and cfg.cassette is not None and len(runs) > 1:
-        cfg.cassette.mkdir(parents=True, exist_ok=True)
+    check_cassettes(tasks, cfg)
     out = []
     for t, p, r in runs:
         res = await run_one(t, cfg, p, r, catalog, batch=batch, n_runs=len(runs))

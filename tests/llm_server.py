@@ -1,0 +1,133 @@
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1 that plays scripted turns.
+
+Each script entry answers one POST /v1/chat/completions: a ready reply, or a function of the
+request body (so a turn can quote what the tools really returned). Every request body is kept
+in `requests` for assertions. When the script runs out, the server answers HTTP 500.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = dict[str, Any]
+Turn = Reply | Callable[[dict[str, Any]], Reply]
+
+
+def tool_calls(*calls: tuple[str, Any]) -> Reply:
+    """An assistant turn with native tool calls; arguments as a dict or a raw string."""
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_{i}_{name}",
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+            for i, (name, args) in enumerate(calls)
+        ],
+    }
+
+
+def text(content: str) -> Reply:
+    return {"role": "assistant", "content": content}
+
+
+def refusal(message: str) -> Reply:
+    return {"role": "assistant", "content": None, "refusal": message}
+
+
+def tool_results(body: dict[str, Any]) -> list[Any]:
+    """Parsed contents of the tool messages (native) or <tool_result> blocks (text protocol)."""
+    out: list[Any] = []
+    for m in body["messages"]:
+        content = m.get("content") or ""
+        if m["role"] == "tool":
+            out.append(_loads(content))
+        elif m["role"] == "user" and content.startswith("<tool_result>"):
+            inner = content[len("<tool_result>") :].split("</tool_result>")[0]
+            out.append(_loads(inner))
+    return out
+
+
+def _loads(s: str) -> Any:
+    try:
+        return json.loads(s)
+    except ValueError:
+        return s
+
+
+class ScriptedLLM:
+    def __init__(self, script: list[Turn]) -> None:
+        self.script = list(script)
+        self.requests: list[dict[str, Any]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.requests.append(body)
+        if not self.script:
+            return 500, {"error": {"message": "script exhausted", "type": "server_error"}}
+        turn = self.script.pop(0)
+        message = turn(body) if callable(turn) else turn
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        return 200, {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        }
+
+    def start(self) -> str:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    status, payload = 404, {"error": {"message": "not found"}}
+                else:
+                    status, payload = owner._answer(body)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> ScriptedLLM:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,164 @@
+"""Record against the sandbox, replay offline: same steps, same scores. The shipped cassettes
+replay offline through the CLI, and bad runner input is a one-line error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.cli import app
+from realprobe.errors import RealprobeError
+from realprobe.replay.modes import Mode
+from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
+from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch, shipped_cassettes
+
+runner = CliRunner()
+TASKS = load_tasks(default_tasks_dir())
+
+
+def fast(task: Task) -> Task:
+    """Short backoff: record mode runs on the real clock."""
+    c = task.constraints.model_copy(update={"backoff_base_s": 0.01, "backoff_max_s": 0.02})
+    return task.model_copy(update={"constraints": c})
+
+
+def comparable(r: RunOutcome) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    row = {
+        k: v
+        for k, v in r.row.items()
+        if k not in ("id", "batch", "started_at", "wall_s", "clock_s", "mode", "cassette")
+    }
+    steps = [
+        {k: v for k, v in s.items() if k not in ("run_id", "latency_ms", "message")}
+        for s in r.steps
+    ]
+    return row, steps
+
+
+def test_recorded_runs_replay_byte_for_byte(
+    catalog: Catalog, sandbox_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = sandbox_factory("published", seed=3)
+    tasks = [
+        fast(TASKS[t]) for t in ("content_social_post", "travel_briefing", "star_wars_numbers")
+    ]
+    rec_cfg = RunConfig(
+        agent="reference",
+        prompts=["optimal"],
+        mode=Mode.RECORD,
+        sandbox=url,
+        profile="published",
+        cassette=tmp_path / "cas",
+        call_timeout_s=0.2,
+    )
+    recorded = asyncio.run(run_batch(tasks, rec_cfg, catalog))
+    assert sum(r.row["retries"] + r.row["fallbacks"] for r in recorded) > 0, "no faults met"
+
+    import socket
+
+    def guard(*a: object, **k: object) -> None:
+        raise AssertionError("replay opened a socket")
+
+    monkeypatch.setattr(socket.socket, "connect", guard)
+    rep_cfg = RunConfig(
+        agent="reference",
+        prompts=["optimal"],
+        mode=Mode.REPLAY,
+        profile="published",
+        cassette=tmp_path / "cas",
+        call_timeout_s=0.2,
+    )
+    replayed = asyncio.run(run_batch(tasks, rep_cfg, catalog))
+    for a, b in zip(recorded, replayed, strict=True):
+        assert comparable(a) == comparable(b), a.row["task"]
+        for x, y in zip(a.steps, b.steps, strict=True):  # latency is replayed, to the ms
+            assert abs(x["latency_ms"] - y["latency_ms"]) < 1.0
+
+
+def shipped_table() -> dict[str, str]:
+    text = (shipped_cassettes() / "README.md").read_text()
+    return {
+        m[0].split("__")[0]: m[1] for m in re.findall(r"^\| (\S+__\S+) \| (\w+) \|", text, re.M)
+    }
+
+
+def test_shipped_cassettes_replay_offline_through_the_cli(tmp_path: Path, no_network: None) -> None:
+    shipped = shipped_table()
+    assert set(shipped) == set(TASKS)  # one shipped run per task
+    db = tmp_path / "r.db"
+    res = runner.invoke(
+        app, ["run", "--all", "--agent", "reference", "--mode", "replay", "--db", str(db), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    runs = json.loads(res.output)["runs"]
+    assert {r["task"]: r["outcome"] for r in runs} == shipped  # as recorded
+    again = runner.invoke(app, ["run", "--all", "--mode", "replay", "--db", str(db), "--json"])
+    assert [r["artifact"] for r in json.loads(again.output)["runs"]] == [
+        r["artifact"] for r in runs
+    ]
+    out = runner.invoke(app, ["results", "--db", str(db), "--json"])
+    summary = json.loads(out.output)
+    assert summary["runs"] == 2 * len(TASKS)
+    (row,) = summary["by_prompt"]
+    assert row["agent"] == "reference" and row["runs"] == 2 * len(TASKS)
+    table = runner.invoke(app, ["results", "--db", str(db)])
+    assert table.exit_code == 0 and "Task outcomes" in table.output
+
+
+def rp(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "nope_task", "--simulate", "calm"], "unknown task 'nope_task'"),
+        (["run", "--simulate", "calm"], "pass --all"),
+        (
+            ["run", "--all", "--prompt", "flawed:typo", "--simulate", "calm"],
+            "--prompt 'flawed:typo'",
+        ),
+        (["run", "--all", "--agent", "gpt"], "--agent 'gpt'"),
+        (["run", "--all", "--agent", "openai", "--simulate", "calm"], "needs --base-url"),
+        (
+            ["run", "--all", "--simulate", "calm", "--sandbox", "http://127.0.0.1:1"],
+            "exclude each other",
+        ),
+        (["run", "--all", "--simulate", "nosuchprofile"], "nosuchprofile"),
+        (["run", "--all", "--mode", "record"], "--mode record needs --cassette"),
+        (
+            ["run", "pet_newsletter", "--mode", "replay", "--cassette", "/nonexistent/dir"],
+            "no cassette for run",
+        ),
+        (
+            ["run", "--all", "--cassette", "/tmp/one.json", "--mode", "record"],
+            "one file but this is",
+        ),
+        (["run", "--all", "--repeat", "0", "--simulate", "calm"], "--repeat"),
+        (["run", "--all", "--simulate", "calm", "--timeout", "-1"], "--timeout must be positive"),
+    ],
+)
+def test_bad_runner_input_is_a_clear_error(args: list[str], message: str, tmp_path: Path) -> None:
+    res = runner.invoke(app, [*args, "--db", str(tmp_path / "x.db")])
+    assert isinstance(res.exception, RealprobeError), res.output
+    assert message in str(res.exception) and "\n" not in str(res.exception)
+    assert not (tmp_path / "x.db").exists()  # bad input is refused before anything is stored
+
+
+def test_the_command_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    p = rp("run", "nope_task", "--simulate", "calm", "--db", str(tmp_path / "x.db"))
+    assert p.returncode == 2 and p.stderr.startswith("error: unknown task 'nope_task'")
+    assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1
+    p = rp("results", "--db", str(tmp_path / "none.db"))
+    assert p.returncode == 2 and "no database" in p.stderr
