@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
@@ -123,37 +124,70 @@ async def test_http_subprocess_lists_and_calls_and_reports_faults(
     assert "after 2 s (Retry-After" in first_text(failed)
 
 
-async def test_http_client_disconnecting_mid_call_hangs_nothing(
+async def test_http_clients_that_leave_mid_call_hang_nothing(
     catalog: Catalog, sandbox_factory: Any, tmp_path: Path
 ) -> None:
+    """A client that cancels (`notifications/cancelled`) ends its call at once; a client
+    that just vanishes leaves the call to end at its deadline, not later, stored as a
+    TIMEOUT. Meanwhile other clients are served, and SIGTERM still stops the server cleanly."""
     hanging, calm = no_arg_tools(catalog)[:2]
     sandbox = sandbox_factory(hang_profile(hanging))
     db = tmp_path / "rp.db"
     deadline = 1.5
+    version = "2025-11-25"
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+    def hanging_rows() -> list[tuple[str, float]]:
+        with sqlite3.connect(db) as conn:
+            return conn.execute(
+                "SELECT error_code, latency_ms FROM probes WHERE tool = ?", [hanging.name]
+            ).fetchall()
+
     with anyio.fail_after(60):
         with http_server(
             "--sandbox", sandbox, "--timeout", str(deadline), "--db", str(db)
         ) as (url, proc):
+            # 1. the SDK client cancels its call and goes away
             started = time.monotonic()
             async with Client(url, read_timeout_seconds=30) as client:
                 with anyio.move_on_after(0.3):
                     await client.call_tool(hanging.name, {})
-            # that client is gone; another one is served at once
             async with Client(url, read_timeout_seconds=30) as client:
-                ok = await client.call_tool(calm.name, {})
-            assert ok.is_error is False
+                assert (await client.call_tool(calm.name, {})).is_error is False
             assert time.monotonic() - started < deadline
-            # the SDK client sent notifications/cancelled: the server dropped the call rather
-            # than leaving it to run to its deadline (it would be stored as a TIMEOUT then)
-            await anyio.sleep(started + deadline + 1.0 - time.monotonic())
-            with sqlite3.connect(db) as conn:
-                rows = conn.execute("SELECT tool, outcome FROM probes ORDER BY id").fetchall()
-            assert rows == [(calm.name, "ok")]
+            await anyio.sleep(started + deadline + 0.5 - time.monotonic())
+            assert hanging_rows() == []  # dropped at once, not left to time out
+
+            # 2. a raw client sends the call and drops the connection, no cancel
+            async with httpx.AsyncClient(headers=headers) as raw:
+                init = await raw.post(url, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                        "protocolVersion": version, "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "0"}}})
+                session = {"mcp-session-id": init.headers["mcp-session-id"],
+                           "mcp-protocol-version": version}
+                await raw.post(url, headers=session,
+                               json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                started = time.monotonic()
+                with pytest.raises(httpx.ReadTimeout):
+                    await raw.post(url, headers=session, timeout=0.3, json={
+                        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                        "params": {"name": hanging.name, "arguments": {}}})
+            async with Client(url, read_timeout_seconds=30) as client:
+                assert (await client.call_tool(calm.name, {})).is_error is False
+            rows = hanging_rows()
+            while not rows and time.monotonic() - started < deadline + 5:
+                await anyio.sleep(0.05)
+                rows = hanging_rows()
+            ended = time.monotonic() - started
+            assert len(rows) == 1 and rows[0][0] == "TIMEOUT"
+            assert rows[0][1] == pytest.approx(deadline * 1000, rel=0.2)
+            assert ended < deadline + 1.0
+
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=10) == 0
     with sqlite3.connect(db) as conn:
-        status = conn.execute("SELECT status FROM probe_runs").fetchone()[0]
-    assert status == "done"
+        assert conn.execute("SELECT status, n_calls FROM probe_runs").fetchone() == ("done", 3)
 
 
 def test_stdio_eof_mid_call_ends_the_server_and_stdout_is_only_json_rpc(
@@ -203,52 +237,6 @@ def test_stdio_eof_mid_call_ends_the_server_and_stdout_is_only_json_rpc(
         assert conn.execute("SELECT COUNT(*) FROM probes").fetchone()[0] == 0
 
 
-async def test_http_connection_dropped_without_cancel_ends_at_the_deadline(
-    catalog: Catalog, sandbox_factory: Any, tmp_path: Path
-) -> None:
-    """A client that vanishes without `notifications/cancelled`: the call runs to its deadline
-    (not past it), is stored as a TIMEOUT, and the server keeps serving."""
-    import httpx
-
-    hanging, calm = no_arg_tools(catalog)[:2]
-    sandbox = sandbox_factory(hang_profile(hanging))
-    db = tmp_path / "rp.db"
-    deadline = 1.5
-    version = "2025-11-25"
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    with anyio.fail_after(60):
-        with http_server("--sandbox", sandbox, "--timeout", str(deadline), "--db", str(db)) as (
-            url, _
-        ):
-            async with httpx.AsyncClient(headers=headers) as raw:
-                init = await raw.post(url, json={
-                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                        "protocolVersion": version, "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "0"}}})
-                session = {"mcp-session-id": init.headers["mcp-session-id"],
-                           "mcp-protocol-version": version}
-                await raw.post(url, headers=session,
-                               json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-                started = time.monotonic()
-                with pytest.raises(httpx.ReadTimeout):
-                    await raw.post(url, headers=session, timeout=0.3, json={
-                        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                        "params": {"name": hanging.name, "arguments": {}}})
-            async with Client(url, read_timeout_seconds=30) as client:
-                assert (await client.call_tool(calm.name, {})).is_error is False
-            row = None
-            while row is None and time.monotonic() - started < deadline + 5:
-                with sqlite3.connect(db) as conn:
-                    row = conn.execute(
-                        "SELECT error_code, latency_ms FROM probes WHERE tool = ?", [hanging.name]
-                    ).fetchone()
-                await anyio.sleep(0.05)
-            ended = time.monotonic() - started
-    assert row is not None and row[0] == "TIMEOUT"
-    assert row[1] == pytest.approx(deadline * 1000, rel=0.2)
-    assert ended < deadline + 1.0
-
-
 async def test_stdio_record_then_replay_through_the_cli(
     catalog: Catalog, calm_sandbox: str, tmp_path: Path
 ) -> None:
@@ -272,3 +260,43 @@ async def test_stdio_record_then_replay_through_the_cli(
     assert recorded.is_error is False
     assert replayed.structured_content == recorded.structured_content
     assert first_text(replayed) == first_text(recorded)
+
+
+def test_stdio_sigterm_stops_cleanly_and_writes_the_recording(
+    catalog: Catalog, calm_sandbox: str, tmp_path: Path
+) -> None:
+    """SIGTERM while the client is idle (stdin open, nothing to read) still ends the server
+    at once, and record mode's cassette is written on the way out."""
+    tool = no_arg_tools(catalog)[0]
+    cassette = tmp_path / "rec.json"
+    proc = subprocess.Popen(
+        [*CLI, "--sandbox", calm_sandbox, "--mode", "record", "--cassette", str(cassette)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": tool.name, "arguments": {}}},
+    ]
+    try:
+        for m in messages:
+            proc.stdin.write(json.dumps(m) + "\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        answer = json.loads(proc.stdout.readline())
+        assert answer["id"] == 2 and answer["result"]["isError"] is False
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=10)
+        assert time.monotonic() - t0 < 5
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0
+    assert cassette.exists()
+    assert httpx.URL(tool.api.base_url).host in cassette.read_text()  # the call, canonical URL

@@ -10,27 +10,76 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.stdio import stdio_server
 
 from realprobe.mcp.service import McpService
 
 MCP_PATH = "/mcp"
+#: longest JSON-RPC line read from stdin (the SDK caps HTTP bodies at 4 MiB)
+STDIN_LINE_LIMIT = 16 * 1024 * 1024
+
+
+class _StdinLines:
+    """stdin lines read on the event loop, so a signal can cancel the read.
+
+    The SDK's default reads stdin in a worker thread that nothing can interrupt, so SIGTERM
+    would wait for the client's next line; this reader ends on EOF or on cancellation.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
+        self.reader = reader
+        self.transport = transport
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            line = await self.reader.readline()
+        except ValueError:  # a line over the limit: let the SDK report it as bad JSON
+            return "{}\n"
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+async def _stdin_lines() -> _StdinLines | None:
+    """None when stdin cannot be watched by the loop (a regular file): the SDK reads it."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
+    pipe = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
+    try:
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe
+        )
+    except (OSError, ValueError):
+        pipe.close()
+        return None
+    return _StdinLines(reader, transport)
 
 
 async def serve_stdio(
     service: McpService, *, on_ready: Callable[[str], None] | None = None
 ) -> None:
     async with service:
-        if on_ready is not None:
-            on_ready("stdio")
-        async with stdio_server() as (read, write):
-            await service.server.run(read, write, service.server.create_initialization_options())
+        lines = await _stdin_lines()
+        try:
+            if on_ready is not None:
+                on_ready("stdio")
+            async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+                await service.server.run(
+                    read, write, service.server.create_initialization_options()
+                )
+        finally:
+            if lines is not None:
+                lines.transport.close()
 
 
 def bind(host: str, port: int) -> socket.socket:
