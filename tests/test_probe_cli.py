@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from realprobe.adapters.catalog import Catalog
 from realprobe.cli import app
 from realprobe.errors import RealprobeError
+from realprobe.store import Store
 
 runner = CliRunner()
 
@@ -108,15 +109,16 @@ def test_unusable_databases(tmp_path: Path) -> None:
 
 def test_locked_database(tmp_path: Path) -> None:
     db = tmp_path / "locked.db"
-    rp("probe", "--tools", "advice_random", "--simulate", "calm", "--db", str(db))
+    Store(db).close()
     holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")  # another process is writing and holds the lock
     try:
-        res = rp("probe", "--all", "--simulate", "calm", "--db", str(db), "--lock-timeout", "0.2")
+        message = in_process_error("probe", "--all", "--simulate", "calm", "--db", str(db),
+                                   "--lock-timeout", "0.2")
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert_user_error(res, "database is locked by another process")
+    assert "database is locked by another process" in message
 
 
 def test_unreachable_sandbox_is_marked_and_exits_non_zero(tmp_path: Path) -> None:

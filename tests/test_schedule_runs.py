@@ -195,3 +195,31 @@ def test_sigterm_stops_after_in_flight_calls_losing_nothing(
     assert rows == sb.stats.requests and rows >= 10
     assert status == "interrupted"
     assert "stopping" in kinds and kinds[-1] == "stopped"
+
+
+def test_hostile_or_unreachable_targets_never_stop_the_schedule(
+    catalog: Catalog, calm_sandbox: str, tmp_path: Path
+) -> None:
+    s = __import__("socket").socket()
+    s.bind(("127.0.0.1", 0))
+    closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    tool = next(iter(catalog)).name
+    for target, status, code in (
+        (f"{calm_sandbox}/_fault/hang", "done", "TIMEOUT"),
+        (closed, "local_network_failure", "NETWORK_ERROR"),
+    ):
+        db = tmp_path / f"{status}.db"
+        t = time.monotonic()
+        res = runner.invoke(
+            app, ["schedule", "--every", "0.2s", "--max-runs", "2", "--tools", tool,
+                  "--rounds", "2", "--timeout", "0.4", "--politeness", "off",
+                  "--sandbox", target, "--db", str(db), "--json"],
+        )
+        assert res.exit_code == 0, res.output
+        assert time.monotonic() - t < 8
+        assert json.loads(res.stdout)["runs"] == 2
+        with Store(db) as store:
+            assert [r["status"] for r in store.runs()] == [status, status]
+            codes = {r["error_code"] for r in store.db["probes"].rows}
+        assert codes == {code}

@@ -69,11 +69,12 @@ VantageOpt = Annotated[
     str | None, typer.Option("--vantage", help="Where the probes run from (default: hostname).")
 ]
 PolitenessOpt = Annotated[
-    PolitenessChoice,
+    PolitenessChoice | None,
     typer.Option(
         "--politeness",
-        help="catalog: per-API limits from the catalogue (default). "
-        "off: no waits (only with --sandbox, --simulate or --mode replay).",
+        help="catalog: per-API limits from the catalogue (the default, except for --mode "
+        "replay, which reads a cassette and waits for nobody). off: no waits (only with "
+        "--sandbox, --simulate or --mode replay).",
     ),
 ]
 ConcurrencyOpt = Annotated[
@@ -130,7 +131,7 @@ def setup(
     mode: Mode,
     cassette: Path | None,
     seed: int,
-    politeness: PolitenessChoice,
+    politeness: PolitenessChoice | None,
     concurrency: int,
     catalog: list[Path] | None,
 ) -> ProbeSetup:
@@ -151,6 +152,8 @@ def setup(
         raise RealprobeError(f"--tools {tools!r} names no tool")
     opts = transport_options(mode, sandbox, simulate, cassette, seed)
     run_mode, target = _labels(opts)
+    if politeness is None:
+        politeness = PolitenessChoice.OFF if opts.mode is Mode.REPLAY else PolitenessChoice.CATALOG
     if politeness is PolitenessChoice.OFF:
         if target == "live":
             raise RealprobeError(
@@ -291,7 +294,7 @@ def probe_cmd(
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     seed: SeedOpt = 0,
-    politeness: PolitenessOpt = PolitenessChoice.CATALOG,
+    politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
     catalog: CatalogOpt = None,
@@ -351,7 +354,7 @@ def schedule_cmd(
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     seed: SeedOpt = 0,
-    politeness: PolitenessOpt = PolitenessChoice.CATALOG,
+    politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
     catalog: CatalogOpt = None,
