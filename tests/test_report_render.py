@@ -118,7 +118,7 @@ def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("playwright not installed (CI: pip install playwright; no `playwright install`)")
+        pytest.skip("playwright not installed (CI: pip install playwright; no playwright install)")
     out = tmp_path / "report.html"
     out.write_text(render_html(build_report(db)), encoding="utf-8")
     problems: list[str] = []
