@@ -214,6 +214,8 @@ async def test_db_stores_served_calls_as_probe_rows(
         assert row["http_status"] == 429 and row["retry_after"] > 0
         assert row["started_at"].endswith("Z") and row["timeout_s"] > 0
     assert run["status"] == "done" and run["n_calls"] == 2 and run["n_error"] == 2
+    # labelled like `realprobe probe` runs, so stats can tell sandbox traffic from live
+    assert (run["mode"], run["target"]) == ("live", f"{url}/_fault/429")
 
 
 async def test_simulate_mode_follows_the_profile_and_the_seed(catalog: Catalog) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 import anyio
@@ -62,14 +63,22 @@ class ServiceOptions:
 
 
 def describe_target(opts: TransportOptions) -> str:
+    """What answers the calls, for people: live, a sandbox URL, a cassette, a profile."""
+    if opts.mode is Mode.RECORD:
+        return f"record:{opts.sandbox or 'live'}->{opts.cassette}"
+    return run_labels(opts)[1]
+
+
+def run_labels(opts: TransportOptions) -> tuple[str, str]:
+    """(mode, target) of the run row, labelled as `realprobe probe` labels its runs (stats
+    filter on them): target is live, the sandbox URL, simulate:<profile> or replay:<file>."""
     if opts.mode is Mode.SIMULATE:
         prof = opts.profile
-        name = getattr(prof, "name", None) or (str(prof) if prof is not None else "calm")
-        return f"simulate:{name}"
+        name = str(prof) if isinstance(prof, str | PurePath) else getattr(prof, "name", None)
+        return "simulate", f"simulate:{name or ('calm' if prof is None else 'profile')}"
     if opts.mode is Mode.REPLAY:
-        return f"replay:{opts.cassette}"
-    where = opts.sandbox or "live"
-    return f"record:{where}->{opts.cassette}" if opts.mode is Mode.RECORD else where
+        return "replay", f"replay:{opts.cassette}"
+    return opts.mode.value, opts.sandbox or "live"
 
 
 class McpService:
@@ -162,6 +171,7 @@ class McpService:
 
         self._store = Store(path)
         wall = time.time()
+        mode, target = run_labels(self.transport_options)
         try:
             self._store.start_run(
                 {
@@ -169,8 +179,8 @@ class McpService:
                     "started_at": iso_utc(wall),
                     "started_ts": wall,
                     "vantage": self.vantage,
-                    "mode": self.transport_options.mode.value,
-                    "target": "mcp " + describe_target(self.transport_options),
+                    "mode": mode,
+                    "target": target,
                     "tools": list(self.tools),
                     "rounds": 0,
                     "n_calls": 0,
