@@ -145,6 +145,26 @@ def test_llm_endpoint_failure_is_an_error_row(catalog: Catalog, llm: ScriptedLLM
     assert r.row["outcome"] == "error" and r.row["termination"] == "llm_error"
 
 
+def test_openai_reads_tool_calls_left_as_text_by_a_server_without_a_parser(
+    catalog: Catalog, llm: ScriptedLLM
+) -> None:
+    r = run(
+        catalog,
+        llm,
+        "openai",
+        [
+            *(
+                text(f'<tool_call>{{"name": "{n}", "arguments": {{}}}}</tool_call>')
+                for n in FETCHES
+            ),
+            lambda body: tool_calls(("compose_post", {"text": grounded_post(body)})),
+            text("TASK COMPLETE"),
+        ],
+    )
+    assert r.row["strict"] == 1, r.score.reasons
+    assert llm.requests[1]["messages"][-1]["content"].startswith("<tool_result>{")
+
+
 # -- the paper's text protocol --------------------------------------------------------------
 
 

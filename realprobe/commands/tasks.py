@@ -97,12 +97,13 @@ def run_cmd(
         str, typer.Option("--agent", help="reference, openai or openai-text.")
     ] = "reference",
     prompt: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--prompt",
-            help="baseline, cot, optimal, flawed:<type> or flawed:all (comma-separated list ok).",
+            help="baseline, cot, optimal, flawed:<type> or flawed:all (comma-separated list ok). "
+            "Default: optimal for the reference agent, baseline for LLM agents.",
         ),
-    ] = "baseline",
+    ] = None,
     mode: ModeOpt = Mode.LIVE,
     sandbox: SandboxOpt = None,
     simulate: SimulateOpt = None,
@@ -157,7 +158,7 @@ def run_cmd(
             raise RealprobeError(f"{name} must be positive")
     mode, simulate = _mode(mode, sandbox, simulate)
     llm = _llm(agent, base_url, model, api_key_env, llm_timeout)
-    prompts = prompt_variants(prompt)
+    prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
     cat = load_catalog(catalog)
     chosen = pick_tasks(load_tasks(tasks_dir or default_tasks_dir()), tasks or [], all_)
     cfg = RunConfig(
@@ -209,19 +210,10 @@ def run_cmd(
 
 def _print_runs(results: list[RunOutcome]) -> None:
     table = Table(title=f"{len(results)} task runs")
-    for col in (
-        "task",
-        "prompt",
-        "rep",
-        "outcome",
-        "grounded",
-        "calls",
-        "retries",
-        "fallbacks",
-        "turns",
-        "ended",
-    ):
-        table.add_column(col)
+    table.add_column("task", no_wrap=True)
+    table.add_column("prompt", no_wrap=True)
+    for col in ("#", "outcome", "grounded", "calls", "retries", "fallbacks", "turns", "ended"):
+        table.add_column(col, no_wrap=col in ("outcome", "ended"))
     colour = {"full": "green", "partial": "yellow", "failure": "red", "error": "magenta"}
     for r in results:
         row = r.row

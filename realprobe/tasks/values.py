@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -95,4 +96,5 @@ def resolve_args(
 
 
 def normalise(text: str) -> str:
-    return " ".join(text.casefold().split())
+    """For grounding: case, runs of whitespace and HTML entities (`&quot;`) do not count."""
+    return " ".join(html.unescape(text).casefold().split())

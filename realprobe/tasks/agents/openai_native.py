@@ -8,6 +8,7 @@ import openai
 
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import LlmLoop, run_tool
+from realprobe.tasks.agents.openai_text import TAG, text_call
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.state import tool_message
 
@@ -35,7 +36,15 @@ class OpenAIToolAgent(LlmLoop):
         calls = msg.tool_calls or []
         if not calls:
             text = msg.content or msg.refusal or ""
-            return self.finish(ctx, text)
+            embedded = TAG.search(text)
+            if embedded is None or embedded.group(1) != "tool_call":
+                return self.finish(ctx, text)
+            # a server without a tool-call parser leaves Hermes-style tags in the text
+            messages.append({"role": "assistant", "content": text})
+            messages.append(
+                {"role": "user", "content": await text_call(ctx, embedded.group(2), turn)}
+            )
+            return False
         messages.append(
             {
                 "role": "assistant",

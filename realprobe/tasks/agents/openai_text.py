@@ -72,6 +72,17 @@ def parse_call(body: str) -> tuple[str, Any]:
     return obj["name"], obj.get("arguments", {})
 
 
+async def text_call(ctx: AgentContext, body: str, turn: int) -> str:
+    """Run the call in a <tool_call> body; the reply is a <tool_result> block."""
+    try:
+        name, raw = parse_call(body)
+    except ValueError as exc:
+        rec = ctx.box.record_bad_call("?", {"_raw": body[:500]}, turn, "malformed", str(exc))
+    else:
+        rec = await run_tool(ctx, name, raw, turn)
+    return f"<tool_result>{tool_message(rec)}</tool_result>"
+
+
 class OpenAITextAgent(LlmLoop):
     name = "openai-text"
     protocol = "text"
@@ -99,15 +110,7 @@ class OpenAITextAgent(LlmLoop):
         elif kind == "tool_info":
             reply = info(ctx, body)
         else:
-            try:
-                name, raw = parse_call(body)
-            except ValueError as exc:
-                rec = ctx.box.record_bad_call(
-                    "?", {"_raw": body[:500]}, turn, "malformed", str(exc)
-                )
-            else:
-                rec = await run_tool(ctx, name, raw, turn)
-            reply = f"<tool_result>{tool_message(rec)}</tool_result>"
+            reply = await text_call(ctx, body, turn)
         if len(tags) > 1:
             reply += f"\n(One tool per turn: {len(tags) - 1} more tag(s) ignored.)"
         messages.append({"role": "user", "content": reply})
