@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from realprobe.adapters import ToolResult
+from realprobe.adapters import ToolError, ToolResult
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.errors import RealprobeError
+from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.probes import PolitenessConfig, run_probes
+from realprobe.probes.runner import reached_server
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.store import Store
 
@@ -134,10 +135,11 @@ async def test_hostile_servers_never_hold_a_probe_past_its_deadline(
     url = f"{calm_sandbox}/_fault/{variant}"
     tools = list(catalog)[:4]
     t = time.perf_counter()
-    _s, rows, _ = await probe(catalog, TransportOptions(sandbox=url), tools, 2, tmp_path / "p.db",
+    s, rows, _ = await probe(catalog, TransportOptions(sandbox=url), tools, 2, tmp_path / "p.db",
                              politeness=ZERO, target=url, timeout_s=0.6)
     elapsed = time.perf_counter() - t
     assert len(rows) == 8 and all(r["error_code"] == "TIMEOUT" for r in rows)
+    assert s.status == "done" and not s.excluded  # a hanging server is the API's failure
     assert all(r["latency_ms"] < 600 + 400 for r in rows)
     assert elapsed < 2 * 0.6 + 2.0  # two rounds per host, hosts in parallel
 
@@ -198,3 +200,20 @@ async def test_a_failing_database_fails_the_run_with_a_clear_error(
     assert run["status"] == "failed"
     store.close()
     await client.aclose()
+
+
+def test_what_counts_as_reaching_a_server() -> None:
+    def err(code: ErrorCode, message: str, **kw: Any) -> ToolResult:
+        return ToolResult(tool="t", ok=False, error=ToolError(code=code, message=message), **kw)
+
+    refused = err(ErrorCode.NETWORK_ERROR, "ConnectError: All connection attempts failed")
+    dns = err(ErrorCode.NETWORK_ERROR, "ConnectError: [Errno -2] Name or service not known")
+    connect_timeout = err(ErrorCode.TIMEOUT, "ConnectTimeout: timed out")
+    hang = err(ErrorCode.TIMEOUT, "no complete answer within the 3s deadline")
+    drip = err(ErrorCode.TIMEOUT, "no complete answer within the 3s deadline", bytes=12)
+    reset = err(ErrorCode.NETWORK_ERROR, "ReadError: connection reset by peer")
+    http = err(ErrorCode.SERVER_ERROR, "HTTP 503", http_status=503)
+    assert [reached_server(r) for r in (refused, dns, connect_timeout)] == [False] * 3
+    assert reached_server(hang) is None
+    assert [reached_server(r) for r in (drip, reset, http)] == [True] * 3
+    assert reached_server(ToolResult(tool="t", ok=True, data={})) is True

@@ -4,10 +4,13 @@
 different hosts are probed concurrently, each host through its own polite workers
 (politeness.py), and every call's row is committed the moment the call ends.
 
-The prober's own outages are not the API's: when no call in a run reached any server
-(every call failed while connecting), the run is marked `local_network_failure` and its
-rows get `excluded = 1`. Once every host has failed at connect and nothing was reached,
-the run stops early instead of hammering a dead network.
+The prober's own outages are not the API's: when no call in a run reached any server (calls
+failed while connecting - refused, DNS, connect timeout - or timed out with nothing
+received, and at least one certainly failed at connect), the run is marked
+`local_network_failure` and its rows get `excluded = 1`. Once every host has been tried
+and nothing was reached, the run stops early instead of hammering a dead network. A run
+where every call times out with nothing received and none fails at connect (a hanging
+server) is the API's failure and stays counted.
 """
 
 from __future__ import annotations
@@ -108,7 +111,8 @@ class _State:
     skipped: Counter[str] = field(default_factory=Counter)
     latencies: dict[str, list[float]] = field(default_factory=dict)
     errors: dict[str, Counter[str]] = field(default_factory=dict)
-    reached: bool = False
+    reached: bool = False  # some call got an answer from a server
+    connect_failures: int = 0  # calls that certainly failed while connecting
     notes: list[str] = field(default_factory=list)
 
 
@@ -142,6 +146,22 @@ def is_connect_failure(result: ToolResult) -> bool:
     if err.code not in (ErrorCode.NETWORK_ERROR, ErrorCode.TIMEOUT):
         return False
     return err.message.startswith(CONNECT_FAILURE_PREFIXES)
+
+
+def reached_server(result: ToolResult) -> bool | None:
+    """True: a server answered or accepted the connection; False: failed while connecting;
+    None: cannot tell (the deadline fired with nothing received - a hanging server, or a DNS
+    lookup or connect that never finished)."""
+    if is_connect_failure(result):
+        return False
+    if (
+        result.error is not None
+        and result.error.code is ErrorCode.TIMEOUT
+        and result.http_status is None
+        and result.bytes == 0
+    ):
+        return None
+    return True
 
 
 def default_vantage() -> str:
@@ -252,7 +272,11 @@ async def run_probes(
         return halt.is_set() or (stop is not None and stop.is_set())
 
     def everything_unreachable() -> bool:
-        return not state.reached and all(h.attempted for h in hosts)
+        return (
+            not state.reached
+            and state.connect_failures > 0
+            and all(h.attempted for h in hosts)
+        )
 
     async def one_call(call: ProbeCall) -> ToolResult:
         coro = call_tool(call.tool, call.args, client, timeout_s=timeout)
@@ -306,8 +330,11 @@ async def run_probes(
             state.error += 1
             assert err is not None
             state.errors[call.tool.name][err.code.value] += 1
-        if not is_connect_failure(result):
+        reached = reached_server(result)
+        if reached:
             state.reached = True
+        elif reached is False:
+            state.connect_failures += 1
         return row
 
     async def process(host: _Host) -> None:
@@ -391,11 +418,11 @@ async def run_probes(
         if host.limiter.given_up:
             state.notes.append(f"{host.key}: {host.limiter.given_up}")
     excluded = False
-    if state.rows > 0 and not state.reached:
+    if state.rows > 0 and not state.reached and state.connect_failures > 0:
         status = RUN_LOCAL_NETWORK_FAILURE
         excluded = True
         state.notes.append(
-            "nothing was reachable (every call failed while connecting): marked as a local "
+            "nothing was reachable (no call reached a server): marked as a local "
             "network failure; its rows are excluded from API statistics"
         )
     elif left and stop is not None and stop.is_set():
