@@ -162,3 +162,33 @@ def test_the_command_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1
     p = rp("results", "--db", str(tmp_path / "none.db"))
     assert p.returncode == 2 and "no database" in p.stderr
+
+
+def test_flawed_prompts_fill_the_per_flaw_table(tmp_path: Path) -> None:
+    db = str(tmp_path / "f.db")
+    res = runner.invoke(
+        app,
+        [
+            "run",
+            "pet_newsletter",
+            "travel_briefing",
+            "--simulate",
+            "calm",
+            "--prompt",
+            "optimal,flawed:all",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    runs = json.loads(res.output)["runs"]
+    assert len(runs) == 2 * 8
+    summary = json.loads(runner.invoke(app, ["results", "--db", db, "--json"]).output)
+    prompts = {r["prompt"]: r for r in summary["by_prompt"]}
+    assert set(prompts) == {"optimal", "flawed"}
+    assert prompts["optimal"]["strict_rate"] == 1.0 > prompts["flawed"]["strict_rate"]
+    flaws = {r["flaw"]: r for r in summary["by_flaw"]}
+    assert len(flaws) == 7 and all(r["runs"] == 2 for r in flaws.values())
+    assert flaws["missing_step"]["full_rate"] == 0.0
+    assert flaws["semantic_drift"]["grounded_rate"] == 0.0

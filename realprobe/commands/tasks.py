@@ -193,7 +193,20 @@ def run_cmd(
             store.insert_run(res.row, res.steps)
             progress.update(bar, advance=1, description=f"{res.row['task']} {res.row['outcome']}")
 
-        results = asyncio.run(run_batch(chosen, cfg, cat, on_done=done))
+        finished: list[RunOutcome] = []
+
+        def keep(res: RunOutcome) -> None:
+            finished.append(res)
+            done(res)
+
+        try:
+            results = asyncio.run(run_batch(chosen, cfg, cat, on_done=keep))
+        except KeyboardInterrupt:
+            err_console.print(
+                f"interrupted: {len(finished)} of {total} runs finished and are stored in "
+                f"{store.store.path}; the run in progress is dropped"
+            )
+            raise typer.Exit(130) from None
     rows = [r.row for r in results]
     summary = {"levels": levels(rows), **pass_k(rows), "recovery": recovery(rows)}
     if as_json:
