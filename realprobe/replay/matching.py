@@ -9,32 +9,43 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import hashlib
 import json
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 import httpx
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MATCH_URL = ("method", "url")
+PATH_SAFE = "/:@!$&'()*+,;=-._~"
 MATCH_URL_BODY = ("method", "url", "body")
 
 
 def canonical_url(url: str | httpx.URL) -> str:
     """A stable spelling of a URL; strings that are not absolute URLs come back unchanged."""
+    return _canonical(str(url))
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical(url: str) -> str:
     try:
-        u = url if isinstance(url, httpx.URL) else httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError):
-        return str(url)
-    if not u.scheme or not u.host:
-        return str(url)
-    port = "" if u.port is None or DEFAULT_PORTS.get(u.scheme) == u.port else f":{u.port}"
-    path = quote(u.path or "/", safe="/:@!$&'()*+,;=-._~%")
-    query = u.query.decode("ascii", "replace")
-    if query:
-        pairs = sorted(parse_qsl(query, keep_blank_values=True))
-        return f"{u.scheme}://{u.host.lower()}{port}{path}?{urlencode(pairs)}"
-    return f"{u.scheme}://{u.host.lower()}{port}{path}"
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    if not scheme or not host:
+        return url
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None or DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    path = quote(unquote(parts.path) or "/", safe=PATH_SAFE)
+    if parts.query:
+        pairs = sorted(parse_qsl(parts.query, keep_blank_values=True))
+        return f"{scheme}://{netloc}{path}?{urlencode(pairs)}"
+    return f"{scheme}://{netloc}{path}"
 
 
 def body_digest(body: bytes | None) -> str:

@@ -91,6 +91,12 @@ def exception_for(call: Call, request: httpx.Request) -> Exception:
     return httpx.TransportError(f"{name}: {message}", request=request)
 
 
+def _ended_before_close(call: Call) -> bool:
+    if call.end_s is None or call.offset_s is None or call.elapsed_s is None:
+        return False
+    return call.end_s < call.offset_s + call.elapsed_s
+
+
 class _ReplayStream(httpx.AsyncByteStream):
     def __init__(
         self, owner: ReplayTransport, call: Call, request: httpx.Request, start: float | None,
@@ -294,6 +300,10 @@ class ReplayTransport(httpx.AsyncBaseTransport):
             raise exception_for(call, request)
         head = call.ttfb_s if call.ttfb_s is not None else 0.0
         await self._wait(head, request, tighter, body=False)
+        if _ended_before_close(call):
+            # the client gave up on this response before closing it (a refused redirect):
+            # its latency was taken here, not when the stream closed
+            self._align_end(call, start)
         extensions = {}
         if call.reason:
             extensions["reason_phrase"] = call.reason.encode("latin-1", "replace")
