@@ -37,10 +37,7 @@ def comparable(r: RunOutcome) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         for k, v in r.row.items()
         if k not in ("id", "batch", "started_at", "wall_s", "clock_s", "mode", "cassette")
     }
-    steps = [
-        {k: v for k, v in s.items() if k not in ("run_id", "latency_ms", "message")}
-        for s in r.steps
-    ]
+    steps = [{k: v for k, v in s.items() if k not in ("run_id", "latency_ms")} for s in r.steps]
     return row, steps
 
 
