@@ -20,9 +20,9 @@ from pathlib import Path
 
 import httpx
 import vcr
+from replay_cassette_2k import make_cassette
 
 from realprobe.replay.replayer import ReplayTransport
-from replay_cassette_2k import make_cassette
 
 RESULTS = Path(__file__).resolve().parent / "results" / "replay_vs_vcrpy.json"
 
