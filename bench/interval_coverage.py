@@ -129,7 +129,7 @@ def main() -> None:
     catalog = default_catalog()
     t0 = time.perf_counter()
     with Progress() as progress:
-        out = {
+        out: dict[str, object] = {
             "truth": {"success": SUCCESS, "mu": MU, "sigma": SIGMA, "p_fail_after_fail": P_FF,
                       "p_fail_after_ok": round(P_FO, 4)},
             "burst": scenario(catalog, True, args.seeds, args.calls, progress),

@@ -65,6 +65,17 @@ def probe(
 ) -> None:
     """Probe through part A's runner: one tool per host, sequential per host, no politeness
     waits (the sandbox and the simulator are ours to hammer)."""
+    probe_concurrently(catalog, tools, rounds, [(opts, db)], timeout_s)
+
+
+def probe_concurrently(
+    catalog: Catalog,
+    tools: list[Tool],
+    rounds: int,
+    targets: list[tuple[TransportOptions, Path]],
+    timeout_s: float,
+) -> None:
+    """Several probe runs at once in one event loop (one per target, each into its own db)."""
     from realprobe.adapters.spec import Politeness
     from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.runner import run_probes
@@ -75,7 +86,7 @@ def probe(
         budgets=False,
     )
 
-    async def go() -> None:
+    async def one(opts: TransportOptions, db: Path) -> None:
         client = make_client(catalog, opts, config=ClientConfig(deadline_s=timeout_s))
         try:
             with Store(db) as store:
@@ -86,6 +97,9 @@ def probe(
                 )
         finally:
             await client.aclose()
+
+    async def go() -> None:
+        await asyncio.gather(*(one(o, d) for o, d in targets))
 
     asyncio.run(go())
 

@@ -4,9 +4,10 @@ inside the 95% intervals, and the fitted latency within a stated tolerance.
 Latency scaling. The sandbox sleeps `delay * latency_scale`, so a call that the profile gives
 latency L (ms) is observed as about `scale * L + o`, with `o` the loopback/client overhead.
 ln(scale * L) = ln L + ln(scale): a fit on raw observations would find mu + ln(scale), and the
-overhead pushes mu up and sigma down a little more. We measure `o` (median latency of the same
-calls against a zero-latency sandbox, same concurrency), then map observations back to profile
-units, `(observed - o) / scale`, before the fit; the deadline maps the same way.
+overhead pushes mu up and sigma down a little more. We measure `o` with the same calls, at the same
+time, against a second sandbox whose every answer takes exactly REF_MS (so the sandbox's timer
+overshoot and the machine's current load are in it), then map observations back to profile units,
+`(observed - o) / scale`, before the fit; the deadline maps the same way.
 
 Then the same experiment over many seeds in the simulate transport (virtual clock, no overhead,
 no scaling) measures how often the 95% intervals cover the truth; bench/interval_coverage.py
@@ -15,6 +16,7 @@ runs it over 500+ seeds.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +30,7 @@ from probe_helpers import (
     TRUE_SUCCESS,
     distinct_host_tools,
     probe,
+    probe_concurrently,
     simulate_opts,
     truth_profile,
 )
@@ -36,14 +39,15 @@ from realprobe.adapters.catalog import Catalog
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.stats import ProbeArrays, compute_stats, load_probes, wilson
 from realprobe.replay.modes import TransportOptions
-from realprobe.simulator.profile import load_profile
+from realprobe.simulator.profile import LatencyModel, Lognormal, Profile, ToolProfile, load_profile
 
-SCALE = 0.1
-DEADLINE_S = 0.12  # ~1180 ms in profile units, 4 sigma above the median: hangs end fast
+SCALE = 0.25  # median call ~37 ms: well above the loopback overhead and its jitter
+DEADLINE_S = 0.25  # ~1000 ms in profile units, 3.8 sigma above the median: hangs end fast
 MU_TOL, SIGMA_TOL = 0.10, 0.06  # stated tolerance on the fitted latency (ln ms)
+REF_MS = math.exp(TRUE_MU)
 # three tools on three emulated hosts: more concurrency makes the one-process prober's own
 # CPU show up as latency (event-loop stalls), which no constant overhead correction removes
-N_TOOLS, ROUNDS = 3, 220
+N_TOOLS, ROUNDS = 3, 150
 
 
 def _to_profile_units(arr: ProbeArrays, overhead_ms: float, scale: float) -> ProbeArrays:
@@ -68,17 +72,28 @@ def test_closed_loop_sandbox(sandbox_factory, catalog: Catalog, tmp_path: Path) 
     tools = distinct_host_tools(catalog, N_TOOLS)
     assert len(tools) == N_TOOLS
 
-    # 1. the overhead of one call on this machine, at the same concurrency
-    calm = sandbox_factory("calm", latency_scale=0.0)
-    probe(catalog, tools, 25, TransportOptions(sandbox=calm), tmp_path / "calm.db", DEADLINE_S)
-    calm_arr = load_probes(tmp_path / "calm.db")
-    assert (calm_arr.code < 0).all()
-    overhead_ms = float(np.median(calm_arr.latency_ms))
-
-    # 2. probe the truth
+    # 1. the apparatus, measured at the same time as the truth: a second sandbox where every
+    # call takes exactly REF_MS in profile units, probed concurrently with the same tools, so
+    # whatever the client sees beyond SCALE * REF_MS is overhead (loopback, parsing, the
+    # sandbox's timer overshoot, event-loop stalls) under the very same load
+    ref = Profile(default=ToolProfile(
+        success_rate=1.0, latency_ms=LatencyModel(lognormal=Lognormal(mu=math.log(REF_MS),
+                                                                       sigma=1e-9))))
+    ref_url = sandbox_factory(ref, latency_scale=SCALE)
     url = sandbox_factory(truth_profile(), seed=11, latency_scale=SCALE)
     db = tmp_path / "truth.db"
-    probe(catalog, tools, ROUNDS, TransportOptions(sandbox=url), db, DEADLINE_S)
+    probe_concurrently(
+        catalog, tools, ROUNDS,
+        [(TransportOptions(sandbox=url), db),
+         (TransportOptions(sandbox=ref_url), tmp_path / "ref.db")],
+        DEADLINE_S,
+    )
+    ref_arr = load_probes(tmp_path / "ref.db")
+    assert (ref_arr.code < 0).all()
+    overhead_ms = float(np.median(ref_arr.latency_ms)) - SCALE * REF_MS
+    assert 0 < overhead_ms < 15, overhead_ms
+
+    # 2. the truth
     raw = load_probes(db)
     assert len(raw) == N_TOOLS * ROUNDS
     rep = compute_stats(_to_profile_units(raw, overhead_ms, SCALE))
@@ -113,11 +128,9 @@ def test_closed_loop_sandbox(sandbox_factory, catalog: Catalog, tmp_path: Path) 
     assert _error_shares_fit(counts) > 0.001, counts
 
     # 6. latency: the censored fit of all tools' successes, within the stated tolerance
-    pooled = ProbeArrays(
-        ["all"], np.array([0, len(raw)]), raw.ts,
-        *(a for a in (_to_profile_units(raw, overhead_ms, SCALE),)
-          for a in (a.latency_ms, a.code, a.timeout_s)),
-    )
+    scaled = _to_profile_units(raw, overhead_ms, SCALE)
+    pooled = ProbeArrays(["all"], np.array([0, len(raw)]), raw.ts, scaled.latency_ms,
+                         scaled.code, scaled.timeout_s)
     fit = compute_stats(pooled).tools[0].latency.lognormal
     assert fit is not None
     assert abs(fit.mu - TRUE_MU) < MU_TOL, (fit, overhead_ms)
