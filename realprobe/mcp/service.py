@@ -65,19 +65,20 @@ class ServiceOptions:
 def describe_target(opts: TransportOptions) -> str:
     """What answers the calls, for people: live, a sandbox URL, a cassette, a profile."""
     if opts.mode is Mode.RECORD:
-        return f"record:{opts.sandbox or 'live'}->{opts.cassette}"
+        return f"record:{run_labels(opts)[1]}->{opts.cassette}"
     return run_labels(opts)[1]
 
 
 def run_labels(opts: TransportOptions) -> tuple[str, str]:
     """(mode, target) of the run row, labelled as `realprobe probe` labels its runs (stats
     filter on them): target is live, the sandbox URL, simulate:<profile> or replay:<file>."""
-    if opts.mode is Mode.SIMULATE:
-        prof = opts.profile
-        name = str(prof) if isinstance(prof, str | PurePath) else getattr(prof, "name", None)
-        return "simulate", f"simulate:{name or ('calm' if prof is None else 'profile')}"
     if opts.mode is Mode.REPLAY:
         return "replay", f"replay:{opts.cassette}"
+    if opts.mode is Mode.SIMULATE or (opts.profile is not None and not opts.sandbox):
+        prof = opts.profile
+        name = str(prof) if isinstance(prof, str | PurePath) else getattr(prof, "name", None)
+        target = f"simulate:{name or ('calm' if prof is None else 'profile')}"
+        return ("simulate" if opts.mode is Mode.SIMULATE else opts.mode.value), target
     return opts.mode.value, opts.sandbox or "live"
 
 
@@ -313,7 +314,7 @@ class McpService:
                         error=ToolError(
                             code=ErrorCode.RATE_LIMIT_ERROR,
                             message=f"{held} (nothing was sent)",
-                            retry_after_s=round(held.retry_after_s, 1),
+                            retry_after_s=max(0.1, round(held.retry_after_s, 1)),
                         ),
                     )
         if scope.cancelled_caught:
