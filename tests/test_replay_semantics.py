@@ -279,3 +279,28 @@ async def test_record_mode_keeps_non_catalogue_hosts_through_the_sandbox_router(
     await replay.aclose()
     assert (again.ok, again.data) == (ok.ok, ok.data)
     assert health2.body == health.body
+
+
+async def test_recording_the_simulator_replays_identically_on_virtual_clocks(
+    catalog: Catalog, tmp_path: Path, no_network: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "sim.json"
+
+    async def run(opts: TransportOptions) -> list[tuple[object, ...]]:
+        client = make_client(catalog, opts, config=ClientConfig(deadline_s=2.0, read_timeout_s=1.0))
+        out = []
+        for tool in catalog:
+            r = await call_tool(tool, dict(tool.examples[0]), client)
+            out.append((tool.name, r.code, r.data, r.http_status, round(r.latency_ms, 3)))
+        await client.aclose()
+        return out
+
+    live = await run(TransportOptions(mode=Mode.RECORD, profile="harsh", seed=4, cassette=path))
+    assert load_cassette(path).meta["source"] == "realprobe simulator"
+    assert len({r[1] for r in live}) > 3  # a mix of outcomes
+    assert await run(TransportOptions(mode=Mode.REPLAY, cassette=path)) == live
+    # the policy also comes from the environment (for commands without the options)
+    monkeypatch.setenv("REALPROBE_REPLAY_LATENCY", "none")
+    instant = await run(TransportOptions(mode=Mode.REPLAY, cassette=path))
+    assert [r[:4] for r in instant] == [r[:4] for r in live]
+    assert all(r[4] == 0.0 for r in instant)

@@ -494,17 +494,22 @@ def save_cassette(cassette: Cassette, path: str | Path | None = None) -> Path:
     if p is None:
         raise CassetteError("no path to write the cassette to")
     payload = dump_bytes(cassette, as_yaml=is_yaml_path(p))
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise CassetteError(f"cannot write the cassette {p}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise CassetteError(f"cannot write the cassette {p}: {exc.strerror or exc}") from exc
         raise
     cassette.path = p
     return p
