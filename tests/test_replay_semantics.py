@@ -287,8 +287,9 @@ async def test_recording_the_simulator_replays_identically_on_virtual_clocks(
     path = tmp_path / "sim.json"
 
     async def run(opts: TransportOptions) -> list[tuple[object, ...]]:
-        client = make_client(catalog, opts, config=ClientConfig(deadline_s=2.0, read_timeout_s=1.0))
-        out = []
+        config = ClientConfig(deadline_s=2.0, read_timeout_s=1.0)
+        client = make_client(catalog, opts, config=config)
+        out: list[tuple[object, ...]] = []
         for tool in catalog:
             r = await call_tool(tool, dict(tool.examples[0]), client)
             out.append((tool.name, r.code, r.data, r.http_status, round(r.latency_ms, 3)))
