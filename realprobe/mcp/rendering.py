@@ -46,7 +46,7 @@ def retry_advice(err: ToolError, wait_from: str = "Retry-After from the API") ->
 
 def error_text(err: ToolError, wait_from: str = "Retry-After from the API") -> str:
     status = f" (HTTP {err.http_status})" if err.http_status else ""
-    message = err.message.rstrip(". ") or "no detail"
+    message = err.message.rstrip(". :") or "no detail"
     return f"{err.code.value}{status}: {message}. {retry_advice(err, wait_from)}"
 
 
