@@ -2,7 +2,8 @@
 
 Each script entry answers one POST /v1/chat/completions: a ready reply, or a function of the
 request body (so a turn can quote what the tools really returned). Every request body is kept
-in `requests` for assertions. When the script runs out, the server answers HTTP 500.
+in `requests` and its headers in `headers`, for assertions. When the script runs out, the
+server answers HTTP 500.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class ScriptedLLM:
     def __init__(self, script: list[Turn]) -> None:
         self.script = list(script)
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -100,6 +102,7 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                owner.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if not self.path.endswith("/chat/completions"):
                     status, payload = 404, {"error": {"message": "not found"}}
                 else:

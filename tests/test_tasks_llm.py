@@ -282,3 +282,52 @@ def test_llm_conversation_records_and_replays_without_the_server(
     assert strip(replayed.steps) == strip(recorded.steps)
     for k in ("outcome", "score", "grounded", "strict", "turns", "tokens_in", "artifact"):
         assert replayed.row[k] == recorded.row[k], k
+
+
+def test_the_documented_one_command_evaluation(
+    sandbox_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`realprobe run ... --agent openai --base-url ... --model ...` end to end, tools on the
+    loopback sandbox, the key from the named environment variable."""
+    from typer.testing import CliRunner
+
+    from realprobe.cli import app
+
+    url = sandbox_factory("calm")
+    monkeypatch.setenv("MY_KEY", "sk-test-999")
+    script: list[Turn] = [
+        tool_calls(*((name, {}) for name in FETCHES)),
+        lambda body: tool_calls(("compose_post", {"text": grounded_post(body)})),
+        text("TASK COMPLETE"),
+    ]
+    with ScriptedLLM(script) as server:
+        res = CliRunner().invoke(
+            app,
+            [
+                "run",
+                "pet_newsletter",
+                "--agent",
+                "openai",
+                "--base-url",
+                server.base_url,
+                "--model",
+                "scripted-1",
+                "--api-key-env",
+                "MY_KEY",
+                "--sandbox",
+                url,
+                "--db",
+                str(tmp_path / "e.db"),
+                "--json",
+            ],
+        )
+    assert res.exit_code == 0, res.output
+    (run_row,) = json.loads(res.output)["runs"]
+    assert (run_row["agent"], run_row["model"], run_row["prompt"]) == (
+        "openai",
+        "scripted-1",
+        "baseline",
+    )
+    assert run_row["strict"] == 1 and run_row["mode"] == "live"
+    assert "Recommended workflow" not in server.requests[0]["messages"][1]["content"]
+    assert server.headers[0]["authorization"] == "Bearer sk-test-999"

@@ -155,3 +155,16 @@ def test_recovery_rate_and_cost() -> None:
     assert r["recovery_cost"] == (3 + 1) / 3
     lv = levels(rows)
     assert (lv["full"], lv["partial"], lv["failure"]) == (2, 1, 0)
+
+
+def test_pass_k_with_uneven_runs_uses_each_tasks_first_n() -> None:
+    rows = [
+        row("a", "full"),
+        row("a", "failure"),
+        row("a", "full"),
+        row("b", "full"),
+        row("b", "full"),
+    ]
+    got = pass_k(rows)
+    assert set(got["pass^k"]) == {1, 2}  # n = 2, the smaller count
+    assert got["pass^k"][2] == (0 + 1) / 2  # a: [full, failure] -> 0; b: both -> 1

@@ -14,12 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from realprobe.commands.common import (
-    CassetteOpt,
     CatalogOpt,
     JsonOpt,
     ModeOpt,
     SandboxOpt,
-    SeedOpt,
     SimulateOpt,
     check_loopback_hint,
     console,
@@ -38,6 +36,17 @@ from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import RunConfig, RunOutcome, check_cassettes, plan_runs, run_batch
 from realprobe.tasks.store import TaskStore
 
+TaskCassetteOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cassette",
+        help="Record/replay: a file for one run, a folder for several (one cassette per run). "
+        "Replay without it uses the shipped cassettes.",
+    ),
+]
+TaskSeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seeds the fault model and the agent's jitter, per run.")
+]
 DbOpt = Annotated[
     Path | None, typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")
 ]
@@ -107,12 +116,12 @@ def run_cmd(
     mode: ModeOpt = Mode.LIVE,
     sandbox: SandboxOpt = None,
     simulate: SimulateOpt = None,
-    cassette: CassetteOpt = None,
+    cassette: TaskCassetteOpt = None,
     db: DbOpt = None,
     repeat: Annotated[
         int, typer.Option("--repeat", help="Runs per task and prompt (for pass^k).")
     ] = 1,
-    seed: SeedOpt = 0,
+    seed: TaskSeedOpt = 0,
     base_url: Annotated[
         str | None,
         typer.Option(

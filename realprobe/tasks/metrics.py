@@ -14,36 +14,30 @@ from math import comb
 from typing import Any
 
 
-def _per_task(rows: Iterable[Mapping[str, Any]], success: str) -> dict[Any, tuple[int, int]]:
-    """(runs, successes) per task; a task under two prompts or agents counts as two."""
-    counts: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
+def _per_task(rows: Iterable[Mapping[str, Any]], success: str) -> list[list[bool]]:
+    """Success flags per (task, prompt, agent, model), in run order."""
+    flags: dict[Any, list[bool]] = defaultdict(list)
     for r in rows:
         if r["outcome"] == "error":
             continue
-        c = counts[(r["task"], r.get("prompt"), r.get("agent"), r.get("model"))]
-        c[0] += 1
         ok = r["outcome"] == "full" if success == "full" else bool(r["strict"])
-        c[1] += int(ok)
-    return {t: (n, c) for t, (n, c) in counts.items()}
+        flags[(r["task"], r.get("prompt"), r.get("agent"), r.get("model"))].append(ok)
+    return list(flags.values())
 
 
 def pass_k(rows: Iterable[Mapping[str, Any]], success: str = "full") -> dict[str, dict[int, float]]:
-    """{"pass^k": {k: value}, "pass@k": {k: value}} for k = 1..n."""
+    """{"pass^k": {k: value}, "pass@k": {k: value}} for k = 1..n. When tasks have different
+    numbers of runs, n is the smallest and each task contributes its first n runs."""
     per = _per_task(rows, success)
     if not per:
         return {"pass^k": {}, "pass@k": {}}
-    n = min(n for n, _ in per.values())
+    n = min(len(f) for f in per)
+    counts = [sum(f[:n]) for f in per]
     hat: dict[int, float] = {}
     at: dict[int, float] = {}
     for k in range(1, n + 1):
-        # tasks with more runs than n are scored on their rate scaled to n runs
-        vals_hat, vals_at = [], []
-        for tn, c in per.values():
-            cc = round(c * n / tn)
-            vals_hat.append(comb(cc, k) / comb(n, k))
-            vals_at.append(1 - comb(n - cc, k) / comb(n, k))
-        hat[k] = sum(vals_hat) / len(vals_hat)
-        at[k] = sum(vals_at) / len(vals_at)
+        hat[k] = sum(comb(c, k) / comb(n, k) for c in counts) / len(counts)
+        at[k] = sum(1 - comb(n - c, k) / comb(n, k) for c in counts) / len(counts)
     return {"pass^k": hat, "pass@k": at}
 
 
