@@ -58,7 +58,7 @@ def classify_exception(exc: BaseException) -> tuple[ErrorCode, str]:
     """Map a transport-level exception to exactly one taxonomy code and a message."""
     name = type(exc).__name__
     if isinstance(exc, DeadlineExceeded | asyncio.TimeoutError | httpx.TimeoutException):
-        return ErrorCode.TIMEOUT, f"{name}: {exc or 'no answer before the timeout'}"
+        return ErrorCode.TIMEOUT, f"{name}: {str(exc) or 'no answer before the timeout'}"
     if isinstance(exc, httpx.DecodingError):
         return ErrorCode.INVALID_RESPONSE, f"body could not be decoded ({exc})"
     if isinstance(exc, httpx.TooManyRedirects):
@@ -68,7 +68,7 @@ def classify_exception(exc: BaseException) -> tuple[ErrorCode, str]:
     if isinstance(exc, httpx.TransportError | OSError):
         return (
             ErrorCode.NETWORK_ERROR,
-            f"{name}: {exc or 'connection closed or reset by the server'}",
+            f"{name}: {str(exc) or 'connection closed or reset by the server'}",
         )
     return ErrorCode.OPERATION_FAILED, f"{name}: {exc}"
 
