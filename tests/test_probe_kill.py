@@ -98,3 +98,27 @@ def test_sigint_stops_after_in_flight_calls_and_keeps_them(
     assert n == slow_sandbox.stats.requests  # every call that was sent has its row
     assert run["status"] == "interrupted" and run["n_calls"] == n
     assert "stopped after the calls in flight" in out
+
+
+def test_second_sigint_abandons_hanging_calls(calm_sandbox: str, tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "probe", "--all", "--rounds", "3",
+         "--politeness", "off", "--timeout", "60", "--sandbox", f"{calm_sandbox}/_fault/hang",
+         "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    end = time.monotonic() + 30
+    while not db.exists() and time.monotonic() < end:  # the run has started
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # first: wait for calls in flight (they hang for 60 s)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)  # second: abandon them
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 2 and "Traceback" not in err
+    assert "interrupted twice" in err
+    with sqlite3.connect(db) as conn:
+        status, detail = conn.execute("SELECT status, detail FROM probe_runs").fetchone()
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert status == "interrupted" and "abandoned" in detail

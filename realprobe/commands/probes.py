@@ -260,11 +260,17 @@ async def _probe(
     store = Store(s.db, busy_timeout_s=s.lock_timeout)
     client = client_for(s)
     stop = asyncio.Event()
+    main = asyncio.current_task()
 
     def on_signal() -> None:
         if not stop.is_set():
-            err_console.print("stopping after the calls in flight (their rows are kept)...")
+            err_console.print(
+                "stopping after the calls in flight (their rows are kept); "
+                "press Ctrl-C again to abandon them..."
+            )
             stop.set()
+        elif main is not None:
+            main.cancel()
 
     try:
         with (
@@ -277,6 +283,11 @@ async def _probe(
                 politeness=s.politeness, concurrency=concurrency, seed=seed, stop=stop,
                 on_call=live,
             )
+    except asyncio.CancelledError:
+        raise RealprobeError(
+            "interrupted twice: the calls in flight were abandoned; every finished call is "
+            f"stored in {s.db}"
+        ) from None
     finally:
         await client.aclose()
         store.close()

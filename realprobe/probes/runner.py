@@ -401,8 +401,10 @@ async def run_probes(
                     for _ in range(host.workers):
                         group.create_task(worker(host))
     except BaseException as exc:
-        status = RUN_FAILED
-        _finish(store, run_id, status, state, clock.wall(), f"{type(exc).__name__}: {exc}")
+        # cancelled (a second Ctrl-C): the calls in flight were abandoned, nothing else lost
+        status = RUN_INTERRUPTED if isinstance(exc, asyncio.CancelledError) else RUN_FAILED
+        why = "calls in flight abandoned" if status == RUN_INTERRUPTED else f"{exc}"
+        _finish(store, run_id, status, state, clock.wall(), f"{type(exc).__name__}: {why}")
         if isinstance(exc, BaseExceptionGroup):
             inner = exc.exceptions[0]
             if isinstance(inner, RealprobeError):
@@ -493,5 +495,5 @@ def _finish(
             },
         )
     except RealprobeError:
-        if status != RUN_FAILED:
+        if status not in (RUN_FAILED, RUN_INTERRUPTED):
             raise
