@@ -189,3 +189,40 @@ def test_flawed_prompts_fill_the_per_flaw_table(tmp_path: Path) -> None:
     assert len(flaws) == 7 and all(r["runs"] == 2 for r in flaws.values())
     assert flaws["missing_step"]["full_rate"] == 0.0
     assert flaws["semantic_drift"]["grounded_rate"] == 0.0
+
+
+def test_a_custom_task_folder_is_checked_against_the_catalogue(tmp_path: Path) -> None:
+    raw = json.loads((default_tasks_dir() / "pet_newsletter.json").read_text())
+    del raw["flawed"]
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "pets.json").write_text(json.dumps(raw))
+    db = str(tmp_path / "c.db")
+    ok = runner.invoke(
+        app,
+        ["run", "--all", "--tasks-dir", str(folder), "--simulate", "calm", "--db", db, "--json"],
+    )
+    assert ok.exit_code == 0 and json.loads(ok.output)["runs"][0]["outcome"] == "full"
+    no_flaws = runner.invoke(
+        app,
+        [
+            "run",
+            "--all",
+            "--tasks-dir",
+            str(folder),
+            "--simulate",
+            "calm",
+            "--prompt",
+            "flawed:missing_step",
+            "--db",
+            db,
+        ],
+    )
+    assert "python -m realprobe.tasks.flaws" in str(no_flaws.exception)
+    raw["workflow"]["steps"][2]["alternatives"][0]["tool"] = "chuck_random"
+    (folder / "pets.json").write_text(json.dumps(raw))
+    bad = runner.invoke(
+        app, ["run", "--all", "--tasks-dir", str(folder), "--simulate", "calm", "--db", db]
+    )
+    assert isinstance(bad.exception, RealprobeError)
+    assert "do not exist: chuck_random" in str(bad.exception)

@@ -32,6 +32,7 @@ from realprobe.store import Store, default_db_path
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.metrics import levels, pass_k, recovery
 from realprobe.tasks.model import default_tasks_dir, load_tasks, pick_tasks
+from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import RunConfig, RunOutcome, check_cassettes, plan_runs, run_batch
 from realprobe.tasks.store import TaskStore
@@ -170,6 +171,11 @@ def run_cmd(
     prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
     cat = load_catalog(catalog)
     chosen = pick_tasks(load_tasks(tasks_dir or default_tasks_dir()), tasks or [], all_)
+    known = {*cat.tools, *OUTPUT_TOOLS}
+    for task in chosen:
+        task.check_tools(known)
+        for p in prompts:
+            task.steps_for(p)  # a missing flawed variant is an error before anything runs
     cfg = RunConfig(
         agent=agent,
         prompts=prompts,

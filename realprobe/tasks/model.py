@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Container
 from pathlib import Path
 from typing import Any, Literal
 
@@ -225,8 +226,25 @@ class Task(_Model):
     def steps_for(self, prompt: str) -> list[Step]:
         """The workflow a prompt variant shows: the flawed one for `flawed:<type>`."""
         if prompt.startswith("flawed:"):
-            return self.flawed[prompt.split(":", 1)[1]].steps
+            flaw = prompt.split(":", 1)[1]
+            if flaw not in self.flawed:
+                raise TaskFileError(
+                    f"task {self.instance_id!r} has no {flaw!r} variant; generate the flawed "
+                    "variants with `python -m realprobe.tasks.flaws [FOLDER]`"
+                )
+            return self.flawed[flaw].steps
         return self.workflow.steps
+
+    def check_tools(self, known: Container[str]) -> None:
+        """Every tool the task names must exist (catalogue or local output tools)."""
+        names = {t for s in self.workflow.steps for t in s.tools()}
+        names |= {t for f in self.flawed.values() for s in f.steps for t in s.tools()}
+        missing = sorted(n for n in names if n not in known)
+        if missing:
+            raise TaskFileError(
+                f"task {self.instance_id!r} names tools that do not exist: {', '.join(missing)} "
+                "(`realprobe catalog` lists the tools)"
+            )
 
     def api_tools(self) -> list[str]:
         return [s.tool for s in self.workflow.steps[:-1]]

@@ -14,7 +14,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -283,4 +283,4 @@ async def run_batch(
     return out
 
 
-__all__ = ["RunConfig", "RunOutcome", "plan_runs", "replace", "run_batch", "run_one"]
+__all__ = ["RunConfig", "RunOutcome", "check_cassettes", "plan_runs", "run_batch", "run_one"]

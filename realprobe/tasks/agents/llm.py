@@ -4,7 +4,6 @@ bookkeeping (tokens, turn limit, endpoint failures)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -134,5 +133,4 @@ class LlmLoop:
         raise NotImplementedError
 
 
-TurnFn = Callable[..., Awaitable[bool]]
 __all__ = ["LlmLoop", "make_openai", "parse_arguments", "run_tool", "tool_message"]
