@@ -84,6 +84,12 @@ def test_inspect_and_verify_json(tmp_path: Path) -> None:
     bad.write_text(json.dumps(broken))
     v = invoke("cassette", "verify", str(bad), "--json")
     assert v.exit_code == 1 and json.loads(v.output)["counts"]["length-mismatch"] == 1
+    # and a body that claims gzip but is not
+    first["headers"]["Content-Length"] = [str(len(first["body"]["string"].encode()))]
+    first["headers"]["Content-Encoding"] = ["gzip"]
+    bad.write_text(json.dumps(broken))
+    v = invoke("cassette", "verify", str(bad))
+    assert v.exit_code == 1 and "undecodable" in v.output
 
 
 def test_the_shipped_round_covers_the_catalogue_and_replays_offline(

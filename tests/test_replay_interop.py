@@ -113,13 +113,14 @@ def test_har_import_keeps_timings_and_failed_entries(tmp_path: Path) -> None:
     assert "ERR_CONNECTION_RESET" in failed.error.message
 
 
-async def test_a_realprobe_cassette_replays_in_plain_vcrpy(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+async def test_a_realprobe_cassette_replays_in_plain_vcrpy(tmp_path: Path, fmt: str) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/boom":
             raise httpx.ReadTimeout("timed out", request=request)
         return httpx.Response(200, json={"path": request.url.path, "q": request.url.query.decode()})
 
-    path = tmp_path / "ours.json"
+    path = tmp_path / f"ours.{fmt}"
     base = "https://api.example.test"
     urls = [f"{base}/a?x=1", f"{base}/b", f"{base}/boom"]
     recorder = RecordingTransport(httpx.MockTransport(handler), path)
@@ -130,7 +131,7 @@ async def test_a_realprobe_cassette_replays_in_plain_vcrpy(tmp_path: Path) -> No
                 live.append((await c.get(u)).json())
             except httpx.ReadTimeout:
                 live.append("timeout")
-    with vcr.use_cassette(str(path), serializer="json", record_mode="none"):
+    with vcr.use_cassette(str(path), serializer=fmt, record_mode="none"):
         async with httpx.AsyncClient() as client:
             replayed = [(await client.get(u)).json() for u in urls[:2]]
     assert replayed == live[:2]

@@ -67,7 +67,7 @@ def from_data(
 # -- body normalisation --------------------------------------------------------------------
 
 
-def _decompress(data: bytes, encoding: str) -> bytes | None:
+def decompress(data: bytes, encoding: str) -> bytes | None:
     enc = encoding.strip().lower()
     try:
         if enc in ("gzip", "x-gzip"):
@@ -110,7 +110,7 @@ def normalise_body(call: Call) -> None:
         return
     encoding = call.header("content-encoding")
     if encoding and encoding.strip().lower() not in ("identity", ""):
-        decoded = _decompress(call.body, encoding) if call.body else b""
+        decoded = decompress(call.body, encoding) if call.body else b""
         if decoded is not None:
             call.body = decoded
         # decoded now, or never compressed (already decoded by the recorder): drop it

@@ -14,6 +14,7 @@ import httpx
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import BadResponse
 from realprobe.replay.cassette import Call, Cassette
+from realprobe.replay.importers import decompress
 from realprobe.replay.simulate import origins_of, routes_from_catalog
 from realprobe.simulator.render import MOVED_PREFIX
 
@@ -23,7 +24,9 @@ class Finding:
     seq: int
     request: str
     tool: str | None
-    status: str  # ok | parse-failed | recorded-failure | http-error | no-tool | length-mismatch
+    # ok | parse-failed | recorded-failure | http-error | partial | no-tool | length-mismatch
+    # | undecodable
+    status: str
     detail: str = ""
 
 
@@ -65,6 +68,14 @@ def _check(call: Call, index: ToolIndex, catalog: Catalog) -> Finding:
     if call.error is not None:
         return Finding(call.seq, req, tool, "recorded-failure", f"{call.error.type}: "
                        f"{call.error.message or '(no message)'} during {call.error.phase}")
+    encoding = (call.header("content-encoding") or "").strip().lower()
+    undecodable = (
+        call.complete and call.body and encoding not in ("", "identity")
+        and decompress(call.body, encoding) is None
+    )
+    if undecodable:
+        return Finding(call.seq, req, tool, "undecodable",
+                       f"Content-Encoding {encoding} but the stored body does not decode")
     length = call.header("content-length")
     if call.complete and length and length.isdigit() and int(length) != len(call.body):
         return Finding(call.seq, req, tool, "length-mismatch",
@@ -82,4 +93,4 @@ def _check(call: Call, index: ToolIndex, catalog: Catalog) -> Finding:
 
 
 #: statuses that mean the cassette itself is wrong (the rest are recorded outcomes)
-PROBLEMS = frozenset({"length-mismatch"})
+PROBLEMS = frozenset({"length-mismatch", "undecodable"})
