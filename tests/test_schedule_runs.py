@@ -223,3 +223,24 @@ def test_hostile_or_unreachable_targets_never_stop_the_schedule(
             assert [r["status"] for r in store.runs()] == [status, status]
             codes = {r["error_code"] for r in store.db["probes"].rows}
         assert codes == {code}
+
+
+async def test_second_stop_abandons_the_running_round(tmp_path: Path) -> None:
+    started = asyncio.Event()
+
+    async def hanging_round(n: int, stop: asyncio.Event) -> RunSummary:
+        started.set()
+        await asyncio.sleep(60)  # a call in flight that ignores the first stop
+        return fake_summary(n)
+
+    with Store(tmp_path / "s.db") as store:
+        sched = ProbeSchedule(IntervalTrigger(hours=1), hanging_round, store, interval_s=3600)
+        task = asyncio.ensure_future(sched.run())
+        await asyncio.wait_for(started.wait(), 5)
+        sched.stop("signal")
+        await asyncio.sleep(0.1)
+        assert not task.done()  # still waiting for the call in flight
+        sched.stop("signal")
+        result = await asyncio.wait_for(task, 5)
+    assert result.runs == 1 and result.rounds_failed == 1
+    assert [e["kind"] for e in result.events][-3:] == ["stopping", "round_abandoned", "stopped"]

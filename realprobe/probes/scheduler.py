@@ -6,7 +6,8 @@
   `skipped_overlap`; one that comes later than the grace time is logged as `missed`.
 - A failing round is logged as `round_failed` and the schedule goes on.
 - `stop()` (SIGINT/SIGTERM in the CLI) ends the running round after its calls in flight, so
-  nothing started is lost, and then the scheduler shuts down.
+  nothing started is lost, and then the scheduler shuts down; a second `stop()` abandons
+  the calls in flight (each is bounded by its deadline anyway).
 Every event is written to the store's `schedule_events` table and passed to `on_event`.
 """
 
@@ -119,6 +120,7 @@ class ProbeSchedule:
         self.stop_event = asyncio.Event()
         self._done = asyncio.Event()
         self._busy = False
+        self._round_task: asyncio.Task[Any] | None = None
         self.runs = 0
         self.ok = 0
         self.failed = 0
@@ -161,9 +163,13 @@ class ProbeSchedule:
         if self.stop_event.is_set() or self._done.is_set():
             return
         self._busy = True
+        self._round_task = asyncio.current_task()
         number = self.runs + 1
         try:
             summary = await self.round_fn(number, self.stop_event)
+        except asyncio.CancelledError:  # stop() twice: the calls in flight are abandoned
+            self.failed += 1
+            self.log("round_abandoned", f"round {number}: calls in flight abandoned")
         except Exception as exc:  # a failing round never stops the schedule
             self.failed += 1
             self.log("round_failed", f"round {number}: {type(exc).__name__}: {exc}")
@@ -179,14 +185,18 @@ class ProbeSchedule:
         finally:
             self.runs += 1
             self._busy = False
+            self._round_task = None
             if self.stop_event.is_set() or (
                 self.max_runs is not None and self.runs >= self.max_runs
             ):
                 self._done.set()
 
     def stop(self, why: str = "signal") -> None:
-        """Stop after the calls in flight (safe to call from a signal handler)."""
+        """Stop after the calls in flight (safe to call from a signal handler); called
+        again while a round is still running, abandon its calls in flight."""
         if self.stop_event.is_set():
+            if self._round_task is not None and not self._round_task.done():
+                self._round_task.cancel()
             return
         self.stopped_by = why
         self.stop_event.set()
