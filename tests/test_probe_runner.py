@@ -185,6 +185,9 @@ async def test_bad_arguments_raise_user_errors(catalog: Catalog, tmp_path: Path)
             await run_probes(catalog, None, 0, client, store)
         with pytest.raises(RealprobeError, match="Did you mean"):
             await run_probes(catalog, "uselesfacts_random", 1, client, store)
+        name = next(iter(catalog)).name
+        twice = await run_probes(catalog, f"{name},{name}", 2, client, store, politeness=ZERO)
+        assert twice.n_calls == 2 and [t.tool for t in twice.tools] == [name]
     await client.aclose()
 
 

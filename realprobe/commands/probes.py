@@ -228,19 +228,31 @@ class LiveCounts:
         self.progress.stop()
 
 
-def summary_table(summary: RunSummary) -> Table:
+def summary_table(summary: RunSummary, width: int | None = None) -> Table:
+    """Per tool: n, ok, success share, errors by code, skipped, median latency of successes.
+
+    The api column is left out on narrow terminals so tool names stay readable.
+    """
+    with_api = (width or console.width) >= 110
     table = Table(
         title=f"run {summary.run_id}: {summary.status} · {summary.target} · "
         f"vantage {summary.vantage}"
     )
-    for col in ("tool", "api", "n", "ok", "success", "errors", "skipped", "p50 ms"):
-        table.add_column(col, justify="right" if col in ("n", "ok", "success", "skipped", "p50 ms")
-                         else "left")
+    table.add_column("tool", no_wrap=True)
+    if with_api:
+        table.add_column("api", no_wrap=True)
+    for col in ("n", "ok", "success"):
+        table.add_column(col, justify="right")
+    table.add_column("errors")
+    for col in ("skipped", "p50 ms"):
+        table.add_column(col, justify="right")
     for t in summary.tools:
-        errors = ", ".join(f"{code} {n}" for code, n in t.errors.items()) or "-"
+        errors = "\n".join(f"{code} {n}" for code, n in t.errors.items()) or "-"
         success = f"{t.ok / t.n:.0%}" if t.n else "-"
         p50 = f"{t.median_latency_ms:.0f}" if t.median_latency_ms is not None else "-"
-        table.add_row(t.tool, t.api, str(t.n), str(t.ok), success, errors, str(t.skipped), p50)
+        cells = [t.tool, *([t.api] if with_api else []), str(t.n), str(t.ok), success, errors,
+                 str(t.skipped), p50]
+        table.add_row(*cells)
     return table
 
 

@@ -169,9 +169,9 @@ def default_vantage() -> str:
 
 
 def resolve_tools(catalog: Catalog, tools: Sequence[Tool] | str | None) -> list[Tool]:
-    if tools is None or isinstance(tools, str):
-        return catalog.select(tools)
-    return list(tools)
+    """The tools to probe, each once, in the order given."""
+    chosen = catalog.select(tools) if tools is None or isinstance(tools, str) else list(tools)
+    return list({t.name: t for t in chosen}.values())
 
 
 async def run_probes(
