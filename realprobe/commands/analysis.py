@@ -285,10 +285,13 @@ def report_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     baseline: Annotated[
-        str | None, typer.Option("--baseline", help="Drift baseline window (default: first half).")
+        str | None,
+        typer.Option("--baseline", help="Drift baseline window (default: each tool's "
+                                        "earlier half of calls)."),
     ] = None,
     current: Annotated[
-        str | None, typer.Option("--current", help="Drift current window (default: second half).")
+        str | None,
+        typer.Option("--current", help="Drift current window (default: each tool's later half)."),
     ] = None,
 ) -> None:
     """A self-contained report (no network needed to view it): per-tool table, success with

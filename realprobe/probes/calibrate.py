@@ -80,6 +80,8 @@ def calibrate(report: StatsReport, *, name: str | None = None, db: str | None = 
         "kind": "calibrated",
         "probes": report.rows,
         "window": list(report.window),
+        "first_probe": min((t.first for t in report.tools if t.first), default=None),
+        "last_probe": max((t.last for t in report.tools if t.last), default=None),
         "denominator": "per attempt",
         "success_ci95": "Wilson on the burst-adjusted effective n",
         "latency": "lognormal fit of successes, TIMEOUTs right-censored at the deadline",

@@ -86,19 +86,27 @@ def build_report(
     baseline: tuple[float | None, float | None] | None = None,
     current: tuple[float | None, float | None] | None = None,
 ) -> ReportData:
-    """Stats over the window; drift between `baseline` and `current`, by default the earlier
-    and later half of the data's time span."""
+    """Stats over the window; drift between `baseline` and `current`, by default each tool's
+    earlier half of calls against its later half."""
     arr, rep = stats_from_db(db, since, until, tools)
     drift_rep = None
     note = None
     t0, t1 = float(arr.ts.min()), float(arr.ts.max())
-    if baseline is None or current is None:
-        mid = (t0 + t1) / 2
-        baseline, current = (t0, mid), (mid, t1 + 1e-6)
-        note = "baseline = earlier half of the data, current = later half"
-    b0, b1 = baseline
-    c0, c1 = current
-    if t1 > t0:
+    if t1 <= t0:
+        note = "all rows share one timestamp: no drift comparison"
+    elif baseline is None or current is None:
+        # each tool's own earlier half of calls against its later half: tools probed at
+        # different paces (a 5 s politeness interval vs 1 s) still split evenly
+        bm = np.zeros(len(arr), dtype=bool)
+        for i in range(len(arr.tools)):
+            a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
+            bm[a : a + (b - a) // 2] = True
+        drift_rep = drift(arr.where(bm), arr.where(~bm), baseline_window=(t0, None),
+                          current_window=(None, t1))
+        note = "per tool: the earlier half of its calls against the later half"
+    else:
+        b0, b1 = baseline
+        c0, c1 = current
         bm = (arr.ts >= (b0 if b0 is not None else -np.inf)) & (
             arr.ts < (b1 if b1 is not None else np.inf)
         )
@@ -108,8 +116,6 @@ def build_report(
         drift_rep = drift(
             arr.where(bm), arr.where(cm), baseline_window=baseline, current_window=current
         )
-    else:
-        note = "all rows share one timestamp: no drift comparison"
     return ReportData(
         generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         db=str(db),

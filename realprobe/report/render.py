@@ -217,7 +217,7 @@ def render_markdown(data: ReportData) -> str:
         f"{st.window[1] or 'now'}; {st.rows} attempts over {len(st.tools)} tools. Rates are per "
         "attempt; intervals are 95% Wilson on the burst-adjusted effective n.",
         "",
-        "| " + " | ".join(COLUMNS) + " |",
+        "| " + " | ".join(c.replace("|", "\\|") for c in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
     for t in st.tools:
