@@ -53,7 +53,10 @@ def phase_of(exc: BaseException, headers_seen: bool) -> str:
 
 
 def failure_of(exc: BaseException, headers_seen: bool, received: int) -> Failure:
-    return Failure(type(exc).__name__, str(exc), phase_of(exc, headers_seen), received)
+    message = str(exc)
+    if isinstance(exc, asyncio.CancelledError) and not message:
+        message = "cancelled by the caller (its deadline passed, or it shut down)"
+    return Failure(type(exc).__name__, message, phase_of(exc, headers_seen), received)
 
 
 class _RecordingStream(httpx.AsyncByteStream):

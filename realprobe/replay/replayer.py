@@ -79,7 +79,7 @@ def exception_for(call: Call, request: httpx.Request) -> Exception:
     assert call.error is not None
     name, message = call.error.type, call.error.message
     if name in DEADLINE_TYPES:
-        return DeadlineExceeded(message or "the call's deadline passed (as recorded)")
+        return DeadlineExceeded("the call's deadline passed (as recorded)")
     cls = getattr(httpx, name, None)
     if isinstance(cls, type) and issubclass(cls, httpx.RequestError):
         return cls(message, request=request)
