@@ -260,7 +260,8 @@ def print_summary(summary: RunSummary, db: Path) -> None:
     console.print(summary_table(summary))
     console.print(
         f"{summary.n_calls} calls, {summary.n_ok} ok, {summary.n_error} errors, "
-        f"{summary.n_skipped} skipped in {summary.duration_s:.1f}s -> {db}"
+        f"{summary.n_skipped} skipped in {summary.duration_s:.1f}s"
+        f"{' of simulated time' if summary.mode == 'simulate' else ''} -> {db}"
     )
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
