@@ -4,6 +4,7 @@ logged, SIGTERM stops after in-flight calls."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import signal
 import sqlite3
@@ -43,8 +44,13 @@ def test_parse_every_and_triggers() -> None:
     for bad in ("soon", "0s", "-5m", "5 q", ""):
         with pytest.raises(RealprobeError, match="--every"):
             parse_every(bad)
-    trigger, interval = make_trigger(None, "0 2 * * *")
+    trigger, interval = make_trigger(None, "0 2 * * *", jitter_s=90)
     assert interval is None and "hour='2'" in str(trigger)
+    now = dt.datetime(2026, 11, 22, 3, 0, tzinfo=dt.UTC)
+    fires = {trigger.get_next_fire_time(None, now) for _ in range(20)}
+    assert all(dt.timedelta(0) <= f - now.replace(day=23, hour=2) <= dt.timedelta(seconds=90)
+               for f in fires if f is not None)
+    assert len(fires) > 1  # jittered
     with pytest.raises(RealprobeError, match="crontab"):
         make_trigger(None, "0 25 * * *")
     with pytest.raises(RealprobeError, match="pick one"):

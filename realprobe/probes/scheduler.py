@@ -68,17 +68,19 @@ def make_trigger(
     """(trigger, interval in seconds or None for cron). Exactly one of every/cron."""
     if (every is None) == (cron is None):
         raise RealprobeError('pick one of --every DURATION or --cron "MIN HOUR DOM MON DOW"')
-    jitter = int(jitter_s) if jitter_s else None
+    jitter = jitter_s if jitter_s else None
     if every is not None:
         seconds = parse_every(every)
         return IntervalTrigger(seconds=seconds, jitter=jitter), seconds
     assert cron is not None
     try:
-        return CronTrigger.from_crontab(cron.strip(), timezone=None), None
+        trigger = CronTrigger.from_crontab(cron.strip(), timezone=None)
     except ValueError as exc:
         raise RealprobeError(
             f'--cron {cron!r}: not a crontab expression ({exc}); e.g. "0 2 * * *" = 02:00 daily'
         ) from None
+    trigger.jitter = jitter  # from_crontab takes no jitter; the trigger reads the attribute
+    return trigger, None
 
 
 class ScheduleResult(BaseModel):
