@@ -214,3 +214,28 @@ def test_compute_stats_numbers(tmp_path: Path) -> None:
     assert t.burst.rho is not None and abs(t.burst.rho) < 0.08
     assert rep.overall is not None and rep.overall.n == 1000
     assert math.isclose(t.success.n_effective, 1000, rel_tol=0.2)
+
+
+def test_degenerate_tools_do_not_break_stats_or_calibration() -> None:
+    from realprobe.probes.calibrate import calibrate
+
+    rows = synthetic_rows("always_down", 30, p_fail=1.0, codes=("NETWORK_ERROR",), seed=1)
+    rows += synthetic_rows("one_call", 1, p_fail=0.0, seed=2)
+    rows += synthetic_rows("no_deadline", 40, p_fail=0.3, seed=3)
+    for r in rows[-40:]:
+        r["timeout_s"] = None  # older rows without a recorded deadline
+    rep = compute_stats(ProbeArrays.from_rows(rows))
+    t = {x.tool: x for x in rep.tools}
+    down = t["always_down"]
+    assert down.success.rate == 0.0 and down.latency.n == 0 and down.latency.lognormal is None
+    assert down.burst.p_fail_after_ok.p is None and down.burst.p_fail_after_fail.p == 1.0
+    assert down.success.wilson95[0] == 0.0 and down.success.wilson95[1] < 0.15
+    one = t["one_call"]
+    assert one.success.n == 1 and one.latency.lognormal is None and one.burst.rho is None
+    nd = t["no_deadline"]
+    assert nd.latency.timeout_s is None
+    assert nd.latency.lognormal is not None and nd.latency.lognormal.n_censored == 0
+    prof = calibrate(rep)
+    assert prof.tools["always_down"].success_rate == 0.0
+    assert prof.tools["always_down"].burst is None
+    assert prof.tools["one_call"].errors == {}
