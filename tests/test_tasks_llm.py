@@ -331,3 +331,28 @@ def test_the_documented_one_command_evaluation(
     assert run_row["strict"] == 1 and run_row["mode"] == "live"
     assert "Recommended workflow" not in server.requests[0]["messages"][1]["content"]
     assert server.headers[0]["authorization"] == "Bearer sk-test-999"
+
+
+def test_llm_retries_and_fallbacks_are_labelled_in_task_steps(
+    catalog: Catalog, llm: ScriptedLLM, sandbox_factory: Any
+) -> None:
+    url = sandbox_factory("calm") + "/_fault/503"  # every API answers 503
+    llm.script = [
+        tool_calls(("icanhazdadjoke_random", {})),
+        tool_calls(("icanhazdadjoke_random", {})),
+        tool_calls(("chucknorris_random", {})),
+        tool_calls(("catfact_fact", {})),
+        text("I could not get the data."),
+    ]
+    settings = LlmSettings(base_url=llm.base_url, model="scripted-1", api_key="k")
+    cfg = RunConfig(agent="openai", prompts=["baseline"], mode=Mode.LIVE, sandbox=url, llm=settings)
+    (r,) = asyncio.run(run_batch([TASK], cfg, catalog))
+    got = [(s["tool"], s["step_id"], s["role"], s["error_code"]) for s in r.steps]
+    assert got == [
+        ("icanhazdadjoke_random", "joke", "call", "SERVER_ERROR"),
+        ("icanhazdadjoke_random", "joke", "retry", "SERVER_ERROR"),
+        ("chucknorris_random", "joke", "fallback", "SERVER_ERROR"),
+        ("catfact_fact", "cat", "call", "SERVER_ERROR"),
+    ]
+    assert (r.row["retries"], r.row["fallbacks"], r.row["failures"]) == (1, 1, 4)
+    assert r.row["outcome"] == "failure"

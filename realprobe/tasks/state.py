@@ -37,7 +37,7 @@ class StepRecord:
     turn: int
     tool: str
     kind: str  # api | output | unknown | malformed
-    role: str  # call | retry | fallback | extra
+    role: str  # call | retry | fallback
     args: dict[str, Any]
     ok: bool
     error_code: str | None = None
@@ -108,6 +108,8 @@ class ToolBox:
         self.started = client.clock.now()
         self._consecutive_failures = 0
         self._ok_calls: dict[str, int] = {}
+        # tool -> (step id, the step's tools): how an agent's free-form calls map to steps
+        self._steps = {t: (s.id, s.tools()) for s in task.workflow.steps for t in s.tools()}
 
     # -- limits --------------------------------------------------------------------------
 
@@ -141,12 +143,14 @@ class ToolBox:
         self, tool: str, args: dict[str, Any], turn: int, kind: str, msg: str
     ) -> StepRecord:
         """A call that never reached a tool: unknown name or unparseable arguments."""
+        role, step_id = self.infer_role(tool)
         rec = StepRecord(
             idx=len(self.state.steps),
             turn=turn,
             tool=tool,
             kind=kind,
-            role="call",
+            role=role,
+            step_id=step_id,
             args=args,
             ok=False,
             error_code=ErrorCode.INVALID_INPUT.value,
@@ -155,17 +159,31 @@ class ToolBox:
         self._after(rec)
         return rec
 
+    def infer_role(self, name: str) -> tuple[str, str | None]:
+        """(role, step id) of a call an agent made without saying: after a failed call of
+        the same workflow step, the same tool again is a retry, another of its tools a
+        fallback."""
+        if name not in self._steps:
+            return "call", None
+        step_id, tools = self._steps[name]
+        before = [s for s in self.state.steps if s.tool in tools and s.kind != "unknown"]
+        if not before or before[-1].ok:
+            return "call", step_id
+        return ("retry" if before[-1].tool == name else "fallback"), step_id
+
     async def call(
         self,
         name: str,
         args: dict[str, Any],
         *,
         turn: int,
-        role: str = "call",
+        role: str | None = None,
         step_id: str | None = None,
     ) -> StepRecord:
         self.check_deadline()
         idx = len(self.state.steps)
+        if role is None:
+            role, step_id = self.infer_role(name)
         if name in OUTPUT_TOOLS:
             rec = self._output(name, args, idx, turn, role, step_id)
         elif name in self.catalog:
