@@ -31,7 +31,7 @@ from realprobe.simulator.profile import load_profile
 from realprobe.store import Store, default_db_path
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.metrics import levels, pass_k, recovery
-from realprobe.tasks.model import default_tasks_dir, load_tasks, pick_tasks
+from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import RunConfig, RunOutcome, check_cassettes, plan_runs, run_batch
@@ -103,6 +103,7 @@ def run_cmd(
         list[str] | None, typer.Argument(help="Task ids (see tasks_realworld/).")
     ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Run every task.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")] = False,
     agent: Annotated[
         str, typer.Option("--agent", help="reference, openai or openai-text.")
     ] = "reference",
@@ -157,6 +158,9 @@ def run_cmd(
 
     `realprobe run --all --agent reference --mode replay` replays the shipped cassettes offline.
     """
+    if list_:
+        _list_tasks(load_tasks(tasks_dir or default_tasks_dir()), as_json)
+        return
     if agent not in AGENT_NAMES:
         raise RealprobeError(f"--agent {agent!r}: choose one of {', '.join(AGENT_NAMES)}")
     if repeat < 1:
@@ -234,6 +238,30 @@ def run_cmd(
         return
     _print_runs(results)
     _print_summary(summary, store.store.path)
+
+
+def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
+    if as_json:
+        print_json(
+            [
+                {
+                    "instance_id": t.instance_id,
+                    "task_type": t.task_type,
+                    "complexity": t.complexity,
+                    "description": t.description,
+                    "required_tools": t.required_tools,
+                    "inputs": t.inputs,
+                }
+                for t in tasks.values()
+            ]
+        )
+        return
+    table = Table(title=f"{len(tasks)} tasks")
+    for col in ("task", "type", "complexity", "required tools (in order)"):
+        table.add_column(col, overflow="fold")
+    for t in tasks.values():
+        table.add_row(t.instance_id, t.task_type, t.complexity, " -> ".join(t.required_tools))
+    console.print(table)
 
 
 def _print_runs(results: list[RunOutcome]) -> None:
