@@ -35,6 +35,7 @@ def block_sockets(monkeypatch):
 
 
 async def test_retry_then_ok(realprobe_transport, monkeypatch):
+    calls["n"] = 0
     block_sockets(monkeypatch)
     seen = []
     async with httpx.AsyncClient(transport=realprobe_transport) as client:
@@ -46,8 +47,26 @@ async def test_retry_then_ok(realprobe_transport, monkeypatch):
     assert seen == ["timeout: slow origin", 2]
 
 
+@pytest.fixture
+def realprobe_base_sync_transport():
+    return httpx.MockTransport(origin)
+
+
+def test_sync_client(realprobe_sync_transport):
+    calls["n"] = 0
+    seen = []
+    with httpx.Client(transport=realprobe_sync_transport) as client:
+        for _ in range(2):
+            try:
+                seen.append(client.get("https://api.example.test/x").json()["n"])
+            except httpx.ReadTimeout as exc:
+                seen.append(f"timeout: {exc}")
+    assert seen == ["timeout: slow origin", 2]
+
+
 @pytest.mark.realprobe_cassette("named/other.json", on_exhausted="repeat-last")
 async def test_marker_path(realprobe_transport):
+    calls["n"] = 0
     async with httpx.AsyncClient(transport=realprobe_transport) as client:
         try:
             await client.get("https://api.example.test/x")
@@ -64,13 +83,13 @@ def test_plugin_records_then_replays(pytester: pytest.Pytester) -> None:
         "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
     )
     missing = pytester.runpytest_inprocess("-q")
-    missing.assert_outcomes(errors=2)
+    missing.assert_outcomes(errors=3)
     assert "no cassette at" in missing.stdout.str()
 
     recorded = pytester.runpytest_inprocess("-q", "--realprobe-record")
-    recorded.assert_outcomes(passed=2)
+    recorded.assert_outcomes(passed=3)
     assert (pytester.path / "cassettes" / "test_user" / "test_retry_then_ok.json").exists()
     assert (pytester.path / "named" / "other.json").exists()
 
     replayed = pytester.runpytest_inprocess("-q")
-    replayed.assert_outcomes(passed=2)
+    replayed.assert_outcomes(passed=3)

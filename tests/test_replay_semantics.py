@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -305,3 +305,41 @@ async def test_recording_the_simulator_replays_identically_on_virtual_clocks(
     instant = await run(TransportOptions(mode=Mode.REPLAY, cassette=path))
     assert [r[:4] for r in instant] == [r[:4] for r in live]
     assert all(r[4] == 0.0 for r in instant)
+
+
+class _SyncFailingBody(httpx.SyncByteStream):
+    def __iter__(self) -> Iterator[bytes]:
+        yield b"partial"
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete body")
+
+
+def test_sync_clients_record_and_replay_failures_too(tmp_path: Path, no_network: None) -> None:
+    from realprobe.replay.sync import SyncRecordingTransport, SyncReplayTransport
+
+    script: list[object] = [
+        httpx.ConnectTimeout("connect timed out"),
+        httpx.Response(200, headers={"Content-Length": "99"}, stream=_SyncFailingBody()),
+        httpx.Response(200, json={"ok": True}),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        step = script.pop(0)
+        if isinstance(step, Exception):
+            raise step
+        assert isinstance(step, httpx.Response)
+        return step
+
+    def run(transport: httpx.BaseTransport) -> list[str]:
+        seen = []
+        with httpx.Client(transport=transport) as client:
+            for _ in range(3):
+                try:
+                    seen.append(client.get(URL).text)
+                except httpx.HTTPError as exc:
+                    seen.append(f"{type(exc).__name__}: {exc}")
+        return seen
+
+    path = tmp_path / "sync.json"
+    live = run(SyncRecordingTransport(httpx.MockTransport(handler), path))
+    assert live[0].startswith("ConnectTimeout") and live[1].startswith("RemoteProtocolError")
+    assert run(SyncReplayTransport.from_path(path)) == live

@@ -15,7 +15,8 @@ recording fails with an error naming it. With `--realprobe-record` it runs for r
 the `realprobe_base_transport` fixture: the live network unless you override it, say with a
 sandbox router) and rewrites the cassette, failures and latencies included.
 
-Default cassette path: `<test file folder>/cassettes/<test module>/<test name>.json`
+Synchronous code: `realprobe_sync_transport` for `httpx.Client` (replay latency none, real
+or scaled:X). Default cassette path: `<test file folder>/cassettes/<test module>/<test name>.json`
 (the folder name is the `realprobe_cassette_dir` ini option). Marker keywords:
 `on_exhausted` (error|repeat-last|cycle) and `latency` (none|real|scaled:X|virtual).
 """
@@ -110,6 +111,40 @@ def realprobe_transport(
             recorder.save()
         return
     yield ReplayTransport.from_path(
+        realprobe_cassette_path,
+        latency=kwargs.get("latency", "none"),
+        on_exhausted=kwargs.get("on_exhausted", "error"),
+    )
+
+
+@pytest.fixture
+def realprobe_base_sync_transport() -> httpx.BaseTransport:
+    """What answers while recording for `realprobe_sync_transport`; override at will."""
+    import httpx
+
+    return httpx.HTTPTransport()
+
+
+@pytest.fixture
+def realprobe_sync_transport(
+    request: pytest.FixtureRequest,
+    realprobe_cassette_path: Path,
+    realprobe_base_sync_transport: httpx.BaseTransport,
+) -> Iterator[httpx.BaseTransport]:
+    """The same, for a synchronous `httpx.Client`."""
+    from realprobe.replay.sync import SyncRecordingTransport, SyncReplayTransport
+
+    _, kwargs = _marker(request)
+    if request.config.getoption("--realprobe-record"):
+        recorder = SyncRecordingTransport(
+            realprobe_base_sync_transport, realprobe_cassette_path,
+            meta={"source": "pytest", "test": request.node.nodeid},
+        )
+        yield recorder
+        if recorder.saved is None:
+            recorder.save()
+        return
+    yield SyncReplayTransport.from_path(
         realprobe_cassette_path,
         latency=kwargs.get("latency", "none"),
         on_exhausted=kwargs.get("on_exhausted", "error"),

@@ -121,12 +121,11 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         self.saved: Path | None = None
         self.scrub_report: ScrubReport | None = None
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    def _begin(self, request: httpx.Request, body: bytes) -> tuple[Call, float]:
         seq = next(self._seq)
         entry = self.clock.now()
         if self._t0 is None:
             self._t0 = entry
-        body = await request.aread()
         call = Call(
             seq=seq,
             method=request.method,
@@ -146,33 +145,44 @@ class RecordingTransport(httpx.AsyncBaseTransport):
             call.offset_s = entry - float(timing["start"])
             self._timings[seq] = timing
         self.calls.append(call)
-        try:
-            response = await self.inner.handle_async_request(request)
-        except BaseException as exc:
-            call.error = failure_of(exc, False, 0)
-            call.complete = False
-            call.elapsed_s = self.clock.now() - entry
-            raise
+        return call, entry
+
+    def _failed(self, call: Call, exc: BaseException, entry: float) -> None:
+        call.error = failure_of(exc, False, 0)
+        call.complete = False
+        call.elapsed_s = self.clock.now() - entry
+
+    def _answered(self, call: Call, response: httpx.Response, entry: float) -> list[bytes] | None:
+        """Headers are in; the body chunks will go into the list returned (None: already read)."""
         call.ttfb_s = self.clock.now() - entry
         call.status = response.status_code
         reason = response.extensions.get("reason_phrase", b"")
         call.reason = reason.decode("latin-1") if isinstance(reason, bytes) else str(reason or "")
         call.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers.raw]
         chunks: list[bytes] = []
-        self._chunks[seq] = chunks
+        self._chunks[call.seq] = chunks
         try:
             content = response.content  # an in-process origin may hand over a read body
         except httpx.ResponseNotRead:
-            pass
-        else:
-            chunks.append(content)
-            call.complete = True
-            call.elapsed_s = call.ttfb_s
-            return response
-        response.stream = _RecordingStream(
-            response.stream,  # type: ignore[arg-type]
-            call, self.clock, entry, chunks,
-        )
+            return chunks
+        chunks.append(content)
+        call.complete = True
+        call.elapsed_s = call.ttfb_s
+        return None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        call, entry = self._begin(request, await request.aread())
+        try:
+            response = await self.inner.handle_async_request(request)
+        except BaseException as exc:
+            self._failed(call, exc, entry)
+            raise
+        chunks = self._answered(call, response, entry)
+        if chunks is not None:
+            response.stream = _RecordingStream(
+                response.stream,  # type: ignore[arg-type]
+                call, self.clock, entry, chunks,
+            )
         return response
 
     def cassette(self) -> Cassette:
