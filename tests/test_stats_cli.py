@@ -181,3 +181,21 @@ def test_no_traceback_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: no database at")
     assert "Traceback" not in proc.stderr
+
+
+def test_period_option_drives_the_variability_flags(tmp_path: Path, monkeypatch, capsys) -> None:
+    """One day of data: by day the flags need more periods; by hour they are computed."""
+    with Store(tmp_path / "p.db") as store:
+        for h in range(4):
+            for row in synthetic_rows("catfact_fact", 30, p_fail=0.05 if h % 2 else 0.6,
+                                      t0=T0 - T0 % 3600 + h * 3600, step_s=60, seed=h):
+                store.insert_probe(row)
+    db = str(tmp_path / "p.db")
+    code, out, _ = run_cli(["stats", "--db", db, "--json"], monkeypatch, capsys)
+    v = json.loads(out)["tools"][0]["variability"]
+    assert code == 0 and v["variable_success"] is None and "2 periods" in v["reason"]
+    code, out, _ = run_cli(["stats", "--db", db, "--json", "--period", "1h"], monkeypatch, capsys)
+    v = json.loads(out)["tools"][0]["variability"]
+    assert code == 0 and v["periods"] == 4 and v["variable_success"] is True
+    code, _, err = run_cli(["stats", "--db", db, "--period", "hourly"], monkeypatch, capsys)
+    assert "expected a length like" in one_line_error(code, err)

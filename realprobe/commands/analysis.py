@@ -29,6 +29,10 @@ SinceOpt = Annotated[
 UntilOpt = Annotated[
     str | None, typer.Option("--until", help="End (exclusive), same forms as --since.")
 ]
+PeriodOpt = Annotated[
+    str,
+    typer.Option("--period", help="Period for the variability flags: 1d (default), 6h, 1h, 1w."),
+]
 ToolsOpt = Annotated[
     str | None, typer.Option("--tools", help="Comma-separated tool names (default: all with rows).")
 ]
@@ -87,15 +91,16 @@ def _window(since: str | None, until: str | None) -> tuple[float | None, float |
 
 
 def _stats(
-    db: Path | None, since: str | None, until: str | None, tools: str | None
+    db: Path | None, since: str | None, until: str | None, tools: str | None, period: str = "1d"
 ) -> tuple[Path, StatsReport]:
-    from realprobe.probes.stats import stats_from_db
+    from realprobe.probes.stats import parse_duration, stats_from_db
 
+    period_s = parse_duration(period)
     path = _db(db)
     a, b = _window(since, until)
     names = _tools(tools)
     _check_tools(path, names, a, b)
-    _, rep = stats_from_db(path, a, b, names)
+    _, rep = stats_from_db(path, a, b, names, period_s)
     return path, rep
 
 
@@ -108,11 +113,12 @@ def stats_cmd(
     until: UntilOpt = None,
     tools: ToolsOpt = None,
     db: DbOpt = None,
+    period: PeriodOpt = "1d",
     as_json: JsonOpt = False,
 ) -> None:
     """Per tool: success rate per attempt with a 95% interval, error mix, latency percentiles and
     a censored lognormal fit, the burst chain, and variability flags."""
-    _, rep = _stats(db, since, until, tools)
+    _, rep = _stats(db, since, until, tools, period)
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return
@@ -284,6 +290,7 @@ def report_cmd(
     until: UntilOpt = None,
     tools: ToolsOpt = None,
     db: DbOpt = None,
+    period: PeriodOpt = "1d",
     baseline: Annotated[
         str | None,
         typer.Option("--baseline", help="Drift baseline window (default: each tool's "
@@ -296,13 +303,14 @@ def report_cmd(
 ) -> None:
     """A self-contained report (no network needed to view it): per-tool table, success with
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
-    from realprobe.probes.stats import parse_window
+    from realprobe.probes.stats import parse_duration, parse_window
     from realprobe.report import build_report, render_html, render_json, render_markdown
 
     if fmt not in ("html", "md", "json"):
         raise RealprobeError(f"--format {fmt!r}: choose html, md or json")
     if (baseline is None) != (current is None):
         raise RealprobeError("give both --baseline and --current, or neither")
+    period_s = parse_duration(period)
     path = _db(db)
     a, b = _window(since, until)
     names = _tools(tools)
@@ -315,6 +323,7 @@ def report_cmd(
             names,
             baseline=parse_window(baseline) if baseline else None,
             current=parse_window(current) if current else None,
+            period_s=period_s,
         )
         text = (
             render_html(data)

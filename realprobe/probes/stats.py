@@ -73,6 +73,14 @@ def parse_time(text: str, now: float | None = None) -> float:
     return dt.timestamp()
 
 
+def parse_duration(text: str) -> float:
+    """Seconds from `30m`, `6h`, `1d`, `2w`."""
+    m = _REL.match(text.strip().lower())
+    if not m or float(m.group(1)) <= 0:
+        raise RealprobeError(f"duration {text!r}: expected a length like 30m, 6h, 1d or 1w")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
 def parse_window(text: str, now: float | None = None) -> tuple[float | None, float | None]:
     """`T1..T2` (either end may be empty: open) as epoch seconds; checks T1 < T2."""
     if ".." not in text:
@@ -322,13 +330,6 @@ def jeffreys(k: float, n: float, level: float = 0.95) -> tuple[float, float]:
 
 
 # -- the models --------------------------------------------------------------------------------
-
-
-class Interval(BaseModel):
-    estimate: float
-    low: float
-    high: float
-    method: str
 
 
 class SuccessStats(BaseModel):

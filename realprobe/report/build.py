@@ -85,10 +85,11 @@ def build_report(
     tools: list[str] | None = None,
     baseline: tuple[float | None, float | None] | None = None,
     current: tuple[float | None, float | None] | None = None,
+    period_s: float = 86400.0,
 ) -> ReportData:
     """Stats over the window; drift between `baseline` and `current`, by default each tool's
     earlier half of calls against its later half."""
-    arr, rep = stats_from_db(db, since, until, tools)
+    arr, rep = stats_from_db(db, since, until, tools, period_s)
     drift_rep = None
     note = None
     t0, t1 = float(arr.ts.min()), float(arr.ts.max())
