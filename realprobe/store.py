@@ -9,8 +9,10 @@ cut may lose the last transactions), and costs no fsync per row.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import socket
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 
 import sqlite_utils
 
+from realprobe.adapters.result import ToolResult
 from realprobe.errors import RealprobeError
 
 BUSY_TIMEOUT_MS = 30_000
@@ -133,9 +136,7 @@ class Store:
             raise RealprobeError(f"{self.path}: is a directory; --db wants a database file")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                str(self.path), timeout=busy_timeout_s, check_same_thread=False
-            )
+            conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             self.db = sqlite_utils.Database(conn)
             if create:
@@ -286,3 +287,60 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# -- one probe row, whoever made the call (prober, MCP server) -------------------------
+
+DETAIL_MAX = 500  # long error messages are cut in the `detail` column
+
+
+def iso_utc(ts: float) -> str:
+    """Epoch seconds as ISO 8601 UTC with milliseconds and a Z."""
+    return (
+        dt.datetime.fromtimestamp(ts, dt.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def default_vantage() -> str:
+    return socket.gethostname() or "unknown"
+
+
+def probe_row(
+    result: ToolResult,
+    *,
+    run_id: str,
+    tool: str,
+    api: str,
+    round_no: int,
+    started_wall: float,
+    timeout_s: float,
+    vantage: str,
+    args: Any = None,
+    source: str = "probe",
+) -> dict[str, Any]:
+    """The `probes` row of one finished call (PROBES_COLUMNS)."""
+    err = result.error
+    return {
+        "run_id": run_id,
+        "tool": tool,
+        "api": api,
+        "round": round_no,
+        "started_at": iso_utc(started_wall),
+        "started_ts": started_wall,
+        "latency_ms": round(result.latency_ms, 3),
+        "outcome": "ok" if result.ok else "error",
+        "error_code": err.code.value if err is not None else None,
+        "http_status": result.http_status,
+        "bytes": result.bytes,
+        "retry_after": err.retry_after_s if err is not None else None,
+        "rate_limit": result.rate_limit_headers,
+        "redirects": result.redirects,
+        "vantage": vantage,
+        "detail": err.message[:DETAIL_MAX] if err is not None else "",
+        "timeout_s": timeout_s,
+        "excluded": 0,
+        "source": source,
+        "args": args,
+    }

@@ -1,12 +1,8 @@
-"""Calls served over MCP as probe rows (the `probes` table of realprobe.store), source="mcp".
-
-Kept here until the probe room exposes a shared row builder; the shape follows
-`store.PROBES_COLUMNS` so MCP traffic feeds the same statistics as scheduled probes.
-"""
+"""Calls served over MCP as probe rows (source="mcp"), built by the store's shared `probe_row`
+so MCP traffic feeds the same statistics as scheduled probes."""
 
 from __future__ import annotations
 
-import socket
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -14,26 +10,16 @@ from typing import Any
 from realprobe.adapters.result import ToolResult
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
+from realprobe.store import default_vantage, iso_utc
+from realprobe.store import probe_row as _store_row
 
-
-def iso_utc(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
-
-
-#: like the prober's: long error messages are cut in the `detail` column
-DETAIL_MAX = 500
+__all__ = ["default_vantage", "iso_utc", "new_run_id", "probe_row", "reached_the_api"]
 
 
 def new_run_id() -> str:
     """`mcp-<UTC stamp>-<hex>`: one run per server session, apart from probe runs at a glance."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"mcp-{stamp}-{uuid.uuid4().hex[:8]}"
-
-
-def default_vantage() -> str:
-    return socket.gethostname() or "unknown"
 
 
 def reached_the_api(result: ToolResult) -> bool:
@@ -53,26 +39,15 @@ def probe_row(
     args: Any = None,
     source: str = "mcp",
 ) -> dict[str, Any]:
-    err = result.error
-    return {
-        "run_id": run_id,
-        "tool": tool.name,
-        "api": tool.api_id,
-        "round": round_no,
-        "started_at": iso_utc(started_wall),
-        "started_ts": started_wall,
-        "latency_ms": round(result.latency_ms, 3),
-        "outcome": "ok" if result.ok else "error",
-        "error_code": err.code.value if err else None,
-        "http_status": result.http_status,
-        "bytes": result.bytes,
-        "retry_after": err.retry_after_s if err else None,
-        "rate_limit": result.rate_limit_headers,
-        "redirects": result.redirects,
-        "vantage": vantage,
-        "detail": err.message[:DETAIL_MAX] if err else "",
-        "timeout_s": timeout_s,
-        "excluded": 0,
-        "source": source,
-        "args": args,
-    }
+    return _store_row(
+        result,
+        run_id=run_id,
+        tool=tool.name,
+        api=tool.api_id,
+        round_no=round_no,
+        started_wall=started_wall,
+        timeout_s=timeout_s,
+        vantage=vantage,
+        args=args,
+        source=source,
+    )

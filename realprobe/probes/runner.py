@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import random
-import socket
 import statistics
 import uuid
 from collections import Counter, deque
@@ -50,11 +49,15 @@ from realprobe.store import (
     RUN_LOCAL_NETWORK_FAILURE,
     RUN_RUNNING,
     Store,
+    default_vantage,
+    probe_row,
+)
+from realprobe.store import (
+    iso_utc as iso,
 )
 
 #: extra seconds past a call's deadline before the runner's own guard gives up on it
 GUARD_GRACE_S = 2.0
-DETAIL_MAX = 500
 CONNECT_FAILURE_PREFIXES = ("ConnectError", "ConnectTimeout")
 
 
@@ -116,14 +119,6 @@ class _State:
     notes: list[str] = field(default_factory=list)
 
 
-def iso(ts: float) -> str:
-    return (
-        dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds").replace(
-            "+00:00", "Z"
-        )
-    )
-
-
 def new_run_id(wall: float) -> str:
     stamp = dt.datetime.fromtimestamp(wall, dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{uuid.uuid4().hex[:8]}"
@@ -162,10 +157,6 @@ def reached_server(result: ToolResult) -> bool | None:
     ):
         return None
     return True
-
-
-def default_vantage() -> str:
-    return socket.gethostname() or "unknown"
 
 
 def resolve_tools(catalog: Catalog, tools: Sequence[Tool] | str | None) -> list[Tool]:
@@ -298,29 +289,11 @@ async def run_probes(
 
     def record(call: ProbeCall, result: ToolResult, start_wall: float) -> dict[str, Any]:
         err = result.error
-        detail = err.message if err is not None else ""
-        row: dict[str, Any] = {
-            "run_id": run_id,
-            "tool": call.tool.name,
-            "api": call.tool.api_id,
-            "round": call.round,
-            "started_at": iso(start_wall),
-            "started_ts": start_wall,
-            "latency_ms": round(result.latency_ms, 3),
-            "outcome": "ok" if result.ok else "error",
-            "error_code": err.code.value if err is not None else None,
-            "http_status": result.http_status,
-            "bytes": result.bytes,
-            "retry_after": err.retry_after_s if err is not None else None,
-            "rate_limit": result.rate_limit_headers,
-            "redirects": result.redirects,
-            "vantage": vantage,
-            "detail": detail[:DETAIL_MAX],
-            "timeout_s": timeout,
-            "excluded": 0,
-            "source": source,
-            "args": call.args,
-        }
+        row = probe_row(
+            result, run_id=run_id, tool=call.tool.name, api=call.tool.api_id,
+            round_no=call.round, started_wall=start_wall, timeout_s=timeout,
+            vantage=vantage, args=call.args, source=source,
+        )
         store.insert_probe(row)
         state.rows += 1
         if result.ok:
