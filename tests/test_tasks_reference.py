@@ -219,3 +219,25 @@ def test_the_task_deadline_ends_a_run(catalog: Catalog) -> None:
     assert any(r.row["termination"] == "deadline" for r in results)
     for r in results:
         assert r.row["clock_s"] <= 15.0 + 1e-6
+
+
+def test_live_runs_keep_each_apis_politeness_interval(catalog: Catalog) -> None:
+    task = next(t for t in TASKS if t.instance_id == "pet_newsletter")
+    transport, _ = _fixture_transport(catalog, "0", "none")
+    gap = catalog.get("catfact_fact").api.politeness.min_interval_s
+    assert gap > 0
+
+    async def two_calls(polite: bool) -> float:
+        clock = VirtualClock(0.0)
+        client = HttpClient(transport, clock=clock)
+        box = ToolBox(catalog, client, task, RunState(), polite=polite)
+        await box.call("catfact_fact", {}, turn=1)
+        await box.call("dogceo_random_image", {}, turn=1)  # another API: no wait
+        t_other = clock.now()
+        await box.call("catfact_fact", {}, turn=1)
+        await client.aclose()
+        assert t_other < 0.01
+        return clock.now()
+
+    assert asyncio.run(two_calls(polite=True)) >= gap
+    assert asyncio.run(two_calls(polite=False)) < 0.01

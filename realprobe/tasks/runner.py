@@ -168,7 +168,9 @@ async def run_one(
         ),
     )
     state = RunState()
-    box = ToolBox(catalog, client, task, state)
+    # the real internet (live, or recording it) gets each API's politeness interval
+    polite = cfg.mode in (Mode.LIVE, Mode.RECORD) and cfg.sandbox is None and cfg.profile is None
+    box = ToolBox(catalog, client, task, state, polite=polite)
     llm_transport: httpx.AsyncBaseTransport = client.transport
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
         llm_transport = LlmPassthrough(cfg.llm.base_url, client.transport)

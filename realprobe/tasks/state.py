@@ -100,11 +100,21 @@ def says_complete(text: str) -> bool:
 
 
 class ToolBox:
-    def __init__(self, catalog: Catalog, client: HttpClient, task: Task, state: RunState) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        client: HttpClient,
+        task: Task,
+        state: RunState,
+        *,
+        polite: bool = False,
+    ) -> None:
         self.catalog = catalog
         self.client = client
         self.task = task
         self.state = state
+        self.polite = polite  # real APIs: keep each API's min_interval_s between calls
+        self._last_start: dict[str, float] = {}
         self.started = client.clock.now()
         self._consecutive_failures = 0
         self._ok_calls: dict[str, int] = {}
@@ -187,8 +197,10 @@ class ToolBox:
         if name in OUTPUT_TOOLS:
             rec = self._output(name, args, idx, turn, role, step_id)
         elif name in self.catalog:
+            tool = self.catalog.get(name)
+            await self._space(tool.api_id, tool.api.politeness.min_interval_s)
             timeout = min(self.task.constraints.call_timeout_s, max(0.001, self.time_left()))
-            result = await call_tool(self.catalog.get(name), args, self.client, timeout_s=timeout)
+            result = await call_tool(tool, args, self.client, timeout_s=timeout)
             rec = self._from_result(result, args, idx, turn, role, step_id)
         else:
             rec = StepRecord(
@@ -205,6 +217,16 @@ class ToolBox:
             )
         self._after(rec)
         return rec
+
+    async def _space(self, api_id: str, min_interval_s: float) -> None:
+        if not self.polite:
+            return
+        last = self._last_start.get(api_id)
+        if last is not None:
+            wait = min_interval_s - (self.client.clock.now() - last)
+            if wait > 0:
+                await self.sleep(wait)
+        self._last_start[api_id] = self.client.clock.now()
 
     def _output(
         self, name: str, args: dict[str, Any], idx: int, turn: int, role: str, step_id: str | None
