@@ -86,3 +86,15 @@ def test_scrub_command_cleans_an_existing_cassette(tmp_path: Path) -> None:
     assert report["total"] >= 3
     text = path.read_text()
     assert not any(c in text for c in (AUTH, QUERY_KEY, JSON_SECRET))
+
+
+async def test_extra_params_scrubbed_by_the_cli_still_match_on_replay(tmp_path: Path) -> None:
+    path = tmp_path / "extra.json"
+    url = "https://api.example.test/v1/x?custom_cred=CANARYcustom0007&n=1"
+    async with httpx.AsyncClient(transport=RecordingTransport(echoing_origin(), path)) as client:
+        await client.get(url)
+    result = CliRunner().invoke(app, ["cassette", "scrub", str(path), "--param", "custom_cred"])
+    assert result.exit_code == 0, result.output
+    assert "CANARYcustom0007" not in path.read_text()
+    async with httpx.AsyncClient(transport=ReplayTransport.from_path(path)) as client:
+        assert (await client.get(url)).status_code == 200

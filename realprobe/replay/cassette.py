@@ -212,8 +212,11 @@ def headers_from_json(raw: Any, where: str) -> list[tuple[str, str]]:
         raise CassetteError(f"{where}: headers must be a mapping, got {type(raw).__name__}")
     pairs: list[tuple[str, str]] = []
     for k, values in raw.items():
-        for v in values if isinstance(values, list) else [values]:
-            pairs.append((str(k), _header_text(v)))
+        name = k if type(k) is str else str(k)
+        if type(values) is not list:
+            values = [values]
+        for v in values:
+            pairs.append((name, v if type(v) is str else _header_text(v)))
     return pairs
 
 

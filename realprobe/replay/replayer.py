@@ -24,7 +24,7 @@ from realprobe.errors import RealprobeError
 from realprobe.replay.cassette import Call, Cassette, load_cassette
 from realprobe.replay.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
 from realprobe.replay.matching import canonical_url, closest, match_key
-from realprobe.replay.scrub import ScrubConfig, scrub_for_match
+from realprobe.replay.scrub import ScrubConfig, config_for, scrub_for_match
 
 EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
 LATENCY_KINDS = ("none", "real", "scaled:X", "virtual")
@@ -173,7 +173,7 @@ class ReplayTransport(httpx.AsyncBaseTransport):
         self.virtual = self.latency.kind == "virtual" and self.clock.virtual
         self.on_exhausted = on_exhausted
         self.match_on = cassette.match_on
-        self.scrub = scrub or ScrubConfig()
+        self.scrub = scrub or config_for(cassette.meta)
         self.scrubbed = bool(cassette.meta.get("scrubbed"))
         self.index: dict[str, list[Call]] = {}
         for call in sorted(cassette.calls, key=lambda c: c.seq):

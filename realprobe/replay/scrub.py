@@ -37,6 +37,7 @@ FIELD_RE = re.compile(
     r"password|passwd|authorization|private[_-]?key|secret[_-]?key)$"
 )
 ENV_NAME_RE = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)")
+URL_HEADERS = ("location", "content-location", "link", "refresh")
 MIN_LITERAL = 6
 MIN_ENV_SECRET = 12
 
@@ -233,6 +234,10 @@ def scrub_cassette(cassette: Cassette, cfg: ScrubConfig | None = None) -> ScrubR
     for call in cassette.calls:
         call.request_headers = _scrub_headers(call.request_headers, cfg, found, report)
         call.headers = _scrub_headers(call.headers, cfg, found, report)
+        call.headers = [
+            (k, scrub_url(v, cfg, found) if k.lower() in URL_HEADERS else v)
+            for k, v in call.headers
+        ]
         before = len(found)
         call.uri = scrub_url(call.uri, cfg, found)
         if len(found) > before:
@@ -255,7 +260,22 @@ def scrub_cassette(cassette: Cassette, cfg: ScrubConfig | None = None) -> ScrubR
         _fix_length(call, sizes[id(call)])
     report.counts = Counter({k: v for k, v in report.counts.items() if v})
     cassette.meta["scrubbed"] = True
+    if cfg.extra_params or cfg.extra_headers:  # replay scrubs incoming requests the same way
+        cassette.meta["scrub_extra"] = {
+            "params": sorted(set(cassette.meta.get("scrub_extra", {}).get("params", []))
+                             | set(cfg.extra_params)),
+            "headers": sorted(set(cassette.meta.get("scrub_extra", {}).get("headers", []))
+                              | set(cfg.extra_headers)),
+        }
     return report
+
+
+def config_for(meta: dict[str, Any]) -> ScrubConfig:
+    """The scrubbing a cassette was written with, as far as matching needs it."""
+    extra = meta.get("scrub_extra") or {}
+    return ScrubConfig(
+        extra_params=tuple(extra.get("params", ())), extra_headers=tuple(extra.get("headers", ()))
+    )
 
 
 def scrub_for_match(url: str, body: bytes | None, cfg: ScrubConfig) -> tuple[str, bytes | None]:
