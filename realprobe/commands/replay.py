@@ -40,6 +40,7 @@ cassette_app = typer.Typer(
     no_args_is_help=True,
 )
 
+SHIPPED_ROUND = "sandbox-published-round.json"
 FileArg = Annotated[Path, typer.Argument(help="Cassette file (realprobe, vcrpy, Ruby VCR or HAR).")]
 ReplayLatencyOpt = Annotated[
     str | None,
@@ -362,15 +363,20 @@ def record_round_cmd(
 
 @cassette_app.command("replay-round")
 def replay_round_cmd(
-    file: Annotated[Path, typer.Argument(help="A cassette made by record-round.")] = Path(
-        "cassettes/sandbox-published-round.json"
-    ),
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="A cassette made by record-round (default: the shipped one)."),
+    ] = None,
     replay_latency: ReplayLatencyOpt = None,
     on_exhausted: OnExhaustedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Replay a recorded round offline: the same table as when it was recorded."""
     cat = load_catalog(None)
+    if file is None:
+        from realprobe.data import data_dir
+
+        file = data_dir("cassettes") / SHIPPED_ROUND
     cassette = load_cassette(file)
     timeout = float(cassette.meta.get("timeout_s") or 2.0)
     opts = TransportOptions(
