@@ -45,18 +45,61 @@ RELIABILITYBENCH_KINDS = (
 LAMBDAS = (0.0, 0.5, 1.0, 2.0)
 
 
+#: below this share of calls slower than the deadline, the deadline adjustment is noise
+DEADLINE_ADJUST_MIN = 1e-3
+
+
+def deadline_share(ts: ToolStats) -> float:
+    """S(T): the fitted share of calls slower than the probes' deadline."""
+    fit = ts.latency.lognormal
+    if fit is None or fit.p_exceed_timeout is None:
+        return 0.0
+    return fit.p_exceed_timeout if fit.p_exceed_timeout >= DEADLINE_ADJUST_MIN else 0.0
+
+
 def tool_profile(ts: ToolStats) -> ToolProfile:
+    """The generative parameters for one tool.
+
+    The simulator draws an outcome, then applies the caller's deadline to the latency it
+    draws (a slow answer becomes a TIMEOUT). When the probes' deadline T cut into the latency
+    distribution, some observed TIMEOUTs were slow calls, and copying the observed rates would
+    count them twice. With S = S(T) from the censored fit, every observed non-timeout outcome
+    is scaled by 1/(1-S) and the TIMEOUT (hang) share is what remains:
+    P(ok) = (1-p)(1-S), P(code) = p w_code (1-S), P(TIMEOUT) = p w_T + (1 - p w_T) S.
+    The burst chain keeps its observed correlation rho and gets the adjusted failure rate.
+    """
     lat = ts.latency
     fit = lat.lognormal
+    n = ts.success.n
+    s_t = deadline_share(ts)
+    keep = 1.0 / (1.0 - s_t)
+    counts = {ErrorCode(k): float(v) for k, v in ts.errors.counts.items()}
+    success = ts.success.rate
+    ci = ts.success.burst_adjusted95
+    if s_t > 0 and n:
+        success = min(1.0, success * keep)
+        ci = (min(1.0, ci[0] * keep), min(1.0, ci[1] * keep))
+        for code in counts:
+            counts[code] = (
+                max(0.0, (counts[code] - s_t * n) * keep) if code is ErrorCode.TIMEOUT
+                else counts[code] * keep
+            )
+    total = sum(counts.values())
+    errors = {c: v / total for c, v in counts.items() if v > 0} if total > 0 else {}
+    if not errors:
+        success = 1.0 if s_t > 0 else success
     burst = None
     ff, fo = ts.burst.p_fail_after_fail.p, ts.burst.p_fail_after_ok.p
     if ff is not None and fo is not None:
+        if s_t > 0:
+            rho, fail = ff - fo, 1.0 - success
+            fo = min(1.0, max(0.0, fail * (1 - rho)))
+            ff = min(1.0, max(0.0, fo + rho))
         burst = Burst(p_fail_after_fail=ff, p_fail_after_ok=fo)
-    errors = {ErrorCode(k): v for k, v in ts.errors.share_of_failures.items()}
     return ToolProfile(
-        n=ts.success.n,
-        success_rate=ts.success.rate,
-        success_ci95=ts.success.burst_adjusted95,
+        n=n,
+        success_rate=success,
+        success_ci95=ci,
         errors=errors,
         latency_ms=LatencyModel(
             p50=lat.p50,
@@ -88,6 +131,13 @@ def calibrate(report: StatsReport, *, name: str | None = None, db: str | None = 
     }
     if deadlines:
         source["timeout_s"] = deadlines if len(deadlines) > 1 else deadlines[0]
+    adjusted = {t.tool: round(deadline_share(t), 4) for t in report.tools if deadline_share(t)}
+    if adjusted:
+        source["deadline_adjusted"] = {
+            "note": "share S(T) of calls slower than the probes' deadline, per tool; "
+                    "success_rate and errors are before the deadline (the simulator applies it)",
+            "tools": adjusted,
+        }
     if db:
         source["db"] = db
     return Profile(
