@@ -343,3 +343,44 @@ def test_sync_clients_record_and_replay_failures_too(tmp_path: Path, no_network:
     live = run(SyncRecordingTransport(httpx.MockTransport(handler), path))
     assert live[0].startswith("ConnectTimeout") and live[1].startswith("RemoteProtocolError")
     assert run(SyncReplayTransport.from_path(path)) == live
+
+
+FORCED = (
+    "ok", "hang", "drip", "reset", "reset_mid_body", "truncated", "429_date", "503",
+    "bad_json", "gzip_bomb", "oversized", "redirect_ok", "redirect_private",
+)
+
+
+async def test_every_forced_sandbox_fault_replays_to_the_same_result(
+    catalog: Catalog, sandbox_factory: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    assert callable(sandbox_factory)
+    base = sandbox_factory("calm")
+    tool = catalog.get("catfact_fact")
+    config = ClientConfig(deadline_s=0.5, read_timeout_s=0.3)
+    recorded = {}
+    for variant in FORCED:
+        opts = TransportOptions(mode=Mode.RECORD, sandbox=f"{base}/_fault/{variant}",
+                                cassette=tmp_path / f"{variant}.json")
+        client = make_client(catalog, opts, config=config)
+        recorded[variant] = await call_tool(tool, dict(tool.examples[0]), client)
+        await client.aclose()
+    assert {r.code for r in recorded.values()} >= {
+        None, ErrorCode.TIMEOUT, ErrorCode.NETWORK_ERROR, ErrorCode.RATE_LIMIT_ERROR,
+        ErrorCode.SERVER_ERROR, ErrorCode.INVALID_RESPONSE, ErrorCode.OPERATION_FAILED,
+    }
+
+    def guard(*a: object, **k: object) -> None:
+        raise AssertionError("socket opened during replay")
+
+    monkeypatch.setattr(socket.socket, "connect", guard)
+    for variant, live in recorded.items():
+        opts = TransportOptions(mode=Mode.REPLAY, cassette=tmp_path / f"{variant}.json")
+        client = make_client(catalog, opts, config=config)
+        again = await call_tool(tool, dict(tool.examples[0]), client)
+        await client.aclose()
+        assert again.latency_ms == pytest.approx(live.latency_ms, abs=1e-3), variant
+        assert again.model_dump(exclude={"latency_ms"}) == live.model_dump(
+            exclude={"latency_ms"}), variant
