@@ -6,12 +6,7 @@ import sys
 
 import typer
 
-from realprobe.commands import foundation
-from realprobe.commands import replay as replay_commands
-from realprobe.commands import probes as probe_commands
-from realprobe.commands import mcp as mcp_commands
-from realprobe.commands import analysis as analysis_commands
-from realprobe.commands import tasks as task_commands
+from realprobe.commands import analysis, foundation, mcp, probes, replay, tasks
 from realprobe.errors import RealprobeError
 
 app = typer.Typer(
@@ -22,12 +17,9 @@ app = typer.Typer(
     add_completion=False,
 )
 
-foundation.register(app)
-replay_commands.register(app)
-probe_commands.register(app)
-mcp_commands.register(app)
-analysis_commands.register(app)
-task_commands.register(app)
+# in the order a user meets them: tools, probing, analysis, cassettes, tasks, MCP
+for room in (foundation, probes, analysis, replay, tasks, mcp):
+    room.register(app)
 
 
 def main() -> None:
