@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
     app.command("catalog")(catalog_cmd)
     app.command("call")(call_cmd)
     app.command("sandbox")(sandbox_cmd)
+    app.command("call-all")(call_all_cmd)
     app.command("demo")(demo_cmd)
 
 
@@ -188,31 +189,85 @@ def sandbox_cmd(
 
 
 def demo_cmd(
+    out: Annotated[
+        Path, typer.Option("--out", help="Folder for the demo's database, profile and report.")
+    ] = Path("realprobe-demo"),
     profile: Annotated[str, typer.Option(help="Sandbox fault profile.")] = "published",
+    rounds: Annotated[int, typer.Option(help="Probe rounds against the sandbox.")] = 5,
     seed: SeedOpt = 0,
     timeout: Annotated[float, typer.Option(help="Deadline per call in seconds.")] = 2.0,
-    as_json: JsonOpt = False,
 ) -> None:
-    """Offline demo: start the sandbox on loopback and call every tool once through it."""
+    """The main job, offline: probe every tool through the loopback sandbox, turn the rows into
+    statistics, a calibrated profile and a report, then replay the shipped real-world task
+    cassettes with the reference agent and score them."""
+    from realprobe.cli import app  # the demo drives the same verbs a user types
+
+    if rounds < 1:
+        raise RealprobeError("--rounds must be at least 1")
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / "demo.db"
+    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        stale.unlink(missing_ok=True)
     cat = load_catalog(None)
     sb = _sandbox(cat, profile, seed, 1.0, "127.0.0.1", 0)
+
+    def step(title: str, *args: str) -> None:
+        console.rule(f"[bold]{title}")
+        console.print(f"[dim]$ realprobe {' '.join(args)}[/dim]")
+        command = typer.main.get_command(app)
+        code = command.main(args=list(args), prog_name="realprobe", standalone_mode=False)
+        if code not in (None, 0):
+            raise RealprobeError(f"demo step failed: realprobe {' '.join(args)} (exit {code})")
+
     with running(sb) as url:
-        opts = TransportOptions(sandbox=url)
-        results = asyncio.run(_call_all(cat, opts, timeout))
+        console.print(
+            f"sandbox on {url}: {len(cat)} tools over {len(cat.apis)} APIs, "
+            f"profile {profile!r}, seed {seed}"
+        )
+        step("1/5  every tool once through the sandbox", "call-all", "--sandbox", url,
+             "--timeout", str(timeout))
+        step(f"2/5  probe every tool {rounds}x (politely per emulated API)", "probe", "--all",
+             "--rounds", str(rounds), "--sandbox", url, "--timeout", str(timeout),
+             "--politeness", "off", "--db", str(db), "--seed", str(seed))
+    step("3/5  statistics", "stats", "--db", str(db))
+    step("4/5  calibrated profile and report", "calibrate", "--db", str(db),
+         "-o", str(out / "profile.json"))
+    step("", "report", "--db", str(db), "-o", str(out / "report.html"))
+    step("5/5  real-world tasks replayed from the shipped cassettes", "run", "--all",
+         "--agent", "reference", "--mode", "replay", "--db", str(db))
+    console.rule()
+    console.print(
+        f"done: database {db}, profile {out / 'profile.json'}, report {out / 'report.html'} "
+        "(open it in a browser)"
+    )
+
+
+def call_all_cmd(
+    sandbox: SandboxOpt = None,
+    simulate: SimulateOpt = None,
+    mode: ModeOpt = Mode.LIVE,
+    cassette: CassetteOpt = None,
+    seed: SeedOpt = 0,
+    timeout: Annotated[float, typer.Option(help="Deadline per call in seconds.")] = 10.0,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Call every tool once (its first example), all APIs at once, and print a table."""
+    cat = load_catalog(catalog)
+    opts = transport_options(mode, sandbox, simulate, cassette, seed)
+    results = asyncio.run(_call_all(cat, opts, timeout))
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
         return
-    table = Table(
-        title=f"Every tool once through the sandbox at {url} (profile {profile}, seed {seed})"
-    )
+    where = sandbox or (f"simulate:{simulate}" if simulate else mode.value)
+    table = Table(title=f"Every tool once ({where})")
     for col in ("tool", "api", "result", "ms", "what came back"):
         table.add_column(col, overflow="fold")
     for t, r in zip(cat, results, strict=True):
         res = "[green]ok[/green]" if r.ok else f"[red]{r.code.value if r.code else '?'}[/red]"
         table.add_row(t.name, t.api_id, res, f"{r.latency_ms:.0f}", r.summary()[:70])
     console.print(table)
-    ok = sum(r.ok for r in results)
-    console.print(f"{ok}/{len(results)} ok under profile {profile!r}")
+    console.print(f"{sum(r.ok for r in results)}/{len(results)} ok")
 
 
 async def _call_all(cat: Catalog, opts: TransportOptions, timeout: float) -> list[ToolResult]:
@@ -227,4 +282,4 @@ async def _call_all(cat: Catalog, opts: TransportOptions, timeout: float) -> lis
         await client.aclose()
 
 
-__all__ = ["Path", "err_console", "register"]
+__all__ = ["err_console", "register"]

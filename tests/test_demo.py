@@ -1,0 +1,31 @@
+"""The README's first command: the main job runs offline and leaves its artefacts behind."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo_runs_offline_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "demo", "--rounds", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    for step in ("1/5", "2/5", "3/5", "4/5", "5/5"):
+        assert step in res.stdout
+    db = sqlite3.connect(out / "demo.db")
+    n_tools = db.execute("select count(distinct tool) from probes").fetchone()[0]
+    n_rows = db.execute("select count(*) from probes").fetchone()[0]
+    n_tasks = db.execute("select count(*) from task_runs").fetchone()[0]
+    assert n_tools >= 25 and n_rows == 2 * n_tools
+    assert n_tasks >= 10
+    profile = json.loads((out / "profile.json").read_text())
+    assert profile["format"] == "realprobe-profile/1" and len(profile["tools"]) == n_tools
+    html = (out / "report.html").read_text()
+    assert "<svg" in html or "data:image/png" in html
