@@ -87,6 +87,7 @@ def test_censored_fit_recovers_what_dropping_timeouts_gets_wrong() -> None:
     assert abs(fit.mu - 5.0) < 0.04 and abs(fit.sigma - 0.5) < 0.03
     assert fit.mu_ci95 is not None and fit.mu_ci95[0] < 5.0 < fit.mu_ci95[1]
     assert fit.sigma_ci95 is not None and fit.sigma_ci95[0] < 0.5 < fit.sigma_ci95[1]
+    assert fit.intervals == "profile-likelihood"
     assert fit.hang_share < 0.05  # truth 0; a boundary estimate carries some noise
     assert fit.p_exceed_timeout == pytest.approx(censored.size / lat.size, abs=0.03)
 
@@ -103,6 +104,7 @@ def test_hangs_do_not_stretch_the_tail() -> None:
     assert fit is not None and plain is not None
     assert abs(fit.mu - 5.0) < 0.04 and abs(fit.sigma - 0.5) < 0.03
     assert fit.hang_share == pytest.approx(530 / (ok.size + 530), abs=0.01)
+    assert fit.intervals == "wald"  # the deadline is 3.2 sigma out: the likelihood is regular
     assert plain.sigma > 0.7  # the wrong model: hangs read as a fat tail
 
 

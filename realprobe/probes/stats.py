@@ -40,6 +40,8 @@ VARIABILITY_MIN_N = 10
 SUCCESS_SD_FLAG = 0.10
 LATENCY_CV_FLAG = 0.25
 VARIABILITY_ALPHA = 0.01
+#: above this share of calls slower than the deadline, lognormal intervals are profiled
+PROFILE_CI_MIN_EXCEED = 1e-3
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -368,6 +370,7 @@ class LognormalFit(BaseModel):
     n_censored: int
     p_exceed_timeout: float | None = None
     method: str
+    intervals: str = "wald"  # or "profile-likelihood" when the deadline cuts the distribution
 
 
 class LatencyStats(BaseModel):
@@ -536,7 +539,16 @@ def fit_lognormal(
     theta = res.x
     mu, sig = float(theta[0]), float(math.exp(theta[1]))
     pi = float(special.expit(theta[2])) if hang_mass else 0.0
-    mu_ci, sig_ci = _wald_intervals(nll, theta)
+    t_med = float(np.median(c_all))
+    s_t = float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig)))
+    if s_t >= PROFILE_CI_MIN_EXCEED:
+        # the deadline cuts into the distribution: the likelihood is far from quadratic (and
+        # the hang share may sit at its boundary), so Wald intervals under-cover; profile it
+        mu_ci = _profile_interval(nll, theta, 0)
+        ls_ci = _profile_interval(nll, theta, 1)
+        sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
+    else:
+        mu_ci, sig_ci = _wald_intervals(nll, theta)
     t_med = float(np.median(c_all))
     return LognormalFit(
         mu=mu,
@@ -546,9 +558,52 @@ def fit_lognormal(
         hang_share=pi,
         n_uncensored=n,
         n_censored=m,
-        p_exceed_timeout=float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig))),
+        p_exceed_timeout=s_t,
+        intervals="profile-likelihood" if s_t >= PROFILE_CI_MIN_EXCEED else "wald",
         method="censored-mle+hang-mass" if hang_mass else "censored-mle",
     )
+
+
+def _profile_interval(
+    nll: Any, theta: FloatArray, index: int, level_chi2: float = 3.841458820694124
+) -> tuple[float, float] | None:
+    """95% profile-likelihood interval for parameter `index`: where twice the rise of the
+    negative log-likelihood, minimised over the other parameters, reaches chi2(1, 0.95)."""
+    best = nll(theta)
+    others = [i for i in range(theta.shape[0]) if i != index]
+    warm = {"x": theta[others].copy()}
+
+    def rise(v: float) -> float:
+        def inner(rest: FloatArray) -> float:
+            full = theta.copy()
+            full[index] = v
+            full[others] = rest
+            return float(nll(full))
+
+        res = optimize.minimize(inner, warm["x"], method="Nelder-Mead",
+                                options={"xatol": 1e-5, "fatol": 1e-7, "maxiter": 2000})
+        warm["x"] = res.x
+        return 2.0 * (float(res.fun) - best) - level_chi2
+
+    ends = []
+    for direction in (-1.0, 1.0):
+        warm["x"] = theta[others].copy()
+        step, inside = 0.05, float(theta[index])
+        outside = inside + direction * step
+        tries = 0
+        while rise(outside) < 0:
+            inside, step = outside, step * 2
+            outside = inside + direction * step
+            tries += 1
+            if tries > 12:
+                return None
+        warm["x"] = theta[others].copy()
+        try:
+            ends.append(float(optimize.brentq(rise, min(inside, outside), max(inside, outside),
+                                              xtol=1e-4)))
+        except ValueError:
+            return None
+    return (ends[0], ends[1])
 
 
 def _wald_intervals(
