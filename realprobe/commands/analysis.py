@@ -108,6 +108,11 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
+def _num(v: float | None) -> str:
+    """A share in percent without the sign (the column header or a neighbour carries it)."""
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
 def stats_cmd(
     since: SinceOpt = None,
     until: UntilOpt = None,
@@ -122,13 +127,16 @@ def stats_cmd(
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return
+    wide = console.width >= 120  # narrower terminals drop the fit columns (see --json)
     table = Table(
         title=f"{rep.rows} attempts, {len(rep.tools)} tools "
         f"({rep.window[0] or 'start'} → {rep.window[1] or 'now'})"
     )
     table.add_column("tool", no_wrap=True)
-    for col in ("n", "success [95% CI]", "P(f|f) / P(f|ok)", "p50/p90/p99 ms", "μ, σ", "KS p"):
-        table.add_column(col, justify="right")
+    cols = ["n", "success [95% CI]", "P(f|f)/P(f|ok)", "p50/p90/p99 ms"]
+    cols += ["μ, σ", "KS p"] if wide else []
+    for col in cols:
+        table.add_column(col, justify="right", overflow="fold")
     table.add_column("top error / flags")
     for t in rep.tools:
         lat, fit = t.latency, t.latency.lognormal
@@ -136,16 +144,18 @@ def stats_cmd(
         flags = [f for f, on in (("var. success", t.variability.variable_success),
                                  ("var. latency", t.variability.variable_latency)) if on]
         top = max(t.errors.share_of_failures.items(), key=lambda kv: kv[1], default=None)
-        table.add_row(
+        cells = [
             t.tool,
             str(t.success.n),
-            f"{_pct(t.success.rate)} [{_pct(ci[0])}, {_pct(ci[1])}]",
-            f"{_pct(t.burst.p_fail_after_fail.p)} / {_pct(t.burst.p_fail_after_ok.p)}",
+            f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]",
+            f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99)),
-            "-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}",
-            "-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}",
-            ", ".join(([f"{top[0]} {_pct(top[1])}"] if top else []) + flags) or "-",
-        )
+        ]
+        if wide:
+            cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
+            cells.append("-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}")
+        cells.append(", ".join(([f"{top[0]} {100 * top[1]:.0f}%"] if top else []) + flags) or "-")
+        table.add_row(*cells)
     console.print(table)
     console.print(
         "[dim]success = per attempt (each stored call is one trial; prober outages excluded); "
@@ -254,22 +264,23 @@ def drift_cmd(
         )
         table.add_column("tool", no_wrap=True)
         table.add_column("verdict", no_wrap=True)
-        for col in ("n base/cur", "success", "p adj", "median ms", "p adj", "mix V", "p adj"):
-            table.add_column(col, justify="right")
+        for col in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
+            table.add_column(col, justify="right", overflow="fold")
         colour = {"worse": "red", "better": "green", "changed": "yellow"}
+
+        def padj(v: float | None) -> str:
+            return "" if v is None else f" ({v:.2g})"
+
         for t in rep.tools:
             s, lat, mix = t.success, t.latency, t.error_mix
             c = colour.get(t.verdict, "dim")
             table.add_row(
                 t.tool,
                 f"[{c}]{t.verdict}[/{c}]",
-                f"{t.n_baseline}/{t.n_current}",
-                f"{_pct(s.baseline)} → {_pct(s.current)}" if s else "-",
-                f"{s.p_adjusted:.3g}" if s and s.p_adjusted is not None else "-",
-                f"{lat.baseline_p50:.0f} → {lat.current_p50:.0f}" if lat else "-",
-                f"{lat.p_adjusted:.3g}" if lat and lat.p_adjusted is not None else "-",
-                f"{mix.cramers_v:.2f}" if mix else "-",
-                f"{mix.p_adjusted:.3g}" if mix and mix.p_adjusted is not None else "-",
+                f"{_pct(s.baseline)}→{_pct(s.current)}{padj(s.p_adjusted)}" if s else "-",
+                f"{lat.baseline_p50:.0f}→{lat.current_p50:.0f}{padj(lat.p_adjusted)}"
+                if lat else "-",
+                f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
             )
         console.print(table)
     if fail_on_worse and any(t.verdict == "worse" for t in rep.tools):
