@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import platform
+import re
+import signal
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
 from realprobe.adapters import call_tool, default_catalog
 from realprobe.replay.modes import TransportOptions, make_client
-from realprobe.replay.simulate import routes_from_catalog
-from realprobe.sandbox.server import Sandbox, running
-from realprobe.simulator.profile import load_profile
 
 TOOL = "uselessfacts_random"
 
@@ -74,6 +78,24 @@ async def simulate_calls(n: int) -> float:
         await client.aclose()
 
 
+@contextlib.contextmanager
+def sandbox_process() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "sandbox", "--port", "0", "--latency-scale", "0"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+", line)
+        if not match:
+            raise RuntimeError(f"sandbox did not start: {line!r}")
+        yield match.group(0)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
@@ -82,8 +104,8 @@ def main() -> None:
     repeats = ap.parse_args().repeats
     cat = default_catalog()
     tool = cat.get(TOOL)
-    sb = Sandbox(routes_from_catalog(cat), load_profile("calm"), latency_scale=0.0)
-    with running(sb) as url:
+    # the server runs in its own process, so client and server do not share one GIL
+    with sandbox_process() as url:
         _method, canonical, params = tool.build_request(tool.validate_args(dict(tool.examples[0])))
         raw_url = str(httpx.URL(url + "/" + tool.api_id + httpx.URL(canonical).path, params=params))
         rows = []

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from realprobe.errors import RealprobeError
 from realprobe.tasks.agents.base import Agent, AgentContext, LlmSettings
-from realprobe.tasks.agents.openai_native import OpenAIToolAgent
-from realprobe.tasks.agents.openai_text import OpenAITextAgent
 from realprobe.tasks.agents.reference import ReferenceAgent
 
 AGENT_NAMES = ("reference", "openai", "openai-text")
@@ -20,7 +18,14 @@ def make_agent(name: str, llm: LlmSettings | None = None) -> Agent:
                 f"--agent {name} needs --base-url URL and --model NAME "
                 "(and the API key in $OPENAI_API_KEY or --api-key-env NAME)"
             )
-        return OpenAIToolAgent(llm) if name == "openai" else OpenAITextAgent(llm)
+        # imported here: the openai SDK costs ~0.3 s at start-up, and most runs never need it
+        if name == "openai":
+            from realprobe.tasks.agents.openai_native import OpenAIToolAgent
+
+            return OpenAIToolAgent(llm)
+        from realprobe.tasks.agents.openai_text import OpenAITextAgent
+
+        return OpenAITextAgent(llm)
     raise RealprobeError(f"--agent {name!r}: choose one of {', '.join(AGENT_NAMES)}")
 
 
