@@ -35,6 +35,7 @@ class SandboxRouter(httpx.AsyncBaseTransport):
         self.origins = dict(origins)
         self.by_api = {api: origin for origin, api in self.origins.items()}
         self.inner = inner or live_transport()
+        self._base_path = self.sandbox.raw_path.decode().split("?")[0].rstrip("/")
 
     def _origin(self, url: httpx.URL) -> str:
         port = f":{url.port}" if url.port else ""
@@ -45,19 +46,19 @@ class SandboxRouter(httpx.AsyncBaseTransport):
         if api is None:
             # not a catalogue API (an LLM endpoint, say): unchanged to the inner transport
             return await self.inner.handle_async_request(request)
-        base_path = self.sandbox.raw_path.decode().split("?")[0].rstrip("/")
+        base_path = self._base_path
         target = self.sandbox.copy_with(
             raw_path=(base_path + f"/{api}" + request.url.raw_path.decode()).encode()
         )
-        headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"host"]
-        routed = httpx.Request(
-            request.method,
-            target,
-            headers=headers,
-            content=request.content,
-            extensions=request.extensions,
-        )
-        response = await self.inner.handle_async_request(routed)
+        # Swap the URL for the duration of the send instead of building a second Request
+        # (that costs ~40 us a call); the canonical URL is back before anyone else looks.
+        # The Host header stays the API's own, as a forward proxy would send it.
+        canonical = request.url
+        request.url = target
+        try:
+            response = await self.inner.handle_async_request(request)
+        finally:
+            request.url = canonical
         location = response.headers.get("location")
         if location:
             response.headers["location"] = self._unroute(location, base_path)
