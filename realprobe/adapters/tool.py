@@ -95,7 +95,8 @@ def _model_name(tool: str, suffix: str) -> str:
     return "".join(p.title() for p in re.split(r"[_-]", tool)) + suffix
 
 
-_MISSING = object()
+MISSING = object()
+_MISSING = MISSING  # what `lookup` returns for an absent path
 
 
 def lookup(body: Any, path: str | None) -> Any:

@@ -9,6 +9,7 @@ public addresses (unless the tool itself lives on a private one), and the redire
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import zlib
 from dataclasses import dataclass
@@ -120,35 +121,14 @@ class HttpClient:
         received = [0]
         timing: dict[str, float] = {"start": start}
         try:
-            if self.clock.virtual:
-                # Simulated and replayed transports raise timeouts themselves on the
-                # virtual clock; nothing here waits for real.
+            # On a virtual clock the simulated and replayed transports raise timeouts
+            # themselves; nothing here may wait for real.
+            guard = contextlib.nullcontext() if self.clock.virtual else asyncio.timeout(deadline)
+            async with guard:
                 fetched = await self._follow(
-                    method,
-                    url,
-                    params,
-                    headers,
-                    start,
-                    deadline,
-                    allow_private,
-                    redirects,
-                    received,
-                    timing,
+                    method, url, params, headers, start, deadline, allow_private,
+                    redirects, received, timing,
                 )
-            else:
-                async with asyncio.timeout(deadline):
-                    fetched = await self._follow(
-                        method,
-                        url,
-                        params,
-                        headers,
-                        start,
-                        deadline,
-                        allow_private,
-                        redirects,
-                        received,
-                        timing,
-                    )
             timing["elapsed"] = fetched.elapsed_s
             return fetched
         except FetchFailure as exc:

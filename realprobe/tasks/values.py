@@ -6,31 +6,14 @@ import html
 import re
 from typing import Any
 
+from realprobe.adapters.tool import MISSING as _MISSING
+from realprobe.adapters.tool import lookup
 from realprobe.tasks.model import Arg, Outputs
 
-_MISSING = object()
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
 
 #: step id -> canonical output name -> value
 Produced = dict[str, dict[str, Any]]
-
-
-def lookup(data: Any, path: str) -> Any:
-    """A dotted path (`countries.0.cca2`) into parsed JSON; `_MISSING` when absent."""
-    cur = data
-    for part in path.split("."):
-        if isinstance(cur, dict):
-            if part not in cur:
-                return _MISSING
-            cur = cur[part]
-        elif isinstance(cur, list):
-            try:
-                cur = cur[int(part)]
-            except (ValueError, IndexError):
-                return _MISSING
-        else:
-            return _MISSING
-    return cur
 
 
 def extract_outputs(outputs: Outputs, data: dict[str, Any] | None) -> dict[str, Any]:
