@@ -22,8 +22,8 @@ from pathlib import Path
 
 import httpx
 
-from realprobe.adapters import Catalog, call_tool, default_catalog
-from realprobe.replay.modes import TransportOptions, make_client
+from realprobe.adapters import Catalog, call_tool, call_tool_sync, default_catalog
+from realprobe.replay.modes import TransportOptions, make_client, make_sync_client
 
 TOOL = "uselessfacts_random"
 
@@ -87,6 +87,29 @@ async def realprobe_live_calls(sandbox: str, n: int) -> float:
         await client.aclose()
 
 
+def _mirror_catalog(sandbox: str) -> Catalog:
+    api = default_catalog().get(TOOL).api
+    return Catalog(
+        [api.model_copy(update={"base_url": sandbox + "/" + api.id + httpx.URL(api.base_url).path})]
+    )
+
+
+def realprobe_sync_calls(sandbox: str, n: int, *, routed: bool) -> float:
+    """`call_tool_sync` over the sync client: through sandbox routing, or with the loopback
+    server as the tool's own base URL (the plain live transport)."""
+    cat = default_catalog() if routed else _mirror_catalog(sandbox)
+    tool = cat.get(TOOL)
+    opts = TransportOptions(sandbox=sandbox) if routed else TransportOptions()
+    args = dict(tool.examples[0])
+    with make_sync_client(cat, opts) as client:
+        call_tool_sync(tool, args, client)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            r = call_tool_sync(tool, args, client)
+            assert r.ok, r.summary()
+        return time.perf_counter() - t0
+
+
 async def simulate_calls(n: int) -> float:
     cat = default_catalog()
     tools = list(cat)
@@ -141,6 +164,8 @@ def main() -> None:
                     asyncio.run(raw_async(raw_url, n)),
                     asyncio.run(realprobe_calls(url, n)),
                     asyncio.run(realprobe_live_calls(url, n)),
+                    realprobe_sync_calls(url, n, routed=False),
+                    realprobe_sync_calls(url, n, routed=True),
                 )
             )
     best = [min(col) for col in zip(*rows, strict=True)]
@@ -150,6 +175,10 @@ def main() -> None:
         "repeats": repeats,
         "raw_httpx_sync_per_s": n / best[0],
         "raw_httpx_async_per_s": n / best[1],
+        "realprobe_sync_live_transport_per_s": n / best[4],
+        "realprobe_sync_sandbox_routing_per_s": n / best[5],
+        "ratio_sync_live_vs_raw_sync": best[0] / best[4],
+        "ratio_sync_routing_vs_raw_sync": best[0] / best[5],
         "realprobe_sandbox_routing_per_s": n / best[2],
         "realprobe_live_transport_per_s": n / best[3],
         "ratio_live_vs_raw_sync": best[0] / best[3],

@@ -1,6 +1,6 @@
 """Adapters: the declarative catalogue of public APIs as MCP-shaped tools."""
 
-from realprobe.adapters.adapter import call_tool
+from realprobe.adapters.adapter import call_tool, call_tool_sync
 from realprobe.adapters.catalog import Catalog, CatalogError, default_catalog
 from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import Tool
@@ -12,5 +12,6 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "call_tool",
+    "call_tool_sync",
     "default_catalog",
 ]

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from realprobe.adapters.http import Fetched, Fetcher, FetchFailure
+from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
 from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import BadResponse, Tool
 from realprobe.errors import ErrorCode, code_for_status
@@ -108,14 +109,17 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     return ToolResult(tool=tool.name, ok=True, data=data, http_status=resp.status, **common)
 
 
-async def call_tool(
-    tool: Tool,
-    args: dict[str, Any] | None,
-    fetcher: Fetcher,
-    *,
-    timeout_s: float | None = None,
-) -> ToolResult:
-    """Call one tool. Bad arguments give INVALID_INPUT and nothing is sent."""
+@dataclass(frozen=True, slots=True)
+class _Request:
+    method: str
+    url: str
+    params: dict[str, str]
+    headers: dict[str, str]
+    allow_private: bool
+
+
+def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
+    """The request to send, or the INVALID_INPUT result when the arguments fail the schema."""
     try:
         valid = tool.validate_args(args or {})
         method, url, params = tool.build_request(valid)
@@ -123,17 +127,13 @@ async def call_tool(
         return _error(tool, ErrorCode.INVALID_INPUT, format_validation_error(exc))
     except ValueError as exc:
         return _error(tool, ErrorCode.INVALID_INPUT, str(exc))
-    allow_private = _is_private_base(tool.api.base_url)
-    try:
-        resp = await fetcher.fetch(
-            method,
-            url,
-            params=params,
-            headers=tool.request_headers(),
-            timeout_s=timeout_s,
-            allow_private=allow_private,
-        )
-    except FetchFailure as exc:
+    return _Request(
+        method, url, params, tool.request_headers(), _is_private_base(tool.api.base_url)
+    )
+
+
+def _failed(tool: Tool, exc: Exception) -> ToolResult:
+    if isinstance(exc, FetchFailure):
         return _error(
             tool,
             exc.code,
@@ -142,8 +142,57 @@ async def call_tool(
             redirects=exc.redirects,
             bytes=exc.received,
         )
-    except Exception as exc:  # never a crash: anything unforeseen is OPERATION_FAILED
-        return _error(tool, ErrorCode.OPERATION_FAILED, f"{type(exc).__name__}: {exc}")
+    # never a crash: anything unforeseen is OPERATION_FAILED
+    return _error(tool, ErrorCode.OPERATION_FAILED, f"{type(exc).__name__}: {exc}")
+
+
+async def call_tool(
+    tool: Tool,
+    args: dict[str, Any] | None,
+    fetcher: Fetcher,
+    *,
+    timeout_s: float | None = None,
+) -> ToolResult:
+    """Call one tool. Bad arguments give INVALID_INPUT and nothing is sent."""
+    req = _prepare(tool, args)
+    if isinstance(req, ToolResult):
+        return req
+    try:
+        resp = await fetcher.fetch(
+            req.method,
+            req.url,
+            params=req.params,
+            headers=req.headers,
+            timeout_s=timeout_s,
+            allow_private=req.allow_private,
+        )
+    except Exception as exc:
+        return _failed(tool, exc)
+    return classify_response(tool, resp)
+
+
+def call_tool_sync(
+    tool: Tool,
+    args: dict[str, Any] | None,
+    fetcher: SyncFetcher,
+    *,
+    timeout_s: float | None = None,
+) -> ToolResult:
+    """`call_tool` for synchronous code, over `replay.modes.make_sync_client`."""
+    req = _prepare(tool, args)
+    if isinstance(req, ToolResult):
+        return req
+    try:
+        resp = fetcher.fetch(
+            req.method,
+            req.url,
+            params=req.params,
+            headers=req.headers,
+            timeout_s=timeout_s,
+            allow_private=req.allow_private,
+        )
+    except Exception as exc:
+        return _failed(tool, exc)
     return classify_response(tool, resp)
 
 

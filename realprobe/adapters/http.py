@@ -52,3 +52,16 @@ class Fetcher(Protocol):
         timeout_s: float | None = None,
         allow_private: bool = False,
     ) -> Fetched: ...
+
+
+class SyncFetcher(Protocol):
+    def fetch(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        allow_private: bool = False,
+    ) -> Fetched: ...

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import ipaddress
+import itertools
+import math
+import socket
+import threading
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +80,186 @@ def classify_exception(exc: BaseException) -> tuple[ErrorCode, str]:
     return ErrorCode.OPERATION_FAILED, f"{name}: {exc}"
 
 
+class _Call:
+    """The policy state of one fetch, shared by the async and the sync client: the deadline,
+    the redirect chain and its checks, the bytes received, and how failures are reported."""
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        clock: Clock,
+        method: str,
+        url: str,
+        params: dict[str, str] | None,
+        headers: dict[str, str] | None,
+        deadline: float,
+        allow_private: bool,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.method = method
+        self.current = httpx.URL(url, params=params or None)
+        self.headers = headers
+        self.deadline = deadline
+        self.allow_private = allow_private
+        self.start = clock.now()
+        self.redirects: list[str] = []
+        self.received = 0
+        self.timing: dict[str, float] = {"start": self.start}
+        self.deadline_fired = False  # set by the sync client's watchdog
+
+    def elapsed(self) -> float:
+        return self.clock.now() - self.start
+
+    def remaining(self) -> float:
+        return self.deadline - self.elapsed()
+
+    def request(self, client: httpx.AsyncClient | httpx.Client) -> httpx.Request:
+        """The next hop's request, its timeouts cut to what is left of the deadline."""
+        remaining = self.remaining()
+        if remaining <= 0:
+            raise DeadlineExceeded("deadline passed before the request was sent")
+        timeout = httpx.Timeout(
+            min(self.config.read_timeout_s, remaining),
+            connect=min(self.config.connect_timeout_s, remaining),
+        )
+        request = client.build_request(
+            self.method, self.current, headers=self.headers, timeout=timeout
+        )
+        request.extensions[DEADLINE_EXT] = self.start + self.deadline
+        request.extensions[TIMING_EXT] = self.timing
+        return request
+
+    def redirected(self, response: httpx.Response) -> bool:
+        """Follow a redirect if the policy allows it (True); refuse it with a FetchFailure."""
+        if response.status_code not in REDIRECT_STATUSES or "location" not in response.headers:
+            return False
+        target = self.current.join(response.headers["location"])
+        self.redirects.append(f"{response.status_code} {target}")
+        if target.scheme not in ("http", "https"):
+            raise FetchFailure(
+                ErrorCode.OPERATION_FAILED, f"redirect to unsupported scheme refused: {target}"
+            )
+        if is_private_host(target.host) and not self.allow_private:
+            raise FetchFailure(
+                ErrorCode.OPERATION_FAILED, f"redirect to a non-public address refused: {target}"
+            )
+        if response.status_code == 303:
+            self.method = "GET"
+        self.current = target
+        return True
+
+    def reader(self, response: httpx.Response) -> _BodyReader:
+        return _BodyReader(self, response)
+
+    def fetched(self, response: httpx.Response, body: bytes) -> Fetched:
+        fetched = Fetched(
+            status=response.status_code,
+            headers={k.lower(): v for k, v in response.headers.items()},
+            body=body,
+            url=str(self.current),
+            elapsed_s=self.elapsed(),
+            redirects=self.redirects,
+        )
+        self.timing["elapsed"] = fetched.elapsed_s
+        return fetched
+
+    def too_many_redirects(self) -> FetchFailure:
+        return FetchFailure(
+            ErrorCode.OPERATION_FAILED, f"more than {self.config.max_redirects} redirects"
+        )
+
+    def failure(self, exc: Exception) -> FetchFailure:
+        """Any exception of the fetch as one FetchFailure with its taxonomy code."""
+        if isinstance(exc, FetchFailure):
+            failure = exc
+        else:
+            code, message = classify_exception(exc)
+            if self.deadline_fired or isinstance(exc, TimeoutError | DeadlineExceeded):
+                code = ErrorCode.TIMEOUT
+                message = f"no complete answer within the {self.deadline:g}s deadline"
+            failure = FetchFailure(code, message)
+        failure.elapsed_s = failure.elapsed_s or self.elapsed()
+        failure.received = failure.received or self.received
+        failure.redirects = failure.redirects or self.redirects
+        self.timing["elapsed"] = failure.elapsed_s
+        return failure
+
+
+class _BodyReader:
+    """Reads a body under the size cap, decoding gzip/deflate itself in bounded steps, so a
+    bomb is stopped after at most `max_bytes` of output, never fully inflated in memory."""
+
+    def __init__(self, call: _Call, response: httpx.Response) -> None:
+        self.call = call
+        self.cap = call.config.max_bytes
+        declared = response.headers.get("content-length")
+        self.encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if (
+            declared
+            and declared.isdigit()
+            and int(declared) > self.cap
+            and self.encoding == "identity"
+        ):
+            raise FetchFailure(
+                ErrorCode.INVALID_RESPONSE,
+                f"body of {int(declared)} bytes is over the {self.cap}-byte cap",
+            )
+        self.decoder = _decoder(self.encoding)
+        self.out = bytearray()
+        # a transport that built its response from bytes: httpx has already decoded it
+        self.predecoded = response.is_stream_consumed
+        if self.predecoded:
+            self._take(response.content)
+
+    def _take(self, data: bytes) -> None:
+        self.out.extend(data)
+        self.call.received = len(self.out)
+        if len(self.out) > self.cap:
+            raise FetchFailure(
+                ErrorCode.INVALID_RESPONSE,
+                f"body over the {self.cap}-byte cap (counted after decompression)",
+            )
+
+    def feed(self, raw: bytes) -> None:
+        if self.decoder is None:
+            self._take(raw)
+            return
+        data = raw
+        while data:
+            try:
+                chunk = self.decoder.decompress(data, self.cap + 1 - len(self.out))
+            except zlib.error as exc:
+                raise FetchFailure(
+                    ErrorCode.INVALID_RESPONSE, f"{self.encoding} body is corrupt ({exc})"
+                ) from exc
+            self._take(chunk)
+            data = self.decoder.unconsumed_tail
+
+    def body(self) -> bytes:
+        if self.decoder is not None and not self.predecoded:
+            self._take(self.decoder.flush())
+        return bytes(self.out)
+
+
+def _decoder(encoding: str) -> Any:
+    if encoding in ("identity", ""):
+        return None
+    if encoding in ("gzip", "x-gzip"):
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return zlib.decompressobj()
+    raise FetchFailure(ErrorCode.INVALID_RESPONSE, f"unsupported content-encoding {encoding!r}")
+
+
+def _client_kwargs(config: ClientConfig) -> dict[str, Any]:
+    return {
+        "follow_redirects": False,
+        "headers": {"User-Agent": config.user_agent, "Accept-Encoding": "gzip, deflate"},
+        "timeout": httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
+    }
+
+
 class HttpClient:
     """Implements the adapters' Fetcher protocol on top of one httpx.AsyncClient."""
 
@@ -87,14 +273,7 @@ class HttpClient:
         self.config = config or ClientConfig()
         self.clock: Clock = clock or RealClock()
         self.transport = transport
-        self._client = httpx.AsyncClient(
-            transport=transport,
-            follow_redirects=False,
-            headers={"User-Agent": self.config.user_agent, "Accept-Encoding": "gzip, deflate"},
-            timeout=httpx.Timeout(
-                self.config.read_timeout_s, connect=self.config.connect_timeout_s
-            ),
-        )
+        self._client = httpx.AsyncClient(transport=transport, **_client_kwargs(self.config))
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -116,153 +295,155 @@ class HttpClient:
         allow_private: bool = False,
     ) -> Fetched:
         deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        start = self.clock.now()
-        redirects: list[str] = []
-        received = [0]
-        timing: dict[str, float] = {"start": start}
+        call = _Call(
+            self.config, self.clock, method, url, params, headers, deadline, allow_private
+        )
         try:
             # On a virtual clock the simulated and replayed transports raise timeouts
             # themselves; nothing here may wait for real.
             guard = contextlib.nullcontext() if self.clock.virtual else asyncio.timeout(deadline)
             async with guard:
-                fetched = await self._follow(
-                    method, url, params, headers, start, deadline, allow_private,
-                    redirects, received, timing,
-                )
-            timing["elapsed"] = fetched.elapsed_s
-            return fetched
-        except FetchFailure as exc:
-            exc.elapsed_s = exc.elapsed_s or self.clock.now() - start
-            exc.received = exc.received or received[0]
-            exc.redirects = exc.redirects or redirects
-            timing["elapsed"] = exc.elapsed_s
-            raise
+                return await self._follow(call)
         except Exception as exc:
-            code, message = classify_exception(exc)
-            if code is ErrorCode.TIMEOUT and isinstance(exc, TimeoutError | DeadlineExceeded):
-                message = f"no complete answer within the {deadline:g}s deadline"
-            elapsed = self.clock.now() - start
-            timing["elapsed"] = elapsed
-            raise FetchFailure(code, message, elapsed, redirects, received[0]) from exc
+            raise call.failure(exc) from exc
 
-    async def _follow(
+    async def _follow(self, call: _Call) -> Fetched:
+        for _hop in range(self.config.max_redirects + 1):
+            response = await self._client.send(call.request(self._client), stream=True)
+            try:
+                if call.redirected(response):
+                    continue
+                reader = call.reader(response)
+                if not reader.predecoded:
+                    async for raw in response.aiter_raw():
+                        reader.feed(raw)
+                body = reader.body()
+            finally:
+                await response.aclose()
+            return call.fetched(response, body)
+        raise call.too_many_redirects()
+
+
+class SyncHttpClient:
+    """The same policies for synchronous code, on one httpx.Client.
+
+    The total deadline stays hard without an event loop: before the response headers the
+    per-request timeouts are cut to what is left of it, and once a body is streaming a shared
+    watchdog thread shuts the socket down at the deadline, so a drip cannot outlast it.
+    """
+
+    def __init__(
+        self, transport: httpx.BaseTransport, *, config: ClientConfig | None = None
+    ) -> None:
+        self.config = config or ClientConfig()
+        self.clock: Clock = RealClock()
+        self.transport = transport
+        self._client = httpx.Client(transport=transport, **_client_kwargs(self.config))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> SyncHttpClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def fetch(
         self,
         method: str,
         url: str,
-        params: dict[str, str] | None,
-        headers: dict[str, str] | None,
-        start: float,
-        deadline: float,
-        allow_private: bool,
-        redirects: list[str],
-        received: list[int],
-        timing: dict[str, float] | None = None,
+        *,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = None,
+        allow_private: bool = False,
     ) -> Fetched:
-        current = httpx.URL(url, params=params or None)
-        for _hop in range(self.config.max_redirects + 1):
-            remaining = deadline - (self.clock.now() - start)
-            if remaining <= 0:
-                raise DeadlineExceeded("deadline passed before the request was sent")
-            timeout = httpx.Timeout(
-                min(self.config.read_timeout_s, remaining),
-                connect=min(self.config.connect_timeout_s, remaining),
-            )
-            request = self._client.build_request(method, current, headers=headers, timeout=timeout)
-            request.extensions[DEADLINE_EXT] = start + deadline
-            if timing is not None:
-                request.extensions[TIMING_EXT] = timing
-            response = await self._client.send(request, stream=True)
-            try:
-                if response.status_code in REDIRECT_STATUSES and "location" in response.headers:
-                    target = current.join(response.headers["location"])
-                    redirects.append(f"{response.status_code} {target}")
-                    if target.scheme not in ("http", "https"):
-                        raise FetchFailure(
-                            ErrorCode.OPERATION_FAILED,
-                            f"redirect to unsupported scheme refused: {target}",
-                            self.clock.now() - start,
-                            redirects,
-                        )
-                    if is_private_host(target.host) and not allow_private:
-                        raise FetchFailure(
-                            ErrorCode.OPERATION_FAILED,
-                            f"redirect to a non-public address refused: {target}",
-                            self.clock.now() - start,
-                            redirects,
-                        )
-                    if response.status_code == 303:
-                        method = "GET"
-                    current = target
-                    continue
-                body = await self._read_capped(response, received)
-            finally:
-                await response.aclose()
-            return Fetched(
-                status=response.status_code,
-                headers={k.lower(): v for k, v in response.headers.items()},
-                body=body,
-                url=str(current),
-                elapsed_s=self.clock.now() - start,
-                redirects=redirects,
-            )
-        raise FetchFailure(
-            ErrorCode.OPERATION_FAILED,
-            f"more than {self.config.max_redirects} redirects",
-            self.clock.now() - start,
-            redirects,
+        deadline = timeout_s if timeout_s is not None else self.config.deadline_s
+        call = _Call(
+            self.config, self.clock, method, url, params, headers, deadline, allow_private
         )
+        try:
+            return self._follow(call)
+        except Exception as exc:
+            raise call.failure(exc) from exc
 
-    async def _read_capped(self, response: httpx.Response, received: list[int]) -> bytes:
-        """Read the body, decoding gzip/deflate ourselves in bounded steps, so a bomb is
-        stopped after at most `max_bytes` of output, never fully inflated in memory."""
-        cap = self.config.max_bytes
-        declared = response.headers.get("content-length")
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if declared and declared.isdigit() and int(declared) > cap and encoding == "identity":
-            raise FetchFailure(
-                ErrorCode.INVALID_RESPONSE,
-                f"body of {int(declared)} bytes is over the {cap}-byte cap",
-            )
-        decoder = _decoder(encoding)
-        out = bytearray()
+    def _follow(self, call: _Call) -> Fetched:
+        for _hop in range(self.config.max_redirects + 1):
+            response = self._client.send(call.request(self._client), stream=True)
+            ticket = WATCHDOG.arm(time.monotonic() + call.remaining(), call, response)
+            try:
+                if call.redirected(response):
+                    continue
+                reader = call.reader(response)
+                if not reader.predecoded:
+                    for raw in response.iter_raw():
+                        reader.feed(raw)
+                body = reader.body()
+            finally:
+                WATCHDOG.disarm(ticket)
+                response.close()
+            if call.deadline_fired:
+                raise DeadlineExceeded("deadline passed while the body was read")
+            return call.fetched(response, body)
+        raise call.too_many_redirects()
 
-        def take(data: bytes) -> None:
-            out.extend(data)
-            received[0] = len(out)
-            if len(out) > cap:
-                raise FetchFailure(
-                    ErrorCode.INVALID_RESPONSE,
-                    f"body over the {cap}-byte cap (counted after decompression)",
+
+class _Watchdog:
+    """One daemon thread that shuts down the sockets of sync calls past their deadline."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._heap: list[tuple[float, int]] = []
+        self._armed: dict[int, tuple[_Call, httpx.Response]] = {}
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, when: float, call: _Call, response: httpx.Response) -> int:
+        with self._cv:
+            ticket = next(self._seq)
+            self._armed[ticket] = (call, response)
+            earliest = self._heap[0][0] if self._heap else math.inf
+            heapq.heappush(self._heap, (when, ticket))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="realprobe-deadline-watchdog", daemon=True
                 )
+                self._thread.start()
+            elif when < earliest:
+                self._cv.notify()
+        return ticket
 
-        if response.is_stream_consumed:
-            # a transport built the response from bytes and httpx already decoded it
-            take(response.content)
-            return bytes(out)
-        async for raw in response.aiter_raw():
-            if decoder is None:
-                take(raw)
-                continue
-            data = raw
-            while data:
-                try:
-                    chunk = decoder.decompress(data, cap + 1 - len(out))
-                except zlib.error as exc:
-                    raise FetchFailure(
-                        ErrorCode.INVALID_RESPONSE, f"{encoding} body is corrupt ({exc})"
-                    ) from exc
-                take(chunk)
-                data = decoder.unconsumed_tail
-        if decoder is not None:
-            take(decoder.flush())
-        return bytes(out)
+    def disarm(self, ticket: int) -> None:
+        with self._cv:
+            self._armed.pop(ticket, None)
+
+    def _run(self) -> None:
+        with self._cv:
+            while True:
+                while self._heap and self._heap[0][1] not in self._armed:
+                    heapq.heappop(self._heap)  # finished in time
+                if not self._heap:
+                    self._cv.wait()
+                    continue
+                when, ticket = self._heap[0]
+                wait = when - time.monotonic()
+                if wait > 0:
+                    self._cv.wait(wait)
+                    continue
+                heapq.heappop(self._heap)
+                call, response = self._armed.pop(ticket)
+                call.deadline_fired = True
+                _shutdown(response)
 
 
-def _decoder(encoding: str) -> Any:
-    if encoding in ("identity", ""):
-        return None
-    if encoding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
-        return zlib.decompressobj()
-    raise FetchFailure(ErrorCode.INVALID_RESPONSE, f"unsupported content-encoding {encoding!r}")
+def _shutdown(response: httpx.Response) -> None:
+    """Wake a blocked read: shut the connection's socket down (close alone does not)."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+WATCHDOG = _Watchdog()

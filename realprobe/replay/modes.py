@@ -15,9 +15,14 @@ import httpx
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.errors import RealprobeError
-from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.replay.client import ClientConfig, HttpClient, SyncHttpClient
 from realprobe.replay.simulate import SimulateTransport, origins_of
-from realprobe.replay.transports import SandboxRouter, live_transport
+from realprobe.replay.transports import (
+    SandboxRouter,
+    SyncSandboxRouter,
+    live_transport,
+    sync_live_transport,
+)
 from realprobe.simulator.profile import Profile, resolve_profile
 
 
@@ -102,3 +107,47 @@ def make_client(
     else:
         transport = base_transport(catalog, opts, clock)
     return HttpClient(transport, clock=clock, config=config)
+
+
+def make_sync_client(
+    catalog: Catalog,
+    opts: TransportOptions | None = None,
+    *,
+    config: ClientConfig | None = None,
+) -> SyncHttpClient:
+    """The synchronous client (scripts, notebooks): live, sandbox, record and replay.
+
+    Simulation runs on a virtual clock inside an event loop: use `make_client` for it.
+    """
+    from realprobe.replay.sync import SyncRecordingTransport, SyncReplayTransport
+
+    opts = (opts or TransportOptions()).normalised()
+    if opts.mode is Mode.SIMULATE:
+        raise RealprobeError(
+            "the synchronous client cannot simulate; use make_client and call_tool (async)"
+        )
+    base: httpx.BaseTransport = (
+        SyncSandboxRouter(opts.sandbox, origins_of(catalog))
+        if opts.sandbox
+        else sync_live_transport()
+    )
+    transport: httpx.BaseTransport = base
+    if opts.mode is Mode.REPLAY:
+        assert opts.cassette is not None
+        from realprobe.replay.recording import on_exhausted_of
+
+        latency = opts.replay_latency or "none"
+        transport = SyncReplayTransport.from_path(
+            opts.cassette, latency=latency, on_exhausted=on_exhausted_of(opts)
+        )
+    elif opts.mode is Mode.RECORD:
+        assert opts.cassette is not None
+        from realprobe.replay.scrub import ScrubConfig
+
+        source = {"source": "realprobe sandbox", "sandbox": opts.sandbox} if opts.sandbox else {
+            "source": "live"
+        }
+        transport = SyncRecordingTransport(
+            base, opts.cassette, meta=source, scrub=ScrubConfig(enabled=opts.scrub)
+        )
+    return SyncHttpClient(transport, config=config)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import httpx
 
@@ -16,12 +18,94 @@ def live_transport(max_connections: int = 100) -> httpx.AsyncHTTPTransport:
     )
 
 
-class SandboxRouter(httpx.AsyncBaseTransport):
+def sync_live_transport(max_connections: int = 100) -> httpx.HTTPTransport:
+    return httpx.HTTPTransport(
+        retries=0,
+        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+    )
+
+
+_TARGET_CACHE = 4096
+_NO_TARGET: Any = object()
+
+
+class _Routes:
+    """Canonical API URL <-> `<sandbox>/<api-id>/<original path>`, for both routers."""
+
+    def __init__(self, sandbox_url: str, origins: Mapping[str, str]) -> None:
+        self.sandbox = httpx.URL(sandbox_url.rstrip("/"))
+        # origin ("https://api.example.com") -> api id
+        self.origins = dict(origins)
+        self.by_api = {api: origin for origin, api in self.origins.items()}
+        self._base_path = self.sandbox.raw_path.decode().split("?")[0].rstrip("/")
+        self._targets: dict[tuple[str, str, int | None, bytes], httpx.URL | None] = {}
+
+    @staticmethod
+    def _origin(url: httpx.URL) -> str:
+        port = f":{url.port}" if url.port else ""
+        return f"{url.scheme}://{url.host}{port}"
+
+    def target(self, url: httpx.URL) -> httpx.URL | None:
+        """Where a canonical URL lives in the sandbox; None for hosts outside the catalogue.
+
+        Probes repeat the same URLs, so targets are cached (building an httpx.URL parses it)."""
+        key = (url.scheme, url.host, url.port, url.raw_path)
+        hit = self._targets.get(key, _NO_TARGET)
+        if hit is not _NO_TARGET:
+            return hit
+        api = self.origins.get(self._origin(url))
+        target = None
+        if api is not None:
+            target = self.sandbox.copy_with(
+                raw_path=(self._base_path + f"/{api}" + url.raw_path.decode()).encode()
+            )
+        if len(self._targets) >= _TARGET_CACHE:
+            self._targets.clear()
+        self._targets[key] = target
+        return target
+
+    def unroute(self, response: httpx.Response) -> httpx.Response:
+        """Map a Location pointing back into the sandbox to canonical form."""
+        location = response.headers.get("location")
+        if location:
+            response.headers["location"] = self._unroute(location)
+        return response
+
+    def _unroute(self, location: str) -> str:
+        """`/<api>/path` or `<sandbox>/<api>/path` back to `<origin>/path`."""
+        sandbox_origin = self._origin(self.sandbox)
+        rest = location
+        if rest.startswith(sandbox_origin):
+            rest = rest[len(sandbox_origin) :]
+        elif "://" in rest:
+            return location  # somewhere else entirely: leave it for the redirect policy
+        if self._base_path and rest.startswith(self._base_path + "/"):
+            rest = rest[len(self._base_path) :]
+        parts = rest.split("/", 2)
+        if len(parts) >= 2 and parts[1] in self.by_api:
+            return self.by_api[parts[1]] + "/" + (parts[2] if len(parts) > 2 else "")
+        return location
+
+
+@contextlib.contextmanager
+def _pointed_at(request: httpx.Request, target: httpx.URL) -> Iterator[None]:
+    """Swap the URL for the duration of the send instead of building a second Request
+    (that costs ~40 us a call); the canonical URL is back before anyone else looks. The
+    Host header stays the API's own, as a forward proxy would send it."""
+    canonical = request.url
+    request.url = target
+    try:
+        yield
+    finally:
+        request.url = canonical
+
+
+class SandboxRouter(_Routes, httpx.AsyncBaseTransport):
     """Sends each canonical API URL to the sandbox at `<sandbox>/<api-id>/<original path>`.
 
     Requests keep their canonical URLs everywhere above this transport (adapters, redirect
     policy, cassettes), so a recording made against the sandbox replays whatever port the
-    sandbox had. Locations pointing back into the sandbox are mapped back to canonical form.
+    sandbox had. Non-catalogue hosts (an LLM endpoint, say) go to `inner` unchanged.
     """
 
     def __init__(
@@ -30,57 +114,43 @@ class SandboxRouter(httpx.AsyncBaseTransport):
         origins: Mapping[str, str],
         inner: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.sandbox = httpx.URL(sandbox_url.rstrip("/"))
-        # origin ("https://api.example.com") -> api id
-        self.origins = dict(origins)
-        self.by_api = {api: origin for origin, api in self.origins.items()}
+        super().__init__(sandbox_url, origins)
         self.inner = inner or live_transport()
-        self._base_path = self.sandbox.raw_path.decode().split("?")[0].rstrip("/")
-
-    def _origin(self, url: httpx.URL) -> str:
-        port = f":{url.port}" if url.port else ""
-        return f"{url.scheme}://{url.host}{port}"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        api = self.origins.get(self._origin(request.url))
-        if api is None:
-            # not a catalogue API (an LLM endpoint, say): unchanged to the inner transport
+        target = self.target(request.url)
+        if target is None:
             return await self.inner.handle_async_request(request)
-        base_path = self._base_path
-        target = self.sandbox.copy_with(
-            raw_path=(base_path + f"/{api}" + request.url.raw_path.decode()).encode()
-        )
-        # Swap the URL for the duration of the send instead of building a second Request
-        # (that costs ~40 us a call); the canonical URL is back before anyone else looks.
-        # The Host header stays the API's own, as a forward proxy would send it.
-        canonical = request.url
-        request.url = target
-        try:
+        with _pointed_at(request, target):
             response = await self.inner.handle_async_request(request)
-        finally:
-            request.url = canonical
-        location = response.headers.get("location")
-        if location:
-            response.headers["location"] = self._unroute(location, base_path)
-        return response
-
-    def _unroute(self, location: str, base_path: str) -> str:
-        """`/<api>/path` or `<sandbox>/<api>/path` back to `<origin>/path`."""
-        sandbox_origin = self._origin(self.sandbox)
-        rest = location
-        if rest.startswith(sandbox_origin):
-            rest = rest[len(sandbox_origin) :]
-        elif "://" in rest:
-            return location  # somewhere else entirely: leave it for the redirect policy
-        if base_path and rest.startswith(base_path + "/"):
-            rest = rest[len(base_path) :]
-        parts = rest.split("/", 2)
-        if len(parts) >= 2 and parts[1] in self.by_api:
-            return self.by_api[parts[1]] + "/" + (parts[2] if len(parts) > 2 else "")
-        return location
+        return self.unroute(response)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class SyncSandboxRouter(_Routes, httpx.BaseTransport):
+    """SandboxRouter for the synchronous client."""
+
+    def __init__(
+        self,
+        sandbox_url: str,
+        origins: Mapping[str, str],
+        inner: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(sandbox_url, origins)
+        self.inner = inner or sync_live_transport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        target = self.target(request.url)
+        if target is None:
+            return self.inner.handle_request(request)
+        with _pointed_at(request, target):
+            response = self.inner.handle_request(request)
+        return self.unroute(response)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def origin_map(base_urls: Mapping[str, str]) -> dict[str, str]:
