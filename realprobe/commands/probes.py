@@ -256,12 +256,21 @@ def summary_table(summary: RunSummary, width: int | None = None) -> Table:
     return table
 
 
+def _clock_label(mode: str) -> str:
+    """Simulated and replayed runs keep time on a virtual clock: one call after another."""
+    if mode == "simulate":
+        return " of simulated time"
+    if mode == "replay":
+        return " of replayed call time (recorded latencies, summed)"
+    return ""
+
+
 def print_summary(summary: RunSummary, db: Path) -> None:
     console.print(summary_table(summary))
     console.print(
         f"{summary.n_calls} calls, {summary.n_ok} ok, {summary.n_error} errors, "
         f"{summary.n_skipped} skipped in {summary.duration_s:.1f}s"
-        f"{' of simulated time' if summary.mode == 'simulate' else ''} -> {db}"
+        f"{_clock_label(summary.mode)} -> {db}"
     )
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
