@@ -4,6 +4,7 @@ bookkeeping (tokens, turn limit, endpoint failures)."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from typing import Any
 
 import httpx
@@ -57,7 +58,7 @@ async def run_tool(ctx: AgentContext, name: str, raw_args: Any, turn: int) -> St
     return await ctx.box.call(name, args, turn=turn)
 
 
-class LlmLoop:
+class LlmLoop(ABC):
     """Base for LLM agents: the turn loop and its ending; subclasses do one turn each."""
 
     name = "llm"
@@ -123,6 +124,7 @@ class LlmLoop:
         ctx.state.completion_signal = says_complete(text)
         return True
 
+    @abstractmethod
     async def turn(
         self,
         ctx: AgentContext,
@@ -130,7 +132,7 @@ class LlmLoop:
         messages: list[dict[str, Any]],
         turn: int,
     ) -> bool:
-        raise NotImplementedError
+        """One model turn (native tool calls or the text protocol); True ends the run."""
 
 
 __all__ = ["LlmLoop", "make_openai", "parse_arguments", "run_tool", "tool_message"]
