@@ -48,33 +48,12 @@ async def raw_async(url: str, n: int) -> float:
         return time.perf_counter() - t0
 
 
-async def realprobe_calls(sandbox: str, n: int) -> float:
-    cat = default_catalog()
+async def realprobe_async_calls(sandbox: str, n: int, *, routed: bool) -> float:
+    """`call_tool` over the async client: through sandbox routing, or with the loopback
+    server as the tool's own base URL (the plain live transport, as a user catalogue gets)."""
+    cat = default_catalog() if routed else _mirror_catalog(sandbox)
     tool = cat.get(TOOL)
-    client = make_client(cat, TransportOptions(sandbox=sandbox))
-    args = dict(tool.examples[0])
-    try:
-        await call_tool(tool, args, client)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            r = await call_tool(tool, args, client)
-            assert r.ok, r.summary()
-        return time.perf_counter() - t0
-    finally:
-        await client.aclose()
-
-
-async def realprobe_live_calls(sandbox: str, n: int) -> float:
-    """The same tool declared with the loopback server as its own base URL: the live
-    transport with no sandbox routing in between (what a user catalogue entry gets)."""
-    cat = default_catalog()
-    api = cat.get(TOOL).api
-    mirror = api.model_copy(
-        update={"base_url": sandbox + "/" + api.id + httpx.URL(api.base_url).path}
-    )
-    local = Catalog([mirror])
-    tool = local.get(TOOL)
-    client = make_client(local, TransportOptions())
+    client = make_client(cat, TransportOptions(sandbox=sandbox) if routed else TransportOptions())
     args = dict(tool.examples[0])
     try:
         await call_tool(tool, args, client)
@@ -162,8 +141,8 @@ def main() -> None:
                 (
                     raw_sync(raw_url, n),
                     asyncio.run(raw_async(raw_url, n)),
-                    asyncio.run(realprobe_calls(url, n)),
-                    asyncio.run(realprobe_live_calls(url, n)),
+                    asyncio.run(realprobe_async_calls(url, n, routed=True)),
+                    asyncio.run(realprobe_async_calls(url, n, routed=False)),
                     realprobe_sync_calls(url, n, routed=False),
                     realprobe_sync_calls(url, n, routed=True),
                 )

@@ -117,6 +117,15 @@ class _Request:
     headers: dict[str, str]
     allow_private: bool
 
+    def options(self, timeout_s: float | None) -> dict[str, Any]:
+        """The keyword arguments of `Fetcher.fetch` / `SyncFetcher.fetch`."""
+        return {
+            "params": self.params,
+            "headers": self.headers,
+            "timeout_s": timeout_s,
+            "allow_private": self.allow_private,
+        }
+
 
 def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     """The request to send, or the INVALID_INPUT result when the arguments fail the schema."""
@@ -158,14 +167,7 @@ async def call_tool(
     if isinstance(req, ToolResult):
         return req
     try:
-        resp = await fetcher.fetch(
-            req.method,
-            req.url,
-            params=req.params,
-            headers=req.headers,
-            timeout_s=timeout_s,
-            allow_private=req.allow_private,
-        )
+        resp = await fetcher.fetch(req.method, req.url, **req.options(timeout_s))
     except Exception as exc:
         return _failed(tool, exc)
     return classify_response(tool, resp)
@@ -183,14 +185,7 @@ def call_tool_sync(
     if isinstance(req, ToolResult):
         return req
     try:
-        resp = fetcher.fetch(
-            req.method,
-            req.url,
-            params=req.params,
-            headers=req.headers,
-            timeout_s=timeout_s,
-            allow_private=req.allow_private,
-        )
+        resp = fetcher.fetch(req.method, req.url, **req.options(timeout_s))
     except Exception as exc:
         return _failed(tool, exc)
     return classify_response(tool, resp)
