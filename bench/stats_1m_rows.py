@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from realprobe.probes.stats import compute_stats, load_probes
+from realprobe.probes.loading import load_probes
+from realprobe.probes.stats import compute_stats
 from realprobe.store import PROBES_COLUMNS, Store
 
 HERE = Path(__file__).parent

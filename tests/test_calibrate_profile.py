@@ -23,7 +23,8 @@ from test_stats_cli import make_db, one_line_error, run_cli
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode
 from realprobe.probes.calibrate import calibrate, export, reliabilitybench_view, resilibench_view
-from realprobe.probes.stats import ProbeArrays, compute_stats, load_probes
+from realprobe.probes.loading import ProbeArrays, load_probes
+from realprobe.probes.stats import compute_stats
 from realprobe.simulator.profile import Profile, ToolProfile, load_profile
 from realprobe.store import Store
 

@@ -37,7 +37,8 @@ from probe_helpers import (
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.probes.calibrate import calibrate
-from realprobe.probes.stats import ProbeArrays, compute_stats, load_probes, wilson
+from realprobe.probes.loading import ProbeArrays, load_probes
+from realprobe.probes.stats import compute_stats, wilson
 from realprobe.replay.modes import TransportOptions
 from realprobe.simulator.profile import LatencyModel, Lognormal, Profile, ToolProfile, load_profile
 

@@ -13,7 +13,7 @@ from scipy import stats as sps
 from test_stats_cli import one_line_error, run_cli
 
 from realprobe.probes.drift import adjust, drift, two_proportion
-from realprobe.probes.stats import ProbeArrays
+from realprobe.probes.loading import ProbeArrays
 from realprobe.store import Store
 
 WEEK = 7 * 86400

@@ -11,22 +11,19 @@ from probe_helpers import synthetic_rows
 from scipy import stats as sps
 
 from realprobe.errors import RealprobeError
+from realprobe.probes.latency_fit import fit_lognormal, ks_test
+from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import (
-    ProbeArrays,
     burst_chain,
     chi2_homogeneity,
     compute_stats,
     error_mix,
-    fit_lognormal,
     jeffreys,
     kruskal_pvalue,
-    ks_test,
-    load_probes,
-    parse_time,
-    parse_window,
     variability,
     wilson,
 )
+from realprobe.probes.windows import parse_time, parse_window
 from realprobe.store import Store
 
 NOW = 1_800_000_000.0

@@ -62,7 +62,7 @@ def _check_tools(
     db: Path, names: list[str] | None, since: float | None, until: float | None
 ) -> None:
     """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
-    from realprobe.probes.stats import tool_counts
+    from realprobe.probes.loading import tool_counts
 
     if not names:
         return
@@ -81,7 +81,7 @@ def _check_tools(
 
 
 def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
-    from realprobe.probes.stats import parse_time
+    from realprobe.probes.windows import parse_time
 
     a = parse_time(since) if since else None
     b = parse_time(until) if until else None
@@ -93,7 +93,8 @@ def _window(since: str | None, until: str | None) -> tuple[float | None, float |
 def _stats(
     db: Path | None, since: str | None, until: str | None, tools: str | None, period: str = "1d"
 ) -> tuple[Path, StatsReport]:
-    from realprobe.probes.stats import parse_duration, stats_from_db
+    from realprobe.probes.stats import stats_from_db
+    from realprobe.probes.windows import parse_duration
 
     period_s = parse_duration(period)
     path = _db(db)
@@ -229,7 +230,8 @@ def drift_cmd(
     """Which tools changed between two windows: success (two-proportion test), latency
     (Mann-Whitney + effect-size gate), error mix (chi-square), corrected across tools."""
     from realprobe.probes.drift import drift
-    from realprobe.probes.stats import iso, load_probes, parse_window
+    from realprobe.probes.loading import load_probes
+    from realprobe.probes.windows import iso, parse_window
 
     if correction not in ("holm", "bh"):
         raise RealprobeError(f"--correction {correction!r}: choose holm or bh")
@@ -314,7 +316,7 @@ def report_cmd(
 ) -> None:
     """A self-contained report (no network needed to view it): per-tool table, success with
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
-    from realprobe.probes.stats import parse_duration, parse_window
+    from realprobe.probes.windows import parse_duration, parse_window
     from realprobe.report import build_report, render_html, render_json, render_markdown
 
     if fmt not in ("html", "md", "json"):

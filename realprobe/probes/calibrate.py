@@ -81,7 +81,8 @@ def tool_profile(ts: ToolStats) -> ToolProfile:
         ci = (min(1.0, ci[0] * keep), min(1.0, ci[1] * keep))
         for code in counts:
             counts[code] = (
-                max(0.0, (counts[code] - s_t * n) * keep) if code is ErrorCode.TIMEOUT
+                max(0.0, (counts[code] - s_t * n) * keep)
+                if code is ErrorCode.TIMEOUT
                 else counts[code] * keep
             )
     total = sum(counts.values())
@@ -135,7 +136,7 @@ def calibrate(report: StatsReport, *, name: str | None = None, db: str | None = 
     if adjusted:
         source["deadline_adjusted"] = {
             "note": "share S(T) of calls slower than the probes' deadline, per tool; "
-                    "success_rate and errors are before the deadline (the simulator applies it)",
+            "success_rate and errors are before the deadline (the simulator applies it)",
             "tools": adjusted,
         }
     if db:

@@ -17,7 +17,8 @@ import numpy as np
 from pydantic import BaseModel
 from scipy import stats
 
-from realprobe.probes.stats import CODES, ProbeArrays, iso
+from realprobe.probes.loading import CODES, ProbeArrays
+from realprobe.probes.windows import iso
 
 Correction = Literal["holm", "bh"]
 MIN_N = 20

@@ -63,7 +63,9 @@ class PolitenessConfig(BaseModel):
     def for_api(self, api: ApiSpec) -> Politeness:
         if not self.enabled:
             return Politeness(
-                max_in_flight=UNLIMITED_IN_FLIGHT, min_interval_s=0.0, jitter_s=0.0,
+                max_in_flight=UNLIMITED_IN_FLIGHT,
+                min_interval_s=0.0,
+                jitter_s=0.0,
                 daily_budget=2**62,
             )
         if api.id in self.per_api:

@@ -127,9 +127,7 @@ def new_run_id(wall: float) -> str:
 def plan_calls(tools: Sequence[Tool], rounds: int) -> list[ProbeCall]:
     """Round-major: round r calls every tool with its example `r mod len(examples)`."""
     return [
-        ProbeCall(t, r, dict(t.examples[r % len(t.examples)]))
-        for r in range(rounds)
-        for t in tools
+        ProbeCall(t, r, dict(t.examples[r % len(t.examples)])) for r in range(rounds) for t in tools
     ]
 
 
@@ -263,11 +261,7 @@ async def run_probes(
         return halt.is_set() or (stop is not None and stop.is_set())
 
     def everything_unreachable() -> bool:
-        return (
-            not state.reached
-            and state.connect_failures > 0
-            and all(h.attempted for h in hosts)
-        )
+        return not state.reached and state.connect_failures > 0 and all(h.attempted for h in hosts)
 
     async def one_call(call: ProbeCall) -> ToolResult:
         coro = call_tool(call.tool, call.args, client, timeout_s=timeout)
@@ -290,9 +284,16 @@ async def run_probes(
     def record(call: ProbeCall, result: ToolResult, start_wall: float) -> dict[str, Any]:
         err = result.error
         row = probe_row(
-            result, run_id=run_id, tool=call.tool.name, api=call.tool.api_id,
-            round_no=call.round, started_wall=start_wall, timeout_s=timeout,
-            vantage=vantage, args=call.args, source=source,
+            result,
+            run_id=run_id,
+            tool=call.tool.name,
+            api=call.tool.api_id,
+            round_no=call.round,
+            started_wall=start_wall,
+            timeout_s=timeout,
+            vantage=vantage,
+            args=call.args,
+            source=source,
         )
         store.insert_probe(row)
         state.rows += 1

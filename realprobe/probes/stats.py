@@ -9,29 +9,29 @@ rows with `excluded=1` (the prober's own outages) are left out before anything i
 from __future__ import annotations
 
 import math
-import os
-import re
-import sqlite3
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from itertools import chain
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
 import numpy as np
-from numpy.typing import NDArray
 from pydantic import BaseModel
-from scipy import optimize, special
+from scipy import special
 
-from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.store import BUSY_TIMEOUT_MS
-
-Z95 = 1.959963984540054
-#: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
-CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
-_TIMEOUT = CODES.index(ErrorCode.TIMEOUT)
-_OTHER = CODES.index(ErrorCode.OPERATION_FAILED)
+from realprobe.errors import RealprobeError
+from realprobe.probes.latency_fit import (
+    Z95,
+    LognormalFit,
+    fit_lognormal,
+    ks_pvalue,
+)
+from realprobe.probes.loading import (
+    _TIMEOUT,
+    CODES,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    ProbeArrays,
+    load_probes,
+)
+from realprobe.probes.windows import iso
 
 #: consecutive calls further apart than this are not a transition of the burst chain
 BURST_MAX_GAP_S = 3600.0
@@ -40,270 +40,6 @@ VARIABILITY_MIN_N = 10
 SUCCESS_SD_FLAG = 0.10
 LATENCY_CV_FLAG = 0.25
 VARIABILITY_ALPHA = 0.01
-#: above this share of calls slower than the deadline, lognormal intervals are profiled
-PROFILE_CI_MIN_EXCEED = 1e-3
-
-FloatArray = NDArray[np.float64]
-IntArray = NDArray[np.int64]
-BoolArray = NDArray[np.bool_]
-
-
-# -- time windows ------------------------------------------------------------------------------
-
-_REL = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_time(text: str, now: float | None = None) -> float:
-    """Epoch seconds from an ISO date/datetime (naive means UTC), `now`, or `7d`/`24h`/`30m` ago."""
-    now = datetime.now(UTC).timestamp() if now is None else now
-    s = text.strip()
-    if s.lower() == "now":
-        return now
-    m = _REL.match(s.lower())
-    if m:
-        return now - float(m.group(1)) * _UNIT_S[m.group(2)]
-    try:
-        dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise RealprobeError(
-            f"time {text!r}: expected an ISO date or datetime (2026-11-01, 2026-11-01T02:00Z), "
-            "`now`, or an age like 7d, 24h, 30m"
-        ) from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from `30m`, `6h`, `1d`, `2w`."""
-    m = _REL.match(text.strip().lower())
-    if not m or float(m.group(1)) <= 0:
-        raise RealprobeError(f"duration {text!r}: expected a length like 30m, 6h, 1d or 1w")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
-
-
-def parse_window(text: str, now: float | None = None) -> tuple[float | None, float | None]:
-    """`T1..T2` (either end may be empty: open) as epoch seconds; checks T1 < T2."""
-    if ".." not in text:
-        raise RealprobeError(
-            f"window {text!r}: expected START..END, e.g. 14d..7d or 2026-11-01..now"
-        )
-    a, _, b = text.partition("..")
-    start = parse_time(a, now) if a.strip() else None
-    end = parse_time(b, now) if b.strip() else None
-    if start is not None and end is not None and start >= end:
-        raise RealprobeError(f"window {text!r}: the start is not before the end")
-    return start, end
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None or not math.isfinite(ts):
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-# -- loading -----------------------------------------------------------------------------------
-
-
-@dataclass
-class ProbeArrays:
-    """Columns of the selected rows, sorted by (tool, started_ts).
-
-    Tool `i` owns rows `bounds[i]:bounds[i+1]`. `code` is -1 for success, else an index
-    into CODES. `timeout_s` is NaN when the row did not record its deadline.
-    """
-
-    tools: list[str]
-    bounds: IntArray
-    ts: FloatArray
-    latency_ms: FloatArray
-    code: IntArray
-    timeout_s: FloatArray
-
-    def __len__(self) -> int:
-        return int(self.ts.shape[0])
-
-    def slice(self, i: int) -> ProbeArrays:
-        a, b = int(self.bounds[i]), int(self.bounds[i + 1])
-        return ProbeArrays(
-            [self.tools[i]],
-            np.array([0, b - a], dtype=np.int64),
-            self.ts[a:b],
-            self.latency_ms[a:b],
-            self.code[a:b],
-            self.timeout_s[a:b],
-        )
-
-    def where(self, mask: BoolArray) -> ProbeArrays:
-        """The rows where `mask` holds, keeping the per-tool layout (tools left empty stay)."""
-        idx = np.repeat(np.arange(len(self.tools)), np.diff(self.bounds))
-        counts = np.bincount(idx[mask], minlength=len(self.tools))
-        bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return ProbeArrays(
-            list(self.tools),
-            bounds,
-            self.ts[mask],
-            self.latency_ms[mask],
-            self.code[mask],
-            self.timeout_s[mask],
-        )
-
-    @classmethod
-    def from_rows(cls, rows: list[dict[str, Any]]) -> ProbeArrays:
-        """Build from row dicts (tests, in-memory runs): same rules as the SQL loader."""
-        kept = [r for r in rows if not r.get("excluded")]
-        kept.sort(key=lambda r: (r["tool"], r["started_ts"]))
-        tools = sorted({r["tool"] for r in kept})
-        counts = [sum(1 for r in kept if r["tool"] == t) for t in tools]
-        codes = []
-        for r in kept:
-            if r.get("outcome") == "ok":
-                codes.append(-1)
-            else:
-                try:
-                    codes.append(CODES.index(ErrorCode(str(r.get("error_code")))))
-                except ValueError:
-                    codes.append(_OTHER)
-        return cls(
-            tools,
-            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            np.array([r["started_ts"] for r in kept], dtype=np.float64),
-            np.array([_num(r.get("latency_ms")) for r in kept], dtype=np.float64),
-            np.array(codes, dtype=np.int64),
-            np.array([_num(r.get("timeout_s")) for r in kept], dtype=np.float64),
-        )
-
-
-def _num(v: Any) -> float:
-    return float("nan") if v is None else float(v)
-
-
-def busy_timeout_s() -> float:
-    """How long a reader waits on a lock (WAL readers only wait on a non-WAL writer)."""
-    env = os.environ.get("REALPROBE_BUSY_TIMEOUT_S")
-    try:
-        return float(env) if env else BUSY_TIMEOUT_MS / 1000
-    except ValueError:
-        return BUSY_TIMEOUT_MS / 1000
-
-
-def connect_readonly(path: str | Path) -> sqlite3.Connection:
-    """A read-only connection that waits for writers instead of failing (WAL: readers never
-    block a writer and are not blocked by one)."""
-    p = Path(path)
-    if not p.exists():
-        raise RealprobeError(f"no database at {p}; run `realprobe probe` first or pass --db FILE")
-    if p.is_dir():
-        raise RealprobeError(f"{p} is a directory, not a database file")
-    wait = busy_timeout_s()
-    try:
-        conn = sqlite3.connect(
-            f"file:{quote(str(p.resolve()))}?mode=ro",
-            uri=True,
-            timeout=wait,
-            check_same_thread=False,
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"{p}: not a readable realprobe database ({_why(exc, wait)})") from exc
-    if "probes" not in names:
-        conn.close()
-        raise RealprobeError(f"{p}: has no `probes` table; run `realprobe probe` first")
-    return conn
-
-
-def tool_counts(
-    db: str | Path, since: float | None = None, until: float | None = None
-) -> dict[str, int]:
-    """{tool: rows} in the window (excluded rows left out); uses the (tool, started_ts) index."""
-    conn = connect_readonly(db)
-    where, params = ["coalesce(excluded, 0) = 0"], []
-    if since is not None:
-        where.append("started_ts >= ?")
-        params.append(since)
-    if until is not None:
-        where.append("started_ts < ?")
-        params.append(until)
-    try:
-        rows = conn.execute(
-            f"SELECT tool, count(*) FROM probes WHERE {' AND '.join(where)} GROUP BY tool", params
-        ).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
-    finally:
-        conn.close()
-    return {str(t): int(c) for t, c in rows}
-
-
-def _why(exc: sqlite3.DatabaseError, wait: float) -> str:
-    if "locked" in str(exc):
-        return (
-            f"database is locked: another process held an exclusive lock for over {wait:g} s; "
-            "retry later"
-        )
-    return str(exc)
-
-
-def load_probes(
-    db: str | Path | sqlite3.Connection,
-    since: float | None = None,
-    until: float | None = None,
-    tools: list[str] | None = None,
-) -> ProbeArrays:
-    """Rows with excluded != 1 in [since, until), as arrays, in one read transaction."""
-    own = not isinstance(db, sqlite3.Connection)
-    conn = connect_readonly(db) if not isinstance(db, sqlite3.Connection) else db
-    where = ["coalesce(excluded, 0) = 0"]
-    params: list[Any] = []
-    if since is not None:
-        where.append("started_ts >= ?")
-        params.append(since)
-    if until is not None:
-        where.append("started_ts < ?")
-        params.append(until)
-    if tools:
-        where.append(f"tool IN ({','.join('?' * len(tools))})")
-        params.extend(tools)
-    cond = " AND ".join(where)
-    code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
-    try:
-        conn.execute("BEGIN")  # one snapshot for both queries, even while a prober writes
-        try:
-            groups = conn.execute(
-                f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool",
-                params,
-            ).fetchall()
-            cur = conn.execute(
-                "SELECT started_ts, coalesce(latency_ms, 'NaN'), "
-                f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
-                f"ELSE {_OTHER} END END, coalesce(timeout_s, 'NaN') "
-                f"FROM probes WHERE {cond} ORDER BY tool, started_ts",
-                params,
-            )
-            n = sum(c for _, c in groups)
-            flat = (
-                np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=4 * n).reshape(n, 4)
-                if n
-                else np.zeros((0, 4))
-            )
-        finally:
-            conn.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
-    finally:
-        if own:
-            conn.close()
-    counts = [c for _, c in groups]
-    return ProbeArrays(
-        [t for t, _ in groups],
-        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        np.ascontiguousarray(flat[:, 0]),
-        np.ascontiguousarray(flat[:, 1]),
-        flat[:, 2].astype(np.int64),
-        np.ascontiguousarray(flat[:, 3]),
-    )
 
 
 # -- proportions -------------------------------------------------------------------------------
@@ -352,25 +88,6 @@ class ErrorMix(BaseModel):
     counts: dict[str, int]
     share_of_failures: dict[str, float]
     share_of_attempts: dict[str, float]
-
-
-class LognormalFit(BaseModel):
-    """ln(latency_ms) ~ Normal(mu, sigma), fitted to successes with TIMEOUTs right-censored.
-
-    `hang_share` is the fitted mass of calls that would never answer (a TIMEOUT fault), among
-    successes and timeouts; the other timeouts are slow calls cut by the deadline.
-    """
-
-    mu: float
-    sigma: float
-    mu_ci95: tuple[float, float] | None = None
-    sigma_ci95: tuple[float, float] | None = None
-    hang_share: float = 0.0
-    n_uncensored: int
-    n_censored: int
-    p_exceed_timeout: float | None = None
-    method: str
-    intervals: str = "wald"  # or "profile-likelihood" when the deadline cuts the distribution
 
 
 class LatencyStats(BaseModel):
@@ -472,207 +189,6 @@ def error_mix(code: IntArray) -> ErrorMix:
         share_of_failures={k: v / fails for k, v in named.items()} if fails else {},
         share_of_attempts={k: v / n for k, v in named.items()} if n else {},
     )
-
-
-def _norm_logsf(z: FloatArray | float) -> Any:
-    return special.log_ndtr(-np.asarray(z))
-
-
-def fit_lognormal(
-    latency_ok_ms: FloatArray, censor_ms: FloatArray, *, hang_mass: bool = True
-) -> LognormalFit | None:
-    """Maximum likelihood for ln(latency) ~ N(mu, sigma) from uncensored successes and calls
-    right-censored at their deadline (TIMEOUTs).
-
-    With `hang_mass`, a timeout is a hang with probability pi or a slow call (latency > deadline)
-    otherwise: L = prod (1-pi) f(x_i) * prod [pi + (1-pi) S(c_j)]. Without it (pi = 0) a burst of
-    injected hangs would drag the fitted tail out to the deadline. The successes' likelihood
-    needs only n, sum(ln x), sum(ln x^2), so each evaluation is O(number of distinct deadlines).
-    """
-    x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
-    c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
-    n = int(x.shape[0])
-    if n < 2:
-        return None
-    s1, s2 = float(x.sum()), float((x * x).sum())
-    mu0 = s1 / n
-    sig0 = math.sqrt(max(s2 / n - mu0 * mu0, 1e-12))
-    m = int(c_all.shape[0])
-    if m == 0 or sig0 <= 1e-9:
-        se_mu, se_sig = sig0 / math.sqrt(n), sig0 / math.sqrt(2 * n)
-        return LognormalFit(
-            mu=mu0,
-            sigma=sig0,
-            mu_ci95=(mu0 - Z95 * se_mu, mu0 + Z95 * se_mu),
-            sigma_ci95=(max(sig0 - Z95 * se_sig, 0.0), sig0 + Z95 * se_sig),
-            n_uncensored=n,
-            n_censored=0,
-            method="mle",
-        )
-    cvals, cnt = np.unique(np.log(c_all), return_counts=True)
-    cw = cnt.astype(np.float64)
-
-    def nll(theta: FloatArray) -> float:
-        mu, log_sig = float(theta[0]), float(theta[1])
-        sig = math.exp(log_sig)
-        ll_ok = -n * log_sig - (s2 - 2 * mu * s1 + n * mu * mu) / (2 * sig * sig)
-        logsf = _norm_logsf((cvals - mu) / sig)
-        if hang_mass:
-            lp = -float(np.logaddexp(0.0, -theta[2]))  # ln pi
-            l1p = -float(np.logaddexp(0.0, theta[2]))  # ln (1 - pi)
-            ll_ok += n * l1p
-            ll_c = np.logaddexp(lp, l1p + logsf)
-        else:
-            ll_c = logsf
-        return float(-(ll_ok + float(np.dot(cw, ll_c))))
-
-    start = [mu0, math.log(sig0)]
-    if hang_mass:
-        share = min(max(m / (n + m), 1e-3), 1 - 1e-3)
-        start.append(math.log(share / (1 - share)))
-    res = optimize.minimize(
-        nll,
-        np.array(start),
-        method="Nelder-Mead",
-        options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 4000},
-    )
-    theta = res.x
-    mu, sig = float(theta[0]), float(math.exp(theta[1]))
-    pi = float(special.expit(theta[2])) if hang_mass else 0.0
-    t_med = float(np.median(c_all))
-    s_t = float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig)))
-    if s_t >= PROFILE_CI_MIN_EXCEED:
-        # the deadline cuts into the distribution: the likelihood is far from quadratic (and
-        # the hang share may sit at its boundary), so Wald intervals under-cover; profile it
-        mu_ci = _profile_interval(nll, theta, 0)
-        ls_ci = _profile_interval(nll, theta, 1)
-        sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
-    else:
-        mu_ci, sig_ci = _wald_intervals(nll, theta)
-    t_med = float(np.median(c_all))
-    return LognormalFit(
-        mu=mu,
-        sigma=sig,
-        mu_ci95=mu_ci,
-        sigma_ci95=sig_ci,
-        hang_share=pi,
-        n_uncensored=n,
-        n_censored=m,
-        p_exceed_timeout=s_t,
-        intervals="profile-likelihood" if s_t >= PROFILE_CI_MIN_EXCEED else "wald",
-        method="censored-mle+hang-mass" if hang_mass else "censored-mle",
-    )
-
-
-def _profile_interval(
-    nll: Any, theta: FloatArray, index: int, level_chi2: float = 3.841458820694124
-) -> tuple[float, float] | None:
-    """95% profile-likelihood interval for parameter `index`: where twice the rise of the
-    negative log-likelihood, minimised over the other parameters, reaches chi2(1, 0.95)."""
-    best = nll(theta)
-    others = [i for i in range(theta.shape[0]) if i != index]
-    warm = {"x": theta[others].copy()}
-
-    def rise(v: float) -> float:
-        def inner(rest: FloatArray) -> float:
-            full = theta.copy()
-            full[index] = v
-            full[others] = rest
-            return float(nll(full))
-
-        res = optimize.minimize(inner, warm["x"], method="Nelder-Mead",
-                                options={"xatol": 1e-5, "fatol": 1e-7, "maxiter": 2000})
-        warm["x"] = res.x
-        return 2.0 * (float(res.fun) - best) - level_chi2
-
-    ends = []
-    for direction in (-1.0, 1.0):
-        warm["x"] = theta[others].copy()
-        step, inside = 0.05, float(theta[index])
-        outside = inside + direction * step
-        tries = 0
-        while rise(outside) < 0:
-            inside, step = outside, step * 2
-            outside = inside + direction * step
-            tries += 1
-            if tries > 12:
-                return None
-        warm["x"] = theta[others].copy()
-        try:
-            ends.append(float(optimize.brentq(rise, min(inside, outside), max(inside, outside),
-                                              xtol=1e-4)))
-        except ValueError:
-            return None
-    return (ends[0], ends[1])
-
-
-def _wald_intervals(
-    nll: Any, theta: FloatArray
-) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
-    """95% Wald intervals from a finite-difference Hessian (sigma via its log, so it stays > 0)."""
-    k = theta.shape[0]
-    h = 1e-4
-    hess = np.zeros((k, k))
-    f0 = nll(theta)
-    for i in range(k):
-        for j in range(i, k):
-            ei, ej = np.eye(k)[i] * h, np.eye(k)[j] * h
-            if i == j:
-                v = (nll(theta + ei) - 2 * f0 + nll(theta - ei)) / (h * h)
-            else:
-                v = (
-                    nll(theta + ei + ej)
-                    - nll(theta + ei - ej)
-                    - nll(theta - ei + ej)
-                    + nll(theta - ei - ej)
-                ) / (4 * h * h)
-            hess[i, j] = hess[j, i] = v
-    try:
-        cov = np.linalg.inv(hess)
-    except np.linalg.LinAlgError:
-        return None, None
-    if cov[0, 0] <= 0 or cov[1, 1] <= 0:
-        return None, None
-    se_mu, se_ls = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
-    mu, ls = float(theta[0]), float(theta[1])
-    return (
-        (mu - Z95 * se_mu, mu + Z95 * se_mu),
-        (math.exp(ls - Z95 * se_ls), math.exp(ls + Z95 * se_ls)),
-    )
-
-
-def ks_test(x: FloatArray, cdf: Any) -> float:
-    """Two-sided one-sample KS p-value (Stephens' approximation to the Kolmogorov law;
-    good from n >= 5, and it keeps `stats` free of scipy.stats' import time)."""
-    x = np.sort(x)
-    n = x.shape[0]
-    f = cdf(x)
-    i = np.arange(1, n + 1)
-    d = float(max(np.max(i / n - f), np.max(f - (i - 1) / n)))
-    rn = math.sqrt(n)
-    return float(min(1.0, max(0.0, special.kolmogorov((rn + 0.12 + 0.11 / rn) * d))))
-
-
-def ks_pvalue(
-    latency_ok_ms: FloatArray, fit: LognormalFit, timeout_ms: float | None
-) -> float | None:
-    """KS of ln(successes) against the fit, truncated at the deadline when there is one (a
-    success is by definition faster than its deadline). Parameters come from the same data,
-    so the p-value is conservative (Lilliefors)."""
-    x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
-    if x.shape[0] < 5:
-        return None
-    mu, sig = fit.mu, fit.sigma
-    top = 1.0
-    if timeout_ms is not None and timeout_ms > 0:
-        top = float(special.ndtr((math.log(timeout_ms) - mu) / sig))
-        if top <= 0:
-            return None
-
-    def cdf(v: FloatArray) -> FloatArray:
-        return np.minimum(special.ndtr((v - mu) / sig) / top, 1.0)
-
-    return ks_test(x, cdf)
 
 
 def chi2_homogeneity(table: FloatArray) -> tuple[float, float]:
@@ -806,8 +322,9 @@ def compute_stats(
         for i, t in enumerate(arr.tools)
         if arr.bounds[i + 1] > arr.bounds[i]
     ]
-    return StatsReport(window=(iso(since), iso(until)), rows=len(arr), tools=out,
-                       overall=pooled_success(out))
+    return StatsReport(
+        window=(iso(since), iso(until)), rows=len(arr), tools=out, overall=pooled_success(out)
+    )
 
 
 def pooled_success(tools: list[ToolStats]) -> SuccessStats | None:
@@ -826,7 +343,6 @@ def pooled_success(tools: list[ToolStats]) -> SuccessStats | None:
             fo, no = fo + b.p * b.n, no + b.n
     rho = ff / nf - fo / no if nf and no else None
     return success_stats(n, k, rho)
-
 
 
 def stats_from_db(

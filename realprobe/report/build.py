@@ -10,7 +10,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.probes.drift import DriftReport, drift
-from realprobe.probes.stats import ProbeArrays, StatsReport, iso, stats_from_db
+from realprobe.probes.loading import ProbeArrays
+from realprobe.probes.stats import StatsReport, stats_from_db
+from realprobe.probes.windows import iso
 
 
 class TimeSeries(BaseModel):

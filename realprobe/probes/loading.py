@@ -1,0 +1,230 @@
+"""Loading probe rows: one read-only SQL query straight into numpy arrays.
+
+A row's error code is an index into CODES (-1 for success), so every statistic downstream is
+vectorised; rows with `excluded=1` (the prober's own outages) never leave the database.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+from numpy.typing import NDArray
+
+from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.store import BUSY_TIMEOUT_MS
+
+#: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
+CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
+_TIMEOUT = CODES.index(ErrorCode.TIMEOUT)
+_OTHER = CODES.index(ErrorCode.OPERATION_FAILED)
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass
+class ProbeArrays:
+    """Columns of the selected rows, sorted by (tool, started_ts).
+
+    Tool `i` owns rows `bounds[i]:bounds[i+1]`. `code` is -1 for success, else an index
+    into CODES. `timeout_s` is NaN when the row did not record its deadline.
+    """
+
+    tools: list[str]
+    bounds: IntArray
+    ts: FloatArray
+    latency_ms: FloatArray
+    code: IntArray
+    timeout_s: FloatArray
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    def slice(self, i: int) -> ProbeArrays:
+        a, b = int(self.bounds[i]), int(self.bounds[i + 1])
+        return ProbeArrays(
+            [self.tools[i]],
+            np.array([0, b - a], dtype=np.int64),
+            self.ts[a:b],
+            self.latency_ms[a:b],
+            self.code[a:b],
+            self.timeout_s[a:b],
+        )
+
+    def where(self, mask: BoolArray) -> ProbeArrays:
+        """The rows where `mask` holds, keeping the per-tool layout (tools left empty stay)."""
+        idx = np.repeat(np.arange(len(self.tools)), np.diff(self.bounds))
+        counts = np.bincount(idx[mask], minlength=len(self.tools))
+        bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return ProbeArrays(
+            list(self.tools),
+            bounds,
+            self.ts[mask],
+            self.latency_ms[mask],
+            self.code[mask],
+            self.timeout_s[mask],
+        )
+
+    @classmethod
+    def from_rows(cls, rows: list[dict[str, Any]]) -> ProbeArrays:
+        """Build from row dicts (tests, in-memory runs): same rules as the SQL loader."""
+        kept = [r for r in rows if not r.get("excluded")]
+        kept.sort(key=lambda r: (r["tool"], r["started_ts"]))
+        tools = sorted({r["tool"] for r in kept})
+        counts = [sum(1 for r in kept if r["tool"] == t) for t in tools]
+        codes = []
+        for r in kept:
+            if r.get("outcome") == "ok":
+                codes.append(-1)
+            else:
+                try:
+                    codes.append(CODES.index(ErrorCode(str(r.get("error_code")))))
+                except ValueError:
+                    codes.append(_OTHER)
+        return cls(
+            tools,
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            np.array([r["started_ts"] for r in kept], dtype=np.float64),
+            np.array([_num(r.get("latency_ms")) for r in kept], dtype=np.float64),
+            np.array(codes, dtype=np.int64),
+            np.array([_num(r.get("timeout_s")) for r in kept], dtype=np.float64),
+        )
+
+
+def _num(v: Any) -> float:
+    return float("nan") if v is None else float(v)
+
+
+def busy_timeout_s() -> float:
+    """How long a reader waits on a lock (WAL readers only wait on a non-WAL writer)."""
+    env = os.environ.get("REALPROBE_BUSY_TIMEOUT_S")
+    try:
+        return float(env) if env else BUSY_TIMEOUT_MS / 1000
+    except ValueError:
+        return BUSY_TIMEOUT_MS / 1000
+
+
+def connect_readonly(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection that waits for writers instead of failing (WAL: readers never
+    block a writer and are not blocked by one)."""
+    p = Path(path)
+    if not p.exists():
+        raise RealprobeError(f"no database at {p}; run `realprobe probe` first or pass --db FILE")
+    if p.is_dir():
+        raise RealprobeError(f"{p} is a directory, not a database file")
+    wait = busy_timeout_s()
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(str(p.resolve()))}?mode=ro",
+            uri=True,
+            timeout=wait,
+            check_same_thread=False,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"{p}: not a readable realprobe database ({_why(exc, wait)})") from exc
+    if "probes" not in names:
+        conn.close()
+        raise RealprobeError(f"{p}: has no `probes` table; run `realprobe probe` first")
+    return conn
+
+
+def tool_counts(
+    db: str | Path, since: float | None = None, until: float | None = None
+) -> dict[str, int]:
+    """{tool: rows} in the window (excluded rows left out); uses the (tool, started_ts) index."""
+    conn = connect_readonly(db)
+    where, params = ["coalesce(excluded, 0) = 0"], []
+    if since is not None:
+        where.append("started_ts >= ?")
+        params.append(since)
+    if until is not None:
+        where.append("started_ts < ?")
+        params.append(until)
+    try:
+        rows = conn.execute(
+            f"SELECT tool, count(*) FROM probes WHERE {' AND '.join(where)} GROUP BY tool", params
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
+    finally:
+        conn.close()
+    return {str(t): int(c) for t, c in rows}
+
+
+def _why(exc: sqlite3.DatabaseError, wait: float) -> str:
+    if "locked" in str(exc):
+        return (
+            f"database is locked: another process held an exclusive lock for over {wait:g} s; "
+            "retry later"
+        )
+    return str(exc)
+
+
+def load_probes(
+    db: str | Path | sqlite3.Connection,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+) -> ProbeArrays:
+    """Rows with excluded != 1 in [since, until), as arrays, in one read transaction."""
+    own = not isinstance(db, sqlite3.Connection)
+    conn = connect_readonly(db) if not isinstance(db, sqlite3.Connection) else db
+    where = ["coalesce(excluded, 0) = 0"]
+    params: list[Any] = []
+    if since is not None:
+        where.append("started_ts >= ?")
+        params.append(since)
+    if until is not None:
+        where.append("started_ts < ?")
+        params.append(until)
+    if tools:
+        where.append(f"tool IN ({','.join('?' * len(tools))})")
+        params.extend(tools)
+    cond = " AND ".join(where)
+    code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
+    try:
+        conn.execute("BEGIN")  # one snapshot for both queries, even while a prober writes
+        try:
+            groups = conn.execute(
+                f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool",
+                params,
+            ).fetchall()
+            cur = conn.execute(
+                "SELECT started_ts, coalesce(latency_ms, 'NaN'), "
+                f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
+                f"ELSE {_OTHER} END END, coalesce(timeout_s, 'NaN') "
+                f"FROM probes WHERE {cond} ORDER BY tool, started_ts",
+                params,
+            )
+            n = sum(c for _, c in groups)
+            flat = (
+                np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=4 * n).reshape(n, 4)
+                if n
+                else np.zeros((0, 4))
+            )
+        finally:
+            conn.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
+    finally:
+        if own:
+            conn.close()
+    counts = [c for _, c in groups]
+    return ProbeArrays(
+        [t for t, _ in groups],
+        np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        np.ascontiguousarray(flat[:, 0]),
+        np.ascontiguousarray(flat[:, 1]),
+        flat[:, 2].astype(np.int64),
+        np.ascontiguousarray(flat[:, 3]),
+    )
