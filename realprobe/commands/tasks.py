@@ -371,6 +371,22 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> Table:
+    """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`."""
+    with_score = key == "prompt"
+    cols = ["agent", "model", key, "runs", "full", "partial", "failure", "grounded", "strict"]
+    t = Table(title=title)
+    for col in [*cols, "score"] if with_score else cols:
+        t.add_column(col)
+    for r in rows:
+        cells = [r["agent"], r["model"], r[key], str(r["runs"])]
+        cells += [_pct(r[f"{level}_rate"]) for level in cols[4:]]
+        if with_score:
+            cells.append(f"{r['mean_score']:.2f}")
+        t.add_row(*cells)
+    return t
+
+
 def results_cmd(
     db: DbOpt = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent.")] = None,
@@ -393,61 +409,13 @@ def results_cmd(
     if as_json:
         print_json(s)
         return
-    t = Table(title=f"Task outcomes by agent and prompt type ({s['runs']} runs)")
-    for col in (
-        "agent",
-        "model",
-        "prompt",
-        "runs",
-        "full",
-        "partial",
-        "failure",
-        "grounded",
-        "strict",
-        "score",
-    ):
-        t.add_column(col)
-    for r in s["by_prompt"]:
-        t.add_row(
-            r["agent"],
-            r["model"],
-            r["prompt"],
-            str(r["runs"]),
-            _pct(r["full_rate"]),
-            _pct(r["partial_rate"]),
-            _pct(r["failure_rate"]),
-            _pct(r["grounded_rate"]),
-            _pct(r["strict_rate"]),
-            f"{r['mean_score']:.2f}",
+    console.print(
+        _outcome_table(
+            f"Task outcomes by agent and prompt type ({s['runs']} runs)", s["by_prompt"], "prompt"
         )
-    console.print(t)
+    )
     if s["by_flaw"]:
-        f = Table(title="Flawed-workflow prompts by flaw type")
-        for col in (
-            "agent",
-            "model",
-            "flaw",
-            "runs",
-            "full",
-            "partial",
-            "failure",
-            "grounded",
-            "strict",
-        ):
-            f.add_column(col)
-        for r in s["by_flaw"]:
-            f.add_row(
-                r["agent"],
-                r["model"],
-                r["flaw"],
-                str(r["runs"]),
-                _pct(r["full_rate"]),
-                _pct(r["partial_rate"]),
-                _pct(r["failure_rate"]),
-                _pct(r["grounded_rate"]),
-                _pct(r["strict_rate"]),
-            )
-        console.print(f)
+        console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
     rel = Table(
         title="Reliability: pass^k over repeats (full success), recovery after tool failures"
     )
