@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +150,27 @@ class _Call:
         self.current = target
         return True
 
+    def needs_dns_check(self) -> bool:
+        """A redirect to a host *name* (not a literal address), which the policy must resolve."""
+        host = self.current.host.strip("[]")
+        if self.allow_private or not host:
+            return False
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return True
+        return False
+
+    def check_addresses(self, addresses: Iterable[str]) -> None:
+        """Refuse a redirect whose host name resolves to a non-public address."""
+        for address in addresses:
+            if is_private_host(address.split("%")[0]):
+                raise FetchFailure(
+                    ErrorCode.OPERATION_FAILED,
+                    f"redirect to a non-public address refused: {self.current.host} "
+                    f"resolves to {address}",
+                )
+
     def reader(self, response: httpx.Response) -> _BodyReader:
         return _BodyReader(self, response)
 
@@ -269,10 +291,14 @@ class HttpClient:
         *,
         clock: Clock | None = None,
         config: ClientConfig | None = None,
+        resolver: Callable[[str], Awaitable[list[str]]] | None = None,
     ) -> None:
         self.config = config or ClientConfig()
         self.clock: Clock = clock or RealClock()
         self.transport = transport
+        #: resolves redirect targets' host names (live network only: the sandbox, replay and
+        #: the simulator never look names up)
+        self.resolver = resolver
         self._client = httpx.AsyncClient(transport=transport, **_client_kwargs(self.config))
 
     async def aclose(self) -> None:
@@ -295,9 +321,7 @@ class HttpClient:
         allow_private: bool = False,
     ) -> Fetched:
         deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        call = _Call(
-            self.config, self.clock, method, url, params, headers, deadline, allow_private
-        )
+        call = _Call(self.config, self.clock, method, url, params, headers, deadline, allow_private)
         try:
             # On a virtual clock the simulated and replayed transports raise timeouts
             # themselves; nothing here may wait for real.
@@ -312,6 +336,8 @@ class HttpClient:
             response = await self._client.send(call.request(self._client), stream=True)
             try:
                 if call.redirected(response):
+                    if self.resolver is not None and call.needs_dns_check():
+                        call.check_addresses(await self.resolver(call.current.host))
                     continue
                 reader = call.reader(response)
                 if not reader.predecoded:
@@ -333,11 +359,16 @@ class SyncHttpClient:
     """
 
     def __init__(
-        self, transport: httpx.BaseTransport, *, config: ClientConfig | None = None
+        self,
+        transport: httpx.BaseTransport,
+        *,
+        config: ClientConfig | None = None,
+        resolver: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.config = config or ClientConfig()
         self.clock: Clock = RealClock()
         self.transport = transport
+        self.resolver = resolver
         self._client = httpx.Client(transport=transport, **_client_kwargs(self.config))
 
     def close(self) -> None:
@@ -360,9 +391,7 @@ class SyncHttpClient:
         allow_private: bool = False,
     ) -> Fetched:
         deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        call = _Call(
-            self.config, self.clock, method, url, params, headers, deadline, allow_private
-        )
+        call = _Call(self.config, self.clock, method, url, params, headers, deadline, allow_private)
         try:
             return self._follow(call)
         except Exception as exc:
@@ -374,6 +403,8 @@ class SyncHttpClient:
             ticket = WATCHDOG.arm(time.monotonic() + call.remaining(), call, response)
             try:
                 if call.redirected(response):
+                    if self.resolver is not None and call.needs_dns_check():
+                        call.check_addresses(self.resolver(call.current.host))
                     continue
                 reader = call.reader(response)
                 if not reader.predecoded:
@@ -447,3 +478,21 @@ def _shutdown(response: httpx.Response) -> None:
 
 
 WATCHDOG = _Watchdog()
+
+
+async def system_resolver(host: str) -> list[str]:
+    """The addresses a host name resolves to; none when it does not resolve (the connect
+    that follows fails with NETWORK_ERROR on its own)."""
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+    except OSError:
+        return []
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def sync_system_resolver(host: str) -> list[str]:
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return []
+    return sorted({str(info[4][0]) for info in infos})

@@ -15,7 +15,13 @@ import httpx
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.errors import RealprobeError
-from realprobe.replay.client import ClientConfig, HttpClient, SyncHttpClient
+from realprobe.replay.client import (
+    ClientConfig,
+    HttpClient,
+    SyncHttpClient,
+    sync_system_resolver,
+    system_resolver,
+)
 from realprobe.replay.simulate import SimulateTransport, origins_of
 from realprobe.replay.transports import (
     SandboxRouter,
@@ -106,7 +112,19 @@ def make_client(
         transport = recording.transport_for(catalog, opts, clock, base_transport)
     else:
         transport = base_transport(catalog, opts, clock)
-    return HttpClient(transport, clock=clock, config=config)
+    return HttpClient(
+        transport,
+        clock=clock,
+        config=config,
+        resolver=system_resolver if _reaches_real_network(opts) else None,
+    )
+
+
+def _reaches_real_network(opts: TransportOptions) -> bool:
+    """Live calls to the real APIs, recorded or not: only then are redirect targets' host
+    names resolved and checked (the sandbox, replay and the simulator use canonical names
+    that need not resolve here)."""
+    return opts.mode in (Mode.LIVE, Mode.RECORD) and not opts.sandbox and opts.profile is None
 
 
 def make_sync_client(
@@ -144,10 +162,13 @@ def make_sync_client(
         assert opts.cassette is not None
         from realprobe.replay.scrub import ScrubConfig
 
-        source = {"source": "realprobe sandbox", "sandbox": opts.sandbox} if opts.sandbox else {
-            "source": "live"
-        }
+        source = (
+            {"source": "realprobe sandbox", "sandbox": opts.sandbox}
+            if opts.sandbox
+            else {"source": "live"}
+        )
         transport = SyncRecordingTransport(
             base, opts.cassette, meta=source, scrub=ScrubConfig(enabled=opts.scrub)
         )
-    return SyncHttpClient(transport, config=config)
+    resolver = sync_system_resolver if _reaches_real_network(opts) else None
+    return SyncHttpClient(transport, config=config, resolver=resolver)
