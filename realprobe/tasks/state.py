@@ -154,18 +154,7 @@ class ToolBox:
     ) -> StepRecord:
         """A call that never reached a tool: unknown name or unparseable arguments."""
         role, step_id = self.infer_role(tool)
-        rec = StepRecord(
-            idx=len(self.state.steps),
-            turn=turn,
-            tool=tool,
-            kind=kind,
-            role=role,
-            step_id=step_id,
-            args=args,
-            ok=False,
-            error_code=ErrorCode.INVALID_INPUT.value,
-            message=msg,
-        )
+        rec = _rejected(len(self.state.steps), turn, tool, kind, role, args, msg, step_id)
         self._after(rec)
         return rec
 
@@ -203,18 +192,8 @@ class ToolBox:
             result = await call_tool(tool, args, self.client, timeout_s=timeout)
             rec = self._from_result(result, args, idx, turn, role, step_id)
         else:
-            rec = StepRecord(
-                idx=idx,
-                turn=turn,
-                tool=name,
-                kind="unknown",
-                role=role,
-                args=args,
-                ok=False,
-                error_code=ErrorCode.INVALID_INPUT.value,
-                message=f"unknown tool {name!r}.{self.suggest(name)}",
-                step_id=step_id,
-            )
+            message = f"unknown tool {name!r}.{self.suggest(name)}"
+            rec = _rejected(idx, turn, name, "unknown", role, args, message, step_id)
         self._after(rec)
         return rec
 
@@ -235,18 +214,8 @@ class ToolBox:
         try:
             text = tool.artifact(args)
         except ValidationError as exc:
-            return StepRecord(
-                idx=idx,
-                turn=turn,
-                tool=name,
-                kind="output",
-                role=role,
-                args=args,
-                ok=False,
-                error_code=ErrorCode.INVALID_INPUT.value,
-                message=format_validation_error(exc),
-                step_id=step_id,
-            )
+            message = format_validation_error(exc)
+            return _rejected(idx, turn, name, "output", role, args, message, step_id)
         self.state.artifact = text
         self.state.artifact_tool = name
         return StepRecord(
@@ -309,3 +278,28 @@ def tool_message(rec: StepRecord) -> str:
         return json.dumps(rec.data, ensure_ascii=False, default=str)
     retry = f" (retry after {rec.retry_after_s:g}s)" if rec.retry_after_s else ""
     return f"ERROR {rec.error_code}: {rec.message}{retry}"
+
+
+def _rejected(
+    idx: int,
+    turn: int,
+    tool: str,
+    kind: str,
+    role: str,
+    args: Any,
+    message: str,
+    step_id: str | None,
+) -> StepRecord:
+    """A call refused before anything ran: INVALID_INPUT, with the reason."""
+    return StepRecord(
+        idx=idx,
+        turn=turn,
+        tool=tool,
+        kind=kind,
+        role=role,
+        args=args,
+        ok=False,
+        error_code=ErrorCode.INVALID_INPUT.value,
+        message=message,
+        step_id=step_id,
+    )
