@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,6 +42,12 @@ def text(content: str) -> Reply:
     return {"role": "assistant", "content": content}
 
 
+def http_error(status: int, message: str, **headers: str) -> Reply:
+    """A scripted turn that answers with an HTTP error (e.g. 400, or 429 with Retry-After)."""
+    return {"_status": status, "_headers": headers,
+            "_body": {"error": {"message": message, "type": "invalid_request_error"}}}
+
+
 def refusal(message: str) -> Reply:
     return {"role": "assistant", "content": None, "refusal": message}
 
@@ -66,8 +73,11 @@ def _loads(s: str) -> Any:
 
 
 class ScriptedLLM:
-    def __init__(self, script: list[Turn]) -> None:
+    def __init__(self, script: list[Turn], delay_s: float = 0.0) -> None:
         self.script = list(script)
+        #: seconds every request waits before it is answered (a model's thinking time)
+        self.delay_s = delay_s
+        self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._server: ThreadingHTTPServer | None = None
@@ -80,11 +90,14 @@ class ScriptedLLM:
         return f"http://{host}:{port}/v1"
 
     def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        self.requests.append(body)
-        if not self.script:
-            return 500, {"error": {"message": "script exhausted", "type": "server_error"}}
-        turn = self.script.pop(0)
+        with self.lock:
+            self.requests.append(body)
+            if not self.script:
+                return 500, {"error": {"message": "script exhausted", "type": "server_error"}}
+            turn = self.script.pop(0)
         message = turn(body) if callable(turn) else turn
+        if "_status" in message:
+            return int(message["_status"]), message["_body"]
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         return 200, {
             "id": f"chatcmpl-{len(self.requests)}",
@@ -102,6 +115,8 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if owner.delay_s:
+                    time.sleep(owner.delay_s)
                 owner.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if not self.path.endswith("/chat/completions"):
                     status, payload = 404, {"error": {"message": "not found"}}

@@ -20,6 +20,9 @@ class LlmSettings:
     api_key: str
     timeout_s: float = 120.0
     temperature: float = 0.0
+    #: strict function calling: True always, False never, None tries it and falls back
+    #: to plain tools when the endpoint rejects strict schemas
+    strict_tools: bool | None = None
 
 
 @dataclass
