@@ -9,6 +9,7 @@ from typing import Protocol
 import httpx
 
 from realprobe.adapters import Catalog
+from realprobe.tasks.agents.limits import LlmLimiter
 from realprobe.tasks.model import Task
 from realprobe.tasks.state import RunState, ToolBox
 
@@ -35,6 +36,8 @@ class AgentContext:
     rng: random.Random  # seeded per run: the only randomness an agent may use
     llm: LlmSettings | None = None
     llm_transport: httpx.AsyncBaseTransport | None = None  # the run's transport seam
+    #: the endpoint's shared limits (requests, tokens, concurrency, 429 pauses)
+    llm_limiter: LlmLimiter | None = None
 
 
 class Agent(Protocol):
