@@ -52,6 +52,13 @@ def refusal(message: str) -> Reply:
     return {"role": "assistant", "content": None, "refusal": message}
 
 
+def two_turns(body: dict[str, Any]) -> Reply:
+    """A stateless responder: fetch a cat fact first, then finish (any task, any run)."""
+    if not any(m["role"] == "tool" for m in body["messages"]):
+        return tool_calls(("catfact_fact", {}))
+    return text("TASK COMPLETE: done.")
+
+
 def tool_results(body: dict[str, Any]) -> list[Any]:
     """Parsed contents of the tool messages (native) or <tool_result> blocks (text protocol)."""
     out: list[Any] = []
@@ -73,8 +80,15 @@ def _loads(s: str) -> Any:
 
 
 class ScriptedLLM:
-    def __init__(self, script: list[Turn], delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        script: list[Turn],
+        delay_s: float = 0.0,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+    ) -> None:
         self.script = list(script)
+        #: answers every request from its body alone (concurrent runs share no script)
+        self.responder = responder
         #: seconds every request waits before it is answered (a model's thinking time)
         self.delay_s = delay_s
         self.lock = threading.Lock()
@@ -92,9 +106,12 @@ class ScriptedLLM:
     def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self.lock:
             self.requests.append(body)
-            if not self.script:
+            if self.responder is not None and not self.script:
+                turn: Turn = self.responder
+            elif not self.script:
                 return 500, {"error": {"message": "script exhausted", "type": "server_error"}}
-            turn = self.script.pop(0)
+            else:
+                turn = self.script.pop(0)
         message = turn(body) if callable(turn) else turn
         if "_status" in message:
             return int(message["_status"]), message["_body"]
