@@ -77,9 +77,19 @@ PROBES_COLUMNS: dict[str, Any] = {
     "timeout_s": float,  # the call's deadline: a TIMEOUT is right-censored here
     "excluded": int,  # 1: the prober's own outage, not the API's
     "source": str,  # probe | mcp | task
-    # added by the probe runner (issue 3)
     "args": str,  # JSON object: the example arguments used
+    # phase timings (ms) of the call, and the certificate seen on a new HTTPS connection
+    "dns_ms": float,
+    "connect_ms": float,
+    "tls_ms": float,
+    "ttfb_ms": float,
+    "transfer_ms": float,
+    "new_connection": int,
+    "tls_expires_ts": float,
+    "tls_issuer": str,
 }
+
+PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
 
 #: calls sent per API per UTC day, shared by every run on this database
 API_BUDGET_COLUMNS: dict[str, Any] = {"day": str, "api": str, "target": str, "used": int}
@@ -343,4 +353,16 @@ def probe_row(
         "excluded": 0,
         "source": source,
         "args": args,
+        **_phase_cells(result.phases),
     }
+
+
+def _phase_cells(phases: dict[str, Any] | None) -> dict[str, Any]:
+    if not phases:
+        return {}
+    cells = {k: phases.get(k) for k in PHASE_COLUMNS}
+    cells["new_connection"] = int(bool(phases.get("new_connection")))
+    if phases.get("tls_expires_ts") is not None:
+        cells["tls_expires_ts"] = phases["tls_expires_ts"]
+        cells["tls_issuer"] = phases.get("tls_issuer")
+    return cells
