@@ -158,7 +158,7 @@ def test_bad_rules_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(RealprobeError, match="needs threshold"):
         load_rules(bad)
     bad.write_text('[[rules]]\nkind = "nonsense"\n')
-    with pytest.raises(RealprobeError, match="rules.0.kind"):
+    with pytest.raises(RealprobeError, match=r"rules\.0\.kind"):
         load_rules(bad)
     res = subprocess.run(
         [sys.executable, "-m", "realprobe.cli", "alert", "check", str(bad),
