@@ -196,3 +196,27 @@ def test_probe_endpoint_keeps_the_daily_budget_of_live_calls(tmp_path: Path) -> 
         upstream.server_close()
     assert [a.cached for a in answers] == [None, None, "budget", "budget"]
     assert len(hits) == 2
+
+
+def test_the_first_read_in_sql_equals_folding_row_by_row(tmp_path: Path) -> None:
+    from realprobe.monitor.aggregate import Aggregator
+
+    db = tmp_path / "p.db"
+    now = time.time()
+    write_rows(db, "agify_age", "ooxoooxxoo" * 5, t0=now - 3000, latency_ms=30.0)
+    write_rows(db, "agify_age", "oxo", run_id="r2", vantage="there", latency_ms=700.0)
+    write_rows(db, "catfact_fact", "xxo", run_id="r3", code="TIMEOUT", latency_ms=4000.0,
+               extra={"tls_expires_ts": now + 86400, "tls_issuer": "CA"})
+    bulk = Aggregator(db)
+    bulk.refresh()
+    by_row = Aggregator(db)
+    by_row.last_id = -1  # skip the SQL path: fold every row one by one
+    by_row.refresh()
+    assert bulk.series.keys() == by_row.series.keys()
+    for key, a in bulk.series.items():
+        b = by_row.series[key]
+        assert a.latency_sum_s == pytest.approx(b.latency_sum_s)
+        a.latency_sum_s = b.latency_sum_s  # summed in another order
+        assert a == b, key
+    assert bulk.tls.keys() == by_row.tls.keys() == {"catfact"}
+    assert bulk.rows_seen == by_row.rows_seen == 56

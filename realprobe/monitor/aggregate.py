@@ -161,6 +161,9 @@ class Aggregator:
         return "", []
 
     def _read_new(self, conn: sqlite3.Connection, cols: set[str]) -> None:
+        if self.last_id == 0:
+            self._bulk_load(conn, cols)
+            return
         extra, params = self._where_source(cols)
         cur = conn.execute(
             self._select(cols) + f" WHERE id > ? AND COALESCE(excluded, 0) = 0{extra} "
@@ -179,6 +182,63 @@ class Aggregator:
         if top is not None:
             self.last_id = max(self.last_id, int(top))
 
+    def _bulk_load(self, conn: sqlite3.Connection, cols: set[str]) -> None:
+        """The first read: aggregate in SQL (a few scans) instead of row by row."""
+        top = conn.execute("SELECT MAX(id) FROM probes").fetchone()[0]
+        if top is None:
+            return
+        extra, params = self._where_source(cols)
+        kind = "target_kind" if "target_kind" in cols else "'live'"
+        keys = f"tool, api, {kind}, vantage"
+        where = f"id <= ? AND COALESCE(excluded, 0) = 0{extra}"
+        args = [top, *params]
+        for tool, api, k, vantage, outcome, code, n, lat_sum, last, last_ok in conn.execute(
+            f"SELECT {keys}, outcome, error_code, COUNT(*), "
+            "SUM(CASE WHEN outcome = 'ok' THEN latency_ms ELSE 0 END), MAX(started_ts), "
+            f"MAX(CASE WHEN outcome = 'ok' THEN started_ts END) FROM probes WHERE {where} "
+            "GROUP BY 1, 2, 3, 4, 5, 6", args,
+        ):
+            s = self._series(tool, api, k, vantage)
+            if s is None:
+                continue
+            ok = outcome == "ok"
+            s.calls[("ok", "") if ok else ("error", label(code))] += n
+            self.rows_seen += n
+            if ok:
+                s.ok_count += n
+                s.latency_sum_s += float(lat_sum or 0.0) / 1000.0
+            s.last_ts = _max(s.last_ts, last)
+            s.last_ok_ts = _max(s.last_ok_ts, last_ok)
+        case = " ".join(
+            f"WHEN latency_ms <= {b * 1000.0!r} THEN {i}" for i, b in enumerate(LATENCY_BUCKETS_S)
+        )
+        for tool, api, k, vantage, bucket, n in conn.execute(
+            f"SELECT {keys}, CASE {case} ELSE {len(LATENCY_BUCKETS_S)} END, COUNT(*) "
+            f"FROM probes WHERE {where} AND outcome = 'ok' GROUP BY 1, 2, 3, 4, 5", args,
+        ):
+            s = self._series(tool, api, k, vantage)
+            if s is not None:
+                s.buckets[int(bucket)] += n
+        horizon = (time.time() // 60 - KEEP_MINUTES) * 60
+        for tool, api, k, vantage, minute, n, n_ok in conn.execute(
+            f"SELECT {keys}, CAST(started_ts / 60 AS INTEGER), COUNT(*), "
+            f"SUM(outcome = 'ok') FROM probes WHERE {where} AND started_ts >= ? "
+            "GROUP BY 1, 2, 3, 4, 5", [*args, horizon],
+        ):
+            s = self._series(tool, api, k, vantage)
+            if s is not None:
+                cell = s.minutes.setdefault(int(minute), [0, 0])
+                cell[0] += n
+                cell[1] += n_ok
+        if {"tls_expires_ts", "tls_issuer"} <= cols:
+            for api, expires, issuer, ts in conn.execute(
+                "SELECT api, tls_expires_ts, tls_issuer, started_ts FROM probes WHERE id IN "
+                "(SELECT MAX(id) FROM probes WHERE tls_expires_ts IS NOT NULL AND id <= ? "
+                "GROUP BY api)", [top],
+            ):
+                self.tls[label(api)] = TlsSeen(float(expires), str(issuer or ""), float(ts))
+        self.last_id = int(top)
+
     def _take_back_excluded(self, conn: sqlite3.Connection, cols: set[str]) -> None:
         runs = {r[0] for r in conn.execute("SELECT id FROM probe_runs WHERE excluded = 1")}
         new = runs - self.excluded_runs
@@ -193,27 +253,29 @@ class Aggregator:
 
     # -- folding ----------------------------------------------------------------------
 
-    def _key(self, row: tuple[object, ...]) -> SeriesKey | None:
-        kind = str(row[3] or "live")
-        kind = kind if kind in TARGET_KINDS else "other"
-        vantage = label(row[4])
-        if vantage not in self.vantages:
+    def _series(self, tool: object, api: object, kind: object, vantage: object
+                ) -> Series | None:
+        """The series of these label values (bounded), created on first use."""
+        k = str(kind or "live")
+        k = k if k in TARGET_KINDS else "other"
+        v = label(vantage)
+        if v not in self.vantages:
             if len(self.vantages) >= MAX_VANTAGES:
-                vantage = "other"
+                v = "other"
             else:
-                self.vantages.add(vantage)
-        key = (label(row[1]), label(row[2]), kind, vantage)
-        if key not in self.series and len(self.series) >= MAX_SERIES:
-            return None
-        return key
-
-    def _apply(self, row: tuple[object, ...], sign: int) -> None:
-        key = self._key(row)
-        if key is None:
-            return
+                self.vantages.add(v)
+        key = (label(tool), label(api), k, v)
         s = self.series.get(key)
         if s is None:
+            if len(self.series) >= MAX_SERIES:
+                return None
             s = self.series[key] = Series()
+        return s
+
+    def _apply(self, row: tuple[object, ...], sign: int) -> None:
+        s = self._series(row[1], row[2], row[3], row[4])
+        if s is None:
+            return
         ok = row[5] == "ok"
         code = "" if ok else label(row[6])
         s.calls[("ok" if ok else "error", code)] += sign
@@ -233,7 +295,7 @@ class Aggregator:
             if ok:
                 s.last_ok_ts = ts if s.last_ok_ts is None else max(s.last_ok_ts, ts)
             if row[9] is not None:
-                api = key[1]
+                api = label(row[2])
                 seen = self.tls.get(api)
                 if seen is None or ts >= seen.seen_ts:
                     self.tls[api] = TlsSeen(float(row[9]), str(row[10] or ""), ts)  # type: ignore[arg-type]
@@ -251,6 +313,13 @@ class Aggregator:
     def snapshot(self) -> dict[SeriesKey, Series]:
         with self._lock:
             return dict(self.series)
+
+
+def _max(a: float | None, b: object) -> float | None:
+    if b is None:
+        return a
+    value = float(b)  # type: ignore[arg-type]
+    return value if a is None else max(a, value)
 
 
 def _bucket(latency_s: float) -> int:
