@@ -189,3 +189,35 @@ window = "1h"
     out = json.loads(res.stdout)
     assert out["dry_run"] and out["events"][0]["status"] == "firing"
     assert receiver.take() == []
+
+
+def test_schedule_checks_alerts_after_every_round(
+    tmp_path: Path, receiver: Receiver, sandbox_factory: Any
+) -> None:
+    from realprobe.simulator.profile import Profile
+
+    down = Profile.model_validate({
+        "format": "realprobe-profile/1",
+        "tools": {"catfact_fact": {"n": 100, "success_rate": 0.0,
+                                   "errors": {"SERVER_ERROR": 1.0}}},
+    })
+    url = sandbox_factory(down)
+    rules = rules_file(tmp_path, receiver, """
+[[rules]]
+kind = "success_below"
+threshold = 0.9
+window = "1h"
+min_calls = 3
+target = "all"
+""")
+    db = tmp_path / "p.db"
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "schedule", "--every", "1s", "--max-runs", "3",
+         "--tools", "catfact_fact", "--rounds", "2", "--sandbox", url, "--politeness", "off",
+         "--alerts", str(rules), "--db", str(db)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    posts = [p for path, p in receiver.take() if path == "/json"]
+    assert [p["status"] for p in posts] == ["firing"]  # rounds 2 and 3: still firing, silent
+    assert posts[0]["subject"] == "catfact_fact"
