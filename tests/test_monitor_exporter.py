@@ -220,3 +220,28 @@ def test_the_first_read_in_sql_equals_folding_row_by_row(tmp_path: Path) -> None
         assert a == b, key
     assert bulk.tls.keys() == by_row.tls.keys() == {"catfact"}
     assert bulk.rows_seen == by_row.rows_seen == 56
+
+
+def test_the_grafana_dashboard_queries_metrics_the_exporter_serves(tmp_path: Path) -> None:
+    import json
+    import re
+
+    from realprobe.monitor.blackbox import _registry_for
+
+    dashboard = json.loads(
+        (Path(__file__).parent.parent / "docs" / "grafana-realprobe.json").read_text()
+    )
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    wanted = {m for e in exprs for m in re.findall(r"\b((?:realprobe|probe)_[a-z_]+)", e)}
+    db = tmp_path / "p.db"
+    write_rows(db, "agify_age", "ox", extra={"tls_expires_ts": time.time() + 9e5,
+                                            "tls_issuer": "CA"})
+    with Store(db) as store, store.conn:
+        store.conn.execute("INSERT INTO api_budget VALUES ('2000-01-01', 'agify', 'live', 1)")
+    from prometheus_client import generate_latest
+
+    served = Exporter(db, budgets={"agify": 100}).metrics().decode()
+    served += generate_latest(_registry_for(None, cached=None, age_s=None)).decode()
+    names = {s.name for f in text_string_to_metric_families(served) for s in f.samples}
+    names |= {f.name for f in text_string_to_metric_families(served)}
+    assert wanted and wanted <= names, wanted - names
