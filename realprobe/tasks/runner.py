@@ -28,6 +28,7 @@ from realprobe.errors import RealprobeError
 from realprobe.replay.client import ClientConfig
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.transports import live_transport
+from realprobe.store import default_vantage
 from realprobe.tasks.agents import AgentContext, LlmSettings, make_agent
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
@@ -57,6 +58,7 @@ class RunConfig:
     max_turns: int | None = None
     timeout_s: float | None = None
     call_timeout_s: float | None = None
+    vantage: str | None = None  # where the runs happen (default: the host name)
 
 
 @dataclass
@@ -169,7 +171,7 @@ async def run_one(
     )
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
-    polite = cfg.mode in (Mode.LIVE, Mode.RECORD) and cfg.sandbox is None and cfg.profile is None
+    polite = client.target.reaches_network
     box = ToolBox(catalog, client, task, state, polite=polite)
     llm_transport: httpx.AsyncBaseTransport = client.transport
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
@@ -239,6 +241,10 @@ async def run_one(
         "artifact": state.artifact,
         "final_message": state.final_message[:2000],
         "cassette": str(cassette) if cassette else None,
+        "target_kind": client.target.kind.value,
+        "target": client.target.label,
+        "source": "task",
+        "vantage": cfg.vantage or default_vantage(),
     }
     return RunOutcome(row, steps, score, state)
 
