@@ -1,0 +1,254 @@
+"""Which rows a number is made of: target kinds, targets, vantages, sources, window, counts.
+
+The readers (`stats`, `calibrate`, `drift`, `report`) never pool kinds by accident. With no
+`--target`, they read the live rows when the window holds any, else the one kind present;
+when several kinds other than live are present and none is chosen, they refuse with one
+line. Every output then names what it summarises (`Provenance`), and one made only of
+sandbox, simulated or replayed rows says so in a banner.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from realprobe.errors import RealprobeError
+from realprobe.probes.loading import (
+    busy_timeout_s,
+    conditions,
+    connect_readonly,
+    kind_expr,
+    probe_columns,
+)
+from realprobe.probes.windows import iso
+from realprobe.replay.target import TargetKind
+
+#: what --target accepts besides the kinds
+ALL = "all"
+TARGET_CHOICES = (*(k.value for k in TargetKind), ALL)
+KIND_WORDS = {
+    "live": "the real public APIs",
+    "sandbox": "the loopback sandbox",
+    "simulate": "the in-process simulator",
+    "replay": "replayed cassettes",
+}
+
+
+class Provenance(BaseModel):
+    """Where the summarised rows came from."""
+
+    target_kinds: list[str]
+    targets: list[str] = Field(default_factory=list)  # sandbox URL, profile or cassette
+    vantages: list[str] = Field(default_factory=list)
+    sources: dict[str, int] = Field(default_factory=dict)  # probe | mcp | task
+    window: tuple[str | None, str | None] = (None, None)
+    first: str | None = None
+    last: str | None = None
+    rows: int = 0
+    rows_by_kind: dict[str, int] = Field(default_factory=dict)
+    #: rows of the selection left out as the prober's own network failures
+    excluded_rows: int = 0
+    #: rows of other kinds in the same window, not summarised
+    other_kinds: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def live_only(self) -> bool:
+        return self.target_kinds == ["live"]
+
+    def kinds_text(self) -> str:
+        return "+".join(self.target_kinds) or "none"
+
+    def headline(self) -> str:
+        """One line for titles: kind(s), target(s), vantage(s), window, rows."""
+        parts = [f"target {self.kinds_text()}"]
+        shown = [t for t in self.targets if t != "live"]
+        if shown:
+            parts.append(", ".join(shown[:3]) + (f" (+{len(shown) - 3})" if len(shown) > 3 else ""))
+        if self.vantages:
+            parts.append(f"vantage {', '.join(self.vantages[:3])}"
+                         + (f" (+{len(self.vantages) - 3})" if len(self.vantages) > 3 else ""))
+        parts.append(f"{self.window[0] or 'start'} → {self.window[1] or 'now'}")
+        rows = f"{self.rows} rows"
+        if self.excluded_rows:
+            rows += f" (+{self.excluded_rows} excluded as local network failures)"
+        parts.append(rows)
+        return " · ".join(parts)
+
+    def banner(self) -> str | None:
+        """A sentence no reader can miss when the numbers are not from the real APIs."""
+        if "live" in self.target_kinds:
+            if len(self.target_kinds) > 1:
+                return (
+                    "MIXED SOURCES: these numbers pool live rows with rows from "
+                    + ", ".join(KIND_WORDS[k] for k in self.target_kinds if k != "live")
+                    + "; they do not describe the real APIs alone."
+                )
+            return None
+        what = " and ".join(KIND_WORDS.get(k, k) for k in self.target_kinds)
+        return (
+            f"NOT MEASURED ON THE REAL APIS: every number here comes from {what}"
+            + (f" ({', '.join(self.targets[:3])})" if self.targets else "")
+            + ", not from calls to the public APIs."
+        )
+
+
+def parse_target(value: str | None) -> str | None:
+    """`--target` as given: a kind, `all`, or None (choose from what the window holds)."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if v not in TARGET_CHOICES:
+        raise RealprobeError(f"--target {value!r}: choose one of {', '.join(TARGET_CHOICES)}")
+    return v
+
+
+def parse_vantages(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise RealprobeError("--vantage: give at least one vantage name")
+    return names
+
+
+def _query(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({exc}; waited {busy_timeout_s():g}s)") from exc
+
+
+def kinds_present(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> dict[str, int]:
+    """{target kind: rows} in the window (excluded rows left out)."""
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        cond, params = conditions(cols, since, until, tools, None, vantages)
+        rows = _query(
+            conn, f"SELECT {kind_expr(cols)}, count(*) FROM probes WHERE {cond} GROUP BY 1", params
+        )
+    finally:
+        conn.close()
+    return {str(k): int(n) for k, n in rows}
+
+
+def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
+    """The kinds to summarise: as asked, else live if present, else the one kind present."""
+    if target == ALL:
+        return sorted(present) or [k.value for k in TargetKind]
+    if target is not None:
+        return [target]
+    if "live" in present or not present:
+        return ["live"]
+    if len(present) == 1:
+        return list(present)
+    found = ", ".join(f"{k} ({n} rows)" for k, n in sorted(present.items()))
+    raise RealprobeError(
+        f"this window holds no live rows but several other kinds: {found}; pick one with "
+        f"--target {'|'.join(sorted(present))}, or --target all to pool them"
+    )
+
+
+def describe(
+    db: str | Path,
+    kinds: list[str],
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> Provenance:
+    """The provenance of the rows `load_probes(db, since, until, tools, kinds=..., vantages=...)`
+    returns, plus what the window holds besides."""
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        target = "coalesce(target, '')" if "target" in cols else "''"
+        source = "coalesce(source, 'probe')" if "source" in cols else "'probe'"
+        cond, params = conditions(cols, since, until, tools, kinds, vantages)
+        groups = _query(
+            conn,
+            f"SELECT {kind_expr(cols)}, {target}, coalesce(vantage, ''), {source}, count(*), "
+            f"min(started_ts), max(started_ts) FROM probes WHERE {cond} GROUP BY 1, 2, 3, 4",
+            params,
+        )
+        ex_cond, ex_params = conditions(
+            cols, since, until, tools, kinds, vantages, excluded=True
+        )
+        excluded = _query(conn, f"SELECT count(*) FROM probes WHERE {ex_cond}", ex_params)
+        other_cond, other_params = conditions(cols, since, until, tools, None, vantages)
+        others = _query(
+            conn,
+            f"SELECT {kind_expr(cols)}, count(*) FROM probes WHERE {other_cond} GROUP BY 1",
+            other_params,
+        )
+    finally:
+        conn.close()
+    by_kind: dict[str, int] = {}
+    sources: dict[str, int] = {}
+    targets: set[str] = set()
+    vants: set[str] = set()
+    first = last = None
+    for kind, label, vantage, src, n, lo, hi in groups:
+        by_kind[kind] = by_kind.get(kind, 0) + int(n)
+        sources[src] = sources.get(src, 0) + int(n)
+        if label:
+            targets.add(str(label))
+        if vantage:
+            vants.add(str(vantage))
+        first = lo if first is None else min(first, lo)
+        last = hi if last is None else max(last, hi)
+    return Provenance(
+        target_kinds=sorted(kinds),
+        targets=sorted(targets),
+        vantages=sorted(vants),
+        sources=dict(sorted(sources.items())),
+        window=(iso(since), iso(until)),
+        first=iso(first),
+        last=iso(last),
+        rows=sum(by_kind.values()),
+        rows_by_kind=dict(sorted(by_kind.items())),
+        excluded_rows=int(excluded[0][0]) if excluded else 0,
+        other_kinds={str(k): int(n) for k, n in others if k not in kinds},
+    )
+
+
+def empty_selection_error(prov: Provenance, db: str | Path, tools: list[str] | None) -> str:
+    """Why a selection holds no rows, in one line that says what to do."""
+    sel = f" for {', '.join(tools)}" if tools else ""
+    where = f"between {prov.window[0] or 'the beginning'} and {prov.window[1] or 'now'}"
+    kinds = prov.kinds_text()
+    if prov.excluded_rows:
+        return (
+            f"all {prov.excluded_rows} {kinds} rows{sel} {where} in {db} were excluded as local "
+            "network failures (the prober reached no server: its own network was down); "
+            "nothing to summarise - check the network and probe again"
+        )
+    if prov.other_kinds:
+        found = ", ".join(f"{k} ({n})" for k, n in sorted(prov.other_kinds.items()))
+        return (
+            f"no {kinds} rows{sel} {where} in {db}; the window holds {found}: "
+            f"pick it with --target"
+        )
+    return f"no probe rows{sel} {where} in {db}; widen --since/--until or probe first"
+
+
+__all__ = [
+    "ALL",
+    "TARGET_CHOICES",
+    "Provenance",
+    "describe",
+    "empty_selection_error",
+    "kinds_present",
+    "parse_target",
+    "parse_vantages",
+    "pick_kinds",
+]
