@@ -383,7 +383,8 @@ def schedule_cmd(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run probe rounds on a schedule (--every 30m starts at once; --cron waits for its time).
+    """Run probe rounds on a schedule (--every 30m runs its first round at once; --cron waits
+    for its first fire time).
 
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
@@ -439,4 +440,15 @@ def schedule_cmd(
             f"schedule {result.schedule_id}: {result.runs} rounds "
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
             f"{result.stopped_by} -> {s.db}"
+        )
+    if result.runs and result.rounds_unreachable == result.runs:
+        where = f"the sandbox at {s.opts.sandbox}" if s.opts.sandbox else "any API"
+        raise RealprobeError(
+            f"nothing was reachable in any of the {result.runs} rounds: no call got through "
+            f"to {where}; the runs are marked local_network_failure and excluded from "
+            "statistics (check the network or the --sandbox URL)"
+        )
+    if result.runs and result.rounds_failed == result.runs:
+        raise RealprobeError(
+            f"every one of the {result.runs} rounds failed; see the round_failed events above"
         )

@@ -249,6 +249,33 @@ async def run_one(
     return RunOutcome(row, steps, score, state)
 
 
+def infrastructure_failure(res: RunOutcome) -> str | None:
+    """Why a run says nothing about the agent, if so: the LLM endpoint failed (unreachable,
+    bad key, ...), or every tool call it made failed with NETWORK_ERROR (nothing reached)."""
+    if res.state.error is not None:
+        return res.state.error
+    api = [s for s in res.state.steps if s.kind == "api"]
+    if api and all(not s.ok and s.error_code == "NETWORK_ERROR" for s in api):
+        return f"every tool call failed with NETWORK_ERROR ({api[-1].message[:200]})"
+    return None
+
+
+def batch_infrastructure_failure(results: list[RunOutcome]) -> str | None:
+    """The cause, once, when every run of a batch failed on infrastructure; else None."""
+    if not results:
+        return None
+    causes = [infrastructure_failure(r) for r in results]
+    if any(c is None for c in causes):
+        return None
+    counts: dict[str, int] = {}
+    for c in causes:
+        assert c is not None
+        counts[c] = counts.get(c, 0) + 1
+    top = max(counts, key=lambda c: counts[c])
+    more = f" (and {len(counts) - 1} other causes)" if len(counts) > 1 else ""
+    return f"all {len(results)} runs failed on infrastructure, not on the agent: {top}{more}"
+
+
 def plan_runs(tasks: list[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
     return [(t, p, r) for t in tasks for p in cfg.prompts for r in range(cfg.repeat)]
 
@@ -291,4 +318,13 @@ async def run_batch(
     return out
 
 
-__all__ = ["RunConfig", "RunOutcome", "check_cassettes", "plan_runs", "run_batch", "run_one"]
+__all__ = [
+    "RunConfig",
+    "RunOutcome",
+    "batch_infrastructure_failure",
+    "check_cassettes",
+    "infrastructure_failure",
+    "plan_runs",
+    "run_batch",
+    "run_one",
+]
