@@ -253,6 +253,7 @@ class Store:
             for rid in gone:
                 self.conn.execute(
                     "UPDATE probe_runs SET status = ?, ended_at = ?, ended_ts = ?, "
+                    "n_calls = (SELECT count(*) FROM probes WHERE run_id = probe_runs.id), "
                     "detail = coalesce(detail || '; ', '') || ? WHERE id = ? AND status = ?",
                     [
                         RUN_KILLED, iso_utc(wall), wall,

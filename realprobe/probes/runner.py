@@ -83,8 +83,6 @@ class RunSummary(BaseModel):
     status: str
     mode: str
     target: str
-    target_kind: str
-    source: str
     vantage: str
     started_at: str
     ended_at: str
@@ -97,6 +95,8 @@ class RunSummary(BaseModel):
     excluded: bool
     tools: list[ToolSummary]
     notes: list[str] = Field(default_factory=list)
+    target_kind: str = "live"  # live | sandbox | simulate | replay
+    source: str = "probe"
 
 
 @dataclass(slots=True)
