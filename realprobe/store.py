@@ -283,7 +283,7 @@ class Store:
             raise db_error(self.path, exc) from exc
 
     def probes_for_run(self, run_id: str) -> list[dict[str, Any]]:
-        return list(self.db["probes"].rows_where("run_id = ?", [run_id], order_by="id"))
+        return list(self.db.table("probes").rows_where("run_id = ?", [run_id], order_by="id"))
 
     # -- runs ---------------------------------------------------------------------------
 
@@ -318,7 +318,7 @@ class Store:
         return dict(self.db.table("probe_runs").get(run_id))
 
     def runs(self) -> Iterator[dict[str, Any]]:
-        yield from self.db["probe_runs"].rows_where(order_by="started_ts")
+        yield from self.db.table("probe_runs").rows_where(order_by="started_ts")
 
     # -- daily budget -------------------------------------------------------------------
 
@@ -360,10 +360,9 @@ class Store:
 
     def events(self, schedule_id: str | None = None) -> list[dict[str, Any]]:
         if schedule_id is None:
-            return list(self.db["schedule_events"].rows_where(order_by="id"))
-        return list(
-            self.db["schedule_events"].rows_where("schedule_id = ?", [schedule_id], order_by="id")
-        )
+            return list(self.db.table("schedule_events").rows_where(order_by="id"))
+        events = self.db.table("schedule_events")
+        return list(events.rows_where("schedule_id = ?", [schedule_id], order_by="id"))
 
     def integrity_ok(self) -> bool:
         row = self.conn.execute("PRAGMA integrity_check").fetchone()
