@@ -85,6 +85,11 @@ def test_string_modes_are_parsed_and_typos_are_errors() -> None:
         TransportOptions(cassette="x.json").normalised()
     with pytest.raises(RealprobeError, match="seed"):
         TransportOptions(seed="3")  # type: ignore[arg-type]
+    from realprobe.tasks.runner import RunConfig
+
+    assert RunConfig(mode="simulate").mode is Mode.SIMULATE  # type: ignore[arg-type]
+    with pytest.raises(RealprobeError, match="choose one of"):
+        RunConfig(mode="simulat")  # type: ignore[arg-type]
 
 
 def test_target_of_each_option_set() -> None:

@@ -336,7 +336,7 @@ def drift_cmd(
     cur = load_probes(path, *cw, names, kinds=kinds, vantages=vantages)
     provs = {}
     for label, arr, w in (("baseline", base, bw), ("current", cur, cw)):
-        provs[label] = prov = describe(path, kinds, *w, names, vantages)
+        provs[label] = prov = describe(path, kinds, w[0], w[1], names, vantages)
         if len(arr) == 0:
             raise RealprobeError(f"--{label}: {empty_selection_error(prov, path, names)}")
     _banner(provs["current"])

@@ -161,10 +161,15 @@ def conditions(
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
     *,
-    excluded: bool = False,
+    excluded: bool | None = False,
 ) -> tuple[str, list[Any]]:
-    """The WHERE clause (and its parameters) of a selection of probe rows."""
-    where = ["coalesce(excluded, 0) = 1" if excluded else "coalesce(excluded, 0) = 0"]
+    """The WHERE clause (and its parameters) of a selection of probe rows (`excluded`: only
+    rows excluded as local network failures, only rows kept (the default), or None: both)."""
+    where = (
+        ["1"]
+        if excluded is None
+        else ["coalesce(excluded, 0) = 1" if excluded else "coalesce(excluded, 0) = 0"]
+    )
     params: list[Any] = []
     if since is not None:
         where.append("started_ts >= ?")

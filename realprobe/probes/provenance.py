@@ -121,24 +121,56 @@ def _query(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
         raise RealprobeError(f"cannot read probes ({exc}; waited {busy_timeout_s():g}s)") from exc
 
 
+#: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
+Group = tuple[str, str, str, str, int, int, float, float]
+
+
+def survey(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> list[Group]:
+    """Every (kind, target, vantage, source, excluded) group in the window: one scan."""
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        target = "coalesce(target, '')" if "target" in cols else "''"
+        source = "coalesce(source, 'probe')" if "source" in cols else "'probe'"
+        cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None)
+        rows = _query(
+            conn,
+            f"SELECT {kind_expr(cols)}, {target}, coalesce(vantage, ''), {source}, "
+            "coalesce(excluded, 0) != 0, count(*), min(started_ts), max(started_ts) "
+            f"FROM probes WHERE {cond} GROUP BY 1, 2, 3, 4, 5",
+            params,
+        )
+    finally:
+        conn.close()
+    return [
+        (str(k), str(t), str(v), str(s), int(x), int(n), float(lo), float(hi))
+        for k, t, v, s, x, n, lo, hi in rows
+    ]
+
+
 def kinds_present(
     db: str | Path,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
     vantages: list[str] | None = None,
+    *,
+    groups: list[Group] | None = None,
 ) -> dict[str, int]:
     """{target kind: rows} in the window (excluded rows left out)."""
-    conn = connect_readonly(db)
-    try:
-        cols = probe_columns(conn)
-        cond, params = conditions(cols, since, until, tools, None, vantages)
-        rows = _query(
-            conn, f"SELECT {kind_expr(cols)}, count(*) FROM probes WHERE {cond} GROUP BY 1", params
-        )
-    finally:
-        conn.close()
-    return {str(k): int(n) for k, n in rows}
+    out: dict[str, int] = {}
+    for kind, _t, _v, _s, excluded, n, _lo, _hi in (
+        groups if groups is not None else survey(db, since, until, tools, vantages)
+    ):
+        if not excluded:
+            out[kind] = out.get(kind, 0) + n
+    return out
 
 
 def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
@@ -165,45 +197,35 @@ def describe(
     until: float | None = None,
     tools: list[str] | None = None,
     vantages: list[str] | None = None,
+    *,
+    groups: list[Group] | None = None,
 ) -> Provenance:
     """The provenance of the rows `load_probes(db, since, until, tools, kinds=..., vantages=...)`
     returns, plus what the window holds besides."""
-    conn = connect_readonly(db)
-    try:
-        cols = probe_columns(conn)
-        target = "coalesce(target, '')" if "target" in cols else "''"
-        source = "coalesce(source, 'probe')" if "source" in cols else "'probe'"
-        cond, params = conditions(cols, since, until, tools, kinds, vantages)
-        groups = _query(
-            conn,
-            f"SELECT {kind_expr(cols)}, {target}, coalesce(vantage, ''), {source}, count(*), "
-            f"min(started_ts), max(started_ts) FROM probes WHERE {cond} GROUP BY 1, 2, 3, 4",
-            params,
-        )
-        ex_cond, ex_params = conditions(
-            cols, since, until, tools, kinds, vantages, excluded=True
-        )
-        excluded = _query(conn, f"SELECT count(*) FROM probes WHERE {ex_cond}", ex_params)
-        other_cond, other_params = conditions(cols, since, until, tools, None, vantages)
-        others = _query(
-            conn,
-            f"SELECT {kind_expr(cols)}, count(*) FROM probes WHERE {other_cond} GROUP BY 1",
-            other_params,
-        )
-    finally:
-        conn.close()
+    if groups is None:
+        groups = survey(db, since, until, tools, vantages)
     by_kind: dict[str, int] = {}
     sources: dict[str, int] = {}
     targets: set[str] = set()
     vants: set[str] = set()
-    first = last = None
-    for kind, label, vantage, src, n, lo, hi in groups:
-        by_kind[kind] = by_kind.get(kind, 0) + int(n)
-        sources[src] = sources.get(src, 0) + int(n)
+    others: dict[str, int] = {}
+    excluded_rows = 0
+    first: float | None = None
+    last: float | None = None
+    for kind, label, vantage, src, excluded, n, lo, hi in groups:
+        if kind not in kinds:
+            if not excluded:
+                others[kind] = others.get(kind, 0) + n
+            continue
+        if excluded:
+            excluded_rows += n
+            continue
+        by_kind[kind] = by_kind.get(kind, 0) + n
+        sources[src] = sources.get(src, 0) + n
         if label:
-            targets.add(str(label))
+            targets.add(label)
         if vantage:
-            vants.add(str(vantage))
+            vants.add(vantage)
         first = lo if first is None else min(first, lo)
         last = hi if last is None else max(last, hi)
     return Provenance(
@@ -216,8 +238,8 @@ def describe(
         last=iso(last),
         rows=sum(by_kind.values()),
         rows_by_kind=dict(sorted(by_kind.items())),
-        excluded_rows=int(excluded[0][0]) if excluded else 0,
-        other_kinds={str(k): int(n) for k, n in others if k not in kinds},
+        excluded_rows=excluded_rows,
+        other_kinds=dict(sorted(others.items())),
     )
 
 
@@ -251,4 +273,5 @@ __all__ = [
     "parse_target",
     "parse_vantages",
     "pick_kinds",
+    "survey",
 ]

@@ -37,6 +37,7 @@ from realprobe.probes.provenance import (
     empty_selection_error,
     kinds_present,
     pick_kinds,
+    survey,
 )
 from realprobe.probes.windows import iso
 
@@ -367,10 +368,11 @@ def stats_from_db(
     """Load the rows of `kinds` (target kinds) and `vantages` (default all) and compute; a clear
     error when the selection holds nothing. With no `kinds`: live when the window holds live
     rows, else the one kind present (several other kinds: an error asking to pick)."""
+    groups = survey(db, since, until, tools, vantages)
     if kinds is None:
-        kinds = pick_kinds(kinds_present(db, since, until, tools, vantages), None)
+        kinds = pick_kinds(kinds_present(db, groups=groups), None)
     arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
-    prov = describe(db, kinds, since, until, tools, vantages)
+    prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
         raise RealprobeError(empty_selection_error(prov, db, tools))
     if tools:

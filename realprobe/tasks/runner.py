@@ -60,6 +60,10 @@ class RunConfig:
     call_timeout_s: float | None = None
     vantage: str | None = None  # where the runs happen (default: the host name)
 
+    def __post_init__(self) -> None:
+        # `mode="simulate"` as a user types it means Mode.SIMULATE; a typo is an error
+        self.mode = Mode.parse(self.mode)
+
 
 @dataclass
 class RunOutcome:
