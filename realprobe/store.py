@@ -108,6 +108,10 @@ PROBES_COLUMNS: dict[str, Any] = {
     "virtual_s": float,
 }
 
+PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
+#: the columns the provenance survey groups by, then the time (a covering index)
+PROVENANCE_INDEX = ["target_kind", "excluded", "vantage", "source", "target", "started_ts"]
+
 #: calls sent per API per UTC day, shared by every run on this database
 API_BUDGET_COLUMNS: dict[str, Any] = {"day": str, "api": str, "target": str, "used": int}
 
@@ -195,7 +199,9 @@ class Store:
             db = self.db
             db.table("probe_runs").create(PROBE_RUNS_COLUMNS, pk="id", transform=True)
             probes = db.table("probes")
-            probes.create(PROBES_COLUMNS, pk="id", transform=True)
+            # a row written without a kind (by hand, by an older tool) counts as live, as
+            # every row did before kinds were kept
+            probes.create(PROBES_COLUMNS, pk="id", transform=True, defaults=PROBES_DEFAULTS)
             db.table("api_budget").create(
                 API_BUDGET_COLUMNS, pk=("day", "api", "target"), transform=True
             )
@@ -206,7 +212,10 @@ class Store:
         probes = self.db.table("probes")
         probes.create_index(["tool", "started_ts"], if_not_exists=True)
         probes.create_index(["run_id"], if_not_exists=True)
-        probes.create_index(["target_kind", "started_ts"], if_not_exists=True)
+        # readers select by kind, in (tool, time) order; the provenance survey reads this
+        # covering index instead of the table
+        probes.create_index(["target_kind", "tool", "started_ts"], if_not_exists=True)
+        probes.create_index(PROVENANCE_INDEX, if_not_exists=True)
         self.mark_killed_runs()
 
     def _backfill_provenance(self) -> None:

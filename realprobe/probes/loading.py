@@ -149,8 +149,9 @@ def probe_columns(conn: sqlite3.Connection) -> set[str]:
 
 
 def kind_expr(columns: set[str]) -> str:
-    """A row's target kind; files from before the provenance columns hold live rows only."""
-    return "coalesce(target_kind, 'live')" if "target_kind" in columns else "'live'"
+    """A row's target kind (NOT NULL, default live, once the file is migrated); files from
+    before the provenance columns, read as they are, hold live rows only."""
+    return "target_kind" if "target_kind" in columns else "'live'"
 
 
 def conditions(

@@ -20,7 +20,6 @@ from realprobe.probes.loading import (
     busy_timeout_s,
     conditions,
     connect_readonly,
-    kind_expr,
     probe_columns,
 )
 from realprobe.probes.windows import iso
@@ -132,26 +131,39 @@ def survey(
     tools: list[str] | None = None,
     vantages: list[str] | None = None,
 ) -> list[Group]:
-    """Every (kind, target, vantage, source, excluded) group in the window: one scan."""
+    """Every (kind, target, vantage, source, excluded) group in the window: one scan, of the
+    covering provenance index when the file has it."""
     conn = connect_readonly(db)
     try:
         cols = probe_columns(conn)
-        target = "coalesce(target, '')" if "target" in cols else "''"
-        source = "coalesce(source, 'probe')" if "source" in cols else "'probe'"
+        have = [c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
         cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None)
         rows = _query(
             conn,
-            f"SELECT {kind_expr(cols)}, {target}, coalesce(vantage, ''), {source}, "
-            "coalesce(excluded, 0) != 0, count(*), min(started_ts), max(started_ts) "
-            f"FROM probes WHERE {cond} GROUP BY 1, 2, 3, 4, 5",
+            f"SELECT {', '.join(have)}{',' if have else ''} count(*), min(started_ts), "
+            f"max(started_ts) FROM probes WHERE {cond}"
+            + (f" GROUP BY {', '.join(have)}" if have else ""),
             params,
         )
     finally:
         conn.close()
-    return [
-        (str(k), str(t), str(v), str(s), int(x), int(n), float(lo), float(hi))
-        for k, t, v, s, x, n, lo, hi in rows
-    ]
+    merged: dict[tuple[str, str, str, str, int], list[float]] = {}
+    for row in rows:
+        got = dict(zip(have, row[: len(have)], strict=True))
+        n, lo, hi = row[len(have):]
+        if not n:
+            continue
+        key = (
+            str(got.get("target_kind") or "live"),
+            str(got.get("target") or ""),
+            str(got.get("vantage") or ""),
+            str(got.get("source") or "probe"),
+            1 if got.get("excluded") else 0,
+        )
+        acc = merged.setdefault(key, [0, float(lo), float(hi)])
+        acc[0] += n
+        acc[1], acc[2] = min(acc[1], float(lo)), max(acc[2], float(hi))
+    return [(*k, int(v[0]), v[1], v[2]) for k, v in merged.items()]
 
 
 def kinds_present(
