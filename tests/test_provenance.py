@@ -587,3 +587,49 @@ def test_task_batch_lost_to_an_unreachable_llm_fails_once(
     msg = one_line_error(code, err)
     assert "failed on infrastructure" in msg and "LLM endpoint" in msg
     assert err.count("LLM endpoint") == 1
+
+
+# -- 2. MCP-served and task rows carry the same labels ----------------------------------------
+
+
+async def test_mcp_served_simulated_calls_are_labelled_and_stamped_in_real_time(
+    catalog: Catalog, tmp_path: Path, no_network: None
+) -> None:
+    from realprobe.mcp import McpService, ServiceOptions
+
+    db = tmp_path / "mcp.db"
+    opts = ServiceOptions(
+        transport=TransportOptions(mode="simulate", profile="harsh", seed=2),  # type: ignore[arg-type]
+        db=str(db), vantage="laptop", tools="catfact_fact",
+    )
+    async with McpService(catalog, opts) as service:
+        assert service.target.kind is TargetKind.SIMULATE
+        for _ in range(40):
+            await service.call("catfact_fact", {})
+    after = time.time()
+    with Store(db) as store:
+        rows = store.conn.execute(
+            "SELECT target_kind, source, vantage, started_ts, virtual_s FROM probes"
+        ).fetchall()
+        run = store.run(service.run_id)
+    assert len(rows) == 40 and run["target_kind"] == "simulate" and run["source"] == "mcp"
+    assert {(k, s, v) for k, s, v, _, _ in rows} == {("simulate", "mcp", "laptop")}
+    assert max(r[3] for r in rows) <= after
+    assert all(r[4] is not None for r in rows)
+    assert rows[-1][4] > rows[0][4]  # the virtual timeline moved on
+
+
+def test_task_runs_and_steps_are_labelled(tmp_path: Path, monkeypatch, capsys,
+                                          no_network: None) -> None:
+    db = tmp_path / "t.db"
+    code, _, err = run_cli(["run", "content_social_post", "--simulate", "calm", "--db", str(db)],
+                           monkeypatch, capsys)
+    assert code == 0, err
+    with Store(db) as store:
+        tasks = TaskStore(store)
+        (run,) = tasks.runs()
+        steps = tasks.steps(run["id"])
+    assert (run["target_kind"], run["source"], run["target"]) == (
+        "simulate", "task", "simulate:calm")
+    assert run["vantage"] == default_vantage()
+    assert steps and {s["target_kind"] for s in steps} == {"simulate"}
