@@ -39,6 +39,11 @@ def _read_file(path: Path) -> Any:
     raise CatalogError(f"{path}: unknown catalogue format (use .toml, .yaml or .json)")
 
 
+def read_catalog_file(path: str | Path) -> Any:
+    """A catalogue file's raw content (before validation)."""
+    return _read_file(Path(path))
+
+
 def _describe(raw: Any, loc: tuple[Any, ...]) -> str:
     """'api "x", tool "y", field output.text' from a validation error location."""
     parts: list[str] = []
@@ -90,8 +95,30 @@ def parse_catalog(raw: Any, origin: str) -> list[ApiSpec]:
         raise CatalogError(f"{origin}: {prefix}{where}: {err['msg']}{more}") from exc
 
 
+def family_names() -> list[str]:
+    """Optional catalogue files shipped with realprobe (`--catalog pokeapi`)."""
+    folder = resources.files("realprobe.adapters") / "families"
+    return sorted(e.name[:-5] for e in folder.iterdir() if e.name.endswith(".json"))
+
+
+def family_file(name: str) -> Path | None:
+    if name not in family_names():
+        return None
+    return Path(str(resources.files("realprobe.adapters") / "families" / f"{name}.json"))
+
+
 def load_file(path: str | Path) -> list[ApiSpec]:
+    """A catalogue file, or a shipped family by name when no such file exists."""
     p = Path(path)
+    if not p.exists():
+        family = family_file(str(path))
+        if family is not None:
+            return parse_catalog(_read_file(family), f"family {path}")
+        if p.suffix == "" and "/" not in str(path):
+            raise CatalogError(
+                f"{path}: no such catalogue file or family (families: "
+                f"{', '.join(family_names()) or 'none'})"
+            )
     return parse_catalog(_read_file(p), str(p))
 
 

@@ -21,7 +21,8 @@ CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--catalog",
-        help="Extra catalogue file (TOML/YAML/JSON), merged with the built-in one. Repeatable.",
+        help="Extra catalogue file (TOML/YAML/JSON) or shipped family (openmeteo, pokeapi), "
+        "merged with the built-in one. Repeatable.",
     ),
 ]
 SandboxOpt = Annotated[

@@ -37,7 +37,9 @@ from realprobe.simulator.profile import load_profile
 
 
 def register(app: typer.Typer) -> None:
-    app.command("catalog")(catalog_cmd)
+    from realprobe.commands import catalog as catalog_commands
+
+    catalog_commands.register(app, catalog_cmd)
     app.command("call")(call_cmd)
     app.command("sandbox")(sandbox_cmd)
     app.command("call-all")(call_all_cmd)
