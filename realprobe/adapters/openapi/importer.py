@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import jsonschema
 from pydantic import ValidationError
 
 from realprobe.adapters.openapi.document import HTTP_METHODS, Document, OpenApiError, RefError
@@ -24,9 +25,10 @@ from realprobe.adapters.openapi.schemas import (
     output_fields,
     soft_failure_rules,
 )
+from realprobe.adapters.schema_json import example_problem
 from realprobe.adapters.spec import API_ID_RE, ApiSpec, ToolSpec
-from realprobe.adapters.tool import BadResponse, Tool, build_input_model
-from realprobe.errors import code_for_status
+from realprobe.adapters.tool import BadResponse, Tool, _extract, _rule_matches
+from realprobe.errors import ErrorCode, code_for_status
 
 SAFE_METHODS = ("get",)
 MAX_FIXTURE_BYTES = 256 * 1024
@@ -239,7 +241,13 @@ def _operation(
         loc = ".".join(str(x) for x in err["loc"])
         raise SkipOperation(f"not a valid tool at {loc}: {err['msg']}") from None
     tool["examples"] = _valid_examples(spec, notes)
-    good = _valid_fixtures(base, {**tool, "fixtures": []}, fixtures, notes)
+    api = ApiSpec(id="probe", name="probe", base_url=base, docs_url=base, category="x",
+                  https=base.startswith("https"), tools=[])  # fmt: skip
+    try:
+        tool_obj = Tool(api, ToolSpec.model_validate(tool))
+    except (ValueError, ValidationError) as exc:
+        raise SkipOperation(f"not a valid tool: {str(exc).splitlines()[0]}") from None
+    good = _valid_fixtures(tool_obj, fixtures, notes)
     if good:
         tool["fixtures"] = good
     else:
@@ -369,17 +377,12 @@ def _examples(params: list[Param]) -> list[dict[str, Any]]:
 
 
 def _valid_examples(spec: ToolSpec, notes: Notes) -> list[dict[str, Any]]:
-    try:
-        model = build_input_model(spec)
-    except Exception as exc:  # a constraint pydantic cannot build (a pattern, say)
-        raise SkipOperation(f"input schema cannot be built: {str(exc).splitlines()[0]}") from None
+    """The examples that pass the input fields' rules (the same check a catalogue load makes)."""
     good = []
     for example in spec.examples:
-        try:
-            model.model_validate(example)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            notes.add(f"example {example!r} fails the input schema ({err['msg']}); left out")
+        problem = example_problem(spec, example)
+        if problem is not None:
+            notes.add(f"example {example!r} fails the input schema ({problem[1]}); left out")
             continue
         good.append(example)
     if not good:
@@ -538,16 +541,13 @@ def _doc_fixture(
 
 
 def _valid_fixtures(
-    base: str, tool: dict[str, Any], fixtures: list[dict[str, Any]], notes: Notes
+    tool_obj: Tool, fixtures: list[dict[str, Any]], notes: Notes
 ) -> list[dict[str, Any]]:
     """Documentation examples that a call could really return: ok bodies parse, soft
     failures are classified by the tool's rules, oversized ones are left out."""
     if not fixtures:
         return []
-    api = ApiSpec(id="probe", name="probe", base_url=base, docs_url=base, category="x",
-                  https=base.startswith("https"), tools=[])  # fmt: skip
-    tool_obj = Tool(api, ToolSpec.model_validate(tool))
-    messages = {r["message"]: r["code"] for r in tool.get("soft_failures") or []}
+    messages = {r.message: r.code.value for r in tool_obj.spec.soft_failures}
     good: list[dict[str, Any]] = []
     for fx in fixtures:
         if len(fx["body"].encode()) > MAX_FIXTURE_BYTES:
@@ -557,7 +557,7 @@ def _valid_fixtures(
             good.append(fx)
             continue
         try:
-            tool_obj.parse(fx["body"].encode())
+            _check_body(tool_obj, fx["body"])
         except BadResponse as exc:
             if exc.message in messages:
                 good.append({**fx, "kind": "soft_failure", "code": messages[exc.message]})
@@ -566,6 +566,25 @@ def _valid_fixtures(
             continue
         good.append(fx)
     return good
+
+
+def _check_body(tool: Tool, body: str) -> None:
+    """What `Tool.parse` checks, with the output JSON Schema instead of building the pydantic
+    output model (one model per operation would dominate a large import)."""
+    try:
+        decoded = json.loads(body) if tool.spec.response == "json" else body.strip()
+    except ValueError as exc:
+        raise BadResponse(ErrorCode.INVALID_RESPONSE, f"not valid JSON ({exc})") from exc
+    for rule in tool.spec.soft_failures:
+        if _rule_matches(rule, decoded):
+            raise BadResponse(rule.code, rule.message)
+    data = _extract(decoded, tool.spec.output)
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(tool.output_schema).iter_errors(data)
+    )
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "body"
+        raise BadResponse(ErrorCode.INVALID_RESPONSE, f"output fails schema at {where}")
 
 
 # -- grouping into APIs -------------------------------------------------------------------------

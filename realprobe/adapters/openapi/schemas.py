@@ -239,6 +239,20 @@ def output_fields(
     return {"body": {"type": kind or "any", "from": "", "description": desc}}
 
 
+def _deref_child(doc: Document, node: Any, seen: tuple[str, ...]) -> tuple[Any, tuple[str, ...]]:
+    """A property's or item's schema. A `$ref` back to an enclosing schema is recursion (a
+    tree), not a broken cycle: it is read as its type alone, without descending again."""
+    if isinstance(node, dict) and node.get("$ref") in seen:
+        target = doc.lookup(node["$ref"])
+        if isinstance(target, dict):
+            kind = "array" if "items" in target and "properties" not in target else "object"
+            return {
+                "type": target.get("type", kind),
+                "description": target.get("description"),
+            }, seen
+    return doc.deref(node, seen)
+
+
 def _object_fields(
     doc: Document,
     node: dict[str, Any],
@@ -255,7 +269,7 @@ def _object_fields(
             notes.add(f"{where}: output property {key!r} cannot be addressed; left out")
             continue
         try:
-            sub, sub_seen = doc.deref(node["properties"][key], seen)
+            sub, sub_seen = _deref_child(doc, node["properties"][key], seen)
         except RefError as exc:
             notes.add(f"{where}.{key}: {exc}; read as any")
             sub, sub_seen = {}, seen
@@ -289,7 +303,7 @@ def _field(
         f["optional"] = True
     if kind == "array":
         try:
-            items, items_seen = doc.deref(schema.get("items") or {}, seen)
+            items, items_seen = _deref_child(doc, schema.get("items") or {}, seen)
         except RefError as exc:
             notes.add(f"{where}[]: {exc}; items read as any")
             items, items_seen = {}, seen
