@@ -73,6 +73,14 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
+def print_json_large(obj: Any) -> None:
+    """`print_json` for big listings (hundreds of tool definitions): the same indented JSON,
+    encoded in Rust instead of by the standard library's pure-Python indenting encoder."""
+    import pydantic_core
+
+    sys.stdout.write(pydantic_core.to_json(obj, indent=2, fallback=str).decode("utf-8") + "\n")
+
+
 def parse_kv(pairs: list[str] | None) -> dict[str, Any]:
     """`k=v` pairs as strings; the tool's input model coerces "5" or "true" where it may."""
     out: dict[str, Any] = {}

@@ -26,7 +26,7 @@ TYPE_ALIASES = {
     "datetime": "string", "dict": "object", "map": "object", "list": "array",
 }  # fmt: skip
 _RESERVED = set(dir(BaseModel)) | set(keyword.kwlist) | {"self"}
-MAX_OUTPUT_DEPTH = 3
+MAX_OUTPUT_DEPTH = 2  # array items get their fields; arrays inside items pass through whole
 MAX_ENUM_IN_PATTERN = 400
 DESCRIPTION_LIMIT = 600
 FIELD_DESCRIPTION_LIMIT = 300
