@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pydantic_core
+import typer
 from mcp import Client
 from typer.testing import CliRunner
 
@@ -100,6 +102,12 @@ def main() -> None:
             assert res.exit_code == 0, res.output
             return json.loads(res.stdout)
 
+        def work() -> bytes:
+            cat = Catalog.load(files)
+            return pydantic_core.to_json({"tools": [t.mcp_definition() for t in cat]}, indent=2)
+
+        work_runs, _ = timed(work, args.repeat)
+        cli_runs, _ = timed(lambda: typer.main.get_command(app), args.repeat)
         mcp_runs, mcp_json = timed(lambda: listing("mcp"), args.repeat)
         openai_runs, openai_json = timed(lambda: listing("openai"), args.repeat)
         start_s, list_runs, listed = asyncio.run(tools_list(cat, args.repeat))
@@ -126,6 +134,8 @@ def main() -> None:
         "apis": len(cat.apis),
         "catalog_load": stats(load_runs),
         "catalog_json_mcp_in_process": stats(mcp_runs),
+        "of_which_load_render_encode": stats(work_runs),
+        "of_which_cli_parser_build": stats(cli_runs),
         "catalog_json_openai_in_process": stats(openai_runs),
         "mcp_json_bytes": len(json.dumps(mcp_json)),
         "mcp_server_start_s": round(start_s, 4),
