@@ -28,6 +28,7 @@ from realprobe.replay.modes import make_sync_client
 from tests.loopback_http import serving
 
 DATA = Path(__file__).parent / "data" / "openapi"
+JSON_TYPE = "application/json"
 DOCS = sorted(DATA.glob("*.yml"))
 FAMILIES = Path(__file__).parents[1] / "realprobe" / "adapters" / "families"
 runner = CliRunner()
@@ -752,3 +753,128 @@ def test_soft_failure_documented_inside_2xx_becomes_a_rule(tmp_path: Path) -> No
     assert exc.value.code.value == "INVALID_RESPONSE"
     data = cat.get("tiny_get_thing").parse(b'{"id": 2, "name": "b"}')
     assert data["id"] == 2 and data["name"] == "b"  # the error branch's fields are optional
+
+
+def test_servers_variables_relative_urls_and_shared_parameters(tmp_path: Path) -> None:
+    doc = small_doc(
+        servers=[
+            {
+                "url": "https://{region}.tiny.example/{version}",
+                "variables": {"region": {"default": "eu"}, "version": {"default": "v2"}},
+            }
+        ]
+    )
+    doc["components"]["parameters"] = {
+        "Lang": {"name": "lang", "in": "query", "schema": {"type": "string", "default": "en"}}
+    }
+    doc["paths"]["/things/{id}"]["parameters"] = [{"$ref": "#/components/parameters/Lang"}]
+    doc["paths"]["/ext"] = {
+        "get": {
+            "operationId": "ext",
+            "responses": {
+                "200": {
+                    "description": "ok",
+                    "content": {JSON_TYPE: {"schema": {"$ref": "other.yaml#/X"}}},
+                }
+            },
+        }
+    }
+    report = imported(write(tmp_path, "vars.yaml", doc))
+    (api,) = report.apis
+    assert api["base_url"] == "https://eu.tiny.example/v2"
+    thing = api["tools"][0]
+    assert thing["query"] == {"lang": "{lang}"} and thing["input"]["lang"]["default"] == "en"
+    assert any("external $ref 'other.yaml#/X'" in w.text for w in report.warnings)
+    relative = small_doc(servers=[{"url": "/api/v3"}])
+    path = write(tmp_path, "rel.yaml", relative)
+    code, _, err = cli("catalog", "import-openapi", str(path), "-o", str(tmp_path / "r.json"))
+    assert code == 2 and "no absolute server URL" in err
+    code, _, err = cli(
+        "catalog",
+        "import-openapi",
+        str(path),
+        "--base-url",
+        "https://given.example/x",
+        "-o",
+        str(tmp_path / "r.json"),
+    )
+    assert code == 0, err
+    assert load_file(tmp_path / "r.json")[0].base_url == "https://given.example/x"
+    with serving({"/specs/rel.yaml": (200, "application/yaml", path.read_bytes())}) as srv:
+        code, _, err = cli(
+            "catalog", "import-openapi", f"{srv.url}/specs/rel.yaml", "-o", str(tmp_path / "u.json")
+        )
+    assert code == 0, err
+    assert load_file(tmp_path / "u.json")[0].base_url == srv.url + "/api/v3"
+    code, _, err = cli(
+        "catalog",
+        "import-openapi",
+        str(path),
+        "--select",
+        "nothing*",
+        "-o",
+        str(tmp_path / "n.json"),
+    )
+    assert code == 2 and "no operation matches --select nothing*" in err
+
+
+def test_mutated_documents_never_crash_the_importer() -> None:
+    """Random junk put into real documents: each import ends in tools and notes, or in one
+    OpenApiError; never another exception, and what it writes always loads."""
+    import copy
+    import random
+
+    bases = [yaml.safe_load((DATA / "open-meteo__flood.yml").read_text()), small_doc()]
+    junk: list[Any] = [
+        None,
+        1,
+        -1.5,
+        "x",
+        [],
+        {},
+        [1, "a"],
+        {"$ref": "#/nope"},
+        {"$ref": 5},
+        {"type": "int"},
+        True,
+        {"$ref": "#/paths"},
+        "{x}",
+        {"a": {"b": []}},
+    ]
+
+    def paths(obj: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        out = [at]
+        items = (
+            obj.items()
+            if isinstance(obj, dict)
+            else enumerate(obj)
+            if isinstance(obj, list)
+            else []
+        )
+        for k, v in items:
+            out += paths(v, (*at, k))
+        return out
+
+    rnd = random.Random(7)
+    for _ in range(150):
+        doc = copy.deepcopy(rnd.choice(bases))
+        spots = [p for p in paths(doc) if p]
+        for _ in range(rnd.randint(1, 6)):
+            spot = rnd.choice(spots)
+            node = doc
+            try:
+                for key in spot[:-1]:
+                    node = node[key]
+                node[spot[-1]] = copy.deepcopy(rnd.choice(junk))
+            except (KeyError, IndexError, TypeError):
+                continue
+        try:
+            report = import_openapi(
+                json.dumps(doc), "mutated.json", ImportOptions(include_auth=rnd.random() < 0.5)
+            )
+        except OpenApiError as exc:
+            assert "\n" not in str(exc)
+            continue
+        if report.apis:
+            Catalog(parse_catalog({"apis": report.apis}, "mutated"))
+        assert all("could not be read" not in n.text for n in report.skipped), report.skipped

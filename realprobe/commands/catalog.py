@@ -208,6 +208,8 @@ def import_openapi_cmd(
     if not apis:
         for r in reports:
             _print_notes(r)
+        if select and not any(r.skipped for r in reports):
+            raise RealprobeError(f"no operation matches --select {' '.join(select)}")
         raise RealprobeError("no operation could be imported; nothing written")
     text = catalog_text(apis, out.suffix)
     try:

@@ -125,7 +125,7 @@ class Document:
             return self._resolver.lookup(ref).contents
         except PointerToNowhere:
             raise RefError(f"$ref {ref!r} points to nothing in the document") from None
-        except Unresolvable:
+        except (Unresolvable, ValueError, TypeError, KeyError, IndexError):
             raise RefError(f"$ref {ref!r} cannot be resolved") from None
 
     def deref(self, node: Any, seen: tuple[str, ...] = ()) -> tuple[Any, tuple[str, ...]]:

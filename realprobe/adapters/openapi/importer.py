@@ -132,6 +132,11 @@ def import_document(doc: Document, options: ImportOptions) -> ImportReport:
                 msg = str(exc) if isinstance(exc, RefError) else "schema nested too deeply"
                 report.skipped.append(OperationNote(key, msg))
                 continue
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+                # a shape no reading above expected: skip this operation, keep the others
+                text = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+                report.skipped.append(OperationNote(key, f"could not be read ({text})"))
+                continue
             names.add(tool["name"])
             groups.setdefault(base, []).append(tool)
             if notes.lines:

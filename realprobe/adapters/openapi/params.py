@@ -18,6 +18,7 @@ from realprobe.adapters.openapi.schemas import (
     MAX_ENUM_IN_PATTERN,
     SECRET_NAME_RE,
     Notes,
+    as_list,
     clean_text,
     coerce,
     identifier,
@@ -49,7 +50,7 @@ def collect(
     """Path-level and operation-level parameters, refs followed, the operation's winning."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for level in (path_item.get("parameters"), op.get("parameters")):
-        for raw in level or []:
+        for raw in level if isinstance(level, list) else []:
             try:
                 p, _ = doc.deref(raw)
             except RefError as exc:
@@ -109,7 +110,9 @@ def read_parameter(
     joined = False
     if kind == "array":
         try:
-            items, _ = doc.deref(schema.get("items") or {})
+            items, _ = doc.deref(
+                schema.get("items") if isinstance(schema.get("items"), dict) else {}
+            )
         except RefError as exc:
             raise SkipOperation(f"{label} items: {exc}") from None
         item_schema = items if isinstance(items, dict) else {}
@@ -177,7 +180,7 @@ def _joined_field(
 ) -> None:
     values: list[str] = [
         str(v).lower() if isinstance(v, bool) else str(v)
-        for v in items.get("enum") or []
+        for v in as_list(items.get("enum"))
         if isinstance(v, (str, int, float))
     ]
     shown = ", ".join(values[:40]) + (f", … ({len(values) - 40} more)" if len(values) > 40 else "")

@@ -44,6 +44,16 @@ class Notes:
             self.lines.append(text)
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """A mapping from the document, or {} where it holds something else."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A list from the document, or [] where it holds something else."""
+    return value if isinstance(value, list) else []
+
+
 # -- text ------------------------------------------------------------------------------------
 
 
@@ -169,9 +179,9 @@ def merge_object(
 ) -> dict[str, Any]:
     """allOf/oneOf/anyOf folded into one schema (`properties`, `required`), refs followed."""
     out: dict[str, Any] = {k: v for k, v in schema.items() if k not in ("allOf", "oneOf", "anyOf")}
-    props: dict[str, Any] = dict(schema.get("properties") or {})
-    required: list[str] = [r for r in schema.get("required") or [] if isinstance(r, str)]
-    for part in schema.get("allOf") or []:
+    props: dict[str, Any] = dict(as_dict(schema.get("properties")))
+    required: list[str] = [r for r in as_list(schema.get("required")) if isinstance(r, str)]
+    for part in as_list(schema.get("allOf")):
         try:
             sub, sub_seen = doc.deref(part, seen)
         except RefError as exc:
@@ -179,12 +189,12 @@ def merge_object(
             continue
         if isinstance(sub, dict):
             sub = merge_object(doc, sub, notes, where, sub_seen)
-            props.update(sub.get("properties") or {})
-            required += sub.get("required") or []
+            props.update(as_dict(sub.get("properties")))
+            required += as_list(sub.get("required"))
             for key in ("type", "items", "description"):
                 if key in sub:
                     out.setdefault(key, sub[key])
-    branches = [*(schema.get("oneOf") or []), *(schema.get("anyOf") or [])]
+    branches = [*as_list(schema.get("oneOf")), *as_list(schema.get("anyOf"))]
     for part in branches:
         try:
             sub, sub_seen = doc.deref(part, seen)
@@ -193,14 +203,14 @@ def merge_object(
             continue
         if isinstance(sub, dict) and sub.get("type") != "null":
             sub = merge_object(doc, sub, notes, where, sub_seen)
-            for k, v in (sub.get("properties") or {}).items():
+            for k, v in as_dict(sub.get("properties")).items():
                 props.setdefault(k, v)
             if (
                 len(branches)
                 - sum(isinstance(b, dict) and b.get("type") == "null" for b in branches)
                 == 1
             ):
-                required += sub.get("required") or []
+                required += as_list(sub.get("required"))
                 for key in ("type", "items", "description"):
                     if key in sub:
                         out.setdefault(key, sub[key])
@@ -261,10 +271,10 @@ def _object_fields(
     seen: tuple[str, ...],
     depth: int,
 ) -> dict[str, dict[str, Any]]:
-    required = set(node.get("required") or [])
+    required = {r for r in as_list(node.get("required")) if isinstance(r, str)}
     out: dict[str, dict[str, Any]] = {}
     taken: set[str] = set()
-    for key in sorted(node.get("properties") or {}):
+    for key in sorted(as_dict(node.get("properties"))):
         if not isinstance(key, str) or "." in key or not key:
             notes.add(f"{where}: output property {key!r} cannot be addressed; left out")
             continue
@@ -303,7 +313,7 @@ def _field(
         f["optional"] = True
     if kind == "array":
         try:
-            items, items_seen = _deref_child(doc, schema.get("items") or {}, seen)
+            items, items_seen = _deref_child(doc, as_dict(schema.get("items")), seen)
         except RefError as exc:
             notes.add(f"{where}[]: {exc}; items read as any")
             items, items_seen = {}, seen
@@ -335,7 +345,7 @@ def soft_failure_rules(
     if not isinstance(node, dict):
         return []
     rules: list[dict[str, Any]] = []
-    branches = [*(node.get("oneOf") or []), *(node.get("anyOf") or [])]
+    branches = [*as_list(node.get("oneOf")), *as_list(node.get("anyOf"))]
     for part in branches:
         ref = part.get("$ref") if isinstance(part, dict) else None
         try:
@@ -357,8 +367,8 @@ def soft_failure_rules(
                     continue
                 if isinstance(o, dict):
                     merged_o = merge_object(doc, o, Notes(), where, o_seen)
-                    others |= set(merged_o.get("properties") or {})
-            own = [p for p in sub.get("required") or sorted(sub.get("properties") or {})
+                    others |= set(as_dict(merged_o.get("properties")))
+            own = [p for p in as_list(sub.get("required")) or sorted(as_dict(sub.get("properties")))
                    if p not in others]  # fmt: skip
             if own:
                 rules.append({
@@ -366,7 +376,7 @@ def soft_failure_rules(
                     "message": f"{api_name} answered an error object inside a success status",
                 })  # fmt: skip
     merged = merge_object(doc, node, Notes(), where, seen)
-    props = merged.get("properties") or {}
+    props = as_dict(merged.get("properties"))
     for key, code_hint in (("error", True), ("success", False), ("ok", False)):
         sub = resolve(doc, props.get(key), Notes(), where) if key in props else None
         if sub is not None and sub.get("type") == "boolean":
