@@ -183,9 +183,10 @@ def import_openapi_cmd(
     category: Annotated[str, typer.Option(help="Category of the imported APIs.")] = "Imported",
     as_json: JsonOpt = False,
 ) -> None:
-    """Turn an OpenAPI description into a catalogue file that --catalog merges: one tool per
-    GET operation. Prints one line per operation skipped (and why) or read with warnings.
-    Replaces FILE if it exists."""
+    """Turn an OpenAPI description into a catalogue file (one tool per GET operation).
+
+    The file is what --catalog merges. Prints one line per operation skipped (and why) or read
+    with warnings. Replaces the output file if it exists."""
     if api_id and len(spec) > 1:
         raise RealprobeError("--api-id needs a single SPEC (each description is one API)")
     if out.suffix not in (".json", ".yaml", ".yml"):
@@ -232,13 +233,18 @@ def import_openapi_cmd(
         console.print(
             f"{r.origin}: OpenAPI {r.version} {r.title!r}: {r.tools} tools"
             + (f", {len(r.skipped)} operations skipped" if r.skipped else "")
-            + (f", {r.not_selected} not selected" if r.not_selected else "")
+            + (f", {r.not_selected} not selected" if r.not_selected else ""),
+            soft_wrap=True,
+            highlight=False,
         )
     for line in clashes:
-        err_console.print(f"[yellow]note[/yellow] {line}")
+        _line(f"note: {line}")
     total = sum(r.tools for r in reports)
-    console.print(f"wrote {total} tools over {len(apis)} APIs to {out}; use it with "
-                  f"--catalog {out}")  # fmt: skip
+    console.print(
+        f"wrote {total} tools over {len(apis)} APIs to {out}; use it with --catalog {out}",
+        soft_wrap=True,
+        highlight=False,
+    )  # fmt: skip
 
 
 def _line(text: str) -> None:
@@ -279,8 +285,10 @@ def record_fixtures_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Call each tool once (its first example), politely, and store the real body as a
-    fixture with its source and time. A tool that answers no body is marked so."""
+    """Call each tool once and store the real body as a fixture (source and time).
+
+    Uses the tool's first example, one call at a time with the catalogue's interval per host.
+    A tool that answers no body is marked so; the sandbox then answers it with "no fixture"."""
     from realprobe.replay.fixture_recording import record_fixtures
 
     if sandbox and upstream:
@@ -344,8 +352,11 @@ def public_apis_cmd(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The public-apis list as catalogue candidates: which are covered, which can be profiled
-    without a key, and which need an OpenAPI description (or a key) to go further."""
+    """The public-apis list as candidates: covered, profilable without a key, or not.
+
+    Reads the copy shipped with realprobe, or FILE (a newer public-apis README). Says which
+    APIs the catalogue covers, which can be profiled without a key, and which need an OpenAPI
+    description (or a key) to go further."""
     from realprobe.adapters import public_apis as pa
     from realprobe.commands.common import load_catalog
 
