@@ -214,12 +214,16 @@ def test_families_load_by_name_with_the_builtin_catalogue() -> None:
     assert code == 2 and "nosuchfamily" in err and "pokeapi" in err
 
 
-def test_yaml_output_loads_like_json(tmp_path: Path) -> None:
-    out = tmp_path / "flood.yaml"
-    code, _, err = cli(
-        "catalog", "import-openapi", str(DATA / "open-meteo__flood.yml"), "-o", str(out)
-    )
-    assert code == 0, err
+@pytest.mark.parametrize("suffix", [".yaml", ".toml"])
+def test_yaml_and_toml_output_load_like_json(tmp_path: Path, suffix: str) -> None:
+    as_json = tmp_path / "flood.json"
+    out = tmp_path / f"flood{suffix}"
+    for target in (as_json, out):
+        code, _, err = cli(
+            "catalog", "import-openapi", str(DATA / "open-meteo__flood.yml"), "-o", str(target)
+        )
+        assert code == 0, err
+    assert load_file(out) == load_file(as_json)
     assert [t.name for a in load_file(out) for t in a.tools] == [
         "open_meteo_flood_forecast_api_flood"
     ]
@@ -310,7 +314,7 @@ def test_names_without_operation_id_are_readable_and_unique(tmp_path: Path) -> N
     report = imported(write(tmp_path, "n.yaml", doc))
     tools = report.apis[0]["tools"]
     names = [t["name"] for t in tools]
-    assert names[:3] == ["names_users_by_user-id_posts", "names_users", "names_users_2"]
+    assert names[:3] == ["names_users_by_user_id_posts", "names_users", "names_users_2"]
     assert len(set(names)) == len(names) and all(TOOL_NAME_RE.match(n) for n in names)
     first = tools[0]
     assert first["path"] == "/v2/users/{user_id}/posts"
@@ -709,7 +713,7 @@ def test_command_line_errors_have_no_traceback(tmp_path: Path) -> None:
     for args in (
         [str(bad), "-o", str(tmp_path / "o.json")],
         [str(tmp_path / "missing.yaml"), "-o", str(tmp_path / "o.json")],
-        [str(DATA / "open-meteo__flood.yml"), "-o", str(tmp_path / "o.toml")],
+        [str(DATA / "open-meteo__flood.yml"), "-o", str(tmp_path / "o.txt")],
     ):
         res = subprocess.run(
             [sys.executable, "-m", "realprobe.cli", "catalog", "import-openapi", *args],

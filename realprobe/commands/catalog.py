@@ -36,6 +36,7 @@ from realprobe.commands.common import (
 )
 from realprobe.errors import RealprobeError
 
+CATALOG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 app = typer.Typer(
     help="List the tool definitions; import OpenAPI descriptions; read the public-apis list.",
     no_args_is_help=False,
@@ -156,7 +157,7 @@ def import_openapi_cmd(
         list[str], typer.Argument(help="OpenAPI 3.0/3.1 or Swagger 2.0 file or URL (YAML/JSON).")
     ],
     out: Annotated[
-        Path, typer.Option("--output", "-o", help="Catalogue file to write (.json or .yaml).")
+        Path, typer.Option("--output", "-o", help="Catalogue file to write (.json, .yaml, .toml).")
     ],
     select: Annotated[
         list[str] | None,
@@ -189,8 +190,8 @@ def import_openapi_cmd(
     with warnings. Replaces the output file if it exists."""
     if api_id and len(spec) > 1:
         raise RealprobeError("--api-id needs a single SPEC (each description is one API)")
-    if out.suffix not in (".json", ".yaml", ".yml"):
-        raise RealprobeError(f"--output {out}: use a .json or .yaml file name")
+    if out.suffix not in CATALOG_SUFFIXES:
+        raise RealprobeError(f"--output {out}: use a .json, .yaml or .toml file name")
     if base_url and not base_url.startswith(("http://", "https://")):
         raise RealprobeError(f"--base-url {base_url!r}: expected an absolute http(s) URL")
     options = ImportOptions(
@@ -264,7 +265,7 @@ def _print_notes(r: ImportReport) -> None:
 
 @app.command("record-fixtures")
 def record_fixtures_cmd(
-    file: Annotated[Path, typer.Argument(help="Catalogue file (.json or .yaml) to add bodies to.")],
+    file: Annotated[Path, typer.Argument(help="Catalogue file to add bodies to.")],
     tools: Annotated[
         str | None, typer.Option("--tools", help="Comma-separated tool names (default: all).")
     ] = None,
@@ -301,8 +302,8 @@ def record_fixtures_cmd(
     if timeout <= 0:
         raise RealprobeError("--timeout must be more than 0")
     target = out or file
-    if target.suffix not in (".json", ".yaml", ".yml"):
-        raise RealprobeError(f"{target}: fixtures are written to .json or .yaml catalogue files")
+    if target.suffix not in CATALOG_SUFFIXES:
+        raise RealprobeError(f"{target}: write catalogue files as .json, .yaml or .toml")
     if not file.exists():
         raise RealprobeError(f"{file}: no such catalogue file")
     raw_file = read_catalog_file(file)

@@ -271,7 +271,7 @@ def _tool_name(prefix: str, op: dict[str, Any], path: str, names: set[str]) -> s
                 continue
             m = re.fullmatch(r"\{(.+)\}", seg)
             parts.append(f"by_{m.group(1)}" if m else seg)
-        core = "_".join(parts) or "root"
+        core = re.sub(r"[^a-zA-Z0-9]+", "_", "_".join(parts)) or "root"
     core = re.sub(r"[^a-zA-Z0-9_-]+", "_", core).strip("_-").lower() or "op"
     if prefix and not core.startswith(prefix.lower() + "_") and core != prefix.lower():
         core = f"{prefix}_{core}"
@@ -632,7 +632,8 @@ def _apis(
 
 
 def catalog_text(apis: list[dict[str, Any]], suffix: str) -> str:
-    """A catalogue file's text in the format its suffix names (.json, .yaml/.yml)."""
+    """A catalogue file's text in the format its suffix names (.json, .yaml/.yml, .toml)."""
+    import tomli_w
     import yaml
 
     data = {"apis": apis}
@@ -640,4 +641,17 @@ def catalog_text(apis: list[dict[str, Any]], suffix: str) -> str:
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if suffix in (".yaml", ".yml"):
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
-    raise OpenApiError(f"cannot write {suffix or 'a file without suffix'}: use .json or .yaml")
+    if suffix == ".toml":
+        return tomli_w.dumps(_no_nulls(data))
+    raise OpenApiError(
+        f"cannot write {suffix or 'a file without suffix'}: use .json, .yaml or .toml"
+    )
+
+
+def _no_nulls(value: Any) -> Any:
+    """TOML has no null: leave such keys out (every catalogue field with a null default)."""
+    if isinstance(value, dict):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value]
+    return value

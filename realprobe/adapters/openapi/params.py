@@ -189,6 +189,9 @@ def _joined_field(
     if values and len(values) <= MAX_ENUM_IN_PATTERN:
         one = "(?:" + "|".join(re.escape(v) for v in values) + ")"
         field["pattern"] = f"^{one}(?:{re.escape(sep)}{one})*$"
+    elif values and all(re.fullmatch(r"[A-Za-z0-9_.-]+", v) for v in values):
+        one = "[A-Za-z0-9_.-]+"
+        field["pattern"] = f"^{one}(?:{re.escape(sep)}{one})*$"
     elif items.get("pattern"):
         notes.add(f"{label}: item pattern not applied to the joined list")
 

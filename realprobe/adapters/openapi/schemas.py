@@ -27,7 +27,9 @@ TYPE_ALIASES = {
 }  # fmt: skip
 _RESERVED = set(dir(BaseModel)) | set(keyword.kwlist) | {"self"}
 MAX_OUTPUT_DEPTH = 2  # array items get their fields; arrays inside items pass through whole
-MAX_ENUM_IN_PATTERN = 400
+#: a joined list is checked against the item enum up to this many values; beyond, the pattern
+#: only checks the list's shape (a 300-value alternation would bloat every tools/list)
+MAX_ENUM_IN_PATTERN = 60
 DESCRIPTION_LIMIT = 600
 FIELD_DESCRIPTION_LIMIT = 300
 SECRET_NAME_RE = re.compile(r"(api[-_]?key|apikey|token|secret|password|passwd|auth)", re.I)
@@ -62,7 +64,7 @@ def clean_text(text: Any, limit: int = DESCRIPTION_LIMIT) -> str:
     if not isinstance(text, str):
         return ""
     s = re.sub(r"<[^>]{1,200}>", " ", text)
-    s = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", s)  # [text](url) -> text
+    s = re.sub(r"!?\[([^\]]*)\]\((?:[^()\s]|\([^()\s]*\))*\)", r"\1", s)  # [text](url) -> text
     s = re.sub(r"(?m)^\s{0,3}(#{1,6}|>+|[-*+]\s)\s*", "", s)
     s = s.replace("**", "").replace("__", "")
     s = re.sub(r"\s+", " ", s).strip()
