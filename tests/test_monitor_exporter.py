@@ -120,8 +120,12 @@ def test_probe_endpoint_against_the_sandbox(
     url = sandbox_factory(broken)  # type: ignore[operator]
     db = tmp_path / "p.db"
     Store(db).close()
+    from realprobe.adapters.spec import Politeness
+    from realprobe.probes.politeness import PolitenessConfig
+
+    slow = PolitenessConfig(override=Politeness(min_interval_s=300, jitter_s=0))
     prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=url), db,
-                            timeout_s=5, target_label="sandbox")
+                            timeout_s=5, politeness=slow)
     server = ExporterServer(Exporter(db, prober=prober), port=0)
     base = server.start()
     try:

@@ -84,7 +84,7 @@ def test_incompatible_sources_are_refused_clearly(tmp_path: Path) -> None:
     newer = tmp_path / "newer.db"
     write_rows(newer, "agify_age", "o")
     with sqlite3.connect(newer) as conn:
-        conn.execute("PRAGMA user_version = 999")
+        conn.execute("UPDATE realprobe_meta SET value = '999' WHERE key = 'schema:probes'")
     with pytest.raises(RealprobeError, match="schema version 999 is newer"):
         merge([newer], tmp_path / "out2.db")
     res = subprocess.run(

@@ -58,7 +58,7 @@ def test_prometheus_scrapes_metrics_and_the_multi_target_probe(
     write_rows(db, "agify_age", "ooxo")  # 3 of 4
     write_rows(db, "catfact_fact", "ox", run_id="r2")  # 1 of 2
     prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=calm_sandbox),
-                            db, timeout_s=5, target_label="sandbox")
+                            db, timeout_s=5)
     server = ExporterServer(Exporter(db, prober=prober), port=0)
     exporter_url = server.start()
     exporter_addr = exporter_url.removeprefix("http://")

@@ -90,9 +90,8 @@ def exporter_cmd(
     prober = None
     if not no_probe:
         opts = transport_options(Mode.LIVE, sandbox, simulate, None, seed)
-        label = "sandbox" if opts.sandbox else opts.mode.value
         prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
-                                vantage=vantage or default_vantage(), target_label=label)
+                                vantage=vantage or default_vantage())
     budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
     exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
     server = ExporterServer(exporter, host, port)

@@ -31,8 +31,9 @@ from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
 from realprobe.errors import RealprobeError
-from realprobe.probes.politeness import host_key
-from realprobe.replay.modes import Mode, TransportOptions, make_client
+from realprobe.probes.politeness import PolitenessConfig, host_key
+from realprobe.replay.modes import TransportOptions, make_client
+from realprobe.replay.target import Target
 from realprobe.store import RUN_RUNNING, Store, default_vantage, iso_utc, probe_row
 
 #: blackbox_exporter's phase names, from realprobe's phase columns
@@ -60,14 +61,20 @@ class BlackboxProber:
     db_path: Path
     timeout_s: float = 10.0
     vantage: str = field(default_factory=default_vantage)
-    target_label: str = "live"
+    #: the catalogue's politeness, as for `realprobe probe` (overridable per API)
+    politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
     _last_start: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _run_id: str | None = None
 
     @property
+    def target(self) -> Target:
+        return Target.from_options(self.opts)
+
+    @property
     def live(self) -> bool:
-        return self.opts.mode in (Mode.LIVE, Mode.RECORD) and not self.opts.sandbox
+        """Budgets count only calls that reach the real APIs."""
+        return self.target.reaches_network
 
     def tool(self, name: str) -> Tool:
         try:
@@ -84,14 +91,14 @@ class BlackboxProber:
         if scrape_timeout_s is not None and scrape_timeout_s > 0:
             timeout = min(timeout, max(0.1, scrape_timeout_s - 0.5))
         started_wall = time.time()
-        result = asyncio.run(self._call(tool, timeout))
-        self._store(tool, result, started_wall, timeout)
+        result, target = asyncio.run(self._call(tool, timeout))
+        self._store(tool, result, started_wall, timeout, target)
         return ProbeAnswer(_registry_for(result, cached=None, age_s=0.0))
 
     def _claim(self, tool: Tool) -> str | None:
         """None when a call may start now (and claims the slot), else why not."""
         key = host_key(tool.api)
-        policy = tool.api.politeness
+        policy = self.politeness.for_api(tool.api)
         with self._lock:
             now = time.monotonic()
             last = self._last_start.get(key)
@@ -105,39 +112,42 @@ class BlackboxProber:
             self._last_start[key] = now
         return None
 
-    async def _call(self, tool: Tool, timeout_s: float) -> ToolResult:
+    async def _call(self, tool: Tool, timeout_s: float) -> tuple[ToolResult, Target]:
         args = dict(tool.examples[0]) if tool.examples else {}
         async with make_client(self.catalog, self.opts) as client:
-            return await call_tool(tool, args, client, timeout_s=timeout_s)
+            return await call_tool(tool, args, client, timeout_s=timeout_s), client.target
 
-    def _ensure_run(self, store: Store) -> str:
+    def _ensure_run(self, store: Store, target: Target) -> str:
         if self._run_id is None:
             self._run_id = f"exporter-{uuid.uuid4().hex[:12]}"
             now = time.time()
             store.start_run({
                 "id": self._run_id, "started_at": iso_utc(now), "started_ts": now,
                 "vantage": self.vantage, "mode": self.opts.mode.value,
-                "target": self.target_label, "tools": [], "rounds": 0,
+                "target": target.label, "target_kind": target.kind.value, "source": "probe",
+                "tools": [], "rounds": 0,
                 "status": RUN_RUNNING, "version": __version__,
                 "detail": "on-demand calls from the exporter's /probe endpoint",
             })
         return self._run_id
 
-    def _store(self, tool: Tool, result: ToolResult, started_wall: float, timeout: float) -> None:
+    def _store(self, tool: Tool, result: ToolResult, started_wall: float, timeout: float,
+               target: Target) -> None:
         args = dict(tool.examples[0]) if tool.examples else {}
         with Store(self.db_path) as store:
-            run_id = self._ensure_run(store)
+            run_id = self._ensure_run(store, target)
             store.insert_probe(probe_row(
                 result, run_id=run_id, tool=tool.name, api=tool.api.id, round_no=0,
                 started_wall=started_wall, timeout_s=timeout, vantage=self.vantage, args=args,
+                target=target, source="probe",
             ))
 
     def _from_store(self, tool: Tool, reason: str) -> CollectorRegistry:
         with Store(self.db_path) as store:
             row = store.conn.execute(
                 "SELECT * FROM probes WHERE tool = ? AND COALESCE(excluded, 0) = 0 "
-                "ORDER BY started_ts DESC, id DESC LIMIT 1",
-                [tool.name],
+                "AND target_kind = ? ORDER BY started_ts DESC, id DESC LIMIT 1",
+                [tool.name, self.target.kind.value],
             ).fetchone()
             names = [d[0] for d in store.conn.execute("SELECT * FROM probes LIMIT 0").description]
         if row is None:

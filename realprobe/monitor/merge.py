@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from realprobe.errors import RealprobeError
-from realprobe.store import PROBE_RUNS_COLUMNS, PROBES_COLUMNS, Store
+from realprobe.store import META_TABLE, PROBE_RUNS_COLUMNS, PROBES_COLUMNS, Store
 
 #: columns a source must have to be merged at all
 REQUIRED_PROBE_COLUMNS = {"run_id", "tool", "api", "started_ts", "outcome", "vantage"}
@@ -52,7 +52,15 @@ class MergeReport(BaseModel):
 
 
 def _schema_version(conn: sqlite3.Connection, schema: str = "main") -> int:
-    return int(conn.execute(f"PRAGMA {schema}.user_version").fetchone()[0])
+    """The probes schema version of an attached file (as `store.schema_version` reads it)."""
+    tables = {r[0] for r in conn.execute(f"SELECT name FROM {schema}.sqlite_master")}
+    if META_TABLE in tables:
+        row = conn.execute(
+            f"SELECT value FROM {schema}.{META_TABLE} WHERE key = 'schema:probes'"
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+    return 1 if "probes" in tables else 0
 
 
 def _columns(conn: sqlite3.Connection, table: str, schema: str) -> list[str]:
