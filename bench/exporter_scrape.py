@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import httpx
-
 from monitor_synthetic import build
+
 from realprobe.monitor.exporter import Exporter, ExporterServer
 from realprobe.store import Store, iso_utc
 
@@ -46,7 +46,7 @@ def main() -> None:
             first_s = time.perf_counter() - t
             times, cpu = [], []
             with Store(db) as store:
-                for i in range(args.scrapes):
+                for _ in range(args.scrapes):
                     now = time.time()
                     with store.conn:
                         store.conn.executemany(

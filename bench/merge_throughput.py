@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from monitor_synthetic import build
+
 from realprobe.monitor.merge import merge
 
 RESULTS = Path(__file__).parent / "results"
