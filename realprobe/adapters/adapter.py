@@ -80,6 +80,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         "bytes": len(resp.body),
         "redirects": resp.redirects,
         "rate_limit_headers": _rate_headers(resp.headers),
+        "phases": resp.phases,
     }
     code = code_for_status(resp.status)
     if resp.status >= 300 and code is None:
@@ -137,7 +138,7 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     except ValueError as exc:
         return _error(tool, ErrorCode.INVALID_INPUT, str(exc))
     return _Request(
-        method, url, params, tool.request_headers(), _is_private_base(tool.api.base_url)
+        method, url, params, tool.request_headers(valid), _is_private_base(tool.api.base_url)
     )
 
 
@@ -150,6 +151,7 @@ def _failed(tool: Tool, exc: Exception) -> ToolResult:
             latency_ms=exc.elapsed_s * 1000.0,
             redirects=exc.redirects,
             bytes=exc.received,
+            phases=exc.phases,
         )
     # never a crash: anything unforeseen is OPERATION_FAILED
     return _error(tool, ErrorCode.OPERATION_FAILED, f"{type(exc).__name__}: {exc}")
