@@ -81,7 +81,7 @@ class Shared:
     @classmethod
     def for_config(cls, cfg: RunConfig) -> Shared:
         clock: Clock = VirtualClock(0.0) if cfg.mode is Mode.REPLAY else RealClock()
-        return cls(limiters=LimiterRegistry(cfg.llm_limits or LlmLimits(), clock))
+        return cls(limiters=LimiterRegistry(clock))
 
 
 @dataclass
@@ -231,7 +231,7 @@ async def run_one(
         llm=cfg.llm,
         llm_transport=llm_transport,
         llm_limiter=(
-            shared.limiters.for_endpoint(cfg.llm.base_url)
+            shared.limiters.for_endpoint(cfg.llm.base_url, cfg.llm.model, cfg.llm_limits)
             if cfg.llm is not None and shared.limiters is not None
             else None
         ),

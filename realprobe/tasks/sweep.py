@@ -34,17 +34,25 @@ from __future__ import annotations
 
 import os
 import tomllib
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
 from realprobe.replay.modes import Mode
+from realprobe.store import Store
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
+from realprobe.tasks.executors import Finished, Job, execute, jobs_for
+from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
+from realprobe.tasks.runner import RunConfig
+from realprobe.tasks.store import TaskStore
 
 
 class SweepModel(BaseModel):
@@ -167,3 +175,84 @@ def cells(sweep: SweepFile) -> list[SweepCell]:
             else:
                 out.extend(SweepCell(agent, m, target) for m in sweep.models)
     return out
+
+
+# -- running a sweep ---------------------------------------------------------------------
+
+
+class SweepSummary(BaseModel):
+    batch: str
+    planned: int
+    skipped: int  # already stored complete (--resume)
+    ran: int
+    infra_errors: int
+    db: str
+
+
+def plan_sweep(
+    sweep: SweepFile, tasks: dict[str, Task], *, concurrency: int = 1
+) -> list[Job]:
+    """Every run of the sweep, in a fixed order (targets, agents, models, tasks, ...)."""
+    if sweep.tasks == "all":
+        chosen = list(tasks.values())
+    else:
+        missing = [t for t in sweep.tasks if t not in tasks]
+        if missing:
+            raise RealprobeError(f"unknown task(s) in the sweep: {', '.join(missing)}")
+        chosen = [tasks[t] for t in sweep.tasks]
+    prompts = prompt_variants(",".join(sweep.prompts))
+    jobs: list[Job] = []
+    for cell in cells(sweep):
+        target = cell.target
+        cfg = RunConfig(
+            agent=cell.agent,
+            prompts=prompts,
+            mode=target.mode,
+            sandbox=target.url,
+            profile=target.profile,
+            cassette=Path(target.cassette) if target.cassette else None,
+            repeat=sweep.repeats,
+            seed=sweep.seed,
+            llm=cell.model.settings() if cell.model is not None else None,
+            llm_limits=cell.model.limits() if cell.model is not None else None,
+            concurrency=concurrency,
+        )
+        jobs += jobs_for(chosen, cfg)
+    return jobs
+
+
+def run_sweep(
+    sweep: SweepFile,
+    db: Path,
+    *,
+    catalog: Catalog,
+    catalog_paths: list[str] | None = None,
+    resume: bool = False,
+    executor: str = "local",
+    concurrency: int = 4,
+    address: str | None = None,
+    on_planned: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Finished], None] | None = None,
+) -> SweepSummary:
+    """Expand the sweep and run what is not stored complete yet; one database, one writer."""
+    jobs = plan_sweep(sweep, load_tasks(default_tasks_dir()), concurrency=concurrency)
+    with Store(db) as store:
+        tstore = TaskStore(store)
+        done = tstore.complete_keys() if resume else set()
+        todo = [j for j in jobs if j.key not in done]
+        if on_planned is not None:
+            on_planned(len(jobs), len(jobs) - len(todo))
+        batch = uuid.uuid4().hex[:12]
+        infra = 0
+
+        def write(finished: Finished) -> None:
+            nonlocal infra
+            tstore.insert_run(finished.row, finished.steps)
+            infra += finished.row.get("infra_error") is not None
+            if on_done is not None:
+                on_done(finished)
+
+        execute(todo, catalog, executor=executor, concurrency=concurrency, on_done=write,
+                batch=batch, catalog_paths=catalog_paths or [], address=address)
+    return SweepSummary(batch=batch, planned=len(jobs), skipped=len(jobs) - len(todo),
+                        ran=len(todo), infra_errors=infra, db=str(db))

@@ -137,18 +137,17 @@ def retry_after_of(headers: object) -> float | None:
 
 
 class LimiterRegistry:
-    """One limiter per endpoint base URL, for every run of a batch."""
+    """One limiter per (endpoint, model), shared by every run that uses it."""
 
-    def __init__(self, limits: LlmLimits, clock: Clock | None = None) -> None:
-        self.limits = limits
+    def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or RealClock()
         self._by_endpoint: dict[str, LlmLimiter] = {}
 
-    def for_endpoint(self, base_url: str) -> LlmLimiter:
-        key = base_url.rstrip("/")
+    def for_endpoint(self, base_url: str, model: str, limits: LlmLimits | None) -> LlmLimiter:
+        key = f"{base_url.rstrip('/')} {model}"
         limiter = self._by_endpoint.get(key)
         if limiter is None:
-            limiter = self._by_endpoint[key] = LlmLimiter(self.limits, self.clock)
+            limiter = self._by_endpoint[key] = LlmLimiter(limits or LlmLimits(), self.clock)
         return limiter
 
     def summary(self) -> dict[str, dict[str, float]]:
