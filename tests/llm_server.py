@@ -94,6 +94,7 @@ class ScriptedLLM:
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.times: list[float] = []  # monotonic arrival time of every request
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -103,18 +104,18 @@ class ScriptedLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
         with self.lock:
             self.requests.append(body)
             if self.responder is not None and not self.script:
                 turn: Turn = self.responder
             elif not self.script:
-                return 500, {"error": {"message": "script exhausted", "type": "server_error"}}
+                return 500, {"error": {"message": "script exhausted", "type": "server_error"}}, {}
             else:
                 turn = self.script.pop(0)
         message = turn(body) if callable(turn) else turn
         if "_status" in message:
-            return int(message["_status"]), message["_body"]
+            return int(message["_status"]), message["_body"], dict(message.get("_headers", {}))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         return 200, {
             "id": f"chatcmpl-{len(self.requests)}",
@@ -123,7 +124,7 @@ class ScriptedLLM:
             "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-        }
+        }, {}
 
     def start(self) -> str:
         owner = self
@@ -135,12 +136,16 @@ class ScriptedLLM:
                 if owner.delay_s:
                     time.sleep(owner.delay_s)
                 owner.headers.append({k.lower(): v for k, v in self.headers.items()})
+                owner.times.append(time.monotonic())
+                extra: dict[str, str] = {}
                 if not self.path.endswith("/chat/completions"):
                     status, payload = 404, {"error": {"message": "not found"}}
                 else:
-                    status, payload = owner._answer(body)
+                    status, payload, extra = owner._answer(body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for k, v in extra.items():
+                    self.send_header(k.replace("_", "-"), v)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

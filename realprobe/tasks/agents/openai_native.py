@@ -14,11 +14,21 @@ from realprobe.tasks.agents.openai_text import TAG, text_call
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.state import tool_message
 
+_DEFINITIONS: dict[tuple[int, bool], list[dict[str, Any]]] = {}
+
 
 def tool_definitions(ctx: AgentContext, *, strict: bool = False) -> list[dict[str, Any]]:
-    return [t.openai_definition(strict=strict) for t in ctx.catalog] + [
-        t.openai_definition(strict=strict) for t in OUTPUT_TOOLS.values()
-    ]
+    """The tools offered to the model (computed once per catalogue and mode)."""
+    key = (id(ctx.catalog), strict)
+    cached = _DEFINITIONS.get(key)
+    if cached is None:
+        cached = [t.openai_definition(strict=strict) for t in ctx.catalog] + [
+            t.openai_definition(strict=strict) for t in OUTPUT_TOOLS.values()
+        ]
+        if len(_DEFINITIONS) > 64:
+            _DEFINITIONS.clear()
+        _DEFINITIONS[key] = cached
+    return cached
 
 
 _STRICT_WORDS = ("strict", "additionalproperties", "json schema", "json_schema", "schema")
