@@ -6,7 +6,16 @@ import sys
 
 import typer
 
-from realprobe.commands import analysis, foundation, mcp, monitor, probes, replay, tasks
+from realprobe.commands import (
+    analysis,
+    foundation,
+    mcp,
+    monitor,
+    probes,
+    replay,
+    sweep,
+    tasks,
+)
 from realprobe.errors import RealprobeError
 
 app = typer.Typer(
@@ -18,7 +27,7 @@ app = typer.Typer(
 )
 
 # in the order a user meets them: tools, probing, analysis, cassettes, tasks, MCP
-for room in (foundation, probes, analysis, replay, tasks, mcp, monitor):
+for room in (foundation, probes, analysis, replay, tasks, sweep, mcp, monitor):
     room.register(app)
 
 

@@ -107,7 +107,7 @@ def _ray_job(payload: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     catalog = _WORKER_CATALOGS.get(extra)
     if catalog is None:
         catalog = _WORKER_CATALOGS[extra] = Catalog.load(list(extra))
-    task = Task.model_validate(payload["task"])
+    task: Task = payload["task"]
     res = asyncio.run(run_one(
         task, payload["cfg"], payload["prompt"], payload["repeat"], catalog,
         batch=payload["batch"], n_runs=payload["n_runs"],
@@ -159,7 +159,7 @@ def run_ray(
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_job)
         pending = {
             remote.remote({
-                "cfg": job.cfg, "task": job.task.model_dump(mode="json"), "prompt": job.prompt,
+                "cfg": job.cfg, "task": job.task, "prompt": job.prompt,
                 "repeat": job.repeat, "batch": batch, "n_runs": job.n_runs,
                 "catalog": list(catalog_paths),
             }): job

@@ -162,8 +162,9 @@ def load_sweep(path: str | Path) -> SweepFile:
         return SweepFile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"]) or "file"
-        raise RealprobeError(f"{p}: {where}: {first['msg']}") from exc
+        where = ".".join(str(x) for x in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise RealprobeError(f"{p}: {where + ': ' if where else ''}{msg}") from exc
 
 
 def cells(sweep: SweepFile) -> list[SweepCell]:
