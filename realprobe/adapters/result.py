@@ -14,6 +14,10 @@ class ToolError(BaseModel):
     message: str
     http_status: int | None = None
     retry_after_s: float | None = None
+    #: for calls that got no HTTP response: where the fetch was when it failed (connect,
+    #: send, headers, body, policy) and whether a server accepted the connection
+    phase: str | None = None
+    reached: bool | None = None
 
     @property
     def retryable(self) -> bool:

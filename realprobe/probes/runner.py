@@ -58,7 +58,6 @@ from realprobe.store import (
 
 #: extra seconds past a call's deadline before the runner's own guard gives up on it
 GUARD_GRACE_S = 2.0
-CONNECT_FAILURE_PREFIXES = ("ConnectError", "ConnectTimeout")
 
 
 class ToolSummary(BaseModel):
@@ -135,18 +134,18 @@ def is_connect_failure(result: ToolResult) -> bool:
     """The call never reached a server: refused, unroutable, DNS, connect timeout."""
     if result.ok or result.http_status is not None or result.error is None:
         return False
-    err = result.error
-    if err.code not in (ErrorCode.NETWORK_ERROR, ErrorCode.TIMEOUT):
-        return False
-    return err.message.startswith(CONNECT_FAILURE_PREFIXES)
+    return result.error.reached is False
 
 
 def reached_server(result: ToolResult) -> bool | None:
     """True: a server answered or accepted the connection; False: failed while connecting;
-    None: cannot tell (the deadline fired with nothing received - a hanging server, or a DNS
-    lookup or connect that never finished)."""
-    if is_connect_failure(result):
-        return False
+    None: cannot tell (the deadline fired with nothing received and the transport did not
+    say how far the call got - a hanging server, or a DNS lookup or connect that never
+    finished). Read from the failure's typed `reached` field, never from its message."""
+    if result.ok or result.http_status is not None:
+        return True
+    if result.error is not None and result.error.reached is not None:
+        return result.error.reached
     if (
         result.error is not None
         and result.error.code is ErrorCode.TIMEOUT
