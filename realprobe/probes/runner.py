@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from realprobe import __version__
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.result import ToolError
+from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.adapters.spec import Politeness
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode, RealprobeError
@@ -55,9 +55,6 @@ from realprobe.store import (
 from realprobe.store import (
     iso_utc as iso,
 )
-
-#: extra seconds past a call's deadline before the runner's own guard gives up on it
-GUARD_GRACE_S = 2.0
 
 
 class ToolSummary(BaseModel):
@@ -263,22 +260,11 @@ async def run_probes(
         return not state.reached and state.connect_failures > 0 and all(h.attempted for h in hosts)
 
     async def one_call(call: ProbeCall) -> ToolResult:
-        coro = call_tool(call.tool, call.args, client, timeout_s=timeout)
-        if clock.virtual:
-            return await coro
-        try:
-            # belt and braces: the client enforces the deadline; this guards the guard
-            return await asyncio.wait_for(coro, timeout + GUARD_GRACE_S)
-        except TimeoutError:
-            return ToolResult(
-                tool=call.tool.name,
-                ok=False,
-                error=ToolError(
-                    code=ErrorCode.TIMEOUT,
-                    message=f"no complete answer within the {timeout:g}s deadline (runner guard)",
-                ),
-                latency_ms=(timeout + GUARD_GRACE_S) * 1000.0,
-            )
+        # belt and braces: the client enforces the deadline; the guard guards the guard
+        with DeadlineGuard(timeout, virtual=clock.virtual) as guard:
+            return await call_tool(call.tool, call.args, client, timeout_s=timeout)
+        assert guard.expired
+        return guard.timeout_result(call.tool.name)
 
     def record(call: ProbeCall, result: ToolResult, start_wall: float) -> dict[str, Any]:
         err = result.error
