@@ -263,24 +263,14 @@ class _Call:
                 reached = True
             if self.deadline_fired or isinstance(exc, TimeoutError | DeadlineExceeded):
                 code = ErrorCode.TIMEOUT
-                message = (
-                    f"no complete answer within the {self.deadline:g}s deadline "
-                    f"(while {_PHASE_WORDS.get(phase, phase)})"
-                )
+                # the phase stays out of the text: a replay must report what the recording did
+                message = f"no complete answer within the {self.deadline:g}s deadline"
             failure = FetchFailure(code, message, phase=phase, reached=reached)
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
         failure.redirects = failure.redirects or self.redirects
         self.timing["elapsed"] = failure.elapsed_s
         return failure
-
-
-_PHASE_WORDS = {
-    "connect": "connecting",
-    "send": "sending the request",
-    "headers": "waiting for the response headers",
-    "body": "reading the body",
-}
 
 
 def _pooled_stream() -> Any:
