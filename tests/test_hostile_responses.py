@@ -170,7 +170,7 @@ def test_probe_round_completes_and_stores_every_row(
     tools = ",".join(tool_name(c) for c in EXPECTED)
     argv = ["probe", "--catalog", str(server[1]), "--tools", tools, "--rounds", "2"]
     argv += ["--timeout", str(DEADLINE_S), "--db", str(db), "--json"]
-    code, out, err = run_cli(argv, capsys)
+    _code, out, err = run_cli(argv, capsys)
     assert "Traceback" not in out + err
     summary = json.loads(out)
     assert summary["status"] == "done", summary
