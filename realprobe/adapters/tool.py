@@ -86,6 +86,16 @@ def _model_name(tool: str, suffix: str) -> str:
     return "".join(p.title() for p in re.split(r"[_-]", tool)) + suffix
 
 
+#: characters an argument may keep literally inside a path segment
+PATH_SAFE = ",:@!$'()*+"
+
+
+def _no_dot_segments(path: str) -> str:
+    """Encode `.` and `..` segments (an argument of `..` must not climb the path)."""
+    parts = path.split("/")
+    return "/".join(p.replace(".", "%2E") if p in (".", "..") else p for p in parts)
+
+
 MISSING = object()
 _MISSING = MISSING  # what `lookup` returns for an absent path
 
@@ -214,10 +224,12 @@ class Tool:
             def sub(m: re.Match[str]) -> str:
                 v = args[m.group(1)]
                 text = str(v).lower() if isinstance(v, bool) else str(v)
-                # keep list separators literal (JokeAPI takes `Programming,Pun` in the path)
-                return quote(text, safe=",;:@!$&'()*+=") if in_path else text
+                # an argument stays inside its segment: `/ ? # & = ;` are encoded; list
+                # separators stay literal (JokeAPI takes `Programming,Pun` in the path)
+                return quote(text, safe=PATH_SAFE) if in_path else text
 
-            return PLACEHOLDER_RE.sub(sub, template)
+            filled = PLACEHOLDER_RE.sub(sub, template)
+            return _no_dot_segments(filled) if in_path else filled
 
         path = fill(self.spec.path, in_path=True)
         if path is None:
