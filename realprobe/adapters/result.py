@@ -15,9 +15,10 @@ class ToolError(BaseModel):
     http_status: int | None = None
     retry_after_s: float | None = None
     #: for calls that got no HTTP response: where the fetch was when it failed (connect,
-    #: send, headers, body, policy) and whether a server accepted the connection
-    phase: str | None = None
-    reached: bool | None = None
+    #: send, headers, body, policy) and whether a server accepted the connection. Kept out
+    #: of dumps: a replay (which has no connection to watch) must print what the live call did
+    phase: str | None = Field(default=None, exclude=True)
+    reached: bool | None = Field(default=None, exclude=True)
 
     @property
     def retryable(self) -> bool:
