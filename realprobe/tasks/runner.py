@@ -253,8 +253,14 @@ def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:
     ]
     if cfg.mode is Mode.RECORD:
         for path in paths:
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+            if path is None:
+                continue
+            if path.is_symlink() or path.exists():
+                raise RealprobeError(
+                    f"{path} already exists (an earlier recording of the same run); "
+                    "recording never replaces a cassette: move it, or record into another folder"
+                )
+            path.parent.mkdir(parents=True, exist_ok=True)
 
 
 async def run_batch(
