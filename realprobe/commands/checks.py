@@ -33,6 +33,10 @@ SECONDS_OR_ZERO = _check(lambda v: _finite(v) and v >= 0, "must be >= 0 (seconds
 AT_LEAST_ONE = _check(lambda v: v >= 1, "must be at least 1")
 PORT = _check(lambda v: 0 <= v <= 65535, "must be a port from 0 to 65535 (0 picks a free one)")
 NON_NEGATIVE = _check(lambda v: _finite(v) and v >= 0, "must be a number >= 0")
+URL = _check(
+    lambda v: isinstance(v, str) and v.startswith(("http://", "https://")) and len(v) > 8,
+    "must be an http(s) URL: expected a URL like http://127.0.0.1:8765",
+)
 PROBABILITY = _check(lambda v: _finite(v) and 0 < v < 1, "must be between 0 and 1")
 
 #: option (parameter) name -> its check; None values (option not given) are never checked
@@ -52,6 +56,8 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "min_success_change": NON_NEGATIVE,
     "min_latency_change": NON_NEGATIVE,
     "alpha": PROBABILITY,
+    "sandbox": URL,
+    "base_url": URL,
 }
 
 
