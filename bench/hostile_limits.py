@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import platform
 import sys
@@ -24,7 +25,7 @@ from realprobe.errors import BadResponse
 from realprobe.replay.modes import make_client, make_sync_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from hostile_server import hostile, tool_name  # noqa: E402
+from hostile_server import hostile, tool_name
 
 SLOW = ("slow_headers", "slow_body", "silent")
 
@@ -63,12 +64,13 @@ def parse_cost() -> dict[str, float]:
     out: dict[str, float] = {}
     for name, body in bodies.items():
         t0 = time.perf_counter()
-        try:
+        with contextlib.suppress(BadResponse):
             load_json(body)
-        except BadResponse:
-            pass
         out[f"{name}_ms"] = (time.perf_counter() - t0) * 1000
         out[f"{name}_bytes"] = len(body)
+    t0 = time.perf_counter()
+    json.loads(bodies["json_5mb_ok"])
+    out["json_5mb_plain_json_loads_ms"] = (time.perf_counter() - t0) * 1000
     return out
 
 
