@@ -22,6 +22,7 @@ from realprobe.cli import app, main
 from realprobe.data import data_dir
 
 TASK = "content_social_post"
+OPENAPI = Path(__file__).parent / "data" / "openapi" / "open-meteo__elevation.yml"
 GUARD_S = 30  # a case that starts real work with a bad value is a failure, not a hang
 
 #: by type: values no option of that type accepts
@@ -70,6 +71,10 @@ BY_NAME: dict[str, list[str]] = {
     "substitute": ["noequals"],
     "base_url": ["not a url"],
     "catalog": ["/nonexistent/realprobe/catalog.toml"],
+    "spec": ["/nonexistent/realprobe/openapi.yml"],
+    "upstream": ["127.0.0.1:1"],
+    "interval": ["-1", "nan"],
+    "target": ["bogus"],
     "cassette": ["/nonexistent/realprobe/c.json"],
     "tasks_dir": ["/nonexistent/realprobe/tasks"],
     "db": ["/nonexistent/realprobe/x.db"],
@@ -138,14 +143,25 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert code == 0
     tasks_db = base / "t.db"
     cassette = data_dir("cassettes") / "sandbox-published-round.json"
-    return {"base": base, "db": db, "tasks_db": tasks_db, "cassette": cassette}
+    catalogue = base / "mine.toml"
+    catalogue.write_text(
+        '[[apis]]\nid = "mine"\nname = "Mine"\nbase_url = "http://127.0.0.1:9"\n'
+        'docs_url = "http://127.0.0.1/"\ncategory = "Test"\nhttps = false\n'
+        '[[apis.tools]]\nname = "mine_x"\ntitle = "x"\ndescription = "x"\npath = "/x"\n'
+        '[apis.tools.output.x]\ndescription = "x"\n'
+    )
+    return {"base": base, "db": db, "tasks_db": tasks_db, "cassette": cassette,
+            "catalogue": catalogue}
 
 
 def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
     db, base = str(f["db"]), f["base"]
     sim = ["--simulate", "calm"]
     return {
-        "catalog": [],
+        "catalog import-openapi": [str(OPENAPI), "--output", str(base / "o.toml")],
+        "catalog record-fixtures": [str(f["catalogue"]), "--sandbox", "http://127.0.0.1:9",
+                                    "--output", str(base / "rf.toml")],
+        "catalog public-apis": [],
         "call": ["uselessfacts_random", *sim],
         "sandbox": [],
         "call-all": sim,

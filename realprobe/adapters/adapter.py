@@ -146,7 +146,9 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
         return _error(tool, ErrorCode.INVALID_INPUT, format_validation_error(exc))
     except ValueError as exc:
         return _error(tool, ErrorCode.INVALID_INPUT, str(exc))
-    return _Request(method, url, params, tool.request_headers(), is_private_url(tool.api.base_url))
+    return _Request(
+        method, url, params, tool.request_headers(valid), is_private_url(tool.api.base_url)
+    )
 
 
 def _failed(tool: Tool, exc: Exception) -> ToolResult:

@@ -46,6 +46,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "llm_timeout": SECONDS,
     "lock_timeout": SECONDS_OR_ZERO,
     "jitter": SECONDS_OR_ZERO,
+    "interval": SECONDS_OR_ZERO,
     "port": PORT,
     "rounds": AT_LEAST_ONE,
     "concurrency": AT_LEAST_ONE,
@@ -58,6 +59,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "alpha": PROBABILITY,
     "sandbox": URL,
     "base_url": URL,
+    "upstream": URL,
 }
 
 
