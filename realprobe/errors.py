@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class ErrorCode(StrEnum):
@@ -121,6 +122,8 @@ class FetchFailure(CallFailed):
         self.received = received
         self.phase = phase
         self.reached = reached
+        #: phase timings and TLS facts (`replay.phases.Phases` as a dict), if measured
+        self.phases: dict[str, Any] | None = None
 
 
 class BadResponse(CallFailed):

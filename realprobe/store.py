@@ -46,8 +46,8 @@ RUN_STATUSES = (
 )
 
 #: version of the tables below, kept in `realprobe_meta`; 1 is the schema before the
-#: provenance columns (no meta table)
-SCHEMA_VERSION = 2
+#: provenance columns (no meta table), 3 added the phase timing and TLS columns
+SCHEMA_VERSION = 3
 META_TABLE = "realprobe_meta"
 
 PROBE_RUNS_COLUMNS: dict[str, Any] = {
@@ -106,7 +106,18 @@ PROBES_COLUMNS: dict[str, Any] = {
     #: simulated runs: seconds since the run began on its virtual clock (started_ts is the
     #: real moment of the call, so no row is ever stamped in the future)
     "virtual_s": float,
+    # phase timings (ms) of the call, and the certificate seen on a new HTTPS connection
+    "dns_ms": float,
+    "connect_ms": float,
+    "tls_ms": float,
+    "ttfb_ms": float,
+    "transfer_ms": float,
+    "new_connection": int,
+    "tls_expires_ts": float,
+    "tls_issuer": str,
 }
+
+PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
 
 PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
 #: the columns the provenance survey groups by, then the time (a covering index)
@@ -539,4 +550,16 @@ def probe_row(
         "target_kind": target.kind.value,
         "target": target.label,
         "virtual_s": virtual_s,
+        **_phase_cells(result.phases),
     }
+
+
+def _phase_cells(phases: dict[str, Any] | None) -> dict[str, Any]:
+    if not phases:
+        return {}
+    cells = {k: phases.get(k) for k in PHASE_COLUMNS}
+    cells["new_connection"] = int(bool(phases.get("new_connection")))
+    if phases.get("tls_expires_ts") is not None:
+        cells["tls_expires_ts"] = phases["tls_expires_ts"]
+        cells["tls_issuer"] = phases.get("tls_issuer")
+    return cells

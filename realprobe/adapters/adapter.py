@@ -90,6 +90,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         "bytes": len(resp.body),
         "redirects": resp.redirects,
         "rate_limit_headers": _rate_headers(resp.headers),
+        "phases": resp.phases,
     }
     code = code_for_status(resp.status)
     if resp.status >= 300 and code is None:
@@ -162,6 +163,7 @@ def _failed(tool: Tool, exc: Exception) -> ToolResult:
             bytes=exc.received,
             phase=exc.phase,
             reached=exc.reached,
+            phases=exc.phases,
         )
     if isinstance(exc, CallFailed):
         return _error(tool, exc.code, exc.message)

@@ -404,6 +404,10 @@ def schedule_cmd(
     lock_timeout: LockTimeoutOpt = 30.0,
     force: ForceOpt = False,
     catalog: CatalogOpt = None,
+    alerts: Annotated[
+        Path | None,
+        typer.Option("--alerts", help="Alert rules file, checked after every round."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run probe rounds on a schedule (--every 30m runs its first round at once; --cron waits
@@ -424,6 +428,11 @@ def schedule_cmd(
     )
     s.lock_timeout = lock_timeout
     s.force = force
+    alert_rules = None
+    if alerts is not None:
+        from realprobe.monitor.alerts import load_rules
+
+        alert_rules = load_rules(alerts)
 
     def show(event: dict[str, Any]) -> None:
         colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
@@ -440,12 +449,15 @@ def schedule_cmd(
             sched: ProbeSchedule
 
             async def one_round(number: int, stop: asyncio.Event) -> RunSummary:
-                return await run_probes(
+                summary = await run_probes(
                     s.catalog, s.tools, rounds, client, store,
                     timeout_s=s.timeout, vantage=s.vantage,
                     politeness=s.politeness, concurrency=concurrency, seed=seed + number,
                     stop=stop, schedule_id=sched.schedule_id,
                 )
+                if alert_rules is not None:
+                    await asyncio.to_thread(check_alerts_after_round, s.db, alert_rules)
+                return summary
 
             sched = ProbeSchedule(
                 trigger, one_round, store, interval_s=interval, max_runs=max_runs, on_event=show
@@ -476,3 +488,18 @@ def schedule_cmd(
         raise RealprobeError(
             f"every one of the {result.runs} rounds failed; see the round_failed events above"
         )
+
+
+def check_alerts_after_round(db: Path, rules: Any) -> None:
+    """Evaluate alert rules after a scheduled round; a failure here never stops the schedule."""
+    from realprobe.monitor.alerts import check
+
+    try:
+        result = check(db, rules)
+    except RealprobeError as exc:
+        err_console.print(f"[yellow]alert check failed[/yellow]: {exc}")
+        return
+    for event in result.events:
+        err_console.print(f"alert {event.status}: {event.rule} / {event.subject}: {event.message}")
+    for line in result.delivery_failures:
+        err_console.print(f"[yellow]webhook delivery failed[/yellow]: {line} (will retry)")

@@ -29,6 +29,7 @@ from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.addresses import is_private_host
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
+from realprobe.replay import phases
 from realprobe.replay.decoding import StreamDecoder
 from realprobe.replay.target import Target
 
@@ -115,6 +116,7 @@ class _Call:
         self.received = 0
         self.timing: dict[str, float] = {"start": self.start}
         self.deadline_fired = False  # set by the sync client's watchdog
+        self.trace: phases.PhaseTrace | None = None
         #: where the fetch is (FETCH_PHASES), told by httpcore's trace events where the
         #: transport reports them; `reached`: a server accepted the connection
         self.phase = "connect"
@@ -143,12 +145,6 @@ class _Call:
                 if isinstance(sock, socket.socket):
                     self.sock = sock
 
-    def trace(self, name: str, info: dict[str, Any]) -> None:
-        self._on_event(name, info)
-
-    async def atrace(self, name: str, info: dict[str, Any]) -> None:
-        self._on_event(name, info)
-
     def elapsed(self) -> float:
         return self.clock.now() - self.start
 
@@ -169,9 +165,37 @@ class _Call:
         )
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
         request.extensions[TIMING_EXT] = self.timing
-        request.extensions["trace"] = self.trace if self.sync else self.atrace
+        trace = phases.begin(
+            request.extensions, asynchronous=isinstance(client, httpx.AsyncClient)
+        )
+        if self.trace is not None:  # a redirect: DNS adds up over the hops
+            trace.dns_s += self.trace.dns_s
+        self.trace = trace
+        # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
+        # the same httpcore trace callback as the phase timings
+        timing = request.extensions[phases.TRACE_EXT]
+        if self.sync:
+
+            def both(name: str, info: dict[str, Any]) -> None:
+                self._on_event(name, info)
+                timing(name, info)
+
+            request.extensions[phases.TRACE_EXT] = both
+        else:
+
+            async def both_async(name: str, info: dict[str, Any]) -> None:
+                self._on_event(name, info)
+                await timing(name, info)
+
+            request.extensions[phases.TRACE_EXT] = both_async
         self.phase = "connect"
         return request
+
+    def phases(self) -> dict[str, Any] | None:
+        """The measured phases, or None when the transport made no connection events."""
+        if self.trace is None or not self.trace.marks:
+            return None
+        return self.trace.phases().as_row()
 
     def redirected(self, response: httpx.Response) -> bool:
         """Follow a redirect if the policy allows it (True); refuse it with a FetchFailure."""
@@ -235,6 +259,7 @@ class _Call:
             elapsed_s=self.elapsed(),
             redirects=self.redirects,
         )
+        fetched.phases = self.phases()
         self.timing["elapsed"] = fetched.elapsed_s
         return fetched
 
@@ -270,6 +295,7 @@ class _Call:
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
         failure.redirects = failure.redirects or self.redirects
+        failure.phases = failure.phases or self.phases()
         self.timing["elapsed"] = failure.elapsed_s
         return failure
 
