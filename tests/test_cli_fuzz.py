@@ -75,6 +75,9 @@ BY_NAME: dict[str, list[str]] = {
     "upstream": ["127.0.0.1:1"],
     "interval": ["-1", "nan"],
     "target": ["bogus"],
+    "window": ["bogus", "0s"],
+    "sources": ["/nonexistent/realprobe/x.db"],
+    "rules": ["/nonexistent/realprobe/alerts.toml"],
     "cassette": ["/nonexistent/realprobe/c.json"],
     "tasks_dir": ["/nonexistent/realprobe/tasks"],
     "db": ["/nonexistent/realprobe/x.db"],
@@ -150,8 +153,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         '[[apis.tools]]\nname = "mine_x"\ntitle = "x"\ndescription = "x"\npath = "/x"\n'
         '[apis.tools.output.x]\ndescription = "x"\n'
     )
+    rules = base / "alerts.toml"
+    rules.write_text(
+        '[[rules]]\nname = "r"\nkind = "success_below"\nthreshold = 0.9\nwindow = "10m"\n'
+    )
     return {"base": base, "db": db, "tasks_db": tasks_db, "cassette": cassette,
-            "catalogue": catalogue}
+            "catalogue": catalogue, "rules": rules}
 
 
 def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
@@ -176,6 +183,9 @@ def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
         "run": [TASK, "--agent", "reference", "--mode", "replay", "--db", str(f["tasks_db"])],
         "results": ["--db", str(f["tasks_db"])],
         "mcp": [],
+        "exporter": ["--db", db],
+        "merge": [db, "-o", str(base / "merged.db")],
+        "alert check": [str(f["rules"]), "--db", db, "--dry-run"],
         "cassette inspect": [str(f["cassette"])],
         "cassette verify": [str(f["cassette"])],
         "cassette scrub": [str(f["cassette"]), "-o", str(base / "s.json")],
