@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from realprobe.commands import analysis, foundation, mcp, probes, replay, tasks
+from realprobe.commands import analysis, foundation, mcp, monitor, probes, replay, tasks
 from realprobe.errors import RealprobeError
 
 app = typer.Typer(
@@ -18,7 +18,7 @@ app = typer.Typer(
 )
 
 # in the order a user meets them: tools, probing, analysis, cassettes, tasks, MCP
-for room in (foundation, probes, analysis, replay, tasks, mcp):
+for room in (foundation, probes, analysis, replay, tasks, mcp, monitor):
     room.register(app)
 
 

@@ -80,6 +80,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         "bytes": len(resp.body),
         "redirects": resp.redirects,
         "rate_limit_headers": _rate_headers(resp.headers),
+        "phases": resp.phases,
     }
     code = code_for_status(resp.status)
     if resp.status >= 300 and code is None:
@@ -150,6 +151,7 @@ def _failed(tool: Tool, exc: Exception) -> ToolResult:
             latency_ms=exc.elapsed_s * 1000.0,
             redirects=exc.redirects,
             bytes=exc.received,
+            phases=exc.phases,
         )
     # never a crash: anything unforeseen is OPERATION_FAILED
     return _error(tool, ErrorCode.OPERATION_FAILED, f"{type(exc).__name__}: {exc}")

@@ -7,7 +7,7 @@ either a `Fetched` or a `FetchFailure` that already carries its taxonomy code.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from realprobe.errors import ErrorCode
 
@@ -20,6 +20,8 @@ class Fetched:
     url: str
     elapsed_s: float
     redirects: list[str] = field(default_factory=list)
+    #: phase timings and TLS facts of the call (`replay.phases.Phases` as a dict), if measured
+    phases: dict[str, Any] | None = None
 
 
 class FetchFailure(Exception):
@@ -39,6 +41,7 @@ class FetchFailure(Exception):
         self.elapsed_s = elapsed_s
         self.redirects = redirects or []
         self.received = received
+        self.phases: dict[str, Any] | None = None
 
 
 class Fetcher(Protocol):

@@ -30,6 +30,8 @@ class ToolResult(BaseModel):
     bytes: int = 0
     redirects: list[str] = Field(default_factory=list)
     rate_limit_headers: dict[str, str] = Field(default_factory=dict)
+    #: DNS/connect/TLS/first-byte/transfer milliseconds and TLS expiry, when measured
+    phases: dict[str, Any] | None = None
 
     @property
     def code(self) -> ErrorCode | None:

@@ -259,10 +259,23 @@ def call_all_cmd(
     cat = load_catalog(catalog)
     opts = transport_options(mode, sandbox, simulate, cassette, seed)
     results = asyncio.run(_call_all(cat, opts, timeout))
+    where = opts.target.describe()
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
-        return
-    where = sandbox or (f"simulate:{simulate}" if simulate else mode.value)
+    else:
+        _call_all_table(cat, results, where)
+    from realprobe.probes.runner import is_connect_failure
+
+    if results and all(is_connect_failure(r) for r in results):
+        first = results[0].error
+        cause = first.message if first is not None else "no answer"
+        raise RealprobeError(
+            f"nothing was reachable: all {len(results)} calls to {where} failed while "
+            f"connecting ({cause}); check the network or the --sandbox URL"
+        )
+
+
+def _call_all_table(cat: Catalog, results: list[ToolResult], where: str) -> None:
     table = Table(title=f"Every tool once ({where})")
     for col in ("tool", "api", "result", "ms", "what came back"):
         table.add_column(col, overflow="fold")

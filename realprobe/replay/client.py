@@ -28,6 +28,8 @@ from realprobe import USER_AGENT
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import ErrorCode
+from realprobe.replay import phases
+from realprobe.replay.target import Target
 
 DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-clock transports
 #: a dict shared by every hop of one fetch: {"start": clock time}, and "elapsed" (what the
@@ -108,6 +110,7 @@ class _Call:
         self.received = 0
         self.timing: dict[str, float] = {"start": self.start}
         self.deadline_fired = False  # set by the sync client's watchdog
+        self.trace: phases.PhaseTrace | None = None
 
     def elapsed(self) -> float:
         return self.clock.now() - self.start
@@ -129,7 +132,19 @@ class _Call:
         )
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
         request.extensions[TIMING_EXT] = self.timing
+        trace = phases.begin(
+            request.extensions, asynchronous=isinstance(client, httpx.AsyncClient)
+        )
+        if self.trace is not None:  # a redirect: DNS adds up over the hops
+            trace.dns_s += self.trace.dns_s
+        self.trace = trace
         return request
+
+    def phases(self) -> dict[str, Any] | None:
+        """The measured phases, or None when the transport made no connection events."""
+        if self.trace is None or not self.trace.marks:
+            return None
+        return self.trace.phases().as_row()
 
     def redirected(self, response: httpx.Response) -> bool:
         """Follow a redirect if the policy allows it (True); refuse it with a FetchFailure."""
@@ -183,6 +198,7 @@ class _Call:
             elapsed_s=self.elapsed(),
             redirects=self.redirects,
         )
+        fetched.phases = self.phases()
         self.timing["elapsed"] = fetched.elapsed_s
         return fetched
 
@@ -204,6 +220,7 @@ class _Call:
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
         failure.redirects = failure.redirects or self.redirects
+        failure.phases = failure.phases or self.phases()
         self.timing["elapsed"] = failure.elapsed_s
         return failure
 
@@ -292,10 +309,14 @@ class HttpClient:
         clock: Clock | None = None,
         config: ClientConfig | None = None,
         resolver: Callable[[str], Awaitable[list[str]]] | None = None,
+        target: Target | None = None,
     ) -> None:
         self.config = config or ClientConfig()
         self.clock: Clock = clock or RealClock()
         self.transport = transport
+        #: where the calls go (the rows written from this client's calls are labelled with
+        #: it); a hand-built client over an unknown transport counts as live
+        self.target: Target = target or Target.live()
         #: resolves redirect targets' host names (live network only: the sandbox, replay and
         #: the simulator never look names up)
         self.resolver = resolver
@@ -364,10 +385,12 @@ class SyncHttpClient:
         *,
         config: ClientConfig | None = None,
         resolver: Callable[[str], list[str]] | None = None,
+        target: Target | None = None,
     ) -> None:
         self.config = config or ClientConfig()
         self.clock: Clock = RealClock()
         self.transport = transport
+        self.target: Target = target or Target.live()
         self.resolver = resolver
         self._client = httpx.Client(transport=transport, **_client_kwargs(self.config))
 
