@@ -17,6 +17,7 @@ from rich.table import Table
 
 from realprobe.commands.common import JsonOpt, console, err_console, print_json
 from realprobe.errors import RealprobeError
+from realprobe.outputs import write_output
 from realprobe.store import default_db_path
 
 if TYPE_CHECKING:
@@ -256,7 +257,12 @@ def calibrate_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write here instead of stdout (replaces an existing file; refuses a link).",
+        ),
     ] = None,
     view: Annotated[
         str, typer.Option("--as", help="profile (default), resilibench or reliabilitybench.")
@@ -290,10 +296,7 @@ def calibrate_cmd(
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    write_output(output, text, replace=True)
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
 
@@ -400,7 +403,8 @@ def report_cmd(
         typer.Option(
             "-o",
             "--output",
-            help="File to write (default report.html for html; stdout for md/json).",
+            help="File to write (default report.html for html; stdout for md/json); an "
+            "existing file is replaced, a symbolic link is refused.",
         ),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
@@ -460,9 +464,6 @@ def report_cmd(
     if output is None:
         sys.stdout.write(text + "\n")
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    write_output(output, text, replace=True)
     _banner(data.stats.provenance)
     err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")
