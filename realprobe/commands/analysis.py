@@ -185,6 +185,14 @@ def calibrate_cmd(
         ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline",
+            help="Views: the rates a caller with this timeout (s) sees "
+            "(default: the probes' own deadline).",
+        ),
+    ] = None,
 ) -> None:
     """Turn stored probes into a simulator profile (the sandbox and --simulate read it), or an
     export view for ResiliBench / ReliabilityBench."""
@@ -198,7 +206,7 @@ def calibrate_cmd(
     else:
         path, rep = _stats(db, since, until, tools)
         profile = calibrate(rep, name=name, db=str(path))
-    text = json.dumps(export(profile, view), indent=2) + "\n"
+    text = json.dumps(export(profile, view, deadline), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
         return

@@ -91,7 +91,15 @@ class ErrorMix(BaseModel):
 
 
 class LatencyStats(BaseModel):
+    """Latency of successes in ms. When the deadline bites (the fit puts S(T) >= 0.001 of calls
+    beyond it) the successes are the fast part of the distribution only, so mean and
+    percentiles come from the censored fit (`percentiles: "censored-fit"`, what calls would
+    take without the deadline) and `observed` keeps the successes' own, which are then lower
+    bounds. Otherwise they are the successes' empirical values (`"empirical"`)."""
+
     n: int
+    percentiles: str = "empirical"
+    observed: dict[str, float] | None = None
     mean: float | None = None
     p50: float | None = None
     p90: float | None = None
@@ -235,13 +243,26 @@ def latency_stats(latency_ms: FloatArray, code: IntArray, timeout_s: FloatArray)
         return LatencyStats(n=0, timeout_s=t_ms / 1000 if t_ms else None)
     q = np.percentile(lat, [50, 90, 95, 99])
     fit = fit_lognormal(lat, censor_ms)
+    empirical = {
+        "mean": float(lat.mean()),
+        "p50": float(q[0]),
+        "p90": float(q[1]),
+        "p95": float(q[2]),
+        "p99": float(q[3]),
+    }
+    shown, how, observed = empirical, "empirical", None
+    if fit is not None and fit.bites:
+        shown = {"mean": fit.mean(), **{f"p{k}": fit.quantile(k / 100) for k in (50, 90, 95, 99)}}
+        how, observed = "censored-fit", empirical
     return LatencyStats(
         n=int(lat.shape[0]),
-        mean=float(lat.mean()),
-        p50=float(q[0]),
-        p90=float(q[1]),
-        p95=float(q[2]),
-        p99=float(q[3]),
+        percentiles=how,
+        observed=observed,
+        mean=shown["mean"],
+        p50=shown["p50"],
+        p90=shown["p90"],
+        p95=shown["p95"],
+        p99=shown["p99"],
         lognormal=fit,
         ks_pvalue=ks_pvalue(lat, fit, t_ms) if fit else None,
         timeout_s=t_ms / 1000 if t_ms else None,
@@ -328,21 +349,37 @@ def compute_stats(
 
 
 def pooled_success(tools: list[ToolStats]) -> SuccessStats | None:
-    """All tools together: k and n summed; the burst correlation from the summed transition
-    counts of each tool's own chain (calls of different tools are never a transition)."""
+    """All tools together, stratified by tool: k and n are summed, and the variance of the
+    pooled rate sum(n_t p_t) / N is the sum of each tool's own burst-adjusted variance,
+    sum(n_t^2 p_t(1-p_t) / n_eff_t) / N^2 (tools are independent strata; a tool's calls are
+    one chain). The interval is Wilson on the n_eff that variance implies. One rho over
+    mixed tools would read the difference between a flaky and a solid tool as burstiness."""
     if not tools:
         return None
     n = sum(t.success.n for t in tools)
     k = sum(t.success.successes for t in tools)
-    ff = fo = nf = no = 0.0
+    if n == 0:
+        return success_stats(0, 0, None)
+    var = 0.0
     for t in tools:
-        a, b = t.burst.p_fail_after_fail, t.burst.p_fail_after_ok
-        if a.p is not None:
-            ff, nf = ff + a.p * a.n, nf + a.n
-        if b.p is not None:
-            fo, no = fo + b.p * b.n, no + b.n
-    rho = ff / nf - fo / no if nf and no else None
-    return success_stats(n, k, rho)
+        s = t.success
+        if s.n and s.n_effective > 0:
+            # a tool with 0 or n successes still carries uncertainty: Wilson's centre
+            p_t = (s.successes + 2) / (s.n + 4) if s.successes in (0, s.n) else s.rate
+            var += s.n * s.n * p_t * (1 - p_t) / s.n_effective
+    var /= n * n
+    p = k / n
+    p_c = (k + 2) / (n + 4) if k in (0, n) else p
+    n_eff = p_c * (1 - p_c) / var if var > 0 else float(n)
+    return SuccessStats(
+        n=n,
+        successes=k,
+        rate=p,
+        wilson95=wilson(k, n),
+        jeffreys95=jeffreys(k, n),
+        burst_adjusted95=wilson(p * n_eff, n_eff),
+        n_effective=n_eff,
+    )
 
 
 def stats_from_db(
