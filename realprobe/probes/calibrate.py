@@ -64,18 +64,38 @@ def deadline_share(ts: ToolStats) -> float:
     return fit.p_exceed_timeout if fit.p_exceed_timeout >= DEADLINE_ADJUST_MIN else 0.0
 
 
-def generative_chain(
-    rho_observed: float, fail_observed: float, fail: float, s_t: float
-) -> tuple[float, float]:
-    """(P(fail|fail), P(fail|ok)) of the chain that, diluted by independent slow-call timeouts
-    with probability s_t, shows lag-one correlation rho_observed at failure rate fail_observed.
-    `fail` is the generative failure rate. See `tool_profile`."""
+#: transitions after a coded failure needed before calibration reads the chain from them
+CODED_MIN_N = 20
+
+
+def generative_chain(ts: ToolStats, fail: float, s_t: float) -> tuple[float, float]:
+    """(P(fail|fail), P(fail|ok)) of the chain behind a deadline that adds independent
+    slow-call timeouts with probability s_t; `fail` is the generative failure rate.
+
+    A success means the chain was ok, and a failure with a code other than TIMEOUT means it
+    had failed (only TIMEOUTs are ambiguous: hang or slow). The next call then fails with
+    a + (1-a) s_t, where a is the chain's transition, so a = (observed - s_t) / (1 - s_t):
+    P(fail|ok) from pairs after a success, P(fail|fail) from pairs after a coded failure. The
+    chain keeps its correlation rho = a_ff - a_fo and the stationary rate `fail`. A tool whose
+    failures are all TIMEOUTs falls back on the correlation: with g the observed failure rate,
+    Cov(Y_t, Y_t+1) = (1-s)^2 Cov(X_t, X_t+1) gives rho_X = rho_Y g / ((1-s) f) (see
+    `tool_profile`), which noise in s_t moves about four times as much."""
     if fail <= 0:
         return 0.0, 0.0
     if fail >= 1:
         return 1.0, 1.0
-    diluted = (1 - s_t) * fail
-    rho = rho_observed * fail_observed / diluted if diluted > 1e-12 else rho_observed
+    b = ts.burst
+    fo_obs, ff_obs = b.p_fail_after_ok.p, b.p_fail_after_fail.p
+    coded = b.p_fail_after_coded_fail
+    rho: float
+    if fo_obs is not None and coded is not None and coded.p is not None and coded.n >= CODED_MIN_N:
+        rho = (coded.p - fo_obs) / (1 - s_t)
+    elif fo_obs is not None and ff_obs is not None:
+        diluted = (1 - s_t) * fail
+        rho_obs = ff_obs - fo_obs
+        rho = rho_obs * (1 - ts.success.rate) / diluted if diluted > 1e-12 else rho_obs
+    else:
+        rho = 0.0
     # keep both transition probabilities inside [0, 1]: -f/(1-f) <= rho, and rho <= 0.98
     rho = min(max(rho, -fail / (1 - fail), 1 - 1 / fail), RHO_MAX)
     fo = min(1.0, max(0.0, fail * (1 - rho)))
@@ -123,7 +143,7 @@ def tool_profile(ts: ToolStats) -> ToolProfile:
     ff, fo = ts.burst.p_fail_after_fail.p, ts.burst.p_fail_after_ok.p
     if ff is not None and fo is not None:
         if s_t > 0:
-            ff, fo = generative_chain(ff - fo, 1.0 - ts.success.rate, 1.0 - success, s_t)
+            ff, fo = generative_chain(ts, 1.0 - success, s_t)
         burst = Burst(p_fail_after_fail=ff, p_fail_after_ok=fo)
     return ToolProfile(
         n=n,
@@ -380,8 +400,10 @@ def export(profile: Profile, view: str, deadline_s: float | None = None) -> dict
     if view == "resilibench":
         out = resilibench_view(profile, deadline_s)
         ds = {t["deadline_s"] for t in out["tools"].values()}
-        out["note"] = _deadline_note(ds.pop()) if len(ds) == 1 else (
-            "per-tool deadlines differ: see each tool's deadline_s"
+        out["note"] = (
+            _deadline_note(ds.pop())
+            if len(ds) == 1
+            else ("per-tool deadlines differ: see each tool's deadline_s")
         )
         return out
     if view == "reliabilitybench":

@@ -100,9 +100,7 @@ def adjust(pvalues: list[float], method: Correction = "holm") -> list[float]:
     return [float(v) for v in out]
 
 
-def two_proportion(
-    k1: int, n1: float, k2: int, n2: float, design_effect: float = 1.0
-) -> float:
+def two_proportion(k1: int, n1: float, k2: int, n2: float, design_effect: float = 1.0) -> float:
     """Two-sided p-value of the pooled two-proportion z-test. With a design effect d > 1 each
     window counts as n/d independent calls (the effective sample size of a two-state chain
     with lag-one correlation rho is n(1-rho)/(1+rho))."""
@@ -131,7 +129,7 @@ def pooled_rho(a: ProbeArrays, b: ProbeArrays) -> float:
     return ff / nf - fo / no
 
 
-def _success(a: ProbeArrays, b: ProbeArrays) -> SuccessDrift:
+def success_drift(a: ProbeArrays, b: ProbeArrays) -> SuccessDrift:
     n1, n2 = len(a), len(b)
     k1, k2 = int((a.code < 0).sum()), int((b.code < 0).sum())
     rho = pooled_rho(a, b)
@@ -206,7 +204,7 @@ def drift(
                 n_baseline=na,
                 n_current=nb,
                 verdict="stable",
-                success=_success(a, b),
+                success=success_drift(a, b),
                 latency=_latency(a, b),
                 error_mix=_mix(a, b),
             )

@@ -120,6 +120,10 @@ class BurstStats(BaseModel):
     p_fail_after_fail: Transition
     p_fail_after_ok: Transition
     rho: float | None
+    #: P(fail | the previous call failed with a code other than TIMEOUT). Such a failure was
+    #: surely a fault, never a slow call cut by the deadline, so calibration reads the chain
+    #: behind the deadline from it (see calibrate.generative_chain)
+    p_fail_after_coded_fail: Transition | None = None
 
 
 class Variability(BaseModel):
@@ -155,12 +159,25 @@ class StatsReport(BaseModel):
 # -- per-tool pieces ---------------------------------------------------------------------------
 
 
-def burst_chain(fail: BoolArray, ts: FloatArray, max_gap_s: float = BURST_MAX_GAP_S) -> BurstStats:
+def burst_chain(
+    fail: BoolArray,
+    ts: FloatArray,
+    max_gap_s: float = BURST_MAX_GAP_S,
+    code: IntArray | None = None,
+) -> BurstStats:
     """Two-state chain from consecutive calls (time-ordered) no more than max_gap_s apart."""
     if fail.shape[0] < 2:
         empty = Transition(p=None, n=0, ci95=None)
         return BurstStats(p_fail_after_fail=empty, p_fail_after_ok=empty, rho=None)
     linked = np.diff(ts) <= max_gap_s
+    coded = None
+    if code is not None:
+        prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1][linked]
+        n_c = int(np.count_nonzero(prev_coded))
+        n_cf = int(np.count_nonzero(prev_coded & fail[1:][linked]))
+        coded = Transition(
+            p=n_cf / n_c if n_c else None, n=n_c, ci95=wilson(n_cf, n_c) if n_c else None
+        )
     prev, nxt = fail[:-1][linked], fail[1:][linked]
     n_ff = int(np.count_nonzero(prev & nxt))
     n_f = int(np.count_nonzero(prev))
@@ -169,7 +186,9 @@ def burst_chain(fail: BoolArray, ts: FloatArray, max_gap_s: float = BURST_MAX_GA
     ff = Transition(p=n_ff / n_f if n_f else None, n=n_f, ci95=wilson(n_ff, n_f) if n_f else None)
     fo = Transition(p=n_of / n_o if n_o else None, n=n_o, ci95=wilson(n_of, n_o) if n_o else None)
     rho = ff.p - fo.p if ff.p is not None and fo.p is not None else None
-    return BurstStats(p_fail_after_fail=ff, p_fail_after_ok=fo, rho=rho)
+    return BurstStats(
+        p_fail_after_fail=ff, p_fail_after_ok=fo, rho=rho, p_fail_after_coded_fail=coded
+    )
 
 
 def success_stats(n: int, k: int, rho: float | None) -> SuccessStats:
@@ -319,7 +338,7 @@ def tool_stats(name: str, arr: ProbeArrays, period_s: float = 86400.0) -> ToolSt
     code = arr.code
     fail = code >= 0
     n = int(code.shape[0])
-    burst = burst_chain(fail, arr.ts)
+    burst = burst_chain(fail, arr.ts, code=code)
     return ToolStats(
         tool=name,
         first=iso(float(arr.ts[0])) if n else None,
@@ -344,11 +363,14 @@ def compute_stats(
         if arr.bounds[i + 1] > arr.bounds[i]
     ]
     return StatsReport(
-        window=(iso(since), iso(until)), rows=len(arr), tools=out, overall=pooled_success(out)
+        window=(iso(since), iso(until)),
+        rows=len(arr),
+        tools=out,
+        overall=pooled_success([t.success for t in out]),
     )
 
 
-def pooled_success(tools: list[ToolStats]) -> SuccessStats | None:
+def pooled_success(tools: list[SuccessStats]) -> SuccessStats | None:
     """All tools together, stratified by tool: k and n are summed, and the variance of the
     pooled rate sum(n_t p_t) / N is the sum of each tool's own burst-adjusted variance,
     sum(n_t^2 p_t(1-p_t) / n_eff_t) / N^2 (tools are independent strata; a tool's calls are
@@ -356,13 +378,12 @@ def pooled_success(tools: list[ToolStats]) -> SuccessStats | None:
     mixed tools would read the difference between a flaky and a solid tool as burstiness."""
     if not tools:
         return None
-    n = sum(t.success.n for t in tools)
-    k = sum(t.success.successes for t in tools)
+    n = sum(s.n for s in tools)
+    k = sum(s.successes for s in tools)
     if n == 0:
         return success_stats(0, 0, None)
     var = 0.0
-    for t in tools:
-        s = t.success
+    for s in tools:
         if s.n and s.n_effective > 0:
             # a tool with 0 or n successes still carries uncertainty: Wilson's centre
             p_t = (s.successes + 2) / (s.n + 4) if s.successes in (0, s.n) else s.rate
