@@ -3,6 +3,7 @@ a few seconds each (the long sweeps are in bench/)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -331,3 +332,28 @@ def test_fault_model_arrays_have_the_loader_layout() -> None:
     arr = fault_model_arrays(chain_profile(0.2, None), ["b", "a"], 10, seed=1)
     assert arr.tools == ["a", "b"] and list(arr.bounds) == [0, 10, 20]
     assert isinstance(arr, ProbeArrays)
+
+
+def test_calibrate_cli_exports_at_a_chosen_deadline(tmp_path, monkeypatch, capsys) -> None:
+    from test_stats_cli import make_db, one_line_error, run_cli
+
+    db = make_db(tmp_path / "p.db")
+    code, text, err = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench"],
+                              monkeypatch, capsys)
+    assert code == 0, err
+    view = json.loads(text)
+    assert view["deadline_s"] == 10.0 and "10 s deadline" in view["note"]
+    # a caller with a 100 ms deadline (median latency 148 ms) sees most calls time out
+    code, text, err = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench",
+                               "--deadline", "0.1"], monkeypatch, capsys)
+    assert code == 0, err
+    tight = json.loads(text)["profiles"]["LAMBDA_1"]["tools"]["catfact_fact"]
+    loose = view["profiles"]["LAMBDA_1"]["tools"]["catfact_fact"]
+    assert tight["deadline_s"] == 0.1 and tight["failure_rate"] > loose["failure_rate"] + 0.4
+    code, text, err = run_cli(["calibrate", "--from", "published", "--as", "resilibench"],
+                              monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(text)["tools"]["*"]["deadline_s"] is None
+    code, _, err = run_cli(["calibrate", "--db", str(db), "--as", "resilibench",
+                            "--deadline", "0"], monkeypatch, capsys)
+    assert "--deadline must be a positive" in one_line_error(code, err)

@@ -332,9 +332,15 @@ def resilibench_view(profile: Profile, deadline_s: float | None = None) -> dict[
                 "tool_success_rate is the nearest end"
             )
         tools[name] = entry
+    deadlines = {t["deadline_s"] for t in tools.values()}
+    one = next(iter(deadlines)) if len(deadlines) == 1 else None
     return {
         "format": "realprobe-resilibench-view/2",
         "codes": list(RESILIBENCH_CODES),
+        "deadline_s": one,
+        "note": _deadline_note(one)
+        if len(deadlines) <= 1
+        else "per-tool deadlines differ: see each tool's deadline_s",
         "plug_in": "tool_success_rate (per tool) and error_weights",
         "arithmetic": (
             "success_per_attempt is P(ok) at deadline_s: (1-p)(1-S) with S the share of calls "
@@ -378,11 +384,12 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
             },
         }
     deadlines = {t["deadline_s"] for t in tools.values()}
+    one = next(iter(deadlines)) if len(deadlines) == 1 else None
     return {
         "format": "realprobe-reliabilitybench-view/2",
         "fault_kinds": list(RELIABILITYBENCH_KINDS),
-        "deadline_s": deadlines.pop() if len(deadlines) == 1 else None,
-        "note": _deadline_note(next(iter(deadlines)) if len(deadlines) == 1 else None)
+        "deadline_s": one,
+        "note": _deadline_note(one)
         if len(deadlines) <= 1
         else "per-tool deadlines differ: see each tool's deadline_s",
         "source": profile.source,
@@ -398,14 +405,7 @@ def export(profile: Profile, view: str, deadline_s: float | None = None) -> dict
     if view == "profile":
         return profile.model_dump(mode="json", exclude_none=True)
     if view == "resilibench":
-        out = resilibench_view(profile, deadline_s)
-        ds = {t["deadline_s"] for t in out["tools"].values()}
-        out["note"] = (
-            _deadline_note(ds.pop())
-            if len(ds) == 1
-            else ("per-tool deadlines differ: see each tool's deadline_s")
-        )
-        return out
+        return resilibench_view(profile, deadline_s)
     if view == "reliabilitybench":
         return reliabilitybench_view(profile, deadline_s)
     raise RealprobeError(f"--as {view!r}: choose resilibench or reliabilitybench")
