@@ -150,7 +150,8 @@ def stats_cmd(
             str(t.success.n),
             f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]",
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
-            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99)),
+            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
+            + ("*" if lat.percentiles == "censored-fit" else ""),
         ]
         if wide:
             cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
@@ -163,6 +164,11 @@ def stats_cmd(
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
         "TIMEOUTs right-censored in the fit. See docs/statistics.md.[/dim]"
     )
+    if any(t.latency.percentiles == "censored-fit" for t in rep.tools):
+        console.print(
+            "[dim]* the deadline cut into the latency: percentiles from the censored fit "
+            "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
+        )
 
 
 def calibrate_cmd(
