@@ -122,6 +122,8 @@ class _Censored:
 
     def __call__(self, theta: FloatArray) -> float:
         mu, log_sig = float(theta[0]), float(theta[1])
+        if not (math.isfinite(mu) and -30.0 < log_sig < 30.0):
+            return math.inf  # an optimiser's probe far outside any plausible latency
         sig = math.exp(log_sig)
         n = self.n
         ll = -n * log_sig - (self.s2 - 2 * mu * self.s1 + n * mu * mu) / (2 * sig * sig)
@@ -325,8 +327,9 @@ def _lilliefors_null(n: int) -> FloatArray:
 def _newton2(f: _Censored, start: tuple[float, float], max_iter: int = 20) -> FloatArray:
     """Minimise f over two parameters from a start near the optimum (a bootstrap replicate
     starts at the parameters that generated it): damped Newton on finite differences, a few
-    dozen evaluations where Nelder-Mead needs about 70 plus its overhead. Falls back to
-    Nelder-Mead if a step does not go downhill."""
+    dozen evaluations where Nelder-Mead needs about 70 plus its overhead. Unless capped at a
+    few steps (bootstrap replicates), falls back to Nelder-Mead when the curvature is not
+    positive or a step does not go downhill."""
     x = np.array(start, dtype=np.float64)
     h = 1e-4
     e = (np.array([h, 0.0]), np.array([0.0, h]))
@@ -342,6 +345,11 @@ def _newton2(f: _Censored, start: tuple[float, float], max_iter: int = 20) -> Fl
         if h00 <= 0 or det <= 0:
             break
         step = -np.array([h11 * g[0] - h01 * g[1], h00 * g[1] - h01 * g[0]]) / det
+        big = float(np.max(np.abs(step)))
+        if not math.isfinite(big):
+            break
+        if big > 1.0:  # a trust region of one unit of ln ms and ln sigma
+            step /= big
         t = 1.0
         while t > 1e-3:
             fn = f(x + t * step)
@@ -353,9 +361,8 @@ def _newton2(f: _Censored, start: tuple[float, float], max_iter: int = 20) -> Fl
         x, fx = x + t * step, fn
         if float(np.max(np.abs(t * step))) < 1e-6:
             return x
-    else:
-        if max_iter < 20:  # a bootstrap replicate: two Newton steps from the truth suffice
-            return x
+    if max_iter < 20:  # a bootstrap replicate: a step or two from the truth is the estimate
+        return x
     return f.mle((float(x[0]), float(x[1])), xatol=1e-5)
 
 
