@@ -93,13 +93,13 @@ def test_markov_helper_is_the_fault_models_chain() -> None:
 def test_drift_false_positives_under_bursts_are_held_near_alpha() -> None:
     """P(fail|fail) = 0.5 and no change: the plain test rejects far too often; on the
     burst-adjusted effective n it stays near 5%."""
-    adjusted, plain = _drift_pvalues(0.5, 900)
+    adjusted, plain = _drift_pvalues(0.5, 750)
     fp_adjusted = np.mean(np.array(adjusted) < 0.05)
     fp_plain = np.mean(np.array(plain) < 0.05)
     assert fp_plain > 0.12, fp_plain  # what the naive test did
     assert fp_adjusted <= 0.07, fp_adjusted
     # independent calls: the adjustment costs (almost) nothing
-    adjusted, plain = _drift_pvalues(None, 600)
+    adjusted, plain = _drift_pvalues(None, 450)
     assert np.mean(np.array(adjusted) < 0.05) == pytest.approx(np.mean(np.array(plain) < 0.05),
                                                                abs=0.025)
 
@@ -363,7 +363,7 @@ def test_small_censored_samples_never_break_the_fit() -> None:
     """A handful of successes among many timeouts, wide and narrow latencies: the fit, its
     intervals and the bootstrapped KS come back (or say None), never raise."""
     rng = np.random.default_rng(12)
-    for _ in range(40):
+    for _ in range(20):
         n = int(rng.integers(5, 40))
         deadline = float(rng.choice([100.0, 150.0, 300.0]))
         lat = np.exp(rng.normal(5.0, rng.uniform(0.1, 1.5), n))
