@@ -7,10 +7,12 @@ import sys
 import typer
 
 from realprobe.commands import analysis, foundation, mcp, monitor, probes, replay, tasks
+from realprobe.commands.checks import CheckedGroup
 from realprobe.errors import RealprobeError
 
 app = typer.Typer(
     name="realprobe",
+    cls=CheckedGroup,
     help="Measure how real public web APIs behave; replay, simulate and score agents on them.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
