@@ -236,7 +236,8 @@ def stats_cmd(
             str(t.success.n),
             f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]",
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
-            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99)),
+            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
+            + ("*" if lat.percentiles == "censored-fit" else ""),
         ]
         if wide:
             cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
@@ -249,6 +250,11 @@ def stats_cmd(
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
         "TIMEOUTs right-censored in the fit. See docs/statistics.md.[/dim]"
     )
+    if any(t.latency.percentiles == "censored-fit" for t in rep.tools):
+        console.print(
+            "[dim]* the deadline cut into the latency: percentiles from the censored fit "
+            "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
+        )
 
 
 def calibrate_cmd(
@@ -276,6 +282,14 @@ def calibrate_cmd(
         ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline",
+            help="Views: the rates a caller with this timeout (s) sees "
+            "(default: the probes' own deadline).",
+        ),
+    ] = None,
     target: TargetOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
@@ -292,7 +306,7 @@ def calibrate_cmd(
         path, rep = _stats(db, since, until, tools, target=target, vantage=vantage)
         _banner(rep.provenance)
         profile = calibrate(rep, name=name, db=str(path))
-    text = json.dumps(export(profile, view), indent=2) + "\n"
+    text = json.dumps(export(profile, view, deadline), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
