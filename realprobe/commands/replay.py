@@ -24,9 +24,9 @@ from realprobe.commands.common import (
     print_json,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.cassette import Cassette, load_cassette, save_cassette
+from realprobe.replay.cassette import Cassette, save_cassette
 from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.importers import from_data
+from realprobe.replay.importers import from_data, load_cassette
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.recording import RecordingTransport
 from realprobe.replay.replayer import EXHAUSTION_POLICIES

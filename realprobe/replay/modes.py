@@ -1,14 +1,18 @@
 """Picking a transport: the only place that knows live, sandbox, record, replay and simulate.
 
 Commands, probes, agents and the MCP server ask `make_client` for an HttpClient and never
-branch on the mode themselves.
+branch on the mode themselves. The record/replay seam (`transport_for`, `replay_latency_of`,
+`on_exhausted_of`) lives here too, for the async and the sync client alike.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -22,6 +26,10 @@ from realprobe.replay.client import (
     sync_system_resolver,
     system_resolver,
 )
+from realprobe.replay.core import EXHAUSTION_POLICIES, LatencyPolicy
+from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
+from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
+from realprobe.replay.scrub import ScrubConfig
 from realprobe.replay.simulate import SimulateTransport, origins_of
 from realprobe.replay.transports import (
     SandboxRouter,
@@ -88,8 +96,6 @@ def _virtual_by_default(opts: TransportOptions) -> bool:
     if opts.real_time:
         return False
     if opts.mode is Mode.REPLAY:
-        from realprobe.replay.recording import replay_latency_of
-
         return replay_latency_of(opts).virtual_clock
     if opts.mode is Mode.RECORD:
         return opts.profile is not None and not opts.sandbox
@@ -107,9 +113,7 @@ def make_client(
     if clock is None:
         clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
     if opts.mode in (Mode.RECORD, Mode.REPLAY):
-        from realprobe.replay import recording
-
-        transport = recording.transport_for(catalog, opts, clock, base_transport)
+        transport = transport_for(catalog, opts, clock, base_transport)
     else:
         transport = base_transport(catalog, opts, clock)
     return HttpClient(
@@ -137,38 +141,107 @@ def make_sync_client(
 
     Simulation runs on a virtual clock inside an event loop: use `make_client` for it.
     """
-    from realprobe.replay.sync import SyncRecordingTransport, SyncReplayTransport
-
     opts = (opts or TransportOptions()).normalised()
     if opts.mode is Mode.SIMULATE:
         raise RealprobeError(
             "the synchronous client cannot simulate; use make_client and call_tool (async)"
         )
-    base: httpx.BaseTransport = (
-        SyncSandboxRouter(opts.sandbox, origins_of(catalog))
-        if opts.sandbox
-        else sync_live_transport()
-    )
-    transport: httpx.BaseTransport = base
+    transport: httpx.BaseTransport
     if opts.mode is Mode.REPLAY:
         assert opts.cassette is not None
-        from realprobe.replay.recording import on_exhausted_of
-
-        latency = opts.replay_latency or "none"
         transport = SyncReplayTransport.from_path(
-            opts.cassette, latency=latency, on_exhausted=on_exhausted_of(opts)
+            opts.cassette,
+            latency=replay_latency_of(opts).without_virtual(),
+            on_exhausted=on_exhausted_of(opts),
         )
-    elif opts.mode is Mode.RECORD:
-        assert opts.cassette is not None
-        from realprobe.replay.scrub import ScrubConfig
-
-        source = (
-            {"source": "realprobe sandbox", "sandbox": opts.sandbox}
+    else:
+        base: httpx.BaseTransport = (
+            SyncSandboxRouter(opts.sandbox, origins_of(catalog))
             if opts.sandbox
-            else {"source": "live"}
+            else sync_live_transport()
         )
-        transport = SyncRecordingTransport(
-            base, opts.cassette, meta=source, scrub=ScrubConfig(enabled=opts.scrub)
-        )
+        transport = base
+        if opts.mode is Mode.RECORD:
+            assert opts.cassette is not None
+            path = _record_path(opts)
+            transport = SyncRecordingTransport(
+                base, path, meta=record_meta(catalog, opts), scrub=ScrubConfig(enabled=opts.scrub)
+            )
     resolver = sync_system_resolver if _reaches_real_network(opts) else None
     return SyncHttpClient(transport, config=config, resolver=resolver)
+
+
+# -- the record/replay seam ----------------------------------------------------------------
+
+LATENCY_ENV = "REALPROBE_REPLAY_LATENCY"
+EXHAUSTED_ENV = "REALPROBE_ON_EXHAUSTED"
+
+
+def replay_latency_of(opts: TransportOptions) -> LatencyPolicy:
+    return LatencyPolicy.parse(opts.replay_latency or os.environ.get(LATENCY_ENV) or "virtual")
+
+
+def on_exhausted_of(opts: TransportOptions) -> str:
+    policy = opts.on_exhausted or os.environ.get(EXHAUSTED_ENV) or "error"
+    if policy not in EXHAUSTION_POLICIES:
+        raise RealprobeError(
+            f"on_exhausted {policy!r}: choose one of {', '.join(EXHAUSTION_POLICIES)}"
+        )
+    return policy
+
+
+def _profile_label(profile: object) -> str | None:
+    if profile is None:
+        return None
+    name = getattr(profile, "name", None)
+    return str(name) if name else str(profile)
+
+
+def record_meta(catalog: Catalog, opts: TransportOptions) -> dict[str, Any]:
+    """What a recording says about where its answers came from (sync and async alike)."""
+    source: dict[str, Any]
+    if opts.sandbox:
+        source = {"source": "realprobe sandbox", "sandbox": opts.sandbox}
+        if opts.profile is not None:
+            source["profile"] = _profile_label(opts.profile)
+    elif opts.profile is not None:
+        source = {"source": "realprobe simulator", "profile": _profile_label(opts.profile)}
+    else:
+        source = {"source": "live"}
+    source["seed"] = opts.seed
+    source["catalog_tools"] = len(catalog)
+    return source
+
+
+def _record_path(opts: TransportOptions) -> Path:
+    path = Path(opts.cassette or "")
+    if path.is_dir():
+        raise RealprobeError(f"cassette {path} is a directory; give a file name")
+    return path
+
+
+def transport_for(
+    catalog: Catalog,
+    opts: TransportOptions,
+    clock: Clock,
+    base: Callable[[Catalog, TransportOptions, Clock], httpx.AsyncBaseTransport] = base_transport,
+) -> httpx.AsyncBaseTransport:
+    """Mode.RECORD: a RecordingTransport around the real one. Mode.REPLAY: a ReplayTransport."""
+    if opts.cassette is None:
+        raise RealprobeError(f"mode {opts.mode.value} needs a cassette path")
+    if opts.mode is Mode.REPLAY:
+        return ReplayTransport.from_path(
+            opts.cassette, clock=clock, latency=replay_latency_of(opts),
+            on_exhausted=on_exhausted_of(opts),
+        )
+    if opts.mode is not Mode.RECORD:
+        raise RealprobeError(f"transport_for: mode {opts.mode.value} is not record or replay")
+    path = _record_path(opts)
+    base_opts = opts
+    if opts.profile is not None and not opts.sandbox:
+        base_opts = replace(opts, mode=Mode.SIMULATE)
+    inner = base(catalog, base_opts, clock)
+    return RecordingTransport(
+        inner, path, clock=clock, meta=record_meta(catalog, opts),
+        scrub=ScrubConfig(enabled=opts.scrub),
+    )
