@@ -203,6 +203,19 @@ def scrub_cmd(
     console.print(f"scrubbed {target}: {detail}")
 
 
+@cassette_app.command("recover")
+def recover_cmd(file: FileArg, as_json: JsonOpt = False) -> None:
+    """Rebuild a cassette whose record run was killed, from its `.journal` side file (opening
+    the cassette does this too)."""
+    from realprobe.replay.importers import recover_cassette
+
+    cassette = recover_cassette(file)
+    if as_json:
+        print_json({"file": str(file), "interactions": len(cassette.calls)})
+        return
+    console.print(f"recovered {len(cassette.calls)} calls into {file}")
+
+
 # -- import ------------------------------------------------------------------------------
 
 
