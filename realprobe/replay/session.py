@@ -24,7 +24,7 @@ import contextlib
 import functools
 import inspect
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -346,9 +346,30 @@ class CassetteSession:
         self.recorder.add(call)
 
 
-@contextlib.contextmanager
-def _noop() -> Iterator[None]:
-    yield
+class SessionTransport(httpx.AsyncBaseTransport):
+    """A cassette session as an explicit async transport: `base` answers what is recorded."""
+
+    def __init__(self, session: CassetteSession, base: httpx.AsyncBaseTransport) -> None:
+        self.session, self.base = session, base
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.session.handle_async(request, self.base.handle_async_request)
+
+    async def aclose(self) -> None:
+        await self.base.aclose()
+
+
+class SyncSessionTransport(httpx.BaseTransport):
+    """The same for a synchronous `httpx.Client`."""
+
+    def __init__(self, session: CassetteSession, base: httpx.BaseTransport) -> None:
+        self.session, self.base = session, base
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.session.handle_sync(request, self.base.handle_request)
+
+    def close(self) -> None:
+        self.base.close()
 
 
 def use_cassette(
