@@ -30,6 +30,7 @@ from realprobe.replay.core import EXHAUSTION_POLICIES, LatencyPolicy
 from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
 from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
 from realprobe.replay.scrub import ScrubConfig
+from realprobe.replay.session import CassetteSession, SessionTransport, SyncSessionTransport
 from realprobe.replay.simulate import SimulateTransport, origins_of
 from realprobe.replay.transports import (
     SandboxRouter,
@@ -61,9 +62,13 @@ class TransportOptions:
     on_exhausted: str | None = None
     #: record: scrub secrets before writing (on by default)
     scrub: bool = True
+    #: none|once|new_episodes|all (vcrpy's record modes); decides record or replay itself
+    record_mode: str | None = None
 
     def normalised(self) -> TransportOptions:
         mode = self.mode
+        if self.record_mode is not None:
+            mode = self._mode_for_record_mode()
         if self.profile is not None and mode is Mode.LIVE and self.sandbox is None:
             mode = Mode.SIMULATE
         if self.sandbox and self.profile is not None and mode is Mode.SIMULATE:
@@ -71,6 +76,20 @@ class TransportOptions:
         if mode in (Mode.RECORD, Mode.REPLAY) and self.cassette is None:
             raise RealprobeError(f"--mode {mode.value} needs --cassette PATH")
         return replace(self, mode=mode)
+
+    def _mode_for_record_mode(self) -> Mode:
+        from realprobe.replay.session import RECORD_MODES
+
+        rm = self.record_mode
+        if rm not in RECORD_MODES:
+            raise RealprobeError(f"--record-mode {rm!r}: choose one of {', '.join(RECORD_MODES)}")
+        if self.cassette is None:
+            raise RealprobeError(f"--record-mode {rm} needs --cassette PATH")
+        if self.mode is Mode.SIMULATE:
+            raise RealprobeError("--record-mode decides record or replay; drop --mode simulate")
+        if rm == "none" or (rm == "once" and Path(self.cassette).exists()):
+            return Mode.REPLAY
+        return Mode.RECORD
 
 
 def base_transport(
@@ -161,7 +180,10 @@ def make_sync_client(
             else sync_live_transport()
         )
         transport = base
-        if opts.mode is Mode.RECORD:
+        if opts.mode is Mode.RECORD and opts.record_mode == "new_episodes":
+            session = _episodes(catalog, opts, _record_path(opts))
+            transport = SyncSessionTransport(session, base, close_session=True)
+        elif opts.mode is Mode.RECORD:
             assert opts.cassette is not None
             path = _record_path(opts)
             transport = SyncRecordingTransport(
@@ -220,6 +242,16 @@ def _record_path(opts: TransportOptions) -> Path:
     return path
 
 
+def _episodes(catalog: Catalog, opts: TransportOptions, path: Path) -> CassetteSession:
+    """Record mode new_episodes: replay what the cassette holds, record the rest, keep both
+    (the base transport already routes to the sandbox or simulates, so the session does not)."""
+    session = CassetteSession(
+        path, record_mode="new_episodes", libraries=(), on_exhausted=on_exhausted_of(opts),
+        scrub=opts.scrub, meta=record_meta(catalog, opts),
+    )
+    return session.open()
+
+
 def transport_for(
     catalog: Catalog,
     opts: TransportOptions,
@@ -241,6 +273,8 @@ def transport_for(
     if opts.profile is not None and not opts.sandbox:
         base_opts = replace(opts, mode=Mode.SIMULATE)
     inner = base(catalog, base_opts, clock)
+    if opts.record_mode == "new_episodes":
+        return SessionTransport(_episodes(catalog, opts, path), inner, close_session=True)
     return RecordingTransport(
         inner, path, clock=clock, meta=record_meta(catalog, opts),
         scrub=ScrubConfig(enabled=opts.scrub),

@@ -347,29 +347,40 @@ class CassetteSession:
 
 
 class SessionTransport(httpx.AsyncBaseTransport):
-    """A cassette session as an explicit async transport: `base` answers what is recorded."""
+    """A cassette session as an explicit async transport: `base` answers what is recorded.
+    `close_session`: closing the client writes the cassette."""
 
-    def __init__(self, session: CassetteSession, base: httpx.AsyncBaseTransport) -> None:
-        self.session, self.base = session, base
+    def __init__(self, session: CassetteSession, base: httpx.AsyncBaseTransport, *,
+                 close_session: bool = False) -> None:
+        self.session, self.base, self.close_session = session, base, close_session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return await self.session.handle_async(request, self.base.handle_async_request)
 
     async def aclose(self) -> None:
-        await self.base.aclose()
+        try:
+            await self.base.aclose()
+        finally:
+            if self.close_session:
+                self.session.close()
 
 
 class SyncSessionTransport(httpx.BaseTransport):
     """The same for a synchronous `httpx.Client`."""
 
-    def __init__(self, session: CassetteSession, base: httpx.BaseTransport) -> None:
-        self.session, self.base = session, base
+    def __init__(self, session: CassetteSession, base: httpx.BaseTransport, *,
+                 close_session: bool = False) -> None:
+        self.session, self.base, self.close_session = session, base, close_session
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self.session.handle_sync(request, self.base.handle_request)
 
     def close(self) -> None:
-        self.base.close()
+        try:
+            self.base.close()
+        finally:
+            if self.close_session:
+                self.session.close()
 
 
 def use_cassette(

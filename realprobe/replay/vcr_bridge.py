@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from realprobe.replay.cassette import Call
 from realprobe.replay.core import CassetteMiss
 
-if TYPE_CHECKING:
-    from realprobe.replay.session import CassetteSession
+#: a `realprobe.replay.session.CassetteSession` (typed loosely: the session imports this module)
+CassetteSession = Any
 
 #: vcrpy patcher groups realprobe does not hand to vcrpy (httpx has its own patch point)
 SKIPPED = ("httpx", "httpx2", "boto3", "httplib2", "tornado")
