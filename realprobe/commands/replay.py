@@ -195,9 +195,17 @@ def scrub_cmd(
         extra_params=tuple(param or ()),
     )
     report = scrub_cassette(cassette, cfg)
-    target = save_cassette(cassette, out or file)
+    if out is None or out.resolve() == file.resolve():
+        from realprobe.replay.exporters import save_as_source
+
+        target = file
+        written = save_as_source(cassette, file)  # a Ruby VCR or HAR file stays one
+    else:
+        target = save_cassette(cassette, out)
+        written = "realprobe"
     if as_json:
-        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total})
+        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total,
+                    "format": written})
         return
     detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
     console.print(f"scrubbed {target}: {detail}")
