@@ -38,6 +38,7 @@ from realprobe.replay.scrub import (
     ScrubConfig,
     ScrubReport,
     config_for,
+    env_secrets,
     scrub_cassette,
     scrub_for_match,
     secret_header,
@@ -197,6 +198,12 @@ class Recorder:
         self.saved: Path | None = None
         self.scrub_report: ScrubReport | None = None
         self.journal: Journal | None = None
+        #: the environment's secrets looked up once for the per-call journal scrub
+        self._journal_scrub = (
+            replace(self.scrub, secrets=self.scrub.secrets + tuple(env_secrets()),
+                    from_environment=False)
+            if self.scrub.enabled and self.scrub.from_environment else self.scrub
+        )
         if journal:
             recover_stale(self.path)  # a killed run's calls are kept before a new run starts
             self.journal = Journal.start(
@@ -324,7 +331,7 @@ class Recorder:
         if self.journal is None:
             return
         stored = self._stored(call)
-        scrub_cassette(Cassette([stored], {}), self.scrub)
+        scrub_cassette(Cassette([stored], {}), self._journal_scrub)
         self.journal.append(stored)
 
     def cassette(self) -> Cassette:

@@ -54,22 +54,26 @@ class Journal:
         self._lock = threading.Lock()
         self._dirty = threading.Event()
         self._closed = False
+        self._sync_fd = os.dup(fh.fileno())  # fsync'd by the syncer, never under the lock
         self._syncer = threading.Thread(target=self._sync_loop, name="realprobe-journal",
                                         daemon=True)
         self._syncer.start()
 
     def _sync_loop(self) -> None:
-        """fsync off the caller's path: a write is in the OS (safe from kill -9) when
+        """fsync off the caller's path: a line is in the OS (safe from kill -9) when
         `append` returns; this puts it on the disk soon after, batching bursts."""
-        while True:
-            self._dirty.wait()
-            with self._lock:
+        try:
+            while True:
+                self._dirty.wait()
+                self._dirty.clear()
+                with contextlib.suppress(OSError):
+                    os.fsync(self._sync_fd)
                 if self._closed:
                     return
-                self._dirty.clear()
-                with contextlib.suppress(OSError, ValueError):
-                    os.fsync(self._fh.fileno())
-            time.sleep(SYNC_EVERY_S)
+                time.sleep(SYNC_EVERY_S)
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self._sync_fd)
 
     @classmethod
     def start(cls, cassette: Path, *, base: bool, meta: dict[str, Any]) -> Journal:
