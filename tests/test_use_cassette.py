@@ -353,3 +353,34 @@ def test_a_vcrpy_resave_warns_once_and_still_replays(
     with use_cassette(path, record_mode="none"), httpx.Client() as c:
         assert c.get(f"{base}/one").json()["path"] == "/one"
         assert c.get(f"{base}/two").json()["path"] == "/two"
+
+
+def test_aiohttp_and_urllib3_through_vcrpy_patchers(
+    origin: tuple[str, list[str]], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    import aiohttp
+    import urllib3
+
+    base, hits = origin
+
+    async def with_aiohttp() -> tuple[int, str]:
+        async with aiohttp.ClientSession() as session, session.get(f"{base}/aio?q=1") as r:
+            return r.status, (await r.json())["path"]
+
+    def with_urllib3() -> bytes:
+        return bytes(urllib3.PoolManager().request("GET", f"{base}/bin").data)
+
+    path = tmp_path / "libs.yaml"
+    with use_cassette(path, record_mode="once"):
+        live = asyncio.run(with_aiohttp()), with_urllib3()
+    assert live == ((200, "/aio?q=1"), BINARY)
+    n = len(hits)
+    calls = load_cassette(path).calls
+    assert [c.uri.split("/", 3)[3] for c in calls] == ["aio?q=1", "bin"]
+    assert all(c.elapsed_s is not None for c in calls)
+    request.getfixturevalue("no_network")
+    with use_cassette(path, record_mode="none"):
+        assert (asyncio.run(with_aiohttp()), with_urllib3()) == live
+        with pytest.raises(CassetteMiss, match="no recording for GET"):
+            urllib3.PoolManager().request("GET", f"{base}/other")
+    assert len(hits) == n
