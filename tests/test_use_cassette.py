@@ -384,3 +384,34 @@ def test_aiohttp_and_urllib3_through_vcrpy_patchers(
         with pytest.raises(CassetteMiss, match="no recording for GET"):
             urllib3.PoolManager().request("GET", f"{base}/other")
     assert len(hits) == n
+
+
+def test_requests_gzip_is_stored_decoded_and_replays(tmp_path: Path) -> None:
+    import gzip
+
+    class Gz(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = gzip.compress(b'{"zipped": true}')
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gz)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_port}/z"
+    path = tmp_path / "gz.json"
+    try:
+        with use_cassette(path):
+            assert requests.get(url).json() == {"zipped": True}
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    call = load_cassette(path).calls[0]
+    assert call.body == b'{"zipped": true}' and call.header("content-encoding") is None
+    with use_cassette(path, record_mode="none"):
+        assert requests.get(url).json() == {"zipped": True}

@@ -34,7 +34,7 @@ from realprobe.errors import RealprobeError
 from realprobe.replay import httpx_patch
 from realprobe.replay.cassette import Call, Cassette, CassetteError
 from realprobe.replay.core import CassetteMiss, LatencyPolicy, Player, Recorder
-from realprobe.replay.importers import load_cassette
+from realprobe.replay.importers import load_cassette, normalise_body
 from realprobe.replay.matching import Matcher
 from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
 from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
@@ -343,6 +343,7 @@ class CassetteSession:
     def add_recorded(self, call: Call, started: float) -> None:
         assert self.recorder is not None
         call.elapsed_s = call.ttfb_s = max(0.0, time.monotonic() - started)
+        normalise_body(call)  # the library decoded a gzip body but kept its Content-Encoding
         self.recorder.add(call)
 
 
