@@ -10,9 +10,8 @@ import asyncio
 import builtins
 import itertools
 import math
-import os
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -578,10 +577,3 @@ def reason_extensions(call: Call) -> dict[str, Any]:
     if call.reason:
         return {"reason_phrase": call.reason.encode("latin-1", "replace")}
     return {}
-
-
-def env_latency(explicit: str | None, env: str = "REALPROBE_REPLAY_LATENCY") -> LatencyPolicy:
-    return LatencyPolicy.parse(explicit or os.environ.get(env) or "virtual")
-
-
-MatcherFn = Callable[[Any, Any], Any]
