@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from realprobe.addresses import is_metadata_url
 from realprobe.errors import ErrorCode
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -37,6 +38,7 @@ class InputField(_Strict):
     min_length: int | None = None
     max_length: int | None = None
     pattern: str | None = None
+    secret: bool = False
 
 
 class OutputField(_Strict):
@@ -106,6 +108,10 @@ class Fixture(_Strict):
     code: ErrorCode | None = None
     source: str = Field(min_length=1)
     note: str = ""
+    #: `documentation`: an example body copied from the API's description, not a response
+    #: anyone received; `recorded`: a body a real call returned
+    origin: Literal["recorded", "documentation"] = "recorded"
+    recorded_at: str | None = None
 
     @model_validator(mode="after")
     def _failure_has_code(self) -> Fixture:
@@ -131,6 +137,8 @@ class ToolSpec(_Strict):
     soft_failures: list[Rule] = Field(default_factory=list)
     parser: str | None = None
     fixtures: list[Fixture] = Field(default_factory=list)
+    #: why the tool has no body to serve (the sandbox answers it with a "no fixture" error)
+    no_fixture: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -144,12 +152,17 @@ class ToolSpec(_Strict):
     def _path_slash(cls, v: str) -> str:
         if not v.startswith("/") and v != "":
             raise ValueError("path must start with '/'")
+        if "?" in v or "#" in v:
+            raise ValueError(
+                f"path {v!r} holds a query or fragment: put query parameters under `query` "
+                "(e.g. query = { q = \"{q}\" })"
+            )
         return v
 
     @model_validator(mode="after")
     def _placeholders_declared(self) -> ToolSpec:
         used = set(PLACEHOLDER_RE.findall(self.path))
-        for value in self.query.values():
+        for value in [*self.query.values(), *self.headers.values()]:
             used |= set(PLACEHOLDER_RE.findall(value))
         missing = used - set(self.input)
         if missing:
@@ -177,6 +190,10 @@ class ApiSpec(_Strict):
     https: bool
     in_public_apis: bool = True
     accept_json: bool = True
+    #: a base URL on a link-local or cloud metadata address (169.254.0.0/16, fe80::/10,
+    #: metadata.google.internal, ...) is refused unless this is set: such addresses can hand
+    #: out the credentials of the machine realprobe runs on
+    allow_link_local: bool = False
     description: str = ""
     politeness: Politeness = Field(default_factory=Politeness)
     notes: list[str] = Field(default_factory=list)
@@ -194,7 +211,18 @@ class ApiSpec(_Strict):
     def _valid_base(cls, v: str) -> str:
         if not re.match(r"^https?://[^/\s]+(/[^\s]*)?$", v):
             raise ValueError(f"base_url {v!r} must be an absolute http(s) URL")
+        if "?" in v or "#" in v:
+            raise ValueError(f"base_url {v!r} holds a query or fragment: put it under `query`")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _no_metadata_address(self) -> ApiSpec:
+        if is_metadata_url(self.base_url) and not self.allow_link_local:
+            raise ValueError(
+                f"base_url {self.base_url!r} is a link-local or cloud metadata address; "
+                "set allow_link_local = true on this API if it is really meant"
+            )
+        return self
 
 
 class CatalogFile(_Strict):

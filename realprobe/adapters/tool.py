@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cached_property
 from typing import Any, Literal
@@ -10,9 +9,10 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from realprobe.adapters import parsers
+from realprobe.adapters import parsers, schema_json
+from realprobe.adapters.bounded import DEFAULT_LIMITS, ParseLimits, load_json, load_text
 from realprobe.adapters.spec import PLACEHOLDER_RE, ApiSpec, InputField, OutputField, Rule, ToolSpec
-from realprobe.errors import ErrorCode
+from realprobe.errors import BadResponse, ErrorCode
 
 _PY_TYPES: dict[str, Any] = {
     "string": str,
@@ -22,15 +22,6 @@ _PY_TYPES: dict[str, Any] = {
     "object": dict[str, Any],
     "any": Any,
 }
-
-
-class BadResponse(Exception):
-    """The body does not hold what the tool promises; carries the code to report."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _input_annotation(f: InputField) -> Any:
@@ -93,6 +84,16 @@ def build_output_model(spec: ToolSpec) -> type[BaseModel]:
 
 def _model_name(tool: str, suffix: str) -> str:
     return "".join(p.title() for p in re.split(r"[_-]", tool)) + suffix
+
+
+#: characters an argument may keep literally inside a path segment
+PATH_SAFE = ",:@!$'()*+"
+
+
+def _no_dot_segments(path: str) -> str:
+    """Encode `.` and `..` segments (an argument of `..` must not climb the path)."""
+    parts = path.split("/")
+    return "/".join(p.replace(".", "%2E") if p in (".", "..") else p for p in parts)
 
 
 MISSING = object()
@@ -175,18 +176,23 @@ class Tool:
         self.api = api
         self.spec = spec
         self.name = spec.name
-        self.input_model = build_input_model(spec)
-        self.output_model = build_output_model(spec)
+        self.limits: ParseLimits = DEFAULT_LIMITS
+        for name, f in spec.input.items():
+            if f.pattern is not None:
+                try:
+                    re.compile(f.pattern)
+                except re.error as exc:
+                    raise ValueError(
+                        f"tool {spec.name!r}: input {name!r} has an invalid pattern: {exc}"
+                    ) from exc
         for i, example in enumerate(spec.examples):
-            try:
-                self.input_model.model_validate(example)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "arguments"
+            problem = schema_json.example_problem(spec, example)
+            if problem is not None:
+                where, msg = problem
                 raise ValueError(
                     f"tool {spec.name!r}: examples[{i}] fails the input schema at {where}: "
-                    f"{first['msg']}"
-                ) from exc
+                    f"{msg[0].upper() + msg[1:]}"
+                )
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -196,12 +202,22 @@ class Tool:
         return self.api.id
 
     @cached_property
+    def input_model(self) -> type[BaseModel]:
+        """Built on first use, like the output model (examples are checked at load)."""
+        return build_input_model(self.spec)
+
+    @cached_property
+    def output_model(self) -> type[BaseModel]:
+        """Built on first use: most tools of a large catalogue are listed, not called."""
+        return build_output_model(self.spec)
+
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
-        return self.input_model.model_json_schema()
+        return schema_json.input_schema(self.spec)
 
     @cached_property
     def output_schema(self) -> dict[str, Any]:
-        return self.output_model.model_json_schema()
+        return schema_json.output_schema(self.spec)
 
     @property
     def examples(self) -> list[dict[str, Any]]:
@@ -222,10 +238,12 @@ class Tool:
             def sub(m: re.Match[str]) -> str:
                 v = args[m.group(1)]
                 text = str(v).lower() if isinstance(v, bool) else str(v)
-                # keep list separators literal (JokeAPI takes `Programming,Pun` in the path)
-                return quote(text, safe=",;:@!$&'()*+=") if in_path else text
+                # an argument stays inside its segment: `/ ? # & = ;` are encoded; list
+                # separators stay literal (JokeAPI takes `Programming,Pun` in the path)
+                return quote(text, safe=PATH_SAFE) if in_path else text
 
-            return PLACEHOLDER_RE.sub(sub, template)
+            filled = PLACEHOLDER_RE.sub(sub, template)
+            return _no_dot_segments(filled) if in_path else filled
 
         path = fill(self.spec.path, in_path=True)
         if path is None:
@@ -237,27 +255,38 @@ class Tool:
                 params[key] = value
         return self.spec.method, self.api.base_url + path, params
 
-    def request_headers(self) -> dict[str, str]:
-        headers = dict(self.spec.headers)
+    def request_headers(self, args: dict[str, Any] | None = None) -> dict[str, str]:
+        """Headers to send; `{name}` placeholders are filled from `args` (a header whose
+        argument is unset is left out)."""
+        headers: dict[str, str] = {}
+        for key, template in self.spec.headers.items():
+            names = PLACEHOLDER_RE.findall(template)
+            if not names:
+                headers[key] = template
+            elif args is not None and all(args.get(n) is not None for n in names):
+                headers[key] = PLACEHOLDER_RE.sub(lambda m: str(args[m.group(1)]), template)
         if self.api.accept_json and self.spec.response == "json":
             headers.setdefault("Accept", "application/json")
         return headers
 
     def parse(self, body: bytes) -> dict[str, Any]:
-        """Body bytes to output data. Raises BadResponse with the code to report."""
+        """Body bytes to output data under `self.limits`. Raises BadResponse with the code to
+        report (and nothing else: a parser or rule that trips over odd data is the server's
+        INVALID_RESPONSE, not a crash)."""
+        try:
+            return self._parse(body)
+        except BadResponse:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+            raise BadResponse(
+                ErrorCode.INVALID_RESPONSE, f"body could not be read ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def _parse(self, body: bytes) -> dict[str, Any]:
         if self.spec.response == "text":
-            try:
-                decoded: Any = body.decode("utf-8").strip()
-            except UnicodeDecodeError as exc:
-                raise BadResponse(ErrorCode.INVALID_RESPONSE, f"body is not UTF-8: {exc}") from exc
+            decoded: Any = load_text(body, self.limits)
         else:
-            try:
-                decoded = json.loads(body)
-            except (ValueError, UnicodeDecodeError) as exc:
-                snippet = body[:60].decode("utf-8", "replace")
-                raise BadResponse(
-                    ErrorCode.INVALID_RESPONSE, f"body is not valid JSON ({exc}): {snippet!r}"
-                ) from exc
+            decoded = load_json(body, self.limits)
         for rule in self.spec.soft_failures:
             if _rule_matches(rule, decoded):
                 raise BadResponse(rule.code, rule.message)
@@ -310,5 +339,10 @@ class Tool:
             "method": self.spec.method,
             "path": self.spec.path,
             "examples": self.spec.examples,
-            "fixtures": [{"kind": f.kind, "source": f.source} for f in self.spec.fixtures],
+            "fixtures": [
+                {"kind": f.kind, "source": f.source, "origin": f.origin}
+                for f in self.spec.fixtures
+            ],
+            "sandbox_ready": any(f.kind == "ok" for f in self.spec.fixtures),
+            **({"no_fixture": self.spec.no_fixture} if self.spec.no_fixture else {}),
         }

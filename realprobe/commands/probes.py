@@ -44,7 +44,13 @@ from realprobe.probes.runner import RunSummary, default_vantage, run_probes
 from realprobe.probes.scheduler import ProbeSchedule, make_trigger
 from realprobe.replay.client import ClientConfig, HttpClient
 from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, Store, default_db_path
+from realprobe.store import (
+    RUN_INTERRUPTED,
+    RUN_LOCAL_NETWORK_FAILURE,
+    ForeignDatabase,
+    Store,
+    default_db_path,
+)
 
 
 class PolitenessChoice(StrEnum):
@@ -80,6 +86,12 @@ PolitenessOpt = Annotated[
 ConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", help="Calls in flight at most, over all hosts.")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Use a --db file that holds another program's tables (adds realprobe's)."
+    ),
+]
 LockTimeoutOpt = Annotated[
     float,
     typer.Option(
@@ -100,22 +112,19 @@ class ProbeSetup:
     timeout: float
     vantage: str
     lock_timeout: float = 30.0
+    force: bool = False
+
+    def store(self) -> Store:
+        """The database; a foreign SQLite file is refused unless --force."""
+        try:
+            return Store(self.db, busy_timeout_s=self.lock_timeout, force=self.force)
+        except ForeignDatabase as exc:
+            raise RealprobeError(f"{exc}; pass --force to use it anyway") from None
 
 
 def register(app: typer.Typer) -> None:
     app.command("probe")(probe_cmd)
     app.command("schedule")(schedule_cmd)
-
-
-def _labels(opts: TransportOptions) -> tuple[str, str]:
-    """(mode, target) for the run row: target is live, the sandbox URL, or what is simulated."""
-    if opts.mode is Mode.SIMULATE:
-        profile = opts.profile
-        name = profile if isinstance(profile, str) else getattr(profile, "name", None)
-        return "simulate", f"simulate:{name or 'profile'}"
-    if opts.mode is Mode.REPLAY:
-        return "replay", f"replay:{opts.cassette}"
-    return opts.mode.value, opts.sandbox or "live"
 
 
 def setup(
@@ -151,11 +160,11 @@ def setup(
     if not chosen:
         raise RealprobeError(f"--tools {tools!r} names no tool")
     opts = transport_options(mode, sandbox, simulate, cassette, seed)
-    run_mode, target = _labels(opts)
+    where = opts.target
     if politeness is None:
         politeness = PolitenessChoice.OFF if opts.mode is Mode.REPLAY else PolitenessChoice.CATALOG
     if politeness is PolitenessChoice.OFF:
-        if target == "live":
+        if where.reaches_network:
             raise RealprobeError(
                 "--politeness off is only for --sandbox, --simulate or --mode replay; "
                 "public APIs always get the catalogue's limits"
@@ -164,7 +173,8 @@ def setup(
     else:
         config = PolitenessConfig()
     return ProbeSetup(
-        catalog=cat, tools=chosen, opts=opts, politeness=config, mode=run_mode, target=target,
+        catalog=cat, tools=chosen, opts=opts, politeness=config, mode=opts.mode.value,
+        target=where.label,
         db=db or default_db_path(), timeout=timeout, vantage=vantage or default_vantage(),
     )
 
@@ -279,7 +289,7 @@ def print_summary(summary: RunSummary, db: Path) -> None:
 async def _probe(
     s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool
 ) -> RunSummary:
-    store = Store(s.db, busy_timeout_s=s.lock_timeout)
+    store = s.store()
     client = client_for(s)
     stop = asyncio.Event()
     main = asyncio.current_task()
@@ -301,7 +311,7 @@ async def _probe(
         ):
             return await run_probes(
                 s.catalog, s.tools, rounds, client, store,
-                timeout_s=s.timeout, vantage=s.vantage, mode=s.mode, target=s.target,
+                timeout_s=s.timeout, vantage=s.vantage,
                 politeness=s.politeness, concurrency=concurrency, seed=seed, stop=stop,
                 on_call=live,
             )
@@ -330,6 +340,7 @@ def probe_cmd(
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
+    force: ForceOpt = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -345,13 +356,14 @@ def probe_cmd(
         seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
     )
     s.lock_timeout = lock_timeout
+    s.force = force
     summary = asyncio.run(_probe(s, rounds, concurrency, seed, progress=True))
     if as_json:
         print_json(summary.model_dump(mode="json"))
     else:
         print_summary(summary, s.db)
     if summary.status == RUN_LOCAL_NETWORK_FAILURE:
-        where = f"the sandbox at {s.target}" if s.opts.sandbox else "any API"
+        where = f"the sandbox at {s.opts.sandbox}" if s.opts.sandbox else "any API"
         raise RealprobeError(
             f"nothing was reachable: no call got through to {where}; run {summary.run_id} is "
             "marked local_network_failure and excluded from statistics (check the network "
@@ -390,10 +402,16 @@ def schedule_cmd(
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
+    force: ForceOpt = False,
     catalog: CatalogOpt = None,
+    alerts: Annotated[
+        Path | None,
+        typer.Option("--alerts", help="Alert rules file, checked after every round."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run probe rounds on a schedule (--every 30m starts at once; --cron waits for its time).
+    """Run probe rounds on a schedule (--every 30m runs its first round at once; --cron waits
+    for its first fire time).
 
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
@@ -409,6 +427,12 @@ def schedule_cmd(
         seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
     )
     s.lock_timeout = lock_timeout
+    s.force = force
+    alert_rules = None
+    if alerts is not None:
+        from realprobe.monitor.alerts import load_rules
+
+        alert_rules = load_rules(alerts)
 
     def show(event: dict[str, Any]) -> None:
         colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
@@ -419,18 +443,21 @@ def schedule_cmd(
         )
 
     async def main() -> Any:
-        store = Store(s.db, busy_timeout_s=s.lock_timeout)
+        store = s.store()
         client = client_for(s)
         try:
             sched: ProbeSchedule
 
             async def one_round(number: int, stop: asyncio.Event) -> RunSummary:
-                return await run_probes(
+                summary = await run_probes(
                     s.catalog, s.tools, rounds, client, store,
-                    timeout_s=s.timeout, vantage=s.vantage, mode=s.mode, target=s.target,
+                    timeout_s=s.timeout, vantage=s.vantage,
                     politeness=s.politeness, concurrency=concurrency, seed=seed + number,
                     stop=stop, schedule_id=sched.schedule_id,
                 )
+                if alert_rules is not None:
+                    await asyncio.to_thread(check_alerts_after_round, s.db, alert_rules)
+                return summary
 
             sched = ProbeSchedule(
                 trigger, one_round, store, interval_s=interval, max_runs=max_runs, on_event=show
@@ -450,3 +477,29 @@ def schedule_cmd(
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
             f"{result.stopped_by} -> {s.db}"
         )
+    if result.runs and result.rounds_unreachable == result.runs:
+        where = f"the sandbox at {s.opts.sandbox}" if s.opts.sandbox else "any API"
+        raise RealprobeError(
+            f"nothing was reachable in any of the {result.runs} rounds: no call got through "
+            f"to {where}; the runs are marked local_network_failure and excluded from "
+            "statistics (check the network or the --sandbox URL)"
+        )
+    if result.runs and result.rounds_failed == result.runs:
+        raise RealprobeError(
+            f"every one of the {result.runs} rounds failed; see the round_failed events above"
+        )
+
+
+def check_alerts_after_round(db: Path, rules: Any) -> None:
+    """Evaluate alert rules after a scheduled round; a failure here never stops the schedule."""
+    from realprobe.monitor.alerts import check
+
+    try:
+        result = check(db, rules)
+    except RealprobeError as exc:
+        err_console.print(f"[yellow]alert check failed[/yellow]: {exc}")
+        return
+    for event in result.events:
+        err_console.print(f"alert {event.status}: {event.rule} / {event.subject}: {event.message}")
+    for line in result.delivery_failures:
+        err_console.print(f"[yellow]webhook delivery failed[/yellow]: {line} (will retry)")

@@ -34,7 +34,14 @@ from realprobe.tasks.metrics import levels, pass_k, recovery
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import RunConfig, RunOutcome, check_cassettes, plan_runs, run_batch
+from realprobe.tasks.runner import (
+    RunConfig,
+    RunOutcome,
+    batch_infrastructure_failure,
+    check_cassettes,
+    plan_runs,
+    run_batch,
+)
 from realprobe.tasks.store import TaskStore
 
 TaskCassetteOpt = Annotated[
@@ -228,16 +235,24 @@ def run_cmd(
             raise typer.Exit(130) from None
     rows = [r.row for r in results]
     summary = {"levels": levels(rows), **pass_k(rows), "recovery": recovery(rows)}
+    broken = batch_infrastructure_failure(results)
     if as_json:
         print_json(
             {
                 "runs": [{**r.row, "score_detail": r.score.as_dict()} for r in results],
                 "summary": summary,
+                "infrastructure_failure": broken,
             }
         )
-        return
-    _print_runs(results)
-    _print_summary(summary, store.store.path)
+    else:
+        _print_runs(results)
+        _print_summary(summary, store.store.path)
+    if broken:
+        raise RealprobeError(
+            f"{broken}; check --base-url, the API key in ${api_key_env} and the network"
+            if llm is not None
+            else f"{broken}; check the network or the --sandbox URL"
+        )
 
 
 def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
@@ -347,8 +362,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for (a, m, f), rs in _group(flawed, lambda r: (r["agent"], r["model"], r["flaw"])).items()
     ]
     reliability = []
-    for (a, m, p, mode, prof), rs in _group(
-        rows, lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "")
+    for (a, m, p, mode, prof, kind), rs in _group(
+        rows,
+        lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "",
+                   r.get("target_kind") or "live"),
     ).items():
         pk = pass_k(rs)
         reliability.append(
@@ -358,6 +375,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "prompt": p,
                 "mode": mode,
                 "profile": prof,
+                "target_kind": kind,  # live | sandbox | simulate | replay: never pooled
                 "runs": len(rs),
                 **pk,
                 **recovery(rs),

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
     from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
     from realprobe.replay.session import RECORD_MODES, CassetteSession, use_cassette
+    from realprobe.replay.target import Target, TargetKind
     from realprobe.replay.transports import SandboxRouter, SyncSandboxRouter
 
 _WHERE = {
@@ -43,6 +44,8 @@ _WHERE = {
     "RECORD_MODES": "realprobe.replay.session",
     "CassetteSession": "realprobe.replay.session",
     "use_cassette": "realprobe.replay.session",
+    "Target": "realprobe.replay.target",
+    "TargetKind": "realprobe.replay.target",
     "SandboxRouter": "realprobe.replay.transports",
     "SyncSandboxRouter": "realprobe.replay.transports",
 }
@@ -64,6 +67,8 @@ __all__ = [
     "SyncRecordingTransport",
     "SyncReplayTransport",
     "SyncSandboxRouter",
+    "Target",
+    "TargetKind",
     "TransportOptions",
     "load_cassette",
     "make_client",

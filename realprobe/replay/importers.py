@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import warnings
-import zlib
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ from realprobe.replay.cassette import (
     parse_text,
     save_cassette,
 )
+from realprobe.replay.decoding import decode_whole
 from realprobe.replay.journal import journal_path, journal_running, read_journal
 from realprobe.replay.matching import MATCH_URL, MATCH_URL_BODY
 
@@ -211,31 +211,7 @@ def recover_cassette(path: str | Path) -> Cassette:
 
 
 def decompress(data: bytes, encoding: str) -> bytes | None:
-    enc = encoding.strip().lower()
-    try:
-        if enc in ("gzip", "x-gzip"):
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif enc == "deflate":
-            try:
-                d = zlib.decompressobj()
-                out = d.decompress(data, MAX_DECODED)
-                return out if d.eof and not d.unconsumed_tail else None
-            except zlib.error:
-                d = zlib.decompressobj(-zlib.MAX_WBITS)
-        elif enc == "br":
-            try:
-                import brotli  # type: ignore[import-not-found]
-            except ImportError:
-                return None
-            return bytes(brotli.decompress(data))
-        else:
-            return None
-        out = d.decompress(data, MAX_DECODED)
-        return out if d.eof and not d.unconsumed_tail else None
-    except zlib.error:
-        return None
-    except Exception:  # brotli raises its own error type
-        return None
+    return decode_whole(data, encoding, MAX_DECODED)
 
 
 def _set_header(call: Call, name: str, value: str | None) -> None:

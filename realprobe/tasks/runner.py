@@ -8,7 +8,6 @@ replayed run takes the same path as the recorded one.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 import uuid
@@ -22,12 +21,14 @@ from typing import Any
 import httpx
 
 from realprobe.adapters import Catalog
+from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.data import data_dir
 from realprobe.errors import RealprobeError
 from realprobe.replay.client import ClientConfig
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.transports import live_transport
+from realprobe.store import default_vantage
 from realprobe.tasks.agents import AgentContext, LlmSettings, make_agent
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
@@ -35,8 +36,6 @@ from realprobe.tasks.scoring import Score, score_run
 from realprobe.tasks.state import RunState, Terminated, ToolBox
 
 CASSETTE_SUFFIX = ".json"
-#: real seconds allowed past the task deadline before a live run is cut off
-DEADLINE_GRACE_S = 5.0
 
 
 def shipped_cassettes() -> Path:
@@ -57,6 +56,11 @@ class RunConfig:
     max_turns: int | None = None
     timeout_s: float | None = None
     call_timeout_s: float | None = None
+    vantage: str | None = None  # where the runs happen (default: the host name)
+
+    def __post_init__(self) -> None:
+        # `mode="simulate"` as a user types it means Mode.SIMULATE; a typo is an error
+        self.mode = Mode.parse(self.mode)
 
 
 @dataclass
@@ -169,7 +173,7 @@ async def run_one(
     )
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
-    polite = cfg.mode in (Mode.LIVE, Mode.RECORD) and cfg.sandbox is None and cfg.profile is None
+    polite = client.target.reaches_network
     box = ToolBox(catalog, client, task, state, polite=polite)
     llm_transport: httpx.AsyncBaseTransport = client.transport
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
@@ -187,15 +191,12 @@ async def run_one(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
-        if clock.virtual:
+        with DeadlineGuard(task.constraints.timeout_s, virtual=clock.virtual) as guard:
             await agent.run(ctx)
-        else:
-            async with asyncio.timeout(task.constraints.timeout_s + DEADLINE_GRACE_S):
-                await agent.run(ctx)
+        if guard.expired:
+            state.termination = "deadline"
     except Terminated as exc:
         state.termination = exc.reason
-    except TimeoutError:
-        state.termination = "deadline"
     finally:
         if llm_transport is not client.transport:
             await llm_transport.aclose()
@@ -239,8 +240,39 @@ async def run_one(
         "artifact": state.artifact,
         "final_message": state.final_message[:2000],
         "cassette": str(cassette) if cassette else None,
+        "target_kind": client.target.kind.value,
+        "target": client.target.label,
+        "source": "task",
+        "vantage": cfg.vantage or default_vantage(),
     }
     return RunOutcome(row, steps, score, state)
+
+
+def infrastructure_failure(res: RunOutcome) -> str | None:
+    """Why a run says nothing about the agent, if so: the LLM endpoint failed (unreachable,
+    bad key, ...), or every tool call it made failed with NETWORK_ERROR (nothing reached)."""
+    if res.state.error is not None:
+        return res.state.error
+    api = [s for s in res.state.steps if s.kind == "api"]
+    if api and all(not s.ok and s.error_code == "NETWORK_ERROR" for s in api):
+        return f"every tool call failed with NETWORK_ERROR ({api[-1].message[:200]})"
+    return None
+
+
+def batch_infrastructure_failure(results: list[RunOutcome]) -> str | None:
+    """The cause, once, when every run of a batch failed on infrastructure; else None."""
+    if not results:
+        return None
+    causes = [infrastructure_failure(r) for r in results]
+    if any(c is None for c in causes):
+        return None
+    counts: dict[str, int] = {}
+    for c in causes:
+        assert c is not None
+        counts[c] = counts.get(c, 0) + 1
+    top = max(counts, key=lambda c: counts[c])
+    more = f" (and {len(counts) - 1} other causes)" if len(counts) > 1 else ""
+    return f"all {len(results)} runs failed on infrastructure, not on the agent: {top}{more}"
 
 
 def plan_runs(tasks: list[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
@@ -258,8 +290,14 @@ def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:
     ]
     if cfg.mode is Mode.RECORD:
         for path in paths:
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+            if path is None:
+                continue
+            if path.is_symlink() or path.exists():
+                raise RealprobeError(
+                    f"{path} already exists (an earlier recording of the same run); "
+                    "recording never replaces a cassette: move it, or record into another folder"
+                )
+            path.parent.mkdir(parents=True, exist_ok=True)
 
 
 async def run_batch(
@@ -285,4 +323,13 @@ async def run_batch(
     return out
 
 
-__all__ = ["RunConfig", "RunOutcome", "check_cassettes", "plan_runs", "run_batch", "run_one"]
+__all__ = [
+    "RunConfig",
+    "RunOutcome",
+    "batch_infrastructure_failure",
+    "check_cassettes",
+    "infrastructure_failure",
+    "plan_runs",
+    "run_batch",
+    "run_one",
+]
