@@ -65,6 +65,7 @@ BY_NAME: dict[str, list[str]] = {
     "prompt": ["bogus"],
     "replay_latency": ["bogus"],
     "on_exhausted": ["bogus"],
+    "record_mode": ["bogus", "twice"],
     "arg": ["noequals"],
     "tools": ["nonesuch_tool"],
     "transport": ["bogus"],
@@ -192,6 +193,7 @@ def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
         "cassette import": [str(f["cassette"]), "-o", str(base / "i.json")],
         "cassette record-round": ["-o", str(base / "rr.json")],
         "cassette replay-round": [str(f["cassette"])],
+        "cassette recover": [str(base / "never-recorded.json")],
     }[verb]
 
 

@@ -39,6 +39,14 @@ ModeOpt = Annotated[Mode, typer.Option("--mode", help="live, record, replay or s
 CassetteOpt = Annotated[
     Path | None, typer.Option("--cassette", help="Cassette file for --mode record|replay.")
 ]
+RecordModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--record-mode",
+        help="With --cassette: none (replay only), once (record if the cassette is missing), "
+        "new_episodes (record what it lacks, keep the rest) or all (re-record).",
+    ),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for the fault model.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 TimeoutOpt = Annotated[
@@ -56,11 +64,13 @@ def transport_options(
     simulate: str | None = None,
     cassette: Path | None = None,
     seed: int = 0,
+    record_mode: str | None = None,
 ) -> TransportOptions:
     if sandbox is not None:
         check_loopback_hint(sandbox)
     return TransportOptions(
-        mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
+        mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette,
+        record_mode=record_mode,
     ).normalised()
 
 

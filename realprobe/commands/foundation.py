@@ -17,6 +17,7 @@ from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
     ModeOpt,
+    RecordModeOpt,
     SandboxOpt,
     SeedOpt,
     SimulateOpt,
@@ -107,6 +108,7 @@ def call_cmd(
     simulate: SimulateOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
+    record_mode: RecordModeOpt = None,
     seed: SeedOpt = 0,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
@@ -118,7 +120,7 @@ def call_cmd(
     cat = load_catalog(catalog)
     t = cat.get(tool)
     args = parse_kv(arg) if arg else dict(t.examples[0])
-    opts = transport_options(mode, sandbox, simulate, cassette, seed)
+    opts = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
     result = asyncio.run(_call_once(cat, opts, tool, args, timeout))
     if as_json:
         print_json(result.model_dump(mode="json"))

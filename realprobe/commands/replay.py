@@ -25,9 +25,9 @@ from realprobe.commands.common import (
 )
 from realprobe.errors import RealprobeError
 from realprobe.outputs import check_output
-from realprobe.replay.cassette import Cassette, load_cassette, save_cassette
+from realprobe.replay.cassette import Cassette, save_cassette
 from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.importers import from_data
+from realprobe.replay.importers import from_data, load_cassette
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.recording import RecordingTransport
 from realprobe.replay.replayer import EXHAUSTION_POLICIES
@@ -197,12 +197,33 @@ def scrub_cmd(
         extra_params=tuple(param or ()),
     )
     report = scrub_cassette(cassette, cfg)
-    target = save_cassette(cassette, out or file)
+    if out is None or out.resolve() == file.resolve():
+        from realprobe.replay.exporters import save_as_source
+
+        target = file
+        written = save_as_source(cassette, file)  # a Ruby VCR or HAR file stays one
+    else:
+        target = save_cassette(cassette, out)
+        written = "realprobe"
     if as_json:
-        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total})
+        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total,
+                    "format": written})
         return
     detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
     console.print(f"scrubbed {target}: {detail}")
+
+
+@cassette_app.command("recover")
+def recover_cmd(file: FileArg, as_json: JsonOpt = False) -> None:
+    """Rebuild a cassette whose record run was killed, from its `.journal` side file (opening
+    the cassette does this too)."""
+    from realprobe.replay.importers import recover_cassette
+
+    cassette = recover_cassette(file)
+    if as_json:
+        print_json({"file": str(file), "interactions": len(cassette.calls)})
+        return
+    console.print(f"recovered {len(cassette.calls)} calls into {file}")
 
 
 # -- import ------------------------------------------------------------------------------
