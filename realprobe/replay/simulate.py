@@ -49,6 +49,9 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
                 bodies=bodies,
                 query=dict(tool.spec.query),
                 echo=tuple(tool.spec.echo.items()),
+                examples=tuple(
+                    tuple((k, str(v)) for k, v in ex.items()) for ex in tool.spec.examples
+                ),
             )
         )
     return RouteTable(routes)

@@ -7,7 +7,8 @@ In order:
 2. `fixture`: a catalogue fixture whose `when` arguments all match the request's arguments
    (the most specific first), or a fixture that declares no `when`.
 3. `unknown-input`: no fixture matches, and the catalogue holds the API's real answer to
-   input it does not know (a 404 body, an empty list): that answer.
+   input it does not know (a 404 body, an empty list): that answer. Never for the arguments
+   of one of the tool's catalogue examples: those are inputs the real API is known to answer.
 4. `nearest-fixture`: otherwise, the fixture whose `when` is closest to the arguments.
 
 Response fields the catalogue declares as echoing an argument (`echo`) are set to the
@@ -195,6 +196,14 @@ def echo(route: Route, body: Body, args: Mapping[str, str]) -> Body:
     return dataclasses.replace(body, body=json.dumps(doc, ensure_ascii=False).encode("utf-8"))
 
 
+def is_example(route: Route, args: Mapping[str, str]) -> bool:
+    """Whether `args` are one of the tool's catalogue examples (compared as strings)."""
+    given = {k: v.casefold() for k, v in args.items() if v != ""}
+    return any(
+        given == {k: v.casefold() for k, v in example} for example in route.examples
+    )
+
+
 def choose_fixture(route: Route, args: Mapping[str, str], pick: int) -> Chosen:
     """The fixture answer for these arguments (sources 2-4 above)."""
     oks = route.ok_bodies()
@@ -204,7 +213,7 @@ def choose_fixture(route: Route, args: Mapping[str, str], pick: int) -> Chosen:
         top = [b for b in matching if len(b.when) == best]
         return Chosen(echo(route, top[pick % len(top)], args), "fixture")
     unknown = [b for b in route.bodies if b.unknown_input]
-    if unknown:
+    if unknown and not is_example(route, args):
         return Chosen(echo(route, unknown[pick % len(unknown)], args), "unknown-input")
     nearest = max(oks or route.bodies, key=lambda b: _closeness(b, args))
     return Chosen(echo(route, nearest, args), "nearest-fixture")

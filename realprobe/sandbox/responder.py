@@ -51,6 +51,17 @@ def known_variants() -> str:
     return ", ".join([*VARIANTS, "fixture-<n>"])
 
 
+def unknown_fault_in(url: str) -> str | None:
+    """What is wrong with a `/_fault/<variant>/` in a sandbox URL (None: nothing)."""
+    marker = url.find(FAULT_PREFIX)
+    if marker < 0:
+        return None
+    variant = url[marker + len(FAULT_PREFIX) :].split("/", 1)[0].split("?", 1)[0]
+    if is_variant(variant):
+        return None
+    return f"unknown fault variant {variant!r}; known variants: {known_variants()}"
+
+
 def text_plan(status: int, text: str) -> Plan:
     return Plan(
         "control", None, status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()
@@ -173,6 +184,10 @@ class Responder:
             variant=forced,
             ok=ok,
         )
+        if variant == "ok":
+            # a success as the profile drew it, whatever status the chosen body carries
+            # (an unknown-input 404 is the API's answer, not an injected fault)
+            plan.variant, plan.code = "ok", None
         if plan.code is not None:
             self.stats.faults += 1
         if plan.variant == "redirect_ok":

@@ -38,6 +38,8 @@ class Route:
     query: dict[str, str] = field(default_factory=dict)
     #: response fields that echo an argument: (dotted field path, argument name)
     echo: tuple[tuple[str, str], ...] = ()
+    #: the catalogue's example argument sets: inputs the real API is known to answer
+    examples: tuple[tuple[tuple[str, str], ...], ...] = ()
     regex: re.Pattern[str] = field(init=False)
     #: the path template with one named group per placeholder, to read arguments back
     args_regex: re.Pattern[str] = field(init=False)
