@@ -15,6 +15,7 @@ from realprobe.errors import RealprobeError
 from realprobe.store import default_db_path
 
 if TYPE_CHECKING:
+    from realprobe.probes.loading import ProbeArrays
     from realprobe.probes.stats import StatsReport
 
 # numpy/scipy are imported inside the commands, so `realprobe --help` stays fast
@@ -93,6 +94,13 @@ def _window(since: str | None, until: str | None) -> tuple[float | None, float |
 def _stats(
     db: Path | None, since: str | None, until: str | None, tools: str | None, period: str = "1d"
 ) -> tuple[Path, StatsReport]:
+    path, _, rep = _stats_arrays(db, since, until, tools, period)
+    return path, rep
+
+
+def _stats_arrays(
+    db: Path | None, since: str | None, until: str | None, tools: str | None, period: str = "1d"
+) -> tuple[Path, ProbeArrays, StatsReport]:
     from realprobe.probes.stats import stats_from_db
     from realprobe.probes.windows import parse_duration
 
@@ -101,8 +109,8 @@ def _stats(
     a, b = _window(since, until)
     names = _tools(tools)
     _check_tools(path, names, a, b)
-    _, rep = stats_from_db(path, a, b, names, period_s)
-    return path, rep
+    arr, rep = stats_from_db(path, a, b, names, period_s)
+    return path, arr, rep
 
 
 def _pct(v: float | None) -> str:
@@ -196,8 +204,8 @@ def calibrate_cmd(
     if source is not None:
         profile = load_profile(source)
     else:
-        path, rep = _stats(db, since, until, tools)
-        profile = calibrate(rep, name=name, db=str(path))
+        path, arr, rep = _stats_arrays(db, since, until, tools)
+        profile = calibrate(rep, name=name, db=str(path), arrays=arr)
     text = json.dumps(export(profile, view), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
