@@ -61,8 +61,15 @@ def cassette_paths(paths: Iterable[str | Path]) -> list[Path]:
 def recorded_body(call: Call) -> Body:
     """A recorded response as a servable body (hop-by-hop headers dropped)."""
     ctype = call.header("content-type") or "application/octet-stream"
-    headers = tuple((k, v) for k, v in call.headers if k.lower() not in HOP_BY_HOP)
+    headers = tuple((k, v) for k, v in call.headers if keep_header(k))
     return Body("ok", call.status or 200, ctype, headers, call.body, None)
+
+
+def keep_header(name: str) -> bool:
+    """Pass a recorded or upstream header on: not hop-by-hop, not a sandbox annotation (a
+    recording made through a sandbox carries its X-Realprobe-* headers)."""
+    low = name.lower()
+    return low not in HOP_BY_HOP and not low.startswith("x-realprobe-")
 
 
 class Recordings:

@@ -168,5 +168,9 @@ class Upstream:
 def upstream_body(fetched: Fetched) -> Body:
     """The upstream's answer as a servable body: its bytes (decoded), status and headers."""
     ctype = fetched.headers.get("content-type", "application/octet-stream")
-    headers = tuple((k, v) for k, v in fetched.headers.items() if k.lower() not in DROPPED)
+    headers = tuple(
+        (k, v)
+        for k, v in fetched.headers.items()
+        if k.lower() not in DROPPED and not k.lower().startswith("x-realprobe-")
+    )
     return Body("ok", fetched.status, ctype, headers, fetched.body, None)
