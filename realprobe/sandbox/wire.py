@@ -207,7 +207,8 @@ async def _send(
         (k, v) for k, v in plan.headers if k.lower() not in ("content-length", "connection")
     ]
     headers.append(("Content-Length", str(len(plan.body))))
-    headers.append(("Server", "realprobe-sandbox"))
+    if not any(k.lower() == "server" for k, _ in headers):  # a proxied answer keeps its own
+        headers.append(("Server", "realprobe-sandbox"))
     if active.slow_close_s is not None:
         headers.append(("Connection", "close"))
     head = conn.send(h11.Response(status_code=plan.status, headers=headers)) or b""
