@@ -118,3 +118,24 @@ def test_round_trip_keeps_two_components(catalog: Catalog, tmp_path: Path) -> No
     second = calibrate(rep2, name="round-2", arrays=arr2).tools[TOOL].latency_ms
     assert second.mixture is not None
     _close(second.mixture, [FAST, SLOW])
+
+
+def test_sandbox_draws_from_the_mixture(catalog: Catalog) -> None:
+    import httpx
+
+    from realprobe.sandbox.server import SandboxThread
+    from realprobe.sandbox.setup import sandbox_for
+
+    quick = MixtureComponent(weight=0.5, mu=math.log(3.0), sigma=0.1)
+    slow = MixtureComponent(weight=0.5, mu=math.log(90.0), sigma=0.1)
+    profile = Profile(
+        tools={TOOL: ToolProfile(success_rate=1.0, latency_ms=LatencyModel(mixture=[quick, slow]))}
+    )
+    with SandboxThread(sandbox_for(catalog, profile, seed=2)) as url, httpx.Client() as client:
+        for _ in range(30):
+            client.get(f"{url}/agify/?name=harry")
+        delays = [e["delay_ms"] for e in client.get(f"{url}/_journal").json()]
+    fast = [d for d in delays if d < 20]
+    assert 5 <= len(fast) <= 25, delays
+    assert all(2 <= d <= 5 for d in fast)
+    assert all(60 <= d <= 130 for d in delays if d >= 20)
