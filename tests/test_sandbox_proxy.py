@@ -126,3 +126,30 @@ def test_a_proxied_run_records_and_replays_as_a_sandbox(catalog: Catalog, tmp_pa
         ada = httpx.get(f"{url}/agify/?name=ada")
     assert (ada.content, bob.content) == (sent[0], sent[1])
     assert ada.headers[SOURCE_HEADER] == "cassette"
+
+
+def test_live_upstream_goes_to_the_real_base_url_politely(catalog: Catalog) -> None:
+    """`--upstream live` with the network replaced by a MockTransport at the client seam."""
+    from realprobe.sandbox.setup import make_upstream
+
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json={"name": "michael", "age": 61, "count": 1})
+
+    upstream = make_upstream(catalog, "live", transport=httpx.MockTransport(handler))
+    assert upstream.polite.policies["agify"].daily_budget == 10  # the catalogue's politeness
+    assert make_upstream(catalog, "http://127.0.0.1:1").polite.policies == {}
+    upstream.polite.policies["agify"] = Politeness(min_interval_s=0.0, daily_budget=2)
+    sb = sandbox_for(catalog, "calm", latency_scale=0.0, upstream=upstream)
+    with SandboxThread(sb) as url, httpx.Client(timeout=5) as client:
+        first = client.get(f"{url}/agify/?name=michael")
+        client.get(f"{url}/agify/?name=michael")
+        third = client.get(f"{url}/agify/?name=michael")
+        planets = client.get(f"{url}/swapi/api/planets/1/")
+    assert first.json()["age"] == 61
+    assert seen[0] == "https://api.agify.io/?name=michael"
+    assert third.status_code == 429  # agify's budget (2 here) is used up
+    assert planets.status_code == 200 and seen[-1] == "https://swapi.dev/api/planets/1/"
+    assert len(seen) == 3
