@@ -37,6 +37,7 @@ from realprobe.simulator.routes import RouteTable
 
 HANG_LIMIT_S = wire.HANG_LIMIT_S
 DRIP_INTERVAL_S = wire.DRIP_INTERVAL_S
+MAX_REQUEST_BODY = 1024 * 1024
 __all__ = ["FAULT_PREFIX", "Sandbox", "SandboxStats", "SandboxThread", "running"]
 
 
@@ -158,6 +159,8 @@ class Sandbox:
             if isinstance(event, h11.Request):
                 request = event
             elif isinstance(event, h11.Data):
+                if len(body) + len(event.data) > MAX_REQUEST_BODY:
+                    return None  # no API here takes bodies that large: drop the connection
                 body.extend(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 return None if request is None else (request, bytes(body))
