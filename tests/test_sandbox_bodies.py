@@ -239,3 +239,34 @@ def test_missing_cassette_is_a_one_line_error(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["sandbox", "--from-cassettes", str(tmp_path / "nope.json")])
     assert isinstance(res.exception, RealprobeError)
     assert "no such file" in str(res.exception)
+
+
+def test_cli_serves_several_cassettes(tmp_path: Path) -> None:
+    """`realprobe sandbox --from-cassettes a.json b.json`: one recording in each file."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    paths = []
+    for i, (name, body) in enumerate((("kim", KIM), ("harry", HARRY))):
+        call = Call(seq=0, method="GET", uri=f"https://api.genderize.io/?name={name}",
+                    status=200, headers=[("Content-Type", "application/json")], body=body)
+        paths.append(str(save_cassette(Cassette([call], meta={}), tmp_path / f"c{i}.json")))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "sandbox", "--port", "0", "--latency-scale", "0",
+         "--from-cassettes", *paths],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "300"},
+    )
+    try:
+        assert proc.stdout is not None
+        match = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline())
+        assert match, "sandbox did not start"
+        url = match.group(0)
+        assert _get(f"{url}/genderize/?name=kim").content == KIM
+        harry = _get(f"{url}/genderize/?name=harry")
+        assert harry.content == HARRY and harry.headers[SOURCE_HEADER] == "cassette"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)

@@ -202,13 +202,26 @@ def sandbox_cmd(
     admin: Annotated[
         bool, typer.Option("--admin/--no-admin", help="Serve the /_admin runtime API.")
     ] = True,
+    more_cassettes: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[PATH]...",
+            help="More cassettes for --from-cassettes (`--from-cassettes a.json b.json`).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve every catalogue API on loopback from real fixture bodies (or recordings, or a
     proxied upstream), with injected faults and toxics; /_admin changes them at runtime."""
     cat = load_catalog(catalog)
+    if more_cassettes and not from_cassettes:
+        raise RealprobeError(
+            f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
+            "--from-cassettes"
+        )
     sb = _sandbox(
         cat, profile, seed, latency_scale, host, port,
-        cassettes=list(from_cassettes or []),
+        cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
         upstream=upstream,
         polite=polite,
         toxics=list(toxic or []),
