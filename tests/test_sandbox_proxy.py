@@ -153,3 +153,31 @@ def test_live_upstream_goes_to_the_real_base_url_politely(catalog: Catalog) -> N
     assert third.status_code == 429  # agify's budget (2 here) is used up
     assert planets.status_code == 200 and seen[-1] == "https://swapi.dev/api/planets/1/"
     assert len(seen) == 3
+
+
+def test_live_budget_is_the_stores_ledger(catalog: Catalog, tmp_path: Path) -> None:
+    """Budgets for a live upstream are counted in the probes' store: a second sandbox (another
+    process, a restart) on the same database finds today's budget already spent."""
+    import datetime as dt
+
+    from realprobe.sandbox.setup import make_upstream
+    from realprobe.store import Store
+
+    db = tmp_path / "ledger.db"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"name": "x", "age": 1, "count": 1})
+
+    def sandbox() -> SandboxThread:
+        up = make_upstream(catalog, "live", transport=httpx.MockTransport(handler), db=db)
+        up.polite.policies["agify"] = Politeness(min_interval_s=0.0, daily_budget=2)
+        return SandboxThread(sandbox_for(catalog, "calm", latency_scale=0.0, upstream=up))
+
+    with sandbox() as url:
+        codes = [httpx.get(f"{url}/agify/?name=x").status_code for _ in range(2)]
+    with sandbox() as url:
+        again = httpx.get(f"{url}/agify/?name=x")
+    assert codes == [200, 200] and again.status_code == 429
+    day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+    with Store(db) as store:
+        assert store.budget_used(day, "agify", "live") == 2

@@ -34,6 +34,7 @@ from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.sandbox.setup import sandbox_for
 from realprobe.simulator.profile import load_profile
+from realprobe.store import default_db_path
 
 
 def register(app: typer.Typer) -> None:
@@ -202,6 +203,14 @@ def sandbox_cmd(
     admin: Annotated[
         bool, typer.Option("--admin/--no-admin", help="Serve the /_admin runtime API.")
     ] = True,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db",
+            help="SQLite file whose daily-budget ledger upstream calls count against (default: "
+            "$REALPROBE_DB or the data dir, shared with live probe runs).",
+        ),
+    ] = None,
     more_cassettes: Annotated[
         list[Path] | None,
         typer.Argument(
@@ -226,6 +235,7 @@ def sandbox_cmd(
         polite=polite,
         toxics=list(toxic or []),
         admin=admin,
+        db=(db or default_db_path()) if upstream is not None else None,
     )
 
     async def serve() -> None:

@@ -6,7 +6,8 @@ origin, and a literal `{api}` in it is replaced by the API id. The call goes thr
 client factory (`replay.client.HttpClient`), so its deadline, size cap and redirect policy
 hold. Calls that reach a live upstream are held to the catalogue's politeness per host (at
 most `max_in_flight` in flight, starts `min_interval_s` apart; a request waits for its turn)
-and to each API's `daily_budget` per UTC day (past it: 429 with Retry-After, nothing sent).
+and to each API's `daily_budget` per UTC day (past it: 429 with Retry-After, nothing sent),
+counted in the probes' store when one is given, so live probes and the proxy share it.
 Faults that need no upstream body (a 500, a reset, a hang) never reach the upstream.
 """
 
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
@@ -26,6 +28,7 @@ from realprobe.errors import ErrorCode
 from realprobe.replay.client import ClientConfig, HttpClient
 from realprobe.replay.transports import live_transport
 from realprobe.simulator.routes import Body
+from realprobe.store import Store
 
 LIVE = "live"
 #: response headers not passed on (the sandbox frames the body itself, already decoded)
@@ -57,12 +60,33 @@ class _Gate:
         self.slots = asyncio.Semaphore(max(1, self.policy.max_in_flight))
 
 
-class PoliteGates:
-    """Per-API start spacing, in-flight limit and daily budget, on an injectable clock."""
+#: counts one call against (day, api)'s budget of `limit`; False when it is spent
+Ledger = Callable[[str, str, int], bool]
 
-    def __init__(self, policies: Mapping[str, Politeness], clock: Clock) -> None:
+
+def store_ledger(db: str | Path) -> Ledger:
+    """The probes' daily budget ledger in the SQLite store (target `live`): the proxy and
+    live probe runs share one budget per API and day, across processes."""
+    store: list[Store] = []
+
+    def take(day: str, api: str, limit: int) -> bool:
+        if not store:
+            store.append(Store(db))
+        return store[0].budget_take(day, api, "live", limit)
+
+    return take
+
+
+class PoliteGates:
+    """Per-API start spacing, in-flight limit and daily budget, on an injectable clock. The
+    budget is counted in `ledger` when given (the store), else by this process."""
+
+    def __init__(
+        self, policies: Mapping[str, Politeness], clock: Clock, ledger: Ledger | None = None
+    ) -> None:
         self.policies = dict(policies)
         self.clock = clock
+        self.ledger = ledger
         self._gates: dict[str, _Gate] = {}
 
     def _gate(self, api: str) -> _Gate | None:
@@ -89,7 +113,10 @@ class PoliteGates:
         day = self._day()
         if gate.day != day:
             gate.day, gate.used = day, 0
-        if gate.used >= gate.policy.daily_budget:
+        spent = gate.used >= gate.policy.daily_budget
+        if self.ledger is not None:
+            spent = not self.ledger(day, api, gate.policy.daily_budget)
+        if spent:
             raise HeldBack(
                 f"daily budget of {gate.policy.daily_budget} calls to {api} used up",
                 self._to_midnight(),
@@ -121,6 +148,7 @@ class Upstream:
         politeness: Mapping[str, Politeness] | None = None,
         clock: Clock | None = None,
         config: ClientConfig | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.target = target
         self.live = target == LIVE
@@ -129,7 +157,7 @@ class Upstream:
         self.client = HttpClient(
             transport or live_transport(), clock=self.clock, config=config or ClientConfig()
         )
-        self.polite = PoliteGates(politeness or {}, self.clock)
+        self.polite = PoliteGates(politeness or {}, self.clock, ledger)
         self.calls = 0
 
     def url_for(self, api: str, path: str, query: str) -> str | None:

@@ -13,7 +13,7 @@ from realprobe.errors import RealprobeError
 from realprobe.replay.cassette import CassetteError
 from realprobe.replay.simulate import routes_from_catalog
 from realprobe.sandbox.bodies import Recordings, cassette_paths
-from realprobe.sandbox.proxy import LIVE, Upstream
+from realprobe.sandbox.proxy import LIVE, Upstream, store_ledger
 from realprobe.sandbox.server import Sandbox
 from realprobe.simulator.profile import Profile, ProfileRef, resolve_profile
 from realprobe.simulator.toxics import ANY_SCOPE, TOXIC_TYPES, Toxic, toxic_adapter
@@ -48,9 +48,11 @@ def make_upstream(
     *,
     polite: bool | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    db: str | Path | None = None,
 ) -> Upstream:
     """`live` (each API's real base URL) or an http(s) URL. Politeness and daily budgets hold
-    by default for `live` only (`polite` forces them on or off)."""
+    by default for `live` only (`polite` forces them on or off); with `db`, budgets are
+    counted in that store's ledger (shared with live probe runs), else by this process."""
     if target != LIVE:
         url = httpx.URL(target.replace("{api}", "api"))
         if url.scheme not in ("http", "https") or not url.host:
@@ -58,7 +60,9 @@ def make_upstream(
     use_polite = (target == LIVE) if polite is None else polite
     policies = {a.id: a.politeness for a in catalog.apis.values()} if use_polite else None
     base_urls = {a.id: a.base_url for a in catalog.apis.values()}
-    return Upstream(target, base_urls, transport=transport, politeness=policies)
+    # the store's ledger holds budgets of the real APIs: a test URL never spends them
+    ledger = store_ledger(db) if db is not None and use_polite and target == LIVE else None
+    return Upstream(target, base_urls, transport=transport, politeness=policies, ledger=ledger)
 
 
 def parse_toxic(text: str) -> tuple[str, str, Toxic]:
@@ -104,11 +108,12 @@ def sandbox_for(
     polite: bool | None = None,
     toxics: Sequence[str] = (),
     admin: bool = True,
+    db: str | Path | None = None,
 ) -> Sandbox:
     prof: Profile = resolve_profile(profile)
     up = upstream
     if isinstance(up, str):
-        up = make_upstream(catalog, up, polite=polite)
+        up = make_upstream(catalog, up, polite=polite, db=db)
     sb = Sandbox(
         routes_from_catalog(catalog),
         prof,
