@@ -37,6 +37,7 @@ class InputField(_Strict):
     min_length: int | None = None
     max_length: int | None = None
     pattern: str | None = None
+    secret: bool = False
 
 
 class OutputField(_Strict):
@@ -112,6 +113,10 @@ class Fixture(_Strict):
     #: the API's real answer to input it does not know (a 404 body, an empty list): the
     #: sandbox serves it when no fixture's `when` matches the arguments of a request
     unknown_input: bool = False
+    #: `documentation`: an example body copied from the API's description, not a response
+    #: anyone received; `recorded`: a body a real call returned
+    origin: Literal["recorded", "documentation"] = "recorded"
+    recorded_at: str | None = None
 
     @model_validator(mode="after")
     def _failure_has_code(self) -> Fixture:
@@ -140,6 +145,8 @@ class ToolSpec(_Strict):
     #: response fields that echo an argument, `{ "name" = "name" }` (dotted field path ->
     #: argument): the sandbox writes the request's argument there when it serves a fixture
     echo: dict[str, str] = Field(default_factory=dict)
+    #: why the tool has no body to serve (the sandbox answers it with a "no fixture" error)
+    no_fixture: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -158,7 +165,7 @@ class ToolSpec(_Strict):
     @model_validator(mode="after")
     def _placeholders_declared(self) -> ToolSpec:
         used = set(PLACEHOLDER_RE.findall(self.path))
-        for value in self.query.values():
+        for value in [*self.query.values(), *self.headers.values()]:
             used |= set(PLACEHOLDER_RE.findall(value))
         missing = used - set(self.input)
         if missing:

@@ -211,9 +211,12 @@ def is_example(route: Route, args: Mapping[str, str]) -> bool:
     )
 
 
-def choose_fixture(route: Route, args: Mapping[str, str], pick: int) -> Chosen:
-    """The fixture answer for these arguments (sources 2-4 above)."""
+def choose_fixture(route: Route, args: Mapping[str, str], pick: int) -> Chosen | None:
+    """The fixture answer for these arguments (sources 2-4 above); None when the tool has
+    no body at all."""
     oks = route.ok_bodies()
+    if not oks:
+        return None
     matching = [b for b in oks if _matches(b, args)]
     if matching:
         best = max(len(b.when) for b in matching)
@@ -222,7 +225,7 @@ def choose_fixture(route: Route, args: Mapping[str, str], pick: int) -> Chosen:
     unknown = [b for b in route.bodies if b.unknown_input]
     if unknown and not is_example(route, args):
         return Chosen(echo(route, unknown[pick % len(unknown)], args), "unknown-input")
-    nearest = max(oks or route.bodies, key=lambda b: _closeness(b, args))
+    nearest = max(oks, key=lambda b: _closeness(b, args))
     return Chosen(echo(route, nearest, args), "nearest-fixture")
 
 
@@ -238,9 +241,11 @@ class BodySource:
 
     def choose(
         self, route: Route, method: str, path: str, query: str, body: bytes | None, pick: int
-    ) -> Chosen:
-        if self.recordings is not None and route.api_id in self.origins:
-            url = self.origins[route.api_id] + path + (f"?{query}" if query else "")
+    ) -> Chosen | None:
+        """None: no recording matches and the tool has no body (the sandbox says so)."""
+        origin = route.origin or self.origins.get(route.api_id)
+        if self.recordings is not None and origin:
+            url = origin + path + (f"?{query}" if query else "")
             call = self.recordings.lookup(method, url, body)
             if call is not None:
                 return Chosen(recorded_body(call), "cassette")

@@ -160,7 +160,7 @@ class Responder:
             variant: str = forced
         else:
             outcome = self.runtime.draw(route.tool)
-            variant = choose_variant(route, outcome)[0]
+            variant = "ok" if outcome.code is None else choose_variant(route, outcome)[0]
         ok: Body | None = None
         source: str | None = None
         if variant in BODY_VARIANTS:
@@ -173,7 +173,8 @@ class Responder:
                 chosen = self.bodies.choose(
                     route, method, original, query, body or None, outcome.pick
                 )
-                ok, source = chosen.body, chosen.source
+                if chosen is not None:
+                    ok, source = chosen.body, chosen.source
         elif variant.startswith("fixture"):
             source = "fixture"
         plan = render(
@@ -184,7 +185,7 @@ class Responder:
             variant=forced,
             ok=ok,
         )
-        if variant == "ok":
+        if variant == "ok" and plan.variant != "no_fixture":
             # a success as the profile drew it, whatever status the chosen body carries
             # (an unknown-input 404 is the API's answer, not an injected fault)
             plan.variant, plan.code = "ok", None
