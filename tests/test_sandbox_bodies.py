@@ -270,3 +270,16 @@ def test_cli_serves_several_cassettes(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(10)
+
+
+def test_tool_without_fixtures_is_served_from_recordings(catalog: Catalog, tmp_path: Path) -> None:
+    api = catalog.get("genderize_gender").api
+    bare = api.model_copy(
+        update={"tools": [t.model_copy(update={"fixtures": []}) for t in api.tools]}
+    )
+    sb = sandbox_for(Catalog([bare]), "calm", latency_scale=0.0, cassettes=[_cassette(tmp_path)])
+    with SandboxThread(sb) as url:
+        kim = _get(f"{url}/genderize/?name=kim")
+        other = _get(f"{url}/genderize/?name=zed")
+    assert kim.content == KIM and kim.headers[SOURCE_HEADER] == "cassette"
+    assert other.status_code >= 400 and other.json()["error"] == "no fixture"
