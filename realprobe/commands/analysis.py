@@ -21,6 +21,7 @@ from realprobe.outputs import write_output
 from realprobe.store import default_db_path
 
 if TYPE_CHECKING:
+    from realprobe.probes.loading import ProbeArrays
     from realprobe.probes.provenance import Provenance
     from realprobe.probes.stats import StatsReport
 
@@ -177,6 +178,19 @@ def _stats(
     target: str | None = None,
     vantage: str | None = None,
 ) -> tuple[Path, StatsReport]:
+    path, _, rep = _stats_arrays(db, since, until, tools, period, target, vantage)
+    return path, rep
+
+
+def _stats_arrays(
+    db: Path | None,
+    since: str | None,
+    until: str | None,
+    tools: str | None,
+    period: str = "1d",
+    target: str | None = None,
+    vantage: str | None = None,
+) -> tuple[Path, ProbeArrays, StatsReport]:
     from realprobe.probes.stats import stats_from_db
     from realprobe.probes.windows import parse_duration
 
@@ -186,8 +200,8 @@ def _stats(
     names = _tools(tools)
     kinds, vantages = _selection(path, target, vantage, [(a, b)], names)
     _check_tools(path, names, a, b, kinds, vantages)
-    _, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
-    return path, rep
+    arr, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
+    return path, arr, rep
 
 
 def _pct(v: float | None) -> str:
@@ -303,9 +317,9 @@ def calibrate_cmd(
     if source is not None:
         profile = load_profile(source)
     else:
-        path, rep = _stats(db, since, until, tools, target=target, vantage=vantage)
+        path, arr, rep = _stats_arrays(db, since, until, tools, target=target, vantage=vantage)
         _banner(rep.provenance)
-        profile = calibrate(rep, name=name, db=str(path))
+        profile = calibrate(rep, name=name, db=str(path), arrays=arr)
     text = json.dumps(export(profile, view, deadline), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)

@@ -77,6 +77,11 @@ def transport_options(
 def check_loopback_hint(url: str) -> None:
     if not url.startswith(("http://", "https://")):
         raise RealprobeError(f"--sandbox {url!r}: expected a URL like http://127.0.0.1:8765")
+    from realprobe.sandbox.responder import unknown_fault_in
+
+    bad = unknown_fault_in(url)
+    if bad is not None:
+        raise RealprobeError(f"--sandbox {url!r}: {bad}")
 
 
 def print_json(obj: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -33,9 +33,10 @@ from realprobe.commands.common import (
 from realprobe.errors import RealprobeError
 from realprobe.replay.client import ClientConfig
 from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, running
+from realprobe.sandbox.setup import sandbox_for
 from realprobe.simulator.profile import load_profile
+from realprobe.store import default_db_path
 
 
 def register(app: typer.Typer) -> None:
@@ -142,15 +143,22 @@ def call_cmd(
 
 
 def _sandbox(
-    cat: Catalog, profile: str, seed: int, latency_scale: float, host: str, port: int
+    cat: Catalog,
+    profile: str,
+    seed: int,
+    latency_scale: float,
+    host: str,
+    port: int,
+    **extra: Any,
 ) -> Sandbox:
-    return Sandbox(
-        routes_from_catalog(cat),
+    return sandbox_for(
+        cat,
         load_profile(profile),
         seed=seed,
         latency_scale=latency_scale,
         host=host,
         port=port,
+        **extra,
     )
 
 
@@ -167,10 +175,73 @@ def sandbox_cmd(
         float, typer.Option(help="Multiply profile latencies (0 answers at once).")
     ] = 1.0,
     catalog: CatalogOpt = None,
+    from_cassettes: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--from-cassettes",
+            help="Serve the recorded response that matches each request (cassette files or "
+            "folders; repeat the option); fixtures only when nothing matches.",
+        ),
+    ] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Proxy mode: forward /<api-id>/<path> to `live` (each API's real base URL) "
+            "or to a URL ({api} in it becomes the API id), faults on top.",
+        ),
+    ] = None,
+    polite: Annotated[
+        bool | None,
+        typer.Option(
+            "--polite/--no-polite",
+            help="Politeness and daily budgets on upstream calls (default: on for live only).",
+        ),
+    ] = None,
+    toxic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--toxic",
+            help="A toxic from the start, [scope:]type[:k=v,...], e.g. "
+            "latency:latency_ms=200,jitter_ms=50 (repeat the option).",
+        ),
+    ] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin/--no-admin", help="Serve the /_admin runtime API.")
+    ] = True,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db",
+            help="SQLite file whose daily-budget ledger upstream calls count against (default: "
+            "$REALPROBE_DB or the data dir, shared with live probe runs).",
+        ),
+    ] = None,
+    more_cassettes: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[PATH]...",
+            help="More cassettes for --from-cassettes (`--from-cassettes a.json b.json`).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve every catalogue API on loopback from real fixture bodies, with injected faults."""
+    """Serve every catalogue API on loopback from real fixture bodies (or recordings, or a
+    proxied upstream), with injected faults and toxics; /_admin changes them at runtime."""
     cat = load_catalog(catalog)
-    sb = _sandbox(cat, profile, seed, latency_scale, host, port)
+    if more_cassettes and not from_cassettes:
+        raise RealprobeError(
+            f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
+            "--from-cassettes"
+        )
+    sb = _sandbox(
+        cat, profile, seed, latency_scale, host, port,
+        cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
+        upstream=upstream,
+        polite=polite,
+        toxics=list(toxic or []),
+        admin=admin,
+        db=(db or default_db_path()) if upstream is not None else None,
+    )
 
     async def serve() -> None:
         try:
@@ -181,6 +252,12 @@ def sandbox_cmd(
             f"realprobe sandbox on [bold]{sb.url}[/bold]  profile={profile} seed={seed}  "
             f"{len(cat)} tools; e.g. {sb.url}/{next(iter(cat)).api_id}/...  (Ctrl-C stops)"
         )
+        source = "fixtures"
+        if sb.responder.bodies.recordings is not None:
+            source = f"{sb.responder.bodies.recordings.count} recorded responses, then fixtures"
+        if sb.upstream is not None:
+            source = f"upstream {sb.upstream.target}"
+        console.print(f"bodies: {source}; runtime API: {sb.url}/_admin, journal: {sb.url}/_journal")
         console.print(f"try: realprobe call {next(iter(cat)).name} --sandbox {sb.url}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

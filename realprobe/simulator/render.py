@@ -122,10 +122,13 @@ def _ok_body(route: Route, pick: int) -> Body:
     return oks[pick % len(oks)]
 
 
-def choose_variant(route: Route, outcome: Outcome) -> tuple[str, Body | None]:
-    """The variant name (and the real fixture, when one is used) for an outcome."""
+def choose_variant(
+    route: Route, outcome: Outcome, ok: Body | None = None
+) -> tuple[str, Body | None]:
+    """The variant name (and the real fixture, when one is used) for an outcome; `ok` is the
+    success body chosen by the caller (a recording, an argument match), if any."""
     if outcome.code is None:
-        return "ok", _ok_body(route, outcome.pick)
+        return "ok", ok if ok is not None else _ok_body(route, outcome.pick)
     real = route.failure_bodies(outcome.code)
     options: list[str] = list(_RANDOM[outcome.code])
     if route.response == "text" and outcome.code is ErrorCode.INVALID_RESPONSE:
@@ -159,16 +162,25 @@ def render(
     path: str,
     now_wall: float,
     variant: str | None = None,
+    ok: Body | None = None,
 ) -> Plan:
     """A plan for answering `path` (the original request path) under `outcome`.
 
     `variant` forces a named fault (see VARIANTS), for tests and for `/_fault/<name>/`.
+    `ok` is the success body to serve and to build body faults from (truncation, drip, bad
+    JSON); by default one of the route's fixtures, picked by the outcome.
     """
-    if not route.ok_bodies() and not ((variant or "").startswith("fixture-") and route.bodies):
+    if (
+        ok is None
+        and not route.ok_bodies()
+        and not ((variant or "").startswith("fixture-") and route.bodies)
+    ):
         return no_fixture_plan(route)
     fixture: Body | None = None
     if variant is None:
-        variant, fixture = choose_variant(route, outcome)
+        variant, fixture = choose_variant(route, outcome, ok)
+    elif variant == "ok" and ok is not None:
+        fixture = ok
     elif variant.startswith("fixture-"):
         fixture = route.bodies[int(variant.removeprefix("fixture-")) % len(route.bodies)]
     elif variant not in VARIANTS:
@@ -188,7 +200,8 @@ def render(
         )
 
     code = VARIANTS[variant]
-    ok = _ok_body(route, pick)
+    if ok is None:
+        ok = _ok_body(route, pick)
     ok_headers = [("Content-Type", ok.content_type), *ok.headers]
     plan = Plan(variant, code, 200, ok_headers, ok.body, delay)
 
