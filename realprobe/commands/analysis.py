@@ -8,11 +8,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from realprobe.commands.common import JsonOpt, console, err_console, print_json
+from realprobe.commands.common import (
+    JsonOpt,
+    as_flags,
+    console,
+    default_db_path,
+    doc,
+    err_console,
+    print_json,
+)
 from realprobe.errors import RealprobeError
-from realprobe.store import default_db_path
 
 if TYPE_CHECKING:
     from realprobe.probes.stats import StatsReport
@@ -45,64 +51,14 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report_cmd)
 
 
-def _db(db: Path | None) -> Path:
-    return db if db is not None else default_db_path()
-
-
-def _tools(tools: str | None) -> list[str] | None:
-    if tools is None:
-        return None
-    names = [t.strip() for t in tools.split(",") if t.strip()]
-    if not names:
-        raise RealprobeError("--tools: give at least one tool name")
-    return names
-
-
-def _check_tools(
-    db: Path, names: list[str] | None, since: float | None, until: float | None
-) -> None:
-    """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
-    from realprobe.probes.loading import tool_counts
-
-    if not names:
-        return
-    present = tool_counts(db, since, until)
-    missing = [n for n in names if n not in present]
-    if not missing:
-        return
-    everywhere = tool_counts(db)
-    from realprobe.adapters.catalog import Catalog
-
-    cat = Catalog.load([])
-    for name in missing:
-        if name not in everywhere and name not in {t.name for t in cat}:
-            cat.get(name)  # raises with "did you mean"
-    raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
-
-
-def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
-    from realprobe.probes.windows import parse_time
-
-    a = parse_time(since) if since else None
-    b = parse_time(until) if until else None
-    if a is not None and b is not None and a >= b:
-        raise RealprobeError("--since must be before --until")
-    return a, b
-
-
 def _stats(
     db: Path | None, since: str | None, until: str | None, tools: str | None, period: str = "1d"
 ) -> tuple[Path, StatsReport]:
-    from realprobe.probes.stats import stats_from_db
-    from realprobe.probes.windows import parse_duration
+    from realprobe.api import stats
 
-    period_s = parse_duration(period)
-    path = _db(db)
-    a, b = _window(since, until)
-    names = _tools(tools)
-    _check_tools(path, names, a, b)
-    _, rep = stats_from_db(path, a, b, names, period_s)
-    return path, rep
+    path = db if db is not None else default_db_path()
+    with as_flags("since", "until", "tools", "period"):
+        return path, stats(path, since=since, until=until, tools=tools, period=period)
 
 
 def _pct(v: float | None) -> str:
@@ -122,12 +78,20 @@ def stats_cmd(
     period: PeriodOpt = "1d",
     as_json: JsonOpt = False,
 ) -> None:
-    """Per tool: success rate per attempt with a 95% interval, error mix, latency percentiles and
-    a censored lognormal fit, the burst chain, and variability flags."""
+    """Per tool: success rate with a 95% interval, error mix, latency fit, bursts, variability.
+
+    Success is per attempt; latency percentiles come with a censored lognormal fit; the burst
+    chain and variability flags come last."""
     _, rep = _stats(db, since, until, tools, period)
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return
+    print_stats(rep)
+
+
+def print_stats(rep: StatsReport) -> None:
+    from rich.table import Table
+
     wide = console.width >= 120  # narrower terminals drop the fit columns (see --json)
     table = Table(
         title=f"{rep.rows} attempts, {len(rep.tools)} tools "
@@ -161,7 +125,7 @@ def stats_cmd(
     console.print(
         "[dim]success = per attempt (each stored call is one trial; prober outages excluded); "
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
-        "TIMEOUTs right-censored in the fit. See docs/statistics.md.[/dim]"
+        f"TIMEOUTs right-censored in the fit. How to read them: {doc('statistics.md')}[/dim]"
     )
 
 
@@ -186,9 +150,11 @@ def calibrate_cmd(
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
 ) -> None:
-    """Turn stored probes into a simulator profile (the sandbox and --simulate read it), or an
-    export view for ResiliBench / ReliabilityBench."""
-    from realprobe.probes.calibrate import VIEWS, calibrate, export
+    """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
+
+    The sandbox and --simulate read the profile."""
+    from realprobe.api import calibrate, export_profile
+    from realprobe.probes.calibrate import VIEWS
     from realprobe.simulator.profile import load_profile
 
     if view not in VIEWS:
@@ -197,8 +163,8 @@ def calibrate_cmd(
         profile = load_profile(source)
     else:
         path, rep = _stats(db, since, until, tools)
-        profile = calibrate(rep, name=name, db=str(path))
-    text = json.dumps(export(profile, view), indent=2) + "\n"
+        profile = calibrate(path, name=name, from_stats=rep)
+    text = json.dumps(export_profile(profile, view), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
@@ -227,39 +193,24 @@ def drift_cmd(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which tools changed between two windows: success (two-proportion test), latency
-    (Mann-Whitney + effect-size gate), error mix (chi-square), corrected across tools."""
-    from realprobe.probes.drift import drift
-    from realprobe.probes.loading import load_probes
-    from realprobe.probes.windows import iso, parse_window
+    """Which tools changed between two windows: success, latency, error mix (corrected).
 
-    if correction not in ("holm", "bh"):
-        raise RealprobeError(f"--correction {correction!r}: choose holm or bh")
-    if not 0 < alpha < 1:
-        raise RealprobeError("--alpha must be between 0 and 1")
-    bw, cw = parse_window(baseline), parse_window(current)
-    path = _db(db)
-    names = _tools(tools)
-    base = load_probes(path, *bw, names)
-    cur = load_probes(path, *cw, names)
-    for label, arr, w in (("baseline", base, bw), ("current", cur, cw)):
-        if len(arr) == 0:
-            raise RealprobeError(
-                f"--{label} {iso(w[0]) or 'start'}..{iso(w[1]) or 'now'}: no probe rows in {path}"
-            )
-    rep = drift(
-        base,
-        cur,
-        baseline_window=bw,
-        current_window=cw,
-        alpha=alpha,
-        correction=correction,  # type: ignore[arg-type]
-        min_success_change=min_success_change,
-        min_latency_change=min_latency_change,
-    )
+    Success by a two-proportion test, latency by Mann-Whitney with an effect-size gate, the
+    error mix by chi-square."""
+    from realprobe.api import drift
+
+    path = db if db is not None else default_db_path()
+    with as_flags("baseline", "current", "alpha", "correction", "tools"):
+        rep = drift(
+            path, baseline=baseline, current=current, tools=tools, alpha=alpha,
+            correction=correction,  # type: ignore[arg-type]
+            min_success_change=min_success_change, min_latency_change=min_latency_change,
+        )
     if as_json:
         print_json(rep.model_dump(mode="json"))
     else:
+        from rich.table import Table
+
         table = Table(
             title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
             f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha})"
@@ -314,37 +265,20 @@ def report_cmd(
         typer.Option("--current", help="Drift current window (default: each tool's later half)."),
     ] = None,
 ) -> None:
-    """A self-contained report (no network needed to view it): per-tool table, success with
-    interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
-    from realprobe.probes.windows import parse_duration, parse_window
-    from realprobe.report import build_report, render_html, render_json, render_markdown
+    """A self-contained HTML, Markdown or JSON report of the stored probes.
+
+    No network is needed to view it: per-tool table, success with interval whiskers, latency
+    ECDFs, error mix, success over time, drift flags."""
+    from realprobe.api import build_report, write_report
 
     if fmt not in ("html", "md", "json"):
         raise RealprobeError(f"--format {fmt!r}: choose html, md or json")
-    if (baseline is None) != (current is None):
-        raise RealprobeError("give both --baseline and --current, or neither")
-    period_s = parse_duration(period)
-    path = _db(db)
-    a, b = _window(since, until)
-    names = _tools(tools)
-    _check_tools(path, names, a, b)
-    with err_console.status("building report"):
-        data = build_report(
-            path,
-            a,
-            b,
-            names,
-            baseline=parse_window(baseline) if baseline else None,
-            current=parse_window(current) if current else None,
-            period_s=period_s,
-        )
-        text = (
-            render_html(data)
-            if fmt == "html"
-            else render_markdown(data)
-            if fmt == "md"
-            else render_json(data)
-        )
+    path = db if db is not None else default_db_path()
+    with as_flags("since", "until", "tools", "period", "baseline", "current"), \
+            err_console.status("building report"):
+        data = build_report(path, since=since, until=until, tools=tools, period=period,
+                            baseline=baseline, current=current)
+        text = write_report(data, fmt=fmt)
     if output is None and fmt == "html":
         output = Path("report.html")
     if output is None:

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,7 +21,11 @@ from realprobe.commands.common import (
     load_catalog,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.modes import Mode, TransportOptions
+from realprobe.replay.mode import Mode
+
+if TYPE_CHECKING:
+    from realprobe.replay.modes import TransportOptions
+
 
 
 class McpTransport(StrEnum):
@@ -41,6 +45,8 @@ def build_transport_options(
     seed: int,
     real_time: bool,
 ) -> TransportOptions:
+    from realprobe.replay.modes import TransportOptions
+
     if sandbox is not None:
         check_loopback_hint(sandbox)
     if profile is not None:

@@ -9,21 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
-from realprobe.adapters import ToolResult
-from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.tool import Tool
 from realprobe.commands.common import (
     CassetteOpt,
     CatalogOpt,
@@ -39,12 +28,20 @@ from realprobe.commands.common import (
     transport_options,
 )
 from realprobe.errors import RealprobeError
-from realprobe.probes.politeness import PolitenessConfig
-from realprobe.probes.runner import RunSummary, default_vantage, run_probes
-from realprobe.probes.scheduler import ProbeSchedule, make_trigger
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, Store, default_db_path
+from realprobe.replay.mode import Mode
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from realprobe.adapters import ToolResult
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.adapters.tool import Tool
+    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe.probes.runner import RunSummary
+    from realprobe.probes.scheduler import ProbeSchedule
+    from realprobe.replay.client import HttpClient
+    from realprobe.replay.modes import TransportOptions
+
 
 
 class PolitenessChoice(StrEnum):
@@ -109,6 +106,7 @@ def register(app: typer.Typer) -> None:
 
 def _labels(opts: TransportOptions) -> tuple[str, str]:
     """(mode, target) for the run row: target is live, the sandbox URL, or what is simulated."""
+
     if opts.mode is Mode.SIMULATE:
         profile = opts.profile
         name = profile if isinstance(profile, str) else getattr(profile, "name", None)
@@ -136,6 +134,10 @@ def setup(
     catalog: list[Path] | None,
 ) -> ProbeSetup:
     """Validate every option before anything is sent or written."""
+    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe.probes.runner import default_vantage
+    from realprobe.store import default_db_path
+
     if rounds < 1:
         raise RealprobeError(f"--rounds must be at least 1 (got {rounds})")
     if concurrency < 1:
@@ -170,6 +172,9 @@ def setup(
 
 
 def client_for(s: ProbeSetup) -> HttpClient:
+    from realprobe.replay.client import ClientConfig
+    from realprobe.replay.modes import make_client
+
     t = s.timeout
     config = ClientConfig(
         deadline_s=t, read_timeout_s=min(10.0, t), connect_timeout_s=min(5.0, t)
@@ -199,6 +204,14 @@ class LiveCounts:
     """A rich progress bar with live ok/error counts (on stderr, so --json stays clean)."""
 
     def __init__(self, total: int, label: str, enabled: bool = True) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         self.ok = 0
         self.err = 0
         self.progress = Progress(
@@ -233,6 +246,8 @@ def summary_table(summary: RunSummary, width: int | None = None) -> Table:
 
     The api column is left out on narrow terminals so tool names stay readable.
     """
+    from rich.table import Table
+
     with_api = (width or console.width) >= 110
     table = Table(
         title=f"run {summary.run_id}: {summary.status} · {summary.target} · "
@@ -279,6 +294,9 @@ def print_summary(summary: RunSummary, db: Path) -> None:
 async def _probe(
     s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool
 ) -> RunSummary:
+    from realprobe.probes.runner import run_probes
+    from realprobe.store import Store
+
     store = Store(s.db, busy_timeout_s=s.lock_timeout)
     client = client_for(s)
     stop = asyncio.Event()
@@ -339,6 +357,8 @@ def probe_cmd(
     interval with jitter, Retry-After honoured and a daily budget (catalogue `politeness`).
     Ctrl-C stops after the calls in flight; every finished call is already stored.
     """
+    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
+
     s = setup(
         tools=tools, all_tools=all_tools, rounds=rounds, timeout=timeout, db=db,
         vantage=vantage, sandbox=sandbox, simulate=simulate, mode=mode, cassette=cassette,
@@ -398,6 +418,10 @@ def schedule_cmd(
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
+    from realprobe.probes.runner import run_probes
+    from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+    from realprobe.store import Store
+
     if max_runs is not None and max_runs < 1:
         raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
     if jitter < 0:

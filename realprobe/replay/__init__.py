@@ -1,6 +1,30 @@
-"""Transports (live, sandbox routing, record, replay, simulate) and the one client factory."""
+"""Transports (live, sandbox routing, record, replay, simulate) and the one client factory.
 
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import Mode, TransportOptions, make_client
+Names load on first use, so importing a light submodule (`realprobe.replay.mode`) does not
+pull in httpx.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from realprobe.replay.client import ClientConfig, HttpClient
+    from realprobe.replay.modes import Mode, TransportOptions, make_client
+
+_WHERE = {
+    "ClientConfig": "realprobe.replay.client",
+    "HttpClient": "realprobe.replay.client",
+    "Mode": "realprobe.replay.mode",
+    "TransportOptions": "realprobe.replay.modes",
+    "make_client": "realprobe.replay.modes",
+}
 
 __all__ = ["ClientConfig", "HttpClient", "Mode", "TransportOptions", "make_client"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,6 @@ branch on the mode themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ from realprobe.replay.client import (
     sync_system_resolver,
     system_resolver,
 )
+from realprobe.replay.mode import Mode
 from realprobe.replay.simulate import SimulateTransport, origins_of
 from realprobe.replay.transports import (
     SandboxRouter,
@@ -30,13 +30,6 @@ from realprobe.replay.transports import (
     sync_live_transport,
 )
 from realprobe.simulator.profile import Profile, resolve_profile
-
-
-class Mode(StrEnum):
-    LIVE = "live"
-    RECORD = "record"
-    REPLAY = "replay"
-    SIMULATE = "simulate"
 
 
 @dataclass

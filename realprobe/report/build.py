@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.probes.drift import DriftReport, drift
-from realprobe.probes.loading import ProbeArrays
+from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import StatsReport, stats_from_db
 from realprobe.probes.windows import iso
 
@@ -88,10 +88,15 @@ def build_report(
     baseline: tuple[float | None, float | None] | None = None,
     current: tuple[float | None, float | None] | None = None,
     period_s: float = 86400.0,
+    stats: StatsReport | None = None,
 ) -> ReportData:
     """Stats over the window; drift between `baseline` and `current`, by default each tool's
-    earlier half of calls against its later half."""
-    arr, rep = stats_from_db(db, since, until, tools, period_s)
+    earlier half of calls against its later half. `stats` computed for the same window is
+    reused instead of computed again."""
+    if stats is None:
+        arr, rep = stats_from_db(db, since, until, tools, period_s)
+    else:
+        arr, rep = load_probes(db, since, until, tools), stats
     drift_rep = None
     note = None
     t0, t1 = float(arr.ts.min()), float(arr.ts.max())
