@@ -75,7 +75,7 @@ def fit_lognormal(
     cvals, cnt = np.unique(np.log(c_all), return_counts=True)
     cw = cnt.astype(np.float64)
 
-    def nll(theta: FloatArray) -> float:
+    def _nll(theta: FloatArray) -> float:
         mu, log_sig = float(theta[0]), float(theta[1])
         sig = math.exp(log_sig)
         ll_ok = -n * log_sig - (s2 - 2 * mu * s1 + n * mu * mu) / (2 * sig * sig)
@@ -88,6 +88,10 @@ def fit_lognormal(
         else:
             ll_c = logsf
         return float(-(ll_ok + float(np.dot(cw, ll_c))))
+
+    nll: Any = _nll
+    if cvals.shape[0] == 1:  # one deadline (the usual case): the same sum on plain floats
+        nll = _single_deadline_nll(n, s1, s2, float(cvals[0]), float(cw[0]), hang_mass)
 
     start = [mu0, math.log(sig0)]
     if hang_mass:
@@ -125,6 +129,36 @@ def fit_lognormal(
         intervals="profile-likelihood" if s_t >= PROFILE_CI_MIN_EXCEED else "wald",
         method="censored-mle+hang-mass" if hang_mass else "censored-mle",
     )
+
+
+def _log1pexp(x: float) -> float:
+    """ln(1 + e^x) without overflow (numpy's logaddexp(0, x))."""
+    return x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
+
+
+def _single_deadline_nll(
+    n: int, s1: float, s2: float, c: float, w: float, hang_mass: bool
+) -> Any:
+    """`fit_lognormal`'s negative log-likelihood when every censored call shares one deadline
+    `c` (log ms, weight `w`): scalar arithmetic, several times faster than the array form in
+    the optimiser's inner loop (the profile intervals call it tens of thousands of times)."""
+
+    def nll(theta: FloatArray) -> float:
+        mu, log_sig = float(theta[0]), float(theta[1])
+        sig = math.exp(log_sig)
+        ll_ok = -n * log_sig - (s2 - 2 * mu * s1 + n * mu * mu) / (2 * sig * sig)
+        logsf = float(special.log_ndtr((mu - c) / sig))
+        if hang_mass:
+            t = float(theta[2])
+            lp, l1p = -_log1pexp(-t), -_log1pexp(t)  # ln pi, ln (1 - pi)
+            ll_ok += n * l1p
+            a, b = lp, l1p + logsf
+            ll_c = max(a, b) + math.log1p(math.exp(-abs(a - b)))
+        else:
+            ll_c = logsf
+        return -(ll_ok + w * ll_c)
+
+    return nll
 
 
 def _profile_interval(

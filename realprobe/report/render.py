@@ -100,7 +100,7 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
 
         plots = {
             "success": p.success_plot(data),
-            "latency": p.latency_ecdf_plot(data),
+            "latency": p.latency_plot(data),
             "errors": p.error_mix_plot(data),
             "over_time": p.over_time_plot(data),
         }
@@ -187,7 +187,8 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
     captions = {
         "success": "Success rate per attempt; whiskers are the 95% interval.",
         "latency": (
-            "Empirical CDF of successful calls' latency; dashed: the censored lognormal fit."
+            "Latency of successful calls per tool (log scale): box p25-p75 with the median,"
+            " whiskers p5-p95; diamond: the median of the censored lognormal fit."
         ),
         "errors": "Failures as a share of all attempts, split by error code.",
         "over_time": "Success rate per period (grey: no calls).",
