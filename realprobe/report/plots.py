@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from realprobe.report.build import ReportData
 
-STYLE: dict[str, Any] = {
+STYLE: Any = {
     "svg.fonttype": "none",  # text stays text: smaller, selectable
     "svg.hashsalt": "realprobe",  # stable ids: the same data gives the same file
     "font.size": 9,
