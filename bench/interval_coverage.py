@@ -136,6 +136,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=150, help="seeds per scenario (x4 experiments)")
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = ap.parse_args()
     catalog = default_catalog()
     t0 = time.perf_counter()
@@ -152,8 +155,9 @@ def main() -> None:
         }
     out["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "interval_coverage.json").write_text(json.dumps(out, indent=2) + "\n")
+    if args.save:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "interval_coverage.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":
