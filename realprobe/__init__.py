@@ -9,7 +9,8 @@ import itself stays cheap (no httpx, numpy or matplotlib until a name is touched
         result = realprobe.call("agify_age", {"name": "michael"},
                                 target=realprobe.options(sandbox=url))
 
-The full tour, with examples that the tests run, is docs/api.md.
+The full tour, with examples that the tests run, is docs/api.md (installed with the package:
+`realprobe.doc_path("api.md")`).
 """
 
 from __future__ import annotations

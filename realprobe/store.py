@@ -45,7 +45,7 @@ PROBE_RUNS_COLUMNS: dict[str, Any] = {
     "status": str,  # one of RUN_STATUSES
     "n_calls": int,
     "version": str,
-    # added by the probe runner (issue 3)
+    # added with the probe runner
     "started_ts": float,
     "ended_ts": float,
     "n_ok": int,
@@ -77,7 +77,7 @@ PROBES_COLUMNS: dict[str, Any] = {
     "timeout_s": float,  # the call's deadline: a TIMEOUT is right-censored here
     "excluded": int,  # 1: the prober's own outage, not the API's
     "source": str,  # probe | mcp | task
-    # added by the probe runner (issue 3)
+    # added with the probe runner
     "args": str,  # JSON object: the example arguments used
 }
 

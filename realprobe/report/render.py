@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from html import escape
 
+from realprobe import PROJECT_URL
+from realprobe.data import doc_path
 from realprobe.probes.stats import ToolStats
 from realprobe.report.build import ReportData
 
@@ -204,7 +206,11 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
             f"<h2>{titles.get(key, key)}</h2><figure id='plot-{key}'>{svg}"
             f"<figcaption>{escape(captions.get(key, ''))}</figcaption></figure>"
         )
-    h.append("<p class='meta'>How to read these numbers: docs/statistics.md.</p>")
+    h.append(
+        "<p class='meta'>How to read these numbers: statistics.md in realprobe's documentation"
+        f" (installed with the package as <code>{escape(str(doc_path('statistics.md')))}</code>;"
+        f" also at {escape(PROJECT_URL)}/blob/main/docs/statistics.md).</p>"
+    )
     h.append("</body></html>")
     return "\n".join(h)
 

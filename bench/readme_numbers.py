@@ -1,0 +1,252 @@
+"""Write the README's table of numbers from bench/results/*.json, so the figures cannot go stale.
+
+The table sits between `<!-- numbers:start -->` and `<!-- numbers:end -->` in README.md; a
+test checks that the README holds exactly what this script would write. A benchmark without a
+results file is left out of the table.
+
+    python bench/readme_numbers.py            # print the table
+    python bench/readme_numbers.py --write    # update README.md
+    python bench/readme_numbers.py --check    # exit 1 if README.md is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE.parent / "README.md"
+START, END = "<!-- numbers:start -->", "<!-- numbers:end -->"
+
+Row = tuple[str, str, str, str]  # what, result, goal, command
+
+
+def _n(v: float, digits: int = 0) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f} %"
+
+
+def call_overhead(d: dict[str, Any]) -> list[Row]:
+    n = d["n"]
+    return [
+        (
+            f"call overhead, {_n(n)} sequential tool calls vs {_n(n)} raw `httpx` calls, "
+            "loopback sandbox in its own process",
+            f"sync client (`call_tool_sync`): {_n(d['realprobe_sync_live_transport_per_s'])} "
+            f"calls/s vs raw sync {_n(d['raw_httpx_sync_per_s'])}: "
+            f"**{d['ratio_sync_live_vs_raw_sync']:.2f}** ({d['ratio_sync_routing_vs_raw_sync']:.2f}"
+            f" through sandbox routing); async client (`call_tool`): "
+            f"{_n(d['realprobe_live_transport_per_s'])} vs raw async "
+            f"{_n(d['raw_httpx_async_per_s'])}: **{d['ratio_live_vs_raw_async']:.2f}**",
+            "≥ 0.85 of raw httpx",
+            "`python bench/call_overhead.py`",
+        ),
+        (
+            "simulate transport, tool calls in process",
+            f"{_n(d['simulate_calls_per_s'])} calls/s",
+            "–",
+            "same",
+        ),
+    ]
+
+
+def probe_throughput(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"probe throughput vs raw async httpx, same {_n(d['calls'])} calls",
+        f"{_n(d['realprobe_calls_per_s'])} vs {_n(d['raw_httpx_calls_per_s'])} calls/s: "
+        f"{d['throughput_ratio_realprobe_to_raw']:.2f} (with one committed SQLite row per call)",
+        "–",
+        "`python bench/probe_throughput.py`",
+    )]
+
+
+def scheduling_efficiency(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"scheduling: {d['hosts']} hosts × {d['calls_per_host']} calls × "
+        f"{d['latency_ms']:g} ms, one in flight per host",
+        f"{d['ratio_median_to_ideal']:.2f} × ideal (median of {len(d['makespans_s'])}; raw "
+        f"httpx same pattern {d['raw_httpx_ratio_to_ideal']:.2f})",
+        "≤ 1.15 × ideal",
+        "`python bench/scheduling_efficiency.py`",
+    )]
+
+
+def stats_1m_rows(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"`stats` on {_n(d['rows'])} rows over {d['tools']} tools",
+        f"{d['cli_total_s']:.1f} s for the command (load {d['load_s']:.2f} s, compute "
+        f"{d['compute_s']:.2f} s; load average {d['load_average_1m']:g})",
+        f"< {d['goal_s']:g} s",
+        "`python bench/stats_1m_rows.py`",
+    )]
+
+
+def report_100k(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"`report` (HTML with four plots) on {_n(d['rows'])} rows over {d['tools']} tools",
+        f"{d['cli_total_s']:.1f} s for the command, {d['cli_cpu_s']:.1f} s of CPU "
+        f"(load average {d['load_average_1m']:g})",
+        f"< {d['goal_s']:g} s",
+        "`python bench/report_100k.py`",
+    )]
+
+
+def cli_startup(d: dict[str, Any]) -> list[Row]:
+    return [(
+        "`realprobe --help` and `realprobe <verb> --help`, fresh process, best of "
+        f"{d['runs']}",
+        f"slowest verb {d['worst_best_wall_s']:.2f} s ({d['worst_best_cpu_s']:.2f} s of CPU; "
+        f"bare `python -c pass` {d['bare_python_wall_s']:.2f} s; load average "
+        f"{d['load_average_1m']:g}); none imports numpy, scipy, matplotlib, mcp, openai, "
+        "httpx or pydantic",
+        f"< {d['goal_s']:g} s",
+        "`python bench/cli_startup.py`",
+    )]
+
+
+def demo_time(d: dict[str, Any]) -> list[Row]:
+    steps = d["in_process_steps_s"]
+    return [(
+        "`realprobe demo`, end to end",
+        f"{d['cli_wall_s']:.1f} s ({d['cli_cpu_s']:.1f} s of CPU; statistics "
+        f"{steps.get('stats', 0):.1f} s, report {steps.get('report', 0):.1f} s in process; "
+        f"load average {d['load_average_1m']:g})",
+        f"< {d['goal_s']:g} s",
+        "`python bench/demo_time.py`",
+    )]
+
+
+def interval_coverage(d: dict[str, Any]) -> list[Row]:
+    b, ind = d["burst"], d["independent"]
+    seeds = b["experiments"] // 4
+    return [(
+        f"coverage of the 95 % success interval, {_n(b['experiments'])} experiments",
+        f"{_pct(b['coverage']['success_burst_adjusted'])} burst-adjusted (plain Wilson "
+        f"{_pct(b['coverage']['success_wilson'])}); "
+        f"{_pct(ind['coverage']['success_burst_adjusted'])} independent",
+        "≈ 95 %",
+        f"`python bench/interval_coverage.py --seeds {seeds} --calls "
+        f"{b['calls_per_experiment']}`",
+    )]
+
+
+def replay_vs_vcrpy(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"replay a {_n(d['interactions'])}-interaction cassette, realprobe vs vcrpy "
+        f"{d['vcrpy_version']}",
+        f"{d['realprobe_replay_s']:.2f} s vs {d['vcrpy_replay_s']:.1f} s: "
+        f"**{d['speedup']:.0f}×**",
+        "≥ 100×",
+        "`python bench/replay_vs_vcrpy.py`",
+    )]
+
+
+def replay_load_time(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"cassette load, {_n(d['interactions'])} interactions",
+        f"JSON {d['realprobe_load_json_s']:.2f} s, YAML {d['realprobe_load_yaml_s']:.2f} s",
+        "–",
+        "`python bench/replay_load_time.py`",
+    )]
+
+
+def tasks_simulate(d: dict[str, Any]) -> list[Row]:
+    p = d["profiles"]
+    rates = ", ".join(f"{_n(v['runs_per_s'])} ({k})" for k, v in p.items())
+    return [(
+        f"reference agent, simulate mode, all tasks × {d['repeat']}",
+        f"runs/s: {rates}; no real sleeping",
+        "–",
+        "`python bench/tasks_simulate.py`",
+    )]
+
+
+def tasks_replay(d: dict[str, Any]) -> list[Row]:
+    return [(
+        "replay every shipped task run",
+        f"{d['runs']} runs in {1000 * d['best_s']:.0f} ms, {d['outcomes_as_recorded']} as "
+        "recorded",
+        "–",
+        "`python bench/tasks_replay.py`",
+    )]
+
+
+def mcp_overhead(d: dict[str, Any]) -> list[Row]:
+    def ms(key: str) -> str:
+        return f"+{d[key]['overhead_ms_vs_direct']:.2f} ms"
+
+    return [(
+        "MCP overhead per call over a direct call",
+        f"{ms('mcp_in_process')} in process, {ms('mcp_stdio')} stdio, {ms('mcp_http')} HTTP",
+        "–",
+        "`python bench/mcp_overhead.py`",
+    )]
+
+
+#: results file stem -> its rows, in the README's order
+TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
+    "call_overhead": call_overhead,
+    "probe_throughput": probe_throughput,
+    "scheduling_efficiency": scheduling_efficiency,
+    "stats_1m_rows": stats_1m_rows,
+    "report_100k": report_100k,
+    "cli_startup": cli_startup,
+    "demo_time": demo_time,
+    "interval_coverage": interval_coverage,
+    "replay_vs_vcrpy": replay_vs_vcrpy,
+    "replay_load_time": replay_load_time,
+    "tasks_simulate": tasks_simulate,
+    "tasks_replay": tasks_replay,
+    "mcp_overhead": mcp_overhead,
+}
+
+
+def table(results: Path = RESULTS) -> str:
+    lines = ["| what | result | goal | command |", "|---|---|---|---|"]
+    for stem, rows_of in TABLE.items():
+        path = results / f"{stem}.json"
+        if not path.exists():
+            continue
+        for row in rows_of(json.loads(path.read_text(encoding="utf-8"))):
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    return "\n".join(lines)
+
+
+def with_table(readme: str, results: Path = RESULTS) -> str:
+    """`readme` with the text between the markers replaced by the table."""
+    try:
+        head, rest = readme.split(START, 1)
+        _, tail = rest.split(END, 1)
+    except ValueError:
+        raise SystemExit(f"README.md lacks the {START} ... {END} markers") from None
+    return f"{head}{START}\n{table(results)}\n{END}{tail}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="update README.md")
+    ap.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    args = ap.parse_args()
+    current = README.read_text(encoding="utf-8")
+    wanted = with_table(current)
+    if args.check:
+        if current != wanted:
+            sys.exit("README.md numbers are stale: run python bench/readme_numbers.py --write")
+        return
+    if args.write:
+        README.write_text(wanted, encoding="utf-8")
+        print(f"updated {README}")
+        return
+    print(table())
+
+
+if __name__ == "__main__":
+    main()
