@@ -487,14 +487,15 @@ def serve_mcp(
     vantage: str | None = None,
     polite: bool = True,
     catalog: Catalog | None = None,
-    on_ready: Callable[[str], None] | None = None,
+    on_ready: Callable[[str, str], None] | None = None,
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
-    signal. `real_time` makes a simulate target wait its latencies for real."""
+    signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
+    gets where the server listens (its URL, or "stdio") and what it serves."""
     from dataclasses import replace
 
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
-    from realprobe.mcp.service import McpService, ServiceOptions
+    from realprobe.mcp.service import McpService, ServiceOptions, describe_target
     from realprobe.replay.modes import TransportOptions
 
     if transport not in ("stdio", "http"):
@@ -516,11 +517,17 @@ def serve_mcp(
             db=str(db) if db is not None else None, vantage=vantage, polite=polite,
         ),
     )
+    what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
+
+    def ready(where: str) -> None:
+        if on_ready is not None:
+            on_ready(where, what)
+
     if transport == "stdio":
-        run_until_signal(lambda: serve_stdio(service, on_ready=on_ready))
+        run_until_signal(lambda: serve_stdio(service, on_ready=ready))
         return
     try:
-        asyncio.run(serve_http(service, host, port, on_ready=on_ready))
+        asyncio.run(serve_http(service, host, port, on_ready=ready))
     except OSError as exc:
         raise RealprobeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     except KeyboardInterrupt:

@@ -21,6 +21,7 @@ from realprobe.commands.common import (
 from realprobe.errors import RealprobeError
 
 if TYPE_CHECKING:
+    from realprobe.probes.drift import DriftReport
     from realprobe.probes.stats import StatsReport
 
 # numpy/scipy are imported inside the commands, so `realprobe --help` stays fast
@@ -209,35 +210,39 @@ def drift_cmd(
     if as_json:
         print_json(rep.model_dump(mode="json"))
     else:
-        from rich.table import Table
-
-        table = Table(
-            title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
-            f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha})"
-        )
-        table.add_column("tool", no_wrap=True)
-        table.add_column("verdict", no_wrap=True)
-        for col in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
-            table.add_column(col, justify="right", overflow="fold")
-        colour = {"worse": "red", "better": "green", "changed": "yellow"}
-
-        def padj(v: float | None) -> str:
-            return "" if v is None else f" ({v:.2g})"
-
-        for t in rep.tools:
-            s, lat, mix = t.success, t.latency, t.error_mix
-            c = colour.get(t.verdict, "dim")
-            table.add_row(
-                t.tool,
-                f"[{c}]{t.verdict}[/{c}]",
-                f"{_pct(s.baseline)}→{_pct(s.current)}{padj(s.p_adjusted)}" if s else "-",
-                f"{lat.baseline_p50:.0f}→{lat.current_p50:.0f}{padj(lat.p_adjusted)}"
-                if lat else "-",
-                f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
-            )
-        console.print(table)
+        print_drift(rep)
     if fail_on_worse and any(t.verdict == "worse" for t in rep.tools):
         raise typer.Exit(1)
+
+
+def print_drift(rep: DriftReport) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
+        f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha})"
+    )
+    table.add_column("tool", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for col in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
+        table.add_column(col, justify="right", overflow="fold")
+    colour = {"worse": "red", "better": "green", "changed": "yellow"}
+
+    def padj(v: float | None) -> str:
+        return "" if v is None else f" ({v:.2g})"
+
+    for t in rep.tools:
+        s, lat, mix = t.success, t.latency, t.error_mix
+        c = colour.get(t.verdict, "dim")
+        table.add_row(
+            t.tool,
+            f"[{c}]{t.verdict}[/{c}]",
+            f"{_pct(s.baseline)}→{_pct(s.current)}{padj(s.p_adjusted)}" if s else "-",
+            f"{lat.baseline_p50:.0f}→{lat.current_p50:.0f}{padj(lat.p_adjusted)}"
+            if lat else "-",
+            f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
+        )
+    console.print(table)
 
 
 def report_cmd(

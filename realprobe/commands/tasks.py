@@ -294,6 +294,11 @@ def results_cmd(
     if as_json:
         print_json(s)
         return
+    print_results(s)
+
+
+def print_results(s: Mapping[str, Any]) -> None:
+    """The three tables of `realprobe results`."""
     console.print(
         _outcome_table(
             f"Task outcomes by agent and prompt type ({s['runs']} runs)", s["by_prompt"], "prompt"
