@@ -191,6 +191,28 @@ def mcp_overhead(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def catalog_scale(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"catalogue at scale: {d['tools']} tools over {d['apis']} APIs",
+        f"load {d['catalog_load']['median_s']:.2f} s, `catalog --json --format mcp` in process "
+        f"{d['catalog_json_mcp_in_process']['median_s']:.2f} s, MCP tools/list "
+        f"{d['mcp_tools_list']['median_s']:.2f} s (medians; load average "
+        f"{d['machine']['load_average_1m']:g})",
+        "< 0.5 s at 300 tools",
+        "`python bench/catalog_scale.py`",
+    )]
+
+
+def openapi_import(d: dict[str, Any]) -> list[Row]:
+    p = d["pokeapi"]
+    return [(
+        f"OpenAPI import: PokéAPI ({p['tools']} tools from {p['bytes'] // 1000} kB)",
+        f"{p['import_s_median']:.2f} s (median of {p['repeat']})",
+        "< 2 s",
+        "`python bench/openapi_import.py`",
+    )]
+
+
 #: results file stem -> its rows, in the README's order
 TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "call_overhead": call_overhead,
@@ -201,6 +223,8 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "cli_startup": cli_startup,
     "demo_time": demo_time,
     "interval_coverage": interval_coverage,
+    "catalog_scale": catalog_scale,
+    "openapi_import": openapi_import,
     "replay_vs_vcrpy": replay_vs_vcrpy,
     "replay_load_time": replay_load_time,
     "tasks_simulate": tasks_simulate,

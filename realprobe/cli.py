@@ -21,8 +21,8 @@ from realprobe.errors import RealprobeError
 #: verb -> (module under realprobe.commands, one-line help), in the order a user meets them:
 #: tools, probing, analysis, cassettes, tasks, MCP. A test checks these against the commands.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "catalog": ("foundation", "List the tool definitions: names, titles, APIs, and their JSON "
-                              "Schemas with --json."),
+    "catalog": ("foundation", "List the tool definitions; import OpenAPI descriptions; read the "
+                              "public-apis list."),
     "call": ("foundation", "Call one tool and print its result, or its error code and message."),
     "sandbox": ("foundation", "Serve every catalogue API on loopback from real fixture bodies, "
                               "with injected faults."),
@@ -31,8 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("foundation", "The main job, offline: sandbox, probes, statistics, profile, report "
                            "and replayed tasks."),
     "probe": ("probes", "Call each chosen tool N times, politely, and store one row per call."),
-    "schedule": ("probes", "Run probe rounds on a schedule (--every 30m starts at once; --cron "
-                           "waits for its time)."),
+    "schedule": ("probes", "Run probe rounds on a schedule (--every 30m runs its first round at "
+                           "once; --cron waits for its first fire time)."),
     "stats": ("analysis", "Per tool: success rate with a 95% interval, error mix, latency fit, "
                           "bursts, variability."),
     "calibrate": ("analysis", "Turn stored probes into a simulator profile, or a ResiliBench / "

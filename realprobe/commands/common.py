@@ -58,7 +58,8 @@ CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--catalog",
-        help="Extra catalogue file (TOML/YAML/JSON), merged with the built-in one. Repeatable.",
+        help="Extra catalogue file (TOML/YAML/JSON) or shipped family (openmeteo, pokeapi), "
+        "merged with the built-in one. Repeatable.",
     ),
 ]
 SandboxOpt = Annotated[
@@ -124,6 +125,14 @@ def doc(name: str) -> str:
 
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def print_json_large(obj: Any) -> None:
+    """`print_json` for big listings (hundreds of tool definitions): the same indented JSON,
+    encoded in Rust instead of by the standard library's pure-Python indenting encoder."""
+    import pydantic_core
+
+    sys.stdout.write(pydantic_core.to_json(obj, indent=2, fallback=str).decode("utf-8") + "\n")
 
 
 def parse_kv(pairs: list[str] | None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from realprobe.commands.common import (
     load_catalog,
     parse_kv,
     print_json,
+    print_json_large,
     transport_options,
 )
 from realprobe.errors import RealprobeError
@@ -32,7 +33,9 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("catalog")(catalog_cmd)
+    from realprobe.commands import catalog as catalog_commands
+
+    catalog_commands.register(app, catalog_cmd)
     app.command("call")(call_cmd)
     app.command("sandbox")(sandbox_cmd)
     app.command("call-all")(call_all_cmd)
@@ -52,11 +55,11 @@ def catalog_cmd(
         raise RealprobeError(f"--format {fmt!r}: choose full, mcp or openai")
     if as_json:
         if fmt == "mcp":
-            print_json({"tools": [t.mcp_definition() for t in cat]})
+            print_json_large({"tools": [t.mcp_definition() for t in cat]})
         elif fmt == "openai":
-            print_json([t.openai_definition() for t in cat])
+            print_json_large([t.openai_definition() for t in cat])
         else:
-            print_json([t.catalog_entry() for t in cat])
+            print_json_large([t.catalog_entry() for t in cat])
         return
     from rich.table import Table
 
@@ -238,10 +241,20 @@ def call_all_cmd(
     cat = load_catalog(catalog)
     opts = transport_options(mode, sandbox, simulate, cassette, seed)
     results = call_all(target=opts, timeout=timeout, catalog=cat)
+    where = opts.target.describe()
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
-        return
-    _print_call_all(cat, results, sandbox or (f"simulate:{simulate}" if simulate else mode.value))
+    else:
+        _print_call_all(cat, results, where)
+    from realprobe.probes.runner import is_connect_failure
+
+    if results and all(is_connect_failure(r) for r in results):
+        first = results[0].error
+        cause = first.message if first is not None else "no answer"
+        raise RealprobeError(
+            f"nothing was reachable: all {len(results)} calls to {where} failed while "
+            f"connecting ({cause}); check the network or the --sandbox URL"
+        )
 
 
 def _print_call_all(cat: Catalog, results: list[ToolResult], where: str) -> None:

@@ -21,6 +21,7 @@ from realprobe.commands.common import (
     load_catalog,
     print_json,
 )
+from realprobe.errors import RealprobeError
 from realprobe.replay.mode import Mode
 
 if TYPE_CHECKING:
@@ -136,9 +137,16 @@ def run_cmd(
     result = _run_with_progress(batch, path, show=not as_json)
     if as_json:
         print_json(result.as_json())
-        return
-    _print_runs(result.runs)
-    _print_summary(result.summary, path)
+    else:
+        _print_runs(result.runs)
+        _print_summary(result.summary, path)
+    if result.infrastructure_failure:
+        raise RealprobeError(
+            f"{result.infrastructure_failure}; check --base-url, the API key in ${api_key_env} "
+            "and the network"
+            if batch.config.llm is not None
+            else f"{result.infrastructure_failure}; check the network or the --sandbox URL"
+        )
 
 
 def _default_db() -> Path:
@@ -285,7 +293,6 @@ def results_cmd(
 
     Then per flaw type, then pass^k and recovery over repeats."""
     from realprobe.api import task_results
-    from realprobe.errors import RealprobeError
 
     path = db or _default_db()
     if not path.exists():

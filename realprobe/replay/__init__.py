@@ -11,17 +11,29 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from realprobe.replay.client import ClientConfig, HttpClient
-    from realprobe.replay.modes import Mode, TransportOptions, make_client
+    from realprobe.replay.mode import Mode
+    from realprobe.replay.modes import TransportOptions, make_client
+    from realprobe.replay.target import Target, TargetKind
 
 _WHERE = {
     "ClientConfig": "realprobe.replay.client",
     "HttpClient": "realprobe.replay.client",
     "Mode": "realprobe.replay.mode",
+    "Target": "realprobe.replay.target",
+    "TargetKind": "realprobe.replay.target",
     "TransportOptions": "realprobe.replay.modes",
     "make_client": "realprobe.replay.modes",
 }
 
-__all__ = ["ClientConfig", "HttpClient", "Mode", "TransportOptions", "make_client"]
+__all__ = [
+    "ClientConfig",
+    "HttpClient",
+    "Mode",
+    "Target",
+    "TargetKind",
+    "TransportOptions",
+    "make_client",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -88,15 +88,23 @@ def build_report(
     baseline: tuple[float | None, float | None] | None = None,
     current: tuple[float | None, float | None] | None = None,
     period_s: float = 86400.0,
+    *,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
     stats: StatsReport | None = None,
 ) -> ReportData:
-    """Stats over the window; drift between `baseline` and `current`, by default each tool's
-    earlier half of calls against its later half. `stats` computed for the same window is
-    reused instead of computed again."""
+    """Stats over the window's rows of `kinds` (target kinds; default as `stats` picks them)
+    and `vantages`; drift between `baseline` and `current`, by default each tool's earlier
+    half of calls against its later half. `stats` computed for the same selection is reused
+    instead of computed again (its provenance names the kinds it read)."""
     if stats is None:
-        arr, rep = stats_from_db(db, since, until, tools, period_s)
+        arr, rep = stats_from_db(
+            db, since, until, tools, period_s, kinds=kinds, vantages=vantages
+        )
     else:
-        arr, rep = load_probes(db, since, until, tools), stats
+        if kinds is None and stats.provenance is not None:
+            kinds = list(stats.provenance.target_kinds)
+        arr, rep = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages), stats
     drift_rep = None
     note = None
     t0, t1 = float(arr.ts.min()), float(arr.ts.max())

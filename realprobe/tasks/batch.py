@@ -19,7 +19,14 @@ from realprobe.tasks.metrics import levels, pass_k, recovery
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import RunConfig, RunOutcome, check_cassettes, plan_runs, run_batch
+from realprobe.tasks.runner import (
+    RunConfig,
+    RunOutcome,
+    batch_infrastructure_failure,
+    check_cassettes,
+    plan_runs,
+    run_batch,
+)
 
 
 def llm_settings(
@@ -76,11 +83,14 @@ def resolve_mode(
 class TaskBatchResult:
     runs: list[RunOutcome]
     summary: dict[str, Any]
+    #: why every run failed on infrastructure (LLM endpoint, network), or None
+    infrastructure_failure: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
             "runs": [{**r.row, "score_detail": r.score.as_dict()} for r in self.runs],
             "summary": self.summary,
+            "infrastructure_failure": self.infrastructure_failure,
         }
 
 
@@ -177,7 +187,7 @@ class TaskBatch:
                 on_done(res)
 
         runs = asyncio.run(run_batch(self.tasks, self.config, self.catalog, on_done=keep))
-        return TaskBatchResult(runs, summary_of(runs))
+        return TaskBatchResult(runs, summary_of(runs), batch_infrastructure_failure(runs))
 
 
 __all__ = ["TaskBatch", "TaskBatchResult", "llm_settings", "resolve_mode", "summary_of"]
