@@ -198,7 +198,6 @@ def probe(
     storing one row per call in `db`. Politeness (per-host spacing, Retry-After, daily
     budgets) is always on against the real APIs; `polite=False` is for the sandbox, the
     simulator and replay."""
-    from realprobe.mcp.service import run_labels
     from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.runner import default_vantage, run_probes
     from realprobe.replay.client import ClientConfig
@@ -209,8 +208,7 @@ def probe(
         raise RealprobeError(f"timeout must be positive (got {timeout:g})")
     cat = catalog or load_catalog()
     opts = (target or TransportOptions()).normalised()
-    mode, where = run_labels(opts)
-    if not polite and where == "live":
+    if not polite and opts.target.reaches_network:
         raise RealprobeError(
             "politeness can be turned off only for a sandbox, the simulator or replay; "
             "public APIs always get the catalogue's limits"
@@ -226,7 +224,7 @@ def probe(
         try:
             return await run_probes(
                 cat, names, rounds, client, store, timeout_s=timeout,
-                vantage=vantage or default_vantage(), mode=mode, target=where,
+                vantage=vantage or default_vantage(),
                 politeness=PolitenessConfig() if polite else PolitenessConfig.off(),
                 concurrency=concurrency, seed=seed,
             )
