@@ -213,6 +213,78 @@ def openapi_import(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def hostile_limits(d: dict[str, Any]) -> list[Row]:
+    p = d["parse"]
+    return [
+        (
+            f"hostile servers, {d['deadline_s']:g} s deadline: headers dripped, body dripped, "
+            "silent; sync and async client",
+            f"every call ended by the deadline (worst overrun {d['worst_overrun_s']:.3f} s)",
+            "deadline holds",
+            "`python bench/hostile_limits.py`",
+        ),
+        (
+            "bounded parsing cost",
+            f"{p['nested_200k_bytes']:,} nested `[`: {p['nested_200k_ms'] / 1000:.2f} s to "
+            f"refuse; a valid {p['json_5mb_ok_bytes'] / 1e6:.1f} MB body: "
+            f"{p['json_5mb_ok_ms'] / 1000:.2f} s",
+            "–",
+            "same",
+        ),
+    ]
+
+
+def drift_false_positives(d: dict[str, Any]) -> list[Row]:
+    nc = d["no_change_bursty"]
+    return [(
+        f"`drift` false positives, bursty no-change (P(fail|fail) {nc['p_fail_after_fail']:g}), "
+        f"{nc['databases']} databases × {nc['tools_per_database']} tools",
+        f"{_pct(nc['per_tool']['success_flagged'])} of tools flagged on success (plain "
+        f"two-proportion test {_pct(nc['per_tool']['success_flagged_plain_test'])})",
+        "≤ 6 %",
+        "`python bench/drift_false_positives.py`",
+    )]
+
+
+def calibrate_burst_roundtrip(d: dict[str, Any]) -> list[Row]:
+    mixed = d["mixed_codes"]
+    return [(
+        f"`calibrate` round trip of the burst chain under a biting deadline "
+        f"({mixed['experiments']} experiments)",
+        "mean absolute error vs truth: "
+        + ", ".join(
+            f"P(fail|{'fail' if k == 'ff' else 'ok'}) {v['mean_abs_error']:.3f}"
+            for k, v in mixed["calibrated_vs_truth"].items()
+            if isinstance(v, dict) and "mean_abs_error" in v
+        ),
+        "within 0.03",
+        "`python bench/calibrate_burst_roundtrip.py`",
+    )]
+
+
+def latency_fit_checks(d: dict[str, Any]) -> list[Row]:
+    ks = d["ks_null_no_deadline"]
+    return [(
+        f"KS p-value under the null ({ks['replicates']} replicates, no deadline)",
+        f"share below 0.05: {_pct(ks['bootstrap_pvalue']['share_below_0.05'])} with the "
+        "parametric bootstrap (plain Kolmogorov "
+        f"{_pct(ks['kolmogorov_pvalue']['share_below_0.05'])})",
+        "≈ 5 %",
+        "`python bench/latency_fit_checks.py`",
+    )]
+
+
+def provenance_selection(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"`stats` picking live rows out of {_n(d['rows'])} mixed live and simulated rows",
+        f"{d['cli_stats_s']:.1f} s for the command (load average {d['load_average_1m']:g}); "
+        f"{d['honest_time']['rows_stamped_after_write']} of {_n(d['honest_time']['rounds'])} "
+        "simulated rounds stamped after their write",
+        "–",
+        "`python bench/provenance_selection.py`",
+    )]
+
+
 #: results file stem -> its rows, in the README's order
 TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "call_overhead": call_overhead,
@@ -229,6 +301,11 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "replay_load_time": replay_load_time,
     "tasks_simulate": tasks_simulate,
     "tasks_replay": tasks_replay,
+    "hostile_limits": hostile_limits,
+    "drift_false_positives": drift_false_positives,
+    "calibrate_burst_roundtrip": calibrate_burst_roundtrip,
+    "latency_fit_checks": latency_fit_checks,
+    "provenance_selection": provenance_selection,
     "mcp_overhead": mcp_overhead,
 }
 

@@ -15,11 +15,13 @@ from typing import Any, ClassVar
 
 import typer
 
+from realprobe.commands.checks import CheckedGroup, apply_checks
 from realprobe.commands.common import QuickHelpGroup
 from realprobe.errors import RealprobeError
 
 #: verb -> (module under realprobe.commands, one-line help), in the order a user meets them:
-#: tools, probing, analysis, cassettes, tasks, MCP. A test checks these against the commands.
+#: tools, probing, analysis, cassettes, tasks, MCP, monitoring. A test checks them against
+#: the commands.
 COMMANDS: dict[str, tuple[str, str]] = {
     "catalog": ("foundation", "List the tool definitions; import OpenAPI descriptions; read the "
                               "public-apis list."),
@@ -48,6 +50,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "agent and prompt type, flaws, pass^k."),
     "mcp": ("mcp", "Serve the catalogue tools over the Model Context Protocol (stdio or "
                    "streamable HTTP)."),
+    "exporter": ("monitor", "EXPORTER"),
+    "alert": ("monitor", "ALERT"),
+    "merge": ("monitor", "MERGE"),
 }
 
 
@@ -59,8 +64,9 @@ def command_group(module_name: str) -> Any:
     return typer.main.get_group(sub)
 
 
-class LazyGroup(QuickHelpGroup):
-    """Lists the verbs from `COMMANDS` and imports a verb's module only when it is invoked."""
+class LazyGroup(QuickHelpGroup, CheckedGroup):
+    """Lists the verbs from `COMMANDS` and imports a verb's module only when it is invoked;
+    every verb gets the range checks of `commands.checks` on its options."""
 
     _groups: ClassVar[dict[str, Any]] = {}
 
@@ -74,7 +80,10 @@ class LazyGroup(QuickHelpGroup):
         module_name = entry[0]
         if module_name not in self._groups:
             self._groups[module_name] = command_group(module_name)
-        return self._groups[module_name].get_command(ctx, cmd_name)
+        command = self._groups[module_name].get_command(ctx, cmd_name)
+        if command is not None:
+            apply_checks(command)
+        return command
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         with formatter.section("Commands"):

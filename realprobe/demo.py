@@ -38,7 +38,7 @@ class DemoResult:
 
 def fresh_db(out: Path) -> Path:
     """`out/demo.db`, with any earlier demo database (and its WAL files) removed."""
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)  # its folder must exist: nothing is made silently
     db = out / "demo.db"
     for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
         stale.unlink(missing_ok=True)

@@ -199,9 +199,11 @@ def scrub_cmd(
 ) -> None:
     """Replace credentials (auth headers, cookies, key/token query parameters and JSON
     fields, and every echo of their values) with REDACTED."""
+    from realprobe.outputs import check_output
     from realprobe.replay.cassette import load_cassette, save_cassette
     from realprobe.replay.scrub import ScrubConfig, scrub_cassette
 
+    check_output(out or file, replace=True)
     cassette = load_cassette(file)
     cfg = ScrubConfig(
         secrets=tuple(secret or ()), extra_headers=tuple(header or ()),
@@ -233,7 +235,12 @@ def _parse_subs(pairs: list[str] | None) -> dict[str, str]:
 def import_cmd(
     file: FileArg,
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the realprobe cassette.")
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write the realprobe cassette (an existing file is replaced).",
+        ),
     ],
     substitute: Annotated[
         list[str] | None,
@@ -254,6 +261,9 @@ def import_cmd(
 
     if not file.exists():
         raise RealprobeError(f"no such file: {file}")
+    from realprobe.outputs import check_output
+
+    check_output(out, replace=True)
     data = parse_text(file.read_bytes(), str(file), yaml_hint=is_yaml_path(file))
     cassette = from_data(data, str(file), substitute=_parse_subs(substitute))
     cassette.meta["imported_from"] = file.name
@@ -372,7 +382,11 @@ def record_round_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Start the sandbox on loopback, call every tool once, record it all into a cassette."""
+    """Start the sandbox on loopback, call every tool once, record it all into a cassette
+    (an existing file at --out is replaced; a link is refused)."""
+    from realprobe.outputs import check_output
+
+    check_output(out, replace=True)
     cat = load_catalog(None)
     with console.status(f"calling {len(cat)} tools through the sandbox (profile {profile})"):
         results = record_round(cat, out, profile=profile, seed=seed, timeout=timeout,

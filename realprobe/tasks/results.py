@@ -35,12 +35,15 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for (a, m, f), rs in _group(flawed, lambda r: (r["agent"], r["model"], r["flaw"])).items()
     ]
     reliability = []
-    for (a, m, p, mode, prof), rs in _group(
-        rows, lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "")
+    for (a, m, p, mode, prof, kind), rs in _group(
+        rows,
+        lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "",
+                   r.get("target_kind") or "live"),
     ).items():
         reliability.append(
             {
                 "agent": a, "model": m, "prompt": p, "mode": mode, "profile": prof,
+                "target_kind": kind,  # live | sandbox | simulate | replay: never pooled
                 "runs": len(rs), **pass_k(rs), **recovery(rs),
             }
         )
