@@ -50,9 +50,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
                          "agent and prompt type, flaws, pass^k."),
     "mcp": ("mcp", "Serve the catalogue tools over the Model Context Protocol (stdio or "
                    "streamable HTTP)."),
-    "exporter": ("monitor", "EXPORTER"),
-    "alert": ("monitor", "ALERT"),
-    "merge": ("monitor", "MERGE"),
+    "exporter": ("monitor", "Serve Prometheus metrics from the probe database (and /probe, "
+                            "/status)."),
+    "alert": ("monitor", "Alert rules over the probe database."),
+    "merge": ("monitor", "Merge probe databases from several vantage points into one "
+                         "(idempotent)."),
 }
 
 
