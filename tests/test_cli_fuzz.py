@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from typer import _click
 
 from realprobe.cli import app, main
 from realprobe.data import data_dir
@@ -109,10 +110,11 @@ def _commands() -> Iterator[tuple[str, Any]]:
     root = typer.main.get_command(app)
 
     def walk(cmd: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                yield from walk(sub, f"{prefix} {name}".strip())
+        # list_commands/get_command rather than .commands: the root loads verbs lazily
+        if hasattr(cmd, "list_commands"):
+            ctx = _click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), f"{prefix} {name}".strip())
         else:
             yield prefix, cmd
 

@@ -1,4 +1,5 @@
-"""Statistics into a simulator Profile (DESIGN.md format), and export views for other benchmarks.
+"""Statistics into a simulator Profile (`realprobe-profile/1`), and export views for other
+benchmarks.
 
 The profile is what the sandbox and the simulate transport read, so the numbers in it are the
 generative parameters: the per-attempt success rate, the failure mix, the fitted latency of

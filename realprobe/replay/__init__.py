@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from realprobe.replay.core import CassetteExhausted, CassetteMiss
     from realprobe.replay.importers import load_cassette, recover_cassette
     from realprobe.replay.matching import MATCHER_NAMES
-    from realprobe.replay.modes import Mode, TransportOptions, make_client, make_sync_client
+    from realprobe.replay.mode import Mode
+    from realprobe.replay.modes import TransportOptions, make_client, make_sync_client
     from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
     from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
     from realprobe.replay.session import RECORD_MODES, CassetteSession, use_cassette
@@ -33,7 +34,7 @@ _WHERE = {
     "load_cassette": "realprobe.replay.importers",
     "recover_cassette": "realprobe.replay.importers",
     "MATCHER_NAMES": "realprobe.replay.matching",
-    "Mode": "realprobe.replay.modes",
+    "Mode": "realprobe.replay.mode",
     "TransportOptions": "realprobe.replay.modes",
     "make_client": "realprobe.replay.modes",
     "make_sync_client": "realprobe.replay.modes",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from realprobe.replay.client import (
     system_resolver,
 )
 from realprobe.replay.core import EXHAUSTION_POLICIES, LatencyPolicy
+from realprobe.replay.mode import Mode
 from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
 from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
 from realprobe.replay.scrub import ScrubConfig
@@ -40,25 +40,6 @@ from realprobe.replay.transports import (
     sync_live_transport,
 )
 from realprobe.simulator.profile import Profile, resolve_profile
-
-
-class Mode(StrEnum):
-    LIVE = "live"
-    RECORD = "record"
-    REPLAY = "replay"
-    SIMULATE = "simulate"
-
-    @classmethod
-    def parse(cls, value: str | Mode) -> Mode:
-        """A mode from a string as a user types it; an unknown value is an error (never a
-        silent fallback to live)."""
-        if isinstance(value, Mode):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise RealprobeError(f"mode {value!r}: choose one of {choices}") from None
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The profile format (DESIGN.md): one pydantic model writes it, reads it, and drives faults."""
+"""The profile format (`realprobe-profile/1`): one pydantic model writes it, reads it, and
+drives faults."""
 
 from __future__ import annotations
 
