@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from realprobe.replay.cassette import Call, Cassette, load_cassette
+from realprobe.replay.cassette import Call, Cassette
+from realprobe.replay.importers import load_cassette
 from realprobe.replay.matching import MATCH_URL, MATCH_URL_BODY, match_key
 from realprobe.replay.scrub import ScrubConfig, config_for, scrub_for_match
 from realprobe.simulator.routes import Body, Route
