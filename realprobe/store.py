@@ -161,6 +161,27 @@ def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:
     return RealprobeError(f"{path}: not a usable SQLite database ({text})")
 
 
+#: every table realprobe writes (probes, schedules, tasks); a file with tables and none of
+#: these belongs to something else
+OWN_TABLES = frozenset(
+    {"probe_runs", "probes", "api_budget", "schedule_events", "task_runs", "task_steps"}
+)
+
+
+class ForeignDatabase(RealprobeError):
+    """The file is a SQLite database of something else."""
+
+
+def _refuse_foreign(path: Path, db: sqlite_utils.Database) -> None:
+    tables = {t for t in db.table_names() if not t.startswith("sqlite_")}
+    if tables and not tables & OWN_TABLES:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise ForeignDatabase(
+            f"{path}: a SQLite database of something else (tables: {shown}); "
+            "realprobe adds no tables to it"
+        )
+
+
 class Store:
     def __init__(
         self,
@@ -168,12 +189,20 @@ class Store:
         *,
         create: bool = True,
         busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000,
+        force: bool = False,
     ) -> None:
+        """Open (and with `create`, set up) the database at `path`.
+
+        Only the default location gets its folders made; a path given by the caller must be
+        in an existing folder. A SQLite file that holds tables and none of realprobe's is
+        refused (nothing added, journal mode untouched) unless `force`."""
         self.path = Path(path) if path is not None else default_db_path()
         if not create and not self.path.exists():
             raise RealprobeError(
                 f"no database at {self.path}; run `realprobe probe` first or pass --db FILE"
             )
+        if self.path != default_db_path() and not self.path.parent.is_dir():
+            raise RealprobeError(f"{self.path}: the folder {self.path.parent} does not exist")
         if self.path.is_dir():
             raise RealprobeError(f"{self.path}: is a directory; --db wants a database file")
         try:
@@ -181,6 +210,8 @@ class Store:
             conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             self.db = sqlite_utils.Database(conn)
+            if create and not force:
+                _refuse_foreign(self.path, self.db)
             if create:
                 self.db.enable_wal()
                 conn.execute("PRAGMA synchronous = NORMAL")

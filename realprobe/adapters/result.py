@@ -14,6 +14,11 @@ class ToolError(BaseModel):
     message: str
     http_status: int | None = None
     retry_after_s: float | None = None
+    #: for calls that got no HTTP response: where the fetch was when it failed (connect,
+    #: send, headers, body, policy) and whether a server accepted the connection. Kept out
+    #: of dumps: a replay (which has no connection to watch) must print what the live call did
+    phase: str | None = Field(default=None, exclude=True)
+    reached: bool | None = Field(default=None, exclude=True)
 
     @property
     def retryable(self) -> bool:

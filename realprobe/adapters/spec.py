@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from realprobe.addresses import is_metadata_url
 from realprobe.errors import ErrorCode
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -107,6 +108,12 @@ class Fixture(_Strict):
     code: ErrorCode | None = None
     source: str = Field(min_length=1)
     note: str = ""
+    #: the arguments this body answers (`when = { name = "france" }`); empty: any arguments.
+    #: Compared as strings, case-insensitively.
+    when: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    #: the API's real answer to input it does not know (a 404 body, an empty list): the
+    #: sandbox serves it when no fixture's `when` matches the arguments of a request
+    unknown_input: bool = False
     #: `documentation`: an example body copied from the API's description, not a response
     #: anyone received; `recorded`: a body a real call returned
     origin: Literal["recorded", "documentation"] = "recorded"
@@ -136,6 +143,9 @@ class ToolSpec(_Strict):
     soft_failures: list[Rule] = Field(default_factory=list)
     parser: str | None = None
     fixtures: list[Fixture] = Field(default_factory=list)
+    #: response fields that echo an argument, `{ "name" = "name" }` (dotted field path ->
+    #: argument): the sandbox writes the request's argument there when it serves a fixture
+    echo: dict[str, str] = Field(default_factory=dict)
     #: why the tool has no body to serve (the sandbox answers it with a "no fixture" error)
     no_fixture: str | None = None
 
@@ -151,6 +161,11 @@ class ToolSpec(_Strict):
     def _path_slash(cls, v: str) -> str:
         if not v.startswith("/") and v != "":
             raise ValueError("path must start with '/'")
+        if "?" in v or "#" in v:
+            raise ValueError(
+                f"path {v!r} holds a query or fragment: put query parameters under `query` "
+                "(e.g. query = { q = \"{q}\" })"
+            )
         return v
 
     @model_validator(mode="after")
@@ -163,6 +178,13 @@ class ToolSpec(_Strict):
             raise ValueError(f"placeholders {sorted(missing)} are not declared in `input`")
         if not self.examples:
             raise ValueError("examples must hold at least one argument set ({} for none)")
+        for where, names in (
+            ("echo", set(self.echo.values())),
+            ("fixtures' `when`", {k for f in self.fixtures for k in f.when}),
+        ):
+            unknown = names - set(self.input)
+            if unknown:
+                raise ValueError(f"{where} names arguments not in `input`: {sorted(unknown)}")
         return self
 
 
@@ -184,6 +206,10 @@ class ApiSpec(_Strict):
     https: bool
     in_public_apis: bool = True
     accept_json: bool = True
+    #: a base URL on a link-local or cloud metadata address (169.254.0.0/16, fe80::/10,
+    #: metadata.google.internal, ...) is refused unless this is set: such addresses can hand
+    #: out the credentials of the machine realprobe runs on
+    allow_link_local: bool = False
     description: str = ""
     politeness: Politeness = Field(default_factory=Politeness)
     notes: list[str] = Field(default_factory=list)
@@ -201,7 +227,18 @@ class ApiSpec(_Strict):
     def _valid_base(cls, v: str) -> str:
         if not re.match(r"^https?://[^/\s]+(/[^\s]*)?$", v):
             raise ValueError(f"base_url {v!r} must be an absolute http(s) URL")
+        if "?" in v or "#" in v:
+            raise ValueError(f"base_url {v!r} holds a query or fragment: put it under `query`")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _no_metadata_address(self) -> ApiSpec:
+        if is_metadata_url(self.base_url) and not self.allow_link_local:
+            raise ValueError(
+                f"base_url {self.base_url!r} is a link-local or cloud metadata address; "
+                "set allow_link_local = true on this API if it is really meant"
+            )
+        return self
 
 
 class CatalogFile(_Strict):

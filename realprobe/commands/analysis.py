@@ -13,13 +13,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from realprobe.commands.common import JsonOpt, console, err_console, print_json
+from realprobe.commands.common import (
+    JsonOpt,
+    console,
+    default_db_path,
+    doc,
+    err_console,
+    print_json,
+)
 from realprobe.errors import RealprobeError
-from realprobe.store import default_db_path
+from realprobe.outputs import write_output
 
 if TYPE_CHECKING:
+    from realprobe.probes.loading import ProbeArrays
     from realprobe.probes.provenance import Provenance
     from realprobe.probes.stats import StatsReport
 
@@ -176,6 +183,19 @@ def _stats(
     target: str | None = None,
     vantage: str | None = None,
 ) -> tuple[Path, StatsReport]:
+    path, _, rep = _stats_arrays(db, since, until, tools, period, target, vantage)
+    return path, rep
+
+
+def _stats_arrays(
+    db: Path | None,
+    since: str | None,
+    until: str | None,
+    tools: str | None,
+    period: str = "1d",
+    target: str | None = None,
+    vantage: str | None = None,
+) -> tuple[Path, ProbeArrays, StatsReport]:
     from realprobe.probes.stats import stats_from_db
     from realprobe.probes.windows import parse_duration
 
@@ -185,8 +205,8 @@ def _stats(
     names = _tools(tools)
     kinds, vantages = _selection(path, target, vantage, [(a, b)], names)
     _check_tools(path, names, a, b, kinds, vantages)
-    _, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
-    return path, rep
+    arr, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
+    return path, arr, rep
 
 
 def _pct(v: float | None) -> str:
@@ -208,13 +228,21 @@ def stats_cmd(
     vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per tool: success rate per attempt with a 95% interval, error mix, latency percentiles and
-    a censored lognormal fit, the burst chain, and variability flags."""
+    """Per tool: success rate with a 95% interval, error mix, latency fit, bursts, variability.
+
+    Success is per attempt; latency percentiles come with a censored lognormal fit; the burst
+    chain and variability flags come last."""
     _, rep = _stats(db, since, until, tools, period, target, vantage)
     _banner(rep.provenance)
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return
+    print_stats(rep)
+
+
+def print_stats(rep: StatsReport) -> None:
+    from rich.table import Table
+
     wide = console.width >= 120  # narrower terminals drop the fit columns (see --json)
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = Table(title=f"{len(rep.tools)} tools · {head}")
@@ -235,7 +263,8 @@ def stats_cmd(
             str(t.success.n),
             f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]",
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
-            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99)),
+            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
+            + ("*" if lat.percentiles == "censored-fit" else ""),
         ]
         if wide:
             cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
@@ -246,8 +275,13 @@ def stats_cmd(
     console.print(
         "[dim]success = per attempt (each stored call is one trial; prober outages excluded); "
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
-        "TIMEOUTs right-censored in the fit. See docs/statistics.md.[/dim]"
+        f"TIMEOUTs right-censored in the fit. How to read them: {doc('statistics.md')}[/dim]"
     )
+    if any(t.latency.percentiles == "censored-fit" for t in rep.tools):
+        console.print(
+            "[dim]* the deadline cut into the latency: percentiles from the censored fit "
+            "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
+        )
 
 
 def calibrate_cmd(
@@ -256,7 +290,12 @@ def calibrate_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write here instead of stdout (replaces an existing file; refuses a link).",
+        ),
     ] = None,
     view: Annotated[
         str, typer.Option("--as", help="profile (default), resilibench or reliabilitybench.")
@@ -270,11 +309,20 @@ def calibrate_cmd(
         ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline",
+            help="Views: the rates a caller with this timeout (s) sees "
+            "(default: the probes' own deadline).",
+        ),
+    ] = None,
     target: TargetOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
-    """Turn stored probes into a simulator profile (the sandbox and --simulate read it), or an
-    export view for ResiliBench / ReliabilityBench."""
+    """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
+
+    The sandbox and --simulate read the profile."""
     from realprobe.probes.calibrate import VIEWS, calibrate, export
     from realprobe.simulator.profile import load_profile
 
@@ -283,17 +331,14 @@ def calibrate_cmd(
     if source is not None:
         profile = load_profile(source)
     else:
-        path, rep = _stats(db, since, until, tools, target=target, vantage=vantage)
+        path, arr, rep = _stats_arrays(db, since, until, tools, target=target, vantage=vantage)
         _banner(rep.provenance)
-        profile = calibrate(rep, name=name, db=str(path))
-    text = json.dumps(export(profile, view), indent=2) + "\n"
+        profile = calibrate(rep, name=name, db=str(path), arrays=arr)
+    text = json.dumps(export(profile, view, deadline), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    write_output(output, text, replace=True)
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
 
@@ -317,8 +362,10 @@ def drift_cmd(
     vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which tools changed between two windows: success (two-proportion test), latency
-    (Mann-Whitney + effect-size gate), error mix (chi-square), corrected across tools."""
+    """Which tools changed between two windows: success, latency, error mix (corrected).
+
+    Success by a two-proportion test, latency by Mann-Whitney with an effect-size gate, the
+    error mix by chi-square, corrected across tools."""
     from realprobe.probes.drift import drift
     from realprobe.probes.loading import load_probes
     from realprobe.probes.provenance import describe, empty_selection_error
@@ -358,6 +405,8 @@ def drift_cmd(
             }
         )
     else:
+        from rich.table import Table
+
         table = Table(
             title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
             f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha}) · "
@@ -400,7 +449,8 @@ def report_cmd(
         typer.Option(
             "-o",
             "--output",
-            help="File to write (default report.html for html; stdout for md/json).",
+            help="File to write (default report.html for html; stdout for md/json); an "
+            "existing file is replaced, a symbolic link is refused.",
         ),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
@@ -421,7 +471,9 @@ def report_cmd(
     target: TargetOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
-    """A self-contained report (no network needed to view it): per-tool table, success with
+    """A self-contained HTML, Markdown or JSON report of the stored probes.
+
+    No network is needed to view it: per-tool table, success with
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
     from realprobe.probes.windows import parse_duration, parse_window
     from realprobe.report import build_report, render_html, render_json, render_markdown
@@ -460,9 +512,6 @@ def report_cmd(
     if output is None:
         sys.stdout.write(text + "\n")
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    write_output(output, text, replace=True)
     _banner(data.stats.provenance)
     err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")

@@ -9,21 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
-from realprobe.adapters import ToolResult
-from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.tool import Tool
 from realprobe.commands.common import (
     CassetteOpt,
     CatalogOpt,
@@ -39,12 +28,21 @@ from realprobe.commands.common import (
     transport_options,
 )
 from realprobe.errors import RealprobeError
-from realprobe.probes.politeness import PolitenessConfig
-from realprobe.probes.runner import RunSummary, default_vantage, run_probes
-from realprobe.probes.scheduler import ProbeSchedule, make_trigger
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, Store, default_db_path
+from realprobe.replay.mode import Mode
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from realprobe.adapters import ToolResult
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.adapters.tool import Tool
+    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe.probes.runner import RunSummary
+    from realprobe.probes.scheduler import ProbeSchedule
+    from realprobe.replay.client import HttpClient
+    from realprobe.replay.modes import TransportOptions
+    from realprobe.store import Store
+
 
 
 class PolitenessChoice(StrEnum):
@@ -80,6 +78,12 @@ PolitenessOpt = Annotated[
 ConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", help="Calls in flight at most, over all hosts.")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Use a --db file that holds another program's tables (adds realprobe's)."
+    ),
+]
 LockTimeoutOpt = Annotated[
     float,
     typer.Option(
@@ -100,6 +104,16 @@ class ProbeSetup:
     timeout: float
     vantage: str
     lock_timeout: float = 30.0
+    force: bool = False
+
+    def store(self) -> Store:
+        """The database; a foreign SQLite file is refused unless --force."""
+        from realprobe.store import ForeignDatabase, Store
+
+        try:
+            return Store(self.db, busy_timeout_s=self.lock_timeout, force=self.force)
+        except ForeignDatabase as exc:
+            raise RealprobeError(f"{exc}; pass --force to use it anyway") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -125,6 +139,10 @@ def setup(
     catalog: list[Path] | None,
 ) -> ProbeSetup:
     """Validate every option before anything is sent or written."""
+    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe.probes.runner import default_vantage
+    from realprobe.store import default_db_path
+
     if rounds < 1:
         raise RealprobeError(f"--rounds must be at least 1 (got {rounds})")
     if concurrency < 1:
@@ -160,6 +178,9 @@ def setup(
 
 
 def client_for(s: ProbeSetup) -> HttpClient:
+    from realprobe.replay.client import ClientConfig
+    from realprobe.replay.modes import make_client
+
     t = s.timeout
     config = ClientConfig(
         deadline_s=t, read_timeout_s=min(10.0, t), connect_timeout_s=min(5.0, t)
@@ -189,6 +210,14 @@ class LiveCounts:
     """A rich progress bar with live ok/error counts (on stderr, so --json stays clean)."""
 
     def __init__(self, total: int, label: str, enabled: bool = True) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         self.ok = 0
         self.err = 0
         self.progress = Progress(
@@ -223,6 +252,8 @@ def summary_table(summary: RunSummary, width: int | None = None) -> Table:
 
     The api column is left out on narrow terminals so tool names stay readable.
     """
+    from rich.table import Table
+
     with_api = (width or console.width) >= 110
     table = Table(
         title=f"run {summary.run_id}: {summary.status} · {summary.target} · "
@@ -269,7 +300,9 @@ def print_summary(summary: RunSummary, db: Path) -> None:
 async def _probe(
     s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool
 ) -> RunSummary:
-    store = Store(s.db, busy_timeout_s=s.lock_timeout)
+    from realprobe.probes.runner import run_probes
+
+    store = s.store()
     client = client_for(s)
     stop = asyncio.Event()
     main = asyncio.current_task()
@@ -320,6 +353,7 @@ def probe_cmd(
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
+    force: ForceOpt = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -329,12 +363,15 @@ def probe_cmd(
     interval with jitter, Retry-After honoured and a daily budget (catalogue `politeness`).
     Ctrl-C stops after the calls in flight; every finished call is already stored.
     """
+    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
+
     s = setup(
         tools=tools, all_tools=all_tools, rounds=rounds, timeout=timeout, db=db,
         vantage=vantage, sandbox=sandbox, simulate=simulate, mode=mode, cassette=cassette,
         seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
     )
     s.lock_timeout = lock_timeout
+    s.force = force
     summary = asyncio.run(_probe(s, rounds, concurrency, seed, progress=True))
     if as_json:
         print_json(summary.model_dump(mode="json"))
@@ -380,6 +417,7 @@ def schedule_cmd(
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
+    force: ForceOpt = False,
     catalog: CatalogOpt = None,
     alerts: Annotated[
         Path | None,
@@ -393,6 +431,9 @@ def schedule_cmd(
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
+    from realprobe.probes.runner import run_probes
+    from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+
     if max_runs is not None and max_runs < 1:
         raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
     if jitter < 0:
@@ -404,6 +445,7 @@ def schedule_cmd(
         seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
     )
     s.lock_timeout = lock_timeout
+    s.force = force
     alert_rules = None
     if alerts is not None:
         from realprobe.monitor.alerts import load_rules
@@ -419,7 +461,7 @@ def schedule_cmd(
         )
 
     async def main() -> Any:
-        store = Store(s.db, busy_timeout_s=s.lock_timeout)
+        store = s.store()
         client = client_for(s)
         try:
             sched: ProbeSchedule

@@ -36,6 +36,8 @@ FIELD_RE = re.compile(
     r"auth[_-]?token|session[_-]?token|bearer[_-]?token|token|secret|client[_-]?secret|"
     r"password|passwd|authorization|private[_-]?key|secret[_-]?key)$"
 )
+#: every FIELD_RE name contains one of these, so a body without them needs no JSON parse
+_FIELD_WORDS = (b"key", b"token", b"secret", b"passw", b"authorization", b"\\u")
 ENV_NAME_RE = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)")
 URL_HEADERS = ("location", "content-location", "link", "refresh")
 MIN_LITERAL = 6
@@ -155,6 +157,9 @@ def scrub_json_body(body: bytes, cfg: ScrubConfig, found: list[str] | None = Non
     """Secret-named JSON fields replaced; bodies that are not JSON come back unchanged."""
     if not body or body.lstrip()[:1] not in (b"{", b"["):
         return body
+    low = body.lower()
+    if not any(w in low for w in _FIELD_WORDS):
+        return body  # no key FIELD_RE could match (nor an escaped one): skip the parse
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
@@ -166,6 +171,11 @@ def scrub_json_body(body: bytes, cfg: ScrubConfig, found: list[str] | None = Non
     if not changed:
         return body
     return json.dumps(new, ensure_ascii=False).encode("utf-8")
+
+
+def env_secrets() -> list[str]:
+    """Values of secret-named environment variables (`*_KEY`, `*_TOKEN`, ...)."""
+    return _env_secrets()
 
 
 def _env_secrets() -> list[str]:

@@ -31,6 +31,12 @@ def tool_definitions(ctx: AgentContext, *, strict: bool = False) -> list[dict[st
     return cached
 
 
+def _tools(ctx: AgentContext, strict: bool) -> dict[str, Any]:
+    """The tools as request-body fields. Sent as `extra_body`: they are plain JSON already,
+    and the SDK's typed-dict transform of ~35 schemas would cost more than the request."""
+    return {"extra_body": {"tools": tool_definitions(ctx, strict=strict), "tool_choice": "auto"}}
+
+
 _STRICT_WORDS = ("strict", "additionalproperties", "json schema", "json_schema", "schema")
 
 
@@ -58,18 +64,12 @@ class OpenAIToolAgent(LlmLoop):
     ) -> Any:
         strict = self.strict is not False
         try:
-            return await self.complete(
-                ctx, client, messages, tools=tool_definitions(ctx, strict=strict),
-                tool_choice="auto",
-            )
+            return await self.complete(ctx, client, messages, **_tools(ctx, strict))
         except openai.BadRequestError as exc:
             if not (strict and self._auto and rejects_strict(exc)):
                 raise
             self.strict = False  # this endpoint does not take strict schemas: plain tools
-            return await self.complete(
-                ctx, client, messages, tools=tool_definitions(ctx, strict=False),
-                tool_choice="auto",
-            )
+            return await self.complete(ctx, client, messages, **_tools(ctx, False))
 
     async def turn(
         self,
