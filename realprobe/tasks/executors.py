@@ -27,6 +27,7 @@ from realprobe.tasks.runner import (
     RunOutcome,
     Shared,
     check_cassettes,
+    first_error,
     resume_key,
     run_one,
     target_label,
@@ -91,9 +92,10 @@ async def run_local(
             )
         on_done(Finished(res.row, res.steps, res))
 
-    async with asyncio.TaskGroup() as group:
-        for job in jobs:
-            group.create_task(one(job))
+    with first_error():
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(one(job))
 
 
 # -- Ray ---------------------------------------------------------------------------------

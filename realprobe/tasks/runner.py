@@ -9,11 +9,12 @@ replayed run takes the same path as the recorded one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -393,10 +394,24 @@ async def run_batch(
         if on_done is not None:
             on_done(res)
 
-    async with asyncio.TaskGroup() as group:
-        for i, (t, p, r) in enumerate(runs):
-            group.create_task(one(i, t, p, r))
+    with first_error():
+        async with asyncio.TaskGroup() as group:
+            for i, (t, p, r) in enumerate(runs):
+                group.create_task(one(i, t, p, r))
     return [r for r in results if r is not None]
+
+
+@contextlib.contextmanager
+def first_error() -> Iterator[None]:
+    """Concurrent runs fail as one run would: the first error itself, not an
+    ExceptionGroup (a missing cassette is a one-line message, not a traceback)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup) and first.exceptions:
+            first = first.exceptions[0]
+        raise first from None
 
 
 __all__ = [
