@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.clock import Clock
 from realprobe.errors import ErrorCode
+from realprobe.hosts import host_key as host_key  # one host key for every room
 from realprobe.store import Store
 
 #: politeness when it is switched off (sandbox/simulate benchmarks): no waits, no budget
