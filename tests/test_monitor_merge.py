@@ -129,3 +129,21 @@ def test_stats_by_vantage_compares_the_same_tool_across_networks(tmp_path: Path)
                                                           "COLUMNS": "200"},
     )
     assert table.returncode == 0 and "berlin" in table.stdout and "ohio" in table.stdout
+
+
+def test_the_report_compares_vantages_and_shows_phases(tmp_path: Path) -> None:
+    out = tmp_path / "all.db"
+    merge(vantage_dbs(tmp_path), out)
+    write_rows(out, "catfact_fact", "oooo", vantage="ohio", run_id="phased", t0=T0 + 50,
+               extra={"dns_ms": 3.0, "connect_ms": 9.0, "tls_ms": 20.0, "ttfb_ms": 180.0,
+                      "transfer_ms": 4.0, "new_connection": 1})
+    report = tmp_path / "r.html"
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "report", "--db", str(out), "-o", str(report),
+         "--since", "2026-09-01", "--until", "2027-01-01"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    html = report.read_text()
+    assert "Vantage points side by side" in html and "tokyo" in html and "berlin" in html
+    assert "Where the time goes" in html and "<td>180</td>" in html

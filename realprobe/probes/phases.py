@@ -58,3 +58,43 @@ def phase_breakdown(
             "slowest": max(known, key=lambda p: known[p]) if known else None,
         }
     return out
+
+
+def vantage_table(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    kinds: list[str] | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """{tool: {vantage: {"n", "ok", "rate", "ci95", "p50_ms"}}}: one API seen from each
+    network (Wilson intervals on the calls as they are; `stats --by vantage` adjusts for
+    bursts)."""
+    from realprobe.probes.stats import wilson
+
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        where, params = conditions(cols, since, until, tools, kinds, None)
+        rows = conn.execute(
+            f"SELECT tool, COALESCE(vantage, ''), outcome, latency_ms FROM probes WHERE {where}",
+            params,
+        ).fetchall()
+    finally:
+        conn.close()
+    cells: dict[tuple[str, str], list[Any]] = {}
+    for tool, vantage, outcome, latency in rows:
+        cell = cells.setdefault((tool, vantage), [0, 0, []])
+        cell[0] += 1
+        if outcome == "ok":
+            cell[1] += 1
+            if latency is not None:
+                cell[2].append(float(latency))
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for (tool, vantage), (n, ok, lat) in sorted(cells.items()):
+        lo, hi = wilson(ok, n)
+        out.setdefault(tool, {})[vantage] = {
+            "n": n, "ok": ok, "rate": ok / n, "ci95": [lo, hi],
+            "p50_ms": round(statistics.median(lat), 1) if lat else None,
+        }
+    return out

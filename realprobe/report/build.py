@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from realprobe.probes.drift import DriftReport, drift
 from realprobe.probes.loading import ProbeArrays, load_probes
@@ -33,6 +34,10 @@ class ReportData(BaseModel):
     over_time: TimeSeries
     #: successes' latencies per tool, thinned to at most 400 quantiles, for the ECDF plots
     latency_quantiles: dict[str, list[float]]
+    #: median DNS/connect/TLS/first byte/transfer per tool (calls that recorded phases)
+    phases: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: {tool: {vantage: success, interval, p50}} when the rows come from several vantages
+    by_vantage: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
 
 
 def _period_for(span_s: float) -> float:
@@ -132,7 +137,14 @@ def build_report(
         drift_rep = drift(
             arr.where(bm), arr.where(cm), baseline_window=baseline, current_window=current
         )
+    from realprobe.probes.phases import phase_breakdown, vantage_table
+
+    used = list(rep.provenance.target_kinds) if rep.provenance is not None else kinds
+    table = vantage_table(db, since, until, tools, used)
+    several = len({v for per in table.values() for v in per}) > 1
     return ReportData(
+        phases=phase_breakdown(db, since, until, tools, used, vantages),
+        by_vantage=table if several and not vantages else {},
         generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         db=str(db),
         stats=rep,

@@ -153,6 +153,8 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
         _html_provenance(data),
         _html_summary(data),
         _html_tools_table(data.stats.tools),
+        _html_phases(data),
+        _html_vantages(data),
         _html_drift(data),
         *(_html_plot(key, svg) for key, svg in plots.items()),
         "<p class='meta'>How to read these numbers: statistics.md in realprobe's documentation"
@@ -298,6 +300,48 @@ def _html_drift(data: ReportData) -> str:
     )
     rows = "\n".join(_html_drift_row(dt) for dt in d.tools)
     return f"<h2>Drift</h2>\n{intro}\n{head}\n{rows}\n</tbody></table>"
+
+
+def _html_phases(data: ReportData) -> str:
+    if not data.phases:
+        return ""
+    rows = []
+    for tool, p in sorted(data.phases.items()):
+        cells = "".join(
+            f"<td>{_ms(p[k])}</td>"
+            for k in ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
+        )
+        slowest = escape(str(p["slowest"] or "-").removesuffix("_ms"))
+        rows.append(f"<tr><td>{escape(tool)}</td><td>{p['n']}</td>{cells}<td>{slowest}</td></tr>")
+    return (
+        "<h2>Where the time goes</h2>\n<p class='meta'>Median milliseconds over successful "
+        "calls that recorded their phases; DNS, connect and TLS over calls that opened a "
+        "connection.</p>\n<table id='phases'><thead><tr><th>tool</th><th>n</th><th>DNS</th>"
+        "<th>connect</th><th>TLS</th><th>first byte</th><th>transfer</th><th>slowest</th>"
+        "</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>"
+    )
+
+
+def _html_vantages(data: ReportData) -> str:
+    if not data.by_vantage:
+        return ""
+    vantages = sorted({v for per in data.by_vantage.values() for v in per})
+    head = "".join(f"<th>{escape(v)}</th>" for v in vantages)
+    rows = []
+    for tool, per in sorted(data.by_vantage.items()):
+        cells = []
+        for v in vantages:
+            c = per.get(v)
+            cells.append("<td>-</td>" if c is None else
+                         f"<td>{_pct(c['rate'])} {_ci(tuple(c['ci95']))} · "
+                         f"{_ms(c['p50_ms'])} ms (n {c['n']})</td>")
+        rows.append(f"<tr><td>{escape(tool)}</td>{''.join(cells)}</tr>")
+    return (
+        "<h2>Vantage points side by side</h2>\n<p class='meta'>The same tool seen from each "
+        "network: success with its 95% Wilson interval, median latency of successes.</p>\n"
+        f"<table id='vantages'><thead><tr><th>tool</th>{head}</tr></thead><tbody>\n"
+        + "\n".join(rows) + "\n</tbody></table>"
+    )
 
 
 def _html_plot(key: str, svg: str) -> str:
