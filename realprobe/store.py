@@ -22,6 +22,7 @@ import sqlite_utils
 
 from realprobe.adapters.result import ToolResult
 from realprobe.errors import RealprobeError
+from realprobe.secrets import scrub_row
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -183,8 +184,9 @@ class Store:
     # -- probe rows ---------------------------------------------------------------------
 
     def insert_probe(self, row: dict[str, Any]) -> None:
-        """Insert and commit one call's row (a killed process keeps every committed row)."""
-        row = dict(row)
+        """Insert and commit one call's row (a killed process keeps every committed row).
+        Secrets (secret-named arguments, keys in URLs, declared values) are scrubbed first."""
+        row = scrub_row(row)
         for key in ("rate_limit", "redirects", "args"):
             if key in row and row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key])
@@ -205,7 +207,7 @@ class Store:
     # -- runs ---------------------------------------------------------------------------
 
     def start_run(self, row: dict[str, Any]) -> None:
-        row = {**row, "status": row.get("status", RUN_RUNNING)}
+        row = scrub_row({**row, "status": row.get("status", RUN_RUNNING)})
         if "tools" in row and not isinstance(row["tools"], str):
             row["tools"] = json.dumps(row["tools"])
         try:
@@ -216,6 +218,7 @@ class Store:
 
     def finish_run(self, run_id: str, updates: dict[str, Any]) -> None:
         """Close a run; a local network failure also marks its rows `excluded`."""
+        updates = scrub_row(updates)
         try:
             with self.conn:
                 self.db["probe_runs"].update(run_id, updates)  # type: ignore[union-attr]
@@ -262,6 +265,7 @@ class Store:
     # -- schedule events ----------------------------------------------------------------
 
     def log_event(self, row: dict[str, Any]) -> None:
+        row = scrub_row(row)
         try:
             with self.conn:
                 self.db["schedule_events"].insert(row)  # type: ignore[union-attr]

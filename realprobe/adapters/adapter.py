@@ -17,6 +17,7 @@ from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
 from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import BadResponse, Tool
 from realprobe.errors import ErrorCode, code_for_status
+from realprobe.secrets import remember
 
 RATE_LIMIT_HEADER_PREFIXES = (
     "x-ratelimit",
@@ -129,6 +130,7 @@ class _Request:
 
 def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     """The request to send, or the INVALID_INPUT result when the arguments fail the schema."""
+    remember(*tool.secret_values(args))  # declared secrets: never written anywhere
     try:
         valid = tool.validate_args(args or {})
         method, url, params = tool.build_request(valid)

@@ -69,7 +69,10 @@ def check_loopback_hint(url: str) -> None:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    """JSON on stdout, secrets scrubbed (output is often redirected into files)."""
+    from realprobe.secrets import scrub_strings
+
+    sys.stdout.write(json.dumps(scrub_strings(obj), indent=2, default=str) + "\n")
 
 
 def parse_kv(pairs: list[str] | None) -> dict[str, Any]:

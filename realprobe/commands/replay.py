@@ -30,7 +30,7 @@ from realprobe.replay.importers import from_data
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.recording import RecordingTransport
 from realprobe.replay.replayer import EXHAUSTION_POLICIES
-from realprobe.replay.scrub import ScrubConfig, scrub_cassette
+from realprobe.replay.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
 from realprobe.replay.transports import SandboxRouter, live_transport
 from realprobe.replay.verify import PROBLEMS, ToolIndex, verify_cassette
 
@@ -185,16 +185,20 @@ def scrub_cmd(
         list[str] | None,
         typer.Option("--param", help="Another query parameter to scrub. Repeatable."),
     ] = None,
+    catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Replace credentials (auth headers, cookies, key/token query parameters and JSON
-    fields, and every echo of their values) with REDACTED."""
+    """Replace credentials (auth headers, cookies, secret-named query parameters, form and
+    JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
+    values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
     cassette = load_cassette(file)
     cfg = ScrubConfig(
         secrets=tuple(secret or ()), extra_headers=tuple(header or ()),
         extra_params=tuple(param or ()),
     )
-    report = scrub_cassette(cassette, cfg)
+    report = scrub_cassette(
+        cassette, cfg, finder=declared_secret_finder(load_catalog(catalog))
+    )
     target = save_cassette(cassette, out or file)
     if as_json:
         print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total})
@@ -244,7 +248,7 @@ def import_cmd(
     cassette.meta["imported_from"] = file.name
     unresolved = sorted({c.uri.split("/")[0] for c in cassette.calls if "://" not in c.uri})
     if scrub:
-        scrub_cassette(cassette)
+        scrub_cassette(cassette, finder=declared_secret_finder(load_catalog(None)))
     target = save_cassette(cassette, out)
     failures = sum(1 for c in cassette.calls if c.error is not None)
     if as_json:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from realprobe.secrets import scrub_row
 from realprobe.store import Store
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
@@ -84,6 +85,10 @@ class TaskStore:
             steps.create_index(["run_id", "idx"])  # type: ignore[union-attr]
 
     def insert_run(self, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        """One run and its steps; secrets (the LLM key, secret arguments, keys in URLs or in
+        the final message) are scrubbed before anything reaches the file."""
+        row = scrub_row(row)
+        steps = [scrub_row(s) for s in steps]
         row = {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()}
         with self.db.conn:
             self.db["task_runs"].insert(row)  # type: ignore[union-attr]

@@ -9,6 +9,7 @@ from typing import Protocol
 import httpx
 
 from realprobe.adapters import Catalog
+from realprobe.secrets import remember
 from realprobe.tasks.model import Task
 from realprobe.tasks.state import RunState, ToolBox
 
@@ -20,6 +21,9 @@ class LlmSettings:
     api_key: str
     timeout_s: float = 120.0
     temperature: float = 0.0
+
+    def __post_init__(self) -> None:
+        remember(self.api_key)  # the key is never written, even if the model echoes it
 
 
 @dataclass
