@@ -240,10 +240,11 @@ def import_cmd(
 ) -> None:
     """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
     from realprobe.replay.cassette import is_yaml_path, parse_text
+    from realprobe.replay.limits import read_bounded
 
     if not file.exists():
         raise RealprobeError(f"no such file: {file}")
-    data = parse_text(file.read_bytes(), str(file), yaml_hint=is_yaml_path(file))
+    data = parse_text(read_bounded(file), str(file), yaml_hint=is_yaml_path(file))
     cassette = from_data(data, str(file), substitute=_parse_subs(substitute))
     cassette.meta["imported_from"] = file.name
     unresolved = sorted({c.uri.split("/")[0] for c in cassette.calls if "://" not in c.uri})
