@@ -113,6 +113,31 @@ def mcp_cmd(
         ),
     ] = True,
     catalog: CatalogOpt = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="HTTP: another Host (and Origin) name clients may use, e.g. mcp.example.org "
+            "or myhost:8766 (loopback names always pass; '*' turns the check off). Repeatable.",
+        ),
+    ] = None,
+    auth_token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-token-env",
+            help="HTTP: require 'Authorization: Bearer <token>', the token read from this "
+            "environment variable.",
+        ),
+    ] = None,
+    max_sessions: Annotated[
+        int, typer.Option("--max-sessions", help="HTTP: open sessions at most (then 503).")
+    ] = 100,
+    session_idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--session-idle-timeout", help="HTTP: close a session idle this many seconds."
+        ),
+    ] = 600.0,
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol (stdio or streamable HTTP).
 
@@ -120,8 +145,10 @@ def mcp_cmd(
     record|replay uses a cassette, --mode simulate (or --profile) injects faults in process.
     In stdio mode stdout carries JSON-RPC only; messages go to stderr.
     """
+    from realprobe.mcp.guards import check_session_limits, token_from_env
     from realprobe.mcp.serve import log_to_stderr, run_until_signal, serve_http, serve_stdio
     from realprobe.mcp.service import McpService, ServiceOptions, describe_target
+    from realprobe.secrets import LogScrubber
 
     if tools and all_tools:
         raise RealprobeError("--tools and --all exclude each other: pick one")
@@ -129,7 +156,11 @@ def mcp_cmd(
         raise RealprobeError(f"--timeout {timeout:g}: must be a positive number of seconds")
     if not 0 <= port <= 65535:
         raise RealprobeError(f"--port {port}: must be between 0 and 65535")
+    check_session_limits(max_sessions, session_idle_timeout)
+    token = token_from_env(auth_token_env) if auth_token_env else None
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:  # no secret reaches a log line
+        handler.addFilter(LogScrubber())
     cat = load_catalog(catalog)
     opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
     service = McpService(
@@ -150,15 +181,20 @@ def mcp_cmd(
             )
         )
         return
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
         log_to_stderr(
-            f"realprobe mcp: warning: listening on {host}, not loopback; the server has no auth"
+            f"realprobe mcp: warning: listening on {host}, not loopback, and no token is "
+            "required; pass --auth-token-env VAR"
         )
     try:
         asyncio.run(
             serve_http(
                 service, host, port,
                 on_ready=lambda url: log_to_stderr(f"realprobe mcp: serving {what} on {url}"),
+                allowed_hosts=tuple(allowed_host or ()),
+                auth_token=token,
+                max_sessions=max_sessions,
+                session_idle_s=session_idle_timeout,
             )
         )
     except OSError as exc:

@@ -31,6 +31,11 @@ from realprobe.simulator.routes import RouteTable
 FAULT_PREFIX = "/_fault/"
 HANG_LIMIT_S = 300.0
 DRIP_INTERVAL_S = 1.0
+#: a request's line, headers and body must all arrive within this many seconds of its first
+#: byte (slowloris clients that trickle headers are answered 408 and dropped)
+HEADER_TIMEOUT_S = 10.0
+#: a kept-alive connection with no new request for this long is closed
+IDLE_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -49,7 +54,11 @@ class Sandbox:
         latency_scale: float = 1.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
+        self.header_timeout_s = header_timeout_s
+        self.idle_timeout_s = idle_timeout_s
         self.routes = routes
         self.profile = profile
         self.model = FaultModel(profile, seed)
@@ -97,8 +106,20 @@ class Sandbox:
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
-                request = await self._read_request(conn, reader)
+                try:
+                    request = await self._read_request(conn, reader)
+                except h11.RemoteProtocolError as exc:  # garbage, oversized headers, ...
+                    await _refuse(writer, exc.error_status_hint, f"bad request: {exc}")
+                    return
+                except TimeoutError:
+                    if conn.their_state is h11.SEND_BODY or _started(conn):
+                        await _refuse(writer, 408, "request not received in time")
+                    return
                 if request is None:
+                    return
+                target = request.target
+                if not target.startswith(b"/"):  # `OPTIONS *`, `GET foo`, absolute-form
+                    await _refuse(writer, 400, "request target must be a path starting with /")
                     return
                 keep = await self._handle(conn, request, reader, writer)
                 if not keep or conn.our_state is not h11.DONE:
@@ -107,8 +128,11 @@ class Sandbox:
                     conn.start_next_cycle()
                 except h11.ProtocolError:
                     return
-        except (ConnectionError, asyncio.CancelledError, h11.ProtocolError):
+        except (ConnectionError, asyncio.CancelledError, h11.ProtocolError, TimeoutError):
             pass
+        except Exception as exc:  # never a traceback and a dead connection: a 500, then close
+            with contextlib.suppress(Exception):
+                await _refuse(writer, 500, f"sandbox error: {type(exc).__name__}")
         finally:
             self._conns.discard(task)
             with contextlib.suppress(Exception):
@@ -117,11 +141,24 @@ class Sandbox:
     async def _read_request(
         self, conn: h11.Connection, reader: asyncio.StreamReader
     ) -> h11.Request | None:
+        """The next request, or None when the client closed. TimeoutError when no request
+        began within the idle timeout, or one began and did not complete within the header
+        timeout (both measured on the loop's clock, not reset by trickled bytes)."""
         request: h11.Request | None = None
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                data = await reader.read(65536)
+                if deadline is None and (_started(conn) or request is not None):
+                    deadline = loop.time() + self.header_timeout_s
+                limit = self.idle_timeout_s if deadline is None else deadline - loop.time()
+                if limit <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(limit):
+                    data = await reader.read(65536)
+                if deadline is None and data:
+                    deadline = loop.time() + self.header_timeout_s
                 conn.receive_data(data)
                 if not data and conn.their_state is not h11.DONE and request is None:
                     return None
@@ -220,6 +257,30 @@ class Sandbox:
             prefix = FAULT_PREFIX + "redirect_ok" if forced else ""
             plan.headers = [("Location", f"{prefix}/{api}{MOVED_PREFIX}{original}")]
         return plan
+
+
+def _started(conn: h11.Connection) -> bool:
+    """Bytes of a request are buffered but it is not complete yet."""
+    return bool(conn.trailing_data[0])
+
+
+async def _refuse(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+    """A plain-text error written by hand (h11's state may be ERROR), then close."""
+    from http import HTTPStatus
+
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Error"
+    body = (text.replace("\r", " ").replace("\n", " ")[:200] + "\n").encode("utf-8", "replace")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\nServer: realprobe-sandbox\r\n\r\n"
+    )
+    writer.write(head.encode("latin-1") + body)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(writer.drain(), 2)
+    writer.close()
 
 
 def _text(status: int, text: str) -> Plan:
