@@ -206,6 +206,14 @@ def test_no_canary_reaches_any_file(echo_url: str, tmp_path: Path, catalog: Cata
     assert "callback" in (out / "echo_redirect.json").read_text()
     assert "401" in (out / "call-2-json.json").read_text()
 
+    # the scrubbed recording still replays: declared secrets are scrubbed from the incoming
+    # request the same way before matching
+    forget_all()
+    res = runner.invoke(app, ["call", "echo_all", *args, "--mode", "replay", "--cassette",
+                              str(out / "echo_all.json"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["ok"] is True
+
     # a JSON request body and a form body, through the recording transport
     async def post() -> None:
         rec = RecordingTransport(httpx.AsyncHTTPTransport(), out / "bodies.json")

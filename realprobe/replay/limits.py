@@ -37,8 +37,8 @@ def max_bytes() -> int:
                 f"{MAX_BYTES_ENV}={raw!r}: expected a number of megabytes"
             ) from None
         if mb > 0:
-            return int(mb * 1024 * 1024)
-    return int(DEFAULT_MAX_MB * 1024 * 1024)
+            return int(mb * 1_000_000)
+    return int(DEFAULT_MAX_MB * 1_000_000)
 
 
 def read_bounded(path: Path, label: str | None = None) -> bytes:
