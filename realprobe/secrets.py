@@ -37,6 +37,7 @@ SECRET_WORDS = frozenset({
     "phpsessid", "jsessionid", "sid", "password", "passwd", "pwd", "passphrase", "auth",
     "authorization", "credential", "access", "bearer", "cookie", "jwt", "otp", "xsrf", "csrf",
     "appid", "hmac", "privatekey", "accesskey", "secretkey", "authtoken", "accesstoken",
+    "verifier", "assertion", "passcode",
 })
 PLURALS = frozenset({"credentials", "secrets", "cookies", "passwords", "signatures", "sessions"})
 #: secret only in OAuth redirects (elsewhere `code` is a country code, `state` a region)

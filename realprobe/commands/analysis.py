@@ -12,6 +12,7 @@ from rich.table import Table
 
 from realprobe.commands.common import JsonOpt, console, err_console, print_json
 from realprobe.errors import RealprobeError
+from realprobe.secrets import default_redactor
 from realprobe.store import default_db_path
 
 if TYPE_CHECKING:
@@ -345,6 +346,7 @@ def report_cmd(
             if fmt == "md"
             else render_json(data)
         )
+    text = default_redactor().text(text)  # declared and environment secrets, in any echo form
     if output is None and fmt == "html":
         output = Path("report.html")
     if output is None:
