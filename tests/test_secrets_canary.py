@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -47,7 +48,7 @@ def forms(value: str) -> set[str]:
     url = base64.urlsafe_b64encode(raw).decode()
     out = {value, quote(value, safe=""), quote(value), quote_plus(value), b64, url,
            b64.rstrip("="), url.rstrip("=")}
-    out |= {o.lower() for o in out if "%" in o}
+    out |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), o) for o in out}
     return out
 
 
@@ -323,3 +324,39 @@ def test_cassette_scrub_with_defaults_removes_what_recording_would(
     problems = leaks(tmp_path / "out")
     assert not problems, "\n".join(problems[:20])
     assert ScrubConfig().enabled
+
+
+def test_echoes_inside_longer_encodings_are_found() -> None:
+    from realprobe.secrets import Redactor
+
+    secret = "CNRY/echo+12 ab"
+    red = Redactor([secret])
+    for prefix in ("", "a", "ab", "abc"):
+        blob = base64.b64encode(f"{prefix}{secret}-tail".encode()).decode()
+        cleaned = red.text(f"x={blob}")
+        assert cleaned != f"x={blob}", prefix
+        # what is left decodes to at most a couple of the secret's bytes on either side
+        left = cleaned.split("=", 1)[1].split("REDACTED")
+        assert len(left) == 2 and len(left[0]) <= len(prefix) * 4 // 3 + 3, (prefix, left)
+    lower_hex = re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(secret, safe=""))
+    for form in (quote(secret, safe=""), quote_plus(secret), lower_hex,
+                 json.dumps(secret)[1:-1], base64.urlsafe_b64encode(secret.encode()).decode()):
+        assert "REDACTED" in red.text(f"[{form}]") and form not in red.text(f"[{form}]"), form
+
+
+def test_log_lines_are_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from realprobe.secrets import LogScrubber, remember
+
+    remember("CNRYlogsecret42")
+    logger = logging.getLogger("realprobe.test.scrub")
+    handler_filter = LogScrubber()
+    caplog.handler.addFilter(handler_filter)
+    try:
+        logger.warning("calling %s?api_key=%s and %s", "http://h/x", "CNRYkey9876",
+                       "CNRYlogsecret42")
+    finally:
+        caplog.handler.removeFilter(handler_filter)
+    text = caplog.text
+    assert "CNRYkey9876" not in text and "CNRYlogsecret42" not in text and "REDACTED" in text
