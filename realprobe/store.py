@@ -3,6 +3,13 @@
 A row is committed when its call ends, so a killed process loses at most the calls in flight.
 Readers (stats, report) can run while a prober writes: WAL plus a busy timeout.
 
+Every row says where its call went (`target_kind`: live | sandbox | simulate | replay), who
+made it (`source`: probe | mcp | task) and from where (`vantage`). The schema version is kept
+in the `realprobe_meta` table; opening an older file migrates it in place (sqlite-utils
+`create(..., transform=True)` adds the new columns, old rows get their kind from their run).
+A run whose process died without closing it (kill -9, power cut) is marked `killed` by the
+next process on the same host that opens the file for writing (its pid is gone).
+
 WAL with `synchronous=NORMAL` keeps every committed row across a killed process (only a power
 cut may lose the last transactions), and costs no fsync per row.
 """
@@ -14,6 +21,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +30,7 @@ import sqlite_utils
 
 from realprobe.adapters.result import ToolResult
 from realprobe.errors import RealprobeError
+from realprobe.replay.target import Target
 from realprobe.secrets import scrub_row
 
 BUSY_TIMEOUT_MS = 30_000
@@ -32,7 +41,15 @@ RUN_DONE = "done"
 RUN_INTERRUPTED = "interrupted"  # SIGINT/SIGTERM: stopped after in-flight calls ended
 RUN_LOCAL_NETWORK_FAILURE = "local_network_failure"  # nothing reachable: rows excluded
 RUN_FAILED = "failed"  # the prober itself failed (e.g. the database went away)
-RUN_STATUSES = (RUN_RUNNING, RUN_DONE, RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, RUN_FAILED)
+RUN_KILLED = "killed"  # its process died without closing it (found by a later process)
+RUN_STATUSES = (
+    RUN_RUNNING, RUN_DONE, RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, RUN_FAILED, RUN_KILLED
+)
+
+#: version of the tables below, kept in `realprobe_meta`; 1 is the schema before the
+#: provenance columns (no meta table)
+SCHEMA_VERSION = 2
+META_TABLE = "realprobe_meta"
 
 PROBE_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -46,7 +63,6 @@ PROBE_RUNS_COLUMNS: dict[str, Any] = {
     "status": str,  # one of RUN_STATUSES
     "n_calls": int,
     "version": str,
-    # added by the probe runner (issue 3)
     "started_ts": float,
     "ended_ts": float,
     "n_ok": int,
@@ -55,6 +71,12 @@ PROBE_RUNS_COLUMNS: dict[str, Any] = {
     "excluded": int,  # 1 when the run's rows are excluded from API statistics
     "schedule_id": str,  # set when the run was started by `realprobe schedule`
     "detail": str,
+    # provenance (schema 2)
+    "target_kind": str,  # live | sandbox | simulate | replay
+    "source": str,  # probe | mcp
+    "pid": int,  # the process writing the run, to find runs left `running` by kill -9
+    "host": str,
+    "pid_start": str,  # the process's start time (guards against a reused pid)
 }
 
 PROBES_COLUMNS: dict[str, Any] = {
@@ -78,9 +100,18 @@ PROBES_COLUMNS: dict[str, Any] = {
     "timeout_s": float,  # the call's deadline: a TIMEOUT is right-censored here
     "excluded": int,  # 1: the prober's own outage, not the API's
     "source": str,  # probe | mcp | task
-    # added by the probe runner (issue 3)
     "args": str,  # JSON object: the example arguments used
+    # provenance (schema 2)
+    "target_kind": str,  # live | sandbox | simulate | replay
+    "target": str,  # label: live, sandbox:<url>, simulate:<profile>, replay:<cassette>
+    #: simulated runs: seconds since the run began on its virtual clock (started_ts is the
+    #: real moment of the call, so no row is ever stamped in the future)
+    "virtual_s": float,
 }
+
+PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
+#: the columns the provenance survey groups by, then the time (a covering index)
+PROVENANCE_INDEX = ["target_kind", "excluded", "vantage", "source", "target", "started_ts"]
 
 #: calls sent per API per UTC day, shared by every run on this database
 API_BUDGET_COLUMNS: dict[str, Any] = {"day": str, "api": str, "target": str, "used": int}
@@ -153,33 +184,94 @@ class Store:
     def conn(self) -> sqlite3.Connection:
         return self.db.conn
 
-    def ensure_schema(self) -> None:
-        names = set(self.db.table_names())
-        if "probe_runs" not in names:
-            self.db["probe_runs"].create(PROBE_RUNS_COLUMNS, pk="id")  # type: ignore[union-attr]
-        else:
-            self._add_missing("probe_runs", PROBE_RUNS_COLUMNS)
-        if "probes" not in names:
-            probes = self.db["probes"]
-            probes.create(PROBES_COLUMNS, pk="id")  # type: ignore[union-attr]
-            probes.create_index(["tool", "started_ts"])  # type: ignore[union-attr]
-            probes.create_index(["run_id"])  # type: ignore[union-attr]
-        else:
-            self._add_missing("probes", PROBES_COLUMNS)
-        if "api_budget" not in names:
-            self.db["api_budget"].create(  # type: ignore[union-attr]
-                API_BUDGET_COLUMNS, pk=("day", "api", "target")
-            )
-        if "schedule_events" not in names:
-            self.db["schedule_events"].create(  # type: ignore[union-attr]
-                SCHEDULE_EVENTS_COLUMNS, pk="id"
-            )
+    def schema_version(self, part: str = "probes") -> int:
+        """The schema version of this file (1: made before versions were kept; 0: empty)."""
+        return schema_version(self.db, part)
 
-    def _add_missing(self, table: str, columns: dict[str, Any]) -> None:
-        have = {c.name for c in self.db[table].columns}
-        for name, typ in columns.items():
-            if name not in have:
-                self.db[table].add_column(name, typ)  # type: ignore[union-attr]
+    def ensure_schema(self) -> None:
+        """Create the tables, or bring an older file up to SCHEMA_VERSION (once)."""
+        have = self.schema_version()
+        if have > SCHEMA_VERSION:
+            raise RealprobeError(
+                f"{self.path}: written by a newer realprobe (schema {have}, this one knows "
+                f"{SCHEMA_VERSION}); upgrade realprobe to use this database"
+            )
+        if have < SCHEMA_VERSION:
+            db = self.db
+            db.table("probe_runs").create(PROBE_RUNS_COLUMNS, pk="id", transform=True)
+            probes = db.table("probes")
+            # a row written without a kind (by hand, by an older tool) counts as live, as
+            # every row did before kinds were kept
+            probes.create(PROBES_COLUMNS, pk="id", transform=True, defaults=PROBES_DEFAULTS)
+            db.table("api_budget").create(
+                API_BUDGET_COLUMNS, pk=("day", "api", "target"), transform=True
+            )
+            db.table("schedule_events").create(SCHEDULE_EVENTS_COLUMNS, pk="id", transform=True)
+            if have == 1:
+                self._backfill_provenance()
+            set_schema_version(db, "probes", SCHEMA_VERSION)
+        probes = self.db.table("probes")
+        probes.create_index(["tool", "started_ts"], if_not_exists=True)
+        probes.create_index(["run_id"], if_not_exists=True)
+        # readers select by kind, in (tool, time) order; the provenance survey reads this
+        # covering index instead of the table
+        probes.create_index(["target_kind", "tool", "started_ts"], if_not_exists=True)
+        probes.create_index(PROVENANCE_INDEX, if_not_exists=True)
+        self.mark_killed_runs()
+
+    def _backfill_provenance(self) -> None:
+        """Rows written before schema 2: their kind from their run's old mode/target labels
+        (a sandbox URL, `simulate:...`, `replay:...`), the source `probe` where unset."""
+        kind_of_run = (
+            "CASE WHEN mode = 'replay' OR target LIKE 'replay:%' THEN 'replay' "
+            "WHEN mode = 'simulate' OR target LIKE 'simulate%' THEN 'simulate' "
+            "WHEN target LIKE 'http%' OR target LIKE 'sandbox%' THEN 'sandbox' "
+            "ELSE 'live' END"
+        )
+        with self.conn:
+            self.conn.execute(
+                f"UPDATE probe_runs SET target_kind = {kind_of_run} WHERE target_kind IS NULL"
+            )
+            self.conn.execute(
+                "UPDATE probe_runs SET source = CASE WHEN id LIKE 'mcp-%' THEN 'mcp' "
+                "ELSE 'probe' END WHERE source IS NULL"
+            )
+            self.conn.execute(
+                "UPDATE probes SET target_kind = coalesce((SELECT r.target_kind FROM "
+                "probe_runs r WHERE r.id = probes.run_id), 'live'), target = (SELECT "
+                "r.target FROM probe_runs r WHERE r.id = probes.run_id) "
+                "WHERE target_kind IS NULL"
+            )
+            self.conn.execute("UPDATE probes SET source = 'probe' WHERE source IS NULL")
+
+    def mark_killed_runs(self) -> list[str]:
+        """Runs left `running` by a process of this host that is gone: marked `killed`."""
+        host = default_vantage()
+        try:
+            rows = self.conn.execute(
+                "SELECT id, pid, pid_start FROM probe_runs "
+                "WHERE status = ? AND host = ? AND pid IS NOT NULL",
+                [RUN_RUNNING, host],
+            ).fetchall()
+        except sqlite3.Error:
+            return []
+        gone = [rid for rid, pid, start in rows if not process_alive(int(pid), start)]
+        if not gone:
+            return []
+        wall = time.time()
+        with self.conn:
+            for rid in gone:
+                self.conn.execute(
+                    "UPDATE probe_runs SET status = ?, ended_at = ?, ended_ts = ?, "
+                    "n_calls = (SELECT count(*) FROM probes WHERE run_id = probe_runs.id), "
+                    "detail = coalesce(detail || '; ', '') || ? WHERE id = ? AND status = ?",
+                    [
+                        RUN_KILLED, iso_utc(wall), wall,
+                        f"its process ended without closing the run (killed); found at "
+                        f"{iso_utc(wall)}", rid, RUN_RUNNING,
+                    ],
+                )
+        return gone
 
     # -- probe rows ---------------------------------------------------------------------
 
@@ -202,17 +294,25 @@ class Store:
             raise db_error(self.path, exc) from exc
 
     def probes_for_run(self, run_id: str) -> list[dict[str, Any]]:
-        return list(self.db["probes"].rows_where("run_id = ?", [run_id], order_by="id"))
+        return list(self.db.table("probes").rows_where("run_id = ?", [run_id], order_by="id"))
 
     # -- runs ---------------------------------------------------------------------------
 
     def start_run(self, row: dict[str, Any]) -> None:
-        row = scrub_row({**row, "status": row.get("status", RUN_RUNNING)})
+        """Open a run; it records this process (pid, host) so a killed run is found later."""
+        row = {
+            "pid": os.getpid(),
+            "host": default_vantage(),
+            "pid_start": process_start(os.getpid()),
+            **row,
+            "status": row.get("status", RUN_RUNNING),
+        }
+        row = scrub_row(row)
         if "tools" in row and not isinstance(row["tools"], str):
             row["tools"] = json.dumps(row["tools"])
         try:
             with self.conn:
-                self.db["probe_runs"].insert(row)  # type: ignore[union-attr]
+                self.db.table("probe_runs").insert(row)
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
 
@@ -221,17 +321,17 @@ class Store:
         updates = scrub_row(updates)
         try:
             with self.conn:
-                self.db["probe_runs"].update(run_id, updates)  # type: ignore[union-attr]
+                self.db.table("probe_runs").update(run_id, updates)
                 if updates.get("excluded"):
                     self.conn.execute("UPDATE probes SET excluded = 1 WHERE run_id = ?", [run_id])
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
 
     def run(self, run_id: str) -> dict[str, Any]:
-        return dict(self.db["probe_runs"].get(run_id))  # type: ignore[union-attr]
+        return dict(self.db.table("probe_runs").get(run_id))
 
     def runs(self) -> Iterator[dict[str, Any]]:
-        yield from self.db["probe_runs"].rows_where(order_by="started_ts")
+        yield from self.db.table("probe_runs").rows_where(order_by="started_ts")
 
     # -- daily budget -------------------------------------------------------------------
 
@@ -268,16 +368,15 @@ class Store:
         row = scrub_row(row)
         try:
             with self.conn:
-                self.db["schedule_events"].insert(row)  # type: ignore[union-attr]
+                self.db.table("schedule_events").insert(row)
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
 
     def events(self, schedule_id: str | None = None) -> list[dict[str, Any]]:
         if schedule_id is None:
-            return list(self.db["schedule_events"].rows_where(order_by="id"))
-        return list(
-            self.db["schedule_events"].rows_where("schedule_id = ?", [schedule_id], order_by="id")
-        )
+            return list(self.db.table("schedule_events").rows_where(order_by="id"))
+        events = self.db.table("schedule_events")
+        return list(events.rows_where("schedule_id = ?", [schedule_id], order_by="id"))
 
     def integrity_ok(self) -> bool:
         row = self.conn.execute("PRAGMA integrity_check").fetchone()
@@ -291,6 +390,64 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# -- schema version ---------------------------------------------------------------------
+
+
+def schema_version(db: sqlite_utils.Database, part: str) -> int:
+    """Version of `part` (probes | tasks) in `db`: 0 when its tables do not exist yet, 1 when
+    they were made before versions were kept."""
+    if db.table(META_TABLE).exists():
+        row = db.conn.execute(
+            f"SELECT value FROM {META_TABLE} WHERE key = ?", [f"schema:{part}"]
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+    first = "probes" if part == "probes" else "task_runs"
+    return 1 if db.table(first).exists() else 0
+
+
+def set_schema_version(db: sqlite_utils.Database, part: str, version: int) -> None:
+    db.table(META_TABLE).upsert(
+        {"key": f"schema:{part}", "value": str(version)}, pk="key"
+    )
+
+
+# -- is a run's process still there ------------------------------------------------------
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def process_start(pid: int) -> str | None:
+    """The kernel's start time of `pid`, to tell a reused pid apart (None off Linux)."""
+    stat = _proc_stat(pid)
+    return stat[19] if stat is not None and len(stat) > 19 else None
+
+
+def process_alive(pid: int, started: str | None = None) -> bool:
+    """Whether `pid` is still the process that started a run (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process, so it exists
+    except OSError:
+        return True
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True
+    if stat[0] == "Z":
+        return False
+    return started is None or len(stat) <= 19 or stat[19] == started
 
 
 # -- one probe row, whoever made the call (prober, MCP server) -------------------------
@@ -323,9 +480,15 @@ def probe_row(
     vantage: str,
     args: Any = None,
     source: str = "probe",
+    target: Target | None = None,
+    virtual_s: float | None = None,
 ) -> dict[str, Any]:
-    """The `probes` row of one finished call (PROBES_COLUMNS)."""
+    """The `probes` row of one finished call (PROBES_COLUMNS). `started_wall` is the real
+    moment the call started; `virtual_s` its place on a simulated run's virtual clock."""
     err = result.error
+    if started_wall > time.time() + 1.0:
+        raise ValueError(f"probe row stamped in the future ({iso_utc(started_wall)})")
+    target = target or Target.live()
     return {
         "run_id": run_id,
         "tool": tool,
@@ -347,4 +510,7 @@ def probe_row(
         "excluded": 0,
         "source": source,
         "args": args,
+        "target_kind": target.kind.value,
+        "target": target.label,
+        "virtual_s": virtual_s,
     }

@@ -215,7 +215,9 @@ async def test_db_stores_served_calls_as_probe_rows(
         assert row["started_at"].endswith("Z") and row["timeout_s"] > 0
     assert run["status"] == "done" and run["n_calls"] == 2 and run["n_error"] == 2
     # labelled like `realprobe probe` runs, so stats can tell sandbox traffic from live
-    assert (run["mode"], run["target"]) == ("live", f"{url}/_fault/429")
+    assert (run["mode"], run["target"]) == ("live", f"sandbox:{url}/_fault/429")
+    assert run["target_kind"] == "sandbox" and run["source"] == "mcp"
+    assert all(r["target_kind"] == "sandbox" for r in rows)
 
 
 async def test_simulate_mode_follows_the_profile_and_the_seed(catalog: Catalog) -> None:

@@ -16,6 +16,7 @@ from realprobe.adapters.catalog import Catalog
 from realprobe.replay.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, SandboxThread
 from realprobe.simulator.profile import load_profile
+from realprobe.store import Store
 
 CONCURRENCY = 6
 
@@ -79,6 +80,11 @@ def test_sigkill_loses_at_most_the_calls_in_flight(slow_sandbox: Sandbox, tmp_pa
     assert n >= 12
     assert 0 <= slow_sandbox.stats.requests - n <= CONCURRENCY
     assert run["status"] == "running" and run["ended_at"] is None  # visibly cut short
+    # the next command that opens the database marks it killed (its pid is gone)
+    with Store(db) as store:
+        after = store.run(str(run["id"]))
+    assert after["status"] == "killed" and after["ended_ts"] is not None
+    assert after["n_calls"] == n  # the rows it left behind
 
 
 def test_sigint_stops_after_in_flight_calls_and_keeps_them(

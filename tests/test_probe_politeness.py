@@ -13,8 +13,11 @@ from realprobe.clock import VirtualClock
 from realprobe.errors import ErrorCode
 from realprobe.probes import PolitenessConfig, run_probes
 from realprobe.probes.politeness import Budget, HostLimiter, host_key, merge
+from realprobe.replay.client import HttpClient
 from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.simulator.profile import LatencyModel, Profile, ToolProfile
+from realprobe.replay.simulate import SimulateTransport
+from realprobe.replay.target import Target
+from realprobe.simulator.profile import LatencyModel, Profile, ToolProfile, resolve_profile
 from realprobe.store import Store
 
 ZERO = Politeness(min_interval_s=0, jitter_s=0)
@@ -140,7 +143,7 @@ async def test_run_honours_retry_after_on_the_virtual_clock(
     assert len(rows) == 12 and all(r["error_code"] == "RATE_LIMIT_ERROR" for r in rows)
     for prev, cur in itertools.pairwise(rows):
         assert prev["retry_after"] is not None and prev["retry_after"] > 0
-        gap = cur["started_ts"] - prev["started_ts"]
+        gap = cur["virtual_s"] - prev["virtual_s"]  # the simulated run's own timeline
         assert gap >= prev["retry_after"] + prev["latency_ms"] / 1000 - 1e-3, (prev, cur)
 
 
@@ -153,7 +156,14 @@ async def test_run_daily_budget_skips_calls_and_holds_across_runs(
     )
     with Store(tmp_path / "p.db") as store:
         for expected_rows, expected_skipped in ((3, 2), (0, 5)):
-            client = make_client(catalog, TransportOptions(mode=Mode.SIMULATE, profile="calm"))
+            # a client labelled live (budgets count live calls only) over the simulator, so
+            # nothing leaves the machine
+            clock = VirtualClock()
+            client = HttpClient(
+                SimulateTransport(catalog, resolve_profile("calm"), clock=clock),
+                clock=clock,
+                target=Target.live(),
+            )
             s = await run_probes(catalog, [tool], 5, client, store, politeness=cfg)
             await client.aclose()
             assert (s.n_calls, s.n_skipped) == (expected_rows, expected_skipped)
@@ -193,7 +203,7 @@ async def test_catalogue_politeness_applies_per_api(tmp_path: Path) -> None:
         rows = store.probes_for_run(s.run_id)
     await client.aclose()
     for tool, interval in (("slow1_get", 5.0), ("slow2_get", 0.5)):
-        ts = [r["started_ts"] for r in rows if r["tool"] == tool]
+        ts = [r["virtual_s"] for r in rows if r["tool"] == tool]
         assert len(ts) == 6
         assert min(b - a for a, b in itertools.pairwise(ts)) >= interval - 1e-6
 

@@ -35,7 +35,11 @@ def comparable(r: RunOutcome) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     row = {
         k: v
         for k, v in r.row.items()
-        if k not in ("id", "batch", "started_at", "wall_s", "clock_s", "mode", "cassette")
+        if k
+        not in (
+            "id", "batch", "started_at", "wall_s", "clock_s", "mode", "cassette",
+            "target_kind", "target",  # recorded against the sandbox, replayed from a cassette
+        )
     }
     steps = [{k: v for k, v in s.items() if k not in ("run_id", "latency_ms")} for s in r.steps]
     return row, steps

@@ -139,7 +139,7 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     except ValueError as exc:
         return _error(tool, ErrorCode.INVALID_INPUT, str(exc))
     return _Request(
-        method, url, params, tool.request_headers(), _is_private_base(tool.api.base_url)
+        method, url, params, tool.request_headers(valid), _is_private_base(tool.api.base_url)
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -37,6 +38,11 @@ def _read_file(path: Path) -> Any:
     except (tomllib.TOMLDecodeError, yaml.YAMLError, ValueError) as exc:
         raise CatalogError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from exc
     raise CatalogError(f"{path}: unknown catalogue format (use .toml, .yaml or .json)")
+
+
+def read_catalog_file(path: str | Path) -> Any:
+    """A catalogue file's raw content (before validation)."""
+    return _read_file(Path(path))
 
 
 def _describe(raw: Any, loc: tuple[Any, ...]) -> str:
@@ -90,19 +96,62 @@ def parse_catalog(raw: Any, origin: str) -> list[ApiSpec]:
         raise CatalogError(f"{origin}: {prefix}{where}: {err['msg']}{more}") from exc
 
 
+def family_names() -> list[str]:
+    """Optional catalogue files shipped with realprobe (`--catalog pokeapi`)."""
+    folder = resources.files("realprobe.adapters") / "families"
+    return sorted(e.name[:-5] for e in folder.iterdir() if e.name.endswith(".json"))
+
+
+def family_file(name: str) -> Path | None:
+    if name not in family_names():
+        return None
+    return Path(str(resources.files("realprobe.adapters") / "families" / f"{name}.json"))
+
+
+@functools.cache
+def _family_specs(name: str) -> tuple[ApiSpec, ...]:
+    path = family_file(name)
+    assert path is not None
+    try:
+        # shipped and tested: validated straight from the JSON text (fast for 100+ tools)
+        return tuple(CatalogFile.model_validate_json(path.read_bytes()).apis)
+    except ValidationError:
+        return tuple(parse_catalog(_read_file(path), f"family {name}"))
+
+
+def _family(name: str) -> list[ApiSpec]:
+    return list(_family_specs(name))
+
+
 def load_file(path: str | Path) -> list[ApiSpec]:
+    """A catalogue file, or a shipped family by name when no such file exists."""
     p = Path(path)
+    if not p.exists():
+        family = family_file(str(path))
+        if family is not None:
+            return _family(str(path))
+        if p.suffix == "" and "/" not in str(path):
+            raise CatalogError(
+                f"{path}: no such catalogue file or family (families: "
+                f"{', '.join(family_names()) or 'none'})"
+            )
     return parse_catalog(_read_file(p), str(p))
 
 
 def builtin_specs() -> list[ApiSpec]:
+    return list(_builtin_specs())
+
+
+@functools.cache
+def _builtin_specs() -> tuple[ApiSpec, ...]:
+    """Read once per process (the models are not changed after loading)."""
     folder = resources.files("realprobe.adapters") / "catalog"
     specs: list[ApiSpec] = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".toml"):
             raw = tomllib.loads(entry.read_text(encoding="utf-8"))
             specs.extend(parse_catalog(raw, f"built-in {entry.name}"))
-    return specs
+    return tuple(specs)
 
 
 class Catalog:

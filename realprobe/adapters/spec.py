@@ -108,6 +108,10 @@ class Fixture(_Strict):
     code: ErrorCode | None = None
     source: str = Field(min_length=1)
     note: str = ""
+    #: `documentation`: an example body copied from the API's description, not a response
+    #: anyone received; `recorded`: a body a real call returned
+    origin: Literal["recorded", "documentation"] = "recorded"
+    recorded_at: str | None = None
 
     @model_validator(mode="after")
     def _failure_has_code(self) -> Fixture:
@@ -133,6 +137,8 @@ class ToolSpec(_Strict):
     soft_failures: list[Rule] = Field(default_factory=list)
     parser: str | None = None
     fixtures: list[Fixture] = Field(default_factory=list)
+    #: why the tool has no body to serve (the sandbox answers it with a "no fixture" error)
+    no_fixture: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -151,7 +157,7 @@ class ToolSpec(_Strict):
     @model_validator(mode="after")
     def _placeholders_declared(self) -> ToolSpec:
         used = set(PLACEHOLDER_RE.findall(self.path))
-        for value in self.query.values():
+        for value in [*self.query.values(), *self.headers.values()]:
             used |= set(PLACEHOLDER_RE.findall(value))
         missing = used - set(self.input)
         if missing:

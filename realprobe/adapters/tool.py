@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from realprobe.adapters import parsers
+from realprobe.adapters import parsers, schema_json
 from realprobe.adapters.spec import PLACEHOLDER_RE, ApiSpec, InputField, OutputField, Rule, ToolSpec
 from realprobe.errors import ErrorCode
 
@@ -177,18 +177,22 @@ class Tool:
         self.api = api
         self.spec = spec
         self.name = spec.name
-        self.input_model = build_input_model(spec)
-        self.output_model = build_output_model(spec)
+        for name, f in spec.input.items():
+            if f.pattern is not None:
+                try:
+                    re.compile(f.pattern)
+                except re.error as exc:
+                    raise ValueError(
+                        f"tool {spec.name!r}: input {name!r} has an invalid pattern: {exc}"
+                    ) from exc
         for i, example in enumerate(spec.examples):
-            try:
-                self.input_model.model_validate(example)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "arguments"
+            problem = schema_json.example_problem(spec, example)
+            if problem is not None:
+                where, msg = problem
                 raise ValueError(
                     f"tool {spec.name!r}: examples[{i}] fails the input schema at {where}: "
-                    f"{first['msg']}"
-                ) from exc
+                    f"{msg[0].upper() + msg[1:]}"
+                )
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -198,12 +202,22 @@ class Tool:
         return self.api.id
 
     @cached_property
+    def input_model(self) -> type[BaseModel]:
+        """Built on first use, like the output model (examples are checked at load)."""
+        return build_input_model(self.spec)
+
+    @cached_property
+    def output_model(self) -> type[BaseModel]:
+        """Built on first use: most tools of a large catalogue are listed, not called."""
+        return build_output_model(self.spec)
+
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
-        return self.input_model.model_json_schema()
+        return schema_json.input_schema(self.spec)
 
     @cached_property
     def output_schema(self) -> dict[str, Any]:
-        return self.output_model.model_json_schema()
+        return schema_json.output_schema(self.spec)
 
     @property
     def examples(self) -> list[dict[str, Any]]:
@@ -250,8 +264,16 @@ class Tool:
                 params[key] = value
         return self.spec.method, self.api.base_url + path, params
 
-    def request_headers(self) -> dict[str, str]:
-        headers = dict(self.spec.headers)
+    def request_headers(self, args: dict[str, Any] | None = None) -> dict[str, str]:
+        """Headers to send; `{name}` placeholders are filled from `args` (a header whose
+        argument is unset is left out)."""
+        headers: dict[str, str] = {}
+        for key, template in self.spec.headers.items():
+            names = PLACEHOLDER_RE.findall(template)
+            if not names:
+                headers[key] = template
+            elif args is not None and all(args.get(n) is not None for n in names):
+                headers[key] = PLACEHOLDER_RE.sub(lambda m: str(args[m.group(1)]), template)
         if self.api.accept_json and self.spec.response == "json":
             headers.setdefault("Accept", "application/json")
         return headers
@@ -323,5 +345,10 @@ class Tool:
             "method": self.spec.method,
             "path": self.spec.path,
             "examples": self.spec.examples,
-            "fixtures": [{"kind": f.kind, "source": f.source} for f in self.spec.fixtures],
+            "fixtures": [
+                {"kind": f.kind, "source": f.source, "origin": f.origin}
+                for f in self.spec.fixtures
+            ],
+            "sandbox_ready": any(f.kind == "ok" for f in self.spec.fixtures),
+            **({"no_fixture": self.spec.no_fixture} if self.spec.no_fixture else {}),
         }

@@ -1,7 +1,12 @@
-"""`realprobe stats | calibrate | drift | report`: read the probes table, never write it."""
+"""`realprobe stats | calibrate | drift | report`: read the probes table.
+
+Each picks its rows by target kind (`--target`) and vantage (`--vantage`) and says which rows
+it summarised; opening the file also marks runs left `running` by a killed process.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -16,6 +21,7 @@ from realprobe.secrets import default_redactor
 from realprobe.store import default_db_path
 
 if TYPE_CHECKING:
+    from realprobe.probes.provenance import Provenance
     from realprobe.probes.stats import StatsReport
 
 # numpy/scipy are imported inside the commands, so `realprobe --help` stays fast
@@ -37,6 +43,18 @@ PeriodOpt = Annotated[
 ToolsOpt = Annotated[
     str | None, typer.Option("--tools", help="Comma-separated tool names (default: all with rows).")
 ]
+TargetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        help="Which rows: live, sandbox, simulate, replay or all (default: live when the "
+        "window holds live rows, else the one kind present).",
+    ),
+]
+VantageOpt = Annotated[
+    str | None,
+    typer.Option("--vantage", help="Only rows probed from these vantages (comma-separated)."),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +65,60 @@ def register(app: typer.Typer) -> None:
 
 
 def _db(db: Path | None) -> Path:
-    return db if db is not None else default_db_path()
+    path = db if db is not None else default_db_path()
+    _sweep(path)
+    return path
+
+
+def _sweep(path: Path) -> None:
+    """Open the file for writing once: migrate an older schema and mark runs whose process
+    was killed. A read-only file is read as it is."""
+    import sqlite3
+    from urllib.parse import quote
+
+    from realprobe.store import Store
+
+    if not path.is_file():
+        return
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=2)
+        try:
+            ours = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'probe_runs'"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return  # not a database: the reader says so
+    if ours:
+        with contextlib.suppress(RealprobeError):
+            Store(path, busy_timeout_s=2.0).close()
+
+
+def _selection(
+    path: Path,
+    target: str | None,
+    vantage: str | None,
+    windows: list[tuple[float | None, float | None]],
+    names: list[str] | None,
+) -> tuple[list[str], list[str] | None]:
+    """(target kinds, vantages) to read: `--target` as given, else chosen from the rows the
+    windows hold (live first; one other kind; several other kinds: exit 2 asking to pick)."""
+    from realprobe.probes.provenance import kinds_present, parse_target, parse_vantages, pick_kinds
+
+    asked = parse_target(target)
+    vantages = parse_vantages(vantage)
+    present: dict[str, int] = {}
+    for a, b in windows:
+        for kind, n in kinds_present(path, a, b, names, vantages).items():
+            present[kind] = present.get(kind, 0) + n
+    return pick_kinds(present, asked), vantages
+
+
+def _banner(prov: Provenance | None) -> None:
+    text = prov.banner() if prov is not None else None
+    if text:
+        err_console.print(f"[bold reverse yellow] {text} [/bold reverse yellow]")
 
 
 def _tools(tools: str | None) -> list[str] | None:
@@ -60,14 +131,19 @@ def _tools(tools: str | None) -> list[str] | None:
 
 
 def _check_tools(
-    db: Path, names: list[str] | None, since: float | None, until: float | None
+    db: Path,
+    names: list[str] | None,
+    since: float | None,
+    until: float | None,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
 ) -> None:
     """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
     from realprobe.probes.loading import tool_counts
 
     if not names:
         return
-    present = tool_counts(db, since, until)
+    present = tool_counts(db, since, until, kinds, vantages)
     missing = [n for n in names if n not in present]
     if not missing:
         return
@@ -78,7 +154,8 @@ def _check_tools(
     for name in missing:
         if name not in everywhere and name not in {t.name for t in cat}:
             cat.get(name)  # raises with "did you mean"
-    raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
+    what = f"{'+'.join(kinds)} " if kinds else ""
+    raise RealprobeError(f"no {what}probe rows for {', '.join(missing)} in this window")
 
 
 def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
@@ -92,7 +169,13 @@ def _window(since: str | None, until: str | None) -> tuple[float | None, float |
 
 
 def _stats(
-    db: Path | None, since: str | None, until: str | None, tools: str | None, period: str = "1d"
+    db: Path | None,
+    since: str | None,
+    until: str | None,
+    tools: str | None,
+    period: str = "1d",
+    target: str | None = None,
+    vantage: str | None = None,
 ) -> tuple[Path, StatsReport]:
     from realprobe.probes.stats import stats_from_db
     from realprobe.probes.windows import parse_duration
@@ -101,8 +184,9 @@ def _stats(
     path = _db(db)
     a, b = _window(since, until)
     names = _tools(tools)
-    _check_tools(path, names, a, b)
-    _, rep = stats_from_db(path, a, b, names, period_s)
+    kinds, vantages = _selection(path, target, vantage, [(a, b)], names)
+    _check_tools(path, names, a, b, kinds, vantages)
+    _, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
     return path, rep
 
 
@@ -121,19 +205,20 @@ def stats_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     period: PeriodOpt = "1d",
+    target: TargetOpt = None,
+    vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Per tool: success rate per attempt with a 95% interval, error mix, latency percentiles and
     a censored lognormal fit, the burst chain, and variability flags."""
-    _, rep = _stats(db, since, until, tools, period)
+    _, rep = _stats(db, since, until, tools, period, target, vantage)
+    _banner(rep.provenance)
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return
     wide = console.width >= 120  # narrower terminals drop the fit columns (see --json)
-    table = Table(
-        title=f"{rep.rows} attempts, {len(rep.tools)} tools "
-        f"({rep.window[0] or 'start'} → {rep.window[1] or 'now'})"
-    )
+    head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
+    table = Table(title=f"{len(rep.tools)} tools · {head}")
     table.add_column("tool", no_wrap=True)
     cols = ["n", "success [95% CI]", "P(f|f)/P(f|ok)", "p50/p90/p99 ms"]
     cols += ["μ, σ", "KS p"] if wide else []
@@ -186,6 +271,8 @@ def calibrate_cmd(
         ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+    target: TargetOpt = None,
+    vantage: VantageOpt = None,
 ) -> None:
     """Turn stored probes into a simulator profile (the sandbox and --simulate read it), or an
     export view for ResiliBench / ReliabilityBench."""
@@ -197,7 +284,8 @@ def calibrate_cmd(
     if source is not None:
         profile = load_profile(source)
     else:
-        path, rep = _stats(db, since, until, tools)
+        path, rep = _stats(db, since, until, tools, target=target, vantage=vantage)
+        _banner(rep.provenance)
         profile = calibrate(rep, name=name, db=str(path))
     text = json.dumps(export(profile, view), indent=2) + "\n"
     if output is None:
@@ -226,13 +314,16 @@ def drift_cmd(
     fail_on_worse: Annotated[
         bool, typer.Option("--fail-on-worse", help="Exit 1 if any tool got worse (for cron).")
     ] = False,
+    target: TargetOpt = None,
+    vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Which tools changed between two windows: success (two-proportion test), latency
     (Mann-Whitney + effect-size gate), error mix (chi-square), corrected across tools."""
     from realprobe.probes.drift import drift
     from realprobe.probes.loading import load_probes
-    from realprobe.probes.windows import iso, parse_window
+    from realprobe.probes.provenance import describe, empty_selection_error
+    from realprobe.probes.windows import parse_window
 
     if correction not in ("holm", "bh"):
         raise RealprobeError(f"--correction {correction!r}: choose holm or bh")
@@ -241,13 +332,15 @@ def drift_cmd(
     bw, cw = parse_window(baseline), parse_window(current)
     path = _db(db)
     names = _tools(tools)
-    base = load_probes(path, *bw, names)
-    cur = load_probes(path, *cw, names)
+    kinds, vantages = _selection(path, target, vantage, [bw, cw], names)
+    base = load_probes(path, *bw, names, kinds=kinds, vantages=vantages)
+    cur = load_probes(path, *cw, names, kinds=kinds, vantages=vantages)
+    provs = {}
     for label, arr, w in (("baseline", base, bw), ("current", cur, cw)):
+        provs[label] = prov = describe(path, kinds, w[0], w[1], names, vantages)
         if len(arr) == 0:
-            raise RealprobeError(
-                f"--{label} {iso(w[0]) or 'start'}..{iso(w[1]) or 'now'}: no probe rows in {path}"
-            )
+            raise RealprobeError(f"--{label}: {empty_selection_error(prov, path, names)}")
+    _banner(provs["current"])
     rep = drift(
         base,
         cur,
@@ -259,11 +352,23 @@ def drift_cmd(
         min_latency_change=min_latency_change,
     )
     if as_json:
-        print_json(rep.model_dump(mode="json"))
+        print_json(
+            {
+                **rep.model_dump(mode="json"),
+                "provenance": {k: p.model_dump(mode="json") for k, p in provs.items()},
+            }
+        )
     else:
         table = Table(
             title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
-            f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha})"
+            f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha}) · "
+            f"{provs['baseline'].rows} → {provs['current'].rows} rows · "
+            f"{provs['current'].headline().split(' · ')[0]}"
+            + (
+                f" · vantage {', '.join(provs['current'].vantages)}"
+                if provs["current"].vantages
+                else ""
+            )
         )
         table.add_column("tool", no_wrap=True)
         table.add_column("verdict", no_wrap=True)
@@ -314,6 +419,8 @@ def report_cmd(
         str | None,
         typer.Option("--current", help="Drift current window (default: each tool's later half)."),
     ] = None,
+    target: TargetOpt = None,
+    vantage: VantageOpt = None,
 ) -> None:
     """A self-contained report (no network needed to view it): per-tool table, success with
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
@@ -328,7 +435,8 @@ def report_cmd(
     path = _db(db)
     a, b = _window(since, until)
     names = _tools(tools)
-    _check_tools(path, names, a, b)
+    kinds, vantages = _selection(path, target, vantage, [(a, b)], names)
+    _check_tools(path, names, a, b, kinds, vantages)
     with err_console.status("building report"):
         data = build_report(
             path,
@@ -338,6 +446,8 @@ def report_cmd(
             baseline=parse_window(baseline) if baseline else None,
             current=parse_window(current) if current else None,
             period_s=period_s,
+            kinds=kinds,
+            vantages=vantages,
         )
         text = (
             render_html(data)
@@ -356,4 +466,5 @@ def report_cmd(
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    _banner(data.stats.provenance)
     err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")

@@ -21,7 +21,8 @@ CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
         "--catalog",
-        help="Extra catalogue file (TOML/YAML/JSON), merged with the built-in one. Repeatable.",
+        help="Extra catalogue file (TOML/YAML/JSON) or shipped family (openmeteo, pokeapi), "
+        "merged with the built-in one. Repeatable.",
     ),
 ]
 SandboxOpt = Annotated[
@@ -73,6 +74,14 @@ def print_json(obj: Any) -> None:
     from realprobe.secrets import scrub_strings
 
     sys.stdout.write(json.dumps(scrub_strings(obj), indent=2, default=str) + "\n")
+
+
+def print_json_large(obj: Any) -> None:
+    """`print_json` for big listings (hundreds of tool definitions): the same indented JSON,
+    encoded in Rust instead of by the standard library's pure-Python indenting encoder."""
+    import pydantic_core
+
+    sys.stdout.write(pydantic_core.to_json(obj, indent=2, fallback=str).decode("utf-8") + "\n")
 
 
 def parse_kv(pairs: list[str] | None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from realprobe.commands.common import (
     load_catalog,
     parse_kv,
     print_json,
+    print_json_large,
     transport_options,
 )
 from realprobe.errors import RealprobeError
@@ -37,7 +38,9 @@ from realprobe.simulator.profile import load_profile
 
 
 def register(app: typer.Typer) -> None:
-    app.command("catalog")(catalog_cmd)
+    from realprobe.commands import catalog as catalog_commands
+
+    catalog_commands.register(app, catalog_cmd)
     app.command("call")(call_cmd)
     app.command("sandbox")(sandbox_cmd)
     app.command("call-all")(call_all_cmd)
@@ -57,11 +60,11 @@ def catalog_cmd(
         raise RealprobeError(f"--format {fmt!r}: choose full, mcp or openai")
     if as_json:
         if fmt == "mcp":
-            print_json({"tools": [t.mcp_definition() for t in cat]})
+            print_json_large({"tools": [t.mcp_definition() for t in cat]})
         elif fmt == "openai":
-            print_json([t.openai_definition() for t in cat])
+            print_json_large([t.openai_definition() for t in cat])
         else:
-            print_json([t.catalog_entry() for t in cat])
+            print_json_large([t.catalog_entry() for t in cat])
         return
     table = Table(title=f"{len(cat)} tools over {len(cat.apis)} APIs")
     for col in ("tool", "title", "api", "category", "https", "args"):
@@ -256,10 +259,23 @@ def call_all_cmd(
     cat = load_catalog(catalog)
     opts = transport_options(mode, sandbox, simulate, cassette, seed)
     results = asyncio.run(_call_all(cat, opts, timeout))
+    where = opts.target.describe()
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
-        return
-    where = sandbox or (f"simulate:{simulate}" if simulate else mode.value)
+    else:
+        _call_all_table(cat, results, where)
+    from realprobe.probes.runner import is_connect_failure
+
+    if results and all(is_connect_failure(r) for r in results):
+        first = results[0].error
+        cause = first.message if first is not None else "no answer"
+        raise RealprobeError(
+            f"nothing was reachable: all {len(results)} calls to {where} failed while "
+            f"connecting ({cause}); check the network or the --sandbox URL"
+        )
+
+
+def _call_all_table(cat: Catalog, results: list[ToolResult], where: str) -> None:
     table = Table(title=f"Every tool once ({where})")
     for col in ("tool", "api", "result", "ms", "what came back"):
         table.add_column(col, overflow="fold")

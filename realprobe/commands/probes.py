@@ -107,17 +107,6 @@ def register(app: typer.Typer) -> None:
     app.command("schedule")(schedule_cmd)
 
 
-def _labels(opts: TransportOptions) -> tuple[str, str]:
-    """(mode, target) for the run row: target is live, the sandbox URL, or what is simulated."""
-    if opts.mode is Mode.SIMULATE:
-        profile = opts.profile
-        name = profile if isinstance(profile, str) else getattr(profile, "name", None)
-        return "simulate", f"simulate:{name or 'profile'}"
-    if opts.mode is Mode.REPLAY:
-        return "replay", f"replay:{opts.cassette}"
-    return opts.mode.value, opts.sandbox or "live"
-
-
 def setup(
     *,
     tools: str | None,
@@ -151,11 +140,11 @@ def setup(
     if not chosen:
         raise RealprobeError(f"--tools {tools!r} names no tool")
     opts = transport_options(mode, sandbox, simulate, cassette, seed)
-    run_mode, target = _labels(opts)
+    where = opts.target
     if politeness is None:
         politeness = PolitenessChoice.OFF if opts.mode is Mode.REPLAY else PolitenessChoice.CATALOG
     if politeness is PolitenessChoice.OFF:
-        if target == "live":
+        if where.reaches_network:
             raise RealprobeError(
                 "--politeness off is only for --sandbox, --simulate or --mode replay; "
                 "public APIs always get the catalogue's limits"
@@ -164,7 +153,8 @@ def setup(
     else:
         config = PolitenessConfig()
     return ProbeSetup(
-        catalog=cat, tools=chosen, opts=opts, politeness=config, mode=run_mode, target=target,
+        catalog=cat, tools=chosen, opts=opts, politeness=config, mode=opts.mode.value,
+        target=where.label,
         db=db or default_db_path(), timeout=timeout, vantage=vantage or default_vantage(),
     )
 
@@ -301,7 +291,7 @@ async def _probe(
         ):
             return await run_probes(
                 s.catalog, s.tools, rounds, client, store,
-                timeout_s=s.timeout, vantage=s.vantage, mode=s.mode, target=s.target,
+                timeout_s=s.timeout, vantage=s.vantage,
                 politeness=s.politeness, concurrency=concurrency, seed=seed, stop=stop,
                 on_call=live,
             )
@@ -351,7 +341,7 @@ def probe_cmd(
     else:
         print_summary(summary, s.db)
     if summary.status == RUN_LOCAL_NETWORK_FAILURE:
-        where = f"the sandbox at {s.target}" if s.opts.sandbox else "any API"
+        where = f"the sandbox at {s.opts.sandbox}" if s.opts.sandbox else "any API"
         raise RealprobeError(
             f"nothing was reachable: no call got through to {where}; run {summary.run_id} is "
             "marked local_network_failure and excluded from statistics (check the network "
@@ -393,7 +383,8 @@ def schedule_cmd(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run probe rounds on a schedule (--every 30m starts at once; --cron waits for its time).
+    """Run probe rounds on a schedule (--every 30m runs its first round at once; --cron waits
+    for its first fire time).
 
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
@@ -427,7 +418,7 @@ def schedule_cmd(
             async def one_round(number: int, stop: asyncio.Event) -> RunSummary:
                 return await run_probes(
                     s.catalog, s.tools, rounds, client, store,
-                    timeout_s=s.timeout, vantage=s.vantage, mode=s.mode, target=s.target,
+                    timeout_s=s.timeout, vantage=s.vantage,
                     politeness=s.politeness, concurrency=concurrency, seed=seed + number,
                     stop=stop, schedule_id=sched.schedule_id,
                 )
@@ -449,4 +440,15 @@ def schedule_cmd(
             f"schedule {result.schedule_id}: {result.runs} rounds "
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
             f"{result.stopped_by} -> {s.db}"
+        )
+    if result.runs and result.rounds_unreachable == result.runs:
+        where = f"the sandbox at {s.opts.sandbox}" if s.opts.sandbox else "any API"
+        raise RealprobeError(
+            f"nothing was reachable in any of the {result.runs} rounds: no call got through "
+            f"to {where}; the runs are marked local_network_failure and excluded from "
+            "statistics (check the network or the --sandbox URL)"
+        )
+    if result.runs and result.rounds_failed == result.runs:
+        raise RealprobeError(
+            f"every one of the {result.runs} rounds failed; see the round_failed events above"
         )

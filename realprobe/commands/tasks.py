@@ -34,7 +34,14 @@ from realprobe.tasks.metrics import levels, pass_k, recovery
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import RunConfig, RunOutcome, check_cassettes, plan_runs, run_batch
+from realprobe.tasks.runner import (
+    RunConfig,
+    RunOutcome,
+    batch_infrastructure_failure,
+    check_cassettes,
+    plan_runs,
+    run_batch,
+)
 from realprobe.tasks.store import TaskStore
 
 TaskCassetteOpt = Annotated[
@@ -228,16 +235,24 @@ def run_cmd(
             raise typer.Exit(130) from None
     rows = [r.row for r in results]
     summary = {"levels": levels(rows), **pass_k(rows), "recovery": recovery(rows)}
+    broken = batch_infrastructure_failure(results)
     if as_json:
         print_json(
             {
                 "runs": [{**r.row, "score_detail": r.score.as_dict()} for r in results],
                 "summary": summary,
+                "infrastructure_failure": broken,
             }
         )
-        return
-    _print_runs(results)
-    _print_summary(summary, store.store.path)
+    else:
+        _print_runs(results)
+        _print_summary(summary, store.store.path)
+    if broken:
+        raise RealprobeError(
+            f"{broken}; check --base-url, the API key in ${api_key_env} and the network"
+            if llm is not None
+            else f"{broken}; check the network or the --sandbox URL"
+        )
 
 
 def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from realprobe.adapters.result import ToolResult
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
+from realprobe.replay.target import Target
 from realprobe.store import default_vantage, iso_utc
 from realprobe.store import probe_row as _store_row
 
@@ -38,6 +39,8 @@ def probe_row(
     vantage: str,
     args: Any = None,
     source: str = "mcp",
+    target: Target | None = None,
+    virtual_s: float | None = None,
 ) -> dict[str, Any]:
     return _store_row(
         result,
@@ -50,4 +53,6 @@ def probe_row(
         vantage=vantage,
         args=args,
         source=source,
+        target=target,
+        virtual_s=virtual_s,
     )

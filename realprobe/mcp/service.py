@@ -10,7 +10,9 @@ The HttpClient comes from `make_client`, so live, sandbox, record, replay and si
 all the same code here. It is opened by `start()` and closed by `close()` (record mode writes
 its cassette on close), shielded from cancellation so a shutdown never loses the cassette.
 Calls that go to the real APIs wait for their turn under the catalogue's politeness
-(`politeness.py`).
+(`politeness.py`). Where calls go is the client's `Target`; with `--db`, every served call is
+stored as a probe row with `source = mcp` and that target's kind, so `stats` and the other
+readers keep MCP-served sandbox or simulated calls apart from live probes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Any
 
 import anyio
@@ -43,7 +44,8 @@ from realprobe.mcp.politeness import HeldBack, HostGates
 from realprobe.mcp.rendering import render_result
 from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
 from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import Mode, TransportOptions, make_client
+from realprobe.replay.modes import TransportOptions, make_client
+from realprobe.replay.target import Target
 
 log = logging.getLogger("realprobe.mcp")
 
@@ -64,22 +66,12 @@ class ServiceOptions:
 
 def describe_target(opts: TransportOptions) -> str:
     """What answers the calls, for people: live, a sandbox URL, a cassette, a profile."""
-    if opts.mode is Mode.RECORD:
-        return f"record:{run_labels(opts)[1]}->{opts.cassette}"
-    return run_labels(opts)[1]
+    return opts.target.describe()
 
 
 def run_labels(opts: TransportOptions) -> tuple[str, str]:
-    """(mode, target) of the run row, labelled as `realprobe probe` labels its runs (stats
-    filter on them): target is live, the sandbox URL, simulate:<profile> or replay:<file>."""
-    if opts.mode is Mode.REPLAY:
-        return "replay", f"replay:{opts.cassette}"
-    if opts.mode is Mode.SIMULATE or (opts.profile is not None and not opts.sandbox):
-        prof = opts.profile
-        name = str(prof) if isinstance(prof, str | PurePath) else getattr(prof, "name", None)
-        target = f"simulate:{name or ('calm' if prof is None else 'profile')}"
-        return ("simulate" if opts.mode is Mode.SIMULATE else opts.mode.value), target
-    return opts.mode.value, opts.sandbox or "live"
+    """(mode, target label) of the run row, from the options' one `Target`."""
+    return opts.normalised().mode.value, opts.target.label
 
 
 class McpService:
@@ -162,6 +154,11 @@ class McpService:
         await self.close()
 
     @property
+    def target(self) -> Target:
+        """Where calls go: the client's target once started, else the options'."""
+        return self._client.target if self._client is not None else self.transport_options.target
+
+    @property
     def deadline_s(self) -> float:
         return self.options.timeout_s or self.config.deadline_s
 
@@ -172,7 +169,7 @@ class McpService:
 
         self._store = Store(path)
         wall = time.time()
-        mode, target = run_labels(self.transport_options)
+        mode, label = run_labels(self.transport_options)
         try:
             self._store.start_run(
                 {
@@ -181,7 +178,9 @@ class McpService:
                     "started_ts": wall,
                     "vantage": self.vantage,
                     "mode": mode,
-                    "target": target,
+                    "target": label,
+                    "target_kind": self.target.kind.value,
+                    "source": "mcp",
                     "tools": list(self.tools),
                     "rounds": 0,
                     "n_calls": 0,
@@ -219,13 +218,17 @@ class McpService:
     def vantage(self) -> str:
         return self.options.vantage or default_vantage()
 
-    def _record(self, tool: Tool, result: ToolResult, started_wall: float, args: Any) -> None:
+    def _record(
+        self, tool: Tool, result: ToolResult, started_wall: float, args: Any,
+        virtual_s: float | None,
+    ) -> None:
         if self._store is None or not reached_the_api(result):
             return
         self._per_tool[tool.name] = n = self._per_tool.get(tool.name, 0) + 1
         row = probe_row(
             result, tool, run_id=self.run_id, started_wall=started_wall, round_no=n - 1,
             timeout_s=self.deadline_s, vantage=self.vantage, args=args,
+            target=self.target, virtual_s=virtual_s,
         )
         try:
             self._store.insert_probe(row)
@@ -240,7 +243,7 @@ class McpService:
     def _instructions(self) -> str:
         return (
             f"{len(self.tools)} read-only tools over public web APIs "
-            f"(target: {describe_target(self.transport_options)}). A failed call returns an "
+            f"(target: {self.transport_options.target.describe()}). A failed call returns an "
             "error result whose text starts with an error code (TIMEOUT, NETWORK_ERROR, "
             "RATE_LIMIT_ERROR, SERVER_ERROR, INVALID_INPUT, NOT_FOUND, AUTH_ERROR, "
             "INVALID_RESPONSE, OPERATION_FAILED) and says whether a retry may help and after "
@@ -281,10 +284,7 @@ class McpService:
         return render_result(result, tool.api_id, wait_from="realprobe's politeness, not the API")
 
     def _leaves_the_machine(self) -> bool:
-        opts = self.transport_options
-        return (
-            opts.mode in (Mode.LIVE, Mode.RECORD) and opts.sandbox is None and opts.profile is None
-        )
+        return self.target.reaches_network
 
     async def call_result(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
         """One call as a ToolResult (what `tools/call` renders)."""
@@ -293,7 +293,8 @@ class McpService:
     async def _serve(self, tool: Tool, args: dict[str, Any]) -> tuple[ToolResult, bool]:
         """(result, whether the call reached the API at all)."""
         client = self.client
-        started_wall = client.clock.wall()
+        # rows carry the real moment of the call; a virtual clock's place goes in virtual_s
+        started_wall, started_clock = time.time(), client.clock.now()
         deadline = self.deadline_s
         reached = True
         # call_tool keeps its own deadline; this backstop only matters if a transport
@@ -304,7 +305,7 @@ class McpService:
             else:
                 try:
                     async with self.gates.turn(tool.api, deadline) as waited:
-                        started_wall = client.clock.wall()
+                        started_wall, started_clock = time.time(), client.clock.now()
                         result = await call_tool(tool, args, client, timeout_s=deadline - waited)
                 except HeldBack as held:
                     reached = False
@@ -329,5 +330,6 @@ class McpService:
             )
         self.calls += 1
         if reached:
-            self._record(tool, result, started_wall, args)
+            virtual_s = started_clock if client.clock.virtual else None
+            self._record(tool, result, started_wall, args, virtual_s)
         return result, reached

@@ -139,6 +139,18 @@ def calibrate(report: StatsReport, *, name: str | None = None, db: str | None = 
             "success_rate and errors are before the deadline (the simulator applies it)",
             "tools": adjusted,
         }
+    if report.provenance is not None:
+        prov = report.provenance
+        source.update(
+            target_kinds=prov.target_kinds,
+            targets=prov.targets,
+            vantages=prov.vantages,
+            sources=prov.sources,
+            rows_by_kind=prov.rows_by_kind,
+            excluded_rows=prov.excluded_rows,
+        )
+        if prov.banner():
+            source["warning"] = prov.banner()
     if db:
         source["db"] = db
     return Profile(

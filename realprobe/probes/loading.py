@@ -2,6 +2,12 @@
 
 A row's error code is an index into CODES (-1 for success), so every statistic downstream is
 vectorised; rows with `excluded=1` (the prober's own outages) never leave the database.
+
+Which rows: a time window on the real moment of the call (`started_ts`), tools, and the
+provenance filters - target kinds (live, sandbox, simulate, replay) and vantages - so that
+callers never pool live with sandbox or simulated rows by accident (`provenance.py` picks
+the kinds). A simulated run's rows keep their own virtual timeline: their order and spacing
+come from `virtual_s`, anchored so the run's last call sits at its real write time.
 """
 
 from __future__ import annotations
@@ -138,21 +144,65 @@ def connect_readonly(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def tool_counts(
-    db: str | Path, since: float | None = None, until: float | None = None
-) -> dict[str, int]:
-    """{tool: rows} in the window (excluded rows left out); uses the (tool, started_ts) index."""
-    conn = connect_readonly(db)
-    where, params = ["coalesce(excluded, 0) = 0"], []
+def probe_columns(conn: sqlite3.Connection) -> set[str]:
+    return {str(r[1]) for r in conn.execute("PRAGMA table_info(probes)")}
+
+
+def kind_expr(columns: set[str]) -> str:
+    """A row's target kind (NOT NULL, default live, once the file is migrated); files from
+    before the provenance columns, read as they are, hold live rows only."""
+    return "target_kind" if "target_kind" in columns else "'live'"
+
+
+def conditions(
+    columns: set[str],
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
+    *,
+    excluded: bool | None = False,
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its parameters) of a selection of probe rows (`excluded`: only
+    rows excluded as local network failures, only rows kept (the default), or None: both)."""
+    where = (
+        ["1"]
+        if excluded is None
+        else ["coalesce(excluded, 0) = 1" if excluded else "coalesce(excluded, 0) = 0"]
+    )
+    params: list[Any] = []
     if since is not None:
         where.append("started_ts >= ?")
         params.append(since)
     if until is not None:
         where.append("started_ts < ?")
         params.append(until)
+    if tools:
+        where.append(f"tool IN ({','.join('?' * len(tools))})")
+        params.extend(tools)
+    if kinds is not None:
+        where.append(f"{kind_expr(columns)} IN ({','.join('?' * len(kinds)) or 'NULL'})")
+        params.extend(kinds)
+    if vantages:
+        where.append(f"coalesce(vantage, '') IN ({','.join('?' * len(vantages))})")
+        params.extend(vantages)
+    return " AND ".join(where), params
+
+
+def tool_counts(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> dict[str, int]:
+    """{tool: rows} in the window (excluded rows left out); uses the (tool, started_ts) index."""
+    conn = connect_readonly(db)
     try:
+        where, params = conditions(probe_columns(conn), since, until, None, kinds, vantages)
         rows = conn.execute(
-            f"SELECT tool, count(*) FROM probes WHERE {' AND '.join(where)} GROUP BY tool", params
+            f"SELECT tool, count(*) FROM probes WHERE {where} GROUP BY tool", params
         ).fetchall()
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
@@ -175,23 +225,22 @@ def load_probes(
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
+    *,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
 ) -> ProbeArrays:
-    """Rows with excluded != 1 in [since, until), as arrays, in one read transaction."""
+    """Rows with excluded != 1 in [since, until) of the given target kinds and vantages (None:
+    any), as arrays, in one read transaction."""
     own = not isinstance(db, sqlite3.Connection)
     conn = connect_readonly(db) if not isinstance(db, sqlite3.Connection) else db
-    where = ["coalesce(excluded, 0) = 0"]
-    params: list[Any] = []
-    if since is not None:
-        where.append("started_ts >= ?")
-        params.append(since)
-    if until is not None:
-        where.append("started_ts < ?")
-        params.append(until)
-    if tools:
-        where.append(f"tool IN ({','.join('?' * len(tools))})")
-        params.extend(tools)
-    cond = " AND ".join(where)
+    columns = probe_columns(conn)
+    cond, params = conditions(columns, since, until, tools, kinds, vantages)
     code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
+    values = (
+        "coalesce(latency_ms, 'NaN'), "
+        f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
+        f"ELSE {_OTHER} END END, coalesce(timeout_s, 'NaN')"
+    )
     try:
         conn.execute("BEGIN")  # one snapshot for both queries, even while a prober writes
         try:
@@ -199,13 +248,28 @@ def load_probes(
                 f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool",
                 params,
             ).fetchall()
-            cur = conn.execute(
-                "SELECT started_ts, coalesce(latency_ms, 'NaN'), "
-                f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
-                f"ELSE {_OTHER} END END, coalesce(timeout_s, 'NaN') "
-                f"FROM probes WHERE {cond} ORDER BY tool, started_ts",
-                params,
-            )
+            virtual = "virtual_s" in columns and conn.execute(
+                f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
+            ).fetchone()
+            if virtual:
+                # simulated runs: their virtual timeline, ending at the run's last real stamp
+                timeline = (
+                    "CASE WHEN virtual_s IS NULL OR a.anchor IS NULL THEN started_ts "
+                    "ELSE a.anchor + virtual_s END"
+                )
+                cur = conn.execute(
+                    f"SELECT {timeline} AS t, {values} FROM probes LEFT JOIN "
+                    "(SELECT run_id AS rid, max(started_ts) - max(virtual_s) AS anchor "
+                    f"FROM probes WHERE {cond} AND virtual_s IS NOT NULL GROUP BY run_id) a "
+                    f"ON a.rid = probes.run_id WHERE {cond} ORDER BY tool, t",
+                    [*params, *params],
+                )
+            else:
+                cur = conn.execute(
+                    f"SELECT started_ts, {values} FROM probes WHERE {cond} "
+                    "ORDER BY tool, started_ts",
+                    params,
+                )
             n = sum(c for _, c in groups)
             flat = (
                 np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=4 * n).reshape(n, 4)

@@ -11,6 +11,11 @@ received, and at least one certainly failed at connect), the run is marked
 and nothing was reached, the run stops early instead of hammering a dead network. A run
 where every call times out with nothing received and none fails at connect (a hanging
 server) is the API's failure and stays counted.
+
+Labels come from the client: its `Target` says where the calls go (live, sandbox, simulate,
+replay), and that goes on the run and on every row. Daily budgets count live calls only.
+Rows are stamped with the real moment of the call; a simulated run on a virtual clock keeps
+its timeline in `virtual_s` (seconds since the run began), so nothing lands in the future.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import datetime as dt
 import random
 import statistics
+import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -42,6 +48,7 @@ from realprobe.probes.politeness import (
     merge,
 )
 from realprobe.replay.client import HttpClient
+from realprobe.replay.target import SOURCES, Target
 from realprobe.store import (
     RUN_DONE,
     RUN_FAILED,
@@ -88,6 +95,8 @@ class RunSummary(BaseModel):
     excluded: bool
     tools: list[ToolSummary]
     notes: list[str] = Field(default_factory=list)
+    target_kind: str = "live"  # live | sandbox | simulate | replay
+    source: str = "probe"
 
 
 @dataclass(slots=True)
@@ -172,8 +181,8 @@ async def run_probes(
     *,
     timeout_s: float | None = None,
     vantage: str | None = None,
-    mode: str = "live",
-    target: str = "live",
+    mode: str | None = None,
+    target: str | None = None,
     politeness: PolitenessConfig | None = None,
     concurrency: int = 64,
     seed: int | None = None,
@@ -185,11 +194,16 @@ async def run_probes(
 ) -> RunSummary:
     """Probe `tools` (Tool list, "a,b", or None for all) `rounds` times; rows go to `store`.
 
-    `mode`/`target` label the run (and decide whether daily budgets count: by default only
-    for live/record runs against the real APIs). Set `stop` to end the run after the calls
-    in flight; the run is then `interrupted`. Never raises for API failures; raises
-    RealprobeError for bad input or a failing database.
+    The run and its rows are labelled with `client.target` (live, sandbox, simulate or
+    replay); `mode`/`target`, if given, are checked against it and a mismatch is an error.
+    Daily budgets count only calls that reach the real APIs. Set `stop` to end the run after
+    the calls in flight; the run is then `interrupted`. Never raises for API failures;
+    raises RealprobeError for bad input or a failing database.
     """
+    where = client.target
+    run_mode = check_labels(where, mode, target)
+    if source not in SOURCES:
+        raise RealprobeError(f"source {source!r}: choose one of {', '.join(SOURCES)}")
     chosen = resolve_tools(catalog, tools)
     if rounds < 1:
         raise RealprobeError(f"rounds must be at least 1 (got {rounds})")
@@ -201,13 +215,10 @@ async def run_probes(
     clock = client.clock
     timeout = timeout_s if timeout_s is not None else client.config.deadline_s
     vantage = vantage or default_vantage()
-    budgets_on = (
-        config.budgets
-        if config.budgets is not None
-        else (target == "live" and mode in ("live", "record"))
-    )
-    budget = Budget(store, target if target == "live" else mode, clock, budgets_on)
-    started_wall = clock.wall()
+    # only calls to the real APIs spend an API's daily budget
+    budgets_on = where.reaches_network and (config.budgets is None or config.budgets)
+    budget = Budget(store, "live", clock, budgets_on)
+    started_wall = time.time()
     t0 = clock.now()
     run_id = run_id or new_run_id(started_wall)
     rng = random.Random(seed)
@@ -233,8 +244,10 @@ async def run_probes(
             "started_at": iso(started_wall),
             "started_ts": started_wall,
             "vantage": vantage,
-            "mode": mode,
-            "target": target,
+            "mode": run_mode,
+            "target": where.label,
+            "target_kind": where.kind.value,
+            "source": source,
             "tools": [t.name for t in chosen],
             "rounds": rounds,
             "status": RUN_RUNNING,
@@ -281,7 +294,9 @@ async def run_probes(
                 latency_ms=(timeout + GUARD_GRACE_S) * 1000.0,
             )
 
-    def record(call: ProbeCall, result: ToolResult, start_wall: float) -> dict[str, Any]:
+    def record(
+        call: ProbeCall, result: ToolResult, start_wall: float, start_clock: float
+    ) -> dict[str, Any]:
         err = result.error
         row = probe_row(
             result,
@@ -294,6 +309,8 @@ async def run_probes(
             vantage=vantage,
             args=call.args,
             source=source,
+            target=where,
+            virtual_s=round(start_clock - t0, 6) if clock.virtual else None,
         )
         store.insert_probe(row)
         state.rows += 1
@@ -333,9 +350,9 @@ async def run_probes(
                     "its remaining calls were skipped"
                 )
                 return
-            start_wall = clock.wall()
+            start_wall, start_clock = time.time(), clock.now()
             result = await one_call(call)
-        row = record(call, result, start_wall)
+        row = record(call, result, start_wall, start_clock)
         host.attempted = True
         host.limiter.note(result.code, result.error.retry_after_s if result.error else None)
         if on_call is not None:
@@ -378,7 +395,7 @@ async def run_probes(
         # cancelled (a second Ctrl-C): the calls in flight were abandoned, nothing else lost
         status = RUN_INTERRUPTED if isinstance(exc, asyncio.CancelledError) else RUN_FAILED
         why = "calls in flight abandoned" if status == RUN_INTERRUPTED else f"{exc}"
-        _finish(store, run_id, status, state, clock.wall(), f"{type(exc).__name__}: {why}")
+        _finish(store, run_id, status, state, time.time(), f"{type(exc).__name__}: {why}")
         if isinstance(exc, BaseExceptionGroup):
             inner = exc.exceptions[0]
             if isinstance(inner, RealprobeError):
@@ -404,7 +421,7 @@ async def run_probes(
     elif left and stop is not None and stop.is_set():
         status = RUN_INTERRUPTED
         state.notes.append(f"stopped after the calls in flight; {left} calls not made")
-    ended_wall = clock.wall()
+    ended_wall = time.time()
     detail = "; ".join(state.notes)[:2000] or None
     _finish(store, run_id, status, state, ended_wall, detail, excluded=excluded)
 
@@ -426,8 +443,10 @@ async def run_probes(
     return RunSummary(
         run_id=run_id,
         status=status,
-        mode=mode,
-        target=target,
+        mode=run_mode,
+        target=where.label,
+        target_kind=where.kind.value,
+        source=source,
         vantage=vantage,
         started_at=iso(started_wall),
         ended_at=iso(ended_wall),
@@ -441,6 +460,30 @@ async def run_probes(
         tools=summaries,
         notes=state.notes,
     )
+
+
+def check_labels(where: Target, mode: str | None, target: str | None) -> str:
+    """The run's mode label; `mode`/`target` given by a caller must agree with the client's
+    target (a mismatch is an error, never a relabelled run)."""
+    from realprobe.replay.modes import Mode
+
+    run_mode = (
+        Mode.RECORD.value if where.recording else
+        Mode.REPLAY.value if where.kind.value == "replay" else
+        Mode.SIMULATE.value if where.kind.value == "simulate" else Mode.LIVE.value
+    )
+    if mode is not None:
+        asked = Mode.parse(mode)
+        if asked.value != run_mode:
+            raise RealprobeError(
+                f"mode {mode!r} does not match the client, which is set up for "
+                f"{where.describe()} (mode {run_mode}); build the client for that mode"
+            )
+    if target is not None and not where.matches(target):
+        raise RealprobeError(
+            f"target {target!r} does not match the client, whose calls go to {where.label}"
+        )
+    return run_mode
 
 
 def _finish(

@@ -1,6 +1,9 @@
 """Scheduled probe rounds (APScheduler 3.x on the asyncio loop).
 
-- `--every 30m` (the first round starts at once) or `--cron "0 2 * * *"` (local time, like cron).
+- `--every 30m`: the first round starts at once, then one every 30 minutes.
+- `--cron "0 2 * * *"` (local time, like cron): waits for its first fire time; nothing runs
+  before it. The first fire time is computed on an injectable clock (`now`), so it is tested
+  without waiting for real; later fire times come from APScheduler on the real clock.
 - Rounds never overlap: `max_instances=1`, and `coalesce=True` folds a backlog of missed fire
   times into one round. A fire time that comes while a round is still running is logged as
   `skipped_overlap`; one that comes later than the grace time is logged as `missed`.
@@ -31,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from realprobe.errors import RealprobeError
 from realprobe.probes.runner import RunSummary, iso
-from realprobe.store import Store
+from realprobe.store import RUN_LOCAL_NETWORK_FAILURE, Store
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -83,12 +86,25 @@ def make_trigger(
     return trigger, None
 
 
+def first_fire_time(
+    trigger: BaseTrigger, now: dt.datetime, start_now: bool
+) -> dt.datetime | None:
+    """When the first round runs: `now` when starting at once, else the trigger's next fire
+    time after `now` (None: it never fires)."""
+    if start_now:
+        return now
+    fire: dt.datetime | None = trigger.get_next_fire_time(None, now)
+    return fire
+
+
 class ScheduleResult(BaseModel):
     schedule_id: str
     runs: int
     rounds_ok: int
     rounds_failed: int
     stopped_by: str  # max_runs | signal
+    #: rounds in which nothing was reachable (the prober's own network was down)
+    rounds_unreachable: int = 0
     run_ids: list[str] = Field(default_factory=list)
     events: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -102,18 +118,25 @@ class ProbeSchedule:
         *,
         interval_s: float | None = None,
         max_runs: int | None = None,
-        start_now: bool = True,
+        start_now: bool | None = None,
         misfire_grace_s: float | None = None,
         schedule_id: str | None = None,
         on_event: EventFn | None = None,
+        now: Callable[[], dt.datetime] | None = None,
     ) -> None:
+        """`start_now`: None fires an interval trigger at once and waits for a cron trigger's
+        first fire time. `now`: the clock the first fire time is computed on (local, aware)."""
         if max_runs is not None and max_runs < 1:
             raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
         self.trigger = trigger
         self.round_fn = round_fn
         self.store = store
         self.max_runs = max_runs
-        self.start_now = start_now
+        self.start_now = start_now if start_now is not None else not isinstance(
+            trigger, CronTrigger
+        )
+        self.now = now or (lambda: dt.datetime.now().astimezone())
+        self.first_fire: dt.datetime | None = None
         if misfire_grace_s is None:
             misfire_grace_s = max(1.0, interval_s) if interval_s is not None else 3600.0
         self.misfire_grace_s = misfire_grace_s
@@ -126,6 +149,7 @@ class ProbeSchedule:
         self.runs = 0
         self.ok = 0
         self.failed = 0
+        self.unreachable = 0
         self.run_ids: list[str] = []
         self.events: list[dict[str, Any]] = []
         self.stopped_by = "max_runs"
@@ -177,6 +201,7 @@ class ProbeSchedule:
             self.log("round_failed", f"round {number}: {type(exc).__name__}: {exc}")
         else:
             self.ok += 1
+            self.unreachable += int(summary.status == RUN_LOCAL_NETWORK_FAILURE)
             self.run_ids.append(summary.run_id)
             self.log(
                 "round_ok",
@@ -209,9 +234,15 @@ class ProbeSchedule:
     async def run(self) -> ScheduleResult:
         scheduler = AsyncIOScheduler(event_loop=asyncio.get_running_loop())
         scheduler.add_listener(self._on_apscheduler, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
-        kwargs: dict[str, Any] = {}
-        if self.start_now:
-            kwargs["next_run_time"] = dt.datetime.now().astimezone()
+        now = self.now()
+        first = first_fire_time(self.trigger, now, self.start_now)
+        if first is None:
+            raise RealprobeError(f"the schedule {self.trigger} never fires")
+        self.first_fire = first
+        # the wait until the first fire time, measured on the injected clock, from now
+        kwargs: dict[str, Any] = {
+            "next_run_time": dt.datetime.now().astimezone() + (first - now)
+        }
         scheduler.add_job(
             self._round,
             self.trigger,
@@ -221,7 +252,11 @@ class ProbeSchedule:
             misfire_grace_time=max(1, int(self.misfire_grace_s)),
             **kwargs,
         )
-        self.log("started", f"trigger {self.trigger}; max runs {self.max_runs or 'unlimited'}")
+        when = "at once" if self.start_now else f"at {first.isoformat(timespec='seconds')}"
+        self.log(
+            "started",
+            f"trigger {self.trigger}; first round {when}; max runs {self.max_runs or 'unlimited'}",
+        )
         scheduler.start()
         try:
             await self._done.wait()
@@ -234,6 +269,7 @@ class ProbeSchedule:
             rounds_ok=self.ok,
             rounds_failed=self.failed,
             stopped_by=self.stopped_by,
+            rounds_unreachable=self.unreachable,
             run_ids=self.run_ids,
             events=self.events,
         )
@@ -242,6 +278,7 @@ class ProbeSchedule:
 __all__ = [
     "ProbeSchedule",
     "ScheduleResult",
+    "first_fire_time",
     "make_trigger",
     "parse_every",
 ]

@@ -31,6 +31,14 @@ from realprobe.probes.loading import (
     ProbeArrays,
     load_probes,
 )
+from realprobe.probes.provenance import (
+    Provenance,
+    describe,
+    empty_selection_error,
+    kinds_present,
+    pick_kinds,
+    survey,
+)
 from realprobe.probes.windows import iso
 
 #: consecutive calls further apart than this are not a transition of the burst chain
@@ -142,6 +150,8 @@ class StatsReport(BaseModel):
     rows: int
     tools: list[ToolStats]
     overall: SuccessStats | None = None
+    #: which rows: target kind(s), targets, vantage(s), sources, counts (set by stats_from_db)
+    provenance: Provenance | None = None
 
 
 # -- per-tool pieces ---------------------------------------------------------------------------
@@ -351,17 +361,24 @@ def stats_from_db(
     until: float | None = None,
     tools: list[str] | None = None,
     period_s: float = 86400.0,
+    *,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
 ) -> tuple[ProbeArrays, StatsReport]:
-    """Load and compute; a clear error when the window holds nothing."""
-    arr = load_probes(db, since, until, tools)
+    """Load the rows of `kinds` (target kinds) and `vantages` (default all) and compute; a clear
+    error when the selection holds nothing. With no `kinds`: live when the window holds live
+    rows, else the one kind present (several other kinds: an error asking to pick)."""
+    groups = survey(db, since, until, tools, vantages)
+    if kinds is None:
+        kinds = pick_kinds(kinds_present(db, groups=groups), None)
+    arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+    prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
-        where = f" between {iso(since) or 'the beginning'} and {iso(until) or 'now'}"
-        sel = f" for {', '.join(tools)}" if tools else ""
-        raise RealprobeError(
-            f"no probe rows{sel}{where} in {db}; widen --since/--until or probe first"
-        )
+        raise RealprobeError(empty_selection_error(prov, db, tools))
     if tools:
         missing = sorted(set(tools) - set(arr.tools))
         if missing:
             raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
-    return arr, compute_stats(arr, since, until, period_s)
+    rep = compute_stats(arr, since, until, period_s)
+    rep.provenance = prov
+    return arr, rep

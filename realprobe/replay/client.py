@@ -28,6 +28,7 @@ from realprobe import USER_AGENT
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import ErrorCode
+from realprobe.replay.target import Target
 
 DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-clock transports
 #: a dict shared by every hop of one fetch: {"start": clock time}, and "elapsed" (what the
@@ -292,10 +293,14 @@ class HttpClient:
         clock: Clock | None = None,
         config: ClientConfig | None = None,
         resolver: Callable[[str], Awaitable[list[str]]] | None = None,
+        target: Target | None = None,
     ) -> None:
         self.config = config or ClientConfig()
         self.clock: Clock = clock or RealClock()
         self.transport = transport
+        #: where the calls go (the rows written from this client's calls are labelled with
+        #: it); a hand-built client over an unknown transport counts as live
+        self.target: Target = target or Target.live()
         #: resolves redirect targets' host names (live network only: the sandbox, replay and
         #: the simulator never look names up)
         self.resolver = resolver
@@ -364,10 +369,12 @@ class SyncHttpClient:
         *,
         config: ClientConfig | None = None,
         resolver: Callable[[str], list[str]] | None = None,
+        target: Target | None = None,
     ) -> None:
         self.config = config or ClientConfig()
         self.clock: Clock = RealClock()
         self.transport = transport
+        self.target: Target = target or Target.live()
         self.resolver = resolver
         self._client = httpx.Client(transport=transport, **_client_kwargs(self.config))
 

@@ -23,6 +23,7 @@ from realprobe.replay.client import (
     system_resolver,
 )
 from realprobe.replay.simulate import SimulateTransport, origins_of
+from realprobe.replay.target import Target
 from realprobe.replay.transports import (
     SandboxRouter,
     SyncSandboxRouter,
@@ -37,6 +38,18 @@ class Mode(StrEnum):
     RECORD = "record"
     REPLAY = "replay"
     SIMULATE = "simulate"
+
+    @classmethod
+    def parse(cls, value: str | Mode) -> Mode:
+        """A mode from a string as a user types it; an unknown value is an error (never a
+        silent fallback to live)."""
+        if isinstance(value, Mode):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            choices = ", ".join(m.value for m in cls)
+            raise RealprobeError(f"mode {value!r}: choose one of {choices}") from None
 
 
 @dataclass
@@ -54,12 +67,30 @@ class TransportOptions:
     #: record: scrub secrets before writing (on by default)
     scrub: bool = True
 
+    def __post_init__(self) -> None:
+        # `mode="simulate"` (a plain string) must mean Mode.SIMULATE, and a typo must fail
+        self.mode = Mode.parse(self.mode)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise RealprobeError(f"seed {self.seed!r}: expected an integer")
+
+    @property
+    def target(self) -> Target:
+        """Where these options send calls (validated and normalised first)."""
+        return Target.from_options(self.normalised())
+
     def normalised(self) -> TransportOptions:
-        mode = self.mode
+        mode = Mode.parse(self.mode)
         if self.profile is not None and mode is Mode.LIVE and self.sandbox is None:
             mode = Mode.SIMULATE
-        if self.sandbox and self.profile is not None and mode is Mode.SIMULATE:
-            raise RealprobeError("--sandbox and --simulate exclude each other: pick one")
+        if self.sandbox and mode is Mode.SIMULATE:
+            raise RealprobeError(
+                "--sandbox and --simulate exclude each other: simulation runs in process; "
+                "pick one"
+            )
+        if mode is Mode.LIVE and self.cassette is not None:
+            raise RealprobeError(
+                "a cassette needs mode record or replay (live calls write no cassette)"
+            )
         if mode in (Mode.RECORD, Mode.REPLAY) and self.cassette is None:
             raise RealprobeError(f"--mode {mode.value} needs --cassette PATH")
         return replace(self, mode=mode)
@@ -112,19 +143,14 @@ def make_client(
         transport = recording.transport_for(catalog, opts, clock, base_transport)
     else:
         transport = base_transport(catalog, opts, clock)
+    target = Target.from_options(opts)
     return HttpClient(
         transport,
         clock=clock,
         config=config,
-        resolver=system_resolver if _reaches_real_network(opts) else None,
+        resolver=system_resolver if target.reaches_network else None,
+        target=target,
     )
-
-
-def _reaches_real_network(opts: TransportOptions) -> bool:
-    """Live calls to the real APIs, recorded or not: only then are redirect targets' host
-    names resolved and checked (the sandbox, replay and the simulator use canonical names
-    that need not resolve here)."""
-    return opts.mode in (Mode.LIVE, Mode.RECORD) and not opts.sandbox and opts.profile is None
 
 
 def make_sync_client(
@@ -170,5 +196,8 @@ def make_sync_client(
         transport = SyncRecordingTransport(
             base, opts.cassette, meta=source, scrub=ScrubConfig(enabled=opts.scrub)
         )
-    resolver = sync_system_resolver if _reaches_real_network(opts) else None
-    return SyncHttpClient(transport, config=config, resolver=resolver)
+    # redirect targets' host names are resolved and checked only on the real network (the
+    # sandbox, replay and the simulator use canonical names that need not resolve here)
+    target = Target.from_options(opts)
+    resolver = sync_system_resolver if target.reaches_network else None
+    return SyncHttpClient(transport, config=config, resolver=resolver, target=target)

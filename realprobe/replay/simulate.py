@@ -22,6 +22,11 @@ from realprobe.simulator.render import MOVED_PREFIX, Plan, render
 from realprobe.simulator.routes import Body, Route, RouteTable
 
 
+def origin_of(base_url: str) -> str:
+    url = httpx.URL(base_url)
+    return f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+
+
 def routes_from_catalog(catalog: Catalog) -> RouteTable:
     routes = []
     for tool in catalog:
@@ -45,6 +50,7 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
                 path=base_path + tool.spec.path,
                 response=tool.spec.response,
                 bodies=bodies,
+                origin=origin_of(tool.api.base_url),
             )
         )
     return RouteTable(routes)

@@ -88,10 +88,14 @@ def build_report(
     baseline: tuple[float | None, float | None] | None = None,
     current: tuple[float | None, float | None] | None = None,
     period_s: float = 86400.0,
+    *,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
 ) -> ReportData:
-    """Stats over the window; drift between `baseline` and `current`, by default each tool's
-    earlier half of calls against its later half."""
-    arr, rep = stats_from_db(db, since, until, tools, period_s)
+    """Stats over the window's rows of `kinds` (target kinds; default as `stats` picks them)
+    and `vantages`; drift between `baseline` and `current`, by default each tool's earlier
+    half of calls against its later half."""
+    arr, rep = stats_from_db(db, since, until, tools, period_s, kinds=kinds, vantages=vantages)
     drift_rep = None
     note = None
     t0, t1 = float(arr.ts.min()), float(arr.ts.max())

@@ -90,7 +90,38 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 .changed{background:#ffe9c6;color:#840}.stable{background:#eee;color:#444}
 .insufficient{background:#fff;color:#999;border:1px solid #ddd}
 figure{margin:1rem 0}figcaption{color:#555;font-size:.85rem}
+.banner{background:#b00020;color:#fff;font-weight:bold;font-size:1.15rem;padding:.8rem 1rem;
+border-radius:4px}
 """
+
+
+def _provenance_rows(data: ReportData) -> list[tuple[str, str]]:
+    """(what, value) lines of the report's provenance block."""
+    prov = data.stats.provenance
+    if prov is None:
+        return []
+    kinds = ", ".join(f"{k} ({n} rows)" for k, n in prov.rows_by_kind.items()) or "none"
+    rows = [
+        ("target kind", kinds),
+        ("target", ", ".join(prov.targets) or "-"),
+        ("vantage", ", ".join(prov.vantages) or "-"),
+        ("source", ", ".join(f"{k} ({n})" for k, n in prov.sources.items()) or "-"),
+        (
+            "window",
+            f"{prov.window[0] or 'start'} → {prov.window[1] or 'now'} "
+            f"(calls from {prov.first or '-'} to {prov.last or '-'})",
+        ),
+        (
+            "rows",
+            f"{prov.rows} summarised; {prov.excluded_rows} excluded as local network failures",
+        ),
+    ]
+    if prov.other_kinds:
+        others = ", ".join(
+            f"{k} ({n} rows; --target {k})" for k, n in sorted(prov.other_kinds.items())
+        )
+        rows.append(("not included", others))
+    return rows
 
 
 def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
@@ -111,6 +142,16 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
     h.append("<title>realprobe report</title>")
     h.append(f"<style>{CSS}</style></head><body>")
     h.append("<h1>realprobe reliability report</h1>")
+    banner = st.provenance.banner() if st.provenance else None
+    if banner:
+        h.append(f"<p class='banner' id='banner'>{escape(banner)}</p>")
+    prov_rows = _provenance_rows(data)
+    if prov_rows:
+        h.append("<table id='provenance'><tbody>")
+        h.extend(
+            f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in prov_rows
+        )
+        h.append("</tbody></table>")
     w0, w1 = st.window
     h.append(
         f"<p class='meta'>Generated {escape(data.generated_at)} from "
@@ -220,6 +261,10 @@ def render_markdown(data: ReportData) -> str:
         "| " + " | ".join(c.replace("|", "\\|") for c in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
+    banner = st.provenance.banner() if st.provenance else None
+    head = [f"> **{banner}**", ""] if banner else []
+    head += [f"- **{k}**: {v}" for k, v in _provenance_rows(data)]
+    lines[2:2] = [*head, ""] if head else []
     for t in st.tools:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _row(t)) + " |")
     lines.append("")

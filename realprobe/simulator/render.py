@@ -135,6 +135,23 @@ def choose_variant(route: Route, outcome: Outcome) -> tuple[str, Body | None]:
     return options[(outcome.pick >> 1) % len(options)], None
 
 
+#: 424 (failed dependency): the client classifies it OPERATION_FAILED, not retryable, since
+#: asking again cannot help
+NO_FIXTURE_STATUS = 424
+
+
+def no_fixture_plan(route: Route) -> Plan:
+    """What a tool with no recorded body gets: a clear error, never an invented body."""
+    body = json.dumps({
+        "error": "no fixture",
+        "tool": route.tool,
+        "message": f"the realprobe sandbox has no recorded body for tool {route.tool!r}; "
+        "record one with `realprobe catalog record-fixtures`",
+    }).encode()  # fmt: skip
+    return Plan("no_fixture", None, NO_FIXTURE_STATUS,
+                [("Content-Type", "application/json")], body)  # fmt: skip
+
+
 def render(
     route: Route,
     outcome: Outcome,
@@ -147,6 +164,8 @@ def render(
 
     `variant` forces a named fault (see VARIANTS), for tests and for `/_fault/<name>/`.
     """
+    if not route.ok_bodies() and not ((variant or "").startswith("fixture-") and route.bodies):
+        return no_fixture_plan(route)
     fixture: Body | None = None
     if variant is None:
         variant, fixture = choose_variant(route, outcome)

@@ -30,6 +30,7 @@ class Route:
     path: str  # the full original path template, e.g. /api/v3/PublicHolidays/{year}/{cc}
     response: str  # json | text
     bodies: list[Body]
+    origin: str = ""  # scheme://host[:port] of the API, shared by APIs on one host
     regex: re.Pattern[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -52,12 +53,28 @@ class RouteTable:
         for rs in self.by_api.values():
             # literal paths before templated ones, longer first
             rs.sort(key=lambda r: (r.path.count("{"), -len(r.path)))
+        by_origin: dict[str, list[str]] = {}
+        for api_id, rs in self.by_api.items():
+            if rs[0].origin:
+                by_origin.setdefault(rs[0].origin, []).append(api_id)
+        #: other APIs on the same host (a hand-written API and an imported family of it)
+        self.siblings = {
+            api_id: [other for other in by_origin.get(rs[0].origin, []) if other != api_id]
+            for api_id, rs in self.by_api.items()
+        }
 
     def match(self, api_id: str, method: str, path: str) -> Route | None:
-        for r in self.by_api.get(api_id, ()):
-            if r.method == method and r.regex.match(path):
-                return r
-        return None
+        """The API's own route for the path, or one of an API on the same host; a route
+        with a real body wins over one without."""
+        first: Route | None = None
+        for candidate in (api_id, *self.siblings.get(api_id, ())):
+            for r in self.by_api.get(candidate, ()):
+                if r.method == method and r.regex.match(path):
+                    if r.ok_bodies():
+                        return r
+                    first = first or r
+                    break
+        return first
 
     def by_tool(self, tool: str) -> Route | None:
         for r in self.routes:

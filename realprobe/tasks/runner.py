@@ -28,6 +28,7 @@ from realprobe.errors import RealprobeError
 from realprobe.replay.client import ClientConfig
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.transports import live_transport
+from realprobe.store import default_vantage
 from realprobe.tasks.agents import AgentContext, LlmSettings, make_agent
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
@@ -57,6 +58,11 @@ class RunConfig:
     max_turns: int | None = None
     timeout_s: float | None = None
     call_timeout_s: float | None = None
+    vantage: str | None = None  # where the runs happen (default: the host name)
+
+    def __post_init__(self) -> None:
+        # `mode="simulate"` as a user types it means Mode.SIMULATE; a typo is an error
+        self.mode = Mode.parse(self.mode)
 
 
 @dataclass
@@ -169,7 +175,7 @@ async def run_one(
     )
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
-    polite = cfg.mode in (Mode.LIVE, Mode.RECORD) and cfg.sandbox is None and cfg.profile is None
+    polite = client.target.reaches_network
     box = ToolBox(catalog, client, task, state, polite=polite)
     llm_transport: httpx.AsyncBaseTransport = client.transport
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
@@ -239,8 +245,39 @@ async def run_one(
         "artifact": state.artifact,
         "final_message": state.final_message[:2000],
         "cassette": str(cassette) if cassette else None,
+        "target_kind": client.target.kind.value,
+        "target": client.target.label,
+        "source": "task",
+        "vantage": cfg.vantage or default_vantage(),
     }
     return RunOutcome(row, steps, score, state)
+
+
+def infrastructure_failure(res: RunOutcome) -> str | None:
+    """Why a run says nothing about the agent, if so: the LLM endpoint failed (unreachable,
+    bad key, ...), or every tool call it made failed with NETWORK_ERROR (nothing reached)."""
+    if res.state.error is not None:
+        return res.state.error
+    api = [s for s in res.state.steps if s.kind == "api"]
+    if api and all(not s.ok and s.error_code == "NETWORK_ERROR" for s in api):
+        return f"every tool call failed with NETWORK_ERROR ({api[-1].message[:200]})"
+    return None
+
+
+def batch_infrastructure_failure(results: list[RunOutcome]) -> str | None:
+    """The cause, once, when every run of a batch failed on infrastructure; else None."""
+    if not results:
+        return None
+    causes = [infrastructure_failure(r) for r in results]
+    if any(c is None for c in causes):
+        return None
+    counts: dict[str, int] = {}
+    for c in causes:
+        assert c is not None
+        counts[c] = counts.get(c, 0) + 1
+    top = max(counts, key=lambda c: counts[c])
+    more = f" (and {len(counts) - 1} other causes)" if len(counts) > 1 else ""
+    return f"all {len(results)} runs failed on infrastructure, not on the agent: {top}{more}"
 
 
 def plan_runs(tasks: list[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
@@ -285,4 +322,13 @@ async def run_batch(
     return out
 
 
-__all__ = ["RunConfig", "RunOutcome", "check_cassettes", "plan_runs", "run_batch", "run_one"]
+__all__ = [
+    "RunConfig",
+    "RunOutcome",
+    "batch_infrastructure_failure",
+    "check_cassettes",
+    "infrastructure_failure",
+    "plan_runs",
+    "run_batch",
+    "run_one",
+]

@@ -1,13 +1,20 @@
 """The task tables in the one SQLite file: `task_runs` (one row per run) and `task_steps`
-(every tool call of a run). Added beside the probe tables through `realprobe.store.Store`."""
+(every tool call of a run). Added beside the probe tables through `realprobe.store.Store`.
+
+Every run and step carries `target_kind` (live | sandbox | simulate | replay), `source`
+(`task`) and `vantage`; files from before those columns are migrated when opened."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from realprobe.errors import RealprobeError
 from realprobe.secrets import scrub_row
-from realprobe.store import Store
+from realprobe.store import Store, default_vantage, schema_version, set_schema_version
+
+#: version of the task tables (1: before the provenance columns)
+TASK_SCHEMA_VERSION = 2
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -44,6 +51,11 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     "artifact": str,
     "final_message": str,
     "cassette": str,
+    # provenance (schema 2)
+    "target_kind": str,  # live | sandbox | simulate | replay
+    "target": str,  # label: live, sandbox:<url>, simulate:<profile>, replay:<cassette>
+    "source": str,  # task
+    "vantage": str,
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
@@ -63,6 +75,7 @@ TASK_STEPS_COLUMNS: dict[str, Any] = {
     "retry_after": float,
     "latency_ms": float,
     "result": str,  # JSON of the data (truncated)
+    "target_kind": str,  # schema 2
 }
 
 
@@ -73,16 +86,40 @@ class TaskStore:
         self.ensure_schema()
 
     def ensure_schema(self) -> None:
-        names = self.db.table_names()
-        if "task_runs" not in names:
-            runs = self.db["task_runs"]
-            runs.create(TASK_RUNS_COLUMNS, pk="id")  # type: ignore[union-attr]
-            runs.create_index(["agent", "prompt"])  # type: ignore[union-attr]
-            runs.create_index(["batch"])  # type: ignore[union-attr]
-        if "task_steps" not in names:
-            steps = self.db["task_steps"]
-            steps.create(TASK_STEPS_COLUMNS, pk="id", foreign_keys=[("run_id", "task_runs", "id")])  # type: ignore[union-attr]
-            steps.create_index(["run_id", "idx"])  # type: ignore[union-attr]
+        have = schema_version(self.db, "tasks")
+        if have > TASK_SCHEMA_VERSION:
+            raise RealprobeError(
+                f"{self.store.path}: task tables written by a newer realprobe (schema {have}); "
+                "upgrade realprobe to use this database"
+            )
+        if have < TASK_SCHEMA_VERSION:
+            self.db.table("task_runs").create(TASK_RUNS_COLUMNS, pk="id", transform=True)
+            self.db.table("task_steps").create(
+                TASK_STEPS_COLUMNS,
+                pk="id",
+                foreign_keys=[("run_id", "task_runs", "id")],
+                transform=True,
+            )
+            if have == 1:
+                kind = (
+                    "CASE WHEN mode IN ('simulate', 'replay') THEN mode "
+                    "WHEN profile LIKE 'http%' THEN 'sandbox' "
+                    "WHEN profile IS NOT NULL THEN 'simulate' ELSE 'live' END"
+                )
+                with self.db.conn:
+                    self.db.execute(
+                        f"UPDATE task_runs SET target_kind = {kind}, source = 'task' "
+                        "WHERE target_kind IS NULL"
+                    )
+                    self.db.execute(
+                        "UPDATE task_steps SET target_kind = (SELECT r.target_kind FROM "
+                        "task_runs r WHERE r.id = task_steps.run_id) WHERE target_kind IS NULL"
+                    )
+            set_schema_version(self.db, "tasks", TASK_SCHEMA_VERSION)
+        runs = self.db.table("task_runs")
+        runs.create_index(["agent", "prompt"], if_not_exists=True)
+        runs.create_index(["batch"], if_not_exists=True)
+        self.db.table("task_steps").create_index(["run_id", "idx"], if_not_exists=True)
 
     def insert_run(self, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
         """One run and its steps; secrets (the LLM key, secret arguments, keys in URLs or in
@@ -90,16 +127,20 @@ class TaskStore:
         row = scrub_row(row)
         steps = [scrub_row(s) for s in steps]
         row = {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()}
+        row.setdefault("source", "task")
+        row.setdefault("vantage", default_vantage())
+        kind = row.get("target_kind")
+        steps = [{"target_kind": kind, **s} for s in steps]
         with self.db.conn:
-            self.db["task_runs"].insert(row)  # type: ignore[union-attr]
+            self.db.table("task_runs").insert(row)
             if steps:
-                self.db["task_steps"].insert_all(steps)  # type: ignore[union-attr]
+                self.db.table("task_steps").insert_all(steps)
 
     def runs(self, batch: str | None = None) -> list[dict[str, Any]]:
         if "task_runs" not in self.db.table_names():
             return []
         where, params = ("batch = ?", [batch]) if batch else (None, None)
-        return list(self.db["task_runs"].rows_where(where, params, order_by="started_at"))
+        return list(self.db.table("task_runs").rows_where(where, params, order_by="started_at"))
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
-        return list(self.db["task_steps"].rows_where("run_id = ?", [run_id], order_by="idx"))
+        return list(self.db.table("task_steps").rows_where("run_id = ?", [run_id], order_by="idx"))

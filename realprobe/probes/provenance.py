@@ -1,0 +1,289 @@
+"""Which rows a number is made of: target kinds, targets, vantages, sources, window, counts.
+
+The readers (`stats`, `calibrate`, `drift`, `report`) never pool kinds by accident. With no
+`--target`, they read the live rows when the window holds any, else the one kind present;
+when several kinds other than live are present and none is chosen, they refuse with one
+line. Every output then names what it summarises (`Provenance`), and one made only of
+sandbox, simulated or replayed rows says so in a banner.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from realprobe.errors import RealprobeError
+from realprobe.probes.loading import (
+    busy_timeout_s,
+    conditions,
+    connect_readonly,
+    probe_columns,
+)
+from realprobe.probes.windows import iso
+from realprobe.replay.target import TargetKind
+
+#: what --target accepts besides the kinds
+ALL = "all"
+TARGET_CHOICES = (*(k.value for k in TargetKind), ALL)
+KIND_WORDS = {
+    "live": "the real public APIs",
+    "sandbox": "the loopback sandbox",
+    "simulate": "the in-process simulator",
+    "replay": "replayed cassettes",
+}
+
+
+class Provenance(BaseModel):
+    """Where the summarised rows came from."""
+
+    target_kinds: list[str]
+    targets: list[str] = Field(default_factory=list)  # sandbox URL, profile or cassette
+    vantages: list[str] = Field(default_factory=list)
+    sources: dict[str, int] = Field(default_factory=dict)  # probe | mcp | task
+    window: tuple[str | None, str | None] = (None, None)
+    first: str | None = None
+    last: str | None = None
+    rows: int = 0
+    rows_by_kind: dict[str, int] = Field(default_factory=dict)
+    #: rows of the selection left out as the prober's own network failures
+    excluded_rows: int = 0
+    #: rows of other kinds in the same window, not summarised
+    other_kinds: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def live_only(self) -> bool:
+        return self.target_kinds == ["live"]
+
+    def kinds_text(self) -> str:
+        return "+".join(self.target_kinds) or "none"
+
+    def headline(self) -> str:
+        """One line for titles: kind(s), target(s), vantage(s), window, rows."""
+        parts = [f"target {self.kinds_text()}"]
+        shown = [t for t in self.targets if t != "live"]
+        if shown:
+            parts.append(", ".join(shown[:3]) + (f" (+{len(shown) - 3})" if len(shown) > 3 else ""))
+        if self.vantages:
+            parts.append(f"vantage {', '.join(self.vantages[:3])}"
+                         + (f" (+{len(self.vantages) - 3})" if len(self.vantages) > 3 else ""))
+        parts.append(f"{self.window[0] or 'start'} → {self.window[1] or 'now'}")
+        rows = f"{self.rows} rows"
+        if self.excluded_rows:
+            rows += f" (+{self.excluded_rows} excluded as local network failures)"
+        parts.append(rows)
+        return " · ".join(parts)
+
+    def banner(self) -> str | None:
+        """A sentence no reader can miss when the numbers are not from the real APIs."""
+        if "live" in self.target_kinds:
+            if len(self.target_kinds) > 1:
+                return (
+                    "MIXED SOURCES: these numbers pool live rows with rows from "
+                    + ", ".join(KIND_WORDS[k] for k in self.target_kinds if k != "live")
+                    + "; they do not describe the real APIs alone."
+                )
+            return None
+        what = " and ".join(KIND_WORDS.get(k, k) for k in self.target_kinds)
+        return (
+            f"NOT MEASURED ON THE REAL APIS: every number here comes from {what}"
+            + (f" ({', '.join(self.targets[:3])})" if self.targets else "")
+            + ", not from calls to the public APIs."
+        )
+
+
+def parse_target(value: str | None) -> str | None:
+    """`--target` as given: a kind, `all`, or None (choose from what the window holds)."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if v not in TARGET_CHOICES:
+        raise RealprobeError(f"--target {value!r}: choose one of {', '.join(TARGET_CHOICES)}")
+    return v
+
+
+def parse_vantages(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise RealprobeError("--vantage: give at least one vantage name")
+    return names
+
+
+def _query(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({exc}; waited {busy_timeout_s():g}s)") from exc
+
+
+#: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
+Group = tuple[str, str, str, str, int, int, float, float]
+
+
+def survey(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> list[Group]:
+    """Every (kind, target, vantage, source, excluded) group in the window: one scan, of the
+    covering provenance index when the file has it."""
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        have = [c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
+        cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None)
+        rows = _query(
+            conn,
+            f"SELECT {', '.join(have)}{',' if have else ''} count(*), min(started_ts), "
+            f"max(started_ts) FROM probes WHERE {cond}"
+            + (f" GROUP BY {', '.join(have)}" if have else ""),
+            params,
+        )
+    finally:
+        conn.close()
+    merged: dict[tuple[str, str, str, str, int], list[float]] = {}
+    for row in rows:
+        got = dict(zip(have, row[: len(have)], strict=True))
+        n, lo, hi = row[len(have):]
+        if not n:
+            continue
+        key = (
+            str(got.get("target_kind") or "live"),
+            str(got.get("target") or ""),
+            str(got.get("vantage") or ""),
+            str(got.get("source") or "probe"),
+            1 if got.get("excluded") else 0,
+        )
+        acc = merged.setdefault(key, [0, float(lo), float(hi)])
+        acc[0] += n
+        acc[1], acc[2] = min(acc[1], float(lo)), max(acc[2], float(hi))
+    return [(*k, int(v[0]), v[1], v[2]) for k, v in merged.items()]
+
+
+def kinds_present(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    vantages: list[str] | None = None,
+    *,
+    groups: list[Group] | None = None,
+) -> dict[str, int]:
+    """{target kind: rows} in the window (excluded rows left out)."""
+    out: dict[str, int] = {}
+    for kind, _t, _v, _s, excluded, n, _lo, _hi in (
+        groups if groups is not None else survey(db, since, until, tools, vantages)
+    ):
+        if not excluded:
+            out[kind] = out.get(kind, 0) + n
+    return out
+
+
+def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
+    """The kinds to summarise: as asked, else live if present, else the one kind present."""
+    if target == ALL:
+        return sorted(present) or [k.value for k in TargetKind]
+    if target is not None:
+        return [target]
+    if "live" in present or not present:
+        return ["live"]
+    if len(present) == 1:
+        return list(present)
+    found = ", ".join(f"{k} ({n} rows)" for k, n in sorted(present.items()))
+    raise RealprobeError(
+        f"this window holds no live rows but several other kinds: {found}; pick one with "
+        f"--target {'|'.join(sorted(present))}, or --target all to pool them"
+    )
+
+
+def describe(
+    db: str | Path,
+    kinds: list[str],
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    vantages: list[str] | None = None,
+    *,
+    groups: list[Group] | None = None,
+) -> Provenance:
+    """The provenance of the rows `load_probes(db, since, until, tools, kinds=..., vantages=...)`
+    returns, plus what the window holds besides."""
+    if groups is None:
+        groups = survey(db, since, until, tools, vantages)
+    by_kind: dict[str, int] = {}
+    sources: dict[str, int] = {}
+    targets: set[str] = set()
+    vants: set[str] = set()
+    others: dict[str, int] = {}
+    excluded_rows = 0
+    first: float | None = None
+    last: float | None = None
+    for kind, label, vantage, src, excluded, n, lo, hi in groups:
+        if kind not in kinds:
+            if not excluded:
+                others[kind] = others.get(kind, 0) + n
+            continue
+        if excluded:
+            excluded_rows += n
+            continue
+        by_kind[kind] = by_kind.get(kind, 0) + n
+        sources[src] = sources.get(src, 0) + n
+        if label:
+            targets.add(label)
+        if vantage:
+            vants.add(vantage)
+        first = lo if first is None else min(first, lo)
+        last = hi if last is None else max(last, hi)
+    return Provenance(
+        target_kinds=sorted(kinds),
+        targets=sorted(targets),
+        vantages=sorted(vants),
+        sources=dict(sorted(sources.items())),
+        window=(iso(since), iso(until)),
+        first=iso(first),
+        last=iso(last),
+        rows=sum(by_kind.values()),
+        rows_by_kind=dict(sorted(by_kind.items())),
+        excluded_rows=excluded_rows,
+        other_kinds=dict(sorted(others.items())),
+    )
+
+
+def empty_selection_error(prov: Provenance, db: str | Path, tools: list[str] | None) -> str:
+    """Why a selection holds no rows, in one line that says what to do."""
+    sel = f" for {', '.join(tools)}" if tools else ""
+    where = f"between {prov.window[0] or 'the beginning'} and {prov.window[1] or 'now'}"
+    kinds = prov.kinds_text()
+    if prov.excluded_rows:
+        return (
+            f"all {prov.excluded_rows} {kinds} rows{sel} {where} in {db} were excluded as local "
+            "network failures (the prober reached no server: its own network was down); "
+            "nothing to summarise - check the network and probe again"
+        )
+    if prov.other_kinds:
+        found = ", ".join(f"{k} ({n})" for k, n in sorted(prov.other_kinds.items()))
+        return (
+            f"no {kinds} rows{sel} {where} in {db}; the window holds {found}: "
+            f"pick it with --target"
+        )
+    return f"no probe rows{sel} {where} in {db}; widen --since/--until or probe first"
+
+
+__all__ = [
+    "ALL",
+    "TARGET_CHOICES",
+    "Provenance",
+    "describe",
+    "empty_selection_error",
+    "kinds_present",
+    "parse_target",
+    "parse_vantages",
+    "pick_kinds",
+    "survey",
+]

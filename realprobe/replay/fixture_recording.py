@@ -1,0 +1,230 @@
+"""Record one real body per catalogue tool as a fixture, so an imported tool can be served by
+the sandbox and the simulator from what the API really answered.
+
+Calls go through the one client (live, a sandbox, or an upstream server standing in for the
+APIs' hosts), one at a time, with the catalogue's interval between calls to the same host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import httpx
+
+from realprobe.adapters.adapter import classify_response
+from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.http import FetchFailure
+from realprobe.adapters.spec import ApiSpec
+from realprobe.adapters.tool import Tool
+from realprobe.errors import RealprobeError
+from realprobe.replay.client import ClientConfig, is_private_host
+from realprobe.replay.modes import TransportOptions, make_sync_client
+
+RECORDED_SOURCE = "recorded by realprobe catalog record-fixtures"
+KEPT_HEADERS = ("date", "cache-control", "etag", "last-modified", "retry-after", "age")
+MAX_FIXTURE_BYTES = 2 * 1024 * 1024
+
+
+@dataclass
+class FixtureOutcome:
+    tool: str
+    api_id: str
+    url: str  # the canonical URL called, secrets redacted
+    status: int | None
+    result: str  # one line: what happened
+    fixture: dict[str, Any] | None = None
+    no_fixture: str | None = None
+
+    @property
+    def stored(self) -> bool:
+        return self.fixture is not None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "url": self.url,
+            "status": self.status,
+            "result": self.result,
+            "stored": self.fixture["kind"] if self.fixture else None,
+            "no_fixture": self.no_fixture,
+        }
+
+    def apply(self, raw_apis: list[dict[str, Any]]) -> None:
+        """Write this outcome into the raw catalogue mappings (as read from the file)."""
+        for api in raw_apis:
+            for tool in api.get("tools") or []:
+                if tool.get("name") != self.tool:
+                    continue
+                fixtures = list(tool.get("fixtures") or [])
+                if self.fixture is not None:
+                    kind = self.fixture["kind"]
+                    fixtures = [
+                        f
+                        for f in fixtures
+                        if not (
+                            str(f.get("source", "")).startswith(RECORDED_SOURCE)
+                            and f.get("kind", "ok") == kind
+                        )
+                    ]
+                    fixtures.append(self.fixture)
+                    tool["fixtures"] = fixtures
+                has_ok = any(f.get("kind", "ok") == "ok" for f in fixtures)
+                if has_ok:
+                    tool.pop("no_fixture", None)
+                elif self.no_fixture:
+                    tool["no_fixture"] = self.no_fixture
+                return
+
+
+def _header(headers: dict[str, str], name: str) -> str | None:
+    for k, v in headers.items():
+        if k.lower() == name:
+            return v
+    return None
+
+
+def _canonical(tool: Tool, base: str, path_url: str, params: dict[str, str]) -> str:
+    secret_wire = {
+        wire
+        for wire, template in tool.spec.query.items()
+        if any(
+            tool.spec.input.get(n) is not None and getattr(tool.spec.input[n], "secret", False)
+            for n in _placeholders(template)
+        )
+    }
+    shown = {k: ("REDACTED" if k in secret_wire else v) for k, v in params.items()}
+    path = httpx.URL(path_url).path
+    base_path = httpx.URL(base).path.rstrip("/")
+    original = tool.api.base_url + path[len(base_path) :] if path.startswith(base_path) else path
+    return original + (("?" + urlencode(shown)) if shown else "")
+
+
+def _placeholders(template: str) -> list[str]:
+    from realprobe.adapters.spec import PLACEHOLDER_RE
+
+    return PLACEHOLDER_RE.findall(template)
+
+
+def _rebased(apis: list[ApiSpec], upstream: str) -> list[ApiSpec]:
+    """The same APIs with their scheme and host replaced by the upstream server's."""
+    up = urlsplit(upstream.rstrip("/"))
+    out = []
+    for api in apis:
+        parts = urlsplit(api.base_url)
+        base = f"{up.scheme}://{up.netloc}{up.path.rstrip('/')}{parts.path}"
+        out.append(api.model_copy(update={"base_url": base.rstrip("/")}))
+    return out
+
+
+def record_fixtures(
+    apis: list[ApiSpec],
+    names: list[str] | None = None,
+    *,
+    sandbox: str | None = None,
+    upstream: str | None = None,
+    interval_s: float | None = None,
+    timeout_s: float = 20.0,
+    progress: Callable[[str], None] | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[FixtureOutcome]:
+    """Call each selected tool once with its first example and keep what came back."""
+    canonical = Catalog(apis)
+    calling = Catalog(_rebased(apis, upstream)) if upstream else canonical
+    selected = [canonical.get(n) for n in names] if names else list(canonical)
+    config = ClientConfig(deadline_s=timeout_s, read_timeout_s=timeout_s)
+    last_call: dict[str, float] = {}
+    outcomes: list[FixtureOutcome] = []
+    with make_sync_client(calling, TransportOptions(sandbox=sandbox), config=config) as client:
+        for i, original in enumerate(selected, 1):
+            tool = calling.get(original.name)
+            host = urlsplit(tool.api.base_url).netloc
+            gap = interval_s if interval_s is not None else tool.api.politeness.min_interval_s
+            if host in last_call:
+                wait = last_call[host] + gap - time.monotonic()
+                if wait > 0:
+                    sleep(wait)
+            outcome = _record_one(tool, original, client, timeout_s, sandbox, upstream, now)
+            last_call[host] = time.monotonic()
+            outcomes.append(outcome)
+            if progress:
+                progress(f"[{i}/{len(selected)}] {outcome.tool}: {outcome.result}")
+    return outcomes
+
+
+def _record_one(
+    tool: Tool,
+    original: Tool,
+    client: Any,
+    timeout_s: float,
+    sandbox: str | None,
+    upstream: str | None,
+    now: Callable[[], datetime],
+) -> FixtureOutcome:
+    args = dict(tool.examples[0])
+    try:
+        valid = tool.validate_args(args)
+        method, url, params = tool.build_request(valid)
+    except (ValueError, RealprobeError) as exc:
+        return FixtureOutcome(tool.name, tool.api_id, "", None, f"example arguments fail: {exc}")
+    shown = _canonical(original, tool.api.base_url, url, params)
+    private = is_private_host(urlsplit(url).hostname or "")
+    try:
+        got = client.fetch(
+            method,
+            url,
+            params=params,
+            headers=tool.request_headers(valid),
+            timeout_s=timeout_s,
+            allow_private=private,
+        )
+    except FetchFailure as exc:
+        return FixtureOutcome(tool.name, tool.api_id, shown, None,
+                              f"{exc.code.value}: {exc.message}; nothing stored")  # fmt: skip
+    when = now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    via = f" via sandbox {sandbox}" if sandbox else f" via upstream {upstream}" if upstream else ""
+    source = f"{RECORDED_SOURCE}: {method} {shown} -> {got.status}{via}"
+    out = FixtureOutcome(tool.name, tool.api_id, shown, got.status, "")
+    if not got.body:
+        out.result = f"HTTP {got.status} with no body; marked"
+        out.no_fixture = f"HTTP {got.status} with an empty body ({method} {shown}, {when})"
+        return out
+    if len(got.body) > MAX_FIXTURE_BYTES:
+        out.result = f"body of {len(got.body)} bytes is over {MAX_FIXTURE_BYTES}; not stored"
+        return out
+    try:
+        text = got.body.decode("utf-8")
+    except UnicodeDecodeError:
+        out.result = "body is not UTF-8 text; not stored"
+        return out
+    result = classify_response(tool, got)
+    fixture: dict[str, Any] = {
+        "kind": "ok",
+        "status": got.status,
+        "content_type": _header(got.headers, "content-type") or "application/octet-stream",
+    }
+    kept = {k.title(): v for k, v in got.headers.items() if k.lower() in KEPT_HEADERS}
+    if kept:
+        fixture["headers"] = dict(sorted(kept.items()))
+    fixture.update({"body": text, "source": source, "origin": "recorded", "recorded_at": when})
+    if result.ok:
+        out.fixture = fixture
+        out.result = f"HTTP {got.status}, {len(got.body)} bytes stored"
+        return out
+    assert result.error is not None
+    code = result.error.code
+    rule_messages = {r.message for r in tool.spec.soft_failures}
+    if got.status >= 400:
+        out.fixture = {**fixture, "kind": "error", "code": code.value}
+        out.result = f"HTTP {got.status} ({code.value}) stored as an error body"
+    elif result.error.message in rule_messages:
+        out.fixture = {**fixture, "kind": "soft_failure", "code": code.value}
+        out.result = f"soft failure ({code.value}) stored"
+    else:
+        out.result = f"HTTP {got.status} but {result.error.message}; not stored"
+    return out
