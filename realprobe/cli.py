@@ -6,11 +6,13 @@ import sys
 
 import typer
 
-from realprobe.commands import analysis, foundation, mcp, probes, replay, tasks
+from realprobe.commands import analysis, foundation, mcp, monitor, probes, replay, tasks
+from realprobe.commands.checks import CheckedGroup
 from realprobe.errors import RealprobeError
 
 app = typer.Typer(
     name="realprobe",
+    cls=CheckedGroup,
     help="Measure how real public web APIs behave; replay, simulate and score agents on them.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -18,7 +20,7 @@ app = typer.Typer(
 )
 
 # in the order a user meets them: tools, probing, analysis, cassettes, tasks, MCP
-for room in (foundation, probes, analysis, replay, tasks, mcp):
+for room in (foundation, probes, analysis, replay, tasks, mcp, monitor):
     room.register(app)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class ErrorCode(StrEnum):
@@ -75,4 +76,64 @@ def code_for_status(status: int) -> ErrorCode | None:
 
 
 class RealprobeError(Exception):
-    """A user-facing error: the CLI prints its message on one line and exits non-zero."""
+    """The root of every error realprobe raises on purpose.
+
+    Its message names the cause in the library's terms (never a CLI flag); the CLI prints it
+    on one line and exits 2, adding the flag where one is involved.
+    """
+
+
+class CallFailed(RealprobeError):
+    """One tool call failed; carries the taxonomy code to report. Never escapes `call_tool`."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+#: where a fetch was when it failed: resolving/connecting (incl. TLS), sending the request,
+#: waiting for the response headers, reading the body, or refused by realprobe's own policy
+FETCH_PHASES = ("connect", "send", "headers", "body", "policy")
+
+
+class FetchFailure(CallFailed):
+    """The call ended without a usable HTTP response (timeout, reset, cap, refused redirect).
+
+    `phase` is one of FETCH_PHASES; `reached` says whether a server accepted the connection
+    (True), certainly did not (False: refused, unresolvable, connect timeout), or it cannot
+    be told (None: e.g. a transport that does not report its progress).
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        elapsed_s: float = 0.0,
+        redirects: list[str] | None = None,
+        received: int = 0,
+        *,
+        phase: str = "connect",
+        reached: bool | None = None,
+    ) -> None:
+        super().__init__(code, message)
+        self.elapsed_s = elapsed_s
+        self.redirects = redirects or []
+        self.received = received
+        self.phase = phase
+        self.reached = reached
+        #: phase timings and TLS facts (`replay.phases.Phases` as a dict), if measured
+        self.phases: dict[str, Any] | None = None
+
+
+class BadResponse(CallFailed):
+    """The body does not hold what the tool promises (unparseable, over a parsing limit, wrong
+    shape, or a soft failure the API reports with HTTP 200)."""
+
+
+class DeadlineExceeded(RealprobeError):
+    """A call's total deadline passed (reported as TIMEOUT)."""
+
+
+class InputError(RealprobeError):
+    """A value given by the user (an option, a file, a catalogue entry) is unusable."""

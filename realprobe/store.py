@@ -47,8 +47,8 @@ RUN_STATUSES = (
 )
 
 #: version of the tables below, kept in `realprobe_meta`; 1 is the schema before the
-#: provenance columns (no meta table)
-SCHEMA_VERSION = 2
+#: provenance columns (no meta table), 3 added the phase timing and TLS columns
+SCHEMA_VERSION = 3
 META_TABLE = "realprobe_meta"
 
 PROBE_RUNS_COLUMNS: dict[str, Any] = {
@@ -107,7 +107,18 @@ PROBES_COLUMNS: dict[str, Any] = {
     #: simulated runs: seconds since the run began on its virtual clock (started_ts is the
     #: real moment of the call, so no row is ever stamped in the future)
     "virtual_s": float,
+    # phase timings (ms) of the call, and the certificate seen on a new HTTPS connection
+    "dns_ms": float,
+    "connect_ms": float,
+    "tls_ms": float,
+    "ttfb_ms": float,
+    "transfer_ms": float,
+    "new_connection": int,
+    "tls_expires_ts": float,
+    "tls_issuer": str,
 }
+
+PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
 
 PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
 #: the columns the provenance survey groups by, then the time (a covering index)
@@ -151,6 +162,27 @@ def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:
     return RealprobeError(f"{path}: not a usable SQLite database ({text})")
 
 
+#: every table realprobe writes (probes, schedules, tasks); a file with tables and none of
+#: these belongs to something else
+OWN_TABLES = frozenset(
+    {"probe_runs", "probes", "api_budget", "schedule_events", "task_runs", "task_steps"}
+)
+
+
+class ForeignDatabase(RealprobeError):
+    """The file is a SQLite database of something else."""
+
+
+def _refuse_foreign(path: Path, db: sqlite_utils.Database) -> None:
+    tables = {t for t in db.table_names() if not t.startswith("sqlite_")}
+    if tables and not tables & OWN_TABLES:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise ForeignDatabase(
+            f"{path}: a SQLite database of something else (tables: {shown}); "
+            "realprobe adds no tables to it"
+        )
+
+
 class Store:
     def __init__(
         self,
@@ -158,12 +190,20 @@ class Store:
         *,
         create: bool = True,
         busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000,
+        force: bool = False,
     ) -> None:
+        """Open (and with `create`, set up) the database at `path`.
+
+        Only the default location gets its folders made; a path given by the caller must be
+        in an existing folder. A SQLite file that holds tables and none of realprobe's is
+        refused (nothing added, journal mode untouched) unless `force`."""
         self.path = Path(path) if path is not None else default_db_path()
         if not create and not self.path.exists():
             raise RealprobeError(
                 f"no database at {self.path}; run `realprobe probe` first or pass --db FILE"
             )
+        if self.path != default_db_path() and not self.path.parent.is_dir():
+            raise RealprobeError(f"{self.path}: the folder {self.path.parent} does not exist")
         if self.path.is_dir():
             raise RealprobeError(f"{self.path}: is a directory; --db wants a database file")
         try:
@@ -171,6 +211,8 @@ class Store:
             conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             self.db = sqlite_utils.Database(conn)
+            if create and not force:
+                _refuse_foreign(self.path, self.db)
             if create:
                 self.db.enable_wal()
                 conn.execute("PRAGMA synchronous = NORMAL")
@@ -513,4 +555,16 @@ def probe_row(
         "target_kind": target.kind.value,
         "target": target.label,
         "virtual_s": virtual_s,
+        **_phase_cells(result.phases),
     }
+
+
+def _phase_cells(phases: dict[str, Any] | None) -> dict[str, Any]:
+    if not phases:
+        return {}
+    cells = {k: phases.get(k) for k in PHASE_COLUMNS}
+    cells["new_connection"] = int(bool(phases.get("new_connection")))
+    if phases.get("tls_expires_ts") is not None:
+        cells["tls_expires_ts"] = phases["tls_expires_ts"]
+        cells["tls_issuer"] = phases.get("tls_issuer")
+    return cells

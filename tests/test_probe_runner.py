@@ -206,15 +206,17 @@ async def test_a_failing_database_fails_the_run_with_a_clear_error(
 
 
 def test_what_counts_as_reaching_a_server() -> None:
-    def err(code: ErrorCode, message: str, **kw: Any) -> ToolResult:
-        return ToolResult(tool="t", ok=False, error=ToolError(code=code, message=message), **kw)
+    def err(code: ErrorCode, message: str, reached: bool | None = None, **kw: Any) -> ToolResult:
+        error = ToolError(code=code, message=message, reached=reached)
+        return ToolResult(tool="t", ok=False, error=error, **kw)
 
-    refused = err(ErrorCode.NETWORK_ERROR, "ConnectError: All connection attempts failed")
-    dns = err(ErrorCode.NETWORK_ERROR, "ConnectError: [Errno -2] Name or service not known")
-    connect_timeout = err(ErrorCode.TIMEOUT, "ConnectTimeout: timed out")
+    # the typed `reached` field decides, never the message text
+    refused = err(ErrorCode.NETWORK_ERROR, "anything", reached=False)
+    dns = err(ErrorCode.NETWORK_ERROR, "ConnectError: lookalike", reached=False)
+    connect_timeout = err(ErrorCode.TIMEOUT, "timed out", reached=False)
     hang = err(ErrorCode.TIMEOUT, "no complete answer within the 3s deadline")
     drip = err(ErrorCode.TIMEOUT, "no complete answer within the 3s deadline", bytes=12)
-    reset = err(ErrorCode.NETWORK_ERROR, "ReadError: connection reset by peer")
+    reset = err(ErrorCode.NETWORK_ERROR, "ConnectError: says the message", reached=True)
     http = err(ErrorCode.SERVER_ERROR, "HTTP 503", http_status=503)
     assert [reached_server(r) for r in (refused, dns, connect_timeout)] == [False] * 3
     assert reached_server(hang) is None

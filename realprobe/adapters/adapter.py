@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
 from realprobe.adapters.result import ToolError, ToolResult
-from realprobe.adapters.tool import BadResponse, Tool
-from realprobe.errors import ErrorCode, code_for_status
+from realprobe.adapters.tool import Tool
+from realprobe.addresses import is_private_url
+from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
 from realprobe.secrets import remember
 
 RATE_LIMIT_HEADER_PREFIXES = (
@@ -65,10 +66,19 @@ def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
 def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
     status = kw.pop("http_status", None)
     retry = kw.pop("retry_after_s", None)
+    phase = kw.pop("phase", None)
+    reached = kw.pop("reached", None)
     return ToolResult(
         tool=tool.name,
         ok=False,
-        error=ToolError(code=code, message=message, http_status=status, retry_after_s=retry),
+        error=ToolError(
+            code=code,
+            message=message,
+            http_status=status,
+            retry_after_s=retry,
+            phase=phase,
+            reached=reached,
+        ),
         http_status=status,
         **kw,
     )
@@ -81,6 +91,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         "bytes": len(resp.body),
         "redirects": resp.redirects,
         "rate_limit_headers": _rate_headers(resp.headers),
+        "phases": resp.phases,
     }
     code = code_for_status(resp.status)
     if resp.status >= 300 and code is None:
@@ -139,7 +150,7 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     except ValueError as exc:
         return _error(tool, ErrorCode.INVALID_INPUT, str(exc))
     return _Request(
-        method, url, params, tool.request_headers(valid), _is_private_base(tool.api.base_url)
+        method, url, params, tool.request_headers(valid), is_private_url(tool.api.base_url)
     )
 
 
@@ -152,7 +163,14 @@ def _failed(tool: Tool, exc: Exception) -> ToolResult:
             latency_ms=exc.elapsed_s * 1000.0,
             redirects=exc.redirects,
             bytes=exc.received,
+            phase=exc.phase,
+            reached=exc.reached,
+            phases=exc.phases,
         )
+    if isinstance(exc, CallFailed):
+        return _error(tool, exc.code, exc.message)
+    if isinstance(exc, RecursionError | MemoryError):
+        return _error(tool, ErrorCode.INVALID_RESPONSE, f"body could not be read ({exc})")
     # never a crash: anything unforeseen is OPERATION_FAILED
     return _error(tool, ErrorCode.OPERATION_FAILED, f"{type(exc).__name__}: {exc}")
 
@@ -165,14 +183,17 @@ async def call_tool(
     timeout_s: float | None = None,
 ) -> ToolResult:
     """Call one tool. Bad arguments give INVALID_INPUT and nothing is sent."""
-    req = _prepare(tool, args)
-    if isinstance(req, ToolResult):
-        return req
     try:
-        resp = await fetcher.fetch(req.method, req.url, **req.options(timeout_s))
-    except Exception as exc:
+        req = _prepare(tool, args)
+        if isinstance(req, ToolResult):
+            return req
+        try:
+            resp = await fetcher.fetch(req.method, req.url, **req.options(timeout_s))
+        except Exception as exc:
+            return _failed(tool, exc)
+        return classify_response(tool, resp)
+    except Exception as exc:  # never a crash, whatever the server sent
         return _failed(tool, exc)
-    return classify_response(tool, resp)
 
 
 def call_tool_sync(
@@ -183,25 +204,14 @@ def call_tool_sync(
     timeout_s: float | None = None,
 ) -> ToolResult:
     """`call_tool` for synchronous code, over `replay.modes.make_sync_client`."""
-    req = _prepare(tool, args)
-    if isinstance(req, ToolResult):
-        return req
     try:
-        resp = fetcher.fetch(req.method, req.url, **req.options(timeout_s))
-    except Exception as exc:
+        req = _prepare(tool, args)
+        if isinstance(req, ToolResult):
+            return req
+        try:
+            resp = fetcher.fetch(req.method, req.url, **req.options(timeout_s))
+        except Exception as exc:
+            return _failed(tool, exc)
+        return classify_response(tool, resp)
+    except Exception as exc:  # never a crash, whatever the server sent
         return _failed(tool, exc)
-    return classify_response(tool, resp)
-
-
-def _is_private_base(base_url: str) -> bool:
-    from ipaddress import ip_address
-    from urllib.parse import urlsplit
-
-    host = urlsplit(base_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        addr = ip_address(host)
-    except ValueError:
-        return False
-    return not addr.is_global

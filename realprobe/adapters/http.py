@@ -7,9 +7,11 @@ either a `Fetched` or a `FetchFailure` that already carries its taxonomy code.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from realprobe.errors import ErrorCode
+from realprobe.errors import FetchFailure
+
+__all__ = ["FetchFailure", "Fetched", "Fetcher", "SyncFetcher"]
 
 
 @dataclass(slots=True)
@@ -20,25 +22,8 @@ class Fetched:
     url: str
     elapsed_s: float
     redirects: list[str] = field(default_factory=list)
-
-
-class FetchFailure(Exception):
-    """The call ended without a usable HTTP response (timeout, reset, cap, refused redirect)."""
-
-    def __init__(
-        self,
-        code: ErrorCode,
-        message: str,
-        elapsed_s: float = 0.0,
-        redirects: list[str] | None = None,
-        received: int = 0,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.elapsed_s = elapsed_s
-        self.redirects = redirects or []
-        self.received = received
+    #: phase timings and TLS facts of the call (`replay.phases.Phases` as a dict), if measured
+    phases: dict[str, Any] | None = None
 
 
 class Fetcher(Protocol):

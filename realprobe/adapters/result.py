@@ -14,6 +14,11 @@ class ToolError(BaseModel):
     message: str
     http_status: int | None = None
     retry_after_s: float | None = None
+    #: for calls that got no HTTP response: where the fetch was when it failed (connect,
+    #: send, headers, body, policy) and whether a server accepted the connection. Kept out
+    #: of dumps: a replay (which has no connection to watch) must print what the live call did
+    phase: str | None = Field(default=None, exclude=True)
+    reached: bool | None = Field(default=None, exclude=True)
 
     @property
     def retryable(self) -> bool:
@@ -30,6 +35,8 @@ class ToolResult(BaseModel):
     bytes: int = 0
     redirects: list[str] = Field(default_factory=list)
     rate_limit_headers: dict[str, str] = Field(default_factory=dict)
+    #: DNS/connect/TLS/first-byte/transfer milliseconds and TLS expiry, when measured
+    phases: dict[str, Any] | None = None
 
     @property
     def code(self) -> ErrorCode | None:

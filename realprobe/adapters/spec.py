@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from realprobe.addresses import is_metadata_url
 from realprobe.errors import ErrorCode
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -152,6 +153,11 @@ class ToolSpec(_Strict):
     def _path_slash(cls, v: str) -> str:
         if not v.startswith("/") and v != "":
             raise ValueError("path must start with '/'")
+        if "?" in v or "#" in v:
+            raise ValueError(
+                f"path {v!r} holds a query or fragment: put query parameters under `query` "
+                "(e.g. query = { q = \"{q}\" })"
+            )
         return v
 
     @model_validator(mode="after")
@@ -185,6 +191,10 @@ class ApiSpec(_Strict):
     https: bool
     in_public_apis: bool = True
     accept_json: bool = True
+    #: a base URL on a link-local or cloud metadata address (169.254.0.0/16, fe80::/10,
+    #: metadata.google.internal, ...) is refused unless this is set: such addresses can hand
+    #: out the credentials of the machine realprobe runs on
+    allow_link_local: bool = False
     description: str = ""
     politeness: Politeness = Field(default_factory=Politeness)
     notes: list[str] = Field(default_factory=list)
@@ -202,7 +212,18 @@ class ApiSpec(_Strict):
     def _valid_base(cls, v: str) -> str:
         if not re.match(r"^https?://[^/\s]+(/[^\s]*)?$", v):
             raise ValueError(f"base_url {v!r} must be an absolute http(s) URL")
+        if "?" in v or "#" in v:
+            raise ValueError(f"base_url {v!r} holds a query or fragment: put it under `query`")
         return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _no_metadata_address(self) -> ApiSpec:
+        if is_metadata_url(self.base_url) and not self.allow_link_local:
+            raise ValueError(
+                f"base_url {self.base_url!r} is a link-local or cloud metadata address; "
+                "set allow_link_local = true on this API if it is really meant"
+            )
+        return self
 
 
 class CatalogFile(_Strict):

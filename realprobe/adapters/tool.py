@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cached_property
 from typing import Any, Literal
@@ -11,8 +10,9 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from realprobe.adapters import parsers, schema_json
+from realprobe.adapters.bounded import DEFAULT_LIMITS, ParseLimits, load_json, load_text
 from realprobe.adapters.spec import PLACEHOLDER_RE, ApiSpec, InputField, OutputField, Rule, ToolSpec
-from realprobe.errors import ErrorCode
+from realprobe.errors import BadResponse, ErrorCode
 
 _PY_TYPES: dict[str, Any] = {
     "string": str,
@@ -22,15 +22,6 @@ _PY_TYPES: dict[str, Any] = {
     "object": dict[str, Any],
     "any": Any,
 }
-
-
-class BadResponse(Exception):
-    """The body does not hold what the tool promises; carries the code to report."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _input_annotation(f: InputField) -> Any:
@@ -95,6 +86,16 @@ def build_output_model(spec: ToolSpec) -> type[BaseModel]:
 
 def _model_name(tool: str, suffix: str) -> str:
     return "".join(p.title() for p in re.split(r"[_-]", tool)) + suffix
+
+
+#: characters an argument may keep literally inside a path segment
+PATH_SAFE = ",:@!$'()*+"
+
+
+def _no_dot_segments(path: str) -> str:
+    """Encode `.` and `..` segments (an argument of `..` must not climb the path)."""
+    parts = path.split("/")
+    return "/".join(p.replace(".", "%2E") if p in (".", "..") else p for p in parts)
 
 
 MISSING = object()
@@ -177,6 +178,7 @@ class Tool:
         self.api = api
         self.spec = spec
         self.name = spec.name
+        self.limits: ParseLimits = DEFAULT_LIMITS
         for name, f in spec.input.items():
             if f.pattern is not None:
                 try:
@@ -249,10 +251,12 @@ class Tool:
             def sub(m: re.Match[str]) -> str:
                 v = args[m.group(1)]
                 text = str(v).lower() if isinstance(v, bool) else str(v)
-                # keep list separators literal (JokeAPI takes `Programming,Pun` in the path)
-                return quote(text, safe=",;:@!$&'()*+=") if in_path else text
+                # an argument stays inside its segment: `/ ? # & = ;` are encoded; list
+                # separators stay literal (JokeAPI takes `Programming,Pun` in the path)
+                return quote(text, safe=PATH_SAFE) if in_path else text
 
-            return PLACEHOLDER_RE.sub(sub, template)
+            filled = PLACEHOLDER_RE.sub(sub, template)
+            return _no_dot_segments(filled) if in_path else filled
 
         path = fill(self.spec.path, in_path=True)
         if path is None:
@@ -279,20 +283,23 @@ class Tool:
         return headers
 
     def parse(self, body: bytes) -> dict[str, Any]:
-        """Body bytes to output data. Raises BadResponse with the code to report."""
+        """Body bytes to output data under `self.limits`. Raises BadResponse with the code to
+        report (and nothing else: a parser or rule that trips over odd data is the server's
+        INVALID_RESPONSE, not a crash)."""
+        try:
+            return self._parse(body)
+        except BadResponse:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+            raise BadResponse(
+                ErrorCode.INVALID_RESPONSE, f"body could not be read ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def _parse(self, body: bytes) -> dict[str, Any]:
         if self.spec.response == "text":
-            try:
-                decoded: Any = body.decode("utf-8").strip()
-            except UnicodeDecodeError as exc:
-                raise BadResponse(ErrorCode.INVALID_RESPONSE, f"body is not UTF-8: {exc}") from exc
+            decoded: Any = load_text(body, self.limits)
         else:
-            try:
-                decoded = json.loads(body)
-            except (ValueError, UnicodeDecodeError) as exc:
-                snippet = body[:60].decode("utf-8", "replace")
-                raise BadResponse(
-                    ErrorCode.INVALID_RESPONSE, f"body is not valid JSON ({exc}): {snippet!r}"
-                ) from exc
+            decoded = load_json(body, self.limits)
         for rule in self.spec.soft_failures:
             if _rule_matches(rule, decoded):
                 raise BadResponse(rule.code, rule.message)

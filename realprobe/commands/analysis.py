@@ -17,6 +17,7 @@ from rich.table import Table
 
 from realprobe.commands.common import JsonOpt, console, err_console, print_json
 from realprobe.errors import RealprobeError
+from realprobe.outputs import write_output
 from realprobe.secrets import default_redactor
 from realprobe.store import default_db_path
 
@@ -236,7 +237,8 @@ def stats_cmd(
             str(t.success.n),
             f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]",
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
-            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99)),
+            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
+            + ("*" if lat.percentiles == "censored-fit" else ""),
         ]
         if wide:
             cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
@@ -249,6 +251,11 @@ def stats_cmd(
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
         "TIMEOUTs right-censored in the fit. See docs/statistics.md.[/dim]"
     )
+    if any(t.latency.percentiles == "censored-fit" for t in rep.tools):
+        console.print(
+            "[dim]* the deadline cut into the latency: percentiles from the censored fit "
+            "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
+        )
 
 
 def calibrate_cmd(
@@ -257,7 +264,12 @@ def calibrate_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write here instead of stdout (replaces an existing file; refuses a link).",
+        ),
     ] = None,
     view: Annotated[
         str, typer.Option("--as", help="profile (default), resilibench or reliabilitybench.")
@@ -271,6 +283,14 @@ def calibrate_cmd(
         ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline",
+            help="Views: the rates a caller with this timeout (s) sees "
+            "(default: the probes' own deadline).",
+        ),
+    ] = None,
     target: TargetOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
@@ -287,14 +307,11 @@ def calibrate_cmd(
         path, rep = _stats(db, since, until, tools, target=target, vantage=vantage)
         _banner(rep.provenance)
         profile = calibrate(rep, name=name, db=str(path))
-    text = json.dumps(export(profile, view), indent=2) + "\n"
+    text = json.dumps(export(profile, view, deadline), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    write_output(output, text, replace=True)
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
 
@@ -401,7 +418,8 @@ def report_cmd(
         typer.Option(
             "-o",
             "--output",
-            help="File to write (default report.html for html; stdout for md/json).",
+            help="File to write (default report.html for html; stdout for md/json); an "
+            "existing file is replaced, a symbolic link is refused.",
         ),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
@@ -462,9 +480,6 @@ def report_cmd(
     if output is None:
         sys.stdout.write(text + "\n")
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"-o {output}: cannot write ({exc.strerror})") from exc
+    write_output(output, text, replace=True)
     _banner(data.stats.provenance)
     err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")

@@ -207,7 +207,7 @@ def demo_cmd(
 
     if rounds < 1:
         raise RealprobeError("--rounds must be at least 1")
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)  # its folder must exist: nothing made silently
     db = out / "demo.db"
     for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
         stale.unlink(missing_ok=True)

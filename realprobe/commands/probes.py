@@ -44,7 +44,13 @@ from realprobe.probes.runner import RunSummary, default_vantage, run_probes
 from realprobe.probes.scheduler import ProbeSchedule, make_trigger
 from realprobe.replay.client import ClientConfig, HttpClient
 from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, Store, default_db_path
+from realprobe.store import (
+    RUN_INTERRUPTED,
+    RUN_LOCAL_NETWORK_FAILURE,
+    ForeignDatabase,
+    Store,
+    default_db_path,
+)
 
 
 class PolitenessChoice(StrEnum):
@@ -80,6 +86,12 @@ PolitenessOpt = Annotated[
 ConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", help="Calls in flight at most, over all hosts.")
 ]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Use a --db file that holds another program's tables (adds realprobe's)."
+    ),
+]
 LockTimeoutOpt = Annotated[
     float,
     typer.Option(
@@ -100,6 +112,14 @@ class ProbeSetup:
     timeout: float
     vantage: str
     lock_timeout: float = 30.0
+    force: bool = False
+
+    def store(self) -> Store:
+        """The database; a foreign SQLite file is refused unless --force."""
+        try:
+            return Store(self.db, busy_timeout_s=self.lock_timeout, force=self.force)
+        except ForeignDatabase as exc:
+            raise RealprobeError(f"{exc}; pass --force to use it anyway") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -269,7 +289,7 @@ def print_summary(summary: RunSummary, db: Path) -> None:
 async def _probe(
     s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool
 ) -> RunSummary:
-    store = Store(s.db, busy_timeout_s=s.lock_timeout)
+    store = s.store()
     client = client_for(s)
     stop = asyncio.Event()
     main = asyncio.current_task()
@@ -320,6 +340,7 @@ def probe_cmd(
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
+    force: ForceOpt = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -335,6 +356,7 @@ def probe_cmd(
         seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
     )
     s.lock_timeout = lock_timeout
+    s.force = force
     summary = asyncio.run(_probe(s, rounds, concurrency, seed, progress=True))
     if as_json:
         print_json(summary.model_dump(mode="json"))
@@ -380,7 +402,12 @@ def schedule_cmd(
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
     lock_timeout: LockTimeoutOpt = 30.0,
+    force: ForceOpt = False,
     catalog: CatalogOpt = None,
+    alerts: Annotated[
+        Path | None,
+        typer.Option("--alerts", help="Alert rules file, checked after every round."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run probe rounds on a schedule (--every 30m runs its first round at once; --cron waits
@@ -400,6 +427,12 @@ def schedule_cmd(
         seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
     )
     s.lock_timeout = lock_timeout
+    s.force = force
+    alert_rules = None
+    if alerts is not None:
+        from realprobe.monitor.alerts import load_rules
+
+        alert_rules = load_rules(alerts)
 
     def show(event: dict[str, Any]) -> None:
         colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
@@ -410,18 +443,21 @@ def schedule_cmd(
         )
 
     async def main() -> Any:
-        store = Store(s.db, busy_timeout_s=s.lock_timeout)
+        store = s.store()
         client = client_for(s)
         try:
             sched: ProbeSchedule
 
             async def one_round(number: int, stop: asyncio.Event) -> RunSummary:
-                return await run_probes(
+                summary = await run_probes(
                     s.catalog, s.tools, rounds, client, store,
                     timeout_s=s.timeout, vantage=s.vantage,
                     politeness=s.politeness, concurrency=concurrency, seed=seed + number,
                     stop=stop, schedule_id=sched.schedule_id,
                 )
+                if alert_rules is not None:
+                    await asyncio.to_thread(check_alerts_after_round, s.db, alert_rules)
+                return summary
 
             sched = ProbeSchedule(
                 trigger, one_round, store, interval_s=interval, max_runs=max_runs, on_event=show
@@ -452,3 +488,18 @@ def schedule_cmd(
         raise RealprobeError(
             f"every one of the {result.runs} rounds failed; see the round_failed events above"
         )
+
+
+def check_alerts_after_round(db: Path, rules: Any) -> None:
+    """Evaluate alert rules after a scheduled round; a failure here never stops the schedule."""
+    from realprobe.monitor.alerts import check
+
+    try:
+        result = check(db, rules)
+    except RealprobeError as exc:
+        err_console.print(f"[yellow]alert check failed[/yellow]: {exc}")
+        return
+    for event in result.events:
+        err_console.print(f"alert {event.status}: {event.rule} / {event.subject}: {event.message}")
+    for line in result.delivery_failures:
+        err_console.print(f"[yellow]webhook delivery failed[/yellow]: {line} (will retry)")

@@ -24,6 +24,7 @@ from realprobe.commands.common import (
     print_json,
 )
 from realprobe.errors import RealprobeError
+from realprobe.outputs import check_output
 from realprobe.replay.cassette import Cassette, load_cassette, save_cassette
 from realprobe.replay.client import ClientConfig, HttpClient
 from realprobe.replay.importers import from_data
@@ -191,6 +192,7 @@ def scrub_cmd(
     """Replace credentials (auth headers, cookies, secret-named query parameters, form and
     JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
     values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
+    check_output(out or file, replace=True)
     cassette = load_cassette(file)
     cfg = ScrubConfig(
         secrets=tuple(secret or ()), extra_headers=tuple(header or ()),
@@ -224,7 +226,12 @@ def _parse_subs(pairs: list[str] | None) -> dict[str, str]:
 def import_cmd(
     file: FileArg,
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the realprobe cassette.")
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write the realprobe cassette (an existing file is replaced).",
+        ),
     ],
     substitute: Annotated[
         list[str] | None,
@@ -244,6 +251,7 @@ def import_cmd(
 
     if not file.exists():
         raise RealprobeError(f"no such file: {file}")
+    check_output(out, replace=True)
     data = parse_text(read_bounded(file), str(file), yaml_hint=is_yaml_path(file))
     cassette = from_data(data, str(file), substitute=_parse_subs(substitute))
     cassette.meta["imported_from"] = file.name
@@ -353,7 +361,9 @@ def record_round_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Start the sandbox on loopback, call every tool once, record it all into a cassette."""
+    """Start the sandbox on loopback, call every tool once, record it all into a cassette
+    (an existing file at --out is replaced; a link is refused)."""
+    check_output(out, replace=True)
     cat = load_catalog(None)
     with console.status(f"calling {len(cat)} tools through the sandbox (profile {profile})"):
         results = record_round(cat, out, profile=profile, seed=seed, timeout=timeout,

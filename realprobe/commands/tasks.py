@@ -362,8 +362,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for (a, m, f), rs in _group(flawed, lambda r: (r["agent"], r["model"], r["flaw"])).items()
     ]
     reliability = []
-    for (a, m, p, mode, prof), rs in _group(
-        rows, lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "")
+    for (a, m, p, mode, prof, kind), rs in _group(
+        rows,
+        lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "",
+                   r.get("target_kind") or "live"),
     ).items():
         pk = pass_k(rs)
         reliability.append(
@@ -373,6 +375,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "prompt": p,
                 "mode": mode,
                 "profile": prof,
+                "target_kind": kind,  # live | sandbox | simulate | replay: never pooled
                 "runs": len(rs),
                 **pk,
                 **recovery(rs),

@@ -36,6 +36,7 @@ from mcp.types import (
 from realprobe import __version__
 from realprobe.adapters import ToolError, ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.adapters.tool import Tool
 from realprobe.clock import Clock
 from realprobe.errors import ErrorCode, RealprobeError
@@ -49,8 +50,6 @@ from realprobe.replay.target import Target
 
 log = logging.getLogger("realprobe.mcp")
 
-#: Extra real seconds past a call's deadline before the server gives up on it itself.
-DEADLINE_GRACE_S = 2.0
 
 
 @dataclass
@@ -299,7 +298,7 @@ class McpService:
         reached = True
         # call_tool keeps its own deadline; this backstop only matters if a transport
         # ignores it, so that nothing is held past deadline + grace in real time.
-        with anyio.move_on_after(deadline + DEADLINE_GRACE_S) as scope:
+        with DeadlineGuard(deadline, virtual=client.clock.virtual) as guard:
             if self.gates is None:
                 result = await call_tool(tool, args, client, timeout_s=self.options.timeout_s)
             else:
@@ -318,16 +317,8 @@ class McpService:
                             retry_after_s=max(0.1, round(held.retry_after_s, 1)),
                         ),
                     )
-        if scope.cancelled_caught:
-            result = ToolResult(
-                tool=tool.name,
-                ok=False,
-                error=ToolError(
-                    code=ErrorCode.TIMEOUT,
-                    message=f"no answer within the {deadline:g}s deadline",
-                ),
-                latency_ms=(deadline + DEADLINE_GRACE_S) * 1000.0,
-            )
+        if guard.expired:
+            result = guard.timeout_result(tool.name)
         self.calls += 1
         if reached:
             virtual_s = started_clock if client.clock.virtual else None

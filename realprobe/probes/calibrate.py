@@ -7,7 +7,12 @@ successes (censored fit), and the burst chain.
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
+
+import numpy as np
+from scipy import optimize, special
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
 from realprobe.probes.stats import StatsReport, ToolStats
@@ -47,6 +52,8 @@ LAMBDAS = (0.0, 0.5, 1.0, 2.0)
 
 #: below this share of calls slower than the deadline, the deadline adjustment is noise
 DEADLINE_ADJUST_MIN = 1e-3
+#: the generative chain's correlation is clipped here (as the success interval clips rho)
+RHO_MAX = 0.98
 
 
 def deadline_share(ts: ToolStats) -> float:
@@ -55,6 +62,44 @@ def deadline_share(ts: ToolStats) -> float:
     if fit is None or fit.p_exceed_timeout is None:
         return 0.0
     return fit.p_exceed_timeout if fit.p_exceed_timeout >= DEADLINE_ADJUST_MIN else 0.0
+
+
+#: transitions after a coded failure needed before calibration reads the chain from them
+CODED_MIN_N = 20
+
+
+def generative_chain(ts: ToolStats, fail: float, s_t: float) -> tuple[float, float]:
+    """(P(fail|fail), P(fail|ok)) of the chain behind a deadline that adds independent
+    slow-call timeouts with probability s_t; `fail` is the generative failure rate.
+
+    A success means the chain was ok, and a failure with a code other than TIMEOUT means it
+    had failed (only TIMEOUTs are ambiguous: hang or slow). The next call then fails with
+    a + (1-a) s_t, where a is the chain's transition, so a = (observed - s_t) / (1 - s_t):
+    P(fail|ok) from pairs after a success, P(fail|fail) from pairs after a coded failure. The
+    chain keeps its correlation rho = a_ff - a_fo and the stationary rate `fail`. A tool whose
+    failures are all TIMEOUTs falls back on the correlation: with g the observed failure rate,
+    Cov(Y_t, Y_t+1) = (1-s)^2 Cov(X_t, X_t+1) gives rho_X = rho_Y g / ((1-s) f) (see
+    `tool_profile`), which noise in s_t moves about four times as much."""
+    if fail <= 0:
+        return 0.0, 0.0
+    if fail >= 1:
+        return 1.0, 1.0
+    b = ts.burst
+    fo_obs, ff_obs = b.p_fail_after_ok.p, b.p_fail_after_fail.p
+    coded = b.p_fail_after_coded_fail
+    rho: float
+    if fo_obs is not None and coded is not None and coded.p is not None and coded.n >= CODED_MIN_N:
+        rho = (coded.p - fo_obs) / (1 - s_t)
+    elif fo_obs is not None and ff_obs is not None:
+        diluted = (1 - s_t) * fail
+        rho_obs = ff_obs - fo_obs
+        rho = rho_obs * (1 - ts.success.rate) / diluted if diluted > 1e-12 else rho_obs
+    else:
+        rho = 0.0
+    # keep both transition probabilities inside [0, 1]: -f/(1-f) <= rho, and rho <= 0.98
+    rho = min(max(rho, -fail / (1 - fail), 1 - 1 / fail), RHO_MAX)
+    fo = min(1.0, max(0.0, fail * (1 - rho)))
+    return min(1.0, max(0.0, fo + rho)), fo
 
 
 def tool_profile(ts: ToolStats) -> ToolProfile:
@@ -66,7 +111,12 @@ def tool_profile(ts: ToolStats) -> ToolProfile:
     count them twice. With S = S(T) from the censored fit, every observed non-timeout outcome
     is scaled by 1/(1-S) and the TIMEOUT (hang) share is what remains:
     P(ok) = (1-p)(1-S), P(code) = p w_code (1-S), P(TIMEOUT) = p w_T + (1 - p w_T) S.
-    The burst chain keeps its observed correlation rho and gets the adjusted failure rate.
+    The burst chain: the simulator runs its chain on the generated failures X and the deadline
+    adds independent slow-call timeouts Z (probability S, on every call), so the observed
+    failures are Y = X or Z. Then 1-Y = (1-X)(1-Z) gives Cov(Y_t, Y_t+1) = (1-S)^2 Cov(X_t,
+    X_t+1), and with g the observed and f the generative failure rate (1-g = (1-f)(1-S)) the
+    lag-one correlations relate by rho_X = rho_Y g / ((1-S) f). The profile's chain has that
+    rho_X and the failure rate f: P(fail|ok) = f(1-rho_X), P(fail|fail) = P(fail|ok) + rho_X.
     """
     lat = ts.latency
     fit = lat.lognormal
@@ -93,9 +143,7 @@ def tool_profile(ts: ToolStats) -> ToolProfile:
     ff, fo = ts.burst.p_fail_after_fail.p, ts.burst.p_fail_after_ok.p
     if ff is not None and fo is not None:
         if s_t > 0:
-            rho, fail = ff - fo, 1.0 - success
-            fo = min(1.0, max(0.0, fail * (1 - rho)))
-            ff = min(1.0, max(0.0, fo + rho))
+            ff, fo = generative_chain(ts, 1.0 - success, s_t)
         burst = Burst(p_fail_after_fail=ff, p_fail_after_ok=fo)
     return ToolProfile(
         n=n,
@@ -132,11 +180,16 @@ def calibrate(report: StatsReport, *, name: str | None = None, db: str | None = 
     }
     if deadlines:
         source["timeout_s"] = deadlines if len(deadlines) > 1 else deadlines[0]
+    if len(deadlines) > 1:
+        source["tool_timeout_s"] = {
+            t.tool: t.latency.timeout_s for t in report.tools if t.latency.timeout_s
+        }
     adjusted = {t.tool: round(deadline_share(t), 4) for t in report.tools if deadline_share(t)}
     if adjusted:
         source["deadline_adjusted"] = {
             "note": "share S(T) of calls slower than the probes' deadline, per tool; "
-            "success_rate and errors are before the deadline (the simulator applies it)",
+            "success_rate, errors and burst are before the deadline (the simulator applies "
+            "it); latency mean and percentiles come from the censored fit",
             "tools": adjusted,
         }
     if report.provenance is not None:
@@ -168,36 +221,166 @@ def _tool_items(profile: Profile) -> list[tuple[str, ToolProfile]]:
     return items
 
 
-def resilibench_view(profile: Profile) -> dict[str, Any]:
-    """Base success rate and error-type weights over the ResiliBench paper's six codes."""
+def profile_deadline(profile: Profile, tool: str) -> float | None:
+    """The deadline (s) the profile's rates were measured at: the probes' deadline a calibrated
+    profile records in its source (per tool when they differed), else None."""
+    per_tool = profile.source.get("tool_timeout_s")
+    if isinstance(per_tool, dict) and isinstance(per_tool.get(tool), int | float):
+        return float(per_tool[tool])
+    t = profile.source.get("timeout_s")
+    if isinstance(t, int | float):
+        return float(t)
+    if isinstance(t, list) and t and all(isinstance(v, int | float) for v in t):
+        return float(max(t))
+    return None
+
+
+class AtDeadline:
+    """A tool's per-attempt outcome rates as a caller with deadline T sees them: the inverse of
+    the deadline adjustment in `tool_profile`. With S = P(latency > T) under the profile's
+    latency model, p the failure rate and w the mix before the deadline:
+    P(ok) = (1-p)(1-S), P(code) = p w(code) (1-S), P(TIMEOUT) = p w(TIMEOUT) + (1-p w(TIMEOUT)) S.
+    """
+
+    def __init__(self, tp: ToolProfile, deadline_s: float | None) -> None:
+        self.deadline_s = deadline_s
+        s_t = 0.0
+        if deadline_s is not None and deadline_s > 0:
+            mu, sigma = tp.latency_ms.params()
+            s_t = float(special.ndtr(-(math.log(deadline_s * 1000.0) - mu) / sigma))
+            s_t = s_t if s_t >= DEADLINE_ADJUST_MIN else 0.0  # as in `tool_profile`
+        self.slow_share = s_t
+        p = 1.0 - tp.success_rate
+        rates = {c: p * w * (1 - s_t) for c, w in tp.errors.items()}
+        hang = p * tp.errors.get(ErrorCode.TIMEOUT, 0.0)
+        if s_t > 0:
+            rates[ErrorCode.TIMEOUT] = hang + (1 - hang) * s_t
+        self.success = tp.success_rate * (1 - s_t)
+        fails = sum(rates.values())
+        self.mix = {c: v / fails for c, v in rates.items() if v > 0} if fails > 0 else {}
+        ci = tp.success_ci95
+        self.success_ci95 = (ci[0] * (1 - s_t), ci[1] * (1 - s_t)) if ci else None
+
+
+def _deadline_note(deadline_s: float | None) -> str:
+    if deadline_s is None:
+        return (
+            "no deadline known: rates before any deadline (pass --deadline SECONDS to export "
+            "what a caller with that timeout sees)"
+        )
+    return (
+        f"rates per attempt as a caller with a {deadline_s:g} s deadline sees them: calls "
+        "slower than the deadline count as TIMEOUT"
+    )
+
+
+# -- ResiliBench: its simulator draws success with p = tool_success_rate, times 0.9 per
+# failure among the last three calls, clamped to [0.1, 0.95] (and halved / times 0.7 for
+# unmet / failed dependencies, which belong to the task, not the tool)
+RB_PENALTY = 0.9
+RB_WINDOW = 3
+RB_CLAMP = (0.1, 0.95)
+
+
+def resilibench_marginal(base: float) -> float:
+    """The long-run share of successes ResiliBench's simulator produces for a tool called
+    over and over with tool_success_rate `base`: the stationary law of the chain on the last
+    three outcomes."""
+    states = list(itertools.product((0, 1), repeat=RB_WINDOW))  # 1 = failed
+    index = {st: i for i, st in enumerate(states)}
+    probs = [min(max(base * RB_PENALTY ** sum(st), RB_CLAMP[0]), RB_CLAMP[1]) for st in states]
+    trans = np.zeros((len(states), len(states)))
+    for st, q in zip(states, probs, strict=True):
+        trans[index[st], index[(*st[1:], 0)]] += q
+        trans[index[st], index[(*st[1:], 1)]] += 1 - q
+    # stationary distribution: left eigenvector for eigenvalue 1
+    a = np.vstack([trans.T - np.eye(len(states)), np.ones(len(states))])
+    b = np.zeros(len(states) + 1)
+    b[-1] = 1.0
+    pi = np.linalg.lstsq(a, b, rcond=None)[0]
+    return float(np.dot(pi, probs))
+
+
+def resilibench_base(marginal: float) -> tuple[float, bool]:
+    """The tool_success_rate whose simulated long-run success is `marginal`, and whether that
+    is reachable (the clamp caps the long-run rate at about 0.94 and floors it at 0.1)."""
+    lo, hi = resilibench_marginal(0.0), resilibench_marginal(1.0)
+    if marginal <= lo:
+        return 0.0, marginal >= lo - 1e-9
+    if marginal >= hi:
+        return 1.0, marginal <= hi + 1e-9
+    return float(optimize.brentq(lambda b: resilibench_marginal(b) - marginal, 0.0, 1.0)), True
+
+
+def resilibench_view(profile: Profile, deadline_s: float | None = None) -> dict[str, Any]:
+    """What to plug into ResiliBench per tool: `tool_success_rate`, the base rate whose
+    simulated long-run success (after its consecutive-failure penalty and clamp) equals the
+    measured per-attempt success at the deadline, and error-type weights over the paper's six
+    codes at that deadline."""
     tools: dict[str, Any] = {}
     for name, tp in _tool_items(profile):
+        t = deadline_s if deadline_s is not None else profile_deadline(profile, name)
+        at = AtDeadline(tp, t)
         weights = dict.fromkeys(RESILIBENCH_CODES, 0.0)
-        for code, share in tp.errors.items():
+        for code, share in at.mix.items():
             weights[code.resilibench] += share
-        tools[name] = {
+        base, reachable = resilibench_base(at.success)
+        ci = at.success_ci95
+        entry: dict[str, Any] = {
             "n": tp.n,
-            "success_rate": tp.success_rate,
-            "success_ci95": tp.success_ci95,
+            "tool_success_rate": base,
+            "success_per_attempt": at.success,
+            "success_per_attempt_ci95": ci,
+            "tool_success_rate_ci95": (
+                (resilibench_base(ci[0])[0], resilibench_base(ci[1])[0]) if ci else None
+            ),
+            "deadline_s": t,
+            "slow_share": at.slow_share,
             "error_weights": weights,
         }
+        if not reachable:
+            entry["note"] = (
+                "ResiliBench's clamp to [0.1, 0.95] cannot reproduce this success rate; "
+                "tool_success_rate is the nearest end"
+            )
+        tools[name] = entry
+    deadlines = {t["deadline_s"] for t in tools.values()}
+    one = next(iter(deadlines)) if len(deadlines) == 1 else None
     return {
-        "format": "realprobe-resilibench-view/1",
+        "format": "realprobe-resilibench-view/2",
         "codes": list(RESILIBENCH_CODES),
+        "deadline_s": one,
+        "note": _deadline_note(one)
+        if len(deadlines) <= 1
+        else "per-tool deadlines differ: see each tool's deadline_s",
+        "plug_in": "tool_success_rate (per tool) and error_weights",
+        "arithmetic": (
+            "success_per_attempt is P(ok) at deadline_s: (1-p)(1-S) with S the share of calls "
+            "slower than the deadline; tool_success_rate b solves m(b) = success_per_attempt, "
+            "where m(b) is the long-run success of p = clamp(b * 0.9^(failures among the last "
+            "3 calls), 0.1, 0.95); dependency penalties are the task's and are not inverted"
+        ),
         "source": profile.source,
         "tools": tools,
     }
 
 
-def reliabilitybench_view(profile: Profile) -> dict[str, Any]:
+def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> dict[str, Any]:
     """Failure rate and fault weights per tool, like ReliabilityBench's LAMBDA_* profiles: the
-    calibrated rates at lambda=1, scaled (capped at 1) for the other intensities."""
+    per-attempt rates at the deadline at lambda=1 (independent draws, as those injectors
+    make them), scaled (capped at 1) for the other intensities."""
     tools: dict[str, Any] = {}
     for name, tp in _tool_items(profile):
+        t = deadline_s if deadline_s is not None else profile_deadline(profile, name)
+        at = AtDeadline(tp, t)
         weights = dict.fromkeys(RELIABILITYBENCH_KINDS, 0.0)
-        for code, share in tp.errors.items():
+        for code, share in at.mix.items():
             weights[RELIABILITYBENCH_FAULTS[code]] += share
-        tools[name] = {"failure_rate": 1.0 - tp.success_rate, "fault_weights": weights}
+        tools[name] = {
+            "failure_rate": 1.0 - at.success,
+            "fault_weights": weights,
+            "deadline_s": t,
+        }
     levels = {}
     for lam in LAMBDAS:
         key = f"LAMBDA_{lam:g}".replace(".", "_")
@@ -207,23 +390,34 @@ def reliabilitybench_view(profile: Profile) -> dict[str, Any]:
                 n: {
                     "failure_rate": min(1.0, lam * t["failure_rate"]),
                     "fault_weights": t["fault_weights"],
+                    "deadline_s": t["deadline_s"],
                 }
                 for n, t in tools.items()
             },
         }
+    deadlines = {t["deadline_s"] for t in tools.values()}
+    one = next(iter(deadlines)) if len(deadlines) == 1 else None
     return {
-        "format": "realprobe-reliabilitybench-view/1",
+        "format": "realprobe-reliabilitybench-view/2",
         "fault_kinds": list(RELIABILITYBENCH_KINDS),
+        "deadline_s": one,
+        "note": _deadline_note(one)
+        if len(deadlines) <= 1
+        else "per-tool deadlines differ: see each tool's deadline_s",
         "source": profile.source,
         "profiles": levels,
     }
 
 
-def export(profile: Profile, view: str) -> dict[str, Any]:
+def export(profile: Profile, view: str, deadline_s: float | None = None) -> dict[str, Any]:
+    """The profile itself, or a view for another simulator. `deadline_s` overrides the deadline
+    the views apply (default: the probes' own deadline recorded by `calibrate`)."""
+    if deadline_s is not None and not deadline_s > 0:
+        raise RealprobeError("--deadline must be a positive number of seconds")
     if view == "profile":
         return profile.model_dump(mode="json", exclude_none=True)
     if view == "resilibench":
-        return resilibench_view(profile)
+        return resilibench_view(profile, deadline_s)
     if view == "reliabilitybench":
-        return reliabilitybench_view(profile)
+        return reliabilitybench_view(profile, deadline_s)
     raise RealprobeError(f"--as {view!r}: choose resilibench or reliabilitybench")

@@ -1,7 +1,9 @@
 """Which tools changed between a baseline window and a current window?
 
 Per tool, three tests, each corrected across tools (Holm by default, or Benjamini-Hochberg):
-- success: two-proportion z-test (pooled); flagged only if |change| >= min_success_change;
+- success: two-proportion z-test (pooled) on the burst-adjusted effective sample sizes (calls
+  that fail in runs carry less information than independent ones); flagged only if
+  |change| >= min_success_change;
 - latency of successes: Mann-Whitney U; flagged only if the median moved by at least
   min_latency_change (relative), an effect-size gate as in Kayenta, so a tiny but
   "significant" shift on a big sample does not page anyone;
@@ -18,16 +20,23 @@ from pydantic import BaseModel
 from scipy import stats
 
 from realprobe.probes.loading import CODES, ProbeArrays
+from realprobe.probes.stats import burst_chain
 from realprobe.probes.windows import iso
 
 Correction = Literal["holm", "bh"]
 MIN_N = 20
+#: the chain's correlation is clipped here, as for the success interval in `stats`
+RHO_MAX = 0.98
 
 
 class SuccessDrift(BaseModel):
     baseline: float
     current: float
     change: float
+    #: lag-one correlation of the tool's failures (both windows' chains pooled) and the
+    #: variance inflation (1+rho)/(1-rho) the test applied: n_eff = n / design_effect
+    rho: float = 0.0
+    design_effect: float = 1.0
     pvalue: float
     p_adjusted: float | None = None
     flagged: bool = False
@@ -91,24 +100,48 @@ def adjust(pvalues: list[float], method: Correction = "holm") -> list[float]:
     return [float(v) for v in out]
 
 
-def two_proportion(k1: int, n1: int, k2: int, n2: int) -> float:
-    """Two-sided p-value of the pooled two-proportion z-test."""
+def two_proportion(k1: int, n1: float, k2: int, n2: float, design_effect: float = 1.0) -> float:
+    """Two-sided p-value of the pooled two-proportion z-test. With a design effect d > 1 each
+    window counts as n/d independent calls (the effective sample size of a two-state chain
+    with lag-one correlation rho is n(1-rho)/(1+rho))."""
     p = (k1 + k2) / (n1 + n2)
-    se = math.sqrt(p * (1 - p) * (1 / n1 + 1 / n2))
+    se = math.sqrt(p * (1 - p) * design_effect * (1 / n1 + 1 / n2))
     if se == 0:
         return 1.0
     z = (k2 / n2 - k1 / n1) / se
     return float(2 * stats.norm.sf(abs(z)))
 
 
-def _success(a: ProbeArrays, b: ProbeArrays) -> SuccessDrift:
+def pooled_rho(a: ProbeArrays, b: ProbeArrays) -> float:
+    """rho = P(fail|fail) - P(fail|ok) from the transitions of both windows' chains (each
+    window's calls are linked only among themselves, as in `stats`). Under "no change" both
+    windows share one chain, so pooling halves the noise of the estimate."""
+    ff = nf = fo = no = 0
+    for arr in (a, b):
+        chain = burst_chain(arr.code >= 0, arr.ts)
+        x, y = chain.p_fail_after_fail, chain.p_fail_after_ok
+        if x.p is not None:
+            ff, nf = ff + round(x.p * x.n), nf + x.n
+        if y.p is not None:
+            fo, no = fo + round(y.p * y.n), no + y.n
+    if not nf or not no:
+        return 0.0
+    return ff / nf - fo / no
+
+
+def success_drift(a: ProbeArrays, b: ProbeArrays) -> SuccessDrift:
     n1, n2 = len(a), len(b)
     k1, k2 = int((a.code < 0).sum()), int((b.code < 0).sum())
+    rho = pooled_rho(a, b)
+    r = min(max(rho, 0.0), RHO_MAX)
+    deff = (1 + r) / (1 - r)
     return SuccessDrift(
         baseline=k1 / n1,
         current=k2 / n2,
         change=k2 / n2 - k1 / n1,
-        pvalue=two_proportion(k1, n1, k2, n2),
+        rho=rho,
+        design_effect=deff,
+        pvalue=two_proportion(k1, n1, k2, n2, deff),
     )
 
 
@@ -171,7 +204,7 @@ def drift(
                 n_baseline=na,
                 n_current=nb,
                 verdict="stable",
-                success=_success(a, b),
+                success=success_drift(a, b),
                 latency=_latency(a, b),
                 error_mix=_mix(a, b),
             )

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from realprobe import __version__
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.result import ToolError
+from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.adapters.spec import Politeness
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode, RealprobeError
@@ -62,10 +62,6 @@ from realprobe.store import (
 from realprobe.store import (
     iso_utc as iso,
 )
-
-#: extra seconds past a call's deadline before the runner's own guard gives up on it
-GUARD_GRACE_S = 2.0
-CONNECT_FAILURE_PREFIXES = ("ConnectError", "ConnectTimeout")
 
 
 class ToolSummary(BaseModel):
@@ -144,18 +140,18 @@ def is_connect_failure(result: ToolResult) -> bool:
     """The call never reached a server: refused, unroutable, DNS, connect timeout."""
     if result.ok or result.http_status is not None or result.error is None:
         return False
-    err = result.error
-    if err.code not in (ErrorCode.NETWORK_ERROR, ErrorCode.TIMEOUT):
-        return False
-    return err.message.startswith(CONNECT_FAILURE_PREFIXES)
+    return result.error.reached is False
 
 
 def reached_server(result: ToolResult) -> bool | None:
     """True: a server answered or accepted the connection; False: failed while connecting;
-    None: cannot tell (the deadline fired with nothing received - a hanging server, or a DNS
-    lookup or connect that never finished)."""
-    if is_connect_failure(result):
-        return False
+    None: cannot tell (the deadline fired with nothing received and the transport did not
+    say how far the call got - a hanging server, or a DNS lookup or connect that never
+    finished). Read from the failure's typed `reached` field, never from its message."""
+    if result.ok or result.http_status is not None:
+        return True
+    if result.error is not None and result.error.reached is not None:
+        return result.error.reached
     if (
         result.error is not None
         and result.error.code is ErrorCode.TIMEOUT
@@ -277,22 +273,11 @@ async def run_probes(
         return not state.reached and state.connect_failures > 0 and all(h.attempted for h in hosts)
 
     async def one_call(call: ProbeCall) -> ToolResult:
-        coro = call_tool(call.tool, call.args, client, timeout_s=timeout)
-        if clock.virtual:
-            return await coro
-        try:
-            # belt and braces: the client enforces the deadline; this guards the guard
-            return await asyncio.wait_for(coro, timeout + GUARD_GRACE_S)
-        except TimeoutError:
-            return ToolResult(
-                tool=call.tool.name,
-                ok=False,
-                error=ToolError(
-                    code=ErrorCode.TIMEOUT,
-                    message=f"no complete answer within the {timeout:g}s deadline (runner guard)",
-                ),
-                latency_ms=(timeout + GUARD_GRACE_S) * 1000.0,
-            )
+        # belt and braces: the client enforces the deadline; the guard guards the guard
+        with DeadlineGuard(timeout, virtual=clock.virtual) as guard:
+            return await call_tool(call.tool, call.args, client, timeout_s=timeout)
+        assert guard.expired
+        return guard.timeout_result(call.tool.name)
 
     def record(
         call: ProbeCall, result: ToolResult, start_wall: float, start_clock: float

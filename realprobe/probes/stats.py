@@ -99,7 +99,15 @@ class ErrorMix(BaseModel):
 
 
 class LatencyStats(BaseModel):
+    """Latency of successes in ms. When the deadline bites (the fit puts S(T) >= 0.001 of calls
+    beyond it) the successes are the fast part of the distribution only, so mean and
+    percentiles come from the censored fit (`percentiles: "censored-fit"`, what calls would
+    take without the deadline) and `observed` keeps the successes' own, which are then lower
+    bounds. Otherwise they are the successes' empirical values (`"empirical"`)."""
+
     n: int
+    percentiles: str = "empirical"
+    observed: dict[str, float] | None = None
     mean: float | None = None
     p50: float | None = None
     p90: float | None = None
@@ -120,6 +128,10 @@ class BurstStats(BaseModel):
     p_fail_after_fail: Transition
     p_fail_after_ok: Transition
     rho: float | None
+    #: P(fail | the previous call failed with a code other than TIMEOUT). Such a failure was
+    #: surely a fault, never a slow call cut by the deadline, so calibration reads the chain
+    #: behind the deadline from it (see calibrate.generative_chain)
+    p_fail_after_coded_fail: Transition | None = None
 
 
 class Variability(BaseModel):
@@ -157,12 +169,25 @@ class StatsReport(BaseModel):
 # -- per-tool pieces ---------------------------------------------------------------------------
 
 
-def burst_chain(fail: BoolArray, ts: FloatArray, max_gap_s: float = BURST_MAX_GAP_S) -> BurstStats:
+def burst_chain(
+    fail: BoolArray,
+    ts: FloatArray,
+    max_gap_s: float = BURST_MAX_GAP_S,
+    code: IntArray | None = None,
+) -> BurstStats:
     """Two-state chain from consecutive calls (time-ordered) no more than max_gap_s apart."""
     if fail.shape[0] < 2:
         empty = Transition(p=None, n=0, ci95=None)
         return BurstStats(p_fail_after_fail=empty, p_fail_after_ok=empty, rho=None)
     linked = np.diff(ts) <= max_gap_s
+    coded = None
+    if code is not None:
+        prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1][linked]
+        n_c = int(np.count_nonzero(prev_coded))
+        n_cf = int(np.count_nonzero(prev_coded & fail[1:][linked]))
+        coded = Transition(
+            p=n_cf / n_c if n_c else None, n=n_c, ci95=wilson(n_cf, n_c) if n_c else None
+        )
     prev, nxt = fail[:-1][linked], fail[1:][linked]
     n_ff = int(np.count_nonzero(prev & nxt))
     n_f = int(np.count_nonzero(prev))
@@ -171,7 +196,9 @@ def burst_chain(fail: BoolArray, ts: FloatArray, max_gap_s: float = BURST_MAX_GA
     ff = Transition(p=n_ff / n_f if n_f else None, n=n_f, ci95=wilson(n_ff, n_f) if n_f else None)
     fo = Transition(p=n_of / n_o if n_o else None, n=n_o, ci95=wilson(n_of, n_o) if n_o else None)
     rho = ff.p - fo.p if ff.p is not None and fo.p is not None else None
-    return BurstStats(p_fail_after_fail=ff, p_fail_after_ok=fo, rho=rho)
+    return BurstStats(
+        p_fail_after_fail=ff, p_fail_after_ok=fo, rho=rho, p_fail_after_coded_fail=coded
+    )
 
 
 def success_stats(n: int, k: int, rho: float | None) -> SuccessStats:
@@ -245,13 +272,26 @@ def latency_stats(latency_ms: FloatArray, code: IntArray, timeout_s: FloatArray)
         return LatencyStats(n=0, timeout_s=t_ms / 1000 if t_ms else None)
     q = np.percentile(lat, [50, 90, 95, 99])
     fit = fit_lognormal(lat, censor_ms)
+    empirical = {
+        "mean": float(lat.mean()),
+        "p50": float(q[0]),
+        "p90": float(q[1]),
+        "p95": float(q[2]),
+        "p99": float(q[3]),
+    }
+    shown, how, observed = empirical, "empirical", None
+    if fit is not None and fit.bites:
+        shown = {"mean": fit.mean(), **{f"p{k}": fit.quantile(k / 100) for k in (50, 90, 95, 99)}}
+        how, observed = "censored-fit", empirical
     return LatencyStats(
         n=int(lat.shape[0]),
-        mean=float(lat.mean()),
-        p50=float(q[0]),
-        p90=float(q[1]),
-        p95=float(q[2]),
-        p99=float(q[3]),
+        percentiles=how,
+        observed=observed,
+        mean=shown["mean"],
+        p50=shown["p50"],
+        p90=shown["p90"],
+        p95=shown["p95"],
+        p99=shown["p99"],
         lognormal=fit,
         ks_pvalue=ks_pvalue(lat, fit, t_ms) if fit else None,
         timeout_s=t_ms / 1000 if t_ms else None,
@@ -308,7 +348,7 @@ def tool_stats(name: str, arr: ProbeArrays, period_s: float = 86400.0) -> ToolSt
     code = arr.code
     fail = code >= 0
     n = int(code.shape[0])
-    burst = burst_chain(fail, arr.ts)
+    burst = burst_chain(fail, arr.ts, code=code)
     return ToolStats(
         tool=name,
         first=iso(float(arr.ts[0])) if n else None,
@@ -333,26 +373,44 @@ def compute_stats(
         if arr.bounds[i + 1] > arr.bounds[i]
     ]
     return StatsReport(
-        window=(iso(since), iso(until)), rows=len(arr), tools=out, overall=pooled_success(out)
+        window=(iso(since), iso(until)),
+        rows=len(arr),
+        tools=out,
+        overall=pooled_success([t.success for t in out]),
     )
 
 
-def pooled_success(tools: list[ToolStats]) -> SuccessStats | None:
-    """All tools together: k and n summed; the burst correlation from the summed transition
-    counts of each tool's own chain (calls of different tools are never a transition)."""
+def pooled_success(tools: list[SuccessStats]) -> SuccessStats | None:
+    """All tools together, stratified by tool: k and n are summed, and the variance of the
+    pooled rate sum(n_t p_t) / N is the sum of each tool's own burst-adjusted variance,
+    sum(n_t^2 p_t(1-p_t) / n_eff_t) / N^2 (tools are independent strata; a tool's calls are
+    one chain). The interval is Wilson on the n_eff that variance implies. One rho over
+    mixed tools would read the difference between a flaky and a solid tool as burstiness."""
     if not tools:
         return None
-    n = sum(t.success.n for t in tools)
-    k = sum(t.success.successes for t in tools)
-    ff = fo = nf = no = 0.0
-    for t in tools:
-        a, b = t.burst.p_fail_after_fail, t.burst.p_fail_after_ok
-        if a.p is not None:
-            ff, nf = ff + a.p * a.n, nf + a.n
-        if b.p is not None:
-            fo, no = fo + b.p * b.n, no + b.n
-    rho = ff / nf - fo / no if nf and no else None
-    return success_stats(n, k, rho)
+    n = sum(s.n for s in tools)
+    k = sum(s.successes for s in tools)
+    if n == 0:
+        return success_stats(0, 0, None)
+    var = 0.0
+    for s in tools:
+        if s.n and s.n_effective > 0:
+            # a tool with 0 or n successes still carries uncertainty: Wilson's centre
+            p_t = (s.successes + 2) / (s.n + 4) if s.successes in (0, s.n) else s.rate
+            var += s.n * s.n * p_t * (1 - p_t) / s.n_effective
+    var /= n * n
+    p = k / n
+    p_c = (k + 2) / (n + 4) if k in (0, n) else p
+    n_eff = p_c * (1 - p_c) / var if var > 0 else float(n)
+    return SuccessStats(
+        n=n,
+        successes=k,
+        rate=p,
+        wilson95=wilson(k, n),
+        jeffreys95=jeffreys(k, n),
+        burst_adjusted95=wilson(p * n_eff, n_eff),
+        n_effective=n_eff,
+    )
 
 
 def stats_from_db(

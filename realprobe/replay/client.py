@@ -15,9 +15,9 @@ import ipaddress
 import itertools
 import math
 import socket
+import sys
 import threading
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +26,11 @@ import httpx
 
 from realprobe import USER_AGENT
 from realprobe.adapters.http import Fetched, FetchFailure
+from realprobe.addresses import is_private_host
 from realprobe.clock import Clock, RealClock
-from realprobe.errors import ErrorCode
+from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
+from realprobe.replay import phases
+from realprobe.replay.decoding import StreamDecoder
 from realprobe.replay.target import Target
 
 DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-clock transports
@@ -48,19 +51,23 @@ class ClientConfig:
     user_agent: str = USER_AGENT
 
 
-class DeadlineExceeded(Exception):
-    pass
-
-
-def is_private_host(host: str) -> bool:
-    """Loopback, private, link-local or otherwise non-global literal addresses, and localhost."""
-    h = host.strip("[]").lower()
-    if h == "localhost" or h.endswith((".localhost", ".local", ".internal")):
-        return True
-    try:
-        return not ipaddress.ip_address(h).is_global
-    except ValueError:
-        return False
+#: httpcore trace events (prefix stripped) that move a fetch into a phase
+_PHASE_EVENTS = {
+    "connect_tcp.started": "connect",
+    "connect_unix_socket.started": "connect",
+    "start_tls.started": "connect",
+    "send_request_headers.started": "send",
+    "receive_response_headers.started": "headers",
+    "receive_response_body.started": "body",
+}
+_CONNECT_FAILURES = (httpx.ConnectError, httpx.ConnectTimeout)
+_AFTER_CONNECT = (
+    httpx.ReadError,
+    httpx.ReadTimeout,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+    httpx.RemoteProtocolError,
+)
 
 
 def classify_exception(exc: BaseException) -> tuple[ErrorCode, str]:
@@ -109,6 +116,34 @@ class _Call:
         self.received = 0
         self.timing: dict[str, float] = {"start": self.start}
         self.deadline_fired = False  # set by the sync client's watchdog
+        self.trace: phases.PhaseTrace | None = None
+        #: where the fetch is (FETCH_PHASES), told by httpcore's trace events where the
+        #: transport reports them; `reached`: a server accepted the connection
+        self.phase = "connect"
+        self.reached: bool | None = None
+        self.sock: socket.socket | None = None  # the sync client's socket, for the watchdog
+        self.response: httpx.Response | None = None
+        self.sync = False
+
+    def _on_event(self, name: str, info: dict[str, Any]) -> None:
+        event = name.split(".", 1)[-1]
+        phase = _PHASE_EVENTS.get(event)
+        if phase is not None:
+            self.phase = phase
+            if phase != "connect":
+                self.reached = True
+        if event in ("connect_tcp.complete", "start_tls.complete"):
+            self.reached = True
+            self._keep_socket(info.get("return_value"))
+        elif event == "send_request_headers.started" and self.sync and self.sock is None:
+            self._keep_socket(_pooled_stream())
+
+    def _keep_socket(self, stream: Any) -> None:
+        if self.sync and stream is not None:
+            with contextlib.suppress(Exception):
+                sock = stream.get_extra_info("socket")
+                if isinstance(sock, socket.socket):
+                    self.sock = sock
 
     def elapsed(self) -> float:
         return self.clock.now() - self.start
@@ -130,7 +165,37 @@ class _Call:
         )
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
         request.extensions[TIMING_EXT] = self.timing
+        trace = phases.begin(
+            request.extensions, asynchronous=isinstance(client, httpx.AsyncClient)
+        )
+        if self.trace is not None:  # a redirect: DNS adds up over the hops
+            trace.dns_s += self.trace.dns_s
+        self.trace = trace
+        # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
+        # the same httpcore trace callback as the phase timings
+        timing = request.extensions[phases.TRACE_EXT]
+        if self.sync:
+
+            def both(name: str, info: dict[str, Any]) -> None:
+                self._on_event(name, info)
+                timing(name, info)
+
+            request.extensions[phases.TRACE_EXT] = both
+        else:
+
+            async def both_async(name: str, info: dict[str, Any]) -> None:
+                self._on_event(name, info)
+                await timing(name, info)
+
+            request.extensions[phases.TRACE_EXT] = both_async
+        self.phase = "connect"
         return request
+
+    def phases(self) -> dict[str, Any] | None:
+        """The measured phases, or None when the transport made no connection events."""
+        if self.trace is None or not self.trace.marks:
+            return None
+        return self.trace.phases().as_row()
 
     def redirected(self, response: httpx.Response) -> bool:
         """Follow a redirect if the policy allows it (True); refuse it with a FetchFailure."""
@@ -140,11 +205,17 @@ class _Call:
         self.redirects.append(f"{response.status_code} {target}")
         if target.scheme not in ("http", "https"):
             raise FetchFailure(
-                ErrorCode.OPERATION_FAILED, f"redirect to unsupported scheme refused: {target}"
+                ErrorCode.OPERATION_FAILED,
+                f"redirect to unsupported scheme refused: {target}",
+                phase="policy",
+                reached=True,
             )
         if is_private_host(target.host) and not self.allow_private:
             raise FetchFailure(
-                ErrorCode.OPERATION_FAILED, f"redirect to a non-public address refused: {target}"
+                ErrorCode.OPERATION_FAILED,
+                f"redirect to a non-public address refused: {target}",
+                phase="policy",
+                reached=True,
             )
         if response.status_code == 303:
             self.method = "GET"
@@ -170,9 +241,13 @@ class _Call:
                     ErrorCode.OPERATION_FAILED,
                     f"redirect to a non-public address refused: {self.current.host} "
                     f"resolves to {address}",
+                    phase="policy",
+                    reached=True,
                 )
 
     def reader(self, response: httpx.Response) -> _BodyReader:
+        self.phase = "body"
+        self.reached = True
         return _BodyReader(self, response)
 
     def fetched(self, response: httpx.Response, body: bytes) -> Fetched:
@@ -184,29 +259,62 @@ class _Call:
             elapsed_s=self.elapsed(),
             redirects=self.redirects,
         )
+        fetched.phases = self.phases()
         self.timing["elapsed"] = fetched.elapsed_s
         return fetched
 
     def too_many_redirects(self) -> FetchFailure:
         return FetchFailure(
-            ErrorCode.OPERATION_FAILED, f"more than {self.config.max_redirects} redirects"
+            ErrorCode.OPERATION_FAILED,
+            f"more than {self.config.max_redirects} redirects",
+            phase="policy",
+            reached=True,
         )
 
     def failure(self, exc: Exception) -> FetchFailure:
         """Any exception of the fetch as one FetchFailure with its taxonomy code."""
         if isinstance(exc, FetchFailure):
             failure = exc
+        elif isinstance(exc, BadResponse):  # the body reader's cap, a corrupt encoding
+            failure = FetchFailure(exc.code, exc.message, phase="body", reached=True)
         else:
             code, message = classify_exception(exc)
+            phase, reached = self.phase, self.reached
+            if isinstance(exc, _CONNECT_FAILURES):
+                phase, reached = "connect", False
+            elif isinstance(exc, _AFTER_CONNECT) and phase == "connect":
+                # a transport that reports no progress: the error itself says how far it got
+                writing = isinstance(exc, httpx.WriteError | httpx.WriteTimeout)
+                phase = "send" if writing else "headers"
+                reached = True
             if self.deadline_fired or isinstance(exc, TimeoutError | DeadlineExceeded):
                 code = ErrorCode.TIMEOUT
+                # the phase stays out of the text: a replay must report what the recording did
                 message = f"no complete answer within the {self.deadline:g}s deadline"
-            failure = FetchFailure(code, message)
+            failure = FetchFailure(code, message, phase=phase, reached=reached)
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
         failure.redirects = failure.redirects or self.redirects
+        failure.phases = failure.phases or self.phases()
         self.timing["elapsed"] = failure.elapsed_s
         return failure
+
+
+def _pooled_stream() -> Any:
+    """The network stream of the pooled connection about to send (httpcore reports no event
+    with it for a reused connection): found on the caller's stack, where httpcore's HTTP/1.1
+    connection is `self`. None if httpcore changes shape; the deadline then still holds
+    once the headers are in."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        stream = getattr(owner, "_network_stream", None)
+        if stream is not None:
+            return stream
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
 
 
 class _BodyReader:
@@ -217,62 +325,31 @@ class _BodyReader:
         self.call = call
         self.cap = call.config.max_bytes
         declared = response.headers.get("content-length")
-        self.encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if (
-            declared
-            and declared.isdigit()
-            and int(declared) > self.cap
-            and self.encoding == "identity"
-        ):
+        encoding = response.headers.get("content-encoding", "identity")
+        # a transport that built its response from bytes: httpx has already decoded it
+        self.predecoded = response.is_stream_consumed
+        self.decoder = StreamDecoder("identity" if self.predecoded else encoding, self.cap)
+        if declared and declared.isdigit() and int(declared) > self.cap and self.decoder.identity:
             raise FetchFailure(
                 ErrorCode.INVALID_RESPONSE,
                 f"body of {int(declared)} bytes is over the {self.cap}-byte cap",
+                phase="body",
+                reached=True,
             )
-        self.decoder = _decoder(self.encoding)
         self.out = bytearray()
-        # a transport that built its response from bytes: httpx has already decoded it
-        self.predecoded = response.is_stream_consumed
         if self.predecoded:
-            self._take(response.content)
+            self._take(self.decoder.feed(response.content))
 
     def _take(self, data: bytes) -> None:
         self.out.extend(data)
         self.call.received = len(self.out)
-        if len(self.out) > self.cap:
-            raise FetchFailure(
-                ErrorCode.INVALID_RESPONSE,
-                f"body over the {self.cap}-byte cap (counted after decompression)",
-            )
 
     def feed(self, raw: bytes) -> None:
-        if self.decoder is None:
-            self._take(raw)
-            return
-        data = raw
-        while data:
-            try:
-                chunk = self.decoder.decompress(data, self.cap + 1 - len(self.out))
-            except zlib.error as exc:
-                raise FetchFailure(
-                    ErrorCode.INVALID_RESPONSE, f"{self.encoding} body is corrupt ({exc})"
-                ) from exc
-            self._take(chunk)
-            data = self.decoder.unconsumed_tail
+        self._take(self.decoder.feed(raw))
 
     def body(self) -> bytes:
-        if self.decoder is not None and not self.predecoded:
-            self._take(self.decoder.flush())
+        self._take(self.decoder.flush())
         return bytes(self.out)
-
-
-def _decoder(encoding: str) -> Any:
-    if encoding in ("identity", ""):
-        return None
-    if encoding in ("gzip", "x-gzip"):
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if encoding == "deflate":
-        return zlib.decompressobj()
-    raise FetchFailure(ErrorCode.INVALID_RESPONSE, f"unsupported content-encoding {encoding!r}")
 
 
 def _client_kwargs(config: ClientConfig) -> dict[str, Any]:
@@ -399,15 +476,22 @@ class SyncHttpClient:
     ) -> Fetched:
         deadline = timeout_s if timeout_s is not None else self.config.deadline_s
         call = _Call(self.config, self.clock, method, url, params, headers, deadline, allow_private)
+        call.sync = True
+        # one watchdog ticket for the whole fetch, armed before anything is sent: slow TLS,
+        # slow headers and a slow body all end at the deadline
+        ticket = WATCHDOG.arm(time.monotonic() + deadline, call)
         try:
             return self._follow(call)
         except Exception as exc:
             raise call.failure(exc) from exc
+        finally:
+            WATCHDOG.disarm(ticket)
 
     def _follow(self, call: _Call) -> Fetched:
         for _hop in range(self.config.max_redirects + 1):
+            call.sock = None
             response = self._client.send(call.request(self._client), stream=True)
-            ticket = WATCHDOG.arm(time.monotonic() + call.remaining(), call, response)
+            call.response = response
             try:
                 if call.redirected(response):
                     if self.resolver is not None and call.needs_dns_check():
@@ -419,7 +503,7 @@ class SyncHttpClient:
                         reader.feed(raw)
                 body = reader.body()
             finally:
-                WATCHDOG.disarm(ticket)
+                call.response = None
                 response.close()
             if call.deadline_fired:
                 raise DeadlineExceeded("deadline passed while the body was read")
@@ -433,14 +517,14 @@ class _Watchdog:
     def __init__(self) -> None:
         self._cv = threading.Condition()
         self._heap: list[tuple[float, int]] = []
-        self._armed: dict[int, tuple[_Call, httpx.Response]] = {}
+        self._armed: dict[int, _Call] = {}
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def arm(self, when: float, call: _Call, response: httpx.Response) -> int:
+    def arm(self, when: float, call: _Call) -> int:
         with self._cv:
             ticket = next(self._seq)
-            self._armed[ticket] = (call, response)
+            self._armed[ticket] = call
             earliest = self._heap[0][0] if self._heap else math.inf
             heapq.heappush(self._heap, (when, ticket))
             if self._thread is None:
@@ -470,15 +554,18 @@ class _Watchdog:
                     self._cv.wait(wait)
                     continue
                 heapq.heappop(self._heap)
-                call, response = self._armed.pop(ticket)
+                call = self._armed.pop(ticket)
                 call.deadline_fired = True
-                _shutdown(response)
+                _shutdown(call)
 
 
-def _shutdown(response: httpx.Response) -> None:
-    """Wake a blocked read: shut the connection's socket down (close alone does not)."""
-    stream = response.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
+def _shutdown(call: _Call) -> None:
+    """Wake a blocked connect, handshake or read: shut the call's socket down (close alone
+    does not wake a thread blocked in recv)."""
+    sock = call.sock
+    if sock is None and call.response is not None:
+        stream = call.response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import math
-import zlib
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +25,7 @@ from realprobe.replay.cassette import (
     headers_from_json,
     status_code,
 )
+from realprobe.replay.decoding import decode_whole
 from realprobe.replay.matching import MATCH_URL
 
 MAX_DECODED = 50 * 1024 * 1024
@@ -87,31 +87,7 @@ def _from_data(
 
 
 def decompress(data: bytes, encoding: str) -> bytes | None:
-    enc = encoding.strip().lower()
-    try:
-        if enc in ("gzip", "x-gzip"):
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif enc == "deflate":
-            try:
-                d = zlib.decompressobj()
-                out = d.decompress(data, MAX_DECODED)
-                return out if d.eof and not d.unconsumed_tail else None
-            except zlib.error:
-                d = zlib.decompressobj(-zlib.MAX_WBITS)
-        elif enc == "br":
-            try:
-                import brotli  # type: ignore[import-not-found]
-            except ImportError:
-                return None
-            return bytes(brotli.decompress(data))
-        else:
-            return None
-        out = d.decompress(data, MAX_DECODED)
-        return out if d.eof and not d.unconsumed_tail else None
-    except zlib.error:
-        return None
-    except Exception:  # brotli raises its own error type
-        return None
+    return decode_whole(data, encoding, MAX_DECODED)
 
 
 def _set_header(call: Call, name: str, value: str | None) -> None:

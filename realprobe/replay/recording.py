@@ -10,7 +10,6 @@ import asyncio
 import itertools
 import math
 import os
-import zlib
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import RealprobeError
 from realprobe.replay.cassette import Call, Cassette, Failure, save_cassette
 from realprobe.replay.client import DEADLINE_EXT, TIMING_EXT
+from realprobe.replay.decoding import decode_whole
 from realprobe.replay.matching import MATCH_URL_BODY
 from realprobe.replay.modes import Mode, TransportOptions
 from realprobe.replay.replayer import (
@@ -253,14 +253,9 @@ def _decoded(call: Call) -> Call:
     enc = (call.header("content-encoding") or "").strip().lower()
     if not call.complete or call.error is not None or enc not in ("gzip", "x-gzip", "deflate"):
         return call
-    wbits = 16 + zlib.MAX_WBITS if enc != "deflate" else zlib.MAX_WBITS
-    try:
-        d = zlib.decompressobj(wbits)
-        out = d.decompress(call.body, MAX_DECODE_ON_SAVE)
-    except zlib.error:
-        return call
-    if not d.eof or d.unconsumed_tail:
-        return call  # too large to store decoded: keep the exact bytes
+    out = decode_whole(call.body, enc, MAX_DECODE_ON_SAVE)
+    if out is None:
+        return call  # corrupt, or too large to store decoded: keep the exact bytes
     call.body = out
     call.chunk_sizes = None
     call.headers = [

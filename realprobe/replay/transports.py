@@ -8,20 +8,28 @@ from typing import Any
 
 import httpx
 
+from realprobe.replay.phases import time_dns
+
 SANDBOX_FAULT_PREFIX = "/_fault/"
 
 
 def live_transport(max_connections: int = 100) -> httpx.AsyncHTTPTransport:
-    return httpx.AsyncHTTPTransport(
-        retries=0,
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+    """The real network; DNS is timed as its own phase (see `phases`)."""
+    return time_dns(
+        httpx.AsyncHTTPTransport(
+            retries=0,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+        )
     )
 
 
 def sync_live_transport(max_connections: int = 100) -> httpx.HTTPTransport:
-    return httpx.HTTPTransport(
-        retries=0,
-        limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+    """The real network for the synchronous client; DNS timed as its own phase."""
+    return time_dns(
+        httpx.HTTPTransport(
+            retries=0,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+        )
     )
 
 

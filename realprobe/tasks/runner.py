@@ -8,7 +8,6 @@ replayed run takes the same path as the recorded one.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 import uuid
@@ -22,6 +21,7 @@ from typing import Any
 import httpx
 
 from realprobe.adapters import Catalog
+from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.data import data_dir
 from realprobe.errors import RealprobeError
@@ -36,8 +36,6 @@ from realprobe.tasks.scoring import Score, score_run
 from realprobe.tasks.state import RunState, Terminated, ToolBox
 
 CASSETTE_SUFFIX = ".json"
-#: real seconds allowed past the task deadline before a live run is cut off
-DEADLINE_GRACE_S = 5.0
 
 
 def shipped_cassettes() -> Path:
@@ -193,15 +191,12 @@ async def run_one(
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
-        if clock.virtual:
+        with DeadlineGuard(task.constraints.timeout_s, virtual=clock.virtual) as guard:
             await agent.run(ctx)
-        else:
-            async with asyncio.timeout(task.constraints.timeout_s + DEADLINE_GRACE_S):
-                await agent.run(ctx)
+        if guard.expired:
+            state.termination = "deadline"
     except Terminated as exc:
         state.termination = exc.reason
-    except TimeoutError:
-        state.termination = "deadline"
     finally:
         if llm_transport is not client.transport:
             await llm_transport.aclose()
@@ -295,8 +290,14 @@ def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:
     ]
     if cfg.mode is Mode.RECORD:
         for path in paths:
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+            if path is None:
+                continue
+            if path.is_symlink() or path.exists():
+                raise RealprobeError(
+                    f"{path} already exists (an earlier recording of the same run); "
+                    "recording never replaces a cassette: move it, or record into another folder"
+                )
+            path.parent.mkdir(parents=True, exist_ok=True)
 
 
 async def run_batch(

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import jsonschema
 from pydantic import ValidationError
 
+from realprobe.adapters.bounded import load_json
 from realprobe.adapters.openapi.document import HTTP_METHODS, Document, OpenApiError, RefError
 from realprobe.adapters.openapi.params import Param, SkipOperation, collect, read_parameter
 from realprobe.adapters.openapi.schemas import (
@@ -577,7 +578,7 @@ def _check_body(tool: Tool, body: str) -> None:
     """What `Tool.parse` checks, with the output JSON Schema instead of building the pydantic
     output model (one model per operation would dominate a large import)."""
     try:
-        decoded = json.loads(body) if tool.spec.response == "json" else body.strip()
+        decoded = load_json(body.encode("utf-8")) if tool.spec.response == "json" else body.strip()
     except ValueError as exc:
         raise BadResponse(ErrorCode.INVALID_RESPONSE, f"not valid JSON ({exc})") from exc
     for rule in tool.spec.soft_failures:

@@ -1,0 +1,168 @@
+"""`realprobe exporter | alert check | merge`: operating probes in production."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from realprobe.commands.common import (
+    CatalogOpt,
+    JsonOpt,
+    SandboxOpt,
+    SeedOpt,
+    SimulateOpt,
+    console,
+    err_console,
+    print_json,
+)
+from realprobe.errors import RealprobeError
+
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or ~/.local/share/realprobe)."),
+]
+
+alert_app = typer.Typer(help="Alert rules over the probe database.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("exporter")(exporter_cmd)
+    app.add_typer(alert_app, name="alert")
+    alert_app.command("check")(alert_check_cmd)
+    app.command("merge")(merge_cmd)
+
+
+def _db(db: Path | None) -> Path:
+    from realprobe.store import default_db_path
+
+    path = db if db is not None else default_db_path()
+    if not path.parent.is_dir():
+        raise RealprobeError(f"--db {path}: directory {path.parent} does not exist")
+    return path
+
+
+def exporter_cmd(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (9469 by default).")] = 9469,
+    db: DbOpt = None,
+    window: Annotated[
+        str, typer.Option("--window", help="Window of the success-ratio gauges: 1h, 24h.")
+    ] = "1h",
+    sandbox: SandboxOpt = None,
+    simulate: SimulateOpt = None,
+    seed: SeedOpt = 0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Deadline of a /probe call, in seconds.")
+    ] = 10.0,
+    vantage: Annotated[
+        str | None, typer.Option("--vantage", help="Vantage of /probe rows (default: hostname).")
+    ] = None,
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="Serve /metrics only; no on-demand calls.")
+    ] = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Serve Prometheus metrics from the probe database (and /probe, /status).
+
+    /metrics: counters by outcome and code, latency histograms, success ratio with its
+    interval, TLS expiry, budgets. /probe?tool=NAME: one polite call in blackbox_exporter's
+    conventions (live by default; --sandbox or --simulate as for `probe`). /status: the last
+    24 h per tool.
+    """
+    from realprobe.commands.common import load_catalog, transport_options
+    from realprobe.monitor.blackbox import BlackboxProber
+    from realprobe.monitor.exporter import Exporter, ExporterServer
+    from realprobe.probes.windows import parse_duration
+    from realprobe.replay.modes import Mode
+    from realprobe.store import Store, default_vantage
+
+    if not 0 <= port <= 65535:
+        raise RealprobeError(f"--port must be between 0 and 65535 (got {port})")
+    if not timeout > 0:
+        raise RealprobeError(f"--timeout must be positive (got {timeout:g})")
+    window_s = parse_duration(window)
+    path = _db(db)
+    Store(path).close()  # create or check the schema before serving
+    cat = load_catalog(catalog)
+    prober = None
+    if not no_probe:
+        opts = transport_options(Mode.LIVE, sandbox, simulate, None, seed)
+        prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
+                                vantage=vantage or default_vantage())
+    budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
+    exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
+    server = ExporterServer(exporter, host, port)
+    err_console.print(
+        f"realprobe exporter on {server.url} (/metrics, /status"
+        + ("" if no_probe else ", /probe?tool=NAME") + f"), database {path}"
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+def alert_check_cmd(
+    rules: Annotated[Path, typer.Argument(help="Rules file (TOML, YAML or JSON).")],
+    db: DbOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Evaluate and print; send and store nothing.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate alert rules; notify webhooks of alerts that started firing or resolved.
+
+    Each alert fires once and resolves once (state in the database); exit 1 while any
+    alert is firing, 0 otherwise.
+    """
+    from realprobe.monitor.alerts import check, load_rules
+
+    config = load_rules(rules)
+    path = _db(db)
+    if not path.exists():
+        raise RealprobeError(f"no database at {path}; run `realprobe probe` first or pass --db")
+    result = check(path, config, now=time.time(), dry_run=dry_run)
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        for f in result.findings:
+            console.print(f"[red]firing[/red]  {f.rule}: {f.message}")
+        for e in result.events:
+            verb = "would send" if dry_run else "sent"
+            console.print(f"{verb} {e.status}: {e.rule} / {e.subject}")
+        if not result.findings:
+            console.print("no alert firing")
+    for line in result.delivery_failures:
+        err_console.print(f"[yellow]webhook delivery failed[/yellow]: {line} (will retry)")
+    if result.findings:
+        raise typer.Exit(1)
+
+
+def merge_cmd(
+    sources: Annotated[list[Path], typer.Argument(help="Probe databases to merge.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Merged database.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Merge probe databases from several vantage points into one (idempotent)."""
+    from realprobe.monitor.merge import MergedSource, merge
+
+    if not output.parent.is_dir():
+        raise RealprobeError(f"-o {output}: directory {output.parent} does not exist")
+
+    def progress(s: MergedSource) -> None:
+        if not as_json:
+            console.print(
+                f"{s.path}: {s.rows_added:,} of {s.rows_seen:,} rows added, "
+                f"{s.runs_added} runs ({s.runs_renamed} renamed) in {s.seconds:.1f}s"
+            )
+
+    report = merge(sources, output, on_source=progress)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        console.print(f"{report.output}: {report.rows_total:,} rows")

@@ -1,0 +1,432 @@
+"""Alert rules over the probe database: evaluate, deduplicate, notify webhooks.
+
+A rules file (TOML, YAML or JSON) holds `rules` and `webhooks`:
+
+```toml
+[[webhooks]]
+url = "http://127.0.0.1:9000/hook"
+format = "json"            # or "slack" ({"text": ...}, Slack-compatible)
+
+[[rules]]
+name = "success"
+kind = "success_below"     # the interval's upper bound is under `threshold`
+threshold = 0.9
+window = "1h"
+min_calls = 10
+
+[[rules]]
+kind = "p95_above"          # p95 latency of successes above `threshold_ms`
+threshold_ms = 2000
+window = "1h"
+
+[[rules]]
+kind = "cert_expiring"      # the API's certificate expires within `days`
+days = 14
+
+[[rules]]
+kind = "no_success"         # no successful call for `for_` ("for" in the file)
+for = "2h"
+
+[[rules]]
+kind = "drift_worse"        # drift verdict `worse`: `window` against the `baseline` before it
+window = "24h"
+baseline = "7d"
+```
+
+Every rule may name `tools` (default: every tool with rows) and a `target` kind (default
+`live`). Each (rule, tool) pair is one alert whose state lives in the database's
+`alert_state` table: a notification goes out when it starts firing and once when it
+resolves, never again while it keeps firing, so a check run every minute does not spam.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+import tomllib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from realprobe.errors import RealprobeError
+from realprobe.probes.stats import wilson
+from realprobe.probes.windows import parse_duration
+from realprobe.store import Store, iso_utc
+
+RuleKind = Literal["success_below", "p95_above", "cert_expiring", "no_success", "drift_worse"]
+
+
+class Webhook(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    url: str
+    format: Literal["json", "slack"] = "json"
+    timeout_s: float = Field(5.0, gt=0, le=60)
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// URL")
+        return v
+
+
+class Rule(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    kind: RuleKind
+    name: str = ""
+    tools: list[str] | None = None
+    target: str = "live"
+    window: str = "1h"
+    baseline: str = "7d"
+    threshold: float | None = Field(None, ge=0, le=1)
+    threshold_ms: float | None = Field(None, gt=0)
+    days: float | None = Field(None, gt=0)
+    for_: str | None = Field(None, alias="for")
+    min_calls: int = Field(10, ge=1)
+
+    def label(self) -> str:
+        return self.name or self.kind
+
+    def check(self) -> Rule:
+        need = {
+            "success_below": ("threshold", self.threshold),
+            "p95_above": ("threshold_ms", self.threshold_ms),
+            "cert_expiring": ("days", self.days),
+            "no_success": ("for", self.for_),
+        }.get(self.kind)
+        if need is not None and need[1] is None:
+            raise RealprobeError(f"alert rule {self.label()!r}: kind {self.kind} needs {need[0]}")
+        for text in (self.window, self.baseline, self.for_):
+            if text is not None:
+                parse_duration(text)
+        return self
+
+
+class AlertConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rules: list[Rule]
+    webhooks: list[Webhook] = Field(default_factory=list)
+
+
+def load_rules(path: str | Path) -> AlertConfig:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RealprobeError(f"{p}: cannot read alert rules ({exc.strerror})") from exc
+    try:
+        if p.suffix.lower() == ".toml":
+            data = tomllib.loads(text)
+        elif p.suffix.lower() in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise RealprobeError(f"{p}: not valid {p.suffix.lstrip('.') or 'JSON'} ({exc})") from exc
+    try:
+        config = AlertConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise RealprobeError(f"{p}: {where}: {first['msg']}") from exc
+    for rule in config.rules:
+        rule.check()
+    return config
+
+
+class Finding(BaseModel):
+    """One (rule, subject) whose condition holds now."""
+
+    rule: str
+    kind: str
+    subject: str  # tool name, or api for certificates
+    message: str
+    value: float | None = None
+
+
+class Event(BaseModel):
+    """A notification: an alert started firing or resolved."""
+
+    status: Literal["firing", "resolved"]
+    rule: str
+    kind: str
+    subject: str
+    message: str
+    value: float | None = None
+    at: str
+
+
+# -- evaluation --------------------------------------------------------------------------
+
+
+def evaluate(db: str | Path, config: AlertConfig, now: float | None = None) -> list[Finding]:
+    now = time.time() if now is None else now
+    conn = sqlite3.connect(f"file:{Path(db)}?mode=ro", uri=True, timeout=30.0)
+    try:
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(probes)")}
+        out: list[Finding] = []
+        for rule in config.rules:
+            out += _EVALUATORS[rule.kind](conn, cols, rule, now, Path(db))
+        return out
+    finally:
+        conn.close()
+
+
+def _scope(cols: set[str], rule: Rule) -> tuple[str, list[Any]]:
+    where, params = ["COALESCE(excluded, 0) = 0"], []
+    if "target_kind" in cols and rule.target != "all":
+        where.append("COALESCE(target_kind, 'live') = ?")
+        params.append(rule.target)
+    if rule.tools:
+        where.append(f"tool IN ({','.join('?' * len(rule.tools))})")
+        params += rule.tools
+    return " AND ".join(where), params
+
+
+def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
+                   db: Path) -> list[Finding]:
+    where, params = _scope(cols, rule)
+    since = now - parse_duration(rule.window)
+    rows = conn.execute(
+        f"SELECT tool, COUNT(*), SUM(outcome = 'ok') FROM probes WHERE {where} "
+        "AND started_ts >= ? GROUP BY tool ORDER BY tool", [*params, since]
+    ).fetchall()
+    out = []
+    assert rule.threshold is not None
+    for tool, n, k in rows:
+        if n < rule.min_calls:
+            continue
+        lo, hi = wilson(int(k or 0), int(n))
+        if hi < rule.threshold:
+            out.append(Finding(
+                rule=rule.label(), kind=rule.kind, subject=tool, value=k / n,
+                message=f"{tool}: success {k}/{n} = {k / n:.1%} over {rule.window} "
+                        f"(95% CI {lo:.1%}-{hi:.1%}) is below {rule.threshold:.0%}",
+            ))
+    return out
+
+
+def _p95_above(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
+               db: Path) -> list[Finding]:
+    where, params = _scope(cols, rule)
+    since = now - parse_duration(rule.window)
+    per_tool: dict[str, list[float]] = {}
+    for tool, latency in conn.execute(
+        f"SELECT tool, latency_ms FROM probes WHERE {where} AND outcome = 'ok' "
+        "AND started_ts >= ?", [*params, since]
+    ):
+        per_tool.setdefault(tool, []).append(float(latency or 0.0))
+    out = []
+    assert rule.threshold_ms is not None
+    for tool, values in sorted(per_tool.items()):
+        if len(values) < rule.min_calls:
+            continue
+        values.sort()
+        p95 = values[min(len(values) - 1, math.ceil(0.95 * len(values)) - 1)]
+        if p95 > rule.threshold_ms:
+            out.append(Finding(
+                rule=rule.label(), kind=rule.kind, subject=tool, value=p95,
+                message=f"{tool}: p95 latency {p95:.0f} ms over {rule.window} "
+                        f"({len(values)} successes) is above {rule.threshold_ms:g} ms",
+            ))
+    return out
+
+
+def _cert_expiring(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
+                   db: Path) -> list[Finding]:
+    if "tls_expires_ts" not in cols:
+        return []
+    where, params = _scope(cols, rule)
+    rows = conn.execute(
+        f"SELECT api, tls_expires_ts, tls_issuer FROM probes WHERE {where} "
+        "AND tls_expires_ts IS NOT NULL AND id IN (SELECT MAX(id) FROM probes "
+        "WHERE tls_expires_ts IS NOT NULL GROUP BY api) ORDER BY api", params
+    ).fetchall()
+    out = []
+    assert rule.days is not None
+    for api, expires, issuer in rows:
+        days = (float(expires) - now) / 86400.0
+        if days <= rule.days:
+            out.append(Finding(
+                rule=rule.label(), kind=rule.kind, subject=api, value=days,
+                message=f"{api}: TLS certificate (issuer {issuer or '?'}) expires "
+                        f"{iso_utc(float(expires))}, in {days:.1f} days",
+            ))
+    return out
+
+
+def _no_success(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
+                db: Path) -> list[Finding]:
+    where, params = _scope(cols, rule)
+    assert rule.for_ is not None
+    span = parse_duration(rule.for_)
+    rows = conn.execute(
+        f"SELECT tool, MAX(CASE WHEN outcome = 'ok' THEN started_ts END), MAX(started_ts), "
+        f"MIN(started_ts) FROM probes WHERE {where} GROUP BY tool ORDER BY tool", params
+    ).fetchall()
+    out = []
+    for tool, last_ok, last, first in rows:
+        since = last_ok if last_ok is not None else first
+        if last is not None and last > now - span and since < now - span:
+            what = f"last success {iso_utc(last_ok)}" if last_ok else "no success on record"
+            out.append(Finding(
+                rule=rule.label(), kind=rule.kind, subject=tool,
+                value=(now - since) / 3600.0,
+                message=f"{tool}: no successful call for {rule.for_} ({what})",
+            ))
+    return out
+
+
+def _drift_worse(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
+                 db: Path) -> list[Finding]:
+    from realprobe.probes.drift import drift
+    from realprobe.probes.loading import load_probes
+
+    cur_start = now - parse_duration(rule.window)
+    base_start = cur_start - parse_duration(rule.baseline)
+    base = load_probes(db, base_start, cur_start, rule.tools)
+    cur = load_probes(db, cur_start, now, rule.tools)
+    report = drift(base, cur, baseline_window=(base_start, cur_start),
+                   current_window=(cur_start, now))
+    out = []
+    for t in report.tools:
+        if t.verdict == "worse":
+            what = []
+            if t.success and t.success.flagged:
+                what.append(f"success {t.success.baseline:.1%} -> {t.success.current:.1%}")
+            if t.latency and t.latency.flagged:
+                what.append(f"median latency x{t.latency.ratio:.2f}")
+            out.append(Finding(
+                rule=rule.label(), kind=rule.kind, subject=t.tool,
+                value=t.success.change if t.success else None,
+                message=f"{t.tool}: worse over the last {rule.window} than the {rule.baseline} "
+                        f"before ({', '.join(what) or 'see drift'})",
+            ))
+    return out
+
+
+_EVALUATORS: dict[str, Callable[..., list[Finding]]] = {
+    "success_below": _success_below,
+    "p95_above": _p95_above,
+    "cert_expiring": _cert_expiring,
+    "no_success": _no_success,
+    "drift_worse": _drift_worse,
+}
+
+
+# -- state: fire once, resolve once ------------------------------------------------------
+
+STATE_COLUMNS: dict[str, Any] = {
+    "rule": str, "subject": str, "kind": str, "state": str, "since": str,
+    "changed_ts": float, "message": str, "value": float,
+}
+
+
+def _state_table(store: Store) -> Any:
+    table = store.db.table("alert_state")
+    if not table.exists():
+        table.create(STATE_COLUMNS, pk=("rule", "subject"))
+    return table
+
+
+def transitions(store: Store, findings: Iterable[Finding], config: AlertConfig,
+                now: float) -> list[Event]:
+    """Compare findings with the stored state: the events to send (nothing is stored)."""
+    table = _state_table(store)
+    firing = {(r["rule"], r["subject"]): r for r in table.rows_where("state = 'firing'")}
+    at = iso_utc(now)
+    events: list[Event] = []
+    seen: set[tuple[str, str]] = set()
+    for f in findings:
+        key = (f.rule, f.subject)
+        seen.add(key)
+        if key in firing:
+            continue
+        events.append(Event(status="firing", rule=f.rule, kind=f.kind, subject=f.subject,
+                            message=f.message, value=f.value, at=at))
+    rules = {r.label() for r in config.rules}
+    for key, row in firing.items():
+        if key in seen or key[0] not in rules:
+            continue
+        events.append(Event(status="resolved", rule=row["rule"], kind=row["kind"],
+                            subject=row["subject"], message=f"resolved: {row['message']}",
+                            at=at))
+    return events
+
+
+def record(store: Store, events: Iterable[Event], now: float) -> None:
+    """Store delivered events, so the same alert is not sent again while it lasts."""
+    table = _state_table(store)
+    with store.conn:
+        for e in events:
+            table.upsert({
+                "rule": e.rule, "subject": e.subject, "kind": e.kind,
+                "state": "firing" if e.status == "firing" else "resolved",
+                "since": e.at, "changed_ts": now, "message": e.message, "value": e.value,
+            }, pk=("rule", "subject"))
+
+
+# -- notification ------------------------------------------------------------------------
+
+
+def payload(event: Event, fmt: str) -> dict[str, Any]:
+    if fmt == "slack":
+        icon = ":red_circle:" if event.status == "firing" else ":large_green_circle:"
+        return {"text": f"{icon} [{event.status.upper()}] {event.rule}: {event.message}"}
+    return {"source": "realprobe", **event.model_dump()}
+
+
+def notify(events: list[Event], webhooks: list[Webhook],
+           transport: httpx.BaseTransport | None = None) -> tuple[list[Event], list[str]]:
+    """POST each event to each webhook: (events every webhook took, failed deliveries).
+
+    An event that some webhook did not take stays pending and is sent again next check.
+    """
+    failures: list[str] = []
+    if not events or not webhooks:
+        return list(events), failures
+    undelivered: set[int] = set()
+    with httpx.Client(transport=transport or httpx.HTTPTransport(retries=1),
+                      follow_redirects=False) as client:
+        for hook in webhooks:
+            for event in events:
+                try:
+                    resp = client.post(hook.url, json=payload(event, hook.format),
+                                       timeout=hook.timeout_s)
+                    if resp.status_code >= 300:
+                        failures.append(f"{hook.url}: HTTP {resp.status_code}")
+                        undelivered.add(id(event))
+                except httpx.HTTPError as exc:
+                    failures.append(f"{hook.url}: {type(exc).__name__}: {exc}")
+                    undelivered.add(id(event))
+    return [e for e in events if id(e) not in undelivered], failures
+
+
+class CheckResult(BaseModel):
+    findings: list[Finding]
+    events: list[Event]
+    delivery_failures: list[str] = Field(default_factory=list)
+    dry_run: bool = False
+
+
+def check(db: str | Path, config: AlertConfig, *, now: float | None = None,
+          dry_run: bool = False, transport: httpx.BaseTransport | None = None) -> CheckResult:
+    """Evaluate every rule, work out what changed, and (unless dry) notify and store it."""
+    now = time.time() if now is None else now
+    if not Path(db).exists():
+        raise RealprobeError(f"no database at {db}")
+    findings = evaluate(db, config, now)
+    with Store(db) as store:
+        events = transitions(store, findings, config, now)
+        failures: list[str] = []
+        if not dry_run:
+            delivered, failures = notify(events, config.webhooks, transport)
+            record(store, delivered, now)
+    return CheckResult(findings=findings, events=events, delivery_failures=failures,
+                       dry_run=dry_run)

@@ -1,0 +1,193 @@
+"""The probe database as Prometheus metric families (a `prometheus_client` collector).
+
+Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kind`,
+`vantage` (and `code` for calls):
+
+- `calls_total{outcome, code}`: every stored call (counter),
+- `latency_seconds`: histogram of successful calls' latency,
+- `success_ratio`, `success_ratio_lower`, `success_ratio_upper`, `window_calls`: success
+  over the exporter's window with its 95% Wilson interval (alert on the bound, not the point),
+- `last_call_timestamp_seconds`, `last_success_timestamp_seconds`,
+- `tls_expiry_days{api}`, `tls_expiry_timestamp_seconds{api, issuer}`: the last certificate
+  seen on a new HTTPS connection to the API,
+- `budget_used{api}` / `budget_limit{api}`: today's daily budget of live calls,
+- `exporter_*`: the exporter's own health (refresh duration, rows seen, errors).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from realprobe.monitor.aggregate import LATENCY_BUCKETS_S, Aggregator
+from realprobe.probes.stats import wilson
+
+SERIES_LABELS = ["tool", "api", "target_kind", "vantage"]
+
+
+class ProbeCollector(Collector):
+    """Refreshes the aggregator on every scrape and yields its families."""
+
+    def __init__(
+        self,
+        aggregator: Aggregator,
+        *,
+        window_s: float = 3600.0,
+        budgets: dict[str, int] | None = None,
+        clock: Any = time.time,
+    ) -> None:
+        self.agg = aggregator
+        self.window_s = window_s
+        self.budgets = budgets or {}
+        self.clock = clock
+
+    def describe(self) -> list[Any]:
+        return []  # unchecked collector: families depend on the data
+
+    def collect(self) -> Iterator[Any]:
+        self.agg.refresh()
+        now = float(self.clock())
+        snapshot = self.agg.snapshot()
+        calls = CounterMetricFamily(
+            "realprobe_calls", "Stored calls by outcome and error code.",
+            labels=[*SERIES_LABELS, "outcome", "code"],
+        )
+        latency = HistogramMetricFamily(
+            "realprobe_latency_seconds", "Latency of successful calls.", labels=SERIES_LABELS
+        )
+        ratio = GaugeMetricFamily(
+            "realprobe_success_ratio",
+            f"Success ratio over the last {self.window_s:g}s.",
+            labels=SERIES_LABELS,
+        )
+        lower = GaugeMetricFamily(
+            "realprobe_success_ratio_lower", "Lower bound of the 95% Wilson interval.",
+            labels=SERIES_LABELS,
+        )
+        upper = GaugeMetricFamily(
+            "realprobe_success_ratio_upper", "Upper bound of the 95% Wilson interval.",
+            labels=SERIES_LABELS,
+        )
+        window = GaugeMetricFamily(
+            "realprobe_window_calls", "Calls in the success-ratio window.", labels=SERIES_LABELS
+        )
+        last = GaugeMetricFamily(
+            "realprobe_last_call_timestamp_seconds", "Start of the last stored call.",
+            labels=SERIES_LABELS,
+        )
+        last_ok = GaugeMetricFamily(
+            "realprobe_last_success_timestamp_seconds", "Start of the last successful call.",
+            labels=SERIES_LABELS,
+        )
+        for key, s in sorted(snapshot.items()):
+            values = list(key)
+            for (outcome, code), count in sorted(s.calls.items()):
+                if count > 0:
+                    calls.add_metric([*values, outcome, code], count)
+            cumulative, buckets = 0, []
+            for bound, count in zip(
+                [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"], s.buckets, strict=True
+            ):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            latency.add_metric(values, buckets, max(s.latency_sum_s, 0.0))
+            n, k = s.window(now - self.window_s)
+            window.add_metric(values, n)
+            if n > 0:
+                lo, hi = wilson(k, n)
+                ratio.add_metric(values, k / n)
+                lower.add_metric(values, lo)
+                upper.add_metric(values, hi)
+            if s.last_ts is not None:
+                last.add_metric(values, s.last_ts)
+            if s.last_ok_ts is not None:
+                last_ok.add_metric(values, s.last_ok_ts)
+        yield from (calls, latency, ratio, lower, upper, window, last, last_ok)
+        yield from self._tls(now)
+        yield from self._budgets(now)
+        yield from self._health()
+
+    def _tls(self, now: float) -> Iterator[Any]:
+        days = GaugeMetricFamily(
+            "realprobe_tls_expiry_days",
+            "Days until the API's certificate expires (last new HTTPS connection).",
+            labels=["api"],
+        )
+        stamp = GaugeMetricFamily(
+            "realprobe_tls_expiry_timestamp_seconds", "Certificate notAfter.",
+            labels=["api", "issuer"],
+        )
+        for api, seen in sorted(self.agg.tls.items()):
+            days.add_metric([api], (seen.expires_ts - now) / 86400.0)
+            stamp.add_metric([api, seen.issuer[:120]], seen.expires_ts)
+        yield days
+        yield stamp
+
+    def _budgets(self, now: float) -> Iterator[Any]:
+        used = GaugeMetricFamily(
+            "realprobe_budget_used", "Live calls counted against today's budget (UTC day).",
+            labels=["api"],
+        )
+        limit = GaugeMetricFamily(
+            "realprobe_budget_limit", "Daily budget of live calls.", labels=["api"]
+        )
+        day = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%d")
+        for api, n in sorted(budget_used(self.agg, day).items()):
+            used.add_metric([api], n)
+        for api, n in sorted(self.budgets.items()):
+            limit.add_metric([api], n)
+        yield used
+        yield limit
+
+    def _health(self) -> Iterator[Any]:
+        agg = self.agg
+        up = GaugeMetricFamily(
+            "realprobe_exporter_database_up", "1 when the last refresh read the database."
+        )
+        up.add_metric([], 0 if agg.last_error else 1)
+        yield up
+        dur = GaugeMetricFamily(
+            "realprobe_exporter_refresh_seconds", "Time the last refresh took."
+        )
+        dur.add_metric([], agg.last_refresh_s)
+        yield dur
+        rows = GaugeMetricFamily(
+            "realprobe_exporter_rows", "Rows currently aggregated (excluded runs taken out)."
+        )
+        rows.add_metric([], agg.rows_seen)
+        yield rows
+        errs = CounterMetricFamily(
+            "realprobe_exporter_refresh_errors", "Refreshes that failed to read the database."
+        )
+        errs.add_metric([], agg.refresh_errors)
+        yield errs
+        series = GaugeMetricFamily("realprobe_exporter_series", "Distinct label sets.")
+        series.add_metric([], len(agg.series))
+        yield series
+
+
+def budget_used(agg: Aggregator, day: str) -> dict[str, int]:
+    """Today's live-call budget ledger (a small table: read whole)."""
+    try:
+        conn = sqlite3.connect(f"file:{agg.db_path}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return {}
+    try:
+        rows = conn.execute(
+            "SELECT api, SUM(used) FROM api_budget WHERE day = ? GROUP BY api", [day]
+        ).fetchall()
+    except sqlite3.Error:
+        return {}
+    finally:
+        conn.close()
+    return {str(api): int(n or 0) for api, n in rows}

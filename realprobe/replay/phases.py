@@ -1,0 +1,283 @@
+"""Per-call phase timings (DNS, connect, TLS, time to first byte, transfer) and TLS facts.
+
+httpx passes a `trace` callback down to httpcore, which reports `connect_tcp`, `start_tls`,
+`send_request_headers`, `receive_response_headers` and `receive_response_body` events. DNS
+is not an httpcore event (the network backend resolves inside `connect_tcp`), so live
+transports get a network backend that resolves first, on the clock, and then connects to
+the address it found: the DNS time is then real, not inferred.
+
+Phases are measured on `time.perf_counter` from the start of the fetch. A reused
+keep-alive connection has no DNS, connect or TLS phase (0), and no certificate is read.
+The certificate's expiry and issuer are read from the TLS object of a new connection.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import anyio
+import httpcore
+
+TRACE_EXT = "trace"
+
+#: the fetch whose connection is being made (set around each request; contextvars follow
+#: the request both in a thread and in an asyncio task)
+_CURRENT: contextvars.ContextVar[PhaseTrace | None] = contextvars.ContextVar(
+    "realprobe_phase_trace", default=None
+)
+
+
+@dataclass(slots=True)
+class Phases:
+    """Milliseconds per phase; `new_connection` False means a reused connection."""
+
+    dns_ms: float = 0.0
+    connect_ms: float = 0.0
+    tls_ms: float = 0.0
+    ttfb_ms: float = 0.0
+    transfer_ms: float = 0.0
+    new_connection: bool = False
+    tls_expires_ts: float | None = None
+    tls_issuer: str | None = None
+
+    def as_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class PhaseTrace:
+    """Collects httpcore trace events of one fetch (every hop) into `Phases`."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.marks: dict[str, float] = {}
+        self.dns_s = 0.0
+        self.tls_object: Any = None
+        self.new_connection = False
+
+    def _event(self, name: str, info: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        # "connection.connect_tcp.started", "http11.receive_response_headers.complete", ...
+        _, _, event = name.partition(".")
+        self.marks[event] = now
+        if event == "connect_tcp.started":
+            self.new_connection = True
+        if event == "start_tls.complete":
+            stream = info.get("return_value")
+            if stream is not None:
+                self.tls_object = stream.get_extra_info("ssl_object")
+
+    def sync_callback(self, name: str, info: dict[str, Any]) -> None:
+        self._event(name, info)
+
+    async def async_callback(self, name: str, info: dict[str, Any]) -> None:
+        self._event(name, info)
+
+    def _span(self, start: str, end: str) -> float:
+        a, b = self.marks.get(start), self.marks.get(end)
+        return max(0.0, (b - a) * 1000.0) if a is not None and b is not None else 0.0
+
+    def phases(self, end: float | None = None) -> Phases:
+        """The phases so far; `end` (perf_counter) closes the transfer phase."""
+        end = time.perf_counter() if end is None else end
+        connect = self._span("connect_tcp.started", "connect_tcp.complete")
+        out = Phases(
+            dns_ms=round(self.dns_s * 1000.0, 3),
+            connect_ms=round(max(0.0, connect - self.dns_s * 1000.0), 3),
+            tls_ms=round(self._span("start_tls.started", "start_tls.complete"), 3),
+            new_connection=self.new_connection,
+        )
+        sent = self.marks.get("send_request_headers.started")
+        first = self.marks.get("receive_response_headers.complete")
+        if sent is not None and first is not None:
+            out.ttfb_ms = round(max(0.0, first - sent) * 1000.0, 3)
+            out.transfer_ms = round(max(0.0, end - first) * 1000.0, 3)
+        if self.tls_object is not None:
+            out.tls_expires_ts, out.tls_issuer = certificate_facts(self.tls_object)
+        return out
+
+
+def begin(extensions: dict[str, Any], *, asynchronous: bool) -> PhaseTrace:
+    """Attach a fresh trace to a request's extensions and make it the current one."""
+    trace = PhaseTrace()
+    extensions[TRACE_EXT] = trace.async_callback if asynchronous else trace.sync_callback
+    _CURRENT.set(trace)
+    return trace
+
+
+def certificate_facts(ssl_object: Any) -> tuple[float | None, str | None]:
+    """(notAfter as epoch seconds, issuer CN/O) of the peer certificate, if it was verified."""
+    try:
+        cert = ssl_object.getpeercert()
+    except (ValueError, AttributeError):
+        return None, None
+    if not cert:
+        return None, None
+    expires: float | None = None
+    not_after = cert.get("notAfter")
+    if not_after:
+        try:
+            import ssl
+
+            expires = float(ssl.cert_time_to_seconds(not_after))
+        except (ValueError, OverflowError):
+            expires = None
+    issuer = _name(cert.get("issuer", ()))
+    return expires, issuer
+
+
+def _name(rdns: Iterable[Any]) -> str | None:
+    fields: dict[str, str] = {}
+    for rdn in rdns:
+        for key, value in rdn:
+            fields.setdefault(key, value)
+    for key in ("commonName", "organizationName"):
+        if key in fields:
+            return str(fields[key])[:200]
+    return None
+
+
+def expiry_days(expires_ts: float, now: float | None = None) -> float:
+    now = time.time() if now is None else now
+    return (expires_ts - now) / 86400.0
+
+
+# -- DNS as its own phase: network backends that resolve first ---------------------------
+
+
+async def _resolve_async(host: str, port: int) -> list[str]:
+    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return _addresses(infos)
+
+
+def _resolve_sync(host: str, port: int) -> list[str]:
+    return _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+
+def _addresses(infos: Iterable[Any]) -> list[str]:
+    out: list[str] = []
+    for info in infos:
+        address = str(info[4][0])
+        if address not in out:
+            out.append(address)
+    return out
+
+
+def _is_literal(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
+    """Resolves the host on the clock (the DNS phase), then connects to each address."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self.inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        if _is_literal(host):
+            return await self.inner.connect_tcp(
+                host, port, timeout, local_address, socket_options
+            )
+        t0 = time.perf_counter()
+        try:
+            with anyio.fail_after(timeout):
+                addresses = await _resolve_async(host, port)
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(f"DNS lookup of {host} timed out") from exc
+        except OSError as exc:
+            raise httpcore.ConnectError(f"DNS lookup of {host} failed: {exc}") from exc
+        spent = time.perf_counter() - t0
+        trace = _CURRENT.get()
+        if trace is not None:
+            trace.dns_s += spent
+        left = None if timeout is None else max(0.001, timeout - spent)
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                return await self.inner.connect_tcp(
+                    address, port, left, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+        raise last or httpcore.ConnectError(f"no address for {host}")
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return await self.inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+class TimedSyncBackend(httpcore.NetworkBackend):
+    """The synchronous twin of `TimedAsyncBackend`."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self.inner = inner
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        if _is_literal(host):
+            return self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        t0 = time.perf_counter()
+        try:
+            addresses = _resolve_sync(host, port)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"DNS lookup of {host} failed: {exc}") from exc
+        spent = time.perf_counter() - t0
+        trace = _CURRENT.get()
+        if trace is not None:
+            trace.dns_s += spent
+        left = None if timeout is None else max(0.001, timeout - spent)
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                return self.inner.connect_tcp(address, port, left, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last = exc
+        raise last or httpcore.ConnectError(f"no address for {host}")
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        return self.inner.connect_unix_socket(path, timeout, socket_options)
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+def time_dns(transport: Any) -> Any:
+    """Give an httpx HTTP transport a network backend that times DNS as its own phase."""
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is None:
+        return transport
+    if isinstance(pool, httpcore.AsyncConnectionPool):
+        pool._network_backend = TimedAsyncBackend(backend)
+    elif isinstance(pool, httpcore.ConnectionPool):
+        pool._network_backend = TimedSyncBackend(backend)
+    return transport

@@ -1,0 +1,107 @@
+"""Merging vantage databases: idempotent, vantage kept, run ids unique, bad sources refused."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from monitor_helpers import write_rows
+
+from realprobe.errors import RealprobeError
+from realprobe.monitor.merge import merge
+from realprobe.store import Store
+
+T0 = 1_790_000_000.0
+
+
+def vantage_dbs(tmp_path: Path) -> list[Path]:
+    out = []
+    for i, name in enumerate(("berlin", "tokyo", "ohio")):
+        db = tmp_path / f"{name}.db"
+        write_rows(db, "agify_age", "oxo" * (i + 2), vantage=name, run_id=f"{name}-1", t0=T0)
+        write_rows(db, "catfact_fact", "oo", vantage=name, run_id=f"{name}-2", t0=T0 + 5)
+        # the same run id on two vantages (e.g. a copied config): two different runs
+        write_rows(db, "kanye_quote", "ox", vantage=name, run_id="nightly", t0=T0 + i)
+        out.append(db)
+    return out
+
+
+def rows(db: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return sorted(conn.execute(
+            "SELECT run_id, tool, vantage, round, started_ts, outcome, latency_ms FROM probes"
+        ).fetchall())
+
+
+def test_merging_twice_equals_merging_once(tmp_path: Path) -> None:
+    sources = vantage_dbs(tmp_path)
+    out = tmp_path / "all.db"
+    first = merge(sources, out)
+    expected = sum(len(rows(s)) for s in sources)
+    assert first.rows_total == expected == first.rows_added
+    once = rows(out)
+    again = merge(sources, out)
+    assert again.rows_added == 0 and rows(out) == once
+    merge(list(reversed(sources)), out)
+    assert rows(out) == once
+    with sqlite3.connect(out) as conn:
+        vantages = dict(conn.execute(
+            "SELECT vantage, COUNT(*) FROM probes GROUP BY vantage").fetchall())
+        run_ids = [r[0] for r in conn.execute("SELECT id FROM probe_runs")]
+        nightly = conn.execute(
+            "SELECT DISTINCT run_id, vantage FROM probes WHERE tool = 'kanye_quote'"
+        ).fetchall()
+    assert vantages == {"berlin": 10, "tokyo": 13, "ohio": 16}
+    assert len(run_ids) == len(set(run_ids)) == 9
+    assert len(nightly) == 3 and len({r for r, _ in nightly}) == 3  # renamed, kept apart
+
+
+def test_a_merged_database_merges_into_another_without_duplicates(tmp_path: Path) -> None:
+    a, b, c = vantage_dbs(tmp_path)
+    ab = tmp_path / "ab.db"
+    merge([a, b], ab)
+    everything = tmp_path / "all.db"
+    merge([a, b, c], everything)
+    direct = rows(everything)
+    merge([ab, c], everything)
+    assert rows(everything) == direct
+    via = tmp_path / "via.db"
+    merge([ab, c], via)
+    merge([a], via)
+    assert len(rows(via)) == len(direct)
+
+
+def test_incompatible_sources_are_refused_clearly(tmp_path: Path) -> None:
+    good = vantage_dbs(tmp_path)[0]
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(RealprobeError, match="not a realprobe probe database"):
+        merge([good, foreign], tmp_path / "out.db")
+    newer = tmp_path / "newer.db"
+    write_rows(newer, "agify_age", "o")
+    with sqlite3.connect(newer) as conn:
+        conn.execute("UPDATE realprobe_meta SET value = '999' WHERE key = 'schema:probes'")
+    with pytest.raises(RealprobeError, match="schema version 999 is newer"):
+        merge([newer], tmp_path / "out2.db")
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "merge", str(foreign), "-o",
+         str(tmp_path / "o.db")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert res.returncode == 2 and "not a realprobe probe database" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_rows_written_after_a_merge_merge_again_once(tmp_path: Path) -> None:
+    a = vantage_dbs(tmp_path)[0]
+    out = tmp_path / "all.db"
+    merge([a], out)
+    write_rows(a, "agify_age", "oo", vantage="berlin", run_id="berlin-3", t0=T0 + 999)
+    report = merge([a], out)
+    assert report.rows_added == 2
+    with Store(out) as store:
+        assert store.integrity_ok()
