@@ -127,6 +127,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     n = ap.parse_args().n
     repeats = ap.parse_args().repeats
     cat = default_catalog()
@@ -169,9 +172,10 @@ def main() -> None:
         "machine": f"{platform.machine()} {platform.processor()}".strip(),
     }
     print(json.dumps(result, indent=2))
-    out = Path(__file__).parent / "results" / "call_overhead.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    if ap.parse_args().save:
+        out = Path(__file__).parent / "results" / "call_overhead.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     a = ap.parse_args()
     cat = default_catalog()
     sb = Sandbox(routes_from_catalog(cat), load_profile("calm"), latency_scale=0.0)
@@ -137,10 +140,11 @@ def main() -> None:
         results[key]["overhead_ms_vs_direct"] = round(results[key]["mean_ms"] - base, 3)
     for key, val in results.items():
         print(f"{key:22} {val}")
-    out = Path(__file__).parent / "results" / "mcp_overhead.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    if a.save:
+        out = Path(__file__).parent / "results" / "mcp_overhead.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

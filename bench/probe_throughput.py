@@ -134,6 +134,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = ap.parse_args()
     cat = default_catalog()
     n = args.rounds * len(cat)
@@ -173,9 +176,10 @@ def main() -> None:
     print(f"  realprobe probe : {result['realprobe_calls_per_s']:8.1f} calls/s")
     print(f"  raw httpx async : {result['raw_httpx_calls_per_s']:8.1f} calls/s")
     print(f"  ratio (realprobe / raw throughput): {result['throughput_ratio_realprobe_to_raw']}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"-> {RESULTS}")
+    if args.save:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"-> {RESULTS}")
 
 
 if __name__ == "__main__":

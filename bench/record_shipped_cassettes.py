@@ -16,7 +16,7 @@ from pathlib import Path
 
 from realprobe.adapters.catalog import default_catalog
 from realprobe.commands.replay import record_round
-from realprobe.replay.cassette import load_cassette
+from realprobe.replay.importers import load_cassette
 
 ROOT = Path(__file__).resolve().parent.parent
 

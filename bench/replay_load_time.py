@@ -3,7 +3,7 @@ loader, CSafeLoader when libyaml is present) and vcrpy's own, median of 7 runs e
 
     python bench/replay_load_time.py [--n 2000]
 
-Writes bench/results/replay_load_time.json.
+Prints the numbers; with --save also writes bench/results/replay_load_time.json.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from replay_cassette_2k import make_cassette
 from vcr.cassette import Cassette as VcrCassette
 from vcr.serializers import jsonserializer, yamlserializer
 
-from realprobe.replay.cassette import load_cassette, save_cassette
+from realprobe.replay.cassette import save_cassette
+from realprobe.replay.importers import load_cassette
 
 RESULTS = Path(__file__).resolve().parent / "results" / "replay_load_time.json"
 RUNS = 7
@@ -40,6 +41,9 @@ def median_s(fn: Callable[[], object]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,8 +70,9 @@ def main() -> None:
     out["yaml_over_json_realprobe"] = round(
         out["realprobe_load_yaml_s"] / out["realprobe_load_json_s"], 1)
     print(json.dumps(out, indent=2))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    if args.save:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

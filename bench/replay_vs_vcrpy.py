@@ -4,7 +4,7 @@ httpx.AsyncClient, in one run.
 
     python bench/replay_vs_vcrpy.py [--n 2000]
 
-Writes bench/results/replay_vs_vcrpy.json.
+Prints the numbers; with --save also writes bench/results/replay_vs_vcrpy.json.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ async def replay_vcrpy(path: Path, urls: list[str]) -> tuple[float, list[bytes]]
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,8 +78,9 @@ def main() -> None:
                 "times include loading the cassette",
     }
     print(json.dumps(out, indent=2))
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    if args.save:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

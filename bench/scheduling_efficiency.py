@@ -125,6 +125,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--latency-ms", type=float, default=100.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = ap.parse_args()
     ideal = args.calls * args.latency_ms / 1000
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,9 +187,10 @@ def main() -> None:
           f" -> ratio {result['simulate_real_time_ratio_to_ideal']}")
     print(f"  mean call latency {result['mean_call_latency_ms']} ms, "
           f"p99 {result['p99_call_latency_ms']} ms")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"-> {RESULTS}")
+    if args.save:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"-> {RESULTS}")
 
 
 if __name__ == "__main__":

@@ -97,8 +97,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--tools", type=int, default=30)
+    ap.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = ap.parse_args()
-    RESULTS.mkdir(exist_ok=True)
     db = Path(tempfile.gettempdir()) / "realprobe-bench" / "stats_1m.db"
     db.parent.mkdir(exist_ok=True)
     if count_rows(db) != args.rows // args.tools * args.tools:
@@ -142,7 +144,9 @@ def main() -> None:
         "within_goal": cli_s < 3.0,
     }
     print(json.dumps(out, indent=2))
-    (RESULTS / "stats_1m_rows.json").write_text(json.dumps(out, indent=2) + "\n")
+    if args.save:
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / "stats_1m_rows.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ from realprobe.tasks.runner import RunConfig, run_batch, shipped_cassettes
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = parser.parse_args()
     catalog = default_catalog()
     tasks = list(load_tasks(default_tasks_dir()).values())
@@ -59,10 +62,11 @@ def main() -> None:
         f"(median {statistics.median(times) * 1000:.0f} ms over {args.rounds} rounds, "
         f"{out['ms_per_run']} ms per run); outcomes as recorded: {out['outcomes_as_recorded']}"
     )
-    dest = Path(__file__).parent / "results" / "tasks_replay.json"
-    dest.parent.mkdir(exist_ok=True)
-    dest.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {dest}")
+    if args.save:
+        dest = Path(__file__).parent / "results" / "tasks_replay.json"
+        dest.parent.mkdir(exist_ok=True)
+        dest.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {dest}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ from realprobe.tasks.runner import RunConfig, run_batch
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--save", action="store_true", help="write bench/results/ (otherwise only print)"
+    )
     args = parser.parse_args()
     catalog = default_catalog()
     tasks = list(load_tasks(default_tasks_dir()).values())
@@ -63,10 +66,11 @@ def main() -> None:
             f"({entry['calls_per_s']} tool calls/s); {virtual:.0f}s of virtual time "
             f"({entry['virtual_speedup']}x real); full {lv['full_rate']:.0%}"
         )
-    dest = Path(__file__).parent / "results" / "tasks_simulate.json"
-    dest.parent.mkdir(exist_ok=True)
-    dest.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {dest}")
+    if args.save:
+        dest = Path(__file__).parent / "results" / "tasks_simulate.json"
+        dest.parent.mkdir(exist_ok=True)
+        dest.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {dest}")
 
 
 if __name__ == "__main__":

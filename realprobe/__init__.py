@@ -1,5 +1,210 @@
-"""realprobe: measure how real public web APIs behave; replay, simulate and score agents on them."""
+"""realprobe: measure how real public web APIs behave; replay, simulate and score agents on them.
+
+The front door: `import realprobe` gives what a user needs, loaded on first use so that the
+import itself stays cheap (no httpx, numpy or matplotlib until a name is touched)::
+
+    import realprobe
+
+    with realprobe.sandbox_running("calm") as url:
+        result = realprobe.call("agify_age", {"name": "michael"},
+                                target=realprobe.options(sandbox=url))
+
+The full tour, with examples that the tests run, is docs/api.md (installed with the package:
+`realprobe.doc_path("api.md")`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 PROJECT_URL = "https://github.com/realprobe/realprobe"
 USER_AGENT = f"realprobe/{__version__} (+{PROJECT_URL})"
+
+if TYPE_CHECKING:
+    from realprobe.adapters.adapter import call_tool, call_tool_sync
+    from realprobe.adapters.catalog import Catalog, CatalogError, default_catalog
+    from realprobe.adapters.result import ToolError, ToolResult
+    from realprobe.adapters.tool import Tool
+    from realprobe.api import (
+        build_report,
+        calibrate,
+        call,
+        call_all,
+        drift,
+        export_profile,
+        load_catalog,
+        make_sandbox,
+        options,
+        plan_tasks,
+        probe,
+        run_tasks,
+        sandbox_running,
+        serve_mcp,
+        stats,
+        task_results,
+        window,
+        write_report,
+    )
+    from realprobe.clock import Clock, RealClock, VirtualClock
+    from realprobe.data import doc_path
+    from realprobe.demo import run_demo
+    from realprobe.errors import ErrorCode, RealprobeError
+    from realprobe.probes.drift import DriftReport
+    from realprobe.probes.runner import RunSummary, run_probes
+    from realprobe.probes.stats import StatsReport
+    from realprobe.replay.cassette import Cassette, CassetteError, save_cassette
+    from realprobe.replay.client import ClientConfig, HttpClient, SyncHttpClient
+    from realprobe.replay.importers import load_cassette
+    from realprobe.replay.mode import Mode
+    from realprobe.replay.modes import TransportOptions, make_client, make_sync_client
+    from realprobe.replay.session import use_cassette
+    from realprobe.report.build import ReportData
+    from realprobe.sandbox.server import Sandbox
+    from realprobe.simulator.profile import Profile, load_profile
+    from realprobe.store import Store
+    from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+
+#: public name -> the module that defines it
+_WHERE: dict[str, str] = {
+    # calling tools
+    "call": "realprobe.api",
+    "call_all": "realprobe.api",
+    "call_tool": "realprobe.adapters.adapter",
+    "call_tool_sync": "realprobe.adapters.adapter",
+    "load_catalog": "realprobe.api",
+    "default_catalog": "realprobe.adapters.catalog",
+    "Catalog": "realprobe.adapters.catalog",
+    "Tool": "realprobe.adapters.tool",
+    "ToolResult": "realprobe.adapters.result",
+    "ToolError": "realprobe.adapters.result",
+    # clients and targets
+    "options": "realprobe.api",
+    "Mode": "realprobe.replay.mode",
+    "TransportOptions": "realprobe.replay.modes",
+    "make_client": "realprobe.replay.modes",
+    "make_sync_client": "realprobe.replay.modes",
+    "ClientConfig": "realprobe.replay.client",
+    "HttpClient": "realprobe.replay.client",
+    "SyncHttpClient": "realprobe.replay.client",
+    "Clock": "realprobe.clock",
+    "RealClock": "realprobe.clock",
+    "VirtualClock": "realprobe.clock",
+    # sandbox and profiles
+    "make_sandbox": "realprobe.api",
+    "sandbox_running": "realprobe.api",
+    "Sandbox": "realprobe.sandbox.server",
+    "Profile": "realprobe.simulator.profile",
+    "load_profile": "realprobe.simulator.profile",
+    # probing and analysis
+    "probe": "realprobe.api",
+    "run_probes": "realprobe.probes.runner",
+    "RunSummary": "realprobe.probes.runner",
+    "Store": "realprobe.store",
+    "stats": "realprobe.api",
+    "StatsReport": "realprobe.probes.stats",
+    "calibrate": "realprobe.api",
+    "export_profile": "realprobe.api",
+    "drift": "realprobe.api",
+    "DriftReport": "realprobe.probes.drift",
+    "window": "realprobe.api",
+    "build_report": "realprobe.api",
+    "write_report": "realprobe.api",
+    "ReportData": "realprobe.report.build",
+    # cassettes
+    "Cassette": "realprobe.replay.cassette",
+    "load_cassette": "realprobe.replay.importers",
+    "use_cassette": "realprobe.replay.session",
+    "save_cassette": "realprobe.replay.cassette",
+    # tasks
+    "run_tasks": "realprobe.api",
+    "plan_tasks": "realprobe.api",
+    "task_results": "realprobe.api",
+    "TaskBatch": "realprobe.tasks.batch",
+    "TaskBatchResult": "realprobe.tasks.batch",
+    # MCP, the demo, docs
+    "serve_mcp": "realprobe.api",
+    "run_demo": "realprobe.demo",
+    "doc_path": "realprobe.data",
+    # errors
+    "RealprobeError": "realprobe.errors",
+    "ErrorCode": "realprobe.errors",
+    "CatalogError": "realprobe.adapters.catalog",
+    "CassetteError": "realprobe.replay.cassette",
+}
+
+__all__ = [
+    "PROJECT_URL",
+    "USER_AGENT",
+    "Cassette",
+    "CassetteError",
+    "Catalog",
+    "CatalogError",
+    "ClientConfig",
+    "Clock",
+    "DriftReport",
+    "ErrorCode",
+    "HttpClient",
+    "Mode",
+    "Profile",
+    "RealClock",
+    "RealprobeError",
+    "ReportData",
+    "RunSummary",
+    "Sandbox",
+    "StatsReport",
+    "Store",
+    "SyncHttpClient",
+    "TaskBatch",
+    "TaskBatchResult",
+    "Tool",
+    "ToolError",
+    "ToolResult",
+    "TransportOptions",
+    "VirtualClock",
+    "__version__",
+    "build_report",
+    "calibrate",
+    "call",
+    "call_all",
+    "call_tool",
+    "call_tool_sync",
+    "default_catalog",
+    "doc_path",
+    "drift",
+    "export_profile",
+    "load_cassette",
+    "load_catalog",
+    "load_profile",
+    "make_client",
+    "make_sandbox",
+    "make_sync_client",
+    "options",
+    "plan_tasks",
+    "probe",
+    "run_demo",
+    "run_probes",
+    "run_tasks",
+    "sandbox_running",
+    "save_cassette",
+    "serve_mcp",
+    "stats",
+    "task_results",
+    "use_cassette",
+    "window",
+    "write_report",
+]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'realprobe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

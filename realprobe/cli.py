@@ -1,27 +1,111 @@
-"""The `realprobe` command. Thin: parses options and calls the rooms."""
+"""The `realprobe` command. Thin: parses options and calls the library.
+
+Command modules load on demand: `realprobe --help` imports none of them, and
+`realprobe <verb> --help` imports only the module that defines the verb (whose own imports of
+numpy, httpx, matplotlib and the like wait inside the command bodies). Help is plain click
+formatting, not rich panels, because rich's help renderer alone costs more than the whole
+start-up budget; the commands' output still uses rich.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any, ClassVar
 
 import typer
 
-from realprobe.commands import analysis, foundation, mcp, monitor, probes, replay, tasks
-from realprobe.commands.checks import CheckedGroup
+from realprobe.commands.checks import CheckedGroup, apply_checks
+from realprobe.commands.common import QuickHelpGroup
 from realprobe.errors import RealprobeError
+
+#: verb -> (module under realprobe.commands, one-line help), in the order a user meets them:
+#: tools, probing, analysis, cassettes, tasks, MCP, monitoring. A test checks them against
+#: the commands.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "catalog": ("foundation", "List the tool definitions; import OpenAPI descriptions; read the "
+                              "public-apis list."),
+    "call": ("foundation", "Call one tool and print its result, or its error code and message."),
+    "sandbox": ("foundation", "Serve every catalogue API on loopback from real fixture bodies "
+                              "(or recordings, or a proxied upstream), with injected faults and "
+                              "toxics; /_admin changes them at runtime."),
+    "call-all": ("foundation", "Call every tool once (its first example), all APIs at once, and "
+                               "print a table."),
+    "demo": ("foundation", "The main job, offline: sandbox, probes, statistics, profile, report "
+                           "and replayed tasks."),
+    "probe": ("probes", "Call each chosen tool N times, politely, and store one row per call."),
+    "schedule": ("probes", "Run probe rounds on a schedule (--every 30m runs its first round at "
+                           "once; --cron waits for its first fire time)."),
+    "stats": ("analysis", "Per tool: success rate with a 95% interval, error mix, latency fit, "
+                          "bursts, variability."),
+    "calibrate": ("analysis", "Turn stored probes into a simulator profile, or a ResiliBench / "
+                              "ReliabilityBench view."),
+    "drift": ("analysis", "Which tools changed between two windows: success, latency, error mix "
+                          "(corrected)."),
+    "report": ("analysis", "A self-contained HTML, Markdown or JSON report of the stored probes."),
+    "cassette": ("replay", "Cassettes: inspect, verify, scrub, import (vcrpy, Ruby VCR, HAR), "
+                           "record a round."),
+    "run": ("tasks", "Run real-world tasks under an agent, score them, and store the runs "
+                     "(task_runs, task_steps)."),
+    "results": ("tasks", "Task results like the paper's Table 5: full / partial / failure per "
+                         "agent and prompt type, flaws, pass^k."),
+    "mcp": ("mcp", "Serve the catalogue tools over the Model Context Protocol (stdio or "
+                   "streamable HTTP)."),
+    "exporter": ("monitor", "Serve Prometheus metrics from the probe database (and /probe, "
+                            "/status)."),
+    "alert": ("monitor", "Alert rules over the probe database."),
+    "merge": ("monitor", "Merge probe databases from several vantage points into one "
+                         "(idempotent)."),
+}
+
+
+def command_group(module_name: str) -> Any:
+    """The click group holding every verb that `realprobe.commands.<module_name>` registers."""
+    module = importlib.import_module(f"realprobe.commands.{module_name}")
+    sub = typer.Typer(rich_markup_mode=None, add_completion=False)
+    module.register(sub)
+    return typer.main.get_group(sub)
+
+
+class LazyGroup(QuickHelpGroup, CheckedGroup):
+    """Lists the verbs from `COMMANDS` and imports a verb's module only when it is invoked;
+    every verb gets the range checks of `commands.checks` on its options."""
+
+    _groups: ClassVar[dict[str, Any]] = {}
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name = entry[0]
+        if module_name not in self._groups:
+            self._groups[module_name] = command_group(module_name)
+        command = self._groups[module_name].get_command(ctx, cmd_name)
+        if command is not None:
+            apply_checks(command)
+        return command
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, text) in COMMANDS.items()])
+
 
 app = typer.Typer(
     name="realprobe",
-    cls=CheckedGroup,
-    help="Measure how real public web APIs behave; replay, simulate and score agents on them.",
+    cls=LazyGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
-# in the order a user meets them: tools, probing, analysis, cassettes, tasks, MCP
-for room in (foundation, probes, analysis, replay, tasks, mcp, monitor):
-    room.register(app)
+
+@app.callback()
+def _root() -> None:
+    """Measure how real public web APIs behave; replay, simulate and score agents on them."""
 
 
 def main() -> None:

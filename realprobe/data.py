@@ -9,8 +9,13 @@ _PKG = Path(__file__).resolve().parent
 
 
 def data_dir(name: str) -> Path:
-    """`cassettes` or `tasks_realworld`."""
+    """`cassettes`, `tasks_realworld` or `docs`."""
     installed = _PKG / "_data" / name
     if installed.is_dir():
         return installed
     return _PKG.parent / name
+
+
+def doc_path(name: str) -> Path:
+    """A page of the documentation (`statistics.md`, `api.md`, ...), shipped in the wheel."""
+    return data_dir("docs") / name

@@ -1,4 +1,5 @@
-"""The one error taxonomy (DESIGN.md), shared by every room."""
+"""The one error taxonomy (nine codes, and their view as the ResiliBench paper's six), shared by
+every room."""
 
 from __future__ import annotations
 

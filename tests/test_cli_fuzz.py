@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from typer import _click
 
 from realprobe.cli import app, main
 from realprobe.data import data_dir
@@ -65,6 +66,7 @@ BY_NAME: dict[str, list[str]] = {
     "prompt": ["bogus"],
     "replay_latency": ["bogus"],
     "on_exhausted": ["bogus"],
+    "record_mode": ["bogus", "twice"],
     "arg": ["noequals"],
     "tools": ["nonesuch_tool"],
     "transport": ["bogus"],
@@ -75,6 +77,9 @@ BY_NAME: dict[str, list[str]] = {
     "upstream": ["127.0.0.1:1"],
     "interval": ["-1", "nan"],
     "target": ["bogus"],
+    "window": ["bogus", "0s"],
+    "sources": ["/nonexistent/realprobe/x.db"],
+    "rules": ["/nonexistent/realprobe/alerts.toml"],
     "cassette": ["/nonexistent/realprobe/c.json"],
     "tasks_dir": ["/nonexistent/realprobe/tasks"],
     "db": ["/nonexistent/realprobe/x.db"],
@@ -105,10 +110,11 @@ def _commands() -> Iterator[tuple[str, Any]]:
     root = typer.main.get_command(app)
 
     def walk(cmd: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                yield from walk(sub, f"{prefix} {name}".strip())
+        # list_commands/get_command rather than .commands: the root loads verbs lazily
+        if hasattr(cmd, "list_commands"):
+            ctx = _click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, name), f"{prefix} {name}".strip())
         else:
             yield prefix, cmd
 
@@ -150,8 +156,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         '[[apis.tools]]\nname = "mine_x"\ntitle = "x"\ndescription = "x"\npath = "/x"\n'
         '[apis.tools.output.x]\ndescription = "x"\n'
     )
+    rules = base / "alerts.toml"
+    rules.write_text(
+        '[[rules]]\nname = "r"\nkind = "success_below"\nthreshold = 0.9\nwindow = "10m"\n'
+    )
     return {"base": base, "db": db, "tasks_db": tasks_db, "cassette": cassette,
-            "catalogue": catalogue}
+            "catalogue": catalogue, "rules": rules}
 
 
 def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
@@ -176,12 +186,16 @@ def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
         "run": [TASK, "--agent", "reference", "--mode", "replay", "--db", str(f["tasks_db"])],
         "results": ["--db", str(f["tasks_db"])],
         "mcp": [],
+        "exporter": ["--db", db],
+        "merge": [db, "-o", str(base / "merged.db")],
+        "alert check": [str(f["rules"]), "--db", db, "--dry-run"],
         "cassette inspect": [str(f["cassette"])],
         "cassette verify": [str(f["cassette"])],
         "cassette scrub": [str(f["cassette"]), "-o", str(base / "s.json")],
         "cassette import": [str(f["cassette"]), "-o", str(base / "i.json")],
         "cassette record-round": ["-o", str(base / "rr.json")],
         "cassette replay-round": [str(f["cassette"])],
+        "cassette recover": [str(base / "never-recorded.json")],
     }[verb]
 
 

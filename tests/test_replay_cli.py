@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from realprobe.adapters.catalog import Catalog
 from realprobe.cli import app
 from realprobe.data import data_dir
-from realprobe.replay.cassette import load_cassette
+from realprobe.replay.importers import load_cassette
 
 runner = CliRunner()
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.cli import app
-from realprobe.replay.cassette import load_cassette
+from realprobe.replay.importers import load_cassette
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.recording import RecordingTransport
 from realprobe.replay.replayer import ReplayTransport

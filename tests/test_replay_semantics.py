@@ -13,8 +13,8 @@ from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import VirtualClock
 from realprobe.errors import ErrorCode
-from realprobe.replay.cassette import load_cassette
 from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.replay.importers import load_cassette
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.recording import RecordingTransport
 from realprobe.replay.replayer import CassetteExhausted, CassetteMiss, ReplayTransport

@@ -109,6 +109,12 @@ class Fixture(_Strict):
     code: ErrorCode | None = None
     source: str = Field(min_length=1)
     note: str = ""
+    #: the arguments this body answers (`when = { name = "france" }`); empty: any arguments.
+    #: Compared as strings, case-insensitively.
+    when: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    #: the API's real answer to input it does not know (a 404 body, an empty list): the
+    #: sandbox serves it when no fixture's `when` matches the arguments of a request
+    unknown_input: bool = False
     #: `documentation`: an example body copied from the API's description, not a response
     #: anyone received; `recorded`: a body a real call returned
     origin: Literal["recorded", "documentation"] = "recorded"
@@ -138,6 +144,9 @@ class ToolSpec(_Strict):
     soft_failures: list[Rule] = Field(default_factory=list)
     parser: str | None = None
     fixtures: list[Fixture] = Field(default_factory=list)
+    #: response fields that echo an argument, `{ "name" = "name" }` (dotted field path ->
+    #: argument): the sandbox writes the request's argument there when it serves a fixture
+    echo: dict[str, str] = Field(default_factory=dict)
     #: why the tool has no body to serve (the sandbox answers it with a "no fixture" error)
     no_fixture: str | None = None
 
@@ -170,6 +179,13 @@ class ToolSpec(_Strict):
             raise ValueError(f"placeholders {sorted(missing)} are not declared in `input`")
         if not self.examples:
             raise ValueError("examples must hold at least one argument set ({} for none)")
+        for where, names in (
+            ("echo", set(self.echo.values())),
+            ("fixtures' `when`", {k for f in self.fixtures for k in f.when}),
+        ):
+            unknown = names - set(self.input)
+            if unknown:
+                raise ValueError(f"{where} names arguments not in `input`: {sorted(unknown)}")
         return self
 
 

@@ -13,15 +13,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from realprobe.commands.common import JsonOpt, console, err_console, print_json
+from realprobe.commands.common import (
+    JsonOpt,
+    console,
+    default_db_path,
+    doc,
+    err_console,
+    print_json,
+)
 from realprobe.errors import RealprobeError
 from realprobe.outputs import write_output
 from realprobe.secrets import default_redactor
-from realprobe.store import default_db_path
 
 if TYPE_CHECKING:
+    from realprobe.probes.loading import ProbeArrays
     from realprobe.probes.provenance import Provenance
     from realprobe.probes.stats import StatsReport
 
@@ -178,6 +184,19 @@ def _stats(
     target: str | None = None,
     vantage: str | None = None,
 ) -> tuple[Path, StatsReport]:
+    path, _, rep = _stats_arrays(db, since, until, tools, period, target, vantage)
+    return path, rep
+
+
+def _stats_arrays(
+    db: Path | None,
+    since: str | None,
+    until: str | None,
+    tools: str | None,
+    period: str = "1d",
+    target: str | None = None,
+    vantage: str | None = None,
+) -> tuple[Path, ProbeArrays, StatsReport]:
     from realprobe.probes.stats import stats_from_db
     from realprobe.probes.windows import parse_duration
 
@@ -187,8 +206,8 @@ def _stats(
     names = _tools(tools)
     kinds, vantages = _selection(path, target, vantage, [(a, b)], names)
     _check_tools(path, names, a, b, kinds, vantages)
-    _, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
-    return path, rep
+    arr, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
+    return path, arr, rep
 
 
 def _pct(v: float | None) -> str:
@@ -210,13 +229,21 @@ def stats_cmd(
     vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per tool: success rate per attempt with a 95% interval, error mix, latency percentiles and
-    a censored lognormal fit, the burst chain, and variability flags."""
+    """Per tool: success rate with a 95% interval, error mix, latency fit, bursts, variability.
+
+    Success is per attempt; latency percentiles come with a censored lognormal fit; the burst
+    chain and variability flags come last."""
     _, rep = _stats(db, since, until, tools, period, target, vantage)
     _banner(rep.provenance)
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return
+    print_stats(rep)
+
+
+def print_stats(rep: StatsReport) -> None:
+    from rich.table import Table
+
     wide = console.width >= 120  # narrower terminals drop the fit columns (see --json)
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = Table(title=f"{len(rep.tools)} tools · {head}")
@@ -249,7 +276,7 @@ def stats_cmd(
     console.print(
         "[dim]success = per attempt (each stored call is one trial; prober outages excluded); "
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
-        "TIMEOUTs right-censored in the fit. See docs/statistics.md.[/dim]"
+        f"TIMEOUTs right-censored in the fit. How to read them: {doc('statistics.md')}[/dim]"
     )
     if any(t.latency.percentiles == "censored-fit" for t in rep.tools):
         console.print(
@@ -294,8 +321,9 @@ def calibrate_cmd(
     target: TargetOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
-    """Turn stored probes into a simulator profile (the sandbox and --simulate read it), or an
-    export view for ResiliBench / ReliabilityBench."""
+    """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
+
+    The sandbox and --simulate read the profile."""
     from realprobe.probes.calibrate import VIEWS, calibrate, export
     from realprobe.simulator.profile import load_profile
 
@@ -304,9 +332,9 @@ def calibrate_cmd(
     if source is not None:
         profile = load_profile(source)
     else:
-        path, rep = _stats(db, since, until, tools, target=target, vantage=vantage)
+        path, arr, rep = _stats_arrays(db, since, until, tools, target=target, vantage=vantage)
         _banner(rep.provenance)
-        profile = calibrate(rep, name=name, db=str(path))
+        profile = calibrate(rep, name=name, db=str(path), arrays=arr)
     text = json.dumps(export(profile, view, deadline), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
@@ -335,8 +363,10 @@ def drift_cmd(
     vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Which tools changed between two windows: success (two-proportion test), latency
-    (Mann-Whitney + effect-size gate), error mix (chi-square), corrected across tools."""
+    """Which tools changed between two windows: success, latency, error mix (corrected).
+
+    Success by a two-proportion test, latency by Mann-Whitney with an effect-size gate, the
+    error mix by chi-square, corrected across tools."""
     from realprobe.probes.drift import drift
     from realprobe.probes.loading import load_probes
     from realprobe.probes.provenance import describe, empty_selection_error
@@ -376,6 +406,8 @@ def drift_cmd(
             }
         )
     else:
+        from rich.table import Table
+
         table = Table(
             title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
             f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha}) · "
@@ -440,7 +472,9 @@ def report_cmd(
     target: TargetOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
-    """A self-contained report (no network needed to view it): per-tool table, success with
+    """A self-contained HTML, Markdown or JSON report of the stored probes.
+
+    No network is needed to view it: per-tool table, success with
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
     from realprobe.probes.windows import parse_duration, parse_window
     from realprobe.report import build_report, render_html, render_json, render_markdown

@@ -6,30 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from realprobe.adapters.catalog import (
-    Catalog,
-    CatalogError,
-    builtin_specs,
-    parse_catalog,
-    read_catalog_file,
-)
-from realprobe.adapters.openapi import (
-    ImportOptions,
-    ImportReport,
-    OpenApiError,
-    catalog_text,
-    import_openapi,
-)
-from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
 from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
+    QuickHelpGroup,
     console,
     err_console,
     print_json,
@@ -40,7 +24,18 @@ CATALOG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 app = typer.Typer(
     help="List the tool definitions; import OpenAPI descriptions; read the public-apis list.",
     no_args_is_help=False,
+    cls=QuickHelpGroup,
+    rich_markup_mode=None,
 )
+
+if TYPE_CHECKING:
+
+
+    from realprobe.adapters.openapi import (
+        ImportOptions,
+        ImportReport,
+    )
+
 
 
 def register(parent: typer.Typer, list_cmd: Callable[..., None]) -> None:
@@ -71,7 +66,11 @@ def register(parent: typer.Typer, list_cmd: Callable[..., None]) -> None:
 def _fetch(url: str) -> str:
     """A description by URL, through the project's one client (size-capped, redirects
     checked; a loopback URL is allowed because the user named it)."""
+    from urllib.parse import urlsplit
+
+    from realprobe.adapters.catalog import Catalog
     from realprobe.adapters.http import FetchFailure
+    from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
     from realprobe.replay.client import ClientConfig, is_private_host
     from realprobe.replay.modes import make_sync_client
 
@@ -96,6 +95,8 @@ def _fetch(url: str) -> str:
 
 
 def _read_spec(spec: str) -> tuple[str, str | None]:
+    from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
+
     if spec.startswith(("http://", "https://")):
         return _fetch(spec), spec
     path = Path(spec)
@@ -114,6 +115,8 @@ def _read_spec(spec: str) -> tuple[str, str | None]:
 
 
 def run_import(specs: list[str], options: ImportOptions) -> list[ImportReport]:
+    from realprobe.adapters.openapi import import_openapi
+
     reports = []
     for spec in specs:
         text, url = _read_spec(spec)
@@ -134,6 +137,8 @@ def run_import(specs: list[str], options: ImportOptions) -> list[ImportReport]:
 
 def _clashes(apis: list[dict[str, Any]]) -> list[str]:
     """One line per clash with the built-in catalogue."""
+    from realprobe.adapters.catalog import builtin_specs
+
     builtin = builtin_specs()
     ids = {a.id for a in builtin}
     names = {t.name: a.id for a in builtin for t in a.tools}
@@ -188,6 +193,9 @@ def import_openapi_cmd(
 
     The file is what --catalog merges. Prints one line per operation skipped (and why) or read
     with warnings. Replaces the output file if it exists."""
+    from realprobe.adapters.catalog import Catalog, CatalogError, parse_catalog
+    from realprobe.adapters.openapi import ImportOptions, OpenApiError, catalog_text
+
     if api_id and len(spec) > 1:
         raise RealprobeError("--api-id needs a single SPEC (each description is one API)")
     if out.suffix not in CATALOG_SUFFIXES:
@@ -290,6 +298,8 @@ def record_fixtures_cmd(
 
     Uses the tool's first example, one call at a time with the catalogue's interval per host.
     A tool that answers no body is marked so; the sandbox then answers it with "no fixture"."""
+    from realprobe.adapters.catalog import parse_catalog, read_catalog_file
+    from realprobe.adapters.openapi import catalog_text
     from realprobe.replay.fixture_recording import record_fixtures
 
     if sandbox and upstream:
@@ -358,6 +368,8 @@ def public_apis_cmd(
     Reads the copy shipped with realprobe, or FILE (a newer public-apis README). Says which
     APIs the catalogue covers, which can be profiled without a key, and which need an OpenAPI
     description (or a key) to go further."""
+    from rich.table import Table
+
     from realprobe.adapters import public_apis as pa
     from realprobe.commands.common import load_catalog
 

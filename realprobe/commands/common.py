@@ -1,21 +1,58 @@
-"""Options and helpers shared by the command modules."""
+"""Options and helpers shared by the command modules.
+
+Kept light: importing a command module must not import httpx, numpy or rich, so that
+`realprobe <verb> --help` starts fast. The library is imported inside the command bodies.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
+from typer.core import TyperGroup
 
-from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
-from realprobe.replay.modes import Mode, TransportOptions
+from realprobe.replay.mode import Mode
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.replay.modes import TransportOptions
+
+
+class _LazyConsole:
+    """A rich Console made on first use (rich.console costs ~0.1 s to import)."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Any = None
+
+    def _real(self) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+    def __enter__(self) -> Any:  # rich's Live and Progress enter their console
+        return self._real().__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._real().__exit__(*exc)
+
+
+console = cast("Console", _LazyConsole(stderr=False))
+err_console = cast("Console", _LazyConsole(stderr=True))
 
 CatalogOpt = Annotated[
     list[Path] | None,
@@ -39,6 +76,14 @@ ModeOpt = Annotated[Mode, typer.Option("--mode", help="live, record, replay or s
 CassetteOpt = Annotated[
     Path | None, typer.Option("--cassette", help="Cassette file for --mode record|replay.")
 ]
+RecordModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--record-mode",
+        help="With --cassette: none (replay only), once (record if the cassette is missing), "
+        "new_episodes (record what it lacks, keep the rest) or all (re-record).",
+    ),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for the fault model.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 TimeoutOpt = Annotated[
@@ -47,6 +92,8 @@ TimeoutOpt = Annotated[
 
 
 def load_catalog(extra: list[Path] | None) -> Catalog:
+    from realprobe.adapters.catalog import Catalog
+
     return Catalog.load(extra or [])
 
 
@@ -56,17 +103,39 @@ def transport_options(
     simulate: str | None = None,
     cassette: Path | None = None,
     seed: int = 0,
+    record_mode: str | None = None,
 ) -> TransportOptions:
+    from realprobe.replay.modes import TransportOptions
+
     if sandbox is not None:
         check_loopback_hint(sandbox)
     return TransportOptions(
-        mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
+        mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette,
+        record_mode=record_mode,
     ).normalised()
 
 
 def check_loopback_hint(url: str) -> None:
     if not url.startswith(("http://", "https://")):
         raise RealprobeError(f"--sandbox {url!r}: expected a URL like http://127.0.0.1:8765")
+    from realprobe.sandbox.responder import unknown_fault_in
+
+    bad = unknown_fault_in(url)
+    if bad is not None:
+        raise RealprobeError(f"--sandbox {url!r}: {bad}")
+
+
+def default_db_path() -> Path:
+    from realprobe.store import default_db_path as default
+
+    return default()
+
+
+def doc(name: str) -> str:
+    """Where the user can read a page of the documentation (the installed copy)."""
+    from realprobe.data import doc_path
+
+    return str(doc_path(name))
 
 
 def print_json(obj: Any) -> None:
@@ -93,3 +162,36 @@ def parse_kv(pairs: list[str] | None) -> dict[str, Any]:
             raise RealprobeError(f"--arg {pair!r}: expected key=value")
         out[key] = value
     return out
+
+
+@contextmanager
+def as_flags(*params: str, **renamed: str) -> Iterator[None]:
+    """Library errors name parameters (`repeat must be at least 1`); on the command line the
+    same message names the flag (`--repeat must be at least 1`). `params` map to
+    `--name-with-dashes`, `renamed` maps a parameter to a different flag."""
+    flags = {p: "--" + p.replace("_", "-") for p in params} | renamed
+    try:
+        yield
+    except RealprobeError as exc:
+        text = str(exc)
+        pattern = r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w-])"
+        new = re.sub(pattern, lambda m: flags[m.group(1)], text)
+        if new == text:
+            raise
+        raise RealprobeError(new) from exc
+
+
+class QuickHelpGroup(TyperGroup):
+    """A command group whose own `--help` flag is checked without typer's pydantic coercion:
+    otherwise `realprobe <verb> --help` would import pydantic just to see that the group's
+    flag was not given."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        opt = super().get_help_option(ctx)
+        if opt is not None and getattr(opt, "_runtime_param", None) is None:
+            from typer._coercion import PassThroughRuntimeParam
+
+            opt._runtime_param = PassThroughRuntimeParam(
+                annotation=bool, parameter_info=opt.type_descriptor.parameter_info
+            )
+        return opt

@@ -1,22 +1,18 @@
-"""First verbs: catalog, call, sandbox, demo."""
+"""First verbs: catalog, call, sandbox, call-all, demo. Thin: `realprobe.api` does the work."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from realprobe.adapters import ToolResult, call_tool
-from realprobe.adapters.catalog import Catalog
 from realprobe.commands.common import (
     CassetteOpt,
     CatalogOpt,
     JsonOpt,
     ModeOpt,
+    RecordModeOpt,
     SandboxOpt,
     SeedOpt,
     SimulateOpt,
@@ -30,11 +26,11 @@ from realprobe.commands.common import (
     transport_options,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.client import ClientConfig
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.simulate import routes_from_catalog
-from realprobe.sandbox.server import Sandbox, running
-from realprobe.simulator.profile import load_profile
+from realprobe.replay.mode import Mode
+
+if TYPE_CHECKING:
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.adapters.result import ToolResult
 
 
 def register(app: typer.Typer) -> None:
@@ -66,6 +62,8 @@ def catalog_cmd(
         else:
             print_json_large([t.catalog_entry() for t in cat])
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(cat)} tools over {len(cat.apis)} APIs")
     for col in ("tool", "title", "api", "category", "https", "args"):
         table.add_column(col)
@@ -81,22 +79,6 @@ def catalog_cmd(
     console.print(table)
 
 
-async def _call_once(
-    cat: Catalog,
-    opts: TransportOptions,
-    tool_name: str,
-    args: dict[str, object],
-    timeout: float | None,
-) -> ToolResult:
-    tool = cat.get(tool_name)
-    config = ClientConfig(deadline_s=timeout) if timeout else None
-    client = make_client(cat, opts, config=config)
-    try:
-        return await call_tool(tool, args, client, timeout_s=timeout)
-    finally:
-        await client.aclose()
-
-
 def call_cmd(
     tool: Annotated[str, typer.Argument(help="Tool name (see `realprobe catalog`).")],
     arg: Annotated[
@@ -107,6 +89,7 @@ def call_cmd(
     simulate: SimulateOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
+    record_mode: RecordModeOpt = None,
     seed: SeedOpt = 0,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
@@ -116,10 +99,12 @@ def call_cmd(
     With no --arg, the tool's first example arguments are used.
     """
     cat = load_catalog(catalog)
-    t = cat.get(tool)
-    args = parse_kv(arg) if arg else dict(t.examples[0])
-    opts = transport_options(mode, sandbox, simulate, cassette, seed)
-    result = asyncio.run(_call_once(cat, opts, tool, args, timeout))
+    cat.get(tool)  # an unknown name fails before the arguments are parsed
+    args = parse_kv(arg) if arg else None
+    opts = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    from realprobe.api import call
+
+    result = call(tool, args, target=opts, timeout=timeout, catalog=cat)
     if as_json:
         print_json(result.model_dump(mode="json"))
     elif result.ok:
@@ -139,19 +124,6 @@ def call_cmd(
         raise typer.Exit(1)
 
 
-def _sandbox(
-    cat: Catalog, profile: str, seed: int, latency_scale: float, host: str, port: int
-) -> Sandbox:
-    return Sandbox(
-        routes_from_catalog(cat),
-        load_profile(profile),
-        seed=seed,
-        latency_scale=latency_scale,
-        host=host,
-        port=port,
-    )
-
-
 def sandbox_cmd(
     host: Annotated[
         str, typer.Option(help="Address to listen on (loopback by default).")
@@ -165,10 +137,79 @@ def sandbox_cmd(
         float, typer.Option(help="Multiply profile latencies (0 answers at once).")
     ] = 1.0,
     catalog: CatalogOpt = None,
+    from_cassettes: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--from-cassettes",
+            help="Serve the recorded response that matches each request (cassette files or "
+            "folders; repeat the option); fixtures only when nothing matches.",
+        ),
+    ] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Proxy mode: forward /<api-id>/<path> to `live` (each API's real base URL) "
+            "or to a URL ({api} in it becomes the API id), faults on top.",
+        ),
+    ] = None,
+    polite: Annotated[
+        bool | None,
+        typer.Option(
+            "--polite/--no-polite",
+            help="Politeness and daily budgets on upstream calls (default: on for live only).",
+        ),
+    ] = None,
+    toxic: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--toxic",
+            help="A toxic from the start, [scope:]type[:k=v,...], e.g. "
+            "latency:latency_ms=200,jitter_ms=50 (repeat the option).",
+        ),
+    ] = None,
+    admin: Annotated[
+        bool, typer.Option("--admin/--no-admin", help="Serve the /_admin runtime API.")
+    ] = True,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db",
+            help="SQLite file whose daily-budget ledger upstream calls count against (default: "
+            "$REALPROBE_DB or the data dir, shared with live probe runs).",
+        ),
+    ] = None,
+    more_cassettes: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[PATH]...",
+            help="More cassettes for --from-cassettes (`--from-cassettes a.json b.json`).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve every catalogue API on loopback from real fixture bodies, with injected faults."""
+    """Serve every catalogue API on loopback from real fixture bodies (or recordings, or a
+    proxied upstream), with injected faults and toxics; /_admin changes them at runtime."""
+    import asyncio
+    import signal
+
+    from realprobe.api import make_sandbox
+    from realprobe.store import default_db_path
+
     cat = load_catalog(catalog)
-    sb = _sandbox(cat, profile, seed, latency_scale, host, port)
+    if more_cassettes and not from_cassettes:
+        raise RealprobeError(
+            f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
+            "--from-cassettes"
+        )
+    sb = make_sandbox(
+        profile, seed=seed, latency_scale=latency_scale, host=host, port=port, catalog=cat,
+        cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
+        upstream=upstream,
+        polite=polite,
+        toxics=list(toxic or []),
+        admin=admin,
+        db=(db or default_db_path()) if upstream is not None else None,
+    )
 
     async def serve() -> None:
         try:
@@ -179,6 +220,12 @@ def sandbox_cmd(
             f"realprobe sandbox on [bold]{sb.url}[/bold]  profile={profile} seed={seed}  "
             f"{len(cat)} tools; e.g. {sb.url}/{next(iter(cat)).api_id}/...  (Ctrl-C stops)"
         )
+        source = "fixtures"
+        if sb.responder.bodies.recordings is not None:
+            source = f"{sb.responder.bodies.recordings.count} recorded responses, then fixtures"
+        if sb.upstream is not None:
+            source = f"upstream {sb.upstream.target}"
+        console.print(f"bodies: {source}; runtime API: {sb.url}/_admin, journal: {sb.url}/_journal")
         console.print(f"try: realprobe call {next(iter(cat)).name} --sandbox {sb.url}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -200,49 +247,53 @@ def demo_cmd(
     seed: SeedOpt = 0,
     timeout: Annotated[float, typer.Option(help="Deadline per call in seconds.")] = 2.0,
 ) -> None:
-    """The main job, offline: probe every tool through the loopback sandbox, turn the rows into
-    statistics, a calibrated profile and a report, then replay the shipped real-world task
-    cassettes with the reference agent and score them."""
-    from realprobe.cli import app  # the demo drives the same verbs a user types
+    """The main job, offline: sandbox, probes, statistics, profile, report and replayed tasks.
+
+    Probes every tool through the loopback sandbox, turns the rows into statistics, a
+    calibrated profile and a report, then replays the shipped real-world task cassettes with
+    the reference agent and scores them.
+    """
+    from realprobe.demo import run_demo
 
     if rounds < 1:
         raise RealprobeError("--rounds must be at least 1")
-    out.mkdir(exist_ok=True)  # its folder must exist: nothing made silently
-    db = out / "demo.db"
-    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-        stale.unlink(missing_ok=True)
-    cat = load_catalog(None)
-    sb = _sandbox(cat, profile, seed, 1.0, "127.0.0.1", 0)
-
-    def step(title: str, *args: str) -> None:
-        console.rule(f"[bold]{title}")
-        console.print(f"[dim]$ realprobe {' '.join(args)}[/dim]")
-        command = typer.main.get_command(app)
-        code = command.main(args=list(args), prog_name="realprobe", standalone_mode=False)
-        if code not in (None, 0):
-            raise RealprobeError(f"demo step failed: realprobe {' '.join(args)} (exit {code})")
-
-    with running(sb) as url:
-        console.print(
-            f"sandbox on {url}: {len(cat)} tools over {len(cat.apis)} APIs, "
-            f"profile {profile!r}, seed {seed}"
-        )
-        step("1/5  every tool once through the sandbox", "call-all", "--sandbox", url,
-             "--timeout", str(timeout))
-        step(f"2/5  probe every tool {rounds}x (politely per emulated API)", "probe", "--all",
-             "--rounds", str(rounds), "--sandbox", url, "--timeout", str(timeout),
-             "--politeness", "off", "--db", str(db), "--seed", str(seed))
-    step("3/5  statistics", "stats", "--db", str(db))
-    step("4/5  calibrated profile and report", "calibrate", "--db", str(db),
-         "-o", str(out / "profile.json"))
-    step("", "report", "--db", str(db), "-o", str(out / "report.html"))
-    step("5/5  real-world tasks replayed from the shipped cassettes", "run", "--all",
-         "--agent", "reference", "--mode", "replay", "--db", str(db))
+    res = run_demo(out, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
+                   on_step=lambda name, value: _show_step(name, value, out, rounds, profile, seed))
     console.rule()
     console.print(
-        f"done: database {db}, profile {out / 'profile.json'}, report {out / 'report.html'} "
+        f"done: database {res.db}, profile {res.profile}, report {res.report} "
         "(open it in a browser)"
     )
+
+
+def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed: int) -> None:
+    """Print one demo step the way its own command prints it."""
+    if name == "sandbox":
+        console.print(f"sandbox on {value}: profile {profile!r}, seed {seed}")
+    elif name == "call-all":
+        console.rule("[bold]1/5  every tool once through the sandbox")
+        _print_call_all(load_catalog(None), value, "sandbox")
+    elif name == "probe":
+        from realprobe.commands.probes import summary_table
+
+        console.rule(f"[bold]2/5  probe every tool {rounds}x (politely per emulated API)")
+        console.print(summary_table(value))
+    elif name == "stats":
+        from realprobe.commands.analysis import print_stats
+
+        console.rule("[bold]3/5  statistics")
+        print_stats(value)
+    elif name == "calibrate":
+        console.rule("[bold]4/5  calibrated profile and report")
+        console.print(f"wrote the calibrated profile to {value}")
+    elif name == "report":
+        console.print(f"wrote the HTML report to {value}")
+    elif name == "tasks":
+        from realprobe.commands.tasks import _print_runs, _print_summary
+
+        console.rule("[bold]5/5  real-world tasks replayed from the shipped cassettes")
+        _print_runs(value.runs)
+        _print_summary(value.summary, out / "demo.db")
 
 
 def call_all_cmd(
@@ -256,14 +307,16 @@ def call_all_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Call every tool once (its first example), all APIs at once, and print a table."""
+    from realprobe.api import call_all
+
     cat = load_catalog(catalog)
     opts = transport_options(mode, sandbox, simulate, cassette, seed)
-    results = asyncio.run(_call_all(cat, opts, timeout))
+    results = call_all(target=opts, timeout=timeout, catalog=cat)
     where = opts.target.describe()
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
     else:
-        _call_all_table(cat, results, where)
+        _print_call_all(cat, results, where)
     from realprobe.probes.runner import is_connect_failure
 
     if results and all(is_connect_failure(r) for r in results):
@@ -275,7 +328,9 @@ def call_all_cmd(
         )
 
 
-def _call_all_table(cat: Catalog, results: list[ToolResult], where: str) -> None:
+def _print_call_all(cat: Catalog, results: list[ToolResult], where: str) -> None:
+    from rich.table import Table
+
     table = Table(title=f"Every tool once ({where})")
     for col in ("tool", "api", "result", "ms", "what came back"):
         table.add_column(col, overflow="fold")
@@ -284,18 +339,6 @@ def _call_all_table(cat: Catalog, results: list[ToolResult], where: str) -> None
         table.add_row(t.name, t.api_id, res, f"{r.latency_ms:.0f}", r.summary()[:70])
     console.print(table)
     console.print(f"{sum(r.ok for r in results)}/{len(results)} ok")
-
-
-async def _call_all(cat: Catalog, opts: TransportOptions, timeout: float) -> list[ToolResult]:
-    client = make_client(cat, opts, config=ClientConfig(deadline_s=timeout, read_timeout_s=timeout))
-    try:
-        return list(
-            await asyncio.gather(
-                *(call_tool(t, dict(t.examples[0]), client, timeout_s=timeout) for t in cat)
-            )
-        )
-    finally:
-        await client.aclose()
 
 
 __all__ = ["err_console", "register"]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,11 +16,16 @@ from realprobe.commands.common import (
     SandboxOpt,
     SeedOpt,
     TimeoutOpt,
+    as_flags,
     check_loopback_hint,
     load_catalog,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.modes import Mode, TransportOptions
+from realprobe.replay.mode import Mode
+
+if TYPE_CHECKING:
+    from realprobe.replay.modes import TransportOptions
+
 
 
 class McpTransport(StrEnum):
@@ -41,6 +45,8 @@ def build_transport_options(
     seed: int,
     real_time: bool,
 ) -> TransportOptions:
+    from realprobe.replay.modes import TransportOptions
+
     if sandbox is not None:
         check_loopback_hint(sandbox)
     if profile is not None:
@@ -145,59 +151,40 @@ def mcp_cmd(
     record|replay uses a cassette, --mode simulate (or --profile) injects faults in process.
     In stdio mode stdout carries JSON-RPC only; messages go to stderr.
     """
+    from realprobe.api import serve_mcp
     from realprobe.mcp.guards import check_session_limits, token_from_env
-    from realprobe.mcp.serve import log_to_stderr, run_until_signal, serve_http, serve_stdio
-    from realprobe.mcp.service import McpService, ServiceOptions, describe_target
+    from realprobe.mcp.serve import log_to_stderr
     from realprobe.secrets import LogScrubber
 
     if tools and all_tools:
         raise RealprobeError("--tools and --all exclude each other: pick one")
-    if timeout is not None and timeout <= 0:
-        raise RealprobeError(f"--timeout {timeout:g}: must be a positive number of seconds")
-    if not 0 <= port <= 65535:
-        raise RealprobeError(f"--port {port}: must be between 0 and 65535")
     check_session_limits(max_sessions, session_idle_timeout)
     token = token_from_env(auth_token_env) if auth_token_env else None
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
-    cat = load_catalog(catalog)
     opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
-    service = McpService(
-        cat,
-        ServiceOptions(
-            transport=opts, tools=tools, timeout_s=timeout,
-            db=str(db) if db is not None else None, vantage=vantage, polite=politeness,
-        ),
-    )
-    what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
-    if transport is McpTransport.STDIO:
-        run_until_signal(
-            lambda: serve_stdio(
-                service,
-                on_ready=lambda _: log_to_stderr(
-                    f"realprobe mcp: serving {what} over stdio (EOF or Ctrl-C stops)"
-                ),
-            )
-        )
-        return
-    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
+    if (
+        transport is McpTransport.HTTP
+        and host not in ("127.0.0.1", "localhost", "::1")
+        and token is None
+    ):
         log_to_stderr(
             f"realprobe mcp: warning: listening on {host}, not loopback, and no token is "
             "required; pass --auth-token-env VAR"
         )
-    try:
-        asyncio.run(
-            serve_http(
-                service, host, port,
-                on_ready=lambda url: log_to_stderr(f"realprobe mcp: serving {what} on {url}"),
-                allowed_hosts=tuple(allowed_host or ()),
-                auth_token=token,
-                max_sessions=max_sessions,
-                session_idle_s=session_idle_timeout,
-            )
+
+    def ready(where: str, what: str) -> None:
+        if where == "stdio":
+            log_to_stderr(f"realprobe mcp: serving {what} over stdio (EOF or Ctrl-C stops)")
+        else:
+            log_to_stderr(f"realprobe mcp: serving {what} on {where}")
+
+    with as_flags("timeout", "port", "tools"):
+        serve_mcp(
+            transport=transport.value, host=host, port=port, tools=tools, target=opts,
+            db=db, timeout=timeout, vantage=vantage, polite=politeness,
+            catalog=load_catalog(catalog), on_ready=ready,
+            allowed_hosts=tuple(allowed_host or ()), auth_token=token,
+            max_sessions=max_sessions, session_idle_s=session_idle_timeout,
         )
-    except OSError as exc:
-        raise RealprobeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    except KeyboardInterrupt:
-        pass

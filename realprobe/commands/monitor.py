@@ -11,6 +11,7 @@ import typer
 from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
+    QuickHelpGroup,
     SandboxOpt,
     SeedOpt,
     SimulateOpt,
@@ -25,7 +26,12 @@ DbOpt = Annotated[
     typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or ~/.local/share/realprobe)."),
 ]
 
-alert_app = typer.Typer(help="Alert rules over the probe database.", no_args_is_help=True)
+alert_app = typer.Typer(
+    help="Alert rules over the probe database.",
+    no_args_is_help=True,
+    cls=QuickHelpGroup,
+    rich_markup_mode=None,
+)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,21 +9,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
-from realprobe.adapters import ToolResult
-from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.tool import Tool
 from realprobe.commands.common import (
     CassetteOpt,
     CatalogOpt,
@@ -39,18 +28,21 @@ from realprobe.commands.common import (
     transport_options,
 )
 from realprobe.errors import RealprobeError
-from realprobe.probes.politeness import PolitenessConfig
-from realprobe.probes.runner import RunSummary, default_vantage, run_probes
-from realprobe.probes.scheduler import ProbeSchedule, make_trigger
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.store import (
-    RUN_INTERRUPTED,
-    RUN_LOCAL_NETWORK_FAILURE,
-    ForeignDatabase,
-    Store,
-    default_db_path,
-)
+from realprobe.replay.mode import Mode
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from realprobe.adapters import ToolResult
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.adapters.tool import Tool
+    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe.probes.runner import RunSummary
+    from realprobe.probes.scheduler import ProbeSchedule
+    from realprobe.replay.client import HttpClient
+    from realprobe.replay.modes import TransportOptions
+    from realprobe.store import Store
+
 
 
 class PolitenessChoice(StrEnum):
@@ -116,6 +108,8 @@ class ProbeSetup:
 
     def store(self) -> Store:
         """The database; a foreign SQLite file is refused unless --force."""
+        from realprobe.store import ForeignDatabase, Store
+
         try:
             return Store(self.db, busy_timeout_s=self.lock_timeout, force=self.force)
         except ForeignDatabase as exc:
@@ -145,6 +139,10 @@ def setup(
     catalog: list[Path] | None,
 ) -> ProbeSetup:
     """Validate every option before anything is sent or written."""
+    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe.probes.runner import default_vantage
+    from realprobe.store import default_db_path
+
     if rounds < 1:
         raise RealprobeError(f"--rounds must be at least 1 (got {rounds})")
     if concurrency < 1:
@@ -180,6 +178,9 @@ def setup(
 
 
 def client_for(s: ProbeSetup) -> HttpClient:
+    from realprobe.replay.client import ClientConfig
+    from realprobe.replay.modes import make_client
+
     t = s.timeout
     config = ClientConfig(
         deadline_s=t, read_timeout_s=min(10.0, t), connect_timeout_s=min(5.0, t)
@@ -209,6 +210,14 @@ class LiveCounts:
     """A rich progress bar with live ok/error counts (on stderr, so --json stays clean)."""
 
     def __init__(self, total: int, label: str, enabled: bool = True) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         self.ok = 0
         self.err = 0
         self.progress = Progress(
@@ -243,6 +252,8 @@ def summary_table(summary: RunSummary, width: int | None = None) -> Table:
 
     The api column is left out on narrow terminals so tool names stay readable.
     """
+    from rich.table import Table
+
     with_api = (width or console.width) >= 110
     table = Table(
         title=f"run {summary.run_id}: {summary.status} · {summary.target} · "
@@ -289,6 +300,8 @@ def print_summary(summary: RunSummary, db: Path) -> None:
 async def _probe(
     s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool
 ) -> RunSummary:
+    from realprobe.probes.runner import run_probes
+
     store = s.store()
     client = client_for(s)
     stop = asyncio.Event()
@@ -350,6 +363,8 @@ def probe_cmd(
     interval with jitter, Retry-After honoured and a daily budget (catalogue `politeness`).
     Ctrl-C stops after the calls in flight; every finished call is already stored.
     """
+    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
+
     s = setup(
         tools=tools, all_tools=all_tools, rounds=rounds, timeout=timeout, db=db,
         vantage=vantage, sandbox=sandbox, simulate=simulate, mode=mode, cassette=cassette,
@@ -416,6 +431,9 @@ def schedule_cmd(
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
+    from realprobe.probes.runner import run_probes
+    from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+
     if max_runs is not None and max_runs < 1:
         raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
     if jitter < 0:

@@ -6,17 +6,14 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import Progress
-from rich.table import Table
 
-from realprobe.adapters import ToolResult, call_tool
-from realprobe.adapters.catalog import Catalog
 from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
+    QuickHelpGroup,
     SeedOpt,
     console,
     err_console,
@@ -24,19 +21,12 @@ from realprobe.commands.common import (
     print_json,
 )
 from realprobe.errors import RealprobeError
-from realprobe.outputs import check_output
-from realprobe.replay.cassette import Cassette, load_cassette, save_cassette
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.importers import from_data
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.recording import RecordingTransport
-from realprobe.replay.replayer import EXHAUSTION_POLICIES
-from realprobe.replay.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
-from realprobe.replay.transports import SandboxRouter, live_transport
-from realprobe.replay.verify import PROBLEMS, ToolIndex, verify_cassette
+from realprobe.replay.mode import Mode
 
 cassette_app = typer.Typer(
     name="cassette",
+    cls=QuickHelpGroup,
+    rich_markup_mode=None,
     help="Cassettes: inspect, verify, scrub, import (vcrpy, Ruby VCR, HAR), record a round.",
     no_args_is_help=True,
 )
@@ -55,9 +45,18 @@ OnExhaustedOpt = Annotated[
     str | None,
     typer.Option(
         "--on-exhausted",
-        help=f"When identical requests outrun their recordings: {', '.join(EXHAUSTION_POLICIES)}.",
+        help="When identical requests outrun their recordings: error, repeat-last or cycle.",
     ),
 ]
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from realprobe.adapters import ToolResult
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.replay.cassette import Cassette
+    from realprobe.replay.client import HttpClient
+
 
 
 def register(app: typer.Typer) -> None:
@@ -78,6 +77,11 @@ def inspect_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A table of the interactions: order, request, outcome, latency, size, tool."""
+    from rich.table import Table
+
+    from realprobe.replay.importers import load_cassette
+    from realprobe.replay.verify import ToolIndex
+
     cassette = load_cassette(file)
     index = ToolIndex(load_catalog(catalog))
     rows: list[dict[str, Any]] = []
@@ -137,6 +141,11 @@ def verify_cmd(
 ) -> None:
     """Check a cassette: it loads (schema, decodes), lengths agree, and every complete 2xx
     response of a catalogue tool parses for that tool."""
+    from rich.table import Table
+
+    from realprobe.replay.importers import load_cassette
+    from realprobe.replay.verify import PROBLEMS, verify_cassette
+
     cassette = load_cassette(file)
     findings = verify_cassette(cassette, load_catalog(catalog))
     bad = [f for f in findings if f.status in PROBLEMS or (strict and f.status == "parse-failed")]
@@ -192,6 +201,10 @@ def scrub_cmd(
     """Replace credentials (auth headers, cookies, secret-named query parameters, form and
     JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
     values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
+    from realprobe.outputs import check_output
+    from realprobe.replay.importers import load_cassette, save_cassette
+    from realprobe.replay.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
+
     check_output(out or file, replace=True)
     cassette = load_cassette(file)
     cfg = ScrubConfig(
@@ -201,12 +214,33 @@ def scrub_cmd(
     report = scrub_cassette(
         cassette, cfg, finder=declared_secret_finder(load_catalog(catalog))
     )
-    target = save_cassette(cassette, out or file)
+    if out is None or out.resolve() == file.resolve():
+        from realprobe.replay.exporters import save_as_source
+
+        target = file
+        written = save_as_source(cassette, file)  # a Ruby VCR or HAR file stays one
+    else:
+        target = save_cassette(cassette, out)
+        written = "realprobe"
     if as_json:
-        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total})
+        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total,
+                    "format": written})
         return
     detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
     console.print(f"scrubbed {target}: {detail}")
+
+
+@cassette_app.command("recover")
+def recover_cmd(file: FileArg, as_json: JsonOpt = False) -> None:
+    """Rebuild a cassette whose record run was killed, from its `.journal` side file (opening
+    the cassette does this too)."""
+    from realprobe.replay.importers import recover_cassette
+
+    cassette = recover_cassette(file)
+    if as_json:
+        print_json({"file": str(file), "interactions": len(cassette.calls)})
+        return
+    console.print(f"recovered {len(cassette.calls)} calls into {file}")
 
 
 # -- import ------------------------------------------------------------------------------
@@ -246,11 +280,15 @@ def import_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
-    from realprobe.replay.cassette import is_yaml_path, parse_text
+    from realprobe.replay.cassette import is_yaml_path, parse_text, save_cassette
+    from realprobe.replay.importers import from_data
     from realprobe.replay.limits import read_bounded
+    from realprobe.replay.scrub import declared_secret_finder, scrub_cassette
 
     if not file.exists():
         raise RealprobeError(f"no such file: {file}")
+    from realprobe.outputs import check_output
+
     check_output(out, replace=True)
     data = parse_text(read_bounded(file), str(file), yaml_hint=is_yaml_path(file))
     cassette = from_data(data, str(file), substitute=_parse_subs(substitute))
@@ -283,6 +321,8 @@ def import_cmd(
 
 def round_table(cat: Catalog, results: list[ToolResult]) -> Table:
     """The same table for a recorded round and its replay (no title: that differs)."""
+    from rich.table import Table
+
     table = Table()
     for col in ("tool", "result", "HTTP", "ms", "what came back"):
         table.add_column(col, overflow="fold")
@@ -297,6 +337,10 @@ def round_table(cat: Catalog, results: list[ToolResult]) -> Table:
 async def _round(
     cat: Catalog, client: HttpClient, timeout: float, *, concurrent: bool
 ) -> list[ToolResult]:
+    from rich.progress import Progress
+
+    from realprobe.adapters import call_tool
+
     tools = list(cat)
     try:
         if concurrent:
@@ -319,7 +363,10 @@ def record_round(
     sandbox_url: str | None = None,
 ) -> list[ToolResult]:
     """Every catalogue tool once (first example arguments), through a sandbox, recorded."""
+    from realprobe.replay.client import ClientConfig, HttpClient
+    from realprobe.replay.recording import RecordingTransport
     from realprobe.replay.simulate import origins_of, routes_from_catalog
+    from realprobe.replay.transports import SandboxRouter, live_transport
     from realprobe.sandbox.server import Sandbox, running
     from realprobe.simulator.profile import load_profile
 
@@ -363,6 +410,8 @@ def record_round_cmd(
 ) -> None:
     """Start the sandbox on loopback, call every tool once, record it all into a cassette
     (an existing file at --out is replaced; a link is refused)."""
+    from realprobe.outputs import check_output
+
     check_output(out, replace=True)
     cat = load_catalog(None)
     with console.status(f"calling {len(cat)} tools through the sandbox (profile {profile})"):
@@ -387,6 +436,10 @@ def replay_round_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay a recorded round offline: the same table as when it was recorded."""
+    from realprobe.replay.client import ClientConfig
+    from realprobe.replay.importers import load_cassette
+    from realprobe.replay.modes import TransportOptions, make_client
+
     cat = load_catalog(None)
     if file is None:
         from realprobe.data import data_dir

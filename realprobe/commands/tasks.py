@@ -1,17 +1,13 @@
-"""`realprobe run` (real-world tasks under an agent) and `realprobe results` (Table 5)."""
+"""`realprobe run` (real-world tasks under an agent) and `realprobe results` (Table 5).
+Thin: `realprobe.api.run_tasks` / `TaskBatch` and `realprobe.api.task_results` do the work."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from realprobe.commands.common import (
     CatalogOpt,
@@ -19,30 +15,21 @@ from realprobe.commands.common import (
     ModeOpt,
     SandboxOpt,
     SimulateOpt,
-    check_loopback_hint,
+    as_flags,
     console,
     err_console,
     load_catalog,
     print_json,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.modes import Mode
-from realprobe.simulator.profile import load_profile
-from realprobe.store import Store, default_db_path
-from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
-from realprobe.tasks.metrics import levels, pass_k, recovery
-from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
-from realprobe.tasks.outputs import OUTPUT_TOOLS
-from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import (
-    RunConfig,
-    RunOutcome,
-    batch_infrastructure_failure,
-    check_cassettes,
-    plan_runs,
-    run_batch,
-)
-from realprobe.tasks.store import TaskStore
+from realprobe.replay.mode import Mode
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from realprobe.tasks.batch import TaskBatch
+    from realprobe.tasks.model import Task
+    from realprobe.tasks.runner import RunOutcome
 
 TaskCassetteOpt = Annotated[
     Path | None,
@@ -67,42 +54,6 @@ def register(app: typer.Typer) -> None:
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def _llm(
-    agent: str, base_url: str | None, model: str | None, key_env: str, timeout: float
-) -> LlmSettings | None:
-    if agent == "reference":
-        if base_url or model:
-            raise RealprobeError("--base-url/--model are for --agent openai or openai-text")
-        return None
-    if not base_url or not model:
-        raise RealprobeError(f"--agent {agent} needs --base-url URL and --model NAME")
-    if not base_url.startswith(("http://", "https://")):
-        raise RealprobeError(
-            f"--base-url {base_url!r}: expected a URL like http://127.0.0.1:8000/v1"
-        )
-    key = os.environ.get(key_env)
-    if not key:
-        err_console.print(
-            f"[yellow]note[/yellow]: ${key_env} is not set; sending a placeholder key"
-        )
-        key = "no-key"
-    return LlmSettings(base_url=base_url, model=model, api_key=key, timeout_s=timeout)
-
-
-def _mode(mode: Mode, sandbox: str | None, simulate: str | None) -> tuple[Mode, str | None]:
-    if sandbox is not None:
-        check_loopback_hint(sandbox)
-    if simulate is not None and sandbox is not None:
-        raise RealprobeError("--sandbox and --simulate exclude each other: pick one")
-    if simulate is not None and mode is Mode.LIVE:
-        mode = Mode.SIMULATE
-    if mode is Mode.SIMULATE and simulate is None:
-        simulate = "published"
-    if simulate is not None:
-        load_profile(simulate)  # fail early on a bad name or file
-    return mode, simulate
 
 
 def run_cmd(
@@ -166,96 +117,70 @@ def run_cmd(
     `realprobe run --all --agent reference --mode replay` replays the shipped cassettes offline.
     """
     if list_:
+        from realprobe.tasks.model import default_tasks_dir, load_tasks
+
         _list_tasks(load_tasks(tasks_dir or default_tasks_dir()), as_json)
         return
-    if agent not in AGENT_NAMES:
-        raise RealprobeError(f"--agent {agent!r}: choose one of {', '.join(AGENT_NAMES)}")
-    if repeat < 1:
-        raise RealprobeError("--repeat must be at least 1")
-    if max_turns is not None and max_turns < 1:
-        raise RealprobeError("--max-turns must be at least 1")
-    for name, value in (("--timeout", timeout), ("--call-timeout", call_timeout)):
-        if value is not None and value <= 0:
-            raise RealprobeError(f"{name} must be positive")
-    mode, simulate = _mode(mode, sandbox, simulate)
-    llm = _llm(agent, base_url, model, api_key_env, llm_timeout)
-    prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
-    cat = load_catalog(catalog)
-    chosen = pick_tasks(load_tasks(tasks_dir or default_tasks_dir()), tasks or [], all_)
-    known = {*cat.tools, *OUTPUT_TOOLS}
-    for task in chosen:
-        task.check_tools(known)
-        for p in prompts:
-            task.steps_for(p)  # a missing flawed variant is an error before anything runs
-    cfg = RunConfig(
-        agent=agent,
-        prompts=prompts,
-        mode=mode,
-        sandbox=sandbox,
-        profile=simulate,
-        cassette=cassette,
-        repeat=repeat,
-        seed=seed,
-        llm=llm,
-        max_turns=max_turns,
-        timeout_s=timeout,
-        call_timeout_s=call_timeout,
-    )
-    check_cassettes(chosen, cfg)
-    store = TaskStore(Store(db))
-    total = len(plan_runs(chosen, cfg))
+    with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
+                  "model", "sandbox", "simulate", "mode", "prompt"):
+        from realprobe.tasks.batch import TaskBatch
+
+        batch = TaskBatch.plan(
+            tasks or [], all_tasks=all_, agent=agent, prompt=prompt, mode=mode,
+            sandbox=sandbox, simulate=simulate, cassette=cassette, repeat=repeat, seed=seed,
+            base_url=base_url, model=model, api_key_env=api_key_env, llm_timeout=llm_timeout,
+            max_turns=max_turns, timeout=timeout, call_timeout=call_timeout,
+            tasks_dir=tasks_dir, catalog=load_catalog(catalog),
+            on_note=lambda note: err_console.print(f"[yellow]note[/yellow]: {note}"),
+        )
+    path = db or _default_db()
+    result = _run_with_progress(batch, path, show=not as_json)
+    if as_json:
+        print_json(result.as_json())
+    else:
+        _print_runs(result.runs)
+        _print_summary(result.summary, path)
+    if result.infrastructure_failure:
+        raise RealprobeError(
+            f"{result.infrastructure_failure}; check --base-url, the API key in ${api_key_env} "
+            "and the network"
+            if batch.config.llm is not None
+            else f"{result.infrastructure_failure}; check the network or the --sandbox URL"
+        )
+
+
+def _default_db() -> Path:
+    from realprobe.store import default_db_path
+
+    return default_db_path()
+
+
+def _run_with_progress(batch: TaskBatch, db: Path, show: bool) -> Any:
+    """Run the batch under a progress bar; Ctrl-C keeps the finished runs (stored) and exits 130."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=as_json,
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=err_console, transient=True, disable=not show,
     ) as progress:
-        bar = progress.add_task("tasks", total=total)
+        bar = progress.add_task("tasks", total=batch.total)
 
         def done(res: RunOutcome) -> None:
-            store.insert_run(res.row, res.steps)
             progress.update(bar, advance=1, description=f"{res.row['task']} {res.row['outcome']}")
 
-        finished: list[RunOutcome] = []
-
-        def keep(res: RunOutcome) -> None:
-            finished.append(res)
-            done(res)
-
         try:
-            results = asyncio.run(run_batch(chosen, cfg, cat, on_done=keep))
+            return batch.run(db=db, on_done=done)
         except KeyboardInterrupt:
             err_console.print(
-                f"interrupted: {len(finished)} of {total} runs finished and are stored in "
-                f"{store.store.path}; the run in progress is dropped"
+                f"interrupted: {len(batch.finished)} of {batch.total} runs finished and are "
+                f"stored in {db}; the run in progress is dropped"
             )
             raise typer.Exit(130) from None
-    rows = [r.row for r in results]
-    summary = {"levels": levels(rows), **pass_k(rows), "recovery": recovery(rows)}
-    broken = batch_infrastructure_failure(results)
-    if as_json:
-        print_json(
-            {
-                "runs": [{**r.row, "score_detail": r.score.as_dict()} for r in results],
-                "summary": summary,
-                "infrastructure_failure": broken,
-            }
-        )
-    else:
-        _print_runs(results)
-        _print_summary(summary, store.store.path)
-    if broken:
-        raise RealprobeError(
-            f"{broken}; check --base-url, the API key in ${api_key_env} and the network"
-            if llm is not None
-            else f"{broken}; check the network or the --sandbox URL"
-        )
 
 
 def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
+    from rich.table import Table
+
     if as_json:
         print_json(
             [
@@ -280,6 +205,8 @@ def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
 
 
 def _print_runs(results: list[RunOutcome]) -> None:
+    from rich.table import Table
+
     table = Table(title=f"{len(results)} task runs")
     table.add_column("task", no_wrap=True)
     table.add_column("prompt", no_wrap=True)
@@ -337,59 +264,9 @@ def _print_summary(summary: Mapping[str, Any], db: Path) -> None:
 # -- results --------------------------------------------------------------------------------
 
 
-def _group(rows: Iterable[Mapping[str, Any]], key: Any) -> dict[Any, list[Mapping[str, Any]]]:
-    out: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in rows:
-        out[key(r)].append(r)
-    return dict(sorted(out.items(), key=lambda kv: tuple(str(x) for x in kv[0])))
-
-
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Table 5 (by agent, model, prompt type), per flaw type, and reliability."""
-
-    def prompt_type(r: Mapping[str, Any]) -> str:
-        return "flawed" if str(r["prompt"]).startswith("flawed:") else str(r["prompt"])
-
-    by_prompt = [
-        {"agent": a, "model": m, "prompt": p, **levels(rs)}
-        for (a, m, p), rs in _group(
-            rows, lambda r: (r["agent"], r["model"], prompt_type(r))
-        ).items()
-    ]
-    flawed = [r for r in rows if r["flaw"]]
-    by_flaw = [
-        {"agent": a, "model": m, "flaw": f, **levels(rs)}
-        for (a, m, f), rs in _group(flawed, lambda r: (r["agent"], r["model"], r["flaw"])).items()
-    ]
-    reliability = []
-    for (a, m, p, mode, prof, kind), rs in _group(
-        rows,
-        lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "",
-                   r.get("target_kind") or "live"),
-    ).items():
-        pk = pass_k(rs)
-        reliability.append(
-            {
-                "agent": a,
-                "model": m,
-                "prompt": p,
-                "mode": mode,
-                "profile": prof,
-                "target_kind": kind,  # live | sandbox | simulate | replay: never pooled
-                "runs": len(rs),
-                **pk,
-                **recovery(rs),
-            }
-        )
-    return {
-        "runs": len(rows),
-        "by_prompt": by_prompt,
-        "by_flaw": by_flaw,
-        "reliability": reliability,
-    }
-
-
 def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> Table:
+    from rich.table import Table
+
     """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`."""
     with_score = key == "prompt"
     cols = ["agent", "model", key, "runs", "full", "partial", "failure", "grounded", "strict"]
@@ -412,21 +289,23 @@ def results_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Task results like the paper's Table 5: full / partial / failure per agent and prompt
-    type, then per flaw type, then pass^k and recovery."""
-    path = db or default_db_path()
+    type, flaws, pass^k.
+
+    Then per flaw type, then pass^k and recovery over repeats."""
+    from realprobe.api import task_results
+
+    path = db or _default_db()
     if not path.exists():
         raise RealprobeError(f"no database at {path}; run `realprobe run` first or pass --db FILE")
-    rows = TaskStore(Store(path)).runs(batch)
-    if agent:
-        rows = [r for r in rows if r["agent"] == agent]
-    if not rows:
-        raise RealprobeError(
-            f"no task runs in {path}" + (" for that filter" if agent or batch else "")
-        )
-    s = summarise(rows)
+    s = task_results(path, agent=agent, batch=batch)
     if as_json:
         print_json(s)
         return
+    print_results(s)
+
+
+def print_results(s: Mapping[str, Any]) -> None:
+    """The three tables of `realprobe results`."""
     console.print(
         _outcome_table(
             f"Task outcomes by agent and prompt type ({s['runs']} runs)", s["by_prompt"], "prompt"
@@ -434,6 +313,8 @@ def results_cmd(
     )
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
+    from rich.table import Table
+
     rel = Table(
         title="Reliability: pass^k over repeats (full success), recovery after tool failures"
     )

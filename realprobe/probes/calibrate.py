@@ -1,4 +1,5 @@
-"""Statistics into a simulator Profile (DESIGN.md format), and export views for other benchmarks.
+"""Statistics into a simulator Profile (`realprobe-profile/1`), and export views for other
+benchmarks.
 
 The profile is what the sandbox and the simulate transport read, so the numbers in it are the
 generative parameters: the per-attempt success rate, the failure mix, the fitted latency of
@@ -15,6 +16,7 @@ import numpy as np
 from scipy import optimize, special
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
+from realprobe.probes.loading import ProbeArrays
 from realprobe.probes.stats import StatsReport, ToolStats
 from realprobe.simulator.profile import (
     Burst,
@@ -163,10 +165,22 @@ def tool_profile(ts: ToolStats) -> ToolProfile:
     )
 
 
-def calibrate(report: StatsReport, *, name: str | None = None, db: str | None = None) -> Profile:
+def calibrate(
+    report: StatsReport,
+    *,
+    name: str | None = None,
+    db: str | None = None,
+    arrays: ProbeArrays | None = None,
+) -> Profile:
+    """`arrays` (the rows behind the report) adds each tool's latency mixture (one or two
+    lognormals, chosen by BIC; see latency_mixture.py)."""
     if not report.tools:
         raise RealprobeError("nothing to calibrate: no tool has probe rows in this window")
     tools = {t.tool: tool_profile(t) for t in report.tools}
+    if arrays is not None:
+        from realprobe.probes.latency_mixture import add_mixtures
+
+        add_mixtures(tools, arrays)
     deadlines = sorted({t.latency.timeout_s for t in report.tools if t.latency.timeout_s})
     source: dict[str, Any] = {
         "kind": "calibrated",

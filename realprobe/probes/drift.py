@@ -17,8 +17,8 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import stats
 
+from realprobe.probes.classic_tests import chi2_contingency, mann_whitney_p, norm_sf
 from realprobe.probes.loading import CODES, ProbeArrays
 from realprobe.probes.stats import burst_chain
 from realprobe.probes.windows import iso
@@ -109,7 +109,7 @@ def two_proportion(k1: int, n1: float, k2: int, n2: float, design_effect: float 
     if se == 0:
         return 1.0
     z = (k2 / n2 - k1 / n1) / se
-    return float(2 * stats.norm.sf(abs(z)))
+    return float(2 * norm_sf(abs(z)))
 
 
 def pooled_rho(a: ProbeArrays, b: ProbeArrays) -> float:
@@ -151,7 +151,7 @@ def _latency(a: ProbeArrays, b: ProbeArrays) -> LatencyDrift | None:
     if x.shape[0] < MIN_N // 2 or y.shape[0] < MIN_N // 2:
         return None
     m1, m2 = float(np.median(x)), float(np.median(y))
-    p = float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+    p = mann_whitney_p(x, y)
     return LatencyDrift(
         baseline_p50=m1, current_p50=m2, ratio=m2 / m1 if m1 > 0 else math.inf, pvalue=p
     )
@@ -164,7 +164,7 @@ def _mix(a: ProbeArrays, b: ProbeArrays) -> MixDrift | None:
     if keep.sum() < 2 or ca.sum() < 5 or cb.sum() < 5:
         return None
     table = np.vstack([ca[keep], cb[keep]])
-    chi2, p, _, _ = stats.chi2_contingency(table)
+    chi2, p = chi2_contingency(table)
     v = math.sqrt(chi2 / (table.sum() * (min(table.shape) - 1)))
     names = [c.value for c, k in zip(CODES, keep, strict=True) if k]
     return MixDrift(

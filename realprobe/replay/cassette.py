@@ -1,19 +1,23 @@
 """The cassette: every call a run made, in order, with its outcome and timing.
 
 On disk it is a vcrpy version-1 cassette (`interactions`, `version: 1`), so plain vcrpy replays
-the complete HTTP responses, plus a `realprobe` section for what vcrpy cannot hold:
+every complete HTTP response (redirect hops and binary bodies included), plus a `realprobe`
+section for what vcrpy cannot hold:
 
 ```
 {"version": 1,
- "interactions": [{"request": {...}, "response": {...},
-                   "realprobe": {"seq": 0, "elapsed_ms": 12.3, ...}}],
+ "interactions": [{"request": {...},
+                   "response": {..., "realprobe": {"seq": 0, "elapsed_ms": 12.3, ...}}}],
  "realprobe": {"format": "realprobe-cassette", "format_version": 1, "meta": {...},
                "beyond_vcrpy": [{"seq": 1, "request": {...}, "response": {...} | null,
                                  "complete": false, "error": {"type": "ReadTimeout", ...}}]}}
 ```
 
-`seq` gives the one recorded order across both lists. JSON by default; `.yaml`/`.yml` paths
-are YAML, read with a safe loader only. Writes are atomic (temp file, then rename).
+`seq` gives the one recorded order across both lists; the per-call timing sits inside the
+response, which vcrpy keeps when it re-saves a cassette. Binary bodies are base64
+(`base64_string`) in JSON and `!!binary` in YAML, which vcrpy reads. JSON by default;
+`.yaml`/`.yml` paths are YAML, read with a safe loader only. Writes are atomic (temp file,
+then rename).
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from realprobe.errors import RealprobeError
-from realprobe.replay.limits import InputTooLarge, bounded_loader, check_size, read_bounded
+from realprobe.replay.limits import InputTooLarge, bounded_loader, check_size
 
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
 VCR_VERSION = 1
+REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 
 class CassetteError(RealprobeError):
@@ -93,9 +98,12 @@ class Call:
 
     @property
     def vcrpy_representable(self) -> bool:
-        if self.error is not None or not self.complete or self.status is None:
+        """A whole response vcrpy can serve: complete, or a redirect hop closed unread."""
+        if self.error is not None or self.status is None:
             return False
-        return _is_text(self.body) and (self.request_body is None or _is_text(self.request_body))
+        return self.complete or (
+            self.status in REDIRECT_CODES and not self.body and self.header("location") is not None
+        )
 
 
 @dataclass
@@ -126,6 +134,7 @@ class _Timing(BaseModel):
     budget_ms: float | None = None
     chunks: list[int] | None = None
     recorded_at: str | None = None
+    complete: bool = True
 
 
 class _Error(BaseModel):
@@ -262,54 +271,83 @@ def _timing_json(call: Call) -> dict[str, Any]:
         out["chunks"] = call.chunk_sizes
     if call.recorded_at:
         out["recorded_at"] = call.recorded_at
+    if not call.complete and call.error is None:
+        out["complete"] = False
     return out
 
 
-def request_json(call: Call) -> dict[str, Any]:
-    body: str | None = None
+def request_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
+    """`binary`: a non-UTF-8 body stays bytes (YAML writes `!!binary`); otherwise it goes
+    to `body_base64` and `body` is null."""
+    body: str | bytes | None = None
+    extra: dict[str, str] = {}
     if call.request_body:
-        body = call.request_body.decode("utf-8", "surrogateescape")
+        if _is_text(call.request_body):
+            body = call.request_body.decode("utf-8")
+        elif binary:
+            body = call.request_body
+        else:
+            extra["body_base64"] = base64.b64encode(call.request_body).decode("ascii")
     return {
         "method": call.method,
         "uri": call.uri,
         "body": body,
         "headers": headers_to_json(call.request_headers),
+        **extra,
     }
 
 
-def response_json(call: Call) -> dict[str, Any]:
+def response_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = (
+        {"string": call.body} if binary and not _is_text(call.body) else body_to_json(call.body)
+    )
     return {
         "status": {"code": call.status, "message": call.reason},
         "headers": headers_to_json(call.headers),
-        "body": body_to_json(call.body),
+        "body": body,
     }
 
 
-def to_json_data(cassette: Cassette) -> dict[str, Any]:
+def call_record(call: Call, *, binary: bool = False) -> dict[str, Any]:
+    """One call whole, as a `beyond_vcrpy` entry (also a journal line)."""
+    extra = _timing_json(call)
+    extra["request"] = request_json(call, binary=binary)
+    extra["response"] = response_json(call, binary=binary) if call.status is not None else None
+    extra["complete"] = call.complete
+    if call.error is not None:
+        e = call.error
+        extra["error"] = {
+            "type": e.type, "message": e.message, "phase": e.phase,
+            "bytes_before": e.bytes_before,
+        }
+    return extra
+
+
+def call_from_record(data: Any, where: str) -> Call:
+    try:
+        extra = _Extra.model_validate(data)
+    except ValidationError as exc:
+        raise CassetteError(f"{where}: {exc.errors()[0]['msg']}") from exc
+    call = _call_from(extra.seq, extra.request, extra.response, where, extra)
+    call.complete = extra.complete
+    if extra.error is not None:
+        e = extra.error
+        call.error = Failure(e.type, e.message, e.phase, e.bytes_before)
+    return call
+
+
+def to_json_data(cassette: Cassette, *, binary: bool = False) -> dict[str, Any]:
+    """`binary`: non-UTF-8 bodies as bytes (for YAML's `!!binary`), else base64 strings."""
     interactions: list[dict[str, Any]] = []
     extras: list[dict[str, Any]] = []
     for call in sorted(cassette.calls, key=lambda c: c.seq):
         if call.vcrpy_representable:
-            interactions.append(
-                {"request": request_json(call), "response": response_json(call),
-                 "realprobe": _timing_json(call)}
-            )
+            response = response_json(call, binary=binary)
+            response["realprobe"] = _timing_json(call)
+            interactions.append({"request": request_json(call, binary=binary),
+                                 "response": response})
             continue
-        extra = _timing_json(call)
-        req = request_json(call)
-        if call.request_body and not _is_text(call.request_body):
-            req["body"] = None
-            req["body_base64"] = base64.b64encode(call.request_body).decode("ascii")
-        extra["request"] = req
-        extra["response"] = response_json(call) if call.status is not None else None
-        extra["complete"] = call.complete
-        if call.error is not None:
-            e = call.error
-            extra["error"] = {
-                "type": e.type, "message": e.message, "phase": e.phase,
-                "bytes_before": e.bytes_before,
-            }
-        extras.append(extra)
+        extras.append(call_record(call, binary=binary))
     return {
         "version": VCR_VERSION,
         "interactions": interactions,
@@ -415,13 +453,20 @@ def from_json_data(data: dict[str, Any], label: str) -> Cassette:
         if not isinstance(item, dict):
             raise CassetteError(f"{where} is not a mapping")
         timing = None
-        if isinstance(item.get("realprobe"), dict):
+        resp = item.get("response")
+        raw_timing = item.get("realprobe")
+        if isinstance(resp, dict) and isinstance(resp.get("realprobe"), dict):
+            raw_timing = resp["realprobe"]
+        if isinstance(raw_timing, dict):
             try:
-                timing = _Timing.model_validate(item["realprobe"])
+                timing = _Timing.model_validate(raw_timing)
             except ValidationError as exc:
                 raise CassetteError(f"{where}.realprobe: {exc.errors()[0]['msg']}") from exc
         seq = timing.seq if timing is not None else i
-        calls.append(_call_from(seq, item.get("request"), item.get("response"), where, timing))
+        call = _call_from(seq, item.get("request"), resp, where, timing)
+        if timing is not None:
+            call.complete = timing.complete
+        calls.append(call)
     for j, extra in enumerate(section.beyond_vcrpy):
         where = f"{label}: realprobe.beyond_vcrpy[{j}]"
         call = _call_from(extra.seq, extra.request, extra.response, where, extra)
@@ -437,6 +482,8 @@ def from_json_data(data: dict[str, Any], label: str) -> Cassette:
     meta = dict(section.meta)
     if raw_section is None:
         meta.setdefault("source", "vcrpy")
+        if any(c.recorded_at is not None or c.elapsed_s is not None for c in calls):
+            meta["lost_section"] = True  # timings survive inside the responses
     return Cassette(calls, meta)
 
 
@@ -503,25 +550,8 @@ def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
         raise CassetteError(f"{label}: not valid YAML{where}: {problem}") from exc
 
 
-def load_cassette(path: str | Path) -> Cassette:
-    """Read any cassette realprobe knows: its own, vcrpy JSON/YAML, Ruby VCR, HAR."""
-    from realprobe.replay.importers import from_data
-
-    p = Path(path)
-    if not p.exists():
-        raise CassetteError(
-            f"no cassette at {p}: record one first (--mode record --cassette {p})"
-        )
-    if p.is_dir():
-        raise CassetteError(f"{p} is a directory, not a cassette file")
-    data = parse_text(read_bounded(p), str(p), yaml_hint=is_yaml_path(p))
-    cassette = from_data(data, str(p))
-    cassette.path = p
-    return cassette
-
-
 def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
-    data = to_json_data(cassette)
+    data = to_json_data(cassette, binary=as_yaml)
     if as_yaml:
         text = yaml.dump(data, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
         return text.encode("utf-8")

@@ -107,7 +107,8 @@ class _Call:
         self.config = config
         self.clock = clock
         self.method = method
-        self.current = httpx.URL(url, params=params or None)
+        # httpx.URL(url, params=None) drops the query already in `url`: pass params only if any
+        self.current = httpx.URL(url, params=params) if params else httpx.URL(url)
         self.headers = headers
         self.deadline = deadline
         self.allow_private = allow_private

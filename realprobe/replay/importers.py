@@ -12,7 +12,10 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import warnings
+from collections.abc import Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from realprobe.replay.cassette import (
@@ -23,10 +26,15 @@ from realprobe.replay.cassette import (
     body_from_json,
     from_json_data,
     headers_from_json,
+    is_yaml_path,
+    parse_text,
+    save_cassette,
     status_code,
 )
 from realprobe.replay.decoding import decode_whole
-from realprobe.replay.matching import MATCH_URL
+from realprobe.replay.journal import journal_path, journal_running, read_journal
+from realprobe.replay.limits import read_bounded
+from realprobe.replay.matching import MATCH_URL, MATCH_URL_BODY
 
 MAX_DECODED = 50 * 1024 * 1024
 
@@ -65,7 +73,10 @@ def _from_data(
         if "realprobe" not in data:
             for call in cassette.calls:
                 normalise_body(call)
-            cassette.meta.setdefault("match_on", list(MATCH_URL))
+            lost = bool(cassette.meta.pop("lost_section", False))
+            cassette.meta.setdefault("match_on", list(MATCH_URL_BODY if lost else MATCH_URL))
+            if lost:
+                _warn_lost_section(label, len(cassette.calls))
     elif "http_interactions" in data:
         cassette = from_ruby_vcr(data, label)
     elif isinstance(data.get("log"), dict) and "entries" in data["log"]:
@@ -76,10 +87,143 @@ def _from_data(
             f"{label}: not a cassette: expected `interactions` (vcrpy/realprobe), "
             f"`http_interactions` (Ruby VCR) or `log.entries` (HAR); found {keys}"
         )
+    unroute_sandbox(cassette)
     if substitute:
-        for call in cassette.calls:
-            for old, new in substitute.items():
-                call.uri = call.uri.replace(old, new)
+        substitute_urls(cassette, substitute)
+    return cassette
+
+
+def substitute_urls(cassette: Cassette, substitute: Mapping[str, str]) -> None:
+    """Rewrite request URLs and the URL-bearing response headers (Location...) alike."""
+    for call in cassette.calls:
+        for old, new in substitute.items():
+            call.uri = call.uri.replace(old, new)
+            call.headers = [
+                (k, v.replace(old, new) if k.lower() in URL_HEADERS else v)
+                for k, v in call.headers
+            ]
+
+
+URL_HEADERS = ("location", "content-location", "link", "refresh")
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
+_WARNED: set[str] = set()
+
+
+def _warn_lost_section(label: str, n: int) -> None:
+    if label in _WARNED:
+        return
+    _WARNED.add(label)
+    warnings.warn(
+        f"{label}: its `realprobe` section is gone (re-saved by vcrpy?): recorded exceptions "
+        f"and cassette settings are lost; replaying the {n} interaction(s) that remain",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def _sandbox_apis() -> dict[str, str]:
+    """{api id: base origin} of the default catalogue (sandbox paths are /<api-id>/...)."""
+    from httpx import URL
+
+    from realprobe.adapters.catalog import default_catalog
+
+    out: dict[str, str] = {}
+    for api in default_catalog().apis.values():
+        url = URL(api.base_url)
+        port = f":{url.port}" if url.port else ""
+        out[api.id] = f"{url.scheme}://{url.host}{port}"
+    return out
+
+
+def _unroute_url(url: str, apis: Mapping[str, str]) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if (parts.hostname or "") not in LOOPBACK and f"[{parts.hostname}]" not in LOOPBACK:
+        return url
+    segs = parts.path.split("/", 2)
+    if len(segs) < 2 or segs[1] not in apis:
+        return url
+    rest = "/" + (segs[2] if len(segs) > 2 else "")
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{apis[segs[1]]}{rest}{query}"
+
+
+def unroute_sandbox(cassette: Cassette) -> None:
+    """Calls recorded through realprobe's loopback sandbox (`http://127.0.0.1:PORT/<api-id>/
+    <path>`) back to the real API URLs they stand for, Location headers included."""
+    if not any(_is_loopback(c.uri) for c in cassette.calls):
+        return
+    apis = _sandbox_apis()
+    for call in cassette.calls:
+        call.uri = _unroute_url(call.uri, apis)
+        call.headers = [
+            (k, _unroute_url(v, apis) if k.lower() in URL_HEADERS else v) for k, v in call.headers
+        ]
+
+
+def _is_loopback(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return False
+    return host in LOOPBACK
+
+
+# -- files and journals ----------------------------------------------------------------------
+
+
+def load_cassette(path: str | Path, *, recover: bool = True) -> Cassette:
+    """Read any cassette realprobe knows: its own, vcrpy JSON/YAML, Ruby VCR, HAR. A cassette
+    whose record run was killed is first rebuilt from its journal."""
+    p = Path(path)
+    if recover:
+        recover_stale(p)
+    if not p.exists():
+        raise CassetteError(f"no cassette at {p}: record one first")
+    if p.is_dir():
+        raise CassetteError(f"{p} is a directory, not a cassette file")
+    data = parse_text(read_bounded(p), str(p), yaml_hint=is_yaml_path(p))
+    cassette = from_data(data, str(p))
+    cassette.path = p
+    return cassette
+
+
+def recover_stale(path: Path) -> Cassette | None:
+    """Rebuild `path` from a journal a killed run left (not one a live run is writing)."""
+    if not journal_path(path).exists() or journal_running(path) is not None:
+        return None
+    return recover_cassette(path)
+
+
+def recover_cassette(path: str | Path) -> Cassette:
+    """The cassette a journal describes, written atomically; the journal is then removed."""
+    p = Path(path)
+    jp = journal_path(p)
+    if not jp.exists():
+        raise CassetteError(f"no journal at {jp}: nothing to recover")
+    pid = journal_running(p)
+    if pid is not None:
+        raise CassetteError(f"{p} is still being recorded (pid {pid}); nothing to recover yet")
+    header, calls = read_journal(jp)
+    meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
+    if header.get("base") and p.exists():
+        base = load_cassette(p, recover=False)
+        first = max((c.seq for c in base.calls), default=-1) + 1
+        for i, call in enumerate(sorted(calls, key=lambda c: c.seq)):
+            call.seq = first + i
+        cassette = Cassette(base.calls + calls, base.meta, p)
+    else:
+        cassette = Cassette(
+            calls, {"match_on": list(MATCH_URL_BODY), **(meta or {}), "recovered": True}, p
+        )
+    save_cassette(cassette, p)
+    jp.unlink(missing_ok=True)
     return cassette
 
 

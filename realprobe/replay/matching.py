@@ -1,4 +1,6 @@
-"""How a request finds its recording: method + canonical URL (+ body digest when asked).
+"""How a request finds its recording: method + canonical URL (+ body digest when asked) by
+default, or any of vcrpy's matcher names (method, scheme, host, port, path, query, body,
+raw_body, headers, uri, url) plus custom callables `(incoming, recorded) -> bool`.
 
 Canonical URL: lower-case scheme and host, default ports dropped, path re-quoted the same way
 every time, query pairs sorted. Recordings made through the SandboxRouter already carry the
@@ -12,9 +14,14 @@ import difflib
 import functools
 import hashlib
 import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 import httpx
+
+from realprobe.errors import RealprobeError
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MATCH_URL = ("method", "url")
@@ -76,3 +83,106 @@ def closest(key: str, candidates: list[str]) -> str | None:
     if len(pool) > 2000:
         pool = pool[:2000]
     return max(pool, key=lambda c: difflib.SequenceMatcher(None, key, c).ratio())
+
+
+#: vcrpy's matcher names, in the order realprobe documents them
+MATCHER_NAMES = (
+    "method", "scheme", "host", "port", "path", "query", "body", "raw_body", "headers",
+    "uri", "url",
+)
+Matcher = str | Callable[[Any, Any], Any]
+_FAST = frozenset({"method", "url", "uri", "body"})
+
+
+def _parts(url: str) -> tuple[str, str, int | None, str, str]:
+    try:
+        p = urlsplit(url)
+        port = p.port
+    except ValueError:
+        return "", "", None, url, ""
+    scheme = p.scheme.lower()
+    port = port if port is not None else DEFAULT_PORTS.get(scheme)
+    return scheme, (p.hostname or "").lower(), port, p.path, p.query
+
+
+def _component(name: str, method: str, url: str, body: bytes | None,
+               headers: Iterable[tuple[str, str]] | None) -> str:
+    if name == "method":
+        return method.upper()
+    if name in ("uri", "url"):
+        return canonical_url(url)
+    if name == "body":
+        return f"body:{body_digest(body)}"
+    if name == "raw_body":
+        return "raw:" + (hashlib.sha256(body).hexdigest()[:16] if body else "")
+    if name == "headers":
+        pairs = sorted((k.lower(), v) for k, v in (headers or ()))
+        return "headers:" + hashlib.sha256(repr(pairs).encode()).hexdigest()[:16]
+    scheme, host, port, path, query = _parts(url)
+    if name == "scheme":
+        return scheme
+    if name == "host":
+        return host
+    if name == "port":
+        return str(port)
+    if name == "path":
+        return quote(unquote(path) or "/", safe=PATH_SAFE)
+    if name == "query":
+        return "?" + urlencode(sorted(parse_qsl(query, keep_blank_values=True)))
+    raise AssertionError(name)
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    """Named matchers make the index key; custom callables then choose among its calls."""
+
+    names: tuple[str, ...]
+    custom: tuple[Callable[[Any, Any], Any], ...] = ()
+
+    @classmethod
+    def of(cls, match_on: Sequence[Matcher] | None) -> MatchSpec:
+        names: list[str] = []
+        custom: list[Callable[[Any, Any], Any]] = []
+        for m in match_on or MATCH_URL_BODY:
+            if callable(m):
+                custom.append(m)
+            elif isinstance(m, str) and m in MATCHER_NAMES:
+                names.append(m)
+            else:
+                raise RealprobeError(
+                    f"unknown matcher {m!r}: use a callable or one of {', '.join(MATCHER_NAMES)}"
+                )
+        return cls(tuple(names), tuple(custom))
+
+    @property
+    def uses_headers(self) -> bool:
+        return "headers" in self.names
+
+    def key(self, method: str, url: str, body: bytes | None,
+            headers: Iterable[tuple[str, str]] | None = None) -> str:
+        names = self.names
+        if _FAST.issuperset(names) and "method" in names and ("url" in names or "uri" in names):
+            return match_key(method, url, body, names)
+        return " ".join(_component(n, method, url, body, headers) for n in names)
+
+    def custom_match(self, incoming: tuple[str, str, bytes | None, list[tuple[str, str]]],
+                     recorded: Any) -> bool:
+        """vcrpy's convention: a matcher passes unless it returns False or raises
+        AssertionError. Both sides are vcrpy `Request` objects."""
+        mine = vcr_request(*incoming)
+        theirs = vcr_request(recorded.method, recorded.uri, recorded.request_body,
+                             recorded.request_headers)
+        for fn in self.custom:
+            try:
+                if fn(mine, theirs) is False:
+                    return False
+            except AssertionError:
+                return False
+        return True
+
+
+def vcr_request(method: str, uri: str, body: bytes | None,
+                headers: Iterable[tuple[str, str]]) -> Any:
+    from vcr.request import Request
+
+    return Request(method, uri, body, dict(headers))

@@ -1,14 +1,17 @@
 """Picking a transport: the only place that knows live, sandbox, record, replay and simulate.
 
 Commands, probes, agents and the MCP server ask `make_client` for an HttpClient and never
-branch on the mode themselves.
+branch on the mode themselves. The record/replay seam (`transport_for`, `replay_latency_of`,
+`on_exhausted_of`) lives here too, for the async and the sync client alike.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -22,6 +25,12 @@ from realprobe.replay.client import (
     sync_system_resolver,
     system_resolver,
 )
+from realprobe.replay.core import EXHAUSTION_POLICIES, LatencyPolicy
+from realprobe.replay.mode import Mode
+from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
+from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
+from realprobe.replay.scrub import ScrubConfig
+from realprobe.replay.session import CassetteSession, SessionTransport, SyncSessionTransport
 from realprobe.replay.simulate import SimulateTransport, origins_of
 from realprobe.replay.target import Target
 from realprobe.replay.transports import (
@@ -31,25 +40,6 @@ from realprobe.replay.transports import (
     sync_live_transport,
 )
 from realprobe.simulator.profile import Profile, resolve_profile
-
-
-class Mode(StrEnum):
-    LIVE = "live"
-    RECORD = "record"
-    REPLAY = "replay"
-    SIMULATE = "simulate"
-
-    @classmethod
-    def parse(cls, value: str | Mode) -> Mode:
-        """A mode from a string as a user types it; an unknown value is an error (never a
-        silent fallback to live)."""
-        if isinstance(value, Mode):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            choices = ", ".join(m.value for m in cls)
-            raise RealprobeError(f"mode {value!r}: choose one of {choices}") from None
 
 
 @dataclass
@@ -66,6 +56,8 @@ class TransportOptions:
     on_exhausted: str | None = None
     #: record: scrub secrets before writing (on by default)
     scrub: bool = True
+    #: none|once|new_episodes|all (vcrpy's record modes); decides record or replay itself
+    record_mode: str | None = None
 
     def __post_init__(self) -> None:
         # `mode="simulate"` (a plain string) must mean Mode.SIMULATE, and a typo must fail
@@ -80,6 +72,8 @@ class TransportOptions:
 
     def normalised(self) -> TransportOptions:
         mode = Mode.parse(self.mode)
+        if self.record_mode is not None:
+            mode = self._mode_for_record_mode()
         if self.profile is not None and mode is Mode.LIVE and self.sandbox is None:
             mode = Mode.SIMULATE
         if self.sandbox and mode is Mode.SIMULATE:
@@ -94,6 +88,20 @@ class TransportOptions:
         if mode in (Mode.RECORD, Mode.REPLAY) and self.cassette is None:
             raise RealprobeError(f"--mode {mode.value} needs --cassette PATH")
         return replace(self, mode=mode)
+
+    def _mode_for_record_mode(self) -> Mode:
+        from realprobe.replay.session import RECORD_MODES
+
+        rm = self.record_mode
+        if rm not in RECORD_MODES:
+            raise RealprobeError(f"--record-mode {rm!r}: choose one of {', '.join(RECORD_MODES)}")
+        if self.cassette is None:
+            raise RealprobeError(f"--record-mode {rm} needs --cassette PATH")
+        if self.mode is Mode.SIMULATE:
+            raise RealprobeError("--record-mode decides record or replay; drop --mode simulate")
+        if rm == "none" or (rm == "once" and Path(self.cassette).exists()):
+            return Mode.REPLAY
+        return Mode.RECORD
 
 
 def base_transport(
@@ -119,8 +127,6 @@ def _virtual_by_default(opts: TransportOptions) -> bool:
     if opts.real_time:
         return False
     if opts.mode is Mode.REPLAY:
-        from realprobe.replay.recording import replay_latency_of
-
         return replay_latency_of(opts).virtual_clock
     if opts.mode is Mode.RECORD:
         return opts.profile is not None and not opts.sandbox
@@ -138,9 +144,7 @@ def make_client(
     if clock is None:
         clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
     if opts.mode in (Mode.RECORD, Mode.REPLAY):
-        from realprobe.replay import recording
-
-        transport = recording.transport_for(catalog, opts, clock, base_transport)
+        transport = transport_for(catalog, opts, clock, base_transport)
     else:
         transport = base_transport(catalog, opts, clock)
     target = Target.from_options(opts)
@@ -163,41 +167,125 @@ def make_sync_client(
 
     Simulation runs on a virtual clock inside an event loop: use `make_client` for it.
     """
-    from realprobe.replay.sync import SyncRecordingTransport, SyncReplayTransport
-
     opts = (opts or TransportOptions()).normalised()
     if opts.mode is Mode.SIMULATE:
         raise RealprobeError(
             "the synchronous client cannot simulate; use make_client and call_tool (async)"
         )
-    base: httpx.BaseTransport = (
-        SyncSandboxRouter(opts.sandbox, origins_of(catalog))
-        if opts.sandbox
-        else sync_live_transport()
-    )
-    transport: httpx.BaseTransport = base
+    transport: httpx.BaseTransport
     if opts.mode is Mode.REPLAY:
         assert opts.cassette is not None
-        from realprobe.replay.recording import on_exhausted_of
-
-        latency = opts.replay_latency or "none"
         transport = SyncReplayTransport.from_path(
-            opts.cassette, latency=latency, on_exhausted=on_exhausted_of(opts)
+            opts.cassette,
+            latency=replay_latency_of(opts).without_virtual(),
+            on_exhausted=on_exhausted_of(opts),
         )
-    elif opts.mode is Mode.RECORD:
-        assert opts.cassette is not None
-        from realprobe.replay.scrub import ScrubConfig
-
-        source = (
-            {"source": "realprobe sandbox", "sandbox": opts.sandbox}
+    else:
+        base: httpx.BaseTransport = (
+            SyncSandboxRouter(opts.sandbox, origins_of(catalog))
             if opts.sandbox
-            else {"source": "live"}
+            else sync_live_transport()
         )
-        transport = SyncRecordingTransport(
-            base, opts.cassette, meta=source, scrub=ScrubConfig(enabled=opts.scrub)
-        )
+        transport = base
+        if opts.mode is Mode.RECORD and opts.record_mode == "new_episodes":
+            session = _episodes(catalog, opts, _record_path(opts))
+            transport = SyncSessionTransport(session, base, close_session=True)
+        elif opts.mode is Mode.RECORD:
+            assert opts.cassette is not None
+            path = _record_path(opts)
+            transport = SyncRecordingTransport(
+                base, path, meta=record_meta(catalog, opts), scrub=ScrubConfig(enabled=opts.scrub)
+            )
     # redirect targets' host names are resolved and checked only on the real network (the
     # sandbox, replay and the simulator use canonical names that need not resolve here)
     target = Target.from_options(opts)
     resolver = sync_system_resolver if target.reaches_network else None
     return SyncHttpClient(transport, config=config, resolver=resolver, target=target)
+
+
+# -- the record/replay seam ----------------------------------------------------------------
+
+LATENCY_ENV = "REALPROBE_REPLAY_LATENCY"
+EXHAUSTED_ENV = "REALPROBE_ON_EXHAUSTED"
+
+
+def replay_latency_of(opts: TransportOptions) -> LatencyPolicy:
+    return LatencyPolicy.parse(opts.replay_latency or os.environ.get(LATENCY_ENV) or "virtual")
+
+
+def on_exhausted_of(opts: TransportOptions) -> str:
+    policy = opts.on_exhausted or os.environ.get(EXHAUSTED_ENV) or "error"
+    if policy not in EXHAUSTION_POLICIES:
+        raise RealprobeError(
+            f"on_exhausted {policy!r}: choose one of {', '.join(EXHAUSTION_POLICIES)}"
+        )
+    return policy
+
+
+def _profile_label(profile: object) -> str | None:
+    if profile is None:
+        return None
+    name = getattr(profile, "name", None)
+    return str(name) if name else str(profile)
+
+
+def record_meta(catalog: Catalog, opts: TransportOptions) -> dict[str, Any]:
+    """What a recording says about where its answers came from (sync and async alike)."""
+    source: dict[str, Any]
+    if opts.sandbox:
+        source = {"source": "realprobe sandbox", "sandbox": opts.sandbox}
+        if opts.profile is not None:
+            source["profile"] = _profile_label(opts.profile)
+    elif opts.profile is not None:
+        source = {"source": "realprobe simulator", "profile": _profile_label(opts.profile)}
+    else:
+        source = {"source": "live"}
+    source["seed"] = opts.seed
+    source["catalog_tools"] = len(catalog)
+    return source
+
+
+def _record_path(opts: TransportOptions) -> Path:
+    path = Path(opts.cassette or "")
+    if path.is_dir():
+        raise RealprobeError(f"cassette {path} is a directory; give a file name")
+    return path
+
+
+def _episodes(catalog: Catalog, opts: TransportOptions, path: Path) -> CassetteSession:
+    """Record mode new_episodes: replay what the cassette holds, record the rest, keep both
+    (the base transport already routes to the sandbox or simulates, so the session does not)."""
+    session = CassetteSession(
+        path, record_mode="new_episodes", libraries=(), on_exhausted=on_exhausted_of(opts),
+        scrub=opts.scrub, meta=record_meta(catalog, opts),
+    )
+    return session.open()
+
+
+def transport_for(
+    catalog: Catalog,
+    opts: TransportOptions,
+    clock: Clock,
+    base: Callable[[Catalog, TransportOptions, Clock], httpx.AsyncBaseTransport] = base_transport,
+) -> httpx.AsyncBaseTransport:
+    """Mode.RECORD: a RecordingTransport around the real one. Mode.REPLAY: a ReplayTransport."""
+    if opts.cassette is None:
+        raise RealprobeError(f"mode {opts.mode.value} needs a cassette path")
+    if opts.mode is Mode.REPLAY:
+        return ReplayTransport.from_path(
+            opts.cassette, clock=clock, latency=replay_latency_of(opts),
+            on_exhausted=on_exhausted_of(opts),
+        )
+    if opts.mode is not Mode.RECORD:
+        raise RealprobeError(f"transport_for: mode {opts.mode.value} is not record or replay")
+    path = _record_path(opts)
+    base_opts = opts
+    if opts.profile is not None and not opts.sandbox:
+        base_opts = replace(opts, mode=Mode.SIMULATE)
+    inner = base(catalog, base_opts, clock)
+    if opts.record_mode == "new_episodes":
+        return SessionTransport(_episodes(catalog, opts, path), inner, close_session=True)
+    return RecordingTransport(
+        inner, path, clock=clock, meta=record_meta(catalog, opts),
+        scrub=ScrubConfig(enabled=opts.scrub),
+    )

@@ -1,29 +1,37 @@
-"""pytest plugin (entry point `realprobe`): replay a realprobe cassette in your own tests.
+"""pytest plugin (entry point `realprobe`): record and replay the HTTP calls of your own tests.
 
 ```python
-import httpx, pytest
+import pytest
 
-@pytest.mark.realprobe_cassette("cassettes/weather.json")   # optional; default path below
-async def test_weather(realprobe_transport):
-    async with httpx.AsyncClient(transport=realprobe_transport) as client:
-        r = await client.get("https://api.open-meteo.com/v1/forecast?latitude=52.5&longitude=13.4")
-    assert r.status_code == 200
+@pytest.mark.realprobe            # nothing else: every httpx/requests/urllib3/aiohttp call
+def test_weather():               # made by the test is recorded or replayed
+    assert my_app.forecast("Berlin")["temperature"] is not None
 ```
 
-Without `--realprobe-record` the test replays and never opens a socket; a request with no
-recording fails with an error naming it. With `--realprobe-record` it runs for real (through
-the `realprobe_base_transport` fixture: the live network unless you override it, say with a
-sandbox router) and rewrites the cassette, failures and latencies included.
+Options (pytest-recording's, with a `realprobe-` prefix):
 
-Synchronous code: `realprobe_sync_transport` for `httpx.Client` (replay latency none, real
-or scaled:X). Default cassette path: `<test file folder>/cassettes/<test module>/<test name>.json`
-(the folder name is the `realprobe_cassette_dir` ini option). Marker keywords:
-`on_exhausted` (error|repeat-last|cycle) and `latency` (none|real|scaled:X|virtual).
+- `--realprobe-record-mode none|once|new_episodes|all` (default `none`: replay only, a request
+  with no recording fails naming it); `--realprobe-record` is `all`.
+- `--realprobe-block-network`: any socket a replaying test opens fails, except to
+  `--realprobe-allowed-hosts host1,host2` (recording tests may reach the network).
+- `--realprobe-sandbox URL`: record the catalogue APIs from a running `realprobe sandbox`
+  instead of the real ones; cassettes keep the real URLs.
+
+A test that fails while recording writes no cassette. Default cassette path:
+`<test file folder>/cassettes/<test module>/<test name>.json` (folder: the
+`realprobe_cassette_dir` ini option); `@pytest.mark.realprobe("path.json")` names another.
+Marker keywords: `record_mode`, `match_on` (vcrpy matcher names and callables),
+`on_exhausted` (error|repeat-last|cycle), `latency` (none|real|scaled:X). The
+`realprobe_cassette` marker takes the same arguments for the fixtures below without patching.
+
+Fixtures for code that takes a transport: `realprobe_transport` (async httpx),
+`realprobe_sync_transport`, and `realprobe_client` (realprobe's own HttpClient).
 """
 
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,17 +42,48 @@ if TYPE_CHECKING:
     import httpx
 
     from realprobe.replay.client import HttpClient
+    from realprobe.replay.session import CassetteSession
 
-MARKER = "realprobe_cassette"
+MARKER = "realprobe"
+CONFIG_MARKER = "realprobe_cassette"
+MODES = ("none", "once", "new_episodes", "all")
+HINT = (
+    "run pytest with --realprobe-record-mode=once to record missing cassettes "
+    "(new_episodes to add to them)"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("realprobe")
     group.addoption(
+        "--realprobe-record-mode",
+        choices=MODES,
+        default=None,
+        help="none (replay only; default), once (record missing cassettes), new_episodes "
+        "(record requests the cassette lacks, keep the rest), all (re-record).",
+    )
+    group.addoption(
         "--realprobe-record",
         action="store_true",
         default=False,
-        help="Record realprobe cassettes anew instead of replaying them.",
+        help="Record realprobe cassettes anew (the same as --realprobe-record-mode=all).",
+    )
+    group.addoption(
+        "--realprobe-block-network",
+        action="store_true",
+        default=False,
+        help="Fail any socket a replaying test opens (see --realprobe-allowed-hosts).",
+    )
+    group.addoption(
+        "--realprobe-allowed-hosts",
+        default="",
+        help="Comma-separated hosts/addresses still reachable with --realprobe-block-network.",
+    )
+    group.addoption(
+        "--realprobe-sandbox",
+        default=None,
+        metavar="URL",
+        help="Record against this realprobe sandbox instead of the real APIs.",
     )
     parser.addini(
         "realprobe_cassette_dir",
@@ -56,16 +95,46 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(path=None, *, on_exhausted='error', latency='none'): replay this test's "
-        "HTTP calls from a realprobe cassette (record it with --realprobe-record).",
+        f"{MARKER}(path=None, *, record_mode=None, match_on=None, on_exhausted='error', "
+        "latency='none'): record or replay every HTTP call this test makes (httpx, requests, "
+        "urllib3, aiohttp) with a realprobe cassette.",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{CONFIG_MARKER}(path=None, *, record_mode=None, match_on=None, on_exhausted='error', "
+        "latency='none'): the cassette of the realprobe_transport fixtures.",
     )
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[None]:
+    report: Any = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report  # type: ignore[no-any-return]
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
 def _marker(request: pytest.FixtureRequest) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    mark = request.node.get_closest_marker(MARKER)
-    if mark is None:
-        return (), {}
-    return tuple(mark.args), dict(mark.kwargs)
+    for name in (MARKER, CONFIG_MARKER):
+        mark = request.node.get_closest_marker(name)
+        if mark is not None:
+            return tuple(mark.args), dict(mark.kwargs)
+    return (), {}
+
+
+def record_mode_of(config: pytest.Config, kwargs: dict[str, Any]) -> str:
+    """The command line wins, then the marker, then `none`."""
+    if config.getoption("--realprobe-record"):
+        return "all"
+    given = config.getoption("--realprobe-record-mode")
+    if given:
+        return str(given)
+    return str(kwargs.get("record_mode") or "none")
 
 
 @pytest.fixture
@@ -83,87 +152,151 @@ def realprobe_cassette_path(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
-def realprobe_base_transport() -> httpx.AsyncBaseTransport:
-    """What answers while recording; override to record against a sandbox or a mock."""
+def realprobe_session(
+    request: pytest.FixtureRequest, realprobe_cassette_path: Path
+) -> Iterator[CassetteSession]:
+    """This test's cassette in use; with the `realprobe` marker every HTTP library is
+    captured, otherwise only the realprobe_transport fixtures use it."""
+    from realprobe.replay.session import LIBRARIES, CassetteSession
+
+    _, kwargs = _marker(request)
+    marked = request.node.get_closest_marker(MARKER) is not None
+    session = CassetteSession(
+        realprobe_cassette_path,
+        record_mode=record_mode_of(request.config, kwargs),
+        match_on=kwargs.get("match_on"),
+        on_exhausted=kwargs.get("on_exhausted", "error"),
+        latency=kwargs.get("latency", "none"),
+        sandbox=request.config.getoption("--realprobe-sandbox"),
+        libraries=kwargs.get("libraries", LIBRARIES) if marked else (),
+        meta={"source": "pytest", "test": request.node.nodeid},
+        hint=HINT,
+    )
+    session.open()
+    try:
+        yield session
+    finally:
+        session.close(failed=request.node.stash.get(_FAILED, False))
+
+
+@pytest.fixture(autouse=True)
+def _realprobe_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The `realprobe` marker alone opens the test's cassette; the network block applies."""
+    recording = False
+    marked = request.node.get_closest_marker(MARKER) is not None
+    if marked or "realprobe_session" in request.fixturenames:
+        session: CassetteSession = request.getfixturevalue("realprobe_session")
+        recording = session.recording
+    if request.config.getoption("--realprobe-block-network") and not recording:
+        allowed = {
+            h.strip().lower() for h in request.config.getoption("--realprobe-allowed-hosts")
+            .split(",") if h.strip()
+        }
+        with _blocked(allowed):
+            yield
+        return
+    yield
+
+
+class NetworkBlocked(OSError):
+    """A test under --realprobe-block-network tried to open a socket."""
+
+
+def _host_of(address: Any) -> str | None:
+    if isinstance(address, tuple) and address:
+        return str(address[0]).lower()
+    return None  # a Unix socket path
+
+
+def _blocked(allowed: set[str]) -> Any:
+    import contextlib
+
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def check(address: Any) -> None:
+        host = _host_of(address)
+        if host is None or host in allowed:
+            return
+        raise NetworkBlocked(
+            f"network blocked by --realprobe-block-network: connect to {host} "
+            "(allow it with --realprobe-allowed-hosts, or record with --realprobe-record-mode)"
+        )
+
+    def connect(self: socket.socket, address: Any) -> None:
+        check(address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        check(address)
+        return real_connect_ex(self, address)
+
+    @contextlib.contextmanager
+    def guard() -> Iterator[None]:
+        socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+        socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
+        try:
+            yield
+        finally:
+            socket.socket.connect = real_connect  # type: ignore[method-assign]
+            socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
+
+    return guard()
+
+
+@pytest.fixture
+def realprobe_base_transport(request: pytest.FixtureRequest) -> httpx.AsyncBaseTransport:
+    """What answers while recording; override to record against a mock. With
+    --realprobe-sandbox, the catalogue APIs are answered by that sandbox."""
     from realprobe.replay.transports import live_transport
 
     return live_transport()
 
 
 @pytest.fixture
-def realprobe_transport(
-    request: pytest.FixtureRequest,
-    realprobe_cassette_path: Path,
-    realprobe_base_transport: httpx.AsyncBaseTransport,
-) -> Iterator[httpx.AsyncBaseTransport]:
-    """An httpx transport that replays this test's cassette (or records it)."""
-    from realprobe.replay.recording import RecordingTransport
-    from realprobe.replay.replayer import ReplayTransport
+def realprobe_base_sync_transport() -> httpx.BaseTransport:
+    """What answers while recording for `realprobe_sync_transport`; override at will."""
+    from realprobe.replay.transports import sync_live_transport
 
-    _, kwargs = _marker(request)
-    if request.config.getoption("--realprobe-record"):
-        recorder = RecordingTransport(
-            realprobe_base_transport, realprobe_cassette_path,
-            meta={"source": "pytest", "test": request.node.nodeid},
-        )
-        yield recorder
-        if recorder.saved is None:  # the client was not closed: write anyway
-            recorder.save()
-        return
-    yield ReplayTransport.from_path(
-        realprobe_cassette_path,
-        latency=kwargs.get("latency", "none"),
-        on_exhausted=kwargs.get("on_exhausted", "error"),
-    )
+    return sync_live_transport()
 
 
 @pytest.fixture
-def realprobe_base_sync_transport() -> httpx.BaseTransport:
-    """What answers while recording for `realprobe_sync_transport`; override at will."""
-    import httpx
+def realprobe_transport(
+    realprobe_session: CassetteSession, realprobe_base_transport: httpx.AsyncBaseTransport
+) -> httpx.AsyncBaseTransport:
+    """An httpx transport that replays this test's cassette (or records it)."""
+    from realprobe.replay.session import SessionTransport
 
-    return httpx.HTTPTransport()
+    return SessionTransport(realprobe_session, realprobe_base_transport)
 
 
 @pytest.fixture
 def realprobe_sync_transport(
-    request: pytest.FixtureRequest,
-    realprobe_cassette_path: Path,
-    realprobe_base_sync_transport: httpx.BaseTransport,
-) -> Iterator[httpx.BaseTransport]:
+    realprobe_session: CassetteSession, realprobe_base_sync_transport: httpx.BaseTransport
+) -> httpx.BaseTransport:
     """The same, for a synchronous `httpx.Client`."""
-    from realprobe.replay.sync import SyncRecordingTransport, SyncReplayTransport
+    from realprobe.replay.session import SyncSessionTransport
 
-    _, kwargs = _marker(request)
-    if request.config.getoption("--realprobe-record"):
-        recorder = SyncRecordingTransport(
-            realprobe_base_sync_transport, realprobe_cassette_path,
-            meta={"source": "pytest", "test": request.node.nodeid},
-        )
-        yield recorder
-        if recorder.saved is None:
-            recorder.save()
-        return
-    yield SyncReplayTransport.from_path(
-        realprobe_cassette_path,
-        latency=kwargs.get("latency", "none"),
-        on_exhausted=kwargs.get("on_exhausted", "error"),
-    )
+    return SyncSessionTransport(realprobe_session, realprobe_base_sync_transport)
 
 
 @pytest.fixture
-def realprobe_client(realprobe_transport: httpx.AsyncBaseTransport) -> HttpClient:
+def realprobe_client(
+    realprobe_session: CassetteSession, realprobe_transport: httpx.AsyncBaseTransport
+) -> HttpClient:
     """realprobe's own HttpClient over the cassette, for `call_tool(tool, args, client)`."""
     from realprobe.clock import RealClock, VirtualClock
     from realprobe.replay.client import HttpClient
     from realprobe.replay.replayer import ReplayTransport
 
-    if isinstance(realprobe_transport, ReplayTransport):
+    cassette = realprobe_session.cassette
+    if not realprobe_session.recording and cassette is not None:
         # on a virtual clock: recorded latencies and timeouts, and nothing waits
         clock = VirtualClock()
         replay = ReplayTransport(
-            realprobe_transport.cassette, clock=clock, latency="virtual",
-            on_exhausted=realprobe_transport.on_exhausted,
+            cassette, clock=clock, latency="virtual", on_exhausted=realprobe_session.on_exhausted,
+            match_on=realprobe_session.match_on,
         )
         return HttpClient(replay, clock=clock)
     return HttpClient(realprobe_transport, clock=RealClock())

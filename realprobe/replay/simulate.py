@@ -39,6 +39,8 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
                 headers=tuple(f.headers.items()),
                 body=f.body.encode("utf-8"),
                 code=f.code,
+                when=tuple((k, str(v)) for k, v in f.when.items()),
+                unknown_input=f.unknown_input,
             )
             for f in tool.spec.fixtures
         ]
@@ -50,6 +52,11 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
                 path=base_path + tool.spec.path,
                 response=tool.spec.response,
                 bodies=bodies,
+                query=dict(tool.spec.query),
+                echo=tuple(tool.spec.echo.items()),
+                examples=tuple(
+                    tuple((k, str(v)) for k, v in ex.items()) for ex in tool.spec.examples
+                ),
                 origin=origin_of(tool.api.base_url),
             )
         )

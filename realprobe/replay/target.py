@@ -11,14 +11,22 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from realprobe.errors import RealprobeError
 
-if TYPE_CHECKING:
-    from realprobe.replay.modes import TransportOptions
+
+class TransportOptions(Protocol):
+    """What `from_options` reads of `realprobe.replay.modes.TransportOptions` (named by shape:
+    importing modes here would close a cycle modes -> client -> target -> modes)."""
+
+    mode: Any
+    sandbox: str | None
+    profile: Any
+    seed: int
+    cassette: Any
 
 
 class TargetKind(StrEnum):
@@ -103,15 +111,16 @@ class Target(BaseModel):
 
     @classmethod
     def from_options(cls, opts: TransportOptions) -> Target:
-        """The target of normalised transport options (see `TransportOptions.normalised`)."""
-        from realprobe.replay.modes import Mode
-
-        recording = str(opts.cassette) if opts.mode is Mode.RECORD and opts.cassette else None
-        if opts.mode is Mode.REPLAY:
+        """The target of normalised transport options (see `TransportOptions.normalised`).
+        Modes compare by value (`Mode` is a StrEnum): importing it here would close an import
+        cycle modes -> client -> target -> modes."""
+        mode = str(opts.mode)
+        recording = str(opts.cassette) if mode == "record" and opts.cassette else None
+        if mode == "replay":
             return cls(kind=TargetKind.REPLAY, cassette=str(opts.cassette))
         if opts.sandbox:
             return cls(kind=TargetKind.SANDBOX, sandbox=opts.sandbox, recording=recording)
-        if opts.mode is Mode.SIMULATE or opts.profile is not None:
+        if mode == "simulate" or opts.profile is not None:
             return cls(
                 kind=TargetKind.SIMULATE,
                 profile=profile_label(opts.profile),

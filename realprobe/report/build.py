@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.probes.drift import DriftReport, drift
-from realprobe.probes.loading import ProbeArrays
+from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import StatsReport, stats_from_db
 from realprobe.probes.windows import iso
 
@@ -91,11 +91,20 @@ def build_report(
     *,
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
+    stats: StatsReport | None = None,
 ) -> ReportData:
     """Stats over the window's rows of `kinds` (target kinds; default as `stats` picks them)
     and `vantages`; drift between `baseline` and `current`, by default each tool's earlier
-    half of calls against its later half."""
-    arr, rep = stats_from_db(db, since, until, tools, period_s, kinds=kinds, vantages=vantages)
+    half of calls against its later half. `stats` computed for the same selection is reused
+    instead of computed again (its provenance names the kinds it read)."""
+    if stats is None:
+        arr, rep = stats_from_db(
+            db, since, until, tools, period_s, kinds=kinds, vantages=vantages
+        )
+    else:
+        if kinds is None and stats.provenance is not None:
+            kinds = list(stats.provenance.target_kinds)
+        arr, rep = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages), stats
     drift_rep = None
     note = None
     t0, t1 = float(arr.ts.min()), float(arr.ts.max())

@@ -1,30 +1,27 @@
-"""The report's plots as inline SVG strings (matplotlib, Agg backend; no files, no network)."""
+"""The report's plots as inline SVG strings (matplotlib figures drawn straight to SVG, without
+pyplot or a GUI backend; no files, no network). Each plot is one axes, so a report over many
+tools stays fast: the latency plot is one box row per tool, not one small ECDF per tool."""
 
 from __future__ import annotations
 
 import io
 import math
 import re
+from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from realprobe.report.build import ReportData
 
-plt.rcParams.update(
-    {
-        "svg.fonttype": "none",  # text stays text: smaller, selectable
-        "font.size": 9,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-    }
-)
+STYLE: Any = {
+    "svg.fonttype": "none",  # text stays text: smaller, selectable
+    "svg.hashsalt": "realprobe",  # stable ids: the same data gives the same file
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 
 CODE_COLOURS = {
     "TIMEOUT": "#d62728",
@@ -43,8 +40,8 @@ def to_svg(fig: Figure, title: str, prefix: str) -> str:
     """The figure as an inline <svg>; its element ids get `prefix` so several plots can share
     one HTML document without clashing ids (matplotlib names them patch_1, axes_1, ...)."""
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    plt.close(fig)
+    with matplotlib.rc_context(STYLE):
+        fig.savefig(buf, format="svg")  # margins are set by _figure: no second "tight" draw
     text = buf.getvalue()
     text = text[text.index("<svg") :]
     text = re.sub(r'\bid="', f'id="{prefix}-', text)
@@ -56,13 +53,37 @@ def _height(n: int) -> float:
     return max(1.8, 0.28 * n + 0.9)
 
 
+def _figure(
+    width: float, height: float, labels: list[str], *, right: float = 0.2, bottom: float = 0.5
+) -> tuple[Figure, Any]:
+    """One axes with margins (inches) sized for the y tick `labels`, so the SVG needs no
+    bbox_inches="tight" (which draws every figure twice)."""
+    left = 0.25 + 0.065 * max((len(s) for s in labels), default=4)
+    width = max(width, left + right + 3.0)
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(width, height))
+        fig.subplots_adjust(
+            left=left / width, right=1 - right / width, bottom=bottom / height,
+            top=1 - 0.15 / height,
+        )
+        return fig, fig.add_subplot()
+
+
+def _plain_log_ticks(axis: Any) -> None:
+    """Log-scale ticks written as 100, 1000 rather than mathtext 10^2 (mathtext is slow)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def success_plot(data: ReportData) -> str:
     tools = data.stats.tools
     names = [t.tool for t in tools]
     rate = np.array([t.success.rate for t in tools])
     lo = np.array([t.success.burst_adjusted95[0] for t in tools])
     hi = np.array([t.success.burst_adjusted95[1] for t in tools])
-    fig, ax = plt.subplots(figsize=(7, _height(len(names))))
+    fig, ax = _figure(7, _height(len(names)), names)
     y = np.arange(len(names))[::-1]
     ax.errorbar(
         rate,
@@ -81,47 +102,37 @@ def success_plot(data: ReportData) -> str:
     return to_svg(fig, "success rate per tool with 95% intervals", "success")
 
 
-def latency_ecdf_plot(data: ReportData) -> str:
+def latency_plot(data: ReportData) -> str:
+    """Per tool, the successes' latency as a box (p25-p75, median line, whiskers p5-p95) on a
+    log axis, and a diamond at the median of the censored lognormal fit (exp(mu))."""
     q = data.latency_quantiles
-    names = sorted(q)
-    cols = min(5, max(1, len(names)))
-    rows = max(1, math.ceil(len(names) / cols))
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(2.2 * cols, 1.7 * rows), squeeze=False, sharey=True
-    )
+    names = [t.tool for t in data.stats.tools if t.tool in q]
     fits = {t.tool: t.latency.lognormal for t in data.stats.tools}
-    for ax, name in zip(axes.flat, names, strict=False):
-        v = np.asarray(q[name])
-        ax.step(v, np.linspace(0, 1, v.shape[0]), where="post", color="#1f77b4", lw=1.2)
-        fit = fits.get(name)
-        if fit is not None and v.shape[0] > 1 and v[0] > 0:
-            from scipy import stats
-
-            xs = np.geomspace(max(v[0], 1e-3), v[-1], 100)
-            ax.plot(
-                xs,
-                stats.norm.cdf((np.log(xs) - fit.mu) / fit.sigma),
-                color="#d62728",
-                lw=0.9,
-                ls="--",
-            )
-        if v.shape[0] and v[0] > 0:
-            ax.set_xscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(name, fontsize=8)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(names) :]:
-        ax.axis("off")
-    fig.supxlabel("latency of successes, ms (log; dashed: lognormal fit)", fontsize=8)
-    fig.tight_layout()
-    return to_svg(fig, "latency ECDF per tool", "latency")
+    fig, ax = _figure(7, _height(len(names)), names)
+    y = np.arange(len(names))[::-1]
+    if names:
+        qs = np.array([np.quantile(np.asarray(q[n], dtype=float), [0.05, 0.25, 0.5, 0.75, 0.95])
+                       for n in names])
+        ax.hlines(y, qs[:, 0], qs[:, 4], color="#555", lw=1)  # whiskers p5-p95
+        ax.barh(y, qs[:, 3] - qs[:, 1], left=qs[:, 1], height=0.6, color="#cfe2f3",
+                edgecolor="#1f77b4", lw=0.8)  # box p25-p75
+        ax.plot(qs[:, 2], y, "|", color="#1f77b4", markersize=9, mew=2, label="median")
+        fit_x = [math.exp(f.mu) if (f := fits.get(n)) is not None else np.nan for n in names]
+        ax.plot(fit_x, y, "D", color="#d62728", markersize=4, label="lognormal fit, median")
+        ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis)
+        ax.legend(fontsize=7, loc="lower right", frameon=False)
+    ax.set_yticks(y, names)
+    ax.set_xlabel("latency of successes, ms (log): box p25-p75, whiskers p5-p95")
+    ax.grid(axis="x", alpha=0.3, which="both")
+    return to_svg(fig, "latency per tool", "latency")
 
 
 def error_mix_plot(data: ReportData) -> str:
     tools = data.stats.tools
     names = [t.tool for t in tools]
     codes = sorted({c for t in tools for c in t.errors.counts})
-    fig, ax = plt.subplots(figsize=(7, _height(len(names))))
+    fig, ax = _figure(7, _height(len(names)), names, right=1.6)
     y = np.arange(len(names))[::-1]
     left = np.zeros(len(names))
     for code in codes:
@@ -151,7 +162,7 @@ def over_time_plot(data: ReportData) -> str:
         if names
         else np.zeros((0, 0))
     )
-    fig, ax = plt.subplots(figsize=(7, _height(len(names))))
+    fig, ax = _figure(7, _height(len(names)) + 0.6, names, right=1.0, bottom=1.1)
     if grid.size:
         im = ax.imshow(
             np.ma.masked_invalid(grid),

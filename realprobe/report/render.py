@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from html import escape
 
+from realprobe import PROJECT_URL
+from realprobe.data import doc_path
+from realprobe.probes.drift import ToolDrift
 from realprobe.probes.stats import ToolStats
 from realprobe.report.build import ReportData
 
@@ -124,17 +127,80 @@ def _provenance_rows(data: ReportData) -> list[tuple[str, str]]:
     return rows
 
 
+CAPTIONS = {
+    "success": "Success rate per attempt; whiskers are the 95% interval.",
+    "latency": (
+        "Latency of successful calls per tool (log scale): box p25-p75 with the median,"
+        " whiskers p5-p95; diamond: the median of the censored lognormal fit."
+    ),
+    "errors": "Failures as a share of all attempts, split by error code.",
+    "over_time": "Success rate per period (grey: no calls).",
+}
+TITLES = {
+    "success": "Success rate",
+    "latency": "Latency",
+    "errors": "Error mix",
+    "over_time": "Success over time",
+}
+
+
 def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
     """One HTML file: inline CSS, inline SVG, no scripts, no external resources."""
     if plots is None:
-        from realprobe.report import plots as p
+        plots = all_plots(data)
+    parts = [
+        _html_head(),
+        _html_provenance(data),
+        _html_summary(data),
+        _html_tools_table(data.stats.tools),
+        _html_drift(data),
+        *(_html_plot(key, svg) for key, svg in plots.items()),
+        "<p class='meta'>How to read these numbers: statistics.md in realprobe's documentation"
+        f" (installed with the package as <code>{escape(str(doc_path('statistics.md')))}</code>;"
+        f" also at {escape(PROJECT_URL)}/blob/main/docs/statistics.md).</p>",
+        "</body></html>",
+    ]
+    return "\n".join(parts)
 
-        plots = {
-            "success": p.success_plot(data),
-            "latency": p.latency_ecdf_plot(data),
-            "errors": p.error_mix_plot(data),
-            "over_time": p.over_time_plot(data),
-        }
+
+def all_plots(data: ReportData) -> dict[str, str]:
+    """The four plots as inline SVG (matplotlib is imported only here)."""
+    from realprobe.report import plots as p
+
+    return {
+        "success": p.success_plot(data),
+        "latency": p.latency_plot(data),
+        "errors": p.error_mix_plot(data),
+        "over_time": p.over_time_plot(data),
+    }
+
+
+def _html_head() -> str:
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>\n"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>\n"
+        "<title>realprobe report</title>\n"
+        f"<style>{CSS}</style></head><body>\n"
+        "<h1>realprobe reliability report</h1>"
+    )
+
+
+def _html_provenance(data: ReportData) -> str:
+    """The banner (when no row comes from the real APIs) and where the rows came from."""
+    st = data.stats
+    out = []
+    banner = st.provenance.banner() if st.provenance else None
+    if banner:
+        out.append(f"<p class='banner' id='banner'>{escape(banner)}</p>")
+    prov_rows = _provenance_rows(data)
+    if prov_rows:
+        out.append("<table id='provenance'><tbody>")
+        out.extend(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in prov_rows)
+        out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _html_summary(data: ReportData) -> str:
     st = data.stats
     h: list[str] = []
     h.append("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>")
@@ -152,8 +218,10 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
             f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in prov_rows
         )
         h.append("</tbody></table>")
+
+
     w0, w1 = st.window
-    h.append(
+    out = (
         f"<p class='meta'>Generated {escape(data.generated_at)} from "
         f"<code>{escape(data.db)}</code>;"
         f" window {escape(w0 or 'start')} → {escape(w1 or 'now')}; {st.rows} attempts over "
@@ -162,91 +230,81 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
     )
     if st.overall:
         o = st.overall
-        h.append(
-            f"<p>All tools: <b>{_pct(o.rate)}</b> success ({o.successes}/{o.n}),"
+        out += (
+            f"\n<p>All tools: <b>{_pct(o.rate)}</b> success ({o.successes}/{o.n}),"
             f" Wilson 95% {_ci(o.wilson95)}.</p>"
         )
-    h.append("<h2>Per tool</h2><table id='tools'><thead><tr>")
-    h.extend(f"<th>{escape(c)}</th>" for c in COLUMNS)
-    h.append("</tr></thead><tbody>")
-    for t in st.tools:
-        cells = _row(t)
-        h.append(
-            "<tr>"
-            + "".join(
-                f"<td{' class=num' if 0 < i < 11 else ''}>{escape(c)}</td>"
-                for i, c in enumerate(cells)
-            )
-            + "</tr>"
-        )
-    h.append("</tbody></table>")
+    return out
 
-    h.append("<h2>Drift</h2>")
+
+def _html_tools_table(tools: list[ToolStats]) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+    rows = [
+        "<tr>"
+        + "".join(
+            f"<td{' class=num' if 0 < i < 11 else ''}>{escape(c)}</td>"
+            for i, c in enumerate(_row(t))
+        )
+        + "</tr>"
+        for t in tools
+    ]
+    return (
+        f"<h2>Per tool</h2><table id='tools'><thead><tr>\n{head}\n</tr></thead><tbody>\n"
+        + "\n".join(rows)
+        + "\n</tbody></table>"
+    )
+
+
+def _adj(v: float | None) -> str:
+    return "<td>-</td>" if v is None else f"<td class=num>{v:.3g}</td>"
+
+
+def _html_drift_row(dt: ToolDrift) -> str:
+    s, lat, mix = dt.success, dt.latency, dt.error_mix
+    cells = [
+        f"<td>{escape(dt.tool)}</td>",
+        f"<td><span class='badge {dt.verdict.split()[0]}'>{escape(dt.verdict)}</span></td>",
+        f"<td class=num>{dt.n_baseline} / {dt.n_current}</td>",
+        f"<td class=num>{_pct(s.baseline)} → {_pct(s.current)}</td>" if s else "<td>-</td>",
+        _adj(s.p_adjusted if s else None),
+        f"<td class=num>{_ms(lat.baseline_p50)} → {_ms(lat.current_p50)}</td>"
+        if lat
+        else "<td>-</td>",
+        _adj(lat.p_adjusted if lat else None),
+        f"<td class=num>{mix.cramers_v:.2f}</td>" if mix else "<td>-</td>",
+        _adj(mix.p_adjusted if mix else None),
+    ]
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _html_drift(data: ReportData) -> str:
     if data.drift is None:
-        h.append(f"<p class='meta'>{escape(data.drift_note or 'no drift comparison')}</p>")
-    else:
-        d = data.drift
-        h.append(
-            f"<p class='meta'>Baseline {escape(str(d.baseline[0]))} → {escape(str(d.baseline[1]))};"
-            f" current {escape(str(d.current[0]))} → {escape(str(d.current[1]))}"
-            f"{' (' + escape(data.drift_note) + ')' if data.drift_note else ''}."
-            f" Tests corrected across tools ({escape(d.correction)}, α={d.alpha});"
-            f" success flagged when it moves ≥ {100 * d.min_success_change:.0f} points,"
-            " latency when"
-            f" the median moves ≥ {100 * d.min_latency_change:.0f}%.</p>"
-        )
-        h.append(
-            "<table id='drift'><thead><tr><th>tool</th><th>verdict</th><th>n base / cur</th>"
-            "<th>success base → cur</th><th>p adj</th><th>median ms base → cur</th>"
-            "<th>p adj</th><th>error mix V</th><th>p adj</th></tr></thead><tbody>"
-        )
-        for dt in d.tools:
-            cls = dt.verdict.split()[0]
-            s, lat, mix = dt.success, dt.latency, dt.error_mix
-            cells = [
-                f"<td>{escape(dt.tool)}</td>",
-                f"<td><span class='badge {cls}'>{escape(dt.verdict)}</span></td>",
-                f"<td class=num>{dt.n_baseline} / {dt.n_current}</td>",
-                f"<td class=num>{_pct(s.baseline)} → {_pct(s.current)}</td>" if s else "<td>-</td>",
-                f"<td class=num>{s.p_adjusted:.3g}</td>"
-                if s and s.p_adjusted is not None
-                else "<td>-</td>",
-                f"<td class=num>{_ms(lat.baseline_p50)} → {_ms(lat.current_p50)}</td>"
-                if lat
-                else "<td>-</td>",
-                f"<td class=num>{lat.p_adjusted:.3g}</td>"
-                if lat and lat.p_adjusted is not None
-                else "<td>-</td>",
-                f"<td class=num>{mix.cramers_v:.2f}</td>" if mix else "<td>-</td>",
-                f"<td class=num>{mix.p_adjusted:.3g}</td>"
-                if mix and mix.p_adjusted is not None
-                else "<td>-</td>",
-            ]
-            h.append("<tr>" + "".join(cells) + "</tr>")
-        h.append("</tbody></table>")
+        note = escape(data.drift_note or "no drift comparison")
+        return f"<h2>Drift</h2>\n<p class='meta'>{note}</p>"
+    d = data.drift
+    intro = (
+        f"<p class='meta'>Baseline {escape(str(d.baseline[0]))} → {escape(str(d.baseline[1]))};"
+        f" current {escape(str(d.current[0]))} → {escape(str(d.current[1]))}"
+        f"{' (' + escape(data.drift_note) + ')' if data.drift_note else ''}."
+        f" Tests corrected across tools ({escape(d.correction)}, α={d.alpha});"
+        f" success flagged when it moves ≥ {100 * d.min_success_change:.0f} points,"
+        " latency when"
+        f" the median moves ≥ {100 * d.min_latency_change:.0f}%.</p>"
+    )
+    head = (
+        "<table id='drift'><thead><tr><th>tool</th><th>verdict</th><th>n base / cur</th>"
+        "<th>success base → cur</th><th>p adj</th><th>median ms base → cur</th>"
+        "<th>p adj</th><th>error mix V</th><th>p adj</th></tr></thead><tbody>"
+    )
+    rows = "\n".join(_html_drift_row(dt) for dt in d.tools)
+    return f"<h2>Drift</h2>\n{intro}\n{head}\n{rows}\n</tbody></table>"
 
-    captions = {
-        "success": "Success rate per attempt; whiskers are the 95% interval.",
-        "latency": (
-            "Empirical CDF of successful calls' latency; dashed: the censored lognormal fit."
-        ),
-        "errors": "Failures as a share of all attempts, split by error code.",
-        "over_time": "Success rate per period (grey: no calls).",
-    }
-    titles = {
-        "success": "Success rate",
-        "latency": "Latency",
-        "errors": "Error mix",
-        "over_time": "Success over time",
-    }
-    for key, svg in plots.items():
-        h.append(
-            f"<h2>{titles.get(key, key)}</h2><figure id='plot-{key}'>{svg}"
-            f"<figcaption>{escape(captions.get(key, ''))}</figcaption></figure>"
-        )
-    h.append("<p class='meta'>How to read these numbers: docs/statistics.md.</p>")
-    h.append("</body></html>")
-    return "\n".join(h)
+
+def _html_plot(key: str, svg: str) -> str:
+    return (
+        f"<h2>{TITLES.get(key, key)}</h2><figure id='plot-{key}'>{svg}"
+        f"<figcaption>{escape(CAPTIONS.get(key, ''))}</figcaption></figure>"
+    )
 
 
 def render_markdown(data: ReportData) -> str:

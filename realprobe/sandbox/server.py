@@ -3,45 +3,49 @@ fixture bodies, with faults drawn from a Profile and acted out on the socket.
 
 URLs: `/<api-id>/<original path>`; `/_moved/...` after the api id serves the same tool (the
 target of the `redirect_ok` variant); a `/_fault/<variant>/` prefix forces one variant for
-every request under it (tests, demos). `GET /_health` answers `{"ok": true}`; `GET /_routes`
-lists what is served.
+every request under it (tests, demos; an unknown variant gets a 400 naming the known ones).
+`GET /_health` answers `{"ok": true}`; `GET /_routes` lists what is served; `/_admin` and
+`/_journal` are the runtime API (admin.py).
 
-HTTP parsing is h11's; the socket is ours, so hangs, drips and resets are real.
+What is answered is decided in responder.py (bodies from recordings, fixtures chosen by
+argument, or a proxied upstream: bodies.py, proxy.py); how it is written, with toxics on
+top, in wire.py.
+
+HTTP parsing is h11's; the socket is ours, so hangs, drips and resets are real. Malformed
+requests get a 400 and the connection is closed; a request that trickles in slower than the
+header timeout gets a 408; an idle kept-alive connection is closed after the idle timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
-import struct
 import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 
 import h11
 
-from realprobe.simulator.faults import FaultModel, Outcome
+from realprobe.sandbox import wire
+from realprobe.sandbox.bodies import BodySource, Recordings
+from realprobe.sandbox.journal import Journal
+from realprobe.sandbox.proxy import Upstream
+from realprobe.sandbox.responder import FAULT_PREFIX, Responder
+from realprobe.sandbox.responder import Stats as SandboxStats
+from realprobe.sandbox.runtime import Runtime
+from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.profile import Profile
-from realprobe.simulator.render import MOVED_PREFIX, VARIANTS, Plan, is_variant, render
 from realprobe.simulator.routes import RouteTable
 
-FAULT_PREFIX = "/_fault/"
-HANG_LIMIT_S = 300.0
-DRIP_INTERVAL_S = 1.0
+HANG_LIMIT_S = wire.HANG_LIMIT_S
+DRIP_INTERVAL_S = wire.DRIP_INTERVAL_S
+MAX_REQUEST_BODY = 1024 * 1024
 #: a request's line, headers and body must all arrive within this many seconds of its first
 #: byte (slowloris clients that trickle headers are answered 408 and dropped)
 HEADER_TIMEOUT_S = 10.0
 #: a kept-alive connection with no new request for this long is closed
 IDLE_TIMEOUT_S = 30.0
-
-
-@dataclass
-class SandboxStats:
-    requests: int = 0
-    faults: int = 0
+__all__ = ["FAULT_PREFIX", "Sandbox", "SandboxStats", "SandboxThread", "running"]
 
 
 class Sandbox:
@@ -54,20 +58,44 @@ class Sandbox:
         latency_scale: float = 1.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        origins: Mapping[str, str] | None = None,
+        recordings: Recordings | None = None,
+        upstream: Upstream | None = None,
+        admin: bool = True,
         header_timeout_s: float = HEADER_TIMEOUT_S,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
+        """`origins` ({api id: origin of its real base URL}) lets recorded requests be
+        matched; `recordings` serves their responses first; `upstream` makes this a proxy."""
         self.header_timeout_s = header_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.routes = routes
-        self.profile = profile
-        self.model = FaultModel(profile, seed)
         self.latency_scale = latency_scale
         self.host = host
         self.port = port
         self.stats = SandboxStats()
+        self.runtime = Runtime(profile, seed)
+        self.journal = Journal()
+        self.upstream = upstream
+        self.responder = Responder(
+            routes,
+            self.runtime,
+            self.journal,
+            BodySource(origins or {}, recordings),
+            upstream=upstream,
+            admin=admin,
+            stats=self.stats,
+        )
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
+
+    @property
+    def profile(self) -> Profile | None:
+        return self.runtime.profile
+
+    @property
+    def model(self) -> FaultModel:
+        return self.runtime.model
 
     @property
     def url(self) -> str:
@@ -92,6 +120,8 @@ class Sandbox:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
+        if self.upstream is not None:
+            await self.upstream.aclose()
 
     # -- connection handling -------------------------------------------------------
 
@@ -107,7 +137,7 @@ class Sandbox:
         try:
             while True:
                 try:
-                    request = await self._read_request(conn, reader)
+                    read = await self._read_request(conn, reader)
                 except h11.RemoteProtocolError as exc:  # garbage, oversized headers, ...
                     await _refuse(writer, exc.error_status_hint, f"bad request: {exc}")
                     return
@@ -115,13 +145,13 @@ class Sandbox:
                     if conn.their_state is h11.SEND_BODY or _started(conn):
                         await _refuse(writer, 408, "request not received in time")
                     return
-                if request is None:
+                if read is None:
                     return
-                target = request.target
-                if not target.startswith(b"/"):  # `OPTIONS *`, `GET foo`, absolute-form
+                request, body = read
+                if not request.target.startswith(b"/"):  # `OPTIONS *`, `GET foo`, absolute-form
                     await _refuse(writer, 400, "request target must be a path starting with /")
                     return
-                keep = await self._handle(conn, request, reader, writer)
+                keep = await self._handle(conn, request, body, reader, writer)
                 if not keep or conn.our_state is not h11.DONE:
                     return
                 try:
@@ -140,11 +170,12 @@ class Sandbox:
 
     async def _read_request(
         self, conn: h11.Connection, reader: asyncio.StreamReader
-    ) -> h11.Request | None:
-        """The next request, or None when the client closed. TimeoutError when no request
-        began within the idle timeout, or one began and did not complete within the header
-        timeout (both measured on the loop's clock, not reset by trickled bytes)."""
+    ) -> tuple[h11.Request, bytes] | None:
+        """The next request and its body, or None when the client closed. TimeoutError when
+        no request began within the idle timeout, or one began and did not complete within the
+        header timeout (both measured on the loop's clock, not reset by trickled bytes)."""
         request: h11.Request | None = None
+        body = bytearray()
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         while True:
@@ -165,8 +196,12 @@ class Sandbox:
                 continue
             if isinstance(event, h11.Request):
                 request = event
+            elif isinstance(event, h11.Data):
+                if len(body) + len(event.data) > MAX_REQUEST_BODY:
+                    return None  # no API here takes bodies that large: drop the connection
+                body.extend(event.data)
             elif isinstance(event, h11.EndOfMessage):
-                return request
+                return None if request is None else (request, bytes(body))
             elif isinstance(event, h11.ConnectionClosed):
                 return None
 
@@ -174,89 +209,23 @@ class Sandbox:
         self,
         conn: h11.Connection,
         request: h11.Request,
+        body: bytes,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> bool:
-        target = request.target.decode("latin-1")
-        path = target.split("?", 1)[0]
-        method = request.method.decode()
-        plan = self._plan(method, path)
-        if plan.code is not None:
-            self.stats.faults += 1
-        if plan.delay_s > 0:
-            await asyncio.sleep(plan.delay_s * self.latency_scale)
-        if plan.action == "hang":
-            await _wait_for_close(reader, HANG_LIMIT_S)
-            return False
-        if plan.action == "reset":
-            _reset(writer)
-            return False
-        headers = [
-            (k, v) for k, v in plan.headers if k.lower() not in ("content-length", "connection")
-        ]
-        headers.append(("Content-Length", str(len(plan.body))))
-        headers.append(("Server", "realprobe-sandbox"))
-        writer.write(conn.send(h11.Response(status_code=plan.status, headers=headers)) or b"")
-        if plan.action in ("reset_mid_body", "truncated"):
-            half = plan.body[: len(plan.body) // 2]
-            writer.write(conn.send(h11.Data(data=half)) or b"")
-            await writer.drain()
-            if plan.action == "reset_mid_body":
-                _reset(writer)
-            else:
-                writer.close()
-            return False
-        if plan.action == "drip":
-            for i in range(len(plan.body)):
-                writer.write(conn.send(h11.Data(data=plan.body[i : i + 1])) or b"")
-                await writer.drain()
-                await asyncio.sleep(DRIP_INTERVAL_S)
-        elif plan.body:
-            writer.write(conn.send(h11.Data(data=plan.body)) or b"")
-        writer.write(conn.send(h11.EndOfMessage()) or b"")
-        await writer.drain()
-        return True
-
-    # -- what to answer ------------------------------------------------------------
-
-    def _plan(self, method: str, path: str) -> Plan:
-        forced: str | None = None
-        if path.startswith(FAULT_PREFIX):
-            rest = path[len(FAULT_PREFIX) :]
-            forced, _, tail = rest.partition("/")
-            path = "/" + tail
-            if not is_variant(forced):
-                known = ", ".join([*VARIANTS, "fixture-<n>"])
-                return _text(400, f"unknown fault variant {forced!r}; known: {known}")
-        if path == "/_health":
-            return _json(200, {"ok": True, "requests": self.stats.requests})
-        if path == "/_routes":
-            return _json(
-                200,
-                [
-                    {"api": r.api_id, "tool": r.tool, "path": f"/{r.api_id}{r.path}"}
-                    for r in self.routes.routes
-                ],
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
+        answer = await self.responder.answer(
+            request.method.decode(), request.target.decode("latin-1"), body, headers
+        )
+        if answer.entry is None:  # control paths: no toxics, no journal
+            return await wire.send(
+                conn, answer.plan, answer.active, reader, writer,
+                self.journal.detached(), self.runtime.rng, 0.0,
             )
-        self.stats.requests += 1  # API requests only; control paths are not counted
-        _, api, *rest_parts = path.split("/", 2)
-        original = "/" + (rest_parts[0] if rest_parts else "")
-        if original.startswith(MOVED_PREFIX + "/"):
-            original = original[len(MOVED_PREFIX) :]
-            if forced == "redirect_ok":
-                forced = "ok"  # the target of the forced redirect answers normally
-        route = self.routes.match(api, method, original)
-        if route is None:
-            return _text(404, "Not Found")
-        if forced is not None:
-            outcome = Outcome(VARIANTS.get(forced), 0.0, 0)
-        else:
-            outcome = self.model.draw(route.tool)
-        plan = render(route, outcome, path=original, now_wall=time.time(), variant=forced)
-        if plan.variant == "redirect_ok":
-            prefix = FAULT_PREFIX + "redirect_ok" if forced else ""
-            plan.headers = [("Location", f"{prefix}/{api}{MOVED_PREFIX}{original}")]
-        return plan
+        return await wire.send(
+            conn, answer.plan, answer.active, reader, writer, answer.entry,
+            self.runtime.rng, self.latency_scale,
+        )
 
 
 def _started(conn: h11.Connection) -> bool:
@@ -281,33 +250,6 @@ async def _refuse(writer: asyncio.StreamWriter, status: int, text: str) -> None:
     with contextlib.suppress(Exception):
         await asyncio.wait_for(writer.drain(), 2)
     writer.close()
-
-
-def _text(status: int, text: str) -> Plan:
-    return Plan(
-        "control", None, status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()
-    )
-
-
-def _json(status: int, obj: object) -> Plan:
-    return Plan(
-        "control", None, status, [("Content-Type", "application/json")], json.dumps(obj).encode()
-    )
-
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close with RST instead of FIN, as a crashed origin or a middlebox would."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport = writer.transport
-    transport.abort()
-
-
-async def _wait_for_close(reader: asyncio.StreamReader, limit: float) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(reader.read(), limit)
 
 
 class SandboxThread:

@@ -31,6 +31,13 @@ class ToolStream:
         self.rng = random.Random(f"{seed}:{tool}")
         self.prev_failed: bool | None = None
         self.mu, self.sigma = profile.latency_ms.params()
+        comps = profile.latency_ms.components() if profile.latency_ms.mixture else []
+        self._mix = comps
+        self._mix_cum: list[float] = []
+        edge = 0.0
+        for w, _, _ in comps:
+            edge += w
+            self._mix_cum.append(edge)
         codes = sorted(profile.errors, key=lambda c: c.value)
         self._codes = codes
         self._cum: list[float] = []
@@ -47,10 +54,22 @@ class ToolStream:
             return b.stationary_fail
         return b.p_fail_after_fail if self.prev_failed else b.p_fail_after_ok
 
+    def _latency_s(self, rng: random.Random) -> float:
+        """One latency draw; a mixture picks its component first (one extra random number,
+        so single-lognormal profiles keep the exact streams they always had)."""
+        mu, sigma = self.mu, self.sigma
+        if self._mix:
+            u = rng.random() * self._mix_cum[-1]
+            for (_, m, s), edge in zip(self._mix, self._mix_cum, strict=True):
+                mu, sigma = m, s
+                if u < edge:
+                    break
+        return math.exp(mu + sigma * rng.gauss(0.0, 1.0)) / 1000.0
+
     def draw(self) -> Outcome:
         rng = self.rng
         failed = rng.random() < self.p_fail() if self._codes else False
-        latency = math.exp(self.mu + self.sigma * rng.gauss(0.0, 1.0)) / 1000.0
+        latency = self._latency_s(rng)
         pick = rng.getrandbits(30)
         self.prev_failed = failed
         if not failed:

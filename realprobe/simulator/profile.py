@@ -1,4 +1,5 @@
-"""The profile format (DESIGN.md): one pydantic model writes it, reads it, and drives faults."""
+"""The profile format (`realprobe-profile/1`): one pydantic model writes it, reads it, and
+drives faults."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.simulator.toxics import Toxic
 
 FORMAT = "realprobe-profile/1"
 Z90 = 1.2815515655446004
@@ -29,6 +31,14 @@ class Lognormal(_Model):
     sigma: float = Field(gt=0)
 
 
+class MixtureComponent(_Model):
+    """One lognormal of a latency mixture, with its weight."""
+
+    weight: float = Field(gt=0, le=1)
+    mu: float
+    sigma: float = Field(gt=0)
+
+
 class LatencyModel(_Model):
     """Latency of successful calls in milliseconds."""
 
@@ -38,7 +48,31 @@ class LatencyModel(_Model):
     p99: float | None = None
     mean: float | None = None
     lognormal: Lognormal | None = None
+    #: a mixture of lognormals (a cache hit and a miss, say); when present the simulator
+    #: draws from it, and `lognormal` stays the one-component summary for older readers
+    mixture: list[MixtureComponent] | None = None
+    #: how the mixture was chosen (components tried and their BIC), written by calibrate
+    mixture_fit: dict[str, Any] | None = None
     ks_pvalue: float | None = None
+
+    @field_validator("mixture")
+    @classmethod
+    def _weights_normalised(
+        cls, v: list[MixtureComponent] | None
+    ) -> list[MixtureComponent] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("a latency mixture needs at least one component")
+        total = sum(c.weight for c in v)
+        return [c.model_copy(update={"weight": c.weight / total}) for c in v]
+
+    def components(self) -> list[tuple[float, float, float]]:
+        """(weight, mu, sigma) of ln(latency_ms): the mixture, else the one lognormal."""
+        if self.mixture:
+            return [(c.weight, c.mu, c.sigma) for c in self.mixture]
+        mu, sigma = self.params()
+        return [(1.0, mu, sigma)]
 
     def params(self) -> tuple[float, float]:
         """(mu, sigma) of ln(latency_ms): the fit if present, else from p50/p90."""
@@ -89,6 +123,8 @@ class Profile(_Model):
     source: dict[str, Any] = Field(default_factory=dict)
     default: ToolProfile | None = None
     tools: dict[str, ToolProfile] = Field(default_factory=dict)
+    #: toxics the sandbox applies from the start, by scope (`*`, an API id, a tool name)
+    toxics: dict[str, list[Toxic]] = Field(default_factory=dict)
 
     @field_validator("format")
     @classmethod

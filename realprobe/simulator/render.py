@@ -10,9 +10,10 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from typing import Literal
+from typing import Literal, cast
 
 from realprobe.errors import ErrorCode
 from realprobe.simulator.faults import Outcome
@@ -122,10 +123,13 @@ def _ok_body(route: Route, pick: int) -> Body:
     return oks[pick % len(oks)]
 
 
-def choose_variant(route: Route, outcome: Outcome) -> tuple[str, Body | None]:
-    """The variant name (and the real fixture, when one is used) for an outcome."""
+def choose_variant(
+    route: Route, outcome: Outcome, ok: Body | None = None
+) -> tuple[str, Body | None]:
+    """The variant name (and the real fixture, when one is used) for an outcome; `ok` is the
+    success body chosen by the caller (a recording, an argument match), if any."""
     if outcome.code is None:
-        return "ok", _ok_body(route, outcome.pick)
+        return "ok", ok if ok is not None else _ok_body(route, outcome.pick)
     real = route.failure_bodies(outcome.code)
     options: list[str] = list(_RANDOM[outcome.code])
     if route.response == "text" and outcome.code is ErrorCode.INVALID_RESPONSE:
@@ -159,114 +163,142 @@ def render(
     path: str,
     now_wall: float,
     variant: str | None = None,
+    ok: Body | None = None,
 ) -> Plan:
     """A plan for answering `path` (the original request path) under `outcome`.
 
     `variant` forces a named fault (see VARIANTS), for tests and for `/_fault/<name>/`.
+    `ok` is the success body to serve and to build body faults from (truncation, drip, bad
+    JSON); by default one of the route's fixtures, picked by the outcome.
     """
-    if not route.ok_bodies() and not ((variant or "").startswith("fixture-") and route.bodies):
+    if (
+        ok is None
+        and not route.ok_bodies()
+        and not ((variant or "").startswith("fixture-") and route.bodies)
+    ):
         return no_fixture_plan(route)
     fixture: Body | None = None
     if variant is None:
-        variant, fixture = choose_variant(route, outcome)
+        variant, fixture = choose_variant(route, outcome, ok)
+    elif variant == "ok" and ok is not None:
+        fixture = ok
     elif variant.startswith("fixture-"):
         fixture = route.bodies[int(variant.removeprefix("fixture-")) % len(route.bodies)]
     elif variant not in VARIANTS:
         raise KeyError(variant)
     delay = 0.0 if math.isinf(outcome.latency_s) else outcome.latency_s
-    pick = outcome.pick
-
     if fixture is not None:
-        headers = [("Content-Type", fixture.content_type), *fixture.headers]
-        return Plan(
-            f"fixture:{fixture.kind}",
-            fixture.code if fixture.kind != "ok" else None,
-            fixture.status,
-            headers,
-            fixture.body,
-            delay,
-        )
+        return _fixture_plan(fixture, delay)
+    if ok is None:
+        ok = _ok_body(route, outcome.pick)
+    plan = Plan(variant, VARIANTS[variant], 200, [("Content-Type", ok.content_type), *ok.headers],
+                ok.body, delay)
+    _SHAPE[variant](plan, _Context(ok, path, now_wall, outcome.pick))
+    return plan
 
-    code = VARIANTS[variant]
-    ok = _ok_body(route, pick)
-    ok_headers = [("Content-Type", ok.content_type), *ok.headers]
-    plan = Plan(variant, code, 200, ok_headers, ok.body, delay)
 
-    if variant == "ok":
-        return plan
-    if variant == "ok_html_ctype":
+def _fixture_plan(fixture: Body, delay: float) -> Plan:
+    """A real recorded body, served as it was recorded."""
+    headers = [("Content-Type", fixture.content_type), *fixture.headers]
+    code = fixture.code if fixture.kind != "ok" else None
+    return Plan(f"fixture:{fixture.kind}", code, fixture.status, headers, fixture.body, delay)
+
+
+@dataclass(slots=True, frozen=True)
+class _Context:
+    """What shaping a variant may use: the tool's ok body, the request path, the time."""
+
+    ok: Body
+    path: str
+    now_wall: float
+    pick: int
+
+
+# Each shaper turns the default plan (200 with the tool's ok body) into one variant.
+
+
+def _success(plan: Plan, ctx: _Context) -> None:
+    if plan.variant == "ok_html_ctype":
         plan.headers = [("Content-Type", "text/html; charset=UTF-8")]
-        return plan
-    if variant == "redirect_ok":
+    elif plan.variant == "redirect_ok":
         plan.status, plan.body = 301, b""
-        plan.headers = [("Location", MOVED_PREFIX + path)]
-        return plan
-    if variant == "hang":
-        plan.action = "hang"
-        return plan
-    if variant in ("drip", "reset_mid_body", "truncated"):
-        plan.action = variant  # type: ignore[assignment]
-        return plan
-    if variant == "reset":
-        plan.action = "reset"
-        return plan
-    if variant == "429":
-        wait = str(1 + pick % 5)
+        plan.headers = [("Location", MOVED_PREFIX + ctx.path)]
+
+
+def _socket(plan: Plan, ctx: _Context) -> None:
+    """hang, drip, reset, reset_mid_body, truncated: acted out on the socket."""
+    plan.action = cast(Action, plan.variant)
+
+
+def _rate_limited(plan: Plan, ctx: _Context) -> None:
+    if plan.variant == "429":
+        retry_after = str(1 + ctx.pick % 5)
         plan.status, plan.headers, plan.body = _json(
-            429, {"error": "Too Many Requests"}, Retry_After=wait
+            429, {"error": "Too Many Requests"}, Retry_After=retry_after
         )
-        return plan
-    if variant == "429_date":
-        when = formatdate(now_wall + 2 + pick % 5, usegmt=True)
-        plan.status, plan.headers, plan.body = _json(
-            429,
-            {"error": "Too Many Requests"},
-            Retry_After=when,
-            Date=formatdate(now_wall, usegmt=True),
-        )
-        return plan
-    if variant in ("500", "502", "503"):
-        status = int(variant)
-        extra = {"Retry_After": "2"} if status == 503 else {}
-        plan.status, plan.headers, plan.body = _json(
-            status, {"error": f"HTTP {status}", "message": "upstream failure"}, **extra
-        )
-        return plan
-    if variant in ("520", "522", "523", "524"):
-        plan.status, plan.headers, plan.body = _cloudflare(int(variant))
-        return plan
-    if variant in ("400", "410", "401", "403", "418"):
-        status = int(variant)
-        plan.status, plan.headers, plan.body = _json(status, {"error": f"HTTP {status}"})
-        return plan
-    if variant == "404":
-        plan.status = 404
+        return
+    when = formatdate(ctx.now_wall + 2 + ctx.pick % 5, usegmt=True)
+    plan.status, plan.headers, plan.body = _json(
+        429, {"error": "Too Many Requests"}, Retry_After=when,
+        Date=formatdate(ctx.now_wall, usegmt=True),
+    )
+
+
+def _server_error(plan: Plan, ctx: _Context) -> None:
+    status = int(plan.variant)
+    if status >= 520:
+        plan.status, plan.headers, plan.body = _cloudflare(status)
+        return
+    extra = {"Retry_After": "2"} if status == 503 else {}
+    plan.status, plan.headers, plan.body = _json(
+        status, {"error": f"HTTP {status}", "message": "upstream failure"}, **extra
+    )
+
+
+def _client_error(plan: Plan, ctx: _Context) -> None:
+    status = int(plan.variant)
+    if status == 404:
+        plan.status, plan.body = 404, b"Not Found"
         plan.headers = [("Content-Type", "text/plain; charset=utf-8")]
-        plan.body = b"Not Found"
-        return plan
-    if variant == "bad_json":
-        plan.body = ok.body[: max(1, len(ok.body) // 2)] if len(ok.body) > 1 else b"{"
-        plan.headers = [("Content-Type", "application/json")]
-        return plan
-    if variant == "html":
-        plan.headers = [("Content-Type", "text/html; charset=UTF-8")]
-        plan.body = b"<!DOCTYPE html><html><body><h1>We'll be right back</h1></body></html>"
-        return plan
-    if variant == "invalid_utf8":
-        plan.headers = [("Content-Type", "text/plain")]
-        plan.body = b"\xff\xfe\xfa not text"
-        return plan
-    if variant == "gzip_bomb":
-        plan.headers = [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]
-        plan.body = gzip.compress(b"[" + b" " * OVERSIZE_BYTES + b"]", compresslevel=9)
-        return plan
-    if variant == "oversized":
-        plan.headers = [("Content-Type", "application/json")]
-        plan.body = b'["' + b"x" * OVERSIZE_BYTES + b'"]'
-        return plan
-    if variant in ("redirect_private", "redirect_loopback"):
-        host = "10.255.255.1" if variant == "redirect_private" else "127.0.0.1:9"
-        plan.status, plan.body = 301, b""
-        plan.headers = [("Location", f"http://{host}{path}")]
-        return plan
-    raise KeyError(variant)
+        return
+    plan.status, plan.headers, plan.body = _json(status, {"error": f"HTTP {status}"})
+
+
+def _bad_body(plan: Plan, ctx: _Context) -> None:
+    """Bodies a client must refuse: cut JSON, HTML, bytes that are not text, bombs, giants."""
+    ok = ctx.ok.body
+    ctype, body, extra = {
+        "bad_json": ("application/json", ok[: max(1, len(ok) // 2)] if len(ok) > 1 else b"{", []),
+        "html": (
+            "text/html; charset=UTF-8",
+            b"<!DOCTYPE html><html><body><h1>We'll be right back</h1></body></html>",
+            [],
+        ),
+        "invalid_utf8": ("text/plain", b"\xff\xfe\xfa not text", []),
+        "gzip_bomb": (
+            "application/json",
+            gzip.compress(b"[" + b" " * OVERSIZE_BYTES + b"]", compresslevel=9),
+            [("Content-Encoding", "gzip")],
+        ),
+        "oversized": ("application/json", b'["' + b"x" * OVERSIZE_BYTES + b'"]', []),
+    }[plan.variant]
+    plan.headers = [("Content-Type", ctype), *extra]
+    plan.body = body
+
+
+def _bad_redirect(plan: Plan, ctx: _Context) -> None:
+    host = "10.255.255.1" if plan.variant == "redirect_private" else "127.0.0.1:9"
+    plan.status, plan.body = 301, b""
+    plan.headers = [("Location", f"http://{host}{ctx.path}")]
+
+
+_SHAPE: dict[str, Callable[[Plan, _Context], None]] = {
+    **dict.fromkeys(("ok", "ok_html_ctype", "redirect_ok"), _success),
+    **dict.fromkeys(("hang", "drip", "reset", "reset_mid_body", "truncated"), _socket),
+    **dict.fromkeys(("429", "429_date"), _rate_limited),
+    **dict.fromkeys(("500", "502", "503", "520", "522", "523", "524"), _server_error),
+    **dict.fromkeys(("400", "404", "410", "401", "403", "418"), _client_error),
+    **dict.fromkeys(("bad_json", "html", "invalid_utf8", "gzip_bomb", "oversized"), _bad_body),
+    **dict.fromkeys(("redirect_private", "redirect_loopback"), _bad_redirect),
+}
+assert set(_SHAPE) == set(VARIANTS), "every variant has a shaper"

@@ -20,6 +20,10 @@ class Body:
     headers: tuple[tuple[str, str], ...]
     body: bytes
     code: ErrorCode | None
+    #: the arguments that select this body ({} = any arguments)
+    when: tuple[tuple[str, str], ...] = ()
+    #: this is the API's real answer to input it does not know (a 404 body, an empty list)
+    unknown_input: bool = False
 
 
 @dataclass(slots=True)
@@ -30,15 +34,29 @@ class Route:
     path: str  # the full original path template, e.g. /api/v3/PublicHolidays/{year}/{cc}
     response: str  # json | text
     bodies: list[Body]
+    #: the query template, {"name": "{name}"}: how arguments reach the query string
+    query: dict[str, str] = field(default_factory=dict)
+    #: response fields that echo an argument: (dotted field path, argument name)
+    echo: tuple[tuple[str, str], ...] = ()
+    #: the catalogue's example argument sets: inputs the real API is known to answer
+    examples: tuple[tuple[tuple[str, str], ...], ...] = ()
     origin: str = ""  # scheme://host[:port] of the API, shared by APIs on one host
     regex: re.Pattern[str] = field(init=False)
+    #: the path template with one named group per placeholder, to read arguments back
+    args_regex: re.Pattern[str] = field(init=False)
 
     def __post_init__(self) -> None:
         pattern = re.sub(r"\\\{[a-zA-Z_][a-zA-Z0-9_]*\\\}", "[^/]+", re.escape(self.path))
         self.regex = re.compile("^" + pattern + "/?$")
+        named = re.sub(
+            r"\\\{([a-zA-Z_][a-zA-Z0-9_]*)\\\}", r"(?P<\1>[^/]+)", re.escape(self.path)
+        )
+        self.args_regex = re.compile("^" + named + "/?$")
 
     def ok_bodies(self) -> list[Body]:
-        return [b for b in self.bodies if b.kind == "ok"]
+        """Success bodies (an `unknown_input` answer only when there is nothing else)."""
+        oks = [b for b in self.bodies if b.kind == "ok"]
+        return [b for b in oks if not b.unknown_input] or oks
 
     def failure_bodies(self, code: ErrorCode) -> list[Body]:
         return [b for b in self.bodies if b.kind != "ok" and b.code is code]

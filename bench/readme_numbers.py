@@ -1,0 +1,435 @@
+"""Write the README's table of numbers from bench/results/*.json, so the figures cannot go stale.
+
+The table sits between `<!-- numbers:start -->` and `<!-- numbers:end -->` in README.md; a
+test checks that the README holds exactly what this script would write. A benchmark without a
+results file is left out of the table.
+
+    python bench/readme_numbers.py            # print the table
+    python bench/readme_numbers.py --write    # update README.md
+    python bench/readme_numbers.py --check    # exit 1 if README.md is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE.parent / "README.md"
+START, END = "<!-- numbers:start -->", "<!-- numbers:end -->"
+
+Row = tuple[str, str, str, str]  # what, result, goal, command
+
+
+def _n(v: float, digits: int = 0) -> str:
+    return f"{v:,.{digits}f}"
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f} %"
+
+
+def call_overhead(d: dict[str, Any]) -> list[Row]:
+    n = d["n"]
+    return [
+        (
+            f"call overhead, {_n(n)} sequential tool calls vs {_n(n)} raw `httpx` calls, "
+            "loopback sandbox in its own process",
+            f"sync client (`call_tool_sync`): {_n(d['realprobe_sync_live_transport_per_s'])} "
+            f"calls/s vs raw sync {_n(d['raw_httpx_sync_per_s'])}: "
+            f"**{d['ratio_sync_live_vs_raw_sync']:.2f}** ({d['ratio_sync_routing_vs_raw_sync']:.2f}"
+            f" through sandbox routing); async client (`call_tool`): "
+            f"{_n(d['realprobe_live_transport_per_s'])} vs raw async "
+            f"{_n(d['raw_httpx_async_per_s'])}: **{d['ratio_live_vs_raw_async']:.2f}**",
+            "≥ 0.85 of raw httpx",
+            "`python bench/call_overhead.py`",
+        ),
+        (
+            "simulate transport, tool calls in process",
+            f"{_n(d['simulate_calls_per_s'])} calls/s",
+            "–",
+            "same",
+        ),
+    ]
+
+
+def probe_throughput(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"probe throughput vs raw async httpx, same {_n(d['calls'])} calls",
+        f"{_n(d['realprobe_calls_per_s'])} vs {_n(d['raw_httpx_calls_per_s'])} calls/s: "
+        f"{d['throughput_ratio_realprobe_to_raw']:.2f} (with one committed SQLite row per call)",
+        "–",
+        "`python bench/probe_throughput.py`",
+    )]
+
+
+def scheduling_efficiency(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"scheduling: {d['hosts']} hosts × {d['calls_per_host']} calls × "
+        f"{d['latency_ms']:g} ms, one in flight per host",
+        f"{d['ratio_median_to_ideal']:.2f} × ideal (median of {len(d['makespans_s'])}; raw "
+        f"httpx same pattern {d['raw_httpx_ratio_to_ideal']:.2f})",
+        "≤ 1.15 × ideal",
+        "`python bench/scheduling_efficiency.py`",
+    )]
+
+
+def stats_1m_rows(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"`stats` on {_n(d['rows'])} rows over {d['tools']} tools",
+        f"{d['cli_total_s']:.1f} s for the command (load {d['load_s']:.2f} s, compute "
+        f"{d['compute_s']:.2f} s; load average {d['load_average_1m']:g})",
+        f"< {d['goal_s']:g} s",
+        "`python bench/stats_1m_rows.py`",
+    )]
+
+
+def report_100k(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"`report` (HTML with four plots) on {_n(d['rows'])} rows over {d['tools']} tools",
+        f"{d['cli_total_s']:.1f} s for the command, {d['cli_cpu_s']:.1f} s of CPU "
+        f"(load average {d['load_average_1m']:g})",
+        f"< {d['goal_s']:g} s",
+        "`python bench/report_100k.py`",
+    )]
+
+
+def cli_startup(d: dict[str, Any]) -> list[Row]:
+    return [(
+        "`realprobe --help` and `realprobe <verb> --help`, fresh process, best of "
+        f"{d['runs']}",
+        f"slowest verb {d['worst_best_wall_s']:.2f} s ({d['worst_best_cpu_s']:.2f} s of CPU; "
+        f"bare `python -c pass` {d['bare_python_wall_s']:.2f} s; load average "
+        f"{d['load_average_1m']:g}); none imports numpy, scipy, matplotlib, mcp, openai, "
+        "httpx or pydantic",
+        f"< {d['goal_s']:g} s",
+        "`python bench/cli_startup.py`",
+    )]
+
+
+def demo_time(d: dict[str, Any]) -> list[Row]:
+    steps = d["in_process_steps_s"]
+    return [(
+        "`realprobe demo`, end to end",
+        f"{d['cli_wall_s']:.1f} s ({d['cli_cpu_s']:.1f} s of CPU; statistics "
+        f"{steps.get('stats', 0):.1f} s, report {steps.get('report', 0):.1f} s in process; "
+        f"load average {d['load_average_1m']:g})",
+        f"< {d['goal_s']:g} s",
+        "`python bench/demo_time.py`",
+    )]
+
+
+def interval_coverage(d: dict[str, Any]) -> list[Row]:
+    b, ind = d["burst"], d["independent"]
+    seeds = b["experiments"] // 4
+    return [(
+        f"coverage of the 95 % success interval, {_n(b['experiments'])} experiments",
+        f"{_pct(b['coverage']['success_burst_adjusted'])} burst-adjusted (plain Wilson "
+        f"{_pct(b['coverage']['success_wilson'])}); "
+        f"{_pct(ind['coverage']['success_burst_adjusted'])} independent",
+        "≈ 95 %",
+        f"`python bench/interval_coverage.py --seeds {seeds} --calls "
+        f"{b['calls_per_experiment']}`",
+    )]
+
+
+def replay_vs_vcrpy(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"replay a {_n(d['interactions'])}-interaction cassette, realprobe vs vcrpy "
+        f"{d['vcrpy_version']}",
+        f"{d['realprobe_replay_s']:.2f} s vs {d['vcrpy_replay_s']:.1f} s: "
+        f"**{d['speedup']:.0f}×**",
+        "≥ 100×",
+        "`python bench/replay_vs_vcrpy.py`",
+    )]
+
+
+def replay_load_time(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"cassette load, {_n(d['interactions'])} interactions",
+        f"JSON {d['realprobe_load_json_s']:.2f} s, YAML {d['realprobe_load_yaml_s']:.2f} s",
+        "–",
+        "`python bench/replay_load_time.py`",
+    )]
+
+
+def tasks_simulate(d: dict[str, Any]) -> list[Row]:
+    p = d["profiles"]
+    rates = ", ".join(f"{_n(v['runs_per_s'])} ({k})" for k, v in p.items())
+    return [(
+        f"reference agent, simulate mode, all tasks × {d['repeat']}",
+        f"runs/s: {rates}; no real sleeping",
+        "–",
+        "`python bench/tasks_simulate.py`",
+    )]
+
+
+def tasks_replay(d: dict[str, Any]) -> list[Row]:
+    return [(
+        "replay every shipped task run",
+        f"{d['runs']} runs in {1000 * d['best_s']:.0f} ms, {d['outcomes_as_recorded']} as "
+        "recorded",
+        "–",
+        "`python bench/tasks_replay.py`",
+    )]
+
+
+def mcp_overhead(d: dict[str, Any]) -> list[Row]:
+    def ms(key: str) -> str:
+        return f"+{d[key]['overhead_ms_vs_direct']:.2f} ms"
+
+    return [(
+        "MCP overhead per call over a direct call",
+        f"{ms('mcp_in_process')} in process, {ms('mcp_stdio')} stdio, {ms('mcp_http')} HTTP",
+        "–",
+        "`python bench/mcp_overhead.py`",
+    )]
+
+
+def catalog_scale(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"catalogue at scale: {d['tools']} tools over {d['apis']} APIs",
+        f"load {d['catalog_load']['median_s']:.2f} s, `catalog --json --format mcp` in process "
+        f"{d['catalog_json_mcp_in_process']['median_s']:.2f} s, MCP tools/list "
+        f"{d['mcp_tools_list']['median_s']:.2f} s (medians; load average "
+        f"{d['machine']['load_average_1m']:g})",
+        "< 0.5 s at 300 tools",
+        "`python bench/catalog_scale.py`",
+    )]
+
+
+def openapi_import(d: dict[str, Any]) -> list[Row]:
+    p = d["pokeapi"]
+    return [(
+        f"OpenAPI import: PokéAPI ({p['tools']} tools from {p['bytes'] // 1000} kB)",
+        f"{p['import_s_median']:.2f} s (median of {p['repeat']})",
+        "< 2 s",
+        "`python bench/openapi_import.py`",
+    )]
+
+
+def hostile_limits(d: dict[str, Any]) -> list[Row]:
+    p = d["parse"]
+    return [
+        (
+            f"hostile servers, {d['deadline_s']:g} s deadline: headers dripped, body dripped, "
+            "silent; sync and async client",
+            f"every call ended by the deadline (worst overrun {d['worst_overrun_s']:.3f} s)",
+            "deadline holds",
+            "`python bench/hostile_limits.py`",
+        ),
+        (
+            "bounded parsing cost",
+            f"{p['nested_200k_bytes']:,} nested `[`: {p['nested_200k_ms'] / 1000:.2f} s to "
+            f"refuse; a valid {p['json_5mb_ok_bytes'] / 1e6:.1f} MB body: "
+            f"{p['json_5mb_ok_ms'] / 1000:.2f} s",
+            "–",
+            "same",
+        ),
+    ]
+
+
+def drift_false_positives(d: dict[str, Any]) -> list[Row]:
+    nc = d["no_change_bursty"]
+    return [(
+        f"`drift` false positives, bursty no-change (P(fail|fail) {nc['p_fail_after_fail']:g}), "
+        f"{nc['databases']} databases × {nc['tools_per_database']} tools",
+        f"{_pct(nc['per_tool']['success_flagged'])} of tools flagged on success (plain "
+        f"two-proportion test {_pct(nc['per_tool']['success_flagged_plain_test'])})",
+        "≤ 6 %",
+        "`python bench/drift_false_positives.py`",
+    )]
+
+
+def calibrate_burst_roundtrip(d: dict[str, Any]) -> list[Row]:
+    mixed = d["mixed_codes"]
+    return [(
+        f"`calibrate` round trip of the burst chain under a biting deadline "
+        f"({mixed['experiments']} experiments)",
+        "mean absolute error vs truth: "
+        + ", ".join(
+            f"P(fail|{'fail' if k == 'ff' else 'ok'}) {v['mean_abs_error']:.3f}"
+            for k, v in mixed["calibrated_vs_truth"].items()
+            if isinstance(v, dict) and "mean_abs_error" in v
+        ),
+        "within 0.03",
+        "`python bench/calibrate_burst_roundtrip.py`",
+    )]
+
+
+def latency_fit_checks(d: dict[str, Any]) -> list[Row]:
+    ks = d["ks_null_no_deadline"]
+    return [(
+        f"KS p-value under the null ({ks['replicates']} replicates, no deadline)",
+        f"share below 0.05: {_pct(ks['bootstrap_pvalue']['share_below_0.05'])} with the "
+        "parametric bootstrap (plain Kolmogorov "
+        f"{_pct(ks['kolmogorov_pvalue']['share_below_0.05'])})",
+        "≈ 5 %",
+        "`python bench/latency_fit_checks.py`",
+    )]
+
+
+def provenance_selection(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"`stats` picking live rows out of {_n(d['rows'])} mixed live and simulated rows",
+        f"{d['cli_stats_s']:.1f} s for the command (load average {d['load_average_1m']:g}); "
+        f"{d['honest_time']['rows_stamped_after_write']} of {_n(d['honest_time']['rounds'])} "
+        "simulated rounds stamped after their write",
+        "–",
+        "`python bench/provenance_selection.py`",
+    )]
+
+
+def sandbox_proxy_throughput(d: dict[str, Any]) -> list[Row]:
+    parts = [f"{k.replace('_', ' ')}: {v['proxy_rps']} vs {v['direct_rps']} req/s "
+             f"(**{v['ratio']:.2f}**)" for k, v in d["results"].items()]
+    return [(
+        "sandbox proxy mode (`--upstream URL`, no faults) vs direct to the same loopback "
+        "upstream",
+        "; ".join(parts),
+        "≥ 0.8 of direct",
+        "`python bench/sandbox_proxy_throughput.py`",
+    )]
+
+
+def use_cassette_replay(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"replay a {_n(d['interactions'])}-interaction cassette through `use_cassette` with a "
+        "plain `httpx.Client` vs vcrpy, one run each",
+        f"{d['use_cassette_replay_s']:.1f} s vs {_n(d['vcrpy_replay_s'])} s: "
+        f"**{d['speedup_vs_vcrpy']:.0f}×**; per request {d['ratio_to_mock_floor']:.2f}× an "
+        "`httpx.MockTransport` returning prebuilt responses",
+        "≥ 100×; within 2× of the MockTransport",
+        "`python bench/use_cassette_replay.py`",
+    )]
+
+
+def input_limits(d: dict[str, Any]) -> list[Row]:
+    r = d["results"]
+    bl, big, ver = r["billion_laughs"], r["cassette_286mb"], r["cassette_20mb_verify"]
+    return [(
+        f"refusing input files: {bl['file_bytes']}-byte billion-laughs YAML; "
+        f"{big['file_bytes'] / 1e6:.0f} MB cassette; verifying a "
+        f"{ver['file_bytes'] / 1e6:.0f} MB one",
+        f"{bl['seconds'] * 1000:.0f} ms and {bl['peak_mb']:.1f} MB peak; refused from its size "
+        f"in {big['seconds'] * 1000:.1f} ms; {ver['seconds']:.1f} s and "
+        f"{ver['peak_mb']:.0f} MB peak",
+        "< 1 s and < 100 MB",
+        "`python bench/input_limits.py`",
+    )]
+
+
+def exporter_scrape(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"exporter `/metrics` on {_n(d['rows'])} rows, {d['rows_added_between_scrapes']} new "
+        "rows between scrapes",
+        f"median {d['scrape_median_ms']} ms per scrape (p95 {d['scrape_p95_ms']} ms; CPU "
+        f"{d.get('scrape_cpu_median_ms', '–')} ms); first scrape {d['first_scrape_s']} s "
+        f"(load average {d['load_avg_1m']})",
+        "< 100 ms",
+        "`python bench/exporter_scrape.py`",
+    )]
+
+
+def merge_throughput(d: dict[str, Any]) -> list[Row]:
+    return [(
+        f"`merge` of {d['sources']} vantage databases × {_n(d['rows_per_source'])} rows",
+        f"{_n(d['first_merge_rows_per_s'])} rows/s ({d['first_merge_s']} s); merging again "
+        f"adds {d['rows_added_again']} rows at {_n(d['second_merge_rows_per_s'])} rows/s "
+        f"(load average {d['load_avg_1m']})",
+        "–",
+        "`python bench/merge_throughput.py`",
+    )]
+
+
+def tasks_concurrency(d: dict[str, Any]) -> list[Row]:
+    parts = [f"concurrency {m['concurrency']}: {m['makespan_s']} s vs ideal {m['ideal_s']} s "
+             f"(**{m['ratio_to_ideal']:.2f}×**)" for m in d["makespan"]]
+    ray = d.get("ray")
+    if ray:
+        parts.append(f"Ray executor +{ray['ray_overhead_per_run_ms']} ms per run over local")
+    return [(
+        f"330 task runs against a scripted model with {int(d['delay_s'] * 1000)} ms per request",
+        "; ".join(parts) + f" (load average {d['load_avg_1m']})",
+        "≤ 1.2 × ideal",
+        "`python bench/tasks_concurrency.py`",
+    )]
+
+
+#: results file stem -> its rows, in the README's order
+TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
+    "call_overhead": call_overhead,
+    "probe_throughput": probe_throughput,
+    "scheduling_efficiency": scheduling_efficiency,
+    "stats_1m_rows": stats_1m_rows,
+    "report_100k": report_100k,
+    "cli_startup": cli_startup,
+    "demo_time": demo_time,
+    "interval_coverage": interval_coverage,
+    "catalog_scale": catalog_scale,
+    "openapi_import": openapi_import,
+    "replay_vs_vcrpy": replay_vs_vcrpy,
+    "replay_load_time": replay_load_time,
+    "tasks_simulate": tasks_simulate,
+    "tasks_replay": tasks_replay,
+    "hostile_limits": hostile_limits,
+    "input_limits": input_limits,
+    "drift_false_positives": drift_false_positives,
+    "calibrate_burst_roundtrip": calibrate_burst_roundtrip,
+    "latency_fit_checks": latency_fit_checks,
+    "provenance_selection": provenance_selection,
+    "mcp_overhead": mcp_overhead,
+    "sandbox_proxy_throughput": sandbox_proxy_throughput,
+    "use_cassette_replay": use_cassette_replay,
+    "exporter_scrape": exporter_scrape,
+    "merge_throughput": merge_throughput,
+    "tasks_concurrency": tasks_concurrency,
+}
+
+
+def table(results: Path = RESULTS) -> str:
+    lines = ["| what | result | goal | command |", "|---|---|---|---|"]
+    for stem, rows_of in TABLE.items():
+        path = results / f"{stem}.json"
+        if not path.exists():
+            continue
+        for row in rows_of(json.loads(path.read_text(encoding="utf-8"))):
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    return "\n".join(lines)
+
+
+def with_table(readme: str, results: Path = RESULTS) -> str:
+    """`readme` with the text between the markers replaced by the table."""
+    try:
+        head, rest = readme.split(START, 1)
+        _, tail = rest.split(END, 1)
+    except ValueError:
+        raise SystemExit(f"README.md lacks the {START} ... {END} markers") from None
+    return f"{head}{START}\n{table(results)}\n{END}{tail}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="update README.md")
+    ap.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    args = ap.parse_args()
+    current = README.read_text(encoding="utf-8")
+    wanted = with_table(current)
+    if args.check:
+        if current != wanted:
+            sys.exit("README.md numbers are stale: run python bench/readme_numbers.py --write")
+        return
+    if args.write:
+        README.write_text(wanted, encoding="utf-8")
+        print(f"updated {README}")
+        return
+    print(table())
+
+
+if __name__ == "__main__":
+    main()

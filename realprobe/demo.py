@@ -1,0 +1,89 @@
+"""The main job end to end, offline: a loopback sandbox, every tool once, probes into SQLite,
+statistics, a calibrated profile, a report, and the shipped real-world task cassettes replayed
+with the reference agent. `realprobe demo` prints each step; this module does them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from realprobe import api
+from realprobe.errors import RealprobeError
+
+if TYPE_CHECKING:
+    from realprobe.adapters.result import ToolResult
+    from realprobe.probes.runner import RunSummary
+    from realprobe.probes.stats import StatsReport
+    from realprobe.tasks.batch import TaskBatchResult
+
+#: (step title, what the step produced); the CLI prints it
+OnStep = Callable[[str, Any], None]
+
+
+@dataclass
+class DemoResult:
+    out: Path
+    db: Path
+    profile: Path
+    report: Path
+    sandbox_url: str = ""
+    calls: list[ToolResult] = field(default_factory=list)
+    probe: RunSummary | None = None
+    stats: StatsReport | None = None
+    tasks: TaskBatchResult | None = None
+
+
+def fresh_db(out: Path) -> Path:
+    """`out/demo.db`, with any earlier demo database (and its WAL files) removed."""
+    out.mkdir(exist_ok=True)  # its folder must exist: nothing is made silently
+    db = out / "demo.db"
+    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        stale.unlink(missing_ok=True)
+    return db
+
+
+def run_demo(
+    out: str | Path = "realprobe-demo",
+    *,
+    profile: str = "published",
+    rounds: int = 5,
+    seed: int = 0,
+    timeout: float = 2.0,
+    on_step: OnStep | None = None,
+) -> DemoResult:
+    """Run every step; files land in `out` (demo.db, profile.json, report.html)."""
+    if rounds < 1:
+        raise RealprobeError("rounds must be at least 1")
+    step = on_step or (lambda title, value: None)
+    folder = Path(out)
+    res = DemoResult(folder, fresh_db(folder), folder / "profile.json", folder / "report.html")
+    catalog = api.load_catalog()
+    with api.sandbox_running(profile, seed=seed, catalog=catalog) as url:
+        res.sandbox_url = url
+        step("sandbox", url)
+        target = api.options(sandbox=url)
+        res.calls = api.call_all(target=target, timeout=timeout, catalog=catalog)
+        step("call-all", res.calls)
+        res.probe = api.probe(
+            None, rounds=rounds, target=target, db=res.db, timeout=timeout, polite=False,
+            seed=seed, catalog=catalog,
+        )
+        step("probe", res.probe)
+    res.stats = api.stats(res.db)
+    step("stats", res.stats)
+    prof = api.calibrate(res.db, from_stats=res.stats)
+    res.profile.write_text(json.dumps(api.export_profile(prof), indent=2) + "\n", "utf-8")
+    step("calibrate", res.profile)
+    data = api.build_report(res.db, stats=res.stats)
+    api.write_report(data, res.report)
+    step("report", res.report)
+    res.tasks = api.run_tasks(all=True, agent="reference", mode="replay", db=res.db,
+                              catalog=catalog)
+    step("tasks", res.tasks)
+    return res
+
+
+__all__ = ["DemoResult", "run_demo"]

@@ -1,0 +1,259 @@
+"""Latency as a mixture of one or two lognormals (a cache hit and a miss, say), chosen by BIC.
+
+Same data and censoring as the one-lognormal fit: successes are exact observations of
+ln(latency ms); TIMEOUTs are right-censored at their deadline, with a share `pi` of hangs
+(calls that would never answer):
+
+    L = prod_i (1-pi) f(x_i) * prod_j [pi + (1-pi) S(c_j)],   f = sum_k w_k N(mu_k, s_k)
+
+Each K is fitted by maximum likelihood: EM from several starts on the successes, then, when
+there are censored TIMEOUTs, a direct L-BFGS-B polish of the full censored likelihood from
+the best start. The K with the lower BIC
+(2 NLL + params * ln(n + m)) wins. Above `MAX_POINTS` successes a seeded subsample is used
+(the fit is for the shape, and that keeps calibrate fast on a million rows).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+from scipy import optimize, special
+
+from realprobe.errors import ErrorCode
+from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
+from realprobe.simulator.profile import MixtureComponent, ToolProfile
+
+MAX_POINTS = 3_000
+MIN_POINTS_FOR_TWO = 50
+MIN_WEIGHT = 0.02
+MIN_SIGMA = 0.02
+LOG_2PI = math.log(2 * math.pi)
+TIMEOUT_CODE = CODES.index(ErrorCode.TIMEOUT)
+
+
+class Component(BaseModel):
+    weight: float
+    mu: float
+    sigma: float
+
+
+class MixtureFit(BaseModel):
+    """The chosen mixture (components sorted by mu) and what the choice rested on."""
+
+    components: list[Component]
+    hang_share: float = 0.0
+    n_uncensored: int
+    n_censored: int
+    criterion: str = "bic"
+    bic: dict[str, float]
+    aic: dict[str, float]
+    subsampled: bool = False
+
+    @property
+    def k(self) -> int:
+        return len(self.components)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "components": self.k,
+            "criterion": self.criterion,
+            "bic": {k: round(v, 2) for k, v in self.bic.items()},
+            "aic": {k: round(v, 2) for k, v in self.aic.items()},
+            "hang_share": round(self.hang_share, 6),
+            "n": self.n_uncensored,
+            "censored": self.n_censored,
+            "subsampled": self.subsampled,
+        }
+
+
+def _lse(a: Any) -> Any:
+    """log-sum-exp over the (one or two) columns: cheaper than scipy's general one."""
+    return a[:, 0] if a.shape[1] == 1 else np.logaddexp(a[:, 0], a[:, 1])
+
+
+def _unpack(theta: FloatArray, k: int, censored: bool) -> tuple[Any, Any, Any, float]:
+    """theta -> (weights, mus, sigmas, pi)."""
+    if k == 1:
+        w = np.array([1.0])
+        mus = np.array([theta[0]])
+        sig = np.array([math.exp(theta[1])])
+        rest = theta[2:]
+    else:
+        w1 = float(special.expit(theta[0]))
+        w = np.array([w1, 1.0 - w1])
+        mus = np.array([theta[1], theta[3]])
+        sig = np.exp(np.array([theta[2], theta[4]]))
+        rest = theta[5:]
+    pi = float(special.expit(rest[0])) if censored else 0.0
+    return w, mus, sig, pi
+
+
+def _nll(
+    theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
+) -> float:
+    censored = cvals.shape[0] > 0
+    w, mus, sig, pi = _unpack(theta, k, censored)
+    if np.any(sig < MIN_SIGMA) or np.any(w < MIN_WEIGHT / 2):
+        return 1e300
+    z = (x[:, None] - mus[None, :]) / sig[None, :]
+    logf = -0.5 * z * z - np.log(sig)[None, :] - 0.5 * LOG_2PI + np.log(w)[None, :]
+    ll = float(_lse(logf).sum())
+    if censored:
+        ll += x.shape[0] * math.log1p(-pi) if pi < 1 else -1e300
+        zc = (cvals[:, None] - mus[None, :]) / sig[None, :]
+        log_s = _lse(special.log_ndtr(-zc) + np.log(w)[None, :])
+        lc = np.logaddexp(math.log(max(pi, 1e-300)), math.log1p(-pi) + log_s)
+        ll += float(np.dot(cw, lc))
+    return -ll if math.isfinite(ll) else 1e300
+
+
+def _em(x: FloatArray, lo: float, hi: float, iters: int = 150) -> list[float]:
+    """Two components from quantiles `lo`/`hi` by uncensored EM (theta layout of `_unpack`)."""
+    mus = np.quantile(x, [lo, hi]).astype(np.float64)
+    sd = float(np.std(x)) or 1.0
+    sig = np.array([sd / 2, sd / 2])
+    w = np.array([0.5, 0.5])
+    prev = -math.inf
+    for _ in range(iters):
+        z = (x[:, None] - mus[None, :]) / sig[None, :]
+        logp = -0.5 * z * z - np.log(sig)[None, :] + np.log(w)[None, :]
+        norm = _lse(logp)
+        resp = np.exp(logp - norm[:, None])
+        nk = resp.sum(axis=0) + 1e-12
+        w = np.clip(nk / x.shape[0], MIN_WEIGHT, 1 - MIN_WEIGHT)
+        w = w / w.sum()
+        mus = (resp * x[:, None]).sum(axis=0) / nk
+        var = (resp * (x[:, None] - mus[None, :]) ** 2).sum(axis=0) / nk
+        sig = np.sqrt(np.maximum(var, (MIN_SIGMA * 2) ** 2))
+        ll = float(norm.sum())
+        if ll - prev < 1e-6 * abs(ll):
+            break
+        prev = ll
+    return [
+        float(special.logit(w[0])),
+        float(mus[0]),
+        float(math.log(sig[0])),
+        float(mus[1]),
+        float(math.log(sig[1])),
+    ]
+
+
+def _fit_k(
+    k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
+) -> tuple[FloatArray, float] | None:
+    censored = cvals.shape[0] > 0
+    m = float(cw.sum())
+    share = min(max(m / (x.shape[0] + m), 1e-3), 1 - 1e-3)
+    tail = [math.log(share / (1 - share))] if censored else []
+    if k == 1:
+        starts = [[float(x.mean()), math.log(max(float(x.std()), MIN_SIGMA * 2)), *tail]]
+    else:
+        quantiles = ((0.25, 0.75), (0.1, 0.6), (0.4, 0.9))
+        starts = [[*_em(x, lo, hi), *tail] for lo, hi in quantiles]
+    none = np.empty(0)
+    scored = [
+        (_nll(np.array(st), k, x, cvals if censored else none, cw if censored else none), st)
+        for st in starts
+    ]
+    fun, start = min(scored, key=lambda t: t[0])
+    theta = np.array(start, dtype=np.float64)
+    if censored:
+        res = optimize.minimize(
+            _nll, theta, args=(k, x, cvals, cw), method="L-BFGS-B", options={"maxiter": 100}
+        )
+        if math.isfinite(float(res.fun)) and float(res.fun) < 1e299:
+            theta, fun = np.asarray(res.x, dtype=np.float64), float(res.fun)
+        else:
+            fun = _nll(theta, k, x, cvals, cw)
+    if not math.isfinite(fun) or fun >= 1e299:
+        return None
+    return theta, fun
+
+
+def fit_mixture(
+    latency_ok_ms: FloatArray,
+    censor_ms: FloatArray,
+    *,
+    max_components: int = 2,
+    seed: int = 0,
+) -> MixtureFit | None:
+    """One or two lognormal components for successes' latency, TIMEOUTs censored at their
+    deadline; None with fewer than 5 successes."""
+    x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
+    c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
+    if x.shape[0] < 5:
+        return None
+    subsampled = False
+    if x.shape[0] > MAX_POINTS:
+        rng = np.random.default_rng(seed)
+        scale = MAX_POINTS / x.shape[0]
+        x = rng.choice(x, MAX_POINTS, replace=False)
+        if c_all.shape[0]:
+            keep = max(1, round(c_all.shape[0] * scale))
+            c_all = rng.choice(c_all, keep, replace=False)
+        subsampled = True
+    cvals, cnt = np.unique(np.log(c_all), return_counts=True)
+    cw = cnt.astype(np.float64)
+    n_total = x.shape[0] + int(cw.sum())
+    censored = cvals.shape[0] > 0
+    fits: dict[int, tuple[FloatArray, float]] = {}
+    for k in range(1, max_components + 1):
+        if k == 2 and x.shape[0] < MIN_POINTS_FOR_TWO:
+            break
+        got = _fit_k(k, x, cvals, cw)
+        if got is not None:
+            fits[k] = got
+    if not fits:
+        return None
+    n_params = {1: 2, 2: 5}
+    bic, aic = {}, {}
+    for k, (_, nll) in fits.items():
+        p = n_params[k] + (1 if censored else 0)
+        bic[str(k)] = 2 * nll + p * math.log(n_total)
+        aic[str(k)] = 2 * nll + 2 * p
+    k_best = min(fits, key=lambda k: bic[str(k)])
+    theta = fits[k_best][0]
+    w, mus, sig, pi = _unpack(theta, k_best, censored)
+    comps = sorted(
+        (
+            Component(weight=float(w[i]), mu=float(mus[i]), sigma=float(sig[i]))
+            for i in range(k_best)
+        ),
+        key=lambda c: c.mu,
+    )
+    return MixtureFit(
+        components=comps,
+        hang_share=pi,
+        n_uncensored=int(x.shape[0]),
+        n_censored=int(cw.sum()),
+        bic=bic,
+        aic=aic,
+        subsampled=subsampled,
+    )
+
+
+def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
+    """The mixture fit for one tool's rows (successes; TIMEOUTs censored at their deadline)."""
+    ok = arr.code < 0
+    censor_ms = arr.timeout_s[arr.code == TIMEOUT_CODE] * 1000.0
+    return fit_mixture(arr.latency_ms[ok], censor_ms)
+
+
+def add_mixtures(tools: dict[str, ToolProfile], arrays: ProbeArrays) -> None:
+    """Fit every tool's latency mixture and put it in its profile: the components when two
+    win, the choice (BIC per K) either way."""
+    for i, name in enumerate(arrays.tools):
+        tp = tools.get(name)
+        if tp is None or arrays.bounds[i + 1] <= arrays.bounds[i]:
+            continue
+        fit = fit_tool(arrays.slice(i))
+        if fit is None:
+            continue
+        tp.latency_ms.mixture_fit = fit.summary()
+        if fit.k > 1:
+            tp.latency_ms.mixture = [
+                MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components
+            ]

@@ -1,0 +1,570 @@
+"""The record/replay core, with no I/O of its own: what to store for a finished exchange
+(`Recorder`) and what to answer for a request (`Player`). The sync and async transports, the
+httpx patch and the vcrpy bridge are thin layers that feed these the events they see, so they
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from realprobe import __version__
+from realprobe.clock import Clock, RealClock
+from realprobe.errors import RealprobeError
+from realprobe.replay.cassette import Call, Cassette, Failure, save_cassette
+from realprobe.replay.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
+from realprobe.replay.decoding import decode_whole
+from realprobe.replay.importers import recover_stale
+from realprobe.replay.journal import Journal
+from realprobe.replay.matching import (
+    MATCH_URL_BODY,
+    Matcher,
+    MatchSpec,
+    canonical_url,
+    closest,
+)
+from realprobe.replay.scrub import (
+    ScrubConfig,
+    ScrubReport,
+    config_for,
+    scrub_cassette,
+    scrub_for_match,
+    secret_header,
+)
+
+EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
+LATENCY_KINDS = ("none", "real", "scaled:X", "virtual")
+DEADLINE_TYPES = ("CancelledError", "TimeoutError", "DeadlineExceeded")
+MAX_DECODE_ON_SAVE = 20 * 1024 * 1024
+CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
+WRITE_ERRORS = (httpx.WriteError, httpx.WriteTimeout)
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+class CassetteMiss(RealprobeError):
+    """A request the cassette has no recording for (not retryable: replay never goes live)."""
+
+
+class CassetteExhausted(CassetteMiss):
+    """More identical requests than recordings, under on_exhausted=error."""
+
+
+# -- failures ------------------------------------------------------------------------------
+
+
+def phase_of(exc: BaseException, headers_seen: bool) -> str:
+    if headers_seen:
+        return "body"
+    if isinstance(exc, httpx.PoolTimeout):
+        return "pool"
+    if isinstance(exc, CONNECT_ERRORS):
+        return "connect"
+    if isinstance(exc, WRITE_ERRORS):
+        return "write"
+    if isinstance(exc, httpx.TransportError | OSError | asyncio.CancelledError):
+        return "read"
+    return "other"
+
+
+def failure_of(exc: BaseException, headers_seen: bool, received: int) -> Failure:
+    message = str(exc)
+    if isinstance(exc, asyncio.CancelledError) and not message:
+        message = "cancelled by the caller (its deadline passed, or it shut down)"
+    return Failure(type(exc).__name__, message, phase_of(exc, headers_seen), received)
+
+
+def exception_for(call: Call, request: httpx.Request) -> Exception:
+    """The recorded failure as an exception of the same class, bound to this request."""
+    assert call.error is not None
+    name, message = call.error.type, call.error.message
+    if name in DEADLINE_TYPES:
+        return DeadlineExceeded("the call's deadline passed (as recorded)")
+    cls = getattr(httpx, name, None)
+    if isinstance(cls, type) and issubclass(cls, httpx.RequestError):
+        return cls(message, request=request)
+    if isinstance(cls, type) and issubclass(cls, httpx.HTTPError):
+        return cls(message)
+    b = getattr(builtins, name, None)
+    if isinstance(b, type) and issubclass(b, OSError):
+        return b(message)
+    return httpx.TransportError(f"{name}: {message}", request=request)
+
+
+# -- latency -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LatencyPolicy:
+    kind: str = "none"
+    scale: float = 1.0
+
+    @classmethod
+    def parse(cls, text: str) -> LatencyPolicy:
+        t = text.strip().lower()
+        if t in ("none", "real", "virtual"):
+            return cls(t)
+        if t.startswith("scaled:"):
+            try:
+                scale = float(t.split(":", 1)[1])
+            except ValueError:
+                scale = -1.0
+            if scale >= 0 and math.isfinite(scale):
+                return cls("scaled", scale)
+        raise RealprobeError(
+            f"replay latency {text!r}: choose none, real, scaled:X (X >= 0) or virtual"
+        )
+
+    @property
+    def virtual_clock(self) -> bool:
+        """Whether replay under this policy wants a virtual clock (nothing waits for real)."""
+        return self.kind in ("none", "virtual")
+
+    @property
+    def sleeps(self) -> bool:
+        return self.kind in ("real", "scaled")
+
+    def without_virtual(self) -> LatencyPolicy:
+        """Synchronous replay has no virtual clock: `virtual` means no waiting there."""
+        return LatencyPolicy("none") if self.kind == "virtual" else self
+
+    def __str__(self) -> str:
+        return f"scaled:{self.scale:g}" if self.kind == "scaled" else self.kind
+
+
+# -- recording -----------------------------------------------------------------------------
+
+
+def _pairs(raw: Iterable[tuple[bytes | str, bytes | str]]) -> list[tuple[str, str]]:
+    return [
+        (k.decode("latin-1") if isinstance(k, bytes) else k,
+         v.decode("latin-1") if isinstance(v, bytes) else v)
+        for k, v in raw
+    ]
+
+
+def budget_of(extensions: Mapping[str, Any], now: float) -> float:
+    """The time a request was allowed: its read timeout or what was left of the deadline."""
+    budget = math.inf
+    read = (extensions.get("timeout") or {}).get("read")
+    if read is not None:
+        budget = float(read)
+    deadline = extensions.get(DEADLINE_EXT)
+    if deadline is not None:
+        budget = min(budget, float(deadline) - now)
+    return budget
+
+
+class Recorder:
+    """Everything a record run saw, in order; journals each call as it ends.
+
+    `base` is an existing cassette the run adds to (record mode `new_episodes`): its calls are
+    written back unchanged and the new ones follow them.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock | None = None,
+        meta: dict[str, Any] | None = None,
+        scrub: ScrubConfig | None = None,
+        base: Cassette | None = None,
+        journal: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.clock: Clock = clock or RealClock()
+        self.meta = dict(meta or {})
+        self.scrub = scrub or ScrubConfig()
+        self.base = base
+        self.calls: list[Call] = []
+        self._chunks: dict[int, list[bytes]] = {}
+        self._entry: dict[int, float] = {}
+        self._timings: dict[int, dict[str, float]] = {}
+        first = max((c.seq for c in base.calls), default=-1) + 1 if base is not None else 0
+        self._seq = itertools.count(first)
+        self._t0: float | None = None
+        self.saved: Path | None = None
+        self.scrub_report: ScrubReport | None = None
+        self.journal: Journal | None = None
+        #: each journal entry goes through the one scrubber before it is written (declared and
+        #: environment secrets are looked up per entry; the environment scan is cached)
+        self._journal_scrub = self.scrub
+        if journal:
+            recover_stale(self.path)  # a killed run's calls are kept before a new run starts
+            self.journal = Journal.start(
+                self.path, base=base is not None,
+                meta={**self._fresh_meta(), "scrubbed": self.scrub.enabled},
+            )
+
+    # events, in the order a transport sees them
+
+    def begin(
+        self,
+        method: str,
+        uri: str,
+        headers: Iterable[tuple[bytes | str, bytes | str]],
+        body: bytes | None,
+        extensions: Mapping[str, Any] | None = None,
+    ) -> Call:
+        seq = next(self._seq)
+        entry = self.clock.now()
+        if self._t0 is None:
+            self._t0 = entry
+        call = Call(
+            seq=seq,
+            method=method.upper(),
+            uri=uri,
+            request_headers=_pairs(headers),
+            request_body=body or None,
+            t_s=entry - self._t0,
+            recorded_at=datetime.fromtimestamp(self.clock.wall(), UTC).isoformat(
+                timespec="milliseconds"
+            ),
+        )
+        ext = extensions or {}
+        call.budget_s = budget_of(ext, entry)
+        timing = ext.get(TIMING_EXT)
+        if isinstance(timing, dict) and "start" in timing:
+            call.offset_s = entry - float(timing["start"])
+            self._timings[seq] = timing
+        self._entry[seq] = entry
+        self.calls.append(call)
+        return call
+
+    def failed(self, call: Call, exc: BaseException) -> None:
+        """No response headers: the call ended in `exc`."""
+        call.error = failure_of(exc, False, 0)
+        call.complete = False
+        call.elapsed_s = self.clock.now() - self._entry[call.seq]
+        self._finish(call)
+
+    def answered(
+        self,
+        call: Call,
+        status: int,
+        reason: str,
+        headers: Iterable[tuple[bytes | str, bytes | str]],
+        content: bytes | None = None,
+    ) -> bool:
+        """Headers are in. With `content` the body is already whole; otherwise the transport
+        streams it through `received` and ends with `body_done`/`body_failed`/`body_closed`
+        (returns True then)."""
+        call.ttfb_s = self.clock.now() - self._entry[call.seq]
+        call.status = status
+        call.reason = reason
+        call.headers = _pairs(headers)
+        self._chunks[call.seq] = []
+        if content is None:
+            return True
+        self._chunks[call.seq].append(content)
+        call.complete = True
+        call.elapsed_s = call.ttfb_s
+        self._finish(call)
+        return False
+
+    def received(self, call: Call, chunk: bytes) -> None:
+        self._chunks[call.seq].append(chunk)
+
+    def body_done(self, call: Call) -> None:
+        call.complete = True
+        call.elapsed_s = self.clock.now() - self._entry[call.seq]
+        self._finish(call)
+
+    def body_failed(self, call: Call, exc: BaseException) -> None:
+        received = sum(len(c) for c in self._chunks.get(call.seq, ()))
+        call.error = failure_of(exc, True, received)
+        call.complete = False
+        call.elapsed_s = self.clock.now() - self._entry[call.seq]
+        self._finish(call)
+
+    def body_closed(self, call: Call) -> None:
+        """The stream was closed; before its end, that is a redirect hop or a size cap."""
+        if call.elapsed_s is not None:
+            return
+        call.complete = False
+        call.elapsed_s = self.clock.now() - self._entry[call.seq]
+        self._finish(call)
+
+    def add(self, call: Call) -> Call:
+        """A finished exchange seen whole (the vcrpy bridge): numbered and journalled."""
+        call.seq = next(self._seq)
+        entry = self.clock.now()
+        if self._t0 is None:
+            self._t0 = entry - (call.elapsed_s or 0.0)
+        call.t_s = max(0.0, entry - (call.elapsed_s or 0.0) - self._t0)
+        call.recorded_at = datetime.fromtimestamp(self.clock.wall(), UTC).isoformat(
+            timespec="milliseconds"
+        )
+        self._entry[call.seq] = entry
+        self.calls.append(call)
+        self._finish(call)
+        return call
+
+    # what gets written
+
+    def _stored(self, call: Call) -> Call:
+        """The call as the cassette keeps it: body joined, decoded, redirect hops whole."""
+        chunks = self._chunks.get(call.seq)
+        if chunks is not None:
+            call.body = b"".join(chunks)
+            call.chunk_sizes = [len(c) for c in chunks] if len(chunks) > 1 else None
+        if call.error is not None and call.error.bytes_before == 0 and call.body:
+            call.error.bytes_before = len(call.body)
+        return _decoded(_copy(call))
+
+    def _finish(self, call: Call) -> None:
+        if self.journal is None:
+            return
+        stored = self._stored(call)
+        scrub_cassette(Cassette([stored], {}), self._journal_scrub)
+        self.journal.append(stored)
+
+    def cassette(self) -> Cassette:
+        """What has been recorded so far, bodies joined and the client's latencies attached."""
+        last_hop: dict[int, Call] = {}
+        for call in self.calls:
+            timing = self._timings.get(call.seq)
+            if timing is not None:
+                last_hop[id(timing)] = call
+        for call in last_hop.values():
+            timing = self._timings[call.seq]
+            if "elapsed" in timing:
+                call.end_s = float(timing["elapsed"])
+        calls = [self._stored(c) for c in self.calls]
+        if self.base is not None:
+            meta = dict(self.base.meta)
+            meta.setdefault("match_on", list(MATCH_URL_BODY))
+        else:
+            meta = self._fresh_meta()
+        return Cassette(calls, meta, self.path)
+
+    def _fresh_meta(self) -> dict[str, Any]:
+        return {
+            "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "realprobe_version": __version__,
+            "match_on": list(MATCH_URL_BODY),
+            **self.meta,
+        }
+
+    def save(self) -> Path:
+        """Scrub and write atomically; the journal goes once the cassette is on disk."""
+        fresh = self.cassette()
+        self.scrub_report = scrub_cassette(fresh, self.scrub)
+        out = fresh
+        if self.base is not None:
+            out = Cassette(list(self.base.calls) + fresh.calls, fresh.meta, self.path)
+        else:
+            out.meta["scrubbed"] = self.scrub.enabled
+        self.saved = save_cassette(out, self.path)
+        if self.journal is not None:
+            self.journal.remove()
+        return self.saved
+
+    def discard(self) -> None:
+        """Write nothing (a test that failed while recording) and drop the journal."""
+        if self.journal is not None:
+            self.journal.remove()
+        self.saved = None
+
+
+def _copy(call: Call) -> Call:
+    return replace(
+        call,
+        request_headers=list(call.request_headers),
+        headers=list(call.headers),
+        error=None if call.error is None else replace(call.error),
+    )
+
+
+def _decoded(call: Call) -> Call:
+    """Complete gzip/deflate bodies are stored decoded (readable, and replayable by vcrpy);
+    a redirect hop the client closed unread is stored as a whole, empty-bodied response so
+    plain vcrpy can replay the chain (its per-call `complete: false` stays in the timing)."""
+    enc = (call.header("content-encoding") or "").strip().lower()
+    if (
+        not call.complete and call.error is None and call.status in REDIRECTS
+        and call.header("location") and not call.body
+    ):
+        call.headers = [
+            (k, "0" if k.lower() == "content-length" else v)
+            for k, v in call.headers
+            if k.lower() not in ("content-encoding", "transfer-encoding")
+        ]
+        return call
+    if not call.complete or call.error is not None or enc not in ("gzip", "x-gzip", "deflate"):
+        return call
+    out = decode_whole(call.body, enc, MAX_DECODE_ON_SAVE)
+    if out is None:
+        return call  # corrupt, or too large to store decoded: keep the exact bytes
+    call.body = out
+    call.chunk_sizes = None
+    call.headers = [
+        (k, str(len(out)) if k.lower() == "content-length" else v)
+        for k, v in call.headers
+        if k.lower() != "content-encoding"
+    ]
+    return call
+
+
+# -- replaying -----------------------------------------------------------------------------
+
+
+class Player:
+    """Finds each request's recording: a dict from match key to that key's calls in order,
+    so a request costs O(1) with named matchers; custom matchers then pick among those."""
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        *,
+        on_exhausted: str = "error",
+        match_on: Sequence[Matcher] | None = None,
+        scrub: ScrubConfig | None = None,
+    ) -> None:
+        if on_exhausted not in EXHAUSTION_POLICIES:
+            raise RealprobeError(
+                f"on_exhausted {on_exhausted!r}: choose one of {', '.join(EXHAUSTION_POLICIES)}"
+            )
+        self.cassette = cassette
+        self.on_exhausted = on_exhausted
+        self.spec = MatchSpec.of(match_on if match_on is not None else cassette.match_on)
+        self.match_on = self.spec.names
+        self.scrub = scrub or config_for(cassette.meta)
+        self.scrubbed = bool(cassette.meta.get("scrubbed"))
+        self.index: dict[str, list[Call]] = {}
+        for call in sorted(cassette.calls, key=lambda c: c.seq):
+            key = self.spec.key(call.method, call.uri, call.request_body, call.request_headers)
+            self.index.setdefault(key, []).append(call)
+        self.served: dict[str, int] = {}
+        self.used: set[int] = set()
+        self.played: list[int] = []
+
+    def key_for(
+        self, method: str, url: str, body: bytes | None,
+        headers: Iterable[tuple[str, str]] | None = None,
+    ) -> str:
+        if self.scrubbed:
+            url, body = scrub_for_match(url, body, self.scrub)
+            if headers is not None and self.spec.uses_headers:
+                headers = [
+                    (k, self.scrub.placeholder if secret_header(k, self.scrub.extra_headers) else v)
+                    for k, v in headers
+                ]
+        return self.spec.key(method, url, body, headers)
+
+    def find(
+        self, method: str, url: str, body: bytes | None,
+        headers: Iterable[tuple[str, str]] | None = None, *, consume: bool = True,
+    ) -> Call | None:
+        """The next unplayed recording for this request, or None (never raises)."""
+        key = self.key_for(method, url, body, headers)
+        calls = self.index.get(key)
+        if not calls:
+            return None
+        if self.spec.custom:
+            incoming = (method, url, body, list(headers or ()))
+            for call in calls:
+                if call.seq not in self.used and self.spec.custom_match(incoming, call):
+                    if consume:
+                        self.used.add(call.seq)
+                        self.played.append(call.seq)
+                    return call
+            return None
+        n = self.served.get(key, 0)
+        if n >= len(calls):
+            return None
+        if consume:
+            self.served[key] = n + 1
+            self.played.append(calls[n].seq)
+        return calls[n]
+
+    def lookup(
+        self, method: str, url: str, body: bytes | None,
+        headers: Iterable[tuple[str, str]] | None = None,
+    ) -> Call:
+        """The recording to answer with; CassetteMiss when there is none."""
+        headers = list(headers) if headers is not None else None
+        call = self.find(method, url, body, headers)
+        if call is not None:
+            return call
+        key = self.key_for(method, url, body, headers)
+        calls = self.index.get(key)
+        if self.spec.custom and calls:
+            incoming = (method, url, body, list(headers or ()))
+            calls = [c for c in calls if self.spec.custom_match(incoming, c)]
+        label = self.cassette.label()
+        if not calls:
+            near = closest(key, list(self.index))
+            hint = f"; closest recorded: {near}" if near else "; the cassette is empty"
+            raise CassetteMiss(
+                f"no recording for {method} {canonical_url(url)} in cassette {label}{hint}"
+            )
+        n = self.served.get(key, len(calls))
+        self.served[key] = n + 1
+        if self.on_exhausted == "repeat-last":
+            chosen = calls[-1]
+        elif self.on_exhausted == "cycle":
+            chosen = calls[n % len(calls)]
+        else:
+            raise CassetteExhausted(
+                f"request #{n + 1} for {method} {canonical_url(url)} but cassette {label} holds "
+                f"{len(calls)} recording(s) of it (on_exhausted=error; repeat-last or cycle "
+                "reuse them)"
+            )
+        self.played.append(chosen.seq)
+        return chosen
+
+    def unplayed(self) -> list[Call]:
+        if self.spec.custom:
+            return [c for calls in self.index.values() for c in calls if c.seq not in self.used]
+        out: list[Call] = []
+        for key, calls in self.index.items():
+            out.extend(calls[min(self.served.get(key, 0), len(calls)):])
+        return out
+
+
+def body_chunks(call: Call) -> list[bytes]:
+    """The body as it arrived (its recorded chunk boundaries), cut where a failure struck."""
+    body = call.body
+    if call.error is not None and call.error.bytes_before:
+        body = body[: call.error.bytes_before]
+    if not body:
+        return []
+    sizes = call.chunk_sizes
+    if not sizes or sum(sizes) != len(body):
+        return [body]
+    out, pos = [], 0
+    for n in sizes:
+        out.append(body[pos : pos + n])
+        pos += n
+    return out
+
+
+def head_s(call: Call) -> float:
+    """Recorded time before the response headers (or before the failure, without any)."""
+    if call.status is None:
+        return call.elapsed_s or 0.0
+    return call.ttfb_s if call.ttfb_s is not None else 0.0
+
+
+def tail_s(call: Call) -> float:
+    """Recorded time from the headers to the body's end."""
+    if call.elapsed_s is None or call.ttfb_s is None:
+        return 0.0
+    return max(0.0, call.elapsed_s - call.ttfb_s)
+
+
+def reason_extensions(call: Call) -> dict[str, Any]:
+    if call.reason:
+        return {"reason_phrase": call.reason.encode("latin-1", "replace")}
+    return {}

@@ -1,0 +1,173 @@
+"""Cassettes back into the formats they came from, so scrubbing a Ruby VCR or HAR file in
+place keeps it a Ruby VCR or HAR file (bodies stay as realprobe normalised them on import:
+decoded, with `Content-Encoding` dropped)."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import yaml
+
+from realprobe.replay.cassette import (
+    Call,
+    Cassette,
+    CassetteError,
+    headers_to_json,
+    is_yaml_path,
+    save_cassette,
+)
+
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _ruby_body(data: bytes | None) -> dict[str, str]:
+    data = data or b""
+    try:
+        return {"encoding": "UTF-8", "string": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"encoding": "ASCII-8BIT", "base64_string": base64.b64encode(data).decode()}
+
+
+def _http_date(iso: str | None) -> str | None:
+    if not iso:
+        return None
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return format_datetime(when.astimezone(UTC), usegmt=True)
+
+
+def to_ruby_vcr(cassette: Cassette) -> dict[str, Any]:
+    items = []
+    for call in sorted(cassette.calls, key=lambda c: c.seq):
+        item: dict[str, Any] = {
+            "request": {
+                "method": call.method.lower(),
+                "uri": call.uri,
+                "body": _ruby_body(call.request_body),
+                "headers": headers_to_json(call.request_headers),
+            },
+            "response": {
+                "status": {"code": call.status or 0, "message": call.reason},
+                "headers": headers_to_json(call.headers),
+                "body": _ruby_body(call.body),
+            },
+        }
+        stamp = _http_date(call.recorded_at)
+        if stamp:
+            item["recorded_at"] = stamp
+        items.append(item)
+    return {
+        "http_interactions": items,
+        "recorded_with": str(cassette.meta.get("recorded_with") or "VCR"),
+    }
+
+
+def _har_headers(pairs: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in pairs]
+
+
+def _har_entry(call: Call) -> dict[str, Any]:
+    query = urlsplit(call.uri).query
+    request: dict[str, Any] = {
+        "method": call.method,
+        "url": call.uri,
+        "httpVersion": "HTTP/1.1",
+        "headers": _har_headers(call.request_headers),
+        "queryString": [{"name": k, "value": v}
+                        for k, v in parse_qsl(query, keep_blank_values=True)],
+        "cookies": [],
+        "headersSize": -1,
+        "bodySize": len(call.request_body or b""),
+    }
+    if call.request_body:
+        mime = next((v for k, v in call.request_headers if k.lower() == "content-type"), "")
+        request["postData"] = {"mimeType": mime,
+                               "text": call.request_body.decode("utf-8", "replace")}
+    content: dict[str, Any] = {"size": len(call.body),
+                               "mimeType": call.header("content-type") or ""}
+    try:
+        content["text"] = call.body.decode("utf-8")
+    except UnicodeDecodeError:
+        content["text"] = base64.b64encode(call.body).decode()
+        content["encoding"] = "base64"
+    response: dict[str, Any] = {
+        "status": call.status or 0,
+        "statusText": call.reason,
+        "httpVersion": "HTTP/1.1",
+        "headers": _har_headers(call.headers),
+        "cookies": [],
+        "content": content,
+        "redirectURL": call.header("location") or "",
+        "headersSize": -1,
+        "bodySize": len(call.body),
+    }
+    if call.error is not None:
+        response["_error"] = f"{call.error.type}: {call.error.message}"
+    total = (call.elapsed_s or 0.0) * 1000.0
+    wait = (call.ttfb_s if call.ttfb_s is not None else call.elapsed_s or 0.0) * 1000.0
+    entry: dict[str, Any] = {
+        "startedDateTime": call.recorded_at or datetime.now(UTC).isoformat(),
+        "time": round(total, 3),
+        "request": request,
+        "response": response,
+        "cache": {},
+        "timings": {"send": 0, "wait": round(wait, 3),
+                    "receive": round(max(0.0, total - wait), 3)},
+    }
+    return entry
+
+
+def to_har(cassette: Cassette) -> dict[str, Any]:
+    creator = str(cassette.meta.get("recorded_with") or "realprobe")
+    return {"log": {
+        "version": "1.2",
+        "creator": {"name": creator, "version": ""},
+        "entries": [_har_entry(c) for c in sorted(cassette.calls, key=lambda c: c.seq)],
+    }}
+
+
+def _write(path: Path, payload: bytes) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise CassetteError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def save_as_source(cassette: Cassette, path: Path) -> str:
+    """Write in the format the cassette was read from (Ruby VCR, HAR), else realprobe's;
+    returns the format written."""
+    source = str(cassette.meta.get("source") or "")
+    if source not in ("ruby-vcr", "har"):
+        save_cassette(cassette, path)
+        return "realprobe"
+    data = to_ruby_vcr(cassette) if source == "ruby-vcr" else to_har(cassette)
+    if source == "ruby-vcr" and is_yaml_path(path):
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+        payload = ("---\n" + text).encode("utf-8")
+    else:
+        payload = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    _write(path, payload)
+    return source

@@ -1,0 +1,156 @@
+"""Crash-safe recording: each finished call is appended to `<cassette>.journal` (JSON lines,
+written through to the OS before the call returns to the client, and fsync'd by a background
+thread within about 50 ms) as it ends. The cassette itself is still written atomically at the end;
+a clean close removes the journal. After a `kill -9` the journal holds every call that had
+finished, and the next open of the cassette (or `realprobe cassette recover`) rebuilds it.
+
+Line 1 is a header `{"realprobe_journal": 1, "pid": ..., "base": bool, "meta": {...}}`
+(`base`: the run added to an existing cassette); every other line is one call in the same
+shape as a cassette's `beyond_vcrpy` entries. A torn last line (killed mid-write) is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from realprobe.replay.cassette import Call, CassetteError, call_from_record, call_record
+
+JOURNAL_VERSION = 1
+SUFFIX = ".journal"
+SYNC_EVERY_S = 0.05
+
+
+def journal_path(cassette: Path) -> Path:
+    return cassette.with_name(cassette.name + SUFFIX)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Journal:
+    """The append-only side file of one record run."""
+
+    def __init__(self, path: Path, fh: Any) -> None:
+        self.path = path
+        self._fh = fh
+        self._ino = os.fstat(fh.fileno()).st_ino
+        self._lock = threading.Lock()
+        self._dirty = threading.Event()
+        self._closed = False
+        self._sync_fd = os.dup(fh.fileno())  # fsync'd by the syncer, never under the lock
+        self._syncer = threading.Thread(target=self._sync_loop, name="realprobe-journal",
+                                        daemon=True)
+        self._syncer.start()
+
+    def _sync_loop(self) -> None:
+        """fsync off the caller's path: a line is in the OS (safe from kill -9) when
+        `append` returns; this puts it on the disk soon after, batching bursts."""
+        try:
+            while True:
+                self._dirty.wait()
+                self._dirty.clear()
+                with contextlib.suppress(OSError):
+                    os.fsync(self._sync_fd)
+                if self._closed:
+                    return
+                time.sleep(SYNC_EVERY_S)
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self._sync_fd)
+
+    @classmethod
+    def start(cls, cassette: Path, *, base: bool, meta: dict[str, Any]) -> Journal:
+        path = journal_path(cassette)
+        header = read_header(path)
+        if header is not None and _pid_alive(int(header.get("pid", 0))):
+            raise CassetteError(
+                f"{cassette} is being recorded by another process (pid {header['pid']}); "
+                f"wait for it, or remove {path} if that run is gone"
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 (kept open for the run)
+        except OSError as exc:
+            raise CassetteError(f"cannot write the journal {path}: {exc.strerror or exc}") from exc
+        first = {"realprobe_journal": JOURNAL_VERSION, "pid": os.getpid(), "base": base,
+                 "meta": meta}
+        journal = cls(path, fh)
+        journal._write(json.dumps(first, default=str))
+        return journal
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._fh.write(line + "\n")
+            self._fh.flush()
+        self._dirty.set()
+
+    def append(self, call: Call) -> None:
+        self._write(json.dumps(call_record(call), ensure_ascii=False))
+
+    def remove(self) -> None:
+        """Close and delete the journal, unless another run has replaced it meanwhile."""
+        with self._lock:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._fh.close()
+        self._dirty.set()
+        with contextlib.suppress(OSError):
+            if os.stat(self.path).st_ino == self._ino:
+                os.unlink(self.path)
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            first = fh.readline()
+    except OSError:
+        return None
+    try:
+        header = json.loads(first)
+    except ValueError:
+        return {"realprobe_journal": JOURNAL_VERSION, "pid": 0, "base": False, "meta": {}}
+    return header if isinstance(header, dict) else None
+
+
+def read_journal(path: Path) -> tuple[dict[str, Any], list[Call]]:
+    """The header and every call whose line was written whole."""
+    header = read_header(path) or {}
+    calls: list[Call] = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        fh.readline()
+        for n, line in enumerate(fh, start=2):
+            if not line.endswith("\n"):
+                break  # torn by the kill
+            try:
+                calls.append(call_from_record(json.loads(line), f"{path}: line {n}"))
+            except (ValueError, ValidationError, CassetteError):
+                continue
+    return header, calls
+
+
+def journal_running(cassette: Path) -> int | None:
+    """The pid of a live process recording this cassette right now, if any."""
+    header = read_header(journal_path(cassette))
+    if header is None:
+        return None
+    pid = int(header.get("pid", 0) or 0)
+    return pid if _pid_alive(pid) else None

@@ -1,0 +1,410 @@
+"""`use_cassette`: record and replay every HTTP call made inside a block, with no code change.
+
+```python
+import realprobe
+
+with realprobe.use_cassette("tests/cassettes/weather.json", record_mode="once"):
+    my_code_that_makes_its_own_httpx_client()
+```
+
+httpx (`Client` and `AsyncClient` built without a transport) is captured at httpx's default
+transports and keeps what realprobe keeps: exceptions (timeouts, resets) replayed as the same
+exception, each call's latency, chunk boundaries, and order. `requests`, `urllib3` and
+`aiohttp` are captured through vcrpy's own patchers, writing the same cassette; they keep what
+vcrpy sees (status, headers, body; the time a call took, not its failures).
+
+Record modes (vcrpy's names): `none` replays only; `once` records when the cassette is missing
+and replays otherwise; `new_episodes` replays what exists and records what is new, keeping
+both; `all` records everything anew.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from realprobe.errors import RealprobeError
+from realprobe.replay import httpx_patch
+from realprobe.replay.cassette import Call, Cassette, CassetteError
+from realprobe.replay.core import CassetteMiss, LatencyPolicy, Player, Recorder
+from realprobe.replay.importers import load_cassette, normalise_body
+from realprobe.replay.matching import Matcher
+from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
+from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
+from realprobe.replay.scrub import ScrubConfig
+from realprobe.replay.transports import _pointed_at, _Routes
+
+RECORD_MODES = ("none", "once", "new_episodes", "all")
+LIBRARIES = ("httpx", "requests", "urllib3", "aiohttp")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Fn(httpx.BaseTransport):
+    def __init__(self, fn: httpx_patch.SyncReal) -> None:
+        self.fn = fn
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.fn(request)
+
+
+class _AsyncFn(httpx.AsyncBaseTransport):
+    def __init__(self, fn: httpx_patch.AsyncReal) -> None:
+        self.fn = fn
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.fn(request)
+
+
+def _sandbox_routes(sandbox: str) -> _Routes:
+    from realprobe.adapters.catalog import default_catalog
+    from realprobe.replay.simulate import origins_of
+
+    return _Routes(sandbox, origins_of(default_catalog()))
+
+
+class CassetteSession:
+    """One cassette in use: what it replays (a Player), what it records (a Recorder)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        record_mode: str = "once",
+        match_on: Sequence[Matcher] | None = None,
+        on_exhausted: str = "error",
+        latency: str = "none",
+        sandbox: str | None = None,
+        scrub: bool | ScrubConfig = True,
+        libraries: Sequence[str] = LIBRARIES,
+        meta: dict[str, Any] | None = None,
+        hint: str | None = None,
+    ) -> None:
+        if record_mode not in RECORD_MODES:
+            raise RealprobeError(
+                f"record mode {record_mode!r}: choose one of {', '.join(RECORD_MODES)}"
+            )
+        unknown = sorted(set(libraries) - set(LIBRARIES))
+        if unknown:
+            raise RealprobeError(
+                f"cannot capture {', '.join(unknown)}: choose among {', '.join(LIBRARIES)}"
+            )
+        self.path = Path(path)
+        self.record_mode = record_mode
+        self.match_on = list(match_on) if match_on is not None else None
+        self.on_exhausted = on_exhausted
+        self.latency = LatencyPolicy.parse(latency)
+        self.sandbox = sandbox
+        self.scrub = scrub if isinstance(scrub, ScrubConfig) else ScrubConfig(enabled=scrub)
+        self.libraries = tuple(libraries)
+        self.meta = dict(meta or {})
+        self.hint = hint
+        self.player: Player | None = None
+        self.recorder: Recorder | None = None
+        self.routes: _Routes | None = None
+        self._sync_replay: SyncReplayTransport | None = None
+        self._async_replay: ReplayTransport | None = None
+        self._stack: contextlib.ExitStack | None = None
+
+    # -- opening and closing -------------------------------------------------------------
+
+    @property
+    def recording(self) -> bool:
+        return self.recorder is not None
+
+    @property
+    def cassette(self) -> Cassette | None:
+        return self.player.cassette if self.player is not None else None
+
+    def open(self) -> CassetteSession:
+        existing = self._existing()
+        if self.record_mode == "none" and existing is None:
+            raise CassetteError(
+                f"no cassette at {self.path} and record mode none replays only"
+                + (f"; {self.hint}" if self.hint else "; record it with record_mode='once'")
+            )
+        if existing is not None and self.record_mode in ("none", "once", "new_episodes"):
+            self.player = Player(
+                existing, on_exhausted=self.on_exhausted, match_on=self.match_on,
+                scrub=self.scrub if self.scrub.enabled else None,
+            )
+            self._sync_replay = SyncReplayTransport(existing, latency=self.latency,
+                                                    player=self.player)
+            self._async_replay = ReplayTransport(existing, latency=self.latency,
+                                                 player=self.player)
+        if self.record_mode == "all" or existing is None or self.record_mode == "new_episodes":
+            base = existing if self.record_mode == "new_episodes" else None
+            meta = {"source": "use_cassette", "record_mode": self.record_mode, **self.meta}
+            if self.sandbox:
+                meta["sandbox"] = self.sandbox
+            self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base)
+            if self.sandbox:
+                self.routes = _sandbox_routes(self.sandbox)
+        stack = contextlib.ExitStack()
+        try:
+            if "httpx" in self.libraries:
+                httpx_patch.push(self)
+                stack.callback(httpx_patch.pop, self)
+            others = [lib for lib in self.libraries if lib != "httpx"]
+            if others:
+                from realprobe.replay.vcr_bridge import patch_libraries
+
+                stack.enter_context(patch_libraries(self, others))
+        except BaseException:
+            stack.close()
+            self.discard()
+            raise
+        self._stack = stack
+        return self
+
+    def _existing(self) -> Cassette | None:
+        if self.record_mode == "all":
+            return None
+        try:
+            return load_cassette(self.path)  # recovers a killed run's journal first
+        except CassetteError:
+            if self.path.exists():
+                raise
+            return None
+
+    def close(self, *, failed: bool = False) -> Path | None:
+        """Unpatch, then write what was recorded (nothing when the block failed, or when
+        `new_episodes` found nothing new)."""
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+        rec = self.recorder
+        if rec is None:
+            return None
+        if failed:
+            rec.discard()
+            return None
+        if rec.base is not None and not rec.calls:
+            rec.discard()  # nothing new: the cassette stays byte for byte
+            return None
+        return rec.save()
+
+    def discard(self) -> None:
+        if self.recorder is not None:
+            self.recorder.discard()
+
+    def __enter__(self) -> CassetteSession:
+        return self.open()
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.close(failed=exc_type is not None)
+
+    async def __aenter__(self) -> CassetteSession:
+        return self.open()
+
+    async def __aexit__(self, exc_type: Any, *_: Any) -> None:
+        self.close(failed=exc_type is not None)
+
+    def __call__(self, fn: F) -> F:
+        """As a decorator: a fresh session around each call of `fn` (sync or async)."""
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*a: Any, **kw: Any) -> Any:
+                async with self._fresh():
+                    return await fn(*a, **kw)
+
+            return awrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            with self._fresh():
+                return fn(*a, **kw)
+
+        return wrapper  # type: ignore[return-value]
+
+    def _fresh(self) -> CassetteSession:
+        return CassetteSession(
+            self.path, record_mode=self.record_mode, match_on=self.match_on,
+            on_exhausted=self.on_exhausted, latency=str(self.latency), sandbox=self.sandbox,
+            scrub=self.scrub, libraries=self.libraries, meta=self.meta, hint=self.hint,
+        )
+
+    # -- answering -----------------------------------------------------------------------
+
+    def find(self, method: str, url: str, body: bytes | None,
+             headers: list[tuple[str, str]] | None) -> Call | None:
+        """The recording to replay for this request; None: record it (when recording);
+        CassetteMiss when it can be neither."""
+        if self.player is not None:
+            call = self.player.find(method, url, body, headers)
+            if call is not None:
+                return call
+            if self.recorder is None:
+                return self.player.lookup(method, url, body, headers)
+        if self.recorder is None:
+            raise CassetteMiss(f"no recording for {method} {url} in cassette {self.path}")
+        return None
+
+    def _headers(self, request: httpx.Request) -> list[tuple[str, str]] | None:
+        spec = self.player.spec if self.player is not None else None
+        if spec is None or not (spec.uses_headers or spec.custom):
+            return None
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+
+    def _miss(self, exc: CassetteMiss) -> CassetteMiss:
+        if self.hint and self.hint not in str(exc):
+            return type(exc)(f"{exc}; {self.hint}")
+        return exc
+
+    def handle_sync(self, request: httpx.Request, real: httpx_patch.SyncReal) -> httpx.Response:
+        body = request.read()
+        try:
+            call = self.find(request.method, str(request.url), body or None,
+                             self._headers(request))
+        except CassetteMiss as exc:
+            raise self._miss(exc) from None
+        if call is not None:
+            assert self._sync_replay is not None
+            return self._sync_replay.answer(call, request)
+        assert self.recorder is not None
+        return SyncRecordingTransport(_Fn(self._routed_sync(real)),
+                                      recorder=self.recorder).handle_request(request)
+
+    async def handle_async(
+        self, request: httpx.Request, real: httpx_patch.AsyncReal
+    ) -> httpx.Response:
+        body = await request.aread()
+        try:
+            call = self.find(request.method, str(request.url), body or None,
+                             self._headers(request))
+        except CassetteMiss as exc:
+            raise self._miss(exc) from None
+        if call is not None:
+            assert self._async_replay is not None
+            return await self._async_replay.answer(call, request)
+        assert self.recorder is not None
+        transport = RecordingTransport(_AsyncFn(self._routed_async(real)), recorder=self.recorder)
+        return await transport.handle_async_request(request)
+
+    def _routed_sync(self, real: httpx_patch.SyncReal) -> httpx_patch.SyncReal:
+        routes = self.routes
+        if routes is None:
+            return real
+
+        def send(request: httpx.Request) -> httpx.Response:
+            target = routes.target(request.url)
+            if target is None:
+                return real(request)
+            with _pointed_at(request, target):
+                response = real(request)
+            return routes.unroute(response)
+
+        return send
+
+    def _routed_async(self, real: httpx_patch.AsyncReal) -> httpx_patch.AsyncReal:
+        routes = self.routes
+        if routes is None:
+            return real
+
+        async def send(request: httpx.Request) -> httpx.Response:
+            target = routes.target(request.url)
+            if target is None:
+                return await real(request)
+            with _pointed_at(request, target):
+                response = await real(request)
+            return routes.unroute(response)
+
+        return send
+
+    # -- for the vcrpy bridge ------------------------------------------------------------
+
+    def fetch_for_bridge(self, method: str, url: str, headers: list[tuple[str, str]],
+                         body: bytes | None) -> Call:
+        """Record one request the vcrpy path routes to the sandbox, through httpx (so its
+        latency and failures are kept); returns the stored call."""
+        assert self.recorder is not None
+        request = httpx.Request(method, url, headers=headers, content=body or b"")
+        pool = httpx.HTTPTransport()
+        try:
+            real: httpx_patch.SyncReal = functools.partial(httpx_patch.ORIGINAL_SYNC, pool)
+            transport = SyncRecordingTransport(_Fn(self._routed_sync(real)),
+                                               recorder=self.recorder)
+            started = len(self.recorder.calls)
+            with contextlib.suppress(httpx.HTTPError):
+                response = transport.handle_request(request)
+                response.read()
+                response.close()
+            return self.recorder.calls[started]
+        finally:
+            pool.close()
+
+    def add_recorded(self, call: Call, started: float) -> None:
+        assert self.recorder is not None
+        call.elapsed_s = call.ttfb_s = max(0.0, time.monotonic() - started)
+        normalise_body(call)  # the library decoded a gzip body but kept its Content-Encoding
+        self.recorder.add(call)
+
+
+class SessionTransport(httpx.AsyncBaseTransport):
+    """A cassette session as an explicit async transport: `base` answers what is recorded.
+    `close_session`: closing the client writes the cassette."""
+
+    def __init__(self, session: CassetteSession, base: httpx.AsyncBaseTransport, *,
+                 close_session: bool = False) -> None:
+        self.session, self.base, self.close_session = session, base, close_session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.session.handle_async(request, self.base.handle_async_request)
+
+    async def aclose(self) -> None:
+        try:
+            await self.base.aclose()
+        finally:
+            if self.close_session:
+                self.session.close()
+
+
+class SyncSessionTransport(httpx.BaseTransport):
+    """The same for a synchronous `httpx.Client`."""
+
+    def __init__(self, session: CassetteSession, base: httpx.BaseTransport, *,
+                 close_session: bool = False) -> None:
+        self.session, self.base, self.close_session = session, base, close_session
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self.session.handle_sync(request, self.base.handle_request)
+
+    def close(self) -> None:
+        try:
+            self.base.close()
+        finally:
+            if self.close_session:
+                self.session.close()
+
+
+def use_cassette(
+    path: str | Path,
+    *,
+    record_mode: str = "once",
+    match_on: Sequence[Matcher] | None = None,
+    on_exhausted: str = "error",
+    latency: str = "none",
+    sandbox: str | None = None,
+    scrub: bool | ScrubConfig = True,
+    libraries: Sequence[str] = LIBRARIES,
+) -> CassetteSession:
+    """A context manager (`with`/`async with`) and decorator that records or replays every
+    HTTP call made inside it through httpx, requests, urllib3 or aiohttp.
+
+    `match_on`: vcrpy matcher names (method, scheme, host, port, path, query, body, raw_body,
+    headers, uri, url) and callables `(incoming, recorded) -> bool` on vcrpy `Request`s;
+    default: the cassette's own (method + URL + JSON body digest for realprobe recordings).
+    `sandbox`: record against realprobe's loopback sandbox (`realprobe sandbox`) instead of the
+    real APIs; the cassette keeps the real URLs. `latency`: none, real or scaled:X.
+    """
+    return CassetteSession(
+        path, record_mode=record_mode, match_on=match_on, on_exhausted=on_exhausted,
+        latency=latency, sandbox=sandbox, scrub=scrub, libraries=libraries,
+    )

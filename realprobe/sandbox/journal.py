@@ -1,0 +1,68 @@
+"""The request journal: what the sandbox answered, for verification in tests (`GET /_journal`).
+
+One entry per API request (control paths are not journaled): method, path, the tool, where
+the body came from, the fault and toxics applied, status, bytes written, and timings.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+JOURNAL_LIMIT = 10_000
+
+
+@dataclass(slots=True)
+class Entry:
+    seq: int
+    at: float  # wall clock, epoch seconds, when the request was read
+    method: str
+    path: str  # as received, query included
+    api: str | None = None
+    tool: str | None = None
+    source: str | None = None  # body source: cassette | fixture | ... | upstream
+    fault: str | None = None  # the variant played: ok, 500, hang, fixture:error, ...
+    forced: bool = False  # the fault came from a /_fault/<variant>/ prefix
+    toxics: list[str] = field(default_factory=list)
+    status: int | None = None  # None: no status line went out (hang, reset, timeout)
+    body_bytes: int = 0  # response body bytes written
+    wire_bytes: int = 0  # every response byte written (status line and headers included)
+    ended: str = "complete"  # complete | closed | reset | hang | client-closed
+    upstream_ms: float | None = None  # proxy mode: time spent on the upstream call
+    delay_ms: float = 0.0  # latency added by the profile and latency toxics
+    first_byte_ms: float | None = None  # request read -> first response byte written
+    total_ms: float | None = None  # request read -> last byte written / connection ended
+    _t0: float = field(default=0.0, repr=False)
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self._t0) * 1000.0
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("_t0", None)
+        return out
+
+
+class Journal:
+    def __init__(self, limit: int = JOURNAL_LIMIT) -> None:
+        self.entries: deque[Entry] = deque(maxlen=limit)
+        self._seq = itertools.count(1)
+
+    def start(self, method: str, path: str) -> Entry:
+        entry = Entry(next(self._seq), time.time(), method, path, _t0=time.perf_counter())
+        self.entries.append(entry)
+        return entry
+
+    def detached(self) -> Entry:
+        """An entry that is not kept (control paths)."""
+        return Entry(0, time.time(), "", "", _t0=time.perf_counter())
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+    def dump(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        rows = [e.as_json() for e in self.entries if e.seq > since]
+        return rows[-limit:] if limit else rows

@@ -1,0 +1,265 @@
+"""What the sandbox answers to one request: control paths, the runtime API, or an API call
+(fault drawn from the profile, body from recordings, fixtures or the upstream, toxics)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from realprobe.adapters.http import FetchFailure
+from realprobe.errors import ErrorCode
+from realprobe.sandbox.admin import Admin, json_plan
+from realprobe.sandbox.bodies import SOURCE_HEADER, BodySource
+from realprobe.sandbox.journal import Entry, Journal
+from realprobe.sandbox.proxy import HeldBack, Upstream, upstream_body
+from realprobe.sandbox.runtime import Runtime
+from realprobe.sandbox.wire import Active, resolve
+from realprobe.simulator.faults import Outcome
+from realprobe.simulator.render import (
+    MOVED_PREFIX,
+    VARIANTS,
+    Plan,
+    choose_variant,
+    is_variant,
+    render,
+)
+from realprobe.simulator.routes import Body, Route, RouteTable
+
+FAULT_PREFIX = "/_fault/"
+FAULT_HEADER = "X-Realprobe-Fault"
+#: variants whose answer is built from the success body (so a proxy must fetch it first)
+BODY_VARIANTS = frozenset(
+    {"ok", "ok_html_ctype", "drip", "truncated", "reset_mid_body", "bad_json"}
+)
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    faults: int = 0
+
+
+@dataclass(slots=True)
+class Answer:
+    plan: Plan
+    active: Active
+    entry: Entry | None = None  # None: a control path (not journaled)
+
+
+def known_variants() -> str:
+    return ", ".join([*VARIANTS, "fixture-<n>"])
+
+
+def unknown_fault_in(url: str) -> str | None:
+    """What is wrong with a `/_fault/<variant>/` in a sandbox URL (None: nothing)."""
+    marker = url.find(FAULT_PREFIX)
+    if marker < 0:
+        return None
+    variant = url[marker + len(FAULT_PREFIX) :].split("/", 1)[0].split("?", 1)[0]
+    if is_variant(variant):
+        return None
+    return f"unknown fault variant {variant!r}; known variants: {known_variants()}"
+
+
+def text_plan(status: int, text: str) -> Plan:
+    return Plan(
+        "control", None, status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()
+    )
+
+
+class Responder:
+    def __init__(
+        self,
+        routes: RouteTable,
+        runtime: Runtime,
+        journal: Journal,
+        bodies: BodySource,
+        *,
+        upstream: Upstream | None = None,
+        admin: bool = True,
+        stats: Stats | None = None,
+    ) -> None:
+        self.routes = routes
+        self.runtime = runtime
+        self.journal = journal
+        self.bodies = bodies
+        self.upstream = upstream
+        self.stats = stats or Stats()
+        describe = {
+            "upstream": upstream.target if upstream else None,
+            "recordings": bodies.recordings.count if bodies.recordings else 0,
+        }
+        self.admin = Admin(runtime, journal, describe) if admin else None
+
+    async def answer(
+        self, method: str, target: str, body: bytes, headers: Mapping[str, str]
+    ) -> Answer:
+        path, _, query = target.partition("?")
+        if self.admin is not None and self.admin.handles(path):
+            return Answer(self.admin.handle(method, path, query, body), Active())
+        forced: str | None = None
+        if path.startswith(FAULT_PREFIX):
+            forced, _, tail = path[len(FAULT_PREFIX) :].partition("/")
+            path = "/" + tail
+            if not is_variant(forced):
+                bad = json_plan(
+                    400,
+                    {
+                        "error": f"unknown fault variant {forced!r} in /_fault/{forced}/",
+                        "known_variants": [*VARIANTS, "fixture-<n>"],
+                        "message": f"known variants: {known_variants()}",
+                    },
+                )
+                bad.headers.append(("X-Realprobe-Error", "unknown-fault-variant"))
+                return Answer(bad, Active())
+        if path == "/_health":
+            return Answer(json_plan(200, {"ok": True, "requests": self.stats.requests}), Active())
+        if path == "/_routes":
+            routes = [
+                {"api": r.api_id, "tool": r.tool, "path": f"/{r.api_id}{r.path}"}
+                for r in self.routes.routes
+            ]
+            return Answer(json_plan(200, routes), Active())
+        return await self._api(method, target, path, query, body, headers, forced)
+
+    async def _api(
+        self,
+        method: str,
+        target: str,
+        path: str,
+        query: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        forced: str | None,
+    ) -> Answer:
+        self.stats.requests += 1  # API requests only; control paths are not counted
+        entry = self.journal.start(method, target)
+        entry.forced = forced is not None
+        _, api, *rest_parts = path.split("/", 2)
+        original = "/" + (rest_parts[0] if rest_parts else "")
+        if original.startswith(MOVED_PREFIX + "/"):
+            original = original[len(MOVED_PREFIX) :]
+            if forced == "redirect_ok":
+                forced = "ok"  # the target of the forced redirect answers normally
+        entry.api = api or None
+        route = self.routes.match(api, method, original)
+        active = resolve(self.runtime.toxics_for(api or None, route.tool if route else None),
+                         self.runtime.rng)
+        if route is None:
+            up = self.upstream
+            if up is not None and (not up.live or api in up.base_urls):
+                # a path outside the catalogue: forwarded as is, with the API's toxics only
+                plan = await self._forward_plain(api, method, original, query, headers, entry)
+                return Answer(plan, active, entry)
+            entry.fault = "not-routed"
+            return Answer(text_plan(404, "Not Found"), active, entry)
+        entry.tool = route.tool
+        if forced is not None:
+            outcome = Outcome(VARIANTS.get(forced), 0.0, 0)
+            variant: str = forced
+        else:
+            outcome = self.runtime.draw(route.tool)
+            variant = "ok" if outcome.code is None else choose_variant(route, outcome)[0]
+        ok: Body | None = None
+        source: str | None = None
+        if variant in BODY_VARIANTS:
+            if self.upstream is not None:
+                got = await self._fetch(route, method, original, query, headers, entry)
+                if isinstance(got, Plan):
+                    return Answer(got, active, entry)
+                ok, source = got, "upstream"
+            else:
+                chosen = self.bodies.choose(
+                    route, method, original, query, body or None, outcome.pick
+                )
+                if chosen is not None:
+                    ok, source = chosen.body, chosen.source
+        elif variant.startswith("fixture"):
+            source = "fixture"
+        plan = render(
+            route,
+            outcome,
+            path=original,
+            now_wall=time.time(),
+            variant=forced,
+            ok=ok,
+        )
+        if variant == "ok" and plan.variant != "no_fixture":
+            # a success as the profile drew it, whatever status the chosen body carries
+            # (an unknown-input 404 is the API's answer, not an injected fault)
+            plan.variant, plan.code = "ok", None
+        if plan.code is not None:
+            self.stats.faults += 1
+        if plan.variant == "redirect_ok":
+            prefix = FAULT_PREFIX + "redirect_ok" if forced else ""
+            plan.headers = [("Location", f"{prefix}/{api}{MOVED_PREFIX}{original}")]
+        entry.fault = plan.variant
+        entry.source = source
+        if source is not None:
+            plan.headers.append((SOURCE_HEADER, source))
+        plan.headers.append((FAULT_HEADER, plan.variant))
+        return Answer(plan, active, entry)
+
+    async def _fetch(
+        self,
+        route: Route,
+        method: str,
+        path: str,
+        query: str,
+        headers: Mapping[str, str],
+        entry: Entry,
+    ) -> Body | Plan:
+        assert self.upstream is not None
+        started = time.perf_counter()
+        try:
+            fetched = await self.upstream.fetch(route.api_id, method, path, query, headers)
+        except HeldBack as exc:
+            entry.fault, entry.source = "held-back", "upstream"
+            plan = json_plan(429, {"error": "held back by realprobe politeness", "why": exc.why})
+            plan.headers += [
+                ("Retry-After", str(max(1, round(exc.retry_after_s)))),
+                ("X-Realprobe-Held-Back", exc.why),
+            ]
+            return plan
+        except FetchFailure as exc:
+            return self._upstream_failed(exc, entry)
+        finally:
+            entry.upstream_ms = (time.perf_counter() - started) * 1000.0
+        return upstream_body(fetched)
+
+    def _upstream_failed(self, exc: FetchFailure, entry: Entry) -> Plan:
+        status = 504 if exc.code is ErrorCode.TIMEOUT else 502
+        entry.fault, entry.source = f"upstream-{exc.code.value}", "upstream"
+        plan = json_plan(status, {"error": f"upstream {exc.code.value}", "message": exc.message})
+        plan.headers.append(("X-Realprobe-Upstream-Error", exc.code.value))
+        return plan
+
+    async def _forward_plain(
+        self,
+        api: str,
+        method: str,
+        path: str,
+        query: str,
+        headers: Mapping[str, str],
+        entry: Entry,
+    ) -> Plan:
+        assert self.upstream is not None
+        started = time.perf_counter()
+        try:
+            fetched = await self.upstream.fetch(api, method, path, query, headers)
+        except HeldBack as exc:
+            plan = json_plan(429, {"error": "held back by realprobe politeness", "why": exc.why})
+            plan.headers.append(("Retry-After", str(max(1, round(exc.retry_after_s)))))
+            return plan
+        except FetchFailure as exc:
+            return self._upstream_failed(exc, entry)
+        finally:
+            entry.upstream_ms = (time.perf_counter() - started) * 1000.0
+        b = upstream_body(fetched)
+        entry.fault, entry.source = "ok", "upstream"
+        return Plan(
+            "ok", None, b.status,
+            [("Content-Type", b.content_type), *b.headers, (SOURCE_HEADER, "upstream")],
+            b.body,
+        )

@@ -1,0 +1,132 @@
+"""A Sandbox for a catalogue: routes, origins, recordings, upstream and politeness wired up."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+from pydantic import ValidationError
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.errors import RealprobeError
+from realprobe.replay.cassette import CassetteError
+from realprobe.replay.simulate import routes_from_catalog
+from realprobe.sandbox.bodies import Recordings, cassette_paths
+from realprobe.sandbox.proxy import LIVE, Upstream, store_ledger
+from realprobe.sandbox.server import Sandbox
+from realprobe.simulator.profile import Profile, ProfileRef, resolve_profile
+from realprobe.simulator.toxics import ANY_SCOPE, TOXIC_TYPES, Toxic, toxic_adapter
+
+
+def origins(catalog: Catalog) -> dict[str, str]:
+    """{api id: origin of its base URL}; routes already carry the base URL's path."""
+    out = {}
+    for api in catalog.apis.values():
+        url = httpx.URL(api.base_url)
+        port = f":{url.port}" if url.port else ""
+        out[api.id] = f"{url.scheme}://{url.host}{port}"
+    return out
+
+
+def load_recordings(paths: Sequence[str | Path]) -> Recordings:
+    files = cassette_paths(paths)
+    missing = [str(p) for p in files if not Path(p).exists()]
+    if missing:
+        raise RealprobeError(f"--from-cassettes: no such file or folder: {', '.join(missing)}")
+    if not files:
+        raise RealprobeError("--from-cassettes: no cassette files (.json, .yaml) found")
+    try:
+        return Recordings.load(files)
+    except CassetteError as exc:
+        raise RealprobeError(f"--from-cassettes: {exc}") from exc
+
+
+def make_upstream(
+    catalog: Catalog,
+    target: str,
+    *,
+    polite: bool | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    db: str | Path | None = None,
+) -> Upstream:
+    """`live` (each API's real base URL) or an http(s) URL. Politeness and daily budgets hold
+    by default for `live` only (`polite` forces them on or off); with `db`, budgets are
+    counted in that store's ledger (shared with live probe runs), else by this process."""
+    if target != LIVE:
+        url = httpx.URL(target.replace("{api}", "api"))
+        if url.scheme not in ("http", "https") or not url.host:
+            raise RealprobeError(f"--upstream {target!r}: give `live` or an http(s) URL")
+    use_polite = (target == LIVE) if polite is None else polite
+    policies = {a.id: a.politeness for a in catalog.apis.values()} if use_polite else None
+    base_urls = {a.id: a.base_url for a in catalog.apis.values()}
+    # the store's ledger holds budgets of the real APIs: a test URL never spends them
+    ledger = store_ledger(db) if db is not None and use_polite and target == LIVE else None
+    return Upstream(target, base_urls, transport=transport, politeness=policies, ledger=ledger)
+
+
+def parse_toxic(text: str) -> tuple[str, str, Toxic]:
+    """`[scope:]type[:k=v,k=v]`, e.g. `latency:latency_ms=200,jitter_ms=50` or
+    `agify:bandwidth:rate=2000`. Returns (scope, name, toxic)."""
+    parts = text.split(":")
+    scope = ANY_SCOPE
+    if parts and parts[0] not in TOXIC_TYPES and len(parts) >= 2:
+        scope = parts.pop(0)
+    if not parts or parts[0] not in TOXIC_TYPES:
+        raise RealprobeError(
+            f"--toxic {text!r}: give [scope:]type[:k=v,...] with type one of "
+            f"{', '.join(TOXIC_TYPES)}"
+        )
+    kind = parts[0]
+    params: dict[str, object] = {"type": kind}
+    for item in ":".join(parts[1:]).split(","):
+        if not item.strip():
+            continue
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise RealprobeError(f"--toxic {text!r}: parameter {item!r} is not k=v")
+        params[k.strip()] = v.strip()
+    try:
+        toxic = toxic_adapter.validate_python(params)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"][1:]) or kind
+        raise RealprobeError(f"--toxic {text!r}: {where}: {err['msg']}") from exc
+    return scope, kind, toxic
+
+
+def sandbox_for(
+    catalog: Catalog,
+    profile: ProfileRef | None = None,
+    *,
+    seed: int | str = 0,
+    latency_scale: float = 1.0,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    cassettes: Sequence[str | Path] = (),
+    upstream: str | Upstream | None = None,
+    polite: bool | None = None,
+    toxics: Sequence[str] = (),
+    admin: bool = True,
+    db: str | Path | None = None,
+) -> Sandbox:
+    prof: Profile = resolve_profile(profile)
+    up = upstream
+    if isinstance(up, str):
+        up = make_upstream(catalog, up, polite=polite, db=db)
+    sb = Sandbox(
+        routes_from_catalog(catalog),
+        prof,
+        seed=seed,
+        latency_scale=latency_scale,
+        host=host,
+        port=port,
+        origins=origins(catalog),
+        recordings=load_recordings(cassettes) if cassettes else None,
+        upstream=up,
+        admin=admin,
+    )
+    for text in toxics:
+        scope, name, toxic = parse_toxic(text)
+        sb.runtime.toxics.set(scope, name, toxic)
+    return sb

@@ -1,0 +1,263 @@
+"""Writing one answer to the socket: the plan's socket behaviour (hang, drip, reset,
+truncation), with the request's toxics on top (see `simulator.toxics`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+
+import h11
+
+from realprobe.sandbox.journal import Entry
+from realprobe.simulator.render import Plan
+from realprobe.simulator.toxics import (
+    BandwidthToxic,
+    LatencyToxic,
+    LimitDataToxic,
+    ResetPeerToxic,
+    SlicerToxic,
+    SlowCloseToxic,
+    TimeoutToxic,
+    Toxic,
+)
+
+HANG_LIMIT_S = 300.0
+DRIP_INTERVAL_S = 1.0
+#: bandwidth pacing granularity: writes of at most rate/PACE_STEPS bytes
+PACE_STEPS = 50
+
+
+@dataclass(slots=True)
+class Active:
+    """The toxics that apply to one request, resolved (toxicity and jitter drawn)."""
+
+    names: list[str] = field(default_factory=list)
+    latency_s: float = 0.0
+    rate: float | None = None
+    slicer: SlicerToxic | None = None
+    slow_close_s: float | None = None
+    limit: int | None = None
+    reset_after: int | None = None
+    timeout_s: float | None = None
+
+
+def resolve(toxics: dict[str, Toxic], rng: random.Random) -> Active:
+    out = Active()
+    for name, t in sorted(toxics.items()):
+        if t.toxicity < 1.0 and rng.random() >= t.toxicity:
+            continue
+        out.names.append(name)
+        if isinstance(t, LatencyToxic):
+            jitter = rng.uniform(-t.jitter_ms, t.jitter_ms) if t.jitter_ms else 0.0
+            out.latency_s += max(0.0, t.latency_ms + jitter) / 1000.0
+        elif isinstance(t, BandwidthToxic):
+            out.rate = t.rate if out.rate is None else min(out.rate, t.rate)
+        elif isinstance(t, SlicerToxic):
+            out.slicer = t
+        elif isinstance(t, SlowCloseToxic):
+            out.slow_close_s = t.delay_ms / 1000.0
+        elif isinstance(t, LimitDataToxic):
+            out.limit = t.bytes if out.limit is None else min(out.limit, t.bytes)
+        elif isinstance(t, ResetPeerToxic):
+            out.reset_after = t.after_bytes
+        elif isinstance(t, TimeoutToxic):
+            out.timeout_s = t.timeout_ms / 1000.0
+    return out
+
+
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Close with RST instead of FIN, as a crashed origin or a middlebox would."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def wait_for_close(reader: asyncio.StreamReader, limit: float) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(reader.read(), limit)
+
+
+class Wire:
+    """Writes response bytes under bandwidth, slicer, limit_data and reset_peer."""
+
+    def __init__(
+        self, writer: asyncio.StreamWriter, active: Active, rng: random.Random, entry: Entry
+    ) -> None:
+        self.writer = writer
+        self.active = active
+        self.rng = rng
+        self.entry = entry
+        self.sent = 0
+        self.started: float | None = None
+        cuts = [(n, "closed") for n in (active.limit,) if n is not None]
+        if active.reset_after is not None:
+            cuts.append((active.reset_after, "reset"))
+        self.cut = min(cuts) if cuts else None
+
+    def _pieces(self, data: bytes) -> list[bytes]:
+        sizes: list[bytes] = []
+        sl = self.active.slicer
+        if sl is not None:
+            pos = 0
+            while pos < len(data):
+                n = sl.average_size
+                if sl.size_variation:
+                    n += self.rng.randint(-sl.size_variation, sl.size_variation)
+                n = max(1, n)
+                sizes.append(data[pos : pos + n])
+                pos += n
+        else:
+            sizes = [data]
+        if self.active.rate is None:
+            return sizes
+        step = max(1, int(self.active.rate / PACE_STEPS))
+        return [p[i : i + step] for p in sizes for i in range(0, len(p), step)]
+
+    async def write(self, data: bytes) -> bool:
+        """Write (part of) `data`; False once the connection has been cut."""
+        cutting = False
+        if self.cut is not None and self.sent + len(data) >= self.cut[0]:
+            data = data[: max(0, self.cut[0] - self.sent)]
+            cutting = True
+        pieces = self._pieces(data) if data else []
+        sl_delay = self.active.slicer.delay_ms / 1000.0 if self.active.slicer else 0.0
+        for i, piece in enumerate(pieces):
+            now = time.perf_counter()
+            if self.started is None:
+                self.started = now
+                self.entry.first_byte_ms = self.entry.elapsed_ms()
+            self.writer.write(piece)
+            self.sent += len(piece)
+            await self.writer.drain()
+            if self.active.rate is not None:
+                wait = self.started + self.sent / self.active.rate - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            elif sl_delay and i < len(pieces) - 1:
+                await asyncio.sleep(sl_delay)
+        self.entry.wire_bytes = self.sent
+        if cutting and self.cut is not None:
+            self.entry.ended = self.cut[1]
+            if self.cut[1] == "reset":
+                reset(self.writer)
+            else:
+                await self.writer.drain()
+                self.writer.close()
+            return False
+        return True
+
+
+async def send(
+    conn: h11.Connection,
+    plan: Plan,
+    active: Active,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    entry: Entry,
+    rng: random.Random,
+    latency_scale: float = 1.0,
+) -> bool:
+    """Act out `plan` on the socket; True when the connection may serve another request."""
+    entry.toxics = list(active.names)
+    delay = plan.delay_s * latency_scale + active.latency_s
+    entry.delay_ms = delay * 1000.0
+    if delay > 0:
+        await asyncio.sleep(delay)
+    try:
+        return await _send(conn, plan, active, reader, writer, entry, rng)
+    except ConnectionError:
+        entry.ended = "client-closed"
+        raise
+    finally:
+        entry.total_ms = entry.elapsed_ms()
+
+
+async def _send(
+    conn: h11.Connection,
+    plan: Plan,
+    active: Active,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    entry: Entry,
+    rng: random.Random,
+) -> bool:
+    if active.timeout_s is not None:
+        # nothing gets through; the connection closes after the timeout (0: never)
+        await wait_for_close(reader, active.timeout_s or HANG_LIMIT_S)
+        entry.ended = "closed" if active.timeout_s else "hang"
+        writer.close()
+        return False
+    if plan.action == "hang":
+        await wait_for_close(reader, HANG_LIMIT_S)
+        entry.ended = "hang"
+        return False
+    if plan.action == "reset":
+        reset(writer)
+        entry.ended = "reset"
+        return False
+    wire = Wire(writer, active, rng, entry)
+    headers = [
+        (k, v) for k, v in plan.headers if k.lower() not in ("content-length", "connection")
+    ]
+    headers.append(("Content-Length", str(len(plan.body))))
+    if not any(k.lower() == "server" for k, _ in headers):  # a proxied answer keeps its own
+        headers.append(("Server", "realprobe-sandbox"))
+    if active.slow_close_s is not None:
+        headers.append(("Connection", "close"))
+    head = conn.send(h11.Response(status_code=plan.status, headers=headers)) or b""
+    entry.status = plan.status
+    if plan.action == "respond":
+        # one write for the whole answer: toxics see one byte stream, and it is one syscall
+        data = head + (conn.send(h11.Data(data=plan.body)) or b"" if plan.body else b"")
+        data += conn.send(h11.EndOfMessage()) or b""
+        done = await wire.write(data)
+        entry.body_bytes = max(0, min(wire.sent - len(head), len(plan.body)))
+        if not done:
+            return False
+        return await _finish(writer, active, entry)
+    if not await wire.write(head):
+        return False
+
+    async def body(data: bytes) -> bool:
+        ok = await wire.write(conn.send(h11.Data(data=data)) or b"")
+        entry.body_bytes = max(0, wire.sent - len(head))
+        return ok
+
+    if plan.action in ("reset_mid_body", "truncated"):
+        if not await body(plan.body[: len(plan.body) // 2]):
+            return False
+        await writer.drain()
+        if plan.action == "reset_mid_body":
+            reset(writer)
+            entry.ended = "reset"
+        else:
+            writer.close()
+            entry.ended = "closed"
+        return False
+    if plan.action == "drip":
+        for i in range(len(plan.body)):
+            if not await body(plan.body[i : i + 1]):
+                return False
+            await asyncio.sleep(DRIP_INTERVAL_S)
+    elif plan.body and not await body(plan.body):
+        return False
+    if not await wire.write(conn.send(h11.EndOfMessage()) or b""):
+        return False
+    return await _finish(writer, active, entry)
+
+
+async def _finish(writer: asyncio.StreamWriter, active: Active, entry: Entry) -> bool:
+    await writer.drain()
+    if active.slow_close_s is not None:
+        await asyncio.sleep(active.slow_close_s)
+        writer.close()
+        entry.ended = "closed"
+        return False
+    return True

@@ -1,0 +1,193 @@
+"""A batch of real-world task runs, checked before anything runs: tasks, prompts, agent and
+LLM settings, mode and target, cassettes. `realprobe run` is a thin layer over it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.errors import RealprobeError
+from realprobe.replay.mode import Mode
+from realprobe.simulator.profile import load_profile
+from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
+from realprobe.tasks.metrics import levels, pass_k, recovery
+from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
+from realprobe.tasks.outputs import OUTPUT_TOOLS
+from realprobe.tasks.prompts import prompt_variants
+from realprobe.tasks.runner import (
+    RunConfig,
+    RunOutcome,
+    batch_infrastructure_failure,
+    check_cassettes,
+    plan_runs,
+    run_batch,
+)
+
+
+def llm_settings(
+    agent: str,
+    base_url: str | None,
+    model: str | None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 120.0,
+    on_note: Callable[[str], None] | None = None,
+) -> LlmSettings | None:
+    """The LLM endpoint for `openai` / `openai-text` agents; None for the reference agent."""
+    if agent not in AGENT_NAMES:
+        raise RealprobeError(f"agent {agent!r}: choose one of {', '.join(AGENT_NAMES)}")
+    if agent == "reference":
+        if base_url or model:
+            raise RealprobeError("base_url and model are for the openai and openai-text agents")
+        return None
+    if not base_url or not model:
+        raise RealprobeError(f"agent {agent} needs base_url and model")
+    if not base_url.startswith(("http://", "https://")):
+        raise RealprobeError(f"base_url {base_url!r}: expected a URL like http://127.0.0.1:8000/v1")
+    key = os.environ.get(api_key_env)
+    if not key:
+        if on_note is not None:
+            on_note(f"${api_key_env} is not set; sending a placeholder key")
+        key = "no-key"
+    return LlmSettings(base_url=base_url, model=model, api_key=key, timeout_s=timeout)
+
+
+def resolve_mode(
+    mode: Mode | str, sandbox: str | None, simulate: str | None
+) -> tuple[Mode, str | None]:
+    """A simulate profile implies simulate mode; simulate mode without one uses `published`."""
+    try:
+        mode = Mode(mode)
+    except ValueError:
+        raise RealprobeError(
+            f"mode {mode!r}: choose one of {', '.join(m.value for m in Mode)}"
+        ) from None
+    if sandbox is not None and not sandbox.startswith(("http://", "https://")):
+        raise RealprobeError(f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765")
+    if simulate is not None and sandbox is not None:
+        raise RealprobeError("sandbox and simulate exclude each other: pick one")
+    if simulate is not None and mode is Mode.LIVE:
+        mode = Mode.SIMULATE
+    if mode is Mode.SIMULATE and simulate is None:
+        simulate = "published"
+    if simulate is not None:
+        load_profile(simulate)  # fail early on a bad name or file
+    return mode, simulate
+
+
+@dataclass
+class TaskBatchResult:
+    runs: list[RunOutcome]
+    summary: dict[str, Any]
+    #: why every run failed on infrastructure (LLM endpoint, network), or None
+    infrastructure_failure: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "runs": [{**r.row, "score_detail": r.score.as_dict()} for r in self.runs],
+            "summary": self.summary,
+            "infrastructure_failure": self.infrastructure_failure,
+        }
+
+
+def summary_of(runs: list[RunOutcome]) -> dict[str, Any]:
+    rows = [r.row for r in runs]
+    return {"levels": levels(rows), **pass_k(rows), "recovery": recovery(rows)}
+
+
+@dataclass
+class TaskBatch:
+    """Every (task, prompt, repeat) to run, and how."""
+
+    tasks: list[Task]
+    config: RunConfig
+    catalog: Catalog
+    finished: list[RunOutcome] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(plan_runs(self.tasks, self.config))
+
+    @classmethod
+    def plan(
+        cls,
+        names: list[str],
+        *,
+        all_tasks: bool = False,
+        agent: str = "reference",
+        prompt: str | None = None,
+        mode: Mode | str = Mode.LIVE,
+        sandbox: str | None = None,
+        simulate: str | None = None,
+        cassette: str | Path | None = None,
+        repeat: int = 1,
+        seed: int = 0,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        llm_timeout: float = 120.0,
+        max_turns: int | None = None,
+        timeout: float | None = None,
+        call_timeout: float | None = None,
+        tasks_dir: str | Path | None = None,
+        catalog: Catalog | None = None,
+        on_note: Callable[[str], None] | None = None,
+    ) -> TaskBatch:
+        """Check everything before anything runs; errors name the parameter at fault."""
+        if repeat < 1:
+            raise RealprobeError("repeat must be at least 1")
+        if max_turns is not None and max_turns < 1:
+            raise RealprobeError("max_turns must be at least 1")
+        for label, value in (("timeout", timeout), ("call_timeout", call_timeout)):
+            if value is not None and value <= 0:
+                raise RealprobeError(f"{label} must be positive")
+        run_mode, profile = resolve_mode(mode, sandbox, simulate)
+        llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
+        prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
+        cat = catalog or Catalog.load([])
+        folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
+        chosen = pick_tasks(load_tasks(folder), names, all_tasks)
+        known = {*cat.tools, *OUTPUT_TOOLS}
+        for task in chosen:
+            task.check_tools(known)
+            for p in prompts:
+                task.steps_for(p)  # a missing flawed variant is an error before anything runs
+        cfg = RunConfig(
+            agent=agent, prompts=prompts, mode=run_mode, sandbox=sandbox, profile=profile,
+            cassette=Path(cassette) if cassette is not None else None, repeat=repeat,
+            seed=seed, llm=llm, max_turns=max_turns, timeout_s=timeout,
+            call_timeout_s=call_timeout,
+        )
+        check_cassettes(chosen, cfg)
+        return cls(chosen, cfg, cat)
+
+    def run(
+        self,
+        *,
+        db: str | Path | None = None,
+        on_done: Callable[[RunOutcome], None] | None = None,
+    ) -> TaskBatchResult:
+        """Run the batch; each finished run is stored in `db` (if given) before `on_done`."""
+        store = None
+        if db is not None:
+            from realprobe.store import Store
+            from realprobe.tasks.store import TaskStore
+
+            store = TaskStore(Store(Path(db)))
+
+        def keep(res: RunOutcome) -> None:
+            self.finished.append(res)
+            if store is not None:
+                store.insert_run(res.row, res.steps)
+            if on_done is not None:
+                on_done(res)
+
+        runs = asyncio.run(run_batch(self.tasks, self.config, self.catalog, on_done=keep))
+        return TaskBatchResult(runs, summary_of(runs), batch_infrastructure_failure(runs))
+
+
+__all__ = ["TaskBatch", "TaskBatchResult", "llm_settings", "resolve_mode", "summary_of"]

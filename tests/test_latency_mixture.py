@@ -1,0 +1,141 @@
+"""Latency mixtures: a bimodal truth is found as two components, and the round trip
+(profile -> simulator -> probes -> calibrate -> profile) keeps them."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+from probe_helpers import probe, simulate_opts
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.errors import ErrorCode
+from realprobe.probes.calibrate import calibrate
+from realprobe.probes.latency_mixture import fit_mixture
+from realprobe.probes.stats import stats_from_db
+from realprobe.simulator.faults import FaultModel
+from realprobe.simulator.profile import LatencyModel, MixtureComponent, Profile, ToolProfile
+
+# a cache hit (fast, 60%) and a miss (slow, 40%), in ln(ms)
+FAST = MixtureComponent(weight=0.6, mu=math.log(40.0), sigma=0.25)
+SLOW = MixtureComponent(weight=0.4, mu=math.log(450.0), sigma=0.35)
+TOOL = "agify_age"
+
+
+def bimodal_profile(success: float = 1.0) -> Profile:
+    errors = {ErrorCode.SERVER_ERROR: 1.0} if success < 1 else {}
+    return Profile(
+        name="bimodal-truth",
+        tools={
+            TOOL: ToolProfile(
+                success_rate=success,
+                errors=errors,
+                latency_ms=LatencyModel(mixture=[FAST, SLOW]),
+            )
+        },
+    )
+
+
+def _close(found: list[MixtureComponent], truth: list[MixtureComponent]) -> None:
+    assert len(found) == 2
+    for f, t in zip(sorted(found, key=lambda c: c.mu), truth, strict=True):
+        assert abs(f.weight - t.weight) < 0.07, (f, t)
+        assert abs(f.mu - t.mu) < 0.1, (f, t)
+        assert abs(f.sigma - t.sigma) < 0.08, (f, t)
+
+
+def test_simulator_draws_from_the_mixture() -> None:
+    model = FaultModel(bimodal_profile(), seed=1)
+    lat = np.array([model.draw(TOOL).latency_s * 1000 for _ in range(4000)])
+    fast = float((lat < 150).mean())
+    assert abs(fast - 0.6) < 0.03
+    assert abs(float(np.median(lat[lat < 150])) - 40) < 3
+    assert abs(float(np.median(lat[lat >= 150])) - 450) < 40
+
+
+def test_one_lognormal_profiles_keep_their_streams() -> None:
+    """A profile without a mixture draws exactly what it always drew (same seed, same
+    numbers): the mixture costs a random number only when there is one."""
+    tp = ToolProfile(success_rate=0.9, errors={ErrorCode.TIMEOUT: 1.0},
+                     latency_ms=LatencyModel(p50=200, p90=500))
+    model = FaultModel(Profile(tools={TOOL: tp}), seed=3)
+    rng = random.Random(f"3:{TOOL}")
+    mu, sigma = tp.latency_ms.params()
+    for _ in range(50):
+        out = model.draw(TOOL)
+        failed = rng.random() < 0.1
+        lat = math.exp(mu + sigma * rng.gauss(0.0, 1.0)) / 1000.0
+        rng.getrandbits(30)
+        if failed:
+            rng.random()
+            assert out.code is ErrorCode.TIMEOUT
+        else:
+            assert out.code is None and out.latency_s == lat
+
+
+def test_bic_picks_one_component_for_a_lognormal() -> None:
+    rng = np.random.default_rng(4)
+    fit = fit_mixture(np.exp(rng.normal(5.0, 0.5, 1500)), np.array([]))
+    assert fit is not None and fit.k == 1
+    assert abs(fit.components[0].mu - 5.0) < 0.05
+
+
+def test_bimodal_truth_found_with_censoring() -> None:
+    rng = np.random.default_rng(7)
+    n = 3000
+    which = rng.random(n) < FAST.weight
+    x = np.where(
+        which, rng.normal(FAST.mu, FAST.sigma, n), rng.normal(SLOW.mu, SLOW.sigma, n)
+    )
+    lat = np.exp(x)
+    deadline = 700.0  # cuts into the slow mode: those calls are TIMEOUTs censored at 700
+    fit = fit_mixture(lat[lat < deadline], np.full(int((lat >= deadline).sum()), deadline))
+    assert fit is not None and fit.k == 2 and fit.n_censored > 50
+    assert fit.bic["2"] < fit.bic["1"]
+    _close([MixtureComponent(**c.model_dump()) for c in fit.components], [FAST, SLOW])
+
+
+def test_round_trip_keeps_two_components(catalog: Catalog, tmp_path: Path) -> None:
+    tools = [catalog.get(TOOL)]
+    truth = bimodal_profile(success=0.9)
+    db = tmp_path / "truth.db"
+    probe(catalog, tools, 1500, simulate_opts(truth, 11), db, 10.0)
+    arr, rep = stats_from_db(db)
+    calibrated = calibrate(rep, name="round-1", arrays=arr)
+    lat = calibrated.tools[TOOL].latency_ms
+    assert lat.mixture is not None and lat.mixture_fit is not None
+    assert lat.mixture_fit["components"] == 2
+    _close(lat.mixture, [FAST, SLOW])
+    # the profile is a file the simulator and the sandbox read back
+    path = tmp_path / "calibrated.json"
+    calibrated.dump(path)
+    again = Profile.model_validate_json(path.read_text())
+    db2 = tmp_path / "round2.db"
+    probe(catalog, tools, 1500, simulate_opts(again, 12), db2, 10.0)
+    arr2, rep2 = stats_from_db(db2)
+    second = calibrate(rep2, name="round-2", arrays=arr2).tools[TOOL].latency_ms
+    assert second.mixture is not None
+    _close(second.mixture, [FAST, SLOW])
+
+
+def test_sandbox_draws_from_the_mixture(catalog: Catalog) -> None:
+    import httpx
+
+    from realprobe.sandbox.server import SandboxThread
+    from realprobe.sandbox.setup import sandbox_for
+
+    quick = MixtureComponent(weight=0.5, mu=math.log(3.0), sigma=0.1)
+    slow = MixtureComponent(weight=0.5, mu=math.log(90.0), sigma=0.1)
+    profile = Profile(
+        tools={TOOL: ToolProfile(success_rate=1.0, latency_ms=LatencyModel(mixture=[quick, slow]))}
+    )
+    with SandboxThread(sandbox_for(catalog, profile, seed=2)) as url, httpx.Client() as client:
+        for _ in range(30):
+            client.get(f"{url}/agify/?name=harry")
+        delays = [e["delay_ms"] for e in client.get(f"{url}/_journal").json()]
+    fast = [d for d in delays if d < 20]
+    assert 5 <= len(fast) <= 25, delays
+    assert all(2 <= d <= 5 for d in fast)
+    assert all(60 <= d <= 130 for d in delays if d >= 20)
