@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "(task_runs, task_steps)."),
     "results": ("tasks", "Task results like the paper's Table 5: full / partial / failure per "
                          "agent and prompt type, flaws, pass^k."),
+    "sweep": ("sweep", "Run a sweep into one database, with progress and an ETA; --resume after "
+                       "a kill."),
     "mcp": ("mcp", "Serve the catalogue tools over the Model Context Protocol (stdio or "
                    "streamable HTTP)."),
     "exporter": ("monitor", "Serve Prometheus metrics from the probe database (and /probe, "

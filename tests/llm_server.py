@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,8 +42,21 @@ def text(content: str) -> Reply:
     return {"role": "assistant", "content": content}
 
 
+def http_error(status: int, message: str, **headers: str) -> Reply:
+    """A scripted turn that answers with an HTTP error (e.g. 400, or 429 with Retry-After)."""
+    return {"_status": status, "_headers": headers,
+            "_body": {"error": {"message": message, "type": "invalid_request_error"}}}
+
+
 def refusal(message: str) -> Reply:
     return {"role": "assistant", "content": None, "refusal": message}
+
+
+def two_turns(body: dict[str, Any]) -> Reply:
+    """A stateless responder: fetch a cat fact first, then finish (any task, any run)."""
+    if not any(m["role"] == "tool" for m in body["messages"]):
+        return tool_calls(("catfact_fact", {}))
+    return text("TASK COMPLETE: done.")
 
 
 def tool_results(body: dict[str, Any]) -> list[Any]:
@@ -66,10 +80,21 @@ def _loads(s: str) -> Any:
 
 
 class ScriptedLLM:
-    def __init__(self, script: list[Turn]) -> None:
+    def __init__(
+        self,
+        script: list[Turn],
+        delay_s: float = 0.0,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+    ) -> None:
         self.script = list(script)
+        #: answers every request from its body alone (concurrent runs share no script)
+        self.responder = responder
+        #: seconds every request waits before it is answered (a model's thinking time)
+        self.delay_s = delay_s
+        self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.times: list[float] = []  # monotonic arrival time of every request
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -79,12 +104,18 @@ class ScriptedLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        self.requests.append(body)
-        if not self.script:
-            return 500, {"error": {"message": "script exhausted", "type": "server_error"}}
-        turn = self.script.pop(0)
+    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with self.lock:
+            self.requests.append(body)
+            if self.responder is not None and not self.script:
+                turn: Turn = self.responder
+            elif not self.script:
+                return 500, {"error": {"message": "script exhausted", "type": "server_error"}}, {}
+            else:
+                turn = self.script.pop(0)
         message = turn(body) if callable(turn) else turn
+        if "_status" in message:
+            return int(message["_status"]), message["_body"], dict(message.get("_headers", {}))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         return 200, {
             "id": f"chatcmpl-{len(self.requests)}",
@@ -93,7 +124,7 @@ class ScriptedLLM:
             "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-        }
+        }, {}
 
     def start(self) -> str:
         owner = self
@@ -102,13 +133,19 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if owner.delay_s:
+                    time.sleep(owner.delay_s)
                 owner.headers.append({k.lower(): v for k, v in self.headers.items()})
+                owner.times.append(time.monotonic())
+                extra: dict[str, str] = {}
                 if not self.path.endswith("/chat/completions"):
                     status, payload = 404, {"error": {"message": "not found"}}
                 else:
-                    status, payload = owner._answer(body)
+                    status, payload, extra = owner._answer(body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for k, v in extra.items():
+                    self.send_header(k.replace("_", "-"), v)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -156,12 +156,14 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         '[[apis.tools]]\nname = "mine_x"\ntitle = "x"\ndescription = "x"\npath = "/x"\n'
         '[apis.tools.output.x]\ndescription = "x"\n'
     )
+    sweep = base / "sweep.toml"
+    sweep.write_text('tasks = ["pet_newsletter"]\n[[targets]]\nkind = "simulate"\n')
     rules = base / "alerts.toml"
     rules.write_text(
         '[[rules]]\nname = "r"\nkind = "success_below"\nthreshold = 0.9\nwindow = "10m"\n'
     )
     return {"base": base, "db": db, "tasks_db": tasks_db, "cassette": cassette,
-            "catalogue": catalogue, "rules": rules}
+            "catalogue": catalogue, "rules": rules, "sweep": sweep}
 
 
 def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
@@ -185,6 +187,7 @@ def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
         "report": ["--db", db, "-o", str(base / "r.html")],
         "run": [TASK, "--agent", "reference", "--mode", "replay", "--db", str(f["tasks_db"])],
         "results": ["--db", str(f["tasks_db"])],
+        "sweep": [str(f["sweep"]), "--db", str(base / "sw.db")],
         "mcp": [],
         "exporter": ["--db", db],
         "merge": [db, "-o", str(base / "merged.db")],

@@ -14,8 +14,8 @@ from mcp.types import TextContent
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.clock import VirtualClock
+from realprobe.hosts import HeldBack, HostGates
 from realprobe.mcp import McpService, ServiceOptions
-from realprobe.mcp.politeness import HeldBack, HostGates
 
 
 def api_with(catalog: Catalog, **politeness: float) -> ApiSpec:

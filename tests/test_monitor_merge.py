@@ -105,3 +105,27 @@ def test_rows_written_after_a_merge_merge_again_once(tmp_path: Path) -> None:
     assert report.rows_added == 2
     with Store(out) as store:
         assert store.integrity_ok()
+
+
+def test_stats_by_vantage_compares_the_same_tool_across_networks(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "all.db"
+    merge(vantage_dbs(tmp_path), out)
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "stats", "--db", str(out), "--by", "vantage",
+         "--since", "2026-09-01", "--until", "2027-01-01", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["by"] == "vantage" and set(data["vantages"]) == {"berlin", "tokyo", "ohio"}
+    tokyo = {t["tool"]: t for t in data["vantages"]["tokyo"]["tools"]}
+    assert tokyo["agify_age"]["success"]["n"] == 9  # "oxo" * 3
+    table = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "stats", "--db", str(out), "--by", "vantage",
+         "--since", "2026-09-01", "--until", "2027-01-01"],
+        capture_output=True, text=True, timeout=120, env={**__import__("os").environ,
+                                                          "COLUMNS": "200"},
+    )
+    assert table.returncode == 0 and "berlin" in table.stdout and "ohio" in table.stdout

@@ -94,3 +94,10 @@ async def test_probe_rows_store_phases_and_tls(
     assert first["new_connection"] == 1 and first["tls_ms"] > 0 and first["ttfb_ms"] >= 100
     assert first["tls_expires_ts"] == pytest.approx(server.not_after.timestamp(), abs=1)
     assert first["tls_issuer"] == server.issuer
+
+    from realprobe.probes.phases import phase_breakdown
+
+    phases = phase_breakdown(tmp_path / "p.db")["tlsecho_get"]
+    assert phases["n"] == 2 and phases["new_connections"] == 1
+    assert phases["tls_ms"] > 0 and phases["ttfb_ms"] >= 100
+    assert phases["slowest"] == "ttfb_ms"  # the server thinks for 0.15 s

@@ -38,7 +38,7 @@ def comparable(r: RunOutcome) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if k
         not in (
             "id", "batch", "started_at", "wall_s", "clock_s", "mode", "cassette",
-            "target_kind", "target",  # recorded against the sandbox, replayed from a cassette
+            "target_kind", "target", "resume_key",  # recorded against the sandbox, replayed
         )
     }
     steps = [{k: v for k, v in s.items() if k not in ("run_id", "latency_ms")} for s in r.steps]

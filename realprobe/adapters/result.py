@@ -35,8 +35,10 @@ class ToolResult(BaseModel):
     bytes: int = 0
     redirects: list[str] = Field(default_factory=list)
     rate_limit_headers: dict[str, str] = Field(default_factory=dict)
-    #: DNS/connect/TLS/first-byte/transfer milliseconds and TLS expiry, when measured
-    phases: dict[str, Any] | None = None
+    #: DNS/connect/TLS/first-byte/transfer milliseconds and TLS expiry, when measured. Stored
+    #: on probe rows, left out of dumps: a replayed call makes no connection, and its output
+    #: must equal the recorded one
+    phases: dict[str, Any] | None = Field(default=None, exclude=True)
 
     @property
     def code(self) -> ErrorCode | None:

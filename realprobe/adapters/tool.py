@@ -318,24 +318,16 @@ class Tool:
     # -- definitions for agents -------------------------------------------------------
 
     def mcp_definition(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.spec.title,
-            "description": self.spec.description,
-            "inputSchema": self.input_schema,
-            "outputSchema": self.output_schema,
-            "annotations": {"readOnlyHint": True, "openWorldHint": True, "idempotentHint": False},
-        }
+        """The MCP tool exactly as the MCP server lists it."""
+        from realprobe.adapters.exports import mcp_definition
 
-    def openai_definition(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": f"{self.spec.title}. {self.spec.description}",
-                "parameters": self.input_schema,
-            },
-        }
+        return mcp_definition(self)
+
+    def openai_definition(self, *, strict: bool = False) -> dict[str, Any]:
+        """An OpenAI chat-completions function tool (strict mode on request)."""
+        from realprobe.adapters.exports import openai_chat
+
+        return openai_chat(self, strict=strict)
 
     def catalog_entry(self) -> dict[str, Any]:
         return {

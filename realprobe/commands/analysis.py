@@ -10,7 +10,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -227,18 +227,97 @@ def stats_cmd(
     period: PeriodOpt = "1d",
     target: TargetOpt = None,
     vantage: VantageOpt = None,
+    by: Annotated[
+        str,
+        typer.Option("--by", help="tool (default), or vantage: each tool side by side per "
+                     "vantage point (the same API seen from different networks)."),
+    ] = "tool",
     as_json: JsonOpt = False,
 ) -> None:
     """Per tool: success rate with a 95% interval, error mix, latency fit, bursts, variability.
 
     Success is per attempt; latency percentiles come with a censored lognormal fit; the burst
-    chain and variability flags come last."""
-    _, rep = _stats(db, since, until, tools, period, target, vantage)
+    chain and variability flags come last; then where the time goes (DNS, connect, TLS, first
+    byte, transfer) for calls that recorded their phases."""
+    from realprobe.probes.phases import phase_breakdown
+
+    if by not in ("tool", "vantage"):
+        raise RealprobeError(f"--by {by!r}: choose tool or vantage")
+    if by == "vantage":
+        _stats_by_vantage(db, since, until, tools, period, target, vantage, as_json)
+        return
+    path, rep = _stats(db, since, until, tools, period, target, vantage)
     _banner(rep.provenance)
+    a, b = _window(since, until)
+    prov = rep.provenance
+    kinds = prov.target_kinds if prov is not None else None
+    chosen = prov.vantages if prov is not None and vantage else None
+    phases = phase_breakdown(path, a, b, _tools(tools), kinds, chosen)
     if as_json:
-        print_json(rep.model_dump(mode="json"))
+        print_json({**rep.model_dump(mode="json"), "phases": phases})
         return
     print_stats(rep)
+    if phases:
+        print_phases(phases)
+
+
+def print_phases(phases: dict[str, dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    table = Table(title="Where the time goes (median ms over successful calls)")
+    for col in ("tool", "n", "DNS", "connect", "TLS", "first byte", "transfer", "slowest"):
+        table.add_column(col, justify="right" if col not in ("tool", "slowest") else "left")
+    for tool, p in sorted(phases.items()):
+        cells = ["-" if p[k] is None else f"{p[k]:.1f}"
+                 for k in ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")]
+        table.add_row(tool, str(p["n"]), *cells, str(p["slowest"] or "-").removesuffix("_ms"))
+    console.print(table)
+    console.print("[dim]DNS, connect and TLS over calls that opened a connection; first byte = "
+                  "request sent to response headers; transfer = headers to end of body.[/dim]")
+
+
+def _stats_by_vantage(
+    db: Path | None, since: str | None, until: str | None, tools: str | None, period: str,
+    target: str | None, vantage: str | None, as_json: bool,
+) -> None:
+    """The same statistics once per vantage point, tools side by side."""
+    from rich.table import Table
+
+    from realprobe.probes.provenance import vantages_present
+
+    path = _db(db)
+    a, b = _window(since, until)
+    names = _tools(tools)
+    kinds, chosen = _selection(path, target, vantage, [(a, b)], names)
+    vantages = chosen or sorted(vantages_present(path, a, b, names, kinds))
+    if not vantages:
+        raise RealprobeError("no probe rows in this window")
+    reports = {}
+    for v in vantages:
+        _, rep = _stats(db, since, until, tools, period,
+                        kinds[0] if len(kinds) == 1 else "all", v)
+        reports[v] = rep
+    if as_json:
+        print_json({"by": "vantage", "target_kinds": kinds,
+                    "vantages": {v: r.model_dump(mode="json") for v, r in reports.items()}})
+        return
+    table = Table(title=f"Per vantage · {', '.join(kinds)} rows")
+    table.add_column("tool", no_wrap=True)
+    for v in vantages:
+        table.add_column(f"{v}\nsuccess [95% CI] · p50 ms", justify="right")
+    tools_all = sorted({t.tool for r in reports.values() for t in r.tools})
+    for name in tools_all:
+        cells = [name]
+        for v in vantages:
+            t = next((t for t in reports[v].tools if t.tool == name), None)
+            if t is None:
+                cells.append("-")
+                continue
+            ci = t.success.burst_adjusted95
+            p50 = "-" if t.latency.p50 is None else f"{t.latency.p50:.0f}"
+            cells.append(f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}] · {p50}")
+        table.add_row(*cells)
+    console.print(table)
 
 
 def print_stats(rep: StatsReport) -> None:

@@ -46,19 +46,32 @@ def register(app: typer.Typer) -> None:
 def catalog_cmd(
     catalog: CatalogOpt = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="full (default), mcp or openai tool definitions.")
+        str,
+        typer.Option(
+            "--format",
+            help="full (default), mcp (as `realprobe mcp` lists them), openai (chat "
+            "completions), openai-strict (strict function calling) or openai-responses "
+            "(Responses API, strict).",
+        ),
     ] = "full",
     as_json: JsonOpt = False,
 ) -> None:
     """List the tool definitions: names, titles, APIs, and their JSON Schemas with --json."""
     cat = load_catalog(catalog)
-    if fmt not in ("full", "mcp", "openai"):
-        raise RealprobeError(f"--format {fmt!r}: choose full, mcp or openai")
+    formats = ("full", "mcp", "openai", "openai-strict", "openai-responses")
+    if fmt not in formats:
+        raise RealprobeError(f"--format {fmt!r}: choose {', '.join(formats)}")
     if as_json:
+        from realprobe.adapters.exports import openai_responses
+
         if fmt == "mcp":
             print_json_large({"tools": [t.mcp_definition() for t in cat]})
         elif fmt == "openai":
             print_json_large([t.openai_definition() for t in cat])
+        elif fmt == "openai-strict":
+            print_json_large([t.openai_definition(strict=True) for t in cat])
+        elif fmt == "openai-responses":
+            print_json_large([openai_responses(t) for t in cat])
         else:
             print_json_large([t.catalog_entry() for t in cat])
         return

@@ -109,6 +109,23 @@ def run_cmd(
     tasks_dir: Annotated[
         Path | None, typer.Option("--tasks-dir", help="Folder of task files.")
     ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Runs side by side on one event loop.")
+    ] = 1,
+    llm_rpm: Annotated[
+        float | None, typer.Option("--llm-rpm", help="LLM requests per minute (all runs).")
+    ] = None,
+    llm_tpm: Annotated[
+        float | None, typer.Option("--llm-tpm", help="LLM tokens per minute (all runs).")
+    ] = None,
+    llm_concurrency: Annotated[
+        int | None, typer.Option("--llm-concurrency", help="LLM requests in flight at once.")
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Skip runs already stored complete in --db (same task, "
+                     "agent, model, prompt, target, seed, repeat); redo infrastructure errors."),
+    ] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -122,7 +139,7 @@ def run_cmd(
         _list_tasks(load_tasks(tasks_dir or default_tasks_dir()), as_json)
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
-                  "model", "sandbox", "simulate", "mode", "prompt"):
+                  "model", "sandbox", "simulate", "mode", "prompt", "concurrency"):
         from realprobe.tasks.batch import TaskBatch
 
         batch = TaskBatch.plan(
@@ -132,9 +149,11 @@ def run_cmd(
             max_turns=max_turns, timeout=timeout, call_timeout=call_timeout,
             tasks_dir=tasks_dir, catalog=load_catalog(catalog),
             on_note=lambda note: err_console.print(f"[yellow]note[/yellow]: {note}"),
+            concurrency=concurrency, llm_rpm=llm_rpm, llm_tpm=llm_tpm,
+            llm_concurrency=llm_concurrency,
         )
     path = db or _default_db()
-    result = _run_with_progress(batch, path, show=not as_json)
+    result = _run_with_progress(batch, path, show=not as_json, resume=resume)
     if as_json:
         print_json(result.as_json())
     else:
@@ -155,7 +174,7 @@ def _default_db() -> Path:
     return default_db_path()
 
 
-def _run_with_progress(batch: TaskBatch, db: Path, show: bool) -> Any:
+def _run_with_progress(batch: TaskBatch, db: Path, show: bool, resume: bool = False) -> Any:
     """Run the batch under a progress bar; Ctrl-C keeps the finished runs (stored) and exits 130."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -169,7 +188,7 @@ def _run_with_progress(batch: TaskBatch, db: Path, show: bool) -> Any:
             progress.update(bar, advance=1, description=f"{res.row['task']} {res.row['outcome']}")
 
         try:
-            return batch.run(db=db, on_done=done)
+            return batch.run(db=db, on_done=done, resume=resume)
         except KeyboardInterrupt:
             err_console.print(
                 f"interrupted: {len(batch.finished)} of {batch.total} runs finished and are "

@@ -34,14 +34,14 @@ from mcp.types import (
 )
 
 from realprobe import __version__
-from realprobe.adapters import ToolError, ToolResult, call_tool
+from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.adapters.tool import Tool
 from realprobe.clock import Clock
-from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.errors import RealprobeError
+from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.mcp.definitions import mcp_tool
-from realprobe.mcp.politeness import HeldBack, HostGates
 from realprobe.mcp.rendering import render_result
 from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
 from realprobe.replay.client import ClientConfig, HttpClient
@@ -308,15 +308,7 @@ class McpService:
                         result = await call_tool(tool, args, client, timeout_s=deadline - waited)
                 except HeldBack as held:
                     reached = False
-                    result = ToolResult(
-                        tool=tool.name,
-                        ok=False,
-                        error=ToolError(
-                            code=ErrorCode.RATE_LIMIT_ERROR,
-                            message=f"{held} (nothing was sent)",
-                            retry_after_s=max(0.1, round(held.retry_after_s, 1)),
-                        ),
-                    )
+                    result = held_back_result(tool.name, held)
         if guard.expired:
             result = guard.timeout_result(tool.name)
         self.calls += 1

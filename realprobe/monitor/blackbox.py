@@ -31,7 +31,8 @@ from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
 from realprobe.errors import RealprobeError
-from realprobe.probes.politeness import PolitenessConfig, host_key
+from realprobe.hosts import host_key
+from realprobe.probes.politeness import PolitenessConfig
 from realprobe.replay.modes import TransportOptions, make_client
 from realprobe.replay.target import Target
 from realprobe.store import RUN_RUNNING, Store, default_vantage, iso_utc, probe_row

@@ -25,7 +25,6 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from realprobe.adapters.spec import ApiSpec, Politeness
@@ -73,13 +72,6 @@ class PolitenessConfig(BaseModel):
         if self.override is not None:
             return self.override
         return api.politeness
-
-
-def host_key(api: ApiSpec) -> str:
-    """The host an API lives on (`api.example.com:443`); APIs on one host share its limits."""
-    url = httpx.URL(api.base_url)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    return f"{url.host}:{port}"
 
 
 def merge(policies: Iterable[Politeness]) -> Politeness:

@@ -185,6 +185,21 @@ def kinds_present(
     return out
 
 
+def vantages_present(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    kinds: list[str] | None = None,
+) -> dict[str, int]:
+    """{vantage: rows} in the window among `kinds` (excluded rows left out)."""
+    out: dict[str, int] = {}
+    for kind, _t, vantage, _s, excluded, n, _lo, _hi in survey(db, since, until, tools):
+        if not excluded and (kinds is None or kind in kinds):
+            out[vantage] = out.get(vantage, 0) + n
+    return out
+
+
 def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
     """The kinds to summarise: as asked, else live if present, else the one kind present."""
     if target == ALL:

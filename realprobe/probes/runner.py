@@ -40,11 +40,11 @@ from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.adapters.spec import Politeness
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.hosts import host_key
 from realprobe.probes.politeness import (
     Budget,
     HostLimiter,
     PolitenessConfig,
-    host_key,
     merge,
 )
 from realprobe.replay.client import HttpClient

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
+import ssl
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -13,10 +16,22 @@ from realprobe.replay.phases import time_dns
 SANDBOX_FAULT_PREFIX = "/_fault/"
 
 
+@functools.lru_cache(maxsize=8)
+def _ssl_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    # loading the CA bundle costs tens of milliseconds: once per trust setting, not per client
+    return httpx.create_ssl_context(trust_env=True)
+
+
+def ssl_context() -> ssl.SSLContext:
+    """The verifying TLS context (honours SSL_CERT_FILE / SSL_CERT_DIR), shared."""
+    return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
 def live_transport(max_connections: int = 100) -> httpx.AsyncHTTPTransport:
     """The real network; DNS is timed as its own phase (see `phases`)."""
     return time_dns(
         httpx.AsyncHTTPTransport(
+            verify=ssl_context(),
             retries=0,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
         )
@@ -27,6 +42,7 @@ def sync_live_transport(max_connections: int = 100) -> httpx.HTTPTransport:
     """The real network for the synchronous client; DNS timed as its own phase."""
     return time_dns(
         httpx.HTTPTransport(
+            verify=ssl_context(),
             retries=0,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
         )

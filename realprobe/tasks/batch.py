@@ -15,6 +15,7 @@ from realprobe.errors import RealprobeError
 from realprobe.replay.mode import Mode
 from realprobe.simulator.profile import load_profile
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
+from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.metrics import levels, pass_k, recovery
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
@@ -25,6 +26,7 @@ from realprobe.tasks.runner import (
     batch_infrastructure_failure,
     check_cassettes,
     plan_runs,
+    resume_key,
     run_batch,
 )
 
@@ -107,10 +109,11 @@ class TaskBatch:
     config: RunConfig
     catalog: Catalog
     finished: list[RunOutcome] = field(default_factory=list)
+    skipped: int = 0  # runs --resume found stored complete
 
     @property
     def total(self) -> int:
-        return len(plan_runs(self.tasks, self.config))
+        return len(plan_runs(self.tasks, self.config)) - self.skipped
 
     @classmethod
     def plan(
@@ -136,6 +139,10 @@ class TaskBatch:
         tasks_dir: str | Path | None = None,
         catalog: Catalog | None = None,
         on_note: Callable[[str], None] | None = None,
+        concurrency: int = 1,
+        llm_rpm: float | None = None,
+        llm_tpm: float | None = None,
+        llm_concurrency: int | None = None,
     ) -> TaskBatch:
         """Check everything before anything runs; errors name the parameter at fault."""
         if repeat < 1:
@@ -145,6 +152,12 @@ class TaskBatch:
         for label, value in (("timeout", timeout), ("call_timeout", call_timeout)):
             if value is not None and value <= 0:
                 raise RealprobeError(f"{label} must be positive")
+        if concurrency < 1:
+            raise RealprobeError("concurrency must be at least 1")
+        try:
+            limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
+        except ValueError as exc:
+            raise RealprobeError(str(exc)) from exc
         run_mode, profile = resolve_mode(mode, sandbox, simulate)
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
@@ -160,7 +173,7 @@ class TaskBatch:
             agent=agent, prompts=prompts, mode=run_mode, sandbox=sandbox, profile=profile,
             cassette=Path(cassette) if cassette is not None else None, repeat=repeat,
             seed=seed, llm=llm, max_turns=max_turns, timeout_s=timeout,
-            call_timeout_s=call_timeout,
+            call_timeout_s=call_timeout, concurrency=concurrency, llm_limits=limits,
         )
         check_cassettes(chosen, cfg)
         return cls(chosen, cfg, cat)
@@ -170,14 +183,26 @@ class TaskBatch:
         *,
         db: str | Path | None = None,
         on_done: Callable[[RunOutcome], None] | None = None,
+        resume: bool = False,
     ) -> TaskBatchResult:
-        """Run the batch; each finished run is stored in `db` (if given) before `on_done`."""
+        """Run the batch; each finished run is stored in `db` (if given) before `on_done`.
+        With `resume`, runs already stored complete in `db` (same task, agent, model, prompt,
+        target, seed and repeat) are skipped; infrastructure errors run again."""
         store = None
+        skip: set[str] = set()
         if db is not None:
             from realprobe.store import Store
             from realprobe.tasks.store import TaskStore
 
             store = TaskStore(Store(Path(db)))
+            if resume:
+                skip = store.complete_keys()
+        elif resume:
+            raise RealprobeError("resume needs a database (db)")
+        self.skipped = sum(
+            1 for t, p, r in plan_runs(self.tasks, self.config)
+            if resume_key(t.instance_id, self.config, p, r) in skip
+        )
 
         def keep(res: RunOutcome) -> None:
             self.finished.append(res)
@@ -186,7 +211,9 @@ class TaskBatch:
             if on_done is not None:
                 on_done(res)
 
-        runs = asyncio.run(run_batch(self.tasks, self.config, self.catalog, on_done=keep))
+        runs = asyncio.run(
+            run_batch(self.tasks, self.config, self.catalog, on_done=keep, skip=skip)
+        )
         return TaskBatchResult(runs, summary_of(runs), batch_infrastructure_failure(runs))
 
 

@@ -76,3 +76,40 @@ def levels(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "strict_rate": sum(1 for r in scored if r["strict"]) / m,
         "mean_score": sum(r["score"] for r in scored) / m,
     }
+
+
+def compare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Models side by side: one entry per (model, agent, target), with 95% Wilson intervals
+    on the full, partial and recovery rates, pass^k for every k the repeats allow, and the
+    runs left out as infrastructure errors."""
+    from realprobe.probes.stats import wilson
+
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for r in rows:
+        key = (str(r.get("model") or "-"), str(r.get("agent")), str(r.get("target") or "-"))
+        groups[key].append(r)
+    out = []
+    for (model, agent, target), rs in sorted(groups.items()):
+        scored = [r for r in rs if r["outcome"] != "error"]
+        n = len(scored)
+        full = sum(1 for r in scored if r["outcome"] == "full")
+        partial = sum(1 for r in scored if r["outcome"] == "partial")
+        rec = recovery(rs)
+        hit = rec["runs_with_failures"]
+        recovered = round((rec["recovery_rate"] or 0.0) * hit)
+        out.append({
+            "model": model,
+            "agent": agent,
+            "target": target,
+            "runs": len(rs),
+            "infra_errors": len(rs) - n,
+            "full_rate": full / n if n else None,
+            "full_ci95": list(wilson(full, n)) if n else None,
+            "partial_rate": partial / n if n else None,
+            "partial_ci95": list(wilson(partial, n)) if n else None,
+            "pass^k": pass_k(scored)["pass^k"],
+            "recovery_rate": rec["recovery_rate"],
+            "recovery_ci95": list(wilson(recovered, hit)) if hit else None,
+            "runs_with_failures": hit,
+        })
+    return out

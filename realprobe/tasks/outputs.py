@@ -34,15 +34,17 @@ class OutputTool:
     def input_schema(self) -> dict[str, Any]:
         return self.model.model_json_schema()
 
-    def openai_definition(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": f"{self.title}. {self.description}",
-                "parameters": self.input_schema,
-            },
+    def openai_definition(self, *, strict: bool = False) -> dict[str, Any]:
+        from realprobe.adapters.exports import strict_schema
+
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": f"{self.title}. {self.description}",
+            "parameters": strict_schema(self.input_schema) if strict else self.input_schema,
         }
+        if strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
 
     def artifact(self, args: dict[str, Any]) -> str:
         """The stored artifact text; raises pydantic.ValidationError on bad arguments."""

@@ -8,11 +8,13 @@ replayed run takes the same path as the recorded one.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,11 +27,13 @@ from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.data import data_dir
 from realprobe.errors import RealprobeError
+from realprobe.hosts import HostGates
 from realprobe.replay.client import ClientConfig
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.transports import live_transport
 from realprobe.store import default_vantage
 from realprobe.tasks.agents import AgentContext, LlmSettings, make_agent
+from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimits
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
 from realprobe.tasks.scoring import Score, score_run
@@ -57,10 +61,27 @@ class RunConfig:
     timeout_s: float | None = None
     call_timeout_s: float | None = None
     vantage: str | None = None  # where the runs happen (default: the host name)
+    #: runs side by side on one event loop (results do not depend on it: seeds are per run)
+    concurrency: int = 1
+    #: limits on the LLM endpoint, shared by every run of the batch
+    llm_limits: LlmLimits | None = None
 
     def __post_init__(self) -> None:
         # `mode="simulate"` as a user types it means Mode.SIMULATE; a typo is an error
         self.mode = Mode.parse(self.mode)
+
+
+@dataclass
+class Shared:
+    """What concurrent runs of one batch share: per-host politeness and LLM limits."""
+
+    gates: HostGates = field(default_factory=lambda: HostGates(RealClock()))
+    limiters: LimiterRegistry | None = None
+
+    @classmethod
+    def for_config(cls, cfg: RunConfig) -> Shared:
+        clock: Clock = VirtualClock(0.0) if cfg.mode is Mode.REPLAY else RealClock()
+        return cls(limiters=LimiterRegistry(clock))
 
 
 @dataclass
@@ -80,6 +101,26 @@ def prompt_key(agent: str, prompt: str) -> str:
 
 def run_key(task: str, agent: str, prompt: str, seed: int, repeat: int) -> str:
     return f"{task}__{agent}__{prompt_key(agent, prompt).replace(':', '-')}__s{seed}__r{repeat}"
+
+
+def target_label(cfg: RunConfig) -> str:
+    """The target part of a resume key: where calls go (recording is not a target)."""
+    if cfg.mode is Mode.SIMULATE or (cfg.profile and not cfg.sandbox):
+        return f"simulate:{cfg.profile or 'published'}"
+    if cfg.sandbox:
+        return f"sandbox:{cfg.sandbox}"
+    if cfg.mode is Mode.REPLAY:
+        return f"replay:{cfg.cassette or 'shipped'}"
+    return "live"
+
+
+def resume_key(task: str, cfg: RunConfig, prompt: str, repeat: int) -> str:
+    """(task, agent, model, prompt, target, seed, repeat): one stored run per key."""
+    model = cfg.llm.model if cfg.llm is not None else "-"
+    return "|".join(
+        (task, cfg.agent, model, prompt_key(cfg.agent, prompt), target_label(cfg),
+         str(cfg.seed), str(repeat))
+    )
 
 
 def run_seed(task: str, agent: str, prompt: str, seed: int, repeat: int) -> int:
@@ -152,8 +193,10 @@ async def run_one(
     *,
     batch: str = "",
     n_runs: int = 1,
+    shared: Shared | None = None,
 ) -> RunOutcome:
     task = with_overrides(task, cfg)
+    shared = shared or Shared.for_config(cfg)
     key = run_key(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     seed = run_seed(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     cassette = cassette_path(cfg, key, n_runs)
@@ -174,7 +217,7 @@ async def run_one(
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
     polite = client.target.reaches_network
-    box = ToolBox(catalog, client, task, state, polite=polite)
+    box = ToolBox(catalog, client, task, state, polite=polite, gates=shared.gates)
     llm_transport: httpx.AsyncBaseTransport = client.transport
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
         llm_transport = LlmPassthrough(cfg.llm.base_url, client.transport)
@@ -187,6 +230,11 @@ async def run_one(
         rng=random.Random(seed),
         llm=cfg.llm,
         llm_transport=llm_transport,
+        llm_limiter=(
+            shared.limiters.for_endpoint(cfg.llm.base_url, cfg.llm.model, cfg.llm_limits)
+            if cfg.llm is not None and shared.limiters is not None
+            else None
+        ),
     )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -244,8 +292,14 @@ async def run_one(
         "target": client.target.label,
         "source": "task",
         "vantage": cfg.vantage or default_vantage(),
+        "resume_key": resume_key(task.instance_id, cfg, prompt, repeat),
     }
-    return RunOutcome(row, steps, score, state)
+    outcome = RunOutcome(row, steps, score, state)
+    cause = infrastructure_failure(outcome)
+    row["infra_error"] = cause
+    if cause is not None:
+        row["outcome"] = "error"  # says nothing about the agent: out of the scores
+    return outcome
 
 
 def infrastructure_failure(res: RunOutcome) -> str | None:
@@ -254,6 +308,8 @@ def infrastructure_failure(res: RunOutcome) -> str | None:
     if res.state.error is not None:
         return res.state.error
     api = [s for s in res.state.steps if s.kind == "api"]
+    if res.row.get("target_kind") in ("simulate", "replay"):
+        return None  # simulated or recorded network errors are the test, not an outage
     if api and all(not s.ok and s.error_code == "NETWORK_ERROR" for s in api):
         return f"every tool call failed with NETWORK_ERROR ({api[-1].message[:200]})"
     return None
@@ -307,20 +363,55 @@ async def run_batch(
     *,
     on_done: Callable[[RunOutcome], None] | None = None,
     batch: str | None = None,
+    skip: Collection[str] = (),
+    shared: Shared | None = None,
 ) -> list[RunOutcome]:
-    """Every (task, prompt, repeat), one after another (runs share no state)."""
+    """Every (task, prompt, repeat) whose resume key is not in `skip`, `cfg.concurrency` at a
+    time on this event loop. Runs share only politeness and the LLM's limits; each has its
+    own seed, clock and transport, so the results do not depend on the concurrency. The
+    outcomes come back in plan order; `on_done` sees each as it finishes."""
     if cfg.repeat < 1:
         raise RealprobeError("--repeat must be at least 1")
-    runs = plan_runs(tasks, cfg)
+    if cfg.concurrency < 1:
+        raise RealprobeError(f"concurrency must be at least 1 (got {cfg.concurrency})")
+    planned = plan_runs(tasks, cfg)
+    runs = [
+        (t, p, r) for t, p, r in planned
+        if resume_key(t.instance_id, cfg, p, r) not in skip
+    ]
     batch = batch or uuid.uuid4().hex[:12]
     check_cassettes(tasks, cfg)
-    out = []
-    for t, p, r in runs:
-        res = await run_one(t, cfg, p, r, catalog, batch=batch, n_runs=len(runs))
-        out.append(res)
+    shared = shared or Shared.for_config(cfg)
+    slots = asyncio.Semaphore(cfg.concurrency)
+    results: list[RunOutcome | None] = [None] * len(runs)
+
+    async def one(i: int, t: Task, p: str, r: int) -> None:
+        async with slots:
+            res = await run_one(
+                t, cfg, p, r, catalog, batch=batch, n_runs=len(planned), shared=shared
+            )
+        results[i] = res
         if on_done is not None:
             on_done(res)
-    return out
+
+    with first_error():
+        async with asyncio.TaskGroup() as group:
+            for i, (t, p, r) in enumerate(runs):
+                group.create_task(one(i, t, p, r))
+    return [r for r in results if r is not None]
+
+
+@contextlib.contextmanager
+def first_error() -> Iterator[None]:
+    """Concurrent runs fail as one run would: the first error itself, not an
+    ExceptionGroup (a missing cassette is a one-line message, not a traceback)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup) and first.exceptions:
+            first = first.exceptions[0]
+        raise first from None
 
 
 __all__ = [
@@ -330,6 +421,7 @@ __all__ = [
     "check_cassettes",
     "infrastructure_failure",
     "plan_runs",
+    "resume_key",
     "run_batch",
     "run_one",
 ]

@@ -15,7 +15,9 @@ from typing import Any
 
 from realprobe.adapters import Catalog, ToolResult, call_tool
 from realprobe.adapters.adapter import format_validation_error
+from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
+from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.replay.client import HttpClient
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
@@ -108,13 +110,16 @@ class ToolBox:
         state: RunState,
         *,
         polite: bool = False,
+        gates: HostGates | None = None,
     ) -> None:
         self.catalog = catalog
         self.client = client
         self.task = task
         self.state = state
-        self.polite = polite  # real APIs: keep each API's min_interval_s between calls
-        self._last_start: dict[str, float] = {}
+        # real APIs get the catalogue's politeness per host; `gates` may be shared by
+        # concurrent runs, so ten runs using one API still keep its interval between them
+        self.polite = polite
+        self.gates = gates if gates is not None else HostGates(client.clock)
         self.started = client.clock.now()
         self._consecutive_failures = 0
         self._ok_calls: dict[str, int] = {}
@@ -187,9 +192,7 @@ class ToolBox:
             rec = self._output(name, args, idx, turn, role, step_id)
         elif name in self.catalog:
             tool = self.catalog.get(name)
-            await self._space(tool.api_id, tool.api.politeness.min_interval_s)
-            timeout = min(self.task.constraints.call_timeout_s, max(0.001, self.time_left()))
-            result = await call_tool(tool, args, self.client, timeout_s=timeout)
+            result = await self._polite_call(tool, args)
             rec = self._from_result(result, args, idx, turn, role, step_id)
         else:
             message = f"unknown tool {name!r}.{self.suggest(name)}"
@@ -197,15 +200,18 @@ class ToolBox:
         self._after(rec)
         return rec
 
-    async def _space(self, api_id: str, min_interval_s: float) -> None:
+    async def _polite_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
+        """The call, after this host's turn when the target is a real API."""
+        budget = max(0.001, self.time_left())
         if not self.polite:
-            return
-        last = self._last_start.get(api_id)
-        if last is not None:
-            wait = min_interval_s - (self.client.clock.now() - last)
-            if wait > 0:
-                await self.sleep(wait)
-        self._last_start[api_id] = self.client.clock.now()
+            timeout = min(self.task.constraints.call_timeout_s, budget)
+            return await call_tool(tool, args, self.client, timeout_s=timeout)
+        try:
+            async with self.gates.turn(tool.api, budget) as waited:
+                timeout = min(self.task.constraints.call_timeout_s, max(0.001, budget - waited))
+                return await call_tool(tool, args, self.client, timeout_s=timeout)
+        except HeldBack as held:
+            return held_back_result(tool.name, held)
 
     def _output(
         self, name: str, args: dict[str, Any], idx: int, turn: int, role: str, step_id: str | None

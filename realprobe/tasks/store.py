@@ -13,8 +13,9 @@ from realprobe.errors import RealprobeError
 from realprobe.secrets import scrub_row
 from realprobe.store import Store, default_vantage, schema_version, set_schema_version
 
-#: version of the task tables (1: before the provenance columns)
-TASK_SCHEMA_VERSION = 2
+#: version of the task tables (1: before the provenance columns; 3 added resume keys and
+#: infrastructure errors)
+TASK_SCHEMA_VERSION = 3
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -56,6 +57,10 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     "target": str,  # label: live, sandbox:<url>, simulate:<profile>, replay:<cassette>
     "source": str,  # task
     "vantage": str,
+    # schema 3: (task, agent, model, prompt, target, seed, repeat), what --resume skips
+    "resume_key": str,
+    #: why the run says nothing about the agent (LLM endpoint down, nothing reachable)
+    "infra_error": str,
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
@@ -119,6 +124,7 @@ class TaskStore:
         runs = self.db.table("task_runs")
         runs.create_index(["agent", "prompt"], if_not_exists=True)
         runs.create_index(["batch"], if_not_exists=True)
+        runs.create_index(["resume_key"], if_not_exists=True)
         self.db.table("task_steps").create_index(["run_id", "idx"], if_not_exists=True)
 
     def insert_run(self, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
@@ -132,9 +138,29 @@ class TaskStore:
         kind = row.get("target_kind")
         steps = [{"target_kind": kind, **s} for s in steps]
         with self.db.conn:
+            key = row.get("resume_key")
+            if key:  # a run replaces an earlier attempt that failed on infrastructure
+                old = [r[0] for r in self.db.execute(
+                    "SELECT id FROM task_runs WHERE resume_key = ? AND (outcome = 'error' "
+                    "OR infra_error IS NOT NULL)", [key]
+                ).fetchall()]
+                for run_id in old:
+                    self.db.execute("DELETE FROM task_steps WHERE run_id = ?", [run_id])
+                    self.db.execute("DELETE FROM task_runs WHERE id = ?", [run_id])
             self.db.table("task_runs").insert(row)
             if steps:
                 self.db.table("task_steps").insert_all(steps)
+
+    def complete_keys(self) -> set[str]:
+        """Resume keys of runs stored complete: an agent's result, not an infra error."""
+        if "task_runs" not in self.db.table_names():
+            return set()
+        return {
+            r[0] for r in self.db.execute(
+                "SELECT resume_key FROM task_runs WHERE resume_key IS NOT NULL "
+                "AND outcome != 'error' AND infra_error IS NULL"
+            ).fetchall()
+        }
 
     def runs(self, batch: str | None = None) -> list[dict[str, Any]]:
         if "task_runs" not in self.db.table_names():

@@ -3,6 +3,7 @@ bookkeeping (tokens, turn limit, endpoint failures)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from abc import ABC, abstractmethod
 from typing import Any
@@ -12,6 +13,7 @@ import openai
 
 from realprobe.errors import RealprobeError
 from realprobe.tasks.agents.base import AgentContext, LlmSettings
+from realprobe.tasks.agents.limits import retry_after_of
 from realprobe.tasks.prompts import Prompt, render
 from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
 
@@ -106,18 +108,48 @@ class LlmLoop(ABC):
         **extra: Any,
     ) -> Any:
         assert ctx.llm is not None
-        resp = await client.chat.completions.create(
-            model=ctx.llm.model,
-            messages=messages,  # type: ignore[arg-type]
-            temperature=ctx.llm.temperature,
-            **extra,
-        )
+        resp = await self._create(ctx, client, messages, extra)
         if resp.usage is not None:
             ctx.state.tokens_in += resp.usage.prompt_tokens or 0
             ctx.state.tokens_out += resp.usage.completion_tokens or 0
+            if ctx.llm_limiter is not None:
+                ctx.llm_limiter.used_tokens(resp.usage.total_tokens or 0)
         if not resp.choices:
             raise openai.APIError("the endpoint answered with no choices", request=None, body=None)  # type: ignore[arg-type]
         return resp.choices[0].message
+
+    async def _create(
+        self,
+        ctx: AgentContext,
+        client: openai.AsyncOpenAI,
+        messages: list[dict[str, Any]],
+        extra: dict[str, Any],
+    ) -> Any:
+        """One chat completion within the endpoint's limits; 429/503 pause and retry."""
+        assert ctx.llm is not None
+        limiter = ctx.llm_limiter
+        attempt = 0
+        while True:
+            gate = limiter.slot() if limiter is not None else contextlib.nullcontext()
+            async with gate:
+                try:
+                    return await client.chat.completions.create(
+                        model=ctx.llm.model,
+                        messages=messages,  # type: ignore[arg-type]
+                        temperature=ctx.llm.temperature,
+                        **extra,
+                    )
+                except openai.APIStatusError as exc:
+                    if limiter is None or exc.status_code not in (429, 503):
+                        raise
+                    limits = limiter.limits
+                    wait = retry_after_of(exc.response.headers)
+                    if wait is None:
+                        wait = limits.backoff_s * 2**attempt
+                    if attempt >= limits.max_retries or wait > limits.max_pause_s:
+                        raise
+                    limiter.pause(wait)
+            attempt += 1
 
     def finish(self, ctx: AgentContext, text: str) -> bool:
         ctx.state.final_message = text

@@ -1,11 +1,15 @@
-"""Politeness for calls an MCP client makes through realprobe to the real APIs.
+"""Per-host gates for calls that agents make to the real APIs (MCP clients, task runs).
 
-An agent in a loop can call one free API many times a second. For calls that leave the
-machine (live, or recording live), each host gets the catalogue's politeness: at most
-`max_in_flight` calls in flight, and call starts at least `min_interval_s` apart. A call
-waits for its turn when the turn comes within its deadline; otherwise it is answered at
-once with a RATE_LIMIT_ERROR that says when to retry, and nothing is sent. Sandbox,
-simulated and replayed calls are not held back (nothing real is hit).
+An agent in a loop can call one free API many times a second, and ten concurrent task runs
+can all want the same API at once. For calls that leave the machine (live, or recording
+live), each host gets the catalogue's politeness, shared by everything that holds the same
+`HostGates`: at most `max_in_flight` calls in flight, and call starts at least
+`min_interval_s` apart. A call waits for its turn when the turn comes within its budget;
+otherwise `HeldBack` says when to retry, and nothing is sent. Sandbox, simulated and
+replayed calls are not held back (nothing real is hit). Waits run on an injectable clock.
+
+Probe runs keep their own per-run limiter (`probes.politeness`), which adds jitter,
+Retry-After pauses and daily budgets; both key hosts with `host_key`.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from dataclasses import dataclass, field
 import anyio
 import httpx
 
+from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.spec import ApiSpec
 from realprobe.clock import Clock
+from realprobe.errors import ErrorCode
 
 
 class HeldBack(Exception):
@@ -42,9 +48,11 @@ class _Gate:
         self.slots = asyncio.Semaphore(self.max_in_flight)
 
 
-def host_of(api: ApiSpec) -> str:
+def host_key(api: ApiSpec) -> str:
+    """The host an API lives on (`api.example.com:443`); APIs on one host share its limits."""
     url = httpx.URL(api.base_url)
-    return f"{url.host}:{url.port}" if url.port else url.host
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return f"{url.host}:{port}"
 
 
 class HostGates:
@@ -53,7 +61,7 @@ class HostGates:
         self._gates: dict[str, _Gate] = {}
 
     def _gate(self, api: ApiSpec) -> tuple[str, _Gate]:
-        host = host_of(api)
+        host = host_key(api)
         gate = self._gates.get(host)
         if gate is None:
             p = api.politeness
@@ -87,3 +95,16 @@ class HostGates:
             yield self.clock.now() - now
         finally:
             gate.slots.release()
+
+
+def held_back_result(tool: str, held: HeldBack) -> ToolResult:
+    """What a held-back call answers: RATE_LIMIT_ERROR with when to retry; nothing was sent."""
+    return ToolResult(
+        tool=tool,
+        ok=False,
+        error=ToolError(
+            code=ErrorCode.RATE_LIMIT_ERROR,
+            message=f"{held} (nothing was sent)",
+            retry_after_s=max(0.1, round(held.retry_after_s, 1)),
+        ),
+    )

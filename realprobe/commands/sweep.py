@@ -1,0 +1,146 @@
+"""`realprobe sweep FILE`: models x agents x targets x tasks x prompts x repeats, resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from realprobe.commands.common import CatalogOpt, JsonOpt, console, err_console, print_json
+from realprobe.errors import RealprobeError
+
+DbOpt = Annotated[
+    Path | None,
+    typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or ~/.local/share/realprobe)."),
+]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Skip every run already stored complete (same task, agent, model, prompt, "
+        "target, seed and repeat); infrastructure errors are run again.",
+    ),
+]
+ExecutorOpt = Annotated[
+    str,
+    typer.Option("--executor", help="local (default: one event loop) or ray (pip install ray)."),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="Ray cluster address (default: start a local Ray)."),
+]
+ConcurrencyOpt = Annotated[
+    int, typer.Option("--concurrency", help="Runs side by side (Ray: CPUs of a local Ray).")
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_cmd)
+
+
+def sweep_cmd(
+    file: Annotated[Path, typer.Argument(help="Sweep file (TOML): models, agents, targets...")],
+    db: DbOpt = None,
+    resume: ResumeOpt = False,
+    concurrency: ConcurrencyOpt = 4,
+    executor: ExecutorOpt = "local",
+    address: AddressOpt = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from realprobe.commands.common import load_catalog
+    from realprobe.store import default_db_path
+    from realprobe.tasks.metrics import compare
+    from realprobe.tasks.store import TaskStore
+    from realprobe.tasks.sweep import load_sweep, run_sweep
+
+    if concurrency < 1:
+        raise RealprobeError(f"--concurrency must be at least 1 (got {concurrency})")
+    if executor not in ("local", "ray"):
+        raise RealprobeError(f"--executor {executor!r}: choose local or ray")
+    sweep = load_sweep(file)
+    path = db or default_db_path()
+    if not path.parent.is_dir():
+        raise RealprobeError(f"--db {path}: directory {path.parent} does not exist")
+    cat = load_catalog(catalog)
+    progress = Progress(
+        TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[infra]} infra errors"), TimeElapsedColumn(),
+        TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
+        disable=as_json or not err_console.is_terminal,
+    )
+    bar = progress.add_task("runs", total=None, infra=0)
+    infra = 0
+
+    def planned(total: int, skipped: int) -> None:
+        progress.update(bar, total=total - skipped)
+        if skipped:
+            err_console.print(f"resume: {skipped} of {total} runs already stored complete")
+
+    def finished(f: object) -> None:
+        nonlocal infra
+        row = getattr(f, "row", {})
+        infra += row.get("infra_error") is not None
+        progress.update(bar, advance=1, infra=infra)
+
+    with progress:
+        summary = run_sweep(
+            sweep, path, catalog=cat, catalog_paths=[str(p) for p in catalog or []],
+            resume=resume, executor=executor, concurrency=concurrency, address=address,
+            on_planned=planned, on_done=finished,
+        )
+    from realprobe.store import Store
+
+    with Store(path) as store:
+        rows = TaskStore(store).runs()
+    table = compare(rows)
+    if as_json:
+        print_json({"summary": summary.model_dump(), "models": table})
+    else:
+        console.print(
+            f"sweep {summary.batch}: {summary.ran} runs ({summary.skipped} skipped as "
+            f"complete, {summary.infra_errors} infrastructure errors) -> {summary.db}"
+        )
+        print_compare(table)
+    if summary.ran and summary.infra_errors == summary.ran:
+        raise RealprobeError(
+            f"all {summary.ran} runs failed on infrastructure (see infra_error in the "
+            "database); fix the endpoint and run again with --resume"
+        )
+
+
+def print_compare(table: list[dict[str, object]]) -> None:
+    from rich.table import Table
+
+    out = Table(title="Models side by side (95% intervals)")
+    for col in ("model", "agent", "target", "runs", "infra", "full", "partial", "pass^k",
+                "recovery"):
+        out.add_column(col)
+
+    def rate(value: object, ci: object) -> str:
+        if value is None or not isinstance(ci, list):
+            return "-"
+        return f"{value:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
+
+    for r in table:
+        passk = r.get("pass^k") or {}
+        assert isinstance(passk, dict)
+        out.add_row(
+            str(r["model"]), str(r["agent"]), str(r["target"]), str(r["runs"]),
+            str(r["infra_errors"]), rate(r["full_rate"], r["full_ci95"]),
+            rate(r["partial_rate"], r["partial_ci95"]),
+            " ".join(f"{k}:{v:.2f}" for k, v in sorted(passk.items())) or "-",
+            rate(r["recovery_rate"], r["recovery_ci95"]),
+        )
+    console.print(out)

@@ -1,0 +1,60 @@
+"""Where a tool's time goes: median DNS, connect, TLS, first byte and transfer per tool, and
+the same statistics side by side per vantage point.
+
+Connection phases (DNS, connect, TLS) are taken over calls that opened a new connection; a
+reused keep-alive connection has none. Time to first byte and transfer are taken over every
+successful call that recorded phases (simulated and replayed calls record none).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from realprobe.probes.loading import conditions, connect_readonly, probe_columns
+
+PHASES = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
+CONNECTION = ("dns_ms", "connect_ms", "tls_ms")
+
+
+def phase_breakdown(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        if not set(PHASES) <= cols:
+            return {}
+        where, params = conditions(cols, since, until, tools, kinds, vantages)
+        rows = conn.execute(
+            f"SELECT tool, new_connection, {', '.join(PHASES)} FROM probes WHERE {where} "
+            "AND outcome = 'ok' AND ttfb_ms IS NOT NULL ORDER BY tool",
+            params,
+        ).fetchall()
+    finally:
+        conn.close()
+    per: dict[str, dict[str, list[float]]] = {}
+    for tool, new, *values in rows:
+        cells = per.setdefault(tool, {p: [] for p in PHASES})
+        for name, value in zip(PHASES, values, strict=True):
+            if value is None or (name in CONNECTION and not new):
+                continue
+            cells[name].append(float(value))
+    out: dict[str, dict[str, Any]] = {}
+    for tool, cells in per.items():
+        medians = {p: (round(statistics.median(v), 2) if v else None) for p, v in cells.items()}
+        known = {p: m for p, m in medians.items() if m is not None}
+        out[tool] = {
+            "n": len(cells["ttfb_ms"]),
+            "new_connections": len(cells["connect_ms"]),
+            **medians,
+            "slowest": max(known, key=lambda p: known[p]) if known else None,
+        }
+    return out

@@ -1,0 +1,259 @@
+"""Sweeps as data: models x agents x targets x tasks x prompts x repeats, from one TOML file.
+
+```toml
+tasks = "all"                 # or a list of instance ids
+prompts = ["baseline", "cot", "optimal", "flawed:all"]
+agents = ["openai"]           # reference | openai | openai-text
+repeats = 3
+seed = 0
+
+[[models]]
+name = "small"                # the label results compare by
+base_url = "http://127.0.0.1:8000/v1"
+model = "qwen2.5-7b-instruct"
+api_key_env = "OPENAI_API_KEY"    # read when the sweep runs; the key is never stored
+rpm = 120                     # optional limits on this endpoint
+tpm = 200000
+concurrency = 8
+
+[[targets]]
+kind = "simulate"             # live | sandbox | simulate | replay
+profile = "published"
+
+[[targets]]
+kind = "sandbox"
+url = "http://127.0.0.1:8765"
+```
+
+`expand` turns it into run configurations; the reference agent needs no model and runs
+once per target. Every run is keyed by (task, agent, model, prompt, target, seed, repeat),
+the key `--resume` skips when it is already stored complete.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.errors import RealprobeError
+from realprobe.replay.modes import Mode
+from realprobe.store import Store
+from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
+from realprobe.tasks.agents.limits import LlmLimits
+from realprobe.tasks.executors import Finished, Job, execute, jobs_for
+from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
+from realprobe.tasks.prompts import prompt_variants
+from realprobe.tasks.runner import RunConfig
+from realprobe.tasks.store import TaskStore
+
+
+class SweepModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=64)
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(0.0, ge=0, le=2)
+    timeout_s: float = Field(120.0, gt=0)
+    rpm: float | None = Field(None, gt=0)
+    tpm: float | None = Field(None, gt=0)
+    concurrency: int | None = Field(None, ge=1)
+    strict_tools: bool | None = None
+
+    def settings(self) -> LlmSettings:
+        key = os.environ.get(self.api_key_env)
+        if key is None:
+            raise RealprobeError(
+                f"model {self.name!r}: ${self.api_key_env} is not set (the sweep reads the "
+                "API key from the environment, never from the file)"
+            )
+        return LlmSettings(
+            base_url=self.base_url, model=self.model, api_key=key, timeout_s=self.timeout_s,
+            temperature=self.temperature, strict_tools=self.strict_tools,
+        )
+
+    def limits(self) -> LlmLimits:
+        return LlmLimits(rpm=self.rpm, tpm=self.tpm, concurrency=self.concurrency)
+
+
+class SweepTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["live", "sandbox", "simulate", "replay"]
+    url: str | None = None  # sandbox
+    profile: str | None = None  # simulate: file or calm|published|harsh
+    cassette: str | None = None  # replay: a folder of per-run cassettes (default: shipped)
+
+    @model_validator(mode="after")
+    def _needs(self) -> SweepTarget:
+        if self.kind == "sandbox" and not self.url:
+            raise ValueError("a sandbox target needs url")
+        if self.kind == "simulate" and not self.profile:
+            self.profile = "published"
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.kind == "sandbox":
+            return f"sandbox:{self.url}"
+        if self.kind == "simulate":
+            return f"simulate:{self.profile}"
+        if self.kind == "replay":
+            return f"replay:{self.cassette or 'shipped'}"
+        return "live"
+
+    @property
+    def mode(self) -> Mode:
+        return {"live": Mode.LIVE, "sandbox": Mode.LIVE, "simulate": Mode.SIMULATE,
+                "replay": Mode.REPLAY}[self.kind]
+
+
+class SweepFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tasks: Literal["all"] | list[str] = "all"
+    prompts: list[str] = Field(default_factory=lambda: ["optimal"])
+    agents: list[str] = Field(default_factory=lambda: ["reference"])
+    repeats: int = Field(1, ge=1, le=1000)
+    seed: int = 0
+    models: list[SweepModel] = Field(default_factory=list)
+    targets: list[SweepTarget] = Field(
+        default_factory=lambda: [SweepTarget(kind="simulate", profile="published")]
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> SweepFile:
+        for agent in self.agents:
+            if agent not in AGENT_NAMES:
+                raise ValueError(f"agent {agent!r}: choose one of {', '.join(AGENT_NAMES)}")
+        if any(a != "reference" for a in self.agents) and not self.models:
+            raise ValueError("LLM agents need at least one [[models]] entry")
+        names = [m.name for m in self.models]
+        if len(names) != len(set(names)):
+            raise ValueError("model names must be unique")
+        prompt_variants(",".join(self.prompts))  # raises on a bad prompt
+        return self
+
+
+@dataclass(frozen=True)
+class SweepCell:
+    """One (agent, model, target): the runs of a `RunConfig` over tasks x prompts x repeats."""
+
+    agent: str
+    model: SweepModel | None
+    target: SweepTarget
+
+
+def load_sweep(path: str | Path) -> SweepFile:
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RealprobeError(f"{p}: cannot read the sweep file ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise RealprobeError(f"{p}: not valid TOML ({exc})") from exc
+    try:
+        return SweepFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise RealprobeError(f"{p}: {where + ': ' if where else ''}{msg}") from exc
+
+
+def cells(sweep: SweepFile) -> list[SweepCell]:
+    out = []
+    for target in sweep.targets:
+        for agent in sweep.agents:
+            if agent == "reference":
+                out.append(SweepCell(agent, None, target))
+            else:
+                out.extend(SweepCell(agent, m, target) for m in sweep.models)
+    return out
+
+
+# -- running a sweep ---------------------------------------------------------------------
+
+
+class SweepSummary(BaseModel):
+    batch: str
+    planned: int
+    skipped: int  # already stored complete (--resume)
+    ran: int
+    infra_errors: int
+    db: str
+
+
+def plan_sweep(
+    sweep: SweepFile, tasks: dict[str, Task], *, concurrency: int = 1
+) -> list[Job]:
+    """Every run of the sweep, in a fixed order (targets, agents, models, tasks, ...)."""
+    if sweep.tasks == "all":
+        chosen = list(tasks.values())
+    else:
+        missing = [t for t in sweep.tasks if t not in tasks]
+        if missing:
+            raise RealprobeError(f"unknown task(s) in the sweep: {', '.join(missing)}")
+        chosen = [tasks[t] for t in sweep.tasks]
+    prompts = prompt_variants(",".join(sweep.prompts))
+    jobs: list[Job] = []
+    for cell in cells(sweep):
+        target = cell.target
+        cfg = RunConfig(
+            agent=cell.agent,
+            prompts=prompts,
+            mode=target.mode,
+            sandbox=target.url,
+            profile=target.profile,
+            cassette=Path(target.cassette) if target.cassette else None,
+            repeat=sweep.repeats,
+            seed=sweep.seed,
+            llm=cell.model.settings() if cell.model is not None else None,
+            llm_limits=cell.model.limits() if cell.model is not None else None,
+            concurrency=concurrency,
+        )
+        jobs += jobs_for(chosen, cfg)
+    return jobs
+
+
+def run_sweep(
+    sweep: SweepFile,
+    db: Path,
+    *,
+    catalog: Catalog,
+    catalog_paths: list[str] | None = None,
+    resume: bool = False,
+    executor: str = "local",
+    concurrency: int = 4,
+    address: str | None = None,
+    on_planned: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Finished], None] | None = None,
+) -> SweepSummary:
+    """Expand the sweep and run what is not stored complete yet; one database, one writer."""
+    jobs = plan_sweep(sweep, load_tasks(default_tasks_dir()), concurrency=concurrency)
+    with Store(db) as store:
+        tstore = TaskStore(store)
+        done = tstore.complete_keys() if resume else set()
+        todo = [j for j in jobs if j.key not in done]
+        if on_planned is not None:
+            on_planned(len(jobs), len(jobs) - len(todo))
+        batch = uuid.uuid4().hex[:12]
+        infra = 0
+
+        def write(finished: Finished) -> None:
+            nonlocal infra
+            tstore.insert_run(finished.row, finished.steps)
+            infra += finished.row.get("infra_error") is not None
+            if on_done is not None:
+                on_done(finished)
+
+        execute(todo, catalog, executor=executor, concurrency=concurrency, on_done=write,
+                batch=batch, catalog_paths=catalog_paths or [], address=address)
+    return SweepSummary(batch=batch, planned=len(jobs), skipped=len(jobs) - len(todo),
+                        ran=len(todo), infra_errors=infra, db=str(db))
