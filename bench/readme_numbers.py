@@ -309,6 +309,21 @@ def use_cassette_replay(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def input_limits(d: dict[str, Any]) -> list[Row]:
+    r = d["results"]
+    bl, big, ver = r["billion_laughs"], r["cassette_286mb"], r["cassette_20mb_verify"]
+    return [(
+        f"refusing input files: {bl['file_bytes']}-byte billion-laughs YAML; "
+        f"{big['file_bytes'] / 1e6:.0f} MB cassette; verifying a "
+        f"{ver['file_bytes'] / 1e6:.0f} MB one",
+        f"{bl['seconds'] * 1000:.0f} ms and {bl['peak_mb']:.1f} MB peak; refused from its size "
+        f"in {big['seconds'] * 1000:.1f} ms; {ver['seconds']:.1f} s and "
+        f"{ver['peak_mb']:.0f} MB peak",
+        "< 1 s and < 100 MB",
+        "`python bench/input_limits.py`",
+    )]
+
+
 def exporter_scrape(d: dict[str, Any]) -> list[Row]:
     return [(
         f"exporter `/metrics` on {_n(d['rows'])} rows, {d['rows_added_between_scrapes']} new "
@@ -363,6 +378,7 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "tasks_simulate": tasks_simulate,
     "tasks_replay": tasks_replay,
     "hostile_limits": hostile_limits,
+    "input_limits": input_limits,
     "drift_false_positives": drift_false_positives,
     "calibrate_burst_roundtrip": calibrate_burst_roundtrip,
     "latency_fit_checks": latency_fit_checks,

@@ -489,10 +489,18 @@ def serve_mcp(
     polite: bool = True,
     catalog: Catalog | None = None,
     on_ready: Callable[[str, str], None] | None = None,
+    allowed_hosts: Sequence[str] = (),
+    auth_token: str | None = None,
+    max_sessions: int = 100,
+    session_idle_s: float = 600.0,
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
     signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
-    gets where the server listens (its URL, or "stdio") and what it serves."""
+    gets where the server listens (its URL, or "stdio") and what it serves.
+
+    HTTP only: Host/Origin must be loopback or one of `allowed_hosts` ('*' turns the check
+    off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
+    `max_sessions` sessions are open, each closed after `session_idle_s` without a request."""
     from dataclasses import replace
 
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
@@ -505,6 +513,10 @@ def serve_mcp(
         raise RealprobeError(f"timeout {timeout:g}: must be a positive number of seconds")
     if not 0 <= port <= 65535:
         raise RealprobeError(f"port {port}: must be between 0 and 65535")
+    if max_sessions < 1:
+        raise RealprobeError(f"max_sessions {max_sessions}: must be at least 1")
+    if not session_idle_s > 0 or session_idle_s == float("inf"):
+        raise RealprobeError(f"session_idle_s {session_idle_s:g}: must be a positive number")
     opts = (target or TransportOptions()).normalised()
     if real_time:
         if opts.mode is not Mode.SIMULATE:
@@ -528,7 +540,12 @@ def serve_mcp(
         run_until_signal(lambda: serve_stdio(service, on_ready=ready))
         return
     try:
-        asyncio.run(serve_http(service, host, port, on_ready=ready))
+        asyncio.run(
+            serve_http(
+                service, host, port, on_ready=ready, allowed_hosts=tuple(allowed_hosts),
+                auth_token=auth_token, max_sessions=max_sessions, session_idle_s=session_idle_s,
+            )
+        )
     except OSError as exc:
         raise RealprobeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     except KeyboardInterrupt:

@@ -31,6 +31,7 @@ import sqlite_utils
 from realprobe.adapters.result import ToolResult
 from realprobe.errors import RealprobeError
 from realprobe.replay.target import Target
+from realprobe.secrets import scrub_row
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -317,8 +318,9 @@ class Store:
     # -- probe rows ---------------------------------------------------------------------
 
     def insert_probe(self, row: dict[str, Any]) -> None:
-        """Insert and commit one call's row (a killed process keeps every committed row)."""
-        row = dict(row)
+        """Insert and commit one call's row (a killed process keeps every committed row).
+        Secrets (secret-named arguments, keys in URLs, declared values) are scrubbed first."""
+        row = scrub_row(row)
         for key in ("rate_limit", "redirects", "args"):
             if key in row and row[key] is not None and not isinstance(row[key], str):
                 row[key] = json.dumps(row[key])
@@ -347,6 +349,7 @@ class Store:
             **row,
             "status": row.get("status", RUN_RUNNING),
         }
+        row = scrub_row(row)
         if "tools" in row and not isinstance(row["tools"], str):
             row["tools"] = json.dumps(row["tools"])
         try:
@@ -357,6 +360,7 @@ class Store:
 
     def finish_run(self, run_id: str, updates: dict[str, Any]) -> None:
         """Close a run; a local network failure also marks its rows `excluded`."""
+        updates = scrub_row(updates)
         try:
             with self.conn:
                 self.db.table("probe_runs").update(run_id, updates)
@@ -403,6 +407,7 @@ class Store:
     # -- schedule events ----------------------------------------------------------------
 
     def log_event(self, row: dict[str, Any]) -> None:
+        row = scrub_row(row)
         try:
             with self.conn:
                 self.db.table("schedule_events").insert(row)

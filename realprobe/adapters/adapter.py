@@ -18,6 +18,7 @@ from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
+from realprobe.secrets import remember
 
 RATE_LIMIT_HEADER_PREFIXES = (
     "x-ratelimit",
@@ -140,6 +141,7 @@ class _Request:
 
 def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     """The request to send, or the INVALID_INPUT result when the arguments fail the schema."""
+    remember(*tool.secret_values(args))  # declared secrets: never written anywhere
     try:
         valid = tool.validate_args(args or {})
         method, url, params = tool.build_request(valid)

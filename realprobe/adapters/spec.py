@@ -38,6 +38,7 @@ class InputField(_Strict):
     min_length: int | None = None
     max_length: int | None = None
     pattern: str | None = None
+    #: a credential (API key, token): never written anywhere (rows, cassettes, reports, logs)
     secret: bool = False
 
 

@@ -45,6 +45,8 @@ def build_input_model(spec: ToolSpec) -> type[BaseModel]:
             constraints["max_length"] = f.max_length
         if f.pattern is not None:
             constraints["pattern"] = f.pattern
+        if f.secret:
+            constraints["json_schema_extra"] = {"writeOnly": True, "format": "password"}
         if f.required:
             fields[name] = (ann, Field(..., **constraints))
         else:
@@ -222,6 +224,17 @@ class Tool:
     @property
     def examples(self) -> list[dict[str, Any]]:
         return self.spec.examples
+
+    @cached_property
+    def secret_inputs(self) -> frozenset[str]:
+        """Inputs declared `secret = true` in the catalogue."""
+        return frozenset(n for n, f in self.spec.input.items() if f.secret)
+
+    def secret_values(self, args: dict[str, Any] | None) -> list[str]:
+        """The values of secret inputs in `args` (to declare them secret before use)."""
+        if not args or not self.secret_inputs:
+            return []
+        return [str(args[n]) for n in self.secret_inputs if args.get(n) is not None]
 
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments with defaults filled in; raises pydantic.ValidationError."""

@@ -24,6 +24,7 @@ from realprobe.commands.common import (
 )
 from realprobe.errors import RealprobeError
 from realprobe.outputs import write_output
+from realprobe.secrets import default_redactor
 
 if TYPE_CHECKING:
     from realprobe.probes.loading import ProbeArrays
@@ -586,6 +587,7 @@ def report_cmd(
             if fmt == "md"
             else render_json(data)
         )
+    text = default_redactor().text(text)  # declared and environment secrets, in any echo form
     if output is None and fmt == "html":
         output = Path("report.html")
     if output is None:

@@ -139,7 +139,10 @@ def doc(name: str) -> str:
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+    """JSON on stdout, secrets scrubbed (output is often redirected into files)."""
+    from realprobe.secrets import scrub_strings
+
+    sys.stdout.write(json.dumps(scrub_strings(obj), indent=2, default=str) + "\n")
 
 
 def print_json_large(obj: Any) -> None:

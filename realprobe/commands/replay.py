@@ -195,13 +195,15 @@ def scrub_cmd(
         list[str] | None,
         typer.Option("--param", help="Another query parameter to scrub. Repeatable."),
     ] = None,
+    catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Replace credentials (auth headers, cookies, key/token query parameters and JSON
-    fields, and every echo of their values) with REDACTED."""
+    """Replace credentials (auth headers, cookies, secret-named query parameters, form and
+    JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
+    values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
     from realprobe.outputs import check_output
     from realprobe.replay.importers import load_cassette, save_cassette
-    from realprobe.replay.scrub import ScrubConfig, scrub_cassette
+    from realprobe.replay.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
 
     check_output(out or file, replace=True)
     cassette = load_cassette(file)
@@ -209,7 +211,9 @@ def scrub_cmd(
         secrets=tuple(secret or ()), extra_headers=tuple(header or ()),
         extra_params=tuple(param or ()),
     )
-    report = scrub_cassette(cassette, cfg)
+    report = scrub_cassette(
+        cassette, cfg, finder=declared_secret_finder(load_catalog(catalog))
+    )
     if out is None or out.resolve() == file.resolve():
         from realprobe.replay.exporters import save_as_source
 
@@ -278,19 +282,20 @@ def import_cmd(
     """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
     from realprobe.replay.cassette import is_yaml_path, parse_text, save_cassette
     from realprobe.replay.importers import from_data
-    from realprobe.replay.scrub import scrub_cassette
+    from realprobe.replay.limits import read_bounded
+    from realprobe.replay.scrub import declared_secret_finder, scrub_cassette
 
     if not file.exists():
         raise RealprobeError(f"no such file: {file}")
     from realprobe.outputs import check_output
 
     check_output(out, replace=True)
-    data = parse_text(file.read_bytes(), str(file), yaml_hint=is_yaml_path(file))
+    data = parse_text(read_bounded(file), str(file), yaml_hint=is_yaml_path(file))
     cassette = from_data(data, str(file), substitute=_parse_subs(substitute))
     cassette.meta["imported_from"] = file.name
     unresolved = sorted({c.uri.split("/")[0] for c in cassette.calls if "://" not in c.uri})
     if scrub:
-        scrub_cassette(cassette)
+        scrub_cassette(cassette, finder=declared_secret_finder(load_catalog(None)))
     target = save_cassette(cassette, out)
     failures = sum(1 for c in cassette.calls if c.error is not None)
     if as_json:

@@ -2,7 +2,8 @@
 
 Stdio: stdout carries JSON-RPC only; everything else goes to stderr. The server ends when
 the client closes stdin, or on SIGINT/SIGTERM. HTTP: uvicorn on the given address (loopback
-by default, where the SDK turns on DNS-rebinding protection); it ends on SIGINT/SIGTERM.
+by default), with DNS-rebinding protection on whatever the address (see guards.py); it ends
+on SIGINT/SIGTERM.
 Either way the service is closed last, so record mode writes its cassette.
 """
 
@@ -14,11 +15,19 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, cast
 
 from mcp.server.stdio import stdio_server
 
+from realprobe.mcp.guards import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE_S,
+    TOO_LONG,
+    CheckedLines,
+    auth_options,
+    security_settings,
+)
 from realprobe.mcp.service import McpService
 
 MCP_PATH = "/mcp"
@@ -43,8 +52,8 @@ class _StdinLines:
     async def __anext__(self) -> str:
         try:
             line = await self.reader.readline()
-        except ValueError:  # a line over the limit: let the SDK report it as bad JSON
-            return "{}\n"
+        except ValueError:  # a line over the limit: answered with a parse error
+            return TOO_LONG
         if not line:
             raise StopAsyncIteration
         return line.decode("utf-8", "replace")
@@ -70,16 +79,32 @@ async def serve_stdio(
 ) -> None:
     async with service:
         lines = await _stdin_lines()
+        checked = CheckedLines(lines if lines is not None else _file_lines())
         try:
             if on_ready is not None:
                 on_ready("stdio")
-            async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+            async with stdio_server(stdin=cast(Any, checked)) as (read, write):
+                checked.reply = write  # malformed lines are answered with JSON-RPC errors
                 await service.server.run(
                     read, write, service.server.create_initialization_options()
                 )
         finally:
             if lines is not None:
                 lines.transport.close()
+
+
+async def _file_lines() -> AsyncIterator[str]:
+    """stdin lines when it is a regular file (the loop cannot watch it): read in a thread."""
+    import anyio
+
+    while True:
+        line = await anyio.to_thread.run_sync(sys.stdin.buffer.readline, STDIN_LINE_LIMIT + 1)
+        if not line:
+            return
+        if len(line) > STDIN_LINE_LIMIT:
+            yield TOO_LONG
+            continue
+        yield line.decode("utf-8", "replace")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -104,7 +129,14 @@ async def serve_http(
     port: int,
     *,
     on_ready: Callable[[str], None] | None = None,
+    allowed_hosts: tuple[str, ...] = (),
+    auth_token: str | None = None,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_idle_s: float = DEFAULT_SESSION_IDLE_S,
 ) -> None:
+    """Host/Origin checks hold whatever `host` is (widened by `allowed_hosts`); with
+    `auth_token` every request needs `Authorization: Bearer <token>`; at most `max_sessions`
+    sessions are open, each closed after `session_idle_s` without a request."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -115,7 +147,16 @@ async def serve_http(
             yield
 
     sock = bind(host, port)
-    app = service.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    shown_host = f"[{host}]" if ":" in host else host
+    base = f"http://{shown_host}:{sock.getsockname()[1]}"
+    app = service.server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=host,
+        transport_security=security_settings(host, allowed_hosts),
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_s,
+        **auth_options(auth_token, base + MCP_PATH),
+    )
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on",
         timeout_graceful_shutdown=3,

@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from realprobe.errors import RealprobeError
+from realprobe.replay.limits import InputTooLarge, bounded_loader, check_size
 
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
@@ -123,7 +124,7 @@ class Cassette:
 
 
 class _Timing(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
     seq: int
     t_ms: float | None = None
     offset_ms: float | None = None
@@ -186,7 +187,8 @@ def body_from_json(raw: Any, where: str) -> bytes:
     if isinstance(raw, dict):
         if raw.get("base64_string") is not None:
             try:
-                return base64.b64decode(str(raw["base64_string"]), validate=False)
+                text = "".join(str(raw["base64_string"]).split())
+                return base64.b64decode(text, validate=True)
             except (binascii.Error, ValueError) as exc:
                 raise CassetteError(f"{where}: base64 body does not decode ({exc})") from exc
         value = raw.get("string")
@@ -213,9 +215,12 @@ def headers_from_json(raw: Any, where: str) -> list[tuple[str, str]]:
         out = []
         for item in raw:
             if isinstance(item, dict) and "name" in item:
-                out.append((str(item["name"]), str(item.get("value", ""))))
+                name, value = item["name"], item.get("value", "")
+                out.append((_header_text(name, where), _header_text(value, where)))
             elif isinstance(item, list | tuple) and len(item) == 2:
-                out.append((str(item[0]), str(item[1])))
+                out.append((_header_text(item[0], where), _header_text(item[1], where)))
+            else:
+                raise CassetteError(f"{where}: a header is not {{name, value}} or [name, value]")
         return out
     if not isinstance(raw, dict):
         raise CassetteError(f"{where}: headers must be a mapping, got {type(raw).__name__}")
@@ -225,14 +230,22 @@ def headers_from_json(raw: Any, where: str) -> list[tuple[str, str]]:
         if type(values) is not list:
             values = [values]
         for v in values:
-            pairs.append((name, v if type(v) is str else _header_text(v)))
+            pairs.append((name, v if type(v) is str else _header_text(v, where)))
     return pairs
 
 
-def _header_text(value: Any) -> str:
+def _header_text(value: Any, where: str = "headers") -> str:
+    """A header name or value: text, bytes or a number; anything nested is an error (and is
+    never turned into text, which for aliased YAML lists could take gigabytes)."""
+    if isinstance(value, str):
+        return value
     if isinstance(value, bytes):
         return value.decode("latin-1")
-    return "" if value is None else str(value)
+    if value is None:
+        return ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise CassetteError(f"{where}: a header value is a {type(value).__name__}, not text")
 
 
 # -- realprobe JSON <-> calls ------------------------------------------------------------
@@ -347,11 +360,24 @@ def to_json_data(cassette: Cassette, *, binary: bool = False) -> dict[str, Any]:
     }
 
 
+def status_code(code: Any, where: str) -> int:
+    """A recorded HTTP status: an integer (or integer text) from 100 to 999."""
+    if isinstance(code, str) and code.strip().isdigit() and len(code.strip()) <= 3:
+        code = int(code)
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise CassetteError(f"{where}: response status {code!r:.40} is not a number")
+    if not 100 <= code <= 999:
+        raise CassetteError(f"{where}: response status {code} is not an HTTP status")
+    return code
+
+
 def _call_from(
     seq: int, req: Any, resp: Any, where: str, timing: _Timing | None = None
 ) -> Call:
     if not isinstance(req, dict) or "uri" not in req or "method" not in req:
         raise CassetteError(f"{where}: request needs `method` and `uri`")
+    if not isinstance(req["method"], str) or not isinstance(req["uri"], str):
+        raise CassetteError(f"{where}: request `method` and `uri` must be strings")
     req_body: bytes | None
     if req.get("body_base64"):
         req_body = base64.b64decode(str(req["body_base64"]))
@@ -377,10 +403,7 @@ def _call_from(
             code, reason = resp["status_code"], ""
         else:
             code, reason = status, ""
-        try:
-            call.status = int(code)  # type: ignore[arg-type]
-        except (TypeError, ValueError) as exc:
-            raise CassetteError(f"{where}: response status {code!r} is not a number") from exc
+        call.status = status_code(code, where)
         call.reason = str(reason)
         call.headers = headers_from_json(resp.get("headers"), where)
         raw = resp["body"] if "body" in resp else resp.get("content")
@@ -473,7 +496,10 @@ class _SafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
 
 def _ruby_binary(loader: yaml.SafeLoader, node: yaml.Node) -> bytes:
     text = loader.construct_scalar(node)  # type: ignore[arg-type]
-    return base64.b64decode("".join(str(text).split()))
+    try:
+        return base64.b64decode("".join(str(text).split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("a !binary value is not valid base64") from None
 
 
 _SafeLoader.add_constructor("!binary", _ruby_binary)
@@ -486,6 +512,7 @@ def is_yaml_path(path: Path) -> bool:
 
 def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
     """Bytes of a cassette file to plain data, with one-line errors for the usual breakages."""
+    check_size(raw, label)
     stripped = raw.lstrip()
     if not stripped:
         raise CassetteError(f"{label}: the file is empty")
@@ -504,8 +531,18 @@ def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
             raise CassetteError(
                 f"{label}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
             ) from exc
+        except RecursionError as exc:
+            raise CassetteError(f"{label}: JSON nested too deeply to read") from exc
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise CassetteError(f"{label}: not valid JSON: {str(exc).split(';')[0]}") from exc
     try:
-        return yaml.load(raw, Loader=_SafeLoader)  # a safe loader subclass
+        return yaml.load(raw, Loader=bounded_loader(_SafeLoader))  # safe, aliases bounded
+    except InputTooLarge as exc:
+        raise CassetteError(f"{label}: {exc}") from exc
+    except RecursionError as exc:
+        raise CassetteError(f"{label}: YAML nested too deeply to read") from exc
+    except (ValueError, TypeError) as exc:  # a tag's value that does not convert
+        raise CassetteError(f"{label}: not valid YAML: {exc}") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -37,7 +37,6 @@ from realprobe.replay.scrub import (
     ScrubConfig,
     ScrubReport,
     config_for,
-    env_secrets,
     scrub_cassette,
     scrub_for_match,
     secret_header,
@@ -197,12 +196,9 @@ class Recorder:
         self.saved: Path | None = None
         self.scrub_report: ScrubReport | None = None
         self.journal: Journal | None = None
-        #: the environment's secrets looked up once for the per-call journal scrub
-        self._journal_scrub = (
-            replace(self.scrub, secrets=self.scrub.secrets + tuple(env_secrets()),
-                    from_environment=False)
-            if self.scrub.enabled and self.scrub.from_environment else self.scrub
-        )
+        #: each journal entry goes through the one scrubber before it is written (declared and
+        #: environment secrets are looked up per entry; the environment scan is cached)
+        self._journal_scrub = self.scrub
         if journal:
             recover_stale(self.path)  # a killed run's calls are kept before a new run starts
             self.journal = Journal.start(
@@ -461,7 +457,7 @@ class Player:
             url, body = scrub_for_match(url, body, self.scrub)
             if headers is not None and self.spec.uses_headers:
                 headers = [
-                    (k, self.scrub.placeholder if secret_header(k, self.scrub) else v)
+                    (k, self.scrub.placeholder if secret_header(k, self.scrub.extra_headers) else v)
                     for k, v in headers
                 ]
         return self.spec.key(method, url, body, headers)

@@ -10,6 +10,8 @@ and `Content-Length` is set to the stored body's length.
 from __future__ import annotations
 
 import base64
+import binascii
+import math
 import warnings
 from collections.abc import Mapping
 from datetime import datetime
@@ -27,9 +29,11 @@ from realprobe.replay.cassette import (
     is_yaml_path,
     parse_text,
     save_cassette,
+    status_code,
 )
 from realprobe.replay.decoding import decode_whole
 from realprobe.replay.journal import journal_path, journal_running, read_journal
+from realprobe.replay.limits import read_bounded
 from realprobe.replay.matching import MATCH_URL, MATCH_URL_BODY
 
 MAX_DECODED = 50 * 1024 * 1024
@@ -38,7 +42,23 @@ MAX_DECODED = 50 * 1024 * 1024
 def from_data(
     data: Any, label: str, *, substitute: dict[str, str] | None = None
 ) -> Cassette:
-    """Plain data from a cassette file to a Cassette, whatever tool wrote it."""
+    """Plain data from a cassette file to a Cassette, whatever tool wrote it. Whatever the
+    file holds, the outcome is a Cassette or a one-line CassetteError, never another error."""
+    try:
+        return _from_data(data, label, substitute=substitute)
+    except CassetteError:
+        raise
+    except RecursionError:
+        raise CassetteError(f"{label}: nested too deeply to read") from None
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError,
+            UnicodeError, binascii.Error) as exc:
+        first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise CassetteError(f"{label}: malformed cassette ({first})") from None
+
+
+def _from_data(
+    data: Any, label: str, *, substitute: dict[str, str] | None = None
+) -> Cassette:
     if isinstance(data, list) and data and isinstance(data[0], dict) and "request" in data[0]:
         raise CassetteError(
             f"{label}: a pre-1.0 vcrpy cassette (a bare list); re-record it or migrate it with "
@@ -168,7 +188,7 @@ def load_cassette(path: str | Path, *, recover: bool = True) -> Cassette:
         raise CassetteError(f"no cassette at {p}: record one first")
     if p.is_dir():
         raise CassetteError(f"{p} is a directory, not a cassette file")
-    data = parse_text(p.read_bytes(), str(p), yaml_hint=is_yaml_path(p))
+    data = parse_text(read_bounded(p), str(p), yaml_hint=is_yaml_path(p))
     cassette = from_data(data, str(p))
     cassette.path = p
     return cassette
@@ -290,10 +310,7 @@ def from_ruby_vcr(data: dict[str, Any], label: str) -> Cassette:
         if isinstance(resp, dict):
             status = resp.get("status")
             code = status.get("code") if isinstance(status, dict) else status
-            try:
-                call.status = int(code)  # type: ignore[arg-type]
-            except (TypeError, ValueError) as exc:
-                raise CassetteError(f"{where}: response status {code!r} is not a number") from exc
+            call.status = status_code(code, where)
             call.reason = str(status.get("message") or "") if isinstance(status, dict) else ""
             call.headers = headers_from_json(resp.get("headers"), where)
             call.body = body_from_json(resp.get("body"), where)
@@ -312,15 +329,97 @@ def from_ruby_vcr(data: dict[str, Any], label: str) -> Cassette:
 # -- HAR -----------------------------------------------------------------------------------
 
 
-def _ms_positive(value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
+def _ms_positive(value: Any, where: str) -> float:
+    """A HAR duration in ms: a finite number; -1 (HAR's "does not apply") and below count 0."""
+    if value is None:
         return 0.0
-    return v if v > 0 else 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise CassetteError(f"{where}: expected a number of milliseconds, got {value!r:.40}")
+    return float(value) if value > 0 else 0.0
+
+
+def _har_status(resp: dict[str, Any], where: str) -> int:
+    status = resp.get("status", 0)
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise CassetteError(f"{where}.response.status: {status!r:.40} is not an integer")
+    if status <= 0:
+        return 0  # HAR: no response (blocked, failed, cancelled)
+    if not 100 <= status <= 999:
+        raise CassetteError(f"{where}.response.status: {status} is not an HTTP status")
+    return status
+
+
+def _har_headers(raw: Any, where: str) -> list[tuple[str, str]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise CassetteError(f"{where}: headers must be a list of {{name, value}} objects")
+    out = []
+    for i, item in enumerate(raw):
+        if not (isinstance(item, dict) and isinstance(item.get("name"), str)
+                and isinstance(item.get("value", ""), str)):
+            raise CassetteError(
+                f"{where}: headers[{i}] must be an object with a string name and value"
+            )
+        if not item["name"].startswith(":"):
+            out.append((item["name"], item.get("value", "")))
+    return out
+
+
+def _har_when(started: Any, where: str) -> datetime | None:
+    if started is None:
+        return None
+    if not isinstance(started, str):
+        raise CassetteError(f"{where}.startedDateTime: expected an ISO 8601 date, got {started!r}")
+    try:
+        return datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        raise CassetteError(
+            f"{where}.startedDateTime: {started!r:.60} is not an ISO 8601 date"
+        ) from None
+
+
+def _har_body(content: Any, where: str) -> bytes:
+    if content is None:
+        return b""
+    if not isinstance(content, dict):
+        raise CassetteError(f"{where}.response.content must be an object")
+    text = content.get("text")
+    if text is None:
+        return b""
+    if not isinstance(text, str):
+        raise CassetteError(f"{where}.response.content.text must be a string")
+    if content.get("encoding") == "base64":
+        try:
+            return base64.b64decode("".join(text.split()), validate=True)
+        except (binascii.Error, ValueError):
+            raise CassetteError(
+                f"{where}.response.content: encoding is base64 but the text does not decode"
+            ) from None
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _har_request(entry: dict[str, Any], i: int, where: str) -> Call:
+    req = entry["request"]
+    if not isinstance(req.get("method"), str) or not isinstance(req.get("url"), str):
+        raise CassetteError(f"{where}: request needs a string `method` and `url`")
+    post = req.get("postData")
+    if post is not None and not isinstance(post, dict):
+        raise CassetteError(f"{where}.request.postData must be an object")
+    text = (post or {}).get("text", "")
+    if not isinstance(text, str):
+        raise CassetteError(f"{where}.request.postData.text must be a string")
+    return Call(
+        seq=i,
+        method=req["method"].upper(),
+        uri=req["url"],
+        request_headers=_har_headers(req.get("headers"), f"{where}.request"),
+        request_body=text.encode("utf-8", "surrogateescape") or None,
+    )
 
 
 def from_har(data: dict[str, Any], label: str) -> Cassette:
+    """HAR 1.2, read strictly: a field of the wrong type is a one-line error naming it."""
     entries = data["log"]["entries"]
     if not isinstance(entries, list):
         raise CassetteError(f"{label}: `log.entries` must be a list")
@@ -330,60 +429,45 @@ def from_har(data: dict[str, Any], label: str) -> Cassette:
         where = f"{label}: log.entries[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
             raise CassetteError(f"{where}: needs a `request` object")
-        req = entry["request"]
-        if "url" not in req or "method" not in req:
-            raise CassetteError(f"{where}: request needs `method` and `url`")
-        post = req.get("postData") or {}
-        req_body = str(post.get("text", "")).encode("utf-8") if isinstance(post, dict) else b""
-        call = Call(
-            seq=i,
-            method=str(req["method"]).upper(),
-            uri=str(req["url"]),
-            request_headers=[
-                (k, v) for k, v in headers_from_json(req.get("headers"), where)
-                if not k.startswith(":")
-            ],
-            request_body=req_body or None,
-        )
-        started = entry.get("startedDateTime")
-        if started:
-            try:
-                when = datetime.fromisoformat(str(started).replace("Z", "+00:00"))
-                t0 = t0 or when
-                call.t_s = (when - t0).total_seconds()
-                call.recorded_at = when.isoformat()
-            except ValueError:
-                pass
-        total = _ms_positive(entry.get("time"))
-        timings = entry.get("timings") or {}
-        if isinstance(timings, dict):
-            before = sum(
-                _ms_positive(timings.get(k))
+        call = _har_request(entry, i, where)
+        when = _har_when(entry.get("startedDateTime"), where)
+        if when is not None:
+            if t0 is not None and (when.tzinfo is None) != (t0.tzinfo is None):
+                raise CassetteError(
+                    f"{where}.startedDateTime: {when.isoformat()} mixes dates with and "
+                    "without a time zone; give every date a zone (Z or +hh:mm)"
+                )
+            t0 = t0 or when
+            call.t_s = (when - t0).total_seconds()
+            call.recorded_at = when.isoformat()
+        total = _ms_positive(entry.get("time"), f"{where}.time")
+        timings = entry.get("timings")
+        if timings is not None and not isinstance(timings, dict):
+            raise CassetteError(f"{where}.timings must be an object")
+        if timings:
+            call.ttfb_s = sum(
+                _ms_positive(timings.get(k), f"{where}.timings.{k}")
                 for k in ("blocked", "dns", "connect", "send", "wait")
-            )
-            call.ttfb_s = before / 1000.0
+            ) / 1000.0
         call.elapsed_s = total / 1000.0
-        resp = entry.get("response") or {}
-        status = int(resp.get("status") or 0) if isinstance(resp, dict) else 0
-        if status <= 0:
+        resp = entry.get("response")
+        if resp is None:
+            resp = {}
+        if not isinstance(resp, dict):
+            raise CassetteError(
+                f"{where}.response must be an object, got {type(resp).__name__}"
+            )
+        status = _har_status(resp, where)
+        if status == 0:
             message = str(resp.get("_error") or "no response in the HAR entry")
             call.error = Failure("ConnectError", message, "connect", 0)
             calls.append(call)
             continue
         call.status = status
-        call.reason = str(resp.get("statusText") or "")
-        call.headers = [
-            (k, v) for k, v in headers_from_json(resp.get("headers"), where)
-            if not k.startswith(":")
-        ]
-        content = resp.get("content") or {}
-        text = content.get("text") if isinstance(content, dict) else None
-        if text is None:
-            call.body = b""
-        elif content.get("encoding") == "base64":
-            call.body = base64.b64decode(str(text))
-        else:
-            call.body = str(text).encode("utf-8")
+        reason = resp.get("statusText") or ""
+        call.reason = reason if isinstance(reason, str) else str(reason)
+        call.headers = _har_headers(resp.get("headers"), f"{where}.response")
+        call.body = _har_body(resp.get("content"), where)
         normalise_body(call)
         calls.append(call)
     creator = data["log"].get("creator") or {}

@@ -1,47 +1,48 @@
-"""Secrets out before anything is written, in requests and in responses.
+"""Secrets out of a cassette before it is written, in requests and in responses.
 
+The rules live in `realprobe.secrets` (the one scrubber); this module applies them to calls.
 Two passes. By name: credential-like headers (Authorization, Cookie, Set-Cookie, X-Api-Key,
-...), key/token/secret-like query parameters and JSON fields get a placeholder. Every value
-removed that way, plus long secrets found in the environment (`*_KEY`, `*_TOKEN`, ...), is then
-replaced wherever else it appears: a token echoed back in a response header or body goes too.
+...), secret-named query parameters, form fields and JSON fields, OAuth `code`/`state`, and
+URL passwords get a placeholder. Every value removed that way, plus declared secrets
+(catalogue inputs marked `secret`, the LLM key), `--secret` values and long secrets found in
+the environment, is then replaced wherever else it appears, in every echo form (raw,
+percent-encoded, JSON-escaped, base64): a token echoed back in a body, a header, a
+Set-Cookie or a redirect goes too.
 
-Replay scrubs each incoming request's query and JSON body by name the same way before matching,
-so scrubbed recordings still match.
+`cassette scrub` and recording run the same `scrub_cassette`, so scrubbing a cassette recorded
+with `--no-scrub` removes what recording would have removed (with `--catalog`-declared
+secret path inputs found through the catalogue).
+
+Replay scrubs each incoming request's URL and body the same way before matching, so scrubbed
+recordings still match.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from realprobe.replay.cassette import Call, Cassette
+from realprobe.secrets import (
+    MIN_FOUND,
+    PLACEHOLDER,
+    Redactor,
+    default_redactor,
+    known_secrets,
+    scrub_data,
+    scrub_query,
+    scrub_text,
+    secret_field,
+    secret_header,
+    secret_name,
+)
+from realprobe.secrets import scrub_url as _scrub_url
 
-PLACEHOLDER = "REDACTED"
-HEADER_WORDS = (
-    "authorization", "cookie", "api-key", "apikey", "api_key", "token", "secret",
-    "password", "session", "signature", "x-auth", "x-amz-security",
-)
-PARAM_RE = re.compile(
-    r"(?i)(^|[_\-.])(key|api[_-]?key|apikey|token|access[_-]?token|auth|secret|"
-    r"client[_-]?secret|password|passwd|pwd|signature|sig|session|sessionid|appid|"
-    r"credentials?)$"
-)
-FIELD_RE = re.compile(
-    r"(?i)^(api[_-]?key|apikey|x[_-]api[_-]key|access[_-]?token|refresh[_-]?token|id[_-]?token|"
-    r"auth[_-]?token|session[_-]?token|bearer[_-]?token|token|secret|client[_-]?secret|"
-    r"password|passwd|authorization|private[_-]?key|secret[_-]?key)$"
-)
-#: every FIELD_RE name contains one of these, so a body without them needs no JSON parse
-_FIELD_WORDS = (b"key", b"token", b"secret", b"passw", b"authorization", b"\\u")
-ENV_NAME_RE = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)")
-URL_HEADERS = ("location", "content-location", "link", "refresh")
-MIN_LITERAL = 6
-MIN_ENV_SECRET = 12
+#: a hook that names the secret values a call carries where no name says so (declared inputs)
+SecretFinder = Callable[[Call], list[str]]
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class ScrubConfig:
     enabled: bool = True
     placeholder: str = PLACEHOLDER
     secrets: tuple[str, ...] = ()  # literal values to remove wherever they appear
-    from_environment: bool = True  # also remove values of *_KEY/*_TOKEN/... env variables
+    from_environment: bool = True  # also declared values and *_KEY/*_TOKEN/... env variables
     extra_headers: tuple[str, ...] = ()
     extra_params: tuple[str, ...] = ()
 
@@ -63,82 +64,50 @@ class ScrubReport:
         return sum(self.counts.values())
 
 
-def secret_header(name: str, cfg: ScrubConfig) -> bool:
-    low = name.lower()
-    return any(w in low for w in HEADER_WORDS) or low in (h.lower() for h in cfg.extra_headers)
-
-
 def secret_param(name: str, cfg: ScrubConfig) -> bool:
-    return bool(PARAM_RE.search(name)) or name.lower() in (p.lower() for p in cfg.extra_params)
+    return secret_name(name, cfg.extra_params)
 
 
 def _header_literals(name: str, value: str) -> list[str]:
+    import base64
+    import binascii
+
     out = [value]
     low = name.lower()
-    if low in ("authorization", "proxy-authorization") and " " in value:
-        out.append(value.split(" ", 1)[1])
+    if " " in value and low in ("authorization", "proxy-authorization"):
+        scheme, _, cred = value.partition(" ")
+        out.append(cred.strip())
+        if scheme.lower() == "basic":
+            try:
+                user_pass = base64.b64decode(cred.strip(), validate=True).decode("utf-8")
+            except (binascii.Error, ValueError):
+                user_pass = ""
+            if user_pass:
+                out.append(user_pass)
+                out.append(user_pass.partition(":")[2])
     if "cookie" in low:
         first = value.split(";")[0] if low == "set-cookie" else value
         for part in first.split(";"):
             _, eq, v = part.strip().partition("=")
-            if eq:
-                out.append(v)
+            if eq and v:
+                out.append(v.strip('"'))
     return out
 
 
 def scrub_url(url: str, cfg: ScrubConfig, found: list[str] | None = None) -> str:
-    """Key/token/secret-like query parameters replaced; userinfo passwords too."""
-    if "?" not in url and "@" not in url:
-        return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        user, colon, password = userinfo.partition(":")
-        if colon and password:
-            if found is not None:
-                found.append(password)
-            netloc = f"{user}:{cfg.placeholder}@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        changed = False
-        new_pairs = []
-        for k, v in pairs:
-            if v and v != cfg.placeholder and secret_param(k, cfg):
-                if found is not None:
-                    found.append(v)
-                new_pairs.append((k, cfg.placeholder))
-                changed = True
-            else:
-                new_pairs.append((k, v))
-        if changed:
-            query = urlencode(new_pairs)
-    if netloc == parts.netloc and query == parts.query:
-        return url
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """Secret query parameters (and OAuth `code`/`state`) replaced; userinfo passwords too."""
+    return _scrub_url(url, extra=cfg.extra_params, found=found, placeholder=cfg.placeholder)
 
 
-def _scrub_json(obj: Any, cfg: ScrubConfig, found: list[str]) -> tuple[Any, bool]:
+def _scrub_json(
+    obj: Any, cfg: ScrubConfig, found: list[str], *, response: bool, inside: bool = False
+) -> tuple[Any, bool]:
     if isinstance(obj, dict):
         changed = False
         out: dict[str, Any] = {}
         for k, v in obj.items():
-            if (
-                FIELD_RE.match(str(k))
-                and isinstance(v, str | int | float)
-                and not isinstance(v, bool)
-                and str(v)
-                and v != cfg.placeholder
-            ):
-                found.append(str(v))
-                out[k] = cfg.placeholder
-                changed = True
-                continue
-            new, ch = _scrub_json(v, cfg, found)
+            hidden = inside or secret_field(str(k), cfg.extra_params, response=response)
+            new, ch = _scrub_json(v, cfg, found, response=response, inside=hidden)
             out[k] = new
             changed = changed or ch
         return out, changed
@@ -146,26 +115,33 @@ def _scrub_json(obj: Any, cfg: ScrubConfig, found: list[str]) -> tuple[Any, bool
         changed = False
         items = []
         for v in obj:
-            new, ch = _scrub_json(v, cfg, found)
+            new, ch = _scrub_json(v, cfg, found, response=response, inside=inside)
             items.append(new)
             changed = changed or ch
         return items, changed
+    if inside and obj is not None and not isinstance(obj, bool) and str(obj) not in (
+        "", cfg.placeholder
+    ):
+        found.append(str(obj))
+        return cfg.placeholder, True
     return obj, False
 
 
-def scrub_json_body(body: bytes, cfg: ScrubConfig, found: list[str] | None = None) -> bytes:
-    """Secret-named JSON fields replaced; bodies that are not JSON come back unchanged."""
-    if not body or body.lstrip()[:1] not in (b"{", b"["):
+def scrub_json_body(
+    body: bytes, cfg: ScrubConfig, found: list[str] | None = None, *, response: bool = False
+) -> bytes:
+    """Secret-named JSON fields (or form fields) replaced; other bodies come back unchanged."""
+    if not body:
         return body
-    low = body.lower()
-    if not any(w in low for w in _FIELD_WORDS):
-        return body  # no key FIELD_RE could match (nor an escaped one): skip the parse
+    head = body.lstrip()[:1]
+    if head not in (b"{", b"["):
+        return _scrub_form(body, cfg, found)
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return body
     sink: list[str] = []
-    new, changed = _scrub_json(data, cfg, sink)
+    new, changed = _scrub_json(data, cfg, sink, response=response)
     if found is not None:
         found.extend(sink)
     if not changed:
@@ -173,54 +149,73 @@ def scrub_json_body(body: bytes, cfg: ScrubConfig, found: list[str] | None = Non
     return json.dumps(new, ensure_ascii=False).encode("utf-8")
 
 
-def env_secrets() -> list[str]:
-    """Values of secret-named environment variables (`*_KEY`, `*_TOKEN`, ...)."""
-    return _env_secrets()
-
-
-def _env_secrets() -> list[str]:
-    return [
-        v for k, v in os.environ.items()
-        if ENV_NAME_RE.search(k) and len(v) >= MIN_ENV_SECRET and not v.startswith(("/", "."))
-    ]
+def _scrub_form(body: bytes, cfg: ScrubConfig, found: list[str] | None) -> bytes:
+    """`a=1&password=x` bodies (HTML forms, OAuth token requests)."""
+    if b"=" not in body or len(body) > 1_000_000 or b"\n" in body.strip() or b" " in body:
+        return body
+    try:
+        text = body.decode("ascii")
+    except UnicodeDecodeError:
+        return body
+    clean = scrub_query(text, extra=cfg.extra_params, found=found, placeholder=cfg.placeholder)
+    return body if clean == text else clean.encode("ascii")
 
 
 def _scrub_headers(
     headers: list[tuple[str, str]], cfg: ScrubConfig, found: list[str], report: ScrubReport
 ) -> list[tuple[str, str]]:
     out = []
+    none = Redactor(())
     for k, v in headers:
-        if v and v != cfg.placeholder and secret_header(k, cfg):
+        low = k.lower()
+        if v and v != cfg.placeholder and secret_header(k, cfg.extra_headers):
             found.extend(_header_literals(k, v))
             out.append((k, cfg.placeholder))
-            report.counts[f"header {k.lower()}"] += 1
+            report.counts[f"header {low}"] += 1
+        elif low in ("location", "content-location"):
+            before = len(found)
+            new = _scrub_url(
+                v, redirect=low == "location", extra=cfg.extra_params, found=found,
+                placeholder=cfg.placeholder,
+            )
+            if len(found) > before:
+                report.counts[f"header {low} parameter"] += len(found) - before
+            out.append((k, new))
+        elif v and ("=" in v or " " in v):
+            before = len(found)
+            new = scrub_text(v, found=found, redactor=none, placeholder=cfg.placeholder)
+            if new != v:
+                report.counts[f"header {low} parameter"] += max(1, (len(found) - before) // 2)
+            out.append((k, new))
         else:
             out.append((k, v))
     return out
 
 
-def _replace_literals(
-    call: Call, literals: list[str], cfg: ScrubConfig, report: ScrubReport
-) -> None:
-    ph = cfg.placeholder
-    for lit in literals:
-        if lit in call.uri:
-            call.uri = call.uri.replace(lit, ph)
+def _replace_literals(call: Call, red: Redactor, report: ScrubReport) -> None:
+    new_uri = red.text(call.uri)
+    if new_uri != call.uri:
+        call.uri = new_uri
+        report.counts["echoed value"] += 1
+    for attr in ("request_headers", "headers"):
+        pairs: list[tuple[str, str]] = getattr(call, attr)
+        cleaned = [(k, red.text(v)) for k, v in pairs]
+        if cleaned != pairs:
+            setattr(call, attr, cleaned)
             report.counts["echoed value"] += 1
-        for attr in ("request_headers", "headers"):
-            pairs: list[tuple[str, str]] = getattr(call, attr)
-            if any(lit in v for _, v in pairs):
-                setattr(call, attr, [(k, v.replace(lit, ph)) for k, v in pairs])
-                report.counts["echoed value"] += 1
-        raw = lit.encode("utf-8")
-        if call.body and raw in call.body:
-            call.body = call.body.replace(raw, ph.encode())
+    if call.body:
+        new = red.data(call.body)
+        if new != call.body:
+            call.body = new
             report.counts["echoed value"] += 1
-        if call.request_body and raw in call.request_body:
-            call.request_body = call.request_body.replace(raw, ph.encode())
+    if call.request_body:
+        new_req = red.data(call.request_body)
+        if new_req != call.request_body:
+            call.request_body = new_req
             report.counts["echoed value"] += 1
-        if call.error is not None and lit in call.error.message:
-            call.error.message = call.error.message.replace(lit, ph)
+    if call.error is not None:
+        call.error.message = red.text(call.error.message)
+    call.reason = red.text(call.reason)
 
 
 def _fix_length(call: Call, before: int) -> None:
@@ -231,23 +226,28 @@ def _fix_length(call: Call, before: int) -> None:
     ]
 
 
-def scrub_cassette(cassette: Cassette, cfg: ScrubConfig | None = None) -> ScrubReport:
-    """Scrub every call in place; returns what was replaced, by kind."""
+def scrub_cassette(
+    cassette: Cassette, cfg: ScrubConfig | None = None, *, finder: SecretFinder | None = None
+) -> ScrubReport:
+    """Scrub every call in place; returns what was replaced, by kind.
+
+    `finder` names further secret values per call (declared secret path inputs of the
+    catalogue tool a recorded URL belongs to; see `declared_secret_finder`)."""
     cfg = cfg or ScrubConfig()
     report = ScrubReport()
     if not cfg.enabled:
         return report
     found: list[str] = list(cfg.secrets)
     if cfg.from_environment:
-        found.extend(_env_secrets())
+        found.extend(known_secrets())
     sizes = {id(c): len(c.body) for c in cassette.calls}
     for call in cassette.calls:
+        if finder is not None:
+            declared = finder(call)
+            found.extend(declared)
+            report.counts["declared input"] += len(declared)
         call.request_headers = _scrub_headers(call.request_headers, cfg, found, report)
         call.headers = _scrub_headers(call.headers, cfg, found, report)
-        call.headers = [
-            (k, scrub_url(v, cfg, found) if k.lower() in URL_HEADERS else v)
-            for k, v in call.headers
-        ]
         before = len(found)
         call.uri = scrub_url(call.uri, cfg, found)
         if len(found) > before:
@@ -255,17 +255,23 @@ def scrub_cassette(cassette: Cassette, cfg: ScrubConfig | None = None) -> ScrubR
         if call.request_body:
             before = len(found)
             call.request_body = scrub_json_body(call.request_body, cfg, found)
-            report.counts["request JSON field"] += len(found) - before
+            report.counts["request field"] += len(found) - before
         if call.body and call.complete:
             before = len(found)
-            call.body = scrub_json_body(call.body, cfg, found)
-            report.counts["response JSON field"] += len(found) - before
-    literals = sorted(
-        {s for s in found if len(s) >= MIN_LITERAL and s != cfg.placeholder}, key=len, reverse=True
-    )
-    if literals:
+            call.body = scrub_json_body(call.body, cfg, found, response=True)
+            report.counts["response field"] += len(found) - before
+        if call.error is not None:
+            call.error.message = scrub_text(
+                call.error.message, found=found, redactor=Redactor(()),
+                placeholder=cfg.placeholder,
+            )
+    literals = {s for s in found if len(s) >= MIN_FOUND and s != cfg.placeholder}
+    literals |= {s for s in cfg.secrets if s}
+    red = Redactor(literals, cfg.placeholder)
+    if red:
         for call in cassette.calls:
-            _replace_literals(call, literals, cfg, report)
+            _replace_literals(call, red, report)
+        cassette.meta = scrub_data(cassette.meta, redactor=red)
     for call in cassette.calls:
         _fix_length(call, sizes[id(call)])
     report.counts = Counter({k: v for k, v in report.counts.items() if v})
@@ -292,4 +298,21 @@ def scrub_for_match(url: str, body: bytes | None, cfg: ScrubConfig) -> tuple[str
     """What an incoming request looks like after recording-time scrubbing (for matching)."""
     if not cfg.enabled:
         return url, body
-    return scrub_url(url, cfg), scrub_json_body(body, cfg) if body else body
+    url = scrub_url(url, cfg)
+    body = scrub_json_body(body, cfg) if body else body
+    red = default_redactor()  # declared values and the environment's, as when recording
+    if red and cfg.placeholder == PLACEHOLDER:
+        url = red.text(url)
+        body = red.data(body) if body else body
+    return url, body
+
+
+def declared_secret_finder(catalog: Any) -> SecretFinder:
+    """Values of catalogue inputs marked `secret` found in recorded URLs (path segments and
+    query parameters), for scrubbing cassettes recorded without that knowledge."""
+    from realprobe.replay.secret_inputs import secret_values_in
+
+    def finder(call: Call) -> list[str]:
+        return secret_values_in(catalog, call.method, call.uri)
+
+    return finder

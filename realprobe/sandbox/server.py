@@ -11,7 +11,9 @@ What is answered is decided in responder.py (bodies from recordings, fixtures ch
 argument, or a proxied upstream: bodies.py, proxy.py); how it is written, with toxics on
 top, in wire.py.
 
-HTTP parsing is h11's; the socket is ours, so hangs, drips and resets are real.
+HTTP parsing is h11's; the socket is ours, so hangs, drips and resets are real. Malformed
+requests get a 400 and the connection is closed; a request that trickles in slower than the
+header timeout gets a 408; an idle kept-alive connection is closed after the idle timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ from realprobe.simulator.routes import RouteTable
 HANG_LIMIT_S = wire.HANG_LIMIT_S
 DRIP_INTERVAL_S = wire.DRIP_INTERVAL_S
 MAX_REQUEST_BODY = 1024 * 1024
+#: a request's line, headers and body must all arrive within this many seconds of its first
+#: byte (slowloris clients that trickle headers are answered 408 and dropped)
+HEADER_TIMEOUT_S = 10.0
+#: a kept-alive connection with no new request for this long is closed
+IDLE_TIMEOUT_S = 30.0
 __all__ = ["FAULT_PREFIX", "Sandbox", "SandboxStats", "SandboxThread", "running"]
 
 
@@ -55,9 +62,13 @@ class Sandbox:
         recordings: Recordings | None = None,
         upstream: Upstream | None = None,
         admin: bool = True,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         """`origins` ({api id: origin of its real base URL}) lets recorded requests be
         matched; `recordings` serves their responses first; `upstream` makes this a proxy."""
+        self.header_timeout_s = header_timeout_s
+        self.idle_timeout_s = idle_timeout_s
         self.routes = routes
         self.latency_scale = latency_scale
         self.host = host
@@ -125,10 +136,21 @@ class Sandbox:
         conn = h11.Connection(h11.SERVER)
         try:
             while True:
-                read = await self._read_request(conn, reader)
+                try:
+                    read = await self._read_request(conn, reader)
+                except h11.RemoteProtocolError as exc:  # garbage, oversized headers, ...
+                    await _refuse(writer, exc.error_status_hint, f"bad request: {exc}")
+                    return
+                except TimeoutError:
+                    if conn.their_state is h11.SEND_BODY or _started(conn):
+                        await _refuse(writer, 408, "request not received in time")
+                    return
                 if read is None:
                     return
                 request, body = read
+                if not request.target.startswith(b"/"):  # `OPTIONS *`, `GET foo`, absolute-form
+                    await _refuse(writer, 400, "request target must be a path starting with /")
+                    return
                 keep = await self._handle(conn, request, body, reader, writer)
                 if not keep or conn.our_state is not h11.DONE:
                     return
@@ -136,8 +158,11 @@ class Sandbox:
                     conn.start_next_cycle()
                 except h11.ProtocolError:
                     return
-        except (ConnectionError, asyncio.CancelledError, h11.ProtocolError):
+        except (ConnectionError, asyncio.CancelledError, h11.ProtocolError, TimeoutError):
             pass
+        except Exception as exc:  # never a traceback and a dead connection: a 500, then close
+            with contextlib.suppress(Exception):
+                await _refuse(writer, 500, f"sandbox error: {type(exc).__name__}")
         finally:
             self._conns.discard(task)
             with contextlib.suppress(Exception):
@@ -146,12 +171,25 @@ class Sandbox:
     async def _read_request(
         self, conn: h11.Connection, reader: asyncio.StreamReader
     ) -> tuple[h11.Request, bytes] | None:
+        """The next request and its body, or None when the client closed. TimeoutError when
+        no request began within the idle timeout, or one began and did not complete within the
+        header timeout (both measured on the loop's clock, not reset by trickled bytes)."""
         request: h11.Request | None = None
         body = bytearray()
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                data = await reader.read(65536)
+                if deadline is None and (_started(conn) or request is not None):
+                    deadline = loop.time() + self.header_timeout_s
+                limit = self.idle_timeout_s if deadline is None else deadline - loop.time()
+                if limit <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(limit):
+                    data = await reader.read(65536)
+                if deadline is None and data:
+                    deadline = loop.time() + self.header_timeout_s
                 conn.receive_data(data)
                 if not data and conn.their_state is not h11.DONE and request is None:
                     return None
@@ -188,6 +226,30 @@ class Sandbox:
             conn, answer.plan, answer.active, reader, writer, answer.entry,
             self.runtime.rng, self.latency_scale,
         )
+
+
+def _started(conn: h11.Connection) -> bool:
+    """Bytes of a request are buffered but it is not complete yet."""
+    return bool(conn.trailing_data[0])
+
+
+async def _refuse(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+    """A plain-text error written by hand (h11's state may be ERROR), then close."""
+    from http import HTTPStatus
+
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Error"
+    body = (text.replace("\r", " ").replace("\n", " ")[:200] + "\n").encode("utf-8", "replace")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\nServer: realprobe-sandbox\r\n\r\n"
+    )
+    writer.write(head.encode("latin-1") + body)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(writer.drain(), 2)
+    writer.close()
 
 
 class SandboxThread:

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from realprobe.errors import RealprobeError
+from realprobe.secrets import scrub_row
 from realprobe.store import Store, default_vantage, schema_version, set_schema_version
 
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
@@ -127,6 +128,10 @@ class TaskStore:
         self.db.table("task_steps").create_index(["run_id", "idx"], if_not_exists=True)
 
     def insert_run(self, row: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        """One run and its steps; secrets (the LLM key, secret arguments, keys in URLs or in
+        the final message) are scrubbed before anything reaches the file."""
+        row = scrub_row(row)
+        steps = [scrub_row(s) for s in steps]
         row = {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()}
         row.setdefault("source", "task")
         row.setdefault("vantage", default_vantage())

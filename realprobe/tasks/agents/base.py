@@ -9,6 +9,7 @@ from typing import Protocol
 import httpx
 
 from realprobe.adapters import Catalog
+from realprobe.secrets import remember
 from realprobe.tasks.agents.limits import LlmLimiter
 from realprobe.tasks.model import Task
 from realprobe.tasks.state import RunState, ToolBox
@@ -24,6 +25,9 @@ class LlmSettings:
     #: strict function calling: True always, False never, None tries it and falls back
     #: to plain tools when the endpoint rejects strict schemas
     strict_tools: bool | None = None
+
+    def __post_init__(self) -> None:
+        remember(self.api_key)  # the key is never written, even if the model echoes it
 
 
 @dataclass

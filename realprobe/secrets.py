@@ -1,0 +1,514 @@
+"""The one scrubber: what counts as a secret, and how it is removed from anything written.
+
+Three ways a value is known to be secret:
+
+- by name: a header, query parameter, form field or JSON field whose name holds a secret-like
+  word (key, token, secret, sig/signature, session, password, auth, credential, access,
+  bearer, cookie, ...; `accessKey`, `sig_v2`, `session_id` and `X-Api-Key` all count), plus
+  `code` and `state` in OAuth redirects;
+- by declaration: inputs marked `secret = true` in the catalogue, and the LLM key, are
+  `remember`ed in this process (memory only, never written) when they are used;
+- by environment: long values of `*_KEY`, `*_TOKEN`, `*_SECRET`, ... variables.
+
+Every such value is then removed wherever it is echoed: raw, percent-encoded (either case,
+`+` for spaces), JSON-escaped and base64-encoded (standard and URL-safe, at any alignment).
+Cassettes (replay/scrub.py), database rows (`scrub_row`), logs (`LogScrubber`) all use this.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
+
+PLACEHOLDER = "REDACTED"
+
+#: words that make a name secret wherever they appear in it (split at _ - . and camelCase)
+SECRET_WORDS = frozenset({
+    "key", "apikey", "token", "secret", "sig", "signature", "session", "sessionid", "sessid",
+    "phpsessid", "jsessionid", "sid", "password", "passwd", "pwd", "passphrase", "auth",
+    "authorization", "credential", "access", "bearer", "cookie", "jwt", "otp", "xsrf", "csrf",
+    "appid", "hmac", "privatekey", "accesskey", "secretkey", "authtoken", "accesstoken",
+    "verifier", "assertion", "passcode",
+})
+PLURALS = frozenset({"credentials", "secrets", "cookies", "passwords", "signatures", "sessions"})
+#: secret only in OAuth redirects (elsewhere `code` is a country code, `state` a region)
+OAUTH_WORDS = frozenset({"code", "state"})
+OAUTH_HINT_PARAMS = frozenset({"redirect_uri", "client_id", "scope", "session_state", "id_token"})
+OAUTH_PATH_RE = re.compile(r"(?i)(oauth|callback|authori[sz]e|redirect|signin|sign-in|login|sso)")
+#: headers with a secret-looking word that are not secrets
+PUBLIC_HEADER_PREFIXES = ("access-control-", "www-authenticate", "proxy-authenticate")
+URL_HEADERS = ("location", "content-location", "link", "refresh")
+ENV_NAME_RE = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)")
+
+MIN_FOUND = 6  # a value found by name is removed elsewhere only from this length on
+MIN_DECLARED = 4  # declared secrets (catalogue `secret = true`, the LLM key)
+MIN_ENV = 12
+REGISTRY_MAX = 4096
+
+_WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+@lru_cache(maxsize=4096)
+def words(name: str) -> tuple[str, ...]:
+    """`X-Api-Key` -> (x, api, key); `accessKey` -> (access, key); `sig_v2` -> (sig, v, 2)."""
+    out = []
+    for w in _WORD_RE.findall(name):
+        low = w.lower()
+        if low in PLURALS:
+            low = low[:-1]  # credentials, secrets (but `prompt_tokens` is a count)
+        out.append(low)
+    return tuple(out)
+
+
+def secret_name(name: str, extra: Iterable[str] = ()) -> bool:
+    """A header/parameter/field name that holds a secret (OAuth `code`/`state` aside)."""
+    low = name.strip().lower()
+    if low in (e.lower() for e in extra):
+        return True
+    flat = re.sub(r"[^a-z0-9]", "", low)
+    if flat in SECRET_WORDS:
+        return True
+    ws = words(name.strip())
+    if any(w in SECRET_WORDS for w in ws):
+        return True
+    return "api" in ws and "key" in ws
+
+
+def secret_field(name: str, extra: Iterable[str] = (), *, response: bool = False) -> bool:
+    """A JSON field name that holds a secret. In response data a bare `key` is an identifier
+    (an activity key, a dictionary key), not a credential."""
+    if response and name.strip().lower() == "key":
+        return False
+    return secret_name(name, extra)
+
+
+def secret_header(name: str, extra: Iterable[str] = ()) -> bool:
+    low = name.strip().lower()
+    if low.startswith(PUBLIC_HEADER_PREFIXES):
+        return False
+    return secret_name(name, extra)
+
+
+# -- values declared secret in this process ------------------------------------------------
+
+
+class _Registry:
+    """Declared secret values, newest kept; memory only."""
+
+    def __init__(self) -> None:
+        self._values: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.version = 0
+
+    def add(self, value: str) -> None:
+        with self._lock:
+            if value in self._values:
+                self._values.move_to_end(value)
+                return
+            self._values[value] = None
+            while len(self._values) > REGISTRY_MAX:
+                self._values.popitem(last=False)
+            self.version += 1
+
+    def values(self) -> list[str]:
+        with self._lock:
+            return list(self._values)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+            self.version += 1
+
+
+_REGISTRY = _Registry()
+
+
+def remember(*values: object) -> None:
+    """Declare values secret for this process: they are removed from anything written."""
+    for v in values:
+        if v is None or isinstance(v, bool):
+            continue
+        text = str(v)
+        if len(text) >= MIN_DECLARED and text != PLACEHOLDER:
+            _REGISTRY.add(text)
+
+
+def forget_all() -> None:
+    """Tests only: drop every declared value."""
+    _REGISTRY.clear()
+
+
+_ENV_CACHE: tuple[tuple[int, float], list[str]] | None = None
+ENV_TTL_S = 1.0
+
+
+def env_secrets() -> list[str]:
+    """Long values of secret-named environment variables (rescanned when the environment
+    grows or shrinks, and at most every second otherwise)."""
+    global _ENV_CACHE
+    import time
+
+    now = time.monotonic()
+    if _ENV_CACHE is not None:
+        (size, at), values = _ENV_CACHE
+        if size == len(os.environ) and now - at < ENV_TTL_S:
+            return list(values)
+    values = [
+        v for k, v in os.environ.items()
+        if ENV_NAME_RE.search(k) and len(v) >= MIN_ENV and not v.startswith(("/", "."))
+    ]
+    _ENV_CACHE = ((len(os.environ), now), values)
+    return list(values)
+
+
+def known_secrets(*, from_environment: bool = True) -> list[str]:
+    """Declared values plus (by default) secret-looking environment values."""
+    out = _REGISTRY.values()
+    if from_environment:
+        out.extend(env_secrets())
+    return out
+
+
+# -- echoes: how one value may be reflected ------------------------------------------------
+
+
+def _b64_cores(raw: bytes) -> list[str]:
+    """Base64 text of `raw` at the three byte alignments, trimmed to the characters that do not
+    depend on the neighbouring bytes (so an echo inside a longer base64 string is found)."""
+    out: list[str] = []
+    for k in range(3):
+        enc = base64.b64encode(b"\0" * k + raw).decode("ascii")
+        full = 4 * ((k + len(raw)) // 3)
+        core = enc[(0, 2, 3)[k]:full]
+        if len(core) >= 6:
+            out.append(core)
+    return out
+
+
+@lru_cache(maxsize=8192)
+def echoes(value: str) -> tuple[str, ...]:
+    """Every form in which `value` may appear in a written file, longest first."""
+    raw = value.encode("utf-8")
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value), quote(value, safe="/:")}
+    forms |= {f.replace("%", "%25") for f in list(forms) if "%" in f}  # encoded twice
+    forms |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), f) for f in list(forms)}
+    forms.add(json.dumps(value)[1:-1])
+    forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
+    forms.add(value.replace("/", "\\/"))
+    std = base64.b64encode(raw).decode("ascii")
+    url = base64.urlsafe_b64encode(raw).decode("ascii")
+    forms |= {std, std.rstrip("="), url, url.rstrip("="), quote(std, safe="")}
+    for core in _b64_cores(raw):
+        forms |= {core, core.replace("+", "-").replace("/", "_"), quote(core, safe="")}
+    forms.discard("")
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+class Redactor:
+    """Replaces a set of secret values, in every echo form, with the placeholder."""
+
+    def __init__(self, values: Iterable[str], placeholder: str = PLACEHOLDER) -> None:
+        forms: set[str] = set()
+        for v in values:
+            if v and v != placeholder:
+                forms.update(f for f in echoes(v) if f != placeholder and len(f) >= 4)
+        ordered = sorted(forms, key=len, reverse=True)
+        self.placeholder = placeholder
+        self.forms = ordered
+        self._text = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._bytes = (
+            re.compile(b"|".join(re.escape(f.encode("utf-8")) for f in ordered))
+            if ordered else None
+        )
+
+    def __bool__(self) -> bool:
+        return self._text is not None
+
+    def text(self, s: str) -> str:
+        if self._text is None or not s:
+            return s
+        return self._text.sub(self.placeholder, s)
+
+    def data(self, b: bytes) -> bytes:
+        if self._bytes is None or not b:
+            return b
+        return self._bytes.sub(self.placeholder.encode(), b)
+
+    def count(self, s: str) -> int:
+        return 0 if self._text is None else len(self._text.findall(s))
+
+
+# -- URLs, query strings, free text ---------------------------------------------------------
+
+_PAIR_RE = re.compile(r"(?P<k>[A-Za-z0-9_.\-\[\]]+)=(?P<v>[^&\s\"'<>#;,]+)")
+_JSON_PAIR_RE = re.compile(r"\"(?P<k>[A-Za-z0-9_.\-]+)\"\s*:\s*\"(?P<v>(?:[^\"\\]|\\.)*)\"")
+_SCHEME_RE = re.compile(r"(?i)\b(bearer|basic|token|digest)\s+(?P<v>[A-Za-z0-9._~+/=\-]{6,})")
+_USERINFO_RE = re.compile(r"(?i)\b(https?://[^\s/:@]*):(?P<v>[^\s/@]+)@")
+
+
+def oauth_query(names: Iterable[str], path: str = "", *, redirect: bool = False) -> bool:
+    """Do `code`/`state` here look like an OAuth redirect's?"""
+    low = {n.lower() for n in names}
+    if not low & OAUTH_WORDS:
+        return False
+    return (
+        redirect
+        or {"code", "state"} <= low
+        or bool(low & OAUTH_HINT_PARAMS)
+        or bool(OAUTH_PATH_RE.search(path))
+    )
+
+
+def _decode_component(text: str) -> str:
+    from urllib.parse import unquote_plus
+
+    return unquote_plus(text)
+
+
+def scrub_query(
+    query: str, *, path: str = "", redirect: bool = False, extra: Iterable[str] = (),
+    found: list[str] | None = None, placeholder: str = PLACEHOLDER,
+) -> str:
+    """Secret parameters of a query (or form body) replaced in place; other bytes kept as is."""
+    if not query or "=" not in query:
+        return query
+    parts = re.split(r"([&;])", query)
+    names = [_decode_component(p.partition("=")[0]) for p in parts[::2]]
+    oauth = oauth_query(names, path, redirect=redirect)
+    extra = tuple(extra)
+    changed = False
+    for i in range(0, len(parts), 2):
+        k, eq, v = parts[i].partition("=")
+        name = _decode_component(k)
+        if not eq or not v or v == placeholder:
+            continue
+        if secret_name(name, extra) or (oauth and name.lower() in OAUTH_WORDS):
+            if found is not None:
+                found.append(_decode_component(v))
+                found.append(v)
+            parts[i] = f"{k}={placeholder}"
+            changed = True
+    return "".join(parts) if changed else query
+
+
+def scrub_url(
+    url: str, *, redirect: bool = False, extra: Iterable[str] = (),
+    found: list[str] | None = None, placeholder: str = PLACEHOLDER,
+) -> str:
+    """Secret query parameters (and OAuth `code`/`state`), fragment ones and userinfo replaced."""
+    if "?" not in url and "@" not in url and "#" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return scrub_text(url, found=found, placeholder=placeholder)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, colon, password = userinfo.partition(":")
+        if colon and password and password != placeholder:
+            if found is not None:
+                found.append(_decode_component(password))
+            netloc = f"{user}:{placeholder}@{host}"
+    query = scrub_query(
+        parts.query, path=parts.path, redirect=redirect, extra=extra, found=found,
+        placeholder=placeholder,
+    )
+    fragment = scrub_query(  # implicit-grant redirects carry tokens in the fragment
+        parts.fragment, path=parts.path, redirect=redirect, extra=extra, found=found,
+        placeholder=placeholder,
+    )
+    if (netloc, query, fragment) == (parts.netloc, parts.query, parts.fragment):
+        return url
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
+def scrub_text(
+    text: str, *, found: list[str] | None = None, redactor: Redactor | None = None,
+    placeholder: str = PLACEHOLDER,
+) -> str:
+    """Free text (an error message, a log line, a final answer): `name=value` and
+    `"name": "value"` pairs with secret names, `Bearer ...` credentials, URL passwords, then
+    every known secret value in any echo form."""
+    if not text:
+        return text
+    sink: list[str] = []
+    oauth = oauth_query(
+        (m.group("k") for m in _PAIR_RE.finditer(text)), text, redirect=False
+    ) if ("code=" in text or "state=" in text) else False
+
+    def pair(m: re.Match[str]) -> str:
+        k, v = m.group("k"), m.group("v")
+        if v == placeholder or not (secret_name(k) or (oauth and k.lower() in OAUTH_WORDS)):
+            return m.group(0)
+        sink.append(_decode_component(v))
+        sink.append(v)
+        return f"{k}={placeholder}"
+
+    def json_pair(m: re.Match[str]) -> str:
+        k, v = m.group("k"), m.group("v")
+        if not v or v == placeholder or not secret_name(k):
+            return m.group(0)
+        sink.append(v)
+        return m.group(0).replace(f'"{v}"', f'"{placeholder}"')
+
+    def scheme(m: re.Match[str]) -> str:
+        v = m.group("v")
+        if v == placeholder:
+            return m.group(0)
+        sink.append(v)
+        return m.group(0).replace(v, placeholder)
+
+    out = _PAIR_RE.sub(pair, text) if "=" in text else text
+    out = _JSON_PAIR_RE.sub(json_pair, out) if '"' in out else out
+    out = _SCHEME_RE.sub(scheme, out)
+    out = _USERINFO_RE.sub(lambda m: m.group(0).replace(":" + m.group("v"), ":" + placeholder)
+                           if m.group("v") != placeholder else m.group(0), out)
+    if found is not None:
+        found.extend(sink)
+    values = [s for s in sink if len(s) >= MIN_FOUND]
+    if values:
+        out = Redactor(values, placeholder).text(out)
+    if redactor is None:
+        redactor = default_redactor()
+    return redactor.text(out)
+
+
+_DEFAULT: tuple[tuple[int, frozenset[str]], Redactor] | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_redactor() -> Redactor:
+    """A Redactor for the declared values and the environment's secrets (cached)."""
+    global _DEFAULT
+    env = frozenset(env_secrets())
+    key = (_REGISTRY.version, env)
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT[0] != key:
+            _DEFAULT = (key, Redactor([*_REGISTRY.values(), *env]))
+        return _DEFAULT[1]
+
+
+# -- structured data and database rows ----------------------------------------------------
+
+
+def scrub_data(
+    obj: Any, *, redactor: Redactor | None = None, names: Iterable[str] = (),
+    inside: bool = False, response: bool = False,
+) -> Any:
+    """JSON-like data: values under secret names replaced (all leaves of a container under
+    one), every other string scrubbed as text."""
+    red = redactor if redactor is not None else default_redactor()
+    extra = tuple(names)
+    if isinstance(obj, Mapping):
+        out: dict[Any, Any] = {}
+        for k, v in obj.items():
+            hidden = inside or (
+                isinstance(k, str) and secret_field(k, extra, response=response)
+            )
+            out[k] = scrub_data(v, redactor=red, names=extra, inside=hidden, response=response)
+        return out
+    if isinstance(obj, list | tuple):
+        return [
+            scrub_data(v, redactor=red, names=extra, inside=inside, response=response)
+            for v in obj
+        ]
+    if inside and obj is not None and not isinstance(obj, bool) and str(obj) != "":
+        return PLACEHOLDER
+    if isinstance(obj, str):
+        if obj[:1] in ("{", "["):
+            return scrub_json_text(obj, red, response=response)
+        return scrub_text(obj, redactor=red)
+    return obj
+
+
+def scrub_json_text(
+    text: str, redactor: Redactor | None = None, *, response: bool = False
+) -> str:
+    """A string that may hold JSON: scrubbed as data when it parses, as text otherwise."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return scrub_text(text, redactor=redactor)
+    if not isinstance(data, dict | list):
+        return scrub_text(text, redactor=redactor)
+    clean = scrub_data(data, redactor=redactor, response=response)
+    if clean == data:
+        return text
+    return json.dumps(clean, ensure_ascii=False)
+
+
+def scrub_strings(obj: Any) -> Any:
+    """Printed output: every string scrubbed as text (URLs, `name=value`, declared values);
+    keys are kept, so schemas and tables keep their shape."""
+    if isinstance(obj, Mapping):
+        return {k: scrub_strings(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [scrub_strings(v) for v in obj]
+    if isinstance(obj, str):
+        return scrub_text(obj)
+    return obj
+
+
+def scrub_row(
+    row: Mapping[str, Any], *, keep: Iterable[str] = ("id", "run_id"),
+    response_fields: Iterable[str] = ("result", "data"),
+) -> dict[str, Any]:
+    """A database row with every secret out: JSON columns as data, text columns as text.
+    `response_fields` hold what an API returned (a bare `key` there is not a credential)."""
+    red = default_redactor()
+    kept = set(keep)
+    resp = set(response_fields)
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if k in kept or v is None or isinstance(v, bool | int | float):
+            out[k] = v
+        elif isinstance(v, str):
+            out[k] = (
+                scrub_json_text(v, red, response=k in resp) if v[:1] in ("{", "[")
+                else scrub_text(v, redactor=red)
+            )
+        else:
+            out[k] = scrub_data(v, redactor=red, response=k in resp)
+    return out
+
+
+class LogScrubber(logging.Filter):
+    """A logging filter: each record's message is scrubbed before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: leave it to logging to report
+            return True
+        clean = scrub_text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+__all__ = [
+    "PLACEHOLDER",
+    "LogScrubber",
+    "Redactor",
+    "default_redactor",
+    "echoes",
+    "known_secrets",
+    "remember",
+    "scrub_data",
+    "scrub_query",
+    "scrub_row",
+    "scrub_text",
+    "scrub_url",
+    "secret_header",
+    "secret_name",
+]
