@@ -15,10 +15,23 @@ description, so the model still sees them and the tool's own validation still ap
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from realprobe.adapters.tool import Tool
+from realprobe.adapters.spec import ApiSpec, ToolSpec
+
+
+class Tool(Protocol):
+    """What the exports read of a catalogue tool (`adapters.tool.Tool`)."""
+
+    name: str
+    spec: ToolSpec
+    api: ApiSpec
+
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
+
+    @property
+    def output_schema(self) -> dict[str, Any]: ...
 
 MCP_META_KEY = "realprobe/api"
 
