@@ -400,12 +400,18 @@ def notify(events: list[Event], webhooks: list[Webhook],
                     resp = client.post(hook.url, json=payload(event, hook.format),
                                        timeout=hook.timeout_s)
                     if resp.status_code >= 300:
-                        failures.append(f"{hook.url}: HTTP {resp.status_code}")
+                        failures.append(f"{_where(hook.url)}: HTTP {resp.status_code}")
                         undelivered.add(id(event))
                 except httpx.HTTPError as exc:
-                    failures.append(f"{hook.url}: {type(exc).__name__}: {exc}")
+                    failures.append(f"{_where(hook.url)}: {type(exc).__name__}")
                     undelivered.add(id(event))
     return [e for e in events if id(e) not in undelivered], failures
+
+
+def _where(url: str) -> str:
+    """A webhook named without its path: Slack-style URLs carry their secret there."""
+    u = httpx.URL(url)
+    return f"{u.scheme}://{u.host}{':' + str(u.port) if u.port else ''}/..."
 
 
 class CheckResult(BaseModel):
