@@ -17,7 +17,7 @@ from typing import Any
 
 from realprobe.adapters.catalog import default_catalog
 from realprobe.errors import RealprobeError
-from realprobe.replay.cassette import load_cassette
+from realprobe.replay.importers import load_cassette
 from realprobe.replay.verify import verify_cassette
 
 RESULTS = Path(__file__).parent / "results" / "input_limits.json"

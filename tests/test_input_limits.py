@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from realprobe import cli
-from realprobe.replay.cassette import CassetteError, load_cassette
+from realprobe.replay.cassette import CassetteError
+from realprobe.replay.importers import load_cassette
 from realprobe.replay.limits import expanded_size
 from tests.malformed_har import cases, corpus
 
