@@ -21,7 +21,7 @@ ROUNDS = 2
 async def run_session(catalog: Catalog, transport: TransportOptions) -> list[dict[str, Any]]:
     """Every tool with its first example, concurrently within a round; rounds in sequence, so
     identical requests repeat in a known order."""
-    service = McpService(catalog, ServiceOptions(transport=transport, timeout_s=0.3))
+    service = McpService(catalog, ServiceOptions(transport=transport, timeout_s=1.0))
     out: list[dict[str, Any]] = []
 
     async def one(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from realprobe.probes import PolitenessConfig, run_probes
 from realprobe.replay.modes import Mode, TransportOptions, make_client, make_sync_client
 from realprobe.replay.target import TargetKind
 from realprobe.store import SCHEMA_VERSION, Store, default_vantage, schema_version
-from realprobe.tasks.store import TaskStore
+from realprobe.tasks.store import TASK_SCHEMA_VERSION, TaskStore
 
 ZERO = PolitenessConfig(override=Politeness(min_interval_s=0, jitter_s=0))
 T0 = 1_790_000_000.0
@@ -519,7 +519,7 @@ def test_an_old_database_is_migrated_when_opened(tmp_path: Path) -> None:
         idx = {r[1] for r in store.conn.execute("PRAGMA index_list(probes)")}
         assert {"idx_probes_tool_started_ts", "idx_probes_run_id"} <= idx
         tasks = TaskStore(store)
-        assert schema_version(store.db, "tasks") == 2
+        assert schema_version(store.db, "tasks") == TASK_SCHEMA_VERSION
         got = {r["id"]: (r["target_kind"], r["source"]) for r in tasks.runs()}
         assert got == {"t1": ("sandbox", "task"), "t2": ("simulate", "task")}
         assert tasks.steps("t1")[0]["target_kind"] == "sandbox"
