@@ -58,6 +58,27 @@ def llm_cfg(server: ScriptedLLM, **extra: Any) -> RunConfig:
                      profile="calm", llm=settings, **extra)
 
 
+class PeakCounter:
+    """Wraps a responder: each answer takes `hold_s`; `peak` is the most in flight at once."""
+
+    def __init__(self, server: ScriptedLLM, hold_s: float) -> None:
+        self.answer = server.responder
+        assert self.answer is not None
+        self.hold_s, self.in_flight, self.peak = hold_s, 0, 0
+        self.lock = threading.Lock()
+        server.responder, server.delay_s = self, 0.0
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        time.sleep(self.hold_s)
+        with self.lock:
+            self.in_flight -= 1
+        assert self.answer is not None
+        return self.answer(body)
+
+
 def test_concurrency_divides_the_time_spent_waiting_for_the_model(
     catalog: Catalog, slow_llm: ScriptedLLM
 ) -> None:
@@ -65,51 +86,19 @@ def test_concurrency_divides_the_time_spent_waiting_for_the_model(
     against the ideal is measured in bench/tasks_concurrency.py, not timed here)."""
     import realprobe.tasks.agents.openai_native  # noqa: F401  (the SDK's import is not the test)
 
-    in_flight, peak = 0, 0
-    lock = threading.Lock()
-    answer = slow_llm.responder
-    assert answer is not None
-
-    def counting(body: dict[str, Any]) -> dict[str, Any]:
-        nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-        time.sleep(0.2)
-        with lock:
-            in_flight -= 1
-        return answer(body)
-
-    slow_llm.responder = counting
-    slow_llm.delay_s = 0.0
+    counter = PeakCounter(slow_llm, 0.2)
     tasks = list(TASKS.values())[:10]
     cfg = llm_cfg(slow_llm, repeat=4, concurrency=8)  # 40 runs, 2 requests each
     out = asyncio.run(run_batch(tasks, cfg, catalog))
     assert len(out) == 40 and len(slow_llm.requests) == 80
-    assert peak == 8
+    assert counter.peak == 8
 
 
 def test_llm_concurrency_limit_holds(catalog: Catalog, slow_llm: ScriptedLLM) -> None:
-    in_flight, peak = 0, 0
-    lock = threading.Lock()
-    answer = slow_llm.responder
-    assert answer is not None
-
-    def counting(body: dict[str, Any]) -> dict[str, Any]:
-        nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-        time.sleep(0.1)
-        with lock:
-            in_flight -= 1
-        return answer(body)
-
-    slow_llm.responder = counting
-    slow_llm.delay_s = 0.0
+    counter = PeakCounter(slow_llm, 0.1)
     cfg = llm_cfg(slow_llm, repeat=4, concurrency=8, llm_limits=LlmLimits(concurrency=2))
     asyncio.run(run_batch(list(TASKS.values())[:4], cfg, catalog))
-    assert peak == 2
+    assert counter.peak == 2
 
 
 def test_a_429_with_retry_after_pauses_every_run_then_they_go_on(
