@@ -28,12 +28,12 @@ from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.data import data_dir
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
-from realprobe.replay.client import ClientConfig
+from realprobe.replay.client import ClientConfig, HttpClient
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.transports import live_transport
 from realprobe.store import default_vantage
-from realprobe.tasks.agents import AgentContext, LlmSettings, make_agent
-from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimits
+from realprobe.tasks.agents import Agent, AgentContext, LlmSettings, make_agent
+from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimiter, LlmLimits
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
 from realprobe.tasks.scoring import Score, score_run
@@ -195,32 +195,65 @@ async def run_one(
     n_runs: int = 1,
     shared: Shared | None = None,
 ) -> RunOutcome:
+    """One task run in four steps: prepare (seed, cassette, client, tools, agent), run the
+    agent under the task's deadline, score what it did, and build the rows to store."""
+    run = prepare_run(
+        task, cfg, prompt, repeat, catalog, n_runs=n_runs,
+        shared=shared or Shared.for_config(cfg),
+    )
+    timing = await run_agent(run)
+    score = score_run(run.task, run.state)
+    return store_rows(run, score, timing, batch=batch)
+
+
+@dataclass
+class PreparedRun:
+    """Everything one run needs before the agent starts."""
+
+    task: Task
+    cfg: RunConfig
+    prompt: str
+    repeat: int
+    seed: int
+    cassette: Path | None
+    agent: Agent
+    clock: Clock
+    client: HttpClient
+    state: RunState
+    box: ToolBox
+    ctx: AgentContext
+    llm_transport: httpx.AsyncBaseTransport
+
+
+@dataclass(frozen=True)
+class RunTiming:
+    started_at: str  # ISO time, seconds
+    wall_s: float
+
+
+def prepare_run(
+    task: Task,
+    cfg: RunConfig,
+    prompt: str,
+    repeat: int,
+    catalog: Catalog,
+    *,
+    n_runs: int,
+    shared: Shared,
+) -> PreparedRun:
+    """The run's task (with the config's limits), seed, cassette, client, tools and agent."""
     task = with_overrides(task, cfg)
-    shared = shared or Shared.for_config(cfg)
     key = run_key(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     seed = run_seed(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     cassette = cassette_path(cfg, key, n_runs)
     agent = make_agent(cfg.agent, cfg.llm)
-    opts = TransportOptions(
-        mode=cfg.mode, sandbox=cfg.sandbox, profile=cfg.profile, seed=seed, cassette=cassette
-    )
     clock: Clock = VirtualClock(0.0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY) else RealClock()
-    limit = task.constraints.call_timeout_s
-    client = make_client(
-        catalog,
-        opts,
-        clock=clock,
-        config=ClientConfig(
-            deadline_s=limit, read_timeout_s=limit, connect_timeout_s=min(5.0, limit)
-        ),
-    )
+    client = run_client(task, cfg, catalog, seed=seed, cassette=cassette, clock=clock)
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
     polite = client.target.reaches_network
     box = ToolBox(catalog, client, task, state, polite=polite, gates=shared.gates)
-    llm_transport: httpx.AsyncBaseTransport = client.transport
-    if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
-        llm_transport = LlmPassthrough(cfg.llm.base_url, client.transport)
+    llm_transport = llm_transport_for(cfg, client.transport)
     ctx = AgentContext(
         task=task,
         prompt=prompt,
@@ -230,44 +263,102 @@ async def run_one(
         rng=random.Random(seed),
         llm=cfg.llm,
         llm_transport=llm_transport,
-        llm_limiter=(
-            shared.limiters.for_endpoint(cfg.llm.base_url, cfg.llm.model, cfg.llm_limits)
-            if cfg.llm is not None and shared.limiters is not None
-            else None
+        llm_limiter=llm_limiter_for(cfg, shared),
+    )
+    return PreparedRun(
+        task=task, cfg=cfg, prompt=prompt, repeat=repeat, seed=seed, cassette=cassette,
+        agent=agent, clock=clock, client=client, state=state, box=box, ctx=ctx,
+        llm_transport=llm_transport,
+    )
+
+
+def run_client(
+    task: Task, cfg: RunConfig, catalog: Catalog, *, seed: int, cassette: Path | None,
+    clock: Clock,
+) -> HttpClient:
+    """The run's tool client: the config's target, with the task's per-call limit."""
+    opts = TransportOptions(
+        mode=cfg.mode, sandbox=cfg.sandbox, profile=cfg.profile, seed=seed, cassette=cassette
+    )
+    limit = task.constraints.call_timeout_s
+    return make_client(
+        catalog,
+        opts,
+        clock=clock,
+        config=ClientConfig(
+            deadline_s=limit, read_timeout_s=limit, connect_timeout_s=min(5.0, limit)
         ),
     )
+
+
+def llm_transport_for(
+    cfg: RunConfig, tools: httpx.AsyncBaseTransport
+) -> httpx.AsyncBaseTransport:
+    """The LLM's transport: the tools' one, except in simulate mode where the LLM is real."""
+    if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
+        return LlmPassthrough(cfg.llm.base_url, tools)
+    return tools
+
+
+def llm_limiter_for(cfg: RunConfig, shared: Shared) -> LlmLimiter | None:
+    """The batch-wide limiter of the run's LLM endpoint, if the run uses an LLM."""
+    if cfg.llm is None or shared.limiters is None:
+        return None
+    return shared.limiters.for_endpoint(cfg.llm.base_url, cfg.llm.model, cfg.llm_limits)
+
+
+async def run_agent(run: PreparedRun) -> RunTiming:
+    """The agent under the task's overall deadline; how it ended goes to the run state.
+    The transports close either way (record mode writes the cassette then)."""
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
-        with DeadlineGuard(task.constraints.timeout_s, virtual=clock.virtual) as guard:
-            await agent.run(ctx)
+        with DeadlineGuard(run.task.constraints.timeout_s, virtual=run.clock.virtual) as guard:
+            await run.agent.run(run.ctx)
         if guard.expired:
-            state.termination = "deadline"
+            run.state.termination = "deadline"
     except Terminated as exc:
-        state.termination = exc.reason
+        run.state.termination = exc.reason
     finally:
-        if llm_transport is not client.transport:
-            await llm_transport.aclose()
-        await client.aclose()  # record mode writes the cassette here
-    wall = time.perf_counter() - t0
-    score = score_run(task, state)
+        if run.llm_transport is not run.client.transport:
+            await run.llm_transport.aclose()
+        await run.client.aclose()  # record mode writes the cassette here
+    return RunTiming(started_at, time.perf_counter() - t0)
+
+
+def store_rows(run: PreparedRun, score: Score, timing: RunTiming, *, batch: str) -> RunOutcome:
+    """The `task_runs` row and `task_steps` rows; a run that failed on infrastructure is
+    marked an error (it says nothing about the agent)."""
     run_id = uuid.uuid4().hex
-    steps = [s.as_row(run_id) for s in state.steps]
-    row: dict[str, Any] = {
+    steps = [s.as_row(run_id) for s in run.state.steps]
+    row = run_row(run, score, timing, run_id=run_id, batch=batch)
+    outcome = RunOutcome(row, steps, score, run.state)
+    cause = infrastructure_failure(outcome)
+    row["infra_error"] = cause
+    if cause is not None:
+        row["outcome"] = "error"  # says nothing about the agent: out of the scores
+    return outcome
+
+
+def run_row(
+    run: PreparedRun, score: Score, timing: RunTiming, *, run_id: str, batch: str
+) -> dict[str, Any]:
+    task, cfg, state, prompt = run.task, run.cfg, run.state, run.prompt
+    return {
         "id": run_id,
         "batch": batch,
-        "started_at": started_at,
+        "started_at": timing.started_at,
         "task": task.instance_id,
         "task_type": task.task_type,
         "agent": cfg.agent,
-        "model": agent.model,
+        "model": run.agent.model,
         "prompt": prompt,
         "flaw": prompt.split(":", 1)[1] if prompt.startswith("flawed:") else None,
         "mode": cfg.mode.value,
         "profile": cfg.profile or cfg.sandbox,
         "seed": cfg.seed,
-        "run_seed": seed,
-        "repeat": repeat,
+        "run_seed": run.seed,
+        "repeat": run.repeat,
         "outcome": score.outcome,
         "score": score.score,
         "grounded": int(score.grounded),
@@ -280,26 +371,20 @@ async def run_one(
         "optimal_calls": len(task.workflow.steps),
         "tokens_in": state.tokens_in,
         "tokens_out": state.tokens_out,
-        "wall_s": round(wall, 4),
-        "clock_s": round(box.elapsed(), 4),
+        "wall_s": round(timing.wall_s, 4),
+        "clock_s": round(run.box.elapsed(), 4),
         "termination": state.termination,
         "reasons": score.reasons,
         "conditions": score.conditions,
         "artifact": state.artifact,
         "final_message": state.final_message[:2000],
-        "cassette": str(cassette) if cassette else None,
-        "target_kind": client.target.kind.value,
-        "target": client.target.label,
+        "cassette": str(run.cassette) if run.cassette else None,
+        "target_kind": run.client.target.kind.value,
+        "target": run.client.target.label,
         "source": "task",
         "vantage": cfg.vantage or default_vantage(),
-        "resume_key": resume_key(task.instance_id, cfg, prompt, repeat),
+        "resume_key": resume_key(task.instance_id, cfg, prompt, run.repeat),
     }
-    outcome = RunOutcome(row, steps, score, state)
-    cause = infrastructure_failure(outcome)
-    row["infra_error"] = cause
-    if cause is not None:
-        row["outcome"] = "error"  # says nothing about the agent: out of the scores
-    return outcome
 
 
 def infrastructure_failure(res: RunOutcome) -> str | None:
