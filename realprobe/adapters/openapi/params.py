@@ -70,97 +70,157 @@ def read_parameter(
     where = str(p.get("in"))
     required = bool(p.get("required")) or where == "path"
     label = f"parameter {wire!r}"
-    if where in ("body", "formData"):
-        if required:
-            raise SkipOperation(f"{label} is a required request body ({where})")
-        notes.add(f"{label} ({where}) left out: request bodies are not sent")
-        return None
-    if where == "cookie" or where not in ("path", "query", "header"):
-        if required:
-            raise SkipOperation(f"required {label} in {where!r} is not supported")
-        notes.add(f"{label} in {where!r} left out")
-        return None
-    if where == "header" and wire.lower() in ("accept", "content-type", "authorization"):
-        return None  # the client sets these, and security schemes say how to authenticate
     secret = bool(SECRET_NAME_RE.search(wire)) and where in ("query", "header")
-    if secret and not include_auth:
-        if required:
-            raise SkipOperation(f"needs the credential {label}; --include-auth keeps it")
-        notes.add(f"optional credential {label} left out (--include-auth keeps it)")
+    if not _kept(p, wire, where, required, secret, label, notes, include_auth):
         return None
-    if p.get("deprecated") and not required:
-        notes.add(f"deprecated {label} left out")
+    schema = _parameter_schema(doc, p, label)
+    shape = _value_shape(doc, p, where, schema, required, notes, label)
+    if shape is None:
         return None
-
-    if doc.version == "2.0":
-        schema: dict[str, Any] = p
-    else:
-        raw_schema = p.get("schema")
-        if raw_schema is None and isinstance(p.get("content"), dict):
-            raw_schema = {"type": "string"}  # a serialised structure: pass it as text
-        try:
-            schema, _ = doc.deref(raw_schema or {})
-        except RefError as exc:
-            raise SkipOperation(f"{label}: {exc}") from None
-        if not isinstance(schema, dict):
-            schema = {}
-    kind, _ = schema_type(schema, notes, label)
-    field: dict[str, Any] = {}
-    item_schema: dict[str, Any] | None = None
-    joined = False
-    if kind == "array":
-        try:
-            items, _ = doc.deref(
-                schema.get("items") if isinstance(schema.get("items"), dict) else {}
-            )
-        except RefError as exc:
-            raise SkipOperation(f"{label} items: {exc}") from None
-        item_schema = items if isinstance(items, dict) else {}
-        sep = _separator(doc, p, where)
-        item_kind, _ = schema_type(item_schema, notes, label + " items")
-        if item_kind in ("object", "array"):
-            if required:
-                raise SkipOperation(f"{label} is an array of {item_kind}s")
-            notes.add(f"{label} (array of {item_kind}s) left out")
-            return None
-        if sep is None:
-            notes.add(f"{label}: array sent with explode=true; the tool sends one value")
-            kind, schema = item_kind or "string", item_schema
-        else:
-            joined = True
-            kind = "string"
-            _joined_field(field, item_schema, sep, notes, label)
-    elif kind == "object":
-        if required:
-            raise SkipOperation(f"{label} is an object ({p.get('style') or 'form'} style)")
-        notes.add(f"{label} (an object) left out")
-        return None
-    kind = kind or "string"
-    field["type"] = kind
-    if required:
-        field["required"] = True
-    if secret:
-        field["secret"] = True
-    if not joined:
-        _scalar_constraints(field, schema, kind, notes, label)
-    desc = clean_text(p.get("description") or schema.get("description"), FIELD_DESCRIPTION_LIMIT)
-    if joined:
-        desc = (desc + " " if desc else "") + field.pop("_list_hint")
-    if desc:
-        field["description"] = desc
-
-    example = _explicit_example(p, schema, item_schema, kind, joined, field, notes, label)
+    field = _input_field(p, shape, required, secret, notes, label)
+    example = _explicit_example(
+        p, shape.schema, shape.items, shape.kind, shape.joined, field, notes, label
+    )
     name = identifier(wire, taken)
     taken.add(name)
     derived = None
     if example is None and required:
-        derived = _derive(name, kind, field, schema)
+        derived = _derive(name, shape.kind, field, shape.schema)
         if derived is None:
             raise SkipOperation(f"no example for the required {label} and none can be derived")
-    order = ("type", "required", "secret", "description", "default", "enum", "minimum",
-             "maximum", "min_length", "max_length", "pattern")  # fmt: skip
-    field = {k: field[k] for k in sorted(field, key=lambda k: (*order, k).index(k))}
-    return Param(name, wire, where, field, example, derived)
+    return Param(name, wire, where, _in_field_order(field), example, derived)
+
+
+def _kept(
+    p: dict[str, Any],
+    wire: str,
+    where: str,
+    required: bool,
+    secret: bool,
+    label: str,
+    notes: Notes,
+    include_auth: bool,
+) -> bool:
+    """Whether the parameter becomes an input: bodies, cookies, client-set headers, left-out
+    credentials and optional deprecated ones do not (noted; skips the operation if required)."""
+    if where in ("body", "formData"):
+        if required:
+            raise SkipOperation(f"{label} is a required request body ({where})")
+        notes.add(f"{label} ({where}) left out: request bodies are not sent")
+        return False
+    if where == "cookie" or where not in ("path", "query", "header"):
+        if required:
+            raise SkipOperation(f"required {label} in {where!r} is not supported")
+        notes.add(f"{label} in {where!r} left out")
+        return False
+    if where == "header" and wire.lower() in ("accept", "content-type", "authorization"):
+        return False  # the client sets these, and security schemes say how to authenticate
+    if secret and not include_auth:
+        if required:
+            raise SkipOperation(f"needs the credential {label}; --include-auth keeps it")
+        notes.add(f"optional credential {label} left out (--include-auth keeps it)")
+        return False
+    if p.get("deprecated") and not required:
+        notes.add(f"deprecated {label} left out")
+        return False
+    return True
+
+
+def _parameter_schema(doc: Document, p: dict[str, Any], label: str) -> dict[str, Any]:
+    """The parameter's schema: the parameter itself in Swagger 2, its `schema` in OpenAPI 3."""
+    if doc.version == "2.0":
+        return p
+    raw_schema = p.get("schema")
+    if raw_schema is None and isinstance(p.get("content"), dict):
+        raw_schema = {"type": "string"}  # a serialised structure: pass it as text
+    try:
+        schema, _ = doc.deref(raw_schema or {})
+    except RefError as exc:
+        raise SkipOperation(f"{label}: {exc}") from None
+    return schema if isinstance(schema, dict) else {}
+
+
+@dataclass
+class _Shape:
+    """What the tool sends: a value of `kind` checked against `schema`, or (joined) one
+    string of array items that follow `items`."""
+
+    kind: str
+    schema: dict[str, Any]
+    items: dict[str, Any] | None = None
+    joined: bool = False
+    sep: str = ","
+
+
+def _value_shape(
+    doc: Document,
+    p: dict[str, Any],
+    where: str,
+    schema: dict[str, Any],
+    required: bool,
+    notes: Notes,
+    label: str,
+) -> _Shape | None:
+    """Scalars as they are; arrays joined into one string or sent as one item (explode);
+    objects and arrays of structures left out (None, noted)."""
+    kind, _ = schema_type(schema, notes, label)
+    if kind == "object":
+        if required:
+            raise SkipOperation(f"{label} is an object ({p.get('style') or 'form'} style)")
+        notes.add(f"{label} (an object) left out")
+        return None
+    if kind != "array":
+        return _Shape(kind or "string", schema)
+    try:
+        items, _ = doc.deref(schema.get("items") if isinstance(schema.get("items"), dict) else {})
+    except RefError as exc:
+        raise SkipOperation(f"{label} items: {exc}") from None
+    item_schema = items if isinstance(items, dict) else {}
+    sep = _separator(doc, p, where)
+    item_kind, _ = schema_type(item_schema, notes, label + " items")
+    if item_kind in ("object", "array"):
+        if required:
+            raise SkipOperation(f"{label} is an array of {item_kind}s")
+        notes.add(f"{label} (array of {item_kind}s) left out")
+        return None
+    if sep is None:
+        notes.add(f"{label}: array sent with explode=true; the tool sends one value")
+        return _Shape(item_kind or "string", item_schema, items=item_schema)
+    return _Shape("string", schema, items=item_schema, joined=True, sep=sep)
+
+
+def _input_field(
+    p: dict[str, Any], shape: _Shape, required: bool, secret: bool, notes: Notes, label: str
+) -> dict[str, Any]:
+    """The InputField mapping: type, required, secret, constraints and description."""
+    field: dict[str, Any] = {}
+    if shape.joined:
+        assert shape.items is not None
+        _joined_field(field, shape.items, shape.sep, notes, label)
+    field["type"] = shape.kind
+    if required:
+        field["required"] = True
+    if secret:
+        field["secret"] = True
+    if not shape.joined:
+        _scalar_constraints(field, shape.schema, shape.kind, notes, label)
+    desc = clean_text(
+        p.get("description") or shape.schema.get("description"), FIELD_DESCRIPTION_LIMIT
+    )
+    if shape.joined:
+        desc = (desc + " " if desc else "") + field.pop("_list_hint")
+    if desc:
+        field["description"] = desc
+    return field
+
+
+_FIELD_ORDER = ("type", "required", "secret", "description", "default", "enum", "minimum",
+                "maximum", "min_length", "max_length", "pattern")  # fmt: skip
+
+
+def _in_field_order(field: dict[str, Any]) -> dict[str, Any]:
+    """The field's keys in the catalogue's order (unknown keys last, by first seen)."""
+    return {k: field[k] for k in sorted(field, key=lambda k: (*_FIELD_ORDER, k).index(k))}
 
 
 def _separator(doc: Document, p: dict[str, Any], where: str) -> str | None:
