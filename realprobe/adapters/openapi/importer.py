@@ -11,7 +11,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import jsonschema
@@ -177,6 +177,24 @@ def _operation(
     names: set[str],
     notes: Notes,
 ) -> tuple[str, dict[str, Any]]:
+    """One operation as (base URL, tool mapping); SkipOperation says why it cannot be one."""
+    base = _base_url(doc, path_item, op, options)
+    params = _inputs(doc, path_item, op, options, notes)
+    tool_path, params = _bind_path(path, params, notes)
+    name = _tool_name(prefix, op, path, names)
+    title = clean_text(op.get("summary"), 80) or _humanize(name)
+    response, outputs, rules, fixtures = _responses(doc, op, notes, title)
+    tool = _tool_mapping(
+        name, title, _description(op, title, outputs), tool_path, params, response, outputs,
+        rules,
+    )
+    return base, _checked_tool(tool, base, fixtures, notes)
+
+
+def _base_url(
+    doc: Document, path_item: dict[str, Any], op: dict[str, Any], options: ImportOptions
+) -> str:
+    """`--base-url`, else the first absolute server URL the operation or document declares."""
     bases = (
         [options.base_url.rstrip("/")]
         if options.base_url
@@ -185,17 +203,29 @@ def _operation(
     bases = [b for b in bases if re.match(r"^https?://[^/\s]+(/[^\s]*)?$", b)]
     if not bases:
         raise SkipOperation("no absolute server URL (declare `servers` or pass --base-url)")
-    base = bases[0]
+    return bases[0]
 
+
+def _inputs(
+    doc: Document,
+    path_item: dict[str, Any],
+    op: dict[str, Any],
+    options: ImportOptions,
+    notes: Notes,
+) -> list[Param]:
+    """The operation's parameters that become inputs, then its credentials."""
     taken: set[str] = set()
     params: list[Param] = []
     for raw_param in collect(doc, path_item, op, notes):
         param = read_parameter(doc, raw_param, notes, taken, options.include_auth)
         if param is not None:
             params.append(param)
-    auth = _security(doc, op, options, taken, notes)
-    params += auth
+    return params + _security(doc, op, options, taken, notes)
 
+
+def _bind_path(path: str, params: list[Param], notes: Notes) -> tuple[str, list[Param]]:
+    """The tool's path with placeholders renamed to input names; path parameters that the
+    path does not hold are left out (noted)."""
     tool_path = path if path.startswith("/") else "/" + path
     by_wire = {(p.location, p.wire): p for p in params}
     for placeholder in re.findall(r"\{([^}]*)\}", tool_path):
@@ -208,17 +238,30 @@ def _operation(
     for p in params:
         if p.location == "path" and "{" + p.name + "}" not in tool_path:
             notes.add(f"path parameter {p.wire!r} is not in the path; left out")
-    params = [p for p in params if p.location != "path" or "{" + p.name + "}" in tool_path]
+    return tool_path, [p for p in params if p.location != "path" or "{" + p.name + "}" in tool_path]
 
-    name = _tool_name(prefix, op, path, names)
-    title = clean_text(op.get("summary"), 80) or _humanize(name)
+
+def _description(op: dict[str, Any], title: str, outputs: dict[str, Any]) -> str:
+    """The operation's description (or summary, or title), then what it returns."""
     description = clean_text(op.get("description")) or clean_text(op.get("summary"))
-    response, outputs, rules, fixtures = _responses(doc, op, notes, title)
     returns = ", ".join(list(outputs)[:12]) + (", …" if len(outputs) > 12 else "")
     description = (description or title).rstrip(".") + "."
     if returns:
         description += f" Returns: {returns}."
+    return description
 
+
+def _tool_mapping(
+    name: str,
+    title: str,
+    description: str,
+    tool_path: str,
+    params: list[Param],
+    response: str,
+    outputs: dict[str, Any],
+    rules: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The catalogue mapping of a GET tool, in the catalogue's key order."""
     tool: dict[str, Any] = {
         "name": name,
         "title": title,
@@ -240,6 +283,14 @@ def _operation(
     tool["examples"] = _examples(params)
     if rules:
         tool["soft_failures"] = rules
+    return tool
+
+
+def _checked_tool(
+    tool: dict[str, Any], base: str, fixtures: list[dict[str, Any]], notes: Notes
+) -> dict[str, Any]:
+    """The mapping as a valid tool: examples that pass its inputs, fixtures that fit its
+    output (or a note that one must be recorded)."""
     try:
         spec = ToolSpec.model_validate({**tool, "fixtures": []})
     except ValidationError as exc:
@@ -258,7 +309,7 @@ def _operation(
         tool["fixtures"] = good
     else:
         tool["no_fixture"] = "no response example in the description; record one"
-    return base, tool
+    return tool
 
 
 def _tool_name(prefix: str, op: dict[str, Any], path: str, names: set[str]) -> str:
@@ -423,28 +474,64 @@ def _success(responses: dict[str, Any]) -> tuple[str, Any] | None:
     return None
 
 
-def _responses(
-    doc: Document, op: dict[str, Any], notes: Notes, title: str
-) -> tuple[str, dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+class _Outputs(NamedTuple):
+    """What a tool returns, read from the operation's responses."""
+
+    response: str  # json | text
+    outputs: dict[str, Any]  # output fields
+    rules: list[dict[str, Any]]  # soft-failure rules
+    fixtures: list[dict[str, Any]]  # documentation examples as fixtures
+
+
+class _Media(NamedTuple):
+    mtype: str
+    media: dict[str, Any]  # a media type object: schema, example, examples
+
+
+def _whole_body() -> dict[str, Any]:
+    return {"body": {"type": "any", "from": "", "description": "The response body"}}
+
+
+def _responses(doc: Document, op: dict[str, Any], notes: Notes, title: str) -> _Outputs:
     """(json|text, output fields, soft-failure rules, example fixtures)."""
     raw = op.get("responses")
     responses = {str(k): v for k, v in raw.items()} if isinstance(raw, dict) else {}
     found = _success(responses)
-    body_field = {"body": {"type": "any", "from": "", "description": "The response body"}}
     if found is None:
         notes.add("no 2xx response documented; output is the whole body")
-        return "json", body_field, [], []
+        return _Outputs("json", _whole_body(), [], [])
     status, resp = found
+    success = _success_media(doc, status, resp, notes)
+    if isinstance(success, _Outputs):
+        return success
+    mtype, media = success
+    if mtype.startswith("text/") and "json" not in mtype:
+        text_field = {"type": "string", "from": "", "description": "The response text"}
+        return _Outputs("text", {"text": text_field}, [], [])
+    where = f"response {status}"
+    schema = media.get("schema")
+    if schema is None:
+        notes.add(f"{where} has no schema; output is the whole body")
+        outputs = _whole_body()
+    else:
+        outputs = output_fields(doc, schema, notes, where)
+    rules = soft_failure_rules(doc, schema, notes, where, title) if schema is not None else []
+    label = f"{op.get('operationId') or ''}".strip()
+    fixtures = _success_fixtures(doc, status, success, notes, label)
+    fixtures += _error_fixtures(doc, responses, notes, label)
+    return _Outputs("json", outputs, rules, fixtures)
+
+
+def _success_media(doc: Document, status: str, resp: Any, notes: Notes) -> _Media | _Outputs:
+    """The success response's media type and object, or the outputs when it has no body
+    to read (a JSON body of any shape, or a text body)."""
     try:
         resp, _ = doc.deref(resp)
     except RefError as exc:
         raise SkipOperation(f"response {status}: {exc}") from None
     if not isinstance(resp, dict):
-        return "json", body_field, [], []
-    fixtures: list[dict[str, Any]] = []
-    where = f"response {status}"
+        return _Outputs("json", _whole_body(), [], [])
     if doc.version == "2.0":
-        mtype = "application/json"
         schema = resp.get("schema")
         media: dict[str, Any] = {"schema": schema} if schema is not None else {}
         examples = resp.get("examples")
@@ -452,27 +539,32 @@ def _responses(
             for k, v in examples.items():
                 if "json" in str(k):
                     media["example"] = v
-    else:
-        mtype_opt, media_opt = _json_media(resp.get("content"))
-        if media_opt is None:
-            notes.add(f"{where} documents no body; output is the text body")
-            return "text", {"text": {"type": "string", "from": "", "optional": True}}, [], []
-        mtype, media = mtype_opt or "application/json", media_opt
-    if mtype.startswith("text/") and "json" not in mtype:
-        text_field = {"type": "string", "from": "", "description": "The response text"}
-        return "text", {"text": text_field}, [], []
-    schema = media.get("schema")
-    if schema is None:
-        notes.add(f"{where} has no schema; output is the whole body")
-        outputs = body_field
-    else:
-        outputs = output_fields(doc, schema, notes, where)
-    rules = soft_failure_rules(doc, schema, notes, where, title) if schema is not None else []
-    label = f"{op.get('operationId') or ''}".strip()
-    for ex_name, value in _media_examples(doc, media, notes, where):
-        fixtures.append(_doc_fixture(doc, value, mtype, int(status) if status.isdigit() else 200,
-                                     f"{where}{' example ' + repr(ex_name) if ex_name else ''}",
-                                     label))  # fmt: skip
+        return _Media("application/json", media)
+    mtype_opt, media_opt = _json_media(resp.get("content"))
+    if media_opt is None:
+        notes.add(f"response {status} documents no body; output is the text body")
+        return _Outputs("text", {"text": {"type": "string", "from": "", "optional": True}}, [], [])
+    return _Media(mtype_opt or "application/json", media_opt)
+
+
+def _success_fixtures(
+    doc: Document, status: str, success: _Media, notes: Notes, label: str
+) -> list[dict[str, Any]]:
+    """The success response's documented examples, as ok fixtures."""
+    where = f"response {status}"
+    code = int(status) if status.isdigit() else 200
+    fixtures: list[dict[str, Any]] = []
+    for ex_name, value in _media_examples(doc, success.media, notes, where):
+        ex_label = f" example {ex_name!r}" if ex_name else ""
+        fixtures.append(_doc_fixture(doc, value, success.mtype, code, where + ex_label, label))
+    return fixtures
+
+
+def _error_fixtures(
+    doc: Document, responses: dict[str, Any], notes: Notes, label: str
+) -> list[dict[str, Any]]:
+    """The 4xx/5xx responses' documented examples, as error fixtures with their code."""
+    fixtures: list[dict[str, Any]] = []
     for code_key in sorted(k for k in responses if re.fullmatch(r"[45]\d\d", k)):
         try:
             err_resp, _ = doc.deref(responses[code_key])
@@ -495,7 +587,7 @@ def _responses(
             code = code_for_status(int(code_key))
             if code is not None:
                 fixtures.append({**fx, "kind": "error", "code": code.value})
-    return "json", outputs, rules, fixtures
+    return fixtures
 
 
 def _media_examples(
