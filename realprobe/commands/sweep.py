@@ -50,74 +50,61 @@ def sweep_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from realprobe.tasks.sweep import run_sweep_file
 
-    from realprobe.commands.common import load_catalog
-    from realprobe.store import default_db_path
-    from realprobe.tasks.metrics import compare
-    from realprobe.tasks.store import TaskStore
-    from realprobe.tasks.sweep import load_sweep, run_sweep
-
-    if concurrency < 1:
-        raise RealprobeError(f"--concurrency must be at least 1 (got {concurrency})")
-    if executor not in ("local", "ray"):
-        raise RealprobeError(f"--executor {executor!r}: choose local or ray")
-    sweep = load_sweep(file)
-    path = db or default_db_path()
-    if not path.parent.is_dir():
-        raise RealprobeError(f"--db {path}: directory {path.parent} does not exist")
-    cat = load_catalog(catalog)
-    progress = Progress(
-        TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[infra]} infra errors"), TimeElapsedColumn(),
-        TextColumn("ETA"), TimeRemainingColumn(), console=err_console,
-        disable=as_json or not err_console.is_terminal,
-    )
-    bar = progress.add_task("runs", total=None, infra=0)
-    infra = 0
-
-    def planned(total: int, skipped: int) -> None:
-        progress.update(bar, total=total - skipped)
-        if skipped:
-            err_console.print(f"resume: {skipped} of {total} runs already stored complete")
-
-    def finished(f: object) -> None:
-        nonlocal infra
-        row = getattr(f, "row", {})
-        infra += row.get("infra_error") is not None
-        progress.update(bar, advance=1, infra=infra)
-
-    with progress:
-        summary = run_sweep(
-            sweep, path, catalog=cat, catalog_paths=[str(p) for p in catalog or []],
-            resume=resume, executor=executor, concurrency=concurrency, address=address,
-            on_planned=planned, on_done=finished,
+    progress = SweepProgress(disable=as_json or not err_console.is_terminal)
+    with progress.bar:
+        result = run_sweep_file(
+            file, db, catalog_paths=catalog, resume=resume, executor=executor,
+            concurrency=concurrency, address=address,
+            on_planned=progress.planned, on_done=progress.finished,
         )
-    from realprobe.store import Store
-
-    with Store(path) as store:
-        rows = TaskStore(store).runs()
-    table = compare(rows)
+    summary = result.summary
     if as_json:
-        print_json({"summary": summary.model_dump(), "models": table})
+        print_json({"summary": summary.model_dump(), "models": result.models})
     else:
         console.print(
             f"sweep {summary.batch}: {summary.ran} runs ({summary.skipped} skipped as "
             f"complete, {summary.infra_errors} infrastructure errors) -> {summary.db}"
         )
-        print_compare(table)
+        print_compare(result.models)
     if summary.ran and summary.infra_errors == summary.ran:
         raise RealprobeError(
             f"all {summary.ran} runs failed on infrastructure (see infra_error in the "
             "database); fix the endpoint and run again with --resume"
         )
+
+
+class SweepProgress:
+    """A bar of finished runs with the infrastructure errors so far and an ETA."""
+
+    def __init__(self, *, disable: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.bar = Progress(
+            TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[infra]} infra errors"), TimeElapsedColumn(),
+            TextColumn("ETA"), TimeRemainingColumn(), console=err_console, disable=disable,
+        )
+        self.task = self.bar.add_task("runs", total=None, infra=0)
+        self.infra = 0
+
+    def planned(self, total: int, skipped: int) -> None:
+        self.bar.update(self.task, total=total - skipped)
+        if skipped:
+            err_console.print(f"resume: {skipped} of {total} runs already stored complete")
+
+    def finished(self, f: object) -> None:
+        row = getattr(f, "row", {})
+        self.infra += row.get("infra_error") is not None
+        self.bar.update(self.task, advance=1, infra=self.infra)
 
 
 def print_compare(table: list[dict[str, object]]) -> None:

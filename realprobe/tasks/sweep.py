@@ -45,10 +45,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
 from realprobe.replay.modes import Mode
-from realprobe.store import Store
+from realprobe.store import Store, default_db_path
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.executors import Finished, Job, execute, jobs_for
+from realprobe.tasks.metrics import compare
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import RunConfig
@@ -257,3 +258,43 @@ def run_sweep(
                 batch=batch, catalog_paths=catalog_paths or [], address=address)
     return SweepSummary(batch=batch, planned=len(jobs), skipped=len(jobs) - len(todo),
                         ran=len(todo), infra_errors=infra, db=str(db))
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    summary: SweepSummary
+    models: list[dict[str, object]]  # every stored run compared by model, agent and target
+
+
+def run_sweep_file(
+    file: Path,
+    db: Path | None = None,
+    *,
+    catalog_paths: list[Path] | None = None,
+    resume: bool = False,
+    executor: str = "local",
+    concurrency: int = 4,
+    address: str | None = None,
+    on_planned: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Finished], None] | None = None,
+) -> SweepResult:
+    """Check the options, run the sweep FILE into `db` (default: the default database),
+    then compare every run the database holds."""
+    if concurrency < 1:
+        raise RealprobeError(f"--concurrency must be at least 1 (got {concurrency})")
+    if executor not in ("local", "ray"):
+        raise RealprobeError(f"--executor {executor!r}: choose local or ray")
+    sweep = load_sweep(file)
+    path = db or default_db_path()
+    if not path.parent.is_dir():
+        raise RealprobeError(f"--db {path}: directory {path.parent} does not exist")
+    catalog = Catalog.load(catalog_paths or [])
+    summary = run_sweep(
+        sweep, path, catalog=catalog, catalog_paths=[str(p) for p in catalog_paths or []],
+        resume=resume, executor=executor, concurrency=concurrency, address=address,
+        on_planned=on_planned, on_done=on_done,
+    )
+    with Store(path) as store:
+        rows = TaskStore(store).runs()
+    return SweepResult(summary, compare(rows))
+
