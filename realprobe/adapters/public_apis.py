@@ -9,13 +9,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
 from realprobe.adapters.spec import ApiSpec
+from realprobe.errors import RealprobeError
 
 SHIPPED_SOURCE = (
     "public-apis/public-apis README at commit c045a2eb505f0f8b7992bb4af53cc020f25003fd (MIT)"
@@ -159,3 +162,72 @@ def summary(candidates: list[Candidate]) -> dict[str, object]:
         "by_auth": dict(Counter(c.auth for c in candidates).most_common()),
         "by_category": dict(Counter(c.category for c in candidates).most_common()),
     }
+
+
+@dataclass(frozen=True)
+class CandidateFilter:
+    """Which candidates to keep (all of them by default)."""
+
+    no_auth: bool = False  # only APIs that need no key
+    https: bool = False  # only APIs served over HTTPS
+    cors: bool = False  # only APIs with CORS: Yes
+    category: str | None = None  # only this category (any case)
+    uncovered: bool = False  # only APIs the catalogue does not cover yet
+
+
+@dataclass(frozen=True)
+class CandidateList:
+    source: str  # where the list came from
+    candidates: list[Candidate]
+    summary: dict[str, object]
+
+
+def read_candidates(
+    file: Path | None = None,
+    *,
+    catalog_paths: list[Path] | None = None,
+    keep: CandidateFilter | None = None,
+) -> CandidateList:
+    """The public-apis list (the shipped copy, or FILE), marked against the catalogue (the
+    built-in one plus `catalog_paths`) and filtered."""
+    from realprobe.adapters.catalog import Catalog
+
+    text, source = _list_text(file)
+    found = parse(text)
+    if not found:
+        raise RealprobeError(f"{source}: no API tables found (is it the public-apis README?)")
+    found = mark_covered(found, Catalog.load(catalog_paths or []).apis.values())
+    found = filter_candidates(found, keep or CandidateFilter())
+    return CandidateList(source, found, summary(found))
+
+
+def _list_text(file: Path | None) -> tuple[str, str]:
+    if file is None:
+        return shipped_text(), SHIPPED_SOURCE
+    try:
+        return file.read_text(encoding="utf-8"), str(file)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RealprobeError(f"{file}: cannot read ({exc})") from exc
+
+
+def filter_candidates(found: list[Candidate], keep: CandidateFilter) -> list[Candidate]:
+    """The candidates `keep` selects; an unknown category is an error that lists them."""
+    if keep.category is not None:
+        categories = sorted({c.category for c in found})
+        match = [c for c in categories if c.lower() == keep.category.lower()]
+        if not match:
+            raise RealprobeError(
+                f"--category {keep.category!r}: not in the list; categories: "
+                f"{', '.join(categories)}"
+            )
+        found = [c for c in found if c.category == match[0]]
+    if keep.no_auth:
+        found = [c for c in found if not c.needs_key]
+    if keep.https:
+        found = [c for c in found if c.https]
+    if keep.cors:
+        found = [c for c in found if c.cors == "Yes"]
+    if keep.uncovered:
+        found = [c for c in found if not c.covered_by]
+    return found
+

@@ -3,10 +3,9 @@ the public-apis list."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,7 +19,6 @@ from realprobe.commands.common import (
 )
 from realprobe.errors import RealprobeError
 
-CATALOG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 app = typer.Typer(
     help="List the tool definitions; import OpenAPI descriptions; read the public-apis list.",
     no_args_is_help=False,
@@ -29,13 +27,8 @@ app = typer.Typer(
 )
 
 if TYPE_CHECKING:
-
-
-    from realprobe.adapters.openapi import (
-        ImportOptions,
-        ImportReport,
-    )
-
+    from realprobe.adapters.openapi import ImportReport
+    from realprobe.adapters.public_apis import CandidateList
 
 
 def register(parent: typer.Typer, list_cmd: Callable[..., None]) -> None:
@@ -61,99 +54,6 @@ def register(parent: typer.Typer, list_cmd: Callable[..., None]) -> None:
 
 
 # -- import-openapi ----------------------------------------------------------------------------
-
-
-def _fetch(url: str) -> str:
-    """A description by URL, through the project's one client (size-capped, redirects
-    checked; a loopback URL is allowed because the user named it)."""
-    from urllib.parse import urlsplit
-
-    from realprobe.adapters.catalog import Catalog
-    from realprobe.adapters.http import FetchFailure
-    from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
-    from realprobe.replay.client import ClientConfig, is_private_host
-    from realprobe.replay.modes import make_sync_client
-
-    config = ClientConfig(max_bytes=MAX_DOCUMENT_BYTES, deadline_s=60.0, read_timeout_s=30.0)
-    host = urlsplit(url).hostname or ""
-    with make_sync_client(Catalog([]), config=config) as client:
-        try:
-            got = client.fetch(
-                "GET",
-                url,
-                headers={"Accept": "application/json, application/yaml;q=0.9, */*;q=0.5"},
-                allow_private=is_private_host(host),
-            )
-        except FetchFailure as exc:
-            raise RealprobeError(f"{url}: cannot fetch ({exc.code.value}: {exc.message})") from exc
-    if got.status != 200:
-        raise RealprobeError(f"{url}: HTTP {got.status}, expected 200 with the description")
-    try:
-        return got.body.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise RealprobeError(f"{url}: the description is not UTF-8 text") from exc
-
-
-def _read_spec(spec: str) -> tuple[str, str | None]:
-    from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
-
-    if spec.startswith(("http://", "https://")):
-        return _fetch(spec), spec
-    path = Path(spec)
-    try:
-        size = path.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise RealprobeError(
-                f"{spec}: document is {size / 1e6:.1f} MB, over the "
-                f"{MAX_DOCUMENT_BYTES // (1024 * 1024)} MB limit"
-            )
-        return path.read_text(encoding="utf-8-sig"), None
-    except UnicodeDecodeError as exc:
-        raise RealprobeError(f"{spec}: not UTF-8 text") from exc
-    except OSError as exc:
-        raise RealprobeError(f"{spec}: cannot read ({exc.strerror})") from exc
-
-
-def run_import(specs: list[str], options: ImportOptions) -> list[ImportReport]:
-    from realprobe.adapters.openapi import import_openapi
-
-    reports = []
-    for spec in specs:
-        text, url = _read_spec(spec)
-        reports.append(import_openapi(text, spec, options, url=url))
-    ids = [a["id"] for r in reports for a in r.apis]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
-    if dup:
-        raise RealprobeError(
-            f"two descriptions give the same api id {dup[0]!r}; import them one at a time "
-            "with --api-id"
-        )
-    names = [t["name"] for r in reports for a in r.apis for t in a["tools"]]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise RealprobeError(f"two descriptions give the tool name {dup[0]!r}; use --prefix")
-    return reports
-
-
-def _clashes(apis: list[dict[str, Any]]) -> list[str]:
-    """One line per clash with the built-in catalogue."""
-    from realprobe.adapters.catalog import builtin_specs
-
-    builtin = builtin_specs()
-    ids = {a.id for a in builtin}
-    names = {t.name: a.id for a in builtin for t in a.tools}
-    out = []
-    for api in apis:
-        if api["id"] in ids:
-            out.append(
-                f"api id {api['id']!r} is also a built-in API: loading this file replaces the "
-                "built-in one's tools (pass --api-id to keep both)"
-            )
-        for tool in api["tools"]:
-            other = names.get(tool["name"])
-            if other and other != api["id"]:
-                out.append(f"tool {tool['name']!r} is also a built-in tool of {other!r}; --prefix")
-    return out
 
 
 @app.command("import-openapi")
@@ -193,15 +93,9 @@ def import_openapi_cmd(
 
     The file is what --catalog merges. Prints one line per operation skipped (and why) or read
     with warnings. Replaces the output file if it exists."""
-    from realprobe.adapters.catalog import Catalog, CatalogError, parse_catalog
-    from realprobe.adapters.openapi import ImportOptions, OpenApiError, catalog_text
+    from realprobe.adapters.openapi import ImportOptions
+    from realprobe.adapters.openapi.catalog_file import NothingImported, import_to_file
 
-    if api_id and len(spec) > 1:
-        raise RealprobeError("--api-id needs a single SPEC (each description is one API)")
-    if out.suffix not in CATALOG_SUFFIXES:
-        raise RealprobeError(f"--output {out}: use a .json, .yaml or .toml file name")
-    if base_url and not base_url.startswith(("http://", "https://")):
-        raise RealprobeError(f"--base-url {base_url!r}: expected an absolute http(s) URL")
     options = ImportOptions(
         api_id=api_id,
         prefix=prefix,
@@ -211,33 +105,16 @@ def import_openapi_cmd(
         category=category,
     )
     try:
-        reports = run_import(spec, options)
-    except OpenApiError as exc:
-        raise RealprobeError(str(exc)) from exc
-    apis = [a for r in reports for a in r.apis]
-    if not apis:
-        for r in reports:
+        result = import_to_file(spec, out, options)
+    except NothingImported as exc:
+        for r in exc.reports:
             _print_notes(r)
-        if select and not any(r.skipped for r in reports):
-            raise RealprobeError(f"no operation matches --select {' '.join(select)}")
-        raise RealprobeError("no operation could be imported; nothing written")
-    text = catalog_text(apis, out.suffix)
-    try:
-        # what we write must load as a catalogue, tools and examples included
-        Catalog(parse_catalog(json.loads(json.dumps({"apis": apis})), str(out)))
-    except CatalogError as exc:
-        raise RealprobeError(f"internal: the imported catalogue does not load: {exc}") from exc
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"--output {out}: cannot write ({exc.strerror})") from exc
-    clashes = _clashes(apis)
+        raise
     if as_json:
-        print_json({"output": str(out), "reports": [r.as_json() for r in reports],
-                    "clashes": clashes})  # fmt: skip
+        print_json({"output": str(out), "reports": [r.as_json() for r in result.reports],
+                    "clashes": result.clashes})  # fmt: skip
         return
-    for r in reports:
+    for r in result.reports:
         _print_notes(r)
         console.print(
             f"{r.origin}: OpenAPI {r.version} {r.title!r}: {r.tools} tools"
@@ -246,11 +123,11 @@ def import_openapi_cmd(
             soft_wrap=True,
             highlight=False,
         )
-    for line in clashes:
+    for line in result.clashes:
         _line(f"note: {line}")
-    total = sum(r.tools for r in reports)
     console.print(
-        f"wrote {total} tools over {len(apis)} APIs to {out}; use it with --catalog {out}",
+        f"wrote {result.tools} tools over {len(result.apis)} APIs to {out}; "
+        f"use it with --catalog {out}",
         soft_wrap=True,
         highlight=False,
     )  # fmt: skip
@@ -300,6 +177,7 @@ def record_fixtures_cmd(
     A tool that answers no body is marked so; the sandbox then answers it with "no fixture"."""
     from realprobe.adapters.catalog import parse_catalog, read_catalog_file
     from realprobe.adapters.openapi import catalog_text
+    from realprobe.adapters.openapi.catalog_file import CATALOG_SUFFIXES
     from realprobe.replay.fixture_recording import record_fixtures
 
     if sandbox and upstream:
@@ -368,58 +246,38 @@ def public_apis_cmd(
     Reads the copy shipped with realprobe, or FILE (a newer public-apis README). Says which
     APIs the catalogue covers, which can be profiled without a key, and which need an OpenAPI
     description (or a key) to go further."""
-    from rich.table import Table
+    from realprobe.adapters.public_apis import CandidateFilter, read_candidates
 
-    from realprobe.adapters import public_apis as pa
-    from realprobe.commands.common import load_catalog
-
-    if file is None:
-        text, source = pa.shipped_text(), pa.SHIPPED_SOURCE
-    else:
-        try:
-            text, source = file.read_text(encoding="utf-8"), str(file)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise RealprobeError(f"{file}: cannot read ({exc})") from exc
-    found = pa.parse(text)
-    if not found:
-        raise RealprobeError(f"{source}: no API tables found (is it the public-apis README?)")
-    cat = load_catalog(catalog)
-    found = pa.mark_covered(found, cat.apis.values())
-    categories = sorted({c.category for c in found})
-    if category is not None:
-        match = [c for c in categories if c.lower() == category.lower()]
-        if not match:
-            raise RealprobeError(
-                f"--category {category!r}: not in the list; categories: {', '.join(categories)}"
-            )
-        found = [c for c in found if c.category == match[0]]
-    if no_auth:
-        found = [c for c in found if not c.needs_key]
-    if https:
-        found = [c for c in found if c.https]
-    if cors:
-        found = [c for c in found if c.cors == "Yes"]
-    if uncovered:
-        found = [c for c in found if not c.covered_by]
-    summary = pa.summary(found)
+    keep = CandidateFilter(
+        no_auth=no_auth, https=https, cors=cors, category=category, uncovered=uncovered
+    )
+    found = read_candidates(file, catalog_paths=catalog, keep=keep)
     if as_json:
         print_json({
-            "source": source,
-            "summary": summary,
+            "source": found.source,
+            "summary": found.summary,
             "candidates": [
-                {**c.model_dump(), "status": c.status, "next_step": c.next_step} for c in found
+                {**c.model_dump(), "status": c.status, "next_step": c.next_step}
+                for c in found.candidates
             ],
         })  # fmt: skip
         return
-    table = Table(title=f"{len(found)} public APIs ({source})")
+    _print_candidates(found)
+
+
+def _print_candidates(found: CandidateList) -> None:
+    """The candidates as a table, then what each status means for the next step."""
+    from rich.table import Table
+
+    table = Table(title=f"{len(found.candidates)} public APIs ({found.source})")
     for col in ("api", "category", "auth", "https", "cors", "status", "description"):
         table.add_column(col, overflow="fold")
-    for c in found:
+    for c in found.candidates:
         status = f"covered ({c.covered_by})" if c.covered_by else c.status
         table.add_row(c.name, c.category, c.auth, "yes" if c.https else "no", c.cors, status,
                       c.description[:60])  # fmt: skip
     console.print(table)
-    by_status = summary["by_status"]
+    by_status = found.summary["by_status"]
     assert isinstance(by_status, dict)
     console.print(
         f"{by_status.get('covered', 0)} covered by the catalogue; "

@@ -29,7 +29,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from realprobe.monitor.aggregate import LATENCY_BUCKETS_S, Aggregator
+from realprobe.monitor.aggregate import LATENCY_BUCKETS_S, Aggregator, Series
 from realprobe.probes.stats import wilson
 
 SERIES_LABELS = ["tool", "api", "target_kind", "vantage"]
@@ -57,62 +57,10 @@ class ProbeCollector(Collector):
     def collect(self) -> Iterator[Any]:
         self.agg.refresh()
         now = float(self.clock())
-        snapshot = self.agg.snapshot()
-        calls = CounterMetricFamily(
-            "realprobe_calls", "Stored calls by outcome and error code.",
-            labels=[*SERIES_LABELS, "outcome", "code"],
-        )
-        latency = HistogramMetricFamily(
-            "realprobe_latency_seconds", "Latency of successful calls.", labels=SERIES_LABELS
-        )
-        ratio = GaugeMetricFamily(
-            "realprobe_success_ratio",
-            f"Success ratio over the last {self.window_s:g}s.",
-            labels=SERIES_LABELS,
-        )
-        lower = GaugeMetricFamily(
-            "realprobe_success_ratio_lower", "Lower bound of the 95% Wilson interval.",
-            labels=SERIES_LABELS,
-        )
-        upper = GaugeMetricFamily(
-            "realprobe_success_ratio_upper", "Upper bound of the 95% Wilson interval.",
-            labels=SERIES_LABELS,
-        )
-        window = GaugeMetricFamily(
-            "realprobe_window_calls", "Calls in the success-ratio window.", labels=SERIES_LABELS
-        )
-        last = GaugeMetricFamily(
-            "realprobe_last_call_timestamp_seconds", "Start of the last stored call.",
-            labels=SERIES_LABELS,
-        )
-        last_ok = GaugeMetricFamily(
-            "realprobe_last_success_timestamp_seconds", "Start of the last successful call.",
-            labels=SERIES_LABELS,
-        )
-        for key, s in sorted(snapshot.items()):
-            values = list(key)
-            for (outcome, code), count in sorted(s.calls.items()):
-                if count > 0:
-                    calls.add_metric([*values, outcome, code], count)
-            cumulative, buckets = 0, []
-            for bound, count in zip(
-                [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"], s.buckets, strict=True
-            ):
-                cumulative += count
-                buckets.append((bound, cumulative))
-            latency.add_metric(values, buckets, max(s.latency_sum_s, 0.0))
-            n, k = s.window(now - self.window_s)
-            window.add_metric(values, n)
-            if n > 0:
-                lo, hi = wilson(k, n)
-                ratio.add_metric(values, k / n)
-                lower.add_metric(values, lo)
-                upper.add_metric(values, hi)
-            if s.last_ts is not None:
-                last.add_metric(values, s.last_ts)
-            if s.last_ok_ts is not None:
-                last_ok.add_metric(values, s.last_ok_ts)
-        yield from (calls, latency, ratio, lower, upper, window, last, last_ok)
+        families = SeriesFamilies(self.window_s)
+        for key, series in sorted(self.agg.snapshot().items()):
+            families.add(list(key), series, since=now - self.window_s)
+        yield from families.all()
         yield from self._tls(now)
         yield from self._budgets(now)
         yield from self._health()
@@ -174,6 +122,79 @@ class ProbeCollector(Collector):
         series = GaugeMetricFamily("realprobe_exporter_series", "Distinct label sets.")
         series.add_metric([], len(agg.series))
         yield series
+
+
+class SeriesFamilies:
+    """The per-series families: calls, latency histogram, windowed success ratio with its
+    Wilson bounds, and the last call and last success."""
+
+    def __init__(self, window_s: float) -> None:
+        self.calls = CounterMetricFamily(
+            "realprobe_calls", "Stored calls by outcome and error code.",
+            labels=[*SERIES_LABELS, "outcome", "code"],
+        )
+        self.latency = HistogramMetricFamily(
+            "realprobe_latency_seconds", "Latency of successful calls.", labels=SERIES_LABELS
+        )
+        self.ratio = GaugeMetricFamily(
+            "realprobe_success_ratio",
+            f"Success ratio over the last {window_s:g}s.",
+            labels=SERIES_LABELS,
+        )
+        self.lower = GaugeMetricFamily(
+            "realprobe_success_ratio_lower", "Lower bound of the 95% Wilson interval.",
+            labels=SERIES_LABELS,
+        )
+        self.upper = GaugeMetricFamily(
+            "realprobe_success_ratio_upper", "Upper bound of the 95% Wilson interval.",
+            labels=SERIES_LABELS,
+        )
+        self.window = GaugeMetricFamily(
+            "realprobe_window_calls", "Calls in the success-ratio window.", labels=SERIES_LABELS
+        )
+        self.last = GaugeMetricFamily(
+            "realprobe_last_call_timestamp_seconds", "Start of the last stored call.",
+            labels=SERIES_LABELS,
+        )
+        self.last_ok = GaugeMetricFamily(
+            "realprobe_last_success_timestamp_seconds", "Start of the last successful call.",
+            labels=SERIES_LABELS,
+        )
+
+    def add(self, values: list[str], s: Series, *, since: float) -> None:
+        """One series (its label values) into every family; the ratio counts calls after
+        `since`."""
+        for (outcome, code), count in sorted(s.calls.items()):
+            if count > 0:
+                self.calls.add_metric([*values, outcome, code], count)
+        self.latency.add_metric(values, _cumulative_buckets(s), max(s.latency_sum_s, 0.0))
+        n, k = s.window(since)
+        self.window.add_metric(values, n)
+        if n > 0:
+            lo, hi = wilson(k, n)
+            self.ratio.add_metric(values, k / n)
+            self.lower.add_metric(values, lo)
+            self.upper.add_metric(values, hi)
+        if s.last_ts is not None:
+            self.last.add_metric(values, s.last_ts)
+        if s.last_ok_ts is not None:
+            self.last_ok.add_metric(values, s.last_ok_ts)
+
+    def all(self) -> tuple[Any, ...]:
+        return (self.calls, self.latency, self.ratio, self.lower, self.upper, self.window,
+                self.last, self.last_ok)  # fmt: skip
+
+
+def _cumulative_buckets(s: Series) -> list[tuple[str, float]]:
+    """Prometheus histogram buckets: (upper bound, calls at or under it), +Inf last."""
+    cumulative = 0
+    buckets: list[tuple[str, float]] = []
+    for bound, count in zip(
+        [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"], s.buckets, strict=True
+    ):
+        cumulative += count
+        buckets.append((bound, cumulative))
+    return buckets
 
 
 def budget_used(agg: Aggregator, day: str) -> dict[str, int]:

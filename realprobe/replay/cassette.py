@@ -428,23 +428,41 @@ def from_json_data(data: dict[str, Any], label: str) -> Cassette:
             f"{label}: vcrpy cassette version {version!r}; realprobe reads version {VCR_VERSION}"
         )
     raw_section = data.get("realprobe")
-    section = _Section.model_validate({})
-    if raw_section is not None:
-        if not isinstance(raw_section, dict):
-            raise CassetteError(f"{label}: the `realprobe` section must be a mapping")
-        fv = raw_section.get("format_version", FORMAT_VERSION)
-        if isinstance(fv, int) and fv > FORMAT_VERSION:
-            raise CassetteError(
-                f"{label}: cassette format version {fv} is newer than this realprobe reads "
-                f"({FORMAT_VERSION}); upgrade realprobe to replay it"
-            )
-        try:
-            section = _Section.model_validate(raw_section)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise CassetteError(f"{label}: realprobe.{where}: {first['msg']}") from exc
-    interactions = data.get("interactions")
+    section = _read_section(raw_section, label)
+    calls = _interaction_calls(data.get("interactions"), label)
+    calls += _beyond_vcrpy_calls(section, label)
+    calls = _in_recorded_order(calls, label)
+    meta = dict(section.meta)
+    if raw_section is None:
+        meta.setdefault("source", "vcrpy")
+        if any(c.recorded_at is not None or c.elapsed_s is not None for c in calls):
+            meta["lost_section"] = True  # timings survive inside the responses
+    return Cassette(calls, meta)
+
+
+def _read_section(raw_section: Any, label: str) -> _Section:
+    """realprobe's section, checked (empty when the cassette is plain vcrpy)."""
+    if raw_section is None:
+        return _Section.model_validate({})
+    if not isinstance(raw_section, dict):
+        raise CassetteError(f"{label}: the `realprobe` section must be a mapping")
+    fv = raw_section.get("format_version", FORMAT_VERSION)
+    if isinstance(fv, int) and fv > FORMAT_VERSION:
+        raise CassetteError(
+            f"{label}: cassette format version {fv} is newer than this realprobe reads "
+            f"({FORMAT_VERSION}); upgrade realprobe to replay it"
+        )
+    try:
+        return _Section.model_validate(raw_section)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CassetteError(f"{label}: realprobe.{where}: {first['msg']}") from exc
+
+
+def _interaction_calls(interactions: Any, label: str) -> list[Call]:
+    """vcrpy's interactions as calls, with the timing realprobe keeps inside each response
+    (or, from older cassettes, beside it)."""
     if not isinstance(interactions, list):
         raise CassetteError(f"{label}: `interactions` must be a list")
     calls: list[Call] = []
@@ -467,6 +485,12 @@ def from_json_data(data: dict[str, Any], label: str) -> Cassette:
         if timing is not None:
             call.complete = timing.complete
         calls.append(call)
+    return calls
+
+
+def _beyond_vcrpy_calls(section: _Section, label: str) -> list[Call]:
+    """The calls vcrpy cannot hold: incomplete responses and failures."""
+    calls: list[Call] = []
     for j, extra in enumerate(section.beyond_vcrpy):
         where = f"{label}: realprobe.beyond_vcrpy[{j}]"
         call = _call_from(extra.seq, extra.request, extra.response, where, extra)
@@ -475,16 +499,16 @@ def from_json_data(data: dict[str, Any], label: str) -> Cassette:
             e = extra.error
             call.error = Failure(e.type, e.message, e.phase, e.bytes_before)
         calls.append(call)
+    return calls
+
+
+def _in_recorded_order(calls: list[Call], label: str) -> list[Call]:
+    """The calls by `seq`; two calls with one `seq` make the order ambiguous (an error)."""
     calls.sort(key=lambda c: c.seq)
     seqs = [c.seq for c in calls]
     if len(set(seqs)) != len(seqs):
         raise CassetteError(f"{label}: two calls share one `seq`; the recorded order is ambiguous")
-    meta = dict(section.meta)
-    if raw_section is None:
-        meta.setdefault("source", "vcrpy")
-        if any(c.recorded_at is not None or c.elapsed_s is not None for c in calls):
-            meta["lost_section"] = True  # timings survive inside the responses
-    return Cassette(calls, meta)
+    return calls
 
 
 # -- files -------------------------------------------------------------------------------

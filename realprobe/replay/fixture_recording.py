@@ -18,7 +18,7 @@ import httpx
 
 from realprobe.adapters.adapter import classify_response
 from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.http import FetchFailure
+from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.adapters.spec import ApiSpec
 from realprobe.adapters.tool import Tool
 from realprobe.errors import RealprobeError
@@ -166,6 +166,8 @@ def _record_one(
     upstream: str | None,
     now: Callable[[], datetime],
 ) -> FixtureOutcome:
+    """Call the tool with its first example and keep what came back as a fixture: ok, an
+    error body, or a soft failure; or say why nothing was stored."""
     args = dict(tool.examples[0])
     try:
         valid = tool.validate_args(args)
@@ -175,7 +177,7 @@ def _record_one(
     shown = _canonical(original, tool.api.base_url, url, params)
     private = is_private_host(urlsplit(url).hostname or "")
     try:
-        got = client.fetch(
+        got: Fetched = client.fetch(
             method,
             url,
             params=params,
@@ -187,22 +189,35 @@ def _record_one(
         return FixtureOutcome(tool.name, tool.api_id, shown, None,
                               f"{exc.code.value}: {exc.message}; nothing stored")  # fmt: skip
     when = now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = FixtureOutcome(tool.name, tool.api_id, shown, got.status, "")
+    text = _storable_text(got, out, f"{method} {shown}", when)
+    if text is None:
+        return out
     via = f" via sandbox {sandbox}" if sandbox else f" via upstream {upstream}" if upstream else ""
     source = f"{RECORDED_SOURCE}: {method} {shown} -> {got.status}{via}"
-    out = FixtureOutcome(tool.name, tool.api_id, shown, got.status, "")
+    _keep_by_outcome(tool, got, _fixture_of(got, text, source, when), out)
+    return out
+
+
+def _storable_text(got: Fetched, out: FixtureOutcome, call: str, when: str) -> str | None:
+    """The body as text when it can be a fixture; else None, with why in `out` (an empty
+    body marks the tool as having no fixture)."""
     if not got.body:
         out.result = f"HTTP {got.status} with no body; marked"
-        out.no_fixture = f"HTTP {got.status} with an empty body ({method} {shown}, {when})"
-        return out
+        out.no_fixture = f"HTTP {got.status} with an empty body ({call}, {when})"
+        return None
     if len(got.body) > MAX_FIXTURE_BYTES:
         out.result = f"body of {len(got.body)} bytes is over {MAX_FIXTURE_BYTES}; not stored"
-        return out
+        return None
     try:
-        text = got.body.decode("utf-8")
+        return got.body.decode("utf-8")
     except UnicodeDecodeError:
         out.result = "body is not UTF-8 text; not stored"
-        return out
-    result = classify_response(tool, got)
+        return None
+
+
+def _fixture_of(got: Fetched, text: str, source: str, when: str) -> dict[str, Any]:
+    """An ok fixture: status, content type, the headers worth keeping, body and provenance."""
     fixture: dict[str, Any] = {
         "kind": "ok",
         "status": got.status,
@@ -212,10 +227,19 @@ def _record_one(
     if kept:
         fixture["headers"] = dict(sorted(kept.items()))
     fixture.update({"body": text, "source": source, "origin": "recorded", "recorded_at": when})
+    return fixture
+
+
+def _keep_by_outcome(
+    tool: Tool, got: Fetched, fixture: dict[str, Any], out: FixtureOutcome
+) -> None:
+    """Store the fixture as the tool classifies the response: ok, an error body (4xx/5xx),
+    or a soft failure its rules name; any other failure is not stored."""
+    result = classify_response(tool, got)
     if result.ok:
         out.fixture = fixture
         out.result = f"HTTP {got.status}, {len(got.body)} bytes stored"
-        return out
+        return
     assert result.error is not None
     code = result.error.code
     rule_messages = {r.message for r in tool.spec.soft_failures}
@@ -227,4 +251,4 @@ def _record_one(
         out.result = f"soft failure ({code.value}) stored"
     else:
         out.result = f"HTTP {got.status} but {result.error.message}; not stored"
-    return out
+

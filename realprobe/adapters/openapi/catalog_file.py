@@ -1,0 +1,182 @@
+"""OpenAPI descriptions (files or URLs) into one catalogue file: read, import, check that the
+result loads, write, and say where it clashes with the built-in catalogue."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES, OpenApiError
+from realprobe.adapters.openapi.importer import (
+    ImportOptions,
+    ImportReport,
+    catalog_text,
+    import_openapi,
+)
+from realprobe.errors import RealprobeError
+
+CATALOG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+
+
+class NothingImported(RealprobeError):
+    """No operation of any description became a tool; the reports say why."""
+
+    def __init__(self, message: str, reports: list[ImportReport]) -> None:
+        super().__init__(message)
+        self.reports = reports
+
+
+@dataclass(frozen=True)
+class ImportedFile:
+    output: Path
+    reports: list[ImportReport]
+    apis: list[dict[str, Any]]
+    clashes: list[str]  # one line per clash with the built-in catalogue
+
+    @property
+    def tools(self) -> int:
+        return sum(r.tools for r in self.reports)
+
+
+def import_to_file(specs: list[str], out: Path, options: ImportOptions) -> ImportedFile:
+    """Import every description in `specs` (paths or http(s) URLs) into the catalogue file
+    `out` (.json, .yaml or .toml), replacing it. Raises NothingImported when no operation
+    could be imported (nothing is written)."""
+    if options.api_id and len(specs) > 1:
+        raise RealprobeError("--api-id needs a single SPEC (each description is one API)")
+    if out.suffix not in CATALOG_SUFFIXES:
+        raise RealprobeError(f"--output {out}: use a .json, .yaml or .toml file name")
+    base_url = options.base_url
+    if base_url and not base_url.startswith(("http://", "https://")):
+        raise RealprobeError(f"--base-url {base_url!r}: expected an absolute http(s) URL")
+    try:
+        reports = run_import(specs, options)
+    except OpenApiError as exc:
+        raise RealprobeError(str(exc)) from exc
+    apis = [a for r in reports for a in r.apis]
+    if not apis:
+        select = options.select
+        if select and not any(r.skipped for r in reports):
+            raise NothingImported(f"no operation matches --select {' '.join(select)}", reports)
+        raise NothingImported("no operation could be imported; nothing written", reports)
+    _write_catalog(apis, out)
+    return ImportedFile(out, reports, apis, clashes(apis))
+
+
+def _write_catalog(apis: list[dict[str, Any]], out: Path) -> None:
+    """Write the APIs as a catalogue file, once it is known to load as one."""
+    from realprobe.adapters.catalog import Catalog, CatalogError, parse_catalog
+
+    text = catalog_text(apis, out.suffix)
+    try:
+        # what we write must load as a catalogue, tools and examples included
+        Catalog(parse_catalog(json.loads(json.dumps({"apis": apis})), str(out)))
+    except CatalogError as exc:
+        raise RealprobeError(f"internal: the imported catalogue does not load: {exc}") from exc
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise RealprobeError(f"--output {out}: cannot write ({exc.strerror})") from exc
+
+
+def fetch_description(url: str) -> str:
+    """A description by URL, through the project's one client (size-capped, redirects
+    checked; a loopback URL is allowed because the user named it)."""
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.adapters.http import FetchFailure
+    from realprobe.replay.client import ClientConfig, is_private_host
+    from realprobe.replay.modes import make_sync_client
+
+    config = ClientConfig(max_bytes=MAX_DOCUMENT_BYTES, deadline_s=60.0, read_timeout_s=30.0)
+    host = urlsplit(url).hostname or ""
+    with make_sync_client(Catalog([]), config=config) as client:
+        try:
+            got = client.fetch(
+                "GET",
+                url,
+                headers={"Accept": "application/json, application/yaml;q=0.9, */*;q=0.5"},
+                allow_private=is_private_host(host),
+            )
+        except FetchFailure as exc:
+            raise RealprobeError(f"{url}: cannot fetch ({exc.code.value}: {exc.message})") from exc
+    if got.status != 200:
+        raise RealprobeError(f"{url}: HTTP {got.status}, expected 200 with the description")
+    try:
+        return got.body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise RealprobeError(f"{url}: the description is not UTF-8 text") from exc
+
+
+def read_description(spec: str) -> tuple[str, str | None]:
+    """(text, the URL it came from or None) for a path or an http(s) URL."""
+    if spec.startswith(("http://", "https://")):
+        return fetch_description(spec), spec
+    path = Path(spec)
+    try:
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise RealprobeError(
+                f"{spec}: document is {size / 1e6:.1f} MB, over the "
+                f"{MAX_DOCUMENT_BYTES // (1024 * 1024)} MB limit"
+            )
+        return path.read_text(encoding="utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        raise RealprobeError(f"{spec}: not UTF-8 text") from exc
+    except OSError as exc:
+        raise RealprobeError(f"{spec}: cannot read ({exc.strerror})") from exc
+
+
+def run_import(specs: list[str], options: ImportOptions) -> list[ImportReport]:
+    """One report per description; two descriptions may not give one API id or tool name."""
+    reports = []
+    for spec in specs:
+        text, url = read_description(spec)
+        reports.append(import_openapi(text, spec, options, url=url))
+    ids = [a["id"] for r in reports for a in r.apis]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise RealprobeError(
+            f"two descriptions give the same api id {dup[0]!r}; import them one at a time "
+            "with --api-id"
+        )
+    names = [t["name"] for r in reports for a in r.apis for t in a["tools"]]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise RealprobeError(f"two descriptions give the tool name {dup[0]!r}; use --prefix")
+    return reports
+
+
+def clashes(apis: list[dict[str, Any]]) -> list[str]:
+    """One line per clash with the built-in catalogue."""
+    from realprobe.adapters.catalog import builtin_specs
+
+    builtin = builtin_specs()
+    ids = {a.id for a in builtin}
+    names = {t.name: a.id for a in builtin for t in a.tools}
+    out = []
+    for api in apis:
+        if api["id"] in ids:
+            out.append(
+                f"api id {api['id']!r} is also a built-in API: loading this file replaces the "
+                "built-in one's tools (pass --api-id to keep both)"
+            )
+        for tool in api["tools"]:
+            other = names.get(tool["name"])
+            if other and other != api["id"]:
+                out.append(f"tool {tool['name']!r} is also a built-in tool of {other!r}; --prefix")
+    return out
+
+
+__all__ = [
+    "CATALOG_SUFFIXES",
+    "ImportedFile",
+    "NothingImported",
+    "clashes",
+    "import_to_file",
+    "read_description",
+    "run_import",
+]
