@@ -105,3 +105,46 @@ async def test_the_sandbox_is_not_held_back(catalog: Catalog, calm_sandbox: str)
     service = McpService(catalog, ServiceOptions(transport=TransportOptions(sandbox=calm_sandbox)))
     async with service:
         assert service.gates is None
+
+
+async def test_a_probe_run_and_the_mcp_server_share_one_limiter(
+    catalog: Catalog, calm_sandbox: str, tmp_path: Path
+) -> None:
+    """Probing while agents call the same API through MCP: the host's starts stay spaced
+    across both, because both wait for the one limiter of a shared HostGates."""
+    import asyncio
+
+    from realprobe.probes import run_probes
+    from realprobe.replay.modes import TransportOptions, make_client
+    from realprobe.store import Store
+
+    interval = 0.25
+    local = local_copy(catalog, calm_sandbox, min_interval_s=interval)
+    name = next(iter(local)).name
+    db = tmp_path / "rp.db"
+    gates = HostGates()
+    service = McpService(local, ServiceOptions(timeout_s=5.0, db=str(db)), gates=gates)
+    store = Store(db)
+    client = make_client(local, TransportOptions())
+    try:
+        async with service, Client(service.server) as mcp_client:
+            assert service.gates is gates
+
+            async def agent() -> None:
+                for _ in range(3):
+                    result = await mcp_client.call_tool(name, {})
+                    assert result.is_error is False, result
+
+            summary, _ = await asyncio.gather(
+                run_probes(local, name, 3, client, store, timeout_s=5.0, gates=gates),
+                agent(),
+            )
+    finally:
+        await client.aclose()
+        store.close()
+    assert summary.n_ok == 3
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT started_ts, source FROM probes ORDER BY started_ts").fetchall()
+    assert {source for _, source in rows} == {"probe", "mcp"} and len(rows) == 6
+    gaps = [b[0] - a[0] for a, b in zip(rows, rows[1:], strict=False)]
+    assert min(gaps) >= interval - 0.02, gaps  # spaced across the probe run and the agent
