@@ -22,8 +22,6 @@ PACKAGE = Path(realprobe.__file__).parent
 
 #: "module.path:qualname" -> why it may stay long (one line)
 ALLOWED: dict[str, str] = {
-    "realprobe.probes.runner:run_probes": "being split",
-    "realprobe.commands.probes:schedule_cmd": "being split",
     "realprobe.commands.analysis:drift_cmd": "being split",
     "realprobe.probes.drift:drift": "being split",
     "realprobe.probes.loading:load_probes": "being split",
