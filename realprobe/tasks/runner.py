@@ -203,7 +203,7 @@ async def run_one(
     )
     timing = await run_agent(run)
     score = score_run(run.task, run.state)
-    return store_rows(run, score, timing, batch=batch)
+    return rows_to_store(run, score, timing, batch=batch)
 
 
 @dataclass
@@ -326,7 +326,7 @@ async def run_agent(run: PreparedRun) -> RunTiming:
     return RunTiming(started_at, time.perf_counter() - t0)
 
 
-def store_rows(run: PreparedRun, score: Score, timing: RunTiming, *, batch: str) -> RunOutcome:
+def rows_to_store(run: PreparedRun, score: Score, timing: RunTiming, *, batch: str) -> RunOutcome:
     """The `task_runs` row and `task_steps` rows; a run that failed on infrastructure is
     marked an error (it says nothing about the agent)."""
     run_id = uuid.uuid4().hex
