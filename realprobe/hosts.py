@@ -1,7 +1,8 @@
 """Per-host politeness: the one limiter that probes, task runs and the MCP server share.
 
 A free public API is one host that many things in realprobe may want at once: a probe run,
-an agent in a loop behind the MCP server, ten concurrent task runs. Each host gets one
+an agent in a loop behind the MCP server, ten concurrent task runs, the sandbox proxying
+to a live upstream. Each host gets one
 `HostLimiter`, on an injectable clock (a virtual clock advances instead of sleeping):
 
 - at most `max_in_flight` calls in flight (`slot`),
