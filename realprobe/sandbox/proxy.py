@@ -25,7 +25,7 @@ from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.adapters.spec import Politeness
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import ErrorCode
-from realprobe.hosts import HeldBack as HostHeldBack
+from realprobe.hosts import HeldBack as HeldBack  # what a request held back raises
 from realprobe.hosts import HostGates, HostLimiter
 from realprobe.replay.client import ClientConfig, HttpClient
 from realprobe.replay.transports import live_transport
@@ -41,13 +41,6 @@ DROPPED = frozenset(
 FORWARDED_REQUEST_HEADERS = ("accept", "accept-language")
 #: a request waits at most this long for its politeness turn, then gets a 429
 MAX_POLITE_WAIT_S = 30.0
-
-
-class HeldBack(Exception):
-    def __init__(self, why: str, retry_after_s: float) -> None:
-        super().__init__(why)
-        self.why = why
-        self.retry_after_s = retry_after_s
 
 
 #: counts one call against (day, api)'s budget of `limit`; False when it is spent
@@ -105,7 +98,9 @@ class PoliteGates:
             if not spent:
                 self._used[(day, api)] = used + 1
         if spent:
-            raise HeldBack(f"daily budget of {limit} calls to {api} used up", self._to_midnight())
+            raise HeldBack(
+                api, self._to_midnight(), f"daily budget of {limit} calls to {api} used up"
+            )
 
     async def acquire(self, api: str) -> HostLimiter | None:
         """Wait for this API's host's turn (raises HeldBack); the caller releases it."""
@@ -115,9 +110,10 @@ class PoliteGates:
         lim = self.gates.limiter(self.hosts.get(api, api), policy)
         try:
             wait = lim.reserve(MAX_POLITE_WAIT_S)
-        except HostHeldBack as exc:
-            raise HeldBack(f"next turn for {api} is {exc.retry_after_s:.0f}s away",
-                           exc.retry_after_s) from None
+        except HeldBack as exc:
+            raise HeldBack(
+                api, exc.retry_after_s, f"next turn for {api} is {exc.retry_after_s:.0f}s away"
+            ) from None
         try:
             self._spend(api, policy.daily_budget)
         except HeldBack:
