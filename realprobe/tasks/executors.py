@@ -88,7 +88,7 @@ async def run_local(
         raise RealprobeError(f"concurrency must be at least 1 (got {concurrency})")
     slots = asyncio.Semaphore(concurrency)
     shared_by_mode: dict[bool, Shared] = {}
-    gates = gates or HostGates(RealClock())
+    gates = gates if gates is not None else HostGates(RealClock())
 
     def shared_for(cfg: RunConfig) -> Shared:
         # one gate set for every run; LLM waits on a virtual clock only when replaying
