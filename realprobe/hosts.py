@@ -1,7 +1,8 @@
 """Per-host politeness: the one limiter that probes, task runs and the MCP server share.
 
 A free public API is one host that many things in realprobe may want at once: a probe run,
-an agent in a loop behind the MCP server, ten concurrent task runs. Each host gets one
+an agent in a loop behind the MCP server, ten concurrent task runs, the sandbox proxying
+to a live upstream. Each host gets one
 `HostLimiter`, on an injectable clock (a virtual clock advances instead of sleeping):
 
 - at most `max_in_flight` calls in flight (`slot`),
@@ -33,16 +34,17 @@ import httpx
 from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.clock import Clock
-from realprobe.errors import ErrorCode
+from realprobe.errors import ErrorCode, RealprobeError
 
 
-class HeldBack(Exception):
-    """No turn within the deadline: retry after `retry_after_s`."""
+class HeldBack(RealprobeError):
+    """No turn within the deadline: retry after `retry_after_s`; nothing was sent."""
 
     def __init__(self, host: str, retry_after_s: float, why: str) -> None:
         super().__init__(f"realprobe holds back calls to {host}: {why}")
         self.host = host
         self.retry_after_s = retry_after_s
+        self.why = why
 
 
 @dataclass(frozen=True)

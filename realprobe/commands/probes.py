@@ -15,6 +15,7 @@ from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
     ModeOpt,
+    RecordModeOpt,
     SandboxOpt,
     SeedOpt,
     SimulateOpt,
@@ -236,6 +237,7 @@ def probe_cmd(
     simulate: SimulateOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
+    record_mode: RecordModeOpt = None,
     seed: SeedOpt = 0,
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
@@ -255,7 +257,7 @@ def probe_cmd(
 
     chosen = _chosen(tools, all_tools)
     cat = load_catalog(catalog)
-    target = transport_options(mode, sandbox, simulate, cassette, seed)
+    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
     path = _db(db)
     with cli_errors():
         live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing")
@@ -308,6 +310,7 @@ def schedule_cmd(
     simulate: SimulateOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
+    record_mode: RecordModeOpt = None,
     seed: SeedOpt = 0,
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
@@ -329,7 +332,7 @@ def schedule_cmd(
     from realprobe.api import schedule
 
     chosen = _chosen(tools, all_tools)
-    target = transport_options(mode, sandbox, simulate, cassette, seed)
+    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
     path = _db(db)
     with cli_errors():
         result = schedule(

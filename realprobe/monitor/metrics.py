@@ -3,7 +3,9 @@
 Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kind`,
 `vantage` (and `code` for calls):
 
-- `calls_total{outcome, code}`: every stored call (counter),
+- `calls_total{outcome, code}`: every stored call the exporter has counted (counter; calls
+  of a run marked a local network failure later stay counted, so it never goes down),
+- `calls_excluded_total`: of those, the calls whose run was marked excluded afterwards,
 - `latency_seconds`: histogram of successful calls' latency,
 - `success_ratio`, `success_ratio_lower`, `success_ratio_upper`, `window_calls`: success
   over the exporter's window with its 95% Wilson interval (alert on the bound, not the point),
@@ -133,6 +135,12 @@ class SeriesFamilies:
             "realprobe_calls", "Stored calls by outcome and error code.",
             labels=[*SERIES_LABELS, "outcome", "code"],
         )
+        self.excluded = CounterMetricFamily(
+            "realprobe_calls_excluded",
+            "Counted calls whose run was later marked a local network failure (still in "
+            "calls_total: counters never go down).",
+            labels=SERIES_LABELS,
+        )
         self.latency = HistogramMetricFamily(
             "realprobe_latency_seconds", "Latency of successful calls.", labels=SERIES_LABELS
         )
@@ -167,6 +175,8 @@ class SeriesFamilies:
         for (outcome, code), count in sorted(s.calls.items()):
             if count > 0:
                 self.calls.add_metric([*values, outcome, code], count)
+        if s.excluded:
+            self.excluded.add_metric(values, s.excluded)
         self.latency.add_metric(values, _cumulative_buckets(s), max(s.latency_sum_s, 0.0))
         n, k = s.window(since)
         self.window.add_metric(values, n)
@@ -181,8 +191,8 @@ class SeriesFamilies:
             self.last_ok.add_metric(values, s.last_ok_ts)
 
     def all(self) -> tuple[Any, ...]:
-        return (self.calls, self.latency, self.ratio, self.lower, self.upper, self.window,
-                self.last, self.last_ok)  # fmt: skip
+        return (self.calls, self.excluded, self.latency, self.ratio, self.lower, self.upper,
+                self.window, self.last, self.last_ok)  # fmt: skip
 
 
 def _cumulative_buckets(s: Series) -> list[tuple[str, float]]:
