@@ -168,8 +168,11 @@ async def send(
     entry.toxics = list(active.names)
     delay = plan.delay_s * latency_scale + active.latency_s
     entry.delay_ms = delay * 1000.0
-    if delay > 0:
-        await asyncio.sleep(delay)
+    # the delay counts from when the request was read: the time spent choosing and
+    # rendering the answer is part of it, not added on top
+    wait = delay - entry.elapsed_ms() / 1000.0
+    if wait > 0:
+        await asyncio.sleep(wait)
     try:
         return await _send(conn, plan, active, reader, writer, entry, rng)
     except ConnectionError:
