@@ -28,7 +28,9 @@ runs it over 500+ seeds.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -48,10 +50,11 @@ from probe_helpers import (
 )
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.tool import Tool
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.latency_fit import LognormalFit
 from realprobe.probes.loading import ProbeArrays, load_probes
-from realprobe.probes.stats import compute_stats, wilson
+from realprobe.probes.stats import StatsReport, compute_stats, wilson
 from realprobe.replay.modes import TransportOptions
 from realprobe.simulator.profile import load_profile
 
@@ -116,11 +119,24 @@ def _error_shares_fit(counts: dict[str, int]) -> float:
     return float(stats.chisquare(observed, expected).pvalue)
 
 
-def test_closed_loop_sandbox(sandbox_factory, catalog: Catalog, tmp_path: Path) -> None:
-    tools = distinct_host_tools(catalog, N_TOOLS)
-    assert len(tools) == N_TOOLS
+@dataclass
+class Probed:
+    """The truth probed once: the client's rows, and per row the latency the sandbox drew."""
 
-    # 1. the truth, probed; the sandbox's journal says what latency it drew for each call
+    raw: ProbeArrays
+    drawn: np.ndarray  # ms, observed units; NaN when no journal entry pairs with the row
+    paired: np.ndarray  # successes with a drawn latency
+    overhead_ms: float  # median of measured - drawn over paired successes
+    jitter_ms: float  # robust spread (1.4826 * MAD) of the same
+
+    @property
+    def quiet(self) -> bool:
+        return self.jitter_ms < JITTER_MAX_MS
+
+
+def _probe_truth(
+    sandbox_factory: Any, catalog: Catalog, tools: list[Tool], tmp_path: Path
+) -> Probed:
     url = sandbox_factory(truth_profile(), seed=11, latency_scale=SCALE)
     db = tmp_path / "truth.db"
     probe_concurrently(catalog, tools, ROUNDS, [(TransportOptions(sandbox=url), db)], DEADLINE_S)
@@ -131,29 +147,36 @@ def test_closed_loop_sandbox(sandbox_factory, catalog: Catalog, tmp_path: Path) 
     ok = raw.code < 0
     paired = ok & np.isfinite(drawn)
     assert paired.sum() >= ok.sum() - N_TOOLS, (paired.sum(), ok.sum())  # first calls may miss
-    lag = raw.latency_ms[paired] - drawn[paired]  # per call: what the client adds
+    lag = raw.latency_ms[paired] - drawn[paired]
     overhead_ms = float(np.median(lag))
     jitter_ms = 1.4826 * float(np.median(np.abs(lag - overhead_ms)))
+    return Probed(raw, drawn, paired, overhead_ms, jitter_ms)
 
-    # 2. the apparatus: never earlier than drawn, and one for one with the draw
-    assert lag.min() > -1.0, lag.min()  # the sandbox never answers before its latency is up
+
+def _check_apparatus(p: Probed) -> str:
+    """Never earlier than drawn, and one for one with the draw."""
     from scipy import stats
 
-    slope, _, slope_lo, slope_hi = stats.theilslopes(raw.latency_ms[paired], drawn[paired],
-                                                     alpha=0.999)
-    assert slope_lo <= 1.0 <= slope_hi and abs(slope - 1) < 0.35, (slope, slope_lo, slope_hi)
-    rep = compute_stats(_to_profile_units(raw, overhead_ms, SCALE))
+    measured, drawn = p.raw.latency_ms[p.paired], p.drawn[p.paired]
+    lag = measured - drawn
+    assert lag.min() > -1.0, lag.min()  # the sandbox never answers before its latency is up
+    slope, _, lo, hi = stats.theilslopes(measured, drawn, alpha=0.999)
+    assert lo <= 1.0 <= hi and abs(slope - 1) < 0.35, (slope, lo, hi)
+    return (f"overhead {p.overhead_ms:.2f} ms, jitter {p.jitter_ms:.2f} ms, slope {slope:.3f} "
+            f"[{lo:.3f}, {hi:.3f}]")
 
-    # 3. success per attempt: pooled interval (burst-adjusted) covers 0.70; per tool most do
+
+def _check_outcomes(rep: StatsReport) -> str:
+    """Success per attempt, the burst chain and the error mix against the truth."""
+    # success per attempt: pooled interval (burst-adjusted) covers 0.70; per tool most do
     overall = rep.overall
     assert overall is not None
     lo, hi = overall.burst_adjusted95
-    assert lo <= TRUE_SUCCESS <= hi, (overall, overhead_ms)
+    assert lo <= TRUE_SUCCESS <= hi, overall
     per_tool = [t.success.burst_adjusted95[0] <= TRUE_SUCCESS <= t.success.burst_adjusted95[1]
                 for t in rep.tools]
     assert sum(per_tool) >= N_TOOLS - 1, [t.success for t in rep.tools]
-
-    # 4. the burst chain: pooled transition counts, Wilson intervals
+    # the burst chain: pooled transition counts, Wilson intervals
     n_f = sum(t.burst.p_fail_after_fail.n for t in rep.tools)
     k_ff = sum(round((t.burst.p_fail_after_fail.p or 0) * t.burst.p_fail_after_fail.n)
                for t in rep.tools)
@@ -164,41 +187,53 @@ def test_closed_loop_sandbox(sandbox_factory, catalog: Catalog, tmp_path: Path) 
     fo_lo, fo_hi = wilson(k_fo, n_o)
     assert ff_lo <= TRUE_P_FF <= ff_hi, (k_ff, n_f)
     assert fo_lo <= TRUE_P_FO <= fo_hi, (k_fo, n_o)
-
-    # 5. the error mix, timeouts included, matches the profile's shares
+    # the error mix, timeouts included, matches the profile's shares
     counts: dict[str, int] = {}
     for t in rep.tools:
         for code, c in t.errors.counts.items():
             counts[code] = counts.get(code, 0) + c
     assert counts.get("TIMEOUT", 0) > 0
     assert _error_shares_fit(counts) > 0.001, counts
+    return (f"success {overall.rate:.3f} [{lo:.3f}, {hi:.3f}]; P(f|f) {k_ff}/{n_f}, "
+            f"P(f|ok) {k_fo}/{n_o}; mix {counts}")
 
-    # 6. latency. The model: the fit of what the sandbox drew (same calls, same censoring)
-    scaled = _to_profile_units(raw, overhead_ms, SCALE)
+
+def _check_latency(p: Probed) -> tuple[ProbeArrays, str]:
+    """The model (the fit of what the sandbox drew, same calls, same censoring) always; the
+    loop (the censored fit of what the client measured, overhead removed) while quiet.
+    Returns the rows with the drawn latencies in profile units."""
+    raw = p.raw
+    scaled = _to_profile_units(raw, p.overhead_ms, SCALE)
     deadline = np.full(len(raw), DEADLINE_S / SCALE)
-    keep = paired | ~ok
-    drawn_ms = np.where(paired, drawn / SCALE, scaled.latency_ms)
-    drawn_fit = _pooled_fit(raw, drawn_ms, deadline, keep)
+    drawn_ms = np.where(p.paired, p.drawn / SCALE, scaled.latency_ms)
+    drawn_fit = _pooled_fit(raw, drawn_ms, deadline, p.paired | (raw.code >= 0))
     assert abs(drawn_fit.mu - TRUE_MU) < MU_TOL, drawn_fit
     assert abs(drawn_fit.sigma - TRUE_SIGMA) < SIGMA_TOL, drawn_fit
     assert drawn_fit.hang_share > 0.02  # the hang mass absorbs the injected hangs
-    # the loop: the fit of what the client measured (the censored fit of all tools'
-    # successes, overhead removed)
     fit = _pooled_fit(raw, scaled.latency_ms, scaled.timeout_s, np.ones(len(raw), dtype=bool))
-    print(f"closed loop: overhead {overhead_ms:.2f} ms, jitter {jitter_ms:.2f} ms, slope "
-          f"{slope:.3f} [{slope_lo:.3f}, {slope_hi:.3f}]; success {overall.rate:.3f} "
-          f"[{lo:.3f}, {hi:.3f}]; P(f|f) {k_ff}/{n_f}, P(f|ok) {k_fo}/{n_o}; mix {counts}; "
-          f"drawn mu {drawn_fit.mu:.3f} sigma {drawn_fit.sigma:.3f}; measured mu {fit.mu:.3f} "
-          f"sigma {fit.sigma:.3f} hang {fit.hang_share:.3f}")
-    if jitter_ms < JITTER_MAX_MS:  # see CLIENT_SIGMA_TOL
+    if p.quiet:  # see CLIENT_SIGMA_TOL
         assert fit.hang_share > 0.02
-        assert abs(fit.mu - TRUE_MU) < CLIENT_MU_TOL, (fit, overhead_ms, jitter_ms)
-        assert abs(fit.sigma - TRUE_SIGMA) < CLIENT_SIGMA_TOL, (fit, overhead_ms, jitter_ms)
+        assert abs(fit.mu - TRUE_MU) < CLIENT_MU_TOL, (fit, p)
+        assert abs(fit.sigma - TRUE_SIGMA) < CLIENT_SIGMA_TOL, (fit, p)
+    summary = (f"drawn mu {drawn_fit.mu:.3f} sigma {drawn_fit.sigma:.3f}; measured mu "
+               f"{fit.mu:.3f} sigma {fit.sigma:.3f} hang {fit.hang_share:.3f}")
+    return ProbeArrays(raw.tools, raw.bounds, raw.ts, drawn_ms, raw.code, deadline), summary
 
-    # 7. calibrate: a valid profile the sandbox accepts, with the truth's latency: from what
+
+def test_closed_loop_sandbox(sandbox_factory, catalog: Catalog, tmp_path: Path) -> None:
+    tools = distinct_host_tools(catalog, N_TOOLS)
+    assert len(tools) == N_TOOLS
+    # 1. the truth, probed; the sandbox's journal says what latency it drew for each call
+    probed = _probe_truth(sandbox_factory, catalog, tools, tmp_path)
+    # 2. the apparatus; 3. the outcomes; 4. the latency
+    apparatus = _check_apparatus(probed)
+    rep = compute_stats(_to_profile_units(probed.raw, probed.overhead_ms, SCALE))
+    outcomes = _check_outcomes(rep)
+    drawn_arr, latency = _check_latency(probed)
+    print(f"closed loop: {apparatus}; {outcomes}; {latency}")
+
+    # 5. calibrate: a valid profile the sandbox accepts, with the truth's latency: from what
     # the sandbox drew always, from what the client measured while the jitter is small
-    drawn_arr = ProbeArrays(raw.tools, raw.bounds, raw.ts, drawn_ms, raw.code, deadline)
-    quiet = jitter_ms < JITTER_MAX_MS
     for name, stats_of in [("drawn", compute_stats(drawn_arr)), ("measured", rep)]:
         profile = calibrate(stats_of, name="closed-loop")
         path = tmp_path / f"{name}.json"
@@ -208,7 +243,7 @@ def test_closed_loop_sandbox(sandbox_factory, catalog: Catalog, tmp_path: Path) 
         sandbox_factory(again, seed=1, latency_scale=0.0)
         for tp in again.tools.values():
             assert tp.burst is not None and tp.latency_ms.lognormal is not None
-            if name == "drawn" or quiet:
+            if name == "drawn" or probed.quiet:
                 assert abs(tp.latency_ms.lognormal.mu - TRUE_MU) < 0.25, (name, tp)
 
 
