@@ -52,15 +52,19 @@ def options(
         mode = Mode(mode)
     except ValueError:
         choices = ", ".join(m.value for m in Mode)
-        raise RealprobeError(f"mode {mode!r}: choose one of {choices}") from None
+        raise BadArgument("mode", f"mode {mode!r}: choose one of {choices}") from None
     if sandbox is not None and not sandbox.startswith(("http://", "https://")):
-        raise RealprobeError(f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765")
+        raise BadArgument(
+            "sandbox", f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765"
+        )
     if simulate is not None and sandbox is not None:
-        raise RealprobeError("sandbox and simulate exclude each other: pick one")
+        raise BadArgument(
+            ("sandbox", "simulate"), "sandbox and simulate exclude each other: pick one"
+        )
     if mode in (Mode.RECORD, Mode.REPLAY) and cassette is None:
-        raise RealprobeError(f"mode {mode.value!r} needs a cassette")
+        raise BadArgument(("mode", "cassette"), f"mode {mode.value} needs cassette=PATH")
     if cassette is not None and mode not in (Mode.RECORD, Mode.REPLAY):
-        raise RealprobeError("a cassette needs mode 'record' or 'replay'")
+        raise BadArgument(("mode", "cassette"), "cassette needs mode=record or mode=replay")
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
     ).normalised()
@@ -86,7 +90,7 @@ def call(
     cat = catalog or load_catalog()
     t = cat.get(tool)
     if timeout is not None and timeout <= 0:
-        raise RealprobeError(f"timeout must be positive (got {timeout:g})")
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
     return asyncio.run(_call_many(cat, [(t.name, dict(args or t.examples[0]))], target, timeout))[0]
 
 
@@ -99,7 +103,7 @@ def call_all(
     """Call every tool of the catalogue once with its first example, all APIs at once."""
     cat = catalog or load_catalog()
     if timeout <= 0:
-        raise RealprobeError(f"timeout must be positive (got {timeout:g})")
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
     calls = [(t.name, dict(t.examples[0])) for t in cat]
     return asyncio.run(_call_many(cat, calls, target, timeout, read_timeout=True))
 
@@ -152,7 +156,7 @@ def make_sandbox(
     from realprobe.simulator.profile import Profile, load_profile
 
     if latency_scale < 0:
-        raise RealprobeError(f"latency_scale must be >= 0 (got {latency_scale:g})")
+        raise BadArgument("latency_scale", f"latency_scale must be >= 0 (got {latency_scale:g})")
     prof = profile if isinstance(profile, Profile) else load_profile(str(profile))
     return sandbox_for(
         catalog or load_catalog(),
@@ -208,7 +212,7 @@ def probe(
     from realprobe.store import Store, default_db_path
 
     if not timeout > 0:
-        raise RealprobeError(f"timeout must be positive (got {timeout:g})")
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
     cat = catalog or load_catalog()
     opts = (target or TransportOptions()).normalised()
     if not polite and opts.target.reaches_network:
@@ -486,14 +490,8 @@ def calibrate(
     return calibrate_report(rep, name=name, db=str(sel.db), arrays=arr)
 
 
-def export_profile(
-    profile: Profile | str | Path, view: str = "profile", *, deadline: float | None = None
-) -> dict[str, Any]:
-    """A profile (or a profile file, or calm|published|harsh) as JSON data: the `profile`
-    itself, or the `resilibench` / `reliabilitybench` views, whose rates are what a caller
-    with a `deadline` (seconds; default the probes' own) sees."""
-    from realprobe.probes.calibrate import VIEWS, export
-    from realprobe.simulator.profile import Profile, load_profile
+def _check_view(view: str, deadline: float | None) -> None:
+    from realprobe.probes.calibrate import VIEWS
 
     if view not in VIEWS:
         raise BadArgument(
@@ -501,8 +499,54 @@ def export_profile(
         )
     if deadline is not None and not deadline > 0:
         raise BadArgument("deadline", "deadline must be a positive number of seconds")
+
+
+def export_profile(
+    profile: Profile | str | Path, view: str = "profile", *, deadline: float | None = None
+) -> dict[str, Any]:
+    """A profile (or a profile file, or calm|published|harsh) as JSON data: the `profile`
+    itself, or the `resilibench` / `reliabilitybench` views, whose rates are what a caller
+    with a `deadline` (seconds; default the probes' own) sees."""
+    from realprobe.probes.calibrate import export
+    from realprobe.simulator.profile import Profile, load_profile
+
+    _check_view(view, deadline)
     prof = profile if isinstance(profile, Profile) else load_profile(str(profile))
     return export(prof, view, deadline)
+
+
+class Calibration(NamedTuple):
+    """What `calibrate_export` made: the profile, and its export as JSON data."""
+
+    profile: Profile
+    data: dict[str, Any]
+
+
+def calibrate_export(
+    db: str | Path | None = None,
+    *,
+    view: str = "profile",
+    deadline: float | None = None,
+    source: str | Path | Profile | None = None,
+    since: TimeSpec = None,
+    until: TimeSpec = None,
+    tools: Sequence[str] | str | None = None,
+    name: str | None = None,
+    target: str | None = None,
+    vantage: str | Sequence[str] | None = None,
+) -> Calibration:
+    """`calibrate` then `export_profile` in one call (the `realprobe calibrate` command):
+    the profile from the stored probes, or `source` (a profile, a file or a built-in name)
+    converted instead, as `view`. The view and deadline are checked before any work."""
+    from realprobe.simulator.profile import Profile, load_profile
+
+    _check_view(view, deadline)
+    if source is not None:
+        prof = source if isinstance(source, Profile) else load_profile(str(source))
+    else:
+        prof = calibrate(db, since=since, until=until, tools=tools, name=name, target=target,
+                         vantage=vantage)
+    return Calibration(prof, export_profile(prof, view, deadline=deadline))
 
 
 def drift(
@@ -610,13 +654,13 @@ def write_report(
 
 
 class Report(NamedTuple):
-    """What `report` made: the data, and the rendered text (also written to `output`)."""
+    """What `make_report` made: the data, and the rendered text (also written to `output`)."""
 
     data: ReportData
     text: str
 
 
-def report(
+def make_report(
     db: str | Path | None = None,
     *,
     output: str | Path | None = None,
@@ -720,19 +764,21 @@ def serve_mcp(
     from realprobe.replay.modes import TransportOptions
 
     if transport not in ("stdio", "http"):
-        raise RealprobeError(f"transport {transport!r}: choose stdio or http")
+        raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
     if timeout is not None and timeout <= 0:
-        raise RealprobeError(f"timeout {timeout:g}: must be a positive number of seconds")
+        raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
     if not 0 <= port <= 65535:
-        raise RealprobeError(f"port {port}: must be between 0 and 65535")
+        raise BadArgument("port", f"port {port}: must be between 0 and 65535")
     if max_sessions < 1:
-        raise RealprobeError(f"max_sessions {max_sessions}: must be at least 1")
+        raise BadArgument("max_sessions", f"max_sessions {max_sessions}: must be at least 1")
     if not session_idle_s > 0 or session_idle_s == float("inf"):
-        raise RealprobeError(f"session_idle_s {session_idle_s:g}: must be a positive number")
+        raise BadArgument(
+            "session_idle_s", f"session_idle_s {session_idle_s:g}: must be a positive number"
+        )
     opts = (target or TransportOptions()).normalised()
     if real_time:
         if opts.mode is not Mode.SIMULATE:
-            raise RealprobeError("real_time applies to a simulate target only")
+            raise BadArgument("real_time", "real_time applies to a simulate target only")
         opts = replace(opts, real_time=True)
     names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
     service = McpService(
@@ -767,17 +813,18 @@ def serve_mcp(
 __all__ = [
     "build_report",
     "calibrate",
+    "calibrate_export",
     "call",
     "call_all",
     "check_tools",
     "drift",
     "export_profile",
     "load_catalog",
+    "make_report",
     "make_sandbox",
     "options",
     "plan_tasks",
     "probe",
-    "report",
     "run_tasks",
     "sandbox_running",
     "select_rows",

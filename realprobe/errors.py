@@ -92,7 +92,7 @@ class RealprobeError(Exception):
         )
 
 
-class BadArgument(RealprobeError):
+class BadArgument(RealprobeError, ValueError):
     """A value passed to a function (or, on the command line, an option) is unusable; the
     message starts with the parameter's name: `target 'x': choose one of ...`."""
 

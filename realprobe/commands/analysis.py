@@ -247,18 +247,18 @@ def calibrate_cmd(
     The sandbox and --simulate read the profile."""
     from realprobe import api
 
-    profile = source if source is not None else api.calibrate(
-        db, since=since, until=until, tools=tools, name=name, target=target, vantage=vantage
+    profile, data = api.calibrate_export(
+        db, view=view, deadline=deadline, source=source, since=since, until=until, tools=tools,
+        name=name, target=target, vantage=vantage,
     )
-    data = api.export_profile(profile, view, deadline=deadline)
-    if not isinstance(profile, str):
+    if source is None:
         _warn(profile.source.get("warning"))
     text = json.dumps(data, indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
     write_output(output, text, replace=True)
-    err_console.print(f"wrote {view} for {len(data.get('tools') or ())} tools to {output}")
+    err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
 
 def drift_cmd(
@@ -371,7 +371,7 @@ def report_cmd(
     if output is None and fmt == "html":
         output = Path("report.html")
     with err_console.status("building report"):
-        data, text = api.report(
+        data, text = api.make_report(
             db, output=output, fmt=fmt, since=since, until=until, tools=tools, period=period,
             baseline=baseline, current=current, target=target, vantage=vantage,
         )

@@ -165,7 +165,19 @@ def parse_kv(pairs: list[str] | None) -> dict[str, Any]:
 
 
 #: parameters whose flag is not `--name-with-dashes` when the command does not say otherwise
-ODD_FLAGS = {"view": "--as", "as_view": "--as", "fmt": "--format", "source": "--from"}
+ODD_FLAGS = {
+    "view": "--as",
+    "as_view": "--as",
+    "fmt": "--format",
+    "source": "--from",
+    "cassettes": "--from-cassettes",
+    "toxics": "--toxic",
+    "allowed_hosts": "--allowed-host",
+    "session_idle_s": "--session-idle-timeout",
+    "profile": "--simulate",
+    "all_tasks": "--all",
+    "polite": "--politeness",
+}
 
 
 def flag_for(param: str, flags: dict[str, str] | None = None) -> str:
@@ -210,6 +222,8 @@ def as_flags(*params: str, **renamed: str) -> Iterator[None]:
     try:
         yield
     except RealprobeError as exc:
+        if exc.params:
+            raise  # it names its parameters: the command's flags are put in as it leaves
         text = str(exc)
         pattern = r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w-])"
         new = re.sub(pattern, lambda m: flags[m.group(1)], text)

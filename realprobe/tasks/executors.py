@@ -122,7 +122,8 @@ def import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise RealprobeError(
-            "--executor ray needs Ray: pip install 'realprobe[ray]' (or pip install ray)"
+            "executor ray needs Ray: pip install 'realprobe[ray]' (or pip install ray)",
+            param="executor",
         ) from exc
     return ray
 
@@ -141,7 +142,8 @@ def run_ray(
     if live:
         raise RealprobeError(
             "live targets cannot run on Ray: workers would not share one politeness gate per "
-            "API host; use --executor local for live runs"
+            "API host; use executor=local for live runs",
+            param="executor",
         )
     ray = import_ray()
     started_here = not ray.is_initialized()
