@@ -250,14 +250,19 @@ def probe(
 # probed from these vantage points). Each result names what it summarises (`provenance`).
 
 
-def _db(db: str | Path | None) -> Path:
-    """The probe database to read; opening it once for writing also migrates an older schema
-    and marks runs left `running` by a killed process (a read-only file is read as it is)."""
+def _existing(db: str | Path | None) -> Path:
     from realprobe.store import default_db_path
 
     path = Path(db) if db is not None else default_db_path()
     if not path.exists():
         raise NoDatabase(path)
+    return path
+
+
+def _db(db: str | Path | None) -> Path:
+    """The probe database to read; opening it once for writing also migrates an older schema
+    and marks runs left `running` by a killed process (a read-only file is read as it is)."""
+    path = _existing(db)
     _sweep(path)
     return path
 
@@ -717,7 +722,7 @@ def task_results(
     from realprobe.tasks.results import summarise
     from realprobe.tasks.store import TaskStore
 
-    path = _db(db)
+    path = _existing(db)
     rows = TaskStore(Store(path)).runs(batch)
     if agent:
         rows = [r for r in rows if r["agent"] == agent]
