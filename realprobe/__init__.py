@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         probe,
         run_tasks,
         sandbox_running,
+        schedule,
         serve_mcp,
         stats,
         task_results,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from realprobe.data import doc_path
     from realprobe.demo import run_demo
     from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
+    from realprobe.hosts import HeldBack, HostGates
     from realprobe.probes.drift import DriftReport
     from realprobe.probes.results import Drift, Stats, VantageStats
     from realprobe.probes.runner import RunSummary, run_probes
@@ -102,7 +104,10 @@ _WHERE: dict[str, str] = {
     "load_profile": "realprobe.simulator.profile",
     # probing and analysis
     "probe": "realprobe.api",
+    "schedule": "realprobe.api",
     "run_probes": "realprobe.probes.runner",
+    "HostGates": "realprobe.hosts",
+    "HeldBack": "realprobe.hosts",
     "RunSummary": "realprobe.probes.runner",
     "Store": "realprobe.store",
     "stats": "realprobe.api",
@@ -157,6 +162,8 @@ __all__ = [
     "Drift",
     "DriftReport",
     "ErrorCode",
+    "HeldBack",
+    "HostGates",
     "HttpClient",
     "Mode",
     "NoDatabase",
@@ -205,6 +212,7 @@ __all__ = [
     "run_tasks",
     "sandbox_running",
     "save_cassette",
+    "schedule",
     "serve_mcp",
     "stats",
     "task_results",
