@@ -271,7 +271,7 @@ def _probe_tools(cat: Catalog, tools: Sequence[str] | str | None) -> list[Tool]:
     names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
     chosen = cat.select(names)
     if not chosen:
-        raise RealprobeError(f"tools {tools!r} names no tool")
+        raise BadArgument("tools", f"tools {tools!r} names no tool")
     return chosen
 
 
@@ -324,9 +324,9 @@ def schedule(
     from realprobe.store import default_db_path
 
     if max_runs is not None and max_runs < 1:
-        raise RealprobeError(f"max_runs must be at least 1 (got {max_runs})")
+        raise BadArgument("max_runs", f"max_runs must be at least 1 (got {max_runs})")
     if jitter < 0:
-        raise RealprobeError(f"jitter must be >= 0 (got {jitter:g})")
+        raise BadArgument("jitter", f"jitter must be >= 0 (got {jitter:g})")
     every_text = f"{every}s" if isinstance(every, int | float) else every
     trigger, interval = make_trigger(every_text, cron, jitter_s=jitter)
     _check_run(rounds, concurrency, timeout)
