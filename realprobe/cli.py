@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import typer
 
 from realprobe.commands.checks import CheckedGroup, apply_checks
-from realprobe.commands.common import QuickHelpGroup
+from realprobe.commands.common import QuickHelpGroup, in_cli_terms
 from realprobe.errors import RealprobeError
 
 #: verb -> (module under realprobe.commands, one-line help), in the order a user meets them:
@@ -114,7 +114,7 @@ def main() -> None:
     try:
         app()
     except RealprobeError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {in_cli_terms(exc)}\n")
         sys.exit(2)
 
 

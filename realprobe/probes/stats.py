@@ -32,6 +32,7 @@ from realprobe.probes.loading import (
     load_probes,
 )
 from realprobe.probes.provenance import (
+    EMPTY_SELECTION_PARAMS,
     Provenance,
     describe,
     empty_selection_error,
@@ -432,7 +433,7 @@ def stats_from_db(
     arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
     prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
-        raise RealprobeError(empty_selection_error(prov, db, tools))
+        raise RealprobeError(empty_selection_error(prov, db, tools), param=EMPTY_SELECTION_PARAMS)
     if tools:
         missing = sorted(set(tools) - set(arr.tools))
         if missing:

@@ -85,8 +85,8 @@ def read_parameter(
     secret = bool(SECRET_NAME_RE.search(wire)) and where in ("query", "header")
     if secret and not include_auth:
         if required:
-            raise SkipOperation(f"needs the credential {label}; --include-auth keeps it")
-        notes.add(f"optional credential {label} left out (--include-auth keeps it)")
+            raise SkipOperation(f"needs the credential {label}; include_auth keeps it")
+        notes.add(f"optional credential {label} left out (include_auth keeps it)")
         return None
     if p.get("deprecated") and not required:
         notes.add(f"deprecated {label} left out")
