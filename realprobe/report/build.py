@@ -11,7 +11,13 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from realprobe.probes.drift import DriftReport, drift
-from realprobe.probes.loading import ProbeArrays, load_probes
+from realprobe.probes.loading import (
+    ProbeArrays,
+    conditions,
+    connect_readonly,
+    load_probes,
+    probe_columns,
+)
 from realprobe.probes.stats import StatsReport, stats_from_db
 from realprobe.probes.windows import iso
 
@@ -85,6 +91,29 @@ def latency_quantiles(arr: ProbeArrays, points: int = 400) -> dict[str, list[flo
     return out
 
 
+def several_vantages(
+    db: str | Path,
+    since: float | None,
+    until: float | None,
+    tools: list[str] | None,
+    kinds: list[str] | None,
+) -> bool:
+    """Do the selected rows come from more than one vantage (no vantage counts as one)? One
+    indexed query, so the side-by-side table is built only when there is a side to show."""
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        if "vantage" not in cols:
+            return False
+        where, params = conditions(cols, since, until, tools, kinds, None)
+        found = conn.execute(
+            f"SELECT DISTINCT coalesce(vantage, '') FROM probes WHERE {where} LIMIT 2", params
+        ).fetchall()
+    finally:
+        conn.close()
+    return len(found) > 1
+
+
 def build_report(
     db: str | Path,
     since: float | None = None,
@@ -140,11 +169,10 @@ def build_report(
     from realprobe.probes.phases import phase_breakdown, vantage_table
 
     used = list(rep.provenance.target_kinds) if rep.provenance is not None else kinds
-    table = vantage_table(db, since, until, tools, used)
-    several = len({v for per in table.values() for v in per}) > 1
+    several = not vantages and several_vantages(db, since, until, tools, used)
     return ReportData(
         phases=phase_breakdown(db, since, until, tools, used, vantages),
-        by_vantage=table if several and not vantages else {},
+        by_vantage=vantage_table(db, since, until, tools, used) if several else {},
         generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         db=str(db),
         stats=rep,
