@@ -9,6 +9,7 @@ rows with `excluded=1` (the prober's own outages) are left out before anything i
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -432,10 +433,16 @@ def stats_from_db(
     """Load the rows of `kinds` (target kinds) and `vantages` (default all) and compute; a clear
     error when the selection holds nothing. With no `kinds`: live when the window holds live
     rows, else the one kind present (several other kinds: an error asking to pick)."""
-    groups = survey(db, since, until, tools, vantages)
     if kinds is None:
+        groups = survey(db, since, until, tools, vantages)
         kinds = pick_kinds(kinds_present(db, groups=groups), None)
-    arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+    else:
+        # the survey (one aggregate scan, run by SQLite without the GIL) alongside the load
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(survey, db, since, until, tools, vantages)
+            arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+            groups = pending.result()
     prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
         raise RealprobeError(empty_selection_error(prov, db, tools))
