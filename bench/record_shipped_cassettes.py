@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from realprobe.adapters.catalog import default_catalog
-from realprobe.commands.replay import record_round
 from realprobe.replay.importers import load_cassette
+from realprobe.replay.rounds import record_round
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         probe,
         run_tasks,
         sandbox_running,
+        schedule,
         serve_mcp,
         stats,
         task_results,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from realprobe.data import doc_path
     from realprobe.demo import run_demo
     from realprobe.errors import ErrorCode, RealprobeError
+    from realprobe.hosts import HeldBack, HostGates
     from realprobe.probes.drift import DriftReport
     from realprobe.probes.runner import RunSummary, run_probes
     from realprobe.probes.stats import StatsReport
@@ -99,7 +101,10 @@ _WHERE: dict[str, str] = {
     "load_profile": "realprobe.simulator.profile",
     # probing and analysis
     "probe": "realprobe.api",
+    "schedule": "realprobe.api",
     "run_probes": "realprobe.probes.runner",
+    "HostGates": "realprobe.hosts",
+    "HeldBack": "realprobe.hosts",
     "RunSummary": "realprobe.probes.runner",
     "Store": "realprobe.store",
     "stats": "realprobe.api",
@@ -145,6 +150,8 @@ __all__ = [
     "Clock",
     "DriftReport",
     "ErrorCode",
+    "HeldBack",
+    "HostGates",
     "HttpClient",
     "Mode",
     "Profile",
@@ -188,6 +195,7 @@ __all__ = [
     "run_tasks",
     "sandbox_running",
     "save_cassette",
+    "schedule",
     "serve_mcp",
     "stats",
     "task_results",

@@ -9,6 +9,7 @@ inside the functions, so importing this module stays cheap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,8 +21,12 @@ from realprobe.replay.mode import Mode
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
     from realprobe.adapters.result import ToolResult
+    from realprobe.adapters.tool import Tool
+    from realprobe.hosts import HostGates
     from realprobe.probes.drift import DriftReport
+    from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.runner import RunSummary
+    from realprobe.probes.scheduler import ScheduleResult
     from realprobe.probes.stats import StatsReport
     from realprobe.replay.modes import TransportOptions
     from realprobe.report.build import ReportData
@@ -192,50 +197,192 @@ def probe(
     db: str | Path | None = None,
     timeout: float = 10.0,
     vantage: str | None = None,
-    polite: bool = True,
+    polite: bool | None = None,
     concurrency: int = 32,
     seed: int = 0,
     catalog: Catalog | None = None,
+    gates: HostGates | None = None,
+    on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
+    stop_on_signals: bool = False,
+    notify: Callable[[str], None] | None = None,
+    lock_timeout: float = 30.0,
+    force: bool = False,
 ) -> RunSummary:
     """Probe `tools` (names, "a,b", or None for every tool) `rounds` times through `target`,
-    storing one row per call in `db`. Politeness (per-host spacing, Retry-After, daily
-    budgets) is always on against the real APIs; `polite=False` is for the sandbox, the
-    simulator and replay."""
-    from realprobe.probes.politeness import PolitenessConfig
-    from realprobe.probes.runner import default_vantage, run_probes
-    from realprobe.replay.client import ClientConfig
-    from realprobe.replay.modes import TransportOptions, make_client
-    from realprobe.store import Store, default_db_path
+    storing one row per call in `db`.
 
+    Politeness (per-host spacing, Retry-After, daily budgets) is always on against the real
+    APIs; `polite=False` is for the sandbox, the simulator and replay (None: off for replay,
+    which waits for nobody, else on). `gates` shares the per-host limiters with an MCP server
+    or task runs in the same process. `on_call(row, result)` sees every stored call.
+    `stop_on_signals`: SIGINT/SIGTERM end the run after the calls in flight (a second one
+    abandons them); `notify` gets a line to show when that happens. `force` uses a SQLite
+    file that holds another program's tables.
+    """
+    from realprobe.probes.runner import run_probes
+    from realprobe.probes.session import graceful_stop, probe_session
+    from realprobe.replay.modes import TransportOptions
+    from realprobe.store import default_db_path
+
+    _check_run(rounds, concurrency, timeout)
+    cat = catalog or load_catalog()
+    chosen = _probe_tools(cat, tools)
+    opts = (target or TransportOptions()).normalised()
+    config = _politeness(opts, polite)
+    path = Path(db) if db is not None else default_db_path()
+
+    async def go() -> RunSummary:
+        stop = asyncio.Event()
+        async with probe_session(
+            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
+        ) as (store, client):
+            with graceful_stop(stop, notify) if stop_on_signals else contextlib.nullcontext():
+                return await run_probes(
+                    cat, chosen, rounds, client, store, timeout_s=timeout, vantage=vantage,
+                    politeness=config, concurrency=concurrency, seed=seed, gates=gates,
+                    stop=stop, on_call=on_call,
+                )
+
+    try:
+        return asyncio.run(go())
+    except asyncio.CancelledError:
+        raise RealprobeError(
+            "interrupted twice: the calls in flight were abandoned; every finished call is "
+            f"stored in {path}"
+        ) from None
+
+
+def _check_run(rounds: int, concurrency: int, timeout: float) -> None:
+    """The run's numbers, checked before anything is opened, sent or written."""
+    if rounds < 1:
+        raise RealprobeError(f"rounds must be at least 1 (got {rounds})")
+    if concurrency < 1:
+        raise RealprobeError(f"concurrency must be at least 1 (got {concurrency})")
     if not timeout > 0:
         raise RealprobeError(f"timeout must be positive (got {timeout:g})")
-    cat = catalog or load_catalog()
-    opts = (target or TransportOptions()).normalised()
+
+
+def _probe_tools(cat: Catalog, tools: Sequence[str] | str | None) -> list[Tool]:
+    """The tools to probe (None: all); an unknown name is an error with a did-you-mean."""
+    names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
+    chosen = cat.select(names)
+    if not chosen:
+        raise RealprobeError(f"tools {tools!r} names no tool")
+    return chosen
+
+
+def _politeness(opts: TransportOptions, polite: bool | None) -> PolitenessConfig:
+    from realprobe.probes.politeness import PolitenessConfig
+
+    if polite is None:
+        polite = opts.mode is not Mode.REPLAY
     if not polite and opts.target.reaches_network:
         raise RealprobeError(
             "politeness can be turned off only for a sandbox, the simulator or replay; "
             "public APIs always get the catalogue's limits"
         )
-    names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
-    config = ClientConfig(
-        deadline_s=timeout, read_timeout_s=min(10.0, timeout), connect_timeout_s=min(5.0, timeout)
-    )
+    return PolitenessConfig() if polite else PolitenessConfig.off()
 
-    async def go() -> RunSummary:
-        store = Store(Path(db) if db is not None else default_db_path())
-        client = make_client(cat, opts, config=config)
-        try:
-            return await run_probes(
-                cat, names, rounds, client, store, timeout_s=timeout,
-                vantage=vantage or default_vantage(),
-                politeness=PolitenessConfig() if polite else PolitenessConfig.off(),
-                concurrency=concurrency, seed=seed,
+
+def schedule(
+    tools: Sequence[str] | str | None = None,
+    *,
+    every: str | float | None = None,
+    cron: str | None = None,
+    max_runs: int | None = None,
+    jitter: float = 0.0,
+    rounds: int = 1,
+    target: TransportOptions | None = None,
+    db: str | Path | None = None,
+    timeout: float = 10.0,
+    vantage: str | None = None,
+    polite: bool | None = None,
+    concurrency: int = 32,
+    seed: int = 0,
+    catalog: Catalog | None = None,
+    gates: HostGates | None = None,
+    alerts: str | Path | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_alert: Callable[[str], None] | None = None,
+    stop_on_signals: bool = False,
+    lock_timeout: float = 30.0,
+    force: bool = False,
+) -> ScheduleResult:
+    """Probe rounds on a schedule: `every` ("30m", or seconds; the first round at once) or
+    `cron` ("0 2 * * *", local time; waits for its first fire time), until `max_runs`
+    rounds (None: until stopped). Round n uses seed `seed + n`. Rounds never overlap; a
+    failing round is logged (`on_event`) and the schedule goes on. `alerts`: a rules file
+    checked after every round (`on_alert` gets each line to show). Probe settings as in
+    `probe`."""
+    from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+    from realprobe.probes.session import on_signals, probe_session
+    from realprobe.replay.modes import TransportOptions
+    from realprobe.store import default_db_path
+
+    if max_runs is not None and max_runs < 1:
+        raise RealprobeError(f"max_runs must be at least 1 (got {max_runs})")
+    if jitter < 0:
+        raise RealprobeError(f"jitter must be >= 0 (got {jitter:g})")
+    every_text = f"{every}s" if isinstance(every, int | float) else every
+    trigger, interval = make_trigger(every_text, cron, jitter_s=jitter)
+    _check_run(rounds, concurrency, timeout)
+    cat = catalog or load_catalog()
+    chosen = _probe_tools(cat, tools)
+    opts = (target or TransportOptions()).normalised()
+    config = _politeness(opts, polite)
+    path = Path(db) if db is not None else default_db_path()
+    rules = _alert_rules(alerts)
+
+    async def go() -> ScheduleResult:
+        async with probe_session(
+            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
+        ) as (store, client):
+            from realprobe.probes.runner import run_probes
+
+            async def one_round(number: int, stop: asyncio.Event) -> RunSummary:
+                summary = await run_probes(
+                    cat, chosen, rounds, client, store, timeout_s=timeout, vantage=vantage,
+                    politeness=config, concurrency=concurrency, seed=seed + number,
+                    stop=stop, schedule_id=sched.schedule_id, gates=gates,
+                )
+                if rules is not None:
+                    await asyncio.to_thread(_check_alerts, path, rules, on_alert)
+                return summary
+
+            sched = ProbeSchedule(
+                trigger, one_round, store, interval_s=interval, max_runs=max_runs,
+                on_event=on_event,
             )
-        finally:
-            await client.aclose()
-            store.close()
+            if not stop_on_signals:
+                return await sched.run()
+            with on_signals(lambda: sched.stop("signal")):
+                return await sched.run()
 
     return asyncio.run(go())
+
+
+def _alert_rules(alerts: str | Path | None) -> Any:
+    if alerts is None:
+        return None
+    from realprobe.monitor.alerts import load_rules
+
+    return load_rules(Path(alerts))
+
+
+def _check_alerts(db: Path, rules: Any, show: Callable[[str], None] | None) -> None:
+    """Evaluate alert rules after a scheduled round; a failure here never stops the schedule."""
+    from realprobe.monitor.alerts import check
+
+    say = show or (lambda line: None)
+    try:
+        result = check(db, rules)
+    except RealprobeError as exc:
+        say(f"alert check failed: {exc}")
+        return
+    for event in result.events:
+        say(f"alert {event.status}: {event.rule} / {event.subject}: {event.message}")
+    for line in result.delivery_failures:
+        say(f"webhook delivery failed: {line} (will retry)")
 
 
 # -- analysis ---------------------------------------------------------------------------------

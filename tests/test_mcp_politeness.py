@@ -71,29 +71,29 @@ def local_copy(catalog: Catalog, sandbox: str, min_interval_s: float) -> Catalog
 async def test_live_calls_through_mcp_are_spaced_and_refusals_are_not_stored(
     catalog: Catalog, calm_sandbox: str, tmp_path: Path
 ) -> None:
-    local = local_copy(catalog, calm_sandbox, min_interval_s=0.4)
+    local = local_copy(catalog, calm_sandbox, min_interval_s=4.0)
     name = next(iter(local)).name
     db = tmp_path / "rp.db"
-    service = McpService(local, ServiceOptions(timeout_s=0.3, db=str(db)))
+    service = McpService(local, ServiceOptions(timeout_s=2.0, db=str(db)))
     async with service, Client(service.server) as client:
-        t0 = time.perf_counter()
         first = await client.call_tool(name, {})
-        refused = await client.call_tool(name, {})  # next turn 0.4 s away, deadline 0.3 s
+        t0 = time.perf_counter()
+        refused = await client.call_tool(name, {})  # next turn ~4 s away, deadline 2 s
         elapsed = time.perf_counter() - t0
         assert service.gates is not None
     assert first.is_error is False
-    assert refused.is_error is True and elapsed < 0.3
+    assert refused.is_error is True and elapsed < 1.0  # refused at once, not after waiting
     block = refused.content[0]
     assert isinstance(block, TextContent)
     assert block.text.startswith("RATE_LIMIT_ERROR: realprobe holds back calls to 127.0.0.1")
     assert "nothing was sent" in block.text
     assert "(realprobe's politeness, not the API)" in block.text
     meta = (refused.meta or {})["realprobe/call"]
-    assert 0 < meta["retry_after_s"] <= 0.4  # the next turn: 0.4 s after the first start
+    assert 2.0 < meta["retry_after_s"] <= 4.0  # the next turn: 4 s after the first start
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT outcome FROM probes").fetchall() == [("ok",)]
 
-    polite_off = McpService(local, ServiceOptions(timeout_s=0.3, polite=False))
+    polite_off = McpService(local, ServiceOptions(timeout_s=2.0, polite=False))
     async with polite_off, Client(polite_off.server) as client:
         results = [await client.call_tool(name, {}) for _ in range(3)]
     assert polite_off.gates is None and not any(r.is_error for r in results)
@@ -105,3 +105,46 @@ async def test_the_sandbox_is_not_held_back(catalog: Catalog, calm_sandbox: str)
     service = McpService(catalog, ServiceOptions(transport=TransportOptions(sandbox=calm_sandbox)))
     async with service:
         assert service.gates is None
+
+
+async def test_a_probe_run_and_the_mcp_server_share_one_limiter(
+    catalog: Catalog, calm_sandbox: str, tmp_path: Path
+) -> None:
+    """Probing while agents call the same API through MCP: the host's starts stay spaced
+    across both, because both wait for the one limiter of a shared HostGates."""
+    import asyncio
+
+    from realprobe.probes import run_probes
+    from realprobe.replay.modes import TransportOptions, make_client
+    from realprobe.store import Store
+
+    interval = 0.25
+    local = local_copy(catalog, calm_sandbox, min_interval_s=interval)
+    name = next(iter(local)).name
+    db = tmp_path / "rp.db"
+    gates = HostGates()
+    service = McpService(local, ServiceOptions(timeout_s=5.0, db=str(db)), gates=gates)
+    store = Store(db)
+    client = make_client(local, TransportOptions())
+    try:
+        async with service, Client(service.server) as mcp_client:
+            assert service.gates is gates
+
+            async def agent() -> None:
+                for _ in range(3):
+                    result = await mcp_client.call_tool(name, {})
+                    assert result.is_error is False, result
+
+            summary, _ = await asyncio.gather(
+                run_probes(local, name, 3, client, store, timeout_s=5.0, gates=gates),
+                agent(),
+            )
+    finally:
+        await client.aclose()
+        store.close()
+    assert summary.n_ok == 3
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT started_ts, source FROM probes ORDER BY started_ts").fetchall()
+    assert {source for _, source in rows} == {"probe", "mcp"} and len(rows) == 6
+    gaps = [b[0] - a[0] for a, b in zip(rows, rows[1:], strict=False)]
+    assert min(gaps) >= interval - 0.02, gaps  # spaced across the probe run and the agent

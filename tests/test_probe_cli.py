@@ -137,3 +137,21 @@ def test_unreachable_sandbox_is_marked_and_exits_non_zero(tmp_path: Path) -> Non
         assert conn.execute("SELECT status FROM probe_runs").fetchone()[0] == (
             "local_network_failure"
         )
+
+
+def test_probe_record_mode_once_records_then_replays(calm_sandbox: str, tmp_path: Path) -> None:
+    """--record-mode once: the first run records the cassette, the next replays it offline."""
+    db, tape = tmp_path / "p.db", tmp_path / "c.json"
+    args = ["probe", "--tools", "agify_age", "--rounds", "2", "--sandbox", calm_sandbox,
+            "--cassette", str(tape), "--record-mode", "once", "--politeness", "off",
+            "--db", str(db), "--json"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert tape.exists() and json.loads(first.stdout)["target_kind"] == "sandbox"
+    recorded = tape.read_bytes()
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0, second.output
+    summary = json.loads(second.stdout)
+    assert summary["target_kind"] == "replay" and summary["n_ok"] == 2
+    assert tape.read_bytes() == recorded  # replayed, not re-recorded
+    assert_user_error(rp(*args[:-1], "--record-mode", "sometimes"), "sometimes", "once")

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import time
 from pathlib import Path
+
+import pytest
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.clock import VirtualClock
 from realprobe.errors import ErrorCode
+from realprobe.hosts import Backoff, HostLimiter, host_key, merge
 from realprobe.probes import PolitenessConfig, run_probes
-from realprobe.probes.politeness import Budget, HostLimiter, host_key, merge
+from realprobe.probes.politeness import Budget
 from realprobe.replay.client import HttpClient
 from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.replay.simulate import SimulateTransport
@@ -26,7 +30,7 @@ ZERO = Politeness(min_interval_s=0, jitter_s=0)
 def limiter(**kw: float) -> tuple[HostLimiter, VirtualClock]:
     clock = VirtualClock(start_wall=1_700_000_000.0)
     pol = Politeness(**kw)  # type: ignore[arg-type]
-    return HostLimiter("h:443", pol, clock, PolitenessConfig()), clock
+    return HostLimiter("h:443", pol, clock, Backoff(), random.Random(1)), clock
 
 
 async def test_starts_are_spaced_by_interval_plus_jitter() -> None:
@@ -52,23 +56,34 @@ async def test_retry_after_pauses_the_host() -> None:
 
 async def test_429_without_retry_after_backs_off_exponentially_then_gives_up() -> None:
     clock = VirtualClock()
-    cfg = PolitenessConfig(backoff_429_s=2.0, max_pause_s=10.0)
-    lim = HostLimiter("h:443", Politeness(min_interval_s=0, jitter_s=0), clock, cfg)
-    waits = []
-    for _ in range(3):
-        assert await lim.wait_turn()
-        lim.note(ErrorCode.RATE_LIMIT_ERROR, None)
+    lim = HostLimiter("h:443", Politeness(min_interval_s=0, jitter_s=0), clock,
+                      Backoff(backoff_429_s=2.0))
+    pauses = []
+    for _ in range(4):
+        assert await lim.wait_turn(give_up_after=10.0)
         t = clock.now()
-        if lim.given_up:
-            break
-        assert await lim.wait_turn()
-        waits.append(clock.now() - t)
-        lim.note(ErrorCode.RATE_LIMIT_ERROR, None)
-        if lim.given_up:
-            break
-    assert waits[0] == 2.0 and waits[1] == 8.0  # 2, 4 (unused), 8: doubling per 429 in a row
-    assert lim.given_up is not None and "over the 10s limit" in lim.given_up
-    assert await lim.wait_turn() is False
+        pauses.append(lim.note(ErrorCode.RATE_LIMIT_ERROR, None))
+    assert pauses == [2.0, 4.0, 8.0, 16.0]  # doubling per 429 in a row
+    assert clock.now() - t == 0  # the last pause (16 s) is not waited
+    assert await lim.wait_turn(give_up_after=10.0) is False  # over the limit: give up
+    assert await lim.wait_turn() is True and clock.now() - t == 16.0
+
+
+async def test_the_limiter_is_shared_and_an_agent_is_held_back_by_a_probe_pause() -> None:
+    from realprobe.hosts import HeldBack, HostGates
+
+    clock = VirtualClock()
+    gates = HostGates(clock)
+    pol = Politeness(min_interval_s=1.0, jitter_s=0)
+    probe_side = gates.limiter("h:443", pol)
+    assert gates.limiter("h:443", Politeness(min_interval_s=3.0, jitter_s=0)) is probe_side
+    assert probe_side.policy.min_interval_s == 3.0  # the stricter policy wins
+    assert await probe_side.wait_turn()
+    probe_side.note(ErrorCode.RATE_LIMIT_ERROR, 30.0)  # the API said: 30 s
+    with pytest.raises(HeldBack) as held:
+        probe_side.reserve(budget_s=5.0)
+    assert held.value.retry_after_s == 30.0 and "asked for a pause" in str(held.value)
+    assert probe_side.reserve(budget_s=31.0) == 30.0
 
 
 async def test_success_resets_the_429_backoff() -> None:
@@ -79,14 +94,13 @@ async def test_success_resets_the_429_backoff() -> None:
     t = clock.now()
     lim.note(ErrorCode.RATE_LIMIT_ERROR, None)
     await lim.wait_turn()
-    assert clock.now() - t == PolitenessConfig().backoff_429_s
+    assert clock.now() - t == Backoff().backoff_429_s
 
 
 async def test_stop_interrupts_a_long_real_wait() -> None:
     from realprobe.clock import RealClock
 
-    lim = HostLimiter("h:443", Politeness(min_interval_s=60, jitter_s=0), RealClock(),
-                      PolitenessConfig())
+    lim = HostLimiter("h:443", Politeness(min_interval_s=60, jitter_s=0), RealClock())
     stop = asyncio.Event()
     assert await lim.wait_turn(stop)
     asyncio.get_running_loop().call_later(0.05, stop.set)

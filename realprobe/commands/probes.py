@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,6 +15,7 @@ from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
     ModeOpt,
+    RecordModeOpt,
     SandboxOpt,
     SeedOpt,
     SimulateOpt,
@@ -34,14 +32,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from realprobe.adapters import ToolResult
-    from realprobe.adapters.catalog import Catalog
-    from realprobe.adapters.tool import Tool
-    from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.runner import RunSummary
-    from realprobe.probes.scheduler import ProbeSchedule
-    from realprobe.replay.client import HttpClient
     from realprobe.replay.modes import TransportOptions
-    from realprobe.store import Store
 
 
 
@@ -92,118 +84,55 @@ LockTimeoutOpt = Annotated[
 ]
 
 
-@dataclass
-class ProbeSetup:
-    catalog: Catalog
-    tools: list[Tool]
-    opts: TransportOptions
-    politeness: PolitenessConfig
-    mode: str
-    target: str
-    db: Path
-    timeout: float
-    vantage: str
-    lock_timeout: float = 30.0
-    force: bool = False
-
-    def store(self) -> Store:
-        """The database; a foreign SQLite file is refused unless --force."""
-        from realprobe.store import ForeignDatabase, Store
-
-        try:
-            return Store(self.db, busy_timeout_s=self.lock_timeout, force=self.force)
-        except ForeignDatabase as exc:
-            raise RealprobeError(f"{exc}; pass --force to use it anyway") from None
-
-
 def register(app: typer.Typer) -> None:
     app.command("probe")(probe_cmd)
     app.command("schedule")(schedule_cmd)
 
 
-def setup(
-    *,
-    tools: str | None,
-    all_tools: bool,
-    rounds: int,
-    timeout: float,
-    db: Path | None,
-    vantage: str | None,
-    sandbox: str | None,
-    simulate: str | None,
-    mode: Mode,
-    cassette: Path | None,
-    seed: int,
-    politeness: PolitenessChoice | None,
-    concurrency: int,
-    catalog: list[Path] | None,
-) -> ProbeSetup:
-    """Validate every option before anything is sent or written."""
-    from realprobe.probes.politeness import PolitenessConfig
-    from realprobe.probes.runner import default_vantage
-    from realprobe.store import default_db_path
-
-    if rounds < 1:
-        raise RealprobeError(f"--rounds must be at least 1 (got {rounds})")
-    if concurrency < 1:
-        raise RealprobeError(f"--concurrency must be at least 1 (got {concurrency})")
-    if not timeout > 0:
-        raise RealprobeError(f"--timeout must be positive (got {timeout:g})")
+def _chosen(tools: str | None, all_tools: bool) -> str | None:
+    """--tools a,b or --all (exactly one) -> the library's `tools`."""
     if tools and all_tools:
         raise RealprobeError("pass either --tools a,b or --all, not both")
     if not tools and not all_tools:
         raise RealprobeError("pick what to probe: --tools a,b or --all")
-    cat = load_catalog(catalog)
-    chosen = cat.select(None if all_tools else tools)
-    if not chosen:
-        raise RealprobeError(f"--tools {tools!r} names no tool")
-    opts = transport_options(mode, sandbox, simulate, cassette, seed)
-    where = opts.target
-    if politeness is None:
-        politeness = PolitenessChoice.OFF if opts.mode is Mode.REPLAY else PolitenessChoice.CATALOG
-    if politeness is PolitenessChoice.OFF:
-        if where.reaches_network:
-            raise RealprobeError(
-                "--politeness off is only for --sandbox, --simulate or --mode replay; "
-                "public APIs always get the catalogue's limits"
-            )
-        config = PolitenessConfig.off()
-    else:
-        config = PolitenessConfig()
-    return ProbeSetup(
-        catalog=cat, tools=chosen, opts=opts, politeness=config, mode=opts.mode.value,
-        target=where.label,
-        db=db or default_db_path(), timeout=timeout, vantage=vantage or default_vantage(),
-    )
+    return None if all_tools else tools
 
 
-def client_for(s: ProbeSetup) -> HttpClient:
-    from realprobe.replay.client import ClientConfig
-    from realprobe.replay.modes import make_client
+def _polite(choice: PolitenessChoice | None) -> bool | None:
+    return None if choice is None else choice is PolitenessChoice.CATALOG
 
-    t = s.timeout
-    config = ClientConfig(
-        deadline_s=t, read_timeout_s=min(10.0, t), connect_timeout_s=min(5.0, t)
-    )
-    return make_client(s.catalog, s.opts, config=config)
+
+def _db(db: Path | None) -> Path:
+    from realprobe.store import default_db_path
+
+    return db or default_db_path()
 
 
 @contextmanager
-def stop_on_signals(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Iterator[None]:
-    """SIGINT/SIGTERM call `stop` (end after the calls in flight) instead of killing us."""
-    sigs = (signal.SIGINT, signal.SIGTERM)
-    installed = []
-    for sig in sigs:
-        try:
-            loop.add_signal_handler(sig, stop)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            pass
+def cli_errors() -> Iterator[None]:
+    """Library errors whose advice needs the command line's flags."""
+    from realprobe.store import ForeignDatabase
+
     try:
         yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+    except ForeignDatabase as exc:
+        raise RealprobeError(f"{exc}; pass --force to use it anyway") from None
+    except RealprobeError as exc:
+        if str(exc).startswith("politeness can be turned off only"):
+            raise RealprobeError(
+                "--politeness off is only for --sandbox, --simulate or --mode replay; "
+                "public APIs always get the catalogue's limits"
+            ) from None
+        raise
+
+
+def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
+    place = f"the sandbox at {where.sandbox}" if where.sandbox else "any API"
+    return RealprobeError(
+        f"nothing was reachable{what}: no call got through to {place}; "
+        "marked local_network_failure and excluded from statistics (check the network "
+        "or the --sandbox URL)"
+    )
 
 
 class LiveCounts:
@@ -297,47 +226,6 @@ def print_summary(summary: RunSummary, db: Path) -> None:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 
-async def _probe(
-    s: ProbeSetup, rounds: int, concurrency: int, seed: int, progress: bool
-) -> RunSummary:
-    from realprobe.probes.runner import run_probes
-
-    store = s.store()
-    client = client_for(s)
-    stop = asyncio.Event()
-    main = asyncio.current_task()
-
-    def on_signal() -> None:
-        if not stop.is_set():
-            err_console.print(
-                "stopping after the calls in flight (their rows are kept); "
-                "press Ctrl-C again to abandon them..."
-            )
-            stop.set()
-        elif main is not None:
-            main.cancel()
-
-    try:
-        with (
-            stop_on_signals(asyncio.get_running_loop(), on_signal),
-            LiveCounts(len(s.tools) * rounds, "probing", enabled=progress) as live,
-        ):
-            return await run_probes(
-                s.catalog, s.tools, rounds, client, store,
-                timeout_s=s.timeout, vantage=s.vantage,
-                politeness=s.politeness, concurrency=concurrency, seed=seed, stop=stop,
-                on_call=live,
-            )
-    except asyncio.CancelledError:
-        raise RealprobeError(
-            "interrupted twice: the calls in flight were abandoned; every finished call is "
-            f"stored in {s.db}"
-        ) from None
-    finally:
-        await client.aclose()
-        store.close()
-
-
 def probe_cmd(
     tools: ToolsOpt = None,
     all_tools: AllOpt = False,
@@ -349,6 +237,7 @@ def probe_cmd(
     simulate: SimulateOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
+    record_mode: RecordModeOpt = None,
     seed: SeedOpt = 0,
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
@@ -363,29 +252,37 @@ def probe_cmd(
     interval with jitter, Retry-After honoured and a daily budget (catalogue `politeness`).
     Ctrl-C stops after the calls in flight; every finished call is already stored.
     """
+    from realprobe.api import probe
     from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
 
-    s = setup(
-        tools=tools, all_tools=all_tools, rounds=rounds, timeout=timeout, db=db,
-        vantage=vantage, sandbox=sandbox, simulate=simulate, mode=mode, cassette=cassette,
-        seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
-    )
-    s.lock_timeout = lock_timeout
-    s.force = force
-    summary = asyncio.run(_probe(s, rounds, concurrency, seed, progress=True))
+    chosen = _chosen(tools, all_tools)
+    cat = load_catalog(catalog)
+    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    path = _db(db)
+    with cli_errors():
+        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing")
+        with live:
+            summary = probe(
+                chosen, rounds=rounds, target=target, db=path, timeout=timeout,
+                vantage=vantage, polite=_polite(politeness), concurrency=concurrency,
+                seed=seed, catalog=cat, on_call=live, stop_on_signals=True,
+                notify=err_console.print, lock_timeout=lock_timeout, force=force,
+            )
     if as_json:
         print_json(summary.model_dump(mode="json"))
     else:
-        print_summary(summary, s.db)
+        print_summary(summary, path)
     if summary.status == RUN_LOCAL_NETWORK_FAILURE:
-        where = f"the sandbox at {s.opts.sandbox}" if s.opts.sandbox else "any API"
-        raise RealprobeError(
-            f"nothing was reachable: no call got through to {where}; run {summary.run_id} is "
-            "marked local_network_failure and excluded from statistics (check the network "
-            "or the --sandbox URL)"
-        )
+        raise _nothing_reached(target, f" in run {summary.run_id}")
     if summary.status == RUN_INTERRUPTED:
         raise typer.Exit(130)
+
+
+def _show_event(event: dict[str, Any]) -> None:
+    colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
+        event["kind"], "cyan"
+    )
+    err_console.print(f"{event['at']} [{colour}]{event['kind']}[/{colour}] {event['detail']}")
 
 
 def schedule_cmd(
@@ -413,6 +310,7 @@ def schedule_cmd(
     simulate: SimulateOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
+    record_mode: RecordModeOpt = None,
     seed: SeedOpt = 0,
     politeness: PolitenessOpt = None,
     concurrency: ConcurrencyOpt = 32,
@@ -431,93 +329,31 @@ def schedule_cmd(
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
-    from realprobe.probes.runner import run_probes
-    from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+    from realprobe.api import schedule
 
-    if max_runs is not None and max_runs < 1:
-        raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
-    if jitter < 0:
-        raise RealprobeError(f"--jitter must be >= 0 (got {jitter:g})")
-    trigger, interval = make_trigger(every, cron, jitter_s=jitter)
-    s = setup(
-        tools=tools, all_tools=all_tools, rounds=rounds, timeout=timeout, db=db,
-        vantage=vantage, sandbox=sandbox, simulate=simulate, mode=mode, cassette=cassette,
-        seed=seed, politeness=politeness, concurrency=concurrency, catalog=catalog,
-    )
-    s.lock_timeout = lock_timeout
-    s.force = force
-    alert_rules = None
-    if alerts is not None:
-        from realprobe.monitor.alerts import load_rules
-
-        alert_rules = load_rules(alerts)
-
-    def show(event: dict[str, Any]) -> None:
-        colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
-            event["kind"], "cyan"
+    chosen = _chosen(tools, all_tools)
+    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    path = _db(db)
+    with cli_errors():
+        result = schedule(
+            chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter, rounds=rounds,
+            target=target, db=path, timeout=timeout, vantage=vantage,
+            polite=_polite(politeness), concurrency=concurrency, seed=seed,
+            catalog=load_catalog(catalog), alerts=alerts, on_event=_show_event,
+            on_alert=err_console.print, stop_on_signals=True, lock_timeout=lock_timeout,
+            force=force,
         )
-        err_console.print(
-            f"{event['at']} [{colour}]{event['kind']}[/{colour}] {event['detail']}"
-        )
-
-    async def main() -> Any:
-        store = s.store()
-        client = client_for(s)
-        try:
-            sched: ProbeSchedule
-
-            async def one_round(number: int, stop: asyncio.Event) -> RunSummary:
-                summary = await run_probes(
-                    s.catalog, s.tools, rounds, client, store,
-                    timeout_s=s.timeout, vantage=s.vantage,
-                    politeness=s.politeness, concurrency=concurrency, seed=seed + number,
-                    stop=stop, schedule_id=sched.schedule_id,
-                )
-                if alert_rules is not None:
-                    await asyncio.to_thread(check_alerts_after_round, s.db, alert_rules)
-                return summary
-
-            sched = ProbeSchedule(
-                trigger, one_round, store, interval_s=interval, max_runs=max_runs, on_event=show
-            )
-            with stop_on_signals(asyncio.get_running_loop(), lambda: sched.stop("signal")):
-                return await sched.run()
-        finally:
-            await client.aclose()
-            store.close()
-
-    result = asyncio.run(main())
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
         console.print(
             f"schedule {result.schedule_id}: {result.runs} rounds "
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
-            f"{result.stopped_by} -> {s.db}"
+            f"{result.stopped_by} -> {path}"
         )
     if result.runs and result.rounds_unreachable == result.runs:
-        where = f"the sandbox at {s.opts.sandbox}" if s.opts.sandbox else "any API"
-        raise RealprobeError(
-            f"nothing was reachable in any of the {result.runs} rounds: no call got through "
-            f"to {where}; the runs are marked local_network_failure and excluded from "
-            "statistics (check the network or the --sandbox URL)"
-        )
+        raise _nothing_reached(target, f" in any of the {result.runs} rounds")
     if result.runs and result.rounds_failed == result.runs:
         raise RealprobeError(
             f"every one of the {result.runs} rounds failed; see the round_failed events above"
         )
-
-
-def check_alerts_after_round(db: Path, rules: Any) -> None:
-    """Evaluate alert rules after a scheduled round; a failure here never stops the schedule."""
-    from realprobe.monitor.alerts import check
-
-    try:
-        result = check(db, rules)
-    except RealprobeError as exc:
-        err_console.print(f"[yellow]alert check failed[/yellow]: {exc}")
-        return
-    for event in result.events:
-        err_console.print(f"alert {event.status}: {event.rule} / {event.subject}: {event.message}")
-    for line in result.delivery_failures:
-        err_console.print(f"[yellow]webhook delivery failed[/yellow]: {line} (will retry)")

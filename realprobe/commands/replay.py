@@ -3,8 +3,6 @@ every tool (the shipped cassettes are made with `record-round`)."""
 
 from __future__ import annotations
 
-import asyncio
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,7 +19,6 @@ from realprobe.commands.common import (
     print_json,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.mode import Mode
 
 cassette_app = typer.Typer(
     name="cassette",
@@ -31,7 +28,6 @@ cassette_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SHIPPED_ROUND = "sandbox-published-round.json"
 FileArg = Annotated[Path, typer.Argument(help="Cassette file (realprobe, vcrpy, Ruby VCR or HAR).")]
 ReplayLatencyOpt = Annotated[
     str | None,
@@ -55,7 +51,6 @@ if TYPE_CHECKING:
     from realprobe.adapters import ToolResult
     from realprobe.adapters.catalog import Catalog
     from realprobe.replay.cassette import Cassette
-    from realprobe.replay.client import HttpClient
 
 
 
@@ -334,66 +329,6 @@ def round_table(cat: Catalog, results: list[ToolResult]) -> Table:
     return table
 
 
-async def _round(
-    cat: Catalog, client: HttpClient, timeout: float, *, concurrent: bool
-) -> list[ToolResult]:
-    from rich.progress import Progress
-
-    from realprobe.adapters import call_tool
-
-    tools = list(cat)
-    try:
-        if concurrent:
-            return list(await asyncio.gather(
-                *(call_tool(t, dict(t.examples[0]), client, timeout_s=timeout) for t in tools)
-            ))
-        results = []
-        with Progress(console=err_console, transient=True) as bar:
-            task = bar.add_task("replaying", total=len(tools))
-            for t in tools:
-                results.append(await call_tool(t, dict(t.examples[0]), client, timeout_s=timeout))
-                bar.advance(task)
-        return results
-    finally:
-        await client.aclose()
-
-
-def record_round(
-    cat: Catalog, out: Path, *, profile: str, seed: int, timeout: float,
-    sandbox_url: str | None = None,
-) -> list[ToolResult]:
-    """Every catalogue tool once (first example arguments), through a sandbox, recorded."""
-    from realprobe.replay.client import ClientConfig, HttpClient
-    from realprobe.replay.recording import RecordingTransport
-    from realprobe.replay.simulate import origins_of, routes_from_catalog
-    from realprobe.replay.transports import SandboxRouter, live_transport
-    from realprobe.sandbox.server import Sandbox, running
-    from realprobe.simulator.profile import load_profile
-
-    config = ClientConfig(deadline_s=timeout, read_timeout_s=timeout)
-    meta: dict[str, Any] = {
-        "source": "realprobe sandbox",
-        "label": "sandbox recording: realprobe's loopback sandbox serving catalogue fixture "
-                 "bodies with faults drawn from the profile; not a live recording",
-        "profile": profile, "seed": seed, "timeout_s": timeout,
-        "date": datetime.now(UTC).date().isoformat(), "catalog_tools": len(cat),
-        "round": "one call of every catalogue tool with its first example arguments",
-    }
-
-    def go(url: str) -> list[ToolResult]:
-        router = SandboxRouter(url, origins_of(cat), live_transport())
-        recorder = RecordingTransport(router, out, meta=meta)
-        client = HttpClient(recorder, config=config)
-        return asyncio.run(_round(cat, client, timeout, concurrent=True))
-
-    if sandbox_url:
-        meta["sandbox"] = sandbox_url
-        return go(sandbox_url)
-    sb = Sandbox(routes_from_catalog(cat), load_profile(profile), seed=seed, latency_scale=1.0)
-    with running(sb) as url:
-        return go(url)
-
-
 @cassette_app.command("record-round")
 def record_round_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Cassette to write.")] = Path(
@@ -411,6 +346,7 @@ def record_round_cmd(
     """Start the sandbox on loopback, call every tool once, record it all into a cassette
     (an existing file at --out is replaced; a link is refused)."""
     from realprobe.outputs import check_output
+    from realprobe.replay.rounds import record_round
 
     check_output(out, replace=True)
     cat = load_catalog(None)
@@ -436,28 +372,22 @@ def replay_round_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay a recorded round offline: the same table as when it was recorded."""
-    from realprobe.replay.client import ClientConfig
-    from realprobe.replay.importers import load_cassette
-    from realprobe.replay.modes import TransportOptions, make_client
+    from rich.progress import Progress
+
+    from realprobe.replay.rounds import replay_round
 
     cat = load_catalog(None)
-    if file is None:
-        from realprobe.data import data_dir
-
-        file = data_dir("cassettes") / SHIPPED_ROUND
-    cassette = load_cassette(file)
-    timeout = float(cassette.meta.get("timeout_s") or 2.0)
-    opts = TransportOptions(
-        mode=Mode.REPLAY, cassette=file, replay_latency=replay_latency, on_exhausted=on_exhausted
-    )
-    client = make_client(
-        cat, opts, config=ClientConfig(deadline_s=timeout, read_timeout_s=timeout)
-    )
-    results = asyncio.run(_round(cat, client, timeout, concurrent=False))
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("replaying", total=len(cat))
+        cassette, results = replay_round(
+            cat, file, replay_latency=replay_latency, on_exhausted=on_exhausted,
+            on_call=lambda _: bar.advance(task),
+        )
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
         return
-    console.print(f"replayed {len(results)} calls from {file} ({_describe(cassette)})")
+    console.print(f"replayed {len(results)} calls from {file or 'the shipped round'} "
+                  f"({_describe(cassette)})")
     console.print(round_table(cat, results))
 
 

@@ -82,7 +82,10 @@ class McpService:
         options: ServiceOptions | None = None,
         *,
         clock: Clock | None = None,
+        gates: HostGates | None = None,
     ) -> None:
+        """`gates`: per-host limiters to share with probe runs or task runs in this process
+        (calls to the real APIs wait for them); by default the service has its own."""
         self.catalog = catalog
         self.options = options or ServiceOptions()
         self.transport_options = self.options.transport.normalised()
@@ -94,6 +97,7 @@ class McpService:
         self.config = ClientConfig(deadline_s=timeout) if timeout else ClientConfig()
         self._clock = clock
         self._client: HttpClient | None = None
+        self._shared_gates = gates
         self.gates: HostGates | None = None
         self._store: Any = None
         self.run_id = new_run_id()
@@ -131,7 +135,7 @@ class McpService:
                 self.catalog, self.transport_options, clock=self._clock, config=self.config
             )
             if self.options.polite and self._leaves_the_machine():
-                self.gates = HostGates(self._client.clock)
+                self.gates = self._shared_gates or HostGates(self._client.clock)
         except BaseException:
             self._close_store("failed")
             raise
@@ -306,6 +310,7 @@ class McpService:
                     async with self.gates.turn(tool.api, deadline) as waited:
                         started_wall, started_clock = time.time(), client.clock.now()
                         result = await call_tool(tool, args, client, timeout_s=deadline - waited)
+                    self.gates.note(tool.api, result)  # Retry-After pauses the host
                 except HeldBack as held:
                     reached = False
                     result = held_back_result(tool.name, held)

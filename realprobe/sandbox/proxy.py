@@ -4,8 +4,9 @@ faults, latency and toxics on top of the real answer.
 Upstream `live` is each API's real base URL; a URL (tests, a second sandbox) replaces the
 origin, and a literal `{api}` in it is replaced by the API id. The call goes through the one
 client factory (`replay.client.HttpClient`), so its deadline, size cap and redirect policy
-hold. Calls that reach a live upstream are held to the catalogue's politeness per host (at
-most `max_in_flight` in flight, starts `min_interval_s` apart; a request waits for its turn)
+hold. Calls that reach a live upstream are held to the catalogue's politeness per host by the
+same limiter probes use (at most `max_in_flight` in flight, starts `min_interval_s` apart, an
+upstream Retry-After pauses the host; a request waits for its turn up to 30 s)
 and to each API's `daily_budget` per UTC day (past it: 429 with Retry-After, nothing sent),
 counted in the probes' store when one is given, so live probes and the proxy share it.
 Faults that need no upstream body (a 500, a reset, a hang) never reach the upstream.
@@ -13,18 +14,19 @@ Faults that need no upstream body (a 500, a reset, a hang) never reach the upstr
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from realprobe.adapters.adapter import parse_retry_after
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.adapters.spec import Politeness
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import ErrorCode
+from realprobe.hosts import HeldBack as HeldBack  # what a request held back raises
+from realprobe.hosts import HostGates, HostLimiter
 from realprobe.replay.client import ClientConfig, HttpClient
 from realprobe.replay.transports import live_transport
 from realprobe.simulator.routes import Body
@@ -39,25 +41,6 @@ DROPPED = frozenset(
 FORWARDED_REQUEST_HEADERS = ("accept", "accept-language")
 #: a request waits at most this long for its politeness turn, then gets a 429
 MAX_POLITE_WAIT_S = 30.0
-
-
-class HeldBack(Exception):
-    def __init__(self, why: str, retry_after_s: float) -> None:
-        super().__init__(why)
-        self.why = why
-        self.retry_after_s = retry_after_s
-
-
-@dataclass
-class _Gate:
-    policy: Politeness
-    next_start: float = float("-inf")
-    day: str = ""
-    used: int = 0
-    slots: asyncio.Semaphore = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.slots = asyncio.Semaphore(max(1, self.policy.max_in_flight))
 
 
 #: counts one call against (day, api)'s budget of `limit`; False when it is spent
@@ -78,24 +61,23 @@ def store_ledger(db: str | Path) -> Ledger:
 
 
 class PoliteGates:
-    """Per-API start spacing, in-flight limit and daily budget, on an injectable clock. The
-    budget is counted in `ledger` when given (the store), else by this process."""
+    """Per-host politeness (the shared `HostLimiter`: start spacing, in-flight slots, pauses
+    after Retry-After) and each API's daily budget. The budget is counted in `ledger` when
+    given (the store), else by this process."""
 
     def __init__(
-        self, policies: Mapping[str, Politeness], clock: Clock, ledger: Ledger | None = None
+        self,
+        policies: Mapping[str, Politeness],
+        clock: Clock,
+        ledger: Ledger | None = None,
+        hosts: Mapping[str, str] | None = None,
     ) -> None:
         self.policies = dict(policies)
         self.clock = clock
         self.ledger = ledger
-        self._gates: dict[str, _Gate] = {}
-
-    def _gate(self, api: str) -> _Gate | None:
-        if api not in self.policies:
-            return None
-        gate = self._gates.get(api)
-        if gate is None:
-            gate = self._gates[api] = _Gate(self.policies[api])
-        return gate
+        self.hosts = dict(hosts or {})  # api id -> host key (APIs on one host share it)
+        self.gates = HostGates(clock)
+        self._used: dict[tuple[str, str], int] = {}
 
     def _day(self) -> str:
         return dt.datetime.fromtimestamp(self.clock.wall(), dt.UTC).strftime("%Y-%m-%d")
@@ -105,37 +87,52 @@ class PoliteGates:
         midnight = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
         return (midnight - now).total_seconds()
 
-    async def acquire(self, api: str) -> _Gate | None:
-        """Wait for this API's turn (raises HeldBack); the caller releases the gate."""
-        gate = self._gate(api)
-        if gate is None:
-            return None
+    def _spend(self, api: str, limit: int) -> None:
+        """Count one call against the API's budget for today; HeldBack when it is spent."""
         day = self._day()
-        if gate.day != day:
-            gate.day, gate.used = day, 0
-        spent = gate.used >= gate.policy.daily_budget
         if self.ledger is not None:
-            spent = not self.ledger(day, api, gate.policy.daily_budget)
+            spent = not self.ledger(day, api, limit)
+        else:
+            used = self._used.get((day, api), 0)
+            spent = used >= limit
+            if not spent:
+                self._used[(day, api)] = used + 1
         if spent:
             raise HeldBack(
-                f"daily budget of {gate.policy.daily_budget} calls to {api} used up",
-                self._to_midnight(),
+                api, self._to_midnight(), f"daily budget of {limit} calls to {api} used up"
             )
-        now = self.clock.now()
-        start = max(now, gate.next_start)
-        if start - now > MAX_POLITE_WAIT_S:
-            raise HeldBack(f"next turn for {api} is {start - now:.0f}s away", start - now)
-        gate.next_start = start + gate.policy.min_interval_s
-        gate.used += 1
-        if start > now:
-            await self.clock.sleep(start - now)
-        await gate.slots.acquire()
-        return gate
+
+    async def acquire(self, api: str) -> HostLimiter | None:
+        """Wait for this API's host's turn (raises HeldBack); the caller releases it."""
+        policy = self.policies.get(api)
+        if policy is None:
+            return None
+        lim = self.gates.limiter(self.hosts.get(api, api), policy)
+        try:
+            wait = lim.reserve(MAX_POLITE_WAIT_S)
+        except HeldBack as exc:
+            raise HeldBack(
+                api, exc.retry_after_s, f"next turn for {api} is {exc.retry_after_s:.0f}s away"
+            ) from None
+        try:
+            self._spend(api, policy.daily_budget)
+        except HeldBack:
+            lim.next_start -= policy.min_interval_s  # the turn was not used
+            raise
+        if wait > 0:
+            await self.clock.sleep(wait)
+        await lim.slots.acquire()
+        return lim
 
     @staticmethod
-    def release(gate: _Gate | None) -> None:
-        if gate is not None:
-            gate.slots.release()
+    def release(lim: HostLimiter | None, fetched: Fetched | None = None) -> None:
+        """Free the slot; an upstream 429/503 with Retry-After pauses the host."""
+        if lim is None:
+            return
+        lim.slots.release()
+        if fetched is not None and fetched.status in (429, 503):
+            code = ErrorCode.RATE_LIMIT_ERROR if fetched.status == 429 else None
+            lim.note(code, parse_retry_after(fetched.headers.get("retry-after")))
 
 
 class Upstream:
@@ -157,7 +154,8 @@ class Upstream:
         self.client = HttpClient(
             transport or live_transport(), clock=self.clock, config=config or ClientConfig()
         )
-        self.polite = PoliteGates(politeness or {}, self.clock, ledger)
+        hosts = {api: _host_of(url) for api, url in self.base_urls.items()} if self.live else {}
+        self.polite = PoliteGates(politeness or {}, self.clock, ledger, hosts)
         self.calls = 0
 
     def url_for(self, api: str, path: str, query: str) -> str | None:
@@ -181,16 +179,23 @@ class Upstream:
             raise FetchFailure(ErrorCode.OPERATION_FAILED, f"no base URL for API {api!r}")
         sent = {k: v for k, v in headers.items() if k.lower() in FORWARDED_REQUEST_HEADERS}
         gate = await self.polite.acquire(api)
+        fetched: Fetched | None = None
         try:
             self.calls += 1
-            return await self.client.fetch(
+            fetched = await self.client.fetch(
                 method, url, headers=sent or None, allow_private=not self.live
             )
+            return fetched
         finally:
-            self.polite.release(gate)
+            self.polite.release(gate, fetched)
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _host_of(base_url: str) -> str:
+    url = httpx.URL(base_url)
+    return f"{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}"
 
 
 def upstream_body(fetched: Fetched) -> Body:

@@ -209,7 +209,9 @@ class ToolBox:
         try:
             async with self.gates.turn(tool.api, budget) as waited:
                 timeout = min(self.task.constraints.call_timeout_s, max(0.001, budget - waited))
-                return await call_tool(tool, args, self.client, timeout_s=timeout)
+                result = await call_tool(tool, args, self.client, timeout_s=timeout)
+            self.gates.note(tool.api, result)  # Retry-After pauses the host for every run
+            return result
         except HeldBack as held:
             return held_back_result(tool.name, held)
 
