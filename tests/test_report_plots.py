@@ -124,3 +124,20 @@ def test_same_data_same_svg(db: Path) -> None:
     data = build_report(db)
     first = render_html(data)
     assert render_html(data) == first
+
+
+def test_long_legend_beside_one_tool_stays_inside(db: Path) -> None:
+    data = build_report(db)
+    one = data.stats.tools[0]
+    codes = list(p.CODE_COLOURS)
+    errors = one.errors.model_copy(update={
+        "counts": dict.fromkeys(codes, 1),
+        "share_of_attempts": dict.fromkeys(codes, 0.01),
+    })
+    single = data.model_copy(update={"stats": data.stats.model_copy(
+        update={"tools": [one.model_copy(update={"errors": errors})]})})
+    root = _parse(p.error_mix_plot(single))
+    height = float(root.get("height") or 0)
+    legend_y = [float(t.get("y") or 0) for t in root.iter(f"{SVG}text")
+                if (t.text or "") in codes]
+    assert len(legend_y) == len(codes) and max(legend_y) < height

@@ -249,7 +249,7 @@ def error_mix_plot(data: ReportData) -> str:
     """Per tool, stacked bars: the share of attempts that failed with each error code."""
     tools = data.stats.tools
     codes = sorted({c for t in tools for c in t.errors.counts})
-    legend_w = 30.0 + CHAR_PX * max((len(c) for c in codes), default=0)
+    legend_w = 36.0 + 7.2 * max((len(c) for c in codes), default=0)  # capitals run wide
     p = Panel([t.tool for t in tools], right=max(16.0, legend_w))
     totals = [sum(t.errors.share_of_attempts.values()) for t in tools]
     top = max(0.05, max(totals, default=0.0) * 1.05)
@@ -269,6 +269,7 @@ def error_mix_plot(data: ReportData) -> str:
                          f"({_pct(share)} of attempts)")
             left += share
     lx = p.left + p.plot_w + 12
+    p.height = max(p.height, p.top + 16 * len(codes) + 8)  # a long legend beside few tools
     for j, code in enumerate(codes):
         y = p.top + 8 + 16 * j
         p.path(f"M{_f(lx)} {_f(y - 5)}h12v10h-12Z", fill=CODE_COLOURS.get(code, "#999999"))
