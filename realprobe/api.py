@@ -593,11 +593,23 @@ def run_tasks(
     all: bool = False,
     db: str | Path | None = None,
     on_done: Callable[[Any], None] | None = None,
+    resume: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    gates: HostGates | None = None,
     **settings: Any,
 ) -> TaskBatchResult:
     """Run real-world tasks under an agent, score them, and store the runs in `db`
-    (None: don't store). Returns every run and the summary (levels, pass^k, recovery)."""
-    return plan_tasks(tasks, all=all, **settings).run(db=db, on_done=on_done)
+    (None: don't store). Returns every run and the summary (levels, pass^k, recovery).
+
+    `resume` skips runs already stored complete in `db`. `executor="ray"` spreads the runs
+    over a local Ray or the cluster at `address` (not for live targets); this process stays
+    the only writer of `db`. `gates` shares the per-host politeness gates with a probe run
+    or an MCP server in this process (local executor only: Ray workers cannot share them).
+    """
+    return plan_tasks(tasks, all=all, **settings).run(
+        db=db, on_done=on_done, resume=resume, executor=executor, address=address, gates=gates
+    )
 
 
 def task_results(

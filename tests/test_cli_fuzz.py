@@ -86,6 +86,8 @@ BY_NAME: dict[str, list[str]] = {
     "out": ["/nonexistent/realprobe/out", "/proc/realprobe-demo"],
     "output": ["/nonexistent/realprobe/out.html"],
     "file": ["/nonexistent/realprobe/c.json"],
+    "executor": ["bogus", "RAY"],
+    "address": ["", "10.0.0.5:6379"],  # without --executor ray: refused, nothing joined
 }
 #: options whose any value is fine, or that need a live server or host to be meaningful
 UNFUZZED = {"host", "vantage", "name", "secret", "header", "param", "api_key_env", "seed",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import time
 from pathlib import Path
@@ -146,5 +147,5 @@ async def test_a_probe_run_and_the_mcp_server_share_one_limiter(
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT started_ts, source FROM probes ORDER BY started_ts").fetchall()
     assert {source for _, source in rows} == {"probe", "mcp"} and len(rows) == 6
-    gaps = [b[0] - a[0] for a, b in zip(rows, rows[1:], strict=False)]
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(rows)]
     assert min(gaps) >= interval - 0.02, gaps  # spaced across the probe run and the agent

@@ -221,3 +221,20 @@ target = "all"
     posts = [p for path, p in receiver.take() if path == "/json"]
     assert [p["status"] for p in posts] == ["firing"]  # rounds 2 and 3: still firing, silent
     assert posts[0]["subject"] == "catfact_fact"
+
+
+def test_webhook_payloads_go_through_the_secrets_scrubber(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message that carries a secret (a rule subject built from a URL with a key, a
+    declared key's value) reaches the webhook redacted, in both formats."""
+    from realprobe.monitor.alerts import Event, payload
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-0123456789abcdef0123")
+    event = Event(
+        status="firing", rule="r", kind="success_below", subject="https://x.test/?api_key=hunter2",
+        message="calls to https://x.test/?api_key=hunter2 failed with "
+        "sk-canary-0123456789abcdef0123",
+        at="2026-01-01T00:00:00Z",
+    )
+    for fmt in ("json", "slack"):
+        text = json.dumps(payload(event, fmt))
+        assert "hunter2" not in text and "sk-canary" not in text, text

@@ -283,3 +283,38 @@ def test_tool_without_fixtures_is_served_from_recordings(catalog: Catalog, tmp_p
         other = _get(f"{url}/genderize/?name=zed")
     assert kim.content == KIM and kim.headers[SOURCE_HEADER] == "cassette"
     assert other.status_code >= 400 and other.json()["error"] == "no fixture"
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "check"),
+    [
+        ("agify_age", {"name": "michael"}, {"name": "michael"}),
+        ("genderize_gender", {"name": "kim"}, {"name": "kim", "count": 51609}),
+        ("pokeapi_version", {"id_or_name": "red"}, {"name": "red", "id": 1}),
+        ("swapi_person", {"id": "7"}, {"name": "Beru Whitesun lars"}),
+    ],
+)
+def test_the_in_process_simulator_chooses_fixtures_like_the_sandbox(
+    catalog: Catalog, fixtures_sandbox: str, tool: str, args: dict[str, str],
+    check: dict[str, object],
+) -> None:
+    """`--simulate` and `--sandbox` answer the same arguments with the same fixture."""
+    from realprobe.api import call, options
+
+    answers = []
+    for opts in (options(simulate="calm"), options(sandbox=fixtures_sandbox)):
+        result = call(tool, args, target=opts, catalog=catalog)
+        assert result.ok, result.error
+        answers.append(result.data)
+    assert answers[0] == answers[1]
+    for k, v in check.items():
+        assert answers[0][k] == v
+
+
+def test_the_in_process_simulator_answers_unknown_input_like_the_api(catalog: Catalog) -> None:
+    from realprobe.api import call, options
+    from realprobe.errors import ErrorCode
+
+    result = call("swapi_person", {"id": "9999"}, target=options(simulate="calm"), catalog=catalog)
+    assert not result.ok and result.error is not None
+    assert result.error.code is ErrorCode.NOT_FOUND

@@ -202,4 +202,4 @@ def test_ray_refuses_live_targets(tmp_path: Path, catalog: Catalog) -> None:
     sweep = load_sweep(write(tmp_path / "l.toml", '[[targets]]\nkind = "live"\n'))
     jobs = plan_sweep(sweep, load_tasks(default_tasks_dir()))
     with pytest.raises(RealprobeError, match="live targets cannot run on Ray"):
-        run_ray(jobs, catalog_paths=[], on_done=lambda f: None, batch="b")
+        run_ray(jobs, catalog=catalog, on_done=lambda f: None, batch="b")

@@ -110,8 +110,11 @@ class Fixture(_Strict):
     source: str = Field(min_length=1)
     note: str = ""
     #: the arguments this body answers (`when = { name = "france" }`); empty: any arguments.
-    #: Compared as strings, case-insensitively.
-    when: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    #: Compared as strings, case-insensitively. A list gives values the API answers with the
+    #: same body (`when = { id_or_name = ["1", "red"] }`: one resource, by id or by name).
+    when: dict[str, str | int | float | bool | list[str | int | float | bool]] = Field(
+        default_factory=dict
+    )
     #: the API's real answer to input it does not know (a 404 body, an empty list): the
     #: sandbox serves it when no fixture's `when` matches the arguments of a request
     unknown_input: bool = False

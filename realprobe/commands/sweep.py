@@ -96,9 +96,8 @@ def sweep_cmd(
 
     with progress:
         summary = run_sweep(
-            sweep, path, catalog=cat, catalog_paths=[str(p) for p in catalog or []],
-            resume=resume, executor=executor, concurrency=concurrency, address=address,
-            on_planned=planned, on_done=finished,
+            sweep, path, catalog=cat, resume=resume, executor=executor,
+            concurrency=concurrency, address=address, on_planned=planned, on_done=finished,
         )
     from realprobe.store import Store
 

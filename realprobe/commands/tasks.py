@@ -45,6 +45,20 @@ TaskSeedOpt = Annotated[
 DbOpt = Annotated[
     Path | None, typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")
 ]
+RunExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="local (default: one event loop) or ray (pip install 'realprobe[ray]'; "
+        "not for live targets).",
+    ),
+]
+RunAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address", help="Ray cluster to join, e.g. 10.0.0.5:6379 (default: a local Ray)."
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -126,12 +140,15 @@ def run_cmd(
         typer.Option("--resume", help="Skip runs already stored complete in --db (same task, "
                      "agent, model, prompt, target, seed, repeat); redo infrastructure errors."),
     ] = False,
+    executor: RunExecutorOpt = "local",
+    address: RunAddressOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run real-world tasks under an agent, score them, and store the runs (task_runs, task_steps).
 
-    `realprobe run --all --agent reference --mode replay` replays the shipped cassettes offline.
+    `realprobe run --all --agent reference --mode replay` replays the shipped cassettes offline;
+    add `--executor ray` to spread the runs over a local Ray (or `--address` a cluster).
     """
     if list_:
         from realprobe.tasks.model import default_tasks_dir, load_tasks
@@ -139,8 +156,12 @@ def run_cmd(
         _list_tasks(load_tasks(tasks_dir or default_tasks_dir()), as_json)
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
-                  "model", "sandbox", "simulate", "mode", "prompt", "concurrency"):
+                  "model", "sandbox", "simulate", "mode", "prompt", "concurrency", "executor",
+                  "address"):
         from realprobe.tasks.batch import TaskBatch
+        from realprobe.tasks.executors import check_executor
+
+        check_executor(executor, address)  # before the tasks are even loaded
 
         batch = TaskBatch.plan(
             tasks or [], all_tasks=all_, agent=agent, prompt=prompt, mode=mode,
@@ -152,8 +173,16 @@ def run_cmd(
             concurrency=concurrency, llm_rpm=llm_rpm, llm_tpm=llm_tpm,
             llm_concurrency=llm_concurrency,
         )
+        batch.check_executor(executor, address)
     path = db or _default_db()
-    result = _run_with_progress(batch, path, show=not as_json, resume=resume)
+    result = _run_with_progress(
+        batch, path, show=not as_json, resume=resume, executor=executor, address=address
+    )
+    if result.skipped:
+        err_console.print(
+            f"resume: {result.skipped} of {result.skipped + len(result.runs)} runs already "
+            f"stored complete in {path}"
+        )
     if as_json:
         print_json(result.as_json())
     else:
@@ -174,21 +203,27 @@ def _default_db() -> Path:
     return default_db_path()
 
 
-def _run_with_progress(batch: TaskBatch, db: Path, show: bool, resume: bool = False) -> Any:
+def _run_with_progress(
+    batch: TaskBatch, db: Path, show: bool, resume: bool = False, executor: str = "local",
+    address: str | None = None,
+) -> Any:
     """Run the batch under a progress bar; Ctrl-C keeps the finished runs (stored) and exits 130."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err_console, transient=True, disable=not show,
+        TimeElapsedColumn(), console=err_console, transient=True,
+        disable=not show or not err_console.is_terminal,
     ) as progress:
         bar = progress.add_task("tasks", total=batch.total)
 
         def done(res: RunOutcome) -> None:
-            progress.update(bar, advance=1, description=f"{res.row['task']} {res.row['outcome']}")
+            progress.update(bar, advance=1, total=batch.total,  # less what --resume skipped
+                            description=f"{res.row['task']} {res.row['outcome']}")
 
         try:
-            return batch.run(db=db, on_done=done, resume=resume)
+            return batch.run(db=db, on_done=done, resume=resume, executor=executor,
+                             address=address)
         except KeyboardInterrupt:
             err_console.print(
                 f"interrupted: {len(batch.finished)} of {batch.total} runs finished and are "

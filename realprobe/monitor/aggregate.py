@@ -1,10 +1,14 @@
 """Incremental aggregation of the `probes` table, for scrapes that must not scan it.
 
 The first refresh reads every row once; each later refresh reads only rows with a larger
-`id` (the table is append-only) plus the runs that were marked `excluded` since (their rows
-are taken back out). Per series (tool, api, target kind, vantage) it keeps call counts by
-outcome and code, a histogram of successful latencies, and per-minute buckets of the last
-24 hours for windowed success ratios, so a scrape costs the new rows, not the database.
+`id` (the table is append-only) plus the runs that were marked `excluded` since. Those rows
+(a run that turned out to be the prober's own network failure) are taken out of the windowed
+ratios, but counters and the latency histogram never go down (Prometheus would read a drop
+as a restart): they stay counted and are added to `excluded` instead.
+
+Per series (tool, api, target kind, vantage) it keeps call counts by outcome and code, a
+histogram of successful latencies, and per-minute buckets of the last 24 hours for windowed
+success ratios, so a scrape costs the new rows, not the database.
 
 Label values are bounded: tool and api names must look like catalogue names, target kinds
 come from a fixed set, and at most `MAX_VANTAGES` vantages get their own label (the rest
@@ -44,6 +48,8 @@ class Series:
     """Everything a scrape needs about one (tool, api, target kind, vantage)."""
 
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)  # (outcome, code)
+    #: of `calls`, those whose run was marked excluded after they were counted
+    excluded: int = 0
     buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
     latency_sum_s: float = 0.0
     ok_count: int = 0
@@ -278,13 +284,16 @@ class Aggregator:
             return
         ok = row[5] == "ok"
         code = "" if ok else label(row[6])
-        s.calls[("ok" if ok else "error", code)] += sign
         ts = float(row[8] or 0.0)  # type: ignore[arg-type]
         latency_s = float(row[7] or 0.0) / 1000.0  # type: ignore[arg-type]
-        if ok:
-            s.ok_count += sign
-            s.latency_sum_s += sign * latency_s
-            s.buckets[_bucket(latency_s)] += sign
+        if sign > 0:
+            s.calls[("ok" if ok else "error", code)] += 1
+            if ok:
+                s.ok_count += 1
+                s.latency_sum_s += latency_s
+                s.buckets[_bucket(latency_s)] += 1
+        else:  # taken back: counters stay monotonic, the call is counted as excluded
+            s.excluded += 1
         minute = int(ts // 60)
         cell = s.minutes.setdefault(minute, [0, 0])
         cell[0] += sign

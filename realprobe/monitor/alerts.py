@@ -376,10 +376,16 @@ def record(store: Store, events: Iterable[Event], now: float) -> None:
 
 
 def payload(event: Event, fmt: str) -> dict[str, Any]:
+    """What a webhook receives, through the secrets scrubber like every other output."""
+    from realprobe.secrets import scrub_strings
+
     if fmt == "slack":
         icon = ":red_circle:" if event.status == "firing" else ":large_green_circle:"
-        return {"text": f"{icon} [{event.status.upper()}] {event.rule}: {event.message}"}
-    return {"source": "realprobe", **event.model_dump()}
+        body = {"text": f"{icon} [{event.status.upper()}] {event.rule}: {event.message}"}
+    else:
+        body = {"source": "realprobe", **event.model_dump()}
+    scrubbed: dict[str, Any] = scrub_strings(body)
+    return scrubbed
 
 
 def notify(events: list[Event], webhooks: list[Webhook],

@@ -3,7 +3,9 @@
 Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kind`,
 `vantage` (and `code` for calls):
 
-- `calls_total{outcome, code}`: every stored call (counter),
+- `calls_total{outcome, code}`: every stored call the exporter has counted (counter; calls
+  of a run marked a local network failure later stay counted, so it never goes down),
+- `calls_excluded_total`: of those, the calls whose run was marked excluded afterwards,
 - `latency_seconds`: histogram of successful calls' latency,
 - `success_ratio`, `success_ratio_lower`, `success_ratio_upper`, `window_calls`: success
   over the exporter's window with its 95% Wilson interval (alert on the bound, not the point),
@@ -62,6 +64,12 @@ class ProbeCollector(Collector):
             "realprobe_calls", "Stored calls by outcome and error code.",
             labels=[*SERIES_LABELS, "outcome", "code"],
         )
+        excluded = CounterMetricFamily(
+            "realprobe_calls_excluded",
+            "Counted calls whose run was later marked a local network failure (still in "
+            "calls_total: counters never go down).",
+            labels=SERIES_LABELS,
+        )
         latency = HistogramMetricFamily(
             "realprobe_latency_seconds", "Latency of successful calls.", labels=SERIES_LABELS
         )
@@ -94,6 +102,8 @@ class ProbeCollector(Collector):
             for (outcome, code), count in sorted(s.calls.items()):
                 if count > 0:
                     calls.add_metric([*values, outcome, code], count)
+            if s.excluded:
+                excluded.add_metric(values, s.excluded)
             cumulative, buckets = 0, []
             for bound, count in zip(
                 [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"], s.buckets, strict=True
@@ -112,7 +122,7 @@ class ProbeCollector(Collector):
                 last.add_metric(values, s.last_ts)
             if s.last_ok_ts is not None:
                 last_ok.add_metric(values, s.last_ok_ts)
-        yield from (calls, latency, ratio, lower, upper, window, last, last_ok)
+        yield from (calls, excluded, latency, ratio, lower, upper, window, last, last_ok)
         yield from self._tls(now)
         yield from self._budgets(now)
         yield from self._health()

@@ -1,5 +1,7 @@
 """The simulate transport: every catalogue tool served in process from its real fixture bodies,
-with outcomes drawn from a Profile by the seeded fault model. No sockets.
+with outcomes drawn from a Profile by the seeded fault model. No sockets. The fixture is
+chosen by the request's arguments exactly as the sandbox chooses it (`simulator.fixtures`),
+so `agify_age name=michael` is answered about michael in both.
 
 On the default virtual clock nothing sleeps: latencies advance the clock, and a hang or a
 drip past the call's deadline raises httpx.ReadTimeout at the moment it would have fired.
@@ -9,22 +11,38 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import Clock, VirtualClock
 from realprobe.replay.client import DEADLINE_EXT
-from realprobe.simulator.faults import FaultModel
+from realprobe.simulator.faults import FaultModel, Outcome
+from realprobe.simulator.fixtures import choose_fixture, request_arguments
 from realprobe.simulator.profile import Profile
-from realprobe.simulator.render import MOVED_PREFIX, Plan, render
+from realprobe.simulator.render import (
+    BODY_VARIANTS,
+    MOVED_PREFIX,
+    Plan,
+    choose_variant,
+    render,
+)
 from realprobe.simulator.routes import Body, Route, RouteTable
 
 
 def origin_of(base_url: str) -> str:
     url = httpx.URL(base_url)
     return f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+
+
+def _when_pairs(
+    when: Mapping[str, str | int | float | bool | list[str | int | float | bool]],
+) -> tuple[tuple[str, str], ...]:
+    """`when` as string pairs; a listed key appears once per value (any of them matches)."""
+    return tuple(
+        (k, str(x)) for k, v in when.items() for x in (v if isinstance(v, list) else [v])
+    )
 
 
 def routes_from_catalog(catalog: Catalog) -> RouteTable:
@@ -39,7 +57,7 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
                 headers=tuple(f.headers.items()),
                 body=f.body.encode("utf-8"),
                 code=f.code,
-                when=tuple((k, str(v)) for k, v in f.when.items()),
+                when=_when_pairs(f.when),
                 unknown_input=f.unknown_input,
             )
             for f in tool.spec.fixtures
@@ -133,8 +151,21 @@ class SimulateTransport(httpx.AsyncBaseTransport):
                 404, headers={"Content-Type": "text/plain"}, content=b"Not Found", request=request
             )
         outcome = self.model.draw(route.tool)
-        plan = render(route, outcome, path=path, now_wall=self.clock.wall())
+        ok = self._body_for(route, outcome, path, request.url.query.decode("latin-1"))
+        plan = render(route, outcome, path=path, now_wall=self.clock.wall(), ok=ok)
+        if outcome.code is None and plan.variant != "no_fixture":
+            plan.variant, plan.code = "ok", None  # an unknown-input 404 is the API's answer
         return await self.play(plan, request)
+
+    @staticmethod
+    def _body_for(route: Route, outcome: Outcome, path: str, query: str) -> Body | None:
+        """The fixture for the request's arguments (as the sandbox chooses it), when the
+        drawn variant is built from a success body."""
+        variant = "ok" if outcome.code is None else choose_variant(route, outcome)[0]
+        if variant not in BODY_VARIANTS:
+            return None
+        chosen = choose_fixture(route, request_arguments(route, path, query), outcome.pick)
+        return chosen.body if chosen is not None else None
 
     async def play(self, plan: Plan, request: httpx.Request) -> httpx.Response:
         budget = self._budget(request)

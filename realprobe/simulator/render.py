@@ -118,6 +118,13 @@ def _cloudflare(status: int) -> tuple[int, list[tuple[str, str]], bytes]:
     return status, [("Content-Type", "text/html; charset=UTF-8"), ("Server", "cloudflare")], body
 
 
+#: variants whose answer is built from the success body (a proxy must fetch it first, and
+#: a fixture chosen by the request's arguments shapes it)
+BODY_VARIANTS = frozenset(
+    {"ok", "ok_html_ctype", "drip", "truncated", "reset_mid_body", "bad_json"}
+)
+
+
 def _ok_body(route: Route, pick: int) -> Body:
     oks = route.ok_bodies()
     return oks[pick % len(oks)]

@@ -21,6 +21,7 @@ class Body:
     body: bytes
     code: ErrorCode | None
     #: the arguments that select this body ({} = any arguments)
+    #: (argument, value) pairs this body answers; a repeated argument lists alternatives
     when: tuple[tuple[str, str], ...] = ()
     #: this is the API's real answer to input it does not know (a 404 body, an empty list)
     unknown_input: bool = False

@@ -3,12 +3,12 @@ LLM settings, mode and target, cassettes. `realprobe run` is a thin layer over i
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
@@ -23,12 +23,13 @@ from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import (
     RunConfig,
     RunOutcome,
-    batch_infrastructure_failure,
     check_cassettes,
     plan_runs,
-    resume_key,
-    run_batch,
 )
+
+if TYPE_CHECKING:
+    from realprobe.hosts import HostGates
+    from realprobe.tasks.executors import Finished
 
 
 def llm_settings(
@@ -83,22 +84,49 @@ def resolve_mode(
 
 @dataclass
 class TaskBatchResult:
+    #: every run, in plan order (task, prompt, repeat), whichever executor ran it
     runs: list[RunOutcome]
     summary: dict[str, Any]
     #: why every run failed on infrastructure (LLM endpoint, network), or None
     infrastructure_failure: str | None = None
+    #: runs `resume` found already stored complete (not in `runs`)
+    skipped: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
             "runs": [{**r.row, "score_detail": r.score.as_dict()} for r in self.runs],
             "summary": self.summary,
             "infrastructure_failure": self.infrastructure_failure,
+            "skipped": self.skipped,
         }
 
 
-def summary_of(runs: list[RunOutcome]) -> dict[str, Any]:
-    rows = [r.row for r in runs]
-    return {"levels": levels(rows), **pass_k(rows), "recovery": recovery(rows)}
+def _rows(runs: Iterable[RunOutcome | Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r.row if isinstance(r, RunOutcome) else r for r in runs]
+
+
+def summary_of(runs: Iterable[RunOutcome | Mapping[str, Any]]) -> dict[str, Any]:
+    """Levels, pass^k / pass@k, recovery and infrastructure errors, from the `task_runs`
+    rows alone (outcomes or rows), so stored runs summarise like the runs just made."""
+    rows = _rows(runs)
+    return {
+        "levels": levels(rows), **pass_k(rows), "recovery": recovery(rows),
+        "infra_errors": sum(1 for r in rows if r.get("infra_error") is not None),
+    }
+
+
+def infrastructure_failure_of(runs: Iterable[RunOutcome | Mapping[str, Any]]) -> str | None:
+    """The cause, once, when every run failed on infrastructure (each row's `infra_error`);
+    else None."""
+    causes = [r.get("infra_error") for r in _rows(runs)]
+    if not causes or any(c is None for c in causes):
+        return None
+    counts: dict[str, int] = {}
+    for c in causes:
+        counts[str(c)] = counts.get(str(c), 0) + 1
+    top = max(counts, key=lambda c: counts[c])
+    more = f" (and {len(counts) - 1} other causes)" if len(counts) > 1 else ""
+    return f"all {len(causes)} runs failed on infrastructure, not on the agent: {top}{more}"
 
 
 @dataclass
@@ -178,16 +206,38 @@ class TaskBatch:
         check_cassettes(chosen, cfg)
         return cls(chosen, cfg, cat)
 
+    def check_executor(self, executor: str = "local", address: str | None = None) -> None:
+        """Can this batch run on `executor`? (Ray refuses live targets.) Nothing starts."""
+        from realprobe.tasks.executors import check_executor, jobs_for, refuse_live
+
+        check_executor(executor, address)
+        if executor == "ray":
+            refuse_live(jobs_for(self.tasks, self.config))
+
     def run(
         self,
         *,
         db: str | Path | None = None,
         on_done: Callable[[RunOutcome], None] | None = None,
         resume: bool = False,
+        executor: str = "local",
+        address: str | None = None,
+        gates: HostGates | None = None,
     ) -> TaskBatchResult:
         """Run the batch; each finished run is stored in `db` (if given) before `on_done`.
         With `resume`, runs already stored complete in `db` (same task, agent, model, prompt,
-        target, seed and repeat) are skipped; infrastructure errors run again."""
+        target, seed and repeat) are skipped; infrastructure errors run again.
+
+        `executor`: "local" runs `concurrency` runs side by side on this event loop; "ray"
+        runs one Ray task per run on a local Ray (`concurrency` CPUs when above 1) or the
+        cluster at `address`, and this process stays the only writer of `db`. Ray refuses
+        live targets (its workers cannot share one politeness gate per API host).
+        `gates` (local executor): the per-host politeness gates to share with a probe run or
+        an MCP server in this process; Ray workers cannot share them."""
+        from realprobe.tasks.executors import execute, jobs_for
+
+        self.check_executor(executor, address)
+        planned = jobs_for(self.tasks, self.config)
         store = None
         skip: set[str] = set()
         if db is not None:
@@ -199,22 +249,37 @@ class TaskBatch:
                 skip = store.complete_keys()
         elif resume:
             raise RealprobeError("resume needs a database (db)")
-        self.skipped = sum(
-            1 for t, p, r in plan_runs(self.tasks, self.config)
-            if resume_key(t.instance_id, self.config, p, r) in skip
-        )
+        jobs = [j for j in planned if j.key not in skip]
+        self.skipped = len(planned) - len(jobs)
+        check_cassettes(self.tasks, self.config)
+        order = {(j.task.instance_id, j.prompt, j.repeat): i for i, j in enumerate(jobs)}
+        done: list[RunOutcome | None] = [None] * len(jobs)
 
-        def keep(res: RunOutcome) -> None:
+        def keep(finished: Finished) -> None:
+            res = finished.outcome
+            assert res is not None  # both executors send the whole outcome back
+            done[order[(res.row["task"], res.row["prompt"], res.row["repeat"])]] = res
             self.finished.append(res)
             if store is not None:
                 store.insert_run(res.row, res.steps)
             if on_done is not None:
                 on_done(res)
 
-        runs = asyncio.run(
-            run_batch(self.tasks, self.config, self.catalog, on_done=keep, skip=skip)
+        execute(
+            jobs, self.catalog, executor=executor, concurrency=self.config.concurrency,
+            on_done=keep, batch=uuid.uuid4().hex[:12], address=address, gates=gates,
         )
-        return TaskBatchResult(runs, summary_of(runs), batch_infrastructure_failure(runs))
+        runs = [r for r in done if r is not None]
+        return TaskBatchResult(
+            runs, summary_of(runs), infrastructure_failure_of(runs), skipped=self.skipped
+        )
 
 
-__all__ = ["TaskBatch", "TaskBatchResult", "llm_settings", "resolve_mode", "summary_of"]
+__all__ = [
+    "TaskBatch",
+    "TaskBatchResult",
+    "infrastructure_failure_of",
+    "llm_settings",
+    "resolve_mode",
+    "summary_of",
+]

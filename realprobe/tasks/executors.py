@@ -5,22 +5,31 @@ run to `on_done` in the driver process, which is the only writer of the database
 skip the resume keys they are given, so `--resume` works the same on either.
 
 - `local` (default): `concurrency` runs side by side on one event loop. Runs share the
-  per-host politeness gates and the LLM endpoints' limits.
+  per-host politeness gates (the caller's `HostGates` when given, so a probe run or an MCP
+  server in the same process keeps to the same limits) and the LLM endpoints' limits.
 - `ray` (optional, `pip install 'realprobe[ray]'`): one Ray task per run, on a local Ray
   (started on demand) or the cluster at `address`. Each worker process has its own
-  politeness gates, so live targets are refused on Ray: run those with the local executor.
-  LLM limits apply per worker process (divide an endpoint's budget by the workers).
+  politeness gates and cannot share the caller's, so live targets are refused on Ray: run
+  those with the local executor. LLM limits apply per worker process (divide an endpoint's
+  budget by the workers). The catalogue and the tasks travel with the jobs; a simulate
+  profile file or a cassette folder must exist at the same path on every worker.
+
+Ray is imported only when the `ray` executor runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.clock import RealClock
 from realprobe.errors import RealprobeError
+from realprobe.hosts import HostGates
 from realprobe.tasks.model import Task
 from realprobe.tasks.runner import (
     RunConfig,
@@ -51,11 +60,12 @@ class Job:
 
 @dataclass
 class Finished:
-    """A run as the driver stores it (Ray sends back rows, not Python objects)."""
+    """A finished run as the driver stores it: its rows, and the whole outcome (score
+    details, the run's state), which Ray workers send back too."""
 
     row: dict[str, Any]
     steps: list[dict[str, Any]]
-    outcome: RunOutcome | None = None  # local runs keep the whole outcome
+    outcome: RunOutcome | None = None
 
 
 def jobs_for(tasks: Sequence[Task], cfg: RunConfig) -> list[Job]:
@@ -70,18 +80,21 @@ async def run_local(
     concurrency: int,
     on_done: Callable[[Finished], None],
     batch: str,
+    gates: HostGates | None = None,
 ) -> None:
-    """Every job, `concurrency` at a time, sharing politeness and LLM limits."""
+    """Every job, `concurrency` at a time, sharing politeness (`gates`, or one set of
+    gates for these jobs) and LLM limits."""
     if concurrency < 1:
         raise RealprobeError(f"concurrency must be at least 1 (got {concurrency})")
     slots = asyncio.Semaphore(concurrency)
     shared_by_mode: dict[bool, Shared] = {}
+    gates = gates if gates is not None else HostGates(RealClock())
 
     def shared_for(cfg: RunConfig) -> Shared:
         # one gate set for every run; LLM waits on a virtual clock only when replaying
         replay = target_label(cfg).startswith("replay:")
         if replay not in shared_by_mode:
-            shared_by_mode[replay] = Shared.for_config(cfg)
+            shared_by_mode[replay] = Shared.for_config(cfg, gates=gates)
         return shared_by_mode[replay]
 
     async def one(job: Job) -> None:
@@ -100,21 +113,23 @@ async def run_local(
 
 # -- Ray ---------------------------------------------------------------------------------
 
-_WORKER_CATALOGS: dict[tuple[str, ...], Catalog] = {}
+#: catalogues a worker process has fetched, by the id of the run that shipped them
+_WORKER_CATALOGS: dict[str, Catalog] = {}
 
 
-def _ray_job(payload: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Runs in a Ray worker: rebuild the task and catalogue, run, return the rows."""
-    extra = tuple(payload["catalog"])
-    catalog = _WORKER_CATALOGS.get(extra)
+def _ray_job(payload: dict[str, Any]) -> RunOutcome:
+    """Runs in a Ray worker: fetch the catalogue once per worker and run, then send the
+    outcome (rows, score, state) back to the driver, which stores it."""
+    ray = import_ray()
+    key: str = payload["catalog_key"]
+    catalog = _WORKER_CATALOGS.get(key)
     if catalog is None:
-        catalog = _WORKER_CATALOGS[extra] = Catalog.load(list(extra))
+        catalog = _WORKER_CATALOGS[key] = ray.get(payload["catalog"][0])
     task: Task = payload["task"]
-    res = asyncio.run(run_one(
+    return asyncio.run(run_one(
         task, payload["cfg"], payload["prompt"], payload["repeat"], catalog,
         batch=payload["batch"], n_runs=payload["n_runs"],
     ))
-    return res.row, res.steps
 
 
 def import_ray() -> Any:
@@ -127,22 +142,26 @@ def import_ray() -> Any:
     return ray
 
 
+def refuse_live(jobs: Sequence[Job]) -> None:
+    if any(target_label(j.cfg) == "live" for j in jobs):
+        raise RealprobeError(
+            "live targets cannot run on Ray: workers would not share one politeness gate per "
+            "API host; use --executor local for live runs"
+        )
+
+
 def run_ray(
     jobs: Sequence[Job],
     *,
-    catalog_paths: Sequence[str],
+    catalog: Catalog,
     on_done: Callable[[Finished], None],
     batch: str,
     address: str | None = None,
     num_cpus: int | None = None,
 ) -> None:
-    """Every job as a Ray task; rows come back to this process, which writes them."""
-    live = sorted({target_label(j.cfg) for j in jobs if target_label(j.cfg) == "live"})
-    if live:
-        raise RealprobeError(
-            "live targets cannot run on Ray: workers would not share one politeness gate per "
-            "API host; use --executor local for live runs"
-        )
+    """Every job as a Ray task; outcomes come back to this process, which writes them. The
+    catalogue goes to the object store once; each worker fetches it once."""
+    refuse_live(jobs)
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
@@ -157,23 +176,34 @@ def run_ray(
             ray.init(**kwargs)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RealprobeError(f"cannot start or reach Ray ({exc})") from exc
+    waiting: list[Any] = []
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_job)
-        pending = {
+        shipped = [ray.put(catalog)]  # in a list: workers fetch it themselves, once each
+        catalog_key = uuid.uuid4().hex
+        waiting = [
             remote.remote({
                 "cfg": job.cfg, "task": job.task, "prompt": job.prompt,
                 "repeat": job.repeat, "batch": batch, "n_runs": job.n_runs,
-                "catalog": list(catalog_paths),
-            }): job
+                "catalog": shipped, "catalog_key": catalog_key,
+            })
             for job in jobs
-        }
-        waiting = list(pending)
+        ]
         while waiting:
             done, waiting = ray.wait(waiting, num_returns=1)
             for ref in done:
-                row, steps = ray.get(ref)
-                on_done(Finished(row, steps))
+                try:
+                    res: RunOutcome = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, RealprobeError):
+                        raise cause from None  # a missing cassette: one line, as locally
+                    raise
+                on_done(Finished(res.row, res.steps, res))
     finally:
+        for ref in waiting:  # an error or Ctrl-C: stop what has not run yet
+            with contextlib.suppress(Exception):
+                ray.cancel(ref)
         if started_here:
             ray.shutdown()
 
@@ -186,17 +216,33 @@ def execute(
     concurrency: int = 1,
     on_done: Callable[[Finished], None],
     batch: str,
-    catalog_paths: Sequence[str] = (),
     address: str | None = None,
+    gates: HostGates | None = None,
 ) -> None:
-    """Run `jobs` on the chosen executor (cassettes checked first)."""
-    if executor not in EXECUTORS:
-        raise RealprobeError(f"executor {executor!r}: choose local or ray")
+    """Run `jobs` on the chosen executor (cassettes checked first). `gates` (local only)
+    are the per-host politeness gates to share; `address` (Ray only) is the cluster."""
+    check_executor(executor, address)
+    if executor == "ray":
+        refuse_live(jobs)
     for cfg in {id(j.cfg): j.cfg for j in jobs}.values():
         tasks = [j.task for j in jobs if j.cfg is cfg]
         check_cassettes(list({t.instance_id: t for t in tasks}.values()), cfg)
+    if not jobs:
+        return  # everything already stored: no Ray to start
     if executor == "ray":
-        run_ray(jobs, catalog_paths=catalog_paths, on_done=on_done, batch=batch,
+        run_ray(jobs, catalog=catalog, on_done=on_done, batch=batch,
                 address=address, num_cpus=concurrency if concurrency > 1 else None)
         return
-    asyncio.run(run_local(jobs, catalog, concurrency=concurrency, on_done=on_done, batch=batch))
+    asyncio.run(run_local(jobs, catalog, concurrency=concurrency, on_done=on_done,
+                          batch=batch, gates=gates))
+
+
+def check_executor(executor: str, address: str | None) -> None:
+    if executor not in EXECUTORS:
+        raise RealprobeError(f"executor {executor!r}: choose local or ray")
+    if address is not None and executor != "ray":
+        raise RealprobeError("address needs executor ray (it names a Ray cluster to join)")
+    if address is not None and not address.strip():
+        raise RealprobeError("address is empty: give the Ray head's host:port, like 10.0.0.5:6379")
+    if executor == "ray":
+        import_ray()  # not installed: say so before anything starts

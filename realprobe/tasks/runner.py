@@ -73,15 +73,18 @@ class RunConfig:
 
 @dataclass
 class Shared:
-    """What concurrent runs of one batch share: per-host politeness and LLM limits."""
+    """What concurrent runs of one batch share: per-host politeness and LLM limits. The
+    gates may be the caller's, shared with a probe run or an MCP server in this process."""
 
     gates: HostGates = field(default_factory=lambda: HostGates(RealClock()))
     limiters: LimiterRegistry | None = None
 
     @classmethod
-    def for_config(cls, cfg: RunConfig) -> Shared:
+    def for_config(cls, cfg: RunConfig, gates: HostGates | None = None) -> Shared:
         clock: Clock = VirtualClock(0.0) if cfg.mode is Mode.REPLAY else RealClock()
-        return cls(limiters=LimiterRegistry(clock))
+        if gates is None:
+            return cls(limiters=LimiterRegistry(clock))
+        return cls(gates=gates, limiters=LimiterRegistry(clock))
 
 
 @dataclass

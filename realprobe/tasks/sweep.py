@@ -44,11 +44,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
+from realprobe.hosts import HostGates
 from realprobe.replay.modes import Mode
 from realprobe.store import Store
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
-from realprobe.tasks.executors import Finished, Job, execute, jobs_for
+from realprobe.tasks.executors import Finished, Job, check_executor, execute, jobs_for
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import RunConfig
@@ -227,15 +228,18 @@ def run_sweep(
     db: Path,
     *,
     catalog: Catalog,
-    catalog_paths: list[str] | None = None,
     resume: bool = False,
     executor: str = "local",
     concurrency: int = 4,
     address: str | None = None,
     on_planned: Callable[[int, int], None] | None = None,
     on_done: Callable[[Finished], None] | None = None,
+    gates: HostGates | None = None,
 ) -> SweepSummary:
-    """Expand the sweep and run what is not stored complete yet; one database, one writer."""
+    """Expand the sweep and run what is not stored complete yet; one database, one writer.
+    `gates` (local executor) are per-host politeness gates to share with other work in this
+    process; Ray workers cannot share them (and Ray refuses live targets)."""
+    check_executor(executor, address)
     jobs = plan_sweep(sweep, load_tasks(default_tasks_dir()), concurrency=concurrency)
     with Store(db) as store:
         tstore = TaskStore(store)
@@ -254,6 +258,6 @@ def run_sweep(
                 on_done(finished)
 
         execute(todo, catalog, executor=executor, concurrency=concurrency, on_done=write,
-                batch=batch, catalog_paths=catalog_paths or [], address=address)
+                batch=batch, address=address, gates=gates)
     return SweepSummary(batch=batch, planned=len(jobs), skipped=len(jobs) - len(todo),
                         ran=len(todo), infra_errors=infra, db=str(db))

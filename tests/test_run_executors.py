@@ -1,0 +1,239 @@
+"""`realprobe run --executor local|ray [--address]`, `run_tasks(executor=..., gates=...)`:
+the same rows on either executor, the driver the only writer, `--resume` on Ray, live
+targets refused on Ray, Ray imported only when asked for, and shared per-host gates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import realprobe
+from realprobe.adapters.catalog import Catalog, builtin_specs
+from realprobe.adapters.spec import ApiSpec
+from realprobe.clock import VirtualClock
+from realprobe.errors import RealprobeError
+from realprobe.hosts import HostGates
+from realprobe.store import Store
+from realprobe.tasks.batch import infrastructure_failure_of, summary_of
+from realprobe.tasks.store import TaskStore
+from tests.llm_server import ScriptedLLM, two_turns
+
+TASKS = ["pet_newsletter", "content_social_post", "travel_briefing"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, code: str | None = None, timeout: float = 300
+        ) -> subprocess.CompletedProcess[str]:
+    argv = ["-c", code, *args] if code else ["-m", "realprobe.cli", *args]
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ}, cwd=ROOT)
+
+
+def run_args(db: Path, *extra: str) -> list[str]:
+    return ["run", *TASKS, "--simulate", "harsh", "--prompt", "optimal,flawed:missing_step",
+            "--repeat", "2", "--db", str(db), "--json", *extra]
+
+
+def comparable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items()
+            if k not in ("id", "batch", "started_at", "wall_s", "vantage")}
+
+
+def stored(db: Path) -> list[dict[str, Any]]:
+    with Store(db) as store:
+        return sorted((comparable(r) for r in TaskStore(store).runs()),
+                      key=lambda r: (r["task"], r["prompt"], r["repeat"]))
+
+
+def keys(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return [r[0] for r in conn.execute("SELECT resume_key FROM task_runs")]
+
+
+def test_run_on_ray_stores_the_same_rows_as_local_and_resume_skips_stored_runs(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'realprobe[ray]')")
+    local_db, ray_db = tmp_path / "local.db", tmp_path / "ray.db"
+    local = cli(*run_args(local_db))
+    assert local.returncode == 0, local.stderr
+    on_ray = cli(*run_args(ray_db, "--executor", "ray", "--concurrency", "2"))
+    assert on_ray.returncode == 0, on_ray.stderr
+    a, b = json.loads(local.stdout), json.loads(on_ray.stdout)
+    assert len(a["runs"]) == len(b["runs"]) == 12
+    # the same table (plan order) and the same summary, built from what Ray sent back
+    assert [comparable(r) for r in a["runs"]] == [comparable(r) for r in b["runs"]]
+    assert a["summary"] == b["summary"]
+    assert {r["outcome"] for r in a["runs"]} >= {"full", "failure"}
+    assert stored(local_db) == stored(ray_db)
+    text = cli("run", *TASKS, "--simulate", "harsh", "--prompt", "optimal,flawed:missing_step",
+               "--repeat", "2", "--db", str(ray_db), "--resume", "--executor", "ray")
+    assert text.returncode == 0 and "resume: 12 of 12 runs already stored" in text.stderr
+
+    # lose five runs, then resume on Ray from Python: only those five run again
+    with sqlite3.connect(ray_db) as conn:
+        gone = [r[0] for r in conn.execute("SELECT id FROM task_runs ORDER BY id LIMIT 5")]
+        conn.executemany("DELETE FROM task_steps WHERE run_id = ?", [(g,) for g in gone])
+        conn.executemany("DELETE FROM task_runs WHERE id = ?", [(g,) for g in gone])
+    seen: list[str] = []
+    result = realprobe.run_tasks(
+        TASKS, simulate="harsh", prompt="optimal,flawed:missing_step", repeat=2, db=ray_db,
+        resume=True, executor="ray", concurrency=2, on_done=lambda r: seen.append(r.row["id"]),
+    )
+    assert (len(result.runs), result.skipped, len(seen)) == (5, 7, 5)
+    assert all(r.score.outcome == r.row["outcome"] for r in result.runs)  # whole outcomes
+    after = keys(ray_db)
+    assert len(after) == len(set(after)) == 12
+    assert stored(ray_db) == stored(local_db)
+
+
+def test_ray_refuses_live_targets_in_one_line(tmp_path: Path) -> None:
+    res = cli("run", "pet_newsletter", "--executor", "ray", "--db", str(tmp_path / "x.db"))
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("error: live targets cannot run on Ray")
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "x.db").exists()  # refused before the database is opened
+    with pytest.raises(RealprobeError, match="live targets cannot run on Ray"):
+        realprobe.run_tasks(["pet_newsletter"], mode="record", sandbox=None,
+                            cassette=tmp_path / "c.json", executor="ray")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--executor", "dask"], "error: --executor 'dask': choose local or ray"),
+     (["--address", "10.0.0.5:6379"], "error: --address needs --executor ray"),
+     (["--executor", "ray", "--address", " "], "error: --address is empty")],
+)
+def test_bad_executor_options_are_one_line_errors(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    res = cli("run", "pet_newsletter", "--mode", "replay", "--db", str(tmp_path / "x.db"),
+              *extra)
+    assert res.returncode == 2 and res.stderr.startswith(message), res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_without_ray_installed_the_error_says_how_to_get_it(tmp_path: Path) -> None:
+    code = (
+        "import sys\nsys.modules['ray'] = None  # as if not installed\n"
+        "from realprobe.cli import main\nsys.argv = ['realprobe', *sys.argv[1:]]\nmain()\n"
+    )
+    res = cli("run", "pet_newsletter", "--mode", "replay", "--executor", "ray",
+              "--db", str(tmp_path / "x.db"), code=code)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("error: --executor ray needs Ray: pip install")
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("args", [["run", "--help"], ["sweep", "--help"]])
+def test_help_does_not_import_ray(args: list[str]) -> None:
+    code = (
+        "import sys\nfrom realprobe.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print('ray' in sys.modules, 'realprobe.tasks.executors' in sys.modules)\n"
+    )
+    res = cli(*args, code=code)
+    assert res.returncode == 0 and "--executor" in res.stdout and "--address" in res.stdout
+    assert res.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_the_local_executor_does_not_import_ray(tmp_path: Path) -> None:
+    code = (
+        "import sys\nfrom realprobe.cli import main\nsys.argv = ['realprobe', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
+        "print('ray' in sys.modules)\n"
+    )
+    res = cli("run", "pet_newsletter", "--mode", "replay", "--executor", "local",
+              "--db", str(tmp_path / "x.db"), code=code)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_summary_and_infrastructure_failure_come_from_rows_alone(tmp_path: Path) -> None:
+    result = realprobe.run_tasks(TASKS, simulate="harsh", repeat=2, db=tmp_path / "s.db")
+    with Store(tmp_path / "s.db") as store:
+        rows = TaskStore(store).runs()
+    assert summary_of(rows) == summary_of(result.runs) == result.summary
+    assert result.summary["infra_errors"] == 0
+    assert infrastructure_failure_of(rows) is None
+    down = [{**r, "infra_error": "LLM endpoint unreachable", "outcome": "error"} for r in rows]
+    assert infrastructure_failure_of(down) == (
+        f"all {len(rows)} runs failed on infrastructure, not on the agent: "
+        "LLM endpoint unreachable"
+    )
+    assert summary_of(down)["infra_errors"] == len(rows)
+    assert summary_of(down)["levels"]["error"] == len(rows)
+
+
+def test_a_task_batch_keeps_to_the_host_gates_it_is_given() -> None:
+    """Three live runs call one API whose starts must be 5 s apart. With the caller's
+    gates (on a virtual clock) the spacing is kept on those gates: the clock moves 10 s and
+    no real time passes; a probe run or an MCP server holding the same gates would wait
+    their turn behind these runs."""
+    catfact = next(s for s in builtin_specs() if s.id == "catfact")
+    llm = ScriptedLLM([], responder=two_turns)
+    llm.start()
+    import http.server
+    import threading
+
+    body = catfact.tools[0].fixtures[0].body.encode()
+    starts: list[float] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            starts.append(time.monotonic())
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    local = ApiSpec.model_validate({
+        **catfact.model_dump(),
+        "base_url": f"http://127.0.0.1:{server.server_address[1]}",
+        "politeness": {"min_interval_s": 5.0, "jitter_s": 0, "max_in_flight": 1},
+    })
+    cat = Catalog([s if s.id != "catfact" else local for s in builtin_specs()])
+    clock = VirtualClock(0.0)
+    gates = HostGates(clock)
+    os.environ["RUN_EXECUTORS_TEST_KEY"] = "k"
+    try:
+        t0 = time.monotonic()
+        result = realprobe.run_tasks(
+            ["pet_newsletter"], agent="openai", base_url=llm.base_url, model="scripted-1",
+            api_key_env="RUN_EXECUTORS_TEST_KEY", prompt="optimal", mode="live", repeat=3,
+            catalog=cat, gates=gates,
+        )
+        took = time.monotonic() - t0
+    finally:
+        os.environ.pop("RUN_EXECUTORS_TEST_KEY", None)
+        llm.stop()
+        server.shutdown()
+        server.server_close()
+    assert len(result.runs) == 3 and len(starts) == 3
+    assert all(r.row["outcome"] != "error" for r in result.runs)
+    assert clock.now() == pytest.approx(10.0)  # two waits of 5 s, on the shared gates
+    assert took < 5.0  # a private gate set would have slept them for real
+    # the gates remember the host: the next user of them waits its turn
+    waits: list[float] = []
+
+    async def next_turn() -> None:
+        async with gates.turn(local, budget_s=30.0) as waited:
+            waits.append(waited)
+
+    asyncio.run(next_turn())
+    assert waits == [pytest.approx(5.0)]
