@@ -29,11 +29,10 @@ from typing import Any
 import sqlite_utils
 
 from realprobe.adapters.result import ToolResult
+from realprobe.dbwait import BUSY_TIMEOUT_MS
 from realprobe.errors import NoDatabase, RealprobeError
 from realprobe.replay.target import Target
 from realprobe.secrets import scrub_row
-
-BUSY_TIMEOUT_MS = 30_000
 
 #: probe_runs.status values
 RUN_RUNNING = "running"  # still going, or the process was killed (no end time)
