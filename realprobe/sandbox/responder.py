@@ -17,6 +17,7 @@ from realprobe.sandbox.runtime import Runtime
 from realprobe.sandbox.wire import Active, resolve
 from realprobe.simulator.faults import Outcome
 from realprobe.simulator.render import (
+    BODY_VARIANTS,
     MOVED_PREFIX,
     VARIANTS,
     Plan,
@@ -28,12 +29,6 @@ from realprobe.simulator.routes import Body, Route, RouteTable
 
 FAULT_PREFIX = "/_fault/"
 FAULT_HEADER = "X-Realprobe-Fault"
-#: variants whose answer is built from the success body (so a proxy must fetch it first)
-BODY_VARIANTS = frozenset(
-    {"ok", "ok_html_ctype", "drip", "truncated", "reset_mid_body", "bad_json"}
-)
-
-
 @dataclass
 class Stats:
     requests: int = 0
