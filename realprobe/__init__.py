@@ -30,11 +30,13 @@ if TYPE_CHECKING:
     from realprobe.api import (
         build_report,
         calibrate,
+        calibrate_export,
         call,
         call_all,
         drift,
         export_profile,
         load_catalog,
+        make_report,
         make_sandbox,
         options,
         plan_tasks,
@@ -51,9 +53,10 @@ if TYPE_CHECKING:
     from realprobe.clock import Clock, RealClock, VirtualClock
     from realprobe.data import doc_path
     from realprobe.demo import run_demo
-    from realprobe.errors import ErrorCode, RealprobeError
+    from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
     from realprobe.hosts import HeldBack, HostGates
     from realprobe.probes.drift import DriftReport
+    from realprobe.probes.results import Drift, Stats, VantageStats
     from realprobe.probes.runner import RunSummary, run_probes
     from realprobe.probes.stats import StatsReport
     from realprobe.replay.cassette import Cassette, CassetteError, save_cassette
@@ -109,13 +112,18 @@ _WHERE: dict[str, str] = {
     "Store": "realprobe.store",
     "stats": "realprobe.api",
     "StatsReport": "realprobe.probes.stats",
+    "Stats": "realprobe.probes.results",
+    "VantageStats": "realprobe.probes.results",
     "calibrate": "realprobe.api",
+    "calibrate_export": "realprobe.api",
     "export_profile": "realprobe.api",
     "drift": "realprobe.api",
     "DriftReport": "realprobe.probes.drift",
+    "Drift": "realprobe.probes.results",
     "window": "realprobe.api",
     "build_report": "realprobe.api",
     "write_report": "realprobe.api",
+    "make_report": "realprobe.api",
     "ReportData": "realprobe.report.build",
     # cassettes
     "Cassette": "realprobe.replay.cassette",
@@ -135,6 +143,8 @@ _WHERE: dict[str, str] = {
     # errors
     "RealprobeError": "realprobe.errors",
     "ErrorCode": "realprobe.errors",
+    "BadArgument": "realprobe.errors",
+    "NoDatabase": "realprobe.errors",
     "CatalogError": "realprobe.adapters.catalog",
     "CassetteError": "realprobe.replay.cassette",
 }
@@ -142,24 +152,28 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "PROJECT_URL",
     "USER_AGENT",
+    "BadArgument",
     "Cassette",
     "CassetteError",
     "Catalog",
     "CatalogError",
     "ClientConfig",
     "Clock",
+    "Drift",
     "DriftReport",
     "ErrorCode",
     "HeldBack",
     "HostGates",
     "HttpClient",
     "Mode",
+    "NoDatabase",
     "Profile",
     "RealClock",
     "RealprobeError",
     "ReportData",
     "RunSummary",
     "Sandbox",
+    "Stats",
     "StatsReport",
     "Store",
     "SyncHttpClient",
@@ -169,10 +183,12 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "TransportOptions",
+    "VantageStats",
     "VirtualClock",
     "__version__",
     "build_report",
     "calibrate",
+    "calibrate_export",
     "call",
     "call_all",
     "call_tool",
@@ -185,6 +201,7 @@ __all__ = [
     "load_catalog",
     "load_profile",
     "make_client",
+    "make_report",
     "make_sandbox",
     "make_sync_client",
     "options",

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
-from realprobe.errors import RealprobeError
+from realprobe.errors import BadArgument, NoDatabase, RealprobeError
 from realprobe.replay.mode import Mode
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from realprobe.adapters.result import ToolResult
     from realprobe.adapters.tool import Tool
     from realprobe.hosts import HostGates
-    from realprobe.probes.drift import DriftReport
     from realprobe.probes.politeness import PolitenessConfig
+    from realprobe.probes.results import Drift, Stats, VantageStats
     from realprobe.probes.runner import RunSummary
     from realprobe.probes.scheduler import ScheduleResult
     from realprobe.probes.stats import StatsReport
@@ -57,15 +57,19 @@ def options(
         mode = Mode(mode)
     except ValueError:
         choices = ", ".join(m.value for m in Mode)
-        raise RealprobeError(f"mode {mode!r}: choose one of {choices}") from None
+        raise BadArgument("mode", f"mode {mode!r}: choose one of {choices}") from None
     if sandbox is not None and not sandbox.startswith(("http://", "https://")):
-        raise RealprobeError(f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765")
+        raise BadArgument(
+            "sandbox", f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765"
+        )
     if simulate is not None and sandbox is not None:
-        raise RealprobeError("sandbox and simulate exclude each other: pick one")
+        raise BadArgument(
+            ("sandbox", "simulate"), "sandbox and simulate exclude each other: pick one"
+        )
     if mode in (Mode.RECORD, Mode.REPLAY) and cassette is None:
-        raise RealprobeError(f"mode {mode.value!r} needs a cassette")
+        raise BadArgument(("mode", "cassette"), f"mode {mode.value} needs cassette=PATH")
     if cassette is not None and mode not in (Mode.RECORD, Mode.REPLAY):
-        raise RealprobeError("a cassette needs mode 'record' or 'replay'")
+        raise BadArgument(("mode", "cassette"), "cassette needs mode=record or mode=replay")
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
     ).normalised()
@@ -91,7 +95,7 @@ def call(
     cat = catalog or load_catalog()
     t = cat.get(tool)
     if timeout is not None and timeout <= 0:
-        raise RealprobeError(f"timeout must be positive (got {timeout:g})")
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
     return asyncio.run(_call_many(cat, [(t.name, dict(args or t.examples[0]))], target, timeout))[0]
 
 
@@ -104,7 +108,7 @@ def call_all(
     """Call every tool of the catalogue once with its first example, all APIs at once."""
     cat = catalog or load_catalog()
     if timeout <= 0:
-        raise RealprobeError(f"timeout must be positive (got {timeout:g})")
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
     calls = [(t.name, dict(t.examples[0])) for t in cat]
     return asyncio.run(_call_many(cat, calls, target, timeout, read_timeout=True))
 
@@ -157,7 +161,7 @@ def make_sandbox(
     from realprobe.simulator.profile import Profile, load_profile
 
     if latency_scale < 0:
-        raise RealprobeError(f"latency_scale must be >= 0 (got {latency_scale:g})")
+        raise BadArgument("latency_scale", f"latency_scale must be >= 0 (got {latency_scale:g})")
     prof = profile if isinstance(profile, Profile) else load_profile(str(profile))
     return sandbox_for(
         catalog or load_catalog(),
@@ -255,11 +259,11 @@ def probe(
 def _check_run(rounds: int, concurrency: int, timeout: float) -> None:
     """The run's numbers, checked before anything is opened, sent or written."""
     if rounds < 1:
-        raise RealprobeError(f"rounds must be at least 1 (got {rounds})")
+        raise BadArgument("rounds", f"rounds must be at least 1 (got {rounds})")
     if concurrency < 1:
-        raise RealprobeError(f"concurrency must be at least 1 (got {concurrency})")
+        raise BadArgument("concurrency", f"concurrency must be at least 1 (got {concurrency})")
     if not timeout > 0:
-        raise RealprobeError(f"timeout must be positive (got {timeout:g})")
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
 
 
 def _probe_tools(cat: Catalog, tools: Sequence[str] | str | None) -> list[Tool]:
@@ -267,7 +271,7 @@ def _probe_tools(cat: Catalog, tools: Sequence[str] | str | None) -> list[Tool]:
     names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
     chosen = cat.select(names)
     if not chosen:
-        raise RealprobeError(f"tools {tools!r} names no tool")
+        raise BadArgument("tools", f"tools {tools!r} names no tool")
     return chosen
 
 
@@ -320,9 +324,9 @@ def schedule(
     from realprobe.store import default_db_path
 
     if max_runs is not None and max_runs < 1:
-        raise RealprobeError(f"max_runs must be at least 1 (got {max_runs})")
+        raise BadArgument("max_runs", f"max_runs must be at least 1 (got {max_runs})")
     if jitter < 0:
-        raise RealprobeError(f"jitter must be >= 0 (got {jitter:g})")
+        raise BadArgument("jitter", f"jitter must be >= 0 (got {jitter:g})")
     every_text = f"{every}s" if isinstance(every, int | float) else every
     trigger, interval = make_trigger(every_text, cron, jitter_s=jitter)
     _check_run(rounds, concurrency, timeout)
@@ -386,31 +390,83 @@ def _check_alerts(db: Path, rules: Any, show: Callable[[str], None] | None) -> N
 
 
 # -- analysis ---------------------------------------------------------------------------------
+#
+# The readers pick their rows by provenance: `target` (which kinds of rows: live, sandbox,
+# simulate, replay, or all; default live when the window holds live rows, else the one kind
+# present, and an error when several other kinds are present) and `vantage` (only rows
+# probed from these vantage points). Each result names what it summarises (`provenance`).
 
 
-def _db(db: str | Path | None) -> Path:
+def _existing(db: str | Path | None) -> Path:
     from realprobe.store import default_db_path
 
     path = Path(db) if db is not None else default_db_path()
     if not path.exists():
-        raise RealprobeError(f"no database at {path}")
+        raise NoDatabase(path)
     return path
 
 
-def _time(value: TimeSpec) -> float | None:
+def _db(db: str | Path | None) -> Path:
+    """The probe database to read; opening it once for writing also migrates an older schema
+    and marks runs left `running` by a killed process (a read-only file is read as it is)."""
+    path = _existing(db)
+    _sweep(path)
+    return path
+
+
+def _sweep(path: Path) -> None:
+    import sqlite3
+    from urllib.parse import quote
+
+    from realprobe.store import Store
+
+    if not path.is_file():
+        return
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=2)
+        try:
+            ours = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'probe_runs'"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return  # not a database: the reader says so
+    if ours:
+        with suppress(RealprobeError):
+            Store(path, busy_timeout_s=2.0).close()
+
+
+def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:
+    """`parse(value)`, its error prefixed with the parameter it came from."""
+    try:
+        return parse(value)
+    except BadArgument:
+        raise
+    except RealprobeError as exc:
+        raise BadArgument(param, f"{param}: {exc}") from None
+
+
+def _time(param: str, value: TimeSpec) -> float | None:
     from realprobe.probes.windows import parse_time
 
     if value is None or isinstance(value, int | float):
         return value
-    return parse_time(value)
+    return float(_arg(param, parse_time, value))
 
 
 def window(since: TimeSpec = None, until: TimeSpec = None) -> Window:
     """(start, end) in epoch seconds from ISO times, ages like "7d", or numbers."""
-    a, b = _time(since), _time(until)
+    a, b = _time("since", since), _time("until", until)
     if a is not None and b is not None and a >= b:
-        raise RealprobeError("since must be before until")
+        raise BadArgument(("since", "until"), "since must be before until")
     return a, b
+
+
+def _window_arg(param: str, value: str | Window) -> Window:
+    from realprobe.probes.windows import parse_window
+
+    return _arg(param, parse_window, value) if isinstance(value, str) else value
 
 
 def _tool_names(tools: Sequence[str] | str | None) -> list[str] | None:
@@ -419,17 +475,44 @@ def _tool_names(tools: Sequence[str] | str | None) -> list[str] | None:
     names = [t.strip() for t in (tools.split(",") if isinstance(tools, str) else tools)]
     names = [n for n in names if n]
     if not names:
-        raise RealprobeError("tools: give at least one tool name")
+        raise BadArgument("tools", "tools: give at least one tool name")
     return names
 
 
-def check_tools(db: Path, names: list[str] | None, win: Window) -> None:
+def select_rows(
+    db: Path,
+    target: str | None,
+    vantage: str | Sequence[str] | None,
+    windows: Sequence[Window],
+    names: list[str] | None,
+) -> tuple[list[str], list[str] | None]:
+    """(target kinds, vantages) to read: `target` as given, else chosen from the rows the
+    windows hold (live first; the one other kind; several other kinds: an error asking to
+    pick one)."""
+    from realprobe.probes.provenance import kinds_present, parse_target, parse_vantages, pick_kinds
+
+    asked = parse_target(target)
+    vantages = parse_vantages(vantage)
+    present: dict[str, int] = {}
+    for a, b in windows:
+        for kind, n in kinds_present(db, a, b, names, vantages).items():
+            present[kind] = present.get(kind, 0) + n
+    return pick_kinds(present, asked), vantages
+
+
+def check_tools(
+    db: Path,
+    names: list[str] | None,
+    win: Window,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> None:
     """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
     from realprobe.probes.loading import tool_counts
 
     if not names:
         return
-    present = tool_counts(db, *win)
+    present = tool_counts(db, *win, kinds, vantages)
     missing = [n for n in names if n not in present]
     if not missing:
         return
@@ -438,15 +521,60 @@ def check_tools(db: Path, names: list[str] | None, win: Window) -> None:
     for name in missing:
         if name not in everywhere and name not in {t.name for t in cat}:
             cat.get(name)  # raises with "did you mean"
-    raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
+    what = f"{'+'.join(kinds)} " if kinds else ""
+    raise RealprobeError(f"no {what}probe rows for {', '.join(missing)} in this window")
 
 
 def _period(period: str | float) -> float:
     from realprobe.probes.windows import parse_duration
 
-    return float(period) if isinstance(period, int | float) else parse_duration(period)
+    if isinstance(period, int | float):
+        if not period > 0:
+            raise BadArgument("period", f"period {period:g}: must be a positive number of seconds")
+        return float(period)
+    return float(_arg("period", parse_duration, period))
 
 
+class _Selection(NamedTuple):
+    db: Path
+    win: Window
+    names: list[str] | None
+    kinds: list[str]
+    vantages: list[str] | None
+
+
+def _select(
+    db: str | Path | None,
+    since: TimeSpec,
+    until: TimeSpec,
+    tools: Sequence[str] | str | None,
+    target: str | None,
+    vantage: str | Sequence[str] | None,
+) -> _Selection:
+    path, win, names = _db(db), window(since, until), _tool_names(tools)
+    kinds, vantages = select_rows(path, target, vantage, [win], names)
+    check_tools(path, names, win, kinds, vantages)
+    return _Selection(path, win, names, kinds, vantages)
+
+
+@overload
+def stats(
+    db: str | Path | None = ..., *, since: TimeSpec = ..., until: TimeSpec = ...,
+    tools: Sequence[str] | str | None = ..., period: str | float = ..., target: str | None = ...,
+    vantage: str | Sequence[str] | None = ..., by: Literal["tool"] = ...,
+) -> Stats: ...
+@overload
+def stats(
+    db: str | Path | None = ..., *, since: TimeSpec = ..., until: TimeSpec = ...,
+    tools: Sequence[str] | str | None = ..., period: str | float = ..., target: str | None = ...,
+    vantage: str | Sequence[str] | None = ..., by: Literal["vantage"],
+) -> VantageStats: ...
+@overload
+def stats(
+    db: str | Path | None = ..., *, since: TimeSpec = ..., until: TimeSpec = ...,
+    tools: Sequence[str] | str | None = ..., period: str | float = ..., target: str | None = ...,
+    vantage: str | Sequence[str] | None = ..., by: Literal["tool", "vantage"] = ...,
+) -> Stats | VantageStats: ...
 def stats(
     db: str | Path | None = None,
     *,
@@ -454,15 +582,40 @@ def stats(
     until: TimeSpec = None,
     tools: Sequence[str] | str | None = None,
     period: str | float = "1d",
-) -> StatsReport:
+    target: str | None = None,
+    vantage: str | Sequence[str] | None = None,
+    by: Literal["tool", "vantage"] = "tool",
+) -> Stats | VantageStats:
     """Per tool: success per attempt with intervals, error mix, latency with a censored
-    lognormal fit, the burst chain and variability flags, over the stored probes."""
+    lognormal fit, the burst chain, variability flags and (`.phases`) where the time goes,
+    over the stored probes of `target` kind(s) from `vantage`(s).
+
+    `by="vantage"` computes the same once per vantage point instead (a `VantageStats`)."""
+    from realprobe.probes.phases import phase_breakdown
+    from realprobe.probes.provenance import vantages_present
+    from realprobe.probes.results import Stats, VantageStats
     from realprobe.probes.stats import stats_from_db
 
-    path, win, names = _db(db), window(since, until), _tool_names(tools)
+    if by not in ("tool", "vantage"):
+        raise BadArgument("by", f"by {by!r}: choose tool or vantage")
     period_s = _period(period)
-    check_tools(path, names, win)
-    return stats_from_db(path, *win, names, period_s)[1]
+    sel = _select(db, since, until, tools, target, vantage)
+    if by == "vantage":
+        chosen = sel.vantages or sorted(vantages_present(sel.db, *sel.win, sel.names, sel.kinds))
+        if not chosen:
+            raise RealprobeError("no probe rows in this window")
+        reports = {
+            v: stats_from_db(
+                sel.db, *sel.win, sel.names, period_s, kinds=sel.kinds, vantages=[v]
+            )[1]
+            for v in chosen
+        }
+        return VantageStats(target_kinds=sel.kinds, vantages=reports)
+    _, rep = stats_from_db(
+        sel.db, *sel.win, sel.names, period_s, kinds=sel.kinds, vantages=sel.vantages
+    )
+    phases = phase_breakdown(sel.db, *sel.win, sel.names, sel.kinds, sel.vantages)
+    return Stats(**dict(rep), phases=phases)
 
 
 def calibrate(
@@ -472,24 +625,80 @@ def calibrate(
     until: TimeSpec = None,
     tools: Sequence[str] | str | None = None,
     name: str | None = None,
+    target: str | None = None,
+    vantage: str | Sequence[str] | None = None,
     from_stats: StatsReport | None = None,
 ) -> Profile:
-    """A simulator profile from the stored probes (or from a StatsReport already computed);
-    the sandbox and the simulate transport read it."""
+    """A simulator profile from the stored probes of `target` kind(s) from `vantage`(s) (or
+    from a StatsReport already computed); the sandbox and the simulate transport read it.
+    Each tool's latency gets a mixture of one or two lognormals fitted to the rows."""
     from realprobe.probes.calibrate import calibrate as calibrate_report
+    from realprobe.probes.stats import stats_from_db
 
-    path = _db(db)
-    rep = from_stats or stats(path, since=since, until=until, tools=tools)
-    return calibrate_report(rep, name=name, db=str(path))
+    if from_stats is not None:
+        return calibrate_report(from_stats, name=name, db=str(_db(db)))
+    sel = _select(db, since, until, tools, target, vantage)
+    arr, rep = stats_from_db(sel.db, *sel.win, sel.names, kinds=sel.kinds, vantages=sel.vantages)
+    return calibrate_report(rep, name=name, db=str(sel.db), arrays=arr)
 
 
-def export_profile(profile: Profile, view: str = "profile") -> dict[str, Any]:
-    """The profile as JSON data: `profile`, or the `resilibench` / `reliabilitybench` views."""
-    from realprobe.probes.calibrate import VIEWS, export
+def _check_view(view: str, deadline: float | None) -> None:
+    from realprobe.probes.calibrate import VIEWS
 
     if view not in VIEWS:
-        raise RealprobeError(f"view {view!r}: choose one of {', '.join(VIEWS)}")
-    return export(profile, view)
+        raise BadArgument(
+            "view", f"view {view!r}: choose resilibench or reliabilitybench (or profile)"
+        )
+    if deadline is not None and not deadline > 0:
+        raise BadArgument("deadline", "deadline must be a positive number of seconds")
+
+
+def export_profile(
+    profile: Profile | str | Path, view: str = "profile", *, deadline: float | None = None
+) -> dict[str, Any]:
+    """A profile (or a profile file, or calm|published|harsh) as JSON data: the `profile`
+    itself, or the `resilibench` / `reliabilitybench` views, whose rates are what a caller
+    with a `deadline` (seconds; default the probes' own) sees."""
+    from realprobe.probes.calibrate import export
+    from realprobe.simulator.profile import Profile, load_profile
+
+    _check_view(view, deadline)
+    prof = profile if isinstance(profile, Profile) else load_profile(str(profile))
+    return export(prof, view, deadline)
+
+
+class Calibration(NamedTuple):
+    """What `calibrate_export` made: the profile, and its export as JSON data."""
+
+    profile: Profile
+    data: dict[str, Any]
+
+
+def calibrate_export(
+    db: str | Path | None = None,
+    *,
+    view: str = "profile",
+    deadline: float | None = None,
+    source: str | Path | Profile | None = None,
+    since: TimeSpec = None,
+    until: TimeSpec = None,
+    tools: Sequence[str] | str | None = None,
+    name: str | None = None,
+    target: str | None = None,
+    vantage: str | Sequence[str] | None = None,
+) -> Calibration:
+    """`calibrate` then `export_profile` in one call (the `realprobe calibrate` command):
+    the profile from the stored probes, or `source` (a profile, a file or a built-in name)
+    converted instead, as `view`. The view and deadline are checked before any work."""
+    from realprobe.simulator.profile import Profile, load_profile
+
+    _check_view(view, deadline)
+    if source is not None:
+        prof = source if isinstance(source, Profile) else load_profile(str(source))
+    else:
+        prof = calibrate(db, since=since, until=until, tools=tools, name=name, target=target,
+                         vantage=vantage)
+    return Calibration(prof, export_profile(prof, view, deadline=deadline))
 
 
 def drift(
@@ -502,30 +711,41 @@ def drift(
     correction: Literal["holm", "bh"] = "holm",
     min_success_change: float = 0.05,
     min_latency_change: float = 0.2,
-) -> DriftReport:
+    target: str | None = None,
+    vantage: str | Sequence[str] | None = None,
+) -> Drift:
     """Which tools changed between two windows ("14d..7d" or (start, end) pairs): success,
-    latency and error mix, corrected across tools."""
+    latency and error mix, corrected across tools, over rows of `target` kind(s) from
+    `vantage`(s). The result's `provenance` says what each window held."""
     from realprobe.probes.drift import drift as drift_arrays
     from realprobe.probes.loading import load_probes
-    from realprobe.probes.windows import iso, parse_window
+    from realprobe.probes.provenance import describe, empty_selection_error
+    from realprobe.probes.results import Drift
 
     if correction not in ("holm", "bh"):
-        raise RealprobeError(f"correction {correction!r}: choose holm or bh")
+        raise BadArgument("correction", f"correction {correction!r}: choose holm or bh")
     if not 0 < alpha < 1:
-        raise RealprobeError("alpha must be between 0 and 1")
+        raise BadArgument("alpha", "alpha must be between 0 and 1")
+    for param, v in (("min_success_change", min_success_change),
+                     ("min_latency_change", min_latency_change)):
+        if not v >= 0:
+            raise BadArgument(param, f"{param} must be >= 0 (got {v:g})")
+    bw, cw = _window_arg("baseline", baseline), _window_arg("current", current)
     path, names = _db(db), _tool_names(tools)
-    bw = parse_window(baseline) if isinstance(baseline, str) else baseline
-    cw = parse_window(current) if isinstance(current, str) else current
-    base, cur = load_probes(path, *bw, names), load_probes(path, *cw, names)
-    for label, arr, w in (("baseline", base, bw), ("current", cur, cw)):
-        if len(arr) == 0:
-            raise RealprobeError(
-                f"{label} {iso(w[0]) or 'start'}..{iso(w[1]) or 'now'}: no probe rows in {path}"
-            )
-    return drift_arrays(
-        base, cur, baseline_window=bw, current_window=cw, alpha=alpha, correction=correction,
-        min_success_change=min_success_change, min_latency_change=min_latency_change,
+    kinds, vantages = select_rows(path, target, vantage, [bw, cw], names)
+    arrays, provs = {}, {}
+    for label, w in (("baseline", bw), ("current", cw)):
+        arrays[label] = load_probes(path, *w, names, kinds=kinds, vantages=vantages)
+        provs[label] = prov = describe(path, kinds, w[0], w[1], names, vantages)
+        if len(arrays[label]) == 0:
+            why = empty_selection_error(prov, path, names, widen=(label,))
+            raise RealprobeError(f"{label}: {why}", param=(label, "target"))
+    rep = drift_arrays(
+        arrays["baseline"], arrays["current"], baseline_window=bw, current_window=cw,
+        alpha=alpha, correction=correction, min_success_change=min_success_change,
+        min_latency_change=min_latency_change,
     )
+    return Drift(**dict(rep), provenance=provs)
 
 
 def build_report(
@@ -537,41 +757,82 @@ def build_report(
     period: str | float = "1d",
     baseline: str | Window | None = None,
     current: str | Window | None = None,
+    target: str | None = None,
+    vantage: str | Sequence[str] | None = None,
     stats: StatsReport | None = None,
 ) -> ReportData:
     """What a report shows, computed once: the stats, drift (by default each tool's earlier
-    half of calls against its later half) and success over time. Pass `stats` computed
-    for the same window to skip computing them again."""
-    from realprobe.probes.windows import parse_window
+    half of calls against its later half) and success over time, over rows of `target`
+    kind(s) from `vantage`(s). Pass `stats` computed for the same selection to skip
+    computing them again."""
     from realprobe.report.build import build_report as build
 
     if (baseline is None) != (current is None):
-        raise RealprobeError("give both baseline and current, or neither")
-    path, win, names = _db(db), window(since, until), _tool_names(tools)
+        raise BadArgument(("baseline", "current"), "give both baseline and current, or neither")
     period_s = _period(period)
-    check_tools(path, names, win)
-    bw = parse_window(baseline) if isinstance(baseline, str) else baseline
-    cw = parse_window(current) if isinstance(current, str) else current
-    return build(path, *win, names, baseline=bw, current=cw, period_s=period_s, stats=stats)
+    bw = None if baseline is None else _window_arg("baseline", baseline)
+    cw = None if current is None else _window_arg("current", current)
+    sel = _select(db, since, until, tools, target, vantage)
+    return build(
+        sel.db, *sel.win, sel.names, baseline=bw, current=cw, period_s=period_s,
+        kinds=sel.kinds, vantages=sel.vantages, stats=stats,
+    )
+
+
+REPORT_FORMATS = ("html", "md", "json")
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in REPORT_FORMATS:
+        raise BadArgument("fmt", f"fmt {fmt!r}: choose html, md or json")
 
 
 def write_report(
     data: ReportData, output: str | Path | None = None, fmt: str = "html"
 ) -> str:
-    """Render a report as `html` (one self-contained file), `md` or `json`; write it to
-    `output` when given. Returns the text."""
+    """Render a report as `html` (one self-contained file), `md` or `json`, with declared and
+    environment secrets scrubbed; write it to `output` when given (an existing file is
+    replaced, a symbolic link refused). Returns the text."""
+    from realprobe.outputs import write_output
     from realprobe.report import render_html, render_json, render_markdown
+    from realprobe.secrets import default_redactor
 
+    _check_format(fmt)
     renderers = {"html": render_html, "md": render_markdown, "json": render_json}
-    if fmt not in renderers:
-        raise RealprobeError(f"format {fmt!r}: choose html, md or json")
-    text = renderers[fmt](data)
+    text = default_redactor().text(renderers[fmt](data))
     if output is not None:
-        try:
-            Path(output).write_text(text + ("" if fmt == "html" else "\n"), encoding="utf-8")
-        except OSError as exc:
-            raise RealprobeError(f"{output}: cannot write ({exc.strerror})") from exc
+        write_output(Path(output), text + ("" if fmt == "html" else "\n"), replace=True)
     return text
+
+
+class Report(NamedTuple):
+    """What `make_report` made: the data, and the rendered text (also written to `output`)."""
+
+    data: ReportData
+    text: str
+
+
+def make_report(
+    db: str | Path | None = None,
+    *,
+    output: str | Path | None = None,
+    fmt: str = "html",
+    since: TimeSpec = None,
+    until: TimeSpec = None,
+    tools: Sequence[str] | str | None = None,
+    period: str | float = "1d",
+    baseline: str | Window | None = None,
+    current: str | Window | None = None,
+    target: str | None = None,
+    vantage: str | Sequence[str] | None = None,
+) -> Report:
+    """`build_report` then `write_report` in one call (the `realprobe report` command)."""
+    _check_format(fmt)
+    data = build_report(
+        db, since=since, until=until, tools=tools, period=period, baseline=baseline,
+        current=current, target=target, vantage=vantage,
+    )
+    return Report(data, write_report(data, output, fmt))
 
 
 # -- tasks ------------------------------------------------------------------------------------
@@ -620,7 +881,7 @@ def task_results(
     from realprobe.tasks.results import summarise
     from realprobe.tasks.store import TaskStore
 
-    path = _db(db)
+    path = _existing(db)
     rows = TaskStore(Store(path)).runs(batch)
     if agent:
         rows = [r for r in rows if r["agent"] == agent]
@@ -667,19 +928,21 @@ def serve_mcp(
     from realprobe.replay.modes import TransportOptions
 
     if transport not in ("stdio", "http"):
-        raise RealprobeError(f"transport {transport!r}: choose stdio or http")
+        raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
     if timeout is not None and timeout <= 0:
-        raise RealprobeError(f"timeout {timeout:g}: must be a positive number of seconds")
+        raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
     if not 0 <= port <= 65535:
-        raise RealprobeError(f"port {port}: must be between 0 and 65535")
+        raise BadArgument("port", f"port {port}: must be between 0 and 65535")
     if max_sessions < 1:
-        raise RealprobeError(f"max_sessions {max_sessions}: must be at least 1")
+        raise BadArgument("max_sessions", f"max_sessions {max_sessions}: must be at least 1")
     if not session_idle_s > 0 or session_idle_s == float("inf"):
-        raise RealprobeError(f"session_idle_s {session_idle_s:g}: must be a positive number")
+        raise BadArgument(
+            "session_idle_s", f"session_idle_s {session_idle_s:g}: must be a positive number"
+        )
     opts = (target or TransportOptions()).normalised()
     if real_time:
         if opts.mode is not Mode.SIMULATE:
-            raise RealprobeError("real_time applies to a simulate target only")
+            raise BadArgument("real_time", "real_time applies to a simulate target only")
         opts = replace(opts, real_time=True)
     names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
     service = McpService(
@@ -714,18 +977,21 @@ def serve_mcp(
 __all__ = [
     "build_report",
     "calibrate",
+    "calibrate_export",
     "call",
     "call_all",
     "check_tools",
     "drift",
     "export_profile",
     "load_catalog",
+    "make_report",
     "make_sandbox",
     "options",
     "plan_tasks",
     "probe",
     "run_tasks",
     "sandbox_running",
+    "select_rows",
     "serve_mcp",
     "stats",
     "task_results",

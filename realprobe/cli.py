@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import typer
 
 from realprobe.commands.checks import CheckedGroup, apply_checks
-from realprobe.commands.common import QuickHelpGroup
+from realprobe.commands.common import QuickHelpGroup, in_cli_terms
 from realprobe.errors import RealprobeError
 
 #: verb -> (module under realprobe.commands, one-line help), in the order a user meets them:
@@ -61,11 +61,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def command_group(module_name: str) -> Any:
-    """The click group holding every verb that `realprobe.commands.<module_name>` registers."""
+def command_group(module_name: str, verb: str | None = None) -> Any:
+    """The click group holding the verbs that `realprobe.commands.<module_name>` registers;
+    with `verb`, only that one is built (building a verb's parameters is most of what a
+    help screen costs, so the module's other verbs are left alone)."""
     module = importlib.import_module(f"realprobe.commands.{module_name}")
     sub = typer.Typer(rich_markup_mode=None, add_completion=False)
     module.register(sub)
+    if verb is not None:
+        commands = [c for c in sub.registered_commands if c.name == verb]
+        groups = [g for g in sub.registered_groups if g.name == verb]
+        if commands or groups:
+            sub.registered_commands, sub.registered_groups = commands, groups
     return typer.main.get_group(sub)
 
 
@@ -73,7 +80,7 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
     """Lists the verbs from `COMMANDS` and imports a verb's module only when it is invoked;
     every verb gets the range checks of `commands.checks` on its options."""
 
-    _groups: ClassVar[dict[str, Any]] = {}
+    _groups: ClassVar[dict[str, Any]] = {}  # verb -> the group that holds it
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)
@@ -82,10 +89,9 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
-        module_name = entry[0]
-        if module_name not in self._groups:
-            self._groups[module_name] = command_group(module_name)
-        command = self._groups[module_name].get_command(ctx, cmd_name)
+        if cmd_name not in self._groups:
+            self._groups[cmd_name] = command_group(entry[0], cmd_name)
+        command = self._groups[cmd_name].get_command(ctx, cmd_name)
         if command is not None:
             apply_checks(command)
         return command
@@ -114,7 +120,7 @@ def main() -> None:
     try:
         app()
     except RealprobeError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(f"error: {in_cli_terms(exc)}\n")
         sys.exit(2)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,17 +61,27 @@ def run_demo(
     step = on_step or (lambda title, value: None)
     folder = Path(out)
     res = DemoResult(folder, fresh_db(folder), folder / "profile.json", folder / "report.html")
+    from realprobe.sandbox.server import running
+
     catalog = api.load_catalog()
-    with api.sandbox_running(profile, seed=seed, catalog=catalog) as url:
+    # every tool once and the probe both mostly wait on the sandbox (its latencies, and hangs
+    # that last the whole deadline), so they run at the same time, each against its own
+    # sandbox with its own seeded stream: the same seed gives the same output, and the
+    # answers of one never shift the draws of the other
+    shown = api.make_sandbox(profile, seed=seed, catalog=catalog)
+    shown.runtime.reseed(f"{seed}:call-all")
+    with api.sandbox_running(profile, seed=seed, catalog=catalog) as url, running(shown) as once:
         res.sandbox_url = url
         step("sandbox", url)
-        target = api.options(sandbox=url)
-        res.calls = api.call_all(target=target, timeout=timeout, catalog=catalog)
-        step("call-all", res.calls)
-        res.probe = api.probe(
-            None, rounds=rounds, target=target, db=res.db, timeout=timeout, polite=False,
-            seed=seed, catalog=catalog,
-        )
+        with ThreadPoolExecutor(1, thread_name_prefix="realprobe-demo-probe") as pool:
+            probing = pool.submit(
+                api.probe, None, rounds=rounds, target=api.options(sandbox=url), db=res.db,
+                timeout=timeout, polite=False, seed=seed, catalog=catalog,
+            )
+            res.calls = api.call_all(target=api.options(sandbox=once), timeout=timeout,
+                                     catalog=catalog)
+            step("call-all", res.calls)
+            res.probe = probing.result()
         step("probe", res.probe)
     res.stats = api.stats(res.db)
     step("stats", res.stats)

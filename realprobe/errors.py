@@ -79,9 +79,40 @@ def code_for_status(status: int) -> ErrorCode | None:
 class RealprobeError(Exception):
     """The root of every error realprobe raises on purpose.
 
-    Its message names the cause in the library's terms (never a CLI flag); the CLI prints it
-    on one line and exits 2, adding the flag where one is involved.
+    Its message names the cause in the library's terms (never a CLI flag). `params` lists the
+    Python parameters the message names (as whole words, `name` or `name=value`); the CLI
+    prints the message on one line with each of them spelled as its flag (`target` becomes
+    `--target`, `view` of `calibrate` becomes `--as`) and exits 2.
     """
+
+    def __init__(self, *args: object, param: str | tuple[str, ...] | None = None) -> None:
+        super().__init__(*args)
+        self.params: tuple[str, ...] = (
+            () if param is None else (param,) if isinstance(param, str) else tuple(param)
+        )
+
+
+class BadArgument(RealprobeError, ValueError):
+    """A value passed to a function (or, on the command line, an option) is unusable; the
+    message starts with the parameter's name: `target 'x': choose one of ...`."""
+
+    def __init__(self, param: str | tuple[str, ...], message: str) -> None:
+        super().__init__(message, param=param)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.params, str(self)))
+
+
+class NoDatabase(RealprobeError):
+    """The probe database to read does not exist (the command line adds how to make one)."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"no database at {path}")
+        self.path = path
+        self.advised = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path,))
 
 
 class CallFailed(RealprobeError):

@@ -29,11 +29,10 @@ from typing import Any
 import sqlite_utils
 
 from realprobe.adapters.result import ToolResult
-from realprobe.errors import RealprobeError
+from realprobe.dbwait import BUSY_TIMEOUT_MS
+from realprobe.errors import NoDatabase, RealprobeError
 from realprobe.replay.target import Target
 from realprobe.secrets import scrub_row
-
-BUSY_TIMEOUT_MS = 30_000
 
 #: probe_runs.status values
 RUN_RUNNING = "running"  # still going, or the process was killed (no end time)
@@ -155,10 +154,13 @@ def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:
     if "locked" in text or "busy" in text:
         return RealprobeError(
             f"{path}: database is locked by another process ({text}); "
-            "wait for it to finish or pass another --db"
+            "wait for it to finish or use another db",
+            param="db",
         )
     if "readonly" in text or "read-only" in text:
-        return RealprobeError(f"{path}: database is read-only ({text}); pass a writable --db")
+        return RealprobeError(
+            f"{path}: database is read-only ({text}); use a writable db", param="db"
+        )
     return RealprobeError(f"{path}: not a usable SQLite database ({text})")
 
 
@@ -199,13 +201,13 @@ class Store:
         refused (nothing added, journal mode untouched) unless `force`."""
         self.path = Path(path) if path is not None else default_db_path()
         if not create and not self.path.exists():
-            raise RealprobeError(
-                f"no database at {self.path}; run `realprobe probe` first or pass --db FILE"
-            )
+            raise NoDatabase(self.path)
         if self.path != default_db_path() and not self.path.parent.is_dir():
             raise RealprobeError(f"{self.path}: the folder {self.path.parent} does not exist")
         if self.path.is_dir():
-            raise RealprobeError(f"{self.path}: is a directory; --db wants a database file")
+            raise RealprobeError(
+                f"{self.path}: is a directory; db wants a database file", param="db"
+            )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False)

@@ -116,7 +116,7 @@ def test_library_errors_do_not_name_flags() -> None:
     assert "--" not in str(exc.value) and "repeat" in str(exc.value)
     with pytest.raises(realprobe.RealprobeError, match="mode 'simulat'"):
         realprobe.options(mode="simulat")
-    with pytest.raises(realprobe.RealprobeError, match="needs a cassette"):
+    with pytest.raises(realprobe.RealprobeError, match="needs cassette"):
         realprobe.options(mode="replay")
     with pytest.raises(realprobe.RealprobeError, match="politeness"):
         realprobe.probe(["advice_random"], target=realprobe.options(), polite=False)

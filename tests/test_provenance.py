@@ -79,7 +79,7 @@ def test_string_modes_are_parsed_and_typos_are_errors() -> None:
             TransportOptions(mode=bad)  # type: ignore[arg-type]
     with pytest.raises(RealprobeError, match="exclude each other"):
         TransportOptions(mode="simulate", sandbox="http://127.0.0.1:1").normalised()  # type: ignore[arg-type]
-    with pytest.raises(RealprobeError, match="needs --cassette"):
+    with pytest.raises(RealprobeError, match="needs cassette"):
         TransportOptions(mode="replay").normalised()  # type: ignore[arg-type]
     with pytest.raises(RealprobeError, match="cassette needs mode record or replay"):
         TransportOptions(cassette="x.json").normalised()

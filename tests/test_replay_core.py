@@ -121,7 +121,7 @@ def test_record_mode_in_transport_options(tmp_path: Path, catalog: Catalog) -> N
     assert TransportOptions(cassette=path, record_mode="all").normalised().mode is Mode.RECORD
     from realprobe.errors import RealprobeError
 
-    with pytest.raises(RealprobeError, match="needs --cassette"):
+    with pytest.raises(RealprobeError, match="needs cassette"):
         TransportOptions(record_mode="once").normalised()
     with pytest.raises(RealprobeError, match="choose one of"):
         TransportOptions(cassette=path, record_mode="twice").normalised()

@@ -88,7 +88,7 @@ def test_the_cli_prints_one_line_and_exits_2(tmp_path: Path, name: str, command:
 def test_bad_replay_options_are_refused() -> None:
     with pytest.raises(RealprobeError, match="none, real, scaled:X"):
         replay_latency_of(TransportOptions(mode=Mode.REPLAY, cassette="x", replay_latency="fast"))
-    with pytest.raises(RealprobeError, match="needs --cassette"):
+    with pytest.raises(RealprobeError, match="needs cassette=PATH"):
         TransportOptions(mode=Mode.REPLAY).normalised()
     from realprobe.replay.modes import on_exhausted_of
 

@@ -42,8 +42,9 @@ def test_parse_every_and_triggers() -> None:
     assert parse_every("30m") == 1800 and parse_every("1h30m") == 5400
     assert parse_every("0.5s") == 0.5 and parse_every("2d") == 172_800 and parse_every("45") == 45
     for bad in ("soon", "0s", "-5m", "5 q", ""):
-        with pytest.raises(RealprobeError, match="--every"):
+        with pytest.raises(RealprobeError, match=r"^every ") as err:
             parse_every(bad)
+        assert err.value.params == ("every",)
     trigger, interval = make_trigger(None, "0 2 * * *", jitter_s=90)
     assert interval is None and "hour='2'" in str(trigger)
     now = dt.datetime(2026, 11, 22, 3, 0, tzinfo=dt.UTC)

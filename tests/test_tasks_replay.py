@@ -125,7 +125,7 @@ def rp(*args: str) -> subprocess.CompletedProcess[str]:
     ("args", "message"),
     [
         (["run", "nope_task", "--simulate", "calm"], "unknown task 'nope_task'"),
-        (["run", "--simulate", "calm"], "pass --all"),
+        (["run", "--simulate", "calm"], "run them all (--all)"),
         (
             ["run", "--all", "--prompt", "flawed:typo", "--simulate", "calm"],
             "--prompt 'flawed:typo'",
@@ -140,7 +140,7 @@ def rp(*args: str) -> subprocess.CompletedProcess[str]:
         (["run", "--all", "--mode", "record"], "--mode record needs --cassette"),
         (
             ["run", "pet_newsletter", "--mode", "replay", "--cassette", "/nonexistent/dir"],
-            "no cassette for run",
+            "nothing recorded for run",
         ),
         (
             ["run", "--all", "--cassette", "/tmp/one.json", "--mode", "record"],

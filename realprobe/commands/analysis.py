@@ -6,29 +6,25 @@ it summarised; opening the file also marks runs left `running` by a killed proce
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
 from realprobe.commands.common import (
     JsonOpt,
     console,
-    default_db_path,
     doc,
     err_console,
     print_json,
 )
-from realprobe.errors import RealprobeError
 from realprobe.outputs import write_output
-from realprobe.secrets import default_redactor
 
 if TYPE_CHECKING:
-    from realprobe.probes.loading import ProbeArrays
     from realprobe.probes.provenance import Provenance
+    from realprobe.probes.results import Drift, VantageStats
     from realprobe.probes.stats import StatsReport
 
 # numpy/scipy are imported inside the commands, so `realprobe --help` stays fast
@@ -71,143 +67,14 @@ def register(app: typer.Typer) -> None:
     app.command("report")(report_cmd)
 
 
-def _db(db: Path | None) -> Path:
-    path = db if db is not None else default_db_path()
-    _sweep(path)
-    return path
-
-
-def _sweep(path: Path) -> None:
-    """Open the file for writing once: migrate an older schema and mark runs whose process
-    was killed. A read-only file is read as it is."""
-    import sqlite3
-    from urllib.parse import quote
-
-    from realprobe.store import Store
-
-    if not path.is_file():
-        return
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=2)
-        try:
-            ours = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'probe_runs'"
-            ).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return  # not a database: the reader says so
-    if ours:
-        with contextlib.suppress(RealprobeError):
-            Store(path, busy_timeout_s=2.0).close()
-
-
-def _selection(
-    path: Path,
-    target: str | None,
-    vantage: str | None,
-    windows: list[tuple[float | None, float | None]],
-    names: list[str] | None,
-) -> tuple[list[str], list[str] | None]:
-    """(target kinds, vantages) to read: `--target` as given, else chosen from the rows the
-    windows hold (live first; one other kind; several other kinds: exit 2 asking to pick)."""
-    from realprobe.probes.provenance import kinds_present, parse_target, parse_vantages, pick_kinds
-
-    asked = parse_target(target)
-    vantages = parse_vantages(vantage)
-    present: dict[str, int] = {}
-    for a, b in windows:
-        for kind, n in kinds_present(path, a, b, names, vantages).items():
-            present[kind] = present.get(kind, 0) + n
-    return pick_kinds(present, asked), vantages
-
-
 def _banner(prov: Provenance | None) -> None:
-    text = prov.banner() if prov is not None else None
+    _warn(prov.banner() if prov is not None else None)
+
+
+def _warn(text: str | None) -> None:
+    """A sentence no reader can miss: the numbers are not (only) from the real APIs."""
     if text:
         err_console.print(f"[bold reverse yellow] {text} [/bold reverse yellow]")
-
-
-def _tools(tools: str | None) -> list[str] | None:
-    if tools is None:
-        return None
-    names = [t.strip() for t in tools.split(",") if t.strip()]
-    if not names:
-        raise RealprobeError("--tools: give at least one tool name")
-    return names
-
-
-def _check_tools(
-    db: Path,
-    names: list[str] | None,
-    since: float | None,
-    until: float | None,
-    kinds: list[str] | None = None,
-    vantages: list[str] | None = None,
-) -> None:
-    """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
-    from realprobe.probes.loading import tool_counts
-
-    if not names:
-        return
-    present = tool_counts(db, since, until, kinds, vantages)
-    missing = [n for n in names if n not in present]
-    if not missing:
-        return
-    everywhere = tool_counts(db)
-    from realprobe.adapters.catalog import Catalog
-
-    cat = Catalog.load([])
-    for name in missing:
-        if name not in everywhere and name not in {t.name for t in cat}:
-            cat.get(name)  # raises with "did you mean"
-    what = f"{'+'.join(kinds)} " if kinds else ""
-    raise RealprobeError(f"no {what}probe rows for {', '.join(missing)} in this window")
-
-
-def _window(since: str | None, until: str | None) -> tuple[float | None, float | None]:
-    from realprobe.probes.windows import parse_time
-
-    a = parse_time(since) if since else None
-    b = parse_time(until) if until else None
-    if a is not None and b is not None and a >= b:
-        raise RealprobeError("--since must be before --until")
-    return a, b
-
-
-def _stats(
-    db: Path | None,
-    since: str | None,
-    until: str | None,
-    tools: str | None,
-    period: str = "1d",
-    target: str | None = None,
-    vantage: str | None = None,
-) -> tuple[Path, StatsReport]:
-    path, _, rep = _stats_arrays(db, since, until, tools, period, target, vantage)
-    return path, rep
-
-
-def _stats_arrays(
-    db: Path | None,
-    since: str | None,
-    until: str | None,
-    tools: str | None,
-    period: str = "1d",
-    target: str | None = None,
-    vantage: str | None = None,
-) -> tuple[Path, ProbeArrays, StatsReport]:
-    from realprobe.probes.stats import stats_from_db
-    from realprobe.probes.windows import parse_duration
-
-    period_s = parse_duration(period)
-    path = _db(db)
-    a, b = _window(since, until)
-    names = _tools(tools)
-    kinds, vantages = _selection(path, target, vantage, [(a, b)], names)
-    _check_tools(path, names, a, b, kinds, vantages)
-    arr, rep = stats_from_db(path, a, b, names, period_s, kinds=kinds, vantages=vantages)
-    return path, arr, rep
 
 
 def _pct(v: float | None) -> str:
@@ -239,26 +106,21 @@ def stats_cmd(
     Success is per attempt; latency percentiles come with a censored lognormal fit; the burst
     chain and variability flags come last; then where the time goes (DNS, connect, TLS, first
     byte, transfer) for calls that recorded their phases."""
-    from realprobe.probes.phases import phase_breakdown
+    from realprobe import api
+    from realprobe.probes.results import VantageStats
 
-    if by not in ("tool", "vantage"):
-        raise RealprobeError(f"--by {by!r}: choose tool or vantage")
-    if by == "vantage":
-        _stats_by_vantage(db, since, until, tools, period, target, vantage, as_json)
+    rep = api.stats(db, since=since, until=until, tools=tools, period=period, target=target,
+                    vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
+    if isinstance(rep, VantageStats):
+        print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
         return
-    path, rep = _stats(db, since, until, tools, period, target, vantage)
     _banner(rep.provenance)
-    a, b = _window(since, until)
-    prov = rep.provenance
-    kinds = prov.target_kinds if prov is not None else None
-    chosen = prov.vantages if prov is not None and vantage else None
-    phases = phase_breakdown(path, a, b, _tools(tools), kinds, chosen)
     if as_json:
-        print_json({**rep.model_dump(mode="json"), "phases": phases})
+        print_json(rep.model_dump(mode="json"))
         return
     print_stats(rep)
-    if phases:
-        print_phases(phases)
+    if rep.phases:
+        print_phases(rep.phases)
 
 
 def print_phases(phases: dict[str, dict[str, Any]]) -> None:
@@ -276,31 +138,11 @@ def print_phases(phases: dict[str, dict[str, Any]]) -> None:
                   "request sent to response headers; transfer = headers to end of body.[/dim]")
 
 
-def _stats_by_vantage(
-    db: Path | None, since: str | None, until: str | None, tools: str | None, period: str,
-    target: str | None, vantage: str | None, as_json: bool,
-) -> None:
+def print_by_vantage(rep: VantageStats) -> None:
     """The same statistics once per vantage point, tools side by side."""
     from rich.table import Table
 
-    from realprobe.probes.provenance import vantages_present
-
-    path = _db(db)
-    a, b = _window(since, until)
-    names = _tools(tools)
-    kinds, chosen = _selection(path, target, vantage, [(a, b)], names)
-    vantages = chosen or sorted(vantages_present(path, a, b, names, kinds))
-    if not vantages:
-        raise RealprobeError("no probe rows in this window")
-    reports = {}
-    for v in vantages:
-        _, rep = _stats(db, since, until, tools, period,
-                        kinds[0] if len(kinds) == 1 else "all", v)
-        reports[v] = rep
-    if as_json:
-        print_json({"by": "vantage", "target_kinds": kinds,
-                    "vantages": {v: r.model_dump(mode="json") for v, r in reports.items()}})
-        return
+    reports, vantages, kinds = rep.vantages, list(rep.vantages), rep.target_kinds
     table = Table(title=f"Per vantage · {', '.join(kinds)} rows")
     table.add_column("tool", no_wrap=True)
     for v in vantages:
@@ -403,18 +245,15 @@ def calibrate_cmd(
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
 
     The sandbox and --simulate read the profile."""
-    from realprobe.probes.calibrate import VIEWS, calibrate, export
-    from realprobe.simulator.profile import load_profile
+    from realprobe import api
 
-    if view not in VIEWS:
-        raise RealprobeError(f"--as {view!r}: choose resilibench or reliabilitybench (or omit it)")
-    if source is not None:
-        profile = load_profile(source)
-    else:
-        path, arr, rep = _stats_arrays(db, since, until, tools, target=target, vantage=vantage)
-        _banner(rep.provenance)
-        profile = calibrate(rep, name=name, db=str(path), arrays=arr)
-    text = json.dumps(export(profile, view, deadline), indent=2) + "\n"
+    profile, data = api.calibrate_export(
+        db, view=view, deadline=deadline, source=source, since=since, until=until, tools=tools,
+        name=name, target=target, vantage=vantage,
+    )
+    if source is None:
+        _warn(profile.source.get("warning"))
+    text = json.dumps(data, indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
         return
@@ -446,81 +285,53 @@ def drift_cmd(
 
     Success by a two-proportion test, latency by Mann-Whitney with an effect-size gate, the
     error mix by chi-square, corrected across tools."""
-    from realprobe.probes.drift import drift
-    from realprobe.probes.loading import load_probes
-    from realprobe.probes.provenance import describe, empty_selection_error
-    from realprobe.probes.windows import parse_window
+    from realprobe import api
 
-    if correction not in ("holm", "bh"):
-        raise RealprobeError(f"--correction {correction!r}: choose holm or bh")
-    if not 0 < alpha < 1:
-        raise RealprobeError("--alpha must be between 0 and 1")
-    bw, cw = parse_window(baseline), parse_window(current)
-    path = _db(db)
-    names = _tools(tools)
-    kinds, vantages = _selection(path, target, vantage, [bw, cw], names)
-    base = load_probes(path, *bw, names, kinds=kinds, vantages=vantages)
-    cur = load_probes(path, *cw, names, kinds=kinds, vantages=vantages)
-    provs = {}
-    for label, arr, w in (("baseline", base, bw), ("current", cur, cw)):
-        provs[label] = prov = describe(path, kinds, w[0], w[1], names, vantages)
-        if len(arr) == 0:
-            raise RealprobeError(f"--{label}: {empty_selection_error(prov, path, names)}")
-    _banner(provs["current"])
-    rep = drift(
-        base,
-        cur,
-        baseline_window=bw,
-        current_window=cw,
-        alpha=alpha,
+    rep = api.drift(
+        db, baseline=baseline, current=current, tools=tools, alpha=alpha,
         correction=correction,  # type: ignore[arg-type]
-        min_success_change=min_success_change,
-        min_latency_change=min_latency_change,
+        min_success_change=min_success_change, min_latency_change=min_latency_change,
+        target=target, vantage=vantage,
     )
+    _banner(rep.provenance["current"])
     if as_json:
-        print_json(
-            {
-                **rep.model_dump(mode="json"),
-                "provenance": {k: p.model_dump(mode="json") for k, p in provs.items()},
-            }
-        )
+        print_json(rep.model_dump(mode="json"))
     else:
-        from rich.table import Table
-
-        table = Table(
-            title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → "
-            f"{rep.current[0]}..{rep.current[1]} ({rep.correction}, α={rep.alpha}) · "
-            f"{provs['baseline'].rows} → {provs['current'].rows} rows · "
-            f"{provs['current'].headline().split(' · ')[0]}"
-            + (
-                f" · vantage {', '.join(provs['current'].vantages)}"
-                if provs["current"].vantages
-                else ""
-            )
-        )
-        table.add_column("tool", no_wrap=True)
-        table.add_column("verdict", no_wrap=True)
-        for col in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
-            table.add_column(col, justify="right", overflow="fold")
-        colour = {"worse": "red", "better": "green", "changed": "yellow"}
-
-        def padj(v: float | None) -> str:
-            return "" if v is None else f" ({v:.2g})"
-
-        for t in rep.tools:
-            s, lat, mix = t.success, t.latency, t.error_mix
-            c = colour.get(t.verdict, "dim")
-            table.add_row(
-                t.tool,
-                f"[{c}]{t.verdict}[/{c}]",
-                f"{_pct(s.baseline)}→{_pct(s.current)}{padj(s.p_adjusted)}" if s else "-",
-                f"{lat.baseline_p50:.0f}→{lat.current_p50:.0f}{padj(lat.p_adjusted)}"
-                if lat else "-",
-                f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
-            )
-        console.print(table)
+        print_drift(rep)
     if fail_on_worse and any(t.verdict == "worse" for t in rep.tools):
         raise typer.Exit(1)
+
+
+def print_drift(rep: Drift) -> None:
+    from rich.table import Table
+
+    base, cur = rep.provenance["baseline"], rep.provenance["current"]
+    table = Table(
+        title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → {rep.current[0]}..{rep.current[1]}"
+        f" ({rep.correction}, α={rep.alpha}) · {base.rows} → {cur.rows} rows · "
+        f"{cur.headline().split(' · ')[0]}"
+        + (f" · vantage {', '.join(cur.vantages)}" if cur.vantages else "")
+    )
+    table.add_column("tool", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    for col in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
+        table.add_column(col, justify="right", overflow="fold")
+    colour = {"worse": "red", "better": "green", "changed": "yellow"}
+
+    def padj(v: float | None) -> str:
+        return "" if v is None else f" ({v:.2g})"
+
+    for t in rep.tools:
+        s, lat, mix = t.success, t.latency, t.error_mix
+        c = colour.get(t.verdict, "dim")
+        table.add_row(
+            t.tool,
+            f"[{c}]{t.verdict}[/{c}]",
+            f"{_pct(s.baseline)}→{_pct(s.current)}{padj(s.p_adjusted)}" if s else "-",
+            f"{lat.baseline_p50:.0f}→{lat.current_p50:.0f}{padj(lat.p_adjusted)}" if lat else "-",
+            f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
+        )
+    console.print(table)
 
 
 def report_cmd(
@@ -555,44 +366,17 @@ def report_cmd(
 
     No network is needed to view it: per-tool table, success with
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
-    from realprobe.probes.windows import parse_duration, parse_window
-    from realprobe.report import build_report, render_html, render_json, render_markdown
+    from realprobe import api
 
-    if fmt not in ("html", "md", "json"):
-        raise RealprobeError(f"--format {fmt!r}: choose html, md or json")
-    if (baseline is None) != (current is None):
-        raise RealprobeError("give both --baseline and --current, or neither")
-    period_s = parse_duration(period)
-    path = _db(db)
-    a, b = _window(since, until)
-    names = _tools(tools)
-    kinds, vantages = _selection(path, target, vantage, [(a, b)], names)
-    _check_tools(path, names, a, b, kinds, vantages)
-    with err_console.status("building report"):
-        data = build_report(
-            path,
-            a,
-            b,
-            names,
-            baseline=parse_window(baseline) if baseline else None,
-            current=parse_window(current) if current else None,
-            period_s=period_s,
-            kinds=kinds,
-            vantages=vantages,
-        )
-        text = (
-            render_html(data)
-            if fmt == "html"
-            else render_markdown(data)
-            if fmt == "md"
-            else render_json(data)
-        )
-    text = default_redactor().text(text)  # declared and environment secrets, in any echo form
     if output is None and fmt == "html":
         output = Path("report.html")
+    with err_console.status("building report"):
+        data, text = api.make_report(
+            db, output=output, fmt=fmt, since=since, until=until, tools=tools, period=period,
+            baseline=baseline, current=current, target=target, vantage=vantage,
+        )
     if output is None:
         sys.stdout.write(text + "\n")
         return
-    write_output(output, text, replace=True)
     _banner(data.stats.provenance)
     err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")

@@ -8,12 +8,14 @@ one line and exits 2); a file that cannot be written or read (OSError) becomes o
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
 from typer.core import TyperGroup
 
+from realprobe.commands.common import in_cli_terms
 from realprobe.errors import RealprobeError
 
 
@@ -80,10 +82,40 @@ def _callback(name: str, previous: Callable[..., Any] | None) -> Callable[..., A
     return callback
 
 
+def _flags_of(command: Any) -> dict[str, str]:
+    """{parameter name: its long flag} of a click command (`view` -> `--as`)."""
+    return {
+        p.name: max(p.opts, key=len)
+        for p in getattr(command, "params", [])
+        if p.name and any(o.startswith("--") for o in getattr(p, "opts", []))
+    }
+
+
+def _speaking_flags(command: Any) -> None:
+    """Library errors name parameters; raised inside this command, they name its flags."""
+    body = getattr(command, "callback", None)
+    if body is None or getattr(body, "__realprobe_flags__", False):
+        return
+    flags = _flags_of(command)
+
+    @functools.wraps(body)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return body(*args, **kwargs)
+        except RealprobeError as exc:
+            in_cli_terms(exc, flags)
+            raise
+
+    run.__realprobe_flags__ = True  # type: ignore[attr-defined]
+    command.callback = run
+
+
 def apply_checks(command: Any) -> None:
-    """Attach the range checks to every option of `command` and its subcommands (once)."""
+    """Attach the range checks to every option of `command` and its subcommands (once), and
+    have library errors raised in their bodies name the flags."""
     for sub in (getattr(command, "commands", None) or {}).values():
         apply_checks(sub)
+    _speaking_flags(command)
     for param in getattr(command, "params", []):
         if param.name in CHECKS and not getattr(param.callback, "__realprobe_check__", False):
             param.callback = _callback(param.name, param.callback)

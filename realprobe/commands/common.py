@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 from typer.core import TyperGroup
 
-from realprobe.errors import RealprobeError
+from realprobe.errors import NoDatabase, RealprobeError
 from realprobe.replay.mode import Mode
 
 if TYPE_CHECKING:
@@ -164,6 +164,55 @@ def parse_kv(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
+#: parameters whose flag is not `--name-with-dashes` when the command does not say otherwise
+ODD_FLAGS = {
+    "view": "--as",
+    "as_view": "--as",
+    "fmt": "--format",
+    "source": "--from",
+    "cassettes": "--from-cassettes",
+    "toxics": "--toxic",
+    "allowed_hosts": "--allowed-host",
+    "session_idle_s": "--session-idle-timeout",
+    "profile": "--simulate",
+    "all_tasks": "--all",
+    "polite": "--politeness",
+}
+
+
+def flag_for(param: str, flags: dict[str, str] | None = None) -> str:
+    """How the command line spells a Python parameter: the command's own option for it if
+    it has one, else `--name-with-dashes` (a few odd ones from ODD_FLAGS)."""
+    return (flags or {}).get(param) or ODD_FLAGS.get(param) or "--" + param.replace("_", "-")
+
+
+def cli_message(exc: RealprobeError, flags: dict[str, str] | None = None) -> str:
+    """The error's message with each parameter it names (`exc.params`) spelled as its flag:
+    `target 'x': ...` becomes `--target 'x': ...`, `target=all` becomes `--target all`."""
+    text = str(exc)
+    if not exc.params:
+        return text
+    # whole words only, and not inside a path, a dotted name or a quoted value
+    pattern = (
+        r"(?<![\w\-/\\.'\"])(" + "|".join(map(re.escape, exc.params)) + r")"
+        r"(?:(=)|(?![\w\-/\\'\"]|\.\w))"
+    )
+    return re.sub(
+        pattern, lambda m: flag_for(m.group(1), flags) + (" " if m.group(2) else ""), text
+    )
+
+
+def in_cli_terms(exc: RealprobeError, flags: dict[str, str] | None = None) -> RealprobeError:
+    """The same exception, its message rewritten by `cli_message` (for the one-line print)."""
+    if isinstance(exc, NoDatabase) and not exc.advised:
+        exc.args = (f"{exc}; run `realprobe probe` first or pass --db FILE",)
+        exc.advised = True
+    if exc.params:
+        exc.args = (cli_message(exc, flags),)
+        exc.params = ()
+    return exc
+
+
 @contextmanager
 def as_flags(*params: str, **renamed: str) -> Iterator[None]:
     """Library errors name parameters (`repeat must be at least 1`); on the command line the
@@ -173,6 +222,8 @@ def as_flags(*params: str, **renamed: str) -> Iterator[None]:
     try:
         yield
     except RealprobeError as exc:
+        if exc.params:
+            raise  # it names its parameters: the command's flags are put in as it leaves
         text = str(exc)
         pattern = r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w-])"
         new = re.sub(pattern, lambda m: flags[m.group(1)], text)

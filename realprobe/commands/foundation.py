@@ -289,7 +289,8 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
     elif name == "probe":
         from realprobe.commands.probes import summary_table
 
-        console.rule(f"[bold]2/5  probe every tool {rounds}x (politely per emulated API)")
+        console.rule(f"[bold]2/5  probe every tool {rounds}x (no politeness waits: the sandbox "
+                     "is ours)")
         console.print(summary_table(value))
     elif name == "stats":
         from realprobe.commands.analysis import print_stats

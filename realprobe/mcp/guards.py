@@ -57,7 +57,9 @@ def security_settings(bind_host: str, allowed: Sequence[str] = ()) -> TransportS
         if not item:
             continue
         if "://" in item:
-            raise RealprobeError(f"--allowed-host {item!r}: give a host name, not a URL")
+            raise RealprobeError(
+                f"allowed_hosts {item!r}: give a host name, not a URL", param="allowed_hosts"
+            )
         names.append(_host_form(item))
     hosts: list[str] = []
     origins: list[str] = []
@@ -91,12 +93,14 @@ def token_from_env(var: str) -> str:
     value = os.environ.get(var, "")
     if not value.strip():
         raise RealprobeError(
-            f"--auth-token-env {var}: the environment variable is unset or empty; "
-            f"export {var}=<a long random token> first"
+            f"auth_token_env {var}: the environment variable is unset or empty; "
+            f"export {var}=<a long random token> first",
+            param="auth_token_env",
         )
     if len(value) < 16:
         raise RealprobeError(
-            f"--auth-token-env {var}: the token is {len(value)} characters; use at least 16"
+            f"auth_token_env {var}: the token is {len(value)} characters; use at least 16",
+            param="auth_token_env",
         )
     from realprobe.secrets import remember
 
@@ -116,9 +120,13 @@ def auth_options(token: str | None, url: str) -> dict[str, Any]:
 
 def check_session_limits(max_sessions: int, idle_s: float) -> None:
     if max_sessions < 1:
-        raise RealprobeError(f"--max-sessions {max_sessions}: must be at least 1")
+        raise RealprobeError(
+            f"max_sessions {max_sessions}: must be at least 1", param="max_sessions"
+        )
     if not idle_s > 0 or idle_s == float("inf"):
-        raise RealprobeError(f"--session-idle-timeout {idle_s:g}: must be a positive number")
+        raise RealprobeError(
+            f"session_idle_s {idle_s:g}: must be a positive number", param="session_idle_s"
+        )
 
 
 # -- stdio -------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ class McpService:
         self.transport_options = self.options.transport.normalised()
         self.tools: dict[str, Tool] = {t.name: t for t in catalog.select(self.options.tools)}
         if not self.tools:
-            raise RealprobeError("no tools selected: name at least one with --tools, or use --all")
+            raise RealprobeError("no tools selected: name at least one in tools", param="tools")
         self.definitions = [mcp_tool(t) for t in self.tools.values()]
         timeout = self.options.timeout_s
         self.config = ClientConfig(deadline_s=timeout) if timeout else ClientConfig()
@@ -270,7 +270,7 @@ class McpService:
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         served = ""
         if name in self.catalog:
-            served = " (it is in the catalogue, but this server was started without it: --tools)"
+            served = " (it is in the catalogue, but this server was started without it)"
         return MCPError(
             INVALID_PARAMS,
             f"Unknown tool: {name!r}{served}.{hint} tools/list gives the {len(self.tools)} tools.",

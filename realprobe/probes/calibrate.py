@@ -279,8 +279,8 @@ class AtDeadline:
 def _deadline_note(deadline_s: float | None) -> str:
     if deadline_s is None:
         return (
-            "no deadline known: rates before any deadline (pass --deadline SECONDS to export "
-            "what a caller with that timeout sees)"
+            "no deadline known: rates before any deadline (export with a deadline in seconds "
+            "for what a caller with that timeout sees)"
         )
     return (
         f"rates per attempt as a caller with a {deadline_s:g} s deadline sees them: calls "
@@ -427,11 +427,11 @@ def export(profile: Profile, view: str, deadline_s: float | None = None) -> dict
     """The profile itself, or a view for another simulator. `deadline_s` overrides the deadline
     the views apply (default: the probes' own deadline recorded by `calibrate`)."""
     if deadline_s is not None and not deadline_s > 0:
-        raise RealprobeError("--deadline must be a positive number of seconds")
+        raise RealprobeError("deadline must be a positive number of seconds", param="deadline")
     if view == "profile":
         return profile.model_dump(mode="json", exclude_none=True)
     if view == "resilibench":
         return resilibench_view(profile, deadline_s)
     if view == "reliabilitybench":
         return reliabilitybench_view(profile, deadline_s)
-    raise RealprobeError(f"--as {view!r}: choose resilibench or reliabilitybench")
+    raise RealprobeError(f"view {view!r}: choose resilibench or reliabilitybench", param="view")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import optimize, special
+from scipy import special
 
 from realprobe.probes.loading import FloatArray
 
@@ -87,6 +87,8 @@ def _hang_share(logsf: FloatArray, cw: FloatArray, n: int) -> float:
     hi = 1.0 - 1e-12
     if slope(hi) >= 0:
         return hi
+    from scipy import optimize  # imported where needed: a third of a second
+
     return float(optimize.brentq(slope, 1e-15, hi, xtol=1e-12))
 
 
@@ -154,6 +156,8 @@ class _Censored:
         return n * l1p + w * (hi + math.log1p(math.exp(min(a, b) - hi)))
 
     def mle(self, start: tuple[float, float], xatol: float = 1e-6) -> FloatArray:
+        from scipy import optimize
+
         res = optimize.minimize(
             self,
             np.array(start),
@@ -254,6 +258,8 @@ def _profile_interval(
     """95% profile-likelihood interval for parameter `index` (0: mu, 1: ln sigma): where twice
     the rise of the negative log-likelihood, minimised over the other parameter (and the hang
     share, profiled out exactly), reaches `level`."""
+    from scipy import optimize
+
     best = nll(theta)
     other = 1 - index
 
@@ -357,6 +363,8 @@ def _newton2(f: _Censored, start: tuple[float, float], max_iter: int = 20) -> Fl
                 break
             t /= 2
         else:
+            if big < 1e-6:  # at the optimum: rounding keeps so small a step from going downhill
+                return x
             break
         x, fx = x + t * step, fn
         if float(np.max(np.abs(t * step))) < 1e-6:

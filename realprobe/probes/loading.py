@@ -23,8 +23,8 @@ from urllib.parse import quote
 import numpy as np
 from numpy.typing import NDArray
 
-from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.store import BUSY_TIMEOUT_MS
+from realprobe.dbwait import BUSY_TIMEOUT_MS
+from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
 
 #: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
 CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
@@ -123,7 +123,7 @@ def connect_readonly(path: str | Path) -> sqlite3.Connection:
     block a writer and are not blocked by one)."""
     p = Path(path)
     if not p.exists():
-        raise RealprobeError(f"no database at {p}; run `realprobe probe` first or pass --db FILE")
+        raise NoDatabase(p)
     if p.is_dir():
         raise RealprobeError(f"{p} is a directory, not a database file")
     wait = busy_timeout_s()

@@ -10,12 +10,13 @@ sandbox, simulated or replayed rows says so in a banner.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from realprobe.errors import RealprobeError
+from realprobe.errors import BadArgument, RealprobeError
 from realprobe.probes.loading import (
     busy_timeout_s,
     conditions,
@@ -25,7 +26,7 @@ from realprobe.probes.loading import (
 from realprobe.probes.windows import iso
 from realprobe.replay.target import TargetKind
 
-#: what --target accepts besides the kinds
+#: what `target` accepts: the kinds, and all
 ALL = "all"
 TARGET_CHOICES = (*(k.value for k in TargetKind), ALL)
 KIND_WORDS = {
@@ -95,21 +96,25 @@ class Provenance(BaseModel):
 
 
 def parse_target(value: str | None) -> str | None:
-    """`--target` as given: a kind, `all`, or None (choose from what the window holds)."""
+    """`target` as given: a kind, `all`, or None (choose from what the window holds)."""
     if value is None:
         return None
-    v = value.strip().lower()
+    v = value.strip().lower() if isinstance(value, str) else value
     if v not in TARGET_CHOICES:
-        raise RealprobeError(f"--target {value!r}: choose one of {', '.join(TARGET_CHOICES)}")
-    return v
+        raise BadArgument(
+            "target", f"target {value!r}: choose one of {', '.join(TARGET_CHOICES)}"
+        )
+    return str(v)
 
 
-def parse_vantages(value: str | None) -> list[str] | None:
+def parse_vantages(value: str | Sequence[str] | None) -> list[str] | None:
+    """Vantage names from "a,b" or a list; None means every vantage."""
     if value is None:
         return None
-    names = [v.strip() for v in value.split(",") if v.strip()]
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    names = [v.strip() for v in parts if isinstance(v, str) and v.strip()]
     if not names:
-        raise RealprobeError("--vantage: give at least one vantage name")
+        raise BadArgument("vantage", "vantage: give at least one vantage name")
     return names
 
 
@@ -211,9 +216,10 @@ def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
     if len(present) == 1:
         return list(present)
     found = ", ".join(f"{k} ({n} rows)" for k, n in sorted(present.items()))
-    raise RealprobeError(
+    raise BadArgument(
+        "target",
         f"this window holds no live rows but several other kinds: {found}; pick one with "
-        f"--target {'|'.join(sorted(present))}, or --target all to pool them"
+        f"target={'|'.join(sorted(present))}, or target=all to pool them",
     )
 
 
@@ -270,8 +276,12 @@ def describe(
     )
 
 
-def empty_selection_error(prov: Provenance, db: str | Path, tools: list[str] | None) -> str:
-    """Why a selection holds no rows, in one line that says what to do."""
+def empty_selection_error(
+    prov: Provenance, db: str | Path, tools: list[str] | None,
+    widen: tuple[str, ...] = ("since", "until"),
+) -> str:
+    """Why a selection holds no rows, in one line that says what to do (naming the parameters
+    `target` and `widen`: raise it with `param=EMPTY_SELECTION_PARAMS`)."""
     sel = f" for {', '.join(tools)}" if tools else ""
     where = f"between {prov.window[0] or 'the beginning'} and {prov.window[1] or 'now'}"
     kinds = prov.kinds_text()
@@ -285,13 +295,20 @@ def empty_selection_error(prov: Provenance, db: str | Path, tools: list[str] | N
         found = ", ".join(f"{k} ({n})" for k, n in sorted(prov.other_kinds.items()))
         return (
             f"no {kinds} rows{sel} {where} in {db}; the window holds {found}: "
-            f"pick it with --target"
+            "pick it with target"
         )
-    return f"no probe rows{sel} {where} in {db}; widen --since/--until or probe first"
+    return (
+        f"no probe rows{sel} {where} in {db}; widen the window ({', '.join(widen)}) "
+        "or probe first"
+    )
 
+
+#: the parameters an `empty_selection_error` message may name
+EMPTY_SELECTION_PARAMS = ("target", "since", "until", "baseline", "current")
 
 __all__ = [
     "ALL",
+    "EMPTY_SELECTION_PARAMS",
     "TARGET_CHOICES",
     "Provenance",
     "describe",

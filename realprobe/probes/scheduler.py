@@ -58,10 +58,10 @@ def parse_every(text: str) -> float:
             pos = m.end()
         if pos != len(raw) or not raw:
             raise RealprobeError(
-                f"--every {text!r}: expected a duration like 30m, 1h30m, 90s or 2d"
+                f"every {text!r}: expected a duration like 30m, 1h30m, 90s or 2d", param="every"
             ) from None
     if seconds <= 0:
-        raise RealprobeError(f"--every {text!r}: the interval must be positive")
+        raise RealprobeError(f"every {text!r}: the interval must be positive", param="every")
     return seconds
 
 
@@ -70,7 +70,9 @@ def make_trigger(
 ) -> tuple[BaseTrigger, float | None]:
     """(trigger, interval in seconds or None for cron). Exactly one of every/cron."""
     if (every is None) == (cron is None):
-        raise RealprobeError('pick one of --every DURATION or --cron "MIN HOUR DOM MON DOW"')
+        raise RealprobeError(
+            'pick one of every=DURATION or cron="MIN HOUR DOM MON DOW"', param=("every", "cron")
+        )
     jitter = jitter_s if jitter_s else None
     if every is not None:
         seconds = parse_every(every)
@@ -80,7 +82,8 @@ def make_trigger(
         trigger = CronTrigger.from_crontab(cron.strip(), timezone=None)
     except ValueError as exc:
         raise RealprobeError(
-            f'--cron {cron!r}: not a crontab expression ({exc}); e.g. "0 2 * * *" = 02:00 daily'
+            f'cron {cron!r}: not a crontab expression ({exc}); e.g. "0 2 * * *" = 02:00 daily',
+            param="cron",
         ) from None
     trigger.jitter = jitter  # from_crontab takes no jitter; the trigger reads the attribute
     return trigger, None
@@ -127,7 +130,7 @@ class ProbeSchedule:
         """`start_now`: None fires an interval trigger at once and waits for a cron trigger's
         first fire time. `now`: the clock the first fire time is computed on (local, aware)."""
         if max_runs is not None and max_runs < 1:
-            raise RealprobeError(f"--max-runs must be at least 1 (got {max_runs})")
+            raise RealprobeError(f"max_runs must be at least 1 (got {max_runs})", param="max_runs")
         self.trigger = trigger
         self.round_fn = round_fn
         self.store = store

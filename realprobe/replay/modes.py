@@ -78,15 +78,17 @@ class TransportOptions:
             mode = Mode.SIMULATE
         if self.sandbox and mode is Mode.SIMULATE:
             raise RealprobeError(
-                "--sandbox and --simulate exclude each other: simulation runs in process; "
-                "pick one"
+                "sandbox and profile exclude each other: simulation runs in process; pick one",
+                param=("sandbox", "profile"),
             )
         if mode is Mode.LIVE and self.cassette is not None:
             raise RealprobeError(
                 "a cassette needs mode record or replay (live calls write no cassette)"
             )
         if mode in (Mode.RECORD, Mode.REPLAY) and self.cassette is None:
-            raise RealprobeError(f"--mode {mode.value} needs --cassette PATH")
+            raise RealprobeError(
+                f"mode {mode.value} needs cassette=PATH", param=("mode", "cassette")
+            )
         return replace(self, mode=mode)
 
     def _mode_for_record_mode(self) -> Mode:
@@ -94,11 +96,19 @@ class TransportOptions:
 
         rm = self.record_mode
         if rm not in RECORD_MODES:
-            raise RealprobeError(f"--record-mode {rm!r}: choose one of {', '.join(RECORD_MODES)}")
+            raise RealprobeError(
+                f"record_mode {rm!r}: choose one of {', '.join(RECORD_MODES)}",
+                param="record_mode",
+            )
         if self.cassette is None:
-            raise RealprobeError(f"--record-mode {rm} needs --cassette PATH")
+            raise RealprobeError(
+                f"record_mode {rm} needs cassette=PATH", param=("record_mode", "cassette")
+            )
         if self.mode is Mode.SIMULATE:
-            raise RealprobeError("--record-mode decides record or replay; drop --mode simulate")
+            raise RealprobeError(
+                "record_mode decides record or replay; drop mode=simulate",
+                param=("record_mode", "mode"),
+            )
         if rm == "none" or (rm == "once" and Path(self.cassette).exists()):
             return Mode.REPLAY
         return Mode.RECORD

@@ -3,6 +3,7 @@ success over time, computed once and rendered as HTML, Markdown or JSON."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,14 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from realprobe.probes.drift import DriftReport, drift
-from realprobe.probes.loading import ProbeArrays, load_probes
+from realprobe.probes.loading import (
+    BoolArray,
+    ProbeArrays,
+    conditions,
+    connect_readonly,
+    load_probes,
+    probe_columns,
+)
 from realprobe.probes.stats import StatsReport, stats_from_db
 from realprobe.probes.windows import iso
 
@@ -85,6 +93,71 @@ def latency_quantiles(arr: ProbeArrays, points: int = 400) -> dict[str, list[flo
     return out
 
 
+def several_vantages(
+    db: str | Path,
+    since: float | None,
+    until: float | None,
+    tools: list[str] | None,
+    kinds: list[str] | None,
+) -> bool:
+    """Do the selected rows come from more than one vantage (no vantage counts as one)? One
+    indexed query, so the side-by-side table is built only when there is a side to show."""
+    conn = connect_readonly(db)
+    try:
+        cols = probe_columns(conn)
+        if "vantage" not in cols:
+            return False
+        where, params = conditions(cols, since, until, tools, kinds, None)
+        found = conn.execute(
+            f"SELECT DISTINCT coalesce(vantage, '') FROM probes WHERE {where} LIMIT 2", params
+        ).fetchall()
+    finally:
+        conn.close()
+    return len(found) > 1
+
+
+def side_tables(
+    db: str | Path,
+    since: float | None,
+    until: float | None,
+    tools: list[str] | None,
+    kinds: list[str] | None,
+    vantages: list[str] | None,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:
+    """(phase medians per tool, vantages side by side when the rows come from several)."""
+    from realprobe.probes.phases import phase_breakdown, vantage_table
+
+    phases = phase_breakdown(db, since, until, tools, kinds, vantages)
+    several = not vantages and several_vantages(db, since, until, tools, kinds)
+    return phases, vantage_table(db, since, until, tools, kinds) if several else {}
+
+
+def drift_between_halves(arr: ProbeArrays) -> DriftReport:
+    """Each tool's own earlier half of calls against its later half: tools probed at different
+    paces (a 5 s politeness interval vs 1 s) still split evenly."""
+    bm = np.zeros(len(arr), dtype=bool)
+    for i in range(len(arr.tools)):
+        a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
+        bm[a : a + (b - a) // 2] = True
+    t0, t1 = float(arr.ts.min()), float(arr.ts.max())
+    return drift(arr.where(bm), arr.where(~bm), baseline_window=(t0, None),
+                 current_window=(None, t1))
+
+
+def drift_between_windows(
+    arr: ProbeArrays,
+    baseline: tuple[float | None, float | None],
+    current: tuple[float | None, float | None],
+) -> DriftReport:
+    def inside(w: tuple[float | None, float | None]) -> BoolArray:
+        lo = w[0] if w[0] is not None else -np.inf
+        hi = w[1] if w[1] is not None else np.inf
+        return (arr.ts >= lo) & (arr.ts < hi)
+
+    return drift(arr.where(inside(baseline)), arr.where(inside(current)),
+                 baseline_window=baseline, current_window=current)
+
+
 def build_report(
     db: str | Path,
     since: float | None = None,
@@ -101,55 +174,48 @@ def build_report(
     """Stats over the window's rows of `kinds` (target kinds; default as `stats` picks them)
     and `vantages`; drift between `baseline` and `current`, by default each tool's earlier
     half of calls against its later half. `stats` computed for the same selection is reused
-    instead of computed again (its provenance names the kinds it read)."""
-    if stats is None:
-        arr, rep = stats_from_db(
-            db, since, until, tools, period_s, kinds=kinds, vantages=vantages
-        )
-    else:
-        if kinds is None and stats.provenance is not None:
-            kinds = list(stats.provenance.target_kinds)
-        arr, rep = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages), stats
-    drift_rep = None
-    note = None
-    t0, t1 = float(arr.ts.min()), float(arr.ts.max())
-    if t1 <= t0:
-        note = "all rows share one timestamp: no drift comparison"
-    elif baseline is None or current is None:
-        # each tool's own earlier half of calls against its later half: tools probed at
-        # different paces (a 5 s politeness interval vs 1 s) still split evenly
-        bm = np.zeros(len(arr), dtype=bool)
-        for i in range(len(arr.tools)):
-            a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
-            bm[a : a + (b - a) // 2] = True
-        drift_rep = drift(arr.where(bm), arr.where(~bm), baseline_window=(t0, None),
-                          current_window=(None, t1))
-        note = "per tool: the earlier half of its calls against the later half"
-    else:
-        b0, b1 = baseline
-        c0, c1 = current
-        bm = (arr.ts >= (b0 if b0 is not None else -np.inf)) & (
-            arr.ts < (b1 if b1 is not None else np.inf)
-        )
-        cm = (arr.ts >= (c0 if c0 is not None else -np.inf)) & (
-            arr.ts < (c1 if c1 is not None else np.inf)
-        )
-        drift_rep = drift(
-            arr.where(bm), arr.where(cm), baseline_window=baseline, current_window=current
-        )
-    from realprobe.probes.phases import phase_breakdown, vantage_table
+    instead of computed again (its provenance names the kinds it read).
 
-    used = list(rep.provenance.target_kinds) if rep.provenance is not None else kinds
-    table = vantage_table(db, since, until, tools, used)
-    several = len({v for per in table.values() for v in per}) > 1
+    When the kinds are known up front, the phase and vantage tables (aggregate scans that
+    SQLite runs without holding the GIL) are read in a second thread while the statistics
+    are computed."""
+    if kinds is None and stats is not None and stats.provenance is not None:
+        kinds = list(stats.provenance.target_kinds)
+    with ThreadPoolExecutor(1) as pool:
+        early = (
+            pool.submit(side_tables, db, since, until, tools, kinds, vantages)
+            if kinds is not None
+            else None
+        )
+        if stats is None:
+            arr, rep = stats_from_db(
+                db, since, until, tools, period_s, kinds=kinds, vantages=vantages
+            )
+        else:
+            arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+            rep = stats
+        drift_rep, note = None, None
+        if float(arr.ts.max()) <= float(arr.ts.min()):
+            note = "all rows share one timestamp: no drift comparison"
+        elif baseline is None or current is None:
+            drift_rep = drift_between_halves(arr)
+            note = "per tool: the earlier half of its calls against the later half"
+        else:
+            drift_rep = drift_between_windows(arr, baseline, current)
+        over_time, quantiles = success_over_time(arr), latency_quantiles(arr)
+        if early is not None:
+            phases, by_vantage = early.result()
+        else:
+            used = list(rep.provenance.target_kinds) if rep.provenance is not None else kinds
+            phases, by_vantage = side_tables(db, since, until, tools, used, vantages)
     return ReportData(
-        phases=phase_breakdown(db, since, until, tools, used, vantages),
-        by_vantage=table if several and not vantages else {},
+        phases=phases,
+        by_vantage=by_vantage,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         db=str(db),
         stats=rep,
         drift=drift_rep,
         drift_note=note,
-        over_time=success_over_time(arr),
-        latency_quantiles=latency_quantiles(arr),
+        over_time=over_time,
+        latency_quantiles=quantiles,
     )

@@ -166,7 +166,7 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
 
 
 def all_plots(data: ReportData) -> dict[str, str]:
-    """The four plots as inline SVG (matplotlib is imported only here)."""
+    """The four plots as inline SVG."""
     from realprobe.report import plots as p
 
     return {

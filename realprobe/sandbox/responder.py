@@ -17,6 +17,7 @@ from realprobe.sandbox.runtime import Runtime
 from realprobe.sandbox.wire import Active, resolve
 from realprobe.simulator.faults import Outcome
 from realprobe.simulator.render import (
+    BODY_VARIANTS,
     MOVED_PREFIX,
     VARIANTS,
     Plan,
@@ -28,12 +29,6 @@ from realprobe.simulator.routes import Body, Route, RouteTable
 
 FAULT_PREFIX = "/_fault/"
 FAULT_HEADER = "X-Realprobe-Fault"
-#: variants whose answer is built from the success body (so a proxy must fetch it first)
-BODY_VARIANTS = frozenset(
-    {"ok", "ok_html_ctype", "drip", "truncated", "reset_mid_body", "bad_json"}
-)
-
-
 @dataclass
 class Stats:
     requests: int = 0
@@ -60,6 +55,18 @@ def unknown_fault_in(url: str) -> str | None:
     if is_variant(variant):
         return None
     return f"unknown fault variant {variant!r}; known variants: {known_variants()}"
+
+
+def _split_path(path: str, forced: str | None) -> tuple[str, str, str | None]:
+    """(api id, the API's own path, the forced variant) of `/<api>/<path>`; the `_moved`
+    target of a forced redirect answers normally."""
+    _, api, *rest_parts = path.split("/", 2)
+    original = "/" + (rest_parts[0] if rest_parts else "")
+    if original.startswith(MOVED_PREFIX + "/"):
+        original = original[len(MOVED_PREFIX) :]
+        if forced == "redirect_ok":
+            forced = "ok"
+    return api, original, forced
 
 
 def text_plan(status: int, text: str) -> Plan:
@@ -136,55 +143,85 @@ class Responder:
         self.stats.requests += 1  # API requests only; control paths are not counted
         entry = self.journal.start(method, target)
         entry.forced = forced is not None
-        _, api, *rest_parts = path.split("/", 2)
-        original = "/" + (rest_parts[0] if rest_parts else "")
-        if original.startswith(MOVED_PREFIX + "/"):
-            original = original[len(MOVED_PREFIX) :]
-            if forced == "redirect_ok":
-                forced = "ok"  # the target of the forced redirect answers normally
+        api, original, forced = _split_path(path, forced)
         entry.api = api or None
         route = self.routes.match(api, method, original)
         active = resolve(self.runtime.toxics_for(api or None, route.tool if route else None),
                          self.runtime.rng)
         if route is None:
-            up = self.upstream
-            if up is not None and (not up.live or api in up.base_urls):
-                # a path outside the catalogue: forwarded as is, with the API's toxics only
-                plan = await self._forward_plain(api, method, original, query, headers, entry)
-                return Answer(plan, active, entry)
-            entry.fault = "not-routed"
-            return Answer(text_plan(404, "Not Found"), active, entry)
+            return Answer(await self._unrouted(api, method, original, query, headers, entry),
+                          active, entry)
         entry.tool = route.tool
+        outcome, variant = self._draw(route, forced)
+        got = await self._success_body(route, variant, outcome.pick, method, original, query,
+                                       body, headers, entry)
+        if isinstance(got, Plan):
+            return Answer(got, active, entry)
+        ok, source = got
+        plan = render(route, outcome, path=original, now_wall=time.time(), variant=forced, ok=ok)
+        self._annotate(plan, variant, forced, api, original, source, entry)
+        return Answer(plan, active, entry)
+
+    async def _unrouted(
+        self,
+        api: str,
+        method: str,
+        original: str,
+        query: str,
+        headers: Mapping[str, str],
+        entry: Entry,
+    ) -> Plan:
+        """A path outside the catalogue: forwarded as is by a proxy (with the API's toxics
+        only), else a 404."""
+        up = self.upstream
+        if up is not None and (not up.live or api in up.base_urls):
+            return await self._forward_plain(api, method, original, query, headers, entry)
+        entry.fault = "not-routed"
+        return text_plan(404, "Not Found")
+
+    def _draw(self, route: Route, forced: str | None) -> tuple[Outcome, str]:
+        """The outcome and the variant to play: forced by the URL, or drawn from the profile."""
         if forced is not None:
-            outcome = Outcome(VARIANTS.get(forced), 0.0, 0)
-            variant: str = forced
-        else:
-            outcome = self.runtime.draw(route.tool)
-            variant = "ok" if outcome.code is None else choose_variant(route, outcome)[0]
-        ok: Body | None = None
-        source: str | None = None
+            return Outcome(VARIANTS.get(forced), 0.0, 0), forced
+        outcome = self.runtime.draw(route.tool)
+        return outcome, "ok" if outcome.code is None else choose_variant(route, outcome)[0]
+
+    async def _success_body(
+        self,
+        route: Route,
+        variant: str,
+        pick: int,
+        method: str,
+        original: str,
+        query: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        entry: Entry,
+    ) -> tuple[Body | None, str | None] | Plan:
+        """The success body the variant is built from and its source (None, None: the
+        renderer picks a fixture), or the answer itself when the upstream failed."""
         if variant in BODY_VARIANTS:
             if self.upstream is not None:
                 got = await self._fetch(route, method, original, query, headers, entry)
-                if isinstance(got, Plan):
-                    return Answer(got, active, entry)
-                ok, source = got, "upstream"
-            else:
-                chosen = self.bodies.choose(
-                    route, method, original, query, body or None, outcome.pick
-                )
-                if chosen is not None:
-                    ok, source = chosen.body, chosen.source
+                return got if isinstance(got, Plan) else (got, "upstream")
+            chosen = self.bodies.choose(route, method, original, query, body or None, pick)
+            if chosen is not None:
+                return chosen.body, chosen.source
         elif variant.startswith("fixture"):
-            source = "fixture"
-        plan = render(
-            route,
-            outcome,
-            path=original,
-            now_wall=time.time(),
-            variant=forced,
-            ok=ok,
-        )
+            return None, "fixture"
+        return None, None
+
+    def _annotate(
+        self,
+        plan: Plan,
+        variant: str,
+        forced: str | None,
+        api: str,
+        original: str,
+        source: str | None,
+        entry: Entry,
+    ) -> None:
+        """Label the rendered plan (variant, source headers, redirect target) and journal it."""
         if variant == "ok" and plan.variant != "no_fixture":
             # a success as the profile drew it, whatever status the chosen body carries
             # (an unknown-input 404 is the API's answer, not an injected fault)
@@ -199,7 +236,6 @@ class Responder:
         if source is not None:
             plan.headers.append((SOURCE_HEADER, source))
         plan.headers.append((FAULT_HEADER, plan.variant))
-        return Answer(plan, active, entry)
 
     async def _fetch(
         self,

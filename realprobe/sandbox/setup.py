@@ -33,13 +33,15 @@ def load_recordings(paths: Sequence[str | Path]) -> Recordings:
     files = cassette_paths(paths)
     missing = [str(p) for p in files if not Path(p).exists()]
     if missing:
-        raise RealprobeError(f"--from-cassettes: no such file or folder: {', '.join(missing)}")
+        raise RealprobeError(
+            f"cassettes: no such file or folder: {', '.join(missing)}", param="cassettes"
+        )
     if not files:
-        raise RealprobeError("--from-cassettes: no cassette files (.json, .yaml) found")
+        raise RealprobeError("cassettes: no cassette files (.json, .yaml) found", param="cassettes")
     try:
         return Recordings.load(files)
     except CassetteError as exc:
-        raise RealprobeError(f"--from-cassettes: {exc}") from exc
+        raise RealprobeError(f"cassettes: {exc}", param="cassettes") from exc
 
 
 def make_upstream(
@@ -56,7 +58,9 @@ def make_upstream(
     if target != LIVE:
         url = httpx.URL(target.replace("{api}", "api"))
         if url.scheme not in ("http", "https") or not url.host:
-            raise RealprobeError(f"--upstream {target!r}: give `live` or an http(s) URL")
+            raise RealprobeError(
+                f"upstream {target!r}: give `live` or an http(s) URL", param="upstream"
+            )
     use_polite = (target == LIVE) if polite is None else polite
     policies = {a.id: a.politeness for a in catalog.apis.values()} if use_polite else None
     base_urls = {a.id: a.base_url for a in catalog.apis.values()}
@@ -74,8 +78,9 @@ def parse_toxic(text: str) -> tuple[str, str, Toxic]:
         scope = parts.pop(0)
     if not parts or parts[0] not in TOXIC_TYPES:
         raise RealprobeError(
-            f"--toxic {text!r}: give [scope:]type[:k=v,...] with type one of "
-            f"{', '.join(TOXIC_TYPES)}"
+            f"toxics {text!r}: give [scope:]type[:k=v,...] with type one of "
+            f"{', '.join(TOXIC_TYPES)}",
+            param="toxics",
         )
     kind = parts[0]
     params: dict[str, object] = {"type": kind}
@@ -84,14 +89,16 @@ def parse_toxic(text: str) -> tuple[str, str, Toxic]:
             continue
         k, sep, v = item.partition("=")
         if not sep:
-            raise RealprobeError(f"--toxic {text!r}: parameter {item!r} is not k=v")
+            raise RealprobeError(f"toxics {text!r}: parameter {item!r} is not k=v", param="toxics")
         params[k.strip()] = v.strip()
     try:
         toxic = toxic_adapter.validate_python(params)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"][1:]) or kind
-        raise RealprobeError(f"--toxic {text!r}: {where}: {err['msg']}") from exc
+        raise RealprobeError(
+            f"toxics {text!r}: {where}: {err['msg']}", param="toxics"
+        ) from exc
     return scope, kind, toxic
 
 

@@ -168,8 +168,11 @@ async def send(
     entry.toxics = list(active.names)
     delay = plan.delay_s * latency_scale + active.latency_s
     entry.delay_ms = delay * 1000.0
-    if delay > 0:
-        await asyncio.sleep(delay)
+    # the delay counts from when the request was read: the time spent choosing and
+    # rendering the answer is part of it, not added on top
+    wait = delay - entry.elapsed_ms() / 1000.0
+    if wait > 0:
+        await asyncio.sleep(wait)
     try:
         return await _send(conn, plan, active, reader, writer, entry, rng)
     except ConnectionError:
@@ -188,21 +191,51 @@ async def _send(
     entry: Entry,
     rng: random.Random,
 ) -> bool:
+    if active.timeout_s is not None or plan.action in ("hang", "reset"):
+        await _no_answer(plan, active, reader, writer, entry)
+        return False
+    wire = Wire(writer, active, rng, entry)
+    head = conn.send(h11.Response(status_code=plan.status, headers=_headers(plan, active))) or b""
+    entry.status = plan.status
+    if plan.action == "respond":
+        # one write for the whole answer: toxics see one byte stream, and it is one syscall
+        data = head + (conn.send(h11.Data(data=plan.body)) or b"" if plan.body else b"")
+        data += conn.send(h11.EndOfMessage()) or b""
+        done = await wire.write(data)
+        entry.body_bytes = max(0, min(wire.sent - len(head), len(plan.body)))
+        return done and await _finish(writer, active, entry)
+    if not await wire.write(head):
+        return False
+    if not await _body_in_parts(conn, plan, wire, len(head), writer, entry):
+        return False
+    if not await wire.write(conn.send(h11.EndOfMessage()) or b""):
+        return False
+    return await _finish(writer, active, entry)
+
+
+async def _no_answer(
+    plan: Plan,
+    active: Active,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    entry: Entry,
+) -> None:
+    """No status line goes out: a timeout toxic, a hang or a reset."""
     if active.timeout_s is not None:
         # nothing gets through; the connection closes after the timeout (0: never)
         await wait_for_close(reader, active.timeout_s or HANG_LIMIT_S)
         entry.ended = "closed" if active.timeout_s else "hang"
         writer.close()
-        return False
-    if plan.action == "hang":
+    elif plan.action == "hang":
         await wait_for_close(reader, HANG_LIMIT_S)
         entry.ended = "hang"
-        return False
-    if plan.action == "reset":
+    else:
         reset(writer)
         entry.ended = "reset"
-        return False
-    wire = Wire(writer, active, rng, entry)
+
+
+def _headers(plan: Plan, active: Active) -> list[tuple[str, str]]:
+    """The plan's headers with our own framing (Content-Length, Connection, Server)."""
     headers = [
         (k, v) for k, v in plan.headers if k.lower() not in ("content-length", "connection")
     ]
@@ -211,46 +244,42 @@ async def _send(
         headers.append(("Server", "realprobe-sandbox"))
     if active.slow_close_s is not None:
         headers.append(("Connection", "close"))
-    head = conn.send(h11.Response(status_code=plan.status, headers=headers)) or b""
-    entry.status = plan.status
-    if plan.action == "respond":
-        # one write for the whole answer: toxics see one byte stream, and it is one syscall
-        data = head + (conn.send(h11.Data(data=plan.body)) or b"" if plan.body else b"")
-        data += conn.send(h11.EndOfMessage()) or b""
-        done = await wire.write(data)
-        entry.body_bytes = max(0, min(wire.sent - len(head), len(plan.body)))
-        if not done:
-            return False
-        return await _finish(writer, active, entry)
-    if not await wire.write(head):
-        return False
+    return headers
+
+
+async def _body_in_parts(
+    conn: h11.Connection,
+    plan: Plan,
+    wire: Wire,
+    head_len: int,
+    writer: asyncio.StreamWriter,
+    entry: Entry,
+) -> bool:
+    """The body of a plan that misbehaves mid-body (cut, reset, drip) or is written after its
+    head; False once the connection is over."""
 
     async def body(data: bytes) -> bool:
         ok = await wire.write(conn.send(h11.Data(data=data)) or b"")
-        entry.body_bytes = max(0, wire.sent - len(head))
+        entry.body_bytes = max(0, wire.sent - head_len)
         return ok
 
     if plan.action in ("reset_mid_body", "truncated"):
-        if not await body(plan.body[: len(plan.body) // 2]):
-            return False
-        await writer.drain()
-        if plan.action == "reset_mid_body":
-            reset(writer)
-            entry.ended = "reset"
-        else:
-            writer.close()
-            entry.ended = "closed"
+        if await body(plan.body[: len(plan.body) // 2]):
+            await writer.drain()
+            if plan.action == "reset_mid_body":
+                reset(writer)
+                entry.ended = "reset"
+            else:
+                writer.close()
+                entry.ended = "closed"
         return False
     if plan.action == "drip":
         for i in range(len(plan.body)):
             if not await body(plan.body[i : i + 1]):
                 return False
             await asyncio.sleep(DRIP_INTERVAL_S)
-    elif plan.body and not await body(plan.body):
-        return False
-    if not await wire.write(conn.send(h11.EndOfMessage()) or b""):
-        return False
-    return await _finish(writer, active, entry)
+        return True
+    return not plan.body or await body(plan.body)
 
 
 async def _finish(writer: asyncio.StreamWriter, active: Active, entry: Entry) -> bool:

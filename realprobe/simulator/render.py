@@ -7,6 +7,7 @@ Variants of one code are chosen with the outcome's `pick`, so a seed fixes them 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -271,24 +272,38 @@ def _client_error(plan: Plan, ctx: _Context) -> None:
     plan.status, plan.headers, plan.body = _json(status, {"error": f"HTTP {status}"})
 
 
+@functools.cache
+def _gzip_bomb() -> bytes:
+    """6 MiB of JSON that gzips to a few KiB. Compressing it takes ~60-90 ms of CPU: built
+    once (mtime 0: the same bytes every time), never per request, so a bomb answer does
+    not stall the sandbox's event loop and delay every other call in flight."""
+    return gzip.compress(b"[" + b" " * OVERSIZE_BYTES + b"]", compresslevel=9, mtime=0)
+
+
+@functools.cache
+def _oversized() -> bytes:
+    return b'["' + b"x" * OVERSIZE_BYTES + b'"]'
+
+
 def _bad_body(plan: Plan, ctx: _Context) -> None:
-    """Bodies a client must refuse: cut JSON, HTML, bytes that are not text, bombs, giants."""
-    ok = ctx.ok.body
-    ctype, body, extra = {
-        "bad_json": ("application/json", ok[: max(1, len(ok) // 2)] if len(ok) > 1 else b"{", []),
-        "html": (
-            "text/html; charset=UTF-8",
-            b"<!DOCTYPE html><html><body><h1>We'll be right back</h1></body></html>",
-            [],
-        ),
-        "invalid_utf8": ("text/plain", b"\xff\xfe\xfa not text", []),
-        "gzip_bomb": (
-            "application/json",
-            gzip.compress(b"[" + b" " * OVERSIZE_BYTES + b"]", compresslevel=9),
-            [("Content-Encoding", "gzip")],
-        ),
-        "oversized": ("application/json", b'["' + b"x" * OVERSIZE_BYTES + b'"]', []),
-    }[plan.variant]
+    """Bodies a client must refuse: cut JSON, HTML, bytes that are not text, bombs, giants.
+    Only the variant's own body is built (the large ones are cached)."""
+    extra: list[tuple[str, str]] = []
+    if plan.variant == "bad_json":
+        ok = ctx.ok.body
+        ctype, body = "application/json", ok[: max(1, len(ok) // 2)] if len(ok) > 1 else b"{"
+    elif plan.variant == "html":
+        ctype = "text/html; charset=UTF-8"
+        body = b"<!DOCTYPE html><html><body><h1>We'll be right back</h1></body></html>"
+    elif plan.variant == "invalid_utf8":
+        ctype, body = "text/plain", b"\xff\xfe\xfa not text"
+    elif plan.variant == "gzip_bomb":
+        ctype, body = "application/json", _gzip_bomb()
+        extra = [("Content-Encoding", "gzip")]
+    elif plan.variant == "oversized":
+        ctype, body = "application/json", _oversized()
+    else:
+        raise KeyError(plan.variant)
     plan.headers = [("Content-Type", ctype), *extra]
     plan.body = body
 

@@ -137,7 +137,8 @@ def import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise RealprobeError(
-            "--executor ray needs Ray: pip install 'realprobe[ray]' (or pip install ray)"
+            "executor ray needs Ray: pip install 'realprobe[ray]' (or pip install ray)",
+            param="executor",
         ) from exc
     return ray
 
@@ -146,7 +147,8 @@ def refuse_live(jobs: Sequence[Job]) -> None:
     if any(target_label(j.cfg) == "live" for j in jobs):
         raise RealprobeError(
             "live targets cannot run on Ray: workers would not share one politeness gate per "
-            "API host; use --executor local for live runs"
+            "API host; use executor=local for live runs",
+            param="executor",
         )
 
 

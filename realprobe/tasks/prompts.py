@@ -30,11 +30,12 @@ def prompt_variants(spec: str) -> list[str]:
             out.append(part)
         else:
             raise RealprobeError(
-                f"--prompt {part!r}: choose baseline, cot, optimal, flawed:all or flawed:<type> "
-                f"with type one of {', '.join(FLAW_TYPES)}"
+                f"prompt {part!r}: choose baseline, cot, optimal, flawed:all or flawed:<type> "
+                f"with type one of {', '.join(FLAW_TYPES)}",
+                param="prompt",
             )
     if not out:
-        raise RealprobeError("--prompt is empty")
+        raise RealprobeError("prompt is empty", param="prompt")
     return out
 
 

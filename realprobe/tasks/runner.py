@@ -138,19 +138,23 @@ def cassette_path(cfg: RunConfig, key: str, n_runs: int) -> Path | None:
     base = cfg.cassette
     if base is None:
         if cfg.mode is Mode.RECORD:
-            raise RealprobeError("--mode record needs --cassette PATH (a file, or a folder)")
+            raise RealprobeError(
+                "mode record needs cassette=PATH (a file, or a folder)", param=("mode", "cassette")
+            )
         base = shipped_cassettes()
     if base.is_dir() or base.suffix == "":
         path = base / (key + CASSETTE_SUFFIX)
         if cfg.mode is Mode.REPLAY and not path.exists():
             raise RealprobeError(
-                f"no cassette for run {key} in {base}; record it first with "
-                f"`realprobe run ... --mode record --sandbox URL --cassette {base}`"
+                f"nothing recorded for run {key} in {base}; record it first with "
+                f"mode=record and cassette={base}",
+                param=("mode", "cassette"),
             )
         return path
     if n_runs > 1:
         raise RealprobeError(
-            f"--cassette {base} is one file but this is {n_runs} runs; pass a folder instead"
+            f"cassette {base} is one file but this is {n_runs} runs; pass a folder instead",
+            param="cassette",
         )
     return base
 
@@ -459,7 +463,7 @@ async def run_batch(
     own seed, clock and transport, so the results do not depend on the concurrency. The
     outcomes come back in plan order; `on_done` sees each as it finishes."""
     if cfg.repeat < 1:
-        raise RealprobeError("--repeat must be at least 1")
+        raise RealprobeError("repeat must be at least 1", param="repeat")
     if cfg.concurrency < 1:
         raise RealprobeError(f"concurrency must be at least 1 (got {cfg.concurrency})")
     planned = plan_runs(tasks, cfg)

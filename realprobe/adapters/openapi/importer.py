@@ -94,10 +94,12 @@ def import_openapi(text: str, origin: str, options: ImportOptions | None = None,
 def import_document(doc: Document, options: ImportOptions) -> ImportReport:
     api_id = options.api_id or slug(doc.title)
     if not API_ID_RE.match(api_id):
-        raise OpenApiError(f"--api-id {api_id!r} must match {API_ID_RE.pattern}")
+        raise OpenApiError(f"api_id {api_id!r} must match {API_ID_RE.pattern}", param="api_id")
     prefix = options.prefix if options.prefix is not None else api_id.replace("-", "_")
     if prefix and not re.match(r"^[a-zA-Z0-9_-]{0,40}$", prefix):
-        raise OpenApiError(f"--prefix {prefix!r}: letters, digits, _ and - only, at most 40")
+        raise OpenApiError(
+            f"prefix {prefix!r}: letters, digits, _ and - only, at most 40", param="prefix"
+        )
     report = ImportReport(doc.origin, doc.title, doc.version)
     groups: dict[str, list[dict[str, Any]]] = {}
     names: set[str] = set()
@@ -194,7 +196,7 @@ def _operation(
 def _base_url(
     doc: Document, path_item: dict[str, Any], op: dict[str, Any], options: ImportOptions
 ) -> str:
-    """`--base-url`, else the first absolute server URL the operation or document declares."""
+    """The options' base URL, else the first absolute server URL the operation or document declares."""
     bases = (
         [options.base_url.rstrip("/")]
         if options.base_url
@@ -202,7 +204,7 @@ def _base_url(
     )
     bases = [b for b in bases if re.match(r"^https?://[^/\s]+(/[^\s]*)?$", b)]
     if not bases:
-        raise SkipOperation("no absolute server URL (declare `servers` or pass --base-url)")
+        raise SkipOperation("no absolute server URL (declare `servers` or give a base_url)")
     return bases[0]
 
 
@@ -361,7 +363,7 @@ def _security(
             notes.add("credentials are inputs marked secret: " + described[-1])
             return [p for p in params if p is not None]
     if not options.include_auth:
-        raise SkipOperation(f"needs credentials ({' or '.join(described)}); --include-auth")
+        raise SkipOperation(f"needs credentials ({' or '.join(described)}); include_auth")
     raise SkipOperation(f"credentials not supported ({' or '.join(described)})")
 
 

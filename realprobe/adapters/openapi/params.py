@@ -117,8 +117,8 @@ def _kept(
         return False  # the client sets these, and security schemes say how to authenticate
     if secret and not include_auth:
         if required:
-            raise SkipOperation(f"needs the credential {label}; --include-auth keeps it")
-        notes.add(f"optional credential {label} left out (--include-auth keeps it)")
+            raise SkipOperation(f"needs the credential {label}; include_auth keeps it")
+        notes.add(f"optional credential {label} left out (include_auth keeps it)")
         return False
     if p.get("deprecated") and not required:
         notes.add(f"deprecated {label} left out")

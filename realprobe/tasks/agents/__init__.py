@@ -15,8 +15,9 @@ def make_agent(name: str, llm: LlmSettings | None = None) -> Agent:
     if name in ("openai", "openai-text"):
         if llm is None:
             raise RealprobeError(
-                f"--agent {name} needs --base-url URL and --model NAME "
-                "(and the API key in $OPENAI_API_KEY or --api-key-env NAME)"
+                f"agent {name} needs base_url=URL and model=NAME "
+                "(and the API key in $OPENAI_API_KEY or in the variable api_key_env names)",
+                param=("agent", "base_url", "model", "api_key_env"),
             )
         # imported here: the openai SDK costs ~0.3 s at start-up, and most runs never need it
         if name == "openai":
@@ -26,7 +27,9 @@ def make_agent(name: str, llm: LlmSettings | None = None) -> Agent:
         from realprobe.tasks.agents.openai_text import OpenAITextAgent
 
         return OpenAITextAgent(llm)
-    raise RealprobeError(f"--agent {name!r}: choose one of {', '.join(AGENT_NAMES)}")
+    raise RealprobeError(
+        f"agent {name!r}: choose one of {', '.join(AGENT_NAMES)}", param="agent"
+    )
 
 
 __all__ = ["AGENT_NAMES", "Agent", "AgentContext", "LlmSettings", "make_agent"]

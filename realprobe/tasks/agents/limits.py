@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from realprobe.clock import Clock, RealClock
+from realprobe.errors import BadArgument
 
 WINDOW_S = 60.0
 
@@ -38,9 +39,11 @@ class LlmLimits:
         for name in ("rpm", "tpm"):
             value = getattr(self, name)
             if value is not None and not value > 0:
-                raise ValueError(f"--llm-{name} must be positive (got {value:g})")
+                raise BadArgument(f"llm_{name}", f"llm_{name} must be positive (got {value:g})")
         if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError(f"--llm-concurrency must be at least 1 (got {self.concurrency})")
+            raise BadArgument(
+                "llm_concurrency", f"llm_concurrency must be at least 1 (got {self.concurrency})"
+            )
         return self
 
 

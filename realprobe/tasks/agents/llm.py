@@ -21,7 +21,7 @@ from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_me
 def make_openai(ctx: AgentContext) -> tuple[openai.AsyncOpenAI, httpx.AsyncClient]:
     """The SDK client on the run's transport, so record/replay capture the conversation."""
     if ctx.llm is None:
-        raise RealprobeError("this agent needs --base-url and --model")
+        raise RealprobeError("this agent needs base_url and model", param=("base_url", "model"))
     http = httpx.AsyncClient(transport=ctx.llm_transport, timeout=ctx.llm.timeout_s)
     client = openai.AsyncOpenAI(
         base_url=ctx.llm.base_url,
