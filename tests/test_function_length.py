@@ -22,11 +22,8 @@ PACKAGE = Path(realprobe.__file__).parent
 
 #: "module.path:qualname" -> why it may stay long (one line)
 ALLOWED: dict[str, str] = {
-    "realprobe.commands.analysis:drift_cmd": "being split",
     "realprobe.probes.drift:drift": "being split",
     "realprobe.probes.loading:load_probes": "being split",
-    "realprobe.sandbox.responder:Responder._api": "being split",
-    "realprobe.sandbox.wire:_send": "being split",
 }
 
 

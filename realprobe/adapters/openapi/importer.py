@@ -196,7 +196,8 @@ def _operation(
 def _base_url(
     doc: Document, path_item: dict[str, Any], op: dict[str, Any], options: ImportOptions
 ) -> str:
-    """The options' base URL, else the first absolute server URL the operation or document declares."""
+    """The options' base URL, else the first absolute server URL the operation or the
+    document declares."""
     bases = (
         [options.base_url.rstrip("/")]
         if options.base_url
