@@ -60,7 +60,7 @@ def sweep_cmd(
     )
 
     from realprobe.commands.common import load_catalog
-    from realprobe.store import default_db_path
+    from realprobe.dbfacts import default_db_path
     from realprobe.tasks.metrics import compare
     from realprobe.tasks.store import TaskStore
     from realprobe.tasks.sweep import load_sweep, run_sweep
