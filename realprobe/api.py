@@ -223,10 +223,10 @@ def probe(
     abandons them); `notify` gets a line to show when that happens. `force` uses a SQLite
     file that holds another program's tables.
     """
+    from realprobe.dbfacts import default_db_path
     from realprobe.probes.runner import run_probes
     from realprobe.probes.session import graceful_stop, probe_session
     from realprobe.replay.modes import TransportOptions
-    from realprobe.store import default_db_path
 
     _check_run(rounds, concurrency, timeout)
     cat = catalog or load_catalog()
@@ -318,10 +318,10 @@ def schedule(
     failing round is logged (`on_event`) and the schedule goes on. `alerts`: a rules file
     checked after every round (`on_alert` gets each line to show). Probe settings as in
     `probe`."""
+    from realprobe.dbfacts import default_db_path
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
     from realprobe.probes.session import on_signals, probe_session
     from realprobe.replay.modes import TransportOptions
-    from realprobe.store import default_db_path
 
     if max_runs is not None and max_runs < 1:
         raise BadArgument("max_runs", f"max_runs must be at least 1 (got {max_runs})")
@@ -398,7 +398,7 @@ def _check_alerts(db: Path, rules: Any, show: Callable[[str], None] | None) -> N
 
 
 def _existing(db: str | Path | None) -> Path:
-    from realprobe.store import default_db_path
+    from realprobe.dbfacts import default_db_path
 
     path = Path(db) if db is not None else default_db_path()
     if not path.exists():
@@ -415,26 +415,39 @@ def _db(db: str | Path | None) -> Path:
 
 
 def _sweep(path: Path) -> None:
+    """Open the file for writing only when it needs it: an older schema, or runs still
+    marked running (one of them may belong to a killed process)."""
     import sqlite3
     from urllib.parse import quote
 
-    from realprobe.store import Store
+    from realprobe.dbfacts import META_TABLE, RUN_RUNNING, SCHEMA_VERSION
 
     if not path.is_file():
         return
     try:
         conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=2)
         try:
-            ours = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'probe_runs'"
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if "probe_runs" not in tables:
+                return
+            version = None
+            if META_TABLE in tables:
+                version = conn.execute(
+                    f"SELECT value FROM {META_TABLE} WHERE key = 'schema:probes'"
+                ).fetchone()
+            running = conn.execute(
+                "SELECT 1 FROM probe_runs WHERE status = ? LIMIT 1", [RUN_RUNNING]
             ).fetchone()
         finally:
             conn.close()
     except sqlite3.Error:
         return  # not a database: the reader says so
-    if ours:
-        with suppress(RealprobeError):
-            Store(path, busy_timeout_s=2.0).close()
+    if version is not None and int(version[0]) == SCHEMA_VERSION and running is None:
+        return
+    from realprobe.store import Store
+
+    with suppress(RealprobeError):
+        Store(path, busy_timeout_s=2.0).close()
 
 
 def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:

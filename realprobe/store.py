@@ -29,13 +29,18 @@ from typing import Any
 import sqlite_utils
 
 from realprobe.adapters.result import ToolResult
-from realprobe.dbwait import BUSY_TIMEOUT_MS
+from realprobe.dbfacts import (
+    BUSY_TIMEOUT_MS,
+    META_TABLE,
+    RUN_RUNNING,
+    SCHEMA_VERSION,
+    default_db_path,
+)
 from realprobe.errors import NoDatabase, RealprobeError
 from realprobe.replay.target import Target
 from realprobe.secrets import scrub_row
 
 #: probe_runs.status values
-RUN_RUNNING = "running"  # still going, or the process was killed (no end time)
 RUN_DONE = "done"
 RUN_INTERRUPTED = "interrupted"  # SIGINT/SIGTERM: stopped after in-flight calls ended
 RUN_LOCAL_NETWORK_FAILURE = "local_network_failure"  # nothing reachable: rows excluded
@@ -45,10 +50,6 @@ RUN_STATUSES = (
     RUN_RUNNING, RUN_DONE, RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, RUN_FAILED, RUN_KILLED
 )
 
-#: version of the tables below, kept in `realprobe_meta`; 1 is the schema before the
-#: provenance columns (no meta table), 3 added the phase timing and TLS columns
-SCHEMA_VERSION = 3
-META_TABLE = "realprobe_meta"
 
 PROBE_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -138,14 +139,6 @@ SCHEDULE_EVENTS_COLUMNS: dict[str, Any] = {
 }
 
 _PROBE_INSERT_KEYS = [k for k in PROBES_COLUMNS if k != "id"]
-
-
-def default_db_path() -> Path:
-    env = os.environ.get("REALPROBE_DB")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "realprobe" / "realprobe.db"
 
 
 def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:

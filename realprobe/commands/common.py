@@ -126,7 +126,7 @@ def check_loopback_hint(url: str) -> None:
 
 
 def default_db_path() -> Path:
-    from realprobe.store import default_db_path as default
+    from realprobe.dbfacts import default_db_path as default
 
     return default()
 

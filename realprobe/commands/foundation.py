@@ -206,7 +206,7 @@ def sandbox_cmd(
     import signal
 
     from realprobe.api import make_sandbox
-    from realprobe.store import default_db_path
+    from realprobe.dbfacts import default_db_path
 
     cat = load_catalog(catalog)
     if more_cassettes and not from_cassettes:

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _db(db: Path | None) -> Path:
-    from realprobe.store import default_db_path
+    from realprobe.dbfacts import default_db_path
 
     path = db if db is not None else default_db_path()
     if not path.parent.is_dir():

@@ -103,7 +103,7 @@ def _polite(choice: PolitenessChoice | None) -> bool | None:
 
 
 def _db(db: Path | None) -> Path:
-    from realprobe.store import default_db_path
+    from realprobe.dbfacts import default_db_path
 
     return db or default_db_path()
 

@@ -198,7 +198,7 @@ def run_cmd(
 
 
 def _default_db() -> Path:
-    from realprobe.store import default_db_path
+    from realprobe.dbfacts import default_db_path
 
     return default_db_path()
 

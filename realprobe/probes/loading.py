@@ -23,7 +23,7 @@ from urllib.parse import quote
 import numpy as np
 from numpy.typing import NDArray
 
-from realprobe.dbwait import BUSY_TIMEOUT_MS
+from realprobe.dbfacts import BUSY_TIMEOUT_MS
 from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
 
 #: error codes in a fixed order; a row's code is an index into this tuple, -1 for success

@@ -1,0 +1,25 @@
+"""Facts about the probe database that readers need without importing the store (and with it
+sqlite-utils and the adapters): how long to wait on a lock, the schema version and where it is
+kept, the status of a run still going, and where the database is by default."""
+
+import os
+from pathlib import Path
+
+#: how long a SQLite connection waits on another process's lock before it gives up
+BUSY_TIMEOUT_MS = 30_000
+
+#: version of the probe tables, kept in `realprobe_meta`; 1 is the schema before the
+#: provenance columns (no meta table), 3 added the phase timing and TLS columns
+SCHEMA_VERSION = 3
+META_TABLE = "realprobe_meta"
+
+RUN_RUNNING = "running"  # still going, or the process was killed (no end time)
+
+
+def default_db_path() -> Path:
+    """`$REALPROBE_DB`, else `realprobe/realprobe.db` in the XDG data folder."""
+    env = os.environ.get("REALPROBE_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "realprobe" / "realprobe.db"
