@@ -30,7 +30,8 @@ def test_nothing_imported_carries_the_reports_and_writes_nothing(tmp_path: Path)
         import_to_file(
             [str(SPECS / "open-meteo__flood.yml")], out, ImportOptions(select=("nothing*",))
         )
-    assert "no operation matches --select nothing*" in str(info.value)
+    assert "no operation matches select nothing*" in str(info.value)
+    assert info.value.params == ("select",)
     assert len(info.value.reports) == 1 and info.value.reports[0].not_selected > 0
     assert not out.exists()
 

@@ -217,8 +217,9 @@ def filter_candidates(found: list[Candidate], keep: CandidateFilter) -> list[Can
         match = [c for c in categories if c.lower() == keep.category.lower()]
         if not match:
             raise RealprobeError(
-                f"--category {keep.category!r}: not in the list; categories: "
-                f"{', '.join(categories)}"
+                f"category {keep.category!r}: not in the list; categories: "
+                f"{', '.join(categories)}",
+                param="category",
             )
         found = [c for c in found if c.category == match[0]]
     if keep.no_auth:

@@ -286,13 +286,17 @@ def run_sweep_file(
     """Check the options, run the sweep FILE into `db` (default: the default database),
     then compare every run the database holds."""
     if concurrency < 1:
-        raise RealprobeError(f"--concurrency must be at least 1 (got {concurrency})")
+        raise RealprobeError(
+            f"concurrency must be at least 1 (got {concurrency})", param="concurrency"
+        )
     if executor not in ("local", "ray"):
-        raise RealprobeError(f"--executor {executor!r}: choose local or ray")
+        raise RealprobeError(f"executor {executor!r}: choose local or ray", param="executor")
     sweep = load_sweep(file)
     path = db or default_db_path()
     if not path.parent.is_dir():
-        raise RealprobeError(f"--db {path}: directory {path.parent} does not exist")
+        raise RealprobeError(
+            f"db {path}: directory {path.parent} does not exist", param="db"
+        )
     catalog = Catalog.load(catalog_paths or [])
     summary = run_sweep(
         sweep, path, catalog=catalog, resume=resume, executor=executor,

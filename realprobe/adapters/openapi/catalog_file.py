@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES, OpenApiError
+from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
 from realprobe.adapters.openapi.importer import (
     ImportOptions,
     ImportReport,
@@ -24,8 +24,10 @@ CATALOG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 class NothingImported(RealprobeError):
     """No operation of any description became a tool; the reports say why."""
 
-    def __init__(self, message: str, reports: list[ImportReport]) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, reports: list[ImportReport], *, param: str | None = None
+    ) -> None:
+        super().__init__(message, param=param)
         self.reports = reports
 
 
@@ -41,46 +43,53 @@ class ImportedFile:
         return sum(r.tools for r in self.reports)
 
 
-def import_to_file(specs: list[str], out: Path, options: ImportOptions) -> ImportedFile:
+def import_to_file(specs: list[str], output: Path, options: ImportOptions) -> ImportedFile:
     """Import every description in `specs` (paths or http(s) URLs) into the catalogue file
-    `out` (.json, .yaml or .toml), replacing it. Raises NothingImported when no operation
+    `output` (.json, .yaml or .toml), replacing it. Raises NothingImported when no operation
     could be imported (nothing is written)."""
     if options.api_id and len(specs) > 1:
-        raise RealprobeError("--api-id needs a single SPEC (each description is one API)")
-    if out.suffix not in CATALOG_SUFFIXES:
-        raise RealprobeError(f"--output {out}: use a .json, .yaml or .toml file name")
+        raise RealprobeError(
+            "api_id needs a single SPEC (each description is one API)", param="api_id"
+        )
+    if output.suffix not in CATALOG_SUFFIXES:
+        raise RealprobeError(
+            f"output {output}: use a .json, .yaml or .toml file name", param="output"
+        )
     base_url = options.base_url
     if base_url and not base_url.startswith(("http://", "https://")):
-        raise RealprobeError(f"--base-url {base_url!r}: expected an absolute http(s) URL")
-    try:
-        reports = run_import(specs, options)
-    except OpenApiError as exc:
-        raise RealprobeError(str(exc)) from exc
+        raise RealprobeError(
+            f"base_url {base_url!r}: expected an absolute http(s) URL", param="base_url"
+        )
+    reports = run_import(specs, options)
     apis = [a for r in reports for a in r.apis]
     if not apis:
         select = options.select
         if select and not any(r.skipped for r in reports):
-            raise NothingImported(f"no operation matches --select {' '.join(select)}", reports)
+            raise NothingImported(
+                f"no operation matches select {' '.join(select)}", reports, param="select"
+            )
         raise NothingImported("no operation could be imported; nothing written", reports)
-    _write_catalog(apis, out)
-    return ImportedFile(out, reports, apis, clashes(apis))
+    _write_catalog(apis, output)
+    return ImportedFile(output, reports, apis, clashes(apis))
 
 
-def _write_catalog(apis: list[dict[str, Any]], out: Path) -> None:
+def _write_catalog(apis: list[dict[str, Any]], output: Path) -> None:
     """Write the APIs as a catalogue file, once it is known to load as one."""
     from realprobe.adapters.catalog import Catalog, CatalogError, parse_catalog
 
-    text = catalog_text(apis, out.suffix)
+    text = catalog_text(apis, output.suffix)
     try:
         # what we write must load as a catalogue, tools and examples included
-        Catalog(parse_catalog(json.loads(json.dumps({"apis": apis})), str(out)))
+        Catalog(parse_catalog(json.loads(json.dumps({"apis": apis})), str(output)))
     except CatalogError as exc:
         raise RealprobeError(f"internal: the imported catalogue does not load: {exc}") from exc
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise RealprobeError(f"--output {out}: cannot write ({exc.strerror})") from exc
+        raise RealprobeError(
+            f"output {output}: cannot write ({exc.strerror})", param="output"
+        ) from exc
 
 
 def fetch_description(url: str) -> str:
@@ -141,12 +150,15 @@ def run_import(specs: list[str], options: ImportOptions) -> list[ImportReport]:
     if dup:
         raise RealprobeError(
             f"two descriptions give the same api id {dup[0]!r}; import them one at a time "
-            "with --api-id"
+            "with api_id",
+            param="api_id",
         )
     names = [t["name"] for r in reports for a in r.apis for t in a["tools"]]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise RealprobeError(f"two descriptions give the tool name {dup[0]!r}; use --prefix")
+        raise RealprobeError(
+            f"two descriptions give the tool name {dup[0]!r}; use prefix", param="prefix"
+        )
     return reports
 
 
