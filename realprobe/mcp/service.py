@@ -17,6 +17,7 @@ readers keep MCP-served sandbox or simulated calls apart from live probes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -105,6 +106,9 @@ class McpService:
         self.stored = 0
         self.stored_ok = 0
         self._per_tool: dict[str, int] = {}
+        #: replay and simulation keep time on one virtual clock, which concurrent calls would
+        #: each see move by the others' latency (and time out): there, calls take turns
+        self._one_at_a_time = asyncio.Lock()
         self.server: Server[Any] = Server(
             "realprobe",
             version=__version__,
@@ -295,6 +299,12 @@ class McpService:
 
     async def _serve(self, tool: Tool, args: dict[str, Any]) -> tuple[ToolResult, bool]:
         """(result, whether the call reached the API at all)."""
+        if self.client.clock.virtual:
+            async with self._one_at_a_time:
+                return await self._serve_now(tool, args)
+        return await self._serve_now(tool, args)
+
+    async def _serve_now(self, tool: Tool, args: dict[str, Any]) -> tuple[ToolResult, bool]:
         client = self.client
         # rows carry the real moment of the call; a virtual clock's place goes in virtual_s
         started_wall, started_clock = time.time(), client.clock.now()
