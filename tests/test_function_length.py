@@ -22,8 +22,6 @@ PACKAGE = Path(realprobe.__file__).parent
 
 #: "module.path:qualname" -> why it may stay long (one line)
 ALLOWED: dict[str, str] = {
-    "realprobe.probes.drift:drift": "being split",
-    "realprobe.probes.loading:load_probes": "being split",
 }
 
 

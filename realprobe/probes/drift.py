@@ -13,7 +13,7 @@ Per tool, three tests, each corrected across tools (Holm by default, or Benjamin
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -175,6 +175,45 @@ def _mix(a: ProbeArrays, b: ProbeArrays) -> MixDrift | None:
     )
 
 
+def _tool_tests(name: str, base: ProbeArrays, cur: ProbeArrays) -> ToolDrift:
+    """One tool's three tests, uncorrected (or "insufficient data")."""
+    a = base.slice(base.tools.index(name)) if name in base.tools else None
+    b = cur.slice(cur.tools.index(name)) if name in cur.tools else None
+    na, nb = (len(a) if a else 0), (len(b) if b else 0)
+    if a is None or b is None or na < MIN_N or nb < MIN_N:
+        return ToolDrift(tool=name, n_baseline=na, n_current=nb, verdict="insufficient data")
+    return ToolDrift(
+        tool=name, n_baseline=na, n_current=nb, verdict="stable",
+        success=success_drift(a, b), latency=_latency(a, b), error_mix=_mix(a, b),
+    )
+
+
+def _significant(test: Any, alpha: float) -> bool:
+    return test is not None and test.p_adjusted is not None and test.p_adjusted < alpha
+
+
+def _verdict(
+    t: ToolDrift, alpha: float, min_success_change: float, min_latency_change: float,
+    min_cramers_v: float,
+) -> str:
+    """Flag the tests that are significant after correction and large enough to matter;
+    worse beats better beats changed beats stable."""
+    worse = better = changed = False
+    s, lat, mix = t.success, t.latency, t.error_mix
+    if s is not None and _significant(s, alpha) and abs(s.change) >= min_success_change:
+        s.flagged = True
+        worse |= s.change < 0
+        better |= s.change > 0
+    if lat is not None and _significant(lat, alpha) and abs(lat.ratio - 1) >= min_latency_change:
+        lat.flagged = True
+        worse |= lat.ratio > 1
+        better |= lat.ratio < 1
+    if mix is not None and _significant(mix, alpha) and mix.cramers_v >= min_cramers_v:
+        mix.flagged = True
+        changed = True
+    return "worse" if worse else "better" if better else "changed" if changed else "stable"
+
+
 def drift(
     base: ProbeArrays,
     cur: ProbeArrays,
@@ -187,67 +226,14 @@ def drift(
     min_latency_change: float = 0.2,
     min_cramers_v: float = 0.1,
 ) -> DriftReport:
-    names = sorted(set(base.tools) | set(cur.tools))
-    out: list[ToolDrift] = []
-    for name in names:
-        a = base.slice(base.tools.index(name)) if name in base.tools else None
-        b = cur.slice(cur.tools.index(name)) if name in cur.tools else None
-        na, nb = (len(a) if a else 0), (len(b) if b else 0)
-        if a is None or b is None or na < MIN_N or nb < MIN_N:
-            out.append(
-                ToolDrift(tool=name, n_baseline=na, n_current=nb, verdict="insufficient data")
-            )
-            continue
-        out.append(
-            ToolDrift(
-                tool=name,
-                n_baseline=na,
-                n_current=nb,
-                verdict="stable",
-                success=success_drift(a, b),
-                latency=_latency(a, b),
-                error_mix=_mix(a, b),
-            )
-        )
-
+    out = [_tool_tests(name, base, cur) for name in sorted(set(base.tools) | set(cur.tools))]
     for attr in ("success", "latency", "error_mix"):
         tests = [getattr(t, attr) for t in out if getattr(t, attr) is not None]
         for test, padj in zip(tests, adjust([t.pvalue for t in tests], correction), strict=True):
             test.p_adjusted = padj
     for t in out:
-        if t.verdict == "insufficient data":
-            continue
-        worse = better = changed = False
-        s = t.success
-        if (
-            s
-            and s.p_adjusted is not None
-            and s.p_adjusted < alpha
-            and abs(s.change) >= min_success_change
-        ):
-            s.flagged = True
-            worse |= s.change < 0
-            better |= s.change > 0
-        lat = t.latency
-        if (
-            lat
-            and lat.p_adjusted is not None
-            and lat.p_adjusted < alpha
-            and abs(lat.ratio - 1) >= min_latency_change
-        ):
-            lat.flagged = True
-            worse |= lat.ratio > 1
-            better |= lat.ratio < 1
-        mix = t.error_mix
-        if (
-            mix
-            and mix.p_adjusted is not None
-            and mix.p_adjusted < alpha
-            and mix.cramers_v >= min_cramers_v
-        ):
-            mix.flagged = True
-            changed = True
-        t.verdict = "worse" if worse else "better" if better else "changed" if changed else "stable"
+        if t.verdict != "insufficient data":
+            t.verdict = _verdict(t, alpha, min_success_change, min_latency_change, min_cramers_v)
     return DriftReport(
         baseline=(iso(baseline_window[0]), iso(baseline_window[1])),
         current=(iso(current_window[0]), iso(current_window[1])),

@@ -220,6 +220,59 @@ def _why(exc: sqlite3.DatabaseError, wait: float) -> str:
     return str(exc)
 
 
+def _row_query(
+    conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any]
+) -> tuple[str, list[Any]]:
+    """The rows as (time, latency, code index, deadline), by tool then time. Simulated runs
+    are placed on their virtual timeline, ending at the run's last real stamp."""
+    code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
+    values = (
+        "coalesce(latency_ms, 'NaN'), "
+        f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
+        f"ELSE {_OTHER} END END, coalesce(timeout_s, 'NaN')"
+    )
+    virtual = "virtual_s" in columns and conn.execute(
+        f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
+    ).fetchone()
+    if not virtual:
+        return (
+            f"SELECT started_ts, {values} FROM probes WHERE {cond} ORDER BY tool, started_ts",
+            params,
+        )
+    timeline = (
+        "CASE WHEN virtual_s IS NULL OR a.anchor IS NULL THEN started_ts "
+        "ELSE a.anchor + virtual_s END"
+    )
+    return (
+        f"SELECT {timeline} AS t, {values} FROM probes LEFT JOIN "
+        "(SELECT run_id AS rid, max(started_ts) - max(virtual_s) AS anchor "
+        f"FROM probes WHERE {cond} AND virtual_s IS NOT NULL GROUP BY run_id) a "
+        f"ON a.rid = probes.run_id WHERE {cond} ORDER BY tool, t",
+        [*params, *params],
+    )
+
+
+def _read_rows(
+    conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any]
+) -> tuple[list[tuple[str, int]], FloatArray]:
+    """(rows per tool, the rows as an n x 4 array), in one snapshot even while a prober
+    writes."""
+    conn.execute("BEGIN")
+    try:
+        groups = conn.execute(
+            f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool",
+            params,
+        ).fetchall()
+        n = sum(c for _, c in groups)
+        if not n:
+            return groups, np.zeros((0, 4))
+        cur = conn.execute(*_row_query(conn, columns, cond, params))
+        flat = np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=4 * n)
+        return groups, flat.reshape(n, 4)
+    finally:
+        conn.execute("COMMIT")
+
+
 def load_probes(
     db: str | Path | sqlite3.Connection,
     since: float | None = None,
@@ -233,51 +286,10 @@ def load_probes(
     any), as arrays, in one read transaction."""
     own = not isinstance(db, sqlite3.Connection)
     conn = connect_readonly(db) if not isinstance(db, sqlite3.Connection) else db
-    columns = probe_columns(conn)
-    cond, params = conditions(columns, since, until, tools, kinds, vantages)
-    code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
-    values = (
-        "coalesce(latency_ms, 'NaN'), "
-        f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
-        f"ELSE {_OTHER} END END, coalesce(timeout_s, 'NaN')"
-    )
     try:
-        conn.execute("BEGIN")  # one snapshot for both queries, even while a prober writes
-        try:
-            groups = conn.execute(
-                f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool",
-                params,
-            ).fetchall()
-            virtual = "virtual_s" in columns and conn.execute(
-                f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
-            ).fetchone()
-            if virtual:
-                # simulated runs: their virtual timeline, ending at the run's last real stamp
-                timeline = (
-                    "CASE WHEN virtual_s IS NULL OR a.anchor IS NULL THEN started_ts "
-                    "ELSE a.anchor + virtual_s END"
-                )
-                cur = conn.execute(
-                    f"SELECT {timeline} AS t, {values} FROM probes LEFT JOIN "
-                    "(SELECT run_id AS rid, max(started_ts) - max(virtual_s) AS anchor "
-                    f"FROM probes WHERE {cond} AND virtual_s IS NOT NULL GROUP BY run_id) a "
-                    f"ON a.rid = probes.run_id WHERE {cond} ORDER BY tool, t",
-                    [*params, *params],
-                )
-            else:
-                cur = conn.execute(
-                    f"SELECT started_ts, {values} FROM probes WHERE {cond} "
-                    "ORDER BY tool, started_ts",
-                    params,
-                )
-            n = sum(c for _, c in groups)
-            flat = (
-                np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=4 * n).reshape(n, 4)
-                if n
-                else np.zeros((0, 4))
-            )
-        finally:
-            conn.execute("COMMIT")
+        columns = probe_columns(conn)
+        cond, params = conditions(columns, since, until, tools, kinds, vantages)
+        groups, flat = _read_rows(conn, columns, cond, list(params))
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
     finally:
