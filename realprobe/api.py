@@ -564,6 +564,9 @@ def _select(
     target: str | None,
     vantage: str | Sequence[str] | None,
 ) -> _Selection:
+    from realprobe.probes.lazy_special import warm
+
+    warm()  # scipy.special loads in the background while the database is read
     path, win, names = _db(db), window(since, until), _tool_names(tools)
     kinds, vantages = select_rows(path, target, vantage, [win], names)
     check_tools(path, names, win, kinds, vantages)

@@ -9,8 +9,8 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import special
 
+from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import FloatArray
 
 

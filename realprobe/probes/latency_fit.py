@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import special
 
+from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import FloatArray
 
 Z95 = 1.959963984540054

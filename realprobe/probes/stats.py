@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import special
 
 from realprobe.errors import RealprobeError
 from realprobe.probes.latency_fit import (
@@ -23,6 +22,7 @@ from realprobe.probes.latency_fit import (
     fit_lognormal,
     ks_pvalue,
 )
+from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import (
     _TIMEOUT,
     CODES,
