@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 
 import realprobe
-from realprobe.adapters.catalog import Catalog, builtin_specs
-from realprobe.adapters.spec import ApiSpec
 from realprobe.clock import VirtualClock
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
@@ -26,6 +24,7 @@ from realprobe.store import Store
 from realprobe.tasks.batch import infrastructure_failure_of, summary_of
 from realprobe.tasks.store import TaskStore
 from tests.llm_server import ScriptedLLM, two_turns
+from tests.loopback_api import catfact_on_loopback
 
 TASKS = ["pet_newsletter", "content_social_post", "travel_briefing"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,51 +178,24 @@ def test_a_task_batch_keeps_to_the_host_gates_it_is_given() -> None:
     gates (on a virtual clock) the spacing is kept on those gates: the clock moves 10 s and
     no real time passes; a probe run or an MCP server holding the same gates would wait
     their turn behind these runs."""
-    catfact = next(s for s in builtin_specs() if s.id == "catfact")
     llm = ScriptedLLM([], responder=two_turns)
     llm.start()
-    import http.server
-    import threading
-
-    body = catfact.tools[0].fixtures[0].body.encode()
-    starts: list[float] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            starts.append(time.monotonic())
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    local = ApiSpec.model_validate({
-        **catfact.model_dump(),
-        "base_url": f"http://127.0.0.1:{server.server_address[1]}",
-        "politeness": {"min_interval_s": 5.0, "jitter_s": 0, "max_in_flight": 1},
-    })
-    cat = Catalog([s if s.id != "catfact" else local for s in builtin_specs()])
     clock = VirtualClock(0.0)
     gates = HostGates(clock)
     os.environ["RUN_EXECUTORS_TEST_KEY"] = "k"
     try:
-        t0 = time.monotonic()
-        result = realprobe.run_tasks(
-            ["pet_newsletter"], agent="openai", base_url=llm.base_url, model="scripted-1",
-            api_key_env="RUN_EXECUTORS_TEST_KEY", prompt="optimal", mode="live", repeat=3,
-            catalog=cat, gates=gates,
-        )
-        took = time.monotonic() - t0
+        with catfact_on_loopback(min_interval_s=5.0) as api:
+            t0 = time.monotonic()
+            result = realprobe.run_tasks(
+                ["pet_newsletter"], agent="openai", base_url=llm.base_url, model="scripted-1",
+                api_key_env="RUN_EXECUTORS_TEST_KEY", prompt="optimal", mode="live", repeat=3,
+                catalog=api.catalog, gates=gates,
+            )
+            took = time.monotonic() - t0
     finally:
         os.environ.pop("RUN_EXECUTORS_TEST_KEY", None)
         llm.stop()
-        server.shutdown()
-        server.server_close()
+    starts, local = api.starts, api.api
     assert len(result.runs) == 3 and len(starts) == 3
     assert all(r.row["outcome"] != "error" for r in result.runs)
     assert clock.now() == pytest.approx(10.0)  # two waits of 5 s, on the shared gates

@@ -4,7 +4,6 @@ per API host across runs, LLM limits and 429s honoured."""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import itertools
 import threading
 import time
@@ -13,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog, builtin_specs
-from realprobe.adapters.spec import ApiSpec
+from realprobe.adapters.catalog import Catalog
 from realprobe.clock import VirtualClock
 from realprobe.replay.modes import Mode
 from realprobe.tasks.agents import LlmSettings
@@ -23,6 +21,7 @@ from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import RunConfig, run_batch
 from tests.llm_server import ScriptedLLM, http_error, two_turns
+from tests.loopback_api import catfact_on_loopback
 
 TASKS = load_tasks(default_tasks_dir())
 
@@ -143,41 +142,17 @@ def test_an_unreachable_llm_is_an_infrastructure_error_not_a_score(catalog: Cata
 
 def test_politeness_per_host_holds_across_concurrent_live_runs() -> None:
     """Eight concurrent live runs all call one API: its starts stay min_interval apart."""
-    starts: list[float] = []
-    catfact = next(s for s in builtin_specs() if s.id == "catfact")
-    body = catfact.tools[0].fixtures[0].body.encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            starts.append(time.monotonic())
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    local = ApiSpec.model_validate({
-        **catfact.model_dump(),
-        "base_url": f"http://127.0.0.1:{server.server_address[1]}",
-        "politeness": {"min_interval_s": 0.25, "jitter_s": 0, "max_in_flight": 1},
-    })
-    cat = Catalog([s if s.id != "catfact" else local for s in builtin_specs()])
     llm = ScriptedLLM([], responder=two_turns)
     llm.start()
     try:
-        settings = LlmSettings(base_url=llm.base_url, model="scripted-1", api_key="k")
-        cfg = RunConfig(agent="openai", prompts=["optimal"], mode=Mode.LIVE, llm=settings,
-                        repeat=8, concurrency=8)
-        out = asyncio.run(run_batch([TASKS["pet_newsletter"]], cfg, cat))
+        with catfact_on_loopback(min_interval_s=0.25) as api:
+            settings = LlmSettings(base_url=llm.base_url, model="scripted-1", api_key="k")
+            cfg = RunConfig(agent="openai", prompts=["optimal"], mode=Mode.LIVE, llm=settings,
+                            repeat=8, concurrency=8)
+            out = asyncio.run(run_batch([TASKS["pet_newsletter"]], cfg, api.catalog))
     finally:
         llm.stop()
-        server.shutdown()
-        server.server_close()
+    starts = api.starts
     assert len(out) == 8 and len(starts) == 8
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     # starts are spaced on the client; arrival at the server jitters by a few ms
