@@ -28,9 +28,9 @@ import statistics
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec
 
 from pydantic import BaseModel, Field
 
@@ -58,6 +58,8 @@ from realprobe.store import (
 from realprobe.store import (
     iso_utc as iso,
 )
+
+P = ParamSpec("P")
 
 
 class ToolSummary(BaseModel):
@@ -192,49 +194,6 @@ def resolve_tools(catalog: Catalog, tools: Sequence[Tool] | str | None) -> list[
     return list({t.name: t for t in chosen}.values())
 
 
-async def run_probes(
-    catalog: Catalog,
-    tools: Sequence[Tool] | str | None,
-    rounds: int,
-    client: HttpClient,
-    store: Store,
-    *,
-    timeout_s: float | None = None,
-    vantage: str | None = None,
-    mode: str | None = None,
-    target: str | None = None,
-    politeness: PolitenessConfig | None = None,
-    concurrency: int = 64,
-    seed: int | None = None,
-    stop: asyncio.Event | None = None,
-    on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
-    run_id: str | None = None,
-    schedule_id: str | None = None,
-    source: str = "probe",
-    gates: HostGates | None = None,
-) -> RunSummary:
-    """Probe `tools` (Tool list, "a,b", or None for all) `rounds` times; rows go to `store`.
-
-    The run and its rows are labelled with `client.target` (live, sandbox, simulate or
-    replay); `mode`/`target`, if given, are checked against it and a mismatch is an error.
-    Daily budgets count only calls that reach the real APIs. Calls to the real APIs wait
-    for the per-host limiters of `gates` when given (shared with an MCP server or task runs
-    in the same process), else for the run's own. Set `stop` to end the run after the calls
-    in flight; the run is then `interrupted`. Never raises for API failures; raises
-    RealprobeError for bad input or a failing database.
-    """
-    run = ProbeRun(
-        catalog, tools, rounds, client, store, timeout_s=timeout_s, vantage=vantage,
-        mode=mode, target=target, politeness=politeness, concurrency=concurrency, seed=seed,
-        stop=stop, on_call=on_call, run_id=run_id, schedule_id=schedule_id, source=source,
-        gates=gates,
-    )
-    run.plan()
-    await run.run()
-    run.finish()
-    return run.summary()
-
-
 class ProbeRun:
     """One probe run in four steps: `plan` (hosts, limiters, the run's row), `run` (the
     calls, one committed row each), `finish` (the run's status), `summary`."""
@@ -261,6 +220,16 @@ class ProbeRun:
         source: str = "probe",
         gates: HostGates | None = None,
     ) -> None:
+        """Probe `tools` (Tool list, "a,b", or None for all) `rounds` times; rows go to `store`.
+
+        The run and its rows are labelled with `client.target` (live, sandbox, simulate or
+        replay); `mode`/`target`, if given, are checked against it and a mismatch is an error.
+        Daily budgets count only calls that reach the real APIs. Calls to the real APIs wait
+        for the per-host limiters of `gates` when given (shared with an MCP server or task runs
+        in the same process), else for the run's own. Set `stop` to end the run after the calls
+        in flight; the run is then `interrupted`. Never raises for API failures; raises
+        RealprobeError for bad input or a failing database.
+        """
         self.where = client.target
         self.mode = check_labels(self.where, mode, target)
         if source not in SOURCES:
@@ -569,3 +538,20 @@ def check_labels(where: Target, mode: str | None, target: str | None) -> str:
             f"target {target!r} does not match the client, whose calls go to {where.label}"
         )
     return run_mode
+
+
+def _four_steps(build: Callable[P, ProbeRun]) -> Callable[P, Awaitable[RunSummary]]:
+    async def run(*args: P.args, **kwargs: P.kwargs) -> RunSummary:
+        probe_run = build(*args, **kwargs)
+        probe_run.plan()
+        await probe_run.run()
+        probe_run.finish()
+        return probe_run.summary()
+
+    return run
+
+
+#: `await run_probes(catalog, tools, rounds, client, store, **options)`: a `ProbeRun` built
+#: from these arguments, taken through its four steps (the arguments are `ProbeRun`'s)
+run_probes = _four_steps(ProbeRun)
+run_probes.__doc__ = ProbeRun.__init__.__doc__
