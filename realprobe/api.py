@@ -223,17 +223,12 @@ def probe(
     abandons them); `notify` gets a line to show when that happens. `force` uses a SQLite
     file that holds another program's tables.
     """
-    from realprobe.dbfacts import default_db_path
     from realprobe.probes.runner import run_probes
     from realprobe.probes.session import graceful_stop, probe_session
-    from realprobe.replay.modes import TransportOptions
 
-    _check_run(rounds, concurrency, timeout)
-    cat = catalog or load_catalog()
-    chosen = _probe_tools(cat, tools)
-    opts = (target or TransportOptions()).normalised()
-    config = _politeness(opts, polite)
-    path = Path(db) if db is not None else default_db_path()
+    cat, chosen, opts, config, path = _ProbePlan.checked(
+        tools, rounds, concurrency, timeout, catalog, target, polite, db
+    )
 
     async def go() -> RunSummary:
         stop = asyncio.Event()
@@ -254,6 +249,32 @@ def probe(
             "interrupted twice: the calls in flight were abandoned; every finished call is "
             f"stored in {path}"
         ) from None
+
+
+class _ProbePlan(NamedTuple):
+    """What a probe run or a schedule goes with, checked before anything is opened."""
+
+    catalog: Catalog
+    tools: list[Tool]
+    target: TransportOptions
+    politeness: PolitenessConfig
+    db: Path
+
+    @classmethod
+    def checked(
+        cls, tools: Sequence[str] | str | None, rounds: int, concurrency: int, timeout: float,
+        catalog: Catalog | None, target: TransportOptions | None, polite: bool | None,
+        db: str | Path | None,
+    ) -> _ProbePlan:
+        from realprobe.dbfacts import default_db_path
+        from realprobe.replay.modes import TransportOptions
+
+        _check_run(rounds, concurrency, timeout)
+        cat = catalog or load_catalog()
+        chosen = _probe_tools(cat, tools)
+        opts = (target or TransportOptions()).normalised()
+        path = Path(db) if db is not None else default_db_path()
+        return cls(cat, chosen, opts, _politeness(opts, polite), path)
 
 
 def _check_run(rounds: int, concurrency: int, timeout: float) -> None:
@@ -318,10 +339,8 @@ def schedule(
     failing round is logged (`on_event`) and the schedule goes on. `alerts`: a rules file
     checked after every round (`on_alert` gets each line to show). Probe settings as in
     `probe`."""
-    from realprobe.dbfacts import default_db_path
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
     from realprobe.probes.session import on_signals, probe_session
-    from realprobe.replay.modes import TransportOptions
 
     if max_runs is not None and max_runs < 1:
         raise BadArgument("max_runs", f"max_runs must be at least 1 (got {max_runs})")
@@ -329,12 +348,9 @@ def schedule(
         raise BadArgument("jitter", f"jitter must be >= 0 (got {jitter:g})")
     every_text = f"{every}s" if isinstance(every, int | float) else every
     trigger, interval = make_trigger(every_text, cron, jitter_s=jitter)
-    _check_run(rounds, concurrency, timeout)
-    cat = catalog or load_catalog()
-    chosen = _probe_tools(cat, tools)
-    opts = (target or TransportOptions()).normalised()
-    config = _politeness(opts, polite)
-    path = Path(db) if db is not None else default_db_path()
+    cat, chosen, opts, config, path = _ProbePlan.checked(
+        tools, rounds, concurrency, timeout, catalog, target, polite, db
+    )
     rules = _alert_rules(alerts)
 
     async def go() -> ScheduleResult:
