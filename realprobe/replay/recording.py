@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -15,6 +15,8 @@ from realprobe.clock import Clock
 from realprobe.replay.cassette import Call, Cassette
 from realprobe.replay.core import Recorder, failure_of, phase_of
 from realprobe.replay.scrub import ScrubConfig, ScrubReport
+
+Inner = TypeVar("Inner")
 
 
 def _reason(response: httpx.Response) -> str:
@@ -85,10 +87,23 @@ class _SyncRecordingStream(httpx.SyncByteStream):
             self.recorder.body_closed(self.call)
 
 
-class _RecorderFacade:
-    """What both recording transports expose about their recorder."""
+class _RecorderFacade(Generic[Inner]):
+    """What both recording transports share: the transport they wrap, and their recorder
+    (made here unless one is given)."""
 
-    recorder: Recorder
+    def __init__(
+        self,
+        inner: Inner,
+        path: str | Path = "",
+        *,
+        clock: Clock | None = None,
+        meta: dict[str, Any] | None = None,
+        scrub: ScrubConfig | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self.inner = inner
+        self.recorder = recorder or Recorder(path, clock=clock, meta=meta, scrub=scrub)
+        self.clock = self.recorder.clock
 
     @property
     def path(self) -> Path:
@@ -117,27 +132,8 @@ class _RecorderFacade:
         return self.recorder.save()
 
 
-def _recorder(path: str | Path, clock: Clock | None, meta: dict[str, Any] | None,
-              scrub: ScrubConfig | None, recorder: Recorder | None) -> Recorder:
-    return recorder or Recorder(path, clock=clock, meta=meta, scrub=scrub)
-
-
-class RecordingTransport(_RecorderFacade, httpx.AsyncBaseTransport):
+class RecordingTransport(_RecorderFacade[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
     """Passes every request to `inner` and keeps what happened, in order."""
-
-    def __init__(
-        self,
-        inner: httpx.AsyncBaseTransport,
-        path: str | Path = "",
-        *,
-        clock: Clock | None = None,
-        meta: dict[str, Any] | None = None,
-        scrub: ScrubConfig | None = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self.inner = inner
-        self.recorder = _recorder(path, clock, meta, scrub, recorder)
-        self.clock = self.recorder.clock
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         call = begin(self.recorder, request, await request.aread())
@@ -159,22 +155,8 @@ class RecordingTransport(_RecorderFacade, httpx.AsyncBaseTransport):
             self.save()
 
 
-class SyncRecordingTransport(_RecorderFacade, httpx.BaseTransport):
+class SyncRecordingTransport(_RecorderFacade[httpx.BaseTransport], httpx.BaseTransport):
     """The same for a synchronous `httpx.Client`."""
-
-    def __init__(
-        self,
-        inner: httpx.BaseTransport,
-        path: str | Path = "",
-        *,
-        clock: Clock | None = None,
-        meta: dict[str, Any] | None = None,
-        scrub: ScrubConfig | None = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self.inner = inner
-        self.recorder = _recorder(path, clock, meta, scrub, recorder)
-        self.clock = self.recorder.clock
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         call = begin(self.recorder, request, request.read())
