@@ -34,15 +34,15 @@ from rich.progress import Progress
 
 from realprobe.adapters.catalog import default_catalog
 from realprobe.adapters.spec import Politeness
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.errors import ErrorCode
+from realprobe.http.client import ClientConfig
 from realprobe.probes.calibrate import calibrate, export
 from realprobe.probes.loading import load_probes
 from realprobe.probes.politeness import PolitenessConfig
 from realprobe.probes.runner import run_probes
 from realprobe.probes.stats import StatsReport, compute_stats
 from realprobe.probes.synthetic import fault_model_arrays
-from realprobe.replay.client import ClientConfig
-from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, Profile, ToolProfile
 from realprobe.store import Store
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from realprobe.adapters import Catalog, call_tool, call_tool_sync, default_catalog
-from realprobe.replay.modes import TransportOptions, make_client, make_sync_client
+from realprobe.clients import TransportOptions, make_client, make_sync_client
 
 TOOL = "uselessfacts_random"
 

@@ -35,8 +35,8 @@ from typer.testing import CliRunner
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.openapi import ImportOptions, catalog_text, import_openapi
 from realprobe.cli import app
+from realprobe.clients import TransportOptions
 from realprobe.mcp import McpService, ServiceOptions
-from realprobe.replay.modes import TransportOptions
 
 DATA = Path(__file__).parents[1] / "tests" / "data" / "openapi"
 RESULTS = Path(__file__).parent / "results" / "catalog_scale.json"

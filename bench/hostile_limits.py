@@ -21,8 +21,8 @@ from pathlib import Path
 
 from realprobe.adapters import Catalog, call_tool, call_tool_sync
 from realprobe.adapters.bounded import load_json
+from realprobe.clients import make_client, make_sync_client
 from realprobe.errors import BadResponse
-from realprobe.replay.modes import make_client, make_sync_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from hostile_server import hostile, tool_name

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.adapters.catalog import default_catalog
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.verify import verify_cassette
 from realprobe.errors import RealprobeError
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.verify import verify_cassette
 
 RESULTS = Path(__file__).parent / "results" / "input_limits.json"
 

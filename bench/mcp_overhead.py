@@ -23,9 +23,9 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 
 from realprobe.adapters import call_tool, default_catalog
+from realprobe.clients import TransportOptions, make_client
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.mcp import McpService, ServiceOptions
-from realprobe.replay.modes import TransportOptions, make_client
-from realprobe.replay.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.simulator.profile import load_profile
 

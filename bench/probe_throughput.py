@@ -31,10 +31,10 @@ from pathlib import Path
 import httpx
 
 from realprobe.adapters.catalog import Catalog, default_catalog
+from realprobe.clients import TransportOptions, make_client
+from realprobe.http.client import ClientConfig
 from realprobe.probes import PolitenessConfig, run_probes
 from realprobe.probes.runner import plan_calls
-from realprobe.replay.client import ClientConfig
-from realprobe.replay.modes import TransportOptions, make_client
 from realprobe.store import Store
 
 RESULTS = Path(__file__).resolve().parent / "results" / "probe_throughput.json"

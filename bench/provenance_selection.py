@@ -86,8 +86,8 @@ def best(fn: Any, n: int = 3) -> tuple[float, Any]:
 
 def honest_time(rounds: int = 10_000) -> dict[str, Any]:
     from realprobe.adapters.catalog import Catalog
+    from realprobe.clients import TransportOptions, make_client
     from realprobe.probes import PolitenessConfig, run_probes
-    from realprobe.replay.modes import TransportOptions, make_client
 
     catalog = Catalog.load([])
     tool = catalog.get("catfact_fact")

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from realprobe.adapters.catalog import default_catalog
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.rounds import record_round
+from realprobe.cassettes.importers import load_cassette
+from realprobe.sandbox.rounds import record_round
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 
 from realprobe.adapters.catalog import default_catalog
-from realprobe.replay.recording import RecordingTransport
-from realprobe.replay.simulate import origins_of, routes_from_catalog
-from realprobe.replay.transports import SandboxRouter, live_transport
+from realprobe.cassettes.recording import RecordingTransport
+from realprobe.http.simulate import origins_of, routes_from_catalog
+from realprobe.http.transports import SandboxRouter, live_transport
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.simulator.profile import load_profile
 

@@ -22,8 +22,8 @@ from replay_cassette_2k import make_cassette
 from vcr.cassette import Cassette as VcrCassette
 from vcr.serializers import jsonserializer, yamlserializer
 
-from realprobe.replay.cassette import save_cassette
-from realprobe.replay.importers import load_cassette
+from realprobe.cassettes.cassette import save_cassette
+from realprobe.cassettes.importers import load_cassette
 
 RESULTS = Path(__file__).resolve().parent / "results" / "replay_load_time.json"
 RUNS = 7

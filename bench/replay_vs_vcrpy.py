@@ -22,7 +22,7 @@ import httpx
 import vcr
 from replay_cassette_2k import make_cassette
 
-from realprobe.replay.replayer import ReplayTransport
+from realprobe.cassettes.replayer import ReplayTransport
 
 RESULTS = Path(__file__).resolve().parent / "results" / "replay_vs_vcrpy.json"
 

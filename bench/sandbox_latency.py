@@ -47,10 +47,10 @@ def measure(rounds: int) -> dict[str, Any]:
     from probe_helpers import distinct_host_tools, probe_concurrently, truth_profile
 
     from realprobe.adapters.catalog import default_catalog
+    from realprobe.clients import TransportOptions
+    from realprobe.http.simulate import routes_from_catalog
     from realprobe.probes.loading import ProbeArrays, load_probes
     from realprobe.probes.stats import compute_stats
-    from realprobe.replay.modes import TransportOptions
-    from realprobe.replay.simulate import routes_from_catalog
     from realprobe.sandbox.server import Sandbox, SandboxThread
 
     catalog = default_catalog()

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from realprobe.adapters.catalog import default_catalog
-from realprobe.replay.modes import Mode
+from realprobe.clients import Mode
 from realprobe.tasks.agents import LlmSettings
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants

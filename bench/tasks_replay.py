@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from realprobe.adapters import default_catalog
-from realprobe.replay.modes import Mode
+from realprobe.clients import Mode
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, run_batch, shipped_cassettes
 

@@ -28,8 +28,8 @@ import httpx
 import vcr
 from replay_cassette_2k import make_cassette
 
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.session import use_cassette
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.session import use_cassette
 
 RESULTS = Path(__file__).resolve().parent / "results" / "use_cassette_replay.json"
 

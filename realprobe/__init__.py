@@ -50,21 +50,21 @@ if TYPE_CHECKING:
         window,
         write_report,
     )
+    from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
+    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.session import use_cassette
+    from realprobe.clients import TransportOptions, make_client, make_sync_client
     from realprobe.clock import Clock, RealClock, VirtualClock
     from realprobe.data import doc_path
     from realprobe.demo import run_demo
     from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
     from realprobe.hosts import HeldBack, HostGates
+    from realprobe.http.client import ClientConfig, HttpClient, SyncHttpClient
+    from realprobe.http.mode import Mode
     from realprobe.probes.drift import DriftReport
     from realprobe.probes.results import Drift, Stats, VantageStats
     from realprobe.probes.runner import RunSummary, run_probes
     from realprobe.probes.stats import StatsReport
-    from realprobe.replay.cassette import Cassette, CassetteError, save_cassette
-    from realprobe.replay.client import ClientConfig, HttpClient, SyncHttpClient
-    from realprobe.replay.importers import load_cassette
-    from realprobe.replay.mode import Mode
-    from realprobe.replay.modes import TransportOptions, make_client, make_sync_client
-    from realprobe.replay.session import use_cassette
     from realprobe.report.build import ReportData
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile, load_profile
@@ -86,13 +86,13 @@ _WHERE: dict[str, str] = {
     "ToolError": "realprobe.adapters.result",
     # clients and targets
     "options": "realprobe.api",
-    "Mode": "realprobe.replay.mode",
-    "TransportOptions": "realprobe.replay.modes",
-    "make_client": "realprobe.replay.modes",
-    "make_sync_client": "realprobe.replay.modes",
-    "ClientConfig": "realprobe.replay.client",
-    "HttpClient": "realprobe.replay.client",
-    "SyncHttpClient": "realprobe.replay.client",
+    "Mode": "realprobe.http.mode",
+    "TransportOptions": "realprobe.clients",
+    "make_client": "realprobe.clients",
+    "make_sync_client": "realprobe.clients",
+    "ClientConfig": "realprobe.http.client",
+    "HttpClient": "realprobe.http.client",
+    "SyncHttpClient": "realprobe.http.client",
     "Clock": "realprobe.clock",
     "RealClock": "realprobe.clock",
     "VirtualClock": "realprobe.clock",
@@ -126,10 +126,10 @@ _WHERE: dict[str, str] = {
     "make_report": "realprobe.api",
     "ReportData": "realprobe.report.build",
     # cassettes
-    "Cassette": "realprobe.replay.cassette",
-    "load_cassette": "realprobe.replay.importers",
-    "use_cassette": "realprobe.replay.session",
-    "save_cassette": "realprobe.replay.cassette",
+    "Cassette": "realprobe.cassettes.cassette",
+    "load_cassette": "realprobe.cassettes.importers",
+    "use_cassette": "realprobe.cassettes.session",
+    "save_cassette": "realprobe.cassettes.cassette",
     # tasks
     "run_tasks": "realprobe.api",
     "plan_tasks": "realprobe.api",
@@ -146,7 +146,7 @@ _WHERE: dict[str, str] = {
     "BadArgument": "realprobe.errors",
     "NoDatabase": "realprobe.errors",
     "CatalogError": "realprobe.adapters.catalog",
-    "CassetteError": "realprobe.replay.cassette",
+    "CassetteError": "realprobe.cassettes.cassette",
 }
 
 __all__ = [

@@ -16,19 +16,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 from realprobe.errors import BadArgument, NoDatabase, RealprobeError
-from realprobe.replay.mode import Mode
+from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
     from realprobe.adapters.result import ToolResult
     from realprobe.adapters.tool import Tool
+    from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
     from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.results import Drift, Stats, VantageStats
     from realprobe.probes.runner import RunSummary
     from realprobe.probes.scheduler import ScheduleResult
     from realprobe.probes.stats import StatsReport
-    from realprobe.replay.modes import TransportOptions
     from realprobe.report.build import ReportData
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
@@ -51,7 +51,7 @@ def options(
     """Where calls go: live (default), a `sandbox` URL, a `simulate` profile (name, file or
     Profile) on a virtual clock, or a `cassette` to record to (`mode="record"`) or replay
     from (`mode="replay"`)."""
-    from realprobe.replay.modes import TransportOptions
+    from realprobe.clients import TransportOptions
 
     try:
         mode = Mode(mode)
@@ -121,8 +121,8 @@ async def _call_many(
     read_timeout: bool = False,
 ) -> list[ToolResult]:
     from realprobe.adapters import call_tool
-    from realprobe.replay.client import ClientConfig
-    from realprobe.replay.modes import make_client
+    from realprobe.clients import make_client
+    from realprobe.http.client import ClientConfig
 
     config = None
     if timeout:
@@ -266,8 +266,8 @@ class _ProbePlan(NamedTuple):
         catalog: Catalog | None, target: TransportOptions | None, polite: bool | None,
         db: str | Path | None,
     ) -> _ProbePlan:
+        from realprobe.clients import TransportOptions
         from realprobe.dbfacts import default_db_path
-        from realprobe.replay.modes import TransportOptions
 
         _check_run(rounds, concurrency, timeout)
         cat = catalog or load_catalog()
@@ -955,9 +955,9 @@ def serve_mcp(
     `max_sessions` sessions are open, each closed after `session_idle_s` without a request."""
     from dataclasses import replace
 
+    from realprobe.clients import TransportOptions
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
     from realprobe.mcp.service import McpService, ServiceOptions, describe_target
-    from realprobe.replay.modes import TransportOptions
 
     if transport not in ("stdio", "http"):
         raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")

@@ -12,7 +12,7 @@ Three ways a value is known to be secret:
 
 Every such value is then removed wherever it is echoed: raw, percent-encoded (either case,
 `+` for spaces), JSON-escaped and base64-encoded (standard and URL-safe, at any alignment).
-Cassettes (replay/scrub.py), database rows (`scrub_row`), logs (`LogScrubber`) all use this.
+Cassettes (cassettes/scrub.py), database rows (`scrub_row`), logs (`LogScrubber`) all use this.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from realprobe.dbfacts import (
     default_db_path,
 )
 from realprobe.errors import NoDatabase, RealprobeError
-from realprobe.replay.target import Target
 from realprobe.secrets import scrub_row
+from realprobe.target import Target
 
 #: probe_runs.status values
 RUN_DONE = "done"

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 import pytest
 
 from realprobe.adapters.catalog import Catalog, default_catalog
-from realprobe.replay.simulate import routes_from_catalog
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, SandboxThread
 from realprobe.simulator.profile import Profile, load_profile
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.errors import ErrorCode
-from realprobe.replay.client import ClientConfig
-from realprobe.replay.modes import Mode, TransportOptions, make_client
+from realprobe.http.client import ClientConfig
 from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, Profile, ToolProfile
 from realprobe.store import Store
 

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from realprobe.adapters import call_tool_sync
 from realprobe.adapters.catalog import Catalog, load_file
 from realprobe.cli import app
+from realprobe.clients import TransportOptions, make_sync_client
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.replay.client import SyncHttpClient
-from realprobe.replay.modes import TransportOptions, make_sync_client
-from realprobe.replay.simulate import routes_from_catalog
+from realprobe.http.client import SyncHttpClient
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.simulator.profile import load_profile
 from tests.loopback_http import serving
@@ -110,7 +110,7 @@ def test_simulator_answers_no_fixture_too(imported: Path) -> None:
     import asyncio
 
     from realprobe.adapters import call_tool
-    from realprobe.replay.modes import make_client
+    from realprobe.clients import make_client
 
     cat = Catalog.load([imported])
 

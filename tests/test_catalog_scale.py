@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import TOOL_NAME_RE
 from realprobe.cli import app
+from realprobe.clients import TransportOptions
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.mcp import McpService, ServiceOptions
-from realprobe.replay.modes import TransportOptions
-from realprobe.replay.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.simulator.profile import load_profile
 

@@ -51,11 +51,11 @@ from probe_helpers import (
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
+from realprobe.clients import TransportOptions
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.latency_fit import LognormalFit
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import StatsReport, compute_stats, wilson
-from realprobe.replay.modes import TransportOptions
 from realprobe.simulator.profile import load_profile
 
 SCALE = 0.25  # median call ~37 ms: well above the loopback overhead on a quiet machine

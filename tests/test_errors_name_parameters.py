@@ -21,7 +21,7 @@ from realprobe.errors import BadArgument, NoDatabase, RealprobeError
 PACKAGE = Path(__file__).resolve().parents[1] / "realprobe"
 FLAG = re.compile(r"(?<![\w-])--[a-z]")
 #: the pytest plugin's errors are for pytest users, whose options these are
-EXEMPT = {"replay/pytest_plugin.py"}
+EXEMPT = {"cassettes/pytest_plugin.py"}
 
 
 def library_modules() -> list[Path]:

@@ -10,9 +10,9 @@ import pytest
 
 from realprobe.adapters import ToolResult, call_tool, call_tool_sync
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import TransportOptions, make_client, make_sync_client
 from realprobe.errors import ErrorCode
-from realprobe.replay.client import ClientConfig
-from realprobe.replay.modes import TransportOptions, make_client, make_sync_client
+from realprobe.http.client import ClientConfig
 from realprobe.simulator.render import VARIANTS
 
 FAST = ClientConfig(deadline_s=1.0, read_timeout_s=0.6, connect_timeout_s=0.5)

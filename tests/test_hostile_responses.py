@@ -19,9 +19,9 @@ from mcp import Client
 from realprobe.adapters import Catalog, call_tool, call_tool_sync
 from realprobe.adapters.bounded import ParseLimits, load_json, load_text, nesting_depth
 from realprobe.cli import main
+from realprobe.clients import make_client, make_sync_client
 from realprobe.errors import BadResponse
 from realprobe.mcp import McpService, ServiceOptions
-from realprobe.replay.modes import make_client, make_sync_client
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile_server import EXPECTED, HostileServer, hostile, tool_name

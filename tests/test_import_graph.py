@@ -98,7 +98,7 @@ def test_the_checker_finds_a_cycle() -> None:
 
 def test_the_graph_sees_lazy_imports() -> None:
     edges = graph()
-    assert "realprobe.replay.core" in edges["realprobe.replay.recording"]
+    assert "realprobe.cassettes.core" in edges["realprobe.cassettes.recording"]
     assert len(edges) > 40
 
 
@@ -117,10 +117,10 @@ def test_no_import_cycle_in_realprobe() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_no_import_cycle_in_replay() -> None:
+def test_no_import_cycle_in_cassettes() -> None:
     edges = {
-        m: {t for t in ts if t.startswith("realprobe.replay")}
-        for m, ts in graph().items() if m.startswith("realprobe.replay")
+        m: {t for t in ts if t.startswith("realprobe.cassettes")}
+        for m, ts in graph().items() if m.startswith("realprobe.cassettes")
     }
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])

@@ -18,10 +18,10 @@ from mcp.types import CallToolResult, TextContent
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
+from realprobe.clients import Mode, TransportOptions
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.mcp import McpService, ServiceOptions
 from realprobe.mcp.rendering import META_KEY
-from realprobe.replay.modes import Mode, TransportOptions
 from realprobe.simulator.profile import Profile, ToolProfile
 
 

@@ -101,7 +101,7 @@ async def test_live_calls_through_mcp_are_spaced_and_refusals_are_not_stored(
 
 
 async def test_the_sandbox_is_not_held_back(catalog: Catalog, calm_sandbox: str) -> None:
-    from realprobe.replay.modes import TransportOptions
+    from realprobe.clients import TransportOptions
 
     service = McpService(catalog, ServiceOptions(transport=TransportOptions(sandbox=calm_sandbox)))
     async with service:
@@ -115,8 +115,8 @@ async def test_a_probe_run_and_the_mcp_server_share_one_limiter(
     across both, because both wait for the one limiter of a shared HostGates."""
     import asyncio
 
+    from realprobe.clients import TransportOptions, make_client
     from realprobe.probes import run_probes
-    from realprobe.replay.modes import TransportOptions, make_client
     from realprobe.store import Store
 
     interval = 0.25

@@ -12,8 +12,8 @@ import pytest
 from mcp import Client
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import Mode, TransportOptions
 from realprobe.mcp import McpService, ServiceOptions
-from realprobe.replay.modes import Mode, TransportOptions
 
 ROUNDS = 2
 

@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import ApiSpec
+from realprobe.clients import Mode, TransportOptions
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.exporter import Exporter, ExporterServer
-from realprobe.replay.modes import Mode, TransportOptions
 from realprobe.simulator.profile import Profile
 from realprobe.store import Store
 

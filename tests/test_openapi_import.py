@@ -22,9 +22,9 @@ from realprobe.adapters.catalog import Catalog, builtin_specs, load_file, parse_
 from realprobe.adapters.openapi import ImportOptions, OpenApiError, import_openapi
 from realprobe.adapters.spec import TOOL_NAME_RE
 from realprobe.cli import app
+from realprobe.clients import make_sync_client
 from realprobe.errors import RealprobeError
 from realprobe.mcp.definitions import mcp_tool
-from realprobe.replay.modes import make_sync_client
 from tests.loopback_http import serving
 
 DATA = Path(__file__).parent / "data" / "openapi"

@@ -10,7 +10,7 @@ from tls_helpers import tls_server
 from realprobe.adapters import call_tool, call_tool_sync
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import ApiSpec
-from realprobe.replay.modes import Mode, TransportOptions, make_client, make_sync_client
+from realprobe.clients import Mode, TransportOptions, make_client, make_sync_client
 from realprobe.store import Store
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.replay.simulate import routes_from_catalog
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, SandboxThread
 from realprobe.simulator.profile import load_profile
 from realprobe.store import Store

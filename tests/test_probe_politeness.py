@@ -12,17 +12,17 @@ import pytest
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import ApiSpec, Politeness
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.clock import VirtualClock
 from realprobe.errors import ErrorCode
 from realprobe.hosts import Backoff, HostLimiter, host_key, merge
+from realprobe.http.client import HttpClient
+from realprobe.http.simulate import SimulateTransport
 from realprobe.probes import PolitenessConfig, run_probes
 from realprobe.probes.politeness import Budget
-from realprobe.replay.client import HttpClient
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.simulate import SimulateTransport
-from realprobe.replay.target import Target
 from realprobe.simulator.profile import LatencyModel, Profile, ToolProfile, resolve_profile
 from realprobe.store import Store
+from realprobe.target import Target
 
 ZERO = Politeness(min_interval_s=0, jitter_s=0)
 

@@ -14,10 +14,10 @@ import pytest
 from realprobe.adapters import ToolError, ToolResult
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import ApiSpec, Politeness
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.probes import PolitenessConfig, run_probes
 from realprobe.probes.runner import reached_server
-from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.store import Store
 
 ZERO = PolitenessConfig(override=Politeness(min_interval_s=0, jitter_s=0))

@@ -18,9 +18,9 @@ import pytest
 from monitor_helpers import write_rows
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import Mode, TransportOptions
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.exporter import Exporter, ExporterServer
-from realprobe.replay.modes import Mode, TransportOptions
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(

@@ -19,11 +19,11 @@ from probe_helpers import synthetic_rows
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import Politeness
 from realprobe.cli import main
+from realprobe.clients import Mode, TransportOptions, make_client, make_sync_client
 from realprobe.errors import RealprobeError
 from realprobe.probes import PolitenessConfig, run_probes
-from realprobe.replay.modes import Mode, TransportOptions, make_client, make_sync_client
-from realprobe.replay.target import TargetKind
 from realprobe.store import SCHEMA_VERSION, Store, default_vantage, schema_version
+from realprobe.target import TargetKind
 from realprobe.tasks.store import TASK_SCHEMA_VERSION, TaskStore
 
 ZERO = PolitenessConfig(override=Politeness(min_interval_s=0, jitter_s=0))

@@ -12,7 +12,7 @@ import pytest
 
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.errors import ErrorCode
-from realprobe.replay.client import HttpClient, SyncHttpClient
+from realprobe.http.client import HttpClient, SyncHttpClient
 
 TABLE = {"metadata.internal.example": ["169.254.169.254"], "api.moved.example": ["93.184.216.34"]}
 

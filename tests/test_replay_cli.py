@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.cassettes.importers import load_cassette
 from realprobe.cli import app
 from realprobe.data import data_dir
-from realprobe.replay.importers import load_cassette
 
 runner = CliRunner()
 

@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.modes import Mode, TransportOptions, make_client, make_sync_client
-from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
-from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
+from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
+from realprobe.clients import Mode, TransportOptions, make_client, make_sync_client
 
 CHUNKS = [b"alpha-", b"beta-", b"gamma"]
 

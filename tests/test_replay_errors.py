@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from realprobe.cassettes.cassette import CassetteError
+from realprobe.cassettes.importers import load_cassette
+from realprobe.clients import Mode, TransportOptions, replay_latency_of
 from realprobe.errors import RealprobeError
-from realprobe.replay.cassette import CassetteError
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.modes import Mode, TransportOptions, replay_latency_of
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
 
@@ -90,7 +90,7 @@ def test_bad_replay_options_are_refused() -> None:
         replay_latency_of(TransportOptions(mode=Mode.REPLAY, cassette="x", replay_latency="fast"))
     with pytest.raises(RealprobeError, match="needs cassette=PATH"):
         TransportOptions(mode=Mode.REPLAY).normalised()
-    from realprobe.replay.modes import on_exhausted_of
+    from realprobe.clients import on_exhausted_of
 
     with pytest.raises(RealprobeError, match="repeat-last"):
         on_exhausted_of(TransportOptions(mode=Mode.REPLAY, cassette="x", on_exhausted="loop"))

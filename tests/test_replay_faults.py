@@ -12,8 +12,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_
 
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
-from realprobe.replay.client import ClientConfig
-from realprobe.replay.modes import Mode, TransportOptions, make_client
+from realprobe.clients import Mode, TransportOptions, make_client
+from realprobe.http.client import ClientConfig
 
 FAST = ClientConfig(deadline_s=0.5, read_timeout_s=0.3)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
+from realprobe.cassettes.importers import load_cassette
 from realprobe.cli import app
-from realprobe.replay.importers import load_cassette
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
 runner = CliRunner()

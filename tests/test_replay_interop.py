@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.recording import RecordingTransport
+from realprobe.cassettes.replayer import ReplayTransport
 from realprobe.cli import app
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.recording import RecordingTransport
-from realprobe.replay.replayer import ReplayTransport
+from realprobe.clients import Mode, TransportOptions, make_client
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
 FILES = sorted(REALWORLD.glob("*.yaml"))

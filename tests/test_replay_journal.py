@@ -14,15 +14,15 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from realprobe.cassettes.cassette import CassetteError
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.journal import journal_path
+from realprobe.cassettes.recording import SyncRecordingTransport
 from realprobe.cli import app
-from realprobe.replay.cassette import CassetteError
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.journal import journal_path
-from realprobe.replay.recording import SyncRecordingTransport
 
 RECORDER = textwrap.dedent('''
     import sys, time, httpx
-    from realprobe.replay.recording import SyncRecordingTransport
+    from realprobe.cassettes.recording import SyncRecordingTransport
 
     def origin(request):
         n = int(request.url.params["n"])

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from realprobe.cassettes.cassette import Call, Cassette, save_cassette
+from realprobe.cassettes.recording import RecordingTransport
+from realprobe.cassettes.replayer import ReplayTransport
 from realprobe.cli import app
-from realprobe.replay.cassette import Call, Cassette, save_cassette
-from realprobe.replay.recording import RecordingTransport
-from realprobe.replay.replayer import ReplayTransport
 
 AUTH = "CANARYauthTOKEN0001"
 COOKIE = "CANARYcookie0002"

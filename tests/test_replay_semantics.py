@@ -11,13 +11,13 @@ import pytest
 
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.recording import RecordingTransport
+from realprobe.cassettes.replayer import CassetteExhausted, CassetteMiss, ReplayTransport
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.clock import VirtualClock
 from realprobe.errors import ErrorCode
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.recording import RecordingTransport
-from realprobe.replay.replayer import CassetteExhausted, CassetteMiss, ReplayTransport
+from realprobe.http.client import ClientConfig, HttpClient
 
 URL = "https://api.example.test/counter"
 
@@ -314,7 +314,7 @@ class _SyncFailingBody(httpx.SyncByteStream):
 
 
 def test_sync_clients_record_and_replay_failures_too(tmp_path: Path, no_network: None) -> None:
-    from realprobe.replay.sync import SyncRecordingTransport, SyncReplayTransport
+    from realprobe.cassettes.sync import SyncRecordingTransport, SyncReplayTransport
 
     script: list[object] = [
         httpx.ConnectTimeout("connect timed out"),

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
+from realprobe.cassettes.cassette import Call, Cassette, save_cassette
 from realprobe.cli import app
+from realprobe.clients import TransportOptions, make_client
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.replay.cassette import Call, Cassette, save_cassette
-from realprobe.replay.modes import TransportOptions, make_client
 from realprobe.sandbox.bodies import SOURCE_HEADER, BodySource, Recordings
 from realprobe.sandbox.server import SandboxThread
 from realprobe.sandbox.setup import sandbox_for

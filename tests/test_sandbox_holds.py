@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.replay.simulate import routes_from_catalog
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.simulator.profile import load_profile
 

@@ -12,9 +12,9 @@ from loopback_upstream import Upstream as LoopbackUpstream
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import Politeness
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.errors import ErrorCode
 from realprobe.probes.stats import wilson
-from realprobe.replay.modes import Mode, TransportOptions, make_client
 from realprobe.sandbox.bodies import SOURCE_HEADER
 from realprobe.sandbox.proxy import Upstream
 from realprobe.sandbox.server import SandboxThread

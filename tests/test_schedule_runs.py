@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from realprobe.adapters.catalog import Catalog
 from realprobe.cli import app
 from realprobe.errors import RealprobeError
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.probes.runner import RunSummary
 from realprobe.probes.scheduler import ProbeSchedule, make_trigger, parse_every
-from realprobe.replay.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, SandboxThread
 from realprobe.simulator.profile import load_profile
 from realprobe.store import Store

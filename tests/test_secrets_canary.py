@@ -22,10 +22,10 @@ import pytest
 from typer.testing import CliRunner
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.cassettes.recording import RecordingTransport
+from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.cli import app
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.recording import RecordingTransport
-from realprobe.replay.scrub import ScrubConfig
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.secrets import forget_all, scrub_text, secret_name
 
 ACCESS = "CNRY:access/key+1"

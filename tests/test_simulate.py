@@ -7,8 +7,8 @@ import itertools
 
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import TransportOptions, make_client
 from realprobe.errors import ErrorCode
-from realprobe.replay.modes import TransportOptions, make_client
 from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.profile import Burst, Profile, ToolProfile, load_profile
 

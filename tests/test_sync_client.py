@@ -8,9 +8,9 @@ import pytest
 
 from realprobe.adapters import call_tool_sync
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import Mode, TransportOptions, make_sync_client
 from realprobe.errors import RealprobeError
-from realprobe.replay.client import ClientConfig
-from realprobe.replay.modes import Mode, TransportOptions, make_sync_client
+from realprobe.http.client import ClientConfig
 
 FAST = ClientConfig(deadline_s=1.0, read_timeout_s=0.6)
 

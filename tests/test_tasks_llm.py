@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.replay.modes import Mode
+from realprobe.clients import Mode
 from realprobe.tasks.agents import LlmSettings
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import Mode
 from realprobe.clock import VirtualClock
-from realprobe.replay.client import HttpClient
-from realprobe.replay.modes import Mode
+from realprobe.http.client import HttpClient
 from realprobe.store import Store
 from realprobe.tasks.agents import AgentContext
 from realprobe.tasks.agents.reference import ReferenceAgent

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.cli import app
+from realprobe.clients import Mode
 from realprobe.errors import RealprobeError
-from realprobe.replay.modes import Mode
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch, shipped_cassettes
 

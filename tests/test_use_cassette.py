@@ -19,13 +19,13 @@ import requests
 import vcr
 
 import realprobe
+from realprobe.cassettes import httpx_patch
+from realprobe.cassettes.cassette import CassetteError
+from realprobe.cassettes.core import CassetteMiss
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.matching import MATCHER_NAMES
+from realprobe.cassettes.session import use_cassette
 from realprobe.errors import RealprobeError
-from realprobe.replay import httpx_patch
-from realprobe.replay.cassette import CassetteError
-from realprobe.replay.core import CassetteMiss
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.matching import MATCHER_NAMES
-from realprobe.replay.session import use_cassette
 
 BINARY = bytes(range(256)) * 4
 
@@ -251,7 +251,7 @@ def client_on(
     path: Path, mode: str, match_on: list[Any] | None, base: httpx.BaseTransport
 ) -> Iterator[httpx.Client]:
     """A client given the cassette as its transport (no patching)."""
-    from realprobe.replay.session import SyncSessionTransport
+    from realprobe.cassettes.session import SyncSessionTransport
 
     with use_cassette(path, record_mode=mode, match_on=match_on, libraries=()) as session, \
             httpx.Client(transport=SyncSessionTransport(session, base)) as client:
@@ -307,8 +307,8 @@ def test_plain_vcrpy_replays_a_realprobe_cassette(
 
 def test_realprobe_http_client_redirect_hops_are_whole_interactions(tmp_path: Path) -> None:
     """realprobe's own client closes a redirect hop unread: still a complete vcrpy interaction."""
-    from realprobe.replay.client import HttpClient
-    from realprobe.replay.recording import RecordingTransport
+    from realprobe.cassettes.recording import RecordingTransport
+    from realprobe.http.client import HttpClient
 
     def app(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/old":

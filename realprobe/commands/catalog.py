@@ -178,7 +178,7 @@ def record_fixtures_cmd(
     from realprobe.adapters.catalog import parse_catalog, read_catalog_file
     from realprobe.adapters.openapi import catalog_text
     from realprobe.adapters.openapi.catalog_file import CATALOG_SUFFIXES
-    from realprobe.replay.fixture_recording import record_fixtures
+    from realprobe.probes.fixture_recording import record_fixtures
 
     if sandbox and upstream:
         raise RealprobeError("--sandbox and --upstream exclude each other: pick one")

@@ -18,13 +18,13 @@ import typer
 from typer.core import TyperGroup
 
 from realprobe.errors import NoDatabase, RealprobeError
-from realprobe.replay.mode import Mode
+from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from realprobe.adapters.catalog import Catalog
-    from realprobe.replay.modes import TransportOptions
+    from realprobe.clients import TransportOptions
 
 
 class _LazyConsole:
@@ -105,7 +105,7 @@ def transport_options(
     seed: int = 0,
     record_mode: str | None = None,
 ) -> TransportOptions:
-    from realprobe.replay.modes import TransportOptions
+    from realprobe.clients import TransportOptions
 
     if sandbox is not None:
         check_loopback_hint(sandbox)

@@ -26,7 +26,7 @@ from realprobe.commands.common import (
     transport_options,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.mode import Mode
+from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog

@@ -21,10 +21,10 @@ from realprobe.commands.common import (
     load_catalog,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.mode import Mode
+from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from realprobe.replay.modes import TransportOptions
+    from realprobe.clients import TransportOptions
 
 
 
@@ -45,7 +45,7 @@ def build_transport_options(
     seed: int,
     real_time: bool,
 ) -> TransportOptions:
-    from realprobe.replay.modes import TransportOptions
+    from realprobe.clients import TransportOptions
 
     if sandbox is not None:
         check_loopback_hint(sandbox)

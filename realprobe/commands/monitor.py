@@ -78,11 +78,11 @@ def exporter_cmd(
     conventions (live by default; --sandbox or --simulate as for `probe`). /status: the last
     24 h per tool.
     """
+    from realprobe.clients import Mode
     from realprobe.commands.common import load_catalog, transport_options
     from realprobe.monitor.blackbox import BlackboxProber
     from realprobe.monitor.exporter import Exporter, ExporterServer
     from realprobe.probes.windows import parse_duration
-    from realprobe.replay.modes import Mode
     from realprobe.store import Store, default_vantage
 
     if not 0 <= port <= 65535:

@@ -26,14 +26,14 @@ from realprobe.commands.common import (
     transport_options,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.mode import Mode
+from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from realprobe.adapters import ToolResult
+    from realprobe.clients import TransportOptions
     from realprobe.probes.runner import RunSummary
-    from realprobe.replay.modes import TransportOptions
 
 
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     from realprobe.adapters import ToolResult
     from realprobe.adapters.catalog import Catalog
-    from realprobe.replay.cassette import Cassette
+    from realprobe.cassettes.cassette import Cassette
 
 
 
@@ -74,8 +74,8 @@ def inspect_cmd(
     """A table of the interactions: order, request, outcome, latency, size, tool."""
     from rich.table import Table
 
-    from realprobe.replay.importers import load_cassette
-    from realprobe.replay.verify import ToolIndex
+    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.verify import ToolIndex
 
     cassette = load_cassette(file)
     index = ToolIndex(load_catalog(catalog))
@@ -138,8 +138,8 @@ def verify_cmd(
     response of a catalogue tool parses for that tool."""
     from rich.table import Table
 
-    from realprobe.replay.importers import load_cassette
-    from realprobe.replay.verify import PROBLEMS, verify_cassette
+    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.verify import PROBLEMS, verify_cassette
 
     cassette = load_cassette(file)
     findings = verify_cassette(cassette, load_catalog(catalog))
@@ -196,9 +196,9 @@ def scrub_cmd(
     """Replace credentials (auth headers, cookies, secret-named query parameters, form and
     JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
     values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
+    from realprobe.cassettes.importers import load_cassette, save_cassette
+    from realprobe.cassettes.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
     from realprobe.outputs import check_output
-    from realprobe.replay.importers import load_cassette, save_cassette
-    from realprobe.replay.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
 
     check_output(out or file, replace=True)
     cassette = load_cassette(file)
@@ -210,7 +210,7 @@ def scrub_cmd(
         cassette, cfg, finder=declared_secret_finder(load_catalog(catalog))
     )
     if out is None or out.resolve() == file.resolve():
-        from realprobe.replay.exporters import save_as_source
+        from realprobe.cassettes.exporters import save_as_source
 
         target = file
         written = save_as_source(cassette, file)  # a Ruby VCR or HAR file stays one
@@ -229,7 +229,7 @@ def scrub_cmd(
 def recover_cmd(file: FileArg, as_json: JsonOpt = False) -> None:
     """Rebuild a cassette whose record run was killed, from its `.journal` side file (opening
     the cassette does this too)."""
-    from realprobe.replay.importers import recover_cassette
+    from realprobe.cassettes.importers import recover_cassette
 
     cassette = recover_cassette(file)
     if as_json:
@@ -275,10 +275,10 @@ def import_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
-    from realprobe.replay.cassette import is_yaml_path, parse_text, save_cassette
-    from realprobe.replay.importers import from_data
-    from realprobe.replay.limits import read_bounded
-    from realprobe.replay.scrub import declared_secret_finder, scrub_cassette
+    from realprobe.cassettes.cassette import is_yaml_path, parse_text, save_cassette
+    from realprobe.cassettes.importers import from_data
+    from realprobe.cassettes.limits import read_bounded
+    from realprobe.cassettes.scrub import declared_secret_finder, scrub_cassette
 
     if not file.exists():
         raise RealprobeError(f"no such file: {file}")
@@ -346,7 +346,7 @@ def record_round_cmd(
     """Start the sandbox on loopback, call every tool once, record it all into a cassette
     (an existing file at --out is replaced; a link is refused)."""
     from realprobe.outputs import check_output
-    from realprobe.replay.rounds import record_round
+    from realprobe.sandbox.rounds import record_round
 
     check_output(out, replace=True)
     cat = load_catalog(None)
@@ -374,7 +374,7 @@ def replay_round_cmd(
     """Replay a recorded round offline: the same table as when it was recorded."""
     from rich.progress import Progress
 
-    from realprobe.replay.rounds import replay_round
+    from realprobe.sandbox.rounds import replay_round
 
     cat = load_catalog(None)
     with Progress(console=err_console, transient=True) as bar:

@@ -22,7 +22,7 @@ from realprobe.commands.common import (
     print_json,
 )
 from realprobe.errors import RealprobeError
-from realprobe.replay.mode import Mode
+from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -10,9 +10,9 @@ from typing import Any
 from realprobe.adapters.result import ToolResult
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
-from realprobe.replay.target import Target
 from realprobe.store import default_vantage, iso_utc
 from realprobe.store import probe_row as _store_row
+from realprobe.target import Target
 
 __all__ = ["default_vantage", "iso_utc", "new_run_id", "probe_row", "reached_the_api"]
 

@@ -39,15 +39,15 @@ from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.adapters.tool import Tool
+from realprobe.clients import TransportOptions, make_client
 from realprobe.clock import Clock
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HeldBack, HostGates, held_back_result
+from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.mcp.definitions import mcp_tool
 from realprobe.mcp.rendering import render_result
 from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import TransportOptions, make_client
-from realprobe.replay.target import Target
+from realprobe.target import Target
 
 log = logging.getLogger("realprobe.mcp")
 

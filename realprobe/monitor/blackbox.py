@@ -30,12 +30,12 @@ from realprobe import __version__
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
+from realprobe.clients import TransportOptions, make_client
 from realprobe.errors import RealprobeError
 from realprobe.hosts import host_key
 from realprobe.probes.politeness import PolitenessConfig
-from realprobe.replay.modes import TransportOptions, make_client
-from realprobe.replay.target import Target
 from realprobe.store import RUN_RUNNING, Store, default_vantage, iso_utc, probe_row
+from realprobe.target import Target
 
 #: blackbox_exporter's phase names, from realprobe's phase columns
 PHASES = {

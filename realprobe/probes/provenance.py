@@ -24,7 +24,7 @@ from realprobe.probes.loading import (
     probe_columns,
 )
 from realprobe.probes.windows import iso
-from realprobe.replay.target import TargetKind
+from realprobe.target import TargetKind
 
 #: what `target` accepts: the kinds, and all
 ALL = "all"

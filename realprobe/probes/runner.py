@@ -42,9 +42,8 @@ from realprobe.adapters.spec import Politeness
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.hosts import HostGates, HostLimiter, host_key, merge
+from realprobe.http.client import HttpClient
 from realprobe.probes.politeness import Budget, PolitenessConfig
-from realprobe.replay.client import HttpClient
-from realprobe.replay.target import SOURCES, Target
 from realprobe.store import (
     RUN_DONE,
     RUN_FAILED,
@@ -58,6 +57,7 @@ from realprobe.store import (
 from realprobe.store import (
     iso_utc as iso,
 )
+from realprobe.target import SOURCES, Target
 
 P = ParamSpec("P")
 
@@ -519,7 +519,7 @@ class ProbeRun:
 def check_labels(where: Target, mode: str | None, target: str | None) -> str:
     """The run's mode label; `mode`/`target` given by a caller must agree with the client's
     target (a mismatch is an error, never a relabelled run)."""
-    from realprobe.replay.modes import Mode
+    from realprobe.clients import Mode
 
     run_mode = (
         Mode.RECORD.value if where.recording else

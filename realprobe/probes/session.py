@@ -14,9 +14,9 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import TransportOptions, make_client
 from realprobe.errors import RealprobeError
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import TransportOptions, make_client
+from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.store import Store
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from realprobe.replay.cassette import Call, Cassette
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.matching import MATCH_URL, MATCH_URL_BODY, match_key
-from realprobe.replay.scrub import ScrubConfig, config_for, scrub_for_match
+from realprobe.cassettes.cassette import Call, Cassette
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY, match_key
+from realprobe.cassettes.scrub import ScrubConfig, config_for, scrub_for_match
 from realprobe.simulator.fixtures import Chosen, choose_fixture, request_arguments
 from realprobe.simulator.routes import Body, Route
 

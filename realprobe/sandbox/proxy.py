@@ -27,8 +27,8 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack as HeldBack  # what a request held back raises
 from realprobe.hosts import HostGates, HostLimiter
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.transports import live_transport
+from realprobe.http.client import ClientConfig, HttpClient
+from realprobe.http.transports import live_transport
 from realprobe.simulator.routes import Body
 from realprobe.store import Store
 

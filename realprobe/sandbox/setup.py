@@ -9,9 +9,9 @@ import httpx
 from pydantic import ValidationError
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.cassettes.cassette import CassetteError
 from realprobe.errors import RealprobeError
-from realprobe.replay.cassette import CassetteError
-from realprobe.replay.simulate import routes_from_catalog
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.bodies import Recordings, cassette_paths
 from realprobe.sandbox.proxy import LIVE, Upstream, store_ledger
 from realprobe.sandbox.server import Sandbox

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
-from realprobe.replay.mode import Mode
+from realprobe.http.mode import Mode
 from realprobe.simulator.profile import load_profile
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits

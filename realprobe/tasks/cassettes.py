@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from realprobe.adapters import default_catalog
-from realprobe.replay.modes import Mode
-from realprobe.replay.simulate import routes_from_catalog
+from realprobe.clients import Mode
+from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.simulator.profile import load_profile
 from realprobe.tasks.model import default_tasks_dir, load_tasks

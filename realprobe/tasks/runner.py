@@ -24,13 +24,13 @@ import httpx
 
 from realprobe.adapters import Catalog
 from realprobe.adapters.deadline import DeadlineGuard
+from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.data import data_dir
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
-from realprobe.replay.client import ClientConfig, HttpClient
-from realprobe.replay.modes import Mode, TransportOptions, make_client
-from realprobe.replay.transports import live_transport
+from realprobe.http.client import ClientConfig, HttpClient
+from realprobe.http.transports import live_transport
 from realprobe.store import default_vantage
 from realprobe.tasks.agents import Agent, AgentContext, LlmSettings, make_agent
 from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimiter, LlmLimits

@@ -18,7 +18,7 @@ from realprobe.adapters.adapter import format_validation_error
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack, HostGates, held_back_result
-from realprobe.replay.client import HttpClient
+from realprobe.http.client import HttpClient
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
 

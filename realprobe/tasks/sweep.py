@@ -43,10 +43,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.clients import Mode
 from realprobe.dbfacts import default_db_path
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
-from realprobe.replay.modes import Mode
 from realprobe.store import Store
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits

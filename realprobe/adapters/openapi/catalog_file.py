@@ -97,8 +97,8 @@ def fetch_description(url: str) -> str:
     checked; a loopback URL is allowed because the user named it)."""
     from realprobe.adapters.catalog import Catalog
     from realprobe.adapters.http import FetchFailure
-    from realprobe.replay.client import ClientConfig, is_private_host
-    from realprobe.replay.modes import make_sync_client
+    from realprobe.clients import make_sync_client
+    from realprobe.http.client import ClientConfig, is_private_host
 
     config = ClientConfig(max_bytes=MAX_DOCUMENT_BYTES, deadline_s=60.0, read_timeout_s=30.0)
     host = urlsplit(url).hostname or ""

@@ -13,9 +13,9 @@ import httpx
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import BadResponse
-from realprobe.replay.cassette import Call, Cassette
-from realprobe.replay.importers import decompress
-from realprobe.replay.simulate import origins_of, routes_from_catalog
+from realprobe.cassettes.cassette import Call, Cassette
+from realprobe.cassettes.importers import decompress
+from realprobe.http.simulate import origins_of, routes_from_catalog
 from realprobe.simulator.render import MOVED_PREFIX
 
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from realprobe.replay.cassette import (
+from realprobe.cassettes.cassette import (
     Call,
     Cassette,
     CassetteError,
@@ -31,10 +31,10 @@ from realprobe.replay.cassette import (
     save_cassette,
     status_code,
 )
-from realprobe.replay.decoding import decode_whole
-from realprobe.replay.journal import journal_path, journal_running, read_journal
-from realprobe.replay.limits import read_bounded
-from realprobe.replay.matching import MATCH_URL, MATCH_URL_BODY
+from realprobe.cassettes.journal import journal_path, journal_running, read_journal
+from realprobe.cassettes.limits import read_bounded
+from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY
+from realprobe.http.decoding import decode_whole
 
 MAX_DECODED = 50 * 1024 * 1024
 

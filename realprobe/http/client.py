@@ -29,9 +29,9 @@ from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.addresses import is_private_host
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
-from realprobe.replay import phases
-from realprobe.replay.decoding import StreamDecoder
-from realprobe.replay.target import Target
+from realprobe.http import phases
+from realprobe.http.decoding import StreamDecoder
+from realprobe.target import Target
 
 DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-clock transports
 #: a dict shared by every hop of one fetch: {"start": clock time}, and "elapsed" (what the

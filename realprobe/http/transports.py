@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from realprobe.replay.phases import time_dns
+from realprobe.http.phases import time_dns
 
 SANDBOX_FAULT_PREFIX = "/_fault/"
 

@@ -20,10 +20,8 @@ from typing import Any
 
 import httpx
 
-from realprobe.clock import Clock, RealClock
-from realprobe.replay.cassette import Call, Cassette
-from realprobe.replay.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
-from realprobe.replay.core import (
+from realprobe.cassettes.cassette import Call, Cassette
+from realprobe.cassettes.core import (
     EXHAUSTION_POLICIES,
     LATENCY_KINDS,
     CassetteExhausted,
@@ -36,9 +34,11 @@ from realprobe.replay.core import (
     reason_extensions,
     tail_s,
 )
-from realprobe.replay.importers import load_cassette
-from realprobe.replay.matching import Matcher
-from realprobe.replay.scrub import ScrubConfig
+from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.matching import Matcher
+from realprobe.cassettes.scrub import ScrubConfig
+from realprobe.clock import Clock, RealClock
+from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
 
 EPS = 1e-6
 

@@ -30,16 +30,16 @@ from typing import Any, TypeVar
 
 import httpx
 
+from realprobe.cassettes import httpx_patch
+from realprobe.cassettes.cassette import Call, Cassette, CassetteError
+from realprobe.cassettes.core import CassetteMiss, LatencyPolicy, Player, Recorder
+from realprobe.cassettes.importers import load_cassette, normalise_body
+from realprobe.cassettes.matching import Matcher
+from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
+from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
+from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.errors import RealprobeError
-from realprobe.replay import httpx_patch
-from realprobe.replay.cassette import Call, Cassette, CassetteError
-from realprobe.replay.core import CassetteMiss, LatencyPolicy, Player, Recorder
-from realprobe.replay.importers import load_cassette, normalise_body
-from realprobe.replay.matching import Matcher
-from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
-from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
-from realprobe.replay.scrub import ScrubConfig
-from realprobe.replay.transports import _pointed_at, _Routes
+from realprobe.http.transports import _pointed_at, _Routes
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")
 LIBRARIES = ("httpx", "requests", "urllib3", "aiohttp")
@@ -64,7 +64,7 @@ class _AsyncFn(httpx.AsyncBaseTransport):
 
 def _sandbox_routes(sandbox: str) -> _Routes:
     from realprobe.adapters.catalog import default_catalog
-    from realprobe.replay.simulate import origins_of
+    from realprobe.http.simulate import origins_of
 
     return _Routes(sandbox, origins_of(default_catalog()))
 
@@ -153,7 +153,7 @@ class CassetteSession:
                 stack.callback(httpx_patch.pop, self)
             others = [lib for lib in self.libraries if lib != "httpx"]
             if others:
-                from realprobe.replay.vcr_bridge import patch_libraries
+                from realprobe.cassettes.vcr_bridge import patch_libraries
 
                 stack.enter_context(patch_libraries(self, others))
         except BaseException:

@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from realprobe.replay.cassette import Call
-from realprobe.replay.core import CassetteMiss
+from realprobe.cassettes.cassette import Call
+from realprobe.cassettes.core import CassetteMiss
 
-#: a `realprobe.replay.session.CassetteSession` (typed loosely: the session imports this module)
+#: a `realprobe.cassettes.session.CassetteSession` (typed loosely: the session imports this module)
 CassetteSession = Any
 
 #: vcrpy patcher groups realprobe does not hand to vcrpy (httpx has its own patch point)

@@ -11,10 +11,10 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
+from realprobe.cassettes.cassette import Call, Cassette
+from realprobe.cassettes.core import Recorder, failure_of, phase_of
+from realprobe.cassettes.scrub import ScrubConfig, ScrubReport
 from realprobe.clock import Clock
-from realprobe.replay.cassette import Call, Cassette
-from realprobe.replay.core import Recorder, failure_of, phase_of
-from realprobe.replay.scrub import ScrubConfig, ScrubReport
 
 Inner = TypeVar("Inner")
 

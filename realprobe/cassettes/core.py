@@ -19,21 +19,17 @@ from typing import Any
 import httpx
 
 from realprobe import __version__
-from realprobe.clock import Clock, RealClock
-from realprobe.errors import RealprobeError
-from realprobe.replay.cassette import Call, Cassette, Failure, save_cassette
-from realprobe.replay.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
-from realprobe.replay.decoding import decode_whole
-from realprobe.replay.importers import recover_stale
-from realprobe.replay.journal import Journal
-from realprobe.replay.matching import (
+from realprobe.cassettes.cassette import Call, Cassette, Failure, save_cassette
+from realprobe.cassettes.importers import recover_stale
+from realprobe.cassettes.journal import Journal
+from realprobe.cassettes.matching import (
     MATCH_URL_BODY,
     Matcher,
     MatchSpec,
     canonical_url,
     closest,
 )
-from realprobe.replay.scrub import (
+from realprobe.cassettes.scrub import (
     ScrubConfig,
     ScrubReport,
     config_for,
@@ -41,6 +37,10 @@ from realprobe.replay.scrub import (
     scrub_for_match,
     secret_header,
 )
+from realprobe.clock import Clock, RealClock
+from realprobe.errors import RealprobeError
+from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
+from realprobe.http.decoding import decode_whole
 
 EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
 LATENCY_KINDS = ("none", "real", "scaled:X", "virtual")

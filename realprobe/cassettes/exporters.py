@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from realprobe.replay.cassette import (
+from realprobe.cassettes.cassette import (
     Call,
     Cassette,
     CassetteError,

@@ -17,7 +17,7 @@ import httpx
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import Clock, VirtualClock
-from realprobe.replay.client import DEADLINE_EXT
+from realprobe.http.client import DEADLINE_EXT
 from realprobe.simulator.faults import FaultModel, Outcome
 from realprobe.simulator.fixtures import choose_fixture, request_arguments
 from realprobe.simulator.profile import Profile
@@ -83,7 +83,7 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
 
 def origins_of(catalog: Catalog) -> dict[str, str]:
     """{origin: api_id} for routing canonical URLs."""
-    from realprobe.replay.transports import origin_map
+    from realprobe.http.transports import origin_map
 
     return origin_map({api.id: api.base_url for api in catalog.apis.values()})
 

@@ -1,5 +1,5 @@
 """The transport mode names alone: no httpx, so parsing `--mode` stays cheap.
-`realprobe.replay.modes` turns a mode into a transport."""
+`realprobe.clients` turns a mode into a transport."""
 
 from __future__ import annotations
 

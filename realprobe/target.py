@@ -19,7 +19,7 @@ from realprobe.errors import RealprobeError
 
 
 class TransportOptions(Protocol):
-    """What `from_options` reads of `realprobe.replay.modes.TransportOptions` (named by shape:
+    """What `from_options` reads of `realprobe.clients.TransportOptions` (named by shape:
     importing modes here would close a cycle modes -> client -> target -> modes)."""
 
     mode: Any

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from realprobe.replay.cassette import Call, Cassette
+from realprobe.cassettes.cassette import Call, Cassette
 from realprobe.secrets import (
     MIN_FOUND,
     PLACEHOLDER,
@@ -310,7 +310,7 @@ def scrub_for_match(url: str, body: bytes | None, cfg: ScrubConfig) -> tuple[str
 def declared_secret_finder(catalog: Any) -> SecretFinder:
     """Values of catalogue inputs marked `secret` found in recorded URLs (path segments and
     query parameters), for scrubbing cassettes recorded without that knowledge."""
-    from realprobe.replay.secret_inputs import secret_values_in
+    from realprobe.cassettes.secret_inputs import secret_values_in
 
     def finder(call: Call) -> list[str]:
         return secret_values_in(catalog, call.method, call.uri)

@@ -1,7 +1,7 @@
 """Record and replay for synchronous `httpx.Client` users: the same core as the async
 transports (see `recording` and `replayer`), under the names older code imports."""
 
-from realprobe.replay.recording import SyncRecordingTransport
-from realprobe.replay.replayer import SyncReplayTransport
+from realprobe.cassettes.recording import SyncRecordingTransport
+from realprobe.cassettes.replayer import SyncReplayTransport
 
 __all__ = ["SyncRecordingTransport", "SyncReplayTransport"]

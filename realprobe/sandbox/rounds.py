@@ -12,8 +12,8 @@ from typing import Any
 
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
-from realprobe.replay.cassette import Cassette
-from realprobe.replay.client import ClientConfig, HttpClient
+from realprobe.cassettes.cassette import Cassette
+from realprobe.http.client import ClientConfig, HttpClient
 
 #: the shipped round, in the package's cassettes folder
 SHIPPED_ROUND = "sandbox-published-round.json"
@@ -51,9 +51,9 @@ def record_round(
 ) -> list[ToolResult]:
     """Every catalogue tool once through a sandbox (started here on loopback with `profile`,
     or the running one at `sandbox_url`), recorded into the cassette `out`."""
-    from realprobe.replay.recording import RecordingTransport
-    from realprobe.replay.simulate import origins_of, routes_from_catalog
-    from realprobe.replay.transports import SandboxRouter, live_transport
+    from realprobe.cassettes.recording import RecordingTransport
+    from realprobe.http.simulate import origins_of, routes_from_catalog
+    from realprobe.http.transports import SandboxRouter, live_transport
     from realprobe.sandbox.server import Sandbox, running
     from realprobe.simulator.profile import load_profile
 
@@ -91,10 +91,10 @@ def replay_round(
 ) -> tuple[Cassette, list[ToolResult]]:
     """Replay a recorded round offline (default: the shipped one), one call after another,
     with the deadline it was recorded with."""
+    from realprobe.cassettes.importers import load_cassette
+    from realprobe.clients import TransportOptions, make_client
     from realprobe.data import data_dir
-    from realprobe.replay.importers import load_cassette
-    from realprobe.replay.mode import Mode
-    from realprobe.replay.modes import TransportOptions, make_client
+    from realprobe.http.mode import Mode
 
     file = file or data_dir("cassettes") / SHIPPED_ROUND
     cassette = load_cassette(file)

@@ -41,8 +41,8 @@ import pytest
 if TYPE_CHECKING:
     import httpx
 
-    from realprobe.replay.client import HttpClient
-    from realprobe.replay.session import CassetteSession
+    from realprobe.cassettes.session import CassetteSession
+    from realprobe.http.client import HttpClient
 
 MARKER = "realprobe"
 CONFIG_MARKER = "realprobe_cassette"
@@ -157,7 +157,7 @@ def realprobe_session(
 ) -> Iterator[CassetteSession]:
     """This test's cassette in use; with the `realprobe` marker every HTTP library is
     captured, otherwise only the realprobe_transport fixtures use it."""
-    from realprobe.replay.session import LIBRARIES, CassetteSession
+    from realprobe.cassettes.session import LIBRARIES, CassetteSession
 
     _, kwargs = _marker(request)
     marked = request.node.get_closest_marker(MARKER) is not None
@@ -248,7 +248,7 @@ def _blocked(allowed: set[str]) -> Any:
 def realprobe_base_transport(request: pytest.FixtureRequest) -> httpx.AsyncBaseTransport:
     """What answers while recording; override to record against a mock. With
     --realprobe-sandbox, the catalogue APIs are answered by that sandbox."""
-    from realprobe.replay.transports import live_transport
+    from realprobe.http.transports import live_transport
 
     return live_transport()
 
@@ -256,7 +256,7 @@ def realprobe_base_transport(request: pytest.FixtureRequest) -> httpx.AsyncBaseT
 @pytest.fixture
 def realprobe_base_sync_transport() -> httpx.BaseTransport:
     """What answers while recording for `realprobe_sync_transport`; override at will."""
-    from realprobe.replay.transports import sync_live_transport
+    from realprobe.http.transports import sync_live_transport
 
     return sync_live_transport()
 
@@ -266,7 +266,7 @@ def realprobe_transport(
     realprobe_session: CassetteSession, realprobe_base_transport: httpx.AsyncBaseTransport
 ) -> httpx.AsyncBaseTransport:
     """An httpx transport that replays this test's cassette (or records it)."""
-    from realprobe.replay.session import SessionTransport
+    from realprobe.cassettes.session import SessionTransport
 
     return SessionTransport(realprobe_session, realprobe_base_transport)
 
@@ -276,7 +276,7 @@ def realprobe_sync_transport(
     realprobe_session: CassetteSession, realprobe_base_sync_transport: httpx.BaseTransport
 ) -> httpx.BaseTransport:
     """The same, for a synchronous `httpx.Client`."""
-    from realprobe.replay.session import SyncSessionTransport
+    from realprobe.cassettes.session import SyncSessionTransport
 
     return SyncSessionTransport(realprobe_session, realprobe_base_sync_transport)
 
@@ -286,9 +286,9 @@ def realprobe_client(
     realprobe_session: CassetteSession, realprobe_transport: httpx.AsyncBaseTransport
 ) -> HttpClient:
     """realprobe's own HttpClient over the cassette, for `call_tool(tool, args, client)`."""
+    from realprobe.cassettes.replayer import ReplayTransport
     from realprobe.clock import RealClock, VirtualClock
-    from realprobe.replay.client import HttpClient
-    from realprobe.replay.replayer import ReplayTransport
+    from realprobe.http.client import HttpClient
 
     cassette = realprobe_session.cassette
     if not realprobe_session.recording and cassette is not None:

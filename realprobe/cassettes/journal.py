@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from realprobe.replay.cassette import Call, CassetteError, call_from_record, call_record
+from realprobe.cassettes.cassette import Call, CassetteError, call_from_record, call_record
 
 JOURNAL_VERSION = 1
 SUFFIX = ".journal"

@@ -21,9 +21,9 @@ from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.adapters.spec import ApiSpec
 from realprobe.adapters.tool import Tool
+from realprobe.clients import TransportOptions, make_sync_client
 from realprobe.errors import RealprobeError
-from realprobe.replay.client import ClientConfig, is_private_host
-from realprobe.replay.modes import TransportOptions, make_sync_client
+from realprobe.http.client import ClientConfig, is_private_host
 
 RECORDED_SOURCE = "recorded by realprobe catalog record-fixtures"
 KEPT_HEADERS = ("date", "cache-control", "etag", "last-modified", "retry-after", "age")

@@ -16,30 +16,30 @@ from typing import Any
 import httpx
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.cassettes.core import EXHAUSTION_POLICIES, LatencyPolicy
+from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
+from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
+from realprobe.cassettes.scrub import ScrubConfig
+from realprobe.cassettes.session import CassetteSession, SessionTransport, SyncSessionTransport
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.errors import RealprobeError
-from realprobe.replay.client import (
+from realprobe.http.client import (
     ClientConfig,
     HttpClient,
     SyncHttpClient,
     sync_system_resolver,
     system_resolver,
 )
-from realprobe.replay.core import EXHAUSTION_POLICIES, LatencyPolicy
-from realprobe.replay.mode import Mode
-from realprobe.replay.recording import RecordingTransport, SyncRecordingTransport
-from realprobe.replay.replayer import ReplayTransport, SyncReplayTransport
-from realprobe.replay.scrub import ScrubConfig
-from realprobe.replay.session import CassetteSession, SessionTransport, SyncSessionTransport
-from realprobe.replay.simulate import SimulateTransport, origins_of
-from realprobe.replay.target import Target
-from realprobe.replay.transports import (
+from realprobe.http.mode import Mode
+from realprobe.http.simulate import SimulateTransport, origins_of
+from realprobe.http.transports import (
     SandboxRouter,
     SyncSandboxRouter,
     live_transport,
     sync_live_transport,
 )
 from realprobe.simulator.profile import Profile, resolve_profile
+from realprobe.target import Target
 
 
 @dataclass
@@ -92,7 +92,7 @@ class TransportOptions:
         return replace(self, mode=mode)
 
     def _mode_for_record_mode(self) -> Mode:
-        from realprobe.replay.session import RECORD_MODES
+        from realprobe.cassettes.session import RECORD_MODES
 
         rm = self.record_mode
         if rm not in RECORD_MODES:
