@@ -18,14 +18,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-PROJECT_URL = "https://github.com/realprobe/realprobe"
-USER_AGENT = f"realprobe/{__version__} (+{PROJECT_URL})"
+from realprobe.version import PROJECT_URL, USER_AGENT, __version__
 
 if TYPE_CHECKING:
     from realprobe.adapters.adapter import call_tool, call_tool_sync
     from realprobe.adapters.catalog import Catalog, CatalogError, default_catalog
-    from realprobe.adapters.result import ToolError, ToolResult
     from realprobe.adapters.tool import Tool
     from realprobe.api import (
         build_report,
@@ -66,6 +63,7 @@ if TYPE_CHECKING:
     from realprobe.probes.runner import RunSummary, run_probes
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
+    from realprobe.result import ToolError, ToolResult
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.store import Store
@@ -82,8 +80,8 @@ _WHERE: dict[str, str] = {
     "default_catalog": "realprobe.adapters.catalog",
     "Catalog": "realprobe.adapters.catalog",
     "Tool": "realprobe.adapters.tool",
-    "ToolResult": "realprobe.adapters.result",
-    "ToolError": "realprobe.adapters.result",
+    "ToolResult": "realprobe.result",
+    "ToolError": "realprobe.result",
     # clients and targets
     "options": "realprobe.api",
     "Mode": "realprobe.http.mode",

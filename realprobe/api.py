@@ -20,7 +20,6 @@ from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
-    from realprobe.adapters.result import ToolResult
     from realprobe.adapters.tool import Tool
     from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from realprobe.probes.scheduler import ScheduleResult
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
+    from realprobe.result import ToolResult
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult

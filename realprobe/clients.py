@@ -341,3 +341,34 @@ def transport_for(
         inner, path, clock=clock, meta=record_meta(catalog, opts),
         scrub=ScrubConfig(enabled=opts.scrub),
     )
+
+
+def fetch_document(url: str, max_bytes: int | None = None) -> str:
+    """A text document by URL (an OpenAPI description, say) through the one client:
+    size-capped, redirects checked; a loopback URL is allowed because the user named it."""
+    from urllib.parse import urlsplit
+
+    from realprobe.adapters.http import FetchFailure
+    from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
+    from realprobe.http.client import is_private_host
+
+    config = ClientConfig(
+        max_bytes=max_bytes or MAX_DOCUMENT_BYTES, deadline_s=60.0, read_timeout_s=30.0
+    )
+    host = urlsplit(url).hostname or ""
+    with make_sync_client(Catalog([]), config=config) as client:
+        try:
+            got = client.fetch(
+                "GET",
+                url,
+                headers={"Accept": "application/json, application/yaml;q=0.9, */*;q=0.5"},
+                allow_private=is_private_host(host),
+            )
+        except FetchFailure as exc:
+            raise RealprobeError(f"{url}: cannot fetch ({exc.code.value}: {exc.message})") from exc
+    if got.status != 200:
+        raise RealprobeError(f"{url}: HTTP {got.status}, expected 200 with the description")
+    try:
+        return got.body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise RealprobeError(f"{url}: the description is not UTF-8 text") from exc

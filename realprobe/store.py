@@ -28,7 +28,6 @@ from typing import Any
 
 import sqlite_utils
 
-from realprobe.adapters.result import ToolResult
 from realprobe.dbfacts import (
     BUSY_TIMEOUT_MS,
     META_TABLE,
@@ -37,6 +36,7 @@ from realprobe.dbfacts import (
     default_db_path,
 )
 from realprobe.errors import NoDatabase, RealprobeError
+from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import Target
 

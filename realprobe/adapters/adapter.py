@@ -14,10 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
-from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
+from realprobe.result import ToolError, ToolResult
 from realprobe.secrets import remember
 
 RATE_LIMIT_HEADER_PREFIXES = (

@@ -95,6 +95,7 @@ def import_openapi_cmd(
     with warnings. Replaces the output file if it exists."""
     from realprobe.adapters.openapi import ImportOptions
     from realprobe.adapters.openapi.catalog_file import NothingImported, import_to_file
+    from realprobe.clients import fetch_document
 
     options = ImportOptions(
         api_id=api_id,
@@ -105,7 +106,7 @@ def import_openapi_cmd(
         category=category,
     )
     try:
-        result = import_to_file(spec, out, options)
+        result = import_to_file(spec, out, options, fetch_document)
     except NothingImported as exc:
         for r in exc.reports:
             _print_notes(r)

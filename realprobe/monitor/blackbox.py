@@ -26,7 +26,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from realprobe import __version__
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
@@ -36,6 +35,7 @@ from realprobe.hosts import host_key
 from realprobe.probes.politeness import PolitenessConfig
 from realprobe.store import RUN_RUNNING, Store, default_vantage, iso_utc, probe_row
 from realprobe.target import Target
+from realprobe.version import __version__
 
 #: blackbox_exporter's phase names, from realprobe's phase columns
 PHASES = {

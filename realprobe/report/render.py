@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from html import escape
 
-from realprobe import PROJECT_URL
 from realprobe.data import doc_path
 from realprobe.probes.drift import ToolDrift
 from realprobe.probes.stats import ToolStats
 from realprobe.report.build import ReportData
+from realprobe.version import PROJECT_URL
 
 
 def _pct(v: float | None) -> str:
