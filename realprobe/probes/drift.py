@@ -7,7 +7,9 @@ Per tool, three tests, each corrected across tools (Holm by default, or Benjamin
 - latency of successes: Mann-Whitney U; flagged only if the median moved by at least
   min_latency_change (relative), an effect-size gate as in Kayenta, so a tiny but
   "significant" shift on a big sample does not page anyone;
-- error mix: chi-square on the code x window table of failures; flagged if Cramer's V >= 0.1.
+- error mix: chi-square on the code x window table of failure *episodes* (a run of
+  consecutive failures with one code counts once: an outage answers with one code, and its
+  calls are not independent draws of the mix); flagged if Cramer's V >= 0.1.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pydantic import BaseModel
 
 from realprobe.probes.classic_tests import chi2_contingency, mann_whitney_p, norm_sf
 from realprobe.probes.loading import CODES, ProbeArrays
-from realprobe.probes.stats import burst_chain
+from realprobe.probes.stats import BURST_MAX_GAP_S, burst_chain
 from realprobe.probes.windows import iso
 
 Correction = Literal["holm", "bh"]
@@ -52,6 +54,8 @@ class LatencyDrift(BaseModel):
 
 
 class MixDrift(BaseModel):
+    #: failure episodes per code (a run of one code counts once)
+    counts: str = "episodes"
     baseline: dict[str, int]
     current: dict[str, int]
     cramers_v: float
@@ -157,9 +161,20 @@ def _latency(a: ProbeArrays, b: ProbeArrays) -> LatencyDrift | None:
     )
 
 
+def episode_codes(arr: ProbeArrays) -> Any:
+    """The code of each failure episode: a failure whose previous call (linked: under an
+    hour before) did not fail with the same code starts one."""
+    code = arr.code
+    start = np.ones(code.shape[0], dtype=bool)
+    if code.shape[0] > 1:
+        linked = np.diff(arr.ts) <= BURST_MAX_GAP_S
+        start[1:] = ~((code[1:] == code[:-1]) & linked)
+    return code[(code >= 0) & start]
+
+
 def _mix(a: ProbeArrays, b: ProbeArrays) -> MixDrift | None:
-    ca = np.bincount(a.code[a.code >= 0], minlength=len(CODES))
-    cb = np.bincount(b.code[b.code >= 0], minlength=len(CODES))
+    ca = np.bincount(episode_codes(a), minlength=len(CODES))
+    cb = np.bincount(episode_codes(b), minlength=len(CODES))
     keep = (ca + cb) > 0
     if keep.sum() < 2 or ca.sum() < 5 or cb.sum() < 5:
         return None

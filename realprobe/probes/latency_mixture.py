@@ -24,7 +24,7 @@ from scipy import optimize, special
 
 from realprobe.errors import ErrorCode
 from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
-from realprobe.simulator.profile import MixtureComponent, ToolProfile
+from realprobe.simulator.profile import MixtureComponent
 
 MAX_POINTS = 3_000
 MIN_POINTS_FOR_TWO = 50
@@ -179,9 +179,11 @@ def fit_mixture(
     *,
     max_components: int = 2,
     seed: int = 0,
+    min_points_for_two: int = MIN_POINTS_FOR_TWO,
 ) -> MixtureFit | None:
     """One or two lognormal components for successes' latency, TIMEOUTs censored at their
-    deadline; None with fewer than 5 successes."""
+    deadline; None with fewer than 5 successes. Two components are tried from
+    `min_points_for_two` successes (`stats` lowers it when the KS test rejects one)."""
     x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
     c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
     if x.shape[0] < 5:
@@ -201,7 +203,7 @@ def fit_mixture(
     censored = cvals.shape[0] > 0
     fits: dict[int, tuple[FloatArray, float]] = {}
     for k in range(1, max_components + 1):
-        if k == 2 and x.shape[0] < MIN_POINTS_FOR_TWO:
+        if k == 2 and x.shape[0] < min_points_for_two:
             break
         got = _fit_k(k, x, cvals, cw)
         if got is not None:
@@ -242,18 +244,22 @@ def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
     return fit_mixture(arr.latency_ms[ok], censor_ms)
 
 
-def add_mixtures(tools: dict[str, ToolProfile], arrays: ProbeArrays) -> None:
-    """Fit every tool's latency mixture and put it in its profile: the components when two
-    win, the choice (BIC per K) either way."""
+def fit_mixtures(
+    arrays: ProbeArrays, names: list[str]
+) -> dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]]:
+    """Each named tool's mixture fit: (the components when two win, else None; the choice,
+    BIC per K, either way)."""
+    out: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
     for i, name in enumerate(arrays.tools):
-        tp = tools.get(name)
-        if tp is None or arrays.bounds[i + 1] <= arrays.bounds[i]:
+        if name not in names or arrays.bounds[i + 1] <= arrays.bounds[i]:
             continue
         fit = fit_tool(arrays.slice(i))
         if fit is None:
             continue
-        tp.latency_ms.mixture_fit = fit.summary()
-        if fit.k > 1:
-            tp.latency_ms.mixture = [
-                MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components
-            ]
+        comps = (
+            [MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components]
+            if fit.k > 1
+            else None
+        )
+        out[name] = (comps, fit.summary())
+    return out
