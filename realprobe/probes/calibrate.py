@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
 from realprobe.probes.loading import ProbeArrays
@@ -386,7 +386,8 @@ def profile_deadline(profile: Profile, tool: str) -> float | None:
 class AtDeadline:
     """A tool's per-attempt outcome rates as a caller with deadline T sees them: the inverse of
     the deadline adjustment in `tool_profile`. With S = P(latency > T) under the profile's
-    latency model, p the failure rate and w the mix before the deadline:
+    latency model (its mixture when it has one, as the simulator draws), p the failure rate
+    and w the mix before the deadline:
     P(ok) = (1-p)(1-S), P(code) = p w(code) (1-S), P(TIMEOUT) = p w(TIMEOUT) + (1-p w(TIMEOUT)) S.
     """
 
@@ -394,8 +395,8 @@ class AtDeadline:
         self.deadline_s = deadline_s
         s_t = 0.0
         if deadline_s is not None and deadline_s > 0:
-            mu, sigma = tp.latency_ms.params()
-            s_t = float(special.ndtr(-(math.log(deadline_s * 1000.0) - mu) / sigma))
+            # the model the simulator draws from: the mixture when there is one
+            s_t = tp.latency_ms.survival(deadline_s * 1000.0)
             s_t = s_t if s_t >= DEADLINE_ADJUST_MIN else 0.0  # as in `tool_profile`
         self.slow_share = s_t
         p = 1.0 - tp.success_rate

@@ -51,6 +51,10 @@ class MixtureFit(BaseModel):
     bic: dict[str, float]
     aic: dict[str, float]
     subsampled: bool = False
+    #: S(T) at the largest deadline under the chosen mixture, with a 95% interval (delta
+    #: method on the probit scale from the curvature of the censored likelihood)
+    p_exceed_timeout: float | None = None
+    p_exceed_ci95: tuple[float, float] | None = None
 
     @property
     def k(self) -> int:
@@ -226,6 +230,9 @@ def fit_mixture(
         ),
         key=lambda c: c.mu,
     )
+    s_t, s_ci = (None, None)
+    if censored:
+        s_t, s_ci = _exceed(theta, k_best, x, cvals, cw)
     return MixtureFit(
         components=comps,
         hang_share=pi,
@@ -234,7 +241,46 @@ def fit_mixture(
         bic=bic,
         aic=aic,
         subsampled=subsampled,
+        p_exceed_timeout=s_t,
+        p_exceed_ci95=s_ci,
     )
+
+
+def _exceed(
+    theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
+) -> tuple[float, tuple[float, float] | None]:
+    """S(T) at the largest deadline T and its interval: z = probit(S) +- 1.96 sd(z), var(z)
+    from the inverse Hessian of the negative log-likelihood (finite differences)."""
+    log_t = float(cvals.max())
+
+    def probit_s(th: FloatArray) -> float:
+        w, mus, sig, _ = _unpack(th, k, True)
+        sf = float(np.dot(w, special.ndtr((mus - log_t) / sig)))
+        return float(special.ndtri(min(max(sf, 1e-12), 1 - 1e-12)))
+
+    z = probit_s(theta)
+    d, h = theta.shape[0], 1e-3
+    eye = np.eye(d) * h
+    f0 = _nll(theta, k, x, cvals, cw)
+    hess = np.empty((d, d))
+    for i in range(d):
+        for j in range(i, d):
+            fpp = _nll(theta + eye[i] + eye[j], k, x, cvals, cw)
+            fpm = _nll(theta + eye[i] - eye[j], k, x, cvals, cw)
+            fmp = _nll(theta - eye[i] + eye[j], k, x, cvals, cw)
+            fmm = _nll(theta - eye[i] - eye[j], k, x, cvals, cw)
+            hess[i, j] = hess[j, i] = (fpp - fpm - fmp + fmm) / (4 * h * h)
+    grad = np.array([(probit_s(theta + eye[i]) - probit_s(theta - eye[i])) / (2 * h)
+                     for i in range(d)])  # fmt: skip
+    s_t = float(special.ndtr(z))
+    try:
+        var = float(grad @ np.linalg.solve(hess, grad))
+    except np.linalg.LinAlgError:
+        return s_t, None
+    if not (math.isfinite(var) and var > 0 and f0 < 1e299):
+        return s_t, None
+    half = 1.959963984540054 * math.sqrt(var)
+    return s_t, (float(special.ndtr(z - half)), float(special.ndtr(z + half)))
 
 
 def fit_tool(arr: ProbeArrays) -> MixtureFit | None:

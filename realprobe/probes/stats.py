@@ -49,6 +49,8 @@ from realprobe.probes.windows import iso
 BURST_MAX_GAP_S = 3600.0
 #: a period (day by default) needs this many attempts to count for the variability flags
 VARIABILITY_MIN_N = 10
+#: a period needs this many attempts to count for the long-run interval
+LONG_RUN_MIN_N = 5
 SUCCESS_SD_FLAG = 0.10
 LATENCY_CV_FLAG = 0.25
 VARIABILITY_ALPHA = 0.01
@@ -318,16 +320,17 @@ def _periods(ts: FloatArray, ok: BoolArray, period_s: float) -> tuple[Any, Any, 
 def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) -> None:
     """Fill `s.long_run95`: the periods (days) are a sample of days, so the pooled rate's
     variance is the cluster-robust D/(D-1) sum (k_d - p n_d)^2 / N^2 over the D periods with
-    >= VARIABILITY_MIN_N calls, with Student t on D-1 degrees of freedom; never narrower
+    >= LONG_RUN_MIN_N calls, with Student t on D-1 degrees of freedom; never narrower
     than the burst-adjusted interval of the probed days."""
     if ts.shape[0] == 0:
         return
-    _, n_p, k_p, keep = _periods(ts, ok, period_s)
+    _, n_p, k_p, _ = _periods(ts, ok, period_s)
+    keep = n_p >= LONG_RUN_MIN_N
     d = int(keep.sum())
     s.long_run_periods = d
     if d < 2:
         s.long_run_note = (
-            f"needs >= 2 periods of {period_s / 3600:g} h with >= {VARIABILITY_MIN_N} calls: "
+            f"needs >= 2 periods of {period_s / 3600:g} h with >= {LONG_RUN_MIN_N} calls: "
             "the interval holds for the probed period only"
         )
         return
@@ -444,16 +447,16 @@ def latency_stats(latency_ms: FloatArray, code: IntArray, timeout_s: FloatArray)
     fit = fit_lognormal(lat, censor_ms)
     ks = ks_pvalue(lat, fit, t_ms) if fit else None
     comps, summary = None, None
+    s_t = (fit.p_exceed_timeout or 0.0) if fit else 0.0
+    s_ci = fit.p_exceed_ci95 if fit else None
     if ks is not None and ks < GOF_ALPHA and lat.shape[0] >= MIXTURE_MIN_N:
         mix = _mixture(lat, censor_ms)
         if mix is not None:
             summary = mix.summary()
             if mix.k > 1:
                 comps = [MixtureComponent(**c.model_dump()) for c in mix.components]
-    s_t = (fit.p_exceed_timeout or 0.0) if fit else 0.0
-    s_ci = fit.p_exceed_ci95 if fit else None
-    if comps and t_ms:
-        s_t, s_ci = mixture_sf(comps, t_ms), None
+                if t_ms:
+                    s_t, s_ci = mixture_sf(comps, t_ms), mix.p_exceed_ci95
     shown, how, observed = _shown(lat, fit, comps, s_t)
     return LatencyStats(
         n=int(lat.shape[0]),
