@@ -43,12 +43,22 @@ if TYPE_CHECKING:
         schedule,
         serve_mcp,
         stats,
+        sweep,
         task_results,
         window,
         write_report,
     )
+    from realprobe.api_cassettes import (
+        import_cassette,
+        inspect_cassette,
+        record_round,
+        replay_round,
+        scrub_cassette,
+        verify_cassette,
+    )
+    from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
-    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.importers import load_cassette, recover_cassette
     from realprobe.cassettes.session import use_cassette
     from realprobe.clients import TransportOptions, make_client, make_sync_client
     from realprobe.clock import Clock, RealClock, VirtualClock
@@ -71,6 +81,18 @@ if TYPE_CHECKING:
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
+    # catalogue files
+    "import_openapi": "realprobe.api_catalog",
+    "record_fixtures": "realprobe.api_catalog",
+    "public_apis": "realprobe.api_catalog",
+    # cassettes
+    "inspect_cassette": "realprobe.api_cassettes",
+    "verify_cassette": "realprobe.api_cassettes",
+    "scrub_cassette": "realprobe.api_cassettes",
+    "import_cassette": "realprobe.api_cassettes",
+    "record_round": "realprobe.api_cassettes",
+    "replay_round": "realprobe.api_cassettes",
+    "recover_cassette": "realprobe.cassettes.importers",
     # calling tools
     "call": "realprobe.api",
     "call_all": "realprobe.api",
@@ -130,6 +152,7 @@ _WHERE: dict[str, str] = {
     "save_cassette": "realprobe.cassettes.cassette",
     # tasks
     "run_tasks": "realprobe.api",
+    "sweep": "realprobe.api",
     "plan_tasks": "realprobe.api",
     "task_results": "realprobe.api",
     "TaskBatch": "realprobe.tasks.batch",
@@ -195,6 +218,9 @@ __all__ = [
     "doc_path",
     "drift",
     "export_profile",
+    "import_cassette",
+    "import_openapi",
+    "inspect_cassette",
     "load_cassette",
     "load_catalog",
     "load_profile",
@@ -205,16 +231,24 @@ __all__ = [
     "options",
     "plan_tasks",
     "probe",
+    "public_apis",
+    "record_fixtures",
+    "record_round",
+    "recover_cassette",
+    "replay_round",
     "run_demo",
     "run_probes",
     "run_tasks",
     "sandbox_running",
     "save_cassette",
     "schedule",
+    "scrub_cassette",
     "serve_mcp",
     "stats",
+    "sweep",
     "task_results",
     "use_cassette",
+    "verify_cassette",
     "window",
     "write_report",
 ]

@@ -31,6 +31,7 @@ import sqlite_utils
 from realprobe.dbfacts import (
     BUSY_TIMEOUT_MS,
     META_TABLE,
+    PHASE_COLUMNS,
     RUN_RUNNING,
     SCHEMA_VERSION,
     default_db_path,
@@ -118,7 +119,6 @@ PROBES_COLUMNS: dict[str, Any] = {
     "tls_issuer": str,
 }
 
-PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
 
 PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
 #: the columns the provenance survey groups by, then the time (a covering index)

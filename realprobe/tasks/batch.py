@@ -65,7 +65,12 @@ def resolve_mode(
     a simulate profile implies simulate mode, simulate mode without one uses the default."""
     from realprobe.clients import TransportOptions
 
-    opts = TransportOptions(mode=Mode.parse(mode), sandbox=sandbox, profile=simulate).normalised()
+    mode = Mode.parse(mode)
+    # record and replay use each task's own cassette (checked later, per task)
+    per_task = "<each task's cassette>" if mode in (Mode.RECORD, Mode.REPLAY) else None
+    opts = TransportOptions(
+        mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task
+    ).normalised()
     profile = opts.profile if opts.profile is None else str(opts.profile)
     return Mode(opts.mode), profile
 
