@@ -238,6 +238,8 @@ def test_retry_after_round_trip_through_a_loopback_api(tmp_path: Path) -> None:
         probe(api.catalog, [api.catalog.get(tool)], 48, realprobe.TransportOptions(), db, 5.0)
     _, rep = stats_from_db(db)
     prof = calibrate(rep, db=str(db))
+    # given the statistics and the database, calibrate reads the rows: mixtures tried too
+    assert prof.tools[tool].latency_ms.mixture_fit is not None
     ra = prof.tools[tool].retry_after[ErrorCode.RATE_LIMIT_ERROR]
     assert ra.n == 24 and ra.share == pytest.approx(0.75)
     assert dict(ra.values) == pytest.approx({3.0: 1 / 3, 7.0: 2 / 3})

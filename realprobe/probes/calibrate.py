@@ -248,11 +248,14 @@ def calibrate(
     db: str | None = None,
     arrays: ProbeArrays | None = None,
 ) -> Profile:
-    """`arrays` (the rows behind the report) adds each tool's latency mixture (one or two
-    lognormals, chosen by BIC; see latency_mixture.py)."""
+    """`arrays` (the rows behind the report; read from `db` when not given) adds each tool's
+    latency mixture (one or two lognormals, chosen by BIC; see latency_mixture.py) where the
+    statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
         raise RealprobeError("nothing to calibrate: no tool has probe rows in this window")
     mixtures: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
+    if arrays is None and db:
+        arrays = _rows_of(report, db)
     if arrays is not None:
         from realprobe.probes.latency_mixture import fit_mixtures
 
@@ -334,19 +337,36 @@ def retry_after_model(count: int, values: list[float]) -> RetryAfter:
     )
 
 
-def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport, db: str) -> None:
-    """Each tool's Retry-After per failure code, from the same rows as the report (a code
-    whose failures never carried the header gets share 0, so the simulator sends none)."""
-    from realprobe.probes.loading import load_retry_after
+def _selection(report: StatsReport) -> tuple[float | None, float | None, list[str] | None]:
+    """The window and target kinds of the rows behind a report."""
     from realprobe.probes.windows import parse_time
 
     since, until = (parse_time(w) if w else None for w in report.window)
     prov = report.provenance
+    return since, until, prov.target_kinds if prov else None
+
+
+def _rows_of(report: StatsReport, db: str) -> ProbeArrays | None:
+    """The rows behind a report (for `calibrate` given only the statistics and the database),
+    or None when the database does not hold them."""
+    from realprobe.probes.loading import load_probes
+
+    since, until, kinds = _selection(report)
     try:
-        seen = load_retry_after(
-            db, since, until, sorted(tools),
-            kinds=prov.target_kinds if prov else None,
-        )  # fmt: skip
+        arr = load_probes(db, since, until, [t.tool for t in report.tools], kinds=kinds)
+    except RealprobeError:
+        return None
+    return arr if len(arr) == report.rows else None
+
+
+def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport, db: str) -> None:
+    """Each tool's Retry-After per failure code, from the same rows as the report (a code
+    whose failures never carried the header gets share 0, so the simulator sends none)."""
+    from realprobe.probes.loading import load_retry_after
+
+    since, until, kinds = _selection(report)
+    try:
+        seen = load_retry_after(db, since, until, sorted(tools), kinds=kinds)
     except RealprobeError:
         return  # the report came without its database: nothing to measure from
     for tool, by_code in seen.items():
@@ -548,6 +568,11 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
     one = next(iter(deadlines)) if len(deadlines) == 1 else None
     return {
         "format": "realprobe-reliabilitybench-view/2",
+        "plug_in": (
+            "per intensity level and tool: failure_rate as the injector's fault probability "
+            "per call and fault_weights as the weights of its fault kinds (independent draws: "
+            "bursts and code persistence are not in this view)"
+        ),
         "fault_kinds": list(RELIABILITYBENCH_KINDS),
         "deadline_s": one,
         "note": _deadline_note(one)
