@@ -93,7 +93,7 @@ def one(name: str, n: int, seed: int) -> dict[str, tuple[float, float]]:
                                   inside(tp.burst.p_fail_after_ok, b.p_fail_after_ok.ci95))
     if tp.code_persistence is not None:
         out["code_persistence"] = ((got.code_persistence or 0.0) - tp.code_persistence,
-                                   float("nan"))
+                                   inside(tp.code_persistence, got.code_persistence_ci95))
     if tp.daily_logit_sd is not None:
         out["daily_logit_sd"] = ((got.daily_logit_sd or 0.0) - tp.daily_logit_sd, float("nan"))
         out["long_run_success"] = (got.success_rate - tp.success_rate,
@@ -103,7 +103,7 @@ def one(name: str, n: int, seed: int) -> dict[str, tuple[float, float]]:
         waits = [o.retry_after_s for o in (model.draw("a") for _ in range(n * 5)) if o.code is RL]
         fit = retry_after_model(len(waits), [w for w in waits if w is not None])
         vals = dict(fit.values)
-        out["retry_after.share"] = (fit.share - RA.share, float("nan"))
+        out["retry_after.share"] = (fit.share - RA.share, inside(RA.share, fit.share_ci95))
         out["retry_after.w(30 s)"] = (vals.get(30.0, 0.0) - 0.75, float("nan"))
     if deadline < 1.0:
         at = AtDeadline(got, deadline)

@@ -17,7 +17,7 @@ from scipy import optimize
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
 from realprobe.probes.loading import ProbeArrays
-from realprobe.probes.stats import StatsReport, ToolStats
+from realprobe.probes.stats import StatsReport, ToolStats, wilson
 from realprobe.simulator.profile import (
     Burst,
     LatencyModel,
@@ -88,17 +88,22 @@ def _with_deadline_uncertainty(
     return (min(1.0, math.exp(centre - d_lo)), min(1.0, math.exp(centre + d_hi)))
 
 
-def code_persistence(ts: ToolStats) -> float | None:
+def code_persistence(ts: ToolStats) -> tuple[float | None, tuple[float, float] | None]:
     """c in P(same code | fail after fail) = c + (1-c) sum w^2 (the fault model's rule),
-    solved from the observed share of repeated codes; None with fewer than 5 such pairs or a
-    single code (nothing to repeat but itself)."""
+    solved from the observed share of repeated codes, and its interval (the Wilson interval
+    of that share mapped the same way); None with fewer than 5 such pairs or a single code
+    (nothing to repeat but itself)."""
     same = ts.burst.p_same_code_after_fail
-    if same is None or same.p is None or same.n < 5:
-        return None
+    if same is None or same.p is None or same.n < 5 or same.ci95 is None:
+        return None, None
     chance = sum(w * w for w in ts.errors.share_of_failures.values())
     if chance >= 1 - 1e-9:
-        return None
-    return min(1.0, max(0.0, (same.p - chance) / (1 - chance)))
+        return None, None
+
+    def solve(q: float) -> float:
+        return min(1.0, max(0.0, (q - chance) / (1 - chance)))
+
+    return solve(same.p), (solve(same.ci95[0]), solve(same.ci95[1]))
 
 
 def reconciled_chain(ff: float, fo: float, fail: float) -> Burst:
@@ -228,6 +233,7 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
             ff, fo = generative_chain(ts, 1.0 - success, s_t)
         burst = reconciled_chain(ff, fo, 1.0 - success)
     var = ts.variability
+    persistence, persistence_ci = code_persistence(ts)
     return ToolProfile(
         n=ts.success.n,
         success_rate=success,
@@ -236,7 +242,8 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         errors=errors,
         latency_ms=latency,
         burst=burst,
-        code_persistence=code_persistence(ts),
+        code_persistence=persistence,
+        code_persistence_ci95=persistence_ci,
         daily_logit_sd=var.success_logit_sd if var.success_logit_sd else None,
     )
 
@@ -333,6 +340,7 @@ def retry_after_model(count: int, values: list[float]) -> RetryAfter:
     return RetryAfter(
         n=count,
         share=len(values) / count if count else 0.0,
+        share_ci95=wilson(len(values), count) if count else None,
         values=[(v, float(c)) for v, c in sorted(top)],
     )
 

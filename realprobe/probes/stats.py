@@ -393,12 +393,17 @@ def kruskal_pvalue(groups: list[FloatArray]) -> float:
 GOF_ALPHA = 0.05
 #: fewest successes a two-component fit is tried on (five parameters)
 MIXTURE_MIN_N = 10
+#: successes the statistics fit a mixture to (a seeded subsample above: the fit is for the
+#: shape, and it keeps `stats` quick when many tools fail the KS test)
+MIXTURE_MAX_POINTS = 1000
 
 
 def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
     from realprobe.probes.latency_mixture import fit_mixture
 
-    return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N)
+    return fit_mixture(
+        lat, censor_ms, min_points_for_two=MIXTURE_MIN_N, max_points=MIXTURE_MAX_POINTS
+    )
 
 
 def mixture_quantile(comps: list[MixtureComponent], q: float) -> float:
