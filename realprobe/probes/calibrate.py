@@ -248,6 +248,22 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     )
 
 
+def _tool_profiles(report: StatsReport, arrays: ProbeArrays | None) -> dict[str, ToolProfile]:
+    """Every tool's profile; with the rows, a mixture by BIC where the statistics have none."""
+    mixtures: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
+    if arrays is not None:
+        from realprobe.probes.latency_mixture import fit_mixtures
+
+        mixtures = fit_mixtures(arrays, [t.tool for t in report.tools if not t.latency.mixture])
+    tools = {}
+    for t in report.tools:
+        comps, summary = mixtures.get(t.tool, (None, None))
+        tools[t.tool] = tool_profile(t, comps)
+        if summary is not None:
+            tools[t.tool].latency_ms.mixture_fit = summary
+    return tools
+
+
 def calibrate(
     report: StatsReport,
     *,
@@ -260,20 +276,7 @@ def calibrate(
     statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
         raise RealprobeError("nothing to calibrate: no tool has probe rows in this window")
-    mixtures: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
-    if arrays is None and db:
-        arrays = _rows_of(report, db)
-    if arrays is not None:
-        from realprobe.probes.latency_mixture import fit_mixtures
-
-        fitted = [t.tool for t in report.tools if not t.latency.mixture]
-        mixtures = fit_mixtures(arrays, fitted)
-    tools = {}
-    for t in report.tools:
-        comps, summary = mixtures.get(t.tool, (None, None))
-        tools[t.tool] = tool_profile(t, comps)
-        if summary is not None:
-            tools[t.tool].latency_ms.mixture_fit = summary
+    tools = _tool_profiles(report, arrays if arrays is not None or not db else _rows_of(report, db))
     if db:
         add_retry_after(tools, report, db)
     deadlines = sorted({t.latency.timeout_s for t in report.tools if t.latency.timeout_s})
@@ -296,7 +299,8 @@ def calibrate(
         source["tool_timeout_s"] = {
             t.tool: t.latency.timeout_s for t in report.tools if t.latency.timeout_s
         }
-    adjusted = {t.tool: round(deadline_share(t), 4) for t in report.tools if deadline_share(t)}
+    shares = {t.tool: deadline_share(t, tools[t.tool].latency_ms) for t in report.tools}
+    adjusted = {name: round(v, 4) for name, v in shares.items() if v}
     if adjusted:
         source["deadline_adjusted"] = {
             "note": "share S(T) of calls slower than the probes' deadline, per tool; "

@@ -227,8 +227,7 @@ def fit_lognormal(
     s_t = float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig)))
     method = "censored-mle+hang-mass" if hang_mass else "censored-mle"
     mu_ci: tuple[float, float] | None
-    sig_ci: tuple[float, float] | None
-    s_ci: tuple[float, float] | None = None
+    sig_ci = s_ci = None
     if s_t >= PROFILE_CI_MIN_EXCEED:
         # the deadline cuts into the distribution: the likelihood is far from quadratic, so
         # Wald intervals under-cover; profile it
