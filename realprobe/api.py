@@ -434,14 +434,14 @@ def _sweep(path: Path) -> None:
     """Open the file for writing only when it needs it: an older schema, or runs still
     marked running (one of them may belong to a killed process)."""
     import sqlite3
-    from urllib.parse import quote
 
     from realprobe.dbfacts import META_TABLE, RUN_RUNNING, SCHEMA_VERSION
+    from realprobe.store import read_only
 
     if not path.is_file():
         return
     try:
-        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=2)
+        conn = read_only(path, need=None)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             if "probe_runs" not in tables:
@@ -456,7 +456,7 @@ def _sweep(path: Path) -> None:
             ).fetchone()
         finally:
             conn.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, RealprobeError):
         return  # not a database: the reader says so
     if version is not None and int(version[0]) == SCHEMA_VERSION and running is None:
         return

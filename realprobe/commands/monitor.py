@@ -166,6 +166,11 @@ def merge_cmd(
                 f"{s.path}: {s.rows_added:,} of {s.rows_seen:,} rows added, "
                 f"{s.runs_added} runs ({s.runs_renamed} renamed) in {s.seconds:.1f}s"
             )
+        for reason, n in sorted(s.rows_refused.items()):
+            err_console.print(
+                f"{s.path}: refused {n:,} rows ({reason}); kept in the probes_quarantine "
+                "table of the output", highlight=False,
+            )
 
     report = merge(sources, output, on_source=progress)
     if as_json:

@@ -25,6 +25,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from realprobe.errors import RealprobeError
+from realprobe.store import read_only
+
 #: histogram bucket upper bounds for successful latencies, in seconds
 LATENCY_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: per-minute buckets kept for windowed ratios and the status page
@@ -107,12 +110,6 @@ class Aggregator:
 
     # -- reading ----------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
-        uri = f"file:{self.db_path}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=10.0, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        return conn
-
     def _probe_columns(self, conn: sqlite3.Connection) -> set[str]:
         if self._columns is None or "target_kind" not in self._columns:
             self._columns = {r[1] for r in conn.execute("PRAGMA table_info(probes)")}
@@ -139,8 +136,8 @@ class Aggregator:
                 self.refresh_errors += 1
                 return
             try:
-                conn = self._connect()
-            except sqlite3.Error as exc:
+                conn = read_only(self.db_path, need=None)
+            except RealprobeError as exc:
                 self.last_error = str(exc)
                 self.refresh_errors += 1
                 return

@@ -42,7 +42,6 @@ resolves, never again while it keeps firing, so a check run every minute does no
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import time
 import tomllib
@@ -55,9 +54,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from realprobe.errors import RealprobeError
-from realprobe.probes.stats import wilson
+from realprobe.probes.loading import conditions, load_probes, probe_columns
+from realprobe.probes.stats import latency_stats, wilson
 from realprobe.probes.windows import parse_duration
-from realprobe.store import Store, iso_utc
+from realprobe.store import Store, iso_utc, read_only
 
 RuleKind = Literal["success_below", "p95_above", "cert_expiring", "no_success", "drift_worse"]
 
@@ -167,9 +167,9 @@ class Event(BaseModel):
 
 def evaluate(db: str | Path, config: AlertConfig, now: float | None = None) -> list[Finding]:
     now = time.time() if now is None else now
-    conn = sqlite3.connect(f"file:{Path(db)}?mode=ro", uri=True, timeout=30.0)
+    conn = read_only(db)
     try:
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(probes)")}
+        cols = probe_columns(conn)
         out: list[Finding] = []
         for rule in config.rules:
             out += _EVALUATORS[rule.kind](conn, cols, rule, now, Path(db))
@@ -178,24 +178,21 @@ def evaluate(db: str | Path, config: AlertConfig, now: float | None = None) -> l
         conn.close()
 
 
-def _scope(cols: set[str], rule: Rule) -> tuple[str, list[Any]]:
-    where, params = ["COALESCE(excluded, 0) = 0"], []
-    if "target_kind" in cols and rule.target != "all":
-        where.append("COALESCE(target_kind, 'live') = ?")
-        params.append(rule.target)
-    if rule.tools:
-        where.append(f"tool IN ({','.join('?' * len(rule.tools))})")
-        params += rule.tools
-    return " AND ".join(where), params
+def _kinds(rule: Rule) -> list[str] | None:
+    return None if rule.target == "all" else [rule.target]
+
+
+def _scope(cols: set[str], rule: Rule, since: float | None = None) -> tuple[str, list[Any]]:
+    """The rule's rows, selected like every other reader selects them (`conditions`)."""
+    return conditions(cols, since, None, rule.tools, _kinds(rule), None)
 
 
 def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
                    db: Path) -> list[Finding]:
-    where, params = _scope(cols, rule)
-    since = now - parse_duration(rule.window)
+    where, params = _scope(cols, rule, now - parse_duration(rule.window))
     rows = conn.execute(
         f"SELECT tool, COUNT(*), SUM(outcome = 'ok') FROM probes WHERE {where} "
-        "AND started_ts >= ? GROUP BY tool ORDER BY tool", [*params, since]
+        "GROUP BY tool ORDER BY tool", params
     ).fetchall()
     out = []
     assert rule.threshold is not None
@@ -214,27 +211,23 @@ def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: fl
 
 def _p95_above(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
                db: Path) -> list[Finding]:
-    where, params = _scope(cols, rule)
-    since = now - parse_duration(rule.window)
-    per_tool: dict[str, list[float]] = {}
-    for tool, latency in conn.execute(
-        f"SELECT tool, latency_ms FROM probes WHERE {where} AND outcome = 'ok' "
-        "AND started_ts >= ?", [*params, since]
-    ):
-        per_tool.setdefault(tool, []).append(float(latency or 0.0))
+    """p95 as `stats` computes it (probes/stats.py: the censored fit when the deadline
+    bites, else the successes' own percentile), over the same rows `stats` would read."""
+    arr = load_probes(conn, now - parse_duration(rule.window), None, rule.tools,
+                      kinds=_kinds(rule))
     out = []
     assert rule.threshold_ms is not None
-    for tool, values in sorted(per_tool.items()):
-        if len(values) < rule.min_calls:
+    for i, tool in enumerate(arr.tools):
+        part = arr.slice(i)
+        lat = latency_stats(part.latency_ms, part.code, part.timeout_s)
+        if lat.n < rule.min_calls or lat.p95 is None or not lat.p95 > rule.threshold_ms:
             continue
-        values.sort()
-        p95 = values[min(len(values) - 1, math.ceil(0.95 * len(values)) - 1)]
-        if p95 > rule.threshold_ms:
-            out.append(Finding(
-                rule=rule.label(), kind=rule.kind, subject=tool, value=p95,
-                message=f"{tool}: p95 latency {p95:.0f} ms over {rule.window} "
-                        f"({len(values)} successes) is above {rule.threshold_ms:g} ms",
-            ))
+        how = " (censored fit)" if lat.percentiles == "censored-fit" else ""
+        out.append(Finding(
+            rule=rule.label(), kind=rule.kind, subject=tool, value=lat.p95,
+            message=f"{tool}: p95 latency {lat.p95:.0f} ms{how} over {rule.window} "
+                    f"({lat.n} successes) is above {rule.threshold_ms:g} ms",
+        ))
     return out
 
 
@@ -245,7 +238,7 @@ def _cert_expiring(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: fl
     where, params = _scope(cols, rule)
     rows = conn.execute(
         f"SELECT api, tls_expires_ts, tls_issuer FROM probes WHERE {where} "
-        "AND tls_expires_ts IS NOT NULL AND id IN (SELECT MAX(id) FROM probes "
+        "AND typeof(tls_expires_ts) = 'real' AND id IN (SELECT MAX(id) FROM probes "
         "WHERE tls_expires_ts IS NOT NULL GROUP BY api) ORDER BY api", params
     ).fetchall()
     out = []
@@ -286,12 +279,11 @@ def _no_success(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
 def _drift_worse(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
                  db: Path) -> list[Finding]:
     from realprobe.probes.drift import drift
-    from realprobe.probes.loading import load_probes
 
     cur_start = now - parse_duration(rule.window)
     base_start = cur_start - parse_duration(rule.baseline)
-    base = load_probes(db, base_start, cur_start, rule.tools)
-    cur = load_probes(db, cur_start, now, rule.tools)
+    base = load_probes(conn, base_start, cur_start, rule.tools, kinds=_kinds(rule))
+    cur = load_probes(conn, cur_start, now, rule.tools, kinds=_kinds(rule))
     report = drift(base, cur, baseline_window=(base_start, cur_start),
                    current_window=(cur_start, now))
     out = []

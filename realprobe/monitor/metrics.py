@@ -31,8 +31,10 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from realprobe.errors import RealprobeError
 from realprobe.monitor.aggregate import LATENCY_BUCKETS_S, Aggregator, Series
 from realprobe.probes.stats import wilson
+from realprobe.store import read_only
 
 SERIES_LABELS = ["tool", "api", "target_kind", "vantage"]
 
@@ -210,8 +212,8 @@ def _cumulative_buckets(s: Series) -> list[tuple[str, float]]:
 def budget_used(agg: Aggregator, day: str) -> dict[str, int]:
     """Today's live-call budget ledger (a small table: read whole)."""
     try:
-        conn = sqlite3.connect(f"file:{agg.db_path}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
+        conn = read_only(agg.db_path, need="api_budget")
+    except RealprobeError:
         return {}
     try:
         rows = conn.execute(

@@ -12,7 +12,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from realprobe.probes.loading import conditions, connect_readonly, probe_columns
+from realprobe.probes.loading import conditions, probe_columns
+from realprobe.store import read_only
 
 PHASES = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
 CONNECTION = ("dns_ms", "connect_ms", "tls_ms")
@@ -27,7 +28,7 @@ def phase_breakdown(
     vantages: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         if not set(PHASES) <= cols:
@@ -72,7 +73,7 @@ def vantage_table(
     bursts)."""
     from realprobe.probes.stats import wilson
 
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         where, params = conditions(cols, since, until, tools, kinds, None)

@@ -17,13 +17,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from realprobe.errors import BadArgument, RealprobeError
-from realprobe.probes.loading import (
-    busy_timeout_s,
-    conditions,
-    connect_readonly,
-    probe_columns,
-)
+from realprobe.probes.loading import conditions, probe_columns
 from realprobe.probes.windows import iso
+from realprobe.store import read_error, read_only
 from realprobe.target import TargetKind
 
 #: what `target` accepts: the kinds, and all
@@ -122,7 +118,7 @@ def _query(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
     try:
         return conn.execute(sql, params).fetchall()
     except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({exc}; waited {busy_timeout_s():g}s)") from exc
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
 
 
 #: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
@@ -138,7 +134,7 @@ def survey(
 ) -> list[Group]:
     """Every (kind, target, vantage, source, excluded) group in the window: one scan, of the
     covering provenance index when the file has it."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         have = [c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
