@@ -118,6 +118,12 @@ def kind_expr(columns: set[str]) -> str:
     return "target_kind" if "target_kind" in columns else "'live'"
 
 
+def sane_start(now: float | None = None) -> tuple[str, list[Any]]:
+    """SQL (and its parameter) true for rows whose start is a time: a number from 0 to now plus
+    the skew the store allows (text sorts above every number in SQLite; NULL fails)."""
+    return "started_ts BETWEEN 0 AND ?", [(time.time() if now is None else now) + FUTURE_SKEW_S]
+
+
 def conditions(
     columns: set[str],
     since: float | None = None,
@@ -137,8 +143,8 @@ def conditions(
         [] if excluded is None
         else ["coalesce(excluded, 0) = 1" if excluded else "coalesce(excluded, 0) = 0"]
     )
-    where.append("started_ts BETWEEN 0 AND ?")  # text sorts above every number in SQLite
-    params: list[Any] = [time.time() + FUTURE_SKEW_S]
+    sane, params = sane_start()
+    where.append(sane)
     if since is not None:
         where.append("started_ts >= ?")
         params.append(since)
@@ -178,9 +184,15 @@ def tool_counts(
     return {str(t): int(c) for t, c in rows}
 
 
+def number(column: str) -> str:
+    """SQL for a column read as a number: NULL when it holds anything else (text, a blob), so
+    a row written around the store's checks cannot break a reader."""
+    return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} END"
+
+
 def _real(column: str) -> str:
     """A number column as a number, NaN when it holds anything else (text, NULL)."""
-    return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} ELSE 'NaN' END"
+    return f"coalesce({number(column)}, 'NaN')"
 
 
 def _row_query(

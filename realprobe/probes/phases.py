@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from realprobe.probes.loading import conditions, probe_columns
+from realprobe.probes.loading import conditions, number, probe_columns
 from realprobe.store import read_only
 
 PHASES = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
@@ -35,8 +35,9 @@ def phase_breakdown(
             return {}
         where, params = conditions(cols, since, until, tools, kinds, vantages)
         rows = conn.execute(
-            f"SELECT tool, new_connection, {', '.join(PHASES)} FROM probes WHERE {where} "
-            "AND outcome = 'ok' AND ttfb_ms IS NOT NULL ORDER BY tool",
+            f"SELECT tool, new_connection, {', '.join(number(p) for p in PHASES)} FROM probes "
+            f"WHERE {where} AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL "
+            "ORDER BY tool",
             params,
         ).fetchall()
     finally:
@@ -78,7 +79,8 @@ def vantage_table(
         cols = probe_columns(conn)
         where, params = conditions(cols, since, until, tools, kinds, None)
         rows = conn.execute(
-            f"SELECT tool, COALESCE(vantage, ''), outcome, latency_ms FROM probes WHERE {where}",
+            f"SELECT tool, COALESCE(vantage, ''), outcome, {number('latency_ms')} FROM probes "
+            f"WHERE {where}",
             params,
         ).fetchall()
     finally:
