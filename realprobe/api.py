@@ -354,6 +354,9 @@ def schedule(
     rules = _alert_rules(alerts)
 
     async def go() -> ScheduleResult:
+        from realprobe.monitor.alerts import RoundChecks
+
+        checks = None if rules is None else RoundChecks(path, rules, on_alert or _quiet)
         async with probe_session(
             cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
         ) as (store, client):
@@ -365,20 +368,28 @@ def schedule(
                     politeness=config, concurrency=concurrency, seed=seed + number,
                     stop=stop, schedule_id=sched.schedule_id, gates=gates,
                 )
-                if rules is not None:
-                    await asyncio.to_thread(_check_alerts, path, rules, on_alert)
+                if checks is not None:
+                    checks.after_round()  # in the background: webhooks never hold a round
                 return summary
 
             sched = ProbeSchedule(
                 trigger, one_round, store, interval_s=interval, max_runs=max_runs,
                 on_event=on_event,
             )
-            if not stop_on_signals:
-                return await sched.run()
-            with on_signals(lambda: sched.stop("signal")):
-                return await sched.run()
+            try:
+                if not stop_on_signals:
+                    return await sched.run()
+                with on_signals(lambda: sched.stop("signal")):
+                    return await sched.run()
+            finally:
+                if checks is not None:
+                    await checks.drain()
 
     return asyncio.run(go())
+
+
+def _quiet(line: str) -> None:
+    """Where lines go when nobody asked to see them."""
 
 
 def _alert_rules(alerts: str | Path | None) -> Any:
@@ -387,22 +398,6 @@ def _alert_rules(alerts: str | Path | None) -> Any:
     from realprobe.monitor.alerts import load_rules
 
     return load_rules(Path(alerts))
-
-
-def _check_alerts(db: Path, rules: Any, show: Callable[[str], None] | None) -> None:
-    """Evaluate alert rules after a scheduled round; a failure here never stops the schedule."""
-    from realprobe.monitor.alerts import check
-
-    say = show or (lambda line: None)
-    try:
-        result = check(db, rules)
-    except RealprobeError as exc:
-        say(f"alert check failed: {exc}")
-        return
-    for event in result.events:
-        say(f"alert {event.status}: {event.rule} / {event.subject}: {event.message}")
-    for line in result.delivery_failures:
-        say(f"webhook delivery failed: {line} (will retry)")
 
 
 # -- analysis ---------------------------------------------------------------------------------

@@ -141,6 +141,8 @@ def alert_check_cmd(
         for e in result.events:
             verb = "would send" if dry_run else "sent"
             console.print(f"{verb} {e.status}: {e.rule} / {e.subject}")
+        for note in result.notes:
+            console.print(note, highlight=False)
         if not result.findings:
             console.print("no alert firing")
     for line in result.delivery_failures:
