@@ -33,16 +33,17 @@ from urllib.parse import quote
 import sqlite_utils
 from pydantic import BaseModel
 
-from realprobe.adapters.result import ToolResult
 from realprobe.dbfacts import (
     BUSY_TIMEOUT_MS,
     META_TABLE,
+    PHASE_COLUMNS,
     RUN_RUNNING,
     SCHEMA_VERSION,
     busy_timeout_s,
     default_db_path,
 )
 from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
+from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import SOURCES, Target, TargetKind
 
@@ -127,7 +128,6 @@ PROBES_COLUMNS: dict[str, Any] = {
     "row_key": str,
 }
 
-PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
 
 PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
 #: the columns the provenance survey groups by, then the time (a covering index)

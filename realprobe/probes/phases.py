@@ -12,11 +12,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
+from realprobe.dbfacts import PHASE_COLUMNS as PHASES
 from realprobe.probes.loading import conditions, number, probe_columns
 from realprobe.store import read_only
-
-PHASES = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
-CONNECTION = ("dns_ms", "connect_ms", "tls_ms")
 
 
 def phase_breakdown(
