@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         probe,
         run_tasks,
         sandbox_running,
+        save_profile,
         schedule,
         serve_mcp,
         stats,
@@ -122,6 +123,7 @@ _WHERE: dict[str, str] = {
     "Sandbox": "realprobe.sandbox.server",
     "Profile": "realprobe.simulator.profile",
     "load_profile": "realprobe.simulator.profile",
+    "save_profile": "realprobe.api",
     # probing and analysis
     "probe": "realprobe.api",
     "schedule": "realprobe.api",
@@ -241,6 +243,7 @@ __all__ = [
     "run_tasks",
     "sandbox_running",
     "save_cassette",
+    "save_profile",
     "schedule",
     "scrub_cassette",
     "serve_mcp",

@@ -684,6 +684,15 @@ def export_profile(
     return export(prof, view, deadline)
 
 
+def save_profile(
+    profile: Profile, path: str | Path, *, replace: bool = True, private: bool = False
+) -> Path:
+    """Write a profile (from `calibrate`, or built by hand) as the JSON file `load_profile`,
+    `make_sandbox` and `options(simulate=...)` read back: atomically, never through a
+    symbolic link, mode 0644 under the usual umask (`private`: 0600). Returns the path."""
+    return profile.save(path, replace=replace, private=private)
+
+
 class Calibration(NamedTuple):
     """What `calibrate_export` made: the profile, and its export as JSON data."""
 
@@ -1033,6 +1042,7 @@ __all__ = [
     "probe",
     "run_tasks",
     "sandbox_running",
+    "save_profile",
     "select_rows",
     "serve_mcp",
     "stats",
