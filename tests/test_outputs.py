@@ -32,7 +32,7 @@ def run_cli(args: list[str], monkeypatch: pytest.MonkeyPatch,
         main()
     except SystemExit as exc:
         code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     return code, err
 
 
