@@ -16,6 +16,7 @@ cut may lose the last transactions), and costs no fsync per row.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -206,6 +207,29 @@ def read_only(path: str | Path, *, need: str | None = "probes") -> sqlite3.Conne
         conn.close()
         raise RealprobeError(f"{p}: has no `{need}` table; run `realprobe probe` first")
     return conn
+
+
+def upkeep(path: Path) -> None:
+    """Before a read: open the file for writing only when it needs it (an older schema to
+    migrate, or runs still marked running, one of which may belong to a killed process);
+    a file that is read-only, locked or not a database is left for the reader to report."""
+    try:
+        conn = read_only(path, need="probe_runs")
+    except RealprobeError:
+        return
+    try:
+        version = schema_version(sqlite_utils.Database(conn), "probes")
+        running = conn.execute(
+            "SELECT 1 FROM probe_runs WHERE status = ? LIMIT 1", [RUN_RUNNING]
+        ).fetchone()
+    except (sqlite3.Error, ValueError):
+        return
+    finally:
+        conn.close()
+    if version == SCHEMA_VERSION and running is None:
+        return
+    with contextlib.suppress(RealprobeError):
+        Store(path, busy_timeout_s=2.0).close()
 
 
 def read_error(exc: sqlite3.Error) -> str:

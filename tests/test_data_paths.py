@@ -241,3 +241,52 @@ def test_foreign_files_are_one_line_errors(tmp_path: Path) -> None:
         res = _cli("merge", str(bad), "-o", str(tmp_path / "all.db"), cwd=tmp_path)
         assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
         assert words in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+# -- one read path -------------------------------------------------------------------------
+
+
+def test_one_selection_feeds_every_reader_and_target_is_a_deprecated_alias(
+    tmp_path: Path,
+) -> None:
+    import warnings
+
+    from realprobe import api_rows
+
+    db, now = tmp_path / "p.db", time.time()
+    write_rows(db, "agify_age", "oxoo" * 10, t0=now - 3000, step_s=60)
+    write_rows(db, "catfact_fact", "oo" * 10, t0=now - 3000, step_s=60, run_id="s",
+               extra={"target_kind": "sandbox"})
+    sel = realprobe.rows(db, kinds="sandbox")
+    assert sel.kinds == ["sandbox"] and len(sel.arrays()) == 20
+    assert sel.stats().model_dump() == realprobe.stats(db, kinds="sandbox").model_dump()
+    assert sel.calibrate().tools.keys() == {"catfact_fact"}
+    assert realprobe.rows(db).kinds == ["live"]  # live first when the window holds any
+    half = now - 1800
+    early, late = (realprobe.rows(db, until=half), realprobe.rows(db, since=half))
+    assert [t.tool for t in early.drift(late).tools] == ["agify_age"]
+
+    api_rows._WARNED.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = realprobe.stats(db, target="sandbox")
+        realprobe.stats(db, target="sandbox")
+    assert old.model_dump() == sel.stats().model_dump()
+    assert [w.category for w in caught] == [DeprecationWarning]  # once
+    assert "use kinds=" in str(caught[0].message)
+    with pytest.raises(realprobe.BadArgument, match="kinds 'nope'"):
+        realprobe.rows(db, kinds="nope")
+    with pytest.raises(realprobe.RealprobeError, match="(?i)did you mean"):
+        realprobe.rows(db, tools="agify_agee")
+
+
+def test_the_front_door_runs_no_sql() -> None:
+    import inspect
+
+    import realprobe.api as front
+    import realprobe.api_rows as selection
+
+    for module in (front, selection):
+        text = inspect.getsource(module)
+        for word in ("SELECT ", "execute(", "sqlite3", "read_only("):
+            assert word not in text, (module.__name__, word)

@@ -98,7 +98,7 @@ def parse_target(value: str | None) -> str | None:
     v = value.strip().lower() if isinstance(value, str) else value
     if v not in TARGET_CHOICES:
         raise BadArgument(
-            "target", f"target {value!r}: choose one of {', '.join(TARGET_CHOICES)}"
+            "kinds", f"kinds {value!r}: choose one of {', '.join(TARGET_CHOICES)}"
         )
     return str(v)
 
@@ -213,9 +213,9 @@ def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
         return list(present)
     found = ", ".join(f"{k} ({n} rows)" for k, n in sorted(present.items()))
     raise BadArgument(
-        "target",
-        f"this window holds no live rows but several other kinds: {found}; pick one with "
-        f"target={'|'.join(sorted(present))}, or target=all to pool them",
+        "kinds",
+        f"this window holds no live rows, only {found}; pick one with "
+        f"kinds={'|'.join(sorted(present))}, or kinds=all to pool them",
     )
 
 
@@ -277,7 +277,7 @@ def empty_selection_error(
     widen: tuple[str, ...] = ("since", "until"),
 ) -> str:
     """Why a selection holds no rows, in one line that says what to do (naming the parameters
-    `target` and `widen`: raise it with `param=EMPTY_SELECTION_PARAMS`)."""
+    `kinds` and `widen`: raise it with `param=EMPTY_SELECTION_PARAMS`)."""
     sel = f" for {', '.join(tools)}" if tools else ""
     where = f"between {prov.window[0] or 'the beginning'} and {prov.window[1] or 'now'}"
     kinds = prov.kinds_text()
@@ -291,7 +291,7 @@ def empty_selection_error(
         found = ", ".join(f"{k} ({n})" for k, n in sorted(prov.other_kinds.items()))
         return (
             f"no {kinds} rows{sel} {where} in {db}; the window holds {found}: "
-            "pick it with target"
+            "pick it with kinds"
         )
     return (
         f"no probe rows{sel} {where} in {db}; widen the window ({', '.join(widen)}) "
@@ -300,7 +300,7 @@ def empty_selection_error(
 
 
 #: the parameters an `empty_selection_error` message may name
-EMPTY_SELECTION_PARAMS = ("target", "since", "until", "baseline", "current")
+EMPTY_SELECTION_PARAMS = ("kinds", "since", "until", "baseline", "current")
 
 __all__ = [
     "ALL",
