@@ -276,7 +276,7 @@ def test_one_selection_feeds_every_reader_and_target_is_a_deprecated_alias(
     assert "use kinds=" in str(caught[0].message)
     with pytest.raises(realprobe.BadArgument, match="kinds 'nope'"):
         realprobe.rows(db, kinds="nope")
-    with pytest.raises(realprobe.RealprobeError, match="(?i)did you mean"):
+    with pytest.raises(realprobe.RealprobeError, match=r"(?i)did you mean"):
         realprobe.rows(db, tools="agify_agee")
 
 
