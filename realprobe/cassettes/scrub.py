@@ -333,3 +333,41 @@ def declared_secret_finder(catalog: Any) -> SecretFinder:
         return secret_values_in(catalog, call.method, call.uri)
 
     return finder
+
+
+def _changed_headers(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> list[str]:
+    return sorted({k.lower() for (k, v), (_, w) in zip(before, after, strict=False) if v != w})
+
+
+def _changed_parts(old: Call, new: Call) -> list[str]:
+    """Where scrubbing changed a call: names and places, never the values."""
+    where: list[str] = []
+    if old.uri != new.uri:
+        where.append("url")
+    where += [f"request header {h}" for h in _changed_headers(old.request_headers,
+                                                                new.request_headers)]
+    if old.request_body != new.request_body:
+        where.append("request body")
+    where += [f"response header {h}" for h in _changed_headers(old.headers, new.headers)]
+    if old.body != new.body:
+        where.append("response body")
+    if old.error is not None and new.error is not None and old.error.message != new.error.message:
+        where.append("error message")
+    return where
+
+
+def scrub_preview(
+    cassette: Cassette, cfg: ScrubConfig | None = None, *, finder: SecretFinder | None = None
+) -> tuple[ScrubReport, list[dict[str, Any]]]:
+    """What `scrub_cassette` would replace, call by call (the scrubbed URL and the places),
+    leaving `cassette` as it is."""
+    import copy
+
+    twin = Cassette(copy.deepcopy(cassette.calls), copy.deepcopy(cassette.meta))
+    report = scrub_cassette(twin, cfg, finder=finder)
+    changes = []
+    for old, new in zip(cassette.calls, twin.calls, strict=True):
+        where = _changed_parts(old, new)
+        if where:
+            changes.append({"seq": old.seq, "request": f"{new.method} {new.uri}", "where": where})
+    return report, changes

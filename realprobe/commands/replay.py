@@ -191,21 +191,28 @@ def scrub_cmd(
         typer.Option("--param", help="Another query parameter to scrub. Repeatable."),
     ] = None,
     catalog: CatalogOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be replaced; write nothing.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Replace credentials (auth headers, cookies, secret-named query parameters, form and
-    JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
-    values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
+    """Replace credentials (auth and cookie headers, query parameters, form and JSON fields
+    named exactly like a credential, OAuth codes, catalogue inputs declared `secret`, and every
+    echo of their values, raw, percent-encoded or base64) with REDACTED: what recording
+    removes. Nothing else is touched."""
     from realprobe.cassettes.importers import load_cassette, save_cassette
     from realprobe.cassettes.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
     from realprobe.outputs import check_output
 
-    check_output(out or file, replace=True)
     cassette = load_cassette(file)
     cfg = ScrubConfig(
         secrets=tuple(secret or ()), extra_headers=tuple(header or ()),
         extra_params=tuple(param or ()),
     )
+    if dry_run:
+        _scrub_preview(file, cassette, cfg, catalog, as_json)
+        return
+    check_output(out or file, replace=True)
     report = scrub_cassette(
         cassette, cfg, finder=declared_secret_finder(load_catalog(catalog))
     )
@@ -223,6 +230,25 @@ def scrub_cmd(
         return
     detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
     console.print(f"scrubbed {target}: {detail}")
+
+
+def _scrub_preview(
+    file: Path, cassette: Any, cfg: Any, catalog: list[Path] | None, as_json: bool
+) -> None:
+    from realprobe.cassettes.scrub import declared_secret_finder, scrub_preview
+
+    report, changes = scrub_preview(
+        cassette, cfg, finder=declared_secret_finder(load_catalog(catalog))
+    )
+    if as_json:
+        print_json({"file": str(file), "dry_run": True, "would_replace": dict(report.counts),
+                    "total": report.total, "calls": changes})
+        return
+    for change in changes:
+        console.print(f"#{change['seq']} {change['request']}: {', '.join(change['where'])}",
+                      markup=False, highlight=False)
+    detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
+    console.print(f"would scrub {file}: {detail} (dry run, nothing written)")
 
 
 @cassette_app.command("recover")
