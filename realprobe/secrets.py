@@ -464,6 +464,18 @@ def scrub_text(
     return redactor.text(out)
 
 
+SNIPPET_WINDOW = 4096  # bytes scrubbed before a snippet is cut from their start
+
+
+def clip(text: str | bytes, limit: int) -> str:
+    """At most `limit` characters of `text`, scrubbed before they are cut, so no secret is
+    ever cut in half (half a key is not recognised by anything after the cut)."""
+    if isinstance(text, bytes):
+        text = text[: SNIPPET_WINDOW + limit].decode("utf-8", "replace")
+    clean = scrub_text(text[: SNIPPET_WINDOW + limit])
+    return clean[:limit]
+
+
 _DEFAULT: tuple[tuple[int, frozenset[str]], Redactor] | None = None
 _DEFAULT_LOCK = threading.Lock()
 
@@ -583,6 +595,7 @@ __all__ = [
     "PLACEHOLDER",
     "LogScrubber",
     "Redactor",
+    "clip",
     "default_redactor",
     "echoes",
     "known_secrets",
