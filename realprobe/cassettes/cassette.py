@@ -49,9 +49,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from realprobe.cassettes.limits import InputTooLarge, bounded_loader, check_size
 from realprobe.errors import RealprobeError
 from realprobe.http.decoding import decode_whole
+from realprobe.limits import InputTooLarge, bounded_loader, check_size
 
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
