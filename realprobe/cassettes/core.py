@@ -25,6 +25,7 @@ from realprobe.cassettes.matching import (
     MATCH_URL_BODY,
     Matcher,
     MatchSpec,
+    body_differences,
     canonical_url,
     closest,
 )
@@ -489,8 +490,7 @@ class Player:
             calls = [c for c in calls if self.spec.custom_match(incoming, c)]
         label = self.cassette.label()
         if not calls:
-            near = closest(key, list(self.index))
-            hint = f"; closest recorded: {near}" if near else "; the cassette is empty"
+            hint = self._closest(method, url, body, key)
             raise CassetteMiss(
                 f"no recording for {method} {canonical_url(url)} in cassette {label}{hint}"
             )
@@ -508,6 +508,20 @@ class Player:
             )
         self.played.append(chosen.seq)
         return chosen
+
+    def _closest(self, method: str, url: str, body: bytes | None, key: str) -> str:
+        """The recording nearest a missed request, and the body fields that differ."""
+        if self.scrubbed:
+            url, body = scrub_for_match(url, body, self.scrub)
+        same = [c for c in self.cassette.calls if c.method == method.upper()
+                and canonical_url(c.uri) == canonical_url(url) and c.request_body]
+        if body and same:
+            scored = [(body_differences(body, c.request_body), c) for c in same]
+            diffs, near = min(scored, key=lambda pair: len(pair[0]))
+            return (f"; closest recorded: {near.method} {canonical_url(near.uri)} (call "
+                    f"#{near.seq}), whose body differs in {', '.join(diffs)}")
+        found = closest(key, list(self.index))
+        return f"; closest recorded: {found}" if found else "; the cassette is empty"
 
     def unplayed(self) -> list[Call]:
         if self.spec.custom:
