@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import httpx2
@@ -25,7 +25,7 @@ from realprobe.cassettes.importers import load_cassette
 
 class FakeLLM(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    seen: list[dict[str, Any]] = []
+    seen: ClassVar[list[dict[str, Any]]] = []
 
     def log_message(self, *args: Any) -> None:
         pass
