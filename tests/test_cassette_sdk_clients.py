@@ -134,3 +134,36 @@ def test_requests_and_httpx_share_the_cassette(fake_llm: str, tmp_path: Path) ->
         assert requests.post(f"{fake_llm}/chat/completions", json=body, timeout=5).json() == a
         assert httpx.post(f"{fake_llm}/chat/completions", json=body).json() == b
     assert FakeLLM.seen == []
+
+
+def test_a_recorded_llm_task_run_replays_under_another_call_timeout(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from realprobe.adapters.catalog import default_catalog
+    from realprobe.clients import Mode
+    from realprobe.tasks.agents import LlmSettings
+    from realprobe.tasks.runner import RunConfig, run_batch
+    from tests.llm_server import ScriptedLLM, text, tool_calls
+    from tests.test_tasks_llm import FETCHES, TASK, grounded_post
+
+    catalog = default_catalog()
+    server = ScriptedLLM([
+        tool_calls(*((name, {}) for name in FETCHES)),
+        lambda body: tool_calls(("compose_post", {"text": grounded_post(body)})),
+        text("TASK COMPLETE"),
+    ])
+    server.start()
+    settings = LlmSettings(base_url=server.base_url, model="scripted-1", api_key="sk-x-123456")
+    cassette = tmp_path / "run.json"
+    rec = RunConfig(agent="openai", prompts=["optimal"], mode=Mode.RECORD,
+                    sandbox=sandbox_factory("calm"), cassette=cassette, llm=settings)
+    (recorded,) = asyncio.run(run_batch([TASK], rec, catalog))
+    server.stop()
+    for call_timeout in (2.0, 30.0):  # the recording used the task's own (10 s)
+        rep = RunConfig(agent="openai", prompts=["optimal"], mode=Mode.REPLAY,
+                        cassette=cassette, llm=settings, call_timeout_s=call_timeout)
+        (replayed,) = asyncio.run(run_batch([TASK], rep, catalog))
+        assert replayed.row["outcome"] == recorded.row["outcome"], call_timeout
+        assert replayed.row["strict"] == recorded.row["strict"] == 1
