@@ -292,7 +292,7 @@ def load_retry_after(
 ) -> dict[str, dict[str, tuple[int, list[float]]]]:
     """{tool: {error code: (failures with that code, the Retry-After values they carried)}}
     for the failed rows of the selection (Retry-After in seconds, as stored per row)."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         columns = probe_columns(conn)
         if "retry_after" not in columns:
@@ -304,7 +304,7 @@ def load_retry_after(
             params,
         ).fetchall()
     except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
         conn.close()
     out: dict[str, dict[str, tuple[int, list[float]]]] = {}
