@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from realprobe.cassettes.session import use_cassette
     from realprobe.clients import TransportOptions, make_client, make_sync_client
     from realprobe.clock import Clock, RealClock, VirtualClock
-    from realprobe.data import doc_path
+    from realprobe.data import data_dir, doc_path
     from realprobe.demo import run_demo
     from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
     from realprobe.hosts import HeldBack, HostGates
@@ -171,6 +171,7 @@ _WHERE: dict[str, str] = {
     "serve_mcp": "realprobe.api",
     "run_demo": "realprobe.demo",
     "doc_path": "realprobe.data",
+    "data_dir": "realprobe.data",
     # errors
     "RealprobeError": "realprobe.errors",
     "ErrorCode": "realprobe.errors",
@@ -226,6 +227,7 @@ __all__ = [
     "call_tool",
     "call_tool_sync",
     "check_alerts",
+    "data_dir",
     "default_catalog",
     "doc_path",
     "drift",
