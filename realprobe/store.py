@@ -116,6 +116,8 @@ PROBES_COLUMNS: dict[str, Any] = {
     "new_connection": int,
     "tls_expires_ts": float,
     "tls_issuer": str,
+    #: the `X-Request-Id` the sandbox echoed for this call (pairs a row with its journal entry)
+    "request_id": str,
 }
 
 PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
@@ -544,12 +546,15 @@ def probe_row(
         "vantage": vantage,
         "detail": err.message[:DETAIL_MAX] if err is not None else "",
         "timeout_s": timeout_s,
-        "excluded": 0,
+        # an answer realprobe's own sandbox made (a catalogue it does not serve, no fixture)
+        # is an infrastructure failure, never the API's
+        "excluded": int(err is not None and err.infrastructure is not None),
         "source": source,
         "args": args,
         "target_kind": target.kind.value,
         "target": target.label,
         "virtual_s": virtual_s,
+        "request_id": result.request_id,
         **_phase_cells(result.phases),
     }
 

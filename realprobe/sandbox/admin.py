@@ -12,6 +12,9 @@ sandbox runs, and read the request journal.
 - `GET /_journal` (`?since=<seq>`, `?limit=<n>`), `DELETE /_journal`: the request journal.
 
 A scope is `*` (every API), an API id, or a tool name. Changes apply from the next request.
+Bodies are validated like profile files are (a non-finite or out-of-range toxic is a 400
+naming the field); writes must send `Content-Type: application/json` (the server base
+refuses anything else, and any cross-origin or foreign-Host request).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pydantic import ValidationError
 from realprobe.errors import RealprobeError
 from realprobe.sandbox.journal import Journal
 from realprobe.sandbox.runtime import Runtime
+from realprobe.serving import ERROR_HEADER
 from realprobe.simulator.profile import BUILTIN_PROFILES, Profile, builtin_profile
 from realprobe.simulator.render import Plan
 from realprobe.simulator.toxics import TOXIC_TYPES, toxic_adapter
@@ -41,7 +45,10 @@ def json_plan(status: int, obj: object) -> Plan:
 
 
 def _error(status: int, message: str) -> Plan:
-    return json_plan(status, {"error": message})
+    """An admin error, labelled as the sandbox's own answer (`X-Realprobe-Error: admin`)."""
+    plan = json_plan(status, {"error": message, "message": message})
+    plan.headers.append((ERROR_HEADER, "admin"))
+    return plan
 
 
 def _validation(exc: ValidationError) -> str:
@@ -114,6 +121,8 @@ class Admin:
             "seed": rt.seed,
             "toxics": rt.toxics.dump(),
             "journal": len(self.journal.entries),
+            "journal_bytes": self.journal.bytes,
+            "journal_dropped": self.journal.dropped,
             **self.describe,
         }
 
