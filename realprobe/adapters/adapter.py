@@ -100,7 +100,9 @@ def _realprobe_made(tool: Tool, resp: Fetched, common: dict[str, Any]) -> ToolRe
     detail = ""
     with contextlib.suppress(ValueError, AttributeError, TypeError):
         doc = json.loads(resp.body[:4096])
-        detail = str(doc.get("message") or doc.get("error") or "")[:300]
+        error, message = str(doc.get("error") or ""), str(doc.get("message") or "")
+        named = error and error not in (label, message)
+        detail = (f"{error}: {message}" if named and message else message or error)[:300]
     hint = ""
     if label in CATALOGUE_MISMATCH:
         hint = ("; the sandbox's catalogue differs from the client's: start it with the same "
