@@ -12,8 +12,9 @@
   (401), compared in constant time; the token is read from the environment only.
 - **Limits**: a request's line, headers and body must arrive within `header_timeout_s` of
   its first byte (408, then closed); a kept-alive connection idle for `idle_timeout_s` is
-  closed; a body over `max_body` bytes is refused (413). Servers run on one event loop, so a
-  half-sent request holds a socket, never a thread.
+  closed; a body over `max_body` bytes is refused (413); at most `max_connections` are
+  served at once and `max_buffered` request bytes held across them (503 past either).
+  Servers run on one event loop, so a half-sent request holds a socket, never a thread.
 - **Off loopback**: one warning line, worded the same by every server, when bound to an
   address other machines can reach.
 
@@ -46,6 +47,10 @@ HEADER_TIMEOUT_S = 10.0
 IDLE_TIMEOUT_S = 30.0
 #: the largest request body any realprobe server reads
 MAX_BODY = 1024 * 1024
+#: connections served at once (more are answered 503 and closed)
+MAX_CONNECTIONS = 1024
+#: request body bytes being read, summed across all connections
+MAX_BUFFERED = 64 * 1024 * 1024
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -194,6 +199,8 @@ class Guard:
 class Limits:
     header_timeout_s: float = HEADER_TIMEOUT_S
     idle_timeout_s: float = IDLE_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_buffered: int = MAX_BUFFERED
 
 
 @dataclass(slots=True)
@@ -224,6 +231,7 @@ class H11Server:
         self.limits = limits or Limits()
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
+        self.buffered = 0  # body bytes being read across connections (Limits.max_buffered)
 
     @property
     def url(self) -> str:
@@ -260,6 +268,9 @@ class H11Server:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(self._conns) >= self.limits.max_connections:
+            await refuse(writer, 503, "too many connections; try again")
+            return
         self._conns.add(task)
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -294,6 +305,9 @@ class H11Server:
         except _TooLarge:
             await refuse(writer, 413, f"request body over {self.guard.max_body} bytes")
             return False
+        except _Busy:
+            await refuse(writer, 503, "too many request bytes in flight; try again")
+            return False
         except TimeoutError:
             if conn.their_state is h11.SEND_BODY or _started(conn):
                 await refuse(writer, 408, "request not received in time")
@@ -317,8 +331,16 @@ class H11Server:
         """The next request, or None when the client closed. TimeoutError when no request
         began within the idle timeout, or one began and did not complete within the header
         timeout (measured on the loop's clock, not reset by trickled bytes)."""
-        head: h11.Request | None = None
         body = bytearray()
+        try:
+            return await self._read_into(conn, reader, body)
+        finally:
+            self.buffered -= len(body)
+
+    async def _read_into(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, body: bytearray
+    ) -> Request | None:
+        head: h11.Request | None = None
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         while True:
@@ -343,7 +365,10 @@ class H11Server:
             elif isinstance(event, h11.Data):
                 if len(body) + len(event.data) > self.guard.max_body:
                     raise _TooLarge
+                if self.buffered + len(event.data) > self.limits.max_buffered:
+                    raise _Busy
                 body.extend(event.data)
+                self.buffered += len(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 return None if head is None else _request(head, bytes(body))
             elif isinstance(event, h11.ConnectionClosed):
@@ -352,6 +377,10 @@ class H11Server:
 
 class _TooLarge(Exception):
     pass
+
+
+class _Busy(Exception):
+    """Every connection's unanswered request bytes together would pass `max_buffered`."""
 
 
 def _check_length(head: h11.Request, limit: int) -> None:

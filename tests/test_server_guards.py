@@ -368,3 +368,37 @@ def test_the_mcp_protocol_closes_half_sent_requests() -> None:
     finally:
         server.should_exit = True
         loop_thread.join(10)
+
+
+def test_runtime_toxics_are_capped(catalog: Catalog) -> None:
+    from realprobe.sandbox.admin import MAX_RUNTIME_TOXICS, Admin
+    from realprobe.sandbox.runtime import Runtime
+
+    admin = Admin(Runtime(load_profile("calm")), Journal(), {})
+    body = b'{"type": "latency", "latency_ms": 1}'
+    statuses = [admin.handle("PUT", f"/_admin/toxics/*/t{i}", "", body).status
+                for i in range(MAX_RUNTIME_TOXICS + 3)]
+    assert statuses.count(200) == MAX_RUNTIME_TOXICS and statuses[-3:] == [400] * 3
+    assert admin.handle("PUT", "/_admin/toxics/*/t0", "", body).status == 200  # a replacement
+
+
+def test_connections_and_buffered_bytes_are_capped(catalog: Catalog) -> None:
+    sb = Sandbox(routes_from_catalog(catalog), load_profile("calm"), latency_scale=0.0)
+    sb.limits = Limits(header_timeout_s=5, max_connections=4, max_buffered=100_000)
+    with SandboxThread(sb) as url:
+        port = int(url.rsplit(":", 1)[1])
+        head = (b"POST /_admin/seed HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 90000\r\n\r\n")
+        first = socket.create_connection(("127.0.0.1", port), timeout=5)
+        first.sendall(head + b" " * 60_000)  # held, not complete
+        time.sleep(0.3)
+        second = socket.create_connection(("127.0.0.1", port), timeout=5)
+        second.sendall(head + b" " * 60_000)
+        assert second.recv(100).startswith(b"HTTP/1.1 503")  # 120 kB > 100 kB in flight
+        more = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+        time.sleep(0.3)
+        assert more[-1].recv(100).startswith(b"HTTP/1.1 503")  # the fifth connection
+        for s in (first, second, *more):
+            s.close()
+        time.sleep(0.3)
+        assert httpx.get(f"{url}/_health", timeout=5).status_code == 200

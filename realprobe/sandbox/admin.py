@@ -35,6 +35,8 @@ from realprobe.simulator.toxics import TOXIC_TYPES, toxic_adapter
 
 ADMIN = "/_admin"
 JOURNAL = "/_journal"
+#: toxics kept at runtime at most (each PUT of a new scope/name adds one)
+MAX_RUNTIME_TOXICS = 1000
 
 
 def json_plan(status: int, obj: object) -> Plan:
@@ -180,6 +182,10 @@ class Admin:
                 doc = json.loads(body or b"{}")
             except ValueError as exc:
                 raise ValueError(f"toxic body is not JSON ({exc})") from exc
+            held = sum(len(v) for v in toxics.scopes.values())
+            if held >= MAX_RUNTIME_TOXICS and name not in toxics.scopes.get(scope, {}):
+                raise ValueError(f"at most {MAX_RUNTIME_TOXICS} toxics at once; DELETE some "
+                                 "first (DELETE /_admin/toxics removes all)")
             if isinstance(doc, dict) and "type" not in doc and name in TOXIC_TYPES:
                 doc["type"] = name
             try:
