@@ -14,6 +14,7 @@ import json
 import signal
 import threading
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,9 @@ from realprobe.monitor.status import render_status, statuses
 from realprobe.serving import Guard, H11Server, Limits, Request, ServerThread, send_simple
 
 DEFAULT_PORT = 9469
+#: /probe calls served at once (each waits at most its deadline; the host gates decide
+#: whether it calls)
+PROBE_WORKERS = 16
 
 
 class Exporter:
@@ -125,6 +129,10 @@ class ExporterHttp(H11Server):
                  limits: Limits) -> None:
         super().__init__(host, port, guard=guard, limits=limits)
         self.exporter = exporter
+        # /probe calls may take their whole deadline: they get their own workers, so a
+        # scrape of /metrics never waits behind them
+        self.reads = ThreadPoolExecutor(4, thread_name_prefix="realprobe-exporter-read")
+        self.probes = ThreadPoolExecutor(PROBE_WORKERS, thread_name_prefix="realprobe-probe")
 
     async def handle(
         self, conn: h11.Connection, request: Request,
@@ -133,8 +141,9 @@ class ExporterHttp(H11Server):
         if request.method not in ("GET", "HEAD"):
             return await send_simple(conn, writer, 405, b"use GET\n",
                                      [("Content-Type", _TEXT), ("Allow", "GET, HEAD")])
-        status, body, ctype, extra = await asyncio.to_thread(
-            answer, self.exporter, request.target, request.headers
+        pool = self.probes if request.path == "/probe" else self.reads
+        status, body, ctype, extra = await asyncio.get_running_loop().run_in_executor(
+            pool, answer, self.exporter, request.target, request.headers
         )
         if request.method == "HEAD":
             body = b""
@@ -187,5 +196,7 @@ class ExporterServer:
             return
         self._stopped = True
         self._thread.stop()
+        for pool in (self.http.reads, self.http.probes):
+            pool.shutdown(wait=False, cancel_futures=True)
         if self.exporter.prober is not None:
             self.exporter.prober.close()
