@@ -44,11 +44,28 @@ class _LazyConsole:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real(), name)
 
+    def print(self, *objects: Any, **kw: Any) -> None:
+        """Everything printed goes through the one scrubber first (text and table cells)."""
+        self._real().print(*(scrub_printed(o) for o in objects), **kw)
+
     def __enter__(self) -> Any:  # rich's Live and Progress enter their console
         return self._real().__enter__()
 
     def __exit__(self, *exc: Any) -> Any:
         return self._real().__exit__(*exc)
+
+
+def scrub_printed(obj: Any) -> Any:
+    """A string or a rich Table with its secrets out (before rich wraps or cuts any cell)."""
+    from realprobe.secrets import scrub_text
+
+    if isinstance(obj, str):
+        return scrub_text(obj)
+    for column in getattr(obj, "columns", ()):
+        cells = getattr(column, "_cells", None)
+        if isinstance(cells, list):
+            column._cells = [scrub_text(c) if isinstance(c, str) else c for c in cells]
+    return obj
 
 
 console = cast("Console", _LazyConsole(stderr=False))
@@ -89,6 +106,38 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="Total deadline per call, in seconds.")
 ]
+# the guards every realprobe server shares (sandbox, exporter, MCP over HTTP)
+AllowedHostOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="Another Host (and Origin) name clients may use, e.g. box.example.org or "
+        "myhost:8766 (loopback names always pass; '*' turns the check off). Repeatable.",
+    ),
+]
+AuthTokenEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-token-env",
+        help="Require 'Authorization: Bearer <token>', the token read from this environment "
+        "variable.",
+    ),
+]
+
+
+def server_guards(
+    what: str, host: str, allowed_host: list[str] | None, auth_token_env: str | None
+) -> tuple[tuple[str, ...], str | None]:
+    """(allowed hosts, token) for a server; prints the one off-loopback warning line."""
+    from realprobe.serving import Guard, off_loopback_warning, token_from_env
+
+    token = token_from_env(auth_token_env) if auth_token_env else None
+    allowed = tuple(allowed_host or ())
+    Guard(host, allowed)  # a URL given as a host name is a one-line error before binding
+    warning = off_loopback_warning(what, host, token=token is not None)
+    if warning is not None:
+        err_console.print(f"realprobe {what}: {warning}", markup=False, highlight=False)
+    return allowed, token
 
 
 def load_catalog(extra: list[Path] | None) -> Catalog:
@@ -165,6 +214,7 @@ ODD_FLAGS = {
     "profile": "--simulate",
     "all_tasks": "--all",
     "polite": "--politeness",
+    "kinds": "--target",
 }
 
 
