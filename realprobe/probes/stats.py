@@ -145,7 +145,8 @@ class LatencyStats(BaseModel):
     mixture: list[MixtureComponent] | None = None
     mixture_fit: dict[str, Any] | None = None
     #: S(T): the share of calls slower than the deadline under the model in use (mixture or
-    #: lognormal), with a 95% interval (delta method on the censored fit; lognormal only)
+    #: lognormal), with a 95% interval (profile likelihood of the censored lognormal fit;
+    #: the delta method for a mixture)
     p_exceed_timeout: float | None = None
     p_exceed_timeout_ci95: tuple[float, float] | None = None
 
