@@ -148,6 +148,11 @@ def interval_coverage(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def _experiments(d: dict[str, Any]) -> str:
+    counts = set(d.get("seeds_by_cell", {}).values()) or {d["seeds"]}
+    return f"{min(counts)}–{max(counts)}" if len(counts) > 1 else str(min(counts))
+
+
 def stats_coverage(d: dict[str, Any]) -> list[Row]:
     cells = d["coverage"]
     values = [v for row in cells.values() for v in row.values()]
@@ -155,7 +160,7 @@ def stats_coverage(d: dict[str, Any]) -> list[Row]:
     return [(
         f"coverage of the 95 % success intervals: independent, bursty (P(fail|fail) 0.5, 0.8), "
         f"deadline, day-to-day and mixture truths × N = 50 / 200 / 1,000 × 3 tools, "
-        f"{d['seeds']} experiments per cell",
+        f"{_experiments(d)} experiments per cell",
         f"{_pct(min(values))} to {_pct(max(values))}; {outside} of {len(values)} cells outside "
         "93–97 % (see docs/statistics.md)",
         "93–97 %",
