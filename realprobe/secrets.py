@@ -73,23 +73,28 @@ def flat(name: str) -> str:
     return _FLAT_RE.sub("", name.strip().lower())
 
 
-def _listed(name: str, base: frozenset[str], extra: Iterable[str]) -> bool:
+QUERY_CREDENTIALS = CREDENTIAL_FIELDS | CREDENTIAL_QUERY_ONLY
+_KINDS = {"query": QUERY_CREDENTIALS, "field": CREDENTIAL_FIELDS, "header": CREDENTIAL_HEADERS}
+
+
+@lru_cache(maxsize=16384)
+def _listed(name: str, kind: str, extra: tuple[str, ...]) -> bool:
     f = flat(name)
-    return f in base or any(f == flat(e) for e in extra)
+    return f in _KINDS[kind] or any(f == flat(e) for e in extra)
 
 
 def secret_name(name: str, extra: Iterable[str] = ()) -> bool:
     """A query parameter or form field that holds a credential (OAuth `code`/`state` aside)."""
-    return _listed(name, CREDENTIAL_FIELDS | CREDENTIAL_QUERY_ONLY, extra)
+    return _listed(name, "query", tuple(extra))
 
 
 def secret_field(name: str, extra: Iterable[str] = (), *, response: bool = False) -> bool:
     """A JSON field that holds a credential (`key` and `appid` are data in JSON)."""
-    return _listed(name, CREDENTIAL_FIELDS, extra)
+    return _listed(name, "field", tuple(extra))
 
 
 def secret_header(name: str, extra: Iterable[str] = ()) -> bool:
-    return _listed(name, CREDENTIAL_HEADERS, extra)
+    return _listed(name, "header", tuple(extra))
 
 
 # -- values declared secret in this process ------------------------------------------------
