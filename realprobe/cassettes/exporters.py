@@ -1,6 +1,6 @@
 """Cassettes back into the formats they came from, so scrubbing a Ruby VCR or HAR file in
-place keeps it a Ruby VCR or HAR file (bodies stay as realprobe normalised them on import:
-decoded, with `Content-Encoding` dropped)."""
+place keeps it a Ruby VCR or HAR file (bodies and headers as they were read: a Ruby VCR gzip
+body stays gzip under its `Content-Encoding`; HAR's decoded text stays decoded)."""
 
 from __future__ import annotations
 
