@@ -263,3 +263,28 @@ def test_scrub_dry_run_names_the_places_and_writes_nothing(base: str, tmp_path: 
     assert where["recent"] == ["request header authorization"]
     assert "url" in where["generateContent"]
     assert GEMINI_KEY not in result.output and BEARER not in result.output
+
+
+def test_binary_request_bodies_and_old_base64_bodies_load_in_plain_vcrpy(
+    base: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "bin.json"
+    blob = b"\x00\xff\xfe binary \x80"
+    with realprobe.use_cassette(path, record_mode="once"), httpx.Client() as client:
+        client.post(f"{base}/png", content=blob)
+    assert load_cassette(path).calls[0].request_body == blob  # exact, from realprobe's section
+    raw = json.loads(path.read_text())
+    assert "body_base64" not in raw["interactions"][0]["request"]
+    with vcr.use_cassette(str(path), serializer="json", record_mode="none"):
+        pass  # loads: no KeyError, no unknown request key
+    # a cassette written by an older realprobe (`base64_string`) is rewritten in vcrpy's forms
+    raw["interactions"][0]["response"]["body"] = {
+        "base64_string": base64.b64encode(b'{"a": 1}').decode()}
+    path.write_text(json.dumps(raw))
+    cassette = load_cassette(path)
+    realprobe.cassettes.save_cassette(cassette, path)
+    again = json.loads(path.read_text())["interactions"][0]["response"]["body"]
+    assert again == {"string": '{"a": 1}'}
+    with vcr.use_cassette(str(path), serializer="json", record_mode="none"), \
+            httpx.Client() as client:
+        assert client.post(f"{base}/png", content=blob).json() == {"a": 1}
