@@ -49,6 +49,13 @@ USED_KEYS = frozenset({
 })
 LOCALHOST = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 _WARNED: set[str] = set()
+#: set by realprobe's plugin when a test fails (its cassette is then not written)
+FAILED = pytest.StashKey[bool]()
+
+
+def failed_test(request: pytest.FixtureRequest) -> bool:
+    """Whether this test has failed so far."""
+    return request.node.stash.get(FAILED, False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -173,15 +180,13 @@ def vcr(request: pytest.FixtureRequest) -> Iterator[Any]:
         failed = True
         raise
     finally:
-        from realprobe.cassettes.pytest_plugin import failed_test
-
         session.close(failed=failed or failed_test(request))
 
 
 @pytest.fixture(autouse=True)
 def block_network(request: pytest.FixtureRequest, vcr: Any) -> Iterator[None]:
     """pytest-recording's block: on with the marker or --block-network, off while recording."""
-    from realprobe.cassettes.pytest_plugin import blocked_network
+    from realprobe.cassettes.network_block import blocked_network
 
     marker = request.node.get_closest_marker("block_network")
     if not (marker or request.config.getoption("--block-network")):
