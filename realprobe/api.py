@@ -906,22 +906,42 @@ def run_tasks(
 
 
 def task_results(
-    db: str | Path | None = None, *, agent: str | None = None, batch: str | None = None
+    db: str | Path | None = None,
+    *,
+    agent: str | None = None,
+    batch: str | None = None,
+    model: str | None = None,
+    prompt: str | None = None,
+    profile: str | None = None,
+    target: str | None = None,
+    target_kind: str | None = None,
+    fault_plan: str | None = None,
+    prices: str | Path | None = None,
+    surface: bool = False,
 ) -> dict[str, Any]:
-    """Stored task runs as the paper's Table 5, per flaw type, and pass^k / recovery."""
+    """Stored task runs as the paper's Table 5, per flaw type, and pass^k / recovery: one row
+    per (agent, model, prompt, target, fault plan, paraphrase level), never pooled. The
+    filters keep runs whose column equals the value; `prices` is a TOML/JSON file over the
+    shipped price table; `surface` adds pass^k over k x epsilon x lambda with its volume."""
     from realprobe.store import Store
-    from realprobe.tasks.results import summarise
+    from realprobe.tasks import results
     from realprobe.tasks.store import TaskStore
 
     path = _existing(db)
-    rows = TaskStore(Store(path)).runs(batch)
-    if agent:
-        rows = [r for r in rows if r["agent"] == agent]
+    price_table = results.load_prices(prices)
+    store = TaskStore(Store(path))
+    errors = store.call_errors()
+    rows = [{**r, "api_errors": errors.get(r["id"], {})} for r in store.runs(batch)]
+    filters = {"agent": agent, "model": model, "prompt": prompt, "profile": profile,
+               "target": target, "target_kind": target_kind, "fault_plan": fault_plan}
+    rows = results.select(rows, **filters)
     if not rows:
-        raise RealprobeError(
-            f"no task runs in {path}" + (" for that filter" if agent or batch else "")
-        )
-    return summarise(rows)
+        given = any(v is not None for v in filters.values()) or batch
+        raise RealprobeError(f"no task runs in {path}" + (" for that filter" if given else ""))
+    out = results.summarise(rows, price_table)
+    if surface:
+        out["surface"] = results.surface(rows)
+    return out
 
 
 # -- MCP --------------------------------------------------------------------------------------

@@ -283,17 +283,18 @@ def parse_flaw(text: str) -> FlawSpec:
     kind, at, sev = text.partition("@")
     if kind not in ALL_FLAW_TYPES:
         raise RealprobeError(
-            f"flaw {kind!r}: choose one of {', '.join(ALL_FLAW_TYPES)}", param="prompt"
+            f"unknown flaw type {kind!r}; choose one of {', '.join(ALL_FLAW_TYPES)}",
+            param="prompt",
         )
     if not at:
         if kind in GRADED_TYPES:
             raise RealprobeError(
-                f"flaw {kind!r} needs a severity, e.g. flawed:{kind}@30", param="prompt"
+                f"{kind} needs a severity, e.g. flawed:{kind}@30", param="prompt"
             )
         return FlawSpec(kind)
     if not sev.isdigit() or not 1 <= int(sev) <= 100:
         raise RealprobeError(
-            f"flaw {text!r}: the severity after @ is a percentage from 1 to 100", param="prompt"
+            f"the severity after @ is a percentage from 1 to 100 (got {sev!r})", param="prompt"
         )
     return FlawSpec(kind, int(sev))
 
@@ -410,8 +411,8 @@ def with_variant(task: Task, prompt: str, catalog: Catalog, seed: int = GENERATO
     if not prompt.startswith("flawed:"):
         return task
     spec = parse_flaw(prompt.split(":", 1)[1])
-    if spec.severity is None and seed == GENERATOR_SEED and spec.name in task.flawed:
-        return task
+    if spec.severity is None and seed == GENERATOR_SEED:
+        return task  # the stored variant (a task file without it is told to regenerate)
     if spec.severity is None:
         rng = random.Random(f"{seed}:{task.instance_id}:{spec.type}")
         fw = GENERATORS[spec.type](task, rng, catalog)

@@ -29,11 +29,8 @@ def prompt_variants(spec: str) -> list[str]:
             out.append(part)
         elif part == "flawed:all":
             out.extend(f"flawed:{t}" for t in FLAW_TYPES)
-        elif part.startswith("flawed:all@"):
-            sev = part.split("@", 1)[1]
-            out.extend(f"flawed:{parse_flaw(f'{t}@{sev}').name}" for t in ALL_FLAW_TYPES)
         elif part.startswith("flawed:"):
-            out.append(f"flawed:{parse_flaw(part.split(':', 1)[1]).name}")
+            out.extend(_flawed(part))
         else:
             raise RealprobeError(
                 f"prompt {part!r}: choose baseline, cot, optimal, flawed:all[@<severity>] or "
@@ -43,6 +40,17 @@ def prompt_variants(spec: str) -> list[str]:
     if not out:
         raise RealprobeError("prompt is empty", param="prompt")
     return out
+
+
+def _flawed(part: str) -> list[str]:
+    """`flawed:<type>[@<severity>]` or `flawed:all@<severity>` as concrete prompt names."""
+    flaw = part.split(":", 1)[1]
+    kinds = ALL_FLAW_TYPES if flaw.startswith("all@") else [flaw.split("@")[0]]
+    sev = flaw.partition("@")[1:]
+    try:
+        return [f"flawed:{parse_flaw(k + ''.join(sev)).name}" for k in kinds]
+    except RealprobeError as exc:
+        raise RealprobeError(f"prompt {part!r}: {exc}", param="prompt") from None
 
 
 @dataclass

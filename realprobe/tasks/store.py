@@ -175,5 +175,17 @@ class TaskStore:
         where, params = ("batch = ?", [batch]) if batch else (None, None)
         return list(self.db.table("task_runs").rows_where(where, params, order_by="started_at"))
 
+    def call_errors(self) -> dict[str, dict[str, int]]:
+        """run id -> error code -> failed calls the agent made in that run."""
+        if "task_steps" not in self.db.table_names():
+            return {}
+        out: dict[str, dict[str, int]] = {}
+        for run_id, code, n in self.db.execute(
+            "SELECT run_id, error_code, count(*) FROM task_steps WHERE ok = 0 "
+            "GROUP BY run_id, error_code"
+        ).fetchall():
+            out.setdefault(run_id, {})[code or "UNKNOWN"] = n
+        return out
+
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         return list(self.db.table("task_steps").rows_where("run_id = ?", [run_id], order_by="idx"))
