@@ -119,6 +119,14 @@ def mcp_cmd(
         ),
     ] = True,
     catalog: CatalogOpt = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Score the connected agent's calls as a run of this task "
+                     "(stored in --db, default the default database; `finish` ends a run)."),
+    ] = None,
+    task_prompt: Annotated[
+        str, typer.Option("--task-prompt", help="With --task: baseline, cot, optimal, flawed:...")
+    ] = "baseline",
     allowed_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -187,4 +195,5 @@ def mcp_cmd(
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=tuple(allowed_host or ()), auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
+            task=task, task_prompt=task_prompt,
         )
