@@ -106,7 +106,7 @@ def test_run_metrics_are_stored(tmp_path: Path) -> None:
         "SELECT prompt, severity, chain_f1, kendall_tau, graph_f1 FROM task_runs ORDER BY prompt"
     ).fetchall()
     (flawed, sev, cf1, tau, gf1), (optimal, _, ocf1, otau, ogf1) = rows
-    assert flawed == "flawed:missing_steps@50" and sev == 50
+    assert flawed == "flawed:missing_steps@50" and sev == 50 and optimal == "optimal"
     assert (ocf1, otau, ogf1) == (1.0, 1.0, 1.0)  # calm: the optimal run is the workflow
     assert cf1 < 1.0 and gf1 < 1.0 and tau == 1.0  # steps left out, the rest in order
 
@@ -157,8 +157,9 @@ def test_results_never_pool_two_profiles(tmp_path: Path) -> None:
 
 
 def test_tokens_and_cost_use_the_price_table(tmp_path: Path) -> None:
-    rows = [{"agent": "openai", "model": "gpt-4o-mini", "prompt": "baseline", "flaw": None, "task": "t",
-             "target": "live", "outcome": "full", "score": 1.0, "grounded": 1, "strict": 1,
+    rows = [{"agent": "openai", "model": "gpt-4o-mini", "prompt": "baseline", "flaw": None,
+             "task": "t", "target": "live", "outcome": "full", "score": 1.0, "grounded": 1,
+             "strict": 1,
              "tokens_in": 1_000_000, "tokens_out": 500_000, "tool_calls": 3, "failures": 0,
              "optimal_calls": 3, "mode": "live", "profile": None}]
     (row,) = summarise(rows)["by_prompt"]

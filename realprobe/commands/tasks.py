@@ -397,10 +397,10 @@ def results_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Task results like the paper's Table 5: full / partial / failure per agent and prompt
-    type, one row per target, fault plan and paraphrase level (never pooled).
+    type, flaws, pass^k.
 
-    Then per flaw type, then pass^k and recovery over repeats; --surface adds the
-    reliability surface."""
+    One row per target, fault plan and paraphrase level (never pooled); then per flaw type,
+    then pass^k and recovery over repeats; --surface adds the reliability surface."""
     from realprobe.api import task_results
 
     path = db or _default_db()
