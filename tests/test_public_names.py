@@ -17,7 +17,7 @@ FRONT_DOOR = {
     "TaskBatchResult", "Tool", "ToolError", "ToolResult", "TransportOptions", "USER_AGENT",
     "VantageStats", "VirtualClock", "__version__", "build_report", "calibrate",
     "calibrate_export", "call", "call_all", "call_tool", "call_tool_sync", "default_catalog",
-    "doc_path", "drift", "export_profile", "import_cassette", "import_openapi",
+    "doc_path", "drift", "evaluate", "export_profile", "import_cassette", "import_openapi",
     "inspect_cassette", "load_cassette", "load_catalog", "load_profile", "make_client",
     "make_report", "make_sandbox", "make_sync_client", "options", "plan_tasks", "probe",
     "public_apis", "record_fixtures", "record_round", "recover_cassette", "replay_round",

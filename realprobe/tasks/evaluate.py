@@ -199,6 +199,7 @@ class TaskSession:
         agent: str = "mcp",
         model: str = "-",
         tasks_dir: str | Path | None = None,
+        repeat: int = 0,
     ) -> None:
         if isinstance(task, str):
             folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
@@ -212,7 +213,7 @@ class TaskSession:
             seed=seed, custom_agent=_Outside(agent, model),
         )
         self.db = db
-        self.repeat = 0
+        self.repeat = repeat
         self.finished: list[RunOutcome] = []
         self._run: PreparedRun | None = None
         self._started = (datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter())
