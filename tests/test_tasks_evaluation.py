@@ -264,3 +264,29 @@ async def test_an_mcp_session_that_ends_is_scored(tmp_path: Path) -> None:
     (row,) = _stored_runs(db)
     assert row["tool_calls"] == 1 and row["outcome"] == "failure"
     assert not row["final_message"]
+
+
+def test_the_evaluate_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "evaluate.md"
+    (code,) = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    exec(compile(code, str(page), "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("partial ") for line in lines)
+
+
+def test_a_sweep_lists_paraphrase_levels_and_graded_flaws() -> None:
+    from realprobe.tasks.sweep import SweepFile, plan_sweep
+
+    sweep = SweepFile.model_validate({
+        "tasks": ["pet_newsletter"], "prompts": ["optimal", "flawed:missing_steps@30"],
+        "paraphrase": [0, 2], "flaw_seed": 4,
+    })
+    jobs = plan_sweep(sweep, TASKS)
+    assert sorted((j.prompt, j.cfg.paraphrase) for j in jobs) == [
+        ("flawed:missing_steps@30", 0), ("flawed:missing_steps@30", 2),
+        ("optimal", 0), ("optimal", 2)]
+    assert {j.cfg.flaw_seed for j in jobs} == {4} and len({j.key for j in jobs}) == 4
+    with pytest.raises(ValueError):
+        SweepFile.model_validate({"paraphrase": [3]})
