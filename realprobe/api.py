@@ -1027,6 +1027,8 @@ def serve_mcp(
         ),
     )
     what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
+    if task is not None:
+        what += f", calls scored as runs of task {task}"
 
     def ready(where: str) -> None:
         if on_ready is not None:

@@ -290,3 +290,25 @@ def test_a_sweep_lists_paraphrase_levels_and_graded_flaws() -> None:
     assert {j.cfg.flaw_seed for j in jobs} == {4} and len({j.key for j in jobs}) == 4
     with pytest.raises(ValueError):
         SweepFile.model_validate({"paraphrase": [3]})
+
+
+def test_the_cli_flags_reach_the_runs_and_the_surface(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from realprobe.cli import app
+
+    db = str(tmp_path / "cli.db")
+    runner = CliRunner()
+    graded = ["--prompt", "flawed:missing_steps@50", "--flaw-seed", "3"]
+    for args in (["--paraphrase", "2"], graded):
+        res = runner.invoke(app, ["run", "pet_newsletter", "--simulate", "calm", "--repeat", "2",
+                                  "--db", db, "--json", *args])
+        assert res.exit_code == 0, res.output
+    rows = {r["prompt"]: r for r in _stored_runs(Path(db))}
+    assert rows["optimal"]["paraphrase"] == 2
+    assert (rows["flawed:missing_steps@50"]["flaw_seed"], rows["flawed:missing_steps@50"]
+            ["severity"]) == (3, 50)
+    out = runner.invoke(app, ["results", "--db", db, "--surface"])
+    assert out.exit_code == 0 and "volume 1.000" in out.output, out.output
+    res = runner.invoke(app, ["results", "--db", db, "--target-kind", "sandbox"])
+    assert res.exit_code != 0 and "for that filter" in str(res.exception)
