@@ -312,3 +312,19 @@ def test_the_cli_flags_reach_the_runs_and_the_surface(tmp_path: Path) -> None:
     assert out.exit_code == 0 and "volume 1.000" in out.output, out.output
     res = runner.invoke(app, ["results", "--db", db, "--target-kind", "sandbox"])
     assert res.exit_code != 0 and "for that filter" in str(res.exception)
+
+
+def test_a_user_agent_that_swallows_the_end_of_its_run_is_stopped() -> None:
+    calls = []
+
+    async def stubborn(prompt: str, tools: Toolbox) -> str:
+        for _ in range(20):  # the same successful call: the third is a loop
+            try:
+                calls.append((await tools.call("catfact_fact", {})).ok)
+            except Exception:
+                calls.append(None)
+        return "TASK COMPLETE"
+
+    out = evaluate(stubborn, [TASK], target=realprobe.options(simulate="calm")).runs[0]
+    assert out.row["termination"] == "loop" and out.row["tool_calls"] == 3
+    assert out.row["outcome"] == "failure" and calls.count(None) == 18

@@ -61,6 +61,12 @@ def _as_call(rec: StepRecord) -> ToolCall:
     return ToolCall(rec.ok, tool_message(rec), rec.data, rec.error_code)
 
 
+def _ended(reason: str) -> ToolCall:
+    """What a call gets once its session's run has ended on a limit."""
+    text = f"ERROR OPERATION_FAILED: the task run ended ({reason}); call {FINISH_TOOL}"
+    return ToolCall(False, text, None, "OPERATION_FAILED")
+
+
 class Toolbox:
     """The tools of one run, as a user's agent sees them."""
 
@@ -68,6 +74,8 @@ class Toolbox:
         self._ctx = ctx
         self._turn = 0
         self.prompt: Prompt = render(ctx.task, ctx.prompt)
+        #: why the run ended (deadline, loop, consecutive_failures), once it has
+        self.ended: str | None = None
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -81,9 +89,15 @@ class Toolbox:
     async def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolCall:
         """Run one tool (arguments as a dict or a JSON string); never raises for a failed
         call. A run that has ended (deadline, a loop, repeated failures) raises Terminated."""
+        if self.ended is not None:
+            raise Terminated(self.ended)  # an agent that caught the first one is stopped here
         self._turn += 1
         self._ctx.state.turns = self._turn
-        return _as_call(await run_tool(self._ctx, name, arguments or {}, self._turn))
+        try:
+            return _as_call(await run_tool(self._ctx, name, arguments or {}, self._turn))
+        except Terminated as exc:
+            self.ended = exc.reason
+            raise
 
 
 UserAgent = Callable[[str, Toolbox], Awaitable[Any]]
@@ -114,6 +128,8 @@ class CallableAgent:
         text = "" if answer is None else str(answer)
         ctx.state.final_message = text
         ctx.state.completion_signal = says_complete(text)
+        if box.ended is not None:  # the agent swallowed the end of its run
+            raise Terminated(box.ended)
 
 
 def _target_settings(target: TransportOptions | None) -> dict[str, Any]:
@@ -237,14 +253,15 @@ class TaskSession:
         async with self._lock:
             run = self._current()
             if run.state.termination != "finished":
-                return ToolCall(False, f"ERROR OPERATION_FAILED: the task run ended "
-                                f"({run.state.termination}); call {FINISH_TOOL}", None,
-                                "OPERATION_FAILED")
+                return _ended(run.state.termination)
             run.state.turns += 1
+            calls = len(run.state.steps)
             try:
                 rec = await run_tool(run.ctx, name, arguments or {}, run.state.turns)
             except Terminated as exc:
                 run.state.termination = exc.reason
+                if len(run.state.steps) == calls:  # ended before the call (the deadline)
+                    return _ended(exc.reason)
                 rec = run.state.steps[-1]
             return _as_call(rec)
 
