@@ -982,6 +982,7 @@ def serve_mcp(
     session_idle_s: float = 600.0,
     task: str | None = None,
     task_prompt: str = "baseline",
+    task_model: str = "-",
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
     signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
@@ -989,7 +990,7 @@ def serve_mcp(
 
     `task`: the connected agent's calls are one task run under `task_prompt`, scored when
     it calls `finish` or the session ends, and stored in `db` (default: the default
-    database) like a built-in agent's run.
+    database) like a built-in agent's run, labelled `agent = mcp, model = task_model`.
 
     HTTP only: Host/Origin must be loopback or one of `allowed_hosts` ('*' turns the check
     off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
@@ -1023,7 +1024,7 @@ def serve_mcp(
         ServiceOptions(
             transport=opts, tools=names, timeout_s=timeout,
             db=str(db) if db is not None else None, vantage=vantage, polite=polite,
-            task=task, task_prompt=task_prompt,
+            task=task, task_prompt=task_prompt, task_model=task_model,
         ),
     )
     what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"

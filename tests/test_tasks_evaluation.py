@@ -239,7 +239,7 @@ async def test_an_mcp_client_session_scores_like_the_reference(
     db = tmp_path / "mcp.db"
     opts = ServiceOptions(
         transport=TransportOptions(mode="replay", cassette=CASSETTE), db=str(db), task=TASK,
-        task_prompt="optimal",
+        task_prompt="optimal", task_model="scripted-client",
     )
     async with McpService(CATALOG, opts) as service, Client(service.server) as client:
         names = {t.name for t in (await client.list_tools()).tools}
@@ -248,12 +248,15 @@ async def test_an_mcp_client_session_scores_like_the_reference(
         assert TASKS[TASK].description in prompt.content[0].text  # type: ignore[union-attr]
         for step in ref.state.steps:
             await client.call_tool(step.tool, step.args)
-        done = await client.call_tool("finish", {"answer": ref.state.final_message})
+        done = await client.call_tool(
+            "finish", {"answer": ref.state.final_message, "tokens_in": 7, "tokens_out": 3}
+        )
         assert done.structured_content is not None
         assert done.structured_content["outcome"] == ref.row["outcome"]
     (row,) = _stored_runs(db)
     assert {k: row[k] for k in SAME} == {k: ref.row[k] for k in SAME}
-    assert row["agent"] == "mcp" and row["source"] == "task"
+    assert (row["agent"], row["model"], row["source"]) == ("mcp", "scripted-client", "task")
+    assert (row["tokens_in"], row["tokens_out"]) == (7, 3)
 
 
 async def test_an_mcp_session_that_ends_is_scored(tmp_path: Path) -> None:

@@ -44,7 +44,8 @@ def test_an_inspect_task_scores_like_the_reference(tmp_path: Path) -> None:
     assert score.metadata["outcome"] == ref.row["outcome"]
     assert score.metadata["chain_f1"] == ref.row["chain_f1"]
     row = sqlite3.connect(db).execute(
-        "SELECT agent, model, outcome, tool_calls, artifact FROM task_runs"
+        "SELECT agent, model, outcome, tool_calls, artifact, tokens_in, tokens_out "
+        "FROM task_runs"
     ).fetchone()
     assert row == ("inspect", "mockllm/model", ref.row["outcome"], ref.row["tool_calls"],
-                   ref.row["artifact"])
+                   ref.row["artifact"], 100 * len(outputs), 10 * len(outputs))

@@ -109,6 +109,9 @@ def mcp_cmd(
     task_prompt: Annotated[
         str, typer.Option("--task-prompt", help="With --task: baseline, cot, optimal, flawed:...")
     ] = "baseline",
+    task_model: Annotated[
+        str, typer.Option("--task-model", help="With --task: the model label of the runs.")
+    ] = "-",
     allowed_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -177,5 +180,5 @@ def mcp_cmd(
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=tuple(allowed_host or ()), auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
-            task=task, task_prompt=task_prompt,
+            task=task, task_prompt=task_prompt, task_model=task_model,
         )

@@ -65,6 +65,7 @@ class ServiceOptions:
     #: a task id: the connected agent's calls are one scored task run (stored in `db`)
     task: str | None = None
     task_prompt: str = "baseline"
+    task_model: str = "-"  # how results label the connected agent's runs
 
 
 def describe_target(opts: TransportOptions) -> str:

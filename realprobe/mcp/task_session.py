@@ -29,6 +29,11 @@ def _text(text: str, *, error: bool = False, data: Any = None) -> CallToolResult
     )
 
 
+def _count(args: dict[str, Any], key: str) -> int:
+    value = args.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 class McpTaskSession:
     """The MCP face of a TaskSession: extra tool definitions and the call router."""
 
@@ -46,9 +51,12 @@ class McpTaskSession:
                     input_schema={"type": "object", "properties": {}}),
             McpTool(name=FINISH_TOOL, title="Finish the task",
                     description="End the task with your final answer; start it with "
-                    "`TASK COMPLETE` when the result is stored. The run is scored then.",
+                    "`TASK COMPLETE` when the result is stored. The run is scored then. "
+                    "Optionally report the model tokens the run used (for its cost).",
                     input_schema={"type": "object",
-                                  "properties": {"answer": {"type": "string"}},
+                                  "properties": {"answer": {"type": "string"},
+                                                 "tokens_in": {"type": "integer", "minimum": 0},
+                                                 "tokens_out": {"type": "integer", "minimum": 0}},
                                   "required": ["answer"]}),
         ]
 
@@ -59,7 +67,10 @@ class McpTaskSession:
         if name == PROMPT_TOOL:
             return _text(self.instructions)
         if name == FINISH_TOOL:
-            outcome = await self.session.finish(str((arguments or {}).get("answer", "")))
+            args = arguments or {}
+            outcome = await self.session.finish(
+                str(args.get("answer", "")), tokens=(_count(args, "tokens_in"),
+                                                     _count(args, "tokens_out")))
             if outcome is None:
                 return _text("no tool was called: nothing to score", error=True)
             detail = {k: outcome.row[k] for k in
@@ -79,5 +90,6 @@ def open_session(catalog: Catalog, options: Any) -> McpTaskSession:
     db = options.db if options.db is not None else default_db_path()
     return McpTaskSession(
         TaskSession(options.task, catalog, target=options.transport,
-                    prompt=options.task_prompt, db=db, seed=options.transport.seed)
+                    prompt=options.task_prompt, db=db, seed=options.transport.seed,
+                    model=options.task_model)
     )

@@ -265,12 +265,16 @@ class TaskSession:
                 rec = run.state.steps[-1]
             return _as_call(rec)
 
-    async def finish(self, answer: str = "") -> RunOutcome | None:
-        """Score and store the current run (None when no call was made)."""
+    async def finish(
+        self, answer: str = "", tokens: tuple[int, int] = (0, 0)
+    ) -> RunOutcome | None:
+        """Score and store the current run (None when no call was made); `tokens` are the
+        model's (input, output) tokens, when the caller knows them."""
         async with self._lock:
             run, self._run = self._run, None
             if run is None:
                 return None
+            run.state.tokens_in, run.state.tokens_out = tokens
             run.state.final_message = answer
             run.state.completion_signal = says_complete(answer)
             await run.client.aclose()

@@ -21,6 +21,8 @@ from typing import Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
+from inspect_ai.event import ModelEvent
+from inspect_ai.log import transcript
 from inspect_ai.model import ChatMessageSystem
 from inspect_ai.scorer import Score, Target, mean, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
@@ -83,13 +85,24 @@ def realprobe_tools(
     return solve
 
 
+def _tokens() -> tuple[int, int]:
+    """(input, output) tokens of the sample's model calls, from its transcript."""
+    tin = tout = 0
+    for event in transcript().events:
+        usage = getattr(getattr(event, "output", None), "usage", None)
+        if isinstance(event, ModelEvent) and usage is not None:
+            tin += usage.input_tokens or 0
+            tout += usage.output_tokens or 0
+    return tin, tout
+
+
 @scorer(metrics=[mean()])
 def realprobe_scorer() -> Any:
     """The run scored by realprobe: 1.0 / 0.6 / 0.0 for full / partial / failure."""
 
     async def score(state: TaskState, target: Target) -> Score:
         session = _SESSIONS.pop(state.metadata[SESSION_KEY])
-        outcome = await session.finish(state.output.completion)
+        outcome = await session.finish(state.output.completion, tokens=_tokens())
         if outcome is None:
             return Score(value=0.0, answer="", explanation="no tool was called",
                          metadata={"outcome": "failure"})
