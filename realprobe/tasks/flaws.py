@@ -27,6 +27,7 @@ from typing import Any
 
 from realprobe.adapters import Catalog, default_catalog
 from realprobe.errors import RealprobeError
+from realprobe.outputs import write_output
 from realprobe.tasks.model import (
     FLAW_TYPES,
     Arg,
@@ -441,7 +442,7 @@ def regenerate(folder: Path, catalog: Catalog, *, check: bool = False) -> list[P
         if text != path.read_text(encoding="utf-8"):
             stale.append(path)
             if not check:
-                path.write_text(text, encoding="utf-8")
+                write_output(path, text)
     return stale
 
 
