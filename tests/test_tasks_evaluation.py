@@ -152,6 +152,10 @@ def test_results_never_pool_two_profiles(tmp_path: Path) -> None:
         "SELECT count(*) FROM task_steps s JOIN task_runs r ON r.id = s.run_id "
         "WHERE s.ok = 0 AND r.profile = 'harsh'").fetchone()[0]
     assert mix["simulate:harsh"]["failed"] == stored
+    assert sum(mix["simulate:harsh"]["resilibench"].values()) == stored
+    assert set(mix["simulate:harsh"]["resilibench"]) <= {
+        "TIMEOUT", "OPERATION_FAILED", "INVALID_INPUT", "INVALID_RESPONSE", "NETWORK_ERROR",
+        "RATE_LIMIT_ERROR"}
     with pytest.raises(RealprobeError, match="for that filter"):
         realprobe.task_results(db, agent="nobody")
 

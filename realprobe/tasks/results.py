@@ -19,7 +19,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from realprobe.errors import RealprobeError
+from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.tasks.metrics import levels, pass_k, recovery
 
 #: USD per million tokens (input, output), list prices of the providers' public price pages
@@ -126,10 +126,14 @@ def error_mix(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
             counts[code] += n
     calls = sum(r.get("tool_calls") or 0 for r in rows)
     failed = sum(counts.values())
+    paper: dict[str, int] = defaultdict(int)  # the same calls in ResiliBench's six codes
+    for code, n in counts.items():
+        paper[ErrorCode(code).resilibench if code in ErrorCode.__members__ else code] += n
     return {
         "calls": calls,
         "failed": failed,
         "errors": dict(sorted(counts.items(), key=lambda kv: -kv[1])),
+        "resilibench": dict(sorted(paper.items(), key=lambda kv: -kv[1])),
     }
 
 
