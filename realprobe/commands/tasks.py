@@ -341,25 +341,52 @@ def _errors_text(mix: Mapping[str, Any]) -> str:
     return ", ".join(f"{code} {n}" for code, n in top) or "-"
 
 
+def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[str], Any]:
+    """The columns that say which runs a row holds (fault plan and paraphrase level only
+    when some row has one), and the cells of a row."""
+    names = ["agent", "model", key, "target"]
+    extra = [(c, label) for c, label, default in (("fault_plan", "plan", "-"),
+                                                  ("paraphrase", "ε", 0))
+             if any(r[c] != default for r in rows)]
+
+    def cells(r: dict[str, Any]) -> list[str]:
+        return [str(r[n]) for n in names] + [str(r[c]) for c, _ in extra]
+
+    return names + [label for _, label in extra], cells
+
+
 def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> Table:
     """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`, per
-    target, fault plan and paraphrase level, with trajectory means, cost and error mix."""
+    target, fault plan and paraphrase level, with the trajectory metrics' means."""
     from rich.table import Table
 
-    cols = ["agent", "model", key, "target", "plan", "ε", "runs", "full", "partial", "failure",
-            "grounded", "strict", "score", "chain F1", "τ", "graph F1", "tokens", "cost $",
-            "call errors"]
+    who, cells = _who(rows, key)
+    levels = ["full", "partial", "failure", "grounded", "strict"]
     t = Table(title=title)
-    for col in cols:
+    for col in [*who, "runs", *levels, "score", "chain F1", "τ", "graph F1"]:
         t.add_column(col, overflow="fold")
     for r in rows:
-        cells = [r["agent"], r["model"], r[key], r["target"], r["fault_plan"],
-                 str(r["paraphrase"]), str(r["runs"])]
-        cells += [_pct(r[f"{level}_rate"]) for level in cols[7:12]]
-        cells += [f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
-                  _num(r["graph_f1"]), str(r["tokens_in"] + r["tokens_out"]),
-                  _num(r["cost_usd"], ".4f"), _errors_text(r["error_mix"])]
-        t.add_row(*cells)
+        t.add_row(
+            *cells(r), str(r["runs"]), *(_pct(r[f"{lv}_rate"]) for lv in levels),
+            f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
+            _num(r["graph_f1"]),
+        )
+    return t
+
+
+def _usage_table(rows: list[dict[str, Any]]) -> Table:
+    """Tokens, cost and the error mix of the calls the agent made, per row of Table 5."""
+    from rich.table import Table
+
+    who, cells = _who(rows, "prompt")
+    t = Table(title="Usage, cost and the agent's failed calls by error code")
+    for col in [*who, "tokens in", "tokens out", "cost $", "calls", "failed", "top errors"]:
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        mix = r["error_mix"]
+        t.add_row(*cells(r), str(r["tokens_in"]), str(r["tokens_out"]),
+                  _num(r["cost_usd"], ".4f"), str(mix["calls"]), str(mix["failed"]),
+                  _errors_text(mix))
     return t
 
 
@@ -425,6 +452,7 @@ def print_results(s: Mapping[str, Any]) -> None:
             f"Task outcomes by agent and prompt type ({s['runs']} runs)", s["by_prompt"], "prompt"
         )
     )
+    console.print(_usage_table(s["by_prompt"]))
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
     console.print(_reliability_table(s["reliability"]))
@@ -442,15 +470,14 @@ def _reliability_table(rows: list[dict[str, Any]]) -> Table:
     rel = Table(
         title="Reliability: pass^k over repeats (full success), recovery after tool failures"
     )
-    for col in ("agent", "model", "prompt", "target", "plan", "ε", "runs", "pass^1", "pass^k",
-                "k", "recovery", "extra calls"):
+    who, cells = _who(rows, "prompt")
+    for col in (*who, "runs", "pass^1", "pass^k", "k", "recovery", "extra calls"):
         rel.add_column(col, overflow="fold")
     for r in rows:
         hat = r["pass^k"]
         k = max(hat) if hat else 0
         rel.add_row(
-            r["agent"], r["model"], r["prompt"], r["target"], r["fault_plan"],
-            str(r["paraphrase"]), str(r["runs"]),
+            *cells(r), str(r["runs"]),
             f"{hat[1]:.2f}" if hat else "-", f"{hat[k]:.2f}" if hat else "-", str(k),
             _pct(r["recovery_rate"]), _num(r["recovery_cost"]),
         )
