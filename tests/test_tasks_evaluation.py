@@ -335,3 +335,27 @@ def test_a_user_agent_that_swallows_the_end_of_its_run_is_stopped() -> None:
     out = evaluate(stubborn, [TASK], target=realprobe.options(simulate="calm")).runs[0]
     assert out.row["termination"] == "loop" and out.row["tool_calls"] == 3
     assert out.row["outcome"] == "failure" and calls.count(None) == 18
+
+
+def test_the_graded_examples_in_the_tasks_page_run(tmp_path: Path, no_network: None) -> None:
+    import re
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from realprobe.cli import app
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "tasks.md"
+    block = re.search(r"### Graded perturbations.*?```bash\n(.*?)```",
+                      page.read_text(encoding="utf-8"), re.S)
+    assert block, "docs/tasks.md lost its graded-perturbations block"
+    commands = [shlex.split(line.split("#", 1)[0]) for line in block.group(1).splitlines()
+                if line.split("#", 1)[0].strip()]
+    assert len(commands) == 4 and commands[-1][:2] == ["realprobe", "results"]
+    db = str(tmp_path / "graded.db")
+    for argv in commands:
+        res = CliRunner().invoke(app, [*argv[1:], "--db", db])
+        assert res.exit_code == 0, (argv, res.output, res.exception)
+    summary = realprobe.task_results(db, surface=True)
+    assert len(summary["by_flaw"]) == 2 + 10  # missing_steps@10, @50, and all ten @30
+    assert {r["paraphrase"] for r in summary["by_prompt"]} == {0, 2}
