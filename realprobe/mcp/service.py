@@ -140,9 +140,9 @@ class McpService:
 
     async def start(self) -> None:
         """Open the HttpClient (and the database); bad options raise RealprobeError here."""
-        if self._client is not None:
-            return
-        if self.options.db and self.session is None:  # a task session stores a task run
+        if self._client is not None or self.session is not None:
+            return  # a task session opens a client per run (and stores task runs)
+        if self.options.db:
             self._open_store(self.options.db)
         try:
             self._client = make_client(
