@@ -359,3 +359,14 @@ def test_the_graded_examples_in_the_tasks_page_run(tmp_path: Path, no_network: N
     summary = realprobe.task_results(db, surface=True)
     assert len(summary["by_flaw"]) == 2 + 10  # missing_steps@10, @50, and all ten @30
     assert {r["paraphrase"] for r in summary["by_prompt"]} == {0, 2}
+
+
+def test_the_sweep_comparison_keeps_paraphrase_levels_apart() -> None:
+    from realprobe.tasks.metrics import compare
+
+    rows = [{"model": "m", "agent": "a", "target": "simulate:x", "paraphrase": p, "task": "t",
+             "prompt": "baseline", "outcome": o, "strict": 0, "failures": 0, "tool_calls": 3,
+             "optimal_calls": 3} for p, o in ((0, "full"), (0, "full"), (2, "failure"))]
+    out = compare(rows)
+    assert [(r["paraphrase"], r["runs"], r["full_rate"]) for r in out] == [(0, 2, 1.0),
+                                                                           (2, 1, 0.0)]

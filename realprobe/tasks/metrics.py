@@ -80,17 +80,18 @@ def levels(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def compare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Models side by side: one entry per (model, agent, target), with 95% Wilson intervals
-    on the full, partial and recovery rates, pass^k for every k the repeats allow, and the
-    runs left out as infrastructure errors."""
+    """Models side by side: one entry per (model, agent, target, paraphrase level), with 95%
+    Wilson intervals on the full, partial and recovery rates, pass^k for every k the repeats
+    allow, and the runs left out as infrastructure errors."""
     from realprobe.probes.stats import wilson
 
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
-        key = (str(r.get("model") or "-"), str(r.get("agent")), str(r.get("target") or "-"))
+        key = (str(r.get("model") or "-"), str(r.get("agent")), str(r.get("target") or "-"),
+               int(r.get("paraphrase") or 0))
         groups[key].append(r)
     out = []
-    for (model, agent, target), rs in sorted(groups.items()):
+    for (model, agent, target, level), rs in sorted(groups.items()):
         scored = [r for r in rs if r["outcome"] != "error"]
         n = len(scored)
         full = sum(1 for r in scored if r["outcome"] == "full")
@@ -102,6 +103,7 @@ def compare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "model": model,
             "agent": agent,
             "target": target,
+            "paraphrase": level,
             "runs": len(rs),
             "infra_errors": len(rs) - n,
             "full_rate": full / n if n else None,
