@@ -370,3 +370,20 @@ def test_the_sweep_comparison_keeps_paraphrase_levels_apart() -> None:
     out = compare(rows)
     assert [(r["paraphrase"], r["runs"], r["full_rate"]) for r in out] == [(0, 2, 1.0),
                                                                            (2, 1, 0.0)]
+
+
+def test_the_agent_reads_the_paraphrase_and_is_scored_the_same() -> None:
+    seen: dict[int, str] = {}
+
+    async def reader(prompt: str, tools: Toolbox) -> str:
+        seen[len(seen)] = prompt
+        for step in tools.task.workflow.steps[:-1]:
+            await tools.call(step.tool, {a: v.value for a, v in step.args.items()})
+        return "nothing stored"
+
+    runs = [evaluate(reader, ["quiz_night"], target=realprobe.options(simulate="calm"),
+                     paraphrase=level).runs[0] for level in (0, 2)]
+    assert seen[0] != seen[1] and paraphrased(TASKS["quiz_night"], 2).description in seen[1]
+    assert [r.row["paraphrase"] for r in runs] == [0, 2]
+    same = ("outcome", "score", "tool_calls", "chain_f1", "kendall_tau", "graph_f1")
+    assert {k: runs[0].row[k] for k in same} == {k: runs[1].row[k] for k in same}
