@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from realprobe.commands.common import (
+    AllowedHostOpt,
+    AuthTokenEnvOpt,
     CatalogOpt,
     JsonOpt,
     QuickHelpGroup,
     SandboxOpt,
     SeedOpt,
     SimulateOpt,
+    as_flags,
     console,
     err_console,
     print_json,
 )
 from realprobe.errors import RealprobeError
+
+if TYPE_CHECKING:
+    from realprobe.monitor.exporter import ExporterServer
 
 DbOpt = Annotated[
     Path | None,
@@ -70,6 +75,13 @@ def exporter_cmd(
         bool, typer.Option("--no-probe", help="Serve /metrics only; no on-demand calls.")
     ] = False,
     catalog: CatalogOpt = None,
+    reserve_for_schedule: Annotated[
+        float,
+        typer.Option("--reserve-for-schedule",
+                     help="Share of each API's daily budget /probe leaves to scheduled probes."),
+    ] = 0.5,
+    allowed_host: AllowedHostOpt = None,
+    auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
     """Serve Prometheus metrics from the probe database (and /probe, /status).
 
@@ -78,39 +90,26 @@ def exporter_cmd(
     conventions (live by default; --sandbox or --simulate as for `probe`). /status: the last
     24 h per tool.
     """
+    from realprobe.api_monitor import serve_exporter
     from realprobe.clients import Mode
-    from realprobe.commands.common import load_catalog, transport_options
-    from realprobe.monitor.blackbox import BlackboxProber
-    from realprobe.monitor.exporter import Exporter, ExporterServer
-    from realprobe.probes.windows import parse_duration
-    from realprobe.store import Store, default_vantage
+    from realprobe.commands.common import load_catalog, server_guards, transport_options
 
-    if not 0 <= port <= 65535:
-        raise RealprobeError(f"--port must be between 0 and 65535 (got {port})")
-    if not timeout > 0:
-        raise RealprobeError(f"--timeout must be positive (got {timeout:g})")
-    window_s = parse_duration(window)
-    path = _db(db)
-    Store(path).close()  # create or check the schema before serving
-    cat = load_catalog(catalog)
-    prober = None
-    if not no_probe:
-        opts = transport_options(Mode.LIVE, sandbox, simulate, None, seed)
-        prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
-                                vantage=vantage or default_vantage())
-    budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
-    exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
-    server = ExporterServer(exporter, host, port)
-    err_console.print(
-        f"realprobe exporter on {server.url} (/metrics, /status"
-        + ("" if no_probe else ", /probe?tool=NAME") + f"), database {path}"
-    )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
+    target = None if no_probe else transport_options(Mode.LIVE, sandbox, simulate, None, seed)
+
+    def ready(server: ExporterServer) -> None:
+        err_console.print(
+            f"realprobe exporter on {server.url} (/metrics, /status"
+            + ("" if no_probe else ", /probe?tool=NAME") + f"), database {_db(db)}"
+        )
+
+    with as_flags("port", "timeout", "reserve_for_schedule", "window"):
+        serve_exporter(
+            host=host, port=port, db=_db(db), window=window, target=target,
+            probe=not no_probe, timeout=timeout, vantage=vantage,
+            reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
+            allowed_hosts=allowed, auth_token=token, on_ready=ready,
+        )  # until SIGINT/SIGTERM; the /probe run is marked finished
 
 
 def alert_check_cmd(
@@ -126,13 +125,9 @@ def alert_check_cmd(
     Each alert fires once and resolves once (state in the database); exit 1 while any
     alert is firing, 0 otherwise.
     """
-    from realprobe.monitor.alerts import check, load_rules
+    from realprobe.api_monitor import check_alerts
 
-    config = load_rules(rules)
-    path = _db(db)
-    if not path.exists():
-        raise RealprobeError(f"no database at {path}; run `realprobe probe` first or pass --db")
-    result = check(path, config, now=time.time(), dry_run=dry_run)
+    result = check_alerts(rules, _db(db), dry_run=dry_run)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -141,6 +136,8 @@ def alert_check_cmd(
         for e in result.events:
             verb = "would send" if dry_run else "sent"
             console.print(f"{verb} {e.status}: {e.rule} / {e.subject}")
+        for note in result.notes:
+            console.print(note, highlight=False)
         if not result.findings:
             console.print("no alert firing")
     for line in result.delivery_failures:
@@ -155,10 +152,8 @@ def merge_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Merge probe databases from several vantage points into one (idempotent)."""
-    from realprobe.monitor.merge import MergedSource, merge
-
-    if not output.parent.is_dir():
-        raise RealprobeError(f"-o {output}: directory {output.parent} does not exist")
+    from realprobe.api_monitor import merge_databases
+    from realprobe.monitor.merge import MergedSource
 
     def progress(s: MergedSource) -> None:
         if not as_json:
@@ -166,8 +161,13 @@ def merge_cmd(
                 f"{s.path}: {s.rows_added:,} of {s.rows_seen:,} rows added, "
                 f"{s.runs_added} runs ({s.runs_renamed} renamed) in {s.seconds:.1f}s"
             )
+        for reason, n in sorted(s.rows_refused.items()):
+            err_console.print(
+                f"{s.path}: refused {n:,} rows ({reason}); kept in the probes_quarantine "
+                "table of the output", highlight=False,
+            )
 
-    report = merge(sources, output, on_source=progress)
+    report = merge_databases(sources, output, on_source=progress)
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:
