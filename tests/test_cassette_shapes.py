@@ -288,3 +288,21 @@ def test_binary_request_bodies_and_old_base64_bodies_load_in_plain_vcrpy(
     with vcr.use_cassette(str(path), serializer="json", record_mode="none"), \
             httpx.Client() as client:
         assert client.post(f"{base}/png", content=blob).json() == {"a": 1}
+
+
+def test_vcrpy_style_filters_extend_the_credential_names(base: str, tmp_path: Path) -> None:
+    forget_all()
+    path = tmp_path / "filtered.json"
+    with realprobe.use_cassette(path, record_mode="once",
+                                filter_headers=[("x-team-secret", "XXX")],
+                                filter_query_parameters=["mailto"]), httpx.Client() as c:
+        c.get(f"{base}/works?filter=type%3Ajournal-article&mailto=me%40example.org",
+              headers={"X-Team-Secret": "team-4242-abcd"})
+    text = path.read_text()
+    assert "team-4242-abcd" not in text and "me%40example.org" not in text
+    (call,) = load_cassette(path).calls
+    assert "mailto=REDACTED" in call.uri and "type%3Ajournal-article" in call.uri
+    assert call.body == CROSSREF
+    with realprobe.use_cassette(path, record_mode="none"), httpx.Client() as c:  # still matches
+        assert c.get(f"{base}/works?filter=type%3Ajournal-article&mailto=me%40example.org",
+                     headers={"X-Team-Secret": "team-4242-abcd"}).content == CROSSREF

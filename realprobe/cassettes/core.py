@@ -425,7 +425,10 @@ class Player:
         self.on_exhausted = on_exhausted
         self.spec = MatchSpec.of(match_on if match_on is not None else cassette.match_on)
         self.match_on = self.spec.names
-        self.scrub = scrub or config_for(cassette.meta)
+        recorded = config_for(cassette.meta)  # the names the cassette was scrubbed with, too
+        self.scrub = (scrub or recorded).with_vcrpy_filters(
+            recorded.extra_headers if scrub else (), recorded.extra_params if scrub else ()
+        )
         self.scrubbed = bool(cassette.meta.get("scrubbed"))
         self.index: dict[str, list[Call]] = {}
         for call in sorted(cassette.calls, key=lambda c: c.seq):

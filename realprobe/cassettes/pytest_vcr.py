@@ -114,14 +114,6 @@ def _merged(config: dict[str, Any], marks: list[pytest.Mark]) -> dict[str, Any]:
     return out
 
 
-def _names(values: Any) -> tuple[str, ...]:
-    """vcrpy filter lists hold names or (name, replacement) pairs."""
-    out = []
-    for v in values or ():
-        out.append(str(v[0] if isinstance(v, list | tuple) else v))
-    return tuple(out)
-
-
 def _warn_unused(config: dict[str, Any]) -> None:
     for key in sorted(set(config) - USED_KEYS - {"default_cassette"}):
         if key not in _WARNED:
@@ -155,9 +147,10 @@ def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any
     return CassetteSession(
         path, record_mode=mode, match_on=config.get("match_on"),
         on_exhausted="repeat-last" if config.get("allow_playback_repeats") else "error",
-        scrub=ScrubConfig(extra_headers=_names(config.get("filter_headers")),
-                          extra_params=_names(config.get("filter_query_parameters"))
-                          + _names(config.get("filter_post_data_parameters"))),
+        scrub=ScrubConfig().with_vcrpy_filters(
+            config.get("filter_headers"), config.get("filter_query_parameters"),
+            config.get("filter_post_data_parameters"),
+        ),
         meta={"source": "pytest", "test": request.node.nodeid},
         hint="run pytest with --record-mode=once to record missing cassettes",
         extra_paths=extras, ignore_hosts=ignore,
