@@ -248,7 +248,7 @@ class Redactor:
 
 # -- JSON documents: string values only -----------------------------------------------------
 
-_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],]')
+_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],]|-?\d[\d.eE+-]*')
 _COLON_RE = re.compile(r"\s*:")
 
 
@@ -272,14 +272,19 @@ def redact_json(
 ) -> str:
     """A JSON document with its string values scrubbed and every other byte kept: a value under
     a credential name (`secret(name)`) becomes the placeholder, other values lose known secrets
-    (`redactor`, `text_fn`). Keys, numbers, literals and layout are never changed. The text
-    must be valid JSON (the caller checks)."""
+    (`redactor`, `text_fn`). Keys, literals, layout and numbers are never changed, except a
+    number that is itself a known secret, which becomes the quoted placeholder (never an
+    unquoted word). The text must be valid JSON (the caller checks)."""
     out: list[str] = []
     pos = 0
     key: str | None = None
+    numbers = set(redactor.forms) if redactor is not None else set()
     for m in _JSON_TOKEN_RE.finditer(text):
         token = m.group(0)
         if token[0] != '"':
+            if token in numbers:  # a numeric secret echoed as a number: a quoted placeholder
+                out += [text[pos:m.start()], f'"{placeholder}"']
+                pos = m.end()
             key = None
             continue
         if _COLON_RE.match(text, m.end()):
