@@ -306,3 +306,17 @@ def test_vcrpy_style_filters_extend_the_credential_names(base: str, tmp_path: Pa
     with realprobe.use_cassette(path, record_mode="none"), httpx.Client() as c:  # still matches
         assert c.get(f"{base}/works?filter=type%3Ajournal-article&mailto=me%40example.org",
                      headers={"X-Team-Secret": "team-4242-abcd"}).content == CROSSREF
+
+
+def test_har_export_holds_content_decoded(base: str, tmp_path: Path) -> None:
+    from realprobe.cassettes.exporters import to_har
+    from realprobe.cassettes.importers import from_data
+
+    path = tmp_path / "gz.json"
+    with realprobe.use_cassette(path, record_mode="once"), httpx.Client() as client:
+        client.get(f"{base}/gz")
+    har = to_har(load_cassette(path))
+    content = har["log"]["entries"][0]["response"]["content"]
+    assert json.loads(content["text"]) == {"fact": "cats sleep", "length": 10}
+    (call,) = from_data(har, "gz.har").calls  # read back: decoded, the stale encoding dropped
+    assert call.header("content-encoding") is None and json.loads(call.body)["length"] == 10
