@@ -320,3 +320,27 @@ def test_har_export_holds_content_decoded(base: str, tmp_path: Path) -> None:
     assert json.loads(content["text"]) == {"fact": "cats sleep", "length": 10}
     (call,) = from_data(har, "gz.har").calls  # read back: decoded, the stale encoding dropped
     assert call.header("content-encoding") is None and json.loads(call.body)["length"] == 10
+
+
+@pytest.mark.parametrize("serializer", ["yaml", "json"])
+def test_new_episodes_on_a_vcrpy_file_keeps_every_byte_of_it(
+    serializer: str, base: str, tmp_path: Path
+) -> None:
+    path = tmp_path / f"vcrpy.{serializer}"
+    with vcr.use_cassette(str(path), serializer=serializer, record_mode="once"), \
+            httpx.Client() as client:  # written by vcrpy itself, in its own layout
+        client.get(f"{base}/works?filter=type%3Ajournal-article")
+        client.get(f"{base}/2/tweets/search/recent?query=cats")
+    before = path.read_bytes()
+    with realprobe.use_cassette(path, record_mode="new_episodes"), httpx.Client() as client:
+        assert client.get(f"{base}/works?filter=type%3Ajournal-article").content == CROSSREF
+        assert client.get(f"{base}/png").content == PNG  # new: recorded and appended
+    after = path.read_bytes()
+    tail = before.rsplit(b"version", 1)[0]
+    assert after.startswith(tail.rstrip(b"\n ]")), "the old text changed"
+    assert len(load_cassette(path).calls) == 3
+    with vcr.use_cassette(str(path), serializer=serializer, record_mode="none"), \
+            httpx.Client() as client:
+        if serializer == "yaml":  # vcrpy's JSON has no form for bytes
+            assert client.get(f"{base}/png").content == PNG
+        assert client.get(f"{base}/works?filter=type%3Ajournal-article").content == CROSSREF

@@ -18,7 +18,13 @@ from typing import Any
 
 import httpx
 
-from realprobe.cassettes.cassette import Call, Cassette, Failure, save_cassette
+from realprobe.cassettes.cassette import (
+    Call,
+    Cassette,
+    Failure,
+    appended_bytes,
+    save_cassette,
+)
 from realprobe.cassettes.importers import recover_stale
 from realprobe.cassettes.journal import Journal
 from realprobe.cassettes.matching import (
@@ -360,11 +366,15 @@ class Recorder:
         fresh = self.cassette()
         self.scrub_report = scrub_cassette(fresh, self.scrub)
         out = fresh
+        payload = None
         if self.base is not None:
             out = Cassette(list(self.base.calls) + fresh.calls, fresh.meta, self.path)
+            # a plain vcrpy file gets the new interactions appended as text: not a byte of it
+            # changes (its layout is vcrpy's, which realprobe's writer would not reproduce)
+            payload = appended_bytes(self.path, self.base, fresh.calls)
         else:
             out.meta["scrubbed"] = self.scrub.enabled
-        self.saved = save_cassette(out, self.path)
+        self.saved = save_cassette(out, self.path, payload=payload)
         if self.journal is not None:
             self.journal.remove()
         return self.saved
