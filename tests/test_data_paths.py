@@ -119,6 +119,15 @@ def test_the_alert_rules_p95_is_the_p95_of_stats(tmp_path: Path) -> None:
     fired = evaluate(db, AlertConfig(rules=[rule]), now)
     assert len(fired) == 1 and fired[0].value == pytest.approx(p95, rel=1e-9)
     assert "censored fit" in fired[0].message
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from realprobe.monitor.exporter import Exporter
+
+    scraped = [
+        s.value for f in text_string_to_metric_families(Exporter(db).metrics().decode())
+        for s in f.samples if s.name == "realprobe_latency_p95_seconds"
+    ]
+    assert scraped == [pytest.approx(p95 / 1000, rel=1e-9)]  # the exporter's p95 too
 
 
 # -- one write path ------------------------------------------------------------------------
