@@ -69,9 +69,14 @@ def test_every_reader_reads_the_same_rows_under_any_folder_name(
     res = _cli("alert", "check", str(rules), "--db", str(db), "--dry-run", cwd=tmp_path)
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert "agify_age" in res.stdout
+    res = _cli("stats", "--db", str(db), "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert sum(t["success"]["n"] for t in json.loads(res.stdout)["tools"]) == 50
+    res = _cli("report", "--db", str(db), "--format", "md", "-o", "r.md", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
     out = merge([db], tmp_path / "all.db")
     assert out.rows_added == 50
-    assert _files(tmp_path) - before == {"rules.json", "all.db"}
+    assert _files(tmp_path) - before == {"rules.json", "all.db", "r.md"}
 
 
 def test_read_only_refuses_clearly_and_creates_nothing(tmp_path: Path) -> None:
