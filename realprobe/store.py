@@ -762,7 +762,7 @@ def check_started_ts(value: object, now: float | None = None) -> float:
     """A row's start: a finite epoch-seconds number, not after now (plus a small skew)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RowRefused("bad_time", f"started_ts {str(value)[:40]!r} is not a number")
-    ts = float(value)
+    ts = float(value) if _finite(value) else math.inf
     if not math.isfinite(ts) or ts < 0:
         raise RowRefused("bad_time", f"started_ts {ts!r} is not a time")
     limit = (time.time() if now is None else now) + FUTURE_SKEW_S
