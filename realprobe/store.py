@@ -127,6 +127,9 @@ PROBES_COLUMNS: dict[str, Any] = {
     #: the row's idempotency key: a hash of its content (schema 4), so the same call stored
     #: twice, merged again or through another merge, is one row (see `row_key`)
     "row_key": str,
+    #: the `X-Request-Id` the sandbox echoed for this call (pairs a row with its journal
+    #: entry; schema 5)
+    "request_id": str,
 }
 
 
@@ -339,7 +342,7 @@ class Store:
             db.table("schedule_events").create(SCHEDULE_EVENTS_COLUMNS, pk="id", transform=True)
             if have == 1:
                 self._backfill_provenance()
-            if have >= 1:
+            if 1 <= have < 4:
                 self._backfill_row_keys()
             set_schema_version(db, "probes", SCHEMA_VERSION)
         probes = self.db.table("probes")
@@ -704,12 +707,15 @@ def probe_row(
         "vantage": vantage,
         "detail": err.message if err is not None else "",  # cut when stored, after scrubbing
         "timeout_s": timeout_s,
-        "excluded": 0,
+        # an answer realprobe's own sandbox made (a catalogue it does not serve, no fixture)
+        # is an infrastructure failure, never the API's
+        "excluded": int(err is not None and err.infrastructure is not None),
         "source": source,
         "args": args,
         "target_kind": target.kind.value,
         "target": target.label,
         "virtual_s": virtual_s,
+        "request_id": result.request_id,
         **_phase_cells(result.phases),
     }
 
