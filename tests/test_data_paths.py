@@ -307,3 +307,22 @@ def test_the_front_door_runs_no_sql() -> None:
         text = inspect.getsource(module)
         for word in ("SELECT ", "execute(", "sqlite3", "read_only("):
             assert word not in text, (module.__name__, word)
+
+
+def test_a_run_claimed_by_another_source_cannot_take_back_the_honest_rows(
+    tmp_path: Path,
+) -> None:
+    honest, hostile = tmp_path / "honest.db", tmp_path / "hostile.db"
+    t0 = time.time() - 1200
+    write_rows(honest, "agify_age", "o" * 30, run_id="n1", vantage="berlin", t0=t0)
+    with Store(honest) as store:
+        run = store.run("n1")
+    with Store(hostile) as store:  # the same run, claimed, and marked excluded
+        store.start_run({**run, "excluded": 1, "status": "local_network_failure"})
+    out = tmp_path / "all.db"
+    merge([hostile, honest], out)
+    agg = Aggregator(out)
+    agg.refresh()
+    agg.refresh()
+    assert agg.rows_seen == 30
+    assert sum(s.window(t0 - 60)[0] for s in agg.series.values()) == 30
