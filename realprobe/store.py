@@ -768,12 +768,16 @@ def check_started_ts(value: object, now: float | None = None) -> float:
     """A row's start: a finite epoch-seconds number, not after now (plus a small skew)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RowRefused("bad_time", f"started_ts {str(value)[:40]!r} is not a number")
-    ts = float(value)
+    ts = float(value) if _finite(value) else math.inf
     if not math.isfinite(ts) or ts < 0:
         raise RowRefused("bad_time", f"started_ts {ts!r} is not a time")
     limit = (time.time() if now is None else now) + FUTURE_SKEW_S
     if ts > limit:
-        raise RowRefused("future_time", f"row stamped in the future ({iso_utc(ts)})")
+        try:
+            when = iso_utc(ts)
+        except (ValueError, OverflowError, OSError):  # past the calendar datetime knows
+            when = f"{ts:g} s after 1970"
+        raise RowRefused("future_time", f"row stamped in the future ({when})")
     return ts
 
 
@@ -782,7 +786,7 @@ def _number(key: str, value: object) -> float | int | None:
         return None
     if isinstance(value, bool):
         return int(value)
-    if not isinstance(value, int | float) or not math.isfinite(value):
+    if not isinstance(value, int | float) or not _finite(value):
         raise RowRefused("bad_number", f"{key} {str(value)[:40]!r} is not a finite number")
     if key in _INTS:
         if value != int(value):
@@ -791,6 +795,13 @@ def _number(key: str, value: object) -> float | int | None:
     if key in _NON_NEGATIVE and value < 0:
         raise RowRefused("bad_number", f"{key} {value!r} is negative")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past any float
+        return False
 
 
 def _text(key: str, value: object) -> str | None:
