@@ -20,7 +20,8 @@ def vcr_config():
   the default cassette as pytest-recording does.
 - Fixtures: `vcr_config`, `vcr_cassette_dir` (`<test folder>/cassettes/<module>`),
   `default_cassette_name` (`Class.test_name`, with `<>?%*:|"'/\\` replaced by `-`),
-  `record_mode`, and `vcr` (the cassette session in use: `play_count`, `recording`).
+  `record_mode`, and `vcr` (the cassette session in use: `play_count`, `all_played`,
+  `len(vcr)`, `recording`).
 - Options: `--record-mode none|once|new_episodes|all|rewrite` (default none),
   `--block-network`, `--allowed-hosts=h1,h2`, `--disable-recording`.
 - `@pytest.mark.block_network(allowed_hosts=[...])`: the network block below, except while a

@@ -130,6 +130,15 @@ class CassetteSession:
         """How many recorded responses were replayed (vcrpy's `Cassette.play_count`)."""
         return len(self.player.played) if self.player is not None else 0
 
+    @property
+    def all_played(self) -> bool:
+        """Every recording was replayed (vcrpy's `Cassette.all_played`)."""
+        return self.player is not None and not self.player.unplayed()
+
+    def __len__(self) -> int:
+        """Recordings in the cassette (vcrpy's `len(cassette)`)."""
+        return len(self.player.cassette.calls) if self.player is not None else 0
+
     def ignored(self, url: str) -> bool:
         """A request answered live and never recorded (its host is ignored)."""
         if not self.ignore_hosts:
