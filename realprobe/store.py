@@ -863,6 +863,53 @@ def check_probe_row(row: dict[str, Any], now: float | None = None) -> dict[str, 
     return out
 
 
+def check_table_row(
+    row: dict[str, Any], columns: dict[str, Any], what: str, now: float | None = None
+) -> dict[str, Any]:
+    """A row of another table (task runs and steps) as stored, or `RowRefused`: the same
+    rules as a probe row where they apply. Known columns only, finite numbers of the
+    column's type, a start (`started_at`, ISO time) not in the future, known kinds and
+    sources; text is cut at MAX_TEXT (the caller scrubs secrets first, so nothing half a
+    secret survives the cut)."""
+    extra = row.keys() - columns.keys()
+    if extra:
+        raise RowRefused("unknown_column", f"unknown {what} columns: {sorted(extra)[:5]}")
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if value is None:
+            out[key] = None
+        elif columns[key] in (int, float):
+            out[key] = _typed_number(what, key, value, columns[key])
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            out[key] = text[:MAX_TEXT]
+    started = out.get("started_at")
+    if started is not None:
+        try:
+            ts = dt.datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            why = f"{what} started_at {started[:40]!r} is not a time"
+            raise RowRefused("bad_time", why) from None
+        check_started_ts(ts, now)
+    if out.get("target_kind") not in (None, *KNOWN_KINDS):
+        raise RowRefused("unknown_kind", f"{what} target_kind {out['target_kind'][:40]!r}")
+    if out.get("source") not in (None, *SOURCES):
+        raise RowRefused("unknown_source", f"{what} source {out['source'][:40]!r}")
+    return out
+
+
+def _typed_number(what: str, key: str, value: object, kind: type) -> int | float:
+    if isinstance(value, bool):
+        value = int(value)
+    if not isinstance(value, int | float) or not _finite(value):
+        raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number")
+    if kind is int:
+        if value != int(value):
+            raise RowRefused("bad_number", f"{what} {key} {value!r} is not a whole number")
+        return int(value)
+    return value
+
+
 def row_key(row: dict[str, Any]) -> str:
     """A row's idempotency key: a hash of what the call was (every column but where it is
     stored: id, run id, exclusion). Rows are keyed by content, never by a key a source

@@ -11,7 +11,13 @@ from typing import Any
 
 from realprobe.errors import RealprobeError
 from realprobe.secrets import scrub_row
-from realprobe.store import Store, default_vantage, schema_version, set_schema_version
+from realprobe.store import (
+    Store,
+    check_table_row,
+    default_vantage,
+    schema_version,
+    set_schema_version,
+)
 
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
 #: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics)
@@ -142,8 +148,10 @@ class TaskStore:
         row = {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()}
         row.setdefault("source", "task")
         row.setdefault("vantage", default_vantage())
+        row = check_table_row(row, TASK_RUNS_COLUMNS, "task run")  # the store's row rules
         kind = row.get("target_kind")
-        steps = [{"target_kind": kind, **s} for s in steps]
+        steps = [check_table_row({"target_kind": kind, **s}, TASK_STEPS_COLUMNS, "task step")
+                 for s in steps]
         with self.db.conn:
             key = row.get("resume_key")
             if key:  # a run replaces an earlier attempt that failed on infrastructure
