@@ -38,6 +38,7 @@ from realprobe.http.transports import (
     live_transport,
     sync_live_transport,
 )
+from realprobe.simulator.plans import FaultPlan, load_plan
 from realprobe.simulator.profile import Profile, resolve_profile
 from realprobe.target import Target
 
@@ -58,6 +59,10 @@ class TransportOptions:
     scrub: bool = True
     #: none|once|new_episodes|all (vcrpy's record modes); decides record or replay itself
     record_mode: str | None = None
+    #: simulate: a fault plan (built-in name, file, or FaultPlan) applied over the profile
+    fault_plan: str | Path | FaultPlan | None = None
+    #: simulate: every tool's failure share set to this (Profile.scaled)
+    fault_rate: float | None = None
 
     def __post_init__(self) -> None:
         # `mode="simulate"` (a plain string) must mean Mode.SIMULATE, and a typo must fail
@@ -74,7 +79,8 @@ class TransportOptions:
         mode = Mode.parse(self.mode)
         if self.record_mode is not None:
             mode = self._mode_for_record_mode()
-        if self.profile is not None and mode is Mode.LIVE and self.sandbox is None:
+        faults = self.fault_plan is not None or self.fault_rate is not None
+        if (self.profile is not None or faults) and mode is Mode.LIVE and self.sandbox is None:
             mode = Mode.SIMULATE
         if self.sandbox and mode is Mode.SIMULATE:
             raise RealprobeError(
@@ -119,12 +125,14 @@ def base_transport(
 ) -> httpx.AsyncBaseTransport:
     """The transport that really answers: network, sandbox or simulator."""
     if opts.mode is Mode.SIMULATE:
+        profile = resolve_profile(opts.profile)
         return SimulateTransport(
             catalog,
-            resolve_profile(opts.profile),
+            profile.scaled(opts.fault_rate) if opts.fault_rate is not None else profile,
             seed=opts.seed,
             clock=clock,
             real_time=opts.real_time,
+            plan=load_plan(opts.fault_plan) if opts.fault_plan is not None else None,
         )
     if opts.sandbox:
         return SandboxRouter(opts.sandbox, origins_of(catalog), live_transport())

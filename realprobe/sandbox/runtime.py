@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import random
+import time
 
 from realprobe.simulator.faults import FaultModel, Outcome
+from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.toxics import Toxic, ToxicSet, toxics_from_profile
 
@@ -13,20 +15,23 @@ class Runtime:
     """The fault state of a running sandbox. `profile=None` means cleared: every request
     succeeds with no added latency (toxics still apply)."""
 
-    def __init__(self, profile: Profile, seed: int | str = 0) -> None:
+    def __init__(
+        self, profile: Profile, seed: int | str = 0, plan: FaultPlan | None = None
+    ) -> None:
+        self.plan = plan
         self.start_profile = profile
         self.start_seed = seed
         self.profile: Profile | None = profile
         self.seed: int | str = seed
         self.toxics = ToxicSet(toxics_from_profile(profile.toxics))
-        self.model = FaultModel(profile, seed)
+        self.model = FaultModel(profile, seed, plan)
         self.rng = random.Random(f"{seed}:toxics")
         self._clear_rng = random.Random(f"{seed}:cleared")
 
     def set_profile(self, profile: Profile | None, *, toxics: bool = True) -> None:
         """A new profile (None clears it); its toxics replace the current ones."""
         self.profile = profile
-        self.model = FaultModel(profile or self.start_profile, self.seed)
+        self.model = FaultModel(profile or self.start_profile, self.seed, self.plan)
         if toxics:
             self.toxics = ToxicSet(toxics_from_profile(profile.toxics) if profile else {})
 
@@ -34,7 +39,7 @@ class Runtime:
         """Fresh random streams (from `seed`, or the current seed again)."""
         if seed is not None:
             self.seed = seed
-        self.model = FaultModel(self.profile or self.start_profile, self.seed)
+        self.model = FaultModel(self.profile or self.start_profile, self.seed, self.plan)
         self.rng = random.Random(f"{self.seed}:toxics")
         self._clear_rng = random.Random(f"{self.seed}:cleared")
 
@@ -47,7 +52,7 @@ class Runtime:
     def draw(self, tool: str) -> Outcome:
         if self.profile is None:
             return Outcome(None, 0.0, self._clear_rng.getrandbits(30))
-        return self.model.draw(tool)
+        return self.model.draw(tool, time.monotonic())
 
     def toxics_for(self, api: str | None, tool: str | None) -> dict[str, Toxic]:
         return self.toxics.for_request(api, tool)

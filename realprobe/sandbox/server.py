@@ -34,6 +34,7 @@ from realprobe.sandbox.responder import FAULT_PREFIX, Responder
 from realprobe.sandbox.responder import Stats as SandboxStats
 from realprobe.sandbox.runtime import Runtime
 from realprobe.simulator.faults import FaultModel
+from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.routes import RouteTable
 
@@ -64,6 +65,7 @@ class Sandbox:
         admin: bool = True,
         header_timeout_s: float = HEADER_TIMEOUT_S,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        plan: FaultPlan | None = None,
     ) -> None:
         """`origins` ({api id: origin of its real base URL}) lets recorded requests be
         matched; `recordings` serves their responses first; `upstream` makes this a proxy."""
@@ -74,7 +76,7 @@ class Sandbox:
         self.host = host
         self.port = port
         self.stats = SandboxStats()
-        self.runtime = Runtime(profile, seed)
+        self.runtime = Runtime(profile, seed, plan)
         self.journal = Journal()
         self.upstream = upstream
         self.responder = Responder(

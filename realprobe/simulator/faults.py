@@ -8,28 +8,89 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from realprobe.errors import ErrorCode
-from realprobe.simulator.profile import Profile, ToolProfile
+from realprobe.simulator.profile import IMPLICIT_VARIANTS, Profile, ToolProfile
+
+if TYPE_CHECKING:
+    from realprobe.simulator.plans import FaultPlan, PlanState
+
+#: ResiliBench's rule: success chance times 0.9 per counted earlier failure; its code counts
+#: the last three calls and clamps to [0.1, 0.95], its paper counts every earlier failure
+RB_PENALTY = 0.9
+RB_WINDOW = 3
+RB_CLAMP = (0.1, 0.95)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    code: ErrorCode | None  # None: success
+    code: ErrorCode | None  # None: success (an implicit fault is a success to the client)
     latency_s: float  # time before the answer (for TIMEOUT: how long it would hang)
     pick: int  # a random integer for choosing among variants of this code
+    #: a named variant to play (set by a fault plan or an implicit fault); None: the
+    #: renderer picks one for the code
+    variant: str | None = None
+    #: who put the fault there: profile | plan (None: no fault)
+    injected_by: str | None = None
+    #: the fault lasts for the rest of the run (a dead tool, a permanent implicit fault)
+    permanent: bool = False
 
     @property
     def ok(self) -> bool:
         return self.code is None
 
+    @property
+    def implicit(self) -> bool:
+        return self.variant in IMPLICIT_VARIANTS
+
+    @property
+    def injected(self) -> bool:
+        return self.injected_by is not None
+
+
+@dataclass(slots=True)
+class Injection:
+    """One injected fault, as an evaluator reads it (never shown to the agent)."""
+
+    tool: str
+    call: int  # the tool's n-th call (1-based)
+    variant: str | None  # None: the renderer picked the variant for `code`
+    code: str | None  # the error code the client should see (None: implicit, looks ok)
+    kind: str  # explicit | implicit
+    persistence: str  # transient | permanent
+    by: str  # profile | plan
+    note: str = ""  # what an implicit fault did to the body
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "tool": self.tool, "call": self.call, "variant": self.variant, "code": self.code,
+            "kind": self.kind, "persistence": self.persistence, "by": self.by, "note": self.note,
+        }  # fmt: skip
+
+
+def injection_of(tool: str, call: int, out: Outcome) -> Injection | None:
+    if not out.injected:
+        return None
+    return Injection(
+        tool, call, out.variant, out.code.value if out.code else None,
+        "implicit" if out.implicit else "explicit",
+        "permanent" if out.permanent else "transient", out.injected_by or "profile",
+    )  # fmt: skip
+
 
 class ToolStream:
-    def __init__(self, profile: ToolProfile, seed: int | str, tool: str) -> None:
+    def __init__(
+        self, profile: ToolProfile, seed: int | str, tool: str, rule: str = "burst"
+    ) -> None:
         self.profile = profile
         self.rng = random.Random(f"{seed}:{tool}")
         self.prev_failed: bool | None = None
+        self.rule = rule
+        self.failures = 0  # earlier failures (the ResiliBench paper's count)
+        self.recent: deque[bool] = deque(maxlen=RB_WINDOW)  # its code's window
         self.mu, self.sigma = profile.latency_ms.params()
         comps = profile.latency_ms.components() if profile.latency_ms.mixture else []
         self._mix = comps
@@ -47,6 +108,11 @@ class ToolStream:
             self._cum.append(acc)
 
     def p_fail(self) -> float:
+        if self.rule == "resilibench-paper":
+            return 1.0 - self.profile.success_rate * RB_PENALTY**self.failures
+        if self.rule == "resilibench-code":
+            p = self.profile.success_rate * RB_PENALTY ** sum(self.recent)
+            return 1.0 - min(max(p, RB_CLAMP[0]), RB_CLAMP[1])
         b = self.profile.burst
         if b is None:
             return 1.0 - self.profile.success_rate
@@ -72,6 +138,8 @@ class ToolStream:
         latency = self._latency_s(rng)
         pick = rng.getrandbits(30)
         self.prev_failed = failed
+        self.failures += failed
+        self.recent.append(failed)
         if not failed:
             return Outcome(None, latency, pick)
         u = rng.random() * self._cum[-1]
@@ -85,14 +153,67 @@ class ToolStream:
         return Outcome(code, latency, pick)
 
 
+class ImplicitStream:
+    """Whether a successful answer of one tool is quietly wrong (its own random stream, so
+    profiles without implicit faults keep the exact outcomes they always had)."""
+
+    def __init__(self, profile: Profile, seed: int | str, tool: str) -> None:
+        self.spec = profile.implicit_for(tool)
+        self.rng = random.Random(f"{seed}:{tool}:implicit")
+        self.stuck: str | None = None  # a permanent implicit fault met earlier
+
+    def apply(self, out: Outcome) -> Outcome:
+        if self.spec is None or not out.ok:
+            return out
+        if self.stuck is not None:
+            return replace(out, variant=self.stuck, injected_by="profile", permanent=True)
+        u = self.rng.random()
+        edge = 0.0
+        for variant, rate in sorted(self.spec.rates.items()):
+            edge += rate
+            if u < edge:
+                permanent = self.rng.random() < self.spec.permanent
+                if permanent:
+                    self.stuck = variant
+                return replace(out, variant=variant, injected_by="profile", permanent=permanent)
+        return out
+
+
 class FaultModel:
-    def __init__(self, profile: Profile, seed: int | str = 0) -> None:
+    """Outcomes per tool from the profile, then implicit faults, then the fault plan's
+    rules; every injected fault is also written to `ledger` for evaluators."""
+
+    def __init__(
+        self, profile: Profile, seed: int | str = 0, plan: FaultPlan | None = None
+    ) -> None:
         self.profile = profile
         self.seed = seed
+        self.plan = plan
         self._streams: dict[str, ToolStream] = {}
+        self._implicit: dict[str, ImplicitStream] = {}
+        self._calls: dict[str, int] = {}
+        self._plan_state: PlanState | None = plan.start(seed) if plan is not None else None
+        self.ledger: list[Injection] = []
 
-    def draw(self, tool: str) -> Outcome:
+    def draw(self, tool: str, now: float | None = None) -> Outcome:
         stream = self._streams.get(tool)
         if stream is None:
-            stream = self._streams[tool] = ToolStream(self.profile.for_tool(tool), self.seed, tool)
-        return stream.draw()
+            stream = self._streams[tool] = ToolStream(
+                self.profile.for_tool(tool), self.seed, tool, self.profile.rule
+            )
+            self._implicit[tool] = ImplicitStream(self.profile, self.seed, tool)
+        call = self._calls[tool] = self._calls.get(tool, 0) + 1
+        out = stream.draw()
+        if out.code is not None:
+            out = replace(out, injected_by="profile")
+        out = self._implicit[tool].apply(out)
+        limit = self.profile.call_timeout_s
+        if limit is not None and out.ok and out.latency_s > limit:
+            out = replace(out, code=ErrorCode.TIMEOUT, latency_s=math.inf, variant=None,
+                          injected_by="profile", permanent=False)  # fmt: skip
+        if self._plan_state is not None:
+            out = self._plan_state.apply(tool, call, now, out)
+        injection = injection_of(tool, call, out)
+        if injection is not None:
+            self.ledger.append(injection)
+        return out
