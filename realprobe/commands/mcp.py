@@ -12,6 +12,8 @@ import typer
 from realprobe.commands.common import (
     CassetteOpt,
     CatalogOpt,
+    FaultPlanOpt,
+    FaultRateOpt,
     ModeOpt,
     SandboxOpt,
     SeedOpt,
@@ -44,6 +46,8 @@ def build_transport_options(
     cassette: Path | None,
     seed: int,
     real_time: bool,
+    fault_plan: str | None = None,
+    fault_rate: float | None = None,
 ) -> TransportOptions:
     from realprobe.clients import TransportOptions
 
@@ -64,9 +68,19 @@ def build_transport_options(
         raise RealprobeError("--cassette needs --mode record or --mode replay")
     if real_time and mode is not Mode.SIMULATE:
         raise RealprobeError("--real-time applies to --mode simulate only")
+    if (fault_plan is not None or fault_rate is not None) and sandbox is not None:
+        raise RealprobeError(
+            "--fault-plan/--fault-rate apply in process; give them to `realprobe sandbox`"
+        )
+    if fault_plan is not None:
+        from realprobe.simulator.plans import load_plan
+
+        load_plan(fault_plan)  # one clear line for a bad name or file
+    if fault_rate is not None and not 0 <= fault_rate <= 1:
+        raise RealprobeError(f"--fault-rate {fault_rate:g}: expected a share between 0 and 1")
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
-        real_time=real_time,
+        real_time=real_time, fault_plan=fault_plan, fault_rate=fault_rate,
     ).normalised()
 
 
@@ -95,6 +109,8 @@ def mcp_cmd(
         ),
     ] = None,
     seed: SeedOpt = 0,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
     real_time: Annotated[
         bool,
         typer.Option(
@@ -163,7 +179,9 @@ def mcp_cmd(
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
-    opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
+    opts = build_transport_options(
+        mode, sandbox, profile, cassette, seed, real_time, fault_plan, fault_rate
+    )
     if (
         transport is McpTransport.HTTP
         and host not in ("127.0.0.1", "localhost", "::1")

@@ -11,6 +11,8 @@ import typer
 
 from realprobe.commands.common import (
     CatalogOpt,
+    FaultPlanOpt,
+    FaultRateOpt,
     JsonOpt,
     ModeOpt,
     SandboxOpt,
@@ -120,6 +122,8 @@ def run_cmd(
     call_timeout: Annotated[
         float | None, typer.Option("--call-timeout", help="Deadline per tool call, seconds.")
     ] = None,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
     tasks_dir: Annotated[
         Path | None, typer.Option("--tasks-dir", help="Folder of task files.")
     ] = None,
@@ -157,7 +161,7 @@ def run_cmd(
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "simulate", "mode", "prompt", "concurrency", "executor",
-                  "address"):
+                  "address", "fault_plan", "fault_rate"):
         from realprobe.tasks.batch import TaskBatch
         from realprobe.tasks.executors import check_executor
 
@@ -171,7 +175,7 @@ def run_cmd(
             tasks_dir=tasks_dir, catalog=load_catalog(catalog),
             on_note=lambda note: err_console.print(f"[yellow]note[/yellow]: {note}"),
             concurrency=concurrency, llm_rpm=llm_rpm, llm_tpm=llm_tpm,
-            llm_concurrency=llm_concurrency,
+            llm_concurrency=llm_concurrency, fault_plan=fault_plan, fault_rate=fault_rate,
         )
         batch.check_executor(executor, address)
     path = db or _default_db()
@@ -306,7 +310,7 @@ def _print_summary(summary: Mapping[str, Any], db: Path) -> None:
         )
     if rec["runs_with_failures"]:
         console.print(
-            f"recovery: {rec['runs_with_failures']} runs met tool failures, "
+            f"recovery: {rec['runs_with_failures']} runs met tool faults they did not cause, "
             f"{_pct(rec['recovery_rate'])} still reached full success, "
             f"{rec['recovery_cost']:.2f} extra calls per failure"
         )
@@ -403,3 +407,28 @@ def print_results(s: Mapping[str, Any]) -> None:
             "-" if r["recovery_cost"] is None else f"{r['recovery_cost']:.2f}",
         )
     console.print(rel)
+    _print_recovery_by_kind(s["reliability"])
+
+
+def _print_recovery_by_kind(reliability: list[Mapping[str, Any]]) -> None:
+    """Recovery per fault kind (explicit/implicit x transient/permanent), where any met."""
+    from rich.table import Table
+
+    from realprobe.tasks.metrics import FAULT_KINDS
+
+    rows = [r for r in reliability
+            if any(r["recovery_by_kind"][k]["runs_with_failures"] for k in FAULT_KINDS)]
+    if not rows:
+        return
+    table = Table(title="Recovery per injected fault kind (runs that met one; full success)")
+    for col in ("agent", "model", "prompt", "plan", *FAULT_KINDS):
+        table.add_column(col)
+    for r in rows:
+        cells = []
+        for k in FAULT_KINDS:
+            rec = r["recovery_by_kind"][k]
+            n = rec["runs_with_failures"]
+            cells.append(f"{_pct(rec['recovery_rate'])} of {n}" if n else "-")
+        table.add_row(r["agent"], r["model"], r["prompt"],
+                      str(r.get("fault_plan") or "-"), *cells)  # fmt: skip
+    console.print(table)

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
+from realprobe.simulator.plans import load_plan
 from realprobe.simulator.profile import load_profile
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
-from realprobe.tasks.metrics import levels, pass_k, recovery
+from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.prompts import prompt_variants
@@ -82,6 +83,31 @@ def resolve_mode(
     return mode, simulate
 
 
+def check_faults(
+    plan: str | Path | None,
+    rate: float | None,
+    mode: Mode | str,
+    sandbox: str | None,
+    simulate: str | None,
+) -> str | None:
+    """Check a fault plan and a fault rate (they apply in process: a sandbox takes its own);
+    with neither a profile nor a target they run on the calm profile. Returns `simulate`."""
+    if plan is None and rate is None:
+        return simulate
+    if sandbox is not None:
+        raise RealprobeError(
+            "fault_plan / fault_rate apply to the in-process simulator; give them to the "
+            "sandbox itself (`realprobe sandbox --fault-plan ... --fault-rate ...`)"
+        )
+    if rate is not None and not 0 <= rate <= 1:
+        raise RealprobeError(f"fault_rate {rate:g}: expected a share between 0 and 1")
+    if plan is not None:
+        load_plan(plan)  # fail early on a bad name or file
+    if simulate is None and str(mode) in (Mode.LIVE.value, Mode.SIMULATE.value):
+        return "calm"
+    return simulate
+
+
 @dataclass
 class TaskBatchResult:
     #: every run, in plan order (task, prompt, repeat), whichever executor ran it
@@ -111,6 +137,7 @@ def summary_of(runs: Iterable[RunOutcome | Mapping[str, Any]]) -> dict[str, Any]
     rows = _rows(runs)
     return {
         "levels": levels(rows), **pass_k(rows), "recovery": recovery(rows),
+        "recovery_by_kind": recovery_by_kind(rows),
         "infra_errors": sum(1 for r in rows if r.get("infra_error") is not None),
     }
 
@@ -171,6 +198,8 @@ class TaskBatch:
         llm_rpm: float | None = None,
         llm_tpm: float | None = None,
         llm_concurrency: int | None = None,
+        fault_plan: str | Path | None = None,
+        fault_rate: float | None = None,
     ) -> TaskBatch:
         """Check everything before anything runs; errors name the parameter at fault."""
         if repeat < 1:
@@ -186,6 +215,7 @@ class TaskBatch:
             limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
+        simulate = check_faults(fault_plan, fault_rate, mode, sandbox, simulate)
         run_mode, profile = resolve_mode(mode, sandbox, simulate)
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
@@ -202,6 +232,8 @@ class TaskBatch:
             cassette=Path(cassette) if cassette is not None else None, repeat=repeat,
             seed=seed, llm=llm, max_turns=max_turns, timeout_s=timeout,
             call_timeout_s=call_timeout, concurrency=concurrency, llm_limits=limits,
+            fault_plan=str(fault_plan) if fault_plan is not None else None,
+            fault_rate=fault_rate,
         )
         check_cassettes(chosen, cfg)
         return cls(chosen, cfg, cat)

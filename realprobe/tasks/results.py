@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from realprobe.tasks.metrics import levels, pass_k, recovery
+from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 
 
 def _group(rows: Iterable[Mapping[str, Any]], key: Any) -> dict[Any, list[Mapping[str, Any]]]:
@@ -35,16 +35,20 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for (a, m, f), rs in _group(flawed, lambda r: (r["agent"], r["model"], r["flaw"])).items()
     ]
     reliability = []
-    for (a, m, p, mode, prof, kind), rs in _group(
+    for (a, m, p, mode, prof, kind, plan, rate), rs in _group(
         rows,
         lambda r: (r["agent"], r["model"], r["prompt"], r["mode"], r["profile"] or "",
-                   r.get("target_kind") or "live"),
+                   r.get("target_kind") or "live", r.get("fault_plan") or "",
+                   r.get("fault_rate")),
     ).items():
         reliability.append(
             {
                 "agent": a, "model": m, "prompt": p, "mode": mode, "profile": prof,
                 "target_kind": kind,  # live | sandbox | simulate | replay: never pooled
+                "fault_plan": plan or None, "fault_rate": rate,
                 "runs": len(rs), **pass_k(rs), **recovery(rs),
+                # ToolMaze's recovery rate per fault kind (faults the agent caused excluded)
+                "recovery_by_kind": recovery_by_kind(rs),
             }
         )
     return {"runs": len(rows), "by_prompt": by_prompt, "by_flaw": by_flaw,

@@ -19,10 +19,15 @@ from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import HttpClient
+from realprobe.simulator.faults import Injection
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
 
 LOOP_REPEATS = 3  # the same successful call this many times is a loop
+#: fault origins that count for recovery (the agent's own input errors never do)
+TOOL_FAULT_ORIGINS = ("injected", "upstream")
+#: codes a server answers to the arguments it was sent: the agent's input, unless injected
+INPUT_CODES = (ErrorCode.INVALID_INPUT.value, ErrorCode.NOT_FOUND.value)
 
 
 class Terminated(Exception):
@@ -49,6 +54,23 @@ class StepRecord:
     latency_ms: float = 0.0
     data: dict[str, Any] | None = None
     step_id: str | None = None
+    #: who caused this step's fault: injected (the simulator or sandbox put it there),
+    #: upstream (a real API's own failure), agent (its own input); None: no fault
+    fault_origin: str | None = None
+    #: explicit-transient | explicit-permanent | implicit-transient | implicit-permanent
+    fault_kind: str | None = None
+    #: the variant played (503, hang, stale, ...), when injected
+    fault_variant: str | None = None
+
+    @property
+    def implicit_fault(self) -> bool:
+        """The answer looked ok but was an injected implicit fault (wrong content)."""
+        return self.fault_origin == "injected" and (self.fault_kind or "").startswith("implicit")
+
+    @property
+    def tool_fault(self) -> bool:
+        """A fault the environment put in front of the agent (not its own input)."""
+        return self.fault_origin in TOOL_FAULT_ORIGINS
 
     def as_row(self, run_id: str) -> dict[str, Any]:
         return {
@@ -69,6 +91,9 @@ class StepRecord:
             "result": json.dumps(self.data, sort_keys=True, default=str)[:4000]
             if self.data is not None
             else None,
+            "fault_origin": self.fault_origin,
+            "fault_kind": self.fault_kind,
+            "fault_variant": self.fault_variant,
         }
 
 
@@ -92,6 +117,19 @@ class RunState:
     @property
     def failures(self) -> int:
         return sum(1 for s in self.steps if s.kind == "api" and not s.ok)
+
+    @property
+    def tool_faults(self) -> int:
+        """Faults met that the agent did not cause (implicit ones included)."""
+        return sum(1 for s in self.steps if s.tool_fault)
+
+    def fault_kinds(self) -> dict[str, int]:
+        """Tool faults met, by kind (explicit/implicit x transient/permanent)."""
+        kinds: dict[str, int] = {}
+        for s in self.steps:
+            if s.tool_fault and s.fault_kind:
+                kinds[s.fault_kind] = kinds.get(s.fault_kind, 0) + 1
+        return kinds
 
 
 COMPLETION_PHRASE = "TASK COMPLETE"
@@ -192,8 +230,12 @@ class ToolBox:
             rec = self._output(name, args, idx, turn, role, step_id)
         elif name in self.catalog:
             tool = self.catalog.get(name)
+            ledger = fault_ledger(self.client)
+            seen = len(ledger) if ledger is not None else 0
             result = await self._polite_call(tool, args)
             rec = self._from_result(result, args, idx, turn, role, step_id)
+            label_fault(rec, ledger[seen:] if ledger is not None else None,
+                        self.client.target.kind.value)  # fmt: skip
         else:
             message = f"unknown tool {name!r}.{self.suggest(name)}"
             rec = _rejected(idx, turn, name, "unknown", role, args, message, step_id)
@@ -280,6 +322,34 @@ class ToolBox:
                 raise Terminated("consecutive_failures")
 
 
+def fault_ledger(client: HttpClient) -> list[Injection] | None:
+    """The injections of the client's in-process simulator (None: another target)."""
+    ledger = getattr(client.transport, "ledger", None)
+    return ledger if isinstance(ledger, list) else None
+
+
+def label_fault(rec: StepRecord, injected: list[Injection] | None, target_kind: str) -> None:
+    """Say who caused the step's fault. With the simulator's ledger the truth is known; on
+    other targets a server's answer to the arguments (INVALID_INPUT, NOT_FOUND) is the
+    agent's, any other failure the sandbox's injection or the real API's own."""
+    mine = [i for i in injected or () if i.tool == rec.tool]
+    if mine:
+        last = mine[-1]
+        rec.fault_origin = "injected"
+        rec.fault_kind = f"{last.kind}-{last.persistence}"
+        rec.fault_variant = last.variant or last.code
+        return
+    if rec.ok:
+        return
+    if rec.error_code in INPUT_CODES:
+        rec.fault_origin = "agent"
+        return
+    # nothing recorded as injected: a slow answer past the deadline, or (on the sandbox,
+    # whose journal holds the truth) one of its faults; on live and replay the API's own
+    rec.fault_origin = "injected" if target_kind in ("sandbox", "simulate") else "upstream"
+    rec.fault_kind = "explicit-transient"
+
+
 def tool_message(rec: StepRecord) -> str:
     """What the model sees after a call: the data as JSON, or `ERROR <code>: message`."""
     if rec.ok:
@@ -298,8 +368,9 @@ def _rejected(
     message: str,
     step_id: str | None,
 ) -> StepRecord:
-    """A call refused before anything ran: INVALID_INPUT, with the reason."""
+    """A call refused before anything ran: INVALID_INPUT, with the reason (the agent's)."""
     return StepRecord(
+        fault_origin="agent",
         idx=idx,
         turn=turn,
         tool=tool,

@@ -14,8 +14,8 @@ from realprobe.secrets import scrub_row
 from realprobe.store import Store, default_vantage, schema_version, set_schema_version
 
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
-#: infrastructure errors)
-TASK_SCHEMA_VERSION = 3
+#: infrastructure errors; 4 the fault labels: who caused each step's fault, and of what kind)
+TASK_SCHEMA_VERSION = 4
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -61,6 +61,11 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     "resume_key": str,
     #: why the run says nothing about the agent (LLM endpoint down, nothing reachable)
     "infra_error": str,
+    # schema 4: faults the agent did not cause (injected, or a real API's own), by kind
+    "tool_faults": int,
+    "fault_kinds": str,  # JSON {explicit-transient: n, implicit-permanent: n, ...}
+    "fault_plan": str,
+    "fault_rate": float,
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
@@ -81,6 +86,10 @@ TASK_STEPS_COLUMNS: dict[str, Any] = {
     "latency_ms": float,
     "result": str,  # JSON of the data (truncated)
     "target_kind": str,  # schema 2
+    # schema 4
+    "fault_origin": str,  # injected | upstream | agent (null: no fault)
+    "fault_kind": str,  # explicit|implicit - transient|permanent
+    "fault_variant": str,
 }
 
 
