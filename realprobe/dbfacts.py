@@ -9,8 +9,9 @@ from pathlib import Path
 BUSY_TIMEOUT_MS = 30_000
 
 #: version of the probe tables, kept in `realprobe_meta`; 1 is the schema before the
-#: provenance columns (no meta table), 3 added the phase timing and TLS columns
-SCHEMA_VERSION = 3
+#: provenance columns (no meta table), 3 added the phase timing and TLS columns, 4 the
+#: implicit-fault signs of successful calls
+SCHEMA_VERSION = 4
 META_TABLE = "realprobe_meta"
 
 RUN_RUNNING = "running"  # still going, or the process was killed (no end time)

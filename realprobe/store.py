@@ -116,6 +116,8 @@ PROBES_COLUMNS: dict[str, Any] = {
     "new_connection": int,
     "tls_expires_ts": float,
     "tls_issuer": str,
+    #: schema 4: signs of an implicit fault in an `ok` answer (drift, empty, stale; comma-joined)
+    "implicit": str,
 }
 
 PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
@@ -519,6 +521,7 @@ def probe_row(
     source: str = "probe",
     target: Target | None = None,
     virtual_s: float | None = None,
+    implicit: str | None = None,
 ) -> dict[str, Any]:
     """The `probes` row of one finished call (PROBES_COLUMNS). `started_wall` is the real
     moment the call started; `virtual_s` its place on a simulated run's virtual clock."""
@@ -550,6 +553,7 @@ def probe_row(
         "target_kind": target.kind.value,
         "target": target.label,
         "virtual_s": virtual_s,
+        "implicit": implicit,
         **_phase_cells(result.phases),
     }
 

@@ -21,6 +21,7 @@ from realprobe.probes.stats import StatsReport, ToolStats
 from realprobe.simulator.faults import RB_CLAMP, RB_PENALTY, RB_WINDOW
 from realprobe.simulator.profile import (
     Burst,
+    ImplicitFaults,
     LatencyModel,
     Lognormal,
     Profile,
@@ -222,12 +223,33 @@ def calibrate(
             source["warning"] = prov.banner()
     if db:
         source["db"] = db
+    implicit = implicit_section(report.implicit or {})
+    if implicit:
+        source["implicit"] = (
+            "share of successful calls that showed drift, empty or stale signs (probes/implicit)"
+        )
     return Profile(
         name=name,
         description="Calibrated from stored probe rows by `realprobe calibrate`.",
         source=source,
         tools=tools,
+        implicit=implicit,
     )
+
+
+def implicit_section(summary: dict[str, dict[str, Any]]) -> dict[str, ImplicitFaults]:
+    """The profile's implicit faults from the probes' signs: per tool, the share of its
+    successful calls that showed each kind (measured as transient: probes cannot tell how
+    long a quiet fault lasts)."""
+    out = {}
+    for tool, entry in sorted(summary.items()):
+        rates = {k: r for k, r in entry.get("rates", {}).items() if r > 0}
+        if rates:
+            total = sum(rates.values())
+            if total > 1:  # one answer can show several signs: keep the shares, cap at 1
+                rates = {k: r / total for k, r in rates.items()}
+            out[tool] = ImplicitFaults.model_validate({"rates": rates})
+    return out
 
 
 def _tool_items(profile: Profile) -> list[tuple[str, ToolProfile]]:

@@ -8,9 +8,11 @@ rows with `excluded=1` (the prober's own outages) are left out before anything i
 
 from __future__ import annotations
 
+import contextlib
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -166,6 +168,8 @@ class StatsReport(BaseModel):
     overall: SuccessStats | None = None
     #: which rows: target kind(s), targets, vantage(s), sources, counts (set by stats_from_db)
     provenance: Provenance | None = None
+    #: per tool: successful calls and their implicit-fault signs (set by stats_from_db)
+    implicit: dict[str, dict[str, Any]] | None = None
 
 
 # -- per-tool pieces ---------------------------------------------------------------------------
@@ -453,4 +457,26 @@ def stats_from_db(
             raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
     rep = compute_stats(arr, since, until, period_s)
     rep.provenance = prov
+    rep.implicit = implicit_signs(db, kinds, since, until, tools)
     return arr, rep
+
+
+def implicit_signs(
+    db: str | Path,
+    kinds: list[str] | None,
+    since: float | None,
+    until: float | None,
+    tools: list[str] | None,
+) -> dict[str, dict[str, Any]]:
+    """The implicit-fault summary of the same selection (empty for a file made before the
+    `implicit` column existed)."""
+    import sqlite3
+
+    from realprobe.probes.implicit import implicit_summary
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            found = implicit_summary(conn, kinds=kinds, since=since, until=until)
+    except sqlite3.OperationalError:
+        return {}
+    return {t: v for t, v in found.items() if not tools or t in tools}

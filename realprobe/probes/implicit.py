@@ -1,0 +1,181 @@
+"""Implicit faults seen from outside: answers a prober accepts (the call stays `ok`) that show
+signs of being wrong. Stored per probe row in the `implicit` column, summarised per tool,
+and calibrated into the profile's `implicit` section.
+
+What a prober can see, from the tool's structured output and its earlier answers:
+
+* `drift`: the output fails the tool's declared output schema, or a field the tool filled
+  in its earlier answers is now missing (null);
+* `empty`: every collection in the answer is empty, or every field is null or blank;
+* `stale`: the same body again for the same arguments where this tool's answers to them
+  have varied before, or dates older than the newest this tool has answered with by more
+  than STALE_DAYS.
+
+The detector remembers a tool's earlier answers for as long as it lives (one probe run, one
+MCP server): the first answers of a tool can only show drift against the schema, or empty.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from realprobe.adapters.result import ToolResult
+from realprobe.adapters.tool import Tool
+
+IMPLICIT_KINDS = ("drift", "empty", "stale")
+#: a date this much older than the newest the tool has answered with is stale
+STALE_DAYS = 365
+_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
+
+
+def _leaves(doc: Any) -> Iterator[Any]:
+    if isinstance(doc, dict):
+        for v in doc.values():
+            yield from _leaves(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _leaves(v)
+    else:
+        yield doc
+
+
+def _collections(doc: Any) -> Iterator[list[Any] | dict[str, Any]]:
+    if isinstance(doc, dict):
+        for v in doc.values():
+            if isinstance(v, list | dict):
+                yield v
+                yield from _collections(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _collections(v)
+
+
+def is_empty(data: dict[str, Any]) -> bool:
+    """Every collection empty (when there is one), or every field null or blank."""
+    colls = [c for c in _collections(data) if isinstance(c, list)]
+    if colls and all(len(c) == 0 for c in colls):
+        return True
+    leaves = list(_leaves(data))
+    return bool(leaves) and all(v is None or v == "" for v in leaves)
+
+
+def _dates(doc: Any) -> list[dt.date]:
+    out = []
+    for v in _leaves(doc):
+        if isinstance(v, str):
+            m = _DATE.match(v)
+            if m:
+                try:
+                    out.append(dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3))))
+                except ValueError:
+                    continue
+    return out
+
+
+@dataclass
+class _Seen:
+    """What one tool answered before."""
+
+    filled: set[str] = field(default_factory=set)  # top-level fields seen non-null
+    last: dict[str, str] = field(default_factory=dict)  # args key -> body hash
+    varied: set[str] = field(default_factory=set)  # args keys whose answers have varied
+    newest: dt.date | None = None
+
+
+class ImplicitWatch:
+    """Looks at each successful answer of a run for signs of an implicit fault."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, _Seen] = {}
+
+    def check(self, tool: Tool, result: ToolResult, args: Any = None) -> str | None:
+        """The implicit-fault kinds this answer shows (comma-joined), or None."""
+        if not result.ok or result.data is None:
+            return None
+        data = result.data
+        seen = self._seen.setdefault(tool.name, _Seen())
+        found = []
+        if self._drifted(tool, data, seen):
+            found.append("drift")
+        if is_empty(data):
+            found.append("empty")
+        if self._stale(data, args, seen):
+            found.append("stale")
+        seen.filled |= {k for k, v in data.items() if v is not None and v != ""}
+        return ",".join(found) or None
+
+    @staticmethod
+    def _drifted(tool: Tool, data: dict[str, Any], seen: _Seen) -> bool:
+        try:
+            jsonschema.validate(data, tool.output_schema)
+        except jsonschema.ValidationError:
+            return True
+        except jsonschema.SchemaError:
+            pass
+        return any(data.get(k) is None for k in seen.filled)
+
+    @staticmethod
+    def _stale(data: dict[str, Any], args: Any, seen: _Seen) -> bool:
+        key = json.dumps(args or {}, sort_keys=True, default=str)
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        before = seen.last.get(key)
+        repeat = before == digest and key in seen.varied
+        if before is not None and before != digest:
+            seen.varied.add(key)
+        seen.last[key] = digest
+        dates = _dates(data)
+        old = False
+        if dates:
+            newest = max(dates)
+            if seen.newest is not None:
+                old = (seen.newest - newest).days > STALE_DAYS
+            seen.newest = max(newest, seen.newest or newest)
+        return repeat or old
+
+
+# -- summary over stored rows -------------------------------------------------------------
+
+
+def implicit_summary(
+    conn: sqlite3.Connection,
+    *,
+    kinds: list[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per tool: successful calls, and how many (and what share) showed each implicit kind.
+    Rows stored before the column existed count as showing none."""
+    where = ["outcome = 'ok'", "excluded = 0"]
+    params: list[Any] = []
+    if kinds:
+        where.append(f"target_kind IN ({','.join('?' * len(kinds))})")
+        params += kinds
+    if since is not None:
+        where.append("started_ts >= ?")
+        params.append(since)
+    if until is not None:
+        where.append("started_ts < ?")
+        params.append(until)
+    sql = f"SELECT tool, implicit FROM probes WHERE {' AND '.join(where)}"
+    out: dict[str, dict[str, Any]] = {}
+    for tool, implicit in conn.execute(sql, params):
+        entry = out.setdefault(tool, {"ok": 0, **dict.fromkeys(IMPLICIT_KINDS, 0)})
+        entry["ok"] += 1
+        for kind in (implicit or "").split(","):
+            if kind in IMPLICIT_KINDS:
+                entry[kind] += 1
+    for entry in out.values():
+        entry["rates"] = {k: entry[k] / entry["ok"] for k in IMPLICIT_KINDS}
+    return out
+
+
+__all__ = ["IMPLICIT_KINDS", "ImplicitWatch", "implicit_summary", "is_empty"]
