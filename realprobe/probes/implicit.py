@@ -96,6 +96,7 @@ class ImplicitWatch:
 
     def __init__(self) -> None:
         self._seen: dict[str, _Seen] = {}
+        self._validators: dict[str, Any] = {}
 
     def check(self, tool: Tool, result: ToolResult, args: Any = None) -> str | None:
         """The implicit-fault kinds this answer shows (comma-joined), or None."""
@@ -104,7 +105,7 @@ class ImplicitWatch:
         data = result.data
         seen = self._seen.setdefault(tool.name, _Seen())
         found = []
-        if self._drifted(tool, data, seen):
+        if self._drifted(self._validator(tool), data, seen):
             found.append("drift")
         if is_empty(data):
             found.append("empty")
@@ -113,14 +114,22 @@ class ImplicitWatch:
         seen.filled |= {k for k, v in data.items() if v is not None and v != ""}
         return ",".join(found) or None
 
+    def _validator(self, tool: Tool) -> Any:
+        """The tool's output-schema validator, built once (None: the schema is unusable)."""
+        if tool.name not in self._validators:
+            schema = tool.output_schema
+            cls = jsonschema.validators.validator_for(schema)
+            try:
+                cls.check_schema(schema)
+                self._validators[tool.name] = cls(schema)
+            except jsonschema.SchemaError:
+                self._validators[tool.name] = None
+        return self._validators[tool.name]
+
     @staticmethod
-    def _drifted(tool: Tool, data: dict[str, Any], seen: _Seen) -> bool:
-        try:
-            jsonschema.validate(data, tool.output_schema)
-        except jsonschema.ValidationError:
+    def _drifted(validator: Any, data: dict[str, Any], seen: _Seen) -> bool:
+        if validator is not None and not validator.is_valid(data):
             return True
-        except jsonschema.SchemaError:
-            pass
         return any(data.get(k) is None for k in seen.filled)
 
     @staticmethod
