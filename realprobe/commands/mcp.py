@@ -19,7 +19,6 @@ from realprobe.commands.common import (
     SeedOpt,
     TimeoutOpt,
     as_flags,
-    check_loopback_hint,
     load_catalog,
 )
 from realprobe.errors import RealprobeError
@@ -51,33 +50,6 @@ def build_transport_options(
 ) -> TransportOptions:
     from realprobe.clients import TransportOptions
 
-    if sandbox is not None:
-        check_loopback_hint(sandbox)
-    if profile is not None:
-        if mode not in (Mode.LIVE, Mode.SIMULATE):
-            raise RealprobeError(f"--profile applies to --mode simulate, not --mode {mode.value}")
-        if sandbox is not None:
-            raise RealprobeError(
-                "--profile and --sandbox exclude each other: the sandbox has its own profile "
-                "(`realprobe sandbox --profile ...`)"
-            )
-        mode = Mode.SIMULATE
-    if mode is Mode.SIMULATE and sandbox is not None:
-        raise RealprobeError("--mode simulate runs in process: drop --sandbox")
-    if cassette is not None and mode not in (Mode.RECORD, Mode.REPLAY):
-        raise RealprobeError("--cassette needs --mode record or --mode replay")
-    if real_time and mode is not Mode.SIMULATE:
-        raise RealprobeError("--real-time applies to --mode simulate only")
-    if (fault_plan is not None or fault_rate is not None) and sandbox is not None:
-        raise RealprobeError(
-            "--fault-plan/--fault-rate apply in process; give them to `realprobe sandbox`"
-        )
-    if fault_plan is not None:
-        from realprobe.simulator.plans import load_plan
-
-        load_plan(fault_plan)  # one clear line for a bad name or file
-    if fault_rate is not None and not 0 <= fault_rate <= 1:
-        raise RealprobeError(f"--fault-rate {fault_rate:g}: expected a share between 0 and 1")
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
         real_time=real_time, fault_plan=fault_plan, fault_rate=fault_rate,

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
-from realprobe.simulator.plans import load_plan
-from realprobe.simulator.profile import load_profile
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
@@ -61,51 +59,25 @@ def llm_settings(
 
 
 def resolve_mode(
-    mode: Mode | str, sandbox: str | None, simulate: str | None
-) -> tuple[Mode, str | None]:
-    """A simulate profile implies simulate mode; simulate mode without one uses `published`."""
-    try:
-        mode = Mode(mode)
-    except ValueError:
-        raise RealprobeError(
-            f"mode {mode!r}: choose one of {', '.join(m.value for m in Mode)}"
-        ) from None
-    if sandbox is not None and not sandbox.startswith(("http://", "https://")):
-        raise RealprobeError(f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765")
-    if simulate is not None and sandbox is not None:
-        raise RealprobeError("sandbox and simulate exclude each other: pick one")
-    if simulate is not None and mode is Mode.LIVE:
-        mode = Mode.SIMULATE
-    if mode is Mode.SIMULATE and simulate is None:
-        simulate = "published"
-    if simulate is not None:
-        load_profile(simulate)  # fail early on a bad name or file
-    return mode, simulate
-
-
-def check_faults(
-    plan: str | Path | None,
-    rate: float | None,
     mode: Mode | str,
     sandbox: str | None,
     simulate: str | None,
-) -> str | None:
-    """Check a fault plan and a fault rate (they apply in process: a sandbox takes its own);
-    with neither a profile nor a target they run on the calm profile. Returns `simulate`."""
-    if plan is None and rate is None:
-        return simulate
-    if sandbox is not None:
-        raise RealprobeError(
-            "fault_plan / fault_rate apply to the in-process simulator; give them to the "
-            "sandbox itself (`realprobe sandbox --fault-plan ... --fault-rate ...`)"
-        )
-    if rate is not None and not 0 <= rate <= 1:
-        raise RealprobeError(f"fault_rate {rate:g}: expected a share between 0 and 1")
-    if plan is not None:
-        load_plan(plan)  # fail early on a bad name or file
-    if simulate is None and str(mode) in (Mode.LIVE.value, Mode.SIMULATE.value):
-        return "calm"
-    return simulate
+    fault_plan: str | Path | None = None,
+    fault_rate: float | None = None,
+) -> tuple[Mode, str | None]:
+    """Where a batch's calls go, checked by the one home of that check (`TransportOptions`):
+    a simulate profile implies simulate mode, simulate mode without one uses the default."""
+    from realprobe.clients import TransportOptions
+
+    mode = Mode.parse(mode)
+    # record and replay use each task's own cassette (checked later, per task)
+    per_task = "<each task's cassette>" if mode in (Mode.RECORD, Mode.REPLAY) else None
+    opts = TransportOptions(
+        mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task,
+        fault_plan=fault_plan, fault_rate=fault_rate,
+    ).normalised()
+    profile = opts.profile if opts.profile is None else str(opts.profile)
+    return Mode(opts.mode), profile
 
 
 @dataclass
@@ -215,8 +187,7 @@ class TaskBatch:
             limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
-        simulate = check_faults(fault_plan, fault_rate, mode, sandbox, simulate)
-        run_mode, profile = resolve_mode(mode, sandbox, simulate)
+        run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate)
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
         cat = catalog or Catalog.load([])
