@@ -28,8 +28,8 @@ from typing import Any
 
 import jsonschema
 
-from realprobe.adapters.result import ToolResult
 from realprobe.adapters.tool import Tool
+from realprobe.result import ToolResult
 
 IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: a date this much older than the newest the tool has answered with is stale
