@@ -87,15 +87,17 @@ def _empty_candidates(doc: Any) -> Iterator[tuple[bytes, str]]:
     if isinstance(doc, list):
         yield b"[]", "empty list"
     yield _dump(_map(doc, lambda v: v, True)), "collections emptied"
-    blank = _map(doc, lambda v: "" if isinstance(v, str) else v, True)
-    yield _dump(blank), "collections emptied, text blanked"
-    yield _dump(_map(doc, lambda v: None, True)), "collections emptied, values nulled"
+    for lists in (True, False):
+        done = "collections emptied, " if lists else ""
+        blank = _map(doc, lambda v: "" if isinstance(v, str) else v, lists)
+        yield _dump(blank), done + "text blanked"
+        yield _dump(_map(doc, lambda v: None, lists)), done + "values nulled"
 
 
 def empty(route: Route, ok: Body) -> tuple[bytes, str]:
     doc = _load(ok.body)
     if doc is None:
-        return b"", "empty body"
+        return b"", "empty text"
     got = _first_accepted(route, ok.body, _empty_candidates(doc), fallback=False)
     return got if got is not None else (ok.body, "nothing to empty")
 
@@ -175,6 +177,12 @@ def _put(doc: Any, path: str, value: Any) -> None:
         node[last] = value
 
 
+def _scrambled(text: str) -> str:
+    """The words of a text in reverse order (a sentence that is no longer the answer)."""
+    words = text.split(" ")
+    return " ".join(reversed(words)) if len(words) > 1 else text[::-1]
+
+
 def _wrong_candidates(route: Route, ok: Body, pick: int) -> Iterator[tuple[bytes, str]]:
     others = [b for b in route.ok_bodies() if b.body != ok.body]
     for i in range(len(others)):
@@ -182,8 +190,13 @@ def _wrong_candidates(route: Route, ok: Body, pick: int) -> Iterator[tuple[bytes
         when = ", ".join(f"{k}={v}" for k, v in other.when) or "other arguments"
         yield _echoed(route, other.body, ok.body), f"the answer for {when}"
     doc = _load(ok.body)
-    if doc is not None:
-        yield _dump(_shift(doc, pick)), "numbers shifted, flags flipped"
+    if doc is None:
+        text = ok.body.decode("utf-8", "replace")
+        yield _scrambled(text).encode("utf-8"), "text scrambled"
+        return
+    yield _dump(_shift(doc, pick)), "numbers shifted, flags flipped"
+    scrambled = _map(doc, lambda v: _scrambled(v) if isinstance(v, str) else v, False)
+    yield _echoed(route, _dump(scrambled), ok.body), "text scrambled"
 
 
 def wrong(route: Route, ok: Body, pick: int) -> tuple[bytes, str]:
