@@ -42,7 +42,9 @@ def _plan(fault: str, tool: str = "*", **rule: Any) -> FaultPlan:
     return FaultPlan(base="none", rules=[{"tool": tool, "fault": fault, **rule}])
 
 
-async def _simulated(catalog: Catalog, plan: FaultPlan, calls: int = 2) -> tuple[list[ToolResult], Any]:
+async def _simulated(
+    catalog: Catalog, plan: FaultPlan, calls: int = 2
+) -> tuple[list[ToolResult], Any]:
     client = make_client(catalog, TransportOptions(mode=Mode.SIMULATE, fault_plan=plan))
     tool = catalog.get(TOOL)
     try:
@@ -174,7 +176,7 @@ def test_builtin_plans_load_and_bad_plans_fail_in_one_line(tmp_path: Path) -> No
     assert {load_plan(n).name for n in BUILTIN_PLANS} == set(BUILTIN_PLANS)
     bad = tmp_path / "bad.toml"
     bad.write_text('[[rules]]\ntool = "*"\nfault = "explode"\n')
-    with pytest.raises(FaultPlanError, match="bad.toml: invalid fault plan at rules.0.fault"):
+    with pytest.raises(FaultPlanError, match=r"bad\.toml: invalid fault plan at rules\.0\.fault"):
         load_plan(bad)
     with pytest.raises(FaultPlanError, match="neither a file nor a built-in"):
         load_plan("no-such-plan")
