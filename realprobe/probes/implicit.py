@@ -7,8 +7,8 @@ What a prober can see, from the tool's structured output and its earlier answers
 * `drift`: the output fails the tool's declared output schema, or a field the tool filled
   in its earlier answers is now missing (null);
 * `empty`: every collection in the answer is empty, or every field is null or blank;
-* `stale`: the same body again for the same arguments where this tool's answers to them
-  have varied before, or dates older than the newest this tool has answered with by more
+* `stale`: the same answer again for the same arguments where this tool's answers to them
+  usually vary (at least twice, and more than twice as often as they repeated), or dates older than the newest this tool has answered with by more
   than STALE_DAYS.
 
 The detector remembers a tool's earlier answers for as long as it lives (one probe run, one
@@ -87,7 +87,8 @@ class _Seen:
 
     filled: set[str] = field(default_factory=set)  # top-level fields seen non-null
     last: dict[str, str] = field(default_factory=dict)  # args key -> body hash
-    varied: set[str] = field(default_factory=set)  # args keys whose answers have varied
+    #: args key -> [consecutive answers that changed, that repeated]
+    pairs: dict[str, list[int]] = field(default_factory=dict)
     newest: dt.date | None = None
 
 
@@ -137,9 +138,10 @@ class ImplicitWatch:
         key = json.dumps(args or {}, sort_keys=True, default=str)
         digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
         before = seen.last.get(key)
-        repeat = before == digest and key in seen.varied
-        if before is not None and before != digest:
-            seen.varied.add(key)
+        changed, repeated = seen.pairs.setdefault(key, [0, 0])
+        repeat = before == digest and changed >= 2 and changed > 2 * repeated
+        if before is not None:
+            seen.pairs[key][0 if before != digest else 1] += 1
         seen.last[key] = digest
         dates = _dates(data)
         old = False
