@@ -383,3 +383,25 @@ def test_profile_call_timeout_turns_slow_answers_into_timeouts() -> None:
     outs = [model.draw("t") for _ in range(200)]
     assert all(o.code is ErrorCode.TIMEOUT and math.isinf(o.latency_s) for o in outs if not o.ok)
     assert sum(not o.ok for o in outs) > 100
+
+
+# -- the faults page -----------------------------------------------------------------------
+
+
+def test_the_examples_of_the_faults_page_are_valid() -> None:
+    import re
+    import tomllib
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "faults.md").read_text()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", page, flags=re.S)
+    plans = [b for lang, b in blocks if lang == "toml"]
+    profiles = [b for lang, b in blocks if lang == "json"]
+    assert plans and len(profiles) == 2
+    for text in plans:
+        plan = FaultPlan.model_validate(tomllib.loads(text))
+        assert plan.rules
+    for text in profiles:
+        Profile.model_validate_json(text)
+    for cmd in (b for lang, b in blocks if lang == "bash"):
+        for plan_name in re.findall(r"--fault-plan (toolmaze-\S+)", cmd):
+            assert plan_name in BUILTIN_PLANS

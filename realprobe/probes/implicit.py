@@ -11,8 +11,8 @@ What a prober can see, from the tool's structured output and its earlier answers
   usually vary (at least twice, and more than twice as often as they repeated), or dates
   older than the newest this tool has answered with by more than STALE_DAYS.
 
-The detector remembers a tool's earlier answers for as long as it lives (one probe run, one
-MCP server): the first answers of a tool can only show drift against the schema, or empty.
+The detector remembers a tool's earlier answers for as long as it lives (one probe run): the
+first answers of a tool can only show drift against the schema, or empty.
 """
 
 from __future__ import annotations
