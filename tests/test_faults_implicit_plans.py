@@ -397,11 +397,10 @@ def test_the_examples_of_the_faults_page_are_valid() -> None:
     plans = [b for lang, b in blocks if lang == "toml"]
     profiles = [b for lang, b in blocks if lang == "json"]
     assert plans and len(profiles) == 2
-    for text in plans:
-        plan = FaultPlan.model_validate(tomllib.loads(text))
-        assert plan.rules
-    for text in profiles:
-        Profile.model_validate_json(text)
+    for block in plans:
+        assert FaultPlan.model_validate(tomllib.loads(block)).rules
+    for block in profiles:
+        Profile.model_validate_json(block)
     for cmd in (b for lang, b in blocks if lang == "bash"):
         for plan_name in re.findall(r"--fault-plan (toolmaze-\S+)", cmd):
             assert plan_name in BUILTIN_PLANS
