@@ -10,13 +10,10 @@ import math
 import random
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from realprobe.errors import ErrorCode
 from realprobe.simulator.profile import IMPLICIT_VARIANTS, Profile, ToolProfile
-
-if TYPE_CHECKING:
-    from realprobe.simulator.plans import FaultPlan, PlanState
 
 #: ResiliBench's rule: success chance times 0.9 per counted earlier failure; its code counts
 #: the last three calls and clamps to [0.1, 0.95], its paper counts every earlier failure
@@ -179,12 +176,25 @@ class ImplicitStream:
         return out
 
 
+class PlanRun(Protocol):
+    """A fault plan applied to one run's calls (`simulator.plans.PlanState`)."""
+
+    def apply(self, tool: str, call: int, now: float | None, out: Outcome) -> Outcome: ...
+
+
+class FaultPlanLike(Protocol):
+    """A fault plan (`simulator.plans.FaultPlan`): named by shape, as plans build on this
+    module's outcomes."""
+
+    def start(self, seed: int | str) -> PlanRun: ...
+
+
 class FaultModel:
     """Outcomes per tool from the profile, then implicit faults, then the fault plan's
     rules; every injected fault is also written to `ledger` for evaluators."""
 
     def __init__(
-        self, profile: Profile, seed: int | str = 0, plan: FaultPlan | None = None
+        self, profile: Profile, seed: int | str = 0, plan: FaultPlanLike | None = None
     ) -> None:
         self.profile = profile
         self.seed = seed
@@ -192,7 +202,7 @@ class FaultModel:
         self._streams: dict[str, ToolStream] = {}
         self._implicit: dict[str, ImplicitStream] = {}
         self._calls: dict[str, int] = {}
-        self._plan_state: PlanState | None = plan.start(seed) if plan is not None else None
+        self._plan_state: PlanRun | None = plan.start(seed) if plan is not None else None
         self.ledger: list[Injection] = []
 
     def draw(self, tool: str, now: float | None = None) -> Outcome:
