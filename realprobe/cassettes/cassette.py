@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from realprobe.errors import RealprobeError
 from realprobe.limits import InputTooLarge, bounded_loader, check_size
+from realprobe.outputs import OutputError, write_output
 
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
@@ -583,28 +581,15 @@ def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
 
 
 def save_cassette(cassette: Cassette, path: str | Path | None = None) -> Path:
-    """Write atomically: a temp file in the same folder, fsync, then rename over the target."""
+    """Write through the one output writer (atomic, fsync'd, never through a link)."""
     p = Path(path) if path is not None else cassette.path
     if p is None:
         raise CassetteError("no path to write the cassette to")
     payload = dump_bytes(cassette, as_yaml=is_yaml_path(p))
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    except OSError as exc:
-        raise CassetteError(f"cannot write the cassette {p}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise CassetteError(f"cannot write the cassette {p}: {exc.strerror or exc}") from exc
-        raise
+        write_output(p, payload, make_parents=True)
+    except OutputError as exc:
+        raise CassetteError(f"cannot write the cassette: {exc}") from exc
     cassette.path = p
     return p
 

@@ -109,7 +109,7 @@ def stats_cmd(
     from realprobe import api
     from realprobe.probes.results import VantageStats
 
-    rep = api.stats(db, since=since, until=until, tools=tools, period=period, target=target,
+    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=target,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
     if isinstance(rep, VantageStats):
         print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
@@ -261,7 +261,7 @@ def calibrate_cmd(
 
     profile, data = api.calibrate_export(
         db, view=view, deadline=deadline, source=source, since=since, until=until, tools=tools,
-        name=name, target=target, vantage=vantage,
+        name=name, kinds=target, vantage=vantage,
     )
     if source is None:
         _warn(profile.source.get("warning"))
@@ -303,7 +303,7 @@ def drift_cmd(
         db, baseline=baseline, current=current, tools=tools, alpha=alpha,
         correction=correction,  # type: ignore[arg-type]
         min_success_change=min_success_change, min_latency_change=min_latency_change,
-        target=target, vantage=vantage,
+        kinds=target, vantage=vantage,
     )
     _banner(rep.provenance["current"])
     if as_json:
@@ -385,7 +385,7 @@ def report_cmd(
     with err_console.status("building report"):
         data, text = api.make_report(
             db, output=output, fmt=fmt, since=since, until=until, tools=tools, period=period,
-            baseline=baseline, current=current, target=target, vantage=vantage,
+            baseline=baseline, current=current, kinds=target, vantage=vantage,
         )
     if output is None:
         sys.stdout.write(text + "\n")

@@ -175,6 +175,7 @@ ODD_FLAGS = {
     "profile": "--simulate",
     "all_tasks": "--all",
     "polite": "--politeness",
+    "kinds": "--target",
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.outputs import write_output
 from realprobe.simulator.toxics import Toxic
 
 FORMAT = "realprobe-profile/1"
@@ -238,10 +239,18 @@ class Profile(_Model):
         })  # fmt: skip
 
     def dump(self, path: str | Path | None = None) -> str:
+        """The profile as JSON text (written to `path` too when given, as `save` does)."""
         text = self.model_dump_json(indent=2, exclude_none=True)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            self.save(path)
         return text
+
+    def save(self, path: str | Path, *, replace: bool = True, private: bool = False) -> Path:
+        """Write the profile as a JSON file that `load_profile` reads back, through the one
+        output writer (atomic, never through a symbolic link, 0644 under the usual umask;
+        `private`: 0600)."""
+        text = self.model_dump_json(indent=2, exclude_none=True)
+        return write_output(Path(path), text + "\n", replace=replace, private=private)
 
 
 CALM_TOOL = ToolProfile(success_rate=1.0, latency_ms=LatencyModel(p50=180, p90=420))
