@@ -129,7 +129,7 @@ class TransportOptions:
         if self.sandbox is not None or mode is Mode.REPLAY:
             raise RealprobeError(
                 "fault_plan / fault_rate apply to the in-process simulator; a sandbox takes "
-                "its own (`realprobe sandbox --fault-plan ... --fault-rate ...`)",
+                "its own (give them to the sandbox when it starts)",
                 param=("fault_plan", "fault_rate"),
             )
         rate = self.fault_rate
