@@ -404,3 +404,51 @@ def test_the_examples_of_the_faults_page_are_valid() -> None:
     for cmd in (b for lang, b in blocks if lang == "bash"):
         for plan_name in re.findall(r"--fault-plan (toolmaze-\S+)", cmd):
             assert plan_name in BUILTIN_PLANS
+
+
+# -- sweeps and commands ---------------------------------------------------------------------
+
+
+def test_a_sweep_crosses_simulate_targets_with_plans_and_rates(tmp_path: Path) -> None:
+    from realprobe.tasks.sweep import cells, load_sweep
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'fault_plans = ["toolmaze-explicit-transient", "toolmaze-implicit-permanent"]\n'
+        "lambda = [0, 0.175]\n"
+        '[[targets]]\nkind = "simulate"\nprofile = "calm"\n'
+        '[[targets]]\nkind = "sandbox"\nurl = "http://127.0.0.1:9"\n'
+    )
+    got = [(c.target.kind, c.fault_plan, c.fault_rate) for c in cells(load_sweep(path))]
+    assert got == [
+        ("simulate", "toolmaze-explicit-transient", 0.0),
+        ("simulate", "toolmaze-explicit-transient", 0.175),
+        ("simulate", "toolmaze-implicit-permanent", 0.0),
+        ("simulate", "toolmaze-implicit-permanent", 0.175),
+        ("sandbox", None, None),  # a sandbox takes its own plan and rate
+    ]
+    path.write_text("lambda = [1.5]\n")
+    with pytest.raises(RealprobeError, match="between 0 and 1"):
+        load_sweep(path)
+
+
+def test_run_and_results_commands_take_plans_and_show_recovery_per_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_stats_cli import one_line_error, run_cli
+
+    db = str(tmp_path / "t.db")
+    code, _, err = run_cli(["run", "pet_newsletter", "--fault-plan", "no-such-plan", "--db", db],
+                           monkeypatch, capsys)  # fmt: skip
+    assert "neither a file nor a built-in" in one_line_error(code, err)
+    code, _, err = run_cli(["run", "pet_newsletter", "--fault-rate", "2", "--db", db],
+                           monkeypatch, capsys)  # fmt: skip
+    assert "--fault-rate" in one_line_error(code, err)
+    code, out, err = run_cli(["run", "pet_newsletter", "--fault-plan",
+                              "toolmaze-explicit-transient", "--db", db], monkeypatch, capsys)
+    assert code == 0, err
+    assert "1 runs met tool faults they did not cause" in out
+    code, out, err = run_cli(["results", "--db", db], monkeypatch, capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "Recovery per injected fault kind" in flat and "100% of" in flat
