@@ -452,3 +452,35 @@ def test_run_and_results_commands_take_plans_and_show_recovery_per_kind(
     assert code == 0, err
     flat = " ".join(out.split())
     assert "Recovery per injected fault kind" in flat and "100% of" in flat
+
+
+def test_the_sandbox_api_takes_a_plan_and_a_rate(catalog: Catalog) -> None:
+    from realprobe.api import make_sandbox
+    from realprobe.sandbox.server import running
+
+    tool = catalog.get(TOOL)
+    path = f"/{tool.api_id}" + httpx.URL(tool.api.base_url).path.rstrip("/") + "/posts/1"
+    plan = FaultPlan(rules=[{"tool": TOOL, "after": 1, "fault": "dead"}])
+    with running(make_sandbox("calm", catalog=catalog, latency_scale=0.0,
+                              fault_plan=plan)) as url:  # fmt: skip
+        statuses = [httpx.get(url + path).status_code for _ in range(4)]
+    assert statuses == [200, 503, 503, 503]
+    with running(make_sandbox("calm", catalog=catalog, latency_scale=0.0,
+                              fault_rate=0.0)) as url:  # fmt: skip
+        assert httpx.get(url + path).status_code == 200
+    assert make_sandbox("calm", catalog=catalog, fault_rate=0.2).profile.for_tool(
+        TOOL
+    ).success_rate == pytest.approx(0.8)
+
+
+async def test_the_mcp_server_serves_a_plan(catalog: Catalog) -> None:
+    from mcp import Client
+
+    from realprobe.mcp import McpService, ServiceOptions
+
+    opts = TransportOptions(fault_plan=DEAD_CAT)
+    service = McpService(catalog, ServiceOptions(transport=opts, tools="catfact_fact"))
+    async with service, Client(service.server) as client:
+        results = [await client.call_tool("catfact_fact", {}) for _ in range(2)]
+    assert all(r.is_error for r in results)
+    assert all("SERVER_ERROR" in r.content[0].text for r in results)  # type: ignore[union-attr]
