@@ -23,7 +23,6 @@ from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.plans import BUILTIN_PLANS, FaultPlan, FaultPlanError, load_plan
 from realprobe.simulator.profile import (
     IMPLICIT_VARIANTS,
-    Burst,
     Profile,
     ProfileError,
     ToolProfile,
@@ -206,7 +205,7 @@ def test_plan_rules_pick_calls_and_last_as_long_as_asked() -> None:
 def test_a_time_window_counts_from_the_first_call() -> None:
     plan = _plan("hang", window=(10.0, 20.0))
     model = FaultModel(builtin_profile("calm"), seed=0, plan=plan)
-    got = [(t, model.draw("x", now=100.0 + t).code) for t in (0, 5, 10, 15, 20)]
+    got = [(t, model.draw("x", now_s=100.0 + t).code) for t in (0, 5, 10, 15, 20)]
     assert got == [(0, None), (5, None), (10, ErrorCode.TIMEOUT), (15, ErrorCode.TIMEOUT),
                    (20, None)]  # fmt: skip
 
@@ -357,8 +356,7 @@ def test_scaled_rejects_a_rate_outside_zero_one() -> None:
 
 
 def _rule_success(rule: str, base: float) -> float:
-    tp = ToolProfile(success_rate=base, errors={ErrorCode.TIMEOUT: 1.0},
-                     burst=Burst(p_fail_after_fail=0.9, p_fail_after_ok=0.1))  # fmt: skip
+    tp = ToolProfile(success_rate=base, errors={ErrorCode.TIMEOUT: 1.0})
     prof = Profile(default=tp, rule=rule)  # type: ignore[arg-type]
     model = FaultModel(prof, seed=5)
     return sum(model.draw("t").ok for _ in range(4000)) / 4000

@@ -164,6 +164,18 @@ def print_by_vantage(rep: VantageStats) -> None:
     console.print(table)
 
 
+def _print_success_notes(rep: StatsReport) -> None:
+    """† notes (an interval resting on borrowed or assumed burst structure) and the long-run
+    intervals, which include day-to-day variation (the table's are for the probed days)."""
+    for t in rep.tools:
+        if t.success.note:
+            console.print(f"[dim]† {t.tool}: {t.success.note}[/dim]")
+    longs = [f"{t.tool} [{_num(t.success.long_run95[0])}, {_num(t.success.long_run95[1])}]"
+             for t in rep.tools if t.success.long_run95]  # fmt: skip
+    if longs:
+        console.print(f"[dim]long-run success (days vary; 95% CI): {'; '.join(longs)}[/dim]")
+
+
 def print_stats(rep: StatsReport) -> None:
     from rich.table import Table
 
@@ -185,10 +197,11 @@ def print_stats(rep: StatsReport) -> None:
         cells = [
             t.tool,
             str(t.success.n),
-            f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]",
+            f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]"
+            + ("†" if t.success.note else ""),
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
-            + ("*" if lat.percentiles == "censored-fit" else ""),
+            + ("*" if lat.percentiles != "empirical" else ""),
         ]
         if wide:
             cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
@@ -201,7 +214,8 @@ def print_stats(rep: StatsReport) -> None:
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
         f"TIMEOUTs right-censored in the fit. How to read them: {doc('statistics.md')}[/dim]"
     )
-    if any(t.latency.percentiles == "censored-fit" for t in rep.tools):
+    _print_success_notes(rep)
+    if any(t.latency.percentiles != "empirical" for t in rep.tools):
         console.print(
             "[dim]* the deadline cut into the latency: percentiles from the censored fit "
             "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"

@@ -279,3 +279,38 @@ def load_probes(
         flat[:, 2].astype(np.int64),
         np.ascontiguousarray(flat[:, 3]),
     )
+
+
+def load_retry_after(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    *,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> dict[str, dict[str, tuple[int, list[float]]]]:
+    """{tool: {error code: (failures with that code, the Retry-After values they carried)}}
+    for the failed rows of the selection (Retry-After in seconds, as stored per row)."""
+    conn = read_only(db)
+    try:
+        columns = probe_columns(conn)
+        if "retry_after" not in columns:
+            return {}
+        cond, params = conditions(columns, since, until, tools, kinds, vantages)
+        rows = conn.execute(
+            f"SELECT tool, coalesce(error_code, ''), retry_after FROM probes "
+            f"WHERE {cond} AND outcome != 'ok'",
+            params,
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
+    finally:
+        conn.close()
+    out: dict[str, dict[str, tuple[int, list[float]]]] = {}
+    for tool, code, wait in rows:
+        count, values = out.setdefault(str(tool), {}).get(str(code), (0, []))
+        if wait is not None:
+            values.append(float(wait))
+        out[str(tool)][str(code)] = (count + 1, values)
+    return out

@@ -52,7 +52,7 @@ class Runtime:
     def draw(self, tool: str) -> Outcome:
         if self.profile is None:
             return Outcome(None, 0.0, self._clear_rng.getrandbits(30))
-        return self.model.draw(tool, time.monotonic())
+        return self.model.draw(tool, time.time())
 
     def toxics_for(self, api: str | None, tool: str | None) -> dict[str, Toxic]:
         return self.toxics.for_request(api, tool)

@@ -165,7 +165,8 @@ class PlanState:
                 self.chosen.pop(key, None)
                 return self._fault(rule, key, tool, call, out)
         if self.plan.base == "none":
-            return Outcome(None, 0.0 if math.isinf(out.latency_s) else out.latency_s, out.pick)
+            latency = 0.0 if math.isinf(out.latency_s) else out.latency_s
+            return Outcome(None, latency, out.pick)
         return out
 
     def _fault(
@@ -178,13 +179,15 @@ class PlanState:
         permanent = math.isinf(rule.lasts)
         latency = out.latency_s if not math.isinf(out.latency_s) else 0.2
         if variant in IMPLICIT_VARIANTS:
-            return Outcome(None, latency, pick, variant, "plan", permanent)
+            return Outcome(None, latency, pick, variant=variant, injected_by="plan",
+                           permanent=permanent)  # fmt: skip
         code = VARIANTS[variant]
         if code is ErrorCode.TIMEOUT:
             latency = math.inf
         return replace(
             out, code=code, latency_s=latency, pick=pick, variant=variant,
-            injected_by="plan", permanent=permanent,
+            injected_by="plan", permanent=permanent, retry_after_s=None,
+            retry_after_measured=False,
         )  # fmt: skip
 
 

@@ -75,6 +75,16 @@ class LatencyModel(_Model):
         mu, sigma = self.params()
         return [(1.0, mu, sigma)]
 
+    def survival(self, t_ms: float) -> float:
+        """P(latency > t_ms) under the model the simulator draws from (the mixture if any)."""
+        if t_ms <= 0:
+            return 1.0
+        lt = math.log(t_ms)
+        return sum(
+            w * 0.5 * math.erfc((lt - mu) / (sigma * math.sqrt(2.0)))
+            for w, mu, sigma in self.components()
+        )
+
     def params(self) -> tuple[float, float]:
         """(mu, sigma) of ln(latency_ms): the fit if present, else from p50/p90."""
         if self.lognormal is not None:
@@ -97,13 +107,45 @@ class Burst(_Model):
         return self.p_fail_after_ok / denom if denom > 0 else 1.0
 
 
+class RetryAfter(_Model):
+    """Retry-After of one failure code: the share of those failures that carried the header,
+    and the values seen (seconds) with their weights; the simulator draws from them."""
+
+    n: int = 0
+    share: float = Field(ge=0, le=1)
+    values: list[tuple[float, float]] = Field(default_factory=list)
+
+    @field_validator("values")
+    @classmethod
+    def _positive(cls, v: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        if any(s < 0 or w < 0 for s, w in v):
+            raise ValueError("Retry-After values and weights must be >= 0")
+        total = sum(w for _, w in v)
+        return [(s, w / total) for s, w in v] if total > 0 else []
+
+
+#: how far success_rate may sit from the burst chain's long-run success before the profile is
+#: refused as self-contradictory (a calibrated profile matches them exactly)
+CHAIN_TOLERANCE = 0.02
+
+
 class ToolProfile(_Model):
     n: int = 0
     success_rate: float = Field(ge=0, le=1)
     success_ci95: tuple[float, float] | None = None
+    #: the long-run interval: day-to-day variation included (random effects over days)
+    success_long_run_ci95: tuple[float, float] | None = None
     errors: dict[ErrorCode, float] = Field(default_factory=dict)
     latency_ms: LatencyModel = Field(default_factory=LatencyModel)
     burst: Burst | None = None
+    #: P(a failure right after a failure repeats its code) beyond chance: with c, the next
+    #: failure's code is the previous one with probability c + (1 - c) w(previous code)
+    code_persistence: float | None = Field(default=None, ge=0, le=1)
+    #: sd of the day effect on the logit of the failure rate (UTC days); the simulator draws one
+    #: effect per tool and day, around the centre whose mean over days is success_rate
+    daily_logit_sd: float | None = Field(default=None, ge=0)
+    #: Retry-After per failure code, measured from the rows
+    retry_after: dict[ErrorCode, RetryAfter] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _errors_normalised(self) -> ToolProfile:
@@ -114,6 +156,16 @@ class ToolProfile(_Model):
             raise ValueError("success_rate < 1 needs a non-empty `errors` mix")
         if total > 0:
             self.errors = {k: v / total for k, v in self.errors.items()}
+        if self.burst is not None:
+            chain = 1.0 - self.burst.stationary_fail
+            if abs(chain - self.success_rate) > CHAIN_TOLERANCE:
+                raise ValueError(
+                    f"success_rate {self.success_rate:g} contradicts the burst chain, whose "
+                    f"long-run success is {chain:.3f} (P(fail|fail) "
+                    f"{self.burst.p_fail_after_fail:g}, P(fail|ok) "
+                    f"{self.burst.p_fail_after_ok:g}); make them agree (P(fail|ok) = "
+                    "f(1-rho), P(fail|fail) = P(fail|ok) + rho for failure rate f) or drop one"
+                )
         return self
 
 
@@ -159,25 +211,25 @@ class ImplicitFaults(_Model):
         return sum(self.rates.values())
 
 
-def _scaled_burst(burst: Burst, target: float) -> Burst:
-    """A chain with long-run failure share `target` and the same lag-one correlation
-    (p_fail_after_fail - p_fail_after_ok) as `burst`, where that is reachable."""
-    rho = burst.p_fail_after_fail - burst.p_fail_after_ok
-    if target <= 0:
-        return Burst(p_fail_after_fail=0.0, p_fail_after_ok=0.0)
-    # rho must keep both probabilities in [0, 1]: rho >= -target / (1 - target)
-    if target < 1:
-        rho = max(rho, -target / (1 - target))
-    rho = min(rho, 0.999)
-    p_ok = min(1.0, target * (1 - rho))
-    return Burst(p_fail_after_fail=min(1.0, p_ok + rho), p_fail_after_ok=p_ok)
+def chain_with_rate(burst: Burst | None, rate: float) -> Burst:
+    """A two-state chain with long-run failure share `rate` and the lag-one correlation
+    rho = P(fail|fail) - P(fail|ok) of `burst` (0 without one): P(fail|ok) = rate(1 - rho),
+    P(fail|fail) = P(fail|ok) + rho, with rho moved into the range that keeps both in [0, 1]."""
+    rho = burst.p_fail_after_fail - burst.p_fail_after_ok if burst is not None else 0.0
+    if rate < 1:
+        rho = max(rho, -rate / (1 - rate))
+    if rate > 0:
+        rho = max(rho, 1 - 1 / rate)
+    rho = min(rho, 1.0)
+    fo = min(1.0, max(0.0, rate * (1 - rho)))
+    return Burst(p_fail_after_fail=min(1.0, max(0.0, fo + rho)), p_fail_after_ok=fo)
 
 
 def scale_tool(tp: ToolProfile, lam: float) -> ToolProfile:
     """The tool with long-run failure share `lam`: its error mix and its burst correlation
     kept (a tool with no mix gets DIAL_MIX)."""
     errors = dict(tp.errors) or dict(DIAL_MIX)
-    burst = _scaled_burst(tp.burst, lam) if tp.burst is not None and lam > 0 else None
+    burst = chain_with_rate(tp.burst, lam) if tp.burst is not None and lam > 0 else None
     return tp.model_copy(update={
         "success_rate": 1.0 - lam,
         "success_ci95": None,
