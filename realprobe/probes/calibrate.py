@@ -314,11 +314,7 @@ def calibrate(
             source["warning"] = prov.banner()
     if db:
         source["db"] = db
-    implicit = implicit_section(report.implicit or {})
-    if implicit:
-        source["implicit"] = (
-            "share of successful calls that showed drift, empty or stale signs (probes/implicit)"
-        )
+    implicit = implicit_section(report.implicit or {}, source)
     return Profile(
         name=name,
         description="Calibrated from stored probe rows by `realprobe calibrate`.",
@@ -328,10 +324,12 @@ def calibrate(
     )
 
 
-def implicit_section(summary: dict[str, dict[str, Any]]) -> dict[str, ImplicitFaults]:
+def implicit_section(
+    summary: dict[str, dict[str, Any]], source: dict[str, Any] | None = None
+) -> dict[str, ImplicitFaults]:
     """The profile's implicit faults from the probes' signs: per tool, the share of its
     successful calls that showed each kind (measured as transient: probes cannot tell how
-    long a quiet fault lasts)."""
+    long a quiet fault lasts); says so in `source` when there are any."""
     out = {}
     for tool, entry in sorted(summary.items()):
         rates = {k: r for k, r in entry.get("rates", {}).items() if r > 0}
@@ -340,6 +338,8 @@ def implicit_section(summary: dict[str, dict[str, Any]]) -> dict[str, ImplicitFa
             if total > 1:  # one answer can show several signs: keep the shares, cap at 1
                 rates = {k: r / total for k, r in rates.items()}
             out[tool] = ImplicitFaults.model_validate({"rates": rates})
+    if out and source is not None:
+        source["implicit"] = "share of successful calls that showed drift, empty or stale signs"
     return out
 
 
