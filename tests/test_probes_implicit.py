@@ -122,3 +122,20 @@ def test_a_file_from_before_the_column_is_migrated(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         summary = implicit_summary(conn)
     assert summary["catfact_fact"]["ok"] == 30 and summary["catfact_fact"]["empty"] == 0
+
+
+def test_stats_and_the_report_show_the_signs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_stats_cli import run_cli
+
+    from realprobe.report.build import build_report
+    from realprobe.report.render import render_html
+
+    db = tmp_path / "p.db"
+    _probe_with_empty_answers(db)
+    code, out, err = run_cli(["stats", "--db", str(db)], monkeypatch, capsys)
+    assert code == 0, err
+    assert "quiet faults in news_latest's 40 ok calls: empty 10" in " ".join(out.split())
+    html = render_html(build_report(db), plots={})
+    assert "<h2>Quiet faults</h2>" in html and "<td>10 (25" in html
