@@ -117,6 +117,8 @@ def sandbox_for(
     toxics: Sequence[str] = (),
     admin: bool = True,
     db: str | Path | None = None,
+    allowed_hosts: Sequence[str] = (),
+    auth_token: str | None = None,
     fault_plan: str | Path | FaultPlan | None = None,
     fault_rate: float | None = None,
 ) -> Sandbox:
@@ -137,6 +139,8 @@ def sandbox_for(
         recordings=load_recordings(cassettes) if cassettes else None,
         upstream=up,
         admin=admin,
+        allowed_hosts=tuple(allowed_hosts),
+        auth_token=auth_token,
         plan=load_plan(fault_plan) if fault_plan is not None else None,
     )
     for text in toxics:
