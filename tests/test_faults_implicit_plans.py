@@ -482,3 +482,19 @@ async def test_the_mcp_server_serves_a_plan(catalog: Catalog) -> None:
         results = [await client.call_tool("catfact_fact", {}) for _ in range(2)]
     assert all(r.is_error for r in results)
     assert all("SERVER_ERROR" in r.content[0].text for r in results)  # type: ignore[union-attr]
+
+
+def test_task_steps_against_a_sandbox_are_labelled_from_its_journal(
+    catalog: Catalog, sandbox_factory: Any
+) -> None:
+    wrong_cat = {"catfact_fact": {"rates": {"wrong": 1.0}}}
+    prof = Profile.model_validate({**builtin_profile("calm").model_dump(), "implicit": wrong_cat})
+    url = sandbox_factory(prof)
+    out = _run(catalog, RunConfig(agent="reference", mode=Mode.LIVE, sandbox=url))
+    labels = {s.tool: (s.ok, s.fault_origin, s.fault_kind, s.fault_variant)
+              for s in out.state.steps}  # fmt: skip
+    # an implicit fault looks like a success on the wire: only the journal tells
+    assert labels["catfact_fact"] == (True, "injected", "implicit-transient", "wrong")
+    assert labels["dogceo_random_image"] == (True, None, None, None)
+    assert out.row["fault_kinds"] == {"implicit-transient": 1}
+    assert out.row["outcome"] != "full"  # the wrong answer was not a successful execution

@@ -21,14 +21,18 @@ from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import HttpClient
 from realprobe.secrets import clip
 from realprobe.simulator.faults import Injection
+from realprobe.tasks.faults import (
+    TOOL_FAULT_ORIGINS,
+    SandboxJournal,
+    fault_label,
+    fault_ledger,
+    from_journal,
+    from_ledger,
+)
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
 
 LOOP_REPEATS = 3  # the same successful call this many times is a loop
-#: fault origins that count for recovery (the agent's own input errors never do)
-TOOL_FAULT_ORIGINS = ("injected", "upstream")
-#: codes a server answers to the arguments it was sent: the agent's input, unless injected
-INPUT_CODES = (ErrorCode.INVALID_INPUT.value, ErrorCode.NOT_FOUND.value)
 
 
 class Terminated(Exception):
@@ -164,6 +168,14 @@ class ToolBox:
         self._ok_calls: dict[str, int] = {}
         # tool -> (step id, the step's tools): how an agent's free-form calls map to steps
         self._steps = {t: (s.id, s.tools()) for s in task.workflow.steps for t in s.tools()}
+        target = client.target
+        # a sandbox's journal says what it played for each call (paired by request id);
+        # not read while recording, so a cassette holds the agent's calls only
+        self.journal = (
+            SandboxJournal(client, target.sandbox)
+            if target.kind.value == "sandbox" and target.sandbox and target.recording is None
+            else None
+        )
 
     # -- limits --------------------------------------------------------------------------
 
@@ -235,13 +247,26 @@ class ToolBox:
             seen = len(ledger) if ledger is not None else 0
             result = await self._polite_call(tool, args)
             rec = self._from_result(result, args, idx, turn, role, step_id)
-            label_fault(rec, ledger[seen:] if ledger is not None else None,
-                        self.client.target.kind.value)  # fmt: skip
+            await self._label(rec, result, ledger[seen:] if ledger is not None else None)
         else:
             message = f"unknown tool {name!r}.{self.suggest(name)}"
             rec = _rejected(idx, turn, name, "unknown", role, args, message, step_id)
         self._after(rec)
         return rec
+
+    async def _label(
+        self, rec: StepRecord, result: ToolResult, injected: list[Injection] | None
+    ) -> None:
+        """Who caused the step's fault: the simulator's ledger or the sandbox's journal when
+        they say, else the step's error decides (`tasks.faults.fault_label`)."""
+        label = from_ledger(rec.tool, injected) if injected is not None else None
+        if label is None and self.journal is not None:
+            entry = await self.journal.entry(result.request_id)
+            if entry is not None:
+                label = from_journal(entry) or (None, None, None)
+        if label is None or (label[0] is None and not rec.ok):
+            label = fault_label(rec.ok, rec.error_code, self.client.target.kind.value)
+        rec.fault_origin, rec.fault_kind, rec.fault_variant = label
 
     async def _polite_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
         """The call, after this host's turn when the target is a real API."""
@@ -321,34 +346,6 @@ class ToolBox:
             self._consecutive_failures += 1
             if self._consecutive_failures >= limits.max_consecutive_failures:
                 raise Terminated("consecutive_failures")
-
-
-def fault_ledger(client: HttpClient) -> list[Injection] | None:
-    """The injections of the client's in-process simulator (None: another target)."""
-    ledger = getattr(client.transport, "ledger", None)
-    return ledger if isinstance(ledger, list) else None
-
-
-def label_fault(rec: StepRecord, injected: list[Injection] | None, target_kind: str) -> None:
-    """Say who caused the step's fault. With the simulator's ledger the truth is known; on
-    other targets a server's answer to the arguments (INVALID_INPUT, NOT_FOUND) is the
-    agent's, any other failure the sandbox's injection or the real API's own."""
-    mine = [i for i in injected or () if i.tool == rec.tool]
-    if mine:
-        last = mine[-1]
-        rec.fault_origin = "injected"
-        rec.fault_kind = f"{last.kind}-{last.persistence}"
-        rec.fault_variant = last.variant or last.code
-        return
-    if rec.ok:
-        return
-    if rec.error_code in INPUT_CODES:
-        rec.fault_origin = "agent"
-        return
-    # nothing recorded as injected: a slow answer past the deadline, or (on the sandbox,
-    # whose journal holds the truth) one of its faults; on live and replay the API's own
-    rec.fault_origin = "injected" if target_kind in ("sandbox", "simulate") else "upstream"
-    rec.fault_kind = "explicit-transient"
 
 
 def tool_message(rec: StepRecord) -> str:
