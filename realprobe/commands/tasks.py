@@ -507,7 +507,7 @@ def _surface_table(surf: Mapping[str, Any]) -> Table:
     return t
 
 
-def _print_recovery_by_kind(reliability: list[Mapping[str, Any]]) -> None:
+def _print_recovery_by_kind(reliability: list[dict[str, Any]]) -> None:
     """Recovery per fault kind (explicit/implicit x transient/permanent), where any met."""
     from rich.table import Table
 
@@ -517,15 +517,15 @@ def _print_recovery_by_kind(reliability: list[Mapping[str, Any]]) -> None:
             if any(r["recovery_by_kind"][k]["runs_with_failures"] for k in FAULT_KINDS)]
     if not rows:
         return
+    who, cells = _who(rows, "prompt")
     table = Table(title="Recovery per injected fault kind (runs that met one; full success)")
-    for col in ("agent", "model", "prompt", "plan", *FAULT_KINDS):
-        table.add_column(col)
+    for col in (*who, *FAULT_KINDS):
+        table.add_column(col, overflow="fold")
     for r in rows:
-        cells = []
+        rates = []
         for k in FAULT_KINDS:
             rec = r["recovery_by_kind"][k]
             n = rec["runs_with_failures"]
-            cells.append(f"{_pct(rec['recovery_rate'])} of {n}" if n else "-")
-        table.add_row(r["agent"], r["model"], r["prompt"],
-                      str(r.get("fault_plan") or "-"), *cells)  # fmt: skip
+            rates.append(f"{_pct(rec['recovery_rate'])} of {n}" if n else "-")
+        table.add_row(*cells(r), *rates)
     console.print(table)
