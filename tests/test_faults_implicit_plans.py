@@ -449,7 +449,7 @@ def test_run_and_results_commands_take_plans_and_show_recovery_per_kind(
     code, out, err = run_cli(["results", "--db", db], monkeypatch, capsys)
     assert code == 0, err
     flat = " ".join(out.split())
-    assert "Recovery per injected fault kind" in flat and "100% of" in flat
+    assert "Recovery per injected fault kind" in flat and "of 1" in flat
 
 
 def test_the_sandbox_api_takes_a_plan_and_a_rate(catalog: Catalog) -> None:
