@@ -176,13 +176,13 @@ def run_cmd(
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "simulate", "mode", "prompt", "concurrency", "executor",
                   "address", "paraphrase", "fault_plan", "fault_rate"):
-        from realprobe.tasks.batch import TaskBatch
+        from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
 
         check_executor(executor, address)  # before the tasks are even loaded
 
-        batch = TaskBatch.plan(
-            tasks or [], all_tasks=all_, agent=agent, prompt=prompt, mode=mode,
+        batch = plan_tasks(
+            tasks or [], all=all_, agent=agent, prompt=prompt, mode=mode,
             sandbox=sandbox, simulate=simulate, cassette=cassette, repeat=repeat, seed=seed,
             base_url=base_url, model=model, api_key_env=api_key_env, llm_timeout=llm_timeout,
             max_turns=max_turns, timeout=timeout, call_timeout=call_timeout,
