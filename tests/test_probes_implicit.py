@@ -93,7 +93,7 @@ def test_probes_store_the_signs_and_calibrate_them_into_the_profile(tmp_path: Pa
     _probe_with_empty_answers(db)
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT outcome, implicit FROM probes ORDER BY id").fetchall()
-        summary = implicit_summary(conn)
+    summary = implicit_summary(db)
     assert len(rows) == 40 and all(o == "ok" for o, _ in rows)  # the calls stay ok
     assert [i for _, i in rows].count("empty") == 10  # every fourth answer
     assert summary["news_latest"]["empty"] == 10
@@ -119,8 +119,7 @@ def test_a_file_from_before_the_column_is_migrated(tmp_path: Path) -> None:
         for row in synthetic_rows("catfact_fact", 30, p_fail=0.0):
             store.insert_probe({**row, "target_kind": "live"})
         assert store.schema_version() >= 4
-    with sqlite3.connect(db) as conn:
-        summary = implicit_summary(conn)
+    summary = implicit_summary(db)
     assert summary["catfact_fact"]["ok"] == 30 and summary["catfact_fact"]["empty"] == 0
 
 

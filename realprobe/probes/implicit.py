@@ -17,19 +17,22 @@ first answers of a tool can only show drift against the schema, or empty.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
 from realprobe.adapters.tool import Tool
+from realprobe.probes.loading import conditions, probe_columns
 from realprobe.result import ToolResult
+from realprobe.store import read_only
 
 IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: a date this much older than the newest the tool has answered with is stale
@@ -157,31 +160,29 @@ class ImplicitWatch:
 
 
 def implicit_summary(
-    conn: sqlite3.Connection,
-    *,
-    kinds: list[str] | None = None,
+    db: str | Path,
     since: float | None = None,
     until: float | None = None,
+    tools: list[str] | None = None,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Per tool: successful calls, and how many (and what share) showed each implicit kind.
-    Rows stored before the column existed count as showing none."""
-    where = ["outcome = 'ok'", "excluded = 0"]
-    params: list[Any] = []
-    if kinds:
-        where.append(f"target_kind IN ({','.join('?' * len(kinds))})")
-        params += kinds
-    if since is not None:
-        where.append("started_ts >= ?")
-        params.append(since)
-    if until is not None:
-        where.append("started_ts < ?")
-        params.append(until)
-    sql = f"SELECT tool, implicit FROM probes WHERE {' AND '.join(where)}"
+    """Per tool over the selection (the readers' own, `loading.conditions`): successful
+    calls, and how many (and what share) showed each implicit kind. A file made before the
+    `implicit` column existed shows none."""
+    with contextlib.closing(read_only(db)) as conn:
+        columns = probe_columns(conn)
+        if "implicit" not in columns:
+            return {}
+        where, params = conditions(columns, since, until, tools, kinds, vantages)
+        rows = conn.execute(
+            f"SELECT tool, implicit FROM probes WHERE {where} AND outcome = 'ok'", params
+        ).fetchall()
     out: dict[str, dict[str, Any]] = {}
-    for tool, implicit in conn.execute(sql, params):
+    for tool, implicit in rows:
         entry = out.setdefault(tool, {"ok": 0, **dict.fromkeys(IMPLICIT_KINDS, 0)})
         entry["ok"] += 1
-        for kind in (implicit or "").split(","):
+        for kind in str(implicit or "").split(","):
             if kind in IMPLICIT_KINDS:
                 entry[kind] += 1
     for entry in out.values():

@@ -8,7 +8,6 @@ rows with `excluded=1` (the prober's own outages) are left out before anything i
 
 from __future__ import annotations
 
-import contextlib
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.errors import RealprobeError
+from realprobe.probes.implicit import implicit_summary
 from realprobe.probes.latency_fit import (
     PROFILE_CI_MIN_EXCEED,
     Z95,
@@ -656,26 +656,5 @@ def stats_from_db(
             raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
     rep = compute_stats(arr, since, until, period_s)
     rep.provenance = prov
-    rep.implicit = implicit_signs(db, kinds, since, until, tools)
+    rep.implicit = implicit_summary(db, since, until, tools, kinds, vantages)
     return arr, rep
-
-
-def implicit_signs(
-    db: str | Path,
-    kinds: list[str] | None,
-    since: float | None,
-    until: float | None,
-    tools: list[str] | None,
-) -> dict[str, dict[str, Any]]:
-    """The implicit-fault summary of the same selection (empty for a file made before the
-    `implicit` column existed)."""
-    import sqlite3
-
-    from realprobe.probes.implicit import implicit_summary
-
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-            found = implicit_summary(conn, kinds=kinds, since=since, until=until)
-    except sqlite3.OperationalError:
-        return {}
-    return {t: v for t, v in found.items() if not tools or t in tools}
