@@ -14,6 +14,8 @@ from realprobe.commands.common import (
     AuthTokenEnvOpt,
     CassetteOpt,
     CatalogOpt,
+    FaultPlanOpt,
+    FaultRateOpt,
     ModeOpt,
     SandboxOpt,
     SeedOpt,
@@ -46,12 +48,14 @@ def build_transport_options(
     cassette: Path | None,
     seed: int,
     real_time: bool,
+    fault_plan: str | None = None,
+    fault_rate: float | None = None,
 ) -> TransportOptions:
     from realprobe.clients import TransportOptions
 
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
-        real_time=real_time,
+        real_time=real_time, fault_plan=fault_plan, fault_rate=fault_rate,
     ).normalised()
 
 
@@ -80,6 +84,8 @@ def mcp_cmd(
         ),
     ] = None,
     seed: SeedOpt = 0,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
     real_time: Annotated[
         bool,
         typer.Option(
@@ -104,6 +110,17 @@ def mcp_cmd(
         ),
     ] = True,
     catalog: CatalogOpt = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Score the connected agent's calls as a run of this task "
+                     "(stored in --db, default the default database; `finish` ends a run)."),
+    ] = None,
+    task_prompt: Annotated[
+        str, typer.Option("--task-prompt", help="With --task: baseline, cot, optimal, flawed:...")
+    ] = "baseline",
+    task_model: Annotated[
+        str, typer.Option("--task-model", help="With --task: the model label of the runs.")
+    ] = "-",
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
     max_sessions: Annotated[
@@ -137,7 +154,9 @@ def mcp_cmd(
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
-    opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
+    opts = build_transport_options(
+        mode, sandbox, profile, cassette, seed, real_time, fault_plan, fault_rate
+    )
 
     def ready(where: str, what: str) -> None:
         if where == "stdio":
@@ -152,4 +171,5 @@ def mcp_cmd(
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
+            task=task, task_prompt=task_prompt, task_model=task_model,
         )

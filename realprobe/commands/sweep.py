@@ -47,6 +47,16 @@ def sweep_cmd(
     executor: ExecutorOpt = "local",
     address: AddressOpt = None,
     catalog: CatalogOpt = None,
+    fault_plan: Annotated[
+        list[str] | None,
+        typer.Option("--fault-plan", help="Run the simulate targets under this fault plan "
+                     "(a file or a built-in; repeatable; replaces the file's fault_plans)."),
+    ] = None,
+    fault_rate: Annotated[
+        list[float] | None,
+        typer.Option("--fault-rate", help="Run the simulate targets at this fault rate "
+                     "(repeatable; replaces the file's lambda list)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
@@ -58,6 +68,7 @@ def sweep_cmd(
             file, db=db, catalog=catalog or (), resume=resume, executor=executor,
             concurrency=concurrency, address=address,
             on_planned=progress.planned, on_done=progress.finished,
+            fault_plans=fault_plan, lambdas=fault_rate,
         )
     summary = result.summary
     if as_json:
@@ -124,7 +135,9 @@ def print_compare(table: list[dict[str, object]]) -> None:
         passk = r.get("pass^k") or {}
         assert isinstance(passk, dict)
         out.add_row(
-            str(r["model"]), str(r["agent"]), str(r["target"]), str(r["runs"]),
+            str(r["model"]), str(r["agent"]),
+            str(r["target"]) + (f" ε={r['paraphrase']}" if r.get("paraphrase") else ""),
+            str(r["runs"]),
             str(r["infra_errors"]), rate(r["full_rate"], r["full_ci95"]),
             rate(r["partial_rate"], r["partial_ci95"]),
             " ".join(f"{k}:{v:.2f}" for k, v in sorted(passk.items())) or "-",

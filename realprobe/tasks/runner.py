@@ -60,11 +60,20 @@ class RunConfig:
     max_turns: int | None = None
     timeout_s: float | None = None
     call_timeout_s: float | None = None
+    #: simulate / sandbox: a fault plan (built-in name or file) and a fault-rate dial
+    fault_plan: str | None = None
+    fault_rate: float | None = None
     vantage: str | None = None  # where the runs happen (default: the host name)
     #: runs side by side on one event loop (results do not depend on it: seeds are per run)
     concurrency: int = 1
     #: limits on the LLM endpoint, shared by every run of the batch
     llm_limits: LlmLimits | None = None
+    #: seeds the flawed workflows (0: the variants stored in the task files)
+    flaw_seed: int = 0
+    #: how far the task's text is paraphrased (0, 1, 2: the surface's epsilon)
+    paraphrase: int = 0
+    #: an agent object to run instead of `make_agent(agent)` (`realprobe.evaluate`)
+    custom_agent: Agent | None = None
 
     def __post_init__(self) -> None:
         # `mode="simulate"` as a user types it means Mode.SIMULATE; a typo is an error
@@ -107,9 +116,13 @@ def run_key(task: str, agent: str, prompt: str, seed: int, repeat: int) -> str:
 
 
 def target_label(cfg: RunConfig) -> str:
-    """The target part of a resume key: where calls go (recording is not a target)."""
-    if cfg.mode is Mode.SIMULATE or (cfg.profile and not cfg.sandbox):
-        return f"simulate:{cfg.profile or 'published'}"
+    """The target part of a resume key: where calls go (recording is not a target), with
+    the fault plan and fault rate when set."""
+    faults = (f"+plan:{cfg.fault_plan}" if cfg.fault_plan is not None else "") + (
+        f"@{cfg.fault_rate:g}" if cfg.fault_rate is not None else ""
+    )
+    if cfg.mode is Mode.SIMULATE or (cfg.profile and not cfg.sandbox) or faults:
+        return f"simulate:{cfg.profile or 'published'}{faults}"
     if cfg.sandbox:
         return f"sandbox:{cfg.sandbox}"
     if cfg.mode is Mode.REPLAY:
@@ -120,10 +133,19 @@ def target_label(cfg: RunConfig) -> str:
 def resume_key(task: str, cfg: RunConfig, prompt: str, repeat: int) -> str:
     """(task, agent, model, prompt, target, seed, repeat): one stored run per key."""
     model = cfg.llm.model if cfg.llm is not None else "-"
-    return "|".join(
+    if cfg.custom_agent is not None:
+        model = cfg.custom_agent.model
+    key = "|".join(
         (task, cfg.agent, model, prompt_key(cfg.agent, prompt), target_label(cfg),
          str(cfg.seed), str(repeat))
     )
+    return key + variant_suffix(cfg, prompt)
+
+
+def variant_suffix(cfg: RunConfig, prompt: str) -> str:
+    """The resume key's part for a flaw seed and a paraphrase level (none at 0)."""
+    flaw = f"|flaw_seed={cfg.flaw_seed}" if cfg.flaw_seed and prompt.startswith("flawed:") else ""
+    return flaw + (f"|paraphrase={cfg.paraphrase}" if cfg.paraphrase else "")
 
 
 def run_seed(task: str, agent: str, prompt: str, seed: int, repeat: int) -> int:
@@ -249,11 +271,11 @@ def prepare_run(
     shared: Shared,
 ) -> PreparedRun:
     """The run's task (with the config's limits), seed, cassette, client, tools and agent."""
-    task = with_overrides(task, cfg)
+    task = run_variant(with_overrides(task, cfg), cfg, prompt, catalog)
     key = run_key(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     seed = run_seed(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     cassette = cassette_path(cfg, key, n_runs)
-    agent = make_agent(cfg.agent, cfg.llm)
+    agent = cfg.custom_agent or make_agent(cfg.agent, cfg.llm)
     clock: Clock = VirtualClock(0.0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY) else RealClock()
     client = run_client(task, cfg, catalog, seed=seed, cassette=cassette, clock=clock)
     state = RunState()
@@ -279,13 +301,23 @@ def prepare_run(
     )
 
 
+def run_variant(task: Task, cfg: RunConfig, prompt: str, catalog: Catalog) -> Task:
+    """The task as this run shows it: its flawed variant (graded, or another flaw seed)
+    and its paraphrased text; what scoring reads is unchanged."""
+    from realprobe.tasks.flaws import with_variant
+    from realprobe.tasks.paraphrase import paraphrased
+
+    return paraphrased(with_variant(task, prompt, catalog, cfg.flaw_seed), cfg.paraphrase)
+
+
 def run_client(
     task: Task, cfg: RunConfig, catalog: Catalog, *, seed: int, cassette: Path | None,
     clock: Clock,
 ) -> HttpClient:
     """The run's tool client: the config's target, with the task's per-call limit."""
     opts = TransportOptions(
-        mode=cfg.mode, sandbox=cfg.sandbox, profile=cfg.profile, seed=seed, cassette=cassette
+        mode=cfg.mode, sandbox=cfg.sandbox, profile=cfg.profile, seed=seed, cassette=cassette,
+        fault_plan=cfg.fault_plan, fault_rate=cfg.fault_rate,
     )
     limit = task.constraints.call_timeout_s
     return make_client(
@@ -373,6 +405,10 @@ def run_row(
         "turns": state.turns,
         "tool_calls": state.tool_calls,
         "failures": state.failures,
+        "tool_faults": state.tool_faults,
+        "fault_kinds": state.fault_kinds(),
+        "fault_plan": str(cfg.fault_plan) if cfg.fault_plan is not None else None,
+        "fault_rate": cfg.fault_rate,
         "retries": sum(1 for s in state.steps if s.role == "retry"),
         "fallbacks": sum(1 for s in state.steps if s.role == "fallback"),
         "optimal_calls": len(task.workflow.steps),
@@ -387,10 +423,25 @@ def run_row(
         "final_message": state.final_message[:2000],
         "cassette": str(run.cassette) if run.cassette else None,
         "target_kind": run.client.target.kind.value,
-        "target": run.client.target.label,
+        # the fault-rate dial is part of where the calls went (results never pool rates)
+        "target": run.client.target.label
+        + (f" fault_rate={cfg.fault_rate:g}" if cfg.fault_rate is not None else ""),
         "source": "task",
         "vantage": cfg.vantage or default_vantage(),
         "resume_key": resume_key(task.instance_id, cfg, prompt, run.repeat),
+        **evaluation_columns(run, score),
+    }
+
+
+def evaluation_columns(run: PreparedRun, score: Score) -> dict[str, Any]:
+    """The flaw seed and severity, the paraphrase level and the trajectory metrics."""
+    flaw = run.prompt.split(":", 1)[1] if run.prompt.startswith("flawed:") else ""
+    _, at, severity = flaw.partition("@")
+    return {
+        "flaw_seed": run.cfg.flaw_seed if flaw else None,
+        "severity": int(severity) if at else None,
+        "paraphrase": run.cfg.paraphrase,
+        **score.trajectory.as_dict(),
     }
 
 
