@@ -28,6 +28,7 @@ from realprobe.simulator.profile import (
     Profile,
     RetryAfter,
     ToolProfile,
+    chain_with_rate,
 )
 
 VIEWS = ("profile", "resilibench", "reliabilitybench")
@@ -134,13 +135,11 @@ def code_persistence(ts: ToolStats) -> tuple[float | None, tuple[float, float] |
 
 
 def reconciled_chain(ff: float, fo: float, fail: float) -> Burst:
-    """The chain with the observed correlation rho = ff - fo and the stationary failure rate
-    `fail` (the counted one), so the profile's success_rate and chain agree."""
-    if fail <= 0 or fail >= 1:
-        return Burst(p_fail_after_fail=min(max(fail, 0.0), 1.0), p_fail_after_ok=fail)
-    rho = min(max(ff - fo, -fail / (1 - fail), 1 - 1 / fail), RHO_MAX)
-    fo2 = min(1.0, max(0.0, fail * (1 - rho)))
-    return Burst(p_fail_after_fail=min(1.0, max(0.0, fo2 + rho)), p_fail_after_ok=fo2)
+    """The chain with the observed correlation rho = ff - fo (at most RHO_MAX) and the
+    stationary failure rate `fail` (the counted one), so the profile's success_rate and
+    chain agree."""
+    rho = min(ff - fo, RHO_MAX)
+    return chain_with_rate(Burst(p_fail_after_fail=fo + rho, p_fail_after_ok=fo), fail)
 
 
 #: transitions after a coded failure needed before calibration reads the chain from them
