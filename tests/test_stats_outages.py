@@ -100,6 +100,21 @@ def test_long_run_interval_covers_day_to_day_variation() -> None:
     assert day_hits / runs < 0.80
 
 
+def test_long_run_interval_says_when_too_few_failures_to_see_days_vary() -> None:
+    """A 0.97 tool probed 50 times over a week fails once or twice: the long-run interval is
+    then the probed days' one, and says in words that it cannot estimate the day effect; at
+    1,000 calls (about 30 failures) it does not."""
+    prof = profile(daily_logit_sd=0.5)
+    arr = fault_model_arrays(prof, ["t97"], 50, seed=4, t0=T0, step_s=WEEK / 50)
+    s = compute_stats(arr).tools[0].success
+    assert s.long_run_too_few_failures and s.long_run95 is not None
+    assert s.long_run95[0] <= s.burst_adjusted95[0] and s.long_run95[1] >= s.burst_adjusted95[1]
+    assert s.long_run_note and "too few to estimate day-to-day variation" in s.long_run_note
+    arr = fault_model_arrays(prof, ["t97"], 1000, seed=4, t0=T0, step_s=WEEK / 1000)
+    s = compute_stats(arr).tools[0].success
+    assert not s.long_run_too_few_failures and "included" in (s.long_run_note or "")
+
+
 def test_the_day_effect_is_centred_on_the_success_rate() -> None:
     centre = day_centre(0.1, 0.5)
     days = [_expit(centre + random.Random(f"s:{d}").gauss(0, 0.5)) for d in range(4000)]

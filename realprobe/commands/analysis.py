@@ -174,6 +174,9 @@ def _print_success_notes(rep: StatsReport) -> None:
              for t in rep.tools if t.success.long_run95]  # fmt: skip
     if longs:
         console.print(f"[dim]long-run success (days vary; 95% CI): {'; '.join(longs)}[/dim]")
+    for t in rep.tools:
+        if t.success.long_run_too_few_failures:
+            console.print(f"[dim]‡ {t.tool} long-run: {t.success.long_run_note}[/dim]")
 
 
 def print_stats(rep: StatsReport) -> None:

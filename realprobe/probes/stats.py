@@ -52,6 +52,9 @@ BURST_MAX_GAP_S = 3600.0
 VARIABILITY_MIN_N = 10
 #: a period needs this many attempts to count for the long-run interval
 LONG_RUN_MIN_N = 5
+#: below this many failures over the periods, their spread across days says next to nothing
+#: about day-to-day variation: the long-run interval is then the probed days' one, and says so
+LONG_RUN_MIN_FAILURES = 10
 SUCCESS_SD_FLAG = 0.10
 LATENCY_CV_FLAG = 0.25
 VARIABILITY_ALPHA = 0.01
@@ -108,6 +111,9 @@ class SuccessStats(BaseModel):
     long_run95: tuple[float, float] | None = None
     long_run_periods: int = 0
     long_run_note: str | None = None
+    #: True when too few failures were seen to estimate day-to-day variation: long_run95 then
+    #: rests on the probed days' interval (conservative when days vary little)
+    long_run_too_few_failures: bool = False
 
 
 class ErrorMix(BaseModel):
@@ -146,8 +152,7 @@ class LatencyStats(BaseModel):
     mixture: list[MixtureComponent] | None = None
     mixture_fit: dict[str, Any] | None = None
     #: S(T): the share of calls slower than the deadline under the model in use (mixture or
-    #: lognormal), with a 95% interval (profile likelihood of the censored lognormal fit;
-    #: the delta method for a mixture)
+    #: lognormal), with a 95% interval (profile likelihood of the censored fit, either one)
     p_exceed_timeout: float | None = None
     p_exceed_timeout_ci95: tuple[float, float] | None = None
 
@@ -345,6 +350,15 @@ def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) ->
     half = float(special.stdtrit(d - 1, 0.975)) * math.sqrt(var)
     lo, hi = s.burst_adjusted95
     s.long_run95 = (max(0.0, min(lo, p - half)), min(1.0, max(hi, p + half)))
+    fails = round(big_n - float(k_k.sum()))
+    if fails < LONG_RUN_MIN_FAILURES:
+        s.long_run_too_few_failures = True
+        s.long_run_note = (
+            f"rests on {fails} failure(s) over {d} periods of {period_s / 3600:g} h: too few to "
+            "estimate day-to-day variation, so it rests on the probed days' interval (wider "
+            "than needed if days vary little, too narrow if they vary a lot)"
+        )
+        return
     s.long_run_note = f"over {d} periods of {period_s / 3600:g} h, day-to-day variation included"
 
 
