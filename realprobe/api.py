@@ -514,19 +514,24 @@ def select_rows(
     vantage: str | Sequence[str] | None,
     windows: Sequence[Window],
     names: list[str] | None,
-) -> tuple[list[str], list[str] | None]:
-    """(target kinds, vantages) to read: `target` as given, else chosen from the rows the
-    windows hold (live first; the one other kind; several other kinds: an error asking to
-    pick one)."""
+) -> tuple[list[str], list[str] | None, list[Any]]:
+    """(target kinds, vantages, each window's provenance survey) to read: `target` as given,
+    else chosen from the rows the windows hold (live first; the one other kind; several other
+    kinds: an error asking to pick one). The surveys are handed on so the loader does not
+    read them again."""
     from realprobe.probes.provenance import kinds_present, parse_target, parse_vantages, pick_kinds
+    from realprobe.probes.provenance import survey as survey_window
 
     asked = parse_target(target)
     vantages = parse_vantages(vantage)
     present: dict[str, int] = {}
+    surveys = []
     for a, b in windows:
-        for kind, n in kinds_present(db, a, b, names, vantages).items():
+        groups = survey_window(db, a, b, names, vantages)
+        surveys.append(groups)
+        for kind, n in kinds_present(db, groups=groups).items():
             present[kind] = present.get(kind, 0) + n
-    return pick_kinds(present, asked), vantages
+    return pick_kinds(present, asked), vantages, surveys
 
 
 def check_tools(
@@ -570,6 +575,7 @@ class _Selection(NamedTuple):
     names: list[str] | None
     kinds: list[str]
     vantages: list[str] | None
+    groups: list[Any]  # the window's provenance survey
 
 
 def _select(
@@ -584,9 +590,9 @@ def _select(
 
     warm()  # scipy.special loads in the background while the database is read
     path, win, names = _db(db), window(since, until), _tool_names(tools)
-    kinds, vantages = select_rows(path, target, vantage, [win], names)
+    kinds, vantages, surveys = select_rows(path, target, vantage, [win], names)
     check_tools(path, names, win, kinds, vantages)
-    return _Selection(path, win, names, kinds, vantages)
+    return _Selection(path, win, names, kinds, vantages, surveys[0])
 
 
 @overload
@@ -644,7 +650,8 @@ def stats(
         }
         return VantageStats(target_kinds=sel.kinds, vantages=reports)
     _, rep = stats_from_db(
-        sel.db, *sel.win, sel.names, period_s, kinds=sel.kinds, vantages=sel.vantages
+        sel.db, *sel.win, sel.names, period_s, kinds=sel.kinds, vantages=sel.vantages,
+        groups=sel.groups,
     )
     phases = phase_breakdown(sel.db, *sel.win, sel.names, sel.kinds, sel.vantages)
     return Stats(**dict(rep), phases=phases)
@@ -670,7 +677,9 @@ def calibrate(
     if from_stats is not None:
         return calibrate_report(from_stats, name=name, db=str(_db(db)))
     sel = _select(db, since, until, tools, target, vantage)
-    arr, rep = stats_from_db(sel.db, *sel.win, sel.names, kinds=sel.kinds, vantages=sel.vantages)
+    arr, rep = stats_from_db(
+        sel.db, *sel.win, sel.names, kinds=sel.kinds, vantages=sel.vantages, groups=sel.groups
+    )
     return calibrate_report(rep, name=name, db=str(sel.db), arrays=arr)
 
 
@@ -764,7 +773,7 @@ def drift(
             raise BadArgument(param, f"{param} must be >= 0 (got {v:g})")
     bw, cw = _window_arg("baseline", baseline), _window_arg("current", current)
     path, names = _db(db), _tool_names(tools)
-    kinds, vantages = select_rows(path, target, vantage, [bw, cw], names)
+    kinds, vantages, _ = select_rows(path, target, vantage, [bw, cw], names)
     arrays, provs = {}, {}
     for label, w in (("baseline", bw), ("current", cw)):
         arrays[label] = load_probes(path, *w, names, kinds=kinds, vantages=vantages)
@@ -807,7 +816,7 @@ def build_report(
     sel = _select(db, since, until, tools, target, vantage)
     return build(
         sel.db, *sel.win, sel.names, baseline=bw, current=cw, period_s=period_s,
-        kinds=sel.kinds, vantages=sel.vantages, stats=stats,
+        kinds=sel.kinds, vantages=sel.vantages, stats=stats, groups=sel.groups,
     )
 
 
