@@ -20,7 +20,6 @@ from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
-    from realprobe.adapters.result import ToolResult
     from realprobe.adapters.tool import Tool
     from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from realprobe.probes.scheduler import ScheduleResult
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
+    from realprobe.result import ToolResult
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
@@ -54,25 +54,14 @@ def options(
     from realprobe.clients import TransportOptions
 
     try:
-        mode = Mode(mode)
-    except ValueError:
-        choices = ", ".join(m.value for m in Mode)
-        raise BadArgument("mode", f"mode {mode!r}: choose one of {choices}") from None
-    if sandbox is not None and not sandbox.startswith(("http://", "https://")):
-        raise BadArgument(
-            "sandbox", f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765"
-        )
-    if simulate is not None and sandbox is not None:
-        raise BadArgument(
-            ("sandbox", "simulate"), "sandbox and simulate exclude each other: pick one"
-        )
-    if mode in (Mode.RECORD, Mode.REPLAY) and cassette is None:
-        raise BadArgument(("mode", "cassette"), f"mode {mode.value} needs cassette=PATH")
-    if cassette is not None and mode not in (Mode.RECORD, Mode.REPLAY):
-        raise BadArgument(("mode", "cassette"), "cassette needs mode=record or mode=replay")
-    return TransportOptions(
-        mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
-    ).normalised()
+        return TransportOptions(
+            mode=Mode.parse(mode), sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
+        ).normalised()
+    except BadArgument:
+        raise
+    except RealprobeError as exc:  # the same message; `profile` is spelled `simulate` here
+        params = tuple("simulate" if p == "profile" else p for p in exc.params)
+        raise BadArgument(params or "mode", str(exc)) from None
 
 
 def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:

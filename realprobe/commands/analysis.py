@@ -127,11 +127,13 @@ def print_phases(phases: dict[str, dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title="Where the time goes (median ms over successful calls)")
-    for col in ("tool", "n", "DNS", "connect", "TLS", "first byte", "transfer", "slowest"):
+    from realprobe.dbfacts import PHASE_COLUMNS, PHASE_LABELS
+
+    for col in ("tool", "n", *(PHASE_LABELS[k] for k in PHASE_COLUMNS), "slowest"):
         table.add_column(col, justify="right" if col not in ("tool", "slowest") else "left")
     for tool, p in sorted(phases.items()):
         cells = ["-" if p[k] is None else f"{p[k]:.1f}"
-                 for k in ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")]
+                 for k in PHASE_COLUMNS]
         table.add_row(tool, str(p["n"]), *cells, str(p["slowest"] or "-").removesuffix("_ms"))
     console.print(table)
     console.print("[dim]DNS, connect and TLS over calls that opened a connection; first byte = "
