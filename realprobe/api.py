@@ -222,7 +222,8 @@ def probe(
     async def go() -> RunSummary:
         stop = asyncio.Event()
         async with probe_session(
-            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
+            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force,
+            concurrency=concurrency,
         ) as (store, client):
             with graceful_stop(stop, notify) if stop_on_signals else contextlib.nullcontext():
                 return await run_probes(
@@ -344,7 +345,8 @@ def schedule(
 
     async def go() -> ScheduleResult:
         async with probe_session(
-            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
+            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force,
+            concurrency=concurrency,
         ) as (store, client):
             from realprobe.probes.runner import run_probes
 

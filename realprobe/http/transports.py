@@ -27,24 +27,28 @@ def ssl_context() -> ssl.SSLContext:
     return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
-def live_transport(max_connections: int = 100) -> httpx.AsyncHTTPTransport:
+#: the pool of a client made without a ClientConfig (a client's config sizes its own)
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+
+
+def live_transport(limits: httpx.Limits | None = None) -> httpx.AsyncHTTPTransport:
     """The real network; DNS is timed as its own phase (see `phases`)."""
     return time_dns(
         httpx.AsyncHTTPTransport(
             verify=ssl_context(),
             retries=0,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+            limits=limits or DEFAULT_LIMITS,
         )
     )
 
 
-def sync_live_transport(max_connections: int = 100) -> httpx.HTTPTransport:
+def sync_live_transport(limits: httpx.Limits | None = None) -> httpx.HTTPTransport:
     """The real network for the synchronous client; DNS timed as its own phase."""
     return time_dns(
         httpx.HTTPTransport(
             verify=ssl_context(),
             retries=0,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+            limits=limits or DEFAULT_LIMITS,
         )
     )
 
