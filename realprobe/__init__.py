@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         schedule,
         serve_mcp,
         stats,
+        sweep,
         task_results,
         window,
         write_report,
@@ -151,6 +152,7 @@ _WHERE: dict[str, str] = {
     "save_cassette": "realprobe.cassettes.cassette",
     # tasks
     "run_tasks": "realprobe.api",
+    "sweep": "realprobe.api",
     "plan_tasks": "realprobe.api",
     "task_results": "realprobe.api",
     "TaskBatch": "realprobe.tasks.batch",
@@ -243,6 +245,7 @@ __all__ = [
     "scrub_cassette",
     "serve_mcp",
     "stats",
+    "sweep",
     "task_results",
     "use_cassette",
     "verify_cassette",

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.sweep import SweepResult
 
 Window = tuple[float | None, float | None]
 TimeSpec = str | float | None
@@ -902,6 +903,31 @@ def run_tasks(
     """
     return plan_tasks(tasks, all=all, **settings).run(
         db=db, on_done=on_done, resume=resume, executor=executor, address=address, gates=gates
+    )
+
+
+def sweep(
+    file: str | Path,
+    *,
+    db: str | Path | None = None,
+    resume: bool = False,
+    concurrency: int = 4,
+    executor: str = "local",
+    address: str | None = None,
+    catalog: Sequence[str | Path] = (),
+    on_planned: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Any], None] | None = None,
+) -> SweepResult:
+    """Run a sweep file (models x agents x targets x tasks x prompts x repeats) into one
+    database (default: the default database), then compare every run it holds. `resume`
+    skips runs already stored complete; `on_planned(total, skipped)` and `on_done(run)`
+    report progress."""
+    from realprobe.tasks.sweep import run_sweep_file
+
+    return run_sweep_file(
+        Path(file), None if db is None else Path(db), catalog_paths=[Path(c) for c in catalog],
+        resume=resume, executor=executor, concurrency=concurrency, address=address,
+        on_planned=on_planned, on_done=on_done,
     )
 
 

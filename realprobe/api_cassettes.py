@@ -198,8 +198,8 @@ def import_cassette(
     (replaced if it exists). `substitute` replaces placeholders in request URLs."""
     from realprobe.cassettes.cassette import is_yaml_path, parse_text, save_cassette
     from realprobe.cassettes.importers import from_data
-    from realprobe.cassettes.limits import read_bounded
     from realprobe.cassettes.scrub import declared_secret_finder, scrub_cassette
+    from realprobe.limits import read_bounded
     from realprobe.outputs import check_output
 
     src = _existing(file)

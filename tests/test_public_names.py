@@ -22,8 +22,8 @@ FRONT_DOOR = {
     "make_report", "make_sandbox", "make_sync_client", "options", "plan_tasks", "probe",
     "public_apis", "record_fixtures", "record_round", "recover_cassette", "replay_round",
     "run_demo", "run_probes", "run_tasks", "sandbox_running", "save_cassette", "schedule",
-    "scrub_cassette", "serve_mcp", "stats", "task_results", "use_cassette", "verify_cassette",
-    "window", "write_report",
+    "scrub_cassette", "serve_mcp", "stats", "sweep", "task_results", "use_cassette",
+    "verify_cassette", "window", "write_report",
 }
 
 ROOMS = {
