@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchlib import emit, load_average
 from mcp import Client, StdioServerParameters
 
 RESULTS = Path(__file__).resolve().parent / "results" / "mcp_tools_list.json"
@@ -118,14 +118,10 @@ def main() -> None:
         folder = Path(tmp)
         (folder / "anchor.py").write_text(ANCHOR.format(n=TOOLS), encoding="utf-8")
         (folder / "bare.py").write_text(BARE.format(families=FAMILIES), encoding="utf-8")
-        load_before = os.getloadavg()[0]
+        before = load_average()
         out = asyncio.run(measure(args.n, args.repeats, folder))
-    out["load_average_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     out["goal_ratio"] = 2.0
-    print(json.dumps(out, indent=2))
-    if args.save:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    emit(out, args.save, RESULTS, before)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ loader and the statistics apart. The machine's load average is recorded.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import resource
 import sqlite3
 import subprocess
@@ -29,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from benchlib import emit, load_average
 
 from realprobe.errors import ErrorCode
 from realprobe.probes.loading import CODES, load_probes
@@ -172,22 +172,17 @@ def main() -> None:
         t = time.perf_counter()
         build(db, args.rows, args.tools, args.kind)
         print(f"built {db} in {time.perf_counter() - t:.1f} s")
-    load_before = os.getloadavg()[0]
+    before = load_average()
     out = {
         "rows": count_rows(db),
         "tools": args.tools,
         "kind": args.kind,
         "profile": PROFILE,
         **measure(db, args.kind, args.repeats),
-        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "goal_ratio": 1.5,
     }
-    print(json.dumps(out, indent=2))
-    if args.save:
-        RESULTS.mkdir(exist_ok=True)
-        name = "stats_1m_rows.json" if args.kind == "live" else f"stats_1m_rows_{args.kind}.json"
-        (RESULTS / name).write_text(json.dumps(out, indent=2) + "\n")
-
+    name = "stats_1m_rows.json" if args.kind == "live" else f"stats_1m_rows_{args.kind}.json"
+    emit(out, args.save, RESULTS / name, before)
 
 if __name__ == "__main__":
     main()
