@@ -897,9 +897,10 @@ def run_tasks(
     (None: don't store). Returns every run and the summary (levels, pass^k, recovery).
 
     `resume` skips runs already stored complete in `db`. `executor="ray"` spreads the runs
-    over a local Ray or the cluster at `address` (not for live targets); this process stays
-    the only writer of `db`. `gates` shares the per-host politeness gates with a probe run
-    or an MCP server in this process (local executor only: Ray workers cannot share them).
+    over a local Ray or the cluster at `address` (live runs there share one politeness state
+    across the workers); this process stays the only writer of `db`. `gates` shares the
+    per-host politeness gates with a probe run or an MCP server in this process (local
+    executor only: Ray workers cannot share them).
     """
     return plan_tasks(tasks, all=all, **settings).run(
         db=db, on_done=on_done, resume=resume, executor=executor, address=address, gates=gates

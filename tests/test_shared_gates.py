@@ -1,0 +1,92 @@
+"""Politeness shared across processes: `SharedGates` in each process, one `GateState`
+holding the claims, slots and pauses (here reached in process; on Ray through an actor)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from realprobe.errors import ErrorCode
+from realprobe.hosts import GateState, HeldBack, SharedGates
+from realprobe.result import ToolError, ToolResult
+
+
+class Api:
+    def __init__(self, interval: float, in_flight: int = 1) -> None:
+        self.name = "Loop"
+        self.base_url = "http://127.0.0.1:9"
+        self.politeness = type("P", (), {
+            "max_in_flight": in_flight, "min_interval_s": interval, "jitter_s": 0.0,
+            "daily_budget": 100,
+        })()
+
+
+class Link:
+    """The state reached directly, as a Ray actor handle would reach it."""
+
+    def __init__(self, state: GateState) -> None:
+        self.state = state
+
+    async def call(self, method: str, *args: Any) -> Any:
+        out = getattr(self.state, method)(*args)
+        return await out if inspect.isawaitable(out) else out
+
+    def send(self, method: str, *args: Any) -> None:
+        getattr(self.state, method)(*args)
+
+
+def ok() -> ToolResult:
+    return ToolResult(tool="t", ok=True, data={})
+
+
+def test_two_processes_share_spacing_slots_and_retry_after() -> None:
+    async def go() -> None:
+        state = GateState()
+        a, b = SharedGates(Link(state)), SharedGates(Link(state))
+        api = Api(0.2)
+        starts = []
+        for gates in (a, b, a):
+            async with gates.turn(api, 5.0):
+                starts.append(time.time())
+            gates.note(api, ok())
+        gaps = [y - x for x, y in itertools.pairwise(starts)]
+        assert min(gaps) >= 0.19, gaps
+        # a slot held by one process keeps the other out until it is given back
+        async with a.turn(api, 5.0):
+            with pytest.raises(HeldBack, match="in flight"):
+                async with b.turn(api, 0.3):
+                    pass
+        a.note(api, ok())
+        # a Retry-After seen by one process pauses the host for the other
+        async with b.turn(api, 5.0):
+            pass
+        b.note(api, ToolResult(tool="t", ok=False, error=ToolError(
+            code=ErrorCode.RATE_LIMIT_ERROR, message="slow down", retry_after_s=30.0)))
+        with pytest.raises(HeldBack, match="pause"):
+            async with a.turn(api, 5.0):
+                pass
+
+    asyncio.run(go())
+
+
+def test_a_lease_lapses_when_its_holder_never_gives_it_back() -> None:
+    async def go() -> None:
+        state = GateState()
+        policy = SharedGates(Link(state))
+        api = Api(0.0)
+        from realprobe.hosts import host_key, strictest
+
+        key, pol = host_key(api), strictest(api.politeness)
+        lease = await state.acquire(key, pol, 1.0, 0.05)  # a holder that dies
+        assert lease
+        assert await state.acquire(key, pol, 0.01, 1.0) == 0  # still held
+        await asyncio.sleep(0.1)
+        async with policy.turn(api, 1.0):  # lapsed: the slot is free again
+            pass
+
+    asyncio.run(go())
