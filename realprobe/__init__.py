@@ -38,8 +38,10 @@ if TYPE_CHECKING:
         options,
         plan_tasks,
         probe,
+        rows,
         run_tasks,
         sandbox_running,
+        save_profile,
         schedule,
         serve_mcp,
         stats,
@@ -57,12 +59,14 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
+    from realprobe.api_monitor import check_alerts, merge_databases
+    from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
     from realprobe.cassettes.importers import load_cassette, recover_cassette
     from realprobe.cassettes.session import use_cassette
     from realprobe.clients import TransportOptions, make_client, make_sync_client
     from realprobe.clock import Clock, RealClock, VirtualClock
-    from realprobe.data import doc_path
+    from realprobe.data import data_dir, doc_path
     from realprobe.demo import run_demo
     from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
     from realprobe.hosts import HeldBack, HostGates
@@ -85,6 +89,9 @@ _WHERE: dict[str, str] = {
     "import_openapi": "realprobe.api_catalog",
     "record_fixtures": "realprobe.api_catalog",
     "public_apis": "realprobe.api_catalog",
+    # operating probes
+    "check_alerts": "realprobe.api_monitor",
+    "merge_databases": "realprobe.api_monitor",
     # cassettes
     "inspect_cassette": "realprobe.api_cassettes",
     "verify_cassette": "realprobe.api_cassettes",
@@ -122,6 +129,7 @@ _WHERE: dict[str, str] = {
     "Sandbox": "realprobe.sandbox.server",
     "Profile": "realprobe.simulator.profile",
     "load_profile": "realprobe.simulator.profile",
+    "save_profile": "realprobe.api",
     # probing and analysis
     "probe": "realprobe.api",
     "schedule": "realprobe.api",
@@ -131,6 +139,8 @@ _WHERE: dict[str, str] = {
     "RunSummary": "realprobe.probes.runner",
     "Store": "realprobe.store",
     "stats": "realprobe.api",
+    "rows": "realprobe.api_rows",
+    "Rows": "realprobe.api_rows",
     "StatsReport": "realprobe.probes.stats",
     "Stats": "realprobe.probes.results",
     "VantageStats": "realprobe.probes.results",
@@ -161,6 +171,7 @@ _WHERE: dict[str, str] = {
     "serve_mcp": "realprobe.api",
     "run_demo": "realprobe.demo",
     "doc_path": "realprobe.data",
+    "data_dir": "realprobe.data",
     # errors
     "RealprobeError": "realprobe.errors",
     "ErrorCode": "realprobe.errors",
@@ -192,6 +203,7 @@ __all__ = [
     "RealClock",
     "RealprobeError",
     "ReportData",
+    "Rows",
     "RunSummary",
     "Sandbox",
     "Stats",
@@ -214,6 +226,8 @@ __all__ = [
     "call_all",
     "call_tool",
     "call_tool_sync",
+    "check_alerts",
+    "data_dir",
     "default_catalog",
     "doc_path",
     "drift",
@@ -228,6 +242,7 @@ __all__ = [
     "make_report",
     "make_sandbox",
     "make_sync_client",
+    "merge_databases",
     "options",
     "plan_tasks",
     "probe",
@@ -236,11 +251,13 @@ __all__ = [
     "record_round",
     "recover_cassette",
     "replay_round",
+    "rows",
     "run_demo",
     "run_probes",
     "run_tasks",
     "sandbox_running",
     "save_cassette",
+    "save_profile",
     "schedule",
     "scrub_cassette",
     "serve_mcp",

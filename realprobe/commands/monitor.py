@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -126,13 +125,9 @@ def alert_check_cmd(
     Each alert fires once and resolves once (state in the database); exit 1 while any
     alert is firing, 0 otherwise.
     """
-    from realprobe.monitor.alerts import check, load_rules
+    from realprobe.api_monitor import check_alerts
 
-    config = load_rules(rules)
-    path = _db(db)
-    if not path.exists():
-        raise RealprobeError(f"no database at {path}; run `realprobe probe` first or pass --db")
-    result = check(path, config, now=time.time(), dry_run=dry_run)
+    result = check_alerts(rules, _db(db), dry_run=dry_run)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -141,6 +136,8 @@ def alert_check_cmd(
         for e in result.events:
             verb = "would send" if dry_run else "sent"
             console.print(f"{verb} {e.status}: {e.rule} / {e.subject}")
+        for note in result.notes:
+            console.print(note, highlight=False)
         if not result.findings:
             console.print("no alert firing")
     for line in result.delivery_failures:
@@ -155,10 +152,8 @@ def merge_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Merge probe databases from several vantage points into one (idempotent)."""
-    from realprobe.monitor.merge import MergedSource, merge
-
-    if not output.parent.is_dir():
-        raise RealprobeError(f"-o {output}: directory {output.parent} does not exist")
+    from realprobe.api_monitor import merge_databases
+    from realprobe.monitor.merge import MergedSource
 
     def progress(s: MergedSource) -> None:
         if not as_json:
@@ -166,8 +161,13 @@ def merge_cmd(
                 f"{s.path}: {s.rows_added:,} of {s.rows_seen:,} rows added, "
                 f"{s.runs_added} runs ({s.runs_renamed} renamed) in {s.seconds:.1f}s"
             )
+        for reason, n in sorted(s.rows_refused.items()):
+            err_console.print(
+                f"{s.path}: refused {n:,} rows ({reason}); kept in the probes_quarantine "
+                "table of the output", highlight=False,
+            )
 
-    report = merge(sources, output, on_source=progress)
+    report = merge_databases(sources, output, on_source=progress)
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:

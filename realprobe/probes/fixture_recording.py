@@ -26,6 +26,7 @@ from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.hosts import HostGates, HostLimiter, Strictest, host_key
 from realprobe.http.client import ClientConfig, is_private_host
 from realprobe.retry_after import retry_after_of
+from realprobe.secrets import looks_like_json, remember, scrub_json_text, scrub_text
 
 RECORDED_SOURCE = "recorded by realprobe catalog record-fixtures"
 KEPT_HEADERS = ("date", "cache-control", "etag", "last-modified", "retry-after", "age")
@@ -193,7 +194,8 @@ def _record_one(
         return FixtureOutcome(
             tool.name, tool.api_id, "", None, f"example arguments fail: {exc}"
         ), None
-    shown = _canonical(original, tool.api.base_url, url, params)
+    remember(*tool.secret_values(valid))  # credentials: out of the body and the source
+    shown = scrub_text(_canonical(original, tool.api.base_url, url, params))
     private = is_private_host(urlsplit(url).hostname or "")
     try:
         got: Fetched = client.fetch(
@@ -212,6 +214,7 @@ def _record_one(
     text = _storable_text(got, out, f"{method} {shown}", when)
     if text is None:
         return out, got
+    text = scrub_json_text(text) if looks_like_json(text) else scrub_text(text)
     via = f" via sandbox {sandbox}" if sandbox else f" via upstream {upstream}" if upstream else ""
     source = f"{RECORDED_SOURCE}: {method} {shown} -> {got.status}{via}"
     _keep_by_outcome(tool, got, _fixture_of(got, text, source, when), out)

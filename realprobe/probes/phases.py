@@ -18,7 +18,8 @@ from numpy.typing import NDArray
 
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
-from realprobe.probes.loading import conditions, connect_readonly, probe_columns
+from realprobe.probes.loading import conditions, number, probe_columns
+from realprobe.store import read_only
 
 
 def phase_breakdown(
@@ -30,7 +31,8 @@ def phase_breakdown(
     vantages: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
+    out: dict[str, dict[str, Any]] = {}
     try:
         cols = probe_columns(conn)
         if not set(PHASES) <= cols:
@@ -42,15 +44,14 @@ def phase_breakdown(
             str(r[0])
             for r in conn.execute(f"SELECT DISTINCT tool FROM probes WHERE {where}", params)
         ]
-        where += " AND outcome = 'ok' AND ttfb_ms IS NOT NULL"
+        where += f" AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL AND tool = ?"
         # a missing phase reads as infinity: a number, cheaper to convert than a 'NaN' string
-        values = ", ".join(f"coalesce({p}, 9e999)" for p in PHASES)
-        out: dict[str, dict[str, Any]] = {}
+        values = ", ".join(f"coalesce({number(p)}, 9e999)" for p in PHASES)
         for tool in sorted(names):
             flat = np.fromiter(
                 chain.from_iterable(conn.execute(
-                    f"SELECT coalesce(new_connection, 0), {values} FROM probes "
-                    f"WHERE {where} AND tool = ?", [*params, tool],
+                    f"SELECT coalesce({number('new_connection')}, 0), {values} FROM probes "
+                    f"WHERE {where}", [*params, tool],
                 )),
                 dtype=np.float64,
             ).reshape(-1, len(PHASES) + 1)
@@ -92,12 +93,13 @@ def vantage_table(
     bursts)."""
     from realprobe.probes.stats import wilson
 
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         where, params = conditions(cols, since, until, tools, kinds, None)
         rows = conn.execute(
-            f"SELECT tool, COALESCE(vantage, ''), outcome, latency_ms FROM probes WHERE {where}",
+            f"SELECT tool, COALESCE(vantage, ''), outcome, {number('latency_ms')} FROM probes "
+            f"WHERE {where}",
             params,
         ).fetchall()
     finally:
