@@ -325,12 +325,15 @@ class GateState:
 
     def note_and_release(
         self, lease: int, key: str, policy: Strictest, code: str | None,
-        retry_after_s: float | None,
+        retry_after_s: float | None, started: float | None = None,
     ) -> None:
         """What the call taught (Retry-After, 429s), then its slot back: in this order, as
-        in one process, so no call starts between the two."""
+        in one process, so no call starts between the two. `started`: when the call really
+        went out; a late start pushes the next one back, so the spacing holds from it."""
+        lim = self.gates.limiter(key, policy)
+        if started is not None:
+            lim.next_start = max(lim.next_start, started + policy.min_interval_s)
         if code != "-":  # "-": the call ended without a result to learn from
-            lim = self.gates.limiter(key, policy)
             lim.note(ErrorCode(code) if code else None, retry_after_s)
         self._release(lease)
 
@@ -362,38 +365,43 @@ class SharedGates(HostGates):
     def __init__(self, link: GateLink) -> None:
         super().__init__(WallClock())
         self.link = link
-        #: the slot of the call that finished last per host, given back with its note
-        self._pending: dict[str, list[int]] = {}
+        #: the slot (and real start) of each finished call per host, given back with its note
+        self._pending: dict[str, list[tuple[int, float | None]]] = {}
 
     @asynccontextmanager
     async def turn(self, api: ApiSpec, budget_s: float) -> AsyncIterator[float]:
+        """The in-flight slot first, then the start: no message to the state lies between
+        the claimed start and the call, and the call's real start goes back with its slot."""
         key, policy, t0 = host_key(api), strictest(api.politeness), time.time()
-        start, retry_after, why = await self.link.call("reserve", key, policy, budget_s)
-        if start is None:
-            raise HeldBack(key, retry_after, why)
-        await asyncio.sleep(max(0.0, start - time.time()))
-        left = max(0.0, budget_s - (time.time() - t0))
-        lease = await self.link.call("acquire", key, policy, left, left + self.LEASE_MARGIN_S)
+        lease = await self.link.call("acquire", key, policy, budget_s,
+                                     budget_s + self.LEASE_MARGIN_S)
         if not lease:
             raise HeldBack(
                 key, policy.min_interval_s or 1.0,
                 f"{policy.max_in_flight} call(s) already in flight to {api.name} until the "
                 "deadline",
             )
-        try:
-            yield time.time() - t0
-        except BaseException:
+        left = max(0.0, budget_s - (time.time() - t0))
+        start, retry_after, why = await self.link.call("reserve", key, policy, left)
+        if start is None:
             self.link.send("note_and_release", lease, key, policy, "-", None)
+            raise HeldBack(key, retry_after, why)
+        await asyncio.sleep(max(0.0, start - time.time()))
+        started = time.time()
+        try:
+            yield started - t0
+        except BaseException:
+            self.link.send("note_and_release", lease, key, policy, "-", None, started)
             raise
-        self._pending.setdefault(key, []).append(lease)
+        self._pending.setdefault(key, []).append((lease, started))
 
     def note(self, api: ApiSpec, result: ToolResult) -> None:
         key, policy = host_key(api), strictest(api.politeness)
-        leases = self._pending.get(key)
-        lease = leases.pop(0) if leases else 0
+        pending = self._pending.get(key)
+        lease, started = pending.pop(0) if pending else (0, None)
         code = result.code.value if result.code is not None else None
         retry = result.error.retry_after_s if result.error else None
-        self.link.send("note_and_release", lease, key, policy, code, retry)
+        self.link.send("note_and_release", lease, key, policy, code, retry, started)
 
 
 def held_back_result(tool: str, held: HeldBack) -> ToolResult:

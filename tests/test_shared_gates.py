@@ -90,3 +90,24 @@ def test_a_lease_lapses_when_its_holder_never_gives_it_back() -> None:
             pass
 
     asyncio.run(go())
+
+
+def test_a_late_start_pushes_the_next_one_back() -> None:
+    """The spacing holds from when a call really went out, however late its holder got
+    there (a slow message, a busy worker)."""
+    from realprobe.hosts import host_key, strictest
+
+    async def go() -> None:
+        state = GateState()
+        api = Api(0.5)
+        key, pol = host_key(api), strictest(api.politeness)
+        lease = await state.acquire(key, pol, 1.0, 10.0)
+        first, _, _ = state.reserve(key, pol, 5.0)
+        assert first is not None
+        late = first + 0.3  # the call went out 0.3 s after its claimed start
+        state.note_and_release(lease, key, pol, None, None, late)
+        lease = await state.acquire(key, pol, 1.0, 10.0)
+        second, _, _ = state.reserve(key, pol, 5.0)
+        assert second is not None and second >= late + 0.5 - 1e-6
+
+    asyncio.run(go())
