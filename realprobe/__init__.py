@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.store import Store
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.evaluate import evaluate
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
@@ -165,6 +166,7 @@ _WHERE: dict[str, str] = {
     "sweep": "realprobe.api",
     "plan_tasks": "realprobe.api",
     "task_results": "realprobe.api",
+    "evaluate": "realprobe.tasks.evaluate",
     "TaskBatch": "realprobe.tasks.batch",
     "TaskBatchResult": "realprobe.tasks.batch",
     # MCP, the demo, docs
@@ -231,6 +233,7 @@ __all__ = [
     "default_catalog",
     "doc_path",
     "drift",
+    "evaluate",
     "export_profile",
     "import_cassette",
     "import_openapi",

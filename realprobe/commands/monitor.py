@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from realprobe.commands.common import (
+    AllowedHostOpt,
+    AuthTokenEnvOpt,
     CatalogOpt,
     JsonOpt,
     QuickHelpGroup,
@@ -69,6 +71,13 @@ def exporter_cmd(
         bool, typer.Option("--no-probe", help="Serve /metrics only; no on-demand calls.")
     ] = False,
     catalog: CatalogOpt = None,
+    reserve_for_schedule: Annotated[
+        float,
+        typer.Option("--reserve-for-schedule",
+                     help="Share of each API's daily budget /probe leaves to scheduled probes."),
+    ] = 0.5,
+    allowed_host: AllowedHostOpt = None,
+    auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
     """Serve Prometheus metrics from the probe database (and /probe, /status).
 
@@ -78,7 +87,7 @@ def exporter_cmd(
     24 h per tool.
     """
     from realprobe.clients import Mode
-    from realprobe.commands.common import load_catalog, transport_options
+    from realprobe.commands.common import load_catalog, server_guards, transport_options
     from realprobe.monitor.blackbox import BlackboxProber
     from realprobe.monitor.exporter import Exporter, ExporterServer
     from realprobe.probes.windows import parse_duration
@@ -89,6 +98,7 @@ def exporter_cmd(
     if not timeout > 0:
         raise RealprobeError(f"--timeout must be positive (got {timeout:g})")
     window_s = parse_duration(window)
+    allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
     path = _db(db)
     Store(path).close()  # create or check the schema before serving
     cat = load_catalog(catalog)
@@ -96,20 +106,16 @@ def exporter_cmd(
     if not no_probe:
         opts = transport_options(Mode.LIVE, sandbox, simulate, None, seed)
         prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
-                                vantage=vantage or default_vantage())
+                                vantage=vantage or default_vantage(),
+                                reserve_for_schedule=reserve_for_schedule)
     budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
     exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
-    server = ExporterServer(exporter, host, port)
+    server = ExporterServer(exporter, host, port, allowed_hosts=allowed, auth_token=token)
     err_console.print(
         f"realprobe exporter on {server.url} (/metrics, /status"
         + ("" if no_probe else ", /probe?tool=NAME") + f"), database {path}"
     )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    server.serve_forever()  # until SIGINT/SIGTERM; the /probe run is marked finished
 
 
 def alert_check_cmd(
