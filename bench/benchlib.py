@@ -1,6 +1,6 @@
 """What every benchmark does at its end: print its numbers, with the machine's load average
-before and after (on shared cores other work shows up directly in timings), and with
-`--save` write them to bench/results/."""
+before and after (on shared cores other work shows up directly in timings), and only when
+the benchmark was run with "--save" write them to bench/results/."""
 
 from __future__ import annotations
 

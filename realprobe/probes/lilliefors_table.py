@@ -2,8 +2,8 @@
 `latency_fit._lilliefors_null(1000)` computed once and shipped (drawing its
 400 x 1000 normals costs more than the rest of `stats` on a
 million rows). Seed 20261122 + n; a test recomputes it and checks it is identical.
-Regenerate with `python -m realprobe.probes.lilliefors_table` after changing the seed, the
-replicates or the cap.
+After changing the seed, the replicates or the cap, regenerate it from
+`latency_fit._lilliefors_draw(N)` (the test says when it is out of step).
 """
 
 from __future__ import annotations
@@ -115,17 +115,3 @@ TABLE: tuple[float, ...] = (
     1.1030555889034332, 1.1136319039248017, 1.1640883427089996, 1.316354966478296,
 )
 
-
-def main() -> None:
-    from realprobe.probes.latency_fit import _lilliefors_draw
-
-    table = _lilliefors_draw(N)
-    rows = [
-        "    " + ", ".join(repr(float(x)) for x in table[i : i + 4])
-        for i in range(0, len(table), 4)
-    ]
-    print(",\n".join(rows))
-
-
-if __name__ == "__main__":
-    main()
