@@ -1,9 +1,11 @@
-"""Does more concurrency ever make a probe slower? `probe` over 300 emulated hosts (a sandbox in
-its own process, every call answered after exactly `--latency-ms`), `--calls` rounds, at
-concurrency 32 and at concurrency 300, interleaved, best of `--repeats`; the ratio is the
-makespan at 300 over the makespan at 32 (goal: at most 1.0). Also the median call latency the
-probe stored at each (a call that waited for a connection of the pool shows up there) and
-the calls that failed (a call that waited past its deadline is a TIMEOUT).
+"""Does more concurrency ever make a probe slower? A live `probe` of 300 hosts (loopback servers
+on 300 ports standing in for 300 APIs, each answering after exactly `--latency-ms`; one call
+in flight per host, no spacing), `--calls` rounds, at concurrency 32 and at concurrency 300,
+interleaved, best of `--repeats`; the ratio is the makespan at 300 over the makespan at 32
+(goal: at most 1.0). Also the median call latency the probe stored at each (a call that
+waited for a connection of the pool shows up there) and the calls that failed (a call that
+waited past its deadline is a TIMEOUT). `--sandbox` serves the hosts from one realprobe
+sandbox process instead (its own CPU then bounds the throughput).
 
     python bench/probe_concurrency.py [--hosts 300] [--calls 3] [--latency-ms 300] [--save]
 """
@@ -11,18 +13,23 @@ the calls that failed (a call that waited past its deadline is a TIMEOUT).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import emit, load_average
 from probe_throughput import sandbox_process
+from ray_live_gate import Upstream
 from scheduling_efficiency import bench_catalog, exact_latency_profile
 
 import realprobe
@@ -32,18 +39,57 @@ from realprobe.clients import TransportOptions
 RESULTS = Path(__file__).resolve().parent / "results" / "probe_concurrency.json"
 
 
-def one(cat: Catalog, url: str, calls: int, concurrency: int, db: Path
+def one(cat: Catalog, target: TransportOptions, calls: int, concurrency: int, db: Path
         ) -> tuple[float, float, int]:
     """(makespan, median stored latency in ms, calls that failed) of one probe run."""
     tools = [t.name for t in cat if t.api_id.startswith("bench-host")]
     t0 = time.perf_counter()
-    summary = realprobe.probe(tools, rounds=calls, target=TransportOptions(sandbox=url), db=db,
-                              catalog=cat, concurrency=concurrency, polite=False)
+    summary = realprobe.probe(tools, rounds=calls, target=target, db=db, catalog=cat,
+                              concurrency=concurrency)
     makespan = time.perf_counter() - t0
     with sqlite3.connect(db) as conn:
         lat = [r[0] for r in conn.execute("SELECT latency_ms FROM probes WHERE run_id = ?",
                                           [summary.run_id])]
     return makespan, statistics.median(lat), summary.n_error
+
+
+def _serve(n: int, latency_s: float, conn: Any) -> None:
+    up = Upstream(n, latency_s)
+    conn.send(up.ports)
+    conn.recv()  # until the bench is done
+
+
+@contextlib.contextmanager
+def upstream_process(n: int, latency_s: float) -> Iterator[list[int]]:
+    """`n` loopback servers in a child process; their ports."""
+    here, there = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("fork").Process(
+        target=_serve, args=(n, latency_s, there), daemon=True
+    )
+    proc.start()
+    try:
+        yield here.recv()
+    finally:
+        here.send("stop")
+        proc.join(10)
+        if proc.is_alive():
+            proc.terminate()
+
+
+def loopback_catalog(ports: list[int]) -> Catalog:
+    """The bench catalogue with each API on its own loopback port, one call in flight each."""
+    from realprobe.adapters.spec import ApiSpec
+
+    data = bench_catalog(len(ports))["apis"]
+    assert isinstance(data, list)
+    return Catalog([
+        ApiSpec.model_validate({
+            **api, "base_url": f"http://127.0.0.1:{port}", "https": False,
+            "politeness": {"max_in_flight": 1, "min_interval_s": 0, "jitter_s": 0,
+                           "daily_budget": 10**9},
+        })
+        for api, port in zip(data, ports, strict=True)
+    ])
 
 
 def main() -> None:
@@ -52,20 +98,26 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--latency-ms", type=float, default=300.0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sandbox", action="store_true", help="one sandbox serves every host")
     ap.add_argument("--save", action="store_true", help=f"write {RESULTS.name}")
     args = ap.parse_args()
     before = load_average()
     runs: dict[int, list[tuple[float, float, int]]] = {32: [], args.hosts: []}
-    with tempfile.TemporaryDirectory() as tmp:
-        cat_file = Path(tmp) / "bench_catalog.json"
-        cat_file.write_text(json.dumps(bench_catalog(args.hosts)))
-        prof_file = Path(tmp) / "exact.json"
-        prof_file.write_text(json.dumps(exact_latency_profile(args.latency_ms)))
-        cat = Catalog.load([cat_file])
-        with sandbox_process(str(prof_file), 1.0, catalog=cat_file) as url:
-            for r in range(args.repeats):
-                for c in runs:
-                    runs[c].append(one(cat, url, args.calls, c, Path(tmp) / f"p{c}_{r}.db"))
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if args.sandbox:
+            cat_file = Path(tmp) / "bench_catalog.json"
+            cat_file.write_text(json.dumps(bench_catalog(args.hosts)))
+            prof_file = Path(tmp) / "exact.json"
+            prof_file.write_text(json.dumps(exact_latency_profile(args.latency_ms)))
+            cat = Catalog.load([cat_file])
+            url = stack.enter_context(sandbox_process(str(prof_file), 1.0, catalog=cat_file))
+            target = TransportOptions(sandbox=url)
+        else:  # in its own process: the upstream must not share the prober's GIL
+            ports = stack.enter_context(upstream_process(args.hosts, args.latency_ms / 1000))
+            cat, target = loopback_catalog(ports), TransportOptions()
+        for r in range(args.repeats):
+            for c in runs:
+                runs[c].append(one(cat, target, args.calls, c, Path(tmp) / f"p{c}_{r}.db"))
     best = {c: min(v) for c, v in runs.items()}
     calls = args.hosts * args.calls
     out = {
@@ -75,6 +127,7 @@ def main() -> None:
         "failed_calls": {str(c): b[2] for c, b in best.items()},
         "ideal_s": {str(c): round(calls * args.latency_ms / 1000 / c, 2) for c in best},
         "ratio_300_to_32": round(best[args.hosts][0] / best[32][0], 2),
+        "upstream": "sandbox" if args.sandbox else "loopback servers",
         "repeats": args.repeats, "goal_ratio": 1.0,
     }
     emit(out, args.save, RESULTS, before)

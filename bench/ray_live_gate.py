@@ -89,23 +89,27 @@ class Upstream:
 
 
 def job(hosts: list[Host], first: int, calls: int, gate: Any) -> int:
-    """One worker's run: `calls` calls, each to the next host, under the shared gate."""
-    import httpx
-
+    """One worker's run: `calls` calls, each to the next host, under the shared gate, over
+    realprobe's client (whose phase timings tell the gate when each request left)."""
     from realprobe.hosts import SharedGates
+    from realprobe.http.client import HttpClient
+    from realprobe.http.transports import live_transport
     from realprobe.result import ToolResult
     from realprobe.tasks.executors import RayGateLink
 
     async def go() -> int:
         gates = SharedGates(RayGateLink(gate))
         ok = 0
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with HttpClient(live_transport()) as client:
             for k in range(calls):
                 host = hosts[(first + k) % len(hosts)]
                 async with gates.turn(host, 30.0):
-                    r = await client.get(host.base_url + "/v")
-                gates.note(host, ToolResult(tool="v", ok=r.status_code == 200, data={}))
-                ok += r.status_code == 200
+                    got = await client.fetch("GET", host.base_url + "/v", allow_private=True)
+                gates.note(host, ToolResult(
+                    tool="v", ok=got.status == 200, data={}, latency_ms=got.elapsed_s * 1000,
+                    phases=got.phases,
+                ))
+                ok += got.status == 200
         return ok
 
     return asyncio.run(go())

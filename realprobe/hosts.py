@@ -399,9 +399,22 @@ class SharedGates(HostGates):
         key, policy = host_key(api), strictest(api.politeness)
         pending = self._pending.get(key)
         lease, started = pending.pop(0) if pending else (0, None)
+        sent = sent_at(result)
+        if sent is not None and started is not None:
+            started = max(started, sent)
         code = result.code.value if result.code is not None else None
         retry = result.error.retry_after_s if result.error else None
         self.link.send("note_and_release", lease, key, policy, code, retry, started)
+
+
+def sent_at(result: ToolResult, now: float | None = None) -> float | None:
+    """When a just-finished call's request left (wall clock): its start, after the time its
+    connection took to open (DNS, connect, TLS), as its phases recorded them."""
+    if not result.latency_ms:
+        return None
+    phases = result.phases or {}
+    opening = sum(float(phases.get(k) or 0.0) for k in ("dns_ms", "connect_ms", "tls_ms"))
+    return (time.time() if now is None else now) - (result.latency_ms - opening) / 1000.0
 
 
 def held_back_result(tool: str, held: HeldBack) -> ToolResult:

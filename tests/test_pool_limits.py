@@ -57,3 +57,33 @@ def test_pool_holds_as_many_connections_as_the_concurrency() -> None:
     assert client_config(10.0, 300).pool_limits().max_keepalive_connections == 300
     assert asyncio.run(_fetch_all(IN_FLIGHT, IN_FLIGHT)) == IN_FLIGHT
 
+
+
+def test_each_host_gets_its_own_pool() -> None:
+    """One pool per origin: httpcore's pool scans all its connections for each request it
+    places, so a shared pool over hundreds of hosts costs quadratic CPU."""
+    from realprobe.http.transports import HostPools
+
+    async def go() -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+            writer.close()
+
+        servers = [await asyncio.start_server(handle, "127.0.0.1", 0) for _ in range(2)]
+        client = make_client(default_catalog(), TransportOptions(), config=client_config(5.0))
+        try:
+            for server in servers:
+                port = server.sockets[0].getsockname()[1]
+                for _ in range(2):
+                    got = await client.fetch("GET", f"http://127.0.0.1:{port}/", allow_private=True)
+                    assert got.body == b"ok"
+            assert isinstance(client.transport, HostPools)
+            assert len(client.transport.pools) == 2
+        finally:
+            await client.aclose()
+            for server in servers:
+                server.close()
+
+    asyncio.run(go())

@@ -111,3 +111,13 @@ def test_a_late_start_pushes_the_next_one_back() -> None:
         assert second is not None and second >= late + 0.5 - 1e-6
 
     asyncio.run(go())
+
+
+def test_a_call_is_taken_to_start_when_its_request_left() -> None:
+    """The time a new connection took to open is not spacing: the request left after it."""
+    from realprobe.hosts import sent_at
+
+    res = ToolResult(tool="t", ok=True, data={}, latency_ms=300.0,
+                     phases={"dns_ms": 10.0, "connect_ms": 50.0, "tls_ms": 40.0})
+    assert sent_at(res, now=100.0) == pytest.approx(100.0 - 0.2)
+    assert sent_at(ToolResult(tool="t", ok=True, data={}), now=100.0) is None
