@@ -15,21 +15,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import emit, load_average
 from probe_throughput import sandbox_process
-from ray_live_gate import Upstream
+from ray_live_gate import UpstreamProcess
 from scheduling_efficiency import bench_catalog, exact_latency_profile
 
 import realprobe
@@ -51,29 +48,6 @@ def one(cat: Catalog, target: TransportOptions, calls: int, concurrency: int, db
         lat = [r[0] for r in conn.execute("SELECT latency_ms FROM probes WHERE run_id = ?",
                                           [summary.run_id])]
     return makespan, statistics.median(lat), summary.n_error
-
-
-def _serve(n: int, latency_s: float, conn: Any) -> None:
-    up = Upstream(n, latency_s)
-    conn.send(up.ports)
-    conn.recv()  # until the bench is done
-
-
-@contextlib.contextmanager
-def upstream_process(n: int, latency_s: float) -> Iterator[list[int]]:
-    """`n` loopback servers in a child process; their ports."""
-    here, there = multiprocessing.Pipe()
-    proc = multiprocessing.get_context("fork").Process(
-        target=_serve, args=(n, latency_s, there), daemon=True
-    )
-    proc.start()
-    try:
-        yield here.recv()
-    finally:
-        here.send("stop")
-        proc.join(10)
-        if proc.is_alive():
-            proc.terminate()
 
 
 def loopback_catalog(ports: list[int]) -> Catalog:
@@ -113,8 +87,9 @@ def main() -> None:
             url = stack.enter_context(sandbox_process(str(prof_file), 1.0, catalog=cat_file))
             target = TransportOptions(sandbox=url)
         else:  # in its own process: the upstream must not share the prober's GIL
-            ports = stack.enter_context(upstream_process(args.hosts, args.latency_ms / 1000))
-            cat, target = loopback_catalog(ports), TransportOptions()
+            up = UpstreamProcess(args.hosts, args.latency_ms / 1000)
+            stack.callback(up.close)
+            cat, target = loopback_catalog(up.ports), TransportOptions()
         for r in range(args.repeats):
             for c in runs:
                 runs[c].append(one(cat, target, args.calls, c, Path(tmp) / f"p{c}_{r}.db"))
