@@ -408,13 +408,18 @@ class SharedGates(HostGates):
 
 
 def sent_at(result: ToolResult, now: float | None = None) -> float | None:
-    """When a just-finished call's request left (wall clock): its start, after the time its
-    connection took to open (DNS, connect, TLS), as its phases recorded them."""
+    """When a just-finished call's request left (wall clock, a little late rather than
+    early): the time to first byte and the transfer back from now, as its phases recorded
+    them; without those, its start after the time its connection took to open."""
+    now = time.time() if now is None else now
+    phases = result.phases or {}
+    ttfb, transfer = phases.get("ttfb_ms"), phases.get("transfer_ms")
+    if ttfb is not None and transfer is not None:
+        return now - (float(ttfb) + float(transfer)) / 1000.0
     if not result.latency_ms:
         return None
-    phases = result.phases or {}
     opening = sum(float(phases.get(k) or 0.0) for k in ("dns_ms", "connect_ms", "tls_ms"))
-    return (time.time() if now is None else now) - (result.latency_ms - opening) / 1000.0
+    return now - (result.latency_ms - opening) / 1000.0
 
 
 def held_back_result(tool: str, held: HeldBack) -> ToolResult:

@@ -120,4 +120,7 @@ def test_a_call_is_taken_to_start_when_its_request_left() -> None:
     res = ToolResult(tool="t", ok=True, data={}, latency_ms=300.0,
                      phases={"dns_ms": 10.0, "connect_ms": 50.0, "tls_ms": 40.0})
     assert sent_at(res, now=100.0) == pytest.approx(100.0 - 0.2)
+    # with the time to first byte and the transfer, the request left that long before now
+    res.phases = {**(res.phases or {}), "ttfb_ms": 120.0, "transfer_ms": 30.0}
+    assert sent_at(res, now=100.0) == pytest.approx(100.0 - 0.15)
     assert sent_at(ToolResult(tool="t", ok=True, data={}), now=100.0) is None
