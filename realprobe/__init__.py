@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
-    from realprobe.api_monitor import check_alerts, merge_databases
+    from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
     from realprobe.cassettes.importers import load_cassette, recover_cassette
@@ -93,6 +93,7 @@ _WHERE: dict[str, str] = {
     # operating probes
     "check_alerts": "realprobe.api_monitor",
     "merge_databases": "realprobe.api_monitor",
+    "serve_exporter": "realprobe.api_monitor",
     # cassettes
     "inspect_cassette": "realprobe.api_cassettes",
     "verify_cassette": "realprobe.api_cassettes",
@@ -263,6 +264,7 @@ __all__ = [
     "save_profile",
     "schedule",
     "scrub_cassette",
+    "serve_exporter",
     "serve_mcp",
     "stats",
     "sweep",

@@ -102,6 +102,16 @@ RecordModeOpt = Annotated[
     ),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for the fault model.")]
+FaultPlanOpt = Annotated[
+    str | None,
+    typer.Option("--fault-plan", help="Faults at chosen calls: a plan file (.toml/.json) or a "
+                 "built-in (toolmaze-explicit-transient, ...-permanent, toolmaze-implicit-...)."),
+]
+FaultRateOpt = Annotated[
+    float | None,
+    typer.Option("--fault-rate", help="Every tool fails this share of calls (0-1), error mix "
+                 "and bursts kept."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="Total deadline per call, in seconds.")
@@ -136,7 +146,8 @@ def server_guards(
     Guard(host, allowed)  # a URL given as a host name is a one-line error before binding
     warning = off_loopback_warning(what, host, token=token is not None)
     if warning is not None:
-        err_console.print(f"realprobe {what}: {warning}", markup=False, highlight=False)
+        err_console.print(f"realprobe {what}: {warning}", markup=False, highlight=False,
+                          soft_wrap=True)  # one line, whatever the terminal's width
     return allowed, token
 
 
