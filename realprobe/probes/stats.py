@@ -147,7 +147,8 @@ class LatencyStats(BaseModel):
     mixture: list[MixtureComponent] | None = None
     mixture_fit: dict[str, Any] | None = None
     #: S(T): the share of calls slower than the deadline under the model in use (mixture or
-    #: lognormal), with a 95% interval (delta method on the censored fit; lognormal only)
+    #: lognormal), with a 95% interval (profile likelihood of the censored lognormal fit;
+    #: the delta method for a mixture)
     p_exceed_timeout: float | None = None
     p_exceed_timeout_ci95: tuple[float, float] | None = None
 
@@ -397,12 +398,17 @@ def kruskal_pvalue(groups: list[FloatArray]) -> float:
 GOF_ALPHA = 0.05
 #: fewest successes a two-component fit is tried on (five parameters)
 MIXTURE_MIN_N = 10
+#: successes the statistics fit a mixture to (a seeded subsample above: the fit is for the
+#: shape, and it keeps `stats` quick when many tools fail the KS test)
+MIXTURE_MAX_POINTS = 1000
 
 
 def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
     from realprobe.probes.latency_mixture import fit_mixture
 
-    return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N)
+    return fit_mixture(
+        lat, censor_ms, min_points_for_two=MIXTURE_MIN_N, max_points=MIXTURE_MAX_POINTS
+    )
 
 
 def mixture_quantile(comps: list[MixtureComponent], q: float) -> float:
