@@ -343,8 +343,18 @@ def ks_test(x: FloatArray, cdf: Any) -> float:
 @lru_cache(maxsize=128)
 def _lilliefors_null(n: int) -> FloatArray:
     """sqrt(n) D of normal samples of size n against their own fitted normal (mean, sd n-1),
-    sorted: the null distribution of the KS statistic with estimated parameters. Seeded and
-    vectorised; cached per n (callers cap n, so this is computed for few sizes)."""
+    sorted: the null distribution of the KS statistic with estimated parameters. Cached per
+    n (callers cap n, so this is computed for few sizes); at the cap, where every large
+    sample lands, the shipped table of the same draw (`lilliefors_table`) is read instead."""
+    from realprobe.probes import lilliefors_table as shipped
+
+    if (n, KS_BOOT_SEED, KS_BOOT_UNCENSORED) == (shipped.N, shipped.SEED, shipped.REPLICATES):
+        return np.array(shipped.TABLE, dtype=np.float64)
+    return _lilliefors_draw(n)
+
+
+def _lilliefors_draw(n: int) -> FloatArray:
+    """The seeded, vectorised draw behind `_lilliefors_null`."""
     rng = np.random.default_rng(KS_BOOT_SEED + n)
     z = rng.standard_normal((KS_BOOT_UNCENSORED, n))
     z.sort(axis=1)

@@ -37,6 +37,7 @@ from realprobe.probes.loading import (
 )
 from realprobe.probes.provenance import (
     EMPTY_SELECTION_PARAMS,
+    Group,
     Provenance,
     describe,
     empty_selection_error,
@@ -653,11 +654,16 @@ def stats_from_db(
     *,
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
+    groups: list[Group] | None = None,
 ) -> tuple[ProbeArrays, StatsReport]:
     """Load the rows of `kinds` (target kinds) and `vantages` (default all) and compute; a clear
     error when the selection holds nothing. With no `kinds`: live when the window holds live
-    rows, else the one kind present (several other kinds: an error asking to pick)."""
-    if kinds is None:
+    rows, else the one kind present (several other kinds: an error asking to pick).
+    `groups`: the window's provenance survey when the caller has already read it."""
+    if groups is not None:
+        kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+    elif kinds is None:
         groups = survey(db, since, until, tools, vantages)
         kinds = pick_kinds(kinds_present(db, groups=groups), None)
         arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
