@@ -231,6 +231,47 @@ def _before_deadline(
     return success, ci, long_ci, counts
 
 
+def hang_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float], str | None]:
+    """The 95% interval of P(a call hangs) behind a deadline that bites, and a note in words
+    when it reaches 0 (hangs not told from slow calls). For the censored lognormal: the
+    profile-likelihood interval of its hang share (among successes and TIMEOUTs) times their
+    share of calls. Otherwise (a mixture): (TIMEOUT share - S) / (1 - S) with each end taking
+    the far ends of the TIMEOUT share's Wilson interval and S's (conservative)."""
+    n = ts.success.n
+    k = float(ts.errors.counts.get(ErrorCode.TIMEOUT.value, 0))
+    fit = ts.latency.lognormal
+    if ts.latency.mixture is None and fit is not None and fit.hang_share_ci95 is not None:
+        frac = (fit.n_uncensored + fit.n_censored) / n
+        lo, hi = (v * frac for v in fit.hang_share_ci95)
+    else:
+        s_lo, s_hi = ts.latency.p_exceed_timeout_ci95 or (s_t, s_t)
+        a, b = wilson(k, n)
+
+        def share(t: float, s: float) -> float:
+            return min(1.0, max(0.0, (t - s) / (1.0 - min(s, 0.999999))))
+
+        lo, hi = share(a, s_hi), share(b, s_lo)
+    note = None
+    if lo <= 0:
+        note = (
+            f"hangs cannot be told from slow calls at the {ts.latency.timeout_s:g} s deadline: "
+            f"{k:.0f} TIMEOUTs against {s_t * n:.1f} expected slow calls; P(hang) is between "
+            f"0 and {hi:.3g}"
+        )
+    return (lo, hi), note
+
+
+def _notes(ts: ToolStats, hang_note: str | None) -> list[str]:
+    """The profile's notes in words: what could not be estimated, and why."""
+    var = ts.variability
+    out = [hang_note] if hang_note else []
+    if var.success_logit_sd_note:
+        out.append(var.success_logit_sd_note)
+    if ts.success.long_run_too_few_failures and ts.success.long_run_note:
+        out.append(f"long-run interval {ts.success.long_run_note}")
+    return out
+
+
 def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -> ToolProfile:
     """The generative parameters for one tool.
 
@@ -264,6 +305,8 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         burst = reconciled_chain(ff, fo, 1.0 - success)
     var = ts.variability
     persistence, persistence_ci = code_persistence(ts)
+    hang_ci, hang_note = hang_interval(ts, s_t) if s_t > 0 and ts.success.n else (None, None)
+    hang = (1.0 - success) * errors.get(ErrorCode.TIMEOUT, 0.0) if hang_ci else None
     return ToolProfile(
         n=ts.success.n,
         success_rate=success,
@@ -275,6 +318,10 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         code_persistence=persistence,
         code_persistence_ci95=persistence_ci,
         daily_logit_sd=var.success_logit_sd if var.success_logit_sd else None,
+        daily_logit_sd_ci95=var.success_logit_sd_ci95,
+        hang_rate=hang,
+        hang_rate_ci95=hang_ci,
+        notes=_notes(ts, hang_note),
     )
 
 

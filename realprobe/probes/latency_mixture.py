@@ -99,6 +99,8 @@ def _nll(
     theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
 ) -> float:
     censored = cvals.shape[0] > 0
+    if not np.all(np.abs(theta) < 50):  # an optimiser's step far outside: exp would overflow
+        return 1e300
     w, mus, sig, pi = _unpack(theta, k, censored)
     if np.any(sig < MIN_SIGMA) or np.any(w < MIN_WEIGHT / 2) or pi >= 1:
         return 1e300
@@ -248,8 +250,8 @@ def fit_mixture(
 
 
 def _probit_exceed(th: FloatArray, k: int, log_t: float) -> float:
-    """probit(S(T)) under the mixture `th`."""
-    w, mus, sig, _ = _unpack(th, k, True)
+    """probit(S(T)) under the mixture `th` (clipped as `_nll` refuses far-off steps)."""
+    w, mus, sig, _ = _unpack(np.clip(th, -50.0, 50.0), k, True)
     sf = float(np.dot(w, special.ndtr((mus - log_t) / np.maximum(sig, 1e-12))))
     return float(special.ndtri(min(max(sf, 1e-12), 1 - 1e-12)))
 

@@ -188,6 +188,10 @@ class Variability(BaseModel):
     #: estimated sd of the period effect on the logit of the failure rate (method of
     #: moments: spread of the period rates beyond what the calls within a period explain)
     success_logit_sd: float | None = None
+    #: its 95% interval (chi-square on the D-1 degrees of freedom of the period rates'
+    #: variance, the within-period part taken off); a note when it reaches 0
+    success_logit_sd_ci95: tuple[float, float] | None = None
+    success_logit_sd_note: str | None = None
     variable_success: bool | None = None
     latency_cv: float | None = None
     latency_pvalue: float | None = None
@@ -529,6 +533,7 @@ def variability(
     stat = chi2_homogeneity(table)[0] / out.design_effect
     out.success_pvalue = float(special.chdtrc(int(keep.sum()) - 1, stat)) if stat > 0 else 1.0
     out.success_logit_sd = _logit_sd(rates, n_p[keep], out.design_effect)
+    _logit_sd_interval(out, rates, n_p[keep])
     out.variable_success = bool(
         out.success_sd > SUCCESS_SD_FLAG and out.success_pvalue < VARIABILITY_ALPHA
     )
@@ -546,6 +551,26 @@ def _logit_sd(rates: FloatArray, n_d: IntArray, deff: float) -> float | None:
     within = float((p * (1 - p) * deff / n_d).mean())
     between = float(rates.var(ddof=1)) - within
     return math.sqrt(between) / (p * (1 - p)) if between > 0 else 0.0
+
+
+def _logit_sd_interval(out: Variability, rates: FloatArray, n_d: IntArray) -> None:
+    """95% interval of the day-effect sd: (D-1) v / total variance ~ chi-square(D-1) for the
+    period rates' variance v, the within-period variance subtracted from each end, mapped as
+    `_logit_sd` maps its estimate. When the lower end is 0 the note says in words that the
+    days cannot be told from chance."""
+    d, p = rates.shape[0], float(rates.mean())
+    if d < 2 or p <= 0 or p >= 1:
+        return
+    v = float(rates.var(ddof=1))
+    within = float((p * (1 - p) * out.design_effect / n_d).mean())
+    ends = [(d - 1) * v / float(special.chdtri(d - 1, q)) for q in (0.025, 0.975)]
+    lo, hi = (math.sqrt(max(e - within, 0.0)) / (p * (1 - p)) for e in ends)
+    out.success_logit_sd_ci95 = (lo, hi)
+    if lo <= 0:
+        out.success_logit_sd_note = (
+            f"the day-to-day sd cannot be told from 0 with {d} periods (95% CI [0, {hi:.2g}] "
+            "on the logit scale): the days may not vary at all"
+        )
 
 
 def _latency_variability(
