@@ -235,16 +235,21 @@ def hang_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float], str |
     """The 95% interval of P(a call hangs) behind a deadline that bites, and a note in words
     when it reaches 0 (hangs not told from slow calls). For the censored lognormal: the
     profile-likelihood interval of its hang share (among successes and TIMEOUTs) times their
-    share of calls. Otherwise (a mixture): (TIMEOUT share - S) / (1 - S) with each end taking
-    the far ends of the TIMEOUT share's Wilson interval and S's (conservative)."""
+    share of calls, less the other codes' failures the deadline cut. Otherwise (a mixture):
+    (TIMEOUT share - S) / (1 - S), each end taking the far ends of the TIMEOUT share's
+    Wilson interval and S's (conservative)."""
     n = ts.success.n
     k = float(ts.errors.counts.get(ErrorCode.TIMEOUT.value, 0))
     fit = ts.latency.lognormal
+    s_lo, s_hi = ts.latency.p_exceed_timeout_ci95 or (s_t, s_t)
     if ts.latency.mixture is None and fit is not None and fit.hang_share_ci95 is not None:
+        # the fit counts every TIMEOUT not explained by slow successes as a hang; failures
+        # with another code were cut by the deadline too (S/(1-S) of those seen), take them off
         frac = (fit.n_uncensored + fit.n_censored) / n
-        lo, hi = (v * frac for v in fit.hang_share_ci95)
+        others = max(0.0, n - fit.n_uncensored - fit.n_censored) / n
+        lo = max(0.0, fit.hang_share_ci95[0] * frac - others * s_hi / (1.0 - min(s_hi, 0.999)))
+        hi = max(0.0, fit.hang_share_ci95[1] * frac - others * s_lo / (1.0 - min(s_lo, 0.999)))
     else:
-        s_lo, s_hi = ts.latency.p_exceed_timeout_ci95 or (s_t, s_t)
         a, b = wilson(k, n)
 
         def share(t: float, s: float) -> float:
