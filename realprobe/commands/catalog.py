@@ -267,11 +267,14 @@ def public_apis_cmd(
 
 def _print_candidates(found: CandidateList) -> None:
     """The candidates as a table, then what each status means for the next step."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"{len(found.candidates)} public APIs ({found.source})")
-    for col in ("api", "category", "auth", "https", "cors", "status", "description"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("api", "name"), Column("category", drop=3), Column("auth", "name", drop=4),
+         Column("https", drop=6), Column("cors", drop=5), Column("status"),
+         Column("description", drop=2)],
+        title=f"{len(found.candidates)} public APIs ({found.source})",
+    )
     for c in found.candidates:
         status = f"covered ({c.covered_by})" if c.covered_by else c.status
         table.add_row(c.name, c.category, c.auth, "yes" if c.https else "no", c.cors, status,

@@ -39,6 +39,8 @@ class _LazyConsole:
             from rich.console import Console
 
             self._console = Console(stderr=self._stderr)
+            # in a log file or a pipe, a line is printed whole rather than cut at 80 columns
+            self._console.soft_wrap = not self._console.is_terminal
         return self._console
 
     def __getattr__(self, name: str) -> Any:

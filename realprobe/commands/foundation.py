@@ -75,11 +75,13 @@ def catalog_cmd(
         else:
             print_json_large([t.catalog_entry() for t in cat])
         return
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"{len(cat)} tools over {len(cat.apis)} APIs")
-    for col in ("tool", "title", "api", "category", "https", "args"):
-        table.add_column(col)
+    table = fit_table(
+        [Column("tool", "name"), Column("title", drop=3), Column("api", "name", drop=2),
+         Column("category", drop=4), Column("https", drop=5), Column("args", drop=1)],
+        title=f"{len(cat)} tools over {len(cat.apis)} APIs",
+    )
     for t in cat:
         table.add_row(
             t.name,
@@ -343,11 +345,13 @@ def call_all_cmd(
 
 
 def _print_call_all(cat: Catalog, results: list[ToolResult], where: str) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"Every tool once ({where})")
-    for col in ("tool", "api", "result", "ms", "what came back"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("tool", "name"), Column("api", "name", drop=3), Column("result", "name"),
+         Column("ms", "num", drop=2), Column("what came back", drop=1)],
+        title=f"Every tool once ({where})",
+    )
     for t, r in zip(cat, results, strict=True):
         res = "[green]ok[/green]" if r.ok else f"[red]{r.code.value if r.code else '?'}[/red]"
         table.add_row(t.name, t.api_id, res, f"{r.latency_ms:.0f}", r.summary()[:70])

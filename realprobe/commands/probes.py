@@ -29,10 +29,9 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from realprobe.adapters import ToolResult
     from realprobe.clients import TransportOptions
+    from realprobe.commands.tables import FitTable
     from realprobe.probes.runner import RunSummary
 
 
@@ -176,32 +175,22 @@ class LiveCounts:
         self.progress.stop()
 
 
-def summary_table(summary: RunSummary, width: int | None = None) -> Table:
-    """Per tool: n, ok, success share, errors by code, skipped, median latency of successes.
+def summary_table(summary: RunSummary) -> FitTable:
+    """Per tool: n, ok, success share, errors by code, skipped, median latency of successes."""
+    from realprobe.commands.tables import Column, fit_table
 
-    The api column is left out on narrow terminals so tool names stay readable.
-    """
-    from rich.table import Table
-
-    with_api = (width or console.width) >= 110
-    table = Table(
+    table = fit_table(
+        [Column("tool", "name"), Column("api", "name", drop=3), Column("n", "num"),
+         Column("ok", "num"), Column("success", "num"), Column("errors", "name", drop=1),
+         Column("skipped", "num", drop=2), Column("p50 ms", "num")],
         title=f"run {summary.run_id}: {summary.status} · {summary.target} · "
-        f"vantage {summary.vantage}"
+        f"vantage {summary.vantage}",
     )
-    table.add_column("tool", no_wrap=True)
-    if with_api:
-        table.add_column("api", no_wrap=True)
-    for col in ("n", "ok", "success"):
-        table.add_column(col, justify="right")
-    table.add_column("errors")
-    for col in ("skipped", "p50 ms"):
-        table.add_column(col, justify="right")
     for t in summary.tools:
         errors = "\n".join(f"{code} {n}" for code, n in t.errors.items()) or "-"
         success = f"{t.ok / t.n:.0%}" if t.n else "-"
         p50 = f"{t.median_latency_ms:.0f}" if t.median_latency_ms is not None else "-"
-        cells = [t.tool, *([t.api] if with_api else []), str(t.n), str(t.ok), success, errors,
-                 str(t.skipped), p50]
+        cells = [t.tool, t.api, str(t.n), str(t.ok), success, errors, str(t.skipped), p50]
         table.add_row(*cells)
     return table
 

@@ -46,11 +46,10 @@ OnExhaustedOpt = Annotated[
 ]
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from realprobe.adapters import ToolResult
     from realprobe.adapters.catalog import Catalog
     from realprobe.cassettes.cassette import Cassette
+    from realprobe.commands.tables import FitTable
 
 
 
@@ -72,10 +71,9 @@ def inspect_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A table of the interactions: order, request, outcome, latency, size, tool."""
-    from rich.table import Table
-
     from realprobe.cassettes.importers import load_cassette
     from realprobe.cassettes.verify import ToolIndex
+    from realprobe.commands.tables import Column, fit_table
 
     cassette = load_cassette(file)
     index = ToolIndex(load_catalog(catalog))
@@ -104,10 +102,12 @@ def inspect_cmd(
         f"{k}={meta[k]}" for k in ("source", "profile", "seed", "recorded_at", "recorded_with")
         if meta.get(k) is not None
     )
-    table = Table(title=f"{file}: {len(cassette.calls)} calls, {failures} ended in an exception, "
-                        f"{vcr} readable by vcrpy")
-    for col in ("#", "request", "outcome", "ms", "bytes", "tool"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("#", "num"), Column("request"), Column("outcome", "name", drop=3),
+         Column("ms", "num", drop=2), Column("bytes", "num", drop=1), Column("tool", "name")],
+        title=f"{file}: {len(cassette.calls)} calls, {failures} ended in an exception, "
+              f"{vcr} readable by vcrpy",
+    )
     for r, c in zip(rows, cassette.calls, strict=True):
         outcome = r["outcome"]
         style = "green" if c.error is None and c.status and c.status < 400 else "red"
@@ -136,10 +136,9 @@ def verify_cmd(
 ) -> None:
     """Check a cassette: it loads (schema, decodes), lengths agree, and every complete 2xx
     response of a catalogue tool parses for that tool."""
-    from rich.table import Table
-
     from realprobe.cassettes.importers import load_cassette
     from realprobe.cassettes.verify import PROBLEMS, verify_cassette
+    from realprobe.commands.tables import Column, fit_table
 
     cassette = load_cassette(file)
     findings = verify_cassette(cassette, load_catalog(catalog))
@@ -153,15 +152,17 @@ def verify_cmd(
             "findings": [f.__dict__ for f in findings],
         })
     else:
-        table = Table(title=f"verify {file}")
-        for col in ("#", "tool", "status", "detail"):
-            table.add_column(col, overflow="fold")
+        table = fit_table(
+            [Column("#", "num"), Column("tool", "name"), Column("status", "name"),
+             Column("detail")],
+            title=f"verify {file}",
+        )
         for f in findings:
             if f.status != "ok":
                 style = "red" if f in bad else "yellow"
                 table.add_row(str(f.seq), f.tool or "-", f"[{style}]{f.status}[/{style}]",
                               f.detail[:160])
-        if table.row_count:
+        if table.rows:
             console.print(table)
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
         verdict = "[red]problems found[/red]" if bad else "[green]ok[/green]"
@@ -314,13 +315,14 @@ def import_cmd(
 # -- a round of every tool ---------------------------------------------------------------
 
 
-def round_table(cat: Catalog, results: list[ToolResult]) -> Table:
+def round_table(cat: Catalog, results: list[ToolResult]) -> FitTable:
     """The same table for a recorded round and its replay (no title: that differs)."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table()
-    for col in ("tool", "result", "HTTP", "ms", "what came back"):
-        table.add_column(col, overflow="fold")
+    table = fit_table([
+        Column("tool", "name"), Column("result", "name"), Column("HTTP", "num", drop=3),
+        Column("ms", "num", drop=2), Column("what came back", drop=1),
+    ])
     for t, r in zip(cat, results, strict=True):
         res = "[green]ok[/green]" if r.ok else f"[red]{r.code.value if r.code else '?'}[/red]"
         table.add_row(

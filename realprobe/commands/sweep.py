@@ -108,12 +108,15 @@ class SweepProgress:
 
 
 def print_compare(table: list[dict[str, object]]) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    out = Table(title="Models side by side (95% intervals)")
-    for col in ("model", "agent", "target", "runs", "infra", "full", "partial", "pass^k",
-                "recovery"):
-        out.add_column(col)
+    out = fit_table(
+        [Column("model", "name"), Column("agent", "name", drop=6),
+         Column("target", "name", drop=5), Column("runs", "num"), Column("infra", "num", drop=4),
+         Column("full", "num"), Column("partial", "num", drop=3), Column("pass^k", drop=2),
+         Column("recovery", "num", drop=1)],
+        title="Models side by side (95% intervals)",
+    )
 
     def rate(value: object, ci: object) -> str:
         if value is None or not isinstance(ci, list):

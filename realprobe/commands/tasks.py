@@ -25,8 +25,7 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
+    from realprobe.commands.tables import FitTable
     from realprobe.tasks.batch import TaskBatch
     from realprobe.tasks.model import Task
     from realprobe.tasks.runner import RunOutcome
@@ -233,7 +232,7 @@ def _run_with_progress(
 
 
 def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
     if as_json:
         print_json(
@@ -250,22 +249,27 @@ def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
             ]
         )
         return
-    table = Table(title=f"{len(tasks)} tasks")
-    for col in ("task", "type", "complexity", "required tools (in order)"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("task", "name"), Column("type", "name", drop=2),
+         Column("complexity", "name", drop=1), Column("required tools (in order)")],
+        title=f"{len(tasks)} tasks",
+    )
     for t in tasks.values():
         table.add_row(t.instance_id, t.task_type, t.complexity, " -> ".join(t.required_tools))
     console.print(table)
 
 
 def _print_runs(results: list[RunOutcome]) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"{len(results)} task runs")
-    table.add_column("task", no_wrap=True)
-    table.add_column("prompt", no_wrap=True)
-    for col in ("#", "outcome", "grounded", "calls", "retries", "fallbacks", "turns", "ended"):
-        table.add_column(col, no_wrap=col in ("outcome", "ended"))
+    table = fit_table(
+        [Column("task", "name"), Column("prompt", "name"), Column("#", "num"),
+         Column("outcome", "name"), Column("grounded", "name", drop=5),
+         Column("calls", "num", drop=1), Column("retries", "num", drop=3),
+         Column("fallbacks", "num", drop=4), Column("turns", "num", drop=2),
+         Column("ended", "name", drop=6)],
+        title=f"{len(results)} task runs",
+    )
     colour = {"full": "green", "partial": "yellow", "failure": "red", "error": "magenta"}
     for r in results:
         row = r.row
@@ -318,15 +322,18 @@ def _print_summary(summary: Mapping[str, Any], db: Path) -> None:
 # -- results --------------------------------------------------------------------------------
 
 
-def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> Table:
-    from rich.table import Table
-
+def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable:
     """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`."""
+    from realprobe.commands.tables import Column, fit_table
+
     with_score = key == "prompt"
     cols = ["agent", "model", key, "runs", "full", "partial", "failure", "grounded", "strict"]
-    t = Table(title=title)
-    for col in [*cols, "score"] if with_score else cols:
-        t.add_column(col)
+    drops = {"agent": 2, "grounded": 3, "strict": 1, "score": 4}
+    t = fit_table(
+        [Column(c, "name" if i < 3 else "num", drop=drops.get(c, 0))
+         for i, c in enumerate([*cols, "score"] if with_score else cols)],
+        title=title,
+    )
     for r in rows:
         cells = [r["agent"], r["model"], r[key], str(r["runs"])]
         cells += [_pct(r[f"{level}_rate"]) for level in cols[4:]]
@@ -367,25 +374,15 @@ def print_results(s: Mapping[str, Any]) -> None:
     )
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    rel = Table(
-        title="Reliability: pass^k over repeats (full success), recovery after tool failures"
+    drops = {"agent": 5, "mode": 3, "profile": 4, "k": 2, "cost": 1, "pass^1": 6}
+    rel = fit_table(
+        [Column(c, "name" if i < 5 else "num", drop=drops.get(c, 0)) for i, c in enumerate(
+            ("agent", "model", "prompt", "mode", "profile", "runs", "pass^1", "pass^k", "k",
+             "recovery", "cost"))],
+        title="Reliability: pass^k over repeats (full success), recovery after tool failures",
     )
-    for col in (
-        "agent",
-        "model",
-        "prompt",
-        "mode",
-        "profile",
-        "runs",
-        "pass^1",
-        "pass^k",
-        "k",
-        "recovery",
-        "cost",
-    ):
-        rel.add_column(col)
     for r in s["reliability"]:
         hat = r["pass^k"]
         k = max(hat) if hat else 0
@@ -394,7 +391,7 @@ def print_results(s: Mapping[str, Any]) -> None:
             r["model"],
             r["prompt"],
             r["mode"],
-            str(r["profile"]),
+            r["profile"] or "-",
             str(r["runs"]),
             f"{hat[1]:.2f}" if hat else "-",
             f"{hat[k]:.2f}" if hat else "-",
