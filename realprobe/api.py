@@ -15,7 +15,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
-from realprobe.errors import BadArgument, NoDatabase, RealprobeError
+from realprobe.errors import BadArgument, NoDatabase, RealprobeError, Unavailable
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
@@ -529,6 +529,13 @@ def select_rows(
     return pick_kinds(present, asked), vantages
 
 
+def _span(a: Window, b: Window) -> Window:
+    """The smallest window holding both (None: open on that side)."""
+    start = None if a[0] is None or b[0] is None else min(a[0], b[0])
+    end = None if a[1] is None or b[1] is None else max(a[1], b[1])
+    return start, end
+
+
 def check_tools(
     db: Path,
     names: list[str] | None,
@@ -551,7 +558,7 @@ def check_tools(
         if name not in everywhere and name not in {t.name for t in cat}:
             cat.get(name)  # raises with "did you mean"
     what = f"{'+'.join(kinds)} " if kinds else ""
-    raise RealprobeError(f"no {what}probe rows for {', '.join(missing)} in this window")
+    raise Unavailable(f"no {what}probe rows for {', '.join(missing)} in this window")
 
 
 def _period(period: str | float) -> float:
@@ -635,7 +642,7 @@ def stats(
     if by == "vantage":
         chosen = sel.vantages or sorted(vantages_present(sel.db, *sel.win, sel.names, sel.kinds))
         if not chosen:
-            raise RealprobeError("no probe rows in this window")
+            raise Unavailable("no probe rows in this window")
         reports = {
             v: stats_from_db(
                 sel.db, *sel.win, sel.names, period_s, kinds=sel.kinds, vantages=[v]
@@ -765,13 +772,14 @@ def drift(
     bw, cw = _window_arg("baseline", baseline), _window_arg("current", current)
     path, names = _db(db), _tool_names(tools)
     kinds, vantages = select_rows(path, target, vantage, [bw, cw], names)
+    check_tools(path, names, _span(bw, cw), kinds, vantages)
     arrays, provs = {}, {}
     for label, w in (("baseline", bw), ("current", cw)):
         arrays[label] = load_probes(path, *w, names, kinds=kinds, vantages=vantages)
         provs[label] = prov = describe(path, kinds, w[0], w[1], names, vantages)
         if len(arrays[label]) == 0:
             why = empty_selection_error(prov, path, names, widen=(label,))
-            raise RealprobeError(f"{label}: {why}", param=(label, "target"))
+            raise Unavailable(f"{label}: {why}", param=(label, "target"))
     rep = drift_arrays(
         arrays["baseline"], arrays["current"], baseline_window=bw, current_window=cw,
         alpha=alpha, correction=correction, min_success_change=min_success_change,

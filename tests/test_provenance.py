@@ -581,7 +581,7 @@ def test_task_batch_lost_to_an_unreachable_llm_fails_once(
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     code, _, err = run_cli(
         ["run", "content_social_post", "currency_snapshot", "--agent", "openai",
-         "--base-url", base, "--model", "m", "--simulate", "calm", "--db",
+         "--base-url", base, "--model", "m", "--profile", "calm", "--db",
          str(tmp_path / "t.db"), "--llm-timeout", "2"],
         monkeypatch, capsys)
     msg = one_line_error(code, err)
@@ -622,7 +622,7 @@ async def test_mcp_served_simulated_calls_are_labelled_and_stamped_in_real_time(
 def test_task_runs_and_steps_are_labelled(tmp_path: Path, monkeypatch, capsys,
                                           no_network: None) -> None:
     db = tmp_path / "t.db"
-    code, _, err = run_cli(["run", "content_social_post", "--simulate", "calm", "--db", str(db)],
+    code, _, err = run_cli(["run", "content_social_post", "--profile", "calm", "--db", str(db)],
                            monkeypatch, capsys)
     assert code == 0, err
     with Store(db) as store:

@@ -98,7 +98,7 @@ def test_headers_break_only_between_words() -> None:
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tables") / "t.db"
-    res = CliRunner().invoke(app, ["probe", "--all", "--rounds", "3", "--simulate", "harsh",
+    res = CliRunner().invoke(app, ["probe", "--all", "--rounds", "3", "--profile", "harsh",
                                    "--seed", "1", "--db", str(path), "--politeness", "off"])
     assert res.exit_code == 0, res.output
     return path
@@ -124,9 +124,9 @@ def _cases(db: Path) -> dict[str, list[str]]:
     return {
         "catalog": ["catalog"],
         "catalog public-apis": ["catalog", "public-apis", "--no-auth", "--https"],
-        "call-all": ["call-all", "--simulate", "harsh", "--seed", "2"],
+        "call-all": ["call-all", "--profile", "harsh", "--seed", "2"],
         "probe": ["probe", "--tools", "advice_random,programming_quotes_list", "--rounds", "2",
-                  "--simulate", "harsh", "--db", d, "--politeness", "off"],
+                  "--profile", "harsh", "--db", d, "--politeness", "off"],
         "stats": ["stats", "--db", d],
         "stats by vantage": ["stats", "--db", d, "--by", "vantage"],
         "drift": ["drift", "--db", d, "--baseline", "1d..now", "--current", "1d..now"],

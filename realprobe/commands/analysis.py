@@ -248,7 +248,7 @@ def calibrate_cmd(
 ) -> None:
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
 
-    The sandbox and --simulate read the profile."""
+    The sandbox and --profile read the profile."""
     from realprobe import api
 
     profile, data = api.calibrate_export(

@@ -71,7 +71,9 @@ SandboxOpt = Annotated[
 SimulateOpt = Annotated[
     str | None,
     typer.Option(
-        "--simulate", help="Simulate in process under this profile (file or calm|published|harsh)."
+        "--profile",
+        help="Fault profile (a file, or calm|published|harsh); without --sandbox, the calls are "
+        "simulated in process under it.",
     ),
 ]
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="live, record, replay or simulate.")]
@@ -176,7 +178,8 @@ ODD_FLAGS = {
     "toxics": "--toxic",
     "allowed_hosts": "--allowed-host",
     "session_idle_s": "--session-idle-timeout",
-    "profile": "--simulate",
+    "simulate": "--profile",
+    "out": "--output",
     "all_tasks": "--all",
     "polite": "--politeness",
 }
@@ -241,10 +244,23 @@ class QuickHelpGroup(TyperGroup):
 
     def get_help_option(self, ctx: Any) -> Any:
         opt = super().get_help_option(ctx)
-        if opt is not None and getattr(opt, "_runtime_param", None) is None:
-            from typer._coercion import PassThroughRuntimeParam
-
-            opt._runtime_param = PassThroughRuntimeParam(
-                annotation=bool, parameter_info=opt.type_descriptor.parameter_info
-            )
+        if opt is not None:
+            _pass_through(opt)
         return opt
+
+    def get_params(self, ctx: Any) -> Any:
+        params = super().get_params(ctx)
+        for param in params:  # the group's own flags: --version, --install-completion
+            if getattr(param, "is_flag", False):
+                _pass_through(param)
+        return params
+
+
+def _pass_through(opt: Any) -> None:
+    """A boolean flag taken as given, without typer's pydantic coercion."""
+    if getattr(opt, "_runtime_param", None) is None and hasattr(opt, "type_descriptor"):
+        from typer._coercion import PassThroughRuntimeParam
+
+        opt._runtime_param = PassThroughRuntimeParam(
+            annotation=bool, parameter_info=opt.type_descriptor.parameter_info
+        )

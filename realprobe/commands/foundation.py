@@ -196,7 +196,7 @@ def sandbox_cmd(
     more_cassettes: Annotated[
         list[Path] | None,
         typer.Argument(
-            metavar="[PATH]...",
+            metavar="PATH",
             help="More cassettes for --from-cassettes (`--from-cassettes a.json b.json`).",
             show_default=False,
         ),
@@ -244,18 +244,27 @@ def sandbox_cmd(
         console.print(f"try: realprobe call {next(iter(cat)).name} --sandbox {sb.url}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal(sig: int) -> None:
+            got.append(sig)
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         await stop.wait()
         await sb.stop()
         console.print(f"sandbox stopped after {sb.stats.requests} requests")
 
+    got: list[int] = []
     asyncio.run(serve())
+    if signal.SIGINT in got:  # Ctrl-C: 130 like every verb; SIGTERM is a clean stop
+        raise typer.Exit(130)
 
 
 def demo_cmd(
     out: Annotated[
-        Path, typer.Option("--out", help="Folder for the demo's database, profile and report.")
+        Path,
+        typer.Option("--output", "-o", help="Folder for the demo's database, profile and report."),
     ] = Path("realprobe-demo"),
     profile: Annotated[str, typer.Option(help="Sandbox fault profile.")] = "published",
     rounds: Annotated[int, typer.Option(help="Probe rounds against the sandbox.")] = 5,
@@ -338,7 +347,9 @@ def call_all_cmd(
     if results and all(is_connect_failure(r) for r in results):
         first = results[0].error
         cause = first.message if first is not None else "no answer"
-        raise RealprobeError(
+        from realprobe.errors import Unavailable
+
+        raise Unavailable(
             f"nothing was reachable: all {len(results)} calls to {where} failed while "
             f"connecting ({cause}); check the network or the --sandbox URL"
         )

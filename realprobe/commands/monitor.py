@@ -75,7 +75,7 @@ def exporter_cmd(
 
     /metrics: counters by outcome and code, latency histograms, success ratio with its
     interval, TLS expiry, budgets. /probe?tool=NAME: one polite call in blackbox_exporter's
-    conventions (live by default; --sandbox or --simulate as for `probe`). /status: the last
+    conventions (live by default; --sandbox or --profile as for `probe`). /status: the last
     24 h per tool.
     """
     from realprobe.clients import Mode
@@ -108,7 +108,7 @@ def exporter_cmd(
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        pass
+        raise typer.Exit(130) from None
     finally:
         server.stop()
 

@@ -63,7 +63,7 @@ PolitenessOpt = Annotated[
         "--politeness",
         help="catalog: per-API limits from the catalogue (the default, except for --mode "
         "replay, which reads a cassette and waits for nobody). off: no waits (only with "
-        "--sandbox, --simulate or --mode replay).",
+        "--sandbox, --profile or --mode replay).",
     ),
 ]
 ConcurrencyOpt = Annotated[
@@ -119,15 +119,17 @@ def cli_errors() -> Iterator[None]:
     except RealprobeError as exc:
         if str(exc).startswith("politeness can be turned off only"):
             raise RealprobeError(
-                "--politeness off is only for --sandbox, --simulate or --mode replay; "
+                "--politeness off is only for --sandbox, --profile or --mode replay; "
                 "public APIs always get the catalogue's limits"
             ) from None
         raise
 
 
 def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
+    from realprobe.errors import Unavailable
+
     place = f"the sandbox at {where.sandbox}" if where.sandbox else "any API"
-    return RealprobeError(
+    return Unavailable(
         f"nothing was reachable{what}: no call got through to {place}; "
         "marked local_network_failure and excluded from statistics (check the network "
         "or the --sandbox URL)"
@@ -340,9 +342,13 @@ def schedule_cmd(
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
             f"{result.stopped_by} -> {path}"
         )
+    if result.stopped_by == "signal":
+        raise typer.Exit(130)
     if result.runs and result.rounds_unreachable == result.runs:
         raise _nothing_reached(target, f" in any of the {result.runs} rounds")
     if result.runs and result.rounds_failed == result.runs:
-        raise RealprobeError(
+        from realprobe.errors import Unavailable
+
+        raise Unavailable(
             f"every one of the {result.runs} rounds failed; see the round_failed events above"
         )

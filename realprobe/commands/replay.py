@@ -178,7 +178,7 @@ def verify_cmd(
 def scrub_cmd(
     file: FileArg,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write here instead of in place.")
+        Path | None, typer.Option("--output", "-o", help="Write here instead of in place.")
     ] = None,
     secret: Annotated[
         list[str] | None,
@@ -258,7 +258,7 @@ def import_cmd(
     out: Annotated[
         Path,
         typer.Option(
-            "--out",
+            "--output",
             "-o",
             help="Where to write the realprobe cassette (an existing file is replaced).",
         ),
@@ -333,7 +333,7 @@ def round_table(cat: Catalog, results: list[ToolResult]) -> FitTable:
 
 @cassette_app.command("record-round")
 def record_round_cmd(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Cassette to write.")] = Path(
+    out: Annotated[Path, typer.Option("--output", "-o", help="Cassette to write.")] = Path(
         "cassettes/sandbox-published-round.json"
     ),
     profile: Annotated[str, typer.Option(help="Sandbox fault profile.")] = "published",
@@ -346,7 +346,7 @@ def record_round_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Start the sandbox on loopback, call every tool once, record it all into a cassette
-    (an existing file at --out is replaced; a link is refused)."""
+    (an existing file at --output is replaced; a link is refused)."""
     from realprobe.outputs import check_output
     from realprobe.sandbox.rounds import record_round
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from realprobe.commands.common import CatalogOpt, JsonOpt, console, err_console, print_json
-from realprobe.errors import RealprobeError
+from realprobe.errors import Unavailable
 
 DbOpt = Annotated[
     Path | None,
@@ -69,7 +69,7 @@ def sweep_cmd(
         )
         print_compare(result.models)
     if summary.ran and summary.infra_errors == summary.ran:
-        raise RealprobeError(
+        raise Unavailable(
             f"all {summary.ran} runs failed on infrastructure (see infra_error in the "
             "database); fix the endpoint and run again with --resume"
         )

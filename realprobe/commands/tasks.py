@@ -155,8 +155,8 @@ def run_cmd(
         _list_tasks(load_tasks(tasks_dir or default_tasks_dir()), as_json)
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
-                  "model", "sandbox", "simulate", "mode", "prompt", "concurrency", "executor",
-                  "address"):
+                  "model", "sandbox", "mode", "prompt", "concurrency", "executor",
+                  "address", simulate="--profile"):
         from realprobe.tasks.batch import TaskBatch
         from realprobe.tasks.executors import check_executor
 
@@ -188,7 +188,9 @@ def run_cmd(
         _print_runs(result.runs)
         _print_summary(result.summary, path)
     if result.infrastructure_failure:
-        raise RealprobeError(
+        from realprobe.errors import Unavailable
+
+        raise Unavailable(
             f"{result.infrastructure_failure}; check --base-url, the API key in ${api_key_env} "
             "and the network"
             if batch.config.llm is not None

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
+from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unavailable
 from realprobe.probes.loading import ProbeArrays
 from realprobe.probes.stats import StatsReport, ToolStats
 from realprobe.simulator.profile import (
@@ -175,7 +175,7 @@ def calibrate(
     """`arrays` (the rows behind the report) adds each tool's latency mixture (one or two
     lognormals, chosen by BIC; see latency_mixture.py)."""
     if not report.tools:
-        raise RealprobeError("nothing to calibrate: no tool has probe rows in this window")
+        raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
     tools = {t.tool: tool_profile(t) for t in report.tools}
     if arrays is not None:
         from realprobe.probes.latency_mixture import add_mixtures
