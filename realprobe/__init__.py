@@ -18,14 +18,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-PROJECT_URL = "https://github.com/realprobe/realprobe"
-USER_AGENT = f"realprobe/{__version__} (+{PROJECT_URL})"
+from realprobe.version import PROJECT_URL, USER_AGENT, __version__
 
 if TYPE_CHECKING:
     from realprobe.adapters.adapter import call_tool, call_tool_sync
     from realprobe.adapters.catalog import Catalog, CatalogError, default_catalog
-    from realprobe.adapters.result import ToolError, ToolResult
     from realprobe.adapters.tool import Tool
     from realprobe.api import (
         build_report,
@@ -46,12 +43,22 @@ if TYPE_CHECKING:
         schedule,
         serve_mcp,
         stats,
+        sweep,
         task_results,
         window,
         write_report,
     )
+    from realprobe.api_cassettes import (
+        import_cassette,
+        inspect_cassette,
+        record_round,
+        replay_round,
+        scrub_cassette,
+        verify_cassette,
+    )
+    from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
-    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.importers import load_cassette, recover_cassette
     from realprobe.cassettes.session import use_cassette
     from realprobe.clients import TransportOptions, make_client, make_sync_client
     from realprobe.clock import Clock, RealClock, VirtualClock
@@ -66,6 +73,7 @@ if TYPE_CHECKING:
     from realprobe.probes.runner import RunSummary, run_probes
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
+    from realprobe.result import ToolError, ToolResult
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.store import Store
@@ -73,6 +81,18 @@ if TYPE_CHECKING:
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
+    # catalogue files
+    "import_openapi": "realprobe.api_catalog",
+    "record_fixtures": "realprobe.api_catalog",
+    "public_apis": "realprobe.api_catalog",
+    # cassettes
+    "inspect_cassette": "realprobe.api_cassettes",
+    "verify_cassette": "realprobe.api_cassettes",
+    "scrub_cassette": "realprobe.api_cassettes",
+    "import_cassette": "realprobe.api_cassettes",
+    "record_round": "realprobe.api_cassettes",
+    "replay_round": "realprobe.api_cassettes",
+    "recover_cassette": "realprobe.cassettes.importers",
     # calling tools
     "call": "realprobe.api",
     "call_all": "realprobe.api",
@@ -82,8 +102,8 @@ _WHERE: dict[str, str] = {
     "default_catalog": "realprobe.adapters.catalog",
     "Catalog": "realprobe.adapters.catalog",
     "Tool": "realprobe.adapters.tool",
-    "ToolResult": "realprobe.adapters.result",
-    "ToolError": "realprobe.adapters.result",
+    "ToolResult": "realprobe.result",
+    "ToolError": "realprobe.result",
     # clients and targets
     "options": "realprobe.api",
     "Mode": "realprobe.http.mode",
@@ -132,6 +152,7 @@ _WHERE: dict[str, str] = {
     "save_cassette": "realprobe.cassettes.cassette",
     # tasks
     "run_tasks": "realprobe.api",
+    "sweep": "realprobe.api",
     "plan_tasks": "realprobe.api",
     "task_results": "realprobe.api",
     "TaskBatch": "realprobe.tasks.batch",
@@ -197,6 +218,9 @@ __all__ = [
     "doc_path",
     "drift",
     "export_profile",
+    "import_cassette",
+    "import_openapi",
+    "inspect_cassette",
     "load_cassette",
     "load_catalog",
     "load_profile",
@@ -207,16 +231,24 @@ __all__ = [
     "options",
     "plan_tasks",
     "probe",
+    "public_apis",
+    "record_fixtures",
+    "record_round",
+    "recover_cassette",
+    "replay_round",
     "run_demo",
     "run_probes",
     "run_tasks",
     "sandbox_running",
     "save_cassette",
     "schedule",
+    "scrub_cassette",
     "serve_mcp",
     "stats",
+    "sweep",
     "task_results",
     "use_cassette",
+    "verify_cassette",
     "window",
     "write_report",
 ]

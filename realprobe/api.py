@@ -20,7 +20,6 @@ from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
-    from realprobe.adapters.result import ToolResult
     from realprobe.adapters.tool import Tool
     from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
@@ -30,9 +29,11 @@ if TYPE_CHECKING:
     from realprobe.probes.scheduler import ScheduleResult
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
+    from realprobe.result import ToolResult
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.sweep import SweepResult
 
 Window = tuple[float | None, float | None]
 TimeSpec = str | float | None
@@ -54,25 +55,14 @@ def options(
     from realprobe.clients import TransportOptions
 
     try:
-        mode = Mode(mode)
-    except ValueError:
-        choices = ", ".join(m.value for m in Mode)
-        raise BadArgument("mode", f"mode {mode!r}: choose one of {choices}") from None
-    if sandbox is not None and not sandbox.startswith(("http://", "https://")):
-        raise BadArgument(
-            "sandbox", f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765"
-        )
-    if simulate is not None and sandbox is not None:
-        raise BadArgument(
-            ("sandbox", "simulate"), "sandbox and simulate exclude each other: pick one"
-        )
-    if mode in (Mode.RECORD, Mode.REPLAY) and cassette is None:
-        raise BadArgument(("mode", "cassette"), f"mode {mode.value} needs cassette=PATH")
-    if cassette is not None and mode not in (Mode.RECORD, Mode.REPLAY):
-        raise BadArgument(("mode", "cassette"), "cassette needs mode=record or mode=replay")
-    return TransportOptions(
-        mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
-    ).normalised()
+        return TransportOptions(
+            mode=Mode.parse(mode), sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
+        ).normalised()
+    except BadArgument:
+        raise
+    except RealprobeError as exc:  # the same message; `profile` is spelled `simulate` here
+        params = tuple("simulate" if p == "profile" else p for p in exc.params)
+        raise BadArgument(params or "mode", str(exc)) from None
 
 
 def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:
@@ -910,6 +900,31 @@ def run_tasks(
     """
     return plan_tasks(tasks, all=all, **settings).run(
         db=db, on_done=on_done, resume=resume, executor=executor, address=address, gates=gates
+    )
+
+
+def sweep(
+    file: str | Path,
+    *,
+    db: str | Path | None = None,
+    resume: bool = False,
+    concurrency: int = 4,
+    executor: str = "local",
+    address: str | None = None,
+    catalog: Sequence[str | Path] = (),
+    on_planned: Callable[[int, int], None] | None = None,
+    on_done: Callable[[Any], None] | None = None,
+) -> SweepResult:
+    """Run a sweep file (models x agents x targets x tasks x prompts x repeats) into one
+    database (default: the default database), then compare every run it holds. `resume`
+    skips runs already stored complete; `on_planned(total, skipped)` and `on_done(run)`
+    report progress."""
+    from realprobe.tasks.sweep import run_sweep_file
+
+    return run_sweep_file(
+        Path(file), None if db is None else Path(db), catalog_paths=[Path(c) for c in catalog],
+        resume=resume, executor=executor, concurrency=concurrency, address=address,
+        on_planned=on_planned, on_done=on_done,
     )
 
 

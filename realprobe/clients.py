@@ -38,7 +38,8 @@ from realprobe.http.transports import (
     live_transport,
     sync_live_transport,
 )
-from realprobe.simulator.profile import Profile, resolve_profile
+from realprobe.simulator.profile import DEFAULT_PROFILE, Profile, resolve_profile
+from realprobe.simulator.render import FAULT_PREFIX, is_variant, known_variants
 from realprobe.target import Target
 
 
@@ -71,25 +72,48 @@ class TransportOptions:
         return Target.from_options(self.normalised())
 
     def normalised(self) -> TransportOptions:
+        """The one check of where calls go, used by every entry point (the Python API, every
+        command, tasks, MCP, probes and the exporter): a typo, a contradiction or a missing
+        piece is an error naming the parameters, and a simulate target without a profile
+        gets the one default profile (`DEFAULT_PROFILE`)."""
         mode = Mode.parse(self.mode)
         if self.record_mode is not None:
             mode = self._mode_for_record_mode()
+        if self.sandbox is not None:
+            check_sandbox_url(self.sandbox)
         if self.profile is not None and mode is Mode.LIVE and self.sandbox is None:
             mode = Mode.SIMULATE
-        if self.sandbox and mode is Mode.SIMULATE:
+        if self.sandbox and (mode is Mode.SIMULATE or self.profile is not None):
             raise RealprobeError(
-                "sandbox and profile exclude each other: simulation runs in process; pick one",
+                "sandbox and profile exclude each other: the sandbox has its own profile and "
+                "simulation runs in process; pick one",
                 param=("sandbox", "profile"),
+            )
+        if mode is Mode.REPLAY and self.profile is not None:
+            raise RealprobeError(
+                "a replay answers from its cassette: drop the profile", param="profile"
             )
         if mode is Mode.LIVE and self.cassette is not None:
             raise RealprobeError(
-                "a cassette needs mode record or replay (live calls write no cassette)"
+                "a cassette needs mode record or replay (live calls write no cassette)",
+                param=("cassette", "mode"),
             )
         if mode in (Mode.RECORD, Mode.REPLAY) and self.cassette is None:
             raise RealprobeError(
                 f"mode {mode.value} needs cassette=PATH", param=("mode", "cassette")
             )
-        return replace(self, mode=mode)
+        profile = self.profile
+        if mode is Mode.SIMULATE and profile is None:
+            profile = DEFAULT_PROFILE
+        if profile is not None and not isinstance(profile, Profile):
+            resolve_profile(profile)  # a bad name or file fails here, before anything runs
+        if self.real_time and mode in (Mode.LIVE, Mode.RECORD) and profile is None:
+            raise RealprobeError(
+                "real_time applies to a simulated or replayed target (live and sandbox calls "
+                "always take real time)",
+                param="real_time",
+            )
+        return replace(self, mode=mode, profile=profile)
 
     def _mode_for_record_mode(self) -> Mode:
         from realprobe.cassettes.session import RECORD_MODES
@@ -112,6 +136,24 @@ class TransportOptions:
         if rm == "none" or (rm == "once" and Path(self.cassette).exists()):
             return Mode.REPLAY
         return Mode.RECORD
+
+
+def check_sandbox_url(url: str) -> None:
+    """A sandbox is an http(s) URL; a `/_fault/<variant>/` in it must name a known variant."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise RealprobeError(
+            f"sandbox {url!r}: expected a URL like http://127.0.0.1:8765", param="sandbox"
+        )
+    marker = url.find(FAULT_PREFIX)
+    if marker < 0:
+        return
+    variant = url[marker + len(FAULT_PREFIX) :].split("/", 1)[0].split("?", 1)[0]
+    if not is_variant(variant):
+        raise RealprobeError(
+            f"sandbox {url!r}: unknown fault variant {variant!r}; "
+            f"known variants: {known_variants()}",
+            param="sandbox",
+        )
 
 
 def base_transport(
@@ -299,3 +341,34 @@ def transport_for(
         inner, path, clock=clock, meta=record_meta(catalog, opts),
         scrub=ScrubConfig(enabled=opts.scrub),
     )
+
+
+def fetch_document(url: str, max_bytes: int | None = None) -> str:
+    """A text document by URL (an OpenAPI description, say) through the one client:
+    size-capped, redirects checked; a loopback URL is allowed because the user named it."""
+    from urllib.parse import urlsplit
+
+    from realprobe.adapters.http import FetchFailure
+    from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
+    from realprobe.http.client import is_private_host
+
+    config = ClientConfig(
+        max_bytes=max_bytes or MAX_DOCUMENT_BYTES, deadline_s=60.0, read_timeout_s=30.0
+    )
+    host = urlsplit(url).hostname or ""
+    with make_sync_client(Catalog([]), config=config) as client:
+        try:
+            got = client.fetch(
+                "GET",
+                url,
+                headers={"Accept": "application/json, application/yaml;q=0.9, */*;q=0.5"},
+                allow_private=is_private_host(host),
+            )
+        except FetchFailure as exc:
+            raise RealprobeError(f"{url}: cannot fetch ({exc.code.value}: {exc.message})") from exc
+    if got.status != 200:
+        raise RealprobeError(f"{url}: HTTP {got.status}, expected 200 with the description")
+    try:
+        return got.body.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise RealprobeError(f"{url}: the description is not UTF-8 text") from exc

@@ -15,6 +15,16 @@ META_TABLE = "realprobe_meta"
 
 RUN_RUNNING = "running"  # still going, or the process was killed (no end time)
 
+#: the per-call phase timing columns of `probes`, in the order a call goes through them; the
+#: one list every reader and writer uses (with the names people read, for tables and reports)
+PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
+PHASE_LABELS = {
+    "dns_ms": "DNS", "connect_ms": "connect", "tls_ms": "TLS", "ttfb_ms": "first byte",
+    "transfer_ms": "transfer",
+}
+#: the phases only a call that opened a new connection goes through
+CONNECTION_PHASES = PHASE_COLUMNS[:3]
+
 
 def default_db_path() -> Path:
     """`$REALPROBE_DB`, else `realprobe/realprobe.db` in the XDG data folder."""

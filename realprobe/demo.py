@@ -15,9 +15,9 @@ from realprobe import api
 from realprobe.errors import RealprobeError
 
 if TYPE_CHECKING:
-    from realprobe.adapters.result import ToolResult
     from realprobe.probes.runner import RunSummary
     from realprobe.probes.stats import StatsReport
+    from realprobe.result import ToolResult
     from realprobe.tasks.batch import TaskBatchResult
 
 #: (step title, what the step produced); the CLI prints it

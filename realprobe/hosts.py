@@ -27,14 +27,14 @@ import random
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 import httpx
 
-from realprobe.adapters.result import ToolError, ToolResult
-from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.clock import Clock
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.result import ToolError, ToolResult
 
 
 class HeldBack(RealprobeError):
@@ -56,6 +56,40 @@ class Backoff:
     backoff_429_s: float = 5.0
 
 
+class Politeness(Protocol):
+    """What a limiter reads of an API's politeness (the catalogue's `Politeness` model)."""
+
+    @property
+    def max_in_flight(self) -> int: ...
+    @property
+    def min_interval_s(self) -> float: ...
+    @property
+    def jitter_s(self) -> float: ...
+    @property
+    def daily_budget(self) -> int: ...
+
+
+class ApiSpec(Protocol):
+    """What the gates read of a catalogue API (named by shape: the kernel imports no room)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def politeness(self) -> Politeness: ...
+
+
+@dataclass(frozen=True)
+class Strictest:
+    """The strictest combination of several APIs' politeness (they share one host)."""
+
+    max_in_flight: int
+    min_interval_s: float
+    jitter_s: float
+    daily_budget: int
+
+
 def host_key(api: ApiSpec) -> str:
     """The host an API lives on (`api.example.com:443`); APIs on one host share its limits."""
     url = httpx.URL(api.base_url)
@@ -66,7 +100,7 @@ def host_key(api: ApiSpec) -> str:
 def merge(policies: Iterable[Politeness]) -> Politeness:
     """The strictest combination, for APIs sharing one host."""
     ps = list(policies)
-    return Politeness(
+    return Strictest(
         max_in_flight=min(p.max_in_flight for p in ps),
         min_interval_s=max(p.min_interval_s for p in ps),
         jitter_s=max(p.jitter_s for p in ps),

@@ -28,15 +28,16 @@ from typing import Any
 
 import sqlite_utils
 
-from realprobe.adapters.result import ToolResult
 from realprobe.dbfacts import (
     BUSY_TIMEOUT_MS,
     META_TABLE,
+    PHASE_COLUMNS,
     RUN_RUNNING,
     SCHEMA_VERSION,
     default_db_path,
 )
 from realprobe.errors import NoDatabase, RealprobeError
+from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import Target
 
@@ -118,7 +119,6 @@ PROBES_COLUMNS: dict[str, Any] = {
     "tls_issuer": str,
 }
 
-PHASE_COLUMNS = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
 
 PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
 #: the columns the provenance survey groups by, then the time (a covering index)

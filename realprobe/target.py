@@ -133,7 +133,7 @@ class Target(BaseModel):
 def profile_label(profile: Any) -> str:
     """A profile's name for labels: the built-in name, the file, or the Profile's name."""
     if profile is None:
-        return "calm"
+        return "published"  # the default profile (simulator/profile.py DEFAULT_PROFILE)
     if isinstance(profile, str | PurePath):
         return str(profile)
     return str(getattr(profile, "name", None) or "profile")

@@ -124,3 +124,57 @@ def test_no_import_cycle_in_cassettes() -> None:
     }
     cycle = find_cycle(edges)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+#: the rooms from the bottom up; a room imports only rooms below it (and itself)
+KERNEL = {
+    "errors", "clock", "target", "result", "store", "outputs", "secrets", "addresses", "hosts",
+    "dbfacts", "data", "version", "retry_after", "limits",
+}
+LAYERS: list[set[str]] = [
+    {"kernel"},
+    {"adapters"},
+    {"simulator"},
+    {"http"},
+    {"cassettes"},
+    {"clients"},
+    {"sandbox", "probes"},
+    {"tasks"},
+    {"mcp", "monitor", "report"},
+    {"front"},
+    {"cli"},
+]
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ("api", "__init__") or parts[1].startswith("api_"):
+        return "front"
+    if parts[1] in KERNEL:
+        return "kernel"
+    if parts[1] in ("cli", "commands", "demo", "__main__"):
+        return "cli"
+    return parts[1]
+
+
+def level(room: str) -> int:
+    for i, rooms in enumerate(LAYERS):
+        if room in rooms:
+            return i
+    raise AssertionError(f"room {room!r} is not in the layer table: add it where it belongs")
+
+
+def test_rooms_import_only_rooms_below_them() -> None:
+    wrong = sorted(
+        f"{m} ({room_of(m)}) imports {t} ({room_of(t)})"
+        for m, ts in graph().items()
+        for t in ts
+        if room_of(m) != room_of(t) and level(room_of(t)) >= level(room_of(m))
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_room_check_sees_an_upward_import() -> None:
+    assert level(room_of("realprobe.store")) < level(room_of("realprobe.adapters.tool"))
+    assert level(room_of("realprobe.commands.probes")) > level(room_of("realprobe.api"))
+    assert room_of("realprobe.api_catalog") == "front"

@@ -15,7 +15,7 @@ import pytest
 from realprobe import cli
 from realprobe.cassettes.cassette import CassetteError
 from realprobe.cassettes.importers import load_cassette
-from realprobe.cassettes.limits import expanded_size
+from realprobe.limits import expanded_size
 from tests.malformed_har import cases, corpus
 
 #: malformed in the letter but read on purpose (vcrpy writes such files): they must load

@@ -2,8 +2,8 @@
 
 from realprobe.adapters.adapter import call_tool, call_tool_sync
 from realprobe.adapters.catalog import Catalog, CatalogError, default_catalog
-from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import Tool
+from realprobe.result import ToolError, ToolResult
 
 __all__ = [
     "Catalog",

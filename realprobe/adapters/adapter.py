@@ -5,19 +5,17 @@ Every path ends in a ToolResult; an API failure never raises out of `call_tool`.
 
 from __future__ import annotations
 
-import contextlib
-import time
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
-from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
+from realprobe.result import ToolError, ToolResult
+from realprobe.retry_after import parse_retry_after
 from realprobe.secrets import remember
 
 RATE_LIMIT_HEADER_PREFIXES = (
@@ -27,28 +25,6 @@ RATE_LIMIT_HEADER_PREFIXES = (
     "x-rate-reset",
     "retry-after",
 )
-
-
-def parse_retry_after(value: str | None, date_header: str | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header given as seconds or as an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    base = time.time()
-    if date_header:
-        with contextlib.suppress(TypeError, ValueError):
-            base = parsedate_to_datetime(date_header).timestamp()
-    return max(0.0, when.timestamp() - base)
 
 
 def format_validation_error(exc: ValidationError) -> str:

@@ -13,8 +13,8 @@ from types import TracebackType
 
 import anyio
 
-from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.errors import ErrorCode
+from realprobe.result import ToolError, ToolResult
 
 #: seconds past a deadline before the guard gives up on the work it guards
 GRACE_S = 2.0

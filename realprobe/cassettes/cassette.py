@@ -35,8 +35,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from realprobe.cassettes.limits import InputTooLarge, bounded_loader, check_size
 from realprobe.errors import RealprobeError
+from realprobe.limits import InputTooLarge, bounded_loader, check_size
 
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 
-from realprobe import __version__
 from realprobe.cassettes.cassette import Call, Cassette, Failure, save_cassette
 from realprobe.cassettes.importers import recover_stale
 from realprobe.cassettes.journal import Journal
@@ -41,6 +40,7 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import RealprobeError
 from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
 from realprobe.http.decoding import decode_whole
+from realprobe.version import __version__
 
 EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
 LATENCY_KINDS = ("none", "real", "scaled:X", "virtual")

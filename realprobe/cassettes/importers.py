@@ -32,9 +32,9 @@ from realprobe.cassettes.cassette import (
     status_code,
 )
 from realprobe.cassettes.journal import journal_path, journal_running, read_journal
-from realprobe.cassettes.limits import read_bounded
 from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY
 from realprobe.http.decoding import decode_whole
+from realprobe.limits import read_bounded
 
 MAX_DECODED = 50 * 1024 * 1024
 

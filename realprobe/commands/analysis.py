@@ -125,17 +125,18 @@ def stats_cmd(
 
 def print_phases(phases: dict[str, dict[str, Any]]) -> None:
     from realprobe.commands.tables import Column, fit_table
+    from realprobe.dbfacts import PHASE_COLUMNS, PHASE_LABELS
 
+    drops = {"dns_ms": 3, "connect_ms": 4, "tls_ms": 5, "transfer_ms": 2}
     table = fit_table(
-        [Column("tool", "name"), Column("n", "num"), Column("DNS", "num", drop=3),
-         Column("connect", "num", drop=4), Column("TLS", "num", drop=5),
-         Column("first byte", "num"), Column("transfer", "num", drop=2),
+        [Column("tool", "name"), Column("n", "num"),
+         *(Column(PHASE_LABELS[k], "num", drop=drops.get(k, 0)) for k in PHASE_COLUMNS),
          Column("slowest", "name", drop=1)],
         title="Where the time goes (median ms over successful calls)",
     )
     for tool, p in sorted(phases.items()):
         cells = ["-" if p[k] is None else f"{p[k]:.1f}"
-                 for k in ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")]
+                 for k in PHASE_COLUMNS]
         table.add_row(tool, str(p["n"]), *cells, str(p["slowest"] or "-").removesuffix("_ms"))
     console.print(table)
     console.print("[dim]DNS, connect and TLS over calls that opened a connection; first byte = "

@@ -17,7 +17,6 @@ from realprobe.commands.common import (
     err_console,
     print_json,
 )
-from realprobe.errors import RealprobeError
 
 app = typer.Typer(
     help="List the tool definitions; import OpenAPI descriptions; read the public-apis list.",
@@ -93,19 +92,14 @@ def import_openapi_cmd(
 
     The file is what --catalog merges. Prints one line per operation skipped (and why) or read
     with warnings. Replaces the output file if it exists."""
-    from realprobe.adapters.openapi import ImportOptions
-    from realprobe.adapters.openapi.catalog_file import NothingImported, import_to_file
+    from realprobe.adapters.openapi.catalog_file import NothingImported
+    from realprobe.api_catalog import import_openapi
 
-    options = ImportOptions(
-        api_id=api_id,
-        prefix=prefix,
-        select=tuple(select or ()),
-        include_auth=include_auth,
-        base_url=base_url,
-        category=category,
-    )
     try:
-        result = import_to_file(spec, out, options)
+        result = import_openapi(
+            spec, out, api_id=api_id, prefix=prefix, select=select or (),
+            include_auth=include_auth, base_url=base_url, category=category,
+        )
     except NothingImported as exc:
         for r in exc.reports:
             _print_notes(r)
@@ -175,46 +169,16 @@ def record_fixtures_cmd(
 
     Uses the tool's first example, one call at a time with the catalogue's interval per host.
     A tool that answers no body is marked so; the sandbox then answers it with "no fixture"."""
-    from realprobe.adapters.catalog import parse_catalog, read_catalog_file
-    from realprobe.adapters.openapi import catalog_text
-    from realprobe.adapters.openapi.catalog_file import CATALOG_SUFFIXES
-    from realprobe.probes.fixture_recording import record_fixtures
+    from realprobe.api_catalog import record_fixtures
 
-    if sandbox and upstream:
-        raise RealprobeError("--sandbox and --upstream exclude each other: pick one")
-    for label, url in (("--sandbox", sandbox), ("--upstream", upstream)):
-        if url and not url.startswith(("http://", "https://")):
-            raise RealprobeError(f"{label} {url!r}: expected a URL like http://127.0.0.1:8765")
-    if interval is not None and interval < 0:
-        raise RealprobeError("--interval must be 0 or more")
-    if timeout <= 0:
-        raise RealprobeError("--timeout must be more than 0")
-    target = out or file
-    if target.suffix not in CATALOG_SUFFIXES:
-        raise RealprobeError(f"{target}: write catalogue files as .json, .yaml or .toml")
-    if not file.exists():
-        raise RealprobeError(f"{file}: no such catalogue file")
-    raw_file = read_catalog_file(file)
-    apis = parse_catalog(raw_file, str(file))
-    names = [n.strip() for n in tools.split(",") if n.strip()] if tools else None
-    results = record_fixtures(
-        apis,
-        names,
-        sandbox=sandbox,
-        upstream=upstream,
-        interval_s=interval,
-        timeout_s=timeout,
+    done = record_fixtures(
+        file, tools=tools, sandbox=sandbox, upstream=upstream, interval=interval,
+        timeout=timeout, output=out,
         progress=None if as_json else lambda line: err_console.print(line, highlight=False),
     )
-    raw = raw_file.get("apis", [raw_file])
-    for outcome in results:
-        outcome.apply(raw)
-    try:
-        target.write_text(catalog_text(raw, target.suffix), encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"{target}: cannot write ({exc.strerror})") from exc
+    results, target = done.outcomes, done.output
     if as_json:
-        print_json({"output": str(target), "tools": [r.as_json() for r in results]})
+        print_json(done.as_json())
         return
     stored = sum(r.stored for r in results)
     console.print(f"{stored}/{len(results)} tools got a recorded body; wrote {target}")
@@ -246,12 +210,10 @@ def public_apis_cmd(
     Reads the copy shipped with realprobe, or FILE (a newer public-apis README). Says which
     APIs the catalogue covers, which can be profiled without a key, and which need an OpenAPI
     description (or a key) to go further."""
-    from realprobe.adapters.public_apis import CandidateFilter, read_candidates
+    from realprobe.api_catalog import public_apis
 
-    keep = CandidateFilter(
-        no_auth=no_auth, https=https, cors=cors, category=category, uncovered=uncovered
-    )
-    found = read_candidates(file, catalog_paths=catalog, keep=keep)
+    found = public_apis(file, no_auth=no_auth, https=https, cors=cors, category=category,
+                        uncovered=uncovered, catalog=catalog or ())
     if as_json:
         print_json({
             "source": found.source,

@@ -111,22 +111,10 @@ def transport_options(
 ) -> TransportOptions:
     from realprobe.clients import TransportOptions
 
-    if sandbox is not None:
-        check_loopback_hint(sandbox)
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette,
         record_mode=record_mode,
     ).normalised()
-
-
-def check_loopback_hint(url: str) -> None:
-    if not url.startswith(("http://", "https://")):
-        raise RealprobeError(f"--sandbox {url!r}: expected a URL like http://127.0.0.1:8765")
-    from realprobe.sandbox.responder import unknown_fault_in
-
-    bad = unknown_fault_in(url)
-    if bad is not None:
-        raise RealprobeError(f"--sandbox {url!r}: {bad}")
 
 
 def default_db_path() -> Path:

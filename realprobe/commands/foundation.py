@@ -30,7 +30,7 @@ from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
-    from realprobe.adapters.result import ToolResult
+    from realprobe.result import ToolResult
 
 
 def register(app: typer.Typer) -> None:

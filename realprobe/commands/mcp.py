@@ -17,7 +17,6 @@ from realprobe.commands.common import (
     SeedOpt,
     TimeoutOpt,
     as_flags,
-    check_loopback_hint,
     load_catalog,
 )
 from realprobe.errors import RealprobeError
@@ -47,23 +46,6 @@ def build_transport_options(
 ) -> TransportOptions:
     from realprobe.clients import TransportOptions
 
-    if sandbox is not None:
-        check_loopback_hint(sandbox)
-    if profile is not None:
-        if mode not in (Mode.LIVE, Mode.SIMULATE):
-            raise RealprobeError(f"--profile applies to --mode simulate, not --mode {mode.value}")
-        if sandbox is not None:
-            raise RealprobeError(
-                "--profile and --sandbox exclude each other: the sandbox has its own profile "
-                "(`realprobe sandbox --profile ...`)"
-            )
-        mode = Mode.SIMULATE
-    if mode is Mode.SIMULATE and sandbox is not None:
-        raise RealprobeError("--mode simulate runs in process: drop --sandbox")
-    if cassette is not None and mode not in (Mode.RECORD, Mode.REPLAY):
-        raise RealprobeError("--cassette needs --mode record or --mode replay")
-    if real_time and mode is not Mode.SIMULATE:
-        raise RealprobeError("--real-time applies to --mode simulate only")
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
         real_time=real_time,

@@ -4,7 +4,7 @@ every tool (the shipped cassettes are made with `record-round`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -71,32 +71,15 @@ def inspect_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A table of the interactions: order, request, outcome, latency, size, tool."""
-    from realprobe.cassettes.importers import load_cassette
-    from realprobe.cassettes.verify import ToolIndex
+    from realprobe.api_cassettes import inspect_cassette
     from realprobe.commands.tables import Column, fit_table
 
-    cassette = load_cassette(file)
-    index = ToolIndex(load_catalog(catalog))
-    rows: list[dict[str, Any]] = []
-    for c in cassette.calls:
-        rows.append({
-            "seq": c.seq,
-            "method": c.method,
-            "url": c.uri,
-            "outcome": c.outcome,
-            "status": c.status,
-            "error": None if c.error is None else c.error.type,
-            "phase": None if c.error is None else c.error.phase,
-            "latency_ms": None if c.elapsed_s is None else round(c.elapsed_s * 1000, 3),
-            "client_latency_ms": None if c.end_s is None else round(c.end_s * 1000, 3),
-            "bytes": len(c.body),
-            "tool": index.tool_for(c.method, c.uri),
-        })
+    listing = inspect_cassette(file, catalog)
+    cassette, rows = listing.cassette, listing.rows
     if as_json:
-        print_json({"file": str(file), "meta": cassette.meta, "interactions": rows})
+        print_json(listing.as_json())
         return
-    failures = sum(1 for c in cassette.calls if c.error is not None)
-    vcr = sum(1 for c in cassette.calls if c.vcrpy_representable)
+    failures, vcr = listing.failures, listing.vcrpy_readable
     meta = cassette.meta
     source = ", ".join(
         f"{k}={meta[k]}" for k in ("source", "profile", "seed", "recorded_at", "recorded_with")
@@ -136,21 +119,13 @@ def verify_cmd(
 ) -> None:
     """Check a cassette: it loads (schema, decodes), lengths agree, and every complete 2xx
     response of a catalogue tool parses for that tool."""
-    from realprobe.cassettes.importers import load_cassette
-    from realprobe.cassettes.verify import PROBLEMS, verify_cassette
+    from realprobe.api_cassettes import verify_cassette
     from realprobe.commands.tables import Column, fit_table
 
-    cassette = load_cassette(file)
-    findings = verify_cassette(cassette, load_catalog(catalog))
-    bad = [f for f in findings if f.status in PROBLEMS or (strict and f.status == "parse-failed")]
-    counts: dict[str, int] = {}
-    for f in findings:
-        counts[f.status] = counts.get(f.status, 0) + 1
+    result = verify_cassette(file, strict=strict, catalog=catalog)
+    findings, bad, counts = result.findings, result.bad, result.counts
     if as_json:
-        print_json({
-            "file": str(file), "ok": not bad, "counts": counts,
-            "findings": [f.__dict__ for f in findings],
-        })
+        print_json(result.as_json())
     else:
         table = fit_table(
             [Column("#", "num"), Column("tool", "name"), Column("status", "name"),
@@ -197,30 +172,15 @@ def scrub_cmd(
     """Replace credentials (auth headers, cookies, secret-named query parameters, form and
     JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
     values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
-    from realprobe.cassettes.importers import load_cassette, save_cassette
-    from realprobe.cassettes.scrub import ScrubConfig, declared_secret_finder, scrub_cassette
-    from realprobe.outputs import check_output
+    from realprobe.api_cassettes import scrub_cassette
 
-    check_output(out or file, replace=True)
-    cassette = load_cassette(file)
-    cfg = ScrubConfig(
-        secrets=tuple(secret or ()), extra_headers=tuple(header or ()),
-        extra_params=tuple(param or ()),
-    )
     report = scrub_cassette(
-        cassette, cfg, finder=declared_secret_finder(load_catalog(catalog))
+        file, out=out, secrets=secret or (), headers=header or (), params=param or (),
+        catalog=catalog,
     )
-    if out is None or out.resolve() == file.resolve():
-        from realprobe.cassettes.exporters import save_as_source
-
-        target = file
-        written = save_as_source(cassette, file)  # a Ruby VCR or HAR file stays one
-    else:
-        target = save_cassette(cassette, out)
-        written = "realprobe"
+    target = report.file
     if as_json:
-        print_json({"file": str(target), "replaced": dict(report.counts), "total": report.total,
-                    "format": written})
+        print_json(report.as_json())
         return
     detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
     console.print(f"scrubbed {target}: {detail}")
@@ -276,34 +236,15 @@ def import_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
-    from realprobe.cassettes.cassette import is_yaml_path, parse_text, save_cassette
-    from realprobe.cassettes.importers import from_data
-    from realprobe.cassettes.limits import read_bounded
-    from realprobe.cassettes.scrub import declared_secret_finder, scrub_cassette
+    from realprobe.api_cassettes import import_cassette
 
-    if not file.exists():
-        raise RealprobeError(f"no such file: {file}")
-    from realprobe.outputs import check_output
-
-    check_output(out, replace=True)
-    data = parse_text(read_bounded(file), str(file), yaml_hint=is_yaml_path(file))
-    cassette = from_data(data, str(file), substitute=_parse_subs(substitute))
-    cassette.meta["imported_from"] = file.name
-    unresolved = sorted({c.uri.split("/")[0] for c in cassette.calls if "://" not in c.uri})
-    if scrub:
-        scrub_cassette(cassette, finder=declared_secret_finder(load_catalog(None)))
-    target = save_cassette(cassette, out)
-    failures = sum(1 for c in cassette.calls if c.error is not None)
+    done = import_cassette(file, out, substitute=_parse_subs(substitute), scrub=scrub)
+    unresolved = done.unresolved_urls
     if as_json:
-        print_json({
-            "file": str(target), "source": cassette.meta.get("source"),
-            "interactions": len(cassette.calls), "failures": failures,
-            "unresolved_urls": unresolved,
-        })
+        print_json(done.as_json())
         return
     console.print(
-        f"imported {len(cassette.calls)} interactions ({cassette.meta.get('source')}) "
-        f"from {file} into {target}"
+        f"imported {done.interactions} interactions ({done.source}) from {file} into {done.file}"
     )
     if unresolved:
         err_console.print(
@@ -347,14 +288,12 @@ def record_round_cmd(
 ) -> None:
     """Start the sandbox on loopback, call every tool once, record it all into a cassette
     (an existing file at --output is replaced; a link is refused)."""
-    from realprobe.outputs import check_output
-    from realprobe.sandbox.rounds import record_round
+    from realprobe.api_cassettes import record_round
 
-    check_output(out, replace=True)
     cat = load_catalog(None)
     with console.status(f"calling {len(cat)} tools through the sandbox (profile {profile})"):
-        results = record_round(cat, out, profile=profile, seed=seed, timeout=timeout,
-                               sandbox_url=sandbox)
+        results = record_round(out, profile=profile, seed=seed, timeout=timeout,
+                               sandbox=sandbox, catalog=cat)
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
         return
@@ -376,13 +315,13 @@ def replay_round_cmd(
     """Replay a recorded round offline: the same table as when it was recorded."""
     from rich.progress import Progress
 
-    from realprobe.sandbox.rounds import replay_round
+    from realprobe.api_cassettes import replay_round
 
     cat = load_catalog(None)
     with Progress(console=err_console, transient=True) as bar:
         task = bar.add_task("replaying", total=len(cat))
         cassette, results = replay_round(
-            cat, file, replay_latency=replay_latency, on_exhausted=on_exhausted,
+            file, replay_latency=replay_latency, on_exhausted=on_exhausted, catalog=cat,
             on_call=lambda _: bar.advance(task),
         )
     if as_json:

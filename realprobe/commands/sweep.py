@@ -50,12 +50,12 @@ def sweep_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
-    from realprobe.tasks.sweep import run_sweep_file
+    from realprobe.api import sweep
 
     progress = SweepProgress(disable=as_json or not err_console.is_terminal)
     with progress.bar:
-        result = run_sweep_file(
-            file, db, catalog_paths=catalog, resume=resume, executor=executor,
+        result = sweep(
+            file, db=db, catalog=catalog or (), resume=resume, executor=executor,
             concurrency=concurrency, address=address,
             on_planned=progress.planned, on_done=progress.finished,
         )

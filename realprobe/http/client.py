@@ -24,7 +24,6 @@ from typing import Any
 
 import httpx
 
-from realprobe import USER_AGENT
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.addresses import is_private_host
 from realprobe.clock import Clock, RealClock
@@ -32,6 +31,7 @@ from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
 from realprobe.http import phases
 from realprobe.http.decoding import StreamDecoder
 from realprobe.target import Target
+from realprobe.version import USER_AGENT
 
 DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-clock transports
 #: a dict shared by every hop of one fetch: {"start": clock time}, and "elapsed" (what the

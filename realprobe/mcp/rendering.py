@@ -12,8 +12,8 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from realprobe.adapters.result import ToolError, ToolResult
 from realprobe.errors import ErrorCode
+from realprobe.result import ToolError, ToolResult
 
 META_KEY = "realprobe/call"
 

@@ -7,9 +7,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from realprobe.adapters.result import ToolResult
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
+from realprobe.result import ToolResult
 from realprobe.store import default_vantage, iso_utc
 from realprobe.store import probe_row as _store_row
 from realprobe.target import Target

@@ -34,7 +34,6 @@ from mcp.types import (
     PaginatedRequestParams,
 )
 
-from realprobe import __version__
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.deadline import DeadlineGuard
@@ -48,6 +47,7 @@ from realprobe.mcp.definitions import mcp_tool
 from realprobe.mcp.rendering import render_result
 from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
 from realprobe.target import Target
+from realprobe.version import __version__
 
 log = logging.getLogger("realprobe.mcp")
 

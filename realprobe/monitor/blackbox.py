@@ -26,25 +26,21 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from realprobe import __version__
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
 from realprobe.clients import TransportOptions, make_client
+from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import RealprobeError
 from realprobe.hosts import host_key
 from realprobe.probes.politeness import PolitenessConfig
 from realprobe.store import RUN_RUNNING, Store, default_vantage, iso_utc, probe_row
 from realprobe.target import Target
+from realprobe.version import __version__
 
 #: blackbox_exporter's phase names, from realprobe's phase columns
-PHASES = {
-    "resolve": "dns_ms",
-    "connect": "connect_ms",
-    "tls": "tls_ms",
-    "processing": "ttfb_ms",
-    "transfer": "transfer_ms",
-}
+PHASES = dict(zip(("resolve", "connect", "tls", "processing", "transfer"), PHASE_COLUMNS,
+                  strict=True))
 
 
 @dataclass

@@ -12,10 +12,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
+from realprobe.dbfacts import PHASE_COLUMNS as PHASES
 from realprobe.probes.loading import conditions, connect_readonly, probe_columns
-
-PHASES = ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
-CONNECTION = ("dns_ms", "connect_ms", "tls_ms")
 
 
 def phase_breakdown(

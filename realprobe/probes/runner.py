@@ -34,7 +34,6 @@ from typing import Any, ParamSpec
 
 from pydantic import BaseModel, Field
 
-from realprobe import __version__
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.deadline import DeadlineGuard
@@ -58,6 +57,7 @@ from realprobe.store import (
     iso_utc as iso,
 )
 from realprobe.target import SOURCES, Target
+from realprobe.version import __version__
 
 P = ParamSpec("P")
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from html import escape
 
-from realprobe import PROJECT_URL
 from realprobe.data import doc_path
+from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.probes.drift import ToolDrift
 from realprobe.probes.stats import ToolStats
 from realprobe.report.build import ReportData
+from realprobe.version import PROJECT_URL
 
 
 def _pct(v: float | None) -> str:
@@ -309,7 +310,7 @@ def _html_phases(data: ReportData) -> str:
     for tool, p in sorted(data.phases.items()):
         cells = "".join(
             f"<td>{_ms(p[k])}</td>"
-            for k in ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms")
+            for k in PHASE_COLUMNS
         )
         slowest = escape(str(p["slowest"] or "-").removesuffix("_ms"))
         rows.append(f"<tr><td>{escape(tool)}</td><td>{p['n']}</td>{cells}<td>{slowest}</td></tr>")

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import httpx
 
-from realprobe.adapters.adapter import parse_retry_after
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.adapters.spec import Politeness
 from realprobe.clock import Clock, RealClock
@@ -29,6 +28,7 @@ from realprobe.hosts import HeldBack as HeldBack  # what a request held back rai
 from realprobe.hosts import HostGates, HostLimiter
 from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.http.transports import live_transport
+from realprobe.retry_after import retry_after_of
 from realprobe.simulator.routes import Body
 from realprobe.store import Store
 
@@ -132,7 +132,7 @@ class PoliteGates:
         lim.slots.release()
         if fetched is not None and fetched.status in (429, 503):
             code = ErrorCode.RATE_LIMIT_ERROR if fetched.status == 429 else None
-            lim.note(code, parse_retry_after(fetched.headers.get("retry-after")))
+            lim.note(code, retry_after_of(fetched.headers))
 
 
 class Upstream:

@@ -18,16 +18,17 @@ from realprobe.sandbox.wire import Active, resolve
 from realprobe.simulator.faults import Outcome
 from realprobe.simulator.render import (
     BODY_VARIANTS,
+    FAULT_PREFIX,
     MOVED_PREFIX,
     VARIANTS,
     Plan,
     choose_variant,
     is_variant,
+    known_variants,
     render,
 )
 from realprobe.simulator.routes import Body, Route, RouteTable
 
-FAULT_PREFIX = "/_fault/"
 FAULT_HEADER = "X-Realprobe-Fault"
 @dataclass
 class Stats:
@@ -40,21 +41,6 @@ class Answer:
     plan: Plan
     active: Active
     entry: Entry | None = None  # None: a control path (not journaled)
-
-
-def known_variants() -> str:
-    return ", ".join([*VARIANTS, "fixture-<n>"])
-
-
-def unknown_fault_in(url: str) -> str | None:
-    """What is wrong with a `/_fault/<variant>/` in a sandbox URL (None: nothing)."""
-    marker = url.find(FAULT_PREFIX)
-    if marker < 0:
-        return None
-    variant = url[marker + len(FAULT_PREFIX) :].split("/", 1)[0].split("?", 1)[0]
-    if is_variant(variant):
-        return None
-    return f"unknown fault variant {variant!r}; known variants: {known_variants()}"
 
 
 def _split_path(path: str, forced: str | None) -> tuple[str, str, str | None]:

@@ -153,6 +153,8 @@ class Profile(_Model):
 CALM_TOOL = ToolProfile(success_rate=1.0, latency_ms=LatencyModel(p50=180, p90=420))
 
 BUILTIN_PROFILES = ("calm", "published", "harsh")
+#: the profile a simulated target uses when none is named: the one measured from real APIs
+DEFAULT_PROFILE = "published"
 
 
 def builtin_profile(name: str) -> Profile:
@@ -188,7 +190,7 @@ Kind = Literal["builtin", "file"]
 
 def resolve_profile(ref: ProfileRef | None) -> Profile:
     if ref is None:
-        return builtin_profile("calm")
+        return builtin_profile(DEFAULT_PROFILE)
     if isinstance(ref, Profile):
         return ref
     return load_profile(ref)

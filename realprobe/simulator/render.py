@@ -73,6 +73,15 @@ OVERSIZE_BYTES = 6 * 1024 * 1024
 MOVED_PREFIX = "/_moved"
 
 
+#: the path prefix that forces a sandbox fault (`http://127.0.0.1:8765/_fault/timeout/`)
+FAULT_PREFIX = "/_fault/"
+
+
+def known_variants() -> str:
+    """The fault variants a sandbox URL may force, for error messages."""
+    return ", ".join([*VARIANTS, "fixture-<n>"])
+
+
 def is_variant(name: str) -> bool:
     """A named variant, or `fixture-<n>`: the n-th real fixture body of the tool."""
     return name in VARIANTS or (

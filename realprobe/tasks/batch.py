@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from realprobe.adapters.catalog import Catalog
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
-from realprobe.simulator.profile import load_profile
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.metrics import levels, pass_k, recovery
@@ -62,24 +61,18 @@ def llm_settings(
 def resolve_mode(
     mode: Mode | str, sandbox: str | None, simulate: str | None
 ) -> tuple[Mode, str | None]:
-    """A simulate profile implies simulate mode; simulate mode without one uses `published`."""
-    try:
-        mode = Mode(mode)
-    except ValueError:
-        raise RealprobeError(
-            f"mode {mode!r}: choose one of {', '.join(m.value for m in Mode)}"
-        ) from None
-    if sandbox is not None and not sandbox.startswith(("http://", "https://")):
-        raise RealprobeError(f"sandbox {sandbox!r}: expected a URL like http://127.0.0.1:8765")
-    if simulate is not None and sandbox is not None:
-        raise RealprobeError("sandbox and simulate exclude each other: pick one")
-    if simulate is not None and mode is Mode.LIVE:
-        mode = Mode.SIMULATE
-    if mode is Mode.SIMULATE and simulate is None:
-        simulate = "published"
-    if simulate is not None:
-        load_profile(simulate)  # fail early on a bad name or file
-    return mode, simulate
+    """Where a batch's calls go, checked by the one home of that check (`TransportOptions`):
+    a simulate profile implies simulate mode, simulate mode without one uses the default."""
+    from realprobe.clients import TransportOptions
+
+    mode = Mode.parse(mode)
+    # record and replay use each task's own cassette (checked later, per task)
+    per_task = "<each task's cassette>" if mode in (Mode.RECORD, Mode.REPLAY) else None
+    opts = TransportOptions(
+        mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task
+    ).normalised()
+    profile = opts.profile if opts.profile is None else str(opts.profile)
+    return Mode(opts.mode), profile
 
 
 @dataclass

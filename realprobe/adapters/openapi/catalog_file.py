@@ -4,10 +4,10 @@ result loads, write, and say where it clashes with the built-in catalogue."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
 from realprobe.adapters.openapi.importer import (
@@ -17,6 +17,9 @@ from realprobe.adapters.openapi.importer import (
     import_openapi,
 )
 from realprobe.errors import RealprobeError
+
+#: reads a description by URL (`realprobe.clients.fetch_document`)
+Fetch = Callable[[str], str]
 
 CATALOG_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 
@@ -43,10 +46,12 @@ class ImportedFile:
         return sum(r.tools for r in self.reports)
 
 
-def import_to_file(specs: list[str], output: Path, options: ImportOptions) -> ImportedFile:
-    """Import every description in `specs` (paths or http(s) URLs) into the catalogue file
-    `output` (.json, .yaml or .toml), replacing it. Raises NothingImported when no operation
-    could be imported (nothing is written)."""
+def import_to_file(
+    specs: list[str], output: Path, options: ImportOptions, fetch: Fetch | None = None
+) -> ImportedFile:
+    """Import every description in `specs` (paths, or http(s) URLs read with `fetch`) into
+    the catalogue file `output` (.json, .yaml or .toml), replacing it. Raises NothingImported
+    when no operation could be imported (nothing is written)."""
     if options.api_id and len(specs) > 1:
         raise RealprobeError(
             "api_id needs a single SPEC (each description is one API)", param="api_id"
@@ -60,7 +65,7 @@ def import_to_file(specs: list[str], output: Path, options: ImportOptions) -> Im
         raise RealprobeError(
             f"base_url {base_url!r}: expected an absolute http(s) URL", param="base_url"
         )
-    reports = run_import(specs, options)
+    reports = run_import(specs, options, fetch)
     apis = [a for r in reports for a in r.apis]
     if not apis:
         select = options.select
@@ -92,38 +97,13 @@ def _write_catalog(apis: list[dict[str, Any]], output: Path) -> None:
         ) from exc
 
 
-def fetch_description(url: str) -> str:
-    """A description by URL, through the project's one client (size-capped, redirects
-    checked; a loopback URL is allowed because the user named it)."""
-    from realprobe.adapters.catalog import Catalog
-    from realprobe.adapters.http import FetchFailure
-    from realprobe.clients import make_sync_client
-    from realprobe.http.client import ClientConfig, is_private_host
-
-    config = ClientConfig(max_bytes=MAX_DOCUMENT_BYTES, deadline_s=60.0, read_timeout_s=30.0)
-    host = urlsplit(url).hostname or ""
-    with make_sync_client(Catalog([]), config=config) as client:
-        try:
-            got = client.fetch(
-                "GET",
-                url,
-                headers={"Accept": "application/json, application/yaml;q=0.9, */*;q=0.5"},
-                allow_private=is_private_host(host),
-            )
-        except FetchFailure as exc:
-            raise RealprobeError(f"{url}: cannot fetch ({exc.code.value}: {exc.message})") from exc
-    if got.status != 200:
-        raise RealprobeError(f"{url}: HTTP {got.status}, expected 200 with the description")
-    try:
-        return got.body.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise RealprobeError(f"{url}: the description is not UTF-8 text") from exc
-
-
-def read_description(spec: str) -> tuple[str, str | None]:
-    """(text, the URL it came from or None) for a path or an http(s) URL."""
+def read_description(spec: str, fetch: Fetch | None = None) -> tuple[str, str | None]:
+    """(text, the URL it came from or None) for a path, or an http(s) URL read by `fetch`
+    (the network is not this room's: the front door passes the one client's fetch)."""
     if spec.startswith(("http://", "https://")):
-        return fetch_description(spec), spec
+        if fetch is None:
+            raise RealprobeError(f"{spec}: reading a URL needs a fetch function", param="fetch")
+        return fetch(spec), spec
     path = Path(spec)
     try:
         size = path.stat().st_size
@@ -139,11 +119,13 @@ def read_description(spec: str) -> tuple[str, str | None]:
         raise RealprobeError(f"{spec}: cannot read ({exc.strerror})") from exc
 
 
-def run_import(specs: list[str], options: ImportOptions) -> list[ImportReport]:
+def run_import(
+    specs: list[str], options: ImportOptions, fetch: Fetch | None = None
+) -> list[ImportReport]:
     """One report per description; two descriptions may not give one API id or tool name."""
     reports = []
     for spec in specs:
-        text, url = read_description(spec)
+        text, url = read_description(spec, fetch)
         reports.append(import_openapi(text, spec, options, url=url))
     ids = [a["id"] for r in reports for a in r.apis]
     dup = sorted({i for i in ids if ids.count(i) > 1})

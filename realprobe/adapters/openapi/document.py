@@ -14,11 +14,10 @@ from referencing import Registry, Resource
 from referencing.exceptions import PointerToNowhere, Unresolvable
 
 from realprobe.errors import RealprobeError
+from realprobe.limits import InputTooLarge, bounded_loader, check_nesting
 
 #: a larger description is refused before parsing (the biggest public ones are a few MB)
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
-#: YAML anchors/aliases beyond this are refused (alias bombs expand exponentially)
-MAX_YAML_ALIASES = 2000
 DOC_URI = "urn:realprobe:openapi"
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
@@ -31,7 +30,7 @@ class RefError(Exception):
     """A `$ref` that cannot be followed: missing target, external file, or a cycle."""
 
 
-def _yaml_loader() -> type[yaml.SafeLoader]:
+def _yaml_loader() -> type:
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[no-any-return]
 
 
@@ -48,13 +47,16 @@ def parse_text(text: str, origin: str) -> dict[str, Any]:
     if stripped.startswith("{"):
         try:
             raw = json.loads(stripped)
+        except RecursionError as exc:
+            raise OpenApiError(f"{origin}: JSON nested too deeply") from exc
         except ValueError as exc:
             raise OpenApiError(f"{origin}: not valid JSON: {exc}") from exc
     else:
-        if len(re.findall(r"(?:^|[\s\[{,])\*[^\s,\]}]+", text)) > MAX_YAML_ALIASES:
-            raise OpenApiError(f"{origin}: too many YAML aliases (over {MAX_YAML_ALIASES})")
         try:
-            raw = yaml.load(stripped, Loader=_yaml_loader())  # a safe loader (C or Python)
+            # a safe loader (C or Python) whose aliases may not expand past the node budget
+            raw = yaml.load(stripped, Loader=bounded_loader(_yaml_loader()))
+        except InputTooLarge as exc:
+            raise OpenApiError(f"{origin}: {exc}") from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -64,6 +66,10 @@ def parse_text(text: str, origin: str) -> dict[str, Any]:
             raise OpenApiError(f"{origin}: YAML nested too deeply") from exc
     if not isinstance(raw, dict):
         raise OpenApiError(f"{origin}: expected a mapping at the top level, got {_kind(raw)}")
+    try:
+        check_nesting(raw, origin)
+    except InputTooLarge as exc:
+        raise OpenApiError(str(exc)) from exc
     return raw
 
 
@@ -100,6 +106,13 @@ class Document:
         else:
             raise OpenApiError(
                 f"{self.origin}: not an OpenAPI document (no `openapi` or `swagger` field)"
+            )
+        has = [k for k in ("webhooks", "components") if k in raw]
+        if "paths" not in raw and self.version == "3.1" and has:
+            raise OpenApiError(
+                f"{self.origin}: a valid OpenAPI 3.1 document without `paths` (only "
+                f"{' and '.join(has)}): it describes no operations to call, so there is "
+                "nothing to import as tools"
             )
         if not isinstance(raw.get("paths"), dict):
             raise OpenApiError(f"{self.origin}: no `paths` mapping")

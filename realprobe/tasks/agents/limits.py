@@ -123,22 +123,6 @@ class LlmLimiter:
         self.paused_until = max(self.paused_until, self.clock.now() + seconds)
 
 
-def retry_after_of(headers: object) -> float | None:
-    """Seconds from a Retry-After (seconds form) or `retry-after-ms` header."""
-    get = getattr(headers, "get", None)
-    if get is None:
-        return None
-    ms = get("retry-after-ms")
-    if ms:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(ms) / 1000.0)
-    value = get("retry-after")
-    if value:
-        with contextlib.suppress(ValueError):
-            return max(0.0, float(value))
-    return None
-
-
 class LimiterRegistry:
     """One limiter per (endpoint, model), shared by every run that uses it."""
 

@@ -12,8 +12,8 @@ import httpx
 import openai
 
 from realprobe.errors import RealprobeError
+from realprobe.retry_after import retry_after_of
 from realprobe.tasks.agents.base import AgentContext, LlmSettings
-from realprobe.tasks.agents.limits import retry_after_of
 from realprobe.tasks.prompts import Prompt, render
 from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
 

@@ -1,6 +1,8 @@
-"""Bounds on input files: cassettes (and HAR, vcrpy, Ruby VCR files) are read only up to a
-size cap, and YAML aliases may not expand past a node budget (a "billion laughs" file of a few
-hundred bytes would otherwise expand to gigabytes once walked).
+"""Bounds on input files, one home for every reader of YAML or JSON a user hands in:
+cassettes (and HAR, vcrpy, Ruby VCR files) are read only up to a size cap; YAML aliases may
+not expand past a node budget (a "billion laughs" file of a few hundred bytes would otherwise
+expand to gigabytes once walked); and no document may nest deeper than MAX_NESTING levels
+(OpenAPI descriptions use the same alias and depth limits, with their own size cap).
 
 The cap is `REALPROBE_MAX_CASSETTE_MB` megabytes (default 100); the node budget covers the
 document as if every alias were copied out (default 1,000,000 nodes).
@@ -134,3 +136,18 @@ def bounded_loader(base: type) -> type:
 
     Bounded.__name__ = f"Bounded{base.__name__}"
     return Bounded
+
+
+def check_nesting(value: Any, where: str, limit: int = MAX_NESTING) -> None:
+    """InputTooLarge when a parsed document (dicts and lists) nests deeper than `limit`:
+    code that walks it recursively would otherwise end in a RecursionError. Iterative, so
+    the check itself cannot overflow."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise InputTooLarge(f"{where}: nested deeper than {limit} levels")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))

@@ -1,0 +1,258 @@
+"""The front door for cassettes: one function behind each `realprobe cassette` verb.
+
+Each returns what the command prints (as data); the command only parses flags and prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from realprobe.errors import BadArgument, RealprobeError
+
+if TYPE_CHECKING:
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.cassettes.cassette import Cassette
+    from realprobe.cassettes.verify import Finding
+    from realprobe.result import ToolResult
+
+
+def _catalog(catalog: Catalog | Sequence[str | Path] | None) -> Catalog:
+    from realprobe.adapters.catalog import Catalog
+
+    if isinstance(catalog, Catalog):
+        return catalog
+    return Catalog.load([Path(p) for p in catalog or ()])
+
+
+def _existing(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise RealprobeError(f"no such file: {p}")
+    return p
+
+
+@dataclass
+class Listing:
+    """A cassette's interactions as rows (`inspect_cassette`)."""
+
+    file: str
+    meta: dict[str, Any]
+    rows: list[dict[str, Any]]
+    cassette: Cassette
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for c in self.cassette.calls if c.error is not None)
+
+    @property
+    def vcrpy_readable(self) -> int:
+        return sum(1 for c in self.cassette.calls if c.vcrpy_representable)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "meta": self.meta, "interactions": self.rows}
+
+
+def inspect_cassette(
+    file: str | Path, catalog: Catalog | Sequence[str | Path] | None = None
+) -> Listing:
+    """Every interaction of a cassette: order, request, outcome, latency, size, tool."""
+    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.verify import ToolIndex
+
+    cassette = load_cassette(_existing(file))
+    index = ToolIndex(_catalog(catalog))
+    rows = [
+        {
+            "seq": c.seq,
+            "method": c.method,
+            "url": c.uri,
+            "outcome": c.outcome,
+            "status": c.status,
+            "error": None if c.error is None else c.error.type,
+            "phase": None if c.error is None else c.error.phase,
+            "latency_ms": None if c.elapsed_s is None else round(c.elapsed_s * 1000, 3),
+            "client_latency_ms": None if c.end_s is None else round(c.end_s * 1000, 3),
+            "bytes": len(c.body),
+            "tool": index.tool_for(c.method, c.uri),
+        }
+        for c in cassette.calls
+    ]
+    return Listing(str(file), cassette.meta, rows, cassette)
+
+
+@dataclass
+class Verdict:
+    """What `verify_cassette` found: one finding per call, and whether any is a problem."""
+
+    file: str
+    findings: list[Finding]
+    bad: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for f in self.findings:
+            counts[f.status] = counts.get(f.status, 0) + 1
+        return counts
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file, "ok": self.ok, "counts": self.counts,
+            "findings": [f.__dict__ for f in self.findings],
+        }
+
+
+def verify_cassette(
+    file: str | Path,
+    *,
+    strict: bool = False,
+    catalog: Catalog | Sequence[str | Path] | None = None,
+) -> Verdict:
+    """Does the cassette load, do lengths agree, and does every complete 2xx response of a
+    catalogue tool parse for that tool? `strict`: a 2xx body that does not parse is a
+    problem too."""
+    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.verify import PROBLEMS
+    from realprobe.cassettes.verify import verify_cassette as verify
+
+    findings = verify(load_cassette(_existing(file)), _catalog(catalog))
+    bad = [f for f in findings if f.status in PROBLEMS or (strict and f.status == "parse-failed")]
+    return Verdict(str(file), findings, bad)
+
+
+@dataclass
+class Scrubbed:
+    """What `scrub_cassette` replaced, and where it wrote."""
+
+    file: str
+    counts: dict[str, int]
+    total: int
+    format: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "replaced": self.counts, "total": self.total,
+                "format": self.format}
+
+
+def scrub_cassette(
+    file: str | Path,
+    *,
+    out: str | Path | None = None,
+    secrets: Sequence[str] = (),
+    headers: Sequence[str] = (),
+    params: Sequence[str] = (),
+    catalog: Catalog | Sequence[str | Path] | None = None,
+) -> Scrubbed:
+    """Remove credentials (what recording removes, plus `secrets`, `headers`, `params`) from
+    a cassette, in place (a Ruby VCR or HAR file stays one) or into `out`."""
+    from realprobe.cassettes.exporters import save_as_source
+    from realprobe.cassettes.importers import load_cassette, save_cassette
+    from realprobe.cassettes.scrub import ScrubConfig, declared_secret_finder
+    from realprobe.cassettes.scrub import scrub_cassette as scrub
+    from realprobe.outputs import check_output
+
+    src = _existing(file)
+    dest = Path(out) if out is not None else None
+    check_output(dest or src, replace=True)
+    cassette = load_cassette(src)
+    cfg = ScrubConfig(
+        secrets=tuple(secrets), extra_headers=tuple(headers), extra_params=tuple(params)
+    )
+    report = scrub(cassette, cfg, finder=declared_secret_finder(_catalog(catalog)))
+    if dest is None or dest.resolve() == src.resolve():
+        written, target = save_as_source(cassette, src), src
+    else:
+        written, target = "realprobe", save_cassette(cassette, dest)
+    return Scrubbed(str(target), dict(report.counts), report.total, written)
+
+
+@dataclass
+class Imported:
+    """What `import_cassette` wrote."""
+
+    file: str
+    source: Any
+    interactions: int
+    failures: int
+    unresolved_urls: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def import_cassette(
+    file: str | Path,
+    out: str | Path,
+    *,
+    substitute: Mapping[str, str] | None = None,
+    scrub: bool = True,
+) -> Imported:
+    """A vcrpy (YAML/JSON), Ruby VCR or HAR cassette as a realprobe cassette at `out`
+    (replaced if it exists). `substitute` replaces placeholders in request URLs."""
+    from realprobe.cassettes.cassette import is_yaml_path, parse_text, save_cassette
+    from realprobe.cassettes.importers import from_data
+    from realprobe.cassettes.scrub import declared_secret_finder, scrub_cassette
+    from realprobe.limits import read_bounded
+    from realprobe.outputs import check_output
+
+    src = _existing(file)
+    for old in substitute or {}:
+        if not old:
+            raise BadArgument("substitute", "substitute: an empty placeholder replaces nothing")
+    check_output(Path(out), replace=True)
+    data = parse_text(read_bounded(src), str(src), yaml_hint=is_yaml_path(src))
+    cassette = from_data(data, str(src), substitute=dict(substitute or {}))
+    cassette.meta["imported_from"] = src.name
+    unresolved = sorted({c.uri.split("/")[0] for c in cassette.calls if "://" not in c.uri})
+    if scrub:
+        scrub_cassette(cassette, finder=declared_secret_finder(_catalog(None)))
+    target = save_cassette(cassette, Path(out))
+    failures = sum(1 for c in cassette.calls if c.error is not None)
+    return Imported(str(target), cassette.meta.get("source"), len(cassette.calls), failures,
+                    unresolved)
+
+
+def record_round(
+    out: str | Path = "cassettes/sandbox-published-round.json",
+    *,
+    profile: str = "published",
+    seed: int = 0,
+    timeout: float = 2.0,
+    sandbox: str | None = None,
+    catalog: Catalog | None = None,
+) -> list[ToolResult]:
+    """Start the sandbox on loopback (or use a running `sandbox`), call every tool once, and
+    record it all into the cassette `out` (replaced; a link is refused)."""
+    from realprobe.outputs import check_output
+    from realprobe.sandbox.rounds import record_round as record
+
+    if timeout <= 0:
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
+    check_output(Path(out), replace=True)
+    return record(_catalog(catalog), Path(out), profile=profile, seed=seed, timeout=timeout,
+                  sandbox_url=sandbox)
+
+
+def replay_round(
+    file: str | Path | None = None,
+    *,
+    replay_latency: str | None = None,
+    on_exhausted: str | None = None,
+    catalog: Catalog | None = None,
+    on_call: Callable[[ToolResult], None] | None = None,
+) -> tuple[Cassette, list[ToolResult]]:
+    """Replay a recorded round offline (the shipped one by default): the cassette and every
+    tool's result, in catalogue order."""
+    from realprobe.sandbox.rounds import replay_round as replay
+
+    return replay(
+        _catalog(catalog), None if file is None else _existing(file),
+        replay_latency=replay_latency, on_exhausted=on_exhausted, on_call=on_call,
+    )

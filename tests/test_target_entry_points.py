@@ -1,0 +1,152 @@
+"""One target, whatever door it comes through.
+
+The same "where calls go" spelled through the Python API (`realprobe.options`), the options
+object itself (`TransportOptions`), tasks (`TaskBatch.plan`'s check), the MCP server's and the
+other commands' constructors resolves to equal `Target`s, or is refused by every one of them
+with the same message.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import realprobe
+from realprobe.cli import main
+from realprobe.clients import TransportOptions
+from realprobe.commands.common import transport_options
+from realprobe.commands.mcp import build_transport_options
+from realprobe.errors import RealprobeError
+from realprobe.http.mode import Mode
+from realprobe.target import Target, TargetKind
+from realprobe.tasks.batch import resolve_mode
+
+Spelling = dict[str, Any]  # mode, sandbox, simulate
+
+
+def via_options(s: Spelling) -> Target:
+    return realprobe.options(mode=s["mode"], sandbox=s["sandbox"], simulate=s["simulate"]).target
+
+
+def via_transport_options(s: Spelling) -> Target:
+    return TransportOptions(
+        mode=s["mode"], sandbox=s["sandbox"], profile=s["simulate"]
+    ).normalised().target
+
+
+def via_cli_common(s: Spelling) -> Target:
+    return transport_options(Mode.parse(s["mode"]), s["sandbox"], s["simulate"]).target
+
+
+def via_mcp(s: Spelling) -> Target:
+    return build_transport_options(
+        Mode.parse(s["mode"]), s["sandbox"], s["simulate"], None, 0, False
+    ).target
+
+
+def via_tasks(s: Spelling) -> Target:
+    mode, profile = resolve_mode(s["mode"], s["sandbox"], s["simulate"])
+    return TransportOptions(mode=mode, sandbox=s["sandbox"], profile=profile).target
+
+
+DOORS: dict[str, Callable[[Spelling], Target]] = {
+    "options": via_options,
+    "TransportOptions": via_transport_options,
+    "cli": via_cli_common,
+    "mcp": via_mcp,
+    "tasks": via_tasks,
+}
+
+ACCEPTED: dict[str, tuple[Spelling, Target]] = {
+    "simulate-no-profile": (
+        {"mode": "simulate", "sandbox": None, "simulate": None},
+        Target(kind=TargetKind.SIMULATE, profile="published", seed=0),
+    ),
+    "simulate-capitalised": (
+        {"mode": "Simulate", "sandbox": None, "simulate": "calm"},
+        Target(kind=TargetKind.SIMULATE, profile="calm", seed=0),
+    ),
+    "profile-implies-simulate": (
+        {"mode": "live", "sandbox": None, "simulate": "harsh"},
+        Target(kind=TargetKind.SIMULATE, profile="harsh", seed=0),
+    ),
+    "sandbox": (
+        {"mode": "live", "sandbox": "http://127.0.0.1:9/", "simulate": None},
+        Target(kind=TargetKind.SANDBOX, sandbox="http://127.0.0.1:9/"),
+    ),
+    "sandbox-forced-fault": (
+        {"mode": "live", "sandbox": "http://127.0.0.1:9/_fault/hang/", "simulate": None},
+        Target(kind=TargetKind.SANDBOX, sandbox="http://127.0.0.1:9/_fault/hang/"),
+    ),
+    "live": ({"mode": "live", "sandbox": None, "simulate": None}, Target.live()),
+}
+
+REFUSED: dict[str, Spelling] = {
+    "unknown-fault": {"mode": "live", "sandbox": "http://127.0.0.1:9/_fault/nope/",
+                      "simulate": None},
+    "not-a-url": {"mode": "live", "sandbox": "127.0.0.1:9", "simulate": None},
+    "sandbox-and-profile": {"mode": "live", "sandbox": "http://127.0.0.1:9",
+                            "simulate": "calm"},
+    "sandbox-and-simulate": {"mode": "simulate", "sandbox": "http://127.0.0.1:9",
+                             "simulate": None},
+    "bad-mode": {"mode": "simulation", "sandbox": None, "simulate": None},
+    "bad-profile": {"mode": "simulate", "sandbox": None, "simulate": "no-such-profile"},
+}
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+@pytest.mark.parametrize("case", list(ACCEPTED))
+def test_every_door_resolves_the_same_target(door: str, case: str) -> None:
+    spelling, expected = ACCEPTED[case]
+    assert DOORS[door](spelling) == expected
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_every_door_refuses_with_the_same_message(case: str) -> None:
+    messages: dict[str, str] = {}
+    for door, build in DOORS.items():
+        with pytest.raises(RealprobeError) as info:
+            build(REFUSED[case])
+        messages[door] = str(info.value)
+    assert len(set(messages.values())) == 1, messages
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    old = sys.argv
+    sys.argv = ["realprobe", *argv]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.argv = old
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["call", "uselessfacts_random"],
+        ["probe", "--all", "--rounds", "1"],
+        ["mcp", "--transport", "http", "--port", "0"],
+        ["run", "--all"],
+    ],
+    ids=["call", "probe", "mcp", "run"],
+)
+def test_cli_verbs_refuse_an_unknown_fault_variant_alike(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Nothing runs: the one check refuses before any call, socket or database."""
+    code, err = run_cli([*argv, "--sandbox", "http://127.0.0.1:9/_fault/nope/",
+                         "--db", str(tmp_path / "p.db")] if argv[0] in ("probe", "run")
+                        else [*argv, "--sandbox", "http://127.0.0.1:9/_fault/nope/"], capsys)
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "unknown fault variant 'nope'" in lines[0], err
+    assert "--sandbox" in lines[0]
+    assert not (tmp_path / "p.db").exists()
