@@ -29,8 +29,9 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from realprobe.adapters import ToolResult
+    from realprobe.adapters import Tool, ToolResult
     from realprobe.clients import TransportOptions
+    from realprobe.commands.progress import Lane
     from realprobe.commands.tables import FitTable
     from realprobe.probes.runner import RunSummary
 
@@ -97,6 +98,22 @@ def _chosen(tools: str | None, all_tools: bool) -> str | None:
     return None if all_tools else tools
 
 
+def _politeness_lanes(
+    tools: list[Tool], rounds: int, target: TransportOptions, choice: PolitenessChoice | None
+) -> tuple[dict[str, Lane], dict[str, str]]:
+    """Per host, the calls planned and the interval between them, when the waits are real
+    (not with --politeness off, nor on a simulated or replayed clock)."""
+    from realprobe.commands.progress import lanes_for
+    from realprobe.hosts import host_key
+
+    if choice is PolitenessChoice.OFF or target.mode in (Mode.SIMULATE, Mode.REPLAY):
+        return {}, {}
+    lane_of = {t.name: host_key(t.api) for t in tools}
+    gaps = [(lane_of[t.name], t.api.politeness.min_interval_s + t.api.politeness.jitter_s / 2)
+            for t in tools for _ in range(max(rounds, 1))]
+    return lanes_for(gaps), lane_of
+
+
 def _polite(choice: PolitenessChoice | None) -> bool | None:
     return None if choice is None else choice is PolitenessChoice.CATALOG
 
@@ -137,36 +154,34 @@ def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
 
 
 class LiveCounts:
-    """A rich progress bar with live ok/error counts (on stderr, so --json stays clean)."""
+    """A progress bar with live ok/error counts and an ETA (on stderr, so --json stays clean).
 
-    def __init__(self, total: int, label: str, enabled: bool = True) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+    `lanes` (host -> its planned calls and interval) let the ETA count the politeness waits
+    still owed; `lane_of` maps a tool to its host."""
+
+    def __init__(self, total: int, label: str, enabled: bool = True,
+                 lanes: dict[str, Lane] | None = None,
+                 lane_of: dict[str, str] | None = None) -> None:
+        from rich.progress import TextColumn
+
+        from realprobe.commands.progress import Eta, progress_bar
 
         self.ok = 0
         self.err = 0
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
+        self.eta = Eta(total, lanes=lanes or {})
+        self.lane_of = lane_of or {}
+        self.progress = progress_bar(
             TextColumn("[green]{task.fields[ok]} ok[/green] [red]{task.fields[err]} err[/red]"),
-            TimeElapsedColumn(),
-            console=err_console,
-            disable=not enabled,
-            transient=False,
+            console=err_console, disable=not enabled,
         )
-        self.task = self.progress.add_task(label, total=total, ok=0, err=0)
+        self.task = self.progress.add_task(label, total=total, ok=0, err=0, eta=self.eta)
 
     def __call__(self, row: dict[str, Any], result: ToolResult) -> None:
         if result.ok:
             self.ok += 1
         else:
             self.err += 1
+        self.eta.advance(self.lane_of.get(str(row.get("tool"))))
         self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
 
     def __enter__(self) -> LiveCounts:
@@ -251,7 +266,9 @@ def probe_cmd(
     target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
     path = _db(db)
     with cli_errors():
-        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing")
+        lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
+        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing", lanes=lanes,
+                          lane_of=lane_of)
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,

@@ -313,16 +313,21 @@ def replay_round_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay a recorded round offline: the same table as when it was recorded."""
-    from rich.progress import Progress
-
     from realprobe.api_cassettes import replay_round
+    from realprobe.commands.progress import Eta, progress_bar
 
     cat = load_catalog(None)
-    with Progress(console=err_console, transient=True) as bar:
-        task = bar.add_task("replaying", total=len(cat))
+    eta = Eta(len(cat))
+
+    def one_more(_: object) -> None:
+        eta.advance()
+        bar.advance(task)
+
+    with progress_bar(console=err_console, transient=True) as bar:
+        task = bar.add_task("replaying", total=len(cat), eta=eta)
         cassette, results = replay_round(
             file, replay_latency=replay_latency, on_exhausted=on_exhausted, catalog=cat,
-            on_call=lambda _: bar.advance(task),
+            on_call=one_more,
         )
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])

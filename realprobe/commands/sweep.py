@@ -79,24 +79,18 @@ class SweepProgress:
     """A bar of finished runs with the infrastructure errors so far and an ETA."""
 
     def __init__(self, *, disable: bool) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import TextColumn
 
-        self.bar = Progress(
-            TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[infra]} infra errors"), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), console=err_console, disable=disable,
-        )
-        self.task = self.bar.add_task("runs", total=None, infra=0)
+        from realprobe.commands.progress import Eta, progress_bar
+
+        self.bar = progress_bar(TextColumn("{task.fields[infra]} infra errors"),
+                                console=err_console, disable=disable)
+        self.eta = Eta(0)
+        self.task = self.bar.add_task("sweep", total=None, infra=0, eta=self.eta)
         self.infra = 0
 
     def planned(self, total: int, skipped: int) -> None:
+        self.eta.replan(total - skipped)
         self.bar.update(self.task, total=total - skipped)
         if skipped:
             err_console.print(f"resume: {skipped} of {total} runs already stored complete")
@@ -104,6 +98,7 @@ class SweepProgress:
     def finished(self, f: object) -> None:
         row = getattr(f, "row", {})
         self.infra += row.get("infra_error") is not None
+        self.eta.advance()
         self.bar.update(self.task, advance=1, infra=self.infra)
 
 

@@ -209,17 +209,17 @@ def _run_with_progress(
     address: str | None = None,
 ) -> Any:
     """Run the batch under a progress bar; Ctrl-C keeps the finished runs (stored) and exits 130."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from realprobe.commands.progress import Eta, progress_bar
 
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err_console, transient=True,
-        disable=not show or not err_console.is_terminal,
-    ) as progress:
-        bar = progress.add_task("tasks", total=batch.total)
+    eta = Eta(batch.total)
+    with progress_bar(console=err_console, transient=True,
+                      disable=not show or not err_console.is_terminal) as progress:
+        bar = progress.add_task("tasks", total=batch.total, eta=eta)
 
         def done(res: RunOutcome) -> None:
-            progress.update(bar, advance=1, total=batch.total,  # less what --resume skipped
+            eta.replan(batch.total)  # less what --resume skipped
+            eta.advance()
+            progress.update(bar, advance=1, total=batch.total,
                             description=f"{res.row['task']} {res.row['outcome']}")
 
         try:
