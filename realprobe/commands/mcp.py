@@ -146,6 +146,10 @@ def mcp_cmd(
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
     opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
+    if transport is McpTransport.STDIO and _stdin_is_a_file():
+        log_to_stderr("realprobe mcp: stdin is a file or /dev/null, not a client: nothing to "
+                      "serve (an MCP client starts `realprobe mcp` with a pipe)")
+        return
     if (
         transport is McpTransport.HTTP
         and host not in ("127.0.0.1", "localhost", "::1")
@@ -170,3 +174,19 @@ def mcp_cmd(
             allowed_hosts=tuple(allowed_host or ()), auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
         )
+    if transport is McpTransport.HTTP:  # over HTTP only a signal ends the serving
+        raise typer.Exit(130)
+
+
+def _stdin_is_a_file() -> bool:
+    """A regular file or a device such as /dev/null on stdin: the event loop cannot watch it,
+    and no client will ever answer."""
+    import os
+    import stat
+    import sys
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):  # closed, or replaced by an object without a descriptor
+        return False
+    return (stat.S_ISREG(mode) or stat.S_ISCHR(mode)) and not os.isatty(sys.stdin.fileno())
