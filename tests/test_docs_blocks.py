@@ -33,7 +33,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -307,18 +306,6 @@ def run_line(argv: list[str], ws: Workspace, env: dict[str, str],
     assert "Traceback" not in err, err
 
 
-def _loopback_only(monkeypatch: pytest.MonkeyPatch, block: Block) -> None:
-    real_connect = socket.socket.connect
-
-    def loopback_only(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost"):
-            raise AssertionError(f"{block.id} tried to reach {address!r}")
-        return real_connect(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", loopback_only)
-
-
 def _fresh_db(ws: Workspace, block: Block) -> str:
     """Each block starts from the same prepared default database (its own copy)."""
     path = ws.path / f"{block.page}-{block.line}.db"
@@ -334,11 +321,10 @@ def test_every_block_runs_or_says_why_not() -> None:
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang != "python"], ids=lambda b: b.id)
 def test_shell_block(block: Block, workspace: Workspace, monkeypatch: pytest.MonkeyPatch,
-                     capsys: pytest.CaptureFixture[str]) -> None:
+                     capsys: pytest.CaptureFixture[str], loopback_only: None) -> None:
     if block.skip:
         pytest.skip(block.skip)
     monkeypatch.chdir(workspace.path)
-    _loopback_only(monkeypatch, block)
     env = {**workspace.env, "REALPROBE_DB": _fresh_db(workspace, block)}
     ran = 0
     for line in logical_lines(block.code):
@@ -357,7 +343,8 @@ def test_shell_block(block: Block, workspace: Workspace, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang == "python"], ids=lambda b: b.id)
-def test_python_block(block: Block, workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_block(block: Block, workspace: Workspace, monkeypatch: pytest.MonkeyPatch,
+                      loopback_only: None) -> None:
     if block.skip:
         compile(block.code, block.id, "exec")  # still valid Python
         pytest.skip(block.skip)
@@ -368,5 +355,4 @@ def test_python_block(block: Block, workspace: Workspace, monkeypatch: pytest.Mo
     monkeypatch.chdir(here)
     monkeypatch.setenv("PATH", workspace.env["PATH"])
     monkeypatch.setenv("REALPROBE_DB", _fresh_db(workspace, block))
-    _loopback_only(monkeypatch, block)
     exec(compile(code, block.id, "exec"), {"__name__": "__docs__", "url": workspace.sandbox})
