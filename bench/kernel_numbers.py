@@ -4,7 +4,7 @@ front door.
 
     python bench/kernel_numbers.py                 # this checkout
     python bench/kernel_numbers.py --before REV    # also REV (from git), side by side
-    python bench/kernel_numbers.py --write         # also bench/results/kernel_numbers.json
+    python bench/kernel_numbers.py --save         # also bench/results/kernel_numbers.json
 
 Commands and options are counted by loading each tree's own `realprobe` command in a
 subprocess (same interpreter and dependencies), so the two columns are measured alike.
@@ -173,14 +173,14 @@ def extract(rev: str, into: Path) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", help="a git revision to measure beside this checkout")
-    ap.add_argument("--write", action="store_true", help="write bench/results/kernel_numbers.json")
+    ap.add_argument("--save", action="store_true", help="write bench/results/kernel_numbers.json")
     args = ap.parse_args()
     result: dict[str, object] = {"now": measure(ROOT)}
     if args.before:
         with tempfile.TemporaryDirectory() as tmp:
             result["before"] = {"rev": args.before, **measure(extract(args.before, Path(tmp)))}
     print(json.dumps(result, indent=2))
-    if args.write:
+    if args.save:
         out = HERE / "results" / "kernel_numbers.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -38,8 +38,10 @@ if TYPE_CHECKING:
         options,
         plan_tasks,
         probe,
+        rows,
         run_tasks,
         sandbox_running,
+        save_profile,
         schedule,
         serve_mcp,
         stats,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
+    from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
     from realprobe.cassettes.importers import load_cassette, recover_cassette
     from realprobe.cassettes.session import use_cassette
@@ -122,6 +125,7 @@ _WHERE: dict[str, str] = {
     "Sandbox": "realprobe.sandbox.server",
     "Profile": "realprobe.simulator.profile",
     "load_profile": "realprobe.simulator.profile",
+    "save_profile": "realprobe.api",
     # probing and analysis
     "probe": "realprobe.api",
     "schedule": "realprobe.api",
@@ -131,6 +135,8 @@ _WHERE: dict[str, str] = {
     "RunSummary": "realprobe.probes.runner",
     "Store": "realprobe.store",
     "stats": "realprobe.api",
+    "rows": "realprobe.api_rows",
+    "Rows": "realprobe.api_rows",
     "StatsReport": "realprobe.probes.stats",
     "Stats": "realprobe.probes.results",
     "VantageStats": "realprobe.probes.results",
@@ -192,6 +198,7 @@ __all__ = [
     "RealClock",
     "RealprobeError",
     "ReportData",
+    "Rows",
     "RunSummary",
     "Sandbox",
     "Stats",
@@ -236,11 +243,13 @@ __all__ = [
     "record_round",
     "recover_cassette",
     "replay_round",
+    "rows",
     "run_demo",
     "run_probes",
     "run_tasks",
     "sandbox_running",
     "save_cassette",
+    "save_profile",
     "schedule",
     "scrub_cassette",
     "serve_mcp",

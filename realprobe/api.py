@@ -11,11 +11,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Unpack, overload
 
-from realprobe.errors import BadArgument, NoDatabase, RealprobeError, Unavailable
+from realprobe.api_rows import (
+    Kinds,
+    RowFilter,
+    Rows,
+    Window,
+    check_tools,
+    existing,
+    period_arg,
+    rows,
+    select_rows,
+    window,
+    window_arg,
+)
+from realprobe.errors import BadArgument, RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
@@ -35,8 +48,6 @@ if TYPE_CHECKING:
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
     from realprobe.tasks.sweep import SweepResult
 
-Window = tuple[float | None, float | None]
-TimeSpec = str | float | None
 
 # -- targets and tools ------------------------------------------------------------------------
 
@@ -344,6 +355,9 @@ def schedule(
     rules = _alert_rules(alerts)
 
     async def go() -> ScheduleResult:
+        from realprobe.monitor.alerts import RoundChecks
+
+        checks = None if rules is None else RoundChecks(path, rules, on_alert or _quiet)
         async with probe_session(
             cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
         ) as (store, client):
@@ -355,20 +369,28 @@ def schedule(
                     politeness=config, concurrency=concurrency, seed=seed + number,
                     stop=stop, schedule_id=sched.schedule_id, gates=gates,
                 )
-                if rules is not None:
-                    await asyncio.to_thread(_check_alerts, path, rules, on_alert)
+                if checks is not None:
+                    checks.after_round()  # in the background: webhooks never hold a round
                 return summary
 
             sched = ProbeSchedule(
                 trigger, one_round, store, interval_s=interval, max_runs=max_runs,
                 on_event=on_event,
             )
-            if not stop_on_signals:
-                return await sched.run()
-            with on_signals(lambda: sched.stop("signal")):
-                return await sched.run()
+            try:
+                if not stop_on_signals:
+                    return await sched.run()
+                with on_signals(lambda: sched.stop("signal")):
+                    return await sched.run()
+            finally:
+                if checks is not None:
+                    await checks.drain()
 
     return asyncio.run(go())
+
+
+def _quiet(line: str) -> None:
+    """Where lines go when nobody asked to see them."""
 
 
 def _alert_rules(alerts: str | Path | None) -> Any:
@@ -379,296 +401,62 @@ def _alert_rules(alerts: str | Path | None) -> Any:
     return load_rules(Path(alerts))
 
 
-def _check_alerts(db: Path, rules: Any, show: Callable[[str], None] | None) -> None:
-    """Evaluate alert rules after a scheduled round; a failure here never stops the schedule."""
-    from realprobe.monitor.alerts import check
-
-    say = show or (lambda line: None)
-    try:
-        result = check(db, rules)
-    except RealprobeError as exc:
-        say(f"alert check failed: {exc}")
-        return
-    for event in result.events:
-        say(f"alert {event.status}: {event.rule} / {event.subject}: {event.message}")
-    for line in result.delivery_failures:
-        say(f"webhook delivery failed: {line} (will retry)")
-
-
 # -- analysis ---------------------------------------------------------------------------------
 #
-# The readers pick their rows by provenance: `target` (which kinds of rows: live, sandbox,
-# simulate, replay, or all; default live when the window holds live rows, else the one kind
-# present, and an error when several other kinds are present) and `vantage` (only rows
-# probed from these vantage points). Each result names what it summarises (`provenance`).
-
-
-def _existing(db: str | Path | None) -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    path = Path(db) if db is not None else default_db_path()
-    if not path.exists():
-        raise NoDatabase(path)
-    return path
-
-
-def _db(db: str | Path | None) -> Path:
-    """The probe database to read; opening it once for writing also migrates an older schema
-    and marks runs left `running` by a killed process (a read-only file is read as it is)."""
-    path = _existing(db)
-    _sweep(path)
-    return path
-
-
-def _sweep(path: Path) -> None:
-    """Open the file for writing only when it needs it: an older schema, or runs still
-    marked running (one of them may belong to a killed process)."""
-    import sqlite3
-    from urllib.parse import quote
-
-    from realprobe.dbfacts import META_TABLE, RUN_RUNNING, SCHEMA_VERSION
-
-    if not path.is_file():
-        return
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, timeout=2)
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            if "probe_runs" not in tables:
-                return
-            version = None
-            if META_TABLE in tables:
-                version = conn.execute(
-                    f"SELECT value FROM {META_TABLE} WHERE key = 'schema:probes'"
-                ).fetchone()
-            running = conn.execute(
-                "SELECT 1 FROM probe_runs WHERE status = ? LIMIT 1", [RUN_RUNNING]
-            ).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return  # not a database: the reader says so
-    if version is not None and int(version[0]) == SCHEMA_VERSION and running is None:
-        return
-    from realprobe.store import Store
-
-    with suppress(RealprobeError):
-        Store(path, busy_timeout_s=2.0).close()
-
-
-def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:
-    """`parse(value)`, its error prefixed with the parameter it came from."""
-    try:
-        return parse(value)
-    except BadArgument:
-        raise
-    except RealprobeError as exc:
-        raise BadArgument(param, f"{param}: {exc}") from None
-
-
-def _time(param: str, value: TimeSpec) -> float | None:
-    from realprobe.probes.windows import parse_time
-
-    if value is None or isinstance(value, int | float):
-        return value
-    return float(_arg(param, parse_time, value))
-
-
-def window(since: TimeSpec = None, until: TimeSpec = None) -> Window:
-    """(start, end) in epoch seconds from ISO times, ages like "7d", or numbers."""
-    a, b = _time("since", since), _time("until", until)
-    if a is not None and b is not None and a >= b:
-        raise BadArgument(("since", "until"), "since must be before until")
-    return a, b
-
-
-def _window_arg(param: str, value: str | Window) -> Window:
-    from realprobe.probes.windows import parse_window
-
-    return _arg(param, parse_window, value) if isinstance(value, str) else value
-
-
-def _tool_names(tools: Sequence[str] | str | None) -> list[str] | None:
-    if tools is None:
-        return None
-    names = [t.strip() for t in (tools.split(",") if isinstance(tools, str) else tools)]
-    names = [n for n in names if n]
-    if not names:
-        raise BadArgument("tools", "tools: give at least one tool name")
-    return names
-
-
-def select_rows(
-    db: Path,
-    target: str | None,
-    vantage: str | Sequence[str] | None,
-    windows: Sequence[Window],
-    names: list[str] | None,
-) -> tuple[list[str], list[str] | None]:
-    """(target kinds, vantages) to read: `target` as given, else chosen from the rows the
-    windows hold (live first; the one other kind; several other kinds: an error asking to
-    pick one)."""
-    from realprobe.probes.provenance import kinds_present, parse_target, parse_vantages, pick_kinds
-
-    asked = parse_target(target)
-    vantages = parse_vantages(vantage)
-    present: dict[str, int] = {}
-    for a, b in windows:
-        for kind, n in kinds_present(db, a, b, names, vantages).items():
-            present[kind] = present.get(kind, 0) + n
-    return pick_kinds(present, asked), vantages
-
-
-def _span(a: Window, b: Window) -> Window:
-    """The smallest window holding both (None: open on that side)."""
-    start = None if a[0] is None or b[0] is None else min(a[0], b[0])
-    end = None if a[1] is None or b[1] is None else max(a[1], b[1])
-    return start, end
-
-
-def check_tools(
-    db: Path,
-    names: list[str] | None,
-    win: Window,
-    kinds: list[str] | None = None,
-    vantages: list[str] | None = None,
-) -> None:
-    """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
-    from realprobe.probes.loading import tool_counts
-
-    if not names:
-        return
-    present = tool_counts(db, *win, kinds, vantages)
-    missing = [n for n in names if n not in present]
-    if not missing:
-        return
-    everywhere = tool_counts(db)
-    cat = load_catalog()
-    for name in missing:
-        if name not in everywhere and name not in {t.name for t in cat}:
-            cat.get(name)  # raises with "did you mean"
-    what = f"{'+'.join(kinds)} " if kinds else ""
-    raise Unavailable(f"no {what}probe rows for {', '.join(missing)} in this window")
-
-
-def _period(period: str | float) -> float:
-    from realprobe.probes.windows import parse_duration
-
-    if isinstance(period, int | float):
-        if not period > 0:
-            raise BadArgument("period", f"period {period:g}: must be a positive number of seconds")
-        return float(period)
-    return float(_arg("period", parse_duration, period))
-
-
-class _Selection(NamedTuple):
-    db: Path
-    win: Window
-    names: list[str] | None
-    kinds: list[str]
-    vantages: list[str] | None
-
-
-def _select(
-    db: str | Path | None,
-    since: TimeSpec,
-    until: TimeSpec,
-    tools: Sequence[str] | str | None,
-    target: str | None,
-    vantage: str | Sequence[str] | None,
-) -> _Selection:
-    from realprobe.probes.lazy_special import warm
-
-    warm()  # scipy.special loads in the background while the database is read
-    path, win, names = _db(db), window(since, until), _tool_names(tools)
-    kinds, vantages = select_rows(path, target, vantage, [win], names)
-    check_tools(path, names, win, kinds, vantages)
-    return _Selection(path, win, names, kinds, vantages)
+# Every reader reads a selection of rows (`rows(...)`, see api_rows): the selection parameters
+# (`since`, `until`, `tools`, `kinds`, `vantage`; `RowFilter`) are defined there once, and
+# each function below takes them as keyword arguments.
 
 
 @overload
 def stats(
-    db: str | Path | None = ..., *, since: TimeSpec = ..., until: TimeSpec = ...,
-    tools: Sequence[str] | str | None = ..., period: str | float = ..., target: str | None = ...,
-    vantage: str | Sequence[str] | None = ..., by: Literal["tool"] = ...,
+    db: str | Path | None = ..., *, period: str | float = ..., by: Literal["tool"] = ...,
+    **select: Unpack[RowFilter],
 ) -> Stats: ...
 @overload
 def stats(
-    db: str | Path | None = ..., *, since: TimeSpec = ..., until: TimeSpec = ...,
-    tools: Sequence[str] | str | None = ..., period: str | float = ..., target: str | None = ...,
-    vantage: str | Sequence[str] | None = ..., by: Literal["vantage"],
+    db: str | Path | None = ..., *, period: str | float = ..., by: Literal["vantage"],
+    **select: Unpack[RowFilter],
 ) -> VantageStats: ...
 @overload
 def stats(
-    db: str | Path | None = ..., *, since: TimeSpec = ..., until: TimeSpec = ...,
-    tools: Sequence[str] | str | None = ..., period: str | float = ..., target: str | None = ...,
-    vantage: str | Sequence[str] | None = ..., by: Literal["tool", "vantage"] = ...,
+    db: str | Path | None = ..., *, period: str | float = ...,
+    by: Literal["tool", "vantage"] = ..., **select: Unpack[RowFilter],
 ) -> Stats | VantageStats: ...
 def stats(
     db: str | Path | None = None,
     *,
-    since: TimeSpec = None,
-    until: TimeSpec = None,
-    tools: Sequence[str] | str | None = None,
     period: str | float = "1d",
-    target: str | None = None,
-    vantage: str | Sequence[str] | None = None,
     by: Literal["tool", "vantage"] = "tool",
+    **select: Unpack[RowFilter],
 ) -> Stats | VantageStats:
     """Per tool: success per attempt with intervals, error mix, latency with a censored
     lognormal fit, the burst chain, variability flags and (`.phases`) where the time goes,
-    over the stored probes of `target` kind(s) from `vantage`(s).
+    over the stored rows selected (`rows`: since, until, tools, kinds, vantage).
 
     `by="vantage"` computes the same once per vantage point instead (a `VantageStats`)."""
-    from realprobe.probes.phases import phase_breakdown
-    from realprobe.probes.provenance import vantages_present
-    from realprobe.probes.results import Stats, VantageStats
-    from realprobe.probes.stats import stats_from_db
-
     if by not in ("tool", "vantage"):
         raise BadArgument("by", f"by {by!r}: choose tool or vantage")
-    period_s = _period(period)
-    sel = _select(db, since, until, tools, target, vantage)
-    if by == "vantage":
-        chosen = sel.vantages or sorted(vantages_present(sel.db, *sel.win, sel.names, sel.kinds))
-        if not chosen:
-            raise Unavailable("no probe rows in this window")
-        reports = {
-            v: stats_from_db(
-                sel.db, *sel.win, sel.names, period_s, kinds=sel.kinds, vantages=[v]
-            )[1]
-            for v in chosen
-        }
-        return VantageStats(target_kinds=sel.kinds, vantages=reports)
-    _, rep = stats_from_db(
-        sel.db, *sel.win, sel.names, period_s, kinds=sel.kinds, vantages=sel.vantages
-    )
-    phases = phase_breakdown(sel.db, *sel.win, sel.names, sel.kinds, sel.vantages)
-    return Stats(**dict(rep), phases=phases)
+    period_arg(period)
+    return rows(db, **select).stats(period=period, by=by)
 
 
 def calibrate(
     db: str | Path | None = None,
     *,
-    since: TimeSpec = None,
-    until: TimeSpec = None,
-    tools: Sequence[str] | str | None = None,
     name: str | None = None,
-    target: str | None = None,
-    vantage: str | Sequence[str] | None = None,
     from_stats: StatsReport | None = None,
+    **select: Unpack[RowFilter],
 ) -> Profile:
-    """A simulator profile from the stored probes of `target` kind(s) from `vantage`(s) (or
-    from a StatsReport already computed); the sandbox and the simulate transport read it.
-    Each tool's latency gets a mixture of one or two lognormals fitted to the rows."""
+    """A simulator profile from the stored rows selected (`rows`), or from a StatsReport
+    already computed; the sandbox and the simulate transport read it. Each tool's latency
+    gets a mixture of one or two lognormals fitted to the rows."""
+    from realprobe.api_rows import _db
     from realprobe.probes.calibrate import calibrate as calibrate_report
-    from realprobe.probes.stats import stats_from_db
 
     if from_stats is not None:
         return calibrate_report(from_stats, name=name, db=str(_db(db)))
-    sel = _select(db, since, until, tools, target, vantage)
-    arr, rep = stats_from_db(sel.db, *sel.win, sel.names, kinds=sel.kinds, vantages=sel.vantages)
-    return calibrate_report(rep, name=name, db=str(sel.db), arrays=arr)
+    return rows(db, **select).calibrate(name=name)
 
 
 def _check_view(view: str, deadline: float | None) -> None:
@@ -696,6 +484,15 @@ def export_profile(
     return export(prof, view, deadline)
 
 
+def save_profile(
+    profile: Profile, path: str | Path, *, replace: bool = True, private: bool = False
+) -> Path:
+    """Write a profile (from `calibrate`, or built by hand) as the JSON file `load_profile`,
+    `make_sandbox` and `options(simulate=...)` read back: atomically, never through a
+    symbolic link, mode 0644 under the usual umask (`private`: 0600). Returns the path."""
+    return profile.save(path, replace=replace, private=private)
+
+
 class Calibration(NamedTuple):
     """What `calibrate_export` made: the profile, and its export as JSON data."""
 
@@ -709,12 +506,8 @@ def calibrate_export(
     view: str = "profile",
     deadline: float | None = None,
     source: str | Path | Profile | None = None,
-    since: TimeSpec = None,
-    until: TimeSpec = None,
-    tools: Sequence[str] | str | None = None,
     name: str | None = None,
-    target: str | None = None,
-    vantage: str | Sequence[str] | None = None,
+    **select: Unpack[RowFilter],
 ) -> Calibration:
     """`calibrate` then `export_profile` in one call (the `realprobe calibrate` command):
     the profile from the stored probes, or `source` (a profile, a file or a built-in name)
@@ -725,8 +518,7 @@ def calibrate_export(
     if source is not None:
         prof = source if isinstance(source, Profile) else load_profile(str(source))
     else:
-        prof = calibrate(db, since=since, until=until, tools=tools, name=name, target=target,
-                         vantage=vantage)
+        prof = calibrate(db, name=name, **select)
     return Calibration(prof, export_profile(prof, view, deadline=deadline))
 
 
@@ -740,73 +532,44 @@ def drift(
     correction: Literal["holm", "bh"] = "holm",
     min_success_change: float = 0.05,
     min_latency_change: float = 0.2,
-    target: str | None = None,
+    kinds: Kinds = None,
     vantage: str | Sequence[str] | None = None,
+    target: str | None = None,
 ) -> Drift:
     """Which tools changed between two windows ("14d..7d" or (start, end) pairs): success,
-    latency and error mix, corrected across tools, over rows of `target` kind(s) from
-    `vantage`(s). The result's `provenance` says what each window held."""
-    from realprobe.probes.drift import drift as drift_arrays
-    from realprobe.probes.loading import load_probes
-    from realprobe.probes.provenance import describe, empty_selection_error
-    from realprobe.probes.results import Drift
+    latency and error mix, corrected across tools, over rows of `kinds` from `vantage`(s)
+    (the same kinds in both windows). The result's `provenance` says what each window held.
+    `Rows.drift` does the same for any two selections."""
+    from realprobe.api_rows import _check_drift, selections
 
-    if correction not in ("holm", "bh"):
-        raise BadArgument("correction", f"correction {correction!r}: choose holm or bh")
-    if not 0 < alpha < 1:
-        raise BadArgument("alpha", "alpha must be between 0 and 1")
-    for param, v in (("min_success_change", min_success_change),
-                     ("min_latency_change", min_latency_change)):
-        if not v >= 0:
-            raise BadArgument(param, f"{param} must be >= 0 (got {v:g})")
-    bw, cw = _window_arg("baseline", baseline), _window_arg("current", current)
-    path, names = _db(db), _tool_names(tools)
-    kinds, vantages = select_rows(path, target, vantage, [bw, cw], names)
-    check_tools(path, names, _span(bw, cw), kinds, vantages)
-    arrays, provs = {}, {}
-    for label, w in (("baseline", bw), ("current", cw)):
-        arrays[label] = load_probes(path, *w, names, kinds=kinds, vantages=vantages)
-        provs[label] = prov = describe(path, kinds, w[0], w[1], names, vantages)
-        if len(arrays[label]) == 0:
-            why = empty_selection_error(prov, path, names, widen=(label,))
-            raise Unavailable(f"{label}: {why}", param=(label, "target"))
-    rep = drift_arrays(
-        arrays["baseline"], arrays["current"], baseline_window=bw, current_window=cw,
-        alpha=alpha, correction=correction, min_success_change=min_success_change,
-        min_latency_change=min_latency_change,
-    )
-    return Drift(**dict(rep), provenance=provs)
+    _check_drift(alpha, correction, min_success_change, min_latency_change)
+    base, cur = selections(db, [baseline, current], tools=tools, kinds=kinds, vantage=vantage,
+                           target=target, params=("baseline", "current"))
+    return base.drift(cur, alpha=alpha, correction=correction,
+                      min_success_change=min_success_change,
+                      min_latency_change=min_latency_change)
 
 
 def build_report(
     db: str | Path | None = None,
     *,
-    since: TimeSpec = None,
-    until: TimeSpec = None,
-    tools: Sequence[str] | str | None = None,
     period: str | float = "1d",
     baseline: str | Window | None = None,
     current: str | Window | None = None,
-    target: str | None = None,
-    vantage: str | Sequence[str] | None = None,
     stats: StatsReport | None = None,
+    **select: Unpack[RowFilter],
 ) -> ReportData:
     """What a report shows, computed once: the stats, drift (by default each tool's earlier
-    half of calls against its later half) and success over time, over rows of `target`
-    kind(s) from `vantage`(s). Pass `stats` computed for the same selection to skip
-    computing them again."""
-    from realprobe.report.build import build_report as build
-
+    half of calls against its later half) and success over time, over the rows selected
+    (`rows`). Pass `stats` computed for the same selection to skip computing them again."""
     if (baseline is None) != (current is None):
         raise BadArgument(("baseline", "current"), "give both baseline and current, or neither")
-    period_s = _period(period)
-    bw = None if baseline is None else _window_arg("baseline", baseline)
-    cw = None if current is None else _window_arg("current", current)
-    sel = _select(db, since, until, tools, target, vantage)
-    return build(
-        sel.db, *sel.win, sel.names, baseline=bw, current=cw, period_s=period_s,
-        kinds=sel.kinds, vantages=sel.vantages, stats=stats,
-    )
+    period_arg(period)
+    for param, w in (("baseline", baseline), ("current", current)):
+        if w is not None:
+            window_arg(param, w)
+    return rows(db, **select).report(period=period, baseline=baseline, current=current,
+                                     stats=stats)
 
 
 REPORT_FORMATS = ("html", "md", "json")
@@ -847,21 +610,14 @@ def make_report(
     *,
     output: str | Path | None = None,
     fmt: str = "html",
-    since: TimeSpec = None,
-    until: TimeSpec = None,
-    tools: Sequence[str] | str | None = None,
     period: str | float = "1d",
     baseline: str | Window | None = None,
     current: str | Window | None = None,
-    target: str | None = None,
-    vantage: str | Sequence[str] | None = None,
+    **select: Unpack[RowFilter],
 ) -> Report:
     """`build_report` then `write_report` in one call (the `realprobe report` command)."""
     _check_format(fmt)
-    data = build_report(
-        db, since=since, until=until, tools=tools, period=period, baseline=baseline,
-        current=current, target=target, vantage=vantage,
-    )
+    data = build_report(db, period=period, baseline=baseline, current=current, **select)
     return Report(data, write_report(data, output, fmt))
 
 
@@ -936,15 +692,15 @@ def task_results(
     from realprobe.tasks.results import summarise
     from realprobe.tasks.store import TaskStore
 
-    path = _existing(db)
-    rows = TaskStore(Store(path)).runs(batch)
+    path = existing(db)
+    runs = TaskStore(Store(path)).runs(batch)
     if agent:
-        rows = [r for r in rows if r["agent"] == agent]
-    if not rows:
+        runs = [r for r in runs if r["agent"] == agent]
+    if not runs:
         raise RealprobeError(
             f"no task runs in {path}" + (" for that filter" if agent or batch else "")
         )
-    return summarise(rows)
+    return summarise(runs)
 
 
 # -- MCP --------------------------------------------------------------------------------------
@@ -1030,6 +786,7 @@ def serve_mcp(
 
 
 __all__ = [
+    "Rows",
     "build_report",
     "calibrate",
     "calibrate_export",
@@ -1044,8 +801,10 @@ __all__ = [
     "options",
     "plan_tasks",
     "probe",
+    "rows",
     "run_tasks",
     "sandbox_running",
+    "save_profile",
     "select_rows",
     "serve_mcp",
     "stats",

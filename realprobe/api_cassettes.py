@@ -135,10 +135,14 @@ class Scrubbed:
     counts: dict[str, int]
     total: int
     format: str
+    calls: list[dict[str, Any]] | None = None  # a dry run: the places, call by call
 
     def as_json(self) -> dict[str, Any]:
-        return {"file": self.file, "replaced": self.counts, "total": self.total,
-                "format": self.format}
+        out = {"file": self.file, "replaced": self.counts, "total": self.total,
+               "format": self.format}
+        if self.calls is not None:
+            out.update(dry_run=True, calls=self.calls)
+        return out
 
 
 def scrub_cassette(
@@ -149,9 +153,11 @@ def scrub_cassette(
     headers: Sequence[str] = (),
     params: Sequence[str] = (),
     catalog: Catalog | Sequence[str | Path] | None = None,
+    dry_run: bool = False,
 ) -> Scrubbed:
     """Remove credentials (what recording removes, plus `secrets`, `headers`, `params`) from
-    a cassette, in place (a Ruby VCR or HAR file stays one) or into `out`."""
+    a cassette, in place (a Ruby VCR or HAR file stays one) or into `out`. `dry_run`: report
+    the places call by call and write nothing."""
     from realprobe.cassettes.exporters import save_as_source
     from realprobe.cassettes.importers import load_cassette, save_cassette
     from realprobe.cassettes.scrub import ScrubConfig, declared_secret_finder
@@ -160,11 +166,17 @@ def scrub_cassette(
 
     src = _existing(file)
     dest = Path(out) if out is not None else None
-    check_output(dest or src, replace=True)
     cassette = load_cassette(src)
     cfg = ScrubConfig(
         secrets=tuple(secrets), extra_headers=tuple(headers), extra_params=tuple(params)
     )
+    if dry_run:
+        from realprobe.cassettes.scrub import scrub_preview
+
+        preview, calls = scrub_preview(cassette, cfg, finder=declared_secret_finder(
+            _catalog(catalog)))
+        return Scrubbed(str(src), dict(preview.counts), preview.total, "dry run", calls)
+    check_output(dest or src, replace=True)
     report = scrub(cassette, cfg, finder=declared_secret_finder(_catalog(catalog)))
     if dest is None or dest.resolve() == src.resolve():
         written, target = save_as_source(cassette, src), src

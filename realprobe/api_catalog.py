@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe.errors import BadArgument
+from realprobe.outputs import check_output, write_output
 
 if TYPE_CHECKING:
     from realprobe.adapters.openapi.catalog_file import ImportedFile
@@ -102,6 +103,7 @@ def record_fixtures(
         raise BadArgument("output", f"{target}: write catalogue files as .json, .yaml or .toml")
     if not src.exists():
         raise RealprobeError(f"{src}: no such catalogue file")
+    check_output(target, replace=True)  # before any call is made
     raw_file = read_catalog_file(src)
     apis = parse_catalog(raw_file, str(src))
     if isinstance(tools, str):
@@ -111,10 +113,7 @@ def record_fixtures(
     raw = raw_file.get("apis", [raw_file])
     for outcome in outcomes:
         outcome.apply(raw)
-    try:
-        target.write_text(catalog_text(raw, target.suffix), encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"{target}: cannot write ({exc.strerror})") from exc
+    write_output(target, catalog_text(raw, target.suffix))
     return RecordedFixtures(str(target), outcomes)
 
 

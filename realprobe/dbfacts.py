@@ -8,9 +8,20 @@ from pathlib import Path
 #: how long a SQLite connection waits on another process's lock before it gives up
 BUSY_TIMEOUT_MS = 30_000
 
+
+def busy_timeout_s() -> float:
+    """How long a connection waits on a lock: `$REALPROBE_BUSY_TIMEOUT_S`, else 30 s (a WAL
+    reader waits only on a writer that is not in WAL mode)."""
+    env = os.environ.get("REALPROBE_BUSY_TIMEOUT_S")
+    try:
+        return float(env) if env else BUSY_TIMEOUT_MS / 1000
+    except ValueError:
+        return BUSY_TIMEOUT_MS / 1000
+
 #: version of the probe tables, kept in `realprobe_meta`; 1 is the schema before the
-#: provenance columns (no meta table), 3 added the phase timing and TLS columns
-SCHEMA_VERSION = 3
+#: provenance columns (no meta table), 3 added the phase timing and TLS columns, 4 the row key
+#: (every row's idempotency key, unique)
+SCHEMA_VERSION = 4
 META_TABLE = "realprobe_meta"
 
 RUN_RUNNING = "running"  # still going, or the process was killed (no end time)

@@ -4,7 +4,6 @@ with the reference agent. `realprobe demo` prints each step; this module does th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -86,7 +85,7 @@ def run_demo(
     res.stats = api.stats(res.db)
     step("stats", res.stats)
     prof = api.calibrate(res.db, from_stats=res.stats)
-    res.profile.write_text(json.dumps(api.export_profile(prof), indent=2) + "\n", "utf-8")
+    prof.save(res.profile)
     step("calibrate", res.profile)
     data = api.build_report(res.db, stats=res.stats)
     api.write_report(data, res.report)

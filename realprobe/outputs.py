@@ -1,46 +1,98 @@
-"""Writing a file the user named as an output: never through a symbolic link, never into a
-folder that does not exist, never half-written, and over an existing file only where the
-caller says that is what the command does."""
+"""The one writer of every file realprobe writes: cassettes, profiles, reports, catalogue
+files, fixtures, exports.
+
+- never through a symbolic link (one clear error), never into a folder that does not exist
+  (unless the caller makes folders), over an existing file only where the command does that;
+- never half-written: a temp file in the same folder, flushed and fsync'd, then renamed over
+  the name (which replaces a link itself, never its target), then the folder fsync'd;
+- mode bits like the tools users know: a new file gets 0666 minus the umask (0644 under the
+  usual 022); a file replaced keeps its own mode (one a user made private stays private);
+  `private=True` gives 0600 whatever the umask, for a file that may hold secrets. Everything
+  realprobe writes has been through the secrets scrubber first, so its own outputs are not
+  private; `private` is for callers writing what the scrubber cannot vouch for.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from realprobe.errors import RealprobeError
+
+PUBLIC_MODE = 0o666  # before the umask
+PRIVATE_MODE = 0o600
+_UMASK_LOCK = threading.Lock()
 
 
 class OutputError(RealprobeError):
     """The output path cannot be written as asked."""
 
 
-def check_output(path: Path, *, replace: bool) -> None:
-    """Refuse a symlink, a folder, a missing parent folder, and (unless `replace`) a file
-    that already exists. Nothing is written."""
+def check_output(path: Path, *, replace: bool, make_parents: bool = False) -> None:
+    """Refuse a symlink, a folder, a missing parent folder (unless `make_parents`), and
+    (unless `replace`) a file that already exists. Nothing is written."""
     if path.is_symlink():
         raise OutputError(f"{path} is a symbolic link; realprobe does not write through links")
     if path.is_dir():
         raise OutputError(f"{path} is a folder; give a file name")
-    if not path.parent.is_dir():
+    if not path.parent.is_dir() and not make_parents:
         raise OutputError(f"cannot write {path}: the folder {path.parent} does not exist")
     if path.exists() and not replace:
         raise OutputError(f"{path} already exists; realprobe does not overwrite it")
 
 
-def write_output(path: Path, data: str | bytes, *, replace: bool) -> Path:
-    """Write atomically (a temp file in the same folder, then rename over the name, which
-    replaces a link itself, never its target) after `check_output`."""
-    check_output(path, replace=replace)
+def umask() -> int:
+    """This process's umask (read without changing it where the OS says it: Linux)."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+def file_mode(path: Path, *, private: bool) -> int:
+    """The mode `path` gets: 0600 if private, the mode of the file it replaces, else 0666
+    minus the umask."""
+    if private:
+        return PRIVATE_MODE
+    with contextlib.suppress(OSError):
+        return stat.S_IMODE(path.stat(follow_symlinks=False).st_mode)
+    return PUBLIC_MODE & ~umask()
+
+
+def write_output(
+    path: str | Path,
+    data: str | bytes,
+    *,
+    replace: bool = True,
+    private: bool = False,
+    make_parents: bool = False,
+) -> Path:
+    """Write `data` to `path` atomically and durably after `check_output` (see the module
+    doc for the mode); returns the path."""
+    path = Path(path)
+    check_output(path, replace=replace, make_parents=make_parents)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    mode = file_mode(path, private=private)
     try:
+        if make_parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
         if not replace and path.exists():
             raise OutputError(f"{path} already exists; realprobe does not overwrite it")
         os.replace(tmp, path)
@@ -50,4 +102,16 @@ def write_output(path: Path, data: str | bytes, *, replace: bool) -> Path:
         if isinstance(exc, OSError):
             raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
         raise
+    _sync_folder(path.parent)
     return path
+
+
+def _sync_folder(folder: Path) -> None:
+    """fsync the folder, so the rename survives a power cut (best effort: not every OS or
+    file system lets a folder be opened)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,18 +1,25 @@
 """The one scrubber: what counts as a secret, and how it is removed from anything written.
 
-Three ways a value is known to be secret:
+A secret is what a client sent as a credential, and nothing else:
 
-- by name: a header, query parameter, form field or JSON field whose name holds a secret-like
-  word (key, token, secret, sig/signature, session, password, auth, credential, access,
-  bearer, cookie, ...; `accessKey`, `sig_v2`, `session_id` and `X-Api-Key` all count), plus
-  `code` and `state` in OAuth redirects;
+- by name, exactly: the `Authorization`, `Proxy-Authorization`, `Cookie` and `Set-Cookie`
+  headers and a short list of API-key headers; query parameters, form fields and JSON fields
+  named exactly like a credential (`api_key`, `apikey`, `access_token`, `refresh_token`,
+  `client_secret`, `password`, `token`, ...; `key` and `appid` in a query string); `code` and
+  `state` in an OAuth redirect. Names are compared without case, `-`, `_` or `.`, so
+  `apiKey`, `API-KEY` and `api_key` are one name, but `next_token`, `promptTokenCount`,
+  `x-access-level`, `publisher` or `assertion` are data. Each list can be extended (like
+  vcrpy's `filter_headers`, `filter_query_parameters`, `filter_post_data_parameters`);
 - by declaration: inputs marked `secret = true` in the catalogue, and the LLM key, are
   `remember`ed in this process (memory only, never written) when they are used;
 - by environment: long values of `*_KEY`, `*_TOKEN`, `*_SECRET`, ... variables.
 
 Every such value is then removed wherever it is echoed: raw, percent-encoded (either case,
 `+` for spaces), JSON-escaped and base64-encoded (standard and URL-safe, at any alignment).
-Cassettes (cassettes/scrub.py), database rows (`scrub_row`), logs (`LogScrubber`) all use this.
+Inside a JSON document only string values are touched: keys, numbers and the bytes around a
+replaced value stay as they were, so the document stays valid and every other byte is kept.
+Cassettes (cassettes/scrub.py), database rows (`scrub_row`), logs (`LogScrubber`) and printed
+output all use this, before anything is cut short.
 """
 
 from __future__ import annotations
@@ -24,28 +31,31 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 PLACEHOLDER = "REDACTED"
 
-#: words that make a name secret wherever they appear in it (split at _ - . and camelCase)
-SECRET_WORDS = frozenset({
-    "key", "apikey", "token", "secret", "sig", "signature", "session", "sessionid", "sessid",
-    "phpsessid", "jsessionid", "sid", "password", "passwd", "pwd", "passphrase", "auth",
-    "authorization", "credential", "access", "bearer", "cookie", "jwt", "otp", "xsrf", "csrf",
-    "appid", "hmac", "privatekey", "accesskey", "secretkey", "authtoken", "accesstoken",
-    "verifier", "assertion", "passcode",
+#: credential headers (names compared by `flat`)
+CREDENTIAL_HEADERS = frozenset({
+    "authorization", "proxyauthorization", "cookie", "setcookie", "xapikey", "apikey",
+    "xgoogapikey", "xauthtoken", "xaccesstoken", "xamzsecuritytoken", "ocpapimsubscriptionkey",
 })
-PLURALS = frozenset({"credentials", "secrets", "cookies", "passwords", "signatures", "sessions"})
+#: credential parameters and fields: query strings, form and JSON bodies, JSON responses
+CREDENTIAL_FIELDS = frozenset({
+    "apikey", "accesstoken", "refreshtoken", "idtoken", "clientsecret", "password", "passwd",
+    "token", "authtoken", "sessiontoken", "securitytoken", "accesskey", "secretkey",
+    "secretaccesskey", "privatekey", "sessionid", "signature", "clientassertion",
+    "xamzsignature", "xamzcredential", "xamzsecuritytoken", "appkey",
+})
+#: credentials only in a query string or form body (in JSON data `key` names a key)
+CREDENTIAL_QUERY_ONLY = frozenset({"key", "appid"})
 #: secret only in OAuth redirects (elsewhere `code` is a country code, `state` a region)
 OAUTH_WORDS = frozenset({"code", "state"})
 OAUTH_HINT_PARAMS = frozenset({"redirect_uri", "client_id", "scope", "session_state", "id_token"})
 OAUTH_PATH_RE = re.compile(r"(?i)(oauth|callback|authori[sz]e|redirect|signin|sign-in|login|sso)")
-#: headers with a secret-looking word that are not secrets
-PUBLIC_HEADER_PREFIXES = ("access-control-", "www-authenticate", "proxy-authenticate")
 URL_HEADERS = ("location", "content-location", "link", "refresh")
 ENV_NAME_RE = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)")
 
@@ -54,48 +64,32 @@ MIN_DECLARED = 4  # declared secrets (catalogue `secret = true`, the LLM key)
 MIN_ENV = 12
 REGISTRY_MAX = 4096
 
-_WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_FLAT_RE = re.compile(r"[-_.\s]")
 
 
 @lru_cache(maxsize=4096)
-def words(name: str) -> tuple[str, ...]:
-    """`X-Api-Key` -> (x, api, key); `accessKey` -> (access, key); `sig_v2` -> (sig, v, 2)."""
-    out = []
-    for w in _WORD_RE.findall(name):
-        low = w.lower()
-        if low in PLURALS:
-            low = low[:-1]  # credentials, secrets (but `prompt_tokens` is a count)
-        out.append(low)
-    return tuple(out)
+def flat(name: str) -> str:
+    """`X-Api-Key` -> xapikey; `api_key`, `apiKey` -> apikey."""
+    return _FLAT_RE.sub("", name.strip().lower())
+
+
+def _listed(name: str, base: frozenset[str], extra: Iterable[str]) -> bool:
+    f = flat(name)
+    return f in base or any(f == flat(e) for e in extra)
 
 
 def secret_name(name: str, extra: Iterable[str] = ()) -> bool:
-    """A header/parameter/field name that holds a secret (OAuth `code`/`state` aside)."""
-    low = name.strip().lower()
-    if low in (e.lower() for e in extra):
-        return True
-    flat = re.sub(r"[^a-z0-9]", "", low)
-    if flat in SECRET_WORDS:
-        return True
-    ws = words(name.strip())
-    if any(w in SECRET_WORDS for w in ws):
-        return True
-    return "api" in ws and "key" in ws
+    """A query parameter or form field that holds a credential (OAuth `code`/`state` aside)."""
+    return _listed(name, CREDENTIAL_FIELDS | CREDENTIAL_QUERY_ONLY, extra)
 
 
 def secret_field(name: str, extra: Iterable[str] = (), *, response: bool = False) -> bool:
-    """A JSON field name that holds a secret. In response data a bare `key` is an identifier
-    (an activity key, a dictionary key), not a credential."""
-    if response and name.strip().lower() == "key":
-        return False
-    return secret_name(name, extra)
+    """A JSON field that holds a credential (`key` and `appid` are data in JSON)."""
+    return _listed(name, CREDENTIAL_FIELDS, extra)
 
 
 def secret_header(name: str, extra: Iterable[str] = ()) -> bool:
-    low = name.strip().lower()
-    if low.startswith(PUBLIC_HEADER_PREFIXES):
-        return False
-    return secret_name(name, extra)
+    return _listed(name, CREDENTIAL_HEADERS, extra)
 
 
 # -- values declared secret in this process ------------------------------------------------
@@ -247,6 +241,93 @@ class Redactor:
         return 0 if self._text is None else len(self._text.findall(s))
 
 
+# -- JSON documents: string values only -----------------------------------------------------
+
+_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],]')
+_COLON_RE = re.compile(r"\s*:")
+
+
+def looks_like_json(data: bytes | str) -> bool:
+    head = data.lstrip()[:1]
+    return head in (b"{", b"[", "{", "[")
+
+
+def _json_value(token: str) -> str | None:
+    try:
+        value = json.loads(token)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def redact_json(
+    text: str, *, redactor: Redactor | None = None,
+    secret: Callable[[str], bool] | None = None, found: list[str] | None = None,
+    text_fn: Callable[[str], str] | None = None, placeholder: str = PLACEHOLDER,
+) -> str:
+    """A JSON document with its string values scrubbed and every other byte kept: a value under
+    a credential name (`secret(name)`) becomes the placeholder, other values lose known secrets
+    (`redactor`, `text_fn`). Keys, numbers, literals and layout are never changed. The text
+    must be valid JSON (the caller checks)."""
+    out: list[str] = []
+    pos = 0
+    key: str | None = None
+    for m in _JSON_TOKEN_RE.finditer(text):
+        token = m.group(0)
+        if token[0] != '"':
+            key = None
+            continue
+        if _COLON_RE.match(text, m.end()):
+            key = _json_value(token)
+            continue
+        inner = token[1:-1]
+        if key is not None and secret is not None and secret(key):
+            if inner and inner != placeholder:
+                value = _json_value(token)
+                if found is not None and value is not None:
+                    found.append(value)
+                new = f'"{placeholder}"'
+            else:
+                new = token
+        else:
+            cleaned = redactor.text(inner) if redactor is not None else inner
+            cleaned = text_fn(cleaned) if text_fn is not None else cleaned
+            new = token if cleaned == inner else f'"{cleaned}"'
+            if new is not token and _json_value(new) is None:  # a cut escape: re-escape whole
+                value = _json_value(token) or ""
+                value = redactor.text(value) if redactor is not None else value
+                new = json.dumps(text_fn(value) if text_fn is not None else value,
+                                 ensure_ascii=False)
+        key = None
+        if new is not token:
+            out.append(text[pos:m.start()])
+            out.append(new)
+            pos = m.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact_body(
+    data: bytes, redactor: Redactor, *, secret: Callable[[str], bool] | None = None,
+    found: list[str] | None = None, placeholder: str = PLACEHOLDER,
+) -> bytes:
+    """A body without known secrets: JSON documents through `redact_json` (string values
+    only), anything else byte-wise."""
+    if looks_like_json(data):
+        try:
+            text = data.decode("utf-8")
+            json.loads(text)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            clean = redact_json(text, redactor=redactor, secret=secret, found=found,
+                                placeholder=placeholder)
+            return data if clean == text else clean.encode("utf-8")
+    return redactor.data(data)
+
+
 # -- URLs, query strings, free text ---------------------------------------------------------
 
 _PAIR_RE = re.compile(r"(?P<k>[A-Za-z0-9_.\-\[\]]+)=(?P<v>[^&\s\"'<>#;,]+)")
@@ -356,7 +437,7 @@ def scrub_text(
 
     def json_pair(m: re.Match[str]) -> str:
         k, v = m.group("k"), m.group("v")
-        if not v or v == placeholder or not secret_name(k):
+        if not v or v == placeholder or not secret_field(k):
             return m.group(0)
         sink.append(v)
         return m.group(0).replace(f'"{v}"', f'"{placeholder}"')
@@ -381,6 +462,18 @@ def scrub_text(
     if redactor is None:
         redactor = default_redactor()
     return redactor.text(out)
+
+
+SNIPPET_WINDOW = 4096  # bytes scrubbed before a snippet is cut from their start
+
+
+def clip(text: str | bytes, limit: int) -> str:
+    """At most `limit` characters of `text`, scrubbed before they are cut, so no secret is
+    ever cut in half (half a key is not recognised by anything after the cut)."""
+    if isinstance(text, bytes):
+        text = text[: SNIPPET_WINDOW + limit].decode("utf-8", "replace")
+    clean = scrub_text(text[: SNIPPET_WINDOW + limit])
+    return clean[:limit]
 
 
 _DEFAULT: tuple[tuple[int, frozenset[str]], Redactor] | None = None
@@ -422,8 +515,8 @@ def scrub_data(
             scrub_data(v, redactor=red, names=extra, inside=inside, response=response)
             for v in obj
         ]
-    if inside and obj is not None and not isinstance(obj, bool) and str(obj) != "":
-        return PLACEHOLDER
+    if inside and isinstance(obj, str) and obj not in ("", PLACEHOLDER):
+        return PLACEHOLDER  # numbers and literals under a credential name stay as they are
     if isinstance(obj, str):
         if obj[:1] in ("{", "["):
             return scrub_json_text(obj, red, response=response)
@@ -434,17 +527,19 @@ def scrub_data(
 def scrub_json_text(
     text: str, redactor: Redactor | None = None, *, response: bool = False
 ) -> str:
-    """A string that may hold JSON: scrubbed as data when it parses, as text otherwise."""
+    """A string that may hold JSON: its string values scrubbed in place when it parses (every
+    other byte kept), as text otherwise."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         return scrub_text(text, redactor=redactor)
     if not isinstance(data, dict | list):
         return scrub_text(text, redactor=redactor)
-    clean = scrub_data(data, redactor=redactor, response=response)
-    if clean == data:
-        return text
-    return json.dumps(clean, ensure_ascii=False)
+    red = redactor if redactor is not None else default_redactor()
+    return redact_json(
+        text, secret=lambda k: secret_field(k, response=response),
+        text_fn=lambda v: scrub_text(v, redactor=red),
+    )
 
 
 def scrub_strings(obj: Any) -> Any:
@@ -500,6 +595,7 @@ __all__ = [
     "PLACEHOLDER",
     "LogScrubber",
     "Redactor",
+    "clip",
     "default_redactor",
     "echoes",
     "known_secrets",

@@ -16,17 +16,23 @@ cut may lose the last transactions), and costs no fsync per row.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import hashlib
 import json
+import math
 import os
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlite_utils
+from pydantic import BaseModel
 
 from realprobe.dbfacts import (
     BUSY_TIMEOUT_MS,
@@ -34,12 +40,13 @@ from realprobe.dbfacts import (
     PHASE_COLUMNS,
     RUN_RUNNING,
     SCHEMA_VERSION,
+    busy_timeout_s,
     default_db_path,
 )
-from realprobe.errors import NoDatabase, RealprobeError
+from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
 from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
-from realprobe.target import Target
+from realprobe.target import SOURCES, Target, TargetKind
 
 #: probe_runs.status values
 RUN_DONE = "done"
@@ -117,6 +124,9 @@ PROBES_COLUMNS: dict[str, Any] = {
     "new_connection": int,
     "tls_expires_ts": float,
     "tls_issuer": str,
+    #: the row's idempotency key: a hash of its content (schema 4), so the same call stored
+    #: twice, merged again or through another merge, is one row (see `row_key`)
+    "row_key": str,
 }
 
 
@@ -139,6 +149,11 @@ SCHEDULE_EVENTS_COLUMNS: dict[str, Any] = {
 }
 
 _PROBE_INSERT_KEYS = [k for k in PROBES_COLUMNS if k != "id"]
+#: rows a database refused to take (merge): why, from where, and the row (scrubbed, cut)
+QUARANTINE_TABLE = "probes_quarantine"
+QUARANTINE_COLUMNS: dict[str, Any] = {
+    "id": int, "ts": float, "origin": str, "reason": str, "message": str, "row": str,
+}
 
 
 def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:
@@ -157,11 +172,89 @@ def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:
     return RealprobeError(f"{path}: not a usable SQLite database ({text})")
 
 
+# -- the one read-only connector ---------------------------------------------------------
+
+
+def sqlite_uri(path: Path, mode: str = "ro") -> str:
+    """A `file:` URI for any legal path (`#`, `?`, `%` and spaces escaped)."""
+    return f"file:{quote(str(path.resolve()), safe='/')}?mode={mode}"
+
+
+def read_only(path: str | Path, *, need: str | None = "probes") -> sqlite3.Connection:
+    """The connection every reader uses (stats, report, calibrate, drift, alerts, merge, the
+    exporter): read-only, so it never creates a file or changes one, and waiting up to
+    `busy_timeout_s()` for a writer. `need`: a table the file must have (None: any
+    SQLite file). One-line errors for a missing file, a folder, or a file that is not
+    SQLite."""
+    p = Path(path)
+    if not p.exists():
+        raise NoDatabase(p)
+    if p.is_dir():
+        raise RealprobeError(f"{p}: is a directory, not a database file", param="db")
+    wait = busy_timeout_s()
+    try:
+        conn = sqlite3.connect(sqlite_uri(p), uri=True, timeout=wait, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise RealprobeError(f"{p}: cannot open database ({exc})", param="db") from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise RealprobeError(f"{p}: not a readable realprobe database ({read_error(exc)})",
+                             param="db") from exc
+    if need is not None and need not in names:
+        conn.close()
+        raise RealprobeError(f"{p}: has no `{need}` table; run `realprobe probe` first")
+    return conn
+
+
+def upkeep(path: Path) -> None:
+    """Before a read: open the file for writing only when it needs it (an older schema to
+    migrate, or runs still marked running, one of which may belong to a killed process);
+    a file that is read-only, locked or not a database is left for the reader to report."""
+    try:
+        conn = read_only(path, need="probe_runs")
+    except RealprobeError:
+        return
+    try:
+        version = schema_version(sqlite_utils.Database(conn), "probes")
+        running = conn.execute(
+            "SELECT 1 FROM probe_runs WHERE status = ? LIMIT 1", [RUN_RUNNING]
+        ).fetchone()
+    except (sqlite3.Error, ValueError):
+        return
+    finally:
+        conn.close()
+    if version == SCHEMA_VERSION and running is None:
+        return
+    with contextlib.suppress(RealprobeError):
+        Store(path, busy_timeout_s=2.0).close()
+
+
+def read_error(exc: sqlite3.Error) -> str:
+    """Why a read failed, in words (a lock held longer than the wait says so)."""
+    if "locked" in str(exc):
+        return (
+            f"database is locked: another process held an exclusive lock for over "
+            f"{busy_timeout_s():g} s; retry later"
+        )
+    return str(exc)
+
+
 #: every table realprobe writes (probes, schedules, tasks); a file with tables and none of
 #: these belongs to something else
 OWN_TABLES = frozenset(
     {"probe_runs", "probes", "api_budget", "schedule_events", "task_runs", "task_steps"}
 )
+
+
+class Ingest(BaseModel):
+    """What `Store.insert_probes` did: rows seen, added, and refused by reason."""
+
+    seen: int = 0
+    added: int = 0
+    refused: dict[str, int] = {}
 
 
 class ForeignDatabase(RealprobeError):
@@ -246,6 +339,8 @@ class Store:
             db.table("schedule_events").create(SCHEDULE_EVENTS_COLUMNS, pk="id", transform=True)
             if have == 1:
                 self._backfill_provenance()
+            if have >= 1:
+                self._backfill_row_keys()
             set_schema_version(db, "probes", SCHEMA_VERSION)
         probes = self.db.table("probes")
         probes.create_index(["tool", "started_ts"], if_not_exists=True)
@@ -254,6 +349,9 @@ class Store:
         # covering index instead of the table
         probes.create_index(["target_kind", "tool", "started_ts"], if_not_exists=True)
         probes.create_index(PROVENANCE_INDEX, if_not_exists=True)
+        self.conn.execute(
+            "CREATE UNIQUE INDEX IF NOT EXISTS probes_row_key ON probes(row_key)"
+        )
         self.mark_killed_runs()
 
     def _backfill_provenance(self) -> None:
@@ -280,6 +378,30 @@ class Store:
                 "WHERE target_kind IS NULL"
             )
             self.conn.execute("UPDATE probes SET source = 'probe' WHERE source IS NULL")
+
+    def _backfill_row_keys(self) -> None:
+        """Rows stored before schema 4 get their content key (a key an older merge wrote is
+        replaced: it was a claimed key, not the content's); a repeated call keeps its row
+        under `<key>:<id>`."""
+        conn = self.conn
+        conn.execute("DROP INDEX IF EXISTS probes_row_key")
+        names = [r[1] for r in conn.execute("PRAGMA table_info(probes)")]
+        last = -1
+        with conn:
+            while True:
+                rows = conn.execute(
+                    "SELECT * FROM probes WHERE id > ? ORDER BY id LIMIT 5000", [last]
+                ).fetchall()
+                if not rows:
+                    break
+                last = rows[-1][0]
+                conn.executemany("UPDATE probes SET row_key = ? WHERE id = ?", [
+                    (row_key(dict(zip(names, r, strict=True))), r[0]) for r in rows
+                ])
+            conn.execute(
+                "UPDATE probes SET row_key = row_key || ':' || id WHERE id NOT IN "
+                "(SELECT MIN(id) FROM probes GROUP BY row_key)"
+            )
 
     def mark_killed_runs(self) -> list[str]:
         """Runs left `running` by a process of this host that is gone: marked `killed`."""
@@ -312,23 +434,62 @@ class Store:
 
     # -- probe rows ---------------------------------------------------------------------
 
-    def insert_probe(self, row: dict[str, Any]) -> None:
-        """Insert and commit one call's row (a killed process keeps every committed row).
-        Secrets (secret-named arguments, keys in URLs, declared values) are scrubbed first."""
-        row = scrub_row(row)
-        for key in ("rate_limit", "redirects", "args"):
-            if key in row and row[key] is not None and not isinstance(row[key], str):
-                row[key] = json.dumps(row[key])
-        keys = [k for k in _PROBE_INSERT_KEYS if k in row]
-        extra = set(row) - set(PROBES_COLUMNS)
-        if extra:
-            raise ValueError(f"unknown probe columns: {sorted(extra)}")
-        sql = f"INSERT INTO probes ({', '.join(keys)}) VALUES ({', '.join('?' * len(keys))})"
+    def insert_probe(self, row: dict[str, Any]) -> bool:
+        """Check (`check_probe_row`: secrets scrubbed, numbers finite, known codes, ...) and
+        commit one call's row; a killed process keeps every committed row. False when the
+        same call is already stored (its content key); `RowRefused` for a bad row."""
+        return self._insert([check_probe_row(row)]) == 1
+
+    def insert_probes(self, rows: Iterable[dict[str, Any]], *, origin: str) -> Ingest:
+        """Many rows from elsewhere (a merge): each checked like `insert_probe`; refused rows
+        go to the quarantine table with their reason, the same call stored twice is one."""
+        seen, added, refused = 0, 0, Counter[str]()
+        batch: list[dict[str, Any]] = []
+        bad: list[tuple[float, str, str, str, str]] = []
+        now = time.time()
+        for row in rows:
+            seen += 1
+            try:
+                batch.append(check_probe_row(row, now))
+            except RowRefused as exc:
+                refused[exc.reason] += 1
+                bad.append((now, origin, exc.reason, str(exc)[:300], quarantine_row(row)))
+            if len(batch) >= 5_000:
+                added += self._insert(batch)
+                batch = []
+        added += self._insert(batch)
+        self._quarantine(bad)
+        return Ingest(seen=seen, added=added, refused=dict(refused))
+
+    def _insert(self, rows: list[dict[str, Any]]) -> int:
+        """INSERT OR IGNORE checked rows (the unique content key drops a repeat); rows added."""
+        if not rows:
+            return 0
+        sql = (
+            f"INSERT OR IGNORE INTO probes ({', '.join(_PROBE_INSERT_KEYS)}) "
+            f"VALUES ({', '.join('?' * len(_PROBE_INSERT_KEYS))})"
+        )
         try:
             with self.conn:
-                self.conn.execute(sql, [row[k] for k in keys])
+                before = self.conn.total_changes
+                self.conn.executemany(
+                    sql, ([r.get(k) for k in _PROBE_INSERT_KEYS] for r in rows)
+                )
+                return self.conn.total_changes - before
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
+
+    def _quarantine(self, rows: list[tuple[float, str, str, str, str]]) -> None:
+        if not rows:
+            return
+        table = self.db.table(QUARANTINE_TABLE)
+        with self.conn:
+            if not table.exists():
+                table.create(QUARANTINE_COLUMNS, pk="id")
+            self.conn.executemany(
+                f"INSERT INTO {QUARANTINE_TABLE} (ts, origin, reason, message, row) "
+                "VALUES (?, ?, ?, ?, ?)", rows,
+            )
 
     def probes_for_run(self, run_id: str) -> list[dict[str, Any]]:
         return list(self.db.table("probes").rows_where("run_id = ?", [run_id], order_by="id"))
@@ -523,8 +684,7 @@ def probe_row(
     """The `probes` row of one finished call (PROBES_COLUMNS). `started_wall` is the real
     moment the call started; `virtual_s` its place on a simulated run's virtual clock."""
     err = result.error
-    if started_wall > time.time() + 1.0:
-        raise ValueError(f"probe row stamped in the future ({iso_utc(started_wall)})")
+    check_started_ts(started_wall)
     target = target or Target.live()
     return {
         "run_id": run_id,
@@ -542,7 +702,7 @@ def probe_row(
         "rate_limit": result.rate_limit_headers,
         "redirects": result.redirects,
         "vantage": vantage,
-        "detail": err.message[:DETAIL_MAX] if err is not None else "",
+        "detail": err.message if err is not None else "",  # cut when stored, after scrubbing
         "timeout_s": timeout_s,
         "excluded": 0,
         "source": source,
@@ -563,3 +723,129 @@ def _phase_cells(phases: dict[str, Any] | None) -> dict[str, Any]:
         cells["tls_expires_ts"] = phases["tls_expires_ts"]
         cells["tls_issuer"] = phases.get("tls_issuer")
     return cells
+
+
+# -- one write path for rows: every row entering a database passes these checks -------------
+
+#: a row may be stamped this far ahead of this host's clock (another vantage's clock drifts)
+FUTURE_SKEW_S = 300.0
+#: longest text in a label-like column (tool, api, vantage, run id, codes, kinds)
+MAX_LABEL = 200
+#: longest text anywhere else (the target label, the issuer, the JSON columns)
+MAX_TEXT = 16_384
+KNOWN_CODES = frozenset(c.value for c in ErrorCode)
+KNOWN_KINDS = frozenset(k.value for k in TargetKind)
+_FLOATS = frozenset(k for k, t in PROBES_COLUMNS.items() if t is float)
+_INTS = frozenset(k for k, t in PROBES_COLUMNS.items() if t is int and k != "id")
+_LABELS = ("tool", "api", "vantage", "run_id", "source", "target_kind", "error_code",
+           "outcome", "started_at")
+_JSON = ("rate_limit", "redirects", "args")
+#: columns a row's content key leaves out: where it is stored, not what the call was
+_NOT_CONTENT = frozenset({"id", "run_id", "excluded", "row_key"})
+_NON_NEGATIVE = ("latency_ms", "bytes", "retry_after", "timeout_s", *PHASE_COLUMNS)
+
+
+class RowRefused(RealprobeError, ValueError):
+    """A row the database does not take; `reason` is its kind (one word, for counting)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def check_started_ts(value: object, now: float | None = None) -> float:
+    """A row's start: a finite epoch-seconds number, not after now (plus a small skew)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RowRefused("bad_time", f"started_ts {str(value)[:40]!r} is not a number")
+    ts = float(value)
+    if not math.isfinite(ts) or ts < 0:
+        raise RowRefused("bad_time", f"started_ts {ts!r} is not a time")
+    limit = (time.time() if now is None else now) + FUTURE_SKEW_S
+    if ts > limit:
+        raise RowRefused("future_time", f"row stamped in the future ({iso_utc(ts)})")
+    return ts
+
+
+def _number(key: str, value: object) -> float | int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        raise RowRefused("bad_number", f"{key} {str(value)[:40]!r} is not a finite number")
+    if key in _INTS:
+        if value != int(value):
+            raise RowRefused("bad_number", f"{key} {value!r} is not a whole number")
+        return int(value)
+    if key in _NON_NEGATIVE and value < 0:
+        raise RowRefused("bad_number", f"{key} {value!r} is negative")
+    return float(value)
+
+
+def _text(key: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = json.dumps(value, default=str) if key in _JSON else str(value)
+    if key == "detail":
+        return value[:DETAIL_MAX]  # cut after scrubbing: no half secret survives the cut
+    cap = MAX_LABEL if key in _LABELS else MAX_TEXT
+    if len(value) > cap:
+        raise RowRefused("too_large", f"{key} is {len(value)} characters (at most {cap})")
+    return value
+
+
+def _check_labels(row: dict[str, Any]) -> None:
+    for key in ("tool", "api"):
+        if not row.get(key):
+            raise RowRefused("missing", f"the row has no {key}")
+    if row.get("outcome") not in ("ok", "error"):
+        raise RowRefused("bad_outcome", f"outcome {str(row.get('outcome'))[:40]!r}: ok or error")
+    code = row.get("error_code")
+    if code is not None and code not in KNOWN_CODES:
+        raise RowRefused("unknown_code", f"error_code {code[:40]!r} is not a known code")
+    if row["target_kind"] not in KNOWN_KINDS:
+        raise RowRefused("unknown_kind", f"target_kind {row['target_kind'][:40]!r} is unknown")
+    if row["source"] not in SOURCES:
+        raise RowRefused("unknown_source", f"source {row['source'][:40]!r} is unknown")
+
+
+def check_probe_row(row: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """The row as stored, or `RowRefused`: secrets scrubbed first (then long text cut), known
+    columns only, finite numbers, a start not in the future, known codes, kinds and sources,
+    bounded text; defaults filled and its content key (`row_key`) set."""
+    extra = set(row) - set(PROBES_COLUMNS)
+    if extra:
+        raise RowRefused("unknown_column", f"unknown probe columns: {sorted(extra)[:5]}")
+    out: dict[str, Any] = {**PROBES_DEFAULTS, **scrub_row(row)}
+    for key, value in out.items():
+        if key in ("started_ts", "row_key"):
+            continue
+        if key in _FLOATS or key in _INTS:
+            out[key] = _number(key, value)
+        else:
+            out[key] = _text(key, value)
+    out["started_ts"] = check_started_ts(out.get("started_ts"), now)
+    _check_labels(out)
+    out.pop("id", None)
+    out["row_key"] = row_key(out)
+    return out
+
+
+def row_key(row: dict[str, Any]) -> str:
+    """A row's idempotency key: a hash of what the call was (every column but where it is
+    stored: id, run id, exclusion). Rows are keyed by content, never by a key a source
+    claims, so a file cannot shadow another file's rows, and a row with no run id is still
+    found again on the next merge."""
+    items = sorted(
+        (k, v) for k, v in {**PROBES_DEFAULTS, **row}.items()
+        if k not in _NOT_CONTENT and v is not None
+    )
+    blob = json.dumps(items, separators=(",", ":"), default=str).encode("utf-8")
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def quarantine_row(row: dict[str, Any]) -> str:
+    """A refused row as JSON for the quarantine table: secrets out, every value cut short."""
+    cut = {k: (v[:300] if isinstance(v, str) else v) for k, v in scrub_row(row).items()}
+    return json.dumps(cut, default=str)[:8192]

@@ -13,6 +13,9 @@ from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, SandboxThread
 from realprobe.simulator.profile import Profile, load_profile
 
+#: sample projects run by tests in a subprocess, never collected here
+collect_ignore = ["data"]
+
 
 @pytest.fixture(scope="session")
 def catalog() -> Catalog:

@@ -22,21 +22,29 @@ class LoopbackApi:
 
 
 @contextmanager
-def catfact_on_loopback(min_interval_s: float) -> Iterator[LoopbackApi]:
+def catfact_on_loopback(
+    min_interval_s: float, answers: list[tuple[int, str | None]] | None = None
+) -> Iterator[LoopbackApi]:
     """catfact served on 127.0.0.1 with its real fixture body, one call in flight and starts
-    `min_interval_s` apart; the server is stopped on the way out."""
+    `min_interval_s` apart; the server is stopped on the way out. `answers` (status,
+    Retry-After header or None), when given, are served in turn, cycling; a non-200 answer
+    has a small JSON error body."""
     catfact = next(s for s in builtin_specs() if s.id == "catfact")
     body = catfact.tools[0].fixtures[0].body.encode()
     starts: list[float] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            status, wait = answers[len(starts) % len(answers)] if answers else (200, None)
             starts.append(time.monotonic())
-            self.send_response(200)
+            out = body if status == 200 else b'{"error": "Too Many Requests"}'
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(out)))
+            if wait is not None:
+                self.send_header("Retry-After", wait)
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(out)
 
         def log_message(self, *a: object) -> None:
             pass  # quiet: the test reads `starts`, not the log

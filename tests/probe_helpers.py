@@ -92,7 +92,7 @@ def probe_concurrently(
             with Store(db) as store:
                 await run_probes(
                     catalog, tools, rounds, client, store, timeout_s=timeout_s,
-                    mode=opts.mode.value, target="sandbox" if opts.sandbox else "simulate",
+                    mode=opts.mode.value, target="sandbox" if opts.sandbox else opts.mode.value,
                     politeness=config,
                 )
         finally:

@@ -54,7 +54,11 @@ def test_profile_carries_the_stats() -> None:
     assert cat.latency_ms.lognormal is not None
     assert cat.latency_ms.lognormal.mu == st.latency.lognormal.mu  # type: ignore[union-attr]
     assert cat.burst is not None
-    assert cat.burst.p_fail_after_fail == st.burst.p_fail_after_fail.p
+    # the chain keeps the observed correlation and agrees with the counted success rate
+    b = st.burst
+    assert cat.burst.p_fail_after_fail - cat.burst.p_fail_after_ok == pytest.approx(b.rho)
+    assert 1 - cat.burst.stationary_fail == pytest.approx(cat.success_rate)
+    assert cat.burst.p_fail_after_fail == pytest.approx(b.p_fail_after_fail.p, abs=0.01)
     perfect = prof.tools["agify_age"]
     assert perfect.success_rate == 1.0 and perfect.errors == {}
     assert prof.source["probes"] == 600 and prof.source["denominator"] == "per attempt"

@@ -147,9 +147,9 @@ def test_python_errors_name_parameters(tmp_path: Path) -> None:
 
     with pytest.raises(NoDatabase):
         realprobe.stats(tmp_path / "none.db")
-    with pytest.raises(BadArgument, match=r"^target 'nope': choose one of") as err:
+    with pytest.raises(BadArgument, match=r"^kinds 'nope': choose one of") as err:
         realprobe.api.select_rows(tmp_path / "x.db", "nope", None, [(None, None)], None)
-    assert err.value.params == ("target",)
+    assert err.value.params == ("kinds",)
     with pytest.raises(BadArgument, match=r"^since must be before until"):
         realprobe.window("2026-01-02", "2026-01-01")
     with pytest.raises(BadArgument, match=r"^correction 'x'"):

@@ -6,12 +6,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from realprobe.adapters import ToolResult, call_tool, call_tool_sync
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import TransportOptions, make_client, make_sync_client
-from realprobe.errors import ErrorCode
+from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.http.client import ClientConfig
 from realprobe.simulator.render import VARIANTS
 
@@ -173,8 +174,13 @@ def test_every_tool_answers_under_calm(call: Caller, catalog: Catalog, calm_sand
 def test_unknown_sandbox_variant_is_a_clear_error(
     call: Caller, catalog: Catalog, calm_sandbox: str
 ) -> None:
-    r = call(catalog, f"{calm_sandbox}/_fault/nonsense")
-    assert r.code is ErrorCode.INVALID_INPUT and "unknown fault variant" in r.error.message  # type: ignore[union-attr]
+    """Refused where the target is checked, before any call (as on the command line); the
+    sandbox itself answers such a path with a labelled 400 for clients that get there."""
+    with pytest.raises(RealprobeError, match="unknown fault variant 'nonsense'"):
+        call(catalog, f"{calm_sandbox}/_fault/nonsense")
+    raw = httpx.get(f"{calm_sandbox}/_fault/nonsense/x", timeout=10)
+    assert raw.status_code == 400
+    assert raw.headers["X-Realprobe-Error"] == "unknown-fault-variant"
 
 
 def test_connection_refused_is_network_error(call: Caller, catalog: Catalog) -> None:

@@ -93,8 +93,9 @@ min_calls = 5
     posts = receiver.take()
     assert sorted(p for p, _ in posts) == ["/json", "/slack"]
     payload = dict(posts)
-    assert payload["/json"]["status"] == "firing" and payload["/json"]["rule"] == "agify-success"
-    assert "below 90%" in payload["/json"]["message"]
+    assert payload["/json"]["status"] == "firing"
+    (alert,) = payload["/json"]["alerts"]
+    assert alert["rule"] == "agify-success" and "below 90%" in alert["message"]
     assert payload["/slack"]["text"].startswith(":red_circle: [FIRING] agify-success")
 
     for later in (T0 + 370, T0 + 380, T0 + 390):  # still firing: nothing new is sent
@@ -220,7 +221,7 @@ target = "all"
     assert res.returncode == 0, res.stderr
     posts = [p for path, p in receiver.take() if path == "/json"]
     assert [p["status"] for p in posts] == ["firing"]  # rounds 2 and 3: still firing, silent
-    assert posts[0]["subject"] == "catfact_fact"
+    assert posts[0]["alerts"][0]["subject"] == "catfact_fact"
 
 
 def test_webhook_payloads_go_through_the_secrets_scrubber(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -236,5 +237,5 @@ def test_webhook_payloads_go_through_the_secrets_scrubber(monkeypatch: pytest.Mo
         at="2026-01-01T00:00:00Z",
     )
     for fmt in ("json", "slack"):
-        text = json.dumps(payload(event, fmt))
+        text = json.dumps(payload([event], fmt))
         assert "hunter2" not in text and "sk-canary" not in text, text

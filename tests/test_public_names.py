@@ -13,7 +13,7 @@ FRONT_DOOR = {
     "BadArgument", "Cassette", "CassetteError", "Catalog", "CatalogError", "ClientConfig",
     "Clock", "Drift", "DriftReport", "ErrorCode", "HeldBack", "HostGates", "HttpClient", "Mode",
     "NoDatabase", "PROJECT_URL", "Profile", "RealClock", "RealprobeError", "ReportData",
-    "RunSummary", "Sandbox", "Stats", "StatsReport", "Store", "SyncHttpClient", "TaskBatch",
+    "Rows", "RunSummary", "Sandbox", "Stats", "StatsReport", "Store", "SyncHttpClient", "TaskBatch",
     "TaskBatchResult", "Tool", "ToolError", "ToolResult", "TransportOptions", "USER_AGENT",
     "VantageStats", "VirtualClock", "__version__", "build_report", "calibrate",
     "calibrate_export", "call", "call_all", "call_tool", "call_tool_sync", "default_catalog",
@@ -21,7 +21,8 @@ FRONT_DOOR = {
     "inspect_cassette", "load_cassette", "load_catalog", "load_profile", "make_client",
     "make_report", "make_sandbox", "make_sync_client", "options", "plan_tasks", "probe",
     "public_apis", "record_fixtures", "record_round", "recover_cassette", "replay_round",
-    "run_demo", "run_probes", "run_tasks", "sandbox_running", "save_cassette", "schedule",
+    "rows", "run_demo", "run_probes", "run_tasks", "sandbox_running", "save_cassette",
+    "save_profile", "schedule",
     "scrub_cassette", "serve_mcp", "stats", "sweep", "task_results", "use_cassette",
     "verify_cassette", "window", "write_report",
 }

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from realprobe.adapters import call_tool
 from realprobe.adapters.catalog import Catalog
-from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.importers import decompress, load_cassette
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport
 from realprobe.cli import app
@@ -50,7 +50,11 @@ async def test_every_real_cassette_imports_and_replays(
         for call in imported.calls:
             r = await client.request(call.method, call.uri)
             assert r.status_code == call.status
-            assert r.content == call.body
+            # the recorded headers and bytes, as recorded; httpx decodes them
+            assert list(r.headers.multi_items()) == [(k.lower(), v) for k, v in call.headers]
+            enc = call.header("content-encoding")
+            expected = decompress(call.body, enc) if enc and call.body else call.body
+            assert r.content == expected
             if "json" in (call.header("content-type") or ""):
                 r.json()  # gzip and !binary bodies came out as real JSON
     # the same file also replays directly, without an import step

@@ -26,7 +26,7 @@ from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.cli import app
 from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.secrets import forget_all, scrub_text, secret_name
+from realprobe.secrets import forget_all, scrub_text, secret_header, secret_name
 
 ACCESS = "CNRY:access/key+1"
 SIG = "CNRYsig2~x y"
@@ -145,6 +145,7 @@ required = true
 [apis.tools.input.access]
 required = true
 [apis.tools.input.sig]
+secret = true
 required = true
 [apis.tools.input.session]
 required = true
@@ -174,13 +175,20 @@ max_in_flight = 4
     return path
 
 
-def test_the_name_rules_catch_what_was_missed() -> None:
-    for name in ("accessKey", "sig_v2", "session_id", "X-Api-Key", "api_key", "apikey", "token",
-                 "client_secret", "signature", "password", "passwd", "Authorization", "auth",
-                 "credential", "X-Amz-Credential", "access", "bearer", "PHPSESSID", "key"):
+def test_the_name_rules_are_exact_credential_names() -> None:
+    for name in ("accessKey", "session_id", "api_key", "apikey", "apiKey", "API-KEY", "token",
+                 "access_token", "refresh_token", "client_secret", "signature", "password",
+                 "passwd", "X-Amz-Credential", "key", "appid"):
         assert secret_name(name), name
-    for name in ("author", "keyword", "q", "country_code", "prompt_tokens", "monkey"):
+    for name in ("author", "keyword", "q", "country_code", "prompt_tokens", "monkey", "auth",
+                 "access", "assertion", "publisher", "next_token", "promptTokenCount",
+                 "totalTokenCount", "x-access-level", "reset", "sig_v2", "tokenizer"):
         assert not secret_name(name), name
+    for name in ("Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key"):
+        assert secret_header(name), name
+    for name in ("X-Access-Level", "X-RateLimit-Reset", "Access-Control-Allow-Headers",
+                 "WWW-Authenticate", "X-Token-Count"):
+        assert not secret_header(name), name
     text = "HTTP 401 from http://h/x?code=CNRYa1234&state=CNRYb5678 then redirect"
     assert "CNRYa1234" not in scrub_text(text) and "CNRYb5678" not in scrub_text(text)
     assert scrub_text("GET /alpha?code=de") == "GET /alpha?code=de"  # a country code stays

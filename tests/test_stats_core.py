@@ -180,9 +180,12 @@ def test_sql_loader_matches_rows_and_leaves_out_excluded(tmp_path: Path) -> None
     outage = synthetic_rows("a_tool", 20, p_fail=1.0, codes=("NETWORK_ERROR",), seed=3)
     for r in outage:
         r["excluded"] = 1
-    rows[0]["error_code"] = "SOMETHING_NEW"  # unknown codes count as OPERATION_FAILED
     rows[0]["outcome"] = "error"
     _store_rows(tmp_path / "p.db", rows + outage)
+    # a code the store refuses today, written by an older tool: it reads as OPERATION_FAILED
+    rows[0]["error_code"] = "SOMETHING_NEW"
+    with Store(tmp_path / "p.db") as store, store.conn:
+        store.conn.execute("UPDATE probes SET error_code = 'SOMETHING_NEW' WHERE id = 1")
     arr = load_probes(tmp_path / "p.db")
     ref = ProbeArrays.from_rows(rows + outage)
     assert arr.tools == ["a_tool", "b_tool"] == ref.tools

@@ -38,7 +38,7 @@ def comparable(r: RunOutcome) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if k
         not in (
             "id", "batch", "started_at", "wall_s", "clock_s", "mode", "cassette",
-            "target_kind", "target", "resume_key",  # recorded against the sandbox, replayed
+            "target_kind", "target", "resume_key", "profile",  # sandbox when recorded
         )
     }
     steps = [{k: v for k, v in s.items() if k not in ("run_id", "latency_ms")} for s in r.steps]
@@ -57,7 +57,6 @@ def test_recorded_runs_replay_byte_for_byte(
         prompts=["optimal"],
         mode=Mode.RECORD,
         sandbox=url,
-        profile="published",
         cassette=tmp_path / "cas",
         call_timeout_s=0.2,
     )
@@ -74,7 +73,6 @@ def test_recorded_runs_replay_byte_for_byte(
         agent="reference",
         prompts=["optimal"],
         mode=Mode.REPLAY,
-        profile="published",
         cassette=tmp_path / "cas",
         call_timeout_s=0.2,
     )

@@ -16,7 +16,7 @@ from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
 from realprobe.result import ToolError, ToolResult
 from realprobe.retry_after import parse_retry_after
-from realprobe.secrets import remember
+from realprobe.secrets import clip, remember, scrub_text
 
 RATE_LIMIT_HEADER_PREFIXES = (
     "x-ratelimit",
@@ -49,7 +49,7 @@ def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
         ok=False,
         error=ToolError(
             code=code,
-            message=message,
+            message=scrub_text(message),  # before anything cuts it (the `detail` column)
             http_status=status,
             retry_after_s=retry,
             phase=phase,
@@ -76,7 +76,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         retry = None
         if code is ErrorCode.RATE_LIMIT_ERROR or resp.status == 503:
             retry = parse_retry_after(resp.headers.get("retry-after"), resp.headers.get("date"))
-        snippet = resp.body[:120].decode("utf-8", "replace").strip().replace("\n", " ")
+        snippet = clip(resp.body, 120).strip().replace("\n", " ")
         return _error(
             tool,
             code,

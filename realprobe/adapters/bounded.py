@@ -18,6 +18,7 @@ from itertools import accumulate, compress
 from typing import Any
 
 from realprobe.errors import BadResponse, ErrorCode
+from realprobe.secrets import clip
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +148,7 @@ def load_json(body: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Any:
                 f"body holds a number of {huge.group(1)} characters "
                 f"(limit {limits.max_number_chars})"
             ) from exc
-        snippet = body[:60].decode("utf-8", "replace")
+        snippet = clip(bytes(body), 60)
         raise _bad(f"body is not valid JSON ({exc}): {snippet!r}") from exc
     _check_value(body if isinstance(body, bytes) else bytes(body), value, limits)
     return value

@@ -13,6 +13,7 @@ from realprobe.adapters import parsers, schema_json
 from realprobe.adapters.bounded import DEFAULT_LIMITS, ParseLimits, load_json, load_text
 from realprobe.adapters.spec import PLACEHOLDER_RE, ApiSpec, InputField, OutputField, Rule, ToolSpec
 from realprobe.errors import BadResponse, ErrorCode
+from realprobe.secrets import secret_header, secret_name
 
 _PY_TYPES: dict[str, Any] = {
     "string": str,
@@ -227,8 +228,16 @@ class Tool:
 
     @cached_property
     def secret_inputs(self) -> frozenset[str]:
-        """Inputs declared `secret = true` in the catalogue."""
-        return frozenset(n for n, f in self.spec.input.items() if f.secret)
+        """Inputs declared `secret = true` in the catalogue, and inputs sent as a credential
+        (filling a query parameter or header named like one)."""
+        out = {n for n, f in self.spec.input.items() if f.secret}
+        for key, template in self.spec.query.items():
+            if secret_name(key):
+                out.update(PLACEHOLDER_RE.findall(template))
+        for key, template in self.spec.headers.items():
+            if secret_header(key):
+                out.update(PLACEHOLDER_RE.findall(template))
+        return frozenset(out & set(self.spec.input))
 
     def secret_values(self, args: dict[str, Any] | None) -> list[str]:
         """The values of secret inputs in `args` (to declare them secret before use)."""

@@ -14,20 +14,31 @@ section for what vcrpy cannot hold:
 ```
 
 `seq` gives the one recorded order across both lists; the per-call timing sits inside the
-response, which vcrpy keeps when it re-saves a cassette. Binary bodies are base64
-(`base64_string`) in JSON and `!!binary` in YAML, which vcrpy reads. JSON by default;
-`.yaml`/`.yml` paths are YAML, read with a safe loader only. Writes are atomic (temp file,
-then rename).
+response, which vcrpy keeps when it re-saves a cassette. Status, headers and body bytes are
+kept as recorded (a gzip body stays gzip under its `Content-Encoding`).
+
+Binary bodies, in vcrpy's own forms: YAML holds them as `!!binary`, exactly, as vcrpy does.
+vcrpy's JSON has no form for bytes (vcrpy refuses to write them), so in JSON realprobe writes
+what vcrpy can serve and keeps the exact recording beside it, in the response's `realprobe`
+section: a compressed body whose content is text is written decoded, without its
+`Content-Encoding` (what vcrpy's `decode_compressed_response` writes), with the recorded
+headers and bytes under `recorded`; a binary request body is written as Latin-1 text with its
+bytes under `request_body_base64`. realprobe replays the recorded bytes, vcrpy the decoded
+text. Any other binary response body is written with `\\udcXX` escapes for its undecodable
+bytes: realprobe reads it back exactly and vcrpy loads the cassette, but only the YAML form
+lets vcrpy serve such a body.
+
+An interaction read from a file and not changed is written back exactly as it was read, so
+adding to a cassette (`new_episodes`) leaves the old interactions as they were. JSON by
+default; `.yaml`/`.yml` paths are YAML, read with a safe loader only. Writes are atomic (temp
+file, then rename).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +47,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from realprobe.errors import RealprobeError
+from realprobe.http.decoding import decode_whole
 from realprobe.limits import InputTooLarge, bounded_loader, check_size
+from realprobe.outputs import OutputError, write_output
 
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
 VCR_VERSION = 1
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
+MAX_JSON_DECODED = 50 * 1024 * 1024
 
 
 class CassetteError(RealprobeError):
@@ -80,6 +94,11 @@ class Call:
     budget_s: float | None = None  # time the client allowed this request (timeout/deadline)
     chunk_sizes: list[int] | None = None  # body chunk boundaries as received, when several
     recorded_at: str | None = None
+    #: the interaction as read from a file, and what the call looked like then: written back
+    #: as read while the call is unchanged
+    origin: tuple[tuple[Any, ...], dict[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def outcome(self) -> str:
@@ -135,6 +154,8 @@ class _Timing(BaseModel):
     chunks: list[int] | None = None
     recorded_at: str | None = None
     complete: bool = True
+    recorded: dict[str, Any] | None = None  # JSON: the exact headers and body (see above)
+    request_body_base64: str | None = None  # JSON: the exact binary request body
 
 
 class _Error(BaseModel):
@@ -171,9 +192,8 @@ def _is_text(data: bytes) -> bool:
 
 
 def body_to_json(data: bytes) -> dict[str, str]:
-    if _is_text(data):
-        return {"string": data.decode("utf-8")}
-    return {"base64_string": base64.b64encode(data).decode("ascii")}
+    """vcrpy's `{"string": ...}`; undecodable bytes as `\\udcXX` escapes (read back exactly)."""
+    return {"string": data.decode("utf-8", "surrogateescape")}
 
 
 def body_from_json(raw: Any, where: str) -> bytes:
@@ -298,14 +318,58 @@ def request_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
 
 
 def response_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
-    body: dict[str, Any] = (
-        {"string": call.body} if binary and not _is_text(call.body) else body_to_json(call.body)
-    )
+    """`binary`: a non-UTF-8 body stays bytes (YAML); otherwise a base64 string (realprobe's
+    own sections; interactions use `vcrpy_json_interaction`)."""
+    body: dict[str, Any]
+    if _is_text(call.body):
+        body = {"string": call.body.decode("utf-8")}
+    elif binary:
+        body = {"string": call.body}
+    else:
+        body = {"base64_string": base64.b64encode(call.body).decode("ascii")}
     return {
         "status": {"code": call.status, "message": call.reason},
         "headers": headers_to_json(call.headers),
         "body": body,
     }
+
+
+def _decoded_text(call: Call) -> bytes | None:
+    """A compressed body's content when it is text (what vcrpy's JSON can hold), else None."""
+    enc = (call.header("content-encoding") or "").strip().lower()
+    if enc in ("", "identity") or not call.body:
+        return None
+    plain = decode_whole(call.body, enc, MAX_JSON_DECODED)
+    return plain if plain is not None and _is_text(plain) else None
+
+
+def vcrpy_json_interaction(call: Call) -> dict[str, Any]:
+    """One interaction as vcrpy's JSON serializer can load and replay it (see the module
+    docstring), with the exact recording kept in the `realprobe` section when that differs."""
+    timing = _timing_json(call)
+    request = request_json(call)
+    if request.pop("body_base64", None) is not None:
+        assert call.request_body is not None
+        request["body"] = call.request_body.decode("latin-1")
+        timing["request_body_base64"] = base64.b64encode(call.request_body).decode("ascii")
+    response = response_json(call, binary=True)
+    if not _is_text(call.body):
+        plain = _decoded_text(call)
+        if plain is not None:
+            timing["recorded"] = {
+                "headers": response["headers"],
+                "body_base64": base64.b64encode(call.body).decode("ascii"),
+            }
+            response["headers"] = headers_to_json([
+                (k, str(len(plain)) if k.lower() == "content-length" else v)
+                for k, v in call.headers
+                if k.lower() not in ("content-encoding", "transfer-encoding")
+            ])
+            response["body"] = {"string": plain.decode("utf-8")}
+        else:
+            response["body"] = body_to_json(call.body)
+    response["realprobe"] = timing
+    return {"request": request, "response": response}
 
 
 def call_record(call: Call, *, binary: bool = False) -> dict[str, Any]:
@@ -337,17 +401,24 @@ def call_from_record(data: Any, where: str) -> Call:
 
 
 def to_json_data(cassette: Cassette, *, binary: bool = False) -> dict[str, Any]:
-    """`binary`: non-UTF-8 bodies as bytes (for YAML's `!!binary`), else base64 strings."""
+    """`binary`: non-UTF-8 bodies as bytes (for YAML's `!!binary`), else in the forms vcrpy's
+    JSON can load (see the module docstring). Unchanged calls read from a file are written
+    back as read."""
     interactions: list[dict[str, Any]] = []
     extras: list[dict[str, Any]] = []
     for call in sorted(cassette.calls, key=lambda c: c.seq):
-        if call.vcrpy_representable:
-            response = response_json(call, binary=binary)
-            response["realprobe"] = _timing_json(call)
-            interactions.append({"request": request_json(call, binary=binary),
-                                 "response": response})
-            continue
-        extras.append(call_record(call, binary=binary))
+        if call.origin is not None and call.origin[0] == fingerprint(call):
+            interactions.append(call.origin[1])
+        elif call.vcrpy_representable:
+            if binary:
+                response = response_json(call, binary=True)
+                response["realprobe"] = _timing_json(call)
+                interactions.append({"request": request_json(call, binary=True),
+                                     "response": response})
+            else:
+                interactions.append(vcrpy_json_interaction(call))
+        else:
+            extras.append(call_record(call, binary=binary))
     return {
         "version": VCR_VERSION,
         "interactions": interactions,
@@ -358,6 +429,15 @@ def to_json_data(cassette: Cassette, *, binary: bool = False) -> dict[str, Any]:
             "beyond_vcrpy": extras,
         },
     }
+
+
+def fingerprint(call: Call) -> tuple[Any, ...]:
+    """What a call carries that a file holds (to tell whether it changed since it was read)."""
+    return (
+        call.seq, call.method, call.uri, tuple(call.request_headers), call.request_body,
+        call.status, call.reason, tuple(call.headers), call.body, call.complete,
+        call.error is None, call.t_s, call.elapsed_s, call.ttfb_s,
+    )
 
 
 def status_code(code: Any, where: str) -> int:
@@ -484,8 +564,34 @@ def _interaction_calls(interactions: Any, label: str) -> list[Call]:
         call = _call_from(seq, item.get("request"), resp, where, timing)
         if timing is not None:
             call.complete = timing.complete
+            _exact_recording(call, timing, where)
+        if _vcrpy_loads(item):
+            call.origin = (fingerprint(call), item)
         calls.append(call)
     return calls
+
+
+def _vcrpy_loads(item: dict[str, Any]) -> bool:
+    """Whether plain vcrpy loads this interaction as it stands (older realprobe files wrote
+    `base64_string`/`body_base64`, which are rewritten in vcrpy's forms when saved again)."""
+    req, resp = item.get("request"), item.get("response")
+    if not isinstance(req, dict) or "body_base64" in req or not isinstance(resp, dict):
+        return False
+    body = resp.get("body")
+    return isinstance(body, dict) and "string" in body
+
+
+def _exact_recording(call: Call, timing: _Timing, where: str) -> None:
+    """The recorded headers and bytes a JSON cassette keeps beside vcrpy's decoded form."""
+    try:
+        if timing.request_body_base64:
+            call.request_body = base64.b64decode(timing.request_body_base64, validate=True)
+        if timing.recorded is not None:
+            call.headers = headers_from_json(timing.recorded.get("headers"), where)
+            call.body = base64.b64decode(str(timing.recorded.get("body_base64", "")),
+                                         validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise CassetteError(f"{where}.realprobe: base64 body does not decode ({exc})") from exc
 
 
 def _beyond_vcrpy_calls(section: _Section, label: str) -> list[Call]:
@@ -579,32 +685,20 @@ def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
     if as_yaml:
         text = yaml.dump(data, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
         return text.encode("utf-8")
-    return (json.dumps(data, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    return text.encode("utf-8", "backslashreplace")  # a lone surrogate: its JSON escape
 
 
 def save_cassette(cassette: Cassette, path: str | Path | None = None) -> Path:
-    """Write atomically: a temp file in the same folder, fsync, then rename over the target."""
+    """Write through the one output writer (atomic, fsync'd, never through a link)."""
     p = Path(path) if path is not None else cassette.path
     if p is None:
         raise CassetteError("no path to write the cassette to")
     payload = dump_bytes(cassette, as_yaml=is_yaml_path(p))
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    except OSError as exc:
-        raise CassetteError(f"cannot write the cassette {p}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise CassetteError(f"cannot write the cassette {p}: {exc.strerror or exc}") from exc
-        raise
+        write_output(p, payload, make_parents=True)
+    except OutputError as exc:
+        raise CassetteError(f"cannot write the cassette: {exc}") from exc
     cassette.path = p
     return p
 

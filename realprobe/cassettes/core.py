@@ -25,6 +25,7 @@ from realprobe.cassettes.matching import (
     MATCH_URL_BODY,
     Matcher,
     MatchSpec,
+    body_differences,
     canonical_url,
     closest,
 )
@@ -39,13 +40,11 @@ from realprobe.cassettes.scrub import (
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import RealprobeError
 from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
-from realprobe.http.decoding import decode_whole
 from realprobe.version import __version__
 
 EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
 LATENCY_KINDS = ("none", "real", "scaled:X", "virtual")
 DEADLINE_TYPES = ("CancelledError", "TimeoutError", "DeadlineExceeded")
-MAX_DECODE_ON_SAVE = 20 * 1024 * 1024
 CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
 WRITE_ERRORS = (httpx.WriteError, httpx.WriteTimeout)
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -313,14 +312,14 @@ class Recorder:
     # what gets written
 
     def _stored(self, call: Call) -> Call:
-        """The call as the cassette keeps it: body joined, decoded, redirect hops whole."""
+        """The call as the cassette keeps it: body joined, redirect hops whole."""
         chunks = self._chunks.get(call.seq)
         if chunks is not None:
             call.body = b"".join(chunks)
             call.chunk_sizes = [len(c) for c in chunks] if len(chunks) > 1 else None
         if call.error is not None and call.error.bytes_before == 0 and call.body:
             call.error.bytes_before = len(call.body)
-        return _decoded(_copy(call))
+        return _whole_hop(_copy(call))
 
     def _finish(self, call: Call) -> None:
         if self.journal is None:
@@ -386,11 +385,11 @@ def _copy(call: Call) -> Call:
     )
 
 
-def _decoded(call: Call) -> Call:
-    """Complete gzip/deflate bodies are stored decoded (readable, and replayable by vcrpy);
-    a redirect hop the client closed unread is stored as a whole, empty-bodied response so
-    plain vcrpy can replay the chain (its per-call `complete: false` stays in the timing)."""
-    enc = (call.header("content-encoding") or "").strip().lower()
+def _whole_hop(call: Call) -> Call:
+    """A redirect hop the client closed unread is stored as a whole, empty-bodied response so
+    plain vcrpy can replay the chain (its per-call `complete: false` stays in the timing).
+    Every other call is kept as it arrived: status, headers and body bytes (a compressed body
+    stays compressed under its `Content-Encoding`; decoding is the client's job)."""
     if (
         not call.complete and call.error is None and call.status in REDIRECTS
         and call.header("location") and not call.body
@@ -400,19 +399,6 @@ def _decoded(call: Call) -> Call:
             for k, v in call.headers
             if k.lower() not in ("content-encoding", "transfer-encoding")
         ]
-        return call
-    if not call.complete or call.error is not None or enc not in ("gzip", "x-gzip", "deflate"):
-        return call
-    out = decode_whole(call.body, enc, MAX_DECODE_ON_SAVE)
-    if out is None:
-        return call  # corrupt, or too large to store decoded: keep the exact bytes
-    call.body = out
-    call.chunk_sizes = None
-    call.headers = [
-        (k, str(len(out)) if k.lower() == "content-length" else v)
-        for k, v in call.headers
-        if k.lower() != "content-encoding"
-    ]
     return call
 
 
@@ -504,8 +490,7 @@ class Player:
             calls = [c for c in calls if self.spec.custom_match(incoming, c)]
         label = self.cassette.label()
         if not calls:
-            near = closest(key, list(self.index))
-            hint = f"; closest recorded: {near}" if near else "; the cassette is empty"
+            hint = self._closest(method, url, body, key)
             raise CassetteMiss(
                 f"no recording for {method} {canonical_url(url)} in cassette {label}{hint}"
             )
@@ -523,6 +508,20 @@ class Player:
             )
         self.played.append(chosen.seq)
         return chosen
+
+    def _closest(self, method: str, url: str, body: bytes | None, key: str) -> str:
+        """The recording nearest a missed request, and the body fields that differ."""
+        if self.scrubbed:
+            url, body = scrub_for_match(url, body, self.scrub)
+        same = [c for c in self.cassette.calls if c.method == method.upper()
+                and canonical_url(c.uri) == canonical_url(url) and c.request_body]
+        if body and same:
+            scored = [(body_differences(body, c.request_body), c) for c in same]
+            diffs, near = min(scored, key=lambda pair: len(pair[0]))
+            return (f"; closest recorded: {near.method} {canonical_url(near.uri)} (call "
+                    f"#{near.seq}), whose body differs in {', '.join(diffs)}")
+        found = closest(key, list(self.index))
+        return f"; closest recorded: {found}" if found else "; the cassette is empty"
 
     def unplayed(self) -> list[Call]:
         if self.spec.custom:

@@ -5,10 +5,7 @@ decoded, with `Content-Encoding` dropped)."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
-import tempfile
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
@@ -25,6 +22,7 @@ from realprobe.cassettes.cassette import (
     is_yaml_path,
     save_cassette,
 )
+from realprobe.outputs import OutputError, write_output
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -141,19 +139,9 @@ def to_har(cassette: Cassette) -> dict[str, Any]:
 
 def _write(path: Path, payload: bytes) -> None:
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise CassetteError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        write_output(path, payload)
+    except OutputError as exc:
+        raise CassetteError(str(exc)) from exc
 
 
 def save_as_source(cassette: Cassette, path: Path) -> str:

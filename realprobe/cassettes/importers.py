@@ -1,10 +1,11 @@
 """Cassettes from elsewhere: vcrpy (YAML/JSON), Ruby VCR (`http_interactions`, `!binary`
 base64 and gzip bodies), and HAR (what browser dev tools export).
 
-Imported bodies are normalised the way realprobe records them: compressed bodies are decoded
-and `Content-Encoding` dropped, a `Content-Encoding` that does not match the stored body (vcrpy's
-`decode_compressed_response`) is dropped, `Transfer-Encoding` is dropped (the body is whole),
-and `Content-Length` is set to the stored body's length.
+Imported calls keep their status, headers and body bytes as stored, as vcrpy replays them
+(a compressed body stays compressed under its `Content-Encoding`, which the client decodes).
+The one change: a `Content-Encoding` over a body that is not encoded (HAR's decoded text, a
+recording made with vcrpy's `decode_compressed_response` that kept the header) is dropped, with
+its `Content-Length`, so that no client decodes the body twice.
 """
 
 from __future__ import annotations
@@ -244,22 +245,18 @@ def _set_header(call: Call, name: str, value: str | None) -> None:
 
 
 def normalise_body(call: Call) -> None:
-    """Make the stored body and its headers agree (see the module docstring)."""
-    if call.status is None:
+    """Drop a `Content-Encoding` the stored body does not carry (see the module docstring);
+    every other header and byte stays as recorded."""
+    if call.status is None or not call.body:
         return
     encoding = call.header("content-encoding")
-    if encoding and encoding.strip().lower() not in ("identity", ""):
-        decoded = decompress(call.body, encoding) if call.body else b""
-        if decoded is not None:
-            call.body = decoded
-        # decoded now, or never compressed (already decoded by the recorder): drop it
-        if decoded is not None or _looks_plain(call.body):
-            _set_header(call, "Content-Encoding", None)
-    if call.header("transfer-encoding"):
-        _set_header(call, "Transfer-Encoding", None)
-    length = call.header("content-length")
-    if length is not None and length.strip() != str(len(call.body)) and call.complete:
-        _set_header(call, "Content-Length", str(len(call.body)))
+    if not encoding or encoding.strip().lower() in ("identity", ""):
+        return
+    if decompress(call.body, encoding) is None and _looks_plain(call.body):
+        _set_header(call, "Content-Encoding", None)
+        length = call.header("content-length")
+        if length is not None and length.strip() != str(len(call.body)) and call.complete:
+            _set_header(call, "Content-Length", str(len(call.body)))
 
 
 def _looks_plain(body: bytes) -> bool:

@@ -55,14 +55,72 @@ def _canonical(url: str) -> str:
     return f"{scheme}://{netloc}{path}"
 
 
+#: fields of an LLM request that do not change the answer (client timeouts, who is asking,
+#: bookkeeping); ignored when an LLM request is matched to its recording
+LLM_IGNORED_FIELDS = frozenset({
+    "timeout", "request_timeout", "user", "metadata", "store", "service_tier",
+})
+
+
+def is_llm_request(data: Any) -> bool:
+    """A chat/completion request body (OpenAI-style `model` + `messages`/`input`/`prompt`,
+    or Gemini's `contents`)."""
+    return isinstance(data, dict) and (
+        ("model" in data and any(k in data for k in ("messages", "input", "prompt")))
+        or "contents" in data
+    )
+
+
+def _semantic(data: Any) -> Any:
+    if is_llm_request(data):
+        return {k: v for k, v in data.items() if k not in LLM_IGNORED_FIELDS}
+    return data
+
+
 def body_digest(body: bytes | None) -> str:
-    """A short digest of a request body; JSON bodies are compared with sorted keys."""
+    """A short digest of a request body; JSON bodies are compared with sorted keys, and LLM
+    requests without the fields that do not change the answer."""
     if not body:
         return ""
     data = body
     with contextlib.suppress(ValueError, UnicodeDecodeError):
-        data = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+        parsed = _semantic(json.loads(body))
+        data = json.dumps(parsed, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def json_differences(a: Any, b: Any, path: str = "", limit: int = 6) -> list[str]:
+    """The JSON paths where two documents differ (at most `limit`), e.g. `messages[3].content`."""
+    out: list[str] = []
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            where = f"{path}.{k}" if path else str(k)
+            if k not in a or k not in b:
+                out.append(where + (" (only recorded)" if k in b else " (only in this request)"))
+            else:
+                out += json_differences(a[k], b[k], where, limit - len(out))
+            if len(out) >= limit:
+                break
+    elif isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            out += json_differences(x, y, f"{path}[{i}]", limit - len(out))
+            if len(out) >= limit:
+                break
+        if len(a) != len(b) and len(out) < limit:
+            out.append(f"{path} ({len(a)} items here, {len(b)} recorded)")
+    elif a != b:
+        out.append(path or "(the whole body)")
+    return out[:limit]
+
+
+def body_differences(body: bytes | None, recorded: bytes | None) -> list[str]:
+    """How a request body differs from a recorded one, field by field when both are JSON."""
+    try:
+        a = _semantic(json.loads(body or b"null"))
+        b = _semantic(json.loads(recorded or b"null"))
+    except (ValueError, UnicodeDecodeError):
+        return [] if body == recorded else ["(the body bytes)"]
+    return json_differences(a, b)
 
 
 def match_key(method: str, url: str, body: bytes | None, match_on: tuple[str, ...]) -> str:

@@ -30,6 +30,8 @@ Fixtures for code that takes a transport: `realprobe_transport` (async httpx),
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import re
 import socket
 from collections.abc import Iterator
@@ -53,7 +55,18 @@ HINT = (
 )
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def recording_plugin_installed() -> bool:
+    return importlib.util.find_spec("pytest_recording") is not None
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    if not recording_plugin_installed():
+        # pytest-recording's marker, fixtures and options, served by realprobe; with
+        # pytest-recording installed they are its own, and realprobe steps aside
+        from realprobe.cassettes import pytest_vcr
+
+        if not pluginmanager.is_registered(pytest_vcr):
+            pluginmanager.register(pytest_vcr, "realprobe-vcr")
     group = parser.getgroup("realprobe")
     group.addoption(
         "--realprobe-record-mode",
@@ -90,6 +103,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "Folder (next to each test file) holding realprobe cassettes.",
         default="cassettes",
     )
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if recording_plugin_installed():
+        return ("realprobe: pytest-recording is installed, so @pytest.mark.vcr and "
+                "--record-mode are its own; @pytest.mark.realprobe is realprobe's")
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -192,14 +212,17 @@ def _realprobe_marked(request: pytest.FixtureRequest) -> Iterator[None]:
             h.strip().lower() for h in request.config.getoption("--realprobe-allowed-hosts")
             .split(",") if h.strip()
         }
-        with _blocked(allowed):
+        with blocked_network(allowed):
             yield
         return
     yield
 
 
 class NetworkBlocked(OSError):
-    """A test under --realprobe-block-network tried to open a socket."""
+    """A test under a network block tried to reach a host it may not."""
+
+
+LOOPBACK_NAMES = {"localhost": ("127.0.0.1", "::1")}
 
 
 def _host_of(address: Any) -> str | None:
@@ -208,40 +231,128 @@ def _host_of(address: Any) -> str | None:
     return None  # a Unix socket path
 
 
-def _blocked(allowed: set[str]) -> Any:
-    import contextlib
+def _numeric(host: str) -> bool:
+    import ipaddress
 
-    real_connect = socket.socket.connect
-    real_connect_ex = socket.socket.connect_ex
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return True
 
-    def check(address: Any) -> None:
-        host = _host_of(address)
-        if host is None or host in allowed:
+
+class _Guard:
+    """The socket-level block: connects, datagrams (`sendto`/`sendmsg`), sends on sockets
+    connected before the block began, and name resolution (a lookup would leave the process
+    before any connect is refused). Not covered: subprocesses and C extensions that open their
+    own sockets (libcurl, database drivers), which never call Python's socket module."""
+
+    def __init__(self, allowed: set[str], label: str) -> None:
+        self.allowed = set(allowed)
+        for name, addresses in LOOPBACK_NAMES.items():
+            if name in self.allowed:
+                self.allowed.update(addresses)
+        self.label = label
+        self.real: dict[str, Any] = {}
+
+    def check(self, host: str | None, what: str) -> None:
+        if host is None or host in self.allowed:
             return
         raise NetworkBlocked(
-            f"network blocked by --realprobe-block-network: connect to {host} "
-            "(allow it with --realprobe-allowed-hosts, or record with --realprobe-record-mode)"
+            f"network blocked by {self.label}: {what} {host} (allow the host, or record "
+            "the cassette)"
         )
 
-    def connect(self: socket.socket, address: Any) -> None:
-        check(address)
-        real_connect(self, address)
-
-    def connect_ex(self: socket.socket, address: Any) -> int:
-        check(address)
-        return real_connect_ex(self, address)
-
-    @contextlib.contextmanager
-    def guard() -> Iterator[None]:
-        socket.socket.connect = connect  # type: ignore[method-assign,assignment]
-        socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
+    def check_peer(self, sock: socket.socket) -> None:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return
         try:
-            yield
-        finally:
-            socket.socket.connect = real_connect  # type: ignore[method-assign]
-            socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
+            peer = sock.getpeername()
+        except OSError:
+            return  # not connected: the call fails on its own
+        self.check(_host_of(peer), "send to")
 
-    return guard()
+    def resolve_check(self, host: Any) -> None:
+        if host is None:
+            return
+        name = host.decode("idna") if isinstance(host, bytes) else str(host)
+        if not _numeric(name):
+            self.check(name.lower(), "name lookup of")
+
+
+def _patched(guard: _Guard) -> dict[str, Any]:
+    """The replacements, keyed by socket.socket attribute (or `module.` for functions)."""
+    real = guard.real
+
+    def connect(self: socket.socket, address: Any) -> Any:
+        guard.check(_host_of(address), "connect to")
+        return real["connect"](self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> Any:
+        guard.check(_host_of(address), "connect to")
+        return real["connect_ex"](self, address)
+
+    def sendto(self: socket.socket, data: Any, *args: Any) -> Any:
+        guard.check(_host_of(args[-1]) if args else None, "datagram to")
+        return real["sendto"](self, data, *args)
+
+    def sendmsg(self: socket.socket, buffers: Any, *args: Any) -> Any:
+        if len(args) >= 3 and args[2] is not None:
+            guard.check(_host_of(args[2]), "datagram to")
+        else:
+            guard.check_peer(self)
+        return real["sendmsg"](self, buffers, *args)
+
+    def send(self: socket.socket, *args: Any) -> Any:
+        guard.check_peer(self)
+        return real["send"](self, *args)
+
+    def sendall(self: socket.socket, *args: Any) -> Any:
+        guard.check_peer(self)
+        return real["sendall"](self, *args)
+
+    def getaddrinfo(host: Any, *args: Any, **kw: Any) -> Any:
+        guard.resolve_check(host)
+        return real["module.getaddrinfo"](host, *args, **kw)
+
+    def gethostbyname(host: Any) -> Any:
+        guard.resolve_check(host)
+        return real["module.gethostbyname"](host)
+
+    def gethostbyname_ex(host: Any) -> Any:
+        guard.resolve_check(host)
+        return real["module.gethostbyname_ex"](host)
+
+    return {
+        "connect": connect, "connect_ex": connect_ex, "sendto": sendto, "sendmsg": sendmsg,
+        "send": send, "sendall": sendall, "module.getaddrinfo": getaddrinfo,
+        "module.gethostbyname": gethostbyname, "module.gethostbyname_ex": gethostbyname_ex,
+    }
+
+
+def _owner(name: str) -> tuple[Any, str]:
+    return (socket, name[7:]) if name.startswith("module.") else (socket.socket, name)
+
+
+@contextlib.contextmanager
+def blocked_network(allowed: set[str], label: str = "--realprobe-block-network") -> Iterator[None]:
+    """Block the network for the block (see `_Guard`), then put everything back as found."""
+    guard = _Guard(allowed, label)
+    replacements = _patched(guard)
+    for name in replacements:
+        guard.real[name] = getattr(*_owner(name))
+    try:
+        for name, fn in replacements.items():
+            setattr(*_owner(name), fn)
+        yield
+    finally:
+        for name, fn in guard.real.items():
+            setattr(*_owner(name), fn)
+
+
+def failed_test(request: pytest.FixtureRequest) -> bool:
+    """Whether this test has failed so far (its cassette is then not written)."""
+    return request.node.stash.get(_FAILED, False)
 
 
 @pytest.fixture

@@ -1,17 +1,18 @@
-"""Secrets out of a cassette before it is written, in requests and in responses.
+"""Credentials out of a cassette before it is written, in requests and in responses.
 
 The rules live in `realprobe.secrets` (the one scrubber); this module applies them to calls.
-Two passes. By name: credential-like headers (Authorization, Cookie, Set-Cookie, X-Api-Key,
-...), secret-named query parameters, form fields and JSON fields, OAuth `code`/`state`, and
-URL passwords get a placeholder. Every value removed that way, plus declared secrets
-(catalogue inputs marked `secret`, the LLM key), `--secret` values and long secrets found in
-the environment, is then replaced wherever else it appears, in every echo form (raw,
-percent-encoded, JSON-escaped, base64): a token echoed back in a body, a header, a
-Set-Cookie or a redirect goes too.
+Two passes. By name: credential headers (Authorization, Proxy-Authorization, Cookie,
+Set-Cookie, X-Api-Key, ...), query parameters, form fields and JSON fields named exactly like a
+credential, OAuth `code`/`state` and URL passwords get a placeholder. Every value removed that
+way, plus declared secrets (catalogue inputs marked `secret`, the LLM key), `--secret` values
+and long secrets found in the environment, is then replaced wherever else it appears, in every
+echo form (raw, percent-encoded, JSON-escaped, base64). In JSON bodies only string values are
+touched, and every other byte stays; a compressed body is scrubbed decoded and, when a
+credential was in it, compressed again the same way (untouched bodies keep their bytes).
 
-`cassette scrub` and recording run the same `scrub_cassette`, so scrubbing a cassette recorded
-with `--no-scrub` removes what recording would have removed (with `--catalog`-declared
-secret path inputs found through the catalogue).
+`ScrubConfig` takes further names like vcrpy's `filter_headers`, `filter_query_parameters` and
+`filter_post_data_parameters`. `cassette scrub` and recording run the same `scrub_cassette`
+(`--dry-run` reports without writing).
 
 Replay scrubs each incoming request's URL and body the same way before matching, so scrubbed
 recordings still match.
@@ -19,19 +20,24 @@ recordings still match.
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from realprobe.cassettes.cassette import Call, Cassette
+from realprobe.http.decoding import decode_whole
 from realprobe.secrets import (
     MIN_FOUND,
     PLACEHOLDER,
     Redactor,
     default_redactor,
     known_secrets,
+    redact_body,
+    redact_json,
     scrub_data,
     scrub_query,
     scrub_text,
@@ -99,54 +105,29 @@ def scrub_url(url: str, cfg: ScrubConfig, found: list[str] | None = None) -> str
     return _scrub_url(url, extra=cfg.extra_params, found=found, placeholder=cfg.placeholder)
 
 
-def _scrub_json(
-    obj: Any, cfg: ScrubConfig, found: list[str], *, response: bool, inside: bool = False
-) -> tuple[Any, bool]:
-    if isinstance(obj, dict):
-        changed = False
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            hidden = inside or secret_field(str(k), cfg.extra_params, response=response)
-            new, ch = _scrub_json(v, cfg, found, response=response, inside=hidden)
-            out[k] = new
-            changed = changed or ch
-        return out, changed
-    if isinstance(obj, list):
-        changed = False
-        items = []
-        for v in obj:
-            new, ch = _scrub_json(v, cfg, found, response=response, inside=inside)
-            items.append(new)
-            changed = changed or ch
-        return items, changed
-    if inside and obj is not None and not isinstance(obj, bool) and str(obj) not in (
-        "", cfg.placeholder
-    ):
-        found.append(str(obj))
-        return cfg.placeholder, True
-    return obj, False
-
-
 def scrub_json_body(
     body: bytes, cfg: ScrubConfig, found: list[str] | None = None, *, response: bool = False
 ) -> bytes:
-    """Secret-named JSON fields (or form fields) replaced; other bodies come back unchanged."""
+    """Credential JSON fields (or form fields) replaced, every other byte kept; other bodies
+    come back unchanged."""
     if not body:
         return body
     head = body.lstrip()[:1]
     if head not in (b"{", b"["):
         return _scrub_form(body, cfg, found)
     try:
-        data = json.loads(body)
+        text = body.decode("utf-8")
+        json.loads(text)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return body
     sink: list[str] = []
-    new, changed = _scrub_json(data, cfg, sink, response=response)
+    clean = redact_json(
+        text, secret=lambda k: secret_field(k, cfg.extra_params, response=response),
+        found=sink, placeholder=cfg.placeholder,
+    )
     if found is not None:
         found.extend(sink)
-    if not changed:
-        return body
-    return json.dumps(new, ensure_ascii=False).encode("utf-8")
+    return body if clean == text else clean.encode("utf-8")
 
 
 def _scrub_form(body: bytes, cfg: ScrubConfig, found: list[str] | None) -> bytes:
@@ -204,12 +185,12 @@ def _replace_literals(call: Call, red: Redactor, report: ScrubReport) -> None:
             setattr(call, attr, cleaned)
             report.counts["echoed value"] += 1
     if call.body:
-        new = red.data(call.body)
+        new = redact_body(call.body, red, placeholder=red.placeholder)
         if new != call.body:
             call.body = new
             report.counts["echoed value"] += 1
     if call.request_body:
-        new_req = red.data(call.request_body)
+        new_req = redact_body(call.request_body, red, placeholder=red.placeholder)
         if new_req != call.request_body:
             call.request_body = new_req
             report.counts["echoed value"] += 1
@@ -224,6 +205,59 @@ def _fix_length(call: Call, before: int) -> None:
     call.headers = [
         (k, str(len(call.body)) if k.lower() == "content-length" else v) for k, v in call.headers
     ]
+
+
+#: compressed bodies realprobe scrubs decoded, then compresses again the same way
+ENCODERS = {
+    "gzip": lambda b: gzip.compress(b, mtime=0),
+    "x-gzip": lambda b: gzip.compress(b, mtime=0),
+    "deflate": zlib.compress,
+}
+MAX_SCRUB_DECODED = 50 * 1024 * 1024
+
+
+def _open_encoded(calls: list[Call]) -> dict[int, tuple[bytes, str, bytes]]:
+    """Swap each complete compressed body for its decoded bytes (to be scrubbed)."""
+    opened: dict[int, tuple[bytes, str, bytes]] = {}
+    for call in calls:
+        enc = (call.header("content-encoding") or "").strip().lower()
+        if call.body and call.complete and call.error is None and enc in ENCODERS:
+            plain = decode_whole(call.body, enc, MAX_SCRUB_DECODED)
+            if plain is not None:
+                opened[id(call)] = (call.body, enc, plain)
+                call.body = plain
+    return opened
+
+
+def _close_encoded(calls: list[Call], opened: dict[int, tuple[bytes, str, bytes]]) -> None:
+    """The recorded bytes back where nothing was scrubbed; compressed again where it was."""
+    for call in calls:
+        entry = opened.get(id(call))
+        if entry is not None:
+            raw, enc, plain = entry
+            call.body = raw if call.body == plain else ENCODERS[enc](call.body)
+
+
+def _by_name(call: Call, cfg: ScrubConfig, found: list[str], report: ScrubReport) -> None:
+    """First pass over one call: what its names say is a credential."""
+    call.request_headers = _scrub_headers(call.request_headers, cfg, found, report)
+    call.headers = _scrub_headers(call.headers, cfg, found, report)
+    before = len(found)
+    call.uri = scrub_url(call.uri, cfg, found)
+    if len(found) > before:
+        report.counts["query parameter"] += len(found) - before
+    if call.request_body:
+        before = len(found)
+        call.request_body = scrub_json_body(call.request_body, cfg, found)
+        report.counts["request field"] += len(found) - before
+    if call.body and call.complete:
+        before = len(found)
+        call.body = scrub_json_body(call.body, cfg, found, response=True)
+        report.counts["response field"] += len(found) - before
+    if call.error is not None:
+        call.error.message = scrub_text(
+            call.error.message, found=found, redactor=Redactor(()), placeholder=cfg.placeholder,
+        )
 
 
 def scrub_cassette(
@@ -241,30 +275,13 @@ def scrub_cassette(
     if cfg.from_environment:
         found.extend(known_secrets())
     sizes = {id(c): len(c.body) for c in cassette.calls}
+    opened = _open_encoded(cassette.calls)
     for call in cassette.calls:
         if finder is not None:
             declared = finder(call)
             found.extend(declared)
             report.counts["declared input"] += len(declared)
-        call.request_headers = _scrub_headers(call.request_headers, cfg, found, report)
-        call.headers = _scrub_headers(call.headers, cfg, found, report)
-        before = len(found)
-        call.uri = scrub_url(call.uri, cfg, found)
-        if len(found) > before:
-            report.counts["query parameter"] += len(found) - before
-        if call.request_body:
-            before = len(found)
-            call.request_body = scrub_json_body(call.request_body, cfg, found)
-            report.counts["request field"] += len(found) - before
-        if call.body and call.complete:
-            before = len(found)
-            call.body = scrub_json_body(call.body, cfg, found, response=True)
-            report.counts["response field"] += len(found) - before
-        if call.error is not None:
-            call.error.message = scrub_text(
-                call.error.message, found=found, redactor=Redactor(()),
-                placeholder=cfg.placeholder,
-            )
+        _by_name(call, cfg, found, report)
     literals = {s for s in found if len(s) >= MIN_FOUND and s != cfg.placeholder}
     literals |= {s for s in cfg.secrets if s}
     red = Redactor(literals, cfg.placeholder)
@@ -272,16 +289,16 @@ def scrub_cassette(
         for call in cassette.calls:
             _replace_literals(call, red, report)
         cassette.meta = scrub_data(cassette.meta, redactor=red)
+    _close_encoded(cassette.calls, opened)
     for call in cassette.calls:
         _fix_length(call, sizes[id(call)])
     report.counts = Counter({k: v for k, v in report.counts.items() if v})
     cassette.meta["scrubbed"] = True
     if cfg.extra_params or cfg.extra_headers:  # replay scrubs incoming requests the same way
+        extra = cassette.meta.get("scrub_extra", {})
         cassette.meta["scrub_extra"] = {
-            "params": sorted(set(cassette.meta.get("scrub_extra", {}).get("params", []))
-                             | set(cfg.extra_params)),
-            "headers": sorted(set(cassette.meta.get("scrub_extra", {}).get("headers", []))
-                              | set(cfg.extra_headers)),
+            "params": sorted(set(extra.get("params", [])) | set(cfg.extra_params)),
+            "headers": sorted(set(extra.get("headers", [])) | set(cfg.extra_headers)),
         }
     return report
 
@@ -316,3 +333,41 @@ def declared_secret_finder(catalog: Any) -> SecretFinder:
         return secret_values_in(catalog, call.method, call.uri)
 
     return finder
+
+
+def _changed_headers(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> list[str]:
+    return sorted({k.lower() for (k, v), (_, w) in zip(before, after, strict=False) if v != w})
+
+
+def _changed_parts(old: Call, new: Call) -> list[str]:
+    """Where scrubbing changed a call: names and places, never the values."""
+    where: list[str] = []
+    if old.uri != new.uri:
+        where.append("url")
+    where += [f"request header {h}" for h in _changed_headers(old.request_headers,
+                                                                new.request_headers)]
+    if old.request_body != new.request_body:
+        where.append("request body")
+    where += [f"response header {h}" for h in _changed_headers(old.headers, new.headers)]
+    if old.body != new.body:
+        where.append("response body")
+    if old.error is not None and new.error is not None and old.error.message != new.error.message:
+        where.append("error message")
+    return where
+
+
+def scrub_preview(
+    cassette: Cassette, cfg: ScrubConfig | None = None, *, finder: SecretFinder | None = None
+) -> tuple[ScrubReport, list[dict[str, Any]]]:
+    """What `scrub_cassette` would replace, call by call (the scrubbed URL and the places),
+    leaving `cassette` as it is."""
+    import copy
+
+    twin = Cassette(copy.deepcopy(cassette.calls), copy.deepcopy(cassette.meta))
+    report = scrub_cassette(twin, cfg, finder=finder)
+    changes = []
+    for old, new in zip(cassette.calls, twin.calls, strict=True):
+        where = _changed_parts(old, new)
+        if where:
+            changes.append({"seq": old.seq, "request": f"{new.method} {new.uri}", "where": where})
+    return report, changes

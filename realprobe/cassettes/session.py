@@ -25,6 +25,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,6 +86,8 @@ class CassetteSession:
         libraries: Sequence[str] = LIBRARIES,
         meta: dict[str, Any] | None = None,
         hint: str | None = None,
+        extra_paths: Sequence[str | Path] = (),
+        ignore_hosts: Sequence[str] = (),
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise RealprobeError(
@@ -105,6 +108,10 @@ class CassetteSession:
         self.libraries = tuple(libraries)
         self.meta = dict(meta or {})
         self.hint = hint
+        #: further cassettes replayed (never written), like pytest-recording's extra cassettes
+        self.extra_paths = tuple(Path(p) for p in extra_paths)
+        #: hosts answered live and never recorded (vcrpy's ignore_hosts / ignore_localhost)
+        self.ignore_hosts = frozenset(h.lower() for h in ignore_hosts)
         self.player: Player | None = None
         self.recorder: Recorder | None = None
         self.routes: _Routes | None = None
@@ -119,26 +126,37 @@ class CassetteSession:
         return self.recorder is not None
 
     @property
+    def play_count(self) -> int:
+        """How many recorded responses were replayed (vcrpy's `Cassette.play_count`)."""
+        return len(self.player.played) if self.player is not None else 0
+
+    def ignored(self, url: str) -> bool:
+        """A request answered live and never recorded (its host is ignored)."""
+        if not self.ignore_hosts:
+            return False
+        return (httpx.URL(url).host or "").lower() in self.ignore_hosts
+
+    @property
     def cassette(self) -> Cassette | None:
         return self.player.cassette if self.player is not None else None
 
     def open(self) -> CassetteSession:
+        """Load, patch and get ready. A missing cassette in record mode none is fine until a
+        request is made (the request then fails, naming the cassette)."""
         existing = self._existing()
-        if self.record_mode == "none" and existing is None:
-            raise CassetteError(
-                f"no cassette at {self.path} and record mode none replays only"
-                + (f"; {self.hint}" if self.hint else "; record it with record_mode='once'")
-            )
-        if existing is not None and self.record_mode in ("none", "once", "new_episodes"):
+        replayed = self._with_extras(existing)
+        if replayed is not None and self.record_mode in ("none", "once", "new_episodes"):
             self.player = Player(
-                existing, on_exhausted=self.on_exhausted, match_on=self.match_on,
+                replayed, on_exhausted=self.on_exhausted, match_on=self.match_on,
                 scrub=self.scrub if self.scrub.enabled else None,
             )
-            self._sync_replay = SyncReplayTransport(existing, latency=self.latency,
+            self._sync_replay = SyncReplayTransport(replayed, latency=self.latency,
                                                     player=self.player)
-            self._async_replay = ReplayTransport(existing, latency=self.latency,
+            self._async_replay = ReplayTransport(replayed, latency=self.latency,
                                                  player=self.player)
-        if self.record_mode == "all" or existing is None or self.record_mode == "new_episodes":
+        if self.record_mode != "none" and (
+            self.record_mode in ("all", "new_episodes") or existing is None
+        ):
             base = existing if self.record_mode == "new_episodes" else None
             meta = {"source": "use_cassette", "record_mode": self.record_mode, **self.meta}
             if self.sandbox:
@@ -162,6 +180,19 @@ class CassetteSession:
             raise
         self._stack = stack
         return self
+
+    def _with_extras(self, existing: Cassette | None) -> Cassette | None:
+        """The cassette to replay: this one's calls, then each extra cassette's."""
+        if not self.extra_paths or self.record_mode == "all":
+            return existing
+        calls = list(existing.calls) if existing is not None else []
+        for extra in self.extra_paths:
+            if not extra.exists() and self.record_mode != "none":
+                continue
+            for call in load_cassette(extra).calls:
+                calls.append(replace(call, seq=len(calls) + 100_000_000))
+        meta = dict(existing.meta) if existing is not None else {}
+        return Cassette(calls, meta, self.path)
 
     def _existing(self) -> Cassette | None:
         if self.record_mode == "all":
@@ -229,6 +260,7 @@ class CassetteSession:
             self.path, record_mode=self.record_mode, match_on=self.match_on,
             on_exhausted=self.on_exhausted, latency=str(self.latency), sandbox=self.sandbox,
             scrub=self.scrub, libraries=self.libraries, meta=self.meta, hint=self.hint,
+            extra_paths=self.extra_paths, ignore_hosts=tuple(self.ignore_hosts),
         )
 
     # -- answering -----------------------------------------------------------------------
@@ -244,7 +276,8 @@ class CassetteSession:
             if self.recorder is None:
                 return self.player.lookup(method, url, body, headers)
         if self.recorder is None:
-            raise CassetteMiss(f"no recording for {method} {url} in cassette {self.path}")
+            why = "" if self.path.exists() else " (no cassette there; record mode none replays)"
+            raise CassetteMiss(f"no recording for {method} {url} in cassette {self.path}{why}")
         return None
 
     def _headers(self, request: httpx.Request) -> list[tuple[str, str]] | None:
@@ -259,6 +292,8 @@ class CassetteSession:
         return exc
 
     def handle_sync(self, request: httpx.Request, real: httpx_patch.SyncReal) -> httpx.Response:
+        if self.ignored(str(request.url)):
+            return real(request)
         body = request.read()
         try:
             call = self.find(request.method, str(request.url), body or None,
@@ -275,6 +310,8 @@ class CassetteSession:
     async def handle_async(
         self, request: httpx.Request, real: httpx_patch.AsyncReal
     ) -> httpx.Response:
+        if self.ignored(str(request.url)):
+            return await real(request)
         body = await request.aread()
         try:
             call = self.find(request.method, str(request.url), body or None,

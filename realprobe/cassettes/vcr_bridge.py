@@ -99,6 +99,8 @@ class BridgeCassette:
         return routes is not None and routes.target(httpx.URL(vreq.uri)) is not None
 
     def can_play_response_for(self, vreq: Any) -> bool:
+        if self.session.ignored(vreq.uri):
+            return False  # answered live, never recorded
         self._started.setdefault(id(vreq), time.monotonic())
         if self._find(vreq, consume=False) is not None:
             return True
@@ -127,6 +129,8 @@ class BridgeCassette:
         return not self.session.recording
 
     def filter_request(self, vreq: Any) -> Any:
+        if self.session.ignored(vreq.uri):
+            return None
         if not self.session.recording:
             # vcrpy asks this only for a request it cannot play while write-protected
             try:
@@ -136,6 +140,8 @@ class BridgeCassette:
         return vreq
 
     def append(self, vreq: Any, response: dict[str, Any]) -> None:
+        if self.session.ignored(vreq.uri):
+            return
         status = response.get("status") or {}
         raw_body = (response.get("body") or {}).get("string")
         call = Call(

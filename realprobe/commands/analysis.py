@@ -109,7 +109,7 @@ def stats_cmd(
     from realprobe import api
     from realprobe.probes.results import VantageStats
 
-    rep = api.stats(db, since=since, until=until, tools=tools, period=period, target=target,
+    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=target,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
     if isinstance(rep, VantageStats):
         print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
@@ -169,6 +169,18 @@ def print_by_vantage(rep: VantageStats) -> None:
     console.print(table)
 
 
+def _print_success_notes(rep: StatsReport) -> None:
+    """† notes (an interval resting on borrowed or assumed burst structure) and the long-run
+    intervals, which include day-to-day variation (the table's are for the probed days)."""
+    for t in rep.tools:
+        if t.success.note:
+            console.print(f"[dim]† {t.tool}: {t.success.note}[/dim]")
+    longs = [f"{t.tool} [{_num(t.success.long_run95[0])}, {_num(t.success.long_run95[1])}]"
+             for t in rep.tools if t.success.long_run95]  # fmt: skip
+    if longs:
+        console.print(f"[dim]long-run success (days vary; 95% CI): {'; '.join(longs)}[/dim]")
+
+
 def print_stats(rep: StatsReport) -> None:
     from realprobe.commands.tables import Column, fit_table
 
@@ -189,10 +201,11 @@ def print_stats(rep: StatsReport) -> None:
         cells = [
             t.tool,
             str(t.success.n),
-            f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]",
+            f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]"
+            + ("†" if t.success.note else ""),
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
-            + ("*" if lat.percentiles == "censored-fit" else ""),
+            + ("*" if lat.percentiles != "empirical" else ""),
         ]
         cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
         cells.append("-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}")
@@ -204,7 +217,8 @@ def print_stats(rep: StatsReport) -> None:
         "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
         f"TIMEOUTs right-censored in the fit. How to read them: {doc('statistics.md')}[/dim]"
     )
-    if any(t.latency.percentiles == "censored-fit" for t in rep.tools):
+    _print_success_notes(rep)
+    if any(t.latency.percentiles != "empirical" for t in rep.tools):
         console.print(
             "[dim]* the deadline cut into the latency: percentiles from the censored fit "
             "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
@@ -254,7 +268,7 @@ def calibrate_cmd(
 
     profile, data = api.calibrate_export(
         db, view=view, deadline=deadline, source=source, since=since, until=until, tools=tools,
-        name=name, target=target, vantage=vantage,
+        name=name, kinds=target, vantage=vantage,
     )
     if source is None:
         _warn(profile.source.get("warning"))
@@ -296,7 +310,7 @@ def drift_cmd(
         db, baseline=baseline, current=current, tools=tools, alpha=alpha,
         correction=correction,  # type: ignore[arg-type]
         min_success_change=min_success_change, min_latency_change=min_latency_change,
-        target=target, vantage=vantage,
+        kinds=target, vantage=vantage,
     )
     _banner(rep.provenance["current"])
     if as_json:
@@ -377,7 +391,7 @@ def report_cmd(
     with err_console.status("building report"):
         data, text = api.make_report(
             db, output=output, fmt=fmt, since=since, until=until, tools=tools, period=period,
-            baseline=baseline, current=current, target=target, vantage=vantage,
+            baseline=baseline, current=current, kinds=target, vantage=vantage,
         )
     if output is None:
         sys.stdout.write(text + "\n")

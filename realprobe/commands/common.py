@@ -46,11 +46,28 @@ class _LazyConsole:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real(), name)
 
+    def print(self, *objects: Any, **kw: Any) -> None:
+        """Everything printed goes through the one scrubber first (text and table cells)."""
+        self._real().print(*(scrub_printed(o) for o in objects), **kw)
+
     def __enter__(self) -> Any:  # rich's Live and Progress enter their console
         return self._real().__enter__()
 
     def __exit__(self, *exc: Any) -> Any:
         return self._real().__exit__(*exc)
+
+
+def scrub_printed(obj: Any) -> Any:
+    """A string or a rich Table with its secrets out (before rich wraps or cuts any cell)."""
+    from realprobe.secrets import scrub_text
+
+    if isinstance(obj, str):
+        return scrub_text(obj)
+    for column in getattr(obj, "columns", ()):
+        cells = getattr(column, "_cells", None)
+        if isinstance(cells, list):
+            column._cells = [scrub_text(c) if isinstance(c, str) else c for c in cells]
+    return obj
 
 
 console = cast("Console", _LazyConsole(stderr=False))
@@ -170,6 +187,7 @@ ODD_FLAGS = {
     "out": "--output",
     "all_tasks": "--all",
     "polite": "--politeness",
+    "kinds": "--target",
 }
 
 

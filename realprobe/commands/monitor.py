@@ -141,6 +141,8 @@ def alert_check_cmd(
         for e in result.events:
             verb = "would send" if dry_run else "sent"
             console.print(f"{verb} {e.status}: {e.rule} / {e.subject}")
+        for note in result.notes:
+            console.print(note, highlight=False)
         if not result.findings:
             console.print("no alert firing")
     for line in result.delivery_failures:
@@ -165,6 +167,11 @@ def merge_cmd(
             console.print(
                 f"{s.path}: {s.rows_added:,} of {s.rows_seen:,} rows added, "
                 f"{s.runs_added} runs ({s.runs_renamed} renamed) in {s.seconds:.1f}s"
+            )
+        for reason, n in sorted(s.rows_refused.items()):
+            err_console.print(
+                f"{s.path}: refused {n:,} rows ({reason}); kept in the probes_quarantine "
+                "table of the output", highlight=False,
             )
 
     report = merge(sources, output, on_source=progress)

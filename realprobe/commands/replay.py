@@ -167,22 +167,32 @@ def scrub_cmd(
         typer.Option("--param", help="Another query parameter to scrub. Repeatable."),
     ] = None,
     catalog: CatalogOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be replaced; write nothing.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Replace credentials (auth headers, cookies, secret-named query parameters, form and
-    JSON fields, OAuth codes, catalogue inputs declared `secret`, and every echo of their
-    values, raw, percent-encoded or base64) with REDACTED: what recording removes."""
+    """Replace credentials (auth and cookie headers, query parameters, form and JSON fields
+    named exactly like a credential, OAuth codes, catalogue inputs declared `secret`, and every
+    echo of their values, raw, percent-encoded or base64) with REDACTED: what recording
+    removes. Nothing else is touched. `--dry-run` shows the places and writes nothing."""
     from realprobe.api_cassettes import scrub_cassette
 
     report = scrub_cassette(
         file, out=out, secrets=secret or (), headers=header or (), params=param or (),
-        catalog=catalog,
+        catalog=catalog, dry_run=dry_run,
     )
     target = report.file
     if as_json:
         print_json(report.as_json())
         return
+    for change in report.calls or ():
+        console.print(f"#{change['seq']} {change['request']}: {', '.join(change['where'])}",
+                      markup=False, highlight=False)
     detail = ", ".join(f"{v} {k}" for k, v in sorted(report.counts.items())) or "nothing to remove"
+    if dry_run:
+        console.print(f"would scrub {target}: {detail} (dry run, nothing written)")
+        return
     console.print(f"scrubbed {target}: {detail}")
 
 

@@ -150,7 +150,7 @@ class SimulateTransport(httpx.AsyncBaseTransport):
             return httpx.Response(
                 404, headers={"Content-Type": "text/plain"}, content=b"Not Found", request=request
             )
-        outcome = self.model.draw(route.tool)
+        outcome = self.model.draw(route.tool, self.clock.wall())
         ok = self._body_for(route, outcome, path, request.url.query.decode("latin-1"))
         plan = render(route, outcome, path=path, now_wall=self.clock.wall(), ok=ok)
         if outcome.code is None and plan.variant != "no_fixture":

@@ -10,13 +10,22 @@ Per series (tool, api, target kind, vantage) it keeps call counts by outcome and
 histogram of successful latencies, and per-minute buckets of the last 24 hours for windowed
 success ratios, so a scrape costs the new rows, not the database.
 
-Label values are bounded: tool and api names must look like catalogue names, target kinds
-come from a fixed set, and at most `MAX_VANTAGES` vantages get their own label (the rest
-are reported as `other`), so a hostile or merged database cannot blow up cardinality.
+Label values are bounded: error codes and target kinds come from closed sets (the error
+taxonomy, the four kinds); tool and api names must look like catalogue names and at most
+`MAX_TOOLS` tools, `MAX_APIS` apis, `MAX_VANTAGES` vantages and `MAX_TLS` certificates get
+their own label (the rest are reported as `other`), and at most `MAX_SERIES` series exist.
+Every value folded into `other` and every row left out is counted in `dropped` (the
+`realprobe_labels_dropped_total` metric), so a hostile or merged database cannot blow up
+cardinality unseen.
+
+One bad row never breaks a scrape: a row whose start is not a time (text, not finite, in
+the future) is left out like every reader leaves it out (`loading.sane_start`), and a value
+that is not a number reads as missing.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import threading
@@ -25,13 +34,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.probes.loading import sane_start
+from realprobe.store import read_only
+
 #: histogram bucket upper bounds for successful latencies, in seconds
 LATENCY_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: per-minute buckets kept for windowed ratios and the status page
 KEEP_MINUTES = 24 * 60
 MAX_VANTAGES = 64
+MAX_TOOLS = 2_000
+MAX_APIS = 1_000
+MAX_TLS = 1_000
 MAX_SERIES = 20_000
 TARGET_KINDS = frozenset({"live", "sandbox", "simulate", "replay"})
+CODES = frozenset(c.value for c in ErrorCode)
 _NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _BATCH = 5_000
 
@@ -41,6 +58,34 @@ SeriesKey = tuple[str, str, str, str]  # tool, api, target_kind, vantage
 def label(value: object, allowed: re.Pattern[str] = _NAME) -> str:
     text = "" if value is None else str(value)
     return text if allowed.match(text) else "other"
+
+
+def _number(value: object) -> float | None:
+    """A stored value as a finite number, None when it is not one (text, NULL, inf)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+@dataclass
+class Bounded:
+    """The label values of one label: each kept as it is until `limit` distinct values were
+    seen, then `other`; `dropped` counts the values folded (per label)."""
+
+    limit: int
+    seen: set[str] = field(default_factory=set)
+
+    def __call__(self, value: str, dropped: Counter[str], what: str) -> str:
+        if value in self.seen:
+            return value
+        if value == "other":
+            dropped[what] += 1
+            return value
+        if len(self.seen) >= self.limit:
+            dropped[what] += 1
+            return "other"
+        self.seen.add(value)
+        return value
 
 
 @dataclass
@@ -98,7 +143,11 @@ class Aggregator:
         self.last_id = 0
         self.rows_seen = 0
         self.excluded_runs: set[str] = set()
-        self.vantages: set[str] = set()
+        self.tools = Bounded(MAX_TOOLS)
+        self.apis = Bounded(MAX_APIS)
+        self.vantage_labels = Bounded(MAX_VANTAGES)
+        #: label values folded into `other` and rows left out, by label (`series`, `tls`)
+        self.dropped: Counter[str] = Counter()
         self.refresh_errors = 0
         self.last_error: str | None = None
         self.last_refresh_s = 0.0
@@ -107,16 +156,14 @@ class Aggregator:
 
     # -- reading ----------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
-        uri = f"file:{self.db_path}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True, timeout=10.0, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout = 10000")
-        return conn
-
     def _probe_columns(self, conn: sqlite3.Connection) -> set[str]:
         if self._columns is None or "target_kind" not in self._columns:
             self._columns = {r[1] for r in conn.execute("PRAGMA table_info(probes)")}
         return self._columns
+
+    @property
+    def vantages(self) -> set[str]:
+        return self.vantage_labels.seen
 
     def _select(self, cols: set[str]) -> str:
         kind = "target_kind" if "target_kind" in cols else "'live'"
@@ -139,8 +186,8 @@ class Aggregator:
                 self.refresh_errors += 1
                 return
             try:
-                conn = self._connect()
-            except sqlite3.Error as exc:
+                conn = read_only(self.db_path, need=None)
+            except RealprobeError as exc:
                 self.last_error = str(exc)
                 self.refresh_errors += 1
                 return
@@ -162,9 +209,13 @@ class Aggregator:
                 self.last_refresh_s = time.perf_counter() - t0
 
     def _where_source(self, cols: set[str]) -> tuple[str, list[object]]:
+        """The rows a scrape folds: a sane start (`sane_start`), this source if one is set."""
+        sane, params = sane_start()
+        where, args = f" AND {sane}", list(params)
         if self.source and "source" in cols:
-            return " AND source = ?", [self.source]
-        return "", []
+            where += " AND source = ?"
+            args.append(self.source)
+        return where, args
 
     def _read_new(self, conn: sqlite3.Connection, cols: set[str]) -> None:
         if self.last_id == 0:
@@ -208,7 +259,7 @@ class Aggregator:
             if s is None:
                 continue
             ok = outcome == "ok"
-            s.calls[("ok", "") if ok else ("error", label(code))] += n
+            s.calls[("ok", "") if ok else ("error", self._code(code))] += n
             self.rows_seen += n
             if ok:
                 s.ok_count += n
@@ -239,10 +290,10 @@ class Aggregator:
         if {"tls_expires_ts", "tls_issuer"} <= cols:
             for api, expires, issuer, ts in conn.execute(
                 "SELECT api, tls_expires_ts, tls_issuer, started_ts FROM probes WHERE id IN "
-                "(SELECT MAX(id) FROM probes WHERE tls_expires_ts IS NOT NULL AND id <= ? "
-                "GROUP BY api)", [top],
+                "(SELECT MAX(id) FROM probes WHERE typeof(tls_expires_ts) = 'real' "
+                f"AND id <= ?{extra} GROUP BY api)", args,
             ):
-                self.tls[label(api)] = TlsSeen(float(expires), str(issuer or ""), float(ts))
+                self._tls_seen(api, expires, issuer, ts)
         self.last_id = int(top)
 
     def _take_back_excluded(self, conn: sqlite3.Connection, cols: set[str]) -> None:
@@ -263,29 +314,52 @@ class Aggregator:
                 ) -> Series | None:
         """The series of these label values (bounded), created on first use."""
         k = str(kind or "live")
-        k = k if k in TARGET_KINDS else "other"
-        v = label(vantage)
-        if v not in self.vantages:
-            if len(self.vantages) >= MAX_VANTAGES:
-                v = "other"
-            else:
-                self.vantages.add(v)
-        key = (label(tool), label(api), k, v)
+        if k not in TARGET_KINDS:
+            self.dropped["target_kind"] += 1
+            k = "other"
+        key = (
+            self.tools(label(tool), self.dropped, "tool"),
+            self.apis(label(api), self.dropped, "api"),
+            k,
+            self.vantage_labels(label(vantage), self.dropped, "vantage"),
+        )
         s = self.series.get(key)
         if s is None:
             if len(self.series) >= MAX_SERIES:
+                self.dropped["series"] += 1
                 return None
             s = self.series[key] = Series()
         return s
+
+    def _code(self, code: object) -> str:
+        """An error code label: one of the taxonomy's codes, else `other` (counted)."""
+        text = "" if code is None else str(code)
+        if text in CODES:
+            return text
+        self.dropped["code"] += 1
+        return "other"
+
+    def _tls_seen(self, api: object, expires: object, issuer: object, ts: object) -> None:
+        """The last certificate seen for an API (at most `MAX_TLS` APIs)."""
+        exp, at = _number(expires), _number(ts)
+        if exp is None or at is None:
+            return
+        name = label(api)
+        seen = self.tls.get(name)
+        if seen is None and len(self.tls) >= MAX_TLS:
+            self.dropped["tls"] += 1
+            return
+        if seen is None or at >= seen.seen_ts:
+            self.tls[name] = TlsSeen(exp, str(issuer or "")[:120], at)
 
     def _apply(self, row: tuple[object, ...], sign: int) -> None:
         s = self._series(row[1], row[2], row[3], row[4])
         if s is None:
             return
         ok = row[5] == "ok"
-        code = "" if ok else label(row[6])
-        ts = float(row[8] or 0.0)  # type: ignore[arg-type]
-        latency_s = float(row[7] or 0.0) / 1000.0  # type: ignore[arg-type]
+        code = "" if ok else self._code(row[6])
+        ts = _number(row[8]) or 0.0
+        latency_s = (_number(row[7]) or 0.0) / 1000.0
         if sign > 0:
             s.calls[("ok" if ok else "error", code)] += 1
             if ok:
@@ -304,14 +378,12 @@ class Aggregator:
             if ok:
                 s.last_ok_ts = ts if s.last_ok_ts is None else max(s.last_ok_ts, ts)
             if row[9] is not None:
-                api = label(row[2])
-                seen = self.tls.get(api)
-                if seen is None or ts >= seen.seen_ts:
-                    self.tls[api] = TlsSeen(float(row[9]), str(row[10] or ""), ts)  # type: ignore[arg-type]
+                self._tls_seen(row[2], row[9], row[10], ts)
 
     def _prune(self) -> None:
-        newest = max((s.last_ts or 0.0 for s in self.series.values()), default=0.0)
-        horizon = int(max(newest, time.time()) // 60) - KEEP_MINUTES
+        """Minutes older than the kept span, counted from this host's clock (a row stamped
+        far ahead never pushes the other series' minutes out)."""
+        horizon = int(time.time() // 60) - KEEP_MINUTES
         for s in self.series.values():
             old = [m for m in s.minutes if m < horizon]
             for m in old:

@@ -41,8 +41,8 @@ resolves, never again while it keeps firing, so a check run every minute does no
 
 from __future__ import annotations
 
+import asyncio
 import json
-import math
 import sqlite3
 import time
 import tomllib
@@ -55,9 +55,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from realprobe.errors import RealprobeError
-from realprobe.probes.stats import wilson
+from realprobe.probes.loading import conditions, kind_expr, load_probes, probe_columns
+from realprobe.probes.stats import latency_stats, wilson
 from realprobe.probes.windows import parse_duration
-from realprobe.store import Store, iso_utc
+from realprobe.store import Store, iso_utc, read_only
 
 RuleKind = Literal["success_below", "p95_above", "cert_expiring", "no_success", "drift_worse"]
 
@@ -112,6 +113,18 @@ class AlertConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rules: list[Rule]
     webhooks: list[Webhook] = Field(default_factory=list)
+    #: an alert that keeps firing is sent again after this long (Alertmanager's
+    #: `repeat_interval`)
+    repeat_interval: str = "4h"
+
+    @field_validator("repeat_interval")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        try:
+            parse_duration(v)
+        except RealprobeError as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
 
 def load_rules(path: str | Path) -> AlertConfig:
@@ -160,6 +173,8 @@ class Event(BaseModel):
     message: str
     value: float | None = None
     at: str
+    #: still firing, sent again after the repeat interval
+    repeat: bool = False
 
 
 # -- evaluation --------------------------------------------------------------------------
@@ -167,9 +182,9 @@ class Event(BaseModel):
 
 def evaluate(db: str | Path, config: AlertConfig, now: float | None = None) -> list[Finding]:
     now = time.time() if now is None else now
-    conn = sqlite3.connect(f"file:{Path(db)}?mode=ro", uri=True, timeout=30.0)
+    conn = read_only(db)
     try:
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(probes)")}
+        cols = probe_columns(conn)
         out: list[Finding] = []
         for rule in config.rules:
             out += _EVALUATORS[rule.kind](conn, cols, rule, now, Path(db))
@@ -178,24 +193,21 @@ def evaluate(db: str | Path, config: AlertConfig, now: float | None = None) -> l
         conn.close()
 
 
-def _scope(cols: set[str], rule: Rule) -> tuple[str, list[Any]]:
-    where, params = ["COALESCE(excluded, 0) = 0"], []
-    if "target_kind" in cols and rule.target != "all":
-        where.append("COALESCE(target_kind, 'live') = ?")
-        params.append(rule.target)
-    if rule.tools:
-        where.append(f"tool IN ({','.join('?' * len(rule.tools))})")
-        params += rule.tools
-    return " AND ".join(where), params
+def _kinds(rule: Rule) -> list[str] | None:
+    return None if rule.target == "all" else [rule.target]
+
+
+def _scope(cols: set[str], rule: Rule, since: float | None = None) -> tuple[str, list[Any]]:
+    """The rule's rows, selected like every other reader selects them (`conditions`)."""
+    return conditions(cols, since, None, rule.tools, _kinds(rule), None)
 
 
 def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
                    db: Path) -> list[Finding]:
-    where, params = _scope(cols, rule)
-    since = now - parse_duration(rule.window)
+    where, params = _scope(cols, rule, now - parse_duration(rule.window))
     rows = conn.execute(
         f"SELECT tool, COUNT(*), SUM(outcome = 'ok') FROM probes WHERE {where} "
-        "AND started_ts >= ? GROUP BY tool ORDER BY tool", [*params, since]
+        "GROUP BY tool ORDER BY tool", params
     ).fetchall()
     out = []
     assert rule.threshold is not None
@@ -214,27 +226,23 @@ def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: fl
 
 def _p95_above(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
                db: Path) -> list[Finding]:
-    where, params = _scope(cols, rule)
-    since = now - parse_duration(rule.window)
-    per_tool: dict[str, list[float]] = {}
-    for tool, latency in conn.execute(
-        f"SELECT tool, latency_ms FROM probes WHERE {where} AND outcome = 'ok' "
-        "AND started_ts >= ?", [*params, since]
-    ):
-        per_tool.setdefault(tool, []).append(float(latency or 0.0))
+    """p95 as `stats` computes it (probes/stats.py: the censored fit when the deadline
+    bites, else the successes' own percentile), over the same rows `stats` would read."""
+    arr = load_probes(conn, now - parse_duration(rule.window), None, rule.tools,
+                      kinds=_kinds(rule))
     out = []
     assert rule.threshold_ms is not None
-    for tool, values in sorted(per_tool.items()):
-        if len(values) < rule.min_calls:
+    for i, tool in enumerate(arr.tools):
+        part = arr.slice(i)
+        lat = latency_stats(part.latency_ms, part.code, part.timeout_s)
+        if lat.n < rule.min_calls or lat.p95 is None or not lat.p95 > rule.threshold_ms:
             continue
-        values.sort()
-        p95 = values[min(len(values) - 1, math.ceil(0.95 * len(values)) - 1)]
-        if p95 > rule.threshold_ms:
-            out.append(Finding(
-                rule=rule.label(), kind=rule.kind, subject=tool, value=p95,
-                message=f"{tool}: p95 latency {p95:.0f} ms over {rule.window} "
-                        f"({len(values)} successes) is above {rule.threshold_ms:g} ms",
-            ))
+        how = " (censored fit)" if lat.percentiles == "censored-fit" else ""
+        out.append(Finding(
+            rule=rule.label(), kind=rule.kind, subject=tool, value=lat.p95,
+            message=f"{tool}: p95 latency {lat.p95:.0f} ms{how} over {rule.window} "
+                    f"({lat.n} successes) is above {rule.threshold_ms:g} ms",
+        ))
     return out
 
 
@@ -245,7 +253,7 @@ def _cert_expiring(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: fl
     where, params = _scope(cols, rule)
     rows = conn.execute(
         f"SELECT api, tls_expires_ts, tls_issuer FROM probes WHERE {where} "
-        "AND tls_expires_ts IS NOT NULL AND id IN (SELECT MAX(id) FROM probes "
+        "AND typeof(tls_expires_ts) = 'real' AND id IN (SELECT MAX(id) FROM probes "
         "WHERE tls_expires_ts IS NOT NULL GROUP BY api) ORDER BY api", params
     ).fetchall()
     out = []
@@ -286,12 +294,11 @@ def _no_success(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
 def _drift_worse(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
                  db: Path) -> list[Finding]:
     from realprobe.probes.drift import drift
-    from realprobe.probes.loading import load_probes
 
     cur_start = now - parse_duration(rule.window)
     base_start = cur_start - parse_duration(rule.baseline)
-    base = load_probes(db, base_start, cur_start, rule.tools)
-    cur = load_probes(db, cur_start, now, rule.tools)
+    base = load_probes(conn, base_start, cur_start, rule.tools, kinds=_kinds(rule))
+    cur = load_probes(conn, cur_start, now, rule.tools, kinds=_kinds(rule))
     report = drift(base, cur, baseline_window=(base_start, cur_start),
                    current_window=(cur_start, now))
     out = []
@@ -324,7 +331,7 @@ _EVALUATORS: dict[str, Callable[..., list[Finding]]] = {
 
 STATE_COLUMNS: dict[str, Any] = {
     "rule": str, "subject": str, "kind": str, "state": str, "since": str,
-    "changed_ts": float, "message": str, "value": float,
+    "changed_ts": float, "message": str, "value": float, "notified_ts": float,
 }
 
 
@@ -332,24 +339,31 @@ def _state_table(store: Store) -> Any:
     table = store.db.table("alert_state")
     if not table.exists():
         table.create(STATE_COLUMNS, pk=("rule", "subject"))
+    elif "notified_ts" not in table.columns_dict:
+        table.add_column("notified_ts", float)
     return table
 
 
 def transitions(store: Store, findings: Iterable[Finding], config: AlertConfig,
                 now: float) -> list[Event]:
-    """Compare findings with the stored state: the events to send (nothing is stored)."""
+    """Compare findings with the stored state: the events to send (nothing is stored). An
+    alert still firing is sent again once `repeat_interval` has passed since it was last
+    sent."""
     table = _state_table(store)
     firing = {(r["rule"], r["subject"]): r for r in table.rows_where("state = 'firing'")}
+    repeat_s = parse_duration(config.repeat_interval)
     at = iso_utc(now)
     events: list[Event] = []
     seen: set[tuple[str, str]] = set()
     for f in findings:
         key = (f.rule, f.subject)
         seen.add(key)
-        if key in firing:
+        row = firing.get(key)
+        last = None if row is None else (row.get("notified_ts") or row.get("changed_ts") or 0)
+        if last is not None and now - float(last) < repeat_s:
             continue
         events.append(Event(status="firing", rule=f.rule, kind=f.kind, subject=f.subject,
-                            message=f.message, value=f.value, at=at))
+                            message=f.message, value=f.value, at=at, repeat=row is not None))
     rules = {r.label() for r in config.rules}
     for key, row in firing.items():
         if key in seen or key[0] not in rules:
@@ -361,57 +375,86 @@ def transitions(store: Store, findings: Iterable[Finding], config: AlertConfig,
 
 
 def record(store: Store, events: Iterable[Event], now: float) -> None:
-    """Store delivered events, so the same alert is not sent again while it lasts."""
+    """Store delivered events, so the same alert is not sent again while it lasts (until the
+    repeat interval)."""
     table = _state_table(store)
     with store.conn:
         for e in events:
+            if e.repeat:
+                table.update((e.rule, e.subject), {"notified_ts": now, "message": e.message,
+                                                   "value": e.value})
+                continue
             table.upsert({
                 "rule": e.rule, "subject": e.subject, "kind": e.kind,
                 "state": "firing" if e.status == "firing" else "resolved",
                 "since": e.at, "changed_ts": now, "message": e.message, "value": e.value,
+                "notified_ts": now,
             }, pk=("rule", "subject"))
 
 
 # -- notification ------------------------------------------------------------------------
 
 
-def payload(event: Event, fmt: str) -> dict[str, Any]:
-    """What a webhook receives, through the secrets scrubber like every other output."""
+def payload(events: list[Event], fmt: str) -> dict[str, Any]:
+    """One notification for every alert of a check (firing and resolved grouped, as
+    Alertmanager groups them), through the secrets scrubber like every other output."""
     from realprobe.secrets import scrub_strings
 
+    n_firing = sum(e.status == "firing" for e in events)
+    status = "firing" if n_firing else "resolved"
     if fmt == "slack":
-        icon = ":red_circle:" if event.status == "firing" else ":large_green_circle:"
-        body = {"text": f"{icon} [{event.status.upper()}] {event.rule}: {event.message}"}
+        lines = [
+            f"{':red_circle:' if e.status == 'firing' else ':large_green_circle:'} "
+            f"[{e.status.upper()}] {e.rule}: {e.message}"
+            for e in sorted(events, key=lambda e: e.status)
+        ]
+        if len(lines) > 1:
+            lines.insert(0, f"realprobe: {n_firing} firing, {len(events) - n_firing} resolved")
+        body: dict[str, Any] = {"text": "\n".join(lines)}
     else:
-        body = {"source": "realprobe", **event.model_dump()}
+        body = {
+            "version": "1", "source": "realprobe", "status": status,
+            "firing": n_firing, "resolved": len(events) - n_firing,
+            "alerts": [e.model_dump() for e in events],
+        }
     scrubbed: dict[str, Any] = scrub_strings(body)
     return scrubbed
 
 
 def notify(events: list[Event], webhooks: list[Webhook],
-           transport: httpx.BaseTransport | None = None) -> tuple[list[Event], list[str]]:
-    """POST each event to each webhook: (events every webhook took, failed deliveries).
-
-    An event that some webhook did not take stays pending and is sent again next check.
-    """
-    failures: list[str] = []
+           transport: httpx.AsyncBaseTransport | None = None) -> tuple[list[Event], list[str]]:
+    """POST one grouped notification to each webhook, all at once, each within its
+    `timeout_s` in total (a server that answers one byte at a time is cut at the deadline):
+    (events every webhook took, failed deliveries). If a webhook did not take the group, its
+    events stay pending and are sent again on the next check."""
     if not events or not webhooks:
-        return list(events), failures
-    undelivered: set[int] = set()
-    with httpx.Client(transport=transport or httpx.HTTPTransport(retries=1),
-                      follow_redirects=False) as client:
-        for hook in webhooks:
-            for event in events:
-                try:
-                    resp = client.post(hook.url, json=payload(event, hook.format),
-                                       timeout=hook.timeout_s)
-                    if resp.status_code >= 300:
-                        failures.append(f"{_where(hook.url)}: HTTP {resp.status_code}")
-                        undelivered.add(id(event))
-                except httpx.HTTPError as exc:
-                    failures.append(f"{_where(hook.url)}: {type(exc).__name__}")
-                    undelivered.add(id(event))
-    return [e for e in events if id(e) not in undelivered], failures
+        return list(events), []
+
+    async def deliver_all() -> list[str | None]:
+        async with httpx.AsyncClient(
+            transport=transport or httpx.AsyncHTTPTransport(retries=1), follow_redirects=False
+        ) as client:
+            return list(await asyncio.gather(
+                *(_deliver(client, hook, payload(events, hook.format)) for hook in webhooks)
+            ))
+
+    failures = [f for f in asyncio.run(deliver_all()) if f is not None]
+    return ([] if failures else list(events)), failures
+
+
+async def _deliver(client: httpx.AsyncClient, hook: Webhook, body: dict[str, Any]
+                   ) -> str | None:
+    """One POST under a total deadline; None when taken, else why not."""
+    try:
+        async with asyncio.timeout(hook.timeout_s):
+            resp = await client.post(hook.url, json=body, timeout=hook.timeout_s)
+    except TimeoutError:
+        return f"{_where(hook.url)}: no answer within {hook.timeout_s:g}s"
+    except httpx.HTTPError as exc:
+        return f"{_where(hook.url)}: {type(exc).__name__}"
+    if resp.status_code >= 300:
+        return f"{_where(hook.url)}: HTTP {resp.status_code}"
+    return None
 
 
 def _where(url: str) -> str:
@@ -425,15 +468,20 @@ class CheckResult(BaseModel):
     events: list[Event]
     delivery_failures: list[str] = Field(default_factory=list)
     dry_run: bool = False
+    #: rules that could not fire because their rows are not there (e.g. no live rows in the
+    #: window of a database of sandbox runs), one line each
+    notes: list[str] = Field(default_factory=list)
 
 
 def check(db: str | Path, config: AlertConfig, *, now: float | None = None,
-          dry_run: bool = False, transport: httpx.BaseTransport | None = None) -> CheckResult:
+          dry_run: bool = False, transport: httpx.AsyncBaseTransport | None = None
+          ) -> CheckResult:
     """Evaluate every rule, work out what changed, and (unless dry) notify and store it."""
     now = time.time() if now is None else now
     if not Path(db).exists():
         raise RealprobeError(f"no database at {db}")
     findings = evaluate(db, config, now)
+    notes = missing_rows(db, config, now)
     with Store(db) as store:
         events = transitions(store, findings, config, now)
         failures: list[str] = []
@@ -441,4 +489,67 @@ def check(db: str | Path, config: AlertConfig, *, now: float | None = None,
             delivered, failures = notify(events, config.webhooks, transport)
             record(store, delivered, now)
     return CheckResult(findings=findings, events=events, delivery_failures=failures,
-                       dry_run=dry_run)
+                       dry_run=dry_run, notes=notes)
+
+
+def missing_rows(db: str | Path, config: AlertConfig, now: float) -> list[str]:
+    """One line per (target kind, window) of the rules that holds no rows, saying which kinds
+    the window does hold: such rules cannot fire, which is not the same as all clear."""
+    conn = read_only(db)
+    try:
+        cols = probe_columns(conn)
+        out: list[str] = []
+        for target, span in sorted({(r.target, r.for_ or r.window) for r in config.rules
+                                    if r.kind != "cert_expiring"}):
+            since = now - parse_duration(span)
+            kinds = None if target == "all" else [target]
+            where, params = conditions(cols, since, None, None, kinds, None)
+            if conn.execute(f"SELECT 1 FROM probes WHERE {where} LIMIT 1", params).fetchone():
+                continue
+            where, params = conditions(cols, since, None, None, None, None)
+            held = conn.execute(
+                f"SELECT {kind_expr(cols)}, COUNT(*) FROM probes WHERE {where} GROUP BY 1",
+                params,
+            ).fetchall()
+            there = ", ".join(f"{k} {n}" for k, n in held) or "no rows at all"
+            what = "" if target == "all" else f"{target} "
+            out.append(f"no {what}rows in the last {span} (the window holds: {there}); "
+                       "rules on them cannot fire")
+        return out
+    finally:
+        conn.close()
+
+
+class RoundChecks:
+    """Alert checks after a schedule's rounds, off the rounds' path: a round never waits for
+    webhooks. A check still running when the next round ends is not started twice (the
+    next round's check sees the same rows and more); `drain` waits for the last one."""
+
+    def __init__(self, db: Path, config: AlertConfig, say: Callable[[str], None]) -> None:
+        self.db, self.config, self.say = db, config, say
+        self._task: asyncio.Future[None] | None = None
+
+    def after_round(self) -> None:
+        """Start a check in a worker thread (call from the schedule's event loop)."""
+        if self._task is not None and not self._task.done():
+            self.say("alert check still running (slow webhooks); this round's check skipped")
+            return
+        self._task = asyncio.ensure_future(asyncio.to_thread(self._check))
+
+    async def drain(self) -> None:
+        if self._task is not None:
+            await self._task
+
+    def _check(self) -> None:
+        """One check; a failure here never stops the schedule."""
+        try:
+            result = check(self.db, self.config)
+        except RealprobeError as exc:
+            self.say(f"alert check failed: {exc}")
+            return
+        for event in result.events:
+            again = " (still firing)" if event.repeat else ""
+            self.say(f"alert {event.status}{again}: {event.rule} / {event.subject}: "
+                     f"{event.message}")
+        for line in result.delivery_failures:
+            self.say(f"webhook delivery failed: {line} (will retry)")

@@ -1,13 +1,16 @@
 """Merge probe databases from several vantage points into one, idempotently.
 
-Each probe row gets a `row_key` that names the call wherever it is stored: its original
-run id, vantage, tool, round and start time (a database that was itself a merge keeps the
-keys it has). The output has a unique index on it, so merging the same files again, in any
-order or through an intermediate merge, adds nothing. Runs keep their ids; when two sources
-hold different runs under one id (same id, other vantage or start), the later one is
-renamed `<id>@<vantage>` and its rows follow it. Every row keeps its vantage.
+Every probe row enters the output through the store's one write path (`Store.insert_probes`):
+it is checked like a row a prober inserts (finite numbers, a start not in the future, known
+codes, kinds and sources, bounded text, secrets scrubbed), and keyed by its content. A row the
+store refuses is kept in the output's `probes_quarantine` table with its reason, and counted
+per reason. Keys are computed from what a row holds, never taken from the source, so a file
+that claims another file's keys cannot shadow its rows; merging the same files again, in any
+order or through an intermediate merge, adds nothing (rows with no run id included).
 
-The copy is SQL (`ATTACH` + `INSERT ... SELECT`), so a million rows take seconds.
+Runs keep their ids; when two sources hold different runs under one id (same id, other vantage
+or start), the later one is renamed `<id>@<vantage>` and its rows follow it. Every row keeps
+its vantage. Sources are read through the one read-only connector (any legal path).
 """
 
 from __future__ import annotations
@@ -15,21 +18,26 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from realprobe.errors import RealprobeError
-from realprobe.store import META_TABLE, PROBE_RUNS_COLUMNS, PROBES_COLUMNS, Store
+from realprobe.secrets import scrub_row
+from realprobe.store import (
+    META_TABLE,
+    PROBE_RUNS_COLUMNS,
+    PROBES_COLUMNS,
+    SCHEMA_VERSION,
+    Store,
+    read_only,
+)
 
 #: columns a source must have to be merged at all
 REQUIRED_PROBE_COLUMNS = {"run_id", "tool", "api", "started_ts", "outcome", "vantage"}
-ROW_KEY_SQL = (
-    "{p}.run_id || '|' || COALESCE({p}.vantage, '') || '|' || {p}.tool || '|' || "
-    "COALESCE({p}.round, '') || '|' || printf('%.6f', {p}.started_ts) || '|' || "
-    "COALESCE({p}.source, '')"
-)
+_BATCH = 5_000
 
 
 class MergedSource(BaseModel):
@@ -39,6 +47,8 @@ class MergedSource(BaseModel):
     rows_seen: int
     rows_added: int
     seconds: float
+    #: rows the store refused (kept in the quarantine table), by reason
+    rows_refused: dict[str, int] = Field(default_factory=dict)
 
 
 class MergeReport(BaseModel):
@@ -50,52 +60,55 @@ class MergeReport(BaseModel):
     def rows_added(self) -> int:
         return sum(s.rows_added for s in self.sources)
 
+    def refused(self) -> dict[str, int]:
+        """Refused rows of every source, by reason."""
+        out: dict[str, int] = {}
+        for s in self.sources:
+            for reason, n in s.rows_refused.items():
+                out[reason] = out.get(reason, 0) + n
+        return out
 
-def _schema_version(conn: sqlite3.Connection, schema: str = "main") -> int:
-    """The probes schema version of an attached file (as `store.schema_version` reads it)."""
-    tables = {r[0] for r in conn.execute(f"SELECT name FROM {schema}.sqlite_master")}
+
+def _schema_version(path: Path, conn: sqlite3.Connection) -> int:
+    """The probes schema version of a source (as `store.schema_version` reads it)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     if META_TABLE in tables:
         row = conn.execute(
-            f"SELECT value FROM {schema}.{META_TABLE} WHERE key = 'schema:probes'"
+            f"SELECT value FROM {META_TABLE} WHERE key = 'schema:probes'"
         ).fetchone()
         if row is not None:
-            return int(row[0])
+            try:
+                return int(row[0])
+            except (TypeError, ValueError):
+                raise RealprobeError(
+                    f"{path}: bad schema version {str(row[0])[:40]!r}; not a realprobe "
+                    "database this version can merge"
+                ) from None
     return 1 if "probes" in tables else 0
 
 
-def _columns(conn: sqlite3.Connection, table: str, schema: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA {schema}.table_info({table})")]
+def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
 
 
-def check_source(path: Path, conn: sqlite3.Connection, ours: int) -> tuple[list[str], list[str]]:
-    """The source's probe and run columns; refuses what cannot be merged."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM src.sqlite_master WHERE type='table'")}
+def check_source(path: Path, conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
+    """The source's probe and run columns; refuses what cannot be merged, in one line."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "probes" not in tables or "probe_runs" not in tables:
         raise RealprobeError(f"{path}: not a realprobe probe database (no probes/probe_runs)")
-    theirs = _schema_version(conn, "src")
-    if theirs > ours:
+    theirs = _schema_version(path, conn)
+    if theirs > SCHEMA_VERSION:
         raise RealprobeError(
-            f"{path}: schema version {theirs} is newer than this realprobe's ({ours}); "
-            "upgrade realprobe on this machine first"
+            f"{path}: schema version {theirs} is newer than this realprobe's "
+            f"({SCHEMA_VERSION}); upgrade realprobe on this machine first"
         )
-    probe_cols = _columns(conn, "probes", "src")
+    probe_cols = _columns(conn, "probes")
     missing = REQUIRED_PROBE_COLUMNS - set(probe_cols)
     if missing:
         raise RealprobeError(
             f"{path}: incompatible schema: probes lacks {', '.join(sorted(missing))}"
         )
-    return probe_cols, _columns(conn, "probe_runs", "src")
-
-
-def _prepare_output(store: Store) -> None:
-    cols = {c.name for c in store.db["probes"].columns}
-    if "row_key" not in cols:
-        store.conn.execute("ALTER TABLE probes ADD COLUMN row_key TEXT")
-        store.conn.execute("UPDATE probes SET row_key = " + ROW_KEY_SQL.format(p="probes"))
-    store.conn.execute(
-        "CREATE UNIQUE INDEX IF NOT EXISTS probes_row_key ON probes(row_key)"
-    )
-    store.conn.commit()
+    return probe_cols, _columns(conn, "probe_runs")
 
 
 def merge(
@@ -113,10 +126,8 @@ def merge(
             raise RealprobeError(f"{s}: no such database file")
     results: list[MergedSource] = []
     with Store(out) as store:
-        ours = _schema_version(store.conn)
-        _prepare_output(store)
         for src in sources:
-            merged = _merge_one(store, Path(src), ours)
+            merged = _merge_one(store, Path(src))
             results.append(merged)
             if on_source is not None:
                 on_source(merged)
@@ -124,64 +135,67 @@ def merge(
     return MergeReport(output=str(out), sources=results, rows_total=int(total))
 
 
-def _merge_one(store: Store, path: Path, ours: int) -> MergedSource:
+def _merge_one(store: Store, path: Path) -> MergedSource:
     t0 = time.perf_counter()
-    conn = store.conn
-    conn.execute("ATTACH DATABASE ? AS src", [f"file:{path}?mode=ro"])
+    src = read_only(path, need=None)
     try:
-        probe_cols, run_cols = check_source(path, conn, ours)
-        with conn:
-            runs_added, renamed = _merge_runs(conn, run_cols)
-            seen, added = _merge_probes(conn, probe_cols)
+        probe_cols, run_cols = check_source(path, src)
+        renames, runs_added = _merge_runs(store, src, run_cols)
+        ingest = store.insert_probes(_source_rows(src, probe_cols, renames), origin=str(path))
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"{path}: cannot merge ({exc})") from exc
     finally:
         with contextlib.suppress(sqlite3.Error):
-            conn.execute("DETACH DATABASE src")
+            src.close()
     return MergedSource(
-        path=str(path), runs_added=runs_added, runs_renamed=renamed, rows_seen=seen,
-        rows_added=added, seconds=round(time.perf_counter() - t0, 3),
+        path=str(path), runs_added=runs_added, runs_renamed=len(renames),
+        rows_seen=ingest.seen, rows_added=ingest.added, rows_refused=ingest.refused,
+        seconds=round(time.perf_counter() - t0, 3),
     )
 
 
-def _merge_runs(conn: sqlite3.Connection, run_cols: list[str]) -> tuple[int, int]:
-    """Copy runs; map colliding ids of different runs to `<id>@<vantage>`.
-
-    Returns (runs added, runs renamed).
-    """
-    conn.execute("DROP TABLE IF EXISTS temp.run_map")
-    conn.execute("CREATE TEMP TABLE run_map (src_id TEXT PRIMARY KEY, dst_id TEXT)")
-    conn.execute(
-        "INSERT INTO temp.run_map SELECT s.id, s.id || '@' || COALESCE(s.vantage, 'unknown') "
-        "FROM src.probe_runs s JOIN main.probe_runs m ON m.id = s.id "
-        "WHERE COALESCE(m.vantage, '') != COALESCE(s.vantage, '') "
-        "OR COALESCE(m.started_ts, 0) != COALESCE(s.started_ts, 0)"
-    )
-    renamed = int(conn.execute("SELECT COUNT(*) FROM temp.run_map").fetchone()[0])
+def _merge_runs(
+    store: Store, src: sqlite3.Connection, run_cols: list[str]
+) -> tuple[dict[str, str], int]:
+    """Copy runs; a source run whose id names a different run here (other vantage or start)
+    is renamed `<id>@<vantage>`. Returns (renames, runs added)."""
     cols = [c for c in run_cols if c in PROBE_RUNS_COLUMNS]
-    select = ", ".join(
-        "COALESCE(m.dst_id, s.id)" if c == "id" else f"s.{c}" for c in cols
+    ours = {
+        str(rid): (vantage or "", start or 0)
+        for rid, vantage, start in store.conn.execute(
+            "SELECT id, vantage, started_ts FROM probe_runs"
+        )
+    }
+    renames: dict[str, str] = {}
+    rows: list[list[Any]] = []
+    for values in src.execute(f"SELECT {', '.join(cols)} FROM probe_runs"):
+        run = scrub_row(dict(zip(cols, values, strict=True)))
+        rid = str(run.get("id"))
+        here = ours.get(rid)
+        if here is not None and here != (run.get("vantage") or "", run.get("started_ts") or 0):
+            renames[rid] = run["id"] = f"{rid}@{run.get('vantage') or 'unknown'}"
+        rows.append([run.get(c) for c in cols])
+    sql = (
+        f"INSERT OR IGNORE INTO probe_runs ({', '.join(cols)}) "
+        f"VALUES ({', '.join('?' * len(cols))})"
     )
-    before = conn.total_changes
-    conn.execute(
-        f"INSERT OR IGNORE INTO main.probe_runs ({', '.join(cols)}) SELECT {select} "
-        "FROM src.probe_runs s LEFT JOIN temp.run_map m ON m.src_id = s.id"
-    )
-    return conn.total_changes - before, renamed
+    with store.conn:
+        before = store.conn.total_changes
+        store.conn.executemany(sql, rows)
+        return renames, store.conn.total_changes - before
 
 
-def _merge_probes(conn: sqlite3.Connection, probe_cols: list[str]) -> tuple[int, int]:
-    cols = [c for c in probe_cols if c in PROBES_COLUMNS and c != "id"]
-    computed = ROW_KEY_SQL.format(p="s")
-    key = f"COALESCE(s.row_key, {computed})" if "row_key" in probe_cols else computed
-    select = ", ".join(
-        "COALESCE(m.dst_id, s.run_id)" if c == "run_id" else f"s.{c}" for c in cols
-    )
-    seen = int(conn.execute("SELECT COUNT(*) FROM src.probes").fetchone()[0])
-    before = conn.total_changes
-    conn.execute(
-        f"INSERT OR IGNORE INTO main.probes ({', '.join(cols)}, row_key) "
-        f"SELECT {select}, {key} FROM src.probes s "
-        "LEFT JOIN temp.run_map m ON m.src_id = s.run_id ORDER BY s.id"
-    )
-    return seen, conn.total_changes - before
+def _source_rows(
+    src: sqlite3.Connection, probe_cols: list[str], renames: dict[str, str]
+) -> Iterator[dict[str, Any]]:
+    """The source's rows as the store takes them: known columns only (its own ids and any
+    key it claims left behind), run ids renamed like their runs."""
+    cols = [c for c in probe_cols if c in PROBES_COLUMNS and c not in ("id", "row_key")]
+    cur = src.execute(f"SELECT {', '.join(cols)} FROM probes ORDER BY id")
+    while batch := cur.fetchmany(_BATCH):
+        for values in batch:
+            row = dict(zip(cols, values, strict=True))
+            rid = row.get("run_id")
+            if rid in renames:
+                row["run_id"] = renames[rid]
+            yield row

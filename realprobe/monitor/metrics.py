@@ -10,8 +10,13 @@ Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kin
 - `success_ratio`, `success_ratio_lower`, `success_ratio_upper`, `window_calls`: success
   over the exporter's window with its 95% Wilson interval (alert on the bound, not the point),
 - `last_call_timestamp_seconds`, `last_success_timestamp_seconds`,
+- `latency_p95_seconds{tool, target_kind}`: p95 latency over the window, computed by the
+  same statistics code as `realprobe stats` and the `p95_above` alert rule (the censored
+  fit when the deadline bites),
 - `tls_expiry_days{api}`, `tls_expiry_timestamp_seconds{api, issuer}`: the last certificate
   seen on a new HTTPS connection to the API,
+- `labels_dropped_total{label}`: label values folded into `other` (and rows left out) to keep
+  the number of series bounded,
 - `budget_used{api}` / `budget_limit{api}`: today's daily budget of live calls,
 - `exporter_*`: the exporter's own health (refresh duration, rows seen, errors).
 """
@@ -31,8 +36,17 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from realprobe.monitor.aggregate import LATENCY_BUCKETS_S, Aggregator, Series
-from realprobe.probes.stats import wilson
+from realprobe.errors import RealprobeError
+from realprobe.monitor.aggregate import (
+    LATENCY_BUCKETS_S,
+    TARGET_KINDS,
+    Aggregator,
+    Series,
+    label,
+)
+from realprobe.probes.loading import load_probes
+from realprobe.probes.stats import latency_stats, wilson
+from realprobe.store import read_only
 
 SERIES_LABELS = ["tool", "api", "target_kind", "vantage"]
 
@@ -52,6 +66,7 @@ class ProbeCollector(Collector):
         self.window_s = window_s
         self.budgets = budgets or {}
         self.clock = clock
+        self._p95_cache: tuple[tuple[int, int], dict[tuple[str, str], float]] | None = None
 
     def describe(self) -> list[Any]:
         return []  # unchecked collector: families depend on the data
@@ -63,9 +78,25 @@ class ProbeCollector(Collector):
         for key, series in sorted(self.agg.snapshot().items()):
             families.add(list(key), series, since=now - self.window_s)
         yield from families.all()
+        yield self._p95(now)
         yield from self._tls(now)
         yield from self._budgets(now)
         yield from self._health()
+
+    def _p95(self, now: float) -> GaugeMetricFamily:
+        """p95 per tool and kind over the window, from probes/stats.py (recomputed when rows
+        arrived or the window moved by a minute)."""
+        key = (self.agg.last_id, int(now // 60))
+        if self._p95_cache is None or self._p95_cache[0] != key:
+            self._p95_cache = (key, window_p95(self.agg, now - self.window_s))
+        family = GaugeMetricFamily(
+            "realprobe_latency_p95_seconds",
+            f"p95 latency of the last {self.window_s:g}s, as `realprobe stats` computes it.",
+            labels=["tool", "target_kind"],
+        )
+        for (tool, kind), p95 in sorted(self._p95_cache[1].items()):
+            family.add_metric([tool, kind], p95 / 1000.0)
+        return family
 
     def _tls(self, now: float) -> Iterator[Any]:
         days = GaugeMetricFamily(
@@ -124,6 +155,14 @@ class ProbeCollector(Collector):
         series = GaugeMetricFamily("realprobe_exporter_series", "Distinct label sets.")
         series.add_metric([], len(agg.series))
         yield series
+        dropped = CounterMetricFamily(
+            "realprobe_labels_dropped",
+            "Label values folded into `other`, and rows left out, to bound the series.",
+            labels=["label"],
+        )
+        for what, n in sorted(agg.dropped.items()):
+            dropped.add_metric([what], n)
+        yield dropped
 
 
 class SeriesFamilies:
@@ -207,11 +246,34 @@ def _cumulative_buckets(s: Series) -> list[tuple[str, float]]:
     return buckets
 
 
+def window_p95(agg: Aggregator, since: float) -> dict[tuple[str, str], float]:
+    """{(tool, kind): p95 ms} of the rows since `since`, by `latency_stats` (the code behind
+    `realprobe stats`); a database that cannot be read gives nothing."""
+    out: dict[tuple[str, str], float] = {}
+    try:
+        conn = read_only(agg.db_path)
+    except RealprobeError:
+        return out
+    try:
+        for kind in sorted(TARGET_KINDS):
+            arr = load_probes(conn, since, None, None, kinds=[kind])
+            for i, tool in enumerate(arr.tools):
+                part = arr.slice(i)
+                p95 = latency_stats(part.latency_ms, part.code, part.timeout_s).p95
+                if p95 is not None:
+                    out[(agg.tools(label(tool), agg.dropped, "tool"), kind)] = p95
+    except RealprobeError:
+        return out
+    finally:
+        conn.close()
+    return out
+
+
 def budget_used(agg: Aggregator, day: str) -> dict[str, int]:
     """Today's live-call budget ledger (a small table: read whole)."""
     try:
-        conn = sqlite3.connect(f"file:{agg.db_path}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
+        conn = read_only(agg.db_path, need="api_budget")
+    except RealprobeError:
         return {}
     try:
         rows = conn.execute(

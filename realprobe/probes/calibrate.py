@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unavailable
 from realprobe.probes.loading import ProbeArrays
@@ -22,7 +22,9 @@ from realprobe.simulator.profile import (
     Burst,
     LatencyModel,
     Lognormal,
+    MixtureComponent,
     Profile,
+    RetryAfter,
     ToolProfile,
 )
 
@@ -58,12 +60,55 @@ DEADLINE_ADJUST_MIN = 1e-3
 RHO_MAX = 0.98
 
 
-def deadline_share(ts: ToolStats) -> float:
-    """S(T): the fitted share of calls slower than the probes' deadline."""
-    fit = ts.latency.lognormal
-    if fit is None or fit.p_exceed_timeout is None:
-        return 0.0
-    return fit.p_exceed_timeout if fit.p_exceed_timeout >= DEADLINE_ADJUST_MIN else 0.0
+def deadline_share(ts: ToolStats, latency: LatencyModel | None = None) -> float:
+    """S(T): the fitted share of calls slower than the probes' deadline, under the latency
+    model the simulator will draw from (`latency`'s mixture when it has one, else the one the
+    statistics chose: their mixture or the censored lognormal)."""
+    t = ts.latency.timeout_s
+    if latency is not None and latency.mixture and t:
+        s_t = latency.survival(t * 1000.0)
+    else:
+        s_t = ts.latency.p_exceed_timeout or 0.0
+    return s_t if s_t >= DEADLINE_ADJUST_MIN else 0.0
+
+
+def _with_deadline_uncertainty(
+    ci: tuple[float, float], rate: float, s_t: float, s_ci: tuple[float, float] | None
+) -> tuple[float, float]:
+    """The interval of rate / (1-S): on the log scale the half-widths of the observed rate
+    and of -ln(1-S) add in quadrature, each side on its own (both are skewed)."""
+    keep = 1.0 / (1.0 - s_t)
+    if rate <= 0:
+        return (0.0, min(1.0, ci[1] * keep))
+    lo_s, hi_s = s_ci if s_ci is not None else (s_t, s_t)
+    u, u_lo, u_hi = -math.log1p(-s_t), -math.log1p(-lo_s), -math.log1p(-min(hi_s, 0.999999))
+    d_lo = math.hypot(math.log(rate) - math.log(max(ci[0], 1e-12)), u - u_lo)
+    d_hi = math.hypot(math.log(max(ci[1], 1e-12)) - math.log(rate), u_hi - u)
+    centre = math.log(rate) + u
+    return (min(1.0, math.exp(centre - d_lo)), min(1.0, math.exp(centre + d_hi)))
+
+
+def code_persistence(ts: ToolStats) -> float | None:
+    """c in P(same code | fail after fail) = c + (1-c) sum w^2 (the fault model's rule),
+    solved from the observed share of repeated codes; None with fewer than 5 such pairs or a
+    single code (nothing to repeat but itself)."""
+    same = ts.burst.p_same_code_after_fail
+    if same is None or same.p is None or same.n < 5:
+        return None
+    chance = sum(w * w for w in ts.errors.share_of_failures.values())
+    if chance >= 1 - 1e-9:
+        return None
+    return min(1.0, max(0.0, (same.p - chance) / (1 - chance)))
+
+
+def reconciled_chain(ff: float, fo: float, fail: float) -> Burst:
+    """The chain with the observed correlation rho = ff - fo and the stationary failure rate
+    `fail` (the counted one), so the profile's success_rate and chain agree."""
+    if fail <= 0 or fail >= 1:
+        return Burst(p_fail_after_fail=min(max(fail, 0.0), 1.0), p_fail_after_ok=fail)
+    rho = min(max(ff - fo, -fail / (1 - fail), 1 - 1 / fail), RHO_MAX)
+    fo2 = min(1.0, max(0.0, fail * (1 - rho)))
+    return Burst(p_fail_after_fail=min(1.0, max(0.0, fo2 + rho)), p_fail_after_ok=fo2)
 
 
 #: transitions after a coded failure needed before calibration reads the chain from them
@@ -104,15 +149,64 @@ def generative_chain(ts: ToolStats, fail: float, s_t: float) -> tuple[float, flo
     return min(1.0, max(0.0, fo + rho)), fo
 
 
-def tool_profile(ts: ToolStats) -> ToolProfile:
+def latency_model(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -> LatencyModel:
+    """What the simulator draws latency from: the statistics' percentiles and fit, with the
+    mixture of the statistics (or the one calibrate fitted to the rows) when there is one."""
+    lat = ts.latency
+    fit = lat.lognormal
+    comps = mixture or (
+        [MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in lat.mixture]
+        if lat.mixture
+        else None
+    )
+    return LatencyModel(
+        p50=lat.p50,
+        p90=lat.p90,
+        p95=lat.p95,
+        p99=lat.p99,
+        mean=lat.mean,
+        lognormal=Lognormal(mu=fit.mu, sigma=fit.sigma) if fit and fit.sigma > 0 else None,
+        mixture=comps,
+        mixture_fit=lat.mixture_fit,
+        ks_pvalue=lat.ks_pvalue,
+    )
+
+
+def _before_deadline(
+    ts: ToolStats, s_t: float
+) -> tuple[float, tuple[float, float], tuple[float, float] | None, dict[ErrorCode, float]]:
+    """(success, its interval, the long-run interval, failure counts) before the deadline."""
+    n = ts.success.n
+    keep = 1.0 / (1.0 - s_t)
+    counts = {ErrorCode(k): float(v) for k, v in ts.errors.counts.items()}
+    success = ts.success.rate
+    ci, long_ci = ts.success.burst_adjusted95, ts.success.long_run95
+    if s_t > 0 and n:
+        s_ci = ts.latency.p_exceed_timeout_ci95
+        ci = _with_deadline_uncertainty(ci, success, s_t, s_ci)
+        if long_ci is not None:
+            long_ci = _with_deadline_uncertainty(long_ci, success, s_t, s_ci)
+        success = min(1.0, success * keep)
+        for code in counts:
+            counts[code] = (
+                max(0.0, (counts[code] - s_t * n) * keep)
+                if code is ErrorCode.TIMEOUT
+                else counts[code] * keep
+            )
+    return success, ci, long_ci, counts
+
+
+def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -> ToolProfile:
     """The generative parameters for one tool.
 
     The simulator draws an outcome, then applies the caller's deadline to the latency it
     draws (a slow answer becomes a TIMEOUT). When the probes' deadline T cut into the latency
     distribution, some observed TIMEOUTs were slow calls, and copying the observed rates would
-    count them twice. With S = S(T) from the censored fit, every observed non-timeout outcome
-    is scaled by 1/(1-S) and the TIMEOUT (hang) share is what remains:
+    count them twice. With S = S(T) under the latency model the simulator draws from (the
+    mixture when there is one), every observed non-timeout outcome is scaled by 1/(1-S) and
+    the TIMEOUT (hang) share is what remains:
     P(ok) = (1-p)(1-S), P(code) = p w_code (1-S), P(TIMEOUT) = p w_T + (1 - p w_T) S.
+    The interval adds S's own uncertainty to the success interval's.
     The burst chain: the simulator runs its chain on the generated failures X and the deadline
     adds independent slow-call timeouts Z (probability S, on every call), so the observed
     failures are Y = X or Z. Then 1-Y = (1-X)(1-Z) gives Cov(Y_t, Y_t+1) = (1-S)^2 Cov(X_t,
@@ -120,23 +214,9 @@ def tool_profile(ts: ToolStats) -> ToolProfile:
     lag-one correlations relate by rho_X = rho_Y g / ((1-S) f). The profile's chain has that
     rho_X and the failure rate f: P(fail|ok) = f(1-rho_X), P(fail|fail) = P(fail|ok) + rho_X.
     """
-    lat = ts.latency
-    fit = lat.lognormal
-    n = ts.success.n
-    s_t = deadline_share(ts)
-    keep = 1.0 / (1.0 - s_t)
-    counts = {ErrorCode(k): float(v) for k, v in ts.errors.counts.items()}
-    success = ts.success.rate
-    ci = ts.success.burst_adjusted95
-    if s_t > 0 and n:
-        success = min(1.0, success * keep)
-        ci = (min(1.0, ci[0] * keep), min(1.0, ci[1] * keep))
-        for code in counts:
-            counts[code] = (
-                max(0.0, (counts[code] - s_t * n) * keep)
-                if code is ErrorCode.TIMEOUT
-                else counts[code] * keep
-            )
+    latency = latency_model(ts, mixture)
+    s_t = deadline_share(ts, latency)
+    success, ci, long_ci, counts = _before_deadline(ts, s_t)
     total = sum(counts.values())
     errors = {c: v / total for c, v in counts.items() if v > 0} if total > 0 else {}
     if not errors:
@@ -146,22 +226,18 @@ def tool_profile(ts: ToolStats) -> ToolProfile:
     if ff is not None and fo is not None:
         if s_t > 0:
             ff, fo = generative_chain(ts, 1.0 - success, s_t)
-        burst = Burst(p_fail_after_fail=ff, p_fail_after_ok=fo)
+        burst = reconciled_chain(ff, fo, 1.0 - success)
+    var = ts.variability
     return ToolProfile(
-        n=n,
+        n=ts.success.n,
         success_rate=success,
         success_ci95=ci,
+        success_long_run_ci95=long_ci,
         errors=errors,
-        latency_ms=LatencyModel(
-            p50=lat.p50,
-            p90=lat.p90,
-            p95=lat.p95,
-            p99=lat.p99,
-            mean=lat.mean,
-            lognormal=Lognormal(mu=fit.mu, sigma=fit.sigma) if fit and fit.sigma > 0 else None,
-            ks_pvalue=lat.ks_pvalue,
-        ),
+        latency_ms=latency,
         burst=burst,
+        code_persistence=code_persistence(ts),
+        daily_logit_sd=var.success_logit_sd if var.success_logit_sd else None,
     )
 
 
@@ -172,15 +248,27 @@ def calibrate(
     db: str | None = None,
     arrays: ProbeArrays | None = None,
 ) -> Profile:
-    """`arrays` (the rows behind the report) adds each tool's latency mixture (one or two
-    lognormals, chosen by BIC; see latency_mixture.py)."""
+    """`arrays` (the rows behind the report; read from `db` when not given) adds each tool's
+    latency mixture (one or two lognormals, chosen by BIC; see latency_mixture.py) where the
+    statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
         raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
-    tools = {t.tool: tool_profile(t) for t in report.tools}
+    mixtures: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
+    if arrays is None and db:
+        arrays = _rows_of(report, db)
     if arrays is not None:
-        from realprobe.probes.latency_mixture import add_mixtures
+        from realprobe.probes.latency_mixture import fit_mixtures
 
-        add_mixtures(tools, arrays)
+        fitted = [t.tool for t in report.tools if not t.latency.mixture]
+        mixtures = fit_mixtures(arrays, fitted)
+    tools = {}
+    for t in report.tools:
+        comps, summary = mixtures.get(t.tool, (None, None))
+        tools[t.tool] = tool_profile(t, comps)
+        if summary is not None:
+            tools[t.tool].latency_ms.mixture_fit = summary
+    if db:
+        add_retry_after(tools, report, db)
     deadlines = sorted({t.latency.timeout_s for t in report.tools if t.latency.timeout_s})
     source: dict[str, Any] = {
         "kind": "calibrated",
@@ -189,7 +277,10 @@ def calibrate(
         "first_probe": min((t.first for t in report.tools if t.first), default=None),
         "last_probe": max((t.last for t in report.tools if t.last), default=None),
         "denominator": "per attempt",
-        "success_ci95": "Wilson on the burst-adjusted effective n",
+        "success_ci95": "Wilson on the burst-adjusted effective n (the chain borrowed from "
+        "the other tools when a tool has few failures), widened by the deadline share's "
+        "own interval when the deadline bites",
+        "success_long_run_ci95": "cluster-robust over UTC days (day-to-day variation in)",
         "latency": "lognormal fit of successes, TIMEOUTs right-censored at the deadline",
     }
     if deadlines:
@@ -228,6 +319,69 @@ def calibrate(
     )
 
 
+#: distinct Retry-After values kept per tool and code (the most frequent ones)
+RETRY_AFTER_VALUES = 50
+
+
+def retry_after_model(count: int, values: list[float]) -> RetryAfter:
+    """The share of `count` failures that carried Retry-After and the values' frequencies
+    (rounded to the millisecond; the RETRY_AFTER_VALUES most frequent kept)."""
+    seen: dict[float, int] = {}
+    for v in values:
+        seen[round(v, 3)] = seen.get(round(v, 3), 0) + 1
+    top = sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))[:RETRY_AFTER_VALUES]
+    return RetryAfter(
+        n=count,
+        share=len(values) / count if count else 0.0,
+        values=[(v, float(c)) for v, c in sorted(top)],
+    )
+
+
+def _selection(report: StatsReport) -> tuple[float | None, float | None, list[str] | None]:
+    """The window and target kinds of the rows behind a report."""
+    from realprobe.probes.windows import parse_time
+
+    since, until = (parse_time(w) if w else None for w in report.window)
+    prov = report.provenance
+    return since, until, prov.target_kinds if prov else None
+
+
+def _rows_of(report: StatsReport, db: str) -> ProbeArrays | None:
+    """The rows behind a report (for `calibrate` given only the statistics and the database),
+    or None when the database does not hold them."""
+    from realprobe.probes.loading import load_probes
+
+    since, until, kinds = _selection(report)
+    try:
+        arr = load_probes(db, since, until, [t.tool for t in report.tools], kinds=kinds)
+    except RealprobeError:
+        return None
+    return arr if len(arr) == report.rows else None
+
+
+def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport, db: str) -> None:
+    """Each tool's Retry-After per failure code, from the same rows as the report (a code
+    whose failures never carried the header gets share 0, so the simulator sends none)."""
+    from realprobe.probes.loading import load_retry_after
+
+    since, until, kinds = _selection(report)
+    try:
+        seen = load_retry_after(db, since, until, sorted(tools), kinds=kinds)
+    except RealprobeError:
+        return  # the report came without its database: nothing to measure from
+    for tool, by_code in seen.items():
+        tp = tools.get(tool)
+        if tp is None:
+            continue
+        for code, (count, values) in by_code.items():
+            try:
+                key = ErrorCode(code)
+            except ValueError:
+                continue
+            if values or key in (ErrorCode.RATE_LIMIT_ERROR, ErrorCode.SERVER_ERROR):
+                tp.retry_after[key] = retry_after_model(count, values)
+
+
 def _tool_items(profile: Profile) -> list[tuple[str, ToolProfile]]:
     items = list(profile.tools.items())
     if profile.default is not None:
@@ -252,7 +406,8 @@ def profile_deadline(profile: Profile, tool: str) -> float | None:
 class AtDeadline:
     """A tool's per-attempt outcome rates as a caller with deadline T sees them: the inverse of
     the deadline adjustment in `tool_profile`. With S = P(latency > T) under the profile's
-    latency model, p the failure rate and w the mix before the deadline:
+    latency model (its mixture when it has one, as the simulator draws), p the failure rate
+    and w the mix before the deadline:
     P(ok) = (1-p)(1-S), P(code) = p w(code) (1-S), P(TIMEOUT) = p w(TIMEOUT) + (1-p w(TIMEOUT)) S.
     """
 
@@ -260,8 +415,8 @@ class AtDeadline:
         self.deadline_s = deadline_s
         s_t = 0.0
         if deadline_s is not None and deadline_s > 0:
-            mu, sigma = tp.latency_ms.params()
-            s_t = float(special.ndtr(-(math.log(deadline_s * 1000.0) - mu) / sigma))
+            # the model the simulator draws from: the mixture when there is one
+            s_t = tp.latency_ms.survival(deadline_s * 1000.0)
             s_t = s_t if s_t >= DEADLINE_ADJUST_MIN else 0.0  # as in `tool_profile`
         self.slow_share = s_t
         p = 1.0 - tp.success_rate
@@ -413,6 +568,11 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
     one = next(iter(deadlines)) if len(deadlines) == 1 else None
     return {
         "format": "realprobe-reliabilitybench-view/2",
+        "plug_in": (
+            "per intensity level and tool: failure_rate as the injector's fault probability "
+            "per call and fault_weights as the weights of its fault kinds (independent draws: "
+            "bursts and code persistence are not in this view)"
+        ),
         "fault_kinds": list(RELIABILITYBENCH_KINDS),
         "deadline_s": one,
         "note": _deadline_note(one)

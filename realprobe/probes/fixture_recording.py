@@ -22,8 +22,11 @@ from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.adapters.spec import ApiSpec
 from realprobe.adapters.tool import Tool
 from realprobe.clients import TransportOptions, make_sync_client
-from realprobe.errors import RealprobeError
+from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.hosts import HostGates, HostLimiter, Strictest, host_key
 from realprobe.http.client import ClientConfig, is_private_host
+from realprobe.retry_after import retry_after_of
+from realprobe.secrets import looks_like_json, remember, scrub_json_text, scrub_text
 
 RECORDED_SOURCE = "recorded by realprobe catalog record-fixtures"
 KEPT_HEADERS = ("date", "cache-control", "etag", "last-modified", "retry-after", "age")
@@ -132,29 +135,43 @@ def record_fixtures(
     progress: Callable[[str], None] | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
+    gates: HostGates | None = None,
 ) -> list[FixtureOutcome]:
-    """Call each selected tool once with its first example and keep what came back."""
+    """Call each selected tool once with its first example and keep what came back. Calls
+    wait for their host's turn at the one per-host gate (`gates`, shared with other work in
+    this process if given): the catalogue's spacing (or `interval_s`), and the pause an API
+    asks for with 429/503 and Retry-After."""
     canonical = Catalog(apis)
     calling = Catalog(_rebased(apis, upstream)) if upstream else canonical
     selected = [canonical.get(n) for n in names] if names else list(canonical)
     config = ClientConfig(deadline_s=timeout_s, read_timeout_s=timeout_s)
-    last_call: dict[str, float] = {}
+    gates = gates or HostGates()
     outcomes: list[FixtureOutcome] = []
     with make_sync_client(calling, TransportOptions(sandbox=sandbox), config=config) as client:
         for i, original in enumerate(selected, 1):
             tool = calling.get(original.name)
-            host = urlsplit(tool.api.base_url).netloc
-            gap = interval_s if interval_s is not None else tool.api.politeness.min_interval_s
-            if host in last_call:
-                wait = last_call[host] + gap - time.monotonic()
-                if wait > 0:
-                    sleep(wait)
-            outcome = _record_one(tool, original, client, timeout_s, sandbox, upstream, now)
-            last_call[host] = time.monotonic()
+            limiter = _limiter(gates, tool.api, interval_s)
+            wait = limiter.reserve(float("inf"))
+            if wait > 0:
+                sleep(wait)
+            outcome, answer = _record_one(tool, original, client, timeout_s, sandbox, upstream,
+                                          now)
+            if answer is not None and answer.status in (429, 503):
+                code = ErrorCode.RATE_LIMIT_ERROR if answer.status == 429 else None
+                limiter.note(code, retry_after_of(answer.headers))
             outcomes.append(outcome)
             if progress:
                 progress(f"[{i}/{len(selected)}] {outcome.tool}: {outcome.result}")
     return outcomes
+
+
+def _limiter(gates: HostGates, api: ApiSpec, interval_s: float | None) -> HostLimiter:
+    """The host's limiter; `interval_s` replaces the catalogue's spacing (no jitter)."""
+    if interval_s is None:
+        return gates.for_api(api)
+    policy = Strictest(max_in_flight=1, min_interval_s=interval_s, jitter_s=0.0,
+                       daily_budget=api.politeness.daily_budget)
+    return gates.limiter(host_key(api), policy)
 
 
 def _record_one(
@@ -165,16 +182,20 @@ def _record_one(
     sandbox: str | None,
     upstream: str | None,
     now: Callable[[], datetime],
-) -> FixtureOutcome:
+) -> tuple[FixtureOutcome, Fetched | None]:
     """Call the tool with its first example and keep what came back as a fixture: ok, an
-    error body, or a soft failure; or say why nothing was stored."""
+    error body, or a soft failure; or say why nothing was stored. Also the answer itself
+    (None when nothing came back), for the host's gate."""
     args = dict(tool.examples[0])
     try:
         valid = tool.validate_args(args)
         method, url, params = tool.build_request(valid)
     except (ValueError, RealprobeError) as exc:
-        return FixtureOutcome(tool.name, tool.api_id, "", None, f"example arguments fail: {exc}")
-    shown = _canonical(original, tool.api.base_url, url, params)
+        return FixtureOutcome(
+            tool.name, tool.api_id, "", None, f"example arguments fail: {exc}"
+        ), None
+    remember(*tool.secret_values(valid))  # credentials: out of the body and the source
+    shown = scrub_text(_canonical(original, tool.api.base_url, url, params))
     private = is_private_host(urlsplit(url).hostname or "")
     try:
         got: Fetched = client.fetch(
@@ -187,16 +208,17 @@ def _record_one(
         )
     except FetchFailure as exc:
         return FixtureOutcome(tool.name, tool.api_id, shown, None,
-                              f"{exc.code.value}: {exc.message}; nothing stored")  # fmt: skip
+                              f"{exc.code.value}: {exc.message}; nothing stored"), None  # fmt: skip
     when = now().strftime("%Y-%m-%dT%H:%M:%SZ")
     out = FixtureOutcome(tool.name, tool.api_id, shown, got.status, "")
     text = _storable_text(got, out, f"{method} {shown}", when)
     if text is None:
-        return out
+        return out, got
+    text = scrub_json_text(text) if looks_like_json(text) else scrub_text(text)
     via = f" via sandbox {sandbox}" if sandbox else f" via upstream {upstream}" if upstream else ""
     source = f"{RECORDED_SOURCE}: {method} {shown} -> {got.status}{via}"
     _keep_by_outcome(tool, got, _fixture_of(got, text, source, when), out)
-    return out
+    return out, got
 
 
 def _storable_text(got: Fetched, out: FixtureOutcome, call: str, when: str) -> str | None:

@@ -41,6 +41,9 @@ class LognormalFit(BaseModel):
     n_uncensored: int
     n_censored: int
     p_exceed_timeout: float | None = None
+    #: 95% interval of S(T), from the censored fit's curvature (delta method on the probit
+    #: scale z = (mu - ln T) / sigma, t(n-1) quantile), when the deadline bites
+    p_exceed_ci95: tuple[float, float] | None = None
     method: str
     #: "t" (Student t for mu, chi-square for sigma: exact for uncensored normal data, and used
     #: whenever the deadline does not bite) or "profile-likelihood" (when it does)
@@ -225,6 +228,7 @@ def fit_lognormal(
     method = "censored-mle+hang-mass" if hang_mass else "censored-mle"
     mu_ci: tuple[float, float] | None
     sig_ci: tuple[float, float] | None
+    s_ci: tuple[float, float] | None = None
     if s_t >= PROFILE_CI_MIN_EXCEED:
         # the deadline cuts into the distribution: the likelihood is far from quadratic, so
         # Wald intervals under-cover; profile it
@@ -233,6 +237,7 @@ def fit_lognormal(
         ls_ci = _profile_interval(model, theta, 1, level)
         sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
         intervals = "profile-likelihood"
+        s_ci = _exceed_interval(model, theta, math.log(t_med), math.sqrt(level))
     else:
         # the deadline sits far in the tail: the successes carry the fit
         sig = sig * math.sqrt(n / (n - 1))
@@ -247,9 +252,39 @@ def fit_lognormal(
         n_uncensored=n,
         n_censored=m,
         p_exceed_timeout=s_t,
+        p_exceed_ci95=s_ci,
         intervals=intervals,
         method=method,
     )
+
+
+def _exceed_interval(
+    nll: _Censored, theta: FloatArray, log_t: float, crit: float
+) -> tuple[float, float] | None:
+    """S(T) = Phi(z), z = (mu - ln T) / sigma: z +- crit sd(z), with var(z) from the inverse
+    Hessian of the negative log-likelihood in (mu, ln sigma) (the hang share profiled out)."""
+    h = 1e-3
+    e = (np.array([h, 0.0]), np.array([0.0, h]))
+    f0 = nll(theta)
+    hess = np.empty((2, 2))
+    for i in range(2):
+        hess[i, i] = (nll(theta + e[i]) - 2 * f0 + nll(theta - e[i])) / (h * h)
+    hess[0, 1] = hess[1, 0] = (
+        nll(theta + e[0] + e[1]) - nll(theta + e[0] - e[1])
+        - nll(theta - e[0] + e[1]) + nll(theta - e[0] - e[1])
+    ) / (4 * h * h)  # fmt: skip
+    try:
+        cov = np.linalg.inv(hess)
+    except np.linalg.LinAlgError:
+        return None
+    sig = math.exp(float(theta[1]))
+    z = (float(theta[0]) - log_t) / sig
+    grad = np.array([1.0 / sig, -z])
+    var = float(grad @ cov @ grad)
+    if not (math.isfinite(var) and var > 0):
+        return None
+    sd = math.sqrt(var)
+    return float(special.ndtr(z - crit * sd)), float(special.ndtr(z + crit * sd))
 
 
 def _profile_interval(

@@ -24,7 +24,7 @@ from scipy import optimize, special
 
 from realprobe.errors import ErrorCode
 from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
-from realprobe.simulator.profile import MixtureComponent, ToolProfile
+from realprobe.simulator.profile import MixtureComponent
 
 MAX_POINTS = 3_000
 MIN_POINTS_FOR_TWO = 50
@@ -51,6 +51,10 @@ class MixtureFit(BaseModel):
     bic: dict[str, float]
     aic: dict[str, float]
     subsampled: bool = False
+    #: S(T) at the largest deadline under the chosen mixture, with a 95% interval (delta
+    #: method on the probit scale from the curvature of the censored likelihood)
+    p_exceed_timeout: float | None = None
+    p_exceed_ci95: tuple[float, float] | None = None
 
     @property
     def k(self) -> int:
@@ -179,9 +183,11 @@ def fit_mixture(
     *,
     max_components: int = 2,
     seed: int = 0,
+    min_points_for_two: int = MIN_POINTS_FOR_TWO,
 ) -> MixtureFit | None:
     """One or two lognormal components for successes' latency, TIMEOUTs censored at their
-    deadline; None with fewer than 5 successes."""
+    deadline; None with fewer than 5 successes. Two components are tried from
+    `min_points_for_two` successes (`stats` lowers it when the KS test rejects one)."""
     x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
     c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
     if x.shape[0] < 5:
@@ -201,7 +207,7 @@ def fit_mixture(
     censored = cvals.shape[0] > 0
     fits: dict[int, tuple[FloatArray, float]] = {}
     for k in range(1, max_components + 1):
-        if k == 2 and x.shape[0] < MIN_POINTS_FOR_TWO:
+        if k == 2 and x.shape[0] < min_points_for_two:
             break
         got = _fit_k(k, x, cvals, cw)
         if got is not None:
@@ -224,6 +230,9 @@ def fit_mixture(
         ),
         key=lambda c: c.mu,
     )
+    s_t, s_ci = (None, None)
+    if censored:
+        s_t, s_ci = _exceed(theta, k_best, x, cvals, cw)
     return MixtureFit(
         components=comps,
         hang_share=pi,
@@ -232,7 +241,46 @@ def fit_mixture(
         bic=bic,
         aic=aic,
         subsampled=subsampled,
+        p_exceed_timeout=s_t,
+        p_exceed_ci95=s_ci,
     )
+
+
+def _exceed(
+    theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
+) -> tuple[float, tuple[float, float] | None]:
+    """S(T) at the largest deadline T and its interval: z = probit(S) +- 1.96 sd(z), var(z)
+    from the inverse Hessian of the negative log-likelihood (finite differences)."""
+    log_t = float(cvals.max())
+
+    def probit_s(th: FloatArray) -> float:
+        w, mus, sig, _ = _unpack(th, k, True)
+        sf = float(np.dot(w, special.ndtr((mus - log_t) / sig)))
+        return float(special.ndtri(min(max(sf, 1e-12), 1 - 1e-12)))
+
+    z = probit_s(theta)
+    d, h = theta.shape[0], 1e-3
+    eye = np.eye(d) * h
+    f0 = _nll(theta, k, x, cvals, cw)
+    hess = np.empty((d, d))
+    for i in range(d):
+        for j in range(i, d):
+            fpp = _nll(theta + eye[i] + eye[j], k, x, cvals, cw)
+            fpm = _nll(theta + eye[i] - eye[j], k, x, cvals, cw)
+            fmp = _nll(theta - eye[i] + eye[j], k, x, cvals, cw)
+            fmm = _nll(theta - eye[i] - eye[j], k, x, cvals, cw)
+            hess[i, j] = hess[j, i] = (fpp - fpm - fmp + fmm) / (4 * h * h)
+    grad = np.array([(probit_s(theta + eye[i]) - probit_s(theta - eye[i])) / (2 * h)
+                     for i in range(d)])  # fmt: skip
+    s_t = float(special.ndtr(z))
+    try:
+        var = float(grad @ np.linalg.solve(hess, grad))
+    except np.linalg.LinAlgError:
+        return s_t, None
+    if not (math.isfinite(var) and var > 0 and f0 < 1e299):
+        return s_t, None
+    half = 1.959963984540054 * math.sqrt(var)
+    return s_t, (float(special.ndtr(z - half)), float(special.ndtr(z + half)))
 
 
 def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
@@ -242,18 +290,22 @@ def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
     return fit_mixture(arr.latency_ms[ok], censor_ms)
 
 
-def add_mixtures(tools: dict[str, ToolProfile], arrays: ProbeArrays) -> None:
-    """Fit every tool's latency mixture and put it in its profile: the components when two
-    win, the choice (BIC per K) either way."""
+def fit_mixtures(
+    arrays: ProbeArrays, names: list[str]
+) -> dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]]:
+    """Each named tool's mixture fit: (the components when two win, else None; the choice,
+    BIC per K, either way)."""
+    out: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
     for i, name in enumerate(arrays.tools):
-        tp = tools.get(name)
-        if tp is None or arrays.bounds[i + 1] <= arrays.bounds[i]:
+        if name not in names or arrays.bounds[i + 1] <= arrays.bounds[i]:
             continue
         fit = fit_tool(arrays.slice(i))
         if fit is None:
             continue
-        tp.latency_ms.mixture_fit = fit.summary()
-        if fit.k > 1:
-            tp.latency_ms.mixture = [
-                MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components
-            ]
+        comps = (
+            [MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components]
+            if fit.k > 1
+            else None
+        )
+        out[name] = (comps, fit.summary())
+    return out

@@ -12,19 +12,18 @@ come from `virtual_s`, anchored so the run's last call sits at its real write ti
 
 from __future__ import annotations
 
-import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 from numpy.typing import NDArray
 
-from realprobe.dbfacts import BUSY_TIMEOUT_MS
-from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
+from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.store import FUTURE_SKEW_S, read_error, read_only
 
 #: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
 CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
@@ -109,41 +108,6 @@ def _num(v: Any) -> float:
     return float("nan") if v is None else float(v)
 
 
-def busy_timeout_s() -> float:
-    """How long a reader waits on a lock (WAL readers only wait on a non-WAL writer)."""
-    env = os.environ.get("REALPROBE_BUSY_TIMEOUT_S")
-    try:
-        return float(env) if env else BUSY_TIMEOUT_MS / 1000
-    except ValueError:
-        return BUSY_TIMEOUT_MS / 1000
-
-
-def connect_readonly(path: str | Path) -> sqlite3.Connection:
-    """A read-only connection that waits for writers instead of failing (WAL: readers never
-    block a writer and are not blocked by one)."""
-    p = Path(path)
-    if not p.exists():
-        raise NoDatabase(p)
-    if p.is_dir():
-        raise RealprobeError(f"{p} is a directory, not a database file")
-    wait = busy_timeout_s()
-    try:
-        conn = sqlite3.connect(
-            f"file:{quote(str(p.resolve()))}?mode=ro",
-            uri=True,
-            timeout=wait,
-            check_same_thread=False,
-        )
-        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"{p}: not a readable realprobe database ({_why(exc, wait)})") from exc
-    if "probes" not in names:
-        conn.close()
-        raise RealprobeError(f"{p}: has no `probes` table; run `realprobe probe` first")
-    return conn
-
-
 def probe_columns(conn: sqlite3.Connection) -> set[str]:
     return {str(r[1]) for r in conn.execute("PRAGMA table_info(probes)")}
 
@@ -152,6 +116,12 @@ def kind_expr(columns: set[str]) -> str:
     """A row's target kind (NOT NULL, default live, once the file is migrated); files from
     before the provenance columns, read as they are, hold live rows only."""
     return "target_kind" if "target_kind" in columns else "'live'"
+
+
+def sane_start(now: float | None = None) -> tuple[str, list[Any]]:
+    """SQL (and its parameter) true for rows whose start is a time: a number from 0 to now plus
+    the skew the store allows (text sorts above every number in SQLite; NULL fails)."""
+    return "started_ts BETWEEN 0 AND ?", [(time.time() if now is None else now) + FUTURE_SKEW_S]
 
 
 def conditions(
@@ -165,13 +135,16 @@ def conditions(
     excluded: bool | None = False,
 ) -> tuple[str, list[Any]]:
     """The WHERE clause (and its parameters) of a selection of probe rows (`excluded`: only
-    rows excluded as local network failures, only rows kept (the default), or None: both)."""
+    rows excluded as local network failures, only rows kept (the default), or None: both).
+    A row whose start is not a time (text, NULL, not finite, negative, or later than now
+    plus the clock skew a row may have) is never selected: one bad row cannot break a
+    reader."""
     where = (
-        ["1"]
-        if excluded is None
+        [] if excluded is None
         else ["coalesce(excluded, 0) = 1" if excluded else "coalesce(excluded, 0) = 0"]
     )
-    params: list[Any] = []
+    sane, params = sane_start()
+    where.append(sane)
     if since is not None:
         where.append("started_ts >= ?")
         params.append(since)
@@ -198,26 +171,28 @@ def tool_counts(
     vantages: list[str] | None = None,
 ) -> dict[str, int]:
     """{tool: rows} in the window (excluded rows left out); uses the (tool, started_ts) index."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         where, params = conditions(probe_columns(conn), since, until, None, kinds, vantages)
         rows = conn.execute(
             f"SELECT tool, count(*) FROM probes WHERE {where} GROUP BY tool", params
         ).fetchall()
     except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
         conn.close()
     return {str(t): int(c) for t, c in rows}
 
 
-def _why(exc: sqlite3.DatabaseError, wait: float) -> str:
-    if "locked" in str(exc):
-        return (
-            f"database is locked: another process held an exclusive lock for over {wait:g} s; "
-            "retry later"
-        )
-    return str(exc)
+def number(column: str) -> str:
+    """SQL for a column read as a number: NULL when it holds anything else (text, a blob), so
+    a row written around the store's checks cannot break a reader."""
+    return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} END"
+
+
+def _real(column: str) -> str:
+    """A number column as a number, NaN when it holds anything else (text, NULL)."""
+    return f"coalesce({number(column)}, 'NaN')"
 
 
 def _row_query(
@@ -227,9 +202,9 @@ def _row_query(
     are placed on their virtual timeline, ending at the run's last real stamp."""
     code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
     values = (
-        "coalesce(latency_ms, 'NaN'), "
+        f"{_real('latency_ms')}, "
         f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
-        f"ELSE {_OTHER} END END, coalesce(timeout_s, 'NaN')"
+        f"ELSE {_OTHER} END END, {_real('timeout_s')}"
     )
     virtual = "virtual_s" in columns and conn.execute(
         f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
@@ -285,13 +260,13 @@ def load_probes(
     """Rows with excluded != 1 in [since, until) of the given target kinds and vantages (None:
     any), as arrays, in one read transaction."""
     own = not isinstance(db, sqlite3.Connection)
-    conn = connect_readonly(db) if not isinstance(db, sqlite3.Connection) else db
+    conn = read_only(db) if not isinstance(db, sqlite3.Connection) else db
     try:
         columns = probe_columns(conn)
         cond, params = conditions(columns, since, until, tools, kinds, vantages)
         groups, flat = _read_rows(conn, columns, cond, list(params))
     except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({_why(exc, busy_timeout_s())})") from exc
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
         if own:
             conn.close()
@@ -304,3 +279,38 @@ def load_probes(
         flat[:, 2].astype(np.int64),
         np.ascontiguousarray(flat[:, 3]),
     )
+
+
+def load_retry_after(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    *,
+    kinds: list[str] | None = None,
+    vantages: list[str] | None = None,
+) -> dict[str, dict[str, tuple[int, list[float]]]]:
+    """{tool: {error code: (failures with that code, the Retry-After values they carried)}}
+    for the failed rows of the selection (Retry-After in seconds, as stored per row)."""
+    conn = read_only(db)
+    try:
+        columns = probe_columns(conn)
+        if "retry_after" not in columns:
+            return {}
+        cond, params = conditions(columns, since, until, tools, kinds, vantages)
+        rows = conn.execute(
+            f"SELECT tool, coalesce(error_code, ''), retry_after FROM probes "
+            f"WHERE {cond} AND outcome != 'ok'",
+            params,
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
+    finally:
+        conn.close()
+    out: dict[str, dict[str, tuple[int, list[float]]]] = {}
+    for tool, code, wait in rows:
+        count, values = out.setdefault(str(tool), {}).get(str(code), (0, []))
+        if wait is not None:
+            values.append(float(wait))
+        out[str(tool)][str(code)] = (count + 1, values)
+    return out

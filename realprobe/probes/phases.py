@@ -14,7 +14,8 @@ from typing import Any
 
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
-from realprobe.probes.loading import conditions, connect_readonly, probe_columns
+from realprobe.probes.loading import conditions, number, probe_columns
+from realprobe.store import read_only
 
 
 def phase_breakdown(
@@ -26,15 +27,16 @@ def phase_breakdown(
     vantages: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         if not set(PHASES) <= cols:
             return {}
         where, params = conditions(cols, since, until, tools, kinds, vantages)
         rows = conn.execute(
-            f"SELECT tool, new_connection, {', '.join(PHASES)} FROM probes WHERE {where} "
-            "AND outcome = 'ok' AND ttfb_ms IS NOT NULL ORDER BY tool",
+            f"SELECT tool, new_connection, {', '.join(number(p) for p in PHASES)} FROM probes "
+            f"WHERE {where} AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL "
+            "ORDER BY tool",
             params,
         ).fetchall()
     finally:
@@ -71,12 +73,13 @@ def vantage_table(
     bursts)."""
     from realprobe.probes.stats import wilson
 
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         where, params = conditions(cols, since, until, tools, kinds, None)
         rows = conn.execute(
-            f"SELECT tool, COALESCE(vantage, ''), outcome, latency_ms FROM probes WHERE {where}",
+            f"SELECT tool, COALESCE(vantage, ''), outcome, {number('latency_ms')} FROM probes "
+            f"WHERE {where}",
             params,
         ).fetchall()
     finally:

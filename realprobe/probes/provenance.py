@@ -17,13 +17,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from realprobe.errors import BadArgument, RealprobeError
-from realprobe.probes.loading import (
-    busy_timeout_s,
-    conditions,
-    connect_readonly,
-    probe_columns,
-)
+from realprobe.probes.loading import conditions, probe_columns
 from realprobe.probes.windows import iso
+from realprobe.store import read_error, read_only
 from realprobe.target import TargetKind
 
 #: what `target` accepts: the kinds, and all
@@ -102,7 +98,7 @@ def parse_target(value: str | None) -> str | None:
     v = value.strip().lower() if isinstance(value, str) else value
     if v not in TARGET_CHOICES:
         raise BadArgument(
-            "target", f"target {value!r}: choose one of {', '.join(TARGET_CHOICES)}"
+            "kinds", f"kinds {value!r}: choose one of {', '.join(TARGET_CHOICES)}"
         )
     return str(v)
 
@@ -122,7 +118,7 @@ def _query(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
     try:
         return conn.execute(sql, params).fetchall()
     except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({exc}; waited {busy_timeout_s():g}s)") from exc
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
 
 
 #: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
@@ -138,7 +134,7 @@ def survey(
 ) -> list[Group]:
     """Every (kind, target, vantage, source, excluded) group in the window: one scan, of the
     covering provenance index when the file has it."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         have = [c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
@@ -217,9 +213,9 @@ def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
         return list(present)
     found = ", ".join(f"{k} ({n} rows)" for k, n in sorted(present.items()))
     raise BadArgument(
-        "target",
-        f"this window holds no live rows but several other kinds: {found}; pick one with "
-        f"target={'|'.join(sorted(present))}, or target=all to pool them",
+        "kinds",
+        f"this window holds no live rows, only {found}; pick one with "
+        f"kinds={'|'.join(sorted(present))}, or kinds=all to pool them",
     )
 
 
@@ -281,7 +277,7 @@ def empty_selection_error(
     widen: tuple[str, ...] = ("since", "until"),
 ) -> str:
     """Why a selection holds no rows, in one line that says what to do (naming the parameters
-    `target` and `widen`: raise it with `param=EMPTY_SELECTION_PARAMS`)."""
+    `kinds` and `widen`: raise it with `param=EMPTY_SELECTION_PARAMS`)."""
     sel = f" for {', '.join(tools)}" if tools else ""
     where = f"between {prov.window[0] or 'the beginning'} and {prov.window[1] or 'now'}"
     kinds = prov.kinds_text()
@@ -295,7 +291,7 @@ def empty_selection_error(
         found = ", ".join(f"{k} ({n})" for k, n in sorted(prov.other_kinds.items()))
         return (
             f"no {kinds} rows{sel} {where} in {db}; the window holds {found}: "
-            "pick it with target"
+            "pick it with kinds"
         )
     return (
         f"no probe rows{sel} {where} in {db}; widen the window ({', '.join(widen)}) "
@@ -304,7 +300,7 @@ def empty_selection_error(
 
 
 #: the parameters an `empty_selection_error` message may name
-EMPTY_SELECTION_PARAMS = ("target", "since", "until", "baseline", "current")
+EMPTY_SELECTION_PARAMS = ("kinds", "since", "until", "baseline", "current")
 
 __all__ = [
     "ALL",

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from realprobe.errors import RealprobeError
 from realprobe.probes.latency_fit import (
+    PROFILE_CI_MIN_EXCEED,
     Z95,
     LognormalFit,
     fit_lognormal,
@@ -47,6 +49,8 @@ from realprobe.probes.windows import iso
 BURST_MAX_GAP_S = 3600.0
 #: a period (day by default) needs this many attempts to count for the variability flags
 VARIABILITY_MIN_N = 10
+#: a period needs this many attempts to count for the long-run interval
+LONG_RUN_MIN_N = 5
 SUCCESS_SD_FLAG = 0.10
 LATENCY_CV_FLAG = 0.25
 VARIABILITY_ALPHA = 0.01
@@ -91,6 +95,18 @@ class SuccessStats(BaseModel):
     #: runs carry less information than independent ones, so this is the honest interval
     burst_adjusted95: tuple[float, float]
     n_effective: float
+    #: where the chain behind burst_adjusted95 comes from: "own" (this tool's transitions),
+    #: "borrowed" (too few failures here: P(fail|fail) shrunk towards the other tools' pooled
+    #: chain, empirical Bayes) or "assumed independent" (no failure anywhere to learn from)
+    burst_source: str = "own"
+    rho_used: float | None = None
+    note: str | None = None
+    #: the long-run rate's interval: days are a random sample of days (cluster-robust over
+    #: the periods, Student t), so day-to-day variation is in it; burst_adjusted95 is the
+    #: interval for the probed days only
+    long_run95: tuple[float, float] | None = None
+    long_run_periods: int = 0
+    long_run_note: str | None = None
 
 
 class ErrorMix(BaseModel):
@@ -98,6 +114,12 @@ class ErrorMix(BaseModel):
     counts: dict[str, int]
     share_of_failures: dict[str, float]
     share_of_attempts: dict[str, float]
+
+
+class MixtureComponent(BaseModel):
+    weight: float
+    mu: float
+    sigma: float
 
 
 class LatencyStats(BaseModel):
@@ -118,6 +140,14 @@ class LatencyStats(BaseModel):
     lognormal: LognormalFit | None = None
     ks_pvalue: float | None = None
     timeout_s: float | None = None
+    #: two lognormals, tried whenever the KS test rejects one (p < 0.05) and kept when BIC
+    #: prefers them; then the percentiles, the mean and p_exceed_timeout come from it
+    mixture: list[MixtureComponent] | None = None
+    mixture_fit: dict[str, Any] | None = None
+    #: S(T): the share of calls slower than the deadline under the model in use (mixture or
+    #: lognormal), with a 95% interval (delta method on the censored fit; lognormal only)
+    p_exceed_timeout: float | None = None
+    p_exceed_timeout_ci95: tuple[float, float] | None = None
 
 
 class Transition(BaseModel):
@@ -134,6 +164,9 @@ class BurstStats(BaseModel):
     #: surely a fault, never a slow call cut by the deadline, so calibration reads the chain
     #: behind the deadline from it (see calibrate.generative_chain)
     p_fail_after_coded_fail: Transition | None = None
+    #: among consecutive failures, the share whose code repeats the previous one (an outage
+    #: keeps one code); calibration turns it into the profile's code persistence
+    p_same_code_after_fail: Transition | None = None
 
 
 class Variability(BaseModel):
@@ -141,6 +174,12 @@ class Variability(BaseModel):
     periods: int
     success_sd: float | None = None
     success_pvalue: float | None = None
+    #: the chi-square above divided by the burst chain's design effect (1+rho)/(1-rho), so
+    #: runs of failures inside a day are not read as days that differ
+    design_effect: float = 1.0
+    #: estimated sd of the period effect on the logit of the failure rate (method of
+    #: moments: spread of the period rates beyond what the calls within a period explain)
+    success_logit_sd: float | None = None
     variable_success: bool | None = None
     latency_cv: float | None = None
     latency_pvalue: float | None = None
@@ -182,14 +221,15 @@ def burst_chain(
         empty = Transition(p=None, n=0, ci95=None)
         return BurstStats(p_fail_after_fail=empty, p_fail_after_ok=empty, rho=None)
     linked = np.diff(ts) <= max_gap_s
-    coded = None
+    coded = same = None
     if code is not None:
         prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1][linked]
         n_c = int(np.count_nonzero(prev_coded))
         n_cf = int(np.count_nonzero(prev_coded & fail[1:][linked]))
-        coded = Transition(
-            p=n_cf / n_c if n_c else None, n=n_c, ci95=wilson(n_cf, n_c) if n_c else None
-        )
+        coded = _transition(n_cf, n_c)
+        both = (fail[:-1] & fail[1:])[linked]
+        n_same = int(np.count_nonzero(both & (code[:-1] == code[1:])[linked]))
+        same = _transition(n_same, int(np.count_nonzero(both)))
     prev, nxt = fail[:-1][linked], fail[1:][linked]
     n_ff = int(np.count_nonzero(prev & nxt))
     n_f = int(np.count_nonzero(prev))
@@ -199,11 +239,21 @@ def burst_chain(
     fo = Transition(p=n_of / n_o if n_o else None, n=n_o, ci95=wilson(n_of, n_o) if n_o else None)
     rho = ff.p - fo.p if ff.p is not None and fo.p is not None else None
     return BurstStats(
-        p_fail_after_fail=ff, p_fail_after_ok=fo, rho=rho, p_fail_after_coded_fail=coded
+        p_fail_after_fail=ff,
+        p_fail_after_ok=fo,
+        rho=rho,
+        p_fail_after_coded_fail=coded,
+        p_same_code_after_fail=same,
     )
 
 
-def success_stats(n: int, k: int, rho: float | None) -> SuccessStats:
+def _transition(k: int, n: int) -> Transition:
+    return Transition(p=k / n if n else None, n=n, ci95=wilson(k, n) if n else None)
+
+
+def success_stats(
+    n: int, k: int, rho: float | None, source: str = "own", note: str | None = None
+) -> SuccessStats:
     r = 0.0 if rho is None else min(max(rho, 0.0), 0.98)
     n_eff = n * (1 - r) / (1 + r)
     return SuccessStats(
@@ -214,7 +264,84 @@ def success_stats(n: int, k: int, rho: float | None) -> SuccessStats:
         jeffreys95=jeffreys(k, n),
         burst_adjusted95=wilson(k / n * n_eff if n else 0, n_eff),
         n_effective=n_eff,
+        burst_source=source,
+        rho_used=rho,
+        note=note,
     )
+
+
+#: a tool needs this many transitions after a failure for its chain to rest on its own data
+BORROW_MIN_N = 10
+#: the other tools' pooled P(fail|fail) counts as this many transitions in a tool's estimate
+PRIOR_STRENGTH = 10.0
+
+
+def chain_prior(bursts: list[BurstStats]) -> float | None:
+    """P(fail|fail) pooled over tools: all fail->fail pairs over all pairs after a failure."""
+    nf = sum(b.p_fail_after_fail.n for b in bursts)
+    if nf == 0:
+        return None
+    nff = sum((b.p_fail_after_fail.p or 0.0) * b.p_fail_after_fail.n for b in bursts)
+    return nff / nf
+
+
+def chain_rho(b: BurstStats, prior: float | None) -> tuple[float | None, str, str | None]:
+    """(rho, source, note) for the success interval. With fewer than BORROW_MIN_N pairs after
+    a failure (none at all when no failure was seen) a tool's own rho is mostly noise and,
+    under rare bursts, far too small: its P(fail|fail) is then shrunk towards the pooled one
+    of all tools (a beta prior worth PRIOR_STRENGTH pairs: empirical Bayes)."""
+    ff, fo = b.p_fail_after_fail, b.p_fail_after_ok
+    if ff.n >= BORROW_MIN_N:
+        return b.rho, "own", None
+    if prior is None:
+        if ff.n == 0:
+            return None, "assumed independent", (
+                "no failure seen in any tool, so nothing says whether failures come in runs; "
+                "the interval assumes independent calls and is too narrow if they do"
+            )
+        return b.rho, "own", f"only {ff.n} pairs after a failure: rho {b.rho:.2f} is rough"
+    p_ff = ((ff.p or 0.0) * ff.n + PRIOR_STRENGTH * prior) / (ff.n + PRIOR_STRENGTH)
+    rho = p_ff - (fo.p or 0.0)
+    return rho, "borrowed", (
+        f"{ff.n} pairs after a failure here: P(fail|fail) {p_ff:.2f} borrows the other tools' "
+        f"pooled chain ({prior:.2f}, worth {PRIOR_STRENGTH:g} pairs)"
+    )
+
+
+def _periods(ts: FloatArray, ok: BoolArray, period_s: float) -> tuple[Any, Any, Any, Any]:
+    """(period index of each call, calls and successes per period, periods kept)."""
+    per = np.floor(ts / period_s).astype(np.int64)
+    uniq, inv = np.unique(per, return_inverse=True)
+    n_p = np.bincount(inv, minlength=uniq.shape[0])
+    k_p = np.bincount(inv, weights=ok.astype(np.float64), minlength=uniq.shape[0])
+    return inv, n_p, k_p, n_p >= VARIABILITY_MIN_N
+
+
+def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) -> None:
+    """Fill `s.long_run95`: the periods (days) are a sample of days, so the pooled rate's
+    variance is the cluster-robust D/(D-1) sum (k_d - p n_d)^2 / N^2 over the D periods with
+    >= LONG_RUN_MIN_N calls, with Student t on D-1 degrees of freedom; never narrower
+    than the burst-adjusted interval of the probed days."""
+    if ts.shape[0] == 0:
+        return
+    _, n_p, k_p, _ = _periods(ts, ok, period_s)
+    keep = n_p >= LONG_RUN_MIN_N
+    d = int(keep.sum())
+    s.long_run_periods = d
+    if d < 2:
+        s.long_run_note = (
+            f"needs >= 2 periods of {period_s / 3600:g} h with >= {LONG_RUN_MIN_N} calls: "
+            "the interval holds for the probed period only"
+        )
+        return
+    n_k, k_k = n_p[keep], k_p[keep]
+    big_n = float(n_k.sum())
+    p = float(k_k.sum()) / big_n
+    var = d / (d - 1) * float(((k_k - p * n_k) ** 2).sum()) / big_n**2
+    half = float(special.stdtrit(d - 1, 0.975)) * math.sqrt(var)
+    lo, hi = s.burst_adjusted95
+    s.long_run95 = (max(0.0, min(lo, p - half)), min(1.0, max(hi, p + half)))
+    s.long_run_note = f"over {d} periods of {period_s / 3600:g} h, day-to-day variation included"
 
 
 def error_mix(code: IntArray) -> ErrorMix:
@@ -262,63 +389,111 @@ def kruskal_pvalue(groups: list[FloatArray]) -> float:
     return float(special.chdtrc(len(groups) - 1, h / ties))
 
 
+#: the KS p-value below which two lognormal components are tried, whatever the sample size
+GOF_ALPHA = 0.05
+#: fewest successes a two-component fit is tried on (five parameters)
+MIXTURE_MIN_N = 10
+
+
+def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
+    from realprobe.probes.latency_mixture import fit_mixture
+
+    return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N)
+
+
+def mixture_quantile(comps: list[MixtureComponent], q: float) -> float:
+    """The q-quantile (ms) of a mixture of lognormals: bisection on ln ms."""
+    lo = min(c.mu - 10 * c.sigma for c in comps)
+    hi = max(c.mu + 10 * c.sigma for c in comps)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        f = sum(c.weight * float(special.ndtr((mid - c.mu) / c.sigma)) for c in comps)
+        lo, hi = (mid, hi) if f < q else (lo, mid)
+    return math.exp((lo + hi) / 2)
+
+
+def mixture_sf(comps: list[MixtureComponent], t_ms: float) -> float:
+    lt = math.log(t_ms)
+    return sum(c.weight * float(special.ndtr((c.mu - lt) / c.sigma)) for c in comps)
+
+
+def _shown(
+    lat: FloatArray, fit: LognormalFit | None, comps: list[MixtureComponent] | None, s_t: float
+) -> tuple[dict[str, float], str, dict[str, float] | None]:
+    """(mean and percentiles shown, how, the successes' own when those are not shown)."""
+    q = np.percentile(lat, [50, 90, 95, 99])
+    empirical = {"mean": float(lat.mean()), "p50": float(q[0]), "p90": float(q[1]),
+                 "p95": float(q[2]), "p99": float(q[3])}  # fmt: skip
+    if s_t < PROFILE_CI_MIN_EXCEED:
+        return empirical, "empirical", None
+    if comps:
+        mean = sum(c.weight * math.exp(c.mu + c.sigma**2 / 2) for c in comps)
+        pct = {f"p{k}": mixture_quantile(comps, k / 100) for k in (50, 90, 95, 99)}
+        return {"mean": mean, **pct}, "censored-mixture", empirical
+    assert fit is not None
+    shown = {"mean": fit.mean(), **{f"p{k}": fit.quantile(k / 100) for k in (50, 90, 95, 99)}}
+    return shown, "censored-fit", empirical
+
+
 def latency_stats(latency_ms: FloatArray, code: IntArray, timeout_s: FloatArray) -> LatencyStats:
     ok = code < 0
     lat = latency_ms[ok]
     lat = lat[np.isfinite(lat)]
-    timed_out = code == _TIMEOUT
-    censor_ms = timeout_s[timed_out] * 1000.0
+    censor_ms = timeout_s[code == _TIMEOUT] * 1000.0
     deadlines = timeout_s[np.isfinite(timeout_s)]
     t_ms = float(np.max(deadlines)) * 1000.0 if deadlines.shape[0] else None
     if lat.shape[0] == 0:
         return LatencyStats(n=0, timeout_s=t_ms / 1000 if t_ms else None)
-    q = np.percentile(lat, [50, 90, 95, 99])
     fit = fit_lognormal(lat, censor_ms)
-    empirical = {
-        "mean": float(lat.mean()),
-        "p50": float(q[0]),
-        "p90": float(q[1]),
-        "p95": float(q[2]),
-        "p99": float(q[3]),
-    }
-    shown, how, observed = empirical, "empirical", None
-    if fit is not None and fit.bites:
-        shown = {"mean": fit.mean(), **{f"p{k}": fit.quantile(k / 100) for k in (50, 90, 95, 99)}}
-        how, observed = "censored-fit", empirical
+    ks = ks_pvalue(lat, fit, t_ms) if fit else None
+    comps, summary = None, None
+    s_t = (fit.p_exceed_timeout or 0.0) if fit else 0.0
+    s_ci = fit.p_exceed_ci95 if fit else None
+    if ks is not None and ks < GOF_ALPHA and lat.shape[0] >= MIXTURE_MIN_N:
+        mix = _mixture(lat, censor_ms)
+        if mix is not None:
+            summary = mix.summary()
+            if mix.k > 1:
+                comps = [MixtureComponent(**c.model_dump()) for c in mix.components]
+                if t_ms:
+                    s_t, s_ci = mixture_sf(comps, t_ms), mix.p_exceed_ci95
+    shown, how, observed = _shown(lat, fit, comps, s_t)
     return LatencyStats(
         n=int(lat.shape[0]),
         percentiles=how,
         observed=observed,
-        mean=shown["mean"],
-        p50=shown["p50"],
-        p90=shown["p90"],
-        p95=shown["p95"],
-        p99=shown["p99"],
         lognormal=fit,
-        ks_pvalue=ks_pvalue(lat, fit, t_ms) if fit else None,
+        ks_pvalue=ks,
         timeout_s=t_ms / 1000 if t_ms else None,
+        mixture=comps,
+        mixture_fit=summary,
+        p_exceed_timeout=s_t if t_ms else None,
+        p_exceed_timeout_ci95=s_ci,
+        **shown,
     )
 
 
 def variability(
-    ts: FloatArray, code: IntArray, latency_ms: FloatArray, period_s: float = 86400.0
+    ts: FloatArray,
+    code: IntArray,
+    latency_ms: FloatArray,
+    period_s: float = 86400.0,
+    rho: float | None = None,
 ) -> Variability:
     """Does the tool change from period to period (UTC days by default)?
 
     success: sd of per-period success rates (periods with >= 10 attempts) and a chi-square
-    homogeneity test; flagged when sd > 0.10 and p < 0.01.
+    homogeneity test, divided by the burst chain's design effect (1+rho)/(1-rho); flagged
+    when sd > 0.10 and p < 0.01.
     latency: coefficient of variation of per-period median success latency, and a
     Kruskal-Wallis test across periods; flagged when CV > 0.25 and p < 0.01.
     """
     if ts.shape[0] == 0:
         return Variability(period_s=period_s, periods=0, reason="no data")
-    per = np.floor(ts / period_s).astype(np.int64)
-    uniq, inv = np.unique(per, return_inverse=True)
     ok = code < 0
-    n_p = np.bincount(inv, minlength=uniq.shape[0])
-    k_p = np.bincount(inv, weights=ok.astype(np.float64), minlength=uniq.shape[0])
-    keep = n_p >= VARIABILITY_MIN_N
-    out = Variability(period_s=period_s, periods=int(keep.sum()))
+    inv, n_p, k_p, keep = _periods(ts, ok, period_s)
+    r = 0.0 if rho is None else min(max(rho, 0.0), 0.98)
+    out = Variability(period_s=period_s, periods=int(keep.sum()), design_effect=(1 + r) / (1 - r))
     if keep.sum() < 2:
         out.reason = (
             f"needs >= 2 periods of {period_s / 3600:g} h with >= {VARIABILITY_MIN_N} calls"
@@ -327,16 +502,36 @@ def variability(
     rates = k_p[keep] / n_p[keep]
     out.success_sd = float(rates.std(ddof=1))
     table = np.vstack([k_p[keep], n_p[keep] - k_p[keep]])
-    out.success_pvalue = chi2_homogeneity(table)[1]
+    stat = chi2_homogeneity(table)[0] / out.design_effect
+    out.success_pvalue = float(special.chdtrc(int(keep.sum()) - 1, stat)) if stat > 0 else 1.0
+    out.success_logit_sd = _logit_sd(rates, n_p[keep], out.design_effect)
     out.variable_success = bool(
         out.success_sd > SUCCESS_SD_FLAG and out.success_pvalue < VARIABILITY_ALPHA
     )
+    size = np.bincount(inv, minlength=n_p.shape[0])
+    _latency_variability(out, ok & np.isfinite(latency_ms) & keep[inv], inv, latency_ms, size)
+    return out
+
+
+def _logit_sd(rates: FloatArray, n_d: IntArray, deff: float) -> float | None:
+    """Method of moments: the spread of the period rates beyond the within-period variance
+    p(1-p) deff / n_d, mapped to the logit scale by the delta method (1 / p(1-p))."""
+    p = float(rates.mean())
+    if p <= 0 or p >= 1:
+        return 0.0
+    within = float((p * (1 - p) * deff / n_d).mean())
+    between = float(rates.var(ddof=1)) - within
+    return math.sqrt(between) / (p * (1 - p)) if between > 0 else 0.0
+
+
+def _latency_variability(
+    out: Variability, sel: BoolArray, inv: IntArray, latency_ms: FloatArray, n_periods: Any
+) -> None:
     # successes' latencies grouped by period with one sort (not one mask per period)
-    sel = ok & np.isfinite(latency_ms) & keep[inv]
     g_of, lat = inv[sel], latency_ms[sel]
     order = np.lexsort((lat, g_of))
     g_of, lat = g_of[order], lat[order]
-    size = np.bincount(g_of, minlength=uniq.shape[0])
+    size = np.bincount(g_of, minlength=n_periods.shape[0])
     start = np.concatenate([[0], np.cumsum(size)[:-1]])
     used = np.flatnonzero(size >= VARIABILITY_MIN_N)
     if used.shape[0] >= 2:
@@ -349,23 +544,28 @@ def variability(
             and out.latency_cv > LATENCY_CV_FLAG
             and out.latency_pvalue < VARIABILITY_ALPHA
         )
-    return out
 
 
-def tool_stats(name: str, arr: ProbeArrays, period_s: float = 86400.0) -> ToolStats:
+def tool_stats(
+    name: str, arr: ProbeArrays, period_s: float = 86400.0, prior: float | None = None
+) -> ToolStats:
+    """One tool's statistics; `prior` is the pooled P(fail|fail) of all tools (`chain_prior`),
+    which a tool with few failures borrows for its interval."""
     code = arr.code
     fail = code >= 0
     n = int(code.shape[0])
     burst = burst_chain(fail, arr.ts, code=code)
+    success = success_stats(n, n - int(fail.sum()), *chain_rho(burst, prior))
+    long_run(success, arr.ts, ~fail, period_s)
     return ToolStats(
         tool=name,
         first=iso(float(arr.ts[0])) if n else None,
         last=iso(float(arr.ts[-1])) if n else None,
-        success=success_stats(n, n - int(fail.sum()), burst.rho),
+        success=success,
         errors=error_mix(code),
         latency=latency_stats(arr.latency_ms, code, arr.timeout_s),
         burst=burst,
-        variability=variability(arr.ts, code, arr.latency_ms, period_s),
+        variability=variability(arr.ts, code, arr.latency_ms, period_s, success.rho_used),
     )
 
 
@@ -375,11 +575,11 @@ def compute_stats(
     until: float | None = None,
     period_s: float = 86400.0,
 ) -> StatsReport:
-    out = [
-        tool_stats(t, arr.slice(i), period_s)
-        for i, t in enumerate(arr.tools)
-        if arr.bounds[i + 1] > arr.bounds[i]
+    parts = [
+        (t, arr.slice(i)) for i, t in enumerate(arr.tools) if arr.bounds[i + 1] > arr.bounds[i]
     ]
+    prior = chain_prior([burst_chain(a.code >= 0, a.ts) for _, a in parts])
+    out = [tool_stats(t, a, period_s, prior) for t, a in parts]
     return StatsReport(
         window=(iso(since), iso(until)),
         rows=len(arr),

@@ -39,8 +39,8 @@ def fault_model_arrays(
     i = 0
     for tool in tools:
         for j in range(calls):
-            o = model.draw(tool)
             ts[i] = t0 + j * step_s
+            o = model.draw(tool, float(ts[i]))
             if o.code is ErrorCode.TIMEOUT or o.latency_s > deadline_s:
                 code[i], lat[i] = _TIMEOUT, deadline_s * 1000.0
             else:

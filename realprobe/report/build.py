@@ -16,12 +16,12 @@ from realprobe.probes.loading import (
     BoolArray,
     ProbeArrays,
     conditions,
-    connect_readonly,
     load_probes,
     probe_columns,
 )
 from realprobe.probes.stats import StatsReport, stats_from_db
 from realprobe.probes.windows import iso
+from realprobe.store import read_only
 
 
 class TimeSeries(BaseModel):
@@ -102,7 +102,7 @@ def several_vantages(
 ) -> bool:
     """Do the selected rows come from more than one vantage (no vantage counts as one)? One
     indexed query, so the side-by-side table is built only when there is a side to show."""
-    conn = connect_readonly(db)
+    conn = read_only(db)
     try:
         cols = probe_columns(conn)
         if "vantage" not in cols:

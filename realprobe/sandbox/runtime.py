@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 from realprobe.simulator.faults import FaultModel, Outcome
 from realprobe.simulator.profile import Profile
@@ -47,7 +48,7 @@ class Runtime:
     def draw(self, tool: str) -> Outcome:
         if self.profile is None:
             return Outcome(None, 0.0, self._clear_rng.getrandbits(30))
-        return self.model.draw(tool)
+        return self.model.draw(tool, time.time())
 
     def toxics_for(self, api: str | None, tool: str | None) -> dict[str, Toxic]:
         return self.toxics.for_request(api, tool)

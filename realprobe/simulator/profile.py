@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.outputs import write_output
 from realprobe.simulator.toxics import Toxic
 
 FORMAT = "realprobe-profile/1"
@@ -74,6 +75,16 @@ class LatencyModel(_Model):
         mu, sigma = self.params()
         return [(1.0, mu, sigma)]
 
+    def survival(self, t_ms: float) -> float:
+        """P(latency > t_ms) under the model the simulator draws from (the mixture if any)."""
+        if t_ms <= 0:
+            return 1.0
+        lt = math.log(t_ms)
+        return sum(
+            w * 0.5 * math.erfc((lt - mu) / (sigma * math.sqrt(2.0)))
+            for w, mu, sigma in self.components()
+        )
+
     def params(self) -> tuple[float, float]:
         """(mu, sigma) of ln(latency_ms): the fit if present, else from p50/p90."""
         if self.lognormal is not None:
@@ -96,13 +107,45 @@ class Burst(_Model):
         return self.p_fail_after_ok / denom if denom > 0 else 1.0
 
 
+class RetryAfter(_Model):
+    """Retry-After of one failure code: the share of those failures that carried the header,
+    and the values seen (seconds) with their weights; the simulator draws from them."""
+
+    n: int = 0
+    share: float = Field(ge=0, le=1)
+    values: list[tuple[float, float]] = Field(default_factory=list)
+
+    @field_validator("values")
+    @classmethod
+    def _positive(cls, v: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        if any(s < 0 or w < 0 for s, w in v):
+            raise ValueError("Retry-After values and weights must be >= 0")
+        total = sum(w for _, w in v)
+        return [(s, w / total) for s, w in v] if total > 0 else []
+
+
+#: how far success_rate may sit from the burst chain's long-run success before the profile is
+#: refused as self-contradictory (a calibrated profile matches them exactly)
+CHAIN_TOLERANCE = 0.02
+
+
 class ToolProfile(_Model):
     n: int = 0
     success_rate: float = Field(ge=0, le=1)
     success_ci95: tuple[float, float] | None = None
+    #: the long-run interval: day-to-day variation included (random effects over days)
+    success_long_run_ci95: tuple[float, float] | None = None
     errors: dict[ErrorCode, float] = Field(default_factory=dict)
     latency_ms: LatencyModel = Field(default_factory=LatencyModel)
     burst: Burst | None = None
+    #: P(a failure right after a failure repeats its code) beyond chance: with c, the next
+    #: failure's code is the previous one with probability c + (1 - c) w(previous code)
+    code_persistence: float | None = Field(default=None, ge=0, le=1)
+    #: sd of the day effect on the logit of the failure rate (UTC days); the simulator draws one
+    #: effect per tool and day, around the centre whose mean over days is success_rate
+    daily_logit_sd: float | None = Field(default=None, ge=0)
+    #: Retry-After per failure code, measured from the rows
+    retry_after: dict[ErrorCode, RetryAfter] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _errors_normalised(self) -> ToolProfile:
@@ -113,6 +156,16 @@ class ToolProfile(_Model):
             raise ValueError("success_rate < 1 needs a non-empty `errors` mix")
         if total > 0:
             self.errors = {k: v / total for k, v in self.errors.items()}
+        if self.burst is not None:
+            chain = 1.0 - self.burst.stationary_fail
+            if abs(chain - self.success_rate) > CHAIN_TOLERANCE:
+                raise ValueError(
+                    f"success_rate {self.success_rate:g} contradicts the burst chain, whose "
+                    f"long-run success is {chain:.3f} (P(fail|fail) "
+                    f"{self.burst.p_fail_after_fail:g}, P(fail|ok) "
+                    f"{self.burst.p_fail_after_ok:g}); make them agree (P(fail|ok) = "
+                    "f(1-rho), P(fail|fail) = P(fail|ok) + rho for failure rate f) or drop one"
+                )
         return self
 
 
@@ -144,10 +197,18 @@ class Profile(_Model):
         return CALM_TOOL
 
     def dump(self, path: str | Path | None = None) -> str:
+        """The profile as JSON text (written to `path` too when given, as `save` does)."""
         text = self.model_dump_json(indent=2, exclude_none=True)
         if path is not None:
-            Path(path).write_text(text + "\n", encoding="utf-8")
+            self.save(path)
         return text
+
+    def save(self, path: str | Path, *, replace: bool = True, private: bool = False) -> Path:
+        """Write the profile as a JSON file that `load_profile` reads back, through the one
+        output writer (atomic, never through a symbolic link, 0644 under the usual umask;
+        `private`: 0600)."""
+        text = self.model_dump_json(indent=2, exclude_none=True)
+        return write_output(Path(path), text + "\n", replace=replace, private=private)
 
 
 CALM_TOOL = ToolProfile(success_rate=1.0, latency_ms=LatencyModel(p50=180, p90=420))

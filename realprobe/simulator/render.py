@@ -210,7 +210,10 @@ def render(
         ok = _ok_body(route, outcome.pick)
     plan = Plan(variant, VARIANTS[variant], 200, [("Content-Type", ok.content_type), *ok.headers],
                 ok.body, delay)
-    _SHAPE[variant](plan, _Context(ok, path, now_wall, outcome.pick))
+    ctx = _Context(
+        ok, path, now_wall, outcome.pick, outcome.retry_after_s, outcome.retry_after_measured
+    )
+    _SHAPE[variant](plan, ctx)
     return plan
 
 
@@ -229,6 +232,15 @@ class _Context:
     path: str
     now_wall: float
     pick: int
+    #: the outcome's Retry-After draw (seconds) and whether the profile measured it
+    retry_after_s: float | None = None
+    retry_after_measured: bool = False
+
+    def retry_after(self, default: float | None) -> float | None:
+        """The Retry-After to send: the profile's draw when it measured one for this code
+        (None there means "no header", as for that share of the measured answers), else the
+        default for a profile that measured none."""
+        return self.retry_after_s if self.retry_after_measured else default
 
 
 # Each shaper turns the default plan (200 with the tool's ok body) into one variant.
@@ -247,17 +259,33 @@ def _socket(plan: Plan, ctx: _Context) -> None:
     plan.action = cast(Action, plan.variant)
 
 
+#: Retry-After when the profile measured none for the code: 1-5 s on a 429 (2-6 s in the
+#: HTTP-date form), 2 s on a 503, nothing on other server errors
+DEFAULT_429_S = (1.0, 2.0, 3.0, 4.0, 5.0)
+DEFAULT_503_S = 2.0
+
+
+def _seconds(value: float) -> str:
+    """Delay-seconds are a whole number (RFC 9110): a fractional draw is rounded up."""
+    return str(max(0, math.ceil(value - 1e-9)))
+
+
 def _rate_limited(plan: Plan, ctx: _Context) -> None:
     if plan.variant == "429":
-        retry_after = str(1 + ctx.pick % 5)
-        plan.status, plan.headers, plan.body = _json(
-            429, {"error": "Too Many Requests"}, Retry_After=retry_after
-        )
+        wait = ctx.retry_after(DEFAULT_429_S[ctx.pick % len(DEFAULT_429_S)])
+        extra = {"Retry_After": _seconds(wait)} if wait is not None else {}
+        plan.status, plan.headers, plan.body = _json(429, {"error": "Too Many Requests"}, **extra)
         return
-    when = formatdate(ctx.now_wall + 2 + ctx.pick % 5, usegmt=True)
+    wait = ctx.retry_after(1.0 + DEFAULT_429_S[ctx.pick % len(DEFAULT_429_S)])
+    # both stamps on whole seconds, so the client's difference is the drawn value exactly
+    now = math.floor(ctx.now_wall)
+    dated = (
+        {"Retry_After": formatdate(now + int(_seconds(wait)), usegmt=True)}
+        if wait is not None
+        else {}
+    )
     plan.status, plan.headers, plan.body = _json(
-        429, {"error": "Too Many Requests"}, Retry_After=when,
-        Date=formatdate(ctx.now_wall, usegmt=True),
+        429, {"error": "Too Many Requests"}, **dated, Date=formatdate(now, usegmt=True)
     )
 
 
@@ -266,7 +294,8 @@ def _server_error(plan: Plan, ctx: _Context) -> None:
     if status >= 520:
         plan.status, plan.headers, plan.body = _cloudflare(status)
         return
-    extra = {"Retry_After": "2"} if status == 503 else {}
+    wait = ctx.retry_after(DEFAULT_503_S if status == 503 else None)
+    extra = {"Retry_After": _seconds(wait)} if wait is not None else {}
     plan.status, plan.headers, plan.body = _json(
         status, {"error": f"HTTP {status}", "message": "upstream failure"}, **extra
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from realprobe.adapters import default_catalog
 from realprobe.clients import Mode
 from realprobe.http.simulate import routes_from_catalog
+from realprobe.outputs import write_output
 from realprobe.sandbox.server import Sandbox, running
 from realprobe.simulator.profile import load_profile
 from realprobe.tasks.model import default_tasks_dir, load_tasks
@@ -55,7 +56,8 @@ def record(out: Path, *, seed: int = 0, repeat: int = 1) -> list[str]:
         results = asyncio.run(run_batch(tasks, cfg, catalog))
     for f in out.glob("*.json"):
         f.chmod(0o644)  # shipped data: readable by everyone
-    (out / "README.md").write_text(
+    write_output(
+        out / "README.md",
         "# Shipped task cassettes (sandbox recordings)\n\n"
         "One cassette per task run of the `reference` agent (optimal workflow), recorded "
         f"against the loopback sandbox under the `{PROFILE}` profile (sandbox seed "
@@ -70,7 +72,6 @@ def record(out: Path, *, seed: int = 0, repeat: int = 1) -> list[str]:
             f"{r.row['retries']} | {r.row['fallbacks']} |\n"
             for r in results
         ),
-        encoding="utf-8",
     )
     return [f"{r.row['task']}: {r.row['outcome']}" for r in results]
 

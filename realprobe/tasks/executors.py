@@ -37,6 +37,7 @@ from realprobe.tasks.runner import (
     Shared,
     check_cassettes,
     first_error,
+    plan_runs,
     resume_key,
     run_one,
     target_label,
@@ -69,8 +70,9 @@ class Finished:
 
 
 def jobs_for(tasks: Sequence[Task], cfg: RunConfig) -> list[Job]:
-    n = len(tasks) * len(cfg.prompts) * cfg.repeat
-    return [Job(cfg, t, p, r, n) for t in tasks for p in cfg.prompts for r in range(cfg.repeat)]
+    """Every run of `cfg` over `tasks` (`plan_runs`: one per resume key)."""
+    runs = plan_runs(tasks, cfg)
+    return [Job(cfg, t, p, r, len(runs)) for t, p, r in runs]
 
 
 async def run_local(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.adapters import Catalog, default_catalog
+from realprobe.outputs import write_output
 from realprobe.tasks.model import FLAW_TYPES, Arg, FlawedWorkflow, Step, Task, task_files
 
 GENERATOR_SEED = 0
@@ -252,7 +253,7 @@ def regenerate(folder: Path, catalog: Catalog, *, check: bool = False) -> list[P
         if text != path.read_text(encoding="utf-8"):
             stale.append(path)
             if not check:
-                path.write_text(text, encoding="utf-8")
+                write_output(path, text)
     return stale
 
 

@@ -14,7 +14,7 @@ import random
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -423,8 +423,16 @@ def batch_infrastructure_failure(results: list[RunOutcome]) -> str | None:
     return f"all {len(results)} runs failed on infrastructure, not on the agent: {top}{more}"
 
 
-def plan_runs(tasks: list[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
-    return [(t, p, r) for t in tasks for p in cfg.prompts for r in range(cfg.repeat)]
+def plan_runs(tasks: Sequence[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
+    """Every (task, prompt, repeat) of `cfg`, one per resume key: the reference agent behaves
+    the same under baseline, cot and optimal, so those prompts are one run (the first named),
+    and what `--resume` skips is exactly what would have run."""
+    picked: dict[str, tuple[Task, str, int]] = {}
+    for t in tasks:
+        for p in cfg.prompts:
+            for r in range(cfg.repeat):
+                picked.setdefault(resume_key(t.instance_id, cfg, p, r), (t, p, r))
+    return list(picked.values())
 
 
 def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:

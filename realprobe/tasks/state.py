@@ -19,6 +19,7 @@ from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import HttpClient
+from realprobe.secrets import clip
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
 
@@ -62,7 +63,7 @@ class StepRecord:
             "args": json.dumps(self.args, sort_keys=True, default=str),
             "ok": int(self.ok),
             "error_code": self.error_code,
-            "message": self.message[:500],
+            "message": clip(self.message, 500),
             "http_status": self.http_status,
             "retry_after": self.retry_after_s,
             "latency_ms": round(self.latency_ms, 3),

@@ -96,10 +96,22 @@ class SweepTarget(BaseModel):
 
     @model_validator(mode="after")
     def _needs(self) -> SweepTarget:
+        """Checked like the command line's options, by the one check of where calls go."""
+        from realprobe.tasks.batch import resolve_mode
+
         if self.kind == "sandbox" and not self.url:
             raise ValueError("a sandbox target needs url")
-        if self.kind == "simulate" and not self.profile:
-            self.profile = "published"
+        if self.url is not None and self.kind != "sandbox":
+            raise ValueError(f"url is for sandbox targets, not {self.kind}")
+        if self.profile is not None and self.kind != "simulate":
+            raise ValueError(f"profile is for simulate targets, not {self.kind}")
+        if self.cassette is not None and self.kind != "replay":
+            raise ValueError(f"cassette is for replay targets, not {self.kind}")
+        try:
+            _, profile = resolve_mode(self.mode, self.url, self.profile)
+        except RealprobeError as exc:
+            raise ValueError(str(exc)) from None
+        self.profile = profile
         return self
 
     @property
@@ -159,6 +171,10 @@ def load_sweep(path: str | Path) -> SweepFile:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise RealprobeError(f"{p}: cannot read the sweep file ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise RealprobeError(
+            f"{p}: the sweep file is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise RealprobeError(f"{p}: not valid TOML ({exc})") from exc
     try:

@@ -17,6 +17,7 @@ from realprobe.adapters.openapi.importer import (
     import_openapi,
 )
 from realprobe.errors import RealprobeError
+from realprobe.outputs import write_output
 
 #: reads a description by URL (`realprobe.clients.fetch_document`)
 Fetch = Callable[[str], str]
@@ -88,13 +89,7 @@ def _write_catalog(apis: list[dict[str, Any]], output: Path) -> None:
         Catalog(parse_catalog(json.loads(json.dumps({"apis": apis})), str(output)))
     except CatalogError as exc:
         raise RealprobeError(f"internal: the imported catalogue does not load: {exc}") from exc
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(
-            f"output {output}: cannot write ({exc.strerror})", param="output"
-        ) from exc
+    write_output(output, text, make_parents=True)
 
 
 def read_description(spec: str, fetch: Fetch | None = None) -> tuple[str, str | None]:

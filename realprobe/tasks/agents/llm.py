@@ -13,6 +13,7 @@ import openai
 
 from realprobe.errors import RealprobeError
 from realprobe.retry_after import retry_after_of
+from realprobe.secrets import clip
 from realprobe.tasks.agents.base import AgentContext, LlmSettings
 from realprobe.tasks.prompts import Prompt, render
 from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
@@ -55,7 +56,7 @@ async def run_tool(ctx: AgentContext, name: str, raw_args: Any, turn: int) -> St
     except ValueError as exc:
         shown = raw_args if isinstance(raw_args, str) else json.dumps(raw_args, default=str)
         return ctx.box.record_bad_call(
-            name, {"_raw": str(shown)[:500]}, turn, "malformed", str(exc)
+            name, {"_raw": clip(str(shown), 500)}, turn, "malformed", str(exc)
         )
     return await ctx.box.call(name, args, turn=turn)
 
@@ -81,7 +82,7 @@ class LlmLoop(ABC):
         try:
             await self.loop(ctx, client)
         except openai.APIError as exc:
-            ctx.state.error = f"LLM endpoint: {type(exc).__name__}: {exc}"[:300]
+            ctx.state.error = clip(f"LLM endpoint: {type(exc).__name__}: {exc}", 300)
             ctx.state.termination = "llm_error"
         finally:
             await http.aclose()

@@ -1,0 +1,199 @@
+"""pytest-recording's conventions, served by realprobe, for suites written for pytest-recording
+(registered by realprobe's plugin only when pytest-recording itself is not installed).
+
+```python
+@pytest.mark.vcr                                  # cassettes/<module>/<test>.yaml
+def test_users(): ...
+
+@pytest.mark.vcr("shared.yaml", default_cassette="users-v2.yaml", record_mode="once")
+def test_users_v2(): ...
+
+@pytest.fixture(scope="module")
+def vcr_config():
+    return {"filter_headers": ["authorization"], "match_on": ["method", "uri"]}
+```
+
+- `@pytest.mark.vcr(*extra, default_cassette=None, **config)`: the test's cassette is
+  `<vcr_cassette_dir>/<default_cassette_name>.yaml` (`.json` with `serializer="json"`); the
+  marker's positional cassettes are replayed too, never written (relative to
+  `vcr_cassette_dir`); its keywords override `vcr_config`. A marker on a class or module adds
+  the default cassette as pytest-recording does.
+- Fixtures: `vcr_config`, `vcr_cassette_dir` (`<test folder>/cassettes/<module>`),
+  `default_cassette_name` (`Class.test_name`, with `<>?%*:|"'/\\` replaced by `-`),
+  `record_mode`, and `vcr` (the cassette session in use: `play_count`, `recording`).
+- Options: `--record-mode none|once|new_episodes|all|rewrite` (default none),
+  `--block-network`, `--allowed-hosts=h1,h2`, `--disable-recording`.
+- `@pytest.mark.block_network(allowed_hosts=[...])`: the network block below, except while a
+  cassette records.
+- `vcr_config` keys used: `record_mode`, `match_on` (names and callables),
+  `filter_headers`, `filter_query_parameters`, `filter_post_data_parameters` (names; their
+  values are replaced by realprobe's placeholder), `serializer`, `allow_playback_repeats`,
+  `ignore_hosts`, `ignore_localhost`. Others (`before_record_*`, `decode_compressed_response`,
+  custom persisters and matchers registered by name) are ignored with one warning per key.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
+USED_KEYS = frozenset({
+    "record_mode", "match_on", "filter_headers", "filter_query_parameters",
+    "filter_post_data_parameters", "serializer", "allow_playback_repeats", "ignore_hosts",
+    "ignore_localhost", "cassette_library_dir",
+})
+LOCALHOST = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+_WARNED: set[str] = set()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("recording", "pytest-recording conventions (served by realprobe)")
+    group.addoption("--record-mode", action="store", default=None, choices=RECORD_MODES,
+                    help='Record mode of @pytest.mark.vcr cassettes. Default "none".')
+    group.addoption("--block-network", action="store_true", default=False,
+                    help="Block network access except while a cassette records.")
+    group.addoption("--allowed-hosts", action="store", default=None,
+                    help="Comma-separated hosts reachable despite --block-network.")
+    group.addoption("--disable-recording", action="store_true", default=False,
+                    help="Ignore @pytest.mark.vcr: no cassette is used.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "vcr: record or replay this test's HTTP calls "
+                                       "(pytest-recording conventions, served by realprobe).")
+    config.addinivalue_line("markers", "block_network: block network access except while "
+                                       "a cassette records.")
+
+
+def cassette_name(test_class: type | None, test_name: str) -> str:
+    """pytest-recording's default cassette name for a test."""
+    name = f"{test_class.__name__}.{test_name}" if test_class else test_name
+    for ch in "<>?%*:|\"'/\\":
+        name = name.replace(ch, "-")
+    return name
+
+
+@pytest.fixture(scope="session")
+def record_mode(request: pytest.FixtureRequest) -> str:
+    return str(request.config.getoption("--record-mode") or "none")
+
+
+@pytest.fixture
+def vcr_config() -> dict[str, Any]:
+    """Configuration shared by every cassette of the tests that see this fixture."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
+    path = Path(str(request.node.path))
+    return str(path.parent / "cassettes" / path.stem)
+
+
+@pytest.fixture
+def default_cassette_name(request: pytest.FixtureRequest) -> str:
+    return cassette_name(request.cls, request.node.name)
+
+
+def _merged(config: dict[str, Any], marks: list[pytest.Mark]) -> dict[str, Any]:
+    out = dict(config)
+    for mark in reversed(marks):  # the closest marker wins
+        out.update(mark.kwargs)
+    return out
+
+
+def _names(values: Any) -> tuple[str, ...]:
+    """vcrpy filter lists hold names or (name, replacement) pairs."""
+    out = []
+    for v in values or ():
+        out.append(str(v[0] if isinstance(v, list | tuple) else v))
+    return tuple(out)
+
+
+def _warn_unused(config: dict[str, Any]) -> None:
+    for key in sorted(set(config) - USED_KEYS - {"default_cassette"}):
+        if key not in _WARNED:
+            _WARNED.add(key)
+            warnings.warn(f"realprobe's vcr marker ignores the vcrpy option {key!r}",
+                          stacklevel=2)
+
+
+def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any:
+    """The cassette session pytest-recording would open for this test."""
+    from realprobe.cassettes.scrub import ScrubConfig
+    from realprobe.cassettes.session import CassetteSession
+
+    config = _merged(request.getfixturevalue("vcr_config"), marks)
+    _warn_unused(config)
+    folder = Path(
+        config.get("cassette_library_dir") or request.getfixturevalue("vcr_cassette_dir")
+    )
+    suffix = "." + str(config.get("serializer") or "yaml")
+    default = str(
+        config.get("default_cassette") or request.getfixturevalue("default_cassette_name")
+    )
+    path = folder / (default if default.endswith(suffix) else default + suffix)
+    mode = str(config.get("record_mode") or request.getfixturevalue("record_mode"))
+    if mode == "rewrite":
+        mode = "all"
+    extras = [Path(p) if Path(p).is_absolute() else folder / p for m in marks for p in m.args]
+    ignore = list(config.get("ignore_hosts") or ())
+    if config.get("ignore_localhost"):
+        ignore += LOCALHOST
+    return CassetteSession(
+        path, record_mode=mode, match_on=config.get("match_on"),
+        on_exhausted="repeat-last" if config.get("allow_playback_repeats") else "error",
+        scrub=ScrubConfig(extra_headers=_names(config.get("filter_headers")),
+                          extra_params=_names(config.get("filter_query_parameters"))
+                          + _names(config.get("filter_post_data_parameters"))),
+        meta={"source": "pytest", "test": request.node.nodeid},
+        hint="run pytest with --record-mode=once to record missing cassettes",
+        extra_paths=extras, ignore_hosts=ignore,
+    )
+
+
+@pytest.fixture(autouse=True)
+def vcr(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The cassette of a test marked `vcr` (None for other tests)."""
+    marks = list(request.node.iter_markers(name="vcr"))
+    if not marks or request.config.getoption("--disable-recording"):
+        yield None
+        return
+    session = session_for(request, marks)
+    session.open()
+    failed = False
+    try:
+        yield session
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        from realprobe.cassettes.pytest_plugin import failed_test
+
+        session.close(failed=failed or failed_test(request))
+
+
+@pytest.fixture(autouse=True)
+def block_network(request: pytest.FixtureRequest, vcr: Any) -> Iterator[None]:
+    """pytest-recording's block: on with the marker or --block-network, off while recording."""
+    from realprobe.cassettes.pytest_plugin import blocked_network
+
+    marker = request.node.get_closest_marker("block_network")
+    if not (marker or request.config.getoption("--block-network")):
+        yield
+        return
+    if vcr is not None and vcr.recording:
+        yield
+        return
+    allowed = marker.kwargs.get("allowed_hosts") if marker is not None else None
+    if allowed is None:
+        given = request.config.getoption("--allowed-hosts") or ""
+        allowed = [h for h in given.split(",") if h.strip()]
+    with blocked_network({str(h).strip().lower() for h in allowed},
+                         "block_network (pytest-recording's marker or --block-network)"):
+        yield

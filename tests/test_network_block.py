@@ -1,0 +1,93 @@
+"""The pytest network block, tried the way a test suite leaks: UDP datagrams (`sendto`,
+`sendmsg`), name lookups (which leave the process before any connect), and sockets connected
+before the block began. Every target is on loopback, which the block does not allow here."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from realprobe.cassettes.pytest_plugin import NetworkBlocked, blocked_network
+
+
+@pytest.fixture
+def udp_sink() -> Iterator[socket.socket]:
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(0.2)
+    yield sink
+    sink.close()
+
+
+def _received(sink: socket.socket) -> bytes | None:
+    try:
+        return sink.recv(64)
+    except TimeoutError:
+        return None
+
+
+def test_udp_sendto_is_blocked(udp_sink: socket.socket) -> None:
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with blocked_network(set()), pytest.raises(NetworkBlocked, match=r"datagram to 127\.0\.0\.1"):
+        sender.sendto(b"leak", udp_sink.getsockname())
+    with blocked_network(set()), pytest.raises(NetworkBlocked):
+        sender.sendto(b"leak", 0, udp_sink.getsockname())
+    assert _received(udp_sink) is None
+    sender.close()
+
+
+def test_udp_sendmsg_is_blocked(udp_sink: socket.socket) -> None:
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with blocked_network(set()), pytest.raises(NetworkBlocked):
+        sender.sendmsg([b"leak"], [], 0, udp_sink.getsockname())
+    sender.connect(udp_sink.getsockname())  # connected before the block
+    with blocked_network(set()), pytest.raises(NetworkBlocked):
+        sender.sendmsg([b"leak"])
+    assert _received(udp_sink) is None
+    sender.close()
+
+
+def test_name_lookups_are_blocked_before_they_leave() -> None:
+    with blocked_network(set()):
+        with pytest.raises(NetworkBlocked, match="name lookup of localhost"):
+            socket.getaddrinfo("localhost", 80)
+        with pytest.raises(NetworkBlocked):
+            socket.gethostbyname("localhost")
+        with pytest.raises(NetworkBlocked):
+            socket.create_connection(("localhost", 9), timeout=1)
+        # a numeric address needs no lookup; its connect is what gets refused
+        assert socket.getaddrinfo("127.0.0.1", 80, type=socket.SOCK_STREAM)
+
+
+def test_a_socket_connected_before_the_block_cannot_send() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname(), timeout=5)
+    peer, _ = server.accept()
+    peer.settimeout(0.2)
+    try:
+        with blocked_network(set()):
+            with pytest.raises(NetworkBlocked, match=r"send to 127\.0\.0\.1"):
+                client.sendall(b"leak")
+            with pytest.raises(NetworkBlocked):
+                client.send(b"leak")
+        with pytest.raises(TimeoutError):
+            peer.recv(16)
+        client.sendall(b"ok")  # everything is put back afterwards
+        assert peer.recv(16) == b"ok"
+    finally:
+        for s in (client, peer, server):
+            s.close()
+
+
+def test_allowed_hosts_pass_and_localhost_covers_its_addresses(udp_sink: socket.socket) -> None:
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with blocked_network({"localhost"}):
+        assert socket.getaddrinfo("localhost", 80)
+        sender.sendto(b"fine", udp_sink.getsockname())
+    assert _received(udp_sink) == b"fine"
+    sender.close()
+    assert socket.socket.connect.__qualname__ == "socket.connect"
