@@ -540,11 +540,13 @@ def drift(
     latency and error mix, corrected across tools, over rows of `kinds` from `vantage`(s)
     (the same kinds in both windows). The result's `provenance` says what each window held.
     `Rows.drift` does the same for any two selections."""
-    from realprobe.api_rows import _check_drift, selections
+    from realprobe.api_rows import _check_drift, check_tools, selections
 
     _check_drift(alpha, correction, min_success_change, min_latency_change)
     base, cur = selections(db, [baseline, current], tools=tools, kinds=kinds, vantage=vantage,
                            target=target, params=("baseline", "current"))
+    # an unknown tool name is a usage error (did you mean ...), not an empty window
+    check_tools(base.db, base.tools, (None, None), base.kinds, base.vantages)
     return base.drift(cur, alpha=alpha, correction=correction,
                       min_success_change=min_success_change,
                       min_latency_change=min_latency_change)
