@@ -64,8 +64,8 @@ def main() -> None:
                 here = base / f"run{i}"
                 here.mkdir()
                 t0 = time.monotonic()
-                res = subprocess.run([*RP, *argv, *([] if argv[0] == "demo" else
-                                                    ["--db", str(here / "r.db")])],
+                db = ["--db", str(here / "r.db")] if argv[0] in ("probe", "run") else []
+                res = subprocess.run([*RP, *argv, *db],
                                      cwd=here, capture_output=True, timeout=3600)
                 took = time.monotonic() - t0
                 line = "realprobe " + " ".join(cmd).replace("{url}", "URL")

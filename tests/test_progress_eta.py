@@ -11,7 +11,7 @@ import random
 
 from rich.console import Console
 
-from realprobe.commands.progress import Eta, clock_text, lanes_for, progress_bar
+from realprobe.commands.progress import Eta, clock_text, lanes_for, progress_bar, with_eta
 
 
 class FakeClock:
@@ -109,3 +109,16 @@ def test_the_bar_draws_the_eta_at_every_refresh() -> None:
     clock.now = 4.0  # nothing finished since: drawn again, the estimate has moved
     Console(file=buf, width=120).print(bar.get_renderable())
     assert "ETA 0:00:36" in buf.getvalue()
+
+
+def test_line_progress_gets_an_eta() -> None:
+    clock = FakeClock()
+    lines: list[str] = []
+    show = with_eta(lines.append, clock=clock)  # the work starts at 0
+    clock.now = 2.0
+    show("[1/4] advice_random: recorded")
+    clock.now = 4.0
+    show("[2/4] agify_age: recorded")
+    show("a line without a count")
+    assert lines == ["[1/4] advice_random: recorded  (ETA 0:00:06)",
+                     "[2/4] agify_age: recorded  (ETA 0:00:04)", "a line without a count"]

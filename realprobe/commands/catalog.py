@@ -170,11 +170,13 @@ def record_fixtures_cmd(
     Uses the tool's first example, one call at a time with the catalogue's interval per host.
     A tool that answers no body is marked so; the sandbox then answers it with "no fixture"."""
     from realprobe.api_catalog import record_fixtures
+    from realprobe.commands.progress import with_eta
 
     done = record_fixtures(
         file, tools=tools, sandbox=sandbox, upstream=upstream, interval=interval,
         timeout=timeout, output=out,
-        progress=None if as_json else lambda line: err_console.print(line, highlight=False),
+        progress=None if as_json else with_eta(
+            lambda line: err_console.print(line, highlight=False)),
     )
     results, target = done.outcomes, done.output
     if as_json:

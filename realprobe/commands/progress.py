@@ -100,6 +100,25 @@ def clock_text(seconds: float | None) -> str:
     return f"ETA {h}:{rest // 60:02d}:{rest % 60:02d}"
 
 
+def with_eta(show: Callable[[str], None],
+             clock: Callable[[], float] = time.monotonic) -> Callable[[str], None]:
+    """For line-by-line progress (`[3/40] tool: ...`, where no bar is drawn): each counted
+    line gets the ETA appended."""
+    import re
+
+    eta = Eta(0, clock=clock)  # the work starts now; its size comes with the first line
+
+    def line(text: str) -> None:
+        m = re.match(r"\[(\d+)/(\d+)\]", text)
+        if m is not None:
+            eta.replan(int(m.group(2)))
+            eta.advance()
+            text = f"{text}  ({clock_text(eta.remaining())})"
+        show(text)
+
+    return line
+
+
 def eta_column() -> Any:
     """A rich column that draws `task.fields["eta"]` (an Eta) at every refresh."""
     from rich.progress import ProgressColumn
@@ -133,4 +152,4 @@ def progress_bar(*extra: Any, console: Any, disable: bool = False,
     )
 
 
-__all__ = ["Eta", "Lane", "clock_text", "eta_column", "lanes_for", "progress_bar"]
+__all__ = ["Eta", "Lane", "clock_text", "eta_column", "lanes_for", "progress_bar", "with_eta"]
