@@ -5,7 +5,7 @@ folder with its own database, and prints the wall time. The live examples are no
 
     python bench/readme_durations.py                 # the quick ones
     python bench/readme_durations.py --polite        # also the polite 20-round probe (~5 min)
-    python bench/readme_durations.py --write         # also bench/results/readme_durations.json
+    python bench/readme_durations.py --save         # also bench/results/readme_durations.json
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _sandbox(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--polite", action="store_true")
-    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--save", action="store_true")
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,7 +75,7 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=30)
-    if args.write:
+    if args.save:
         out = HERE / "results" / "readme_durations.json"
         out.write_text(json.dumps(results, indent=2) + "\n")
 

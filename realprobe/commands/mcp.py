@@ -174,8 +174,12 @@ def mcp_cmd(
             allowed_hosts=tuple(allowed_host or ()), auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
         )
-    if transport is McpTransport.HTTP:  # over HTTP only a signal ends the serving
-        raise typer.Exit(130)
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if transport is McpTransport.HTTP and last_signal() == signal.SIGINT:
+        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
 
 
 def _stdin_is_a_file() -> bool:

@@ -359,8 +359,12 @@ def schedule_cmd(
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
             f"{result.stopped_by} -> {path}"
         )
-    if result.stopped_by == "signal":
-        raise typer.Exit(130)
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if result.stopped_by == "signal" and last_signal() == signal.SIGINT:
+        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
     if result.runs and result.rounds_unreachable == result.runs:
         raise _nothing_reached(target, f" in any of the {result.runs} rounds")
     if result.runs and result.rounds_failed == result.runs:
