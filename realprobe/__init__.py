@@ -59,13 +59,14 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
+    from realprobe.api_monitor import check_alerts, merge_databases
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
     from realprobe.cassettes.importers import load_cassette, recover_cassette
     from realprobe.cassettes.session import use_cassette
     from realprobe.clients import TransportOptions, make_client, make_sync_client
     from realprobe.clock import Clock, RealClock, VirtualClock
-    from realprobe.data import doc_path
+    from realprobe.data import data_dir, doc_path
     from realprobe.demo import run_demo
     from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
     from realprobe.hosts import HeldBack, HostGates
@@ -88,6 +89,9 @@ _WHERE: dict[str, str] = {
     "import_openapi": "realprobe.api_catalog",
     "record_fixtures": "realprobe.api_catalog",
     "public_apis": "realprobe.api_catalog",
+    # operating probes
+    "check_alerts": "realprobe.api_monitor",
+    "merge_databases": "realprobe.api_monitor",
     # cassettes
     "inspect_cassette": "realprobe.api_cassettes",
     "verify_cassette": "realprobe.api_cassettes",
@@ -167,6 +171,7 @@ _WHERE: dict[str, str] = {
     "serve_mcp": "realprobe.api",
     "run_demo": "realprobe.demo",
     "doc_path": "realprobe.data",
+    "data_dir": "realprobe.data",
     # errors
     "RealprobeError": "realprobe.errors",
     "ErrorCode": "realprobe.errors",
@@ -221,6 +226,8 @@ __all__ = [
     "call_all",
     "call_tool",
     "call_tool_sync",
+    "check_alerts",
+    "data_dir",
     "default_catalog",
     "doc_path",
     "drift",
@@ -235,6 +242,7 @@ __all__ = [
     "make_report",
     "make_sandbox",
     "make_sync_client",
+    "merge_databases",
     "options",
     "plan_tasks",
     "probe",

@@ -20,6 +20,7 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
+from typing import TextIO
 
 from realprobe.errors import RealprobeError
 
@@ -104,6 +105,23 @@ def write_output(
         raise
     _sync_folder(path.parent)
     return path
+
+
+def open_stream(path: str | Path, *, private: bool = False) -> TextIO:
+    """A text file written as it goes (a recording's journal, kept open for the run), under
+    the same rules as `write_output` but the atomic rename: never through a symbolic link
+    (refused, and not followed even if one appears meanwhile), the same modes."""
+    path = Path(path)
+    check_output(path, replace=True, make_parents=True)
+    mode = file_mode(path, private=private)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, mode)
+        os.fchmod(fd, mode)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 def _sync_folder(folder: Path) -> None:

@@ -19,6 +19,9 @@ class ToolError(BaseModel):
     #: of dumps: a replay (which has no connection to watch) must print what the live call did
     phase: str | None = Field(default=None, exclude=True)
     reached: bool | None = Field(default=None, exclude=True)
+    #: set when realprobe's own server (the sandbox), not the API, made this answer: its
+    #: `X-Realprobe-Error` label. Such failures are stored excluded from the API's statistics
+    infrastructure: str | None = Field(default=None, exclude=True)
 
     @property
     def retryable(self) -> bool:
@@ -39,6 +42,8 @@ class ToolResult(BaseModel):
     #: on probe rows, left out of dumps: a replayed call makes no connection, and its output
     #: must equal the recorded one
     phases: dict[str, Any] | None = Field(default=None, exclude=True)
+    #: the `X-Request-Id` a realprobe sandbox echoed (it pairs the call with a journal entry)
+    request_id: str | None = Field(default=None, exclude=True)
 
     @property
     def code(self) -> ErrorCode | None:

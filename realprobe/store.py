@@ -127,6 +127,9 @@ PROBES_COLUMNS: dict[str, Any] = {
     #: the row's idempotency key: a hash of its content (schema 4), so the same call stored
     #: twice, merged again or through another merge, is one row (see `row_key`)
     "row_key": str,
+    #: the `X-Request-Id` the sandbox echoed for this call (pairs a row with its journal
+    #: entry; schema 5)
+    "request_id": str,
 }
 
 
@@ -339,7 +342,7 @@ class Store:
             db.table("schedule_events").create(SCHEDULE_EVENTS_COLUMNS, pk="id", transform=True)
             if have == 1:
                 self._backfill_provenance()
-            if have >= 1:
+            if 1 <= have < 4:
                 self._backfill_row_keys()
             set_schema_version(db, "probes", SCHEMA_VERSION)
         probes = self.db.table("probes")
@@ -704,12 +707,15 @@ def probe_row(
         "vantage": vantage,
         "detail": err.message if err is not None else "",  # cut when stored, after scrubbing
         "timeout_s": timeout_s,
-        "excluded": 0,
+        # an answer realprobe's own sandbox made (a catalogue it does not serve, no fixture)
+        # is an infrastructure failure, never the API's
+        "excluded": int(err is not None and err.infrastructure is not None),
         "source": source,
         "args": args,
         "target_kind": target.kind.value,
         "target": target.label,
         "virtual_s": virtual_s,
+        "request_id": result.request_id,
         **_phase_cells(result.phases),
     }
 
@@ -742,7 +748,12 @@ _LABELS = ("tool", "api", "vantage", "run_id", "source", "target_kind", "error_c
 _JSON = ("rate_limit", "redirects", "args")
 #: columns a row's content key leaves out: where it is stored, not what the call was
 _NOT_CONTENT = frozenset({"id", "run_id", "excluded", "row_key"})
-_NON_NEGATIVE = ("latency_ms", "bytes", "retry_after", "timeout_s", *PHASE_COLUMNS)
+_NON_NEGATIVE = frozenset(
+    ("latency_ms", "bytes", "retry_after", "timeout_s", *PHASE_COLUMNS)
+)
+#: checked against closed sets (and run ids, kept as they are): not scrubbed first
+_CLOSED = ("id", "run_id", "outcome", "error_code", "target_kind", "source", "started_at")
+_SKIP = frozenset({"started_ts", "row_key"})
 
 
 class RowRefused(RealprobeError, ValueError):
@@ -814,12 +825,21 @@ def check_probe_row(row: dict[str, Any], now: float | None = None) -> dict[str, 
     """The row as stored, or `RowRefused`: secrets scrubbed first (then long text cut), known
     columns only, finite numbers, a start not in the future, known codes, kinds and sources,
     bounded text; defaults filled and its content key (`row_key`) set."""
-    extra = set(row) - set(PROBES_COLUMNS)
+    extra = row.keys() - PROBES_COLUMNS.keys()
     if extra:
         raise RowRefused("unknown_column", f"unknown probe columns: {sorted(extra)[:5]}")
-    out: dict[str, Any] = {**PROBES_DEFAULTS, **scrub_row(row)}
+    out: dict[str, Any] = {**PROBES_DEFAULTS, **scrub_row(row, keep=_CLOSED)}
     for key, value in out.items():
-        if key in ("started_ts", "row_key"):
+        if value is None or key in _SKIP:
+            continue
+        kind = type(value)
+        if kind is float and key in _FLOATS and math.isfinite(value) and (
+            value >= 0 or key not in _NON_NEGATIVE
+        ):
+            continue  # the common case, checked inline
+        if kind is str and key not in _FLOATS and key not in _INTS and (
+            len(value) <= (MAX_LABEL if key in _LABELS else DETAIL_MAX)
+        ):
             continue
         if key in _FLOATS or key in _INTS:
             out[key] = _number(key, value)

@@ -6,8 +6,10 @@ latency L (ms) is observed as about `scale * L + o`, with `o` the loopback/clien
 ln(scale * L) = ln L + ln(scale): observations are mapped back to profile units,
 `(observed - o) / scale`, before the fit; the deadline maps the same way.
 
-The sandbox journals the latency it drew for every call (`delay_ms`), so the test splits the
-loop in two and checks each half on its own:
+The sandbox journals the latency it drew for every call (`delay_ms`) under the call's request
+id, which the client sends, the sandbox echoes and the row keeps; rows and journal entries are
+paired by that id, never by timing windows. The test splits the loop in two and checks each
+half on its own:
 
 - the latency model: the fit of the latencies the sandbox drew (paired call by call with the
   client's rows) is within a tolerance set by the sample size alone; it fails when the sandbox
@@ -80,21 +82,25 @@ def _to_profile_units(arr: ProbeArrays, overhead_ms: float, scale: float) -> Pro
     return ProbeArrays(arr.tools, arr.bounds, arr.ts, lat, arr.code, timeout)
 
 
-def _drawn_latency(arr: ProbeArrays, journal: list[dict[str, object]]) -> np.ndarray:
+def _row_request_ids(db: Path) -> list[str | None]:
+    """The request id each row kept, in `load_probes`' order (by tool, then time)."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT request_id FROM probes WHERE COALESCE(excluded, 0) = 0 "
+            "ORDER BY tool, started_ts")]
+
+
+def _drawn_latency(ids: list[str | None], journal: list[dict[str, object]]) -> np.ndarray:
     """Per row, the latency (ms, observed units) the sandbox drew for that call: the delays of
-    the journal entries of the same tool read while the call was in flight (a redirect is two
-    requests). NaN when no entry falls in the call's window."""
-    out = np.full(len(arr), np.nan)
-    for k, tool in enumerate(arr.tools):
-        rows = [e for e in journal if e["tool"] == tool]
-        at = np.array([float(e["at"]) for e in rows])  # type: ignore[arg-type]
-        delay = np.array([float(e["delay_ms"]) for e in rows])  # type: ignore[arg-type]
-        for i in range(arr.bounds[k], arr.bounds[k + 1]):
-            start = arr.ts[i]
-            inside = (at >= start - 0.002) & (at <= start + arr.latency_ms[i] / 1000 + 0.002)
-            if inside.any():
-                out[i] = delay[inside].sum()
-    return out
+    the journal entries carrying the row's request id (every hop of a redirect carries the
+    call's id). NaN when the row has no id (no answer reached the client)."""
+    delay: dict[str, float] = {}
+    for e in journal:
+        rid = str(e["request_id"])
+        delay[rid] = delay.get(rid, 0.0) + float(e["delay_ms"])  # type: ignore[arg-type]
+    return np.array([delay.get(rid, np.nan) if rid else np.nan for rid in ids])
 
 
 def _pooled_fit(
@@ -143,10 +149,10 @@ def _probe_truth(
     journal = httpx.get(f"{url}/_journal").json()
     raw = load_probes(db)
     assert len(raw) == N_TOOLS * ROUNDS
-    drawn = _drawn_latency(raw, journal)
+    drawn = _drawn_latency(_row_request_ids(db), journal)
     ok = raw.code < 0
     paired = ok & np.isfinite(drawn)
-    assert paired.sum() >= ok.sum() - N_TOOLS, (paired.sum(), ok.sum())  # first calls may miss
+    assert paired.sum() == ok.sum(), (paired.sum(), ok.sum())  # every success, by its id
     lag = raw.latency_ms[paired] - drawn[paired]
     overhead_ms = float(np.median(lag))
     jitter_ms = 1.4826 * float(np.median(np.abs(lag - overhead_ms)))

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from realprobe.mcp.guards import line_problem, security_settings
+from realprobe.mcp.guards import line_problem
+from realprobe.serving import Guard
 from tests.test_mcp_transports import CLI, http_server
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -32,17 +33,17 @@ def initialize(url: str, **headers: str) -> httpx.Response:
     return httpx.post(url, json=INIT, headers={**HEADERS, **headers}, timeout=10)
 
 
-def test_settings_keep_the_checks_for_every_bind_address() -> None:
+def test_the_guard_keeps_the_checks_for_every_bind_address() -> None:
     for host in ("0.0.0.0", "::", "127.0.0.1", "192.0.2.10"):
-        s = security_settings(host)
-        assert s.enable_dns_rebinding_protection
-        assert "127.0.0.1:*" in s.allowed_hosts and "evil.example" not in s.allowed_hosts
-    assert "192.0.2.10:*" in security_settings("192.0.2.10").allowed_hosts
-    assert not any("0.0.0.0" in h for h in security_settings("0.0.0.0").allowed_hosts)
-    wide = security_settings("0.0.0.0", ["mcp.example.org", "box:9000"])
-    assert {"mcp.example.org", "mcp.example.org:*", "box:9000"} <= set(wide.allowed_hosts)
-    assert "https://mcp.example.org:*" in wide.allowed_origins
-    assert not security_settings("0.0.0.0", ["*"]).enable_dns_rebinding_protection
+        g = Guard(host)
+        assert g.host_ok("127.0.0.1:8766") and g.host_ok("[::1]:1") and g.host_ok("localhost")
+        assert not g.host_ok("evil.example") and not g.origin_ok("http://evil.example")
+    assert Guard("192.0.2.10").host_ok("192.0.2.10:8766")
+    assert not Guard("0.0.0.0").host_ok("0.0.0.0")
+    wide = Guard("0.0.0.0", ["mcp.example.org", "box:9000"])
+    assert wide.host_ok("mcp.example.org:443") and wide.host_ok("box")
+    assert wide.origin_ok("https://mcp.example.org") and not wide.origin_ok("null")
+    assert Guard("0.0.0.0", ["*"]).host_ok("anything.example")
 
 
 def test_bound_to_all_interfaces_the_host_and_origin_checks_hold() -> None:
@@ -155,3 +156,29 @@ def test_line_checks() -> None:
     deep = "[" * 100_000 + "]" * 100_000
     err = line_problem(deep)
     assert not isinstance(err, bool) and err is not None and err.error.code in (-32700, -32600)
+
+
+def test_stdio_from_a_file_answers_a_too_long_line_once(tmp_path) -> None:
+    """The tail of a line over 16 MiB is never run as a call of its own."""
+    from realprobe.mcp.serve import STDIN_LINE_LIMIT
+
+    tail = json.dumps({"jsonrpc": "2.0", "id": 99, "method": "tools/list"})
+    ready = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    lines = [json.dumps(INIT), ready, " " * (STDIN_LINE_LIMIT + 10) + tail]
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with path.open("rb") as stdin:
+        proc = subprocess.run([*CLI, "--profile", "calm"], stdin=stdin, capture_output=True,
+                              text=True, timeout=120)
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [a.get("id") for a in answers] == [1, None], proc.stderr[-500:]  # never 99
+    assert answers[1]["error"]["code"] == -32700 and "too long" in answers[1]["error"]["message"]
+    assert proc.returncode == 0
+
+
+def test_stdio_from_dev_null_exits_cleanly() -> None:
+    with open(os.devnull, "rb") as stdin:
+        proc = subprocess.run([*CLI, "--profile", "calm"], stdin=stdin, capture_output=True,
+                              text=True, timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""

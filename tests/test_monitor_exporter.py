@@ -197,7 +197,8 @@ def test_probe_endpoint_keeps_the_daily_budget_of_live_calls(tmp_path: Path) -> 
     })
     db = tmp_path / "p.db"
     Store(db).close()
-    prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db, timeout_s=5)
+    prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db, timeout_s=5,
+                            reserve_for_schedule=0.0)
     try:
         answers = [prober.probe("local_get") for _ in range(4)]
     finally:

@@ -129,3 +129,13 @@ def test_a_profile_saves_and_loads_back_through_the_front_door(tmp_path: Path,
         prof.save(link)
     with pytest.raises(OutputError, match="already exists"):
         realprobe.save_profile(prof, path, replace=False)
+
+
+def test_a_recording_journal_is_not_written_through_a_link(tmp_path: Path,
+                                                           victim: Path) -> None:
+    from realprobe.cassettes.journal import Journal, journal_path
+
+    cassette = tmp_path / "run.json"
+    journal_path(cassette).symlink_to(victim)
+    with pytest.raises(realprobe.CassetteError, match="symbolic link"):
+        Journal.start(cassette, base=False, meta={})

@@ -42,14 +42,14 @@ def exchange(port: int, data: bytes, wait: float = 5.0) -> bytes:
 
 
 @pytest.mark.parametrize("request_bytes", [
-    b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
-    b"GET catfact/fact HTTP/1.1\r\nHost: x\r\n\r\n",
-    b"GET http://evil.example/catfact/fact HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    b"GET catfact/fact HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    b"GET http://evil.example/catfact/fact HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
     b"garbage\r\n\r\n",
     b"GET / HTTP/9.9\r\n\r\n",
-    b"GET /_health HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    b"GET /_health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n",
     b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",  # a TLS hello on the plain port
-    b"GET /_health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",
+    b"GET /_health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",
 ])
 def test_malformed_requests_get_a_4xx_and_the_server_keeps_serving(
     port: int, request_bytes: bytes
@@ -81,7 +81,7 @@ def test_slowloris_is_answered_408_and_closed(port: int) -> None:
 
 def test_a_slow_body_is_cut_too(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(b"POST /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+        s.sendall(b"POST /_health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\nab")
         answer = s.recv(4096)
     assert answer.startswith(b"HTTP/1.1 408")
 
@@ -93,7 +93,7 @@ def test_idle_connections_are_closed(port: int) -> None:
         assert time.monotonic() - started < 4.0
     # a kept-alive connection after one answer is closed when idle as well
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-        s.sendall(b"GET /_health HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.sendall(b"GET /_health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         data = b""
         while b"}" not in data:
             data += s.recv(4096)
@@ -105,7 +105,7 @@ def test_many_half_open_connections_do_not_block_others(port: int) -> None:
     held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(50)]
     try:
         for s in held:
-            s.sendall(b"GET /_health HTTP/1.1\r\nHost: x\r\n")  # never finished
+            s.sendall(b"GET /_health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
         assert exchange(port, HEALTH).startswith(b"HTTP/1.1 200")
     finally:
         for s in held:

@@ -217,7 +217,8 @@ def test_seed_reset_replays_the_same_faults(catalog: Catalog) -> None:
 def test_bad_admin_input_is_a_clear_400(sandbox: str) -> None:
     r = httpx.put(f"{sandbox}/_admin/toxics/*/x", json={"type": "latencyy"})
     assert r.status_code == 400 and "bandwidth" in r.json()["error"]
-    r = httpx.put(f"{sandbox}/_admin/profile", content=b'{"tools": {"a": {"success_rate": 2}}}')
+    r = httpx.put(f"{sandbox}/_admin/profile", content=b'{"tools": {"a": {"success_rate": 2}}}',
+                  headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "success_rate" in r.json()["error"]
     assert httpx.get(f"{sandbox}/_admin/nothing").status_code == 404
 

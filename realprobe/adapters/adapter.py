@@ -5,6 +5,8 @@ Every path ends in a ToolResult; an API failure never raises out of `call_tool`.
 
 from __future__ import annotations
 
+import contextlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,7 @@ def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
     retry = kw.pop("retry_after_s", None)
     phase = kw.pop("phase", None)
     reached = kw.pop("reached", None)
+    infrastructure = kw.pop("infrastructure", None)
     return ToolResult(
         tool=tool.name,
         ok=False,
@@ -54,9 +57,42 @@ def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
             retry_after_s=retry,
             phase=phase,
             reached=reached,
+            infrastructure=infrastructure,
         ),
         http_status=status,
         **kw,
+    )
+
+
+#: the header a realprobe server sets on every answer it made itself (not the API's)
+REALPROBE_ERROR_HEADER = "x-realprobe-error"
+#: realprobe-made answers that say the sandbox's catalogue differs from the client's
+CATALOGUE_MISMATCH = frozenset({"unknown-api", "unknown-route", "foreign-host"})
+
+
+def _realprobe_made(tool: Tool, resp: Fetched, common: dict[str, Any]) -> ToolResult:
+    """An answer the realprobe sandbox made (no API was asked): one clear error naming the
+    sandbox, never the API's host, stored as an infrastructure failure."""
+    label = resp.headers[REALPROBE_ERROR_HEADER][:60]
+    detail = ""
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        doc = json.loads(resp.body[:4096])
+        error, message = str(doc.get("error") or ""), str(doc.get("message") or "")
+        named = error and error not in (label, message)
+        detail = (f"{error}: {message}" if named and message else message or error)[:300]
+    hint = ""
+    if label in CATALOGUE_MISMATCH:
+        hint = ("; the sandbox's catalogue differs from the client's: start it with the same "
+                "--catalog (realprobe sandbox --catalog FILE)")
+    code = code_for_status(resp.status) or ErrorCode.OPERATION_FAILED
+    if label in CATALOGUE_MISMATCH or label == "no-fixture":
+        code = ErrorCode.OPERATION_FAILED  # asking again cannot help
+    retry = parse_retry_after(resp.headers.get("retry-after"))
+    return _error(
+        tool, code,
+        f"the realprobe sandbox, not {tool.api.name}, answered HTTP {resp.status} "
+        f"({label}){': ' + detail if detail else ''}{hint}",
+        http_status=resp.status, retry_after_s=retry, infrastructure=label, **common,
     )
 
 
@@ -68,7 +104,10 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         "redirects": resp.redirects,
         "rate_limit_headers": _rate_headers(resp.headers),
         "phases": resp.phases,
+        "request_id": resp.headers.get("x-request-id"),
     }
+    if REALPROBE_ERROR_HEADER in resp.headers and resp.status >= 400:
+        return _realprobe_made(tool, resp, common)
     code = code_for_status(resp.status)
     if resp.status >= 300 and code is None:
         code = ErrorCode.OPERATION_FAILED  # an unfollowed 3xx

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from realprobe.cassettes.cassette import Call, CassetteError, call_from_record, call_record
+from realprobe.outputs import OutputError, open_stream
 
 JOURNAL_VERSION = 1
 SUFFIX = ".journal"
@@ -85,10 +86,9 @@ class Journal:
                 f"wait for it, or remove {path} if that run is gone"
             )
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 (kept open for the run)
-        except OSError as exc:
-            raise CassetteError(f"cannot write the journal {path}: {exc.strerror or exc}") from exc
+            fh = open_stream(path)  # kept open for the run
+        except OutputError as exc:
+            raise CassetteError(f"cannot write the journal: {exc}") from exc
         first = {"realprobe_journal": JOURNAL_VERSION, "pid": os.getpid(), "base": base,
                  "meta": meta}
         journal = cls(path, fh)

@@ -110,6 +110,38 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="Total deadline per call, in seconds.")
 ]
+# the guards every realprobe server shares (sandbox, exporter, MCP over HTTP)
+AllowedHostOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-host",
+        help="Another Host (and Origin) name clients may use, e.g. box.example.org or "
+        "myhost:8766 (loopback names always pass; '*' turns the check off). Repeatable.",
+    ),
+]
+AuthTokenEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--auth-token-env",
+        help="Require 'Authorization: Bearer <token>', the token read from this environment "
+        "variable.",
+    ),
+]
+
+
+def server_guards(
+    what: str, host: str, allowed_host: list[str] | None, auth_token_env: str | None
+) -> tuple[tuple[str, ...], str | None]:
+    """(allowed hosts, token) for a server; prints the one off-loopback warning line."""
+    from realprobe.serving import Guard, off_loopback_warning, token_from_env
+
+    token = token_from_env(auth_token_env) if auth_token_env else None
+    allowed = tuple(allowed_host or ())
+    Guard(host, allowed)  # a URL given as a host name is a one-line error before binding
+    warning = off_loopback_warning(what, host, token=token is not None)
+    if warning is not None:
+        err_console.print(f"realprobe {what}: {warning}", markup=False, highlight=False)
+    return allowed, token
 
 
 def load_catalog(extra: list[Path] | None) -> Catalog:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from realprobe.commands.common import (
+    AllowedHostOpt,
+    AuthTokenEnvOpt,
     CassetteOpt,
     CatalogOpt,
     JsonOpt,
@@ -23,6 +25,7 @@ from realprobe.commands.common import (
     parse_kv,
     print_json,
     print_json_large,
+    server_guards,
     transport_options,
 )
 from realprobe.errors import RealprobeError
@@ -201,6 +204,8 @@ def sandbox_cmd(
             show_default=False,
         ),
     ] = None,
+    allowed_host: AllowedHostOpt = None,
+    auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
     """Serve every catalogue API on loopback from real fixture bodies (or recordings, or a
     proxied upstream), with injected faults and toxics; /_admin changes them at runtime."""
@@ -211,6 +216,7 @@ def sandbox_cmd(
     from realprobe.dbfacts import default_db_path
 
     cat = load_catalog(catalog)
+    allowed, token = server_guards("sandbox", host, allowed_host, auth_token_env)
     if more_cassettes and not from_cassettes:
         raise RealprobeError(
             f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
@@ -224,6 +230,8 @@ def sandbox_cmd(
         toxics=list(toxic or []),
         admin=admin,
         db=(db or default_db_path()) if upstream is not None else None,
+        allowed_hosts=allowed,
+        auth_token=token,
     )
 
     async def serve() -> None:

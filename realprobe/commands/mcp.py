@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from realprobe.commands.common import (
+    AllowedHostOpt,
+    AuthTokenEnvOpt,
     CassetteOpt,
     CatalogOpt,
     ModeOpt,
@@ -18,6 +20,7 @@ from realprobe.commands.common import (
     TimeoutOpt,
     as_flags,
     load_catalog,
+    server_guards,
 )
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
@@ -101,22 +104,8 @@ def mcp_cmd(
         ),
     ] = True,
     catalog: CatalogOpt = None,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host",
-            help="HTTP: another Host (and Origin) name clients may use, e.g. mcp.example.org "
-            "or myhost:8766 (loopback names always pass; '*' turns the check off). Repeatable.",
-        ),
-    ] = None,
-    auth_token_env: Annotated[
-        str | None,
-        typer.Option(
-            "--auth-token-env",
-            help="HTTP: require 'Authorization: Bearer <token>', the token read from this "
-            "environment variable.",
-        ),
-    ] = None,
+    allowed_host: AllowedHostOpt = None,
+    auth_token_env: AuthTokenEnvOpt = None,
     max_sessions: Annotated[
         int, typer.Option("--max-sessions", help="HTTP: open sessions at most (then 503).")
     ] = 100,
@@ -134,14 +123,17 @@ def mcp_cmd(
     In stdio mode stdout carries JSON-RPC only; messages go to stderr.
     """
     from realprobe.api import serve_mcp
-    from realprobe.mcp.guards import check_session_limits, token_from_env
+    from realprobe.mcp.guards import check_session_limits
     from realprobe.mcp.serve import log_to_stderr
     from realprobe.secrets import LogScrubber
 
     if tools and all_tools:
         raise RealprobeError("--tools and --all exclude each other: pick one")
     check_session_limits(max_sessions, session_idle_timeout)
-    token = token_from_env(auth_token_env) if auth_token_env else None
+    allowed: tuple[str, ...] = ()
+    token = None
+    if transport is McpTransport.HTTP:  # the one warning line when bound off loopback
+        allowed, token = server_guards("mcp", host, allowed_host, auth_token_env)
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
@@ -150,15 +142,6 @@ def mcp_cmd(
         log_to_stderr("realprobe mcp: stdin is a file or /dev/null, not a client: nothing to "
                       "serve (an MCP client starts `realprobe mcp` with a pipe)")
         return
-    if (
-        transport is McpTransport.HTTP
-        and host not in ("127.0.0.1", "localhost", "::1")
-        and token is None
-    ):
-        log_to_stderr(
-            f"realprobe mcp: warning: listening on {host}, not loopback, and no token is "
-            "required; pass --auth-token-env VAR"
-        )
 
     def ready(where: str, what: str) -> None:
         if where == "stdio":
@@ -171,7 +154,7 @@ def mcp_cmd(
             transport=transport.value, host=host, port=port, tools=tools, target=opts,
             db=db, timeout=timeout, vantage=vantage, polite=politeness,
             catalog=load_catalog(catalog), on_ready=ready,
-            allowed_hosts=tuple(allowed_host or ()), auth_token=token,
+            allowed_hosts=allowed, auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
         )
     import signal

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from realprobe.commands.common import (
+    AllowedHostOpt,
+    AuthTokenEnvOpt,
     CatalogOpt,
     JsonOpt,
     QuickHelpGroup,
@@ -70,6 +71,13 @@ def exporter_cmd(
         bool, typer.Option("--no-probe", help="Serve /metrics only; no on-demand calls.")
     ] = False,
     catalog: CatalogOpt = None,
+    reserve_for_schedule: Annotated[
+        float,
+        typer.Option("--reserve-for-schedule",
+                     help="Share of each API's daily budget /probe leaves to scheduled probes."),
+    ] = 0.5,
+    allowed_host: AllowedHostOpt = None,
+    auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
     """Serve Prometheus metrics from the probe database (and /probe, /status).
 
@@ -79,7 +87,7 @@ def exporter_cmd(
     24 h per tool.
     """
     from realprobe.clients import Mode
-    from realprobe.commands.common import load_catalog, transport_options
+    from realprobe.commands.common import load_catalog, server_guards, transport_options
     from realprobe.monitor.blackbox import BlackboxProber
     from realprobe.monitor.exporter import Exporter, ExporterServer
     from realprobe.probes.windows import parse_duration
@@ -90,6 +98,7 @@ def exporter_cmd(
     if not timeout > 0:
         raise RealprobeError(f"--timeout must be positive (got {timeout:g})")
     window_s = parse_duration(window)
+    allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
     path = _db(db)
     Store(path).close()  # create or check the schema before serving
     cat = load_catalog(catalog)
@@ -97,20 +106,22 @@ def exporter_cmd(
     if not no_probe:
         opts = transport_options(Mode.LIVE, sandbox, simulate, None, seed)
         prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
-                                vantage=vantage or default_vantage())
+                                vantage=vantage or default_vantage(),
+                                reserve_for_schedule=reserve_for_schedule)
     budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
     exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
-    server = ExporterServer(exporter, host, port)
+    server = ExporterServer(exporter, host, port, allowed_hosts=allowed, auth_token=token)
     err_console.print(
         f"realprobe exporter on {server.url} (/metrics, /status"
         + ("" if no_probe else ", /probe?tool=NAME") + f"), database {path}"
     )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    finally:
-        server.stop()
+    server.serve_forever()  # until SIGINT/SIGTERM; the /probe run is marked finished
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if last_signal() == signal.SIGINT:
+        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
 
 
 def alert_check_cmd(
@@ -126,13 +137,9 @@ def alert_check_cmd(
     Each alert fires once and resolves once (state in the database); exit 1 while any
     alert is firing, 0 otherwise.
     """
-    from realprobe.monitor.alerts import check, load_rules
+    from realprobe.api_monitor import check_alerts
 
-    config = load_rules(rules)
-    path = _db(db)
-    if not path.exists():
-        raise RealprobeError(f"no database at {path}; run `realprobe probe` first or pass --db")
-    result = check(path, config, now=time.time(), dry_run=dry_run)
+    result = check_alerts(rules, _db(db), dry_run=dry_run)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -157,10 +164,8 @@ def merge_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Merge probe databases from several vantage points into one (idempotent)."""
-    from realprobe.monitor.merge import MergedSource, merge
-
-    if not output.parent.is_dir():
-        raise RealprobeError(f"-o {output}: directory {output.parent} does not exist")
+    from realprobe.api_monitor import merge_databases
+    from realprobe.monitor.merge import MergedSource
 
     def progress(s: MergedSource) -> None:
         if not as_json:
@@ -174,7 +179,7 @@ def merge_cmd(
                 "table of the output", highlight=False,
             )
 
-    report = merge(sources, output, on_source=progress)
+    report = merge_databases(sources, output, on_source=progress)
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:

@@ -18,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
 from realprobe.http import phases
 from realprobe.http.decoding import StreamDecoder
+from realprobe.http.transports import REQUEST_ID_EXT
 from realprobe.target import Target
 from realprobe.version import USER_AGENT
 
@@ -125,6 +127,8 @@ class _Call:
         self.sock: socket.socket | None = None  # the sync client's socket, for the watchdog
         self.response: httpx.Response | None = None
         self.sync = False
+        #: one id for every hop of this call; the sandbox router sends it as X-Request-Id
+        self.request_id = uuid.uuid4().hex[:16]
 
     def _on_event(self, name: str, info: dict[str, Any]) -> None:
         event = name.split(".", 1)[-1]
@@ -166,6 +170,7 @@ class _Call:
         )
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
         request.extensions[TIMING_EXT] = self.timing
+        request.extensions[REQUEST_ID_EXT] = self.request_id
         trace = phases.begin(
             request.extensions, asynchronous=isinstance(client, httpx.AsyncClient)
         )

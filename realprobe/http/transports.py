@@ -13,6 +13,10 @@ import httpx
 
 from realprobe.http.phases import time_dns
 
+#: the request extension holding the call's id; sent as `X-Request-Id` to a sandbox only
+#: (the real APIs get no extra header), which echoes it and journals it
+REQUEST_ID_EXT = "realprobe_request_id"
+
 SANDBOX_FAULT_PREFIX = "/_fault/"
 
 
@@ -118,10 +122,16 @@ def _pointed_at(request: httpx.Request, target: httpx.URL) -> Iterator[None]:
     Host header stays the API's own, as a forward proxy would send it."""
     canonical = request.url
     request.url = target
+    request_id = request.extensions.get(REQUEST_ID_EXT)
+    added = bool(request_id) and "x-request-id" not in request.headers
+    if added:
+        request.headers["X-Request-Id"] = str(request_id)
     try:
         yield
     finally:
         request.url = canonical
+        if added:  # recordings above this transport never see it
+            del request.headers["X-Request-Id"]
 
 
 class SandboxRouter(_Routes, httpx.AsyncBaseTransport):

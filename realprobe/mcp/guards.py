@@ -1,31 +1,27 @@
 """What keeps the MCP server standing, built on the SDK's own options where it has them.
 
-HTTP: DNS-rebinding protection (Host and Origin checks, the SDK's TransportSecuritySettings)
-whatever address the server binds to, widened only by `--allowed-host`; an optional bearer
-token (the SDK's token-verifier machinery, the token read from an environment variable); a cap
-on open sessions and an idle timeout (the SDK's session manager). Stdio: each line is checked
+HTTP: realprobe's one server guard (`realprobe.serving`) in front of the SDK's app: Host and
+Origin checks whatever address the server binds to (widened only by `--allowed-host`), JSON
+bodies, an optional bearer token read from an environment variable, body limits, and a header
+timeout in uvicorn's protocol; a cap on open sessions and an idle timeout (the SDK's session
+manager). Stdio: each line is checked
 before the SDK sees it, so a malformed line is answered with a JSON-RPC parse error (-32700)
 or invalid-request error (-32600), and the server keeps reading.
 """
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import json
-import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
-from mcp.server.auth.provider import AccessToken
-from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 
 from realprobe.errors import RealprobeError
+from realprobe.serving import Guard, Refusal
 
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
-WILDCARD_BINDS = ("0.0.0.0", "::", "")
 DEFAULT_MAX_SESSIONS = 100
 DEFAULT_SESSION_IDLE_S = 600.0
 PARSE_ERROR = -32700
@@ -37,85 +33,69 @@ TOO_LONG = "\x00realprobe: line too long\x00"
 # -- HTTP --------------------------------------------------------------------------------
 
 
-def _host_form(host: str) -> str:
-    host = host.strip()
-    if host.count(":") > 1 and not host.startswith("["):
-        return f"[{host}]"  # a bare IPv6 address
-    return host
+class GuardedApp:
+    """The SDK's ASGI app behind realprobe's one server guard (`realprobe.serving.Guard`):
+    the same Host, Origin, JSON-body, token and body-size checks as the sandbox and the
+    exporter, answered the same way."""
+
+    def __init__(self, app: Any, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in scope["headers"]}
+            length = headers.get("content-length", "0")
+            refusal = self.guard.check(scope["method"], scope["path"], headers,
+                                       int(length) if length.isdigit() else 0)
+            if refusal is not None:
+                await _send_refusal(send, refusal)
+                return
+        await self.app(scope, receive, send)
 
 
-def security_settings(bind_host: str, allowed: Sequence[str] = ()) -> TransportSecuritySettings:
-    """Host/Origin checks for any bind address: loopback names, the bound name when it is not a
-    wildcard, and each `--allowed-host` (with or without a port). `*` turns the checks off."""
-    if "*" in allowed:
-        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    names = list(LOOPBACK)
-    if bind_host not in WILDCARD_BINDS:
-        names.append(_host_form(bind_host))
-    for item in allowed:
-        item = item.strip().lower()
-        if not item:
-            continue
-        if "://" in item:
-            raise RealprobeError(
-                f"allowed_hosts {item!r}: give a host name, not a URL", param="allowed_hosts"
-            )
-        names.append(_host_form(item))
-    hosts: list[str] = []
-    origins: list[str] = []
-    for name in dict.fromkeys(names):
-        has_port = name.rsplit("]", 1)[-1].count(":") == 1 if name.startswith("[") else (
-            ":" in name
-        )
-        patterns = [name] if has_port else [name, f"{name}:*"]
-        hosts.extend(patterns)
-        origins.extend(f"{scheme}://{p}" for p in patterns for scheme in ("http", "https"))
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+async def _send_refusal(send: Any, refusal: Refusal) -> None:
+    body = refusal.body()
+    headers = [(k.lower().encode(), v.encode()) for k, v in refusal.headers()]
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
-class StaticTokenVerifier:
-    """The SDK's TokenVerifier for one shared secret (compared in constant time)."""
+def guarded_h11(header_timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a header timeout: a connection with no request under way
+    `header_timeout_s` after it opened (or after its last answer) is closed, so trickled,
+    half-sent requests cannot pile up."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    def __init__(self, token: str) -> None:
-        self._token = token.encode("utf-8")
+    class HeaderTimeoutH11(H11Protocol):
+        _timer: asyncio.TimerHandle | None = None
 
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if hmac.compare_digest(token.encode("utf-8"), self._token):
-            return AccessToken(token="<bearer>", client_id="realprobe-client", scopes=[])
-        return None
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
 
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
 
-def token_from_env(var: str) -> str:
-    """The bearer token from the environment variable `var` (never from the command line,
-    where other users of the machine could read it)."""
-    value = os.environ.get(var, "")
-    if not value.strip():
-        raise RealprobeError(
-            f"auth_token_env {var}: the environment variable is unset or empty; "
-            f"export {var}=<a long random token> first",
-            param="auth_token_env",
-        )
-    if len(value) < 16:
-        raise RealprobeError(
-            f"auth_token_env {var}: the token is {len(value)} characters; use at least 16",
-            param="auth_token_env",
-        )
-    from realprobe.secrets import remember
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            super().connection_lost(exc)
 
-    remember(value)  # never in a log line, a row or a cassette
-    return value
+        def _arm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self.loop.call_later(header_timeout_s, self._expired)
 
+        def _expired(self) -> None:
+            idle = self.cycle is None or self.cycle.response_complete
+            if idle and not self.transport.is_closing():
+                self.transport.close()
 
-def auth_options(token: str | None, url: str) -> dict[str, Any]:
-    """Keyword arguments for the SDK's `streamable_http_app` requiring `Bearer <token>`."""
-    if token is None:
-        return {}
-    return {
-        "token_verifier": StaticTokenVerifier(token),
-        "auth": AuthSettings(issuer_url=url, resource_server_url=url),  # type: ignore[arg-type]
-    }
+    return HeaderTimeoutH11
 
 
 def check_session_limits(max_sessions: int, idle_s: float) -> None:
@@ -188,10 +168,8 @@ __all__ = [
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SESSION_IDLE_S",
     "CheckedLines",
-    "StaticTokenVerifier",
-    "auth_options",
+    "GuardedApp",
     "check_session_limits",
+    "guarded_h11",
     "line_problem",
-    "security_settings",
-    "token_from_env",
 ]

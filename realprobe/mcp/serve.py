@@ -14,53 +14,127 @@ import contextlib
 import os
 import signal
 import socket
+import stat
 import sys
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, cast
 
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 
 from realprobe.mcp.guards import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
     TOO_LONG,
     CheckedLines,
-    auth_options,
-    security_settings,
+    GuardedApp,
+    guarded_h11,
 )
 from realprobe.mcp.service import McpService
+from realprobe.serving import HEADER_TIMEOUT_S, IDLE_TIMEOUT_S, MAX_BODY, Guard
 
 MCP_PATH = "/mcp"
 #: longest JSON-RPC line read from stdin (the SDK caps HTTP bodies at 4 MiB)
 STDIN_LINE_LIMIT = 16 * 1024 * 1024
 
 
+class LineSplitter:
+    """Bytes in, JSON-RPC lines out. A line over `limit` bytes becomes one TOO_LONG (answered
+    with one parse error) and the rest of it, up to its newline, is dropped: its tail never
+    runs as a call of its own. At most `limit` bytes are buffered."""
+
+    def __init__(self, limit: int = STDIN_LINE_LIMIT) -> None:
+        self.limit = limit
+        self.buf = bytearray()
+        self.dropping = False
+
+    def feed(self, data: bytes) -> list[str]:
+        self.buf += data
+        out: list[str] = []
+        while True:
+            nl = self.buf.find(b"\n")
+            if nl < 0:
+                if len(self.buf) > self.limit:
+                    if not self.dropping:
+                        out.append(TOO_LONG)
+                    self.dropping = True
+                    self.buf.clear()
+                return out
+            line = bytes(self.buf[: nl + 1])
+            del self.buf[: nl + 1]
+            if self.dropping:  # the end of a line already answered as too long
+                self.dropping = False
+            elif len(line) > self.limit:
+                out.append(TOO_LONG)
+            else:
+                out.append(line.decode("utf-8", "replace"))
+
+    def end(self) -> list[str]:
+        """What is left at EOF: a last line without a newline."""
+        rest, self.buf = bytes(self.buf), bytearray()
+        return [] if self.dropping or not rest else [rest.decode("utf-8", "replace")]
+
+
 class _StdinLines:
-    """stdin lines read on the event loop, so a signal can cancel the read.
+    """stdin lines, read on the event loop (a pipe, a socket, a terminal) so a signal can
+    cancel the read, or in a worker thread (a regular file, /dev/null) when the loop cannot
+    watch it. The SDK's default reader runs in a thread that nothing can interrupt, so
+    SIGTERM would wait for the client's next line; this one ends on EOF or cancellation."""
 
-    The SDK's default reads stdin in a worker thread that nothing can interrupt, so SIGTERM
-    would wait for the client's next line; this reader ends on EOF or on cancellation.
-    """
-
-    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
+    def __init__(self, reader: asyncio.StreamReader | None,
+                 transport: asyncio.BaseTransport | None) -> None:
         self.reader = reader
         self.transport = transport
+        self.split = LineSplitter()
+        self.ready: list[str] = []
+        self.done = False
 
     def __aiter__(self) -> _StdinLines:
         return self
 
     async def __anext__(self) -> str:
-        try:
-            line = await self.reader.readline()
-        except ValueError:  # a line over the limit: answered with a parse error
-            return TOO_LONG
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        while not self.ready:
+            if self.done:
+                raise StopAsyncIteration
+            data = await self._read()
+            if data:
+                self.ready.extend(self.split.feed(data))
+            else:
+                self.ready.extend(self.split.end())
+                self.done = True
+        return self.ready.pop(0)
+
+    async def _read(self) -> bytes:
+        if self.reader is not None:
+            return await self.reader.read(1 << 20)
+        import anyio
+
+        return await anyio.to_thread.run_sync(_read_stdin, abandon_on_cancel=True)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
-async def _stdin_lines() -> _StdinLines | None:
-    """None when stdin cannot be watched by the loop (a regular file): the SDK reads it."""
+def _read_stdin() -> bytes:
+    try:
+        return os.read(sys.stdin.fileno(), 1 << 20)
+    except OSError:
+        return b""
+
+
+def _loop_can_watch(fd: int) -> bool:
+    """epoll takes pipes, sockets and terminals; not regular files or /dev/null (EPERM)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+async def _stdin_lines() -> _StdinLines:
+    if not _loop_can_watch(sys.stdin.fileno()):
+        return _StdinLines(None, None)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
     pipe = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
@@ -68,9 +142,9 @@ async def _stdin_lines() -> _StdinLines | None:
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), pipe
         )
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # a regular file: read in a worker thread
         pipe.close()
-        return None
+        return _StdinLines(None, None)
     return _StdinLines(reader, transport)
 
 
@@ -79,7 +153,7 @@ async def serve_stdio(
 ) -> None:
     async with service:
         lines = await _stdin_lines()
-        checked = CheckedLines(lines if lines is not None else _file_lines())
+        checked = CheckedLines(lines)
         try:
             if on_ready is not None:
                 on_ready("stdio")
@@ -89,22 +163,7 @@ async def serve_stdio(
                     read, write, service.server.create_initialization_options()
                 )
         finally:
-            if lines is not None:
-                lines.transport.close()
-
-
-async def _file_lines() -> AsyncIterator[str]:
-    """stdin lines when it is a regular file (the loop cannot watch it): read in a thread."""
-    import anyio
-
-    while True:
-        line = await anyio.to_thread.run_sync(sys.stdin.buffer.readline, STDIN_LINE_LIMIT + 1)
-        if not line:
-            return
-        if len(line) > STDIN_LINE_LIMIT:
-            yield TOO_LONG
-            continue
-        yield line.decode("utf-8", "replace")
+            lines.close()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -133,10 +192,12 @@ async def serve_http(
     auth_token: str | None = None,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_idle_s: float = DEFAULT_SESSION_IDLE_S,
+    header_timeout_s: float = HEADER_TIMEOUT_S,
 ) -> None:
-    """Host/Origin checks hold whatever `host` is (widened by `allowed_hosts`); with
-    `auth_token` every request needs `Authorization: Bearer <token>`; at most `max_sessions`
-    sessions are open, each closed after `session_idle_s` without a request."""
+    """The server base's guard holds whatever `host` is (Host/Origin widened by
+    `allowed_hosts`; with `auth_token` every request needs `Authorization: Bearer <token>`);
+    a connection with no request under way after `header_timeout_s` is closed; at most
+    `max_sessions` sessions are open, each closed after `session_idle_s` without a request."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -146,20 +207,21 @@ async def serve_http(
         def capture_signals(self) -> Iterator[None]:
             yield
 
+    guard = Guard(host, allowed_hosts, auth_token, json_paths=(MCP_PATH,),
+                  max_body=4 * MAX_BODY)
     sock = bind(host, port)
-    shown_host = f"[{host}]" if ":" in host else host
-    base = f"http://{shown_host}:{sock.getsockname()[1]}"
     app = service.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
-        transport_security=security_settings(host, allowed_hosts),
+        # the Host/Origin checks are the guard's (one home for every realprobe server)
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_sessions=max_sessions,
         session_idle_timeout=session_idle_s,
-        **auth_options(auth_token, base + MCP_PATH),
     )
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on",
-        timeout_graceful_shutdown=3,
+        GuardedApp(app, guard), host=host, port=port, log_level="warning", lifespan="on",
+        timeout_graceful_shutdown=3, http=guarded_h11(header_timeout_s),
+        timeout_keep_alive=int(IDLE_TIMEOUT_S),
     )
     server = Server(config)
     loop = asyncio.get_running_loop()

@@ -6,10 +6,15 @@ accepted as an alias) and reads `probe_success`, `probe_duration_seconds`,
 processing|transfer}` and `probe_ssl_earliest_cert_expiry`. Every call made here is stored
 like any probe row (source `probe`).
 
-Politeness holds however often Prometheus scrapes: a scrape that comes sooner than the API's
-minimum interval, or after its daily budget of live calls is spent, makes no call. It is
-answered from the last stored call of that tool, with `realprobe_probe_cached 1`, the
-reason as a label, the stored call's age, and an `X-Realprobe-Cached` response header.
+Politeness holds however often Prometheus scrapes, through the same per-host gate as
+`realprobe probe` (`hosts.HostGates`): a scrape makes no call while the host's calls are in
+flight up to its limit (`in-flight`), sooner than its minimum interval (`politeness`), while
+an API's Retry-After pause runs (`retry-after`), or once the exporter's share of the API's
+daily budget of live calls is spent (`budget`). `reserve_for_schedule` (default half) of each
+budget is left to scheduled probe runs, so scrapes can never starve the nightly probe. A
+scrape held back is answered from the last stored call of that tool, with
+`realprobe_probe_cached 1`, the reason as a label, the stored call's age, and an
+`X-Realprobe-Cached` response header.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from realprobe.adapters.tool import Tool
 from realprobe.clients import TransportOptions, make_client
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import RealprobeError
-from realprobe.hosts import host_key
+from realprobe.hosts import HostGates, HostLimiter, host_key
 from realprobe.probes.politeness import PolitenessConfig
 from realprobe.store import RUN_RUNNING, Store, default_vantage, iso_utc, probe_row
 from realprobe.target import Target
@@ -60,9 +65,19 @@ class BlackboxProber:
     vantage: str = field(default_factory=default_vantage)
     #: the catalogue's politeness, as for `realprobe probe` (overridable per API)
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
-    _last_start: dict[str, float] = field(default_factory=dict)
+    #: the share of each API's daily budget left to scheduled probe runs
+    reserve_for_schedule: float = 0.5
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _run_id: str | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _gates: HostGates | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.reserve_for_schedule < 1.0:
+            raise RealprobeError(
+                f"reserve_for_schedule {self.reserve_for_schedule:g}: give a share in [0, 1)",
+                param="reserve_for_schedule",
+            )
 
     @property
     def target(self) -> Target:
@@ -81,33 +96,53 @@ class BlackboxProber:
 
     def probe(self, name: str, scrape_timeout_s: float | None = None) -> ProbeAnswer:
         tool = self.tool(name)
-        reason = self._claim(tool)
-        if reason is not None:
-            return ProbeAnswer(self._from_store(tool, reason), cached=reason)
         timeout = self.timeout_s
         if scrape_timeout_s is not None and scrape_timeout_s > 0:
             timeout = min(timeout, max(0.1, scrape_timeout_s - 0.5))
         started_wall = time.time()
-        result, target = asyncio.run(self._call(tool, timeout))
+        got = asyncio.run_coroutine_threadsafe(self._gated(tool, timeout), self._gate_loop())
+        outcome = got.result()
+        if isinstance(outcome, str):
+            return ProbeAnswer(self._from_store(tool, outcome), cached=outcome)
+        result, target = outcome
         self._store(tool, result, started_wall, timeout, target)
         return ProbeAnswer(_registry_for(result, cached=None, age_s=0.0))
 
-    def _claim(self, tool: Tool) -> str | None:
-        """None when a call may start now (and claims the slot), else why not."""
-        key = host_key(tool.api)
-        policy = self.politeness.for_api(tool.api)
+    def _gate_loop(self) -> asyncio.AbstractEventLoop:
+        """The one loop the host gates live on (their in-flight slots belong to a loop)."""
         with self._lock:
-            now = time.monotonic()
-            last = self._last_start.get(key)
-            if last is not None and now - last < policy.min_interval_s:
-                return "politeness"
-            if self.live:
-                day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-                with Store(self.db_path) as store:
-                    if not store.budget_take(day, tool.api.id, "live", policy.daily_budget):
-                        return "budget"
-            self._last_start[key] = now
-        return None
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="realprobe-probe-gates",
+                                 daemon=True).start()
+                self._loop = loop
+                self._gates = HostGates(backoff=self.politeness.backoff())
+            return self._loop
+
+    async def _gated(self, tool: Tool, timeout_s: float) -> tuple[ToolResult, Target] | str:
+        """The call through the host's gate, or why it was held back (nothing sent)."""
+        assert self._gates is not None
+        policy = self.politeness.for_api(tool.api)
+        lim = self._gates.limiter(host_key(tool.api), policy)
+        if lim.slots.locked():
+            return "in-flight"
+        wait = lim.ready_at() - lim.clock.now()
+        if wait > 0:
+            return "retry-after" if lim.pause_until >= lim.next_start else "politeness"
+        if self.live and not self._take_budget(tool, policy.daily_budget):
+            return "budget"
+        lim.reserve(0.0)  # claims this start; the next one is min_interval_s away
+        async with lim.slots:
+            result, target = await self._call(tool, timeout_s)
+        _learn(lim, result)
+        return result, target
+
+    def _take_budget(self, tool: Tool, daily_budget: int) -> bool:
+        """One call of the exporter's share of today's budget (the rest is reserved)."""
+        share = int(daily_budget * (1.0 - self.reserve_for_schedule))
+        day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+        with Store(self.db_path) as store:
+            return share > 0 and store.budget_take(day, tool.api.id, "live", share)
 
     async def _call(self, tool: Tool, timeout_s: float) -> tuple[ToolResult, Target]:
         args = dict(tool.examples[0]) if tool.examples else {}
@@ -154,6 +189,8 @@ class BlackboxProber:
                              age_s=max(0.0, time.time() - float(stored["started_ts"] or 0)))
 
     def close(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
         if self._run_id is None:
             return
         with Store(self.db_path) as store:
@@ -164,6 +201,11 @@ class BlackboxProber:
             store.finish_run(self._run_id, {
                 "status": "done", "ended_at": iso_utc(now), "ended_ts": now, "n_calls": n,
             })
+
+
+def _learn(lim: HostLimiter, result: ToolResult) -> None:
+    """A 429/503 with Retry-After (or a bare 429) pauses the host for later scrapes."""
+    lim.note(result.code, result.error.retry_after_s if result.error else None)
 
 
 def _result_of(tool: Tool, row: dict[str, Any]) -> ToolResult:

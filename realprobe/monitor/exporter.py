@@ -1,19 +1,25 @@
 """The exporter's HTTP server: `/metrics`, `/probe?tool=NAME`, `/status`, `/-/healthy`.
 
-A `ThreadingHTTPServer` from the standard library: scrapes are few and short, and each one
-only folds the rows added since the previous scrape (see `aggregate`).
+It runs on realprobe's one server base (`realprobe.serving`): the same Host/Origin checks,
+optional bearer token, header/idle timeouts and body limits as the sandbox and MCP. Requests
+are parsed on one event loop, so half-sent requests hold sockets, never threads; the database
+reads of a scrape run in a small worker pool, and each scrape only folds the rows added since
+the previous one (see `aggregate`).
 """
 
 from __future__ import annotations
 
-import http.server
+import asyncio
 import json
+import signal
 import threading
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import h11
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from realprobe.errors import RealprobeError
@@ -21,8 +27,12 @@ from realprobe.monitor.aggregate import Aggregator
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.metrics import ProbeCollector
 from realprobe.monitor.status import render_status, statuses
+from realprobe.serving import Guard, H11Server, Limits, Request, ServerThread, send_simple
 
 DEFAULT_PORT = 9469
+#: /probe calls served at once (each waits at most its deadline; the host gates decide
+#: whether it calls)
+PROBE_WORKERS = 16
 
 
 class Exporter:
@@ -53,69 +63,53 @@ class Exporter:
         return [asdict(s) for s in statuses(self.aggregator)]
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    exporter: Exporter  # set on the subclass made per server
-    server_version = "realprobe-exporter"
+Answer = tuple[int, bytes, str, dict[str, str]]
+_TEXT = "text/plain"
 
-    def do_GET(self) -> None:
-        url = urllib.parse.urlsplit(self.path)
-        query = urllib.parse.parse_qs(url.query)
+
+def _probe(exporter: Exporter, query: dict[str, list[str]], headers: dict[str, str]) -> Answer:
+    prober = exporter.prober
+    if prober is None:
+        return 404, b"/probe is off: start the exporter with a target\n", _TEXT, {}
+    names = query.get("tool") or query.get("target")
+    if not names or not names[0]:
+        return 400, b"/probe needs ?tool=NAME\n", _TEXT, {}
+    scrape_timeout = None
+    header = headers.get("x-prometheus-scrape-timeout-seconds")
+    if header:
         try:
-            if url.path == "/metrics":
-                self._send(200, self.exporter.metrics(), CONTENT_TYPE_LATEST)
-            elif url.path == "/probe":
-                self._probe(query)
-            elif url.path == "/status":
-                self._send(200, self.exporter.status_html().encode(), "text/html; charset=utf-8")
-            elif url.path == "/status.json":
-                body = json.dumps(self.exporter.status_json(), indent=1).encode()
-                self._send(200, body, "application/json")
-            elif url.path in ("/-/healthy", "/-/ready"):
-                self._send(200, b"OK\n", "text/plain")
-            elif url.path == "/":
-                self._send(200, _INDEX, "text/html; charset=utf-8")
-            else:
-                self._send(404, b"not found: try /metrics, /probe?tool=NAME or /status\n",
-                           "text/plain")
-        except Exception as exc:  # a scrape never takes the exporter down
-            self._send(500, f"error: {type(exc).__name__}: {exc}\n".encode(), "text/plain")
+            scrape_timeout = float(header)
+        except ValueError:
+            scrape_timeout = None
+    try:
+        answer = prober.probe(names[0], scrape_timeout)
+    except RealprobeError as exc:
+        return 400, f"{exc}\n".encode(), _TEXT, {}
+    extra = {"X-Realprobe-Cached": answer.cached} if answer.cached else {}
+    return 200, generate_latest(answer.registry), CONTENT_TYPE_LATEST, extra
 
-    def _probe(self, query: dict[str, list[str]]) -> None:
-        prober = self.exporter.prober
-        if prober is None:
-            self._send(404, b"/probe is off: start the exporter with a target\n", "text/plain")
-            return
-        names = query.get("tool") or query.get("target")
-        if not names or not names[0]:
-            self._send(400, b"/probe needs ?tool=NAME\n", "text/plain")
-            return
-        scrape_timeout = None
-        header = self.headers.get("X-Prometheus-Scrape-Timeout-Seconds")
-        if header:
-            try:
-                scrape_timeout = float(header)
-            except ValueError:
-                scrape_timeout = None
-        try:
-            answer = prober.probe(names[0], scrape_timeout)
-        except RealprobeError as exc:
-            self._send(400, f"{exc}\n".encode(), "text/plain")
-            return
-        extra = {"X-Realprobe-Cached": answer.cached} if answer.cached else {}
-        self._send(200, generate_latest(answer.registry), CONTENT_TYPE_LATEST, extra)
 
-    def _send(self, status: int, body: bytes, ctype: str, extra: dict[str, str] | None = None
-              ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+def answer(exporter: Exporter, target: str, headers: dict[str, str]) -> Answer:
+    """The answer to one GET (blocking: database reads, a /probe call)."""
+    url = urllib.parse.urlsplit(target)
+    html = "text/html; charset=utf-8"
+    try:
+        if url.path == "/metrics":
+            return 200, exporter.metrics(), CONTENT_TYPE_LATEST, {}
+        if url.path == "/probe":
+            return _probe(exporter, urllib.parse.parse_qs(url.query), headers)
+        if url.path == "/status":
+            return 200, exporter.status_html().encode(), html, {}
+        if url.path == "/status.json":
+            body = json.dumps(exporter.status_json(), indent=1).encode()
+            return 200, body, "application/json", {}
+        if url.path in ("/-/healthy", "/-/ready"):
+            return 200, b"OK\n", _TEXT, {}
+        if url.path == "/":
+            return 200, _INDEX, html, {}
+        return 404, b"not found: try /metrics, /probe?tool=NAME or /status\n", _TEXT, {}
+    except Exception as exc:  # a scrape never takes the exporter down
+        return 500, f"error: {type(exc).__name__}: {exc}\n".encode(), _TEXT, {}
 
 
 _INDEX = b"""<!doctype html><title>realprobe exporter</title>
@@ -126,36 +120,90 @@ _INDEX = b"""<!doctype html><title>realprobe exporter</title>
 """
 
 
-class ExporterServer:
-    """Runs an `Exporter` on host:port in a background thread (or the foreground)."""
+class ExporterHttp(H11Server):
+    """The exporter's routes on the server base; blocking work runs in the worker pool."""
 
-    def __init__(self, exporter: Exporter, host: str = "127.0.0.1", port: int = DEFAULT_PORT
-                 ) -> None:
-        handler = type("Handler", (_Handler,), {"exporter": exporter})
+    server_name = "exporter"
+
+    def __init__(self, exporter: Exporter, host: str, port: int, guard: Guard,
+                 limits: Limits) -> None:
+        super().__init__(host, port, guard=guard, limits=limits)
+        self.exporter = exporter
+        # /probe calls may take their whole deadline: they get their own workers, so a
+        # scrape of /metrics never waits behind them
+        self.reads = ThreadPoolExecutor(4, thread_name_prefix="realprobe-exporter-read")
+        self.probes = ThreadPoolExecutor(PROBE_WORKERS, thread_name_prefix="realprobe-probe")
+
+    async def handle(
+        self, conn: h11.Connection, request: Request,
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    ) -> bool:
+        if request.method not in ("GET", "HEAD"):
+            return await send_simple(conn, writer, 405, b"use GET\n",
+                                     [("Content-Type", _TEXT), ("Allow", "GET, HEAD")])
+        pool = self.probes if request.path == "/probe" else self.reads
+        status, body, ctype, extra = await asyncio.get_running_loop().run_in_executor(
+            pool, answer, self.exporter, request.target, request.headers
+        )
+        if request.method == "HEAD":
+            body = b""
+        return await send_simple(conn, writer, status, body,
+                                 [("Content-Type", ctype), *extra.items()])
+
+
+class ExporterServer:
+    """Runs an `Exporter` on host:port in a background thread (`start`) or the foreground
+    (`serve_forever`, until SIGINT/SIGTERM); either way `stop` finishes the /probe run."""
+
+    def __init__(
+        self, exporter: Exporter, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
+        allowed_hosts: tuple[str, ...] = (), auth_token: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.exporter = exporter
+        self.http = ExporterHttp(exporter, host, port, Guard(host, allowed_hosts, auth_token),
+                                 limits or Limits())
+        self._thread = ServerThread(self.http, name="realprobe-exporter")
         try:
-            self.httpd = http.server.ThreadingHTTPServer((host, port), handler)
+            self._thread.start()  # bound now: a busy port is a one-line error
         except OSError as exc:
             raise RealprobeError(f"cannot listen on {host}:{port} ({exc.strerror})") from exc
-        self.httpd.daemon_threads = True
-        self.exporter = exporter
-        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        text = host.decode() if isinstance(host, bytes) else str(host)
-        return f"http://{text}:{port}"
+        return self.http.url
 
     def start(self) -> str:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self._thread.start()
         return self.url
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        """Serve until SIGINT or SIGTERM, then stop (the /probe run is marked finished)."""
+        from realprobe.probes.session import note_signal
+
+        done = threading.Event()
+        previous = {}
+
+        def stop(sig: int, _frame: object) -> None:
+            note_signal(sig)
+            done.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, stop)
+        try:
+            while not done.wait(0.5):
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stop()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if self._stopped:
+            return
+        self._stopped = True
+        self._thread.stop()
+        for pool in (self.http.reads, self.http.probes):
+            pool.shutdown(wait=False, cancel_futures=True)
         if self.exporter.prober is not None:
             self.exporter.prober.close()

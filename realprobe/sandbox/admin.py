@@ -12,6 +12,9 @@ sandbox runs, and read the request journal.
 - `GET /_journal` (`?since=<seq>`, `?limit=<n>`), `DELETE /_journal`: the request journal.
 
 A scope is `*` (every API), an API id, or a tool name. Changes apply from the next request.
+Bodies are validated like profile files are (a non-finite or out-of-range toxic is a 400
+naming the field); writes must send `Content-Type: application/json` (the server base
+refuses anything else, and any cross-origin or foreign-Host request).
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ from pydantic import ValidationError
 from realprobe.errors import RealprobeError
 from realprobe.sandbox.journal import Journal
 from realprobe.sandbox.runtime import Runtime
+from realprobe.serving import ERROR_HEADER
 from realprobe.simulator.profile import BUILTIN_PROFILES, Profile, builtin_profile
 from realprobe.simulator.render import Plan
 from realprobe.simulator.toxics import TOXIC_TYPES, toxic_adapter
 
 ADMIN = "/_admin"
 JOURNAL = "/_journal"
+#: toxics kept at runtime at most (each PUT of a new scope/name adds one)
+MAX_RUNTIME_TOXICS = 1000
 
 
 def json_plan(status: int, obj: object) -> Plan:
@@ -41,7 +47,10 @@ def json_plan(status: int, obj: object) -> Plan:
 
 
 def _error(status: int, message: str) -> Plan:
-    return json_plan(status, {"error": message})
+    """An admin error, labelled as the sandbox's own answer (`X-Realprobe-Error: admin`)."""
+    plan = json_plan(status, {"error": message, "message": message})
+    plan.headers.append((ERROR_HEADER, "admin"))
+    return plan
 
 
 def _validation(exc: ValidationError) -> str:
@@ -114,6 +123,8 @@ class Admin:
             "seed": rt.seed,
             "toxics": rt.toxics.dump(),
             "journal": len(self.journal.entries),
+            "journal_bytes": self.journal.bytes,
+            "journal_dropped": self.journal.dropped,
             **self.describe,
         }
 
@@ -171,6 +182,10 @@ class Admin:
                 doc = json.loads(body or b"{}")
             except ValueError as exc:
                 raise ValueError(f"toxic body is not JSON ({exc})") from exc
+            held = sum(len(v) for v in toxics.scopes.values())
+            if held >= MAX_RUNTIME_TOXICS and name not in toxics.scopes.get(scope, {}):
+                raise ValueError(f"at most {MAX_RUNTIME_TOXICS} toxics at once; DELETE some "
+                                 "first (DELETE /_admin/toxics removes all)")
             if isinstance(doc, dict) and "type" not in doc and name in TOXIC_TYPES:
                 doc["type"] = name
             try:

@@ -2,7 +2,8 @@
 faults, latency and toxics on top of the real answer.
 
 Upstream `live` is each API's real base URL; a URL (tests, a second sandbox) replaces the
-origin, and a literal `{api}` in it is replaced by the API id. The call goes through the one
+origin, and a literal `{api}` in it is replaced by the API id: only an id of the catalogue,
+so a request path never chooses the upstream's host or port. The call goes through the one
 client factory (`replay.client.HttpClient`), so its deadline, size cap and redirect policy
 hold. Calls that reach a live upstream are held to the catalogue's politeness per host by the
 same limiter probes use (at most `max_in_flight` in flight, starts `min_interval_s` apart, an
@@ -15,6 +16,7 @@ Faults that need no upstream body (a 500, a reset, a hang) never reach the upstr
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -159,16 +161,24 @@ class Upstream:
         self.calls = 0
 
     def url_for(self, api: str, path: str, query: str) -> str | None:
-        """The upstream URL of `/<api>/<path>?<query>` (`path` is the API's own path)."""
+        """The upstream URL of `/<api>/<path>?<query>` (`path` is the API's own path), or
+        None. The host is the operator's: only catalogue API ids fill `{api}`, and the URL
+        built must keep the scheme, host and port the operator's upstream gives that id."""
+        if api not in self.base_urls or not _API_ID.fullmatch(api):
+            return None
         q = f"?{query}" if query else ""
         if self.live:
-            base = self.base_urls.get(api)
-            if base is None:
-                return None
-            url = httpx.URL(base)
+            url = httpx.URL(self.base_urls[api])
             port = f":{url.port}" if url.port else ""
-            return f"{url.scheme}://{url.host}{port}{path}{q}"
-        return self.target.replace("{api}", api).rstrip("/") + path + q
+            base = f"{url.scheme}://{url.host}{port}"
+        else:
+            base = self.target.replace("{api}", api).rstrip("/")
+        built = base + path + q
+        try:
+            same = _authority(built) == _authority(base)
+        except httpx.InvalidURL:
+            return None
+        return built if same else None
 
     async def fetch(
         self, api: str, method: str, path: str, query: str, headers: Mapping[str, str]
@@ -191,6 +201,15 @@ class Upstream:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+#: what may fill `{api}` in an upstream URL: an API id, never a host, port or path
+_API_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def _authority(url: str) -> tuple[str, str, int | None]:
+    parsed = httpx.URL(url)
+    return parsed.scheme, parsed.host, parsed.port
 
 
 def _host_of(base_url: str) -> str:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,6 +17,7 @@ from realprobe.sandbox.journal import Entry, Journal
 from realprobe.sandbox.proxy import HeldBack, Upstream, upstream_body
 from realprobe.sandbox.runtime import Runtime
 from realprobe.sandbox.wire import Active, resolve
+from realprobe.serving import ERROR_HEADER
 from realprobe.simulator.faults import Outcome
 from realprobe.simulator.render import (
     BODY_VARIANTS,
@@ -30,6 +33,25 @@ from realprobe.simulator.render import (
 from realprobe.simulator.routes import Body, Route, RouteTable
 
 FAULT_HEADER = "X-Realprobe-Fault"
+REQUEST_ID_HEADER = "X-Request-Id"
+#: a client's request id is kept when it is this sane (else the sandbox makes one)
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
+
+
+def request_id(headers: Mapping[str, str]) -> str:
+    """The client's `X-Request-Id` when it sends a sane one, else a fresh id."""
+    given = headers.get("x-request-id", "")
+    return given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex[:16]
+
+
+def made_here(status: int, label: str, message: str, **extra: object) -> Plan:
+    """An answer the sandbox makes itself (no API behaviour): JSON, labelled with
+    `X-Realprobe-Error`, so a client never mistakes it for the API's."""
+    plan = json_plan(status, {"error": label, "message": message, **extra})
+    plan.headers.append((ERROR_HEADER, label))
+    return plan
+
+
 @dataclass
 class Stats:
     requests: int = 0
@@ -53,12 +75,6 @@ def _split_path(path: str, forced: str | None) -> tuple[str, str, str | None]:
         if forced == "redirect_ok":
             forced = "ok"
     return api, original, forced
-
-
-def text_plan(status: int, text: str) -> Plan:
-    return Plan(
-        "control", None, status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()
-    )
 
 
 class Responder:
@@ -96,15 +112,12 @@ class Responder:
             forced, _, tail = path[len(FAULT_PREFIX) :].partition("/")
             path = "/" + tail
             if not is_variant(forced):
-                bad = json_plan(
-                    400,
-                    {
-                        "error": f"unknown fault variant {forced!r} in /_fault/{forced}/",
-                        "known_variants": [*VARIANTS, "fixture-<n>"],
-                        "message": f"known variants: {known_variants()}",
-                    },
+                bad = made_here(
+                    400, "unknown-fault-variant",
+                    f"unknown fault variant {forced!r} in /_fault/{forced}/; known variants: "
+                    f"{known_variants()}",
+                    known_variants=[*VARIANTS, "fixture-<n>"],
                 )
-                bad.headers.append(("X-Realprobe-Error", "unknown-fault-variant"))
                 return Answer(bad, Active())
         if path == "/_health":
             return Answer(json_plan(200, {"ok": True, "requests": self.stats.requests}), Active())
@@ -127,7 +140,21 @@ class Responder:
         forced: str | None,
     ) -> Answer:
         self.stats.requests += 1  # API requests only; control paths are not counted
-        entry = self.journal.start(method, target)
+        entry = self.journal.start(method, target, request_id(headers))
+        answer = await self._api_answer(method, path, query, body, headers, forced, entry)
+        answer.plan.headers.append((REQUEST_ID_HEADER, entry.request_id or ""))
+        return answer
+
+    async def _api_answer(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        forced: str | None,
+        entry: Entry,
+    ) -> Answer:
         entry.forced = forced is not None
         api, original, forced = _split_path(path, forced)
         entry.api = api or None
@@ -158,12 +185,21 @@ class Responder:
         entry: Entry,
     ) -> Plan:
         """A path outside the catalogue: forwarded as is by a proxy (with the API's toxics
-        only), else a 404."""
+        only), else a labelled 421: the sandbox never answers for an API it does not serve
+        (a bare 404 would read as the real API's answer)."""
         up = self.upstream
-        if up is not None and (not up.live or api in up.base_urls):
+        if up is not None and api in up.base_urls:
             return await self._forward_plain(api, method, original, query, headers, entry)
-        entry.fault = "not-routed"
-        return text_plan(404, "Not Found")
+        known = api in self.routes.by_api
+        entry.fault = "unknown-route" if known else "unknown-api"
+        what = (f"no {method} {original} for API {api!r}" if known
+                else f"no API {api!r}")
+        return made_here(
+            421, entry.fault,
+            f"this realprobe sandbox serves {what}; its catalogue differs from the client's "
+            "(start it with the same --catalog)",
+            api=api, path=original,
+        )
 
     def _draw(self, route: Route, forced: str | None) -> tuple[Outcome, str]:
         """The outcome and the variant to play: forced by the URL, or drawn from the profile."""
@@ -237,13 +273,7 @@ class Responder:
         try:
             fetched = await self.upstream.fetch(route.api_id, method, path, query, headers)
         except HeldBack as exc:
-            entry.fault, entry.source = "held-back", "upstream"
-            plan = json_plan(429, {"error": "held back by realprobe politeness", "why": exc.why})
-            plan.headers += [
-                ("Retry-After", str(max(1, round(exc.retry_after_s)))),
-                ("X-Realprobe-Held-Back", exc.why),
-            ]
-            return plan
+            return _held_back(exc, entry)
         except FetchFailure as exc:
             return self._upstream_failed(exc, entry)
         finally:
@@ -271,9 +301,7 @@ class Responder:
         try:
             fetched = await self.upstream.fetch(api, method, path, query, headers)
         except HeldBack as exc:
-            plan = json_plan(429, {"error": "held back by realprobe politeness", "why": exc.why})
-            plan.headers.append(("Retry-After", str(max(1, round(exc.retry_after_s)))))
-            return plan
+            return _held_back(exc, entry)
         except FetchFailure as exc:
             return self._upstream_failed(exc, entry)
         finally:
@@ -285,3 +313,15 @@ class Responder:
             [("Content-Type", b.content_type), *b.headers, (SOURCE_HEADER, "upstream")],
             b.body,
         )
+
+
+def _held_back(exc: HeldBack, entry: Entry) -> Plan:
+    """Nothing was sent upstream: realprobe's politeness held the call back."""
+    entry.fault, entry.source = "held-back", "upstream"
+    plan = made_here(429, "held-back", f"held back by realprobe politeness: {exc.why}",
+                     why=exc.why)
+    plan.headers += [
+        ("Retry-After", str(max(1, round(exc.retry_after_s)))),
+        ("X-Realprobe-Held-Back", exc.why),
+    ]
+    return plan

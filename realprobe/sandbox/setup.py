@@ -116,6 +116,8 @@ def sandbox_for(
     toxics: Sequence[str] = (),
     admin: bool = True,
     db: str | Path | None = None,
+    allowed_hosts: Sequence[str] = (),
+    auth_token: str | None = None,
 ) -> Sandbox:
     prof: Profile = resolve_profile(profile)
     up = upstream
@@ -132,6 +134,8 @@ def sandbox_for(
         recordings=load_recordings(cassettes) if cassettes else None,
         upstream=up,
         admin=admin,
+        allowed_hosts=tuple(allowed_hosts),
+        auth_token=auth_token,
     )
     for text in toxics:
         scope, name, toxic = parse_toxic(text)

@@ -17,6 +17,7 @@ from email.utils import formatdate
 from typing import Literal, cast
 
 from realprobe.errors import ErrorCode
+from realprobe.serving import ERROR_HEADER
 from realprobe.simulator.faults import Outcome
 from realprobe.simulator.routes import Body, Route
 
@@ -170,7 +171,8 @@ def no_fixture_plan(route: Route) -> Plan:
         "record one with `realprobe catalog record-fixtures`",
     }).encode()  # fmt: skip
     return Plan("no_fixture", None, NO_FIXTURE_STATUS,
-                [("Content-Type", "application/json")], body)  # fmt: skip
+                [("Content-Type", "application/json"), (ERROR_HEADER, "no-fixture")],
+                body)  # fmt: skip
 
 
 def render(

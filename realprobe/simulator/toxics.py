@@ -22,34 +22,37 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+#: the longest wait any toxic may add (an hour): longer ones are refused, not overflowed
+MAX_MS = 3_600_000.0
+
 
 class _Toxic(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     toxicity: float = Field(1.0, ge=0, le=1)
 
 
 class LatencyToxic(_Toxic):
     type: Literal["latency"] = "latency"
-    latency_ms: float = Field(ge=0)
-    jitter_ms: float = Field(0.0, ge=0)
+    latency_ms: float = Field(ge=0, le=MAX_MS)
+    jitter_ms: float = Field(0.0, ge=0, le=MAX_MS)
 
 
 class BandwidthToxic(_Toxic):
     type: Literal["bandwidth"] = "bandwidth"
-    rate: float = Field(gt=0, description="bytes per second")
+    rate: float = Field(ge=1, le=1e12, description="bytes per second")
 
 
 class SlicerToxic(_Toxic):
     type: Literal["slicer"] = "slicer"
     average_size: int = Field(ge=1)
     size_variation: int = Field(0, ge=0)
-    delay_ms: float = Field(0.0, ge=0)
+    delay_ms: float = Field(0.0, ge=0, le=MAX_MS)
 
 
 class SlowCloseToxic(_Toxic):
     type: Literal["slow_close"] = "slow_close"
-    delay_ms: float = Field(ge=0)
+    delay_ms: float = Field(ge=0, le=MAX_MS)
 
 
 class LimitDataToxic(_Toxic):
@@ -59,7 +62,7 @@ class LimitDataToxic(_Toxic):
 
 class TimeoutToxic(_Toxic):
     type: Literal["timeout"] = "timeout"
-    timeout_ms: float = Field(ge=0)
+    timeout_ms: float = Field(ge=0, le=MAX_MS)
 
 
 class ResetPeerToxic(_Toxic):
