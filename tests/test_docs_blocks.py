@@ -12,7 +12,8 @@ fast:
   loopback), must announce themselves, and must exit 130 on Ctrl-C;
 - optional parts in `[...]` are left out; `FILE` is a shipped cassette, `OUT` a new file;
   files the examples name (probes.db, alerts.toml, openapi.yaml, ...) are prepared first;
-  `export NAME=VALUE` sets NAME for the lines after it;
+  `export NAME=VALUE` sets NAME for the lines after it, and `--auth-token-env NAME` finds a
+  token in NAME; `curl` lines go to the test's sandbox;
 - each block gets its own copy of the prepared default database ($REALPROBE_DB);
 - fast settings: `--rounds 1`, `--politeness off` against the sandbox, `rounds=2` in Python,
   a schedule runs one round at once (`--every 0.1s --max-runs 1`, also for `--cron`), drift
@@ -284,6 +285,8 @@ def run_line(argv: list[str], ws: Workspace, env: dict[str, str],
     """Servers (and MCP over stdio, which reads stdin) in a process of their own; every other
     line in this one, as `realprobe` runs it (`cli.main`), which keeps the suite fast."""
     verb = argv[1] if len(argv) > 1 else ""
+    if "--auth-token-env" in argv:  # the token the example exports first
+        env = {**env, argv[argv.index("--auth-token-env") + 1]: TOKEN}
     if verb in SERVERS and (verb != "mcp" or "http" in argv):
         proc = _server(argv[1:], SERVERS[verb], env, ws.path)
         proc.send_signal(signal.SIGINT)
@@ -333,6 +336,13 @@ def test_shell_block(block: Block, workspace: Workspace, monkeypatch: pytest.Mon
             if argv[0] == "export":
                 name, _, value = argv[1].partition("=")
                 env[name] = value if "$(" not in line else TOKEN
+                continue
+            if argv[0] == "curl":  # the sandbox's runtime API, by hand
+                argv = [a.replace(DOC_SANDBOX, workspace.sandbox) for a in argv]
+                res = subprocess.run([*argv, "--fail", "--silent", "--show-error"],
+                                     capture_output=True, text=True, timeout=60)
+                assert res.returncode == 0, (argv, res.stderr)
+                ran += 1
                 continue
             assert argv[0] == "realprobe", f"{block.id}: {argv[0]!r} needs a skip marker"
             if not_run_because(argv, comment):
