@@ -28,7 +28,7 @@ from realprobe.api_rows import (
     window,
     window_arg,
 )
-from realprobe.errors import BadArgument, RealprobeError
+from realprobe.errors import BadArgument, RealprobeError, Unavailable
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
@@ -699,7 +699,7 @@ def task_results(
     if agent:
         runs = [r for r in runs if r["agent"] == agent]
     if not runs:
-        raise RealprobeError(
+        raise Unavailable(
             f"no task runs in {path}" + (" for that filter" if agent or batch else "")
         )
     return summarise(runs)

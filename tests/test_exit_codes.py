@@ -82,6 +82,7 @@ def test_help_shows_readable_metavars(verb: str, capsys: pytest.CaptureFixture[s
         (["report", "--db", "{tmp}/missing.db"], 2),
         (["drift", "--db", "{empty}", "--baseline", "2d..1d", "--current", "1d..now"], 3),
         (["results", "--db", "{tmp}/missing.db"], 2),
+        (["results", "--db", "{empty}"], 3),
         (["probe", "--tools", "advice_random", "--sandbox", CLOSED, "--politeness", "off",
           "--db", "{tmp}/p.db", "--timeout", "2"], 3),
         (["call-all", "--sandbox", CLOSED, "--timeout", "2"], 3),
@@ -145,8 +146,9 @@ def _interrupt(argv: list[str], ready: str, tmp_path: Path) -> int:
         (["schedule", "--every", "1h", "--tools", "advice_random", "--profile", "calm"],
          "round"),
         (["exporter", "--db", "{db}", "--port", "0", "--no-probe"], "realprobe exporter on"),
+        (["mcp", "--transport", "http", "--port", "0", "--profile", "calm"], "serving"),
     ],
-    ids=["sandbox", "schedule", "exporter"],
+    ids=["sandbox", "schedule", "exporter", "mcp-http"],
 )
 def test_ctrl_c_exits_130_on_long_running_verbs(argv: list[str], ready: str,
                                                 tmp_path: Path, empty_db: Path) -> None:
