@@ -333,13 +333,14 @@ def schedule(
     stop_on_signals: bool = False,
     lock_timeout: float = 30.0,
     force: bool = False,
+    on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
 ) -> ScheduleResult:
     """Probe rounds on a schedule: `every` ("30m", or seconds; the first round at once) or
     `cron` ("0 2 * * *", local time; waits for its first fire time), until `max_runs`
     rounds (None: until stopped). Round n uses seed `seed + n`. Rounds never overlap; a
     failing round is logged (`on_event`) and the schedule goes on. `alerts`: a rules file
-    checked after every round (`on_alert` gets each line to show). Probe settings as in
-    `probe`."""
+    checked after every round (`on_alert` gets each line to show); `on_call(row, result)`
+    sees every stored call. Probe settings as in `probe`."""
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
     from realprobe.probes.session import on_signals, probe_session
 
@@ -367,7 +368,7 @@ def schedule(
                 summary = await run_probes(
                     cat, chosen, rounds, client, store, timeout_s=timeout, vantage=vantage,
                     politeness=config, concurrency=concurrency, seed=seed + number,
-                    stop=stop, schedule_id=sched.schedule_id, gates=gates,
+                    stop=stop, schedule_id=sched.schedule_id, gates=gates, on_call=on_call,
                 )
                 if checks is not None:
                     checks.after_round()  # in the background: webhooks never hold a round

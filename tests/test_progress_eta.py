@@ -122,3 +122,18 @@ def test_line_progress_gets_an_eta() -> None:
     show("a line without a count")
     assert lines == ["[1/4] advice_random: recorded  (ETA 0:00:06)",
                      "[2/4] agify_age: recorded  (ETA 0:00:04)", "a line without a count"]
+
+
+def test_each_schedule_round_counts_from_zero() -> None:
+    from types import SimpleNamespace
+
+    from realprobe.commands.probes import LiveCounts
+    from realprobe.commands.progress import Lane
+
+    live = LiveCounts(2, "round", enabled=False, lanes={"h:443": Lane(planned=2, gap_s=5.0)},
+                      lane_of={"advice_random": "h:443"})
+    live({"tool": "advice_random"}, SimpleNamespace(ok=True))  # type: ignore[arg-type]
+    assert live.ok == 1 and live.eta.done == 1 and live.eta.lanes["h:443"].done == 1
+    live.new_round()
+    assert live.ok == 0 and live.eta.done == 0 and live.eta.lanes["h:443"].done == 0
+    assert live.eta.remaining() == 5.0  # the next round owes its host one interval again

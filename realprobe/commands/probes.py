@@ -184,6 +184,15 @@ class LiveCounts:
         self.eta.advance(self.lane_of.get(str(row.get("tool"))))
         self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
 
+    def new_round(self) -> None:
+        """Count from zero again (the next round of a schedule)."""
+        from realprobe.commands.progress import Eta, Lane
+
+        self.ok = self.err = 0
+        lanes = {k: Lane(planned=v.planned, gap_s=v.gap_s) for k, v in self.eta.lanes.items()}
+        self.eta = Eta(self.eta.total, lanes=lanes)
+        self.progress.reset(self.task, total=self.eta.total, ok=0, err=0, eta=self.eta)
+
     def __enter__(self) -> LiveCounts:
         self.progress.start()
         return self
@@ -342,15 +351,25 @@ def schedule_cmd(
     chosen = _chosen(tools, all_tools)
     target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
     path = _db(db)
+    cat = load_catalog(catalog)
     with cli_errors():
-        result = schedule(
-            chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter, rounds=rounds,
-            target=target, db=path, timeout=timeout, vantage=vantage,
-            polite=_polite(politeness), concurrency=concurrency, seed=seed,
-            catalog=load_catalog(catalog), alerts=alerts, on_event=_show_event,
-            on_alert=err_console.print, stop_on_signals=True, lock_timeout=lock_timeout,
-            force=force,
-        )
+        lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
+        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "round", lanes=lanes,
+                          lane_of=lane_of, enabled=not as_json and err_console.is_terminal)
+
+        def event(e: dict[str, Any]) -> None:
+            _show_event(e)
+            if e["kind"].startswith("round_"):
+                live.new_round()
+
+        with live:
+            result = schedule(
+                chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter,
+                rounds=rounds, target=target, db=path, timeout=timeout, vantage=vantage,
+                polite=_polite(politeness), concurrency=concurrency, seed=seed, catalog=cat,
+                alerts=alerts, on_event=event, on_alert=err_console.print,
+                stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
+            )
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
