@@ -386,6 +386,32 @@ def sandbox_latency(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def eval_numbers(d: dict[str, Any]) -> list[Row]:
+    surf = d["surface"]
+    cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
+    k = max(surf["k"])
+    lams = ", ".join(f"λ={lam:g}: {cells[(0, lam, 1)]:.2f} / {cells[(0, lam, k)]:.2f}"
+                     for lam in surf["lambda"])
+    by = {(e["flaw"], e["severity"]): e for e in d["flaws"]}
+    def f1s(name: str) -> str:
+        return " / ".join(f"{by[(name, s)]['chain_f1']['mean']:.2f}" for s in (10, 30, 50))
+
+    names = ("missing_steps", "compressed_steps", "tool_misuse", "sequential_inversion")
+    flaws = "; ".join(f"{name} {f1s(name)}" for name in names)
+    inv = " / ".join(f"{by[('sequential_inversion', s)]['kendall_tau']['mean']:.2f}"
+                     for s in (10, 30, 50))
+    return [
+        (f"reference agent's reliability surface on the published profile: pass^1 / pass^{k} "
+         f"(ε = 0, 1, 2 alike: it does not read the text)",
+         f"{lams}; volume **{surf['volume']:.3f}** ({surf['runs']} runs)",
+         "–", "`python bench/eval_numbers.py`"),
+        ("Chain F1 at flaw severity 10 / 30 / 50 (reference agent, calm profile, "
+         f"{by[('missing_steps', 10)]['runs']} runs per cell)",
+         f"{flaws}; Kendall τ of inversions {inv}",
+         "falls with severity", "same"),
+    ]
+
+
 #: results file stem -> its rows, in the README's order
 TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "call_overhead": call_overhead,
@@ -415,6 +441,7 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "exporter_scrape": exporter_scrape,
     "merge_throughput": merge_throughput,
     "tasks_concurrency": tasks_concurrency,
+    "eval_numbers": eval_numbers,
 }
 
 

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
-    from realprobe.api_monitor import check_alerts, merge_databases
+    from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
     from realprobe.cassettes.importers import load_cassette, recover_cassette
@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.store import Store
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.evaluate import evaluate
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
@@ -92,6 +93,7 @@ _WHERE: dict[str, str] = {
     # operating probes
     "check_alerts": "realprobe.api_monitor",
     "merge_databases": "realprobe.api_monitor",
+    "serve_exporter": "realprobe.api_monitor",
     # cassettes
     "inspect_cassette": "realprobe.api_cassettes",
     "verify_cassette": "realprobe.api_cassettes",
@@ -165,6 +167,7 @@ _WHERE: dict[str, str] = {
     "sweep": "realprobe.api",
     "plan_tasks": "realprobe.api",
     "task_results": "realprobe.api",
+    "evaluate": "realprobe.tasks.evaluate",
     "TaskBatch": "realprobe.tasks.batch",
     "TaskBatchResult": "realprobe.tasks.batch",
     # MCP, the demo, docs
@@ -231,6 +234,7 @@ __all__ = [
     "default_catalog",
     "doc_path",
     "drift",
+    "evaluate",
     "export_profile",
     "import_cassette",
     "import_openapi",
@@ -260,6 +264,7 @@ __all__ = [
     "save_profile",
     "schedule",
     "scrub_cassette",
+    "serve_exporter",
     "serve_mcp",
     "stats",
     "sweep",

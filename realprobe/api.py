@@ -688,22 +688,42 @@ def sweep(
 
 
 def task_results(
-    db: str | Path | None = None, *, agent: str | None = None, batch: str | None = None
+    db: str | Path | None = None,
+    *,
+    agent: str | None = None,
+    batch: str | None = None,
+    model: str | None = None,
+    prompt: str | None = None,
+    profile: str | None = None,
+    target: str | None = None,
+    target_kind: str | None = None,
+    fault_plan: str | None = None,
+    prices: str | Path | None = None,
+    surface: bool = False,
 ) -> dict[str, Any]:
-    """Stored task runs as the paper's Table 5, per flaw type, and pass^k / recovery."""
+    """Stored task runs as the paper's Table 5, per flaw type, and pass^k / recovery: one row
+    per (agent, model, prompt, target, fault plan, paraphrase level), never pooled. The
+    filters keep runs whose column equals the value; `prices` is a TOML/JSON file over the
+    shipped price table; `surface` adds pass^k over k x epsilon x lambda with its volume."""
     from realprobe.store import Store
-    from realprobe.tasks.results import summarise
+    from realprobe.tasks import results
     from realprobe.tasks.store import TaskStore
 
     path = existing(db)
-    runs = TaskStore(Store(path)).runs(batch)
-    if agent:
-        runs = [r for r in runs if r["agent"] == agent]
-    if not runs:
-        raise Unavailable(
-            f"no task runs in {path}" + (" for that filter" if agent or batch else "")
-        )
-    return summarise(runs)
+    price_table = results.load_prices(prices)
+    store = TaskStore(Store(path))
+    errors = store.call_errors()
+    rows = [{**r, "api_errors": errors.get(r["id"], {})} for r in store.runs(batch)]
+    filters = {"agent": agent, "model": model, "prompt": prompt, "profile": profile,
+               "target": target, "target_kind": target_kind, "fault_plan": fault_plan}
+    rows = results.select(rows, **filters)
+    if not rows:
+        given = any(v is not None for v in filters.values()) or batch
+        raise Unavailable(f"no task runs in {path}" + (" for that filter" if given else ""))
+    out = results.summarise(rows, price_table)
+    if surface:
+        out["surface"] = results.surface(rows)
+    return out
 
 
 # -- MCP --------------------------------------------------------------------------------------
@@ -727,10 +747,17 @@ def serve_mcp(
     auth_token: str | None = None,
     max_sessions: int = 100,
     session_idle_s: float = 600.0,
+    task: str | None = None,
+    task_prompt: str = "baseline",
+    task_model: str = "-",
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
     signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
     gets where the server listens (its URL, or "stdio") and what it serves.
+
+    `task`: the connected agent's calls are one task run under `task_prompt`, scored when
+    it calls `finish` or the session ends, and stored in `db` (default: the default
+    database) like a built-in agent's run, labelled `agent = mcp, model = task_model`.
 
     HTTP only: Host/Origin must be loopback or one of `allowed_hosts` ('*' turns the check
     off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
@@ -764,9 +791,12 @@ def serve_mcp(
         ServiceOptions(
             transport=opts, tools=names, timeout_s=timeout,
             db=str(db) if db is not None else None, vantage=vantage, polite=polite,
+            task=task, task_prompt=task_prompt, task_model=task_model,
         ),
     )
     what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
+    if task is not None:
+        what += f", calls scored as runs of task {task}"
 
     def ready(where: str) -> None:
         if on_ready is not None:

@@ -1,5 +1,5 @@
-"""The front door for operating probes in production: one function behind `alert check` and
-`merge` (the exporter is `realprobe.serve_exporter`).
+"""The front door for operating probes in production: one function behind `exporter`,
+`alert check` and `merge`.
 
 Each checks its arguments (errors name the parameter) and returns what the command prints.
 """
@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING
 from realprobe.errors import BadArgument, NoDatabase
 
 if TYPE_CHECKING:
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.clients import TransportOptions
     from realprobe.monitor.alerts import AlertConfig, CheckResult
+    from realprobe.monitor.exporter import ExporterServer
     from realprobe.monitor.merge import MergedSource, MergeReport
 
 
@@ -60,3 +63,73 @@ def merge_databases(
     if not out.parent.is_dir():
         raise BadArgument("output", f"output {out}: directory {out.parent} does not exist")
     return merge(list(sources), out, on_source=on_source)
+
+
+def serve_exporter(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 9469,
+    db: str | Path | None = None,
+    window: str = "1h",
+    target: TransportOptions | None = None,
+    probe: bool = True,
+    timeout: float = 10.0,
+    vantage: str | None = None,
+    reserve_for_schedule: float = 0.5,
+    catalog: Catalog | None = None,
+    allowed_hosts: Sequence[str] = (),
+    auth_token: str | None = None,
+    on_ready: Callable[[ExporterServer], None] | None = None,
+    forever: bool = True,
+) -> ExporterServer:
+    """Serve Prometheus metrics from the probe database: /metrics, /status and (unless
+    `probe=False`) /probe?tool=NAME, one call through the per-host gate to `target` (live by
+    default), leaving `reserve_for_schedule` of each API's daily budget to scheduled probes.
+    Binding off loopback keeps the Host/Origin checks; `auth_token` requires a bearer token.
+    `forever`: serve until SIGINT/SIGTERM (the /probe run is then marked finished); else
+    return the running server (its `stop()` ends it)."""
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.clients import TransportOptions
+    from realprobe.monitor.blackbox import BlackboxProber
+    from realprobe.monitor.exporter import Exporter, ExporterServer
+    from realprobe.probes.windows import parse_duration
+    from realprobe.serving import Guard
+    from realprobe.store import Store, default_vantage
+
+    if not 0 <= port <= 65535:
+        raise BadArgument("port", f"port must be between 0 and 65535 (got {port})")
+    if not timeout > 0:
+        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
+    if not 0 <= reserve_for_schedule < 1:
+        raise BadArgument("reserve_for_schedule",
+                          f"reserve_for_schedule must be in [0, 1) (got {reserve_for_schedule:g})")
+    window_s = parse_duration(window)
+    Guard(host, tuple(allowed_hosts))  # a URL given as a host name is refused before binding
+    path = _db_path(db)
+    Store(path).close()  # create or check the schema before serving
+    cat = catalog or Catalog.load([])
+    prober = None
+    if probe:
+        opts = (target or TransportOptions()).normalised()
+        prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
+                                vantage=vantage or default_vantage(),
+                                reserve_for_schedule=reserve_for_schedule)
+    budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
+    exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
+    server = ExporterServer(exporter, host, port, allowed_hosts=tuple(allowed_hosts),
+                            auth_token=auth_token)
+    if on_ready is not None:
+        on_ready(server)
+    if forever:
+        server.serve_forever()
+    return server
+
+
+def _db_path(db: str | Path | None) -> Path:
+    """The database to serve (created if missing, in an existing folder)."""
+    from realprobe.dbfacts import default_db_path
+
+    path = Path(db) if db is not None else default_db_path()
+    if not path.parent.is_dir():
+        raise BadArgument("db", f"db {path}: directory {path.parent} does not exist")
+    return path

@@ -17,13 +17,14 @@ FRONT_DOOR = {
     "TaskBatchResult", "Tool", "ToolError", "ToolResult", "TransportOptions", "USER_AGENT",
     "VantageStats", "VirtualClock", "__version__", "build_report", "calibrate",
     "calibrate_export", "call", "call_all", "call_tool", "call_tool_sync", "check_alerts",
-    "data_dir", "default_catalog", "doc_path", "drift", "export_profile", "import_cassette",
-    "import_openapi", "inspect_cassette", "load_cassette", "load_catalog", "load_profile",
-    "make_client", "make_report", "make_sandbox", "make_sync_client", "merge_databases",
-    "options", "plan_tasks", "probe", "public_apis", "record_fixtures", "record_round",
-    "recover_cassette", "replay_round", "rows", "run_demo", "run_probes", "run_tasks",
-    "sandbox_running", "save_cassette", "save_profile", "schedule", "scrub_cassette", "serve_mcp",
-    "stats", "sweep", "task_results", "use_cassette", "verify_cassette", "window", "write_report",
+    "data_dir", "default_catalog", "doc_path", "drift", "evaluate", "export_profile",
+    "import_cassette", "import_openapi", "inspect_cassette", "load_cassette", "load_catalog",
+    "load_profile", "make_client", "make_report", "make_sandbox", "make_sync_client",
+    "merge_databases", "options", "plan_tasks", "probe", "public_apis", "record_fixtures",
+    "record_round", "recover_cassette", "replay_round", "rows", "run_demo", "run_probes",
+    "run_tasks", "sandbox_running", "save_cassette", "save_profile", "schedule", "scrub_cassette",
+    "serve_exporter", "serve_mcp", "stats", "sweep", "task_results", "use_cassette",
+    "verify_cassette", "window", "write_report",
 }
 
 ROOMS = {

@@ -402,3 +402,25 @@ def test_connections_and_buffered_bytes_are_capped(catalog: Catalog) -> None:
             s.close()
         time.sleep(0.3)
         assert httpx.get(f"{url}/_health", timeout=5).status_code == 200
+
+
+def test_every_server_command_warns_in_one_line_off_loopback(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    from realprobe.commands.common import server_guards
+
+    monkeypatch.setenv("RP_GUARD_TOKEN", "guard-token-0123456789")
+    lines = []
+    for what in ("sandbox", "exporter", "mcp"):
+        assert server_guards(what, "127.0.0.1", None, None) == ((), None)
+        allowed, token = server_guards(what, "0.0.0.0", ["box.example"], None)
+        assert allowed == ("box.example",) and token is None
+        out = capsys.readouterr().err.strip().splitlines()
+        assert len(out) == 1 and out[0].startswith(f"realprobe {what}: warning:")
+        lines.append(out[0].replace(what, "SERVER"))
+        _, token = server_guards(what, "0.0.0.0", None, "RP_GUARD_TOKEN")
+        assert token == "guard-token-0123456789"
+        assert "token is required" in capsys.readouterr().err
+    assert len(set(lines)) == 1  # the same wording everywhere
+    with pytest.raises(Exception, match="not a URL"):
+        server_guards("sandbox", "127.0.0.1", ["http://box"], None)

@@ -140,7 +140,8 @@ def server_guards(
     Guard(host, allowed)  # a URL given as a host name is a one-line error before binding
     warning = off_loopback_warning(what, host, token=token is not None)
     if warning is not None:
-        err_console.print(f"realprobe {what}: {warning}", markup=False, highlight=False)
+        err_console.print(f"realprobe {what}: {warning}", markup=False, highlight=False,
+                          soft_wrap=True)  # one line, whatever the terminal's width
     return allowed, token
 
 

@@ -104,6 +104,17 @@ def mcp_cmd(
         ),
     ] = True,
     catalog: CatalogOpt = None,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Score the connected agent's calls as a run of this task "
+                     "(stored in --db, default the default database; `finish` ends a run)."),
+    ] = None,
+    task_prompt: Annotated[
+        str, typer.Option("--task-prompt", help="With --task: baseline, cot, optimal, flawed:...")
+    ] = "baseline",
+    task_model: Annotated[
+        str, typer.Option("--task-model", help="With --task: the model label of the runs.")
+    ] = "-",
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
     max_sessions: Annotated[
@@ -156,6 +167,7 @@ def mcp_cmd(
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
+            task=task, task_prompt=task_prompt, task_model=task_model,
         )
     import signal
 

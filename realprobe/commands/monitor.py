@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -16,11 +16,15 @@ from realprobe.commands.common import (
     SandboxOpt,
     SeedOpt,
     SimulateOpt,
+    as_flags,
     console,
     err_console,
     print_json,
 )
 from realprobe.errors import RealprobeError
+
+if TYPE_CHECKING:
+    from realprobe.monitor.exporter import ExporterServer
 
 DbOpt = Annotated[
     Path | None,
@@ -86,36 +90,26 @@ def exporter_cmd(
     conventions (live by default; --sandbox or --profile as for `probe`). /status: the last
     24 h per tool.
     """
+    from realprobe.api_monitor import serve_exporter
     from realprobe.clients import Mode
     from realprobe.commands.common import load_catalog, server_guards, transport_options
-    from realprobe.monitor.blackbox import BlackboxProber
-    from realprobe.monitor.exporter import Exporter, ExporterServer
-    from realprobe.probes.windows import parse_duration
-    from realprobe.store import Store, default_vantage
 
-    if not 0 <= port <= 65535:
-        raise RealprobeError(f"--port must be between 0 and 65535 (got {port})")
-    if not timeout > 0:
-        raise RealprobeError(f"--timeout must be positive (got {timeout:g})")
-    window_s = parse_duration(window)
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
-    path = _db(db)
-    Store(path).close()  # create or check the schema before serving
-    cat = load_catalog(catalog)
-    prober = None
-    if not no_probe:
-        opts = transport_options(Mode.LIVE, sandbox, simulate, None, seed)
-        prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
-                                vantage=vantage or default_vantage(),
-                                reserve_for_schedule=reserve_for_schedule)
-    budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
-    exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
-    server = ExporterServer(exporter, host, port, allowed_hosts=allowed, auth_token=token)
-    err_console.print(
-        f"realprobe exporter on {server.url} (/metrics, /status"
-        + ("" if no_probe else ", /probe?tool=NAME") + f"), database {path}"
-    )
-    server.serve_forever()  # until SIGINT/SIGTERM; the /probe run is marked finished
+    target = None if no_probe else transport_options(Mode.LIVE, sandbox, simulate, None, seed)
+
+    def ready(server: ExporterServer) -> None:
+        err_console.print(
+            f"realprobe exporter on {server.url} (/metrics, /status"
+            + ("" if no_probe else ", /probe?tool=NAME") + f"), database {_db(db)}"
+        )
+
+    with as_flags("port", "timeout", "reserve_for_schedule", "window"):
+        serve_exporter(
+            host=host, port=port, db=_db(db), window=window, target=target,
+            probe=not no_probe, timeout=timeout, vantage=vantage,
+            reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
+            allowed_hosts=allowed, auth_token=token, on_ready=ready,
+        )  # until SIGINT/SIGTERM; the /probe run is marked finished
     import signal
 
     from realprobe.probes.session import last_signal

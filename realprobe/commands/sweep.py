@@ -122,7 +122,9 @@ def print_compare(table: list[dict[str, object]]) -> None:
         passk = r.get("pass^k") or {}
         assert isinstance(passk, dict)
         out.add_row(
-            str(r["model"]), str(r["agent"]), str(r["target"]), str(r["runs"]),
+            str(r["model"]), str(r["agent"]),
+            str(r["target"]) + (f" ε={r['paraphrase']}" if r.get("paraphrase") else ""),
+            str(r["runs"]),
             str(r["infra_errors"]), rate(r["full_rate"], r["full_ci95"]),
             rate(r["partial_rate"], r["partial_ci95"]),
             " ".join(f"{k}:{v:.2f}" for k, v in sorted(passk.items())) or "-",

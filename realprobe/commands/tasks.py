@@ -25,7 +25,7 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from realprobe.commands.tables import FitTable
+    from realprobe.commands.tables import Column, FitTable
     from realprobe.tasks.batch import TaskBatch
     from realprobe.tasks.model import Task
     from realprobe.tasks.runner import RunOutcome
@@ -82,10 +82,24 @@ def run_cmd(
         str | None,
         typer.Option(
             "--prompt",
-            help="baseline, cot, optimal, flawed:<type> or flawed:all (comma-separated list ok). "
-            "Default: optimal for the reference agent, baseline for LLM agents.",
+            help="baseline, cot, optimal, flawed:<type>[@<severity>] or flawed:all[@<severity>] "
+            "(comma-separated list ok; severity = percent of steps affected, e.g. "
+            "flawed:missing_steps@30). Default: optimal for the reference agent, baseline for "
+            "LLM agents.",
         ),
     ] = None,
+    flaw_seed: Annotated[
+        int,
+        typer.Option("--flaw-seed", help="Seeds the flawed workflows (0: the stored variants)."),
+    ] = 0,
+    paraphrase: Annotated[
+        int,
+        typer.Option(
+            "--paraphrase",
+            help="Paraphrase level of the task text: 0 as written, 1 synonyms, 2 synonyms + "
+            "reordered clauses + a distractor sentence (success criteria unchanged).",
+        ),
+    ] = 0,
     mode: ModeOpt = Mode.LIVE,
     sandbox: SandboxOpt = None,
     simulate: SimulateOpt = None,
@@ -156,21 +170,21 @@ def run_cmd(
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "mode", "prompt", "concurrency", "executor",
-                  "address", simulate="--profile"):
-        from realprobe.tasks.batch import TaskBatch
+                  "address", "paraphrase", simulate="--profile"):
+        from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
 
         check_executor(executor, address)  # before the tasks are even loaded
 
-        batch = TaskBatch.plan(
-            tasks or [], all_tasks=all_, agent=agent, prompt=prompt, mode=mode,
+        batch = plan_tasks(
+            tasks or [], all=all_, agent=agent, prompt=prompt, mode=mode,
             sandbox=sandbox, simulate=simulate, cassette=cassette, repeat=repeat, seed=seed,
             base_url=base_url, model=model, api_key_env=api_key_env, llm_timeout=llm_timeout,
             max_turns=max_turns, timeout=timeout, call_timeout=call_timeout,
             tasks_dir=tasks_dir, catalog=load_catalog(catalog),
             on_note=lambda note: err_console.print(f"[yellow]note[/yellow]: {note}"),
             concurrency=concurrency, llm_rpm=llm_rpm, llm_tpm=llm_tpm,
-            llm_concurrency=llm_concurrency,
+            llm_concurrency=llm_concurrency, flaw_seed=flaw_seed, paraphrase=paraphrase,
         )
         batch.check_executor(executor, address)
     path = db or _default_db()
@@ -324,24 +338,77 @@ def _print_summary(summary: Mapping[str, Any], db: Path) -> None:
 # -- results --------------------------------------------------------------------------------
 
 
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _errors_text(mix: Mapping[str, Any]) -> str:
+    top = list(mix["errors"].items())[:3]
+    return ", ".join(f"{code} {n}" for code, n in top) or "-"
+
+
+def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[str], Any]:
+    """The columns that say which runs a row holds (fault plan and paraphrase level only
+    when some row has one), and the cells of a row."""
+    names = ["agent", "model", key, "target"]
+    extra = [(c, label) for c, label, default in (("fault_plan", "plan", "-"),
+                                                  ("paraphrase", "ε", 0))
+             if any(r[c] != default for r in rows)]
+
+    def cells(r: dict[str, Any]) -> list[str]:
+        return [str(r[n]) for n in names] + [str(r[c]) for c, _ in extra]
+
+    return names + [label for _, label in extra], cells
+
+
+def _who_columns(who: list[str], key: str) -> list[Column]:
+    """The columns naming which runs a row holds: the prompt (or flaw) is kept, the rest may
+    be left out on a narrow terminal (agent first, then target, model, ...)."""
+    from realprobe.commands.tables import Column
+
+    drops = {"agent": 9, "target": 8, "model": 7, "plan": 6, "ε": 5}
+    return [Column(c, "name", drop=0 if c == key else drops.get(c, 5)) for c in who]
+
+
 def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable:
-    """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`."""
+    """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`, per
+    target, fault plan and paraphrase level, with the trajectory metrics' means."""
     from realprobe.commands.tables import Column, fit_table
 
-    with_score = key == "prompt"
-    cols = ["agent", "model", key, "runs", "full", "partial", "failure", "grounded", "strict"]
-    drops = {"agent": 2, "grounded": 3, "strict": 1, "score": 4}
+    who, cells = _who(rows, key)
+    levels = ["full", "partial", "failure", "grounded", "strict"]
+    drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "score": 1}
     t = fit_table(
-        [Column(c, "name" if i < 3 else "num", drop=drops.get(c, 0))
-         for i, c in enumerate([*cols, "score"] if with_score else cols)],
+        [*_who_columns(who, key), Column("runs", "num"),
+         *(Column(c, "num", drop=drops.get(c, 0))
+           for c in [*levels, "score", "chain F1", "τ", "graph F1"])],
         title=title,
     )
     for r in rows:
-        cells = [r["agent"], r["model"], r[key], str(r["runs"])]
-        cells += [_pct(r[f"{level}_rate"]) for level in cols[4:]]
-        if with_score:
-            cells.append(f"{r['mean_score']:.2f}")
-        t.add_row(*cells)
+        t.add_row(
+            *cells(r), str(r["runs"]), *(_pct(r[f"{lv}_rate"]) for lv in levels),
+            f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
+            _num(r["graph_f1"]),
+        )
+    return t
+
+
+def _usage_table(rows: list[dict[str, Any]]) -> FitTable:
+    """Tokens, cost and the error mix of the calls the agent made, per row of Table 5."""
+    from realprobe.commands.tables import Column, fit_table
+
+    who, cells = _who(rows, "prompt")
+    t = fit_table(
+        [*_who_columns(who, "prompt"), Column("tokens in", "num", drop=2),
+         Column("tokens out", "num", drop=2), Column("cost $", "num"),
+         Column("calls", "num"), Column("failed", "num"), Column("top errors", drop=1)],
+        title="Usage, cost and the agent's failed calls by error code",
+    )
+    for r in rows:
+        mix = r["error_mix"]
+        t.add_row(*cells(r), str(r["tokens_in"]), str(r["tokens_out"]),
+                  _num(r["cost_usd"], ".4f"), str(mix["calls"]), str(mix["failed"]),
+                  _errors_text(mix))
     return t
 
 
@@ -349,18 +416,51 @@ def results_cmd(
     db: DbOpt = None,
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent.")] = None,
     batch: Annotated[str | None, typer.Option("--batch", help="Only this batch id.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model.")] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option("--prompt", help="Only this prompt (e.g. flawed:missing_steps@30)."),
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option("--profile", help="Only runs on this profile (or sandbox URL).")
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="Only this target label, e.g. simulate:harsh.")
+    ] = None,
+    target_kind: Annotated[
+        str | None, typer.Option("--target-kind", help="live, sandbox, simulate or replay.")
+    ] = None,
+    fault_plan: Annotated[
+        str | None, typer.Option("--fault-plan", help="Only runs under this fault plan.")
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option("--prices", help="TOML/JSON price table (USD per million tokens) over "
+                     "the shipped one."),
+    ] = None,
+    surface: Annotated[
+        bool,
+        typer.Option("--surface", help="Print pass^k over k x ε (paraphrase) x λ (fault rate) "
+                     "and the surface's volume."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Task results like the paper's Table 5: full / partial / failure per agent and prompt
     type, flaws, pass^k.
 
-    Then per flaw type, then pass^k and recovery over repeats."""
+    One row per target, fault plan and paraphrase level (never pooled); then per flaw type,
+    then pass^k and recovery over repeats; --surface adds the reliability surface."""
     from realprobe.api import task_results
 
     path = db or _default_db()
     if not path.exists():
         raise RealprobeError(f"no database at {path}; run `realprobe run` first or pass --db FILE")
-    s = task_results(path, agent=agent, batch=batch)
+    with as_flags("prices", "target_kind"):
+        s = task_results(
+            path, agent=agent, batch=batch, model=model, prompt=prompt, profile=profile,
+            target=target, target_kind=target_kind, fault_plan=fault_plan, prices=prices,
+            surface=surface,
+        )
     if as_json:
         print_json(s)
         return
@@ -368,37 +468,58 @@ def results_cmd(
 
 
 def print_results(s: Mapping[str, Any]) -> None:
-    """The three tables of `realprobe results`."""
+    """The tables of `realprobe results` (and the surface, when asked)."""
     console.print(
         _outcome_table(
             f"Task outcomes by agent and prompt type ({s['runs']} runs)", s["by_prompt"], "prompt"
         )
     )
+    console.print(_usage_table(s["by_prompt"]))
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
+    console.print(_reliability_table(s["reliability"]))
+    for surf in s.get("surface") or []:
+        console.print(
+            f"Reliability surface of {surf['agent']} / {surf['model']} / {surf['prompt']} on "
+            f"{surf['target']} (fault plan {surf['fault_plan']}, {surf['runs']} runs)"
+        )
+        console.print(_surface_table(surf))
+
+
+def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
     from realprobe.commands.tables import Column, fit_table
 
-    drops = {"agent": 5, "mode": 3, "profile": 4, "k": 2, "cost": 1, "pass^1": 6}
+    who, cells = _who(rows, "prompt")
+    drops = {"pass^1": 3, "k": 2, "extra calls": 1}
     rel = fit_table(
-        [Column(c, "name" if i < 5 else "num", drop=drops.get(c, 0)) for i, c in enumerate(
-            ("agent", "model", "prompt", "mode", "profile", "runs", "pass^1", "pass^k", "k",
-             "recovery", "cost"))],
+        [*_who_columns(who, "prompt"),
+         *(Column(c, "num", drop=drops.get(c, 0))
+           for c in ("runs", "pass^1", "pass^k", "k", "recovery", "extra calls"))],
         title="Reliability: pass^k over repeats (full success), recovery after tool failures",
     )
-    for r in s["reliability"]:
+    for r in rows:
         hat = r["pass^k"]
         k = max(hat) if hat else 0
         rel.add_row(
-            r["agent"],
-            r["model"],
-            r["prompt"],
-            r["mode"],
-            r["profile"] or "-",
-            str(r["runs"]),
-            f"{hat[1]:.2f}" if hat else "-",
-            f"{hat[k]:.2f}" if hat else "-",
-            str(k),
-            _pct(r["recovery_rate"]),
-            "-" if r["recovery_cost"] is None else f"{r['recovery_cost']:.2f}",
+            *cells(r), str(r["runs"]),
+            f"{hat[1]:.2f}" if hat else "-", f"{hat[k]:.2f}" if hat else "-", str(k),
+            _pct(r["recovery_rate"]), _num(r["recovery_cost"]),
         )
-    console.print(rel)
+    return rel
+
+
+def _surface_table(surf: Mapping[str, Any]) -> FitTable:
+    """pass^k per (ε, λ) row and k column, titled with the surface's volume."""
+    from realprobe.commands.tables import Column, fit_table
+
+    vol = "-" if surf["volume"] is None else f"{surf['volume']:.3f}"
+    t = fit_table(  # on a narrow terminal the largest k go first
+        [Column("ε", "num"), Column("λ", "num"),
+         *(Column(f"k={k}", "num", drop=i if i > 0 else 0) for i, k in enumerate(surf["k"]))],
+        title=f"pass^k R(k, ε, λ), volume {vol}",
+    )
+    cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
+    for e in surf["epsilon"]:
+        for lam in surf["lambda"]:
+            t.add_row(str(e), f"{lam:g}", *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
+    return t

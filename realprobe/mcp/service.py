@@ -62,6 +62,10 @@ class ServiceOptions:
     vantage: str | None = None
     #: hold calls to real APIs to the catalogue's per-host politeness (live/record only)
     polite: bool = True
+    #: a task id: the connected agent's calls are one scored task run (stored in `db`)
+    task: str | None = None
+    task_prompt: str = "baseline"
+    task_model: str = "-"  # how results label the connected agent's runs
 
 
 def describe_target(opts: TransportOptions) -> str:
@@ -94,6 +98,12 @@ class McpService:
         if not self.tools:
             raise RealprobeError("no tools selected: name at least one in tools", param="tools")
         self.definitions = [mcp_tool(t) for t in self.tools.values()]
+        self.session: Any = None
+        if self.options.task is not None:
+            from realprobe.mcp.task_session import open_session
+
+            self.session = open_session(catalog, self.options)
+            self.definitions += self.session.definitions
         timeout = self.options.timeout_s
         self.config = ClientConfig(deadline_s=timeout) if timeout else ClientConfig()
         self._clock = clock
@@ -130,8 +140,8 @@ class McpService:
 
     async def start(self) -> None:
         """Open the HttpClient (and the database); bad options raise RealprobeError here."""
-        if self._client is not None:
-            return
+        if self._client is not None or self.session is not None:
+            return  # a task session opens a client per run (and stores task runs)
         if self.options.db:
             self._open_store(self.options.db)
         try:
@@ -148,6 +158,8 @@ class McpService:
         client, self._client = self._client, None
         with anyio.CancelScope(shield=True):
             try:
+                if self.session is not None:
+                    await self.session.close()  # a run in progress is scored as it stands
                 if client is not None:
                     await client.aclose()
             finally:
@@ -248,6 +260,8 @@ class McpService:
     # -- MCP handlers -----------------------------------------------------------------
 
     def _instructions(self) -> str:
+        if self.session is not None:
+            return str(self.session.instructions)
         return (
             f"{len(self.tools)} read-only tools over public web APIs "
             f"(target: {self.transport_options.target.describe()}). A failed call returns an "
@@ -282,6 +296,8 @@ class McpService:
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> CallToolResult:
         """Serve one tools/call. Never raises for API failures; unknown tools raise MCPError."""
+        if self.session is not None and (name in self.tools or self.session.serves(name)):
+            return await self.session.handle(name, arguments)
         tool = self.tools.get(name)
         if tool is None:
             raise self._unknown(name)

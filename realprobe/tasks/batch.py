@@ -122,6 +122,18 @@ def infrastructure_failure_of(runs: Iterable[RunOutcome | Mapping[str, Any]]) ->
     return f"all {len(causes)} runs failed on infrastructure, not on the agent: {top}{more}"
 
 
+def check_variants(tasks: list[Task], cfg: RunConfig, catalog: Catalog, known: Any) -> None:
+    """Every workflow a run will show exists and names known tools (before anything runs)."""
+    from realprobe.tasks.runner import run_variant
+
+    for task in tasks:
+        task.check_tools(known)
+        for p in cfg.prompts:
+            shown = run_variant(task, cfg, p, catalog)
+            shown.steps_for(p)
+            shown.check_tools(known)
+
+
 @dataclass
 class TaskBatch:
     """Every (task, prompt, repeat) to run, and how."""
@@ -164,6 +176,8 @@ class TaskBatch:
         llm_rpm: float | None = None,
         llm_tpm: float | None = None,
         llm_concurrency: int | None = None,
+        flaw_seed: int = 0,
+        paraphrase: int = 0,
     ) -> TaskBatch:
         """Check everything before anything runs; errors name the parameter at fault."""
         if repeat < 1:
@@ -186,16 +200,14 @@ class TaskBatch:
         folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
         chosen = pick_tasks(load_tasks(folder), names, all_tasks)
         known = {*cat.tools, *OUTPUT_TOOLS}
-        for task in chosen:
-            task.check_tools(known)
-            for p in prompts:
-                task.steps_for(p)  # a missing flawed variant is an error before anything runs
         cfg = RunConfig(
             agent=agent, prompts=prompts, mode=run_mode, sandbox=sandbox, profile=profile,
             cassette=Path(cassette) if cassette is not None else None, repeat=repeat,
             seed=seed, llm=llm, max_turns=max_turns, timeout_s=timeout,
             call_timeout_s=call_timeout, concurrency=concurrency, llm_limits=limits,
+            flaw_seed=flaw_seed, paraphrase=paraphrase,
         )
+        check_variants(chosen, cfg, cat, known)
         check_cassettes(chosen, cfg)
         return cls(chosen, cfg, cat)
 

@@ -1,21 +1,42 @@
-"""Flawed workflows: the paper's seven flaw types, generated from the optimal workflow.
+"""Flawed workflows: the paper's seven flaw types, generated from the optimal workflow, and
+graded perturbations at a severity.
 
 Reproducible: each (task, flaw type) draws from `random.Random(f"{seed}:{task}:{type}")`, and
 the result is stored in the task file (`flawed`), so the data is what a prompt shows.
 Regenerate with `python -m realprobe.tasks.flaws [--check] [FOLDER]`.
+
+Graded variants, `<type>@<severity>` (WorkflowPerturb's stress levels, e.g. 10/30/50), are
+built when a run asks for them, from the same seeding (`--flaw-seed`): the severity is the
+share of the workflow's API steps affected, ceil(severity% x steps), at least one. Besides
+the seven types graded that way, three are graded only: `missing_steps` (steps left out),
+`compressed_steps` (a step folded into its neighbour's description, its tool no longer
+named) and `reworded_steps` (the purpose reworded, the workflow unchanged).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from realprobe.adapters import Catalog, default_catalog
+from realprobe.errors import RealprobeError
 from realprobe.outputs import write_output
-from realprobe.tasks.model import FLAW_TYPES, Arg, FlawedWorkflow, Step, Task, task_files
+from realprobe.tasks.model import (
+    FLAW_TYPES,
+    Arg,
+    FlawedWorkflow,
+    Step,
+    Task,
+    Workflow,
+    task_files,
+)
 
 GENERATOR_SEED = 0
 _WRONG_TYPE: dict[str, Any] = {
@@ -185,18 +206,23 @@ def logical_discontinuity(task: Task, rng: random.Random, catalog: Catalog) -> F
 
 
 def semantic_drift(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+    refs = sorted({f"{s}.{o}" for s, o in task.workflow.steps[-1].refs()})
+    return _drift(task, [rng.choice(refs)], refs)
+
+
+def _drift(task: Task, keep: list[str], refs: list[str]) -> FlawedWorkflow:
+    """The output step turned into a loose reflection that uses only `keep` of `refs`."""
     steps = _copy(task.workflow.steps)
     out = steps[-1]
-    refs = sorted({f"{s}.{o}" for s, o in out.refs()})
-    keep = rng.choice(refs)
-    dropped = [r for r in refs if r != keep]
+    dropped = [r for r in refs if r not in keep]
+    inspired = " and ".join(f"{{{k}}}" for k in keep)
     drifted: dict[str, Arg] = {}
     for name, a in out.args.items():
         if a.kind != "template":
             drifted[name] = a
         elif name in ("text", "body"):
             drifted[name] = Arg(
-                template=f"Some general thoughts on the day, loosely inspired by {{{keep}}}."
+                template=f"Some general thoughts on the day, loosely inspired by {inspired}."
             )
         else:
             drifted[name] = Arg(value="Thoughts of the day")
@@ -206,8 +232,8 @@ def semantic_drift(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWo
         type="semantic_drift",
         seed=0,
         change="the output step drifts from the goal: a general reflection that uses only "
-        f"{keep} and drops {', '.join(dropped)}",
-        detail={"kept": keep, "dropped": dropped},
+        f"{', '.join(keep)} and drops {', '.join(dropped)}",
+        detail={"kept": keep[0] if len(keep) == 1 else keep, "dropped": dropped},
         steps=steps,
     )
 
@@ -232,6 +258,169 @@ def generate(task: Task, catalog: Catalog, seed: int = GENERATOR_SEED) -> dict[s
         fw.seed = seed
         out[flaw] = fw
     return out
+
+
+# -- graded perturbations ---------------------------------------------------------------
+
+GRADED_TYPES: tuple[str, ...] = ("missing_steps", "compressed_steps", "reworded_steps")
+ALL_FLAW_TYPES: tuple[str, ...] = FLAW_TYPES + GRADED_TYPES
+SEVERITIES: tuple[int, ...] = (10, 30, 50)  # WorkflowPerturb's levels
+
+
+@dataclass(frozen=True)
+class FlawSpec:
+    """A flaw type at a severity (percent of the API steps), or the stored variant."""
+
+    type: str
+    severity: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.type if self.severity is None else f"{self.type}@{self.severity}"
+
+
+def parse_flaw(text: str) -> FlawSpec:
+    """`<type>` or `<type>@<severity>` (severity 1-100); graded-only types need one."""
+    kind, at, sev = text.partition("@")
+    if kind not in ALL_FLAW_TYPES:
+        raise RealprobeError(
+            f"unknown flaw type {kind!r}; choose one of {', '.join(ALL_FLAW_TYPES)}",
+            param="prompt",
+        )
+    if not at:
+        if kind in GRADED_TYPES:
+            raise RealprobeError(
+                f"{kind} needs a severity, e.g. flawed:{kind}@30", param="prompt"
+            )
+        return FlawSpec(kind)
+    if not sev.isdigit() or not 1 <= int(sev) <= 100:
+        raise RealprobeError(
+            f"the severity after @ is a percentage from 1 to 100 (got {sev!r})", param="prompt"
+        )
+    return FlawSpec(kind, int(sev))
+
+
+def affected(n_steps: int, severity: int) -> int:
+    """How many of `n_steps` API steps a severity touches: ceil(share), at least one."""
+    return min(n_steps, max(1, math.ceil(n_steps * severity / 100)))
+
+
+def _with_steps(task: Task, steps: list[Step]) -> Task:
+    """The task with another step list (not re-validated: a flawed list breaks the rules)."""
+    return task.model_copy(update={"workflow": Workflow.model_construct(steps=steps)})
+
+
+def _touched(fw: FlawedWorkflow) -> list[str]:
+    """The original steps a one-step flaw touched (a redundant copy counts as its source;
+    an inversion touches both steps, so a second one cannot undo the first)."""
+    d = fw.detail
+    who = [d.get("step") or d.get("moved") or d.get("dropped") or fw.change, d.get("before")]
+    return [re.sub(r"(_again)+$", "", str(w)) for w in who if w]
+
+
+Generator = Callable[[Task, random.Random, Catalog], FlawedWorkflow]
+
+
+def _repeat(task: Task, gen: Generator, rng: random.Random, catalog: Catalog, n: int) -> Any:
+    """Apply a one-step flaw to `n` distinct steps, one after the other."""
+    current = task
+    touched: list[str] = []
+    changes: list[str] = []
+    for _ in range(8 * n):
+        if len(changes) >= n:
+            break
+        try:
+            fw = gen(current, rng, catalog)
+        except (IndexError, ValueError, KeyError):
+            break  # nothing left to perturb that way
+        who = _touched(fw)
+        if set(who) & set(touched):
+            continue
+        touched.extend(who)
+        changes.append(fw.change)
+        current = _with_steps(task, fw.steps)
+    return current.workflow.steps, touched, changes
+
+
+def missing_steps(task: Task, rng: random.Random, n: int) -> tuple[list[Step], list[str]]:
+    steps = _copy(task.workflow.steps)
+    gone = set(rng.sample(range(len(steps) - 1), n))
+    return [s for i, s in enumerate(steps) if i not in gone], [steps[i].id for i in sorted(gone)]
+
+
+def compressed_steps(task: Task, rng: random.Random, n: int) -> tuple[list[Step], list[str]]:
+    """Fold `n` API steps into their neighbour's purpose; their tools are no longer named."""
+    steps = _copy(task.workflow.steps)
+    folded = sorted(rng.sample(range(len(steps) - 1), n))
+    keep = [i for i in range(len(steps)) if i not in folded]
+    for i in folded:
+        into = max((k for k in keep if k < i), default=min(k for k in keep if k > i))
+        what = steps[i].purpose[:1].lower() + steps[i].purpose[1:]
+        steps[into].purpose = f"{steps[into].purpose}, and also {what}"
+    return [steps[i] for i in keep], [steps[i].id for i in folded]
+
+
+def reworded_steps(task: Task, rng: random.Random, n: int) -> tuple[list[Step], list[str]]:
+    """Reword `n` API steps' purposes (synonyms); tools and arguments stay as they are."""
+    from realprobe.tasks.paraphrase import swap_synonyms
+
+    steps = _copy(task.workflow.steps)
+    chosen = sorted(rng.sample(range(len(steps) - 1), n))
+    for i in chosen:
+        new = swap_synonyms(steps[i].purpose, rng)
+        if new == steps[i].purpose:
+            new = "As the next step, " + new[:1].lower() + new[1:]
+        steps[i].purpose = new
+    return steps, [steps[i].id for i in chosen]
+
+
+_GRADED_ONLY = {
+    "missing_steps": (missing_steps, "left out"),
+    "compressed_steps": (compressed_steps, "folded into a neighbouring step"),
+    "reworded_steps": (reworded_steps, "reworded"),
+}
+
+
+def graded(task: Task, spec: FlawSpec, catalog: Catalog, seed: int) -> FlawedWorkflow:
+    """The flaw at its severity on `task`, from `random.Random(f"{seed}:{task}:{name}")`."""
+    assert spec.severity is not None
+    rng = random.Random(f"{seed}:{task.instance_id}:{spec.name}")
+    n_api = len(task.workflow.steps) - 1
+    n = affected(n_api, spec.severity)
+    if spec.type in _GRADED_ONLY:
+        make, verb = _GRADED_ONLY[spec.type]
+        steps, touched = make(task, rng, n)
+        change = f"{len(touched)} of {n_api} steps {verb}: {', '.join(touched)}"
+    elif spec.type == "semantic_drift":
+        refs = sorted({f"{s}.{o}" for s, o in task.workflow.steps[-1].refs()})
+        drop = min(len(refs) - 1, max(1, math.ceil(len(refs) * spec.severity / 100)))
+        kept = sorted(rng.sample(refs, len(refs) - drop))
+        fw = _drift(task, kept, refs)
+        steps, touched, change = fw.steps, fw.detail["dropped"], fw.change
+    else:
+        steps, touched, changes = _repeat(task, GENERATORS[spec.type], rng, catalog, n)
+        change = "; ".join(changes)
+    return FlawedWorkflow(
+        type=spec.type, seed=seed, change=change, steps=steps,
+        detail={"severity": spec.severity, "affected": touched, "api_steps": n_api},
+    )
+
+
+def with_variant(task: Task, prompt: str, catalog: Catalog, seed: int = GENERATOR_SEED) -> Task:
+    """The task holding the workflow `prompt` shows: graded variants and other seeds are
+    built here; the stored seed-0 variants are used as they are in the file."""
+    if not prompt.startswith("flawed:"):
+        return task
+    spec = parse_flaw(prompt.split(":", 1)[1])
+    if spec.severity is None and seed == GENERATOR_SEED:
+        return task  # the stored variant (a task file without it is told to regenerate)
+    if spec.severity is None:
+        rng = random.Random(f"{seed}:{task.instance_id}:{spec.type}")
+        fw = GENERATORS[spec.type](task, rng, catalog)
+        fw.seed = seed
+    else:
+        fw = graded(task, spec, catalog, seed)
+    return task.model_copy(update={"flawed": {**task.flawed, spec.name: fw}})
 
 
 def task_json(task: Task) -> str:

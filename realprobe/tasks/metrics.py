@@ -1,4 +1,5 @@
-"""Aggregates over runs: pass@k and pass^k (tau-bench), recovery rate and recovery cost.
+"""Aggregates over runs: pass@k and pass^k (tau-bench), recovery rate and recovery cost;
+and the trajectory metrics of one run against the optimal workflow.
 
 pass^k = mean over tasks of C(c, k) / C(n, k): the chance that k i.i.d. runs of a task all
 succeed. pass@k = mean over tasks of 1 - C(n - c, k) / C(n, k): at least one of k succeeds.
@@ -9,7 +10,7 @@ n is the number of runs per task (the minimum over tasks when they differ, as ta
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from math import comb
 from typing import Any
 
@@ -79,17 +80,18 @@ def levels(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def compare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Models side by side: one entry per (model, agent, target), with 95% Wilson intervals
-    on the full, partial and recovery rates, pass^k for every k the repeats allow, and the
-    runs left out as infrastructure errors."""
+    """Models side by side: one entry per (model, agent, target, paraphrase level), with 95%
+    Wilson intervals on the full, partial and recovery rates, pass^k for every k the repeats
+    allow, and the runs left out as infrastructure errors."""
     from realprobe.probes.stats import wilson
 
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
-        key = (str(r.get("model") or "-"), str(r.get("agent")), str(r.get("target") or "-"))
+        key = (str(r.get("model") or "-"), str(r.get("agent")), str(r.get("target") or "-"),
+               int(r.get("paraphrase") or 0))
         groups[key].append(r)
     out = []
-    for (model, agent, target), rs in sorted(groups.items()):
+    for (model, agent, target, level), rs in sorted(groups.items()):
         scored = [r for r in rs if r["outcome"] != "error"]
         n = len(scored)
         full = sum(1 for r in scored if r["outcome"] == "full")
@@ -101,6 +103,7 @@ def compare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "model": model,
             "agent": agent,
             "target": target,
+            "paraphrase": level,
             "runs": len(rs),
             "infra_errors": len(rs) - n,
             "full_rate": full / n if n else None,
@@ -113,3 +116,64 @@ def compare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "runs_with_failures": hit,
         })
     return out
+
+
+# -- trajectory metrics (one run against the optimal workflow) ----------------------------
+
+
+def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence."""
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b, 1):
+            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+def f1(precision: float, recall: float) -> float:
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
+def chain_f1(executed: Sequence[str], optimal: Sequence[str]) -> float:
+    """F1 of the executed step sequence against the optimal one, matched as a chain:
+    L = LCS(executed, optimal), P = L / |executed|, R = L / |optimal|."""
+    if not executed or not optimal:
+        return 0.0
+    n = _lcs(executed, optimal)
+    return f1(n / len(executed), n / len(optimal))
+
+
+def kendall_tau(executed: Sequence[str], optimal: Sequence[str]) -> float | None:
+    """Kendall's tau-a between the order in which the optimal steps were first executed and
+    their optimal order, over the steps both hold: (concordant - discordant) / C(m, 2).
+    None with fewer than two such steps (no pair to order)."""
+    rank = {s: i for i, s in enumerate(optimal)}
+    seen: list[int] = []
+    for s in executed:
+        if s in rank and rank[s] not in seen:
+            seen.append(rank[s])
+    m = len(seen)
+    if m < 2:
+        return None
+    score = sum(
+        (1 if seen[j] > seen[i] else -1) for i in range(m) for j in range(i + 1, m)
+    )
+    return score / comb(m, 2)
+
+
+def graph_f1(
+    executed: Collection[tuple[str, str]], optimal: Collection[tuple[str, str]]
+) -> float | None:
+    """F1 of the data-flow edges a run used against the workflow's dependency edges:
+    P = |E_run ∩ E_opt| / |E_run|, R = |E_run ∩ E_opt| / |E_opt|. None when the workflow
+    has no edges."""
+    gold = set(optimal)
+    if not gold:
+        return None
+    got = set(executed)
+    hit = len(got & gold)
+    if not got:
+        return 0.0
+    return f1(hit / len(got), hit / len(gold))

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from realprobe.errors import RealprobeError
+from realprobe.tasks.flaws import ALL_FLAW_TYPES, parse_flaw
 from realprobe.tasks.model import FLAW_TYPES, Arg, Step, Task
 from realprobe.tasks.state import COMPLETION_PHRASE
 
@@ -19,24 +20,37 @@ BASE_VARIANTS = ("baseline", "cot", "optimal")
 
 
 def prompt_variants(spec: str) -> list[str]:
-    """`baseline|cot|optimal|flawed:<type>|flawed:all`, comma-separated, to concrete names."""
+    """`baseline|cot|optimal|flawed:<type>[@<severity>]|flawed:all[@<severity>]`,
+    comma-separated, to concrete names. `flawed:all` is the seven stored variants;
+    `flawed:all@30` every flaw type, the graded ones included, at severity 30."""
     out: list[str] = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
         if part in BASE_VARIANTS:
             out.append(part)
         elif part == "flawed:all":
             out.extend(f"flawed:{t}" for t in FLAW_TYPES)
-        elif part.startswith("flawed:") and part.split(":", 1)[1] in FLAW_TYPES:
-            out.append(part)
+        elif part.startswith("flawed:"):
+            out.extend(_flawed(part))
         else:
             raise RealprobeError(
-                f"prompt {part!r}: choose baseline, cot, optimal, flawed:all or flawed:<type> "
-                f"with type one of {', '.join(FLAW_TYPES)}",
+                f"prompt {part!r}: choose baseline, cot, optimal, flawed:all[@<severity>] or "
+                f"flawed:<type>[@<severity>] with type one of {', '.join(ALL_FLAW_TYPES)}",
                 param="prompt",
             )
     if not out:
         raise RealprobeError("prompt is empty", param="prompt")
     return out
+
+
+def _flawed(part: str) -> list[str]:
+    """`flawed:<type>[@<severity>]` or `flawed:all@<severity>` as concrete prompt names."""
+    flaw = part.split(":", 1)[1]
+    kinds = ALL_FLAW_TYPES if flaw.startswith("all@") else [flaw.split("@")[0]]
+    sev = flaw.partition("@")[1:]
+    try:
+        return [f"flawed:{parse_flaw(k + ''.join(sev)).name}" for k in kinds]
+    except RealprobeError as exc:
+        raise RealprobeError(f"prompt {part!r}: {exc}", param="prompt") from None
 
 
 @dataclass

@@ -13,6 +13,13 @@ Paper rules (ResiliBench / WorkflowBench `interactive_executor.py`):
 Grounding (ours): the artifact must contain, verbatim up to case and whitespace, every
 `expected_outputs.grounded_in` value as a tool really returned it in this run. Strict = full
 and grounded. Score multipliers are the paper's 1.0 / 0.6 / 0.0.
+
+Trajectory (how near a run came to the optimal workflow, beyond yes/no): each successful
+call is mapped to the workflow step whose tool or alternative it called (other tools stay
+unmatched), then Chain F1 and Kendall tau compare that sequence with the optimal step order,
+and Graph F1 compares the data flow the run used (an edge u -> v when a value step u
+returned appears in the arguments of step v's call) with the workflow's dependency edges.
+Formulas in `metrics.py`.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau
 from realprobe.tasks.model import MIN_CALLS, Task
 from realprobe.tasks.state import RunState, StepRecord
 from realprobe.tasks.values import as_text, extract_outputs, normalise
@@ -35,6 +43,20 @@ class Grounding:
     missing: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Trajectory:
+    chain_f1: float
+    kendall_tau: float | None  # None: fewer than two workflow steps succeeded
+    graph_f1: float | None  # None: the workflow has no dependency edges
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {
+            "chain_f1": round(self.chain_f1, 4),
+            "kendall_tau": None if self.kendall_tau is None else round(self.kendall_tau, 4),
+            "graph_f1": None if self.graph_f1 is None else round(self.graph_f1, 4),
+        }
+
+
 @dataclass
 class Score:
     outcome: str  # full | partial | failure | error
@@ -44,9 +66,11 @@ class Score:
     reasons: list[str]
     conditions: dict[str, bool]
     grounding: Grounding
+    trajectory: Trajectory = field(default_factory=lambda: Trajectory(0.0, None, None))
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **self.trajectory.as_dict(),
             "outcome": self.outcome,
             "score": self.score,
             "grounded": self.grounded,
@@ -96,11 +120,71 @@ def check_grounding(task: Task, state: RunState) -> Grounding:
     return Grounding(all(checked.values()), checked, missing)
 
 
+def _step_map(task: Task) -> dict[str, str]:
+    """tool -> the workflow step it serves (the step's tool or one of its alternatives)."""
+    return {t: s.id for s in task.workflow.steps for t in s.tools()}
+
+
+def executed_steps(task: Task, steps: list[StepRecord]) -> list[str]:
+    """The successful calls as workflow step ids; a tool of no step stays `tool:<name>`."""
+    where = _step_map(task)
+    return [where.get(s.tool, f"tool:{s.tool}") for s in steps if s.ok]
+
+
+def workflow_edges(task: Task) -> set[tuple[str, str]]:
+    """(u, v): step v reads an output of step u (its arguments or its template)."""
+    return {(ref, s.id) for s in task.workflow.steps for ref, _ in s.refs()}
+
+
+def _leaves(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    return [normalise(as_text(value))]
+
+
+def _flows(values: list[str], leaves: list[str]) -> bool:
+    """A returned value reached an argument: equal to it, or (4+ chars) inside it."""
+    return any(v == leaf or (len(v) >= 4 and v in leaf) for v in values for leaf in leaves)
+
+
+def run_edges(task: Task, steps: list[StepRecord]) -> set[tuple[str, str]]:
+    """(u, v): a value step u returned in this run appears in the arguments of step v."""
+    where = _step_map(task)
+    outputs = {t: o for s in task.workflow.steps
+               for t, o in [(s.tool, s.outputs), *((a.tool, a.outputs) for a in s.alternatives)]}
+    ok = [s for s in steps if s.ok and s.tool in where]
+    edges: set[tuple[str, str]] = set()
+    for i, v in enumerate(ok):
+        leaves = _leaves(v.args)
+        for u in ok[:i]:
+            if where[u.tool] == where[v.tool]:
+                continue
+            got = extract_outputs(outputs[u.tool], u.data)
+            values = [normalise(as_text(x)) for x in got.values()]
+            if _flows([x for x in values if x], leaves):
+                edges.add((where[u.tool], where[v.tool]))
+    return edges
+
+
+def trajectory(task: Task, steps: list[StepRecord]) -> Trajectory:
+    executed = executed_steps(task, steps)
+    optimal = [s.id for s in task.workflow.steps]
+    return Trajectory(
+        chain_f1(executed, optimal),
+        kendall_tau(executed, optimal),
+        graph_f1(run_edges(task, steps), workflow_edges(task)),
+    )
+
+
 def score_run(task: Task, state: RunState) -> Score:
     grounding = check_grounding(task, state)
+    path = trajectory(task, state.steps)
     if state.error is not None:
         return Score(
-            "error", 0.0, grounding.ok, False, [f"infrastructure: {state.error}"], {}, grounding
+            "error", 0.0, grounding.ok, False, [f"infrastructure: {state.error}"], {}, grounding,
+            path,
         )
     steps = state.steps
     groups = [s.tools() for s in task.workflow.steps]
@@ -144,4 +228,5 @@ def score_run(task: Task, state: RunState) -> Score:
         reasons,
         conditions,
         grounding,
+        path,
     )

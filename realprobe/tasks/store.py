@@ -14,8 +14,8 @@ from realprobe.secrets import scrub_row
 from realprobe.store import Store, default_vantage, schema_version, set_schema_version
 
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
-#: infrastructure errors)
-TASK_SCHEMA_VERSION = 3
+#: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics)
+TASK_SCHEMA_VERSION = 4
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -61,6 +61,13 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     "resume_key": str,
     #: why the run says nothing about the agent (LLM endpoint down, nothing reachable)
     "infra_error": str,
+    # schema 4: graded flaws, paraphrase level (epsilon), trajectory against the workflow
+    "flaw_seed": int,
+    "severity": int,  # percent of the API steps a graded flaw touched
+    "paraphrase": int,  # 0 | 1 | 2
+    "chain_f1": float,
+    "kendall_tau": float,
+    "graph_f1": float,
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
@@ -167,6 +174,18 @@ class TaskStore:
             return []
         where, params = ("batch = ?", [batch]) if batch else (None, None)
         return list(self.db.table("task_runs").rows_where(where, params, order_by="started_at"))
+
+    def call_errors(self) -> dict[str, dict[str, int]]:
+        """run id -> error code -> failed calls the agent made in that run."""
+        if "task_steps" not in self.db.table_names():
+            return {}
+        out: dict[str, dict[str, int]] = {}
+        for run_id, code, n in self.db.execute(
+            "SELECT run_id, error_code, count(*) FROM task_steps WHERE ok = 0 "
+            "GROUP BY run_id, error_code"
+        ).fetchall():
+            out.setdefault(run_id, {})[code or "UNKNOWN"] = n
+        return out
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         return list(self.db.table("task_steps").rows_where("run_id = ?", [run_id], order_by="idx"))

@@ -2,10 +2,12 @@
 
 ```toml
 tasks = "all"                 # or a list of instance ids
-prompts = ["baseline", "cot", "optimal", "flawed:all"]
+prompts = ["baseline", "cot", "optimal", "flawed:all"]   # or graded: "flawed:all@30"
 agents = ["openai"]           # reference | openai | openai-text
 repeats = 3
 seed = 0
+flaw_seed = 0                 # seeds the flawed workflows (0: the stored variants)
+paraphrase = [0, 1, 2]        # paraphrase levels of the task text (the surface's epsilon)
 
 [[models]]
 name = "small"                # the label results compare by
@@ -137,6 +139,8 @@ class SweepFile(BaseModel):
     agents: list[str] = Field(default_factory=lambda: ["reference"])
     repeats: int = Field(1, ge=1, le=1000)
     seed: int = 0
+    flaw_seed: int = 0
+    paraphrase: list[Literal[0, 1, 2]] = Field(default=[0], min_length=1)
     models: list[SweepModel] = Field(default_factory=list)
     targets: list[SweepTarget] = Field(
         default_factory=lambda: [SweepTarget(kind="simulate", profile="published")]
@@ -222,7 +226,7 @@ def plan_sweep(
         chosen = [tasks[t] for t in sweep.tasks]
     prompts = prompt_variants(",".join(sweep.prompts))
     jobs: list[Job] = []
-    for cell in cells(sweep):
+    for cell, level in ((c, lv) for c in cells(sweep) for lv in sweep.paraphrase):
         target = cell.target
         cfg = RunConfig(
             agent=cell.agent,
@@ -236,6 +240,8 @@ def plan_sweep(
             llm=cell.model.settings() if cell.model is not None else None,
             llm_limits=cell.model.limits() if cell.model is not None else None,
             concurrency=concurrency,
+            flaw_seed=sweep.flaw_seed,
+            paraphrase=level,
         )
         jobs += jobs_for(chosen, cfg)
     return jobs

@@ -1,0 +1,301 @@
+"""Scoring your own agent: a Python protocol, and task sessions driven from outside.
+
+- `evaluate(agent, tasks=..., target=..., repeat=..., db=...)`: `agent` is an async
+  callable `agent(prompt, toolbox) -> final answer`. The toolbox offers the tools the
+  built-in agents get (same definitions, same transport, same fault injection) and records
+  every call, so the run is scored and stored exactly like a built-in agent's.
+- `TaskSession`: one task run whose calls arrive one by one from elsewhere (an MCP client,
+  an agent framework's tool calls); `finish(answer)` (or `close()`) scores and stores it.
+
+Either way the final answer counts as the completion signal when it says `TASK COMPLETE`,
+as for the built-in LLM agents (the task prompt asks for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.clients import TransportOptions
+from realprobe.errors import RealprobeError
+from realprobe.tasks.agents.base import AgentContext
+from realprobe.tasks.agents.llm import run_tool
+from realprobe.tasks.agents.openai_native import tool_definitions
+from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
+from realprobe.tasks.prompts import Prompt, render
+from realprobe.tasks.runner import (
+    PreparedRun,
+    RunConfig,
+    RunOutcome,
+    RunTiming,
+    Shared,
+    prepare_run,
+    rows_to_store,
+)
+from realprobe.tasks.scoring import score_run
+from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
+
+#: finishes a task session: not a tool of the task, never recorded as a call
+FINISH_TOOL = "finish"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What one call returned: `text` is what a model would read (data as JSON, or
+    `ERROR <CODE>: message`); `data` the structured result on success."""
+
+    ok: bool
+    text: str
+    data: dict[str, Any] | None
+    error_code: str | None
+
+
+def _as_call(rec: StepRecord) -> ToolCall:
+    return ToolCall(rec.ok, tool_message(rec), rec.data, rec.error_code)
+
+
+def _ended(reason: str) -> ToolCall:
+    """What a call gets once its session's run has ended on a limit."""
+    text = f"ERROR OPERATION_FAILED: the task run ended ({reason}); call {FINISH_TOOL}"
+    return ToolCall(False, text, None, "OPERATION_FAILED")
+
+
+class Toolbox:
+    """The tools of one run, as a user's agent sees them."""
+
+    def __init__(self, ctx: AgentContext) -> None:
+        self._ctx = ctx
+        self._turn = 0
+        self.prompt: Prompt = render(ctx.task, ctx.prompt)
+        #: why the run ended (deadline, loop, consecutive_failures), once it has
+        self.ended: str | None = None
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """OpenAI function-tool definitions (catalogue tools and the output tools)."""
+        return tool_definitions(self._ctx)
+
+    @property
+    def task(self) -> Task:
+        return self._ctx.task
+
+    async def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolCall:
+        """Run one tool (arguments as a dict or a JSON string); never raises for a failed
+        call. A run that has ended (deadline, a loop, repeated failures) raises Terminated."""
+        if self.ended is not None:
+            raise Terminated(self.ended)  # an agent that caught the first one is stopped here
+        self._turn += 1
+        self._ctx.state.turns = self._turn
+        try:
+            return _as_call(await run_tool(self._ctx, name, arguments or {}, self._turn))
+        except Terminated as exc:
+            self.ended = exc.reason
+            raise
+
+
+UserAgent = Callable[[str, Toolbox], Awaitable[Any]]
+
+
+class CallableAgent:
+    """A user's async callable behind the agent interface the runner drives."""
+
+    def __init__(self, fn: UserAgent, name: str, model: str) -> None:
+        self.fn = fn
+        self.name = name
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def run(self, ctx: AgentContext) -> None:
+        box = Toolbox(ctx)
+        try:
+            answer = await self.fn(box.prompt.user, box)
+        except (Terminated, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # the agent's own bug is its failure, kept in the run
+            ctx.state.termination = "agent_error"
+            ctx.state.final_message = f"the agent raised {type(exc).__name__}: {exc}"[:2000]
+            return
+        text = "" if answer is None else str(answer)
+        ctx.state.final_message = text
+        ctx.state.completion_signal = says_complete(text)
+        if box.ended is not None:  # the agent swallowed the end of its run
+            raise Terminated(box.ended)
+
+
+def _target_settings(target: TransportOptions | None) -> dict[str, Any]:
+    """TaskBatch.plan's mode / sandbox / simulate / cassette from one target."""
+    if target is None:
+        return {"mode": "simulate", "simulate": "published"}
+    opts = target.normalised()
+    profile = opts.profile
+    if profile is not None and not isinstance(profile, str | Path):
+        raise RealprobeError("evaluate: give the simulate profile by name or file", param="target")
+    return {"mode": opts.mode, "sandbox": opts.sandbox,
+            "simulate": str(profile) if profile is not None else None,
+            "cassette": opts.cassette}
+
+
+def evaluate(
+    agent: UserAgent,
+    tasks: Sequence[str] | None = None,
+    *,
+    target: TransportOptions | None = None,
+    repeat: int = 1,
+    db: str | Path | None = None,
+    prompt: str = "baseline",
+    seed: int = 0,
+    flaw_seed: int = 0,
+    paraphrase: int = 0,
+    name: str = "custom",
+    model: str = "-",
+    concurrency: int = 1,
+    tasks_dir: str | Path | None = None,
+    catalog: Catalog | None = None,
+) -> TaskBatchResult:
+    """Run `agent` on `tasks` (default: all) against `target` (default: the published
+    simulate profile), score every run like a built-in agent's and store it in `db`.
+    `name` and `model` label the runs in `results`."""
+    if not callable(agent):
+        raise RealprobeError("agent must be an async callable (prompt, toolbox)", param="agent")
+    if name in ("reference", "openai", "openai-text"):
+        raise RealprobeError(f"name {name!r} is a built-in agent's; pick another", param="name")
+    batch = TaskBatch.plan(
+        list(tasks or []), all_tasks=not tasks, agent="reference", prompt=prompt,
+        repeat=repeat, seed=seed, flaw_seed=flaw_seed, paraphrase=paraphrase,
+        concurrency=concurrency, tasks_dir=tasks_dir, catalog=catalog,
+        **_target_settings(target),
+    )
+    batch.config.agent = name
+    batch.config.custom_agent = CallableAgent(agent, name, model)
+    return batch.run(db=db)
+
+
+# -- sessions driven from outside --------------------------------------------------------
+
+
+class _Outside:
+    """The agent of a session: its calls come from outside, so it does nothing itself."""
+
+    def __init__(self, name: str, model: str) -> None:
+        self.name = name
+        self._model = model
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def run(self, ctx: AgentContext) -> None:
+        return None
+
+
+class TaskSession:
+    """One task run at a time, its calls made by an outside agent: each `call` is recorded
+    like a built-in agent's; `finish(answer)` scores the run and stores it (in `db`), and
+    the next call starts the next run (repeat + 1)."""
+
+    def __init__(
+        self,
+        task: str | Task,
+        catalog: Catalog,
+        *,
+        target: TransportOptions | None = None,
+        prompt: str = "baseline",
+        seed: int = 0,
+        db: str | Path | None = None,
+        agent: str = "mcp",
+        model: str = "-",
+        tasks_dir: str | Path | None = None,
+        repeat: int = 0,
+    ) -> None:
+        if isinstance(task, str):
+            folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
+            (task,) = pick_tasks(load_tasks(folder), [task], False)
+        self.task = task
+        self.catalog = catalog
+        s = _target_settings(target)
+        self.cfg = RunConfig(
+            agent=agent, prompts=[prompt], mode=s["mode"], sandbox=s["sandbox"],
+            profile=s["simulate"], cassette=Path(s["cassette"]) if s["cassette"] else None,
+            seed=seed, custom_agent=_Outside(agent, model),
+        )
+        self.db = db
+        self.repeat = repeat
+        self.finished: list[RunOutcome] = []
+        self._run: PreparedRun | None = None
+        self._started = (datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter())
+        self._lock = asyncio.Lock()
+
+    @property
+    def prompt(self) -> Prompt:
+        return render(self.task, self.cfg.prompts[0])
+
+    def _current(self) -> PreparedRun:
+        if self._run is None:
+            self._run = prepare_run(
+                self.task, self.cfg, self.cfg.prompts[0], self.repeat, self.catalog, n_runs=1,
+                shared=Shared.for_config(self.cfg),
+            )
+            self._started = (datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter())
+        return self._run
+
+    async def call(self, name: str, arguments: dict[str, Any] | str | None) -> ToolCall:
+        """One call of the current run; after the run ended on a limit, an error result."""
+        async with self._lock:
+            run = self._current()
+            if run.state.termination != "finished":
+                return _ended(run.state.termination)
+            run.state.turns += 1
+            calls = len(run.state.steps)
+            try:
+                rec = await run_tool(run.ctx, name, arguments or {}, run.state.turns)
+            except Terminated as exc:
+                run.state.termination = exc.reason
+                if len(run.state.steps) == calls:  # ended before the call (the deadline)
+                    return _ended(exc.reason)
+                rec = run.state.steps[-1]
+            return _as_call(rec)
+
+    async def finish(
+        self, answer: str = "", tokens: tuple[int, int] = (0, 0)
+    ) -> RunOutcome | None:
+        """Score and store the current run (None when no call was made); `tokens` are the
+        model's (input, output) tokens, when the caller knows them."""
+        async with self._lock:
+            run, self._run = self._run, None
+            if run is None:
+                return None
+            run.state.tokens_in, run.state.tokens_out = tokens
+            run.state.final_message = answer
+            run.state.completion_signal = says_complete(answer)
+            await run.client.aclose()
+            timing = RunTiming(self._started[0], time.perf_counter() - self._started[1])
+            outcome = rows_to_store(run, score_run(run.task, run.state), timing, batch="")
+            self.repeat += 1
+            self.finished.append(outcome)
+            if self.db is not None:
+                self._store(outcome)
+            return outcome
+
+    def _store(self, outcome: RunOutcome) -> None:
+        from realprobe.store import Store
+        from realprobe.tasks.store import TaskStore
+
+        with Store(Path(str(self.db))) as store:
+            TaskStore(store).insert_run(outcome.row, outcome.steps)
+
+    async def close(self) -> None:
+        """The outside agent left: a run in progress is scored as it stands."""
+        await self.finish("")
+
+
+__all__ = ["FINISH_TOOL", "CallableAgent", "TaskSession", "ToolCall", "Toolbox", "evaluate"]

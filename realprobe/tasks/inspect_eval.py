@@ -1,0 +1,157 @@
+"""realprobe tasks as Inspect AI tasks (`pip install 'realprobe[inspect]'`).
+
+One Inspect task per realprobe task: the task prompt as the sample, the catalogue and
+output tools as Inspect tools (each call goes through realprobe's toolbox, with the
+target's fault injection, and is recorded), Inspect's own `generate()` loop, and
+realprobe's scorer (full / partial / failure as 1.0 / 0.6 / 0.0, with the trajectory
+metrics in the score's metadata). Each sample-epoch is one realprobe run, stored in `db`
+when given, so `realprobe results` shows Inspect-driven runs beside built-in ones.
+
+    inspect eval realprobe/tasks/inspect_eval.py@realprobe -T task_id=pet_newsletter \\
+        -T profile=harsh --model openai/gpt-4o-mini
+
+Offline, Inspect's `mockllm/model` with scripted outputs drives it (the tests do).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.event import ModelEvent
+from inspect_ai.log import transcript
+from inspect_ai.model import ChatMessageSystem
+from inspect_ai.scorer import Score, Target, mean, scorer
+from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
+from inspect_ai.tool import ToolDef, ToolParams
+
+from realprobe.adapters.catalog import Catalog
+from realprobe.clients import TransportOptions
+from realprobe.tasks.evaluate import TaskSession
+from realprobe.tasks.model import default_tasks_dir, load_tasks
+from realprobe.tasks.outputs import OUTPUT_TOOLS
+from realprobe.tasks.prompts import render
+
+#: live sessions, by the id a sample carries in its metadata (the scorer closes them)
+_SESSIONS: dict[str, TaskSession] = {}
+SESSION_KEY = "realprobe_session"
+
+
+def _params(schema: dict[str, Any]) -> ToolParams:
+    keep = {k: schema[k] for k in ("properties", "required") if k in schema}
+    return ToolParams.model_validate({"type": "object", "properties": {}, **keep})
+
+
+def _tool(session_id: str, function: dict[str, Any]) -> ToolDef:
+    """One OpenAI function definition as an Inspect tool calling the session."""
+    name = function["name"]
+
+    async def execute(**arguments: Any) -> str:
+        call = await _SESSIONS[session_id].call(name, arguments)
+        return call.text
+
+    return ToolDef(execute, name=name, description=function.get("description", name),
+                   parameters=_params(function.get("parameters", {})))
+
+
+def _tools(session_id: str, catalog: Catalog) -> list[ToolDef]:
+    """The tools the built-in agents are offered (catalogue and output tools), as they
+    are described to them."""
+    defs = [*catalog, *OUTPUT_TOOLS.values()]
+    return [_tool(session_id, d.openai_definition()["function"]) for d in defs]
+
+
+@solver
+def realprobe_tools(
+    task_id: str, target: TransportOptions, prompt: str, db: str | None, seed: int,
+    catalog: Catalog,
+) -> Solver:
+    """Open the sample's realprobe run and hand its tools to the model."""
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        session_id = uuid.uuid4().hex
+        _SESSIONS[session_id] = TaskSession(
+            task_id, catalog, target=target, prompt=prompt, db=db, seed=seed,
+            agent="inspect", model=str(state.model), repeat=state.epoch - 1,
+        )
+        state.metadata[SESSION_KEY] = session_id
+        state.messages.insert(0, ChatMessageSystem(content=_SESSIONS[session_id].prompt.system))
+        state.tools = list(_tools(session_id, catalog))  # type: ignore[arg-type]
+        return state
+
+    return solve
+
+
+def _tokens() -> tuple[int, int]:
+    """(input, output) tokens of the sample's model calls, from its transcript."""
+    tin = tout = 0
+    for event in transcript().events:
+        usage = getattr(getattr(event, "output", None), "usage", None)
+        if isinstance(event, ModelEvent) and usage is not None:
+            tin += usage.input_tokens or 0
+            tout += usage.output_tokens or 0
+    return tin, tout
+
+
+@scorer(metrics=[mean()])
+def realprobe_scorer() -> Any:
+    """The run scored by realprobe: 1.0 / 0.6 / 0.0 for full / partial / failure."""
+
+    async def score(state: TaskState, target: Target) -> Score:
+        session = _SESSIONS.pop(state.metadata[SESSION_KEY])
+        outcome = await session.finish(state.output.completion, tokens=_tokens())
+        if outcome is None:
+            return Score(value=0.0, answer="", explanation="no tool was called",
+                         metadata={"outcome": "failure"})
+        row = outcome.row
+        keys = ("outcome", "grounded", "strict", "chain_f1", "kendall_tau", "graph_f1",
+                "tool_calls", "failures", "run_seed")
+        return Score(value=row["score"], answer=row["artifact"] or "",
+                     explanation="; ".join(outcome.score.reasons) or row["outcome"],
+                     metadata={k: row[k] for k in keys})
+
+    return score
+
+
+def inspect_task(
+    task_id: str,
+    *,
+    target: TransportOptions | None = None,
+    prompt: str = "baseline",
+    db: str | Path | None = None,
+    seed: int = 0,
+    catalog: Catalog | None = None,
+) -> Task:
+    """One realprobe task as an Inspect task (default target: the published profile)."""
+    rp = load_tasks(default_tasks_dir())[task_id]
+    opts = target or TransportOptions(profile="published")
+    cat = catalog or Catalog.load([])
+    return Task(
+        name=f"realprobe_{task_id}",
+        dataset=[Sample(id=task_id, input=render(rp, prompt).user)],
+        solver=[realprobe_tools(task_id, opts, prompt, str(db) if db else None, seed, cat),
+                generate()],
+        scorer=realprobe_scorer(),
+        message_limit=4 * rp.constraints.max_turns,
+    )
+
+
+def inspect_tasks(**settings: Any) -> list[Task]:
+    """Every realprobe task as an Inspect task (`settings` as for `inspect_task`)."""
+    return [inspect_task(t, **settings) for t in load_tasks(default_tasks_dir())]
+
+
+@task
+def realprobe(
+    task_id: str = "content_social_post", profile: str = "published",
+    prompt: str = "baseline", db: str | None = None, seed: int = 0,
+) -> Task:
+    """`inspect eval ...@realprobe -T task_id=... -T profile=calm|published|harsh|FILE`."""
+    return inspect_task(task_id, target=TransportOptions(profile=profile), prompt=prompt,
+                        db=db, seed=seed)
+
+
+__all__ = ["inspect_task", "inspect_tasks", "realprobe", "realprobe_scorer", "realprobe_tools"]
