@@ -719,7 +719,9 @@ def task_results(
     rows = results.select(rows, **filters)
     if not rows:
         given = any(v is not None for v in filters.values()) or batch
-        raise Unavailable(f"no task runs in {path}" + (" for that filter" if given else ""))
+        if given:  # a filter that matches nothing is a bad value, not an empty database
+            raise RealprobeError(f"no task runs in {path} for that filter")
+        raise Unavailable(f"no task runs in {path}")
     out = results.summarise(rows, price_table)
     if surface:
         out["surface"] = results.surface(rows)
