@@ -11,7 +11,8 @@ fast:
   `realprobe mcp --transport http` lines start on a free port (`--host 0.0.0.0` becomes
   loopback), must announce themselves, and must exit 130 on Ctrl-C;
 - optional parts in `[...]` are left out; `FILE` is a shipped cassette, `OUT` a new file;
-  files the examples name (probes.db, alerts.toml, openapi.yaml, ...) are prepared first;
+  files the examples name (probes.db, eval.db, alerts.toml, prices.toml, openapi.yaml, ...)
+  are prepared first;
   `export NAME=VALUE` sets NAME for the lines after it, and `--auth-token-env NAME` finds a
   token in NAME; `curl` lines go to the test's sandbox;
 - each block gets its own copy of the prepared default database ($REALPROBE_DB);
@@ -261,6 +262,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     (base / "night").mkdir()
     shutil.copy(base / "round.json", base / "night" / "round.json")
     _rp("calibrate", "-o", "calibrated.json", env=env, cwd=base)
+    for profile in ("harsh", "calm"):  # task runs for the `results` examples
+        _rp("run", "travel_briefing", "pet_newsletter", "--profile", profile, "--repeat", "2",
+            "--db", "eval.db", env=env, cwd=base)
+    (base / "prices.toml").write_text(_toml_block("tasks.md", '["qwen2.5-7b-instruct"]'))
     alerts = _toml_block("monitoring.md", "# alerts.toml")
     (base / "alerts.toml").write_text(re.sub(r'url = "https://[^"]*"',
                                              'url = "http://127.0.0.1:9/hook"', alerts))
