@@ -154,3 +154,33 @@ def test_ctrl_c_exits_130_on_long_running_verbs(argv: list[str], ready: str,
                                                 tmp_path: Path, empty_db: Path) -> None:
     argv = [a.format(db=empty_db) for a in argv]
     assert _interrupt(argv, ready, tmp_path) == 130
+
+
+def test_one_name_per_concept_across_verbs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fault profile, output paths and politeness are spelled the same on every verb; the
+    old spellings are rewritten (one notice line each)."""
+    from realprobe.commands.help import renamed_flags
+
+    assert renamed_flags(["sandbox", "--no-polite", "--out=x"]) == [
+        "sandbox", "--politeness", "off", "--output=x"]
+    assert renamed_flags(["mcp", "--no-politeness", "--", "--out"]) == [
+        "mcp", "--politeness", "off", "--", "--out"]
+    err = capsys.readouterr().err
+    assert err.count("is deprecated") == 3
+    flags: dict[str, set[str]] = {}
+    for verb in COMMANDS:
+        _run([verb, "--help"], capsys)
+    from realprobe.cli import LazyGroup
+
+    for group in LazyGroup._groups.values():
+        for cmd in _commands(group):
+            for p in cmd.params:
+                for opt in p.opts:
+                    flags.setdefault(p.name, set()).add(opt)
+    assert not any(o in ("--simulate", "--out", "--polite", "--no-politeness")
+                   for opts in flags.values() for o in opts)
+
+
+def _commands(group: object) -> list[object]:
+    subs = list(getattr(group, "commands", {}).values())
+    return subs + [c for s in subs for c in _commands(s)]

@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -143,6 +144,18 @@ def server_guards(
         err_console.print(f"realprobe {what}: {warning}", markup=False, highlight=False,
                           soft_wrap=True)  # one line, whatever the terminal's width
     return allowed, token
+
+
+class PolitenessChoice(StrEnum):
+    """`--politeness`, the same on every command that calls APIs."""
+
+    CATALOG = "catalog"
+    OFF = "off"
+
+
+def polite_from(choice: PolitenessChoice | None) -> bool | None:
+    """The library's `polite`: None (the default for the target), True or False."""
+    return None if choice is None else choice is PolitenessChoice.CATALOG
 
 
 def load_catalog(extra: list[Path] | None) -> Catalog:

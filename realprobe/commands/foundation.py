@@ -14,6 +14,7 @@ from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
     ModeOpt,
+    PolitenessChoice,
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
@@ -23,6 +24,7 @@ from realprobe.commands.common import (
     err_console,
     load_catalog,
     parse_kv,
+    polite_from,
     print_json,
     print_json_large,
     server_guards,
@@ -170,11 +172,12 @@ def sandbox_cmd(
             "or to a URL ({api} in it becomes the API id), faults on top.",
         ),
     ] = None,
-    polite: Annotated[
-        bool | None,
+    politeness: Annotated[
+        PolitenessChoice | None,
         typer.Option(
-            "--polite/--no-polite",
-            help="Politeness and daily budgets on upstream calls (default: on for live only).",
+            "--politeness",
+            help="Upstream calls: catalog (the catalogue's limits and daily budgets; the "
+            "default for --upstream live) or off.",
         ),
     ] = None,
     toxic: Annotated[
@@ -226,7 +229,7 @@ def sandbox_cmd(
         profile, seed=seed, latency_scale=latency_scale, host=host, port=port, catalog=cat,
         cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
         upstream=upstream,
-        polite=polite,
+        polite=polite_from(politeness),
         toxics=list(toxic or []),
         admin=admin,
         db=(db or default_db_path()) if upstream is not None else None,

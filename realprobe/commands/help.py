@@ -54,7 +54,11 @@ BY_TYPE = {"str": "TEXT", "int": "N", "float": "X", "path": "PATH", "bool": "BOO
 SECONDS = ("timeout", "interval", "jitter", "lock_timeout", "deadline", "window")
 
 #: old flag -> the name every verb uses now (kept working, with one line of notice)
-DEPRECATED_FLAGS = {"--simulate": "--profile", "--out": "--output"}
+DEPRECATED_FLAGS = {
+    "--simulate": "--profile", "--out": "--output",
+    "--polite": "--politeness catalog", "--no-polite": "--politeness off",
+    "--no-politeness": "--politeness off",
+}
 
 
 def _metavar(param: Any, ctx: Any) -> str:
@@ -122,7 +126,8 @@ def renamed_flags(args: list[str]) -> list[str]:
         if flag not in told:
             sys.stderr.write(f"note: {flag} is deprecated, use {new} (same meaning)\n")
             told.add(flag)
-        out.append(new + eq + value)
+        head, *rest = new.split()
+        out.extend([head + eq + value, *rest])
     return out
 
 

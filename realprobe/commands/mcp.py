@@ -15,6 +15,7 @@ from realprobe.commands.common import (
     CassetteOpt,
     CatalogOpt,
     ModeOpt,
+    PolitenessChoice,
     SandboxOpt,
     SeedOpt,
     TimeoutOpt,
@@ -97,12 +98,13 @@ def mcp_cmd(
         typer.Option("--vantage", help="Vantage label for stored rows (default: host name)."),
     ] = None,
     politeness: Annotated[
-        bool,
+        PolitenessChoice,
         typer.Option(
-            "--politeness/--no-politeness",
-            help="Live: hold calls to each real API to the catalogue's rate (in flight, interval).",
+            "--politeness",
+            help="Live: catalog holds calls to each real API to the catalogue's rate (in "
+            "flight, interval); off does not.",
         ),
-    ] = True,
+    ] = PolitenessChoice.CATALOG,
     catalog: CatalogOpt = None,
     task: Annotated[
         str | None,
@@ -163,7 +165,8 @@ def mcp_cmd(
     with as_flags("timeout", "port", "tools"):
         serve_mcp(
             transport=transport.value, host=host, port=port, tools=tools, target=opts,
-            db=db, timeout=timeout, vantage=vantage, polite=politeness,
+            db=db, timeout=timeout, vantage=vantage,
+            polite=politeness is PolitenessChoice.CATALOG,
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,6 +14,7 @@ from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
     ModeOpt,
+    PolitenessChoice,
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
@@ -22,6 +22,7 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
+    polite_from,
     print_json,
     transport_options,
 )
@@ -35,11 +36,6 @@ if TYPE_CHECKING:
     from realprobe.commands.tables import FitTable
     from realprobe.probes.runner import RunSummary
 
-
-
-class PolitenessChoice(StrEnum):
-    CATALOG = "catalog"
-    OFF = "off"
 
 
 ToolsOpt = Annotated[
@@ -112,10 +108,6 @@ def _politeness_lanes(
     gaps = [(lane_of[t.name], t.api.politeness.min_interval_s + t.api.politeness.jitter_s / 2)
             for t in tools for _ in range(max(rounds, 1))]
     return lanes_for(gaps), lane_of
-
-
-def _polite(choice: PolitenessChoice | None) -> bool | None:
-    return None if choice is None else choice is PolitenessChoice.CATALOG
 
 
 def _db(db: Path | None) -> Path:
@@ -281,7 +273,7 @@ def probe_cmd(
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
-                vantage=vantage, polite=_polite(politeness), concurrency=concurrency,
+                vantage=vantage, polite=polite_from(politeness), concurrency=concurrency,
                 seed=seed, catalog=cat, on_call=live, stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
@@ -366,7 +358,7 @@ def schedule_cmd(
             result = schedule(
                 chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter,
                 rounds=rounds, target=target, db=path, timeout=timeout, vantage=vantage,
-                polite=_polite(politeness), concurrency=concurrency, seed=seed, catalog=cat,
+                polite=polite_from(politeness), concurrency=concurrency, seed=seed, catalog=cat,
                 alerts=alerts, on_event=event, on_alert=err_console.print,
                 stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
             )
