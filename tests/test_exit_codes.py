@@ -184,3 +184,19 @@ def test_one_name_per_concept_across_verbs(capsys: pytest.CaptureFixture[str]) -
 def _commands(group: object) -> list[object]:
     subs = list(getattr(group, "commands", {}).values())
     return subs + [c for s in subs for c in _commands(s)]
+
+
+def test_mcp_over_stdio_with_stdin_from_a_file_or_dev_null(tmp_path: Path) -> None:
+    """No traceback, no hang: the file is served as the client's side, then EOF stops it."""
+    init = ('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":'
+            '"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n')
+    script = tmp_path / "init.jsonl"
+    script.write_text(init)
+    cmd = [sys.executable, "-c", "from realprobe.cli import main; main()", "mcp", "--profile",
+           "calm"]
+    with open(os.devnull, "rb") as empty:
+        res = subprocess.run(cmd, stdin=empty, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    with script.open("rb") as stdin:
+        res = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and '"id":1,"result"' in res.stdout, res.stderr

@@ -60,8 +60,8 @@ def run_cli(
     return code, out, err
 
 
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2, err
+def one_line_error(code: int, err: str, expected: int = 2) -> str:
+    assert code == expected, err
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1, err
     assert "Traceback" not in err
@@ -559,7 +559,7 @@ def closed_port() -> int:
 def test_call_all_with_nothing_reachable_fails(monkeypatch, capsys, loopback_only) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     code, _, err = run_cli(["call-all", "--sandbox", url, "--timeout", "2"], monkeypatch, capsys)
-    msg = one_line_error(code, err)
+    msg = one_line_error(code, err, expected=3)  # runtime failure
     assert "nothing was reachable" in msg and url in msg
 
 
@@ -570,7 +570,7 @@ def test_schedule_with_nothing_reachable_fails(tmp_path: Path, monkeypatch, caps
         ["schedule", "--every", "0.2s", "--max-runs", "2", "--tools", "catfact_fact",
          "--sandbox", url, "--timeout", "2", "--politeness", "off", "--db",
          str(tmp_path / "s.db")], monkeypatch, capsys)
-    msg = one_line_error(code, err)
+    msg = one_line_error(code, err, expected=3)  # runtime failure
     assert "nothing was reachable in any of the 2 rounds" in msg
 
 
@@ -584,7 +584,7 @@ def test_task_batch_lost_to_an_unreachable_llm_fails_once(
          "--base-url", base, "--model", "m", "--profile", "calm", "--db",
          str(tmp_path / "t.db"), "--llm-timeout", "2"],
         monkeypatch, capsys)
-    msg = one_line_error(code, err)
+    msg = one_line_error(code, err, expected=3)  # runtime failure
     assert "failed on infrastructure" in msg and "LLM endpoint" in msg
     assert err.count("LLM endpoint") == 1
 

@@ -38,7 +38,7 @@ NON_NEGATIVE = _check(lambda v: _finite(v) and v >= 0, "must be a number >= 0")
 UPSTREAM = _check(
     lambda v: v == "live" or (isinstance(v, str) and v.startswith(("http://", "https://"))
                               and len(v) > 8),
-    "must be live or an http(s) URL: expected live or a URL like http://127.0.0.1:8765",
+    "must be live or an http(s) URL: expected a URL like http://127.0.0.1:8765, or live",
 )
 URL = _check(
     lambda v: isinstance(v, str) and v.startswith(("http://", "https://")) and len(v) > 8,

@@ -152,9 +152,7 @@ def mcp_cmd(
         handler.addFilter(LogScrubber())
     opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
     if transport is McpTransport.STDIO and _stdin_is_a_file():
-        log_to_stderr("realprobe mcp: stdin is a file or /dev/null, not a client: nothing to "
-                      "serve (an MCP client starts `realprobe mcp` with a pipe)")
-        return
+        _stdin_through_a_pipe()
 
     def ready(where: str, what: str) -> None:
         if where == "stdio":
@@ -178,6 +176,26 @@ def mcp_cmd(
 
     if transport is McpTransport.HTTP and last_signal() == signal.SIGINT:
         raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
+
+
+def _stdin_through_a_pipe() -> None:
+    """Serve stdio from a pipe fed with stdin's file (a JSON-RPC script, or nothing for
+    /dev/null): the event loop can watch a pipe but not a file, and at the file's end the
+    pipe closes, so the server sees EOF and stops."""
+    import os
+    import shutil
+    import threading
+
+    read_end, write_end = os.pipe()
+    source = os.dup(0)
+    os.dup2(read_end, 0)
+    os.close(read_end)
+
+    def copy() -> None:
+        with os.fdopen(source, "rb") as src, os.fdopen(write_end, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+
+    threading.Thread(target=copy, name="stdin-copy", daemon=True).start()
 
 
 def _stdin_is_a_file() -> bool:
