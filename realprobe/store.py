@@ -130,6 +130,8 @@ PROBES_COLUMNS: dict[str, Any] = {
     #: the `X-Request-Id` the sandbox echoed for this call (pairs a row with its journal
     #: entry; schema 5)
     "request_id": str,
+    #: schema 6: signs of an implicit fault in an `ok` answer (drift, empty, stale; comma-joined)
+    "implicit": str,
 }
 
 
@@ -683,6 +685,7 @@ def probe_row(
     source: str = "probe",
     target: Target | None = None,
     virtual_s: float | None = None,
+    implicit: str | None = None,
 ) -> dict[str, Any]:
     """The `probes` row of one finished call (PROBES_COLUMNS). `started_wall` is the real
     moment the call started; `virtual_s` its place on a simulated run's virtual clock."""
@@ -716,6 +719,7 @@ def probe_row(
         "target": target.label,
         "virtual_s": virtual_s,
         "request_id": result.request_id,
+        "implicit": implicit,
         **_phase_cells(result.phases),
     }
 
@@ -768,12 +772,16 @@ def check_started_ts(value: object, now: float | None = None) -> float:
     """A row's start: a finite epoch-seconds number, not after now (plus a small skew)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RowRefused("bad_time", f"started_ts {str(value)[:40]!r} is not a number")
-    ts = float(value)
+    ts = float(value) if _finite(value) else math.inf
     if not math.isfinite(ts) or ts < 0:
         raise RowRefused("bad_time", f"started_ts {ts!r} is not a time")
     limit = (time.time() if now is None else now) + FUTURE_SKEW_S
     if ts > limit:
-        raise RowRefused("future_time", f"row stamped in the future ({iso_utc(ts)})")
+        try:
+            when = iso_utc(ts)
+        except (ValueError, OverflowError, OSError):  # past the calendar datetime knows
+            when = f"{ts:g} s after 1970"
+        raise RowRefused("future_time", f"row stamped in the future ({when})")
     return ts
 
 
@@ -782,7 +790,7 @@ def _number(key: str, value: object) -> float | int | None:
         return None
     if isinstance(value, bool):
         return int(value)
-    if not isinstance(value, int | float) or not math.isfinite(value):
+    if not isinstance(value, int | float) or not _finite(value):
         raise RowRefused("bad_number", f"{key} {str(value)[:40]!r} is not a finite number")
     if key in _INTS:
         if value != int(value):
@@ -791,6 +799,13 @@ def _number(key: str, value: object) -> float | int | None:
     if key in _NON_NEGATIVE and value < 0:
         raise RowRefused("bad_number", f"{key} {value!r} is negative")
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past any float
+        return False
 
 
 def _text(key: str, value: object) -> str | None:
@@ -850,6 +865,53 @@ def check_probe_row(row: dict[str, Any], now: float | None = None) -> dict[str, 
     out.pop("id", None)
     out["row_key"] = row_key(out)
     return out
+
+
+def check_table_row(
+    row: dict[str, Any], columns: dict[str, Any], what: str, now: float | None = None
+) -> dict[str, Any]:
+    """A row of another table (task runs and steps) as stored, or `RowRefused`: the same
+    rules as a probe row where they apply. Known columns only, finite numbers of the
+    column's type, a start (`started_at`, ISO time) not in the future, known kinds and
+    sources; text is cut at MAX_TEXT (the caller scrubs secrets first, so nothing half a
+    secret survives the cut)."""
+    extra = row.keys() - columns.keys()
+    if extra:
+        raise RowRefused("unknown_column", f"unknown {what} columns: {sorted(extra)[:5]}")
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if value is None:
+            out[key] = None
+        elif columns[key] in (int, float):
+            out[key] = _typed_number(what, key, value, columns[key])
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            out[key] = text[:MAX_TEXT]
+    started = out.get("started_at")
+    if started is not None:
+        try:
+            ts = dt.datetime.fromisoformat(str(started).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            why = f"{what} started_at {started[:40]!r} is not a time"
+            raise RowRefused("bad_time", why) from None
+        check_started_ts(ts, now)
+    if out.get("target_kind") not in (None, *KNOWN_KINDS):
+        raise RowRefused("unknown_kind", f"{what} target_kind {out['target_kind'][:40]!r}")
+    if out.get("source") not in (None, *SOURCES):
+        raise RowRefused("unknown_source", f"{what} source {out['source'][:40]!r}")
+    return out
+
+
+def _typed_number(what: str, key: str, value: object, kind: type) -> int | float:
+    if isinstance(value, bool):
+        value = int(value)
+    if not isinstance(value, int | float) or not _finite(value):
+        raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number")
+    if kind is int:
+        if value != int(value):
+            raise RowRefused("bad_number", f"{what} {key} {value!r} is not a whole number")
+        return int(value)
+    return value
 
 
 def row_key(row: dict[str, Any]) -> str:

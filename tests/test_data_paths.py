@@ -69,9 +69,14 @@ def test_every_reader_reads_the_same_rows_under_any_folder_name(
     res = _cli("alert", "check", str(rules), "--db", str(db), "--dry-run", cwd=tmp_path)
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert "agify_age" in res.stdout
+    res = _cli("stats", "--db", str(db), "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert sum(t["success"]["n"] for t in json.loads(res.stdout)["tools"]) == 50
+    res = _cli("report", "--db", str(db), "--format", "md", "-o", "r.md", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
     out = merge([db], tmp_path / "all.db")
     assert out.rows_added == 50
-    assert _files(tmp_path) - before == {"rules.json", "all.db"}
+    assert _files(tmp_path) - before == {"rules.json", "all.db", "r.md"}
 
 
 def test_read_only_refuses_clearly_and_creates_nothing(tmp_path: Path) -> None:
@@ -119,6 +124,15 @@ def test_the_alert_rules_p95_is_the_p95_of_stats(tmp_path: Path) -> None:
     fired = evaluate(db, AlertConfig(rules=[rule]), now)
     assert len(fired) == 1 and fired[0].value == pytest.approx(p95, rel=1e-9)
     assert "censored fit" in fired[0].message
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from realprobe.monitor.exporter import Exporter
+
+    scraped = [
+        s.value for f in text_string_to_metric_families(Exporter(db).metrics().decode())
+        for s in f.samples if s.name == "realprobe_latency_p95_seconds"
+    ]
+    assert scraped == [pytest.approx(p95 / 1000, rel=1e-9)]  # the exporter's p95 too
 
 
 # -- one write path ------------------------------------------------------------------------
@@ -134,6 +148,9 @@ def _row(**over: object) -> dict[str, object]:
 
 @pytest.mark.parametrize(("over", "reason"), [
     ({"started_ts": time.time() + 86400 * 365 * 900}, "future_time"),
+    ({"started_ts": 1e300}, "future_time"),
+    ({"latency_ms": 10**400}, "bad_number"),
+    ({"started_ts": 10**400}, "bad_time"),
     ({"started_ts": float("nan")}, "bad_time"),
     ({"started_ts": "yesterday"}, "bad_time"),
     ({"latency_ms": float("inf")}, "bad_number"),
@@ -290,3 +307,22 @@ def test_the_front_door_runs_no_sql() -> None:
         text = inspect.getsource(module)
         for word in ("SELECT ", "execute(", "sqlite3", "read_only("):
             assert word not in text, (module.__name__, word)
+
+
+def test_a_run_claimed_by_another_source_cannot_take_back_the_honest_rows(
+    tmp_path: Path,
+) -> None:
+    honest, hostile = tmp_path / "honest.db", tmp_path / "hostile.db"
+    t0 = time.time() - 1200
+    write_rows(honest, "agify_age", "o" * 30, run_id="n1", vantage="berlin", t0=t0)
+    with Store(honest) as store:
+        run = store.run("n1")
+    with Store(hostile) as store:  # the same run, claimed, and marked excluded
+        store.start_run({**run, "excluded": 1, "status": "local_network_failure"})
+    out = tmp_path / "all.db"
+    merge([hostile, honest], out)
+    agg = Aggregator(out)
+    agg.refresh()
+    agg.refresh()
+    assert agg.rows_seen == 30
+    assert sum(s.window(t0 - 60)[0] for s in agg.series.values()) == 30

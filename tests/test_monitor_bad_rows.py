@@ -114,3 +114,36 @@ def test_labels_come_from_closed_sets_and_what_is_folded_is_counted(
     dropped = {s[1]["label"]: s[2] for s in samples
                if s[0] == "realprobe_labels_dropped_total"}
     assert dropped["code"] >= 1 and dropped["tls"] >= 150
+
+
+def test_a_cached_probe_answer_skips_bad_rows(tmp_path: Path) -> None:
+    from prometheus_client import generate_latest
+
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.adapters.spec import ApiSpec
+    from realprobe.clients import Mode, TransportOptions
+    from realprobe.monitor.blackbox import BlackboxProber
+
+    api = ApiSpec.model_validate({
+        "id": "local", "name": "Local", "docs_url": "https://example.org", "category": "Test",
+        "base_url": "http://127.0.0.1:9", "https": False,
+        "politeness": {"min_interval_s": 3600, "jitter_s": 0, "daily_budget": 5},
+        "tools": [{"name": "local_get", "title": "t", "description": "d", "path": "/v",
+                   "output": {"v": {"from": "v", "type": "integer"}}, "examples": [{}],
+                   "fixtures": [{"body": '{"v": 1}', "source": "test"}]}],
+    })
+    db = tmp_path / "p.db"
+    Store(db).close()
+    prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db, timeout_s=2)
+    assert prober.probe("local_get").cached is None  # refused at connect, stored
+    base = {"run_id": "evil", "tool": "local_get", "api": "local", "vantage": "evil"}
+    _raw(db, [
+        {**base, "started_ts": 32503680000.0, "outcome": "ok", "latency_ms": 1.0},
+        {**base, "started_ts": "zzz", "outcome": "ok", "latency_ms": 1.0},
+        {**base, "started_ts": time.time(), "outcome": "error", "latency_ms": "slow",
+         "error_code": "MADE_UP", "http_status": "x", "redirects": "{not json"},
+    ])
+    answer = prober.probe("local_get")
+    text = generate_latest(answer.registry).decode()
+    assert answer.cached == "politeness" and "probe_success 0.0" in text
+    assert 'realprobe_probe_error{code="OPERATION_FAILED"} 1.0' in text

@@ -110,8 +110,10 @@ def test_a_429_with_retry_after_pauses_every_run_then_they_go_on(
     assert all(r.row["outcome"] != "error" for r in out), [r.row["infra_error"] for r in out]
     first_429 = slow_llm.times[0]
     later = [t for t in slow_llm.times[1:] if t - first_429 < 0.9]
-    # the runs that were already in flight may have been sent; none after the pause began
-    assert len(later) <= 2
+    # the two other runs may send both of their requests before this process has read the
+    # 429 (on a loaded machine it can be read late); the run that got it, and every request
+    # after the pause began, wait: at most 2 x 2 early requests, never the 429'd run's retry
+    assert len(later) <= 4
     assert len(slow_llm.requests) == 1 + 3 * 2
 
 

@@ -14,6 +14,8 @@ from realprobe.commands.common import (
     AuthTokenEnvOpt,
     CassetteOpt,
     CatalogOpt,
+    FaultPlanOpt,
+    FaultRateOpt,
     ModeOpt,
     PolitenessChoice,
     SandboxOpt,
@@ -47,12 +49,14 @@ def build_transport_options(
     cassette: Path | None,
     seed: int,
     real_time: bool,
+    fault_plan: str | None = None,
+    fault_rate: float | None = None,
 ) -> TransportOptions:
     from realprobe.clients import TransportOptions
 
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
-        real_time=real_time,
+        real_time=real_time, fault_plan=fault_plan, fault_rate=fault_rate,
     ).normalised()
 
 
@@ -81,6 +85,8 @@ def mcp_cmd(
         ),
     ] = None,
     seed: SeedOpt = 0,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
     real_time: Annotated[
         bool,
         typer.Option(
@@ -150,7 +156,9 @@ def mcp_cmd(
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
-    opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
+    opts = build_transport_options(
+        mode, sandbox, profile, cassette, seed, real_time, fault_plan, fault_rate
+    )
     if transport is McpTransport.STDIO and _stdin_is_a_file():
         _stdin_through_a_pipe()
 

@@ -196,9 +196,10 @@ class Aggregator:
                 if "probes" not in names:
                     return
                 cols = self._probe_columns(conn)
+                counted_up_to = self.last_id
                 self._read_new(conn, cols)
                 if "probe_runs" in names:
-                    self._take_back_excluded(conn, cols)
+                    self._take_back_excluded(conn, cols, counted_up_to)
                 self._prune()
                 self.last_error = None
             except sqlite3.Error as exc:
@@ -296,14 +297,20 @@ class Aggregator:
                 self._tls_seen(api, expires, issuer, ts)
         self.last_id = int(top)
 
-    def _take_back_excluded(self, conn: sqlite3.Connection, cols: set[str]) -> None:
+    def _take_back_excluded(self, conn: sqlite3.Connection, cols: set[str],
+                            counted_up_to: int) -> None:
+        """Rows of runs marked excluded since the last refresh leave the windows: only rows
+        counted before (ids up to `counted_up_to`) that are themselves marked excluded, so a
+        run row claiming another run's id (a hostile merge source) cannot take back rows the
+        store kept, and rows that arrived already excluded are not taken back twice."""
         runs = {r[0] for r in conn.execute("SELECT id FROM probe_runs WHERE excluded = 1")}
         new = runs - self.excluded_runs
         extra, params = self._where_source(cols)
         for run_id in sorted(new):
             for row in conn.execute(
-                self._select(cols) + f" WHERE run_id = ? AND id <= ?{extra}",
-                [run_id, self.last_id, *params],
+                self._select(cols) + " WHERE run_id = ? AND id <= ? "
+                f"AND COALESCE(excluded, 0) = 1{extra}",
+                [run_id, counted_up_to, *params],
             ):
                 self._apply(row, -1)
         self.excluded_runs |= new

@@ -34,9 +34,13 @@ baseline = "7d"
 ```
 
 Every rule may name `tools` (default: every tool with rows) and a `target` kind (default
-`live`). Each (rule, tool) pair is one alert whose state lives in the database's
-`alert_state` table: a notification goes out when it starts firing and once when it
-resolves, never again while it keeps firing, so a check run every minute does not spam.
+`live`). Rules read their rows like every reader does (`loading.conditions`), and `p95_above`
+takes its p95 from the statistics code behind `realprobe stats`. Each (rule, tool) pair is one
+alert whose state lives in the database's `alert_state` table: it is sent when it starts
+firing, once when it resolves, and again while it keeps firing only after `repeat_interval`
+(top level of the file, default 4h), so a check run every minute does not spam. As in
+Alertmanager, a check sends one notification per webhook with every alert grouped in it,
+to all webhooks at once, each delivery within its `timeout_s` in total.
 """
 
 from __future__ import annotations

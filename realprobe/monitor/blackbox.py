@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import math
 import threading
 import time
 import uuid
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
+from pydantic import ValidationError
 
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
@@ -38,8 +40,17 @@ from realprobe.clients import TransportOptions, make_client
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates, HostLimiter, host_key
+from realprobe.probes.loading import conditions, probe_columns
 from realprobe.probes.politeness import PolitenessConfig
-from realprobe.store import RUN_RUNNING, Store, default_vantage, iso_utc, probe_row
+from realprobe.store import (
+    KNOWN_CODES,
+    RUN_RUNNING,
+    Store,
+    default_vantage,
+    iso_utc,
+    probe_row,
+    read_only,
+)
 from realprobe.target import Target
 from realprobe.version import __version__
 
@@ -175,17 +186,27 @@ class BlackboxProber:
             ))
 
     def _from_store(self, tool: Tool, reason: str) -> CollectorRegistry:
-        with Store(self.db_path) as store:
-            row = store.conn.execute(
-                "SELECT * FROM probes WHERE tool = ? AND COALESCE(excluded, 0) = 0 "
-                "AND target_kind = ? ORDER BY started_ts DESC, id DESC LIMIT 1",
-                [tool.name, self.target.kind.value],
-            ).fetchone()
-            names = [d[0] for d in store.conn.execute("SELECT * FROM probes LIMIT 0").description]
+        """The last stored call of `tool` (of this target kind, selected like every reader
+        selects rows: a row whose start is not a time never answers)."""
+        conn = read_only(self.db_path)
+        try:
+            where, params = conditions(probe_columns(conn), None, None, [tool.name],
+                                       [self.target.kind.value], None)
+            cur = conn.execute(
+                f"SELECT * FROM probes WHERE {where} ORDER BY started_ts DESC, id DESC LIMIT 1",
+                params,
+            )
+            row, names = cur.fetchone(), [d[0] for d in cur.description]
+        finally:
+            conn.close()
         if row is None:
             return _registry_for(None, cached=reason, age_s=None)
         stored = dict(zip(names, row, strict=True))
-        return _registry_for(_result_of(tool, stored), cached=reason,
+        try:
+            result = _result_of(tool, stored)
+        except ValidationError:  # a row no call could have made: answered as no call
+            return _registry_for(None, cached=reason, age_s=None)
+        return _registry_for(result, cached=reason,
                              age_s=max(0.0, time.time() - float(stored["started_ts"] or 0)))
 
     def close(self) -> None:
@@ -209,19 +230,35 @@ def _learn(lim: HostLimiter, result: ToolResult) -> None:
 
 
 def _result_of(tool: Tool, row: dict[str, Any]) -> ToolResult:
-    phases = {v: row.get(v) or 0.0 for v in PHASES.values()}
-    phases["tls_expires_ts"] = row.get("tls_expires_ts")
+    """A stored row as the result it recorded; a cell that is not what the column holds
+    (a row written around the store's checks) reads as missing, never as a failed scrape."""
+    phases: dict[str, Any] = {v: _num(row.get(v)) or 0.0 for v in PHASES.values()}
+    phases["tls_expires_ts"] = _num(row.get("tls_expires_ts"))
     ok = row.get("outcome") == "ok"
+    code = row.get("error_code")
+    try:
+        redirects = json.loads(row["redirects"]) if row.get("redirects") else []
+    except (TypeError, ValueError):
+        redirects = []
+    status = row.get("http_status")
     return ToolResult.model_validate({
-        "tool": tool.name, "ok": ok, "latency_ms": row.get("latency_ms") or 0.0,
-        "http_status": row.get("http_status"), "bytes": row.get("bytes") or 0,
+        "tool": tool.name, "ok": ok, "latency_ms": _num(row.get("latency_ms")) or 0.0,
+        "http_status": status if isinstance(status, int) and 100 <= status <= 599 else None,
+        "bytes": int(_num(row.get("bytes")) or 0),
         "phases": phases,
-        "redirects": json.loads(row["redirects"]) if row.get("redirects") else [],
+        "redirects": redirects if isinstance(redirects, list) else [],
         "error": None if ok else {
-            "code": row.get("error_code") or "OPERATION_FAILED",
-            "message": row.get("detail") or "",
+            "code": code if code in KNOWN_CODES else "OPERATION_FAILED",
+            "message": str(row.get("detail") or ""),
         },
     })
+
+
+def _num(value: object) -> float | None:
+    """A finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def _registry_for(result: ToolResult | None, *, cached: str | None, age_s: float | None

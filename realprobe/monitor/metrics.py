@@ -66,7 +66,7 @@ class ProbeCollector(Collector):
         self.window_s = window_s
         self.budgets = budgets or {}
         self.clock = clock
-        self._p95_cache: tuple[tuple[int, int], dict[tuple[str, str], float]] | None = None
+        self._p95_cache: tuple[int, dict[tuple[str, str], float]] | None = None
 
     def describe(self) -> list[Any]:
         return []  # unchecked collector: families depend on the data
@@ -84,9 +84,9 @@ class ProbeCollector(Collector):
         yield from self._health()
 
     def _p95(self, now: float) -> GaugeMetricFamily:
-        """p95 per tool and kind over the window, from probes/stats.py (recomputed when rows
-        arrived or the window moved by a minute)."""
-        key = (self.agg.last_id, int(now // 60))
+        """p95 per tool and kind over the window, from probes/stats.py (recomputed at most
+        once a minute: a scrape stays a fold of the new rows, not a read of the window)."""
+        key = int(now // 60)
         if self._p95_cache is None or self._p95_cache[0] != key:
             self._p95_cache = (key, window_p95(self.agg, now - self.window_s))
         family = GaugeMetricFamily(

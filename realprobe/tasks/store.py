@@ -11,11 +11,18 @@ from typing import Any
 
 from realprobe.errors import RealprobeError
 from realprobe.secrets import scrub_row
-from realprobe.store import Store, default_vantage, schema_version, set_schema_version
+from realprobe.store import (
+    Store,
+    check_table_row,
+    default_vantage,
+    schema_version,
+    set_schema_version,
+)
 
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
-#: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics)
-TASK_SCHEMA_VERSION = 4
+#: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics;
+#: 5 the fault labels: who caused each step's fault, and of what kind)
+TASK_SCHEMA_VERSION = 5
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -68,6 +75,11 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     "chain_f1": float,
     "kendall_tau": float,
     "graph_f1": float,
+    # schema 5: faults the agent did not cause (injected, or a real API's own), by kind
+    "tool_faults": int,
+    "fault_kinds": str,  # JSON {explicit-transient: n, implicit-permanent: n, ...}
+    "fault_plan": str,
+    "fault_rate": float,
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
@@ -88,6 +100,10 @@ TASK_STEPS_COLUMNS: dict[str, Any] = {
     "latency_ms": float,
     "result": str,  # JSON of the data (truncated)
     "target_kind": str,  # schema 2
+    # schema 4
+    "fault_origin": str,  # injected | upstream | agent (null: no fault)
+    "fault_kind": str,  # explicit|implicit - transient|permanent
+    "fault_variant": str,
 }
 
 
@@ -142,8 +158,10 @@ class TaskStore:
         row = {k: json.dumps(v) if isinstance(v, list | dict) else v for k, v in row.items()}
         row.setdefault("source", "task")
         row.setdefault("vantage", default_vantage())
+        row = check_table_row(row, TASK_RUNS_COLUMNS, "task run")  # the store's row rules
         kind = row.get("target_kind")
-        steps = [{"target_kind": kind, **s} for s in steps]
+        steps = [check_table_row({"target_kind": kind, **s}, TASK_STEPS_COLUMNS, "task step")
+                 for s in steps]
         with self.db.conn:
             key = row.get("resume_key")
             if key:  # a run replaces an earlier attempt that failed on infrastructure
