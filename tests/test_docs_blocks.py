@@ -19,11 +19,12 @@ fast:
 - fast settings: `--rounds 1`, `--politeness off` against the sandbox, `rounds=2` in Python,
   a schedule runs one round at once (`--every 0.1s --max-runs 1`, also for `--cron`), drift
   compares the last day with itself;
-- not run: `cassette recover` (it needs a recording killed mid-run), lines that reach the
-  real APIs (a comment starting with `live` or mentioning the
-  internet, an `https://` URL, `record-fixtures`, a call or probe without `--sandbox`,
-  `--profile` or `--mode replay`), and lines that need an LLM endpoint (`--agent openai`) or
-  Ray (`--executor ray`).
+- not run: `cassette recover` (it needs a recording killed mid-run), `sweep` (the example
+  sweep file's models are LLM endpoints), lines that reach the
+  real APIs (a comment starting with `live` or mentioning the internet, an `https://` URL,
+  `record-fixtures`, a call or probe without `--sandbox`, `--profile`, `--fault-plan` or
+  `--mode replay`), and lines that need an LLM endpoint (`--agent openai`) or Ray
+  (`--executor ray`).
 
 Exit codes 0 and 1 (a finding, e.g. a forced fault or a firing alert) pass; 2 or 3 fail.
 """
@@ -163,7 +164,10 @@ def not_run_because(argv: list[str], comment: str) -> str | None:
         return "needs Ray"
     if "recover" in argv:
         return "needs a recording killed mid-run"
-    offline = {"--sandbox", "--profile", "--simulate"} & set(argv) or "replay" in argv
+    if verb == "sweep":
+        return "the example sweep file's models are LLM endpoints"
+    offline = {"--sandbox", "--profile", "--simulate", "--fault-plan"} & set(argv) or (
+        "replay" in argv)
     if verb in LIVE_VERBS and "--list" not in argv and not offline:
         return "reaches the real APIs"
     return None
@@ -266,6 +270,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
         _rp("run", "travel_briefing", "pet_newsletter", "--profile", profile, "--repeat", "2",
             "--db", "eval.db", env=env, cwd=base)
     (base / "prices.toml").write_text(_toml_block("tasks.md", '["qwen2.5-7b-instruct"]'))
+    (base / "plans").mkdir()
+    (base / "plans" / "cat-dies.toml").write_text(
+        _toml_block("faults.md", 'format = "realprobe-fault-plan/1"     # optional'))
     alerts = _toml_block("monitoring.md", "# alerts.toml")
     (base / "alerts.toml").write_text(re.sub(r'url = "https://[^"]*"',
                                              'url = "http://127.0.0.1:9/hook"', alerts))
