@@ -158,3 +158,24 @@ def test_every_command_table_reads_at_width(
     text = buf.getvalue()
     for table in printed:
         _intact(table, text, width)
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_sweep_models_side_by_side_keep_their_names(
+    width: int, printed: list[FitTable], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from realprobe.commands.sweep import print_compare
+
+    buf = io.StringIO()
+    monkeypatch.setattr(common.console, "_console",
+                        Console(file=buf, width=width, soft_wrap=True, color_system=None))
+    rows = [{"model": name, "agent": "scripted", "target": "simulate:published", "runs": 120,
+             "infra_errors": 0, "full_rate": 0.5, "full_ci95": [0.41, 0.59],
+             "partial_rate": 0.3, "partial_ci95": [0.22, 0.39], "pass^k": {1: 0.5, 3: 0.21},
+             "recovery_rate": 0.6, "recovery_ci95": [0.5, 0.7]}
+            for name in ("scripted-small-model", "scripted-large-model")]
+    print_compare(rows)
+    text = buf.getvalue()
+    assert "scripted-small-model" in text and "scripted-large-model" in text
+    for table in printed:
+        _intact(table, text, width)
