@@ -483,15 +483,22 @@ class Store:
             raise db_error(self.path, exc) from exc
 
     def _quarantine(self, rows: list[tuple[float, str, str, str, str]]) -> None:
+        """Keep refused rows once: the same row refused for the same reason again (a merge
+        run twice, or the same file under another name) is not added again."""
         if not rows:
             return
         table = self.db.table(QUARANTINE_TABLE)
         with self.conn:
             if not table.exists():
                 table.create(QUARANTINE_COLUMNS, pk="id")
+            self.conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {QUARANTINE_TABLE}_row "
+                f"ON {QUARANTINE_TABLE} (row)"
+            )
             self.conn.executemany(
                 f"INSERT INTO {QUARANTINE_TABLE} (ts, origin, reason, message, row) "
-                "VALUES (?, ?, ?, ?, ?)", rows,
+                f"SELECT ?, ?, ?, ?, ?5 WHERE NOT EXISTS (SELECT 1 FROM {QUARANTINE_TABLE} "
+                "WHERE row = ?5 AND reason = ?3)", rows,
             )
 
     def probes_for_run(self, run_id: str) -> list[dict[str, Any]]:

@@ -219,6 +219,20 @@ def test_merge_quarantines_what_the_store_refuses_and_says_so_per_kind(tmp_path:
         assert conn.execute("SELECT COUNT(*) FROM probes_quarantine").fetchone()[0] == 5
 
 
+def test_a_refused_row_is_quarantined_once_however_often_it_is_merged(tmp_path: Path) -> None:
+    src = tmp_path / "hostile.db"
+    bad = [_row(round=90, started_ts=32503680000.0), _row(round=93, latency_ms=float("inf"))]
+    _raw_db(src, [_row(round=1, started_ts=time.time() - 60), *bad])
+    copy = tmp_path / "same-file-other-name.db"
+    copy.write_bytes(src.read_bytes())
+    out = tmp_path / "all.db"
+    for source in (src, src, copy):
+        assert merge([source], out).sources[0].rows_refused == {
+            "future_time": 1, "bad_number": 1}
+    with sqlite3.connect(out) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM probes_quarantine").fetchone()[0] == 2
+
+
 def test_a_source_cannot_shadow_another_by_claiming_its_keys(tmp_path: Path) -> None:
     honest, hostile = tmp_path / "honest.db", tmp_path / "hostile.db"
     t0 = time.time() - 3000
