@@ -89,7 +89,19 @@ SimulateOpt = Annotated[
         "--simulate", help="Simulate in process under this profile (file or calm|published|harsh)."
     ),
 ]
-ModeOpt = Annotated[Mode, typer.Option("--mode", help="live, record, replay or simulate.")]
+
+
+def _mode(value: str | Mode) -> Mode:
+    """`--mode` read by the library's one parser (any case, the library's message)."""
+    try:
+        return Mode.parse(value)
+    except RealprobeError as exc:
+        raise RealprobeError(str(exc), param="mode") from None
+
+
+ModeOpt = Annotated[
+    Mode, typer.Option("--mode", parser=_mode, help="live, record, replay or simulate.")
+]
 CassetteOpt = Annotated[
     Path | None, typer.Option("--cassette", help="Cassette file for --mode record|replay.")
 ]
