@@ -670,17 +670,21 @@ def sweep(
     catalog: Sequence[str | Path] = (),
     on_planned: Callable[[int, int], None] | None = None,
     on_done: Callable[[Any], None] | None = None,
+    fault_plans: Sequence[str] | None = None,
+    lambdas: Sequence[float] | None = None,
 ) -> SweepResult:
     """Run a sweep file (models x agents x targets x tasks x prompts x repeats) into one
     database (default: the default database), then compare every run it holds. `resume`
     skips runs already stored complete; `on_planned(total, skipped)` and `on_done(run)`
-    report progress."""
+    report progress. `fault_plans` / `lambdas` (fault rates) replace the file's: each
+    simulate target runs under each plan at each rate."""
     from realprobe.tasks.sweep import run_sweep_file
 
     return run_sweep_file(
         Path(file), None if db is None else Path(db), catalog_paths=[Path(c) for c in catalog],
         resume=resume, executor=executor, concurrency=concurrency, address=address,
         on_planned=on_planned, on_done=on_done,
+        fault_plans=list(fault_plans or []), lambdas=list(lambdas or []),
     )
 
 

@@ -39,6 +39,7 @@ from realprobe.http.transports import (
     live_transport,
     sync_live_transport,
 )
+from realprobe.simulator.plans import FaultPlan, load_plan
 from realprobe.simulator.profile import DEFAULT_PROFILE, Profile, resolve_profile
 from realprobe.simulator.render import FAULT_PREFIX, is_variant, known_variants
 from realprobe.target import Target
@@ -60,6 +61,10 @@ class TransportOptions:
     scrub: bool = True
     #: none|once|new_episodes|all (vcrpy's record modes); decides record or replay itself
     record_mode: str | None = None
+    #: simulate: a fault plan (built-in name, file, or FaultPlan) applied over the profile
+    fault_plan: str | Path | FaultPlan | None = None
+    #: simulate: every tool's failure share set to this (Profile.scaled)
+    fault_rate: float | None = None
 
     def __post_init__(self) -> None:
         # `mode="simulate"` (a plain string) must mean Mode.SIMULATE, and a typo must fail
@@ -82,7 +87,10 @@ class TransportOptions:
             mode = self._mode_for_record_mode()
         if self.sandbox is not None:
             check_sandbox_url(self.sandbox)
-        if self.profile is not None and mode is Mode.LIVE and self.sandbox is None:
+        profile = self.profile
+        if self._check_faults(mode) and profile is None and mode is Mode.LIVE:
+            profile = "calm"  # a fault plan or fault rate alone: on calm tools
+        if profile is not None and mode is Mode.LIVE and self.sandbox is None:
             mode = Mode.SIMULATE
         if self.sandbox and (mode is Mode.SIMULATE or self.profile is not None):
             raise RealprobeError(
@@ -103,7 +111,6 @@ class TransportOptions:
             raise RealprobeError(
                 f"mode {mode.value} needs cassette=PATH", param=("mode", "cassette")
             )
-        profile = self.profile
         if mode is Mode.SIMULATE and profile is None:
             profile = DEFAULT_PROFILE
         if profile is not None and not isinstance(profile, Profile):
@@ -115,6 +122,25 @@ class TransportOptions:
                 param="real_time",
             )
         return replace(self, mode=mode, profile=profile)
+
+    def _check_faults(self, mode: Mode) -> bool:
+        """Whether a fault plan or fault rate is set (checked: they apply in process)."""
+        if self.fault_plan is None and self.fault_rate is None:
+            return False
+        if self.sandbox is not None or mode is Mode.REPLAY:
+            raise RealprobeError(
+                "fault_plan / fault_rate apply to the in-process simulator; a sandbox takes "
+                "its own (give them to the sandbox when it starts)",
+                param=("fault_plan", "fault_rate"),
+            )
+        rate = self.fault_rate
+        if rate is not None and not (isinstance(rate, int | float) and 0 <= rate <= 1):
+            raise RealprobeError(
+                f"fault_rate {rate!r}: expected a share between 0 and 1", param="fault_rate"
+            )
+        if self.fault_plan is not None:
+            load_plan(self.fault_plan)  # a bad name or file fails here, before anything runs
+        return True
 
     def _mode_for_record_mode(self) -> Mode:
         from realprobe.cassettes.session import RECORD_MODES
@@ -175,12 +201,14 @@ def base_transport(
 ) -> httpx.AsyncBaseTransport:
     """The transport that really answers: network, sandbox or simulator."""
     if opts.mode is Mode.SIMULATE:
+        profile = resolve_profile(opts.profile)
         return SimulateTransport(
             catalog,
-            resolve_profile(opts.profile),
+            profile.scaled(opts.fault_rate) if opts.fault_rate is not None else profile,
             seed=opts.seed,
             clock=clock,
             real_time=opts.real_time,
+            plan=load_plan(opts.fault_plan) if opts.fault_plan is not None else None,
         )
     if opts.sandbox:
         return SandboxRouter(opts.sandbox, origins_of(catalog), live_transport())

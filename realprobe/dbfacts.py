@@ -20,8 +20,9 @@ def busy_timeout_s() -> float:
 
 #: version of the probe tables, kept in `realprobe_meta`; 1 is the schema before the
 #: provenance columns (no meta table), 3 added the phase timing and TLS columns, 4 the row key
-#: (every row's idempotency key, unique), 5 the request id a sandbox echoes
-SCHEMA_VERSION = 5
+#: (every row's idempotency key, unique), 5 the request id a sandbox echoes, 6 the implicit-fault
+#: signs of successful calls
+SCHEMA_VERSION = 6
 META_TABLE = "realprobe_meta"
 
 RUN_RUNNING = "running"  # still going, or the process was killed (no end time)

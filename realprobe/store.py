@@ -130,6 +130,8 @@ PROBES_COLUMNS: dict[str, Any] = {
     #: the `X-Request-Id` the sandbox echoed for this call (pairs a row with its journal
     #: entry; schema 5)
     "request_id": str,
+    #: schema 6: signs of an implicit fault in an `ok` answer (drift, empty, stale; comma-joined)
+    "implicit": str,
 }
 
 
@@ -690,6 +692,7 @@ def probe_row(
     source: str = "probe",
     target: Target | None = None,
     virtual_s: float | None = None,
+    implicit: str | None = None,
 ) -> dict[str, Any]:
     """The `probes` row of one finished call (PROBES_COLUMNS). `started_wall` is the real
     moment the call started; `virtual_s` its place on a simulated run's virtual clock."""
@@ -723,6 +726,7 @@ def probe_row(
         "target": target.label,
         "virtual_s": virtual_s,
         "request_id": result.request_id,
+        "implicit": implicit,
         **_phase_cells(result.phases),
     }
 

@@ -89,12 +89,18 @@ def test_reliabilitybench_view_has_lambda_levels() -> None:
     prof = calibrate(_report(p_fail=0.6))
     view = reliabilitybench_view(prof)
     levels = view["profiles"]
-    assert set(levels) == {"LAMBDA_0", "LAMBDA_0_5", "LAMBDA_1", "LAMBDA_2"}
+    # the paper's lambda: the share of calls that meet a fault, whatever was measured
+    assert set(levels) == {"LAMBDA_0", "LAMBDA_0_075", "LAMBDA_0_175", "LAMBDA_0_275"}
     fr = 1 - prof.tools["catfact_fact"].success_rate
-    assert levels["LAMBDA_1"]["tools"]["catfact_fact"]["failure_rate"] == pytest.approx(fr)
+    measured = view["measured"]["tools"]["catfact_fact"]
+    assert measured["failure_rate"] == pytest.approx(fr)
+    assert view["measured"]["lambda"] == pytest.approx(
+        sum(t["failure_rate"] for t in view["measured"]["tools"].values()) / len(prof.tools)
+    )
     assert levels["LAMBDA_0"]["tools"]["catfact_fact"]["failure_rate"] == 0.0
-    assert levels["LAMBDA_2"]["tools"]["catfact_fact"]["failure_rate"] == min(1.0, 2 * fr)
-    w = levels["LAMBDA_1"]["tools"]["catfact_fact"]["fault_weights"]
+    assert levels["LAMBDA_0_175"]["tools"]["catfact_fact"]["failure_rate"] == 0.175
+    w = levels["LAMBDA_0_275"]["tools"]["catfact_fact"]["fault_weights"]
+    assert w == measured["fault_weights"]
     assert sum(w.values()) == pytest.approx(1.0) and w["timeout"] > 0
 
 
@@ -122,7 +128,7 @@ def test_calibrate_cli(tmp_path: Path, monkeypatch, capsys) -> None:
     assert set(prof.tools) == {"catfact_fact", "agify_age"}
     code, text, _ = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench"],
                             monkeypatch, capsys)
-    assert code == 0 and "LAMBDA_1" in json.loads(text)["profiles"]
+    assert code == 0 and "LAMBDA_0_075" in json.loads(text)["profiles"]
     code, text, _ = run_cli(["calibrate", "--from", str(out), "--as", "resilibench"],
                             monkeypatch, capsys)
     assert code == 0 and set(json.loads(text)["tools"]) == {"catfact_fact", "agify_age"}

@@ -248,40 +248,18 @@ def test_hand_written_tools_keep_their_bodies_with_a_family_on_the_same_host(
 def test_record_fixtures_waits_at_the_one_host_gate_for_retry_after(imported: Path) -> None:
     """record-fixtures goes through the per-host gate like probes: a 429 with Retry-After
     pauses the host, whatever --interval says."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from threading import Thread
-
     from realprobe.probes.fixture_recording import record_fixtures
 
-    seen: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(self.path)
-            limited = len(seen) == 1
-            body = b'{"error": "slow down"}' if limited else b'{"word": "ok"}'
-            self.send_response(429 if limited else 200)
-            if limited:
-                self.send_header("Retry-After", "7")
-            self.send_header("Content-Type", JSON)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    Thread(target=server.serve_forever, daemon=True).start()
+    routes = {
+        "/api/word": (429, JSON, b'{"error": "slow down"}', {"Retry-After": "7"}),
+        "/api/random": (200, JSON, b'{"word": "ok"}'),
+    }
     slept: list[float] = []
-    try:
+    with serving(routes) as up:
         outcomes = record_fixtures(
-            load_file(imported), ["words_word", "words_random"],
-            upstream=f"http://127.0.0.1:{server.server_address[1]}", interval_s=0,
-            timeout_s=5, sleep=slept.append,
+            load_file(imported), ["words_word", "words_random"], upstream=up.url,
+            interval_s=0, timeout_s=5, sleep=slept.append,
         )
-    finally:
-        server.shutdown()
-        server.server_close()
+    seen = up.requests
     assert [o.status for o in outcomes] == [429, 200]
     assert len(seen) == 2 and slept and max(slept) == pytest.approx(7.0, abs=0.5)

@@ -163,7 +163,7 @@ def test_views_export_the_rates_a_caller_with_the_deadline_sees() -> None:
     res = export(prof, "resilibench")
     for name, rate in observed.items():
         assert before[name] > rate + 0.15  # the profile holds the rate before the deadline
-        lam1 = rel["profiles"]["LAMBDA_1"]["tools"][name]
+        lam1 = rel["measured"]["tools"][name]
         assert 1 - lam1["failure_rate"] == pytest.approx(rate, abs=1e-6)
         # slow calls are TIMEOUTs to a caller with this deadline
         assert lam1["fault_weights"]["timeout"] > 0.5
@@ -174,7 +174,7 @@ def test_views_export_the_rates_a_caller_with_the_deadline_sees() -> None:
         lo, hi = t["success_per_attempt_ci95"]
         assert lo < rate < hi
     # a caller with a generous deadline sees the rates before it
-    wide = export(prof, "reliabilitybench", deadline_s=30.0)["profiles"]["LAMBDA_1"]["tools"]
+    wide = export(prof, "reliabilitybench", deadline_s=30.0)["measured"]["tools"]
     for name, b in before.items():
         assert 1 - wide[name]["failure_rate"] == pytest.approx(b)
 
@@ -347,8 +347,8 @@ def test_calibrate_cli_exports_at_a_chosen_deadline(tmp_path, monkeypatch, capsy
     code, text, err = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench",
                                "--deadline", "0.1"], monkeypatch, capsys)
     assert code == 0, err
-    tight = json.loads(text)["profiles"]["LAMBDA_1"]["tools"]["catfact_fact"]
-    loose = view["profiles"]["LAMBDA_1"]["tools"]["catfact_fact"]
+    tight = json.loads(text)["measured"]["tools"]["catfact_fact"]
+    loose = view["measured"]["tools"]["catfact_fact"]
     assert tight["deadline_s"] == 0.1 and tight["failure_rate"] > loose["failure_rate"] + 0.4
     code, text, err = run_cli(["calibrate", "--from", "published", "--as", "resilibench"],
                               monkeypatch, capsys)

@@ -41,7 +41,10 @@ def comparable(r: RunOutcome) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             "target_kind", "target", "resume_key", "profile",  # sandbox when recorded
         )
     }
-    steps = [{k: v for k, v in s.items() if k not in ("run_id", "latency_ms")} for s in r.steps]
+    # who caused a fault depends on the target: the sandbox's injection when recorded, the
+    # recorded answer when replayed (its kind, and every count, stay the same)
+    skip = ("run_id", "latency_ms", "fault_origin")
+    steps = [{k: v for k, v in s.items() if k not in skip} for s in r.steps]
     return row, steps
 
 

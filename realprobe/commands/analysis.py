@@ -220,6 +220,16 @@ def print_stats(rep: StatsReport) -> None:
             "[dim]* the deadline cut into the latency: percentiles from the censored fit "
             "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
         )
+    _print_implicit(rep.implicit or {})
+
+
+def _print_implicit(summary: dict[str, Any]) -> None:
+    """One line per tool whose successful answers showed implicit-fault signs."""
+    for tool, e in sorted(summary.items()):
+        signs = [f"{k} {e[k]} ({_pct(e['rates'][k])})" for k in ("drift", "empty", "stale")
+                 if e[k]]  # fmt: skip
+        if signs:
+            console.print(f"quiet faults in {tool}'s {e['ok']} ok calls: {', '.join(signs)}")
 
 
 def calibrate_cmd(

@@ -114,6 +114,16 @@ RecordModeOpt = Annotated[
     ),
 ]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for the fault model.")]
+FaultPlanOpt = Annotated[
+    str | None,
+    typer.Option("--fault-plan", help="Faults at chosen calls: a plan file (.toml/.json) or a "
+                 "built-in (toolmaze-explicit-transient, ...-permanent, toolmaze-implicit-...)."),
+]
+FaultRateOpt = Annotated[
+    float | None,
+    typer.Option("--fault-rate", help="Every tool fails this share of calls (0-1), error mix "
+                 "and bursts kept."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="Total deadline per call, in seconds.")

@@ -12,6 +12,8 @@ from realprobe.commands.common import (
     AuthTokenEnvOpt,
     CassetteOpt,
     CatalogOpt,
+    FaultPlanOpt,
+    FaultRateOpt,
     JsonOpt,
     ModeOpt,
     RecordModeOpt,
@@ -149,6 +151,8 @@ def sandbox_cmd(
         str, typer.Option(help="Fault profile: a file, or calm|published|harsh.")
     ] = "calm",
     seed: SeedOpt = 0,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
     latency_scale: Annotated[
         float, typer.Option(help="Multiply profile latencies (0 answers at once).")
     ] = 1.0,
@@ -225,7 +229,7 @@ def sandbox_cmd(
         cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
         upstream=upstream,
         polite=polite,
-        toxics=list(toxic or []),
+        toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate,
         admin=admin,
         db=(db or default_db_path()) if upstream is not None else None,
         allowed_hosts=allowed,

@@ -14,6 +14,8 @@ from realprobe.commands.common import (
     AuthTokenEnvOpt,
     CassetteOpt,
     CatalogOpt,
+    FaultPlanOpt,
+    FaultRateOpt,
     ModeOpt,
     SandboxOpt,
     SeedOpt,
@@ -46,12 +48,14 @@ def build_transport_options(
     cassette: Path | None,
     seed: int,
     real_time: bool,
+    fault_plan: str | None = None,
+    fault_rate: float | None = None,
 ) -> TransportOptions:
     from realprobe.clients import TransportOptions
 
     return TransportOptions(
         mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
-        real_time=real_time,
+        real_time=real_time, fault_plan=fault_plan, fault_rate=fault_rate,
     ).normalised()
 
 
@@ -80,6 +84,8 @@ def mcp_cmd(
         ),
     ] = None,
     seed: SeedOpt = 0,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
     real_time: Annotated[
         bool,
         typer.Option(
@@ -148,7 +154,9 @@ def mcp_cmd(
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
-    opts = build_transport_options(mode, sandbox, profile, cassette, seed, real_time)
+    opts = build_transport_options(
+        mode, sandbox, profile, cassette, seed, real_time, fault_plan, fault_rate
+    )
 
     def ready(where: str, what: str) -> None:
         if where == "stdio":

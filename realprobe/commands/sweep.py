@@ -47,6 +47,16 @@ def sweep_cmd(
     executor: ExecutorOpt = "local",
     address: AddressOpt = None,
     catalog: CatalogOpt = None,
+    fault_plan: Annotated[
+        list[str] | None,
+        typer.Option("--fault-plan", help="Run the simulate targets under this fault plan "
+                     "(a file or a built-in; repeatable; replaces the file's fault_plans)."),
+    ] = None,
+    fault_rate: Annotated[
+        list[float] | None,
+        typer.Option("--fault-rate", help="Run the simulate targets at this fault rate "
+                     "(repeatable; replaces the file's lambda list)."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
@@ -58,6 +68,7 @@ def sweep_cmd(
             file, db=db, catalog=catalog or (), resume=resume, executor=executor,
             concurrency=concurrency, address=address,
             on_planned=progress.planned, on_done=progress.finished,
+            fault_plans=fault_plan, lambdas=fault_rate,
         )
     summary = result.summary
     if as_json:

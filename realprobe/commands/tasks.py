@@ -11,6 +11,8 @@ import typer
 
 from realprobe.commands.common import (
     CatalogOpt,
+    FaultPlanOpt,
+    FaultRateOpt,
     JsonOpt,
     ModeOpt,
     SandboxOpt,
@@ -134,6 +136,8 @@ def run_cmd(
     call_timeout: Annotated[
         float | None, typer.Option("--call-timeout", help="Deadline per tool call, seconds.")
     ] = None,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
     tasks_dir: Annotated[
         Path | None, typer.Option("--tasks-dir", help="Folder of task files.")
     ] = None,
@@ -171,7 +175,7 @@ def run_cmd(
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "simulate", "mode", "prompt", "concurrency", "executor",
-                  "address", "paraphrase"):
+                  "address", "paraphrase", "fault_plan", "fault_rate"):
         from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
 
@@ -186,6 +190,7 @@ def run_cmd(
             on_note=lambda note: err_console.print(f"[yellow]note[/yellow]: {note}"),
             concurrency=concurrency, llm_rpm=llm_rpm, llm_tpm=llm_tpm,
             llm_concurrency=llm_concurrency, flaw_seed=flaw_seed, paraphrase=paraphrase,
+            fault_plan=fault_plan, fault_rate=fault_rate,
         )
         batch.check_executor(executor, address)
     path = db or _default_db()
@@ -320,7 +325,7 @@ def _print_summary(summary: Mapping[str, Any], db: Path) -> None:
         )
     if rec["runs_with_failures"]:
         console.print(
-            f"recovery: {rec['runs_with_failures']} runs met tool failures, "
+            f"recovery: {rec['runs_with_failures']} runs met tool faults they did not cause, "
             f"{_pct(rec['recovery_rate'])} still reached full success, "
             f"{rec['recovery_cost']:.2f} extra calls per failure"
         )
@@ -456,6 +461,7 @@ def print_results(s: Mapping[str, Any]) -> None:
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
     console.print(_reliability_table(s["reliability"]))
+    _print_recovery_by_kind(s["reliability"])
     for surf in s.get("surface") or []:
         console.print(
             f"Reliability surface of {surf['agent']} / {surf['model']} / {surf['prompt']} on "
@@ -499,3 +505,27 @@ def _surface_table(surf: Mapping[str, Any]) -> Table:
         for lam in surf["lambda"]:
             t.add_row(str(e), f"{lam:g}", *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
     return t
+
+
+def _print_recovery_by_kind(reliability: list[dict[str, Any]]) -> None:
+    """Recovery per fault kind (explicit/implicit x transient/permanent), where any met."""
+    from rich.table import Table
+
+    from realprobe.tasks.metrics import FAULT_KINDS
+
+    rows = [r for r in reliability
+            if any(r["recovery_by_kind"][k]["runs_with_failures"] for k in FAULT_KINDS)]
+    if not rows:
+        return
+    who, cells = _who(rows, "prompt")
+    table = Table(title="Recovery per injected fault kind (runs that met one; full success)")
+    for col in (*who, *FAULT_KINDS):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        rates = []
+        for k in FAULT_KINDS:
+            rec = r["recovery_by_kind"][k]
+            n = rec["runs_with_failures"]
+            rates.append(f"{_pct(rec['recovery_rate'])} of {n}" if n else "-")
+        table.add_row(*cells(r), *rates)
+    console.print(table)

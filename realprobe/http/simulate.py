@@ -18,8 +18,9 @@ import httpx
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import Clock, VirtualClock
 from realprobe.http.client import DEADLINE_EXT
-from realprobe.simulator.faults import FaultModel, Outcome
+from realprobe.simulator.faults import FaultModel, Injection, Outcome
 from realprobe.simulator.fixtures import choose_fixture, request_arguments
+from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.render import (
     BODY_VARIANTS,
@@ -76,6 +77,7 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
                     tuple((k, str(v)) for k, v in ex.items()) for ex in tool.spec.examples
                 ),
                 origin=origin_of(tool.api.base_url),
+                parse=tool.parse,
             )
         )
     return RouteTable(routes)
@@ -108,10 +110,13 @@ class SimulateTransport(httpx.AsyncBaseTransport):
         seed: int | str = 0,
         clock: Clock | None = None,
         real_time: bool = False,
+        plan: FaultPlan | None = None,
     ) -> None:
         self.routes = routes_from_catalog(catalog)
         self.origins = origins_of(catalog)
-        self.model = FaultModel(profile, seed)
+        self.model = FaultModel(profile, seed, plan)
+        #: the last body each tool answered (what a `stale` fault repeats)
+        self.earlier: dict[str, bytes] = {}
         self.clock: Clock = clock or VirtualClock()
         self.real_time = real_time
         self.calls = 0
@@ -152,16 +157,28 @@ class SimulateTransport(httpx.AsyncBaseTransport):
             )
         outcome = self.model.draw(route.tool, self.clock.wall())
         ok = self._body_for(route, outcome, path, request.url.query.decode("latin-1"))
-        plan = render(route, outcome, path=path, now_wall=self.clock.wall(), ok=ok)
-        if outcome.code is None and plan.variant != "no_fixture":
+        plan = render(route, outcome, path=path, now_wall=self.clock.wall(), ok=ok,
+                      earlier=self.earlier.get(route.tool))  # fmt: skip
+        if outcome.code is None and plan.variant != "no_fixture" and not outcome.implicit:
             plan.variant, plan.code = "ok", None  # an unknown-input 404 is the API's answer
+        if plan.code is None and plan.status == 200:
+            self.earlier[route.tool] = plan.body
+        if outcome.injected and self.model.ledger:
+            self.model.ledger[-1].note = plan.note
         return await self.play(plan, request)
+
+    @property
+    def ledger(self) -> list[Injection]:
+        """Every fault injected so far (evaluators read it; the agent never sees it)."""
+        return self.model.ledger
 
     @staticmethod
     def _body_for(route: Route, outcome: Outcome, path: str, query: str) -> Body | None:
         """The fixture for the request's arguments (as the sandbox chooses it), when the
         drawn variant is built from a success body."""
-        variant = "ok" if outcome.code is None else choose_variant(route, outcome)[0]
+        variant = outcome.variant or (
+            "ok" if outcome.code is None else choose_variant(route, outcome)[0]
+        )
         if variant not in BODY_VARIANTS:
             return None
         chosen = choose_fixture(route, request_arguments(route, path, query), outcome.pick)

@@ -18,8 +18,10 @@ from scipy import optimize
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
 from realprobe.probes.loading import ProbeArrays
 from realprobe.probes.stats import StatsReport, ToolStats
+from realprobe.simulator.faults import RB_CLAMP, RB_PENALTY, RB_WINDOW
 from realprobe.simulator.profile import (
     Burst,
+    ImplicitFaults,
     LatencyModel,
     Lognormal,
     MixtureComponent,
@@ -51,7 +53,8 @@ RELIABILITYBENCH_KINDS = (
     "client_error",
     "other",
 )
-LAMBDAS = (0.0, 0.5, 1.0, 2.0)
+#: ReliabilityBench's fault-injection intensities: the share of tool calls that meet a fault
+LAMBDAS = (0.0, 0.075, 0.175, 0.275)
 
 
 #: below this share of calls slower than the deadline, the deadline adjustment is noise
@@ -311,12 +314,33 @@ def calibrate(
             source["warning"] = prov.banner()
     if db:
         source["db"] = db
+    implicit = implicit_section(report.implicit or {}, source)
     return Profile(
         name=name,
         description="Calibrated from stored probe rows by `realprobe calibrate`.",
         source=source,
         tools=tools,
+        implicit=implicit,
     )
+
+
+def implicit_section(
+    summary: dict[str, dict[str, Any]], source: dict[str, Any] | None = None
+) -> dict[str, ImplicitFaults]:
+    """The profile's implicit faults from the probes' signs: per tool, the share of its
+    successful calls that showed each kind (measured as transient: probes cannot tell how
+    long a quiet fault lasts); says so in `source` when there are any."""
+    out = {}
+    for tool, entry in sorted(summary.items()):
+        rates = {k: r for k, r in entry.get("rates", {}).items() if r > 0}
+        if rates:
+            total = sum(rates.values())
+            if total > 1:  # one answer can show several signs: keep the shares, cap at 1
+                rates = {k: r / total for k, r in rates.items()}
+            out[tool] = ImplicitFaults.model_validate({"rates": rates})
+    if out and source is not None:
+        source["implicit"] = "share of successful calls that showed drift, empty or stale signs"
+    return out
 
 
 #: distinct Retry-After values kept per tool and code (the most frequent ones)
@@ -446,9 +470,7 @@ def _deadline_note(deadline_s: float | None) -> str:
 # -- ResiliBench: its simulator draws success with p = tool_success_rate, times 0.9 per
 # failure among the last three calls, clamped to [0.1, 0.95] (and halved / times 0.7 for
 # unmet / failed dependencies, which belong to the task, not the tool)
-RB_PENALTY = 0.9
-RB_WINDOW = 3
-RB_CLAMP = (0.1, 0.95)
+# (RB_PENALTY, RB_WINDOW, RB_CLAMP live with the simulator that runs the rule)
 
 
 def resilibench_marginal(base: float) -> float:
@@ -535,9 +557,12 @@ def resilibench_view(profile: Profile, deadline_s: float | None = None) -> dict[
 
 
 def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> dict[str, Any]:
-    """Failure rate and fault weights per tool, like ReliabilityBench's LAMBDA_* profiles: the
-    per-attempt rates at the deadline at lambda=1 (independent draws, as those injectors
-    make them), scaled (capped at 1) for the other intensities."""
+    """Failure rate and fault weights per tool in ReliabilityBench's terms. Its lambda is the
+    fault-injection rate, the share of tool calls that meet a fault: `LAMBDA_0`,
+    `LAMBDA_0_075`, `LAMBDA_0_175` and `LAMBDA_0_275` give every tool that failure rate with
+    its measured fault mix (what `Profile.scaled(lambda)` simulates); `measured` holds the
+    per-attempt rates at the deadline and the lambda the measured APIs amount to (their
+    mean failure rate)."""
     tools: dict[str, Any] = {}
     for name, tp in _tool_items(profile):
         t = deadline_s if deadline_s is not None else profile_deadline(profile, name)
@@ -550,24 +575,18 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
             "fault_weights": weights,
             "deadline_s": t,
         }
-    levels = {}
-    for lam in LAMBDAS:
-        key = f"LAMBDA_{lam:g}".replace(".", "_")
-        levels[key] = {
+    levels = {
+        f"LAMBDA_{lam:g}".replace(".", "_"): {
             "lambda": lam,
-            "tools": {
-                n: {
-                    "failure_rate": min(1.0, lam * t["failure_rate"]),
-                    "fault_weights": t["fault_weights"],
-                    "deadline_s": t["deadline_s"],
-                }
-                for n, t in tools.items()
-            },
+            "tools": {n: {**t, "failure_rate": lam} for n, t in tools.items()},
         }
+        for lam in LAMBDAS
+    }
     deadlines = {t["deadline_s"] for t in tools.values()}
     one = next(iter(deadlines)) if len(deadlines) == 1 else None
+    rates = [t["failure_rate"] for t in tools.values()]
     return {
-        "format": "realprobe-reliabilitybench-view/2",
+        "format": "realprobe-reliabilitybench-view/3",
         "plug_in": (
             "per intensity level and tool: failure_rate as the injector's fault probability "
             "per call and fault_weights as the weights of its fault kinds (independent draws: "
@@ -578,7 +597,9 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
         "note": _deadline_note(one)
         if len(deadlines) <= 1
         else "per-tool deadlines differ: see each tool's deadline_s",
+        "lambda_meaning": "the share of tool calls that meet an injected fault",
         "source": profile.source,
+        "measured": {"lambda": sum(rates) / len(rates) if rates else None, "tools": tools},
         "profiles": levels,
     }
 

@@ -42,6 +42,7 @@ from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.hosts import HostGates, HostLimiter, host_key, merge
 from realprobe.http.client import HttpClient
+from realprobe.probes.implicit import ImplicitWatch
 from realprobe.probes.politeness import Budget, PolitenessConfig
 from realprobe.store import (
     RUN_DONE,
@@ -258,6 +259,7 @@ class ProbeRun:
         self.t0 = self.clock.now()
         self.run_id = run_id or new_run_id(self.started_wall)
         self.rng = random.Random(seed)
+        self.implicit = ImplicitWatch()  # signs of implicit faults in successful answers
         self.hosts: list[_Host] = []
         self.api_policy: dict[str, Politeness] = {}
         self.state = _State(
@@ -440,6 +442,7 @@ class ProbeRun:
             source=self.source,
             target=self.where,
             virtual_s=round(start_clock - self.t0, 6) if self.clock.virtual else None,
+            implicit=self.implicit.check(call.tool, result, call.args),
         )
         self.store.insert_probe(row)
         self.state.count(call.tool.name, result)

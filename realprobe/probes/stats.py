@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.errors import RealprobeError
+from realprobe.probes.implicit import implicit_summary
 from realprobe.probes.latency_fit import (
     PROFILE_CI_MIN_EXCEED,
     Z95,
@@ -205,6 +206,8 @@ class StatsReport(BaseModel):
     overall: SuccessStats | None = None
     #: which rows: target kind(s), targets, vantage(s), sources, counts (set by stats_from_db)
     provenance: Provenance | None = None
+    #: per tool: successful calls and their implicit-fault signs (set by stats_from_db)
+    implicit: dict[str, dict[str, Any]] | None = None
 
 
 # -- per-tool pieces ---------------------------------------------------------------------------
@@ -653,4 +656,5 @@ def stats_from_db(
             raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
     rep = compute_stats(arr, since, until, period_s)
     rep.provenance = prov
+    rep.implicit = implicit_summary(db, since, until, tools, kinds, vantages)
     return arr, rep

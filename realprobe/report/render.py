@@ -155,6 +155,7 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
         _html_summary(data),
         _html_tools_table(data.stats.tools),
         _html_phases(data),
+        _html_implicit(data),
         _html_vantages(data),
         _html_drift(data),
         *(_html_plot(key, svg) for key, svg in plots.items()),
@@ -320,6 +321,28 @@ def _html_phases(data: ReportData) -> str:
         "connection.</p>\n<table id='phases'><thead><tr><th>tool</th><th>n</th><th>DNS</th>"
         "<th>connect</th><th>TLS</th><th>first byte</th><th>transfer</th><th>slowest</th>"
         "</tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>"
+    )
+
+
+def _html_implicit(data: ReportData) -> str:
+    """Successful calls that showed signs of an implicit fault, per tool (where any did)."""
+    found = {t: e for t, e in (data.stats.implicit or {}).items()
+             if any(e[k] for k in ("drift", "empty", "stale"))}  # fmt: skip
+    if not found:
+        return ""
+    rows = "\n".join(
+        f"<tr><td>{escape(tool)}</td><td>{e['ok']}</td>"
+        + "".join(f"<td>{e[k]} ({_pct(e['rates'][k])})</td>" for k in ("drift", "empty", "stale"))
+        + "</tr>"
+        for tool, e in sorted(found.items())
+    )
+    return (
+        "<h2>Quiet faults</h2>\n<p class='meta'>Successful calls whose answer showed signs of an "
+        "implicit fault: drift (off the declared output, or a field it used to fill is gone), "
+        "empty (nothing in it), stale (the same answer where it used to vary, or dates far "
+        "behind its newest). The calls count as successes above.</p>\n<table id='implicit'>"
+        "<thead><tr><th>tool</th><th>ok calls</th><th>drift</th><th>empty</th><th>stale</th>"
+        "</tr></thead><tbody>\n" + rows + "\n</tbody></table>"
     )
 
 

@@ -19,6 +19,7 @@ from realprobe.sandbox.runtime import Runtime
 from realprobe.sandbox.wire import Active, resolve
 from realprobe.serving import ERROR_HEADER
 from realprobe.simulator.faults import Outcome
+from realprobe.simulator.profile import IMPLICIT_VARIANTS
 from realprobe.simulator.render import (
     BODY_VARIANTS,
     FAULT_PREFIX,
@@ -95,6 +96,8 @@ class Responder:
         self.bodies = bodies
         self.upstream = upstream
         self.stats = stats or Stats()
+        #: the last body each tool answered (what a `stale` fault repeats)
+        self.earlier: dict[str, bytes] = {}
         describe = {
             "upstream": upstream.target if upstream else None,
             "recordings": bodies.recordings.count if bodies.recordings else 0,
@@ -171,7 +174,10 @@ class Responder:
         if isinstance(got, Plan):
             return Answer(got, active, entry)
         ok, source = got
-        plan = render(route, outcome, path=original, now_wall=time.time(), variant=forced, ok=ok)
+        plan = render(route, outcome, path=original, now_wall=time.time(), variant=forced, ok=ok,
+                      earlier=self.earlier.get(route.tool))  # fmt: skip
+        if plan.code is None and plan.status == 200:
+            self.earlier[route.tool] = plan.body
         self._annotate(plan, variant, forced, api, original, source, entry)
         return Answer(plan, active, entry)
 
@@ -206,6 +212,8 @@ class Responder:
         if forced is not None:
             return Outcome(VARIANTS.get(forced), 0.0, 0), forced
         outcome = self.runtime.draw(route.tool)
+        if outcome.variant is not None:
+            return outcome, outcome.variant
         return outcome, "ok" if outcome.code is None else choose_variant(route, outcome)[0]
 
     async def _success_body(
@@ -257,7 +265,10 @@ class Responder:
         entry.source = source
         if source is not None:
             plan.headers.append((SOURCE_HEADER, source))
-        plan.headers.append((FAULT_HEADER, plan.variant))
+        if plan.variant not in IMPLICIT_VARIANTS:
+            # an implicit fault looks like a plain success on the wire: its truth is in the
+            # journal only (`fault`), where an evaluator reads it and the agent cannot
+            plan.headers.append((FAULT_HEADER, plan.variant))
 
     async def _fetch(
         self,

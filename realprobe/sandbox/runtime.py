@@ -6,6 +6,7 @@ import random
 import time
 
 from realprobe.simulator.faults import FaultModel, Outcome
+from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.toxics import Toxic, ToxicSet, toxics_from_profile
 
@@ -14,20 +15,23 @@ class Runtime:
     """The fault state of a running sandbox. `profile=None` means cleared: every request
     succeeds with no added latency (toxics still apply)."""
 
-    def __init__(self, profile: Profile, seed: int | str = 0) -> None:
+    def __init__(
+        self, profile: Profile, seed: int | str = 0, plan: FaultPlan | None = None
+    ) -> None:
+        self.plan = plan
         self.start_profile = profile
         self.start_seed = seed
         self.profile: Profile | None = profile
         self.seed: int | str = seed
         self.toxics = ToxicSet(toxics_from_profile(profile.toxics))
-        self.model = FaultModel(profile, seed)
+        self.model = FaultModel(profile, seed, plan)
         self.rng = random.Random(f"{seed}:toxics")
         self._clear_rng = random.Random(f"{seed}:cleared")
 
     def set_profile(self, profile: Profile | None, *, toxics: bool = True) -> None:
         """A new profile (None clears it); its toxics replace the current ones."""
         self.profile = profile
-        self.model = FaultModel(profile or self.start_profile, self.seed)
+        self.model = FaultModel(profile or self.start_profile, self.seed, self.plan)
         if toxics:
             self.toxics = ToxicSet(toxics_from_profile(profile.toxics) if profile else {})
 
@@ -35,7 +39,7 @@ class Runtime:
         """Fresh random streams (from `seed`, or the current seed again)."""
         if seed is not None:
             self.seed = seed
-        self.model = FaultModel(self.profile or self.start_profile, self.seed)
+        self.model = FaultModel(self.profile or self.start_profile, self.seed, self.plan)
         self.rng = random.Random(f"{self.seed}:toxics")
         self._clear_rng = random.Random(f"{self.seed}:cleared")
 

@@ -47,6 +47,7 @@ from realprobe.serving import (
     ServerThread,
 )
 from realprobe.simulator.faults import FaultModel
+from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.routes import RouteTable
 
@@ -76,6 +77,7 @@ class Sandbox(H11Server):
         allowed_hosts: tuple[str, ...] = (),
         auth_token: str | None = None,
         journal: Journal | None = None,
+        plan: FaultPlan | None = None,
     ) -> None:
         """`origins` ({api id: origin of its real base URL}) lets recorded requests be
         matched; `recordings` serves their responses first; `upstream` makes this a proxy."""
@@ -90,7 +92,7 @@ class Sandbox(H11Server):
         self.routes = routes
         self.latency_scale = latency_scale
         self.stats = SandboxStats()
-        self.runtime = Runtime(profile, seed)
+        self.runtime = Runtime(profile, seed, plan)
         self.journal = journal or Journal()
         self.upstream = upstream
         self.responder = Responder(

@@ -15,6 +15,7 @@ from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.bodies import Recordings, cassette_paths
 from realprobe.sandbox.proxy import LIVE, Upstream, store_ledger
 from realprobe.sandbox.server import Sandbox
+from realprobe.simulator.plans import FaultPlan, load_plan
 from realprobe.simulator.profile import Profile, ProfileRef, resolve_profile
 from realprobe.simulator.toxics import ANY_SCOPE, TOXIC_TYPES, Toxic, toxic_adapter
 
@@ -118,8 +119,12 @@ def sandbox_for(
     db: str | Path | None = None,
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
+    fault_plan: str | Path | FaultPlan | None = None,
+    fault_rate: float | None = None,
 ) -> Sandbox:
     prof: Profile = resolve_profile(profile)
+    if fault_rate is not None:
+        prof = prof.scaled(fault_rate)
     up = upstream
     if isinstance(up, str):
         up = make_upstream(catalog, up, polite=polite, db=db)
@@ -136,6 +141,7 @@ def sandbox_for(
         admin=admin,
         allowed_hosts=tuple(allowed_hosts),
         auth_token=auth_token,
+        plan=load_plan(fault_plan) if fault_plan is not None else None,
     )
     for text in toxics:
         scope, name, toxic = parse_toxic(text)

@@ -17,25 +17,83 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from realprobe.errors import ErrorCode
-from realprobe.simulator.profile import Profile, ToolProfile
+from realprobe.simulator.profile import (
+    IMPLICIT_VARIANTS,
+    Profile,
+    ToolProfile,
+    chain_with_rate,
+)
+
+#: ResiliBench's rule: success chance times 0.9 per counted earlier failure; its code counts
+#: the last three calls and clamps to [0.1, 0.95], its paper counts every earlier failure
+RB_PENALTY = 0.9
+RB_WINDOW = 3
+RB_CLAMP = (0.1, 0.95)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    code: ErrorCode | None  # None: success
+    code: ErrorCode | None  # None: success (an implicit fault is a success to the client)
     latency_s: float  # time before the answer (for TIMEOUT: how long it would hang)
     pick: int  # a random integer for choosing among variants of this code
     #: Retry-After (s) drawn from the profile's measured distribution; None: no header (when
     #: `retry_after_measured`) or the renderer's default (when not)
     retry_after_s: float | None = None
     retry_after_measured: bool = False
+    #: a named variant to play (set by a fault plan or an implicit fault); None: the
+    #: renderer picks one for the code
+    variant: str | None = None
+    #: who put the fault there: profile | plan (None: no fault)
+    injected_by: str | None = None
+    #: the fault lasts for the rest of the run (a dead tool, a permanent implicit fault)
+    permanent: bool = False
 
     @property
     def ok(self) -> bool:
         return self.code is None
+
+    @property
+    def implicit(self) -> bool:
+        return self.variant in IMPLICIT_VARIANTS
+
+    @property
+    def injected(self) -> bool:
+        return self.injected_by is not None
+
+
+@dataclass(slots=True)
+class Injection:
+    """One injected fault, as an evaluator reads it (never shown to the agent)."""
+
+    tool: str
+    call: int  # the tool's n-th call (1-based)
+    variant: str | None  # None: the renderer picked the variant for `code`
+    code: str | None  # the error code the client should see (None: implicit, looks ok)
+    kind: str  # explicit | implicit
+    persistence: str  # transient | permanent
+    by: str  # profile | plan
+    note: str = ""  # what an implicit fault did to the body
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "tool": self.tool, "call": self.call, "variant": self.variant, "code": self.code,
+            "kind": self.kind, "persistence": self.persistence, "by": self.by, "note": self.note,
+        }  # fmt: skip
+
+
+def injection_of(tool: str, call: int, out: Outcome) -> Injection | None:
+    if not out.injected:
+        return None
+    return Injection(
+        tool, call, out.variant, out.code.value if out.code else None,
+        "implicit" if out.implicit else "explicit",
+        "permanent" if out.permanent else "transient", out.injected_by or "profile",
+    )  # fmt: skip
 
 
 #: standard normal grid for the mean of expit over the day effects (midpoint rule on +-6 sd)
@@ -69,11 +127,16 @@ def day_centre(mean_fail: float, sd: float) -> float:
 
 
 class ToolStream:
-    def __init__(self, profile: ToolProfile, seed: int | str, tool: str) -> None:
+    def __init__(
+        self, profile: ToolProfile, seed: int | str, tool: str, rule: str = "burst"
+    ) -> None:
         self.profile = profile
         self.rng = random.Random(f"{seed}:{tool}")
         self._day_key = f"{seed}:{tool}:day"
         self.prev_failed: bool | None = None
+        self.rule = rule
+        self.failures = 0  # earlier failures (the ResiliBench paper's count)
+        self.recent: deque[bool] = deque(maxlen=RB_WINDOW)  # its code's window
         self.prev_code: ErrorCode | None = None
         self._day: int | None = None
         self._day_chain: tuple[float, float, float] | None = None  # (stationary, ff, fo)
@@ -108,13 +171,15 @@ class ToolStream:
         self._day = day
         sd = self.profile.daily_logit_sd or 0.0
         f = _expit(self._centre + random.Random(f"{self._day_key}:{day}").gauss(0.0, sd))
-        b = self.profile.burst
-        rho = b.p_fail_after_fail - b.p_fail_after_ok if b is not None else 0.0
-        rho = min(max(rho, -f / (1 - f) if f < 1 else 0.0, 1 - 1 / f if f > 0 else 0.0), 1.0)
-        fo = min(1.0, max(0.0, f * (1 - rho)))
-        self._day_chain = (f, min(1.0, max(0.0, fo + rho)), fo)
+        chain = chain_with_rate(self.profile.burst, f)
+        self._day_chain = (f, chain.p_fail_after_fail, chain.p_fail_after_ok)
 
     def p_fail(self) -> float:
+        if self.rule == "resilibench-paper":
+            return 1.0 - self.profile.success_rate * RB_PENALTY**self.failures
+        if self.rule == "resilibench-code":
+            p = self.profile.success_rate * RB_PENALTY ** sum(self.recent)
+            return 1.0 - min(max(p, RB_CLAMP[0]), RB_CLAMP[1])
         if self._day_chain is not None:
             f, ff, fo = self._day_chain
             if self.prev_failed is None:
@@ -175,6 +240,8 @@ class ToolStream:
         pick = rng.getrandbits(30)
         after_failure = bool(self.prev_failed)
         self.prev_failed = failed
+        self.failures += failed
+        self.recent.append(failed)
         if not failed:
             self.prev_code = None
             return Outcome(None, latency, pick)
@@ -186,14 +253,82 @@ class ToolStream:
         return Outcome(code, latency, pick, wait, measured)
 
 
+class ImplicitStream:
+    """Whether a successful answer of one tool is quietly wrong (its own random stream, so
+    profiles without implicit faults keep the exact outcomes they always had)."""
+
+    def __init__(self, profile: Profile, seed: int | str, tool: str) -> None:
+        self.spec = profile.implicit_for(tool)
+        self.rng = random.Random(f"{seed}:{tool}:implicit")
+        self.stuck: str | None = None  # a permanent implicit fault met earlier
+
+    def apply(self, out: Outcome) -> Outcome:
+        if self.spec is None or not out.ok:
+            return out
+        if self.stuck is not None:
+            return replace(out, variant=self.stuck, injected_by="profile", permanent=True)
+        u = self.rng.random()
+        edge = 0.0
+        for variant, rate in sorted(self.spec.rates.items()):
+            edge += rate
+            if u < edge:
+                permanent = self.rng.random() < self.spec.permanent
+                if permanent:
+                    self.stuck = variant
+                return replace(out, variant=variant, injected_by="profile", permanent=permanent)
+        return out
+
+
+class PlanRun(Protocol):
+    """A fault plan applied to one run's calls (`simulator.plans.PlanState`)."""
+
+    def apply(self, tool: str, call: int, now: float | None, out: Outcome) -> Outcome: ...
+
+
+class FaultPlanLike(Protocol):
+    """A fault plan (`simulator.plans.FaultPlan`): named by shape, as plans build on this
+    module's outcomes."""
+
+    def start(self, seed: int | str) -> PlanRun: ...
+
+
 class FaultModel:
-    def __init__(self, profile: Profile, seed: int | str = 0) -> None:
+    """Outcomes per tool from the profile, then implicit faults, then the fault plan's
+    rules; every injected fault is also written to `ledger` for evaluators."""
+
+    def __init__(
+        self, profile: Profile, seed: int | str = 0, plan: FaultPlanLike | None = None
+    ) -> None:
         self.profile = profile
         self.seed = seed
+        self.plan = plan
         self._streams: dict[str, ToolStream] = {}
+        self._implicit: dict[str, ImplicitStream] = {}
+        self._calls: dict[str, int] = {}
+        self._plan_state: PlanRun | None = plan.start(seed) if plan is not None else None
+        self.ledger: list[Injection] = []
 
     def draw(self, tool: str, now_s: float | None = None) -> Outcome:
+        """One call's outcome; `now_s` (epoch seconds of the call) picks the day's effect and
+        places the call in a plan's time windows."""
         stream = self._streams.get(tool)
         if stream is None:
-            stream = self._streams[tool] = ToolStream(self.profile.for_tool(tool), self.seed, tool)
-        return stream.draw(now_s)
+            stream = self._streams[tool] = ToolStream(
+                self.profile.for_tool(tool), self.seed, tool, self.profile.rule
+            )
+            self._implicit[tool] = ImplicitStream(self.profile, self.seed, tool)
+        call = self._calls[tool] = self._calls.get(tool, 0) + 1
+        out = stream.draw(now_s)
+        if out.code is not None:
+            out = replace(out, injected_by="profile")
+        out = self._implicit[tool].apply(out)
+        limit = self.profile.call_timeout_s
+        if limit is not None and out.ok and out.latency_s > limit:
+            out = replace(out, code=ErrorCode.TIMEOUT, latency_s=math.inf, variant=None,
+                          injected_by="profile", permanent=False)  # fmt: skip
+        if self._plan_state is not None:
+            out = self._plan_state.apply(tool, call, now_s, out)
+        injection = injection_of(tool, call, out)
+        if injection is not None:
+            self.ledger.append(injection)
+        return out

@@ -169,6 +169,75 @@ class ToolProfile(_Model):
         return self
 
 
+# -- implicit faults, the failure rule and the fault-rate dial (the simulator's own section,
+# apart from the per-tool statistics above) ------------------------------------------------
+
+#: answers that look fine (HTTP 200, the client sees ok) but whose content is wrong
+IMPLICIT_VARIANTS = ("stale", "empty", "wrong", "drift")
+ImplicitVariant = Literal["stale", "empty", "wrong", "drift"]
+
+#: how a tool's failure chance is decided call by call
+FailureRule = Literal["burst", "resilibench-paper", "resilibench-code"]
+
+#: the error mix given to a tool that has none when `scaled` makes it fail (the fault kinds
+#: a chaos-style injector uses: timeouts, rate limits, partial responses, schema drift)
+DIAL_MIX: dict[ErrorCode, float] = {
+    ErrorCode.TIMEOUT: 0.25,
+    ErrorCode.RATE_LIMIT_ERROR: 0.25,
+    ErrorCode.NETWORK_ERROR: 0.25,
+    ErrorCode.INVALID_RESPONSE: 0.25,
+}
+
+
+class ImplicitFaults(_Model):
+    """How often a tool's successful answers are quietly wrong, per variant (a share of the
+    successful calls), and how many of those faults persist for the rest of the run."""
+
+    rates: dict[ImplicitVariant, float] = Field(default_factory=dict)
+    #: share of implicit faults that are permanent: once met, the tool keeps answering that way
+    permanent: float = Field(default=0.0, ge=0, le=1)
+
+    @field_validator("rates")
+    @classmethod
+    def _rates_valid(cls, v: dict[str, float]) -> dict[str, float]:
+        if any(not 0 <= r <= 1 for r in v.values()):
+            raise ValueError("implicit-fault rates must be between 0 and 1")
+        if sum(v.values()) > 1 + 1e-9:
+            raise ValueError("implicit-fault rates must add up to at most 1")
+        return v
+
+    @property
+    def total(self) -> float:
+        return sum(self.rates.values())
+
+
+def chain_with_rate(burst: Burst | None, rate: float) -> Burst:
+    """A two-state chain with long-run failure share `rate` and the lag-one correlation
+    rho = P(fail|fail) - P(fail|ok) of `burst` (0 without one): P(fail|ok) = rate(1 - rho),
+    P(fail|fail) = P(fail|ok) + rho, with rho moved into the range that keeps both in [0, 1]."""
+    rho = burst.p_fail_after_fail - burst.p_fail_after_ok if burst is not None else 0.0
+    if rate < 1:
+        rho = max(rho, -rate / (1 - rate))
+    if rate > 0:
+        rho = max(rho, 1 - 1 / rate)
+    rho = min(rho, 1.0)
+    fo = min(1.0, max(0.0, rate * (1 - rho)))
+    return Burst(p_fail_after_fail=min(1.0, max(0.0, fo + rho)), p_fail_after_ok=fo)
+
+
+def scale_tool(tp: ToolProfile, lam: float) -> ToolProfile:
+    """The tool with long-run failure share `lam`: its error mix and its burst correlation
+    kept (a tool with no mix gets DIAL_MIX)."""
+    errors = dict(tp.errors) or dict(DIAL_MIX)
+    burst = chain_with_rate(tp.burst, lam) if tp.burst is not None and lam > 0 else None
+    return tp.model_copy(update={
+        "success_rate": 1.0 - lam,
+        "success_ci95": None,
+        "errors": errors if lam > 0 else tp.errors,
+        "burst": burst,
+    })  # fmt: skip
+
+
 class Profile(_Model):
     format: str = FORMAT
     name: str | None = None
@@ -178,6 +247,13 @@ class Profile(_Model):
     tools: dict[str, ToolProfile] = Field(default_factory=dict)
     #: toxics the sandbox applies from the start, by scope (`*`, an API id, a tool name)
     toxics: dict[str, list[Toxic]] = Field(default_factory=dict)
+    #: implicit faults by scope (`*` or a tool name; the tool's own entry wins)
+    implicit: dict[str, ImplicitFaults] = Field(default_factory=dict)
+    #: how failures are drawn call by call: `burst` (the two-state chain), or ResiliBench's
+    #: rule as its paper states it or as its code runs it (see docs/faults.md)
+    rule: FailureRule = "burst"
+    #: simulated calls slower than this end as TIMEOUT (the ResiliBench paper's 30 s)
+    call_timeout_s: float | None = Field(default=None, gt=0)
 
     @field_validator("format")
     @classmethod
@@ -195,6 +271,24 @@ class Profile(_Model):
         if self.default is not None:
             return self.default
         return CALM_TOOL
+
+    def implicit_for(self, tool: str) -> ImplicitFaults | None:
+        found = self.implicit.get(tool) or self.implicit.get("*")
+        return found if found is not None and found.total > 0 else None
+
+    def scaled(self, lam: float) -> Profile:
+        """Every tool's long-run failure share set to `lam` (the fault-injection rate of a
+        chaos-style benchmark): error mix and burst correlation kept, latency untouched.
+        Tools the profile does not list get the same through `default`. `scaled(0)` never
+        fails."""
+        if not 0 <= lam <= 1:
+            raise ProfileError(f"fault rate {lam!r}: expected a share between 0 and 1")
+        base = self.default or CALM_TOOL
+        return self.model_copy(update={
+            "name": f"{self.name or 'profile'}@{lam:g}",
+            "tools": {n: scale_tool(tp, lam) for n, tp in self.tools.items()},
+            "default": scale_tool(base, lam),
+        })  # fmt: skip
 
     def dump(self, path: str | Path | None = None) -> str:
         """The profile as JSON text (written to `path` too when given, as `save` does)."""

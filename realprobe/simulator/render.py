@@ -18,7 +18,9 @@ from typing import Literal, cast
 
 from realprobe.errors import ErrorCode
 from realprobe.serving import ERROR_HEADER
+from realprobe.simulator import implicit
 from realprobe.simulator.faults import Outcome
+from realprobe.simulator.profile import IMPLICIT_VARIANTS
 from realprobe.simulator.routes import Body, Route
 
 Action = Literal["respond", "hang", "drip", "reset", "reset_mid_body", "truncated"]
@@ -55,6 +57,8 @@ VARIANTS: dict[str, ErrorCode | None] = {
     "redirect_private": ErrorCode.OPERATION_FAILED,
     "redirect_loopback": ErrorCode.OPERATION_FAILED,
     "418": ErrorCode.OPERATION_FAILED,
+    # implicit: HTTP 200 and a body the client accepts, with wrong content
+    **dict.fromkeys(IMPLICIT_VARIANTS),
 }
 
 #: variants drawn at random for a code (gzip bombs and 6 MB bodies only when asked for)
@@ -99,6 +103,8 @@ class Plan:
     body: bytes = b""
     delay_s: float = 0.0
     action: Action = "respond"
+    #: what an implicit variant did to the body (the truth, for the journal and the ledger)
+    note: str = ""
 
     def header(self, name: str) -> str | None:
         for k, v in self.headers:
@@ -132,7 +138,8 @@ def _cloudflare(status: int) -> tuple[int, list[tuple[str, str]], bytes]:
 #: variants whose answer is built from the success body (a proxy must fetch it first, and
 #: a fixture chosen by the request's arguments shapes it)
 BODY_VARIANTS = frozenset(
-    {"ok", "ok_html_ctype", "drip", "truncated", "reset_mid_body", "bad_json"}
+    {"ok", "ok_html_ctype", "drip", "truncated", "reset_mid_body", "bad_json",
+     *IMPLICIT_VARIANTS}
 )
 
 
@@ -146,6 +153,8 @@ def choose_variant(
 ) -> tuple[str, Body | None]:
     """The variant name (and the real fixture, when one is used) for an outcome; `ok` is the
     success body chosen by the caller (a recording, an argument match), if any."""
+    if outcome.variant is not None:
+        return outcome.variant, None  # chosen by a fault plan or an implicit fault
     if outcome.code is None:
         return "ok", ok if ok is not None else _ok_body(route, outcome.pick)
     real = route.failure_bodies(outcome.code)
@@ -183,12 +192,14 @@ def render(
     now_wall: float,
     variant: str | None = None,
     ok: Body | None = None,
+    earlier: bytes | None = None,
 ) -> Plan:
     """A plan for answering `path` (the original request path) under `outcome`.
 
     `variant` forces a named fault (see VARIANTS), for tests and for `/_fault/<name>/`.
     `ok` is the success body to serve and to build body faults from (truncation, drip, bad
-    JSON); by default one of the route's fixtures, picked by the outcome.
+    JSON, implicit faults); by default one of the route's fixtures, picked by the outcome.
+    `earlier` is an earlier answer of the tool (what a `stale` answer repeats).
     """
     if (
         ok is None
@@ -212,6 +223,9 @@ def render(
         ok = _ok_body(route, outcome.pick)
     plan = Plan(variant, VARIANTS[variant], 200, [("Content-Type", ok.content_type), *ok.headers],
                 ok.body, delay)
+    if variant in IMPLICIT_VARIANTS:
+        plan.body, plan.note = implicit.shape(variant, route, ok, outcome.pick, earlier)
+        return plan
     ctx = _Context(
         ok, path, now_wall, outcome.pick, outcome.retry_after_s, outcome.retry_after_measured
     )
@@ -363,4 +377,4 @@ _SHAPE: dict[str, Callable[[Plan, _Context], None]] = {
     **dict.fromkeys(("bad_json", "html", "invalid_utf8", "gzip_bomb", "oversized"), _bad_body),
     **dict.fromkeys(("redirect_private", "redirect_loopback"), _bad_redirect),
 }
-assert set(_SHAPE) == set(VARIANTS), "every variant has a shaper"
+assert set(_SHAPE) | set(IMPLICIT_VARIANTS) == set(VARIANTS), "every variant has a shaper"

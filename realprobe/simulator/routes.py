@@ -7,7 +7,9 @@ this room only needs the data, so the sandbox never imports the adapters.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from realprobe.errors import ErrorCode
 
@@ -42,6 +44,9 @@ class Route:
     #: the catalogue's example argument sets: inputs the real API is known to answer
     examples: tuple[tuple[tuple[str, str], ...], ...] = ()
     origin: str = ""  # scheme://host[:port] of the API, shared by APIs on one host
+    #: the tool's own parser (raises on a body its declared output refuses): implicit faults
+    #: use it to stay what the client accepts
+    parse: Callable[[bytes], Any] | None = field(default=None, compare=False, repr=False)
     regex: re.Pattern[str] = field(init=False)
     #: the path template with one named group per placeholder, to read arguments back
     args_regex: re.Pattern[str] = field(init=False)

@@ -15,7 +15,7 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
-from realprobe.tasks.metrics import levels, pass_k, recovery
+from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.prompts import prompt_variants
@@ -59,7 +59,11 @@ def llm_settings(
 
 
 def resolve_mode(
-    mode: Mode | str, sandbox: str | None, simulate: str | None
+    mode: Mode | str,
+    sandbox: str | None,
+    simulate: str | None,
+    fault_plan: str | Path | None = None,
+    fault_rate: float | None = None,
 ) -> tuple[Mode, str | None]:
     """Where a batch's calls go, checked by the one home of that check (`TransportOptions`):
     a simulate profile implies simulate mode, simulate mode without one uses the default."""
@@ -69,7 +73,8 @@ def resolve_mode(
     # record and replay use each task's own cassette (checked later, per task)
     per_task = "<each task's cassette>" if mode in (Mode.RECORD, Mode.REPLAY) else None
     opts = TransportOptions(
-        mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task
+        mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task,
+        fault_plan=fault_plan, fault_rate=fault_rate,
     ).normalised()
     profile = opts.profile if opts.profile is None else str(opts.profile)
     return Mode(opts.mode), profile
@@ -104,6 +109,7 @@ def summary_of(runs: Iterable[RunOutcome | Mapping[str, Any]]) -> dict[str, Any]
     rows = _rows(runs)
     return {
         "levels": levels(rows), **pass_k(rows), "recovery": recovery(rows),
+        "recovery_by_kind": recovery_by_kind(rows),
         "infra_errors": sum(1 for r in rows if r.get("infra_error") is not None),
     }
 
@@ -178,6 +184,8 @@ class TaskBatch:
         llm_concurrency: int | None = None,
         flaw_seed: int = 0,
         paraphrase: int = 0,
+        fault_plan: str | Path | None = None,
+        fault_rate: float | None = None,
     ) -> TaskBatch:
         """Check everything before anything runs; errors name the parameter at fault."""
         if repeat < 1:
@@ -193,7 +201,7 @@ class TaskBatch:
             limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
-        run_mode, profile = resolve_mode(mode, sandbox, simulate)
+        run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate)
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
         cat = catalog or Catalog.load([])
@@ -206,6 +214,8 @@ class TaskBatch:
             seed=seed, llm=llm, max_turns=max_turns, timeout_s=timeout,
             call_timeout_s=call_timeout, concurrency=concurrency, llm_limits=limits,
             flaw_seed=flaw_seed, paraphrase=paraphrase,
+            fault_plan=str(fault_plan) if fault_plan is not None else None,
+            fault_rate=fault_rate,
         )
         check_variants(chosen, cfg, cat, known)
         check_cassettes(chosen, cfg)

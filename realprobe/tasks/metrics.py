@@ -9,6 +9,7 @@ n is the number of runs per task (the minimum over tasks when they differ, as ta
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from math import comb
@@ -42,20 +43,51 @@ def pass_k(rows: Iterable[Mapping[str, Any]], success: str = "full") -> dict[str
     return {"pass^k": hat, "pass@k": at}
 
 
-def recovery(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Among runs that met at least one tool failure: the share that still reached full
-    success, and the extra calls (beyond a failure-free run's) per failure met."""
-    hit = [r for r in rows if r["outcome"] != "error" and (r["failures"] or 0) > 0]
+def tool_faults(r: Mapping[str, Any]) -> int:
+    """Faults the run met that the agent did not cause (injected, or a real API's own);
+    rows stored before faults were labelled count every failed call."""
+    labelled = r.get("tool_faults")
+    return int(labelled if labelled is not None else (r.get("failures") or 0))
+
+
+def fault_kinds(r: Mapping[str, Any]) -> dict[str, int]:
+    kinds = r.get("fault_kinds")
+    if isinstance(kinds, str):
+        kinds = json.loads(kinds or "{}")
+    return dict(kinds or {})
+
+
+def recovery(rows: Iterable[Mapping[str, Any]], kind: str | None = None) -> dict[str, Any]:
+    """Among runs that met at least one tool fault (of `kind`, when given): the share that
+    still reached full success, and the extra calls (beyond a fault-free run's) per fault.
+    Faults the agent caused with its own input never count."""
+    rows = list(rows)
+    if kind is None:
+        met = {id(r): tool_faults(r) for r in rows}
+    else:
+        met = {id(r): fault_kinds(r).get(kind, 0) for r in rows}
+    hit = [r for r in rows if r["outcome"] != "error" and met[id(r)] > 0]
     if not hit:
         return {"runs_with_failures": 0, "recovery_rate": None, "recovery_cost": None}
     recovered = sum(1 for r in hit if r["outcome"] == "full")
     extra = sum(max(0, (r["tool_calls"] or 0) - (r["optimal_calls"] or 0)) for r in hit)
-    failures = sum(r["failures"] for r in hit)
+    failures = sum(met[id(r)] for r in hit)
     return {
         "runs_with_failures": len(hit),
         "recovery_rate": recovered / len(hit),
         "recovery_cost": extra / failures,
     }
+
+
+FAULT_KINDS = (
+    "explicit-transient", "explicit-permanent", "implicit-transient", "implicit-permanent"
+)
+
+
+def recovery_by_kind(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Recovery per fault kind (ToolMaze's perturbation recovery rate per setting)."""
+    rows = list(rows)
+    return {k: recovery(rows, k) for k in FAULT_KINDS}
 
 
 def levels(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -87,7 +119,9 @@ def compare(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
     groups: dict[tuple[str, str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
     for r in rows:
-        key = (str(r.get("model") or "-"), str(r.get("agent")), str(r.get("target") or "-"),
+        plan = r.get("fault_plan")  # the fault rate is in the target label itself
+        target = str(r.get("target") or "-") + (f" fault_plan={plan}" if plan else "")
+        key = (str(r.get("model") or "-"), str(r.get("agent")), target,
                int(r.get("paraphrase") or 0))
         groups[key].append(r)
     out = []

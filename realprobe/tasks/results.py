@@ -20,7 +20,7 @@ from statistics import fmean
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.tasks.metrics import levels, pass_k, recovery
+from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 
 #: USD per million tokens (input, output), list prices of the providers' public price pages
 #: (2025); a model not listed has no cost. Override or extend with a TOML/JSON file
@@ -191,7 +191,9 @@ def summarise(
     reliability = [
         {**_named(k), "mode": rs[0].get("mode"), "profile": rs[0].get("profile") or "",
          "target_kind": rs[0].get("target_kind") or "live",
-         "runs": len(rs), **pass_k(rs), **recovery(rs)}
+         "runs": len(rs), **pass_k(rs), **recovery(rs),
+         # ToolMaze's recovery rate per fault kind (faults the agent caused never count)
+         "recovery_by_kind": recovery_by_kind(rs)}
         for k, rs in _group(rows, lambda r: _key(r, lambda x: str(x["prompt"]))).items()
     ]
     return {"runs": len(rows), "by_prompt": by_prompt, "by_flaw": by_flaw,

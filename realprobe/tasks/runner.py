@@ -60,6 +60,9 @@ class RunConfig:
     max_turns: int | None = None
     timeout_s: float | None = None
     call_timeout_s: float | None = None
+    #: simulate / sandbox: a fault plan (built-in name or file) and a fault-rate dial
+    fault_plan: str | None = None
+    fault_rate: float | None = None
     vantage: str | None = None  # where the runs happen (default: the host name)
     #: runs side by side on one event loop (results do not depend on it: seeds are per run)
     concurrency: int = 1
@@ -113,9 +116,13 @@ def run_key(task: str, agent: str, prompt: str, seed: int, repeat: int) -> str:
 
 
 def target_label(cfg: RunConfig) -> str:
-    """The target part of a resume key: where calls go (recording is not a target)."""
-    if cfg.mode is Mode.SIMULATE or (cfg.profile and not cfg.sandbox):
-        return f"simulate:{cfg.profile or 'published'}"
+    """The target part of a resume key: where calls go (recording is not a target), with
+    the fault plan and fault rate when set."""
+    faults = (f"+plan:{cfg.fault_plan}" if cfg.fault_plan is not None else "") + (
+        f"@{cfg.fault_rate:g}" if cfg.fault_rate is not None else ""
+    )
+    if cfg.mode is Mode.SIMULATE or (cfg.profile and not cfg.sandbox) or faults:
+        return f"simulate:{cfg.profile or 'published'}{faults}"
     if cfg.sandbox:
         return f"sandbox:{cfg.sandbox}"
     if cfg.mode is Mode.REPLAY:
@@ -309,7 +316,8 @@ def run_client(
 ) -> HttpClient:
     """The run's tool client: the config's target, with the task's per-call limit."""
     opts = TransportOptions(
-        mode=cfg.mode, sandbox=cfg.sandbox, profile=cfg.profile, seed=seed, cassette=cassette
+        mode=cfg.mode, sandbox=cfg.sandbox, profile=cfg.profile, seed=seed, cassette=cassette,
+        fault_plan=cfg.fault_plan, fault_rate=cfg.fault_rate,
     )
     limit = task.constraints.call_timeout_s
     return make_client(
@@ -397,6 +405,10 @@ def run_row(
         "turns": state.turns,
         "tool_calls": state.tool_calls,
         "failures": state.failures,
+        "tool_faults": state.tool_faults,
+        "fault_kinds": state.fault_kinds(),
+        "fault_plan": str(cfg.fault_plan) if cfg.fault_plan is not None else None,
+        "fault_rate": cfg.fault_rate,
         "retries": sum(1 for s in state.steps if s.role == "retry"),
         "fallbacks": sum(1 for s in state.steps if s.role == "fallback"),
         "optimal_calls": len(task.workflow.steps),
@@ -411,7 +423,9 @@ def run_row(
         "final_message": state.final_message[:2000],
         "cassette": str(run.cassette) if run.cassette else None,
         "target_kind": run.client.target.kind.value,
-        "target": run.client.target.label,
+        # the fault-rate dial is part of where the calls went (results never pool rates)
+        "target": run.client.target.label
+        + (f" fault_rate={cfg.fault_rate:g}" if cfg.fault_rate is not None else ""),
         "source": "task",
         "vantage": cfg.vantage or default_vantage(),
         "resume_key": resume_key(task.instance_id, cfg, prompt, run.repeat),

@@ -10,6 +10,9 @@ Paper rules (ResiliBench / WorkflowBench `interactive_executor.py`):
   (D) an explicit completion signal.
 - failure: anything else, and any run that ended on repeated consecutive failures or a loop.
 
+A call whose answer was an injected implicit fault (HTTP 200, wrong content) is not a
+successful execution: the evaluator knows what the agent could not see.
+
 Grounding (ours): the artifact must contain, verbatim up to case and whitespace, every
 `expected_outputs.grounded_in` value as a tool really returned it in this run. Strict = full
 and grounded. Score multipliers are the paper's 1.0 / 0.6 / 0.0.
@@ -82,8 +85,10 @@ class Score:
 
 
 def _first_success(steps: list[StepRecord], tools: list[str]) -> int | None:
+    """The first call of these tools that really succeeded: an answer injected as an
+    implicit fault looked ok to the agent but was wrong, so it does not count."""
     for s in steps:
-        if s.ok and s.tool in tools:
+        if s.ok and s.tool in tools and not s.implicit_fault:
             return s.idx
     return None
 

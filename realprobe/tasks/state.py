@@ -20,6 +20,15 @@ from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import HttpClient
 from realprobe.secrets import clip
+from realprobe.simulator.faults import Injection
+from realprobe.tasks.faults import (
+    TOOL_FAULT_ORIGINS,
+    SandboxJournal,
+    fault_label,
+    fault_ledger,
+    from_journal,
+    from_ledger,
+)
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
 
@@ -50,6 +59,23 @@ class StepRecord:
     latency_ms: float = 0.0
     data: dict[str, Any] | None = None
     step_id: str | None = None
+    #: who caused this step's fault: injected (the simulator or sandbox put it there),
+    #: upstream (a real API's own failure), agent (its own input); None: no fault
+    fault_origin: str | None = None
+    #: explicit-transient | explicit-permanent | implicit-transient | implicit-permanent
+    fault_kind: str | None = None
+    #: the variant played (503, hang, stale, ...), when injected
+    fault_variant: str | None = None
+
+    @property
+    def implicit_fault(self) -> bool:
+        """The answer looked ok but was an injected implicit fault (wrong content)."""
+        return self.fault_origin == "injected" and (self.fault_kind or "").startswith("implicit")
+
+    @property
+    def tool_fault(self) -> bool:
+        """A fault the environment put in front of the agent (not its own input)."""
+        return self.fault_origin in TOOL_FAULT_ORIGINS
 
     def as_row(self, run_id: str) -> dict[str, Any]:
         return {
@@ -70,6 +96,9 @@ class StepRecord:
             "result": json.dumps(self.data, sort_keys=True, default=str)[:4000]
             if self.data is not None
             else None,
+            "fault_origin": self.fault_origin,
+            "fault_kind": self.fault_kind,
+            "fault_variant": self.fault_variant,
         }
 
 
@@ -93,6 +122,19 @@ class RunState:
     @property
     def failures(self) -> int:
         return sum(1 for s in self.steps if s.kind == "api" and not s.ok)
+
+    @property
+    def tool_faults(self) -> int:
+        """Faults met that the agent did not cause (implicit ones included)."""
+        return sum(1 for s in self.steps if s.tool_fault)
+
+    def fault_kinds(self) -> dict[str, int]:
+        """Tool faults met, by kind (explicit/implicit x transient/permanent)."""
+        kinds: dict[str, int] = {}
+        for s in self.steps:
+            if s.tool_fault and s.fault_kind:
+                kinds[s.fault_kind] = kinds.get(s.fault_kind, 0) + 1
+        return kinds
 
 
 COMPLETION_PHRASE = "TASK COMPLETE"
@@ -126,6 +168,14 @@ class ToolBox:
         self._ok_calls: dict[str, int] = {}
         # tool -> (step id, the step's tools): how an agent's free-form calls map to steps
         self._steps = {t: (s.id, s.tools()) for s in task.workflow.steps for t in s.tools()}
+        target = client.target
+        # a sandbox's journal says what it played for each call (paired by request id);
+        # not read while recording, so a cassette holds the agent's calls only
+        self.journal = (
+            SandboxJournal(client, target.sandbox)
+            if target.kind.value == "sandbox" and target.sandbox and target.recording is None
+            else None
+        )
 
     # -- limits --------------------------------------------------------------------------
 
@@ -193,13 +243,30 @@ class ToolBox:
             rec = self._output(name, args, idx, turn, role, step_id)
         elif name in self.catalog:
             tool = self.catalog.get(name)
+            ledger = fault_ledger(self.client)
+            seen = len(ledger) if ledger is not None else 0
             result = await self._polite_call(tool, args)
             rec = self._from_result(result, args, idx, turn, role, step_id)
+            await self._label(rec, result, ledger[seen:] if ledger is not None else None)
         else:
             message = f"unknown tool {name!r}.{self.suggest(name)}"
             rec = _rejected(idx, turn, name, "unknown", role, args, message, step_id)
         self._after(rec)
         return rec
+
+    async def _label(
+        self, rec: StepRecord, result: ToolResult, injected: list[Injection] | None
+    ) -> None:
+        """Who caused the step's fault: the simulator's ledger or the sandbox's journal when
+        they say, else the step's error decides (`tasks.faults.fault_label`)."""
+        label = from_ledger(rec.tool, injected) if injected is not None else None
+        if label is None and self.journal is not None:
+            entry = await self.journal.entry(result.request_id)
+            if entry is not None:
+                label = from_journal(entry) or (None, None, None)
+        if label is None or (label[0] is None and not rec.ok):
+            label = fault_label(rec.ok, rec.error_code, self.client.target.kind.value)
+        rec.fault_origin, rec.fault_kind, rec.fault_variant = label
 
     async def _polite_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
         """The call, after this host's turn when the target is a real API."""
@@ -299,8 +366,9 @@ def _rejected(
     message: str,
     step_id: str | None,
 ) -> StepRecord:
-    """A call refused before anything ran: INVALID_INPUT, with the reason."""
+    """A call refused before anything ran: INVALID_INPUT, with the reason (the agent's)."""
     return StepRecord(
+        fault_origin="agent",
         idx=idx,
         turn=turn,
         tool=tool,

@@ -20,8 +20,9 @@ from realprobe.store import (
 )
 
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
-#: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics)
-TASK_SCHEMA_VERSION = 4
+#: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics;
+#: 5 the fault labels: who caused each step's fault, and of what kind)
+TASK_SCHEMA_VERSION = 5
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -74,6 +75,11 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     "chain_f1": float,
     "kendall_tau": float,
     "graph_f1": float,
+    # schema 5: faults the agent did not cause (injected, or a real API's own), by kind
+    "tool_faults": int,
+    "fault_kinds": str,  # JSON {explicit-transient: n, implicit-permanent: n, ...}
+    "fault_plan": str,
+    "fault_rate": float,
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
@@ -94,6 +100,10 @@ TASK_STEPS_COLUMNS: dict[str, Any] = {
     "latency_ms": float,
     "result": str,  # JSON of the data (truncated)
     "target_kind": str,  # schema 2
+    # schema 4
+    "fault_origin": str,  # injected | upstream | agent (null: no fault)
+    "fault_kind": str,  # explicit|implicit - transient|permanent
+    "fault_variant": str,
 }
 
 

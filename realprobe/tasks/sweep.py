@@ -27,6 +27,10 @@ kind = "sandbox"
 url = "http://127.0.0.1:8765"
 ```
 
+Simulate targets can be crossed with fault plans and fault rates (each plan x each rate):
+`fault_plans = ["toolmaze-explicit-transient", "plans/mine.toml"]` and
+`lambda = [0, 0.075, 0.175, 0.275]` (every tool fails that share of calls, `Profile.scaled`).
+
 `expand` turns it into run configurations; the reference agent needs no model and runs
 once per target. Every run is keyed by (task, agent, model, prompt, target, seed, repeat),
 the key `--resume` skips when it is already stored complete.
@@ -49,6 +53,7 @@ from realprobe.clients import Mode
 from realprobe.dbfacts import default_db_path
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
+from realprobe.simulator.plans import load_plan
 from realprobe.store import Store
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
@@ -133,7 +138,7 @@ class SweepTarget(BaseModel):
 
 
 class SweepFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     tasks: Literal["all"] | list[str] = "all"
     prompts: list[str] = Field(default_factory=lambda: ["optimal"])
     agents: list[str] = Field(default_factory=lambda: ["reference"])
@@ -145,6 +150,10 @@ class SweepFile(BaseModel):
     targets: list[SweepTarget] = Field(
         default_factory=lambda: [SweepTarget(kind="simulate", profile="published")]
     )
+    #: simulate targets run once per fault plan (none: no plan) ...
+    fault_plans: list[str] = Field(default_factory=list)
+    #: ... and once per fault rate (none: the profile's own rates)
+    lambdas: list[float] = Field(default_factory=list, alias="lambda")
 
     @model_validator(mode="after")
     def _check(self) -> SweepFile:
@@ -157,7 +166,19 @@ class SweepFile(BaseModel):
         if len(names) != len(set(names)):
             raise ValueError("model names must be unique")
         prompt_variants(",".join(self.prompts))  # raises on a bad prompt
+        if any(not 0 <= lam <= 1 for lam in self.lambdas):
+            raise ValueError("lambda values are shares of calls, between 0 and 1")
+        for plan in self.fault_plans:
+            load_plan(plan)
         return self
+
+    def faults(self, target: SweepTarget) -> list[tuple[str | None, float | None]]:
+        """(fault plan, fault rate) pairs a target runs under (only simulate takes them)."""
+        if target.kind != "simulate":
+            return [(None, None)]
+        plans: list[str | None] = list(self.fault_plans) or [None]
+        rates: list[float | None] = list(self.lambdas) or [None]
+        return [(p, r) for p in plans for r in rates]
 
 
 @dataclass(frozen=True)
@@ -167,6 +188,8 @@ class SweepCell:
     agent: str
     model: SweepModel | None
     target: SweepTarget
+    fault_plan: str | None = None
+    fault_rate: float | None = None
 
 
 def load_sweep(path: str | Path) -> SweepFile:
@@ -191,13 +214,14 @@ def load_sweep(path: str | Path) -> SweepFile:
 
 
 def cells(sweep: SweepFile) -> list[SweepCell]:
-    out = []
+    out: list[SweepCell] = []
     for target in sweep.targets:
-        for agent in sweep.agents:
-            if agent == "reference":
-                out.append(SweepCell(agent, None, target))
-            else:
-                out.extend(SweepCell(agent, m, target) for m in sweep.models)
+        for plan, rate in sweep.faults(target):
+            for agent in sweep.agents:
+                models: list[SweepModel | None] = (
+                    [None] if agent == "reference" else list(sweep.models)
+                )
+                out.extend(SweepCell(agent, m, target, plan, rate) for m in models)
     return out
 
 
@@ -242,6 +266,8 @@ def plan_sweep(
             concurrency=concurrency,
             flaw_seed=sweep.flaw_seed,
             paraphrase=level,
+            fault_plan=cell.fault_plan,
+            fault_rate=cell.fault_rate,
         )
         jobs += jobs_for(chosen, cfg)
     return jobs
@@ -304,9 +330,11 @@ def run_sweep_file(
     address: str | None = None,
     on_planned: Callable[[int, int], None] | None = None,
     on_done: Callable[[Finished], None] | None = None,
+    fault_plans: list[str] | None = None,
+    lambdas: list[float] | None = None,
 ) -> SweepResult:
     """Check the options, run the sweep FILE into `db` (default: the default database),
-    then compare every run the database holds."""
+    then compare every run the database holds. `fault_plans` / `lambdas` replace the file's."""
     if concurrency < 1:
         raise RealprobeError(
             f"concurrency must be at least 1 (got {concurrency})", param="concurrency"
@@ -314,6 +342,14 @@ def run_sweep_file(
     if executor not in ("local", "ray"):
         raise RealprobeError(f"executor {executor!r}: choose local or ray", param="executor")
     sweep = load_sweep(file)
+    if fault_plans or lambdas:
+        raw = sweep.model_dump(by_alias=True)
+        raw["fault_plans"] = fault_plans or sweep.fault_plans
+        raw["lambda"] = lambdas or sweep.lambdas
+        try:
+            sweep = SweepFile.model_validate(raw)
+        except ValidationError as exc:
+            raise RealprobeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
     path = db or default_db_path()
     if not path.parent.is_dir():
         raise RealprobeError(

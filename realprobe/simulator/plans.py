@@ -1,0 +1,256 @@
+"""Fault plans: faults at chosen calls, the same for every agent and model that runs them.
+
+A plan is a list of rules. Each rule names the tools it touches (a name or a glob), which of
+their calls it hits (`first`, `n`, `every`, `after`, a time `window`), the fault to play (any
+explicit variant or error code, an implicit variant, `implicit`, or `dead`) and how long the
+fault lasts once it starts (`duration`: calls, or `permanent`). The first rule that hits a
+call decides it. A plan sits on top of a profile (`base = "profile"`) or replaces its
+failures (`base = "none"`: calls no rule hits succeed).
+
+Calls are counted per tool (`count = "tool"`) or across the run (`count = "run"`, so
+`n = 1` is the run's first tool call, whatever the tool). Where a choice is left open (an
+error code's variant, which implicit variant), it is drawn from (seed, tool, call): the same
+plan and seed give the same faults to every agent that makes the same calls.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import random
+import tomllib
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from realprobe.errors import ErrorCode
+from realprobe.simulator.faults import Outcome
+from realprobe.simulator.profile import IMPLICIT_VARIANTS, ProfileError
+from realprobe.simulator.render import VARIANTS
+
+PLAN_FORMAT = "realprobe-fault-plan/1"
+#: the fault a `dead` tool answers with, on every call from the first hit on
+DEAD_VARIANT = "503"
+BUILTIN_PLANS = (
+    "toolmaze-explicit-transient",
+    "toolmaze-explicit-permanent",
+    "toolmaze-implicit-transient",
+    "toolmaze-implicit-permanent",
+)
+
+
+class FaultPlanError(ProfileError):
+    pass
+
+
+def _fault_names() -> list[str]:
+    explicit = [v for v, c in VARIANTS.items() if c is not None]
+    return [*explicit, *(c.value for c in ErrorCode), *IMPLICIT_VARIANTS, "implicit", "dead"]
+
+
+class PlanRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = "*"
+    count: Literal["tool", "run"] = "tool"
+    first: int | None = Field(default=None, ge=1)
+    n: list[int] | None = None
+    every: int | None = Field(default=None, ge=1)
+    after: int | None = Field(default=None, ge=0)
+    #: seconds since the run's first call: [start, end)
+    window: tuple[float, float] | None = None
+    fault: str
+    #: calls the fault lasts once a call triggers it (default 1; `dead`: permanent)
+    duration: int | Literal["permanent"] | None = None
+
+    @field_validator("n", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        return [v] if isinstance(v, int) else v
+
+    @field_validator("fault")
+    @classmethod
+    def _known_fault(cls, v: str) -> str:
+        if v not in _fault_names():
+            raise ValueError(
+                f"unknown fault {v!r}; use an explicit variant (500, hang, ...), an error code "
+                f"(TIMEOUT, ...), an implicit variant ({', '.join(IMPLICIT_VARIANTS)}), "
+                "implicit or dead"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _sane(self) -> PlanRule:
+        if self.window is not None and not self.window[0] < self.window[1]:
+            raise ValueError("window must be [start, end) with start < end")
+        if isinstance(self.duration, int) and self.duration < 1:
+            raise ValueError("duration must be at least 1 call (or permanent)")
+        if self.n is not None and any(k < 1 for k in self.n):
+            raise ValueError("n counts calls from 1")
+        return self
+
+    @property
+    def lasts(self) -> float:
+        if self.duration == "permanent" or (self.duration is None and self.fault == "dead"):
+            return math.inf
+        return float(self.duration or 1)
+
+    def hits(self, k: int, elapsed: float) -> bool:
+        """Whether the k-th call (counted as the rule counts), `elapsed` seconds into the
+        run, triggers the rule."""
+        if self.first is not None and k > self.first:
+            return False
+        if self.n is not None and k not in self.n:
+            return False
+        if self.every is not None and k % self.every:
+            return False
+        if self.after is not None and k <= self.after:
+            return False
+        return self.window is None or self.window[0] <= elapsed < self.window[1]
+
+
+class FaultPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = PLAN_FORMAT
+    name: str | None = None
+    description: str | None = None
+    base: Literal["profile", "none"] = "profile"
+    rules: list[PlanRule] = Field(default_factory=list)
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, v: str) -> str:
+        if v != PLAN_FORMAT:
+            raise ValueError(f"unsupported plan format {v!r}; this realprobe reads {PLAN_FORMAT!r}")
+        return v
+
+    def start(self, seed: int | str) -> PlanState:
+        return PlanState(self, seed)
+
+
+@dataclass
+class PlanState:
+    """A plan applied to one run's calls: counters and the faults still lasting."""
+
+    plan: FaultPlan
+    seed: int | str
+    run_calls: int = 0
+    t0: float | None = None
+    #: (rule index, tool) -> calls left of a fault that started earlier
+    lasting: dict[tuple[int, str], float] = field(default_factory=dict)
+    #: (rule index, tool) -> the variant chosen when it started (kept while it lasts)
+    chosen: dict[tuple[int, str], str] = field(default_factory=dict)
+
+    def apply(self, tool: str, call: int, now: float | None, out: Outcome) -> Outcome:
+        self.run_calls += 1
+        if now is not None and self.t0 is None:
+            self.t0 = now
+        elapsed = 0.0 if now is None or self.t0 is None else now - self.t0
+        for i, rule in enumerate(self.plan.rules):
+            if not fnmatch.fnmatchcase(tool, rule.tool):
+                continue
+            key = (i, tool)
+            left = self.lasting.get(key, 0.0)
+            if left > 0:
+                self.lasting[key] = left - 1
+                return self._fault(rule, key, tool, call, out)
+            k = call if rule.count == "tool" else self.run_calls
+            if rule.hits(k, elapsed):
+                self.lasting[key] = rule.lasts - 1
+                self.chosen.pop(key, None)
+                return self._fault(rule, key, tool, call, out)
+        if self.plan.base == "none":
+            latency = 0.0 if math.isinf(out.latency_s) else out.latency_s
+            return Outcome(None, latency, out.pick)
+        return out
+
+    def _fault(
+        self, rule: PlanRule, key: tuple[int, str], tool: str, call: int, out: Outcome
+    ) -> Outcome:
+        pick = random.Random(f"{self.seed}:{tool}:plan:{call}").getrandbits(30)
+        variant = self.chosen.get(key)
+        if variant is None:
+            variant = self.chosen[key] = _variant_for(rule.fault, pick)
+        permanent = math.isinf(rule.lasts)
+        latency = out.latency_s if not math.isinf(out.latency_s) else 0.2
+        if variant in IMPLICIT_VARIANTS:
+            return Outcome(None, latency, pick, variant=variant, injected_by="plan",
+                           permanent=permanent)  # fmt: skip
+        code = VARIANTS[variant]
+        if code is ErrorCode.TIMEOUT:
+            latency = math.inf
+        return replace(
+            out, code=code, latency_s=latency, pick=pick, variant=variant,
+            injected_by="plan", permanent=permanent, retry_after_s=None,
+            retry_after_measured=False,
+        )  # fmt: skip
+
+
+#: the variants an error code named in a plan is played as (seeded choice)
+_CODE_VARIANTS: dict[ErrorCode, tuple[str, ...]] = {
+    ErrorCode.TIMEOUT: ("hang",),
+    ErrorCode.NETWORK_ERROR: ("reset", "truncated"),
+    ErrorCode.RATE_LIMIT_ERROR: ("429",),
+    ErrorCode.SERVER_ERROR: ("500", "502", "503"),
+    ErrorCode.INVALID_INPUT: ("400",),
+    ErrorCode.NOT_FOUND: ("404",),
+    ErrorCode.AUTH_ERROR: ("401", "403"),
+    ErrorCode.INVALID_RESPONSE: ("bad_json", "html"),
+    ErrorCode.OPERATION_FAILED: ("418",),
+}
+
+
+def _variant_for(fault: str, pick: int) -> str:
+    if fault == "dead":
+        return DEAD_VARIANT
+    if fault == "implicit":
+        return IMPLICIT_VARIANTS[pick % len(IMPLICIT_VARIANTS)]
+    if fault in ErrorCode.__members__:
+        options = _CODE_VARIANTS[ErrorCode(fault)]
+        return options[pick % len(options)]
+    return fault
+
+
+def _parse(text: str, suffix: str, where: str) -> Any:
+    try:
+        return tomllib.loads(text) if suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        raise FaultPlanError(f"{where}: not a readable fault plan ({exc})") from exc
+
+
+def _validated(raw: Any, where: str) -> FaultPlan:
+    try:
+        return FaultPlan.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        at = ".".join(str(p) for p in err["loc"]) or "top level"
+        raise FaultPlanError(f"{where}: invalid fault plan at {at}: {err['msg']}") from exc
+
+
+def load_plan(ref: str | Path | FaultPlan) -> FaultPlan:
+    """A plan by built-in name (`toolmaze-explicit-transient`, ...) or by file (.toml or
+    .json)."""
+    if isinstance(ref, FaultPlan):
+        return ref
+    ref_s = str(ref)
+    if ref_s in BUILTIN_PLANS:
+        data = resources.files("realprobe.simulator").joinpath("plans", f"{ref_s}.toml")
+        return _validated(_parse(data.read_text(encoding="utf-8"), ".toml", ref_s), ref_s)
+    path = Path(ref_s)
+    if not path.is_file():
+        raise FaultPlanError(
+            f"fault plan {ref_s!r} is neither a file nor a built-in ({', '.join(BUILTIN_PLANS)})"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FaultPlanError(f"{path}: not a readable fault plan ({exc})") from exc
+    return _validated(_parse(text, path.suffix.lower(), str(path)), str(path))
+
+
+__all__ = ["BUILTIN_PLANS", "FaultPlan", "FaultPlanError", "PlanRule", "PlanState", "load_plan"]
