@@ -321,6 +321,50 @@ def test_the_cli_flags_reach_the_runs_and_the_surface(tmp_path: Path) -> None:
     assert res.exit_code != 0 and "for that filter" in str(res.exception)
 
 
+def _short_deadline_task(tmp_path: Path, seconds: float) -> Path:
+    """The shipped task with a deadline of `seconds`, in a folder of its own."""
+    data = json.loads((default_tasks_dir() / f"{TASK}.json").read_text())
+    data["constraints"] = {"timeout_s": seconds}
+    (tmp_path / f"{TASK}.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def test_a_user_agent_that_never_answers_ends_at_the_deadline(tmp_path: Path) -> None:
+    """On a virtual clock only tool calls move time: the deadline still holds in real time."""
+    import asyncio
+
+    async def waits(prompt: str, tools: Toolbox) -> str:
+        await tools.call("catfact_fact", {})
+        await asyncio.Event().wait()  # an answer that never comes
+        return "TASK COMPLETE"
+
+    import threading
+
+    folder = _short_deadline_task(tmp_path, 0.3)
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(evaluate(
+        waits, [TASK], target=realprobe.options(simulate="calm"), tasks_dir=folder)),
+        daemon=True)
+    worker.start()
+    worker.join(60)  # bounded even when the deadline does not hold
+    assert got, "evaluate did not return"
+    out = got[0].runs[0]
+    assert out.row["termination"] == "deadline" and out.row["outcome"] == "failure"
+    assert out.row["tool_calls"] == 1
+
+
+def test_a_user_agent_that_raises_cancelled_error_itself_is_a_failed_run() -> None:
+    """Its own CancelledError (nobody cancelled it) is the agent's failure, not a lost run."""
+    import asyncio
+
+    async def confused(prompt: str, tools: Toolbox) -> str:
+        raise asyncio.CancelledError("my own")
+
+    result = evaluate(confused, [TASK], target=realprobe.options(simulate="calm"), repeat=2)
+    assert [r.row["termination"] for r in result.runs] == ["agent_error", "agent_error"]
+    assert "CancelledError: my own" in result.runs[0].row["final_message"]
+
+
 def test_a_user_agent_that_swallows_the_end_of_its_run_is_stopped() -> None:
     calls = []
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.clients import TransportOptions
 from realprobe.errors import RealprobeError
 from realprobe.tasks.agents.base import AgentContext
@@ -117,19 +118,41 @@ class CallableAgent:
 
     async def run(self, ctx: AgentContext) -> None:
         box = Toolbox(ctx)
+        limit = ctx.task.constraints.timeout_s
         try:
-            answer = await self.fn(box.prompt.user, box)
-        except (Terminated, asyncio.CancelledError):
+            # the task's deadline in real time too: on a virtual clock only tool calls move
+            # time, so an agent awaiting something that never comes would hold the batch
+            with DeadlineGuard(limit) as guard:
+                answer = await self.fn(box.prompt.user, box)
+        except Terminated:
             raise
+        except asyncio.CancelledError as exc:
+            if _cancelled_from_outside():
+                raise
+            _agent_error(ctx, exc)  # the agent raised it itself: a failure, not a lost run
+            return
         except Exception as exc:  # the agent's own bug is its failure, kept in the run
-            ctx.state.termination = "agent_error"
-            ctx.state.final_message = f"the agent raised {type(exc).__name__}: {exc}"[:2000]
+            _agent_error(ctx, exc)
+            return
+        if guard.expired:
+            ctx.state.termination = "deadline"
+            ctx.state.final_message = f"the agent gave no answer within {limit:g}s"
             return
         text = "" if answer is None else str(answer)
         ctx.state.final_message = text
         ctx.state.completion_signal = says_complete(text)
         if box.ended is not None:  # the agent swallowed the end of its run
             raise Terminated(box.ended)
+
+
+def _cancelled_from_outside() -> bool:
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _agent_error(ctx: AgentContext, exc: BaseException) -> None:
+    ctx.state.termination = "agent_error"
+    ctx.state.final_message = f"the agent raised {type(exc).__name__}: {exc}"[:2000]
 
 
 def _target_settings(target: TransportOptions | None) -> dict[str, Any]:
