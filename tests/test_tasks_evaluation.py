@@ -273,6 +273,40 @@ async def test_an_mcp_session_that_ends_is_scored(tmp_path: Path) -> None:
     assert not row["final_message"]
 
 
+async def test_an_mcp_session_shows_a_graded_flaw_as_a_run_would(tmp_path: Path) -> None:
+    """`mcp --task T --task-prompt flawed:<type>@<sev>` offers what `run --prompt` offers."""
+    from realprobe.tasks.flaws import with_variant
+
+    prompt = "flawed:missing_steps@50"
+    opts = ServiceOptions(transport=TransportOptions(profile="calm"), db=str(tmp_path / "g.db"),
+                          task=TASK, task_prompt=prompt)
+    async with McpService(CATALOG, opts) as service, Client(service.server) as client:
+        shown = (await client.call_tool("task_prompt", {})).content[0].text  # type: ignore[union-attr]
+    expected = render(with_variant(TASKS[TASK], prompt, CATALOG), prompt).user
+    assert expected in shown and render(TASKS[TASK], "optimal").user not in shown
+
+
+@pytest.mark.parametrize(("prompt", "words"), [
+    ("bogus", "--task-prompt 'bogus': choose baseline"),
+    ("flawed:missing_steps@300", "--task-prompt 'flawed:missing_steps@300': the severity"),
+    ("flawed:all", "--task-prompt 'flawed:all' names 7 prompts; a session runs one"),
+])
+def test_mcp_task_prompt_is_checked_like_run_prompt(
+    tmp_path: Path, prompt: str, words: str
+) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "--task", TASK, "--task-prompt", prompt,
+         "--db", str(tmp_path / "m.db")],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert res.returncode == 2 and res.stderr.startswith(f"error: {words}"), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m.db").exists()
+
+
 def test_the_evaluate_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     import re
 

@@ -30,7 +30,7 @@ from realprobe.tasks.agents.llm import run_tool
 from realprobe.tasks.agents.openai_native import tool_definitions
 from realprobe.tasks.batch import TaskBatch, TaskBatchResult
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
-from realprobe.tasks.prompts import Prompt, render
+from realprobe.tasks.prompts import Prompt, prompt_variants, render
 from realprobe.tasks.runner import (
     PreparedRun,
     RunConfig,
@@ -39,6 +39,7 @@ from realprobe.tasks.runner import (
     Shared,
     prepare_run,
     rows_to_store,
+    run_variant,
 )
 from realprobe.tasks.scoring import score_run
 from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
@@ -245,6 +246,13 @@ class TaskSession:
             (task,) = pick_tasks(load_tasks(folder), [task], False)
         self.task = task
         self.catalog = catalog
+        variants = prompt_variants(prompt)  # checked like `run --prompt` checks it
+        if len(variants) != 1:
+            raise RealprobeError(
+                f"prompt {prompt!r} names {len(variants)} prompts; a session runs one",
+                param="prompt",
+            )
+        prompt = variants[0]
         s = _target_settings(target)
         self.cfg = RunConfig(
             agent=agent, prompts=[prompt], mode=s["mode"], sandbox=s["sandbox"],
@@ -260,7 +268,9 @@ class TaskSession:
 
     @property
     def prompt(self) -> Prompt:
-        return render(self.task, self.cfg.prompts[0])
+        """The prompt as this session's runs show it (a graded flaw built like a run's)."""
+        prompt = self.cfg.prompts[0]
+        return render(run_variant(self.task, self.cfg, prompt, self.catalog), prompt)
 
     def _current(self) -> PreparedRun:
         if self._run is None:
