@@ -18,7 +18,10 @@ Rows come from the seeded fault model (realprobe.probes.synthetic: the simulator
 stream and latency, the deadline applied as the simulate transport applies it; no HTTP).
 N calls per tool one minute apart (daily: spread evenly over 7 days).
 
-    python bench/stats_coverage.py [--seeds 100] [--n 50,200,1000] [--save]
+    python bench/stats_coverage.py [--seeds 100] [--n 50,200,1000] [--cells a,b] [--save]
+
+With --save, the cells run replace their earlier results in bench/results/stats_coverage.json
+(the others are kept, each with its number of experiments).
 """
 
 from __future__ import annotations
@@ -148,9 +151,16 @@ def main() -> None:
         print(f"| {key} | " + " | ".join(f"{100 * row.get(str(n), math.nan):.1f}%" for n in ns)
               + " |")  # fmt: skip
     if args.save:
+        # cells run now replace their earlier results; the others are kept
         RESULTS.mkdir(exist_ok=True)
-        out = {"seeds": args.seeds, "coverage": table}
-        (RESULTS / "stats_coverage.json").write_text(json.dumps(out, indent=2) + "\n")
+        path = RESULTS / "stats_coverage.json"
+        out = json.loads(path.read_text()) if path.exists() else {"coverage": {}}
+        out.setdefault("seeds_by_cell", {})
+        for key, row in table.items():
+            out["coverage"][key] = row
+            out["seeds_by_cell"][key] = args.seeds
+        out["seeds"] = min(out["seeds_by_cell"].values())
+        path.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

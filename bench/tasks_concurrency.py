@@ -35,7 +35,7 @@ RESULTS = Path(__file__).parent / "results"
 SERVER = """
 import sys, time
 from tests.llm_server import ScriptedLLM, two_turns
-s = ScriptedLLM([], delay_s={delay}, responder=two_turns)
+s = ScriptedLLM([], delay_s={delay}, responder=two_turns, keep_alive=True)
 print(s.start(), flush=True)
 while True:
     time.sleep(3600)

@@ -8,6 +8,7 @@ names is the client's job (its injectable resolver feeds the answers back throug
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -75,7 +76,9 @@ def host_of(url: str) -> str:
         return ""
 
 
+@functools.lru_cache(maxsize=1024)
 def is_private_url(url: str) -> bool:
+    # asked once per call with the API's base URL: parsed once per URL, not per call
     return is_private_host(host_of(url))
 
 

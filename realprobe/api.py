@@ -234,7 +234,8 @@ def probe(
     async def go() -> RunSummary:
         stop = asyncio.Event()
         async with probe_session(
-            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
+            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force,
+            concurrency=concurrency,
         ) as (store, client):
             with graceful_stop(stop, notify) if stop_on_signals else contextlib.nullcontext():
                 return await run_probes(
@@ -359,7 +360,8 @@ def schedule(
 
         checks = None if rules is None else RoundChecks(path, rules, on_alert or _quiet)
         async with probe_session(
-            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force
+            cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force,
+            concurrency=concurrency,
         ) as (store, client):
             from realprobe.probes.runner import run_probes
 
@@ -650,9 +652,10 @@ def run_tasks(
     (None: don't store). Returns every run and the summary (levels, pass^k, recovery).
 
     `resume` skips runs already stored complete in `db`. `executor="ray"` spreads the runs
-    over a local Ray or the cluster at `address` (not for live targets); this process stays
-    the only writer of `db`. `gates` shares the per-host politeness gates with a probe run
-    or an MCP server in this process (local executor only: Ray workers cannot share them).
+    over a local Ray or the cluster at `address` (live runs there share one politeness state
+    across the workers); this process stays the only writer of `db`. `gates` shares the
+    per-host politeness gates with a probe run or an MCP server in this process (local
+    executor only: Ray workers cannot share them).
     """
     return plan_tasks(tasks, all=all, **settings).run(
         db=db, on_done=on_done, resume=resume, executor=executor, address=address, gates=gates

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
@@ -150,17 +150,33 @@ def select_rows(
 ) -> tuple[list[str], list[str] | None]:
     """(kinds, vantages) to read: `kinds` as given, else chosen from the rows the windows
     hold (live first; the one other kind; several other kinds: an error asking to pick)."""
-    from realprobe.probes.provenance import kinds_present, parse_vantages, pick_kinds
+    chosen, vantages, _ = _surveyed(db, kinds, vantage, windows, names)
+    return chosen, vantages
+
+
+def _surveyed(
+    db: Path,
+    kinds: Kinds,
+    vantage: str | Sequence[str] | None,
+    windows: Sequence[Window],
+    names: list[str] | None,
+) -> tuple[list[str], list[str] | None, list[Any] | None]:
+    """`select_rows`, with each window's provenance survey when it was read to choose the
+    kinds (handed to the loader, which then does not read it again)."""
+    from realprobe.probes.provenance import kinds_present, parse_vantages, pick_kinds, survey
 
     asked = _kinds_arg(kinds, None)
     vantages = parse_vantages(vantage)
     if asked is not None and asked != ["all"]:
-        return asked, vantages
+        return asked, vantages, None
     present: dict[str, int] = {}
+    surveys = []
     for a, b in windows:
-        for kind, n in kinds_present(db, a, b, names, vantages).items():
+        groups = survey(db, a, b, names, vantages)
+        surveys.append(groups)
+        for kind, n in kinds_present(db, groups=groups).items():
             present[kind] = present.get(kind, 0) + n
-    return pick_kinds(present, None if asked is None else "all"), vantages
+    return pick_kinds(present, None if asked is None else "all"), vantages, surveys
 
 
 def check_tools(
@@ -201,6 +217,8 @@ class Rows:
     tools: list[str] | None
     kinds: list[str]
     vantages: list[str] | None
+    #: the window's provenance survey, when choosing the kinds read it
+    survey: list[Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def window(self) -> Window:
@@ -243,7 +261,8 @@ class Rows:
                 for v in chosen
             }
             return VantageStats(target_kinds=self.kinds, vantages=reports)
-        _, rep = stats_from_db(*sel, period_s, kinds=self.kinds, vantages=self.vantages)
+        _, rep = stats_from_db(*sel, period_s, kinds=self.kinds, vantages=self.vantages,
+                               groups=self.survey)
         phases = phase_breakdown(*sel, self.kinds, self.vantages)
         return Stats(**dict(rep), phases=phases)
 
@@ -254,7 +273,7 @@ class Rows:
         from realprobe.probes.stats import stats_from_db
 
         arr, rep = stats_from_db(self.db, self.since, self.until, self.tools,
-                                 kinds=self.kinds, vantages=self.vantages)
+                                 kinds=self.kinds, vantages=self.vantages, groups=self.survey)
         return calibrate_report(rep, name=name, db=str(self.db), arrays=arr)
 
     def drift(self, current: Rows, *, alpha: float = 0.05,
@@ -300,7 +319,8 @@ class Rows:
         bw = None if baseline is None else window_arg("baseline", baseline)
         cw = None if current is None else window_arg("current", current)
         return build(self.db, self.since, self.until, self.tools, baseline=bw, current=cw,
-                     period_s=period_s, kinds=self.kinds, vantages=self.vantages, stats=stats)
+                     period_s=period_s, kinds=self.kinds, vantages=self.vantages, stats=stats,
+                     groups=self.survey)
 
 
 def _check_drift(alpha: float, correction: str, min_success_change: float,
@@ -330,11 +350,14 @@ def selections(db: str | Path | None, windows: Sequence[str | Window], *,
         window_arg(params[i] if i < len(params) else "window", w) if isinstance(w, str) else w
         for i, w in enumerate(windows)
     ]
-    chosen, vantages = select_rows(path, asked, vantage, wins, names)
+    chosen, vantages, surveys = _surveyed(path, asked, vantage, wins, names)
     if check:
         for w in wins:
             check_tools(path, names, w, chosen, vantages)
-    return [Rows(path, w[0], w[1], names, chosen, vantages) for w in wins]
+    return [
+        Rows(path, w[0], w[1], names, chosen, vantages, surveys[i] if surveys else None)
+        for i, w in enumerate(wins)
+    ]
 
 
 def rows(

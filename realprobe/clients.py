@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -197,9 +198,10 @@ def check_sandbox_url(url: str) -> None:
 
 
 def base_transport(
-    catalog: Catalog, opts: TransportOptions, clock: Clock
+    catalog: Catalog, opts: TransportOptions, clock: Clock, limits: httpx.Limits | None = None
 ) -> httpx.AsyncBaseTransport:
-    """The transport that really answers: network, sandbox or simulator."""
+    """The transport that really answers: network, sandbox or simulator (`limits`: the
+    network connection pool's)."""
     if opts.mode is Mode.SIMULATE:
         profile = resolve_profile(opts.profile)
         return SimulateTransport(
@@ -211,8 +213,8 @@ def base_transport(
             plan=load_plan(opts.fault_plan) if opts.fault_plan is not None else None,
         )
     if opts.sandbox:
-        return SandboxRouter(opts.sandbox, origins_of(catalog), live_transport())
-    return live_transport()
+        return SandboxRouter(opts.sandbox, origins_of(catalog), live_transport(limits))
+    return live_transport(limits)
 
 
 def _virtual_by_default(opts: TransportOptions) -> bool:
@@ -237,10 +239,11 @@ def make_client(
     opts = (opts or TransportOptions()).normalised()
     if clock is None:
         clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
+    limits = (config or ClientConfig()).pool_limits()
     if opts.mode in (Mode.RECORD, Mode.REPLAY):
-        transport = transport_for(catalog, opts, clock, base_transport)
+        transport = transport_for(catalog, opts, clock, partial(base_transport, limits=limits))
     else:
-        transport = base_transport(catalog, opts, clock)
+        transport = base_transport(catalog, opts, clock, limits)
     target = Target.from_options(opts)
     return HttpClient(
         transport,
@@ -278,7 +281,7 @@ def make_sync_client(
         base: httpx.BaseTransport = (
             SyncSandboxRouter(opts.sandbox, origins_of(catalog))
             if opts.sandbox
-            else sync_live_transport()
+            else sync_live_transport((config or ClientConfig()).pool_limits())
         )
         transport = base
         if opts.mode is Mode.RECORD and opts.record_mode == "new_episodes":

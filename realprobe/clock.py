@@ -35,6 +35,14 @@ class RealClock:
         return time.time()
 
 
+class WallClock(RealClock):
+    """A real clock whose `now` is seconds since the epoch: one scale that every process on
+    a machine reads alike (politeness shared across processes keeps time on it)."""
+
+    def now(self) -> float:
+        return time.time()
+
+
 class VirtualClock:
     """A clock that only moves when told to: `sleep` and `advance` add to it, nothing waits."""
 

@@ -17,22 +17,31 @@ so it waits only when its turn comes within that deadline and otherwise gets `He
 saying when to retry, with nothing sent (`HostGates.turn`). Everything holding the same
 `HostGates` shares the limits. Hosts are keyed by `host_key` (`api.example.com:443`), so
 APIs on one host share its limits.
+
+Across processes (task runs on Ray workers) the state lives in one `GateState` (a Ray actor
+holds it) and each process holds `SharedGates` talking to it: the same claims, slots and
+pauses, with start times on the wall clock. On one machine every process reads the same
+clock, so the spacing is exact; across machines it holds to within their clock offset
+(NTP keeps it to milliseconds) plus nothing else, since each call sleeps until its claimed
+start by its own clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
-from collections.abc import AsyncIterator, Iterable
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import httpx
 
-from realprobe.clock import Clock
+from realprobe.clock import Clock, WallClock
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.result import ToolError, ToolResult
 
@@ -272,6 +281,145 @@ class HostGates:
     def note(self, api: ApiSpec, result: ToolResult) -> None:
         """Let the host's limiter learn from a finished call (Retry-After, 429s)."""
         self.for_api(api).note(result.code, result.error.retry_after_s if result.error else None)
+
+
+def strictest(policy: Politeness) -> Strictest:
+    """A policy as plain data (it travels to another process)."""
+    return Strictest(policy.max_in_flight, policy.min_interval_s, policy.jitter_s,
+                     policy.daily_budget)
+
+
+#: (the wall-clock time the call may start, or None when held back; seconds to retry after;
+#: why it is held back)
+Claim = tuple[float | None, float, str]
+
+
+class GateState:
+    """Every host's politeness in one place, for many processes: `HostGates`' limiters on
+    the wall clock, with in-flight slots lent as leases that lapse if their holder dies."""
+
+    def __init__(self, backoff: Backoff | None = None) -> None:
+        self.gates = HostGates(WallClock(), backoff)
+        self._leases: dict[int, tuple[HostLimiter, float]] = {}
+        self._ids = itertools.count(1)
+
+    def reserve(self, key: str, policy: Strictest, budget_s: float) -> Claim:
+        """Claim the host's next start if it comes within `budget_s` (as `HostGates.turn`)."""
+        try:
+            wait = self.gates.limiter(key, policy).reserve(budget_s)
+        except HeldBack as held:
+            return None, held.retry_after_s, held.why
+        return time.time() + wait, 0.0, ""
+
+    async def acquire(self, key: str, policy: Strictest, timeout_s: float, lease_s: float) -> int:
+        """An in-flight slot within `timeout_s` (0: none came), lent for at most `lease_s`."""
+        self._lapse()
+        lim = self.gates.limiter(key, policy)
+        try:
+            await asyncio.wait_for(lim.slots.acquire(), max(0.0, timeout_s))
+        except TimeoutError:
+            return 0
+        lease = next(self._ids)
+        self._leases[lease] = (lim, time.time() + lease_s)
+        return lease
+
+    def note_and_release(
+        self, lease: int, key: str, policy: Strictest, code: str | None,
+        retry_after_s: float | None, started: float | None = None,
+    ) -> None:
+        """What the call taught (Retry-After, 429s), then its slot back: in this order, as
+        in one process, so no call starts between the two. `started`: when the call really
+        went out; a late start pushes the next one back, so the spacing holds from it."""
+        lim = self.gates.limiter(key, policy)
+        if started is not None:
+            lim.next_start = max(lim.next_start, started + policy.min_interval_s)
+        if code != "-":  # "-": the call ended without a result to learn from
+            lim.note(ErrorCode(code) if code else None, retry_after_s)
+        self._release(lease)
+
+    def _release(self, lease: int) -> None:
+        held = self._leases.pop(lease, None)
+        if held is not None:
+            held[0].slots.release()
+
+    def _lapse(self) -> None:
+        now = time.time()
+        for lease in [k for k, (_, until) in self._leases.items() if until < now]:
+            self._release(lease)
+
+
+class GateLink(Protocol):
+    """How a process reaches the one `GateState`: `call` awaits a method's answer, `send`
+    does not wait (a Ray actor handle, wrapped by the executor)."""
+
+    def call(self, method: str, *args: Any) -> Awaitable[Any]: ...
+    def send(self, method: str, *args: Any) -> None: ...
+
+
+class SharedGates(HostGates):
+    """`HostGates` whose limits live in a `GateState` shared with other processes."""
+
+    #: a lease outlives the call's budget by this much before it lapses (a dead holder)
+    LEASE_MARGIN_S = 30.0
+
+    def __init__(self, link: GateLink) -> None:
+        super().__init__(WallClock())
+        self.link = link
+        #: the slot (and real start) of each finished call per host, given back with its note
+        self._pending: dict[str, list[tuple[int, float | None]]] = {}
+
+    @asynccontextmanager
+    async def turn(self, api: ApiSpec, budget_s: float) -> AsyncIterator[float]:
+        """The in-flight slot first, then the start: no message to the state lies between
+        the claimed start and the call, and the call's real start goes back with its slot."""
+        key, policy, t0 = host_key(api), strictest(api.politeness), time.time()
+        lease = await self.link.call("acquire", key, policy, budget_s,
+                                     budget_s + self.LEASE_MARGIN_S)
+        if not lease:
+            raise HeldBack(
+                key, policy.min_interval_s or 1.0,
+                f"{policy.max_in_flight} call(s) already in flight to {api.name} until the "
+                "deadline",
+            )
+        left = max(0.0, budget_s - (time.time() - t0))
+        start, retry_after, why = await self.link.call("reserve", key, policy, left)
+        if start is None:
+            self.link.send("note_and_release", lease, key, policy, "-", None)
+            raise HeldBack(key, retry_after, why)
+        await asyncio.sleep(max(0.0, start - time.time()))
+        started = time.time()
+        try:
+            yield started - t0
+        except BaseException:
+            self.link.send("note_and_release", lease, key, policy, "-", None, started)
+            raise
+        self._pending.setdefault(key, []).append((lease, started))
+
+    def note(self, api: ApiSpec, result: ToolResult) -> None:
+        key, policy = host_key(api), strictest(api.politeness)
+        pending = self._pending.get(key)
+        lease, started = pending.pop(0) if pending else (0, None)
+        sent = sent_at(result)
+        if sent is not None and started is not None:
+            started = max(started, sent)
+        code = result.code.value if result.code is not None else None
+        retry = result.error.retry_after_s if result.error else None
+        self.link.send("note_and_release", lease, key, policy, code, retry, started)
+
+
+def sent_at(result: ToolResult, now: float | None = None) -> float | None:
+    """When a just-finished call's request left (wall clock, a little late rather than
+    early): the time to first byte and the transfer back from now, as its phases recorded
+    them; without those, its start after the time its connection took to open."""
+    now = time.time() if now is None else now
+    phases = result.phases or {}
+    ttfb, transfer = phases.get("ttfb_ms"), phases.get("transfer_ms")
+    if ttfb is not None and transfer is not None:
+        return now - (float(ttfb) + float(transfer)) / 1000.0
+    if not result.latency_ms:
+        return None
+    opening = sum(float(phases.get(k) or 0.0) for k in ("dns_ms", "connect_ms", "tls_ms"))
+    return now - (result.latency_ms - opening) / 1000.0
 
 
 def held_back_result(tool: str, held: HeldBack) -> ToolResult:

@@ -73,23 +73,28 @@ def flat(name: str) -> str:
     return _FLAT_RE.sub("", name.strip().lower())
 
 
-def _listed(name: str, base: frozenset[str], extra: Iterable[str]) -> bool:
+QUERY_CREDENTIALS = CREDENTIAL_FIELDS | CREDENTIAL_QUERY_ONLY
+_KINDS = {"query": QUERY_CREDENTIALS, "field": CREDENTIAL_FIELDS, "header": CREDENTIAL_HEADERS}
+
+
+@lru_cache(maxsize=16384)
+def _listed(name: str, kind: str, extra: tuple[str, ...]) -> bool:
     f = flat(name)
-    return f in base or any(f == flat(e) for e in extra)
+    return f in _KINDS[kind] or any(f == flat(e) for e in extra)
 
 
 def secret_name(name: str, extra: Iterable[str] = ()) -> bool:
     """A query parameter or form field that holds a credential (OAuth `code`/`state` aside)."""
-    return _listed(name, CREDENTIAL_FIELDS | CREDENTIAL_QUERY_ONLY, extra)
+    return _listed(name, "query", tuple(extra))
 
 
 def secret_field(name: str, extra: Iterable[str] = (), *, response: bool = False) -> bool:
     """A JSON field that holds a credential (`key` and `appid` are data in JSON)."""
-    return _listed(name, CREDENTIAL_FIELDS, extra)
+    return _listed(name, "field", tuple(extra))
 
 
 def secret_header(name: str, extra: Iterable[str] = ()) -> bool:
-    return _listed(name, CREDENTIAL_HEADERS, extra)
+    return _listed(name, "header", tuple(extra))
 
 
 # -- values declared secret in this process ------------------------------------------------
@@ -243,7 +248,7 @@ class Redactor:
 
 # -- JSON documents: string values only -----------------------------------------------------
 
-_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],]')
+_JSON_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],]|-?\d[\d.eE+-]*')
 _COLON_RE = re.compile(r"\s*:")
 
 
@@ -267,14 +272,19 @@ def redact_json(
 ) -> str:
     """A JSON document with its string values scrubbed and every other byte kept: a value under
     a credential name (`secret(name)`) becomes the placeholder, other values lose known secrets
-    (`redactor`, `text_fn`). Keys, numbers, literals and layout are never changed. The text
-    must be valid JSON (the caller checks)."""
+    (`redactor`, `text_fn`). Keys, literals, layout and numbers are never changed, except a
+    number that is itself a known secret, which becomes the quoted placeholder (never an
+    unquoted word). The text must be valid JSON (the caller checks)."""
     out: list[str] = []
     pos = 0
     key: str | None = None
+    numbers = set(redactor.forms) if redactor is not None else set()
     for m in _JSON_TOKEN_RE.finditer(text):
         token = m.group(0)
         if token[0] != '"':
+            if token in numbers:  # a numeric secret echoed as a number: a quoted placeholder
+                out += [text[pos:m.start()], f'"{placeholder}"']
+                pos = m.end()
             key = None
             continue
         if _COLON_RE.match(text, m.end()):

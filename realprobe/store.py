@@ -138,6 +138,8 @@ PROBES_COLUMNS: dict[str, Any] = {
 PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
 #: the columns the provenance survey groups by, then the time (a covering index)
 PROVENANCE_INDEX = ["target_kind", "excluded", "vantage", "source", "target", "started_ts"]
+#: every column a selection of rows filters on, by tool then time (a covering index)
+SELECTION_INDEX = ["target_kind", "tool", "started_ts", "excluded", "vantage"]
 
 #: calls sent per API per UTC day, shared by every run on this database
 API_BUDGET_COLUMNS: dict[str, Any] = {"day": str, "api": str, "target": str, "used": int}
@@ -354,6 +356,13 @@ class Store:
         # covering index instead of the table
         probes.create_index(["target_kind", "tool", "started_ts"], if_not_exists=True)
         probes.create_index(PROVENANCE_INDEX, if_not_exists=True)
+        # the loader's side questions, answered from indexes alone: rows per tool of a
+        # selection (every column a selection filters on), and whether it holds simulated rows
+        probes.create_index(SELECTION_INDEX, if_not_exists=True)
+        self.conn.execute(
+            "CREATE INDEX IF NOT EXISTS idx_probes_virtual ON probes (target_kind, run_id) "
+            "WHERE virtual_s IS NOT NULL"
+        )
         self.conn.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS probes_row_key ON probes(row_key)"
         )

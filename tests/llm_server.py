@@ -85,8 +85,13 @@ class ScriptedLLM:
         script: list[Turn],
         delay_s: float = 0.0,
         responder: Callable[[dict[str, Any]], Reply] | None = None,
+        keep_alive: bool = False,
     ) -> None:
         self.script = list(script)
+        #: HTTP/1.1 with kept-alive connections, as a real endpoint serves (default: one
+        #: connection per request)
+        self.keep_alive = keep_alive
+        self.peers: list[tuple[str, int]] = []  # the client address of every request
         #: answers every request from its body alone (concurrent runs share no script)
         self.responder = responder
         #: seconds every request waits before it is answered (a model's thinking time)
@@ -130,7 +135,10 @@ class ScriptedLLM:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if owner.keep_alive else "HTTP/1.0"
+
             def do_POST(self) -> None:
+                owner.peers.append(self.client_address)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if owner.delay_s:

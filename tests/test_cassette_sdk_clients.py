@@ -167,3 +167,30 @@ def test_a_recorded_llm_task_run_replays_under_another_call_timeout(
         (replayed,) = asyncio.run(run_batch([TASK], rep, catalog))
         assert replayed.row["outcome"] == recorded.row["outcome"], call_timeout
         assert replayed.row["strict"] == recorded.row["strict"] == 1
+
+
+async def test_mcp_sdk_calls_record_and_replay_offline(
+    catalog: Any, calm_sandbox: str, tmp_path: Path
+) -> None:
+    import anyio
+    from mcp import Client
+
+    from tests.test_mcp_transports import first_text, http_server, no_arg_tools
+
+    tool = no_arg_tools(catalog)[0]
+    path = tmp_path / "mcp.yaml"
+
+    async def session(url: str) -> tuple[list[str], str]:
+        async with Client(url, read_timeout_seconds=30) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            return names, first_text(await client.call_tool(tool.name, {}))
+
+    with anyio.fail_after(60):
+        with http_server("--sandbox", calm_sandbox, "--tools", tool.name) as (url, _), \
+                realprobe.use_cassette(path, record_mode="once"):
+            recorded = await session(url)
+        # the MCP server has stopped: the replay can only come from the cassette
+        with realprobe.use_cassette(path, record_mode="none"):
+            replayed = await session(url)
+    assert replayed == recorded and recorded[0] == [tool.name]
+    assert {c.uri for c in load_cassette(path).calls} == {url}

@@ -263,3 +263,84 @@ def test_scrub_dry_run_names_the_places_and_writes_nothing(base: str, tmp_path: 
     assert where["recent"] == ["request header authorization"]
     assert "url" in where["generateContent"]
     assert GEMINI_KEY not in result.output and BEARER not in result.output
+
+
+def test_binary_request_bodies_and_old_base64_bodies_load_in_plain_vcrpy(
+    base: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "bin.json"
+    blob = b"\x00\xff\xfe binary \x80"
+    with realprobe.use_cassette(path, record_mode="once"), httpx.Client() as client:
+        client.post(f"{base}/png", content=blob)
+    assert load_cassette(path).calls[0].request_body == blob  # exact, from realprobe's section
+    raw = json.loads(path.read_text())
+    assert "body_base64" not in raw["interactions"][0]["request"]
+    with vcr.use_cassette(str(path), serializer="json", record_mode="none"):
+        pass  # loads: no KeyError, no unknown request key
+    # a cassette written by an older realprobe (`base64_string`) is rewritten in vcrpy's forms
+    raw["interactions"][0]["response"]["body"] = {
+        "base64_string": base64.b64encode(b'{"a": 1}').decode()}
+    path.write_text(json.dumps(raw))
+    cassette = load_cassette(path)
+    realprobe.cassettes.save_cassette(cassette, path)
+    again = json.loads(path.read_text())["interactions"][0]["response"]["body"]
+    assert again == {"string": '{"a": 1}'}
+    with vcr.use_cassette(str(path), serializer="json", record_mode="none"), \
+            httpx.Client() as client:
+        assert client.post(f"{base}/png", content=blob).json() == {"a": 1}
+
+
+def test_vcrpy_style_filters_extend_the_credential_names(base: str, tmp_path: Path) -> None:
+    forget_all()
+    path = tmp_path / "filtered.json"
+    with realprobe.use_cassette(path, record_mode="once",
+                                filter_headers=[("x-team-secret", "XXX")],
+                                filter_query_parameters=["mailto"]), httpx.Client() as c:
+        c.get(f"{base}/works?filter=type%3Ajournal-article&mailto=me%40example.org",
+              headers={"X-Team-Secret": "team-4242-abcd"})
+    text = path.read_text()
+    assert "team-4242-abcd" not in text and "me%40example.org" not in text
+    (call,) = load_cassette(path).calls
+    assert "mailto=REDACTED" in call.uri and "type%3Ajournal-article" in call.uri
+    assert call.body == CROSSREF
+    with realprobe.use_cassette(path, record_mode="none"), httpx.Client() as c:  # still matches
+        assert c.get(f"{base}/works?filter=type%3Ajournal-article&mailto=me%40example.org",
+                     headers={"X-Team-Secret": "team-4242-abcd"}).content == CROSSREF
+
+
+def test_har_export_holds_content_decoded(base: str, tmp_path: Path) -> None:
+    from realprobe.cassettes.exporters import to_har
+    from realprobe.cassettes.importers import from_data
+
+    path = tmp_path / "gz.json"
+    with realprobe.use_cassette(path, record_mode="once"), httpx.Client() as client:
+        client.get(f"{base}/gz")
+    har = to_har(load_cassette(path))
+    content = har["log"]["entries"][0]["response"]["content"]
+    assert json.loads(content["text"]) == {"fact": "cats sleep", "length": 10}
+    (call,) = from_data(har, "gz.har").calls  # read back: decoded, the stale encoding dropped
+    assert call.header("content-encoding") is None and json.loads(call.body)["length"] == 10
+
+
+@pytest.mark.parametrize("serializer", ["yaml", "json"])
+def test_new_episodes_on_a_vcrpy_file_keeps_every_byte_of_it(
+    serializer: str, base: str, tmp_path: Path
+) -> None:
+    path = tmp_path / f"vcrpy.{serializer}"
+    with vcr.use_cassette(str(path), serializer=serializer, record_mode="once"), \
+            httpx.Client() as client:  # written by vcrpy itself, in its own layout
+        client.get(f"{base}/works?filter=type%3Ajournal-article")
+        client.get(f"{base}/2/tweets/search/recent?query=cats")
+    before = path.read_bytes()
+    with realprobe.use_cassette(path, record_mode="new_episodes"), httpx.Client() as client:
+        assert client.get(f"{base}/works?filter=type%3Ajournal-article").content == CROSSREF
+        assert client.get(f"{base}/png").content == PNG  # new: recorded and appended
+    after = path.read_bytes()
+    tail = before.rsplit(b"version", 1)[0]
+    assert after.startswith(tail.rstrip(b"\n ]")), "the old text changed"
+    assert len(load_cassette(path).calls) == 3
+    with vcr.use_cassette(str(path), serializer=serializer, record_mode="none"), \
+            httpx.Client() as client:
+        if serializer == "yaml":  # vcrpy's JSON has no form for bytes
+            assert client.get(f"{base}/png").content == PNG
+        assert client.get(f"{base}/works?filter=type%3Ajournal-article").content == CROSSREF

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from realprobe.cassettes.pytest_plugin import NetworkBlocked, blocked_network
+from realprobe.cassettes.network_block import NetworkBlocked, blocked_network
 
 
 @pytest.fixture

@@ -101,3 +101,13 @@ async def test_probe_rows_store_phases_and_tls(
     assert phases["n"] == 2 and phases["new_connections"] >= 1
     assert phases["tls_ms"] > 0 and phases["ttfb_ms"] >= 100
     assert phases["slowest"] == "ttfb_ms"  # the server thinks for 0.15 s
+
+
+def test_phase_row_has_every_field() -> None:
+    """The row is built field by field (no `asdict` per call): it must not miss a field."""
+    from dataclasses import fields
+
+    from realprobe.http.phases import Phases
+
+    p = Phases(dns_ms=1.0, tls_issuer="x", tls_expires_ts=2.0, new_connection=True)
+    assert p.as_row() == {f.name: getattr(p, f.name) for f in fields(Phases)}

@@ -144,3 +144,20 @@ def test_record_fixtures_stores_no_echoed_credential(tmp_path: Path) -> None:
     assert leaked(fixture["source"], KEY, PATHKEY) == [] and "/echo" in fixture["source"]
     body = json.loads(fixture["body"])
     assert body["fact"] == "cats sleep" and body["token_count"] == 12  # the data is kept
+
+
+def test_json_stays_valid_and_only_string_values_change() -> None:
+    from realprobe.secrets import Redactor, redact_json, secret_field
+
+    text = ('{"reset": 1700000123, "app_id_echo": 987654321, "token": "tok-123456",\n'
+            ' "next_token": "b26v89c19z", "tok-123456": 1, "note": "sent tok-123456",'
+            ' "promptTokenCount": 5}')
+    found: list[str] = []
+    named = redact_json(text, secret=secret_field, found=found)
+    assert found == ["tok-123456"]
+    clean = redact_json(named, redactor=Redactor([*found, "987654321"]))
+    data = json.loads(clean)
+    assert data == {"reset": 1700000123, "app_id_echo": "REDACTED", "token": "REDACTED",
+                    "next_token": "b26v89c19z", "tok-123456": 1, "note": "sent REDACTED",
+                    "promptTokenCount": 5}  # the key that looks like the secret is kept
+    assert clean.startswith('{"reset": 1700000123, ') and ',\n "next_token"' in clean

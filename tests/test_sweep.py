@@ -194,12 +194,13 @@ profile = "harsh"
     assert rows["local"] == rows["ray"]
 
 
-def test_ray_refuses_live_targets(tmp_path: Path, catalog: Catalog) -> None:
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'realprobe[ray]')")
-    from realprobe.errors import RealprobeError
-    from realprobe.tasks.executors import run_ray
+def test_live_sweeps_on_ray_get_one_shared_politeness_state(tmp_path: Path) -> None:
+    """Live targets go to Ray with a shared gate (the spacing itself is tested against
+    loopback hosts in test_run_executors); simulated ones need none."""
+    from realprobe.tasks.executors import reaches_apis
 
-    sweep = load_sweep(write(tmp_path / "l.toml", '[[targets]]\nkind = "live"\n'))
-    jobs = plan_sweep(sweep, load_tasks(default_tasks_dir()))
-    with pytest.raises(RealprobeError, match="live targets cannot run on Ray"):
-        run_ray(jobs, catalog=catalog, on_done=lambda f: None, batch="b")
+    live = load_sweep(write(tmp_path / "l.toml", '[[targets]]\nkind = "live"\n'))
+    sim = load_sweep(write(tmp_path / "s.toml", '[[targets]]\nkind = "simulate"\n'))
+    tasks = load_tasks(default_tasks_dir())
+    assert reaches_apis(plan_sweep(live, tasks))
+    assert not reaches_apis(plan_sweep(sim, tasks))

@@ -110,8 +110,10 @@ def test_a_429_with_retry_after_pauses_every_run_then_they_go_on(
     assert all(r.row["outcome"] != "error" for r in out), [r.row["infra_error"] for r in out]
     first_429 = slow_llm.times[0]
     later = [t for t in slow_llm.times[1:] if t - first_429 < 0.9]
-    # the runs that were already in flight may have been sent; none after the pause began
-    assert len(later) <= 2
+    # the two other runs may send both of their requests before this process has read the
+    # 429 (on a loaded machine it can be read late); the run that got it, and every request
+    # after the pause began, wait: at most 2 x 2 early requests, never the 429'd run's retry
+    assert len(later) <= 4
     assert len(slow_llm.requests) == 1 + 3 * 2
 
 
@@ -179,3 +181,20 @@ def test_run_cli_concurrency_and_resume(tmp_path: Any) -> None:
     seq = json.loads(sequential.stdout)["runs"]
     keep = ("task", "prompt", "repeat", "outcome", "tool_calls", "failures", "artifact")
     assert [{k: r[k] for k in keep} for r in seq] == [{k: r[k] for k in keep} for r in runs]
+
+
+def test_runs_of_a_batch_share_one_pooled_connection_to_the_model(catalog: Catalog) -> None:
+    """Simulate mode sends the model's requests out for real: the runs of a batch reuse the
+    batch's kept-alive connections to the endpoint instead of opening one each."""
+    server = ScriptedLLM([], responder=two_turns, keep_alive=True)
+    base = server.start()
+    try:
+        cfg = RunConfig(
+            agent="openai", prompts=["baseline"], mode=Mode.SIMULATE, profile="calm",
+            repeat=3, llm=LlmSettings(base_url=base, model="scripted", api_key="k"),
+        )
+        out = asyncio.run(run_batch([TASKS["pet_newsletter"]], cfg, catalog))
+    finally:
+        server.stop()
+    assert len(out) == 3 and len(server.peers) == 6  # two model turns per run
+    assert len(set(server.peers)) == 1  # one connection, reused by every run in turn

@@ -31,7 +31,8 @@ lets vcrpy serve such a body.
 An interaction read from a file and not changed is written back exactly as it was read, so
 adding to a cassette (`new_episodes`) leaves the old interactions as they were. JSON by
 default; `.yaml`/`.yml` paths are YAML, read with a safe loader only. Writes are atomic (temp
-file, then rename).
+file, then rename). Adding to a plain vcrpy file appends the new interactions as text, so
+every byte of it stays (vcrpy's layout included).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -689,12 +691,16 @@ def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
     return text.encode("utf-8", "backslashreplace")  # a lone surrogate: its JSON escape
 
 
-def save_cassette(cassette: Cassette, path: str | Path | None = None) -> Path:
-    """Write through the one output writer (atomic, fsync'd, never through a link)."""
+def save_cassette(
+    cassette: Cassette, path: str | Path | None = None, *, payload: bytes | None = None
+) -> Path:
+    """Write through the one output writer (atomic, fsync'd, never through a link).
+    `payload`: these bytes instead of the cassette's own rendering (an append)."""
     p = Path(path) if path is not None else cassette.path
     if p is None:
         raise CassetteError("no path to write the cassette to")
-    payload = dump_bytes(cassette, as_yaml=is_yaml_path(p))
+    if payload is None:
+        payload = dump_bytes(cassette, as_yaml=is_yaml_path(p))
     try:
         write_output(p, payload, make_parents=True)
     except OutputError as exc:
@@ -702,3 +708,69 @@ def save_cassette(cassette: Cassette, path: str | Path | None = None) -> Path:
     cassette.path = p
     return p
 
+
+# -- appending to a file another tool wrote ------------------------------------------------
+
+_YAML_TAIL = re.compile(r"(?m)^version: 1[ \t]*\n?\Z")
+_JSON_TAILS = (  # the end of the interactions list: the last key, or before `version`
+    re.compile(r"\n([ \t]*)\][ \t]*\n\}[ \t]*\n?\Z"),
+    re.compile(r"\n([ \t]*)\][ \t]*,[ \t]*\n[ \t]*\"version\"[ \t]*:[ \t]*1[ \t]*\n\}[ \t]*\n?\Z"),
+)
+_JSON_ITEM = re.compile(r'"interactions"[ \t]*:[ \t]*\[[ \t]*\n([ \t]*)\{')
+
+
+def appended_bytes(path: Path, base: Cassette, new_calls: list[Call]) -> bytes | None:
+    """The file at `path` (a plain vcrpy cassette, read into `base`) with `new_calls` appended
+    as text, so every byte already there stays; None when that cannot be done safely (the
+    caller then writes the whole cassette)."""
+    if base.meta.get("source") != "vcrpy" or not new_calls:
+        return None
+    if any(c.origin is None or c.origin[0] != fingerprint(c) for c in base.calls):
+        return None
+    if not all(c.vcrpy_representable for c in new_calls):
+        return None
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    as_yaml = is_yaml_path(path)
+    items = to_json_data(Cassette(new_calls, {}), binary=as_yaml)["interactions"]
+    for item in items:  # the file stays plain vcrpy: no realprobe keys in it
+        item["response"].pop("realprobe", None)
+    spliced = _splice_yaml(text, items) if as_yaml else _splice_json(text, items)
+    if spliced is None:
+        return None
+    try:  # the result must read as the old interactions followed by the new ones
+        before = parse_text(raw, str(path), yaml_hint=as_yaml)["interactions"]
+        after = parse_text(spliced, str(path), yaml_hint=as_yaml)
+        expected = before + (items if as_yaml else json.loads(json.dumps(items)))
+    except (CassetteError, KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(after, dict) or after.get("interactions") != expected:
+        return None
+    return spliced
+
+
+def _splice_yaml(text: str, items: list[dict[str, Any]]) -> bytes | None:
+    m = _YAML_TAIL.search(text)
+    if not text.startswith("interactions:\n") or m is None or "\nrealprobe:" in text:
+        return None
+    block = yaml.dump(items, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
+    return (text[: m.start()] + block + text[m.start():]).encode("utf-8")
+
+
+def _splice_json(text: str, items: list[dict[str, Any]]) -> bytes | None:
+    first = _JSON_ITEM.search(text)
+    tail = next((m for m in (r.search(text) for r in _JSON_TAILS) if m is not None), None)
+    if tail is None or first is None or '"realprobe"' in text:
+        return None
+    indent = first.group(1)
+    unit = len(indent) - len(tail.group(1))
+    if unit <= 0:
+        return None
+    rendered = [
+        "\n".join(indent + line for line in json.dumps(item, indent=unit).splitlines())
+        for item in items
+    ]
+    return (text[: tail.start()] + ",\n" + ",\n".join(rendered) + text[tail.start():]).encode()

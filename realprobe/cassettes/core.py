@@ -18,7 +18,13 @@ from typing import Any
 
 import httpx
 
-from realprobe.cassettes.cassette import Call, Cassette, Failure, save_cassette
+from realprobe.cassettes.cassette import (
+    Call,
+    Cassette,
+    Failure,
+    appended_bytes,
+    save_cassette,
+)
 from realprobe.cassettes.importers import recover_stale
 from realprobe.cassettes.journal import Journal
 from realprobe.cassettes.matching import (
@@ -360,11 +366,15 @@ class Recorder:
         fresh = self.cassette()
         self.scrub_report = scrub_cassette(fresh, self.scrub)
         out = fresh
+        payload = None
         if self.base is not None:
             out = Cassette(list(self.base.calls) + fresh.calls, fresh.meta, self.path)
+            # a plain vcrpy file gets the new interactions appended as text: not a byte of it
+            # changes (its layout is vcrpy's, which realprobe's writer would not reproduce)
+            payload = appended_bytes(self.path, self.base, fresh.calls)
         else:
             out.meta["scrubbed"] = self.scrub.enabled
-        self.saved = save_cassette(out, self.path)
+        self.saved = save_cassette(out, self.path, payload=payload)
         if self.journal is not None:
             self.journal.remove()
         return self.saved
@@ -425,7 +435,10 @@ class Player:
         self.on_exhausted = on_exhausted
         self.spec = MatchSpec.of(match_on if match_on is not None else cassette.match_on)
         self.match_on = self.spec.names
-        self.scrub = scrub or config_for(cassette.meta)
+        recorded = config_for(cassette.meta)  # the names the cassette was scrubbed with, too
+        self.scrub = (scrub or recorded).with_vcrpy_filters(
+            recorded.extra_headers if scrub else (), recorded.extra_params if scrub else ()
+        )
         self.scrubbed = bool(cassette.meta.get("scrubbed"))
         self.index: dict[str, list[Call]] = {}
         for call in sorted(cassette.calls, key=lambda c: c.seq):

@@ -1,6 +1,7 @@
 """Cassettes back into the formats they came from, so scrubbing a Ruby VCR or HAR file in
-place keeps it a Ruby VCR or HAR file (bodies stay as realprobe normalised them on import:
-decoded, with `Content-Encoding` dropped)."""
+place keeps it a Ruby VCR or HAR file (bodies and headers as they were read: a Ruby VCR gzip
+body stays gzip under its `Content-Encoding`; HAR content is written decoded, as HAR holds
+it)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,17 @@ def _ruby_body(data: bytes | None) -> dict[str, str]:
         return {"encoding": "UTF-8", "string": data.decode("utf-8")}
     except UnicodeDecodeError:
         return {"encoding": "ASCII-8BIT", "base64_string": base64.b64encode(data).decode()}
+
+
+def _har_content(call: Call) -> bytes:
+    """HAR holds a response's content decoded (its headers still name the encoding)."""
+    from realprobe.cassettes.importers import decompress
+
+    enc = (call.header("content-encoding") or "").strip().lower()
+    if enc in ("", "identity") or not call.body:
+        return call.body
+    plain = decompress(call.body, enc)
+    return call.body if plain is None else plain
 
 
 def _http_date(iso: str | None) -> str | None:
@@ -94,12 +106,14 @@ def _har_entry(call: Call) -> dict[str, Any]:
         mime = next((v for k, v in call.request_headers if k.lower() == "content-type"), "")
         request["postData"] = {"mimeType": mime,
                                "text": call.request_body.decode("utf-8", "replace")}
-    content: dict[str, Any] = {"size": len(call.body),
-                               "mimeType": call.header("content-type") or ""}
+    body = _har_content(call)
+    content: dict[str, Any] = {"size": len(body), "mimeType": call.header("content-type") or ""}
+    if len(body) != len(call.body):
+        content["compression"] = len(body) - len(call.body)
     try:
-        content["text"] = call.body.decode("utf-8")
+        content["text"] = body.decode("utf-8")
     except UnicodeDecodeError:
-        content["text"] = base64.b64encode(call.body).decode()
+        content["text"] = base64.b64encode(body).decode()
         content["encoding"] = "base64"
     response: dict[str, Any] = {
         "status": call.status or 0,

@@ -20,7 +20,8 @@ def vcr_config():
   the default cassette as pytest-recording does.
 - Fixtures: `vcr_config`, `vcr_cassette_dir` (`<test folder>/cassettes/<module>`),
   `default_cassette_name` (`Class.test_name`, with `<>?%*:|"'/\\` replaced by `-`),
-  `record_mode`, and `vcr` (the cassette session in use: `play_count`, `recording`).
+  `record_mode`, and `vcr` (the cassette session in use: `play_count`, `all_played`,
+  `len(vcr)`, `recording`).
 - Options: `--record-mode none|once|new_episodes|all|rewrite` (default none),
   `--block-network`, `--allowed-hosts=h1,h2`, `--disable-recording`.
 - `@pytest.mark.block_network(allowed_hosts=[...])`: the network block below, except while a
@@ -49,6 +50,13 @@ USED_KEYS = frozenset({
 })
 LOCALHOST = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 _WARNED: set[str] = set()
+#: set by realprobe's plugin when a test fails (its cassette is then not written)
+FAILED = pytest.StashKey[bool]()
+
+
+def failed_test(request: pytest.FixtureRequest) -> bool:
+    """Whether this test has failed so far."""
+    return request.node.stash.get(FAILED, False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -107,14 +115,6 @@ def _merged(config: dict[str, Any], marks: list[pytest.Mark]) -> dict[str, Any]:
     return out
 
 
-def _names(values: Any) -> tuple[str, ...]:
-    """vcrpy filter lists hold names or (name, replacement) pairs."""
-    out = []
-    for v in values or ():
-        out.append(str(v[0] if isinstance(v, list | tuple) else v))
-    return tuple(out)
-
-
 def _warn_unused(config: dict[str, Any]) -> None:
     for key in sorted(set(config) - USED_KEYS - {"default_cassette"}):
         if key not in _WARNED:
@@ -148,9 +148,10 @@ def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any
     return CassetteSession(
         path, record_mode=mode, match_on=config.get("match_on"),
         on_exhausted="repeat-last" if config.get("allow_playback_repeats") else "error",
-        scrub=ScrubConfig(extra_headers=_names(config.get("filter_headers")),
-                          extra_params=_names(config.get("filter_query_parameters"))
-                          + _names(config.get("filter_post_data_parameters"))),
+        scrub=ScrubConfig().with_vcrpy_filters(
+            config.get("filter_headers"), config.get("filter_query_parameters"),
+            config.get("filter_post_data_parameters"),
+        ),
         meta={"source": "pytest", "test": request.node.nodeid},
         hint="run pytest with --record-mode=once to record missing cassettes",
         extra_paths=extras, ignore_hosts=ignore,
@@ -173,15 +174,13 @@ def vcr(request: pytest.FixtureRequest) -> Iterator[Any]:
         failed = True
         raise
     finally:
-        from realprobe.cassettes.pytest_plugin import failed_test
-
         session.close(failed=failed or failed_test(request))
 
 
 @pytest.fixture(autouse=True)
 def block_network(request: pytest.FixtureRequest, vcr: Any) -> Iterator[None]:
     """pytest-recording's block: on with the marker or --block-network, off while recording."""
-    from realprobe.cassettes.pytest_plugin import blocked_network
+    from realprobe.cassettes.network_block import blocked_network
 
     marker = request.node.get_closest_marker("block_network")
     if not (marker or request.config.getoption("--block-network")):

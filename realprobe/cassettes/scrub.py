@@ -60,6 +60,25 @@ class ScrubConfig:
     extra_headers: tuple[str, ...] = ()
     extra_params: tuple[str, ...] = ()
 
+    def with_vcrpy_filters(
+        self, filter_headers: Any = (), filter_query_parameters: Any = (),
+        filter_post_data_parameters: Any = (),
+    ) -> ScrubConfig:
+        """More credential names, given as vcrpy's filter lists (names, or `(name,
+        replacement)` pairs: realprobe's placeholder replaces the value either way)."""
+        from dataclasses import replace
+
+        return replace(
+            self,
+            extra_headers=self.extra_headers + _names(filter_headers),
+            extra_params=self.extra_params + _names(filter_query_parameters)
+            + _names(filter_post_data_parameters),
+        )
+
+
+def _names(values: Any) -> tuple[str, ...]:
+    return tuple(str(v[0] if isinstance(v, list | tuple) else v) for v in values or ())
+
 
 @dataclass
 class ScrubReport:

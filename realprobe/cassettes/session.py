@@ -130,6 +130,15 @@ class CassetteSession:
         """How many recorded responses were replayed (vcrpy's `Cassette.play_count`)."""
         return len(self.player.played) if self.player is not None else 0
 
+    @property
+    def all_played(self) -> bool:
+        """Every recording was replayed (vcrpy's `Cassette.all_played`)."""
+        return self.player is not None and not self.player.unplayed()
+
+    def __len__(self) -> int:
+        """Recordings in the cassette (vcrpy's `len(cassette)`)."""
+        return len(self.player.cassette.calls) if self.player is not None else 0
+
     def ignored(self, url: str) -> bool:
         """A request answered live and never recorded (its host is ignored)."""
         if not self.ignore_hosts:
@@ -431,16 +440,26 @@ def use_cassette(
     sandbox: str | None = None,
     scrub: bool | ScrubConfig = True,
     libraries: Sequence[str] = LIBRARIES,
+    filter_headers: Sequence[Any] = (),
+    filter_query_parameters: Sequence[Any] = (),
+    filter_post_data_parameters: Sequence[Any] = (),
 ) -> CassetteSession:
     """A context manager (`with`/`async with`) and decorator that records or replays every
-    HTTP call made inside it through httpx, requests, urllib3 or aiohttp.
+    HTTP call made inside it through httpx (and httpx2), requests, urllib3 or aiohttp.
 
+    `filter_*`: more credential names, as vcrpy takes them (names or `(name, replacement)`
+    pairs); their values become realprobe's placeholder.
     `match_on`: vcrpy matcher names (method, scheme, host, port, path, query, body, raw_body,
     headers, uri, url) and callables `(incoming, recorded) -> bool` on vcrpy `Request`s;
     default: the cassette's own (method + URL + JSON body digest for realprobe recordings).
     `sandbox`: record against realprobe's loopback sandbox (`realprobe sandbox`) instead of the
     real APIs; the cassette keeps the real URLs. `latency`: none, real or scaled:X.
     """
+    if filter_headers or filter_query_parameters or filter_post_data_parameters:
+        base = scrub if isinstance(scrub, ScrubConfig) else ScrubConfig(enabled=scrub)
+        scrub = base.with_vcrpy_filters(
+            filter_headers, filter_query_parameters, filter_post_data_parameters
+        )
     return CassetteSession(
         path, record_mode=record_mode, match_on=match_on, on_exhausted=on_exhausted,
         latency=latency, sandbox=sandbox, scrub=scrub, libraries=libraries,

@@ -51,8 +51,8 @@ RunExecutorOpt = Annotated[
     str,
     typer.Option(
         "--executor",
-        help="local (default: one event loop) or ray (pip install 'realprobe[ray]'; "
-        "not for live targets).",
+        help="local (default: one event loop) or ray (pip install 'realprobe[ray]'; live "
+        "runs share one politeness state across the workers).",
     ),
 ]
 RunAddressOpt = Annotated[

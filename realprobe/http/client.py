@@ -51,6 +51,14 @@ class ClientConfig:
     max_bytes: int = 5 * 1024 * 1024
     max_redirects: int = 5
     user_agent: str = USER_AGENT
+    #: the live connection pool: open connections, all of them kept alive between calls (a
+    #: probe sets it to its concurrency, so no call waits for a connection of the pool)
+    max_connections: int = 100
+
+    def pool_limits(self) -> httpx.Limits:
+        return httpx.Limits(
+            max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+        )
 
 
 #: httpcore trace events (prefix stripped) that move a fetch into a phase
@@ -130,8 +138,7 @@ class _Call:
         #: one id for every hop of this call; the sandbox router sends it as X-Request-Id
         self.request_id = uuid.uuid4().hex[:16]
 
-    def _on_event(self, name: str, info: dict[str, Any]) -> None:
-        event = name.split(".", 1)[-1]
+    def _on_event(self, event: str, info: dict[str, Any]) -> None:
         phase = _PHASE_EVENTS.get(event)
         if phase is not None:
             self.phase = phase
@@ -171,29 +178,16 @@ class _Call:
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
         request.extensions[TIMING_EXT] = self.timing
         request.extensions[REQUEST_ID_EXT] = self.request_id
+        # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
+        # the same httpcore trace callback as the phase timings
         trace = phases.begin(
-            request.extensions, asynchronous=isinstance(client, httpx.AsyncClient)
+            request.extensions,
+            asynchronous=isinstance(client, httpx.AsyncClient),
+            observer=self._on_event,
         )
         if self.trace is not None:  # a redirect: DNS adds up over the hops
             trace.dns_s += self.trace.dns_s
         self.trace = trace
-        # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
-        # the same httpcore trace callback as the phase timings
-        timing = request.extensions[phases.TRACE_EXT]
-        if self.sync:
-
-            def both(name: str, info: dict[str, Any]) -> None:
-                self._on_event(name, info)
-                timing(name, info)
-
-            request.extensions[phases.TRACE_EXT] = both
-        else:
-
-            async def both_async(name: str, info: dict[str, Any]) -> None:
-                self._on_event(name, info)
-                await timing(name, info)
-
-            request.extensions[phases.TRACE_EXT] = both_async
         self.phase = "connect"
         return request
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import weakref
 from collections.abc import AsyncIterator, Mapping
 
 import httpx
@@ -90,6 +91,22 @@ def origins_of(catalog: Catalog) -> dict[str, str]:
     return origin_map({api.id: api.base_url for api in catalog.apis.values()})
 
 
+#: each catalogue's routes and origins, built once: every task run of a batch makes its own
+#: transport over the same catalogue (the tables are only read once built)
+_ROUTING: weakref.WeakKeyDictionary[Catalog, tuple[int, RouteTable, dict[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _routing_of(catalog: Catalog) -> tuple[RouteTable, dict[str, str]]:
+    known = _ROUTING.get(catalog)
+    if known is not None and known[0] == len(catalog.tools):
+        return known[1], known[2]
+    routes, origins = routes_from_catalog(catalog), origins_of(catalog)
+    _ROUTING[catalog] = (len(catalog.tools), routes, origins)
+    return routes, origins
+
+
 class _FailingStream(httpx.AsyncByteStream):
     def __init__(self, head: bytes, exc: Exception) -> None:
         self.head = head
@@ -112,8 +129,7 @@ class SimulateTransport(httpx.AsyncBaseTransport):
         real_time: bool = False,
         plan: FaultPlan | None = None,
     ) -> None:
-        self.routes = routes_from_catalog(catalog)
-        self.origins = origins_of(catalog)
+        self.routes, self.origins = _routing_of(catalog)
         self.model = FaultModel(profile, seed, plan)
         #: the last body each tool answered (what a `stale` fault repeats)
         self.earlier: dict[str, bytes] = {}

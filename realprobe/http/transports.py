@@ -31,24 +31,50 @@ def ssl_context() -> ssl.SSLContext:
     return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
-def live_transport(max_connections: int = 100) -> httpx.AsyncHTTPTransport:
-    """The real network; DNS is timed as its own phase (see `phases`)."""
-    return time_dns(
-        httpx.AsyncHTTPTransport(
-            verify=ssl_context(),
-            retries=0,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
-        )
-    )
+#: the pool of a client made without a ClientConfig (a client's config sizes its own)
+DEFAULT_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 
 
-def sync_live_transport(max_connections: int = 100) -> httpx.HTTPTransport:
+def live_transport(limits: httpx.Limits | None = None) -> HostPools:
+    """The real network, one connection pool per host (`limits` is each pool's); DNS is
+    timed as its own phase (see `phases`)."""
+    return HostPools(limits or DEFAULT_LIMITS)
+
+
+def _host_pool(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    return time_dns(httpx.AsyncHTTPTransport(verify=ssl_context(), retries=0, limits=limits))
+
+
+class HostPools(httpx.AsyncBaseTransport):
+    """The live network with a connection pool per origin. httpcore's pool looks through all
+    of its connections for every request it places, so a single pool over a few hundred
+    hosts spends more CPU on that than on the calls (quadratic in the hosts in flight)."""
+
+    def __init__(self, limits: httpx.Limits) -> None:
+        self.limits = limits
+        self.pools: dict[tuple[bytes, bytes, int | None], httpx.AsyncHTTPTransport] = {}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        key = (url.raw_scheme, url.raw_host, url.port)
+        pool = self.pools.get(key)
+        if pool is None:
+            pool = self.pools[key] = _host_pool(self.limits)
+        return await pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        pools, self.pools = list(self.pools.values()), {}
+        for pool in pools:
+            await pool.aclose()
+
+
+def sync_live_transport(limits: httpx.Limits | None = None) -> httpx.HTTPTransport:
     """The real network for the synchronous client; DNS timed as its own phase."""
     return time_dns(
         httpx.HTTPTransport(
             verify=ssl_context(),
             retries=0,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=50),
+            limits=limits or DEFAULT_LIMITS,
         )
     )
 

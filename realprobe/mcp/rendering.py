@@ -8,8 +8,10 @@ for programs.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from mcp.server import ServerRequestContext
 from mcp.types import CallToolResult, TextContent
 
 from realprobe.errors import ErrorCode
@@ -85,3 +87,45 @@ def render_result(
         is_error=True,
         _meta=meta,
     )
+
+
+class ToolListCache:
+    """Server middleware: `tools/list` answered from its wire form, made by the SDK's own
+    pipeline the first time a request with the same protocol version and parameters came
+    (validating and shaping a large listing cost more than the rest of the answer; the
+    tools a service serves never change while it runs).
+
+    A request with a cursor, or on a session that has not finished its handshake, goes the
+    whole way; so does everything once `MAX_ENTRIES` different requests have been seen."""
+
+    MAX_ENTRIES = 64
+
+    def __init__(self) -> None:
+        self.wire: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _key(self, ctx: ServerRequestContext[Any, Any]) -> tuple[str, str] | None:
+        if ctx.method != "tools/list" or ctx.request_id is None:
+            return None
+        params = dict(ctx.params or {})
+        if "cursor" in params or ctx.session.client_params is None:
+            return None
+        try:
+            return ctx.protocol_version, json.dumps(params, sort_keys=True)
+        except (TypeError, ValueError):
+            return None
+
+    async def __call__(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]],
+    ) -> Any:
+        key = self._key(ctx)
+        if key is None:
+            return await call_next(ctx)
+        cached = self.wire.get(key)
+        if cached is not None:
+            return cached
+        result = await call_next(ctx)
+        if isinstance(result, dict) and len(self.wire) < self.MAX_ENTRIES:
+            self.wire[key] = result
+        return result

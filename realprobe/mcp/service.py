@@ -44,7 +44,7 @@ from realprobe.errors import RealprobeError
 from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.mcp.definitions import mcp_tool
-from realprobe.mcp.rendering import render_result
+from realprobe.mcp.rendering import ToolListCache, render_result
 from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
 from realprobe.target import Target
 from realprobe.version import __version__
@@ -129,6 +129,7 @@ class McpService:
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
         )
+        self.server.middleware.append(ToolListCache())
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ parameters being estimated from the same data (parametric bootstrap, seeded)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -41,8 +42,8 @@ class LognormalFit(BaseModel):
     n_uncensored: int
     n_censored: int
     p_exceed_timeout: float | None = None
-    #: 95% interval of S(T), from the censored fit's curvature (delta method on the probit
-    #: scale z = (mu - ln T) / sigma, t(n-1) quantile), when the deadline bites
+    #: 95% interval of S(T) when the deadline bites: profile likelihood of the probit
+    #: z = (mu - ln T) / sigma, with the same t^2(n-1) threshold as mu and sigma
     p_exceed_ci95: tuple[float, float] | None = None
     method: str
     #: "t" (Student t for mu, chi-square for sigma: exact for uncensored normal data, and used
@@ -227,8 +228,7 @@ def fit_lognormal(
     s_t = float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig)))
     method = "censored-mle+hang-mass" if hang_mass else "censored-mle"
     mu_ci: tuple[float, float] | None
-    sig_ci: tuple[float, float] | None
-    s_ci: tuple[float, float] | None = None
+    sig_ci = s_ci = None
     if s_t >= PROFILE_CI_MIN_EXCEED:
         # the deadline cuts into the distribution: the likelihood is far from quadratic, so
         # Wald intervals under-cover; profile it
@@ -237,7 +237,7 @@ def fit_lognormal(
         ls_ci = _profile_interval(model, theta, 1, level)
         sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
         intervals = "profile-likelihood"
-        s_ci = _exceed_interval(model, theta, math.log(t_med), math.sqrt(level))
+        s_ci = _exceed_interval(model, theta, math.log(t_med), level)
     else:
         # the deadline sits far in the tail: the successes carry the fit
         sig = sig * math.sqrt(n / (n - 1))
@@ -259,36 +259,27 @@ def fit_lognormal(
 
 
 def _exceed_interval(
-    nll: _Censored, theta: FloatArray, log_t: float, crit: float
+    nll: _Censored, theta: FloatArray, log_t: float, level: float
 ) -> tuple[float, float] | None:
-    """S(T) = Phi(z), z = (mu - ln T) / sigma: z +- crit sd(z), with var(z) from the inverse
-    Hessian of the negative log-likelihood in (mu, ln sigma) (the hang share profiled out)."""
-    h = 1e-3
-    e = (np.array([h, 0.0]), np.array([0.0, h]))
-    f0 = nll(theta)
-    hess = np.empty((2, 2))
-    for i in range(2):
-        hess[i, i] = (nll(theta + e[i]) - 2 * f0 + nll(theta - e[i])) / (h * h)
-    hess[0, 1] = hess[1, 0] = (
-        nll(theta + e[0] + e[1]) - nll(theta + e[0] - e[1])
-        - nll(theta - e[0] + e[1]) + nll(theta - e[0] - e[1])
-    ) / (4 * h * h)  # fmt: skip
-    try:
-        cov = np.linalg.inv(hess)
-    except np.linalg.LinAlgError:
+    """S(T) = Phi(z), z = (mu - ln T) / sigma: the profile-likelihood interval of z (the
+    likelihood reparametrised in (z, ln sigma), the hang share profiled out), mapped through
+    Phi. The delta method on z covered S only 79% of the time at 200 calls."""
+
+    def by_z(th: FloatArray) -> float:
+        return nll(np.array([log_t + float(th[0]) * math.exp(float(th[1])), float(th[1])]))
+
+    z = (float(theta[0]) - log_t) / math.exp(float(theta[1]))
+    ends = _profile_interval(by_z, np.array([z, float(theta[1])]), 0, level)
+    if ends is None:
         return None
-    sig = math.exp(float(theta[1]))
-    z = (float(theta[0]) - log_t) / sig
-    grad = np.array([1.0 / sig, -z])
-    var = float(grad @ cov @ grad)
-    if not (math.isfinite(var) and var > 0):
-        return None
-    sd = math.sqrt(var)
-    return float(special.ndtr(z - crit * sd)), float(special.ndtr(z + crit * sd))
+    return float(special.ndtr(ends[0])), float(special.ndtr(ends[1]))
 
 
 def _profile_interval(
-    nll: _Censored, theta: FloatArray, index: int, level: float = 3.841458820694124
+    nll: Callable[[FloatArray], float],
+    theta: FloatArray,
+    index: int,
+    level: float = 3.841458820694124,
 ) -> tuple[float, float] | None:
     """95% profile-likelihood interval for parameter `index` (0: mu, 1: ln sigma): where twice
     the rise of the negative log-likelihood, minimised over the other parameter (and the hang
@@ -352,8 +343,18 @@ def ks_test(x: FloatArray, cdf: Any) -> float:
 @lru_cache(maxsize=128)
 def _lilliefors_null(n: int) -> FloatArray:
     """sqrt(n) D of normal samples of size n against their own fitted normal (mean, sd n-1),
-    sorted: the null distribution of the KS statistic with estimated parameters. Seeded and
-    vectorised; cached per n (callers cap n, so this is computed for few sizes)."""
+    sorted: the null distribution of the KS statistic with estimated parameters. Cached per
+    n (callers cap n, so this is computed for few sizes); at the cap, where every large
+    sample lands, the shipped table of the same draw (`lilliefors_table`) is read instead."""
+    from realprobe.probes import lilliefors_table as shipped
+
+    if (n, KS_BOOT_SEED, KS_BOOT_UNCENSORED) == (shipped.N, shipped.SEED, shipped.REPLICATES):
+        return np.array(shipped.TABLE, dtype=np.float64)
+    return _lilliefors_draw(n)
+
+
+def _lilliefors_draw(n: int) -> FloatArray:
+    """The seeded, vectorised draw behind `_lilliefors_null`."""
     rng = np.random.default_rng(KS_BOOT_SEED + n)
     z = rng.standard_normal((KS_BOOT_UNCENSORED, n))
     z.sort(axis=1)

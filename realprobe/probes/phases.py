@@ -9,8 +9,12 @@ successful call that recorded phases (simulated and replayed calls record none).
 from __future__ import annotations
 
 import statistics
+from itertools import chain
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
 
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
@@ -28,37 +32,53 @@ def phase_breakdown(
 ) -> dict[str, dict[str, Any]]:
     """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
     conn = read_only(db)
+    out: dict[str, dict[str, Any]] = {}
     try:
         cols = probe_columns(conn)
         if not set(PHASES) <= cols:
             return {}
         where, params = conditions(cols, since, until, tools, kinds, vantages)
-        rows = conn.execute(
-            f"SELECT tool, new_connection, {', '.join(number(p) for p in PHASES)} FROM probes "
-            f"WHERE {where} AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL "
-            "ORDER BY tool",
-            params,
-        ).fetchall()
+        # the selection's tools from its covering index, then each tool's phases as numbers
+        # (no string per row, medians in numpy)
+        names = [
+            str(r[0])
+            for r in conn.execute(f"SELECT DISTINCT tool FROM probes WHERE {where}", params)
+        ]
+        where += f" AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL AND tool = ?"
+        # a missing phase reads as infinity: a number, cheaper to convert than a 'NaN' string
+        values = ", ".join(f"coalesce({number(p)}, 9e999)" for p in PHASES)
+        for tool in sorted(names):
+            flat = np.fromiter(
+                chain.from_iterable(conn.execute(
+                    f"SELECT coalesce({number('new_connection')}, 0), {values} FROM probes "
+                    f"WHERE {where}", [*params, tool],
+                )),
+                dtype=np.float64,
+            ).reshape(-1, len(PHASES) + 1)
+            if flat.shape[0]:
+                out[tool] = _phase_medians(flat)
     finally:
         conn.close()
-    per: dict[str, dict[str, list[float]]] = {}
-    for tool, new, *values in rows:
-        cells = per.setdefault(tool, {p: [] for p in PHASES})
-        for name, value in zip(PHASES, values, strict=True):
-            if value is None or (name in CONNECTION and not new):
-                continue
-            cells[name].append(float(value))
-    out: dict[str, dict[str, Any]] = {}
-    for tool, cells in per.items():
-        medians = {p: (round(statistics.median(v), 2) if v else None) for p, v in cells.items()}
-        known = {p: m for p, m in medians.items() if m is not None}
-        out[tool] = {
-            "n": len(cells["ttfb_ms"]),
-            "new_connections": len(cells["connect_ms"]),
-            **medians,
-            "slowest": max(known, key=lambda p: known[p]) if known else None,
-        }
     return out
+
+
+def _phase_medians(flat: NDArray[np.float64]) -> dict[str, Any]:
+    """One tool's medians from its rows (new connection flag, then the phases in ms)."""
+    new = flat[:, 0] != 0
+    medians: dict[str, float | None] = {}
+    counts: dict[str, int] = {}
+    for j, name in enumerate(PHASES, start=1):
+        v = flat[:, j]
+        v = v[np.isfinite(v) & new] if name in CONNECTION else v[np.isfinite(v)]
+        counts[name] = int(v.shape[0])
+        medians[name] = round(float(np.median(v)), 2) if v.shape[0] else None
+    known = {p: m for p, m in medians.items() if m is not None}
+    return {
+        "n": counts["ttfb_ms"],
+        "new_connections": counts["connect_ms"],
+        **medians,
+        "slowest": max(known, key=lambda p: known[p]) if known else None,
+    }
 
 
 def vantage_table(

@@ -20,14 +20,18 @@ from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.store import Store
 
 
-def client_config(timeout_s: float) -> ClientConfig:
-    """A probe's client: `timeout_s` is the whole call's deadline."""
+def client_config(timeout_s: float, concurrency: int | None = None) -> ClientConfig:
+    """A probe's client: `timeout_s` is the whole call's deadline; the connection pool holds
+    (and keeps alive) as many connections as calls may be in flight (`concurrency`), so a
+    call never waits for a connection and more concurrency never makes a probe slower."""
     if not timeout_s > 0:
         raise RealprobeError(f"timeout must be positive (got {timeout_s:g})")
+    pool = ClientConfig().max_connections if concurrency is None else max(1, concurrency)
     return ClientConfig(
         deadline_s=timeout_s,
         read_timeout_s=min(10.0, timeout_s),
         connect_timeout_s=min(5.0, timeout_s),
+        max_connections=pool,
     )
 
 
@@ -40,10 +44,11 @@ async def probe_session(
     *,
     lock_timeout_s: float = 30.0,
     force: bool = False,
+    concurrency: int | None = None,
 ) -> AsyncIterator[tuple[Store, HttpClient]]:
     """The store (a foreign SQLite file is refused unless `force`) and a client for
-    `target`; both closed on the way out."""
-    config = client_config(timeout_s)
+    `target` with a pool for `concurrency` calls in flight; both closed on the way out."""
+    config = client_config(timeout_s, concurrency)
     store = Store(db, busy_timeout_s=lock_timeout_s, force=force)
     try:
         client = make_client(catalog, target, config=config)

@@ -37,6 +37,7 @@ from realprobe.probes.loading import (
 )
 from realprobe.probes.provenance import (
     EMPTY_SELECTION_PARAMS,
+    Group,
     Provenance,
     describe,
     empty_selection_error,
@@ -146,7 +147,8 @@ class LatencyStats(BaseModel):
     mixture: list[MixtureComponent] | None = None
     mixture_fit: dict[str, Any] | None = None
     #: S(T): the share of calls slower than the deadline under the model in use (mixture or
-    #: lognormal), with a 95% interval (delta method on the censored fit; lognormal only)
+    #: lognormal), with a 95% interval (profile likelihood of the censored lognormal fit;
+    #: the delta method for a mixture)
     p_exceed_timeout: float | None = None
     p_exceed_timeout_ci95: tuple[float, float] | None = None
 
@@ -396,12 +398,17 @@ def kruskal_pvalue(groups: list[FloatArray]) -> float:
 GOF_ALPHA = 0.05
 #: fewest successes a two-component fit is tried on (five parameters)
 MIXTURE_MIN_N = 10
+#: successes the statistics fit a mixture to (a seeded subsample above: the fit is for the
+#: shape, and it keeps `stats` quick when many tools fail the KS test)
+MIXTURE_MAX_POINTS = 1000
 
 
 def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
     from realprobe.probes.latency_mixture import fit_mixture
 
-    return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N)
+    return fit_mixture(
+        lat, censor_ms, min_points_for_two=MIXTURE_MIN_N, max_points=MIXTURE_MAX_POINTS
+    )
 
 
 def mixture_quantile(comps: list[MixtureComponent], q: float) -> float:
@@ -633,11 +640,16 @@ def stats_from_db(
     *,
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
+    groups: list[Group] | None = None,
 ) -> tuple[ProbeArrays, StatsReport]:
     """Load the rows of `kinds` (target kinds) and `vantages` (default all) and compute; a clear
     error when the selection holds nothing. With no `kinds`: live when the window holds live
-    rows, else the one kind present (several other kinds: an error asking to pick)."""
-    if kinds is None:
+    rows, else the one kind present (several other kinds: an error asking to pick).
+    `groups`: the window's provenance survey when the caller has already read it."""
+    if groups is not None:
+        kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+    elif kinds is None:
         groups = survey(db, since, until, tools, vantages)
         kinds = pick_kinds(kinds_present(db, groups=groups), None)
         arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)

@@ -19,6 +19,7 @@ from realprobe.probes.loading import (
     load_probes,
     probe_columns,
 )
+from realprobe.probes.provenance import Group
 from realprobe.probes.stats import StatsReport, stats_from_db
 from realprobe.probes.windows import iso
 from realprobe.store import read_only
@@ -170,11 +171,13 @@ def build_report(
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
     stats: StatsReport | None = None,
+    groups: list[Group] | None = None,
 ) -> ReportData:
     """Stats over the window's rows of `kinds` (target kinds; default as `stats` picks them)
     and `vantages`; drift between `baseline` and `current`, by default each tool's earlier
     half of calls against its later half. `stats` computed for the same selection is reused
-    instead of computed again (its provenance names the kinds it read).
+    instead of computed again (its provenance names the kinds it read); so is `groups`, the
+    window's provenance survey.
 
     When the kinds are known up front, the phase and vantage tables (aggregate scans that
     SQLite runs without holding the GIL) are read in a second thread while the statistics
@@ -189,7 +192,7 @@ def build_report(
         )
         if stats is None:
             arr, rep = stats_from_db(
-                db, since, until, tools, period_s, kinds=kinds, vantages=vantages
+                db, since, until, tools, period_s, kinds=kinds, vantages=vantages, groups=groups
             )
         else:
             arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)

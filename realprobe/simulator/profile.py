@@ -113,6 +113,7 @@ class RetryAfter(_Model):
 
     n: int = 0
     share: float = Field(ge=0, le=1)
+    share_ci95: tuple[float, float] | None = None
     values: list[tuple[float, float]] = Field(default_factory=list)
 
     @field_validator("values")
@@ -141,6 +142,7 @@ class ToolProfile(_Model):
     #: P(a failure right after a failure repeats its code) beyond chance: with c, the next
     #: failure's code is the previous one with probability c + (1 - c) w(previous code)
     code_persistence: float | None = Field(default=None, ge=0, le=1)
+    code_persistence_ci95: tuple[float, float] | None = None
     #: sd of the day effect on the logit of the failure rate (UTC days); the simulator draws one
     #: effect per tool and day, around the centre whose mean over days is success_rate
     daily_logit_sd: float | None = Field(default=None, ge=0)

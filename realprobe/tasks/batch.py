@@ -222,12 +222,10 @@ class TaskBatch:
         return cls(chosen, cfg, cat)
 
     def check_executor(self, executor: str = "local", address: str | None = None) -> None:
-        """Can this batch run on `executor`? (Ray refuses live targets.) Nothing starts."""
-        from realprobe.tasks.executors import check_executor, jobs_for, refuse_live
+        """Can this batch run on `executor`? Nothing starts."""
+        from realprobe.tasks.executors import check_executor
 
         check_executor(executor, address)
-        if executor == "ray":
-            refuse_live(jobs_for(self.tasks, self.config))
 
     def run(
         self,

@@ -8,11 +8,14 @@ skip the resume keys they are given, so `--resume` works the same on either.
   per-host politeness gates (the caller's `HostGates` when given, so a probe run or an MCP
   server in the same process keeps to the same limits) and the LLM endpoints' limits.
 - `ray` (optional, `pip install 'realprobe[ray]'`): one Ray task per run, on a local Ray
-  (started on demand) or the cluster at `address`. Each worker process has its own
-  politeness gates and cannot share the caller's, so live targets are refused on Ray: run
-  those with the local executor. LLM limits apply per worker process (divide an endpoint's
-  budget by the workers). The catalogue and the tasks travel with the jobs; a simulate
-  profile file or a cassette folder must exist at the same path on every worker.
+  (started on demand) or the cluster at `address`. Runs that reach the real APIs share one
+  politeness state, a Ray actor holding `hosts.GateState`: every worker keeps to each
+  host's in-flight limit, start interval and Retry-After pauses exactly as runs in one
+  process do (start times are on the wall clock: exact on one machine, within the
+  machines' clock offset on a cluster). The caller's own `HostGates` cannot be shared with
+  Ray workers. LLM limits apply per worker process (divide an endpoint's budget by the
+  workers). The catalogue and the tasks travel with the jobs; a simulate profile file or a
+  cassette folder must exist at the same path on every worker.
 
 Ray is imported only when the `ray` executor runs.
 """
@@ -29,7 +32,7 @@ from typing import Any
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import RealClock
 from realprobe.errors import RealprobeError
-from realprobe.hosts import HostGates
+from realprobe.hosts import GateState, HostGates, SharedGates
 from realprobe.tasks.model import Task
 from realprobe.tasks.runner import (
     RunConfig,
@@ -107,16 +110,38 @@ async def run_local(
             )
         on_done(Finished(res.row, res.steps, res))
 
-    with first_error():
-        async with asyncio.TaskGroup() as group:
-            for job in jobs:
-                group.create_task(one(job))
+    try:
+        with first_error():
+            async with asyncio.TaskGroup() as group:
+                for job in jobs:
+                    group.create_task(one(job))
+    finally:
+        for shared in shared_by_mode.values():
+            await shared.aclose()
 
 
 # -- Ray ---------------------------------------------------------------------------------
 
 #: catalogues a worker process has fetched, by the id of the run that shipped them
 _WORKER_CATALOGS: dict[str, Catalog] = {}
+
+
+class RayGateLink:
+    """The shared politeness state, reached through its Ray actor (see `hosts.GateLink`)."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def call(self, method: str, *args: Any) -> Any:
+        return getattr(self.actor, method).remote(*args)  # an ObjectRef: awaitable
+
+    def send(self, method: str, *args: Any) -> None:
+        getattr(self.actor, method).remote(*args)
+
+
+def gate_actor(ray: Any) -> Any:
+    """A Ray actor holding one `GateState` (no CPU reserved: it only keeps time)."""
+    return ray.remote(num_cpus=0, max_restarts=0)(GateState).remote()
 
 
 def _ray_job(payload: dict[str, Any]) -> RunOutcome:
@@ -127,11 +152,20 @@ def _ray_job(payload: dict[str, Any]) -> RunOutcome:
     catalog = _WORKER_CATALOGS.get(key)
     if catalog is None:
         catalog = _WORKER_CATALOGS[key] = ray.get(payload["catalog"][0])
-    task: Task = payload["task"]
-    return asyncio.run(run_one(
-        task, payload["cfg"], payload["prompt"], payload["repeat"], catalog,
-        batch=payload["batch"], n_runs=payload["n_runs"],
-    ))
+    return asyncio.run(_worker_run(payload, catalog))
+
+
+async def _worker_run(payload: dict[str, Any], catalog: Catalog) -> RunOutcome:
+    cfg: RunConfig = payload["cfg"]
+    gate = payload.get("gate")
+    shared = Shared.for_config(cfg, gates=SharedGates(RayGateLink(gate)) if gate else None)
+    try:
+        return await run_one(
+            payload["task"], cfg, payload["prompt"], payload["repeat"], catalog,
+            batch=payload["batch"], n_runs=payload["n_runs"], shared=shared,
+        )
+    finally:
+        await shared.aclose()
 
 
 def import_ray() -> Any:
@@ -145,13 +179,9 @@ def import_ray() -> Any:
     return ray
 
 
-def refuse_live(jobs: Sequence[Job]) -> None:
-    if any(target_label(j.cfg) == "live" for j in jobs):
-        raise RealprobeError(
-            "live targets cannot run on Ray: workers would not share one politeness gate per "
-            "API host; use executor=local for live runs",
-            param="executor",
-        )
+def reaches_apis(jobs: Sequence[Job]) -> bool:
+    """Whether any job calls the real APIs (live, or recording them)."""
+    return any(target_label(j.cfg) == "live" for j in jobs)
 
 
 def run_ray(
@@ -164,8 +194,8 @@ def run_ray(
     num_cpus: int | None = None,
 ) -> None:
     """Every job as a Ray task; outcomes come back to this process, which writes them. The
-    catalogue goes to the object store once; each worker fetches it once."""
-    refuse_live(jobs)
+    catalogue goes to the object store once; each worker fetches it once. Runs that reach
+    the real APIs share one politeness state (a `GateState` actor)."""
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
@@ -185,11 +215,13 @@ def run_ray(
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_job)
         shipped = [ray.put(catalog)]  # in a list: workers fetch it themselves, once each
         catalog_key = uuid.uuid4().hex
+        gate = gate_actor(ray) if reaches_apis(jobs) else None
         waiting = [
             remote.remote({
                 "cfg": job.cfg, "task": job.task, "prompt": job.prompt,
                 "repeat": job.repeat, "batch": batch, "n_runs": job.n_runs,
                 "catalog": shipped, "catalog_key": catalog_key,
+                "gate": gate if target_label(job.cfg) == "live" else None,
             })
             for job in jobs
         ]
@@ -226,8 +258,12 @@ def execute(
     """Run `jobs` on the chosen executor (cassettes checked first). `gates` (local only)
     are the per-host politeness gates to share; `address` (Ray only) is the cluster."""
     check_executor(executor, address)
-    if executor == "ray":
-        refuse_live(jobs)
+    if executor == "ray" and gates is not None and reaches_apis(jobs):
+        raise RealprobeError(
+            "gates cannot be shared with Ray workers: runs on Ray share their own politeness "
+            "state; pass gates with executor=local",
+            param="gates",
+        )
     for cfg in {id(j.cfg): j.cfg for j in jobs}.values():
         tasks = [j.task for j in jobs if j.cfg is cfg]
         check_cassettes(list({t.instance_id: t for t in tasks}.values()), cfg)

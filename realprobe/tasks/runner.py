@@ -87,6 +87,22 @@ class Shared:
 
     gates: HostGates = field(default_factory=lambda: HostGates(RealClock()))
     limiters: LimiterRegistry | None = None
+    #: one pooled connection set per LLM endpoint (simulate mode sends the model's requests
+    #: out for real): runs reuse kept-alive connections instead of opening one each
+    llm_pools: dict[str, httpx.AsyncBaseTransport] = field(default_factory=dict)
+
+    def llm_pool(self, base_url: str) -> httpx.AsyncBaseTransport:
+        url = httpx.URL(base_url)
+        origin = f"{url.scheme}://{url.host}:{url.port}"
+        if origin not in self.llm_pools:
+            self.llm_pools[origin] = live_transport()
+        return self.llm_pools[origin]
+
+    async def aclose(self) -> None:
+        """Close the LLM connection pools (the batch's runs are over)."""
+        pools, self.llm_pools = list(self.llm_pools.values()), {}
+        for pool in pools:
+            await pool.aclose()
 
     @classmethod
     def for_config(cls, cfg: RunConfig, gates: HostGates | None = None) -> Shared:
@@ -184,11 +200,16 @@ def cassette_path(cfg: RunConfig, key: str, n_runs: int) -> Path | None:
 class LlmPassthrough(httpx.AsyncBaseTransport):
     """Simulate mode serves only catalogue APIs; the LLM endpoint's requests go out for real."""
 
-    def __init__(self, llm_base: str, sim: httpx.AsyncBaseTransport) -> None:
+    def __init__(
+        self, llm_base: str, sim: httpx.AsyncBaseTransport,
+        live: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        """`live`: the batch's pool for the endpoint (left open on close); else its own."""
         url = httpx.URL(llm_base)
         self.origin = (url.scheme, url.host, url.port)
         self.sim = sim
-        self.live = live_transport()
+        self.owns_live = live is None
+        self.live = live if live is not None else live_transport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         u = request.url
@@ -197,7 +218,8 @@ class LlmPassthrough(httpx.AsyncBaseTransport):
         return await self.sim.handle_async_request(request)
 
     async def aclose(self) -> None:
-        await self.live.aclose()
+        if self.owns_live:
+            await self.live.aclose()
 
 
 def with_overrides(task: Task, cfg: RunConfig) -> Task:
@@ -226,11 +248,14 @@ async def run_one(
 ) -> RunOutcome:
     """One task run in four steps: prepare (seed, cassette, client, tools, agent), run the
     agent under the task's deadline, score what it did, and build the rows to store."""
-    run = prepare_run(
-        task, cfg, prompt, repeat, catalog, n_runs=n_runs,
-        shared=shared or Shared.for_config(cfg),
-    )
-    timing = await run_agent(run)
+    own = shared is None
+    shared = shared or Shared.for_config(cfg)
+    run = prepare_run(task, cfg, prompt, repeat, catalog, n_runs=n_runs, shared=shared)
+    try:
+        timing = await run_agent(run)
+    finally:
+        if own:
+            await shared.aclose()
     score = score_run(run.task, run.state)
     return rows_to_store(run, score, timing, batch=batch)
 
@@ -282,7 +307,7 @@ def prepare_run(
     # the real internet (live, or recording it) gets each API's politeness interval
     polite = client.target.reaches_network
     box = ToolBox(catalog, client, task, state, polite=polite, gates=shared.gates)
-    llm_transport = llm_transport_for(cfg, client.transport)
+    llm_transport = llm_transport_for(cfg, client.transport, shared)
     ctx = AgentContext(
         task=task,
         prompt=prompt,
@@ -331,11 +356,13 @@ def run_client(
 
 
 def llm_transport_for(
-    cfg: RunConfig, tools: httpx.AsyncBaseTransport
+    cfg: RunConfig, tools: httpx.AsyncBaseTransport, shared: Shared | None = None
 ) -> httpx.AsyncBaseTransport:
-    """The LLM's transport: the tools' one, except in simulate mode where the LLM is real."""
+    """The LLM's transport: the tools' one, except in simulate mode where the LLM is real
+    (over the batch's pool for the endpoint when `shared` is given)."""
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
-        return LlmPassthrough(cfg.llm.base_url, tools)
+        live = shared.llm_pool(cfg.llm.base_url) if shared is not None else None
+        return LlmPassthrough(cfg.llm.base_url, tools, live)
     return tools
 
 
@@ -532,6 +559,7 @@ async def run_batch(
     ]
     batch = batch or uuid.uuid4().hex[:12]
     check_cassettes(tasks, cfg)
+    own = shared is None
     shared = shared or Shared.for_config(cfg)
     slots = asyncio.Semaphore(cfg.concurrency)
     results: list[RunOutcome | None] = [None] * len(runs)
@@ -545,10 +573,14 @@ async def run_batch(
         if on_done is not None:
             on_done(res)
 
-    with first_error():
-        async with asyncio.TaskGroup() as group:
-            for i, (t, p, r) in enumerate(runs):
-                group.create_task(one(i, t, p, r))
+    try:
+        with first_error():
+            async with asyncio.TaskGroup() as group:
+                for i, (t, p, r) in enumerate(runs):
+                    group.create_task(one(i, t, p, r))
+    finally:
+        if own:
+            await shared.aclose()
     return [r for r in results if r is not None]
 
 

@@ -45,7 +45,7 @@ def test_no_request_needs_no_cassette():
 @pytest.mark.vcr
 def test_vcr_fixture(vcr):
     requests.get(f"{API}/users/1")
-    assert vcr.play_count == 1
+    assert vcr.play_count == 1 and vcr.all_played and len(vcr) == 1
 
 
 @pytest.mark.block_network
