@@ -158,6 +158,10 @@ def test_results_never_pool_two_profiles(tmp_path: Path) -> None:
         "RATE_LIMIT_ERROR"}
     with pytest.raises(RealprobeError, match="for that filter"):
         realprobe.task_results(db, agent="nobody")
+    # the kind is a closed set: a misspelt one is named, a capitalised one is read
+    with pytest.raises(RealprobeError, match="target_kind 'simulat': choose one of live"):
+        realprobe.task_results(db, target_kind="simulat")
+    assert realprobe.task_results(db, target_kind="Simulate")["runs"] == 8
 
 
 def test_tokens_and_cost_use_the_price_table(tmp_path: Path) -> None:
@@ -176,6 +180,10 @@ def test_tokens_and_cost_use_the_price_table(tmp_path: Path) -> None:
     assert row["cost_usd"] == pytest.approx(2.0)
     (row,) = summarise([{**rows[0], "model": "unpriced"}])["by_prompt"]
     assert row["cost_usd"] is None
+    for bad in ("input = nan\noutput = 2.0", "input = 1.0\noutput = -2.0"):
+        prices.write_text(f"[gpt-4o-mini]\n{bad}\n")
+        with pytest.raises(RealprobeError, match="a price must be a finite number >= 0"):
+            load_prices(prices)
 
 
 def test_surface_over_k_epsilon_lambda() -> None:
