@@ -303,7 +303,9 @@ class Store:
             )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False)
+            # by URI, like `read_only`: SQLite reads a name starting `file:` as a URI itself
+            conn = sqlite3.connect(sqlite_uri(self.path, "rwc"), uri=True,
+                                   timeout=busy_timeout_s, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             self.db = sqlite_utils.Database(conn)
             if create and not force:

@@ -340,3 +340,15 @@ def test_a_run_claimed_by_another_source_cannot_take_back_the_honest_rows(
     agg.refresh()
     assert agg.rows_seen == 30
     assert sum(s.window(t0 - 60)[0] for s in agg.series.values()) == 30
+
+
+def test_a_database_named_like_a_uri_is_that_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite reads a name starting `file:` as a URI: the writer opens it by an escaped URI
+    like the readers, so runs land in that file and no `x.db` appears beside it."""
+    monkeypatch.chdir(tmp_path)
+    name = "file:x.db?mode=memory"
+    realprobe.run_tasks(["pet_newsletter"], simulate="calm", db=name)
+    assert realprobe.task_results(name)["runs"] == 1
+    assert {p.name for p in tmp_path.iterdir()} <= {name, f"{name}-wal", f"{name}-shm"}
