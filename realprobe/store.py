@@ -820,6 +820,10 @@ def _number(key: str, value: object) -> float | int | None:
 
 
 def _finite(value: float) -> bool:
+    """A number SQLite stores as it is: finite, and an int within 64 bits (a larger one
+    fails the insert itself with an OverflowError)."""
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return False
     try:
         return math.isfinite(value)
     except OverflowError:  # an int past any float
@@ -924,7 +928,8 @@ def _typed_number(what: str, key: str, value: object, kind: type) -> int | float
     if isinstance(value, bool):
         value = int(value)
     if not isinstance(value, int | float) or not _finite(value):
-        raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number")
+        raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number "
+                         "SQLite can store")
     if kind is int:
         if value != int(value):
             raise RowRefused("bad_number", f"{what} {key} {value!r} is not a whole number")

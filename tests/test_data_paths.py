@@ -150,6 +150,7 @@ def _row(**over: object) -> dict[str, object]:
     ({"started_ts": time.time() + 86400 * 365 * 900}, "future_time"),
     ({"started_ts": 1e300}, "future_time"),
     ({"latency_ms": 10**400}, "bad_number"),
+    ({"http_status": 10**30}, "bad_number"),  # past 64 bits: SQLite cannot store it
     ({"started_ts": 10**400}, "bad_time"),
     ({"started_ts": float("nan")}, "bad_time"),
     ({"started_ts": "yesterday"}, "bad_time"),

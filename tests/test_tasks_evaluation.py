@@ -281,6 +281,18 @@ async def test_an_mcp_session_that_ends_is_scored(tmp_path: Path) -> None:
     assert not row["final_message"]
 
 
+async def test_an_mcp_finish_with_an_absurd_token_count_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "tok.db"
+    opts = ServiceOptions(transport=TransportOptions(profile="calm"), db=str(db), task=TASK)
+    async with McpService(CATALOG, opts) as service, Client(service.server) as client:
+        await client.call_tool("catfact_fact", {})
+        done = await client.call_tool("finish", {"answer": "x", "tokens_in": 10**30,
+                                                 "tokens_out": 5})
+        assert done.structured_content is not None
+    (row,) = _stored_runs(db)
+    assert (row["tokens_in"], row["tokens_out"]) == (0, 5)
+
+
 async def test_an_mcp_session_shows_a_graded_flaw_as_a_run_would(tmp_path: Path) -> None:
     """`mcp --task T --task-prompt flawed:<type>@<sev>` offers what `run --prompt` offers."""
     from realprobe.tasks.flaws import with_variant

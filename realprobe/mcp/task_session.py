@@ -32,7 +32,9 @@ def _text(text: str, *, error: bool = False, data: Any = None) -> CallToolResult
 
 def _count(args: dict[str, Any], key: str) -> int:
     value = args.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A token count the client gave, else 0 (unknown): a count past 64 bits is no count."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63
+    return value if ok else 0
 
 
 class McpTaskSession:
