@@ -713,9 +713,15 @@ def task_results(
     filters keep runs whose column equals the value; `prices` is a TOML/JSON file over the
     shipped price table; `surface` adds pass^k over k x epsilon x lambda with its volume."""
     from realprobe.store import Store
+    from realprobe.target import TargetKind
     from realprobe.tasks import results
     from realprobe.tasks.store import TaskStore
 
+    if target_kind is not None:  # a closed set: a misspelt kind is an error, not "no runs"
+        try:
+            target_kind = TargetKind.parse(target_kind, "target_kind").value
+        except RealprobeError as exc:
+            raise BadArgument("target_kind", str(exc)) from None
     path = existing(db)
     price_table = results.load_prices(prices)
     store = TaskStore(Store(path))

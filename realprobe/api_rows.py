@@ -12,6 +12,7 @@ where calls go everywhere else in the API.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -102,8 +103,16 @@ def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:
 def _time(param: str, value: TimeSpec) -> float | None:
     from realprobe.probes.windows import parse_time
 
-    if value is None or isinstance(value, int | float):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, int | float):  # epoch seconds: a time, not NaN, inf or 10**400
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise BadArgument(param, f"{param} {str(value)[:40]!r}: not a time (epoch seconds)")
+        return seconds
     return float(_arg(param, parse_time, value))
 
 

@@ -94,7 +94,19 @@ SimulateOpt = Annotated[
         "simulated in process under it.",
     ),
 ]
-ModeOpt = Annotated[Mode, typer.Option("--mode", help="live, record, replay or simulate.")]
+
+
+def _mode(value: str | Mode) -> Mode:
+    """`--mode` read by the library's one parser (any case, the library's message)."""
+    try:
+        return Mode.parse(value)
+    except RealprobeError as exc:
+        raise RealprobeError(str(exc), param="mode") from None
+
+
+ModeOpt = Annotated[
+    Mode, typer.Option("--mode", parser=_mode, help="live, record, replay or simulate.")
+]
 CassetteOpt = Annotated[
     Path | None, typer.Option("--cassette", help="Cassette file for --mode record|replay.")
 ]
