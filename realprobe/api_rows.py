@@ -12,13 +12,14 @@ where calls go everywhere else in the API.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
-from realprobe.errors import BadArgument, NoDatabase, RealprobeError
+from realprobe.errors import BadArgument, NoDatabase, RealprobeError, Unavailable
 
 if TYPE_CHECKING:
     from realprobe.probes.loading import ProbeArrays
@@ -102,8 +103,16 @@ def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:
 def _time(param: str, value: TimeSpec) -> float | None:
     from realprobe.probes.windows import parse_time
 
-    if value is None or isinstance(value, int | float):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, int | float):  # epoch seconds: a time, not NaN, inf or 10**400
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise BadArgument(param, f"{param} {str(value)[:40]!r}: not a time (epoch seconds)")
+        return seconds
     return float(_arg(param, parse_time, value))
 
 
@@ -202,7 +211,7 @@ def check_tools(
         if name not in everywhere and name not in {t.name for t in cat}:
             cat.get(name)  # raises with "did you mean"
     what = f"{'+'.join(kinds)} " if kinds else ""
-    raise RealprobeError(f"no {what}probe rows for {', '.join(missing)} in this window")
+    raise Unavailable(f"no {what}probe rows for {', '.join(missing)} in this window")
 
 
 @dataclass(frozen=True)
@@ -255,7 +264,7 @@ class Rows:
         if by == "vantage":
             chosen = self.vantages or sorted(vantages_present(*sel, self.kinds))
             if not chosen:
-                raise RealprobeError("no probe rows in this window")
+                raise Unavailable("no probe rows in this window")
             reports = {
                 v: stats_from_db(*sel, period_s, kinds=self.kinds, vantages=[v])[1]
                 for v in chosen
@@ -296,7 +305,7 @@ class Rows:
                                            sel.vantages)
             if len(arrays[label]) == 0:
                 why = empty_selection_error(prov, sel.db, sel.tools, widen=(label,))
-                raise RealprobeError(f"{label}: {why}", param=(label, "kinds"))
+                raise Unavailable(f"{label}: {why}", param=(label, "kinds"))
         rep = drift_arrays(
             arrays["baseline"], arrays["current"], baseline_window=self.window,
             current_window=current.window, alpha=alpha, correction=correction,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -165,9 +166,22 @@ class TransportOptions:
         return Mode.RECORD
 
 
+def _has_host(url: str) -> bool:
+    """A host and, if given, a port from 1 to 65535 (`:99999` or `http://[::1` are not URLs
+    a client can connect to; they failed later, deep in the transport)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return bool(parts.hostname) and port != 0
+
+
 def check_sandbox_url(url: str) -> None:
     """A sandbox is an http(s) URL; a `/_fault/<variant>/` in it must name a known variant."""
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or not _has_host(
+        url
+    ):
         raise RealprobeError(
             f"sandbox {url!r}: expected a URL like http://127.0.0.1:8765", param="sandbox"
         )

@@ -303,7 +303,9 @@ class Store:
             )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), timeout=busy_timeout_s, check_same_thread=False)
+            # by URI, like `read_only`: SQLite reads a name starting `file:` as a URI itself
+            conn = sqlite3.connect(sqlite_uri(self.path, "rwc"), uri=True,
+                                   timeout=busy_timeout_s, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             self.db = sqlite_utils.Database(conn)
             if create and not force:
@@ -494,15 +496,22 @@ class Store:
             raise db_error(self.path, exc) from exc
 
     def _quarantine(self, rows: list[tuple[float, str, str, str, str]]) -> None:
+        """Keep refused rows once: the same row refused for the same reason again (a merge
+        run twice, or the same file under another name) is not added again."""
         if not rows:
             return
         table = self.db.table(QUARANTINE_TABLE)
         with self.conn:
             if not table.exists():
                 table.create(QUARANTINE_COLUMNS, pk="id")
+            self.conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {QUARANTINE_TABLE}_row "
+                f"ON {QUARANTINE_TABLE} (row)"
+            )
             self.conn.executemany(
                 f"INSERT INTO {QUARANTINE_TABLE} (ts, origin, reason, message, row) "
-                "VALUES (?, ?, ?, ?, ?)", rows,
+                f"SELECT ?, ?, ?, ?, ?5 WHERE NOT EXISTS (SELECT 1 FROM {QUARANTINE_TABLE} "
+                "WHERE row = ?5 AND reason = ?3)", rows,
             )
 
     def probes_for_run(self, run_id: str) -> list[dict[str, Any]]:
@@ -811,6 +820,10 @@ def _number(key: str, value: object) -> float | int | None:
 
 
 def _finite(value: float) -> bool:
+    """A number SQLite stores as it is: finite, and an int within 64 bits (a larger one
+    fails the insert itself with an OverflowError)."""
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return False
     try:
         return math.isfinite(value)
     except OverflowError:  # an int past any float
@@ -915,7 +928,8 @@ def _typed_number(what: str, key: str, value: object, kind: type) -> int | float
     if isinstance(value, bool):
         value = int(value)
     if not isinstance(value, int | float) or not _finite(value):
-        raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number")
+        raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number "
+                         "SQLite can store")
     if kind is int:
         if value != int(value):
             raise RowRefused("bad_number", f"{what} {key} {value!r} is not a whole number")

@@ -150,6 +150,7 @@ def _row(**over: object) -> dict[str, object]:
     ({"started_ts": time.time() + 86400 * 365 * 900}, "future_time"),
     ({"started_ts": 1e300}, "future_time"),
     ({"latency_ms": 10**400}, "bad_number"),
+    ({"http_status": 10**30}, "bad_number"),  # past 64 bits: SQLite cannot store it
     ({"started_ts": 10**400}, "bad_time"),
     ({"started_ts": float("nan")}, "bad_time"),
     ({"started_ts": "yesterday"}, "bad_time"),
@@ -217,6 +218,20 @@ def test_merge_quarantines_what_the_store_refuses_and_says_so_per_kind(tmp_path:
     with sqlite3.connect(tmp_path / "all.db") as conn:
         assert conn.execute("SELECT COUNT(*) FROM probes").fetchone()[0] == 5
         assert conn.execute("SELECT COUNT(*) FROM probes_quarantine").fetchone()[0] == 5
+
+
+def test_a_refused_row_is_quarantined_once_however_often_it_is_merged(tmp_path: Path) -> None:
+    src = tmp_path / "hostile.db"
+    bad = [_row(round=90, started_ts=32503680000.0), _row(round=93, latency_ms=float("inf"))]
+    _raw_db(src, [_row(round=1, started_ts=time.time() - 60), *bad])
+    copy = tmp_path / "same-file-other-name.db"
+    copy.write_bytes(src.read_bytes())
+    out = tmp_path / "all.db"
+    for source in (src, src, copy):
+        assert merge([source], out).sources[0].rows_refused == {
+            "future_time": 1, "bad_number": 1}
+    with sqlite3.connect(out) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM probes_quarantine").fetchone()[0] == 2
 
 
 def test_a_source_cannot_shadow_another_by_claiming_its_keys(tmp_path: Path) -> None:
@@ -326,3 +341,15 @@ def test_a_run_claimed_by_another_source_cannot_take_back_the_honest_rows(
     agg.refresh()
     assert agg.rows_seen == 30
     assert sum(s.window(t0 - 60)[0] for s in agg.series.values()) == 30
+
+
+def test_a_database_named_like_a_uri_is_that_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite reads a name starting `file:` as a URI: the writer opens it by an escaped URI
+    like the readers, so runs land in that file and no `x.db` appears beside it."""
+    monkeypatch.chdir(tmp_path)
+    name = "file:x.db?mode=memory"
+    realprobe.run_tasks(["pet_newsletter"], simulate="calm", db=name)
+    assert realprobe.task_results(name)["runs"] == 1
+    assert {p.name for p in tmp_path.iterdir()} <= {name, f"{name}-wal", f"{name}-shm"}

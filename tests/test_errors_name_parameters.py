@@ -152,6 +152,13 @@ def test_python_errors_name_parameters(tmp_path: Path) -> None:
     assert err.value.params == ("kinds",)
     with pytest.raises(BadArgument, match=r"^since must be before until"):
         realprobe.window("2026-01-02", "2026-01-01")
+    # epoch seconds that are no time: refused by name, not read as "the beginning" or an
+    # OverflowError from SQLite
+    for bad in (float("nan"), float("inf"), 10**400):
+        with pytest.raises(BadArgument, match=r"^since '.*': not a time") as err:
+            realprobe.window(bad, None)
+        assert err.value.params == ("since",)
+    assert realprobe.window(1_790_000_000, None) == (1_790_000_000.0, None)
     with pytest.raises(BadArgument, match=r"^correction 'x'"):
         realprobe.drift(tmp_path / "none.db", baseline="..", current="..",
                         correction="x")  # type: ignore[arg-type]

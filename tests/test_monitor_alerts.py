@@ -170,6 +170,19 @@ def test_bad_rules_are_one_line_errors(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
 
 
+def test_a_misspelt_kind_or_a_non_utf8_rules_file_is_a_one_line_error(tmp_path: Path) -> None:
+    """A rule on kind "sandobx" would match no row and stay silent for ever."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rules]]\nkind = "p95_above"\nthreshold_ms = 5\ntarget = "sandobx"\n')
+    with pytest.raises(RealprobeError, match=r"rules\.0\.target.*'sandobx': choose one of live"):
+        load_rules(bad)
+    bad.write_text('[[rules]]\nkind = "p95_above"\nthreshold_ms = 5\ntarget = "Sandbox"\n')
+    assert load_rules(bad).rules[0].target == "sandbox"
+    bad.write_bytes(b"\xff\xfe[[rules]]\n")
+    with pytest.raises(RealprobeError, match="not UTF-8 text"):
+        load_rules(bad)
+
+
 def test_cli_dry_run_prints_and_exits_1_while_firing(
     tmp_path: Path, receiver: Receiver
 ) -> None:

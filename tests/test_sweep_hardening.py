@@ -58,6 +58,8 @@ profile = "harsh"
         ('kind = "sandbox"\nurl = "http://127.0.0.1:9/_fault/nope/"', "unknown fault variant"),
         ('kind = "simulate"\nprofile = "no-such-profile"', "no-such-profile"),
         ('kind = "live"\nurl = "http://127.0.0.1:9"', "url is for sandbox targets"),
+        ('kind = "sandbox"\nurl = "http://127.0.0.1:99999"', "expected a URL like http://"),
+        ('kind = "simulat"', "kind 'simulat': choose one of live, sandbox, simulate, replay"),
     ],
 )
 def test_targets_are_checked_like_the_command_lines(
@@ -75,3 +77,11 @@ def test_a_sweep_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     sweep.write_bytes('tasks = ["caf\u00e9"]\n'.encode("latin-1"))
     with pytest.raises(RealprobeError, match="not UTF-8 text"):
         load_sweep(sweep)
+
+
+def test_a_target_kind_is_read_in_any_case_like_the_options(tmp_path: Path) -> None:
+    sweep = write(tmp_path / "s.toml",
+                  f'tasks = ["{TASK}"]\n\n[[targets]]\nkind = "Simulate"\nprofile = "calm"\n')
+    (target,) = load_sweep(sweep).targets
+    assert (target.kind, target.label) == ("simulate", realprobe.options(
+        mode="Simulate", simulate="calm").target.label)

@@ -93,6 +93,9 @@ REFUSED: dict[str, Spelling] = {
                             "simulate": "calm"},
     "sandbox-and-simulate": {"mode": "simulate", "sandbox": "http://127.0.0.1:9",
                              "simulate": None},
+    "port-out-of-range": {"mode": "live", "sandbox": "http://127.0.0.1:99999", "simulate": None},
+    "unclosed-ipv6": {"mode": "live", "sandbox": "http://[::1", "simulate": None},
+    "no-host": {"mode": "live", "sandbox": "http://:80/", "simulate": None},
     "bad-mode": {"mode": "simulation", "sandbox": None, "simulate": None},
     "bad-profile": {"mode": "simulate", "sandbox": None, "simulate": "no-such-profile"},
 }
@@ -150,3 +153,26 @@ def test_cli_verbs_refuse_an_unknown_fault_variant_alike(
     assert len(lines) == 1 and "unknown fault variant 'nope'" in lines[0], err
     assert "--sandbox" in lines[0]
     assert not (tmp_path / "p.db").exists()
+
+
+@pytest.mark.parametrize("verb", [["call", "uselessfacts_random"], ["mcp"]], ids=["call", "mcp"])
+def test_the_cli_reads_mode_like_the_library(
+    verb: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`options(mode="Simulate")` is accepted, so `--mode Simulate` is too; an unknown mode is
+    refused with the library's message, spelled as the flag."""
+    code, err = run_cli([*verb, "--mode", "Simulation"], capsys)
+    assert code == 2
+    assert err.strip() == "error: --mode 'Simulation': choose one of live, record, replay, simulate"
+    code, err = run_cli(["call", "uselessfacts_random", "--mode", "SIMULATE", "--simulate", "calm",
+                         "--json"], capsys)
+    assert code == 0, err
+
+
+def test_a_sandbox_port_no_client_can_reach_is_refused_before_any_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, err = run_cli(["call", "uselessfacts_random", "--sandbox", "http://127.0.0.1:99999"],
+                        capsys)
+    assert code == 2 and err.startswith("error: --sandbox 'http://127.0.0.1:99999'"), err
+    assert "TaskGroup" not in err

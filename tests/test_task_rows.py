@@ -37,6 +37,7 @@ def step_row(**over: Any) -> dict[str, Any]:
         (run_row(colour="red"), [], "unknown_column"),
         (run_row(), [step_row(latency_ms=-math.inf)], "bad_number"),
         (run_row(), [step_row(idx=1.5)], "bad_number"),
+        (run_row(tokens_in=10**30), [], "bad_number"),  # past 64 bits (an OverflowError)
     ],
 )
 def test_a_bad_task_row_is_refused_and_nothing_is_written(

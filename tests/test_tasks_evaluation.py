@@ -158,6 +158,10 @@ def test_results_never_pool_two_profiles(tmp_path: Path) -> None:
         "RATE_LIMIT_ERROR"}
     with pytest.raises(RealprobeError, match="for that filter"):
         realprobe.task_results(db, agent="nobody")
+    # the kind is a closed set: a misspelt one is named, a capitalised one is read
+    with pytest.raises(RealprobeError, match="target_kind 'simulat': choose one of live"):
+        realprobe.task_results(db, target_kind="simulat")
+    assert realprobe.task_results(db, target_kind="Simulate")["runs"] == 8
 
 
 def test_tokens_and_cost_use_the_price_table(tmp_path: Path) -> None:
@@ -176,6 +180,10 @@ def test_tokens_and_cost_use_the_price_table(tmp_path: Path) -> None:
     assert row["cost_usd"] == pytest.approx(2.0)
     (row,) = summarise([{**rows[0], "model": "unpriced"}])["by_prompt"]
     assert row["cost_usd"] is None
+    for bad in ("input = nan\noutput = 2.0", "input = 1.0\noutput = -2.0"):
+        prices.write_text(f"[gpt-4o-mini]\n{bad}\n")
+        with pytest.raises(RealprobeError, match="a price must be a finite number >= 0"):
+            load_prices(prices)
 
 
 def test_surface_over_k_epsilon_lambda() -> None:
@@ -273,6 +281,52 @@ async def test_an_mcp_session_that_ends_is_scored(tmp_path: Path) -> None:
     assert not row["final_message"]
 
 
+async def test_an_mcp_finish_with_an_absurd_token_count_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "tok.db"
+    opts = ServiceOptions(transport=TransportOptions(profile="calm"), db=str(db), task=TASK)
+    async with McpService(CATALOG, opts) as service, Client(service.server) as client:
+        await client.call_tool("catfact_fact", {})
+        done = await client.call_tool("finish", {"answer": "x", "tokens_in": 10**30,
+                                                 "tokens_out": 5})
+        assert done.structured_content is not None
+    (row,) = _stored_runs(db)
+    assert (row["tokens_in"], row["tokens_out"]) == (0, 5)
+
+
+async def test_an_mcp_session_shows_a_graded_flaw_as_a_run_would(tmp_path: Path) -> None:
+    """`mcp --task T --task-prompt flawed:<type>@<sev>` offers what `run --prompt` offers."""
+    from realprobe.tasks.flaws import with_variant
+
+    prompt = "flawed:missing_steps@50"
+    opts = ServiceOptions(transport=TransportOptions(profile="calm"), db=str(tmp_path / "g.db"),
+                          task=TASK, task_prompt=prompt)
+    async with McpService(CATALOG, opts) as service, Client(service.server) as client:
+        shown = (await client.call_tool("task_prompt", {})).content[0].text  # type: ignore[union-attr]
+    expected = render(with_variant(TASKS[TASK], prompt, CATALOG), prompt).user
+    assert expected in shown and render(TASKS[TASK], "optimal").user not in shown
+
+
+@pytest.mark.parametrize(("prompt", "words"), [
+    ("bogus", "--task-prompt 'bogus': choose baseline"),
+    ("flawed:missing_steps@300", "--task-prompt 'flawed:missing_steps@300': the severity"),
+    ("flawed:all", "--task-prompt 'flawed:all' names 7 prompts; a session runs one"),
+])
+def test_mcp_task_prompt_is_checked_like_run_prompt(
+    tmp_path: Path, prompt: str, words: str
+) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "--task", TASK, "--task-prompt", prompt,
+         "--db", str(tmp_path / "m.db")],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert res.returncode == 2 and res.stderr.startswith(f"error: {words}"), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m.db").exists()
+
+
 def test_the_evaluate_page_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     import re
 
@@ -308,7 +362,7 @@ def test_the_cli_flags_reach_the_runs_and_the_surface(tmp_path: Path) -> None:
     runner = CliRunner()
     graded = ["--prompt", "flawed:missing_steps@50", "--flaw-seed", "3"]
     for args in (["--paraphrase", "2"], graded):
-        res = runner.invoke(app, ["run", "pet_newsletter", "--simulate", "calm", "--repeat", "2",
+        res = runner.invoke(app, ["run", "pet_newsletter", "--profile", "calm", "--repeat", "2",
                                   "--db", db, "--json", *args])
         assert res.exit_code == 0, res.output
     rows = {r["prompt"]: r for r in _stored_runs(Path(db))}
@@ -319,6 +373,50 @@ def test_the_cli_flags_reach_the_runs_and_the_surface(tmp_path: Path) -> None:
     assert out.exit_code == 0 and "volume 1.000" in out.output, out.output
     res = runner.invoke(app, ["results", "--db", db, "--target-kind", "sandbox"])
     assert res.exit_code != 0 and "for that filter" in str(res.exception)
+
+
+def _short_deadline_task(tmp_path: Path, seconds: float) -> Path:
+    """The shipped task with a deadline of `seconds`, in a folder of its own."""
+    data = json.loads((default_tasks_dir() / f"{TASK}.json").read_text())
+    data["constraints"] = {"timeout_s": seconds}
+    (tmp_path / f"{TASK}.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def test_a_user_agent_that_never_answers_ends_at_the_deadline(tmp_path: Path) -> None:
+    """On a virtual clock only tool calls move time: the deadline still holds in real time."""
+    import asyncio
+
+    async def waits(prompt: str, tools: Toolbox) -> str:
+        await tools.call("catfact_fact", {})
+        await asyncio.Event().wait()  # an answer that never comes
+        return "TASK COMPLETE"
+
+    import threading
+
+    folder = _short_deadline_task(tmp_path, 0.3)
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(evaluate(
+        waits, [TASK], target=realprobe.options(simulate="calm"), tasks_dir=folder)),
+        daemon=True)
+    worker.start()
+    worker.join(60)  # bounded even when the deadline does not hold
+    assert got, "evaluate did not return"
+    out = got[0].runs[0]
+    assert out.row["termination"] == "deadline" and out.row["outcome"] == "failure"
+    assert out.row["tool_calls"] == 1
+
+
+def test_a_user_agent_that_raises_cancelled_error_itself_is_a_failed_run() -> None:
+    """Its own CancelledError (nobody cancelled it) is the agent's failure, not a lost run."""
+    import asyncio
+
+    async def confused(prompt: str, tools: Toolbox) -> str:
+        raise asyncio.CancelledError("my own")
+
+    result = evaluate(confused, [TASK], target=realprobe.options(simulate="calm"), repeat=2)
+    assert [r.row["termination"] for r in result.runs] == ["agent_error", "agent_error"]
+    assert "CancelledError: my own" in result.runs[0].row["final_message"]
 
 
 def test_a_user_agent_that_swallows_the_end_of_its_run_is_stopped() -> None:

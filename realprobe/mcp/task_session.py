@@ -16,6 +16,7 @@ from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as McpTool
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.errors import RealprobeError
 from realprobe.tasks.evaluate import FINISH_TOOL, TaskSession, ToolCall
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 
@@ -31,7 +32,10 @@ def _text(text: str, *, error: bool = False, data: Any = None) -> CallToolResult
 
 def _count(args: dict[str, Any], key: str) -> int:
     value = args.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A token count the client gave, else 0 (unknown): a count past 64 bits is no count."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
+        return value
+    return 0
 
 
 class McpTaskSession:
@@ -88,8 +92,15 @@ def open_session(catalog: Catalog, options: Any) -> McpTaskSession:
     from realprobe.dbfacts import default_db_path
 
     db = options.db if options.db is not None else default_db_path()
-    return McpTaskSession(
-        TaskSession(options.task, catalog, target=options.transport,
-                    prompt=options.task_prompt, db=db, seed=options.transport.seed,
-                    model=options.task_model)
-    )
+    try:
+        session = TaskSession(options.task, catalog, target=options.transport,
+                              prompt=options.task_prompt, db=db, seed=options.transport.seed,
+                              model=options.task_model)
+    except RealprobeError as exc:
+        if exc.params != ("prompt",):
+            raise
+        # the session's prompt is the service's task_prompt: the message names that
+        raise RealprobeError(
+            f"task_{exc.args[0]}", param="task_prompt"
+        ) from None
+    return McpTaskSession(session)

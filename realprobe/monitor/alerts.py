@@ -60,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from realprobe.errors import RealprobeError
 from realprobe.probes.loading import conditions, kind_expr, load_probes, probe_columns
+from realprobe.probes.provenance import parse_target
 from realprobe.probes.stats import latency_stats, wilson
 from realprobe.probes.windows import parse_duration
 from realprobe.store import Store, iso_utc, read_only
@@ -94,6 +95,15 @@ class Rule(BaseModel):
     days: float | None = Field(None, gt=0)
     for_: str | None = Field(None, alias="for")
     min_calls: int = Field(10, ge=1)
+
+    @field_validator("target")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        """A kind the rows can hold (a misspelt one would match no row and never fire)."""
+        try:
+            return str(parse_target(v))
+        except RealprobeError as exc:
+            raise ValueError(str(exc).replace("kinds ", "", 1)) from None
 
     def label(self) -> str:
         return self.name or self.kind
@@ -137,6 +147,10 @@ def load_rules(path: str | Path) -> AlertConfig:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise RealprobeError(f"{p}: cannot read alert rules ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise RealprobeError(
+            f"{p}: the rules file is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     try:
         if p.suffix.lower() == ".toml":
             data = tomllib.loads(text)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
+from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unavailable
 from realprobe.probes.loading import ProbeArrays
 from realprobe.probes.stats import StatsReport, ToolStats, wilson
 from realprobe.simulator.faults import RB_CLAMP, RB_PENALTY, RB_WINDOW
@@ -357,7 +357,7 @@ def calibrate(
     latency mixture (one or two lognormals, chosen by BIC; see latency_mixture.py) where the
     statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
-        raise RealprobeError("nothing to calibrate: no tool has probe rows in this window")
+        raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
     tools = _tool_profiles(report, arrays if arrays is not None or not db else _rows_of(report, db))
     if db:
         add_retry_after(tools, report, db)

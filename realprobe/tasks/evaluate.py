@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.clients import TransportOptions
 from realprobe.errors import RealprobeError
 from realprobe.tasks.agents.base import AgentContext
@@ -29,7 +30,7 @@ from realprobe.tasks.agents.llm import run_tool
 from realprobe.tasks.agents.openai_native import tool_definitions
 from realprobe.tasks.batch import TaskBatch, TaskBatchResult
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
-from realprobe.tasks.prompts import Prompt, render
+from realprobe.tasks.prompts import Prompt, prompt_variants, render
 from realprobe.tasks.runner import (
     PreparedRun,
     RunConfig,
@@ -38,6 +39,7 @@ from realprobe.tasks.runner import (
     Shared,
     prepare_run,
     rows_to_store,
+    run_variant,
 )
 from realprobe.tasks.scoring import score_run
 from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
@@ -117,19 +119,41 @@ class CallableAgent:
 
     async def run(self, ctx: AgentContext) -> None:
         box = Toolbox(ctx)
+        limit = ctx.task.constraints.timeout_s
         try:
-            answer = await self.fn(box.prompt.user, box)
-        except (Terminated, asyncio.CancelledError):
+            # the task's deadline in real time too: on a virtual clock only tool calls move
+            # time, so an agent awaiting something that never comes would hold the batch
+            with DeadlineGuard(limit) as guard:
+                answer = await self.fn(box.prompt.user, box)
+        except Terminated:
             raise
+        except asyncio.CancelledError as exc:
+            if _cancelled_from_outside():
+                raise
+            _agent_error(ctx, exc)  # the agent raised it itself: a failure, not a lost run
+            return
         except Exception as exc:  # the agent's own bug is its failure, kept in the run
-            ctx.state.termination = "agent_error"
-            ctx.state.final_message = f"the agent raised {type(exc).__name__}: {exc}"[:2000]
+            _agent_error(ctx, exc)
+            return
+        if guard.expired:
+            ctx.state.termination = "deadline"
+            ctx.state.final_message = f"the agent gave no answer within {limit:g}s"
             return
         text = "" if answer is None else str(answer)
         ctx.state.final_message = text
         ctx.state.completion_signal = says_complete(text)
         if box.ended is not None:  # the agent swallowed the end of its run
             raise Terminated(box.ended)
+
+
+def _cancelled_from_outside() -> bool:
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
+def _agent_error(ctx: AgentContext, exc: BaseException) -> None:
+    ctx.state.termination = "agent_error"
+    ctx.state.final_message = f"the agent raised {type(exc).__name__}: {exc}"[:2000]
 
 
 def _target_settings(target: TransportOptions | None) -> dict[str, Any]:
@@ -222,6 +246,13 @@ class TaskSession:
             (task,) = pick_tasks(load_tasks(folder), [task], False)
         self.task = task
         self.catalog = catalog
+        variants = prompt_variants(prompt)  # checked like `run --prompt` checks it
+        if len(variants) != 1:
+            raise RealprobeError(
+                f"prompt {prompt!r} names {len(variants)} prompts; a session runs one",
+                param="prompt",
+            )
+        prompt = variants[0]
         s = _target_settings(target)
         self.cfg = RunConfig(
             agent=agent, prompts=[prompt], mode=s["mode"], sandbox=s["sandbox"],
@@ -237,7 +268,9 @@ class TaskSession:
 
     @property
     def prompt(self) -> Prompt:
-        return render(self.task, self.cfg.prompts[0])
+        """The prompt as this session's runs show it (a graded flaw built like a run's)."""
+        prompt = self.cfg.prompts[0]
+        return render(run_variant(self.task, self.cfg, prompt, self.catalog), prompt)
 
     def _current(self) -> PreparedRun:
         if self._run is None:

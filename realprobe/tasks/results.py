@@ -11,6 +11,7 @@ the reliability surface pass^k over k x epsilon x lambda (`surface`).
 from __future__ import annotations
 
 import json
+import math
 import re
 import tomllib
 from collections import defaultdict
@@ -50,7 +51,10 @@ def load_prices(path: str | Path | None) -> dict[str, tuple[float, float]]:
         text = p.read_text(encoding="utf-8")
         raw = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
         for model, entry in raw.items():
-            prices[str(model)] = (float(entry["input"]), float(entry["output"]))
+            pair = (float(entry["input"]), float(entry["output"]))
+            if not all(math.isfinite(v) and v >= 0 for v in pair):
+                raise ValueError(f"{model}: a price must be a finite number >= 0")
+            prices[str(model)] = pair
     except OSError as exc:
         raise RealprobeError(f"{p}: cannot read the price file ({exc.strerror})") from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

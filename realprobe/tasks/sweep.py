@@ -44,9 +44,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode
@@ -55,6 +55,7 @@ from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
 from realprobe.simulator.plans import load_plan
 from realprobe.store import Store
+from realprobe.target import TargetKind
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.executors import Finished, Job, check_executor, execute, jobs_for
@@ -100,6 +101,17 @@ class SweepTarget(BaseModel):
     url: str | None = None  # sandbox
     profile: str | None = None  # simulate: file or calm|published|harsh
     cassette: str | None = None  # replay: a folder of per-run cassettes (default: shipped)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kind(cls, v: Any) -> Any:
+        """Read like `options(mode=...)` and `--mode` read a kind: any case, the one message."""
+        if not isinstance(v, str):
+            return v
+        try:
+            return TargetKind.parse(v, "kind").value
+        except RealprobeError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _needs(self) -> SweepTarget:
