@@ -258,14 +258,14 @@ class HostGates:
 
     @asynccontextmanager
     async def turn(self, api: ApiSpec, budget_s: float) -> AsyncIterator[float]:
-        """Wait for this host's next turn; yields the seconds waited. Raises HeldBack."""
+        """Wait for this host's next turn; yields the seconds waited. Raises HeldBack.
+
+        The in-flight slot first, then the start: a start claimed before waiting for a slot
+        could be passed while the slot is busy, and the next call, spaced from the claim
+        rather than from the real start, would then go out too soon after it."""
         lim = self.for_api(api)
         now = self.clock.now()
-        wait = lim.reserve(budget_s)
-        if wait > 0:
-            await self.clock.sleep(wait)
-        left = budget_s - (self.clock.now() - now)
-        with anyio.move_on_after(max(0.0, left)) as scope:
+        with anyio.move_on_after(max(0.0, budget_s)) as scope:
             await lim.slots.acquire()
         if scope.cancelled_caught:
             raise HeldBack(
@@ -274,6 +274,9 @@ class HostGates:
                 "deadline",
             )
         try:
+            wait = lim.reserve(budget_s - (self.clock.now() - now))
+            if wait > 0:
+                await self.clock.sleep(wait)
             yield self.clock.now() - now
         finally:
             lim.slots.release()

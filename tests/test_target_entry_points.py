@@ -164,7 +164,7 @@ def test_the_cli_reads_mode_like_the_library(
     code, err = run_cli([*verb, "--mode", "Simulation"], capsys)
     assert code == 2
     assert err.strip() == "error: --mode 'Simulation': choose one of live, record, replay, simulate"
-    code, err = run_cli(["call", "uselessfacts_random", "--mode", "SIMULATE", "--simulate", "calm",
+    code, err = run_cli(["call", "uselessfacts_random", "--mode", "SIMULATE", "--profile", "calm",
                          "--json"], capsys)
     assert code == 0, err
 
