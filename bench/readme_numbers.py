@@ -161,14 +161,24 @@ def _experiments(d: dict[str, Any]) -> str:
 
 def stats_coverage(d: dict[str, Any]) -> list[Row]:
     cells = d["coverage"]
-    values = [v for row in cells.values() for v in row.values()]
+    extra = ("P(hang)", "day sd")  # intervals of other parameters, reported apart
+    values = [v for k, row in cells.items() if not k.endswith(extra) for v in row.values()]
     outside = sum(1 for v in values if not 0.93 <= v <= 0.97)
+    others = {
+        name: [v for k, row in cells.items() if k.endswith(name) for v in row.values()]
+        for name in extra
+    }
+    other_text = "".join(
+        f"; {name} intervals {_pct(min(vs))} to {_pct(max(vs))}"
+        for name, vs in others.items()
+        if vs
+    )
     return [(
         f"coverage of the 95 % success intervals: independent, bursty (P(fail|fail) 0.5, 0.8), "
         f"deadline, day-to-day and mixture truths × N = 50 / 200 / 1,000 × 3 tools, "
         f"{_experiments(d)} experiments per cell",
         f"{_pct(min(values))} to {_pct(max(values))}; {outside} of {len(values)} cells outside "
-        "93–97 % (see docs/statistics.md)",
+        f"93–97 %{other_text} (see docs/statistics.md)",
         "93–97 %",
         f"`python bench/stats_coverage.py --seeds {d['seeds']}`",
     )]
