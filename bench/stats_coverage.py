@@ -6,11 +6,12 @@ Truths (three tools per experiment at success 0.97 / 0.90 / 0.70, mixed error co
   run repeating their code with probability 0.8 (code persistence, as real outages);
 - deadline: ln latency ~ N(5.0, 0.5) probed at a 200 ms deadline (S = 0.276), 20% of failures
   hangs; the interval checked is the calibrated profile's `success_ci95` against the
-  generative success (before the deadline);
+  generative success (before the deadline), and (":P(hang)") its `hang_rate_ci95` against
+  the generative P(a call hangs);
 - daily: 7 UTC days, day effect on the logit of the failure rate with sd 0.5; the interval
   checked is `long_run95` against the long-run rate (the mean over days, which is the
   profile's success_rate by construction), and `burst_adjusted95` against the mean of the
-  7 probed days' rates ("these days");
+  7 probed days' rates ("these days"), and (":day sd") `success_logit_sd_ci95` against 0.5;
 - mixture: latency 0.6 ln N(4.5, 0.3) + 0.4 ln N(6.5, 0.4) probed at a 1 s deadline
   (S = 0.062); the profile's `success_ci95` against the generative success.
 
@@ -55,6 +56,8 @@ ERRORS = {ErrorCode.SERVER_ERROR: 0.4, ErrorCode.NETWORK_ERROR: 0.3,
           ErrorCode.RATE_LIMIT_ERROR: 0.3}  # fmt: skip
 WEEK = 7 * 86400.0
 DAY_SD = 0.5
+#: the deadline cell's share of failures that are hangs (TIMEOUT 0.25 against 1.0 of others)
+HANG_SHARE = 0.25 / 1.25
 #: calls a minute apart (the burst chain links calls under an hour apart); the daily cell
 #: spreads its N calls over the 7 days instead
 STEP_S = 60.0
@@ -114,11 +117,17 @@ def one(cell: str, n: int, seed: int) -> dict[str, bool]:
     for ts in rep.tools:
         s = RATES[ts.tool]
         if calibrated is not None:
-            lo, hi = calibrated.tools[ts.tool].success_ci95 or (0.0, 1.0)
+            tp = calibrated.tools[ts.tool]
+            lo, hi = tp.success_ci95 or (0.0, 1.0)
+            if cell == "deadline":
+                h_lo, h_hi = tp.hang_rate_ci95 or (0.0, 1.0)
+                hits[f"{ts.tool}:P(hang)"] = h_lo <= (1 - s) * HANG_SHARE <= h_hi
         elif cell == "daily":
             lo, hi = ts.success.long_run95 or (0.0, 1.0)
             d_lo, d_hi = ts.success.burst_adjusted95
             hits[f"{ts.tool}:these days"] = d_lo <= days_mean(seed, ts.tool, s) <= d_hi
+            sd_lo, sd_hi = ts.variability.success_logit_sd_ci95 or (0.0, math.inf)
+            hits[f"{ts.tool}:day sd"] = sd_lo <= DAY_SD <= sd_hi
         else:
             lo, hi = ts.success.burst_adjusted95
         hits[ts.tool] = lo <= s <= hi

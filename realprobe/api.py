@@ -28,7 +28,7 @@ from realprobe.api_rows import (
     window,
     window_arg,
 )
-from realprobe.errors import BadArgument, RealprobeError
+from realprobe.errors import BadArgument, RealprobeError, Unavailable
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
@@ -334,13 +334,14 @@ def schedule(
     stop_on_signals: bool = False,
     lock_timeout: float = 30.0,
     force: bool = False,
+    on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
 ) -> ScheduleResult:
     """Probe rounds on a schedule: `every` ("30m", or seconds; the first round at once) or
     `cron` ("0 2 * * *", local time; waits for its first fire time), until `max_runs`
     rounds (None: until stopped). Round n uses seed `seed + n`. Rounds never overlap; a
     failing round is logged (`on_event`) and the schedule goes on. `alerts`: a rules file
-    checked after every round (`on_alert` gets each line to show). Probe settings as in
-    `probe`."""
+    checked after every round (`on_alert` gets each line to show); `on_call(row, result)`
+    sees every stored call. Probe settings as in `probe`."""
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
     from realprobe.probes.session import on_signals, probe_session
 
@@ -369,7 +370,7 @@ def schedule(
                 summary = await run_probes(
                     cat, chosen, rounds, client, store, timeout_s=timeout, vantage=vantage,
                     politeness=config, concurrency=concurrency, seed=seed + number,
-                    stop=stop, schedule_id=sched.schedule_id, gates=gates,
+                    stop=stop, schedule_id=sched.schedule_id, gates=gates, on_call=on_call,
                 )
                 if checks is not None:
                     checks.after_round()  # in the background: webhooks never hold a round
@@ -542,11 +543,13 @@ def drift(
     latency and error mix, corrected across tools, over rows of `kinds` from `vantage`(s)
     (the same kinds in both windows). The result's `provenance` says what each window held.
     `Rows.drift` does the same for any two selections."""
-    from realprobe.api_rows import _check_drift, selections
+    from realprobe.api_rows import _check_drift, check_tools, selections
 
     _check_drift(alpha, correction, min_success_change, min_latency_change)
     base, cur = selections(db, [baseline, current], tools=tools, kinds=kinds, vantage=vantage,
                            target=target, params=("baseline", "current"))
+    # an unknown tool name is a usage error (did you mean ...), not an empty window
+    check_tools(base.db, base.tools, (None, None), base.kinds, base.vantages)
     return base.drift(cur, alpha=alpha, correction=correction,
                       min_success_change=min_success_change,
                       min_latency_change=min_latency_change)
@@ -729,7 +732,9 @@ def task_results(
     rows = results.select(rows, **filters)
     if not rows:
         given = any(v is not None for v in filters.values()) or batch
-        raise RealprobeError(f"no task runs in {path}" + (" for that filter" if given else ""))
+        if given:  # a filter that matches nothing is a bad value, not an empty database
+            raise RealprobeError(f"no task runs in {path} for that filter")
+        raise Unavailable(f"no task runs in {path}")
     out = results.summarise(rows, price_table)
     if surface:
         out["surface"] = results.surface(rows)

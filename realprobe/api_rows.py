@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
-from realprobe.errors import BadArgument, NoDatabase, RealprobeError
+from realprobe.errors import BadArgument, NoDatabase, RealprobeError, Unavailable
 
 if TYPE_CHECKING:
     from realprobe.probes.loading import ProbeArrays
@@ -211,7 +211,7 @@ def check_tools(
         if name not in everywhere and name not in {t.name for t in cat}:
             cat.get(name)  # raises with "did you mean"
     what = f"{'+'.join(kinds)} " if kinds else ""
-    raise RealprobeError(f"no {what}probe rows for {', '.join(missing)} in this window")
+    raise Unavailable(f"no {what}probe rows for {', '.join(missing)} in this window")
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ class Rows:
         if by == "vantage":
             chosen = self.vantages or sorted(vantages_present(*sel, self.kinds))
             if not chosen:
-                raise RealprobeError("no probe rows in this window")
+                raise Unavailable("no probe rows in this window")
             reports = {
                 v: stats_from_db(*sel, period_s, kinds=self.kinds, vantages=[v])[1]
                 for v in chosen
@@ -305,7 +305,7 @@ class Rows:
                                            sel.vantages)
             if len(arrays[label]) == 0:
                 why = empty_selection_error(prov, sel.db, sel.tools, widen=(label,))
-                raise RealprobeError(f"{label}: {why}", param=(label, "kinds"))
+                raise Unavailable(f"{label}: {why}", param=(label, "kinds"))
         rep = drift_arrays(
             arrays["baseline"], arrays["current"], baseline_window=self.window,
             current_window=current.window, alpha=alpha, correction=correction,

@@ -3,8 +3,13 @@
 Command modules load on demand: `realprobe --help` imports none of them, and
 `realprobe <verb> --help` imports only the module that defines the verb (whose own imports of
 numpy, httpx, matplotlib and the like wait inside the command bodies). Help is plain click
-formatting, not rich panels, because rich's help renderer alone costs more than the whole
-start-up budget; the commands' output still uses rich.
+formatting (grouped in panels by `commands.help`), not rich's renderer, because that alone
+costs more than the whole start-up budget; the commands' output still uses rich.
+
+Exit codes, the same on every verb: 0 ok; 1 a finding (a failed call, a firing alert, drift
+worse, a cassette with problems); 2 a usage error (a bad option, a missing or unreadable
+file); 3 a runtime or infrastructure failure (nothing reachable, the LLM endpoint down, no
+rows in the window); 130 interrupted (Ctrl-C). Every error is one line on stderr: `error: ...`.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ import typer
 
 from realprobe.commands.checks import CheckedGroup, apply_checks
 from realprobe.commands.common import QuickHelpGroup, in_cli_terms
-from realprobe.errors import RealprobeError
+from realprobe.commands.help import readable_help, renamed_flags
+from realprobe.errors import RealprobeError, Unavailable
+
+EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 #: verb -> (module under realprobe.commands, one-line help), in the order a user meets them:
 #: tools, probing, analysis, cassettes, tasks, MCP, monitoring. A test checks them against
@@ -94,7 +102,11 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
         command = self._groups[cmd_name].get_command(ctx, cmd_name)
         if command is not None:
             apply_checks(command)
+            readable_help(command)
         return command
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, renamed_flags(args))
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         with formatter.section("Commands"):
@@ -104,24 +116,76 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
 app = typer.Typer(
     name="realprobe",
     cls=LazyGroup,
-    no_args_is_help=True,
+    invoke_without_command=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"realprobe {version('realprobe')}\n")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
-    """Measure how real public web APIs behave; replay, simulate and score agents on them."""
+def _root(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Measure how real public web APIs behave; replay, simulate and score agents on them.
+
+    Exit codes: 0 ok, 1 a finding (failed call, firing alert, drift worse), 2 usage error,
+    3 runtime failure (nothing reachable, LLM endpoint down, no rows), 130 interrupted."""
+    if ctx.invoked_subcommand is None:  # bare `realprobe`: the help, and success
+        sys.stdout.write(ctx.get_help() + "\n")
+        raise typer.Exit(EXIT_OK)
 
 
-def main() -> None:
+def exit_code(exc: BaseException) -> int:
+    """The exit code of an error that ended a command (see the module docstring)."""
+    from typer.exceptions import Abort
+
+    if isinstance(exc, Unavailable):
+        return EXIT_UNAVAILABLE
+    if isinstance(exc, KeyboardInterrupt | Abort):
+        return EXIT_INTERRUPTED
+    return EXIT_USAGE
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an error: `error: ...` (click's usage errors included, with a pointer to
+    the verb's --help instead of the whole usage block)."""
+    from typer import _click
+
+    if isinstance(exc, RealprobeError):
+        return f"error: {in_cli_terms(exc)}"
+    if isinstance(exc, _click.exceptions.UsageError):
+        msg = exc.format_message().rstrip(".")
+        where = exc.ctx.command_path if exc.ctx is not None else "realprobe"
+        return f"error: {msg[:1].lower() + msg[1:]} (see `{where} --help`)"
+    if isinstance(exc, _click.exceptions.ClickException):
+        return f"error: {exc.format_message()}"
+    return "error: interrupted"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`realprobe`: run the command, then exit with the code of the module docstring."""
+    from typer import _click
+    from typer.exceptions import Abort
+
     try:
-        app()
-    except RealprobeError as exc:
-        sys.stderr.write(f"error: {in_cli_terms(exc)}\n")
-        sys.exit(2)
+        code = app(args=argv, prog_name="realprobe", standalone_mode=False)
+    except (RealprobeError, _click.exceptions.ClickException, Abort, KeyboardInterrupt) as exc:
+        sys.stderr.write(error_line(exc) + "\n")
+        sys.exit(exit_code(exc))
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 if __name__ == "__main__":

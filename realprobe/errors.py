@@ -103,6 +103,12 @@ class BadArgument(RealprobeError, ValueError):
         return (type(self), (self.params, str(self)))
 
 
+class Unavailable(RealprobeError):
+    """What the work needs does not answer or holds nothing: nothing was reachable, the LLM
+    endpoint is down, no rows in the window. Not a usage error (a missing file or a bad value
+    is one): the command line exits 3 for it, 2 for bad input."""
+
+
 class NoDatabase(RealprobeError):
     """The probe database to read does not exist (the command line adds how to make one)."""
 

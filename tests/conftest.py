@@ -49,6 +49,20 @@ def calm_sandbox(sandbox_factory: SandboxFactory) -> str:
 
 
 @pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any connection beyond loopback (documentation examples run offline)."""
+    real_connect = socket.socket.connect
+
+    def guard(self: socket.socket, address: object) -> object:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost"):
+            raise AssertionError(f"an offline example tried to reach {address!r}")
+        return real_connect(self, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", guard)
+
+
+@pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any attempt to open a socket (for replay and simulate tests)."""
 

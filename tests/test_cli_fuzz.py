@@ -146,7 +146,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A probe database with rows, a task database, a cassette: what the verbs read."""
     base = tmp_path_factory.mktemp("fuzz")
     db = base / "p.db"
-    code = _run(["probe", "--tools", "uselessfacts_random", "--rounds", "3", "--simulate",
+    code = _run(["probe", "--tools", "uselessfacts_random", "--rounds", "3", "--profile",
                  "calm", "--db", str(db), "--json"])[0]
     assert code == 0
     tasks_db = base / "t.db"
@@ -170,7 +170,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
     db, base = str(f["db"]), f["base"]
-    sim = ["--simulate", "calm"]
+    sim = ["--profile", "calm"]
     return {
         "catalog import-openapi": [str(OPENAPI), "--output", str(base / "o.toml")],
         "catalog record-fixtures": [str(f["catalogue"]), "--sandbox", "http://127.0.0.1:9",
@@ -179,7 +179,7 @@ def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
         "call": ["uselessfacts_random", *sim],
         "sandbox": [],
         "call-all": sim,
-        "demo": ["--out", str(base / "demo")],
+        "demo": ["--output", str(base / "demo")],
         "probe": ["--tools", "uselessfacts_random", *sim, "--db", str(base / "q.db")],
         "schedule": ["--every", "1h", "--max-runs", "1", "--tools", "uselessfacts_random",
                      *sim, "--db", str(base / "q.db")],
@@ -271,7 +271,7 @@ def test_bad_value_is_a_one_line_error(
     monkeypatch.chdir(files["base"])
     base = _base_args(verb, files)
     if name == "cassette" and "--mode" not in base:  # a cassette matters only in replay
-        base = _with(_without(base, "--simulate"), "--mode", "replay")
+        base = _with(_without(base, "--profile"), "--mode", "replay")
     argv = [*verb.split(), *_with(base, flag, value)]
     code, text = _run(argv)
     assert "Traceback" not in text, text
@@ -284,14 +284,14 @@ def test_foreign_database_is_refused_without_force(tmp_path: Path) -> None:
     foreign = tmp_path / "other.db"
     with sqlite3.connect(foreign) as conn:
         conn.execute("CREATE TABLE notes (body TEXT)")
-    code, text = _run(["probe", "--tools", "uselessfacts_random", "--simulate", "calm",
+    code, text = _run(["probe", "--tools", "uselessfacts_random", "--profile", "calm",
                        "--db", str(foreign)])
     assert code == 2 and "--force" in text and "Traceback" not in text
     with sqlite3.connect(foreign) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     assert tables == {"notes"} and mode == "delete"
-    code, _ = _run(["probe", "--tools", "uselessfacts_random", "--simulate", "calm",
+    code, _ = _run(["probe", "--tools", "uselessfacts_random", "--profile", "calm",
                     "--db", str(foreign), "--force", "--json"])
     assert code == 0
 
@@ -316,7 +316,7 @@ def test_a_second_recording_does_not_overwrite_the_first(tmp_path: Path) -> None
     existing = folder / f"{TASK}__reference__optimal__s0__r0.json"
     existing.write_text('{"earlier": "run"}')
     code, text = _run(["run", TASK, "--agent", "reference", "--mode", "record",
-                       "--simulate", "calm", "--cassette", f"{folder}/",
+                       "--profile", "calm", "--cassette", f"{folder}/",
                        "--db", str(tmp_path / "t.db")])
     assert code == 2 and "already exists" in text, text
     assert existing.read_text() == '{"earlier": "run"}'

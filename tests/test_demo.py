@@ -12,7 +12,7 @@ from pathlib import Path
 def test_demo_runs_offline_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     res = subprocess.run(
-        [sys.executable, "-m", "realprobe.cli", "demo", "--rounds", "2", "--out", str(out)],
+        [sys.executable, "-m", "realprobe.cli", "demo", "--rounds", "2", "--output", str(out)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]

@@ -38,7 +38,7 @@ def assert_user_error(res: subprocess.CompletedProcess[str], *fragments: str) ->
 def test_probe_all_json_summary_and_rows(catalog: Catalog, tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     res = runner.invoke(
-        app, ["probe", "--all", "--rounds", "2", "--simulate", "harsh", "--db", str(db), "--json",
+        app, ["probe", "--all", "--rounds", "2", "--profile", "harsh", "--db", str(db), "--json",
               "--vantage", "laptop", "--seed", "4"],
     )
     assert res.exit_code == 0, res.output
@@ -65,7 +65,7 @@ def test_probe_table_output_against_the_sandbox(catalog: Catalog, calm_sandbox: 
 
 
 def test_unknown_tool_suggests_names(tmp_path: Path) -> None:
-    res = rp("probe", "--tools", "uselesfacts_random", "--simulate", "calm",
+    res = rp("probe", "--tools", "uselesfacts_random", "--profile", "calm",
              "--db", str(tmp_path / "p.db"))
     assert_user_error(res, "unknown tool 'uselesfacts_random'", "uselessfacts_random")
 
@@ -81,7 +81,7 @@ def in_process_error(*args: str) -> str:
 
 def test_option_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     db = str(tmp_path / "p.db")
-    sim = ("--simulate", "calm", "--db", db)
+    sim = ("--profile", "calm", "--db", db)
     assert "--rounds must be at least 1" in in_process_error(
         "probe", "--all", "--rounds", "0", *sim
     )
@@ -98,12 +98,12 @@ def test_option_mistakes_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_unusable_databases(tmp_path: Path) -> None:
-    assert "is a directory" in in_process_error("probe", "--all", "--simulate", "calm",
+    assert "is a directory" in in_process_error("probe", "--all", "--profile", "calm",
                                                 "--db", str(tmp_path))
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not sqlite at all" * 100)
     assert "not a usable SQLite database" in in_process_error(
-        "probe", "--all", "--simulate", "calm", "--db", str(garbage)
+        "probe", "--all", "--profile", "calm", "--db", str(garbage)
     )
 
 
@@ -113,7 +113,7 @@ def test_locked_database(tmp_path: Path) -> None:
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process is writing and holds the lock
     try:
-        message = in_process_error("probe", "--all", "--simulate", "calm", "--db", str(db),
+        message = in_process_error("probe", "--all", "--profile", "calm", "--db", str(db),
                                    "--lock-timeout", "0.2")
     finally:
         holder.execute("ROLLBACK")

@@ -60,8 +60,8 @@ def run_cli(
     return code, out, err
 
 
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2, err
+def one_line_error(code: int, err: str, expected: int = 2) -> str:
+    assert code == expected, err
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1, err
     assert "Traceback" not in err
@@ -559,7 +559,7 @@ def closed_port() -> int:
 def test_call_all_with_nothing_reachable_fails(monkeypatch, capsys, loopback_only) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     code, _, err = run_cli(["call-all", "--sandbox", url, "--timeout", "2"], monkeypatch, capsys)
-    msg = one_line_error(code, err)
+    msg = one_line_error(code, err, expected=3)  # runtime failure
     assert "nothing was reachable" in msg and url in msg
 
 
@@ -570,7 +570,7 @@ def test_schedule_with_nothing_reachable_fails(tmp_path: Path, monkeypatch, caps
         ["schedule", "--every", "0.2s", "--max-runs", "2", "--tools", "catfact_fact",
          "--sandbox", url, "--timeout", "2", "--politeness", "off", "--db",
          str(tmp_path / "s.db")], monkeypatch, capsys)
-    msg = one_line_error(code, err)
+    msg = one_line_error(code, err, expected=3)  # runtime failure
     assert "nothing was reachable in any of the 2 rounds" in msg
 
 
@@ -581,10 +581,10 @@ def test_task_batch_lost_to_an_unreachable_llm_fails_once(
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     code, _, err = run_cli(
         ["run", "content_social_post", "currency_snapshot", "--agent", "openai",
-         "--base-url", base, "--model", "m", "--simulate", "calm", "--db",
+         "--base-url", base, "--model", "m", "--profile", "calm", "--db",
          str(tmp_path / "t.db"), "--llm-timeout", "2"],
         monkeypatch, capsys)
-    msg = one_line_error(code, err)
+    msg = one_line_error(code, err, expected=3)  # runtime failure
     assert "failed on infrastructure" in msg and "LLM endpoint" in msg
     assert err.count("LLM endpoint") == 1
 
@@ -622,7 +622,7 @@ async def test_mcp_served_simulated_calls_are_labelled_and_stamped_in_real_time(
 def test_task_runs_and_steps_are_labelled(tmp_path: Path, monkeypatch, capsys,
                                           no_network: None) -> None:
     db = tmp_path / "t.db"
-    code, _, err = run_cli(["run", "content_social_post", "--simulate", "calm", "--db", str(db)],
+    code, _, err = run_cli(["run", "content_social_post", "--profile", "calm", "--db", str(db)],
                            monkeypatch, capsys)
     assert code == 0, err
     with Store(db) as store:

@@ -39,7 +39,7 @@ def cli(*args: str, code: str | None = None, timeout: float = 300
 
 
 def run_args(db: Path, *extra: str) -> list[str]:
-    return ["run", *TASKS, "--simulate", "harsh", "--prompt", "optimal,flawed:missing_step",
+    return ["run", *TASKS, "--profile", "harsh", "--prompt", "optimal,flawed:missing_step",
             "--repeat", "2", "--db", str(db), "--json", *extra]
 
 
@@ -75,7 +75,7 @@ def test_run_on_ray_stores_the_same_rows_as_local_and_resume_skips_stored_runs(
     assert a["summary"] == b["summary"]
     assert {r["outcome"] for r in a["runs"]} >= {"full", "failure"}
     assert stored(local_db) == stored(ray_db)
-    text = cli("run", *TASKS, "--simulate", "harsh", "--prompt", "optimal,flawed:missing_step",
+    text = cli("run", *TASKS, "--profile", "harsh", "--prompt", "optimal,flawed:missing_step",
                "--repeat", "2", "--db", str(ray_db), "--resume", "--executor", "ray")
     assert text.returncode == 0 and "resume: 12 of 12 runs already stored" in text.stderr
 

@@ -66,7 +66,7 @@ def test_cli_schedule_runs_three_rounds_and_stops(catalog: Catalog, tmp_path: Pa
     t = time.monotonic()
     res = runner.invoke(
         app, ["schedule", "--every", "0.3s", "--max-runs", "3", "--tools", names, "--rounds", "2",
-              "--simulate", "harsh", "--db", str(db), "--json"],
+              "--profile", "harsh", "--db", str(db), "--json"],
     )
     assert res.exit_code == 0, res.output
     assert time.monotonic() - t < 10
@@ -82,7 +82,7 @@ def test_cli_schedule_runs_three_rounds_and_stops(catalog: Catalog, tmp_path: Pa
 
 
 def test_schedule_bad_input_is_a_user_error(tmp_path: Path) -> None:
-    base = ["schedule", "--simulate", "calm", "--db", str(tmp_path / "s.db")]
+    base = ["schedule", "--profile", "calm", "--db", str(tmp_path / "s.db")]
     for extra, msg in (
         (["--every", "soon", "--all"], "--every"),
         (["--cron", "61 * * * *", "--all"], "crontab"),

@@ -199,3 +199,24 @@ def test_period_option_drives_the_variability_flags(tmp_path: Path, monkeypatch,
     assert code == 0 and v["periods"] == 4 and v["variable_success"] is True
     code, _, err = run_cli(["stats", "--db", db, "--period", "hourly"], monkeypatch, capsys)
     assert "expected a length like" in one_line_error(code, err)
+
+
+def test_stats_says_when_day_to_day_variation_cannot_be_estimated(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A week of calls that rarely fail, at one rate every day: the console says in words that
+    the long-run interval rests on too few failures and that the day sd cannot be told from
+    0; the JSON carries the same notes and flags."""
+    db = tmp_path / "w.db"
+    with Store(db) as store:
+        for row in synthetic_rows("catfact_fact", 140, p_fail=0.03, seed=2, t0=T0,
+                                  step_s=7 * 86400 / 140):  # fmt: skip
+            store.insert_probe(row)
+    code, out, _ = run_cli(["stats", "--db", str(db)], monkeypatch, capsys)
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "too few to estimate day-to-day variation" in flat
+    code, out, _ = run_cli(["stats", "--db", str(db), "--json"], monkeypatch, capsys)
+    s = json.loads(out)["tools"][0]
+    assert s["success"]["long_run_too_few_failures"] is True
+    assert s["variability"]["success_logit_sd_ci95"] is not None

@@ -100,6 +100,21 @@ def test_long_run_interval_covers_day_to_day_variation() -> None:
     assert day_hits / runs < 0.80
 
 
+def test_long_run_interval_says_when_too_few_failures_to_see_days_vary() -> None:
+    """A 0.97 tool probed 50 times over a week fails once or twice: the long-run interval is
+    then the probed days' one, and says in words that it cannot estimate the day effect; at
+    1,000 calls (about 30 failures) it does not."""
+    prof = profile(daily_logit_sd=0.5)
+    arr = fault_model_arrays(prof, ["t97"], 50, seed=4, t0=T0, step_s=WEEK / 50)
+    s = compute_stats(arr).tools[0].success
+    assert s.long_run_too_few_failures and s.long_run95 is not None
+    assert s.long_run95[0] <= s.burst_adjusted95[0] and s.long_run95[1] >= s.burst_adjusted95[1]
+    assert s.long_run_note and "too few to estimate day-to-day variation" in s.long_run_note
+    arr = fault_model_arrays(prof, ["t97"], 1000, seed=4, t0=T0, step_s=WEEK / 1000)
+    s = compute_stats(arr).tools[0].success
+    assert not s.long_run_too_few_failures and "included" in (s.long_run_note or "")
+
+
 def test_the_day_effect_is_centred_on_the_success_rate() -> None:
     centre = day_centre(0.1, 0.5)
     days = [_expit(centre + random.Random(f"s:{d}").gauss(0, 0.5)) for d in range(4000)]
@@ -140,6 +155,47 @@ def test_deadline_interval_carries_the_deadline_share_uncertainty() -> None:
         naive += b[0] * keep <= 0.90 <= min(1.0, b[1] * keep)
     assert hits / runs >= 0.88
     assert naive < hits
+
+
+def test_day_effect_sd_has_an_interval_and_says_when_it_reaches_zero() -> None:
+    """7 days at N = 1,000: the day-effect sd's interval covers 0.5 when days vary with sd 0.5,
+    and with no day effect it starts at 0 and says in words the days may not vary at all."""
+    runs, hits = 20, 0
+    for seed in range(runs):
+        arr = fault_model_arrays(profile(daily_logit_sd=0.5), ["t70"], 1000, seed=seed, t0=T0,
+                                 step_s=WEEK / 1000)  # fmt: skip
+        v = compute_stats(arr).tools[0].variability
+        assert v.success_logit_sd_ci95 is not None
+        hits += v.success_logit_sd_ci95[0] <= 0.5 <= v.success_logit_sd_ci95[1]
+    assert hits >= 17
+    arr = fault_model_arrays(profile(), ["t70"], 1000, seed=1, t0=T0, step_s=WEEK / 1000)
+    rep = compute_stats(arr)
+    v = rep.tools[0].variability
+    assert v.success_logit_sd_ci95 is not None and v.success_logit_sd_ci95[0] == 0.0
+    assert v.success_logit_sd_note and "cannot be told from 0" in v.success_logit_sd_note
+    tp = calibrate(rep).tools["t70"]
+    assert tp.daily_logit_sd_ci95 == v.success_logit_sd_ci95
+    assert any("cannot be told from 0" in note for note in tp.notes)
+
+
+def test_hang_share_behind_a_biting_deadline_has_an_interval() -> None:
+    """200 ms deadline on ln N(5.0, 0.5) (S = 0.276), a fifth of failures hangs: the profile's
+    P(hang) interval covers the truth, and when it reaches 0 the profile says in words that
+    hangs cannot be told from slow calls there."""
+    errors = {**MIX, ErrorCode.TIMEOUT: 0.25}
+    prof = Profile(tools={n: ToolProfile(success_rate=s, errors=errors, latency_ms=LAT)
+                          for n, s in RATES.items()})  # fmt: skip
+    runs, hits, said = 10, 0, 0
+    for seed in range(runs):
+        arr = fault_model_arrays(prof, list(RATES), 400, seed=seed, deadline_s=0.2)
+        for name, tp in calibrate(compute_stats(arr)).tools.items():
+            assert tp.hang_rate is not None and tp.hang_rate_ci95 is not None
+            lo, hi = tp.hang_rate_ci95
+            hits += lo <= (1 - RATES[name]) * 0.2 <= hi
+            if lo <= 0:
+                said += 1
+                assert any("hangs cannot be told from slow calls" in n for n in tp.notes)
+    assert hits >= 27 and said > 0
 
 
 def mixture_profile() -> Profile:

@@ -167,7 +167,7 @@ def test_run_cli_concurrency_and_resume(tmp_path: Any) -> None:
     import sys
 
     db = tmp_path / "r.db"
-    args = [sys.executable, "-m", "realprobe.cli", "run", "--all", "--simulate", "harsh",
+    args = [sys.executable, "-m", "realprobe.cli", "run", "--all", "--profile", "harsh",
             "--repeat", "2", "--db", str(db), "--json"]
     first = subprocess.run([*args, "--concurrency", "8"], capture_output=True, text=True,
                            timeout=300)

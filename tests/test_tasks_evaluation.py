@@ -362,7 +362,7 @@ def test_the_cli_flags_reach_the_runs_and_the_surface(tmp_path: Path) -> None:
     runner = CliRunner()
     graded = ["--prompt", "flawed:missing_steps@50", "--flaw-seed", "3"]
     for args in (["--paraphrase", "2"], graded):
-        res = runner.invoke(app, ["run", "pet_newsletter", "--simulate", "calm", "--repeat", "2",
+        res = runner.invoke(app, ["run", "pet_newsletter", "--profile", "calm", "--repeat", "2",
                                   "--db", db, "--json", *args])
         assert res.exit_code == 0, res.output
     rows = {r["prompt"]: r for r in _stored_runs(Path(db))}

@@ -125,19 +125,19 @@ def rp(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "nope_task", "--simulate", "calm"], "unknown task 'nope_task'"),
-        (["run", "--simulate", "calm"], "run them all (--all)"),
+        (["run", "nope_task", "--profile", "calm"], "unknown task 'nope_task'"),
+        (["run", "--profile", "calm"], "run them all (--all)"),
         (
-            ["run", "--all", "--prompt", "flawed:typo", "--simulate", "calm"],
+            ["run", "--all", "--prompt", "flawed:typo", "--profile", "calm"],
             "--prompt 'flawed:typo'",
         ),
         (["run", "--all", "--agent", "gpt"], "--agent 'gpt'"),
-        (["run", "--all", "--agent", "openai", "--simulate", "calm"], "needs --base-url"),
+        (["run", "--all", "--agent", "openai", "--profile", "calm"], "needs --base-url"),
         (
-            ["run", "--all", "--simulate", "calm", "--sandbox", "http://127.0.0.1:1"],
+            ["run", "--all", "--profile", "calm", "--sandbox", "http://127.0.0.1:1"],
             "exclude each other",
         ),
-        (["run", "--all", "--simulate", "nosuchprofile"], "nosuchprofile"),
+        (["run", "--all", "--profile", "nosuchprofile"], "nosuchprofile"),
         (["run", "--all", "--mode", "record"], "--mode record needs --cassette"),
         (
             ["run", "pet_newsletter", "--mode", "replay", "--cassette", "/nonexistent/dir"],
@@ -147,8 +147,8 @@ def rp(*args: str) -> subprocess.CompletedProcess[str]:
             ["run", "--all", "--cassette", "/tmp/one.json", "--mode", "record"],
             "one file but this is",
         ),
-        (["run", "--all", "--repeat", "0", "--simulate", "calm"], "--repeat"),
-        (["run", "--all", "--simulate", "calm", "--timeout", "-1"], "--timeout must be positive"),
+        (["run", "--all", "--repeat", "0", "--profile", "calm"], "--repeat"),
+        (["run", "--all", "--profile", "calm", "--timeout", "-1"], "--timeout must be positive"),
     ],
 )
 def test_bad_runner_input_is_a_clear_error(args: list[str], message: str, tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_bad_runner_input_is_a_clear_error(args: list[str], message: str, tmp_pa
 
 
 def test_the_command_prints_one_line_and_exits_2(tmp_path: Path) -> None:
-    p = rp("run", "nope_task", "--simulate", "calm", "--db", str(tmp_path / "x.db"))
+    p = rp("run", "nope_task", "--profile", "calm", "--db", str(tmp_path / "x.db"))
     assert p.returncode == 2 and p.stderr.startswith("error: unknown task 'nope_task'")
     assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1
     p = rp("results", "--db", str(tmp_path / "none.db"))
@@ -174,7 +174,7 @@ def test_flawed_prompts_fill_the_per_flaw_table(tmp_path: Path) -> None:
             "run",
             "pet_newsletter",
             "travel_briefing",
-            "--simulate",
+            "--profile",
             "calm",
             "--prompt",
             "optimal,flawed:all",
@@ -205,7 +205,7 @@ def test_a_custom_task_folder_is_checked_against_the_catalogue(tmp_path: Path) -
     db = str(tmp_path / "c.db")
     ok = runner.invoke(
         app,
-        ["run", "--all", "--tasks-dir", str(folder), "--simulate", "calm", "--db", db, "--json"],
+        ["run", "--all", "--tasks-dir", str(folder), "--profile", "calm", "--db", db, "--json"],
     )
     assert ok.exit_code == 0 and json.loads(ok.output)["runs"][0]["outcome"] == "full"
     no_flaws = runner.invoke(
@@ -215,7 +215,7 @@ def test_a_custom_task_folder_is_checked_against_the_catalogue(tmp_path: Path) -
             "--all",
             "--tasks-dir",
             str(folder),
-            "--simulate",
+            "--profile",
             "calm",
             "--prompt",
             "flawed:missing_step",
@@ -227,7 +227,7 @@ def test_a_custom_task_folder_is_checked_against_the_catalogue(tmp_path: Path) -
     raw["workflow"]["steps"][2]["alternatives"][0]["tool"] = "chuck_random"
     (folder / "pets.json").write_text(json.dumps(raw))
     bad = runner.invoke(
-        app, ["run", "--all", "--tasks-dir", str(folder), "--simulate", "calm", "--db", db]
+        app, ["run", "--all", "--tasks-dir", str(folder), "--profile", "calm", "--db", db]
     )
     assert isinstance(bad.exception, RealprobeError)
     assert "do not exist: chuck_random" in str(bad.exception)

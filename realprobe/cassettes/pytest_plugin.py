@@ -51,8 +51,9 @@ MARKER = "realprobe"
 CONFIG_MARKER = "realprobe_cassette"
 MODES = ("none", "once", "new_episodes", "all")
 HINT = (
-    "run pytest with --realprobe-record-mode=once to record missing cassettes "
-    "(new_episodes to add to them)"
+    "run pytest with --realprobe-record-mode=once to record a cassette that does not exist "
+    "yet, or --realprobe-record-mode=new_episodes to add the missing requests to an existing "
+    "one (once never records into an existing cassette)"
 )
 
 

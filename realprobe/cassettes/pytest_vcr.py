@@ -153,7 +153,9 @@ def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any
             config.get("filter_post_data_parameters"),
         ),
         meta={"source": "pytest", "test": request.node.nodeid},
-        hint="run pytest with --record-mode=once to record missing cassettes",
+        hint="run pytest with --record-mode=once to record a cassette that does not exist "
+             "yet, or --record-mode=new_episodes to add the missing requests to an existing "
+             "one (once never records into an existing cassette)",
         extra_paths=extras, ignore_hosts=ignore,
     )
 

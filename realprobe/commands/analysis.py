@@ -124,13 +124,16 @@ def stats_cmd(
 
 
 def print_phases(phases: dict[str, dict[str, Any]]) -> None:
-    from rich.table import Table
-
-    table = Table(title="Where the time goes (median ms over successful calls)")
+    from realprobe.commands.tables import Column, fit_table
     from realprobe.dbfacts import PHASE_COLUMNS, PHASE_LABELS
 
-    for col in ("tool", "n", *(PHASE_LABELS[k] for k in PHASE_COLUMNS), "slowest"):
-        table.add_column(col, justify="right" if col not in ("tool", "slowest") else "left")
+    drops = {"dns_ms": 3, "connect_ms": 4, "tls_ms": 5, "transfer_ms": 2}
+    table = fit_table(
+        [Column("tool", "name"), Column("n", "num"),
+         *(Column(PHASE_LABELS[k], "num", drop=drops.get(k, 0)) for k in PHASE_COLUMNS),
+         Column("slowest", "name", drop=1)],
+        title="Where the time goes (median ms over successful calls)",
+    )
     for tool, p in sorted(phases.items()):
         cells = ["-" if p[k] is None else f"{p[k]:.1f}"
                  for k in PHASE_COLUMNS]
@@ -142,13 +145,15 @@ def print_phases(phases: dict[str, dict[str, Any]]) -> None:
 
 def print_by_vantage(rep: VantageStats) -> None:
     """The same statistics once per vantage point, tools side by side."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
     reports, vantages, kinds = rep.vantages, list(rep.vantages), rep.target_kinds
-    table = Table(title=f"Per vantage · {', '.join(kinds)} rows")
-    table.add_column("tool", no_wrap=True)
-    for v in vantages:
-        table.add_column(f"{v}\nsuccess [95% CI] · p50 ms", justify="right")
+    table = fit_table(
+        [Column("tool", "name"),
+         *(Column(f"{v}\nsuccess [95% CI] · p50 ms", "num", drop=i + 1)
+           for i, v in enumerate(vantages))],
+        title=f"Per vantage · {', '.join(kinds)} rows",
+    )
     tools_all = sorted({t.tool for r in reports.values() for t in r.tools})
     for name in tools_all:
         cells = [name]
@@ -174,20 +179,24 @@ def _print_success_notes(rep: StatsReport) -> None:
              for t in rep.tools if t.success.long_run95]  # fmt: skip
     if longs:
         console.print(f"[dim]long-run success (days vary; 95% CI): {'; '.join(longs)}[/dim]")
+    for t in rep.tools:
+        if t.success.long_run_too_few_failures:
+            console.print(f"[dim]‡ {t.tool} long-run: {t.success.long_run_note}[/dim]")
+        if t.variability.success_logit_sd_note:
+            console.print(f"[dim]‡ {t.tool}: {t.variability.success_logit_sd_note}[/dim]")
 
 
 def print_stats(rep: StatsReport) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    wide = console.width >= 120  # narrower terminals drop the fit columns (see --json)
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
-    table = Table(title=f"{len(rep.tools)} tools · {head}")
-    table.add_column("tool", no_wrap=True)
-    cols = ["n", "success [95% CI]", "P(f|f)/P(f|ok)", "p50/p90/p99 ms"]
-    cols += ["μ, σ", "KS p"] if wide else []
-    for col in cols:
-        table.add_column(col, justify="right", overflow="fold")
-    table.add_column("top error / flags")
+    table = fit_table(
+        [Column("tool", "name"), Column("n", "num"), Column("success [95% CI]", "num"),
+         Column("P(f|f) / P(f|ok)", "num", drop=3), Column("p50 / p90 / p99 ms", "num"),
+         Column("μ, σ", "num", drop=5), Column("KS p", "num", drop=4),
+         Column("top error / flags", drop=2)],
+        title=f"{len(rep.tools)} tools · {head}",
+    )
     for t in rep.tools:
         lat, fit = t.latency, t.latency.lognormal
         ci = t.success.burst_adjusted95
@@ -203,9 +212,8 @@ def print_stats(rep: StatsReport) -> None:
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
             + ("*" if lat.percentiles != "empirical" else ""),
         ]
-        if wide:
-            cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
-            cells.append("-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}")
+        cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
+        cells.append("-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}")
         cells.append(", ".join(([f"{top[0]} {100 * top[1]:.0f}%"] if top else []) + flags) or "-")
         table.add_row(*cells)
     console.print(table)
@@ -270,7 +278,7 @@ def calibrate_cmd(
 ) -> None:
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
 
-    The sandbox and --simulate read the profile."""
+    The sandbox and --profile read the profile."""
     from realprobe import api
 
     profile, data = api.calibrate_export(
@@ -329,19 +337,18 @@ def drift_cmd(
 
 
 def print_drift(rep: Drift) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
     base, cur = rep.provenance["baseline"], rep.provenance["current"]
-    table = Table(
+    table = fit_table(
+        [Column("tool", "name"), Column("verdict", "name"),
+         Column("success (p adj)", "num"), Column("median ms (p adj)", "num"),
+         Column("mix V (p adj)", "num", drop=1)],
         title=f"drift: {rep.baseline[0]}..{rep.baseline[1]} → {rep.current[0]}..{rep.current[1]}"
         f" ({rep.correction}, α={rep.alpha}) · {base.rows} → {cur.rows} rows · "
         f"{cur.headline().split(' · ')[0]}"
         + (f" · vantage {', '.join(cur.vantages)}" if cur.vantages else "")
     )
-    table.add_column("tool", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    for col in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
-        table.add_column(col, justify="right", overflow="fold")
     colour = {"worse": "red", "better": "green", "changed": "yellow"}
 
     def padj(v: float | None) -> str:

@@ -170,11 +170,13 @@ def record_fixtures_cmd(
     Uses the tool's first example, one call at a time with the catalogue's interval per host.
     A tool that answers no body is marked so; the sandbox then answers it with "no fixture"."""
     from realprobe.api_catalog import record_fixtures
+    from realprobe.commands.progress import with_eta
 
     done = record_fixtures(
         file, tools=tools, sandbox=sandbox, upstream=upstream, interval=interval,
         timeout=timeout, output=out,
-        progress=None if as_json else lambda line: err_console.print(line, highlight=False),
+        progress=None if as_json else with_eta(
+            lambda line: err_console.print(line, highlight=False)),
     )
     results, target = done.outcomes, done.output
     if as_json:
@@ -229,11 +231,14 @@ def public_apis_cmd(
 
 def _print_candidates(found: CandidateList) -> None:
     """The candidates as a table, then what each status means for the next step."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"{len(found.candidates)} public APIs ({found.source})")
-    for col in ("api", "category", "auth", "https", "cors", "status", "description"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("api", "name"), Column("category", drop=3), Column("auth", "name", drop=4),
+         Column("https", drop=6), Column("cors", drop=5), Column("status"),
+         Column("description", drop=2)],
+        title=f"{len(found.candidates)} public APIs ({found.source})",
+    )
     for c in found.candidates:
         status = f"covered ({c.covered_by})" if c.covered_by else c.status
         table.add_row(c.name, c.category, c.auth, "yes" if c.https else "no", c.cors, status,

@@ -35,6 +35,11 @@ SECONDS_OR_ZERO = _check(lambda v: _finite(v) and v >= 0, "must be >= 0 (seconds
 AT_LEAST_ONE = _check(lambda v: v >= 1, "must be at least 1")
 PORT = _check(lambda v: 0 <= v <= 65535, "must be a port from 0 to 65535 (0 picks a free one)")
 NON_NEGATIVE = _check(lambda v: _finite(v) and v >= 0, "must be a number >= 0")
+UPSTREAM = _check(
+    lambda v: v == "live" or (isinstance(v, str) and v.startswith(("http://", "https://"))
+                              and len(v) > 8),
+    "must be live or an http(s) URL: expected a URL like http://127.0.0.1:8765, or live",
+)
 URL = _check(
     lambda v: isinstance(v, str) and v.startswith(("http://", "https://")) and len(v) > 8,
     "must be an http(s) URL: expected a URL like http://127.0.0.1:8765",
@@ -61,7 +66,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "alpha": PROBABILITY,
     "sandbox": URL,
     "base_url": URL,
-    "upstream": URL,
+    "upstream": UPSTREAM,
 }
 
 

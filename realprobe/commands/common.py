@@ -11,6 +11,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -39,6 +40,8 @@ class _LazyConsole:
             from rich.console import Console
 
             self._console = Console(stderr=self._stderr)
+            # in a log file or a pipe, a line is printed whole rather than cut at 80 columns
+            self._console.soft_wrap = not self._console.is_terminal
         return self._console
 
     def __getattr__(self, name: str) -> Any:
@@ -86,7 +89,9 @@ SandboxOpt = Annotated[
 SimulateOpt = Annotated[
     str | None,
     typer.Option(
-        "--simulate", help="Simulate in process under this profile (file or calm|published|harsh)."
+        "--profile",
+        help="Fault profile (a file, or calm|published|harsh); without --sandbox, the calls are "
+        "simulated in process under it.",
     ),
 ]
 
@@ -163,6 +168,18 @@ def server_guards(
     return allowed, token
 
 
+class PolitenessChoice(StrEnum):
+    """`--politeness`, the same on every command that calls APIs."""
+
+    CATALOG = "catalog"
+    OFF = "off"
+
+
+def polite_from(choice: PolitenessChoice | None) -> bool | None:
+    """The library's `polite`: None (the default for the target), True or False."""
+    return None if choice is None else choice is PolitenessChoice.CATALOG
+
+
 def load_catalog(extra: list[Path] | None) -> Catalog:
     from realprobe.adapters.catalog import Catalog
 
@@ -234,7 +251,8 @@ ODD_FLAGS = {
     "toxics": "--toxic",
     "allowed_hosts": "--allowed-host",
     "session_idle_s": "--session-idle-timeout",
-    "profile": "--simulate",
+    "simulate": "--profile",
+    "out": "--output",
     "all_tasks": "--all",
     "polite": "--politeness",
     "kinds": "--target",
@@ -300,10 +318,23 @@ class QuickHelpGroup(TyperGroup):
 
     def get_help_option(self, ctx: Any) -> Any:
         opt = super().get_help_option(ctx)
-        if opt is not None and getattr(opt, "_runtime_param", None) is None:
-            from typer._coercion import PassThroughRuntimeParam
-
-            opt._runtime_param = PassThroughRuntimeParam(
-                annotation=bool, parameter_info=opt.type_descriptor.parameter_info
-            )
+        if opt is not None:
+            _pass_through(opt)
         return opt
+
+    def get_params(self, ctx: Any) -> Any:
+        params = super().get_params(ctx)
+        for param in params:  # the group's own flags: --version, --install-completion
+            if getattr(param, "is_flag", False):
+                _pass_through(param)
+        return params
+
+
+def _pass_through(opt: Any) -> None:
+    """A boolean flag taken as given, without typer's pydantic coercion."""
+    if getattr(opt, "_runtime_param", None) is None and hasattr(opt, "type_descriptor"):
+        from typer._coercion import PassThroughRuntimeParam
+
+        opt._runtime_param = PassThroughRuntimeParam(
+            annotation=bool, parameter_info=opt.type_descriptor.parameter_info
+        )

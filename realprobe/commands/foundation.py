@@ -16,6 +16,7 @@ from realprobe.commands.common import (
     FaultRateOpt,
     JsonOpt,
     ModeOpt,
+    PolitenessChoice,
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
@@ -25,6 +26,7 @@ from realprobe.commands.common import (
     err_console,
     load_catalog,
     parse_kv,
+    polite_from,
     print_json,
     print_json_large,
     server_guards,
@@ -80,11 +82,13 @@ def catalog_cmd(
         else:
             print_json_large([t.catalog_entry() for t in cat])
         return
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"{len(cat)} tools over {len(cat.apis)} APIs")
-    for col in ("tool", "title", "api", "category", "https", "args"):
-        table.add_column(col)
+    table = fit_table(
+        [Column("tool", "name"), Column("title", drop=3), Column("api", "name", drop=2),
+         Column("category", drop=4), Column("https", drop=5), Column("args", drop=1)],
+        title=f"{len(cat)} tools over {len(cat.apis)} APIs",
+    )
     for t in cat:
         table.add_row(
             t.name,
@@ -172,11 +176,12 @@ def sandbox_cmd(
             "or to a URL ({api} in it becomes the API id), faults on top.",
         ),
     ] = None,
-    polite: Annotated[
-        bool | None,
+    politeness: Annotated[
+        PolitenessChoice | None,
         typer.Option(
-            "--polite/--no-polite",
-            help="Politeness and daily budgets on upstream calls (default: on for live only).",
+            "--politeness",
+            help="Upstream calls: catalog (the catalogue's limits and daily budgets; the "
+            "default for --upstream live) or off.",
         ),
     ] = None,
     toxic: Annotated[
@@ -201,7 +206,7 @@ def sandbox_cmd(
     more_cassettes: Annotated[
         list[Path] | None,
         typer.Argument(
-            metavar="[PATH]...",
+            metavar="PATH",
             help="More cassettes for --from-cassettes (`--from-cassettes a.json b.json`).",
             show_default=False,
         ),
@@ -228,7 +233,7 @@ def sandbox_cmd(
         profile, seed=seed, latency_scale=latency_scale, host=host, port=port, catalog=cat,
         cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
         upstream=upstream,
-        polite=polite,
+        polite=polite_from(politeness),
         toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate,
         admin=admin,
         db=(db or default_db_path()) if upstream is not None else None,
@@ -254,18 +259,27 @@ def sandbox_cmd(
         console.print(f"try: realprobe call {next(iter(cat)).name} --sandbox {sb.url}")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal(sig: int) -> None:
+            got.append(sig)
+            stop.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         await stop.wait()
         await sb.stop()
         console.print(f"sandbox stopped after {sb.stats.requests} requests")
 
+    got: list[int] = []
     asyncio.run(serve())
+    if signal.SIGINT in got:  # Ctrl-C: 130 like every verb; SIGTERM is a clean stop
+        raise typer.Exit(130)
 
 
 def demo_cmd(
     out: Annotated[
-        Path, typer.Option("--out", help="Folder for the demo's database, profile and report.")
+        Path,
+        typer.Option("--output", "-o", help="Folder for the demo's database, profile and report."),
     ] = Path("realprobe-demo"),
     profile: Annotated[str, typer.Option(help="Sandbox fault profile.")] = "published",
     rounds: Annotated[int, typer.Option(help="Probe rounds against the sandbox.")] = 5,
@@ -348,18 +362,22 @@ def call_all_cmd(
     if results and all(is_connect_failure(r) for r in results):
         first = results[0].error
         cause = first.message if first is not None else "no answer"
-        raise RealprobeError(
+        from realprobe.errors import Unavailable
+
+        raise Unavailable(
             f"nothing was reachable: all {len(results)} calls to {where} failed while "
             f"connecting ({cause}); check the network or the --sandbox URL"
         )
 
 
 def _print_call_all(cat: Catalog, results: list[ToolResult], where: str) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"Every tool once ({where})")
-    for col in ("tool", "api", "result", "ms", "what came back"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("tool", "name"), Column("api", "name", drop=3), Column("result", "name"),
+         Column("ms", "num", drop=2), Column("what came back", drop=1)],
+        title=f"Every tool once ({where})",
+    )
     for t, r in zip(cat, results, strict=True):
         res = "[green]ok[/green]" if r.ok else f"[red]{r.code.value if r.code else '?'}[/red]"
         table.add_row(t.name, t.api_id, res, f"{r.latency_ms:.0f}", r.summary()[:70])

@@ -17,6 +17,7 @@ from realprobe.commands.common import (
     FaultPlanOpt,
     FaultRateOpt,
     ModeOpt,
+    PolitenessChoice,
     SandboxOpt,
     SeedOpt,
     TimeoutOpt,
@@ -103,12 +104,13 @@ def mcp_cmd(
         typer.Option("--vantage", help="Vantage label for stored rows (default: host name)."),
     ] = None,
     politeness: Annotated[
-        bool,
+        PolitenessChoice,
         typer.Option(
-            "--politeness/--no-politeness",
-            help="Live: hold calls to each real API to the catalogue's rate (in flight, interval).",
+            "--politeness",
+            help="Live: catalog holds calls to each real API to the catalogue's rate (in "
+            "flight, interval); off does not.",
         ),
-    ] = True,
+    ] = PolitenessChoice.CATALOG,
     catalog: CatalogOpt = None,
     task: Annotated[
         str | None,
@@ -157,6 +159,8 @@ def mcp_cmd(
     opts = build_transport_options(
         mode, sandbox, profile, cassette, seed, real_time, fault_plan, fault_rate
     )
+    if transport is McpTransport.STDIO and _stdin_is_a_file():
+        _stdin_through_a_pipe()
 
     def ready(where: str, what: str) -> None:
         if where == "stdio":
@@ -167,9 +171,50 @@ def mcp_cmd(
     with as_flags("timeout", "port", "tools"):
         serve_mcp(
             transport=transport.value, host=host, port=port, tools=tools, target=opts,
-            db=db, timeout=timeout, vantage=vantage, polite=politeness,
+            db=db, timeout=timeout, vantage=vantage,
+            polite=politeness is PolitenessChoice.CATALOG,
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
             max_sessions=max_sessions, session_idle_s=session_idle_timeout,
             task=task, task_prompt=task_prompt, task_model=task_model,
         )
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if transport is McpTransport.HTTP and last_signal() == signal.SIGINT:
+        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
+
+
+def _stdin_through_a_pipe() -> None:
+    """Serve stdio from a pipe fed with stdin's file (a JSON-RPC script, or nothing for
+    /dev/null): the event loop can watch a pipe but not a file, and at the file's end the
+    pipe closes, so the server sees EOF and stops."""
+    import os
+    import shutil
+    import threading
+
+    read_end, write_end = os.pipe()
+    source = os.dup(0)
+    os.dup2(read_end, 0)
+    os.close(read_end)
+
+    def copy() -> None:
+        with os.fdopen(source, "rb") as src, os.fdopen(write_end, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+
+    threading.Thread(target=copy, name="stdin-copy", daemon=True).start()
+
+
+def _stdin_is_a_file() -> bool:
+    """A regular file or a device such as /dev/null on stdin: the event loop cannot watch it,
+    and no client will ever answer."""
+    import os
+    import stat
+    import sys
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):  # closed, or replaced by an object without a descriptor
+        return False
+    return (stat.S_ISREG(mode) or stat.S_ISCHR(mode)) and not os.isatty(sys.stdin.fileno())

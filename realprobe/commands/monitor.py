@@ -87,7 +87,7 @@ def exporter_cmd(
 
     /metrics: counters by outcome and code, latency histograms, success ratio with its
     interval, TLS expiry, budgets. /probe?tool=NAME: one polite call in blackbox_exporter's
-    conventions (live by default; --sandbox or --simulate as for `probe`). /status: the last
+    conventions (live by default; --sandbox or --profile as for `probe`). /status: the last
     24 h per tool.
     """
     from realprobe.api_monitor import serve_exporter
@@ -110,6 +110,12 @@ def exporter_cmd(
             reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
             allowed_hosts=allowed, auth_token=token, on_ready=ready,
         )  # until SIGINT/SIGTERM; the /probe run is marked finished
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if last_signal() == signal.SIGINT:
+        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
 
 
 def alert_check_cmd(

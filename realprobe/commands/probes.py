@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,6 +14,7 @@ from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
     ModeOpt,
+    PolitenessChoice,
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
@@ -22,6 +22,7 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
+    polite_from,
     print_json,
     transport_options,
 )
@@ -29,17 +30,12 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
-    from realprobe.adapters import ToolResult
+    from realprobe.adapters import Tool, ToolResult
     from realprobe.clients import TransportOptions
+    from realprobe.commands.progress import Lane
+    from realprobe.commands.tables import FitTable
     from realprobe.probes.runner import RunSummary
 
-
-
-class PolitenessChoice(StrEnum):
-    CATALOG = "catalog"
-    OFF = "off"
 
 
 ToolsOpt = Annotated[
@@ -64,7 +60,7 @@ PolitenessOpt = Annotated[
         "--politeness",
         help="catalog: per-API limits from the catalogue (the default, except for --mode "
         "replay, which reads a cassette and waits for nobody). off: no waits (only with "
-        "--sandbox, --simulate or --mode replay).",
+        "--sandbox, --profile or --mode replay).",
     ),
 ]
 ConcurrencyOpt = Annotated[
@@ -98,8 +94,20 @@ def _chosen(tools: str | None, all_tools: bool) -> str | None:
     return None if all_tools else tools
 
 
-def _polite(choice: PolitenessChoice | None) -> bool | None:
-    return None if choice is None else choice is PolitenessChoice.CATALOG
+def _politeness_lanes(
+    tools: list[Tool], rounds: int, target: TransportOptions, choice: PolitenessChoice | None
+) -> tuple[dict[str, Lane], dict[str, str]]:
+    """Per host, the calls planned and the interval between them, when the waits are real
+    (not with --politeness off, nor on a simulated or replayed clock)."""
+    from realprobe.commands.progress import lanes_for
+    from realprobe.hosts import host_key
+
+    if choice is PolitenessChoice.OFF or target.mode in (Mode.SIMULATE, Mode.REPLAY):
+        return {}, {}
+    lane_of = {t.name: host_key(t.api) for t in tools}
+    gaps = [(lane_of[t.name], t.api.politeness.min_interval_s + t.api.politeness.jitter_s / 2)
+            for t in tools for _ in range(max(rounds, 1))]
+    return lanes_for(gaps), lane_of
 
 
 def _db(db: Path | None) -> Path:
@@ -120,15 +128,17 @@ def cli_errors() -> Iterator[None]:
     except RealprobeError as exc:
         if str(exc).startswith("politeness can be turned off only"):
             raise RealprobeError(
-                "--politeness off is only for --sandbox, --simulate or --mode replay; "
+                "--politeness off is only for --sandbox, --profile or --mode replay; "
                 "public APIs always get the catalogue's limits"
             ) from None
         raise
 
 
 def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
+    from realprobe.errors import Unavailable
+
     place = f"the sandbox at {where.sandbox}" if where.sandbox else "any API"
-    return RealprobeError(
+    return Unavailable(
         f"nothing was reachable{what}: no call got through to {place}; "
         "marked local_network_failure and excluded from statistics (check the network "
         "or the --sandbox URL)"
@@ -136,37 +146,44 @@ def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
 
 
 class LiveCounts:
-    """A rich progress bar with live ok/error counts (on stderr, so --json stays clean)."""
+    """A progress bar with live ok/error counts and an ETA (on stderr, so --json stays clean).
 
-    def __init__(self, total: int, label: str, enabled: bool = True) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+    `lanes` (host -> its planned calls and interval) let the ETA count the politeness waits
+    still owed; `lane_of` maps a tool to its host."""
+
+    def __init__(self, total: int, label: str, enabled: bool = True,
+                 lanes: dict[str, Lane] | None = None,
+                 lane_of: dict[str, str] | None = None) -> None:
+        from rich.progress import TextColumn
+
+        from realprobe.commands.progress import Eta, progress_bar
 
         self.ok = 0
         self.err = 0
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
+        self.eta = Eta(total, lanes=lanes or {})
+        self.lane_of = lane_of or {}
+        self.progress = progress_bar(
             TextColumn("[green]{task.fields[ok]} ok[/green] [red]{task.fields[err]} err[/red]"),
-            TimeElapsedColumn(),
-            console=err_console,
-            disable=not enabled,
-            transient=False,
+            console=err_console, disable=not enabled,
         )
-        self.task = self.progress.add_task(label, total=total, ok=0, err=0)
+        self.task = self.progress.add_task(label, total=total, ok=0, err=0, eta=self.eta)
 
     def __call__(self, row: dict[str, Any], result: ToolResult) -> None:
         if result.ok:
             self.ok += 1
         else:
             self.err += 1
+        self.eta.advance(self.lane_of.get(str(row.get("tool"))))
         self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
+
+    def new_round(self) -> None:
+        """Count from zero again (the next round of a schedule)."""
+        from realprobe.commands.progress import Eta, Lane
+
+        self.ok = self.err = 0
+        lanes = {k: Lane(planned=v.planned, gap_s=v.gap_s) for k, v in self.eta.lanes.items()}
+        self.eta = Eta(self.eta.total, lanes=lanes)
+        self.progress.reset(self.task, total=self.eta.total, ok=0, err=0, eta=self.eta)
 
     def __enter__(self) -> LiveCounts:
         self.progress.start()
@@ -176,32 +193,22 @@ class LiveCounts:
         self.progress.stop()
 
 
-def summary_table(summary: RunSummary, width: int | None = None) -> Table:
-    """Per tool: n, ok, success share, errors by code, skipped, median latency of successes.
+def summary_table(summary: RunSummary) -> FitTable:
+    """Per tool: n, ok, success share, errors by code, skipped, median latency of successes."""
+    from realprobe.commands.tables import Column, fit_table
 
-    The api column is left out on narrow terminals so tool names stay readable.
-    """
-    from rich.table import Table
-
-    with_api = (width or console.width) >= 110
-    table = Table(
+    table = fit_table(
+        [Column("tool", "name"), Column("api", "name", drop=3), Column("n", "num"),
+         Column("ok", "num"), Column("success", "num"), Column("errors", "name", drop=1),
+         Column("skipped", "num", drop=2), Column("p50 ms", "num")],
         title=f"run {summary.run_id}: {summary.status} · {summary.target} · "
-        f"vantage {summary.vantage}"
+        f"vantage {summary.vantage}",
     )
-    table.add_column("tool", no_wrap=True)
-    if with_api:
-        table.add_column("api", no_wrap=True)
-    for col in ("n", "ok", "success"):
-        table.add_column(col, justify="right")
-    table.add_column("errors")
-    for col in ("skipped", "p50 ms"):
-        table.add_column(col, justify="right")
     for t in summary.tools:
         errors = "\n".join(f"{code} {n}" for code, n in t.errors.items()) or "-"
         success = f"{t.ok / t.n:.0%}" if t.n else "-"
         p50 = f"{t.median_latency_ms:.0f}" if t.median_latency_ms is not None else "-"
-        cells = [t.tool, *([t.api] if with_api else []), str(t.n), str(t.ok), success, errors,
-                 str(t.skipped), p50]
+        cells = [t.tool, t.api, str(t.n), str(t.ok), success, errors, str(t.skipped), p50]
         table.add_row(*cells)
     return table
 
@@ -260,11 +267,13 @@ def probe_cmd(
     target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
     path = _db(db)
     with cli_errors():
-        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing")
+        lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
+        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing", lanes=lanes,
+                          lane_of=lane_of)
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
-                vantage=vantage, polite=_polite(politeness), concurrency=concurrency,
+                vantage=vantage, polite=polite_from(politeness), concurrency=concurrency,
                 seed=seed, catalog=cat, on_call=live, stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
@@ -334,15 +343,25 @@ def schedule_cmd(
     chosen = _chosen(tools, all_tools)
     target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
     path = _db(db)
+    cat = load_catalog(catalog)
     with cli_errors():
-        result = schedule(
-            chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter, rounds=rounds,
-            target=target, db=path, timeout=timeout, vantage=vantage,
-            polite=_polite(politeness), concurrency=concurrency, seed=seed,
-            catalog=load_catalog(catalog), alerts=alerts, on_event=_show_event,
-            on_alert=err_console.print, stop_on_signals=True, lock_timeout=lock_timeout,
-            force=force,
-        )
+        lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
+        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "round", lanes=lanes,
+                          lane_of=lane_of, enabled=not as_json and err_console.is_terminal)
+
+        def event(e: dict[str, Any]) -> None:
+            _show_event(e)
+            if e["kind"].startswith("round_"):
+                live.new_round()
+
+        with live:
+            result = schedule(
+                chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter,
+                rounds=rounds, target=target, db=path, timeout=timeout, vantage=vantage,
+                polite=polite_from(politeness), concurrency=concurrency, seed=seed, catalog=cat,
+                alerts=alerts, on_event=event, on_alert=err_console.print,
+                stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
+            )
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -351,9 +370,17 @@ def schedule_cmd(
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
             f"{result.stopped_by} -> {path}"
         )
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if result.stopped_by == "signal" and last_signal() == signal.SIGINT:
+        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
     if result.runs and result.rounds_unreachable == result.runs:
         raise _nothing_reached(target, f" in any of the {result.runs} rounds")
     if result.runs and result.rounds_failed == result.runs:
-        raise RealprobeError(
+        from realprobe.errors import Unavailable
+
+        raise Unavailable(
             f"every one of the {result.runs} rounds failed; see the round_failed events above"
         )

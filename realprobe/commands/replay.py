@@ -46,11 +46,10 @@ OnExhaustedOpt = Annotated[
 ]
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from realprobe.adapters import ToolResult
     from realprobe.adapters.catalog import Catalog
     from realprobe.cassettes.cassette import Cassette
+    from realprobe.commands.tables import FitTable
 
 
 
@@ -72,9 +71,8 @@ def inspect_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """A table of the interactions: order, request, outcome, latency, size, tool."""
-    from rich.table import Table
-
     from realprobe.api_cassettes import inspect_cassette
+    from realprobe.commands.tables import Column, fit_table
 
     listing = inspect_cassette(file, catalog)
     cassette, rows = listing.cassette, listing.rows
@@ -87,10 +85,12 @@ def inspect_cmd(
         f"{k}={meta[k]}" for k in ("source", "profile", "seed", "recorded_at", "recorded_with")
         if meta.get(k) is not None
     )
-    table = Table(title=f"{file}: {len(cassette.calls)} calls, {failures} ended in an exception, "
-                        f"{vcr} readable by vcrpy")
-    for col in ("#", "request", "outcome", "ms", "bytes", "tool"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("#", "num"), Column("request"), Column("outcome", "name", drop=3),
+         Column("ms", "num", drop=2), Column("bytes", "num", drop=1), Column("tool", "name")],
+        title=f"{file}: {len(cassette.calls)} calls, {failures} ended in an exception, "
+              f"{vcr} readable by vcrpy",
+    )
     for r, c in zip(rows, cassette.calls, strict=True):
         outcome = r["outcome"]
         style = "green" if c.error is None and c.status and c.status < 400 else "red"
@@ -119,24 +119,25 @@ def verify_cmd(
 ) -> None:
     """Check a cassette: it loads (schema, decodes), lengths agree, and every complete 2xx
     response of a catalogue tool parses for that tool."""
-    from rich.table import Table
-
     from realprobe.api_cassettes import verify_cassette
+    from realprobe.commands.tables import Column, fit_table
 
     result = verify_cassette(file, strict=strict, catalog=catalog)
     findings, bad, counts = result.findings, result.bad, result.counts
     if as_json:
         print_json(result.as_json())
     else:
-        table = Table(title=f"verify {file}")
-        for col in ("#", "tool", "status", "detail"):
-            table.add_column(col, overflow="fold")
+        table = fit_table(
+            [Column("#", "num"), Column("tool", "name"), Column("status", "name"),
+             Column("detail")],
+            title=f"verify {file}",
+        )
         for f in findings:
             if f.status != "ok":
                 style = "red" if f in bad else "yellow"
                 table.add_row(str(f.seq), f.tool or "-", f"[{style}]{f.status}[/{style}]",
                               f.detail[:160])
-        if table.row_count:
+        if table.rows:
             console.print(table)
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
         verdict = "[red]problems found[/red]" if bad else "[green]ok[/green]"
@@ -152,7 +153,7 @@ def verify_cmd(
 def scrub_cmd(
     file: FileArg,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write here instead of in place.")
+        Path | None, typer.Option("--output", "-o", help="Write here instead of in place.")
     ] = None,
     secret: Annotated[
         list[str] | None,
@@ -227,7 +228,7 @@ def import_cmd(
     out: Annotated[
         Path,
         typer.Option(
-            "--out",
+            "--output",
             "-o",
             help="Where to write the realprobe cassette (an existing file is replaced).",
         ),
@@ -265,13 +266,14 @@ def import_cmd(
 # -- a round of every tool ---------------------------------------------------------------
 
 
-def round_table(cat: Catalog, results: list[ToolResult]) -> Table:
+def round_table(cat: Catalog, results: list[ToolResult]) -> FitTable:
     """The same table for a recorded round and its replay (no title: that differs)."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table()
-    for col in ("tool", "result", "HTTP", "ms", "what came back"):
-        table.add_column(col, overflow="fold")
+    table = fit_table([
+        Column("tool", "name"), Column("result", "name"), Column("HTTP", "num", drop=3),
+        Column("ms", "num", drop=2), Column("what came back", drop=1),
+    ])
     for t, r in zip(cat, results, strict=True):
         res = "[green]ok[/green]" if r.ok else f"[red]{r.code.value if r.code else '?'}[/red]"
         table.add_row(
@@ -282,7 +284,7 @@ def round_table(cat: Catalog, results: list[ToolResult]) -> Table:
 
 @cassette_app.command("record-round")
 def record_round_cmd(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Cassette to write.")] = Path(
+    out: Annotated[Path, typer.Option("--output", "-o", help="Cassette to write.")] = Path(
         "cassettes/sandbox-published-round.json"
     ),
     profile: Annotated[str, typer.Option(help="Sandbox fault profile.")] = "published",
@@ -295,7 +297,7 @@ def record_round_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Start the sandbox on loopback, call every tool once, record it all into a cassette
-    (an existing file at --out is replaced; a link is refused)."""
+    (an existing file at --output is replaced; a link is refused)."""
     from realprobe.api_cassettes import record_round
 
     cat = load_catalog(None)
@@ -321,16 +323,21 @@ def replay_round_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Replay a recorded round offline: the same table as when it was recorded."""
-    from rich.progress import Progress
-
     from realprobe.api_cassettes import replay_round
+    from realprobe.commands.progress import Eta, progress_bar
 
     cat = load_catalog(None)
-    with Progress(console=err_console, transient=True) as bar:
-        task = bar.add_task("replaying", total=len(cat))
+    eta = Eta(len(cat))
+
+    def one_more(_: object) -> None:
+        eta.advance()
+        bar.advance(task)
+
+    with progress_bar(console=err_console, transient=True) as bar:
+        task = bar.add_task("replaying", total=len(cat), eta=eta)
         cassette, results = replay_round(
             file, replay_latency=replay_latency, on_exhausted=on_exhausted, catalog=cat,
-            on_call=lambda _: bar.advance(task),
+            on_call=one_more,
         )
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from realprobe.commands.common import CatalogOpt, JsonOpt, console, err_console, print_json
-from realprobe.errors import RealprobeError
+from realprobe.errors import Unavailable
 
 DbOpt = Annotated[
     Path | None,
@@ -80,7 +80,7 @@ def sweep_cmd(
         )
         print_compare(result.models)
     if summary.ran and summary.infra_errors == summary.ran:
-        raise RealprobeError(
+        raise Unavailable(
             f"all {summary.ran} runs failed on infrastructure (see infra_error in the "
             "database); fix the endpoint and run again with --resume"
         )
@@ -90,24 +90,18 @@ class SweepProgress:
     """A bar of finished runs with the infrastructure errors so far and an ETA."""
 
     def __init__(self, *, disable: bool) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import TextColumn
 
-        self.bar = Progress(
-            TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[infra]} infra errors"), TimeElapsedColumn(),
-            TextColumn("ETA"), TimeRemainingColumn(), console=err_console, disable=disable,
-        )
-        self.task = self.bar.add_task("runs", total=None, infra=0)
+        from realprobe.commands.progress import Eta, progress_bar
+
+        self.bar = progress_bar(TextColumn("{task.fields[infra]} infra errors"),
+                                console=err_console, disable=disable)
+        self.eta = Eta(0)
+        self.task = self.bar.add_task("sweep", total=None, infra=0, eta=self.eta)
         self.infra = 0
 
     def planned(self, total: int, skipped: int) -> None:
+        self.eta.replan(total - skipped)
         self.bar.update(self.task, total=total - skipped)
         if skipped:
             err_console.print(f"resume: {skipped} of {total} runs already stored complete")
@@ -115,16 +109,20 @@ class SweepProgress:
     def finished(self, f: object) -> None:
         row = getattr(f, "row", {})
         self.infra += row.get("infra_error") is not None
+        self.eta.advance()
         self.bar.update(self.task, advance=1, infra=self.infra)
 
 
 def print_compare(table: list[dict[str, object]]) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    out = Table(title="Models side by side (95% intervals)")
-    for col in ("model", "agent", "target", "runs", "infra", "full", "partial", "pass^k",
-                "recovery"):
-        out.add_column(col)
+    out = fit_table(
+        [Column("model", "name"), Column("agent", "name", drop=6),
+         Column("target", "name", drop=5), Column("runs", "num"), Column("infra", "num", drop=4),
+         Column("full", "num"), Column("partial", "num", drop=3), Column("pass^k", drop=2),
+         Column("recovery", "num", drop=1)],
+        title="Models side by side (95% intervals)",
+    )
 
     def rate(value: object, ci: object) -> str:
         if value is None or not isinstance(ci, list):

@@ -27,8 +27,7 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
+    from realprobe.commands.tables import Column, FitTable
     from realprobe.tasks.batch import TaskBatch
     from realprobe.tasks.model import Task
     from realprobe.tasks.runner import RunOutcome
@@ -174,8 +173,8 @@ def run_cmd(
         _list_tasks(load_tasks(tasks_dir or default_tasks_dir()), as_json)
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
-                  "model", "sandbox", "simulate", "mode", "prompt", "concurrency", "executor",
-                  "address", "paraphrase", "fault_plan", "fault_rate"):
+                  "model", "sandbox", "mode", "prompt", "concurrency", "executor",
+                  "address", "paraphrase", "fault_plan", "fault_rate", simulate="--profile"):
         from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
 
@@ -208,7 +207,9 @@ def run_cmd(
         _print_runs(result.runs)
         _print_summary(result.summary, path)
     if result.infrastructure_failure:
-        raise RealprobeError(
+        from realprobe.errors import Unavailable
+
+        raise Unavailable(
             f"{result.infrastructure_failure}; check --base-url, the API key in ${api_key_env} "
             "and the network"
             if batch.config.llm is not None
@@ -227,17 +228,17 @@ def _run_with_progress(
     address: str | None = None,
 ) -> Any:
     """Run the batch under a progress bar; Ctrl-C keeps the finished runs (stored) and exits 130."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from realprobe.commands.progress import Eta, progress_bar
 
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=err_console, transient=True,
-        disable=not show or not err_console.is_terminal,
-    ) as progress:
-        bar = progress.add_task("tasks", total=batch.total)
+    eta = Eta(batch.total)
+    with progress_bar(console=err_console, transient=True,
+                      disable=not show or not err_console.is_terminal) as progress:
+        bar = progress.add_task("tasks", total=batch.total, eta=eta)
 
         def done(res: RunOutcome) -> None:
-            progress.update(bar, advance=1, total=batch.total,  # less what --resume skipped
+            eta.replan(batch.total)  # less what --resume skipped
+            eta.advance()
+            progress.update(bar, advance=1, total=batch.total,
                             description=f"{res.row['task']} {res.row['outcome']}")
 
         try:
@@ -252,7 +253,7 @@ def _run_with_progress(
 
 
 def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
     if as_json:
         print_json(
@@ -269,22 +270,27 @@ def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
             ]
         )
         return
-    table = Table(title=f"{len(tasks)} tasks")
-    for col in ("task", "type", "complexity", "required tools (in order)"):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [Column("task", "name"), Column("type", "name", drop=2),
+         Column("complexity", "name", drop=1), Column("required tools (in order)")],
+        title=f"{len(tasks)} tasks",
+    )
     for t in tasks.values():
         table.add_row(t.instance_id, t.task_type, t.complexity, " -> ".join(t.required_tools))
     console.print(table)
 
 
 def _print_runs(results: list[RunOutcome]) -> None:
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
-    table = Table(title=f"{len(results)} task runs")
-    table.add_column("task", no_wrap=True)
-    table.add_column("prompt", no_wrap=True)
-    for col in ("#", "outcome", "grounded", "calls", "retries", "fallbacks", "turns", "ended"):
-        table.add_column(col, no_wrap=col in ("outcome", "ended"))
+    table = fit_table(
+        [Column("task", "name"), Column("prompt", "name"), Column("#", "num"),
+         Column("outcome", "name"), Column("grounded", "name", drop=5),
+         Column("calls", "num", drop=1), Column("retries", "num", drop=3),
+         Column("fallbacks", "num", drop=4), Column("turns", "num", drop=2),
+         Column("ended", "name", drop=6)],
+        title=f"{len(results)} task runs",
+    )
     colour = {"full": "green", "partial": "yellow", "failure": "red", "error": "magenta"}
     for r in results:
         row = r.row
@@ -360,16 +366,29 @@ def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[str], Any]:
     return names + [label for _, label in extra], cells
 
 
-def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> Table:
+def _who_columns(who: list[str], key: str) -> list[Column]:
+    """The columns naming which runs a row holds: the prompt (or flaw) is kept, the rest may
+    be left out on a narrow terminal (agent first, then target, model, ...)."""
+    from realprobe.commands.tables import Column
+
+    drops = {"agent": 9, "target": 8, "model": 7, "plan": 6, "ε": 5}
+    return [Column(c, "name", drop=0 if c == key else drops.get(c, 5)) for c in who]
+
+
+def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable:
     """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`, per
     target, fault plan and paraphrase level, with the trajectory metrics' means."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
     who, cells = _who(rows, key)
     levels = ["full", "partial", "failure", "grounded", "strict"]
-    t = Table(title=title)
-    for col in [*who, "runs", *levels, "score", "chain F1", "τ", "graph F1"]:
-        t.add_column(col, overflow="fold")
+    drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "score": 1}
+    t = fit_table(
+        [*_who_columns(who, key), Column("runs", "num"),
+         *(Column(c, "num", drop=drops.get(c, 0))
+           for c in [*levels, "score", "chain F1", "τ", "graph F1"])],
+        title=title,
+    )
     for r in rows:
         t.add_row(
             *cells(r), str(r["runs"]), *(_pct(r[f"{lv}_rate"]) for lv in levels),
@@ -379,14 +398,17 @@ def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> Table:
     return t
 
 
-def _usage_table(rows: list[dict[str, Any]]) -> Table:
+def _usage_table(rows: list[dict[str, Any]]) -> FitTable:
     """Tokens, cost and the error mix of the calls the agent made, per row of Table 5."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
     who, cells = _who(rows, "prompt")
-    t = Table(title="Usage, cost and the agent's failed calls by error code")
-    for col in [*who, "tokens in", "tokens out", "cost $", "calls", "failed", "top errors"]:
-        t.add_column(col, overflow="fold")
+    t = fit_table(
+        [*_who_columns(who, "prompt"), Column("tokens in", "num", drop=2),
+         Column("tokens out", "num", drop=2), Column("cost $", "num"),
+         Column("calls", "num"), Column("failed", "num"), Column("top errors", drop=1)],
+        title="Usage, cost and the agent's failed calls by error code",
+    )
     for r in rows:
         mix = r["error_mix"]
         t.add_row(*cells(r), str(r["tokens_in"]), str(r["tokens_out"]),
@@ -470,15 +492,17 @@ def print_results(s: Mapping[str, Any]) -> None:
         console.print(_surface_table(surf))
 
 
-def _reliability_table(rows: list[dict[str, Any]]) -> Table:
-    from rich.table import Table
+def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
+    from realprobe.commands.tables import Column, fit_table
 
-    rel = Table(
-        title="Reliability: pass^k over repeats (full success), recovery after tool failures"
-    )
     who, cells = _who(rows, "prompt")
-    for col in (*who, "runs", "pass^1", "pass^k", "k", "recovery", "extra calls"):
-        rel.add_column(col, overflow="fold")
+    drops = {"pass^1": 3, "k": 2, "extra calls": 1}
+    rel = fit_table(
+        [*_who_columns(who, "prompt"),
+         *(Column(c, "num", drop=drops.get(c, 0))
+           for c in ("runs", "pass^1", "pass^k", "k", "recovery", "extra calls"))],
+        title="Reliability: pass^k over repeats (full success), recovery after tool failures",
+    )
     for r in rows:
         hat = r["pass^k"]
         k = max(hat) if hat else 0
@@ -490,16 +514,16 @@ def _reliability_table(rows: list[dict[str, Any]]) -> Table:
     return rel
 
 
-def _surface_table(surf: Mapping[str, Any]) -> Table:
+def _surface_table(surf: Mapping[str, Any]) -> FitTable:
     """pass^k per (ε, λ) row and k column, titled with the surface's volume."""
-    from rich.table import Table
+    from realprobe.commands.tables import Column, fit_table
 
     vol = "-" if surf["volume"] is None else f"{surf['volume']:.3f}"
-    t = Table(title=f"pass^k R(k, ε, λ), volume {vol}")
-    t.add_column("ε")
-    t.add_column("λ")
-    for k in surf["k"]:
-        t.add_column(f"k={k}")
+    t = fit_table(  # on a narrow terminal the largest k go first
+        [Column("ε", "num"), Column("λ", "num"),
+         *(Column(f"k={k}", "num", drop=i if i > 0 else 0) for i, k in enumerate(surf["k"]))],
+        title=f"pass^k R(k, ε, λ), volume {vol}",
+    )
     cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
     for e in surf["epsilon"]:
         for lam in surf["lambda"]:

@@ -226,12 +226,15 @@ async def serve_http(
     server = Server(config)
     loop = asyncio.get_running_loop()
 
-    def stop() -> None:
+    def stop(sig: int) -> None:
+        from realprobe.probes.session import note_signal
+
+        note_signal(sig)
         server.should_exit = True
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop)
+            loop.add_signal_handler(sig, stop, sig)
     try:
         async with service:
             task = asyncio.ensure_future(server.serve(sockets=[sock]))

@@ -179,10 +179,17 @@ class ExporterServer:
 
     def serve_forever(self) -> None:
         """Serve until SIGINT or SIGTERM, then stop (the /probe run is marked finished)."""
+        from realprobe.probes.session import note_signal
+
         done = threading.Event()
         previous = {}
+
+        def stop(sig: int, _frame: object) -> None:
+            note_signal(sig)
+            done.set()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, lambda *_: done.set())
+            previous[sig] = signal.signal(sig, stop)
         try:
             while not done.wait(0.5):
                 pass

@@ -90,13 +90,10 @@ def render_status(rows: list[ToolStatus], *, title: str, refresh_s: int = 30) ->
             f"<td>{interval}</td><td>{r.ok}/{r.n}</td>"
             f'<td class="bar">{cells}</td></tr>'
         )
-    kinds = sorted({r.target_kind for r in rows})
-    banner = ""
-    if kinds and kinds != ["live"]:
-        banner = (
-            '<p class="warn">Not only the real APIs: these rows come from '
-            f"{html.escape(', '.join(kinds))} targets.</p>"
-        )
+    from realprobe.probes.provenance import kinds_banner
+
+    said = kinds_banner(sorted({r.target_kind for r in rows})) if rows else None
+    banner = f'<p class="warn">{html.escape(said)}</p>' if said else ""
     summary = {s: sum(r.state == s for r in rows) for s in _COLOURS}
     counts = " · ".join(f"{v} {k}" for k, v in summary.items() if v)
     return f"""<!doctype html>

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError
+from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unavailable
 from realprobe.probes.loading import ProbeArrays
 from realprobe.probes.stats import StatsReport, ToolStats, wilson
 from realprobe.simulator.faults import RB_CLAMP, RB_PENALTY, RB_WINDOW
@@ -77,13 +77,17 @@ def deadline_share(ts: ToolStats, latency: LatencyModel | None = None) -> float:
 
 
 def _deadline_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float] | None, bool]:
-    """S's interval around `s_t`, and whether it is the profile-likelihood one (else the
-    delta method's, for a mixture). A mixture calibrate fitted itself borrows the width of
-    the lognormal's interval on the probit scale."""
+    """S's interval around `s_t`, and whether its errors largely cancel the observed rate's
+    (the one-lognormal profile interval: True). A mixture's S (also a profile-likelihood
+    interval) is False: with two components the slow calls' count and S are less tied, and
+    the larger half-width covered 83%, quadrature 92-93%. A mixture calibrate fitted itself
+    borrows the width of the lognormal's interval on the probit scale."""
     lat = ts.latency
     s_ci = lat.p_exceed_timeout_ci95
-    if s_ci is None or lat.mixture is not None:
+    if s_ci is None:
         return s_ci, False
+    if lat.mixture is not None:
+        return s_ci, False  # a mixture: added in quadrature
     own = lat.p_exceed_timeout or 0.0
     if abs(own - s_t) < 1e-12:
         return s_ci, True
@@ -102,8 +106,8 @@ def _with_deadline_uncertainty(
     """The interval of rate / (1-S): on the log scale, each side's half-width is the larger
     of the observed rate's and -ln(1-S)'s. Their errors are not independent: a call that
     happened to be slow lowers the observed rate and raises S alike, so they largely cancel
-    (adding them in quadrature covered 98-100%, the larger one 93-96%). With a delta-method
-    interval for S (a mixture's: too narrow, 80% at 1,000 calls) they add in quadrature."""
+    (adding them in quadrature covered 98-100%, the larger one 93-96%). For a mixture's S
+    they add in quadrature (see `_deadline_interval`)."""
     keep = 1.0 / (1.0 - s_t)
     if rate <= 0:
         return (0.0, min(1.0, ci[1] * keep))
@@ -227,6 +231,47 @@ def _before_deadline(
     return success, ci, long_ci, counts
 
 
+def hang_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float], str | None]:
+    """The 95% interval of P(a call hangs) behind a deadline that bites, and a note in words
+    when it reaches 0 (hangs not told from slow calls). For the censored lognormal: the
+    profile-likelihood interval of its hang share (among successes and TIMEOUTs) times their
+    share of calls. Otherwise (a mixture): (TIMEOUT share - S) / (1 - S) with each end taking
+    the far ends of the TIMEOUT share's Wilson interval and S's (conservative)."""
+    n = ts.success.n
+    k = float(ts.errors.counts.get(ErrorCode.TIMEOUT.value, 0))
+    fit = ts.latency.lognormal
+    if ts.latency.mixture is None and fit is not None and fit.hang_share_ci95 is not None:
+        frac = (fit.n_uncensored + fit.n_censored) / n
+        lo, hi = (v * frac for v in fit.hang_share_ci95)
+    else:
+        s_lo, s_hi = ts.latency.p_exceed_timeout_ci95 or (s_t, s_t)
+        a, b = wilson(k, n)
+
+        def share(t: float, s: float) -> float:
+            return min(1.0, max(0.0, (t - s) / (1.0 - min(s, 0.999999))))
+
+        lo, hi = share(a, s_hi), share(b, s_lo)
+    note = None
+    if lo <= 0:
+        note = (
+            f"hangs cannot be told from slow calls at the {ts.latency.timeout_s:g} s deadline: "
+            f"{k:.0f} TIMEOUTs against {s_t * n:.1f} expected slow calls; P(hang) is between "
+            f"0 and {hi:.3g}"
+        )
+    return (lo, hi), note
+
+
+def _notes(ts: ToolStats, hang_note: str | None) -> list[str]:
+    """The profile's notes in words: what could not be estimated, and why."""
+    var = ts.variability
+    out = [hang_note] if hang_note else []
+    if var.success_logit_sd_note:
+        out.append(var.success_logit_sd_note)
+    if ts.success.long_run_too_few_failures and ts.success.long_run_note:
+        out.append(f"long-run interval {ts.success.long_run_note}")
+    return out
+
+
 def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -> ToolProfile:
     """The generative parameters for one tool.
 
@@ -260,6 +305,8 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         burst = reconciled_chain(ff, fo, 1.0 - success)
     var = ts.variability
     persistence, persistence_ci = code_persistence(ts)
+    hang_ci, hang_note = hang_interval(ts, s_t) if s_t > 0 and ts.success.n else (None, None)
+    hang = (1.0 - success) * errors.get(ErrorCode.TIMEOUT, 0.0) if hang_ci else None
     return ToolProfile(
         n=ts.success.n,
         success_rate=success,
@@ -271,6 +318,10 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         code_persistence=persistence,
         code_persistence_ci95=persistence_ci,
         daily_logit_sd=var.success_logit_sd if var.success_logit_sd else None,
+        daily_logit_sd_ci95=var.success_logit_sd_ci95,
+        hang_rate=hang,
+        hang_rate_ci95=hang_ci,
+        notes=_notes(ts, hang_note),
     )
 
 
@@ -301,7 +352,7 @@ def calibrate(
     latency mixture (one or two lognormals, chosen by BIC; see latency_mixture.py) where the
     statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
-        raise RealprobeError("nothing to calibrate: no tool has probe rows in this window")
+        raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
     tools = _tool_profiles(report, arrays if arrays is not None or not db else _rows_of(report, db))
     if db:
         add_retry_after(tools, report, db)

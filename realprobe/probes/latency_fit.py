@@ -39,6 +39,9 @@ class LognormalFit(BaseModel):
     mu_ci95: tuple[float, float] | None = None
     sigma_ci95: tuple[float, float] | None = None
     hang_share: float = 0.0
+    #: 95% profile-likelihood interval of hang_share (mu and sigma refitted for each share;
+    #: chi-square(1) threshold); starts at 0 when hangs cannot be told from slow calls
+    hang_share_ci95: tuple[float, float] | None = None
     n_uncensored: int
     n_censored: int
     p_exceed_timeout: float | None = None
@@ -228,16 +231,11 @@ def fit_lognormal(
     s_t = float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig)))
     method = "censored-mle+hang-mass" if hang_mass else "censored-mle"
     mu_ci: tuple[float, float] | None
-    sig_ci = s_ci = None
+    sig_ci = s_ci = hang_ci = None
     if s_t >= PROFILE_CI_MIN_EXCEED:
-        # the deadline cuts into the distribution: the likelihood is far from quadratic, so
-        # Wald intervals under-cover; profile it
-        level = float(special.stdtrit(max(n - 1, 1), 0.975)) ** 2
-        mu_ci = _profile_interval(model, theta, 0, level)
-        ls_ci = _profile_interval(model, theta, 1, level)
-        sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
+        mu_ci, sig_ci, s_ci = _biting_intervals(model, theta, n, t_med)
         intervals = "profile-likelihood"
-        s_ci = _exceed_interval(model, theta, math.log(t_med), level)
+        hang_ci = _hang_interval(model, theta) if hang_mass else None
     else:
         # the deadline sits far in the tail: the successes carry the fit
         sig = sig * math.sqrt(n / (n - 1))
@@ -249,6 +247,7 @@ def fit_lognormal(
         mu_ci95=mu_ci,
         sigma_ci95=sig_ci,
         hang_share=pi,
+        hang_share_ci95=hang_ci,
         n_uncensored=n,
         n_censored=m,
         p_exceed_timeout=s_t,
@@ -256,6 +255,64 @@ def fit_lognormal(
         intervals=intervals,
         method=method,
     )
+
+
+def _biting_intervals(
+    model: _Censored, theta: FloatArray, n: int, t_med: float
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None, tuple[float, float] | None]:
+    """The deadline cuts into the distribution: the likelihood is far from quadratic, so Wald
+    intervals under-cover; profile it. (mu, sigma, S(T)) intervals."""
+    level = float(special.stdtrit(max(n - 1, 1), 0.975)) ** 2
+    mu_ci = _profile_interval(model, theta, 0, level)
+    ls_ci = _profile_interval(model, theta, 1, level)
+    sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
+    return mu_ci, sig_ci, _exceed_interval(model, theta, math.log(t_med), level)
+
+
+def _nll_at_hang(model: _Censored, theta: FloatArray, pi: float) -> float:
+    """The negative log-likelihood with the hang share held at `pi`, minimised over mu and
+    ln sigma (Nelder-Mead from `theta`)."""
+    from scipy import optimize
+
+    l1p = math.log1p(-pi)
+    lp = math.log(pi) if pi > 0 else -math.inf
+
+    def nll(th: FloatArray) -> float:
+        mu, log_sig = float(th[0]), float(th[1])
+        if not (math.isfinite(mu) and -30.0 < log_sig < 30.0):
+            return math.inf
+        sig, n = math.exp(log_sig), model.n
+        ll = -n * log_sig - (model.s2 - 2 * mu * model.s1 + n * mu * mu) / (2 * sig * sig)
+        logsf = _norm_logsf((model.cvals - mu) / sig)
+        ll += n * l1p + float(np.dot(model.cw, np.logaddexp(lp, l1p + logsf)))
+        return -ll
+
+    res = optimize.minimize(nll, theta, method="Nelder-Mead",
+                            options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 2000})  # fmt: skip
+    return float(res.fun)
+
+
+def _hang_interval(
+    model: _Censored, theta: FloatArray, level: float = 3.841458820694124
+) -> tuple[float, float] | None:
+    """95% profile-likelihood interval of the hang share: the shares where twice the rise of
+    the negative log-likelihood (mu, sigma refitted) reaches `level`; 0 is the lower end when
+    a share of 0 is inside (the TIMEOUTs are all explained by slow calls)."""
+    from scipy import optimize
+
+    pi_hat = model.pi(float(theta[0]), float(theta[1]))
+    best = model(theta)
+
+    def rise(pi: float) -> float:
+        return 2.0 * (_nll_at_hang(model, theta, pi) - best) - level
+
+    hi_cap = 1.0 - 1e-9
+    try:
+        lo = 0.0 if pi_hat <= 0 or rise(0.0) <= 0 else optimize.brentq(rise, 0.0, pi_hat, xtol=1e-6)
+        hi = hi_cap if rise(hi_cap) <= 0 else optimize.brentq(rise, pi_hat, hi_cap, xtol=1e-6)
+    except ValueError:
+        return None
+    return float(lo), float(hi)
 
 
 def _exceed_interval(

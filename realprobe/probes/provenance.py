@@ -75,20 +75,25 @@ class Provenance(BaseModel):
 
     def banner(self) -> str | None:
         """A sentence no reader can miss when the numbers are not from the real APIs."""
-        if "live" in self.target_kinds:
-            if len(self.target_kinds) > 1:
-                return (
-                    "MIXED SOURCES: these numbers pool live rows with rows from "
-                    + ", ".join(KIND_WORDS[k] for k in self.target_kinds if k != "live")
-                    + "; they do not describe the real APIs alone."
-                )
-            return None
-        what = " and ".join(KIND_WORDS.get(k, k) for k in self.target_kinds)
-        return (
-            f"NOT MEASURED ON THE REAL APIS: every number here comes from {what}"
-            + (f" ({', '.join(self.targets[:3])})" if self.targets else "")
-            + ", not from calls to the public APIs."
-        )
+        return kinds_banner(self.target_kinds, self.targets)
+
+
+def kinds_banner(kinds: Sequence[str], targets: Sequence[str] = ()) -> str | None:
+    """What a page of numbers from rows of `kinds` must say first (None: live rows only)."""
+    if "live" in kinds:
+        if len(kinds) > 1:
+            return (
+                "MIXED SOURCES: these numbers pool live rows with rows from "
+                + ", ".join(KIND_WORDS.get(k, k) for k in kinds if k != "live")
+                + "; they do not describe the real APIs alone."
+            )
+        return None
+    what = " and ".join(KIND_WORDS.get(k, k) for k in kinds)
+    return (
+        f"NOT MEASURED ON THE REAL APIS: every number here comes from {what}"
+        + (f" ({', '.join(targets[:3])})" if targets else "")
+        + ", not from calls to the public APIs."
+    )
 
 
 def parse_target(value: str | None) -> str | None:
@@ -309,6 +314,7 @@ __all__ = [
     "Provenance",
     "describe",
     "empty_selection_error",
+    "kinds_banner",
     "kinds_present",
     "parse_target",
     "parse_vantages",

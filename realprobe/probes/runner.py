@@ -74,8 +74,12 @@ class ToolSummary(BaseModel):
 
 
 class RunSummary(BaseModel):
+    """One probe run. `target_kind` says where the calls went (live, sandbox, simulate,
+    replay); `mode` is only how they were made (a sandbox is reached by live HTTP)."""
+
     run_id: str
     status: str
+    target_kind: str = "live"  # live | sandbox | simulate | replay
     mode: str
     target: str
     vantage: str
@@ -90,7 +94,6 @@ class RunSummary(BaseModel):
     excluded: bool
     tools: list[ToolSummary]
     notes: list[str] = Field(default_factory=list)
-    target_kind: str = "live"  # live | sandbox | simulate | replay
     source: str = "probe"
 
 

@@ -60,14 +60,32 @@ async def probe_session(
         store.close()
 
 
+_RECEIVED: list[int] = []  # the stop signals this process got, in order
+
+
+def note_signal(sig: int) -> None:
+    """Remember a stop signal, so the command line can tell Ctrl-C (exit 130) from SIGTERM."""
+    _RECEIVED.append(sig)
+
+
+def last_signal() -> int | None:
+    """The last stop signal noted in this process (None: none)."""
+    return _RECEIVED[-1] if _RECEIVED else None
+
+
 @contextmanager
 def on_signals(stop: Callable[[], None]) -> Iterator[None]:
     """SIGINT/SIGTERM call `stop` instead of killing the process (main thread only)."""
     loop = asyncio.get_running_loop()
     installed = []
+
+    def noted(sig: int) -> None:
+        note_signal(sig)
+        stop()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop)
+            loop.add_signal_handler(sig, noted, sig)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass

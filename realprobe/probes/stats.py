@@ -53,6 +53,9 @@ BURST_MAX_GAP_S = 3600.0
 VARIABILITY_MIN_N = 10
 #: a period needs this many attempts to count for the long-run interval
 LONG_RUN_MIN_N = 5
+#: below this many failures over the periods, their spread across days says next to nothing
+#: about day-to-day variation: the long-run interval is then the probed days' one, and says so
+LONG_RUN_MIN_FAILURES = 10
 SUCCESS_SD_FLAG = 0.10
 LATENCY_CV_FLAG = 0.25
 VARIABILITY_ALPHA = 0.01
@@ -109,6 +112,9 @@ class SuccessStats(BaseModel):
     long_run95: tuple[float, float] | None = None
     long_run_periods: int = 0
     long_run_note: str | None = None
+    #: True when too few failures were seen to estimate day-to-day variation: long_run95 then
+    #: rests on the probed days' interval (conservative when days vary little)
+    long_run_too_few_failures: bool = False
 
 
 class ErrorMix(BaseModel):
@@ -147,8 +153,7 @@ class LatencyStats(BaseModel):
     mixture: list[MixtureComponent] | None = None
     mixture_fit: dict[str, Any] | None = None
     #: S(T): the share of calls slower than the deadline under the model in use (mixture or
-    #: lognormal), with a 95% interval (profile likelihood of the censored lognormal fit;
-    #: the delta method for a mixture)
+    #: lognormal), with a 95% interval (profile likelihood of the censored fit, either one)
     p_exceed_timeout: float | None = None
     p_exceed_timeout_ci95: tuple[float, float] | None = None
 
@@ -183,6 +188,10 @@ class Variability(BaseModel):
     #: estimated sd of the period effect on the logit of the failure rate (method of
     #: moments: spread of the period rates beyond what the calls within a period explain)
     success_logit_sd: float | None = None
+    #: its 95% interval (chi-square on the D-1 degrees of freedom of the period rates'
+    #: variance, the within-period part taken off); a note when it reaches 0
+    success_logit_sd_ci95: tuple[float, float] | None = None
+    success_logit_sd_note: str | None = None
     variable_success: bool | None = None
     latency_cv: float | None = None
     latency_pvalue: float | None = None
@@ -346,6 +355,15 @@ def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) ->
     half = float(special.stdtrit(d - 1, 0.975)) * math.sqrt(var)
     lo, hi = s.burst_adjusted95
     s.long_run95 = (max(0.0, min(lo, p - half)), min(1.0, max(hi, p + half)))
+    fails = round(big_n - float(k_k.sum()))
+    if fails < LONG_RUN_MIN_FAILURES:
+        s.long_run_too_few_failures = True
+        s.long_run_note = (
+            f"rests on {fails} failure(s) over {d} periods of {period_s / 3600:g} h: too few to "
+            "estimate day-to-day variation, so it rests on the probed days' interval (wider "
+            "than needed if days vary little, too narrow if they vary a lot)"
+        )
+        return
     s.long_run_note = f"over {d} periods of {period_s / 3600:g} h, day-to-day variation included"
 
 
@@ -515,6 +533,7 @@ def variability(
     stat = chi2_homogeneity(table)[0] / out.design_effect
     out.success_pvalue = float(special.chdtrc(int(keep.sum()) - 1, stat)) if stat > 0 else 1.0
     out.success_logit_sd = _logit_sd(rates, n_p[keep], out.design_effect)
+    _logit_sd_interval(out, rates, n_p[keep])
     out.variable_success = bool(
         out.success_sd > SUCCESS_SD_FLAG and out.success_pvalue < VARIABILITY_ALPHA
     )
@@ -532,6 +551,26 @@ def _logit_sd(rates: FloatArray, n_d: IntArray, deff: float) -> float | None:
     within = float((p * (1 - p) * deff / n_d).mean())
     between = float(rates.var(ddof=1)) - within
     return math.sqrt(between) / (p * (1 - p)) if between > 0 else 0.0
+
+
+def _logit_sd_interval(out: Variability, rates: FloatArray, n_d: IntArray) -> None:
+    """95% interval of the day-effect sd: (D-1) v / total variance ~ chi-square(D-1) for the
+    period rates' variance v, the within-period variance subtracted from each end, mapped as
+    `_logit_sd` maps its estimate. When the lower end is 0 the note says in words that the
+    days cannot be told from chance."""
+    d, p = rates.shape[0], float(rates.mean())
+    if d < 2 or p <= 0 or p >= 1:
+        return
+    v = float(rates.var(ddof=1))
+    within = float((p * (1 - p) * out.design_effect / n_d).mean())
+    ends = [(d - 1) * v / float(special.chdtri(d - 1, q)) for q in (0.025, 0.975)]
+    lo, hi = (math.sqrt(max(e - within, 0.0)) / (p * (1 - p)) for e in ends)
+    out.success_logit_sd_ci95 = (lo, hi)
+    if lo <= 0:
+        out.success_logit_sd_note = (
+            f"the day-to-day sd cannot be told from 0 with {d} periods (95% CI [0, {hi:.2g}] "
+            "on the logit scale): the days may not vary at all"
+        )
 
 
 def _latency_variability(

@@ -61,6 +61,27 @@ COLUMNS = (
 )
 
 
+#: after a percentile extrapolated from the censored fit, as in `realprobe stats`
+EXTRAPOLATED = "*"
+EXTRAPOLATED_NOTE = (
+    "* extrapolated: the deadline cut into the latency, so these percentiles come from the "
+    "censored lognormal fit (the successes' own are lower bounds)."
+)
+
+
+def _extrapolated(t: ToolStats) -> bool:
+    return t.latency.percentiles == "censored-fit"
+
+
+def _pctl(t: ToolStats, v: float | None) -> str:
+    return _ms(v) + (EXTRAPOLATED if v is not None and _extrapolated(t) else "")
+
+
+def _when(v: object, default: str) -> str:
+    """A window end for prose: the open end named, never Python's None."""
+    return default if v is None else str(v)
+
+
 def _row(t: ToolStats) -> list[str]:
     b = t.burst
     return [
@@ -70,9 +91,9 @@ def _row(t: ToolStats) -> list[str]:
         _ci(t.success.burst_adjusted95),
         _pct(b.p_fail_after_fail.p),
         _pct(b.p_fail_after_ok.p),
-        _ms(t.latency.p50),
-        _ms(t.latency.p90),
-        _ms(t.latency.p99),
+        _pctl(t, t.latency.p50),
+        _pctl(t, t.latency.p90),
+        _pctl(t, t.latency.p99),
         _fit(t),
         "-" if t.latency.ks_pvalue is None else f"{t.latency.ks_pvalue:.2f}",
         _mix(t),
@@ -252,10 +273,13 @@ def _html_tools_table(tools: list[ToolStats]) -> str:
         + "</tr>"
         for t in tools
     ]
+    note = (f"\n<p class='meta' id='extrapolated'>{escape(EXTRAPOLATED_NOTE)}</p>"
+            if any(_extrapolated(t) for t in tools) else "")
     return (
         f"<h2>Per tool</h2><table id='tools'><thead><tr>\n{head}\n</tr></thead><tbody>\n"
         + "\n".join(rows)
         + "\n</tbody></table>"
+        + note
     )
 
 
@@ -287,8 +311,9 @@ def _html_drift(data: ReportData) -> str:
         return f"<h2>Drift</h2>\n<p class='meta'>{note}</p>"
     d = data.drift
     intro = (
-        f"<p class='meta'>Baseline {escape(str(d.baseline[0]))} → {escape(str(d.baseline[1]))};"
-        f" current {escape(str(d.current[0]))} → {escape(str(d.current[1]))}"
+        f"<p class='meta'>Baseline {escape(_when(d.baseline[0], 'start'))} → "
+        f"{escape(_when(d.baseline[1], 'now'))};"
+        f" current {escape(_when(d.current[0], 'start'))} → {escape(_when(d.current[1], 'now'))}"
         f"{' (' + escape(data.drift_note) + ')' if data.drift_note else ''}."
         f" Tests corrected across tools ({escape(d.correction)}, α={d.alpha});"
         f" success flagged when it moves ≥ {100 * d.min_success_change:.0f} points,"
@@ -392,8 +417,11 @@ def render_markdown(data: ReportData) -> str:
     head += [f"- **{k}**: {v}" for k, v in _provenance_rows(data)]
     lines[2:2] = [*head, ""] if head else []
     for t in st.tools:
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _row(t)) + " |")
+        cells = (c.replace("|", "\\|").replace("*", "\\*") for c in _row(t))
+        lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    if any(_extrapolated(t) for t in st.tools):
+        lines += [EXTRAPOLATED_NOTE.replace("*", "\\*", 1), ""]
     if data.drift is not None:
         lines += [
             "## Drift",

@@ -146,6 +146,12 @@ class ToolProfile(_Model):
     #: sd of the day effect on the logit of the failure rate (UTC days); the simulator draws one
     #: effect per tool and day, around the centre whose mean over days is success_rate
     daily_logit_sd: float | None = Field(default=None, ge=0)
+    daily_logit_sd_ci95: tuple[float, float] | None = None
+    #: P(a call hangs): the TIMEOUT share of failures behind a deadline that bites, with its
+    #: interval; a note in words when hangs cannot be told from slow calls
+    hang_rate: float | None = Field(default=None, ge=0, le=1)
+    hang_rate_ci95: tuple[float, float] | None = None
+    notes: list[str] = Field(default_factory=list)
     #: Retry-After per failure code, measured from the rows
     retry_after: dict[ErrorCode, RetryAfter] = Field(default_factory=dict)
 

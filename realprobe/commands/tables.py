@@ -1,0 +1,188 @@
+"""Every table the commands print, laid out in one place so that each reads at any width.
+
+Without a terminal (cron, CI logs, a pipe) rich assumes 80 columns. A `FitTable` is laid out
+when it is printed, at the width of the console it is printed on: names and numbers are never
+cut or split across lines, headers break only between words, text columns wrap between words.
+When the columns do not fit, the ones with the highest `drop` rank are left out first and a
+footer names them; when even the columns that are never dropped do not fit, each row is
+printed as a record (`header: value` lines). `--json` remains the machine interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+Kind = Literal["name", "num", "text"]
+
+#: a text column is at least as wide as its longest word, up to this many cells (longer words,
+#: such as URLs, are folded)
+WORD_MAX = 24
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: `name` and `num` cells are never wrapped nor cut; `text` cells wrap
+    between words. `drop` 0 means always shown; otherwise columns with the highest rank are
+    left out first when the table is too wide."""
+
+    header: str
+    kind: Kind = "text"
+    drop: int = 0
+    justify: Literal["left", "right", "center"] | None = None
+
+    @property
+    def align(self) -> Literal["left", "right", "center"]:
+        return self.justify or ("right" if self.kind == "num" else "left")
+
+
+def plain(cell: str) -> str:
+    """A cell's text without rich markup."""
+    from rich.text import Text
+
+    return Text.from_markup(cell).plain
+
+
+def _longest_line(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.splitlines() or [""]), default=0)
+
+
+def _longest_word(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(w) for w in text.split()), default=0)
+
+
+@dataclass
+class _Widths:
+    low: int  # narrowest this column may be
+    high: int  # what it needs to show everything on one line per cell line
+
+
+def _widths(col: Column, cells: list[str]) -> _Widths:
+    texts = [plain(c) for c in cells]
+    head_word = _longest_word(col.header)
+    high = max([_longest_line(col.header), *(_longest_line(t) for t in texts)])
+    if col.kind == "text":
+        low = max(head_word, min(WORD_MAX, max((_longest_word(t) for t in texts), default=0)))
+    else:
+        low = max([head_word, *(_longest_line(t) for t in texts)])
+    return _Widths(max(low, 1), max(high, low, 1))
+
+
+def _frame(n: int) -> int:
+    """Columns a rich table with the default box spends on borders and padding."""
+    return 3 * n + 1
+
+
+@dataclass
+class Layout:
+    """Which columns are shown at a width, and how wide each is (None: record layout)."""
+
+    shown: list[int]
+    widths: list[int] | None
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FitTable:
+    """A table laid out at print time for the console's width (see the module docstring)."""
+
+    columns: Sequence[Column]
+    rows: list[list[str]] = field(default_factory=list)
+    title: str | None = None
+    caption: str | None = None
+
+    def add_row(self, *cells: Any) -> None:
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
+        self.rows.append(["-" if c is None else str(c) for c in cells])
+
+    def column_cells(self, i: int) -> list[str]:
+        return [row[i] for row in self.rows]
+
+    def layout(self, width: int) -> Layout:
+        ranges = [_widths(c, self.column_cells(i)) for i, c in enumerate(self.columns)]
+        shown = list(range(len(self.columns)))
+        order = sorted((i for i, c in enumerate(self.columns) if c.drop > 0),
+                       key=lambda i: (-self.columns[i].drop, -i))
+        dropped: list[str] = []
+        while sum(ranges[i].low for i in shown) + _frame(len(shown)) > width:
+            if not order:
+                return Layout(shown=list(range(len(self.columns))), widths=None)
+            gone = order.pop(0)
+            shown.remove(gone)
+            dropped.append(self.columns[gone].header.replace("\n", " "))
+        widths = _spread([ranges[i] for i in shown], width - _frame(len(shown)))
+        return Layout(shown=shown, widths=widths, dropped=dropped)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        layout = self.layout(options.max_width)
+        if layout.widths is None:
+            yield from self._records()
+            return
+        yield self._table(layout)
+
+    def _table(self, layout: Layout) -> Any:
+        from rich.table import Table
+
+        caption = self.caption
+        if layout.dropped:
+            note = (f"left out to fit: {', '.join(layout.dropped)} "
+                    "(a wider terminal or --json shows them)")
+            caption = f"{caption}\n{note}" if caption else note
+        table = Table(title=self.title, caption=caption, caption_justify="left")
+        assert layout.widths is not None
+        for i, w in zip(layout.shown, layout.widths, strict=True):
+            col = self.columns[i]
+            table.add_column(col.header, justify=col.align, width=w,
+                             no_wrap=col.kind != "text", overflow="fold")
+        for row in self.rows:
+            table.add_row(*(row[i] for i in layout.shown))
+        return table
+
+    def _records(self) -> Iterator[Any]:
+        from rich.text import Text
+
+        if self.title:
+            yield Text(self.title, style="bold")
+        for row in self.rows:
+            yield Text("")
+            for col, cell in zip(self.columns, row, strict=True):
+                head = col.header.replace("\n", " ")
+                value = plain(cell).replace("\n", "; ")
+                yield Text(f"{head}: {value}")
+        if self.caption:
+            yield Text(self.caption)
+
+
+def _spread(ranges: list[_Widths], room: int) -> list[int]:
+    """Give each column its low width, then share what is left, one cell at a time, among the
+    columns that could use more."""
+    widths = [r.low for r in ranges]
+    spare = room - sum(widths)
+    while spare > 0:
+        wanting = [i for i, r in enumerate(ranges) if widths[i] < r.high]
+        if not wanting:
+            break
+        for i in wanting:
+            if spare == 0:
+                break
+            widths[i] += 1
+            spare -= 1
+    return widths
+
+
+def fit_table(columns: Iterable[Column], title: str | None = None,
+              caption: str | None = None) -> FitTable:
+    """A new, empty table (add rows with `add_row`)."""
+    return FitTable(columns=list(columns), title=title, caption=caption)
+
+
+__all__ = ["Column", "FitTable", "Layout", "fit_table", "plain"]
