@@ -71,7 +71,11 @@ class TransportOptions:
         # `mode="simulate"` (a plain string) must mean Mode.SIMULATE, and a typo must fail
         self.mode = Mode.parse(self.mode)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise RealprobeError(f"seed {self.seed!r}: expected an integer")
+            raise RealprobeError(f"seed {self.seed!r}: expected an integer", param="seed")
+        if not -(2**63) <= self.seed < 2**63:  # stored with every row: SQLite's integers
+            raise RealprobeError(
+                f"seed {str(self.seed)[:30]}: expected an integer within 64 bits", param="seed"
+            )
 
     @property
     def target(self) -> Target:

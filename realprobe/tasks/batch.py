@@ -64,9 +64,11 @@ def resolve_mode(
     simulate: str | None,
     fault_plan: str | Path | None = None,
     fault_rate: float | None = None,
+    seed: int = 0,
 ) -> tuple[Mode, str | None]:
     """Where a batch's calls go, checked by the one home of that check (`TransportOptions`):
-    a simulate profile implies simulate mode, simulate mode without one uses the default."""
+    a simulate profile implies simulate mode, simulate mode without one uses the default;
+    the seed is checked there too (before any run, not when its row is stored)."""
     from realprobe.clients import TransportOptions
 
     mode = Mode.parse(mode)
@@ -74,7 +76,7 @@ def resolve_mode(
     per_task = "<each task's cassette>" if mode in (Mode.RECORD, Mode.REPLAY) else None
     opts = TransportOptions(
         mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task,
-        fault_plan=fault_plan, fault_rate=fault_rate,
+        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed,
     ).normalised()
     profile = opts.profile if opts.profile is None else str(opts.profile)
     return Mode(opts.mode), profile
@@ -201,7 +203,7 @@ class TaskBatch:
             limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
-        run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate)
+        run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate, seed)
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
         cat = catalog or Catalog.load([])
