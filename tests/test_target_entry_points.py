@@ -195,3 +195,6 @@ def test_a_seed_past_64_bits_is_refused_before_any_run(
     assert not (tmp_path / "p.db").exists()
     with pytest.raises(RealprobeError, match="within 64 bits"):
         realprobe.options(simulate="calm", seed=2**63)
+    with pytest.raises(RealprobeError, match=r"^flaw_seed .*: expected an integer within 64"):
+        realprobe.run_tasks(["pet_newsletter"], simulate="calm", flaw_seed=2**64,
+                            db=tmp_path / "p.db")

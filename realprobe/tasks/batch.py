@@ -204,6 +204,9 @@ class TaskBatch:
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
         run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate, seed)
+        from realprobe.clients import check_seed
+
+        check_seed(flaw_seed, "flaw_seed")
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
         cat = catalog or Catalog.load([])
