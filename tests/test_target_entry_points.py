@@ -198,3 +198,13 @@ def test_a_seed_past_64_bits_is_refused_before_any_run(
     with pytest.raises(RealprobeError, match=r"^flaw_seed .*: expected an integer within 64"):
         realprobe.run_tasks(["pet_newsletter"], simulate="calm", flaw_seed=2**64,
                             db=tmp_path / "p.db")
+
+
+def test_a_repeat_past_the_sweep_limit_is_refused_before_planning(tmp_path: Path) -> None:
+    """Every run is planned up front: a repeat of 10**12 filled the memory before any run."""
+    from realprobe.tasks.batch import MAX_REPEAT
+
+    with pytest.raises(RealprobeError, match=f"^repeat must be at most {MAX_REPEAT:,}$"):
+        realprobe.run_tasks(["pet_newsletter"], simulate="calm", repeat=MAX_REPEAT + 1,
+                            db=tmp_path / "p.db")
+    assert not (tmp_path / "p.db").exists()

@@ -58,6 +58,10 @@ def llm_settings(
     return LlmSettings(base_url=base_url, model=model, api_key=key, timeout_s=timeout)
 
 
+#: the most repeats of one (task, prompt) a batch or a sweep runs (pass^k needs far fewer)
+MAX_REPEAT = 1000
+
+
 def resolve_mode(
     mode: Mode | str,
     sandbox: str | None,
@@ -192,6 +196,8 @@ class TaskBatch:
         """Check everything before anything runs; errors name the parameter at fault."""
         if repeat < 1:
             raise RealprobeError("repeat must be at least 1")
+        if repeat > MAX_REPEAT:  # every run is planned up front: 10**12 filled the memory
+            raise RealprobeError(f"repeat must be at most {MAX_REPEAT:,}")
         if max_turns is not None and max_turns < 1:
             raise RealprobeError("max_turns must be at least 1")
         for label, value in (("timeout", timeout), ("call_timeout", call_timeout)):
