@@ -70,8 +70,7 @@ class TransportOptions:
     def __post_init__(self) -> None:
         # `mode="simulate"` (a plain string) must mean Mode.SIMULATE, and a typo must fail
         self.mode = Mode.parse(self.mode)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise RealprobeError(f"seed {self.seed!r}: expected an integer")
+        check_seed(self.seed)
 
     @property
     def target(self) -> Target:
@@ -175,6 +174,16 @@ def _has_host(url: str) -> bool:
     except ValueError:
         return False
     return bool(parts.hostname) and port != 0
+
+
+def check_seed(value: object, param: str = "seed") -> None:
+    """A seed is an integer SQLite can store (every run and row keeps the seeds it ran with)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RealprobeError(f"{param} {value!r}: expected an integer", param=param)
+    if not -(2**63) <= value < 2**63:
+        raise RealprobeError(
+            f"{param} {str(value)[:30]}: expected an integer within 64 bits", param=param
+        )
 
 
 def check_sandbox_url(url: str) -> None:

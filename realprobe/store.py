@@ -924,6 +924,24 @@ def check_table_row(
     return out
 
 
+def check_run_row(row: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """A `probe_runs` row from elsewhere (a merge) as stored, or `RowRefused`: the rules of
+    `check_table_row`, a start (`started_ts`) that is a time, a known status, and an id and
+    vantage short enough to be labels (cutting them would change which rows are the run's)."""
+    if row.get("started_ts") is not None:  # a start that is no time is bad_time, as in probes
+        row = {**row, "started_ts": check_started_ts(row["started_ts"], now)}
+    out = check_table_row(row, PROBE_RUNS_COLUMNS, "probe run", now)
+    for key in ("id", "vantage"):
+        value = row.get(key)
+        if value is not None and len(str(value)) > MAX_LABEL:
+            raise RowRefused("too_large", f"probe run {key} of {len(str(value)):,} characters")
+    if not out.get("id"):
+        raise RowRefused("bad_label", "probe run without an id")
+    if out.get("status") not in (None, *RUN_STATUSES):
+        raise RowRefused("unknown_status", f"probe run status {out['status'][:40]!r}")
+    return out
+
+
 def _typed_number(what: str, key: str, value: object, kind: type) -> int | float:
     if isinstance(value, bool):
         value = int(value)

@@ -353,3 +353,24 @@ def test_a_database_named_like_a_uri_is_that_file(
     realprobe.run_tasks(["pet_newsletter"], simulate="calm", db=name)
     assert realprobe.task_results(name)["runs"] == 1
     assert {p.name for p in tmp_path.iterdir()} <= {name, f"{name}-wal", f"{name}-shm"}
+
+
+def test_merge_checks_runs_like_rows(tmp_path: Path) -> None:
+    """A run is a row too: an id or vantage of megabytes, an unknown status, a start that is
+    no time are refused (counted, one line per kind), the honest run beside them is kept."""
+    src = tmp_path / "hostile.db"
+    _raw_db(src, [_row(round=1, started_ts=time.time() - 60)])
+    with sqlite3.connect(src) as conn:
+        for rid, over in (("big", {"vantage": "V" * 100_000}), ("odd", {"status": "weird"}),
+                          ("soon", {"started_ts": "soon"}), ("R" * 300_000, {})):
+            cols = {"id": rid, "started_ts": time.time() - 30, "vantage": "v", **over}
+            conn.execute(f"INSERT INTO probe_runs ({', '.join(cols)}) "
+                         f"VALUES ({', '.join('?' * len(cols))})", list(cols.values()))
+    out = tmp_path / "all.db"
+    report = merge([src], out)
+    assert report.sources[0].runs_refused == {"too_large": 2, "unknown_status": 1,
+                                              "bad_time": 1}
+    with sqlite3.connect(out) as conn:
+        assert [r[0] for r in conn.execute("SELECT id FROM probe_runs")] == ["r"]
+    res = _cli("merge", str(src), "-o", str(tmp_path / "cli.db"), cwd=tmp_path)
+    assert res.returncode == 0 and "refused 2 runs (too_large)" in res.stderr, res.stderr

@@ -60,7 +60,12 @@ def run_cli(
     return code, out, err
 
 
-def one_line_error(code: int, err: str, expected: int = 2) -> str:
+def one_line_error(code: int, err: str, expected: int | None = None) -> str:
+    """The one `error:` line; exit 2 for bad input, 3 when the selection holds no rows to
+    summarise (`expected` None: 3 when the line says no rows or all rows were excluded)."""
+    if expected is None:
+        empty = " rows between " in err or "nothing to summarise" in err
+        expected = 3 if empty else 2
     assert code == expected, err
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
     assert len(lines) == 1, err

@@ -94,6 +94,28 @@ def test_runtime_toxics_are_validated_like_files(sandbox: str) -> None:
         assert httpx.get(f"{sandbox}/agify/?name=ann", timeout=5).status_code == 200
 
 
+@pytest.mark.parametrize(
+    "default",
+    [
+        '{"success_rate": 1, "latency_ms": {"p50": -5, "p90": 10, "p99": 20}}',
+        '{"success_rate": 0.5, "errors": {"TIMEOUT": Infinity}}',
+        '{"success_rate": 1, "latency_ms": {"p50": 10, "p90": 20, "p99": 1e300}}',
+        '{"success_rate": 0.5, "errors": {"RATE_LIMIT_ERROR": 1}, "retry_after": '
+        '{"RATE_LIMIT_ERROR": {"share": 1, "values": [[1e300, 1]]}}}',
+        '{"success_rate": 1, "latency_ms": {"lognormal": {"mu": 900, "sigma": 1}}}',
+    ],
+)
+def test_runtime_profiles_with_impossible_numbers_are_refused(sandbox: str, default: str) -> None:
+    """A profile put at runtime is checked like a file: no negative, non-finite or absurd
+    latency or Retry-After, and the sandbox goes on serving."""
+    body = '{"format": "realprobe-profile/1", "tools": {}, "default": ' + default + "}"
+    r = httpx.put(f"{sandbox}/_admin/profile", content=body,
+                  headers={"Content-Type": "application/json"}, timeout=5)
+    assert r.status_code == 400, r.text
+    for _ in range(3):
+        assert httpx.get(f"{sandbox}/agify/?name=ann", timeout=5).status_code == 200
+
+
 def test_the_journal_is_bounded_by_bytes(catalog: Catalog) -> None:
     budget = 256 * 1024
     sb = Sandbox(routes_from_catalog(catalog), load_profile("calm"), latency_scale=0.0,

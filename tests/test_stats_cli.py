@@ -41,8 +41,12 @@ def make_db(path: Path, tools: dict[str, int] | None = None) -> Path:
     return path
 
 
-def one_line_error(code: int, err: str) -> str:
-    assert code == 2, err
+def one_line_error(code: int, err: str, expected: int | None = None) -> str:
+    """The one `error:` line; exit 2 for bad input, 3 when the window or file holds nothing
+    to summarise (`expected` None: 3 when the line says no rows, else 2)."""
+    if expected is None:
+        expected = 3 if "no probe rows" in err or " rows between " in err else 2
+    assert code == expected, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert "Traceback" not in err

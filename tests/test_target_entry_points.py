@@ -176,3 +176,35 @@ def test_a_sandbox_port_no_client_can_reach_is_refused_before_any_call(
                         capsys)
     assert code == 2 and err.startswith("error: --sandbox 'http://127.0.0.1:99999'"), err
     assert "TaskGroup" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["call", "uselessfacts_random"], ["probe", "--all", "--rounds", "1"], ["run", "--all"]],
+    ids=["call", "probe", "run"],
+)
+def test_a_seed_past_64_bits_is_refused_before_any_run(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Every row stores the seed: one SQLite cannot hold is refused up front (a batch used to
+    run to the end and then fail to store its rows)."""
+    extra = ["--db", str(tmp_path / "p.db")] if argv[0] != "call" else []
+    code, err = run_cli([*argv, "--profile", "calm", "--seed", str(10**23), *extra], capsys)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and lines == [f"error: --seed {10**23}: expected an integer within 64 bits"]
+    assert not (tmp_path / "p.db").exists()
+    with pytest.raises(RealprobeError, match="within 64 bits"):
+        realprobe.options(simulate="calm", seed=2**63)
+    with pytest.raises(RealprobeError, match=r"^flaw_seed .*: expected an integer within 64"):
+        realprobe.run_tasks(["pet_newsletter"], simulate="calm", flaw_seed=2**64,
+                            db=tmp_path / "p.db")
+
+
+def test_a_repeat_past_the_sweep_limit_is_refused_before_planning(tmp_path: Path) -> None:
+    """Every run is planned up front: a repeat of 10**12 filled the memory before any run."""
+    from realprobe.tasks.batch import MAX_REPEAT
+
+    with pytest.raises(RealprobeError, match=f"^repeat must be at most {MAX_REPEAT:,}$"):
+        realprobe.run_tasks(["pet_newsletter"], simulate="calm", repeat=MAX_REPEAT + 1,
+                            db=tmp_path / "p.db")
+    assert not (tmp_path / "p.db").exists()

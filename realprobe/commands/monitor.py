@@ -172,6 +172,8 @@ def merge_cmd(
                 f"{s.path}: refused {n:,} rows ({reason}); kept in the probes_quarantine "
                 "table of the output", highlight=False,
             )
+        for reason, n in sorted(s.runs_refused.items()):
+            err_console.print(f"{s.path}: refused {n:,} runs ({reason})", highlight=False)
 
     report = merge_databases(sources, output, on_source=progress)
     if as_json:

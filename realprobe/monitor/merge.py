@@ -2,7 +2,8 @@
 
 Every probe row enters the output through the store's one write path (`Store.insert_probes`):
 it is checked like a row a prober inserts (finite numbers, a start not in the future, known
-codes, kinds and sources, bounded text, secrets scrubbed), and keyed by its content. A row the
+codes, kinds and sources, bounded text, secrets scrubbed), and keyed by its content; every
+run by the same rules (`check_run_row`), a refused run left out and counted. A row the
 store refuses is kept in the output's `probes_quarantine` table with its reason, and counted
 per reason. Keys are computed from what a row holds, never taken from the source, so a file
 that claims another file's keys cannot shadow its rows; merging the same files again, in any
@@ -31,7 +32,9 @@ from realprobe.store import (
     PROBE_RUNS_COLUMNS,
     PROBES_COLUMNS,
     SCHEMA_VERSION,
+    RowRefused,
     Store,
+    check_run_row,
     read_only,
 )
 
@@ -49,6 +52,8 @@ class MergedSource(BaseModel):
     seconds: float
     #: rows the store refused (kept in the quarantine table), by reason
     rows_refused: dict[str, int] = Field(default_factory=dict)
+    #: runs the store's rules refused (left out), by reason
+    runs_refused: dict[str, int] = Field(default_factory=dict)
 
 
 class MergeReport(BaseModel):
@@ -140,7 +145,8 @@ def _merge_one(store: Store, path: Path) -> MergedSource:
     src = read_only(path, need=None)
     try:
         probe_cols, run_cols = check_source(path, src)
-        renames, runs_added = _merge_runs(store, src, run_cols)
+        runs_refused: dict[str, int] = {}
+        renames, runs_added = _merge_runs(store, src, run_cols, runs_refused)
         ingest = store.insert_probes(_source_rows(src, probe_cols, renames), origin=str(path))
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"{path}: cannot merge ({exc})") from exc
@@ -150,15 +156,17 @@ def _merge_one(store: Store, path: Path) -> MergedSource:
     return MergedSource(
         path=str(path), runs_added=runs_added, runs_renamed=len(renames),
         rows_seen=ingest.seen, rows_added=ingest.added, rows_refused=ingest.refused,
+        runs_refused=runs_refused,
         seconds=round(time.perf_counter() - t0, 3),
     )
 
 
 def _merge_runs(
-    store: Store, src: sqlite3.Connection, run_cols: list[str]
+    store: Store, src: sqlite3.Connection, run_cols: list[str], refused: dict[str, int]
 ) -> tuple[dict[str, str], int]:
     """Copy runs; a source run whose id names a different run here (other vantage or start)
-    is renamed `<id>@<vantage>`. Returns (renames, runs added)."""
+    is renamed `<id>@<vantage>`; a run the store's rules refuse is counted in `refused`.
+    Returns (renames, runs added)."""
     cols = [c for c in run_cols if c in PROBE_RUNS_COLUMNS]
     ours = {
         str(rid): (vantage or "", start or 0)
@@ -169,7 +177,11 @@ def _merge_runs(
     renames: dict[str, str] = {}
     rows: list[list[Any]] = []
     for values in src.execute(f"SELECT {', '.join(cols)} FROM probe_runs"):
-        run = scrub_row(dict(zip(cols, values, strict=True)))
+        try:  # checked like every row: a bad run is left out (its rows then name no run)
+            run = check_run_row(scrub_row(dict(zip(cols, values, strict=True))))
+        except RowRefused as exc:
+            refused[exc.reason] = refused.get(exc.reason, 0) + 1
+            continue
         rid = str(run.get("id"))
         here = ours.get(rid)
         if here is not None and here != (run.get("vantage") or "", run.get("started_ts") or 0):

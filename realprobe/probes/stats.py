@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from realprobe.errors import RealprobeError
+from realprobe.errors import Unavailable
 from realprobe.probes.implicit import implicit_summary
 from realprobe.probes.latency_fit import (
     PROFILE_CI_MIN_EXCEED,
@@ -700,11 +700,11 @@ def stats_from_db(
             groups = pending.result()
     prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
-        raise RealprobeError(empty_selection_error(prov, db, tools), param=EMPTY_SELECTION_PARAMS)
+        raise Unavailable(empty_selection_error(prov, db, tools), param=EMPTY_SELECTION_PARAMS)
     if tools:
         missing = sorted(set(tools) - set(arr.tools))
         if missing:
-            raise RealprobeError(f"no probe rows for {', '.join(missing)} in this window")
+            raise Unavailable(f"no probe rows for {', '.join(missing)} in this window")
     rep = compute_stats(arr, since, until, period_s)
     rep.provenance = prov
     rep.implicit = implicit_summary(db, since, until, tools, kinds, vantages)

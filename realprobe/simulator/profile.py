@@ -23,31 +23,41 @@ class ProfileError(RealprobeError):
     pass
 
 
+#: the slowest latency a profile may describe (about 11.6 days): beyond it a value is a typo
+#: or an attack, and drawing from it would only ever time out
+MAX_LATENCY_MS = 1e9
+#: the longest Retry-After a profile may hold (a day)
+MAX_RETRY_AFTER_S = 86_400.0
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A part of a profile: unknown keys and non-finite numbers (NaN, Infinity) are refused,
+    whether the profile comes from a file or from the sandbox's `/_admin/profile`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Lognormal(_Model):
-    mu: float
-    sigma: float = Field(gt=0)
+    mu: float = Field(ge=-25, le=25)  # log-milliseconds: e^25 ms is past MAX_LATENCY_MS
+    sigma: float = Field(gt=0, le=10)
 
 
 class MixtureComponent(_Model):
     """One lognormal of a latency mixture, with its weight."""
 
     weight: float = Field(gt=0, le=1)
-    mu: float
-    sigma: float = Field(gt=0)
+    mu: float = Field(ge=-25, le=25)
+    sigma: float = Field(gt=0, le=10)
 
 
 class LatencyModel(_Model):
     """Latency of successful calls in milliseconds."""
 
-    p50: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    mean: float | None = None
+    p50: float | None = Field(default=None, ge=0, le=MAX_LATENCY_MS)
+    p90: float | None = Field(default=None, ge=0, le=MAX_LATENCY_MS)
+    p95: float | None = Field(default=None, ge=0, le=MAX_LATENCY_MS)
+    p99: float | None = Field(default=None, ge=0, le=MAX_LATENCY_MS)
+    mean: float | None = Field(default=None, ge=0, le=MAX_LATENCY_MS)
     lognormal: Lognormal | None = None
     #: a mixture of lognormals (a cache hit and a miss, say); when present the simulator
     #: draws from it, and `lognormal` stays the one-component summary for older readers
@@ -121,6 +131,8 @@ class RetryAfter(_Model):
     def _positive(cls, v: list[tuple[float, float]]) -> list[tuple[float, float]]:
         if any(s < 0 or w < 0 for s, w in v):
             raise ValueError("Retry-After values and weights must be >= 0")
+        if any(s > MAX_RETRY_AFTER_S for s, _ in v):
+            raise ValueError(f"Retry-After values must be at most {MAX_RETRY_AFTER_S:g} s")
         total = sum(w for _, w in v)
         return [(s, w / total) for s, w in v] if total > 0 else []
 
@@ -328,6 +340,10 @@ def builtin_profile(name: str) -> Profile:
 def load_profile(ref: str | Path) -> Profile:
     """A profile by built-in name (`calm`, `published`, `harsh`) or by file path."""
     ref_s = str(ref)
+    if not ref_s.strip():
+        raise ProfileError(
+            f"profile {ref_s!r}: name a built-in ({', '.join(BUILTIN_PROFILES)}) or a file"
+        )
     if ref_s in BUILTIN_PROFILES:
         return builtin_profile(ref_s)
     path = Path(ref_s)

@@ -58,15 +58,21 @@ def llm_settings(
     return LlmSettings(base_url=base_url, model=model, api_key=key, timeout_s=timeout)
 
 
+#: the most repeats of one (task, prompt) a batch or a sweep runs (pass^k needs far fewer)
+MAX_REPEAT = 1000
+
+
 def resolve_mode(
     mode: Mode | str,
     sandbox: str | None,
     simulate: str | None,
     fault_plan: str | Path | None = None,
     fault_rate: float | None = None,
+    seed: int = 0,
 ) -> tuple[Mode, str | None]:
     """Where a batch's calls go, checked by the one home of that check (`TransportOptions`):
-    a simulate profile implies simulate mode, simulate mode without one uses the default."""
+    a simulate profile implies simulate mode, simulate mode without one uses the default;
+    the seed is checked there too (before any run, not when its row is stored)."""
     from realprobe.clients import TransportOptions
 
     mode = Mode.parse(mode)
@@ -74,7 +80,7 @@ def resolve_mode(
     per_task = "<each task's cassette>" if mode in (Mode.RECORD, Mode.REPLAY) else None
     opts = TransportOptions(
         mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task,
-        fault_plan=fault_plan, fault_rate=fault_rate,
+        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed,
     ).normalised()
     profile = opts.profile if opts.profile is None else str(opts.profile)
     return Mode(opts.mode), profile
@@ -190,6 +196,8 @@ class TaskBatch:
         """Check everything before anything runs; errors name the parameter at fault."""
         if repeat < 1:
             raise RealprobeError("repeat must be at least 1")
+        if repeat > MAX_REPEAT:  # every run is planned up front: 10**12 filled the memory
+            raise RealprobeError(f"repeat must be at most {MAX_REPEAT:,}")
         if max_turns is not None and max_turns < 1:
             raise RealprobeError("max_turns must be at least 1")
         for label, value in (("timeout", timeout), ("call_timeout", call_timeout)):
@@ -201,7 +209,10 @@ class TaskBatch:
             limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
-        run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate)
+        run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate, seed)
+        from realprobe.clients import check_seed
+
+        check_seed(flaw_seed, "flaw_seed")
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
         cat = catalog or Catalog.load([])

@@ -58,6 +58,7 @@ from realprobe.store import Store
 from realprobe.target import TargetKind
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
+from realprobe.tasks.batch import MAX_REPEAT
 from realprobe.tasks.executors import Finished, Job, check_executor, execute, jobs_for
 from realprobe.tasks.metrics import compare
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
@@ -154,7 +155,7 @@ class SweepFile(BaseModel):
     tasks: Literal["all"] | list[str] = "all"
     prompts: list[str] = Field(default_factory=lambda: ["optimal"])
     agents: list[str] = Field(default_factory=lambda: ["reference"])
-    repeats: int = Field(1, ge=1, le=1000)
+    repeats: int = Field(1, ge=1, le=MAX_REPEAT)
     seed: int = 0
     flaw_seed: int = 0
     paraphrase: list[Literal[0, 1, 2]] = Field(default=[0], min_length=1)
