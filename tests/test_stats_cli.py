@@ -224,3 +224,23 @@ def test_stats_says_when_day_to_day_variation_cannot_be_estimated(
     s = json.loads(out)["tools"][0]
     assert s["success"]["long_run_too_few_failures"] is True
     assert s["variability"]["success_logit_sd_ci95"] is not None
+
+
+def test_stats_says_when_hangs_cannot_be_told_from_slow_calls(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A deadline at the median latency and few TIMEOUT faults: the console says the hangs
+    cannot be told from slow calls, and the JSON carries the hang share's interval from 0."""
+    db = tmp_path / "h.db"
+    with Store(db) as store:
+        for row in synthetic_rows("catfact_fact", 300, p_fail=0.0, seed=3, t0=T0,
+                                  timeout_s=0.15):  # fmt: skip
+            if row["latency_ms"] > 150.0:  # the deadline cuts the slow calls
+                row.update(latency_ms=150.0, outcome="error", error_code="TIMEOUT")
+            store.insert_probe(row)
+    code, out, _ = run_cli(["stats", "--db", str(db)], monkeypatch, capsys)
+    assert code == 0
+    assert "hangs cannot be told from slow calls" in " ".join(out.split())
+    code, out, _ = run_cli(["stats", "--db", str(db), "--json"], monkeypatch, capsys)
+    fit = json.loads(out)["tools"][0]["latency"]["lognormal"]
+    assert fit["hang_share_ci95"][0] == 0.0

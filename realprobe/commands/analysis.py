@@ -184,6 +184,13 @@ def _print_success_notes(rep: StatsReport) -> None:
             console.print(f"[dim]‡ {t.tool} long-run: {t.success.long_run_note}[/dim]")
         if t.variability.success_logit_sd_note:
             console.print(f"[dim]‡ {t.tool}: {t.variability.success_logit_sd_note}[/dim]")
+        fit = t.latency.lognormal
+        if fit is not None and fit.hang_share_ci95 is not None and fit.hang_share_ci95[0] <= 0:
+            console.print(
+                f"[dim]‡ {t.tool}: hangs cannot be told from slow calls at the "
+                f"{t.latency.timeout_s:g} s deadline (hang share of successes and TIMEOUTs "
+                f"0 to {fit.hang_share_ci95[1]:.3g})[/dim]"
+            )
 
 
 def print_stats(rep: StatsReport) -> None:
