@@ -111,7 +111,8 @@ def one(name: str, n: int, seed: int) -> dict[str, tuple[float, float]]:
         out["code_persistence"] = ((got.code_persistence or 0.0) - tp.code_persistence,
                                    inside(tp.code_persistence, got.code_persistence_ci95))
     if tp.daily_logit_sd is not None:
-        out["daily_logit_sd"] = ((got.daily_logit_sd or 0.0) - tp.daily_logit_sd, float("nan"))
+        out["daily_logit_sd"] = ((got.daily_logit_sd or 0.0) - tp.daily_logit_sd,
+                                 inside(tp.daily_logit_sd, got.daily_logit_sd_ci95))
         out["long_run_success"] = (got.success_rate - tp.success_rate,
                                    inside(tp.success_rate, got.success_long_run_ci95))
     if tp.retry_after:
@@ -122,6 +123,8 @@ def one(name: str, n: int, seed: int) -> dict[str, tuple[float, float]]:
         out["retry_after.share"] = (fit.share - RA.share, inside(RA.share, fit.share_ci95))
         out["retry_after.w(30 s)"] = (vals.get(30.0, 0.0) - 0.75, float("nan"))
     if deadline < 1.0:
+        hang = (1 - tp.success_rate) * tp.errors.get(ErrorCode.TIMEOUT, 0.0)
+        out["P(hang)"] = ((got.hang_rate or 0.0) - hang, inside(hang, got.hang_rate_ci95))
         at = AtDeadline(got, deadline)
         out["export success at the deadline vs observed"] = (at.success - st.success.rate,
                                                              float("nan"))
