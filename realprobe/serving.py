@@ -376,7 +376,7 @@ class H11Server:
 
 
 class _TooLarge(Exception):
-    pass
+    """A request body would pass `max_body`, or all buffered bytes `max_buffered`."""
 
 
 class _Busy(Exception):

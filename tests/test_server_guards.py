@@ -11,6 +11,7 @@ import asyncio
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -404,6 +405,14 @@ def test_runtime_toxics_are_capped(catalog: Catalog) -> None:
     assert admin.handle("PUT", "/_admin/toxics/*/t0", "", body).status == 200  # a replacement
 
 
+def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for the server's own counters, not for time (bounded: a hang fails)."""
+    deadline = time.monotonic() + 20
+    while not condition():
+        assert time.monotonic() < deadline, f"the server never {what}"
+        time.sleep(0.01)
+
+
 def test_connections_and_buffered_bytes_are_capped(catalog: Catalog) -> None:
     sb = Sandbox(routes_from_catalog(catalog), load_profile("calm"), latency_scale=0.0)
     sb.limits = Limits(header_timeout_s=5, max_connections=4, max_buffered=100_000)
@@ -413,16 +422,15 @@ def test_connections_and_buffered_bytes_are_capped(catalog: Catalog) -> None:
                 b"Content-Type: application/json\r\nContent-Length: 90000\r\n\r\n")
         first = socket.create_connection(("127.0.0.1", port), timeout=5)
         first.sendall(head + b" " * 60_000)  # held, not complete
-        time.sleep(0.3)
+        _until(lambda: sb.buffered >= 60_000, "buffered the first body")
         second = socket.create_connection(("127.0.0.1", port), timeout=5)
         second.sendall(head + b" " * 60_000)
         assert second.recv(100).startswith(b"HTTP/1.1 503")  # 120 kB > 100 kB in flight
         more = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
-        time.sleep(0.3)
         assert more[-1].recv(100).startswith(b"HTTP/1.1 503")  # the fifth connection
         for s in (first, second, *more):
             s.close()
-        time.sleep(0.3)
+        _until(lambda: sb.buffered == 0 and not sb._conns, "let the connections go")
         assert httpx.get(f"{url}/_health", timeout=5).status_code == 200
 
 

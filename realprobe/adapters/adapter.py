@@ -17,7 +17,7 @@ from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
 from realprobe.result import ToolError, ToolResult
-from realprobe.retry_after import parse_retry_after
+from realprobe.retry_after import retry_after_of
 from realprobe.secrets import clip, remember, scrub_text
 
 RATE_LIMIT_HEADER_PREFIXES = (
@@ -87,7 +87,7 @@ def _realprobe_made(tool: Tool, resp: Fetched, common: dict[str, Any]) -> ToolRe
     code = code_for_status(resp.status) or ErrorCode.OPERATION_FAILED
     if label in CATALOGUE_MISMATCH or label == "no-fixture":
         code = ErrorCode.OPERATION_FAILED  # asking again cannot help
-    retry = parse_retry_after(resp.headers.get("retry-after"))
+    retry = retry_after_of(resp.headers)
     return _error(
         tool, code,
         f"the realprobe sandbox, not {tool.api.name}, answered HTTP {resp.status} "
@@ -114,7 +114,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     if code is not None:
         retry = None
         if code is ErrorCode.RATE_LIMIT_ERROR or resp.status == 503:
-            retry = parse_retry_after(resp.headers.get("retry-after"), resp.headers.get("date"))
+            retry = retry_after_of(resp.headers)
         snippet = clip(resp.body, 120).strip().replace("\n", " ")
         return _error(
             tool,
@@ -129,7 +129,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     except BadResponse as exc:
         retry = None
         if exc.code is ErrorCode.RATE_LIMIT_ERROR:
-            retry = parse_retry_after(resp.headers.get("retry-after"), resp.headers.get("date"))
+            retry = retry_after_of(resp.headers)
         return _error(
             tool, exc.code, exc.message, http_status=resp.status, retry_after_s=retry, **common
         )

@@ -224,11 +224,7 @@ class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
             raise httpcore.ConnectTimeout(f"DNS lookup of {host} timed out") from exc
         except OSError as exc:
             raise httpcore.ConnectError(f"DNS lookup of {host} failed: {exc}") from exc
-        spent = time.perf_counter() - t0
-        trace = _CURRENT.get()
-        if trace is not None:
-            trace.dns_s += spent
-        left = None if timeout is None else max(0.001, timeout - spent)
+        left = _after_lookup(t0, timeout)
         last: Exception | None = None
         for address in addresses:
             try:
@@ -269,11 +265,7 @@ class TimedSyncBackend(httpcore.NetworkBackend):
             addresses = _resolve_sync(host, port)
         except OSError as exc:
             raise httpcore.ConnectError(f"DNS lookup of {host} failed: {exc}") from exc
-        spent = time.perf_counter() - t0
-        trace = _CURRENT.get()
-        if trace is not None:
-            trace.dns_s += spent
-        left = None if timeout is None else max(0.001, timeout - spent)
+        left = _after_lookup(t0, timeout)
         last: Exception | None = None
         for address in addresses:
             try:
@@ -302,3 +294,13 @@ def time_dns(transport: Any) -> Any:
     elif isinstance(pool, httpcore.ConnectionPool):
         pool._network_backend = TimedSyncBackend(backend)
     return transport
+
+
+def _after_lookup(t0: float, timeout: float | None) -> float | None:
+    """Book a lookup that began at `t0` as the call's DNS time; what is left of `timeout`
+    for connecting (sync and async connects alike)."""
+    spent = time.perf_counter() - t0
+    trace = _CURRENT.get()
+    if trace is not None:
+        trace.dns_s += spent
+    return None if timeout is None else max(0.001, timeout - spent)

@@ -191,8 +191,9 @@ class ExporterServer:
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, stop)
         try:
+            # a timed wait, so the signal handlers above run between the waits
             while not done.wait(0.5):
-                pass
+                continue
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

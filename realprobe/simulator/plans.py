@@ -44,7 +44,7 @@ BUILTIN_PLANS = (
 
 
 class FaultPlanError(ProfileError):
-    pass
+    """A fault plan that cannot be used (unknown name, bad rule, bad file); one line."""
 
 
 def _fault_names() -> list[str]:
