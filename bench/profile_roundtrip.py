@@ -19,7 +19,7 @@ Retry-After is drawn by the fault model and fitted by the calibrate code
 (`retry_after_model`); the HTTP leg (header rendering and parsing) is covered by
 tests/test_stats_outages.py.
 
-    python bench/profile_roundtrip.py [--seeds 30] [--n 3000] [--save]
+    python bench/profile_roundtrip.py [--seeds 30] [--n 3000] [--scenarios a,b] [--save]
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ RL = ErrorCode.RATE_LIMIT_ERROR
 MIX = {ErrorCode.SERVER_ERROR: 0.4, ErrorCode.NETWORK_ERROR: 0.3, RL: 0.3}
 LAT = LatencyModel(lognormal=Lognormal(mu=5.0, sigma=0.5))
 RA = RetryAfter(share=0.8, values=[(2.0, 1.0), (30.0, 3.0)])
+SCENARIOS = ("bursty", "daily", "deadline", "deadline_rare", "chain_rare_timeouts",
+             "chain_rare_mixed")  # fmt: skip
 
 
 def truth(name: str) -> tuple[ToolProfile, float]:
@@ -138,13 +140,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--n", type=int, default=3000)
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help="comma-separated subset (--save needs them all)")
     ap.add_argument("--save", action="store_true")
     args = ap.parse_args()
+    names = [s for s in args.scenarios.split(",") if s]
+    if unknown := sorted(set(names) - set(SCENARIOS)):
+        ap.error(f"unknown scenario(s) {', '.join(unknown)}: choose from {', '.join(SCENARIOS)}")
+    if args.save and set(names) != set(SCENARIOS):
+        ap.error("--save writes every scenario's numbers: run them all")
     table = {}
     print("| scenario | parameter | mean error | mean abs error | truth inside interval |")
     print("|---|---|---|---|---|")
-    for name in ("bursty", "daily", "deadline", "deadline_rare", "chain_rare_timeouts",
-                 "chain_rare_mixed"):
+    for name in names:
         runs = [one(name, args.n, seed) for seed in range(args.seeds)]
         for key in runs[0]:
             err = np.array([r[key][0] for r in runs if key in r])

@@ -16,7 +16,7 @@ import numpy as np
 from scipy import optimize, special
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unavailable
-from realprobe.probes.loading import ProbeArrays
+from realprobe.probes.loading import FloatArray, ProbeArrays
 from realprobe.probes.stats import StatsReport, ToolStats, wilson
 from realprobe.simulator.faults import RB_CLAMP, RB_PENALTY, RB_WINDOW
 from realprobe.simulator.profile import (
@@ -210,25 +210,78 @@ def latency_model(ts: ToolStats, mixture: list[MixtureComponent] | None = None) 
 def _before_deadline(
     ts: ToolStats, s_t: float
 ) -> tuple[float, tuple[float, float], tuple[float, float] | None, dict[ErrorCode, float]]:
-    """(success, its interval, the long-run interval, failure counts) before the deadline."""
-    n = ts.success.n
-    keep = 1.0 / (1.0 - s_t)
-    counts = {ErrorCode(k): float(v) for k, v in ts.errors.counts.items()}
+    """(success, its interval, the long-run interval, error mix) before the deadline. Behind a
+    deadline that bites the TIMEOUT share is `hang_share`'s and the other codes share the
+    rest in their observed proportions."""
+    counts = {ErrorCode(k): float(v) for k, v in ts.errors.counts.items() if v > 0}
     success = ts.success.rate
     ci, long_ci = ts.success.burst_adjusted95, ts.success.long_run95
-    if s_t > 0 and n:
-        s_ci, exact = _deadline_interval(ts, s_t)
-        ci = _with_deadline_uncertainty(ci, success, s_t, s_ci, exact)
-        if long_ci is not None:
-            long_ci = _with_deadline_uncertainty(long_ci, success, s_t, s_ci, exact)
-        success = min(1.0, success * keep)
-        for code in counts:
-            counts[code] = (
-                max(0.0, (counts[code] - s_t * n) * keep)
-                if code is ErrorCode.TIMEOUT
-                else counts[code] * keep
-            )
-    return success, ci, long_ci, counts
+    if not (s_t > 0 and ts.success.n):
+        total = sum(counts.values())
+        return success, ci, long_ci, {c: v / total for c, v in counts.items()} if total else {}
+    s_ci, exact = _deadline_interval(ts, s_t)
+    ci = _with_deadline_uncertainty(ci, success, s_t, s_ci, exact)
+    if long_ci is not None:
+        long_ci = _with_deadline_uncertainty(long_ci, success, s_t, s_ci, exact)
+    success = min(1.0, success / (1.0 - s_t))
+    others = {c: v for c, v in counts.items() if c is not ErrorCode.TIMEOUT}
+    rest = sum(others.values())
+    w = hang_share(ts, s_t, s_ci) if success < 1 else 0.0
+    errors: dict[ErrorCode, float] = {}
+    if rest:
+        errors = {c: (1.0 - w) * v / rest for c, v in others.items()}
+    if w > 0:
+        errors[ErrorCode.TIMEOUT] = w
+    return success, ci, long_ci, {c: v for c, v in errors.items() if v > 0}
+
+
+#: points of the grids behind `hang_share`: S on the probit scale, and P(hang)
+HANG_GRID = 201
+
+
+def _slow_share_grid(s_t: float, s_ci: tuple[float, float] | None) -> tuple[FloatArray, FloatArray]:
+    """S over +-5 of its standard errors (a normal on the probit scale whose sides are set by
+    the two ends of S's 95% interval), and the log-density of each point."""
+    z = float(special.ndtri(min(max(s_t, 1e-12), 1 - 1e-12)))
+    lo, hi = (float(special.ndtri(min(max(v, 1e-12), 1 - 1e-12))) for v in (s_ci or (s_t, s_t)))
+    below, above = max((z - lo) / 1.959964, 1e-4), max((hi - z) / 1.959964, 1e-4)
+    half = HANG_GRID // 2
+    zz = np.concatenate([z - below * np.linspace(5, 0, half, endpoint=False),
+                         z + above * np.linspace(0, 5, HANG_GRID - half)])  # fmt: skip
+    log_w = -0.5 * np.square((zz - z) / np.where(zz < z, below, above))
+    return special.ndtr(zz), log_w
+
+
+def hang_share(ts: ToolStats, s_t: float, s_ci: tuple[float, float] | None) -> float:
+    """The share w of failures that are hangs behind a deadline that bites: the posterior
+    median under a uniform prior on w.
+
+    Of n calls, k_T were TIMEOUTs: a call does not time out with probability (1-h)(1-S), h the
+    hang probability, whatever else it does; S's uncertainty (its interval, from the shape of
+    the successes) enters as a normal on the probit scale, profiled out for each h. The calls
+    that answered before the deadline say how the other failures compare: a share
+    r = k_coded / (n - k_T) of them, so the other codes' probability is c = r(1-h) and
+    w = h / (h + c). Subtracting S n from k_T (the moment estimate) went below 0 for 29-35% of
+    rare-failure tools, and S's noise alone is larger than their hangs: where the likelihood
+    cannot tell the prior keeps w near 1/2 instead of 0. A tool with no other code has w = 1."""
+    n = ts.success.n
+    k_t = ts.errors.counts.get(ErrorCode.TIMEOUT.value, 0)
+    k_c = ts.errors.failures - k_t
+    if k_c <= 0 or n - k_t <= 0:
+        return 1.0
+    r = k_c / (n - k_t)
+    s, log_w = _slow_share_grid(s_t, s_ci)
+    q = k_t / n
+    s_low = float(s[0])
+    top = (q + 6 * math.sqrt(q * (1 - q) / n) + 3 / n - s_low) / (1 - s_low)
+    h = np.linspace(0.0, min(1.0 - 1e-9, max(top, 1e-6)), HANG_GRID)
+    stay = np.clip((1 - h[None, :]) * (1 - s[:, None]), 1e-300, 1 - 1e-16)
+    ll = k_t * np.log1p(-stay) + (n - k_t) * np.log(stay) + log_w[:, None]
+    prof = ll.max(axis=0)
+    w = h / (h + r * (1 - h))
+    post = np.exp(prof - prof.max()) * r / np.square(h + r * (1 - h))  # times dw/dh: uniform w
+    cdf = np.cumsum(post)
+    return float(np.interp(0.5 * cdf[-1], cdf, w))
 
 
 def hang_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float], str | None]:
@@ -297,9 +350,7 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     """
     latency = latency_model(ts, mixture)
     s_t = deadline_share(ts, latency)
-    success, ci, long_ci, counts = _before_deadline(ts, s_t)
-    total = sum(counts.values())
-    errors = {c: v / total for c, v in counts.items() if v > 0} if total > 0 else {}
+    success, ci, long_ci, errors = _before_deadline(ts, s_t)
     if not errors:
         success = 1.0 if s_t > 0 else success
     burst = None
@@ -311,7 +362,11 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     var = ts.variability
     persistence, persistence_ci = code_persistence(ts)
     hang_ci, hang_note = hang_interval(ts, s_t) if s_t > 0 and ts.success.n else (None, None)
-    hang = (1.0 - success) * errors.get(ErrorCode.TIMEOUT, 0.0) if hang_ci else None
+    hang = None
+    if hang_ci is not None:
+        # the estimate rests on a prior where the likelihood is flat: never outside its interval
+        hang = (1.0 - success) * errors.get(ErrorCode.TIMEOUT, 0.0)
+        hang_ci = (min(hang_ci[0], hang), max(hang_ci[1], hang))
     return ToolProfile(
         n=ts.success.n,
         success_rate=success,
