@@ -100,10 +100,10 @@ def one(name: str, n: int, seed: int) -> dict[str, tuple[float, float]]:
         out[f"errors.{code.value}"] = (got.errors.get(code, 0.0) - w, float("nan"))
     if tp.burst is not None and got.burst is not None:
         # the stats' transition intervals are for the observed chain: behind a biting
-        # deadline that is the diluted one, so no interval is checked there
+        # deadline that is the diluted one, and the profile's own interval is checked there
         b = st.burst
         far = deadline >= 1
-        ff_ci = b.p_fail_after_fail.ci95 if far else None
+        ff_ci = b.p_fail_after_fail.ci95 if far else got.burst.p_fail_after_fail_ci95
         fo_ci = b.p_fail_after_ok.ci95 if far else None
         out["p_fail_after_fail"] = (got.burst.p_fail_after_fail - tp.burst.p_fail_after_fail,
                                     inside(tp.burst.p_fail_after_fail, ff_ci))

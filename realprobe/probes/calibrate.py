@@ -146,42 +146,145 @@ def reconciled_chain(ff: float, fo: float, fail: float) -> Burst:
     return chain_with_rate(Burst(p_fail_after_fail=fo + rho, p_fail_after_ok=fo), fail)
 
 
-#: transitions after a coded failure needed before calibration reads the chain from them
-CODED_MIN_N = 20
+#: deviance rise that bounds the chain's 95% interval (chi-square(1))
+CHAIN_LEVEL = 3.841458820694124
+#: the values of rho where the chain's profile likelihood is evaluated
+CHAIN_RHOS = (-0.6, -0.3, 0.0, 0.15, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.94, 0.97,
+              0.99)  # fmt: skip
+_EDGE = 1e-6
 
 
-def generative_chain(ts: ToolStats, fail: float, s_t: float) -> tuple[float, float]:
-    """(P(fail|fail), P(fail|ok)) of the chain behind a deadline that adds independent
-    slow-call timeouts with probability s_t; `fail` is the generative failure rate.
+class DeadlineChain:
+    """The two-state chain seen through a deadline that bites, fitted to the stats' counts of
+    pairs of calls 1..k apart by outcome (success, a failure with another code, TIMEOUT).
 
-    A success means the chain was ok, and a failure with a code other than TIMEOUT means it
-    had failed (only TIMEOUTs are ambiguous: hang or slow). The next call then fails with
-    a + (1-a) s_t, where a is the chain's transition, so a = (observed - s_t) / (1 - s_t):
-    P(fail|ok) from pairs after a success, P(fail|fail) from pairs after a coded failure. The
-    chain keeps its correlation rho = a_ff - a_fo and the stationary rate `fail`. A tool whose
-    failures are all TIMEOUTs falls back on the correlation: with g the observed failure rate,
-    Cov(Y_t, Y_t+1) = (1-s)^2 Cov(X_t, X_t+1) gives rho_X = rho_Y g / ((1-s) f) (see
-    `tool_profile`), which noise in s_t moves about four times as much."""
+    The chain X fails with stationary rate f and lag-one correlation rho, so a call j later
+    fails with f + (1-f) rho^j after a failure and f (1 - rho^j) after a success. A failure
+    hangs with probability w; every call is also slower than the deadline with probability S,
+    independently. A success says X was ok and a failure with another code that it had
+    failed; after a TIMEOUT X had failed with probability f e / (f e + (1-f) S),
+    e = w + (1-w) S. Maximised: the composite likelihood sum over lags and pairs of
+    n(y, y') ln P(y' | y), with S's own uncertainty (its interval from the shape of the
+    successes, a normal on the probit scale) as a penalty. One lag alone cannot tell a tool
+    that fails rarely in long runs from one that fails more often in short ones when its
+    failures are all TIMEOUTs (the slow calls' noise moves f): the decay over lags can."""
+
+    def __init__(
+        self, pairs: list[list[list[int]]], s_t: float, s_ci: tuple[float, float] | None
+    ) -> None:
+        self.n = np.asarray(pairs, dtype=np.float64)
+        self.lags = np.arange(1, self.n.shape[0] + 1, dtype=np.float64)
+        self.z0 = float(special.ndtri(min(max(s_t, 1e-9), 1 - 1e-9)))
+        lo, hi = (float(special.ndtri(min(max(v, 1e-9), 1 - 1e-9))) for v in (s_ci or (s_t, s_t)))
+        self.below = max((self.z0 - lo) / 1.959964, 1e-3)
+        self.above = max((hi - self.z0) / 1.959964, 1e-3)
+
+    def nll(self, f: float, rho: float, w: float, z: float) -> float:
+        s = 0.5 * math.erfc(-z / math.sqrt(2.0))
+        e = w + (1 - w) * s
+        after_t = f * e / (f * e + (1 - f) * s)
+        decay = np.sign(rho) ** self.lags * np.abs(rho) ** self.lags
+        a, b = f + (1 - f) * decay, f * (1 - decay)
+        p = np.stack([b, a, after_t * a + (1 - after_t) * b], axis=1)[:, :, None]
+        q = np.concatenate([(1 - p) * (1 - s), p * (1 - w) * (1 - s), 1 - (1 - p * w) * (1 - s)], 2)
+        penalty = 0.5 * ((z - self.z0) / (self.below if z < self.z0 else self.above)) ** 2
+        return penalty - float(np.sum(self.n * np.log(np.clip(q, 1e-300, 1.0))))
+
+    def _at(self, rho: float, start: list[float]) -> tuple[float, list[float]]:
+        """The smallest nll over (f, w, z) at this rho, from `start` and from a few failure
+        rates (the likelihood has a ridge at f = 0, where every TIMEOUT is slow)."""
+        f_lo = max(_EDGE, -rho / (1 - rho) + _EDGE) if rho < 0 else _EDGE
+        bounds = [(f_lo, 1 - _EDGE), (_EDGE, 1 - _EDGE),
+                  (self.z0 - 6 * self.below, self.z0 + 6 * self.above)]  # fmt: skip
+        best: tuple[float, list[float]] = (math.inf, start)
+        for x0 in (start, [0.05, 0.5, self.z0]):
+            x0 = [min(max(v, lo), hi) for v, (lo, hi) in zip(x0, bounds, strict=True)]
+            res = optimize.minimize(
+                lambda x: self.nll(float(x[0]), rho, float(x[1]), float(x[2])),
+                np.array(x0), method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-10},
+            )  # fmt: skip
+            if float(res.fun) < best[0]:
+                best = (float(res.fun), [float(v) for v in res.x])
+            if best[1][0] > 1e-4:  # off the ridge at f = 0: the warm start found it
+                break
+        return best
+
+    def curve(self) -> tuple[FloatArray, FloatArray]:
+        """The profile nll at CHAIN_RHOS (swept upwards, each fit also from the last one)."""
+        rhos = np.array(CHAIN_RHOS)
+        prof = np.empty(rhos.shape[0])
+        x = [0.03, 0.5, self.z0]
+        for i, r in enumerate(rhos):
+            prof[i], x = self._at(float(r), x)
+        return rhos, prof
+
+    def best(self) -> float:
+        """rho at the minimum of the profile over CHAIN_RHOS, refined by a parabola through
+        its neighbours."""
+        rhos, prof = self.curve()
+        j = int(np.argmin(prof))
+        if not 0 < j < rhos.shape[0] - 1:
+            return float(rhos[j])
+        (x0, x1, x2), (y0, y1, y2) = rhos[j - 1 : j + 2], prof[j - 1 : j + 2]
+        den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0)
+        if den == 0:
+            return float(x1)
+        top = x1 - 0.5 * ((x1 - x0) ** 2 * (y1 - y2) - (x1 - x2) ** 2 * (y1 - y0)) / den
+        return float(min(max(top, x0), x2))
+
+    def interval(self) -> tuple[float, float]:
+        """rho's 95% profile-likelihood interval, its ends interpolated between CHAIN_RHOS.
+        Meant for one lag: pairs at several lags share their calls, so their composite
+        likelihood is sharper than the information it holds (at 8 lags the truth sat
+        inside 45% of the time, at one lag 95%)."""
+        rhos, prof = self.curve()
+        j = int(np.argmin(prof))
+        rise = 2.0 * (prof - prof[j]) - CHAIN_LEVEL
+        return self._end(rhos, rise, j, -1), self._end(rhos, rise, j, 1)
+
+    @staticmethod
+    def _end(rhos: FloatArray, rise: FloatArray, j: int, step: int) -> float:
+        i = j
+        while 0 <= i + step < rhos.shape[0] and rise[i + step] <= 0:
+            i += step
+        if not 0 <= i + step < rhos.shape[0]:
+            return float(step)  # no rise to the level on this side: the end of the range
+        k = i + step
+        t = -rise[i] / (rise[k] - rise[i])
+        return float(rhos[i] + t * (rhos[k] - rhos[i]))
+
+
+def generative_chain(
+    ts: ToolStats, fail: float, s_t: float, fail_ci: tuple[float, float] | None = None
+) -> tuple[float, float, tuple[float, float] | None]:
+    """(P(fail|fail), P(fail|ok), P(fail|fail)'s 95% interval) of the chain behind a deadline
+    that adds independent slow-call timeouts with probability s_t; `fail` is the generative
+    failure rate. rho = a - b comes from `DeadlineChain`; the chain keeps it with the
+    stationary rate `fail` (P(fail|ok) = f(1-rho), P(fail|fail) = P(fail|ok) + rho), and the
+    interval is rho's mapped the same way. Statistics without pair counts (written by an
+    older version) fall back on the correlation: Cov(Y_t, Y_t+1) = (1-s)^2 Cov(X_t, X_t+1)
+    gives rho_X = rho_Y g / ((1-s) f), g the observed failure rate, with no interval."""
     if fail <= 0:
-        return 0.0, 0.0
+        return 0.0, 0.0, None
     if fail >= 1:
-        return 1.0, 1.0
+        return 1.0, 1.0, None
     b = ts.burst
-    fo_obs, ff_obs = b.p_fail_after_ok.p, b.p_fail_after_fail.p
-    coded = b.p_fail_after_coded_fail
-    rho: float
-    if fo_obs is not None and coded is not None and coded.p is not None and coded.n >= CODED_MIN_N:
-        rho = (coded.p - fo_obs) / (1 - s_t)
-    elif fo_obs is not None and ff_obs is not None:
-        diluted = (1 - s_t) * fail
-        rho_obs = ff_obs - fo_obs
-        rho = rho_obs * (1 - ts.success.rate) / diluted if diluted > 1e-12 else rho_obs
+    ci: tuple[float, float] | None = None
+    if b.pairs is not None:
+        s_ci = _deadline_interval(ts, s_t)[0]
+        rho = DeadlineChain(b.pairs, s_t, s_ci).best()
+        lo, hi = DeadlineChain(b.pairs[:1], s_t, s_ci).interval()
+        f_lo, f_hi = fail_ci or (fail, fail)
+        ci = (max(0.0, f_lo + lo * (1 - f_lo)), min(1.0, f_hi + hi * (1 - f_hi)))
+    elif b.p_fail_after_ok.p is not None and b.p_fail_after_fail.p is not None:
+        rho_obs = b.p_fail_after_fail.p - b.p_fail_after_ok.p
+        rho = rho_obs * (1 - ts.success.rate) / ((1 - s_t) * fail)
     else:
         rho = 0.0
     # keep both transition probabilities inside [0, 1]: -f/(1-f) <= rho, and rho <= 0.98
     rho = min(max(rho, -fail / (1 - fail), 1 - 1 / fail), RHO_MAX)
     fo = min(1.0, max(0.0, fail * (1 - rho)))
-    return min(1.0, max(0.0, fo + rho)), fo
+    return min(1.0, max(0.0, fo + rho)), fo, ci
 
 
 def latency_model(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -> LatencyModel:
@@ -356,9 +459,15 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     burst = None
     ff, fo = ts.burst.p_fail_after_fail.p, ts.burst.p_fail_after_ok.p
     if ff is not None and fo is not None:
+        ff_ci = None
         if s_t > 0:
-            ff, fo = generative_chain(ts, 1.0 - success, s_t)
+            ff, fo, ff_ci = generative_chain(ts, 1.0 - success, s_t, (1 - ci[1], 1 - ci[0]))
         burst = reconciled_chain(ff, fo, 1.0 - success)
+        if ff_ci is not None:
+            ff = burst.p_fail_after_fail  # the estimate is never outside its interval
+            burst = burst.model_copy(
+                update={"p_fail_after_fail_ci95": (min(ff_ci[0], ff), max(ff_ci[1], ff))}
+            )
     var = ts.variability
     persistence, persistence_ci = code_persistence(ts)
     hang_ci, hang_note = hang_interval(ts, s_t) if s_t > 0 and ts.success.n else (None, None)

@@ -175,6 +175,10 @@ class BurstStats(BaseModel):
     #: among consecutive failures, the share whose code repeats the previous one (an outage
     #: keeps one code); calibration turns it into the profile's code persistence
     p_same_code_after_fail: Transition | None = None
+    #: pairs of calls k = 1..PAIR_LAGS apart (element k-1; all calls between them linked) by
+    #: outcome, rows the first call and columns the later one: success, a failure with another
+    #: code, TIMEOUT. Calibration fits the chain behind a deadline to them
+    pairs: list[list[list[int]]] | None = None
 
 
 class Variability(BaseModel):
@@ -235,8 +239,9 @@ def burst_chain(
         empty = Transition(p=None, n=0, ci95=None)
         return BurstStats(p_fail_after_fail=empty, p_fail_after_ok=empty, rho=None)
     linked = np.diff(ts) <= max_gap_s
-    coded = same = None
+    coded = same = pairs = None
     if code is not None:
+        pairs = lagged_pairs(code, linked)
         prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1][linked]
         n_c = int(np.count_nonzero(prev_coded))
         n_cf = int(np.count_nonzero(prev_coded & fail[1:][linked]))
@@ -258,7 +263,25 @@ def burst_chain(
         rho=rho,
         p_fail_after_coded_fail=coded,
         p_same_code_after_fail=same,
+        pairs=pairs,
     )
+
+
+#: the largest distance between two calls in `BurstStats.pairs`
+PAIR_LAGS = 8
+
+
+def lagged_pairs(code: IntArray, linked: BoolArray) -> list[list[list[int]]]:
+    """Counts of (outcome, outcome k calls later) for k = 1..PAIR_LAGS, outcomes 0 success,
+    1 a failure with a code other than TIMEOUT, 2 TIMEOUT; only calls in one linked run."""
+    kind = np.where(code < 0, 0, np.where(code == _TIMEOUT, 2, 1))
+    run = np.concatenate([[0], np.cumsum(~linked)])
+    out = []
+    for k in range(1, PAIR_LAGS + 1):
+        same = run[:-k] == run[k:] if k < kind.shape[0] else np.zeros(0, dtype=bool)
+        cells = np.bincount((3 * kind[:-k] + kind[k:])[same], minlength=9)
+        out.append(cells.reshape(3, 3).tolist())
+    return out
 
 
 def _transition(k: int, n: int) -> Transition:

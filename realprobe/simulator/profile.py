@@ -110,6 +110,8 @@ class Burst(_Model):
 
     p_fail_after_fail: float = Field(ge=0, le=1)
     p_fail_after_ok: float = Field(ge=0, le=1)
+    #: 95% interval of P(fail|fail) where calibration gives one (behind a deadline that bites)
+    p_fail_after_fail_ci95: tuple[float, float] | None = None
 
     @property
     def stationary_fail(self) -> float:
