@@ -422,10 +422,23 @@ def hang_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float], str |
     return (lo, hi), note
 
 
-def _notes(ts: ToolStats, hang_note: str | None) -> list[str]:
+#: a P(fail|fail) interval wider than this gets a note in words
+CHAIN_NOTE_WIDTH = 0.5
+
+
+def _notes(
+    ts: ToolStats, hang_note: str | None, burst: Burst | None = None, s_t: float = 0.0
+) -> list[str]:
     """The profile's notes in words: what could not be estimated, and why."""
     var = ts.variability
     out = [hang_note] if hang_note else []
+    ci = burst.p_fail_after_fail_ci95 if burst is not None else None
+    if ci is not None and ci[1] - ci[0] > CHAIN_NOTE_WIDTH:
+        out.append(
+            f"failures come in runs that calls slower than the {ts.latency.timeout_s:g} s "
+            f"deadline ({s_t:.0%} of calls) blur: P(fail|fail) is between {ci[0]:.2f} and "
+            f"{ci[1]:.2f}; probe with a far deadline to pin it down"
+        )
     if var.success_logit_sd_note:
         out.append(var.success_logit_sd_note)
     if ts.success.long_run_too_few_failures and ts.success.long_run_note:
@@ -456,18 +469,7 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     success, ci, long_ci, errors = _before_deadline(ts, s_t)
     if not errors:
         success = 1.0 if s_t > 0 else success
-    burst = None
-    ff, fo = ts.burst.p_fail_after_fail.p, ts.burst.p_fail_after_ok.p
-    if ff is not None and fo is not None:
-        ff_ci = None
-        if s_t > 0:
-            ff, fo, ff_ci = generative_chain(ts, 1.0 - success, s_t, (1 - ci[1], 1 - ci[0]))
-        burst = reconciled_chain(ff, fo, 1.0 - success)
-        if ff_ci is not None:
-            ff = burst.p_fail_after_fail  # the estimate is never outside its interval
-            burst = burst.model_copy(
-                update={"p_fail_after_fail_ci95": (min(ff_ci[0], ff), max(ff_ci[1], ff))}
-            )
+    burst = _profile_burst(ts, success, ci, s_t)
     var = ts.variability
     persistence, persistence_ci = code_persistence(ts)
     hang_ci, hang_note = hang_interval(ts, s_t) if s_t > 0 and ts.success.n else (None, None)
@@ -490,7 +492,27 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         daily_logit_sd_ci95=var.success_logit_sd_ci95,
         hang_rate=hang,
         hang_rate_ci95=hang_ci,
-        notes=_notes(ts, hang_note),
+        notes=_notes(ts, hang_note, burst, s_t),
+    )
+
+
+def _profile_burst(
+    ts: ToolStats, success: float, ci: tuple[float, float], s_t: float
+) -> Burst | None:
+    """The profile's chain at failure rate 1 - success (`generative_chain` behind a deadline
+    that bites, with P(fail|fail)'s interval; the observed transitions otherwise)."""
+    ff, fo = ts.burst.p_fail_after_fail.p, ts.burst.p_fail_after_ok.p
+    if ff is None or fo is None:
+        return None
+    ff_ci = None
+    if s_t > 0:
+        ff, fo, ff_ci = generative_chain(ts, 1.0 - success, s_t, (1 - ci[1], 1 - ci[0]))
+    burst = reconciled_chain(ff, fo, 1.0 - success)
+    if ff_ci is None:
+        return burst
+    ff = burst.p_fail_after_fail  # the estimate is never outside its interval
+    return burst.model_copy(
+        update={"p_fail_after_fail_ci95": (min(ff_ci[0], ff), max(ff_ci[1], ff))}
     )
 
 
