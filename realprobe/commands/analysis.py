@@ -250,6 +250,8 @@ def _print_error_mix(rep: StatsReport) -> None:
         shares = sorted(e.share_of_failures.items(), key=lambda kv: -kv[1])
         parts = [f"{c} {_pct(w)} [{_num(e.share_of_failures_ci95[c][0])}, "
                  f"{_num(e.share_of_failures_ci95[c][1])}]" for c, w in shares]  # fmt: skip
+        if e.unseen_code_ci95 is not None:
+            parts.append(f"any other code [0, {_num(e.unseen_code_ci95[1])}]")
         lines.append(f"  {t.tool}: {' · '.join(parts)} (n_eff {e.n_effective:.1f} of "
                      f"{e.failures} failures, design effect {e.design_effect:.2f})")  # fmt: skip
     if lines:

@@ -130,6 +130,8 @@ class ErrorMix(BaseModel):
     #: per code, the 95% interval of its share of failures: Wilson at n_effective, each code
     #: on its own (per-code, not simultaneous: each covers its share 95% of the time)
     share_of_failures_ci95: dict[str, tuple[float, float]] = {}
+    #: the interval of the share of any one code never seen among these failures
+    unseen_code_ci95: tuple[float, float] | None = None
 
 
 class MixtureComponent(BaseModel):
@@ -436,6 +438,7 @@ def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
         design_effect=deff,
         n_effective=n_eff,
         share_of_failures_ci95={k: wilson(v / deff, n_eff) for k, v in named.items()},
+        unseen_code_ci95=wilson(0, n_eff) if fails else None,
     )
 
 
