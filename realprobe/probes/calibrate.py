@@ -267,7 +267,10 @@ def hang_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float], str |
 
 
 def errors_interval(
-    ts: ToolStats, s_t: float, hang_ci: tuple[float, float] | None
+    ts: ToolStats,
+    s_t: float,
+    hang_ci: tuple[float, float] | None,
+    errors: dict[ErrorCode, float],
 ) -> dict[ErrorCode, tuple[float, float]] | None:
     """Per code, the 95% interval of its share in the profile's mix (None with no failure).
 
@@ -277,7 +280,7 @@ def errors_interval(
     code's is v (1 - that), v its share among the non-TIMEOUT failures. H's ends come from the
     hang interval, K's from the Wilson interval of its rate at the burst-adjusted n, v's from
     Wilson at the non-TIMEOUT failures' effective number; the ends are combined at their
-    far sides (conservative)."""
+    far sides (conservative), and each interval holds the profile's share `errors`."""
     mix = ts.errors
     if not mix.failures:
         return None
@@ -288,10 +291,7 @@ def errors_interval(
     k_o = float(sum(other.values()))
     n_b = ts.success.n_effective
     k_lo, k_hi = (n * e for e in wilson(k_o / n * n_b, n_b))
-    h = max(0.0, mix.counts.get(ErrorCode.TIMEOUT.value, 0) - s_t * n)
-    # the hang interval in hangs among the n calls, widened to hold the point estimate
-    h_lo = min(hang_ci[0] * (1 - s_t) * n, h)
-    h_hi = max(hang_ci[1] * (1 - s_t) * n, h)
+    h_lo, h_hi = (v * (1 - s_t) * n for v in hang_ci)  # hangs among the n calls
 
     def share(hangs: float, others: float) -> float:
         return hangs / (others + hangs) if others + hangs > 0 else 1.0
@@ -301,7 +301,8 @@ def errors_interval(
     for code, k in other.items():
         v_lo, v_hi = wilson(k / deff, k_o / deff)
         out[code] = (v_lo * (1 - t_hi), v_hi * (1 - t_lo))
-    return out
+    point = {c: errors.get(c, 0.0) for c in out}
+    return {c: (min(lo, point[c]), max(hi, point[c])) for c, (lo, hi) in out.items()}
 
 
 def _notes(ts: ToolStats, hang_note: str | None) -> list[str]:
@@ -364,7 +365,7 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         daily_logit_sd_ci95=var.success_logit_sd_ci95,
         hang_rate=hang,
         hang_rate_ci95=hang_ci,
-        errors_ci95=errors_interval(ts, s_t, hang_ci),
+        errors_ci95=errors_interval(ts, s_t, hang_ci, errors),
         notes=_notes(ts, hang_note),
     )
 
