@@ -134,6 +134,24 @@ def test_bad_share_intervals_are_refused_with_one_line(tmp_path: Path, bad: list
     assert "errors_ci95" in msg and "\n" not in msg
 
 
+def test_the_command_line_refuses_a_bad_share_interval_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = {"format": "realprobe-profile/1", "tools": {"a": {
+        "success_rate": 0.9, "errors": {"SERVER_ERROR": 1.0},
+        "errors_ci95": {"SERVER_ERROR": [0.7, 0.3]}}}}  # fmt: skip
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(raw))
+    monkeypatch.setattr(sys, "argv", ["realprobe", "calibrate", "--from", str(path),
+                                      "--as", "resilibench"])  # fmt: skip
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code not in (0, None)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "tools.a.errors_ci95" in err and "SERVER_ERROR" in err and "low <= high" in err
+
+
 def _run(args: list[str], monkeypatch: pytest.MonkeyPatch,
          capsys: pytest.CaptureFixture[str]) -> str:  # fmt: skip
     monkeypatch.setattr(sys, "argv", ["realprobe", *args])
