@@ -121,8 +121,13 @@ def test_profile_intervals_behind_a_deadline_hold_the_point_estimates() -> None:
     assert t_hi > got.errors.get(ErrorCode.TIMEOUT, 0.0)
 
 
-@pytest.mark.parametrize("bad", [[0.6, 0.2], [-0.1, 0.2], [0.1, 1.5], ["NaN", 0.2]])
-def test_bad_share_intervals_are_refused_with_one_line(tmp_path: Path, bad: list) -> None:
+@pytest.mark.parametrize(("bad", "says"), [
+    ([0.6, 0.2], "low <= high"), ([-0.1, 0.2], "0 <= low"), ([0.1, 1.5], "high <= 1"),
+    (["NaN", 0.2], "finite"),
+])  # fmt: skip
+def test_bad_share_intervals_are_refused_with_one_line(
+    tmp_path: Path, bad: list, says: str
+) -> None:
     raw = {"format": "realprobe-profile/1", "tools": {"a": {
         "success_rate": 0.9, "errors": {"SERVER_ERROR": 1.0},
         "errors_ci95": {"SERVER_ERROR": bad}}}}  # fmt: skip
@@ -131,7 +136,7 @@ def test_bad_share_intervals_are_refused_with_one_line(tmp_path: Path, bad: list
     with pytest.raises(ProfileError) as err:
         load_profile(path)
     msg = str(err.value)
-    assert "errors_ci95" in msg and "\n" not in msg
+    assert "errors_ci95" in msg and says in msg and "\n" not in msg
 
 
 def test_the_command_line_refuses_a_bad_share_interval_on_one_line(
