@@ -106,6 +106,15 @@ def test_profile_carries_the_intervals_and_round_trips(tmp_path: Path) -> None:
     assert load_profile(path).tools["a"].errors_ci95 is None
 
 
+def test_scaling_keeps_a_measured_mix_interval_and_drops_it_with_the_dial_mix() -> None:
+    ci = {ErrorCode.TIMEOUT: (0.0, 1.0)}
+    measured = ToolProfile(success_rate=0.9, errors=MIX, errors_ci95=ci)
+    assert Profile(tools={"a": measured}).scaled(0.2).tools["a"].errors_ci95 == ci
+    no_mix = ToolProfile(success_rate=1.0, errors_ci95=ci)
+    scaled = Profile(tools={"a": no_mix}).scaled(0.2).tools["a"]
+    assert scaled.errors and scaled.errors_ci95 is None
+
+
 def test_profile_intervals_behind_a_deadline_hold_the_point_estimates() -> None:
     errors = {**MIX, ErrorCode.TIMEOUT: 0.25}
     tp = ToolProfile(success_rate=0.9, errors=errors, latency_ms=LAT)

@@ -271,6 +271,8 @@ def scale_tool(tp: ToolProfile, lam: float) -> ToolProfile:
         "success_rate": 1.0 - lam,
         "success_ci95": None,
         "errors": errors if lam > 0 else tp.errors,
+        # DIAL_MIX stands in for a missing mix: no measured interval goes with it
+        "errors_ci95": tp.errors_ci95 if tp.errors or lam == 0 else None,
         "burst": burst,
     })  # fmt: skip
 
