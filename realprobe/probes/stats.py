@@ -122,6 +122,16 @@ class ErrorMix(BaseModel):
     counts: dict[str, int]
     share_of_failures: dict[str, float]
     share_of_attempts: dict[str, float]
+    #: variance inflation of the code counts from failures that repeat their code within a
+    #: run of failures (`code_design_effect`; 1 when codes are drawn independently)
+    design_effect: float = 1.0
+    #: the effective number of independent failures, failures / design_effect
+    n_effective: float = 0.0
+    #: per code, the 95% interval of its share of failures: Wilson at n_effective, each code
+    #: on its own (per-code, not simultaneous: each covers its share 95% of the time)
+    share_of_failures_ci95: dict[str, tuple[float, float]] = {}
+    #: the interval of the share of any one code never seen among these failures
+    unseen_code_ci95: tuple[float, float] | None = None
 
 
 class MixtureComponent(BaseModel):
@@ -399,16 +409,68 @@ def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) ->
     )
 
 
-def error_mix(code: IntArray) -> ErrorMix:
+def failure_runs(ts: FloatArray, code: IntArray) -> tuple[IntArray, int, int]:
+    """(lengths of the runs of consecutive linked failures, fail->fail pairs, of which with
+    the same code); calls further apart than BURST_MAX_GAP_S are not linked."""
+    fail = code >= 0
+    if code.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), 0, 0
+    linked = np.diff(ts) <= BURST_MAX_GAP_S
+    pair = fail[:-1] & fail[1:] & linked
+    same = int(np.count_nonzero(pair & (code[:-1] == code[1:])))
+    start = np.ones(code.shape[0], dtype=bool)
+    start[1:] = ~pair
+    run = np.cumsum(start) - 1
+    lengths = np.bincount(run[fail])
+    return lengths[lengths > 0], int(np.count_nonzero(pair)), same
+
+
+def code_design_effect(parts: list[tuple[FloatArray, IntArray]]) -> float:
+    """The variance inflation of the code counts when failures in a run repeat their code,
+    over one or more (ts, code) series (a drift test's two windows, say).
+
+    c (code persistence beyond chance) comes from the fail->fail pairs of all series:
+    P(same code) = c + (1-c) sum w^2. Within a run of B failures the codes at lag k then
+    agree beyond chance with correlation c^k, so the counts' variance grows by
+    sum_runs [B + 2 sum_k (B-k) c^k] / sum_runs B (1 when c = 0: chance repeats are no
+    clustering; sum B^2 / sum B when c = 1: an outage is one draw). With a single code seen,
+    c cannot be measured and is taken as 1 (the conservative end)."""
+    runs = [failure_runs(ts, code) for ts, code in parts]
+    pairs, same = sum(r[1] for r in runs), sum(r[2] for r in runs)
+    codes = np.concatenate([code[code >= 0] for _, code in parts])
+    if pairs == 0 or codes.shape[0] == 0:
+        return 1.0
+    w = np.bincount(codes) / codes.shape[0]
+    chance = float((w**2).sum())
+    c = 1.0 if chance >= 1 - 1e-9 else min(1.0, max(0.0, (same / pairs - chance) / (1 - chance)))
+    total = extra = 0.0
+    lengths = np.concatenate([r[0] for r in runs])
+    for length, count in zip(*np.unique(lengths, return_counts=True), strict=True):
+        k = np.arange(1, int(length))
+        extra += count * 2.0 * float(((length - k) * c**k).sum())
+        total += count * float(length)
+    return 1.0 + extra / total if total else 1.0
+
+
+def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
+    """Counts and shares of the failure codes, with each share's 95% interval at the effective
+    number of failures (`ts`, the calls' times, tells runs of failures apart; without it the
+    failures count as independent)."""
     counts = np.bincount(code[code >= 0], minlength=len(CODES))
     fails = int(counts.sum())
     n = int(code.shape[0])
     named = {CODES[i].value: int(c) for i, c in enumerate(counts) if c}
+    deff = max(1.0, code_design_effect([(ts, code)])) if ts is not None and fails else 1.0
+    n_eff = fails / deff
     return ErrorMix(
         failures=fails,
         counts=named,
         share_of_failures={k: v / fails for k, v in named.items()} if fails else {},
         share_of_attempts={k: v / n for k, v in named.items()} if n else {},
+        design_effect=deff,
+        n_effective=n_eff,
+        share_of_failures_ci95={k: wilson(v / deff, n_eff) for k, v in named.items()},
+        unseen_code_ci95=wilson(0, n_eff) if fails else None,
     )
 
 
@@ -641,7 +703,7 @@ def tool_stats(
         first=iso(float(arr.ts[0])) if n else None,
         last=iso(float(arr.ts[-1])) if n else None,
         success=success,
-        errors=error_mix(code),
+        errors=error_mix(code, arr.ts),
         latency=latency_stats(arr.latency_ms, code, arr.timeout_s),
         burst=burst,
         variability=variability(arr.ts, code, arr.latency_ms, period_s, success.rho_used),
