@@ -349,7 +349,9 @@ def _periods(ts: FloatArray, ok: BoolArray, period_s: float) -> tuple[Any, Any, 
     return inv, n_p, k_p, n_p >= VARIABILITY_MIN_N
 
 
-def between_period_variance(rates: FloatArray, n_d: FloatArray, deff: float = 1.0) -> float:
+def between_period_variance(
+    rates: FloatArray, n_d: FloatArray | IntArray, deff: float = 1.0
+) -> float:
     """tau^2, the variance of the periods' true rates by the method of moments: the spread of
     the period rates beyond the within-period variance p(1-p) deff / n_d (`deff` the burst
     chain's design effect), truncated at 0."""
