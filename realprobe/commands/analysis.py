@@ -319,6 +319,9 @@ def calibrate_cmd(
     )
     if source is None:
         _warn(profile.source.get("warning"))
+        for tool, tp in sorted(profile.tools.items()):
+            for note in tp.notes:
+                err_console.print(f"[dim]{tool}: {note}[/dim]", highlight=False)
     text = json.dumps(data, indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
