@@ -13,7 +13,9 @@ Truths (three tools per experiment at success 0.97 / 0.90 / 0.70, mixed error co
   profile's success_rate by construction), and `burst_adjusted95` against the mean of the
   7 probed days' rates ("these days"), and (":day sd") `success_logit_sd_ci95` against 0.5;
 - mixture: latency 0.6 ln N(4.5, 0.3) + 0.4 ln N(6.5, 0.4) probed at a 1 s deadline
-  (S = 0.062); the profile's `success_ci95` against the generative success.
+  (S = 0.062); the profile's `success_ci95` against the generative success;
+- mixture_hangs: the same with a fifth of failures hangs (TIMEOUT 0.25 against 1.0 of others),
+  so the truth is not at the edge (no hangs) of what the TIMEOUTs allow.
 
 Rows come from the seeded fault model (realprobe.probes.synthetic: the simulator's outcome
 stream and latency, the deadline applied as the simulate transport applies it; no HTTP).
@@ -88,7 +90,9 @@ def truth(cell: str) -> tuple[Profile, float]:
             kw["errors"] = {**ERRORS, ErrorCode.TIMEOUT: 0.25}
         elif cell == "daily":
             kw["daily_logit_sd"] = DAY_SD
-        elif cell == "mixture":
+        elif cell.startswith("mixture"):
+            if cell == "mixture_hangs":
+                kw["errors"] = {**ERRORS, ErrorCode.TIMEOUT: 0.25}
             kw["latency_ms"] = LatencyModel(mixture=[
                 MixtureComponent(weight=0.6, mu=4.5, sigma=0.3),
                 MixtureComponent(weight=0.4, mu=6.5, sigma=0.4),
@@ -96,7 +100,7 @@ def truth(cell: str) -> tuple[Profile, float]:
         tools[name] = ToolProfile(**kw)
     if cell == "deadline":
         deadline = 0.2
-    if cell == "mixture":
+    if cell.startswith("mixture"):
         deadline = 1.0
     return Profile(tools=tools), deadline
 
@@ -118,7 +122,7 @@ def one(cell: str, n: int, seed: int) -> dict[str, bool]:
                              step_s=step)  # fmt: skip
     rep = compute_stats(arr)
     hits: dict[str, bool] = {}
-    calibrated = calibrate(rep) if cell in ("deadline", "mixture") else None
+    calibrated = calibrate(rep) if cell.startswith(("deadline", "mixture")) else None
     for ts in rep.tools:
         s = RATES[ts.tool]
         if calibrated is not None:
@@ -165,7 +169,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=400)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--n", default="50,200,1000")
-    ap.add_argument("--cells", default="independent,bursty_0.5,bursty_0.8,deadline,daily,mixture")
+    ap.add_argument(
+        "--cells", default="independent,bursty_0.5,bursty_0.8,deadline,daily,mixture,mixture_hangs"
+    )
     ap.add_argument("--save", action="store_true")
     args = ap.parse_args()
     ns = [int(v) for v in args.n.split(",")]
