@@ -96,8 +96,10 @@ def one(name: str, n: int, seed: int) -> dict[str, tuple[float, float]]:
         "sigma": (got.latency_ms.params()[1] - 0.5,
                   inside(0.5, st.latency.lognormal.sigma_ci95)),
     }  # fmt: skip
+    # a code the calibration did not see has no interval: the truth counts as outside it
     for code, w in tp.errors.items():
-        out[f"errors.{code.value}"] = (got.errors.get(code, 0.0) - w, float("nan"))
+        ci = (got.errors_ci95 or {}).get(code, (1.0, 0.0))
+        out[f"errors.{code.value}"] = (got.errors.get(code, 0.0) - w, inside(w, ci))
     if tp.burst is not None and got.burst is not None:
         # the stats' transition intervals are for the observed chain: behind a biting
         # deadline that is the diluted one, and the profile's own interval is checked there

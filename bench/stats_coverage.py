@@ -13,13 +13,19 @@ Truths (three tools per experiment at success 0.97 / 0.90 / 0.70, mixed error co
   profile's success_rate by construction), and `burst_adjusted95` against the mean of the
   7 probed days' rates ("these days"), and (":day sd") `success_logit_sd_ci95` against 0.5;
 - mixture: latency 0.6 ln N(4.5, 0.3) + 0.4 ln N(6.5, 0.4) probed at a 1 s deadline
-  (S = 0.062); the profile's `success_ci95` against the generative success.
+  (S = 0.062); the profile's `success_ci95` against the generative success;
+- mixture_hangs: the same with a fifth of failures hangs (TIMEOUT 0.25 against 1.0 of others),
+  so the truth is not at the edge (no hangs) of what the TIMEOUTs allow.
 
 Rows come from the seeded fault model (realprobe.probes.synthetic: the simulator's outcome
 stream and latency, the deadline applied as the simulate transport applies it; no HTTP).
 N calls per tool one minute apart (daily: spread evenly over 7 days).
 
-    python bench/stats_coverage.py [--seeds 100] [--n 50,200,1000] [--cells a,b] [--save]
+    python bench/stats_coverage.py [--seeds 400] [--n 50,200,1000] [--cells a,b] [--jobs 2]
+                                   [--save]
+
+Each cell prints its coverage with the Monte Carlo standard error sqrt(c(1-c)/seeds): at 400
+seeds a true 95% reads 95.0 +- 1.1, so a cell is judged against 93-97% with that noise in view.
 
 With --save, the cells run replace their earlier results in bench/results/stats_coverage.json
 (the others are kept, each with its number of experiments).
@@ -32,6 +38,7 @@ import json
 import math
 import random
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +90,9 @@ def truth(cell: str) -> tuple[Profile, float]:
             kw["errors"] = {**ERRORS, ErrorCode.TIMEOUT: 0.25}
         elif cell == "daily":
             kw["daily_logit_sd"] = DAY_SD
-        elif cell == "mixture":
+        elif cell.startswith("mixture"):
+            if cell == "mixture_hangs":
+                kw["errors"] = {**ERRORS, ErrorCode.TIMEOUT: 0.25}
             kw["latency_ms"] = LatencyModel(mixture=[
                 MixtureComponent(weight=0.6, mu=4.5, sigma=0.3),
                 MixtureComponent(weight=0.4, mu=6.5, sigma=0.4),
@@ -91,7 +100,7 @@ def truth(cell: str) -> tuple[Profile, float]:
         tools[name] = ToolProfile(**kw)
     if cell == "deadline":
         deadline = 0.2
-    if cell == "mixture":
+    if cell.startswith("mixture"):
         deadline = 1.0
     return Profile(tools=tools), deadline
 
@@ -113,7 +122,7 @@ def one(cell: str, n: int, seed: int) -> dict[str, bool]:
                              step_s=step)  # fmt: skip
     rep = compute_stats(arr)
     hits: dict[str, bool] = {}
-    calibrated = calibrate(rep) if cell in ("deadline", "mixture") else None
+    calibrated = calibrate(rep) if cell.startswith(("deadline", "mixture")) else None
     for ts in rep.tools:
         s = RATES[ts.tool]
         if calibrated is not None:
@@ -134,26 +143,51 @@ def one(cell: str, n: int, seed: int) -> dict[str, bool]:
     return hits
 
 
+def _counts(job: tuple[str, int, range]) -> dict[str, int]:
+    cell, n, seeds = job
+    counts: dict[str, int] = {}
+    for seed in seeds:
+        for key, hit in one(cell, n, seed).items():
+            counts[key] = counts.get(key, 0) + int(hit)
+    return counts
+
+
+def _cell_counts(pool: ProcessPoolExecutor, cell: str, n: int, seeds: int, jobs: int
+                 ) -> dict[str, int]:  # fmt: skip
+    """Hits per key over `seeds` experiments, split into `jobs` contiguous seed ranges."""
+    step = -(-seeds // jobs)
+    parts = [(cell, n, range(a, min(a + step, seeds))) for a in range(0, seeds, step)]
+    total: dict[str, int] = {}
+    for counts in pool.map(_counts, parts):
+        for key, c in counts.items():
+            total[key] = total.get(key, 0) + c
+    return total
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=100)
+    ap.add_argument("--seeds", type=int, default=400)
+    ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--n", default="50,200,1000")
-    ap.add_argument("--cells", default="independent,bursty_0.5,bursty_0.8,deadline,daily,mixture")
+    ap.add_argument(
+        "--cells", default="independent,bursty_0.5,bursty_0.8,deadline,daily,mixture,mixture_hangs"
+    )
     ap.add_argument("--save", action="store_true")
     args = ap.parse_args()
     ns = [int(v) for v in args.n.split(",")]
     table: dict[str, dict[str, float]] = {}
     t0 = time.time()
+    pool = ProcessPoolExecutor(args.jobs)
     for cell in args.cells.split(","):
         for n in ns:
-            counts: dict[str, int] = {}
-            for seed in range(args.seeds):
-                for key, hit in one(cell, n, seed).items():
-                    counts[key] = counts.get(key, 0) + int(hit)
+            counts = _cell_counts(pool, cell, n, args.seeds, args.jobs)
             for key, c in counts.items():
                 table.setdefault(f"{cell}:{key}", {})[str(n)] = c / args.seeds
             print(cell, n, {k: round(c / args.seeds, 3) for k, c in counts.items()},
                   f"{time.time() - t0:.0f}s", flush=True)  # fmt: skip
+    pool.shutdown()
+    se = 100 * math.sqrt(0.95 * 0.05 / args.seeds)
+    print(f"\n{args.seeds} experiments per cell: Monte Carlo standard error {se:.1f} points")
     print("\n| cell | " + " | ".join(f"N = {n}" for n in ns) + " |")
     print("|---|" + "---|" * len(ns))
     for key, row in table.items():

@@ -213,3 +213,41 @@ def test_a_deadline_that_bites_is_not_counted_twice(catalog: Catalog, tmp_path: 
     second = compute_stats(load_probes(tmp_path / "b.db"))
     again = np.mean([t.success.rate for t in second.tools])
     assert abs(again - observed) < 0.04, (observed, again)
+
+
+def test_mixture_behind_a_deadline_with_few_timeouts_says_its_interval_is_conservative() -> None:
+    """Two latency components behind a 1 s deadline that cuts 6% of calls: at 200 calls a
+    dozen TIMEOUTs carry S, and the profile says in words that its success interval is wider
+    than 95%; the same tool without a biting deadline has no such note."""
+    from realprobe.probes.synthetic import fault_model_arrays
+    from realprobe.simulator.profile import LatencyModel, MixtureComponent
+
+    lat = LatencyModel(mixture=[MixtureComponent(weight=0.6, mu=4.5, sigma=0.3),
+                                MixtureComponent(weight=0.4, mu=6.5, sigma=0.4)])  # fmt: skip
+    truth = Profile(tools={"t": ToolProfile(
+        success_rate=0.97, errors={ErrorCode.SERVER_ERROR: 1.0}, latency_ms=lat)})  # fmt: skip
+    hits = 0
+    for seed in range(3):
+        rep = compute_stats(fault_model_arrays(truth, ["t"], 200, seed=seed, deadline_s=1.0))
+        tp = calibrate(rep).tools["t"]
+        hits += any("success_ci95 is conservative" in n for n in tp.notes)
+    assert hits >= 2  # a mixture is fitted when the goodness-of-fit test rejects one lognormal
+    rep = compute_stats(fault_model_arrays(truth, ["t"], 200, seed=0, deadline_s=60.0))
+    assert not any("conservative" in n for n in calibrate(rep).tools["t"].notes)
+
+
+def test_calibrate_cli_prints_the_profile_notes(tmp_path: Path, monkeypatch, capsys) -> None:
+    """What the profile could not estimate is said on the console, not only inside the JSON:
+    a deadline at the median latency leaves hangs untold from slow calls."""
+    db = tmp_path / "h.db"
+    with Store(db) as store:
+        for row in synthetic_rows("catfact_fact", 300, p_fail=0.0, seed=3, timeout_s=0.15):
+            if row["latency_ms"] > 150.0:
+                row.update(latency_ms=150.0, outcome="error", error_code="TIMEOUT")
+            store.insert_probe(row)
+    out = tmp_path / "p.json"
+    code, _, err = run_cli(["calibrate", "--db", str(db), "-o", str(out)], monkeypatch, capsys)
+    assert code == 0, err
+    flat = " ".join(err.split())
+    assert "catfact_fact: hangs cannot be told from slow calls" in flat
+    assert load_profile(out).tools["catfact_fact"].notes

@@ -8,13 +8,14 @@ import math
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import realprobe
 from realprobe.errors import ErrorCode
 from realprobe.probes.calibrate import AtDeadline, calibrate
 from realprobe.probes.drift import drift
-from realprobe.probes.stats import compute_stats, stats_from_db
+from realprobe.probes.stats import compute_stats, long_run, stats_from_db, success_stats
 from realprobe.probes.synthetic import fault_model_arrays
 from realprobe.simulator.faults import FaultModel, _expit, day_centre
 from realprobe.simulator.profile import (
@@ -113,6 +114,32 @@ def test_long_run_interval_says_when_too_few_failures_to_see_days_vary() -> None
     arr = fault_model_arrays(prof, ["t97"], 1000, seed=4, t0=T0, step_s=WEEK / 1000)
     s = compute_stats(arr).tools[0].success
     assert not s.long_run_too_few_failures and "included" in (s.long_run_note or "")
+
+
+def test_between_period_variance_by_moments() -> None:
+    """tau^2 by the method of moments: 0 when the days' spread is no more than binomial noise,
+    the excess over it otherwise (two days of 100 calls at 0.8 and 0.6: the rates' variance
+    0.02, binomial part 0.21 / 100, tau^2 0.0179)."""
+    from realprobe.probes.stats import between_period_variance
+
+    n = np.array([100.0, 100.0])
+    assert between_period_variance(np.array([0.7, 0.7]), n) == 0.0
+    tau2 = between_period_variance(np.array([0.8, 0.6]), n)
+    assert tau2 == pytest.approx(0.02 - 0.0021)
+    # a burst design effect explains more of the spread as noise
+    assert between_period_variance(np.array([0.8, 0.6]), n, deff=3.0) == pytest.approx(0.0137)
+
+
+def test_long_run_with_few_failures_is_the_days_interval_when_days_agree() -> None:
+    """A handful of failures spread evenly over the days shows no day-to-day variation: the
+    long-run interval is then the probed days' interval, not a Student t inflation of it."""
+    ts = T0 + np.arange(70) * (WEEK / 70)
+    ok = np.ones(70, dtype=bool)
+    ok[::10] = False  # one failure a day
+    s = success_stats(70, int(ok.sum()), None)
+    long_run(s, ts, ok, 86400.0)
+    assert s.long_run_too_few_failures
+    assert s.long_run95 == pytest.approx(s.burst_adjusted95)
 
 
 def test_the_day_effect_is_centred_on_the_success_rate() -> None:

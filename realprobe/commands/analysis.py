@@ -230,12 +230,37 @@ def print_stats(rep: StatsReport) -> None:
         f"TIMEOUTs right-censored in the fit. How to read them: {doc('statistics.md')}[/dim]"
     )
     _print_success_notes(rep)
+    _print_error_mix(rep)
     if any(t.latency.percentiles != "empirical" for t in rep.tools):
         console.print(
             "[dim]* the deadline cut into the latency: percentiles from the censored fit "
             "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
         )
     _print_implicit(rep.implicit or {})
+
+
+def _print_error_mix(rep: StatsReport) -> None:
+    """Each tool's error mix: every code's share of failures with its 95% interval, at the
+    effective number of failures (an outage that repeats one code counts for less)."""
+    lines = []
+    for t in rep.tools:
+        e = t.errors
+        if not e.failures:
+            continue
+        shares = sorted(e.share_of_failures.items(), key=lambda kv: -kv[1])
+        parts = [f"{c} {_pct(w)} [{_num(e.share_of_failures_ci95[c][0])}, "
+                 f"{_num(e.share_of_failures_ci95[c][1])}]" for c, w in shares]  # fmt: skip
+        if e.unseen_code_ci95 is not None:
+            parts.append(f"any other code [0, {_num(e.unseen_code_ci95[1])}]")
+        lines.append(f"  {t.tool}: {' · '.join(parts)} (n_eff {e.n_effective:.1f} of "
+                     f"{e.failures} failures, design effect {e.design_effect:.2f})")  # fmt: skip
+    if lines:
+        console.print(
+            "[dim]error mix: share of failures per code, 95% CI (Wilson at the effective "
+            "number of failures n_eff = failures / design effect of repeated codes):[/dim]"
+        )
+        for line in lines:
+            console.print(f"[dim]{line}[/dim]", highlight=False)
 
 
 def _print_implicit(summary: dict[str, Any]) -> None:
@@ -294,6 +319,9 @@ def calibrate_cmd(
     )
     if source is None:
         _warn(profile.source.get("warning"))
+        for tool, tp in sorted(profile.tools.items()):
+            for note in tp.notes:
+                err_console.print(f"[dim]{tool}: {note}[/dim]", highlight=False)
     text = json.dumps(data, indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)

@@ -422,6 +422,68 @@ def hang_interval(ts: ToolStats, s_t: float) -> tuple[tuple[float, float], str |
     return (lo, hi), note
 
 
+def errors_interval(
+    ts: ToolStats,
+    s_t: float,
+    hang_ci: tuple[float, float] | None,
+    errors: dict[ErrorCode, float],
+) -> dict[ErrorCode, tuple[float, float]] | None:
+    """Per code, the 95% interval of its share in the profile's mix (None with no failure).
+
+    Without a biting deadline: the statistics' intervals (Wilson at the effective number of
+    failures). Behind one the mix is of generated failures: with K the other codes' failures
+    and H = P(hang)(1-S) n the hangs among the calls, the TIMEOUT share is H / (K + H) and a
+    code's is v (1 - that), v its share among the non-TIMEOUT failures. H's ends come from the
+    hang interval, K's from the Wilson interval of its rate at the burst-adjusted n, v's from
+    Wilson at the non-TIMEOUT failures' effective number; the ends are combined at their
+    far sides (conservative), and each interval holds the profile's share `errors`."""
+    mix = ts.errors
+    if not mix.failures:
+        return None
+    if s_t <= 0 or hang_ci is None:
+        return {ErrorCode(k): ci for k, ci in mix.share_of_failures_ci95.items()}
+    n, deff = ts.success.n, mix.design_effect
+    other = {ErrorCode(k): v for k, v in mix.counts.items() if k != ErrorCode.TIMEOUT.value}
+    k_o = float(sum(other.values()))
+    n_b = ts.success.n_effective
+    k_lo, k_hi = (n * e for e in wilson(k_o / n * n_b, n_b))
+    h_lo, h_hi = (v * (1 - s_t) * n for v in hang_ci)  # hangs among the n calls
+
+    def share(hangs: float, others: float) -> float:
+        return hangs / (others + hangs) if others + hangs > 0 else 1.0
+
+    t_lo, t_hi = share(h_lo, k_hi), share(h_hi, k_lo)
+    out = {ErrorCode.TIMEOUT: (min(t_lo, t_hi), t_hi)}
+    for code, k in other.items():
+        v_lo, v_hi = wilson(k / deff, k_o / deff)
+        out[code] = (v_lo * (1 - t_hi), v_hi * (1 - t_lo))
+    point = {c: errors.get(c, 0.0) for c in out}
+    return {c: (min(lo, point[c]), max(hi, point[c])) for c, (lo, hi) in out.items()}
+
+
+#: below this many TIMEOUTs, a mixture's S behind the deadline rests on too few slow calls
+#: for the success interval to be tight
+MIXTURE_FEW_CENSORED = 100
+
+
+def _mixture_deadline_note(ts: ToolStats) -> str | None:
+    """Words for a success interval that is wider than it needs to be: behind a deadline under
+    a two-component latency mixture with few TIMEOUTs, S's interval is wide (each TIMEOUT may
+    be a hang or a slow call of the slow component) and adds to the observed rate's in
+    quadrature, although the two errors partly cancel."""
+    lat = ts.latency
+    k = int(ts.errors.counts.get(ErrorCode.TIMEOUT.value, 0))
+    s_t = lat.p_exceed_timeout or 0.0
+    if not lat.mixture or s_t < DEADLINE_ADJUST_MIN or k >= MIXTURE_FEW_CENSORED:
+        return None
+    return (
+        f"success_ci95 is conservative: S (the share of calls slower than the "
+        f"{lat.timeout_s:g} s deadline) rests on {k} TIMEOUTs under a two-component latency "
+        "mixture, so its uncertainty is added in full although it partly cancels the observed "
+        "rate's; with rare failures such intervals held the truth 98-99% of the time, not 95%"
+    )
+
+
 #: a P(fail|fail) interval wider than this gets a note in words
 CHAIN_NOTE_WIDTH = 0.5
 
@@ -439,6 +501,9 @@ def _notes(
             f"deadline ({s_t:.0%} of calls) blur: P(fail|fail) is between {ci[0]:.2f} and "
             f"{ci[1]:.2f}; probe with a far deadline to pin it down"
         )
+    mixture_note = _mixture_deadline_note(ts)
+    if mixture_note:
+        out.append(mixture_note)
     if var.success_logit_sd_note:
         out.append(var.success_logit_sd_note)
     if ts.success.long_run_too_few_failures and ts.success.long_run_note:
@@ -492,6 +557,7 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         daily_logit_sd_ci95=var.success_logit_sd_ci95,
         hang_rate=hang,
         hang_rate_ci95=hang_ci,
+        errors_ci95=errors_interval(ts, s_t, hang_ci, errors),
         notes=_notes(ts, hang_note, burst, s_t),
     )
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from realprobe.probes.classic_tests import chi2_contingency, mann_whitney_p, norm_sf
 from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import CODES, ProbeArrays
-from realprobe.probes.stats import BURST_MAX_GAP_S, burst_chain
+from realprobe.probes.stats import burst_chain, code_design_effect
 from realprobe.probes.windows import iso
 
 Correction = Literal["holm", "bh"]
@@ -59,8 +59,8 @@ class MixDrift(BaseModel):
     current: dict[str, int]
     cramers_v: float
     #: the variance inflation of the code counts from failures that repeat their code within
-    #: a run (see `mix_design_effect`); the chi-square is divided by it, as the calls of one
-    #: outage are not independent draws of the mix
+    #: a run (see `stats.code_design_effect`); the chi-square is divided by it, as the calls
+    #: of one outage are not independent draws of the mix
     design_effect: float = 1.0
     pvalue: float
     p_adjusted: float | None = None
@@ -164,49 +164,6 @@ def _latency(a: ProbeArrays, b: ProbeArrays) -> LatencyDrift | None:
     )
 
 
-def _runs(arr: ProbeArrays) -> tuple[Any, int, int]:
-    """(lengths of the runs of consecutive linked failures, fail->fail pairs, of which with
-    the same code)."""
-    code = arr.code
-    fail = code >= 0
-    if code.shape[0] == 0:
-        return np.zeros(0, dtype=np.int64), 0, 0
-    linked = np.diff(arr.ts) <= BURST_MAX_GAP_S
-    pair = fail[:-1] & fail[1:] & linked
-    same = int(np.count_nonzero(pair & (code[:-1] == code[1:])))
-    start = np.ones(code.shape[0], dtype=bool)
-    start[1:] = ~pair
-    run = np.cumsum(start) - 1
-    lengths = np.bincount(run[fail])
-    return lengths[lengths > 0], int(np.count_nonzero(pair)), same
-
-
-def mix_design_effect(a: ProbeArrays, b: ProbeArrays) -> float:
-    """The variance inflation of the code counts when failures in a run repeat their code.
-
-    c (code persistence beyond chance) comes from the fail->fail pairs of both windows:
-    P(same code) = c + (1-c) sum w^2. Within a run of B failures the codes at lag k then
-    agree beyond chance with correlation c^k, so the counts' variance grows by
-    sum_runs [B + 2 sum_k (B-k) c^k] / sum_runs B (1 when c = 0: chance repeats are no
-    clustering; sum B^2 / sum B when c = 1: an outage is one draw)."""
-    (la, pa, sa), (lb, pb, sb) = _runs(a), _runs(b)
-    pairs, same = pa + pb, sa + sb
-    codes = np.concatenate([a.code[a.code >= 0], b.code[b.code >= 0]])
-    if pairs == 0 or codes.shape[0] == 0:
-        return 1.0
-    w = np.bincount(codes) / codes.shape[0]
-    chance = float((w**2).sum())
-    if chance >= 1 - 1e-9:
-        return 1.0
-    c = min(1.0, max(0.0, (same / pairs - chance) / (1 - chance)))
-    total = extra = 0.0
-    for length, count in zip(*np.unique(np.concatenate([la, lb]), return_counts=True), strict=True):
-        k = np.arange(1, int(length))
-        extra += count * 2.0 * float(((length - k) * c**k).sum())
-        total += count * float(length)
-    return 1.0 + extra / total if total else 1.0
-
-
 def _mix(a: ProbeArrays, b: ProbeArrays) -> MixDrift | None:
     ca = np.bincount(a.code[a.code >= 0], minlength=len(CODES))
     cb = np.bincount(b.code[b.code >= 0], minlength=len(CODES))
@@ -215,7 +172,7 @@ def _mix(a: ProbeArrays, b: ProbeArrays) -> MixDrift | None:
         return None
     table = np.vstack([ca[keep], cb[keep]])
     chi2, _ = chi2_contingency(table)
-    deff = max(1.0, mix_design_effect(a, b))
+    deff = max(1.0, code_design_effect([(a.ts, a.code), (b.ts, b.code)]))
     dof = int(table.shape[1] - 1)
     v = math.sqrt(chi2 / (table.sum() * (min(table.shape) - 1)))
     names = [c.value for c, k in zip(CODES, keep, strict=True) if k]

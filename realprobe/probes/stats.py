@@ -53,9 +53,9 @@ BURST_MAX_GAP_S = 3600.0
 VARIABILITY_MIN_N = 10
 #: a period needs this many attempts to count for the long-run interval
 LONG_RUN_MIN_N = 5
-#: below this many failures over the periods, their spread across days says next to nothing
-#: about day-to-day variation: the long-run interval is then the probed days' one, and says so
-LONG_RUN_MIN_FAILURES = 10
+#: below this many failures over the periods, their cluster-robust variance is mostly binomial
+#: noise: the long-run interval is then random effects over the days, and says so
+LONG_RUN_MIN_FAILURES = 20
 SUCCESS_SD_FLAG = 0.10
 LATENCY_CV_FLAG = 0.25
 VARIABILITY_ALPHA = 0.01
@@ -122,6 +122,16 @@ class ErrorMix(BaseModel):
     counts: dict[str, int]
     share_of_failures: dict[str, float]
     share_of_attempts: dict[str, float]
+    #: variance inflation of the code counts from failures that repeat their code within a
+    #: run of failures (`code_design_effect`; 1 when codes are drawn independently)
+    design_effect: float = 1.0
+    #: the effective number of independent failures, failures / design_effect
+    n_effective: float = 0.0
+    #: per code, the 95% interval of its share of failures: Wilson at n_effective, each code
+    #: on its own (per-code, not simultaneous: each covers its share 95% of the time)
+    share_of_failures_ci95: dict[str, tuple[float, float]] = {}
+    #: the interval of the share of any one code never seen among these failures
+    unseen_code_ci95: tuple[float, float] | None = None
 
 
 class MixtureComponent(BaseModel):
@@ -332,16 +342,24 @@ def chain_rho(b: BurstStats, prior: float | None) -> tuple[float | None, str, st
         return b.rho, "own", None
     if prior is None:
         if ff.n == 0:
-            return None, "assumed independent", (
-                "no failure seen in any tool, so nothing says whether failures come in runs; "
-                "the interval assumes independent calls and is too narrow if they do"
+            return (
+                None,
+                "assumed independent",
+                (
+                    "no failure seen in any tool, so nothing says whether failures come in runs; "
+                    "the interval assumes independent calls and is too narrow if they do"
+                ),
             )
         return b.rho, "own", f"only {ff.n} pairs after a failure: rho {b.rho:.2f} is rough"
     p_ff = ((ff.p or 0.0) * ff.n + PRIOR_STRENGTH * prior) / (ff.n + PRIOR_STRENGTH)
     rho = p_ff - (fo.p or 0.0)
-    return rho, "borrowed", (
-        f"{ff.n} pairs after a failure here: P(fail|fail) {p_ff:.2f} borrows the other tools' "
-        f"pooled chain ({prior:.2f}, worth {PRIOR_STRENGTH:g} pairs)"
+    return (
+        rho,
+        "borrowed",
+        (
+            f"{ff.n} pairs after a failure here: P(fail|fail) {p_ff:.2f} borrows the other tools' "
+            f"pooled chain ({prior:.2f}, worth {PRIOR_STRENGTH:g} pairs)"
+        ),
     )
 
 
@@ -354,11 +372,29 @@ def _periods(ts: FloatArray, ok: BoolArray, period_s: float) -> tuple[Any, Any, 
     return inv, n_p, k_p, n_p >= VARIABILITY_MIN_N
 
 
+def between_period_variance(
+    rates: FloatArray, n_d: FloatArray | IntArray, deff: float = 1.0
+) -> float:
+    """tau^2, the variance of the periods' true rates by the method of moments: the spread of
+    the period rates beyond the within-period variance p(1-p) deff / n_d (`deff` the burst
+    chain's design effect), truncated at 0."""
+    if rates.shape[0] < 2:
+        return 0.0
+    p = float(rates.mean())
+    within = float((p * (1 - p) * deff / n_d).mean())
+    return max(0.0, float(rates.var(ddof=1)) - within)
+
+
 def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) -> None:
-    """Fill `s.long_run95`: the periods (days) are a sample of days, so the pooled rate's
-    variance is the cluster-robust D/(D-1) sum (k_d - p n_d)^2 / N^2 over the D periods with
-    >= LONG_RUN_MIN_N calls, with Student t on D-1 degrees of freedom; never narrower
-    than the burst-adjusted interval of the probed days."""
+    """Fill `s.long_run95`: the probed periods (days) are a sample of days, so the long-run
+    rate's interval carries the day-to-day variance. With >= LONG_RUN_MIN_FAILURES failures:
+    the cluster-robust variance D/(D-1) sum (k_d - p n_d)^2 / N^2 over the D periods with
+    >= LONG_RUN_MIN_N calls and Student t on D-1 degrees of freedom, never narrower than the
+    probed days' (burst-adjusted) interval. With fewer failures that variance is mostly the
+    binomial noise of a handful of failures (and t on D-1 degrees of freedom inflates it):
+    the probed days' interval is widened, side by side in quadrature, by t times the
+    standard error the day effects add to the pooled rate, tau^2 sum n_d^2 / N^2 (tau^2 by
+    `between_period_variance`)."""
     if ts.shape[0] == 0:
         return
     _, n_p, k_p, _ = _periods(ts, ok, period_s)
@@ -371,35 +407,95 @@ def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) ->
             "the interval holds for the probed period only"
         )
         return
-    n_k, k_k = n_p[keep], k_p[keep]
+    n_k, k_k = n_p[keep].astype(np.float64), k_p[keep]
     big_n = float(n_k.sum())
     p = float(k_k.sum()) / big_n
-    var = d / (d - 1) * float(((k_k - p * n_k) ** 2).sum()) / big_n**2
-    half = float(special.stdtrit(d - 1, 0.975)) * math.sqrt(var)
+    t = float(special.stdtrit(d - 1, 0.975))
     lo, hi = s.burst_adjusted95
-    s.long_run95 = (max(0.0, min(lo, p - half)), min(1.0, max(hi, p + half)))
     fails = round(big_n - float(k_k.sum()))
-    if fails < LONG_RUN_MIN_FAILURES:
-        s.long_run_too_few_failures = True
+    if fails >= LONG_RUN_MIN_FAILURES:
+        var = d / (d - 1) * float(((k_k - p * n_k) ** 2).sum()) / big_n**2
+        half = t * math.sqrt(var)
+        s.long_run95 = (max(0.0, min(lo, p - half)), min(1.0, max(hi, p + half)))
         s.long_run_note = (
-            f"rests on {fails} failure(s) over {d} periods of {period_s / 3600:g} h: too few to "
-            "estimate day-to-day variation, so it rests on the probed days' interval (wider "
-            "than needed if days vary little, too narrow if they vary a lot)"
+            f"over {d} periods of {period_s / 3600:g} h, day-to-day variation included"
         )
         return
-    s.long_run_note = f"over {d} periods of {period_s / 3600:g} h, day-to-day variation included"
+    deff = s.n / s.n_effective if s.n_effective > 0 else 1.0
+    tau2 = between_period_variance(k_k / n_k, n_k, deff)
+    half = t * math.sqrt(tau2 * float((n_k**2).sum()) / big_n**2)
+    r = s.rate
+    s.long_run95 = (max(0.0, r - math.hypot(r - lo, half)), min(1.0, r + math.hypot(hi - r, half)))
+    s.long_run_too_few_failures = True
+    s.long_run_note = (
+        f"rests on {fails} failure(s) over {d} periods of {period_s / 3600:g} h: too few to "
+        "estimate day-to-day variation well, so it is the probed days' interval widened by "
+        "what little the days' spread shows (too narrow if days vary a lot)"
+    )
 
 
-def error_mix(code: IntArray) -> ErrorMix:
+def failure_runs(ts: FloatArray, code: IntArray) -> tuple[IntArray, int, int]:
+    """(lengths of the runs of consecutive linked failures, fail->fail pairs, of which with
+    the same code); calls further apart than BURST_MAX_GAP_S are not linked."""
+    fail = code >= 0
+    if code.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), 0, 0
+    linked = np.diff(ts) <= BURST_MAX_GAP_S
+    pair = fail[:-1] & fail[1:] & linked
+    same = int(np.count_nonzero(pair & (code[:-1] == code[1:])))
+    start = np.ones(code.shape[0], dtype=bool)
+    start[1:] = ~pair
+    run = np.cumsum(start) - 1
+    lengths = np.bincount(run[fail])
+    return lengths[lengths > 0], int(np.count_nonzero(pair)), same
+
+
+def code_design_effect(parts: list[tuple[FloatArray, IntArray]]) -> float:
+    """The variance inflation of the code counts when failures in a run repeat their code,
+    over one or more (ts, code) series (a drift test's two windows, say).
+
+    c (code persistence beyond chance) comes from the fail->fail pairs of all series:
+    P(same code) = c + (1-c) sum w^2. Within a run of B failures the codes at lag k then
+    agree beyond chance with correlation c^k, so the counts' variance grows by
+    sum_runs [B + 2 sum_k (B-k) c^k] / sum_runs B (1 when c = 0: chance repeats are no
+    clustering; sum B^2 / sum B when c = 1: an outage is one draw). With a single code seen,
+    c cannot be measured and is taken as 1 (the conservative end)."""
+    runs = [failure_runs(ts, code) for ts, code in parts]
+    pairs, same = sum(r[1] for r in runs), sum(r[2] for r in runs)
+    codes = np.concatenate([code[code >= 0] for _, code in parts])
+    if pairs == 0 or codes.shape[0] == 0:
+        return 1.0
+    w = np.bincount(codes) / codes.shape[0]
+    chance = float((w**2).sum())
+    c = 1.0 if chance >= 1 - 1e-9 else min(1.0, max(0.0, (same / pairs - chance) / (1 - chance)))
+    total = extra = 0.0
+    lengths = np.concatenate([r[0] for r in runs])
+    for length, count in zip(*np.unique(lengths, return_counts=True), strict=True):
+        k = np.arange(1, int(length))
+        extra += count * 2.0 * float(((length - k) * c**k).sum())
+        total += count * float(length)
+    return 1.0 + extra / total if total else 1.0
+
+
+def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
+    """Counts and shares of the failure codes, with each share's 95% interval at the effective
+    number of failures (`ts`, the calls' times, tells runs of failures apart; without it the
+    failures count as independent)."""
     counts = np.bincount(code[code >= 0], minlength=len(CODES))
     fails = int(counts.sum())
     n = int(code.shape[0])
     named = {CODES[i].value: int(c) for i, c in enumerate(counts) if c}
+    deff = max(1.0, code_design_effect([(ts, code)])) if ts is not None and fails else 1.0
+    n_eff = fails / deff
     return ErrorMix(
         failures=fails,
         counts=named,
         share_of_failures={k: v / fails for k, v in named.items()} if fails else {},
         share_of_attempts={k: v / n for k, v in named.items()} if n else {},
+        design_effect=deff,
+        n_effective=n_eff,
+        share_of_failures_ci95={k: wilson(v / deff, n_eff) for k, v in named.items()},
+        unseen_code_ci95=wilson(0, n_eff) if fails else None,
     )
 
 
@@ -571,9 +667,7 @@ def _logit_sd(rates: FloatArray, n_d: IntArray, deff: float) -> float | None:
     p = float(rates.mean())
     if p <= 0 or p >= 1:
         return 0.0
-    within = float((p * (1 - p) * deff / n_d).mean())
-    between = float(rates.var(ddof=1)) - within
-    return math.sqrt(between) / (p * (1 - p)) if between > 0 else 0.0
+    return math.sqrt(between_period_variance(rates, n_d, deff)) / (p * (1 - p))
 
 
 def _logit_sd_interval(out: Variability, rates: FloatArray, n_d: IntArray) -> None:
@@ -634,7 +728,7 @@ def tool_stats(
         first=iso(float(arr.ts[0])) if n else None,
         last=iso(float(arr.ts[-1])) if n else None,
         success=success,
-        errors=error_mix(code),
+        errors=error_mix(code, arr.ts),
         latency=latency_stats(arr.latency_ms, code, arr.timeout_s),
         burst=burst,
         variability=variability(arr.ts, code, arr.latency_ms, period_s, success.rho_used),

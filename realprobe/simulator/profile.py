@@ -151,6 +151,10 @@ class ToolProfile(_Model):
     #: the long-run interval: day-to-day variation included (random effects over days)
     success_long_run_ci95: tuple[float, float] | None = None
     errors: dict[ErrorCode, float] = Field(default_factory=dict)
+    #: per code, the 95% interval of its share of failures (on the scale of `errors`: behind
+    #: a deadline, of the generated failures); the effective number of failures is smaller
+    #: than their count when an outage repeats one code
+    errors_ci95: dict[ErrorCode, tuple[float, float]] | None = None
     latency_ms: LatencyModel = Field(default_factory=LatencyModel)
     burst: Burst | None = None
     #: P(a failure right after a failure repeats its code) beyond chance: with c, the next
@@ -168,6 +172,19 @@ class ToolProfile(_Model):
     notes: list[str] = Field(default_factory=list)
     #: Retry-After per failure code, measured from the rows
     retry_after: dict[ErrorCode, RetryAfter] = Field(default_factory=dict)
+
+    @field_validator("errors_ci95")
+    @classmethod
+    def _share_intervals(
+        cls, v: dict[ErrorCode, tuple[float, float]] | None
+    ) -> dict[ErrorCode, tuple[float, float]] | None:
+        for code, (lo, hi) in (v or {}).items():
+            if not 0 <= lo <= hi <= 1:
+                raise ValueError(
+                    f"the interval of {code.value}'s share [{lo:g}, {hi:g}] must satisfy "
+                    "0 <= low <= high <= 1"
+                )
+        return v
 
     @model_validator(mode="after")
     def _errors_normalised(self) -> ToolProfile:
@@ -256,6 +273,8 @@ def scale_tool(tp: ToolProfile, lam: float) -> ToolProfile:
         "success_rate": 1.0 - lam,
         "success_ci95": None,
         "errors": errors if lam > 0 else tp.errors,
+        # DIAL_MIX stands in for a missing mix: no measured interval goes with it
+        "errors_ci95": tp.errors_ci95 if tp.errors or lam == 0 else None,
         "burst": burst,
     })  # fmt: skip
 
