@@ -521,13 +521,13 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     mixture when there is one), every observed non-timeout outcome is scaled by 1/(1-S) and
     the TIMEOUT (hang) share is what remains:
     P(ok) = (1-p)(1-S), P(code) = p w_code (1-S), P(TIMEOUT) = p w_T + (1 - p w_T) S.
-    The interval adds S's own uncertainty to the success interval's.
+    The interval adds S's own uncertainty to the success interval's; the TIMEOUT share is
+    `hang_share`'s estimate (not the remainder, which goes below 0 for rare failures).
     The burst chain: the simulator runs its chain on the generated failures X and the deadline
     adds independent slow-call timeouts Z (probability S, on every call), so the observed
-    failures are Y = X or Z. Then 1-Y = (1-X)(1-Z) gives Cov(Y_t, Y_t+1) = (1-S)^2 Cov(X_t,
-    X_t+1), and with g the observed and f the generative failure rate (1-g = (1-f)(1-S)) the
-    lag-one correlations relate by rho_X = rho_Y g / ((1-S) f). The profile's chain has that
-    rho_X and the failure rate f: P(fail|ok) = f(1-rho_X), P(fail|fail) = P(fail|ok) + rho_X.
+    failures are Y = X or Z; `generative_chain` fits rho_X through the deadline, and the
+    profile's chain has it with the failure rate f: P(fail|ok) = f(1-rho_X),
+    P(fail|fail) = P(fail|ok) + rho_X.
     """
     latency = latency_model(ts, mixture)
     s_t = deadline_share(ts, latency)

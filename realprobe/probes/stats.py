@@ -179,8 +179,7 @@ class BurstStats(BaseModel):
     p_fail_after_ok: Transition
     rho: float | None
     #: P(fail | the previous call failed with a code other than TIMEOUT). Such a failure was
-    #: surely a fault, never a slow call cut by the deadline, so calibration reads the chain
-    #: behind the deadline from it (see calibrate.generative_chain)
+    #: surely a fault, never a slow call cut by the deadline
     p_fail_after_coded_fail: Transition | None = None
     #: among consecutive failures, the share whose code repeats the previous one (an outage
     #: keeps one code); calibration turns it into the profile's code persistence
