@@ -97,6 +97,20 @@ def test_rare_chain_behind_a_deadline_has_an_interval_that_covers_the_truth(
     assert sum(abs(e) for e in errs) / len(errs) < 0.15, errs
 
 
+def test_a_tool_failing_only_with_timeouts_keeps_its_hangs_and_its_chain() -> None:
+    """Seeds 6 and 11 saw fewer TIMEOUTs than slow calls expected: the moment estimate made
+    the tool never fail, with no hang and P(fail|fail) 0 against the truth 0.7."""
+    for seed in (6, 11):
+        _, got = _calibrated(_rare_chain({ErrorCode.TIMEOUT: 1.0}), 3000, seed)
+        assert got.success_rate < 1 and got.errors == {ErrorCode.TIMEOUT: 1.0}
+        assert got.hang_rate == pytest.approx(1 - got.success_rate)
+        assert got.success_ci95 is not None
+        assert got.success_ci95[0] <= got.success_rate <= got.success_ci95[1]
+        assert got.burst is not None and got.burst.p_fail_after_fail_ci95 is not None
+        ci = got.burst.p_fail_after_fail_ci95
+        assert ci[0] <= P_FF <= ci[1] and got.burst.p_fail_after_fail > 0, (seed, got.burst)
+
+
 def test_statistics_and_profiles_written_before_the_pair_counts_still_load() -> None:
     """Statistics without `burst.pairs` fall back on the correlation (no interval), and a
     profile's Burst without an interval loads as before."""
