@@ -96,7 +96,7 @@ def scenario(name: str, errors: dict[ErrorCode, float], experiments: int, calls:
         old = old_chain(first, prof)
         again = compute_stats(fault_model_arrays(prof, TOOLS, calls, seed=f"{name}{e}-rt",
                                                  deadline_s=DEADLINE))
-        view = export(prof, "reliabilitybench")["profiles"]["LAMBDA_1"]["tools"]
+        view = export(prof, "reliabilitybench")["measured"]["tools"]
         for t, t2 in zip(first.tools, again.tools, strict=True):
             b = prof.tools[t.tool].burst
             assert b is not None
