@@ -101,37 +101,50 @@ def one(name: str, n: int, seed: int) -> dict[str, tuple[float, float]]:
         ci = (got.errors_ci95 or {}).get(code, (1.0, 0.0))
         out[f"errors.{code.value}"] = (got.errors.get(code, 0.0) - w, inside(w, ci))
     if tp.burst is not None and got.burst is not None:
-        # the stats' transition intervals are for the observed chain: behind a biting
-        # deadline that is the diluted one, and the profile's own interval is checked there
-        b = st.burst
-        far = deadline >= 1
-        ff_ci = b.p_fail_after_fail.ci95 if far else got.burst.p_fail_after_fail_ci95
-        fo_ci = b.p_fail_after_ok.ci95 if far else None
-        out["p_fail_after_fail"] = (got.burst.p_fail_after_fail - tp.burst.p_fail_after_fail,
-                                    inside(tp.burst.p_fail_after_fail, ff_ci))
-        out["p_fail_after_ok"] = (got.burst.p_fail_after_ok - tp.burst.p_fail_after_ok,
-                                  inside(tp.burst.p_fail_after_ok, fo_ci))
+        # the profile's own intervals: the observed transitions' far from the deadline, the
+        # chain fitted through it behind a biting one
+        gb = got.burst
+        out["p_fail_after_fail"] = (
+            gb.p_fail_after_fail - tp.burst.p_fail_after_fail,
+            inside(tp.burst.p_fail_after_fail, gb.p_fail_after_fail_ci95),
+        )
+        out["p_fail_after_ok"] = (
+            gb.p_fail_after_ok - tp.burst.p_fail_after_ok,
+            inside(tp.burst.p_fail_after_ok, gb.p_fail_after_ok_ci95),
+        )
     if tp.code_persistence is not None:
-        out["code_persistence"] = ((got.code_persistence or 0.0) - tp.code_persistence,
-                                   inside(tp.code_persistence, got.code_persistence_ci95))
+        out["code_persistence"] = (
+            (got.code_persistence or 0.0) - tp.code_persistence,
+            inside(tp.code_persistence, got.code_persistence_ci95),
+        )
     if tp.daily_logit_sd is not None:
-        out["daily_logit_sd"] = ((got.daily_logit_sd or 0.0) - tp.daily_logit_sd,
-                                 inside(tp.daily_logit_sd, got.daily_logit_sd_ci95))
-        out["long_run_success"] = (got.success_rate - tp.success_rate,
-                                   inside(tp.success_rate, got.success_long_run_ci95))
+        out["daily_logit_sd"] = (
+            (got.daily_logit_sd or 0.0) - tp.daily_logit_sd,
+            inside(tp.daily_logit_sd, got.daily_logit_sd_ci95),
+        )
+        out["long_run_success"] = (
+            got.success_rate - tp.success_rate,
+            inside(tp.success_rate, got.success_long_run_ci95),
+        )
     if tp.retry_after:
         model = FaultModel(prof, seed)
         waits = [o.retry_after_s for o in (model.draw("a") for _ in range(n * 5)) if o.code is RL]
         fit = retry_after_model(len(waits), [w for w in waits if w is not None])
         vals = dict(fit.values)
+        cis = dict(zip([v for v, _ in fit.values], fit.weights_ci95 or [], strict=True))
         out["retry_after.share"] = (fit.share - RA.share, inside(RA.share, fit.share_ci95))
-        out["retry_after.w(30 s)"] = (vals.get(30.0, 0.0) - 0.75, float("nan"))
+        out["retry_after.w(30 s)"] = (
+            vals.get(30.0, 0.0) - 0.75,
+            inside(0.75, cis.get(30.0, (1.0, 0.0))),
+        )
     if deadline < 1.0:
         hang = (1 - tp.success_rate) * tp.errors.get(ErrorCode.TIMEOUT, 0.0)
         out["P(hang)"] = ((got.hang_rate or 0.0) - hang, inside(hang, got.hang_rate_ci95))
         at = AtDeadline(got, deadline)
-        out["export success at the deadline vs observed"] = (at.success - st.success.rate,
-                                                             float("nan"))
+        out["export success at the deadline vs observed"] = (
+            at.success - st.success.rate,
+            float("nan"),
+        )
         obs = st.errors.share_of_failures
         worst = max(abs(at.mix.get(ErrorCode(c), 0.0) - v) for c, v in obs.items())
         out["export mix at the deadline vs observed (largest)"] = (worst, float("nan"))
@@ -142,8 +155,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--n", type=int, default=3000)
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
-                    help="comma-separated subset (--save needs them all)")
+    ap.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help="comma-separated subset (--save needs them all)",
+    )
     ap.add_argument("--save", action="store_true")
     args = ap.parse_args()
     names = [s for s in args.scenarios.split(",") if s]

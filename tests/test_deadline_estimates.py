@@ -127,3 +127,43 @@ def test_statistics_and_profiles_written_before_the_pair_counts_still_load() -> 
          "burst": {"p_fail_after_fail": 0.5, "p_fail_after_ok": 0.0556}}
     )  # fmt: skip
     assert back.burst is not None and back.burst.p_fail_after_fail_ci95 is None
+
+
+def test_both_transitions_carry_an_interval_far_from_and_behind_the_deadline() -> None:
+    """Every profile parameter of the chain round-trips within its interval: P(fail|fail)
+    and P(fail|ok) each have one, whether the deadline bites (the fitted chain's) or not
+    (the observed transitions'), and each holds its truth in most seeds."""
+    f, pff = 0.10, 0.6
+    burst = Burst(p_fail_after_fail=pff, p_fail_after_ok=f * (1 - pff) / (1 - f))
+    tp = ToolProfile(success_rate=1 - f, errors=HANGS, latency_ms=LAT, burst=burst)
+    for deadline, n in ((10.0, 2000), (DEADLINE_S, 1000)):
+        hits = 0
+        for seed in range(6):
+            arr = fault_model_arrays(Profile(tools={"a": tp}), ["a"], n, seed=seed,
+                                     deadline_s=deadline, t0=T0, step_s=60.0)  # fmt: skip
+            got = calibrate(compute_stats(arr)).tools["a"].burst
+            assert got is not None
+            ff_ci, fo_ci = got.p_fail_after_fail_ci95, got.p_fail_after_ok_ci95
+            assert ff_ci is not None and fo_ci is not None, deadline
+            assert ff_ci[0] <= got.p_fail_after_fail <= ff_ci[1]
+            assert fo_ci[0] <= got.p_fail_after_ok <= fo_ci[1]
+            hits += ff_ci[0] <= pff <= ff_ci[1] and fo_ci[0] <= burst.p_fail_after_ok <= fo_ci[1]
+        assert hits >= 4, deadline
+
+
+def test_retry_after_weights_carry_intervals_in_the_values_order() -> None:
+    from realprobe.probes.calibrate import retry_after_model
+
+    ra = retry_after_model(40, [2.0] * 8 + [30.0] * 24)
+    assert [v for v, _ in ra.values] == [2.0, 30.0]
+    assert ra.weights_ci95 is not None and len(ra.weights_ci95) == 2
+    (lo2, hi2), (lo30, hi30) = ra.weights_ci95
+    assert lo2 < 0.25 < hi2 and lo30 < 0.75 < hi30
+    assert retry_after_model(5, []).weights_ci95 is None
+    # a profile written before these intervals existed still loads
+    old = {"success_rate": 0.9, "errors": {"RATE_LIMIT_ERROR": 1.0},
+           "burst": {"p_fail_after_fail": 0.5, "p_fail_after_ok": 0.0556},
+           "retry_after": {"RATE_LIMIT_ERROR": {"share": 0.5, "values": [[2.0, 1.0]]}}}  # fmt: skip
+    tp = ToolProfile.model_validate(old)
+    assert tp.burst is not None and tp.burst.p_fail_after_ok_ci95 is None
+    assert tp.retry_after[ErrorCode.RATE_LIMIT_ERROR].weights_ci95 is None

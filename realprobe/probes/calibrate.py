@@ -589,23 +589,39 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     )
 
 
+def _holding(ci: tuple[float, float] | None, v: float) -> tuple[float, float] | None:
+    """`ci` widened, if needed, to hold the estimate `v` it belongs to."""
+    return None if ci is None else (min(ci[0], v), max(ci[1], v))
+
+
 def _profile_burst(
     ts: ToolStats, success: float, ci: tuple[float, float], s_t: float
 ) -> Burst | None:
-    """The profile's chain at failure rate 1 - success (`generative_chain` behind a deadline
-    that bites, with P(fail|fail)'s interval; the observed transitions otherwise)."""
-    ff, fo = ts.burst.p_fail_after_fail.p, ts.burst.p_fail_after_ok.p
+    """The profile's chain at failure rate 1 - success, with both transitions' intervals:
+    behind a deadline that bites, `generative_chain`'s fit and P(fail|fail)'s interval, and
+    P(fail|ok) = f (1 - P(fail|fail)) / (1 - f) (the stationary chain) taken at the far ends
+    of that interval and of the failure rate's; otherwise the observed transitions' Wilson
+    intervals."""
+    b = ts.burst
+    ff, fo = b.p_fail_after_fail.p, b.p_fail_after_ok.p
     if ff is None or fo is None:
         return None
-    ff_ci = None
+    ff_ci, fo_ci = b.p_fail_after_fail.ci95, b.p_fail_after_ok.ci95
     if s_t > 0:
-        ff, fo, ff_ci = generative_chain(ts, 1.0 - success, s_t, (1 - ci[1], 1 - ci[0]))
+        f_lo, f_hi = 1 - ci[1], 1 - ci[0]
+        ff, fo, ff_ci = generative_chain(ts, 1.0 - success, s_t, (f_lo, f_hi))
+        fo_ci = None
+        if ff_ci is not None:
+            fo_ci = (
+                f_lo * (1 - ff_ci[1]) / (1 - f_lo) if f_lo < 1 else 0.0,
+                min(1.0, f_hi * (1 - ff_ci[0]) / (1 - f_hi)) if f_hi < 1 else 1.0,
+            )
     burst = reconciled_chain(ff, fo, 1.0 - success)
-    if ff_ci is None:
-        return burst
-    ff = burst.p_fail_after_fail  # the estimate is never outside its interval
     return burst.model_copy(
-        update={"p_fail_after_fail_ci95": (min(ff_ci[0], ff), max(ff_ci[1], ff))}
+        update={
+            "p_fail_after_fail_ci95": _holding(ff_ci, burst.p_fail_after_fail),
+            "p_fail_after_ok_ci95": _holding(fo_ci, burst.p_fail_after_ok),
+        }
     )
 
 
@@ -651,7 +667,8 @@ def calibrate(
         "success_ci95": "Wilson on the burst-adjusted effective n (the chain borrowed from "
         "the other tools when a tool has few failures), widened by the deadline share's "
         "own interval when the deadline bites",
-        "success_long_run_ci95": "cluster-robust over UTC days (day-to-day variation in)",
+        "success_long_run_ci95": "over UTC days, day-to-day variation in (cluster-robust; "
+        "random effects when fewer than 20 failures)",
         "latency": "lognormal fit of successes, TIMEOUTs right-censored at the deadline",
     }
     if deadlines:
@@ -723,11 +740,13 @@ def retry_after_model(count: int, values: list[float]) -> RetryAfter:
     for v in values:
         seen[round(v, 3)] = seen.get(round(v, 3), 0) + 1
     top = sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))[:RETRY_AFTER_VALUES]
+    kept = sum(c for _, c in top)
     return RetryAfter(
         n=count,
         share=len(values) / count if count else 0.0,
         share_ci95=wilson(len(values), count) if count else None,
         values=[(v, float(c)) for v, c in sorted(top)],
+        weights_ci95=[wilson(c, kept) for _, c in sorted(top)] if kept else None,
     )
 
 

@@ -68,9 +68,7 @@ class LatencyModel(_Model):
 
     @field_validator("mixture")
     @classmethod
-    def _weights_normalised(
-        cls, v: list[MixtureComponent] | None
-    ) -> list[MixtureComponent] | None:
+    def _weights_normalised(cls, v: list[MixtureComponent] | None) -> list[MixtureComponent] | None:
         if v is None:
             return None
         if not v:
@@ -110,8 +108,11 @@ class Burst(_Model):
 
     p_fail_after_fail: float = Field(ge=0, le=1)
     p_fail_after_ok: float = Field(ge=0, le=1)
-    #: 95% interval of P(fail|fail) where calibration gives one (behind a deadline that bites)
+    #: 95% intervals of the two transitions where calibration gives them: the observed
+    #: transitions' Wilson intervals, or behind a deadline that bites the fitted chain's
+    #: (P(fail|ok)'s then follows from P(fail|fail)'s and the success interval's ends)
     p_fail_after_fail_ci95: tuple[float, float] | None = None
+    p_fail_after_ok_ci95: tuple[float, float] | None = None
 
     @property
     def stationary_fail(self) -> float:
@@ -127,6 +128,8 @@ class RetryAfter(_Model):
     share: float = Field(ge=0, le=1)
     share_ci95: tuple[float, float] | None = None
     values: list[tuple[float, float]] = Field(default_factory=list)
+    #: per value (same order), the 95% Wilson interval of its weight among the headers seen
+    weights_ci95: list[tuple[float, float]] | None = None
 
     @field_validator("values")
     @classmethod
