@@ -241,3 +241,35 @@ def test_degenerate_tools_do_not_break_stats_or_calibration() -> None:
     assert prof.tools["always_down"].success_rate == 0.0
     assert prof.tools["always_down"].burst is None
     assert prof.tools["one_call"].errors == {}
+
+
+def test_the_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stats and calibrate run their many tiny optimisations on one BLAS thread (OpenBLAS
+    threads spinning for a busy core made them several times slower), and put the caller's
+    setting back afterwards."""
+    from threadpoolctl import threadpool_info
+
+    import realprobe.probes.calibrate as calibrate_mod
+    import realprobe.probes.stats as stats_mod
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+    real_tool_stats, real_profiles = stats_mod.tool_stats, calibrate_mod._tool_profiles
+
+    def tool_stats(*a, **k):  # type: ignore[no-untyped-def]
+        seen.append(blas_threads())
+        return real_tool_stats(*a, **k)
+
+    def tool_profiles(*a, **k):  # type: ignore[no-untyped-def]
+        seen.append(blas_threads())
+        return real_profiles(*a, **k)
+
+    monkeypatch.setattr(stats_mod, "tool_stats", tool_stats)
+    monkeypatch.setattr(calibrate_mod, "_tool_profiles", tool_profiles)
+    before = blas_threads()
+    rows = synthetic_rows("catfact_fact", 50, p_fail=0.2, seed=1)
+    calibrate_mod.calibrate(stats_mod.compute_stats(ProbeArrays.from_rows(rows)))
+    assert len(seen) == 2 and all(s == {1} for s in seen), seen
+    assert blas_threads() == before

@@ -17,6 +17,7 @@ from scipy import optimize, special
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unavailable
 from realprobe.probes.loading import FloatArray, ProbeArrays
+from realprobe.probes.numeric import one_blas_thread
 from realprobe.probes.stats import StatsReport, ToolStats, wilson
 from realprobe.simulator.faults import RB_CLAMP, RB_PENALTY, RB_WINDOW
 from realprobe.simulator.profile import (
@@ -653,7 +654,9 @@ def calibrate(
     statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
         raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
-    tools = _tool_profiles(report, arrays if arrays is not None or not db else _rows_of(report, db))
+    rows = arrays if arrays is not None or not db else _rows_of(report, db)
+    with one_blas_thread():
+        tools = _tool_profiles(report, rows)
     if db:
         add_retry_after(tools, report, db)
     deadlines = sorted({t.latency.timeout_s for t in report.tools if t.latency.timeout_s})

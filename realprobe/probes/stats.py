@@ -35,6 +35,7 @@ from realprobe.probes.loading import (
     ProbeArrays,
     load_probes,
 )
+from realprobe.probes.numeric import one_blas_thread
 from realprobe.probes.provenance import (
     EMPTY_SELECTION_PARAMS,
     Group,
@@ -744,7 +745,8 @@ def compute_stats(
         (t, arr.slice(i)) for i, t in enumerate(arr.tools) if arr.bounds[i + 1] > arr.bounds[i]
     ]
     prior = chain_prior([burst_chain(a.code >= 0, a.ts) for _, a in parts])
-    out = [tool_stats(t, a, period_s, prior) for t, a in parts]
+    with one_blas_thread():
+        out = [tool_stats(t, a, period_s, prior) for t, a in parts]
     return StatsReport(
         window=(iso(since), iso(until)),
         rows=len(arr),
