@@ -203,6 +203,7 @@ def main() -> None:
             out["coverage"][key] = row
             out["seeds_by_cell"][key] = args.seeds
         out["seeds"] = min(out["seeds_by_cell"].values())
+        out["monte_carlo_se"] = round(math.sqrt(0.95 * 0.05 / out["seeds"]), 4)
         path.write_text(json.dumps(out, indent=2) + "\n")
 
 
