@@ -59,72 +59,63 @@ def call_overhead(d: dict[str, Any]) -> list[Row]:
 
 
 def probe_throughput(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"probe throughput vs raw async httpx, same {_n(d['calls'])} calls",
-            f"{_n(d['realprobe_calls_per_s'])} vs {_n(d['raw_httpx_calls_per_s'])} calls/s: "
-            f"{d['throughput_ratio_realprobe_to_raw']:.2f} (with one committed SQLite row per call)",
-            "–",
-            "`python bench/probe_throughput.py`",
-        )
-    ]
+    return [(
+        f"probe throughput vs raw async httpx, same {_n(d['calls'])} calls",
+        f"{_n(d['realprobe_calls_per_s'])} vs {_n(d['raw_httpx_calls_per_s'])} calls/s: "
+        f"{d['throughput_ratio_realprobe_to_raw']:.2f} (with one committed SQLite row per call)",
+        "–",
+        "`python bench/probe_throughput.py`",
+    )]
 
 
 def scheduling_efficiency(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"scheduling: {d['hosts']} hosts × {d['calls_per_host']} calls × "
-            f"{d['latency_ms']:g} ms, one in flight per host",
-            f"{d['ratio_median_to_ideal']:.2f} × ideal (median of {len(d['makespans_s'])}; raw "
-            f"httpx same pattern {d['raw_httpx_ratio_to_ideal']:.2f})",
-            "≤ 1.15 × ideal",
-            "`python bench/scheduling_efficiency.py`",
-        )
-    ]
+    return [(
+        f"scheduling: {d['hosts']} hosts × {d['calls_per_host']} calls × "
+        f"{d['latency_ms']:g} ms, one in flight per host",
+        f"{d['ratio_median_to_ideal']:.2f} × ideal (median of {len(d['makespans_s'])}; raw "
+        f"httpx same pattern {d['raw_httpx_ratio_to_ideal']:.2f})",
+        "≤ 1.15 × ideal",
+        "`python bench/scheduling_efficiency.py`",
+    )]
 
 
 def stats_1m_rows(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"`stats` on {_n(d['rows'])} rows over {d['tools']} tools, made by the simulator "
-            f"(`{d['profile']}` profile) and stored as {d['kind']} rows with every column, vs a "
-            "sqlite3 `GROUP BY tool` over the same selection, each in a fresh process",
-            f"{d['stats_cli_cpu_s']:.2f} s of CPU ({d['stats_cli_wall_s']:.2f} s wall) vs "
-            f"{d['anchor_group_by_cpu_s']:.2f} s: **{d['ratio_cpu_stats_to_group_by']:.1f}×** "
-            f"(in process: load {d['load_s']:.2f} s, statistics {d['compute_s']:.2f} s; "
-            f"{_load(d)})",
-            f"≤ {d['goal_ratio']:g}× the `GROUP BY`",
-            "`python bench/stats_1m_rows.py`",
-        )
-    ]
+    return [(
+        f"`stats` on {_n(d['rows'])} rows over {d['tools']} tools, made by the simulator "
+        f"(`{d['profile']}` profile) and stored as {d['kind']} rows with every column, vs a "
+        "sqlite3 `GROUP BY tool` over the same selection, each in a fresh process",
+        f"{d['stats_cli_cpu_s']:.2f} s of CPU ({d['stats_cli_wall_s']:.2f} s wall) vs "
+        f"{d['anchor_group_by_cpu_s']:.2f} s: **{d['ratio_cpu_stats_to_group_by']:.1f}×** "
+        f"(in process: load {d['load_s']:.2f} s, statistics {d['compute_s']:.2f} s; "
+        f"{_load(d)})",
+        f"≤ {d['goal_ratio']:g}× the `GROUP BY`",
+        "`python bench/stats_1m_rows.py`",
+    )]
 
 
 def report_100k(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"`report` (HTML with four plots) vs `stats` on the same {_n(d['rows'])} rows over "
-            f"{d['tools']} tools, fresh processes",
-            f"{d['cli_cpu_s']:.2f} s vs {d['stats_cli_cpu_s']:.2f} s of CPU: "
-            f"**{d['ratio_cpu_report_to_stats']:.2f}×** (wall {d['cli_total_s']:.2f} s vs "
-            f"{d['stats_cli_total_s']:.2f} s; {_load(d)})",
-            f"≤ {d['goal_ratio']:g}× `stats`",
-            "`python bench/report_100k.py`",
-        )
-    ]
+    return [(
+        f"`report` (HTML with four plots) vs `stats` on the same {_n(d['rows'])} rows over "
+        f"{d['tools']} tools, fresh processes",
+        f"{d['cli_cpu_s']:.2f} s vs {d['stats_cli_cpu_s']:.2f} s of CPU: "
+        f"**{d['ratio_cpu_report_to_stats']:.2f}×** (wall {d['cli_total_s']:.2f} s vs "
+        f"{d['stats_cli_total_s']:.2f} s; {_load(d)})",
+        f"≤ {d['goal_ratio']:g}× `stats`",
+        "`python bench/report_100k.py`",
+    )]
 
 
 def cli_startup(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"`realprobe --help` and `realprobe <verb> --help`, fresh process, best of {d['runs']}",
-            f"slowest verb {d['worst_best_wall_s']:.2f} s ({d['worst_best_cpu_s']:.2f} s of CPU; "
-            f"bare `python -c pass` {d['bare_python_wall_s']:.2f} s; load average "
-            f"{d['load_average_1m']:g}); none imports numpy, scipy, matplotlib, mcp, openai, "
-            "httpx or pydantic",
-            f"< {d['goal_s']:g} s",
-            "`python bench/cli_startup.py`",
-        )
-    ]
+    return [(
+        "`realprobe --help` and `realprobe <verb> --help`, fresh process, best of "
+        f"{d['runs']}",
+        f"slowest verb {d['worst_best_wall_s']:.2f} s ({d['worst_best_cpu_s']:.2f} s of CPU; "
+        f"bare `python -c pass` {d['bare_python_wall_s']:.2f} s; load average "
+        f"{d['load_average_1m']:g}); none imports numpy, scipy, matplotlib, mcp, openai, "
+        "httpx or pydantic",
+        f"< {d['goal_s']:g} s",
+        "`python bench/cli_startup.py`",
+    )]
 
 
 def _demo_waiting(d: dict[str, Any]) -> str:
@@ -139,32 +130,28 @@ def _demo_waiting(d: dict[str, Any]) -> str:
 
 def demo_time(d: dict[str, Any]) -> list[Row]:
     steps = d["in_process_steps_s"]
-    return [
-        (
-            "`realprobe demo`, end to end",
-            f"{d['cli_wall_s']:.1f} s ({d['cli_cpu_s']:.1f} s of CPU; statistics "
-            f"{steps.get('stats', 0):.1f} s, report {steps.get('report', 0):.1f} s in process"
-            f"{_demo_waiting(d)}; load average {d['load_average_1m']:g})",
-            f"< {d['goal_s']:g} s",
-            "`python bench/demo_time.py`",
-        )
-    ]
+    return [(
+        "`realprobe demo`, end to end",
+        f"{d['cli_wall_s']:.1f} s ({d['cli_cpu_s']:.1f} s of CPU; statistics "
+        f"{steps.get('stats', 0):.1f} s, report {steps.get('report', 0):.1f} s in process"
+        f"{_demo_waiting(d)}; load average {d['load_average_1m']:g})",
+        f"< {d['goal_s']:g} s",
+        "`python bench/demo_time.py`",
+    )]
 
 
 def interval_coverage(d: dict[str, Any]) -> list[Row]:
     b, ind = d["burst"], d["independent"]
     seeds = b["experiments"] // 4
-    return [
-        (
-            f"coverage of the 95 % success interval, {_n(b['experiments'])} experiments",
-            f"{_pct(b['coverage']['success_burst_adjusted'])} burst-adjusted (plain Wilson "
-            f"{_pct(b['coverage']['success_wilson'])}); "
-            f"{_pct(ind['coverage']['success_burst_adjusted'])} independent",
-            "≈ 95 %",
-            f"`python bench/interval_coverage.py --seeds {seeds} --calls "
-            f"{b['calls_per_experiment']}`",
-        )
-    ]
+    return [(
+        f"coverage of the 95 % success interval, {_n(b['experiments'])} experiments",
+        f"{_pct(b['coverage']['success_burst_adjusted'])} burst-adjusted (plain Wilson "
+        f"{_pct(b['coverage']['success_wilson'])}); "
+        f"{_pct(ind['coverage']['success_burst_adjusted'])} independent",
+        "≈ 95 %",
+        f"`python bench/interval_coverage.py --seeds {seeds} --calls "
+        f"{b['calls_per_experiment']}`",
+    )]
 
 
 def _experiments(d: dict[str, Any]) -> str:
@@ -188,33 +175,29 @@ def stats_coverage(d: dict[str, Any]) -> list[Row]:
         for name, vs in others.items()
         if vs
     )
-    return [
-        (
-            f"coverage of the 95 % success intervals: independent, bursty (P(fail|fail) 0.5, 0.8), "
-            f"deadline, day-to-day and mixture (without and with hangs) truths × N = 50 / 200 / "
-            f"1,000 × 3 tools, {_experiments(d)} experiments per cell",
-            f"{_pct(min(values))} to {_pct(max(values))} (Monte Carlo error "
-            f"±{100 * d.get('monte_carlo_se', 0.011):.1f} points); {outside} of {len(values)} cells "
-            f"outside 93–97 %, {side}{other_text} (see docs/statistics.md)",
-            "93–97 %",
-            f"`python bench/stats_coverage.py --seeds {d['seeds']}`",
-        )
-    ]
+    return [(
+        f"coverage of the 95 % success intervals: independent, bursty (P(fail|fail) 0.5, 0.8), "
+        f"deadline, day-to-day and mixture (without and with hangs) truths × N = 50 / 200 / "
+        f"1,000 × 3 tools, {_experiments(d)} experiments per cell",
+        f"{_pct(min(values))} to {_pct(max(values))} (Monte Carlo error "
+        f"±{100 * d.get('monte_carlo_se', 0.011):.1f} points); {outside} of {len(values)} "
+        f"cells outside 93–97 %, {side}{other_text} (see docs/statistics.md)",
+        "93–97 %",
+        f"`python bench/stats_coverage.py --seeds {d['seeds']}`",
+    )]
 
 
 def outage_drift(d: dict[str, Any]) -> list[Row]:
     rows = [v for k, v in d["tools_flagged"].items() if not k.endswith(":0.0")]
     span = lambda key: f"{_pct(min(r[key] for r in rows))}–{_pct(max(r[key] for r in rows))}"  # noqa: E731
-    return [
-        (
-            f"false drift under outages that keep one code (nothing changed), {d['dbs']} "
-            "databases × 8 tools",
-            f"error-mix flags {span('mix_new')} (plain χ² {span('mix_old')}); day-variability "
-            f"flags {span('var_new')} (plain {span('var_old')})",
-            "≤ 5 %",
-            "`python bench/outage_drift.py`",
-        )
-    ]
+    return [(
+        f"false drift under outages that keep one code (nothing changed), {d['dbs']} "
+        "databases × 8 tools",
+        f"error-mix flags {span('mix_new')} (plain χ² {span('mix_old')}); day-variability "
+        f"flags {span('var_new')} (plain {span('var_old')})",
+        "≤ 5 %",
+        "`python bench/outage_drift.py`",
+    )]
 
 
 def error_mix_coverage(d: dict[str, Any]) -> list[Row]:
@@ -223,126 +206,108 @@ def error_mix_coverage(d: dict[str, Any]) -> list[Row]:
         f"{_pct(min(min(c[key].values()) for c in cells))}–"
         f"{_pct(max(max(c[key].values()) for c in cells))}"
     )
-    return [
-        (
-            f"coverage of the error mix's 95 % intervals (each code's share of failures), "
-            f"{len(d['cells'])} cells up to P(fail|fail) 0.9 and code persistence 0.9 × "
-            f"{d['seeds']} experiments",
-            f"{span('effective_n')} at the effective number of failures (plain multinomial "
-            f"{span('plain')})",
-            "≈ 95 %",
-            "`python bench/error_mix_coverage.py`",
-        )
-    ]
+    return [(
+        f"coverage of the error mix's 95 % intervals (each code's share of failures), "
+        f"{len(d['cells'])} cells up to P(fail|fail) 0.9 and code persistence 0.9 × "
+        f"{d['seeds']} experiments",
+        f"{span('effective_n')} at the effective number of failures (plain multinomial "
+        f"{span('plain')})",
+        "≈ 95 %",
+        "`python bench/error_mix_coverage.py`",
+    )]
 
 
 def profile_roundtrip(d: dict[str, Any]) -> list[Row]:
     p = d["parameters"]
     inside = [v["inside"] for v in p.values() if v["inside"] != "-"]
     lo, hi = min(inside, key=lambda s: float(s[:-1])), max(inside, key=lambda s: float(s[:-1]))
-    return [
-        (
-            f"round trip of every profile parameter, {d['seeds']} × {_n(d['n'])} calls per scenario",
-            f"truth inside its interval {lo}–{hi}; mean abs. error: P(fail|fail) "
-            f"{p['bursty:p_fail_after_fail']['mae']:.3f}, code persistence "
-            f"{p['bursty:code_persistence']['mae']:.3f}, Retry-After share "
-            f"{p['bursty:retry_after.share']['mae']:.3f}, day effect sd "
-            f"{p['daily:daily_logit_sd']['mae']:.2f}, hang share behind a deadline "
-            f"{p['deadline:errors.TIMEOUT']['mae']:.2f} "
-            f"({p['deadline_rare:errors.TIMEOUT']['mae']:.2f} at success 0.97)",
-            "inside ≈ 95 %",
-            "`python bench/profile_roundtrip.py`",
-        )
-    ]
+    return [(
+        f"round trip of every profile parameter, {d['seeds']} × {_n(d['n'])} calls per scenario",
+        f"truth inside its interval {lo}–{hi}; mean abs. error: P(fail|fail) "
+        f"{p['bursty:p_fail_after_fail']['mae']:.3f}, code persistence "
+        f"{p['bursty:code_persistence']['mae']:.3f}, Retry-After share "
+        f"{p['bursty:retry_after.share']['mae']:.3f}, day effect sd "
+        f"{p['daily:daily_logit_sd']['mae']:.2f}, hang share behind a deadline "
+        f"{p['deadline:errors.TIMEOUT']['mae']:.2f} "
+        f"({p['deadline_rare:errors.TIMEOUT']['mae']:.2f} at success 0.97)",
+        "inside ≈ 95 %",
+        "`python bench/profile_roundtrip.py`",
+    )]
 
 
 def replay_vs_vcrpy(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"replay a {_n(d['interactions'])}-interaction cassette, realprobe vs vcrpy "
-            f"{d['vcrpy_version']}",
-            f"{d['realprobe_replay_s']:.2f} s vs {d['vcrpy_replay_s']:.1f} s: "
-            f"**{d['speedup']:.0f}×**",
-            "≥ 100×",
-            "`python bench/replay_vs_vcrpy.py`",
-        )
-    ]
+    return [(
+        f"replay a {_n(d['interactions'])}-interaction cassette, realprobe vs vcrpy "
+        f"{d['vcrpy_version']}",
+        f"{d['realprobe_replay_s']:.2f} s vs {d['vcrpy_replay_s']:.1f} s: "
+        f"**{d['speedup']:.0f}×**",
+        "≥ 100×",
+        "`python bench/replay_vs_vcrpy.py`",
+    )]
 
 
 def replay_load_time(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"cassette load, {_n(d['interactions'])} interactions",
-            f"JSON {d['realprobe_load_json_s']:.2f} s, YAML {d['realprobe_load_yaml_s']:.2f} s",
-            "–",
-            "`python bench/replay_load_time.py`",
-        )
-    ]
+    return [(
+        f"cassette load, {_n(d['interactions'])} interactions",
+        f"JSON {d['realprobe_load_json_s']:.2f} s, YAML {d['realprobe_load_yaml_s']:.2f} s",
+        "–",
+        "`python bench/replay_load_time.py`",
+    )]
 
 
 def tasks_simulate(d: dict[str, Any]) -> list[Row]:
     p = d["profiles"]
     rates = ", ".join(f"{_n(v['runs_per_s'])} ({k})" for k, v in p.items())
-    return [
-        (
-            f"reference agent, simulate mode, all tasks × {d['repeat']}",
-            f"runs/s: {rates}; no real sleeping",
-            "–",
-            "`python bench/tasks_simulate.py`",
-        )
-    ]
+    return [(
+        f"reference agent, simulate mode, all tasks × {d['repeat']}",
+        f"runs/s: {rates}; no real sleeping",
+        "–",
+        "`python bench/tasks_simulate.py`",
+    )]
 
 
 def tasks_replay(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            "replay every shipped task run",
-            f"{d['runs']} runs in {1000 * d['best_s']:.0f} ms, {d['outcomes_as_recorded']} as "
-            "recorded",
-            "–",
-            "`python bench/tasks_replay.py`",
-        )
-    ]
+    return [(
+        "replay every shipped task run",
+        f"{d['runs']} runs in {1000 * d['best_s']:.0f} ms, {d['outcomes_as_recorded']} as "
+        "recorded",
+        "–",
+        "`python bench/tasks_replay.py`",
+    )]
 
 
 def mcp_overhead(d: dict[str, Any]) -> list[Row]:
     def ms(key: str) -> str:
         return f"+{d[key]['overhead_ms_vs_direct']:.2f} ms"
 
-    return [
-        (
-            "MCP overhead per call over a direct call",
-            f"{ms('mcp_in_process')} in process, {ms('mcp_stdio')} stdio, {ms('mcp_http')} HTTP",
-            "–",
-            "`python bench/mcp_overhead.py`",
-        )
-    ]
+    return [(
+        "MCP overhead per call over a direct call",
+        f"{ms('mcp_in_process')} in process, {ms('mcp_stdio')} stdio, {ms('mcp_http')} HTTP",
+        "–",
+        "`python bench/mcp_overhead.py`",
+    )]
 
 
 def catalog_scale(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"catalogue at scale: {d['tools']} tools over {d['apis']} APIs",
-            f"load {d['catalog_load']['median_s']:.2f} s, `catalog --json --format mcp` in process "
-            f"{d['catalog_json_mcp_in_process']['median_s']:.2f} s, MCP tools/list "
-            f"{d['mcp_tools_list']['median_s']:.2f} s (medians; load average "
-            f"{d['machine']['load_average_1m']:g})",
-            "< 0.5 s at 300 tools",
-            "`python bench/catalog_scale.py`",
-        )
-    ]
+    return [(
+        f"catalogue at scale: {d['tools']} tools over {d['apis']} APIs",
+        f"load {d['catalog_load']['median_s']:.2f} s, `catalog --json --format mcp` in process "
+        f"{d['catalog_json_mcp_in_process']['median_s']:.2f} s, MCP tools/list "
+        f"{d['mcp_tools_list']['median_s']:.2f} s (medians; load average "
+        f"{d['machine']['load_average_1m']:g})",
+        "< 0.5 s at 300 tools",
+        "`python bench/catalog_scale.py`",
+    )]
 
 
 def openapi_import(d: dict[str, Any]) -> list[Row]:
     p = d["pokeapi"]
-    return [
-        (
-            f"OpenAPI import: PokéAPI ({p['tools']} tools from {p['bytes'] // 1000} kB)",
-            f"{p['import_s_median']:.2f} s (median of {p['repeat']})",
-            "< 2 s",
-            "`python bench/openapi_import.py`",
-        )
-    ]
+    return [(
+        f"OpenAPI import: PokéAPI ({p['tools']} tools from {p['bytes'] // 1000} kB)",
+        f"{p['import_s_median']:.2f} s (median of {p['repeat']})",
+        "< 2 s",
+        "`python bench/openapi_import.py`",
+    )]
 
 
 def hostile_limits(d: dict[str, Any]) -> list[Row]:
@@ -368,213 +333,173 @@ def hostile_limits(d: dict[str, Any]) -> list[Row]:
 
 def drift_false_positives(d: dict[str, Any]) -> list[Row]:
     nc = d["no_change_bursty"]
-    return [
-        (
-            f"`drift` false positives, bursty no-change (P(fail|fail) {nc['p_fail_after_fail']:g}), "
-            f"{nc['databases']} databases × {nc['tools_per_database']} tools",
-            f"{_pct(nc['per_tool']['success_flagged'])} of tools flagged on success (plain "
-            f"two-proportion test {_pct(nc['per_tool']['success_flagged_plain_test'])})",
-            "≤ 6 %",
-            "`python bench/drift_false_positives.py`",
-        )
-    ]
+    return [(
+        f"`drift` false positives, bursty no-change (P(fail|fail) {nc['p_fail_after_fail']:g}), "
+        f"{nc['databases']} databases × {nc['tools_per_database']} tools",
+        f"{_pct(nc['per_tool']['success_flagged'])} of tools flagged on success (plain "
+        f"two-proportion test {_pct(nc['per_tool']['success_flagged_plain_test'])})",
+        "≤ 6 %",
+        "`python bench/drift_false_positives.py`",
+    )]
 
 
 def calibrate_burst_roundtrip(d: dict[str, Any]) -> list[Row]:
     mixed = d["mixed_codes"]
-    return [
-        (
-            f"`calibrate` round trip of the burst chain under a biting deadline "
-            f"({mixed['experiments']} experiments)",
-            "mean absolute error vs truth: "
-            + ", ".join(
-                f"P(fail|{'fail' if k == 'ff' else 'ok'}) {v['mean_abs_error']:.3f}"
-                for k, v in mixed["calibrated_vs_truth"].items()
-                if isinstance(v, dict) and "mean_abs_error" in v
-            ),
-            "within 0.03",
-            "`python bench/calibrate_burst_roundtrip.py`",
-        )
-    ]
+    return [(
+        f"`calibrate` round trip of the burst chain under a biting deadline "
+        f"({mixed['experiments']} experiments)",
+        "mean absolute error vs truth: "
+        + ", ".join(
+            f"P(fail|{'fail' if k == 'ff' else 'ok'}) {v['mean_abs_error']:.3f}"
+            for k, v in mixed["calibrated_vs_truth"].items()
+            if isinstance(v, dict) and "mean_abs_error" in v
+        ),
+        "within 0.03",
+        "`python bench/calibrate_burst_roundtrip.py`",
+    )]
 
 
 def latency_fit_checks(d: dict[str, Any]) -> list[Row]:
     ks = d["ks_null_no_deadline"]
-    return [
-        (
-            f"KS p-value under the null ({ks['replicates']} replicates, no deadline)",
-            f"share below 0.05: {_pct(ks['bootstrap_pvalue']['share_below_0.05'])} with the "
-            "parametric bootstrap (plain Kolmogorov "
-            f"{_pct(ks['kolmogorov_pvalue']['share_below_0.05'])})",
-            "≈ 5 %",
-            "`python bench/latency_fit_checks.py`",
-        )
-    ]
+    return [(
+        f"KS p-value under the null ({ks['replicates']} replicates, no deadline)",
+        f"share below 0.05: {_pct(ks['bootstrap_pvalue']['share_below_0.05'])} with the "
+        "parametric bootstrap (plain Kolmogorov "
+        f"{_pct(ks['kolmogorov_pvalue']['share_below_0.05'])})",
+        "≈ 5 %",
+        "`python bench/latency_fit_checks.py`",
+    )]
 
 
 def provenance_selection(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"`stats` picking live rows out of {_n(d['rows'])} mixed live and simulated rows",
-            f"{d['cli_stats_s']:.1f} s for the command (load average {d['load_average_1m']:g}); "
-            f"{d['honest_time']['rows_stamped_after_write']} of {_n(d['honest_time']['rounds'])} "
-            "simulated rounds stamped after their write",
-            "–",
-            "`python bench/provenance_selection.py`",
-        )
-    ]
+    return [(
+        f"`stats` picking live rows out of {_n(d['rows'])} mixed live and simulated rows",
+        f"{d['cli_stats_s']:.1f} s for the command (load average {d['load_average_1m']:g}); "
+        f"{d['honest_time']['rows_stamped_after_write']} of {_n(d['honest_time']['rounds'])} "
+        "simulated rounds stamped after their write",
+        "–",
+        "`python bench/provenance_selection.py`",
+    )]
 
 
 def sandbox_proxy_throughput(d: dict[str, Any]) -> list[Row]:
-    parts = [
-        f"{k.replace('_', ' ')}: {v['proxy_rps']} vs {v['direct_rps']} req/s (**{v['ratio']:.2f}**)"
-        for k, v in d["results"].items()
-    ]
-    return [
-        (
-            "sandbox proxy mode (`--upstream URL`, no faults) vs direct to the same loopback "
-            "upstream",
-            "; ".join(parts),
-            "≥ 0.8 of direct",
-            "`python bench/sandbox_proxy_throughput.py`",
-        )
-    ]
+    parts = [f"{k.replace('_', ' ')}: {v['proxy_rps']} vs {v['direct_rps']} req/s "
+             f"(**{v['ratio']:.2f}**)" for k, v in d["results"].items()]
+    return [(
+        "sandbox proxy mode (`--upstream URL`, no faults) vs direct to the same loopback "
+        "upstream",
+        "; ".join(parts),
+        "≥ 0.8 of direct",
+        "`python bench/sandbox_proxy_throughput.py`",
+    )]
 
 
 def use_cassette_replay(d: dict[str, Any]) -> list[Row]:
-    vcrpy = (
-        f"{_n(d['vcrpy_replay_s'])} s (estimated from {d['vcrpy_requests_timed']} "
-        "requests spread over the match positions)"
-        if d.get("vcrpy_estimated")
-        else f"{_n(d['vcrpy_replay_s'])} s"
-    )
-    return [
-        (
-            f"replay a {_n(d['interactions'])}-interaction cassette through `use_cassette` with a "
-            "plain `httpx.Client` vs vcrpy, one run each",
-            f"{d['use_cassette_replay_s']:.1f} s vs {vcrpy}: "
-            f"**{d['speedup_vs_vcrpy']:.0f}×**; per request {d['ratio_to_mock_floor']:.2f}× an "
-            "`httpx.MockTransport` returning prebuilt responses",
-            "≥ 100×; within 1.3× of the MockTransport",
-            "`python bench/use_cassette_replay.py --vcrpy-requests 40`"
-            if d.get("vcrpy_estimated")
-            else "`python bench/use_cassette_replay.py`",
-        )
-    ]
+    vcrpy = (f"{_n(d['vcrpy_replay_s'])} s (estimated from {d['vcrpy_requests_timed']} "
+             "requests spread over the match positions)" if d.get("vcrpy_estimated")
+             else f"{_n(d['vcrpy_replay_s'])} s")
+    return [(
+        f"replay a {_n(d['interactions'])}-interaction cassette through `use_cassette` with a "
+        "plain `httpx.Client` vs vcrpy, one run each",
+        f"{d['use_cassette_replay_s']:.1f} s vs {vcrpy}: "
+        f"**{d['speedup_vs_vcrpy']:.0f}×**; per request {d['ratio_to_mock_floor']:.2f}× an "
+        "`httpx.MockTransport` returning prebuilt responses",
+        "≥ 100×; within 1.3× of the MockTransport",
+        "`python bench/use_cassette_replay.py --vcrpy-requests 40`"
+        if d.get("vcrpy_estimated") else "`python bench/use_cassette_replay.py`",
+    )]
 
 
 def input_limits(d: dict[str, Any]) -> list[Row]:
     r = d["results"]
     bl, big, ver = r["billion_laughs"], r["cassette_286mb"], r["cassette_20mb_verify"]
-    return [
-        (
-            f"refusing input files: {bl['file_bytes']}-byte billion-laughs YAML; "
-            f"{big['file_bytes'] / 1e6:.0f} MB cassette; verifying a "
-            f"{ver['file_bytes'] / 1e6:.0f} MB one",
-            f"{bl['seconds'] * 1000:.0f} ms and {bl['peak_mb']:.1f} MB peak; refused from its size "
-            f"in {big['seconds'] * 1000:.1f} ms; {ver['seconds']:.1f} s and "
-            f"{ver['peak_mb']:.0f} MB peak",
-            "< 1 s and < 100 MB",
-            "`python bench/input_limits.py`",
-        )
-    ]
+    return [(
+        f"refusing input files: {bl['file_bytes']}-byte billion-laughs YAML; "
+        f"{big['file_bytes'] / 1e6:.0f} MB cassette; verifying a "
+        f"{ver['file_bytes'] / 1e6:.0f} MB one",
+        f"{bl['seconds'] * 1000:.0f} ms and {bl['peak_mb']:.1f} MB peak; refused from its size "
+        f"in {big['seconds'] * 1000:.1f} ms; {ver['seconds']:.1f} s and "
+        f"{ver['peak_mb']:.0f} MB peak",
+        "< 1 s and < 100 MB",
+        "`python bench/input_limits.py`",
+    )]
 
 
 def exporter_scrape(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"exporter `/metrics` on {_n(d['rows'])} rows, {d['rows_added_between_scrapes']} new "
-            "rows between scrapes",
-            f"median {d['scrape_median_ms']} ms per scrape (p95 {d['scrape_p95_ms']} ms; CPU "
-            f"{d.get('scrape_cpu_median_ms', '–')} ms); first scrape {d['first_scrape_s']} s "
-            f"(load average {d['load_avg_1m']})",
-            "< 100 ms",
-            "`python bench/exporter_scrape.py`",
-        )
-    ]
+    return [(
+        f"exporter `/metrics` on {_n(d['rows'])} rows, {d['rows_added_between_scrapes']} new "
+        "rows between scrapes",
+        f"median {d['scrape_median_ms']} ms per scrape (p95 {d['scrape_p95_ms']} ms; CPU "
+        f"{d.get('scrape_cpu_median_ms', '–')} ms); first scrape {d['first_scrape_s']} s "
+        f"(load average {d['load_avg_1m']})",
+        "< 100 ms",
+        "`python bench/exporter_scrape.py`",
+    )]
 
 
 def merge_throughput(d: dict[str, Any]) -> list[Row]:
-    return [
-        (
-            f"`merge` of {d['sources']} vantage databases × {_n(d['rows_per_source'])} rows",
-            f"{_n(d['first_merge_rows_per_s'])} rows/s ({d['first_merge_s']} s); merging again "
-            f"adds {d['rows_added_again']} rows at {_n(d['second_merge_rows_per_s'])} rows/s "
-            f"(load average {d['load_avg_1m']})",
-            "–",
-            "`python bench/merge_throughput.py`",
-        )
-    ]
+    return [(
+        f"`merge` of {d['sources']} vantage databases × {_n(d['rows_per_source'])} rows",
+        f"{_n(d['first_merge_rows_per_s'])} rows/s ({d['first_merge_s']} s); merging again "
+        f"adds {d['rows_added_again']} rows at {_n(d['second_merge_rows_per_s'])} rows/s "
+        f"(load average {d['load_avg_1m']})",
+        "–",
+        "`python bench/merge_throughput.py`",
+    )]
 
 
 def tasks_concurrency(d: dict[str, Any]) -> list[Row]:
-    parts = [
-        f"concurrency {m['concurrency']}: {m['makespan_s']} s vs ideal {m['ideal_s']} s "
-        f"(**{m['ratio_to_ideal']:.2f}×**)"
-        for m in d["makespan"]
-    ]
+    parts = [f"concurrency {m['concurrency']}: {m['makespan_s']} s vs ideal {m['ideal_s']} s "
+             f"(**{m['ratio_to_ideal']:.2f}×**)" for m in d["makespan"]]
     ray = d.get("ray")
     if ray:
         parts.append(f"Ray executor +{ray['ray_overhead_per_run_ms']} ms per run over local")
-    return [
-        (
-            f"330 task runs against a scripted model with {int(d['delay_s'] * 1000)} ms per request",
-            "; ".join(parts) + f" ({_load(d)})",
-            "≤ 1.2 × ideal",
-            "`python bench/tasks_concurrency.py`",
-        )
-    ]
+    return [(
+        f"330 task runs against a scripted model with {int(d['delay_s'] * 1000)} ms per request",
+        "; ".join(parts) + f" ({_load(d)})",
+        "≤ 1.2 × ideal",
+        "`python bench/tasks_concurrency.py`",
+    )]
 
 
 def sandbox_latency(d: dict[str, Any]) -> list[Row]:
     late, over = d["sandbox_lateness_ms"], d["client_overhead_ms"]
     drawn, measured = d["fit_drawn"], d["fit_measured"]
-    return [
-        (
-            f"sandbox latency as a client sees it ({d['paired_successes']} successes, "
-            "latency scale 0.25)",
-            f"sandbox late by {late['median']:.1f} ms median, {late['p99']:.1f} ms p99; client "
-            f"adds {over['median']:.1f} ms median (spread {over['robust_sd']:.1f} ms); sigma "
-            f"{drawn['sigma']:.3f} drawn, {measured['sigma']:.3f} measured for a true 0.5 "
-            f"(load average {d['load_average_1m']:g})",
-            "lateness ≪ latency",
-            "`python bench/sandbox_latency.py`",
-        )
-    ]
+    return [(
+        f"sandbox latency as a client sees it ({d['paired_successes']} successes, "
+        "latency scale 0.25)",
+        f"sandbox late by {late['median']:.1f} ms median, {late['p99']:.1f} ms p99; client "
+        f"adds {over['median']:.1f} ms median (spread {over['robust_sd']:.1f} ms); sigma "
+        f"{drawn['sigma']:.3f} drawn, {measured['sigma']:.3f} measured for a true 0.5 "
+        f"(load average {d['load_average_1m']:g})",
+        "lateness ≪ latency",
+        "`python bench/sandbox_latency.py`",
+    )]
 
 
 def eval_numbers(d: dict[str, Any]) -> list[Row]:
     surf = d["surface"]
     cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
     k = max(surf["k"])
-    lams = ", ".join(
-        f"λ={lam:g}: {cells[(0, lam, 1)]:.2f} / {cells[(0, lam, k)]:.2f}" for lam in surf["lambda"]
-    )
+    lams = ", ".join(f"λ={lam:g}: {cells[(0, lam, 1)]:.2f} / {cells[(0, lam, k)]:.2f}"
+                     for lam in surf["lambda"])
     by = {(e["flaw"], e["severity"]): e for e in d["flaws"]}
-
     def f1s(name: str) -> str:
         return " / ".join(f"{by[(name, s)]['chain_f1']['mean']:.2f}" for s in (10, 30, 50))
 
     names = ("missing_steps", "compressed_steps", "tool_misuse", "sequential_inversion")
     flaws = "; ".join(f"{name} {f1s(name)}" for name in names)
-    inv = " / ".join(
-        f"{by[('sequential_inversion', s)]['kendall_tau']['mean']:.2f}" for s in (10, 30, 50)
-    )
+    inv = " / ".join(f"{by[('sequential_inversion', s)]['kendall_tau']['mean']:.2f}"
+                     for s in (10, 30, 50))
     return [
-        (
-            f"reference agent's reliability surface on the published profile: pass^1 / pass^{k} "
-            f"(ε = 0, 1, 2 alike: it does not read the text)",
-            f"{lams}; volume **{surf['volume']:.3f}** ({surf['runs']} runs)",
-            "–",
-            "`python bench/eval_numbers.py`",
-        ),
-        (
-            "Chain F1 at flaw severity 10 / 30 / 50 (reference agent, calm profile, "
-            f"{by[('missing_steps', 10)]['runs']} runs per cell)",
-            f"{flaws}; Kendall τ of inversions {inv}",
-            "falls with severity",
-            "same",
-        ),
+        (f"reference agent's reliability surface on the published profile: pass^1 / pass^{k} "
+         f"(ε = 0, 1, 2 alike: it does not read the text)",
+         f"{lams}; volume **{surf['volume']:.3f}** ({surf['runs']} runs)",
+         "–", "`python bench/eval_numbers.py`"),
+        ("Chain F1 at flaw severity 10 / 30 / 50 (reference agent, calm profile, "
+         f"{by[('missing_steps', 10)]['runs']} runs per cell)",
+         f"{flaws}; Kendall τ of inversions {inv}",
+         "falls with severity", "same"),
     ]
 
 
@@ -588,51 +513,45 @@ def _load(d: dict[str, Any]) -> str:
 
 def mcp_tools_list(d: dict[str, Any]) -> list[Row]:
     bare_kb = d["payload_kb_without_output_schemas"]
-    return [
-        (
-            f"MCP `tools/list` over stdio, {d['tools']} tools, vs an SDK `MCPServer` with "
-            f"{d['tools']} trivial tools",
-            f"{d['realprobe_ms_per_list']:.1f} ms vs {d['anchor_sdk_ms_per_list']:.1f} ms: "
-            f"**{d['ratio_realprobe_to_anchor']:.2f}×** ({d['payload_kb']:g} kB vs "
-            f"{d['anchor_payload_kb']:g} kB; without output schemas {bare_kb:g} kB, "
-            f"{d['ratio_without_output_schemas_to_anchor']:.2f}×; {_load(d)})",
-            f"≤ {d['goal_ratio']:g}× the SDK server",
-            "`python bench/mcp_tools_list.py`",
-        )
-    ]
+    return [(
+        f"MCP `tools/list` over stdio, {d['tools']} tools, vs an SDK `MCPServer` with "
+        f"{d['tools']} trivial tools",
+        f"{d['realprobe_ms_per_list']:.1f} ms vs {d['anchor_sdk_ms_per_list']:.1f} ms: "
+        f"**{d['ratio_realprobe_to_anchor']:.2f}×** ({d['payload_kb']:g} kB vs "
+        f"{d['anchor_payload_kb']:g} kB; without output schemas {bare_kb:g} kB, "
+        f"{d['ratio_without_output_schemas_to_anchor']:.2f}×; {_load(d)})",
+        f"≤ {d['goal_ratio']:g}× the SDK server",
+        "`python bench/mcp_tools_list.py`",
+    )]
 
 
 def probe_concurrency(d: dict[str, Any]) -> list[Row]:
     m, med, bad = d["makespan_s"], d["median_call_ms"], d["failed_calls"]
-    return [
-        (
-            f"live `probe` of {d['hosts']} loopback hosts × {d['calls'] // d['hosts']} rounds, "
-            f"{d['latency_ms']:g} ms per call, concurrency 300 vs 32",
-            f"{m['300']} s vs {m['32']} s: **{d['ratio_300_to_32']:.2f}×** (median call "
-            f"{med['300']} ms vs {med['32']} ms; failed {bad['300']} vs {bad['32']}; {_load(d)})",
-            f"≤ {d['goal_ratio']:g}× the run at 32",
-            "`python bench/probe_concurrency.py`",
-        )
-    ]
+    return [(
+        f"live `probe` of {d['hosts']} loopback hosts × {d['calls'] // d['hosts']} rounds, "
+        f"{d['latency_ms']:g} ms per call, concurrency 300 vs 32",
+        f"{m['300']} s vs {m['32']} s: **{d['ratio_300_to_32']:.2f}×** (median call "
+        f"{med['300']} ms vs {med['32']} ms; failed {bad['300']} vs {bad['32']}; {_load(d)})",
+        f"≤ {d['goal_ratio']:g}× the run at 32",
+        "`python bench/probe_concurrency.py`",
+    )]
 
 
 def ray_live_gate(d: dict[str, Any]) -> list[Row]:
     w, c = d["workers"], d["contested_4_workers"]
-    return [
-        (
-            f"live-target calls from Ray workers through one shared politeness state: "
-            f"{d['jobs']} jobs × {d['calls_per_job']} calls over {d['hosts']} loopback hosts "
-            f"(one in flight, {d['interval_s']:g} s apart each)",
-            f"{w['1']['calls_per_s']:g} / {w['2']['calls_per_s']:g} / {w['4']['calls_per_s']:g} "
-            f"calls/s at 1 / 2 / 4 workers: **{d['speedup_4']:.2f}×** at 4; gaps under the "
-            f"interval seen upstream: {sum(v['gaps_shorter_than_interval'] for v in w.values())}; "
-            f"over {c['hosts']} contested hosts {c['calls_per_s']:g} calls/s (they allow "
-            f"{c['hosts_allow_calls_per_s']:g}), smallest gap {c['min_gap_s']} s, "
-            f"{c['gaps_shorter_than_interval']} under the interval ({_load(d)})",
-            "spacing never violated; ≥ 3× at 4 workers where the hosts allow",
-            "`python bench/ray_live_gate.py`",
-        )
-    ]
+    return [(
+        f"live-target calls from Ray workers through one shared politeness state: "
+        f"{d['jobs']} jobs × {d['calls_per_job']} calls over {d['hosts']} loopback hosts "
+        f"(one in flight, {d['interval_s']:g} s apart each)",
+        f"{w['1']['calls_per_s']:g} / {w['2']['calls_per_s']:g} / {w['4']['calls_per_s']:g} "
+        f"calls/s at 1 / 2 / 4 workers: **{d['speedup_4']:.2f}×** at 4; gaps under the "
+        f"interval seen upstream: {sum(v['gaps_shorter_than_interval'] for v in w.values())}; "
+        f"over {c['hosts']} contested hosts {c['calls_per_s']:g} calls/s (they allow "
+        f"{c['hosts_allow_calls_per_s']:g}), smallest gap {c['min_gap_s']} s, "
+        f"{c['gaps_shorter_than_interval']} under the interval ({_load(d)})",
+        "spacing never violated; ≥ 3× at 4 workers where the hosts allow",
+        "`python bench/ray_live_gate.py`",
+    )]
 
 
 #: results file stem -> its rows, in the README's order
