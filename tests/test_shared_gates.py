@@ -82,10 +82,12 @@ def test_a_lease_lapses_when_its_holder_never_gives_it_back() -> None:
         from realprobe.hosts import host_key, strictest
 
         key, pol = host_key(api), strictest(api.politeness)
-        lease = await state.acquire(key, pol, 1.0, 0.05)  # a holder that dies
+        lease = await state.acquire(key, pol, 1.0, 0.5)  # a holder that dies
         assert lease
         assert await state.acquire(key, pol, 0.01, 1.0) == 0  # still held
-        await asyncio.sleep(0.1)
+        expiry = state._leases[lease][1]  # wait on the lease's own deadline, not a guess
+        while time.time() <= expiry:
+            await asyncio.sleep(0.01)
         async with policy.turn(api, 1.0):  # lapsed: the slot is free again
             pass
 
