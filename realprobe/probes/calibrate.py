@@ -121,6 +121,12 @@ def _with_deadline_uncertainty(
     return (min(1.0, math.exp(centre - d_lo)), min(1.0, math.exp(centre + d_hi)))
 
 
+def holding(ci: tuple[float, float], v: float) -> tuple[float, float]:
+    """`ci` widened, if needed, to hold the estimate `v` it belongs to (an estimate that rests
+    on a prior where the likelihood is flat can sit outside the likelihood's interval)."""
+    return (min(ci[0], v), max(ci[1], v))
+
+
 def code_persistence(ts: ToolStats) -> tuple[float | None, tuple[float, float] | None]:
     """c in P(same code | fail after fail) = c + (1-c) sum w^2 (the fault model's rule),
     solved from the observed share of repeated codes, and its interval (the Wilson interval
@@ -332,7 +338,7 @@ def _before_deadline(
     rest = sum(others.values())
     if not rest and counts:  # TIMEOUTs only: the failure rate is the hang rate
         success = 1.0 - hang_rate_alone(ts, s_t, s_ci)
-        ci = (min(ci[0], success), max(ci[1], success))
+        ci = holding(ci, success)
     w = hang_share(ts, s_t, s_ci) if success < 1 else 0.0
     errors: dict[ErrorCode, float] = {}
     if rest:
@@ -486,7 +492,7 @@ def errors_interval(
         v_lo, v_hi = wilson(k / deff, k_o / deff)
         out[code] = (v_lo * (1 - t_hi), v_hi * (1 - t_lo))
     point = {c: errors.get(c, 0.0) for c in out}
-    return {c: (min(lo, point[c]), max(hi, point[c])) for c, (lo, hi) in out.items()}
+    return {c: holding(ci, point[c]) for c, ci in out.items()}
 
 
 #: below this many TIMEOUTs, a mixture's S behind the deadline rests on too few slow calls
@@ -570,7 +576,7 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
     if hang_ci is not None:
         # the estimate rests on a prior where the likelihood is flat: never outside its interval
         hang = (1.0 - success) * errors.get(ErrorCode.TIMEOUT, 0.0)
-        hang_ci = (min(hang_ci[0], hang), max(hang_ci[1], hang))
+        hang_ci = holding(hang_ci, hang)
     return ToolProfile(
         n=ts.success.n,
         success_rate=success,
@@ -588,11 +594,6 @@ def tool_profile(ts: ToolStats, mixture: list[MixtureComponent] | None = None) -
         errors_ci95=errors_interval(ts, s_t, hang_ci, errors),
         notes=_notes(ts, hang_note, burst, s_t),
     )
-
-
-def _holding(ci: tuple[float, float] | None, v: float) -> tuple[float, float] | None:
-    """`ci` widened, if needed, to hold the estimate `v` it belongs to."""
-    return None if ci is None else (min(ci[0], v), max(ci[1], v))
 
 
 def _profile_burst(
@@ -620,8 +621,8 @@ def _profile_burst(
     burst = reconciled_chain(ff, fo, 1.0 - success)
     return burst.model_copy(
         update={
-            "p_fail_after_fail_ci95": _holding(ff_ci, burst.p_fail_after_fail),
-            "p_fail_after_ok_ci95": _holding(fo_ci, burst.p_fail_after_ok),
+            "p_fail_after_fail_ci95": ff_ci and holding(ff_ci, burst.p_fail_after_fail),
+            "p_fail_after_ok_ci95": fo_ci and holding(fo_ci, burst.p_fail_after_ok),
         }
     )
 
