@@ -167,3 +167,29 @@ def test_retry_after_weights_carry_intervals_in_the_values_order() -> None:
     tp = ToolProfile.model_validate(old)
     assert tp.burst is not None and tp.burst.p_fail_after_ok_ci95 is None
     assert tp.retry_after[ErrorCode.RATE_LIMIT_ERROR].weights_ci95 is None
+
+
+@pytest.mark.parametrize(
+    ("tool", "needle"),
+    [
+        ({"burst": {"p_fail_after_fail": 0.5, "p_fail_after_ok": 0.0556,
+                    "p_fail_after_ok_ci95": [0.2, 0.1]}},
+         "p_fail_after_ok_ci95 [0.2, 0.1] must satisfy 0 <= low <= high <= 1"),
+        ({"retry_after": {"RATE_LIMIT_ERROR": {"share": 0.5, "values": [[2.0, 1.0]],
+                                               "weights_ci95": [[0.1, 0.9], [0.2, 0.3]]}}},
+         "weights_ci95 has 2 intervals for 1 Retry-After values"),
+        ({"retry_after": {"RATE_LIMIT_ERROR": {"share": 0.5, "share_ci95": [0.4, 1.5]}}},
+         "share's interval [0.4, 1.5] must satisfy"),
+    ],
+)  # fmt: skip
+def test_a_profile_with_a_broken_interval_is_refused_in_one_line(
+    tmp_path, tool: dict, needle: str
+) -> None:
+    from realprobe.simulator.profile import ProfileError, load_profile
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "realprobe-profile/1", "tools": {"a": {
+        "success_rate": 0.9, "errors": {"RATE_LIMIT_ERROR": 1.0}, **tool}}}))  # fmt: skip
+    with pytest.raises(ProfileError) as err:
+        load_profile(path)
+    assert needle in str(err.value) and "\n" not in str(err.value)

@@ -9,7 +9,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.outputs import write_output
@@ -103,6 +111,15 @@ class LatencyModel(_Model):
         return math.log(p50), 0.5
 
 
+def probability_interval(
+    what: str, ci: tuple[float, float] | None
+) -> tuple[float, float] | None:
+    """`ci` itself, or a ValueError naming `what` when it is no interval of a probability."""
+    if ci is not None and not 0 <= ci[0] <= ci[1] <= 1:
+        raise ValueError(f"{what} [{ci[0]:g}, {ci[1]:g}] must satisfy 0 <= low <= high <= 1")
+    return ci
+
+
 class Burst(_Model):
     """A two-state chain: failures come in runs."""
 
@@ -113,6 +130,13 @@ class Burst(_Model):
     #: (P(fail|ok)'s then follows from P(fail|fail)'s and the success interval's ends)
     p_fail_after_fail_ci95: tuple[float, float] | None = None
     p_fail_after_ok_ci95: tuple[float, float] | None = None
+
+    @field_validator("p_fail_after_fail_ci95", "p_fail_after_ok_ci95")
+    @classmethod
+    def _intervals(
+        cls, v: tuple[float, float] | None, info: ValidationInfo
+    ) -> tuple[float, float] | None:
+        return probability_interval(f"the interval {info.field_name}", v)
 
     @property
     def stationary_fail(self) -> float:
@@ -140,6 +164,24 @@ class RetryAfter(_Model):
             raise ValueError(f"Retry-After values must be at most {MAX_RETRY_AFTER_S:g} s")
         total = sum(w for _, w in v)
         return [(s, w / total) for s, w in v] if total > 0 else []
+
+    @field_validator("share_ci95")
+    @classmethod
+    def _share_interval(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        return probability_interval("the Retry-After share's interval", v)
+
+    @model_validator(mode="after")
+    def _weight_intervals(self) -> RetryAfter:
+        if self.weights_ci95 is None:
+            return self
+        if len(self.weights_ci95) != len(self.values):
+            raise ValueError(
+                f"weights_ci95 has {len(self.weights_ci95)} intervals for "
+                f"{len(self.values)} Retry-After values: give one per value, in their order"
+            )
+        for (sec, _), ci in zip(self.values, self.weights_ci95, strict=True):
+            probability_interval(f"the interval of the {sec:g} s weight", ci)
+        return self
 
 
 #: how far success_rate may sit from the burst chain's long-run success before the profile is
@@ -181,12 +223,8 @@ class ToolProfile(_Model):
     def _share_intervals(
         cls, v: dict[ErrorCode, tuple[float, float]] | None
     ) -> dict[ErrorCode, tuple[float, float]] | None:
-        for code, (lo, hi) in (v or {}).items():
-            if not 0 <= lo <= hi <= 1:
-                raise ValueError(
-                    f"the interval of {code.value}'s share [{lo:g}, {hi:g}] must satisfy "
-                    "0 <= low <= high <= 1"
-                )
+        for code, ci in (v or {}).items():
+            probability_interval(f"the interval of {code.value}'s share", ci)
         return v
 
     @model_validator(mode="after")
