@@ -193,3 +193,14 @@ def test_a_profile_with_a_broken_interval_is_refused_in_one_line(
     with pytest.raises(ProfileError) as err:
         load_profile(path)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_wide_chain_far_from_the_deadline_blames_the_few_calls_not_the_deadline() -> None:
+    f, pff = 0.10, 0.6
+    burst = Burst(p_fail_after_fail=pff, p_fail_after_ok=f * (1 - pff) / (1 - f))
+    tp = ToolProfile(success_rate=1 - f, errors=HANGS, latency_ms=LAT, burst=burst)
+    arr = fault_model_arrays(Profile(tools={"a": tp}), ["a"], 40, seed=1, deadline_s=10.0,
+                             t0=T0, step_s=60.0)  # fmt: skip
+    notes = " ".join(calibrate(compute_stats(arr)).tools["a"].notes)
+    assert "calls followed a failure; probe longer" in notes
+    assert "deadline" not in notes

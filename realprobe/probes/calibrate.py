@@ -530,10 +530,14 @@ def _notes(
     out = [hang_note] if hang_note else []
     ci = burst.p_fail_after_fail_ci95 if burst is not None else None
     if ci is not None and ci[1] - ci[0] > CHAIN_NOTE_WIDTH:
+        between = f"P(fail|fail) is between {ci[0]:.2f} and {ci[1]:.2f}"
         out.append(
             f"failures come in runs that calls slower than the {ts.latency.timeout_s:g} s "
-            f"deadline ({s_t:.0%} of calls) blur: P(fail|fail) is between {ci[0]:.2f} and "
-            f"{ci[1]:.2f}; probe with a far deadline to pin it down"
+            f"deadline ({s_t:.1%} of calls) blur: {between}; probe with a far deadline to pin "
+            "it down"
+            if s_t > 0
+            else f"{between}: only {ts.burst.p_fail_after_fail.n} calls followed a failure; "
+            "probe longer to pin it down"
         )
     mixture_note = _mixture_deadline_note(ts)
     if mixture_note:
