@@ -182,6 +182,9 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         code = app(args=argv, prog_name="realprobe", standalone_mode=False)
+    except _click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, and success
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        sys.exit(EXIT_OK if hasattr(exc.ctx.command, "commands") else EXIT_USAGE)
     except (RealprobeError, _click.exceptions.ClickException, Abort, KeyboardInterrupt) as exc:
         sys.stderr.write(error_line(exc) + "\n")
         sys.exit(exit_code(exc))
