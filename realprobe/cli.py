@@ -177,9 +177,15 @@ def error_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """`realprobe`: run the command, then exit with the code of the module docstring."""
+    import warnings
+
     from typer import _click
     from typer.exceptions import Abort
 
+    # numpy's and scipy's warnings (a RuntimeWarning from an optimiser step, a degenerate
+    # fit) are for library users; the commands say what matters about the numbers themselves
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    warnings.filterwarnings("ignore", module=r"(numpy|scipy)(\.|$)")
     try:
         code = app(args=argv, prog_name="realprobe", standalone_mode=False)
     except _click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, and success
