@@ -469,6 +469,27 @@ def print_drift(rep: Drift) -> None:
             f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
         )
     console.print(table)
+    console.print(drift_verdict(rep), highlight=False)
+
+
+def drift_verdict(rep: Drift) -> str:
+    """One paragraph: how many tools got worse, better, changed, stayed, could not be told."""
+    by: dict[str, list[str]] = {}
+    for t in rep.tools:
+        by.setdefault(t.verdict, []).append(t.tool)
+    if not rep.tools:
+        return "Verdict: no tool has rows in both windows."
+    parts = [f"{len(by[v])} {v} ({', '.join(by[v][:3])}{', ...' if len(by[v]) > 3 else ''})"
+             for v in ("worse", "better", "changed") if v in by]
+    if "stable" in by:
+        parts.append(f"{len(by['stable'])} stable")
+    few = by.get("insufficient data", [])
+    if few:
+        from realprobe.probes.drift import MIN_N
+
+        parts.append(f"{len(few)} with fewer than {MIN_N} calls in a window, too few to test "
+                     "(widen --baseline or --current, or probe more)")
+    return f"Verdict over {len(rep.tools)} tools: " + "; ".join(parts) + "."
 
 
 def report_cmd(

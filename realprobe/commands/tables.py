@@ -12,6 +12,7 @@ printed as a record (`header: value` lines). `--json` remains the machine interf
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -156,7 +157,11 @@ class FitTable:
         assert layout.widths is not None
         for i, w in zip(layout.shown, layout.widths, strict=True):
             col = self.columns[i]
-            table.add_column(col.header, justify=col.align, width=w,
+            # a name or number column never wraps its cells, so its header is broken between
+            # words here (rich would cut it)
+            head = "\n".join(textwrap.fill(line, w, break_long_words=False)
+                             for line in col.header.split("\n"))
+            table.add_column(head, justify=col.align, width=w,
                              no_wrap=col.kind != "text", overflow="fold")
         for row in self.rows:
             table.add_row(*(row[i] for i in layout.shown))
