@@ -16,6 +16,9 @@ from realprobe.http.phases import time_dns
 #: the request extension holding the call's id; sent as `X-Request-Id` to a sandbox only
 #: (the real APIs get no extra header), which echoes it and journals it
 REQUEST_ID_EXT = "realprobe_request_id"
+BUDGET_EXT = "realprobe.budget"  # seconds left of the call's deadline when the request was built
+#: how a request tells the sandbox the seconds it has left (never sent to a real API)
+BUDGET_HEADER = "X-Realprobe-Budget"
 
 SANDBOX_FAULT_PREFIX = "/_fault/"
 
@@ -152,12 +155,19 @@ def _pointed_at(request: httpx.Request, target: httpx.URL) -> Iterator[None]:
     added = bool(request_id) and "x-request-id" not in request.headers
     if added:
         request.headers["X-Request-Id"] = str(request_id)
+    # the sandbox answers before this (see `realprobe.sandbox.wire`): whether a call makes
+    # its deadline is then decided by the seed and the request, not by a loaded machine
+    budget = request.extensions.get(BUDGET_EXT)
+    if budget is not None:
+        request.headers[BUDGET_HEADER] = f"{budget:.3f}"
     try:
         yield
     finally:
         request.url = canonical
         if added:  # recordings above this transport never see it
             del request.headers["X-Request-Id"]
+        if budget is not None:
+            del request.headers[BUDGET_HEADER]
 
 
 class SandboxRouter(_Routes, httpx.AsyncBaseTransport):
