@@ -98,16 +98,17 @@ def _chosen(tools: str | None, all_tools: bool) -> str | None:
 def _politeness_lanes(
     tools: list[Tool], rounds: int, target: TransportOptions, choice: PolitenessChoice | None
 ) -> tuple[dict[str, Lane], dict[str, str]]:
-    """Per host, the calls planned (they go one after another) and the interval between them
-    when the waits are real (none with --politeness off, nor on a simulated or replayed
-    clock)."""
+    """Per host, the calls planned (one after another) and the interval between them, when
+    politeness holds (not with --politeness off, nor on a simulated or replayed clock: then
+    calls go side by side, as many as --concurrency)."""
     from realprobe.commands.progress import lanes_for
     from realprobe.hosts import host_key
 
-    waits = choice is not PolitenessChoice.OFF and target.mode not in (Mode.SIMULATE, Mode.REPLAY)
+    if choice is PolitenessChoice.OFF or target.mode in (Mode.SIMULATE, Mode.REPLAY):
+        return {}, {}
     lane_of = {t.name: host_key(t.api) for t in tools}
-    gaps = [(lane_of[t.name], t.api.politeness.min_interval_s + t.api.politeness.jitter_s / 2
-             if waits else 0.0) for t in tools for _ in range(max(rounds, 1))]
+    gaps = [(lane_of[t.name], t.api.politeness.min_interval_s + t.api.politeness.jitter_s / 2)
+            for t in tools for _ in range(max(rounds, 1))]
     return lanes_for(gaps), lane_of
 
 

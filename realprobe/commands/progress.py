@@ -7,8 +7,8 @@ never freezes: while nothing finishes it grows. It follows how the work is done:
   host's interval), the hosts side by side: the time left is that of the slowest host,
   its calls left x its own time per call (a hang counts the whole deadline it took), less
   what the call in flight has already run, and never less than the interval waits owed;
-- a sweep's runs go `workers` at a time: the work left (runs left x the mean run, less what
-  the runs in flight have already run) over the workers;
+- a sweep's runs go `workers` at a time: the runs left are scheduled on the workers, each
+  taking the mean run so far (the runs in flight keep what they have run);
 - anything else: the observed rate, time so far x items left / items done.
 
 Before the first item finishes only the waits are known; with none, the bar says so.
