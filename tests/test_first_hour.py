@@ -232,3 +232,27 @@ def test_a_probe_whose_rows_were_all_excluded_says_why_and_exits_3(tmp_path: Pat
     (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert "were excluded from statistics: the sandbox serves another catalogue" in line
     assert "realprobe sandbox --catalog" in line
+
+
+# -- the docs' words are the output's ----------------------------------------------------------
+
+
+def test_catalog_format_mcp_prints_json_without_the_json_flag() -> None:
+    import json
+
+    res = cli("catalog", "--format", "mcp")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["tools"]) == len(api.load_catalog())
+
+
+def test_a_skipped_operation_names_the_flag_that_keeps_it(tmp_path: Path) -> None:
+    spec = tmp_path / "o.json"
+    spec.write_text('{"openapi": "3.0.0", "info": {"title": "t", "version": "1"},'
+                    ' "servers": [{"url": "https://api.example.com"}],'
+                    ' "components": {"securitySchemes": {"k": {"type": "apiKey", "in": "query",'
+                    ' "name": "api_key"}}},'
+                    ' "paths": {"/private": {"get": {"security": [{"k": []}],'
+                    ' "responses": {"200": {"description": "ok"}}}}}}')
+    res = cli("catalog", "import-openapi", str(spec), "--output", str(tmp_path / "c.toml"))
+    assert "skipped GET /private: needs credentials (API key 'api_key' in query); " \
+           "--include-auth keeps it" in res.stderr, res.stderr

@@ -57,9 +57,9 @@ def catalog_cmd(
         str,
         typer.Option(
             "--format",
-            help="full (default), mcp (as `realprobe mcp` lists them), openai (chat "
-            "completions), openai-strict (strict function calling) or openai-responses "
-            "(Responses API, strict).",
+            help="full (default: a table, JSON with --json), or JSON in one of these forms: mcp "
+            "(as `realprobe mcp` lists them), openai (chat completions), openai-strict (strict "
+            "function calling), openai-responses (Responses API, strict).",
         ),
     ] = "full",
     as_json: JsonOpt = False,
@@ -69,7 +69,7 @@ def catalog_cmd(
     formats = ("full", "mcp", "openai", "openai-strict", "openai-responses")
     if fmt not in formats:
         raise RealprobeError(f"--format {fmt!r}: choose {', '.join(formats)}")
-    if as_json:
+    if as_json or fmt != "full":  # the other formats are JSON by nature: always printed so
         from realprobe.adapters.exports import openai_responses
 
         if fmt == "mcp":
