@@ -127,6 +127,30 @@ def eta_sweep(concurrency: int) -> dict[str, Any]:
             "old_rate_estimate_error": _quantiles(_eta_errors(_old_rate(samples), end))}
 
 
+def _demo_counts(out: Path) -> dict[str, Any]:
+    import re
+
+    text = _cli("demo", "--output", str(out))
+    once = re.search(r"(\d+)/(\d+) ok", text)
+    probe = re.search(r"(\d+) calls, (\d+) ok", text)
+    assert once is not None and probe is not None
+    return {"call_all_ok": int(once.group(1)), "probe_ok": int(probe.group(2)),
+            "probe_calls": int(probe.group(1))}
+
+
+def seed_repeats(tmp: Path) -> dict[str, Any]:
+    """The seed-0 demo twice: as the machine is, then beside four busy loops (`yes`)."""
+    quiet = _demo_counts(tmp / "quiet")
+    loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(4)]
+    try:
+        busy = _demo_counts(tmp / "busy")
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    return {"as_is": quiet, "beside_4_busy_loops": busy, "same": quiet == busy}
+
+
 def report_width(report: Path) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
@@ -155,6 +179,7 @@ def main() -> None:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         demo = Path(tmp) / "demo"
+        out["seed_0_demo"] = seed_repeats(Path(tmp))
         out["demo_lines"] = _lines(_cli("demo", "--output", str(demo)))
         out["demo_explain_lines"] = _lines(_cli("demo", "--output", str(demo), "--explain"))
         out["report"] = report_width(demo / "report.html")
