@@ -163,31 +163,40 @@ def test_drift_headers_stay_whole_when_nothing_can_be_tested(probed: Path, scree
 # -- numbers that repeat ---------------------------------------------------------------------
 
 
-def _outcomes(db: Path) -> list[tuple[str, int, str]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute("select tool, round, coalesce(error_code, 'ok') from probes "
-                            "order by tool, round").fetchall()
+def _drawn(journal: Any) -> list[tuple[str, int, str | None]]:
+    """(tool, the call's number in its run, the variant the sandbox played) of every call the
+    sandbox read."""
+    return sorted((e.tool, e.draw, e.fault) for e in journal.entries if e.draw is not None)
 
 
-def test_the_same_seed_gives_the_same_outcomes_beside_busy_loops(tmp_path: Path) -> None:
-    """Concurrent rounds arrive in any order; each call still gets its own drawn outcome, and
-    one drawn to make its deadline comes by three quarters of it (the busy loops slow
-    everything but not that much: a 3 s deadline leaves 0.75 s of slack)."""
+def test_the_same_seed_draws_the_same_outcomes_beside_busy_loops(tmp_path: Path) -> None:
+    """What the sandbox plays for each call (ok, hang, 500, a drifted body...) is the seed's
+    and the request's doing: the same with four busy loops beside it. (Whether a slow answer
+    still makes the client's deadline on a stalled machine is timing, and is left out.)"""
+    from realprobe.sandbox.server import running
+
     runs = []
     for i, busy in enumerate((0, 4)):
         loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(busy)]
         try:
-            with api.sandbox_running("published", seed=0) as url:
+            sb = api.make_sandbox("published", seed=0)
+            with running(sb) as url:
                 db = tmp_path / f"{i}.db"
-                api.probe(None, rounds=3, target=api.options(sandbox=url), db=db, timeout=3,
+                api.probe(None, rounds=3, target=api.options(sandbox=url), db=db, timeout=2,
                           polite=False, seed=0)
         finally:
             for p in loops:
                 p.kill()
                 p.wait()
-        runs.append(_outcomes(db))
-    assert runs[0] == runs[1]
-    assert len(runs[0]) == 3 * len(api.load_catalog()) and any(o != "ok" for *_, o in runs[0])
+        runs.append(_drawn(sb.journal))
+    n = 3 * len(api.load_catalog())
+    assert len(runs[0]) == n
+    # a call the stalled client gave up on before the sandbox read it draws nothing
+    quiet, busy = ({(t, d): f for t, d, f in run} for run in runs)
+    both = quiet.keys() & busy.keys()
+    assert len(both) >= n // 4  # most, unless the machine is stalled for seconds
+    assert {k: quiet[k] for k in both} == {k: busy[k] for k in both}
+    assert {f for *_, f in runs[0]} - {"ok"}  # faults were drawn
 
 
 def test_an_answer_drawn_in_time_comes_by_three_quarters_of_the_budget() -> None:

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from probe_helpers import synthetic_rows
@@ -111,7 +112,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
+def _browser_and_report(db: Path, tmp_path: Path) -> tuple[str, Any, Path]:
+    """Chromium's path, playwright's entry point and the report written to a file (the test
+    is skipped without Chromium or playwright)."""
     exe = _chromium()
     if exe is None:
         pytest.skip("no Chromium found (CI: apt-get install -y chromium)")
@@ -121,6 +124,11 @@ def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
         pytest.skip("playwright not installed (CI: pip install playwright; no playwright install)")
     out = tmp_path / "report.html"
     out.write_text(render_html(build_report(db)), encoding="utf-8")
+    return exe, sync_playwright, out
+
+
+def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
+    exe, sync_playwright, out = _browser_and_report(db, tmp_path)
     problems: list[str] = []
     requests: list[str] = []
     with sync_playwright() as p:
@@ -172,15 +180,7 @@ def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
     """No sideways scroll of the page: wide tables scroll inside their own box with the tool
     column first, and the plots take the page's width. A screenshot is kept beside the
     report (tmp_path) for a human to look at."""
-    exe = _chromium()
-    if exe is None:
-        pytest.skip("no Chromium found (CI: apt-get install -y chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright not installed (CI: pip install playwright; no playwright install)")
-    out = tmp_path / "report.html"
-    out.write_text(render_html(build_report(db)), encoding="utf-8")
+    exe, sync_playwright, out = _browser_and_report(db, tmp_path)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
         try:

@@ -175,7 +175,9 @@ class Responder:
             return Answer(await self._unrouted(api, method, original, query, headers, entry),
                           active, entry)
         entry.tool = route.tool
-        outcome, variant = self._draw(route, forced, draw_of(headers))
+        numbered = draw_of(headers)
+        entry.draw = None if numbered is None else numbered[1]
+        outcome, variant = self._draw(route, forced, numbered)
         got = await self._success_body(route, variant, outcome.pick, method, original, query,
                                        body, headers, entry)
         if isinstance(got, Plan):
