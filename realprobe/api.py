@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.settings import EvalSettings
     from realprobe.tasks.sweep import SweepResult
 
 
@@ -56,24 +57,29 @@ def options(
     *,
     mode: Mode | str = Mode.LIVE,
     sandbox: str | None = None,
-    simulate: str | Path | Profile | None = None,
+    profile: str | Path | Profile | None = None,
     cassette: str | Path | None = None,
     seed: int = 0,
+    record_mode: str | None = None,
+    fault_plan: str | Path | None = None,
+    fault_rate: float | None = None,
+    **old: Any,
 ) -> TransportOptions:
-    """Where calls go: live (default), a `sandbox` URL, a `simulate` profile (name, file or
-    Profile) on a virtual clock, or a `cassette` to record to (`mode="record"`) or replay
-    from (`mode="replay"`)."""
+    """Where calls go: live (default), a `sandbox` URL, a `profile` (name, file or Profile)
+    simulated on a virtual clock, under a `fault_plan` or at a `fault_rate`, or a `cassette`
+    to record to (`mode="record"`, or a vcrpy `record_mode`) or replay from
+    (`mode="replay"`). `simulate=` is the old name of `profile=`."""
     from realprobe.clients import TransportOptions
+    from realprobe.errors import renamed_keyword
 
-    try:
-        return TransportOptions(
-            mode=Mode.parse(mode), sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
-        ).normalised()
-    except BadArgument:
-        raise
-    except RealprobeError as exc:  # the same message; `profile` is spelled `simulate` here
-        params = tuple("simulate" if p == "profile" else p for p in exc.params)
-        raise BadArgument(params or "mode", str(exc)) from None
+    renamed_keyword(old, "simulate", "profile")
+    profile = old.pop("profile", profile)
+    if old:
+        raise TypeError(f"options() got an unexpected keyword argument {next(iter(old))!r}")
+    return TransportOptions(
+        mode=Mode.parse(mode), sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
+        record_mode=record_mode, fault_plan=fault_plan, fault_rate=fault_rate,
+    ).normalised()
 
 
 def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:
@@ -152,14 +158,23 @@ def make_sandbox(
     host: str = "127.0.0.1",
     port: int = 0,
     catalog: Catalog | None = None,
+    settings: EvalSettings | None = None,
     **extra: Any,
 ) -> Sandbox:
     """A loopback sandbox serving every catalogue API under a fault profile (not started:
     `await sb.start()`, or use `sandbox_running`). `extra` goes to the sandbox setup:
-    `cassettes` (serve recordings), `upstream` (proxy mode: "live" or a URL), `polite`,
-    `toxics`, `admin`, `db` (the budget ledger for a live upstream)."""
+    `fault_plan`, `fault_rate`, `cassettes` (serve recordings), `upstream` (proxy mode:
+    "live" or a URL), `polite`, `toxics`, `admin`, `db` (the budget ledger for a live
+    upstream). `settings`: an evaluation's settings, of which a sandbox takes the profile,
+    seed, fault plan and fault rate (and refuses the others)."""
     from realprobe.sandbox.setup import sandbox_for
     from realprobe.simulator.profile import Profile, load_profile
+    from realprobe.tasks.settings import SANDBOX_SETTINGS
+
+    if settings is not None:
+        settings.refuse_unless("a sandbox", SANDBOX_SETTINGS)
+        profile, seed = settings.profile or profile, settings.seed
+        extra |= {"fault_plan": settings.fault_plan, "fault_rate": settings.fault_rate}
 
     if latency_scale < 0:
         raise BadArgument("latency_scale", f"latency_scale must be >= 0 (got {latency_scale:g})")
@@ -491,7 +506,7 @@ def save_profile(
     profile: Profile, path: str | Path, *, replace: bool = True, private: bool = False
 ) -> Path:
     """Write a profile (from `calibrate`, or built by hand) as the JSON file `load_profile`,
-    `make_sandbox` and `options(simulate=...)` read back: atomically, never through a
+    `make_sandbox` and `options(profile=...)` read back: atomically, never through a
     symbolic link, mode 0644 under the usual umask (`private`: 0600). Returns the path."""
     return profile.save(path, replace=replace, private=private)
 
@@ -633,7 +648,8 @@ def plan_tasks(
     tasks: Sequence[str] | None = None, *, all: bool = False, **settings: Any
 ) -> TaskBatch:
     """Check a batch of real-world task runs before anything runs (see `TaskBatch.plan` for
-    the settings: agent, prompt, mode, sandbox, simulate, cassette, repeat, seed, ...)."""
+    the settings: agent, repeat, ..., and `settings` or its fields: prompt, mode, sandbox,
+    profile, cassette, seed, fault_plan, fault_rate, flaw_seed, paraphrase)."""
     from realprobe.tasks.batch import TaskBatch
 
     return TaskBatch.plan(list(tasks or []), all_tasks=all, **settings)
@@ -763,16 +779,19 @@ def serve_mcp(
     max_sessions: int = 100,
     session_idle_s: float = 600.0,
     task: str | None = None,
-    task_prompt: str = "baseline",
-    task_model: str = "-",
+    model: str = "-",
+    settings: EvalSettings | None = None,
+    **fields: Any,
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
     signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
     gets where the server listens (its URL, or "stdio") and what it serves.
 
-    `task`: the connected agent's calls are one task run under `task_prompt`, scored when
-    it calls `finish` or the session ends, and stored in `db` (default: the default
-    database) like a built-in agent's run, labelled `agent = mcp, model = task_model`.
+    `task`: the connected agent's calls are one task run, scored when it calls `finish` or
+    the session ends, and stored in `db` (default: the default database) like a built-in
+    agent's run, labelled `agent = mcp, model = model`. Its `settings` (or the target and
+    `prompt`, `flaw_seed`, `paraphrase` as keywords) are those of `evaluate`; without a
+    task, only the target's settings apply and the others are refused.
 
     HTTP only: Host/Origin must be loopback or one of `allowed_hosts` ('*' turns the check
     off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
@@ -780,9 +799,15 @@ def serve_mcp(
     from dataclasses import replace
 
     from realprobe.clients import TransportOptions
+    from realprobe.errors import renamed_keyword
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
     from realprobe.mcp.service import McpService, ServiceOptions, describe_target
+    from realprobe.tasks.evaluate import session_settings
+    from realprobe.tasks.settings import TOOL_SETTINGS, EvalSettings
 
+    renamed_keyword(fields, "task_prompt", "prompt")
+    renamed_keyword(fields, "task_model", "model")
+    model = fields.pop("model", model)
     if transport not in ("stdio", "http"):
         raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
     if timeout is not None and timeout <= 0:
@@ -795,7 +820,15 @@ def serve_mcp(
         raise BadArgument(
             "session_idle_s", f"session_idle_s {session_idle_s:g}: must be a positive number"
         )
-    opts = (target or TransportOptions()).normalised()
+    if settings is None:
+        settings = EvalSettings.of(target, **fields)
+    elif target is not None or fields:
+        raise BadArgument("settings", "give settings, or target and its keywords, not both")
+    if task is None:
+        settings.refuse_unless("serving tools without a task", TOOL_SETTINGS)
+    settings = session_settings(settings, None, {})
+    opts = replace(target or TransportOptions(), **{
+        k: getattr(settings, k) for k in TOOL_SETTINGS}).normalised()
     if real_time:
         if opts.mode is not Mode.SIMULATE:
             raise BadArgument("real_time", "real_time applies to a simulate target only")
@@ -806,7 +839,7 @@ def serve_mcp(
         ServiceOptions(
             transport=opts, tools=names, timeout_s=timeout,
             db=str(db) if db is not None else None, vantage=vantage, polite=polite,
-            task=task, task_prompt=task_prompt, task_model=task_model,
+            task=task, settings=settings, model=model,
         ),
     )
     what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
