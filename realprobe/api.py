@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
     from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
+    from realprobe.mcp.service import McpService
     from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.results import Drift, Stats, VantageStats
     from realprobe.probes.runner import RunSummary
@@ -760,6 +761,59 @@ def task_results(
 # -- MCP --------------------------------------------------------------------------------------
 
 
+def mcp_service(
+    *,
+    tools: Sequence[str] | str | None = None,
+    target: TransportOptions | None = None,
+    real_time: bool = False,
+    db: str | Path | None = None,
+    timeout: float | None = None,
+    vantage: str | None = None,
+    polite: bool = True,
+    catalog: Catalog | None = None,
+    task: str | None = None,
+    model: str = "-",
+    settings: EvalSettings | None = None,
+    **fields: Any,
+) -> McpService:
+    """The MCP service `serve_mcp` serves (keywords as there), for use in process:
+    `async with service, mcp.Client(service.server) as client: ...`."""
+    from dataclasses import replace
+
+    from realprobe.clients import TransportOptions
+    from realprobe.errors import renamed_keyword
+    from realprobe.mcp.service import McpService, ServiceOptions
+    from realprobe.tasks.evaluate import session_settings
+    from realprobe.tasks.settings import TOOL_SETTINGS, EvalSettings
+
+    renamed_keyword(fields, "task_prompt", "prompt")
+    renamed_keyword(fields, "task_model", "model")
+    model = fields.pop("model", model)
+    if timeout is not None and timeout <= 0:
+        raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
+    if settings is None:
+        settings = EvalSettings.of(target, **fields)
+    elif target is not None or fields:
+        raise BadArgument("settings", "give settings, or target and its keywords, not both")
+    if task is None:
+        settings.refuse_unless("serving tools without a task", TOOL_SETTINGS)
+    opts = replace(target or TransportOptions(), **{k: getattr(settings, k) for k in TOOL_SETTINGS})
+    opts = opts.normalised()
+    if real_time:
+        if opts.mode is not Mode.SIMULATE:
+            raise BadArgument("real_time", "real_time applies to a simulate target only")
+        opts = replace(opts, real_time=True)
+    names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
+    return McpService(
+        catalog or load_catalog(),
+        ServiceOptions(
+            transport=opts, tools=names, timeout_s=timeout,
+            db=str(db) if db is not None else None, vantage=vantage, polite=polite,
+            task=task, settings=session_settings(settings, None, {}), model=model,
+        ),
+    )
+
+
 def serve_mcp(
     *,
     transport: Literal["stdio", "http"] = "stdio",
@@ -777,7 +831,7 @@ def serve_mcp(
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
     max_sessions: int = 100,
-    session_idle_s: float = 600.0,
+    session_idle_timeout: float = 600.0,
     task: str | None = None,
     model: str = "-",
     settings: EvalSettings | None = None,
@@ -795,52 +849,28 @@ def serve_mcp(
 
     HTTP only: Host/Origin must be loopback or one of `allowed_hosts` ('*' turns the check
     off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
-    `max_sessions` sessions are open, each closed after `session_idle_s` without a request."""
-    from dataclasses import replace
-
-    from realprobe.clients import TransportOptions
+    `max_sessions` sessions are open, each closed after `session_idle_timeout` seconds
+    without a request."""
     from realprobe.errors import renamed_keyword
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
-    from realprobe.mcp.service import McpService, ServiceOptions, describe_target
-    from realprobe.tasks.evaluate import session_settings
-    from realprobe.tasks.settings import TOOL_SETTINGS, EvalSettings
+    from realprobe.mcp.service import describe_target
 
-    renamed_keyword(fields, "task_prompt", "prompt")
-    renamed_keyword(fields, "task_model", "model")
-    model = fields.pop("model", model)
+    renamed_keyword(fields, "session_idle_s", "session_idle_timeout")
+    session_idle_timeout = fields.pop("session_idle_timeout", session_idle_timeout)
     if transport not in ("stdio", "http"):
         raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
-    if timeout is not None and timeout <= 0:
-        raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
     if not 0 <= port <= 65535:
         raise BadArgument("port", f"port {port}: must be between 0 and 65535")
     if max_sessions < 1:
         raise BadArgument("max_sessions", f"max_sessions {max_sessions}: must be at least 1")
-    if not session_idle_s > 0 or session_idle_s == float("inf"):
-        raise BadArgument(
-            "session_idle_s", f"session_idle_s {session_idle_s:g}: must be a positive number"
-        )
-    if settings is None:
-        settings = EvalSettings.of(target, **fields)
-    elif target is not None or fields:
-        raise BadArgument("settings", "give settings, or target and its keywords, not both")
-    if task is None:
-        settings.refuse_unless("serving tools without a task", TOOL_SETTINGS)
-    settings = session_settings(settings, None, {})
-    opts = replace(target or TransportOptions(), **{
-        k: getattr(settings, k) for k in TOOL_SETTINGS}).normalised()
-    if real_time:
-        if opts.mode is not Mode.SIMULATE:
-            raise BadArgument("real_time", "real_time applies to a simulate target only")
-        opts = replace(opts, real_time=True)
-    names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
-    service = McpService(
-        catalog or load_catalog(),
-        ServiceOptions(
-            transport=opts, tools=names, timeout_s=timeout,
-            db=str(db) if db is not None else None, vantage=vantage, polite=polite,
-            task=task, settings=settings, model=model,
-        ),
+    if not session_idle_timeout > 0 or session_idle_timeout == float("inf"):
+        raise BadArgument("session_idle_timeout",
+                          f"session_idle_timeout {session_idle_timeout:g}: must be a positive "
+                          "number")
+    service = mcp_service(
+        tools=tools, target=target, real_time=real_time, db=db, timeout=timeout,
+        vantage=vantage, polite=polite, catalog=catalog, task=task, model=model,
+        settings=settings, **fields,
     )
     what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
     if task is not None:
@@ -857,7 +887,8 @@ def serve_mcp(
         asyncio.run(
             serve_http(
                 service, host, port, on_ready=ready, allowed_hosts=tuple(allowed_hosts),
-                auth_token=auth_token, max_sessions=max_sessions, session_idle_s=session_idle_s,
+                auth_token=auth_token, max_sessions=max_sessions,
+                session_idle_s=session_idle_timeout,
             )
         )
     except OSError as exc:

@@ -176,7 +176,7 @@ def mcp_cmd(
             polite=politeness is PolitenessChoice.CATALOG,
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
-            max_sessions=max_sessions, session_idle_s=session_idle_timeout,
+            max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
             task=task, model=model, prompt=prompt, flaw_seed=flaw_seed, paraphrase=paraphrase,
         )
     import signal
