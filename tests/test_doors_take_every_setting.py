@@ -261,3 +261,15 @@ def test_each_setting_changes_what_each_door_does(
 
 def failed(trace: Trace) -> int:
     return sum(not ok for _, ok, _, _ in trace[1])
+
+
+@pytest.mark.parametrize("args", [["mcp", "--prompt", "cot"], ["mcp", "--paraphrase", "2"],
+                                  ["sandbox", "--prompt", "cot"]])
+def test_the_command_line_refuses_what_a_door_cannot_honour(args: list[str]) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "realprobe.cli", *args], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and args[1] in res.stderr

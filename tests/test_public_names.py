@@ -14,7 +14,7 @@ FRONT_DOOR = {
     "Clock", "Drift", "DriftReport", "ErrorCode", "HeldBack", "HostGates", "HttpClient", "Mode",
     "NoDatabase", "PROJECT_URL", "Profile", "RealClock", "RealprobeError", "ReportData", "Rows",
     "RunSummary", "Sandbox", "Stats", "StatsReport", "Store", "SyncHttpClient", "TaskBatch",
-    "TaskBatchResult", "Tool", "ToolError", "ToolResult", "TransportOptions", "USER_AGENT",
+    "TaskBatchResult", "EvalSettings", "Tool", "ToolError", "ToolResult", "TransportOptions", "USER_AGENT",
     "VantageStats", "VirtualClock", "__version__", "build_report", "calibrate",
     "calibrate_export", "call", "call_all", "call_tool", "call_tool_sync", "check_alerts",
     "data_dir", "default_catalog", "doc_path", "drift", "evaluate", "export_profile",
