@@ -34,7 +34,7 @@ DbOpt = Annotated[
 ]
 SinceOpt = Annotated[
     str | None,
-    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 24h, 30m."),
+    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 1h30m, 500ms."),
 ]
 UntilOpt = Annotated[
     str | None, typer.Option("--until", help="End (exclusive), same forms as --since.")
