@@ -296,7 +296,7 @@ def _show_event(event: dict[str, Any]) -> None:
 
 def schedule_cmd(
     every: Annotated[
-        str | None, typer.Option("--every", help="Interval: 30m, 1h, 90s, 1h30m, 2d.")
+        str | None, typer.Option("--every", help="Interval: 90s, 30m, 1h30m, 2d, 1w.")
     ] = None,
     cron: Annotated[
         str | None, typer.Option("--cron", help='Crontab expression in local time: "0 2 * * *".')
