@@ -760,12 +760,13 @@ def save_cassette(
 
 # -- appending to a file another tool wrote ------------------------------------------------
 
-_YAML_TAIL = re.compile(r"(?m)^version: 1[ \t]*\n?\Z")
+_YAML_TAIL = re.compile(r"(?m)^version: 1[ \t]*\r?\n?\Z")
 _JSON_TAILS = (  # the end of the interactions list: the last key, or before `version`
-    re.compile(r"\n([ \t]*)\][ \t]*\n\}[ \t]*\n?\Z"),
-    re.compile(r"\n([ \t]*)\][ \t]*,[ \t]*\n[ \t]*\"version\"[ \t]*:[ \t]*1[ \t]*\n\}[ \t]*\n?\Z"),
+    re.compile(r"\r?\n([ \t]*)\][ \t]*\r?\n\}[ \t]*\r?\n?\Z"),
+    re.compile(r"\r?\n([ \t]*)\][ \t]*,[ \t]*\r?\n[ \t]*\"version\"[ \t]*:[ \t]*1[ \t]*\r?\n"
+               r"\}[ \t]*\r?\n?\Z"),
 )
-_JSON_ITEM = re.compile(r'"interactions"[ \t]*:[ \t]*\[[ \t]*\n([ \t]*)\{')
+_JSON_ITEM = re.compile(r'"interactions"[ \t]*:[ \t]*\[[ \t]*\r?\n([ \t]*)\{')
 
 
 def appended_bytes(path: Path, base: Cassette, new_calls: list[Call]) -> bytes | None:
@@ -801,12 +802,18 @@ def appended_bytes(path: Path, base: Cassette, new_calls: list[Call]) -> bytes |
     return spliced
 
 
+def _newline(text: str) -> str:
+    """The file's line ending (a file written on Windows ends its lines in CRLF)."""
+    return "\r\n" if "\r\n" in text[:200] else "\n"
+
+
 def _splice_yaml(text: str, items: list[dict[str, Any]]) -> bytes | None:
     m = _YAML_TAIL.search(text)
-    if not text.startswith("interactions:\n") or m is None or "\nrealprobe:" in text:
+    nl = _newline(text)
+    if not text.startswith("interactions:" + nl) or m is None or "\nrealprobe:" in text:
         return None
     block = yaml.dump(items, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
-    return (text[: m.start()] + block + text[m.start():]).encode("utf-8")
+    return (text[: m.start()] + block.replace("\n", nl) + text[m.start():]).encode("utf-8")
 
 
 def _splice_json(text: str, items: list[dict[str, Any]]) -> bytes | None:
@@ -818,8 +825,10 @@ def _splice_json(text: str, items: list[dict[str, Any]]) -> bytes | None:
     unit = len(indent) - len(tail.group(1))
     if unit <= 0:
         return None
+    nl = _newline(text)
     rendered = [
-        "\n".join(indent + line for line in json.dumps(item, indent=unit).splitlines())
+        nl.join(indent + line for line in json.dumps(item, indent=unit).splitlines())
         for item in items
     ]
-    return (text[: tail.start()] + ",\n" + ",\n".join(rendered) + text[tail.start():]).encode()
+    return (text[: tail.start()] + "," + nl + ("," + nl).join(rendered)
+            + text[tail.start():]).encode()
