@@ -103,7 +103,6 @@ async def probe_server(
 ) -> Any:
     """Probe every tool of `calls` `rounds` times; one row per call in `db`."""
     from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
-    from realprobe.probes.runner import RunSummary, ToolSummary
     from realprobe.store import RUN_DONE, RUN_FAILED, Store, probe_row
     from realprobe.target import Target
     from realprobe.version import __version__
@@ -155,6 +154,16 @@ async def probe_server(
                                       "ended_ts": end, "n_calls": len(n), "n_ok": ok,
                                       "n_error": len(n) - ok})
         store.close()
+    return _summary(run_id, status, api, vantage, rounds, start, end, results)
+
+
+def _summary(run_id: str, status: str, api: str, vantage: str, rounds: int, start: float,
+             end: float, results: dict[str, list[ToolResult]]) -> Any:
+    from realprobe.mcp.rows import iso_utc
+    from realprobe.probes.runner import RunSummary, ToolSummary
+
+    every = [r for rs in results.values() for r in rs]
+    ok = sum(r.ok for r in every)
     tools = [ToolSummary(
         tool=t, api=api, n=len(rs), ok=sum(r.ok for r in rs),
         errors=dict(Counter(r.code.value for r in rs if r.code is not None)),
@@ -163,7 +172,7 @@ async def probe_server(
     return RunSummary(
         run_id=run_id, status=status, mode="live", target=f"mcp:{api}", vantage=vantage,
         started_at=iso_utc(start), ended_at=iso_utc(end), duration_s=round(end - start, 3),
-        rounds=rounds, n_calls=len(n), n_ok=ok, n_error=len(n) - ok, n_skipped=0,
+        rounds=rounds, n_calls=len(every), n_ok=ok, n_error=len(every) - ok, n_skipped=0,
         excluded=False, tools=tools)
 
 

@@ -278,9 +278,9 @@ class Proxy:
     async def _to_client(self, msg: Any, line: str | None = None,
                          injected: dict[str, Any] | None = None) -> None:
         assert self.front is not None
-        await self.front.send(line if line is not None else json.dumps(msg, ensure_ascii=False))
-        if self.recorder is not None:
+        if self.recorder is not None:  # on file before the client has it
             self.recorder.message("s2c", msg, injected)
+        await self.front.send(line if line is not None else json.dumps(msg, ensure_ascii=False))
 
     # -- client -> server ------------------------------------------------------------------
 
