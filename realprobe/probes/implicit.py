@@ -175,18 +175,19 @@ def implicit_summary(
         if "implicit" not in columns:
             return {}
         where, params = conditions(columns, since, until, tools, kinds, vantages)
+        # one aggregate in SQLite: a row shows a kind when it sits in its comma-joined list
+        shows = ", ".join(
+            f"sum(instr(',' || coalesce(implicit, '') || ',', ',{k},') > 0)" for k in IMPLICIT_KINDS
+        )
         rows = conn.execute(
-            f"SELECT tool, implicit FROM probes WHERE {where} AND outcome = 'ok'", params
+            f"SELECT tool, count(*), {shows} FROM probes WHERE {where} AND outcome = 'ok' "
+            "GROUP BY tool", params
         ).fetchall()
     out: dict[str, dict[str, Any]] = {}
-    for tool, implicit in rows:
-        entry = out.setdefault(tool, {"ok": 0, **dict.fromkeys(IMPLICIT_KINDS, 0)})
-        entry["ok"] += 1
-        for kind in str(implicit or "").split(","):
-            if kind in IMPLICIT_KINDS:
-                entry[kind] += 1
-    for entry in out.values():
-        entry["rates"] = {k: entry[k] / entry["ok"] for k in IMPLICIT_KINDS}
+    for tool, ok, *counts in rows:
+        entry: dict[str, Any] = {"ok": ok, **dict(zip(IMPLICIT_KINDS, counts, strict=True))}
+        entry["rates"] = {k: entry[k] / ok for k in IMPLICIT_KINDS}
+        out[str(tool)] = entry
     return out
 
 
