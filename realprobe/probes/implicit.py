@@ -25,14 +25,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
-from realprobe.adapters.tool import Tool
 from realprobe.probes.loading import conditions, probe_columns
 from realprobe.result import ToolResult
 from realprobe.store import read_only
+
+if TYPE_CHECKING:
+    from realprobe.adapters.tool import Tool
 
 IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: a date this much older than the newest the tool has answered with is stale
@@ -121,6 +121,8 @@ class ImplicitWatch:
     def _validator(self, tool: Tool) -> Any:
         """The tool's output-schema validator, built once (None: the schema is unusable)."""
         if tool.name not in self._validators:
+            import jsonschema  # only a live watch validates; the summary readers do not
+
             schema = tool.output_schema
             cls = jsonschema.validators.validator_for(schema)
             try:
