@@ -163,9 +163,9 @@ def replay(n: int, rounds: int) -> dict[str, Any]:
         with httpx.Client() as client:
             for _ in range(rounds):
                 with use_cassette(path, record_mode="none"):
-                    rp.append(cpu_of(lambda: loop(client)))  # noqa: B023
+                    rp.append(cpu_of(lambda: loop(client)))
                 with httpx.Client(transport=httpx.MockTransport(handler)) as mc:
-                    mock.append(cpu_of(lambda: loop(mc)))  # noqa: B023
+                    mock.append(cpu_of(lambda: loop(mc)))
     r, m = min(rp) / n * 1e6, min(mock) / n * 1e6
     return {"n": n, "use_cassette_us": round(r, 1), "mock_transport_us": round(m, 1),
             "ratio": round(r / m, 2)}
@@ -196,7 +196,7 @@ def metrics(rows: int, scrapes: int) -> dict[str, Any]:
 
         reg = CollectorRegistry(auto_describe=False)
         reg.register(Fixed())  # type: ignore[arg-type]
-        bare_server, bare_thread = start_http_server(0, "127.0.0.1", registry=reg)
+        bare_server, _bare_thread = start_http_server(0, "127.0.0.1", registry=reg)
         bare = f"http://127.0.0.1:{bare_server.server_port}/metrics"
         ours, theirs = [], []
         with Store(db) as store, httpx.Client() as client:
@@ -229,7 +229,7 @@ def calibrate(tools: int, per_tool: int) -> dict[str, Any]:
     if not db.exists():
         build(db, tools * per_tool, tools, "live")
     with tempfile.TemporaryDirectory() as tmp:
-        wall, cpu, peak = child([PY, "-m", "realprobe.cli", "calibrate", "--db", str(db),
+        wall, cpu, _peak = child([PY, "-m", "realprobe.cli", "calibrate", "--db", str(db),
                                  "--target", "live", "-o", str(Path(tmp) / "p.yaml")])
     return {"tools": tools, "rows_per_tool": per_tool, "wall_s": round(wall, 2),
             "cpu_s": round(cpu, 2), "cpu_per_tool_s": round(cpu / tools, 3)}
