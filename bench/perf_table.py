@@ -221,18 +221,33 @@ def metrics(rows: int, scrapes: int) -> dict[str, Any]:
 
 
 def calibrate(tools: int, per_tool: int) -> dict[str, Any]:
-    sys.path.insert(0, str(HERE))
-    from stats_1m_rows import build
+    """`calibrate` (profile from statistics and rows) of `tools` tools behind a deadline that
+    bites (bench/calibrate_burst_roundtrip.py's truth, 200 ms deadline), in process; CPU
+    counts the worker processes too."""
+    import resource
 
-    db = TMP / f"calibrate_{tools}x{per_tool}.db"
-    TMP.mkdir(exist_ok=True)
-    if not db.exists():
-        build(db, tools * per_tool, tools, "live")
-    with tempfile.TemporaryDirectory() as tmp:
-        wall, cpu, _peak = child([PY, "-m", "realprobe.cli", "calibrate", "--db", str(db),
-                                 "--target", "live", "-o", str(Path(tmp) / "p.yaml")])
-    return {"tools": tools, "rows_per_tool": per_tool, "wall_s": round(wall, 2),
-            "cpu_s": round(cpu, 2), "cpu_per_tool_s": round(cpu / tools, 3)}
+    sys.path.insert(0, str(HERE))
+    from calibrate_burst_roundtrip import DEADLINE, MIXED, truth
+
+    from realprobe.probes.calibrate import calibrate as calibrate_report
+    from realprobe.probes.stats import compute_stats
+    from realprobe.probes.synthetic import fault_model_arrays
+
+    names = [f"t{i:04d}" for i in range(tools)]
+    arr = fault_model_arrays(truth(MIXED), names, per_tool, seed=1, deadline_s=DEADLINE)
+    rep = compute_stats(arr)
+
+    def cpu() -> float:
+        own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                      resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    t, c = time.perf_counter(), cpu()
+    calibrate_report(rep, arrays=arr)
+    wall, used = time.perf_counter() - t, cpu() - c
+    return {"tools": tools, "rows_per_tool": per_tool, "deadline_s": DEADLINE,
+            "wall_s": round(wall, 2), "cpu_s": round(used, 2),
+            "cpu_per_tool_s": round(used / tools, 3), "cores": len(os.sched_getaffinity(0))}
 
 
 TYPER_APP = (
@@ -263,7 +278,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--metrics-rows", type=int, default=1_000_000)
-    ap.add_argument("--calibrate-tools", type=int, default=32)
+    ap.add_argument("--calibrate-tools", type=int, default=700)
     ap.add_argument("--save", action="store_true", help=f"write {RESULTS.name}")
     args = ap.parse_args()
     only = args.only.split(",")
