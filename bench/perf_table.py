@@ -18,6 +18,10 @@ Sections (all by default, or pick with --only):
   one-command typer app (fresh processes, best of 7).
 
     python bench/perf_table.py [--only stats,calls,...] [--sizes 10000,100000,1000000] [--save]
+
+`claims` lists the figures the README states from this run, each with the noise a rerun on
+the same machine may show; `python bench/readme_numbers.py --check` reruns this script and
+fails when a figure moved by more than its noise.
 """
 
 from __future__ import annotations
@@ -271,6 +275,34 @@ def startup(runs: int) -> dict[str, Any]:
             "ratio_help_to_typer": round(h / t, 2)}
 
 
+#: relative noise of each kind of figure on 2 shared cores (CPU ratios side by side move
+#: little; wall times move with the neighbours)
+NOISE = {"ratio": 0.25, "cpu_s": 0.3, "wall_s": 0.5}
+
+
+def claims(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """{figure: (value, relative noise)} of a perf_table result."""
+    out: dict[str, tuple[float, float]] = {}
+    for rows, r in d.get("stats", {}).get("by_rows", {}).items():
+        out[f"stats {rows} rows / GROUP BY, CPU"] = (r["ratio"], NOISE["ratio"])
+    if "calls" in d:
+        out["raw httpx / call_tool_sync, CPU"] = (d["calls"]["ratio_sync"], NOISE["ratio"])
+        out["raw httpx / call_tool, CPU"] = (d["calls"]["ratio_async"], NOISE["ratio"])
+    if "replay" in d:
+        out["use_cassette / MockTransport per request, CPU"] = (d["replay"]["ratio"],
+                                                                NOISE["ratio"])
+    if "metrics" in d:
+        out["/metrics / bare prometheus_client, CPU"] = (d["metrics"]["ratio"], NOISE["ratio"])
+    if "calibrate" in d:
+        out["calibrate, CPU per tool"] = (d["calibrate"]["cpu_per_tool_s"], NOISE["cpu_s"])
+        out["calibrate, wall"] = (d["calibrate"]["wall_s"], NOISE["wall_s"])
+    if "startup" in d:
+        st = d["startup"]
+        out["import-openapi 8 kB, CPU"] = (st["import_openapi_cpu_s"], NOISE["cpu_s"])
+        out["--help / one-command typer app, CPU"] = (st["ratio_help_to_typer"], NOISE["ratio"])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="stats,calls,replay,metrics,calibrate,startup")
@@ -280,10 +312,13 @@ def main() -> None:
     ap.add_argument("--metrics-rows", type=int, default=1_000_000)
     ap.add_argument("--calibrate-tools", type=int, default=700)
     ap.add_argument("--save", action="store_true", help=f"write {RESULTS.name}")
+    ap.add_argument("--out", type=Path, help="write the results here (a rerun's check)")
     args = ap.parse_args()
     only = args.only.split(",")
     before = load_average()
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"args": {
+        "only": args.only, "sizes": args.sizes, "repeats": args.repeats, "calls": args.calls,
+        "metrics_rows": args.metrics_rows, "calibrate_tools": args.calibrate_tools}}
     if "stats" in only:
         out["stats"] = stats([int(s) for s in args.sizes.split(",")], args.repeats)
     if "calls" in only:
@@ -300,7 +335,7 @@ def main() -> None:
         print(out["calibrate"], flush=True)
     if "startup" in only:
         out["startup"] = startup(7)
-    emit(out, args.save, RESULTS, before)
+    emit(out, args.save or args.out is not None, args.out or RESULTS, before)
 
 
 if __name__ == "__main__":

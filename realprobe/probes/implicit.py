@@ -178,8 +178,10 @@ def implicit_summary(
             return {}
         where, params = conditions(columns, since, until, tools, kinds, vantages)
         # one aggregate in SQLite: a row shows a kind when it sits in its comma-joined list
+        # (most rows have none: those are not searched)
         shows = ", ".join(
-            f"sum(instr(',' || coalesce(implicit, '') || ',', ',{k},') > 0)" for k in IMPLICIT_KINDS
+            f"sum(implicit IS NOT NULL AND instr(',' || implicit || ',', ',{k},') > 0)"
+            for k in IMPLICIT_KINDS
         )
         rows = conn.execute(
             f"SELECT tool, count(*), {shows} FROM probes WHERE {where} AND outcome = 'ok' "
