@@ -36,7 +36,7 @@ DbOpt = Annotated[
 ]
 SinceOpt = Annotated[
     str | None,
-    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 24h, 30m."),
+    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 1h30m, 500ms."),
 ]
 UntilOpt = Annotated[
     str | None, typer.Option("--until", help="End (exclusive), same forms as --since.")
@@ -170,6 +170,7 @@ def print_phases(phases: dict[str, dict[str, Any]], *, explain: bool = False) ->
 def print_by_vantage(rep: VantageStats) -> None:
     """The same statistics once per vantage point, tools side by side."""
     from realprobe.commands.tables import Column, fit_table
+    from realprobe.probes.stats import interval_text
 
     reports, vantages, kinds = rep.vantages, list(rep.vantages), rep.target_kinds
     table = fit_table(
@@ -186,21 +187,21 @@ def print_by_vantage(rep: VantageStats) -> None:
             if t is None:
                 cells.append("-")
                 continue
-            ci = t.success.burst_adjusted95
             p50 = "-" if t.latency.p50 is None else f"{t.latency.p50:.0f}"
-            cells.append(f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}] · {p50}")
+            cells.append(f"{_pct(t.success.rate)} {interval_text(t.success.quoted95)} · {p50}")
         table.add_row(*cells)
     console.print(table)
 
 
 def quoted(t: Any) -> tuple[float, float]:
     """The one success interval `stats` quotes for a tool (table, verdict, report)."""
-    return cast("tuple[float, float]", t.success.burst_adjusted95)
+    return cast("tuple[float, float]", t.success.quoted95)
 
 
 def _interval(t: Any) -> str:
-    lo, hi = quoted(t)
-    return f"{_pct(t.success.rate)} [{_num(lo)}, {_num(hi)}]"
+    from realprobe.probes.stats import interval_text
+
+    return f"{_pct(t.success.rate)} {interval_text(quoted(t))}"
 
 
 def verdict(rep: StatsReport, threshold: float = THRESHOLD) -> str:
@@ -283,6 +284,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = T
     """The table, the verdict, then the notes grouped and counted (`explain`: one line per
     tool under each)."""
     from realprobe.commands.tables import Column, escape, fit_table
+    from realprobe.probes.stats import EXTRAPOLATED
 
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = fit_table(
@@ -303,7 +305,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = T
             _interval(t) + ("†" if t.success.note else ""),
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
-            + ("*" if lat.percentiles != "empirical" else ""),
+            + (EXTRAPOLATED if lat.extrapolated else ""),
         ]
         cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
         cells.append("-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}")
@@ -317,9 +319,9 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = T
         f"over successes, TIMEOUTs censored in the fit. How to read: {doc('statistics.md')}"
         "[/dim]"
     )
-    if any(t.latency.percentiles != "empirical" for t in rep.tools):
+    if any(t.latency.extrapolated for t in rep.tools):
         console.print("[dim]* the deadline cut into the latency: percentiles from the censored "
-                      "fit[/dim]")
+                      "fit (the successes' own are in --json)[/dim]")
     _stats_notes(rep, explain).print(console)
 
 
