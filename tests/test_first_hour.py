@@ -60,7 +60,7 @@ def test_groups_list_their_verbs_and_a_bare_group_exits_0(group: str, verbs: tup
 @pytest.fixture(scope="module")
 def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("fh") / "p.db"
-    api.probe(None, rounds=3, target=api.options(simulate="harsh"), db=db, seed=3,
+    api.probe(None, rounds=3, target=api.options(profile="harsh"), db=db, seed=3,
               polite=False)
     return db
 
