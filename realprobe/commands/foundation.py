@@ -304,8 +304,8 @@ def demo_cmd(
                                                           seed, explain))
     console.rule()
     console.print(
-        f"done: database {res.db}, profile {res.profile}, report {res.report} "
-        f"(open it in a browser); `realprobe stats --db {res.db} --explain` for every note"
+        f"done: {res.out}/ holds {res.db.name}, {res.profile.name} and {res.report.name} "
+        "(open it in a browser); `demo --explain` prints every table and note"
     )
 
 
