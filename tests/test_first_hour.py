@@ -146,6 +146,8 @@ def test_results_keep_two_agents_apart_with_whole_names(
     assert "Recovery per injected fault kind" in out.getvalue()
     assert "agent" in out.getvalue() and "left out to fit: agent" not in out.getvalue()
     assert not any(ln.startswith("agent: ") for ln in lines)  # tables, not records
+    assert "Verdict: every row reaches full success in" in out.getvalue() or \
+        "Verdict: full success is highest" in out.getvalue()
 
 
 def test_drift_headers_stay_whole_when_nothing_can_be_tested(probed: Path, screen: Any) -> None:

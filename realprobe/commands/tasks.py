@@ -469,6 +469,9 @@ def print_results(s: Mapping[str, Any]) -> None:
             f"Task outcomes by agent and prompt type ({s['runs']} runs)", s["by_prompt"], "prompt"
         )
     )
+    verdict = results_verdict(s["by_prompt"])
+    if verdict:
+        console.print(verdict, highlight=False)
     console.print(_usage_table(s["by_prompt"]))
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
@@ -480,6 +483,27 @@ def print_results(s: Mapping[str, Any]) -> None:
             f"{surf['target']} (fault plan {surf['fault_plan']}, {surf['runs']} runs)"
         )
         console.print(_surface_table(surf))
+
+
+def results_verdict(rows: list[dict[str, Any]]) -> str | None:
+    """One paragraph: the rows with the highest and the lowest full-success rate."""
+    if len(rows) < 2:
+        return None
+
+    def who(r: dict[str, Any]) -> str:
+        agent = r["agent"] if r["model"] in (r["agent"], None, "") else f"{r['agent']}/{r['model']}"
+        return f"{agent} with the {r['prompt']} prompt on {r['target']}"
+
+    def at(rate: float) -> str:
+        same = [who(r) for r in rows if (r["full_rate"] or 0.0) == rate]
+        return "; ".join(same[:2]) + (f" and {len(same) - 2} more" if len(same) > 2 else "")
+
+    rates = [r["full_rate"] or 0.0 for r in rows]
+    hi, lo = max(rates), min(rates)
+    if hi == lo:
+        return f"Verdict: every row reaches full success in {_pct(hi)} of its runs."
+    return (f"Verdict: full success is highest, {_pct(hi)}, for {at(hi)}; lowest, {_pct(lo)}, "
+            f"for {at(lo)}.")
 
 
 def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
