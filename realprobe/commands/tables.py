@@ -147,7 +147,7 @@ class FitTable:
 
         caption, title = self.caption, self.title
         if layout.hoisted:
-            every = " · ".join(f"{self.columns[i].header.replace(chr(10), ' ')} "
+            every = " · ".join(f"{self.columns[i].header.replace(chr(10), '/')} "
                                f"{plain(self.rows[0][i])}" for i in layout.hoisted)
             title = f"{title or ''}\nevery row: {every}".lstrip("\n")
         if layout.dropped:
