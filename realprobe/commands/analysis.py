@@ -146,9 +146,8 @@ def print_phases(phases: dict[str, dict[str, Any]], *, explain: bool = False) ->
                 slowest[p["slowest"]] = slowest.get(p["slowest"], 0) + 1
         said = ", ".join(f"{PHASE_LABELS.get(k, k)} for {v}" for k, v in
                          sorted(slowest.items(), key=lambda kv: -kv[1]))
-        console.print(f"[dim]where the time goes: the slowest phase is {said or 'unknown'} of "
-                      f"{len(phases)} tools (--explain shows DNS, connect, TLS, first byte and "
-                      "transfer per tool)[/dim]", highlight=False)
+        console.print(f"[dim]slowest phase: {said or 'unknown'} of {len(phases)} tools "
+                      "(--explain shows every phase)[/dim]", highlight=False)
         return
 
     drops = {"dns_ms": 3, "connect_ms": 4, "tls_ms": 5, "transfer_ms": 2}
@@ -266,10 +265,10 @@ def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
     for t in rep.tools:
         for code, k in t.errors.counts.items():
             pooled[code] = pooled.get(code, 0) + k
-    top = ", ".join(f"{c} {k}" for c, k in sorted(pooled.items(), key=lambda kv: -kv[1])[:4])
+    top = ", ".join(f"{c} {k}" for c, k in sorted(pooled.items(), key=lambda kv: -kv[1])[:3])
     for line in _error_mix_lines(rep):
-        notes.add(f"error mix ({top}{', ...' if len(pooled) > 4 else ''}) per code for {{n}} "
-                  "tool{s}, 95% CI at the effective number of failures", line)
+        notes.add(f"error mix ({top}{', ...' if len(pooled) > 3 else ''}): each code's share "
+                  "with its 95% CI, {n} tool{s}", line)
     for tool, e in sorted((rep.implicit or {}).items()):
         signs = [f"{k} {e[k]} ({_pct(e['rates'][k])})" for k in ("drift", "empty", "stale")
                  if e[k]]  # fmt: skip
@@ -315,13 +314,12 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = T
     if rep.tools:
         console.print(escape(verdict(rep, threshold)), highlight=False)
     console.print(
-        "[dim]success per attempt, 95% CI Wilson on the burst-adjusted effective n; latency "
-        f"over successes, TIMEOUTs censored in the fit. How to read: {doc('statistics.md')}"
-        "[/dim]"
+        "[dim]success per attempt, 95% CI on the burst-adjusted n; latency over successes, "
+        f"TIMEOUTs censored. How to read: {doc('statistics.md')}[/dim]"
     )
     if any(t.latency.extrapolated for t in rep.tools):
         console.print("[dim]* the deadline cut into the latency: percentiles from the censored "
-                      "fit (the successes' own are in --json)[/dim]")
+                      "fit[/dim]")
     _stats_notes(rep, explain).print(console)
 
 
