@@ -53,8 +53,11 @@ METAVARS = {
 BY_TYPE = {"str": "TEXT", "int": "N", "float": "X", "path": "PATH", "bool": "BOOL"}
 SECONDS = ("timeout", "interval", "jitter", "lock_timeout", "deadline", "window")
 
-#: old flag -> the name every verb uses now (kept working, with one line of notice)
+#: old flag (or "verb --flag") -> the name every verb uses now, spelled like the keyword of
+#: the verb's function (kept working, hidden, with one line of notice)
 DEPRECATED_FLAGS = {
+    **{f"{verb} --target": "--kinds" for verb in ("stats", "calibrate", "drift", "report")},
+    "calibrate --as": "--view", "calibrate --from": "--source",
     "--simulate": "--profile", "--out": "--output",
     "--polite": "--politeness catalog", "--no-polite": "--politeness off",
     "--no-politeness": "--politeness off", "--task-prompt": "--prompt",
@@ -116,11 +119,12 @@ def renamed_flags(args: list[str]) -> list[str]:
     stderr says so (the old names work for one more release)."""
     out: list[str] = []
     told: set[str] = set()
+    verb = next((a for a in args if not a.startswith("-")), "")
     for i, arg in enumerate(args):
         if arg == "--":
             return out + args[i:]
         flag, eq, value = arg.partition("=")
-        new = DEPRECATED_FLAGS.get(flag)
+        new = DEPRECATED_FLAGS.get(f"{verb} {flag}") or DEPRECATED_FLAGS.get(flag)
         if new is None:
             out.append(arg)
             continue

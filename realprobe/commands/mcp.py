@@ -173,7 +173,7 @@ def mcp_cmd(
         serve_mcp(
             transport=transport.value, host=host, port=port, tools=tools, target=opts,
             db=db, timeout=timeout, vantage=vantage,
-            polite=politeness is PolitenessChoice.CATALOG,
+            politeness=politeness,
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
             max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,

@@ -71,9 +71,10 @@ def exporter_cmd(
     vantage: Annotated[
         str | None, typer.Option("--vantage", help="Vantage of /probe rows (default: hostname).")
     ] = None,
-    no_probe: Annotated[
-        bool, typer.Option("--no-probe", help="Serve /metrics only; no on-demand calls.")
-    ] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe/--no-probe", help="Serve /probe?tool=NAME (--no-probe: "
+                           "/metrics only, no on-demand calls).")
+    ] = True,
     catalog: CatalogOpt = None,
     reserve_for_schedule: Annotated[
         float,
@@ -95,18 +96,18 @@ def exporter_cmd(
     from realprobe.commands.common import load_catalog, server_guards, transport_options
 
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
-    target = None if no_probe else transport_options(Mode.LIVE, sandbox, profile, None, seed)
+    target = transport_options(Mode.LIVE, sandbox, profile, None, seed)
 
     def ready(server: ExporterServer) -> None:
         err_console.print(
             f"realprobe exporter on {server.url} (/metrics, /status"
-            + ("" if no_probe else ", /probe?tool=NAME") + f"), database {_db(db)}"
+            + (", /probe?tool=NAME" if probe else "") + f"), database {_db(db)}"
         )
 
     with as_flags("port", "timeout", "reserve_for_schedule", "window"):
         serve_exporter(
             host=host, port=port, db=_db(db), window=window, target=target,
-            probe=not no_probe, timeout=timeout, vantage=vantage,
+            probe=probe, timeout=timeout, vantage=vantage,
             reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
             allowed_hosts=allowed, auth_token=token, on_ready=ready,
         )  # until SIGINT/SIGTERM; the /probe run is marked finished

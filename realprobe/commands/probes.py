@@ -22,7 +22,6 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
-    polite_from,
     print_json,
     transport_options,
 )
@@ -235,7 +234,7 @@ def print_summary(summary: RunSummary, db: Path) -> None:
 
 def probe_cmd(
     tools: ToolsOpt = None,
-    all_tools: AllOpt = False,
+    all_: AllOpt = False,
     rounds: RoundsOpt = 1,
     timeout: ProbeTimeoutOpt = 10.0,
     db: DbOpt = None,
@@ -262,7 +261,7 @@ def probe_cmd(
     from realprobe.api import probe
     from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
 
-    chosen = _chosen(tools, all_tools)
+    chosen = _chosen(tools, all_)
     cat = load_catalog(catalog)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = _db(db)
@@ -273,7 +272,7 @@ def probe_cmd(
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
-                vantage=vantage, polite=polite_from(politeness), concurrency=concurrency,
+                vantage=vantage, politeness=politeness, concurrency=concurrency,
                 seed=seed, catalog=cat, on_call=live, stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
@@ -310,7 +309,7 @@ def schedule_cmd(
         typer.Option("--jitter", help="Random delay up to S seconds added to each fire time."),
     ] = 0.0,
     tools: ToolsOpt = None,
-    all_tools: AllOpt = False,
+    all_: AllOpt = False,
     rounds: RoundsOpt = 1,
     timeout: ProbeTimeoutOpt = 10.0,
     db: DbOpt = None,
@@ -340,7 +339,7 @@ def schedule_cmd(
     """
     from realprobe.api import schedule
 
-    chosen = _chosen(tools, all_tools)
+    chosen = _chosen(tools, all_)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = _db(db)
     cat = load_catalog(catalog)
@@ -358,7 +357,7 @@ def schedule_cmd(
             result = schedule(
                 chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter,
                 rounds=rounds, target=target, db=path, timeout=timeout, vantage=vantage,
-                polite=polite_from(politeness), concurrency=concurrency, seed=seed, catalog=cat,
+                politeness=politeness, concurrency=concurrency, seed=seed, catalog=cat,
                 alerts=alerts, on_event=event, on_alert=err_console.print,
                 stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
             )
