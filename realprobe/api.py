@@ -21,7 +21,6 @@ from realprobe.api_rows import (
     Rows,
     Window,
     check_tools,
-    existing,
     period_arg,
     rows,
     select_rows,
@@ -300,13 +299,14 @@ class _ProbePlan(NamedTuple):
         politeness: str | bool | None, db: str | Path | None,
     ) -> _ProbePlan:
         from realprobe.clients import TransportOptions
-        from realprobe.dbfacts import default_db_path
 
         _check_run(rounds, concurrency, timeout)
         cat = catalog or load_catalog()
         chosen = _probe_tools(cat, tools)
         opts = (target or TransportOptions()).normalised()
-        path = Path(db) if db is not None else default_db_path()
+        from realprobe.store import db_path
+
+        path = db_path(db)
         return cls(cat, chosen, opts, _politeness(opts, politeness), path)
 
 
@@ -784,7 +784,9 @@ def task_results(
             target_kind = TargetKind.parse(target_kind, "target_kind").value
         except RealprobeError as exc:
             raise BadArgument("target_kind", str(exc)) from None
-    path = existing(db)
+    from realprobe.store import db_path
+
+    path = db_path(db, read=True)
     price_table = results.load_prices(prices)
     store = TaskStore(Store(path))
     errors = store.call_errors()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
-from realprobe.errors import BadArgument, NoDatabase, RealprobeError, Unavailable
+from realprobe.errors import BadArgument, RealprobeError, Unavailable
 
 if TYPE_CHECKING:
     from realprobe.probes.loading import ProbeArrays
@@ -71,23 +71,12 @@ def _kinds_arg(kinds: Kinds, target: str | None) -> list[str] | None:
     return ["all"] if "all" in names else sorted(set(names))
 
 
-def existing(db: str | Path | None) -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    path = Path(db) if db is not None else default_db_path()
-    if not path.exists():
-        raise NoDatabase(path)
-    return path
-
-
 def _db(db: str | Path | None) -> Path:
     """The probe database to read; opening it once for writing also migrates an older schema
     and marks runs left `running` by a killed process (a read-only file is read as it is)."""
-    from realprobe.store import upkeep
+    from realprobe.store import db_path
 
-    path = existing(db)
-    upkeep(path)
-    return path
+    return db_path(db, read=True)
 
 
 def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:

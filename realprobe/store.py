@@ -43,7 +43,7 @@ from realprobe.dbfacts import (
     busy_timeout_s,
     default_db_path,
 )
-from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
+from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
 from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import SOURCES, Target, TargetKind
@@ -214,6 +214,20 @@ def read_only(path: str | Path, *, need: str | None = "probes") -> sqlite3.Conne
         conn.close()
         raise RealprobeError(f"{p}: has no `{need}` table; run `realprobe probe` first")
     return conn
+
+
+def db_path(db: str | Path | None, *, read: bool = False) -> Path:
+    """The one resolver of a database path: `db`, else the default (`$REALPROBE_DB`, else
+    the data folder's). `read`: the file must exist, and gets the upkeep a read needs first
+    (`upkeep`); else a given file's folder must exist (the default one is made on opening)."""
+    path = Path(db) if db is not None else default_db_path()
+    if read:
+        if not path.exists():
+            raise NoDatabase(path)
+        upkeep(path)
+    elif db is not None and not path.parent.is_dir():
+        raise BadArgument("db", f"db {path}: directory {path.parent} does not exist")
+    return path
 
 
 def upkeep(path: Path) -> None:

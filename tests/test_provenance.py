@@ -448,6 +448,36 @@ def test_a_run_whose_process_died_is_marked_killed(tmp_path: Path) -> None:
     assert gone["ended_ts"] is not None and "killed" in gone["detail"]
 
 
+@pytest.mark.parametrize("reader", ["stats", "alert check", "merge"])
+def test_every_reader_of_the_database_gives_it_its_upkeep_first(
+    tmp_path: Path, reader: str
+) -> None:
+    """One resolver of the database path, `store.db_path`: a read marks a killed run first,
+    whichever door reads (stats did, alert check and merge did not)."""
+    import realprobe
+    from realprobe.store import db_path
+
+    db = tmp_path / "k.db"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with Store(db) as store:
+        store.start_run({"id": "gone", "started_at": "", "started_ts": T0, "tools": []})
+        store.conn.execute("UPDATE probe_runs SET pid = ?, pid_start = NULL", [dead.pid])
+        store.conn.commit()
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rules]]\nkind = "p95_above"\nthreshold_ms = 1000\nwindow = "1h"\n')
+    if reader == "stats":
+        with pytest.raises(realprobe.RealprobeError):
+            realprobe.stats(db)  # no rows, but the file was looked after
+    elif reader == "alert check":
+        realprobe.check_alerts(rules, db, dry_run=True)
+    else:
+        realprobe.merge_databases([db], tmp_path / "merged.db")
+    status = sqlite3.connect(db).execute("SELECT status FROM probe_runs").fetchone()[0]
+    assert status == "killed"
+    assert db_path(None) == db_path(None, read=False)  # the default, one place
+
+
 # -- the schema migration from the pre-provenance schema ------------------------------------
 
 OLD_PROBE_RUNS = """CREATE TABLE [probe_runs] ([id] TEXT PRIMARY KEY, [started_at] TEXT,

@@ -218,12 +218,6 @@ def transport_options(
     ).normalised()
 
 
-def default_db_path() -> Path:
-    from realprobe.dbfacts import default_db_path as default
-
-    return default()
-
-
 def doc(name: str) -> str:
     """Where the user can read a page of the documentation (the installed copy)."""
     from realprobe.data import doc_path

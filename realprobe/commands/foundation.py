@@ -219,7 +219,7 @@ def sandbox_cmd(
     import signal
 
     from realprobe.api import make_sandbox
-    from realprobe.dbfacts import default_db_path
+    from realprobe.store import db_path
 
     cat = load_catalog(catalog)
     allowed, token = server_guards("sandbox", host, allowed_host, auth_token_env)
@@ -234,7 +234,7 @@ def sandbox_cmd(
         upstream=upstream,
         politeness=politeness,
         toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate, admin=admin,
-        db=(db or default_db_path()) if upstream is not None else None,
+        db=db_path(db) if upstream is not None else None,
         allowed_hosts=allowed,
         auth_token=token,
     )

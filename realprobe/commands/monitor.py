@@ -21,7 +21,6 @@ from realprobe.commands.common import (
     err_console,
     print_json,
 )
-from realprobe.errors import RealprobeError
 
 if TYPE_CHECKING:
     from realprobe.monitor.exporter import ExporterServer
@@ -45,14 +44,6 @@ def register(app: typer.Typer) -> None:
     alert_app.command("check")(alert_check_cmd)
     app.command("merge")(merge_cmd)
 
-
-def _db(db: Path | None) -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    path = db if db is not None else default_db_path()
-    if not path.parent.is_dir():
-        raise RealprobeError(f"--db {path}: directory {path.parent} does not exist")
-    return path
 
 
 def exporter_cmd(
@@ -94,6 +85,7 @@ def exporter_cmd(
     from realprobe.api_monitor import serve_exporter
     from realprobe.clients import Mode
     from realprobe.commands.common import load_catalog, server_guards, transport_options
+    from realprobe.store import db_path
 
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
     target = transport_options(Mode.LIVE, sandbox, profile, None, seed)
@@ -101,12 +93,12 @@ def exporter_cmd(
     def ready(server: ExporterServer) -> None:
         err_console.print(
             f"realprobe exporter on {server.url} (/metrics, /status"
-            + (", /probe?tool=NAME" if probe else "") + f"), database {_db(db)}"
+            + (", /probe?tool=NAME" if probe else "") + f"), database {db_path(db)}"
         )
 
     with as_flags("port", "timeout", "reserve_for_schedule", "window"):
         serve_exporter(
-            host=host, port=port, db=_db(db), window=window, target=target,
+            host=host, port=port, db=db_path(db), window=window, target=target,
             probe=probe, timeout=timeout, vantage=vantage,
             reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
             allowed_hosts=allowed, auth_token=token, on_ready=ready,
@@ -134,7 +126,7 @@ def alert_check_cmd(
     """
     from realprobe.api_monitor import check_alerts
 
-    result = check_alerts(rules, _db(db), dry_run=dry_run)
+    result = check_alerts(rules, db, dry_run=dry_run)
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:

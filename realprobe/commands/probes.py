@@ -109,11 +109,6 @@ def _politeness_lanes(
     return lanes_for(gaps), lane_of
 
 
-def _db(db: Path | None) -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    return db or default_db_path()
-
 
 @contextmanager
 def cli_errors() -> Iterator[None]:
@@ -259,12 +254,12 @@ def probe_cmd(
     Ctrl-C stops after the calls in flight; every finished call is already stored.
     """
     from realprobe.api import probe
-    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
+    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, db_path
 
     chosen = _chosen(tools, all_)
     cat = load_catalog(catalog)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
-    path = _db(db)
+    path = db_path(db)
     with cli_errors():
         lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
         live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing", lanes=lanes,
@@ -338,10 +333,11 @@ def schedule_cmd(
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
     from realprobe.api import schedule
+    from realprobe.store import db_path
 
     chosen = _chosen(tools, all_)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
-    path = _db(db)
+    path = db_path(db)
     cat = load_catalog(catalog)
     with cli_errors():
         lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
