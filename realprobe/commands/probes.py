@@ -39,9 +39,10 @@ if TYPE_CHECKING:
 
 ToolsOpt = Annotated[
     str | None,
-    typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`)."),
+    typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`), or "
+                 "all for every tool of the catalogue."),
 ]
-AllOpt = Annotated[bool, typer.Option("--all", help="Probe every tool of the catalogue.")]
+AllOpt = Annotated[bool, typer.Option("--all", hidden=True)]  # the old `--tools all`
 RoundsOpt = Annotated[int, typer.Option("--rounds", help="Calls per tool (examples are cycled).")]
 ProbeTimeoutOpt = Annotated[
     float, typer.Option("--timeout", help="Total deadline per call, in seconds.")
@@ -85,12 +86,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _chosen(tools: str | None, all_tools: bool) -> str | None:
-    """--tools a,b or --all (exactly one) -> the library's `tools`."""
+    """--tools a,b or --tools all (--all) -> the library's `tools`."""
     if tools and all_tools:
-        raise RealprobeError("pass either --tools a,b or --all, not both")
+        raise RealprobeError("pass either --tools a,b or --tools all, not both")
     if not tools and not all_tools:
-        raise RealprobeError("pick what to probe: --tools a,b or --all")
-    return None if all_tools else tools
+        raise RealprobeError("pick what to probe: --tools a,b or --tools all")
+    return None if all_tools or tools == "all" else tools
 
 
 def _politeness_lanes(

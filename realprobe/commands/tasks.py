@@ -411,8 +411,8 @@ def results_cmd(
         str | None,
         typer.Option("--prompt", help="Only this prompt (e.g. flawed:missing_steps@30)."),
     ] = None,
-    profile: Annotated[
-        str | None, typer.Option("--profile", help="Only runs on this profile (or sandbox URL).")
+    profile: Annotated[  # --target simulate:NAME says it too
+        str | None, typer.Option("--profile", hidden=True)
     ] = None,
     target: Annotated[
         str | None, typer.Option("--target", help="Only this target label, e.g. simulate:harsh.")
