@@ -18,7 +18,6 @@ from typing import Any
 
 import typer
 
-import realprobe
 from realprobe.cli import app
 
 

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
+    from realprobe.api_mcp import mcp_import, mcp_proxy, mcp_replay, probe_mcp
     from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
@@ -174,6 +175,11 @@ _WHERE: dict[str, str] = {
     "EvalSettings": "realprobe.tasks.settings",
     # MCP, the demo, docs
     "serve_mcp": "realprobe.api",
+    # any MCP server as a target
+    "mcp_proxy": "realprobe.api_mcp",
+    "mcp_replay": "realprobe.api_mcp",
+    "mcp_import": "realprobe.api_mcp",
+    "probe_mcp": "realprobe.api_mcp",
     "run_demo": "realprobe.demo",
     "doc_path": "realprobe.data",
     "data_dir": "realprobe.data",
@@ -249,10 +255,14 @@ __all__ = [
     "make_report",
     "make_sandbox",
     "make_sync_client",
+    "mcp_import",
+    "mcp_proxy",
+    "mcp_replay",
     "merge_databases",
     "options",
     "plan_tasks",
     "probe",
+    "probe_mcp",
     "public_apis",
     "record_fixtures",
     "record_round",
