@@ -829,7 +829,6 @@ def mcp_service(
 
     from realprobe.clients import TransportOptions
     from realprobe.mcp.service import McpService, ServiceOptions
-    from realprobe.tasks.evaluate import session_settings
     from realprobe.tasks.settings import TOOL_SETTINGS, EvalSettings
 
     renamed_keyword(fields, "task_prompt", "prompt")
@@ -839,10 +838,7 @@ def mcp_service(
     fields.pop("politeness", None)
     if timeout is not None and timeout <= 0:
         raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
-    if settings is None:
-        settings = EvalSettings.of(target, **fields)
-    elif target is not None or fields:
-        raise BadArgument("settings", "give settings, or target and its keywords, not both")
+    settings = EvalSettings.given(settings, target, **fields)
     if task is None:
         settings.refuse_unless("serving tools without a task", TOOL_SETTINGS)
     opts = replace(target or TransportOptions(), **{k: getattr(settings, k) for k in TOOL_SETTINGS})
@@ -858,7 +854,7 @@ def mcp_service(
             transport=opts, tools=names, timeout_s=timeout,
             db=str(db) if db is not None else None, vantage=vantage,
             polite=bool(polite_of(politeness)), task=task,
-            settings=session_settings(settings, None, {}), model=model,
+            settings=EvalSettings.given(settings, outside=True), model=model,
         ),
     )
 
@@ -868,27 +864,17 @@ def serve_mcp(
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8766,
-    tools: Sequence[str] | str | None = None,
-    target: TransportOptions | None = None,
-    real_time: bool = False,
-    db: str | Path | None = None,
-    timeout: float | None = None,
-    vantage: str | None = None,
-    politeness: str | bool = "catalog",
-    catalog: Catalog | None = None,
     on_ready: Callable[[str, str], None] | None = None,
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
     max_sessions: int = 100,
     session_idle_timeout: float = 600.0,
-    task: str | None = None,
-    model: str = "-",
-    settings: EvalSettings | None = None,
-    **fields: Any,
+    **service: Any,
 ) -> None:
-    """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
-    signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
-    gets where the server listens (its URL, or "stdio") and what it serves.
+    """Serve the catalogue tools (`service`: the keywords of `mcp_service`) over the Model
+    Context Protocol until EOF (stdio) or a signal. `real_time` makes a simulate target wait
+    its latencies for real. `on_ready` gets where the server listens (its URL, or "stdio")
+    and what it serves.
 
     `task`: the connected agent's calls are one task run, scored when it calls `finish` or
     the session ends, and stored in `db` (default: the default database) like a built-in
@@ -904,9 +890,9 @@ def serve_mcp(
     from realprobe.mcp.service import describe_target
 
     session_idle_timeout = renamed_keyword(
-        fields, "session_idle_s", "session_idle_timeout", session_idle_timeout
+        service, "session_idle_s", "session_idle_timeout", session_idle_timeout
     )
-    fields.pop("session_idle_timeout", None)
+    service.pop("session_idle_timeout", None)
     if transport not in ("stdio", "http"):
         raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
     if not 0 <= port <= 65535:
@@ -917,26 +903,22 @@ def serve_mcp(
         raise BadArgument("session_idle_timeout",
                           f"session_idle_timeout {session_idle_timeout:g}: must be a positive "
                           "number")
-    service = mcp_service(
-        tools=tools, target=target, real_time=real_time, db=db, timeout=timeout,
-        vantage=vantage, politeness=politeness, catalog=catalog, task=task, model=model,
-        settings=settings, **fields,
-    )
-    what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
-    if task is not None:
-        what += f", calls scored as runs of task {task}"
+    server = mcp_service(**service)
+    what = f"{len(server.tools)} tools, target {describe_target(server.transport_options)}"
+    if server.options.task is not None:
+        what += f", calls scored as runs of task {server.options.task}"
 
     def ready(where: str) -> None:
         if on_ready is not None:
             on_ready(where, what)
 
     if transport == "stdio":
-        run_until_signal(lambda: serve_stdio(service, on_ready=ready))
+        run_until_signal(lambda: serve_stdio(server, on_ready=ready))
         return
     try:
         asyncio.run(
             serve_http(
-                service, host, port, on_ready=ready, allowed_hosts=tuple(allowed_hosts),
+                server, host, port, on_ready=ready, allowed_hosts=tuple(allowed_hosts),
                 auth_token=auth_token, max_sessions=max_sessions,
                 session_idle_s=session_idle_timeout,
             )

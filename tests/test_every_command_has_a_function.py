@@ -101,6 +101,7 @@ def keywords(verb: str) -> set[str]:
 
     functions = [getattr(realprobe, FUNCTIONS[verb])]
     functions += {"run": [realprobe.run_tasks, TaskBatch.plan], "probe": [realprobe.probe_mcp],
+                  "mcp": [realprobe.api.mcp_service],
                   "sandbox": [sandbox_for]}.get(verb, [])
     out: set[str] = set()
     for function in functions:

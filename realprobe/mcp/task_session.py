@@ -92,7 +92,7 @@ def open_session(catalog: Catalog, options: Any) -> McpTaskSession:
     from realprobe.store import db_path
 
     db = db_path(options.db)
-    settings = options.settings or EvalSettings.of(options.transport)
+    settings = options.settings or EvalSettings.given(target=options.transport)
     return McpTaskSession(
         TaskSession(options.task, catalog, settings=settings, db=db, model=options.model)
     )
