@@ -17,12 +17,12 @@ from typing import Any
 #: panel -> the parameters in it (by Python name); anything else is under "Options"
 PANELS: dict[str, tuple[str, ...]] = {
     "Where calls go": (
-        "mode", "sandbox", "simulate", "profile", "cassette", "record_mode", "seed", "catalog",
+        "mode", "sandbox", "profile", "cassette", "record_mode", "seed", "catalog",
         "on_exhausted", "replay_latency", "real_time", "from_cassettes", "upstream", "toxic",
         "latency_scale", "timeout", "call_timeout", "transport",
     ),
     "Stored data": (
-        "db", "since", "until", "tools", "target", "vantage", "by", "period", "baseline",
+        "db", "since", "until", "tools", "kinds", "target", "vantage", "by", "period", "baseline",
         "current", "window", "batch",
     ),
     "Pacing": (
@@ -33,15 +33,15 @@ PANELS: dict[str, tuple[str, ...]] = {
         "base_url", "model", "api_key_env", "llm_timeout", "llm_rpm", "llm_tpm",
         "llm_concurrency", "max_turns",
     ),
-    "Output": ("as_json", "out", "output", "fmt", "view", "dry_run"),
+    "Output": ("as_json", "output", "format_", "view", "dry_run"),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
 #: parameter name -> metavar, where the type alone says too little
 METAVARS = {
     "sandbox": "URL", "base_url": "URL", "upstream": "live|URL", "address": "HOST:PORT",
-    "db": "FILE", "catalog": "FILE|FAMILY", "cassette": "FILE", "out": "PATH",
-    "output": "PATH", "simulate": "PROFILE", "profile": "PROFILE", "alerts": "FILE",
+    "db": "FILE", "catalog": "FILE|FAMILY", "cassette": "FILE",
+    "output": "PATH", "profile": "PROFILE", "alerts": "FILE",
     "since": "WHEN", "until": "WHEN", "baseline": "FROM..TO", "current": "FROM..TO",
     "every": "INTERVAL", "cron": "'M H DOM MON DOW'", "tools": "NAME,...", "arg": "KEY=VALUE",
     "param": "KEY=VALUE", "header": "NAME", "secret": "VALUE", "model": "NAME",
