@@ -220,6 +220,7 @@ def sandbox_cmd(
 
     from realprobe.api import make_sandbox
     from realprobe.store import db_path
+    from realprobe.tasks.settings import EvalSettings
 
     cat = load_catalog(catalog)
     allowed, token = server_guards("sandbox", host, allowed_host, auth_token_env)
@@ -228,12 +229,12 @@ def sandbox_cmd(
             f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
             "--from-cassettes"
         )
+    settings = EvalSettings(profile=profile, seed=seed, fault_plan=fault_plan,
+                            fault_rate=fault_rate)
     sb = make_sandbox(
-        profile, seed=seed, latency_scale=latency_scale, host=host, port=port, catalog=cat,
+        settings=settings, latency_scale=latency_scale, host=host, port=port, catalog=cat,
         from_cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
-        upstream=upstream,
-        politeness=politeness,
-        toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate, admin=admin,
+        upstream=upstream, politeness=politeness, toxics=list(toxic or []), admin=admin,
         db=db_path(db) if upstream is not None else None,
         allowed_hosts=allowed,
         auth_token=token,
