@@ -320,3 +320,12 @@ def test_each_flag_reaches_the_settings_whole(
         settings = got.value.args[0]
         assert isinstance(settings, EvalSettings)
         assert getattr(settings, name) == value, (door, name)
+
+
+def test_a_sweep_without_a_simulated_target_refuses_its_faults(tmp_path: Path) -> None:
+    file = tmp_path / "s.toml"
+    file.write_text(f'tasks = ["{TASK}"]\nlambda = [0.5]\n[[targets]]\nkind = "sandbox"\n'
+                    'url = "http://127.0.0.1:9"\n', encoding="utf-8")
+    with pytest.raises(RealprobeError, match="apply to simulate targets") as exc:
+        realprobe.sweep(file, db=tmp_path / "s.db")
+    assert "\n" not in str(exc.value) and not (tmp_path / "s.db").exists()

@@ -180,6 +180,9 @@ class SweepFile(BaseModel):
         prompt_variants(",".join(self.prompts))  # raises on a bad prompt
         if any(not 0 <= lam <= 1 for lam in self.lambdas):
             raise ValueError("lambda values are shares of calls, between 0 and 1")
+        simulated = any(t.kind == "simulate" for t in self.targets)
+        if (self.fault_plans or self.lambdas) and not simulated:  # refused, never dropped
+            raise ValueError("fault_plans and lambda apply to simulate targets; it has none")
         for plan in self.fault_plans:
             load_plan(plan)
         return self
@@ -358,10 +361,6 @@ def run_sweep_file(
     from realprobe.store import db_path
 
     path = db_path(db)
-    if not path.parent.is_dir():
-        raise RealprobeError(
-            f"db {path}: directory {path.parent} does not exist", param="db"
-        )
     catalog = Catalog.load(catalog_paths or [])
     summary = run_sweep(
         sweep, path, catalog=catalog, resume=resume, executor=executor,
