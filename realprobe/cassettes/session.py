@@ -88,6 +88,7 @@ class CassetteSession:
         hint: str | None = None,
         extra_paths: Sequence[str | Path] = (),
         ignore_hosts: Sequence[str] = (),
+        before_record: Callable[[Call], Call | None] | None = None,
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise RealprobeError(
@@ -112,6 +113,8 @@ class CassetteSession:
         self.extra_paths = tuple(Path(p) for p in extra_paths)
         #: hosts answered live and never recorded (vcrpy's ignore_hosts / ignore_localhost)
         self.ignore_hosts = frozenset(h.lower() for h in ignore_hosts)
+        #: vcrpy's before_record_* hooks as one step (see `vcr_bridge.before_record`)
+        self.before_record = before_record
         self.player: Player | None = None
         self.recorder: Recorder | None = None
         self.routes: _Routes | None = None
@@ -170,7 +173,8 @@ class CassetteSession:
             meta = {"source": "use_cassette", "record_mode": self.record_mode, **self.meta}
             if self.sandbox:
                 meta["sandbox"] = self.sandbox
-            self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base)
+            self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base,
+                                     before_record=self.before_record)
             if self.sandbox:
                 self.routes = _sandbox_routes(self.sandbox)
         stack = contextlib.ExitStack()
@@ -195,11 +199,15 @@ class CassetteSession:
         if not self.extra_paths or self.record_mode == "all":
             return existing
         calls = list(existing.calls) if existing is not None else []
+        seen = {self.path.resolve()}
         for extra in self.extra_paths:
-            if not extra.exists() and self.record_mode != "none":
-                continue
+            if not extra.exists() or extra.resolve() in seen:
+                continue  # a missing extra cassette adds nothing (as under pytest-recording)
+            seen.add(extra.resolve())
             for call in load_cassette(extra).calls:
                 calls.append(replace(call, seq=len(calls) + 100_000_000))
+        if existing is None and not calls:
+            return None
         meta = dict(existing.meta) if existing is not None else {}
         return Cassette(calls, meta, self.path)
 
@@ -215,7 +223,7 @@ class CassetteSession:
 
     def close(self, *, failed: bool = False) -> Path | None:
         """Unpatch, then write what was recorded (nothing when the block failed, or when
-        `new_episodes` found nothing new)."""
+        nothing new was recorded, as vcrpy)."""
         if self._stack is not None:
             self._stack.close()
             self._stack = None
@@ -225,8 +233,8 @@ class CassetteSession:
         if failed:
             rec.discard()
             return None
-        if rec.base is not None and not rec.calls:
-            rec.discard()  # nothing new: the cassette stays byte for byte
+        if not rec.calls:
+            rec.discard()  # nothing new: the cassette stays byte for byte (or unwritten)
             return None
         return rec.save()
 
@@ -270,6 +278,7 @@ class CassetteSession:
             on_exhausted=self.on_exhausted, latency=str(self.latency), sandbox=self.sandbox,
             scrub=self.scrub, libraries=self.libraries, meta=self.meta, hint=self.hint,
             extra_paths=self.extra_paths, ignore_hosts=tuple(self.ignore_hosts),
+            before_record=self.before_record,
         )
 
     # -- answering -----------------------------------------------------------------------
