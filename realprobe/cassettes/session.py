@@ -452,12 +452,17 @@ def use_cassette(
     filter_headers: Sequence[Any] = (),
     filter_query_parameters: Sequence[Any] = (),
     filter_post_data_parameters: Sequence[Any] = (),
+    before_record_request: Any = None,
+    before_record_response: Any = None,
+    decode_compressed_response: bool = False,
 ) -> CassetteSession:
     """A context manager (`with`/`async with`) and decorator that records or replays every
     HTTP call made inside it through httpx (and httpx2), requests, urllib3 or aiohttp.
 
     `filter_*`: more credential names, as vcrpy takes them (names or `(name, replacement)`
-    pairs); their values become realprobe's placeholder.
+    pairs); their values become realprobe's placeholder. `before_record_request`,
+    `before_record_response` (callables or lists) and `decode_compressed_response`: vcrpy's,
+    applied to each call as it is recorded.
     `match_on`: vcrpy matcher names (method, scheme, host, port, path, query, body, raw_body,
     headers, uri, url) and callables `(incoming, recorded) -> bool` on vcrpy `Request`s;
     default: the cassette's own (method + URL + JSON body digest for realprobe recordings).
@@ -469,7 +474,11 @@ def use_cassette(
         scrub = base.with_vcrpy_filters(
             filter_headers, filter_query_parameters, filter_post_data_parameters
         )
+    from realprobe.cassettes.vcr_bridge import before_record
+
     return CassetteSession(
         path, record_mode=record_mode, match_on=match_on, on_exhausted=on_exhausted,
         latency=latency, sandbox=sandbox, scrub=scrub, libraries=libraries,
+        before_record=before_record(before_record_request, before_record_response,
+                                    decode_compressed=decode_compressed_response),
     )
