@@ -43,6 +43,9 @@ def test_parse_time_forms() -> None:
     assert parse_time("7d", NOW) == NOW - 7 * 86400
     assert parse_time("24h", NOW) == NOW - 86400
     assert parse_time("30m", NOW) == NOW - 1800
+    # an age is a duration ago, in the one duration grammar
+    assert parse_time("1h30m", NOW) == NOW - 5400 and parse_time("500ms", NOW) == NOW - 0.5
+    assert parse_time("1w", NOW) == NOW - 604_800 and parse_time("90", NOW) == NOW - 90
     assert parse_time("now", NOW) == NOW
     assert parse_time("2026-11-01", NOW) == parse_time("2026-11-01T00:00:00Z", NOW)
     assert parse_time("2026-11-01T02:00:00+02:00", NOW) == parse_time("2026-11-01T00:00Z", NOW)

@@ -8,7 +8,8 @@ Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kin
 - `calls_excluded_total`: of those, the calls whose run was marked excluded afterwards,
 - `latency_seconds`: histogram of successful calls' latency,
 - `success_ratio`, `success_ratio_lower`, `success_ratio_upper`, `window_calls`: success
-  over the exporter's window with its 95% Wilson interval (alert on the bound, not the point),
+  over the exporter's window with the 95% interval `realprobe stats` quotes (burst-adjusted
+  Wilson; alert on the bound, not the point),
 - `last_call_timestamp_seconds`, `last_success_timestamp_seconds`,
 - `latency_p95_seconds{tool, target_kind}`: p95 latency over the window, computed by the
   same statistics code as `realprobe stats` and the `p95_above` alert rule (the censored
@@ -48,7 +49,7 @@ from realprobe.monitor.aggregate import (
     label,
 )
 from realprobe.probes.loading import load_probes
-from realprobe.probes.stats import latency_stats, wilson
+from realprobe.probes.stats import latency_stats
 from realprobe.store import read_only
 
 SERIES_LABELS = ["tool", "api", "target_kind", "vantage"]
@@ -78,8 +79,10 @@ class ProbeCollector(Collector):
         self.agg.refresh()
         now = float(self.clock())
         families = SeriesFamilies(self.window_s)
+        quoted = self.agg.quoted(now - self.window_s)
         for key, series in sorted(self.agg.snapshot().items()):
-            families.add(list(key), series, since=now - self.window_s)
+            families.add(list(key), series, since=now - self.window_s,
+                         ci=quoted.get((key[0], key[2], key[3])))
         yield from families.all()
         yield self._p95(now)
         yield from self._tls(now)
@@ -170,7 +173,7 @@ class ProbeCollector(Collector):
 
 class SeriesFamilies:
     """The per-series families: calls, latency histogram, windowed success ratio with its
-    Wilson bounds, and the last call and last success."""
+    quoted interval, and the last call and last success."""
 
     def __init__(self, window_s: float) -> None:
         self.calls = CounterMetricFamily(
@@ -192,11 +195,13 @@ class SeriesFamilies:
             labels=SERIES_LABELS,
         )
         self.lower = GaugeMetricFamily(
-            "realprobe_success_ratio_lower", "Lower bound of the 95% Wilson interval.",
+            "realprobe_success_ratio_lower",
+            "Lower bound of the 95% interval `realprobe stats` quotes (burst-adjusted).",
             labels=SERIES_LABELS,
         )
         self.upper = GaugeMetricFamily(
-            "realprobe_success_ratio_upper", "Upper bound of the 95% Wilson interval.",
+            "realprobe_success_ratio_upper",
+            "Upper bound of the 95% interval `realprobe stats` quotes (burst-adjusted).",
             labels=SERIES_LABELS,
         )
         self.window = GaugeMetricFamily(
@@ -211,9 +216,10 @@ class SeriesFamilies:
             labels=SERIES_LABELS,
         )
 
-    def add(self, values: list[str], s: Series, *, since: float) -> None:
+    def add(self, values: list[str], s: Series, *, since: float,
+            ci: tuple[float, float] | None = None) -> None:
         """One series (its label values) into every family; the ratio counts calls after
-        `since`."""
+        `since`; `ci` is its quoted interval (`Aggregator.quoted`)."""
         for (outcome, code), count in sorted(s.calls.items()):
             if count > 0:
                 self.calls.add_metric([*values, outcome, code], count)
@@ -223,10 +229,10 @@ class SeriesFamilies:
         n, k = s.window(since)
         self.window.add_metric(values, n)
         if n > 0:
-            lo, hi = wilson(k, n)
             self.ratio.add_metric(values, k / n)
-            self.lower.add_metric(values, lo)
-            self.upper.add_metric(values, hi)
+        if n > 0 and ci is not None:
+            self.lower.add_metric(values, ci[0])
+            self.upper.add_metric(values, ci[1])
         if s.last_ts is not None:
             self.last.add_metric(values, s.last_ts)
         if s.last_ok_ts is not None:

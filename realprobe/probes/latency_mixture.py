@@ -297,15 +297,13 @@ def _profile_end(
     pts: list[tuple[float, float]] = [(z_hat, 0.0)]
     z = z_hat + step
     for _ in range(8):
-        res = optimize.minimize(
-            _nll, warm, args=(k, x, cvals, cw), method="SLSQP",
-            constraints=[{"type": "eq", "fun": lambda th, z0=z: _probit_exceed(th, k, log_t) - z0}],
-            options={"maxiter": 100, "ftol": 1e-9},
-        )  # fmt: skip
-        rise = float(res.fun) - f0
-        if not (res.success and math.isfinite(rise)):
+        # from the last end and from the optimum: the held fit has more than one local
+        # minimum, and which one a single start finds depends on rounding
+        tries = [g for g in (_held_min(s, k, data, log_t, z) for s in (warm, theta)) if g]
+        if not tries:
             return None
-        warm = np.asarray(res.x, dtype=np.float64)
+        warm, fun = min(tries, key=lambda g: g[1])
+        rise = fun - f0
         r = math.sqrt(2 * max(rise, 0.0))
         if abs(r - 1.959963984540054) < 0.02:
             return z
@@ -316,6 +314,31 @@ def _profile_end(
         if not math.isfinite(z) or (z - z_hat) * step <= 0:
             z = z2 + step  # a flat stretch: keep walking out
     return None
+
+
+def _held_min(
+    start: FloatArray, k: int, data: tuple[FloatArray, FloatArray, FloatArray], log_t: float,
+    z: float,
+) -> tuple[FloatArray, float] | None:
+    """The negative log-likelihood minimised with probit(S) held at `z` (SLSQP, an equality
+    constraint), restarted from its own answer until a restart gains nothing: SLSQP's first
+    run can stop "successfully" well above the minimum, and where it stops depends on the
+    BLAS build's rounding, so one run made the interval differ between machines."""
+    x, cvals, cw = data
+    theta, best = start, math.inf
+    for _ in range(6):
+        res = optimize.minimize(
+            _nll, theta, args=(k, x, cvals, cw), method="SLSQP",
+            constraints=[{"type": "eq", "fun": lambda th: _probit_exceed(th, k, log_t) - z}],
+            options={"maxiter": 200, "ftol": 1e-10},
+        )  # fmt: skip
+        fun = float(res.fun)
+        if not (res.success and math.isfinite(fun) and fun < 1e299):
+            return None if best == math.inf else (theta, best)
+        gain, theta, best = best - fun, np.asarray(res.x, dtype=np.float64), min(best, fun)
+        if gain < 1e-6:
+            break
+    return theta, best
 
 
 def _exceed(
