@@ -837,8 +837,8 @@ def _number(key: str, value: object) -> float | int | None:
     if not isinstance(value, int | float) or not _finite(value):
         raise RowRefused("bad_number", f"{key} {str(value)[:40]!r} is not a finite number")
     if key in _INTS:
-        if value != int(value):
-            raise RowRefused("bad_number", f"{key} {value!r} is not a whole number")
+        if value != int(value) or not _finite(int(value)):  # a whole float past 64 bits too
+            raise RowRefused("bad_number", f"{key} {value!r} is not a 64-bit whole number")
         return int(value)
     if key in _NON_NEGATIVE and value < 0:
         raise RowRefused("bad_number", f"{key} {value!r} is negative")
@@ -892,6 +892,9 @@ def check_probe_row(row: dict[str, Any], now: float | None = None) -> dict[str, 
     if extra:
         raise RowRefused("unknown_column", f"unknown probe columns: {sorted(extra)[:5]}")
     out: dict[str, Any] = {**PROBES_DEFAULTS, **scrub_row(row, keep=_CLOSED)}
+    for key, default in PROBES_DEFAULTS.items():
+        if out[key] is None:  # a NULL (a generated column's) stands for the default too
+            out[key] = default
     for key, value in out.items():
         if value is None or key in _SKIP:
             continue
@@ -975,8 +978,8 @@ def _typed_number(what: str, key: str, value: object, kind: type) -> int | float
         raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number "
                          "SQLite can store")
     if kind is int:
-        if value != int(value):
-            raise RowRefused("bad_number", f"{what} {key} {value!r} is not a whole number")
+        if value != int(value) or not _finite(int(value)):  # a whole float past 64 bits too
+            raise RowRefused("bad_number", f"{what} {key} {value!r} is not a 64-bit whole number")
         return int(value)
     return value
 

@@ -116,7 +116,8 @@ def mcp_cmd(
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
     max_sessions: Annotated[
-        int, typer.Option("--max-sessions", help="HTTP: open sessions at most (then 503).")
+        int, typer.Option("--max-sessions",
+                          help="HTTP: open sessions per client address at most (then 503).")
     ] = 100,
     session_idle_timeout: Annotated[
         float,

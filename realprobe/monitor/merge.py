@@ -94,7 +94,9 @@ def _schema_version(path: Path, conn: sqlite3.Connection) -> int:
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+    """The table's columns, generated ones included (their values are data like any
+    other; `table_info` would leave them out). Hidden columns of virtual tables are not."""
+    return [r[1] for r in conn.execute(f"PRAGMA table_xinfo({table})") if r[6] != 1]
 
 
 def check_source(path: Path, conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
