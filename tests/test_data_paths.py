@@ -283,7 +283,7 @@ def test_one_selection_feeds_every_reader_and_target_is_a_deprecated_alias(
 ) -> None:
     import warnings
 
-    from realprobe import api_rows
+    from realprobe import errors
 
     db, now = tmp_path / "p.db", time.time()
     write_rows(db, "agify_age", "oxoo" * 10, t0=now - 3000, step_s=60)
@@ -298,7 +298,7 @@ def test_one_selection_feeds_every_reader_and_target_is_a_deprecated_alias(
     early, late = (realprobe.rows(db, until=half), realprobe.rows(db, since=half))
     assert [t.tool for t in early.drift(late).tools] == ["agify_age"]
 
-    api_rows._WARNED.clear()
+    errors._RENAMED.discard("target")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         old = realprobe.stats(db, target="sandbox")
@@ -350,7 +350,7 @@ def test_a_database_named_like_a_uri_is_that_file(
     like the readers, so runs land in that file and no `x.db` appears beside it."""
     monkeypatch.chdir(tmp_path)
     name = "file:x.db?mode=memory"
-    realprobe.run_tasks(["pet_newsletter"], simulate="calm", db=name)
+    realprobe.run_tasks(["pet_newsletter"], profile="calm", db=name)
     assert realprobe.task_results(name)["runs"] == 1
     assert {p.name for p in tmp_path.iterdir()} <= {name, f"{name}-wal", f"{name}-shm"}
 

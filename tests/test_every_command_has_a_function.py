@@ -3,6 +3,7 @@ documented library function, which the verb's own code calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Iterator
 from typing import Any
@@ -39,10 +40,16 @@ FUNCTIONS = {
     "results": "task_results",
     "sweep": "sweep",
     "mcp": "serve_mcp",
+    "mcp proxy": "mcp_proxy",
+    "mcp replay": "mcp_replay",
+    "mcp import": "mcp_import",
     "exporter": "serve_exporter",
     "alert check": "check_alerts",
     "merge": "merge_databases",
 }
+
+#: groups that are verbs too (the group's own callback does the work without a sub-verb)
+GROUP_VERBS = {"mcp"}
 
 
 def leaves() -> Iterator[tuple[str, Any]]:
@@ -51,6 +58,8 @@ def leaves() -> Iterator[tuple[str, Any]]:
 
     def walk(command: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
         if hasattr(command, "list_commands"):
+            if " ".join(path) in GROUP_VERBS:
+                yield " ".join(path), command  # a verb of its own, with sub-verbs
             for name in command.list_commands(ctx):
                 yield from walk(command.get_command(ctx, name), [*path, name])
         else:
@@ -74,3 +83,56 @@ def test_each_verb_calls_its_documented_function(verb: str) -> None:
     assert function.__doc__, f"realprobe.{name} has no docstring"
     source = inspect.getsource(COMMANDS[verb].callback)
     assert f"{name}(" in source, f"`realprobe {verb}` does not call {name}"
+
+
+#: flags that only shape what the command prints (no keyword: the function returns data)
+PRINTING = {"json", "list", "fail_on_worse"}
+
+
+def keywords(verb: str) -> set[str]:
+    """The keywords a verb's front-door function takes, with the fields of the values it
+    takes whole (`target`: where calls go; `settings`: an evaluation's settings; `**select`:
+    which stored rows) and what it hands its `**keywords` on to."""
+    from realprobe.api_rows import RowFilter
+    from realprobe.clients import TransportOptions
+    from realprobe.sandbox.setup import sandbox_for
+    from realprobe.tasks.batch import TaskBatch
+    from realprobe.tasks.settings import EvalSettings
+
+    functions = [getattr(realprobe, FUNCTIONS[verb])]
+    functions += {"run": [realprobe.run_tasks, TaskBatch.plan], "probe": [realprobe.probe_mcp],
+                  "mcp": [realprobe.api.mcp_service],
+                  "sandbox": [sandbox_for]}.get(verb, [])
+    out: set[str] = set()
+    for function in functions:
+        params = inspect.signature(function).parameters
+        out |= {n for n, p in params.items() if p.kind is not p.VAR_KEYWORD}
+        if "target" in params:
+            out |= {f.name for f in dataclasses.fields(TransportOptions)}
+        if "settings" in params:
+            out |= set(EvalSettings.model_fields)
+        if "Unpack[RowFilter]" in str(params.get("select", "")):
+            out |= set(RowFilter.__annotations__) - {"target"}  # `target=`: kinds' old name
+        if "tools" in params:
+            out.add("all")  # `--all` is `tools=None`
+    return out
+
+
+@pytest.mark.parametrize("verb", sorted(FUNCTIONS))
+def test_each_flag_is_a_keyword_of_the_verbs_function(verb: str) -> None:
+    """`--foo-bar` is `foo_bar=` (the parameter of the command too); a repeatable `--item`
+    fills `items=`; `--foo-env VAR` gives `foo=` read from that variable."""
+    names = keywords(verb)
+    wrong = []
+    for p in COMMANDS[verb].params:
+        if p.param_type_name != "option" or p.hidden or p.name == "help":
+            continue
+        flag = max((o for o in p.opts if o.startswith("--")), key=len)
+        name = flag.removeprefix("--").replace("-", "_")
+        if name in PRINTING:
+            continue
+        if p.name != name and not (p.name == "as_" + name or p.name == name + "_"):
+            wrong.append(f"{flag} is the command's {p.name}")
+        elif not ({name, name + "s", name.removesuffix("_env")} & names):
+            wrong.append(f"{flag} is no keyword of realprobe.{FUNCTIONS[verb]}")
+    assert not wrong, wrong

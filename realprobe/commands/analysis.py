@@ -1,6 +1,6 @@
 """`realprobe stats | calibrate | drift | report`: read the probes table.
 
-Each picks its rows by target kind (`--target`) and vantage (`--vantage`) and says which rows
+Each picks its rows by target kind (`--kinds`) and vantage (`--vantage`) and says which rows
 it summarised; opening the file also marks runs left `running` by a killed process.
 """
 
@@ -20,7 +20,6 @@ from realprobe.commands.common import (
     err_console,
     print_json,
 )
-from realprobe.outputs import write_output
 
 if TYPE_CHECKING:
     from realprobe.probes.provenance import Provenance
@@ -34,7 +33,7 @@ DbOpt = Annotated[
 ]
 SinceOpt = Annotated[
     str | None,
-    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 24h, 30m."),
+    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 1h30m, 500ms."),
 ]
 UntilOpt = Annotated[
     str | None, typer.Option("--until", help="End (exclusive), same forms as --since.")
@@ -46,10 +45,10 @@ PeriodOpt = Annotated[
 ToolsOpt = Annotated[
     str | None, typer.Option("--tools", help="Comma-separated tool names (default: all with rows).")
 ]
-TargetOpt = Annotated[
+KindsOpt = Annotated[
     str | None,
     typer.Option(
-        "--target",
+        "--kinds",
         help="Which rows: live, sandbox, simulate, replay or all (default: live when the "
         "window holds live rows, else the one kind present).",
     ),
@@ -92,7 +91,7 @@ def stats_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     period: PeriodOpt = "1d",
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
     by: Annotated[
         str,
@@ -109,7 +108,7 @@ def stats_cmd(
     from realprobe import api
     from realprobe.probes.results import VantageStats
 
-    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=target,
+    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=kinds,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
     if isinstance(rep, VantageStats):
         print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
@@ -146,6 +145,7 @@ def print_phases(phases: dict[str, dict[str, Any]]) -> None:
 def print_by_vantage(rep: VantageStats) -> None:
     """The same statistics once per vantage point, tools side by side."""
     from realprobe.commands.tables import Column, fit_table
+    from realprobe.probes.stats import interval_text
 
     reports, vantages, kinds = rep.vantages, list(rep.vantages), rep.target_kinds
     table = fit_table(
@@ -162,9 +162,8 @@ def print_by_vantage(rep: VantageStats) -> None:
             if t is None:
                 cells.append("-")
                 continue
-            ci = t.success.burst_adjusted95
             p50 = "-" if t.latency.p50 is None else f"{t.latency.p50:.0f}"
-            cells.append(f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}] · {p50}")
+            cells.append(f"{_pct(t.success.rate)} {interval_text(t.success.quoted95)} · {p50}")
         table.add_row(*cells)
     console.print(table)
 
@@ -195,6 +194,7 @@ def _print_success_notes(rep: StatsReport) -> None:
 
 def print_stats(rep: StatsReport) -> None:
     from realprobe.commands.tables import Column, fit_table
+    from realprobe.probes.stats import EXTRAPOLATED, interval_text
 
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = fit_table(
@@ -206,18 +206,17 @@ def print_stats(rep: StatsReport) -> None:
     )
     for t in rep.tools:
         lat, fit = t.latency, t.latency.lognormal
-        ci = t.success.burst_adjusted95
         flags = [f for f, on in (("var. success", t.variability.variable_success),
                                  ("var. latency", t.variability.variable_latency)) if on]
         top = max(t.errors.share_of_failures.items(), key=lambda kv: kv[1], default=None)
         cells = [
             t.tool,
             str(t.success.n),
-            f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]"
+            f"{_pct(t.success.rate)} {interval_text(t.success.quoted95)}"
             + ("†" if t.success.note else ""),
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
-            + ("*" if lat.percentiles != "empirical" else ""),
+            + (EXTRAPOLATED if lat.extrapolated else ""),
         ]
         cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
         cells.append("-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}")
@@ -231,7 +230,7 @@ def print_stats(rep: StatsReport) -> None:
     )
     _print_success_notes(rep)
     _print_error_mix(rep)
-    if any(t.latency.percentiles != "empirical" for t in rep.tools):
+    if any(t.latency.extrapolated for t in rep.tools):
         console.print(
             "[dim]* the deadline cut into the latency: percentiles from the censored fit "
             "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
@@ -286,12 +285,12 @@ def calibrate_cmd(
         ),
     ] = None,
     view: Annotated[
-        str, typer.Option("--as", help="profile (default), resilibench or reliabilitybench.")
+        str, typer.Option("--view", help="profile (default), resilibench or reliabilitybench.")
     ] = "profile",
     source: Annotated[
         str | None,
         typer.Option(
-            "--from",
+            "--source",
             help="Convert this profile (file or calm|published|harsh) instead "
             "of calibrating from the database.",
         ),
@@ -305,7 +304,7 @@ def calibrate_cmd(
             "(default: the probes' own deadline).",
         ),
     ] = None,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
@@ -315,18 +314,16 @@ def calibrate_cmd(
 
     profile, data = api.calibrate_export(
         db, view=view, deadline=deadline, source=source, since=since, until=until, tools=tools,
-        name=name, kinds=target, vantage=vantage,
+        name=name, kinds=kinds, vantage=vantage, output=output,
     )
     if source is None:
         _warn(profile.source.get("warning"))
         for tool, tp in sorted(profile.tools.items()):
             for note in tp.notes:
                 err_console.print(f"[dim]{tool}: {note}[/dim]", highlight=False)
-    text = json.dumps(data, indent=2) + "\n"
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    write_output(output, text, replace=True)
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
 
@@ -346,7 +343,7 @@ def drift_cmd(
     fail_on_worse: Annotated[
         bool, typer.Option("--fail-on-worse", help="Exit 1 if any tool got worse (for cron).")
     ] = False,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -360,7 +357,7 @@ def drift_cmd(
         db, baseline=baseline, current=current, tools=tools, alpha=alpha,
         correction=correction,  # type: ignore[arg-type]
         min_success_change=min_success_change, min_latency_change=min_latency_change,
-        kinds=target, vantage=vantage,
+        kinds=kinds, vantage=vantage,
     )
     _banner(rep.provenance["current"])
     if as_json:
@@ -412,7 +409,7 @@ def report_cmd(
             "existing file is replaced, a symbolic link is refused.",
         ),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
+    format_: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
     since: SinceOpt = None,
     until: UntilOpt = None,
     tools: ToolsOpt = None,
@@ -427,7 +424,7 @@ def report_cmd(
         str | None,
         typer.Option("--current", help="Drift current window (default: each tool's later half)."),
     ] = None,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
     """A self-contained HTML, Markdown or JSON report of the stored probes.
@@ -436,15 +433,15 @@ def report_cmd(
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
     from realprobe import api
 
-    if output is None and fmt == "html":
+    if output is None and format_ == "html":
         output = Path("report.html")
     with err_console.status("building report"):
         data, text = api.make_report(
-            db, output=output, fmt=fmt, since=since, until=until, tools=tools, period=period,
-            baseline=baseline, current=current, kinds=target, vantage=vantage,
+            db, output=output, format=format_, since=since, until=until, tools=tools, period=period,
+            baseline=baseline, current=current, kinds=kinds, vantage=vantage,
         )
     if output is None:
         sys.stdout.write(text + "\n")
         return
     _banner(data.stats.provenance)
-    err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")
+    err_console.print(f"wrote {format_} report ({len(data.stats.tools)} tools) to {output}")

@@ -36,6 +36,7 @@ from realprobe.store import (
     Store,
     check_run_row,
     read_only,
+    upkeep,
 )
 
 #: columns a source must have to be merged at all
@@ -144,6 +145,7 @@ def merge(
 
 def _merge_one(store: Store, path: Path) -> MergedSource:
     t0 = time.perf_counter()
+    upkeep(path)  # an older schema migrated, runs of a killed process marked, as for a read
     src = read_only(path, need=None)
     try:
         probe_cols, run_cols = check_source(path, src)

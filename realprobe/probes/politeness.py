@@ -4,8 +4,9 @@ By default (from the catalogue's `api.politeness`, overridable per run):
 - at most `max_in_flight` calls in flight per host (1),
 - consecutive call *starts* on one host at least `min_interval_s` apart, plus a random
   jitter in [0, `jitter_s`] so probes from many machines do not synchronise,
-- a `Retry-After` (429, 503) pauses the host for that long; a 429 without one backs off
-  exponentially; a pause longer than `max_pause_s` ends the host's probing for this run,
+- a `Retry-After` (on any answer that carries one) pauses the host for that long; a 429
+  without one backs off exponentially; a pause longer than `max_pause_s` ends the host's
+  probing for this run,
 - a daily budget of calls per API, counted in the database so it holds across runs and
   processes. Budgets protect real providers, so by default they count only calls that
   leave the machine for a real API (live and record modes), not sandbox or simulated calls.
@@ -19,12 +20,10 @@ sandbox run is as parallel as a live one. Waits use the client's clock: under si
 
 from __future__ import annotations
 
-import datetime as dt
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.clock import Clock
+from realprobe.clock import Clock, utc_day
 from realprobe.hosts import Backoff
 from realprobe.hosts import HostLimiter as HostLimiter  # the one per-host limiter
 from realprobe.hosts import host_key as host_key
@@ -90,7 +89,7 @@ class Budget:
         self.enabled = enabled
 
     def day(self) -> str:
-        return dt.datetime.fromtimestamp(self.clock.wall(), dt.UTC).strftime("%Y-%m-%d")
+        return utc_day(self.clock.wall())[0]
 
     def take(self, api: str, limit: int) -> bool:
         if not self.enabled:

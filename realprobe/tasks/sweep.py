@@ -50,7 +50,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode
-from realprobe.dbfacts import default_db_path
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
 from realprobe.simulator.plans import load_plan
@@ -63,7 +62,7 @@ from realprobe.tasks.executors import Finished, Job, check_executor, execute, jo
 from realprobe.tasks.metrics import compare
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import RunConfig
+from realprobe.tasks.settings import EvalSettings
 from realprobe.tasks.store import TaskStore
 
 
@@ -117,7 +116,7 @@ class SweepTarget(BaseModel):
     @model_validator(mode="after")
     def _needs(self) -> SweepTarget:
         """Checked like the command line's options, by the one check of where calls go."""
-        from realprobe.tasks.batch import resolve_mode
+        from realprobe.tasks.settings import EvalSettings
 
         if self.kind == "sandbox" and not self.url:
             raise ValueError("a sandbox target needs url")
@@ -128,10 +127,10 @@ class SweepTarget(BaseModel):
         if self.cassette is not None and self.kind != "replay":
             raise ValueError(f"cassette is for replay targets, not {self.kind}")
         try:
-            _, profile = resolve_mode(self.mode, self.url, self.profile)
+            opts = EvalSettings(mode=self.mode, sandbox=self.url, profile=self.profile).target()
         except RealprobeError as exc:
             raise ValueError(str(exc)) from None
-        self.profile = profile
+        self.profile = None if opts.profile is None else str(opts.profile)
         return self
 
     @property
@@ -261,26 +260,19 @@ def plan_sweep(
         if missing:
             raise RealprobeError(f"unknown task(s) in the sweep: {', '.join(missing)}")
         chosen = [tasks[t] for t in sweep.tasks]
-    prompts = prompt_variants(",".join(sweep.prompts))
     jobs: list[Job] = []
     for cell, level in ((c, lv) for c in cells(sweep) for lv in sweep.paraphrase):
         target = cell.target
-        cfg = RunConfig(
-            agent=cell.agent,
-            prompts=prompts,
-            mode=target.mode,
-            sandbox=target.url,
-            profile=target.profile,
-            cassette=Path(target.cassette) if target.cassette else None,
-            repeat=sweep.repeats,
-            seed=sweep.seed,
+        settings = EvalSettings(
+            mode=target.mode, sandbox=target.url, profile=target.profile,
+            cassette=target.cassette, seed=sweep.seed, fault_plan=cell.fault_plan,
+            fault_rate=cell.fault_rate, prompt=",".join(sweep.prompts),
+            flaw_seed=sweep.flaw_seed, paraphrase=level,
+        )
+        cfg = settings.run_config(
+            agent=cell.agent, repeat=sweep.repeats, concurrency=concurrency,
             llm=cell.model.settings() if cell.model is not None else None,
             llm_limits=cell.model.limits() if cell.model is not None else None,
-            concurrency=concurrency,
-            flaw_seed=sweep.flaw_seed,
-            paraphrase=level,
-            fault_plan=cell.fault_plan,
-            fault_rate=cell.fault_rate,
         )
         jobs += jobs_for(chosen, cfg)
     return jobs
@@ -363,7 +355,9 @@ def run_sweep_file(
             sweep = SweepFile.model_validate(raw)
         except ValidationError as exc:
             raise RealprobeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
-    path = db or default_db_path()
+    from realprobe.store import db_path
+
+    path = db_path(db)
     if not path.parent.is_dir():
         raise RealprobeError(
             f"db {path}: directory {path.parent} does not exist", param="db"
