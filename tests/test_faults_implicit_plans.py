@@ -375,6 +375,43 @@ def test_resilibench_code_rule_is_clamped_and_the_paper_rule_is_not() -> None:
     assert _rule_success("resilibench-paper", 1.0) == 1.0
 
 
+def test_resilibench_rules_read_the_task_history_and_the_dependencies() -> None:
+    # A failed three times: B, another tool, pays for them (the task's history, not B's)
+    def model(rule: str) -> FaultModel:
+        tp = ToolProfile(success_rate=0.8, errors={ErrorCode.TIMEOUT: 1.0})
+        m = FaultModel(Profile(default=tp, rule=rule), seed=0)  # type: ignore[arg-type]
+        m.bind([["A"], ["B"]], {"B": [["A"]]})
+        return m
+
+    for rule, dep in (("resilibench-paper", 0.7), ("resilibench-code", 0.5)):
+        m = model(rule)
+        m.history = [("A", True)] * 3  # the code: A never succeeded, so it is unmet
+        assert 1 - m.p_fail("B", 0.8) == pytest.approx(0.8 * dep * 0.9**3)
+    # the code's window waits for three calls; the paper counts from the first failure
+    paper, code = model("resilibench-paper"), model("resilibench-code")
+    paper.history = code.history = [("A", True)]
+    assert 1 - paper.p_fail("B", 0.8) == pytest.approx(0.8 * 0.7 * 0.9)
+    assert 1 - code.p_fail("B", 0.8) == pytest.approx(0.8 * 0.5)  # A never succeeded
+    # an uncalled dependency halves the chance under both; the code clamps at 0.1
+    for rule in ("resilibench-paper", "resilibench-code"):
+        assert 1 - model(rule).p_fail("B", 0.8) == pytest.approx(0.4)
+    code.history = [("A", False), ("A", True), ("A", True), ("A", True)]
+    assert 1 - code.p_fail("B", 0.8) == pytest.approx(0.8 * 0.7 * 0.9**3)
+    assert 1 - code.p_fail("B", 0.1) == pytest.approx(0.1)
+
+
+def test_scaled_under_resilibench_rules_reaches_lambda_or_refuses() -> None:
+    tp = ToolProfile(success_rate=0.8, errors={ErrorCode.TIMEOUT: 1.0})
+    with pytest.raises(ProfileError, match="resilibench-paper"):
+        Profile(default=tp, rule="resilibench-paper").scaled(0.1)
+    with pytest.raises(ProfileError, match="resilibench-code"):
+        Profile(default=tp, rule="resilibench-code").scaled(0.01)
+    from realprobe.probes.calibrate import resilibench_marginal
+
+    scaled = Profile(default=tp, rule="resilibench-code").scaled(0.275)
+    assert resilibench_marginal(scaled.for_tool("x").success_rate) == pytest.approx(0.725)
+
+
 def test_profile_call_timeout_turns_slow_answers_into_timeouts() -> None:
     tp = ToolProfile(success_rate=1.0, latency_ms={"p50": 40_000, "p90": 60_000})
     model = FaultModel(Profile(default=tp, call_timeout_s=30.0), seed=0)

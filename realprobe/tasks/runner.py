@@ -34,6 +34,7 @@ from realprobe.http.transports import live_transport
 from realprobe.store import default_vantage
 from realprobe.tasks.agents import Agent, AgentContext, LlmSettings, make_agent
 from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimiter, LlmLimits
+from realprobe.tasks.faults import bind_task
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
 from realprobe.tasks.scoring import Score, score_run
@@ -303,6 +304,7 @@ def prepare_run(
     agent = cfg.custom_agent or make_agent(cfg.agent, cfg.llm)
     clock: Clock = VirtualClock(0.0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY) else RealClock()
     client = run_client(task, cfg, catalog, seed=seed, cassette=cassette, clock=clock)
+    bind_task(client, task)
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
     polite = client.target.reaches_network
