@@ -21,10 +21,11 @@ from realprobe.tasks.evaluate import Toolbox, evaluate
 from realprobe.tasks.flaws import affected, with_variant
 from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau
 from realprobe.tasks.model import default_tasks_dir, load_tasks
-from realprobe.tasks.paraphrase import paraphrased
+from realprobe.tasks.paraphrase import missing_items, paraphrase_text, paraphrased, text_order
 from realprobe.tasks.prompts import prompt_variants, render
 from realprobe.tasks.results import summarise, surface, volume
 from realprobe.tasks.runner import RunOutcome, shipped_cassettes
+from realprobe.tasks.scoring import out_of_order
 
 TASKS = load_tasks(default_tasks_dir())
 CATALOG = default_catalog()
@@ -126,6 +127,45 @@ def test_paraphrases_keep_criteria_and_change_text(name: str) -> None:
         assert texts[lv] in render(p, "baseline").user
     with pytest.raises(RealprobeError, match="0, 1 or 2"):
         paraphrased(task, 3)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_paraphrase_still_names_every_step(name: str) -> None:
+    task = TASKS[name]
+    assert set(task.metadata["mentions"]) == {s.id for s in task.workflow.steps[:-1]}
+    for lv in (0, 1, 2):
+        assert missing_items(task, paraphrased(task, lv).description) == []
+    assert "check the country up" not in paraphrase_text(TASKS["travel_briefing"].description, 2)
+
+
+def test_a_paraphrase_that_loses_an_item_is_refused() -> None:
+    task = TASKS["pet_newsletter"]
+    assert missing_items(task, "Write a blurb with a cat fact and a dad joke.") == ["dog"]
+    assert missing_items(task, "a cat tidbit, a dog photo and a dad joke") == []  # synonyms
+    broken = task.model_copy(update={"metadata": {"mentions": {"dog": ["hamster picture"]}}})
+    with pytest.raises(RealprobeError, match="no longer names dog"):
+        paraphrased(broken, 2)
+
+
+def test_text_order_follows_the_text_but_waits_for_inputs() -> None:
+    task = TASKS["travel_briefing"]  # weather and holidays read the country step
+    text = "Brief me: the exchange rate, the public holidays, then look the country up."
+    assert text_order(task, text) == ["money", "country", "holidays", "weather", "report"]
+
+
+def test_scoring_demands_only_the_data_flow_order(tmp_path: Path) -> None:
+    # the reference agent under `baseline` follows the text; level 2 reorders its items
+    rows = {eps: realprobe.run_tasks(["travel_briefing", "holiday_planner"], simulate="calm",
+                                     prompt="baseline", paraphrase=eps).runs
+            for eps in (0, 2)}
+    assert all(r.row["outcome"] == "full" for eps in (0, 2) for r in rows[eps])
+    order = {eps: [[s.tool for s in r.state.steps] for r in rows[eps]] for eps in (0, 2)}
+    assert order[0] != order[2]  # the calls really came in another order
+    # a step before the step whose output it reads is out of order, and named
+    task = TASKS["holiday_planner"]
+    firsts = [1, 0, 2, 3, 4]  # holidays (reads country) before country
+    assert out_of_order(task, firsts) == [("country", "holidays")]
+    assert out_of_order(task, [0, 3, 2, 1, 4]) == []  # independent steps: any order
 
 
 # -- results ------------------------------------------------------------------------------

@@ -122,7 +122,8 @@ class RunOutcome:
 
 
 def prompt_key(agent: str, prompt: str) -> str:
-    """The reference agent behaves the same under baseline, cot and optimal: one key."""
+    """The reference agent makes the same calls under baseline, cot and optimal (under the
+    first two the text orders its independent steps): one key."""
     if agent == "reference" and prompt in BASE_VARIANTS:
         return "optimal"
     return prompt

@@ -3,7 +3,11 @@
 Paper rules (ResiliBench / WorkflowBench `interactive_executor.py`):
 
 - full: every required tool executed successfully, the first successful executions in the
-  required order, the output produced, and an explicit completion signal. A required tool
+  order the workflow's data flow needs (a step after every step whose output it reads, the
+  output step last; independent steps in any order), the output produced, and an explicit
+  completion signal. The paper's code demands the list's total order; ReliabilityBench's
+  expected-state relation under rewording is identity, and a reordered text would otherwise
+  be penalised by the scorer rather than the agent. A required tool
   counts as executed when it or one of the step's declared alternatives succeeded.
 - partial: at least two of (A) >= 60% of the required API tools succeeded, (B) an output tool
   ran successfully, (C) the task type's minimum number of successful calls was met,
@@ -183,6 +187,21 @@ def trajectory(task: Task, steps: list[StepRecord]) -> Trajectory:
     )
 
 
+def order_edges(task: Task) -> set[tuple[str, str]]:
+    """The order a run must respect: step u before step v where v reads u's output (the
+    data-flow edges), and every API step before the output step. Independent steps may come
+    in any order: the end state, not the wording's order, is what counts."""
+    steps = task.workflow.steps
+    return workflow_edges(task) | {(s.id, steps[-1].id) for s in steps[:-1]}
+
+
+def out_of_order(task: Task, firsts: list[int | None]) -> list[tuple[str, str]]:
+    """The (u, v) order edges whose first successes came v first (`firsts` per step)."""
+    at = {s.id: f for s, f in zip(task.workflow.steps, firsts, strict=True)}
+    return sorted((u, v) for u, v in order_edges(task)
+                  if at[u] is not None and at[v] is not None and at[v] < at[u])  # type: ignore[operator]
+
+
 def score_run(task: Task, state: RunState) -> Score:
     grounding = check_grounding(task, state)
     path = trajectory(task, state.steps)
@@ -195,7 +214,7 @@ def score_run(task: Task, state: RunState) -> Score:
     groups = [s.tools() for s in task.workflow.steps]
     firsts = [_first_success(steps, g) for g in groups]
     all_ok = all(f is not None for f in firsts)
-    in_order = all_ok and firsts == sorted(firsts)  # type: ignore[type-var]
+    in_order = all_ok and out_of_order(task, firsts) == []
     api_groups = groups[:-1]
     api_ok = sum(1 for f in firsts[:-1] if f is not None)
     output_ran = any(s.ok and s.kind == "output" for s in steps)
@@ -217,7 +236,9 @@ def score_run(task: Task, state: RunState) -> Score:
             missed = [g[0] for g, f in zip(groups, firsts, strict=True) if f is None]
             reasons.append("required tools never succeeded: " + ", ".join(missed))
         elif not in_order:
-            reasons.append("required tools succeeded out of order")
+            pairs = out_of_order(task, firsts)
+            reasons.append("required tools succeeded out of order: " + ", ".join(
+                f"{v} before {u}, whose output it reads" for u, v in pairs))
         if not state.completion_signal:
             reasons.append("no completion signal")
         outcome = "partial" if sum(conditions.values()) >= 2 else "failure"
