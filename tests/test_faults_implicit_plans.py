@@ -535,3 +535,30 @@ def test_task_steps_against_a_sandbox_are_labelled_from_its_journal(
     assert labels["dogceo_random_image"] == (True, None, None, None)
     assert out.row["fault_kinds"] == {"implicit-transient": 1}
     assert out.row["outcome"] != "full"  # the wrong answer was not a successful execution
+
+
+def test_a_plan_bound_to_the_path_ignores_off_path_calls() -> None:
+    calm = Profile(default=ToolProfile(success_rate=1.0))
+    for name, dead_after in (("toolmaze-explicit-permanent", True),
+                             ("toolmaze-explicit-transient", False)):
+        model = FaultModel(calm, seed=3, plan=load_plan(name))
+        model.bind([["a"], ["b", "b2"], ["c"]], {})
+        assert model.draw("x").ok and model.draw("a").ok  # off the branch: nothing
+        assert not model.draw("b2").ok  # the group entered through its alternative
+        assert model.draw("b").ok  # the other tool of the group still answers
+        assert model.draw("b2").ok is not dead_after
+        assert [i.tool for i in model.ledger] == ["b2"] * (1 + dead_after)
+    # a step selector hits only the step's preferred tool; a task with one path: step 1
+    plan = FaultPlan.model_validate({"base": "none", "rules": [
+        {"on": "step:2", "fault": "500"}]})
+    model = FaultModel(calm, seed=0, plan=plan)
+    model.bind([["a"], ["b", "b2"]], {})
+    assert model.draw("b2").ok and not model.draw("b").ok
+    single = FaultModel(calm, seed=0, plan=load_plan("toolmaze-explicit-transient"))
+    single.bind([["a"], ["b"]], {})
+    assert single.draw("b").ok and not single.draw("a").ok
+    # no task known (a sandbox): the first tool called is the group
+    unbound = FaultModel(calm, seed=0, plan=load_plan("toolmaze-explicit-transient"))
+    assert not unbound.draw("x").ok and unbound.draw("a").ok
+    with pytest.raises(ValueError):
+        FaultPlan.model_validate({"rules": [{"on": "step:0", "fault": "500"}]})
