@@ -243,6 +243,28 @@ def test_surface_over_k_epsilon_lambda() -> None:
     assert volume({(1, 0, 0.0): 1.0, (2, 0, 0.0): 0.5}) == pytest.approx(0.75)
 
 
+def test_surface_lambda_is_the_dial_share_and_reports_gradient_and_threshold() -> None:
+    def run(lam: float | None, eps: int, ok: bool, task: str = "t") -> dict[str, Any]:
+        target = "simulate:published" + (f"@{lam:g}" if lam is not None else "")
+        return {"agent": "a", "model": "m", "prompt": "optimal", "target": target,
+                "paraphrase": eps, "fault_rate": lam, "task": task,
+                "outcome": "full" if ok else "failure"}
+
+    # pass^1 at eps 0: 1.0, 0.75, 0.25 over lambda 0, 0.1, 0.3; eps 1 one run worse each
+    share = {0.0: 4, 0.1: 3, 0.3: 1}
+    rows = [run(lam, e, i < n - e) for lam, n in share.items() for e in (0, 1)
+            for i in range(4)]
+    rows += [run(None, 0, True), run(None, 0, False)]  # undialled: the profile's own faults
+    dialled, undialled = sorted(surface(rows), key=lambda s: len(s["lambda"]), reverse=True)
+    assert dialled["target"] == undialled["target"] == "simulate:published"
+    assert dialled["lambda"] == [0.0, 0.1, 0.3] and undialled["lambda"] == [None]
+    # slopes: -0.25 per level at every lambda, -2.5 per unit share between every pair
+    assert dialled["gradient"] == {"epsilon": -0.25, "lambda": -2.5}
+    # pass^1 at eps 0 crosses 0.5 between 0.1 (0.75) and 0.3 (0.25): at 0.2
+    assert dialled["critical_lambda"] == pytest.approx(0.2)
+    assert undialled["critical_lambda"] is None and undialled["volume"] == 0.25  # k = 1, 2
+
+
 # -- your own agent -------------------------------------------------------------------------
 
 TASK = "pet_newsletter"
@@ -525,3 +547,93 @@ def test_the_agent_reads_the_paraphrase_and_is_scored_the_same() -> None:
     assert [r.row["paraphrase"] for r in runs] == [0, 2]
     same = ("outcome", "score", "tool_calls", "chain_f1", "kendall_tau", "graph_f1")
     assert {k: runs[0].row[k] for k in same} == {k: runs[1].row[k] for k in same}
+
+
+# -- hostile agents: every run is stored with a reason ----------------------------------------
+
+
+def _evaluate_bounded(agent: Any, folder: Path | None = None, repeat: int = 2) -> Any:
+    """`evaluate` in a worker thread, joined with a bound, so a hang fails instead of blocking."""
+    import threading
+
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(evaluate(
+        agent, [TASK], target=realprobe.options(simulate="calm"), repeat=repeat,
+        tasks_dir=folder)), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert got, "evaluate did not return"
+    return got[0]
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+@pytest.mark.parametrize(("behaviour", "reason", "said"), [
+    ("unprintable", "agent_error", "RuntimeError: no text for you"),
+    ("system_exit", "agent_error", "SystemExit: 3"),
+    ("keyboard", "agent_error", "KeyboardInterrupt"),
+])
+def test_a_hostile_answer_or_exit_is_a_stored_failed_run(
+    behaviour: str, reason: str, said: str
+) -> None:
+    async def hostile(prompt: str, tools: Toolbox) -> Any:
+        await tools.call("catfact_fact", {})
+        if behaviour == "system_exit":
+            raise SystemExit(3)
+        if behaviour == "keyboard":
+            raise KeyboardInterrupt
+        return _Unprintable()
+
+    result = _evaluate_bounded(hostile)
+    assert [r.row["termination"] for r in result.runs] == [reason, reason]
+    assert all(r.row["outcome"] == "failure" and r.row["tool_calls"] == 1 for r in result.runs)
+    assert said in result.runs[0].row["final_message"]
+
+
+@pytest.mark.parametrize("behaviour", ["blocks", "swallows_cancel", "spawns"])
+def test_an_agent_holding_its_loop_ends_at_the_deadline(tmp_path: Path, behaviour: str) -> None:
+    import asyncio
+    import time as clock
+
+    async def hostile(prompt: str, tools: Toolbox) -> str:
+        await tools.call("catfact_fact", {})
+        if behaviour == "blocks":
+            clock.sleep(30)  # blocks its own loop: the batch's loop must not care
+        elif behaviour == "swallows_cancel":
+            for _ in range(10**6):
+                try:
+                    await asyncio.sleep(0.05)
+                except asyncio.CancelledError:
+                    pass
+        else:
+            async def forever() -> None:
+                while True:
+                    try:
+                        await asyncio.sleep(0.05)
+                    except asyncio.CancelledError:
+                        continue
+
+            asyncio.get_running_loop().create_task(forever())
+            await asyncio.Event().wait()
+        return "TASK COMPLETE"
+
+    result = _evaluate_bounded(hostile, _short_deadline_task(tmp_path, 0.5))
+    assert [r.row["termination"] for r in result.runs] == ["deadline", "deadline"]
+    assert all(r.row["outcome"] == "failure" and r.row["tool_calls"] == 1 for r in result.runs)
+
+
+def test_the_toolbox_never_raises_for_a_bad_call() -> None:
+    seen: list[Any] = []
+
+    async def sloppy(prompt: str, tools: Toolbox) -> str:
+        for name, args in ((None, {}), (42, "{"), ("catfact_fact", {"x": object()}),
+                           ("catfact_fact", [1, 2])):
+            seen.append(await tools.call(name, args))  # type: ignore[arg-type]
+        return "done"
+
+    out = _evaluate_bounded(sloppy, repeat=1).runs[0]
+    assert len(seen) == 4 and not any(c.ok for c in seen)
+    assert out.row["termination"] == "finished" and out.row["tool_calls"] == 4

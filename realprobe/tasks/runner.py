@@ -9,12 +9,14 @@ replayed run takes the same path as the recorded one.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import random
+import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -393,6 +395,55 @@ async def run_agent(run: PreparedRun) -> RunTiming:
             await run.llm_transport.aclose()
         await run.client.aclose()  # record mode writes the cassette here
     return RunTiming(started_at, time.perf_counter() - t0)
+
+
+#: how long leftover tasks of a user's agent get to stop once its coroutine returned
+AGENT_GRACE_S = 1.0
+
+
+async def in_own_thread(main: Callable[[], Awaitable[Any]], limit_s: float) -> tuple[str, Any]:
+    """Run a user's agent coroutine on an event loop of its own, in a daemon thread, so
+    nothing it does (block its loop with `time.sleep`, swallow cancellation, spawn tasks that
+    never end, raise SystemExit) can hold or break the batch. Returns ("done", value),
+    ("raised", exception) or ("deadline", None) after `limit_s` real seconds; at the
+    deadline its task is cancelled and left to its thread."""
+    done: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
+    held: dict[str, Any] = {}
+
+    async def guarded() -> tuple[str, Any]:
+        held["task"] = asyncio.current_task()
+        try:
+            return "done", await main()
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt, its own CancelledError
+            return "raised", exc
+
+    def host() -> None:
+        loop = held["loop"] = asyncio.new_event_loop()
+        try:
+            result = loop.run_until_complete(guarded())
+        except BaseException as exc:
+            result = ("raised", exc)
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            done.set_result(result)
+        leftovers = asyncio.all_tasks(loop)
+        for t in leftovers:
+            t.cancel()
+        with contextlib.suppress(BaseException):
+            if leftovers:
+                loop.run_until_complete(asyncio.wait(leftovers, timeout=AGENT_GRACE_S))
+            loop.close()
+
+    threading.Thread(target=host, daemon=True, name="realprobe-user-agent").start()
+    waiting = asyncio.wrap_future(done)
+    try:
+        finished, _ = await asyncio.wait({waiting}, timeout=limit_s)
+        return waiting.result() if finished else ("deadline", None)
+    finally:
+        waiting.cancel()  # a late result is dropped in its thread, not sent to this loop
+        loop, task = held.get("loop"), held.get("task")
+        if not done.done() and loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
 
 
 def rows_to_store(run: PreparedRun, score: Score, timing: RunTiming, *, batch: str) -> RunOutcome:
