@@ -596,6 +596,7 @@ def test_a_hostile_answer_or_exit_is_a_stored_failed_run(
 @pytest.mark.parametrize("behaviour", ["blocks", "swallows_cancel", "spawns"])
 def test_an_agent_holding_its_loop_ends_at_the_deadline(tmp_path: Path, behaviour: str) -> None:
     import asyncio
+    import contextlib
     import time as clock
 
     async def hostile(prompt: str, tools: Toolbox) -> str:
@@ -604,10 +605,8 @@ def test_an_agent_holding_its_loop_ends_at_the_deadline(tmp_path: Path, behaviou
             clock.sleep(30)  # blocks its own loop: the batch's loop must not care
         elif behaviour == "swallows_cancel":
             for _ in range(10**6):
-                try:
+                with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.sleep(0.05)
-                except asyncio.CancelledError:
-                    pass
         else:
             async def forever() -> None:
                 while True:
