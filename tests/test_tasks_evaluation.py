@@ -19,7 +19,7 @@ from realprobe.errors import RealprobeError
 from realprobe.mcp import McpService, ServiceOptions
 from realprobe.tasks.evaluate import Toolbox, evaluate
 from realprobe.tasks.flaws import affected, with_variant
-from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau
+from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau, mcis_node_f1
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.paraphrase import missing_items, paraphrase_text, paraphrased, text_order
 from realprobe.tasks.prompts import prompt_variants, render
@@ -99,17 +99,32 @@ def test_graph_f1_by_hand() -> None:
     assert graph_f1(set(), gold) == 0.0 and graph_f1({("a", "b")}, set()) is None
 
 
+def test_mcis_node_f1_by_hand() -> None:
+    nodes, gold = ["a", "b", "c", "d"], {("a", "c"), ("b", "c"), ("c", "d")}
+    assert mcis_node_f1(nodes, gold, nodes, gold) == 1.0
+    # c reached without b's data: {a, b, c, d} disagree on (b, c); the largest agreeing set
+    # drops b or c: 3 of 4 nodes, P = R = 3/4 (the edge metric says 2/3)
+    assert mcis_node_f1(nodes, gold - {("b", "c")}, nodes, gold) == pytest.approx(0.75)
+    # an extra node lowers precision only: S = 4, P = 4/5, R = 1
+    assert mcis_node_f1([*nodes, "x"], gold, nodes, gold) == pytest.approx(8 / 9)
+    # independent steps: any common subset agrees
+    assert mcis_node_f1(["a", "b"], set(), ["a", "b", "c"], set()) == pytest.approx(0.8)
+    assert mcis_node_f1([], set(), nodes, gold) == 0.0
+
+
 def test_run_metrics_are_stored(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     realprobe.run_tasks(["travel_briefing"], simulate="calm", db=db,
                         prompt="optimal,flawed:missing_steps@50")
     rows = sqlite3.connect(db).execute(
-        "SELECT prompt, severity, chain_f1, kendall_tau, graph_f1 FROM task_runs ORDER BY prompt"
+        "SELECT prompt, severity, chain_f1, kendall_tau, graph_f1, graph_node_f1, "
+        "severity_share FROM task_runs ORDER BY prompt"
     ).fetchall()
-    (flawed, sev, cf1, tau, gf1), (optimal, _, ocf1, otau, ogf1) = rows
+    (flawed, sev, cf1, tau, gf1, nf1, share), (optimal, _, ocf1, otau, ogf1, onf1, _) = rows
     assert flawed == "flawed:missing_steps@50" and sev == 50 and optimal == "optimal"
-    assert (ocf1, otau, ogf1) == (1.0, 1.0, 1.0)  # calm: the optimal run is the workflow
-    assert cf1 < 1.0 and gf1 < 1.0 and tau == 1.0  # steps left out, the rest in order
+    assert (ocf1, otau, ogf1, onf1) == (1.0, 1.0, 1.0, 1.0)  # calm: the run is the workflow
+    assert cf1 < 1.0 and gf1 < 1.0 and nf1 < 1.0 and tau == 1.0  # steps left out
+    assert share == 0.5  # 2 of travel_briefing's 4 API steps
 
 
 # -- paraphrases --------------------------------------------------------------------------

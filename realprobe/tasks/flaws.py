@@ -398,12 +398,18 @@ def graded(task: Task, spec: FlawSpec, catalog: Catalog, seed: int) -> FlawedWor
         kept = sorted(rng.sample(refs, len(refs) - drop))
         fw = _drift(task, kept, refs)
         steps, touched, change = fw.steps, fw.detail["dropped"], fw.change
+        share = len(touched) / len(refs)
     else:
         steps, touched, changes = _repeat(task, GENERATORS[spec.type], rng, catalog, n)
         change = "; ".join(changes)
+    if spec.type != "semantic_drift":
+        share = len(set(touched)) / n_api
     return FlawedWorkflow(
         type=spec.type, seed=seed, change=change, steps=steps,
-        detail={"severity": spec.severity, "affected": touched, "api_steps": n_api},
+        # `share`: what the flaw really touched (WorkflowPerturb's p x |V| is exact only
+        # where the step count allows it; a saturated flaw touches fewer)
+        detail={"severity": spec.severity, "affected": touched, "api_steps": n_api,
+                "share": round(share, 4)},
     )
 
 

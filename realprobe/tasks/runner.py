@@ -518,9 +518,12 @@ def evaluation_columns(run: PreparedRun, score: Score) -> dict[str, Any]:
     """The flaw seed and severity, the paraphrase level and the trajectory metrics."""
     flaw = run.prompt.split(":", 1)[1] if run.prompt.startswith("flawed:") else ""
     _, at, severity = flaw.partition("@")
+    share = run.task.flawed[flaw].detail.get("share") if at and flaw in run.task.flawed else None
     return {
         "flaw_seed": run.cfg.flaw_seed if flaw else None,
         "severity": int(severity) if at else None,
+        # the share really touched: ceil(severity x steps) of a few steps is rarely exact
+        "severity_share": share,
         "paraphrase": run.cfg.paraphrase,
         **score.trajectory.as_dict(),
     }

@@ -25,7 +25,8 @@ Trajectory (how near a run came to the optimal workflow, beyond yes/no): each su
 call is mapped to the workflow step whose tool or alternative it called (other tools stay
 unmatched), then Chain F1 and Kendall tau compare that sequence with the optimal step order,
 and Graph F1 compares the data flow the run used (an edge u -> v when a value step u
-returned appears in the arguments of step v's call) with the workflow's dependency edges.
+returned appears in the arguments of step v's call) with the workflow's dependency edges;
+Graph node F1 is WorkflowPerturb's stricter MCIS node F1 over the same two graphs.
 Formulas in `metrics.py`.
 """
 
@@ -34,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau
+from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau, mcis_node_f1
 from realprobe.tasks.model import MIN_CALLS, Task
 from realprobe.tasks.state import RunState, StepRecord
 from realprobe.tasks.values import as_text, extract_outputs, normalise
@@ -55,12 +56,14 @@ class Trajectory:
     chain_f1: float
     kendall_tau: float | None  # None: fewer than two workflow steps succeeded
     graph_f1: float | None  # None: the workflow has no dependency edges
+    graph_node_f1: float = 0.0  # WorkflowPerturb's MCIS node F1
 
     def as_dict(self) -> dict[str, float | None]:
         return {
             "chain_f1": round(self.chain_f1, 4),
             "kendall_tau": None if self.kendall_tau is None else round(self.kendall_tau, 4),
             "graph_f1": None if self.graph_f1 is None else round(self.graph_f1, 4),
+            "graph_node_f1": round(self.graph_node_f1, 4),
         }
 
 
@@ -180,10 +183,12 @@ def run_edges(task: Task, steps: list[StepRecord]) -> set[tuple[str, str]]:
 def trajectory(task: Task, steps: list[StepRecord]) -> Trajectory:
     executed = executed_steps(task, steps)
     optimal = [s.id for s in task.workflow.steps]
+    used, wanted = run_edges(task, steps), workflow_edges(task)
     return Trajectory(
         chain_f1(executed, optimal),
         kendall_tau(executed, optimal),
-        graph_f1(run_edges(task, steps), workflow_edges(task)),
+        graph_f1(used, wanted),
+        mcis_node_f1(executed, used, optimal, wanted),
     )
 
 
