@@ -75,6 +75,16 @@ def test_prompt_variants_parse_severities() -> None:
             prompt_variants(bad)
 
 
+def test_the_failure_unaware_prompt_drops_only_the_failure_hints() -> None:
+    from realprobe.tasks.prompts import FAILURE_HINTS
+
+    task = TASKS[TASK]
+    aware, unaware = render(task, "baseline"), render(task, "failure-unaware", protocol="text")
+    assert FAILURE_HINTS in aware.system and FAILURE_HINTS not in unaware.system
+    assert unaware.user == aware.user and "<tool_call>" in unaware.system
+    assert prompt_variants("baseline,failure-unaware") == ["baseline", "failure-unaware"]
+
+
 # -- trajectory metrics on hand-computed sequences ------------------------------------------
 
 
