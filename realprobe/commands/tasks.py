@@ -78,7 +78,7 @@ def run_cmd(
     all_: Annotated[bool, typer.Option("--all", help="Run every task.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")] = False,
     agent: Annotated[
-        str, typer.Option("--agent", help="reference, openai or openai-text.")
+        str, typer.Option("--agent", help="reference, openai, openai-text or openai-reflexion.")
     ] = "reference",
     prompt: Annotated[
         str | None,

@@ -25,6 +25,7 @@ from typing import Any
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import TransportOptions
 from realprobe.errors import RealprobeError
+from realprobe.tasks.agents import AGENT_NAMES
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import run_tool
 from realprobe.tasks.agents.openai_native import tool_definitions
@@ -221,7 +222,7 @@ def evaluate(
     `name` and `model` label the runs in `results`."""
     if not callable(agent):
         raise RealprobeError("agent must be an async callable (prompt, toolbox)", param="agent")
-    if name in ("reference", "openai", "openai-text"):
+    if name in AGENT_NAMES:
         raise RealprobeError(f"name {name!r} is a built-in agent's; pick another", param="name")
     batch = TaskBatch.plan(
         list(tasks or []), all_tasks=not tasks, agent="reference", prompt=prompt,
