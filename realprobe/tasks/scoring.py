@@ -32,6 +32,7 @@ Formulas in `metrics.py`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,8 +158,13 @@ def _leaves(value: Any) -> list[str]:
 
 
 def _flows(values: list[str], leaves: list[str]) -> bool:
-    """A returned value reached an argument: equal to it, or (4+ chars) inside it."""
-    return any(v == leaf or (len(v) >= 4 and v in leaf) for v in values for leaf in leaves)
+    """A returned value reached an argument: equal to it, inside it (4+ chars), or a whole
+    word of it (2+ chars: a country code, an age in a sentence)."""
+    return any(
+        v == leaf or (len(v) >= 4 and v in leaf)
+        or (len(v) >= 2 and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", leaf) is not None)
+        for v in values for leaf in leaves
+    )
 
 
 def run_edges(task: Task, steps: list[StepRecord]) -> set[tuple[str, str]]:
