@@ -661,3 +661,16 @@ def test_the_toolbox_never_raises_for_a_bad_call() -> None:
     out = _evaluate_bounded(sloppy, repeat=1).runs[0]
     assert len(seen) == 4 and not any(c.ok for c in seen)
     assert out.row["termination"] == "finished" and out.row["tool_calls"] == 4
+
+
+def test_some_tasks_have_many_to_many_data_flow() -> None:
+    """ToolMaze's C3/C4: API steps with several API parents, and API steps with several
+    API children, in the same task."""
+    def many(task: Any) -> bool:
+        api = {s.id for s in task.workflow.steps[:-1]}
+        parents = {s.id: {r for r, _ in s.refs()} & api for s in task.workflow.steps[:-1]}
+        children = {u: sum(u in p for p in parents.values()) for u in api}
+        return any(len(p) > 1 for p in parents.values()) and max(children.values()) > 1
+
+    assert sorted(n for n, t in TASKS.items() if many(t)) == [
+        "author_workload", "name_origins", "year_in_country"]
