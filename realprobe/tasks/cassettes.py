@@ -33,8 +33,8 @@ CALL_TIMEOUT_S = 2.0  # a hang costs 2 s of real time while recording
 def record(
     out: Path, *, seed: int = 0, repeat: int = 1, names: list[str] | None = None
 ) -> list[str]:
-    """Record every task into a fresh `out`, or only `names` next to what `out` holds (its
-    README's table keeps the other rows)."""
+    """Record every task into a fresh `out`, or only `names` (their old cassettes replaced)
+    next to what `out` holds (its README's table keeps the other rows)."""
     catalog = default_catalog()
     tasks = list(load_tasks(default_tasks_dir()).values())
     kept: list[str] = []
@@ -44,6 +44,9 @@ def record(
         old = readme.read_text(encoding="utf-8").splitlines() if readme.exists() else []
         kept = [row + "\n" for row in old if row.startswith("| ") and "__" in row
                 and row.split("__", 1)[0][2:] not in names]
+        for name in names:  # recorded again: a recording never replaces a cassette itself
+            for old_file in out.glob(f"{name}__*.json"):
+                old_file.unlink()
     elif out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
