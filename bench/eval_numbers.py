@@ -39,7 +39,7 @@ LAMBDAS = (0.0, 0.075, 0.175, 0.275)
 
 def reliability_surface(repeat: int) -> dict[str, Any]:
     rows = [r for lam in LAMBDAS for eps in (0, 1, 2) for r in run_rows(
-        simulate="published", fault_rate=lam, repeat=repeat, paraphrase=eps, prompt="baseline")]
+        profile="published", fault_rate=lam, repeat=repeat, paraphrase=eps, prompt="baseline")]
     (surf,) = surface(rows)
     return surf
 
@@ -49,7 +49,7 @@ def flaw_metrics(seeds: int) -> list[dict[str, Any]]:
     for kind in ALL_FLAW_TYPES:
         for sev in SEVERITIES:
             rows = [r for s in range(seeds) for r in run_rows(
-                simulate="calm", prompt=f"flawed:{kind}@{sev}", flaw_seed=s)]
+                profile="calm", prompt=f"flawed:{kind}@{sev}", flaw_seed=s)]
             entry: dict[str, Any] = {"flaw": kind, "severity": sev, "runs": len(rows)}
             for col in ("chain_f1", "kendall_tau"):
                 vals = sorted(float(r[col]) for r in rows if r[col] is not None)
