@@ -13,13 +13,12 @@ answers marked, in both streams), and the tools whose drift stays invisible.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import emit, load_average
+from benchlib import bench_args, emit, load_average
 
 from realprobe.adapters import call_tool, default_catalog
 from realprobe.clients import Mode, TransportOptions, make_client
@@ -64,10 +63,7 @@ CATALOG = default_catalog()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=40)
-    ap.add_argument("--save", action="store_true")
-    args = ap.parse_args()
+    args = bench_args(__doc__, calls=40)
     load, t0 = load_average(), time.perf_counter()
     per_tool = {t.name: asyncio.run(one(t, args.calls)) for t in CATALOG}
     total = {k: sum(v[k] for v in per_tool.values()) for k in next(iter(per_tool.values()))}

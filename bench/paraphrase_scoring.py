@@ -12,12 +12,11 @@ the agent, loses runs. Calm simulator, every shipped task, virtual clock.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import emit, load_average
+from benchlib import bench_args, emit, load_average
 
 from realprobe.adapters import default_catalog
 from realprobe.tasks.batch import TaskBatch
@@ -32,10 +31,7 @@ def total_order_full(res: Any, task: Any) -> bool:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--save", action="store_true")
-    args = ap.parse_args()
+    args = bench_args(__doc__, repeat=3)
     load, t0 = load_average(), time.perf_counter()
     catalog = default_catalog()
     out: dict[str, Any] = {"agent": "reference", "prompt": "baseline", "profile": "calm",

@@ -16,12 +16,11 @@ Usage: python bench/resilibench_rules.py [--seeds N] [--save]
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import emit, load_average
+from benchlib import bench_args, emit, load_average
 
 from realprobe.errors import ErrorCode
 from realprobe.simulator.faults import FaultModel
@@ -76,11 +75,7 @@ def share(rule: str, lam: float, calls: int) -> float | str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=200_000)
-    ap.add_argument("--calls", type=int, default=200_000)
-    ap.add_argument("--save", action="store_true")
-    args = ap.parse_args()
+    args = bench_args(__doc__, seeds=200_000, calls=200_000)
     load, t0 = load_average(), time.perf_counter()
     out: dict[str, Any] = {
         "base_success_rate": 0.8,

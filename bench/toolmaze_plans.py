@@ -13,13 +13,12 @@ Simulator, virtual clock, every shipped task.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import emit, load_average
+from benchlib import bench_args, emit, load_average
 
 from realprobe.adapters import default_catalog
 from realprobe.simulator.plans import BUILTIN_PLANS, load_plan
@@ -67,10 +66,7 @@ CATALOG = default_catalog()
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--save", action="store_true")
-    args = ap.parse_args()
+    args = bench_args(__doc__, repeat=3)
     load, t0 = load_average(), time.perf_counter()
     out: dict[str, Any] = {"agent": "reference", "tasks": 11, "repeat": args.repeat}
     with tempfile.TemporaryDirectory() as tmp:
