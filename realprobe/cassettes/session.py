@@ -88,6 +88,7 @@ class CassetteSession:
         hint: str | None = None,
         extra_paths: Sequence[str | Path] = (),
         ignore_hosts: Sequence[str] = (),
+        before_record: Callable[[Call], Call | None] | None = None,
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise RealprobeError(
@@ -112,6 +113,8 @@ class CassetteSession:
         self.extra_paths = tuple(Path(p) for p in extra_paths)
         #: hosts answered live and never recorded (vcrpy's ignore_hosts / ignore_localhost)
         self.ignore_hosts = frozenset(h.lower() for h in ignore_hosts)
+        #: vcrpy's before_record_* hooks as one step (see `vcr_bridge.before_record`)
+        self.before_record = before_record
         self.player: Player | None = None
         self.recorder: Recorder | None = None
         self.routes: _Routes | None = None
@@ -170,7 +173,8 @@ class CassetteSession:
             meta = {"source": "use_cassette", "record_mode": self.record_mode, **self.meta}
             if self.sandbox:
                 meta["sandbox"] = self.sandbox
-            self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base)
+            self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base,
+                                     before_record=self.before_record)
             if self.sandbox:
                 self.routes = _sandbox_routes(self.sandbox)
         stack = contextlib.ExitStack()
@@ -195,11 +199,15 @@ class CassetteSession:
         if not self.extra_paths or self.record_mode == "all":
             return existing
         calls = list(existing.calls) if existing is not None else []
+        seen = {self.path.resolve()}
         for extra in self.extra_paths:
-            if not extra.exists() and self.record_mode != "none":
-                continue
+            if not extra.exists() or extra.resolve() in seen:
+                continue  # a missing extra cassette adds nothing (as under pytest-recording)
+            seen.add(extra.resolve())
             for call in load_cassette(extra).calls:
                 calls.append(replace(call, seq=len(calls) + 100_000_000))
+        if existing is None and not calls:
+            return None
         meta = dict(existing.meta) if existing is not None else {}
         return Cassette(calls, meta, self.path)
 
@@ -215,7 +223,7 @@ class CassetteSession:
 
     def close(self, *, failed: bool = False) -> Path | None:
         """Unpatch, then write what was recorded (nothing when the block failed, or when
-        `new_episodes` found nothing new)."""
+        nothing new was recorded, as vcrpy)."""
         if self._stack is not None:
             self._stack.close()
             self._stack = None
@@ -225,8 +233,8 @@ class CassetteSession:
         if failed:
             rec.discard()
             return None
-        if rec.base is not None and not rec.calls:
-            rec.discard()  # nothing new: the cassette stays byte for byte
+        if not rec.calls:
+            rec.discard()  # nothing new: the cassette stays byte for byte (or unwritten)
             return None
         return rec.save()
 
@@ -270,6 +278,7 @@ class CassetteSession:
             on_exhausted=self.on_exhausted, latency=str(self.latency), sandbox=self.sandbox,
             scrub=self.scrub, libraries=self.libraries, meta=self.meta, hint=self.hint,
             extra_paths=self.extra_paths, ignore_hosts=tuple(self.ignore_hosts),
+            before_record=self.before_record,
         )
 
     # -- answering -----------------------------------------------------------------------
@@ -443,12 +452,17 @@ def use_cassette(
     filter_headers: Sequence[Any] = (),
     filter_query_parameters: Sequence[Any] = (),
     filter_post_data_parameters: Sequence[Any] = (),
+    before_record_request: Any = None,
+    before_record_response: Any = None,
+    decode_compressed_response: bool = False,
 ) -> CassetteSession:
     """A context manager (`with`/`async with`) and decorator that records or replays every
     HTTP call made inside it through httpx (and httpx2), requests, urllib3 or aiohttp.
 
     `filter_*`: more credential names, as vcrpy takes them (names or `(name, replacement)`
-    pairs); their values become realprobe's placeholder.
+    pairs); their values become realprobe's placeholder. `before_record_request`,
+    `before_record_response` (callables or lists) and `decode_compressed_response`: vcrpy's,
+    applied to each call as it is recorded.
     `match_on`: vcrpy matcher names (method, scheme, host, port, path, query, body, raw_body,
     headers, uri, url) and callables `(incoming, recorded) -> bool` on vcrpy `Request`s;
     default: the cassette's own (method + URL + JSON body digest for realprobe recordings).
@@ -460,7 +474,11 @@ def use_cassette(
         scrub = base.with_vcrpy_filters(
             filter_headers, filter_query_parameters, filter_post_data_parameters
         )
+    from realprobe.cassettes.vcr_bridge import before_record
+
     return CassetteSession(
         path, record_mode=record_mode, match_on=match_on, on_exhausted=on_exhausted,
         latency=latency, sandbox=sandbox, scrub=scrub, libraries=libraries,
+        before_record=before_record(before_record_request, before_record_response,
+                                    decode_compressed=decode_compressed_response),
     )

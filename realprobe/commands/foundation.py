@@ -26,7 +26,6 @@ from realprobe.commands.common import (
     err_console,
     load_catalog,
     parse_kv,
-    polite_from,
     print_json,
     print_json_large,
     server_guards,
@@ -220,7 +219,7 @@ def sandbox_cmd(
     import signal
 
     from realprobe.api import make_sandbox
-    from realprobe.dbfacts import default_db_path
+    from realprobe.store import db_path
 
     cat = load_catalog(catalog)
     allowed, token = server_guards("sandbox", host, allowed_host, auth_token_env)
@@ -231,12 +230,11 @@ def sandbox_cmd(
         )
     sb = make_sandbox(
         profile, seed=seed, latency_scale=latency_scale, host=host, port=port, catalog=cat,
-        cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
+        from_cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
         upstream=upstream,
-        polite=polite_from(politeness),
-        toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate,
-        admin=admin,
-        db=(db or default_db_path()) if upstream is not None else None,
+        politeness=politeness,
+        toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate, admin=admin,
+        db=db_path(db) if upstream is not None else None,
         allowed_hosts=allowed,
         auth_token=token,
     )
@@ -277,7 +275,7 @@ def sandbox_cmd(
 
 
 def demo_cmd(
-    out: Annotated[
+    output: Annotated[
         Path,
         typer.Option("--output", "-o", help="Folder for the demo's database, profile and report."),
     ] = Path("realprobe-demo"),
@@ -296,8 +294,10 @@ def demo_cmd(
 
     if rounds < 1:
         raise RealprobeError("--rounds must be at least 1")
-    res = run_demo(out, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
-                   on_step=lambda name, value: _show_step(name, value, out, rounds, profile, seed))
+    res = run_demo(
+        output, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
+        on_step=lambda name, value: _show_step(name, value, output, rounds, profile, seed),
+    )
     console.rule()
     console.print(
         f"done: database {res.db}, profile {res.profile}, report {res.report} "

@@ -180,7 +180,9 @@ def run_cmd(
             llm_concurrency=llm_concurrency,
         )
         batch.check_executor(executor, address)
-    path = db or _default_db()
+    from realprobe.store import db_path
+
+    path = db_path(db)
     result = _run_with_progress(
         batch, path, show=not as_json, resume=resume, executor=executor, address=address
     )
@@ -204,11 +206,6 @@ def run_cmd(
             else f"{result.infrastructure_failure}; check the network or the --sandbox URL"
         )
 
-
-def _default_db() -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    return default_db_path()
 
 
 def _run_with_progress(
@@ -414,8 +411,8 @@ def results_cmd(
         str | None,
         typer.Option("--prompt", help="Only this prompt (e.g. flawed:missing_steps@30)."),
     ] = None,
-    profile: Annotated[
-        str | None, typer.Option("--profile", help="Only runs on this profile (or sandbox URL).")
+    profile: Annotated[  # --target simulate:NAME says it too
+        str | None, typer.Option("--profile", hidden=True)
     ] = None,
     target: Annotated[
         str | None, typer.Option("--target", help="Only this target label, e.g. simulate:harsh.")
@@ -444,8 +441,9 @@ def results_cmd(
     One row per target, fault plan and paraphrase level (never pooled); then per flaw type,
     then pass^k and recovery over repeats; --surface adds the reliability surface."""
     from realprobe.api import task_results
+    from realprobe.store import db_path
 
-    path = db or _default_db()
+    path = db_path(db)
     if not path.exists():
         raise RealprobeError(f"no database at {path}; run `realprobe run` first or pass --db FILE")
     with as_flags("prices", "target_kind"):

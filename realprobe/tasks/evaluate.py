@@ -24,7 +24,7 @@ from typing import Any
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import TransportOptions
-from realprobe.errors import RealprobeError, renamed_keyword
+from realprobe.errors import RealprobeError
 from realprobe.tasks.agents import AGENT_NAMES
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import run_tool
@@ -187,25 +187,6 @@ def _agent_error(ctx: AgentContext, exc: BaseException) -> None:
     ctx.state.final_message = f"the agent raised {type(exc).__name__}: {said}"[:2000]
 
 
-def session_settings(
-    settings: EvalSettings | None, target: TransportOptions | None, fields: dict[str, Any]
-) -> EvalSettings:
-    """The one settings value of an outside agent's runs: `settings`, or `target` and the
-    other settings as keywords (default: the published simulate profile, baseline prompt)."""
-    if settings is not None and (target is not None or fields):
-        raise RealprobeError("give settings, or target and its keywords, not both",
-                             param="settings")
-    if settings is None:
-        renamed_keyword(fields, "simulate", "profile")
-        where = ("mode", "sandbox", "profile", "cassette", "fault_plan", "fault_rate")
-        if target is None and not any(k in fields for k in where):
-            fields["mode"] = "simulate"
-        settings = EvalSettings.of(target, **fields)
-    if settings.prompt is None:
-        settings = settings.model_copy(update={"prompt": "baseline"})
-    return settings
-
-
 def evaluate(
     agent: UserAgent,
     tasks: Sequence[str] | None = None,
@@ -232,7 +213,7 @@ def evaluate(
         raise RealprobeError(f"name {name!r} is a built-in agent's; pick another", param="name")
     batch = TaskBatch.plan(
         list(tasks or []), all_tasks=not tasks, agent="reference",
-        settings=session_settings(settings, target, fields), repeat=repeat,
+        settings=EvalSettings.given(settings, target, outside=True, **fields), repeat=repeat,
         concurrency=concurrency, tasks_dir=tasks_dir, catalog=catalog,
     )
     batch.config.agent = name
@@ -281,7 +262,7 @@ class TaskSession:
             (task,) = pick_tasks(load_tasks(folder), [task], False)
         self.task = task
         self.catalog = catalog
-        settings = session_settings(settings, None, {})
+        settings = EvalSettings.given(settings, outside=True)
         self.cfg = settings.run_config(agent=agent, custom_agent=_Outside(agent, model))
         if len(self.cfg.prompts) != 1:
             raise RealprobeError(
@@ -362,5 +343,4 @@ class TaskSession:
 
 __all__ = [
     "FINISH_TOOL", "CallableAgent", "TaskSession", "ToolCall", "Toolbox", "evaluate",
-    "session_settings",
 ]

@@ -294,9 +294,11 @@ def parse_flaw(text: str) -> FlawSpec:
                 f"{kind} needs a severity, e.g. flawed:{kind}@30", param="prompt"
             )
         return FlawSpec(kind)
-    if not sev.isdigit() or not 1 <= int(sev) <= 100:
+    # ASCII digits only ('²' passes isdigit, not int), and few enough to convert quickly
+    if not (sev.isascii() and sev.isdigit() and len(sev) <= 3) or not 1 <= int(sev) <= 100:
         raise RealprobeError(
-            f"the severity after @ is a percentage from 1 to 100 (got {sev!r})", param="prompt"
+            f"the severity after @ is a percentage from 1 to 100 (got {sev[:20]!r})",
+            param="prompt",
         )
     return FlawSpec(kind, int(sev))
 

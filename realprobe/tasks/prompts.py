@@ -55,7 +55,7 @@ def _flawed(part: str) -> list[str]:
     try:
         return [f"flawed:{parse_flaw(k + ''.join(sev)).name}" for k in kinds]
     except RealprobeError as exc:
-        raise RealprobeError(f"prompt {part!r}: {exc}", param="prompt") from None
+        raise RealprobeError(f"prompt {part[:60]!r}: {exc}", param="prompt") from None
 
 
 @dataclass

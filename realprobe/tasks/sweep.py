@@ -50,7 +50,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode
-from realprobe.dbfacts import default_db_path
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
 from realprobe.simulator.plans import load_plan
@@ -356,7 +355,9 @@ def run_sweep_file(
             sweep = SweepFile.model_validate(raw)
         except ValidationError as exc:
             raise RealprobeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
-    path = db or default_db_path()
+    from realprobe.store import db_path
+
+    path = db_path(db)
     if not path.parent.is_dir():
         raise RealprobeError(
             f"db {path}: directory {path.parent} does not exist", param="db"
