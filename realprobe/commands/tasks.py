@@ -81,7 +81,7 @@ def run_cmd(
     all_: Annotated[bool, typer.Option("--all", help="Run every task.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")] = False,
     agent: Annotated[
-        str, typer.Option("--agent", help="reference, openai or openai-text.")
+        str, typer.Option("--agent", help="reference, openai, openai-text or openai-reflexion.")
     ] = "reference",
     prompt: PromptOpt = None,
     flaw_seed: FlawSeedOpt = 0,
@@ -508,12 +508,16 @@ def _surface_table(surf: Mapping[str, Any]) -> FitTable:
     t = fit_table(  # on a narrow terminal the largest k go first
         [Column("ε", "num"), Column("λ", "num"),
          *(Column(f"k={k}", "num", drop=i if i > 0 else 0) for i, k in enumerate(surf["k"]))],
-        title=f"pass^k R(k, ε, λ), volume {vol}",
+        title=f"pass^k R(k, ε, λ = absolute fault share), volume {vol}",
     )
     cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
     for e in surf["epsilon"]:
         for lam in surf["lambda"]:
-            t.add_row(str(e), f"{lam:g}", *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
+            shown = "profile" if lam is None else f"{lam:g}"
+            t.add_row(str(e), shown, *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
+    grad, crit = surf.get("gradient") or {}, surf.get("critical_lambda")
+    t.caption = (f"dR/dε {_num(grad.get('epsilon'))} per level, dR/dλ {_num(grad.get('lambda'))}"
+                 f" per unit share; pass^1 below 0.5 from λ = {_num(crit)}")
     return t
 
 
