@@ -1,6 +1,6 @@
 """`realprobe stats | calibrate | drift | report`: read the probes table.
 
-Each picks its rows by target kind (`--target`) and vantage (`--vantage`) and says which rows
+Each picks its rows by target kind (`--kinds`) and vantage (`--vantage`) and says which rows
 it summarised; opening the file also marks runs left `running` by a killed process.
 """
 
@@ -21,7 +21,6 @@ from realprobe.commands.common import (
     err_console,
     print_json,
 )
-from realprobe.outputs import write_output
 
 if TYPE_CHECKING:
     from realprobe.commands.tables import Notes
@@ -48,10 +47,10 @@ PeriodOpt = Annotated[
 ToolsOpt = Annotated[
     str | None, typer.Option("--tools", help="Comma-separated tool names (default: all with rows).")
 ]
-TargetOpt = Annotated[
+KindsOpt = Annotated[
     str | None,
     typer.Option(
-        "--target",
+        "--kinds",
         help="Which rows: live, sandbox, simulate, replay or all (default: live when the "
         "window holds live rows, else the one kind present).",
     ),
@@ -98,7 +97,7 @@ def stats_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     period: PeriodOpt = "1d",
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
     by: Annotated[
         str,
@@ -120,7 +119,7 @@ def stats_cmd(
     from realprobe import api
     from realprobe.probes.results import VantageStats
 
-    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=target,
+    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=kinds,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
     if isinstance(rep, VantageStats):
         print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
@@ -355,12 +354,12 @@ def calibrate_cmd(
         ),
     ] = None,
     view: Annotated[
-        str, typer.Option("--as", help="profile (default), resilibench or reliabilitybench.")
+        str, typer.Option("--view", help="profile (default), resilibench or reliabilitybench.")
     ] = "profile",
     source: Annotated[
         str | None,
         typer.Option(
-            "--from",
+            "--source",
             help="Convert this profile (file or calm|published|harsh) instead "
             "of calibrating from the database.",
         ),
@@ -374,7 +373,7 @@ def calibrate_cmd(
             "(default: the probes' own deadline).",
         ),
     ] = None,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
@@ -384,18 +383,16 @@ def calibrate_cmd(
 
     profile, data = api.calibrate_export(
         db, view=view, deadline=deadline, source=source, since=since, until=until, tools=tools,
-        name=name, kinds=target, vantage=vantage,
+        name=name, kinds=kinds, vantage=vantage, output=output,
     )
     if source is None:
         _warn(profile.source.get("warning"))
         for tool, tp in sorted(profile.tools.items()):
             for note in tp.notes:
                 err_console.print(f"[dim]{tool}: {note}[/dim]", highlight=False)
-    text = json.dumps(data, indent=2) + "\n"
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    write_output(output, text, replace=True)
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
 
@@ -415,7 +412,7 @@ def drift_cmd(
     fail_on_worse: Annotated[
         bool, typer.Option("--fail-on-worse", help="Exit 1 if any tool got worse (for cron).")
     ] = False,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -429,7 +426,7 @@ def drift_cmd(
         db, baseline=baseline, current=current, tools=tools, alpha=alpha,
         correction=correction,  # type: ignore[arg-type]
         min_success_change=min_success_change, min_latency_change=min_latency_change,
-        kinds=target, vantage=vantage,
+        kinds=kinds, vantage=vantage,
     )
     _banner(rep.provenance["current"])
     if as_json:
@@ -502,7 +499,7 @@ def report_cmd(
             "existing file is replaced, a symbolic link is refused.",
         ),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
+    format_: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
     since: SinceOpt = None,
     until: UntilOpt = None,
     tools: ToolsOpt = None,
@@ -517,7 +514,7 @@ def report_cmd(
         str | None,
         typer.Option("--current", help="Drift current window (default: each tool's later half)."),
     ] = None,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
     """A self-contained HTML, Markdown or JSON report of the stored probes.
@@ -526,15 +523,15 @@ def report_cmd(
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
     from realprobe import api
 
-    if output is None and fmt == "html":
+    if output is None and format_ == "html":
         output = Path("report.html")
     with err_console.status("building report"):
         data, text = api.make_report(
-            db, output=output, fmt=fmt, since=since, until=until, tools=tools, period=period,
-            baseline=baseline, current=current, kinds=target, vantage=vantage,
+            db, output=output, format=format_, since=since, until=until, tools=tools, period=period,
+            baseline=baseline, current=current, kinds=kinds, vantage=vantage,
         )
     if output is None:
         sys.stdout.write(text + "\n")
         return
     _banner(data.stats.provenance)
-    err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")
+    err_console.print(f"wrote {format_} report ({len(data.stats.tools)} tools) to {output}")

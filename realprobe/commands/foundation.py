@@ -27,7 +27,6 @@ from realprobe.commands.common import (
     err_console,
     load_catalog,
     parse_kv,
-    polite_from,
     print_json,
     print_json_large,
     server_guards,
@@ -221,7 +220,8 @@ def sandbox_cmd(
     import signal
 
     from realprobe.api import make_sandbox
-    from realprobe.dbfacts import default_db_path
+    from realprobe.store import db_path
+    from realprobe.tasks.settings import EvalSettings
 
     cat = load_catalog(catalog)
     allowed, token = server_guards("sandbox", host, allowed_host, auth_token_env)
@@ -230,14 +230,13 @@ def sandbox_cmd(
             f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
             "--from-cassettes"
         )
+    settings = EvalSettings(profile=profile, seed=seed, fault_plan=fault_plan,
+                            fault_rate=fault_rate)
     sb = make_sandbox(
-        profile, seed=seed, latency_scale=latency_scale, host=host, port=port, catalog=cat,
-        cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
-        upstream=upstream,
-        polite=polite_from(politeness),
-        toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate,
-        admin=admin,
-        db=(db or default_db_path()) if upstream is not None else None,
+        settings=settings, latency_scale=latency_scale, host=host, port=port, catalog=cat,
+        from_cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
+        upstream=upstream, politeness=politeness, toxics=list(toxic or []), admin=admin,
+        db=db_path(db) if upstream is not None else None,
         allowed_hosts=allowed,
         auth_token=token,
     )
@@ -278,7 +277,7 @@ def sandbox_cmd(
 
 
 def demo_cmd(
-    out: Annotated[
+    output: Annotated[
         Path,
         typer.Option("--output", "-o", help="Folder for the demo's database, profile and report."),
     ] = Path("realprobe-demo"),
@@ -299,9 +298,11 @@ def demo_cmd(
 
     if rounds < 1:
         raise RealprobeError("--rounds must be at least 1")
-    res = run_demo(out, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
-                   on_step=lambda name, value: _show_step(name, value, out, rounds, profile,
-                                                          seed, explain))
+    res = run_demo(
+        output, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
+        on_step=lambda name, value: _show_step(name, value, output, rounds, profile, seed,
+                                               explain),
+    )
     console.rule()
     console.print(
         f"done: {res.out}/ holds {res.db.name}, {res.profile.name} and {res.report.name} "

@@ -68,7 +68,7 @@ def sweep_cmd(
             file, db=db, catalog=catalog or (), resume=resume, executor=executor,
             concurrency=concurrency, address=address,
             on_planned=progress.planned, on_done=progress.finished,
-            fault_plans=fault_plan, lambdas=fault_rate,
+            fault_plans=fault_plan, fault_rates=fault_rate,
         )
     summary = result.summary
     if as_json:

@@ -81,7 +81,7 @@ def run_cmd(
     all_: Annotated[bool, typer.Option("--all", help="Run every task.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")] = False,
     agent: Annotated[
-        str, typer.Option("--agent", help="reference, openai or openai-text.")
+        str, typer.Option("--agent", help="reference, openai, openai-text or openai-reflexion.")
     ] = "reference",
     prompt: PromptOpt = None,
     flaw_seed: FlawSeedOpt = 0,
@@ -180,7 +180,9 @@ def run_cmd(
             llm_concurrency=llm_concurrency,
         )
         batch.check_executor(executor, address)
-    path = db or _default_db()
+    from realprobe.store import db_path
+
+    path = db_path(db)
     result = _run_with_progress(
         batch, path, show=not as_json, resume=resume, executor=executor, address=address
     )
@@ -204,11 +206,6 @@ def run_cmd(
             else f"{result.infrastructure_failure}; check the network or the --sandbox URL"
         )
 
-
-def _default_db() -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    return default_db_path()
 
 
 def _run_with_progress(
@@ -416,8 +413,8 @@ def results_cmd(
         str | None,
         typer.Option("--prompt", help="Only this prompt (e.g. flawed:missing_steps@30)."),
     ] = None,
-    profile: Annotated[
-        str | None, typer.Option("--profile", help="Only runs on this profile (or sandbox URL).")
+    profile: Annotated[  # --target simulate:NAME says it too
+        str | None, typer.Option("--profile", hidden=True)
     ] = None,
     target: Annotated[
         str | None, typer.Option("--target", help="Only this target label, e.g. simulate:harsh.")
@@ -446,8 +443,9 @@ def results_cmd(
     One row per target, fault plan and paraphrase level (never pooled); then per flaw type,
     then pass^k and recovery over repeats; --surface adds the reliability surface."""
     from realprobe.api import task_results
+    from realprobe.store import db_path
 
-    path = db or _default_db()
+    path = db_path(db)
     if not path.exists():
         raise RealprobeError(f"no database at {path}; run `realprobe run` first or pass --db FILE")
     with as_flags("prices", "target_kind"):
@@ -536,12 +534,16 @@ def _surface_table(surf: Mapping[str, Any]) -> FitTable:
     t = fit_table(  # on a narrow terminal the largest k go first
         [Column("ε", "num"), Column("λ", "num"),
          *(Column(f"k={k}", "num", drop=i if i > 0 else 0) for i, k in enumerate(surf["k"]))],
-        title=f"pass^k R(k, ε, λ), volume {vol}",
+        title=f"pass^k R(k, ε, λ = absolute fault share), volume {vol}",
     )
     cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
     for e in surf["epsilon"]:
         for lam in surf["lambda"]:
-            t.add_row(str(e), f"{lam:g}", *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
+            shown = "profile" if lam is None else f"{lam:g}"
+            t.add_row(str(e), shown, *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
+    grad, crit = surf.get("gradient") or {}, surf.get("critical_lambda")
+    t.caption = (f"dR/dε {_num(grad.get('epsilon'))} per level, dR/dλ {_num(grad.get('lambda'))}"
+                 f" per unit share; pass^1 below 0.5 from λ = {_num(crit)}")
     return t
 
 

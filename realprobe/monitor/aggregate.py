@@ -416,14 +416,20 @@ class Aggregator:
         if self._quoted is not None and self._quoted[0] == key:
             return self._quoted[1]
         out: dict[tuple[str, str, str], Interval] = {}
-        groups = {(k[2], k[3]) for k in self.snapshot() if k[3] != "other"}
+        groups: dict[tuple[str, str], set[str]] = {}
+        for k in self.snapshot():
+            if k[3] != "other":
+                groups.setdefault((k[2], k[3]), set()).add(k[0])
         try:
             conn = read_only(self.db_path)
         except RealprobeError:
             return out
         try:
-            for kind, vantage in sorted(groups):
-                arr = load_probes(conn, since, None, None, kinds=[kind], vantages=[vantage])
+            for (kind, vantage), tools in sorted(groups.items()):
+                # by tool, the window is a range of the (kind, tool, time) index, not a scan
+                # of every row of the kind (a tool folded into `other` needs the scan)
+                names = None if "other" in tools else sorted(tools)
+                arr = load_probes(conn, since, None, names, kinds=[kind], vantages=[vantage])
                 for tool, s in quoted_success(arr).items():
                     out[(label(tool), kind, vantage)] = s.quoted95
         except RealprobeError:

@@ -50,7 +50,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode
-from realprobe.dbfacts import default_db_path
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
 from realprobe.simulator.plans import load_plan
@@ -181,6 +180,9 @@ class SweepFile(BaseModel):
         prompt_variants(",".join(self.prompts))  # raises on a bad prompt
         if any(not 0 <= lam <= 1 for lam in self.lambdas):
             raise ValueError("lambda values are shares of calls, between 0 and 1")
+        simulated = any(t.kind == "simulate" for t in self.targets)
+        if (self.fault_plans or self.lambdas) and not simulated:  # refused, never dropped
+            raise ValueError("fault_plans and lambda apply to simulate targets; it has none")
         for plan in self.fault_plans:
             load_plan(plan)
         return self
@@ -356,11 +358,9 @@ def run_sweep_file(
             sweep = SweepFile.model_validate(raw)
         except ValidationError as exc:
             raise RealprobeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
-    path = db or default_db_path()
-    if not path.parent.is_dir():
-        raise RealprobeError(
-            f"db {path}: directory {path.parent} does not exist", param="db"
-        )
+    from realprobe.store import db_path
+
+    path = db_path(db)
     catalog = Catalog.load(catalog_paths or [])
     summary = run_sweep(
         sweep, path, catalog=catalog, resume=resume, executor=executor,
