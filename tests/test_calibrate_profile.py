@@ -146,7 +146,7 @@ def test_calibrate_cli_bad_input(tmp_path: Path, monkeypatch, capsys) -> None:
     cases = [
         (["--from", str(bad)], "invalid profile at tools.x.success_rate"),
         (["--from", str(wrong_format)], "unsupported profile format"),
-        (["--from", str(not_json)], "not a readable JSON profile"),
+        (["--from", str(not_json)], "the profile is not valid JSON"),
         (["--from", "nonesuch"], "neither a file nor a built-in"),
         (["--db", str(db), "--as", "toolbench"], "choose resilibench or reliabilitybench"),
         (["--db", str(db), "--since", "2031-01-01"], "no probe rows"),

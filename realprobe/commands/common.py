@@ -304,7 +304,8 @@ def as_flags(*params: str, **renamed: str) -> Iterator[None]:
         if exc.params:
             raise  # it names its parameters: the command's flags are put in as it leaves
         text = str(exc)
-        pattern = r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w-])"
+        # not inside a path or a file name (`/x/prices.json` stays as it is)
+        pattern = r"(?<![\w\-/\\.])(" + "|".join(map(re.escape, flags)) + r")(?![\w\-/\\]|\.\w)"
         new = re.sub(pattern, lambda m: flags[m.group(1)], text)
         if new == text:
             raise
