@@ -37,6 +37,7 @@ from pathlib import Path
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.probes.loading import sane_start
 from realprobe.store import read_only
+from realprobe.target import TargetKind
 
 #: histogram bucket upper bounds for successful latencies, in seconds
 LATENCY_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -47,7 +48,7 @@ MAX_TOOLS = 2_000
 MAX_APIS = 1_000
 MAX_TLS = 1_000
 MAX_SERIES = 20_000
-TARGET_KINDS = frozenset({"live", "sandbox", "simulate", "replay"})
+TARGET_KINDS = frozenset(k.value for k in TargetKind)
 CODES = frozenset(c.value for c in ErrorCode)
 _NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _BATCH = 5_000
