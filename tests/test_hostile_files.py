@@ -120,3 +120,15 @@ def test_the_cli_refuses_a_hostile_plan_and_price_file_with_exit_2(
         assert "limit" in lines[0]
         assert "Traceback" not in res.stderr
         assert not db.exists() and old.read_bytes() == before
+
+
+@pytest.mark.parametrize("load", [load_rules, load_file])
+def test_yaml_aliases_that_blow_up_are_refused(tmp_path: Path, load: Callable[[Path], Any]) -> None:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefghi", "bcdefghij", strict=True):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    path = tmp_path / "laughs.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RealprobeError) as err:
+        load(path)
+    assert str(path) in str(err.value) and "aliases expand" in str(err.value)
