@@ -3,7 +3,8 @@ a 286 MB cassette (over the default cap), and to load and verify a 20 MB one (un
 for every other file a user hands in (catalogue, alert rules, profile, fault plan, task, price
 and sweep files) the time to refuse each hostile kind (5,000 deep, 300 MB, 100,001 rules, too
 many entries, empty, binary, a link to a device or in a loop), in process and, for the fault
-plan and the price file, through the command line (exit code and seconds, start-up included).
+plan and the price file, through the command line (exit code and seconds, start-up included; `realprobe --version` alone for comparison).
+Timings are wall clock on the machine as it is (its load average is saved with them).
 
     python bench/input_limits.py [--save]
 """
@@ -61,8 +62,11 @@ def big_cassette(folder: Path, megabytes: int) -> Path:
     return path
 
 
-def measure(fn: Any) -> dict[str, Any]:
-    tracemalloc.start()
+def measure(fn: Any, memory: bool = True) -> dict[str, Any]:
+    """Seconds, outcome and (with `memory`, under tracemalloc, which slows pure-Python
+    parsers several times) the peak of Python allocations."""
+    if memory:
+        tracemalloc.start()
     t = time.perf_counter()
     outcome = "ok"
     try:
@@ -70,6 +74,8 @@ def measure(fn: Any) -> dict[str, Any]:
     except RealprobeError as exc:
         outcome = f"refused: {str(exc).split(': ', 1)[-1][:90]}"
     elapsed = time.perf_counter() - t
+    if not memory:
+        return {"seconds": round(elapsed, 4), "peak_mb": None, "outcome": outcome}
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {"seconds": round(elapsed, 4), "peak_mb": round(peak / 1e6, 2), "outcome": outcome}
@@ -108,6 +114,7 @@ def main() -> None:
         RESULTS.parent.mkdir(exist_ok=True)
         RESULTS.write_text(json.dumps({
             "python": platform.python_version(), "machine": platform.machine(),
+            "load_average": os.getloadavg(),
             "note": "peak = tracemalloc peak of Python allocations during the load/verify",
             "results": results,
         }, indent=2) + "\n")
@@ -125,11 +132,15 @@ def hostile_files() -> dict[str, dict[str, Any]]:
                 folder = Path(tmp) / f"{reader}-{kind}".replace(" ", "_")
                 folder.mkdir()
                 path = write_hostile(folder / f"hostile{suffix}", kind)
-                r = measure(lambda load=load, path=path: load(path))
+                r = measure(lambda load=load, path=path: load(path), memory=False)
                 out[f"{reader}/{kind}"] = r
-                print(f"  {reader:12} {kind:13} {r['seconds']:7.3f} s  peak {r['peak_mb']:7.1f} MB"
-                      f"  {r['outcome'][:70]}")
+                print(f"  {reader:12} {kind:13} {r['seconds']:7.3f} s  {r['outcome'][:80]}")
         env = {**os.environ, "REALPROBE_DATA_DIR": str(Path(tmp) / "data")}
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "realprobe.cli", "--version"], capture_output=True,
+                       timeout=120, env=env)
+        out["cli --version (start-up alone)"] = {
+            "seconds": round(time.perf_counter() - t, 3), "outcome": "ok", "peak_mb": None}
         for kind in ("deep", "huge", "rules"):
             for flag, args in (("--fault-plan", ["run", "--all", "--mode", "simulate"]),
                                ("--prices", ["results"])):

@@ -132,3 +132,12 @@ def test_yaml_aliases_that_blow_up_are_refused(tmp_path: Path, load: Callable[[P
     with pytest.raises(RealprobeError) as err:
         load(path)
     assert str(path) in str(err.value) and "aliases expand" in str(err.value)
+
+
+def test_a_long_yaml_file_is_refused_before_parsing(tmp_path: Path) -> None:
+    from realprobe.limits import MAX_YAML_ITEMS
+
+    path = tmp_path / "rules.yaml"
+    path.write_text("rules:\n" + "- {kind: no_success, for: 1h}\n" * (MAX_YAML_ITEMS + 1))
+    with pytest.raises(RealprobeError, match=f"limit of {MAX_YAML_ITEMS:,} lines"):
+        load_rules(path)
