@@ -3,8 +3,9 @@ a 286 MB cassette (over the default cap), and to load and verify a 20 MB one (un
 for every other file a user hands in (catalogue, alert rules, profile, fault plan, task, price
 and sweep files) the time to refuse each hostile kind (5,000 deep, 300 MB, 100,001 rules, too
 many entries, empty, binary, a link to a device or in a loop), in process and, for the fault
-plan and the price file, through the command line (exit code and seconds, start-up included; `realprobe --version` alone for comparison).
-Timings are wall clock on the machine as it is (its load average is saved with them).
+plan and the price file, through the command line (exit code and seconds, start-up
+included; `realprobe --version` alone for comparison). Timings are wall clock on the machine
+as it is (its load average is saved with them).
 
     python bench/input_limits.py [--save]
 """
