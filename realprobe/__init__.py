@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
+    from realprobe.api_mcp import mcp_import, mcp_proxy, mcp_replay, probe_mcp
     from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     from realprobe.store import Store
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
     from realprobe.tasks.evaluate import evaluate
+    from realprobe.tasks.settings import EvalSettings
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
@@ -170,8 +172,14 @@ _WHERE: dict[str, str] = {
     "evaluate": "realprobe.tasks.evaluate",
     "TaskBatch": "realprobe.tasks.batch",
     "TaskBatchResult": "realprobe.tasks.batch",
+    "EvalSettings": "realprobe.tasks.settings",
     # MCP, the demo, docs
     "serve_mcp": "realprobe.api",
+    # any MCP server as a target
+    "mcp_proxy": "realprobe.api_mcp",
+    "mcp_replay": "realprobe.api_mcp",
+    "mcp_import": "realprobe.api_mcp",
+    "probe_mcp": "realprobe.api_mcp",
     "run_demo": "realprobe.demo",
     "doc_path": "realprobe.data",
     "data_dir": "realprobe.data",
@@ -197,6 +205,7 @@ __all__ = [
     "Drift",
     "DriftReport",
     "ErrorCode",
+    "EvalSettings",
     "HeldBack",
     "HostGates",
     "HttpClient",
@@ -246,10 +255,14 @@ __all__ = [
     "make_report",
     "make_sandbox",
     "make_sync_client",
+    "mcp_import",
+    "mcp_proxy",
+    "mcp_replay",
     "merge_databases",
     "options",
     "plan_tasks",
     "probe",
+    "probe_mcp",
     "public_apis",
     "record_fixtures",
     "record_round",

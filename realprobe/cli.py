@@ -60,7 +60,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("sweep", "Run a sweep into one database, with progress and an ETA; --resume after "
                        "a kill."),
     "mcp": ("mcp", "Serve the catalogue tools over the Model Context Protocol (stdio or "
-                   "streamable HTTP)."),
+                   "streamable HTTP); `mcp proxy` puts realprobe in front of any MCP server, "
+                   "`mcp replay` serves a recorded session."),
     "exporter": ("monitor", "Serve Prometheus metrics from the probe database (and /probe, "
                             "/status)."),
     "alert": ("monitor", "Alert rules over the probe database."),

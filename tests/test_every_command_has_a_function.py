@@ -39,10 +39,16 @@ FUNCTIONS = {
     "results": "task_results",
     "sweep": "sweep",
     "mcp": "serve_mcp",
+    "mcp proxy": "mcp_proxy",
+    "mcp replay": "mcp_replay",
+    "mcp import": "mcp_import",
     "exporter": "serve_exporter",
     "alert check": "check_alerts",
     "merge": "merge_databases",
 }
+
+#: groups that are verbs too (the group's own callback does the work without a sub-verb)
+GROUP_VERBS = {"mcp"}
 
 
 def leaves() -> Iterator[tuple[str, Any]]:
@@ -51,6 +57,8 @@ def leaves() -> Iterator[tuple[str, Any]]:
 
     def walk(command: Any, path: list[str]) -> Iterator[tuple[str, Any]]:
         if hasattr(command, "list_commands"):
+            if " ".join(path) in GROUP_VERBS:
+                yield " ".join(path), command  # a verb of its own, with sub-verbs
             for name in command.list_commands(ctx):
                 yield from walk(command.get_command(ctx, name), [*path, name])
         else:

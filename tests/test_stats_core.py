@@ -259,7 +259,7 @@ def test_the_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> Non
         return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
 
     seen: list[set[int]] = []
-    real_tool_stats, real_profiles = stats_mod.tool_stats, calibrate_mod._tool_profiles
+    real_tool_stats, real_profiles = stats_mod.tool_stats, calibrate_mod._one_profile
 
     def tool_stats(*a, **k):  # type: ignore[no-untyped-def]
         seen.append(blas_threads())
@@ -270,7 +270,7 @@ def test_the_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> Non
         return real_profiles(*a, **k)
 
     monkeypatch.setattr(stats_mod, "tool_stats", tool_stats)
-    monkeypatch.setattr(calibrate_mod, "_tool_profiles", tool_profiles)
+    monkeypatch.setattr(calibrate_mod, "_one_profile", tool_profiles)
     before = blas_threads()
     rows = synthetic_rows("catfact_fact", 50, p_fail=0.2, seed=1)
     calibrate_mod.calibrate(stats_mod.compute_stats(ProbeArrays.from_rows(rows)))

@@ -106,6 +106,28 @@ class Journal:
     def append(self, call: Call) -> None:
         self._write(json.dumps(call_record(call), ensure_ascii=False))
 
+    @classmethod
+    def open_at(cls, path: Path, header: dict[str, Any]) -> Journal:
+        """An append-only JSON-lines file of any records (an MCP session cassette), with the
+        same crash safety: `header` first, then each `write` in the OS before it returns."""
+        try:
+            journal = cls(path, open_stream(path))
+        except OutputError as exc:
+            raise CassetteError(f"cannot write {path}: {exc}") from exc
+        journal.write(header)
+        return journal
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._write(json.dumps(record, ensure_ascii=False, default=str))
+
+    def close(self) -> None:
+        """Close and keep the file."""
+        with self._lock:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._fh.close()
+        self._dirty.set()
+
     def remove(self) -> None:
         """Close and delete the journal, unless another run has replaced it meanwhile."""
         with self._lock:

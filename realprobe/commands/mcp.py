@@ -16,8 +16,11 @@ from realprobe.commands.common import (
     CatalogOpt,
     FaultPlanOpt,
     FaultRateOpt,
+    FlawSeedOpt,
     ModeOpt,
+    ParaphraseOpt,
     PolitenessChoice,
+    PromptOpt,
     SandboxOpt,
     SeedOpt,
     TimeoutOpt,
@@ -39,7 +42,13 @@ class McpTransport(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("mcp")(mcp_cmd)
+    group = typer.Typer(rich_markup_mode=None, invoke_without_command=True,
+                        add_completion=False)
+    group.callback()(mcp_cmd)
+    group.command("proxy", context_settings={"allow_interspersed_args": False})(proxy_cmd)
+    group.command("replay")(replay_cmd)
+    group.command("import")(import_cmd)
+    app.add_typer(group, name="mcp")
 
 
 def build_transport_options(
@@ -61,6 +70,7 @@ def build_transport_options(
 
 
 def mcp_cmd(
+    ctx: typer.Context,
     transport: Annotated[
         McpTransport, typer.Option("--transport", help="stdio (for desktop clients) or http.")
     ] = McpTransport.STDIO,
@@ -71,9 +81,7 @@ def mcp_cmd(
     tools: Annotated[
         str | None, typer.Option("--tools", help="Serve only these tools (comma-separated).")
     ] = None,
-    all_tools: Annotated[
-        bool, typer.Option("--all", help="Serve every catalogue tool (the default).")
-    ] = False,
+    all_tools: Annotated[bool, typer.Option("--all", hidden=True)] = False,
     mode: ModeOpt = Mode.LIVE,
     sandbox: SandboxOpt = None,
     cassette: CassetteOpt = None,
@@ -117,11 +125,11 @@ def mcp_cmd(
         typer.Option("--task", help="Score the connected agent's calls as a run of this task "
                      "(stored in --db, default the default database; `finish` ends a run)."),
     ] = None,
-    task_prompt: Annotated[
-        str, typer.Option("--task-prompt", help="With --task: baseline, cot, optimal, flawed:...")
-    ] = "baseline",
-    task_model: Annotated[
-        str, typer.Option("--task-model", help="With --task: the model label of the runs.")
+    prompt: PromptOpt = None,
+    flaw_seed: FlawSeedOpt = 0,
+    paraphrase: ParaphraseOpt = 0,
+    model: Annotated[
+        str, typer.Option("--model", help="With --task: the runs' model label.")
     ] = "-",
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
@@ -135,12 +143,16 @@ def mcp_cmd(
         ),
     ] = 600.0,
 ) -> None:
-    """Serve the catalogue tools over the Model Context Protocol (stdio or streamable HTTP).
+    """Serve the catalogue tools over the Model Context Protocol (stdio or streamable HTTP);
+    `mcp proxy` puts realprobe in front of any MCP server, `mcp replay` serves a recorded
+    session.
 
     Live by default; --sandbox URL routes every tool to a realprobe sandbox, --mode
     record|replay uses a cassette, --mode simulate (or --profile) injects faults in process.
     In stdio mode stdout carries JSON-RPC only; messages go to stderr.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from realprobe.api import serve_mcp
     from realprobe.mcp.guards import check_session_limits
     from realprobe.mcp.serve import log_to_stderr
@@ -175,8 +187,8 @@ def mcp_cmd(
             polite=politeness is PolitenessChoice.CATALOG,
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
-            max_sessions=max_sessions, session_idle_s=session_idle_timeout,
-            task=task, task_prompt=task_prompt, task_model=task_model,
+            max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
+            task=task, model=model, prompt=prompt, flaw_seed=flaw_seed, paraphrase=paraphrase,
         )
     import signal
 
@@ -218,3 +230,122 @@ def _stdin_is_a_file() -> bool:
     except (OSError, ValueError):  # closed, or replaced by an object without a descriptor
         return False
     return (stat.S_ISREG(mode) or stat.S_ISCHR(mode)) and not os.isatty(sys.stdin.fileno())
+
+
+# -- any MCP server as a target ---------------------------------------------------------------
+
+ProxyProfileOpt = Annotated[
+    str | None,
+    typer.Option("--profile", help="Fault profile: a file (from `calibrate`) or calm|published|"
+                 "harsh; its mcp_errors says isError results or JSON-RPC errors."),
+]
+ProxyDbOpt = Annotated[
+    Path | None, typer.Option("--db", help="Store every tools/call as a probe row (source mcp).")
+]
+ProxyTimeoutOpt = Annotated[
+    float, typer.Option("--timeout", help="Seconds a call is awaited (or a hang held) at most.")
+]
+ProxyVantageOpt = Annotated[
+    str | None, typer.Option("--vantage", help="Vantage label of stored rows (default: host).")
+]
+
+
+def _ready(what: str) -> None:
+    from realprobe.mcp.serve import log_to_stderr
+
+    log_to_stderr(f"realprobe mcp: {what} over stdio (EOF or Ctrl-C stops)")
+
+
+def _ended(summary: object) -> None:
+    from realprobe.mcp.proxy import ProxySummary, upstream_error
+    from realprobe.mcp.serve import log_to_stderr
+
+    assert isinstance(summary, ProxySummary)
+    log_to_stderr(f"realprobe mcp: {summary.calls} tool call(s), {summary.injected} injected"
+                  + (f", rows in run {summary.run_id}" if summary.run_id else ""))
+    err = upstream_error(summary)
+    if err is not None:
+        raise err
+
+
+def proxy_cmd(
+    command: Annotated[
+        list[str] | None, typer.Argument(help="The MCP server's command, after `--`.")
+    ] = None,
+    upstream: Annotated[
+        str | None, typer.Option("--upstream", help="A streamable-HTTP MCP server URL instead.")
+    ] = None,
+    profile: ProxyProfileOpt = None,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
+    seed: SeedOpt = 0,
+    record: Annotated[
+        Path | None, typer.Option("--record", help="Write the session to this MCP cassette.")
+    ] = None,
+    db: ProxyDbOpt = None,
+    timeout: ProxyTimeoutOpt = 60.0,
+    max_message_bytes: Annotated[
+        int, typer.Option("--max-message-bytes", help="Refuse a server message over this size.")
+    ] = 16 * 1024 * 1024,
+    vantage: ProxyVantageOpt = None,
+) -> None:
+    """Put realprobe in front of any MCP server: relay every message both ways, inject
+    calibrated faults per tools/call, record the session, store each call as a probe row.
+
+    realprobe mcp proxy --profile calm --fault-rate 0.1 --seed 7 --db p.db -- mcp-server-time
+    """
+    from realprobe.api_mcp import mcp_proxy
+
+    with as_flags("command", "upstream", "fault_rate", "timeout", "max_message_bytes"):
+        summary = mcp_proxy(
+            command or None, upstream=upstream, profile=profile, fault_plan=fault_plan,
+            fault_rate=fault_rate, seed=seed, record=record, db=db, timeout=timeout,
+            max_message_bytes=max_message_bytes, vantage=vantage,
+            on_ready=lambda: _ready("proxying " + (" ".join(command or []) or str(upstream))),
+        )
+    _ended(summary)
+
+
+def replay_cmd(
+    cassette: Annotated[Path, typer.Argument(help="An MCP session cassette (mcp proxy --record).")],
+    on_exhausted: Annotated[
+        str, typer.Option("--on-exhausted",
+                          help="More identical requests than recordings: error, repeat-last "
+                               "or cycle.")
+    ] = "error",
+    replay_latency: Annotated[
+        str, typer.Option("--replay-latency", "--latency",
+                          help="none (answer at once), real, or scaled:X of the recorded time.")
+    ] = "none",
+    profile: ProxyProfileOpt = None,
+    fault_plan: FaultPlanOpt = None,
+    fault_rate: FaultRateOpt = None,
+    seed: SeedOpt = 0,
+    db: ProxyDbOpt = None,
+    timeout: ProxyTimeoutOpt = 60.0,
+    vantage: ProxyVantageOpt = None,
+) -> None:
+    """Serve a recorded MCP session over stdio with the server gone: recorded answers in
+    order, matched like HTTP cassettes (faults and rows as for `mcp proxy`)."""
+    from realprobe.api_mcp import mcp_replay
+
+    with as_flags("on_exhausted", "replay_latency", "fault_rate", "timeout"):
+        summary = mcp_replay(
+            cassette, on_exhausted=on_exhausted, replay_latency=replay_latency,
+            profile=profile, fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, db=db,
+            timeout=timeout, vantage=vantage, on_ready=lambda: _ready(f"replaying {cassette}"),
+        )
+    _ended(summary)
+
+
+def import_cmd(
+    source: Annotated[Path, typer.Argument(help="A JSON-lines transcript (mcp-tape v1 and "
+                                                "the like: direction + JSON-RPC message).")],
+    output: Annotated[Path, typer.Argument(help="The MCP session cassette to write.")],
+) -> None:
+    """Convert another recorder's JSON-lines MCP transcript into an MCP session cassette."""
+    from realprobe.api_mcp import mcp_import
+    from realprobe.commands.common import console
+
+    kept = mcp_import(source, output)
+    console.print(f"{kept} messages -> {output}")

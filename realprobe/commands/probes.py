@@ -15,10 +15,10 @@ from realprobe.commands.common import (
     JsonOpt,
     ModeOpt,
     PolitenessChoice,
+    ProfileOpt,
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
-    SimulateOpt,
     console,
     err_console,
     load_catalog,
@@ -241,7 +241,7 @@ def probe_cmd(
     db: DbOpt = None,
     vantage: VantageOpt = None,
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     record_mode: RecordModeOpt = None,
@@ -252,19 +252,43 @@ def probe_cmd(
     force: ForceOpt = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
+    mcp_server: Annotated[
+        str | None,
+        typer.Option("--mcp-server", help='Probe an MCP server\'s tools instead: its command, '
+                     'e.g. "mcp-server-time" (needs --mcp-calls).'),
+    ] = None,
+    mcp_url: Annotated[
+        str | None, typer.Option("--mcp-url", help="... or a streamable-HTTP MCP server URL.")
+    ] = None,
+    mcp_calls: Annotated[
+        Path | None,
+        typer.Option("--mcp-calls", help="JSON or TOML: tool name -> arguments, or a list of "
+                     "argument sets cycled over the rounds."),
+    ] = None,
+    mcp_interval: Annotated[
+        float | None,
+        typer.Option("--mcp-interval", help="Seconds between calls to the MCP server "
+                     "(default 0 on stdio, 1 over HTTP)."),
+    ] = None,
 ) -> None:
     """Call each chosen tool N times, politely, and store one row per call.
 
     Different hosts are probed concurrently; each host gets one call in flight, a minimum
     interval with jitter, Retry-After honoured and a daily budget (catalogue `politeness`).
     Ctrl-C stops after the calls in flight; every finished call is already stored.
+    With --mcp-server (or --mcp-url) and --mcp-calls, the tools of any MCP server are probed
+    instead, one call at a time (tool = the MCP tool, api = the server's name).
     """
     from realprobe.api import probe
     from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
 
+    if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
+        _probe_mcp(mcp_server, mcp_url, mcp_calls, mcp_interval, rounds, timeout, db, vantage,
+                   as_json)
+        return
     chosen = _chosen(tools, all_tools)
     cat = load_catalog(catalog)
-    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = _db(db)
     with cli_errors():
         lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
@@ -285,6 +309,28 @@ def probe_cmd(
         raise _nothing_reached(target, f" in run {summary.run_id}")
     if summary.status == RUN_INTERRUPTED:
         raise typer.Exit(130)
+
+
+def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
+               interval: float | None, rounds: int, timeout: float, db: Path | None,
+               vantage: str | None, as_json: bool) -> None:
+    from realprobe.api_mcp import probe_mcp
+    from realprobe.commands.common import as_flags
+
+    if calls is None:
+        raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
+    path = _db(db)
+    with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "rounds", "timeout"):
+        live = LiveCounts(0, "probing")
+        live.progress.update(live.task, total=None)
+        with live:
+            summary = probe_mcp(calls, mcp_server=server, mcp_url=url, rounds=rounds, db=path,
+                                timeout=timeout, vantage=vantage, mcp_interval=interval,
+                                on_call=live)
+    if as_json:
+        print_json(summary.model_dump(mode="json"))
+    else:
+        print_summary(summary, path)
 
 
 def _show_event(event: dict[str, Any]) -> None:
@@ -316,7 +362,7 @@ def schedule_cmd(
     db: DbOpt = None,
     vantage: VantageOpt = None,
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     record_mode: RecordModeOpt = None,
@@ -341,7 +387,7 @@ def schedule_cmd(
     from realprobe.api import schedule
 
     chosen = _chosen(tools, all_tools)
-    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = _db(db)
     cat = load_catalog(catalog)
     with cli_errors():

@@ -27,15 +27,18 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from prometheus_client import generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from realprobe.errors import RealprobeError
 from realprobe.monitor.aggregate import (
@@ -250,6 +253,50 @@ def _cumulative_buckets(s: Series) -> list[tuple[str, float]]:
         cumulative += count
         buckets.append((bound, cumulative))
     return buckets
+
+
+_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
+_OM_ONLY = ("_created", "_gsum", "_gcount")
+
+
+class _One:
+    def __init__(self, metric: Metric) -> None:
+        self.metric = metric
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.metric
+
+
+def exposition(metrics: Iterable[Metric]) -> bytes:
+    """The Prometheus text format, byte for byte what `generate_latest` writes, for families
+    whose metric and label names are plain (all of the exporter's): names are not re-checked
+    per sample, and a label value is escaped only when it holds a backslash, newline or
+    quote. A family of another type, or with OpenMetrics-only samples, goes through
+    `generate_latest` itself."""
+    out: list[str] = []
+    for m in metrics:
+        kind = _TYPES.get(m.type)
+        if kind is None or any(s.name.endswith(_OM_ONLY) for s in m.samples):
+            out.append(generate_latest(_One(m)).decode())  # type: ignore[arg-type]
+            continue
+        name = m.name + "_total" if kind == "counter" else m.name
+        doc = m.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
+        for s in m.samples:
+            labels = s.labels
+            if labels:
+                parts = []
+                for k, v in sorted(labels.items()):
+                    if "\\" in v or "\n" in v or '"' in v:
+                        v = v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+                    parts.append(f'{k}="{v}"')
+                line = f"{s.name}{{{','.join(parts)}}} {floatToGoString(s.value)}"
+            else:
+                line = f"{s.name} {floatToGoString(s.value)}"
+            if s.timestamp is not None:
+                line += f" {int(float(s.timestamp) * 1000):d}"
+            out.append(line + "\n")
+    return "".join(out).encode()
 
 
 def window_p95(agg: Aggregator, since: float) -> dict[tuple[str, str], float]:

@@ -367,22 +367,18 @@ def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
     return fit_mixture(arr.latency_ms[ok], censor_ms)
 
 
-def fit_mixtures(
-    arrays: ProbeArrays, names: list[str]
-) -> dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]]:
-    """Each named tool's mixture fit: (the components when two win, else None; the choice,
-    BIC per K, either way)."""
-    out: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
-    for i, name in enumerate(arrays.tools):
-        if name not in names or arrays.bounds[i + 1] <= arrays.bounds[i]:
-            continue
-        fit = fit_tool(arrays.slice(i))
-        if fit is None:
-            continue
-        comps = (
-            [MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components]
-            if fit.k > 1
-            else None
-        )
-        out[name] = (comps, fit.summary())
-    return out
+Fitted = tuple[list[MixtureComponent] | None, dict[str, Any]]
+
+
+def fit_one(arr: ProbeArrays) -> Fitted | None:
+    """One tool's mixture fit: (the components when two win, else None; the choice, BIC per
+    K, either way), None when its rows allow no fit."""
+    fit = fit_tool(arr) if len(arr) else None
+    if fit is None:
+        return None
+    comps = (
+        [MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components]
+        if fit.k > 1
+        else None
+    )
+    return comps, fit.summary()

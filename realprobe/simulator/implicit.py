@@ -268,3 +268,29 @@ def shape(
     if variant == "drift":
         return drift(route, ok)
     raise KeyError(variant)
+
+
+def reshape(variant: str, doc: Any, pick: int, earlier: Any = None) -> tuple[Any, str]:
+    """An implicit variant of any JSON answer (an MCP tool's structured result, say), with no
+    route to consult: the first candidate of each variant, and a note of what was done."""
+    if variant == "stale":
+        if earlier is not None and earlier != doc:
+            return earlier, "an earlier answer again"
+        moved = json.loads(_move_dates(json.dumps(doc, ensure_ascii=False), STALE_DAYS))
+        return moved, f"dates moved {STALE_DAYS} days into the past" if moved != doc else (
+            "the same answer again")
+    if variant == "empty":
+        same = _dump(doc)
+        body, note = next((c for c in _empty_candidates(doc) if c[0] != same),
+                          (same, "nothing to empty"))
+        return json.loads(body), note
+    if variant == "wrong":
+        shifted = _shift(doc, pick)
+        if shifted != doc:
+            return shifted, "numbers shifted, flags flipped"
+        return _map(doc, lambda v: _scrambled(v) if isinstance(v, str) else v, False), (
+            "text scrambled")
+    if variant == "drift":
+        body, note = next(_drifts(doc), (_dump(doc), "no fields to drift"))
+        return json.loads(body), note
+    raise KeyError(variant)

@@ -336,6 +336,9 @@ class Profile(_Model):
     rule: FailureRule = "burst"
     #: simulated calls slower than this end as TIMEOUT (the ResiliBench paper's 30 s)
     call_timeout_s: float | None = Field(default=None, gt=0)
+    #: how `realprobe mcp proxy` answers an injected explicit fault: an `isError` tool result
+    #: the model reads (`result`, the default), or a JSON-RPC error (`jsonrpc`)
+    mcp_errors: Literal["result", "jsonrpc"] | None = None
 
     @field_validator("format")
     @classmethod

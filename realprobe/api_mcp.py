@@ -1,0 +1,163 @@
+"""The front door for any MCP server as a target: proxy it with faults, replay a recorded
+session, import other recorders' transcripts, probe its tools into the probe database.
+
+Every keyword is the flag of the command with dashes for underscores (`--fault-rate` is
+`fault_rate=`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from realprobe.errors import RealprobeError
+
+if TYPE_CHECKING:
+    from realprobe.mcp.proxy import ProxySummary
+    from realprobe.probes.runner import RunSummary
+
+
+def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
+             record: str | Path | None, db: str | Path | None, timeout: float,
+             max_message_bytes: int, vantage: str | None, replayed: str | None = None) -> Any:
+    from realprobe.clients import check_seed
+    from realprobe.mcp.proxy import ProxyOptions
+
+    if fault_rate is not None and not 0 <= fault_rate <= 1:
+        raise RealprobeError(f"fault_rate {fault_rate!r}: expected a share between 0 and 1",
+                             param="fault_rate")
+    if not timeout > 0:
+        raise RealprobeError(f"timeout {timeout!r}: expected seconds > 0", param="timeout")
+    if max_message_bytes < 1024:
+        raise RealprobeError("max_message_bytes: at least 1024", param="max_message_bytes")
+    check_seed(seed)
+    opts = ProxyOptions(profile=profile, fault_plan=fault_plan, fault_rate=fault_rate,
+                        seed=seed, record=Path(record) if record else None,
+                        db=Path(db) if db else None, timeout_s=timeout,
+                        max_message_bytes=max_message_bytes, vantage=vantage, replayed=replayed)
+    opts.fault_model()  # a bad profile or plan is refused before anything starts
+    return opts
+
+
+def mcp_proxy(
+    command: str | Sequence[str] | None = None,
+    *,
+    upstream: str | None = None,
+    profile: Any = None,
+    fault_plan: Any = None,
+    fault_rate: float | None = None,
+    seed: int = 0,
+    record: str | Path | None = None,
+    db: str | Path | None = None,
+    timeout: float = 60.0,
+    max_message_bytes: int = 16 * 1024 * 1024,
+    vantage: str | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> ProxySummary:
+    """Serve MCP on stdin/stdout in front of the server `command` starts (or the
+    streamable-HTTP server at `upstream`), relaying every message; faults from `profile` /
+    `fault_plan` / `fault_rate` (seeded by `seed`) are injected per tools/call; `record`
+    writes the session cassette, `db` a probe row per call."""
+    from realprobe.mcp.proxy import serve
+    from realprobe.mcp.wire import split_command
+
+    if (command is None or not command) == (upstream is None):
+        raise RealprobeError("give the MCP server as a command or as an upstream URL "
+                             "(exactly one)", param="command")
+    argv = split_command(command) if command else None
+    opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
+                    max_message_bytes, vantage)
+    return _run(lambda: serve(opts, command=argv, url=upstream, on_ready=on_ready))
+
+
+def _run(main: Callable[[], Any]) -> Any:
+    from realprobe.mcp.serve import run_until_signal
+
+    box: list[Any] = []
+
+    async def go() -> None:
+        box.append(await main())
+
+    run_until_signal(go)
+    if not box:
+        raise RealprobeError("interrupted")
+    return box[0]
+
+
+def mcp_replay(
+    cassette: str | Path,
+    *,
+    on_exhausted: str = "error",
+    replay_latency: str = "none",
+    profile: Any = None,
+    fault_plan: Any = None,
+    fault_rate: float | None = None,
+    seed: int = 0,
+    db: str | Path | None = None,
+    timeout: float = 60.0,
+    vantage: str | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> ProxySummary:
+    """Serve a recorded MCP session on stdin/stdout with the server gone: each request gets
+    its recorded answer, in order (`on_exhausted`: error, repeat-last or cycle, as for HTTP
+    cassettes; `replay_latency`: none, real or scaled:X); faults and rows as for the proxy."""
+    from realprobe.cassettes.core import EXHAUSTION_POLICIES, LatencyPolicy
+    from realprobe.mcp.proxy import serve
+    from realprobe.mcp.session_cassette import CassetteUpstream
+
+    if on_exhausted not in EXHAUSTION_POLICIES:
+        raise RealprobeError(f"on_exhausted {on_exhausted!r}: choose one of "
+                             f"{', '.join(EXHAUSTION_POLICIES)}", param="on_exhausted")
+    LatencyPolicy.parse(replay_latency)
+    path = Path(cassette)
+    opts = _options(profile, fault_plan, fault_rate, seed, None, db, timeout, 16 * 1024 * 1024,
+                    vantage, replayed=str(path))
+
+    async def main() -> Any:
+        up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency)
+        return await serve(opts, cassette=up, on_ready=on_ready)
+
+    return _run(main)
+
+
+def mcp_import(source: str | Path, output: str | Path) -> int:
+    """Convert another recorder's JSON-lines MCP transcript into an MCP session cassette;
+    returns the messages kept."""
+    from realprobe.mcp.session_cassette import import_session
+
+    return import_session(source, output)
+
+
+def probe_mcp(
+    mcp_calls: str | Path | dict[str, Any],
+    *,
+    mcp_server: str | Sequence[str] | None = None,
+    mcp_url: str | None = None,
+    rounds: int = 1,
+    db: str | Path | None = None,
+    timeout: float = 10.0,
+    vantage: str | None = None,
+    mcp_interval: float | None = None,
+    on_call: Callable[[dict[str, Any], Any], None] | None = None,
+) -> RunSummary:
+    """Probe the tools of an MCP server (`mcp_server`: a command, or `mcp_url`) with the
+    arguments of `mcp_calls` (a JSON/TOML file or a dict: tool -> arguments or a list of
+    them), `rounds` times, one call in flight and `mcp_interval` seconds apart (default 0
+    on stdio, 1 s over HTTP); one probe row per call in `db`."""
+    from realprobe.dbfacts import default_db_path
+    from realprobe.mcp.probing import load_calls, probe_server
+
+    if rounds < 1:
+        raise RealprobeError(f"rounds {rounds}: at least 1", param="rounds")
+    if not timeout > 0:
+        raise RealprobeError(f"timeout {timeout!r}: expected seconds > 0", param="timeout")
+    calls = load_calls(mcp_calls) if not isinstance(mcp_calls, dict) else {
+        k: v if isinstance(v, list) else [v] for k, v in mcp_calls.items()}
+    interval = mcp_interval if mcp_interval is not None else (1.0 if mcp_url else 0.0)
+    if interval < 0:
+        raise RealprobeError("mcp_interval: seconds >= 0", param="mcp_interval")
+    return asyncio.run(probe_server(
+        calls, command=mcp_server, url=mcp_url, rounds=rounds,
+        db=Path(db) if db else default_db_path(), timeout_s=timeout, vantage=vantage,
+        interval_s=interval, on_call=on_call))

@@ -1,0 +1,184 @@
+"""Probing any MCP server's tools into the same `probes` table as the HTTP tools.
+
+The calls file (JSON or TOML, read under the input limits) maps a tool name to its
+arguments, or to a list of argument sets cycled over the rounds. Each call is made through
+the official SDK client (a command on stdio, or a streamable-HTTP URL) one at a time, at
+least `interval_s` apart (a server is one host: one call in flight, spaced), and stored as a
+row with tool = the MCP tool name, api = the server's name from `initialize`, target kind
+`live`. `stats`, `calibrate`, `drift`, `report`, the exporter and alerts read them unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.limits import check_nesting, read_bounded
+from realprobe.mcp.proxy import failed, tool_result
+from realprobe.result import ToolResult
+
+
+def load_calls(path: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """tool name -> argument sets (at least one each)."""
+    p = Path(path)
+    text = read_bounded(p, f"calls file {p}").decode("utf-8", "replace")
+    try:
+        if p.suffix.lower() == ".toml":
+            import tomllib
+
+            raw: Any = tomllib.loads(text)
+        else:
+            raw = json.loads(text)
+    except ValueError as exc:
+        raise RealprobeError(f"calls file {p}: not valid {p.suffix or 'JSON'} ({exc})",
+                             param="mcp_calls") from exc
+    check_nesting(raw, str(p))
+    if not isinstance(raw, dict) or not raw:
+        raise RealprobeError(f"calls file {p}: expected a table of tool name -> arguments",
+                             param="mcp_calls")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for tool, args in raw.items():
+        sets = args if isinstance(args, list) else [args]
+        if not sets or not all(isinstance(a, dict) for a in sets):
+            raise RealprobeError(
+                f"calls file {p}: {tool!r} needs an object of arguments or a list of them",
+                param="mcp_calls")
+        out[str(tool)] = sets
+    return out
+
+
+def client_for(command: str | Sequence[str] | None, url: str | None) -> Any:
+    """An SDK client for a command on stdio (the environment passed on) or an HTTP URL."""
+    from mcp import Client, StdioServerParameters
+
+    from realprobe.mcp.wire import split_command
+
+    if (command is None) == (url is None):
+        raise RealprobeError("give the MCP server as a command or a URL (exactly one)",
+                             param="mcp_server")
+    if url is not None:
+        if not url.startswith(("http://", "https://")):
+            raise RealprobeError(f"MCP URL {url!r}: expected http(s)://...", param="mcp_url")
+        return Client(url)
+    argv = split_command(command)  # type: ignore[arg-type]
+    return Client(StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ)))
+
+
+async def call_once(client: Any, tool: str, args: dict[str, Any], timeout_s: float) -> ToolResult:
+    """One call through the SDK client as a ToolResult (never raises for the server's
+    failures)."""
+    from mcp import MCPError
+
+    t0 = time.perf_counter()
+    try:
+        r = await asyncio.wait_for(client.call_tool(tool, args), timeout_s)
+    except MCPError as exc:
+        ms = (time.perf_counter() - t0) * 1000
+        err = getattr(exc, "error", None)
+        return tool_result(tool, {"error": {"code": getattr(err, "code", None),
+                                            "message": str(exc)}}, ms, 0)
+    except TimeoutError:
+        return failed(tool, ErrorCode.TIMEOUT, f"no answer within {timeout_s:g} s",
+                      (time.perf_counter() - t0) * 1000)
+    except Exception as exc:  # the connection broke: the server died or went away
+        return failed(tool, ErrorCode.NETWORK_ERROR, f"{type(exc).__name__}: {exc}",
+                      (time.perf_counter() - t0) * 1000)
+    ms = (time.perf_counter() - t0) * 1000
+    body = r.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return tool_result(tool, {"result": body}, ms, len(json.dumps(body)))
+
+
+async def probe_server(
+    calls: dict[str, list[dict[str, Any]]], *, command: str | Sequence[str] | None = None,
+    url: str | None = None, rounds: int = 1, db: Path, timeout_s: float = 10.0,
+    vantage: str | None = None, interval_s: float = 0.0, on_call: Any = None,
+) -> Any:
+    """Probe every tool of `calls` `rounds` times; one row per call in `db`."""
+    from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
+    from realprobe.store import RUN_DONE, RUN_FAILED, Store, probe_row
+    from realprobe.target import Target
+    from realprobe.version import __version__
+
+    vantage = vantage or default_vantage()
+    run_id = new_run_id().replace("mcp-", "mcp-probe-", 1)
+    results: dict[str, list[ToolResult]] = {t: [] for t in calls}
+    store = Store(db)
+    start = time.time()
+    status = RUN_FAILED
+    api = "mcp"
+    try:
+        async with client_for(command, url) as client:
+            api = str(getattr(client.server_info, "name", "") or "mcp")
+            listed = {t.name for t in (await client.list_tools()).tools}
+            unknown = sorted(set(calls) - listed)
+            if unknown:
+                raise RealprobeError(
+                    f"the server {api!r} has no tool {', '.join(unknown)}; it lists "
+                    f"{', '.join(sorted(listed)) or 'none'}", param="mcp_calls")
+            store.start_run({
+                "id": run_id, "started_at": iso_utc(start), "started_ts": start,
+                "vantage": vantage, "mode": "live", "target": f"mcp:{api}",
+                "target_kind": "live", "source": "probe", "tools": sorted(calls),
+                "rounds": rounds, "n_calls": 0, "version": __version__,
+            })  # fmt: skip
+            last = 0.0
+            for rnd in range(rounds):
+                for tool, sets in calls.items():
+                    args = sets[rnd % len(sets)]
+                    await asyncio.sleep(max(0.0, last + interval_s - time.monotonic()))
+                    last = time.monotonic()
+                    wall = time.time()
+                    result = await call_once(client, tool, args, timeout_s)
+                    row = probe_row(result, run_id=run_id, tool=tool, api=api, round_no=rnd,
+                                    started_wall=wall, timeout_s=timeout_s, vantage=vantage,
+                                    args=args, source="probe", target=Target.live())
+                    store.insert_probe(row)
+                    results[tool].append(result)
+                    if on_call is not None:
+                        on_call(row, result)
+            status = RUN_DONE
+    finally:
+        n = [r for rs in results.values() for r in rs]
+        ok = sum(r.ok for r in n)
+        end = time.time()
+        if _has_run(store, run_id):
+            store.finish_run(run_id, {"status": status, "ended_at": iso_utc(end),
+                                      "ended_ts": end, "n_calls": len(n), "n_ok": ok,
+                                      "n_error": len(n) - ok})
+        store.close()
+    return _summary(run_id, status, api, vantage, rounds, start, end, results)
+
+
+def _summary(run_id: str, status: str, api: str, vantage: str, rounds: int, start: float,
+             end: float, results: dict[str, list[ToolResult]]) -> Any:
+    from realprobe.mcp.rows import iso_utc
+    from realprobe.probes.runner import RunSummary, ToolSummary
+
+    every = [r for rs in results.values() for r in rs]
+    ok = sum(r.ok for r in every)
+    tools = [ToolSummary(
+        tool=t, api=api, n=len(rs), ok=sum(r.ok for r in rs),
+        errors=dict(Counter(r.code.value for r in rs if r.code is not None)),
+        median_latency_ms=median([r.latency_ms for r in rs if r.ok]) if any(
+            r.ok for r in rs) else None) for t, rs in results.items()]
+    return RunSummary(
+        run_id=run_id, status=status, mode="live", target=f"mcp:{api}", vantage=vantage,
+        started_at=iso_utc(start), ended_at=iso_utc(end), duration_s=round(end - start, 3),
+        rounds=rounds, n_calls=len(every), n_ok=ok, n_error=len(every) - ok, n_skipped=0,
+        excluded=False, tools=tools)
+
+
+def _has_run(store: Any, run_id: str) -> bool:
+    try:
+        store.run(run_id)
+    except Exception:
+        return False
+    return True

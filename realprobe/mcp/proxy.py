@@ -1,0 +1,563 @@
+"""realprobe in front of any MCP server: every message relayed both ways, faults injected per
+`tools/call` from the simulator's fault model, each call stored as a probe row.
+
+What passes through is relayed as it came (`initialize`, `tools/list`, notifications, the
+server's own requests, every answer not injected). For each `tools/call` the fault model
+(the same `FaultModel` as the HTTP tools: profile, fault plan, fault-rate dial, seeded per
+tool) draws an outcome:
+
+- an explicit fault is answered at once, as an `isError` result or a JSON-RPC error (the
+  profile's `mcp_errors`), and the server never sees the call;
+- a hang (TIMEOUT) is held: the client's cancellation or the proxy's deadline ends it;
+- an implicit fault (stale, empty, wrong, drift) lets the call through and rewrites the
+  structured result (and the text that mirrors it) before the client sees it.
+
+A server that never answers, writes garbage, answers with more than the size limit or dies
+mid-call costs its callers a clear JSON-RPC error and an error row, never a hung proxy; the
+session cassette is written line by line, so it survives all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.mcp.wire import TOO_LONG, Wire, parse
+from realprobe.result import ToolError, ToolResult
+from realprobe.simulator.faults import FaultModel, Outcome, injection_of
+from realprobe.target import Target, TargetKind
+
+log = logging.getLogger("realprobe.mcp.proxy")
+
+#: JSON-RPC error codes a server answers with -> the error taxonomy
+JSONRPC_CODES = {-32602: ErrorCode.INVALID_INPUT, -32601: ErrorCode.NOT_FOUND,
+                 -32001: ErrorCode.TIMEOUT, -32700: ErrorCode.INVALID_RESPONSE}
+#: an injected explicit fault as a JSON-RPC error code
+INJECTED_CODES = {ErrorCode.TIMEOUT: -32001, ErrorCode.INVALID_INPUT: -32602,
+                  ErrorCode.NOT_FOUND: -32601}
+UPSTREAM_GONE = -32000
+MESSAGES = {
+    ErrorCode.SERVER_ERROR: "the tool's backend failed (HTTP 503)",
+    ErrorCode.RATE_LIMIT_ERROR: "rate limited (HTTP 429)",
+    ErrorCode.NETWORK_ERROR: "the connection to the tool's backend was reset",
+    ErrorCode.TIMEOUT: "no answer before the deadline",
+    ErrorCode.INVALID_RESPONSE: "the tool's backend answered with something unreadable",
+    ErrorCode.AUTH_ERROR: "not authorised (HTTP 401)",
+    ErrorCode.NOT_FOUND: "not found (HTTP 404)",
+    ErrorCode.INVALID_INPUT: "the arguments were refused (HTTP 400)",
+}
+
+
+def code_in(text: str) -> ErrorCode:
+    """The taxonomy code a tool error's text starts with (realprobe's own servers say it),
+    else OPERATION_FAILED."""
+    head = text.lstrip().split(":", 1)[0].split(" ", 1)[0].strip()
+    try:
+        return ErrorCode(head)
+    except ValueError:
+        return ErrorCode.OPERATION_FAILED
+
+
+def result_text(result: dict[str, Any]) -> str:
+    return "\n".join(str(c.get("text", "")) for c in result.get("content") or []
+                     if isinstance(c, dict) and c.get("type") == "text")
+
+
+def _params(msg: dict[str, Any]) -> dict[str, Any]:
+    params = msg.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+def tool_result(tool: str, answer: dict[str, Any], latency_ms: float, size: int) -> ToolResult:
+    """One `tools/call` answer (its JSON-RPC message) as a ToolResult."""
+    err = answer.get("error")
+    if isinstance(err, dict):
+        code = JSONRPC_CODES.get(err.get("code"), ErrorCode.OPERATION_FAILED)  # type: ignore[arg-type]
+        return failed(tool, code, str(err.get("message") or "JSON-RPC error"), latency_ms, size)
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return failed(tool, ErrorCode.INVALID_RESPONSE, "an answer with no result",
+                      latency_ms, size)
+    if result.get("isError"):
+        text = result_text(result) or "the tool reported an error"
+        return failed(tool, code_in(text), text, latency_ms, size)
+    data = result.get("structuredContent")
+    return ToolResult(tool=tool, ok=True, data=data if isinstance(data, dict) else None,
+                      latency_ms=latency_ms, bytes=size)
+
+
+def failed(tool: str, code: ErrorCode, message: str, latency_ms: float,
+           size: int = 0) -> ToolResult:
+    return ToolResult(tool=tool, ok=False, error=ToolError(code=code, message=message),
+                      latency_ms=latency_ms, bytes=size)
+
+
+@dataclass
+class ProxyOptions:
+    profile: Any = None  # a Profile, a built-in name or a file
+    fault_plan: Any = None
+    fault_rate: float | None = None
+    seed: int = 0
+    record: Path | None = None
+    db: Path | None = None
+    timeout_s: float = 60.0  # the longest a call is awaited or a hang held
+    max_message_bytes: int = 16 * 1024 * 1024
+    vantage: str | None = None
+    replayed: str | None = None  # the cassette standing in for the server, when replaying
+
+    @property
+    def injects(self) -> bool:
+        return any(x is not None for x in (self.profile, self.fault_plan, self.fault_rate))
+
+    def fault_model(self) -> FaultModel | None:
+        if not self.injects:
+            return None
+        from realprobe.simulator.plans import load_plan
+        from realprobe.simulator.profile import resolve_profile
+
+        profile = resolve_profile(self.profile if self.profile is not None else "calm")
+        if self.fault_rate is not None:
+            profile = profile.scaled(self.fault_rate)
+        plan = load_plan(self.fault_plan) if self.fault_plan is not None else None
+        return FaultModel(profile, self.seed, plan)
+
+    def target(self, model: FaultModel | None) -> Target:
+        if self.replayed is not None:
+            return Target(kind=TargetKind.REPLAY, cassette=self.replayed)
+        if model is not None:
+            return Target(kind=TargetKind.SIMULATE, seed=self.seed,
+                          profile=f"proxy:{model.profile.name or 'profile'}")
+        return Target.live()
+
+
+@dataclass
+class Call:
+    rid: Any
+    key: str
+    tool: str
+    args: Any
+    t0: float = field(default_factory=time.perf_counter)
+    wall: float = field(default_factory=time.time)
+    out: Outcome | None = None
+    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class ProxySummary:
+    calls: int = 0
+    ok: int = 0
+    injected: int = 0
+    garbage: int = 0
+    upstream_exit: int | None = None  # the server ended the session (its exit code, -1 if unknown)
+    server: str = ""
+    run_id: str | None = None
+
+
+class Rows:
+    """Probe rows of the proxied calls (source mcp) in one run of the store."""
+
+    def __init__(self, db: Path, target: Target, vantage: str | None, timeout_s: float) -> None:
+        from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
+        from realprobe.store import Store
+        from realprobe.version import __version__
+
+        self.store = Store(db)
+        self.target, self.timeout_s = target, timeout_s
+        self.vantage = vantage or default_vantage()
+        self.run_id = new_run_id()
+        self.n: dict[str, int] = {}
+        self.ok = self.stored = 0
+        wall = time.time()
+        self.store.start_run({
+            "id": self.run_id, "started_at": iso_utc(wall), "started_ts": wall,
+            "vantage": self.vantage, "mode": "proxy", "target": target.label,
+            "target_kind": target.kind.value, "source": "mcp", "tools": [], "rounds": 0,
+            "n_calls": 0, "version": __version__,
+        })  # fmt: skip
+
+    def add(self, call: Call, result: ToolResult, api: str, detail: str | None = None,
+            implicit: str | None = None) -> None:
+        from realprobe.store import probe_row
+
+        self.n[call.tool] = n = self.n.get(call.tool, 0) + 1
+        row = probe_row(result, run_id=self.run_id, tool=call.tool, api=api, round_no=n - 1,
+                        started_wall=call.wall, timeout_s=self.timeout_s, vantage=self.vantage,
+                        args=call.args, source="mcp", target=self.target, implicit=implicit)
+        if detail:
+            row["detail"] = detail
+        try:
+            self.store.insert_probe(row)
+        except Exception as exc:  # a full disk must not take the proxy down
+            log.error("could not store the call of %s: %s", call.tool, exc)
+            return
+        self.stored += 1
+        self.ok += int(result.ok)
+
+    def close(self, status: str) -> None:
+        from realprobe.mcp.rows import iso_utc
+
+        wall = time.time()
+        try:
+            self.store.finish_run(self.run_id, {
+                "status": status, "ended_at": iso_utc(wall), "ended_ts": wall,
+                "n_calls": self.stored, "n_ok": self.ok, "n_error": self.stored - self.ok,
+                "tools": sorted(self.n),
+            })  # fmt: skip
+        finally:
+            self.store.close()
+
+
+class Proxy:
+    def __init__(self, opts: ProxyOptions, *, server_hint: str,
+                 meta: dict[str, Any] | None = None) -> None:
+        self.opts = opts
+        self.model = opts.fault_model()
+        self.target = opts.target(self.model)
+        self.summary = ProxySummary(server=server_hint)
+        self.pending: dict[str, Call] = {}  # forwarded calls awaiting the server
+        self.held: dict[str, Call] = {}  # injected hangs
+        self.answered: set[str] = set()  # ended by the proxy: a late answer is dropped
+        self.init_ids: set[str] = set()
+        self.earlier: dict[str, Any] = {}  # each tool's last answer (for `stale`)
+        self.result_type = False
+        self.rows = Rows(opts.db, self.target, opts.vantage, opts.timeout_s) if opts.db else None
+        self.summary.run_id = self.rows.run_id if self.rows else None
+        self.recorder = None
+        if opts.record is not None:
+            from realprobe.mcp.session_cassette import SessionRecorder
+
+            self.recorder = SessionRecorder(opts.record, {
+                **(meta or {}), "target": self.target.label, "seed": opts.seed})
+        self.front: Wire | None = None
+        self.upstream: Wire | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- the session -----------------------------------------------------------------------
+
+    async def run(self, front: Wire, upstream: Wire) -> ProxySummary:
+        self.front, self.upstream = front, upstream
+        down = asyncio.ensure_future(self._pump(front, self._from_client))
+        up = asyncio.ensure_future(self._pump(upstream, self._from_upstream))
+        status = "done"
+        try:
+            done, _ = await asyncio.wait({down, up}, return_when=asyncio.FIRST_COMPLETED)
+            if up in done and not down.done():
+                self.summary.upstream_exit = -1
+                await self._upstream_gone()
+        except BaseException:
+            status = "interrupted"
+            raise
+        finally:
+            for task in (down, up, *self._tasks):
+                task.cancel()
+            for call in [*self.pending.values(), *self.held.values()]:
+                if call.timer is not None:
+                    call.timer.cancel()
+            if self.recorder is not None:
+                self.recorder.close()
+            if self.rows is not None:
+                self.rows.close(status)
+        return self.summary
+
+    async def _pump(self, wire: Wire, handle: Any) -> None:
+        while (line := await wire.recv()) is not None:
+            await handle(line)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _to_client(self, msg: Any, line: str | None = None,
+                         injected: dict[str, Any] | None = None) -> None:
+        assert self.front is not None
+        if self.recorder is not None:  # on file before the client has it
+            self.recorder.message("s2c", msg, injected)
+        await self.front.send(line if line is not None else json.dumps(msg, ensure_ascii=False))
+
+    # -- client -> server ------------------------------------------------------------------
+
+    async def _from_client(self, line: str) -> None:
+        assert self.upstream is not None
+        msg = parse(line)
+        if self.recorder is not None:
+            if msg is None:
+                self.recorder.garbage("c2s", line)
+            else:
+                self.recorder.message("c2s", msg)
+        if isinstance(msg, dict):
+            method = msg.get("method")
+            if method == "tools/call" and "id" in msg:
+                if not await self._call(msg):
+                    return
+            elif method == "notifications/cancelled":
+                if self._cancelled(msg):
+                    return
+            elif method in ("initialize", "server/discover") and "id" in msg:
+                self.init_ids.add(json.dumps(msg["id"]))
+        await self.upstream.send(line)
+
+    async def _call(self, msg: dict[str, Any]) -> bool:
+        """Start one tools/call; False when the proxy answers it itself."""
+        params = _params(msg)
+        call = Call(msg["id"], json.dumps(msg["id"]), str(params.get("name")),
+                    params.get("arguments"))
+        self.summary.calls += 1
+        out = self.model.draw(call.tool, call.wall) if self.model is not None else None
+        call.out = out
+        loop = asyncio.get_running_loop()
+        if out is not None and out.code is not None:
+            self.summary.injected += 1
+            if out.code is not ErrorCode.TIMEOUT:
+                await self._inject(call, out)
+                return False
+            self.held[call.key] = call  # a hang: held until cancelled or the deadline
+            call.timer = loop.call_later(self.opts.timeout_s, self._expire, call.key)
+            return False
+        if out is not None and out.implicit:
+            self.summary.injected += 1
+        self.pending[call.key] = call
+        call.timer = loop.call_later(self.opts.timeout_s, self._expire, call.key)
+        return True
+
+    def _label(self, call: Call) -> dict[str, Any] | None:
+        inj = injection_of(call.tool, 0, call.out) if call.out is not None else None
+        if inj is None:
+            return None
+        return {"origin": "injected", "kind": f"{inj.kind}-{inj.persistence}",
+                "variant": inj.variant or inj.code, "by": inj.by}
+
+    def _detail(self, label: dict[str, Any], note: str = "") -> str:
+        return (f"injected {label['kind']} {label['variant']} ({label['by']})"
+                + (f": {note}" if note else ""))
+
+    async def _inject(self, call: Call, out: Outcome) -> None:
+        assert out.code is not None
+        message = MESSAGES.get(out.code, "the tool failed")
+        if out.retry_after_s:
+            message += f"; retry after {out.retry_after_s:g} s"
+        profile = self.model.profile if self.model is not None else None
+        if profile is not None and profile.mcp_errors == "jsonrpc":
+            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": call.rid, "error": {
+                "code": INJECTED_CODES.get(out.code, -32603), "message": message}}
+        else:
+            answer = {"jsonrpc": "2.0", "id": call.rid, "result": {"isError": True, "content": [
+                {"type": "text", "text": f"{out.code.value}: {message}"}]}}
+            if self.result_type:
+                answer["result"]["resultType"] = "complete"
+        label = self._label(call)
+        await self._to_client(answer, injected=label)
+        latency = (time.perf_counter() - call.t0) * 1000
+        if self.rows is not None and label is not None:
+            result = failed(call.tool, out.code, message, latency)
+            if result.error is not None:
+                result.error.retry_after_s = out.retry_after_s
+            self.rows.add(call, result, self.summary.server, self._detail(label))
+
+    def _cancelled(self, msg: dict[str, Any]) -> bool:
+        """The client gave up on a call: True when the proxy held it (nothing to forward)."""
+        params = _params(msg)
+        key = json.dumps(params.get("requestId"))
+        call = self.held.pop(key, None) or self.pending.pop(key, None)
+        if call is None:
+            return False
+        held = call.out is not None and call.out.code is ErrorCode.TIMEOUT
+        self._end(call, failed(call.tool, ErrorCode.TIMEOUT,
+                               "cancelled by the client (its deadline passed)",
+                               (time.perf_counter() - call.t0) * 1000))
+        return held
+
+    def _expire(self, key: str) -> None:
+        call = self.held.pop(key, None) or self.pending.pop(key, None)
+        if call is None:
+            return
+        waited = self.opts.timeout_s
+        self._spawn(self._answer_error(call, ErrorCode.TIMEOUT, -32001,
+                                       f"no answer from the MCP server within {waited:g} s"
+                                       + self._garbage_note()))
+
+    def _garbage_note(self) -> str:
+        n = self.summary.garbage
+        return f" (it wrote {n} line(s) that are not JSON-RPC meanwhile)" if n else ""
+
+    async def _answer_error(self, call: Call, code: ErrorCode, rpc: int, message: str) -> None:
+        result = failed(call.tool, code, message, (time.perf_counter() - call.t0) * 1000)
+        self._end(call, result)
+        await self._to_client({"jsonrpc": "2.0", "id": call.rid,
+                               "error": {"code": rpc, "message": message}})
+
+    def _end(self, call: Call, result: ToolResult, note: str = "") -> None:
+        """Store a finished call (once) and forget it."""
+        if call.timer is not None:
+            call.timer.cancel()
+        self.answered.add(call.key)
+        self.summary.ok += int(result.ok)
+        if self.rows is None:
+            return
+        label = self._label(call)
+        implicit = call.out.variant if call.out is not None and call.out.implicit else None
+        if label is not None and call.out is not None and call.out.implicit and not result.ok:
+            label = None  # the server failed the call itself: nothing was injected
+            implicit = None
+        self.rows.add(call, result, self.summary.server,
+                      self._detail(label, note) if label else None, implicit)
+
+    # -- server -> client ------------------------------------------------------------------
+
+    async def _from_upstream(self, line: str) -> None:
+        if line == TOO_LONG or len(line) > self.opts.max_message_bytes:
+            await self._too_long()
+            return
+        msg = parse(line)
+        if not isinstance(msg, dict):
+            self.summary.garbage += 1
+            if self.summary.garbage <= 3:
+                sys.stderr.write(f"realprobe mcp proxy: the server wrote a line that is not "
+                                 f"JSON-RPC: {line[:120]!r}\n")
+            if self.recorder is not None:
+                self.recorder.garbage("s2c", line)
+            return
+        if "method" not in msg and "id" in msg:
+            key = json.dumps(msg["id"])
+            res = msg.get("result")
+            if key in self.init_ids and isinstance(res, dict):
+                self.init_ids.discard(key)
+                info = res.get("serverInfo") or (res.get("_meta") or {}).get(
+                    "io.modelcontextprotocol/serverInfo") or {}
+                self.summary.server = str(info.get("name") or self.summary.server)
+                self.result_type = "resultType" in res  # the 2026 protocol marks every result
+            call = self.pending.pop(key, None)
+            if call is None and key in self.answered:
+                return  # the proxy already answered it (deadline, cancellation)
+            if call is not None:
+                line, msg = self._answered(call, msg, line)
+        await self._to_client(msg, line, self._label_if_rewritten(msg))
+
+    def _label_if_rewritten(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        return msg.pop("_realprobe_injected", None) if isinstance(msg, dict) else None
+
+    def _answered(self, call: Call, msg: dict[str, Any], line: str) -> tuple[str, Any]:
+        latency = (time.perf_counter() - call.t0) * 1000
+        result = tool_result(call.tool, msg, latency, len(line))
+        note = ""
+        out = call.out
+        res = msg.get("result")
+        if result.ok and isinstance(res, dict):
+            original = self._doc(res)
+            if out is not None and out.implicit and out.variant is not None:
+                from realprobe.simulator.implicit import reshape
+
+                new, note = reshape(out.variant, original, out.pick,
+                                    self.earlier.get(call.tool))
+                self._put_doc(res, new)
+                label = self._label(call)
+                line = json.dumps(msg, ensure_ascii=False)
+                msg["_realprobe_injected"] = label
+            self.earlier[call.tool] = original
+        self._end(call, result, note)
+        return line, msg
+
+    @staticmethod
+    def _doc(res: dict[str, Any]) -> Any:
+        if "structuredContent" in res:
+            return res["structuredContent"]
+        text = result_text(res)
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    @staticmethod
+    def _put_doc(res: dict[str, Any], doc: Any) -> None:
+        text = doc if isinstance(doc, str) else json.dumps(doc, indent=2, ensure_ascii=False)
+        if "structuredContent" in res:
+            res["structuredContent"] = doc if isinstance(doc, dict) else {"result": doc}
+        texts = [c for c in res.get("content") or [] if isinstance(c, dict)
+                 and c.get("type") == "text"]
+        if texts:
+            texts[0]["text"] = text
+            for extra in texts[1:]:
+                res["content"].remove(extra)
+
+    async def _too_long(self) -> None:
+        """An answer over the size limit: refused; the oldest call waiting gets the error."""
+        self.summary.garbage += 1
+        limit = self.opts.max_message_bytes
+        sys.stderr.write(f"realprobe mcp proxy: the server sent a message over {limit} bytes; "
+                         "refused\n")
+        if self.recorder is not None:
+            self.recorder.event("too_long", limit=limit)
+        if self.pending:
+            call = self.pending.pop(next(iter(self.pending)))
+            await self._answer_error(call, ErrorCode.INVALID_RESPONSE, -32603,
+                                     f"the MCP server's answer is over the {limit}-byte limit")
+
+    async def _upstream_gone(self) -> None:
+        code = None
+        exit_code = getattr(self.upstream, "exit_code", None)
+        if exit_code is not None:
+            code = await exit_code(2.0)
+        self.summary.upstream_exit = code if code is not None else -1
+        how = f"exited with code {code}" if code is not None else "closed the session"
+        if self.recorder is not None:
+            self.recorder.event("exit", code=code)
+        for key in list(self.pending):
+            call = self.pending.pop(key)
+            await self._answer_error(call, ErrorCode.NETWORK_ERROR, UPSTREAM_GONE,
+                                     f"the MCP server {how} during the call")
+
+
+def upstream_error(summary: ProxySummary) -> RealprobeError | None:
+    """The one-line error for a session the server ended, else None."""
+    from realprobe.errors import Unavailable
+
+    if summary.upstream_exit is None:
+        return None
+    how = (f"exited with code {summary.upstream_exit}" if summary.upstream_exit >= 0
+           else "closed the session")
+    return Unavailable(f"the MCP server {how}; {summary.calls} call(s) relayed, "
+                       f"{summary.garbage} unreadable line(s)")
+
+
+async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: str | None = None,
+                cassette: Any = None, on_ready: Any = None) -> ProxySummary:
+    """Relay the proxy's stdin/stdout to a server started from `command`, a streamable-HTTP
+    server at `url`, or a recorded session (`cassette`: a CassetteUpstream)."""
+    from realprobe.mcp.wire import ProcessWire, StdioFront, http_upstream
+
+    front = await StdioFront.open()
+    try:
+        if cassette is not None:
+            proxy = Proxy(opts, server_hint=str(cassette.meta.get("server") or "replay"),
+                          meta={"replayed": opts.replayed})
+            if on_ready:
+                on_ready()
+            try:
+                return await proxy.run(front, cassette)
+            finally:
+                cassette.close()
+        if url is not None:
+            async with http_upstream(url) as wire:
+                proxy = Proxy(opts, server_hint=url, meta={"server": url})
+                if on_ready:
+                    on_ready()
+                return await proxy.run(front, wire)
+        assert command is not None
+        pw = await ProcessWire.start(command, limit=opts.max_message_bytes)
+        try:
+            proxy = Proxy(opts, server_hint=Path(command[0]).name,
+                          meta={"server": Path(command[0]).name, "argv": command})
+            if on_ready:
+                on_ready()
+            return await proxy.run(front, pw)
+        finally:
+            await pw.close()
+    finally:
+        front.close()

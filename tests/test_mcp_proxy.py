@@ -1,0 +1,289 @@
+"""realprobe in front of real MCP servers (mcp-server-time, mcp-server-git, a hostile one,
+server-everything where node has it): relay, seeded faults, session cassettes, probe rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+
+from realprobe.mcp.session_cassette import read_session
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TIME = shutil.which("mcp-server-time") or str(BIN / "mcp-server-time")
+GIT = shutil.which("mcp-server-git") or str(BIN / "mcp-server-git")
+HOSTILE = [sys.executable, str(ROOT / "tests" / "mcp_hostile_server.py")]
+CONVERT = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+ENV = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "")}
+
+pytestmark = pytest.mark.skipif(not Path(TIME).exists(), reason="mcp-server-time not installed")
+
+
+def realprobe(*args: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "realprobe.cli", *args],
+                                 env=ENV)
+
+
+def proxy(*args: str, server: list[str] | None = None) -> StdioServerParameters:
+    return realprobe("mcp", "proxy", *args, "--", *(server or [TIME]))
+
+
+def dumped(r: Any) -> dict[str, Any]:
+    out = r.model_dump(by_alias=True, exclude_none=True, mode="json")
+    out.pop("_meta", None)
+    return out
+
+
+async def session(params: StdioServerParameters, calls: int = 1, read_timeout: float = 60.0,
+                  tool: str = "convert_time", args: dict[str, Any] | None = None) -> list[Any]:
+    """tools/list, then `calls` calls: each an answer, or `MCPError(code)`."""
+    out: list[Any] = []
+    async with Client(params, read_timeout_seconds=read_timeout) as c:
+        out.append(dumped(await c.list_tools()))
+        for _ in range(calls):
+            try:
+                out.append(dumped(await c.call_tool(tool, args if args is not None else CONVERT)))
+            except MCPError as exc:
+                out.append(f"MCPError {exc.error.code}")
+    return out
+
+
+def rows(db: Path, sql: str = "SELECT * FROM probes ORDER BY id") -> list[dict[str, Any]]:
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql)]
+    finally:
+        con.close()
+
+
+def fault_profile(tmp_path: Path, errors: dict[str, float], success: float = 0.5,
+                  **extra: Any) -> Path:
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"format": "realprobe-profile/1", "name": "test", "default": {
+        "success_rate": success, "errors": errors, "latency_ms": {"p50": 5}}, **extra}))
+    return path
+
+
+async def test_a_calm_proxy_shows_the_same_tools_and_answers_as_the_server(
+    tmp_path: Path,
+) -> None:
+    direct = await session(StdioServerParameters(command=TIME), calls=2)
+    db = tmp_path / "p.db"
+    through = await session(proxy("--profile", "calm", "--db", str(db)), calls=2)
+    assert through == direct
+    stored = rows(db)
+    assert [(r["tool"], r["api"], r["outcome"], r["source"]) for r in stored] == [
+        ("convert_time", "mcp-time", "ok", "mcp")] * 2
+
+
+async def test_faults_are_seeded_labelled_and_replay_with_the_server_gone(tmp_path: Path) -> None:
+    profile = fault_profile(tmp_path, {"SERVER_ERROR": 0.5, "RATE_LIMIT_ERROR": 0.5})
+    runs = []
+    for n in range(2):
+        args = ["--profile", str(profile), "--seed", "7", "--db", str(tmp_path / f"{n}.db"),
+                "--record", str(tmp_path / f"{n}.jsonl")]
+        runs.append(await session(proxy(*args), calls=16))
+    assert runs[0] == runs[1]  # the same calls fail, the same way
+    failed = [r for r in runs[0][1:] if r["isError"]]
+    assert 3 <= len(failed) <= 13, runs[0]
+    assert all(f["content"][0]["text"].split(":")[0] in ("SERVER_ERROR", "RATE_LIMIT_ERROR")
+               for f in failed)
+    stored = rows(tmp_path / "0.db")
+    assert [r["outcome"] == "error" for r in stored] == [r["isError"] for r in runs[0][1:]]
+    assert {r["target_kind"] for r in stored} == {"simulate"}
+    assert all(r["detail"].startswith("injected explicit-transient") for r in stored
+               if r["outcome"] == "error")
+
+    meta, records = read_session(tmp_path / "0.jsonl")
+    assert meta["server"] == "mcp-server-time" and meta["scrubbed"]
+    assert sum("injected" in r for r in records) == len(failed)
+    replayed = await session(realprobe("mcp", "replay", str(tmp_path / "0.jsonl")), calls=16)
+    assert replayed == runs[0]
+
+
+async def test_replay_runs_out_as_http_cassettes_do(tmp_path: Path) -> None:
+    cassette = tmp_path / "one.jsonl"
+    recorded = await session(proxy("--record", str(cassette)), calls=1)
+    again = await session(realprobe("mcp", "replay", str(cassette), "--on-exhausted",
+                                    "repeat-last"), calls=3)
+    assert again == [*recorded, recorded[1], recorded[1]]
+    missed = await session(realprobe("mcp", "replay", str(cassette)), calls=2)
+    assert missed[2] == "MCPError -32602"
+
+
+async def test_a_hang_is_held_until_the_client_gives_up(tmp_path: Path) -> None:
+    profile = fault_profile(tmp_path, {"TIMEOUT": 1.0}, success=0.0)
+    db = tmp_path / "h.db"
+    out = await session(proxy("--profile", str(profile), "--db", str(db)), calls=2,
+                        read_timeout=0.5)
+    assert out[1:] == ["MCPError -32001", "MCPError -32001"]  # the client's own timeout
+    stored = rows(db)
+    assert [(r["error_code"], r["detail"].split(" (")[0]) for r in stored] == [
+        ("TIMEOUT", "injected explicit-transient TIMEOUT")] * 2
+
+
+async def test_an_implicit_fault_rewrites_the_structured_result(tmp_path: Path) -> None:
+    profile = fault_profile(tmp_path, {}, success=1.0, implicit={"*": {"rates": {"wrong": 1.0}}})
+    db = tmp_path / "i.db"
+    direct = await session(StdioServerParameters(command=TIME), calls=1)
+    out = await session(proxy("--profile", str(profile), "--db", str(db)), calls=1)
+    assert not out[1]["isError"]
+    assert out[1]["structuredContent"] != direct[1]["structuredContent"]
+    assert json.loads(out[1]["content"][0]["text"]) == out[1]["structuredContent"]
+    (row,) = rows(db)
+    assert row["outcome"] == "ok" and row["implicit"] == "wrong"
+    assert row["detail"].startswith("injected implicit-transient wrong")
+
+
+async def test_a_hostile_server_gets_error_rows_and_never_a_hung_proxy(tmp_path: Path) -> None:
+    db, cassette = tmp_path / "x.db", tmp_path / "x.jsonl"
+    args = ["--db", str(db), "--record", str(cassette), "--max-message-bytes", "100000"]
+    results: list[Any] = []
+    async with Client(proxy(*args, server=HOSTILE), read_timeout_seconds=1.0) as c:
+        for tool in ("garbage", "huge", "silent", "echo", "die"):
+            try:
+                r = await c.call_tool(tool, {"text": "hi"} if tool == "echo" else {})
+                results.append((tool, r.is_error, r.content[0].text[:20]))  # type: ignore[union-attr]
+            except MCPError as exc:
+                results.append((tool, "MCPError", exc.error.code))
+    assert results == [
+        ("garbage", False, "after garbage"),
+        ("huge", "MCPError", -32603),
+        ("silent", "MCPError", -32001),
+        ("echo", False, "hi"),
+        ("die", "MCPError", -32000),
+    ]
+    stored = {r["tool"]: (r["outcome"], r["error_code"]) for r in rows(db)}
+    assert stored == {"garbage": ("ok", None), "huge": ("error", "INVALID_RESPONSE"),
+                      "silent": ("error", "TIMEOUT"), "echo": ("ok", None),
+                      "die": ("error", "NETWORK_ERROR")}
+    _, records = read_session(cassette)
+    assert any(r.get("garbage") == "this is not JSON-RPC" for r in records)
+    assert any(r.get("event") == "too_long" for r in records)
+    assert records[-1].get("event") == "exit" or any(r.get("event") == "exit" for r in records)
+
+
+def test_the_dead_server_is_a_clear_error_and_the_cassette_survives_a_kill(
+    tmp_path: Path,
+) -> None:
+    cassette = tmp_path / "k.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "proxy", "--record", str(cassette), "--",
+         *HOSTILE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, **ENV},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(msg: dict[str, Any]) -> None:
+        proc.stdin.write((json.dumps(msg) + "\n").encode())  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+          "params": {"name": "echo", "arguments": {"text": "kept"}}})
+    assert json.loads(proc.stdout.readline())["id"] == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    _, records = read_session(cassette)  # every relayed message is already on file
+    assert [r["msg"].get("id") for r in records if "msg" in r] == [1, 1, None, 2, 2]
+
+    dead = subprocess.Popen(  # the client stays: the server's exit ends the session
+        [sys.executable, "-m", "realprobe.cli", "mcp", "proxy", "--", sys.executable, "-c",
+         "import sys; sys.exit(4)"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env={**os.environ, **ENV},
+    )
+    dead.wait(timeout=60)
+    assert dead.stderr is not None and dead.stdin is not None
+    err = dead.stderr.read()
+    dead.stdin.close()
+    assert dead.returncode == 3, err
+    assert b"error: the MCP server exited with code 4" in err
+
+
+async def test_probing_a_server_feeds_stats(tmp_path: Path) -> None:
+    from realprobe import stats
+    from realprobe.api_mcp import probe_mcp
+
+    calls = tmp_path / "calls.toml"
+    calls.write_text('get_current_time = [{timezone = "Europe/Paris"}, {timezone = "No/Where"}]\n'
+                     'convert_time = {source_timezone = "UTC", time = "09:30", '
+                     'target_timezone = "Asia/Tokyo"}\n')
+    db = tmp_path / "probe.db"
+    summary = await _in_thread(probe_mcp, calls, mcp_server=TIME, rounds=4, db=db)
+    assert (summary.n_calls, summary.n_ok) == (8, 6)
+    stored = rows(db)
+    assert {(r["api"], r["source"], r["target_kind"]) for r in stored} == {
+        ("mcp-time", "probe", "live")}
+    by_tool = {s.tool: s.success for s in stats(db=db).tools}
+    assert (by_tool["get_current_time"].n, by_tool["get_current_time"].successes) == (4, 2)
+    assert (by_tool["convert_time"].n, by_tool["convert_time"].successes) == (4, 4)
+
+
+async def test_git_server_probed_on_a_throwaway_repository(tmp_path: Path) -> None:
+    from realprobe.api_mcp import probe_mcp
+
+    if not Path(GIT).exists():
+        pytest.skip("mcp-server-git not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for cmd in (["init", "-q"], ["-c", "user.email=a@b", "-c", "user.name=t", "commit", "-q",
+                                 "--allow-empty", "-m", "first"]):
+        subprocess.run(["git", *cmd], cwd=repo, check=True)
+    db = tmp_path / "git.db"
+    summary = await _in_thread(
+        probe_mcp, {"git_status": {"repo_path": str(repo)},
+                    "git_log": {"repo_path": str(repo), "max_count": 1}},
+        mcp_server=f"{GIT} --repository {repo}", rounds=2, db=db)
+    assert summary.n_ok == 4, summary
+    assert {r["api"] for r in rows(db)} == {"mcp-git"}
+
+
+async def test_server_everything_through_the_proxy() -> None:
+    exe = shutil.which("mcp-server-everything")
+    if exe is None:
+        pytest.skip("node's @modelcontextprotocol/server-everything is not installed "
+                    "(npm install -g @modelcontextprotocol/server-everything)")
+    direct = await session(StdioServerParameters(command=exe, args=["stdio"]), calls=1,
+                           tool="echo", args={"message": "hello"})
+    through = await session(proxy(server=[exe, "stdio"]), calls=1, tool="echo",
+                            args={"message": "hello"})
+    assert through == direct and direct[1]["content"][0]["text"].endswith("hello")
+
+
+async def test_another_recorders_transcript_imports_and_replays(tmp_path: Path) -> None:
+    recorded = tmp_path / "rec.jsonl"
+    original = await session(proxy("--record", str(recorded)), calls=1)
+    _, records = read_session(recorded)
+    tape = tmp_path / "tape.jsonl"
+    lines = [json.dumps({"v": 1, "type": "meta", "label": "time", "command": [TIME]})]
+    lines += [json.dumps({"t": f"2026-05-12T23:00:{r['t']:06.3f}Z",
+                          "dir": "in" if r["dir"] == "c2s" else "out", "raw": r["msg"]})
+              for r in records if "msg" in r]
+    tape.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "imported.jsonl"
+    res = subprocess.run([sys.executable, "-m", "realprobe.cli", "mcp", "import", str(tape),
+                          str(out)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, **ENV})
+    assert res.returncode == 0, res.stderr
+    assert await session(realprobe("mcp", "replay", str(out)), calls=1) == original
+
+
+async def _in_thread(fn: Any, *args: Any, **kw: Any) -> Any:
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args, **kw)
