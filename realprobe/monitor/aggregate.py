@@ -155,7 +155,7 @@ class Aggregator:
         self.last_refresh_s = 0.0
         self._lock = threading.Lock()
         self._columns: set[str] | None = None
-        self._quoted: tuple[tuple[int, int], dict[tuple[str, str, str], Interval]] | None = None
+        self._quoted: dict[int, dict[tuple[str, str, str], Interval]] = {}
 
     # -- reading ----------------------------------------------------------------------
 
@@ -408,14 +408,15 @@ class Aggregator:
     def quoted(self, since: float) -> dict[tuple[str, str, str], Interval]:
         """{(tool, target kind, vantage): the success interval `realprobe stats` quotes} over
         the rows since `since` (`quoted_success`: burst-adjusted, as every surface shows it),
-        read at most once a minute and once per new row; a database that cannot be read
-        gives nothing (the ratio is shown without an interval)."""
+        read at most once a minute per window (a scrape stays a fold of the new rows, not a
+        read of the window); a database that cannot be read gives nothing (the ratio is then
+        shown without an interval)."""
         from realprobe.probes.loading import load_probes
         from realprobe.probes.stats import quoted_success
 
-        key = (self.last_id, int(since // 60))
-        if self._quoted is not None and self._quoted[0] == key:
-            return self._quoted[1]
+        key = int(since // 60)
+        if key in self._quoted:
+            return self._quoted[key]
         out: dict[tuple[str, str, str], Interval] = {}
         groups = {(k[2], k[3]) for k in self.snapshot() if k[3] != "other"}
         try:
@@ -431,7 +432,9 @@ class Aggregator:
             return out
         finally:
             conn.close()
-        self._quoted = (key, out)
+        if len(self._quoted) >= 4:  # the status page's day and the exporter's window
+            self._quoted.clear()
+        self._quoted[key] = out
         return out
 
 
