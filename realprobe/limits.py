@@ -219,6 +219,8 @@ def read_document(path: str | Path, what: str, fmt: str | None = None) -> Any:
             f"{p}: the {what} is not UTF-8 text (binary at byte {bad}); save it as UTF-8"
         )
     kind = (fmt or p.suffix.lstrip(".") or "json").lower()
+    if kind == "toml" and text.count("[[rules]]") > MAX_RULES:  # before the slow parse
+        raise InputTooLarge(f"{p}: the {what} has more than the limit of {MAX_RULES:,} rules")
     if kind in ("yaml", "yml") and text.count("\n") + text.count(",") > MAX_YAML_ITEMS:
         raise InputTooLarge(
             f"{p}: the {what} is over the limit of {MAX_YAML_ITEMS:,} lines and items for "
