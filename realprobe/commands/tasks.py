@@ -159,6 +159,10 @@ def run_cmd(
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "mode", "prompt", "concurrency", "executor",
                   "address", "paraphrase", "fault_plan", "fault_rate"):
+        if fault_plan:  # a file handed in is refused before the runner is even imported
+            from realprobe.simulator.plans import load_plan
+
+            load_plan(fault_plan)
         from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
         from realprobe.tasks.settings import EvalSettings
