@@ -62,10 +62,11 @@ def sequential_inversion(task: Task, rng: random.Random, catalog: Catalog) -> Fl
     if deps:
         i, j = rng.choice(deps)
         why = f"step {steps[j].id!r} now runs before {steps[i].id!r}, whose output it needs"
-    else:
-        i = rng.randrange(len(api) - 1)
-        j = i + 1
-        why = f"steps {steps[i].id!r} and {steps[j].id!r} swapped"
+    else:  # no API step reads another: the output step moves before one it reads
+        read = {r for r, _ in steps[-1].refs()}
+        i = max((k for k in api if steps[k].id in read), default=api[-1])
+        j = len(steps) - 1
+        why = f"the output step {steps[j].id!r} now runs before {steps[i].id!r}, which it reads"
     moved = steps.pop(j)
     steps.insert(i, moved)
     return FlawedWorkflow(
@@ -399,12 +400,18 @@ def graded(task: Task, spec: FlawSpec, catalog: Catalog, seed: int) -> FlawedWor
         kept = sorted(rng.sample(refs, len(refs) - drop))
         fw = _drift(task, kept, refs)
         steps, touched, change = fw.steps, fw.detail["dropped"], fw.change
+        share = len(touched) / len(refs)
     else:
         steps, touched, changes = _repeat(task, GENERATORS[spec.type], rng, catalog, n)
         change = "; ".join(changes)
+    if spec.type != "semantic_drift":
+        share = len(set(touched)) / n_api
     return FlawedWorkflow(
         type=spec.type, seed=seed, change=change, steps=steps,
-        detail={"severity": spec.severity, "affected": touched, "api_steps": n_api},
+        # `share`: what the flaw really touched (WorkflowPerturb's p x |V| is exact only
+        # where the step count allows it; a saturated flaw touches fewer)
+        detail={"severity": spec.severity, "affected": touched, "api_steps": n_api,
+                "share": round(share, 4)},
     )
 
 
