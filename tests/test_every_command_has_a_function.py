@@ -86,7 +86,7 @@ def test_each_verb_calls_its_documented_function(verb: str) -> None:
 
 
 #: flags that only shape what the command prints (no keyword: the function returns data)
-PRINTING = {"json", "list", "fail_on_worse"}
+PRINTING = {"json", "list", "fail_on_worse", "explain", "threshold"}
 
 
 def keywords(verb: str) -> set[str]:

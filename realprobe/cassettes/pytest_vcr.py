@@ -35,7 +35,8 @@ def vcr_config():
   `filter_headers`, `filter_query_parameters`, `filter_post_data_parameters` (names; their
   values are replaced by realprobe's placeholder), `before_record_request`,
   `before_record_response` (callables or lists of them, applied to each call as it is
-  recorded, on vcrpy's own request and response objects), `decode_compressed_response`,
+  recorded, on vcrpy's own request and response objects; the request hook to each request
+  before it is matched too), `decode_compressed_response`,
   `serializer`, `allow_playback_repeats`, `ignore_hosts`, `ignore_localhost`. Others (custom
   persisters and serializers) are ignored with one warning per key.
 """

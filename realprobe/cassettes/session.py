@@ -45,6 +45,8 @@ from realprobe.http.transports import _pointed_at, _Routes
 RECORD_MODES = ("none", "once", "new_episodes", "all")
 LIBRARIES = ("httpx", "requests", "urllib3", "aiohttp")
 F = TypeVar("F", bound=Callable[..., Any])
+#: a request as matched: method, URL, body, headers (None: headers not part of the match)
+Request = tuple[str, str, bytes | None, list[tuple[str, str]] | None]
 
 
 class _Fn(httpx.BaseTransport):
@@ -147,6 +149,21 @@ class CassetteSession:
         if not self.ignore_hosts:
             return False
         return (httpx.URL(url).host or "").lower() in self.ignore_hosts
+
+    def as_recorded(self, method: str, url: str, body: bytes | None,
+                    headers: list[tuple[str, str]] | None) -> Request | None:
+        """The request as the cassette would record it, which is what it is matched on (vcrpy
+        applies `before_record_request` before matching too); None: it is answered live and
+        never recorded (its host is ignored, or the hook leaves it out)."""
+        if self.ignored(url):
+            return None
+        if self.before_record is None:
+            return method, url, body, headers
+        seen = self.before_record(Call(0, method, url, list(headers or []), body))
+        if seen is None:
+            return None
+        return (seen.method, seen.uri, seen.request_body,
+                None if headers is None else seen.request_headers)
 
     @property
     def cassette(self) -> Cassette | None:
@@ -310,12 +327,13 @@ class CassetteSession:
         return exc
 
     def handle_sync(self, request: httpx.Request, real: httpx_patch.SyncReal) -> httpx.Response:
-        if self.ignored(str(request.url)):
-            return real(request)
         body = request.read()
+        seen = self.as_recorded(request.method, str(request.url), body or None,
+                                self._headers(request))
+        if seen is None:
+            return real(request)
         try:
-            call = self.find(request.method, str(request.url), body or None,
-                             self._headers(request))
+            call = self.find(*seen)
         except CassetteMiss as exc:
             raise self._miss(exc) from None
         if call is not None:
@@ -328,12 +346,13 @@ class CassetteSession:
     async def handle_async(
         self, request: httpx.Request, real: httpx_patch.AsyncReal
     ) -> httpx.Response:
-        if self.ignored(str(request.url)):
-            return await real(request)
         body = await request.aread()
+        seen = self.as_recorded(request.method, str(request.url), body or None,
+                                self._headers(request))
+        if seen is None:
+            return await real(request)
         try:
-            call = self.find(request.method, str(request.url), body or None,
-                             self._headers(request))
+            call = self.find(*seen)
         except CassetteMiss as exc:
             raise self._miss(exc) from None
         if call is not None:

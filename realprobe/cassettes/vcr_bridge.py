@@ -93,12 +93,16 @@ class BridgeCassette:
 
     # -- what the stubs ask --------------------------------------------------------------
 
+    def _seen(self, vreq: Any) -> Any:
+        """The request as recorded and matched (None: answered live, never recorded)."""
+        return self.session.as_recorded(vreq.method, vreq.uri, _body(vreq.body),
+                                        _headers(vreq.headers))
+
     def _find(self, vreq: Any, *, consume: bool) -> Call | None:
-        player = self.session.player
-        if player is None:
+        player, seen = self.session.player, self._seen(vreq)
+        if player is None or seen is None:
             return None
-        headers = _headers(vreq.headers)
-        return player.find(vreq.method, vreq.uri, _body(vreq.body), headers, consume=consume)
+        return player.find(*seen, consume=consume)
 
     def _routable(self, vreq: Any) -> bool:
         import httpx
@@ -107,7 +111,7 @@ class BridgeCassette:
         return routes is not None and routes.target(httpx.URL(vreq.uri)) is not None
 
     def can_play_response_for(self, vreq: Any) -> bool:
-        if self.session.ignored(vreq.uri):
+        if self._seen(vreq) is None:
             return False  # answered live, never recorded
         self._started.setdefault(id(vreq), time.monotonic())
         if self._find(vreq, consume=False) is not None:
@@ -124,8 +128,7 @@ class BridgeCassette:
             )
         if call is None:
             try:
-                call = self.session.find(vreq.method, vreq.uri, _body(vreq.body),
-                                         _headers(vreq.headers))
+                call = self.session.find(*self._seen(vreq))
             except CassetteMiss as exc:
                 raise self.session._miss(exc) from None
             if call is None:
@@ -137,18 +140,19 @@ class BridgeCassette:
         return not self.session.recording
 
     def filter_request(self, vreq: Any) -> Any:
-        if self.session.ignored(vreq.uri):
+        seen = self._seen(vreq)
+        if seen is None:
             return None
         if not self.session.recording:
             # vcrpy asks this only for a request it cannot play while write-protected
             try:
-                self.session.find(vreq.method, vreq.uri, _body(vreq.body), _headers(vreq.headers))
+                self.session.find(*seen)
             except CassetteMiss as exc:
                 raise self.session._miss(exc) from None
         return vreq
 
     def append(self, vreq: Any, response: dict[str, Any]) -> None:
-        if self.session.ignored(vreq.uri):
+        if self._seen(vreq) is None:
             return
         status = response.get("status") or {}
         raw_body = (response.get("body") or {}).get("string")

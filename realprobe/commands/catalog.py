@@ -133,10 +133,14 @@ def _line(text: str) -> None:
 
 
 def _print_notes(r: ImportReport) -> None:
+    """Each skipped operation and warning, in the command line's terms (`--include-auth`)."""
+    def flags(text: str) -> str:
+        return text.replace("include_auth", "--include-auth")
+
     for n in r.skipped:
-        _line(f"skipped {n.operation}: {n.text}")
+        _line(f"skipped {n.operation}: {flags(n.text)}")
     for n in r.warnings:
-        _line(f"warning {n.operation}: {n.text}")
+        _line(f"warning {n.operation}: {flags(n.text)}")
 
 
 # -- record-fixtures ---------------------------------------------------------------------------

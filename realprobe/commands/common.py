@@ -151,6 +151,10 @@ FaultRateOpt = Annotated[
                  "and bursts kept."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ExplainOpt = Annotated[
+    bool, typer.Option("--explain", help="Every note in full, one line per tool (by default "
+                       "notes are grouped and counted).")
+]
 TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="Total deadline per call, in seconds.")
 ]

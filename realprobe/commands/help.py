@@ -103,6 +103,8 @@ def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
         if records:
             with formatter.section(panel):
                 formatter.write_dl(records)
+    if hasattr(self, "format_commands"):  # a group: its sub-commands, as click lists them
+        self.format_commands(ctx, formatter)
 
 
 def readable_help(command: Any) -> None:

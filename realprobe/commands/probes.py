@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -97,8 +98,9 @@ def _chosen(tools: str | None, all_tools: bool) -> str | None:
 def _politeness_lanes(
     tools: list[Tool], rounds: int, target: TransportOptions, choice: PolitenessChoice | None
 ) -> tuple[dict[str, Lane], dict[str, str]]:
-    """Per host, the calls planned and the interval between them, when the waits are real
-    (not with --politeness off, nor on a simulated or replayed clock)."""
+    """Per host, the calls planned (one after another) and the interval between them, when
+    politeness holds (not with --politeness off, nor on a simulated or replayed clock: then
+    calls go side by side, as many as --concurrency)."""
     from realprobe.commands.progress import lanes_for
     from realprobe.hosts import host_key
 
@@ -138,6 +140,32 @@ def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
         "marked local_network_failure and excluded from statistics (check the network "
         "or the --sandbox URL)"
     )
+
+
+def _all_excluded(db: Path, run_id: str) -> RealprobeError | None:
+    """When every row of a run was excluded from statistics because a realprobe server
+    answered instead of the API (a sandbox serving another catalogue, no fixture): the error
+    saying why and what to run, else None."""
+    import sqlite3
+
+    from realprobe.errors import Unavailable
+
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        n, kept, detail = conn.execute(
+            "SELECT count(*), sum(excluded = 0), max(detail) FROM probes WHERE run_id = ?",
+            [run_id]).fetchone()
+    if not n or kept:
+        return None
+    why = "a realprobe server answered instead of the API"
+    fix = "check the --sandbox URL"
+    if "catalogue differs" in (detail or ""):
+        why = "the sandbox serves another catalogue (it answered HTTP 421 for these APIs)"
+        fix = "restart it with the probe's catalogue (`realprobe sandbox --catalog FILE`)"
+    elif "no-fixture" in (detail or ""):
+        why = "the sandbox has no fixture body for these tools"
+        fix = "record them (`realprobe catalog record-fixtures`)"
+    return Unavailable(f"all {n} calls of run {run_id} were excluded from statistics: {why}; "
+                       f"{fix}, then probe again")
 
 
 class LiveCounts:
@@ -304,6 +332,9 @@ def probe_cmd(
         raise _nothing_reached(target, f" in run {summary.run_id}")
     if summary.status == RUN_INTERRUPTED:
         raise typer.Exit(130)
+    excluded = _all_excluded(path, summary.run_id)
+    if excluded is not None:
+        raise excluded
 
 
 def _probe_mcp(server: str | None, url: str | None, calls: Path | None,

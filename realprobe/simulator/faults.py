@@ -303,6 +303,8 @@ class FaultModel:
         self._streams: dict[str, ToolStream] = {}
         self._implicit: dict[str, ImplicitStream] = {}
         self._calls: dict[str, int] = {}
+        self._ahead: dict[str, dict[int, Outcome]] = {}  # drawn before their turn came
+        self._bases: dict[tuple[str, str], int] = {}  # (tool, caller's key) -> its first index
         self._plan_state: PlanRun | None = plan.start(seed) if plan is not None else None
         self.ledger: list[Injection] = []
         #: the task's history: (tool, failed) per call, in call order
@@ -337,6 +339,20 @@ class FaultModel:
             p *= RB_PENALTY ** sum(f for _, f in self.history[-RB_WINDOW:])
         return 1.0 - min(max(p, RB_CLAMP[0]), RB_CLAMP[1])
 
+    def draw_numbered(self, tool: str, key: str, n: int, now_s: float | None = None) -> Outcome:
+        """The outcome of call `n` (from 0) of the caller `key` (a probe run) whatever order
+        its calls arrive in: the caller's calls take the tool's stream from where it stood when
+        the first of them came; outcomes drawn ahead wait for their call."""
+        if len(self._bases) > 100_000:
+            self._bases.clear()
+        base = self._bases.setdefault((tool, key), self._calls.get(tool, 0))
+        ahead = self._ahead.setdefault(tool, {})
+        index = base + n
+        while (drawn := self._calls.get(tool, 0)) <= index:
+            ahead[drawn] = self.draw(tool, now_s)
+        got = ahead.pop(index, None)
+        return got if got is not None else self.draw(tool, now_s)  # a number used twice
+
     def draw(self, tool: str, now_s: float | None = None) -> Outcome:
         """One call's outcome; `now_s` (epoch seconds of the call) picks the day's effect and
         places the call in a plan's time windows."""
@@ -347,6 +363,9 @@ class FaultModel:
             )
             self._implicit[tool] = ImplicitStream(self.profile, self.seed, tool)
         call = self._calls[tool] = self._calls.get(tool, 0) + 1
+        ahead = self._ahead.get(tool)
+        if ahead and call - 1 in ahead:  # an outcome drawn ahead is waiting for this turn
+            return ahead.pop(call - 1)
         rule = self.profile.rule in RB_RULES
         out = stream.draw(now_s, self.p_fail(tool, stream.profile.success_rate) if rule else None)
         if out.code is not None:
