@@ -165,6 +165,7 @@ def row_summary(
         "chain_f1": _mean(rows, "chain_f1"),
         "kendall_tau": _mean(rows, "kendall_tau"),
         "graph_f1": _mean(rows, "graph_f1"),
+        "graph_node_f1": _mean(rows, "graph_node_f1"),
         **usage(rows, prices),
         "error_mix": error_mix(rows),
     }
