@@ -85,7 +85,8 @@ def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
             samples.append((time.monotonic() - t0, eta.remaining()))
 
         api.probe(None, rounds=rounds, target=api.options(sandbox=url), db=Path(tmp) / "p.db",
-                  timeout=2.0, polite=polite, seed=1, on_call=on_call)
+                  timeout=2.0, politeness="catalog" if polite else "off", seed=1,
+                  on_call=on_call)
         end = time.monotonic() - t0
     old = _old_rate(samples)
     return {"seconds": round(end, 1), "calls": len(cat) * rounds, "polite": polite,

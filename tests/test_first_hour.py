@@ -61,7 +61,7 @@ def test_groups_list_their_verbs_and_a_bare_group_exits_0(group: str, verbs: tup
 def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("fh") / "p.db"
     api.probe(None, rounds=3, target=api.options(profile="harsh"), db=db, seed=3,
-              polite=False)
+              politeness="off")
     return db
 
 
@@ -185,7 +185,7 @@ def test_the_same_seed_draws_the_same_outcomes_beside_busy_loops(tmp_path: Path)
             with running(sb) as url:
                 db = tmp_path / f"{i}.db"
                 api.probe(None, rounds=3, target=api.options(sandbox=url), db=db, timeout=2,
-                          polite=False, seed=0)
+                          politeness="off", seed=0)
         finally:
             for p in loops:
                 p.kill()
