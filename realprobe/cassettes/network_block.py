@@ -1,15 +1,24 @@
 """The network block of the pytest plugins: a test may not reach hosts it was not allowed.
 
 It refuses connects, UDP datagrams (`sendto`/`sendmsg`), sends on sockets that were connected
-before the block began (a session fixture's keep-alive connection), and name resolution (a
-DNS query would leave the process before any connect is refused). It cannot cover
-subprocesses, nor C extensions that open their own sockets without Python's `socket` module.
+before the block began (a session fixture's keep-alive connection: `send`, `sendall`,
+`sendfile`, also through TLS, and `os.write`/`os.writev`/`os.sendfile` on the socket's file
+descriptor), and name resolution both ways (a DNS query, or the PTR query of `gethostbyaddr`
+and `getnameinfo`, would leave the process before any connect is refused).
+
+What stays outside: subprocesses; C extensions that open or write to sockets without going
+through Python's `socket`, `ssl` or `os` functions (libcurl, database drivers, uvloop); and
+code that kept a reference to one of these functions from before the block began (`from os
+import write`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import ssl
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,10 +47,8 @@ def _numeric(host: str) -> bool:
 
 
 class _Guard:
-    """The socket-level block: connects, datagrams (`sendto`/`sendmsg`), sends on sockets
-    connected before the block began, and name resolution (a lookup would leave the process
-    before any connect is refused). Not covered: subprocesses and C extensions that open their
-    own sockets (libcurl, database drivers), which never call Python's socket module."""
+    """The checks behind the block (what it covers and what stays outside: the module
+    docstring)."""
 
     def __init__(self, allowed: set[str], label: str) -> None:
         self.allowed = set(allowed)
@@ -67,6 +74,24 @@ class _Guard:
         except OSError:
             return  # not connected: the call fails on its own
         self.check(_host_of(peer), "send to")
+
+    def check_fd(self, fd: Any) -> None:
+        """A write to a raw file descriptor that is a connected socket."""
+        try:
+            if not isinstance(fd, int) or not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return
+        except OSError:
+            return
+        sock = socket.socket(fileno=fd)
+        try:
+            self.check_peer(sock)
+        finally:
+            sock.detach()
+
+    def reverse_check(self, address: Any) -> None:
+        """A reverse lookup (PTR query) of an address that is not allowed."""
+        host = _host_of(address) if isinstance(address, tuple) else str(address).lower()
+        self.check(host, "reverse lookup of")
 
     def resolve_check(self, host: Any) -> None:
         if host is None:
@@ -107,6 +132,32 @@ def _patched(guard: _Guard) -> dict[str, Any]:
         guard.check_peer(self)
         return real["sendall"](self, *args)
 
+    def sendfile(self: socket.socket, *args: Any, **kw: Any) -> Any:
+        guard.check_peer(self)
+        return real["sendfile"](self, *args, **kw)
+
+    def tls(name: str) -> Any:
+        def send(self: ssl.SSLSocket, *args: Any, **kw: Any) -> Any:
+            guard.check_peer(self)
+            return real[name](self, *args, **kw)
+
+        return send
+
+    def on_fd(name: str) -> Any:
+        def write(fd: Any, *args: Any, **kw: Any) -> Any:
+            guard.check_fd(fd)
+            return real[name](fd, *args, **kw)
+
+        return write
+
+    def gethostbyaddr(address: Any) -> Any:
+        guard.reverse_check(address)
+        return real["module.gethostbyaddr"](address)
+
+    def getnameinfo(sockaddr: Any, flags: int) -> Any:
+        guard.reverse_check(sockaddr)
+        return real["module.getnameinfo"](sockaddr, flags)
+
     def getaddrinfo(host: Any, *args: Any, **kw: Any) -> Any:
         guard.resolve_check(host)
         return real["module.getaddrinfo"](host, *args, **kw)
@@ -121,13 +172,22 @@ def _patched(guard: _Guard) -> dict[str, Any]:
 
     return {
         "connect": connect, "connect_ex": connect_ex, "sendto": sendto, "sendmsg": sendmsg,
-        "send": send, "sendall": sendall, "module.getaddrinfo": getaddrinfo,
-        "module.gethostbyname": gethostbyname, "module.gethostbyname_ex": gethostbyname_ex,
+        "send": send, "sendall": sendall, "sendfile": sendfile,
+        "ssl.send": tls("ssl.send"), "ssl.sendall": tls("ssl.sendall"),
+        "ssl.sendfile": tls("ssl.sendfile"), "os.write": on_fd("os.write"),
+        "os.writev": on_fd("os.writev"), "os.sendfile": on_fd("os.sendfile"),
+        "module.getaddrinfo": getaddrinfo, "module.gethostbyname": gethostbyname,
+        "module.gethostbyname_ex": gethostbyname_ex, "module.gethostbyaddr": gethostbyaddr,
+        "module.getnameinfo": getnameinfo,
     }
 
 
+_OWNERS = {"module": socket, "ssl": ssl.SSLSocket, "os": os}
+
+
 def _owner(name: str) -> tuple[Any, str]:
-    return (socket, name[7:]) if name.startswith("module.") else (socket.socket, name)
+    prefix, dot, attr = name.partition(".")
+    return (_OWNERS[prefix], attr) if dot else (socket.socket, name)
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
 from realprobe.http import phases
 from realprobe.http.decoding import StreamDecoder
-from realprobe.http.transports import REQUEST_ID_EXT
+from realprobe.http.transports import BUDGET_EXT, REQUEST_ID_EXT
 from realprobe.target import Target
 from realprobe.version import USER_AGENT
 
@@ -187,6 +187,7 @@ class _Call:
             self.method, self.current, headers=self.headers, timeout=timeout
         )
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
+        request.extensions[BUDGET_EXT] = remaining
         request.extensions[TIMING_EXT] = self.timing
         request.extensions[REQUEST_ID_EXT] = self.request_id
         # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
