@@ -43,6 +43,7 @@ RESULTS = ROOT / "bench" / "results" / "realworld_replay.json"
 ATTACKS = [  # one test node per attack
     "tests/test_network_block.py::test_reverse_lookups_are_blocked",
     "tests/test_network_block.py::test_a_socket_opened_before_the_block_cannot_write_around_it",
+    "tests/test_network_block.py::test_a_tls_connection_opened_before_the_block_cannot_send",
     "tests/test_network_block.py::test_udp_sendto_is_blocked",
     "tests/test_network_block.py::test_udp_sendmsg_is_blocked",
     "tests/test_network_block.py::test_name_lookups_are_blocked_before_they_leave",

@@ -146,7 +146,7 @@ def test_calibrate_cli_bad_input(tmp_path: Path, monkeypatch, capsys) -> None:
     cases = [
         (["--source", str(bad)], "invalid profile at tools.x.success_rate"),
         (["--source", str(wrong_format)], "unsupported profile format"),
-        (["--source", str(not_json)], "not a readable JSON profile"),
+        (["--source", str(not_json)], "the profile is not valid JSON"),
         (["--source", "nonesuch"], "neither a file nor a built-in"),
         (["--db", str(db), "--view", "toolbench"], "choose resilibench or reliabilitybench"),
         (["--db", str(db), "--since", "2031-01-01"], "no probe rows"),

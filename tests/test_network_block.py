@@ -144,3 +144,24 @@ def test_a_socket_opened_before_the_block_cannot_write_around_it(
     os.write(client.fileno(), b"after")  # put back as found once the block ends
     assert peer.recv(16) == b"after"
     udp.close()
+
+
+def test_a_tls_connection_opened_before_the_block_cannot_send(tmp_path: object) -> None:
+    import ssl
+    from pathlib import Path
+
+    from tests.tls_helpers import tls_server
+
+    with tls_server(Path(str(tmp_path))) as server:
+        ctx = ssl.create_default_context(cafile=str(server.cert_file))
+        port = int(server.url.rsplit(":", 1)[1])
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        tls = ctx.wrap_socket(raw, server_hostname="localhost")  # handshake done before
+        request = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        with blocked_network(set()):
+            for leak in (lambda: tls.send(request), lambda: tls.sendall(request)):
+                with pytest.raises(NetworkBlocked, match=r"send to 127\.0\.0\.1"):
+                    leak()
+        tls.sendall(request)  # after the block: as before
+        assert tls.recv(64).startswith(b"HTTP/1.1 200")
+        tls.close()

@@ -159,7 +159,7 @@ def test_bad_task_files_fail_with_the_file_and_the_field(tmp_path: Path) -> None
     with pytest.raises(TaskFileError, match="not an earlier step"):
         load_task(p)
     p.write_text("{not json")
-    with pytest.raises(TaskFileError, match="not valid JSON"):
+    with pytest.raises(RealprobeError, match="not valid JSON"):
         load_task(p)
     with pytest.raises(TaskFileError, match="Did you mean: pet_newsletter"):
         pick_tasks(TASKS, ["pet_newslettre"], False)

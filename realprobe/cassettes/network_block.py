@@ -19,7 +19,7 @@ import os
 import socket
 import ssl
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -102,84 +102,50 @@ class _Guard:
 
 
 def _patched(guard: _Guard) -> dict[str, Any]:
-    """The replacements, keyed by socket.socket attribute (or `module.` for functions)."""
-    real = guard.real
+    """The replacements, keyed as `_owner` reads the names: each runs its check, then the
+    function it replaces."""
 
-    def connect(self: socket.socket, address: Any) -> Any:
+    def peer(sock: Any, *_: Any, **__: Any) -> None:
+        guard.check_peer(sock)
+
+    def connect(_: Any, address: Any, *__: Any) -> None:
         guard.check(_host_of(address), "connect to")
-        return real["connect"](self, address)
 
-    def connect_ex(self: socket.socket, address: Any) -> Any:
-        guard.check(_host_of(address), "connect to")
-        return real["connect_ex"](self, address)
-
-    def sendto(self: socket.socket, data: Any, *args: Any) -> Any:
+    def sendto(_: Any, __: Any, *args: Any, **___: Any) -> None:
         guard.check(_host_of(args[-1]) if args else None, "datagram to")
-        return real["sendto"](self, data, *args)
 
-    def sendmsg(self: socket.socket, buffers: Any, *args: Any) -> Any:
+    def sendmsg(sock: Any, _: Any, *args: Any, **__: Any) -> None:
         if len(args) >= 3 and args[2] is not None:
             guard.check(_host_of(args[2]), "datagram to")
         else:
-            guard.check_peer(self)
-        return real["sendmsg"](self, buffers, *args)
+            guard.check_peer(sock)
 
-    def send(self: socket.socket, *args: Any) -> Any:
-        guard.check_peer(self)
-        return real["send"](self, *args)
+    def on_fd(descriptor: Any, *_: Any, **__: Any) -> None:
+        guard.check_fd(descriptor)
 
-    def sendall(self: socket.socket, *args: Any) -> Any:
-        guard.check_peer(self)
-        return real["sendall"](self, *args)
-
-    def sendfile(self: socket.socket, *args: Any, **kw: Any) -> Any:
-        guard.check_peer(self)
-        return real["sendfile"](self, *args, **kw)
-
-    def tls(name: str) -> Any:
-        def send(self: ssl.SSLSocket, *args: Any, **kw: Any) -> Any:
-            guard.check_peer(self)
-            return real[name](self, *args, **kw)
-
-        return send
-
-    def on_fd(name: str) -> Any:
-        def write(fd: Any, *args: Any, **kw: Any) -> Any:
-            guard.check_fd(fd)
-            return real[name](fd, *args, **kw)
-
-        return write
-
-    def gethostbyaddr(address: Any) -> Any:
+    def reverse(address: Any, *_: Any) -> None:
         guard.reverse_check(address)
-        return real["module.gethostbyaddr"](address)
 
-    def getnameinfo(sockaddr: Any, flags: int) -> Any:
-        guard.reverse_check(sockaddr)
-        return real["module.getnameinfo"](sockaddr, flags)
-
-    def getaddrinfo(host: Any, *args: Any, **kw: Any) -> Any:
+    def lookup(host: Any, *_: Any, **__: Any) -> None:
         guard.resolve_check(host)
-        return real["module.getaddrinfo"](host, *args, **kw)
 
-    def gethostbyname(host: Any) -> Any:
-        guard.resolve_check(host)
-        return real["module.gethostbyname"](host)
-
-    def gethostbyname_ex(host: Any) -> Any:
-        guard.resolve_check(host)
-        return real["module.gethostbyname_ex"](host)
-
-    return {
-        "connect": connect, "connect_ex": connect_ex, "sendto": sendto, "sendmsg": sendmsg,
-        "send": send, "sendall": sendall, "sendfile": sendfile,
-        "ssl.send": tls("ssl.send"), "ssl.sendall": tls("ssl.sendall"),
-        "ssl.sendfile": tls("ssl.sendfile"), "os.write": on_fd("os.write"),
-        "os.writev": on_fd("os.writev"), "os.sendfile": on_fd("os.sendfile"),
-        "module.getaddrinfo": getaddrinfo, "module.gethostbyname": gethostbyname,
-        "module.gethostbyname_ex": gethostbyname_ex, "module.gethostbyaddr": gethostbyaddr,
-        "module.getnameinfo": getnameinfo,
+    checks: dict[str, Callable[..., None]] = {
+        "connect": connect, "connect_ex": connect, "sendto": sendto, "sendmsg": sendmsg,
+        "send": peer, "sendall": peer, "sendfile": peer, "ssl.send": peer, "ssl.sendall": peer,
+        "ssl.sendfile": peer, "os.write": on_fd, "os.writev": on_fd, "os.sendfile": on_fd,
+        "module.getaddrinfo": lookup, "module.gethostbyname": lookup,
+        "module.gethostbyname_ex": lookup, "module.gethostbyaddr": reverse,
+        "module.getnameinfo": reverse,
     }
+    return {name: _checked(guard.real, name, check) for name, check in checks.items()}
+
+
+def _checked(real: dict[str, Any], name: str, check: Callable[..., None]) -> Any:
+    def replacement(*args: Any, **kw: Any) -> Any:
+        check(*args, **kw)
+        return real[name](*args, **kw)
+
+    return replacement
 
 
 _OWNERS = {"module": socket, "ssl": ssl.SSLSocket, "os": os}

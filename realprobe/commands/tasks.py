@@ -159,6 +159,10 @@ def run_cmd(
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "mode", "prompt", "concurrency", "executor",
                   "address", "paraphrase", "fault_plan", "fault_rate"):
+        if fault_plan:  # a file handed in is refused before the runner is even imported
+            from realprobe.simulator.plans import load_plan
+
+            load_plan(fault_plan)
         from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
         from realprobe.tasks.settings import EvalSettings
@@ -369,18 +373,19 @@ def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable
 
     who, cells = _who(rows, key)
     levels = ["full", "partial", "failure", "grounded", "strict"]
-    drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "score": 1}
+    drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "node F1": 4,
+             "score": 1}
     t = fit_table(
         [*_who_columns(who, key), Column("runs", "num"),
          *(Column(c, "num", drop=drops.get(c, 0))
-           for c in [*levels, "score", "chain F1", "τ", "graph F1"])],
+           for c in [*levels, "score", "chain F1", "τ", "graph F1", "node F1"])],
         title=title,
     )
     for r in rows:
         t.add_row(
             *cells(r), str(r["runs"]), *(_pct(r[f"{lv}_rate"]) for lv in levels),
             f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
-            _num(r["graph_f1"]),
+            _num(r["graph_f1"]), _num(r.get("graph_node_f1")),
         )
     return t
 

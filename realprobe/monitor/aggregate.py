@@ -37,6 +37,7 @@ from pathlib import Path
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.probes.loading import sane_start
 from realprobe.store import read_only
+from realprobe.target import TargetKind
 
 #: histogram bucket upper bounds for successful latencies, in seconds
 LATENCY_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -47,7 +48,7 @@ MAX_TOOLS = 2_000
 MAX_APIS = 1_000
 MAX_TLS = 1_000
 MAX_SERIES = 20_000
-TARGET_KINDS = frozenset({"live", "sandbox", "simulate", "replay"})
+TARGET_KINDS = frozenset(k.value for k in TargetKind)
 CODES = frozenset(c.value for c in ErrorCode)
 _NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _BATCH = 5_000
@@ -154,7 +155,7 @@ class Aggregator:
         self.last_refresh_s = 0.0
         self._lock = threading.Lock()
         self._columns: set[str] | None = None
-        self._quoted: tuple[tuple[int, int], dict[tuple[str, str, str], Interval]] | None = None
+        self._quoted: dict[int, dict[tuple[str, str, str], Interval]] = {}
 
     # -- reading ----------------------------------------------------------------------
 
@@ -407,14 +408,15 @@ class Aggregator:
     def quoted(self, since: float) -> dict[tuple[str, str, str], Interval]:
         """{(tool, target kind, vantage): the success interval `realprobe stats` quotes} over
         the rows since `since` (`quoted_success`: burst-adjusted, as every surface shows it),
-        read at most once a minute and once per new row; a database that cannot be read
-        gives nothing (the ratio is shown without an interval)."""
+        read at most once a minute per window (a scrape stays a fold of the new rows, not a
+        read of the window); a database that cannot be read gives nothing (the ratio is then
+        shown without an interval)."""
         from realprobe.probes.loading import load_probes
         from realprobe.probes.stats import quoted_success
 
-        key = (self.last_id, int(since // 60))
-        if self._quoted is not None and self._quoted[0] == key:
-            return self._quoted[1]
+        key = int(since // 60)
+        if key in self._quoted:
+            return self._quoted[key]
         out: dict[tuple[str, str, str], Interval] = {}
         groups: dict[tuple[str, str], set[str]] = {}
         for k in self.snapshot():
@@ -436,7 +438,9 @@ class Aggregator:
             return out
         finally:
             conn.close()
-        self._quoted = (key, out)
+        if len(self._quoted) >= 4:  # the status page's day and the exporter's window
+            self._quoted.clear()
+        self._quoted[key] = out
         return out
 
 

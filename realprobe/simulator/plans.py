@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from realprobe.errors import ErrorCode
+from realprobe.limits import read_document
 from realprobe.simulator.faults import Outcome
 from realprobe.simulator.profile import IMPLICIT_VARIANTS, ProfileError
 from realprobe.simulator.render import VARIANTS
@@ -279,15 +280,12 @@ def load_plan(ref: str | Path | FaultPlan) -> FaultPlan:
         data = resources.files("realprobe.simulator").joinpath("plans", f"{ref_s}.toml")
         return _validated(_parse(data.read_text(encoding="utf-8"), ".toml", ref_s), ref_s)
     path = Path(ref_s)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise FaultPlanError(
             f"fault plan {ref_s!r} is neither a file nor a built-in ({', '.join(BUILTIN_PLANS)})"
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FaultPlanError(f"{path}: not a readable fault plan ({exc})") from exc
-    return _validated(_parse(text, path.suffix.lower(), str(path)), str(path))
+    fmt = "toml" if path.suffix.lower() == ".toml" else "json"
+    return _validated(read_document(path, "fault plan", fmt), str(path))
 
 
 __all__ = ["BUILTIN_PLANS", "FaultPlan", "FaultPlanError", "PlanRule", "PlanState", "load_plan"]

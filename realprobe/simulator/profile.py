@@ -3,7 +3,6 @@ drives faults."""
 
 from __future__ import annotations
 
-import json
 import math
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import (
 )
 
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.limits import read_document
 from realprobe.outputs import write_output
 from realprobe.simulator.toxics import Toxic
 
@@ -446,14 +446,11 @@ def load_profile(ref: str | Path) -> Profile:
     if ref_s in BUILTIN_PROFILES:
         return builtin_profile(ref_s)
     path = Path(ref_s)
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         raise ProfileError(
             f"profile {ref_s!r} is neither a file nor a built-in ({', '.join(BUILTIN_PROFILES)})"
         )
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ProfileError(f"{path}: not a readable JSON profile ({exc})") from exc
+    raw = read_document(path, "profile", "json")
     try:
         return Profile.model_validate(raw)
     except ValidationError as exc:

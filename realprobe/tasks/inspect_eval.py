@@ -107,7 +107,7 @@ def realprobe_scorer() -> Any:
                          metadata={"outcome": "failure"})
         row = outcome.row
         keys = ("outcome", "grounded", "strict", "chain_f1", "kendall_tau", "graph_f1",
-                "tool_calls", "failures", "run_seed")
+                "graph_node_f1", "tool_calls", "failures", "run_seed")
         return Score(value=row["score"], answer=row["artifact"] or "",
                      explanation="; ".join(outcome.score.reasons) or row["outcome"],
                      metadata={k: row[k] for k in keys})

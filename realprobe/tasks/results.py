@@ -11,10 +11,8 @@ the reliability surface pass^k over k x epsilon x lambda (`surface`).
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
-import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -22,6 +20,7 @@ from statistics import fmean
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.limits import read_document
 from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 
 #: USD per million tokens (input, output), list prices of the providers' public price pages
@@ -48,16 +47,13 @@ def load_prices(path: str | Path | None) -> dict[str, tuple[float, float]]:
     if path is None:
         return prices
     p = Path(path)
+    raw = read_document(p, "price file", "json" if p.suffix == ".json" else "toml")
     try:
-        text = p.read_text(encoding="utf-8")
-        raw = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
         for model, entry in raw.items():
             pair = (float(entry["input"]), float(entry["output"]))
             if not all(math.isfinite(v) and v >= 0 for v in pair):
                 raise ValueError(f"{model}: a price must be a finite number >= 0")
             prices[str(model)] = pair
-    except OSError as exc:
-        raise RealprobeError(f"{p}: cannot read the price file ({exc.strerror})") from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RealprobeError(
             f"{p}: expected entries like {{\"gpt-4o-mini\": {{\"input\": 0.15, "
@@ -169,6 +165,7 @@ def row_summary(
         "chain_f1": _mean(rows, "chain_f1"),
         "kendall_tau": _mean(rows, "kendall_tau"),
         "graph_f1": _mean(rows, "graph_f1"),
+        "graph_node_f1": _mean(rows, "graph_node_f1"),
         **usage(rows, prices),
         "error_mix": error_mix(rows),
     }

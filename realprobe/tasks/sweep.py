@@ -39,7 +39,6 @@ the key `--resume` skips when it is already stored complete.
 from __future__ import annotations
 
 import os
-import tomllib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
+from realprobe.limits import read_document
 from realprobe.simulator.plans import load_plan
 from realprobe.store import Store
 from realprobe.target import TargetKind
@@ -209,16 +209,7 @@ class SweepCell:
 
 def load_sweep(path: str | Path) -> SweepFile:
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RealprobeError(f"{p}: cannot read the sweep file ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise RealprobeError(
-            f"{p}: the sweep file is not UTF-8 text (byte {exc.start}); save it as UTF-8"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise RealprobeError(f"{p}: not valid TOML ({exc})") from exc
+    data = read_document(p, "sweep file", "toml")
     try:
         return SweepFile.model_validate(data)
     except ValidationError as exc:
