@@ -204,11 +204,11 @@ class _Call:
     def request(self, client: httpx.AsyncClient | httpx.Client) -> httpx.Request:
         """The next hop's request, its timeouts cut to what is left of the deadline."""
         remaining = self.remaining()
-        if remaining <= 0:
+        if remaining + self.grace() <= 0:
             raise DeadlineExceeded("deadline passed before the request was sent")
         timeout = httpx.Timeout(
-            min(self.config.read_timeout_s, remaining),
-            connect=min(self.config.connect_timeout_s, remaining),
+            min(self.config.read_timeout_s, remaining + self.grace()),
+            connect=min(self.config.connect_timeout_s, remaining + self.grace()),
         )
         request = client.build_request(
             self.method, self.current, headers=self.headers, timeout=timeout
@@ -330,11 +330,11 @@ class _Call:
                 phase = "send" if writing else "headers"
                 reached = True
             if self.deadline_fired or isinstance(exc, TimeoutError | DeadlineExceeded):
-                if self.sandbox and self.settled is None:
-                    self.settled = self.deadline  # the sandbox said nothing in the grace
                 code = ErrorCode.TIMEOUT
                 # the phase stays out of the text: a replay must report what the recording did
                 message = f"no complete answer within the {self.deadline:g}s deadline"
+            if code is ErrorCode.TIMEOUT and self.sandbox and self.settled is None:
+                self.settled = self.deadline  # the sandbox said nothing within the grace
             failure = FetchFailure(code, message, phase=phase, reached=reached)
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
