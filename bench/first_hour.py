@@ -3,6 +3,7 @@ print at 80 columns, the report's page width at 800 px in headless Chromium, and
 probe's and the sweep's ETAs were from the real remaining time on this machine.
 
     python bench/first_hour.py [--save]     # writes bench/results/first_hour.json
+    python bench/first_hour.py --seeds [--save]  # the seed-0 demo only: first_hour_seeds.json
 
 Lines are counted twice: as printed (what `wc -l` says) and as an 80-column terminal shows
 them (a line wider than 80 takes several rows). The ETA is sampled at every finished call or
@@ -139,17 +140,22 @@ def _demo_counts(out: Path) -> dict[str, Any]:
             "probe_calls": int(probe.group(1))}
 
 
-def seed_repeats(tmp: Path) -> dict[str, Any]:
-    """The seed-0 demo twice: as the machine is, then beside four busy loops (`yes`)."""
-    quiet = _demo_counts(tmp / "quiet")
-    loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(4)]
-    try:
-        busy = _demo_counts(tmp / "busy")
-    finally:
-        for p in loops:
-            p.kill()
-            p.wait()
-    return {"as_is": quiet, "beside_4_busy_loops": busy, "same": quiet == busy}
+def seed_repeats(tmp: Path, runs: int = 2) -> dict[str, Any]:
+    """The seed-0 demo `runs` times as the machine is, then `runs` times beside four busy
+    loops (`yes`, killed after by their pids)."""
+    quiet = [_demo_counts(tmp / f"quiet{i}") for i in range(runs)]
+    busy = []
+    for i in range(runs):
+        loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(4)]
+        try:
+            busy.append({**_demo_counts(tmp / f"busy{i}"), "load_average_1m": load_average()})
+        finally:
+            for p in loops:
+                p.kill()
+                p.wait()
+    counts = [{k: v for k, v in r.items() if k != "load_average_1m"} for r in quiet + busy]
+    return {"as_is": quiet, "beside_4_busy_loops": busy,
+            "same": all(c == counts[0] for c in counts)}
 
 
 def report_width(report: Path) -> dict[str, Any]:
@@ -178,6 +184,11 @@ def main() -> None:
     save = "--save" in sys.argv
     load = load_average()
     out: dict[str, Any] = {}
+    if "--seeds" in sys.argv:  # only the seed-0 demo, idle and beside busy loops, twice each
+        with tempfile.TemporaryDirectory() as tmp:
+            out["seed_0_demo"] = seed_repeats(Path(tmp))
+        emit(out, save, ROOT / "bench" / "results" / "first_hour_seeds.json", load)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         demo = Path(tmp) / "demo"
         out["seed_0_demo"] = seed_repeats(Path(tmp))
