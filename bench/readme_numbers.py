@@ -109,6 +109,31 @@ def demo_time(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def first_hour(d: dict[str, Any]) -> list[Row]:
+    """What a newcomer's first hour measures (bench/first_hour.py)."""
+    def eta(k: str) -> str:
+        e = d[k]["error"]
+        return (f"median {100 * e['median']:+.0f}%, {100 * e['share_within_25pct']:.0f}% of "
+                f"moments within ±25%")
+
+    seed = d["seed_0_demo"]
+    cmd = "`python bench/first_hour.py`"
+    return [
+        ("`realprobe demo` / `stats` on 32 tools at 80 columns",
+         f"{d['demo_lines']['at_80_columns']} / "
+         f"{d['stats_32_tools_20_rounds_lines']['at_80_columns']} rows "
+         f"(--explain: {d['demo_explain_lines']['at_80_columns']})", "≤ 100 / ≤ 60", cmd),
+        ("report at 800 px: page scroll width", f"{d['report']['800px']['page_scroll_width']} px",
+         "≤ 800 px", cmd),
+        ("seed-0 demo probe successes: alone / beside 4 busy loops",
+         f"{seed['as_is']['probe_ok']} / {seed['beside_4_busy_loops']['probe_ok']} of "
+         f"{seed['as_is']['probe_calls']}; {_load(d)}", "equal", cmd),
+        ("ETA error from 20% of the run on: polite probe / probe without politeness / sweep",
+         f"{eta('eta_probe_polite')} / {eta('eta_probe_side_by_side')} / {eta('eta_sweep')}",
+         "±25%", cmd),
+    ]
+
+
 def interval_coverage(d: dict[str, Any]) -> list[Row]:
     b, ind = d["burst"], d["independent"]
     seeds = b["experiments"] // 4
@@ -665,6 +690,7 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mcp_tools_list": mcp_tools_list,
     "probe_concurrency": probe_concurrency,
     "ray_live_gate": ray_live_gate,
+    "first_hour": first_hour,
 }
 
 
