@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
-    from realprobe.api_mcp import mcp_import, mcp_proxy, mcp_replay, probe_mcp
+    from realprobe.api_mcp import evaluate, mcp_import, mcp_proxy, mcp_replay, probe_mcp
     from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
@@ -83,7 +83,6 @@ if TYPE_CHECKING:
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.store import Store
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
-    from realprobe.tasks.evaluate import evaluate
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
@@ -168,7 +167,7 @@ _WHERE: dict[str, str] = {
     "sweep": "realprobe.api",
     "plan_tasks": "realprobe.api",
     "task_results": "realprobe.api",
-    "evaluate": "realprobe.tasks.evaluate",
+    "evaluate": "realprobe.api_mcp",
     "TaskBatch": "realprobe.tasks.batch",
     "TaskBatchResult": "realprobe.tasks.batch",
     # MCP, the demo, docs

@@ -161,3 +161,53 @@ def probe_mcp(
         calls, command=mcp_server, url=mcp_url, rounds=rounds,
         db=Path(db) if db else default_db_path(), timeout_s=timeout, vantage=vantage,
         interval_s=interval, on_call=on_call))
+
+
+def evaluate(
+    agent: Any,
+    tasks: Any = None,
+    *,
+    mcp_server: str | Sequence[str] | None = None,
+    mcp_url: str | None = None,
+    profile: Any = None,
+    fault_plan: Any = None,
+    fault_rate: float | None = None,
+    repeat: int = 1,
+    db: str | Path | None = None,
+    seed: int = 0,
+    name: str = "custom",
+    model: str = "-",
+    timeout: float = 10.0,
+    **options: Any,
+) -> Any:
+    """Run `agent` (an async callable `agent(prompt, toolbox) -> answer`) on `tasks`, score
+    every run and store it in `db`.
+
+    With `mcp_server` (a command) or `mcp_url`, the toolbox is that MCP server behind
+    `realprobe mcp proxy` (faults from `profile` / `fault_plan` / `fault_rate`, repeat r
+    seeded `seed + r`), `tasks` are MCP tasks (a JSON/TOML file, or dicts/`McpTask`s with a
+    prompt and a `check` callable or an `expect` on the answer and the calls; `agent` may be
+    "workflow" to follow each task's workflow) and a list of `McpRun` comes back. Without,
+    it is the catalogue task evaluation (`target`, `prompt`, ... as in
+    `realprobe.tasks.evaluate.evaluate`), returning a TaskBatchResult."""
+    if mcp_server is None and mcp_url is None:
+        from realprobe.tasks.evaluate import evaluate as evaluate_catalogue
+
+        if any(x is not None for x in (profile, fault_plan, fault_rate)):
+            raise RealprobeError("profile, fault_plan and fault_rate go with an MCP server; "
+                                 "catalogue tasks take them in target", param="profile")
+        return evaluate_catalogue(agent, tasks, repeat=repeat, db=db, seed=seed, name=name,
+                                  model=model, **options)
+    from realprobe.mcp.evaluation import evaluate_mcp
+
+    if options:
+        raise RealprobeError(f"not for an MCP server: {', '.join(sorted(options))}",
+                             param=sorted(options)[0])
+    if tasks is None:
+        raise RealprobeError("tasks: give the MCP tasks (a file or a list)", param="tasks")
+    if repeat < 1:
+        raise RealprobeError(f"repeat {repeat}: at least 1", param="repeat")
+    return asyncio.run(evaluate_mcp(
+        agent, tasks, mcp_server=mcp_server, mcp_url=mcp_url, profile=profile,
+        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, repeat=repeat,
+        db=Path(db) if db else None, name=name, model=model, timeout_s=timeout))

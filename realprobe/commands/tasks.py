@@ -71,6 +71,35 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def _run_mcp(tasks: list[str] | None, server: str | None, url: str | None, agent: str,
+             profile: str | None, fault_plan: str | None, fault_rate: float | None, seed: int,
+             repeat: int, db: Path | None, timeout: float | None, as_json: bool) -> None:
+    """`run TASKS.json --mcp-server CMD`: the MCP tasks of one file, each following its
+    workflow (the `workflow` agent), scored by its own check."""
+    from realprobe.api_mcp import evaluate
+
+    if agent not in ("reference", "workflow"):
+        raise RealprobeError("on an MCP server, `run` drives the tasks' workflows (--agent "
+                             "workflow); evaluate your own agent with realprobe.evaluate")
+    if not tasks or len(tasks) != 1:
+        raise RealprobeError("give one MCP tasks file (JSON or TOML) as TASKS")
+    path = db or _default_db()
+    with as_flags("mcp_server", "mcp_url", "fault_plan", "fault_rate", "repeat", "timeout",
+                  profile="--profile"):
+        runs = evaluate("workflow", tasks[0], mcp_server=server, mcp_url=url, profile=profile,
+                        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, repeat=repeat,
+                        db=path, name="workflow", timeout=timeout or 10.0)
+    if as_json:
+        print_json([{"task": r.task, "repeat": r.repeat, "success": r.success,
+                     "reasons": r.reasons, "calls": len(r.calls)} for r in runs])
+        return
+    for r in runs:
+        mark = "[green]full[/green]" if r.success else "[red]failure[/red]"
+        console.print(f"{r.task} #{r.repeat}: {mark} · {len(r.calls)} calls"
+                      + (f" · {'; '.join(r.reasons)}" if r.reasons else ""))
+    console.print(f"{sum(r.success for r in runs)} of {len(runs)} runs met their check -> {path}")
+
+
 def run_cmd(
     tasks: Annotated[
         list[str] | None, typer.Argument(help="Task ids (see tasks_realworld/).")
@@ -161,12 +190,24 @@ def run_cmd(
     address: RunAddressOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
+    mcp_server: Annotated[
+        str | None,
+        typer.Option("--mcp-server", help="Run the MCP tasks of the file given as TASKS on this "
+                     "MCP server (a command), through `realprobe mcp proxy`."),
+    ] = None,
+    mcp_url: Annotated[
+        str | None, typer.Option("--mcp-url", help="... or on this streamable-HTTP MCP server.")
+    ] = None,
 ) -> None:
     """Run real-world tasks under an agent, score them, and store the runs (task_runs, task_steps).
 
     `realprobe run --all --agent reference --mode replay` replays the shipped cassettes offline;
     add `--executor ray` to spread the runs over a local Ray (or `--address` a cluster).
     """
+    if mcp_server is not None or mcp_url is not None:
+        _run_mcp(tasks, mcp_server, mcp_url, agent, simulate, fault_plan, fault_rate, seed,
+                 repeat, db, timeout, as_json)
+        return
     if list_:
         from realprobe.tasks.model import default_tasks_dir, load_tasks
 

@@ -43,6 +43,9 @@ JSONRPC_CODES = {-32602: ErrorCode.INVALID_INPUT, -32601: ErrorCode.NOT_FOUND,
 INJECTED_CODES = {ErrorCode.TIMEOUT: -32001, ErrorCode.INVALID_INPUT: -32602,
                   ErrorCode.NOT_FOUND: -32601}
 UPSTREAM_GONE = -32000
+#: where an injected answer carries its label (result `_meta`, error `data`): for evaluators,
+#: never shown to a model by a client that passes on content only
+FAULT_META = "realprobe/fault"
 MESSAGES = {
     ErrorCode.SERVER_ERROR: "the tool's backend failed (HTTP 503)",
     ErrorCode.RATE_LIMIT_ERROR: "rate limited (HTTP 429)",
@@ -344,15 +347,17 @@ class Proxy:
         if out.retry_after_s:
             message += f"; retry after {out.retry_after_s:g} s"
         profile = self.model.profile if self.model is not None else None
+        label = self._label(call)
         if profile is not None and profile.mcp_errors == "jsonrpc":
             answer: dict[str, Any] = {"jsonrpc": "2.0", "id": call.rid, "error": {
-                "code": INJECTED_CODES.get(out.code, -32603), "message": message}}
+                "code": INJECTED_CODES.get(out.code, -32603), "message": message,
+                "data": {FAULT_META: label}}}
         else:
             answer = {"jsonrpc": "2.0", "id": call.rid, "result": {"isError": True, "content": [
-                {"type": "text", "text": f"{out.code.value}: {message}"}]}}
+                {"type": "text", "text": f"{out.code.value}: {message}"}],
+                "_meta": {FAULT_META: label}}}
             if self.result_type:
                 answer["result"]["resultType"] = "complete"
-        label = self._label(call)
         await self._to_client(answer, injected=label)
         latency = (time.perf_counter() - call.t0) * 1000
         if self.rows is not None and label is not None:
@@ -381,17 +386,20 @@ class Proxy:
         waited = self.opts.timeout_s
         self._spawn(self._answer_error(call, ErrorCode.TIMEOUT, -32001,
                                        f"no answer from the MCP server within {waited:g} s"
-                                       + self._garbage_note()))
+                                       + self._garbage_note(), self._label(call)))
 
     def _garbage_note(self) -> str:
         n = self.summary.garbage
         return f" (it wrote {n} line(s) that are not JSON-RPC meanwhile)" if n else ""
 
-    async def _answer_error(self, call: Call, code: ErrorCode, rpc: int, message: str) -> None:
+    async def _answer_error(self, call: Call, code: ErrorCode, rpc: int, message: str,
+                            label: dict[str, Any] | None = None) -> None:
         result = failed(call.tool, code, message, (time.perf_counter() - call.t0) * 1000)
         self._end(call, result)
-        await self._to_client({"jsonrpc": "2.0", "id": call.rid,
-                               "error": {"code": rpc, "message": message}})
+        error: dict[str, Any] = {"code": rpc, "message": message}
+        if label is not None:
+            error["data"] = {FAULT_META: label}
+        await self._to_client({"jsonrpc": "2.0", "id": call.rid, "error": error}, injected=label)
 
     def _end(self, call: Call, result: ToolResult, note: str = "") -> None:
         """Store a finished call (once) and forget it."""
@@ -458,6 +466,7 @@ class Proxy:
                                     self.earlier.get(call.tool))
                 self._put_doc(res, new)
                 label = self._label(call)
+                res["_meta"] = {**(res.get("_meta") or {}), FAULT_META: label}
                 line = json.dumps(msg, ensure_ascii=False)
                 msg["_realprobe_injected"] = label
             self.earlier[call.tool] = original
