@@ -287,3 +287,58 @@ async def _in_thread(fn: Any, *args: Any, **kw: Any) -> Any:
     import asyncio
 
     return await asyncio.to_thread(fn, *args, **kw)
+
+
+async def test_an_agent_is_scored_on_its_own_server_under_faults(tmp_path: Path) -> None:
+    from realprobe.api_mcp import evaluate
+    from realprobe.mcp.evaluation import McpToolbox
+
+    async def agent(prompt: str, box: McpToolbox) -> str:
+        assert {t["name"] for t in box.tools} == {"get_current_time", "convert_time"}
+        for _ in range(4):  # retries until the fault passes
+            got = await box.call("convert_time", CONVERT)
+            if got.ok:
+                return f"It is {got.data['target']['datetime'][11:16]} in Tokyo."
+        return "I could not find out."
+
+    def says_21(answer: str, calls: list[Any]) -> bool:
+        return "21:00" in answer
+
+    db = tmp_path / "eval.db"
+    tasks = [{"id": "tokyo", "prompt": "Noon UTC in Tokyo?", "check": says_21},
+             {"id": "tokyo-json", "prompt": "Noon UTC in Tokyo?",
+              "expect": {"answer_contains": ["21:00"], "calls_include": ["convert_time"],
+                         "calls_at_most": 1}}]
+    runs = await _in_thread(evaluate, agent, tasks, mcp_server=TIME, fault_rate=0.5, seed=2,
+                            repeat=2, db=db)
+    assert len(runs) == 4
+    for r in runs:
+        failed_calls = [c for c in r.calls if not c.ok]
+        assert all(c.fault and c.fault["origin"] == "injected" for c in failed_calls), r
+        if r.task == "tokyo":
+            assert r.success == any(c.ok for c in r.calls)
+        else:  # the expectation allows one call: a run that needed a retry fails it
+            assert r.success == (len(r.calls) == 1 and r.calls[0].ok), r
+    stored = rows(db, "SELECT task, outcome, tool_faults FROM task_runs ORDER BY started_at")
+    assert sorted((s["task"], s["outcome"]) for s in stored) == sorted(
+        (r.task, "full" if r.success else "failure") for r in runs)
+    steps = rows(db, "SELECT ok, fault_origin FROM task_steps")
+    assert {(s["ok"], s["fault_origin"]) for s in steps} <= {(1, None), (0, "injected")}
+
+
+async def test_the_workflow_agent_on_git_over_a_throwaway_repository(tmp_path: Path) -> None:
+    from realprobe.api_mcp import evaluate
+
+    if not Path(GIT).exists():
+        pytest.skip("mcp-server-git not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=t", "commit", "-q",
+                    "--allow-empty", "-m", "the first commit"], cwd=repo, check=True)
+    task = {"id": "last-commit", "prompt": "What is the last commit message?",
+            "expect": {"answer_contains": ["the first commit"], "calls_include": ["git_log"]},
+            "workflow": [{"tool": "git_log", "args": {"repo_path": str(repo), "max_count": 1}}]}
+    (run,) = await _in_thread(evaluate, "workflow", [task], mcp_server=[GIT, "--repository",
+                                                                         str(repo)])
+    assert run.success, run
