@@ -30,9 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp import Client, MCPError, StdioServerParameters
-
 from benchlib import emit, load_average
+from mcp import Client, MCPError, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
