@@ -53,12 +53,16 @@ def mcp_proxy(
     timeout: float = 60.0,
     max_message_bytes: int = 16 * 1024 * 1024,
     vantage: str | None = None,
-    on_ready: Callable[[], None] | None = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8767,
+    on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
-    """Serve MCP on stdin/stdout in front of the server `command` starts (or the
-    streamable-HTTP server at `upstream`), relaying every message; faults from `profile` /
-    `fault_plan` / `fault_rate` (seeded by `seed`) are injected per tools/call; `record`
-    writes the session cassette, `db` a probe row per call."""
+    """Serve MCP on stdin/stdout (`transport="http"`: one streamable-HTTP session on
+    `host:port/mcp`) in front of the server `command` starts (or the streamable-HTTP server
+    at `upstream`), relaying every message; faults from `profile` / `fault_plan` /
+    `fault_rate` (seeded by `seed`) are injected per tools/call; `record` writes the session
+    cassette, `db` a probe row per call; `on_ready(where)` once it serves."""
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.wire import split_command
 
@@ -68,21 +72,42 @@ def mcp_proxy(
     argv = split_command(command) if command else None
     opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
                     max_message_bytes, vantage)
-    return _run(lambda: serve(opts, command=argv, url=upstream, on_ready=on_ready))
+    http = _http(transport, host, port)
+    return _run(lambda: serve(opts, command=argv, url=upstream, on_ready=on_ready, http=http))
+
+
+def _http(transport: str, host: str, port: int) -> tuple[str, int] | None:
+    if transport not in ("stdio", "http"):
+        raise RealprobeError(f"transport {transport!r}: stdio or http", param="transport")
+    if not 0 <= port < 65536:
+        raise RealprobeError(f"port {port}: 0-65535", param="port")
+    return (host, port) if transport == "http" else None
 
 
 def _run(main: Callable[[], Any]) -> Any:
-    from realprobe.mcp.serve import run_until_signal
+    """Run `main()`; SIGINT/SIGTERM cancel it (noted, so the command can tell Ctrl-C)."""
+    import contextlib
+    import signal
 
-    box: list[Any] = []
+    from realprobe.probes.session import note_signal
 
-    async def go() -> None:
-        box.append(await main())
+    async def go() -> Any:
+        task = asyncio.ensure_future(main())
+        loop = asyncio.get_running_loop()
 
-    run_until_signal(go)
-    if not box:
-        raise RealprobeError("interrupted")
-    return box[0]
+        def stop(sig: int) -> None:
+            note_signal(sig)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop, sig)
+        return await task
+
+    try:
+        return asyncio.run(go())
+    except asyncio.CancelledError:
+        raise RealprobeError("interrupted before the session started") from None
 
 
 def mcp_replay(
@@ -97,11 +122,15 @@ def mcp_replay(
     db: str | Path | None = None,
     timeout: float = 60.0,
     vantage: str | None = None,
-    on_ready: Callable[[], None] | None = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8767,
+    on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
-    """Serve a recorded MCP session on stdin/stdout with the server gone: each request gets
-    its recorded answer, in order (`on_exhausted`: error, repeat-last or cycle, as for HTTP
-    cassettes; `replay_latency`: none, real or scaled:X); faults and rows as for the proxy."""
+    """Serve a recorded MCP session on stdin/stdout (or over HTTP) with the server gone:
+    each request gets its recorded answer, in order (`on_exhausted`: error, repeat-last or
+    cycle, as for HTTP cassettes; `replay_latency`: none, real or scaled:X); faults and rows
+    as for the proxy."""
     from realprobe.cassettes.core import EXHAUSTION_POLICIES, LatencyPolicy
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.session_cassette import CassetteUpstream
@@ -111,12 +140,13 @@ def mcp_replay(
                              f"{', '.join(EXHAUSTION_POLICIES)}", param="on_exhausted")
     LatencyPolicy.parse(replay_latency)
     path = Path(cassette)
+    http = _http(transport, host, port)
     opts = _options(profile, fault_plan, fault_rate, seed, None, db, timeout, 16 * 1024 * 1024,
                     vantage, replayed=str(path))
 
     async def main() -> Any:
         up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency)
-        return await serve(opts, cassette=up, on_ready=on_ready)
+        return await serve(opts, cassette=up, on_ready=on_ready, http=http)
 
     return _run(main)
 

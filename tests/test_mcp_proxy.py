@@ -342,3 +342,25 @@ async def test_the_workflow_agent_on_git_over_a_throwaway_repository(tmp_path: P
     (run,) = await _in_thread(evaluate, "workflow", [task], mcp_server=[GIT, "--repository",
                                                                          str(repo)])
     assert run.success, run
+
+
+async def test_over_http_and_in_front_of_an_http_server() -> None:
+    """`--transport http` serves one streamable-HTTP session; a stdio proxy with
+    `--upstream URL` relays to it: the client sees the server's tools and answers."""
+    import re
+
+    served = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "proxy", "--transport", "http", "--port",
+         "0", "--profile", "calm", "--", TIME], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, **ENV})
+    try:
+        assert served.stderr is not None
+        line = served.stderr.readline()
+        found = re.search(r"on (http://127\.0\.0\.1:\d+/mcp)", line)
+        assert found, line
+        direct = await session(StdioServerParameters(command=TIME), calls=1)
+        through = await session(realprobe("mcp", "proxy", "--upstream", found.group(1)), calls=1)
+        assert through == direct
+    finally:
+        served.send_signal(signal.SIGINT)
+        assert served.wait(timeout=30) == 130

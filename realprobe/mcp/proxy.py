@@ -24,6 +24,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,6 +163,7 @@ class ProxySummary:
     upstream_exit: int | None = None  # the server ended the session (its exit code, -1 if unknown)
     server: str = ""
     run_id: str | None = None
+    interrupted: bool = False
 
 
 class Rows:
@@ -254,6 +257,12 @@ class Proxy:
             if up in done and not down.done():
                 self.summary.upstream_exit = -1
                 await self._upstream_gone()
+        except asyncio.CancelledError:  # SIGINT/SIGTERM: a clean stop, rows and cassette kept
+            status = "interrupted"
+            self.summary.interrupted = True
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # handled here: what follows (closing) runs normally
         except BaseException:
             status = "interrupted"
             raise
@@ -535,38 +544,48 @@ def upstream_error(summary: ProxySummary) -> RealprobeError | None:
                        f"{summary.garbage} unreadable line(s)")
 
 
-async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: str | None = None,
-                cassette: Any = None, on_ready: Any = None) -> ProxySummary:
-    """Relay the proxy's stdin/stdout to a server started from `command`, a streamable-HTTP
-    server at `url`, or a recorded session (`cassette`: a CassetteUpstream)."""
-    from realprobe.mcp.wire import ProcessWire, StdioFront, http_upstream
+@asynccontextmanager
+async def _front(http: tuple[str, int] | None, on_ready: Any) -> AsyncIterator[Wire]:
+    from realprobe.mcp.wire import StdioFront, http_front
 
+    if http is not None:
+        async with http_front(*http, on_ready=on_ready) as wire:
+            yield wire
+        return
     front = await StdioFront.open()
     try:
-        if cassette is not None:
-            proxy = Proxy(opts, server_hint=str(cassette.meta.get("server") or "replay"),
-                          meta={"replayed": opts.replayed})
-            if on_ready:
-                on_ready()
-            try:
-                return await proxy.run(front, cassette)
-            finally:
-                cassette.close()
-        if url is not None:
-            async with http_upstream(url) as wire:
-                proxy = Proxy(opts, server_hint=url, meta={"server": url})
-                if on_ready:
-                    on_ready()
-                return await proxy.run(front, wire)
-        assert command is not None
-        pw = await ProcessWire.start(command, limit=opts.max_message_bytes)
-        try:
-            proxy = Proxy(opts, server_hint=Path(command[0]).name,
-                          meta={"server": Path(command[0]).name, "argv": command})
-            if on_ready:
-                on_ready()
-            return await proxy.run(front, pw)
-        finally:
-            await pw.close()
+        if on_ready is not None:
+            on_ready("stdio")
+        yield front
     finally:
         front.close()
+
+
+async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: str | None = None,
+                cassette: Any = None, on_ready: Any = None,
+                http: tuple[str, int] | None = None) -> ProxySummary:
+    """Relay the client (stdio, or one streamable-HTTP session on `http` = (host, port)) to a
+    server started from `command`, a streamable-HTTP server at `url`, or a recorded session
+    (`cassette`: a CassetteUpstream); `on_ready(where)` once the client side is open."""
+    from realprobe.mcp.wire import ProcessWire, http_upstream
+
+    if cassette is not None:
+        proxy = Proxy(opts, server_hint=str(cassette.meta.get("server") or "replay"),
+                      meta={"replayed": opts.replayed})
+        try:
+            async with _front(http, on_ready) as front:
+                return await proxy.run(front, cassette)
+        finally:
+            cassette.close()
+    if url is not None:
+        async with http_upstream(url) as wire, _front(http, on_ready) as front:
+            return await Proxy(opts, server_hint=url, meta={"server": url}).run(front, wire)
+    assert command is not None
+    pw = await ProcessWire.start(command, limit=opts.max_message_bytes)
+    try:
+        proxy = Proxy(opts, server_hint=Path(command[0]).name,
+                      meta={"server": Path(command[0]).name, "argv": command})
+        async with _front(http, on_ready) as front:
+            return await proxy.run(front, pw)
+    finally:
+        await pw.close()
