@@ -151,3 +151,20 @@ def check_nesting(value: Any, where: str, limit: int = MAX_NESTING) -> None:
             stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
+
+
+def read_json_or_toml(path: Path, label: str, param: str | None = None) -> Any:
+    """A JSON or TOML file a user hands in (TOML by its `.toml` suffix), read under the size
+    cap and the nesting limit; a parse failure is one error naming the file."""
+    import json
+    import tomllib
+
+    text = read_bounded(path, f"{label} {path}").decode("utf-8", "replace")
+    toml = path.suffix.lower() == ".toml"
+    try:
+        raw = tomllib.loads(text) if toml else json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise RealprobeError(f"{label} {path}: not valid {'TOML' if toml else 'JSON'} ({exc})",
+                             param=param) from exc
+    check_nesting(raw, str(path))
+    return raw

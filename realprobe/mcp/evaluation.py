@@ -110,20 +110,10 @@ class McpTask:
 
 def load_mcp_tasks(path: str | Path) -> list[McpTask]:
     """Tasks from a JSON or TOML file: a list of tasks, or {"tasks": [...]}."""
-    from realprobe.limits import check_nesting, read_bounded
+    from realprobe.limits import read_json_or_toml
 
     p = Path(path)
-    text = read_bounded(p, f"tasks file {p}").decode("utf-8", "replace")
-    try:
-        if p.suffix.lower() == ".toml":
-            import tomllib
-
-            raw: Any = tomllib.loads(text)
-        else:
-            raw = json.loads(text)
-    except ValueError as exc:
-        raise RealprobeError(f"tasks file {p}: not valid ({exc})", param="tasks") from exc
-    check_nesting(raw, str(p))
+    raw = read_json_or_toml(p, "tasks file", "tasks")
     items = raw.get("tasks") if isinstance(raw, dict) else raw
     if not isinstance(items, list) or not items:
         raise RealprobeError(f"tasks file {p}: expected a list of tasks", param="tasks")

@@ -21,7 +21,7 @@ from statistics import median
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.limits import check_nesting, read_bounded
+from realprobe.limits import read_json_or_toml
 from realprobe.mcp.proxy import failed, tool_result
 from realprobe.result import ToolResult
 
@@ -29,18 +29,7 @@ from realprobe.result import ToolResult
 def load_calls(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     """tool name -> argument sets (at least one each)."""
     p = Path(path)
-    text = read_bounded(p, f"calls file {p}").decode("utf-8", "replace")
-    try:
-        if p.suffix.lower() == ".toml":
-            import tomllib
-
-            raw: Any = tomllib.loads(text)
-        else:
-            raw = json.loads(text)
-    except ValueError as exc:
-        raise RealprobeError(f"calls file {p}: not valid {p.suffix or 'JSON'} ({exc})",
-                             param="mcp_calls") from exc
-    check_nesting(raw, str(p))
+    raw = read_json_or_toml(p, "calls file", "mcp_calls")
     if not isinstance(raw, dict) or not raw:
         raise RealprobeError(f"calls file {p}: expected a table of tool name -> arguments",
                              param="mcp_calls")
