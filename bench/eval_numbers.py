@@ -60,7 +60,7 @@ def reliability_surface(repeat: int, folder: Path) -> dict[str, Any]:
         path = folder / f"published_x{lam:g}.json"
         scaled(base, lam).dump(path)
         for eps in (0, 1, 2):
-            for r in run_rows(simulate=str(path), repeat=repeat, paraphrase=eps):
+            for r in run_rows(profile=str(path), repeat=repeat, paraphrase=eps):
                 rows.append({**r, "fault_rate": lam, "target": "simulate:published"})
     (surf,) = surface(rows)
     return surf
@@ -71,7 +71,7 @@ def flaw_metrics(seeds: int) -> list[dict[str, Any]]:
     for kind in ALL_FLAW_TYPES:
         for sev in SEVERITIES:
             rows = [r for s in range(seeds) for r in run_rows(
-                simulate="calm", prompt=f"flawed:{kind}@{sev}", flaw_seed=s)]
+                profile="calm", prompt=f"flawed:{kind}@{sev}", flaw_seed=s)]
             entry: dict[str, Any] = {"flaw": kind, "severity": sev, "runs": len(rows)}
             for col in ("chain_f1", "kendall_tau"):
                 vals = sorted(float(r[col]) for r in rows if r[col] is not None)

@@ -6,17 +6,24 @@ results file is left out of the table.
 
     python bench/readme_numbers.py            # print the table
     python bench/readme_numbers.py --write    # update README.md
-    python bench/readme_numbers.py --check    # exit 1 if README.md is out of date
+    python bench/readme_numbers.py --check    # exit 1 if README.md is out of date, or if
+                                              # a rerun of bench/perf_table.py moves one of
+                                              # its figures by more than its stated noise
+    python bench/readme_numbers.py --check --no-rerun   # the first half only
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from perf_table import NOISE, claims
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -32,30 +39,6 @@ def _n(v: float, digits: int = 0) -> str:
 
 def _pct(v: float) -> str:
     return f"{100 * v:.1f} %"
-
-
-def call_overhead(d: dict[str, Any]) -> list[Row]:
-    n = d["n"]
-    return [
-        (
-            f"call overhead, {_n(n)} sequential tool calls vs {_n(n)} raw `httpx` calls, "
-            "loopback sandbox in its own process",
-            f"sync client (`call_tool_sync`): {_n(d['realprobe_sync_live_transport_per_s'])} "
-            f"calls/s vs raw sync {_n(d['raw_httpx_sync_per_s'])}: "
-            f"**{d['ratio_sync_live_vs_raw_sync']:.2f}** ({d['ratio_sync_routing_vs_raw_sync']:.2f}"
-            f" through sandbox routing); async client (`call_tool`): "
-            f"{_n(d['realprobe_live_transport_per_s'])} vs raw async "
-            f"{_n(d['raw_httpx_async_per_s'])}: **{d['ratio_live_vs_raw_async']:.2f}**",
-            "≥ 0.95 of raw httpx",
-            "`python bench/call_overhead.py`",
-        ),
-        (
-            "simulate transport, tool calls in process",
-            f"{_n(d['simulate_calls_per_s'])} calls/s",
-            "–",
-            "same",
-        ),
-    ]
 
 
 def probe_throughput(d: dict[str, Any]) -> list[Row]:
@@ -76,20 +59,6 @@ def scheduling_efficiency(d: dict[str, Any]) -> list[Row]:
         f"httpx same pattern {d['raw_httpx_ratio_to_ideal']:.2f})",
         "≤ 1.15 × ideal",
         "`python bench/scheduling_efficiency.py`",
-    )]
-
-
-def stats_1m_rows(d: dict[str, Any]) -> list[Row]:
-    return [(
-        f"`stats` on {_n(d['rows'])} rows over {d['tools']} tools, made by the simulator "
-        f"(`{d['profile']}` profile) and stored as {d['kind']} rows with every column, vs a "
-        "sqlite3 `GROUP BY tool` over the same selection, each in a fresh process",
-        f"{d['stats_cli_cpu_s']:.2f} s of CPU ({d['stats_cli_wall_s']:.2f} s wall) vs "
-        f"{d['anchor_group_by_cpu_s']:.2f} s: **{d['ratio_cpu_stats_to_group_by']:.1f}×** "
-        f"(in process: load {d['load_s']:.2f} s, statistics {d['compute_s']:.2f} s; "
-        f"{_load(d)})",
-        f"≤ {d['goal_ratio']:g}× the `GROUP BY`",
-        "`python bench/stats_1m_rows.py`",
     )]
 
 
@@ -554,12 +523,99 @@ def ray_live_gate(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def perf_table(d: dict[str, Any]) -> list[Row]:
+    """The performance figures of one run of bench/perf_table.py, each a ratio to an anchor
+    measured side by side (CPU time: the machine is shared), with the noise `--check`
+    allows."""
+    cmd = "`python bench/perf_table.py`"
+    load = f"{_load(d)}; noise ±{NOISE['ratio']:.0%}"
+    rows: list[Row] = []
+    if "stats" in d:
+        st = d["stats"]
+        cells = "; ".join(
+            f"{_n(int(k))} rows: {r['stats_cpu_s']} s vs {r['anchor_cpu_s']} s, "
+            f"**{r['ratio']}×** (peak {r['stats_peak_mb']:.0f} MB)"
+            for k, r in st["by_rows"].items()
+        )
+        rows.append((
+            "`realprobe stats --json` vs the anchor query `" + st["anchor_sql"] + "`, each in "
+            "a fresh process, CPU (30 tools, live rows with phases)",
+            f"{cells} ({load})", "≤ 3× at 100,000 rows, ≤ 1.5× at 1,000,000", cmd))
+    if "calls" in d:
+        c = d["calls"]
+        rows.append((
+            f"call throughput: {_n(c['n'])} tool calls vs {_n(c['n'])} raw `httpx` calls on "
+            "the same loopback sandbox (its own process), CPU of the caller",
+            f"sync (`call_tool_sync`) **{c['ratio_sync']:.2f}**, async (`call_tool`) "
+            f"**{c['ratio_async']:.2f}** of raw httpx ({load})", "≥ 0.95 of raw httpx", cmd))
+    if "replay" in d:
+        r = d["replay"]
+        rows.append((
+            f"replay per request, {_n(r['n'])}-interaction cassette through `use_cassette` vs "
+            "an `httpx.MockTransport` handing back prebuilt responses, CPU",
+            f"{r['use_cassette_us']} µs vs {r['mock_transport_us']} µs: **{r['ratio']}×** "
+            f"({load})", "≤ 1.3×", cmd))
+    if "metrics" in d:
+        m = d["metrics"]
+        rows.append((
+            f"exporter `/metrics` on {_n(m['rows'])} rows (100 new between scrapes) vs a bare "
+            "prometheus_client server serving the same samples, CPU per scrape (median of "
+            f"{m['scrapes']})",
+            f"{m['exporter_cpu_ms']} ms vs {m['bare_prometheus_cpu_ms']} ms: "
+            f"**{m['ratio']}×** ({load})", "≤ 1.5×", cmd))
+    if "calibrate" in d:
+        c = d["calibrate"]
+        rows.append((
+            f"`calibrate` of {_n(c['tools'])} tools × {_n(c['rows_per_tool'])} calls behind a "
+            f"{c['deadline_s']:g} s deadline that bites, in process on {c['cores']} cores",
+            f"{c['wall_s']} s wall, {c['cpu_s']} s of CPU ({c['cpu_per_tool_s']} s per tool; "
+            f"{_load(d)}; noise ±{NOISE['wall_s']:.0%} wall, ±{NOISE['cpu_s']:.0%} CPU)",
+            "700 tools ≤ 60 s wall on 2 cores", cmd))
+    if "startup" in d:
+        u = d["startup"]
+        rows.append((
+            f"start-up: `catalog import-openapi` of a {u['import_openapi_doc_bytes'] / 1000:.0f}"
+            " kB document; `realprobe --help` vs a one-command typer app (fresh processes, best "
+            "of 3 / 7, CPU)",
+            f"{u['import_openapi_cpu_s']} s of CPU ({u['import_openapi_wall_s']} s wall); "
+            f"{u['help_cpu_s']} s vs {u['typer_one_command_cpu_s']} s: "
+            f"**{u['ratio_help_to_typer']}×** ({load})", "≤ 1 s; ≤ 0.48×", cmd))
+    return rows
+
+
+def rerun_check(results: Path = RESULTS) -> list[str]:
+    """Rerun bench/perf_table.py as its results file says it ran; the figures that moved by
+    more than their noise (empty: every claim held)."""
+    path = results / "perf_table.json"
+    if not path.exists():
+        return []
+    old = json.loads(path.read_text(encoding="utf-8"))
+    a = old["args"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "perf_table.json"
+        subprocess.run(
+            [sys.executable, str(HERE / "perf_table.py"), "--only", a["only"], "--sizes",
+             a["sizes"], "--repeats", str(a["repeats"]), "--calls", str(a["calls"]),
+             "--metrics-rows", str(a["metrics_rows"]), "--calibrate-tools",
+             str(a["calibrate_tools"]), "--out", str(out)],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        new = claims(json.loads(out.read_text(encoding="utf-8")))
+    off = []
+    for name, (was, noise) in claims(old).items():
+        now = new.get(name, (float("nan"), noise))[0]
+        held = abs(now - was) <= noise * abs(was)
+        print(f"{'ok ' if held else 'OFF'} {name}: README {was:g}, now {now:g} (±{noise:.0%})")
+        if not held:
+            off.append(name)
+    return off
+
+
 #: results file stem -> its rows, in the README's order
 TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
-    "call_overhead": call_overhead,
+    "perf_table": perf_table,
     "probe_throughput": probe_throughput,
     "scheduling_efficiency": scheduling_efficiency,
-    "stats_1m_rows": stats_1m_rows,
     "report_100k": report_100k,
     "cli_startup": cli_startup,
     "demo_time": demo_time,
@@ -618,13 +674,19 @@ def with_table(readme: str, results: Path = RESULTS) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="update README.md")
-    ap.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if README.md is out of date or a rerun moves a figure")
+    ap.add_argument("--no-rerun", action="store_true", help="--check without the rerun")
     args = ap.parse_args()
     current = README.read_text(encoding="utf-8")
     wanted = with_table(current)
     if args.check:
         if current != wanted:
             sys.exit("README.md numbers are stale: run python bench/readme_numbers.py --write")
+        off = [] if args.no_rerun else rerun_check()
+        if off:
+            sys.exit(f"{len(off)} README figure(s) off by more than their noise: "
+                     + ", ".join(off))
         return
     if args.write:
         README.write_text(wanted, encoding="utf-8")

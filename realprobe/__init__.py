@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.store import Store
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.settings import EvalSettings
 
 #: public name -> the module that defines it
 _WHERE: dict[str, str] = {
@@ -170,6 +171,7 @@ _WHERE: dict[str, str] = {
     "evaluate": "realprobe.api_mcp",
     "TaskBatch": "realprobe.tasks.batch",
     "TaskBatchResult": "realprobe.tasks.batch",
+    "EvalSettings": "realprobe.tasks.settings",
     # MCP, the demo, docs
     "serve_mcp": "realprobe.api",
     # any MCP server as a target
@@ -202,6 +204,7 @@ __all__ = [
     "Drift",
     "DriftReport",
     "ErrorCode",
+    "EvalSettings",
     "HeldBack",
     "HostGates",
     "HttpClient",

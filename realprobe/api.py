@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
     from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
+    from realprobe.mcp.service import McpService
     from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.results import Drift, Stats, VantageStats
     from realprobe.probes.runner import RunSummary
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.settings import EvalSettings
     from realprobe.tasks.sweep import SweepResult
 
 
@@ -56,24 +58,29 @@ def options(
     *,
     mode: Mode | str = Mode.LIVE,
     sandbox: str | None = None,
-    simulate: str | Path | Profile | None = None,
+    profile: str | Path | Profile | None = None,
     cassette: str | Path | None = None,
     seed: int = 0,
+    record_mode: str | None = None,
+    fault_plan: str | Path | None = None,
+    fault_rate: float | None = None,
+    **old: Any,
 ) -> TransportOptions:
-    """Where calls go: live (default), a `sandbox` URL, a `simulate` profile (name, file or
-    Profile) on a virtual clock, or a `cassette` to record to (`mode="record"`) or replay
-    from (`mode="replay"`)."""
+    """Where calls go: live (default), a `sandbox` URL, a `profile` (name, file or Profile)
+    simulated on a virtual clock, under a `fault_plan` or at a `fault_rate`, or a `cassette`
+    to record to (`mode="record"`, or a vcrpy `record_mode`) or replay from
+    (`mode="replay"`). `simulate=` is the old name of `profile=`."""
     from realprobe.clients import TransportOptions
+    from realprobe.errors import renamed_keyword
 
-    try:
-        return TransportOptions(
-            mode=Mode.parse(mode), sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette
-        ).normalised()
-    except BadArgument:
-        raise
-    except RealprobeError as exc:  # the same message; `profile` is spelled `simulate` here
-        params = tuple("simulate" if p == "profile" else p for p in exc.params)
-        raise BadArgument(params or "mode", str(exc)) from None
+    renamed_keyword(old, "simulate", "profile")
+    profile = old.pop("profile", profile)
+    if old:
+        raise TypeError(f"options() got an unexpected keyword argument {next(iter(old))!r}")
+    return TransportOptions(
+        mode=Mode.parse(mode), sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
+        record_mode=record_mode, fault_plan=fault_plan, fault_rate=fault_rate,
+    ).normalised()
 
 
 def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:
@@ -152,14 +159,23 @@ def make_sandbox(
     host: str = "127.0.0.1",
     port: int = 0,
     catalog: Catalog | None = None,
+    settings: EvalSettings | None = None,
     **extra: Any,
 ) -> Sandbox:
     """A loopback sandbox serving every catalogue API under a fault profile (not started:
     `await sb.start()`, or use `sandbox_running`). `extra` goes to the sandbox setup:
-    `cassettes` (serve recordings), `upstream` (proxy mode: "live" or a URL), `polite`,
-    `toxics`, `admin`, `db` (the budget ledger for a live upstream)."""
+    `fault_plan`, `fault_rate`, `cassettes` (serve recordings), `upstream` (proxy mode:
+    "live" or a URL), `polite`, `toxics`, `admin`, `db` (the budget ledger for a live
+    upstream). `settings`: an evaluation's settings, of which a sandbox takes the profile,
+    seed, fault plan and fault rate (and refuses the others)."""
     from realprobe.sandbox.setup import sandbox_for
     from realprobe.simulator.profile import Profile, load_profile
+    from realprobe.tasks.settings import SANDBOX_SETTINGS
+
+    if settings is not None:
+        settings.refuse_unless("a sandbox", SANDBOX_SETTINGS)
+        profile, seed = settings.profile or profile, settings.seed
+        extra |= {"fault_plan": settings.fault_plan, "fault_rate": settings.fault_rate}
 
     if latency_scale < 0:
         raise BadArgument("latency_scale", f"latency_scale must be >= 0 (got {latency_scale:g})")
@@ -491,7 +507,7 @@ def save_profile(
     profile: Profile, path: str | Path, *, replace: bool = True, private: bool = False
 ) -> Path:
     """Write a profile (from `calibrate`, or built by hand) as the JSON file `load_profile`,
-    `make_sandbox` and `options(simulate=...)` read back: atomically, never through a
+    `make_sandbox` and `options(profile=...)` read back: atomically, never through a
     symbolic link, mode 0644 under the usual umask (`private`: 0600). Returns the path."""
     return profile.save(path, replace=replace, private=private)
 
@@ -633,7 +649,8 @@ def plan_tasks(
     tasks: Sequence[str] | None = None, *, all: bool = False, **settings: Any
 ) -> TaskBatch:
     """Check a batch of real-world task runs before anything runs (see `TaskBatch.plan` for
-    the settings: agent, prompt, mode, sandbox, simulate, cassette, repeat, seed, ...)."""
+    the settings: agent, repeat, ..., and `settings` or its fields: prompt, mode, sandbox,
+    profile, cassette, seed, fault_plan, fault_rate, flaw_seed, paraphrase)."""
     from realprobe.tasks.batch import TaskBatch
 
     return TaskBatch.plan(list(tasks or []), all_tasks=all, **settings)
@@ -744,6 +761,59 @@ def task_results(
 # -- MCP --------------------------------------------------------------------------------------
 
 
+def mcp_service(
+    *,
+    tools: Sequence[str] | str | None = None,
+    target: TransportOptions | None = None,
+    real_time: bool = False,
+    db: str | Path | None = None,
+    timeout: float | None = None,
+    vantage: str | None = None,
+    polite: bool = True,
+    catalog: Catalog | None = None,
+    task: str | None = None,
+    model: str = "-",
+    settings: EvalSettings | None = None,
+    **fields: Any,
+) -> McpService:
+    """The MCP service `serve_mcp` serves (keywords as there), for use in process:
+    `async with service, mcp.Client(service.server) as client: ...`."""
+    from dataclasses import replace
+
+    from realprobe.clients import TransportOptions
+    from realprobe.errors import renamed_keyword
+    from realprobe.mcp.service import McpService, ServiceOptions
+    from realprobe.tasks.evaluate import session_settings
+    from realprobe.tasks.settings import TOOL_SETTINGS, EvalSettings
+
+    renamed_keyword(fields, "task_prompt", "prompt")
+    renamed_keyword(fields, "task_model", "model")
+    model = fields.pop("model", model)
+    if timeout is not None and timeout <= 0:
+        raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
+    if settings is None:
+        settings = EvalSettings.of(target, **fields)
+    elif target is not None or fields:
+        raise BadArgument("settings", "give settings, or target and its keywords, not both")
+    if task is None:
+        settings.refuse_unless("serving tools without a task", TOOL_SETTINGS)
+    opts = replace(target or TransportOptions(), **{k: getattr(settings, k) for k in TOOL_SETTINGS})
+    opts = opts.normalised()
+    if real_time:
+        if opts.mode is not Mode.SIMULATE:
+            raise BadArgument("real_time", "real_time applies to a simulate target only")
+        opts = replace(opts, real_time=True)
+    names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
+    return McpService(
+        catalog or load_catalog(),
+        ServiceOptions(
+            transport=opts, tools=names, timeout_s=timeout,
+            db=str(db) if db is not None else None, vantage=vantage, polite=polite,
+            task=task, settings=session_settings(settings, None, {}), model=model,
+        ),
+    )
+
+
 def serve_mcp(
     *,
     transport: Literal["stdio", "http"] = "stdio",
@@ -761,53 +831,46 @@ def serve_mcp(
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
     max_sessions: int = 100,
-    session_idle_s: float = 600.0,
+    session_idle_timeout: float = 600.0,
     task: str | None = None,
-    task_prompt: str = "baseline",
-    task_model: str = "-",
+    model: str = "-",
+    settings: EvalSettings | None = None,
+    **fields: Any,
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
     signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
     gets where the server listens (its URL, or "stdio") and what it serves.
 
-    `task`: the connected agent's calls are one task run under `task_prompt`, scored when
-    it calls `finish` or the session ends, and stored in `db` (default: the default
-    database) like a built-in agent's run, labelled `agent = mcp, model = task_model`.
+    `task`: the connected agent's calls are one task run, scored when it calls `finish` or
+    the session ends, and stored in `db` (default: the default database) like a built-in
+    agent's run, labelled `agent = mcp, model = model`. Its `settings` (or the target and
+    `prompt`, `flaw_seed`, `paraphrase` as keywords) are those of `evaluate`; without a
+    task, only the target's settings apply and the others are refused.
 
     HTTP only: Host/Origin must be loopback or one of `allowed_hosts` ('*' turns the check
     off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
-    `max_sessions` sessions are open, each closed after `session_idle_s` without a request."""
-    from dataclasses import replace
-
-    from realprobe.clients import TransportOptions
+    `max_sessions` sessions are open, each closed after `session_idle_timeout` seconds
+    without a request."""
+    from realprobe.errors import renamed_keyword
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
-    from realprobe.mcp.service import McpService, ServiceOptions, describe_target
+    from realprobe.mcp.service import describe_target
 
+    renamed_keyword(fields, "session_idle_s", "session_idle_timeout")
+    session_idle_timeout = fields.pop("session_idle_timeout", session_idle_timeout)
     if transport not in ("stdio", "http"):
         raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
-    if timeout is not None and timeout <= 0:
-        raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
     if not 0 <= port <= 65535:
         raise BadArgument("port", f"port {port}: must be between 0 and 65535")
     if max_sessions < 1:
         raise BadArgument("max_sessions", f"max_sessions {max_sessions}: must be at least 1")
-    if not session_idle_s > 0 or session_idle_s == float("inf"):
-        raise BadArgument(
-            "session_idle_s", f"session_idle_s {session_idle_s:g}: must be a positive number"
-        )
-    opts = (target or TransportOptions()).normalised()
-    if real_time:
-        if opts.mode is not Mode.SIMULATE:
-            raise BadArgument("real_time", "real_time applies to a simulate target only")
-        opts = replace(opts, real_time=True)
-    names = tools if tools is None or isinstance(tools, str) else ",".join(tools)
-    service = McpService(
-        catalog or load_catalog(),
-        ServiceOptions(
-            transport=opts, tools=names, timeout_s=timeout,
-            db=str(db) if db is not None else None, vantage=vantage, polite=polite,
-            task=task, task_prompt=task_prompt, task_model=task_model,
-        ),
+    if not session_idle_timeout > 0 or session_idle_timeout == float("inf"):
+        raise BadArgument("session_idle_timeout",
+                          f"session_idle_timeout {session_idle_timeout:g}: must be a positive "
+                          "number")
+    service = mcp_service(
+        tools=tools, target=target, real_time=real_time, db=db, timeout=timeout,
+        vantage=vantage, polite=polite, catalog=catalog, task=task, model=model,
+        settings=settings, **fields,
     )
     what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
     if task is not None:
@@ -824,7 +887,8 @@ def serve_mcp(
         asyncio.run(
             serve_http(
                 service, host, port, on_ready=ready, allowed_hosts=tuple(allowed_hosts),
-                auth_token=auth_token, max_sessions=max_sessions, session_idle_s=session_idle_s,
+                auth_token=auth_token, max_sessions=max_sessions,
+                session_idle_s=session_idle_timeout,
             )
         )
     except OSError as exc:

@@ -35,7 +35,6 @@ def import_openapi(
     operation. Raises `NothingImported` (with every report) when no operation could be."""
     from realprobe.adapters.openapi import ImportOptions
     from realprobe.adapters.openapi.catalog_file import import_to_file
-    from realprobe.clients import fetch_document
 
     names = [str(specs)] if isinstance(specs, str | Path) else [str(s) for s in specs]
     if not names:
@@ -44,7 +43,15 @@ def import_openapi(
         api_id=api_id, prefix=prefix, select=tuple(select), include_auth=include_auth,
         base_url=base_url, category=category,
     )
-    return import_to_file(names, Path(output), options, fetch_document)
+    return import_to_file(names, Path(output), options, _fetch_document)
+
+
+def _fetch_document(url: str) -> str:
+    """`clients.fetch_document`, loaded when a description is named by URL: the one client
+    (httpx, cassettes, the simulator) is not needed to read a file."""
+    from realprobe.clients import fetch_document
+
+    return fetch_document(url)
 
 
 @dataclass

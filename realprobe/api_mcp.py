@@ -204,7 +204,7 @@ def evaluate(
     fault_rate: float | None = None,
     repeat: int = 1,
     db: str | Path | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     name: str = "custom",
     model: str = "-",
     timeout: float = 10.0,
@@ -218,16 +218,17 @@ def evaluate(
     seeded `seed + r`), `tasks` are MCP tasks (a JSON/TOML file, or dicts/`McpTask`s with a
     prompt and a `check` callable or an `expect` on the answer and the calls; `agent` may be
     "workflow" to follow each task's workflow) and a list of `McpRun` comes back. Without,
-    it is the catalogue task evaluation (`target`, `prompt`, ... as in
-    `realprobe.tasks.evaluate.evaluate`), returning a TaskBatchResult."""
+    it is the catalogue task evaluation (`settings`, `target`, and the settings as keywords:
+    `prompt`, `seed`, `profile`, `fault_rate`, ... as in `realprobe.tasks.evaluate.evaluate`),
+    returning a TaskBatchResult."""
     if mcp_server is None and mcp_url is None:
         from realprobe.tasks.evaluate import evaluate as evaluate_catalogue
 
-        if any(x is not None for x in (profile, fault_plan, fault_rate)):
-            raise RealprobeError("profile, fault_plan and fault_rate go with an MCP server; "
-                                 "catalogue tasks take them in target", param="profile")
-        return evaluate_catalogue(agent, tasks, repeat=repeat, db=db, seed=seed, name=name,
-                                  model=model, **options)
+        given = {"profile": profile, "fault_plan": fault_plan, "fault_rate": fault_rate,
+                 "seed": seed}
+        fields = {k: v for k, v in given.items() if v is not None}
+        return evaluate_catalogue(agent, tasks, repeat=repeat, db=db, name=name, model=model,
+                                  **fields, **options)
     from realprobe.mcp.evaluation import evaluate_mcp
 
     if options:
@@ -239,5 +240,5 @@ def evaluate(
         raise RealprobeError(f"repeat {repeat}: at least 1", param="repeat")
     return asyncio.run(evaluate_mcp(
         agent, tasks, mcp_server=mcp_server, mcp_url=mcp_url, profile=profile,
-        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, repeat=repeat,
+        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed or 0, repeat=repeat,
         db=Path(db) if db else None, name=name, model=model, timeout_s=timeout))

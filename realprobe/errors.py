@@ -92,6 +92,25 @@ class RealprobeError(Exception):
         )
 
 
+_RENAMED: set[str] = set()
+
+
+def renamed_keyword(given: dict[str, Any], old: str, new: str) -> None:
+    """A keyword's old name taken as its new one in `given` (one notice per process; both
+    at once is an error). Flags and keywords share their names; the old ones keep working."""
+    if old not in given:
+        return
+    if new in given:
+        raise BadArgument((new, old), f"give {new} only ({old} is its old name)")
+    given[new] = given.pop(old)
+    if old not in _RENAMED:
+        import warnings
+
+        _RENAMED.add(old)
+        warnings.warn(f"{old}= is deprecated: use {new}= (same meaning)", DeprecationWarning,
+                      stacklevel=4)
+
+
 class BadArgument(RealprobeError, ValueError):
     """A value passed to a function (or, on the command line, an option) is unusable; the
     message starts with the parameter's name: `target 'x': choose one of ...`."""

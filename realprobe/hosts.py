@@ -9,8 +9,8 @@ to a live upstream. Each host gets one
 - call *starts* at least `min_interval_s` apart, plus a random jitter in [0, `jitter_s`]
   when the limiter has a random source (probe runs: probes from many machines must not
   synchronise; an agent's calls are paced by the agent),
-- a `Retry-After` (429, 503) pauses the host for that long; a 429 without one backs off
-  exponentially (`note`).
+- a `Retry-After` (on any answer that carries one) pauses the host for that long; a 429
+  without one backs off exponentially (`note`).
 
 Probe runs wait as long as their turn takes (`wait_turn`); an agent's call has a deadline,
 so it waits only when its turn comes within that deadline and otherwise gets `HeldBack`

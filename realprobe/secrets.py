@@ -360,9 +360,14 @@ def oauth_query(names: Iterable[str], path: str = "", *, redirect: bool = False)
 
 
 def _decode_component(text: str) -> str:
+    if "%" not in text and "+" not in text:
+        return text  # what unquote_plus would give back
     from urllib.parse import unquote_plus
 
     return unquote_plus(text)
+
+
+_QUERY_SEP = re.compile(r"([&;])")
 
 
 def scrub_query(
@@ -372,14 +377,14 @@ def scrub_query(
     """Secret parameters of a query (or form body) replaced in place; other bytes kept as is."""
     if not query or "=" not in query:
         return query
-    parts = re.split(r"([&;])", query)
+    parts = _QUERY_SEP.split(query)
     names = [_decode_component(p.partition("=")[0]) for p in parts[::2]]
     oauth = oauth_query(names, path, redirect=redirect)
     extra = tuple(extra)
     changed = False
     for i in range(0, len(parts), 2):
         k, eq, v = parts[i].partition("=")
-        name = _decode_component(k)
+        name = names[i // 2]
         if not eq or not v or v == placeholder:
             continue
         if secret_name(name, extra) or (oauth and name.lower() in OAUTH_WORDS):
@@ -398,6 +403,14 @@ def scrub_url(
     """Secret query parameters (and OAuth `code`/`state`), fragment ones and userinfo replaced."""
     if "?" not in url and "@" not in url and "#" not in url:
         return url
+    if "@" not in url and "#" not in url and url.isprintable() and url[0] != " ":
+        # the common case, a plain URL with a query, without parsing it: when nothing in the
+        # query is secret the URL comes back as is, exactly as below (the part before `?`
+        # holds the path, so it finds an OAuth path wherever the parsed path would)
+        base, _, query = url.partition("?")
+        if scrub_query(query, path=base, redirect=redirect, extra=extra,
+                       placeholder=placeholder) == query:
+            return url
     try:
         parts = urlsplit(url)
     except ValueError:

@@ -28,10 +28,9 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import sqlite_utils
 from pydantic import BaseModel
 
 from realprobe.dbfacts import (
@@ -47,6 +46,9 @@ from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
 from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import SOURCES, Target, TargetKind
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 #: probe_runs.status values
 RUN_DONE = "done"
@@ -225,7 +227,7 @@ def upkeep(path: Path) -> None:
     except RealprobeError:
         return
     try:
-        version = schema_version(sqlite_utils.Database(conn), "probes")
+        version = schema_version(conn, "probes")
         running = conn.execute(
             "SELECT 1 FROM probe_runs WHERE status = ? LIMIT 1", [RUN_RUNNING]
         ).fetchone()
@@ -307,6 +309,8 @@ class Store:
             conn = sqlite3.connect(sqlite_uri(self.path, "rwc"), uri=True,
                                    timeout=busy_timeout_s, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            import sqlite_utils  # only a writer needs it
+
             self.db = sqlite_utils.Database(conn)
             if create and not force:
                 _refuse_foreign(self.path, self.db)
@@ -616,17 +620,25 @@ class Store:
 # -- schema version ---------------------------------------------------------------------
 
 
-def schema_version(db: sqlite_utils.Database, part: str) -> int:
+def schema_version(db: sqlite_utils.Database | sqlite3.Connection, part: str) -> int:
     """Version of `part` (probes | tasks) in `db`: 0 when its tables do not exist yet, 1 when
-    they were made before versions were kept."""
-    if db.table(META_TABLE).exists():
-        row = db.conn.execute(
+    they were made before versions were kept (plain SQL: a reader need not load
+    sqlite_utils)."""
+    conn = db if isinstance(db, sqlite3.Connection) else db.conn
+
+    def exists(table: str) -> bool:
+        return conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]
+        ).fetchone() is not None
+
+    if exists(META_TABLE):
+        row = conn.execute(
             f"SELECT value FROM {META_TABLE} WHERE key = ?", [f"schema:{part}"]
         ).fetchone()
         if row is not None:
             return int(row[0])
     first = "probes" if part == "probes" else "task_runs"
-    return 1 if db.table(first).exists() else 0
+    return 1 if exists(first) else 0
 
 
 def set_schema_version(db: sqlite_utils.Database, part: str, version: int) -> None:

@@ -251,3 +251,28 @@ def test_calibrate_cli_prints_the_profile_notes(tmp_path: Path, monkeypatch, cap
     flat = " ".join(err.split())
     assert "catfact_fact: hangs cannot be told from slow calls" in flat
     assert load_profile(out).tools["catfact_fact"].notes
+
+
+def test_many_tools_are_fitted_in_worker_processes_exactly_as_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import realprobe.probes.calibrate as calibrate_mod
+    from realprobe.probes.synthetic import fault_model_arrays
+
+    arr = fault_model_arrays(load_profile("harsh"), ["a", "b", "c", "d"], 300, seed=3,
+                             deadline_s=0.3)
+    rep = compute_stats(arr)
+    here = calibrate(rep, arrays=arr).model_dump()
+    pools: list[int] = []
+    import concurrent.futures
+
+    class Counting(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, workers: int, *a, **k) -> None:  # type: ignore[no-untyped-def]
+            pools.append(workers)
+            super().__init__(workers, *a, **k)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Counting)
+    monkeypatch.setattr(calibrate_mod, "PARALLEL_TOOLS", 2)
+    monkeypatch.setattr(calibrate_mod, "_cores", lambda: 2)
+    assert calibrate(rep, arrays=arr).model_dump() == here
+    assert pools == [2]

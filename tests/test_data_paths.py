@@ -350,7 +350,7 @@ def test_a_database_named_like_a_uri_is_that_file(
     like the readers, so runs land in that file and no `x.db` appears beside it."""
     monkeypatch.chdir(tmp_path)
     name = "file:x.db?mode=memory"
-    realprobe.run_tasks(["pet_newsletter"], simulate="calm", db=name)
+    realprobe.run_tasks(["pet_newsletter"], profile="calm", db=name)
     assert realprobe.task_results(name)["runs"] == 1
     assert {p.name for p in tmp_path.iterdir()} <= {name, f"{name}-wal", f"{name}-shm"}
 

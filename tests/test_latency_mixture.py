@@ -110,7 +110,8 @@ def test_deadline_share_interval_is_the_profile_likelihood_one() -> None:
     """S(1 s) = 0.062: at each end of the interval, the censored likelihood refitted with
     S held there has dropped by 1.92 (twice: 3.84, the chi-square 95% point), the property
     of a profile-likelihood interval that the delta method's does not have; and the
-    intervals cover S in most of 30 seeded runs (the delta method's covered ~80%)."""
+    intervals cover S in most of 30 seeded runs (the delta method's covered ~80%). The same
+    on every BLAS kernel (OPENBLAS_CORETYPE=Prescott used to stop one end early)."""
     from scipy import optimize, special
 
     from realprobe.probes import latency_mixture as lm
@@ -127,13 +128,16 @@ def test_deadline_share_interval_is_the_profile_likelihood_one() -> None:
     theta, best = got
     for end in fit.p_exceed_ci95:
         z0 = float(special.ndtri(end))
-        res = optimize.minimize(
-            lm._nll, theta, args=(2, x, cvals, cw), method="SLSQP",
-            constraints=[{"type": "eq",
-                          "fun": lambda th, z0=z0: lm._probit_exceed(th, 2, cvals[0]) - z0}],
-            options={"maxiter": 200, "ftol": 1e-10},
-        )  # fmt: skip
-        assert 2 * (float(res.fun) - best) == pytest.approx(3.84, abs=0.3)
+        held, fun = theta, math.inf
+        for _ in range(4):  # restarted: one SLSQP run may stop above the minimum
+            res = optimize.minimize(
+                lm._nll, held, args=(2, x, cvals, cw), method="SLSQP",
+                constraints=[{"type": "eq",
+                              "fun": lambda th, z0=z0: lm._probit_exceed(th, 2, cvals[0]) - z0}],
+                options={"maxiter": 200, "ftol": 1e-10},
+            )  # fmt: skip
+            held, fun = res.x, min(fun, float(res.fun))
+        assert 2 * (fun - best) == pytest.approx(3.84, abs=0.3)
     hits = 0
     for seed in range(30):
         f = fit_mixture(*_bench_mixture(100 + seed))

@@ -87,7 +87,8 @@ min_calls = 5
     write_rows(db, "agify_age", "o" * 20, t0=T0)
     assert check(db, config, now=T0 + 200).events == []
 
-    write_rows(db, "agify_age", "x" * 15, t0=T0 + 200, run_id="burst")
+    # a degraded stretch (two calls in three fail): the quoted interval knows its n
+    write_rows(db, "agify_age", "xxo" * 10, t0=T0 + 200, run_id="burst")
     fired = check(db, config, now=T0 + 360)
     assert [(e.status, e.subject) for e in fired.events] == [("firing", "agify_age")]
     posts = receiver.take()
@@ -227,7 +228,7 @@ target = "all"
     db = tmp_path / "p.db"
     res = subprocess.run(
         [sys.executable, "-m", "realprobe.cli", "schedule", "--every", "1s", "--max-runs", "3",
-         "--tools", "catfact_fact", "--rounds", "2", "--sandbox", url, "--politeness", "off",
+         "--tools", "catfact_fact", "--rounds", "12", "--sandbox", url, "--politeness", "off",
          "--alerts", str(rules), "--db", str(db)],
         capture_output=True, text=True, timeout=120,
     )

@@ -255,3 +255,32 @@ def test_the_grafana_dashboard_queries_metrics_the_exporter_serves(tmp_path: Pat
     names = {s.name for f in text_string_to_metric_families(served) for s in f.samples}
     names |= {f.name for f in text_string_to_metric_families(served)}
     assert wanted and wanted <= names, wanted - names
+
+
+def test_the_exposition_is_byte_for_byte_what_prometheus_client_writes(tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+
+    from realprobe.monitor.metrics import exposition
+
+    db = tmp_path / "p.db"
+    write_rows(db, "agify_age", "oooxoooxoo", latency_ms=80.0)
+    write_rows(db, "catfact_fact", "xxxx", run_id="run-2", code="TIMEOUT", vantage='a"b\\c')
+    exporter = Exporter(db)
+    families = list(exporter.registry.collect())
+    odd = GaugeMetricFamily("odd", 'help with \\ and\nnewline', labels=["issuer", "z", "a"])
+    odd.add_metric(['CN="x"\\y\nz', "1", "2"], 1e22)
+    odd.add_metric(["plain", "", "é"], float("nan"), timestamp=1234.5)
+    created = CounterMetricFamily("made", "a counter with its creation time", labels=["k"])
+    created.add_metric(["v"], 3, created=1700000000.0)
+    info = InfoMetricFamily("build", "an info family", value={"version": "1"})
+    families += [odd, created, info]
+
+    class Fixed:
+        def collect(self):  # type: ignore[no-untyped-def]
+            return iter(families)
+
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(Fixed())  # type: ignore[arg-type]
+    assert exposition(families) == generate_latest(reg)
+    assert b"realprobe_calls_total" in exposition(families)

@@ -86,7 +86,7 @@ def test_run_on_ray_stores_the_same_rows_as_local_and_resume_skips_stored_runs(
         conn.executemany("DELETE FROM task_runs WHERE id = ?", [(g,) for g in gone])
     seen: list[str] = []
     result = realprobe.run_tasks(
-        TASKS, simulate="harsh", prompt="optimal,flawed:missing_step", repeat=2, db=ray_db,
+        TASKS, profile="harsh", prompt="optimal,flawed:missing_step", repeat=2, db=ray_db,
         resume=True, executor="ray", concurrency=2, on_done=lambda r: seen.append(r.row["id"]),
     )
     assert (len(result.runs), result.skipped, len(seen)) == (5, 7, 5)
@@ -168,7 +168,7 @@ def test_the_local_executor_does_not_import_ray(tmp_path: Path) -> None:
 
 
 def test_summary_and_infrastructure_failure_come_from_rows_alone(tmp_path: Path) -> None:
-    result = realprobe.run_tasks(TASKS, simulate="harsh", repeat=2, db=tmp_path / "s.db")
+    result = realprobe.run_tasks(TASKS, profile="harsh", repeat=2, db=tmp_path / "s.db")
     with Store(tmp_path / "s.db") as store:
         rows = TaskStore(store).runs()
     assert summary_of(rows) == summary_of(result.runs) == result.summary

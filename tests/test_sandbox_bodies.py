@@ -302,7 +302,7 @@ def test_the_in_process_simulator_chooses_fixtures_like_the_sandbox(
     from realprobe.api import call, options
 
     answers = []
-    for opts in (options(simulate="calm"), options(sandbox=fixtures_sandbox)):
+    for opts in (options(profile="calm"), options(sandbox=fixtures_sandbox)):
         result = call(tool, args, target=opts, catalog=catalog)
         assert result.ok, result.error
         answers.append(result.data)
@@ -315,6 +315,6 @@ def test_the_in_process_simulator_answers_unknown_input_like_the_api(catalog: Ca
     from realprobe.api import call, options
     from realprobe.errors import ErrorCode
 
-    result = call("swapi_person", {"id": "9999"}, target=options(simulate="calm"), catalog=catalog)
+    result = call("swapi_person", {"id": "9999"}, target=options(profile="calm"), catalog=catalog)
     assert not result.ok and result.error is not None
     assert result.error.code is ErrorCode.NOT_FOUND

@@ -22,7 +22,8 @@ from realprobe.cli import app
 from realprobe.errors import RealprobeError
 from realprobe.http.simulate import routes_from_catalog
 from realprobe.probes.runner import RunSummary
-from realprobe.probes.scheduler import ProbeSchedule, make_trigger, parse_every
+from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+from realprobe.probes.windows import parse_duration
 from realprobe.sandbox.server import Sandbox, SandboxThread
 from realprobe.simulator.profile import load_profile
 from realprobe.store import Store
@@ -39,11 +40,13 @@ def fake_summary(n: int) -> RunSummary:
 
 
 def test_parse_every_and_triggers() -> None:
-    assert parse_every("30m") == 1800 and parse_every("1h30m") == 5400
-    assert parse_every("0.5s") == 0.5 and parse_every("2d") == 172_800 and parse_every("45") == 45
+    assert parse_duration("30m") == 1800 and parse_duration("1h30m") == 5400
+    assert parse_duration("0.5s") == 0.5 and parse_duration("2d") == 172_800
+    assert parse_duration("45") == 45 and parse_duration("1w") == 604_800
+    assert make_trigger("1w", None)[1] == 604_800
     for bad in ("soon", "0s", "-5m", "5 q", ""):
         with pytest.raises(RealprobeError, match=r"^every ") as err:
-            parse_every(bad)
+            make_trigger(bad, None)
         assert err.value.params == ("every",)
     trigger, interval = make_trigger(None, "0 2 * * *", jitter_s=90)
     assert interval is None and "hour='2'" in str(trigger)

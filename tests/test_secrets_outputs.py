@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from typer.testing import CliRunner
 
 from realprobe.adapters import call_tool_sync
@@ -161,3 +162,19 @@ def test_json_stays_valid_and_only_string_values_change() -> None:
                     "next_token": "b26v89c19z", "tok-123456": 1, "note": "sent REDACTED",
                     "promptTokenCount": 5}  # the key that looks like the secret is kept
     assert clean.startswith('{"reset": 1700000123, ') and ',\n "next_token"' in clean
+
+
+@pytest.mark.parametrize(("url", "want"), [
+    # the URL's own parse decides: an OAuth word in the host alone is no OAuth path
+    ("https://oauth.example.com/cb?code=1", "https://oauth.example.com/cb?code=1"),
+    ("https://h/oauth/callback?code=abc&state=xyz",
+     "https://h/oauth/callback?code=REDACTED&state=REDACTED"),
+    ("https://h/p?api\tkey=s3cr3t", "https://h/p?apikey=REDACTED"),  # tabs dropped, as parsed
+    ("HTTPS://h/p?api_key=s3cr3t&x=1", "https://h/p?api_key=REDACTED&x=1"),
+    ("https://h/p?q=1&api%5Fkey=s3cr3t", "https://h/p?q=1&api%5Fkey=REDACTED"),
+    ("https://h/p?q=a+b%20c&x=1", "https://h/p?q=a+b%20c&x=1"),
+])
+def test_scrub_url_without_and_with_parsing_agree(url: str, want: str) -> None:
+    from realprobe.secrets import scrub_url
+
+    assert scrub_url(url) == want

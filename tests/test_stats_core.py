@@ -43,6 +43,9 @@ def test_parse_time_forms() -> None:
     assert parse_time("7d", NOW) == NOW - 7 * 86400
     assert parse_time("24h", NOW) == NOW - 86400
     assert parse_time("30m", NOW) == NOW - 1800
+    # an age is a duration ago, in the one duration grammar
+    assert parse_time("1h30m", NOW) == NOW - 5400 and parse_time("500ms", NOW) == NOW - 0.5
+    assert parse_time("1w", NOW) == NOW - 604_800 and parse_time("90", NOW) == NOW - 90
     assert parse_time("now", NOW) == NOW
     assert parse_time("2026-11-01", NOW) == parse_time("2026-11-01T00:00:00Z", NOW)
     assert parse_time("2026-11-01T02:00:00+02:00", NOW) == parse_time("2026-11-01T00:00Z", NOW)
@@ -256,7 +259,7 @@ def test_the_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> Non
         return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
 
     seen: list[set[int]] = []
-    real_tool_stats, real_profiles = stats_mod.tool_stats, calibrate_mod._tool_profiles
+    real_tool_stats, real_profiles = stats_mod.tool_stats, calibrate_mod._one_profile
 
     def tool_stats(*a, **k):  # type: ignore[no-untyped-def]
         seen.append(blas_threads())
@@ -267,7 +270,7 @@ def test_the_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> Non
         return real_profiles(*a, **k)
 
     monkeypatch.setattr(stats_mod, "tool_stats", tool_stats)
-    monkeypatch.setattr(calibrate_mod, "_tool_profiles", tool_profiles)
+    monkeypatch.setattr(calibrate_mod, "_one_profile", tool_profiles)
     before = blas_threads()
     rows = synthetic_rows("catfact_fact", 50, p_fail=0.2, seed=1)
     calibrate_mod.calibrate(stats_mod.compute_stats(ProbeArrays.from_rows(rows)))

@@ -336,3 +336,35 @@ def test_retry_after_round_trip_through_a_loopback_api(tmp_path: Path) -> None:
     assert set(values) == {3.0, 7.0}
     assert values[7.0] == pytest.approx(2 / 3, abs=0.12)
     assert not math.isnan(again.share)
+
+
+# server errors, 3 of 10 with Retry-After (on 500, 502 and 504: not only on 503), between 200s
+SERVER_ANSWERS: list[tuple[int, str | None]] = [
+    x for pair in zip([(200, None)] * 10, [
+        (500, "4"), (503, None), (502, None), (500, None), (504, "4"),
+        (500, None), (502, "9"), (503, None), (500, None), (502, None),
+    ], strict=True) for x in pair
+]  # fmt: skip
+
+
+def test_a_5xx_retry_after_share_round_trips(tmp_path: Path) -> None:
+    """Retry-After on any status: the client reads it on a 500 as on a 429, the sandbox sends
+    the measured share on every SERVER_ERROR variant (52x included), so calibrate ->
+    simulate -> calibrate keeps the share within the first profile's interval."""
+    db, db2 = tmp_path / "live.db", tmp_path / "sim.db"
+    with catfact_on_loopback(min_interval_s=0.0, answers=SERVER_ANSWERS) as api:
+        tool = api.api.tools[0].name
+        probe(api.catalog, [api.catalog.get(tool)], 200, realprobe.TransportOptions(), db, 5.0)
+    _, rep = stats_from_db(db)
+    ra = calibrate(rep, db=str(db)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
+    assert ra.n == 100 and ra.share == pytest.approx(0.3)
+    assert dict(ra.values) == pytest.approx({4.0: 2 / 3, 9.0: 1 / 3})
+    assert ra.share_ci95 is not None
+    prof = calibrate(rep, db=str(db))
+    sim = realprobe.TransportOptions(mode=realprobe.Mode.SIMULATE, profile=prof, seed=5)
+    realprobe.probe([tool], rounds=600, db=db2, target=sim, catalog=api.catalog, polite=False)
+    _, rep2 = stats_from_db(db2)
+    again = calibrate(rep2, db=str(db2)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
+    assert again.n > 200
+    assert ra.share_ci95[0] <= again.share <= ra.share_ci95[1]
+    assert set(dict(again.values)) == {4.0, 9.0}

@@ -84,4 +84,4 @@ def test_a_target_kind_is_read_in_any_case_like_the_options(tmp_path: Path) -> N
                   f'tasks = ["{TASK}"]\n\n[[targets]]\nkind = "Simulate"\nprofile = "calm"\n')
     (target,) = load_sweep(sweep).targets
     assert (target.kind, target.label) == ("simulate", realprobe.options(
-        mode="Simulate", simulate="calm").target.label)
+        mode="Simulate", profile="calm").target.label)

@@ -23,13 +23,13 @@ from realprobe.commands.mcp import build_transport_options
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 from realprobe.target import Target, TargetKind
-from realprobe.tasks.batch import resolve_mode
+from realprobe.tasks.settings import EvalSettings
 
 Spelling = dict[str, Any]  # mode, sandbox, simulate
 
 
 def via_options(s: Spelling) -> Target:
-    return realprobe.options(mode=s["mode"], sandbox=s["sandbox"], simulate=s["simulate"]).target
+    return realprobe.options(mode=s["mode"], sandbox=s["sandbox"], profile=s["simulate"]).target
 
 
 def via_transport_options(s: Spelling) -> Target:
@@ -49,8 +49,8 @@ def via_mcp(s: Spelling) -> Target:
 
 
 def via_tasks(s: Spelling) -> Target:
-    mode, profile = resolve_mode(s["mode"], s["sandbox"], s["simulate"])
-    return TransportOptions(mode=mode, sandbox=s["sandbox"], profile=profile).target
+    settings = EvalSettings(mode=s["mode"], sandbox=s["sandbox"], profile=s["simulate"])
+    return settings.target().target
 
 
 DOORS: dict[str, Callable[[Spelling], Target]] = {
@@ -194,9 +194,9 @@ def test_a_seed_past_64_bits_is_refused_before_any_run(
     assert code == 2 and lines == [f"error: --seed {10**23}: expected an integer within 64 bits"]
     assert not (tmp_path / "p.db").exists()
     with pytest.raises(RealprobeError, match="within 64 bits"):
-        realprobe.options(simulate="calm", seed=2**63)
+        realprobe.options(profile="calm", seed=2**63)
     with pytest.raises(RealprobeError, match=r"^flaw_seed .*: expected an integer within 64"):
-        realprobe.run_tasks(["pet_newsletter"], simulate="calm", flaw_seed=2**64,
+        realprobe.run_tasks(["pet_newsletter"], profile="calm", flaw_seed=2**64,
                             db=tmp_path / "p.db")
 
 
@@ -205,6 +205,6 @@ def test_a_repeat_past_the_sweep_limit_is_refused_before_planning(tmp_path: Path
     from realprobe.tasks.batch import MAX_REPEAT
 
     with pytest.raises(RealprobeError, match=f"^repeat must be at most {MAX_REPEAT:,}$"):
-        realprobe.run_tasks(["pet_newsletter"], simulate="calm", repeat=MAX_REPEAT + 1,
+        realprobe.run_tasks(["pet_newsletter"], profile="calm", repeat=MAX_REPEAT + 1,
                             db=tmp_path / "p.db")
     assert not (tmp_path / "p.db").exists()

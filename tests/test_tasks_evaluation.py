@@ -25,6 +25,7 @@ from realprobe.tasks.paraphrase import paraphrased
 from realprobe.tasks.prompts import prompt_variants, render
 from realprobe.tasks.results import summarise, surface, volume
 from realprobe.tasks.runner import RunOutcome, shipped_cassettes
+from realprobe.tasks.settings import EvalSettings
 
 TASKS = load_tasks(default_tasks_dir())
 CATALOG = default_catalog()
@@ -100,7 +101,7 @@ def test_graph_f1_by_hand() -> None:
 
 def test_run_metrics_are_stored(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
-    realprobe.run_tasks(["travel_briefing"], simulate="calm", db=db,
+    realprobe.run_tasks(["travel_briefing"], profile="calm", db=db,
                         prompt="optimal,flawed:missing_steps@50")
     rows = sqlite3.connect(db).execute(
         "SELECT prompt, severity, chain_f1, kendall_tau, graph_f1 FROM task_runs ORDER BY prompt"
@@ -140,7 +141,7 @@ def _stored_runs(db: Path) -> list[dict[str, Any]]:
 def test_results_never_pool_two_profiles(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     for profile in ("calm", "harsh"):
-        realprobe.run_tasks(["pet_newsletter", "quiz_night"], simulate=profile, db=db, repeat=2)
+        realprobe.run_tasks(["pet_newsletter", "quiz_night"], profile=profile, db=db, repeat=2)
     res = realprobe.task_results(db)
     assert [(r["target"], r["runs"]) for r in res["by_prompt"]] == [
         ("simulate:calm", 4), ("simulate:harsh", 4)]
@@ -240,7 +241,7 @@ def test_a_user_agent_that_raises_is_a_failed_run() -> None:
     async def broken(prompt: str, tools: Toolbox) -> str:
         raise ValueError("oops")
 
-    out = evaluate(broken, [TASK], target=realprobe.options(simulate="calm")).runs[0]
+    out = evaluate(broken, [TASK], target=realprobe.options(profile="calm")).runs[0]
     assert out.row["outcome"] == "failure" and out.row["termination"] == "agent_error"
     assert "ValueError: oops" in out.row["final_message"]
 
@@ -251,7 +252,8 @@ async def test_an_mcp_client_session_scores_like_the_reference(
     db = tmp_path / "mcp.db"
     opts = ServiceOptions(
         transport=TransportOptions(mode="replay", cassette=CASSETTE), db=str(db), task=TASK,
-        task_prompt="optimal", task_model="scripted-client",
+        settings=EvalSettings(mode="replay", cassette=CASSETTE, prompt="optimal"),
+        model="scripted-client",
     )
     async with McpService(CATALOG, opts) as service, Client(service.server) as client:
         names = {t.name for t in (await client.list_tools()).tools}
@@ -294,12 +296,12 @@ async def test_an_mcp_finish_with_an_absurd_token_count_is_stored(tmp_path: Path
 
 
 async def test_an_mcp_session_shows_a_graded_flaw_as_a_run_would(tmp_path: Path) -> None:
-    """`mcp --task T --task-prompt flawed:<type>@<sev>` offers what `run --prompt` offers."""
+    """`mcp --task T --prompt flawed:<type>@<sev>` offers what `run --prompt` offers."""
     from realprobe.tasks.flaws import with_variant
 
     prompt = "flawed:missing_steps@50"
     opts = ServiceOptions(transport=TransportOptions(profile="calm"), db=str(tmp_path / "g.db"),
-                          task=TASK, task_prompt=prompt)
+                          task=TASK, settings=EvalSettings(profile="calm", prompt=prompt))
     async with McpService(CATALOG, opts) as service, Client(service.server) as client:
         shown = (await client.call_tool("task_prompt", {})).content[0].text  # type: ignore[union-attr]
     expected = render(with_variant(TASKS[TASK], prompt, CATALOG), prompt).user
@@ -307,9 +309,9 @@ async def test_an_mcp_session_shows_a_graded_flaw_as_a_run_would(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("prompt", "words"), [
-    ("bogus", "--task-prompt 'bogus': choose baseline"),
-    ("flawed:missing_steps@300", "--task-prompt 'flawed:missing_steps@300': the severity"),
-    ("flawed:all", "--task-prompt 'flawed:all' names 7 prompts; a session runs one"),
+    ("bogus", "--prompt 'bogus': choose baseline"),
+    ("flawed:missing_steps@300", "--prompt 'flawed:missing_steps@300': the severity"),
+    ("flawed:all", "--prompt 'flawed:all' names 7 prompts; a session runs one"),
 ])
 def test_mcp_task_prompt_is_checked_like_run_prompt(
     tmp_path: Path, prompt: str, words: str
@@ -318,7 +320,7 @@ def test_mcp_task_prompt_is_checked_like_run_prompt(
     import sys
 
     res = subprocess.run(
-        [sys.executable, "-m", "realprobe.cli", "mcp", "--task", TASK, "--task-prompt", prompt,
+        [sys.executable, "-m", "realprobe.cli", "mcp", "--task", TASK, "--prompt", prompt,
          "--db", str(tmp_path / "m.db")],
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )
@@ -397,7 +399,7 @@ def test_a_user_agent_that_never_answers_ends_at_the_deadline(tmp_path: Path) ->
     folder = _short_deadline_task(tmp_path, 0.3)
     got: list[Any] = []
     worker = threading.Thread(target=lambda: got.append(evaluate(
-        waits, [TASK], target=realprobe.options(simulate="calm"), tasks_dir=folder)),
+        waits, [TASK], target=realprobe.options(profile="calm"), tasks_dir=folder)),
         daemon=True)
     worker.start()
     worker.join(60)  # bounded even when the deadline does not hold
@@ -414,7 +416,7 @@ def test_a_user_agent_that_raises_cancelled_error_itself_is_a_failed_run() -> No
     async def confused(prompt: str, tools: Toolbox) -> str:
         raise asyncio.CancelledError("my own")
 
-    result = evaluate(confused, [TASK], target=realprobe.options(simulate="calm"), repeat=2)
+    result = evaluate(confused, [TASK], target=realprobe.options(profile="calm"), repeat=2)
     assert [r.row["termination"] for r in result.runs] == ["agent_error", "agent_error"]
     assert "CancelledError: my own" in result.runs[0].row["final_message"]
 
@@ -430,7 +432,7 @@ def test_a_user_agent_that_swallows_the_end_of_its_run_is_stopped() -> None:
                 calls.append(None)
         return "TASK COMPLETE"
 
-    out = evaluate(stubborn, [TASK], target=realprobe.options(simulate="calm")).runs[0]
+    out = evaluate(stubborn, [TASK], target=realprobe.options(profile="calm")).runs[0]
     assert out.row["termination"] == "loop" and out.row["tool_calls"] == 3
     assert out.row["outcome"] == "failure" and calls.count(None) == 18
 
@@ -479,7 +481,7 @@ def test_the_agent_reads_the_paraphrase_and_is_scored_the_same() -> None:
             await tools.call(step.tool, {a: v.value for a, v in step.args.items()})
         return "nothing stored"
 
-    runs = [evaluate(reader, ["quiz_night"], target=realprobe.options(simulate="calm"),
+    runs = [evaluate(reader, ["quiz_night"], target=realprobe.options(profile="calm"),
                      paraphrase=level).runs[0] for level in (0, 2)]
     assert seen[0] != seen[1] and paraphrased(TASKS["quiz_night"], 2).description in seen[1]
     assert [r.row["paraphrase"] for r in runs] == [0, 2]

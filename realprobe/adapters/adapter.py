@@ -112,9 +112,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     if resp.status >= 300 and code is None:
         code = ErrorCode.OPERATION_FAILED  # an unfollowed 3xx
     if code is not None:
-        retry = None
-        if code is ErrorCode.RATE_LIMIT_ERROR or resp.status == 503:
-            retry = retry_after_of(resp.headers)
+        retry = retry_after_of(resp.headers)  # on any status that carries it
         snippet = clip(resp.body, 120).strip().replace("\n", " ")
         return _error(
             tool,
@@ -127,12 +125,8 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     try:
         data = tool.parse(resp.body)
     except BadResponse as exc:
-        retry = None
-        if exc.code is ErrorCode.RATE_LIMIT_ERROR:
-            retry = retry_after_of(resp.headers)
-        return _error(
-            tool, exc.code, exc.message, http_status=resp.status, retry_after_s=retry, **common
-        )
+        return _error(tool, exc.code, exc.message, http_status=resp.status,
+                      retry_after_s=retry_after_of(resp.headers), **common)
     return ToolResult(tool=tool.name, ok=True, data=data, http_status=resp.status, **common)
 
 

@@ -96,6 +96,9 @@ class Call:
     budget_s: float | None = None  # time the client allowed this request (timeout/deadline)
     chunk_sizes: list[int] | None = None  # body chunk boundaries as received, when several
     recorded_at: str | None = None
+    #: a request body vcrpy stored as a mapping (aiohttp's `json=`/`data=`): written back as
+    #: that mapping while `request_body` still holds its encoding
+    request_body_data: Any = field(default=None, repr=False, compare=False)
     #: the interaction as read from a file, and what the call looked like then: written back
     #: as read while the call is unchanged
     origin: tuple[tuple[Any, ...], dict[str, Any]] | None = field(
@@ -223,6 +226,33 @@ def body_from_json(raw: Any, where: str) -> bytes:
     raise CassetteError(f"{where}: body is neither text nor a body mapping ({type(raw).__name__})")
 
 
+def mapping_body(data: Any, headers: list[tuple[str, str]]) -> bytes:
+    """The bytes aiohttp sends for a body vcrpy stored as a mapping: a form for a form
+    content type, JSON otherwise."""
+    ctype = next((v for k, v in headers if k.lower() == "content-type"), "")
+    if "x-www-form-urlencoded" in ctype.lower():
+        from urllib.parse import urlencode
+
+        return urlencode(data, doseq=True).encode("utf-8")
+    return json.dumps(data).encode("utf-8")
+
+
+def _as_mapping(call: Call) -> Any:
+    """A mapping body as a mapping again: as read while unchanged, or (after a scrub) the
+    JSON it now holds; None when it is no longer a JSON object."""
+    if call.request_body == mapping_body(call.request_body_data, call.request_headers):
+        return call.request_body_data
+    try:
+        data = json.loads(call.request_body or b"")
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) and data else None
+
+
+def _is_mapping_body(raw: Any) -> bool:
+    return isinstance(raw, dict) and not {"string", "base64_string", "encoding"} & set(raw)
+
+
 def headers_to_json(headers: list[tuple[str, str]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for k, v in headers:
@@ -301,9 +331,11 @@ def _timing_json(call: Call) -> dict[str, Any]:
 def request_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
     """`binary`: a non-UTF-8 body stays bytes (YAML writes `!!binary`); otherwise it goes
     to `body_base64` and `body` is null."""
-    body: str | bytes | None = None
+    body: Any = None
     extra: dict[str, str] = {}
-    if call.request_body:
+    if call.request_body_data is not None:
+        body = _as_mapping(call)
+    if body is None and call.request_body:
         if _is_text(call.request_body):
             body = call.request_body.decode("utf-8")
         elif binary:
@@ -409,7 +441,9 @@ def to_json_data(cassette: Cassette, *, binary: bool = False) -> dict[str, Any]:
     interactions: list[dict[str, Any]] = []
     extras: list[dict[str, Any]] = []
     for call in sorted(cassette.calls, key=lambda c: c.seq):
-        if call.origin is not None and call.origin[0] == fingerprint(call):
+        if call.origin is not None and call.origin[0] == fingerprint(call) and (
+            binary or not _holds_bytes(call.origin[1])
+        ):
             interactions.append(call.origin[1])
         elif call.vcrpy_representable:
             if binary:
@@ -431,6 +465,17 @@ def to_json_data(cassette: Cassette, *, binary: bool = False) -> dict[str, Any]:
             "beyond_vcrpy": extras,
         },
     }
+
+
+def _holds_bytes(item: Any) -> bool:
+    """Whether read data holds bytes (YAML `!!binary`), which JSON has no form for."""
+    if isinstance(item, bytes):
+        return True
+    if isinstance(item, dict):
+        return any(_holds_bytes(v) for v in item.values())
+    if isinstance(item, list):
+        return any(_holds_bytes(v) for v in item)
+    return False
 
 
 def fingerprint(call: Call) -> tuple[Any, ...]:
@@ -465,7 +510,8 @@ def _call_from(
         req_body = base64.b64decode(str(req["body_base64"]))
     else:
         raw_body = req.get("body")
-        req_body = None if raw_body in (None, "") else body_from_json(raw_body, where)
+        req_body = None if raw_body in (None, "") or _is_mapping_body(raw_body) else (
+            body_from_json(raw_body, where))
         if req_body == b"":
             req_body = None
     call = Call(
@@ -475,6 +521,9 @@ def _call_from(
         request_headers=headers_from_json(req.get("headers"), where),
         request_body=req_body,
     )
+    if _is_mapping_body(req.get("body")) and req["body"]:
+        call.request_body_data = req["body"]
+        call.request_body = mapping_body(req["body"], call.request_headers)
     if resp is not None:
         if not isinstance(resp, dict):
             raise CassetteError(f"{where}: response must be a mapping")
@@ -711,12 +760,13 @@ def save_cassette(
 
 # -- appending to a file another tool wrote ------------------------------------------------
 
-_YAML_TAIL = re.compile(r"(?m)^version: 1[ \t]*\n?\Z")
+_YAML_TAIL = re.compile(r"(?m)^version: 1[ \t]*\r?\n?\Z")
 _JSON_TAILS = (  # the end of the interactions list: the last key, or before `version`
-    re.compile(r"\n([ \t]*)\][ \t]*\n\}[ \t]*\n?\Z"),
-    re.compile(r"\n([ \t]*)\][ \t]*,[ \t]*\n[ \t]*\"version\"[ \t]*:[ \t]*1[ \t]*\n\}[ \t]*\n?\Z"),
+    re.compile(r"\r?\n([ \t]*)\][ \t]*\r?\n\}[ \t]*\r?\n?\Z"),
+    re.compile(r"\r?\n([ \t]*)\][ \t]*,[ \t]*\r?\n[ \t]*\"version\"[ \t]*:[ \t]*1[ \t]*\r?\n"
+               r"\}[ \t]*\r?\n?\Z"),
 )
-_JSON_ITEM = re.compile(r'"interactions"[ \t]*:[ \t]*\[[ \t]*\n([ \t]*)\{')
+_JSON_ITEM = re.compile(r'"interactions"[ \t]*:[ \t]*\[[ \t]*\r?\n([ \t]*)\{')
 
 
 def appended_bytes(path: Path, base: Cassette, new_calls: list[Call]) -> bytes | None:
@@ -752,12 +802,18 @@ def appended_bytes(path: Path, base: Cassette, new_calls: list[Call]) -> bytes |
     return spliced
 
 
+def _newline(text: str) -> str:
+    """The file's line ending (a file written on Windows ends its lines in CRLF)."""
+    return "\r\n" if "\r\n" in text[:200] else "\n"
+
+
 def _splice_yaml(text: str, items: list[dict[str, Any]]) -> bytes | None:
     m = _YAML_TAIL.search(text)
-    if not text.startswith("interactions:\n") or m is None or "\nrealprobe:" in text:
+    nl = _newline(text)
+    if not text.startswith("interactions:" + nl) or m is None or "\nrealprobe:" in text:
         return None
     block = yaml.dump(items, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
-    return (text[: m.start()] + block + text[m.start():]).encode("utf-8")
+    return (text[: m.start()] + block.replace("\n", nl) + text[m.start():]).encode("utf-8")
 
 
 def _splice_json(text: str, items: list[dict[str, Any]]) -> bytes | None:
@@ -769,8 +825,10 @@ def _splice_json(text: str, items: list[dict[str, Any]]) -> bytes | None:
     unit = len(indent) - len(tail.group(1))
     if unit <= 0:
         return None
+    nl = _newline(text)
     rendered = [
-        "\n".join(indent + line for line in json.dumps(item, indent=unit).splitlines())
+        nl.join(indent + line for line in json.dumps(item, indent=unit).splitlines())
         for item in items
     ]
-    return (text[: tail.start()] + ",\n" + ",\n".join(rendered) + text[tail.start():]).encode()
+    return (text[: tail.start()] + "," + nl + ("," + nl).join(rendered)
+            + text[tail.start():]).encode()

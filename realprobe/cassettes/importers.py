@@ -25,6 +25,7 @@ from realprobe.cassettes.cassette import (
     CassetteError,
     Failure,
     body_from_json,
+    fingerprint,
     from_json_data,
     headers_from_json,
     is_yaml_path,
@@ -71,9 +72,13 @@ def _from_data(
         )
     if "interactions" in data:
         cassette = from_json_data(data, label)
+        for call in cassette.calls:
+            unchanged = call.origin is not None and call.origin[0] == fingerprint(call)
+            normalise_body(call)
+            if unchanged:  # still written back exactly as read
+                assert call.origin is not None
+                call.origin = (fingerprint(call), call.origin[1])
         if "realprobe" not in data:
-            for call in cassette.calls:
-                normalise_body(call)
             lost = bool(cassette.meta.pop("lost_section", False))
             cassette.meta.setdefault("match_on", list(MATCH_URL_BODY if lost else MATCH_URL))
             if lost:
@@ -244,15 +249,17 @@ def _set_header(call: Call, name: str, value: str | None) -> None:
     call.headers = kept
 
 
-def normalise_body(call: Call) -> None:
+def normalise_body(call: Call, *, read_by_library: bool = False) -> None:
     """Drop a `Content-Encoding` the stored body does not carry (see the module docstring);
-    every other header and byte stays as recorded."""
+    every other header and byte stays as recorded. `read_by_library`: recorded through
+    requests, urllib3 or aiohttp, which decode while reading, so a binary body that does not
+    decode was decoded too."""
     if call.status is None or not call.body:
         return
     encoding = call.header("content-encoding")
     if not encoding or encoding.strip().lower() in ("identity", ""):
         return
-    if decompress(call.body, encoding) is None and _looks_plain(call.body):
+    if (read_by_library or _looks_plain(call.body)) and decompress(call.body, encoding) is None:
         _set_header(call, "Content-Encoding", None)
         length = call.header("content-length")
         if length is not None and length.strip() != str(len(call.body)) and call.complete:

@@ -389,7 +389,7 @@ class CassetteSession:
     def add_recorded(self, call: Call, started: float) -> None:
         assert self.recorder is not None
         call.elapsed_s = call.ttfb_s = max(0.0, time.monotonic() - started)
-        normalise_body(call)  # the library decoded a gzip body but kept its Content-Encoding
+        normalise_body(call, read_by_library=True)
         self.recorder.add(call)
 
 

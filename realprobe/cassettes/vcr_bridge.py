@@ -6,17 +6,25 @@ What these paths keep is what vcrpy sees: method, URL, headers and body of the r
 status, headers and body of the response; and the time between the request and its recorded
 response. A recorded exception is raised again as the nearest OS error (`TimeoutError`,
 `ConnectionError`), which the library maps to its own timeout or connection error.
+
+A compressed recording reaches each library as it would live (vcrpy's stubs hand over the
+stored bytes whatever the library asked): requests, and urllib3 with its default
+`decode_content`, read the body decoded; aiohttp decodes unless `auto_decompress=False`;
+`http.client` and `r.raw.read()` get the bytes as recorded. Headers stay as recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from realprobe.cassettes.cassette import Call
+from realprobe.cassettes.cassette import MAX_JSON_DECODED, Call
 from realprobe.cassettes.core import CassetteMiss
+from realprobe.http.decoding import decode_whole
 
 #: a `realprobe.cassettes.session.CassetteSession` (typed loosely: the session imports this module)
 CassetteSession = Any
@@ -162,6 +170,105 @@ class BridgeCassette:
         return []  # aiohttp's redirect replay then looks the hop up by its own request
 
 
+def _decoded(body: bytes, encoding: str | None) -> bytes | None:
+    """`body` decoded as the library would (None: not encoded, or it does not decode)."""
+    if not body or not encoding or encoding.strip().lower() in ("", "identity"):
+        return None
+    return decode_whole(body, encoding, MAX_JSON_DECODED)
+
+
+def _decoding_http_response() -> type:
+    """vcrpy's replayed `http.client` response, reading the body decoded when urllib3 asks
+    for it (`decode_content`, given per request or per read) as urllib3's own response does."""
+    from io import BytesIO
+
+    from vcr.stubs import VCRHTTPResponse
+
+    class LiveDecoding(VCRHTTPResponse):  # type: ignore[misc]
+        _rp_decode: bool | None = None
+        _rp_switched = False
+        _content: BytesIO
+
+        def _rp_switch(self, want: bool | None) -> None:
+            if not (self._rp_decode if want is None else want) or self._rp_switched:
+                return
+            self._rp_switched = True
+            if self._content.tell() == 0:
+                plain = _decoded(self._content.getvalue(), self.getheader("content-encoding"))
+                if plain is not None:
+                    self._content = BytesIO(plain)
+
+        def read(self, amt: int | None = None, decode_content: bool | None = None,
+                 **_: Any) -> bytes:
+            self._rp_switch(decode_content)
+            data: bytes = self._content.read(amt)
+            if self._content.tell() == len(self._content.getbuffer()):
+                self.release_conn()  # urllib3 returns the connection once the body is read
+            return data
+
+        def stream(self, amt: int = 65536, decode_content: bool | None = None) -> Iterator[bytes]:
+            self._rp_switch(decode_content)
+            while True:
+                chunk = self.read(amt)
+                yield chunk
+                if not chunk:
+                    break
+
+    return LiveDecoding
+
+
+def _http_decoding(stack: contextlib.ExitStack) -> None:
+    """Responses of vcrpy's `http.client` stubs (requests, urllib3) decode like urllib3's."""
+    from vcr.stubs import VCRConnection, VCRHTTPResponse
+
+    live = _decoding_http_response()
+    request, getresponse = VCRConnection.request, VCRConnection.getresponse
+
+    def keep_decode(self: Any, *args: Any, **kwargs: Any) -> Any:
+        object.__setattr__(self, "_rp_decode", kwargs.get("decode_content"))  # urllib3's wish
+        return request(self, *args, **kwargs)
+
+    def decoding(self: Any, *args: Any, **kwargs: Any) -> Any:
+        response = getresponse(self, *args, **kwargs)
+        if isinstance(response, VCRHTTPResponse):
+            response.__class__ = live
+            response._rp_decode = self.__dict__.get("_rp_decode")
+            response._rp_switch(None)  # urllib3's default: `.data` is decoded
+        return response
+
+    VCRConnection.request, VCRConnection.getresponse = keep_decode, decoding
+    stack.callback(setattr, VCRConnection, "request", request)
+    stack.callback(setattr, VCRConnection, "getresponse", getresponse)
+
+
+def _aiohttp_decoding(stack: contextlib.ExitStack) -> None:
+    """aiohttp's replayed responses decoded, as aiohttp decodes unless told not to."""
+    from vcr.stubs import aiohttp_stubs
+
+    original = aiohttp_stubs.vcr_request
+
+    def vcr_request(cassette: Any, real_request: Any) -> Any:
+        inner = original(cassette, real_request)
+
+        async def new_request(self: Any, method: str, url: Any, **kwargs: Any) -> Any:
+            auto = kwargs.get("auto_decompress")
+            response = await inner(self, method, url, **kwargs)
+            if auto is None:
+                auto = getattr(self, "_auto_decompress", True)
+            if auto and isinstance(response, aiohttp_stubs.MockClientResponse):
+                for hop in (*response.history, response):
+                    plain = _decoded(hop._body, hop.headers.get("Content-Encoding"))
+                    if plain is not None:
+                        hop._body = plain
+                        hop.content = aiohttp_stubs.MockStream(plain)
+            return response
+
+        return functools.wraps(inner)(new_request)
+
+    aiohttp_stubs.vcr_request = vcr_request
+    stack.callback(setattr, aiohttp_stubs, "vcr_request", original)
+
+
 @contextlib.contextmanager
 def patch_libraries(session: CassetteSession, libraries: Sequence[str]) -> Iterator[None]:
     """vcrpy's patchers for the given libraries, answering from `session`, for the block."""
@@ -169,6 +276,9 @@ def patch_libraries(session: CassetteSession, libraries: Sequence[str]) -> Itera
 
     bridge = BridgeCassette(session, libraries)
     with contextlib.ExitStack() as stack:
+        _http_decoding(stack)
+        if "aiohttp" in libraries and importlib.util.find_spec("aiohttp") is not None:
+            _aiohttp_decoding(stack)
         for patcher in CassettePatcherBuilder(bridge).build():
             stack.enter_context(patcher)
         yield

@@ -34,7 +34,7 @@ DbOpt = Annotated[
 ]
 SinceOpt = Annotated[
     str | None,
-    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 24h, 30m."),
+    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 1h30m, 500ms."),
 ]
 UntilOpt = Annotated[
     str | None, typer.Option("--until", help="End (exclusive), same forms as --since.")
@@ -146,6 +146,7 @@ def print_phases(phases: dict[str, dict[str, Any]]) -> None:
 def print_by_vantage(rep: VantageStats) -> None:
     """The same statistics once per vantage point, tools side by side."""
     from realprobe.commands.tables import Column, fit_table
+    from realprobe.probes.stats import interval_text
 
     reports, vantages, kinds = rep.vantages, list(rep.vantages), rep.target_kinds
     table = fit_table(
@@ -162,9 +163,8 @@ def print_by_vantage(rep: VantageStats) -> None:
             if t is None:
                 cells.append("-")
                 continue
-            ci = t.success.burst_adjusted95
             p50 = "-" if t.latency.p50 is None else f"{t.latency.p50:.0f}"
-            cells.append(f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}] · {p50}")
+            cells.append(f"{_pct(t.success.rate)} {interval_text(t.success.quoted95)} · {p50}")
         table.add_row(*cells)
     console.print(table)
 
@@ -195,6 +195,7 @@ def _print_success_notes(rep: StatsReport) -> None:
 
 def print_stats(rep: StatsReport) -> None:
     from realprobe.commands.tables import Column, fit_table
+    from realprobe.probes.stats import EXTRAPOLATED, interval_text
 
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = fit_table(
@@ -206,18 +207,17 @@ def print_stats(rep: StatsReport) -> None:
     )
     for t in rep.tools:
         lat, fit = t.latency, t.latency.lognormal
-        ci = t.success.burst_adjusted95
         flags = [f for f, on in (("var. success", t.variability.variable_success),
                                  ("var. latency", t.variability.variable_latency)) if on]
         top = max(t.errors.share_of_failures.items(), key=lambda kv: kv[1], default=None)
         cells = [
             t.tool,
             str(t.success.n),
-            f"{_pct(t.success.rate)} [{_num(ci[0])}, {_num(ci[1])}]"
+            f"{_pct(t.success.rate)} {interval_text(t.success.quoted95)}"
             + ("†" if t.success.note else ""),
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
-            + ("*" if lat.percentiles != "empirical" else ""),
+            + (EXTRAPOLATED if lat.extrapolated else ""),
         ]
         cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
         cells.append("-" if lat.ks_pvalue is None else f"{lat.ks_pvalue:.2f}")
@@ -231,7 +231,7 @@ def print_stats(rep: StatsReport) -> None:
     )
     _print_success_notes(rep)
     _print_error_mix(rep)
-    if any(t.latency.percentiles != "empirical" for t in rep.tools):
+    if any(t.latency.extrapolated for t in rep.tools):
         console.print(
             "[dim]* the deadline cut into the latency: percentiles from the censored fit "
             "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"

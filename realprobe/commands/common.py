@@ -86,12 +86,33 @@ SandboxOpt = Annotated[
     str | None,
     typer.Option("--sandbox", help="Route every tool to a realprobe sandbox at this URL."),
 ]
-SimulateOpt = Annotated[
+ProfileOpt = Annotated[
     str | None,
     typer.Option(
         "--profile",
         help="Fault profile (a file, or calm|published|harsh); without --sandbox, the calls are "
         "simulated in process under it.",
+    ),
+]
+PromptOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt",
+        help="baseline, cot, optimal, flawed:<type>[@<severity>] or flawed:all[@<severity>] "
+        "(comma-separated list ok; severity = percent of steps affected, e.g. "
+        "flawed:missing_steps@30). Default: optimal for the reference agent, baseline for "
+        "the others.",
+    ),
+]
+FlawSeedOpt = Annotated[
+    int, typer.Option("--flaw-seed", help="Seeds the flawed workflows (0: the stored variants).")
+]
+ParaphraseOpt = Annotated[
+    int,
+    typer.Option(
+        "--paraphrase",
+        help="Paraphrase level of the task text: 0 as written, 1 synonyms, 2 synonyms + "
+        "reordered clauses + a distractor sentence (success criteria unchanged).",
     ),
 ]
 
@@ -189,7 +210,7 @@ def load_catalog(extra: list[Path] | None) -> Catalog:
 def transport_options(
     mode: Mode = Mode.LIVE,
     sandbox: str | None = None,
-    simulate: str | None = None,
+    profile: str | None = None,
     cassette: Path | None = None,
     seed: int = 0,
     record_mode: str | None = None,
@@ -197,7 +218,7 @@ def transport_options(
     from realprobe.clients import TransportOptions
 
     return TransportOptions(
-        mode=mode, sandbox=sandbox, profile=simulate, seed=seed, cassette=cassette,
+        mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
         record_mode=record_mode,
     ).normalised()
 

@@ -17,10 +17,10 @@ from realprobe.commands.common import (
     JsonOpt,
     ModeOpt,
     PolitenessChoice,
+    ProfileOpt,
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
-    SimulateOpt,
     TimeoutOpt,
     console,
     err_console,
@@ -108,7 +108,7 @@ def call_cmd(
     ] = None,
     timeout: TimeoutOpt = None,
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     record_mode: RecordModeOpt = None,
@@ -123,7 +123,7 @@ def call_cmd(
     cat = load_catalog(catalog)
     cat.get(tool)  # an unknown name fails before the arguments are parsed
     args = parse_kv(arg) if arg else None
-    opts = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    opts = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     from realprobe.api import call
 
     result = call(tool, args, target=opts, timeout=timeout, catalog=cat)
@@ -338,7 +338,7 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
 
 def call_all_cmd(
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     seed: SeedOpt = 0,
@@ -350,7 +350,7 @@ def call_all_cmd(
     from realprobe.api import call_all
 
     cat = load_catalog(catalog)
-    opts = transport_options(mode, sandbox, simulate, cassette, seed)
+    opts = transport_options(mode, sandbox, profile, cassette, seed)
     results = call_all(target=opts, timeout=timeout, catalog=cat)
     where = opts.target.describe()
     if as_json:

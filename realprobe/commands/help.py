@@ -57,7 +57,8 @@ SECONDS = ("timeout", "interval", "jitter", "lock_timeout", "deadline", "window"
 DEPRECATED_FLAGS = {
     "--simulate": "--profile", "--out": "--output",
     "--polite": "--politeness catalog", "--no-polite": "--politeness off",
-    "--no-politeness": "--politeness off",
+    "--no-politeness": "--politeness off", "--task-prompt": "--prompt",
+    "--task-model": "--model",
 }
 
 

@@ -17,8 +17,11 @@ from realprobe.commands.common import (
     CatalogOpt,
     FaultPlanOpt,
     FaultRateOpt,
+    FlawSeedOpt,
     ModeOpt,
+    ParaphraseOpt,
     PolitenessChoice,
+    PromptOpt,
     SandboxOpt,
     SeedOpt,
     TimeoutOpt,
@@ -79,9 +82,7 @@ def mcp_cmd(
     tools: Annotated[
         str | None, typer.Option("--tools", help="Serve only these tools (comma-separated).")
     ] = None,
-    all_tools: Annotated[
-        bool, typer.Option("--all", help="Serve every catalogue tool (the default).")
-    ] = False,
+    all_tools: Annotated[bool, typer.Option("--all", hidden=True)] = False,
     mode: ModeOpt = Mode.LIVE,
     sandbox: SandboxOpt = None,
     cassette: CassetteOpt = None,
@@ -125,11 +126,11 @@ def mcp_cmd(
         typer.Option("--task", help="Score the connected agent's calls as a run of this task "
                      "(stored in --db, default the default database; `finish` ends a run)."),
     ] = None,
-    task_prompt: Annotated[
-        str, typer.Option("--task-prompt", help="With --task: baseline, cot, optimal, flawed:...")
-    ] = "baseline",
-    task_model: Annotated[
-        str, typer.Option("--task-model", help="With --task: the model label of the runs.")
+    prompt: PromptOpt = None,
+    flaw_seed: FlawSeedOpt = 0,
+    paraphrase: ParaphraseOpt = 0,
+    model: Annotated[
+        str, typer.Option("--model", help="With --task: the runs' model label.")
     ] = "-",
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
@@ -187,8 +188,8 @@ def mcp_cmd(
             polite=politeness is PolitenessChoice.CATALOG,
             catalog=load_catalog(catalog), on_ready=ready,
             allowed_hosts=allowed, auth_token=token,
-            max_sessions=max_sessions, session_idle_s=session_idle_timeout,
-            task=task, task_prompt=task_prompt, task_model=task_model,
+            max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
+            task=task, model=model, prompt=prompt, flaw_seed=flaw_seed, paraphrase=paraphrase,
         )
     import signal
 

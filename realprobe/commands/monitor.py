@@ -12,10 +12,10 @@ from realprobe.commands.common import (
     AuthTokenEnvOpt,
     CatalogOpt,
     JsonOpt,
+    ProfileOpt,
     QuickHelpGroup,
     SandboxOpt,
     SeedOpt,
-    SimulateOpt,
     as_flags,
     console,
     err_console,
@@ -63,7 +63,7 @@ def exporter_cmd(
         str, typer.Option("--window", help="Window of the success-ratio gauges: 1h, 24h.")
     ] = "1h",
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     seed: SeedOpt = 0,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Deadline of a /probe call, in seconds.")
@@ -95,7 +95,7 @@ def exporter_cmd(
     from realprobe.commands.common import load_catalog, server_guards, transport_options
 
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
-    target = None if no_probe else transport_options(Mode.LIVE, sandbox, simulate, None, seed)
+    target = None if no_probe else transport_options(Mode.LIVE, sandbox, profile, None, seed)
 
     def ready(server: ExporterServer) -> None:
         err_console.print(

@@ -15,10 +15,10 @@ from realprobe.commands.common import (
     JsonOpt,
     ModeOpt,
     PolitenessChoice,
+    ProfileOpt,
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
-    SimulateOpt,
     console,
     err_console,
     load_catalog,
@@ -241,7 +241,7 @@ def probe_cmd(
     db: DbOpt = None,
     vantage: VantageOpt = None,
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     record_mode: RecordModeOpt = None,
@@ -288,7 +288,7 @@ def probe_cmd(
         return
     chosen = _chosen(tools, all_tools)
     cat = load_catalog(catalog)
-    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = _db(db)
     with cli_errors():
         lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
@@ -342,7 +342,7 @@ def _show_event(event: dict[str, Any]) -> None:
 
 def schedule_cmd(
     every: Annotated[
-        str | None, typer.Option("--every", help="Interval: 30m, 1h, 90s, 1h30m, 2d.")
+        str | None, typer.Option("--every", help="Interval: 90s, 30m, 1h30m, 2d, 1w.")
     ] = None,
     cron: Annotated[
         str | None, typer.Option("--cron", help='Crontab expression in local time: "0 2 * * *".')
@@ -362,7 +362,7 @@ def schedule_cmd(
     db: DbOpt = None,
     vantage: VantageOpt = None,
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     mode: ModeOpt = Mode.LIVE,
     cassette: CassetteOpt = None,
     record_mode: RecordModeOpt = None,
@@ -387,7 +387,7 @@ def schedule_cmd(
     from realprobe.api import schedule
 
     chosen = _chosen(tools, all_tools)
-    target = transport_options(mode, sandbox, simulate, cassette, seed, record_mode)
+    target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = _db(db)
     cat = load_catalog(catalog)
     with cli_errors():

@@ -13,10 +13,13 @@ from realprobe.commands.common import (
     CatalogOpt,
     FaultPlanOpt,
     FaultRateOpt,
+    FlawSeedOpt,
     JsonOpt,
     ModeOpt,
+    ParaphraseOpt,
+    ProfileOpt,
+    PromptOpt,
     SandboxOpt,
-    SimulateOpt,
     as_flags,
     console,
     err_console,
@@ -109,31 +112,12 @@ def run_cmd(
     agent: Annotated[
         str, typer.Option("--agent", help="reference, openai or openai-text.")
     ] = "reference",
-    prompt: Annotated[
-        str | None,
-        typer.Option(
-            "--prompt",
-            help="baseline, cot, optimal, flawed:<type>[@<severity>] or flawed:all[@<severity>] "
-            "(comma-separated list ok; severity = percent of steps affected, e.g. "
-            "flawed:missing_steps@30). Default: optimal for the reference agent, baseline for "
-            "LLM agents.",
-        ),
-    ] = None,
-    flaw_seed: Annotated[
-        int,
-        typer.Option("--flaw-seed", help="Seeds the flawed workflows (0: the stored variants)."),
-    ] = 0,
-    paraphrase: Annotated[
-        int,
-        typer.Option(
-            "--paraphrase",
-            help="Paraphrase level of the task text: 0 as written, 1 synonyms, 2 synonyms + "
-            "reordered clauses + a distractor sentence (success criteria unchanged).",
-        ),
-    ] = 0,
+    prompt: PromptOpt = None,
+    flaw_seed: FlawSeedOpt = 0,
+    paraphrase: ParaphraseOpt = 0,
     mode: ModeOpt = Mode.LIVE,
     sandbox: SandboxOpt = None,
-    simulate: SimulateOpt = None,
+    profile: ProfileOpt = None,
     cassette: TaskCassetteOpt = None,
     db: DbOpt = None,
     repeat: Annotated[
@@ -205,7 +189,7 @@ def run_cmd(
     add `--executor ray` to spread the runs over a local Ray (or `--address` a cluster).
     """
     if mcp_server is not None or mcp_url is not None:
-        _run_mcp(tasks, mcp_server, mcp_url, agent, simulate, fault_plan, fault_rate, seed,
+        _run_mcp(tasks, mcp_server, mcp_url, agent, profile, fault_plan, fault_rate, seed,
                  repeat, db, timeout, as_json)
         return
     if list_:
@@ -215,22 +199,26 @@ def run_cmd(
         return
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "mode", "prompt", "concurrency", "executor",
-                  "address", "paraphrase", "fault_plan", "fault_rate", simulate="--profile"):
+                  "address", "paraphrase", "fault_plan", "fault_rate"):
         from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
+        from realprobe.tasks.settings import EvalSettings
 
         check_executor(executor, address)  # before the tasks are even loaded
 
         batch = plan_tasks(
-            tasks or [], all=all_, agent=agent, prompt=prompt, mode=mode,
-            sandbox=sandbox, simulate=simulate, cassette=cassette, repeat=repeat, seed=seed,
+            tasks or [], all=all_, agent=agent, repeat=repeat,
+            settings=EvalSettings(
+                mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed,
+                fault_plan=fault_plan, fault_rate=fault_rate, prompt=prompt,
+                flaw_seed=flaw_seed, paraphrase=paraphrase,
+            ),
             base_url=base_url, model=model, api_key_env=api_key_env, llm_timeout=llm_timeout,
             max_turns=max_turns, timeout=timeout, call_timeout=call_timeout,
             tasks_dir=tasks_dir, catalog=load_catalog(catalog),
             on_note=lambda note: err_console.print(f"[yellow]note[/yellow]: {note}"),
             concurrency=concurrency, llm_rpm=llm_rpm, llm_tpm=llm_tpm,
-            llm_concurrency=llm_concurrency, flaw_seed=flaw_seed, paraphrase=paraphrase,
-            fault_plan=fault_plan, fault_rate=fault_rate,
+            llm_concurrency=llm_concurrency,
         )
         batch.check_executor(executor, address)
     path = db or _default_db()

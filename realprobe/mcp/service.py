@@ -47,6 +47,7 @@ from realprobe.mcp.definitions import mcp_tool
 from realprobe.mcp.rendering import ToolListCache, render_result
 from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
 from realprobe.target import Target
+from realprobe.tasks.settings import EvalSettings
 from realprobe.version import __version__
 
 log = logging.getLogger("realprobe.mcp")
@@ -64,8 +65,9 @@ class ServiceOptions:
     polite: bool = True
     #: a task id: the connected agent's calls are one scored task run (stored in `db`)
     task: str | None = None
-    task_prompt: str = "baseline"
-    task_model: str = "-"  # how results label the connected agent's runs
+    #: the task runs' settings (default: the transport's, baseline prompt)
+    settings: EvalSettings | None = None
+    model: str = "-"  # how results label the connected agent's runs
 
 
 def describe_target(opts: TransportOptions) -> str:

@@ -16,9 +16,9 @@ from mcp.types import CallToolResult, TextContent
 from mcp.types import Tool as McpTool
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.errors import RealprobeError
 from realprobe.tasks.evaluate import FINISH_TOOL, TaskSession, ToolCall
 from realprobe.tasks.outputs import OUTPUT_TOOLS
+from realprobe.tasks.settings import EvalSettings
 
 PROMPT_TOOL = "task_prompt"
 
@@ -92,15 +92,7 @@ def open_session(catalog: Catalog, options: Any) -> McpTaskSession:
     from realprobe.dbfacts import default_db_path
 
     db = options.db if options.db is not None else default_db_path()
-    try:
-        session = TaskSession(options.task, catalog, target=options.transport,
-                              prompt=options.task_prompt, db=db, seed=options.transport.seed,
-                              model=options.task_model)
-    except RealprobeError as exc:
-        if exc.params != ("prompt",):
-            raise
-        # the session's prompt is the service's task_prompt: the message names that
-        raise RealprobeError(
-            f"task_{exc.args[0]}", param="task_prompt"
-        ) from None
-    return McpTaskSession(session)
+    settings = options.settings or EvalSettings.of(options.transport)
+    return McpTaskSession(
+        TaskSession(options.task, catalog, settings=settings, db=db, model=options.model)
+    )

@@ -53,6 +53,7 @@ _NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _BATCH = 5_000
 
 SeriesKey = tuple[str, str, str, str]  # tool, api, target_kind, vantage
+Interval = tuple[float, float]
 
 
 def label(value: object, allowed: re.Pattern[str] = _NAME) -> str:
@@ -153,6 +154,7 @@ class Aggregator:
         self.last_refresh_s = 0.0
         self._lock = threading.Lock()
         self._columns: set[str] | None = None
+        self._quoted: tuple[tuple[int, int], dict[tuple[str, str, str], Interval]] | None = None
 
     # -- reading ----------------------------------------------------------------------
 
@@ -401,6 +403,35 @@ class Aggregator:
     def snapshot(self) -> dict[SeriesKey, Series]:
         with self._lock:
             return dict(self.series)
+
+    def quoted(self, since: float) -> dict[tuple[str, str, str], Interval]:
+        """{(tool, target kind, vantage): the success interval `realprobe stats` quotes} over
+        the rows since `since` (`quoted_success`: burst-adjusted, as every surface shows it),
+        read at most once a minute and once per new row; a database that cannot be read
+        gives nothing (the ratio is shown without an interval)."""
+        from realprobe.probes.loading import load_probes
+        from realprobe.probes.stats import quoted_success
+
+        key = (self.last_id, int(since // 60))
+        if self._quoted is not None and self._quoted[0] == key:
+            return self._quoted[1]
+        out: dict[tuple[str, str, str], Interval] = {}
+        groups = {(k[2], k[3]) for k in self.snapshot() if k[3] != "other"}
+        try:
+            conn = read_only(self.db_path)
+        except RealprobeError:
+            return out
+        try:
+            for kind, vantage in sorted(groups):
+                arr = load_probes(conn, since, None, None, kinds=[kind], vantages=[vantage])
+                for tool, s in quoted_success(arr).items():
+                    out[(label(tool), kind, vantage)] = s.quoted95
+        except RealprobeError:
+            return out
+        finally:
+            conn.close()
+        self._quoted = (key, out)
+        return out
 
 
 def _max(a: float | None, b: object) -> float | None:

@@ -61,7 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from realprobe.errors import RealprobeError
 from realprobe.probes.loading import conditions, kind_expr, load_probes, probe_columns
 from realprobe.probes.provenance import parse_target
-from realprobe.probes.stats import latency_stats, wilson
+from realprobe.probes.stats import EXTRAPOLATED, interval_text, latency_stats, quoted_success
 from realprobe.probes.windows import parse_duration
 from realprobe.store import Store, iso_utc, read_only
 
@@ -222,23 +222,21 @@ def _scope(cols: set[str], rule: Rule, since: float | None = None) -> tuple[str,
 
 def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
                    db: Path) -> list[Finding]:
-    where, params = _scope(cols, rule, now - parse_duration(rule.window))
-    rows = conn.execute(
-        f"SELECT tool, COUNT(*), SUM(outcome = 'ok') FROM probes WHERE {where} "
-        "GROUP BY tool ORDER BY tool", params
-    ).fetchall()
+    """Fires when the interval `stats` quotes (burst-adjusted) lies wholly below the
+    threshold, over the rows `stats` would read."""
+    arr = load_probes(conn, now - parse_duration(rule.window), None, rule.tools,
+                      kinds=_kinds(rule))
     out = []
     assert rule.threshold is not None
-    for tool, n, k in rows:
-        if n < rule.min_calls:
+    for tool, s in quoted_success(arr).items():
+        k, n, ci = s.successes, s.n, s.quoted95
+        if n < rule.min_calls or not ci[1] < rule.threshold:
             continue
-        lo, hi = wilson(int(k or 0), int(n))
-        if hi < rule.threshold:
-            out.append(Finding(
-                rule=rule.label(), kind=rule.kind, subject=tool, value=k / n,
-                message=f"{tool}: success {k}/{n} = {k / n:.1%} over {rule.window} "
-                        f"(95% CI {lo:.1%}-{hi:.1%}) is below {rule.threshold:.0%}",
-            ))
+        out.append(Finding(
+            rule=rule.label(), kind=rule.kind, subject=tool, value=k / n,
+            message=f"{tool}: success {k}/{n} = {k / n:.1%} {interval_text(ci)} over "
+                    f"{rule.window} is below {rule.threshold:.0%}",
+        ))
     return out
 
 
@@ -255,11 +253,12 @@ def _p95_above(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
         lat = latency_stats(part.latency_ms, part.code, part.timeout_s)
         if lat.n < rule.min_calls or lat.p95 is None or not lat.p95 > rule.threshold_ms:
             continue
-        how = " (censored fit)" if lat.percentiles == "censored-fit" else ""
+        mark = EXTRAPOLATED if lat.extrapolated else ""
+        how = f" ({mark} extrapolated: censored fit past the deadline)" if mark else ""
         out.append(Finding(
             rule=rule.label(), kind=rule.kind, subject=tool, value=lat.p95,
-            message=f"{tool}: p95 latency {lat.p95:.0f} ms{how} over {rule.window} "
-                    f"({lat.n} successes) is above {rule.threshold_ms:g} ms",
+            message=f"{tool}: p95 latency {lat.p95:.0f}{mark} ms over {rule.window} "
+                    f"({lat.n} successes) is above {rule.threshold_ms:g} ms{how}",
         ))
     return out
 

@@ -225,7 +225,7 @@ class BlackboxProber:
 
 
 def _learn(lim: HostLimiter, result: ToolResult) -> None:
-    """A 429/503 with Retry-After (or a bare 429) pauses the host for later scrapes."""
+    """An answer with Retry-After (or a bare 429) pauses the host for later scrapes."""
     lim.note(result.code, result.error.retry_after_s if result.error else None)
 
 

@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from realprobe.errors import RealprobeError
 from realprobe.monitor.aggregate import Aggregator
 from realprobe.monitor.blackbox import BlackboxProber
-from realprobe.monitor.metrics import ProbeCollector
+from realprobe.monitor.metrics import ProbeCollector, exposition
 from realprobe.monitor.status import render_status, statuses
 from realprobe.serving import Guard, H11Server, Limits, Request, ServerThread, send_simple
 
@@ -54,7 +54,7 @@ class Exporter:
         self.prober = prober
 
     def metrics(self) -> bytes:
-        return generate_latest(self.registry)
+        return exposition(self.registry.collect())
 
     def status_html(self) -> str:
         return render_status(statuses(self.aggregator), title="realprobe status")

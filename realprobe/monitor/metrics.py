@@ -8,7 +8,8 @@ Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kin
 - `calls_excluded_total`: of those, the calls whose run was marked excluded afterwards,
 - `latency_seconds`: histogram of successful calls' latency,
 - `success_ratio`, `success_ratio_lower`, `success_ratio_upper`, `window_calls`: success
-  over the exporter's window with its 95% Wilson interval (alert on the bound, not the point),
+  over the exporter's window with the 95% interval `realprobe stats` quotes (burst-adjusted
+  Wilson; alert on the bound, not the point),
 - `last_call_timestamp_seconds`, `last_success_timestamp_seconds`,
 - `latency_p95_seconds{tool, target_kind}`: p95 latency over the window, computed by the
   same statistics code as `realprobe stats` and the `p95_above` alert rule (the censored
@@ -26,15 +27,18 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from prometheus_client import generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    Metric,
 )
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from realprobe.errors import RealprobeError
 from realprobe.monitor.aggregate import (
@@ -45,7 +49,7 @@ from realprobe.monitor.aggregate import (
     label,
 )
 from realprobe.probes.loading import load_probes
-from realprobe.probes.stats import latency_stats, wilson
+from realprobe.probes.stats import latency_stats
 from realprobe.store import read_only
 
 SERIES_LABELS = ["tool", "api", "target_kind", "vantage"]
@@ -75,8 +79,10 @@ class ProbeCollector(Collector):
         self.agg.refresh()
         now = float(self.clock())
         families = SeriesFamilies(self.window_s)
+        quoted = self.agg.quoted(now - self.window_s)
         for key, series in sorted(self.agg.snapshot().items()):
-            families.add(list(key), series, since=now - self.window_s)
+            families.add(list(key), series, since=now - self.window_s,
+                         ci=quoted.get((key[0], key[2], key[3])))
         yield from families.all()
         yield self._p95(now)
         yield from self._tls(now)
@@ -167,7 +173,7 @@ class ProbeCollector(Collector):
 
 class SeriesFamilies:
     """The per-series families: calls, latency histogram, windowed success ratio with its
-    Wilson bounds, and the last call and last success."""
+    quoted interval, and the last call and last success."""
 
     def __init__(self, window_s: float) -> None:
         self.calls = CounterMetricFamily(
@@ -189,11 +195,13 @@ class SeriesFamilies:
             labels=SERIES_LABELS,
         )
         self.lower = GaugeMetricFamily(
-            "realprobe_success_ratio_lower", "Lower bound of the 95% Wilson interval.",
+            "realprobe_success_ratio_lower",
+            "Lower bound of the 95% interval `realprobe stats` quotes (burst-adjusted).",
             labels=SERIES_LABELS,
         )
         self.upper = GaugeMetricFamily(
-            "realprobe_success_ratio_upper", "Upper bound of the 95% Wilson interval.",
+            "realprobe_success_ratio_upper",
+            "Upper bound of the 95% interval `realprobe stats` quotes (burst-adjusted).",
             labels=SERIES_LABELS,
         )
         self.window = GaugeMetricFamily(
@@ -208,9 +216,10 @@ class SeriesFamilies:
             labels=SERIES_LABELS,
         )
 
-    def add(self, values: list[str], s: Series, *, since: float) -> None:
+    def add(self, values: list[str], s: Series, *, since: float,
+            ci: tuple[float, float] | None = None) -> None:
         """One series (its label values) into every family; the ratio counts calls after
-        `since`."""
+        `since`; `ci` is its quoted interval (`Aggregator.quoted`)."""
         for (outcome, code), count in sorted(s.calls.items()):
             if count > 0:
                 self.calls.add_metric([*values, outcome, code], count)
@@ -220,10 +229,10 @@ class SeriesFamilies:
         n, k = s.window(since)
         self.window.add_metric(values, n)
         if n > 0:
-            lo, hi = wilson(k, n)
             self.ratio.add_metric(values, k / n)
-            self.lower.add_metric(values, lo)
-            self.upper.add_metric(values, hi)
+        if n > 0 and ci is not None:
+            self.lower.add_metric(values, ci[0])
+            self.upper.add_metric(values, ci[1])
         if s.last_ts is not None:
             self.last.add_metric(values, s.last_ts)
         if s.last_ok_ts is not None:
@@ -244,6 +253,50 @@ def _cumulative_buckets(s: Series) -> list[tuple[str, float]]:
         cumulative += count
         buckets.append((bound, cumulative))
     return buckets
+
+
+_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
+_OM_ONLY = ("_created", "_gsum", "_gcount")
+
+
+class _One:
+    def __init__(self, metric: Metric) -> None:
+        self.metric = metric
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.metric
+
+
+def exposition(metrics: Iterable[Metric]) -> bytes:
+    """The Prometheus text format, byte for byte what `generate_latest` writes, for families
+    whose metric and label names are plain (all of the exporter's): names are not re-checked
+    per sample, and a label value is escaped only when it holds a backslash, newline or
+    quote. A family of another type, or with OpenMetrics-only samples, goes through
+    `generate_latest` itself."""
+    out: list[str] = []
+    for m in metrics:
+        kind = _TYPES.get(m.type)
+        if kind is None or any(s.name.endswith(_OM_ONLY) for s in m.samples):
+            out.append(generate_latest(_One(m)).decode())  # type: ignore[arg-type]
+            continue
+        name = m.name + "_total" if kind == "counter" else m.name
+        doc = m.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
+        for s in m.samples:
+            labels = s.labels
+            if labels:
+                parts = []
+                for k, v in sorted(labels.items()):
+                    if "\\" in v or "\n" in v or '"' in v:
+                        v = v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+                    parts.append(f'{k}="{v}"')
+                line = f"{s.name}{{{','.join(parts)}}} {floatToGoString(s.value)}"
+            else:
+                line = f"{s.name} {floatToGoString(s.value)}"
+            if s.timestamp is not None:
+                line += f" {int(float(s.timestamp) * 1000):d}"
+            out.append(line + "\n")
+    return "".join(out).encode()
 
 
 def window_p95(agg: Aggregator, since: float) -> dict[tuple[str, str], float]:

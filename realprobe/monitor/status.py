@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from realprobe.monitor.aggregate import Aggregator
-from realprobe.probes.stats import wilson
+from realprobe.probes.stats import interval_text
 
 DEGRADED_BELOW = 0.95
 DAY_S = 86400.0
@@ -41,6 +41,7 @@ def statuses(agg: Aggregator, now: float | None = None) -> list[ToolStatus]:
     agg.refresh()
     now = time.time() if now is None else now
     out = []
+    quoted = agg.quoted(now - DAY_S)  # the interval `realprobe stats` quotes
     for key, s in sorted(agg.snapshot().items()):
         n, k = s.window(now - DAY_S)
         hn, hk = s.window(now - HOUR_S)
@@ -49,11 +50,11 @@ def statuses(agg: Aggregator, now: float | None = None) -> list[ToolStatus]:
             lo_m, hi_m = int((now - h * HOUR_S) // 60), int((now - (h - 1) * HOUR_S) // 60)
             cells = [c for m, c in s.minutes.items() if lo_m <= m < hi_m]
             hours.append((sum(c[0] for c in cells), sum(c[1] for c in cells)))
+        tool, api, kind, vantage = key
         lower = upper = ratio = None
         if n:
-            lower, upper = wilson(k, n)
             ratio = k / n
-        tool, api, kind, vantage = key
+            lower, upper = quoted.get((tool, kind, vantage), (None, None))
         out.append(ToolStatus(tool, api, kind, vantage, _state(n, upper, hn, hk), n, k, ratio,
                               lower, upper, hours, s.last_ok_ts))
     return out
@@ -77,11 +78,9 @@ def render_status(rows: list[ToolStatus], *, title: str, refresh_s: int = 30) ->
     body = []
     for r in rows:
         cells = "".join(_hour_cell(n, k) for n, k in r.hours)
-        interval = (
-            f"{r.ratio:.1%} [{r.lower:.1%}, {r.upper:.1%}]"
-            if r.ratio is not None and r.lower is not None and r.upper is not None
-            else "-"
-        )
+        interval = "-" if r.ratio is None else f"{r.ratio:.1%}"
+        if r.ratio is not None and r.lower is not None and r.upper is not None:
+            interval += f" {interval_text((r.lower, r.upper))}"
         body.append(
             "<tr>"
             f"<td>{html.escape(r.tool)}</td><td>{html.escape(r.api)}</td>"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -631,20 +632,51 @@ def _profile_burst(
     )
 
 
-def _tool_profiles(report: StatsReport, arrays: ProbeArrays | None) -> dict[str, ToolProfile]:
-    """Every tool's profile; with the rows, a mixture by BIC where the statistics have none."""
-    mixtures: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
-    if arrays is not None:
-        from realprobe.probes.latency_mixture import fit_mixtures
+#: from this many tools on, calibrate fits them in worker processes, one per core
+PARALLEL_TOOLS = 16
 
-        mixtures = fit_mixtures(arrays, [t.tool for t in report.tools if not t.latency.mixture])
-    tools = {}
-    for t in report.tools:
-        comps, summary = mixtures.get(t.tool, (None, None))
-        tools[t.tool] = tool_profile(t, comps)
-        if summary is not None:
-            tools[t.tool].latency_ms.mixture_fit = summary
-    return tools
+
+def _one_profile(t: ToolStats, rows: ProbeArrays | None) -> ToolProfile:
+    """One tool's profile; with its rows (when the statistics have no mixture), a mixture by
+    BIC."""
+    from realprobe.probes.latency_mixture import fit_one
+
+    comps, summary = (fit_one(rows) if rows is not None else None) or (None, None)
+    prof = tool_profile(t, comps)
+    if summary is not None:
+        prof.latency_ms.mixture_fit = summary
+    return prof
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _worker_start() -> None:
+    one_blas_thread()  # for the worker's whole life: its fits are tiny problems
+
+
+def _tool_profiles(report: StatsReport, arrays: ProbeArrays | None) -> dict[str, ToolProfile]:
+    """Every tool's profile. A tool's fits depend on its own statistics and rows only, so
+    with many tools they run in worker processes (spawned, one BLAS thread each, one per
+    core), each tool exactly as it would run here."""
+    rows = {name: arrays.slice(i) for i, name in enumerate(arrays.tools)} if arrays else {}
+    jobs = [(t, None if t.latency.mixture else rows.get(t.tool)) for t in report.tools]
+    workers = min(_cores(), len(jobs) // PARALLEL_TOOLS)
+    if workers < 2:
+        with one_blas_thread():
+            return {t.tool: _one_profile(t, r) for t, r in jobs}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"),
+                             initializer=_worker_start) as pool:
+        done = pool.map(_one_profile, *zip(*jobs, strict=True),
+                        chunksize=max(1, len(jobs) // (8 * workers)))
+        return {t.tool: prof for (t, _), prof in zip(jobs, done, strict=True)}
 
 
 def calibrate(
@@ -660,8 +692,7 @@ def calibrate(
     if not report.tools:
         raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
     rows = arrays if arrays is not None or not db else _rows_of(report, db)
-    with one_blas_thread():
-        tools = _tool_profiles(report, rows)
+    tools = _tool_profiles(report, rows)
     if db:
         add_retry_after(tools, report, db)
     deadlines = sorted({t.latency.timeout_s for t in report.tools if t.latency.timeout_s})

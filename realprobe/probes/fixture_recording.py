@@ -140,7 +140,7 @@ def record_fixtures(
     """Call each selected tool once with its first example and keep what came back. Calls
     wait for their host's turn at the one per-host gate (`gates`, shared with other work in
     this process if given): the catalogue's spacing (or `interval_s`), and the pause an API
-    asks for with 429/503 and Retry-After."""
+    asks for with Retry-After (or a bare 429)."""
     canonical = Catalog(apis)
     calling = Catalog(_rebased(apis, upstream)) if upstream else canonical
     selected = [canonical.get(n) for n in names] if names else list(canonical)
@@ -156,7 +156,7 @@ def record_fixtures(
                 sleep(wait)
             outcome, answer = _record_one(tool, original, client, timeout_s, sandbox, upstream,
                                           now)
-            if answer is not None and answer.status in (429, 503):
+            if answer is not None and answer.status >= 400:
                 code = ErrorCode.RATE_LIMIT_ERROR if answer.status == 429 else None
                 limiter.note(code, retry_after_of(answer.headers))
             outcomes.append(outcome)

@@ -25,14 +25,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
-from realprobe.adapters.tool import Tool
 from realprobe.probes.loading import conditions, probe_columns
 from realprobe.result import ToolResult
 from realprobe.store import read_only
+
+if TYPE_CHECKING:
+    from realprobe.adapters.tool import Tool
 
 IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: a date this much older than the newest the tool has answered with is stale
@@ -121,6 +121,8 @@ class ImplicitWatch:
     def _validator(self, tool: Tool) -> Any:
         """The tool's output-schema validator, built once (None: the schema is unusable)."""
         if tool.name not in self._validators:
+            import jsonschema  # only a live watch validates; the summary readers do not
+
             schema = tool.output_schema
             cls = jsonschema.validators.validator_for(schema)
             try:
@@ -175,18 +177,21 @@ def implicit_summary(
         if "implicit" not in columns:
             return {}
         where, params = conditions(columns, since, until, tools, kinds, vantages)
+        # one aggregate in SQLite: a row shows a kind when it sits in its comma-joined list
+        # (most rows have none: those are not searched)
+        shows = ", ".join(
+            f"sum(implicit IS NOT NULL AND instr(',' || implicit || ',', ',{k},') > 0)"
+            for k in IMPLICIT_KINDS
+        )
         rows = conn.execute(
-            f"SELECT tool, implicit FROM probes WHERE {where} AND outcome = 'ok'", params
+            f"SELECT tool, count(*), {shows} FROM probes WHERE {where} AND outcome = 'ok' "
+            "GROUP BY tool", params
         ).fetchall()
     out: dict[str, dict[str, Any]] = {}
-    for tool, implicit in rows:
-        entry = out.setdefault(tool, {"ok": 0, **dict.fromkeys(IMPLICIT_KINDS, 0)})
-        entry["ok"] += 1
-        for kind in str(implicit or "").split(","):
-            if kind in IMPLICIT_KINDS:
-                entry[kind] += 1
-    for entry in out.values():
-        entry["rates"] = {k: entry[k] / entry["ok"] for k in IMPLICIT_KINDS}
+    for tool, ok, *counts in rows:
+        entry: dict[str, Any] = {"ok": ok, **dict(zip(IMPLICIT_KINDS, counts, strict=True))}
+        entry["rates"] = {k: entry[k] / ok for k in IMPLICIT_KINDS}
+        out[str(tool)] = entry
     return out
 
 

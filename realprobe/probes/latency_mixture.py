@@ -295,15 +295,13 @@ def _profile_end(
     pts: list[tuple[float, float]] = [(z_hat, 0.0)]
     z = z_hat + step
     for _ in range(8):
-        res = optimize.minimize(
-            _nll, warm, args=(k, x, cvals, cw), method="SLSQP",
-            constraints=[{"type": "eq", "fun": lambda th, z0=z: _probit_exceed(th, k, log_t) - z0}],
-            options={"maxiter": 100, "ftol": 1e-9},
-        )  # fmt: skip
-        rise = float(res.fun) - f0
-        if not (res.success and math.isfinite(rise)):
+        # from the last end and from the optimum: the held fit has more than one local
+        # minimum, and which one a single start finds depends on rounding
+        tries = [g for g in (_held_min(s, k, data, log_t, z) for s in (warm, theta)) if g]
+        if not tries:
             return None
-        warm = np.asarray(res.x, dtype=np.float64)
+        warm, fun = min(tries, key=lambda g: g[1])
+        rise = fun - f0
         r = math.sqrt(2 * max(rise, 0.0))
         if abs(r - 1.959963984540054) < 0.02:
             return z
@@ -314,6 +312,31 @@ def _profile_end(
         if not math.isfinite(z) or (z - z_hat) * step <= 0:
             z = z2 + step  # a flat stretch: keep walking out
     return None
+
+
+def _held_min(
+    start: FloatArray, k: int, data: tuple[FloatArray, FloatArray, FloatArray], log_t: float,
+    z: float,
+) -> tuple[FloatArray, float] | None:
+    """The negative log-likelihood minimised with probit(S) held at `z` (SLSQP, an equality
+    constraint), restarted from its own answer until a restart gains nothing: SLSQP's first
+    run can stop "successfully" well above the minimum, and where it stops depends on the
+    BLAS build's rounding, so one run made the interval differ between machines."""
+    x, cvals, cw = data
+    theta, best = start, math.inf
+    for _ in range(6):
+        res = optimize.minimize(
+            _nll, theta, args=(k, x, cvals, cw), method="SLSQP",
+            constraints=[{"type": "eq", "fun": lambda th: _probit_exceed(th, k, log_t) - z}],
+            options={"maxiter": 200, "ftol": 1e-10},
+        )  # fmt: skip
+        fun = float(res.fun)
+        if not (res.success and math.isfinite(fun) and fun < 1e299):
+            return None if best == math.inf else (theta, best)
+        gain, theta, best = best - fun, np.asarray(res.x, dtype=np.float64), min(best, fun)
+        if gain < 1e-6:
+            break
+    return theta, best
 
 
 def _exceed(
@@ -344,22 +367,18 @@ def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
     return fit_mixture(arr.latency_ms[ok], censor_ms)
 
 
-def fit_mixtures(
-    arrays: ProbeArrays, names: list[str]
-) -> dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]]:
-    """Each named tool's mixture fit: (the components when two win, else None; the choice,
-    BIC per K, either way)."""
-    out: dict[str, tuple[list[MixtureComponent] | None, dict[str, Any]]] = {}
-    for i, name in enumerate(arrays.tools):
-        if name not in names or arrays.bounds[i + 1] <= arrays.bounds[i]:
-            continue
-        fit = fit_tool(arrays.slice(i))
-        if fit is None:
-            continue
-        comps = (
-            [MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components]
-            if fit.k > 1
-            else None
-        )
-        out[name] = (comps, fit.summary())
-    return out
+Fitted = tuple[list[MixtureComponent] | None, dict[str, Any]]
+
+
+def fit_one(arr: ProbeArrays) -> Fitted | None:
+    """One tool's mixture fit: (the components when two win, else None; the choice, BIC per
+    K, either way), None when its rows allow no fit."""
+    fit = fit_tool(arr) if len(arr) else None
+    if fit is None:
+        return None
+    comps = (
+        [MixtureComponent(weight=c.weight, mu=c.mu, sigma=c.sigma) for c in fit.components]
+        if fit.k > 1
+        else None
+    )
+    return comps, fit.summary()

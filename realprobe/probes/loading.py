@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -241,11 +242,16 @@ def _read_rows(
         n = sum(c for _, c in groups)
         if not n:
             return groups, np.zeros((0, 4))
-        cur = conn.execute(*_row_query(conn, columns, cond, params))
-        flat = np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=4 * n)
-        return groups, flat.reshape(n, 4)
+        return groups, float_rows(conn.execute(*_row_query(conn, columns, cond, params)), 4, n)
     finally:
         conn.execute("COMMIT")
+
+
+def float_rows(cur: Iterable[tuple[Any, ...]], k: int, n: int) -> FloatArray:
+    """The `n` rows of `k` numbers a cursor yields, as an n x k array, converted in C (one
+    pass, no Python object kept per row)."""
+    flat = np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=k * n)
+    return flat.reshape(n, k)
 
 
 def load_probes(

@@ -4,8 +4,9 @@ By default (from the catalogue's `api.politeness`, overridable per run):
 - at most `max_in_flight` calls in flight per host (1),
 - consecutive call *starts* on one host at least `min_interval_s` apart, plus a random
   jitter in [0, `jitter_s`] so probes from many machines do not synchronise,
-- a `Retry-After` (429, 503) pauses the host for that long; a 429 without one backs off
-  exponentially; a pause longer than `max_pause_s` ends the host's probing for this run,
+- a `Retry-After` (on any answer that carries one) pauses the host for that long; a 429
+  without one backs off exponentially; a pause longer than `max_pause_s` ends the host's
+  probing for this run,
 - a daily budget of calls per API, counted in the database so it holds across runs and
   processes. Budgets protect real providers, so by default they count only calls that
   leave the machine for a real API (live and record modes), not sandbox or simulated calls.

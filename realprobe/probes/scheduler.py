@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -34,35 +33,12 @@ from pydantic import BaseModel, Field
 
 from realprobe.errors import RealprobeError
 from realprobe.probes.runner import RunSummary, iso
+from realprobe.probes.windows import parse_duration
 from realprobe.store import RUN_LOCAL_NETWORK_FAILURE, Store
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 #: a round: (round number from 1, stop event) -> the run's summary
 RoundFn = Callable[[int, asyncio.Event], Awaitable[RunSummary]]
 EventFn = Callable[[dict[str, Any]], None]
-
-
-def parse_every(text: str) -> float:
-    """'30m', '1h30m', '90s', '0.5s', '2d' (or plain seconds) -> seconds."""
-    raw = text.strip().lower().replace(" ", "")
-    try:
-        seconds = float(raw)
-    except ValueError:
-        pos, seconds = 0, 0.0
-        for m in _PART_RE.finditer(raw):
-            if m.start() != pos:
-                break
-            seconds += float(m.group(1)) * _UNITS[m.group(2)]
-            pos = m.end()
-        if pos != len(raw) or not raw:
-            raise RealprobeError(
-                f"every {text!r}: expected a duration like 30m, 1h30m, 90s or 2d", param="every"
-            ) from None
-    if seconds <= 0:
-        raise RealprobeError(f"every {text!r}: the interval must be positive", param="every")
-    return seconds
 
 
 def make_trigger(
@@ -75,7 +51,10 @@ def make_trigger(
         )
     jitter = jitter_s if jitter_s else None
     if every is not None:
-        seconds = parse_every(every)
+        try:
+            seconds = parse_duration(every, "every")
+        except RealprobeError as exc:
+            raise RealprobeError(str(exc), param="every") from None
         return IntervalTrigger(seconds=seconds, jitter=jitter), seconds
     assert cron is not None
     try:
@@ -283,5 +262,4 @@ __all__ = [
     "ScheduleResult",
     "first_fire_time",
     "make_trigger",
-    "parse_every",
 ]

@@ -117,6 +117,18 @@ class SuccessStats(BaseModel):
     #: rests on the probed days' interval (conservative when days vary little)
     long_run_too_few_failures: bool = False
 
+    @property
+    def quoted95(self) -> tuple[float, float]:
+        """The interval to quote: burst-adjusted Wilson. Every surface that shows a success
+        interval (stats, report, /status, the exporter, alerts) shows and decides on this
+        one; one that shows another names it."""
+        return self.burst_adjusted95
+
+
+def interval_text(ci: tuple[float, float] | None) -> str:
+    """An interval as every surface prints it: `[33.2, 78.7]` (percent)."""
+    return "-" if ci is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
 
 class ErrorMix(BaseModel):
     failures: int
@@ -144,9 +156,10 @@ class MixtureComponent(BaseModel):
 class LatencyStats(BaseModel):
     """Latency of successes in ms. When the deadline bites (the fit puts S(T) >= 0.001 of calls
     beyond it) the successes are the fast part of the distribution only, so mean and
-    percentiles come from the censored fit (`percentiles: "censored-fit"`, what calls would
-    take without the deadline) and `observed` keeps the successes' own, which are then lower
-    bounds. Otherwise they are the successes' empirical values (`"empirical"`)."""
+    percentiles come from the censored fit (`percentiles: "censored-fit"`, or
+    `"censored-mixture"` for two lognormals: what calls would take without the deadline) and
+    `observed` keeps the successes' own, which are then lower bounds. Otherwise they are the
+    successes' empirical values (`"empirical"`)."""
 
     n: int
     percentiles: str = "empirical"
@@ -167,6 +180,17 @@ class LatencyStats(BaseModel):
     #: lognormal), with a 95% interval (profile likelihood of the censored fit, either one)
     p_exceed_timeout: float | None = None
     p_exceed_timeout_ci95: tuple[float, float] | None = None
+
+    @property
+    def extrapolated(self) -> bool:
+        """Whether the percentiles come from a censored fit (one lognormal or a mixture) past
+        the deadline rather than the successes' own: the one decision every surface marks
+        (with EXTRAPOLATED)."""
+        return self.percentiles != "empirical"
+
+
+#: the mark of an extrapolated percentile, on every surface
+EXTRAPOLATED = "*"
 
 
 class Transition(BaseModel):
@@ -296,6 +320,20 @@ def lagged_pairs(code: IntArray, linked: BoolArray) -> list[list[list[int]]]:
 
 def _transition(k: int, n: int) -> Transition:
     return Transition(p=k / n if n else None, n=n, ci95=wilson(k, n) if n else None)
+
+
+def quoted_success(arr: ProbeArrays) -> dict[str, SuccessStats]:
+    """Each tool's success with its interval to quote, computed as `compute_stats` computes
+    it (each tool's chain, borrowing the pooled one when it has few failures): for surfaces
+    that need only the success interval (alerts, /status, the exporter)."""
+    parts = [(t, arr.slice(i)) for i, t in enumerate(arr.tools)
+             if arr.bounds[i + 1] > arr.bounds[i]]  # fmt: skip
+    bursts = [burst_chain(a.code >= 0, a.ts) for _, a in parts]
+    prior = chain_prior(bursts)
+    return {
+        t: success_stats(len(a), int(np.count_nonzero(a.code < 0)), *chain_rho(b, prior))
+        for (t, a), b in zip(parts, bursts, strict=True)
+    }
 
 
 def success_stats(

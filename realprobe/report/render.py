@@ -8,7 +8,7 @@ from html import escape
 from realprobe.data import doc_path
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.probes.drift import ToolDrift
-from realprobe.probes.stats import ToolStats
+from realprobe.probes.stats import EXTRAPOLATED, ToolStats, interval_text
 from realprobe.report.build import ReportData
 from realprobe.version import PROJECT_URL
 
@@ -61,16 +61,14 @@ COLUMNS = (
 )
 
 
-#: after a percentile extrapolated from the censored fit, as in `realprobe stats`
-EXTRAPOLATED = "*"
 EXTRAPOLATED_NOTE = (
-    "* extrapolated: the deadline cut into the latency, so these percentiles come from the "
-    "censored lognormal fit (the successes' own are lower bounds)."
+    f"{EXTRAPOLATED} extrapolated: the deadline cut into the latency, so these percentiles come "
+    "from the censored fit (the successes' own are lower bounds)."
 )
 
 
 def _extrapolated(t: ToolStats) -> bool:
-    return t.latency.percentiles == "censored-fit"
+    return t.latency.extrapolated
 
 
 def _pctl(t: ToolStats, v: float | None) -> str:
@@ -88,7 +86,7 @@ def _row(t: ToolStats) -> list[str]:
         t.tool,
         str(t.success.n),
         _pct(t.success.rate),
-        _ci(t.success.burst_adjusted95),
+        interval_text(t.success.quoted95),
         _pct(b.p_fail_after_fail.p),
         _pct(b.p_fail_after_ok.p),
         _pctl(t, t.latency.p50),
@@ -257,7 +255,7 @@ def _html_summary(data: ReportData) -> str:
         o = st.overall
         out += (
             f"\n<p>All tools: <b>{_pct(o.rate)}</b> success ({o.successes}/{o.n}),"
-            f" Wilson 95% {_ci(o.wilson95)}.</p>"
+            f" 95% interval {interval_text(o.quoted95)}.</p>"
         )
     return out
 

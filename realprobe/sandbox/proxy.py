@@ -128,11 +128,11 @@ class PoliteGates:
 
     @staticmethod
     def release(lim: HostLimiter | None, fetched: Fetched | None = None) -> None:
-        """Free the slot; an upstream 429/503 with Retry-After pauses the host."""
+        """Free the slot; an upstream error answer with Retry-After pauses the host."""
         if lim is None:
             return
         lim.slots.release()
-        if fetched is not None and fetched.status in (429, 503):
+        if fetched is not None and fetched.status >= 400:
             code = ErrorCode.RATE_LIMIT_ERROR if fetched.status == 429 else None
             lim.note(code, retry_after_of(fetched.headers))
 

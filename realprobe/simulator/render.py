@@ -230,6 +230,9 @@ def render(
         ok, path, now_wall, outcome.pick, outcome.retry_after_s, outcome.retry_after_measured
     )
     _SHAPE[variant](plan, ctx)
+    wait = ctx.retry_after(None)
+    if wait is not None and plan.action == "respond" and plan.header("Retry-After") is None:
+        plan.headers.append(("Retry-After", _seconds(wait)))  # any code the profile measured
     return plan
 
 
@@ -276,7 +279,8 @@ def _socket(plan: Plan, ctx: _Context) -> None:
 
 
 #: Retry-After when the profile measured none for the code: 1-5 s on a 429 (2-6 s in the
-#: HTTP-date form), 2 s on a 503, nothing on other server errors
+#: HTTP-date form), 2 s on a 503, nothing on other answers; a code whose profile measured
+#: it carries the measured draw, whatever the status
 DEFAULT_429_S = (1.0, 2.0, 3.0, 4.0, 5.0)
 DEFAULT_503_S = 2.0
 

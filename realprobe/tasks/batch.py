@@ -11,20 +11,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.errors import RealprobeError
-from realprobe.http.mode import Mode
+from realprobe.errors import RealprobeError, renamed_keyword
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
-from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import (
     RunConfig,
     RunOutcome,
     check_cassettes,
     plan_runs,
 )
+from realprobe.tasks.settings import EvalSettings
 
 if TYPE_CHECKING:
     from realprobe.hosts import HostGates
@@ -62,28 +61,18 @@ def llm_settings(
 MAX_REPEAT = 1000
 
 
-def resolve_mode(
-    mode: Mode | str,
-    sandbox: str | None,
-    simulate: str | None,
-    fault_plan: str | Path | None = None,
-    fault_rate: float | None = None,
-    seed: int = 0,
-) -> tuple[Mode, str | None]:
-    """Where a batch's calls go, checked by the one home of that check (`TransportOptions`):
-    a simulate profile implies simulate mode, simulate mode without one uses the default;
-    the seed is checked there too (before any run, not when its row is stored)."""
-    from realprobe.clients import TransportOptions
-
-    mode = Mode.parse(mode)
-    # record and replay use each task's own cassette (checked later, per task)
-    per_task = "<each task's cassette>" if mode in (Mode.RECORD, Mode.REPLAY) else None
-    opts = TransportOptions(
-        mode=mode, sandbox=sandbox, profile=simulate, cassette=per_task,
-        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed,
-    ).normalised()
-    profile = opts.profile if opts.profile is None else str(opts.profile)
-    return Mode(opts.mode), profile
+def settings_of(settings: EvalSettings | None, fields: dict[str, Any]) -> EvalSettings:
+    """`settings`, or one built from its fields given as keywords (not both); `simulate=`
+    is the old name of `profile=`."""
+    renamed_keyword(fields, "simulate", "profile")
+    if settings is not None and fields:
+        raise RealprobeError(
+            f"give settings or {', '.join(fields)}, not both", param=("settings", *fields)
+        )
+    unknown = [k for k in fields if k not in EvalSettings.model_fields]
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    return settings or EvalSettings(**fields)
 
 
 @dataclass
@@ -167,13 +156,8 @@ class TaskBatch:
         *,
         all_tasks: bool = False,
         agent: str = "reference",
-        prompt: str | None = None,
-        mode: Mode | str = Mode.LIVE,
-        sandbox: str | None = None,
-        simulate: str | None = None,
-        cassette: str | Path | None = None,
+        settings: EvalSettings | None = None,
         repeat: int = 1,
-        seed: int = 0,
         base_url: str | None = None,
         model: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
@@ -188,12 +172,12 @@ class TaskBatch:
         llm_rpm: float | None = None,
         llm_tpm: float | None = None,
         llm_concurrency: int | None = None,
-        flaw_seed: int = 0,
-        paraphrase: int = 0,
-        fault_plan: str | Path | None = None,
-        fault_rate: float | None = None,
+        **fields: Any,
     ) -> TaskBatch:
-        """Check everything before anything runs; errors name the parameter at fault."""
+        """Check everything before anything runs; errors name the parameter at fault.
+        `settings` (or its fields as keywords: mode, sandbox, profile, cassette, seed,
+        fault_plan, fault_rate, prompt, flaw_seed, paraphrase) say where calls go and what
+        the agent is shown."""
         if repeat < 1:
             raise RealprobeError("repeat must be at least 1")
         if repeat > MAX_REPEAT:  # every run is planned up front: 10**12 filled the memory
@@ -209,24 +193,16 @@ class TaskBatch:
             limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
-        run_mode, profile = resolve_mode(mode, sandbox, simulate, fault_plan, fault_rate, seed)
-        from realprobe.clients import check_seed
-
-        check_seed(flaw_seed, "flaw_seed")
+        settings = settings_of(settings, fields)
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
-        prompts = prompt_variants(prompt or ("optimal" if agent == "reference" else "baseline"))
         cat = catalog or Catalog.load([])
         folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
         chosen = pick_tasks(load_tasks(folder), names, all_tasks)
         known = {*cat.tools, *OUTPUT_TOOLS}
-        cfg = RunConfig(
-            agent=agent, prompts=prompts, mode=run_mode, sandbox=sandbox, profile=profile,
-            cassette=Path(cassette) if cassette is not None else None, repeat=repeat,
-            seed=seed, llm=llm, max_turns=max_turns, timeout_s=timeout,
+        cfg = settings.run_config(
+            default_prompt="optimal" if agent == "reference" else "baseline", agent=agent,
+            repeat=repeat, llm=llm, max_turns=max_turns, timeout_s=timeout,
             call_timeout_s=call_timeout, concurrency=concurrency, llm_limits=limits,
-            flaw_seed=flaw_seed, paraphrase=paraphrase,
-            fault_plan=str(fault_plan) if fault_plan is not None else None,
-            fault_rate=fault_rate,
         )
         check_variants(chosen, cfg, cat, known)
         check_cassettes(chosen, cfg)
@@ -304,6 +280,6 @@ __all__ = [
     "TaskBatchResult",
     "infrastructure_failure_of",
     "llm_settings",
-    "resolve_mode",
+    "settings_of",
     "summary_of",
 ]

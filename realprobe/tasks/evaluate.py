@@ -24,16 +24,15 @@ from typing import Any
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.clients import TransportOptions
-from realprobe.errors import RealprobeError
+from realprobe.errors import RealprobeError, renamed_keyword
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import run_tool
 from realprobe.tasks.agents.openai_native import tool_definitions
 from realprobe.tasks.batch import TaskBatch, TaskBatchResult
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
-from realprobe.tasks.prompts import Prompt, prompt_variants, render
+from realprobe.tasks.prompts import Prompt, render
 from realprobe.tasks.runner import (
     PreparedRun,
-    RunConfig,
     RunOutcome,
     RunTiming,
     Shared,
@@ -42,6 +41,7 @@ from realprobe.tasks.runner import (
     run_variant,
 )
 from realprobe.tasks.scoring import score_run
+from realprobe.tasks.settings import EvalSettings
 from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
 
 #: finishes a task session: not a tool of the task, never recorded as a call
@@ -156,48 +156,53 @@ def _agent_error(ctx: AgentContext, exc: BaseException) -> None:
     ctx.state.final_message = f"the agent raised {type(exc).__name__}: {exc}"[:2000]
 
 
-def _target_settings(target: TransportOptions | None) -> dict[str, Any]:
-    """TaskBatch.plan's mode / sandbox / simulate / cassette from one target."""
-    if target is None:
-        return {"mode": "simulate", "simulate": "published"}
-    opts = target.normalised()
-    profile = opts.profile
-    if profile is not None and not isinstance(profile, str | Path):
-        raise RealprobeError("evaluate: give the simulate profile by name or file", param="target")
-    return {"mode": opts.mode, "sandbox": opts.sandbox,
-            "simulate": str(profile) if profile is not None else None,
-            "cassette": opts.cassette}
+def session_settings(
+    settings: EvalSettings | None, target: TransportOptions | None, fields: dict[str, Any]
+) -> EvalSettings:
+    """The one settings value of an outside agent's runs: `settings`, or `target` and the
+    other settings as keywords (default: the published simulate profile, baseline prompt)."""
+    if settings is not None and (target is not None or fields):
+        raise RealprobeError("give settings, or target and its keywords, not both",
+                             param="settings")
+    if settings is None:
+        renamed_keyword(fields, "simulate", "profile")
+        where = ("mode", "sandbox", "profile", "cassette", "fault_plan", "fault_rate")
+        if target is None and not any(k in fields for k in where):
+            fields["mode"] = "simulate"
+        settings = EvalSettings.of(target, **fields)
+    if settings.prompt is None:
+        settings = settings.model_copy(update={"prompt": "baseline"})
+    return settings
 
 
 def evaluate(
     agent: UserAgent,
     tasks: Sequence[str] | None = None,
     *,
+    settings: EvalSettings | None = None,
     target: TransportOptions | None = None,
     repeat: int = 1,
     db: str | Path | None = None,
-    prompt: str = "baseline",
-    seed: int = 0,
-    flaw_seed: int = 0,
-    paraphrase: int = 0,
     name: str = "custom",
     model: str = "-",
     concurrency: int = 1,
     tasks_dir: str | Path | None = None,
     catalog: Catalog | None = None,
+    **fields: Any,
 ) -> TaskBatchResult:
-    """Run `agent` on `tasks` (default: all) against `target` (default: the published
-    simulate profile), score every run like a built-in agent's and store it in `db`.
-    `name` and `model` label the runs in `results`."""
+    """Run `agent` on `tasks` (default: all), score every run like a built-in agent's and
+    store it in `db`. Where calls go and what the agent is shown: `settings`, or `target`
+    (`options(...)`) with the other settings as keywords (prompt, seed, flaw_seed,
+    paraphrase, profile, fault_plan, fault_rate, ...); default: the published simulate
+    profile and the baseline prompt. `name` and `model` label the runs in `results`."""
     if not callable(agent):
         raise RealprobeError("agent must be an async callable (prompt, toolbox)", param="agent")
     if name in ("reference", "openai", "openai-text"):
         raise RealprobeError(f"name {name!r} is a built-in agent's; pick another", param="name")
     batch = TaskBatch.plan(
-        list(tasks or []), all_tasks=not tasks, agent="reference", prompt=prompt,
-        repeat=repeat, seed=seed, flaw_seed=flaw_seed, paraphrase=paraphrase,
+        list(tasks or []), all_tasks=not tasks, agent="reference",
+        settings=session_settings(settings, target, fields), repeat=repeat,
         concurrency=concurrency, tasks_dir=tasks_dir, catalog=catalog,
-        **_target_settings(target),
     )
     batch.config.agent = name
     batch.config.custom_agent = CallableAgent(agent, name, model)
@@ -232,33 +237,26 @@ class TaskSession:
         task: str | Task,
         catalog: Catalog,
         *,
-        target: TransportOptions | None = None,
-        prompt: str = "baseline",
-        seed: int = 0,
+        settings: EvalSettings | None = None,
         db: str | Path | None = None,
         agent: str = "mcp",
         model: str = "-",
         tasks_dir: str | Path | None = None,
         repeat: int = 0,
     ) -> None:
+        """`settings` as for `evaluate` (default: the published simulate profile)."""
         if isinstance(task, str):
             folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
             (task,) = pick_tasks(load_tasks(folder), [task], False)
         self.task = task
         self.catalog = catalog
-        variants = prompt_variants(prompt)  # checked like `run --prompt` checks it
-        if len(variants) != 1:
+        settings = session_settings(settings, None, {})
+        self.cfg = settings.run_config(agent=agent, custom_agent=_Outside(agent, model))
+        if len(self.cfg.prompts) != 1:
             raise RealprobeError(
-                f"prompt {prompt!r} names {len(variants)} prompts; a session runs one",
-                param="prompt",
+                f"prompt {settings.prompt!r} names {len(self.cfg.prompts)} prompts; a session "
+                "runs one", param="prompt",
             )
-        prompt = variants[0]
-        s = _target_settings(target)
-        self.cfg = RunConfig(
-            agent=agent, prompts=[prompt], mode=s["mode"], sandbox=s["sandbox"],
-            profile=s["simulate"], cassette=Path(s["cassette"]) if s["cassette"] else None,
-            seed=seed, custom_agent=_Outside(agent, model),
-        )
         self.db = db
         self.repeat = repeat
         self.finished: list[RunOutcome] = []
@@ -331,4 +329,7 @@ class TaskSession:
         await self.finish("")
 
 
-__all__ = ["FINISH_TOOL", "CallableAgent", "TaskSession", "ToolCall", "Toolbox", "evaluate"]
+__all__ = [
+    "FINISH_TOOL", "CallableAgent", "TaskSession", "ToolCall", "Toolbox", "evaluate",
+    "session_settings",
+]

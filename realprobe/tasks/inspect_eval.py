@@ -29,11 +29,11 @@ from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
 from inspect_ai.tool import ToolDef, ToolParams
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.clients import TransportOptions
-from realprobe.tasks.evaluate import TaskSession
+from realprobe.clients import Mode, TransportOptions
+from realprobe.tasks.evaluate import TaskSession, session_settings
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
-from realprobe.tasks.prompts import render
+from realprobe.tasks.settings import EvalSettings
 
 #: live sessions, by the id a sample carries in its metadata (the scorer closes them)
 _SESSIONS: dict[str, TaskSession] = {}
@@ -66,16 +66,15 @@ def _tools(session_id: str, catalog: Catalog) -> list[ToolDef]:
 
 @solver
 def realprobe_tools(
-    task_id: str, target: TransportOptions, prompt: str, db: str | None, seed: int,
-    catalog: Catalog,
+    task_id: str, settings: EvalSettings, db: str | None, catalog: Catalog
 ) -> Solver:
     """Open the sample's realprobe run and hand its tools to the model."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         session_id = uuid.uuid4().hex
         _SESSIONS[session_id] = TaskSession(
-            task_id, catalog, target=target, prompt=prompt, db=db, seed=seed,
-            agent="inspect", model=str(state.model), repeat=state.epoch - 1,
+            task_id, catalog, settings=settings, db=db, agent="inspect", model=str(state.model),
+            repeat=state.epoch - 1,
         )
         state.metadata[SESSION_KEY] = session_id
         state.messages.insert(0, ChatMessageSystem(content=_SESSIONS[session_id].prompt.system))
@@ -119,21 +118,22 @@ def realprobe_scorer() -> Any:
 def inspect_task(
     task_id: str,
     *,
+    settings: EvalSettings | None = None,
     target: TransportOptions | None = None,
-    prompt: str = "baseline",
     db: str | Path | None = None,
-    seed: int = 0,
     catalog: Catalog | None = None,
+    **fields: Any,
 ) -> Task:
-    """One realprobe task as an Inspect task (default target: the published profile)."""
+    """One realprobe task as an Inspect task. `settings` as for `realprobe.evaluate` (or
+    `target` and the other settings as keywords; default: the published profile)."""
     rp = load_tasks(default_tasks_dir())[task_id]
-    opts = target or TransportOptions(profile="published")
+    chosen = session_settings(settings, target, fields)
     cat = catalog or Catalog.load([])
+    first = TaskSession(rp, cat, settings=chosen).prompt  # checked, and as the runs show it
     return Task(
         name=f"realprobe_{task_id}",
-        dataset=[Sample(id=task_id, input=render(rp, prompt).user)],
-        solver=[realprobe_tools(task_id, opts, prompt, str(db) if db else None, seed, cat),
-                generate()],
+        dataset=[Sample(id=task_id, input=first.user)],
+        solver=[realprobe_tools(task_id, chosen, str(db) if db else None, cat), generate()],
         scorer=realprobe_scorer(),
         message_limit=4 * rp.constraints.max_turns,
     )
@@ -146,12 +146,18 @@ def inspect_tasks(**settings: Any) -> list[Task]:
 
 @task
 def realprobe(
-    task_id: str = "content_social_post", profile: str = "published",
-    prompt: str = "baseline", db: str | None = None, seed: int = 0,
+    task_id: str = "content_social_post", mode: str | None = None, sandbox: str | None = None,
+    profile: str | None = None, cassette: str | None = None, seed: int = 0,
+    fault_plan: str | None = None, fault_rate: float | None = None,
+    prompt: str = "baseline", flaw_seed: int = 0, paraphrase: int = 0, db: str | None = None,
 ) -> Task:
-    """`inspect eval ...@realprobe -T task_id=... -T profile=calm|published|harsh|FILE`."""
-    return inspect_task(task_id, target=TransportOptions(profile=profile), prompt=prompt,
-                        db=db, seed=seed)
+    """`inspect eval ...@realprobe -T task_id=... -T profile=calm|published|harsh|FILE`, and
+    every other setting of an evaluation (`-T fault_rate=0.3`, `-T prompt=cot`, ...)."""
+    return inspect_task(task_id, db=db, settings=EvalSettings(
+        mode=Mode.parse(mode or ("live" if sandbox else "simulate")), sandbox=sandbox,
+        profile=profile, cassette=cassette, seed=seed,
+        fault_plan=fault_plan, fault_rate=fault_rate, prompt=prompt, flaw_seed=flaw_seed,
+        paraphrase=paraphrase))
 
 
 __all__ = ["inspect_task", "inspect_tasks", "realprobe", "realprobe_scorer", "realprobe_tools"]

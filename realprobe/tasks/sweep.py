@@ -63,7 +63,7 @@ from realprobe.tasks.executors import Finished, Job, check_executor, execute, jo
 from realprobe.tasks.metrics import compare
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import RunConfig
+from realprobe.tasks.settings import EvalSettings
 from realprobe.tasks.store import TaskStore
 
 
@@ -117,7 +117,7 @@ class SweepTarget(BaseModel):
     @model_validator(mode="after")
     def _needs(self) -> SweepTarget:
         """Checked like the command line's options, by the one check of where calls go."""
-        from realprobe.tasks.batch import resolve_mode
+        from realprobe.tasks.settings import EvalSettings
 
         if self.kind == "sandbox" and not self.url:
             raise ValueError("a sandbox target needs url")
@@ -128,10 +128,10 @@ class SweepTarget(BaseModel):
         if self.cassette is not None and self.kind != "replay":
             raise ValueError(f"cassette is for replay targets, not {self.kind}")
         try:
-            _, profile = resolve_mode(self.mode, self.url, self.profile)
+            opts = EvalSettings(mode=self.mode, sandbox=self.url, profile=self.profile).target()
         except RealprobeError as exc:
             raise ValueError(str(exc)) from None
-        self.profile = profile
+        self.profile = None if opts.profile is None else str(opts.profile)
         return self
 
     @property
@@ -261,26 +261,19 @@ def plan_sweep(
         if missing:
             raise RealprobeError(f"unknown task(s) in the sweep: {', '.join(missing)}")
         chosen = [tasks[t] for t in sweep.tasks]
-    prompts = prompt_variants(",".join(sweep.prompts))
     jobs: list[Job] = []
     for cell, level in ((c, lv) for c in cells(sweep) for lv in sweep.paraphrase):
         target = cell.target
-        cfg = RunConfig(
-            agent=cell.agent,
-            prompts=prompts,
-            mode=target.mode,
-            sandbox=target.url,
-            profile=target.profile,
-            cassette=Path(target.cassette) if target.cassette else None,
-            repeat=sweep.repeats,
-            seed=sweep.seed,
+        settings = EvalSettings(
+            mode=target.mode, sandbox=target.url, profile=target.profile,
+            cassette=target.cassette, seed=sweep.seed, fault_plan=cell.fault_plan,
+            fault_rate=cell.fault_rate, prompt=",".join(sweep.prompts),
+            flaw_seed=sweep.flaw_seed, paraphrase=level,
+        )
+        cfg = settings.run_config(
+            agent=cell.agent, repeat=sweep.repeats, concurrency=concurrency,
             llm=cell.model.settings() if cell.model is not None else None,
             llm_limits=cell.model.limits() if cell.model is not None else None,
-            concurrency=concurrency,
-            flaw_seed=sweep.flaw_seed,
-            paraphrase=level,
-            fault_plan=cell.fault_plan,
-            fault_rate=cell.fault_rate,
         )
         jobs += jobs_for(chosen, cfg)
     return jobs

@@ -1,0 +1,71 @@
+"""How many options the `realprobe` command has, and which flags are not spelled like a
+keyword of the verb's front-door function (`--foo-bar` is `foo_bar=`).
+
+    python bench/door_names.py [--save]
+
+Counts every visible option of every verb (hidden aliases and --help excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+import realprobe
+from realprobe.cli import app
+
+
+def verbs() -> dict[str, Any]:
+    group = typer.main.get_command(app)
+    ctx = group.make_context("realprobe", [], resilient_parsing=True)
+    out: dict[str, Any] = {}
+
+    def walk(command: Any, path: list[str]) -> None:
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), [*path, name])
+        else:
+            out[" ".join(path)] = command
+
+    walk(group, [])
+    return out
+
+
+def measure() -> dict[str, Any]:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_every_command_has_a_function import FUNCTIONS
+
+    options = 0
+    differ: dict[str, list[str]] = {}
+    for verb, command in verbs().items():
+        keywords = set(inspect.signature(getattr(realprobe, FUNCTIONS[verb])).parameters)
+        for p in command.params:
+            if p.param_type_name != "option" or getattr(p, "hidden", False) or p.name == "help":
+                continue
+            options += 1
+            flag = max(p.opts, key=len)
+            if flag.removeprefix("--").replace("-", "_") not in keywords and p.name in keywords:
+                differ.setdefault(verb, []).append(f"{flag} vs {p.name}=")
+    return {"options": options, "flags_unlike_keywords": sum(map(len, differ.values())),
+            "differ": differ}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--save", action="store_true")
+    result = measure()
+    print(json.dumps(result, indent=2))
+    if parser.parse_args().save:
+        out = Path(__file__).resolve().parent / "results" / "door_names.json"
+        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""The performance table in one run, every figure a CPU ratio to its anchor measured side by
+side (on 2 shared cores wall times measure the neighbours; CPU time does not).
+
+Sections (all by default, or pick with --only):
+
+- stats: `realprobe stats --json --target live` vs the anchor query ANCHOR (below), each in a
+  fresh process, on 10k / 100k / 1M rows (the databases of bench/stats_1m_rows.py), best of
+  `--repeats` interleaved; also the command's peak memory.
+- calls: `call_tool_sync` / `call_tool` vs raw httpx on the same loopback sandbox (CPU of this
+  process: the server runs in its own).
+- replay: a request replayed by `use_cassette` vs an `httpx.MockTransport` handing back
+  prebuilt responses.
+- metrics: `/metrics` of the exporter on a 1M-row database vs a bare prometheus_client server
+  serving the same samples, 100 new rows between scrapes.
+- calibrate: `realprobe calibrate` over --calibrate-tools tools behind a biting deadline (fresh
+  process, wall and CPU).
+- startup: `catalog import-openapi` of an 8 kB document, and `realprobe --help` vs a
+  one-command typer app (fresh processes, best of 7).
+
+    python bench/perf_table.py [--only stats,calls,...] [--sizes 10000,100000,1000000] [--save]
+
+`claims` lists the figures the README states from this run, each with the noise a rerun on
+the same machine may show; `python bench/readme_numbers.py --check` reruns this script and
+fails when a figure moved by more than its noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchlib import emit, load_average
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "perf_table.json"
+TMP = Path(tempfile.gettempdir()) / "realprobe-bench"
+PY = sys.executable
+
+#: the anchor: the per-tool counts `stats` prints that SQL alone can give (rows, successes,
+#: mean latency), over the same selection, in a fresh process
+ANCHOR_SQL = (
+    "SELECT tool, count(*), sum(outcome = 'ok'), avg(latency_ms) FROM probes "
+    "WHERE target_kind = 'live' AND coalesce(excluded, 0) = 0 GROUP BY tool"
+)
+ANCHOR = f'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("{ANCHOR_SQL}").fetchall()'
+
+
+def child(cmd: list[str], **kw: Any) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB) of `cmd` in a fresh process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[:5])} failed: {err[-400:]}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def cpu_of(fn: Callable[[], Any]) -> float:
+    c = time.process_time()
+    fn()
+    return time.process_time() - c
+
+
+def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
+    sys.path.insert(0, str(HERE))
+    from stats_1m_rows import build, count_rows
+
+    out = {}
+    for rows in sizes:
+        db = TMP / f"stats_{rows}_live.db"
+        TMP.mkdir(exist_ok=True)
+        if count_rows(db) != rows // 30 * 30:
+            build(db, rows, 30, "live")
+        cmd = [PY, "-m", "realprobe.cli", "stats", "--db", str(db), "--json", "--target", "live"]
+        a, s = [], []
+        for _ in range(repeats):
+            a.append(child([PY, "-c", ANCHOR, str(db)]))
+            s.append(child(cmd))
+        a_cpu, s_cpu = min(x[1] for x in a), min(x[1] for x in s)
+        out[str(rows)] = {
+            "anchor_cpu_s": round(a_cpu, 3), "stats_cpu_s": round(s_cpu, 3),
+            "stats_wall_s": round(min(x[0] for x in s), 3),
+            "stats_peak_mb": round(min(x[2] for x in s), 1),
+            "ratio": round(s_cpu / a_cpu, 2),
+        }
+        print("stats", rows, out[str(rows)], flush=True)
+    return {"anchor_sql": ANCHOR_SQL, "by_rows": out}
+
+
+def calls(n: int, repeats: int) -> dict[str, Any]:
+    import httpx
+    from call_overhead import _mirror_catalog, raw_async, raw_sync, sandbox_process
+
+    from realprobe.adapters import call_tool, call_tool_sync, default_catalog
+    from realprobe.clients import TransportOptions, make_client, make_sync_client
+
+    tool0 = default_catalog().get("uselessfacts_random")
+
+    def rp_sync(url: str) -> None:
+        cat = _mirror_catalog(url)
+        tool = cat.get(tool0.name)
+        with make_sync_client(cat, TransportOptions()) as client:
+            for _ in range(n):
+                assert call_tool_sync(tool, dict(tool.examples[0]), client).ok
+
+    async def rp_async(url: str) -> None:
+        cat = _mirror_catalog(url)
+        tool = cat.get(tool0.name)
+        client = make_client(cat, TransportOptions())
+        try:
+            for _ in range(n):
+                assert (await call_tool(tool, dict(tool.examples[0]), client)).ok
+        finally:
+            await client.aclose()
+
+    with sandbox_process() as url:
+        _m, canonical, params = tool0.build_request(tool0.validate_args(dict(tool0.examples[0])))
+        raw_url = str(httpx.URL(url + "/" + tool0.api_id + httpx.URL(canonical).path,
+                                params=params))
+        rows = []
+        for _ in range(repeats):
+            rows.append((
+                cpu_of(lambda: raw_sync(raw_url, n)), cpu_of(lambda: rp_sync(url)),
+                cpu_of(lambda: asyncio.run(raw_async(raw_url, n))),
+                cpu_of(lambda: asyncio.run(rp_async(url))),
+            ))
+    rs, ps, ra, pa = (min(c) for c in zip(*rows, strict=True))
+    return {"n": n, "raw_sync_cpu_s": round(rs, 3), "realprobe_sync_cpu_s": round(ps, 3),
+            "raw_async_cpu_s": round(ra, 3), "realprobe_async_cpu_s": round(pa, 3),
+            "ratio_sync": round(rs / ps, 2), "ratio_async": round(ra / pa, 2)}
+
+
+def replay(n: int, rounds: int) -> dict[str, Any]:
+    import httpx
+    from replay_cassette_2k import make_cassette
+
+    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.session import use_cassette
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.json"
+        urls = make_cassette(path, n)
+        prebuilt = {httpx.URL(c.uri): (c.status or 200, list(c.headers), c.body)
+                    for c in load_cassette(path).calls}
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            status, headers, body = prebuilt[request.url]
+            return httpx.Response(status, headers=headers, content=body)
+
+        def loop(client: httpx.Client) -> None:
+            for u in urls:
+                client.get(u).content  # noqa: B018
+
+        rp, mock = [], []
+        with httpx.Client() as client:
+            for _ in range(rounds):
+                with use_cassette(path, record_mode="none"):
+                    rp.append(cpu_of(lambda: loop(client)))
+                with httpx.Client(transport=httpx.MockTransport(handler)) as mc:
+                    mock.append(cpu_of(lambda: loop(mc)))
+    r, m = min(rp) / n * 1e6, min(mock) / n * 1e6
+    return {"n": n, "use_cassette_us": round(r, 1), "mock_transport_us": round(m, 1),
+            "ratio": round(r / m, 2)}
+
+
+def metrics(rows: int, scrapes: int) -> dict[str, Any]:
+    import httpx
+    from monitor_synthetic import build
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from realprobe.monitor.exporter import Exporter, ExporterServer
+    from realprobe.store import Store, iso_utc
+
+    db = TMP / f"metrics_{rows}.db"
+    TMP.mkdir(exist_ok=True)
+    if not db.exists():
+        build(db, rows, t_end=time.time())
+    server = ExporterServer(Exporter(db), port=0)
+    url = server.start() + "/metrics"
+    try:
+        text = httpx.get(url, timeout=900).text
+        families = list(text_string_to_metric_families(text))
+
+        class Fixed:
+            def collect(self) -> Any:
+                return iter(families)
+
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(Fixed())  # type: ignore[arg-type]
+        bare_server, _bare_thread = start_http_server(0, "127.0.0.1", registry=reg)
+        bare = f"http://127.0.0.1:{bare_server.server_port}/metrics"
+        ours, theirs = [], []
+        with Store(db) as store, httpx.Client() as client:
+            for _ in range(scrapes):
+                now = time.time()
+                with store.conn:
+                    store.conn.executemany(
+                        "INSERT INTO probes (run_id, tool, api, started_at, started_ts, "
+                        "latency_ms, outcome, vantage, excluded, source) "
+                        "VALUES ('live', ?, 'api00', ?, ?, 150, 'ok', 'bench', 0, 'probe')",
+                        [(f"tool_{j % 30:02d}", iso_utc(now), now) for j in range(100)],
+                    )
+                ours.append(cpu_of(lambda: client.get(url, timeout=60).raise_for_status()))
+                theirs.append(cpu_of(lambda: client.get(bare, timeout=60).raise_for_status()))
+        bare_server.shutdown()
+    finally:
+        server.stop()
+    o, t = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
+    return {"rows": rows, "scrapes": scrapes, "series_bytes": len(text),
+            "exporter_cpu_ms": round(o, 2), "bare_prometheus_cpu_ms": round(t, 2),
+            "ratio": round(o / t, 2)}
+
+
+def calibrate(tools: int, per_tool: int) -> dict[str, Any]:
+    """`calibrate` (profile from statistics and rows) of `tools` tools behind a deadline that
+    bites (bench/calibrate_burst_roundtrip.py's truth, 200 ms deadline), in process; CPU
+    counts the worker processes too."""
+    import resource
+
+    sys.path.insert(0, str(HERE))
+    from calibrate_burst_roundtrip import DEADLINE, MIXED, truth
+
+    from realprobe.probes.calibrate import calibrate as calibrate_report
+    from realprobe.probes.stats import compute_stats
+    from realprobe.probes.synthetic import fault_model_arrays
+
+    names = [f"t{i:04d}" for i in range(tools)]
+    arr = fault_model_arrays(truth(MIXED), names, per_tool, seed=1, deadline_s=DEADLINE)
+    rep = compute_stats(arr)
+
+    def cpu() -> float:
+        own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
+                                                      resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    t, c = time.perf_counter(), cpu()
+    calibrate_report(rep, arrays=arr)
+    wall, used = time.perf_counter() - t, cpu() - c
+    return {"tools": tools, "rows_per_tool": per_tool, "deadline_s": DEADLINE,
+            "wall_s": round(wall, 2), "cpu_s": round(used, 2),
+            "cpu_per_tool_s": round(used / tools, 3), "cores": len(os.sched_getaffinity(0))}
+
+
+TYPER_APP = (
+    "import typer\napp = typer.Typer()\n@app.command()\ndef main(x: int = 1) -> None:\n"
+    "    'One command.'\napp()\n"
+)
+
+
+def startup(runs: int) -> dict[str, Any]:
+    spec = HERE.parent / "tests" / "data" / "openapi" / "open-meteo__flood.yml"
+    with tempfile.TemporaryDirectory() as tmp:
+        imp = [child([PY, "-m", "realprobe.cli", "catalog", "import-openapi", str(spec), "-o",
+                      str(Path(tmp) / "c.json")]) for _ in range(3)]
+        helps = [child([PY, "-m", "realprobe.cli", "--help"]) for _ in range(runs)]
+        typer_ = [child([PY, "-c", TYPER_APP, "--help"]) for _ in range(runs)]
+    h, t = min(x[1] for x in helps), min(x[1] for x in typer_)
+    return {"import_openapi_doc_bytes": spec.stat().st_size,
+            "import_openapi_wall_s": round(min(x[0] for x in imp), 3),
+            "import_openapi_cpu_s": round(min(x[1] for x in imp), 3),
+            "help_cpu_s": round(h, 3), "typer_one_command_cpu_s": round(t, 3),
+            "ratio_help_to_typer": round(h / t, 2)}
+
+
+#: relative noise of each kind of figure on 2 shared cores (CPU ratios side by side move
+#: little; wall times move with the neighbours)
+NOISE = {"ratio": 0.25, "cpu_s": 0.3, "wall_s": 0.5}
+
+
+def claims(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """{figure: (value, relative noise)} of a perf_table result."""
+    out: dict[str, tuple[float, float]] = {}
+    for rows, r in d.get("stats", {}).get("by_rows", {}).items():
+        out[f"stats {rows} rows / GROUP BY, CPU"] = (r["ratio"], NOISE["ratio"])
+    if "calls" in d:
+        out["raw httpx / call_tool_sync, CPU"] = (d["calls"]["ratio_sync"], NOISE["ratio"])
+        out["raw httpx / call_tool, CPU"] = (d["calls"]["ratio_async"], NOISE["ratio"])
+    if "replay" in d:
+        out["use_cassette / MockTransport per request, CPU"] = (d["replay"]["ratio"],
+                                                                NOISE["ratio"])
+    if "metrics" in d:
+        out["/metrics / bare prometheus_client, CPU"] = (d["metrics"]["ratio"], NOISE["ratio"])
+    if "calibrate" in d:
+        out["calibrate, CPU per tool"] = (d["calibrate"]["cpu_per_tool_s"], NOISE["cpu_s"])
+        out["calibrate, wall"] = (d["calibrate"]["wall_s"], NOISE["wall_s"])
+    if "startup" in d:
+        st = d["startup"]
+        out["import-openapi 8 kB, CPU"] = (st["import_openapi_cpu_s"], NOISE["cpu_s"])
+        out["--help / one-command typer app, CPU"] = (st["ratio_help_to_typer"], NOISE["ratio"])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="stats,calls,replay,metrics,calibrate,startup")
+    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--metrics-rows", type=int, default=1_000_000)
+    ap.add_argument("--calibrate-tools", type=int, default=700)
+    ap.add_argument("--save", action="store_true", help=f"write {RESULTS.name}")
+    ap.add_argument("--out", type=Path, help="write the results here (a rerun's check)")
+    args = ap.parse_args()
+    only = args.only.split(",")
+    before = load_average()
+    out: dict[str, Any] = {"args": {
+        "only": args.only, "sizes": args.sizes, "repeats": args.repeats, "calls": args.calls,
+        "metrics_rows": args.metrics_rows, "calibrate_tools": args.calibrate_tools}}
+    if "stats" in only:
+        out["stats"] = stats([int(s) for s in args.sizes.split(",")], args.repeats)
+    if "calls" in only:
+        out["calls"] = calls(args.calls, args.repeats)
+        print(out["calls"], flush=True)
+    if "replay" in only:
+        out["replay"] = replay(2000, 5)
+        print(out["replay"], flush=True)
+    if "metrics" in only:
+        out["metrics"] = metrics(args.metrics_rows, 30)
+        print(out["metrics"], flush=True)
+    if "calibrate" in only:
+        out["calibrate"] = calibrate(args.calibrate_tools, 1000)
+        print(out["calibrate"], flush=True)
+    if "startup" in only:
+        out["startup"] = startup(7)
+    emit(out, args.save or args.out is not None, args.out or RESULTS, before)
+
+
+if __name__ == "__main__":
+    main()
