@@ -112,14 +112,34 @@ async def overhead(n: int, tmp: Path) -> dict[str, Any]:
 
 
 async def replay(n: int, tmp: Path) -> dict[str, Any]:
+    """The proxied session recorded, then its replay and a live proxied session called in
+    turn (as for the overhead)."""
     cassette = tmp / "session.jsonl"
-    live, _ = await calls(realprobe("mcp", "proxy", "--record", str(cassette), "--", TIME), n,
-                          "convert_time", CONVERT)
-    played, failed = await calls(realprobe("mcp", "replay", str(cassette)), n, "convert_time",
-                                 CONVERT)
-    lv, rp = per_call(live), per_call(played)
-    return {"n": n, "live_through_proxy": lv, "replay": rp, "replay_failed": failed,
+    await calls(realprobe("mcp", "proxy", "--record", str(cassette), "--", TIME), n,
+                "convert_time", CONVERT)
+    times = await alternating({
+        "live_through_proxy": realprobe("mcp", "proxy", "--", TIME),
+        "replay": realprobe("mcp", "replay", str(cassette)),
+    }, n, "convert_time", CONVERT)
+    lv, rp = per_call(times["live_through_proxy"]), per_call(times["replay"])
+    return {"n": n, "live_through_proxy": lv, "replay": rp,
             "speedup_median": round(lv["median_ms"] / rp["median_ms"], 3)}
+
+
+def model_share(rate: float, draws: int = 20_000) -> float:
+    """The failure share the fault model itself draws at this dial (no server)."""
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    model = FaultModel(load_profile("calm").scaled(rate), 7)
+    return round(sum(not model.draw("convert_time").ok for _ in range(draws)) / draws, 4)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return [round(centre - half, 4), round(centre + half, 4)]
 
 
 async def fault_shares(n: int, tmp: Path) -> dict[str, Any]:
@@ -130,7 +150,9 @@ async def fault_shares(n: int, tmp: Path) -> dict[str, Any]:
             "mcp", "proxy", "--fault-rate", str(rate), "--seed", "7", "--db", str(db),
             "--timeout", "0.5", "--", TIME), n, "convert_time", CONVERT)
         out[str(rate)] = {"asked": rate, "injected_share_rows": injected_share(db),
-                          "failed_share_client": round(failed / n, 4), "n": n}
+                          "failed_share_client": round(failed / n, 4),
+                          "failed_share_wilson95": wilson(failed, n), "n": n,
+                          "model_share_20000_draws": model_share(rate)}
     return out
 
 

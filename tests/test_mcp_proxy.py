@@ -364,3 +364,41 @@ async def test_over_http_and_in_front_of_an_http_server() -> None:
     finally:
         served.send_signal(signal.SIGINT)
         assert served.wait(timeout=30) == 130
+
+
+class QueueWire:
+    """One side of the proxy in process: lines in through `incoming`, out into `sent`."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.incoming: asyncio.Queue[str | None] = asyncio.Queue()
+        self.sent: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def recv(self) -> str | None:
+        return await self.incoming.get()
+
+    async def send(self, line: str) -> None:
+        await self.sent.put(json.loads(line))
+
+
+async def test_an_id_used_again_after_its_answer_is_a_new_request() -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+
+    client, server = QueueWire(), QueueWire()
+    proxy = Proxy(ProxyOptions(), server_hint="fake")
+    task = asyncio.ensure_future(proxy.run(client, server))
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}
+    await client.incoming.put(json.dumps(call))
+    assert (await server.sent.get())["method"] == "tools/call"
+    await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}))
+    assert (await client.sent.get())["id"] == 1
+    await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    assert (await server.sent.get())["method"] == "tools/list"
+    await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}))
+    assert (await client.sent.get())["result"] == {"tools": []}
+    await client.incoming.put(None)
+    summary = await task
+    assert (summary.calls, summary.ok) == (1, 1)

@@ -306,6 +306,8 @@ class Proxy:
                 self.recorder.message("c2s", msg)
         if isinstance(msg, dict):
             method = msg.get("method")
+            if "id" in msg and method is not None:
+                self.answered.discard(json.dumps(msg["id"]))  # an id used again: a new request
             if method == "tools/call" and "id" in msg:
                 if not await self._call(msg):
                     return
@@ -410,11 +412,14 @@ class Proxy:
             error["data"] = {FAULT_META: label}
         await self._to_client({"jsonrpc": "2.0", "id": call.rid, "error": error}, injected=label)
 
-    def _end(self, call: Call, result: ToolResult, note: str = "") -> None:
-        """Store a finished call (once) and forget it."""
+    def _end(self, call: Call, result: ToolResult, note: str = "", *,
+             by_proxy: bool = True) -> None:
+        """Store a finished call (once) and forget it; one the proxy ended itself has its
+        server's late answer dropped."""
         if call.timer is not None:
             call.timer.cancel()
-        self.answered.add(call.key)
+        if by_proxy:
+            self.answered.add(call.key)
         self.summary.ok += int(result.ok)
         if self.rows is None:
             return
@@ -479,7 +484,7 @@ class Proxy:
                 line = json.dumps(msg, ensure_ascii=False)
                 msg["_realprobe_injected"] = label
             self.earlier[call.tool] = original
-        self._end(call, result, note)
+        self._end(call, result, note, by_proxy=False)
         return line, msg
 
     @staticmethod
