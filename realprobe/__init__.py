@@ -59,7 +59,14 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
-    from realprobe.api_mcp import evaluate, mcp_import, mcp_proxy, mcp_replay, probe_mcp
+    from realprobe.api_mcp import (
+        evaluate,
+        mcp_import,
+        mcp_proxy,
+        mcp_replay,
+        probe_mcp,
+        schedule_mcp,
+    )
     from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
@@ -179,6 +186,7 @@ _WHERE: dict[str, str] = {
     "mcp_replay": "realprobe.api_mcp",
     "mcp_import": "realprobe.api_mcp",
     "probe_mcp": "realprobe.api_mcp",
+    "schedule_mcp": "realprobe.api_mcp",
     "run_demo": "realprobe.demo",
     "doc_path": "realprobe.data",
     "data_dir": "realprobe.data",
@@ -275,6 +283,7 @@ __all__ = [
     "save_cassette",
     "save_profile",
     "schedule",
+    "schedule_mcp",
     "scrub_cassette",
     "serve_exporter",
     "serve_mcp",

@@ -193,6 +193,54 @@ def probe_mcp(
         interval_s=interval, on_call=on_call))
 
 
+def schedule_mcp(
+    mcp_calls: str | Path | dict[str, Any],
+    *,
+    mcp_server: str | Sequence[str] | None = None,
+    mcp_url: str | None = None,
+    every: str | float | None = None,
+    cron: str | None = None,
+    max_runs: int | None = None,
+    jitter: float = 0.0,
+    rounds: int = 1,
+    db: str | Path | None = None,
+    timeout: float = 10.0,
+    vantage: str | None = None,
+    mcp_interval: float | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_call: Callable[[dict[str, Any], Any], None] | None = None,
+) -> Any:
+    """`probe_mcp` rounds on a schedule (`every` or `cron`, as `schedule`): rounds never
+    overlap, a failing round is logged and the schedule goes on; SIGINT/SIGTERM stop it."""
+    from realprobe.dbfacts import default_db_path
+    from realprobe.mcp.probing import load_calls, probe_server
+    from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+    from realprobe.probes.session import on_signals
+    from realprobe.store import Store
+
+    calls = load_calls(mcp_calls) if not isinstance(mcp_calls, dict) else {
+        k: v if isinstance(v, list) else [v] for k, v in mcp_calls.items()}
+    every_text = f"{every}s" if isinstance(every, int | float) else every
+    trigger, interval_s = make_trigger(every_text, cron, jitter_s=jitter)
+    path = Path(db) if db else default_db_path()
+    gap = mcp_interval if mcp_interval is not None else (1.0 if mcp_url else 0.0)
+
+    async def go() -> Any:
+        with Store(path) as store:
+            async def one_round(number: int, stop: asyncio.Event) -> Any:
+                return await probe_server(
+                    calls, command=mcp_server, url=mcp_url, rounds=rounds, db=path,
+                    timeout_s=timeout, vantage=vantage, interval_s=gap, on_call=on_call,
+                    schedule_id=sched.schedule_id)
+
+            sched = ProbeSchedule(trigger, one_round, store, interval_s=interval_s,
+                                  max_runs=max_runs, on_event=on_event)
+            with on_signals(lambda: sched.stop("signal")):
+                return await sched.run()
+
+    return asyncio.run(go())
+
+
 def evaluate(
     agent: Any,
     tasks: Any = None,

@@ -402,3 +402,17 @@ async def test_an_id_used_again_after_its_answer_is_a_new_request() -> None:
     await client.incoming.put(None)
     summary = await task
     assert (summary.calls, summary.ok) == (1, 1)
+
+
+def test_a_schedule_probes_a_server_round_after_round(tmp_path: Path) -> None:
+    calls, db = tmp_path / "calls.json", tmp_path / "s.db"
+    calls.write_text(json.dumps({"convert_time": CONVERT}))
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "schedule", "--every", "0.1s", "--max-runs", "2",
+         "--mcp-server", TIME, "--mcp-calls", str(calls), "--db", str(db)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **ENV})
+    assert res.returncode == 0, res.stderr
+    runs = rows(db, "SELECT schedule_id, status FROM probe_runs")
+    assert len(runs) == 2 and len({r["schedule_id"] for r in runs}) == 1
+    assert {r["status"] for r in runs} == {"done"}
+    assert len(rows(db)) == 2

@@ -89,6 +89,7 @@ async def probe_server(
     calls: dict[str, list[dict[str, Any]]], *, command: str | Sequence[str] | None = None,
     url: str | None = None, rounds: int = 1, db: Path, timeout_s: float = 10.0,
     vantage: str | None = None, interval_s: float = 0.0, on_call: Any = None,
+    schedule_id: str | None = None,
 ) -> Any:
     """Probe every tool of `calls` `rounds` times; one row per call in `db`."""
     from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
@@ -117,6 +118,7 @@ async def probe_server(
                 "vantage": vantage, "mode": "live", "target": f"mcp:{api}",
                 "target_kind": "live", "source": "probe", "tools": sorted(calls),
                 "rounds": rounds, "n_calls": 0, "version": __version__,
+                "schedule_id": schedule_id,
             })  # fmt: skip
             last = 0.0
             for rnd in range(rounds):
