@@ -416,3 +416,34 @@ def test_a_schedule_probes_a_server_round_after_round(tmp_path: Path) -> None:
     assert len(runs) == 2 and len({r["schedule_id"] for r in runs}) == 1
     assert {r["status"] for r in runs} == {"done"}
     assert len(rows(db)) == 2
+
+
+async def test_a_server_initiated_request_is_relayed_recorded_and_replayed(
+    tmp_path: Path,
+) -> None:
+    """server-everything's sampling tool asks the client for a completion mid-call."""
+    from mcp.types import CreateMessageResult, TextContent
+
+    exe = shutil.which("mcp-server-everything")
+    if exe is None:
+        pytest.skip("node's @modelcontextprotocol/server-everything is not installed")
+    cassette = tmp_path / "sampling.jsonl"
+
+    async def sampled(params: StdioServerParameters) -> tuple[list[str], str]:
+        asked: list[str] = []
+
+        async def sampling(ctx: Any, p: Any) -> CreateMessageResult:
+            asked.append(p.messages[0].content.text)
+            return CreateMessageResult(role="assistant", model="fake",
+                                       content=TextContent(type="text", text="sampled!"))
+
+        async with Client(params, mode="legacy", sampling_callback=sampling,
+                          read_timeout_seconds=30) as c:
+            tool = next(t.name for t in (await c.list_tools()).tools
+                        if "sampl" in t.name.lower())
+            r = await c.call_tool(tool, {"prompt": "hello", "maxTokens": 10})
+        return asked, r.content[0].text  # type: ignore[union-attr]
+
+    live = await sampled(proxy("--record", str(cassette), server=[exe, "stdio"]))
+    assert live[0] and "hello" in live[0][0] and "sampled!" in live[1]
+    assert await sampled(realprobe("mcp", "replay", str(cassette))) == live
