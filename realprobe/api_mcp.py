@@ -67,8 +67,8 @@ def mcp_proxy(
     from realprobe.mcp.wire import split_command
 
     if (command is None or not command) == (upstream is None):
-        raise RealprobeError("give the MCP server as a command or as an upstream URL "
-                             "(exactly one)", param="command")
+        raise RealprobeError("give the MCP server to start (after `--`) or an upstream URL, "
+                             "exactly one", param="upstream")
     argv = split_command(command) if command else None
     opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
                     max_message_bytes, vantage)
