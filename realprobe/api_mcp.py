@@ -7,6 +7,7 @@ Every keyword is the flag of the command with dashes for underscores (`--fault-r
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
     if fault_rate is not None and not 0 <= fault_rate <= 1:
         raise RealprobeError(f"fault_rate {fault_rate!r}: expected a share between 0 and 1",
                              param="fault_rate")
-    if not timeout > 0:
+    if not (timeout > 0 and math.isfinite(timeout)):
         raise RealprobeError(f"timeout {timeout!r}: expected seconds > 0", param="timeout")
     if max_message_bytes < 1024:
         raise RealprobeError("max_message_bytes: at least 1024", param="max_message_bytes")
@@ -37,6 +38,17 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
                         db=Path(db) if db else None, timeout_s=timeout,
                         max_message_bytes=max_message_bytes, vantage=vantage, replayed=replayed)
     opts.fault_model()  # a bad profile or plan is refused before anything starts
+    if opts.db is not None:  # so is a database or a cassette that cannot be written
+        from realprobe.store import Store
+
+        Store(opts.db).close()
+    if opts.record is not None:
+        from realprobe.outputs import OutputError, check_output
+
+        try:
+            check_output(opts.record, replace=True, make_parents=True)
+        except OutputError as exc:
+            raise RealprobeError(str(exc), param="record") from exc
     return opts
 
 
@@ -70,6 +82,8 @@ def mcp_proxy(
         raise RealprobeError("give the MCP server to start (after `--`) or an upstream URL, "
                              "exactly one", param="upstream")
     argv = split_command(command) if command else None
+    if upstream is not None and not upstream.startswith(("http://", "https://")):
+        raise RealprobeError(f"upstream {upstream!r}: expected an http(s) URL", param="upstream")
     opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
                     max_message_bytes, vantage)
     http = _http(transport, host, port)
