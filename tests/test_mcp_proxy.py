@@ -447,3 +447,11 @@ async def test_a_server_initiated_request_is_relayed_recorded_and_replayed(
     live = await sampled(proxy("--record", str(cassette), server=[exe, "stdio"]))
     assert live[0] and "hello" in live[0][0] and "sampled!" in live[1]
     assert await sampled(realprobe("mcp", "replay", str(cassette))) == live
+
+
+async def test_a_server_that_never_answers_the_handshake_is_a_clear_error() -> None:
+    with pytest.raises(Exception) as caught:  # the SDK client's own error, from the proxy's
+        async with Client(proxy("--timeout", "1", server=[*HOSTILE, "--mute"]),
+                          read_timeout_seconds=120):
+            pass
+    assert "no answer from the MCP server within 1 s" in repr(caught.value), caught.value

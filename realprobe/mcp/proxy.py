@@ -311,6 +311,8 @@ class Proxy:
             if method == "tools/call" and "id" in msg:
                 if not await self._call(msg):
                     return
+            elif isinstance(method, str) and "id" in msg:  # any other request: its deadline
+                self._await_answer(Call(msg["id"], json.dumps(msg["id"]), "", None))
             elif method == "notifications/cancelled":
                 if self._cancelled(msg):
                     return
@@ -337,9 +339,14 @@ class Proxy:
             return False
         if out is not None and out.implicit:
             self.summary.injected += 1
-        self.pending[call.key] = call
-        call.timer = loop.call_later(self.opts.timeout_s, self._expire, call.key)
+        self._await_answer(call)
         return True
+
+    def _await_answer(self, call: Call) -> None:
+        """A request relayed to the server: answered by the proxy if its deadline passes."""
+        self.pending[call.key] = call
+        call.timer = asyncio.get_running_loop().call_later(self.opts.timeout_s, self._expire,
+                                                           call.key)
 
     def _label(self, call: Call) -> dict[str, Any] | None:
         inj = injection_of(call.tool, 0, call.out) if call.out is not None else None
@@ -420,6 +427,8 @@ class Proxy:
             call.timer.cancel()
         if by_proxy:
             self.answered.add(call.key)
+        if not call.tool:
+            return  # not a tools/call: no row
         self.summary.ok += int(result.ok)
         if self.rows is None:
             return
@@ -458,8 +467,10 @@ class Proxy:
             call = self.pending.pop(key, None)
             if call is None and key in self.answered:
                 return  # the proxy already answered it (deadline, cancellation)
-            if call is not None:
+            if call is not None and call.tool:
                 line, msg = self._answered(call, msg, line)
+            elif call is not None:
+                self._end(call, tool_result("", msg, 0.0, 0), by_proxy=False)
         await self._to_client(msg, line, self._label_if_rewritten(msg))
 
     def _label_if_rewritten(self, msg: dict[str, Any]) -> dict[str, Any] | None:
