@@ -311,13 +311,13 @@ class Proxy:
             if method == "tools/call" and "id" in msg:
                 if not await self._call(msg):
                     return
-            elif isinstance(method, str) and "id" in msg:  # any other request: its deadline
-                self._await_answer(Call(msg["id"], json.dumps(msg["id"]), "", None))
             elif method == "notifications/cancelled":
                 if self._cancelled(msg):
                     return
-            elif method in ("initialize", "server/discover") and "id" in msg:
-                self.init_ids.add(json.dumps(msg["id"]))
+            elif isinstance(method, str) and "id" in msg:  # any other request: its deadline
+                self._await_answer(Call(msg["id"], json.dumps(msg["id"]), "", None))
+                if method in ("initialize", "server/discover"):
+                    self.init_ids.add(json.dumps(msg["id"]))
         await self.upstream.send(line)
 
     async def _call(self, msg: dict[str, Any]) -> bool:
