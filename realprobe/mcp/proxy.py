@@ -254,6 +254,10 @@ class Proxy:
         status = "done"
         try:
             done, _ = await asyncio.wait({down, up}, return_when=asyncio.FIRST_COMPLETED)
+            for ended in done:
+                failure = None if ended.cancelled() else ended.exception()
+                if failure is not None:
+                    raise failure
             if up in done and not down.done():
                 self.summary.upstream_exit = -1
                 await self._upstream_gone()
