@@ -449,9 +449,10 @@ async def test_a_server_initiated_request_is_relayed_recorded_and_replayed(
     assert await sampled(realprobe("mcp", "replay", str(cassette))) == live
 
 
-async def test_a_server_that_never_answers_the_handshake_is_a_clear_error() -> None:
-    with pytest.raises(Exception) as caught:  # the SDK client's own error, from the proxy's
-        async with Client(proxy("--timeout", "1", server=[*HOSTILE, "--mute"]),
-                          read_timeout_seconds=120):
-            pass
-    assert "no answer from the MCP server within 1 s" in repr(caught.value), caught.value
+async def test_a_request_the_server_never_answers_is_a_clear_error() -> None:
+    async with Client(proxy("--timeout", "1", server=[*HOSTILE, "--mute"]),
+                      read_timeout_seconds=120) as c:
+        with pytest.raises(MCPError) as caught:  # tools/list: the proxy's deadline
+            await c.list_tools()
+    assert caught.value.error.code == -32001
+    assert "no answer from the MCP server within 1 s" in caught.value.error.message

@@ -45,6 +45,8 @@ JSONRPC_CODES = {-32602: ErrorCode.INVALID_INPUT, -32601: ErrorCode.NOT_FOUND,
 INJECTED_CODES = {ErrorCode.TIMEOUT: -32001, ErrorCode.INVALID_INPUT: -32602,
                   ErrorCode.NOT_FOUND: -32601}
 UPSTREAM_GONE = -32000
+#: the least time the handshake is given (a server may be slow to start)
+HANDSHAKE_S = 30.0
 #: where an injected answer carries its label (result `_meta`, error `data`): for evaluators,
 #: never shown to a model by a client that passes on content only
 FAULT_META = "realprobe/fault"
@@ -319,9 +321,12 @@ class Proxy:
                 if self._cancelled(msg):
                     return
             elif isinstance(method, str) and "id" in msg:  # any other request: its deadline
-                self._await_answer(Call(msg["id"], json.dumps(msg["id"]), "", None))
-                if method in ("initialize", "server/discover"):
+                handshake = method in ("initialize", "server/discover")
+                if handshake:
                     self.init_ids.add(json.dumps(msg["id"]))
+                # a server starting up may take its time over the first answer
+                self._await_answer(Call(msg["id"], json.dumps(msg["id"]), "", None),
+                                   max(self.opts.timeout_s, HANDSHAKE_S) if handshake else None)
         await self.upstream.send(line)
 
     async def _call(self, msg: dict[str, Any]) -> bool:
@@ -346,11 +351,11 @@ class Proxy:
         self._await_answer(call)
         return True
 
-    def _await_answer(self, call: Call) -> None:
+    def _await_answer(self, call: Call, deadline_s: float | None = None) -> None:
         """A request relayed to the server: answered by the proxy if its deadline passes."""
         self.pending[call.key] = call
-        call.timer = asyncio.get_running_loop().call_later(self.opts.timeout_s, self._expire,
-                                                           call.key)
+        call.timer = asyncio.get_running_loop().call_later(
+            deadline_s or self.opts.timeout_s, self._expire, call.key, deadline_s)
 
     def _label(self, call: Call) -> dict[str, Any] | None:
         inj = injection_of(call.tool, 0, call.out) if call.out is not None else None
@@ -401,11 +406,11 @@ class Proxy:
                                (time.perf_counter() - call.t0) * 1000))
         return held
 
-    def _expire(self, key: str) -> None:
+    def _expire(self, key: str, deadline_s: float | None = None) -> None:
         call = self.held.pop(key, None) or self.pending.pop(key, None)
         if call is None:
             return
-        waited = self.opts.timeout_s
+        waited = deadline_s or self.opts.timeout_s
         self._spawn(self._answer_error(call, ErrorCode.TIMEOUT, -32001,
                                        f"no answer from the MCP server within {waited:g} s"
                                        + self._garbage_note(), self._label(call)))
