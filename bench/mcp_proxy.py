@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -51,10 +52,8 @@ async def calls(params: StdioServerParameters, n: int, tool: str, args: dict[str
     """Per-call seconds (after one warm-up call) and how many calls failed."""
     times, failed = [], 0
     async with Client(params, read_timeout_seconds=read_timeout) as c:
-        try:
-            await c.call_tool(tool, args)  # warm-up (it may meet a fault too)
-        except MCPError:
-            pass
+        with contextlib.suppress(MCPError):  # the warm-up may meet a fault too
+            await c.call_tool(tool, args)
         for _ in range(n):
             t0 = time.perf_counter()
             try:
