@@ -4,6 +4,7 @@ the benchmark was run with "--save" write them to bench/results/."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -21,3 +22,13 @@ def emit(out: dict[str, Any], save: bool, path: Path, load_before: float | None 
     if save:
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(out, indent=2) + "\n")
+
+
+def bench_args(doc: str | None, **ints: int) -> argparse.Namespace:
+    """The usual command line: one integer option per keyword (`--name N`, its default the
+    value) and `--save`."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    for name, default in ints.items():
+        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    ap.add_argument("--save", action="store_true", help="write bench/results/")
+    return ap.parse_args()

@@ -2,8 +2,10 @@
 
 1. the reference agent's reliability surface R(k, epsilon, lambda) on the published
    profile: pass^k for k = 1..K repeats, epsilon = paraphrase levels 0/1/2, lambda = the
-   published profile's failure rates times 0, 1 and 2 (this script scales the profile
-   itself: failure share x lambda, the burst chain's p(fail | ok) x lambda), and the volume;
+   absolute share of calls that meet a fault (ReliabilityBench's levels 0, 0.075, 0.175,
+   0.275, through the fault-rate dial `Profile.scaled`), with the volume, the degradation
+   gradient and the critical threshold. The agent runs under the `baseline` prompt, so it
+   follows the task's text (reordered at epsilon 2);
 2. Chain F1 and Kendall tau of the reference agent's runs per flaw type and severity
    (10/30/50), over every task and several flaw seeds, on the calm profile (so the flaw,
    not the faults, is what moves the metrics).
@@ -16,36 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import tempfile
 import time
 from pathlib import Path
 from statistics import fmean, quantiles
 from typing import Any
 
 from realprobe.adapters import default_catalog
-from realprobe.simulator.profile import Burst, Profile, ToolProfile, load_profile
 from realprobe.tasks.batch import TaskBatch
 from realprobe.tasks.flaws import ALL_FLAW_TYPES, SEVERITIES
 from realprobe.tasks.results import surface
-
-
-def scaled_tool(tool: ToolProfile, lam: float) -> ToolProfile:
-    fail = min(1.0, (1.0 - tool.success_rate) * lam)
-    burst = None
-    if tool.burst is not None and lam > 0:
-        burst = Burst(
-            p_fail_after_fail=tool.burst.p_fail_after_fail,
-            p_fail_after_ok=min(1.0, tool.burst.p_fail_after_ok * lam),
-        )
-    return tool.model_copy(update={"success_rate": 1.0 - fail, "burst": burst})
-
-
-def scaled(profile: Profile, lam: float) -> Profile:
-    return profile.model_copy(update={
-        "name": f"{profile.name or 'profile'} x{lam:g}",
-        "default": scaled_tool(profile.default, lam) if profile.default else None,
-        "tools": {name: scaled_tool(t, lam) for name, t in profile.tools.items()},
-    })
 
 
 def run_rows(**settings: Any) -> list[dict[str, Any]]:
@@ -53,15 +34,12 @@ def run_rows(**settings: Any) -> list[dict[str, Any]]:
     return [r.row for r in batch.run().runs]
 
 
-def reliability_surface(repeat: int, folder: Path) -> dict[str, Any]:
-    base = load_profile("published")
-    rows: list[dict[str, Any]] = []
-    for lam in (0.0, 1.0, 2.0):
-        path = folder / f"published_x{lam:g}.json"
-        scaled(base, lam).dump(path)
-        for eps in (0, 1, 2):
-            for r in run_rows(profile=str(path), repeat=repeat, paraphrase=eps):
-                rows.append({**r, "fault_rate": lam, "target": "simulate:published"})
+LAMBDAS = (0.0, 0.075, 0.175, 0.275)
+
+
+def reliability_surface(repeat: int) -> dict[str, Any]:
+    rows = [r for lam in LAMBDAS for eps in (0, 1, 2) for r in run_rows(
+        profile="published", fault_rate=lam, repeat=repeat, paraphrase=eps, prompt="baseline")]
     (surf,) = surface(rows)
     return surf
 
@@ -93,12 +71,12 @@ def main() -> None:
     parser.add_argument("--save", action="store_true", help="write bench/results/")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        surf = reliability_surface(args.repeat, Path(tmp))
+    surf = reliability_surface(args.repeat)
     t1 = time.perf_counter()
     flaws = flaw_metrics(args.flaw_seeds)
     t2 = time.perf_counter()
-    print(f"reference agent, published profile: surface volume {surf['volume']} "
+    print(f"reference agent, published profile: surface volume {surf['volume']}, gradient "
+          f"{surf['gradient']}, critical lambda {surf['critical_lambda']} "
           f"({surf['runs']} runs, {t1 - t0:.1f} s)")
     cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
     for eps in surf["epsilon"]:

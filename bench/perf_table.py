@@ -3,7 +3,7 @@ side (on 2 shared cores wall times measure the neighbours; CPU time does not).
 
 Sections (all by default, or pick with --only):
 
-- stats: `realprobe stats --json --target live` vs the anchor query ANCHOR (below), each in a
+- stats: `realprobe stats --json --kinds live` vs the anchor query ANCHOR (below), each in a
   fresh process, on 10k / 100k / 1M rows (the databases of bench/stats_1m_rows.py), best of
   `--repeats` interleaved; also the command's peak memory.
 - calls: `call_tool_sync` / `call_tool` vs raw httpx on the same loopback sandbox (CPU of this
@@ -83,7 +83,7 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
         TMP.mkdir(exist_ok=True)
         if count_rows(db) != rows // 30 * 30:
             build(db, rows, 30, "live")
-        cmd = [PY, "-m", "realprobe.cli", "stats", "--db", str(db), "--json", "--target", "live"]
+        cmd = [PY, "-m", "realprobe.cli", "stats", "--db", str(db), "--json", "--kinds", "live"]
         a, s = [], []
         for _ in range(repeats):
             a.append(child([PY, "-c", ANCHOR, str(db)]))

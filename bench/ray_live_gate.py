@@ -161,10 +161,9 @@ def _warm() -> None:
 def run(workers: int, hosts: list[Host], jobs: int, calls: int) -> tuple[float, int]:
     import ray
 
-    from realprobe.tasks.executors import gate_actor
+    from realprobe.tasks.executors import gate_actor, start_local_ray
 
-    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    start_local_ray(ray, num_cpus=workers)  # listening on 127.0.0.1 only
     try:
         gate = gate_actor(ray)
         remote = ray.remote(num_cpus=1)(job)

@@ -215,6 +215,23 @@ def replay_vs_vcrpy(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def realworld_replay(d: dict[str, Any]) -> list[Row]:
+    r, suites, attacks = d["replay"], d["peer_suites"], d["attacks"]
+    per_client = ", ".join(f"{c} {v}" for c, v in r["replayed_identically"]["original"].items())
+    passed = "; ".join(f"{name} {s.get('passed', 0)} passed" for name, s in suites.items())
+    return [
+        (f"real third-party cassettes ({r['real_files']} files, {r['interactions']} "
+         "interactions: vcrpy, habanero, llm-gemini, tweepy, Ruby VCR): imported, replayed per "
+         "client, byte for byte against what the client reads live",
+         f"import to JSON {r['imported_to_json']}/{r['real_files']}, to YAML "
+         f"{r['imported_to_yaml']}/{r['real_files']}; identical: {per_client} (the same from "
+         "both imports)", "all", "`python bench/realworld_replay.py`"),
+        ("peer suites unchanged under realprobe's plugin (`-p no:recording`, replay only, "
+         "network blocked); attacker-style tests",
+         f"{passed}; attacks held {attacks['held']}/{attacks['test_cases']}", "all", "same"),
+    ]
+
+
 def replay_load_time(d: dict[str, Any]) -> list[Row]:
     return [(
         f"cassette load, {_n(d['interactions'])} interactions",
@@ -629,6 +646,7 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "openapi_import": openapi_import,
     "replay_vs_vcrpy": replay_vs_vcrpy,
     "replay_load_time": replay_load_time,
+    "realworld_replay": realworld_replay,
     "tasks_simulate": tasks_simulate,
     "tasks_replay": tasks_replay,
     "hostile_limits": hostile_limits,

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Unpack, cast, overload
 
 from realprobe.api_rows import (
     Kinds,
@@ -21,14 +21,19 @@ from realprobe.api_rows import (
     Rows,
     Window,
     check_tools,
-    existing,
     period_arg,
     rows,
     select_rows,
     window,
     window_arg,
 )
-from realprobe.errors import BadArgument, RealprobeError, Unavailable
+from realprobe.errors import (
+    BadArgument,
+    RealprobeError,
+    Unavailable,
+    no_other_keywords,
+    renamed_keyword,
+)
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
@@ -71,12 +76,9 @@ def options(
     to record to (`mode="record"`, or a vcrpy `record_mode`) or replay from
     (`mode="replay"`). `simulate=` is the old name of `profile=`."""
     from realprobe.clients import TransportOptions
-    from realprobe.errors import renamed_keyword
 
-    renamed_keyword(old, "simulate", "profile")
-    profile = old.pop("profile", profile)
-    if old:
-        raise TypeError(f"options() got an unexpected keyword argument {next(iter(old))!r}")
+    profile = renamed_keyword(old, "simulate", "profile", profile)
+    no_other_keywords(old, "profile")
     return TransportOptions(
         mode=Mode.parse(mode), sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
         record_mode=record_mode, fault_plan=fault_plan, fault_rate=fault_rate,
@@ -160,14 +162,17 @@ def make_sandbox(
     port: int = 0,
     catalog: Catalog | None = None,
     settings: EvalSettings | None = None,
+    from_cassettes: Sequence[str | Path] = (),
+    politeness: str | bool | None = None,
     **extra: Any,
 ) -> Sandbox:
     """A loopback sandbox serving every catalogue API under a fault profile (not started:
-    `await sb.start()`, or use `sandbox_running`). `extra` goes to the sandbox setup:
-    `fault_plan`, `fault_rate`, `cassettes` (serve recordings), `upstream` (proxy mode:
-    "live" or a URL), `polite`, `toxics`, `admin`, `db` (the budget ledger for a live
-    upstream). `settings`: an evaluation's settings, of which a sandbox takes the profile,
-    seed, fault plan and fault rate (and refuses the others)."""
+    `await sb.start()`, or use `sandbox_running`), answering from the recordings in
+    `from_cassettes` where they match. `politeness` ("catalog" or "off") holds calls to a
+    proxied upstream. `extra` goes to the sandbox setup: `fault_plan`, `fault_rate`,
+    `upstream` (proxy mode: "live" or a URL), `toxics`, `admin`, `db` (the budget ledger for
+    a live upstream). `settings`: an evaluation's settings, of which a sandbox takes the
+    profile, seed, fault plan and fault rate (and refuses the others)."""
     from realprobe.sandbox.setup import sandbox_for
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.tasks.settings import SANDBOX_SETTINGS
@@ -176,7 +181,10 @@ def make_sandbox(
         settings.refuse_unless("a sandbox", SANDBOX_SETTINGS)
         profile, seed = settings.profile or profile, settings.seed
         extra |= {"fault_plan": settings.fault_plan, "fault_rate": settings.fault_rate}
-
+    from_cassettes = renamed_keyword(extra, "cassettes", "from_cassettes", from_cassettes)
+    politeness = renamed_keyword(extra, "polite", "politeness", politeness)
+    extra.pop("from_cassettes", None)
+    extra.pop("politeness", None)
     if latency_scale < 0:
         raise BadArgument("latency_scale", f"latency_scale must be >= 0 (got {latency_scale:g})")
     prof = profile if isinstance(profile, Profile) else load_profile(str(profile))
@@ -187,6 +195,8 @@ def make_sandbox(
         latency_scale=latency_scale,
         host=host,
         port=port,
+        cassettes=from_cassettes,
+        polite=polite_of(politeness),
         **extra,
     )
 
@@ -218,7 +228,7 @@ def probe(
     db: str | Path | None = None,
     timeout: float = 10.0,
     vantage: str | None = None,
-    polite: bool | None = None,
+    politeness: str | bool | None = None,
     concurrency: int = 32,
     seed: int = 0,
     catalog: Catalog | None = None,
@@ -228,14 +238,16 @@ def probe(
     notify: Callable[[str], None] | None = None,
     lock_timeout: float = 30.0,
     force: bool = False,
+    **old: Any,
 ) -> RunSummary:
     """Probe `tools` (names, "a,b", or None for every tool) `rounds` times through `target`,
     storing one row per call in `db`.
 
     Politeness (per-host spacing, Retry-After, daily budgets) is always on against the real
-    APIs; `polite=False` is for the sandbox, the simulator and replay (None: off for replay,
-    which waits for nobody, else on). `gates` shares the per-host limiters with an MCP server
-    or task runs in the same process. `on_call(row, result)` sees every stored call.
+    APIs; `politeness="off"` is for the sandbox, the simulator and replay (None: off for
+    replay, which waits for nobody, else "catalog"; `polite=` is its old name). `gates`
+    shares the per-host limiters with an MCP server or task runs in the same process.
+    `on_call(row, result)` sees every stored call.
     `stop_on_signals`: SIGINT/SIGTERM end the run after the calls in flight (a second one
     abandons them); `notify` gets a line to show when that happens. `force` uses a SQLite
     file that holds another program's tables.
@@ -243,8 +255,10 @@ def probe(
     from realprobe.probes.runner import run_probes
     from realprobe.probes.session import graceful_stop, probe_session
 
+    politeness = renamed_keyword(old, "polite", "politeness", politeness)
+    no_other_keywords(old, "politeness")
     cat, chosen, opts, config, path = _ProbePlan.checked(
-        tools, rounds, concurrency, timeout, catalog, target, polite, db
+        tools, rounds, concurrency, timeout, catalog, target, politeness, db
     )
 
     async def go() -> RunSummary:
@@ -281,18 +295,19 @@ class _ProbePlan(NamedTuple):
     @classmethod
     def checked(
         cls, tools: Sequence[str] | str | None, rounds: int, concurrency: int, timeout: float,
-        catalog: Catalog | None, target: TransportOptions | None, polite: bool | None,
-        db: str | Path | None,
+        catalog: Catalog | None, target: TransportOptions | None,
+        politeness: str | bool | None, db: str | Path | None,
     ) -> _ProbePlan:
         from realprobe.clients import TransportOptions
-        from realprobe.dbfacts import default_db_path
 
         _check_run(rounds, concurrency, timeout)
         cat = catalog or load_catalog()
         chosen = _probe_tools(cat, tools)
         opts = (target or TransportOptions()).normalised()
-        path = Path(db) if db is not None else default_db_path()
-        return cls(cat, chosen, opts, _politeness(opts, polite), path)
+        from realprobe.store import db_path
+
+        path = db_path(db)
+        return cls(cat, chosen, opts, _politeness(opts, politeness), path)
 
 
 def _check_run(rounds: int, concurrency: int, timeout: float) -> None:
@@ -314,9 +329,20 @@ def _probe_tools(cat: Catalog, tools: Sequence[str] | str | None) -> list[Tool]:
     return chosen
 
 
-def _politeness(opts: TransportOptions, polite: bool | None) -> PolitenessConfig:
+def polite_of(politeness: str | bool | None) -> bool | None:
+    """`politeness`: "catalog" (the catalogue's limits), "off", or None (the target's
+    default) as True, False or None (a bool is taken as is)."""
+    if politeness is None or isinstance(politeness, bool):
+        return politeness
+    if politeness not in ("catalog", "off"):
+        raise BadArgument("politeness", f"politeness {politeness!r}: choose catalog or off")
+    return politeness == "catalog"
+
+
+def _politeness(opts: TransportOptions, politeness: str | bool | None) -> PolitenessConfig:
     from realprobe.probes.politeness import PolitenessConfig
 
+    polite = polite_of(politeness)
     if polite is None:
         polite = opts.mode is not Mode.REPLAY
     if not polite and opts.target.reaches_network:
@@ -339,7 +365,7 @@ def schedule(
     db: str | Path | None = None,
     timeout: float = 10.0,
     vantage: str | None = None,
-    polite: bool | None = None,
+    politeness: str | bool | None = None,
     concurrency: int = 32,
     seed: int = 0,
     catalog: Catalog | None = None,
@@ -351,6 +377,7 @@ def schedule(
     lock_timeout: float = 30.0,
     force: bool = False,
     on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
+    **old: Any,
 ) -> ScheduleResult:
     """Probe rounds on a schedule: `every` ("30m", or seconds; the first round at once) or
     `cron` ("0 2 * * *", local time; waits for its first fire time), until `max_runs`
@@ -365,10 +392,12 @@ def schedule(
         raise BadArgument("max_runs", f"max_runs must be at least 1 (got {max_runs})")
     if jitter < 0:
         raise BadArgument("jitter", f"jitter must be >= 0 (got {jitter:g})")
+    politeness = renamed_keyword(old, "polite", "politeness", politeness)
+    no_other_keywords(old, "politeness")
     every_text = f"{every}s" if isinstance(every, int | float) else every
     trigger, interval = make_trigger(every_text, cron, jitter_s=jitter)
     cat, chosen, opts, config, path = _ProbePlan.checked(
-        tools, rounds, concurrency, timeout, catalog, target, polite, db
+        tools, rounds, concurrency, timeout, catalog, target, politeness, db
     )
     rules = _alert_rules(alerts)
 
@@ -526,11 +555,16 @@ def calibrate_export(
     deadline: float | None = None,
     source: str | Path | Profile | None = None,
     name: str | None = None,
+    output: str | Path | None = None,
     **select: Unpack[RowFilter],
 ) -> Calibration:
     """`calibrate` then `export_profile` in one call (the `realprobe calibrate` command):
     the profile from the stored probes, or `source` (a profile, a file or a built-in name)
-    converted instead, as `view`. The view and deadline are checked before any work."""
+    converted instead, as `view`, written as JSON to `output` when given (an existing file
+    replaced, a symbolic link refused). The view and deadline are checked before any work."""
+    import json
+
+    from realprobe.outputs import write_output
     from realprobe.simulator.profile import Profile, load_profile
 
     _check_view(view, deadline)
@@ -538,7 +572,10 @@ def calibrate_export(
         prof = source if isinstance(source, Profile) else load_profile(str(source))
     else:
         prof = calibrate(db, name=name, **select)
-    return Calibration(prof, export_profile(prof, view, deadline=deadline))
+    out = Calibration(prof, export_profile(prof, view, deadline=deadline))
+    if output is not None:
+        write_output(Path(output), json.dumps(out.data, indent=2) + "\n", replace=True)
+    return out
 
 
 def drift(
@@ -596,13 +633,17 @@ def build_report(
 REPORT_FORMATS = ("html", "md", "json")
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in REPORT_FORMATS:
-        raise BadArgument("fmt", f"fmt {fmt!r}: choose html, md or json")
+def _check_format(format: str, old: dict[str, Any]) -> str:
+    """The report format (`fmt=` is its old name), checked."""
+    format = renamed_keyword(old, "fmt", "format", format)
+    old.pop("format", None)
+    if format not in REPORT_FORMATS:
+        raise BadArgument("format", f"format {format!r}: choose html, md or json")
+    return format
 
 
 def write_report(
-    data: ReportData, output: str | Path | None = None, fmt: str = "html"
+    data: ReportData, output: str | Path | None = None, format: str = "html", **old: Any
 ) -> str:
     """Render a report as `html` (one self-contained file), `md` or `json`, with declared and
     environment secrets scrubbed; write it to `output` when given (an existing file is
@@ -611,11 +652,12 @@ def write_report(
     from realprobe.report import render_html, render_json, render_markdown
     from realprobe.secrets import default_redactor
 
-    _check_format(fmt)
+    format = _check_format(format, old)
+    no_other_keywords(old)
     renderers = {"html": render_html, "md": render_markdown, "json": render_json}
-    text = default_redactor().text(renderers[fmt](data))
+    text = default_redactor().text(renderers[format](data))
     if output is not None:
-        write_output(Path(output), text + ("" if fmt == "html" else "\n"), replace=True)
+        write_output(Path(output), text + ("" if format == "html" else "\n"), replace=True)
     return text
 
 
@@ -630,16 +672,16 @@ def make_report(
     db: str | Path | None = None,
     *,
     output: str | Path | None = None,
-    fmt: str = "html",
+    format: str = "html",
     period: str | float = "1d",
     baseline: str | Window | None = None,
     current: str | Window | None = None,
     **select: Unpack[RowFilter],
 ) -> Report:
     """`build_report` then `write_report` in one call (the `realprobe report` command)."""
-    _check_format(fmt)
+    format = _check_format(format, cast("dict[str, Any]", select))
     data = build_report(db, period=period, baseline=baseline, current=current, **select)
-    return Report(data, write_report(data, output, fmt))
+    return Report(data, write_report(data, output, format))
 
 
 # -- tasks ------------------------------------------------------------------------------------
@@ -694,20 +736,23 @@ def sweep(
     on_planned: Callable[[int, int], None] | None = None,
     on_done: Callable[[Any], None] | None = None,
     fault_plans: Sequence[str] | None = None,
-    lambdas: Sequence[float] | None = None,
+    fault_rates: Sequence[float] | None = None,
+    **old: Any,
 ) -> SweepResult:
     """Run a sweep file (models x agents x targets x tasks x prompts x repeats) into one
     database (default: the default database), then compare every run it holds. `resume`
     skips runs already stored complete; `on_planned(total, skipped)` and `on_done(run)`
-    report progress. `fault_plans` / `lambdas` (fault rates) replace the file's: each
-    simulate target runs under each plan at each rate."""
+    report progress. `fault_plans` / `fault_rates` (the file's `lambda`; `lambdas=` is the
+    old name) replace the file's: each simulate target runs under each plan at each rate."""
     from realprobe.tasks.sweep import run_sweep_file
 
+    fault_rates = renamed_keyword(old, "lambdas", "fault_rates", fault_rates)
+    no_other_keywords(old, "fault_rates")
     return run_sweep_file(
         Path(file), None if db is None else Path(db), catalog_paths=[Path(c) for c in catalog],
         resume=resume, executor=executor, concurrency=concurrency, address=address,
         on_planned=on_planned, on_done=on_done,
-        fault_plans=list(fault_plans or []), lambdas=list(lambdas or []),
+        fault_plans=list(fault_plans or []), lambdas=list(fault_rates or []),
     )
 
 
@@ -739,7 +784,9 @@ def task_results(
             target_kind = TargetKind.parse(target_kind, "target_kind").value
         except RealprobeError as exc:
             raise BadArgument("target_kind", str(exc)) from None
-    path = existing(db)
+    from realprobe.store import db_path
+
+    path = db_path(db, read=True)
     price_table = results.load_prices(prices)
     store = TaskStore(Store(path))
     errors = store.call_errors()
@@ -769,7 +816,7 @@ def mcp_service(
     db: str | Path | None = None,
     timeout: float | None = None,
     vantage: str | None = None,
-    polite: bool = True,
+    politeness: str | bool = "catalog",
     catalog: Catalog | None = None,
     task: str | None = None,
     model: str = "-",
@@ -781,20 +828,17 @@ def mcp_service(
     from dataclasses import replace
 
     from realprobe.clients import TransportOptions
-    from realprobe.errors import renamed_keyword
     from realprobe.mcp.service import McpService, ServiceOptions
-    from realprobe.tasks.evaluate import session_settings
     from realprobe.tasks.settings import TOOL_SETTINGS, EvalSettings
 
     renamed_keyword(fields, "task_prompt", "prompt")
-    renamed_keyword(fields, "task_model", "model")
-    model = fields.pop("model", model)
+    model = renamed_keyword(fields, "task_model", "model", model)
+    politeness = renamed_keyword(fields, "polite", "politeness", politeness)
+    fields.pop("model", None)
+    fields.pop("politeness", None)
     if timeout is not None and timeout <= 0:
         raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
-    if settings is None:
-        settings = EvalSettings.of(target, **fields)
-    elif target is not None or fields:
-        raise BadArgument("settings", "give settings, or target and its keywords, not both")
+    settings = EvalSettings.given(settings, target, **fields)
     if task is None:
         settings.refuse_unless("serving tools without a task", TOOL_SETTINGS)
     opts = replace(target or TransportOptions(), **{k: getattr(settings, k) for k in TOOL_SETTINGS})
@@ -808,8 +852,9 @@ def mcp_service(
         catalog or load_catalog(),
         ServiceOptions(
             transport=opts, tools=names, timeout_s=timeout,
-            db=str(db) if db is not None else None, vantage=vantage, polite=polite,
-            task=task, settings=session_settings(settings, None, {}), model=model,
+            db=str(db) if db is not None else None, vantage=vantage,
+            polite=bool(polite_of(politeness)), task=task,
+            settings=EvalSettings.given(settings, outside=True), model=model,
         ),
     )
 
@@ -819,27 +864,17 @@ def serve_mcp(
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8766,
-    tools: Sequence[str] | str | None = None,
-    target: TransportOptions | None = None,
-    real_time: bool = False,
-    db: str | Path | None = None,
-    timeout: float | None = None,
-    vantage: str | None = None,
-    polite: bool = True,
-    catalog: Catalog | None = None,
     on_ready: Callable[[str, str], None] | None = None,
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
     max_sessions: int = 100,
     session_idle_timeout: float = 600.0,
-    task: str | None = None,
-    model: str = "-",
-    settings: EvalSettings | None = None,
-    **fields: Any,
+    **service: Any,
 ) -> None:
-    """Serve the catalogue tools over the Model Context Protocol until EOF (stdio) or a
-    signal. `real_time` makes a simulate target wait its latencies for real. `on_ready`
-    gets where the server listens (its URL, or "stdio") and what it serves.
+    """Serve the catalogue tools (`service`: the keywords of `mcp_service`) over the Model
+    Context Protocol until EOF (stdio) or a signal. `real_time` makes a simulate target wait
+    its latencies for real. `on_ready` gets where the server listens (its URL, or "stdio")
+    and what it serves.
 
     `task`: the connected agent's calls are one task run, scored when it calls `finish` or
     the session ends, and stored in `db` (default: the default database) like a built-in
@@ -851,12 +886,13 @@ def serve_mcp(
     off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
     `max_sessions` sessions are open, each closed after `session_idle_timeout` seconds
     without a request."""
-    from realprobe.errors import renamed_keyword
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
     from realprobe.mcp.service import describe_target
 
-    renamed_keyword(fields, "session_idle_s", "session_idle_timeout")
-    session_idle_timeout = fields.pop("session_idle_timeout", session_idle_timeout)
+    session_idle_timeout = renamed_keyword(
+        service, "session_idle_s", "session_idle_timeout", session_idle_timeout
+    )
+    service.pop("session_idle_timeout", None)
     if transport not in ("stdio", "http"):
         raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
     if not 0 <= port <= 65535:
@@ -867,26 +903,22 @@ def serve_mcp(
         raise BadArgument("session_idle_timeout",
                           f"session_idle_timeout {session_idle_timeout:g}: must be a positive "
                           "number")
-    service = mcp_service(
-        tools=tools, target=target, real_time=real_time, db=db, timeout=timeout,
-        vantage=vantage, polite=polite, catalog=catalog, task=task, model=model,
-        settings=settings, **fields,
-    )
-    what = f"{len(service.tools)} tools, target {describe_target(service.transport_options)}"
-    if task is not None:
-        what += f", calls scored as runs of task {task}"
+    server = mcp_service(**service)
+    what = f"{len(server.tools)} tools, target {describe_target(server.transport_options)}"
+    if server.options.task is not None:
+        what += f", calls scored as runs of task {server.options.task}"
 
     def ready(where: str) -> None:
         if on_ready is not None:
             on_ready(where, what)
 
     if transport == "stdio":
-        run_until_signal(lambda: serve_stdio(service, on_ready=ready))
+        run_until_signal(lambda: serve_stdio(server, on_ready=ready))
         return
     try:
         asyncio.run(
             serve_http(
-                service, host, port, on_ready=ready, allowed_hosts=tuple(allowed_hosts),
+                server, host, port, on_ready=ready, allowed_hosts=tuple(allowed_hosts),
                 auth_token=auth_token, max_sessions=max_sessions,
                 session_idle_s=session_idle_timeout,
             )

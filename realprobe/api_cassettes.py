@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from realprobe.errors import BadArgument, RealprobeError
+from realprobe.errors import BadArgument, RealprobeError, no_other_keywords, renamed_keyword
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
@@ -145,27 +145,36 @@ class Scrubbed:
         return out
 
 
+def _output(old: dict[str, Any], output: str | Path | None) -> str | Path | None:
+    """`output`, or its old name `out=` (with a notice); nothing else in `old`."""
+    value = renamed_keyword(old, "out", "output", output)
+    no_other_keywords(old, "output")
+    return value  # type: ignore[no-any-return]
+
+
 def scrub_cassette(
     file: str | Path,
     *,
-    out: str | Path | None = None,
+    output: str | Path | None = None,
     secrets: Sequence[str] = (),
     headers: Sequence[str] = (),
     params: Sequence[str] = (),
     catalog: Catalog | Sequence[str | Path] | None = None,
     dry_run: bool = False,
+    **old: Any,
 ) -> Scrubbed:
     """Remove credentials (what recording removes, plus `secrets`, `headers`, `params`) from
-    a cassette, in place (a Ruby VCR or HAR file stays one) or into `out`. `dry_run`: report
-    the places call by call and write nothing."""
+    a cassette, in place (a Ruby VCR or HAR file stays one) or into `output` (`out=` is its
+    old name). `dry_run`: report the places call by call and write nothing."""
     from realprobe.cassettes.exporters import save_as_source
     from realprobe.cassettes.importers import load_cassette, save_cassette
     from realprobe.cassettes.scrub import ScrubConfig, declared_secret_finder
     from realprobe.cassettes.scrub import scrub_cassette as scrub
     from realprobe.outputs import check_output
 
+    output = _output(old, output)
     src = _existing(file)
-    dest = Path(out) if out is not None else None
+    dest = Path(output) if output is not None else None
     cassette = load_cassette(src)
     cfg = ScrubConfig(
         secrets=tuple(secrets), extra_headers=tuple(headers), extra_params=tuple(params)
@@ -201,22 +210,27 @@ class Imported:
 
 def import_cassette(
     file: str | Path,
-    out: str | Path,
+    output: str | Path | None = None,
     *,
     substitute: Mapping[str, str] | None = None,
     scrub: bool = True,
+    **old: Any,
 ) -> Imported:
-    """A vcrpy (YAML/JSON), Ruby VCR or HAR cassette as a realprobe cassette at `out`
-    (replaced if it exists). `substitute` replaces placeholders in request URLs."""
+    """A vcrpy (YAML/JSON), Ruby VCR or HAR cassette as a realprobe cassette at `output`
+    (replaced if it exists; `out=` is its old name). `substitute` replaces placeholders in
+    request URLs."""
     from realprobe.cassettes.cassette import is_yaml_path, parse_text, save_cassette
     from realprobe.cassettes.importers import from_data
     from realprobe.cassettes.scrub import declared_secret_finder, scrub_cassette
     from realprobe.limits import read_bounded
     from realprobe.outputs import check_output
 
+    out = _output(old, output)
+    if out is None:
+        raise BadArgument("output", "output: give the cassette to write")
     src = _existing(file)
-    for old in substitute or {}:
-        if not old:
+    for placeholder in substitute or {}:
+        if not placeholder:
             raise BadArgument("substitute", "substitute: an empty placeholder replaces nothing")
     check_output(Path(out), replace=True)
     data = parse_text(read_bounded(src), str(src), yaml_hint=is_yaml_path(src))
@@ -232,23 +246,26 @@ def import_cassette(
 
 
 def record_round(
-    out: str | Path = "cassettes/sandbox-published-round.json",
+    output: str | Path = "cassettes/sandbox-published-round.json",
     *,
     profile: str = "published",
     seed: int = 0,
     timeout: float = 2.0,
     sandbox: str | None = None,
     catalog: Catalog | None = None,
+    **old: Any,
 ) -> list[ToolResult]:
     """Start the sandbox on loopback (or use a running `sandbox`), call every tool once, and
-    record it all into the cassette `out` (replaced; a link is refused)."""
+    record it all into the cassette `output` (replaced; a link is refused; `out=` is its old
+    name)."""
     from realprobe.outputs import check_output
     from realprobe.sandbox.rounds import record_round as record
 
+    out = Path(_output(old, output) or output)
     if timeout <= 0:
         raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
-    check_output(Path(out), replace=True)
-    return record(_catalog(catalog), Path(out), profile=profile, seed=seed, timeout=timeout,
+    check_output(out, replace=True)
+    return record(_catalog(catalog), out, profile=profile, seed=seed, timeout=timeout,
                   sandbox_url=sandbox)
 
 

@@ -102,6 +102,7 @@ def record_fixtures(
     from realprobe.adapters.openapi.catalog_file import CATALOG_SUFFIXES
     from realprobe.errors import RealprobeError
     from realprobe.probes.fixture_recording import record_fixtures as record
+    from realprobe.probes.fixture_recording import without_secret_values
 
     _check_fixture_target(sandbox, upstream, interval, timeout)
     src = Path(file)
@@ -120,6 +121,8 @@ def record_fixtures(
     raw = raw_file.get("apis", [raw_file])
     for outcome in outcomes:
         outcome.apply(raw)
+    if target.resolve() != src.resolve():
+        without_secret_values(raw, apis)  # a copy carries no credential
     write_output(target, catalog_text(raw, target.suffix))
     return RecordedFixtures(str(target), outcomes)
 

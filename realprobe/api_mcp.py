@@ -189,8 +189,8 @@ def probe_mcp(
     arguments of `mcp_calls` (a JSON/TOML file or a dict: tool -> arguments or a list of
     them), `rounds` times, one call in flight and `mcp_interval` seconds apart (default 0
     on stdio, 1 s over HTTP); one probe row per call in `db`."""
-    from realprobe.dbfacts import default_db_path
     from realprobe.mcp.probing import load_calls, probe_server
+    from realprobe.store import db_path
 
     if rounds < 1:
         raise RealprobeError(f"rounds {rounds}: at least 1", param="rounds")
@@ -203,7 +203,7 @@ def probe_mcp(
         raise RealprobeError("mcp_interval: seconds >= 0", param="mcp_interval")
     return asyncio.run(probe_server(
         calls, command=mcp_server, url=mcp_url, rounds=rounds,
-        db=Path(db) if db else default_db_path(), timeout_s=timeout, vantage=vantage,
+        db=db_path(db), timeout_s=timeout, vantage=vantage,
         interval_s=interval, on_call=on_call))
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from realprobe.errors import BadArgument, NoDatabase
+from realprobe.errors import BadArgument
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
@@ -19,15 +19,6 @@ if TYPE_CHECKING:
     from realprobe.monitor.alerts import AlertConfig, CheckResult
     from realprobe.monitor.exporter import ExporterServer
     from realprobe.monitor.merge import MergedSource, MergeReport
-
-
-def _db(db: str | Path | None) -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    path = Path(db) if db is not None else default_db_path()
-    if not path.exists():
-        raise NoDatabase(path)
-    return path
 
 
 def check_alerts(
@@ -43,7 +34,10 @@ def check_alerts(
     from realprobe.monitor.alerts import AlertConfig, check, load_rules
 
     config = rules if isinstance(rules, AlertConfig) else load_rules(rules)
-    return check(_db(db), config, now=time.time() if now is None else now, dry_run=dry_run)
+    from realprobe.store import db_path
+
+    now = time.time() if now is None else now
+    return check(db_path(db, read=True), config, now=now, dry_run=dry_run)
 
 
 def merge_databases(
@@ -94,7 +88,7 @@ def serve_exporter(
     from realprobe.monitor.exporter import Exporter, ExporterServer
     from realprobe.probes.windows import parse_duration
     from realprobe.serving import Guard
-    from realprobe.store import Store, default_vantage
+    from realprobe.store import Store, db_path, default_vantage
 
     if not 0 <= port <= 65535:
         raise BadArgument("port", f"port must be between 0 and 65535 (got {port})")
@@ -105,7 +99,7 @@ def serve_exporter(
                           f"reserve_for_schedule must be in [0, 1) (got {reserve_for_schedule:g})")
     window_s = parse_duration(window)
     Guard(host, tuple(allowed_hosts))  # a URL given as a host name is refused before binding
-    path = _db_path(db)
+    path = db_path(db)
     Store(path).close()  # create or check the schema before serving
     cat = catalog or Catalog.load([])
     prober = None
@@ -123,13 +117,3 @@ def serve_exporter(
     if forever:
         server.serve_forever()
     return server
-
-
-def _db_path(db: str | Path | None) -> Path:
-    """The database to serve (created if missing, in an existing folder)."""
-    from realprobe.dbfacts import default_db_path
-
-    path = Path(db) if db is not None else default_db_path()
-    if not path.parent.is_dir():
-        raise BadArgument("db", f"db {path}: directory {path.parent} does not exist")
-    return path

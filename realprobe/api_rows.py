@@ -13,13 +13,12 @@ where calls go everywhere else in the API.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
-from realprobe.errors import BadArgument, NoDatabase, RealprobeError, Unavailable
+from realprobe.errors import BadArgument, RealprobeError, Unavailable, renamed_keyword
 
 if TYPE_CHECKING:
     from realprobe.probes.loading import ProbeArrays
@@ -44,24 +43,14 @@ class RowFilter(TypedDict, total=False):
     target: str | None  # the old name of `kinds` (deprecated)
 
 
-_WARNED: set[str] = set()
-
-
 def _kinds_arg(kinds: Kinds, target: str | None) -> list[str] | None:
-    """The kinds asked for (None: choose from the rows), `target=` taken as `kinds=` once
-    with a warning; each kind checked."""
+    """The kinds asked for (None: choose from the rows; `target=` is the old name of
+    `kinds=`, as `--target` is of `--kinds`); each kind checked."""
     from realprobe.probes.provenance import parse_target
 
     if target is not None:
-        if kinds is not None:
-            raise BadArgument(("kinds", "target"), "give kinds only (target is its old name)")
-        if "target" not in _WARNED:
-            _WARNED.add("target")
-            warnings.warn(
-                "target= to choose row kinds is deprecated: use kinds= (target names where "
-                "calls go everywhere else)", DeprecationWarning, stacklevel=4,
-            )
-        kinds = target
+        given = {"target": target} | ({} if kinds is None else {"kinds": kinds})
+        kinds = renamed_keyword(given, "target", "kinds")
     if kinds is None:
         return None
     parts = kinds.split(",") if isinstance(kinds, str) else list(kinds)
@@ -71,23 +60,12 @@ def _kinds_arg(kinds: Kinds, target: str | None) -> list[str] | None:
     return ["all"] if "all" in names else sorted(set(names))
 
 
-def existing(db: str | Path | None) -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    path = Path(db) if db is not None else default_db_path()
-    if not path.exists():
-        raise NoDatabase(path)
-    return path
-
-
 def _db(db: str | Path | None) -> Path:
     """The probe database to read; opening it once for writing also migrates an older schema
     and marks runs left `running` by a killed process (a read-only file is read as it is)."""
-    from realprobe.store import upkeep
+    from realprobe.store import db_path
 
-    path = existing(db)
-    upkeep(path)
-    return path
+    return db_path(db, read=True)
 
 
 def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:

@@ -178,11 +178,20 @@ def error_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """`realprobe`: run the command, then exit with the code of the module docstring."""
+    import warnings
+
     from typer import _click
     from typer.exceptions import Abort
 
+    # numpy's and scipy's warnings (a RuntimeWarning from an optimiser step, a degenerate
+    # fit) are for library users; the commands say what matters about the numbers themselves
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    warnings.filterwarnings("ignore", module=r"(numpy|scipy)(\.|$)")
     try:
         code = app(args=argv, prog_name="realprobe", standalone_mode=False)
+    except _click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, and success
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        sys.exit(EXIT_OK if hasattr(exc.ctx.command, "commands") else EXIT_USAGE)
     except (RealprobeError, _click.exceptions.ClickException, Abort, KeyboardInterrupt) as exc:
         sys.stderr.write(error_line(exc) + "\n")
         sys.exit(exit_code(exc))

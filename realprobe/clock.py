@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from typing import Protocol
 
@@ -19,6 +20,14 @@ class Clock(Protocol):
     def wall(self) -> float:
         """Seconds since the epoch (for timestamps)."""
         ...
+
+
+def utc_day(wall: float) -> tuple[str, float]:
+    """Today at `wall` (an injected clock's `wall()`): the UTC date every daily budget is
+    counted under, and the seconds left until the next one."""
+    now = dt.datetime.fromtimestamp(wall, dt.UTC)
+    midnight = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return now.strftime("%Y-%m-%d"), (midnight - now).total_seconds()
 
 
 class RealClock:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe import api
-from realprobe.errors import RealprobeError
+from realprobe.errors import RealprobeError, no_other_keywords, renamed_keyword
 
 if TYPE_CHECKING:
     from realprobe.probes.runner import RunSummary
@@ -46,15 +46,19 @@ def fresh_db(out: Path) -> Path:
 
 
 def run_demo(
-    out: str | Path = "realprobe-demo",
+    output: str | Path = "realprobe-demo",
     *,
     profile: str = "published",
     rounds: int = 5,
     seed: int = 0,
     timeout: float = 2.0,
     on_step: OnStep | None = None,
+    **old: Any,
 ) -> DemoResult:
-    """Run every step; files land in `out` (demo.db, profile.json, report.html)."""
+    """Run every step; files land in the folder `output` (demo.db, profile.json,
+    report.html; `out=` is its old name)."""
+    out = renamed_keyword(old, "out", "output", output)
+    no_other_keywords(old, "output")
     if rounds < 1:
         raise RealprobeError("rounds must be at least 1")
     step = on_step or (lambda title, value: None)
@@ -75,7 +79,7 @@ def run_demo(
         with ThreadPoolExecutor(1, thread_name_prefix="realprobe-demo-probe") as pool:
             probing = pool.submit(
                 api.probe, None, rounds=rounds, target=api.options(sandbox=url), db=res.db,
-                timeout=timeout, polite=False, seed=seed, catalog=catalog,
+                timeout=timeout, politeness="off", seed=seed, catalog=catalog,
             )
             res.calls = api.call_all(target=api.options(sandbox=once), timeout=timeout,
                                      catalog=catalog)

@@ -95,11 +95,12 @@ class RealprobeError(Exception):
 _RENAMED: set[str] = set()
 
 
-def renamed_keyword(given: dict[str, Any], old: str, new: str) -> None:
+def renamed_keyword(given: dict[str, Any], old: str, new: str, value: Any = None) -> Any:
     """A keyword's old name taken as its new one in `given` (one notice per process; both
-    at once is an error). Flags and keywords share their names; the old ones keep working."""
+    at once is an error). Flags and keywords share their names; the old ones keep working.
+    Returns the value given under either name (else `value`)."""
     if old not in given:
-        return
+        return given.get(new, value)
     if new in given:
         raise BadArgument((new, old), f"give {new} only ({old} is its old name)")
     given[new] = given.pop(old)
@@ -109,6 +110,14 @@ def renamed_keyword(given: dict[str, Any], old: str, new: str) -> None:
         _RENAMED.add(old)
         warnings.warn(f"{old}= is deprecated: use {new}= (same meaning)", DeprecationWarning,
                       stacklevel=4)
+    return given[new]
+
+
+def no_other_keywords(given: dict[str, Any], *known: str) -> None:
+    """What `**old` holds beyond the old names a function still takes is a TypeError."""
+    for name in given:
+        if name not in known:
+            raise TypeError(f"unexpected keyword argument {name!r}")
 
 
 class BadArgument(RealprobeError, ValueError):

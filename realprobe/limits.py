@@ -6,11 +6,21 @@ expand to gigabytes once walked); and no document may nest deeper than MAX_NESTI
 
 The cap is `REALPROBE_MAX_CASSETTE_MB` megabytes (default 100); the node budget covers the
 document as if every alias were copied out (default 1,000,000 nodes).
+
+Every other file a user hands in (catalogues, alert rules, profiles, fault plans, task files,
+price files, sweep files) is read by `read_document`: a regular file (not a device, FIFO or
+directory, whatever a symlink points at), not empty, not binary, at most
+`REALPROBE_MAX_INPUT_MB` megabytes (default 20), nested at most MAX_NESTING levels, with at
+most MAX_ENTRIES entries and, where the file holds rules, MAX_RULES of them. A refusal is one
+line naming the file and the limit, before anything runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import stat
+import tomllib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,24 +33,31 @@ MAX_BYTES_ENV = "REALPROBE_MAX_CASSETTE_MB"
 DEFAULT_MAX_MB = 100.0
 MAX_YAML_NODES = 1_000_000
 MAX_NESTING = 500
+INPUT_MB_ENV = "REALPROBE_MAX_INPUT_MB"
+DEFAULT_INPUT_MB = 20.0
+#: list items and mapping keys in one document a user hands in
+MAX_ENTRIES = 200_000
+#: rules in one fault plan or alert rules file
+MAX_RULES = 10_000
+#: lines and commas in a YAML file a user hands in, counted before parsing: YAML parses at
+#: about 10,000 entries a second, so a larger file should be JSON
+MAX_YAML_ITEMS = 20_000
 
 
 class InputTooLarge(RealprobeError):
     """An input file over a limit: too many bytes, nodes after alias expansion, or levels."""
 
 
-def max_bytes() -> int:
-    raw = os.environ.get(MAX_BYTES_ENV)
+def max_bytes(env: str = MAX_BYTES_ENV, default_mb: float = DEFAULT_MAX_MB) -> int:
+    raw = os.environ.get(env)
     if raw:
         try:
             mb = float(raw)
         except ValueError:
-            raise RealprobeError(
-                f"{MAX_BYTES_ENV}={raw!r}: expected a number of megabytes"
-            ) from None
+            raise RealprobeError(f"{env}={raw!r}: expected a number of megabytes") from None
         if mb > 0:
             return int(mb * 1_000_000)
-    return int(DEFAULT_MAX_MB * 1_000_000)
+    return int(default_mb * 1_000_000)
 
 
 def read_bounded(path: Path, label: str | None = None) -> bytes:
@@ -123,6 +140,9 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+_SAFE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @lru_cache(maxsize=8)
 def bounded_loader(base: type) -> type:
     """A subclass of the safe loader `base` that checks the node budget before constructing."""
@@ -138,33 +158,94 @@ def bounded_loader(base: type) -> type:
     return Bounded
 
 
-def check_nesting(value: Any, where: str, limit: int = MAX_NESTING) -> None:
-    """InputTooLarge when a parsed document (dicts and lists) nests deeper than `limit`:
-    code that walks it recursively would otherwise end in a RecursionError. Iterative, so
-    the check itself cannot overflow."""
+def check_nesting(
+    value: Any, where: str, limit: int = MAX_NESTING, max_entries: int | None = None
+) -> None:
+    """InputTooLarge when a parsed document (dicts and lists) nests deeper than `limit`
+    (code that walks it recursively would otherwise end in a RecursionError) or holds more
+    than `max_entries` list items and mapping keys. Iterative, so the check itself cannot
+    overflow."""
     stack: list[tuple[Any, int]] = [(value, 0)]
+    entries = 0
     while stack:
         node, depth = stack.pop()
         if depth > limit:
-            raise InputTooLarge(f"{where}: nested deeper than {limit} levels")
+            raise InputTooLarge(f"{where}: nested deeper than the limit of {limit} levels")
+        if isinstance(node, dict | list):
+            entries += len(node)
+            if max_entries is not None and entries > max_entries:
+                raise InputTooLarge(
+                    f"{where}: more than the limit of {max_entries:,} entries (list items "
+                    "and keys); split it"
+                )
         if isinstance(node, dict):
             stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
 
 
-def read_json_or_toml(path: Path, label: str, param: str | None = None) -> Any:
-    """A JSON or TOML file a user hands in (TOML by its `.toml` suffix), read under the size
-    cap and the nesting limit; a parse failure is one error naming the file."""
-    import json
-    import tomllib
-
-    text = read_bounded(path, f"{label} {path}").decode("utf-8", "replace")
-    toml = path.suffix.lower() == ".toml"
+def read_document(path: str | Path, what: str, fmt: str | None = None) -> Any:
+    """The parsed content of a file a user hands in (`what`: "fault plan", "price file",
+    ...), JSON, TOML or YAML by `fmt` or the file's suffix (JSON otherwise). Refused in one
+    line naming the file and the limit (see the module's docstring): never a traceback, a
+    read of a huge file or a parse without end."""
+    p = Path(path)
     try:
-        raw = tomllib.loads(text) if toml else json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise RealprobeError(f"{label} {path}: not valid {'TOML' if toml else 'JSON'} ({exc})",
-                             param=param) from exc
-    check_nesting(raw, str(path))
-    return raw
+        st = p.stat()  # through symlinks; a loop or a dangling link is an OSError
+    except OSError as exc:
+        raise RealprobeError(f"{p}: cannot read the {what} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputTooLarge(f"{p}: the {what} is not a regular file (a device, pipe or folder)")
+    cap = max_bytes(INPUT_MB_ENV, DEFAULT_INPUT_MB)
+    if st.st_size > cap:
+        raise InputTooLarge(
+            f"{p}: the {what} is {st.st_size / 1e6:.1f} MB, over the {cap / 1e6:g} MB limit "
+            f"(raise it with {INPUT_MB_ENV}=<megabytes>)"
+        )
+    with p.open("rb") as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise InputTooLarge(f"{p}: the {what} is over the {cap / 1e6:g} MB limit")
+    if not data.strip():
+        raise InputTooLarge(f"{p}: the {what} is empty")
+    text, bad = "", data.find(b"\0")
+    if bad < 0:
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            bad = exc.start
+    if bad >= 0:
+        raise InputTooLarge(
+            f"{p}: the {what} is not UTF-8 text (binary at byte {bad}); save it as UTF-8"
+        )
+    kind = (fmt or p.suffix.lstrip(".") or "json").lower()
+    if kind == "toml" and text.count("[[rules]]") > MAX_RULES:  # before the slow parse
+        raise InputTooLarge(f"{p}: the {what} has more than the limit of {MAX_RULES:,} rules")
+    if kind in ("yaml", "yml") and text.count("\n") + text.count(",") > MAX_YAML_ITEMS:
+        raise InputTooLarge(
+            f"{p}: the {what} is over the limit of {MAX_YAML_ITEMS:,} lines and items for "
+            "YAML; write it as JSON"
+        )
+    try:
+        if kind == "toml":
+            value = tomllib.loads(text)
+        elif kind in ("yaml", "yml"):
+            value = yaml.load(text, Loader=bounded_loader(_SAFE_LOADER))  # aliases bounded
+        else:
+            value = json.loads(text)
+    except RecursionError:
+        raise InputTooLarge(
+            f"{p}: the {what} is nested deeper than the limit of {MAX_NESTING} levels"
+        ) from None
+    except InputTooLarge as exc:
+        raise InputTooLarge(f"{p}: the {what}: {exc}") from None
+    except (ValueError, yaml.YAMLError) as exc:  # JSONDecodeError and TOMLDecodeError too
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RealprobeError(f"{p}: the {what} is not valid {kind.upper()} ({first})") from None
+    rules = value.get("rules") if isinstance(value, dict) else None
+    if isinstance(rules, list) and len(rules) > MAX_RULES:
+        raise InputTooLarge(
+            f"{p}: the {what} has {len(rules):,} rules, over the limit of {MAX_RULES:,}"
+        )
+    check_nesting(value, f"{p}: the {what}", max_entries=MAX_ENTRIES)
+    return value

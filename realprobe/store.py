@@ -42,7 +42,7 @@ from realprobe.dbfacts import (
     busy_timeout_s,
     default_db_path,
 )
-from realprobe.errors import ErrorCode, NoDatabase, RealprobeError
+from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
 from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import SOURCES, Target, TargetKind
@@ -216,6 +216,20 @@ def read_only(path: str | Path, *, need: str | None = "probes") -> sqlite3.Conne
         conn.close()
         raise RealprobeError(f"{p}: has no `{need}` table; run `realprobe probe` first")
     return conn
+
+
+def db_path(db: str | Path | None, *, read: bool = False) -> Path:
+    """The one resolver of a database path: `db`, else the default (`$REALPROBE_DB`, else
+    the data folder's). `read`: the file must exist, and gets the upkeep a read needs first
+    (`upkeep`); else a given file's folder must exist (the default one is made on opening)."""
+    path = Path(db) if db is not None else default_db_path()
+    if read:
+        if not path.exists():
+            raise NoDatabase(path)
+        upkeep(path)
+    elif db is not None and not path.parent.is_dir():
+        raise BadArgument("db", f"db {path}: directory {path.parent} does not exist")
+    return path
 
 
 def upkeep(path: Path) -> None:
@@ -823,8 +837,8 @@ def _number(key: str, value: object) -> float | int | None:
     if not isinstance(value, int | float) or not _finite(value):
         raise RowRefused("bad_number", f"{key} {str(value)[:40]!r} is not a finite number")
     if key in _INTS:
-        if value != int(value):
-            raise RowRefused("bad_number", f"{key} {value!r} is not a whole number")
+        if value != int(value) or not _finite(int(value)):  # a whole float past 64 bits too
+            raise RowRefused("bad_number", f"{key} {value!r} is not a 64-bit whole number")
         return int(value)
     if key in _NON_NEGATIVE and value < 0:
         raise RowRefused("bad_number", f"{key} {value!r} is negative")
@@ -878,6 +892,9 @@ def check_probe_row(row: dict[str, Any], now: float | None = None) -> dict[str, 
     if extra:
         raise RowRefused("unknown_column", f"unknown probe columns: {sorted(extra)[:5]}")
     out: dict[str, Any] = {**PROBES_DEFAULTS, **scrub_row(row, keep=_CLOSED)}
+    for key, default in PROBES_DEFAULTS.items():
+        if out[key] is None:  # a NULL (a generated column's) stands for the default too
+            out[key] = default
     for key, value in out.items():
         if value is None or key in _SKIP:
             continue
@@ -961,8 +978,8 @@ def _typed_number(what: str, key: str, value: object, kind: type) -> int | float
         raise RowRefused("bad_number", f"{what} {key} {str(value)[:40]!r} is not a finite number "
                          "SQLite can store")
     if kind is int:
-        if value != int(value):
-            raise RowRefused("bad_number", f"{what} {key} {value!r} is not a whole number")
+        if value != int(value) or not _finite(int(value)):  # a whole float past 64 bits too
+            raise RowRefused("bad_number", f"{what} {key} {value!r} is not a 64-bit whole number")
         return int(value)
     return value
 

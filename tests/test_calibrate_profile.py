@@ -126,10 +126,10 @@ def test_calibrate_cli(tmp_path: Path, monkeypatch, capsys) -> None:
     assert code == 0, err
     prof = load_profile(out)
     assert set(prof.tools) == {"catfact_fact", "agify_age"}
-    code, text, _ = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench"],
+    code, text, _ = run_cli(["calibrate", "--db", str(db), "--view", "reliabilitybench"],
                             monkeypatch, capsys)
     assert code == 0 and "LAMBDA_0_075" in json.loads(text)["profiles"]
-    code, text, _ = run_cli(["calibrate", "--from", str(out), "--as", "resilibench"],
+    code, text, _ = run_cli(["calibrate", "--source", str(out), "--view", "resilibench"],
                             monkeypatch, capsys)
     assert code == 0 and set(json.loads(text)["tools"]) == {"catfact_fact", "agify_age"}
 
@@ -144,11 +144,11 @@ def test_calibrate_cli_bad_input(tmp_path: Path, monkeypatch, capsys) -> None:
     not_json = tmp_path / "nj.json"
     not_json.write_text("{ nope")
     cases = [
-        (["--from", str(bad)], "invalid profile at tools.x.success_rate"),
-        (["--from", str(wrong_format)], "unsupported profile format"),
-        (["--from", str(not_json)], "not a readable JSON profile"),
-        (["--from", "nonesuch"], "neither a file nor a built-in"),
-        (["--db", str(db), "--as", "toolbench"], "choose resilibench or reliabilitybench"),
+        (["--source", str(bad)], "invalid profile at tools.x.success_rate"),
+        (["--source", str(wrong_format)], "unsupported profile format"),
+        (["--source", str(not_json)], "the profile is not valid JSON"),
+        (["--source", "nonesuch"], "neither a file nor a built-in"),
+        (["--db", str(db), "--view", "toolbench"], "choose resilibench or reliabilitybench"),
         (["--db", str(db), "--since", "2031-01-01"], "no probe rows"),
         (["--db", str(db), "-o", str(tmp_path / "no" / "such" / "dir.json")], "cannot write"),
     ]

@@ -263,3 +263,43 @@ def test_record_fixtures_waits_at_the_one_host_gate_for_retry_after(imported: Pa
     seen = up.requests
     assert [o.status for o in outcomes] == [429, 200]
     assert len(seen) == 2 and slept and max(slept) == pytest.approx(7.0, abs=0.5)
+
+
+def test_record_fixtures_never_copies_a_secret_example(tmp_path: Path) -> None:
+    key = "sk-live-not-for-the-copy-8c1f"
+    src = tmp_path / "keyed.toml"
+    src.write_text(f"""
+[[apis]]
+id = "keyed"
+name = "Keyed"
+base_url = "https://keyed.example"
+docs_url = "https://keyed.example/docs"
+category = "test"
+https = true
+in_public_apis = false
+
+[[apis.tools]]
+name = "keyed_word"
+title = "Word"
+description = "A word for a key."
+path = "/word"
+query = {{ key = "{{key}}" }}
+examples = [{{ key = "{key}" }}]
+[apis.tools.input.key]
+secret = true
+required = true
+default = "{key}"
+[apis.tools.output.word]
+from = "word"
+""", encoding="utf-8")
+    out = tmp_path / "fixtures.toml"
+    with serving({"/word": (200, JSON, b'{"word": "hi"}')}) as up:
+        code, _, err = cli("catalog", "record-fixtures", str(src), "--upstream", up.url,
+                           "--interval", "0", "-o", str(out))
+    assert code == 0, err
+    assert up.requests == [f"/word?key={key}"]  # the call itself used the key
+    written = out.read_text(encoding="utf-8")
+    assert key not in written and "REDACTED" in written
+    (tool,) = [t for a in load_file(out) for t in a.tools]
+    assert tool.fixtures[0].body == '{"word": "hi"}'
+    assert key in src.read_text(encoding="utf-8")  # the user's own file is left as it was

@@ -283,7 +283,7 @@ def test_one_selection_feeds_every_reader_and_target_is_a_deprecated_alias(
 ) -> None:
     import warnings
 
-    from realprobe import api_rows
+    from realprobe import errors
 
     db, now = tmp_path / "p.db", time.time()
     write_rows(db, "agify_age", "oxoo" * 10, t0=now - 3000, step_s=60)
@@ -298,7 +298,7 @@ def test_one_selection_feeds_every_reader_and_target_is_a_deprecated_alias(
     early, late = (realprobe.rows(db, until=half), realprobe.rows(db, since=half))
     assert [t.tool for t in early.drift(late).tools] == ["agify_age"]
 
-    api_rows._WARNED.clear()
+    errors._RENAMED.discard("target")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         old = realprobe.stats(db, target="sandbox")

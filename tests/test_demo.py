@@ -19,6 +19,11 @@ def test_demo_runs_offline_end_to_end(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
     for step in ("1/5", "2/5", "3/5", "4/5", "5/5"):
         assert step in res.stdout
+    # the answer first, notes counted: no footnote line per tool, no library warning
+    assert "Verdict at a 95% success threshold" in res.stdout
+    assert not [ln for ln in res.stdout.splitlines() if ln.startswith(("† ", "‡ "))
+                and " tool" not in ln.split(":")[0]]
+    assert "Warning" not in res.stderr
     db = sqlite3.connect(out / "demo.db")
     n_tools = db.execute("select count(distinct tool) from probes").fetchone()[0]
     n_rows = db.execute("select count(*) from probes").fetchone()[0]

@@ -273,3 +273,59 @@ def test_the_command_line_refuses_what_a_door_cannot_honour(args: list[str]) -> 
                          text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert res.returncode == 2, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and args[1] in res.stderr
+
+
+#: each setting's flag and a value other than its default, as the command line reads it
+FLAGS: dict[str, tuple[str, str, Any]] = {
+    "mode": ("--mode", "simulate", "simulate"), "sandbox": ("--sandbox", "http://127.0.0.1:9",
+                                                            "http://127.0.0.1:9"),
+    "profile": ("--profile", "harsh", "harsh"), "seed": ("--seed", "7", 7),
+    "fault_plan": ("--fault-plan", "toolmaze-explicit-permanent", "toolmaze-explicit-permanent"),
+    "fault_rate": ("--fault-rate", "0.5", 0.5), "prompt": ("--prompt", FLAWED, FLAWED),
+    "flaw_seed": ("--flaw-seed", "5", 5), "paraphrase": ("--paraphrase", "2", 2),
+}
+#: the command of each door, the front-door function it hands the settings to, its flags
+COMMANDS = {
+    "run": (["run", TASK], "plan_tasks", set(FLAGS)),
+    "mcp": (["mcp", "--task", TASK], "serve_mcp", set(FLAGS)),
+    "sandbox": (["sandbox"], "make_sandbox", {"profile", "seed", "fault_plan", "fault_rate"}),
+}
+
+
+class Captured(Exception):
+    pass
+
+
+@pytest.mark.parametrize("door", list(COMMANDS))
+def test_each_flag_reaches_the_settings_whole(
+    door: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command builds one EvalSettings from its flags and hands it on whole."""
+    import sys
+
+    from realprobe import api
+    from realprobe.cli import main
+
+    args, function, flags = COMMANDS[door]
+
+    def capture(*a: Any, **kw: Any) -> None:
+        raise Captured(kw["settings"])
+
+    monkeypatch.setattr(api, function, capture)
+    for name in sorted(flags):
+        flag, text, value = FLAGS[name]
+        monkeypatch.setattr(sys, "argv", ["realprobe", *args, flag, text])
+        with pytest.raises(Captured) as got:
+            main()
+        settings = got.value.args[0]
+        assert isinstance(settings, EvalSettings)
+        assert getattr(settings, name) == value, (door, name)
+
+
+def test_a_sweep_without_a_simulated_target_refuses_its_faults(tmp_path: Path) -> None:
+    file = tmp_path / "s.toml"
+    file.write_text(f'tasks = ["{TASK}"]\nlambda = [0.5]\n[[targets]]\nkind = "sandbox"\n'
+                    'url = "http://127.0.0.1:9"\n', encoding="utf-8")
+    with pytest.raises(RealprobeError, match="apply to simulate targets") as exc:
+        realprobe.sweep(file, db=tmp_path / "s.db")
+    assert "\n" not in str(exc.value) and not (tmp_path / "s.db").exists()

@@ -156,8 +156,8 @@ def test_the_command_line_refuses_a_bad_share_interval_on_one_line(
         "errors_ci95": {"SERVER_ERROR": [0.7, 0.3]}}}}  # fmt: skip
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(raw))
-    monkeypatch.setattr(sys, "argv", ["realprobe", "calibrate", "--from", str(path),
-                                      "--as", "resilibench"])  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["realprobe", "calibrate", "--source", str(path),
+                                      "--view", "resilibench"])  # fmt: skip
     with pytest.raises(SystemExit) as done:
         main()
     assert done.value.code not in (0, None)

@@ -120,12 +120,12 @@ def test_the_checker_leaves_the_rest(clean: str) -> None:
 
 
 def test_the_cli_spells_parameters_as_flags() -> None:
-    exc = BadArgument("target", "pick one with target=sandbox|simulate, or target=all")
-    assert cli_message(exc) == "pick one with --target sandbox|simulate, or --target all"
-    assert str(exc).startswith("pick one with target=")  # Python users see the parameter
-    # a command's own spelling wins; paths, dotted names and quoted values stay as they are
+    exc = BadArgument("kinds", "pick one with kinds=sandbox|simulate, or kinds=all")
+    assert cli_message(exc) == "pick one with --kinds sandbox|simulate, or --kinds all"
+    assert str(exc).startswith("pick one with kinds=")  # Python users see the parameter
+    # every flag is its keyword; paths, dotted names and quoted values stay as they are
     exc = RealprobeError("view 'view': unknown, see /tmp/view/x.view", param="view")
-    assert cli_message(exc, {"view": "--as"}) == "--as 'view': unknown, see /tmp/view/x.view"
+    assert cli_message(exc) == "--view 'view': unknown, see /tmp/view/x.view"
     exc = RealprobeError("since must be before until", param=("since", "until"))
     assert cli_message(exc) == "--since must be before --until"
     assert cli_message(RealprobeError("min_success_change must be >= 0",
@@ -190,11 +190,11 @@ def test_cli_errors_name_the_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert err.count("\n") == 1 and err.startswith("error: "), err
         return err
 
-    assert "--target 'nope': choose one of" in error("stats", "--db", str(db), "--target", "nope")
+    assert "--kinds 'nope': choose one of" in error("stats", "--db", str(db), "--kinds", "nope")
     assert "--since must be before --until" in error(
         "stats", "--db", str(db), "--since", "2026-01-02", "--until", "2026-01-01")
     assert "--by 'x'" in error("stats", "--db", str(db), "--by", "x")
-    assert "--as 'x'" in error("calibrate", "--db", str(db), "--as", "x")
+    assert "--view 'x'" in error("calibrate", "--db", str(db), "--view", "x")
     assert "--correction 'x'" in error("drift", "--db", str(db), "--baseline", "..1d",
                                        "--current", "1d..", "--correction", "x")
     assert "--format 'pdf'" in error("report", "--db", str(db), "--format", "pdf")

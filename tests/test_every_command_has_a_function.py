@@ -3,6 +3,7 @@ documented library function, which the verb's own code calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Iterator
 from typing import Any
@@ -82,3 +83,56 @@ def test_each_verb_calls_its_documented_function(verb: str) -> None:
     assert function.__doc__, f"realprobe.{name} has no docstring"
     source = inspect.getsource(COMMANDS[verb].callback)
     assert f"{name}(" in source, f"`realprobe {verb}` does not call {name}"
+
+
+#: flags that only shape what the command prints (no keyword: the function returns data)
+PRINTING = {"json", "list", "fail_on_worse", "explain", "threshold"}
+
+
+def keywords(verb: str) -> set[str]:
+    """The keywords a verb's front-door function takes, with the fields of the values it
+    takes whole (`target`: where calls go; `settings`: an evaluation's settings; `**select`:
+    which stored rows) and what it hands its `**keywords` on to."""
+    from realprobe.api_rows import RowFilter
+    from realprobe.clients import TransportOptions
+    from realprobe.sandbox.setup import sandbox_for
+    from realprobe.tasks.batch import TaskBatch
+    from realprobe.tasks.settings import EvalSettings
+
+    functions = [getattr(realprobe, FUNCTIONS[verb])]
+    functions += {"run": [realprobe.run_tasks, TaskBatch.plan], "probe": [realprobe.probe_mcp],
+                  "mcp": [realprobe.api.mcp_service],
+                  "sandbox": [sandbox_for]}.get(verb, [])
+    out: set[str] = set()
+    for function in functions:
+        params = inspect.signature(function).parameters
+        out |= {n for n, p in params.items() if p.kind is not p.VAR_KEYWORD}
+        if "target" in params:
+            out |= {f.name for f in dataclasses.fields(TransportOptions)}
+        if "settings" in params:
+            out |= set(EvalSettings.model_fields)
+        if "Unpack[RowFilter]" in str(params.get("select", "")):
+            out |= set(RowFilter.__annotations__) - {"target"}  # `target=`: kinds' old name
+        if "tools" in params:
+            out.add("all")  # `--all` is `tools=None`
+    return out
+
+
+@pytest.mark.parametrize("verb", sorted(FUNCTIONS))
+def test_each_flag_is_a_keyword_of_the_verbs_function(verb: str) -> None:
+    """`--foo-bar` is `foo_bar=` (the parameter of the command too); a repeatable `--item`
+    fills `items=`; `--foo-env VAR` gives `foo=` read from that variable."""
+    names = keywords(verb)
+    wrong = []
+    for p in COMMANDS[verb].params:
+        if p.param_type_name != "option" or p.hidden or p.name == "help":
+            continue
+        flag = max((o for o in p.opts if o.startswith("--")), key=len)
+        name = flag.removeprefix("--").replace("-", "_")
+        if name in PRINTING:
+            continue
+        if p.name != name and not (p.name == "as_" + name or p.name == name + "_"):
+            wrong.append(f"{flag} is the command's {p.name}")
+        elif not ({name, name + "s", name.removesuffix("_env")} & names):
+            wrong.append(f"{flag} is no keyword of realprobe.{FUNCTIONS[verb]}")
+    assert not wrong, wrong

@@ -200,3 +200,15 @@ def test_mcp_over_stdio_with_stdin_from_a_file_or_dev_null(tmp_path: Path) -> No
     with script.open("rb") as stdin:
         res = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and '"id":1,"result"' in res.stdout, res.stderr
+
+
+@pytest.mark.parametrize("severity", ["²", "5" * 5000, "٣٠"])
+def test_a_severity_no_int_reads_is_one_usage_line(
+    severity: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(["run", "pet_newsletter", "--profile", "calm", "--db",
+                           str(tmp_path / "r.db"), "--prompt",
+                           f"flawed:missing_steps@{severity}"], capsys)
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error:") and "1 to 100" in line and len(line) < 300

@@ -375,6 +375,43 @@ def test_resilibench_code_rule_is_clamped_and_the_paper_rule_is_not() -> None:
     assert _rule_success("resilibench-paper", 1.0) == 1.0
 
 
+def test_resilibench_rules_read_the_task_history_and_the_dependencies() -> None:
+    # A failed three times: B, another tool, pays for them (the task's history, not B's)
+    def model(rule: str) -> FaultModel:
+        tp = ToolProfile(success_rate=0.8, errors={ErrorCode.TIMEOUT: 1.0})
+        m = FaultModel(Profile(default=tp, rule=rule), seed=0)  # type: ignore[arg-type]
+        m.bind([["A"], ["B"]], {"B": [["A"]]})
+        return m
+
+    for rule, dep in (("resilibench-paper", 0.7), ("resilibench-code", 0.5)):
+        m = model(rule)
+        m.history = [("A", True)] * 3  # the code: A never succeeded, so it is unmet
+        assert 1 - m.p_fail("B", 0.8) == pytest.approx(0.8 * dep * 0.9**3)
+    # the code's window waits for three calls; the paper counts from the first failure
+    paper, code = model("resilibench-paper"), model("resilibench-code")
+    paper.history = code.history = [("A", True)]
+    assert 1 - paper.p_fail("B", 0.8) == pytest.approx(0.8 * 0.7 * 0.9)
+    assert 1 - code.p_fail("B", 0.8) == pytest.approx(0.8 * 0.5)  # A never succeeded
+    # an uncalled dependency halves the chance under both; the code clamps at 0.1
+    for rule in ("resilibench-paper", "resilibench-code"):
+        assert 1 - model(rule).p_fail("B", 0.8) == pytest.approx(0.4)
+    code.history = [("A", False), ("A", True), ("A", True), ("A", True)]
+    assert 1 - code.p_fail("B", 0.8) == pytest.approx(0.8 * 0.7 * 0.9**3)
+    assert 1 - code.p_fail("B", 0.1) == pytest.approx(0.1)
+
+
+def test_scaled_under_resilibench_rules_reaches_lambda_or_refuses() -> None:
+    tp = ToolProfile(success_rate=0.8, errors={ErrorCode.TIMEOUT: 1.0})
+    with pytest.raises(ProfileError, match="resilibench-paper"):
+        Profile(default=tp, rule="resilibench-paper").scaled(0.1)
+    with pytest.raises(ProfileError, match="resilibench-code"):
+        Profile(default=tp, rule="resilibench-code").scaled(0.01)
+    from realprobe.probes.calibrate import resilibench_marginal
+
+    scaled = Profile(default=tp, rule="resilibench-code").scaled(0.275)
+    assert resilibench_marginal(scaled.for_tool("x").success_rate) == pytest.approx(0.725)
+
+
 def test_profile_call_timeout_turns_slow_answers_into_timeouts() -> None:
     tp = ToolProfile(success_rate=1.0, latency_ms={"p50": 40_000, "p90": 60_000})
     model = FaultModel(Profile(default=tp, call_timeout_s=30.0), seed=0)
@@ -498,3 +535,30 @@ def test_task_steps_against_a_sandbox_are_labelled_from_its_journal(
     assert labels["dogceo_random_image"] == (True, None, None, None)
     assert out.row["fault_kinds"] == {"implicit-transient": 1}
     assert out.row["outcome"] != "full"  # the wrong answer was not a successful execution
+
+
+def test_a_plan_bound_to_the_path_ignores_off_path_calls() -> None:
+    calm = Profile(default=ToolProfile(success_rate=1.0))
+    for name, dead_after in (("toolmaze-explicit-permanent", True),
+                             ("toolmaze-explicit-transient", False)):
+        model = FaultModel(calm, seed=3, plan=load_plan(name))
+        model.bind([["a"], ["b", "b2"], ["c"]], {})
+        assert model.draw("x").ok and model.draw("a").ok  # off the branch: nothing
+        assert not model.draw("b2").ok  # the group entered through its alternative
+        assert model.draw("b").ok  # the other tool of the group still answers
+        assert model.draw("b2").ok is not dead_after
+        assert [i.tool for i in model.ledger] == ["b2"] * (1 + dead_after)
+    # a step selector hits only the step's preferred tool; a task with one path: step 1
+    plan = FaultPlan.model_validate({"base": "none", "rules": [
+        {"on": "step:2", "fault": "500"}]})
+    model = FaultModel(calm, seed=0, plan=plan)
+    model.bind([["a"], ["b", "b2"]], {})
+    assert model.draw("b2").ok and not model.draw("b").ok
+    single = FaultModel(calm, seed=0, plan=load_plan("toolmaze-explicit-transient"))
+    single.bind([["a"], ["b"]], {})
+    assert single.draw("b").ok and not single.draw("a").ok
+    # no task known (a sandbox): the first tool called is the group
+    unbound = FaultModel(calm, seed=0, plan=load_plan("toolmaze-explicit-transient"))
+    assert not unbound.draw("x").ok and unbound.draw("a").ok
+    with pytest.raises(ValueError):
+        FaultPlan.model_validate({"rules": [{"on": "step:0", "fault": "500"}]})

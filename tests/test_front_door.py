@@ -117,7 +117,7 @@ def test_library_errors_do_not_name_flags() -> None:
     with pytest.raises(realprobe.RealprobeError, match="needs cassette"):
         realprobe.options(mode="replay")
     with pytest.raises(realprobe.RealprobeError, match="politeness"):
-        realprobe.probe(["advice_random"], target=realprobe.options(), polite=False)
+        realprobe.probe(["advice_random"], target=realprobe.options(), politeness="off")
 
 
 BLOCKS = _code_blocks(API_DOC)

@@ -87,11 +87,26 @@ def test_a_missing_token_variable_is_a_one_line_error() -> None:
         proc.stderr.count("\n") == 1
 
 
-def test_sessions_are_capped_and_expire() -> None:
+def initialize_from(source: str, url: str) -> httpx.Response:
+    """An initialize request sent from another loopback address (another client)."""
+    with httpx.Client(transport=httpx.HTTPTransport(local_address=source)) as client:
+        return client.post(url, json=INIT, headers=HEADERS, timeout=10)
+
+
+def test_sessions_are_capped_per_client_and_expire() -> None:
     with http_server("--max-sessions", "3", "--session-idle-timeout", "6") as (url, _):
         mcp_url, _ = local(url)
         assert [initialize(mcp_url).status_code for _ in range(3)] == [200, 200, 200]
-        assert initialize(mcp_url).status_code == 503  # a fourth session is refused
+        refused = initialize(mcp_url)  # a fourth session of this client is refused
+        assert refused.status_code == 503 and "most one client may" in refused.text
+        # the attacker's full cap locks out no one else: other clients still get sessions
+        assert initialize_from("127.0.0.2", mcp_url).status_code == 200
+        ended = initialize_from("127.0.0.3", mcp_url)
+        sid = ended.headers["mcp-session-id"]
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.3")) as c:
+            assert c.delete(mcp_url, headers={**HEADERS, "Mcp-Session-Id": sid}).status_code \
+                < 300
+        assert [initialize_from("127.0.0.3", mcp_url).status_code for _ in range(3)] == [200] * 3
         deadline = time.monotonic() + 20
         status = 503
         while status == 503 and time.monotonic() < deadline:

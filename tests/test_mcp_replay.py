@@ -16,12 +16,15 @@ from realprobe.clients import Mode, TransportOptions
 from realprobe.mcp import McpService, ServiceOptions
 
 ROUNDS = 2
+DEADLINE_S = 8.0
 
 
 async def run_session(catalog: Catalog, transport: TransportOptions) -> list[dict[str, Any]]:
     """Every tool with its first example, concurrently within a round; rounds in sequence, so
     identical requests repeat in a known order."""
-    service = McpService(catalog, ServiceOptions(transport=transport, timeout_s=1.0))
+    # a deadline far from every drawn latency (hangs still end at it): an answer that lands
+    # as the deadline fires on a loaded machine is a TIMEOUT live and a success replayed
+    service = McpService(catalog, ServiceOptions(transport=transport, timeout_s=DEADLINE_S))
     out: list[dict[str, Any]] = []
 
     async def one(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
 from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.deadline import GRACE_S
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
 from realprobe.simulator.profile import Profile, ToolProfile
@@ -93,7 +94,7 @@ async def test_stdio_subprocess_lists_and_calls(catalog: Catalog, calm_sandbox: 
         command=sys.executable,
         args=["-m", "realprobe.cli", "mcp", "--sandbox", calm_sandbox, "--timeout", "5"],
     )
-    with anyio.fail_after(60):
+    with anyio.fail_after(180):
         async with Client(params, read_timeout_seconds=30) as client:
             listed = (await client.list_tools()).tools
             ok = await client.call_tool(tool.name, {})
@@ -108,7 +109,7 @@ async def test_http_subprocess_lists_and_calls_and_reports_faults(
     catalog: Catalog, calm_sandbox: str
 ) -> None:
     tool = no_arg_tools(catalog)[0]
-    with anyio.fail_after(60):
+    with anyio.fail_after(180):
         with http_server("--sandbox", calm_sandbox, "--tools", tool.name) as (url, _):
             async with Client(url, read_timeout_seconds=30) as client:
                 listed = (await client.list_tools()).tools
@@ -143,20 +144,17 @@ async def test_http_clients_that_leave_mid_call_hang_nothing(
                 "SELECT error_code, latency_ms FROM probes WHERE tool = ?", [hanging.name]
             ).fetchall()
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(180):
         with http_server(
             "--sandbox", sandbox, "--timeout", str(deadline), "--db", str(db)
         ) as (url, proc):
-            # 1. the SDK client cancels its call and goes away
-            started = time.monotonic()
+            # 1. the SDK client cancels its call and goes away: the call is dropped, not left
+            # to time out (no row for it, counted at the end once every call has ended)
             async with Client(url, read_timeout_seconds=30) as client:
                 with anyio.move_on_after(0.3):
                     await client.call_tool(hanging.name, {})
             async with Client(url, read_timeout_seconds=30) as client:
                 assert (await client.call_tool(calm.name, {})).is_error is False
-            assert time.monotonic() - started < deadline
-            await anyio.sleep(started + deadline + 0.5 - time.monotonic())
-            assert hanging_rows() == []  # dropped at once, not left to time out
 
             # 2. a raw client sends the call and drops the connection, no cancel
             async with httpx.AsyncClient(headers=headers) as raw:
@@ -168,7 +166,6 @@ async def test_http_clients_that_leave_mid_call_hang_nothing(
                            "mcp-protocol-version": version}
                 await raw.post(url, headers=session,
                                json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-                started = time.monotonic()
                 with pytest.raises(httpx.ReadTimeout):
                     await raw.post(url, headers=session, timeout=0.3, json={
                         "jsonrpc": "2.0", "id": 2, "method": "tools/call",
@@ -176,16 +173,16 @@ async def test_http_clients_that_leave_mid_call_hang_nothing(
             async with Client(url, read_timeout_seconds=30) as client:
                 assert (await client.call_tool(calm.name, {})).is_error is False
             rows = hanging_rows()
-            while not rows and time.monotonic() - started < deadline + 5:
+            while not rows:  # waited on (fail_after bounds a hung test), not timed
                 await anyio.sleep(0.05)
                 rows = hanging_rows()
-            ended = time.monotonic() - started
             assert len(rows) == 1 and rows[0][0] == "TIMEOUT"
-            assert rows[0][1] == pytest.approx(deadline * 1000, rel=0.2)
-            assert ended < deadline + 1.0
+            # ended by its own deadline, not by the guard's backstop after it
+            assert deadline * 1000 * 0.95 <= rows[0][1] < (deadline + GRACE_S) * 1000
 
             proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=10) == 0
+            assert proc.wait(timeout=30) == 0
+    assert len(hanging_rows()) == 1  # the cancelled call left no row
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status, n_calls FROM probe_runs").fetchone() == ("done", 3)
 
@@ -197,7 +194,9 @@ def test_stdio_eof_mid_call_ends_the_server_and_stdout_is_only_json_rpc(
     sandbox = sandbox_factory(hang_profile(hanging))
     db = tmp_path / "rp.db"
     proc = subprocess.Popen(
-        [*CLI, "--sandbox", sandbox, "--timeout", "3", "--db", str(db)],
+        # a deadline far beyond the wait below: a server that waited for the call would not
+        # end in time, and its row would be a TIMEOUT; no wall-clock margin is asserted
+        [*CLI, "--sandbox", sandbox, "--timeout", "120", "--db", str(db)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
@@ -216,18 +215,15 @@ def test_stdio_eof_mid_call_ends_the_server_and_stdout_is_only_json_rpc(
         proc.stdin.flush()
         first = json.loads(proc.stdout.readline())
         assert first["id"] == 1 and first["result"]["serverInfo"]["name"] == "realprobe"
-        time.sleep(0.3)  # the call is in flight, hanging on the sandbox
-        t0 = time.monotonic()
+        time.sleep(0.3)  # the call is (most likely) in flight, hanging on the sandbox
         proc.stdin.close()  # the client goes away
-        rc = proc.wait(timeout=10)
-        ended = time.monotonic() - t0
+        rc = proc.wait(timeout=60)
         out, err = proc.stdout.read(), proc.stderr.read() if proc.stderr else ""
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert rc == 0, err
-    assert ended < 3 + 2
     for line in out.splitlines():  # nothing but JSON-RPC on stdout
         assert json.loads(line)["jsonrpc"] == "2.0"
     assert "serving" in err
@@ -251,7 +247,7 @@ async def test_stdio_record_then_replay_through_the_cli(
         async with Client(params, read_timeout_seconds=30) as client:
             return await client.call_tool(tool.name, {})
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(180):
         recorded = await one_call(
             "--mode", "record", "--sandbox", calm_sandbox, "--cassette", str(cassette)
         )
@@ -289,10 +285,8 @@ def test_stdio_sigterm_stops_cleanly_and_writes_the_recording(
         assert json.loads(proc.stdout.readline())["id"] == 1
         answer = json.loads(proc.stdout.readline())
         assert answer["id"] == 2 and answer["result"]["isError"] is False
-        t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(timeout=10)
-        assert time.monotonic() - t0 < 5
+        rc = proc.wait(timeout=60)  # a bound on a hung server, not a margin
     finally:
         if proc.poll() is None:
             proc.kill()

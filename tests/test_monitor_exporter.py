@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -197,8 +198,11 @@ def test_probe_endpoint_keeps_the_daily_budget_of_live_calls(tmp_path: Path) -> 
     })
     db = tmp_path / "p.db"
     Store(db).close()
+    from realprobe.clock import VirtualClock
+
+    day = VirtualClock(start_wall=1930651200.0)  # 2031-03-07 12:00 UTC: the budget's day
     prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db, timeout_s=5,
-                            reserve_for_schedule=0.0)
+                            reserve_for_schedule=0.0, clock=day)
     try:
         answers = [prober.probe("local_get") for _ in range(4)]
     finally:
@@ -206,6 +210,8 @@ def test_probe_endpoint_keeps_the_daily_budget_of_live_calls(tmp_path: Path) -> 
         upstream.server_close()
     assert [a.cached for a in answers] == [None, None, "budget", "budget"]
     assert len(hits) == 2
+    ledger = sqlite3.connect(db).execute("SELECT day, api, used FROM api_budget").fetchall()
+    assert ledger == [("2031-03-07", "local", 2)]  # today on the injected clock
 
 
 def test_the_first_read_in_sql_equals_folding_row_by_row(tmp_path: Path) -> None:

@@ -147,3 +147,34 @@ def test_the_report_compares_vantages_and_shows_phases(tmp_path: Path) -> None:
     html = report.read_text()
     assert "Vantage points side by side" in html and "tokyo" in html and "berlin" in html
     assert "Where the time goes" in html and "<td>180</td>" in html
+
+
+def _with_generated(db: Path, table: str, column: str, expr: str) -> None:
+    """`column` of `table` rebuilt as a stored generated column computing `expr`."""
+    with sqlite3.connect(db) as conn:
+        info = list(conn.execute(f"PRAGMA table_info({table})"))
+        kept = ", ".join(f'"{c[1]}"' for c in info if c[1] != column)
+        defs = ", ".join(f'"{c[1]}" {c[2]}' for c in info if c[1] != column)
+        conn.execute(f"ALTER TABLE {table} RENAME TO old")
+        conn.execute(f"CREATE TABLE {table} ({defs}, {column} GENERATED ALWAYS AS ({expr}) "
+                     "STORED)")
+        conn.execute(f"INSERT INTO {table} ({kept}) SELECT {kept} FROM old")
+        conn.execute("DROP TABLE old")
+
+
+@pytest.mark.parametrize(("table", "column", "expr", "added", "refused"), [
+    ("probes", "run_id", "'r1'", 3, {}),  # a generated column's values merge like any
+    ("probes", "source", "NULL", 3, {}),  # NULL: the column's default
+    ("probes", "round", "99999999999999999999", 0, {"bad_number": 3}),  # past 64 bits
+    ("probes", "latency_ms", "x'00ff'", 0, {"bad_number": 3}),
+    ("probe_runs", "rounds", "99999999999999999999", 3, {}),  # the run is refused instead
+])
+def test_sources_with_generated_columns_merge_or_are_refused_per_row(
+    tmp_path: Path, table: str, column: str, expr: str, added: int, refused: dict[str, int]
+) -> None:
+    src = tmp_path / "generated.db"
+    write_rows(src, "agify_age", "oxo", vantage="x", run_id="r1", t0=T0)
+    _with_generated(src, table, column, expr)
+    source = merge([src], tmp_path / "out.db").sources[0]
+    assert (source.rows_added, source.rows_refused) == (added, refused)
+    assert source.runs_refused == ({"bad_number": 1} if table == "probe_runs" else {})

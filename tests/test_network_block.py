@@ -91,3 +91,77 @@ def test_allowed_hosts_pass_and_localhost_covers_its_addresses(udp_sink: socket.
     assert _received(udp_sink) == b"fine"
     sender.close()
     assert socket.socket.connect.__qualname__ == "socket.connect"
+
+
+def test_reverse_lookups_are_blocked() -> None:
+    with blocked_network(set()):
+        with pytest.raises(NetworkBlocked, match=r"reverse lookup of 127\.0\.0\.2"):
+            socket.gethostbyaddr("127.0.0.2")
+        with pytest.raises(NetworkBlocked, match="reverse lookup"):
+            socket.getnameinfo(("127.0.0.2", 80), 0)
+    with blocked_network({"127.0.0.2"}):
+        socket.getnameinfo(("127.0.0.2", 80), socket.NI_NUMERICHOST)  # allowed: no error
+
+
+@pytest.fixture
+def tcp_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname(), timeout=5)
+    peer, _ = server.accept()
+    peer.settimeout(0.2)
+    yield client, peer
+    for s in (client, peer, server):
+        s.close()
+
+
+def test_a_socket_opened_before_the_block_cannot_write_around_it(
+    tcp_pair: tuple[socket.socket, socket.socket], tmp_path: object, udp_sink: socket.socket
+) -> None:
+    import os
+    from pathlib import Path
+
+    client, peer = tcp_pair
+    payload = Path(str(tmp_path)) / "payload"
+    payload.write_bytes(b"leak")
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.connect(udp_sink.getsockname())
+    with blocked_network(set()), payload.open("rb") as f:
+        for leak in (
+            lambda: client.sendfile(f),
+            lambda: os.write(client.fileno(), b"leak"),
+            lambda: os.writev(client.fileno(), [b"leak"]),
+            lambda: os.sendfile(client.fileno(), f.fileno(), 0, 4),
+            lambda: os.write(udp.fileno(), b"leak"),
+        ):
+            with pytest.raises(NetworkBlocked, match=r"send to 127\.0\.0\.1"):
+                leak()
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.write(fd, b"files are not sockets")
+        os.close(fd)
+    assert _received(peer) is None and _received(udp_sink) is None
+    os.write(client.fileno(), b"after")  # put back as found once the block ends
+    assert peer.recv(16) == b"after"
+    udp.close()
+
+
+def test_a_tls_connection_opened_before_the_block_cannot_send(tmp_path: object) -> None:
+    import ssl
+    from pathlib import Path
+
+    from tests.tls_helpers import tls_server
+
+    with tls_server(Path(str(tmp_path))) as server:
+        ctx = ssl.create_default_context(cafile=str(server.cert_file))
+        port = int(server.url.rsplit(":", 1)[1])
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        tls = ctx.wrap_socket(raw, server_hostname="localhost")  # handshake done before
+        request = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        with blocked_network(set()):
+            for leak in (lambda: tls.send(request), lambda: tls.sendall(request)):
+                with pytest.raises(NetworkBlocked, match=r"send to 127\.0\.0\.1"):
+                    leak()
+        tls.sendall(request)  # after the block: as before
+        assert tls.recv(64).startswith(b"HTTP/1.1 200")
+        tls.close()

@@ -85,7 +85,7 @@ def test_option_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     assert "--rounds must be at least 1" in in_process_error(
         "probe", "--all", "--rounds", "0", *sim
     )
-    assert "--tools a,b or --all" in in_process_error("probe", *sim)
+    assert "--tools a,b or --tools all" in in_process_error("probe", *sim)
     assert "not both" in in_process_error("probe", "--all", "--tools", "advice_random", *sim)
     assert "--timeout must be positive" in in_process_error("probe", "--all", "--timeout", "0",
                                                              *sim)

@@ -13,6 +13,7 @@ import pytest
 
 from realprobe.adapters import ToolError, ToolResult
 from realprobe.adapters.catalog import Catalog
+from realprobe.adapters.deadline import GRACE_S
 from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.errors import ErrorCode, RealprobeError
@@ -98,19 +99,18 @@ async def test_simulated_many_rounds_are_fast_with_real_politeness(
     s, rows, _ = await probe(catalog, opts, tools, 200, tmp_path / "p.db",
                              mode="simulate", target="simulate:calm")
     elapsed = time.perf_counter() - t
-    assert len(rows) == 1000 and elapsed < 10
     slowest = max(t.api.politeness.min_interval_s for t in tools)
+    assert len(rows) == 1000
     assert s.duration_s >= 199 * slowest  # catalogue intervals were honoured, virtually
+    assert elapsed < s.duration_s / 4  # ...not waited for (a loaded machine is not that slow)
 
 
 async def test_nothing_reachable_is_a_local_network_failure(
     catalog: Catalog, tmp_path: Path
 ) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
-    t = time.perf_counter()
     s, rows, run = await probe(catalog, TransportOptions(sandbox=url), None, 5,
                                tmp_path / "p.db", politeness=ZERO, target=url, timeout_s=2)
-    assert time.perf_counter() - t < 10
     assert s.status == run["status"] == "local_network_failure"
     assert s.excluded and run["excluded"] == 1
     assert rows and all(r["excluded"] == 1 and r["error_code"] == "NETWORK_ERROR" for r in rows)
@@ -134,14 +134,12 @@ async def test_hostile_servers_never_hold_a_probe_past_its_deadline(
 ) -> None:
     url = f"{calm_sandbox}/_fault/{variant}"
     tools = list(catalog)[:4]
-    t = time.perf_counter()
     s, rows, _ = await probe(catalog, TransportOptions(sandbox=url), tools, 2, tmp_path / "p.db",
                              politeness=ZERO, target=url, timeout_s=0.6)
-    elapsed = time.perf_counter() - t
     assert len(rows) == 8 and all(r["error_code"] == "TIMEOUT" for r in rows)
     assert s.status == "done" and not s.excluded  # a hanging server is the API's failure
-    assert all(r["latency_ms"] < 600 + 400 for r in rows)
-    assert elapsed < 2 * 0.6 + 2.0  # two rounds per host, hosts in parallel
+    # each ended by the client's own deadline, never by the guard's backstop after it
+    assert all(r["latency_ms"] < (0.6 + GRACE_S) * 1000 for r in rows)
 
 
 async def test_retry_after_rate_limit_headers_and_redirects_are_stored(

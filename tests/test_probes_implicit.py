@@ -47,11 +47,51 @@ def answer(**data: Any) -> ToolResult:
 
 def test_drift_is_a_vanished_field_or_an_answer_off_the_declared_output() -> None:
     watch = ImplicitWatch()
+    for _ in range(3):  # a field's history needs MIN_SEEN answers
+        assert watch.check(TOOL, answer()) is None
+    assert watch.check(TOOL, answer(author=None)) == "drift"  # it was always filled
+    assert watch.check(TOOL, answer(author=None)) == "drift"  # each drifted answer counts
     assert watch.check(TOOL, answer()) is None
-    assert watch.check(TOOL, answer(author=None)) == "drift"  # it used to be filled
     assert watch.check(TOOL, answer(tags="x")) == "drift"  # an array became text
     fresh = ImplicitWatch()
     assert fresh.check(TOOL, answer(author=None)) is None  # never seen filled: no sign
+
+
+def _watch(tool: Any, answers: list[dict[str, Any]], args: Any = None) -> list[str | None]:
+    watch = ImplicitWatch()
+    return [watch.check(tool, ToolResult(tool=tool.name, ok=True, data=a), args) for a in answers]
+
+
+def test_drift_reads_nested_fields_types_units_and_closed_sets() -> None:
+    from realprobe.adapters import default_catalog
+
+    cat = default_catalog()
+    day = {"date": "2026-01-01", "name": "New Year", "global": True}
+    holidays = cat.get("nager_public_holidays")
+    dropped = {k: v for k, v in day.items() if k != "global"}
+    # a declared field of one list element disappears (absent, not null)
+    assert _watch(holidays, [{"holidays": [day, day]}] * 3 + [{"holidays": [dropped, day]}])[
+        -1] == "drift"
+    # a number that became text, a unit that changed
+    fact = cat.get("catfact_fact")
+    base = [{"fact": f"cat {i}", "length": 5} for i in range(3)]
+    assert _watch(fact, [*base, {"fact": "cat", "length": [5]}])[-1] == "drift"
+    person = cat.get("swapi_person")
+
+    def who(i: int, **kw: Any) -> dict[str, Any]:
+        return {"name": f"p{i}", "height": f"{170 + i} cm", "mass": str(60 + i),
+                "birth_year": f"{i}BBY", "gender": ("male", "female")[i % 2], "homeworld": "h",
+                "films": ["f"], "url": f"u{i}", **kw}
+
+    signs = _watch(person, [who(0), who(1), who(2), who(3, height="5.8 ft"), who(4)])
+    assert signs == [None, None, None, "drift", None]  # the unit changed, once
+    # a short code that only ever took two values (under several arguments) takes a third
+    watch = ImplicitWatch()
+    codes = [watch.check(person, ToolResult(tool=person.name, ok=True, data=who(i)),
+                         {"id": i % 5}) for i in range(25)]
+    assert codes == [None] * 25
+    odd = ToolResult(tool=person.name, ok=True, data=who(30, gender="droid_v2"))
+    assert watch.check(person, odd, {"id": 1}) == "drift"
 
 
 def test_empty_is_every_collection_empty_or_every_field_blank() -> None:

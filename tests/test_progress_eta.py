@@ -137,3 +137,72 @@ def test_each_schedule_round_counts_from_zero() -> None:
     live.new_round()
     assert live.ok == 0 and live.eta.done == 0 and live.eta.lanes["h:443"].done == 0
     assert live.eta.remaining() == 5.0  # the next round owes its host one interval again
+
+
+def _errors(eta: Eta, clock: FakeClock, events: list[tuple[float, str | None]]) -> list[float]:
+    """Relative error of the ETA (estimate - actual) / actual, every 1% of the run from 20%
+    of the way on until the last tenth (where seconds are few and any error is large)."""
+    end, out, i = events[-1][0], [], 0
+    for k in range(20, 91):
+        t = end * k / 100
+        while i < len(events) and events[i][0] <= t:
+            clock.now = events[i][0]
+            eta.advance(events[i][1])
+            i += 1
+        clock.now = t
+        left = eta.remaining()
+        assert left is not None
+        out.append((left - (end - t)) / (end - t))
+    return out
+
+
+def _probe_with_hangs(seed: int, deadline: float = 2.0) -> list[tuple[float, str | None]]:
+    """25 hosts side by side, 1-4 tools each, 5 rounds, one call in flight per host; every
+    fourth call hangs until the deadline, the others take 0.3-0.6 s."""
+    rng = random.Random(seed)
+    events: list[tuple[float, str | None]] = []
+    for h in range(25):
+        t = 0.0
+        for k in range(5 * rng.randint(1, 4)):
+            t += deadline if (k + h) % 4 == 0 else rng.uniform(0.3, 0.6)
+            events.append((t, f"h{h}:443"))
+    return sorted(events, key=lambda e: e[0])
+
+
+def _sweep(seed: int, runs: int = 40, workers: int = 4) -> list[tuple[float, str | None]]:
+    rng = random.Random(seed)
+    free = [0.0] * workers
+    events: list[tuple[float, str | None]] = []
+    for _ in range(runs):
+        end = heapq.heappop(free) + rng.uniform(5, 15)
+        events.append((end, None))
+        heapq.heappush(free, end)
+    return sorted(events, key=lambda e: e[0])
+
+
+def test_probe_eta_follows_the_slowest_host_hangs_included() -> None:
+    """The old rate estimate (time x left / done) said about half the real time: fast hosts
+    finish first. Per host, the calls left x that host's time per call is close."""
+    ours, rate = [], []
+    for seed in range(10):
+        events = _probe_with_hangs(seed)
+        clock = FakeClock()
+        ours += _errors(Eta(len(events), clock=clock,
+                            lanes=lanes_for([(h or "", 0.0) for _, h in events])), clock, events)
+        clock = FakeClock()
+        rate += _errors(Eta(len(events), clock=clock), clock, events)
+    inside = sum(abs(e) <= 0.25 for e in ours) / len(ours)
+    assert inside >= 0.8, inside
+    assert sorted(abs(e) for e in ours)[len(ours) // 2] <= 0.12
+    assert sum(abs(e) <= 0.25 for e in rate) / len(rate) < 0.1  # the old estimate
+
+
+def test_sweep_eta_schedules_the_runs_left_on_its_workers() -> None:
+    errors: list[float] = []
+    for seed in range(10):
+        events = _sweep(seed)
+        clock = FakeClock()
+        errors += _errors(Eta(len(events), clock=clock, workers=4), clock, events)
+    inside = sum(abs(e) <= 0.25 for e in errors) / len(errors)
+    assert inside >= 0.85, inside
+    assert sorted(abs(e) for e in errors)[len(errors) // 2] <= 0.12

@@ -288,7 +288,7 @@ def test_stats_picks_live_and_names_it(tmp_path: Path, monkeypatch, capsys) -> N
 def test_stats_target_choices(tmp_path: Path, monkeypatch, capsys) -> None:
     db = mixed_db(tmp_path / "m.db")
     for kind, n in (("sandbox", 200), ("simulate", 200), ("all", 800)):
-        code, out, err = run_cli(["stats", "--db", str(db), "--json", "--target", kind],
+        code, out, err = run_cli(["stats", "--db", str(db), "--json", "--kinds", kind],
                                  monkeypatch, capsys)
         assert code == 0, err
         prov = json.loads(out)["provenance"]
@@ -296,10 +296,10 @@ def test_stats_target_choices(tmp_path: Path, monkeypatch, capsys) -> None:
         assert prov["target_kinds"] == (
             ["live", "sandbox", "simulate"] if kind == "all" else [kind])
         assert "NOT MEASURED ON THE REAL APIS" in err or kind == "all"
-    msg = one_line_error(*run_cli(["stats", "--db", str(db), "--target", "replay"],
+    msg = one_line_error(*run_cli(["stats", "--db", str(db), "--kinds", "replay"],
                                   monkeypatch, capsys)[::2])
     assert "no replay rows" in msg and "sandbox (200)" in msg
-    msg = one_line_error(*run_cli(["stats", "--db", str(db), "--target", "simulat"],
+    msg = one_line_error(*run_cli(["stats", "--db", str(db), "--kinds", "simulat"],
                                   monkeypatch, capsys)[::2])
     assert "choose one of live, sandbox, simulate, replay, all" in msg
 
@@ -312,7 +312,7 @@ def test_several_non_live_kinds_and_none_chosen_is_refused(
                 ["drift", "--baseline", "..2026-09-22T00:00Z", "--current", "2026-09-22..now"]):
         code, _, err = run_cli([*cmd, "--db", str(db)], monkeypatch, capsys)
         msg = one_line_error(code, err)
-        assert "no live rows" in msg and "--target sandbox|simulate" in msg, cmd
+        assert "no live rows" in msg and "--kinds sandbox|simulate" in msg, cmd
     # one non-live kind: chosen, and said loudly
     only = mixed_db(tmp_path / "s.db", ("simulate",))
     code, out, err = run_cli(["stats", "--db", str(only), "--json"], monkeypatch, capsys)
@@ -327,7 +327,7 @@ def test_calibrate_writes_provenance_into_source(tmp_path: Path, monkeypatch, ca
     src = json.loads(out)["source"]
     assert src["target_kinds"] == ["live"] and src["vantages"] == ["cloud", "home"]
     assert src["rows_by_kind"] == {"live": 400} and "warning" not in src
-    code, out, _ = run_cli(["calibrate", "--db", str(db), "--target", "sandbox"],
+    code, out, _ = run_cli(["calibrate", "--db", str(db), "--kinds", "sandbox"],
                            monkeypatch, capsys)
     src = json.loads(out)["source"]
     assert src["target_kinds"] == ["sandbox"] and src["targets"] == ["sandbox:http://127.0.0.1:9"]
@@ -347,7 +347,7 @@ def test_drift_and_report_name_their_rows(tmp_path: Path, monkeypatch, capsys) -
     assert code == 0, err
     assert json.loads(out)["stats"]["provenance"]["target_kinds"] == ["live"]
     html = tmp_path / "r.html"
-    code, _, err = run_cli(["report", "--db", str(db), "-o", str(html), "--target", "simulate"],
+    code, _, err = run_cli(["report", "--db", str(db), "-o", str(html), "--kinds", "simulate"],
                            monkeypatch, capsys)
     assert code == 0, err
     text = html.read_text()
@@ -446,6 +446,36 @@ def test_a_run_whose_process_died_is_marked_killed(tmp_path: Path) -> None:
         gone = store.run("gone")
     assert status == {"gone": "killed", "alive": "running", "other-host": "running"}
     assert gone["ended_ts"] is not None and "killed" in gone["detail"]
+
+
+@pytest.mark.parametrize("reader", ["stats", "alert check", "merge"])
+def test_every_reader_of_the_database_gives_it_its_upkeep_first(
+    tmp_path: Path, reader: str
+) -> None:
+    """One resolver of the database path, `store.db_path`: a read marks a killed run first,
+    whichever door reads (stats did, alert check and merge did not)."""
+    import realprobe
+    from realprobe.store import db_path
+
+    db = tmp_path / "k.db"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with Store(db) as store:
+        store.start_run({"id": "gone", "started_at": "", "started_ts": T0, "tools": []})
+        store.conn.execute("UPDATE probe_runs SET pid = ?, pid_start = NULL", [dead.pid])
+        store.conn.commit()
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rules]]\nkind = "p95_above"\nthreshold_ms = 1000\nwindow = "1h"\n')
+    if reader == "stats":
+        with pytest.raises(realprobe.RealprobeError):
+            realprobe.stats(db)  # no rows, but the file was looked after
+    elif reader == "alert check":
+        realprobe.check_alerts(rules, db, dry_run=True)
+    else:
+        realprobe.merge_databases([db], tmp_path / "merged.db")
+    status = sqlite3.connect(db).execute("SELECT status FROM probe_runs").fetchone()[0]
+    assert status == "killed"
+    assert db_path(None) == db_path(None, read=False)  # the default, one place
 
 
 # -- the schema migration from the pre-provenance schema ------------------------------------

@@ -17,8 +17,8 @@ SAMPLE = Path(__file__).parent / "data" / "pytest_recording_project"
 
 def run(folder: Path, *args: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
+    root = str(Path(__file__).resolve().parents[1])  # this checkout's realprobe, in any case
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, root) if p)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
          *args], cwd=folder, env=env, capture_output=True, text=True, timeout=120,
@@ -66,7 +66,7 @@ def test_realprobe_steps_aside_when_pytest_recording_is_installed(project: Path)
                  pythonpath=str(fake))
     assert "1 passed" in result.stdout, result.stdout + result.stderr
     assert "already added" not in result.stderr
-    assert "pytest-recording is installed" in result.stdout
+    assert "pytest-recording is active" in result.stdout
 
 
 def test_record_once_writes_pytest_recordings_layout_that_vcrpy_reads(project: Path) -> None:
@@ -94,3 +94,85 @@ def test_record_once_writes_pytest_recordings_layout_that_vcrpy_reads(project: P
         with vcr.use_cassette(str(cassette), record_mode="none"):
             assert httpx.get(up.url + "/word").json() == {"word": "hi"}
         assert len(up.requests) == 1  # vcrpy replayed it
+
+
+def test_with_pytest_recording_disabled_realprobe_serves_its_conventions(project: Path) -> None:
+    fake = project.parent / "site"
+    (fake / "pytest_recording").mkdir(parents=True)
+    (fake / "pytest_recording" / "__init__.py").write_text("")
+    result = run(project, "--block-network", "-p", "no:recording", pythonpath=str(fake))
+    assert "10 passed" in result.stdout, result.stdout + result.stderr
+    assert "pytest-recording is active" not in result.stdout
+
+
+def test_default_cassette_marker_and_extra_paths_as_pytest_recording(project: Path) -> None:
+    """`default_cassette` names the test's cassette; an extra path relative to the project
+    root is found there (not doubled under the cassette folder); a missing one adds nothing."""
+    own = project / "cassettes" / "test_conv" / "chosen.yaml"
+    own.parent.mkdir(parents=True)
+    shutil.copy(project / "cassettes" / "test_sample" / "test_get_user.yaml", own)
+    (project / "test_conv.py").write_text(
+        "import requests\nimport pytest\n\n"
+        "@pytest.mark.default_cassette('chosen.yaml')\n@pytest.mark.vcr\n"
+        "def test_named():\n"
+        "    assert requests.get('https://api.example.test/users/1').json()['name'] == 'Ada'\n\n"
+        "@pytest.mark.vcr('cassettes/test_sample/test_get_user.yaml', 'nowhere/missing.yaml')\n"
+        "def test_root_relative_extra():\n"
+        "    assert requests.get('https://api.example.test/users/1').json()['name'] == 'Ada'\n"
+    )
+    result = run(project, "test_conv.py", "--block-network", "--record-mode=once")
+    assert "2 passed" in result.stdout, result.stdout + result.stderr
+    assert not (project / "cassettes" / "test_conv" / "test_named.yaml").exists()
+    assert not (project / "cassettes" / "test_conv" / "test_root_relative_extra.yaml").exists()
+
+
+def test_vcrpy_hooks_and_registered_matchers_are_honoured(project: Path) -> None:
+    import gzip
+
+    from tests.loopback_http import serving
+
+    (project / "conftest.py").write_text(
+        "import pytest\n\n"
+        "def drop_trace(response):\n"
+        "    response['headers'].pop('X-Trace', None)\n"
+        "    return response\n\n"
+        "def skip_health(request):\n"
+        "    return None if request.path == '/health' else request\n\n"
+        "def same_last_segment(r1, r2):\n"
+        "    assert r1.path.rsplit('/', 1)[-1] == r2.path.rsplit('/', 1)[-1]\n\n"
+        "def pytest_recording_configure(config, vcr):\n"
+        "    vcr.register_matcher('last_segment', same_last_segment)\n\n"
+        "@pytest.fixture(scope='module')\n"
+        "def vcr_config():\n"
+        "    return {'before_record_response': drop_trace,\n"
+        "            'before_record_request': [skip_health],\n"
+        "            'decode_compressed_response': True,\n"
+        "            'match_on': ['method', 'last_segment']}\n"
+    )
+    (project / "test_hooks.py").write_text(
+        "import os\n\nimport requests\nimport pytest\n\n"
+        "@pytest.mark.vcr\n"
+        "def test_fetch():\n"
+        "    origin = os.environ.get('ORIGIN', 'http://127.0.0.1:9')\n"
+        "    assert requests.get(origin + '/v1/word').json() == {'word': 'hi'}\n"
+        "    if 'ORIGIN' in os.environ:\n"
+        "        requests.get(origin + '/health')\n"
+    )
+    routes = {"/v1/word": (200, "application/json", gzip.compress(b'{"word": "hi"}'),
+                           {"Content-Encoding": "gzip", "X-Trace": "secret-trace-id"}),
+              "/health": (200, "text/plain", b"ok")}
+    with serving(routes) as up:
+        os.environ["ORIGIN"] = up.url
+        try:
+            rec = run(project, "test_hooks.py", "--record-mode=once")
+        finally:
+            del os.environ["ORIGIN"]
+    assert "1 passed" in rec.stdout, rec.stdout + rec.stderr
+    text = (project / "cassettes" / "test_hooks" / "test_fetch.yaml").read_text()
+    assert "secret-trace-id" not in text and "X-Trace" not in text  # before_record_response
+    assert "/health" not in text  # before_record_request returned None
+    assert '{"word": "hi"}' in text and "Content-Encoding" not in text  # decoded
+    assert "ignores the vcrpy option" not in rec.stdout + rec.stderr
+    # replayed with the registered matcher: another host and folder, the same last segment
+    replay = run(project, "test_hooks.py", "--block-network", "--record-mode=none")
+    assert "1 passed" in replay.stdout, replay.stdout + replay.stderr

@@ -64,3 +64,39 @@ def test_every_surface_quotes_the_stats_interval(tmp_path: Path) -> None:
     inside = (wilson(k, len(ROWS))[1] + t.success.quoted95[1]) / 2
     quiet = Rule.model_validate({"kind": "success_below", "threshold": inside, "window": "1h"})
     assert check(db, AlertConfig(rules=[quiet]), now=now, dry_run=True).findings == []
+
+
+def test_an_extrapolated_percentile_is_marked_in_stats_report_and_alerts(tmp_path: Path) -> None:
+    """The deadline cuts into the latency: stats, the report and the p95 alert all mark the
+    censored fit's percentiles with the one mark, decided by `LatencyStats.extrapolated`."""
+    import numpy as np
+
+    from realprobe.probes.stats import EXTRAPOLATED
+    from realprobe.store import Store, iso_utc
+
+    db = tmp_path / "p.db"
+    now = time.time()
+    lat = np.exp(np.random.default_rng(3).normal(np.log(700.0), 0.5, 300))
+    with Store(db) as store:
+        store.start_run({"id": "r", "started_at": iso_utc(now - 3000), "started_ts": now - 3000,
+                         "vantage": "here", "mode": "live", "target": "live",
+                         "tools": ["agify_age"], "rounds": 300, "status": "done"})
+        for i, ms in enumerate(lat):
+            ts, ok = now - 3000 + i * 10, ms < 1000
+            store.insert_probe({
+                "run_id": "r", "tool": "agify_age", "api": "agify", "round": i,
+                "started_at": iso_utc(ts), "started_ts": ts,
+                "latency_ms": float(ms) if ok else 1000.0, "outcome": "ok" if ok else "error",
+                "error_code": None if ok else "TIMEOUT", "http_status": 200 if ok else None,
+                "bytes": 10, "vantage": "here", "detail": "", "timeout_s": 1.0, "excluded": 0,
+                "source": "probe",
+            })
+    _, rep = stats_from_db(db)
+    (t,) = rep.tools
+    assert t.latency.extrapolated and t.latency.p95 is not None
+    p95 = f"{t.latency.p95:.0f}{EXTRAPOLATED}"
+    md = render_markdown(build_report(db))
+    assert f"{t.latency.p99:.0f}\\{EXTRAPOLATED}" in md
+    rule = Rule.model_validate({"kind": "p95_above", "threshold_ms": 100, "window": "1h"})
+    (finding,) = check(db, AlertConfig(rules=[rule]), now=now, dry_run=True).findings
+    assert f"{p95} ms" in finding.message and "extrapolated" in finding.message

@@ -19,7 +19,7 @@ import urllib3
 import vcr
 import yaml
 from loopback_http import serving
-from realworld_replay import (
+from realworld_clients import (
     CLIENTS,
     THIRD_PARTY,
     Tally,

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from probe_helpers import synthetic_rows
@@ -111,7 +112,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
+def _browser_and_report(db: Path, tmp_path: Path) -> tuple[str, Any, Path]:
+    """Chromium's path, playwright's entry point and the report written to a file (the test
+    is skipped without Chromium or playwright)."""
     exe = _chromium()
     if exe is None:
         pytest.skip("no Chromium found (CI: apt-get install -y chromium)")
@@ -121,6 +124,11 @@ def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
         pytest.skip("playwright not installed (CI: pip install playwright; no playwright install)")
     out = tmp_path / "report.html"
     out.write_text(render_html(build_report(db)), encoding="utf-8")
+    return exe, sync_playwright, out
+
+
+def test_report_renders_in_a_headless_browser(db: Path, tmp_path: Path) -> None:
+    exe, sync_playwright, out = _browser_and_report(db, tmp_path)
     problems: list[str] = []
     requests: list[str] = []
     with sync_playwright() as p:
@@ -167,3 +175,33 @@ def test_extrapolated_percentiles_are_marked_and_no_none_in_prose(db: Path, how:
     assert "Baseline start →" in html
     md = render_markdown(data)
     assert f"{p50}\\*" in md and "extrapolated" in md
+
+
+@pytest.mark.parametrize("width", [800, 390])
+def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
+                                                       width: int) -> None:
+    """No sideways scroll of the page: wide tables scroll inside their own box with the tool
+    column first, and the plots take the page's width. A screenshot is kept beside the
+    report (tmp_path) for a human to look at."""
+    exe, sync_playwright, out = _browser_and_report(db, tmp_path)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(out.as_uri(), wait_until="load")
+            page.screenshot(path=str(tmp_path / f"report-{width}.png"), full_page=True)
+            sizes = page.evaluate(
+                "() => ({page: document.documentElement.scrollWidth, view: window.innerWidth,"
+                " body: document.body.clientWidth,"
+                " box: document.querySelector('#tools').parentElement.clientWidth,"
+                " table: document.querySelector('#tools').scrollWidth,"
+                " first: document.querySelector('#tools th').textContent,"
+                " plots: [...document.querySelectorAll('svg.plot')]"
+                "   .map(s => s.getBoundingClientRect().width)})")
+        finally:
+            browser.close()
+    assert sizes["page"] <= sizes["view"], sizes
+    assert sizes["box"] <= sizes["body"], sizes  # the table's box fits; the table scrolls in it
+    assert sizes["first"] == "tool"
+    assert sizes["plots"] and all(w >= sizes["box"] - 2 for w in sizes["plots"]), sizes
+    assert (tmp_path / f"report-{width}.png").stat().st_size > 10_000

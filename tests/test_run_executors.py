@@ -219,3 +219,25 @@ def test_a_task_batch_keeps_to_the_host_gates_it_is_given() -> None:
 
     asyncio.run(next_turn())
     assert waits == [pytest.approx(5.0)]
+
+
+def test_a_ray_started_here_listens_on_loopback_only() -> None:
+    """An attacker on the network finds no Ray port: every socket the local node (GCS,
+    raylet, workers, this driver) listens on is bound to 127.0.0.1."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'realprobe[ray]')")
+    import os
+
+    import psutil
+
+    from realprobe.tasks.executors import start_local_ray
+
+    assert not ray.is_initialized()
+    start_local_ray(ray, num_cpus=1)
+    try:
+        assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+        ours = {os.getpid()} | {p.pid for p in psutil.Process().children(recursive=True)}
+        listening = [c.laddr.ip for c in psutil.net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN and c.pid in ours]
+        assert listening and set(listening) <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
+    finally:
+        ray.shutdown()

@@ -39,6 +39,23 @@ def fake_summary(n: int) -> RunSummary:
     )
 
 
+@pytest.mark.parametrize("text,seconds", [
+    ("500ms", 0.5), ("90s", 90), ("30m", 1800), ("1h30m", 5400), ("2d", 172_800),
+    ("1w", 604_800), ("45", 45), ("1w2d", 777_600),
+])
+def test_every_duration_door_takes_the_same_strings(text: str, seconds: float) -> None:
+    """One grammar: --every, --since/--until ages, --period, alert rule windows and the
+    exporter's window all parse through `parse_duration`."""
+    from realprobe.api_rows import period_arg, window
+    from realprobe.monitor.alerts import Rule
+
+    assert make_trigger(text, None)[1] == pytest.approx(seconds)
+    assert period_arg(text) == pytest.approx(seconds)
+    start, _ = window(since=text)
+    assert start is not None and time.time() - start == pytest.approx(seconds, abs=5)
+    Rule.model_validate({"kind": "success_below", "threshold": 0.9, "window": text}).check()
+
+
 def test_parse_every_and_triggers() -> None:
     assert parse_duration("30m") == 1800 and parse_duration("1h30m") == 5400
     assert parse_duration("0.5s") == 0.5 and parse_duration("2d") == 172_800

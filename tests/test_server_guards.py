@@ -266,36 +266,49 @@ def _slow_api(catalog: Catalog, delay_ms: int) -> tuple[SandboxThread, str]:
 
 def test_probe_endpoint_keeps_in_flight_limits_and_retry_after(catalog: Catalog,
                                                               tmp_path: Path) -> None:
+    """While one call is in flight (the host's slot held: waited on, not timed), every other
+    scrape is answered from the store; a 429 with Retry-After 3600 holds every later one."""
     from realprobe.adapters.spec import Politeness
+    from realprobe.hosts import host_key
     from realprobe.probes.politeness import PolitenessConfig
 
-    thread, url = _slow_api(catalog, 700)
+    thread, url = _slow_api(catalog, 4000)
     db = tmp_path / "p.db"
     Store(db).close()
     one = PolitenessConfig(override=Politeness(max_in_flight=1, min_interval_s=0, jitter_s=0))
     prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=url), db,
-                            timeout_s=5, politeness=one)
+                            timeout_s=30, politeness=one)
     server = ExporterServer(Exporter(db, prober=prober), port=0)
+    tool = catalog.get("agify_age")
     try:
-        with httpx.Client(timeout=10) as client:
-            def scrape(_: int) -> str:
+        with httpx.Client(timeout=60) as client:
+            def scrape() -> str:
                 r = client.get(f"{server.url}/probe", params={"tool": "agify_age"})
                 return r.headers.get("x-realprobe-cached", "")
 
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(7) as pool:
-                reasons = list(pool.map(scrape, range(7)))
+            with ThreadPoolExecutor(1) as pool:
+                first_call = pool.submit(scrape)
+                deadline = time.monotonic() + 60  # a bound on a hung test, not a margin
+                while not (prober._gates and prober._gates.limiter(
+                        host_key(tool.api), one.for_api(tool.api)).slots.locked()):
+                    assert time.monotonic() < deadline and not first_call.done()
+                    time.sleep(0.01)
+                others = [scrape() for _ in range(6)]
+                reasons = [first_call.result(), *others]
         journal = httpx.get(f"{url}/_journal").json()
         assert len(journal) == 1, reasons  # one call in flight, six answered from the store
         assert sorted(reasons) == ["", *["in-flight"] * 6]
         # an API answering 429 Retry-After: 3600 gets no more calls for an hour
         httpx.put(f"{url}/_admin/profile", json={"tools": {"agify_age": {
-            "success_rate": 0.0, "errors": {"RATE_LIMIT_ERROR": 1.0}}}})
+            "success_rate": 0.0, "errors": {"RATE_LIMIT_ERROR": 1.0},
+            "retry_after": {"RATE_LIMIT_ERROR": {"n": 1, "share": 1.0,
+                                                 "values": [[3600, 1]]}}}}})
         httpx.delete(f"{url}/_admin/toxics")
-        first = httpx.get(f"{server.url}/probe", params={"tool": "agify_age"}, timeout=10)
+        first = httpx.get(f"{server.url}/probe", params={"tool": "agify_age"}, timeout=30)
         assert "x-realprobe-cached" not in first.headers
-        later = [httpx.get(f"{server.url}/probe", params={"tool": "agify_age"}, timeout=10)
+        later = [httpx.get(f"{server.url}/probe", params={"tool": "agify_age"}, timeout=30)
                  for _ in range(8)]
         assert {r.headers.get("x-realprobe-cached") for r in later} == {"retry-after"}
         assert len(httpx.get(f"{url}/_journal").json()) == 2

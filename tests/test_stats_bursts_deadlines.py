@@ -338,23 +338,23 @@ def test_calibrate_cli_exports_at_a_chosen_deadline(tmp_path, monkeypatch, capsy
     from test_stats_cli import make_db, one_line_error, run_cli
 
     db = make_db(tmp_path / "p.db")
-    code, text, err = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench"],
+    code, text, err = run_cli(["calibrate", "--db", str(db), "--view", "reliabilitybench"],
                               monkeypatch, capsys)
     assert code == 0, err
     view = json.loads(text)
     assert view["deadline_s"] == 10.0 and "10 s deadline" in view["note"]
     # a caller with a 100 ms deadline (median latency 148 ms) sees most calls time out
-    code, text, err = run_cli(["calibrate", "--db", str(db), "--as", "reliabilitybench",
+    code, text, err = run_cli(["calibrate", "--db", str(db), "--view", "reliabilitybench",
                                "--deadline", "0.1"], monkeypatch, capsys)
     assert code == 0, err
     tight = json.loads(text)["measured"]["tools"]["catfact_fact"]
     loose = view["measured"]["tools"]["catfact_fact"]
     assert tight["deadline_s"] == 0.1 and tight["failure_rate"] > loose["failure_rate"] + 0.4
-    code, text, err = run_cli(["calibrate", "--from", "published", "--as", "resilibench"],
+    code, text, err = run_cli(["calibrate", "--source", "published", "--view", "resilibench"],
                               monkeypatch, capsys)
     assert code == 0, err
     assert json.loads(text)["tools"]["*"]["deadline_s"] is None
-    code, _, err = run_cli(["calibrate", "--db", str(db), "--as", "resilibench",
+    code, _, err = run_cli(["calibrate", "--db", str(db), "--view", "resilibench",
                             "--deadline", "0"], monkeypatch, capsys)
     assert "--deadline must be a positive" in one_line_error(code, err)
 

@@ -328,7 +328,7 @@ def test_retry_after_round_trip_through_a_loopback_api(tmp_path: Path) -> None:
     assert dict(ra.values) == pytest.approx({3.0: 1 / 3, 7.0: 2 / 3})
     # the simulator, through the real render path and the client's header parsing
     sim = realprobe.TransportOptions(mode=realprobe.Mode.SIMULATE, profile=prof, seed=4)
-    realprobe.probe([tool], rounds=400, db=db2, target=sim, catalog=api.catalog, polite=False)
+    realprobe.probe([tool], rounds=400, db=db2, target=sim, catalog=api.catalog, politeness="off")
     _, rep2 = stats_from_db(db2)
     again = calibrate(rep2, db=str(db2)).tools[tool].retry_after[ErrorCode.RATE_LIMIT_ERROR]
     assert again.share == pytest.approx(0.75, abs=0.1)

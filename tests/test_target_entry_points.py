@@ -19,7 +19,6 @@ import realprobe
 from realprobe.cli import main
 from realprobe.clients import TransportOptions
 from realprobe.commands.common import transport_options
-from realprobe.commands.mcp import build_transport_options
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 from realprobe.target import Target, TargetKind
@@ -43,9 +42,9 @@ def via_cli_common(s: Spelling) -> Target:
 
 
 def via_mcp(s: Spelling) -> Target:
-    return build_transport_options(
-        Mode.parse(s["mode"]), s["sandbox"], s["simulate"], None, 0, False
-    ).target
+    service = realprobe.api.mcp_service(mode=Mode.parse(s["mode"]), sandbox=s["sandbox"],
+                                        profile=s["simulate"])
+    return service.transport_options.target
 
 
 def via_tasks(s: Spelling) -> Target:

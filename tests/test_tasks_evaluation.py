@@ -19,12 +19,13 @@ from realprobe.errors import RealprobeError
 from realprobe.mcp import McpService, ServiceOptions
 from realprobe.tasks.evaluate import Toolbox, evaluate
 from realprobe.tasks.flaws import affected, with_variant
-from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau
+from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau, mcis_node_f1
 from realprobe.tasks.model import default_tasks_dir, load_tasks
-from realprobe.tasks.paraphrase import paraphrased
+from realprobe.tasks.paraphrase import missing_items, paraphrase_text, paraphrased, text_order
 from realprobe.tasks.prompts import prompt_variants, render
 from realprobe.tasks.results import summarise, surface, volume
 from realprobe.tasks.runner import RunOutcome, shipped_cassettes
+from realprobe.tasks.scoring import out_of_order
 from realprobe.tasks.settings import EvalSettings
 
 TASKS = load_tasks(default_tasks_dir())
@@ -75,6 +76,16 @@ def test_prompt_variants_parse_severities() -> None:
             prompt_variants(bad)
 
 
+def test_the_failure_unaware_prompt_drops_only_the_failure_hints() -> None:
+    from realprobe.tasks.prompts import FAILURE_HINTS
+
+    task = TASKS[TASK]
+    aware, unaware = render(task, "baseline"), render(task, "failure-unaware", protocol="text")
+    assert FAILURE_HINTS in aware.system and FAILURE_HINTS not in unaware.system
+    assert unaware.user == aware.user and "<tool_call>" in unaware.system
+    assert prompt_variants("baseline,failure-unaware") == ["baseline", "failure-unaware"]
+
+
 # -- trajectory metrics on hand-computed sequences ------------------------------------------
 
 
@@ -99,17 +110,32 @@ def test_graph_f1_by_hand() -> None:
     assert graph_f1(set(), gold) == 0.0 and graph_f1({("a", "b")}, set()) is None
 
 
+def test_mcis_node_f1_by_hand() -> None:
+    nodes, gold = ["a", "b", "c", "d"], {("a", "c"), ("b", "c"), ("c", "d")}
+    assert mcis_node_f1(nodes, gold, nodes, gold) == 1.0
+    # c reached without b's data: {a, b, c, d} disagree on (b, c); the largest agreeing set
+    # drops b or c: 3 of 4 nodes, P = R = 3/4 (the edge metric says 2/3)
+    assert mcis_node_f1(nodes, gold - {("b", "c")}, nodes, gold) == pytest.approx(0.75)
+    # an extra node lowers precision only: S = 4, P = 4/5, R = 1
+    assert mcis_node_f1([*nodes, "x"], gold, nodes, gold) == pytest.approx(8 / 9)
+    # independent steps: any common subset agrees
+    assert mcis_node_f1(["a", "b"], set(), ["a", "b", "c"], set()) == pytest.approx(0.8)
+    assert mcis_node_f1([], set(), nodes, gold) == 0.0
+
+
 def test_run_metrics_are_stored(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     realprobe.run_tasks(["travel_briefing"], profile="calm", db=db,
                         prompt="optimal,flawed:missing_steps@50")
     rows = sqlite3.connect(db).execute(
-        "SELECT prompt, severity, chain_f1, kendall_tau, graph_f1 FROM task_runs ORDER BY prompt"
+        "SELECT prompt, severity, chain_f1, kendall_tau, graph_f1, graph_node_f1, "
+        "severity_share FROM task_runs ORDER BY prompt"
     ).fetchall()
-    (flawed, sev, cf1, tau, gf1), (optimal, _, ocf1, otau, ogf1) = rows
+    (flawed, sev, cf1, tau, gf1, nf1, share), (optimal, _, ocf1, otau, ogf1, onf1, _) = rows
     assert flawed == "flawed:missing_steps@50" and sev == 50 and optimal == "optimal"
-    assert (ocf1, otau, ogf1) == (1.0, 1.0, 1.0)  # calm: the optimal run is the workflow
-    assert cf1 < 1.0 and gf1 < 1.0 and tau == 1.0  # steps left out, the rest in order
+    assert (ocf1, otau, ogf1, onf1) == (1.0, 1.0, 1.0, 1.0)  # calm: the run is the workflow
+    assert cf1 < 1.0 and gf1 < 1.0 and nf1 < 1.0 and tau == 1.0  # steps left out
+    assert share == 0.5  # 2 of travel_briefing's 4 API steps
 
 
 # -- paraphrases --------------------------------------------------------------------------
@@ -127,6 +153,45 @@ def test_paraphrases_keep_criteria_and_change_text(name: str) -> None:
         assert texts[lv] in render(p, "baseline").user
     with pytest.raises(RealprobeError, match="0, 1 or 2"):
         paraphrased(task, 3)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_paraphrase_still_names_every_step(name: str) -> None:
+    task = TASKS[name]
+    assert set(task.metadata["mentions"]) == {s.id for s in task.workflow.steps[:-1]}
+    for lv in (0, 1, 2):
+        assert missing_items(task, paraphrased(task, lv).description) == []
+    assert "check the country up" not in paraphrase_text(TASKS["travel_briefing"].description, 2)
+
+
+def test_a_paraphrase_that_loses_an_item_is_refused() -> None:
+    task = TASKS["pet_newsletter"]
+    assert missing_items(task, "Write a blurb with a cat fact and a dad joke.") == ["dog"]
+    assert missing_items(task, "a cat tidbit, a dog photo and a dad joke") == []  # synonyms
+    broken = task.model_copy(update={"metadata": {"mentions": {"dog": ["hamster picture"]}}})
+    with pytest.raises(RealprobeError, match="no longer names dog"):
+        paraphrased(broken, 2)
+
+
+def test_text_order_follows_the_text_but_waits_for_inputs() -> None:
+    task = TASKS["travel_briefing"]  # weather and holidays read the country step
+    text = "Brief me: the exchange rate, the public holidays, then look the country up."
+    assert text_order(task, text) == ["money", "country", "holidays", "weather", "report"]
+
+
+def test_scoring_demands_only_the_data_flow_order(tmp_path: Path) -> None:
+    # the reference agent under `baseline` follows the text; level 2 reorders its items
+    rows = {eps: realprobe.run_tasks(["travel_briefing", "holiday_planner"], profile="calm",
+                                     prompt="baseline", paraphrase=eps).runs
+            for eps in (0, 2)}
+    assert all(r.row["outcome"] == "full" for eps in (0, 2) for r in rows[eps])
+    order = {eps: [[s.tool for s in r.state.steps] for r in rows[eps]] for eps in (0, 2)}
+    assert order[0] != order[2]  # the calls really came in another order
+    # a step before the step whose output it reads is out of order, and named
+    task = TASKS["holiday_planner"]
+    firsts = [1, 0, 2, 3, 4]  # holidays (reads country) before country
+    assert out_of_order(task, firsts) == [("country", "holidays")]
+    assert out_of_order(task, [0, 3, 2, 1, 4]) == []  # independent steps: any order
 
 
 # -- results ------------------------------------------------------------------------------
@@ -202,6 +267,28 @@ def test_surface_over_k_epsilon_lambda() -> None:
     # two points per axis: the volume is the mean of the 8 corners, (1 + 1 + 3 x 1.25) / 8
     assert surf["volume"] == pytest.approx(0.71875, abs=1e-4)
     assert volume({(1, 0, 0.0): 1.0, (2, 0, 0.0): 0.5}) == pytest.approx(0.75)
+
+
+def test_surface_lambda_is_the_dial_share_and_reports_gradient_and_threshold() -> None:
+    def run(lam: float | None, eps: int, ok: bool, task: str = "t") -> dict[str, Any]:
+        target = "simulate:published" + (f"@{lam:g}" if lam is not None else "")
+        return {"agent": "a", "model": "m", "prompt": "optimal", "target": target,
+                "paraphrase": eps, "fault_rate": lam, "task": task,
+                "outcome": "full" if ok else "failure"}
+
+    # pass^1 at eps 0: 1.0, 0.75, 0.25 over lambda 0, 0.1, 0.3; eps 1 one run worse each
+    share = {0.0: 4, 0.1: 3, 0.3: 1}
+    rows = [run(lam, e, i < n - e) for lam, n in share.items() for e in (0, 1)
+            for i in range(4)]
+    rows += [run(None, 0, True), run(None, 0, False)]  # undialled: the profile's own faults
+    dialled, undialled = sorted(surface(rows), key=lambda s: len(s["lambda"]), reverse=True)
+    assert dialled["target"] == undialled["target"] == "simulate:published"
+    assert dialled["lambda"] == [0.0, 0.1, 0.3] and undialled["lambda"] == [None]
+    # slopes: -0.25 per level at every lambda, -2.5 per unit share between every pair
+    assert dialled["gradient"] == {"epsilon": -0.25, "lambda": -2.5}
+    # pass^1 at eps 0 crosses 0.5 between 0.1 (0.75) and 0.3 (0.25): at 0.2
+    assert dialled["critical_lambda"] == pytest.approx(0.2)
+    assert undialled["critical_lambda"] is None and undialled["volume"] == 0.25  # k = 1, 2
 
 
 # -- your own agent -------------------------------------------------------------------------
@@ -487,3 +574,105 @@ def test_the_agent_reads_the_paraphrase_and_is_scored_the_same() -> None:
     assert [r.row["paraphrase"] for r in runs] == [0, 2]
     same = ("outcome", "score", "tool_calls", "chain_f1", "kendall_tau", "graph_f1")
     assert {k: runs[0].row[k] for k in same} == {k: runs[1].row[k] for k in same}
+
+
+# -- hostile agents: every run is stored with a reason ----------------------------------------
+
+
+def _evaluate_bounded(agent: Any, folder: Path | None = None, repeat: int = 2) -> Any:
+    """`evaluate` in a worker thread, joined with a bound, so a hang fails instead of blocking."""
+    import threading
+
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(evaluate(
+        agent, [TASK], target=realprobe.options(profile="calm"), repeat=repeat,
+        tasks_dir=folder)), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert got, "evaluate did not return"
+    return got[0]
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+@pytest.mark.parametrize(("behaviour", "reason", "said"), [
+    ("unprintable", "agent_error", "RuntimeError: no text for you"),
+    ("system_exit", "agent_error", "SystemExit: 3"),
+    ("keyboard", "agent_error", "KeyboardInterrupt"),
+])
+def test_a_hostile_answer_or_exit_is_a_stored_failed_run(
+    behaviour: str, reason: str, said: str
+) -> None:
+    async def hostile(prompt: str, tools: Toolbox) -> Any:
+        await tools.call("catfact_fact", {})
+        if behaviour == "system_exit":
+            raise SystemExit(3)
+        if behaviour == "keyboard":
+            raise KeyboardInterrupt
+        return _Unprintable()
+
+    result = _evaluate_bounded(hostile)
+    assert [r.row["termination"] for r in result.runs] == [reason, reason]
+    assert all(r.row["outcome"] == "failure" and r.row["tool_calls"] == 1 for r in result.runs)
+    assert said in result.runs[0].row["final_message"]
+
+
+@pytest.mark.parametrize("behaviour", ["blocks", "swallows_cancel", "spawns"])
+def test_an_agent_holding_its_loop_ends_at_the_deadline(tmp_path: Path, behaviour: str) -> None:
+    import asyncio
+    import contextlib
+    import time as clock
+
+    async def hostile(prompt: str, tools: Toolbox) -> str:
+        await tools.call("catfact_fact", {})
+        if behaviour == "blocks":
+            clock.sleep(30)  # blocks its own loop: the batch's loop must not care
+        elif behaviour == "swallows_cancel":
+            for _ in range(10**6):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0.05)
+        else:
+            async def forever() -> None:
+                while True:
+                    try:
+                        await asyncio.sleep(0.05)
+                    except asyncio.CancelledError:
+                        continue
+
+            asyncio.get_running_loop().create_task(forever())
+            await asyncio.Event().wait()
+        return "TASK COMPLETE"
+
+    result = _evaluate_bounded(hostile, _short_deadline_task(tmp_path, 0.5))
+    assert [r.row["termination"] for r in result.runs] == ["deadline", "deadline"]
+    assert all(r.row["outcome"] == "failure" and r.row["tool_calls"] == 1 for r in result.runs)
+
+
+def test_the_toolbox_never_raises_for_a_bad_call() -> None:
+    seen: list[Any] = []
+
+    async def sloppy(prompt: str, tools: Toolbox) -> str:
+        for name, args in ((None, {}), (42, "{"), ("catfact_fact", {"x": object()}),
+                           ("catfact_fact", [1, 2])):
+            seen.append(await tools.call(name, args))  # type: ignore[arg-type]
+        return "done"
+
+    out = _evaluate_bounded(sloppy, repeat=1).runs[0]
+    assert len(seen) == 4 and not any(c.ok for c in seen)
+    assert out.row["termination"] == "finished" and out.row["tool_calls"] == 4
+
+
+def test_some_tasks_have_many_to_many_data_flow() -> None:
+    """ToolMaze's C3/C4: API steps with several API parents, and API steps with several
+    API children, in the same task."""
+    def many(task: Any) -> bool:
+        api = {s.id for s in task.workflow.steps[:-1]}
+        parents = {s.id: {r for r, _ in s.refs()} & api for s in task.workflow.steps[:-1]}
+        children = {u: sum(u in p for p in parents.values()) for u in api}
+        return any(len(p) > 1 for p in parents.values()) and max(children.values()) > 1
+
+    assert sorted(n for n, t in TASKS.items() if many(t)) == [
+        "author_workload", "name_origins", "year_in_country"]

@@ -356,3 +356,27 @@ def test_llm_retries_and_fallbacks_are_labelled_in_task_steps(
     ]
     assert (r.row["retries"], r.row["fallbacks"], r.row["failures"]) == (1, 1, 4)
     assert r.row["outcome"] == "failure"
+
+
+def test_the_reflexion_agent_reflects_after_a_failure_and_an_unfinished_stop(
+    catalog: Catalog, llm: ScriptedLLM
+) -> None:
+    from realprobe.tasks.agents.openai_native import REFLECT
+
+    r = run(
+        catalog, llm, "openai-reflexion",
+        [
+            tool_calls(*((name, {}) for name in FETCHES)),  # the joke meets the plan's 503
+            text("The joke API failed."),  # stops unfinished: sent back to reflect
+            tool_calls(("icanhazdadjoke_random", {})),
+            tool_calls(("compose_post", {"text": "a post"})),
+            text("TASK COMPLETE: stored."),
+        ],
+        fault_plan="toolmaze-explicit-transient",
+    )
+    users = [[m["content"] for m in b["messages"] if m["role"] == "user"] for b in llm.requests]
+    assert users[1][-1] == REFLECT  # after the turn with the failed call
+    assert users[2][-1] == "The task is not done. " + REFLECT
+    assert len(users[3]) == len(users[2]) and len(llm.requests) == 5  # a success: no prompt
+    assert r.row["termination"] == "finished" and r.row["tool_calls"] == 5
+    assert r.row["agent"] == "openai-reflexion"

@@ -78,9 +78,12 @@ def test_made_up_content_is_full_by_the_paper_but_fails_grounding() -> None:
 
 
 def test_out_of_order_is_not_full() -> None:
-    tools = [ALL[1], ALL[0], ALL[2], ALL[3]]
+    # the output step before a step it reads is out of order; independent steps are not
+    tools = [ALL[0], ALL[1], ALL[3], ALL[2]]
     s = score_run(TASK, state(tools, GOOD_POST))
-    assert s.outcome == "partial" and "out of order" in " ".join(s.reasons)
+    assert s.outcome == "partial"
+    assert "out of order: post before joke, whose output it reads" in " ".join(s.reasons)
+    assert score_run(TASK, state([ALL[1], ALL[2], ALL[0], ALL[3]], GOOD_POST)).outcome == "full"
 
 
 def test_partial_needs_two_of_four_conditions() -> None:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import tomllib
 from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from realprobe.adapters.spec import ApiSpec, CatalogFile
 from realprobe.adapters.tool import Tool
 from realprobe.errors import RealprobeError
+from realprobe.limits import read_document
 
 
 class CatalogError(RealprobeError):
@@ -24,20 +23,9 @@ class CatalogError(RealprobeError):
 
 
 def _read_file(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogError(f"{path}: cannot read catalogue file ({exc.strerror})") from exc
-    try:
-        if path.suffix == ".toml":
-            return tomllib.loads(text)
-        if path.suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text)
-        if path.suffix == ".json":
-            return json.loads(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError, ValueError) as exc:
-        raise CatalogError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from exc
-    raise CatalogError(f"{path}: unknown catalogue format (use .toml, .yaml or .json)")
+    if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise CatalogError(f"{path}: unknown catalogue format (use .toml, .yaml or .json)")
+    return read_document(path, "catalogue file")
 
 
 def read_catalog_file(path: str | Path) -> Any:

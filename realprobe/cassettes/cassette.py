@@ -263,14 +263,16 @@ def headers_to_json(headers: list[tuple[str, str]]) -> dict[str, list[str]]:
 def headers_from_json(raw: Any, where: str) -> list[tuple[str, str]]:
     if raw is None:
         return []
-    if isinstance(raw, list):  # HAR style [{"name", "value"}] or [[k, v]]
+    if isinstance(raw, list):  # HAR style [{"name", "value"}], or [[k, v]] / [[k, [v, ...]]]
         out = []
         for item in raw:
             if isinstance(item, dict) and "name" in item:
                 name, value = item["name"], item.get("value", "")
                 out.append((_header_text(name, where), _header_text(value, where)))
             elif isinstance(item, list | tuple) and len(item) == 2:
-                out.append((_header_text(item[0], where), _header_text(item[1], where)))
+                values = item[1] if isinstance(item[1], list) else [item[1]]  # old vcrpy
+                out.extend((_header_text(item[0], where), _header_text(v, where))
+                           for v in values)
             else:
                 raise CassetteError(f"{where}: a header is not {{name, value}} or [name, value]")
         return out
@@ -672,7 +674,9 @@ def _in_recorded_order(calls: list[Call], label: str) -> list[Call]:
 
 
 class _SafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """Safe YAML, plus Ruby's `!binary` tag (base64 bytes) found in Ruby VCR cassettes."""
+    """Safe YAML, plus Ruby's `!binary` tag (base64 bytes) found in Ruby VCR cassettes and
+    the Python 2 text and tuple tags of old vcrpy cassettes (read as text and lists; no
+    other Python tag)."""
 
 
 def _ruby_binary(loader: yaml.SafeLoader, node: yaml.Node) -> bytes:
@@ -683,7 +687,18 @@ def _ruby_binary(loader: yaml.SafeLoader, node: yaml.Node) -> bytes:
         raise ValueError("a !binary value is not valid base64") from None
 
 
+def _text(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    return str(loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
 _SafeLoader.add_constructor("!binary", _ruby_binary)
+def _tuple(loader: yaml.SafeLoader, node: yaml.Node) -> list[Any]:
+    return list(loader.construct_sequence(node))  # type: ignore[arg-type]
+
+
+for _tag in ("python/unicode", "python/str"):  # text in cassettes vcrpy wrote under Python 2
+    _SafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _text)
+_SafeLoader.add_constructor("tag:yaml.org,2002:python/tuple", _tuple)  # a list of plain data
 _SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 

@@ -10,7 +10,7 @@ import asyncio
 import builtins
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -185,8 +185,12 @@ class Recorder:
         scrub: ScrubConfig | None = None,
         base: Cassette | None = None,
         journal: bool = True,
+        before_record: Callable[[Call], Call | None] | None = None,
     ) -> None:
         self.path = Path(path)
+        #: vcrpy's `before_record_*` hooks: applied to each call before it is journalled or
+        #: written (None from it: the call is not kept)
+        self.before_record = before_record
         self.clock: Clock = clock or RealClock()
         self.meta = dict(meta or {})
         self.scrub = scrub or ScrubConfig()
@@ -317,20 +321,24 @@ class Recorder:
 
     # what gets written
 
-    def _stored(self, call: Call) -> Call:
-        """The call as the cassette keeps it: body joined, redirect hops whole."""
+    def _stored(self, call: Call) -> Call | None:
+        """The call as the cassette keeps it: body joined, redirect hops whole, through
+        `before_record` (None: not kept)."""
         chunks = self._chunks.get(call.seq)
         if chunks is not None:
             call.body = b"".join(chunks)
             call.chunk_sizes = [len(c) for c in chunks] if len(chunks) > 1 else None
         if call.error is not None and call.error.bytes_before == 0 and call.body:
             call.error.bytes_before = len(call.body)
-        return _whole_hop(_copy(call))
+        stored = _whole_hop(_copy(call))
+        return stored if self.before_record is None else self.before_record(stored)
 
     def _finish(self, call: Call) -> None:
         if self.journal is None:
             return
         stored = self._stored(call)
+        if stored is None:
+            return
         scrub_cassette(Cassette([stored], {}), self._journal_scrub)
         self.journal.append(stored)
 
@@ -345,7 +353,7 @@ class Recorder:
             timing = self._timings[call.seq]
             if "elapsed" in timing:
                 call.end_s = float(timing["elapsed"])
-        calls = [self._stored(c) for c in self.calls]
+        calls = [s for s in map(self._stored, self.calls) if s is not None]
         if self.base is not None:
             meta = dict(self.base.meta)
             meta.setdefault("match_on", list(MATCH_URL_BODY))

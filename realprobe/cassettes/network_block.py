@@ -1,16 +1,25 @@
 """The network block of the pytest plugins: a test may not reach hosts it was not allowed.
 
 It refuses connects, UDP datagrams (`sendto`/`sendmsg`), sends on sockets that were connected
-before the block began (a session fixture's keep-alive connection), and name resolution (a
-DNS query would leave the process before any connect is refused). It cannot cover
-subprocesses, nor C extensions that open their own sockets without Python's `socket` module.
+before the block began (a session fixture's keep-alive connection: `send`, `sendall`,
+`sendfile`, also through TLS, and `os.write`/`os.writev`/`os.sendfile` on the socket's file
+descriptor), and name resolution both ways (a DNS query, or the PTR query of `gethostbyaddr`
+and `getnameinfo`, would leave the process before any connect is refused).
+
+What stays outside: subprocesses; C extensions that open or write to sockets without going
+through Python's `socket`, `ssl` or `os` functions (libcurl, database drivers, uvloop); and
+code that kept a reference to one of these functions from before the block began (`from os
+import write`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
-from collections.abc import Iterator
+import ssl
+import stat
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -38,10 +47,8 @@ def _numeric(host: str) -> bool:
 
 
 class _Guard:
-    """The socket-level block: connects, datagrams (`sendto`/`sendmsg`), sends on sockets
-    connected before the block began, and name resolution (a lookup would leave the process
-    before any connect is refused). Not covered: subprocesses and C extensions that open their
-    own sockets (libcurl, database drivers), which never call Python's socket module."""
+    """The checks behind the block (what it covers and what stays outside: the module
+    docstring)."""
 
     def __init__(self, allowed: set[str], label: str) -> None:
         self.allowed = set(allowed)
@@ -68,6 +75,24 @@ class _Guard:
             return  # not connected: the call fails on its own
         self.check(_host_of(peer), "send to")
 
+    def check_fd(self, fd: Any) -> None:
+        """A write to a raw file descriptor that is a connected socket."""
+        try:
+            if not isinstance(fd, int) or not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return
+        except OSError:
+            return
+        sock = socket.socket(fileno=fd)
+        try:
+            self.check_peer(sock)
+        finally:
+            sock.detach()
+
+    def reverse_check(self, address: Any) -> None:
+        """A reverse lookup (PTR query) of an address that is not allowed."""
+        host = _host_of(address) if isinstance(address, tuple) else str(address).lower()
+        self.check(host, "reverse lookup of")
+
     def resolve_check(self, host: Any) -> None:
         if host is None:
             return
@@ -77,57 +102,58 @@ class _Guard:
 
 
 def _patched(guard: _Guard) -> dict[str, Any]:
-    """The replacements, keyed by socket.socket attribute (or `module.` for functions)."""
-    real = guard.real
+    """The replacements, keyed as `_owner` reads the names: each runs its check, then the
+    function it replaces."""
 
-    def connect(self: socket.socket, address: Any) -> Any:
+    def peer(sock: Any, *_: Any, **__: Any) -> None:
+        guard.check_peer(sock)
+
+    def connect(_: Any, address: Any, *__: Any) -> None:
         guard.check(_host_of(address), "connect to")
-        return real["connect"](self, address)
 
-    def connect_ex(self: socket.socket, address: Any) -> Any:
-        guard.check(_host_of(address), "connect to")
-        return real["connect_ex"](self, address)
-
-    def sendto(self: socket.socket, data: Any, *args: Any) -> Any:
+    def sendto(_: Any, __: Any, *args: Any, **___: Any) -> None:
         guard.check(_host_of(args[-1]) if args else None, "datagram to")
-        return real["sendto"](self, data, *args)
 
-    def sendmsg(self: socket.socket, buffers: Any, *args: Any) -> Any:
+    def sendmsg(sock: Any, _: Any, *args: Any, **__: Any) -> None:
         if len(args) >= 3 and args[2] is not None:
             guard.check(_host_of(args[2]), "datagram to")
         else:
-            guard.check_peer(self)
-        return real["sendmsg"](self, buffers, *args)
+            guard.check_peer(sock)
 
-    def send(self: socket.socket, *args: Any) -> Any:
-        guard.check_peer(self)
-        return real["send"](self, *args)
+    def on_fd(descriptor: Any, *_: Any, **__: Any) -> None:
+        guard.check_fd(descriptor)
 
-    def sendall(self: socket.socket, *args: Any) -> Any:
-        guard.check_peer(self)
-        return real["sendall"](self, *args)
+    def reverse(address: Any, *_: Any) -> None:
+        guard.reverse_check(address)
 
-    def getaddrinfo(host: Any, *args: Any, **kw: Any) -> Any:
+    def lookup(host: Any, *_: Any, **__: Any) -> None:
         guard.resolve_check(host)
-        return real["module.getaddrinfo"](host, *args, **kw)
 
-    def gethostbyname(host: Any) -> Any:
-        guard.resolve_check(host)
-        return real["module.gethostbyname"](host)
-
-    def gethostbyname_ex(host: Any) -> Any:
-        guard.resolve_check(host)
-        return real["module.gethostbyname_ex"](host)
-
-    return {
-        "connect": connect, "connect_ex": connect_ex, "sendto": sendto, "sendmsg": sendmsg,
-        "send": send, "sendall": sendall, "module.getaddrinfo": getaddrinfo,
-        "module.gethostbyname": gethostbyname, "module.gethostbyname_ex": gethostbyname_ex,
+    checks: dict[str, Callable[..., None]] = {
+        "connect": connect, "connect_ex": connect, "sendto": sendto, "sendmsg": sendmsg,
+        "send": peer, "sendall": peer, "sendfile": peer, "ssl.send": peer, "ssl.sendall": peer,
+        "ssl.sendfile": peer, "os.write": on_fd, "os.writev": on_fd, "os.sendfile": on_fd,
+        "module.getaddrinfo": lookup, "module.gethostbyname": lookup,
+        "module.gethostbyname_ex": lookup, "module.gethostbyaddr": reverse,
+        "module.getnameinfo": reverse,
     }
+    return {name: _checked(guard.real, name, check) for name, check in checks.items()}
+
+
+def _checked(real: dict[str, Any], name: str, check: Callable[..., None]) -> Any:
+    def replacement(*args: Any, **kw: Any) -> Any:
+        check(*args, **kw)
+        return real[name](*args, **kw)
+
+    return replacement
+
+
+_OWNERS = {"module": socket, "ssl": ssl.SSLSocket, "os": os}
 
 
 def _owner(name: str) -> tuple[Any, str]:
-    return (socket, name[7:]) if name.startswith("module.") else (socket.socket, name)
+    prefix, dot, attr = name.partition(".")
+    return (_OWNERS[prefix], attr) if dot else (socket.socket, name)
 
 
 @contextlib.contextmanager

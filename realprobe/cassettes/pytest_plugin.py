@@ -31,6 +31,7 @@ Fixtures for code that takes a transport: `realprobe_transport` (async httpx),
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,17 +58,26 @@ HINT = (
 )
 
 
-def recording_plugin_installed() -> bool:
+def recording_plugin_active(pluginmanager: pytest.PytestPluginManager) -> bool:
+    """Whether pytest-recording's plugin runs in this session: loaded, or installed and
+    neither disabled (`-p no:recording`) nor kept from loading (plugin autoload off)."""
+    if pluginmanager.has_plugin("recording") or pluginmanager.has_plugin(
+        "pytest_recording.plugin"
+    ):
+        return True
+    if pluginmanager.is_blocked("recording") or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
     return importlib.util.find_spec("pytest_recording") is not None
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    if not recording_plugin_installed():
+    if not recording_plugin_active(pluginmanager):
         # pytest-recording's marker, fixtures and options, served by realprobe; with
-        # pytest-recording installed they are its own, and realprobe steps aside
+        # pytest-recording's plugin active they are its own, and realprobe steps aside
         from realprobe.cassettes import pytest_vcr
 
         if not pluginmanager.is_registered(pytest_vcr):
+            pytest_vcr.add_hookspecs(pluginmanager)
             pluginmanager.register(pytest_vcr, "realprobe-vcr")
     group = parser.getgroup("realprobe")
     group.addoption(
@@ -108,8 +118,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    if recording_plugin_installed():
-        return ("realprobe: pytest-recording is installed, so @pytest.mark.vcr and "
+    if recording_plugin_active(config.pluginmanager):
+        return ("realprobe: pytest-recording is active, so @pytest.mark.vcr and "
                 "--record-mode are its own; @pytest.mark.realprobe is realprobe's")
     return None
 

@@ -1,5 +1,6 @@
 """pytest-recording's conventions, served by realprobe, for suites written for pytest-recording
-(registered by realprobe's plugin only when pytest-recording itself is not installed).
+(registered by realprobe's plugin only when pytest-recording's own plugin is not active: not
+installed, or disabled with `-p no:recording`).
 
 ```python
 @pytest.mark.vcr                                  # cassettes/<module>/<test>.yaml
@@ -13,11 +14,14 @@ def vcr_config():
     return {"filter_headers": ["authorization"], "match_on": ["method", "uri"]}
 ```
 
-- `@pytest.mark.vcr(*extra, default_cassette=None, **config)`: the test's cassette is
+- `@pytest.mark.vcr(*extra, **config)`: the test's cassette is
   `<vcr_cassette_dir>/<default_cassette_name>.yaml` (`.json` with `serializer="json"`); the
-  marker's positional cassettes are replayed too, never written (relative to
-  `vcr_cassette_dir`); its keywords override `vcr_config`. A marker on a class or module adds
-  the default cassette as pytest-recording does.
+  marker's positional cassettes are replayed too, never written: a relative one is looked up
+  in `vcr_cassette_dir` (pytest-recording's place), then next to the test file, then in the
+  project root; one found nowhere adds nothing (as under pytest-recording). Its keywords
+  override `vcr_config`. A marker on a class or module adds the default cassette as
+  pytest-recording does. `@pytest.mark.default_cassette("name.yaml")` names the test's own
+  cassette.
 - Fixtures: `vcr_config`, `vcr_cassette_dir` (`<test folder>/cassettes/<module>`),
   `default_cassette_name` (`Class.test_name`, with `<>?%*:|"'/\\` replaced by `-`),
   `record_mode`, and `vcr` (the cassette session in use: `play_count`, `all_played`,
@@ -26,11 +30,15 @@ def vcr_config():
   `--block-network`, `--allowed-hosts=h1,h2`, `--disable-recording`.
 - `@pytest.mark.block_network(allowed_hosts=[...])`: the network block below, except while a
   cassette records.
-- `vcr_config` keys used: `record_mode`, `match_on` (names and callables),
+- `vcr_config` keys used: `record_mode`, `match_on` (names, callables, and matchers a
+  `pytest_recording_configure(config, vcr)` hook registered with `vcr.register_matcher`),
   `filter_headers`, `filter_query_parameters`, `filter_post_data_parameters` (names; their
-  values are replaced by realprobe's placeholder), `serializer`, `allow_playback_repeats`,
-  `ignore_hosts`, `ignore_localhost`. Others (`before_record_*`, `decode_compressed_response`,
-  custom persisters and matchers registered by name) are ignored with one warning per key.
+  values are replaced by realprobe's placeholder), `before_record_request`,
+  `before_record_response` (callables or lists of them, applied to each call as it is
+  recorded, on vcrpy's own request and response objects; the request hook to each request
+  before it is matched too), `decode_compressed_response`,
+  `serializer`, `allow_playback_repeats`, `ignore_hosts`, `ignore_localhost`. Others (custom
+  persisters and serializers) are ignored with one warning per key.
 """
 
 from __future__ import annotations
@@ -41,12 +49,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pluggy import HookspecMarker
 
 RECORD_MODES = ("once", "new_episodes", "none", "all", "rewrite")
 USED_KEYS = frozenset({
     "record_mode", "match_on", "filter_headers", "filter_query_parameters",
     "filter_post_data_parameters", "serializer", "allow_playback_repeats", "ignore_hosts",
-    "ignore_localhost", "cassette_library_dir",
+    "ignore_localhost", "cassette_library_dir", "before_record_request", "before_record",
+    "before_record_response", "decode_compressed_response",
 })
 LOCALHOST = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 _WARNED: set[str] = set()
@@ -57,6 +67,18 @@ FAILED = pytest.StashKey[bool]()
 def failed_test(request: pytest.FixtureRequest) -> bool:
     """Whether this test has failed so far."""
     return request.node.stash.get(FAILED, False)
+
+
+class _Hooks:
+    @HookspecMarker("pytest")
+    def pytest_recording_configure(self, config: pytest.Config, vcr: Any) -> None:
+        """pytest-recording's hook: register matchers on `vcr` (a vcrpy `VCR`) by name."""
+
+
+def add_hookspecs(pluginmanager: pytest.PytestPluginManager) -> None:
+    """pytest-recording's hook, so a conftest that implements it loads."""
+    if not pluginmanager.hook.__dict__.get("pytest_recording_configure"):
+        pluginmanager.add_hookspecs(_Hooks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -76,6 +98,7 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "(pytest-recording conventions, served by realprobe).")
     config.addinivalue_line("markers", "block_network: block network access except while "
                                        "a cassette records.")
+    config.addinivalue_line("markers", "default_cassette(name): this test's own cassette.")
 
 
 def cassette_name(test_class: type | None, test_name: str) -> str:
@@ -105,6 +128,11 @@ def vcr_cassette_dir(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def default_cassette_name(request: pytest.FixtureRequest) -> str:
+    marker = request.node.get_closest_marker("default_cassette")
+    if marker is not None:
+        if not marker.args:
+            raise pytest.UsageError("@pytest.mark.default_cassette needs the cassette's name")
+        return str(marker.args[0])
     return cassette_name(request.cls, request.node.name)
 
 
@@ -127,6 +155,7 @@ def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any
     """The cassette session pytest-recording would open for this test."""
     from realprobe.cassettes.scrub import ScrubConfig
     from realprobe.cassettes.session import CassetteSession
+    from realprobe.cassettes.vcr_bridge import before_record
 
     config = _merged(request.getfixturevalue("vcr_config"), marks)
     _warn_unused(config)
@@ -141,12 +170,12 @@ def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any
     mode = str(config.get("record_mode") or request.getfixturevalue("record_mode"))
     if mode == "rewrite":
         mode = "all"
-    extras = [Path(p) if Path(p).is_absolute() else folder / p for m in marks for p in m.args]
+    extras = [_extra_path(request, folder, str(p)) for m in marks for p in m.args]
     ignore = list(config.get("ignore_hosts") or ())
     if config.get("ignore_localhost"):
         ignore += LOCALHOST
     return CassetteSession(
-        path, record_mode=mode, match_on=config.get("match_on"),
+        path, record_mode=mode, match_on=_matchers(request, config.get("match_on")),
         on_exhausted="repeat-last" if config.get("allow_playback_repeats") else "error",
         scrub=ScrubConfig().with_vcrpy_filters(
             config.get("filter_headers"), config.get("filter_query_parameters"),
@@ -157,7 +186,40 @@ def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any
              "yet, or --record-mode=new_episodes to add the missing requests to an existing "
              "one (once never records into an existing cassette)",
         extra_paths=extras, ignore_hosts=ignore,
+        before_record=before_record(
+            config.get("before_record_request", config.get("before_record")),
+            config.get("before_record_response"),
+            decode_compressed=bool(config.get("decode_compressed_response")),
+        ),
     )
+
+
+def _extra_path(request: pytest.FixtureRequest, folder: Path, given: str) -> Path:
+    """An extra cassette where pytest-recording looks (the cassette folder), else next to
+    the test file, else in the project root; a relative path found nowhere stays in the
+    cassette folder (and adds nothing)."""
+    p = Path(given)
+    if p.is_absolute():
+        return p
+    for base in (folder, Path(str(request.node.path)).parent, request.config.rootpath):
+        if (base / p).exists():
+            return base / p
+    return folder / p
+
+
+def _matchers(request: pytest.FixtureRequest, match_on: Any) -> Any:
+    """Matcher names realprobe does not know, looked up among those a
+    `pytest_recording_configure` hook registered on a vcrpy `VCR`."""
+    from realprobe.cassettes.matching import MATCHER_NAMES
+
+    if not match_on or all(callable(m) or m in MATCHER_NAMES for m in match_on):
+        return match_on
+    from vcr import VCR
+
+    registry = VCR()
+    request.config.hook.pytest_recording_configure(config=request.config, vcr=registry)
+    return [m if callable(m) or m in MATCHER_NAMES else registry.matchers.get(m, m)
+            for m in match_on]
 
 
 @pytest.fixture(autouse=True)

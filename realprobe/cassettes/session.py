@@ -45,6 +45,8 @@ from realprobe.http.transports import _pointed_at, _Routes
 RECORD_MODES = ("none", "once", "new_episodes", "all")
 LIBRARIES = ("httpx", "requests", "urllib3", "aiohttp")
 F = TypeVar("F", bound=Callable[..., Any])
+#: a request as matched: method, URL, body, headers (None: headers not part of the match)
+Request = tuple[str, str, bytes | None, list[tuple[str, str]] | None]
 
 
 class _Fn(httpx.BaseTransport):
@@ -88,6 +90,7 @@ class CassetteSession:
         hint: str | None = None,
         extra_paths: Sequence[str | Path] = (),
         ignore_hosts: Sequence[str] = (),
+        before_record: Callable[[Call], Call | None] | None = None,
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise RealprobeError(
@@ -112,6 +115,8 @@ class CassetteSession:
         self.extra_paths = tuple(Path(p) for p in extra_paths)
         #: hosts answered live and never recorded (vcrpy's ignore_hosts / ignore_localhost)
         self.ignore_hosts = frozenset(h.lower() for h in ignore_hosts)
+        #: vcrpy's before_record_* hooks as one step (see `vcr_bridge.before_record`)
+        self.before_record = before_record
         self.player: Player | None = None
         self.recorder: Recorder | None = None
         self.routes: _Routes | None = None
@@ -145,6 +150,21 @@ class CassetteSession:
             return False
         return (httpx.URL(url).host or "").lower() in self.ignore_hosts
 
+    def as_recorded(self, method: str, url: str, body: bytes | None,
+                    headers: list[tuple[str, str]] | None) -> Request | None:
+        """The request as the cassette would record it, which is what it is matched on (vcrpy
+        applies `before_record_request` before matching too); None: it is answered live and
+        never recorded (its host is ignored, or the hook leaves it out)."""
+        if self.ignored(url):
+            return None
+        if self.before_record is None:
+            return method, url, body, headers
+        seen = self.before_record(Call(0, method, url, list(headers or []), body))
+        if seen is None:
+            return None
+        return (seen.method, seen.uri, seen.request_body,
+                None if headers is None else seen.request_headers)
+
     @property
     def cassette(self) -> Cassette | None:
         return self.player.cassette if self.player is not None else None
@@ -170,7 +190,8 @@ class CassetteSession:
             meta = {"source": "use_cassette", "record_mode": self.record_mode, **self.meta}
             if self.sandbox:
                 meta["sandbox"] = self.sandbox
-            self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base)
+            self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base,
+                                     before_record=self.before_record)
             if self.sandbox:
                 self.routes = _sandbox_routes(self.sandbox)
         stack = contextlib.ExitStack()
@@ -195,11 +216,15 @@ class CassetteSession:
         if not self.extra_paths or self.record_mode == "all":
             return existing
         calls = list(existing.calls) if existing is not None else []
+        seen = {self.path.resolve()}
         for extra in self.extra_paths:
-            if not extra.exists() and self.record_mode != "none":
-                continue
+            if not extra.exists() or extra.resolve() in seen:
+                continue  # a missing extra cassette adds nothing (as under pytest-recording)
+            seen.add(extra.resolve())
             for call in load_cassette(extra).calls:
                 calls.append(replace(call, seq=len(calls) + 100_000_000))
+        if existing is None and not calls:
+            return None
         meta = dict(existing.meta) if existing is not None else {}
         return Cassette(calls, meta, self.path)
 
@@ -215,7 +240,7 @@ class CassetteSession:
 
     def close(self, *, failed: bool = False) -> Path | None:
         """Unpatch, then write what was recorded (nothing when the block failed, or when
-        `new_episodes` found nothing new)."""
+        nothing new was recorded, as vcrpy)."""
         if self._stack is not None:
             self._stack.close()
             self._stack = None
@@ -225,8 +250,8 @@ class CassetteSession:
         if failed:
             rec.discard()
             return None
-        if rec.base is not None and not rec.calls:
-            rec.discard()  # nothing new: the cassette stays byte for byte
+        if not rec.calls:
+            rec.discard()  # nothing new: the cassette stays byte for byte (or unwritten)
             return None
         return rec.save()
 
@@ -270,6 +295,7 @@ class CassetteSession:
             on_exhausted=self.on_exhausted, latency=str(self.latency), sandbox=self.sandbox,
             scrub=self.scrub, libraries=self.libraries, meta=self.meta, hint=self.hint,
             extra_paths=self.extra_paths, ignore_hosts=tuple(self.ignore_hosts),
+            before_record=self.before_record,
         )
 
     # -- answering -----------------------------------------------------------------------
@@ -301,12 +327,13 @@ class CassetteSession:
         return exc
 
     def handle_sync(self, request: httpx.Request, real: httpx_patch.SyncReal) -> httpx.Response:
-        if self.ignored(str(request.url)):
-            return real(request)
         body = request.read()
+        seen = self.as_recorded(request.method, str(request.url), body or None,
+                                self._headers(request))
+        if seen is None:
+            return real(request)
         try:
-            call = self.find(request.method, str(request.url), body or None,
-                             self._headers(request))
+            call = self.find(*seen)
         except CassetteMiss as exc:
             raise self._miss(exc) from None
         if call is not None:
@@ -319,12 +346,13 @@ class CassetteSession:
     async def handle_async(
         self, request: httpx.Request, real: httpx_patch.AsyncReal
     ) -> httpx.Response:
-        if self.ignored(str(request.url)):
-            return await real(request)
         body = await request.aread()
+        seen = self.as_recorded(request.method, str(request.url), body or None,
+                                self._headers(request))
+        if seen is None:
+            return await real(request)
         try:
-            call = self.find(request.method, str(request.url), body or None,
-                             self._headers(request))
+            call = self.find(*seen)
         except CassetteMiss as exc:
             raise self._miss(exc) from None
         if call is not None:
@@ -443,12 +471,17 @@ def use_cassette(
     filter_headers: Sequence[Any] = (),
     filter_query_parameters: Sequence[Any] = (),
     filter_post_data_parameters: Sequence[Any] = (),
+    before_record_request: Any = None,
+    before_record_response: Any = None,
+    decode_compressed_response: bool = False,
 ) -> CassetteSession:
     """A context manager (`with`/`async with`) and decorator that records or replays every
     HTTP call made inside it through httpx (and httpx2), requests, urllib3 or aiohttp.
 
     `filter_*`: more credential names, as vcrpy takes them (names or `(name, replacement)`
-    pairs); their values become realprobe's placeholder.
+    pairs); their values become realprobe's placeholder. `before_record_request`,
+    `before_record_response` (callables or lists) and `decode_compressed_response`: vcrpy's,
+    applied to each call as it is recorded.
     `match_on`: vcrpy matcher names (method, scheme, host, port, path, query, body, raw_body,
     headers, uri, url) and callables `(incoming, recorded) -> bool` on vcrpy `Request`s;
     default: the cassette's own (method + URL + JSON body digest for realprobe recordings).
@@ -460,7 +493,11 @@ def use_cassette(
         scrub = base.with_vcrpy_filters(
             filter_headers, filter_query_parameters, filter_post_data_parameters
         )
+    from realprobe.cassettes.vcr_bridge import before_record
+
     return CassetteSession(
         path, record_mode=record_mode, match_on=match_on, on_exhausted=on_exhausted,
         latency=latency, sandbox=sandbox, scrub=scrub, libraries=libraries,
+        before_record=before_record(before_record_request, before_record_response,
+                                    decode_compressed=decode_compressed_response),
     )

@@ -19,10 +19,10 @@ import contextlib
 import functools
 import importlib.util
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from realprobe.cassettes.cassette import MAX_JSON_DECODED, Call
+from realprobe.cassettes.cassette import MAX_JSON_DECODED, Call, headers_to_json
 from realprobe.cassettes.core import CassetteMiss
 from realprobe.http.decoding import decode_whole
 
@@ -93,12 +93,16 @@ class BridgeCassette:
 
     # -- what the stubs ask --------------------------------------------------------------
 
+    def _seen(self, vreq: Any) -> Any:
+        """The request as recorded and matched (None: answered live, never recorded)."""
+        return self.session.as_recorded(vreq.method, vreq.uri, _body(vreq.body),
+                                        _headers(vreq.headers))
+
     def _find(self, vreq: Any, *, consume: bool) -> Call | None:
-        player = self.session.player
-        if player is None:
+        player, seen = self.session.player, self._seen(vreq)
+        if player is None or seen is None:
             return None
-        headers = _headers(vreq.headers)
-        return player.find(vreq.method, vreq.uri, _body(vreq.body), headers, consume=consume)
+        return player.find(*seen, consume=consume)
 
     def _routable(self, vreq: Any) -> bool:
         import httpx
@@ -107,7 +111,7 @@ class BridgeCassette:
         return routes is not None and routes.target(httpx.URL(vreq.uri)) is not None
 
     def can_play_response_for(self, vreq: Any) -> bool:
-        if self.session.ignored(vreq.uri):
+        if self._seen(vreq) is None:
             return False  # answered live, never recorded
         self._started.setdefault(id(vreq), time.monotonic())
         if self._find(vreq, consume=False) is not None:
@@ -124,8 +128,7 @@ class BridgeCassette:
             )
         if call is None:
             try:
-                call = self.session.find(vreq.method, vreq.uri, _body(vreq.body),
-                                         _headers(vreq.headers))
+                call = self.session.find(*self._seen(vreq))
             except CassetteMiss as exc:
                 raise self.session._miss(exc) from None
             if call is None:
@@ -137,18 +140,19 @@ class BridgeCassette:
         return not self.session.recording
 
     def filter_request(self, vreq: Any) -> Any:
-        if self.session.ignored(vreq.uri):
+        seen = self._seen(vreq)
+        if seen is None:
             return None
         if not self.session.recording:
             # vcrpy asks this only for a request it cannot play while write-protected
             try:
-                self.session.find(vreq.method, vreq.uri, _body(vreq.body), _headers(vreq.headers))
+                self.session.find(*seen)
             except CassetteMiss as exc:
                 raise self.session._miss(exc) from None
         return vreq
 
     def append(self, vreq: Any, response: dict[str, Any]) -> None:
-        if self.session.ignored(vreq.uri):
+        if self._seen(vreq) is None:
             return
         status = response.get("status") or {}
         raw_body = (response.get("body") or {}).get("string")
@@ -282,3 +286,52 @@ def patch_libraries(session: CassetteSession, libraries: Sequence[str]) -> Itera
         for patcher in CassettePatcherBuilder(bridge).build():
             stack.enter_context(patcher)
         yield
+
+
+def _hooks(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def before_record(
+    request_hooks: Any = None, response_hooks: Any = None, *, decode_compressed: bool = False
+) -> Callable[[Call], Call | None] | None:
+    """vcrpy's `before_record_request` / `before_record_response` (a callable or a list) and
+    `decode_compressed_response`, as one step applied to each recorded call: the hooks see
+    vcrpy's own `Request` and response dict, and returning None leaves the call out."""
+    req_hooks, resp_hooks = _hooks(request_hooks), _hooks(response_hooks)
+    if not (req_hooks or resp_hooks or decode_compressed):
+        return None
+    from vcr.filters import decode_response
+    from vcr.request import Request
+
+    def apply(call: Call) -> Call | None:
+        if req_hooks:
+            vreq: Any = Request(call.method, call.uri, call.request_body,
+                                headers_to_json(call.request_headers))
+            for hook in req_hooks:
+                vreq = hook(vreq)
+                if vreq is None:
+                    return None
+            call.method, call.uri = str(vreq.method).upper(), str(vreq.uri)
+            call.request_body = _body(vreq.body)
+            call.request_headers = _headers(vreq.headers)
+        if call.status is None or not (resp_hooks or decode_compressed):
+            return call
+        response: Any = {"status": {"code": call.status, "message": call.reason},
+                         "headers": headers_to_json(call.headers), "body": {"string": call.body}}
+        if decode_compressed:
+            response = decode_response(response)
+        for hook in resp_hooks:
+            response = hook(response)
+            if response is None:
+                return None
+        status = response.get("status") or {}
+        call.status = int(status.get("code", call.status))
+        call.reason = str(status.get("message", call.reason))
+        call.headers = _headers(response.get("headers"))
+        call.body = _body((response.get("body") or {}).get("string")) or b""
+        return call
+
+    return apply

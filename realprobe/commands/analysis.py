@@ -1,6 +1,6 @@
 """`realprobe stats | calibrate | drift | report`: read the probes table.
 
-Each picks its rows by target kind (`--target`) and vantage (`--vantage`) and says which rows
+Each picks its rows by target kind (`--kinds`) and vantage (`--vantage`) and says which rows
 it summarised; opening the file also marks runs left `running` by a killed process.
 """
 
@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 import typer
 
 from realprobe.commands.common import (
+    ExplainOpt,
     JsonOpt,
     console,
     doc,
     err_console,
     print_json,
 )
-from realprobe.outputs import write_output
 
 if TYPE_CHECKING:
+    from realprobe.commands.tables import Notes
     from realprobe.probes.provenance import Provenance
     from realprobe.probes.results import Drift, VantageStats
     from realprobe.probes.stats import StatsReport
@@ -46,10 +47,10 @@ PeriodOpt = Annotated[
 ToolsOpt = Annotated[
     str | None, typer.Option("--tools", help="Comma-separated tool names (default: all with rows).")
 ]
-TargetOpt = Annotated[
+KindsOpt = Annotated[
     str | None,
     typer.Option(
-        "--target",
+        "--kinds",
         help="Which rows: live, sandbox, simulate, replay or all (default: live when the "
         "window holds live rows, else the one kind present).",
     ),
@@ -58,6 +59,10 @@ VantageOpt = Annotated[
     str | None,
     typer.Option("--vantage", help="Only rows probed from these vantages (comma-separated)."),
 ]
+
+
+#: the success rate the verdict of `stats` measures each tool against, unless --threshold
+THRESHOLD = 0.95
 
 
 def register(app: typer.Typer) -> None:
@@ -92,13 +97,18 @@ def stats_cmd(
     tools: ToolsOpt = None,
     db: DbOpt = None,
     period: PeriodOpt = "1d",
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
     by: Annotated[
         str,
         typer.Option("--by", help="tool (default), or vantage: each tool side by side per "
                      "vantage point (the same API seen from different networks)."),
     ] = "tool",
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Success rate the verdict measures each tool "
+                            "against (0-1).")
+    ] = THRESHOLD,
+    explain: ExplainOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Per tool: success rate with a 95% interval, error mix, latency fit, bursts, variability.
@@ -109,7 +119,7 @@ def stats_cmd(
     from realprobe import api
     from realprobe.probes.results import VantageStats
 
-    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=target,
+    rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=kinds,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
     if isinstance(rep, VantageStats):
         print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
@@ -118,14 +128,26 @@ def stats_cmd(
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return
-    print_stats(rep)
+    print_stats(rep, explain=explain, threshold=threshold)
     if rep.phases:
-        print_phases(rep.phases)
+        print_phases(rep.phases, explain=explain)
 
 
-def print_phases(phases: dict[str, dict[str, Any]]) -> None:
+def print_phases(phases: dict[str, dict[str, Any]], *, explain: bool = False) -> None:
+    """Where the time goes: one line naming the slowest phase (the table with `explain`)."""
     from realprobe.commands.tables import Column, fit_table
     from realprobe.dbfacts import PHASE_COLUMNS, PHASE_LABELS
+
+    if not explain:
+        slowest: dict[str, int] = {}
+        for p in phases.values():
+            if p["slowest"]:
+                slowest[p["slowest"]] = slowest.get(p["slowest"], 0) + 1
+        said = ", ".join(f"{PHASE_LABELS.get(k, k)} for {v}" for k, v in
+                         sorted(slowest.items(), key=lambda kv: -kv[1]))
+        console.print(f"[dim]slowest phase: {said or 'unknown'} of {len(phases)} tools "
+                      "(--explain shows every phase)[/dim]", highlight=False)
+        return
 
     drops = {"dns_ms": 3, "connect_ms": 4, "tls_ms": 5, "transfer_ms": 2}
     table = fit_table(
@@ -169,33 +191,98 @@ def print_by_vantage(rep: VantageStats) -> None:
     console.print(table)
 
 
-def _print_success_notes(rep: StatsReport) -> None:
-    """† notes (an interval resting on borrowed or assumed burst structure) and the long-run
-    intervals, which include day-to-day variation (the table's are for the probed days)."""
+def quoted(t: Any) -> tuple[float, float]:
+    """The one success interval `stats` quotes for a tool (table, verdict, report)."""
+    return cast("tuple[float, float]", t.success.quoted95)
+
+
+def _interval(t: Any) -> str:
+    from realprobe.probes.stats import interval_text
+
+    return f"{_pct(t.success.rate)} {interval_text(quoted(t))}"
+
+
+def verdict(rep: StatsReport, threshold: float = THRESHOLD) -> str:
+    """One paragraph: which tools are surely below `threshold` (the whole quoted interval
+    under it), which cannot be told from it yet, which are surely above; worst first."""
+    below = sorted((t for t in rep.tools if quoted(t)[1] < threshold),
+                   key=lambda t: (quoted(t)[1], t.tool))
+    above = [t for t in rep.tools if quoted(t)[0] >= threshold]
+    unsure = [t for t in rep.tools if t not in below and t not in above]
+    thr = f"{100 * threshold:g}%"
+
+    def some(ts: list[Any], k: int = 3) -> str:
+        named = ", ".join(f"{t.tool} {_interval(t)}" for t in ts[:k])
+        return named + (f" and {len(ts) - k} more" if len(ts) > k else "")
+
+    n = len(rep.tools)
+    parts = [f"Verdict at a {thr} success threshold (95% intervals):"]
+    parts.append(f"{len(below)} of {n} tools are below it" + (f", worst {some(below)}."
+                                                             if below else "."))
+    if unsure:
+        calls = sorted({t.success.n for t in unsure})
+        each = f"{calls[0]}" if len(calls) == 1 else f"{calls[0]}-{calls[-1]}"
+        parts.append(f"{len(unsure)} cannot be told from it with {each} calls each "
+                     f"({some(unsure, 2)}): more rounds narrow the interval.")
+    parts.append(f"{len(above) or 'None'} {'is' if len(above) < 2 else 'are'} surely above it"
+                 + (f": {some(above, 2)}." if above else "."))
+    return " ".join(parts)
+
+
+def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
+    """The footnotes of `stats`, grouped: † intervals resting on borrowed or assumed burst
+    structure, ‡ long-run and hang caveats, the error mix per tool, quiet faults."""
+    from realprobe.commands.tables import Notes
+
+    notes = Notes(explain=explain)
+    borrowed = {"borrowed": "† {n} tool{s}: too few failures in a row to measure bursts, so "
+                            "the interval borrows the other tools' pooled burst chain",
+                "assumed independent": "† {n} tool{s}: no failure seen anywhere; the interval "
+                                       "assumes independent calls"}
     for t in rep.tools:
         if t.success.note:
-            console.print(f"[dim]† {t.tool}: {t.success.note}[/dim]")
-    longs = [f"{t.tool} [{_num(t.success.long_run95[0])}, {_num(t.success.long_run95[1])}]"
-             for t in rep.tools if t.success.long_run95]  # fmt: skip
-    if longs:
-        console.print(f"[dim]long-run success (days vary; 95% CI): {'; '.join(longs)}[/dim]")
+            group = borrowed.get(t.success.burst_source, "† {n} tool{s}: a rough burst chain")
+            notes.add(group, f"{t.tool}: {t.success.note}")
     for t in rep.tools:
+        if t.success.long_run95:
+            lo, hi = t.success.long_run95
+            notes.add("long-run success of {n} tool{s} (days vary; 95% CI)",
+                      f"{t.tool} [{_num(lo)}, {_num(hi)}]")
         if t.success.long_run_too_few_failures:
-            console.print(f"[dim]‡ {t.tool} long-run: {t.success.long_run_note}[/dim]")
+            notes.add("‡ {n} tool{s}: too few failures for a long-run interval",
+                      f"{t.tool}: {t.success.long_run_note}")
         if t.variability.success_logit_sd_note:
-            console.print(f"[dim]‡ {t.tool}: {t.variability.success_logit_sd_note}[/dim]")
+            notes.add("‡ {n} tool{s}: day-to-day success variation is rough",
+                      f"{t.tool}: {t.variability.success_logit_sd_note}")
         fit = t.latency.lognormal
         if fit is not None and fit.hang_share_ci95 is not None and fit.hang_share_ci95[0] <= 0:
-            console.print(
-                f"[dim]‡ {t.tool}: hangs cannot be told from slow calls at the "
-                f"{t.latency.timeout_s:g} s deadline (hang share of successes and TIMEOUTs "
-                f"0 to {fit.hang_share_ci95[1]:.3g})[/dim]"
-            )
+            notes.add(f"‡ {{n}} tool{{s}}: hangs cannot be told from slow calls at the "
+                      f"{t.latency.timeout_s:g} s deadline",
+                      f"{t.tool}: hang share of successes and TIMEOUTs 0 to "
+                      f"{fit.hang_share_ci95[1]:.3g}")
+    pooled: dict[str, int] = {}
+    for t in rep.tools:
+        for code, k in t.errors.counts.items():
+            pooled[code] = pooled.get(code, 0) + k
+    top = ", ".join(f"{c} {k}" for c, k in sorted(pooled.items(), key=lambda kv: -kv[1])[:3])
+    for line in _error_mix_lines(rep):
+        notes.add(f"error mix ({top}{', ...' if len(pooled) > 3 else ''}): each code's share "
+                  "with its 95% CI, {n} tool{s}", line)
+    for tool, e in sorted((rep.implicit or {}).items()):
+        signs = [f"{k} {e[k]} ({_pct(e['rates'][k])})" for k in ("drift", "empty", "stale")
+                 if e[k]]  # fmt: skip
+        if signs:
+            notes.add("quiet faults (drifted, empty or stale bodies) in the ok calls of "
+                      "{n} tool{s}", f"{tool}'s {e['ok']} ok calls: {', '.join(signs)}")
+    return notes
 
 
-def print_stats(rep: StatsReport) -> None:
-    from realprobe.commands.tables import Column, fit_table
-    from realprobe.probes.stats import EXTRAPOLATED, interval_text
+def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = THRESHOLD
+                ) -> None:
+    """The table, the verdict, then the notes grouped and counted (`explain`: one line per
+    tool under each)."""
+    from realprobe.commands.tables import Column, escape, fit_table
+    from realprobe.probes.stats import EXTRAPOLATED
 
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = fit_table(
@@ -213,8 +300,7 @@ def print_stats(rep: StatsReport) -> None:
         cells = [
             t.tool,
             str(t.success.n),
-            f"{_pct(t.success.rate)} {interval_text(t.success.quoted95)}"
-            + ("†" if t.success.note else ""),
+            _interval(t) + ("†" if t.success.note else ""),
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
             + (EXTRAPOLATED if lat.extrapolated else ""),
@@ -224,22 +310,19 @@ def print_stats(rep: StatsReport) -> None:
         cells.append(", ".join(([f"{top[0]} {100 * top[1]:.0f}%"] if top else []) + flags) or "-")
         table.add_row(*cells)
     console.print(table)
+    if rep.tools:
+        console.print(escape(verdict(rep, threshold)), highlight=False)
     console.print(
-        "[dim]success = per attempt (each stored call is one trial; prober outages excluded); "
-        "95% CI = Wilson on the burst-adjusted effective n; latency in ms over successes, "
-        f"TIMEOUTs right-censored in the fit. How to read them: {doc('statistics.md')}[/dim]"
+        "[dim]success per attempt, 95% CI on the burst-adjusted n; latency over successes, "
+        f"TIMEOUTs censored. How to read: {doc('statistics.md')}[/dim]"
     )
-    _print_success_notes(rep)
-    _print_error_mix(rep)
     if any(t.latency.extrapolated for t in rep.tools):
-        console.print(
-            "[dim]* the deadline cut into the latency: percentiles from the censored fit "
-            "(the successes' own are lower bounds, under latency.observed in --json)[/dim]"
-        )
-    _print_implicit(rep.implicit or {})
+        console.print("[dim]* the deadline cut into the latency: percentiles from the censored "
+                      "fit[/dim]")
+    _stats_notes(rep, explain).print(console)
 
 
-def _print_error_mix(rep: StatsReport) -> None:
+def _error_mix_lines(rep: StatsReport) -> list[str]:
     """Each tool's error mix: every code's share of failures with its 95% interval, at the
     effective number of failures (an outage that repeats one code counts for less)."""
     lines = []
@@ -252,24 +335,9 @@ def _print_error_mix(rep: StatsReport) -> None:
                  f"{_num(e.share_of_failures_ci95[c][1])}]" for c, w in shares]  # fmt: skip
         if e.unseen_code_ci95 is not None:
             parts.append(f"any other code [0, {_num(e.unseen_code_ci95[1])}]")
-        lines.append(f"  {t.tool}: {' · '.join(parts)} (n_eff {e.n_effective:.1f} of "
+        lines.append(f"{t.tool}: {' · '.join(parts)} (n_eff {e.n_effective:.1f} of "
                      f"{e.failures} failures, design effect {e.design_effect:.2f})")  # fmt: skip
-    if lines:
-        console.print(
-            "[dim]error mix: share of failures per code, 95% CI (Wilson at the effective "
-            "number of failures n_eff = failures / design effect of repeated codes):[/dim]"
-        )
-        for line in lines:
-            console.print(f"[dim]{line}[/dim]", highlight=False)
-
-
-def _print_implicit(summary: dict[str, Any]) -> None:
-    """One line per tool whose successful answers showed implicit-fault signs."""
-    for tool, e in sorted(summary.items()):
-        signs = [f"{k} {e[k]} ({_pct(e['rates'][k])})" for k in ("drift", "empty", "stale")
-                 if e[k]]  # fmt: skip
-        if signs:
-            console.print(f"quiet faults in {tool}'s {e['ok']} ok calls: {', '.join(signs)}")
+    return lines
 
 
 def calibrate_cmd(
@@ -286,12 +354,12 @@ def calibrate_cmd(
         ),
     ] = None,
     view: Annotated[
-        str, typer.Option("--as", help="profile (default), resilibench or reliabilitybench.")
+        str, typer.Option("--view", help="profile (default), resilibench or reliabilitybench.")
     ] = "profile",
     source: Annotated[
         str | None,
         typer.Option(
-            "--from",
+            "--source",
             help="Convert this profile (file or calm|published|harsh) instead "
             "of calibrating from the database.",
         ),
@@ -305,7 +373,7 @@ def calibrate_cmd(
             "(default: the probes' own deadline).",
         ),
     ] = None,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
@@ -315,18 +383,16 @@ def calibrate_cmd(
 
     profile, data = api.calibrate_export(
         db, view=view, deadline=deadline, source=source, since=since, until=until, tools=tools,
-        name=name, kinds=target, vantage=vantage,
+        name=name, kinds=kinds, vantage=vantage, output=output,
     )
     if source is None:
         _warn(profile.source.get("warning"))
         for tool, tp in sorted(profile.tools.items()):
             for note in tp.notes:
                 err_console.print(f"[dim]{tool}: {note}[/dim]", highlight=False)
-    text = json.dumps(data, indent=2) + "\n"
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    write_output(output, text, replace=True)
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
 
@@ -346,7 +412,7 @@ def drift_cmd(
     fail_on_worse: Annotated[
         bool, typer.Option("--fail-on-worse", help="Exit 1 if any tool got worse (for cron).")
     ] = False,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -360,7 +426,7 @@ def drift_cmd(
         db, baseline=baseline, current=current, tools=tools, alpha=alpha,
         correction=correction,  # type: ignore[arg-type]
         min_success_change=min_success_change, min_latency_change=min_latency_change,
-        kinds=target, vantage=vantage,
+        kinds=kinds, vantage=vantage,
     )
     _banner(rep.provenance["current"])
     if as_json:
@@ -400,6 +466,27 @@ def print_drift(rep: Drift) -> None:
             f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
         )
     console.print(table)
+    console.print(drift_verdict(rep), highlight=False)
+
+
+def drift_verdict(rep: Drift) -> str:
+    """One paragraph: how many tools got worse, better, changed, stayed, could not be told."""
+    by: dict[str, list[str]] = {}
+    for t in rep.tools:
+        by.setdefault(t.verdict, []).append(t.tool)
+    if not rep.tools:
+        return "Verdict: no tool has rows in both windows."
+    parts = [f"{len(by[v])} {v} ({', '.join(by[v][:3])}{', ...' if len(by[v]) > 3 else ''})"
+             for v in ("worse", "better", "changed") if v in by]
+    if "stable" in by:
+        parts.append(f"{len(by['stable'])} stable")
+    few = by.get("insufficient data", [])
+    if few:
+        from realprobe.probes.drift import MIN_N
+
+        parts.append(f"{len(few)} with fewer than {MIN_N} calls in a window, too few to test "
+                     "(widen --baseline or --current, or probe more)")
+    return f"Verdict over {len(rep.tools)} tools: " + "; ".join(parts) + "."
 
 
 def report_cmd(
@@ -412,7 +499,7 @@ def report_cmd(
             "existing file is replaced, a symbolic link is refused.",
         ),
     ] = None,
-    fmt: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
+    format_: Annotated[str, typer.Option("--format", help="html, md or json.")] = "html",
     since: SinceOpt = None,
     until: UntilOpt = None,
     tools: ToolsOpt = None,
@@ -427,7 +514,7 @@ def report_cmd(
         str | None,
         typer.Option("--current", help="Drift current window (default: each tool's later half)."),
     ] = None,
-    target: TargetOpt = None,
+    kinds: KindsOpt = None,
     vantage: VantageOpt = None,
 ) -> None:
     """A self-contained HTML, Markdown or JSON report of the stored probes.
@@ -436,15 +523,15 @@ def report_cmd(
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
     from realprobe import api
 
-    if output is None and fmt == "html":
+    if output is None and format_ == "html":
         output = Path("report.html")
     with err_console.status("building report"):
         data, text = api.make_report(
-            db, output=output, fmt=fmt, since=since, until=until, tools=tools, period=period,
-            baseline=baseline, current=current, kinds=target, vantage=vantage,
+            db, output=output, format=format_, since=since, until=until, tools=tools, period=period,
+            baseline=baseline, current=current, kinds=kinds, vantage=vantage,
         )
     if output is None:
         sys.stdout.write(text + "\n")
         return
     _banner(data.stats.provenance)
-    err_console.print(f"wrote {fmt} report ({len(data.stats.tools)} tools) to {output}")
+    err_console.print(f"wrote {format_} report ({len(data.stats.tools)} tools) to {output}")

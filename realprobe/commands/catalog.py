@@ -60,7 +60,7 @@ def import_openapi_cmd(
     spec: Annotated[
         list[str], typer.Argument(help="OpenAPI 3.0/3.1 or Swagger 2.0 file or URL (YAML/JSON).")
     ],
-    out: Annotated[
+    output: Annotated[
         Path, typer.Option("--output", "-o", help="Catalogue file to write (.json, .yaml, .toml).")
     ],
     select: Annotated[
@@ -97,7 +97,7 @@ def import_openapi_cmd(
 
     try:
         result = import_openapi(
-            spec, out, api_id=api_id, prefix=prefix, select=select or (),
+            spec, output, api_id=api_id, prefix=prefix, select=select or (),
             include_auth=include_auth, base_url=base_url, category=category,
         )
     except NothingImported as exc:
@@ -105,7 +105,7 @@ def import_openapi_cmd(
             _print_notes(r)
         raise
     if as_json:
-        print_json({"output": str(out), "reports": [r.as_json() for r in result.reports],
+        print_json({"output": str(output), "reports": [r.as_json() for r in result.reports],
                     "clashes": result.clashes})  # fmt: skip
         return
     for r in result.reports:
@@ -120,8 +120,8 @@ def import_openapi_cmd(
     for line in result.clashes:
         _line(f"note: {line}")
     console.print(
-        f"wrote {result.tools} tools over {len(result.apis)} APIs to {out}; "
-        f"use it with --catalog {out}",
+        f"wrote {result.tools} tools over {len(result.apis)} APIs to {output}; "
+        f"use it with --catalog {output}",
         soft_wrap=True,
         highlight=False,
     )  # fmt: skip
@@ -133,10 +133,14 @@ def _line(text: str) -> None:
 
 
 def _print_notes(r: ImportReport) -> None:
+    """Each skipped operation and warning, in the command line's terms (`--include-auth`)."""
+    def flags(text: str) -> str:
+        return text.replace("include_auth", "--include-auth")
+
     for n in r.skipped:
-        _line(f"skipped {n.operation}: {n.text}")
+        _line(f"skipped {n.operation}: {flags(n.text)}")
     for n in r.warnings:
-        _line(f"warning {n.operation}: {n.text}")
+        _line(f"warning {n.operation}: {flags(n.text)}")
 
 
 # -- record-fixtures ---------------------------------------------------------------------------
@@ -160,7 +164,7 @@ def record_fixtures_cmd(
         typer.Option("--interval", help="Seconds between calls to one host (default: catalogue)."),
     ] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Deadline per call, s.")] = 20.0,
-    out: Annotated[
+    output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of into FILE.")
     ] = None,
     as_json: JsonOpt = False,
@@ -174,7 +178,7 @@ def record_fixtures_cmd(
 
     done = record_fixtures(
         file, tools=tools, sandbox=sandbox, upstream=upstream, interval=interval,
-        timeout=timeout, output=out,
+        timeout=timeout, output=output,
         progress=None if as_json else with_eta(
             lambda line: err_console.print(line, highlight=False)),
     )

@@ -87,21 +87,12 @@ def _callback(name: str, previous: Callable[..., Any] | None) -> Callable[..., A
     return callback
 
 
-def _flags_of(command: Any) -> dict[str, str]:
-    """{parameter name: its long flag} of a click command (`view` -> `--as`)."""
-    return {
-        p.name: max(p.opts, key=len)
-        for p in getattr(command, "params", [])
-        if p.name and any(o.startswith("--") for o in getattr(p, "opts", []))
-    }
-
-
 def _speaking_flags(command: Any) -> None:
     """Library errors name parameters; raised inside this command, they name its flags."""
     body = getattr(command, "callback", None)
     if body is None or getattr(body, "__realprobe_flags__", False):
         return
-    flags = _flags_of(command)
+    flags = {o for p in getattr(command, "params", []) for o in getattr(p, "opts", [])}
 
     @functools.wraps(body)
     def run(*args: Any, **kwargs: Any) -> Any:

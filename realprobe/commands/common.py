@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -151,6 +151,10 @@ FaultRateOpt = Annotated[
                  "and bursts kept."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ExplainOpt = Annotated[
+    bool, typer.Option("--explain", help="Every note in full, one line per tool (by default "
+                       "notes are grouped and counted).")
+]
 TimeoutOpt = Annotated[
     float | None, typer.Option("--timeout", help="Total deadline per call, in seconds.")
 ]
@@ -196,11 +200,6 @@ class PolitenessChoice(StrEnum):
     OFF = "off"
 
 
-def polite_from(choice: PolitenessChoice | None) -> bool | None:
-    """The library's `polite`: None (the default for the target), True or False."""
-    return None if choice is None else choice is PolitenessChoice.CATALOG
-
-
 def load_catalog(extra: list[Path] | None) -> Catalog:
     from realprobe.adapters.catalog import Catalog
 
@@ -221,12 +220,6 @@ def transport_options(
         mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
         record_mode=record_mode,
     ).normalised()
-
-
-def default_db_path() -> Path:
-    from realprobe.dbfacts import default_db_path as default
-
-    return default()
 
 
 def doc(name: str) -> str:
@@ -262,33 +255,17 @@ def parse_kv(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
-#: parameters whose flag is not `--name-with-dashes` when the command does not say otherwise
-ODD_FLAGS = {
-    "view": "--as",
-    "as_view": "--as",
-    "fmt": "--format",
-    "source": "--from",
-    "cassettes": "--from-cassettes",
-    "toxics": "--toxic",
-    "allowed_hosts": "--allowed-host",
-    "session_idle_s": "--session-idle-timeout",
-    "simulate": "--profile",
-    "out": "--output",
-    "all_tasks": "--all",
-    "polite": "--politeness",
-    "kinds": "--target",
-}
+def flag_for(param: str, flags: Collection[str] = ()) -> str:
+    """How the command line spells a Python parameter: `--name-with-dashes` (every flag is
+    its keyword, a test holds them to it), or `--item` when the command's repeatable flag
+    fills `items`."""
+    flag = "--" + param.replace("_", "-")
+    return flag[:-1] if flag not in flags and flag[:-1] in flags else flag
 
 
-def flag_for(param: str, flags: dict[str, str] | None = None) -> str:
-    """How the command line spells a Python parameter: the command's own option for it if
-    it has one, else `--name-with-dashes` (a few odd ones from ODD_FLAGS)."""
-    return (flags or {}).get(param) or ODD_FLAGS.get(param) or "--" + param.replace("_", "-")
-
-
-def cli_message(exc: RealprobeError, flags: dict[str, str] | None = None) -> str:
+def cli_message(exc: RealprobeError, flags: Collection[str] = ()) -> str:
     """The error's message with each parameter it names (`exc.params`) spelled as its flag:
-    `target 'x': ...` becomes `--target 'x': ...`, `target=all` becomes `--target all`."""
+    `repeat must be ...` becomes `--repeat must be ...`, `kinds=all` becomes `--kinds all`."""
     text = str(exc)
     if not exc.params:
         return text
@@ -302,7 +279,7 @@ def cli_message(exc: RealprobeError, flags: dict[str, str] | None = None) -> str
     )
 
 
-def in_cli_terms(exc: RealprobeError, flags: dict[str, str] | None = None) -> RealprobeError:
+def in_cli_terms(exc: RealprobeError, flags: Collection[str] = ()) -> RealprobeError:
     """The same exception, its message rewritten by `cli_message` (for the one-line print)."""
     if isinstance(exc, NoDatabase) and not exc.advised:
         exc.args = (f"{exc}; run `realprobe probe` first or pass --db FILE",)
@@ -314,22 +291,15 @@ def in_cli_terms(exc: RealprobeError, flags: dict[str, str] | None = None) -> Re
 
 
 @contextmanager
-def as_flags(*params: str, **renamed: str) -> Iterator[None]:
-    """Library errors name parameters (`repeat must be at least 1`); on the command line the
-    same message names the flag (`--repeat must be at least 1`). `params` map to
-    `--name-with-dashes`, `renamed` maps a parameter to a different flag."""
-    flags = {p: "--" + p.replace("_", "-") for p in params} | renamed
+def as_flags(*params: str) -> Iterator[None]:
+    """A library error that names none of its parameters is taken to name these (whichever
+    its message holds): `repeat must be at least 1` prints as `--repeat must be ...`."""
     try:
         yield
     except RealprobeError as exc:
-        if exc.params:
-            raise  # it names its parameters: the command's flags are put in as it leaves
-        text = str(exc)
-        pattern = r"(?<![\w-])(" + "|".join(map(re.escape, flags)) + r")(?![\w-])"
-        new = re.sub(pattern, lambda m: flags[m.group(1)], text)
-        if new == text:
-            raise
-        raise RealprobeError(new) from exc
+        if not exc.params:
+            exc.params = params
+        raise
 
 
 class QuickHelpGroup(TyperGroup):

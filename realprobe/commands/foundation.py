@@ -12,6 +12,7 @@ from realprobe.commands.common import (
     AuthTokenEnvOpt,
     CassetteOpt,
     CatalogOpt,
+    ExplainOpt,
     FaultPlanOpt,
     FaultRateOpt,
     JsonOpt,
@@ -26,7 +27,6 @@ from realprobe.commands.common import (
     err_console,
     load_catalog,
     parse_kv,
-    polite_from,
     print_json,
     print_json_large,
     server_guards,
@@ -56,9 +56,9 @@ def catalog_cmd(
         str,
         typer.Option(
             "--format",
-            help="full (default), mcp (as `realprobe mcp` lists them), openai (chat "
-            "completions), openai-strict (strict function calling) or openai-responses "
-            "(Responses API, strict).",
+            help="full (default: a table, JSON with --json), or JSON in one of these forms: mcp "
+            "(as `realprobe mcp` lists them), openai (chat completions), openai-strict (strict "
+            "function calling), openai-responses (Responses API, strict).",
         ),
     ] = "full",
     as_json: JsonOpt = False,
@@ -68,7 +68,7 @@ def catalog_cmd(
     formats = ("full", "mcp", "openai", "openai-strict", "openai-responses")
     if fmt not in formats:
         raise RealprobeError(f"--format {fmt!r}: choose {', '.join(formats)}")
-    if as_json:
+    if as_json or fmt != "full":  # the other formats are JSON by nature: always printed so
         from realprobe.adapters.exports import openai_responses
 
         if fmt == "mcp":
@@ -220,7 +220,8 @@ def sandbox_cmd(
     import signal
 
     from realprobe.api import make_sandbox
-    from realprobe.dbfacts import default_db_path
+    from realprobe.store import db_path
+    from realprobe.tasks.settings import EvalSettings
 
     cat = load_catalog(catalog)
     allowed, token = server_guards("sandbox", host, allowed_host, auth_token_env)
@@ -229,14 +230,13 @@ def sandbox_cmd(
             f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
             "--from-cassettes"
         )
+    settings = EvalSettings(profile=profile, seed=seed, fault_plan=fault_plan,
+                            fault_rate=fault_rate)
     sb = make_sandbox(
-        profile, seed=seed, latency_scale=latency_scale, host=host, port=port, catalog=cat,
-        cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
-        upstream=upstream,
-        polite=polite_from(politeness),
-        toxics=list(toxic or []), fault_plan=fault_plan, fault_rate=fault_rate,
-        admin=admin,
-        db=(db or default_db_path()) if upstream is not None else None,
+        settings=settings, latency_scale=latency_scale, host=host, port=port, catalog=cat,
+        from_cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
+        upstream=upstream, politeness=politeness, toxics=list(toxic or []), admin=admin,
+        db=db_path(db) if upstream is not None else None,
         allowed_hosts=allowed,
         auth_token=token,
     )
@@ -277,7 +277,7 @@ def sandbox_cmd(
 
 
 def demo_cmd(
-    out: Annotated[
+    output: Annotated[
         Path,
         typer.Option("--output", "-o", help="Folder for the demo's database, profile and report."),
     ] = Path("realprobe-demo"),
@@ -285,44 +285,77 @@ def demo_cmd(
     rounds: Annotated[int, typer.Option(help="Probe rounds against the sandbox.")] = 5,
     seed: SeedOpt = 0,
     timeout: Annotated[float, typer.Option(help="Deadline per call in seconds.")] = 2.0,
+    explain: ExplainOpt = False,
 ) -> None:
     """The main job, offline: sandbox, probes, statistics, profile, report and replayed tasks.
 
     Probes every tool through the loopback sandbox, turns the rows into statistics, a
     calibrated profile and a report, then replays the shipped real-world task cassettes with
-    the reference agent and scores them.
+    the reference agent and scores them. Each step prints its answer in a few lines;
+    --explain prints every step's full table and every note.
     """
     from realprobe.demo import run_demo
 
     if rounds < 1:
         raise RealprobeError("--rounds must be at least 1")
-    res = run_demo(out, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
-                   on_step=lambda name, value: _show_step(name, value, out, rounds, profile, seed))
+    res = run_demo(
+        output, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
+        on_step=lambda name, value: _show_step(name, value, output, rounds, profile, seed,
+                                               explain),
+    )
     console.rule()
     console.print(
-        f"done: database {res.db}, profile {res.profile}, report {res.report} "
-        "(open it in a browser)"
+        f"done: {res.out}/ holds {res.db.name}, {res.profile.name} and {res.report.name} "
+        "(open it in a browser); `demo --explain` prints every table and note"
     )
 
 
-def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed: int) -> None:
-    """Print one demo step the way its own command prints it."""
+def _by_outcome(results: list[ToolResult], names: list[str]) -> str:
+    """`16/32 ok · TIMEOUT 13: a, b, ... · NETWORK_ERROR 1: c`: each failing code with its
+    tools, in one paragraph."""
+    failed: dict[str, list[str]] = {}
+    for name, r in zip(names, results, strict=True):
+        if not r.ok:
+            failed.setdefault(r.code.value if r.code else "?", []).append(name)
+    parts = [f"{sum(r.ok for r in results)}/{len(results)} ok"]
+    parts += [f"{code} {len(ts)}: {', '.join(ts)}"
+              for code, ts in sorted(failed.items(), key=lambda kv: -len(kv[1]))]
+    return " · ".join(parts)
+
+
+def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed: int,
+               explain: bool = False) -> None:
+    """Print one demo step: its answer in a few lines (`explain`: as its own command does)."""
     if name == "sandbox":
         console.print(f"sandbox on {value}: profile {profile!r}, seed {seed}")
     elif name == "call-all":
         console.rule("[bold]1/5  every tool once through the sandbox")
-        _print_call_all(load_catalog(None), value, "sandbox")
+        if explain:
+            _print_call_all(load_catalog(None), value, "sandbox")
+        else:
+            console.print(_by_outcome(value, [t.name for t in load_catalog(None)]),
+                          highlight=False)
     elif name == "probe":
         from realprobe.commands.probes import summary_table
 
         console.rule(f"[bold]2/5  probe every tool {rounds}x (no politeness waits: the sandbox "
                      "is ours)")
-        console.print(summary_table(value))
+        if explain:
+            console.print(summary_table(value))
+        else:
+            codes: dict[str, int] = {}
+            for t in value.tools:
+                for code, k in t.errors.items():
+                    codes[code] = codes.get(code, 0) + k
+            mix = ", ".join(f"{c} {k}" for c, k in sorted(codes.items(), key=lambda kv: -kv[1]))
+            console.print(f"run {value.run_id}: {value.n_calls} calls, {value.n_ok} ok, "
+                          f"{value.n_error} failed ({mix or 'none'}) in {value.duration_s:.0f}s; "
+                          "per tool with intervals below", highlight=False)
     elif name == "stats":
         from realprobe.commands.analysis import print_stats
 
         console.rule("[bold]3/5  statistics")
-        print_stats(value)
+        print_stats(value, explain=explain)
     elif name == "calibrate":
         console.rule("[bold]4/5  calibrated profile and report")
         console.print(f"wrote the calibrated profile to {value}")

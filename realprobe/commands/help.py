@@ -17,12 +17,12 @@ from typing import Any
 #: panel -> the parameters in it (by Python name); anything else is under "Options"
 PANELS: dict[str, tuple[str, ...]] = {
     "Where calls go": (
-        "mode", "sandbox", "simulate", "profile", "cassette", "record_mode", "seed", "catalog",
+        "mode", "sandbox", "profile", "cassette", "record_mode", "seed", "catalog",
         "on_exhausted", "replay_latency", "real_time", "from_cassettes", "upstream", "toxic",
         "latency_scale", "timeout", "call_timeout", "transport",
     ),
     "Stored data": (
-        "db", "since", "until", "tools", "target", "vantage", "by", "period", "baseline",
+        "db", "since", "until", "tools", "kinds", "target", "vantage", "by", "period", "baseline",
         "current", "window", "batch",
     ),
     "Pacing": (
@@ -33,15 +33,15 @@ PANELS: dict[str, tuple[str, ...]] = {
         "base_url", "model", "api_key_env", "llm_timeout", "llm_rpm", "llm_tpm",
         "llm_concurrency", "max_turns",
     ),
-    "Output": ("as_json", "out", "output", "fmt", "view", "dry_run"),
+    "Output": ("as_json", "output", "format_", "view", "dry_run"),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 
 #: parameter name -> metavar, where the type alone says too little
 METAVARS = {
     "sandbox": "URL", "base_url": "URL", "upstream": "live|URL", "address": "HOST:PORT",
-    "db": "FILE", "catalog": "FILE|FAMILY", "cassette": "FILE", "out": "PATH",
-    "output": "PATH", "simulate": "PROFILE", "profile": "PROFILE", "alerts": "FILE",
+    "db": "FILE", "catalog": "FILE|FAMILY", "cassette": "FILE",
+    "output": "PATH", "profile": "PROFILE", "alerts": "FILE",
     "since": "WHEN", "until": "WHEN", "baseline": "FROM..TO", "current": "FROM..TO",
     "every": "INTERVAL", "cron": "'M H DOM MON DOW'", "tools": "NAME,...", "arg": "KEY=VALUE",
     "param": "KEY=VALUE", "header": "NAME", "secret": "VALUE", "model": "NAME",
@@ -53,8 +53,11 @@ METAVARS = {
 BY_TYPE = {"str": "TEXT", "int": "N", "float": "X", "path": "PATH", "bool": "BOOL"}
 SECONDS = ("timeout", "interval", "jitter", "lock_timeout", "deadline", "window")
 
-#: old flag -> the name every verb uses now (kept working, with one line of notice)
+#: old flag (or "verb --flag") -> the name every verb uses now, spelled like the keyword of
+#: the verb's function (kept working, hidden, with one line of notice)
 DEPRECATED_FLAGS = {
+    **{f"{verb} --target": "--kinds" for verb in ("stats", "calibrate", "drift", "report")},
+    "calibrate --as": "--view", "calibrate --from": "--source",
     "--simulate": "--profile", "--out": "--output",
     "--polite": "--politeness catalog", "--no-polite": "--politeness off",
     "--no-politeness": "--politeness off", "--task-prompt": "--prompt",
@@ -100,6 +103,8 @@ def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
         if records:
             with formatter.section(panel):
                 formatter.write_dl(records)
+    if hasattr(self, "format_commands"):  # a group: its sub-commands, as click lists them
+        self.format_commands(ctx, formatter)
 
 
 def readable_help(command: Any) -> None:
@@ -116,11 +121,12 @@ def renamed_flags(args: list[str]) -> list[str]:
     stderr says so (the old names work for one more release)."""
     out: list[str] = []
     told: set[str] = set()
+    verb = next((a for a in args if not a.startswith("-")), "")
     for i, arg in enumerate(args):
         if arg == "--":
             return out + args[i:]
         flag, eq, value = arg.partition("=")
-        new = DEPRECATED_FLAGS.get(flag)
+        new = DEPRECATED_FLAGS.get(f"{verb} {flag}") or DEPRECATED_FLAGS.get(flag)
         if new is None:
             out.append(arg)
             continue

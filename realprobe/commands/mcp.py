@@ -33,7 +33,7 @@ from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
-    from realprobe.clients import TransportOptions
+    pass
 
 
 
@@ -50,24 +50,6 @@ def register(app: typer.Typer) -> None:
     group.command("replay")(replay_cmd)
     group.command("import")(import_cmd)
     app.add_typer(group, name="mcp")
-
-
-def build_transport_options(
-    mode: Mode,
-    sandbox: str | None,
-    profile: str | None,
-    cassette: Path | None,
-    seed: int,
-    real_time: bool,
-    fault_plan: str | None = None,
-    fault_rate: float | None = None,
-) -> TransportOptions:
-    from realprobe.clients import TransportOptions
-
-    return TransportOptions(
-        mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
-        real_time=real_time, fault_plan=fault_plan, fault_rate=fault_rate,
-    ).normalised()
 
 
 def mcp_cmd(
@@ -135,7 +117,8 @@ def mcp_cmd(
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
     max_sessions: Annotated[
-        int, typer.Option("--max-sessions", help="HTTP: open sessions at most (then 503).")
+        int, typer.Option("--max-sessions",
+                          help="HTTP: open sessions per client address at most (then 503).")
     ] = 100,
     session_idle_timeout: Annotated[
         float,
@@ -169,8 +152,12 @@ def mcp_cmd(
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
-    opts = build_transport_options(
-        mode, sandbox, profile, cassette, seed, real_time, fault_plan, fault_rate
+    from realprobe.tasks.settings import EvalSettings
+
+    settings = EvalSettings(
+        mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed,
+        fault_plan=fault_plan, fault_rate=fault_rate, prompt=prompt, flaw_seed=flaw_seed,
+        paraphrase=paraphrase,
     )
     if transport is McpTransport.STDIO and _stdin_is_a_file():
         _stdin_through_a_pipe()
@@ -183,13 +170,11 @@ def mcp_cmd(
 
     with as_flags("timeout", "port", "tools"):
         serve_mcp(
-            transport=transport.value, host=host, port=port, tools=tools, target=opts,
-            db=db, timeout=timeout, vantage=vantage,
-            polite=politeness is PolitenessChoice.CATALOG,
-            catalog=load_catalog(catalog), on_ready=ready,
-            allowed_hosts=allowed, auth_token=token,
-            max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
-            task=task, model=model, prompt=prompt, flaw_seed=flaw_seed, paraphrase=paraphrase,
+            transport=transport.value, host=host, port=port, tools=tools, settings=settings,
+            real_time=real_time, db=db, timeout=timeout, vantage=vantage, politeness=politeness,
+            catalog=load_catalog(catalog), on_ready=ready, allowed_hosts=allowed,
+            auth_token=token, max_sessions=max_sessions,
+            session_idle_timeout=session_idle_timeout, task=task, model=model,
         )
     import signal
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,6 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
-    polite_from,
     print_json,
     transport_options,
 )
@@ -40,9 +40,10 @@ if TYPE_CHECKING:
 
 ToolsOpt = Annotated[
     str | None,
-    typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`)."),
+    typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`), or "
+                 "all for every tool of the catalogue."),
 ]
-AllOpt = Annotated[bool, typer.Option("--all", help="Probe every tool of the catalogue.")]
+AllOpt = Annotated[bool, typer.Option("--all", hidden=True)]  # the old `--tools all`
 RoundsOpt = Annotated[int, typer.Option("--rounds", help="Calls per tool (examples are cycled).")]
 ProbeTimeoutOpt = Annotated[
     float, typer.Option("--timeout", help="Total deadline per call, in seconds.")
@@ -105,19 +106,20 @@ def register(app: typer.Typer) -> None:
 
 
 def _chosen(tools: str | None, all_tools: bool) -> str | None:
-    """--tools a,b or --all (exactly one) -> the library's `tools`."""
+    """--tools a,b or --tools all (--all) -> the library's `tools`."""
     if tools and all_tools:
-        raise RealprobeError("pass either --tools a,b or --all, not both")
+        raise RealprobeError("pass either --tools a,b or --tools all, not both")
     if not tools and not all_tools:
-        raise RealprobeError("pick what to probe: --tools a,b or --all")
-    return None if all_tools else tools
+        raise RealprobeError("pick what to probe: --tools a,b or --tools all")
+    return None if all_tools or tools == "all" else tools
 
 
 def _politeness_lanes(
     tools: list[Tool], rounds: int, target: TransportOptions, choice: PolitenessChoice | None
 ) -> tuple[dict[str, Lane], dict[str, str]]:
-    """Per host, the calls planned and the interval between them, when the waits are real
-    (not with --politeness off, nor on a simulated or replayed clock)."""
+    """Per host, the calls planned (one after another) and the interval between them, when
+    politeness holds (not with --politeness off, nor on a simulated or replayed clock: then
+    calls go side by side, as many as --concurrency)."""
     from realprobe.commands.progress import lanes_for
     from realprobe.hosts import host_key
 
@@ -128,11 +130,6 @@ def _politeness_lanes(
             for t in tools for _ in range(max(rounds, 1))]
     return lanes_for(gaps), lane_of
 
-
-def _db(db: Path | None) -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    return db or default_db_path()
 
 
 @contextmanager
@@ -162,6 +159,32 @@ def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
         "marked local_network_failure and excluded from statistics (check the network "
         "or the --sandbox URL)"
     )
+
+
+def _all_excluded(db: Path, run_id: str) -> RealprobeError | None:
+    """When every row of a run was excluded from statistics because a realprobe server
+    answered instead of the API (a sandbox serving another catalogue, no fixture): the error
+    saying why and what to run, else None."""
+    import sqlite3
+
+    from realprobe.errors import Unavailable
+
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        n, kept, detail = conn.execute(
+            "SELECT count(*), sum(excluded = 0), max(detail) FROM probes WHERE run_id = ?",
+            [run_id]).fetchone()
+    if not n or kept:
+        return None
+    why = "a realprobe server answered instead of the API"
+    fix = "check the --sandbox URL"
+    if "catalogue differs" in (detail or ""):
+        why = "the sandbox serves another catalogue (it answered HTTP 421 for these APIs)"
+        fix = "restart it with the probe's catalogue (`realprobe sandbox --catalog FILE`)"
+    elif "no-fixture" in (detail or ""):
+        why = "the sandbox has no fixture body for these tools"
+        fix = "record them (`realprobe catalog record-fixtures`)"
+    return Unavailable(f"all {n} calls of run {run_id} were excluded from statistics: {why}; "
+                       f"{fix}, then probe again")
 
 
 class LiveCounts:
@@ -254,7 +277,7 @@ def print_summary(summary: RunSummary, db: Path) -> None:
 
 def probe_cmd(
     tools: ToolsOpt = None,
-    all_tools: AllOpt = False,
+    all_: AllOpt = False,
     rounds: RoundsOpt = 1,
     timeout: ProbeTimeoutOpt = 10.0,
     db: DbOpt = None,
@@ -285,16 +308,16 @@ def probe_cmd(
     instead, one call at a time (tool = the MCP tool, api = the server's name).
     """
     from realprobe.api import probe
-    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE
+    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, db_path
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
         _probe_mcp(mcp_server, mcp_url, mcp_calls, mcp_interval, rounds, timeout, db, vantage,
                    as_json)
         return
-    chosen = _chosen(tools, all_tools)
+    chosen = _chosen(tools, all_)
     cat = load_catalog(catalog)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
-    path = _db(db)
+    path = db_path(db)
     with cli_errors():
         lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
         live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing", lanes=lanes,
@@ -302,7 +325,7 @@ def probe_cmd(
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
-                vantage=vantage, polite=polite_from(politeness), concurrency=concurrency,
+                vantage=vantage, politeness=politeness, concurrency=concurrency,
                 seed=seed, catalog=cat, on_call=live, stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
@@ -314,6 +337,9 @@ def probe_cmd(
         raise _nothing_reached(target, f" in run {summary.run_id}")
     if summary.status == RUN_INTERRUPTED:
         raise typer.Exit(130)
+    excluded = _all_excluded(path, summary.run_id)
+    if excluded is not None:
+        raise excluded
 
 
 def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
@@ -321,10 +347,11 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
                vantage: str | None, as_json: bool) -> None:
     from realprobe.api_mcp import probe_mcp
     from realprobe.commands.common import as_flags
+    from realprobe.store import db_path
 
     if calls is None:
         raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
-    path = _db(db)
+    path = db_path(db)
     with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "rounds", "timeout"):
         live = LiveCounts(0, "probing")
         live.progress.update(live.task, total=None)
@@ -361,7 +388,7 @@ def schedule_cmd(
         typer.Option("--jitter", help="Random delay up to S seconds added to each fire time."),
     ] = 0.0,
     tools: ToolsOpt = None,
-    all_tools: AllOpt = False,
+    all_: AllOpt = False,
     rounds: RoundsOpt = 1,
     timeout: ProbeTimeoutOpt = 10.0,
     db: DbOpt = None,
@@ -394,6 +421,7 @@ def schedule_cmd(
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
     from realprobe.api import schedule
+    from realprobe.store import db_path
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
         from realprobe.api_mcp import schedule_mcp
@@ -404,14 +432,14 @@ def schedule_cmd(
         with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "every", "cron"):
             result = schedule_mcp(
                 mcp_calls, mcp_server=mcp_server, mcp_url=mcp_url, every=every, cron=cron,
-                max_runs=max_runs, jitter=jitter, rounds=rounds, db=_db(db), timeout=timeout,
+                max_runs=max_runs, jitter=jitter, rounds=rounds, db=db_path(db), timeout=timeout,
                 vantage=vantage, mcp_interval=mcp_interval, on_event=_show_event)
         console.print(f"schedule {result.schedule_id}: {result.runs} rounds "
-                      f"({result.rounds_ok} ok, {result.rounds_failed} failed) -> {_db(db)}")
+                      f"({result.rounds_ok} ok, {result.rounds_failed} failed) -> {db_path(db)}")
         return
-    chosen = _chosen(tools, all_tools)
+    chosen = _chosen(tools, all_)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
-    path = _db(db)
+    path = db_path(db)
     cat = load_catalog(catalog)
     with cli_errors():
         lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
@@ -427,7 +455,7 @@ def schedule_cmd(
             result = schedule(
                 chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter,
                 rounds=rounds, target=target, db=path, timeout=timeout, vantage=vantage,
-                polite=polite_from(politeness), concurrency=concurrency, seed=seed, catalog=cat,
+                politeness=politeness, concurrency=concurrency, seed=seed, catalog=cat,
                 alerts=alerts, on_event=event, on_alert=err_console.print,
                 stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
             )

@@ -1,11 +1,15 @@
 """Progress bars and their ETA, for every long command (probe, run, sweep, cassette replay).
 
 The ETA is recomputed every time the bar is drawn, not only when an item finishes, so it
-never freezes: while nothing finishes it grows. It is the larger of two honest estimates:
+never freezes: while nothing finishes it grows. It follows how the work is done:
 
-- the observed rate: time so far x items left / items done (whatever the concurrency);
-- the politeness waits still owed: per host, the calls left on it x its minimum interval
-  (calls to one host are spaced; that floor holds whatever the other hosts do).
+- a probe's calls go host by host (`Lane`s: one call in flight per host, spaced by the
+  host's interval), the hosts side by side: the time left is that of the slowest host,
+  its calls left x its own time per call (a hang counts the whole deadline it took), less
+  what the call in flight has already run, and never less than the interval waits owed;
+- a sweep's runs go `workers` at a time: the runs left are scheduled on the workers, each
+  taking the mean run so far (the runs in flight keep what they have run);
+- anything else: the observed rate, time so far x items left / items done.
 
 Before the first item finishes only the waits are known; with none, the bar says so.
 """
@@ -13,6 +17,7 @@ Before the first item finishes only the waits are known; with none, the bar says
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,9 +27,14 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 
+#: a lane's own time per item counts as many items as it has done; the mean of all lanes
+#: counts as this many more (a few hangs in one lane say little about its next calls)
+SHRINK = 3.0
+
+
 @dataclass
 class Lane:
-    """Items that must be spaced by `gap_s` seconds (the calls to one host)."""
+    """Items done one after another, spaced by `gap_s` seconds (the calls to one host)."""
 
     planned: int
     gap_s: float
@@ -40,6 +50,23 @@ class Lane:
         assert self.last is not None
         return max(0.0, (self.planned - self.done) * self.gap_s - (now - self.last))
 
+    def left_s(self, now: float, started: float, per_item: float | None) -> float | None:
+        """Seconds until this lane's last item is done: its own time per item once it has
+        one (`per_item`, the other lanes', before), less what the item in flight has run."""
+        left = self.planned - self.done
+        if left <= 0:
+            return 0.0
+        if self.done and per_item is not None:  # its own mean, shrunk towards the others'
+            assert self.last is not None
+            per_item = (self.last - started + SHRINK * per_item) / (self.done + SHRINK)
+        elif self.done:
+            assert self.last is not None
+            per_item = (self.last - started) / self.done
+        if per_item is None:
+            return self.waits_left(now) or None
+        running = now - (self.last if self.last is not None else started)
+        return max(left * per_item - running, (left - 1) * per_item, self.waits_left(now))
+
 
 @dataclass
 class Eta:
@@ -50,6 +77,8 @@ class Eta:
     lanes: dict[str, Lane] = field(default_factory=dict)
     done: int = 0
     started: float | None = None
+    workers: int | None = None  # items in flight at once (a sweep's concurrency)
+    finishes: deque[float] = field(default_factory=deque)  # the last `workers` finish times
 
     def __post_init__(self) -> None:
         if self.started is None:
@@ -57,9 +86,14 @@ class Eta:
 
     def advance(self, lane: str | None = None, n: int = 1) -> None:
         self.done += n
+        now = self.clock()
         if lane is not None and lane in self.lanes:
             self.lanes[lane].done += n
-            self.lanes[lane].last = self.clock()
+            self.lanes[lane].last = now
+        if self.workers:
+            self.finishes.extend([now] * n)
+            while len(self.finishes) > self.workers:
+                self.finishes.popleft()
 
     def replan(self, total: int) -> None:
         """A new total (e.g. less what a resumed run already stored)."""
@@ -74,12 +108,46 @@ class Eta:
         left = self.total - self.done
         if left <= 0:
             return 0.0
-        floor = self.waits_left()
-        if self.done == 0:
-            return floor or None
+        now = self.clock()
         assert self.started is not None
-        by_rate = (self.clock() - self.started) * left / self.done
-        return max(by_rate, floor)
+        if self.lanes:
+            return self._by_lanes(now)
+        if self.done == 0:
+            return None
+        if self.workers:
+            return self._by_workers(now, left)
+        return (now - self.started) * left / self.done
+
+    def _by_lanes(self, now: float) -> float | None:
+        assert self.started is not None
+        busy = [(lane.last, lane.done) for lane in self.lanes.values()
+                if lane.done and lane.last is not None]
+        prior = None
+        if busy:  # lanes yet to finish an item: the mean time per item of those that have
+            prior = sum(last - self.started for last, _ in busy) / sum(n for _, n in busy)
+        each = [lane.left_s(now, self.started, prior) for lane in self.lanes.values()]
+        known = [e for e in each if e is not None]
+        return max(known) if known else None
+
+    def _by_workers(self, now: float, left: int) -> float:
+        """Every worker has been busy since the start, so the runs done took workers x
+        elapsed less what the runs in flight have run: their mean is the time a run takes.
+        The runs in flight end after what is left of theirs, each run still queued goes to
+        the worker free first; the last to end is the ETA."""
+        import heapq
+
+        assert self.started is not None and self.workers
+        w = self.workers
+        ages = [now - t for t in self.finishes] + [now - self.started] * (w - len(self.finishes))
+        per_run = max(w * (now - self.started) - sum(ages), 0.0) / self.done
+        free = sorted(max(per_run - a, 0.0) for a in ages)[: min(w, left)]
+        heapq.heapify(free)
+        end = max(free, default=0.0)
+        for _ in range(left - len(free)):
+            t = heapq.heappop(free) + per_run
+            heapq.heappush(free, t)
+            end = max(end, t)
+        return end
 
 
 def lanes_for(items: Iterable[tuple[str, float]]) -> dict[str, Lane]:

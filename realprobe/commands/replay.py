@@ -152,7 +152,7 @@ def verify_cmd(
 @cassette_app.command("scrub")
 def scrub_cmd(
     file: FileArg,
-    out: Annotated[
+    output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of in place.")
     ] = None,
     secret: Annotated[
@@ -179,7 +179,7 @@ def scrub_cmd(
     from realprobe.api_cassettes import scrub_cassette
 
     report = scrub_cassette(
-        file, out=out, secrets=secret or (), headers=header or (), params=param or (),
+        file, output=output, secrets=secret or (), headers=header or (), params=param or (),
         catalog=catalog, dry_run=dry_run,
     )
     target = report.file
@@ -225,7 +225,7 @@ def _parse_subs(pairs: list[str] | None) -> dict[str, str]:
 @cassette_app.command("import")
 def import_cmd(
     file: FileArg,
-    out: Annotated[
+    output: Annotated[
         Path,
         typer.Option(
             "--output",
@@ -248,7 +248,7 @@ def import_cmd(
     """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
     from realprobe.api_cassettes import import_cassette
 
-    done = import_cassette(file, out, substitute=_parse_subs(substitute), scrub=scrub)
+    done = import_cassette(file, output, substitute=_parse_subs(substitute), scrub=scrub)
     unresolved = done.unresolved_urls
     if as_json:
         print_json(done.as_json())
@@ -284,7 +284,7 @@ def round_table(cat: Catalog, results: list[ToolResult]) -> FitTable:
 
 @cassette_app.command("record-round")
 def record_round_cmd(
-    out: Annotated[Path, typer.Option("--output", "-o", help="Cassette to write.")] = Path(
+    output: Annotated[Path, typer.Option("--output", "-o", help="Cassette to write.")] = Path(
         "cassettes/sandbox-published-round.json"
     ),
     profile: Annotated[str, typer.Option(help="Sandbox fault profile.")] = "published",
@@ -302,12 +302,12 @@ def record_round_cmd(
 
     cat = load_catalog(None)
     with console.status(f"calling {len(cat)} tools through the sandbox (profile {profile})"):
-        results = record_round(out, profile=profile, seed=seed, timeout=timeout,
+        results = record_round(output, profile=profile, seed=seed, timeout=timeout,
                                sandbox=sandbox, catalog=cat)
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
         return
-    console.print(f"recorded {len(results)} calls into {out} (sandbox, profile {profile}, "
+    console.print(f"recorded {len(results)} calls into {output} (sandbox, profile {profile}, "
                   f"seed {seed})")
     console.print(round_table(cat, results))
 

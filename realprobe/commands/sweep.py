@@ -62,13 +62,13 @@ def sweep_cmd(
     """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
     from realprobe.api import sweep
 
-    progress = SweepProgress(disable=as_json or not err_console.is_terminal)
+    progress = SweepProgress(disable=as_json or not err_console.is_terminal, workers=concurrency)
     with progress.bar:
         result = sweep(
             file, db=db, catalog=catalog or (), resume=resume, executor=executor,
             concurrency=concurrency, address=address,
             on_planned=progress.planned, on_done=progress.finished,
-            fault_plans=fault_plan, lambdas=fault_rate,
+            fault_plans=fault_plan, fault_rates=fault_rate,
         )
     summary = result.summary
     if as_json:
@@ -89,14 +89,14 @@ def sweep_cmd(
 class SweepProgress:
     """A bar of finished runs with the infrastructure errors so far and an ETA."""
 
-    def __init__(self, *, disable: bool) -> None:
+    def __init__(self, *, disable: bool, workers: int | None = None) -> None:
         from rich.progress import TextColumn
 
         from realprobe.commands.progress import Eta, progress_bar
 
         self.bar = progress_bar(TextColumn("{task.fields[infra]} infra errors"),
                                 console=err_console, disable=disable)
-        self.eta = Eta(0)
+        self.eta = Eta(0, workers=workers)
         self.task = self.bar.add_task("sweep", total=None, infra=0, eta=self.eta)
         self.infra = 0
 

@@ -3,13 +3,16 @@
 Without a terminal (cron, CI logs, a pipe) rich assumes 80 columns. A `FitTable` is laid out
 when it is printed, at the width of the console it is printed on: names and numbers are never
 cut or split across lines, headers break only between words, text columns wrap between words.
-When the columns do not fit, the ones with the highest `drop` rank are left out first and a
-footer names them; when even the columns that are never dropped do not fit, each row is
+When the columns do not fit, a `key` column (one that says which row is which: agent, model,
+prompt, target) that holds one value in every row is named once above the table instead, then
+the columns with the highest `drop` rank are left out and a footer names them (a `key` column
+is never left out); when even the columns that are never dropped do not fit, each row is
 printed as a record (`header: value` lines). `--json` remains the machine interface.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +37,7 @@ class Column:
     kind: Kind = "text"
     drop: int = 0
     justify: Literal["left", "right", "center"] | None = None
+    key: bool = False
 
     @property
     def align(self) -> Literal["left", "right", "center"]:
@@ -88,6 +92,7 @@ class Layout:
     shown: list[int]
     widths: list[int] | None
     dropped: list[str] = field(default_factory=list)
+    hoisted: list[int] = field(default_factory=list)  # key columns named above the table
 
 
 @dataclass
@@ -110,17 +115,25 @@ class FitTable:
     def layout(self, width: int) -> Layout:
         ranges = [_widths(c, self.column_cells(i)) for i, c in enumerate(self.columns)]
         shown = list(range(len(self.columns)))
-        order = sorted((i for i, c in enumerate(self.columns) if c.drop > 0),
+
+        def fits() -> bool:
+            return sum(ranges[i].low for i in shown) + _frame(len(shown)) <= width
+
+        hoisted = [] if fits() else [
+            i for i, c in enumerate(self.columns)
+            if c.key and self.rows and len(set(self.column_cells(i))) == 1]
+        shown = [i for i in shown if i not in hoisted]
+        order = sorted((i for i, c in enumerate(self.columns) if c.drop > 0 and not c.key),
                        key=lambda i: (-self.columns[i].drop, -i))
         dropped: list[str] = []
-        while sum(ranges[i].low for i in shown) + _frame(len(shown)) > width:
+        while not fits():
             if not order:
                 return Layout(shown=list(range(len(self.columns))), widths=None)
             gone = order.pop(0)
             shown.remove(gone)
             dropped.append(self.columns[gone].header.replace("\n", " "))
         widths = _spread([ranges[i] for i in shown], width - _frame(len(shown)))
-        return Layout(shown=shown, widths=widths, dropped=dropped)
+        return Layout(shown=shown, widths=widths, dropped=dropped, hoisted=hoisted)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         layout = self.layout(options.max_width)
@@ -132,16 +145,23 @@ class FitTable:
     def _table(self, layout: Layout) -> Any:
         from rich.table import Table
 
-        caption = self.caption
+        caption, title = self.caption, self.title
+        if layout.hoisted:
+            every = " · ".join(f"{self.columns[i].header.replace(chr(10), '/')} "
+                               f"{plain(self.rows[0][i])}" for i in layout.hoisted)
+            title = f"{title or ''}\nevery row: {every}".lstrip("\n")
         if layout.dropped:
-            note = (f"left out to fit: {', '.join(layout.dropped)} "
-                    "(a wider terminal or --json shows them)")
+            note = f"left out to fit: {', '.join(layout.dropped)} (see them wider or in --json)"
             caption = f"{caption}\n{note}" if caption else note
-        table = Table(title=self.title, caption=caption, caption_justify="left")
+        table = Table(title=title, caption=caption, caption_justify="left")
         assert layout.widths is not None
         for i, w in zip(layout.shown, layout.widths, strict=True):
             col = self.columns[i]
-            table.add_column(col.header, justify=col.align, width=w,
+            # a name or number column never wraps its cells, so its header is broken between
+            # words here (rich would cut it)
+            head = "\n".join(textwrap.fill(line, w, break_long_words=False)
+                             for line in col.header.split("\n"))
+            table.add_column(head, justify=col.align, width=w,
                              no_wrap=col.kind != "text", overflow="fold")
         for row in self.rows:
             table.add_row(*(row[i] for i in layout.shown))
@@ -179,10 +199,50 @@ def _spread(ranges: list[_Widths], room: int) -> list[int]:
     return widths
 
 
+#: a group of notes this small is printed in full even without --explain
+FEW = 2
+
+
+@dataclass
+class Notes:
+    """Footnotes about many rows, grouped by what they say. By default a group of more than
+    `FEW` rows is one counted line ("† 32 tools: ... (--explain lists them)"); a smaller one,
+    or any with `explain`, is its line followed by one line per row. `{n}` and `{s}` in a
+    group's text are its count and plural ending."""
+
+    explain: bool = False
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, group: str, detail: str) -> None:
+        self.groups.setdefault(group, []).append(detail)
+
+    def lines(self) -> list[str]:
+        out: list[str] = []
+        for group, details in self.groups.items():
+            n = len(details)
+            head = group.format(n=n, s="" if n == 1 else "s")
+            if self.explain or n <= FEW:
+                out += [f"{head}:", *(f"  {d}" for d in details)]
+            else:
+                out.append(f"{head} (--explain lists {'it' if n == 1 else 'them'})")
+        return out
+
+    def print(self, console: Any) -> None:
+        for line in self.lines():
+            console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
+
+
+def escape(text: str) -> str:
+    """`text` with rich markup escaped (intervals such as [0.2, 0.9] stay text)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def fit_table(columns: Iterable[Column], title: str | None = None,
               caption: str | None = None) -> FitTable:
     """A new, empty table (add rows with `add_row`)."""
     return FitTable(columns=list(columns), title=title, caption=caption)
 
 
-__all__ = ["Column", "FitTable", "Layout", "fit_table", "plain"]
+__all__ = ["Column", "FitTable", "Layout", "Notes", "escape", "fit_table", "plain"]

@@ -80,15 +80,16 @@ def _run_mcp(tasks: list[str] | None, server: str | None, url: str | None, agent
     """`run TASKS.json --mcp-server CMD`: the MCP tasks of one file, each following its
     workflow (the `workflow` agent), scored by its own check."""
     from realprobe.api_mcp import evaluate
+    from realprobe.store import db_path
 
     if agent not in ("reference", "workflow"):
         raise RealprobeError("on an MCP server, `run` drives the tasks' workflows (--agent "
                              "workflow); evaluate your own agent with realprobe.evaluate")
     if not tasks or len(tasks) != 1:
         raise RealprobeError("give one MCP tasks file (JSON or TOML) as TASKS")
-    path = db or _default_db()
-    with as_flags("mcp_server", "mcp_url", "fault_plan", "fault_rate", "repeat", "timeout",
-                  profile="--profile"):
+    path = db_path(db)
+    with as_flags("mcp_server", "mcp_url", "profile", "fault_plan", "fault_rate", "repeat",
+                  "timeout"):
         runs = evaluate("workflow", tasks[0], mcp_server=server, mcp_url=url, profile=profile,
                         fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, repeat=repeat,
                         db=path, name="workflow", timeout=timeout or 10.0)
@@ -110,7 +111,7 @@ def run_cmd(
     all_: Annotated[bool, typer.Option("--all", help="Run every task.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")] = False,
     agent: Annotated[
-        str, typer.Option("--agent", help="reference, openai or openai-text.")
+        str, typer.Option("--agent", help="reference, openai, openai-text or openai-reflexion.")
     ] = "reference",
     prompt: PromptOpt = None,
     flaw_seed: FlawSeedOpt = 0,
@@ -200,6 +201,10 @@ def run_cmd(
     with as_flags("agent", "repeat", "max_turns", "timeout", "call_timeout", "base_url",
                   "model", "sandbox", "mode", "prompt", "concurrency", "executor",
                   "address", "paraphrase", "fault_plan", "fault_rate"):
+        if fault_plan:  # a file handed in is refused before the runner is even imported
+            from realprobe.simulator.plans import load_plan
+
+            load_plan(fault_plan)
         from realprobe.api import plan_tasks
         from realprobe.tasks.executors import check_executor
         from realprobe.tasks.settings import EvalSettings
@@ -221,7 +226,9 @@ def run_cmd(
             llm_concurrency=llm_concurrency,
         )
         batch.check_executor(executor, address)
-    path = db or _default_db()
+    from realprobe.store import db_path
+
+    path = db_path(db)
     result = _run_with_progress(
         batch, path, show=not as_json, resume=resume, executor=executor, address=address
     )
@@ -245,11 +252,6 @@ def run_cmd(
             else f"{result.infrastructure_failure}; check the network or the --sandbox URL"
         )
 
-
-def _default_db() -> Path:
-    from realprobe.dbfacts import default_db_path
-
-    return default_db_path()
 
 
 def _run_with_progress(
@@ -383,25 +385,27 @@ def _errors_text(mix: Mapping[str, Any]) -> str:
 
 def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[str], Any]:
     """The columns that say which runs a row holds (fault plan and paraphrase level only
-    when some row has one), and the cells of a row."""
-    names = ["agent", "model", key, "target"]
+    when some row has one), and the cells of a row. Agent and model share a column, one
+    above the other (one name when they are the same), so that both fit at 80 columns."""
+    names = [key, "target"]
     extra = [(c, label) for c, label, default in (("fault_plan", "plan", "-"),
                                                   ("paraphrase", "ε", 0))
              if any(r[c] != default for r in rows)]
 
     def cells(r: dict[str, Any]) -> list[str]:
-        return [str(r[n]) for n in names] + [str(r[c]) for c, _ in extra]
+        who = str(r["agent"]) if r["model"] in (r["agent"], None, "") else \
+            f"{r['agent']}\n{r['model']}"
+        return [who] + [str(r[n]) for n in names] + [str(r[c]) for c, _ in extra]
 
-    return names + [label for _, label in extra], cells
+    return ["agent\nmodel", *names] + [label for _, label in extra], cells
 
 
 def _who_columns(who: list[str], key: str) -> list[Column]:
-    """The columns naming which runs a row holds: the prompt (or flaw) is kept, the rest may
-    be left out on a narrow terminal (agent first, then target, model, ...)."""
+    """The columns naming which runs a row holds: never left out (one that holds the same
+    value in every row is named above the table on a narrow terminal)."""
     from realprobe.commands.tables import Column
 
-    drops = {"agent": 9, "target": 8, "model": 7, "plan": 6, "ε": 5}
-    return [Column(c, "name", drop=0 if c == key else drops.get(c, 5)) for c in who]
+    return [Column(c, "name", key=True) for c in who]
 
 
 def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable:
@@ -411,18 +415,19 @@ def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable
 
     who, cells = _who(rows, key)
     levels = ["full", "partial", "failure", "grounded", "strict"]
-    drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "score": 1}
+    drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "node F1": 4,
+             "score": 1}
     t = fit_table(
         [*_who_columns(who, key), Column("runs", "num"),
          *(Column(c, "num", drop=drops.get(c, 0))
-           for c in [*levels, "score", "chain F1", "τ", "graph F1"])],
+           for c in [*levels, "score", "chain F1", "τ", "graph F1", "node F1"])],
         title=title,
     )
     for r in rows:
         t.add_row(
             *cells(r), str(r["runs"]), *(_pct(r[f"{lv}_rate"]) for lv in levels),
             f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
-            _num(r["graph_f1"]),
+            _num(r["graph_f1"]), _num(r.get("graph_node_f1")),
         )
     return t
 
@@ -455,8 +460,8 @@ def results_cmd(
         str | None,
         typer.Option("--prompt", help="Only this prompt (e.g. flawed:missing_steps@30)."),
     ] = None,
-    profile: Annotated[
-        str | None, typer.Option("--profile", help="Only runs on this profile (or sandbox URL).")
+    profile: Annotated[  # --target simulate:NAME says it too
+        str | None, typer.Option("--profile", hidden=True)
     ] = None,
     target: Annotated[
         str | None, typer.Option("--target", help="Only this target label, e.g. simulate:harsh.")
@@ -485,8 +490,9 @@ def results_cmd(
     One row per target, fault plan and paraphrase level (never pooled); then per flaw type,
     then pass^k and recovery over repeats; --surface adds the reliability surface."""
     from realprobe.api import task_results
+    from realprobe.store import db_path
 
-    path = db or _default_db()
+    path = db_path(db)
     if not path.exists():
         raise RealprobeError(f"no database at {path}; run `realprobe run` first or pass --db FILE")
     with as_flags("prices", "target_kind"):
@@ -508,6 +514,9 @@ def print_results(s: Mapping[str, Any]) -> None:
             f"Task outcomes by agent and prompt type ({s['runs']} runs)", s["by_prompt"], "prompt"
         )
     )
+    verdict = results_verdict(s["by_prompt"])
+    if verdict:
+        console.print(verdict, highlight=False)
     console.print(_usage_table(s["by_prompt"]))
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
@@ -519,6 +528,27 @@ def print_results(s: Mapping[str, Any]) -> None:
             f"{surf['target']} (fault plan {surf['fault_plan']}, {surf['runs']} runs)"
         )
         console.print(_surface_table(surf))
+
+
+def results_verdict(rows: list[dict[str, Any]]) -> str | None:
+    """One paragraph: the rows with the highest and the lowest full-success rate."""
+    if len(rows) < 2:
+        return None
+
+    def who(r: dict[str, Any]) -> str:
+        agent = r["agent"] if r["model"] in (r["agent"], None, "") else f"{r['agent']}/{r['model']}"
+        return f"{agent} with the {r['prompt']} prompt on {r['target']}"
+
+    def at(rate: float) -> str:
+        same = [who(r) for r in rows if (r["full_rate"] or 0.0) == rate]
+        return "; ".join(same[:2]) + (f" and {len(same) - 2} more" if len(same) > 2 else "")
+
+    rates = [r["full_rate"] or 0.0 for r in rows]
+    hi, lo = max(rates), min(rates)
+    if hi == lo:
+        return f"Verdict: every row reaches full success in {_pct(hi)} of its runs."
+    return (f"Verdict: full success is highest, {_pct(hi)}, for {at(hi)}; lowest, {_pct(lo)}, "
+            f"for {at(lo)}.")
 
 
 def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
@@ -551,32 +581,39 @@ def _surface_table(surf: Mapping[str, Any]) -> FitTable:
     t = fit_table(  # on a narrow terminal the largest k go first
         [Column("ε", "num"), Column("λ", "num"),
          *(Column(f"k={k}", "num", drop=i if i > 0 else 0) for i, k in enumerate(surf["k"]))],
-        title=f"pass^k R(k, ε, λ), volume {vol}",
+        title=f"pass^k R(k, ε, λ = absolute fault share), volume {vol}",
     )
     cells = {(c["epsilon"], c["lambda"], c["k"]): c["pass^k"] for c in surf["cells"]}
     for e in surf["epsilon"]:
         for lam in surf["lambda"]:
-            t.add_row(str(e), f"{lam:g}", *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
+            shown = "profile" if lam is None else f"{lam:g}"
+            t.add_row(str(e), shown, *(f"{cells[(e, lam, k)]:.2f}" for k in surf["k"]))
+    grad, crit = surf.get("gradient") or {}, surf.get("critical_lambda")
+    t.caption = (f"dR/dε {_num(grad.get('epsilon'))} per level, dR/dλ {_num(grad.get('lambda'))}"
+                 f" per unit share; pass^1 below 0.5 from λ = {_num(crit)}")
     return t
 
 
 def _print_recovery_by_kind(reliability: list[dict[str, Any]]) -> None:
     """Recovery per fault kind (explicit/implicit x transient/permanent), where any met."""
-    from rich.table import Table
-
+    from realprobe.commands.tables import Column, fit_table
     from realprobe.tasks.metrics import FAULT_KINDS
 
     rows = [r for r in reliability
             if any(r["recovery_by_kind"][k]["runs_with_failures"] for k in FAULT_KINDS)]
+    kinds = [k for k in FAULT_KINDS if any(r["recovery_by_kind"][k]["runs_with_failures"]
+                                           for r in rows)]  # fmt: skip
     if not rows:
         return
     who, cells = _who(rows, "prompt")
-    table = Table(title="Recovery per injected fault kind (runs that met one; full success)")
-    for col in (*who, *FAULT_KINDS):
-        table.add_column(col, overflow="fold")
+    table = fit_table(
+        [*_who_columns(who, "prompt"), *(Column(k.replace("-", " "), "num") for k in kinds)],
+        title="Recovery per injected fault kind (runs that met one; full success; kinds no "
+              "run met are left out)",
+    )
     for r in rows:
         rates = []
-        for k in FAULT_KINDS:
+        for k in kinds:
             rec = r["recovery_by_kind"][k]
             n = rec["runs_with_failures"]
             rates.append(f"{_pct(rec['recovery_rate'])} of {n}" if n else "-")

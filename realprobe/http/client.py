@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import ipaddress
 import itertools
 import math
+import os
 import socket
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
 from realprobe.http import phases
 from realprobe.http.decoding import StreamDecoder
-from realprobe.http.transports import REQUEST_ID_EXT
+from realprobe.http.transports import BUDGET_EXT, REQUEST_ID_EXT
 from realprobe.target import Target
 from realprobe.version import USER_AGENT
 
@@ -99,6 +100,14 @@ def classify_exception(exc: BaseException) -> tuple[ErrorCode, str]:
     return ErrorCode.OPERATION_FAILED, f"{name}: {exc}"
 
 
+@functools.lru_cache(maxsize=1024)
+def _request_url(url: str, params: tuple[tuple[str, str], ...]) -> httpx.URL:
+    """A call's URL (parsed once for the same URL and parameters: probes repeat their calls;
+    an httpx.URL never changes). httpx.URL(url, params=None) drops the query already in
+    `url`: params are passed only if any."""
+    return httpx.URL(url, params=dict(params)) if params else httpx.URL(url)
+
+
 class _Call:
     """The policy state of one fetch, shared by the async and the sync client: the deadline,
     the redirect chain and its checks, the bytes received, and how failures are reported."""
@@ -117,8 +126,10 @@ class _Call:
         self.config = config
         self.clock = clock
         self.method = method
-        # httpx.URL(url, params=None) drops the query already in `url`: pass params only if any
-        self.current = httpx.URL(url, params=params) if params else httpx.URL(url)
+        try:
+            self.current = _request_url(url, tuple(params.items()) if params else ())
+        except TypeError:  # a value that is no cache key (a list of values)
+            self.current = httpx.URL(url, params=params)
         self.headers = headers
         self.deadline = deadline
         self.allow_private = allow_private
@@ -136,7 +147,7 @@ class _Call:
         self.response: httpx.Response | None = None
         self.sync = False
         #: one id for every hop of this call; the sandbox router sends it as X-Request-Id
-        self.request_id = uuid.uuid4().hex[:16]
+        self.request_id = os.urandom(8).hex()
 
     def _on_event(self, event: str, info: dict[str, Any]) -> None:
         phase = _PHASE_EVENTS.get(event)
@@ -176,6 +187,7 @@ class _Call:
             self.method, self.current, headers=self.headers, timeout=timeout
         )
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
+        request.extensions[BUDGET_EXT] = remaining
         request.extensions[TIMING_EXT] = self.timing
         request.extensions[REQUEST_ID_EXT] = self.request_id
         # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on

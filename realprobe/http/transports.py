@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import ssl
@@ -16,6 +17,13 @@ from realprobe.http.phases import time_dns
 #: the request extension holding the call's id; sent as `X-Request-Id` to a sandbox only
 #: (the real APIs get no extra header), which echoes it and journals it
 REQUEST_ID_EXT = "realprobe_request_id"
+BUDGET_EXT = "realprobe.budget"  # seconds left of the call's deadline when the request was built
+#: how a request tells the sandbox the seconds it has left (never sent to a real API)
+BUDGET_HEADER = "X-Realprobe-Budget"
+#: the number a caller gives a call (a probe's round), so that the sandbox draws that call's
+#: outcome whatever order concurrent calls arrive in
+DRAW: contextvars.ContextVar[str | None] = contextvars.ContextVar("realprobe_draw", default=None)
+DRAW_HEADER = "X-Realprobe-Draw"
 
 SANDBOX_FAULT_PREFIX = "/_fault/"
 
@@ -152,12 +160,23 @@ def _pointed_at(request: httpx.Request, target: httpx.URL) -> Iterator[None]:
     added = bool(request_id) and "x-request-id" not in request.headers
     if added:
         request.headers["X-Request-Id"] = str(request_id)
+    # the sandbox answers before this (see `realprobe.sandbox.wire`): whether a call makes
+    # its deadline is then decided by the seed and the request, not by a loaded machine
+    budget, draw = request.extensions.get(BUDGET_EXT), DRAW.get()
+    if budget is not None:
+        request.headers[BUDGET_HEADER] = f"{budget:.3f}"
+    if draw is not None:
+        request.headers[DRAW_HEADER] = draw
     try:
         yield
     finally:
         request.url = canonical
         if added:  # recordings above this transport never see it
             del request.headers["X-Request-Id"]
+        if budget is not None:
+            del request.headers[BUDGET_HEADER]
+        if draw is not None:
+            del request.headers[DRAW_HEADER]
 
 
 class SandboxRouter(_Routes, httpx.AsyncBaseTransport):

@@ -110,10 +110,10 @@ class McpTask:
 
 def load_mcp_tasks(path: str | Path) -> list[McpTask]:
     """Tasks from a JSON or TOML file: a list of tasks, or {"tasks": [...]}."""
-    from realprobe.limits import read_json_or_toml
+    from realprobe.limits import read_document
 
     p = Path(path)
-    raw = read_json_or_toml(p, "tasks file", "tasks")
+    raw = read_document(p, "tasks file")
     items = raw.get("tasks") if isinstance(raw, dict) else raw
     if not isinstance(items, list) or not items:
         raise RealprobeError(f"tasks file {p}: expected a list of tasks", param="tasks")

@@ -3,7 +3,8 @@
 HTTP: realprobe's one server guard (`realprobe.serving`) in front of the SDK's app: Host and
 Origin checks whatever address the server binds to (widened only by `--allowed-host`), JSON
 bodies, an optional bearer token read from an environment variable, body limits, and a header
-timeout in uvicorn's protocol; a cap on open sessions and an idle timeout (the SDK's session
+timeout in uvicorn's protocol; a cap on the sessions each client address holds open (so one
+client cannot take every session), an overall cap and an idle timeout (the SDK's session
 manager). Stdio: each line is checked
 before the SDK sees it, so a malformed line is answered with a JSON-RPC parse error (-32700)
 or invalid-request error (-32600), and the server keeps reading.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import mcp_types as types
@@ -22,7 +23,10 @@ from mcp.shared.message import SessionMessage
 from realprobe.errors import RealprobeError
 from realprobe.serving import Guard, Refusal
 
+#: open sessions one client address may hold
 DEFAULT_MAX_SESSIONS = 100
+#: the server's overall cap, in clients' worth of sessions (the SDK's session manager)
+CLIENTS_AT_CAP = 10
 DEFAULT_SESSION_IDLE_S = 600.0
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -33,14 +37,44 @@ TOO_LONG = "\x00realprobe: line too long\x00"
 # -- HTTP --------------------------------------------------------------------------------
 
 
+class SessionsPerClient:
+    """At most `per_client` open sessions per client address. A session counts from the
+    request that opens it until the SDK forgets it (`live` says no: closed, idle, crashed)."""
+
+    def __init__(self, per_client: int, live: Callable[[str], bool]) -> None:
+        self.per_client = per_client
+        self.live = live
+        self.owner: dict[str, str] = {}  # session id -> client address
+        self.opening: dict[str, int] = {}  # client address -> opening requests under way
+
+    def admit(self, client: str) -> bool:
+        """Whether `client` may open one more session (then it counts as opening)."""
+        for sid in [sid for sid in self.owner if not self.live(sid)]:
+            del self.owner[sid]
+        held = sum(1 for c in self.owner.values() if c == client)
+        if held + self.opening.get(client, 0) >= self.per_client:
+            return False
+        self.opening[client] = self.opening.get(client, 0) + 1
+        return True
+
+    def opened(self, client: str, session_id: str | None) -> None:
+        """The opening request got its answer (with the new session's id, if it opened one)."""
+        self.opening[client] -= 1
+        if not self.opening[client]:
+            del self.opening[client]
+        if session_id:
+            self.owner[session_id] = client
+
+
 class GuardedApp:
     """The SDK's ASGI app behind realprobe's one server guard (`realprobe.serving.Guard`):
     the same Host, Origin, JSON-body, token and body-size checks as the sandbox and the
-    exporter, answered the same way."""
+    exporter, answered the same way; and, with `sessions`, the per-client session cap."""
 
-    def __init__(self, app: Any, guard: Guard) -> None:
+    def __init__(self, app: Any, guard: Guard, sessions: SessionsPerClient | None = None) -> None:
         self.app = app
         self.guard = guard
+        self.sessions = sessions
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -52,7 +86,34 @@ class GuardedApp:
             if refusal is not None:
                 await _send_refusal(send, refusal)
                 return
+            if (self.sessions is not None and scope["method"] == "POST"
+                    and "mcp-session-id" not in headers):
+                await self._opening(scope, receive, send)
+                return
         await self.app(scope, receive, send)
+
+    async def _opening(self, scope: Any, receive: Any, send: Any) -> None:
+        """A request that may open a session, counted against its client's cap."""
+        assert self.sessions is not None
+        cap, client = self.sessions, str((scope.get("client") or ("?",))[0])
+        if not cap.admit(client):
+            await _send_refusal(send, Refusal(
+                503, "too_many_sessions",
+                f"this client holds {cap.per_client} open sessions, the most one client may; "
+                "end one (DELETE with its Mcp-Session-Id) or let one go idle"))
+            return
+        session_id: list[str] = []
+
+        async def noting(message: Any) -> None:
+            if message["type"] == "http.response.start" and not session_id:
+                session_id.extend(v.decode("latin-1") for k, v in message.get("headers", ())
+                                  if k.lower() == b"mcp-session-id")
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting)
+        finally:
+            cap.opened(client, session_id[0] if session_id else None)
 
 
 async def _send_refusal(send: Any, refusal: Refusal) -> None:
@@ -165,10 +226,12 @@ class CheckedLines:
 
 
 __all__ = [
+    "CLIENTS_AT_CAP",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SESSION_IDLE_S",
     "CheckedLines",
     "GuardedApp",
+    "SessionsPerClient",
     "check_session_limits",
     "guarded_h11",
     "line_problem",

@@ -21,7 +21,7 @@ from statistics import median
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.limits import read_json_or_toml
+from realprobe.limits import read_document
 from realprobe.mcp.proxy import failed, tool_result
 from realprobe.result import ToolResult
 
@@ -29,7 +29,7 @@ from realprobe.result import ToolResult
 def load_calls(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     """tool name -> argument sets (at least one each)."""
     p = Path(path)
-    raw = read_json_or_toml(p, "calls file", "mcp_calls")
+    raw = read_document(p, "calls file")
     if not isinstance(raw, dict) or not raw:
         raise RealprobeError(f"calls file {p}: expected a table of tool name -> arguments",
                              param="mcp_calls")

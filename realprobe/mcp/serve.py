@@ -23,11 +23,13 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from realprobe.mcp.guards import (
+    CLIENTS_AT_CAP,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
     TOO_LONG,
     CheckedLines,
     GuardedApp,
+    SessionsPerClient,
     guarded_h11,
 )
 from realprobe.mcp.service import McpService
@@ -196,8 +198,9 @@ async def serve_http(
 ) -> None:
     """The server base's guard holds whatever `host` is (Host/Origin widened by
     `allowed_hosts`; with `auth_token` every request needs `Authorization: Bearer <token>`);
-    a connection with no request under way after `header_timeout_s` is closed; at most
-    `max_sessions` sessions are open, each closed after `session_idle_s` without a request."""
+    a connection with no request under way after `header_timeout_s` is closed; each client
+    address holds at most `max_sessions` open sessions (the server `CLIENTS_AT_CAP` times
+    that in all), each closed after `session_idle_s` without a request."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -215,11 +218,13 @@ async def serve_http(
         host=host,
         # the Host/Origin checks are the guard's (one home for every realprobe server)
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        max_sessions=max_sessions,
+        max_sessions=max_sessions * CLIENTS_AT_CAP,
         session_idle_timeout=session_idle_s,
     )
+    open_sessions = service.server.session_manager._server_instances  # the SDK's own record
+    sessions = SessionsPerClient(max_sessions, lambda sid: sid in open_sessions)
     config = uvicorn.Config(
-        GuardedApp(app, guard), host=host, port=port, log_level="warning", lifespan="on",
+        GuardedApp(app, guard, sessions), host=host, port=port, log_level="warning", lifespan="on",
         timeout_graceful_shutdown=3, http=guarded_h11(header_timeout_s),
         timeout_keep_alive=int(IDLE_TIMEOUT_S),
     )

@@ -89,10 +89,10 @@ class McpTaskSession:
 
 def open_session(catalog: Catalog, options: Any) -> McpTaskSession:
     """The session of `ServiceOptions` with a task (its db, target and prompt)."""
-    from realprobe.dbfacts import default_db_path
+    from realprobe.store import db_path
 
-    db = options.db if options.db is not None else default_db_path()
-    settings = options.settings or EvalSettings.of(options.transport)
+    db = db_path(options.db)
+    settings = options.settings or EvalSettings.given(target=options.transport)
     return McpTaskSession(
         TaskSession(options.task, catalog, settings=settings, db=db, model=options.model)
     )

@@ -37,6 +37,7 @@ from pathlib import Path
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.probes.loading import sane_start
 from realprobe.store import read_only
+from realprobe.target import TargetKind
 
 #: histogram bucket upper bounds for successful latencies, in seconds
 LATENCY_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -47,7 +48,7 @@ MAX_TOOLS = 2_000
 MAX_APIS = 1_000
 MAX_TLS = 1_000
 MAX_SERIES = 20_000
-TARGET_KINDS = frozenset({"live", "sandbox", "simulate", "replay"})
+TARGET_KINDS = frozenset(k.value for k in TargetKind)
 CODES = frozenset(c.value for c in ErrorCode)
 _NAME = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _BATCH = 5_000
@@ -154,7 +155,7 @@ class Aggregator:
         self.last_refresh_s = 0.0
         self._lock = threading.Lock()
         self._columns: set[str] | None = None
-        self._quoted: tuple[tuple[int, int], dict[tuple[str, str, str], Interval]] | None = None
+        self._quoted: dict[int, dict[tuple[str, str, str], Interval]] = {}
 
     # -- reading ----------------------------------------------------------------------
 
@@ -407,30 +408,39 @@ class Aggregator:
     def quoted(self, since: float) -> dict[tuple[str, str, str], Interval]:
         """{(tool, target kind, vantage): the success interval `realprobe stats` quotes} over
         the rows since `since` (`quoted_success`: burst-adjusted, as every surface shows it),
-        read at most once a minute and once per new row; a database that cannot be read
-        gives nothing (the ratio is shown without an interval)."""
+        read at most once a minute per window (a scrape stays a fold of the new rows, not a
+        read of the window); a database that cannot be read gives nothing (the ratio is then
+        shown without an interval)."""
         from realprobe.probes.loading import load_probes
         from realprobe.probes.stats import quoted_success
 
-        key = (self.last_id, int(since // 60))
-        if self._quoted is not None and self._quoted[0] == key:
-            return self._quoted[1]
+        key = int(since // 60)
+        if key in self._quoted:
+            return self._quoted[key]
         out: dict[tuple[str, str, str], Interval] = {}
-        groups = {(k[2], k[3]) for k in self.snapshot() if k[3] != "other"}
+        groups: dict[tuple[str, str], set[str]] = {}
+        for k in self.snapshot():
+            if k[3] != "other":
+                groups.setdefault((k[2], k[3]), set()).add(k[0])
         try:
             conn = read_only(self.db_path)
         except RealprobeError:
             return out
         try:
-            for kind, vantage in sorted(groups):
-                arr = load_probes(conn, since, None, None, kinds=[kind], vantages=[vantage])
+            for (kind, vantage), tools in sorted(groups.items()):
+                # by tool, the window is a range of the (kind, tool, time) index, not a scan
+                # of every row of the kind (a tool folded into `other` needs the scan)
+                names = None if "other" in tools else sorted(tools)
+                arr = load_probes(conn, since, None, names, kinds=[kind], vantages=[vantage])
                 for tool, s in quoted_success(arr).items():
                     out[(label(tool), kind, vantage)] = s.quoted95
         except RealprobeError:
             return out
         finally:
             conn.close()
-        self._quoted = (key, out)
+        if len(self._quoted) >= 4:  # the status page's day and the exporter's window
+            self._quoted.clear()
+        self._quoted[key] = out
         return out
 
 

@@ -46,19 +46,17 @@ to all webhooks at once, each delivery within its `timeout_s` in total.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from realprobe.errors import RealprobeError
+from realprobe.limits import read_document
 from realprobe.probes.loading import conditions, kind_expr, load_probes, probe_columns
 from realprobe.probes.provenance import parse_target
 from realprobe.probes.stats import EXTRAPOLATED, interval_text, latency_stats, quoted_success
@@ -143,23 +141,8 @@ class AlertConfig(BaseModel):
 
 def load_rules(path: str | Path) -> AlertConfig:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RealprobeError(f"{p}: cannot read alert rules ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise RealprobeError(
-            f"{p}: the rules file is not UTF-8 text (byte {exc.start}); save it as UTF-8"
-        ) from None
-    try:
-        if p.suffix.lower() == ".toml":
-            data = tomllib.loads(text)
-        elif p.suffix.lower() in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise RealprobeError(f"{p}: not valid {p.suffix.lstrip('.') or 'JSON'} ({exc})") from exc
+    fmt = p.suffix.lower().lstrip(".")
+    data = read_document(p, "alert rules file", fmt if fmt in ("toml", "yaml", "yml") else "json")
     try:
         config = AlertConfig.model_validate(data)
     except ValidationError as exc:

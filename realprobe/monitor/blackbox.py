@@ -20,7 +20,6 @@ scrape held back is answered from the last stored call of that tool, with
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import math
 import threading
@@ -37,11 +36,12 @@ from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import Tool
 from realprobe.clients import TransportOptions, make_client
+from realprobe.clock import Clock, WallClock
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates, HostLimiter, host_key
 from realprobe.probes.loading import conditions, probe_columns
-from realprobe.probes.politeness import PolitenessConfig
+from realprobe.probes.politeness import Budget, PolitenessConfig
 from realprobe.store import (
     KNOWN_CODES,
     RUN_RUNNING,
@@ -78,6 +78,8 @@ class BlackboxProber:
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
     #: the share of each API's daily budget left to scheduled probe runs
     reserve_for_schedule: float = 0.5
+    #: whose wall time says which day's budget a call counts against
+    clock: Clock = field(default_factory=WallClock)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _run_id: str | None = None
     _loop: asyncio.AbstractEventLoop | None = None
@@ -151,9 +153,8 @@ class BlackboxProber:
     def _take_budget(self, tool: Tool, daily_budget: int) -> bool:
         """One call of the exporter's share of today's budget (the rest is reserved)."""
         share = int(daily_budget * (1.0 - self.reserve_for_schedule))
-        day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
         with Store(self.db_path) as store:
-            return share > 0 and store.budget_take(day, tool.api.id, "live", share)
+            return share > 0 and Budget(store, "live", self.clock, True).take(tool.api.id, share)
 
     async def _call(self, tool: Tool, timeout_s: float) -> tuple[ToolResult, Target]:
         args = dict(tool.examples[0]) if tool.examples else {}

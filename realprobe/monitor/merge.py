@@ -36,6 +36,7 @@ from realprobe.store import (
     Store,
     check_run_row,
     read_only,
+    upkeep,
 )
 
 #: columns a source must have to be merged at all
@@ -93,7 +94,9 @@ def _schema_version(path: Path, conn: sqlite3.Connection) -> int:
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+    """The table's columns, generated ones included (their values are data like any
+    other; `table_info` would leave them out). Hidden columns of virtual tables are not."""
+    return [r[1] for r in conn.execute(f"PRAGMA table_xinfo({table})") if r[6] != 1]
 
 
 def check_source(path: Path, conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
@@ -142,6 +145,7 @@ def merge(
 
 def _merge_one(store: Store, path: Path) -> MergedSource:
     t0 = time.perf_counter()
+    upkeep(path)  # an older schema migrated, runs of a killed process marked, as for a read
     src = read_only(path, need=None)
     try:
         probe_cols, run_cols = check_source(path, src)

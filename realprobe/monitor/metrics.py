@@ -24,7 +24,6 @@ Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kin
 
 from __future__ import annotations
 
-import datetime as dt
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -40,6 +39,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from realprobe.clock import utc_day
 from realprobe.errors import RealprobeError
 from realprobe.monitor.aggregate import (
     LATENCY_BUCKETS_S,
@@ -128,7 +128,7 @@ class ProbeCollector(Collector):
         limit = GaugeMetricFamily(
             "realprobe_budget_limit", "Daily budget of live calls.", labels=["api"]
         )
-        day = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%d")
+        day = utc_day(now)[0]
         for api, n in sorted(budget_used(self.agg, day).items()):
             used.add_metric([api], n)
         for api, n in sorted(self.budgets.items()):

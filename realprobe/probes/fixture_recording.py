@@ -26,7 +26,13 @@ from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.hosts import HostGates, HostLimiter, Strictest, host_key
 from realprobe.http.client import ClientConfig, is_private_host
 from realprobe.retry_after import retry_after_of
-from realprobe.secrets import looks_like_json, remember, scrub_json_text, scrub_text
+from realprobe.secrets import (
+    PLACEHOLDER,
+    looks_like_json,
+    remember,
+    scrub_json_text,
+    scrub_text,
+)
 
 RECORDED_SOURCE = "recorded by realprobe catalog record-fixtures"
 KEPT_HEADERS = ("date", "cache-control", "etag", "last-modified", "retry-after", "age")
@@ -82,6 +88,22 @@ class FixtureOutcome:
                 elif self.no_fixture:
                     tool["no_fixture"] = self.no_fixture
                 return
+
+
+def without_secret_values(raw_apis: list[dict[str, Any]], apis: list[ApiSpec]) -> None:
+    """The example and default values of inputs declared `secret` replaced by the
+    placeholder in raw catalogue mappings about to be written to another file: a credential
+    is never copied anywhere."""
+    secret = {t.name: {n for n, f in t.input.items() if f.secret} for a in apis for t in a.tools}
+    for api in raw_apis:
+        for tool in api.get("tools") or []:
+            names = secret.get(str(tool.get("name")), set())
+            for example in tool.get("examples") or []:
+                for name in names & set(example if isinstance(example, dict) else ()):
+                    example[name] = PLACEHOLDER
+            for name, field in (tool.get("input") or {}).items():
+                if name in names and isinstance(field, dict) and "default" in field:
+                    field["default"] = PLACEHOLDER
 
 
 def _header(headers: dict[str, str], name: str) -> str | None:

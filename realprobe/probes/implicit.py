@@ -4,8 +4,13 @@ and calibrated into the profile's `implicit` section.
 
 What a prober can see, from the tool's structured output and its earlier answers:
 
-* `drift`: the output fails the tool's declared output schema, or a field the tool filled
-  in its earlier answers is now missing (null);
+* `drift` (ToolMaze's implicit schema drift, read on the declared output at any depth, list
+  elements counted one by one): the output fails the tool's declared output schema; a field
+  the tool filled in every earlier answer (at least MIN_SEEN) is now absent or null; a field
+  that always had one JSON type now has another; a value with a unit (`12 km`) now carries
+  another unit; or a short code field whose values formed a small closed set (at most
+  ENUM_MAX values over at least ENUM_SEEN answers, under more than one argument set) now
+  holds a value outside it;
 * `empty`: every collection in the answer is empty, or every field is null or blank;
 * `stale`: the same answer again for the same arguments where this tool's answers to them
   usually vary (at least twice, and more than twice as often as they repeated), or dates
@@ -35,6 +40,12 @@ if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
 
 IMPLICIT_KINDS = ("drift", "empty", "stale")
+#: answers (or list elements) a field must have been seen in before its change is a sign
+MIN_SEEN = 3
+#: a code field is a closed set when it took at most ENUM_MAX values over ENUM_SEEN answers
+ENUM_MAX, ENUM_SEEN = 4, 20
+_CODE = re.compile(r"^[A-Za-z][A-Za-z_-]{0,19}$")
+_UNIT = re.compile(r"^-?\d+(?:[.,]\d+)?\s?([A-Za-z°%µ/]+)$")
 #: a date this much older than the newest the tool has answered with is stale
 STALE_DAYS = 365
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})")
@@ -84,11 +95,80 @@ def _dates(doc: Any) -> list[dt.date]:
     return out
 
 
+def _kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object" if isinstance(v, dict) else "other"
+
+
+def _fields(doc: Any, children: dict[str, set[str]], path: str = "") -> Iterator[tuple[str, Any]]:
+    """(path, value) of every object field at any depth, list elements one by one under the
+    path `*`; a field `children` knows under this object but absent from it comes as None."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            sub = f"{path}.{k}" if path else str(k)
+            yield sub, v
+            yield from _fields(v, children, sub)
+        for sub in children.get(path, ()):
+            if sub.rsplit(".", 1)[-1] not in doc:
+                yield sub, None
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _fields(v, children, f"{path}.*" if path else "*")
+
+
+@dataclass
+class _Field:
+    """One declared field's history: how often seen, filled, with which types and values."""
+
+    seen: int = 0
+    filled: int = 0
+    kinds: set[str] = field(default_factory=set)
+    units: set[str] = field(default_factory=set)
+    codes: set[str] | None = field(default_factory=set)  # None: not a code field
+    code_args: set[str] = field(default_factory=set)
+
+    def signs(self, v: Any, args_key: str) -> bool:
+        """Whether value `v` breaks what this field always was (checked before it is kept)."""
+        if self.seen < MIN_SEEN:
+            return False
+        if v is None or v == "":
+            return self.filled == self.seen  # it was always there
+        if len(self.kinds) == 1 and _kind(v) not in self.kinds:
+            return True
+        unit = _UNIT.match(v) if isinstance(v, str) else None
+        if len(self.units) == 1 and unit and unit.group(1) not in self.units:
+            return True
+        closed = (self.codes is not None and self.seen >= ENUM_SEEN
+                  and len(self.codes) <= ENUM_MAX and len(self.code_args) > 1)
+        return closed and isinstance(v, str) and v not in (self.codes or ())
+
+    def keep(self, v: Any, args_key: str) -> None:
+        self.seen += 1
+        if v is None or v == "":
+            return
+        self.filled += 1
+        self.kinds.add(_kind(v))
+        unit = _UNIT.match(v) if isinstance(v, str) else None
+        if unit:
+            self.units.add(unit.group(1))
+        if self.codes is not None:
+            if isinstance(v, str) and _CODE.match(v):
+                self.codes.add(v)
+                self.code_args.add(args_key)
+            else:
+                self.codes = None
+
+
 @dataclass
 class _Seen:
     """What one tool answered before."""
 
-    filled: set[str] = field(default_factory=set)  # top-level fields seen non-null
+    fields: dict[str, _Field] = field(default_factory=dict)  # path -> its history
     last: dict[str, str] = field(default_factory=dict)  # args key -> body hash
     #: args key -> [consecutive answers that changed, that repeated]
     pairs: dict[str, list[int]] = field(default_factory=dict)
@@ -109,13 +189,12 @@ class ImplicitWatch:
         data = result.data
         seen = self._seen.setdefault(tool.name, _Seen())
         found = []
-        if self._drifted(self._validator(tool), data, seen):
+        if self._drifted(self._validator(tool), data, seen, _args_key(args)):
             found.append("drift")
         if is_empty(data):
             found.append("empty")
         if self._stale(data, args, seen):
             found.append("stale")
-        seen.filled |= {k for k, v in data.items() if v is not None and v != ""}
         return ",".join(found) or None
 
     def _validator(self, tool: Tool) -> Any:
@@ -133,14 +212,23 @@ class ImplicitWatch:
         return self._validators[tool.name]
 
     @staticmethod
-    def _drifted(validator: Any, data: dict[str, Any], seen: _Seen) -> bool:
-        if validator is not None and not validator.is_valid(data):
-            return True
-        return any(data.get(k) is None for k in seen.filled)
+    def _drifted(validator: Any, data: dict[str, Any], seen: _Seen, args_key: str) -> bool:
+        """Off the declared schema, or a field changed from what it always was; an answer
+        without such a change joins each field's history afterwards."""
+        off = validator is not None and not validator.is_valid(data)
+        children: dict[str, set[str]] = {}
+        for p in seen.fields:
+            children.setdefault(p.rsplit(".", 1)[0] if "." in p else "", set()).add(p)
+        values = list(_fields(data, children))
+        sign = any(seen.fields[p].signs(v, args_key) for p, v in values if p in seen.fields)
+        if not sign:  # a drifted answer stays out: an intermittent drift is seen every time
+            for p, v in values:
+                seen.fields.setdefault(p, _Field()).keep(v, args_key)
+        return off or sign
 
     @staticmethod
     def _stale(data: dict[str, Any], args: Any, seen: _Seen) -> bool:
-        key = json.dumps(args or {}, sort_keys=True, default=str)
+        key = _args_key(args)
         digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
         before = seen.last.get(key)
         changed, repeated = seen.pairs.setdefault(key, [0, 0])
@@ -156,6 +244,10 @@ class ImplicitWatch:
                 old = (seen.newest - newest).days > STALE_DAYS
             seen.newest = max(newest, seen.newest or newest)
         return repeat or old
+
+
+def _args_key(args: Any) -> str:
+    return json.dumps(args or {}, sort_keys=True, default=str)
 
 
 # -- summary over stored rows -------------------------------------------------------------

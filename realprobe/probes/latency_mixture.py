@@ -16,7 +16,7 @@ best start (as exact as L-BFGS-B here, at a quarter of its time). The K with the
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -24,7 +24,9 @@ from scipy import optimize, special
 
 from realprobe.errors import ErrorCode
 from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
-from realprobe.simulator.profile import MixtureComponent
+
+if TYPE_CHECKING:  # `stats` fits mixtures without loading the simulator
+    from realprobe.simulator.profile import MixtureComponent
 
 MAX_POINTS = 3_000
 MIN_POINTS_FOR_TWO = 50
@@ -367,12 +369,14 @@ def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
     return fit_mixture(arr.latency_ms[ok], censor_ms)
 
 
-Fitted = tuple[list[MixtureComponent] | None, dict[str, Any]]
+Fitted = tuple[list["MixtureComponent"] | None, dict[str, Any]]
 
 
 def fit_one(arr: ProbeArrays) -> Fitted | None:
     """One tool's mixture fit: (the components when two win, else None; the choice, BIC per
     K, either way), None when its rows allow no fit."""
+    from realprobe.simulator.profile import MixtureComponent
+
     fit = fit_tool(arr) if len(arr) else None
     if fit is None:
         return None

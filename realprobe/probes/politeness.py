@@ -20,12 +20,10 @@ sandbox run is as parallel as a live one. Waits use the client's clock: under si
 
 from __future__ import annotations
 
-import datetime as dt
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.clock import Clock
+from realprobe.clock import Clock, utc_day
 from realprobe.hosts import Backoff
 from realprobe.hosts import HostLimiter as HostLimiter  # the one per-host limiter
 from realprobe.hosts import host_key as host_key
@@ -91,7 +89,7 @@ class Budget:
         self.enabled = enabled
 
     def day(self) -> str:
-        return dt.datetime.fromtimestamp(self.clock.wall(), dt.UTC).strftime("%Y-%m-%d")
+        return utc_day(self.clock.wall())[0]
 
     def take(self, api: str, limit: int) -> bool:
         if not self.enabled:

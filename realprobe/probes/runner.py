@@ -42,6 +42,7 @@ from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.hosts import HostGates, HostLimiter, host_key, merge
 from realprobe.http.client import HttpClient
+from realprobe.http.transports import DRAW
 from realprobe.probes.implicit import ImplicitWatch
 from realprobe.probes.politeness import Budget, PolitenessConfig
 from realprobe.store import (
@@ -423,8 +424,13 @@ class ProbeRun:
 
     async def _call(self, call: ProbeCall) -> ToolResult:
         # belt and braces: the client enforces the deadline; the guard guards the guard
-        with DeadlineGuard(self.timeout, virtual=self.clock.virtual) as guard:
-            return await call_tool(call.tool, call.args, self.client, timeout_s=self.timeout)
+        token = DRAW.set(f"{self.run_id}:{call.round}")  # a sandbox draws this round's own
+        try:
+            with DeadlineGuard(self.timeout, virtual=self.clock.virtual) as guard:
+                return await call_tool(call.tool, call.args, self.client,
+                                       timeout_s=self.timeout)
+        finally:
+            DRAW.reset(token)
         assert guard.expired
         return guard.timeout_result(call.tool.name)
 

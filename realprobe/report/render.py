@@ -101,13 +101,16 @@ def _row(t: ToolStats) -> list[str]:
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
-max-width:1200px;color:#222;padding:0 1rem}
+max-width:1200px;color:#222;padding:0 1rem;overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%}.scroll td,.scroll th{overflow-wrap:normal}
+.scroll td:first-child,.scroll th:first-child{position:sticky;left:0;background:#fff;z-index:1}
+.scroll th:first-child{background:#f6f6f6;z-index:2}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:.85rem;width:100%}
 th,td{border-bottom:1px solid #eee;padding:.3rem .45rem;text-align:left;vertical-align:top}
 th{background:#f6f6f6;position:sticky;top:0}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
-.meta{color:#666;font-size:.85rem}.plot{max-width:100%;height:auto}
+.meta{color:#666;font-size:.85rem}.plot{width:100%;height:auto;display:block}
 .badge{display:inline-block;padding:0 .4rem;border-radius:.6rem;font-size:.8rem}
 .worse{background:#fdd;color:#900}.better{background:#dfd;color:#060}
 .changed{background:#ffe9c6;color:#840}.stable{background:#eee;color:#444}
@@ -183,7 +186,10 @@ def render_html(data: ReportData, plots: dict[str, str] | None = None) -> str:
         f" also at {escape(PROJECT_URL)}/blob/main/docs/statistics.md).</p>",
         "</body></html>",
     ]
-    return "\n".join(parts)
+    # a wide table scrolls inside its own box (its first column, the tool, stays in view):
+    # the page itself never scrolls sideways, at 800 px or on a phone
+    return ("\n".join(parts).replace("<table ", "<div class='scroll'><table ")
+            .replace("</table>", "</table></div>"))
 
 
 def all_plots(data: ReportData) -> dict[str, str]:

@@ -44,6 +44,7 @@ class Entry:
     first_byte_ms: float | None = None  # request read -> first response byte written
     total_ms: float | None = None  # request read -> last byte written / connection ended
     request_id: str | None = None  # the client's X-Request-Id, or one the sandbox made
+    draw: int | None = None  # the call's number in its caller's run (X-Realprobe-Draw)
     _t0: float = field(default=0.0, repr=False)
 
     def elapsed_ms(self) -> float:

@@ -15,7 +15,6 @@ Faults that need no upstream body (a 500, a reset, a hang) never reach the upstr
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,7 +23,7 @@ import httpx
 
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.adapters.spec import Politeness
-from realprobe.clock import Clock, RealClock
+from realprobe.clock import Clock, RealClock, utc_day
 from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack as HeldBack  # what a request held back raises
 from realprobe.hosts import HostGates, HostLimiter
@@ -81,17 +80,9 @@ class PoliteGates:
         self.gates = HostGates(clock)
         self._used: dict[tuple[str, str], int] = {}
 
-    def _day(self) -> str:
-        return dt.datetime.fromtimestamp(self.clock.wall(), dt.UTC).strftime("%Y-%m-%d")
-
-    def _to_midnight(self) -> float:
-        now = dt.datetime.fromtimestamp(self.clock.wall(), dt.UTC)
-        midnight = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        return (midnight - now).total_seconds()
-
     def _spend(self, api: str, limit: int) -> None:
         """Count one call against the API's budget for today; HeldBack when it is spent."""
-        day = self._day()
+        day, to_midnight = utc_day(self.clock.wall())
         if self.ledger is not None:
             spent = not self.ledger(day, api, limit)
         else:
@@ -101,7 +92,7 @@ class PoliteGates:
                 self._used[(day, api)] = used + 1
         if spent:
             raise HeldBack(
-                api, self._to_midnight(), f"daily budget of {limit} calls to {api} used up"
+                api, to_midnight, f"daily budget of {limit} calls to {api} used up"
             )
 
     async def acquire(self, api: str) -> HostLimiter | None:

@@ -39,6 +39,13 @@ REQUEST_ID_HEADER = "X-Request-Id"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 
 
+def draw_of(headers: Mapping[str, str]) -> tuple[str, int] | None:
+    """(caller key, call number) a request gives itself (`X-Realprobe-Draw: <run>:<round>`
+    from a probe), or None."""
+    key, _, n = headers.get("x-realprobe-draw", "").rpartition(":")
+    return (key[:80], int(n)) if key and n.isdigit() and len(n) < 7 else None
+
+
 def request_id(headers: Mapping[str, str]) -> str:
     """The client's `X-Request-Id` when it sends a sane one, else a fresh id."""
     given = headers.get("x-request-id", "")
@@ -168,7 +175,9 @@ class Responder:
             return Answer(await self._unrouted(api, method, original, query, headers, entry),
                           active, entry)
         entry.tool = route.tool
-        outcome, variant = self._draw(route, forced)
+        numbered = draw_of(headers)
+        entry.draw = None if numbered is None else numbered[1]
+        outcome, variant = self._draw(route, forced, numbered)
         got = await self._success_body(route, variant, outcome.pick, method, original, query,
                                        body, headers, entry)
         if isinstance(got, Plan):
@@ -207,11 +216,13 @@ class Responder:
             api=api, path=original,
         )
 
-    def _draw(self, route: Route, forced: str | None) -> tuple[Outcome, str]:
-        """The outcome and the variant to play: forced by the URL, or drawn from the profile."""
+    def _draw(self, route: Route, forced: str | None, numbered: tuple[str, int] | None = None
+              ) -> tuple[Outcome, str]:
+        """The outcome and the variant to play: forced by the URL, or drawn from the profile
+        (the numbered call's own outcome when the request numbers itself)."""
         if forced is not None:
             return Outcome(VARIANTS.get(forced), 0.0, 0), forced
-        outcome = self.runtime.draw(route.tool)
+        outcome = self.runtime.draw(route.tool, numbered)
         if outcome.variant is not None:
             return outcome, outcome.variant
         return outcome, "ok" if outcome.code is None else choose_variant(route, outcome)[0]

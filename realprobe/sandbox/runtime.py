@@ -49,9 +49,14 @@ class Runtime:
         self.set_profile(self.start_profile)
         self.reseed()
 
-    def draw(self, tool: str) -> Outcome:
+    def draw(self, tool: str, numbered: tuple[str, int] | None = None) -> Outcome:
+        """The next outcome of `tool`, or call n of a caller that numbers its calls
+        (`numbered` = (caller key, n)): those get the same outcomes whatever order they
+        arrive in."""
         if self.profile is None:
             return Outcome(None, 0.0, self._clear_rng.getrandbits(30))
+        if numbered is not None:
+            return self.model.draw_numbered(tool, *numbered, time.time())
         return self.model.draw(tool, time.time())
 
     def toxics_for(self, api: str | None, tool: str | None) -> dict[str, Toxic]:

@@ -135,7 +135,7 @@ class Sandbox(H11Server):
             )
         return await wire.send(
             conn, answer.plan, answer.active, reader, writer, answer.entry,
-            self.runtime.rng, self.latency_scale,
+            self.runtime.rng, self.latency_scale, wire.budget_of(request.headers),
         )
 
 

@@ -9,6 +9,7 @@ import random
 import socket
 import struct
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import h11
@@ -154,6 +155,19 @@ class Wire:
         return True
 
 
+#: an answer due before the client's deadline is sent by this share of the time it had left
+DEADLINE_GUARD = 0.75
+
+
+def budget_of(headers: Mapping[str, str]) -> float | None:
+    """The seconds a request says it has left (`X-Realprobe-Budget`), or None."""
+    try:
+        value = float(headers.get("x-realprobe-budget", ""))
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < 86400 else None
+
+
 async def send(
     conn: h11.Connection,
     plan: Plan,
@@ -163,10 +177,18 @@ async def send(
     entry: Entry,
     rng: random.Random,
     latency_scale: float = 1.0,
+    budget_s: float | None = None,
 ) -> bool:
-    """Act out `plan` on the socket; True when the connection may serve another request."""
+    """Act out `plan` on the socket; True when the connection may serve another request.
+
+    `budget_s` is what the client said it has left of its deadline (`X-Realprobe-Budget`):
+    an answer drawn to come in time comes by `DEADLINE_GUARD` of it at the latest, one drawn
+    to come later keeps its delay and misses the deadline. Whether a call makes its
+    deadline is then the seed's and the request's doing, not a loaded machine's."""
     entry.toxics = list(active.names)
     delay = plan.delay_s * latency_scale + active.latency_s
+    if budget_s is not None and delay < budget_s:
+        delay = min(delay, budget_s * DEADLINE_GUARD)
     entry.delay_ms = delay * 1000.0
     # the delay counts from when the request was read: the time spent choosing and
     # rendering the answer is part of it, not added on top

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import deque
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -29,11 +28,16 @@ from realprobe.simulator.profile import (
     chain_with_rate,
 )
 
-#: ResiliBench's rule: success chance times 0.9 per counted earlier failure; its code counts
-#: the last three calls and clamps to [0.1, 0.95], its paper counts every earlier failure
+#: ResiliBench's rule over the task's history (every tool of the run): success chance times
+#: 0.9 per counted failure; its code counts the last three calls once the history holds three
+#: and clamps to [0.1, 0.95], its paper counts every earlier failure of the task. Both lower
+#: it by 0.5 per dependency not yet satisfied and 0.7 per dependency whose last call failed.
 RB_PENALTY = 0.9
 RB_WINDOW = 3
 RB_CLAMP = (0.1, 0.95)
+RB_UNCALLED = 0.5
+RB_FAILED_DEP = 0.7
+RB_RULES = ("resilibench-paper", "resilibench-code")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,16 +131,11 @@ def day_centre(mean_fail: float, sd: float) -> float:
 
 
 class ToolStream:
-    def __init__(
-        self, profile: ToolProfile, seed: int | str, tool: str, rule: str = "burst"
-    ) -> None:
+    def __init__(self, profile: ToolProfile, seed: int | str, tool: str) -> None:
         self.profile = profile
         self.rng = random.Random(f"{seed}:{tool}")
         self._day_key = f"{seed}:{tool}:day"
         self.prev_failed: bool | None = None
-        self.rule = rule
-        self.failures = 0  # earlier failures (the ResiliBench paper's count)
-        self.recent: deque[bool] = deque(maxlen=RB_WINDOW)  # its code's window
         self.prev_code: ErrorCode | None = None
         self._day: int | None = None
         self._day_chain: tuple[float, float, float] | None = None  # (stationary, ff, fo)
@@ -175,11 +174,6 @@ class ToolStream:
         self._day_chain = (f, chain.p_fail_after_fail, chain.p_fail_after_ok)
 
     def p_fail(self) -> float:
-        if self.rule == "resilibench-paper":
-            return 1.0 - self.profile.success_rate * RB_PENALTY**self.failures
-        if self.rule == "resilibench-code":
-            p = self.profile.success_rate * RB_PENALTY ** sum(self.recent)
-            return 1.0 - min(max(p, RB_CLAMP[0]), RB_CLAMP[1])
         if self._day_chain is not None:
             f, ff, fo = self._day_chain
             if self.prev_failed is None:
@@ -229,19 +223,19 @@ class ToolStream:
                 return seconds, True
         return model.values[-1][0], True
 
-    def draw(self, now_s: float | None = None) -> Outcome:
+    def draw(self, now_s: float | None = None, p_fail: float | None = None) -> Outcome:
         """One call's outcome; `now_s` (epoch seconds of the call) picks the day's effect when
-        the profile has day-to-day variability."""
+        the profile has day-to-day variability; `p_fail` replaces the chain's chance (a rule
+        over the task's history decides it)."""
         rng = self.rng
         if now_s is not None and self.profile.daily_logit_sd:
             self._set_day(now_s)
-        failed = rng.random() < self.p_fail() if self._codes else False
+        p = self.p_fail() if p_fail is None else p_fail
+        failed = rng.random() < p if self._codes else False
         latency = self._latency_s(rng)
         pick = rng.getrandbits(30)
         after_failure = bool(self.prev_failed)
         self.prev_failed = failed
-        self.failures += failed
-        self.recent.append(failed)
         if not failed:
             self.prev_code = None
             return Outcome(None, latency, pick)
@@ -294,7 +288,11 @@ class FaultPlanLike(Protocol):
 
 class FaultModel:
     """Outcomes per tool from the profile, then implicit faults, then the fault plan's
-    rules; every injected fault is also written to `ledger` for evaluators."""
+    rules; every injected fault is also written to `ledger` for evaluators.
+
+    One model serves one run (one task). Under the ResiliBench rules the success chance
+    reads the task's history: every call of the run, and, once `bind` has told it the
+    task's steps, the dependencies of the called tool."""
 
     def __init__(
         self, profile: Profile, seed: int | str = 0, plan: FaultPlanLike | None = None
@@ -305,8 +303,55 @@ class FaultModel:
         self._streams: dict[str, ToolStream] = {}
         self._implicit: dict[str, ImplicitStream] = {}
         self._calls: dict[str, int] = {}
+        self._ahead: dict[str, dict[int, Outcome]] = {}  # drawn before their turn came
+        self._bases: dict[tuple[str, str], int] = {}  # (tool, caller's key) -> its first index
         self._plan_state: PlanRun | None = plan.start(seed) if plan is not None else None
         self.ledger: list[Injection] = []
+        #: the task's history: (tool, failed) per call, in call order
+        self.history: list[tuple[str, bool]] = []
+        #: tool -> the groups of tools (a step and its alternatives) it reads from
+        self.deps: dict[str, list[list[str]]] = {}
+
+    def bind(self, path: list[list[str]], deps: dict[str, list[list[str]]]) -> None:
+        """The task's preferred path (each step's tool first, then its alternatives) for the
+        plan, and each tool's dependency groups for the ResiliBench rules."""
+        self.deps = deps
+        bind = getattr(self._plan_state, "bind", None)
+        if bind is not None:
+            bind(path)
+
+    def p_fail(self, tool: str, base: float) -> float:
+        """ResiliBench's failure chance for the next call of `tool` (success rate `base`):
+        its paper (App. B.3) and its code (`_calculate_success_rate`) by `profile.rule`."""
+        code = self.profile.rule == "resilibench-code"
+        p = base
+        for group in self.deps.get(tool, []):
+            mine = [failed for t, failed in self.history if t in group]
+            # the code counts a dependency as met once it succeeded; the paper once called
+            met = (not all(mine)) if code else bool(mine)
+            if not met:
+                p *= RB_UNCALLED
+            elif mine[-1]:
+                p *= RB_FAILED_DEP
+        if not code:
+            return 1.0 - p * RB_PENALTY ** sum(f for _, f in self.history)
+        if len(self.history) >= RB_WINDOW:
+            p *= RB_PENALTY ** sum(f for _, f in self.history[-RB_WINDOW:])
+        return 1.0 - min(max(p, RB_CLAMP[0]), RB_CLAMP[1])
+
+    def draw_numbered(self, tool: str, key: str, n: int, now_s: float | None = None) -> Outcome:
+        """The outcome of call `n` (from 0) of the caller `key` (a probe run) whatever order
+        its calls arrive in: the caller's calls take the tool's stream from where it stood when
+        the first of them came; outcomes drawn ahead wait for their call."""
+        if len(self._bases) > 100_000:
+            self._bases.clear()
+        base = self._bases.setdefault((tool, key), self._calls.get(tool, 0))
+        ahead = self._ahead.setdefault(tool, {})
+        index = base + n
+        while (drawn := self._calls.get(tool, 0)) <= index:
+            ahead[drawn] = self.draw(tool, now_s)
+        got = ahead.pop(index, None)
+        return got if got is not None else self.draw(tool, now_s)  # a number used twice
 
     def draw(self, tool: str, now_s: float | None = None) -> Outcome:
         """One call's outcome; `now_s` (epoch seconds of the call) picks the day's effect and
@@ -314,11 +359,15 @@ class FaultModel:
         stream = self._streams.get(tool)
         if stream is None:
             stream = self._streams[tool] = ToolStream(
-                self.profile.for_tool(tool), self.seed, tool, self.profile.rule
+                self.profile.for_tool(tool), self.seed, tool
             )
             self._implicit[tool] = ImplicitStream(self.profile, self.seed, tool)
         call = self._calls[tool] = self._calls.get(tool, 0) + 1
-        out = stream.draw(now_s)
+        ahead = self._ahead.get(tool)
+        if ahead and call - 1 in ahead:  # an outcome drawn ahead is waiting for this turn
+            return ahead.pop(call - 1)
+        rule = self.profile.rule in RB_RULES
+        out = stream.draw(now_s, self.p_fail(tool, stream.profile.success_rate) if rule else None)
         if out.code is not None:
             out = replace(out, injected_by="profile")
         out = self._implicit[tool].apply(out)
@@ -328,6 +377,7 @@ class FaultModel:
                           injected_by="profile", permanent=False)  # fmt: skip
         if self._plan_state is not None:
             out = self._plan_state.apply(tool, call, now_s, out)
+        self.history.append((tool, not out.ok))
         injection = injection_of(tool, call, out)
         if injection is not None:
             self.ledger.append(injection)

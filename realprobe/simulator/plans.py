@@ -8,9 +8,18 @@ call decides it. A plan sits on top of a profile (`base = "profile"`) or replace
 failures (`base = "none"`: calls no rule hits succeed).
 
 Calls are counted per tool (`count = "tool"`) or across the run (`count = "run"`, so
-`n = 1` is the run's first tool call, whatever the tool). Where a choice is left open (an
-error code's variant, which implicit variant), it is drawn from (seed, tool, call): the same
-plan and seed give the same faults to every agent that makes the same calls.
+`n = 1` is the run's first tool call, whatever the tool).
+
+A rule may instead name a place on the task's preferred path (`on`, ToolMaze's per-task
+perturbation): `step:N` is the preferred tool of the N-th step, `group:N` the N-th step's
+group (its tool and alternatives: the fault binds to the one the agent enters first), and
+`branch` the first group that has an alternative (the first step when the task has one
+path). Calls off that place never meet the rule. Task runs tell the plan their path; where
+no task is known (a sandbox serving any agent), the group is whichever tool is called first.
+
+Where a choice is left open (an error code's variant, which implicit variant), it is drawn
+from (seed, tool, call): the same plan and seed give the same faults to every agent that
+makes the same calls.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from realprobe.errors import ErrorCode
+from realprobe.limits import read_document
 from realprobe.simulator.faults import Outcome
 from realprobe.simulator.profile import IMPLICIT_VARIANTS, ProfileError
 from realprobe.simulator.render import VARIANTS
@@ -63,6 +73,8 @@ class PlanRule(BaseModel):
     after: int | None = Field(default=None, ge=0)
     #: seconds since the run's first call: [start, end)
     window: tuple[float, float] | None = None
+    #: a place on the task's preferred path: `step:N`, `group:N` or `branch`
+    on: str | None = Field(default=None, pattern=r"^((step|group):[1-9][0-9]*|branch)$")
     fault: str
     #: calls the fault lasts once a call triggers it (default 1; `dead`: permanent)
     duration: int | Literal["permanent"] | None = None
@@ -145,6 +157,32 @@ class PlanState:
     lasting: dict[tuple[int, str], float] = field(default_factory=dict)
     #: (rule index, tool) -> the variant chosen when it started (kept while it lasts)
     chosen: dict[tuple[int, str], str] = field(default_factory=dict)
+    #: the task's preferred path: per step, its tool then its alternatives (None: unknown)
+    path: list[list[str]] | None = None
+    #: rule index -> the tool of its group the agent entered first
+    entered: dict[int, str] = field(default_factory=dict)
+
+    def bind(self, path: list[list[str]]) -> None:
+        self.path = path
+
+    def _on_place(self, i: int, rule: PlanRule, tool: str) -> bool:
+        """Whether a call of `tool` is at the rule's place on the path (binding a group to
+        the first of its tools the agent enters)."""
+        if rule.on is None:
+            return True
+        group: list[str] | None = None
+        if self.path is not None:
+            kind, _, n = rule.on.partition(":")
+            if kind == "branch":
+                idx = next((j for j, g in enumerate(self.path) if len(g) > 1), 0)
+            else:
+                idx = int(n) - 1
+            if idx >= len(self.path):
+                return False
+            group = self.path[idx][:1] if kind == "step" else self.path[idx]
+        if group is not None and tool not in group:
+            return False
+        return self.entered.setdefault(i, tool) == tool
 
     def apply(self, tool: str, call: int, now: float | None, out: Outcome) -> Outcome:
         self.run_calls += 1
@@ -152,7 +190,7 @@ class PlanState:
             self.t0 = now
         elapsed = 0.0 if now is None or self.t0 is None else now - self.t0
         for i, rule in enumerate(self.plan.rules):
-            if not fnmatch.fnmatchcase(tool, rule.tool):
+            if not fnmatch.fnmatchcase(tool, rule.tool) or not self._on_place(i, rule, tool):
                 continue
             key = (i, tool)
             left = self.lasting.get(key, 0.0)
@@ -242,15 +280,12 @@ def load_plan(ref: str | Path | FaultPlan) -> FaultPlan:
         data = resources.files("realprobe.simulator").joinpath("plans", f"{ref_s}.toml")
         return _validated(_parse(data.read_text(encoding="utf-8"), ".toml", ref_s), ref_s)
     path = Path(ref_s)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):
         raise FaultPlanError(
             f"fault plan {ref_s!r} is neither a file nor a built-in ({', '.join(BUILTIN_PLANS)})"
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FaultPlanError(f"{path}: not a readable fault plan ({exc})") from exc
-    return _validated(_parse(text, path.suffix.lower(), str(path)), str(path))
+    fmt = "toml" if path.suffix.lower() == ".toml" else "json"
+    return _validated(read_document(path, "fault plan", fmt), str(path))
 
 
 __all__ = ["BUILTIN_PLANS", "FaultPlan", "FaultPlanError", "PlanRule", "PlanState", "load_plan"]

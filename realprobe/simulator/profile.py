@@ -3,7 +3,6 @@ drives faults."""
 
 from __future__ import annotations
 
-import json
 import math
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import (
 )
 
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.limits import read_document
 from realprobe.outputs import write_output
 from realprobe.simulator.toxics import Toxic
 
@@ -368,11 +368,45 @@ class Profile(_Model):
         fails."""
         if not 0 <= lam <= 1:
             raise ProfileError(f"fault rate {lam!r}: expected a share between 0 and 1")
+        if self.rule != "burst":
+            return self._scaled_resilibench(lam)
         base = self.default or CALM_TOOL
         return self.model_copy(update={
             "name": f"{self.name or 'profile'}@{lam:g}",
             "tools": {n: scale_tool(tp, lam) for n, tp in self.tools.items()},
             "default": scale_tool(base, lam),
+        })  # fmt: skip
+
+    def _scaled_resilibench(self, lam: float) -> Profile:
+        """Under ResiliBench's code rule every tool gets the base rate whose long-run failure
+        share (its last-three window and clamp, over the task's calls) is `lam`; the paper's
+        rule has no long-run share (each failure lowers success for good)."""
+        from realprobe.probes.calibrate import resilibench_base
+
+        if self.rule == "resilibench-paper":
+            raise ProfileError(
+                f"fault rate {lam:g}: rule resilibench-paper has no long-run failure share "
+                "(every earlier failure of the task lowers success for good); scale a profile "
+                "with rule burst or resilibench-code"
+            )
+        b, reachable = resilibench_base(1.0 - lam)
+        if not reachable:
+            raise ProfileError(
+                f"fault rate {lam:g}: rule resilibench-code cannot reach it (its clamp to "
+                "[0.1, 0.95] keeps the long-run failure share between about 0.05 and 0.9)"
+            )
+        base = self.default or CALM_TOOL
+
+        def at(tp: ToolProfile) -> ToolProfile:
+            return tp.model_copy(update={
+                "success_rate": b, "success_ci95": None, "burst": None,
+                "errors": dict(tp.errors) or dict(DIAL_MIX), "errors_ci95": None,
+            })  # fmt: skip
+
+        return self.model_copy(update={
+            "name": f"{self.name or 'profile'}@{lam:g}",
+            "tools": {n: at(tp) for n, tp in self.tools.items()},
+            "default": at(base),
         })  # fmt: skip
 
     def dump(self, path: str | Path | None = None) -> str:
@@ -412,14 +446,11 @@ def load_profile(ref: str | Path) -> Profile:
     if ref_s in BUILTIN_PROFILES:
         return builtin_profile(ref_s)
     path = Path(ref_s)
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         raise ProfileError(
             f"profile {ref_s!r} is neither a file nor a built-in ({', '.join(BUILTIN_PROFILES)})"
         )
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ProfileError(f"{path}: not a readable JSON profile ({exc})") from exc
+    raw = read_document(path, "profile", "json")
     try:
         return Profile.model_validate(raw)
     except ValidationError as exc:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.errors import RealprobeError, renamed_keyword
+from realprobe.errors import RealprobeError
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
@@ -59,20 +59,6 @@ def llm_settings(
 
 #: the most repeats of one (task, prompt) a batch or a sweep runs (pass^k needs far fewer)
 MAX_REPEAT = 1000
-
-
-def settings_of(settings: EvalSettings | None, fields: dict[str, Any]) -> EvalSettings:
-    """`settings`, or one built from its fields given as keywords (not both); `simulate=`
-    is the old name of `profile=`."""
-    renamed_keyword(fields, "simulate", "profile")
-    if settings is not None and fields:
-        raise RealprobeError(
-            f"give settings or {', '.join(fields)}, not both", param=("settings", *fields)
-        )
-    unknown = [k for k in fields if k not in EvalSettings.model_fields]
-    if unknown:
-        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
-    return settings or EvalSettings(**fields)
 
 
 @dataclass
@@ -193,7 +179,7 @@ class TaskBatch:
             limits = LlmLimits(rpm=llm_rpm, tpm=llm_tpm, concurrency=llm_concurrency).check()
         except ValueError as exc:
             raise RealprobeError(str(exc)) from exc
-        settings = settings_of(settings, fields)
+        settings = EvalSettings.given(settings, **fields)
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         cat = catalog or Catalog.load([])
         folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
@@ -280,6 +266,5 @@ __all__ = [
     "TaskBatchResult",
     "infrastructure_failure_of",
     "llm_settings",
-    "settings_of",
     "summary_of",
 ]

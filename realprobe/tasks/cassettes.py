@@ -1,4 +1,5 @@
-"""Regenerate the shipped task cassettes: `python -m realprobe.tasks.cassettes [--out DIR]`.
+"""Regenerate the shipped task cassettes: `python -m realprobe.tasks.cassettes [--out DIR]`
+(`--task NAME`, repeatable: record only those tasks, keeping the other cassettes).
 
 Each task run of the reference agent (optimal workflow) is recorded against a loopback
 sandbox under the `published` profile, one cassette per run. These are sandbox recordings:
@@ -29,12 +30,26 @@ LATENCY_SCALE = 0.1  # answers arrive 10x faster than the profile says: a quick 
 CALL_TIMEOUT_S = 2.0  # a hang costs 2 s of real time while recording
 
 
-def record(out: Path, *, seed: int = 0, repeat: int = 1) -> list[str]:
+def record(
+    out: Path, *, seed: int = 0, repeat: int = 1, names: list[str] | None = None
+) -> list[str]:
+    """Record every task into a fresh `out`, or only `names` (their old cassettes replaced)
+    next to what `out` holds (its README's table keeps the other rows)."""
     catalog = default_catalog()
     tasks = list(load_tasks(default_tasks_dir()).values())
-    if out.exists():
+    kept: list[str] = []
+    if names:
+        tasks = [t for t in tasks if t.instance_id in names]
+        readme = out / "README.md"
+        old = readme.read_text(encoding="utf-8").splitlines() if readme.exists() else []
+        kept = [row + "\n" for row in old if row.startswith("| ") and "__" in row
+                and row.split("__", 1)[0][2:] not in names]
+        for name in names:  # recorded again: a recording never replaces a cassette itself
+            for old_file in out.glob(f"{name}__*.json"):
+                old_file.unlink()
+    elif out.exists():
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
     sandbox = Sandbox(
         routes_from_catalog(catalog),
         load_profile(PROFILE),
@@ -46,8 +61,7 @@ def record(out: Path, *, seed: int = 0, repeat: int = 1) -> list[str]:
             agent="reference",
             prompts=["optimal"],
             mode=Mode.RECORD,
-            sandbox=url,
-            profile=PROFILE,
+            sandbox=url,  # the sandbox plays the profile: a run sets no profile of its own
             cassette=out,
             repeat=repeat,
             seed=seed,
@@ -67,11 +81,11 @@ def record(out: Path, *, seed: int = 0, repeat: int = 1) -> list[str]:
         "Replay: `realprobe run --all --agent reference --mode replay`.\n"
         "Regenerate: `python -m realprobe.tasks.cassettes`.\n\n"
         "| run | outcome | calls | retries | fallbacks |\n|---|---|---|---|---|\n"
-        + "".join(
+        + "".join(sorted(kept + [
             f"| {Path(r.row['cassette']).stem} | {r.row['outcome']} | {r.row['tool_calls']} | "
             f"{r.row['retries']} | {r.row['fallbacks']} |\n"
             for r in results
-        ),
+        ])),
     )
     return [f"{r.row['task']}: {r.row['outcome']}" for r in results]
 
@@ -80,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=shipped_cassettes())
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--task", action="append", help="record only this task (repeatable)")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    for line in record(args.out, seed=args.seed):
+    for line in record(args.out, seed=args.seed, names=args.task):
         print(line)
     print(f"recorded into {args.out} in {time.perf_counter() - t0:.1f}s")
     return 0

@@ -14,6 +14,7 @@ as for the built-in LLM agents (the task prompt asks for it).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.deadline import DeadlineGuard
 from realprobe.clients import TransportOptions
-from realprobe.errors import RealprobeError, renamed_keyword
+from realprobe.errors import RealprobeError
+from realprobe.tasks.agents import AGENT_NAMES
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import run_tool
 from realprobe.tasks.agents.openai_native import tool_definitions
@@ -36,6 +37,7 @@ from realprobe.tasks.runner import (
     RunOutcome,
     RunTiming,
     Shared,
+    in_own_thread,
     prepare_run,
     rows_to_store,
     run_variant,
@@ -78,6 +80,9 @@ class Toolbox:
         self.prompt: Prompt = render(ctx.task, ctx.prompt)
         #: why the run ended (deadline, loop, consecutive_failures), once it has
         self.ended: str | None = None
+        #: the loop the run's tools live on, when the agent runs on a loop of its own
+        self.home: asyncio.AbstractEventLoop | None = None
+        self._inflight: set[concurrent.futures.Future[ToolCall]] = set()
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -90,16 +95,39 @@ class Toolbox:
 
     async def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> ToolCall:
         """Run one tool (arguments as a dict or a JSON string); never raises for a failed
-        call. A run that has ended (deadline, a loop, repeated failures) raises Terminated."""
+        or malformed call (a name that is no string is an unknown tool). A run that has ended
+        (deadline, a loop, repeated failures) raises Terminated."""
+        home = self.home
+        if home is None or asyncio.get_running_loop() is home:
+            return await self._call(name, arguments)
+        # the agent's own loop: the call runs on the run's loop, where its tools live
+        fut = asyncio.run_coroutine_threadsafe(self._call(name, arguments), home)
+        self._inflight.add(fut)
+        fut.add_done_callback(self._inflight.discard)
+        return await asyncio.wrap_future(fut)
+
+    def end(self, reason: str) -> None:
+        """The run is over: later calls raise Terminated, calls in flight are cancelled."""
+        self.ended = self.ended or reason
+        for fut in list(self._inflight):
+            fut.cancel()
+
+    async def _call(self, name: Any, arguments: Any) -> ToolCall:
         if self.ended is not None:
             raise Terminated(self.ended)  # an agent that caught the first one is stopped here
         self._turn += 1
         self._ctx.state.turns = self._turn
+        if not isinstance(name, str):
+            name = f"<{type(name).__name__}>"
         try:
             return _as_call(await run_tool(self._ctx, name, arguments or {}, self._turn))
         except Terminated as exc:
             self.ended = exc.reason
             raise
+        except Exception as exc:  # arguments no tool can take (e.g. not JSON-able values)
+            rec = self._ctx.box.record_bad_call(
+                name, {}, self._turn, "malformed", f"the call could not be made: {exc!r}"[:500])
+            return _as_call(rec)
 
 
 UserAgent = Callable[[str, Toolbox], Awaitable[Any]]
@@ -118,61 +146,45 @@ class CallableAgent:
         return self._model
 
     async def run(self, ctx: AgentContext) -> None:
+        """The agent on a loop and thread of its own (`runner.in_own_thread`), under the
+        task's deadline in real time too: on a virtual clock only tool calls move time, so an
+        agent awaiting something that never comes, or blocking its loop, would hold the
+        batch. Whatever it raises or returns, the run ends with a reason."""
         box = Toolbox(ctx)
+        box.home = asyncio.get_running_loop()
         limit = ctx.task.constraints.timeout_s
+
+        async def answer() -> str:
+            got = await self.fn(box.prompt.user, box)
+            return "" if got is None else str(got)  # in its thread: a __str__ may misbehave
+
         try:
-            # the task's deadline in real time too: on a virtual clock only tool calls move
-            # time, so an agent awaiting something that never comes would hold the batch
-            with DeadlineGuard(limit) as guard:
-                answer = await self.fn(box.prompt.user, box)
-        except Terminated:
-            raise
-        except asyncio.CancelledError as exc:
-            if _cancelled_from_outside():
-                raise
-            _agent_error(ctx, exc)  # the agent raised it itself: a failure, not a lost run
-            return
-        except Exception as exc:  # the agent's own bug is its failure, kept in the run
-            _agent_error(ctx, exc)
-            return
-        if guard.expired:
+            how, value = await in_own_thread(answer, limit)
+        finally:
+            by_run = box.ended  # how the run ended it, if it did
+            box.end("deadline")  # nothing it left behind touches the run any more
+        if how == "deadline":
             ctx.state.termination = "deadline"
             ctx.state.final_message = f"the agent gave no answer within {limit:g}s"
             return
-        text = "" if answer is None else str(answer)
-        ctx.state.final_message = text
-        ctx.state.completion_signal = says_complete(text)
-        if box.ended is not None:  # the agent swallowed the end of its run
-            raise Terminated(box.ended)
-
-
-def _cancelled_from_outside() -> bool:
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
+        if how == "raised":
+            if isinstance(value, Terminated):
+                raise Terminated(value.reason)
+            _agent_error(ctx, value)  # the agent's own failure, kept in the run
+            return
+        ctx.state.final_message = value
+        ctx.state.completion_signal = says_complete(value)
+        if by_run is not None:  # the agent swallowed the end of its run
+            raise Terminated(by_run)
 
 
 def _agent_error(ctx: AgentContext, exc: BaseException) -> None:
     ctx.state.termination = "agent_error"
-    ctx.state.final_message = f"the agent raised {type(exc).__name__}: {exc}"[:2000]
-
-
-def session_settings(
-    settings: EvalSettings | None, target: TransportOptions | None, fields: dict[str, Any]
-) -> EvalSettings:
-    """The one settings value of an outside agent's runs: `settings`, or `target` and the
-    other settings as keywords (default: the published simulate profile, baseline prompt)."""
-    if settings is not None and (target is not None or fields):
-        raise RealprobeError("give settings, or target and its keywords, not both",
-                             param="settings")
-    if settings is None:
-        renamed_keyword(fields, "simulate", "profile")
-        where = ("mode", "sandbox", "profile", "cassette", "fault_plan", "fault_rate")
-        if target is None and not any(k in fields for k in where):
-            fields["mode"] = "simulate"
-        settings = EvalSettings.of(target, **fields)
-    if settings.prompt is None:
-        settings = settings.model_copy(update={"prompt": "baseline"})
-    return settings
+    try:
+        said = str(exc)
+    except Exception:  # an exception whose message cannot be read
+        said = "<unreadable message>"
+    ctx.state.final_message = f"the agent raised {type(exc).__name__}: {said}"[:2000]
 
 
 def evaluate(
@@ -197,11 +209,11 @@ def evaluate(
     profile and the baseline prompt. `name` and `model` label the runs in `results`."""
     if not callable(agent):
         raise RealprobeError("agent must be an async callable (prompt, toolbox)", param="agent")
-    if name in ("reference", "openai", "openai-text"):
+    if name in AGENT_NAMES:
         raise RealprobeError(f"name {name!r} is a built-in agent's; pick another", param="name")
     batch = TaskBatch.plan(
         list(tasks or []), all_tasks=not tasks, agent="reference",
-        settings=session_settings(settings, target, fields), repeat=repeat,
+        settings=EvalSettings.given(settings, target, outside=True, **fields), repeat=repeat,
         concurrency=concurrency, tasks_dir=tasks_dir, catalog=catalog,
     )
     batch.config.agent = name
@@ -250,7 +262,7 @@ class TaskSession:
             (task,) = pick_tasks(load_tasks(folder), [task], False)
         self.task = task
         self.catalog = catalog
-        settings = session_settings(settings, None, {})
+        settings = EvalSettings.given(settings, outside=True)
         self.cfg = settings.run_config(agent=agent, custom_agent=_Outside(agent, model))
         if len(self.cfg.prompts) != 1:
             raise RealprobeError(
@@ -331,5 +343,4 @@ class TaskSession:
 
 __all__ = [
     "FINISH_TOOL", "CallableAgent", "TaskSession", "ToolCall", "Toolbox", "evaluate",
-    "session_settings",
 ]

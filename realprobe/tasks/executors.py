@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -179,6 +180,22 @@ def import_ray() -> Any:
     return ray
 
 
+#: Ray's own switch: off, a node started here takes 127.0.0.1 as its address (on Linux it
+#: otherwise binds its GCS, raylet and workers to the machine's network address)
+RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def start_local_ray(ray: Any, **kwargs: Any) -> None:
+    """`ray.init` for a node started on this machine, listening on 127.0.0.1 only, unless the
+    user set Ray's `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` to ask for a reachable node."""
+    if RAY_CLUSTER_ENV not in os.environ:
+        from ray._private import ray_constants
+
+        os.environ[RAY_CLUSTER_ENV] = "0"  # read by the processes Ray starts
+        ray_constants.ENABLE_RAY_CLUSTER = False  # read by this one, imported already
+    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kwargs)
+
+
 def reaches_apis(jobs: Sequence[Job]) -> bool:
     """Whether any job calls the real APIs (live, or recording them)."""
     return any(target_label(j.cfg) == "live" for j in jobs)
@@ -199,15 +216,12 @@ def run_ray(
     ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
-        kwargs: dict[str, Any] = {
-            "include_dashboard": False, "log_to_driver": False, "configure_logging": False,
-        }
-        if address:
-            kwargs["address"] = address
-        elif num_cpus:
-            kwargs["num_cpus"] = num_cpus
         try:
-            ray.init(**kwargs)
+            if address:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+            else:
+                start_local_ray(ray, **({"num_cpus": num_cpus} if num_cpus else {}))
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RealprobeError(f"cannot start or reach Ray ({exc})") from exc
     waiting: list[Any] = []

@@ -9,8 +9,9 @@ from typing import Any
 
 from realprobe.errors import ErrorCode
 from realprobe.http.client import HttpClient
-from realprobe.simulator.faults import Injection
+from realprobe.simulator.faults import FaultModel, Injection
 from realprobe.simulator.profile import IMPLICIT_VARIANTS
+from realprobe.tasks.model import Task
 
 #: fault origins that count for recovery (the agent's own input errors never do)
 TOOL_FAULT_ORIGINS = ("injected", "upstream")
@@ -27,6 +28,19 @@ def fault_ledger(client: HttpClient) -> list[Injection] | None:
     """The injections of the client's in-process simulator (None: another target)."""
     ledger = getattr(client.transport, "ledger", None)
     return ledger if isinstance(ledger, list) else None
+
+
+def bind_task(client: HttpClient, task: Task) -> None:
+    """Tell the run's in-process simulator the task's preferred path (a fault plan's steps)
+    and each tool's dependencies (ResiliBench's factors); other targets ignore it."""
+    model = getattr(client.transport, "model", None)
+    if not isinstance(model, FaultModel):
+        return
+    steps = task.workflow.steps
+    groups = {s.id: s.tools() for s in steps}
+    deps = {t: [groups[u] for u in dict.fromkeys(r for r, _ in s.refs())]
+            for s in steps for t in s.tools()}  # fmt: skip
+    model.bind([s.tools() for s in steps[:-1]], deps)
 
 
 def from_ledger(tool: str, injected: list[Injection]) -> Label | None:

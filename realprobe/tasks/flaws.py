@@ -62,10 +62,11 @@ def sequential_inversion(task: Task, rng: random.Random, catalog: Catalog) -> Fl
     if deps:
         i, j = rng.choice(deps)
         why = f"step {steps[j].id!r} now runs before {steps[i].id!r}, whose output it needs"
-    else:
-        i = rng.randrange(len(api) - 1)
-        j = i + 1
-        why = f"steps {steps[i].id!r} and {steps[j].id!r} swapped"
+    else:  # no API step reads another: the output step moves before one it reads
+        read = {r for r, _ in steps[-1].refs()}
+        i = max((k for k in api if steps[k].id in read), default=api[-1])
+        j = len(steps) - 1
+        why = f"the output step {steps[j].id!r} now runs before {steps[i].id!r}, which it reads"
     moved = steps.pop(j)
     steps.insert(i, moved)
     return FlawedWorkflow(
@@ -293,9 +294,11 @@ def parse_flaw(text: str) -> FlawSpec:
                 f"{kind} needs a severity, e.g. flawed:{kind}@30", param="prompt"
             )
         return FlawSpec(kind)
-    if not sev.isdigit() or not 1 <= int(sev) <= 100:
+    # ASCII digits only ('²' passes isdigit, not int), and few enough to convert quickly
+    if not (sev.isascii() and sev.isdigit() and len(sev) <= 3) or not 1 <= int(sev) <= 100:
         raise RealprobeError(
-            f"the severity after @ is a percentage from 1 to 100 (got {sev!r})", param="prompt"
+            f"the severity after @ is a percentage from 1 to 100 (got {sev[:20]!r})",
+            param="prompt",
         )
     return FlawSpec(kind, int(sev))
 
@@ -397,12 +400,18 @@ def graded(task: Task, spec: FlawSpec, catalog: Catalog, seed: int) -> FlawedWor
         kept = sorted(rng.sample(refs, len(refs) - drop))
         fw = _drift(task, kept, refs)
         steps, touched, change = fw.steps, fw.detail["dropped"], fw.change
+        share = len(touched) / len(refs)
     else:
         steps, touched, changes = _repeat(task, GENERATORS[spec.type], rng, catalog, n)
         change = "; ".join(changes)
+    if spec.type != "semantic_drift":
+        share = len(set(touched)) / n_api
     return FlawedWorkflow(
         type=spec.type, seed=seed, change=change, steps=steps,
-        detail={"severity": spec.severity, "affected": touched, "api_steps": n_api},
+        # `share`: what the flaw really touched (WorkflowPerturb's p x |V| is exact only
+        # where the step count allows it; a saturated flaw touches fewer)
+        detail={"severity": spec.severity, "affected": touched, "api_steps": n_api,
+                "share": round(share, 4)},
     )
 
 

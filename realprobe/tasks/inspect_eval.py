@@ -30,7 +30,7 @@ from inspect_ai.tool import ToolDef, ToolParams
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode, TransportOptions
-from realprobe.tasks.evaluate import TaskSession, session_settings
+from realprobe.tasks.evaluate import TaskSession
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.settings import EvalSettings
@@ -107,7 +107,7 @@ def realprobe_scorer() -> Any:
                          metadata={"outcome": "failure"})
         row = outcome.row
         keys = ("outcome", "grounded", "strict", "chain_f1", "kendall_tau", "graph_f1",
-                "tool_calls", "failures", "run_seed")
+                "graph_node_f1", "tool_calls", "failures", "run_seed")
         return Score(value=row["score"], answer=row["artifact"] or "",
                      explanation="; ".join(outcome.score.reasons) or row["outcome"],
                      metadata={k: row[k] for k in keys})
@@ -127,7 +127,7 @@ def inspect_task(
     """One realprobe task as an Inspect task. `settings` as for `realprobe.evaluate` (or
     `target` and the other settings as keywords; default: the published profile)."""
     rp = load_tasks(default_tasks_dir())[task_id]
-    chosen = session_settings(settings, target, fields)
+    chosen = EvalSettings.given(settings, target, outside=True, **fields)
     cat = catalog or Catalog.load([])
     first = TaskSession(rp, cat, settings=chosen).prompt  # checked, and as the runs show it
     return Task(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from itertools import combinations
 from math import comb
 from typing import Any
 
@@ -211,3 +212,39 @@ def graph_f1(
     if not got:
         return 0.0
     return f1(hit / len(got), hit / len(gold))
+
+
+def mcis_node_f1(
+    executed: Collection[str],
+    executed_edges: Collection[tuple[str, str]],
+    optimal: Collection[str],
+    optimal_edges: Collection[tuple[str, str]],
+) -> float:
+    """WorkflowPerturb's Graph F1 (App. B.2): node F1 of the maximum common induced subgraph
+    of the run's graph and the workflow's, nodes matched by workflow step: S is the largest
+    set of steps in both whose edges among S are the same in both graphs;
+    P = |S| / |V_run|, R = |S| / |V_opt|. Stricter than edge overlap (`graph_f1`): a step
+    reached without the data flow that should lead to it breaks the subgraph."""
+    run, gold = set(executed), set(optimal)
+    common = sorted(run & gold)
+    got, want = set(executed_edges), set(optimal_edges)
+
+    def agrees(nodes: set[str]) -> bool:
+        return ({e for e in got if e[0] in nodes and e[1] in nodes}
+                == {e for e in want if e[0] in nodes and e[1] in nodes})
+
+    best: set[str] = set()
+    if len(common) <= 16:  # exact: the largest agreeing subset (workflows have a few steps)
+        for size in range(len(common), 0, -1):
+            best = next((set(c) for c in combinations(common, size) if agrees(set(c))), set())
+            if best:
+                break
+    else:  # greedy: drop the step in most disagreeing edges until the rest agree
+        best = set(common)
+        while best and not agrees(best):
+            bad = (got ^ want)
+            best.discard(max(sorted(best), key=lambda n: sum(n in e for e in bad
+                                                              if e[0] in best and e[1] in best)))
+    if not run or not gold:
+        return 0.0
+    return f1(len(best) / len(run), len(best) / len(gold))

@@ -9,7 +9,6 @@ final artifact must contain (the grounding check).
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Container
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from realprobe.errors import RealprobeError
+from realprobe.limits import read_document
 
 FLAW_TYPES: tuple[str, ...] = (
     "sequential_inversion",  # ordering error
@@ -251,12 +251,7 @@ class Task(_Model):
 
 
 def load_task(path: Path) -> Task:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise TaskFileError(f"{path}: cannot read task file ({exc.strerror})") from exc
-    except ValueError as exc:
-        raise TaskFileError(f"{path}: not valid JSON: {exc}") from exc
+    raw = read_document(path, "task file", "json")
     try:
         return Task.model_validate(raw)
     except ValidationError as exc:

@@ -52,13 +52,11 @@ SYNONYMS: dict[str, str] = {
     "picture": "photo",
     "link": "URL",
     "fun": "amusing",
-    "character": "figure",
     "briefing": "summary",
     "forecast": "outlook",
     "given": "specified",
     "fetch": "retrieve",
     "get": "obtain",
-    "look": "check",
     "suggest": "propose",
     "fact": "tidbit",
     "sheet": "handout",
@@ -104,10 +102,14 @@ def _articles(text: str) -> str:
 
 
 def reorder_clauses(sentence: str, rng: random.Random) -> str:
-    """The comma-separated items after a sentence's first clause, in another order."""
+    """The comma-separated items after a sentence's first clause, in another order (a
+    clause after `; ` stays where it is)."""
     body = sentence.rstrip()
     end = body[-1] if body and body[-1] in ".!?" else ""
     body = body[: len(body) - len(end)]
+    if "; " in body:
+        body, rest = body.split("; ", 1)
+        end = "; " + rest + end
     parts = [p.strip() for p in body.split(", ")]
     head, items = parts[0], [re.sub(r"^and ", "", p) for p in parts[1:]]
     if len(items) < 2:
@@ -138,11 +140,64 @@ def paraphrase_text(text: str, level: int) -> str:
 
 
 def paraphrased(task: Task, level: int) -> Task:
-    """The task with its description at `level`; everything scoring reads is unchanged."""
+    """The task with its description at `level`; everything scoring reads is unchanged.
+    A task that says which words name its steps (`metadata.mentions`) is checked: every
+    step must still be named, else the paraphrase lost meaning and is refused."""
     if level == 0:
         paraphrase_text(task.description, level)  # checks the level
         return task
-    return task.model_copy(update={"description": paraphrase_text(task.description, level)})
+    text = paraphrase_text(task.description, level)
+    lost = missing_items(task, text)
+    if lost:
+        raise RealprobeError(
+            f"task {task.instance_id!r}: the level-{level} paraphrase no longer names "
+            f"{', '.join(lost)}: {text!r}", param="paraphrase",
+        )  # fmt: skip
+    return task.model_copy(update={"description": text})
 
 
-__all__ = ["LEVELS", "paraphrase_text", "paraphrased", "swap_synonyms"]
+def _mention(phrase: str) -> re.Pattern[str]:
+    """A phrase naming a step, each word as written or as its listed synonym."""
+    words = []
+    for w in phrase.split():
+        alts = {re.escape(w), re.escape(SYNONYMS.get(w.lower(), w))}
+        if w.lower() in ("a", "an"):
+            alts = {"an?"}
+        words.append("(?:" + "|".join(sorted(alts)) + ")")
+    return re.compile(r"\b" + r"\s+".join(words) + r"\b", re.I)
+
+
+def named_steps(task: Task, text: str) -> dict[str, int]:
+    """API step id -> where the text first names it (the task's `metadata.mentions`)."""
+    at: dict[str, int] = {}
+    for step, phrases in (task.metadata.get("mentions") or {}).items():
+        hits = [m.start() for p in phrases for m in [_mention(p).search(text)] if m]
+        if hits:
+            at[step] = min(hits)
+    return at
+
+
+def missing_items(task: Task, text: str) -> list[str]:
+    """The steps the task's mentions name that the text no longer names."""
+    at = named_steps(task, text)
+    return [s for s in (task.metadata.get("mentions") or {}) if s not in at]
+
+
+def text_order(task: Task, text: str) -> list[str]:
+    """The step ids in the order the text names them, as an agent that reads the text
+    would do them: a step waits for the steps whose outputs it reads; the output step last."""
+    steps = task.workflow.steps
+    at = named_steps(task, text)
+    todo = sorted(steps[:-1], key=lambda s: at.get(s.id, len(text)))
+    order: list[str] = []
+    while todo:
+        ready = next((s for s in todo if all(r in order for r, _ in s.refs())), todo[0])
+        order.append(ready.id)
+        todo.remove(ready)
+    return [*order, steps[-1].id]
+
+
+__all__ = [
+    "LEVELS", "missing_items", "named_steps", "paraphrase_text", "paraphrased", "swap_synonyms",
+    "text_order",
+]

@@ -1,5 +1,7 @@
 """The four prompt variants of the paper, rendered from task data: baseline, chain-of-thought
-(`cot`), optimal workflow, and flawed workflow (`flawed:<type>`, one per flaw type).
+(`cot`), optimal workflow, and flawed workflow (`flawed:<type>`, one per flaw type); and
+`failure-unaware`, ToolMaze's ablation: the baseline without the system prompt's word that
+tools fail and how to handle it (every other variant says it).
 
 The flawed prompt presents the flawed workflow exactly as the optimal one is presented: the
 agent is not told it is flawed. Two protocols: `native` (OpenAI tool calling) and `text`
@@ -16,7 +18,9 @@ from realprobe.tasks.flaws import ALL_FLAW_TYPES, parse_flaw
 from realprobe.tasks.model import FLAW_TYPES, Arg, Step, Task
 from realprobe.tasks.state import COMPLETION_PHRASE
 
-BASE_VARIANTS = ("baseline", "cot", "optimal")
+BASE_VARIANTS = ("baseline", "cot", "optimal", "failure-unaware")
+#: the variants that show no workflow: the agent has the task's text only
+TEXT_ONLY = ("baseline", "cot", "failure-unaware")
 
 
 def prompt_variants(spec: str) -> list[str]:
@@ -33,7 +37,8 @@ def prompt_variants(spec: str) -> list[str]:
             out.extend(_flawed(part))
         else:
             raise RealprobeError(
-                f"prompt {part!r}: choose baseline, cot, optimal, flawed:all[@<severity>] or "
+                f"prompt {part!r}: choose baseline, cot, optimal, failure-unaware, "
+                f"flawed:all[@<severity>] or "
                 f"flawed:<type>[@<severity>] with type one of {', '.join(ALL_FLAW_TYPES)}",
                 param="prompt",
             )
@@ -50,7 +55,7 @@ def _flawed(part: str) -> list[str]:
     try:
         return [f"flawed:{parse_flaw(k + ''.join(sev)).name}" for k in kinds]
     except RealprobeError as exc:
-        raise RealprobeError(f"prompt {part!r}: {exc}", param="prompt") from None
+        raise RealprobeError(f"prompt {part[:60]!r}: {exc}", param="prompt") from None
 
 
 @dataclass
@@ -96,12 +101,19 @@ def render_workflow(task: Task, steps: list[Step]) -> str:
     return "\n".join(lines)
 
 
-def _system(protocol: str, max_turns: int) -> str:
+#: what the system prompt says about failures (left out by `failure-unaware`)
+FAILURE_HINTS = (
+    "Tools can fail (timeouts, rate limits, server errors); an error result starts with "
+    "`ERROR <CODE>`. Retry a failing tool when the error is temporary, or switch to a "
+    "similar tool. "
+)
+
+
+def _system(protocol: str, max_turns: int, failure_aware: bool = True) -> str:
     rules = (
         "You are an agent that completes tasks by calling tools that wrap real public web APIs. "
-        "Tools can fail (timeouts, rate limits, server errors); an error result starts with "
-        "`ERROR <CODE>`. Retry a failing tool when the error is temporary, or switch to a "
-        "similar tool. Use only what tools really returned: never invent facts, quotes or "
+        + (FAILURE_HINTS if failure_aware else "")
+        + "Use only what tools really returned: never invent facts, quotes or "
         "numbers. Store the final result with the output tool the task names (`compose_post` "
         "or `save_report`), copying the gathered items verbatim. Then reply with a final "
         f"message that starts with `{COMPLETION_PHRASE}`. You have at most {max_turns} turns."
@@ -137,6 +149,7 @@ def render(task: Task, variant: str, *, protocol: str = "native") -> Prompt:
         )
     elif variant == "optimal" or variant.startswith("flawed:"):
         user += "\n\nRecommended workflow:\n" + render_workflow(task, task.steps_for(variant))
-    elif variant != "baseline":
+    elif variant not in ("baseline", "failure-unaware"):
         raise RealprobeError(f"unknown prompt variant {variant!r}")
-    return Prompt(_system(protocol, task.constraints.max_turns), user)
+    aware = variant != "failure-unaware"
+    return Prompt(_system(protocol, task.constraints.max_turns, aware), user)

@@ -10,10 +10,9 @@ the reliability surface pass^k over k x epsilon x lambda (`surface`).
 
 from __future__ import annotations
 
-import json
+import itertools
 import math
 import re
-import tomllib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -21,6 +20,7 @@ from statistics import fmean
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
+from realprobe.limits import read_document
 from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 
 #: USD per million tokens (input, output), list prices of the providers' public price pages
@@ -47,16 +47,13 @@ def load_prices(path: str | Path | None) -> dict[str, tuple[float, float]]:
     if path is None:
         return prices
     p = Path(path)
+    raw = read_document(p, "price file", "json" if p.suffix == ".json" else "toml")
     try:
-        text = p.read_text(encoding="utf-8")
-        raw = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
         for model, entry in raw.items():
             pair = (float(entry["input"]), float(entry["output"]))
             if not all(math.isfinite(v) and v >= 0 for v in pair):
                 raise ValueError(f"{model}: a price must be a finite number >= 0")
             prices[str(model)] = pair
-    except OSError as exc:
-        raise RealprobeError(f"{p}: cannot read the price file ({exc.strerror})") from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RealprobeError(
             f"{p}: expected entries like {{\"gpt-4o-mini\": {{\"input\": 0.15, "
@@ -73,14 +70,15 @@ def cost(row: Mapping[str, Any], prices: Mapping[str, tuple[float, float]]) -> f
     return ((row.get("tokens_in") or 0) * price[0] + (row.get("tokens_out") or 0) * price[1]) / 1e6
 
 
-def fault_rate(row: Mapping[str, Any]) -> float:
-    """lambda: the run's stored fault rate (the fault-rate dial), else a `fault_rate=X` in
-    its target label; 0 when the run was stored without one."""
+def fault_rate(row: Mapping[str, Any]) -> float | None:
+    """lambda: the run's stored fault rate (the fault-rate dial: the absolute share of calls
+    that meet a fault), else a `fault_rate=X` in its target label; None when the run was
+    stored without one (its faults are the profile's, at no stated share)."""
     value = row.get("fault_rate")
     if value is not None:
         return float(value)
     m = re.search(r"fault[_-]rate[=:]([0-9.]+)", str(row.get("target") or ""))
-    return float(m.group(1)) if m else 0.0
+    return float(m.group(1)) if m else None
 
 
 def target_of(row: Mapping[str, Any]) -> str:
@@ -94,8 +92,10 @@ def target_of(row: Mapping[str, Any]) -> str:
 
 
 def base_target(row: Mapping[str, Any]) -> str:
-    """The target without its fault rate (the surface's lambda is an axis)."""
-    return re.sub(r"[,;|@ ]?fault[_-]rate[=:][0-9.]+", "", target_of(row))
+    """The target without its fault rate (the surface's lambda is an axis): the label's
+    `fault_rate=X` or its dial suffix `@X`."""
+    label = re.sub(r"[,;|@ ]?fault[_-]rate[=:][0-9.]+", "", target_of(row))
+    return re.sub(r"@[0-9.]+$", "", label) if row.get("fault_rate") is not None else label
 
 
 def _key(r: Mapping[str, Any], prompt: Callable[[Mapping[str, Any]], str]) -> tuple[str, ...]:
@@ -165,6 +165,7 @@ def row_summary(
         "chain_f1": _mean(rows, "chain_f1"),
         "kendall_tau": _mean(rows, "kendall_tau"),
         "graph_f1": _mean(rows, "graph_f1"),
+        "graph_node_f1": _mean(rows, "graph_node_f1"),
         **usage(rows, prices),
         "error_mix": error_mix(rows),
     }
@@ -233,45 +234,84 @@ def _weights(xs: list[float]) -> list[float]:
     return w
 
 
-def volume(grid: Mapping[tuple[int, int, float], float]) -> float | None:
+def volume(grid: Mapping[tuple[int, int, float | None], float]) -> float | None:
     """The volume under R(k, epsilon, lambda) with each axis scaled to [0, 1] (iterated
     trapezoid rule): 1.0 for an agent that never fails anywhere on the grid. None when the
     grid has holes."""
     ks = sorted({k for k, _, _ in grid})
     es = sorted({e for _, e, _ in grid})
-    ls = sorted({lam for _, _, lam in grid})
+    ls = sorted({lam for _, _, lam in grid}, key=lambda x: -1.0 if x is None else x)
     if len(grid) != len(ks) * len(es) * len(ls):
         return None
-    wk, we, wl = _weights([float(k) for k in ks]), _weights([float(e) for e in es]), _weights(ls)
+    wl = [1.0] if len(ls) == 1 else _weights([float(lam or 0.0) for lam in ls])
+    wk, we = _weights([float(k) for k in ks]), _weights([float(e) for e in es])
     return sum(
         wk[i] * we[j] * wl[m] * grid[(k, e, lam)]
         for i, k in enumerate(ks) for j, e in enumerate(es) for m, lam in enumerate(ls)
     )
 
 
+#: the critical threshold: the fault share at which pass^1 falls below this
+CRITICAL_PASS = 0.5
+
+
+def degradation(grid: Mapping[tuple[int, int, float | None], float]) -> dict[str, Any]:
+    """How R(1, epsilon, lambda) falls: the mean slope per paraphrase level and per unit of
+    fault share over adjacent grid points (the degradation gradient), and the critical
+    threshold, the fault share at which pass^1 at the lowest epsilon first falls below
+    CRITICAL_PASS (linear between grid points; None when it never does on the grid)."""
+    es = sorted({e for _, e, _ in grid})
+    ls = sorted({lam for _, _, lam in grid if lam is not None})
+
+    def slopes(pairs: list[tuple[float, float, float, float]]) -> float | None:
+        got = [(b - a) / (y - x) for x, a, y, b in pairs if y != x]
+        return round(sum(got) / len(got), 4) if got else None
+
+    lams: list[float | None] = list(ls) or [None]
+    d_eps = slopes([(e0, grid[(1, e0, lam)], e1, grid[(1, e1, lam)])
+                    for lam in lams for e0, e1 in itertools.pairwise(es)])
+    d_lam = slopes([(l0, grid[(1, e, l0)], l1, grid[(1, e, l1)])
+                    for e in es for l0, l1 in itertools.pairwise(ls)])
+    critical = None
+    curve = [(lam, grid[(1, es[0], lam)]) for lam in ls]
+    for (l0, r0), (l1, r1) in itertools.pairwise(curve):
+        if r0 >= CRITICAL_PASS > r1:
+            critical = round(l0 + (r0 - CRITICAL_PASS) / (r0 - r1) * (l1 - l0), 4)
+            break
+    if curve and curve[0][1] < CRITICAL_PASS:
+        critical = curve[0][0]
+    return {"gradient": {"epsilon": d_eps, "lambda": d_lam}, "critical_lambda": critical}
+
+
 def surface(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """pass^k over k x epsilon (paraphrase level) x lambda (fault rate), one surface per
-    (agent, model, prompt, target without its fault rate, fault plan), with its volume.
-    k runs to the smallest number of runs per task over the surface's cells."""
+    """pass^k over k x epsilon (paraphrase level) x lambda (the dial's absolute fault share),
+    one surface per (agent, model, prompt, target without its fault rate, fault plan), with
+    its volume, degradation gradient and critical threshold. Runs stored without a dial
+    form their own surface with lambda None (the profile's faults, at no stated share), never
+    a point on another's lambda axis. k runs to the smallest number of runs per task over
+    the surface's cells."""
     groups = _group(rows, lambda r: (
         str(r.get("agent")), str(r.get("model") or "-"), str(r["prompt"]), base_target(r),
-        str(r.get("fault_plan") or "-"),
+        str(r.get("fault_plan") or "-"), fault_rate(r) is not None,
     ))
     out = []
-    for (agent, model, prompt, target, plan), rs in groups.items():
+    for (agent, model, prompt, target, plan, _), rs in groups.items():
         cells = _group(rs, lambda r: (int(r.get("paraphrase") or 0), fault_rate(r)))
         hats = {cell: pass_k(crs)["pass^k"] for cell, crs in cells.items()}
         if not all(hats.values()):
             continue
         n = min(max(h) for h in hats.values())
         grid = {(k, e, lam): h[k] for (e, lam), h in hats.items() for k in range(1, n + 1)}
+        lams = sorted({lam for _, lam in cells}, key=lambda x: -1.0 if x is None else x)
         out.append({
             "agent": agent, "model": model, "prompt": prompt, "target": target,
             "fault_plan": plan, "runs": len(rs), "k": list(range(1, n + 1)),
-            "epsilon": sorted({e for e, _ in cells}), "lambda": sorted({lam for _, lam in cells}),
+            "epsilon": sorted({e for e, _ in cells}), "lambda": lams,
             "cells": [{"k": k, "epsilon": e, "lambda": lam, "pass^k": round(v, 4)}
-                      for (k, e, lam), v in sorted(grid.items())],
+                      for (k, e, lam), v in sorted(grid.items(), key=lambda kv: (
+                          kv[0][0], kv[0][1], -1.0 if kv[0][2] is None else kv[0][2]))],
             "volume": None if (v := volume(grid)) is None else round(v, 4),
+            **degradation(grid),
         })
     return out
 
@@ -279,6 +319,7 @@ def surface(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 __all__ = [
     "PRICES",
     "cost",
+    "degradation",
     "error_mix",
     "fault_rate",
     "load_prices",

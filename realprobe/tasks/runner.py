@@ -9,12 +9,14 @@ replayed run takes the same path as the recorded one.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import random
+import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +36,7 @@ from realprobe.http.transports import live_transport
 from realprobe.store import default_vantage
 from realprobe.tasks.agents import Agent, AgentContext, LlmSettings, make_agent
 from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimiter, LlmLimits
+from realprobe.tasks.faults import bind_task
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
 from realprobe.tasks.scoring import Score, score_run
@@ -121,7 +124,8 @@ class RunOutcome:
 
 
 def prompt_key(agent: str, prompt: str) -> str:
-    """The reference agent behaves the same under baseline, cot and optimal: one key."""
+    """The reference agent makes the same calls under baseline, cot and optimal (under the
+    first two the text orders its independent steps): one key."""
     if agent == "reference" and prompt in BASE_VARIANTS:
         return "optimal"
     return prompt
@@ -303,6 +307,7 @@ def prepare_run(
     agent = cfg.custom_agent or make_agent(cfg.agent, cfg.llm)
     clock: Clock = VirtualClock(0.0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY) else RealClock()
     client = run_client(task, cfg, catalog, seed=seed, cassette=cassette, clock=clock)
+    bind_task(client, task)
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
     polite = client.target.reaches_network
@@ -392,6 +397,55 @@ async def run_agent(run: PreparedRun) -> RunTiming:
     return RunTiming(started_at, time.perf_counter() - t0)
 
 
+#: how long leftover tasks of a user's agent get to stop once its coroutine returned
+AGENT_GRACE_S = 1.0
+
+
+async def in_own_thread(main: Callable[[], Awaitable[Any]], limit_s: float) -> tuple[str, Any]:
+    """Run a user's agent coroutine on an event loop of its own, in a daemon thread, so
+    nothing it does (block its loop with `time.sleep`, swallow cancellation, spawn tasks that
+    never end, raise SystemExit) can hold or break the batch. Returns ("done", value),
+    ("raised", exception) or ("deadline", None) after `limit_s` real seconds; at the
+    deadline its task is cancelled and left to its thread."""
+    done: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
+    held: dict[str, Any] = {}
+
+    async def guarded() -> tuple[str, Any]:
+        held["task"] = asyncio.current_task()
+        try:
+            return "done", await main()
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt, its own CancelledError
+            return "raised", exc
+
+    def host() -> None:
+        loop = held["loop"] = asyncio.new_event_loop()
+        try:
+            result = loop.run_until_complete(guarded())
+        except BaseException as exc:
+            result = ("raised", exc)
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            done.set_result(result)
+        leftovers = asyncio.all_tasks(loop)
+        for t in leftovers:
+            t.cancel()
+        with contextlib.suppress(BaseException):
+            if leftovers:
+                loop.run_until_complete(asyncio.wait(leftovers, timeout=AGENT_GRACE_S))
+            loop.close()
+
+    threading.Thread(target=host, daemon=True, name="realprobe-user-agent").start()
+    waiting = asyncio.wrap_future(done)
+    try:
+        finished, _ = await asyncio.wait({waiting}, timeout=limit_s)
+        return waiting.result() if finished else ("deadline", None)
+    finally:
+        waiting.cancel()  # a late result is dropped in its thread, not sent to this loop
+        loop, task = held.get("loop"), held.get("task")
+        if not done.done() and loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                loop.call_soon_threadsafe(task.cancel)
+
+
 def rows_to_store(run: PreparedRun, score: Score, timing: RunTiming, *, batch: str) -> RunOutcome:
     """The `task_runs` row and `task_steps` rows; a run that failed on infrastructure is
     marked an error (it says nothing about the agent)."""
@@ -464,9 +518,12 @@ def evaluation_columns(run: PreparedRun, score: Score) -> dict[str, Any]:
     """The flaw seed and severity, the paraphrase level and the trajectory metrics."""
     flaw = run.prompt.split(":", 1)[1] if run.prompt.startswith("flawed:") else ""
     _, at, severity = flaw.partition("@")
+    share = run.task.flawed[flaw].detail.get("share") if at and flaw in run.task.flawed else None
     return {
         "flaw_seed": run.cfg.flaw_seed if flaw else None,
         "severity": int(severity) if at else None,
+        # the share really touched: ceil(severity x steps) of a few steps is rarely exact
+        "severity_share": share,
         "paraphrase": run.cfg.paraphrase,
         **score.trajectory.as_dict(),
     }

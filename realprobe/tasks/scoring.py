@@ -3,7 +3,11 @@
 Paper rules (ResiliBench / WorkflowBench `interactive_executor.py`):
 
 - full: every required tool executed successfully, the first successful executions in the
-  required order, the output produced, and an explicit completion signal. A required tool
+  order the workflow's data flow needs (a step after every step whose output it reads, the
+  output step last; independent steps in any order), the output produced, and an explicit
+  completion signal. The paper's code demands the list's total order; ReliabilityBench's
+  expected-state relation under rewording is identity, and a reordered text would otherwise
+  be penalised by the scorer rather than the agent. A required tool
   counts as executed when it or one of the step's declared alternatives succeeded.
 - partial: at least two of (A) >= 60% of the required API tools succeeded, (B) an output tool
   ran successfully, (C) the task type's minimum number of successful calls was met,
@@ -21,16 +25,18 @@ Trajectory (how near a run came to the optimal workflow, beyond yes/no): each su
 call is mapped to the workflow step whose tool or alternative it called (other tools stay
 unmatched), then Chain F1 and Kendall tau compare that sequence with the optimal step order,
 and Graph F1 compares the data flow the run used (an edge u -> v when a value step u
-returned appears in the arguments of step v's call) with the workflow's dependency edges.
+returned appears in the arguments of step v's call) with the workflow's dependency edges;
+Graph node F1 is WorkflowPerturb's stricter MCIS node F1 over the same two graphs.
 Formulas in `metrics.py`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau
+from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau, mcis_node_f1
 from realprobe.tasks.model import MIN_CALLS, Task
 from realprobe.tasks.state import RunState, StepRecord
 from realprobe.tasks.values import as_text, extract_outputs, normalise
@@ -51,12 +57,14 @@ class Trajectory:
     chain_f1: float
     kendall_tau: float | None  # None: fewer than two workflow steps succeeded
     graph_f1: float | None  # None: the workflow has no dependency edges
+    graph_node_f1: float = 0.0  # WorkflowPerturb's MCIS node F1
 
     def as_dict(self) -> dict[str, float | None]:
         return {
             "chain_f1": round(self.chain_f1, 4),
             "kendall_tau": None if self.kendall_tau is None else round(self.kendall_tau, 4),
             "graph_f1": None if self.graph_f1 is None else round(self.graph_f1, 4),
+            "graph_node_f1": round(self.graph_node_f1, 4),
         }
 
 
@@ -150,8 +158,13 @@ def _leaves(value: Any) -> list[str]:
 
 
 def _flows(values: list[str], leaves: list[str]) -> bool:
-    """A returned value reached an argument: equal to it, or (4+ chars) inside it."""
-    return any(v == leaf or (len(v) >= 4 and v in leaf) for v in values for leaf in leaves)
+    """A returned value reached an argument: equal to it, inside it (4+ chars), or a whole
+    word of it (2+ chars: a country code, an age in a sentence)."""
+    return any(
+        v == leaf or (len(v) >= 4 and v in leaf)
+        or (len(v) >= 2 and re.search(rf"(?<!\w){re.escape(v)}(?!\w)", leaf) is not None)
+        for v in values for leaf in leaves
+    )
 
 
 def run_edges(task: Task, steps: list[StepRecord]) -> set[tuple[str, str]]:
@@ -176,11 +189,28 @@ def run_edges(task: Task, steps: list[StepRecord]) -> set[tuple[str, str]]:
 def trajectory(task: Task, steps: list[StepRecord]) -> Trajectory:
     executed = executed_steps(task, steps)
     optimal = [s.id for s in task.workflow.steps]
+    used, wanted = run_edges(task, steps), workflow_edges(task)
     return Trajectory(
         chain_f1(executed, optimal),
         kendall_tau(executed, optimal),
-        graph_f1(run_edges(task, steps), workflow_edges(task)),
+        graph_f1(used, wanted),
+        mcis_node_f1(executed, used, optimal, wanted),
     )
+
+
+def order_edges(task: Task) -> set[tuple[str, str]]:
+    """The order a run must respect: step u before step v where v reads u's output (the
+    data-flow edges), and every API step before the output step. Independent steps may come
+    in any order: the end state, not the wording's order, is what counts."""
+    steps = task.workflow.steps
+    return workflow_edges(task) | {(s.id, steps[-1].id) for s in steps[:-1]}
+
+
+def out_of_order(task: Task, firsts: list[int | None]) -> list[tuple[str, str]]:
+    """The (u, v) order edges whose first successes came v first (`firsts` per step)."""
+    at = {s.id: f for s, f in zip(task.workflow.steps, firsts, strict=True)}
+    return sorted((u, v) for u, v in order_edges(task)
+                  if at[u] is not None and at[v] is not None and at[v] < at[u])  # type: ignore[operator]
 
 
 def score_run(task: Task, state: RunState) -> Score:
@@ -195,7 +225,7 @@ def score_run(task: Task, state: RunState) -> Score:
     groups = [s.tools() for s in task.workflow.steps]
     firsts = [_first_success(steps, g) for g in groups]
     all_ok = all(f is not None for f in firsts)
-    in_order = all_ok and firsts == sorted(firsts)  # type: ignore[type-var]
+    in_order = all_ok and out_of_order(task, firsts) == []
     api_groups = groups[:-1]
     api_ok = sum(1 for f in firsts[:-1] if f is not None)
     output_ran = any(s.ok and s.kind == "output" for s in steps)
@@ -217,7 +247,9 @@ def score_run(task: Task, state: RunState) -> Score:
             missed = [g[0] for g, f in zip(groups, firsts, strict=True) if f is None]
             reasons.append("required tools never succeeded: " + ", ".join(missed))
         elif not in_order:
-            reasons.append("required tools succeeded out of order")
+            pairs = out_of_order(task, firsts)
+            reasons.append("required tools succeeded out of order: " + ", ".join(
+                f"{v} before {u}, whose output it reads" for u, v in pairs))
         if not state.completion_signal:
             reasons.append("no completion signal")
         outcome = "partial" if sum(conditions.values()) >= 2 else "failure"

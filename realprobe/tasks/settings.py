@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from realprobe.clients import TransportOptions, check_seed
-from realprobe.errors import RealprobeError
+from realprobe.errors import RealprobeError, renamed_keyword
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 #: record and replay runs use each task's own cassette (checked per task, later)
 PER_TASK_CASSETTE = "<each task's cassette>"
+#: what a door serving tools takes (the rest it refuses in one line), and a sandbox
+TOOL_SETTINGS = ("mode", "sandbox", "profile", "cassette", "seed", "fault_plan", "fault_rate")
+SANDBOX_SETTINGS = ("profile", "seed", "fault_plan", "fault_rate")
 
 
 class EvalSettings(BaseModel):
@@ -67,29 +70,38 @@ class EvalSettings(BaseModel):
         return self
 
     @classmethod
-    def of(cls, target: TransportOptions | None = None, **fields: Any) -> EvalSettings:
-        """The settings from a target (`options(...)`) and the other fields; a field given
-        both ways with different values is an error, not a silent pick."""
-        if target is None:
-            return cls(**fields)
-        given = {
-            "mode": target.mode, "sandbox": target.sandbox, "profile": target.profile,
-            "cassette": target.cassette, "seed": target.seed, "fault_plan": target.fault_plan,
-            "fault_rate": target.fault_rate,
-        }
-        if not all(isinstance(given[k], str | Path | None) for k in ("profile", "fault_plan")):
-            raise RealprobeError(
-                "give the profile and fault plan by name or file", param=("profile", "fault_plan")
-            )
-        for name, value in fields.items():
-            default = cls.model_fields[name].default
-            if value != default and given.get(name, default) not in (default, value):
-                raise RealprobeError(
-                    f"{name} is given twice, {value!r} and the target's {given[name]!r}",
-                    param=name,
-                )
-        return cls(**given | {k: v for k, v in fields.items()
-                              if k not in given or v != cls.model_fields[k].default})
+    def given(
+        cls, settings: EvalSettings | None = None, target: TransportOptions | None = None,
+        *, outside: bool = False, **fields: Any,
+    ) -> EvalSettings:
+        """`settings`, or the settings of `target` (`options(...)`) and the other fields as
+        keywords (`simulate=` is profile's old name); a field given twice with two values is
+        an error, not a silent pick. `outside` (an outside agent's runs): the published
+        simulate profile and the baseline prompt unless given."""
+        renamed_keyword(fields, "simulate", "profile")
+        for name in set(fields) - set(cls.model_fields):
+            raise TypeError(f"unexpected keyword argument {name!r}")
+        if settings is not None and (target is not None or fields):
+            raise RealprobeError("give settings, or its fields as keywords, not both",
+                                 param="settings")
+        if settings is None:
+            where = {} if target is None else {k: getattr(target, k) for k in TOOL_SETTINGS}
+            if not all(isinstance(where.get(k), str | Path | None)
+                       for k in ("profile", "fault_plan")):
+                raise RealprobeError("give the profile and fault plan by name or file",
+                                     param=("profile", "fault_plan"))
+            for name, value in fields.items():
+                default = cls.model_fields[name].default
+                if value != default and where.get(name, default) not in (default, value):
+                    raise RealprobeError(f"{name} is given twice, {value!r} and the target's "
+                                         f"{where[name]!r}", param=name)
+            if outside and target is None and not set(fields) & {*TOOL_SETTINGS} - {"seed"}:
+                where["mode"] = Mode.SIMULATE
+            settings = cls(**where | {k: v for k, v in fields.items()
+                                      if k not in where or v != cls.model_fields[k].default})
+        if outside and settings.prompt is None:
+            settings = settings.model_copy(update={"prompt": "baseline"})
+        return settings
 
     def target(self, *, per_task_cassette: bool = True) -> TransportOptions:
         """Where the calls go, checked by the one check of that (`TransportOptions`)."""
@@ -101,13 +113,10 @@ class EvalSettings(BaseModel):
             seed=self.seed, fault_plan=self.fault_plan, fault_rate=self.fault_rate,
         ).normalised()
 
-    def changed(self) -> list[str]:
-        """The settings given a value other than their default."""
-        return [n for n, f in type(self).model_fields.items() if getattr(self, n) != f.default]
-
     def refuse_unless(self, door: str, honoured: tuple[str, ...]) -> None:
         """One line, before anything runs, naming the settings `door` cannot honour."""
-        extra = [n for n in self.changed() if n not in honoured]
+        extra = [n for n, f in type(self).model_fields.items()
+                 if getattr(self, n) != f.default and n not in honoured]
         if extra:
             raise RealprobeError(
                 f"{door} cannot honour {', '.join(extra)} (it takes {', '.join(honoured)})",
@@ -130,9 +139,4 @@ class EvalSettings(BaseModel):
         )
 
 
-#: what each door does with the settings (the rest it refuses in one line)
-TASK_SETTINGS = tuple(EvalSettings.model_fields)
-TOOL_SETTINGS = ("mode", "sandbox", "profile", "cassette", "seed", "fault_plan", "fault_rate")
-SANDBOX_SETTINGS = ("profile", "seed", "fault_plan", "fault_rate")
-
-__all__ = ["SANDBOX_SETTINGS", "TASK_SETTINGS", "TOOL_SETTINGS", "EvalSettings"]
+__all__ = ["SANDBOX_SETTINGS", "TOOL_SETTINGS", "EvalSettings"]

@@ -270,13 +270,13 @@ class ToolBox:
 
     async def _polite_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
         """The call, after this host's turn when the target is a real API."""
-        budget = max(0.001, self.time_left())
+        budget = max(1e-6, self.time_left())  # never past the deadline, even by a millisecond
         if not self.polite:
             timeout = min(self.task.constraints.call_timeout_s, budget)
             return await call_tool(tool, args, self.client, timeout_s=timeout)
         try:
             async with self.gates.turn(tool.api, budget) as waited:
-                timeout = min(self.task.constraints.call_timeout_s, max(0.001, budget - waited))
+                timeout = min(self.task.constraints.call_timeout_s, max(1e-6, budget - waited))
                 result = await call_tool(tool, args, self.client, timeout_s=timeout)
             self.gates.note(tool.api, result)  # Retry-After pauses the host for every run
             return result

@@ -22,7 +22,7 @@ from realprobe.store import (
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
 #: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics;
 #: 5 the fault labels: who caused each step's fault, and of what kind)
-TASK_SCHEMA_VERSION = 5
+TASK_SCHEMA_VERSION = 6
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -80,6 +80,9 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     "fault_kinds": str,  # JSON {explicit-transient: n, implicit-permanent: n, ...}
     "fault_plan": str,
     "fault_rate": float,
+    # schema 6: WorkflowPerturb's MCIS node F1; the share of API steps a graded flaw touched
+    "graph_node_f1": float,
+    "severity_share": float,
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {

@@ -39,7 +39,6 @@ the key `--resume` skips when it is already stored complete.
 from __future__ import annotations
 
 import os
-import tomllib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,9 +49,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode
-from realprobe.dbfacts import default_db_path
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
+from realprobe.limits import read_document
 from realprobe.simulator.plans import load_plan
 from realprobe.store import Store
 from realprobe.target import TargetKind
@@ -181,6 +180,9 @@ class SweepFile(BaseModel):
         prompt_variants(",".join(self.prompts))  # raises on a bad prompt
         if any(not 0 <= lam <= 1 for lam in self.lambdas):
             raise ValueError("lambda values are shares of calls, between 0 and 1")
+        simulated = any(t.kind == "simulate" for t in self.targets)
+        if (self.fault_plans or self.lambdas) and not simulated:  # refused, never dropped
+            raise ValueError("fault_plans and lambda apply to simulate targets; it has none")
         for plan in self.fault_plans:
             load_plan(plan)
         return self
@@ -207,16 +209,7 @@ class SweepCell:
 
 def load_sweep(path: str | Path) -> SweepFile:
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RealprobeError(f"{p}: cannot read the sweep file ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise RealprobeError(
-            f"{p}: the sweep file is not UTF-8 text (byte {exc.start}); save it as UTF-8"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise RealprobeError(f"{p}: not valid TOML ({exc})") from exc
+    data = read_document(p, "sweep file", "toml")
     try:
         return SweepFile.model_validate(data)
     except ValidationError as exc:
@@ -356,11 +349,9 @@ def run_sweep_file(
             sweep = SweepFile.model_validate(raw)
         except ValidationError as exc:
             raise RealprobeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
-    path = db or default_db_path()
-    if not path.parent.is_dir():
-        raise RealprobeError(
-            f"db {path}: directory {path.parent} does not exist", param="db"
-        )
+    from realprobe.store import db_path
+
+    path = db_path(db)
     catalog = Catalog.load(catalog_paths or [])
     summary = run_sweep(
         sweep, path, catalog=catalog, resume=resume, executor=executor,

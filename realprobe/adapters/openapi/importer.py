@@ -364,7 +364,7 @@ def _security(
             notes.add("credentials are inputs marked secret: " + described[-1])
             return [p for p in params if p is not None]
     if not options.include_auth:
-        raise SkipOperation(f"needs credentials ({' or '.join(described)}); include_auth")
+        raise SkipOperation(f"needs credentials ({' or '.join(described)}); include_auth keeps it")
     raise SkipOperation(f"credentials not supported ({' or '.join(described)})")
 
 

@@ -1,4 +1,5 @@
-"""Agents behind one interface: `reference`, `openai` (native tools), `openai-text`."""
+"""Agents behind one interface: `reference`, `openai` (native tools), `openai-text`, and
+`openai-reflexion` (native tools with Reflexion's self-reflection)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from realprobe.errors import RealprobeError
 from realprobe.tasks.agents.base import Agent, AgentContext, LlmSettings
 from realprobe.tasks.agents.reference import ReferenceAgent
 
-AGENT_NAMES = ("reference", "openai", "openai-text")
+AGENT_NAMES = ("reference", "openai", "openai-text", "openai-reflexion")
 
 
 def make_agent(name: str, llm: LlmSettings | None = None) -> Agent:
     if name == "reference":
         return ReferenceAgent()
-    if name in ("openai", "openai-text"):
+    if name in AGENT_NAMES[1:]:
         if llm is None:
             raise RealprobeError(
                 f"agent {name} needs base_url=URL and model=NAME "
@@ -24,6 +25,10 @@ def make_agent(name: str, llm: LlmSettings | None = None) -> Agent:
             from realprobe.tasks.agents.openai_native import OpenAIToolAgent
 
             return OpenAIToolAgent(llm)
+        if name == "openai-reflexion":
+            from realprobe.tasks.agents.openai_native import OpenAIReflexionAgent
+
+            return OpenAIReflexionAgent(llm)
         from realprobe.tasks.agents.openai_text import OpenAITextAgent
 
         return OpenAITextAgent(llm)

@@ -120,3 +120,44 @@ class OpenAIToolAgent(LlmLoop):
                 }
             )
         return False
+
+
+#: what the Reflexion variant asks after a failed step, and when the model stops unfinished
+REFLECT = (
+    "Reflect before your next step: in two or three sentences, say why that did not work "
+    "and what you will do differently (retry, another tool, other arguments); then go on."
+)
+#: times a run that stopped without storing its result is sent back after a reflection
+MAX_REFLECTIONS = 2
+
+
+class OpenAIReflexionAgent(OpenAIToolAgent):
+    """ReliabilityBench's second architecture: the ReAct-style tool loop plus Reflexion's
+    verbal self-reflection. After a turn with a failed tool call, and when the model stops
+    without the completion signal, it is asked to reflect; the reflection stays in its
+    context (its episodic memory) for the rest of the run, within the same turn limit."""
+
+    name = "openai-reflexion"
+
+    async def loop(self, ctx: AgentContext, client: openai.AsyncOpenAI) -> None:
+        self.reflections = 0
+        await super().loop(ctx, client)
+
+    async def turn(
+        self,
+        ctx: AgentContext,
+        client: openai.AsyncOpenAI,
+        messages: list[dict[str, Any]],
+        turn: int,
+    ) -> bool:
+        before = len(ctx.state.steps)
+        if await super().turn(ctx, client, messages, turn):
+            if ctx.state.completion_signal or self.reflections >= MAX_REFLECTIONS:
+                return True
+            self.reflections += 1
+            messages.append({"role": "assistant", "content": ctx.state.final_message})
+            messages.append({"role": "user", "content": "The task is not done. " + REFLECT})
+            return False
+        if any(not s.ok for s in ctx.state.steps[before:]):
+            messages.append({"role": "user", "content": REFLECT})
+        return False

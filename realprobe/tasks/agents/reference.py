@@ -6,6 +6,9 @@ with seeded jitter, Retry-After honoured, at most `max_retries` retries, never p
 task deadline), then each alternative tool the same way. Waits use the run's clock, so
 simulate and replay runs never sleep for real. Under a `flawed:<type>` prompt it follows the
 flawed workflow literally, which measures what each flaw costs an agent that trusts its plan.
+Under `baseline`, `cot` and `failure-unaware` (no workflow shown) it does the steps in the
+order the task's text names them, each after the steps whose outputs it reads
+(`paraphrase.text_order`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from tenacity.stop import stop_any, stop_base
 from realprobe.errors import ErrorCode
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.model import Arg, Outputs, Step
+from realprobe.tasks.paraphrase import text_order
+from realprobe.tasks.prompts import TEXT_ONLY
 from realprobe.tasks.state import COMPLETION_PHRASE, StepRecord
 from realprobe.tasks.values import Produced, extract_outputs, resolve_args
 
@@ -37,6 +42,9 @@ class ReferenceAgent:
 
     async def run(self, ctx: AgentContext) -> None:
         steps = ctx.task.steps_for(ctx.prompt)
+        if ctx.prompt in TEXT_ONLY:  # no workflow shown: the text's order
+            at = {s.id: s for s in steps}
+            steps = [at[i] for i in text_order(ctx.task, ctx.task.description)]
         literal = ctx.prompt.startswith("flawed:")
         produced: Produced = {}
         failed: list[str] = []

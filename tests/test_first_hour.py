@@ -1,0 +1,269 @@
+"""What a newcomer meets first: answers before footnotes, whole names in every table, groups
+that list their verbs, numbers that repeat under load, a hint instead of silence."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from realprobe import api
+from realprobe.cli import app
+from realprobe.commands import common
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "realprobe.cli", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture()
+def screen(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The commands' console at a chosen width; call it with the width, read `.getvalue()`."""
+    def at(width: int) -> io.StringIO:
+        buf = io.StringIO()
+        monkeypatch.setattr(common.console, "_console",
+                            Console(file=buf, width=width, soft_wrap=True, color_system=None))
+        return buf
+    yield at
+
+
+# -- groups ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("group", "verbs"), [
+    ("catalog", ("import-openapi", "record-fixtures", "public-apis")),
+    ("cassette", ("inspect", "verify", "scrub", "import", "record-round")),
+    ("alert", ("check",)),
+])
+def test_groups_list_their_verbs_and_a_bare_group_exits_0(group: str, verbs: tuple[str]) -> None:
+    helped = cli(group, "-h")
+    assert helped.returncode == 0 and "Commands:" in helped.stdout
+    assert all(f"  {v} " in helped.stdout for v in verbs), helped.stdout
+    if group != "catalog":  # a bare `catalog` lists the tools, its own job
+        bare = cli(group)
+        assert bare.returncode == 0, bare.stderr
+        assert bare.stderr == "" and "Commands:" in bare.stdout
+
+
+# -- stats: the answer first, notes grouped --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("fh") / "p.db"
+    api.probe(None, rounds=3, target=api.options(profile="harsh"), db=db, seed=3,
+              politeness="off")
+    return db
+
+
+def test_stats_prints_a_verdict_and_counts_its_notes(probed: Path, screen: Any) -> None:
+    out = screen(80)
+    res = CliRunner().invoke(app, ["stats", "--db", str(probed), "--threshold", "0.9"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(out.getvalue().split())
+    assert "Verdict at a 90% success threshold" in text
+    assert "tools are below it, worst " in text
+    per_tool = [ln for ln in out.getvalue().splitlines() if ln.startswith(("† ", "‡ "))]
+    assert all(" tools: " in ln or " tool: " in ln for ln in per_tool), per_tool
+    assert "--explain lists them" in text
+
+    full = screen(80)
+    res = CliRunner().invoke(app, ["stats", "--db", str(probed), "--explain"])
+    assert res.exit_code == 0
+    listed = [ln for ln in full.getvalue().splitlines() if ln.startswith("  ")]
+    rep = api.stats(probed)
+    assert sum("pairs after a failure" in ln for ln in listed) == sum(
+        bool(t.success.note) for t in rep.tools)
+
+
+def test_verdict_sorts_tools_by_their_quoted_interval(probed: Path) -> None:
+    from realprobe.commands.analysis import quoted, verdict
+
+    rep = api.stats(probed)
+    says = verdict(rep, 0.99)
+    below = [t for t in rep.tools if quoted(t)[1] < 0.99]
+    assert f"{len(below)} of {len(rep.tools)} tools are below it" in says
+    worst = min(below, key=lambda t: (quoted(t)[1], t.tool))
+    assert f"worst {worst.tool} " in says
+
+
+def test_library_warnings_stay_off_the_console(tmp_path: Path) -> None:
+    """A RuntimeWarning raised inside a command never reaches stderr."""
+    code = ("import warnings, sys\n"
+            "from realprobe import cli\n"
+            "import realprobe.commands.foundation as f\n"
+            "real = f.catalog_cmd\n"
+            "def noisy(*a, **k):\n"
+            "    warnings.warn('overflow in exp', RuntimeWarning)\n"
+            "    return real(*a, **k)\n"
+            "f.catalog_cmd = noisy\n"
+            "cli.main(['catalog'])\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "RuntimeWarning" not in res.stderr and "overflow" not in res.stderr
+
+
+# -- results and drift -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same replayed runs stored under two agents with long model names."""
+    db = tmp_path_factory.mktemp("fh") / "r.db"
+    res = CliRunner().invoke(app, ["run", "travel_briefing", "dev_standup", "--agent",
+                                   "reference", "--mode", "simulate", "--profile", "harsh",
+                                   "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    with sqlite3.connect(db) as conn:
+        conn.execute("create temp table t as select * from task_runs")
+        conn.execute("update t set id = id || '-b', agent = 'openai-text', "
+                     "model = 'qwen2.5-coder-7b-instruct'")
+        conn.execute("insert into task_runs select * from t")
+    return db
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_results_keep_two_agents_apart_with_whole_names(
+    two_agents: Path, width: int, screen: Any
+) -> None:
+    out = screen(width)
+    res = CliRunner().invoke(app, ["results", "--db", str(two_agents)])
+    assert res.exit_code == 0, res.output
+    lines = out.getvalue().splitlines()
+    assert all(len(ln) <= width for ln in lines if ln[:1] in "┃│┏┗┡└")
+    for name in ("openai-text", "qwen2.5-coder-7b-instruct", "reference"):
+        assert sum(name in ln for ln in lines) >= 4, name  # in every table, whole
+    assert "Recovery per injected fault kind" in out.getvalue()
+    assert "agent" in out.getvalue() and "left out to fit: agent" not in out.getvalue()
+    assert not any(ln.startswith("agent: ") for ln in lines)  # tables, not records
+    assert "Verdict: every row reaches full success in" in out.getvalue() or \
+        "Verdict: full success is highest" in out.getvalue()
+
+
+def test_drift_headers_stay_whole_when_nothing_can_be_tested(probed: Path, screen: Any) -> None:
+    out = screen(80)
+    res = CliRunner().invoke(app, ["drift", "--db", str(probed), "--baseline", "1d..now",
+                                   "--current", "1d..now", "--tools", "advice_random"])
+    assert res.exit_code == 0, res.output
+    head = " ".join(ln.strip("┃ ") for ln in out.getvalue().splitlines() if ln.startswith("┃"))
+    words = head.split()
+    for header in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
+        assert all(w in words for w in header.split()), (header, head)
+    assert "Verdict over 1 tools" in out.getvalue()
+
+
+# -- numbers that repeat ---------------------------------------------------------------------
+
+
+def _drawn(journal: Any) -> list[tuple[str, int, str | None]]:
+    """(tool, the call's number in its run, the variant the sandbox played) of every call the
+    sandbox read."""
+    return sorted((e.tool, e.draw, e.fault) for e in journal.entries if e.draw is not None)
+
+
+def test_the_same_seed_draws_the_same_outcomes_beside_busy_loops(tmp_path: Path) -> None:
+    """What the sandbox plays for each call (ok, hang, 500, a drifted body...) is the seed's
+    and the request's doing: the same with four busy loops beside it. (Whether a slow answer
+    still makes the client's deadline on a stalled machine is timing, and is left out.)"""
+    from realprobe.sandbox.server import running
+
+    runs = []
+    for i, busy in enumerate((0, 4)):
+        loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(busy)]
+        try:
+            sb = api.make_sandbox("published", seed=0)
+            with running(sb) as url:
+                db = tmp_path / f"{i}.db"
+                api.probe(None, rounds=3, target=api.options(sandbox=url), db=db, timeout=2,
+                          politeness="off", seed=0)
+        finally:
+            for p in loops:
+                p.kill()
+                p.wait()
+        runs.append(_drawn(sb.journal))
+    n = 3 * len(api.load_catalog())
+    assert len(runs[0]) == n
+    # a call the stalled client gave up on before the sandbox read it draws nothing
+    quiet, busy = ({(t, d): f for t, d, f in run} for run in runs)
+    both = quiet.keys() & busy.keys()
+    assert len(both) >= n // 4  # most, unless the machine is stalled for seconds
+    assert {k: quiet[k] for k in both} == {k: busy[k] for k in both}
+    assert {f for *_, f in runs[0]} - {"ok"}  # faults were drawn
+
+
+def test_an_answer_drawn_in_time_comes_by_three_quarters_of_the_budget() -> None:
+    """With latencies scaled up, many answers are drawn close to the 2 s deadline: none is
+    sent in its last quarter (where a loaded machine would push it past), and answers drawn
+    later than the deadline keep their delay."""
+    from realprobe.sandbox.server import running
+
+    sb = api.make_sandbox("published", seed=0, latency_scale=4.0)
+    with running(sb) as url:
+        for _ in range(3):
+            api.call_all(target=api.options(sandbox=url), timeout=2.0)
+    delays = [e.delay_ms for e in sb.journal.entries]
+    assert len(delays) == 3 * len(api.load_catalog())
+    assert not [d for d in delays if 1500 < d < 1900], sorted(delays)
+    assert [d for d in delays if 1200 < d <= 1500] and [d for d in delays if d >= 1900]
+
+
+def test_numbered_draws_do_not_depend_on_arrival_order() -> None:
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    prof = load_profile("harsh")
+    a, b = FaultModel(prof, 7), FaultModel(prof, 7)
+    forward = [a.draw_numbered("advice_random", "run1", n).code for n in range(20)]
+    backward = [b.draw_numbered("advice_random", "run1", n).code for n in reversed(range(20))]
+    assert forward == backward[::-1]
+    # a second caller continues the stream instead of replaying the first one's outcomes
+    again = [a.draw_numbered("advice_random", "run2", n).code for n in range(20)]
+    plain = FaultModel(prof, 7)
+    assert forward + again == [plain.draw("advice_random").code for _ in range(40)]
+
+
+# -- a hint instead of silence ---------------------------------------------------------------
+
+
+def test_a_probe_whose_rows_were_all_excluded_says_why_and_exits_3(tmp_path: Path) -> None:
+    with api.sandbox_running("calm", seed=0) as url:
+        res = cli("probe", "--tools", "om_forecast,om_marine", "--catalog", "openmeteo",
+                  "--sandbox", url, "--db", str(tmp_path / "x.db"), "--politeness", "off")
+    assert res.returncode == 3, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert "were excluded from statistics: the sandbox serves another catalogue" in line
+    assert "realprobe sandbox --catalog" in line
+
+
+# -- the docs' words are the output's ----------------------------------------------------------
+
+
+def test_catalog_format_mcp_prints_json_without_the_json_flag() -> None:
+    import json
+
+    res = cli("catalog", "--format", "mcp")
+    assert res.returncode == 0, res.stderr
+    assert len(json.loads(res.stdout)["tools"]) == len(api.load_catalog())
+
+
+def test_a_skipped_operation_names_the_flag_that_keeps_it(tmp_path: Path) -> None:
+    spec = tmp_path / "o.json"
+    spec.write_text('{"openapi": "3.0.0", "info": {"title": "t", "version": "1"},'
+                    ' "servers": [{"url": "https://api.example.com"}],'
+                    ' "components": {"securitySchemes": {"k": {"type": "apiKey", "in": "query",'
+                    ' "name": "api_key"}}},'
+                    ' "paths": {"/private": {"get": {"security": [{"k": []}],'
+                    ' "responses": {"200": {"description": "ok"}}}}}}')
+    res = cli("catalog", "import-openapi", str(spec), "--output", str(tmp_path / "c.toml"))
+    assert "skipped GET /private: needs credentials (API key 'api_key' in query); " \
+           "--include-auth keeps it" in res.stderr, res.stderr
