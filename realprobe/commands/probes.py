@@ -365,6 +365,25 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
         print_summary(summary, path)
 
 
+def _schedule_mcp(a: dict[str, Any]) -> None:
+    """`schedule --mcp-server CMD --mcp-calls FILE` (`a`: the command's arguments)."""
+    from realprobe.api_mcp import schedule_mcp
+    from realprobe.commands.common import as_flags
+    from realprobe.store import db_path
+
+    if a["mcp_calls"] is None:
+        raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
+    path = db_path(a["db"])
+    with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "every", "cron"):
+        result = schedule_mcp(
+            a["mcp_calls"], mcp_server=a["mcp_server"], mcp_url=a["mcp_url"], every=a["every"],
+            cron=a["cron"], max_runs=a["max_runs"], jitter=a["jitter"], rounds=a["rounds"],
+            db=path, timeout=a["timeout"], vantage=a["vantage"],
+            mcp_interval=a["mcp_interval"], on_event=_show_event)
+    console.print(f"schedule {result.schedule_id}: {result.runs} rounds "
+                  f"({result.rounds_ok} ok, {result.rounds_failed} failed) -> {path}")
+
+
 def _show_event(event: dict[str, Any]) -> None:
     colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
         event["kind"], "cyan"
@@ -424,19 +443,7 @@ def schedule_cmd(
     from realprobe.store import db_path
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
-        from realprobe.api_mcp import schedule_mcp
-        from realprobe.commands.common import as_flags
-
-        if mcp_calls is None:
-            raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
-        with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "every", "cron"):
-            result = schedule_mcp(
-                mcp_calls, mcp_server=mcp_server, mcp_url=mcp_url, every=every, cron=cron,
-                max_runs=max_runs, jitter=jitter, rounds=rounds, db=db_path(db), timeout=timeout,
-                vantage=vantage, mcp_interval=mcp_interval, on_event=_show_event)
-        console.print(f"schedule {result.schedule_id}: {result.runs} rounds "
-                      f"({result.rounds_ok} ok, {result.rounds_failed} failed) -> {db_path(db)}")
-        return
+        return _schedule_mcp(locals())
     chosen = _chosen(tools, all_)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = db_path(db)

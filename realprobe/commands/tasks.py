@@ -74,26 +74,28 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def _run_mcp(tasks: list[str] | None, server: str | None, url: str | None, agent: str,
-             profile: str | None, fault_plan: str | None, fault_rate: float | None, seed: int,
-             repeat: int, db: Path | None, timeout: float | None, as_json: bool) -> None:
-    """`run TASKS.json --mcp-server CMD`: the MCP tasks of one file, each following its
-    workflow (the `workflow` agent), scored by its own check."""
+def _run_mcp(a: dict[str, Any]) -> None:
+    """`run TASKS.json --mcp-server CMD` (`a`: the command's arguments): the MCP tasks of one
+    file, each following its workflow (the `workflow` agent), scored by its own check."""
     from realprobe.api_mcp import evaluate
     from realprobe.store import db_path
+
+    tasks, agent, timeout = a["tasks"], a["agent"], a["timeout"]
 
     if agent not in ("reference", "workflow"):
         raise RealprobeError("on an MCP server, `run` drives the tasks' workflows (--agent "
                              "workflow); evaluate your own agent with realprobe.evaluate")
     if not tasks or len(tasks) != 1:
         raise RealprobeError("give one MCP tasks file (JSON or TOML) as TASKS")
-    path = db_path(db)
+    path = db_path(a["db"])
     with as_flags("mcp_server", "mcp_url", "profile", "fault_plan", "fault_rate", "repeat",
                   "timeout"):
-        runs = evaluate("workflow", tasks[0], mcp_server=server, mcp_url=url, profile=profile,
-                        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, repeat=repeat,
-                        db=path, name="workflow", timeout=timeout or 10.0)
-    if as_json:
+        runs = evaluate(
+            "workflow", tasks[0], mcp_server=a["mcp_server"], mcp_url=a["mcp_url"],
+            profile=a["profile"], fault_plan=a["fault_plan"], fault_rate=a["fault_rate"],
+            seed=a["seed"], repeat=a["repeat"], db=path, name="workflow",
+            timeout=timeout or 10.0)
+    if a["as_json"]:
         print_json([{"task": r.task, "repeat": r.repeat, "success": r.success,
                      "reasons": r.reasons, "calls": len(r.calls)} for r in runs])
         return
@@ -189,10 +191,8 @@ def run_cmd(
     `realprobe run --all --agent reference --mode replay` replays the shipped cassettes offline;
     add `--executor ray` to spread the runs over a local Ray (or `--address` a cluster).
     """
-    if mcp_server is not None or mcp_url is not None:
-        _run_mcp(tasks, mcp_server, mcp_url, agent, profile, fault_plan, fault_rate, seed,
-                 repeat, db, timeout, as_json)
-        return
+    if mcp_server is not None or mcp_url is not None:  # the tasks of an MCP server instead
+        return _run_mcp(locals())
     if list_:
         from realprobe.tasks.model import default_tasks_dir, load_tasks
 
