@@ -456,3 +456,31 @@ async def test_a_request_the_server_never_answers_is_a_clear_error() -> None:
             await c.list_tools()
     assert caught.value.error.code == -32001
     assert "no answer from the MCP server within 1 s" in caught.value.error.message
+
+
+async def test_a_recorded_session_keeps_no_credential_and_everything_else(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+    from realprobe.secrets import PLACEHOLDER
+
+    cassette = tmp_path / "s.jsonl"
+    client, server = QueueWire(), QueueWire()
+    proxy = Proxy(ProxyOptions(record=cassette), server_hint="fake")
+    task = asyncio.ensure_future(proxy.run(client, server))
+    args = {"api_key": "k-7f3e9a1c2b4d", "city": "Paris", "note": "token=abc123def456ghi"}
+    await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                          "params": {"name": "weather", "arguments": args}}))
+    assert (await server.sent.get())["params"]["arguments"] == args  # relayed as it came
+    await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "sunny in Paris"}]}}))
+    await client.sent.get()
+    await client.incoming.put(None)
+    await task
+    _, records = read_session(cassette)
+    sent = records[0]["msg"]["params"]["arguments"]
+    assert sent["api_key"] == PLACEHOLDER and sent["city"] == "Paris"
+    assert "abc123def456ghi" not in json.dumps(records)
+    assert records[1]["msg"]["result"]["content"][0]["text"] == "sunny in Paris"
