@@ -589,6 +589,31 @@ def toolmaze_plans(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def mcp_proxy(d: dict[str, Any]) -> list[Row]:
+    o, r, f = d["overhead"], d["replay"], d["fault_shares"]
+    shares = "; ".join(
+        f"asked {v['asked']:g}: {v['failed_share_client']:.3f} failed "
+        f"[{v['failed_share_wilson95'][0]:.3f}, {v['failed_share_wilson95'][1]:.3f}]"
+        for v in f.values())
+    trips = "; ".join(
+        f"{name} {v['calibrated_success']:.2f} [{v['success_ci95'][0]:.3f}, "
+        f"{v['success_ci95'][1]:.3f}] → {v['replayed_success']:.2f} through the proxy"
+        for name, v in d["calibrated_round_trip"].items())
+    cmd = "`python bench/mcp_proxy.py`"
+    return [
+        (f"MCP proxy vs a direct session, {o['n']} calls to mcp-server-time, calm profile",
+         f"median {o['ratio_median']:.2f}×, mean {o['ratio_mean']:.2f}× "
+         f"({o['proxy']['median_ms']:.1f} vs {o['direct']['median_ms']:.1f} ms)",
+         "≤ 1.5×", cmd),
+        (f"MCP replay vs the live server through the proxy, {r['n']} calls",
+         f"{r['replay']['median_ms']:.1f} vs {r['live_through_proxy']['median_ms']:.1f} ms "
+         f"median: {r['speedup_median']:.1f}× faster", "–", cmd),
+        ("MCP proxy --fault-rate, seed 7, 200 calls", shares, "about the share asked", cmd),
+        ("MCP servers calibrated from 200 probes, profile replayed through the proxy", trips,
+         "inside the interval", cmd),
+    ]
+
+
 def _load(d: dict[str, Any]) -> str:
     """The machine's load average while the bench ran (before → after, or one figure)."""
     la = d.get("load_average_1m", d.get("load_avg_1m"))
@@ -772,6 +797,7 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "resilibench_rules": resilibench_rules,
     "retry_after_5xx": retry_after_5xx,
     "toolmaze_plans": toolmaze_plans,
+    "mcp_proxy": mcp_proxy,
 }
 
 
