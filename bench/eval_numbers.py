@@ -30,7 +30,7 @@ from realprobe.tasks.results import surface
 
 
 def run_rows(**settings: Any) -> list[dict[str, Any]]:
-    batch = TaskBatch.plan([], all_tasks=True, catalog=CATALOG, **settings)
+    batch = TaskBatch.plan([], all=True, catalog=CATALOG, **settings)
     return [r.row for r in batch.run().runs]
 
 

@@ -37,7 +37,7 @@ def main() -> None:
     out: dict[str, Any] = {"agent": "reference", "prompt": "baseline", "profile": "calm",
                            "levels": {}}
     for eps in (0, 1, 2):
-        batch = TaskBatch.plan([], all_tasks=True, catalog=catalog, profile="calm",
+        batch = TaskBatch.plan([], all=True, catalog=catalog, profile="calm",
                                prompt="baseline", paraphrase=eps, repeat=args.repeat)
         runs = batch.run().runs
         tasks = {t.instance_id: t for t in batch.tasks}

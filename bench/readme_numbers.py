@@ -516,6 +516,106 @@ def eval_numbers(d: dict[str, Any]) -> list[Row]:
     ]
 
 
+def door_names(d: dict[str, Any]) -> list[Row]:
+    b, a = d["before"], d.get("merged_main", d["after"])
+    return [(
+        "flags named otherwise than their front-door keyword; visible options",
+        f"{b['flags_named_otherwise']} → {a['flags_named_otherwise']}; "
+        f"{b['options']} → {a['options']}",
+        "0; fewer",
+        "`python bench/door_names.py`",
+    )]
+
+
+def implicit_drift(d: dict[str, Any]) -> list[Row]:
+    t = d["total"]
+    return [(
+        f"implicit drift found, {d['tools']} tools × {d['calls_per_tool']} answers, "
+        f"every {d['drift_every']}th answer's declared output changed",
+        f"{t['found']} of {t['changed']}; {t['false_pos']} false signs in "
+        f"{_n(t['unchanged'])} unchanged answers",
+        "all; none",
+        "`python bench/implicit_drift.py`",
+    )]
+
+
+def paraphrase_scoring(d: dict[str, Any]) -> list[Row]:
+    lv = d["levels"]
+    eps = sorted(lv, key=int)
+    return [(
+        f"{d['agent']} agent following the text, full success at ε = {', '.join(eps)}",
+        "by data flow " + " / ".join(f"{lv[e]['full_by_data_flow']:.2f}" for e in eps)
+        + "; by total order " + " / ".join(f"{lv[e]['full_by_total_order']:.2f}" for e in eps),
+        "the same at every ε",
+        "`python bench/paraphrase_scoring.py`",
+    )]
+
+
+def resilibench_rules(d: dict[str, Any]) -> list[Row]:
+    ab, want = d["a_then_b"], d["expected_P(B ok)"]
+    sc = d["scaled_share"]["resilibench-code"]
+    return [(
+        f"ResiliBench rules: P(B ok | A failed 3×), base success {d['base_success_rate']}",
+        f"paper rule {ab['resilibench-paper']['P(B ok)']:.3f}, code rule "
+        f"{ab['resilibench-code']['P(B ok)']:.3f} (by hand {want['paper']:.3f}); scaled(λ) "
+        "under the code rule " + ", ".join(f"{k} → {v:.3f}" for k, v in sc.items()),
+        "0.584 / 0.571 ± 0.03; λ ± 0.02",
+        "`python bench/resilibench_rules.py`",
+    )]
+
+
+def retry_after_5xx(d: dict[str, Any]) -> list[Row]:
+    f, sims = d["first"], d["simulated"]
+    lo, hi = f["share_ci95"]
+    inside = sum(s["inside"] for s in sims)
+    return [(
+        f"Retry-After share on 5xx answers, calibrate → simulate → calibrate ({f['n']} errors)",
+        f"{f['share']:.3f} [{lo:.3f}, {hi:.3f}]; re-calibrated "
+        f"{min(s['share'] for s in sims):.3f}–{max(s['share'] for s in sims):.3f}, "
+        f"{inside} of {len(sims)} seeds inside",
+        "inside the interval",
+        "`python bench/retry_after_5xx.py`",
+    )]
+
+
+def toolmaze_plans(d: dict[str, Any]) -> list[Row]:
+    plans = [k for k in d if k.startswith("toolmaze-")]
+    cells = ", ".join(
+        f"{k.removeprefix('toolmaze-')} {d[k]['on_path']['direct']['PRR']:.2f}/"
+        f"{d[k]['on_path']['off_path_first']['PRR']:.2f}" for k in plans)
+    return [(
+        "ToolMaze PRR per plan, direct / after an off-path first call",
+        cells,
+        "an off-path call changes nothing",
+        "`python bench/toolmaze_plans.py`",
+    )]
+
+
+def mcp_proxy(d: dict[str, Any]) -> list[Row]:
+    o, r, f = d["overhead"], d["replay"], d["fault_shares"]
+    shares = "; ".join(
+        f"asked {v['asked']:g}: {v['failed_share_client']:.3f} failed "
+        f"[{v['failed_share_wilson95'][0]:.3f}, {v['failed_share_wilson95'][1]:.3f}]"
+        for v in f.values())
+    trips = "; ".join(
+        f"{name} {v['calibrated_success']:.2f} [{v['success_ci95'][0]:.3f}, "
+        f"{v['success_ci95'][1]:.3f}] → {v['replayed_success']:.2f} through the proxy"
+        for name, v in d["calibrated_round_trip"].items())
+    cmd = "`python bench/mcp_proxy.py`"
+    return [
+        (f"MCP proxy vs a direct session, {o['n']} calls to mcp-server-time, calm profile",
+         f"median {o['ratio_median']:.2f}×, mean {o['ratio_mean']:.2f}× "
+         f"({o['proxy']['median_ms']:.1f} vs {o['direct']['median_ms']:.1f} ms)",
+         "≤ 1.5×", cmd),
+        (f"MCP replay vs the live server through the proxy, {r['n']} calls",
+         f"{r['replay']['median_ms']:.1f} vs {r['live_through_proxy']['median_ms']:.1f} ms "
+         f"median: {r['speedup_median']:.1f}× faster", "–", cmd),
+        ("MCP proxy --fault-rate, seed 7, 200 calls", shares, "about the share asked", cmd),
+        ("MCP servers calibrated from 200 probes, profile replayed through the proxy", trips,
+         "inside the interval", cmd),
+    ]
+
+
 def _load(d: dict[str, Any]) -> str:
     """The machine's load average while the bench ran (before → after, or one figure)."""
     la = d.get("load_average_1m", d.get("load_avg_1m"))
@@ -693,6 +793,13 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "probe_concurrency": probe_concurrency,
     "ray_live_gate": ray_live_gate,
     "first_hour": first_hour,
+    "door_names": door_names,
+    "implicit_drift": implicit_drift,
+    "paraphrase_scoring": paraphrase_scoring,
+    "resilibench_rules": resilibench_rules,
+    "retry_after_5xx": retry_after_5xx,
+    "toolmaze_plans": toolmaze_plans,
+    "mcp_proxy": mcp_proxy,
 }
 
 

@@ -52,7 +52,7 @@ def first_call_plan(name: str, folder: Path) -> Path:
 
 
 def prr(plan: str | Path, kind: str, off_path: bool, repeat: int) -> dict[str, Any]:
-    batch = TaskBatch.plan([], all_tasks=True, catalog=CATALOG, profile="calm",
+    batch = TaskBatch.plan([], all=True, catalog=CATALOG, profile="calm",
                            fault_plan=plan, repeat=repeat)
     if off_path:
         batch.config.custom_agent = OffPathFirst()

@@ -59,7 +59,14 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
-    from realprobe.api_mcp import mcp_import, mcp_proxy, mcp_replay, probe_mcp
+    from realprobe.api_mcp import (
+        evaluate,
+        mcp_import,
+        mcp_proxy,
+        mcp_replay,
+        probe_mcp,
+        schedule_mcp,
+    )
     from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
@@ -83,7 +90,6 @@ if TYPE_CHECKING:
     from realprobe.simulator.profile import Profile, load_profile
     from realprobe.store import Store
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
-    from realprobe.tasks.evaluate import evaluate
     from realprobe.tasks.settings import EvalSettings
 
 #: public name -> the module that defines it
@@ -169,7 +175,7 @@ _WHERE: dict[str, str] = {
     "sweep": "realprobe.api",
     "plan_tasks": "realprobe.api",
     "task_results": "realprobe.api",
-    "evaluate": "realprobe.tasks.evaluate",
+    "evaluate": "realprobe.api_mcp",
     "TaskBatch": "realprobe.tasks.batch",
     "TaskBatchResult": "realprobe.tasks.batch",
     "EvalSettings": "realprobe.tasks.settings",
@@ -180,6 +186,7 @@ _WHERE: dict[str, str] = {
     "mcp_replay": "realprobe.api_mcp",
     "mcp_import": "realprobe.api_mcp",
     "probe_mcp": "realprobe.api_mcp",
+    "schedule_mcp": "realprobe.api_mcp",
     "run_demo": "realprobe.demo",
     "doc_path": "realprobe.data",
     "data_dir": "realprobe.data",
@@ -276,6 +283,7 @@ __all__ = [
     "save_cassette",
     "save_profile",
     "schedule",
+    "schedule_mcp",
     "scrub_cassette",
     "serve_exporter",
     "serve_mcp",

@@ -695,7 +695,7 @@ def plan_tasks(
     profile, cassette, seed, fault_plan, fault_rate, flaw_seed, paraphrase)."""
     from realprobe.tasks.batch import TaskBatch
 
-    return TaskBatch.plan(list(tasks or []), all_tasks=all, **settings)
+    return TaskBatch.plan(list(tasks or []), all=all, **settings)
 
 
 def run_tasks(

@@ -7,6 +7,7 @@ Every keyword is the flag of the command with dashes for underscores (`--fault-r
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
     if fault_rate is not None and not 0 <= fault_rate <= 1:
         raise RealprobeError(f"fault_rate {fault_rate!r}: expected a share between 0 and 1",
                              param="fault_rate")
-    if not timeout > 0:
+    if not (timeout > 0 and math.isfinite(timeout)):
         raise RealprobeError(f"timeout {timeout!r}: expected seconds > 0", param="timeout")
     if max_message_bytes < 1024:
         raise RealprobeError("max_message_bytes: at least 1024", param="max_message_bytes")
@@ -37,6 +38,17 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
                         db=Path(db) if db else None, timeout_s=timeout,
                         max_message_bytes=max_message_bytes, vantage=vantage, replayed=replayed)
     opts.fault_model()  # a bad profile or plan is refused before anything starts
+    if opts.db is not None:  # so is a database or a cassette that cannot be written
+        from realprobe.store import Store
+
+        Store(opts.db).close()
+    if opts.record is not None:
+        from realprobe.outputs import OutputError, check_output
+
+        try:
+            check_output(opts.record, replace=True, make_parents=True)
+        except OutputError as exc:
+            raise RealprobeError(str(exc), param="record") from exc
     return opts
 
 
@@ -53,36 +65,63 @@ def mcp_proxy(
     timeout: float = 60.0,
     max_message_bytes: int = 16 * 1024 * 1024,
     vantage: str | None = None,
-    on_ready: Callable[[], None] | None = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8767,
+    on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
-    """Serve MCP on stdin/stdout in front of the server `command` starts (or the
-    streamable-HTTP server at `upstream`), relaying every message; faults from `profile` /
-    `fault_plan` / `fault_rate` (seeded by `seed`) are injected per tools/call; `record`
-    writes the session cassette, `db` a probe row per call."""
+    """Serve MCP on stdin/stdout (`transport="http"`: one streamable-HTTP session on
+    `host:port/mcp`) in front of the server `command` starts (or the streamable-HTTP server
+    at `upstream`), relaying every message; faults from `profile` / `fault_plan` /
+    `fault_rate` (seeded by `seed`) are injected per tools/call; `record` writes the session
+    cassette, `db` a probe row per call; `on_ready(where)` once it serves."""
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.wire import split_command
 
     if (command is None or not command) == (upstream is None):
-        raise RealprobeError("give the MCP server as a command or as an upstream URL "
-                             "(exactly one)", param="command")
+        raise RealprobeError("give the MCP server to start (after `--`) or an upstream URL, "
+                             "exactly one", param="upstream")
     argv = split_command(command) if command else None
+    if upstream is not None and not upstream.startswith(("http://", "https://")):
+        raise RealprobeError(f"upstream {upstream!r}: expected an http(s) URL", param="upstream")
     opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
                     max_message_bytes, vantage)
-    return _run(lambda: serve(opts, command=argv, url=upstream, on_ready=on_ready))
+    http = _http(transport, host, port)
+    return _run(lambda: serve(opts, command=argv, url=upstream, on_ready=on_ready, http=http))
+
+
+def _http(transport: str, host: str, port: int) -> tuple[str, int] | None:
+    if transport not in ("stdio", "http"):
+        raise RealprobeError(f"transport {transport!r}: stdio or http", param="transport")
+    if not 0 <= port < 65536:
+        raise RealprobeError(f"port {port}: 0-65535", param="port")
+    return (host, port) if transport == "http" else None
 
 
 def _run(main: Callable[[], Any]) -> Any:
-    from realprobe.mcp.serve import run_until_signal
+    """Run `main()`; SIGINT/SIGTERM cancel it (noted, so the command can tell Ctrl-C)."""
+    import contextlib
+    import signal
 
-    box: list[Any] = []
+    from realprobe.probes.session import note_signal
 
-    async def go() -> None:
-        box.append(await main())
+    async def go() -> Any:
+        task = asyncio.ensure_future(main())
+        loop = asyncio.get_running_loop()
 
-    run_until_signal(go)
-    if not box:
-        raise RealprobeError("interrupted")
-    return box[0]
+        def stop(sig: int) -> None:
+            note_signal(sig)
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop, sig)
+        return await task
+
+    try:
+        return asyncio.run(go())
+    except asyncio.CancelledError:
+        raise RealprobeError("interrupted before the session started") from None
 
 
 def mcp_replay(
@@ -97,11 +136,15 @@ def mcp_replay(
     db: str | Path | None = None,
     timeout: float = 60.0,
     vantage: str | None = None,
-    on_ready: Callable[[], None] | None = None,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8767,
+    on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
-    """Serve a recorded MCP session on stdin/stdout with the server gone: each request gets
-    its recorded answer, in order (`on_exhausted`: error, repeat-last or cycle, as for HTTP
-    cassettes; `replay_latency`: none, real or scaled:X); faults and rows as for the proxy."""
+    """Serve a recorded MCP session on stdin/stdout (or over HTTP) with the server gone:
+    each request gets its recorded answer, in order (`on_exhausted`: error, repeat-last or
+    cycle, as for HTTP cassettes; `replay_latency`: none, real or scaled:X); faults and rows
+    as for the proxy."""
     from realprobe.cassettes.core import EXHAUSTION_POLICIES, LatencyPolicy
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.session_cassette import CassetteUpstream
@@ -111,12 +154,13 @@ def mcp_replay(
                              f"{', '.join(EXHAUSTION_POLICIES)}", param="on_exhausted")
     LatencyPolicy.parse(replay_latency)
     path = Path(cassette)
+    http = _http(transport, host, port)
     opts = _options(profile, fault_plan, fault_rate, seed, None, db, timeout, 16 * 1024 * 1024,
                     vantage, replayed=str(path))
 
     async def main() -> Any:
         up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency)
-        return await serve(opts, cassette=up, on_ready=on_ready)
+        return await serve(opts, cassette=up, on_ready=on_ready, http=http)
 
     return _run(main)
 
@@ -161,3 +205,102 @@ def probe_mcp(
         calls, command=mcp_server, url=mcp_url, rounds=rounds,
         db=db_path(db), timeout_s=timeout, vantage=vantage,
         interval_s=interval, on_call=on_call))
+
+
+def schedule_mcp(
+    mcp_calls: str | Path | dict[str, Any],
+    *,
+    mcp_server: str | Sequence[str] | None = None,
+    mcp_url: str | None = None,
+    every: str | float | None = None,
+    cron: str | None = None,
+    max_runs: int | None = None,
+    jitter: float = 0.0,
+    rounds: int = 1,
+    db: str | Path | None = None,
+    timeout: float = 10.0,
+    vantage: str | None = None,
+    mcp_interval: float | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_call: Callable[[dict[str, Any], Any], None] | None = None,
+) -> Any:
+    """`probe_mcp` rounds on a schedule (`every` or `cron`, as `schedule`): rounds never
+    overlap, a failing round is logged and the schedule goes on; SIGINT/SIGTERM stop it."""
+    from realprobe.dbfacts import default_db_path
+    from realprobe.mcp.probing import load_calls, probe_server
+    from realprobe.probes.scheduler import ProbeSchedule, make_trigger
+    from realprobe.probes.session import on_signals
+    from realprobe.store import Store
+
+    calls = load_calls(mcp_calls) if not isinstance(mcp_calls, dict) else {
+        k: v if isinstance(v, list) else [v] for k, v in mcp_calls.items()}
+    every_text = f"{every}s" if isinstance(every, int | float) else every
+    trigger, interval_s = make_trigger(every_text, cron, jitter_s=jitter)
+    path = Path(db) if db else default_db_path()
+    gap = mcp_interval if mcp_interval is not None else (1.0 if mcp_url else 0.0)
+
+    async def go() -> Any:
+        with Store(path) as store:
+            async def one_round(number: int, stop: asyncio.Event) -> Any:
+                return await probe_server(
+                    calls, command=mcp_server, url=mcp_url, rounds=rounds, db=path,
+                    timeout_s=timeout, vantage=vantage, interval_s=gap, on_call=on_call,
+                    schedule_id=sched.schedule_id)
+
+            sched = ProbeSchedule(trigger, one_round, store, interval_s=interval_s,
+                                  max_runs=max_runs, on_event=on_event)
+            with on_signals(lambda: sched.stop("signal")):
+                return await sched.run()
+
+    return asyncio.run(go())
+
+
+def evaluate(
+    agent: Any,
+    tasks: Any = None,
+    *,
+    mcp_server: str | Sequence[str] | None = None,
+    mcp_url: str | None = None,
+    profile: Any = None,
+    fault_plan: Any = None,
+    fault_rate: float | None = None,
+    repeat: int = 1,
+    db: str | Path | None = None,
+    seed: int | None = None,
+    name: str = "custom",
+    model: str = "-",
+    timeout: float = 10.0,
+    **options: Any,
+) -> Any:
+    """Run `agent` (an async callable `agent(prompt, toolbox) -> answer`) on `tasks`, score
+    every run and store it in `db`.
+
+    With `mcp_server` (a command) or `mcp_url`, the toolbox is that MCP server behind
+    `realprobe mcp proxy` (faults from `profile` / `fault_plan` / `fault_rate`, repeat r
+    seeded `seed + r`), `tasks` are MCP tasks (a JSON/TOML file, or dicts/`McpTask`s with a
+    prompt and a `check` callable or an `expect` on the answer and the calls; `agent` may be
+    "workflow" to follow each task's workflow) and a list of `McpRun` comes back. Without,
+    it is the catalogue task evaluation (`settings`, `target`, and the settings as keywords:
+    `prompt`, `seed`, `profile`, `fault_rate`, ... as in `realprobe.tasks.evaluate.evaluate`),
+    returning a TaskBatchResult."""
+    if mcp_server is None and mcp_url is None:
+        from realprobe.tasks.evaluate import evaluate as evaluate_catalogue
+
+        given = {"profile": profile, "fault_plan": fault_plan, "fault_rate": fault_rate,
+                 "seed": seed}
+        fields = {k: v for k, v in given.items() if v is not None}
+        return evaluate_catalogue(agent, tasks, repeat=repeat, db=db, name=name, model=model,
+                                  **fields, **options)
+    from realprobe.mcp.evaluation import evaluate_mcp
+
+    if options:
+        raise RealprobeError(f"not for an MCP server: {', '.join(sorted(options))}",
+                             param=sorted(options)[0])
+    if tasks is None:
+        raise RealprobeError("tasks: give the MCP tasks (a file or a list)", param="tasks")
+    if repeat < 1:
+        raise RealprobeError(f"repeat {repeat}: at least 1", param="repeat")
+    return asyncio.run(evaluate_mcp(
+        agent, tasks, mcp_server=mcp_server, mcp_url=mcp_url, profile=profile,
+        fault_plan=fault_plan, fault_rate=fault_rate, seed=seed or 0, repeat=repeat,
+        db=Path(db) if db else None, name=name, model=model, timeout_s=timeout))

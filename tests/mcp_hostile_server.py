@@ -1,7 +1,7 @@
 """An MCP server on stdio, written by hand, that misbehaves on demand (for `realprobe mcp
 proxy` tests): `huge` answers with more than the proxy's limit, `silent` never answers,
 `garbage` writes a line that is not JSON-RPC before answering, `die` kills the process
-mid-call; `echo` behaves."""
+mid-call; `echo` behaves. With `--mute` it answers the handshake and nothing else."""
 
 import json
 import os
@@ -25,6 +25,8 @@ for line in sys.stdin:
     rid, method = msg.get("id"), msg.get("method")
     if rid is None:
         continue  # notifications
+    if method != "initialize" and sys.argv[1:] == ["--mute"]:
+        continue  # never answers anything after the handshake
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": rid, "result": {
             "protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},

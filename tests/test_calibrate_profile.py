@@ -26,12 +26,11 @@ from realprobe.probes.calibrate import (
     calibrate,
     export,
     reliabilitybench_view,
-    resilibench_marginal,
     resilibench_view,
 )
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import compute_stats
-from realprobe.simulator.profile import Profile, ToolProfile, load_profile
+from realprobe.simulator.profile import Profile, ToolProfile, load_profile, resilibench_marginal
 from realprobe.store import Store
 
 

@@ -108,12 +108,18 @@ def _type_of(param: Any) -> str:
     return "other"
 
 
+#: groups whose own callback is a verb
+GROUP_VERBS = {"mcp"}
+
+
 def _commands() -> Iterator[tuple[str, Any]]:
     root = typer.main.get_command(app)
 
     def walk(cmd: Any, prefix: str) -> Iterator[tuple[str, Any]]:
         # list_commands/get_command rather than .commands: the root loads verbs lazily
         if hasattr(cmd, "list_commands"):
+            if prefix in GROUP_VERBS:  # a verb of its own too (`mcp`, beside `mcp proxy`)
+                yield prefix, cmd
             ctx = _click.Context(cmd)
             for name in cmd.list_commands(ctx):
                 yield from walk(cmd.get_command(ctx, name), f"{prefix} {name}".strip())
@@ -164,7 +170,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     rules.write_text(
         '[[rules]]\nname = "r"\nkind = "success_below"\nthreshold = 0.9\nwindow = "10m"\n'
     )
+    mcp_cassette = base / "session.jsonl"
+    mcp_cassette.write_text('{"realprobe_mcp_cassette": 1, "meta": {}}\n')
+    mcp_tape = base / "tape.jsonl"
+    mcp_tape.write_text('{"t": 0, "dir": "in", "raw": {"jsonrpc": "2.0", "id": 1, '
+                        '"method": "ping"}}\n')
     return {"base": base, "db": db, "tasks_db": tasks_db, "cassette": cassette,
+            "mcp_cassette": mcp_cassette, "mcp_tape": mcp_tape,
             "catalogue": catalogue, "rules": rules, "sweep": sweep}
 
 
@@ -191,6 +203,9 @@ def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
         "results": ["--db", str(f["tasks_db"])],
         "sweep": [str(f["sweep"]), "--db", str(base / "sw.db")],
         "mcp": [],
+        "mcp proxy": ["--upstream", "http://127.0.0.1:9/mcp"],
+        "mcp replay": [str(f["mcp_cassette"])],
+        "mcp import": [str(f["mcp_tape"]), str(base / "imported.jsonl")],
         "exporter": ["--db", db],
         "merge": [db, "-o", str(base / "merged.db")],
         "alert check": [str(f["rules"]), "--db", db, "--dry-run"],

@@ -100,7 +100,8 @@ def keywords(verb: str) -> set[str]:
     from realprobe.tasks.settings import EvalSettings
 
     functions = [getattr(realprobe, FUNCTIONS[verb])]
-    functions += {"run": [realprobe.run_tasks, TaskBatch.plan], "probe": [realprobe.probe_mcp],
+    functions += {"run": [realprobe.run_tasks, TaskBatch.plan, realprobe.evaluate],
+                  "probe": [realprobe.probe_mcp], "schedule": [realprobe.schedule_mcp],
                   "mcp": [realprobe.api.mcp_service],
                   "sandbox": [sandbox_for]}.get(verb, [])
     out: set[str] = set()

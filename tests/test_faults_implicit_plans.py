@@ -364,7 +364,7 @@ def _rule_success(rule: str, base: float) -> float:
 
 def test_resilibench_code_rule_is_clamped_and_the_paper_rule_is_not() -> None:
     # the code's rule: p = clamp(b * 0.9^(failures among the last 3), 0.1, 0.95)
-    from realprobe.probes.calibrate import resilibench_marginal
+    from realprobe.simulator.profile import resilibench_marginal
 
     code = _rule_success("resilibench-code", 0.8)
     assert code == pytest.approx(resilibench_marginal(0.8), abs=0.03)
@@ -406,7 +406,7 @@ def test_scaled_under_resilibench_rules_reaches_lambda_or_refuses() -> None:
         Profile(default=tp, rule="resilibench-paper").scaled(0.1)
     with pytest.raises(ProfileError, match="resilibench-code"):
         Profile(default=tp, rule="resilibench-code").scaled(0.01)
-    from realprobe.probes.calibrate import resilibench_marginal
+    from realprobe.simulator.profile import resilibench_marginal
 
     scaled = Profile(default=tp, rule="resilibench-code").scaled(0.275)
     assert resilibench_marginal(scaled.for_tool("x").success_rate) == pytest.approx(0.725)

@@ -287,3 +287,200 @@ async def _in_thread(fn: Any, *args: Any, **kw: Any) -> Any:
     import asyncio
 
     return await asyncio.to_thread(fn, *args, **kw)
+
+
+async def test_an_agent_is_scored_on_its_own_server_under_faults(tmp_path: Path) -> None:
+    from realprobe.api_mcp import evaluate
+    from realprobe.mcp.evaluation import McpToolbox
+
+    async def agent(prompt: str, box: McpToolbox) -> str:
+        assert {t["name"] for t in box.tools} == {"get_current_time", "convert_time"}
+        for _ in range(4):  # retries until the fault passes
+            got = await box.call("convert_time", CONVERT)
+            if got.ok:
+                return f"It is {got.data['target']['datetime'][11:16]} in Tokyo."
+        return "I could not find out."
+
+    def says_21(answer: str, calls: list[Any]) -> bool:
+        return "21:00" in answer
+
+    db = tmp_path / "eval.db"
+    tasks = [{"id": "tokyo", "prompt": "Noon UTC in Tokyo?", "check": says_21},
+             {"id": "tokyo-json", "prompt": "Noon UTC in Tokyo?",
+              "expect": {"answer_contains": ["21:00"], "calls_include": ["convert_time"],
+                         "calls_at_most": 1}}]
+    runs = await _in_thread(evaluate, agent, tasks, mcp_server=TIME, fault_rate=0.5, seed=2,
+                            repeat=2, db=db)
+    assert len(runs) == 4
+    for r in runs:
+        failed_calls = [c for c in r.calls if not c.ok]
+        assert all(c.fault and c.fault["origin"] == "injected" for c in failed_calls), r
+        if r.task == "tokyo":
+            assert r.success == any(c.ok for c in r.calls)
+        else:  # the expectation allows one call: a run that needed a retry fails it
+            assert r.success == (len(r.calls) == 1 and r.calls[0].ok), r
+    stored = rows(db, "SELECT task, outcome, tool_faults FROM task_runs ORDER BY started_at")
+    assert sorted((s["task"], s["outcome"]) for s in stored) == sorted(
+        (r.task, "full" if r.success else "failure") for r in runs)
+    steps = rows(db, "SELECT ok, fault_origin FROM task_steps")
+    assert {(s["ok"], s["fault_origin"]) for s in steps} <= {(1, None), (0, "injected")}
+
+
+async def test_the_workflow_agent_on_git_over_a_throwaway_repository(tmp_path: Path) -> None:
+    from realprobe.api_mcp import evaluate
+
+    if not Path(GIT).exists():
+        pytest.skip("mcp-server-git not installed")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=t", "commit", "-q",
+                    "--allow-empty", "-m", "the first commit"], cwd=repo, check=True)
+    task = {"id": "last-commit", "prompt": "What is the last commit message?",
+            "expect": {"answer_contains": ["the first commit"], "calls_include": ["git_log"]},
+            "workflow": [{"tool": "git_log", "args": {"repo_path": str(repo), "max_count": 1}}]}
+    (run,) = await _in_thread(evaluate, "workflow", [task], mcp_server=[GIT, "--repository",
+                                                                         str(repo)])
+    assert run.success, run
+
+
+async def test_over_http_and_in_front_of_an_http_server() -> None:
+    """`--transport http` serves one streamable-HTTP session; a stdio proxy with
+    `--upstream URL` relays to it: the client sees the server's tools and answers."""
+    import re
+
+    served = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "proxy", "--transport", "http", "--port",
+         "0", "--profile", "calm", "--", TIME], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, **ENV})
+    try:
+        assert served.stderr is not None
+        line = served.stderr.readline()
+        found = re.search(r"on (http://127\.0\.0\.1:\d+/mcp)", line)
+        assert found, line
+        direct = await session(StdioServerParameters(command=TIME), calls=1)
+        through = await session(realprobe("mcp", "proxy", "--upstream", found.group(1)), calls=1)
+        assert through == direct
+    finally:
+        served.send_signal(signal.SIGINT)
+        assert served.wait(timeout=30) == 130
+
+
+class QueueWire:
+    """One side of the proxy in process: lines in through `incoming`, out into `sent`."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.incoming: asyncio.Queue[str | None] = asyncio.Queue()
+        self.sent: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def recv(self) -> str | None:
+        return await self.incoming.get()
+
+    async def send(self, line: str) -> None:
+        await self.sent.put(json.loads(line))
+
+
+async def test_an_id_used_again_after_its_answer_is_a_new_request() -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+
+    client, server = QueueWire(), QueueWire()
+    proxy = Proxy(ProxyOptions(), server_hint="fake")
+    task = asyncio.ensure_future(proxy.run(client, server))
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}
+    await client.incoming.put(json.dumps(call))
+    assert (await server.sent.get())["method"] == "tools/call"
+    await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}))
+    assert (await client.sent.get())["id"] == 1
+    await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    assert (await server.sent.get())["method"] == "tools/list"
+    await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}))
+    assert (await client.sent.get())["result"] == {"tools": []}
+    await client.incoming.put(None)
+    summary = await task
+    assert (summary.calls, summary.ok) == (1, 1)
+
+
+def test_a_schedule_probes_a_server_round_after_round(tmp_path: Path) -> None:
+    calls, db = tmp_path / "calls.json", tmp_path / "s.db"
+    calls.write_text(json.dumps({"convert_time": CONVERT}))
+    res = subprocess.run(
+        [sys.executable, "-m", "realprobe.cli", "schedule", "--every", "0.1s", "--max-runs", "2",
+         "--mcp-server", TIME, "--mcp-calls", str(calls), "--db", str(db)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **ENV})
+    assert res.returncode == 0, res.stderr
+    runs = rows(db, "SELECT schedule_id, status FROM probe_runs")
+    assert len(runs) == 2 and len({r["schedule_id"] for r in runs}) == 1
+    assert {r["status"] for r in runs} == {"done"}
+    assert len(rows(db)) == 2
+
+
+async def test_a_server_initiated_request_is_relayed_recorded_and_replayed(
+    tmp_path: Path,
+) -> None:
+    """server-everything's sampling tool asks the client for a completion mid-call."""
+    from mcp.types import CreateMessageResult, TextContent
+
+    exe = shutil.which("mcp-server-everything")
+    if exe is None:
+        pytest.skip("node's @modelcontextprotocol/server-everything is not installed")
+    cassette = tmp_path / "sampling.jsonl"
+
+    async def sampled(params: StdioServerParameters) -> tuple[list[str], str]:
+        asked: list[str] = []
+
+        async def sampling(ctx: Any, p: Any) -> CreateMessageResult:
+            asked.append(p.messages[0].content.text)
+            return CreateMessageResult(role="assistant", model="fake",
+                                       content=TextContent(type="text", text="sampled!"))
+
+        async with Client(params, mode="legacy", sampling_callback=sampling,
+                          read_timeout_seconds=30) as c:
+            tool = next(t.name for t in (await c.list_tools()).tools
+                        if "sampl" in t.name.lower())
+            r = await c.call_tool(tool, {"prompt": "hello", "maxTokens": 10})
+        return asked, r.content[0].text  # type: ignore[union-attr]
+
+    live = await sampled(proxy("--record", str(cassette), server=[exe, "stdio"]))
+    assert live[0] and "hello" in live[0][0] and "sampled!" in live[1]
+    assert await sampled(realprobe("mcp", "replay", str(cassette))) == live
+
+
+async def test_a_request_the_server_never_answers_is_a_clear_error() -> None:
+    async with Client(proxy("--timeout", "1", server=[*HOSTILE, "--mute"]),
+                      read_timeout_seconds=120) as c:
+        with pytest.raises(MCPError) as caught:  # tools/list: the proxy's deadline
+            await c.list_tools()
+    assert caught.value.error.code == -32001
+    assert "no answer from the MCP server within 1 s" in caught.value.error.message
+
+
+async def test_a_recorded_session_keeps_no_credential_and_everything_else(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+    from realprobe.secrets import PLACEHOLDER
+
+    cassette = tmp_path / "s.jsonl"
+    client, server = QueueWire(), QueueWire()
+    proxy = Proxy(ProxyOptions(record=cassette), server_hint="fake")
+    task = asyncio.ensure_future(proxy.run(client, server))
+    args = {"api_key": "k-7f3e9a1c2b4d", "city": "Paris", "note": "token=abc123def456ghi"}
+    await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                          "params": {"name": "weather", "arguments": args}}))
+    assert (await server.sent.get())["params"]["arguments"] == args  # relayed as it came
+    await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {
+        "content": [{"type": "text", "text": "sunny in Paris"}]}}))
+    await client.sent.get()
+    await client.incoming.put(None)
+    await task
+    _, records = read_session(cassette)
+    sent = records[0]["msg"]["params"]["arguments"]
+    assert sent["api_key"] == PLACEHOLDER and sent["city"] == "Paris"
+    assert "abc123def456ghi" not in json.dumps(records)
+    assert records[1]["msg"]["result"]["content"][0]["text"] == "sunny in Paris"

@@ -175,6 +175,8 @@ def test_stats_and_the_report_show_the_signs(
     _probe_with_empty_answers(db)
     code, out, err = run_cli(["stats", "--db", str(db)], monkeypatch, capsys)
     assert code == 0, err
-    assert "quiet faults in news_latest's 40 ok calls: empty 10" in " ".join(out.split())
+    # the notes are grouped: the group's line, then one line per tool
+    assert ("quiet faults (drifted, empty or stale bodies) in the ok calls of 1 tool: "
+            "news_latest's 40 ok calls: empty 10 (25.0%)") in " ".join(out.split())
     html = render_html(build_report(db), plots={})
     assert "<h2>Quiet faults</h2>" in html and "<td>10 (25" in html

@@ -22,9 +22,9 @@ FRONT_DOOR = {
     "import_cassette", "import_openapi", "inspect_cassette", "load_cassette", "load_catalog",
     "load_profile", "make_client", "make_report", "make_sandbox", "make_sync_client",
     "mcp_import", "mcp_proxy", "mcp_replay", "merge_databases", "options", "plan_tasks",
-    "probe", "probe_mcp", "public_apis", "record_fixtures",
-    "record_round", "recover_cassette", "replay_round", "rows", "run_demo", "run_probes",
-    "run_tasks", "sandbox_running", "save_cassette", "save_profile", "schedule", "scrub_cassette",
+    "probe", "probe_mcp", "public_apis", "record_fixtures", "record_round", "recover_cassette",
+    "replay_round", "rows", "run_demo", "run_probes", "run_tasks", "sandbox_running",
+    "save_cassette", "save_profile", "schedule", "schedule_mcp", "scrub_cassette",
     "serve_exporter", "serve_mcp", "stats", "sweep", "task_results", "use_cassette",
     "verify_cassette", "window", "write_report",
 }

@@ -12,18 +12,21 @@ import pytest
 from scipy import stats as sps
 
 from realprobe.errors import ErrorCode
-from realprobe.probes.calibrate import (
-    calibrate,
-    export,
-    resilibench_base,
-    resilibench_marginal,
-)
+from realprobe.probes.calibrate import calibrate, export
 from realprobe.probes.drift import adjust, drift, pooled_rho, success_drift, two_proportion
 from realprobe.probes.latency_fit import fit_lognormal, ks_pvalue, ks_test
 from realprobe.probes.loading import ProbeArrays
 from realprobe.probes.stats import burst_chain, compute_stats, pooled_success, success_stats
 from realprobe.probes.synthetic import fault_model_arrays
-from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, Profile, ToolProfile
+from realprobe.simulator.profile import (
+    Burst,
+    LatencyModel,
+    Lognormal,
+    Profile,
+    ToolProfile,
+    resilibench_base,
+    resilibench_marginal,
+)
 
 ERRORS = {ErrorCode.TIMEOUT: 0.3, ErrorCode.SERVER_ERROR: 0.3, ErrorCode.NETWORK_ERROR: 0.2,
           ErrorCode.INVALID_RESPONSE: 0.2}

@@ -202,7 +202,9 @@ def test_period_option_drives_the_variability_flags(tmp_path: Path, monkeypatch,
     v = json.loads(out)["tools"][0]["variability"]
     assert code == 0 and v["periods"] == 4 and v["variable_success"] is True
     code, _, err = run_cli(["stats", "--db", db, "--period", "hourly"], monkeypatch, capsys)
-    assert "expected a length like" in one_line_error(code, err)
+    # the one duration grammar's message, naming the flag and the forms it takes
+    assert "--period: duration 'hourly': expected a positive length like 500ms, 90s, 30m, 1h30m" \
+        in one_line_error(code, err)
 
 
 def test_stats_says_when_day_to_day_variation_cannot_be_estimated(

@@ -126,7 +126,7 @@ def rp(*args: str) -> subprocess.CompletedProcess[str]:
     ("args", "message"),
     [
         (["run", "nope_task", "--profile", "calm"], "unknown task 'nope_task'"),
-        (["run", "--profile", "calm"], "run them all (--all)"),
+        (["run", "--profile", "calm"], "name tasks to run, or run every task (--all)"),
         (
             ["run", "--all", "--prompt", "flawed:typo", "--profile", "calm"],
             "--prompt 'flawed:typo'",
@@ -156,6 +156,16 @@ def test_bad_runner_input_is_a_clear_error(args: list[str], message: str, tmp_pa
     assert isinstance(res.exception, RealprobeError), res.output
     assert message in str(res.exception) and "\n" not in str(res.exception)
     assert not (tmp_path / "x.db").exists()  # bad input is refused before anything is stored
+
+
+def test_no_tasks_named_names_the_front_doors_keyword() -> None:
+    """`plan_tasks()` with no task and not `all=True` names `all`, the keyword it takes (and
+    the flag `--all` of `realprobe run` above)."""
+    from realprobe import plan_tasks
+
+    with pytest.raises(RealprobeError, match=r"run every task \(all\)") as exc:
+        plan_tasks(profile="calm")
+    assert exc.value.params == ("all",)
 
 
 def test_the_command_prints_one_line_and_exits_2(tmp_path: Path) -> None:

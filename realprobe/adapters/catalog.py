@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from realprobe.adapters.spec import ApiSpec, CatalogFile
 from realprobe.adapters.tool import Tool
 from realprobe.errors import RealprobeError
-from realprobe.limits import read_document
+from realprobe.limits import InputTooLarge, read_document
 
 
 class CatalogError(RealprobeError):
@@ -25,7 +25,12 @@ class CatalogError(RealprobeError):
 def _read_file(path: Path) -> Any:
     if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
         raise CatalogError(f"{path}: unknown catalogue format (use .toml, .yaml or .json)")
-    return read_document(path, "catalogue file")
+    try:
+        return read_document(path, "catalogue file")
+    except InputTooLarge:
+        raise
+    except RealprobeError as exc:  # unreadable or not parseable: a catalogue error
+        raise CatalogError(str(exc)) from None
 
 
 def read_catalog_file(path: str | Path) -> Any:

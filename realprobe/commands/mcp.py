@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -230,15 +231,24 @@ ProxyDbOpt = Annotated[
 ProxyTimeoutOpt = Annotated[
     float, typer.Option("--timeout", help="Seconds a call is awaited (or a hang held) at most.")
 ]
+TransportOpt = Annotated[
+    McpTransport, typer.Option("--transport", help="stdio, or http (one streamable-HTTP session).")
+]
+HostOpt = Annotated[str, typer.Option("--host", help="HTTP: address to listen on.")]
+PortOpt = Annotated[int, typer.Option("--port", help="HTTP: port (0 picks a free one).")]
 ProxyVantageOpt = Annotated[
     str | None, typer.Option("--vantage", help="Vantage label of stored rows (default: host).")
 ]
 
 
-def _ready(what: str) -> None:
+def _ready(what: str) -> Callable[[str], None]:
     from realprobe.mcp.serve import log_to_stderr
 
-    log_to_stderr(f"realprobe mcp: {what} over stdio (EOF or Ctrl-C stops)")
+    def ready(where: str) -> None:
+        stop = "EOF or Ctrl-C stops" if where == "stdio" else "Ctrl-C stops"
+        log_to_stderr(f"realprobe mcp: serving {what} on {where} ({stop})")
+
+    return ready
 
 
 def _ended(summary: object) -> None:
@@ -251,6 +261,12 @@ def _ended(summary: object) -> None:
     err = upstream_error(summary)
     if err is not None:
         raise err
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if summary.interrupted and last_signal() == signal.SIGINT:
+        raise typer.Exit(130)
 
 
 def proxy_cmd(
@@ -273,6 +289,9 @@ def proxy_cmd(
         int, typer.Option("--max-message-bytes", help="Refuse a server message over this size.")
     ] = 16 * 1024 * 1024,
     vantage: ProxyVantageOpt = None,
+    transport: TransportOpt = McpTransport.STDIO,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8767,
 ) -> None:
     """Put realprobe in front of any MCP server: relay every message both ways, inject
     calibrated faults per tools/call, record the session, store each call as a probe row.
@@ -285,8 +304,9 @@ def proxy_cmd(
         summary = mcp_proxy(
             command or None, upstream=upstream, profile=profile, fault_plan=fault_plan,
             fault_rate=fault_rate, seed=seed, record=record, db=db, timeout=timeout,
-            max_message_bytes=max_message_bytes, vantage=vantage,
-            on_ready=lambda: _ready("proxying " + (" ".join(command or []) or str(upstream))),
+            max_message_bytes=max_message_bytes, vantage=vantage, transport=transport.value,
+            host=host, port=port,
+            on_ready=_ready("a proxy of " + (" ".join(command or []) or str(upstream))),
         )
     _ended(summary)
 
@@ -309,8 +329,11 @@ def replay_cmd(
     db: ProxyDbOpt = None,
     timeout: ProxyTimeoutOpt = 60.0,
     vantage: ProxyVantageOpt = None,
+    transport: TransportOpt = McpTransport.STDIO,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8767,
 ) -> None:
-    """Serve a recorded MCP session over stdio with the server gone: recorded answers in
+    """Serve a recorded MCP session over stdio (or HTTP) with the server gone: recorded answers in
     order, matched like HTTP cassettes (faults and rows as for `mcp proxy`)."""
     from realprobe.api_mcp import mcp_replay
 
@@ -318,7 +341,8 @@ def replay_cmd(
         summary = mcp_replay(
             cassette, on_exhausted=on_exhausted, replay_latency=replay_latency,
             profile=profile, fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, db=db,
-            timeout=timeout, vantage=vantage, on_ready=lambda: _ready(f"replaying {cassette}"),
+            timeout=timeout, vantage=vantage, transport=transport.value, host=host, port=port,
+            on_ready=_ready(f"a replay of {cassette}"),
         )
     _ended(summary)
 

@@ -80,6 +80,25 @@ LockTimeoutOpt = Annotated[
     ),
 ]
 
+McpServerOpt = Annotated[
+    str | None,
+    typer.Option("--mcp-server", help='Probe an MCP server\'s tools instead: its command, '
+                 'e.g. "mcp-server-time" (needs --mcp-calls).'),
+]
+McpUrlOpt = Annotated[
+    str | None, typer.Option("--mcp-url", help="... or a streamable-HTTP MCP server URL.")
+]
+McpCallsOpt = Annotated[
+    Path | None,
+    typer.Option("--mcp-calls", help="JSON or TOML: tool name -> arguments, or a list of "
+                 "argument sets cycled over the rounds."),
+]
+McpIntervalOpt = Annotated[
+    float | None,
+    typer.Option("--mcp-interval", help="Seconds between calls to the MCP server "
+                 "(default 0 on stdio, 1 over HTTP)."),
+]
+
 
 def register(app: typer.Typer) -> None:
     app.command("probe")(probe_cmd)
@@ -275,24 +294,10 @@ def probe_cmd(
     force: ForceOpt = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
-    mcp_server: Annotated[
-        str | None,
-        typer.Option("--mcp-server", help='Probe an MCP server\'s tools instead: its command, '
-                     'e.g. "mcp-server-time" (needs --mcp-calls).'),
-    ] = None,
-    mcp_url: Annotated[
-        str | None, typer.Option("--mcp-url", help="... or a streamable-HTTP MCP server URL.")
-    ] = None,
-    mcp_calls: Annotated[
-        Path | None,
-        typer.Option("--mcp-calls", help="JSON or TOML: tool name -> arguments, or a list of "
-                     "argument sets cycled over the rounds."),
-    ] = None,
-    mcp_interval: Annotated[
-        float | None,
-        typer.Option("--mcp-interval", help="Seconds between calls to the MCP server "
-                     "(default 0 on stdio, 1 over HTTP)."),
-    ] = None,
+    mcp_server: McpServerOpt = None,
+    mcp_url: McpUrlOpt = None,
+    mcp_calls: McpCallsOpt = None,
+    mcp_interval: McpIntervalOpt = None,
 ) -> None:
     """Call each chosen tool N times, politely, and store one row per call.
 
@@ -360,6 +365,25 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
         print_summary(summary, path)
 
 
+def _schedule_mcp(a: dict[str, Any]) -> None:
+    """`schedule --mcp-server CMD --mcp-calls FILE` (`a`: the command's arguments)."""
+    from realprobe.api_mcp import schedule_mcp
+    from realprobe.commands.common import as_flags
+    from realprobe.store import db_path
+
+    if a["mcp_calls"] is None:
+        raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
+    path = db_path(a["db"])
+    with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "every", "cron"):
+        result = schedule_mcp(
+            a["mcp_calls"], mcp_server=a["mcp_server"], mcp_url=a["mcp_url"], every=a["every"],
+            cron=a["cron"], max_runs=a["max_runs"], jitter=a["jitter"], rounds=a["rounds"],
+            db=path, timeout=a["timeout"], vantage=a["vantage"],
+            mcp_interval=a["mcp_interval"], on_event=_show_event)
+    console.print(f"schedule {result.schedule_id}: {result.runs} rounds "
+                  f"({result.rounds_ok} ok, {result.rounds_failed} failed) -> {path}")
+
+
 def _show_event(event: dict[str, Any]) -> None:
     colour = {"round_failed": "red", "missed": "yellow", "skipped_overlap": "yellow"}.get(
         event["kind"], "cyan"
@@ -404,6 +428,10 @@ def schedule_cmd(
         typer.Option("--alerts", help="Alert rules file, checked after every round."),
     ] = None,
     as_json: JsonOpt = False,
+    mcp_server: McpServerOpt = None,
+    mcp_url: McpUrlOpt = None,
+    mcp_calls: McpCallsOpt = None,
+    mcp_interval: McpIntervalOpt = None,
 ) -> None:
     """Run probe rounds on a schedule (--every 30m runs its first round at once; --cron waits
     for its first fire time).
@@ -414,6 +442,8 @@ def schedule_cmd(
     from realprobe.api import schedule
     from realprobe.store import db_path
 
+    if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
+        return _schedule_mcp(locals())
     chosen = _chosen(tools, all_)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = db_path(db)

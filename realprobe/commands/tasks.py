@@ -74,6 +74,38 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def _run_mcp(a: dict[str, Any]) -> None:
+    """`run TASKS.json --mcp-server CMD` (`a`: the command's arguments): the MCP tasks of one
+    file, each following its workflow (the `workflow` agent), scored by its own check."""
+    from realprobe.api_mcp import evaluate
+    from realprobe.store import db_path
+
+    tasks, agent, timeout = a["tasks"], a["agent"], a["timeout"]
+
+    if agent not in ("reference", "workflow"):
+        raise RealprobeError("on an MCP server, `run` drives the tasks' workflows (--agent "
+                             "workflow); evaluate your own agent with realprobe.evaluate")
+    if not tasks or len(tasks) != 1:
+        raise RealprobeError("give one MCP tasks file (JSON or TOML) as TASKS")
+    path = db_path(a["db"])
+    with as_flags("mcp_server", "mcp_url", "profile", "fault_plan", "fault_rate", "repeat",
+                  "timeout"):
+        runs = evaluate(
+            "workflow", tasks[0], mcp_server=a["mcp_server"], mcp_url=a["mcp_url"],
+            profile=a["profile"], fault_plan=a["fault_plan"], fault_rate=a["fault_rate"],
+            seed=a["seed"], repeat=a["repeat"], db=path, name="workflow",
+            timeout=timeout or 10.0)
+    if a["as_json"]:
+        print_json([{"task": r.task, "repeat": r.repeat, "success": r.success,
+                     "reasons": r.reasons, "calls": len(r.calls)} for r in runs])
+        return
+    for r in runs:
+        mark = "[green]full[/green]" if r.success else "[red]failure[/red]"
+        console.print(f"{r.task} #{r.repeat}: {mark} · {len(r.calls)} calls"
+                      + (f" · {'; '.join(r.reasons)}" if r.reasons else ""))
+    console.print(f"{sum(r.success for r in runs)} of {len(runs)} runs met their check -> {path}")
+
+
 def run_cmd(
     tasks: Annotated[
         list[str] | None, typer.Argument(help="Task ids (see tasks_realworld/).")
@@ -145,12 +177,22 @@ def run_cmd(
     address: RunAddressOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
+    mcp_server: Annotated[
+        str | None,
+        typer.Option("--mcp-server", help="Run the MCP tasks of the file given as TASKS on this "
+                     "MCP server (a command), through `realprobe mcp proxy`."),
+    ] = None,
+    mcp_url: Annotated[
+        str | None, typer.Option("--mcp-url", help="... or on this streamable-HTTP MCP server.")
+    ] = None,
 ) -> None:
     """Run real-world tasks under an agent, score them, and store the runs (task_runs, task_steps).
 
     `realprobe run --all --agent reference --mode replay` replays the shipped cassettes offline;
     add `--executor ray` to spread the runs over a local Ray (or `--address` a cluster).
     """
+    if mcp_server is not None or mcp_url is not None:  # the tasks of an MCP server instead
+        return _run_mcp(locals())
     if list_:
         from realprobe.tasks.model import default_tasks_dir, load_tasks
 

@@ -21,7 +21,7 @@ from statistics import median
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.limits import check_nesting, read_bounded
+from realprobe.limits import read_document
 from realprobe.mcp.proxy import failed, tool_result
 from realprobe.result import ToolResult
 
@@ -29,18 +29,7 @@ from realprobe.result import ToolResult
 def load_calls(path: str | Path) -> dict[str, list[dict[str, Any]]]:
     """tool name -> argument sets (at least one each)."""
     p = Path(path)
-    text = read_bounded(p, f"calls file {p}").decode("utf-8", "replace")
-    try:
-        if p.suffix.lower() == ".toml":
-            import tomllib
-
-            raw: Any = tomllib.loads(text)
-        else:
-            raw = json.loads(text)
-    except ValueError as exc:
-        raise RealprobeError(f"calls file {p}: not valid {p.suffix or 'JSON'} ({exc})",
-                             param="mcp_calls") from exc
-    check_nesting(raw, str(p))
+    raw = read_document(p, "calls file")
     if not isinstance(raw, dict) or not raw:
         raise RealprobeError(f"calls file {p}: expected a table of tool name -> arguments",
                              param="mcp_calls")
@@ -100,6 +89,7 @@ async def probe_server(
     calls: dict[str, list[dict[str, Any]]], *, command: str | Sequence[str] | None = None,
     url: str | None = None, rounds: int = 1, db: Path, timeout_s: float = 10.0,
     vantage: str | None = None, interval_s: float = 0.0, on_call: Any = None,
+    schedule_id: str | None = None,
 ) -> Any:
     """Probe every tool of `calls` `rounds` times; one row per call in `db`."""
     from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
@@ -128,6 +118,7 @@ async def probe_server(
                 "vantage": vantage, "mode": "live", "target": f"mcp:{api}",
                 "target_kind": "live", "source": "probe", "tools": sorted(calls),
                 "rounds": rounds, "n_calls": 0, "version": __version__,
+                "schedule_id": schedule_id,
             })  # fmt: skip
             last = 0.0
             for rnd in range(rounds):

@@ -24,6 +24,8 @@ import json
 import logging
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,11 @@ JSONRPC_CODES = {-32602: ErrorCode.INVALID_INPUT, -32601: ErrorCode.NOT_FOUND,
 INJECTED_CODES = {ErrorCode.TIMEOUT: -32001, ErrorCode.INVALID_INPUT: -32602,
                   ErrorCode.NOT_FOUND: -32601}
 UPSTREAM_GONE = -32000
+#: the least time the handshake is given (a server may be slow to start)
+HANDSHAKE_S = 30.0
+#: where an injected answer carries its label (result `_meta`, error `data`): for evaluators,
+#: never shown to a model by a client that passes on content only
+FAULT_META = "realprobe/fault"
 MESSAGES = {
     ErrorCode.SERVER_ERROR: "the tool's backend failed (HTTP 503)",
     ErrorCode.RATE_LIMIT_ERROR: "rate limited (HTTP 429)",
@@ -158,6 +165,7 @@ class ProxySummary:
     upstream_exit: int | None = None  # the server ended the session (its exit code, -1 if unknown)
     server: str = ""
     run_id: str | None = None
+    interrupted: bool = False
 
 
 class Rows:
@@ -248,9 +256,19 @@ class Proxy:
         status = "done"
         try:
             done, _ = await asyncio.wait({down, up}, return_when=asyncio.FIRST_COMPLETED)
+            for ended in done:
+                failure = None if ended.cancelled() else ended.exception()
+                if failure is not None:
+                    raise failure
             if up in done and not down.done():
                 self.summary.upstream_exit = -1
                 await self._upstream_gone()
+        except asyncio.CancelledError:  # SIGINT/SIGTERM: a clean stop, rows and cassette kept
+            status = "interrupted"
+            self.summary.interrupted = True
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # handled here: what follows (closing) runs normally
         except BaseException:
             status = "interrupted"
             raise
@@ -294,14 +312,21 @@ class Proxy:
                 self.recorder.message("c2s", msg)
         if isinstance(msg, dict):
             method = msg.get("method")
+            if "id" in msg and method is not None:
+                self.answered.discard(json.dumps(msg["id"]))  # an id used again: a new request
             if method == "tools/call" and "id" in msg:
                 if not await self._call(msg):
                     return
             elif method == "notifications/cancelled":
                 if self._cancelled(msg):
                     return
-            elif method in ("initialize", "server/discover") and "id" in msg:
-                self.init_ids.add(json.dumps(msg["id"]))
+            elif isinstance(method, str) and "id" in msg:  # any other request: its deadline
+                handshake = method in ("initialize", "server/discover")
+                if handshake:
+                    self.init_ids.add(json.dumps(msg["id"]))
+                # a server starting up may take its time over the first answer
+                self._await_answer(Call(msg["id"], json.dumps(msg["id"]), "", None),
+                                   max(self.opts.timeout_s, HANDSHAKE_S) if handshake else None)
         await self.upstream.send(line)
 
     async def _call(self, msg: dict[str, Any]) -> bool:
@@ -323,9 +348,14 @@ class Proxy:
             return False
         if out is not None and out.implicit:
             self.summary.injected += 1
-        self.pending[call.key] = call
-        call.timer = loop.call_later(self.opts.timeout_s, self._expire, call.key)
+        self._await_answer(call)
         return True
+
+    def _await_answer(self, call: Call, deadline_s: float | None = None) -> None:
+        """A request relayed to the server: answered by the proxy if its deadline passes."""
+        self.pending[call.key] = call
+        call.timer = asyncio.get_running_loop().call_later(
+            deadline_s or self.opts.timeout_s, self._expire, call.key, deadline_s)
 
     def _label(self, call: Call) -> dict[str, Any] | None:
         inj = injection_of(call.tool, 0, call.out) if call.out is not None else None
@@ -344,15 +374,17 @@ class Proxy:
         if out.retry_after_s:
             message += f"; retry after {out.retry_after_s:g} s"
         profile = self.model.profile if self.model is not None else None
+        label = self._label(call)
         if profile is not None and profile.mcp_errors == "jsonrpc":
             answer: dict[str, Any] = {"jsonrpc": "2.0", "id": call.rid, "error": {
-                "code": INJECTED_CODES.get(out.code, -32603), "message": message}}
+                "code": INJECTED_CODES.get(out.code, -32603), "message": message,
+                "data": {FAULT_META: label}}}
         else:
             answer = {"jsonrpc": "2.0", "id": call.rid, "result": {"isError": True, "content": [
-                {"type": "text", "text": f"{out.code.value}: {message}"}]}}
+                {"type": "text", "text": f"{out.code.value}: {message}"}],
+                "_meta": {FAULT_META: label}}}
             if self.result_type:
                 answer["result"]["resultType"] = "complete"
-        label = self._label(call)
         await self._to_client(answer, injected=label)
         latency = (time.perf_counter() - call.t0) * 1000
         if self.rows is not None and label is not None:
@@ -374,30 +406,38 @@ class Proxy:
                                (time.perf_counter() - call.t0) * 1000))
         return held
 
-    def _expire(self, key: str) -> None:
+    def _expire(self, key: str, deadline_s: float | None = None) -> None:
         call = self.held.pop(key, None) or self.pending.pop(key, None)
         if call is None:
             return
-        waited = self.opts.timeout_s
+        waited = deadline_s or self.opts.timeout_s
         self._spawn(self._answer_error(call, ErrorCode.TIMEOUT, -32001,
                                        f"no answer from the MCP server within {waited:g} s"
-                                       + self._garbage_note()))
+                                       + self._garbage_note(), self._label(call)))
 
     def _garbage_note(self) -> str:
         n = self.summary.garbage
         return f" (it wrote {n} line(s) that are not JSON-RPC meanwhile)" if n else ""
 
-    async def _answer_error(self, call: Call, code: ErrorCode, rpc: int, message: str) -> None:
+    async def _answer_error(self, call: Call, code: ErrorCode, rpc: int, message: str,
+                            label: dict[str, Any] | None = None) -> None:
         result = failed(call.tool, code, message, (time.perf_counter() - call.t0) * 1000)
         self._end(call, result)
-        await self._to_client({"jsonrpc": "2.0", "id": call.rid,
-                               "error": {"code": rpc, "message": message}})
+        error: dict[str, Any] = {"code": rpc, "message": message}
+        if label is not None:
+            error["data"] = {FAULT_META: label}
+        await self._to_client({"jsonrpc": "2.0", "id": call.rid, "error": error}, injected=label)
 
-    def _end(self, call: Call, result: ToolResult, note: str = "") -> None:
-        """Store a finished call (once) and forget it."""
+    def _end(self, call: Call, result: ToolResult, note: str = "", *,
+             by_proxy: bool = True) -> None:
+        """Store a finished call (once) and forget it; one the proxy ended itself has its
+        server's late answer dropped."""
         if call.timer is not None:
             call.timer.cancel()
-        self.answered.add(call.key)
+        if by_proxy:
+            self.answered.add(call.key)
+        if not call.tool:
+            return  # not a tools/call: no row
         self.summary.ok += int(result.ok)
         if self.rows is None:
             return
@@ -436,8 +476,10 @@ class Proxy:
             call = self.pending.pop(key, None)
             if call is None and key in self.answered:
                 return  # the proxy already answered it (deadline, cancellation)
-            if call is not None:
+            if call is not None and call.tool:
                 line, msg = self._answered(call, msg, line)
+            elif call is not None:
+                self._end(call, tool_result("", msg, 0.0, 0), by_proxy=False)
         await self._to_client(msg, line, self._label_if_rewritten(msg))
 
     def _label_if_rewritten(self, msg: dict[str, Any]) -> dict[str, Any] | None:
@@ -458,10 +500,11 @@ class Proxy:
                                     self.earlier.get(call.tool))
                 self._put_doc(res, new)
                 label = self._label(call)
+                res["_meta"] = {**(res.get("_meta") or {}), FAULT_META: label}
                 line = json.dumps(msg, ensure_ascii=False)
                 msg["_realprobe_injected"] = label
             self.earlier[call.tool] = original
-        self._end(call, result, note)
+        self._end(call, result, note, by_proxy=False)
         return line, msg
 
     @staticmethod
@@ -526,38 +569,48 @@ def upstream_error(summary: ProxySummary) -> RealprobeError | None:
                        f"{summary.garbage} unreadable line(s)")
 
 
-async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: str | None = None,
-                cassette: Any = None, on_ready: Any = None) -> ProxySummary:
-    """Relay the proxy's stdin/stdout to a server started from `command`, a streamable-HTTP
-    server at `url`, or a recorded session (`cassette`: a CassetteUpstream)."""
-    from realprobe.mcp.wire import ProcessWire, StdioFront, http_upstream
+@asynccontextmanager
+async def _front(http: tuple[str, int] | None, on_ready: Any) -> AsyncIterator[Wire]:
+    from realprobe.mcp.wire import StdioFront, http_front
 
+    if http is not None:
+        async with http_front(*http, on_ready=on_ready) as wire:
+            yield wire
+        return
     front = await StdioFront.open()
     try:
-        if cassette is not None:
-            proxy = Proxy(opts, server_hint=str(cassette.meta.get("server") or "replay"),
-                          meta={"replayed": opts.replayed})
-            if on_ready:
-                on_ready()
-            try:
-                return await proxy.run(front, cassette)
-            finally:
-                cassette.close()
-        if url is not None:
-            async with http_upstream(url) as wire:
-                proxy = Proxy(opts, server_hint=url, meta={"server": url})
-                if on_ready:
-                    on_ready()
-                return await proxy.run(front, wire)
-        assert command is not None
-        pw = await ProcessWire.start(command, limit=opts.max_message_bytes)
-        try:
-            proxy = Proxy(opts, server_hint=Path(command[0]).name,
-                          meta={"server": Path(command[0]).name, "argv": command})
-            if on_ready:
-                on_ready()
-            return await proxy.run(front, pw)
-        finally:
-            await pw.close()
+        if on_ready is not None:
+            on_ready("stdio")
+        yield front
     finally:
         front.close()
+
+
+async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: str | None = None,
+                cassette: Any = None, on_ready: Any = None,
+                http: tuple[str, int] | None = None) -> ProxySummary:
+    """Relay the client (stdio, or one streamable-HTTP session on `http` = (host, port)) to a
+    server started from `command`, a streamable-HTTP server at `url`, or a recorded session
+    (`cassette`: a CassetteUpstream); `on_ready(where)` once the client side is open."""
+    from realprobe.mcp.wire import ProcessWire, http_upstream
+
+    if cassette is not None:
+        proxy = Proxy(opts, server_hint=str(cassette.meta.get("server") or "replay"),
+                      meta={"replayed": opts.replayed})
+        try:
+            async with _front(http, on_ready) as front:
+                return await proxy.run(front, cassette)
+        finally:
+            cassette.close()
+    if url is not None:
+        async with http_upstream(url) as wire, _front(http, on_ready) as front:
+            return await Proxy(opts, server_hint=url, meta={"server": url}).run(front, wire)
+    assert command is not None
+    pw = await ProcessWire.start(command, limit=opts.max_message_bytes)
+    try:
+        proxy = Proxy(opts, server_hint=Path(command[0]).name,
+                      meta={"server": Path(command[0]).name, "argv": command})
+        async with _front(http, on_ready) as front:
+            return await proxy.run(front, pw)
+    finally:
+        await pw.close()

@@ -97,7 +97,8 @@ def read_session(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
                 continue
             records.append(rec)
     if meta is None:
-        raise CassetteError(f"{path}: empty, not an MCP session cassette")
+        raise CassetteError(f"{path}: not an MCP session cassette (no {FORMAT_KEY} header "
+                            "line); `realprobe mcp import` converts other recorders' JSONL")
     return meta, records
 
 

@@ -8,7 +8,6 @@ successes (censored fit), and the burst chain.
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from typing import Any
@@ -20,7 +19,6 @@ from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unava
 from realprobe.probes.loading import FloatArray, ProbeArrays
 from realprobe.probes.numeric import one_blas_thread
 from realprobe.probes.stats import StatsReport, ToolStats, wilson
-from realprobe.simulator.faults import RB_CLAMP, RB_PENALTY, RB_WINDOW
 from realprobe.simulator.profile import (
     Burst,
     ImplicitFaults,
@@ -31,6 +29,7 @@ from realprobe.simulator.profile import (
     RetryAfter,
     ToolProfile,
     chain_with_rate,
+    resilibench_base,
 )
 
 VIEWS = ("profile", "resilibench", "reliabilitybench")
@@ -898,37 +897,8 @@ def _deadline_note(deadline_s: float | None) -> str:
 # -- ResiliBench: its simulator draws success with p = tool_success_rate, times 0.9 per
 # failure among the last three calls, clamped to [0.1, 0.95] (and halved / times 0.7 for
 # unmet / failed dependencies, which belong to the task, not the tool)
-# (RB_PENALTY, RB_WINDOW, RB_CLAMP live with the simulator that runs the rule)
-
-
-def resilibench_marginal(base: float) -> float:
-    """The long-run share of successes ResiliBench's simulator produces for a tool called
-    over and over with tool_success_rate `base`: the stationary law of the chain on the last
-    three outcomes."""
-    states = list(itertools.product((0, 1), repeat=RB_WINDOW))  # 1 = failed
-    index = {st: i for i, st in enumerate(states)}
-    probs = [min(max(base * RB_PENALTY ** sum(st), RB_CLAMP[0]), RB_CLAMP[1]) for st in states]
-    trans = np.zeros((len(states), len(states)))
-    for st, q in zip(states, probs, strict=True):
-        trans[index[st], index[(*st[1:], 0)]] += q
-        trans[index[st], index[(*st[1:], 1)]] += 1 - q
-    # stationary distribution: left eigenvector for eigenvalue 1
-    a = np.vstack([trans.T - np.eye(len(states)), np.ones(len(states))])
-    b = np.zeros(len(states) + 1)
-    b[-1] = 1.0
-    pi = np.linalg.lstsq(a, b, rcond=None)[0]
-    return float(np.dot(pi, probs))
-
-
-def resilibench_base(marginal: float) -> tuple[float, bool]:
-    """The tool_success_rate whose simulated long-run success is `marginal`, and whether that
-    is reachable (the clamp caps the long-run rate at about 0.94 and floors it at 0.1)."""
-    lo, hi = resilibench_marginal(0.0), resilibench_marginal(1.0)
-    if marginal <= lo:
-        return 0.0, marginal >= lo - 1e-9
-    if marginal >= hi:
-        return 1.0, marginal <= hi + 1e-9
-    return float(optimize.brentq(lambda b: resilibench_marginal(b) - marginal, 0.0, 1.0)), True
+# (the rule's constants and its long-run chain, `resilibench_base`, live with the profile's
+# failure rule in the simulator)
 
 
 def resilibench_view(profile: Profile, deadline_s: float | None = None) -> dict[str, Any]:

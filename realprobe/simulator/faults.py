@@ -23,21 +23,16 @@ from typing import Protocol
 from realprobe.errors import ErrorCode
 from realprobe.simulator.profile import (
     IMPLICIT_VARIANTS,
+    RB_CLAMP,
+    RB_FAILED_DEP,
+    RB_PENALTY,
+    RB_RULES,
+    RB_UNCALLED,
+    RB_WINDOW,
     Profile,
     ToolProfile,
     chain_with_rate,
 )
-
-#: ResiliBench's rule over the task's history (every tool of the run): success chance times
-#: 0.9 per counted failure; its code counts the last three calls once the history holds three
-#: and clamps to [0.1, 0.95], its paper counts every earlier failure of the task. Both lower
-#: it by 0.5 per dependency not yet satisfied and 0.7 per dependency whose last call failed.
-RB_PENALTY = 0.9
-RB_WINDOW = 3
-RB_CLAMP = (0.1, 0.95)
-RB_UNCALLED = 0.5
-RB_FAILED_DEP = 0.7
-RB_RULES = ("resilibench-paper", "resilibench-code")
 
 
 @dataclass(frozen=True, slots=True)

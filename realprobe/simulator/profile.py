@@ -259,6 +259,53 @@ ImplicitVariant = Literal["stale", "empty", "wrong", "drift"]
 #: how a tool's failure chance is decided call by call
 FailureRule = Literal["burst", "resilibench-paper", "resilibench-code"]
 
+#: ResiliBench's rule over the task's history (every tool of the run): success chance times
+#: 0.9 per counted failure; its code counts the last three calls once the history holds three
+#: and clamps to [0.1, 0.95], its paper counts every earlier failure of the task. Both lower
+#: it by 0.5 per dependency not yet satisfied and 0.7 per dependency whose last call failed.
+RB_PENALTY = 0.9
+RB_WINDOW = 3
+RB_CLAMP = (0.1, 0.95)
+RB_UNCALLED = 0.5
+RB_FAILED_DEP = 0.7
+RB_RULES = ("resilibench-paper", "resilibench-code")
+
+
+def resilibench_marginal(base: float) -> float:
+    """The long-run share of successes ResiliBench's simulator produces for a tool called
+    over and over with tool_success_rate `base`: the stationary law of the chain on the last
+    three outcomes."""
+    import itertools
+
+    import numpy as np
+
+    states = list(itertools.product((0, 1), repeat=RB_WINDOW))  # 1 = failed
+    index = {st: i for i, st in enumerate(states)}
+    probs = [min(max(base * RB_PENALTY ** sum(st), RB_CLAMP[0]), RB_CLAMP[1]) for st in states]
+    trans = np.zeros((len(states), len(states)))
+    for st, q in zip(states, probs, strict=True):
+        trans[index[st], index[(*st[1:], 0)]] += q
+        trans[index[st], index[(*st[1:], 1)]] += 1 - q
+    # stationary distribution: left eigenvector for eigenvalue 1
+    a = np.vstack([trans.T - np.eye(len(states)), np.ones(len(states))])
+    b = np.zeros(len(states) + 1)
+    b[-1] = 1.0
+    pi = np.linalg.lstsq(a, b, rcond=None)[0]
+    return float(np.dot(pi, probs))
+
+
+def resilibench_base(marginal: float) -> tuple[float, bool]:
+    """The tool_success_rate whose simulated long-run success is `marginal`, and whether that
+    is reachable (the clamp caps the long-run rate at about 0.94 and floors it at 0.1)."""
+    from scipy import optimize
+
+    lo, hi = resilibench_marginal(0.0), resilibench_marginal(1.0)
+    if marginal <= lo:
+        return 0.0, marginal >= lo - 1e-9
+    if marginal >= hi:
+        return 1.0, marginal <= hi + 1e-9
+    return float(optimize.brentq(lambda b: resilibench_marginal(b) - marginal, 0.0, 1.0)), True
+
 #: the error mix given to a tool that has none when `scaled` makes it fail (the fault kinds
 #: a chaos-style injector uses: timeouts, rate limits, partial responses, schema drift)
 DIAL_MIX: dict[ErrorCode, float] = {
@@ -381,8 +428,6 @@ class Profile(_Model):
         """Under ResiliBench's code rule every tool gets the base rate whose long-run failure
         share (its last-three window and clamp, over the task's calls) is `lam`; the paper's
         rule has no long-run share (each failure lowers success for good)."""
-        from realprobe.probes.calibrate import resilibench_base
-
         if self.rule == "resilibench-paper":
             raise ProfileError(
                 f"fault rate {lam:g}: rule resilibench-paper has no long-run failure share "

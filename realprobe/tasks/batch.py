@@ -140,7 +140,7 @@ class TaskBatch:
         cls,
         names: list[str],
         *,
-        all_tasks: bool = False,
+        all: bool = False,
         agent: str = "reference",
         settings: EvalSettings | None = None,
         repeat: int = 1,
@@ -183,7 +183,7 @@ class TaskBatch:
         llm = llm_settings(agent, base_url, model, api_key_env, llm_timeout, on_note)
         cat = catalog or Catalog.load([])
         folder = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
-        chosen = pick_tasks(load_tasks(folder), names, all_tasks)
+        chosen = pick_tasks(load_tasks(folder), names, all)
         known = {*cat.tools, *OUTPUT_TOOLS}
         cfg = settings.run_config(
             default_prompt="optimal" if agent == "reference" else "baseline", agent=agent,

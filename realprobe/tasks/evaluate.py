@@ -212,7 +212,7 @@ def evaluate(
     if name in AGENT_NAMES:
         raise RealprobeError(f"name {name!r} is a built-in agent's; pick another", param="name")
     batch = TaskBatch.plan(
-        list(tasks or []), all_tasks=not tasks, agent="reference",
+        list(tasks or []), all=not tasks, agent="reference",
         settings=EvalSettings.given(settings, target, outside=True, **fields), repeat=repeat,
         concurrency=concurrency, tasks_dir=tasks_dir, catalog=catalog,
     )

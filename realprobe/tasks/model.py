@@ -280,7 +280,7 @@ def load_tasks(folder: Path) -> dict[str, Task]:
 def pick_tasks(tasks: dict[str, Task], names: list[str], all_: bool) -> list[Task]:
     if all_ or not names:
         if not all_ and not names:
-            raise TaskFileError("name tasks to run, or run them all (all_tasks)", param="all_tasks")
+            raise TaskFileError("name tasks to run, or run every task (all)", param="all")
         return list(tasks.values())
     out = []
     for name in names:
