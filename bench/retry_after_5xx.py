@@ -51,7 +51,7 @@ def main() -> None:
             db2 = Path(tmp) / f"sim{seed}.db"
             sim = realprobe.TransportOptions(mode=realprobe.Mode.SIMULATE, profile=prof, seed=seed)
             realprobe.probe([tool], rounds=600, db=db2, target=sim, catalog=api.catalog,
-                            polite=False)
+                            politeness="off")
             _, rep2 = stats_from_db(db2)
             ra = calibrate(rep2, db=str(db2)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
             inside = first.share_ci95[0] <= ra.share <= first.share_ci95[1]

@@ -362,7 +362,7 @@ def test_a_5xx_retry_after_share_round_trips(tmp_path: Path) -> None:
     assert ra.share_ci95 is not None
     prof = calibrate(rep, db=str(db))
     sim = realprobe.TransportOptions(mode=realprobe.Mode.SIMULATE, profile=prof, seed=5)
-    realprobe.probe([tool], rounds=600, db=db2, target=sim, catalog=api.catalog, polite=False)
+    realprobe.probe([tool], rounds=600, db=db2, target=sim, catalog=api.catalog, politeness="off")
     _, rep2 = stats_from_db(db2)
     again = calibrate(rep2, db=str(db2)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
     assert again.n > 200
