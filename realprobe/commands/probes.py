@@ -165,11 +165,10 @@ def _all_excluded(db: Path, run_id: str) -> RealprobeError | None:
     """When every row of a run was excluded from statistics because a realprobe server
     answered instead of the API (a sandbox serving another catalogue, no fixture): the error
     saying why and what to run, else None."""
-    import sqlite3
-
     from realprobe.errors import Unavailable
+    from realprobe.store import read_only
 
-    with contextlib.closing(sqlite3.connect(db)) as conn:
+    with contextlib.closing(read_only(db)) as conn:
         n, kept, detail = conn.execute(
             "SELECT count(*), sum(excluded = 0), max(detail) FROM probes WHERE run_id = ?",
             [run_id]).fetchone()
