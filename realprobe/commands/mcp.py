@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -31,10 +31,6 @@ from realprobe.commands.common import (
 )
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
-
-if TYPE_CHECKING:
-    pass
-
 
 
 class McpTransport(StrEnum):
