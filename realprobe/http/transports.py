@@ -24,6 +24,11 @@ BUDGET_HEADER = "X-Realprobe-Budget"
 #: outcome whatever order concurrent calls arrive in
 DRAW: contextvars.ContextVar[str | None] = contextvars.ContextVar("realprobe_draw", default=None)
 DRAW_HEADER = "X-Realprobe-Draw"
+#: a sandbox's answer to a request that told its budget: MISSED (the phase the call was in)
+#: when the seed drew it to miss the deadline, sent once the budget is spent; otherwise DELAY,
+#: the milliseconds the sandbox drew for the answer, so a late-scheduled client keeps it
+MISSED_HEADER = "X-Realprobe-Missed"
+DELAY_HEADER = "X-Realprobe-Delay-Ms"
 
 SANDBOX_FAULT_PREFIX = "/_fault/"
 
