@@ -46,6 +46,7 @@ from realprobe.cassettes.scrub import (
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import RealprobeError
 from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
+from realprobe.http.transports import SANDBOX_EXT
 from realprobe.version import __version__
 
 EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
@@ -199,6 +200,7 @@ class Recorder:
         self._chunks: dict[int, list[bytes]] = {}
         self._entry: dict[int, float] = {}
         self._timings: dict[int, dict[str, float]] = {}
+        self._extensions: dict[int, Mapping[str, Any]] = {}  # a router marks who answered
         first = max((c.seq for c in base.calls), default=-1) + 1 if base is not None else 0
         self._seq = itertools.count(first)
         self._t0: float | None = None
@@ -241,6 +243,7 @@ class Recorder:
             ),
         )
         ext = extensions or {}
+        self._extensions[seq] = ext
         call.budget_s = budget_of(ext, entry)
         timing = ext.get(TIMING_EXT)
         if isinstance(timing, dict) and "start" in timing:
@@ -324,6 +327,7 @@ class Recorder:
     def _stored(self, call: Call) -> Call | None:
         """The call as the cassette keeps it: body joined, redirect hops whole, through
         `before_record` (None: not kept)."""
+        call.sandbox = bool(self._extensions.get(call.seq, {}).get(SANDBOX_EXT))
         chunks = self._chunks.get(call.seq)
         if chunks is not None:
             call.body = b"".join(chunks)

@@ -32,7 +32,13 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
 from realprobe.http import phases
 from realprobe.http.decoding import StreamDecoder
-from realprobe.http.transports import BUDGET_EXT, DELAY_HEADER, MISSED_HEADER, REQUEST_ID_EXT
+from realprobe.http.transports import (
+    BUDGET_EXT,
+    DELAY_HEADER,
+    MISSED_HEADER,
+    REQUEST_ID_EXT,
+    SANDBOX_EXT,
+)
 from realprobe.target import Target, TargetKind
 from realprobe.version import USER_AGENT
 
@@ -141,10 +147,11 @@ class _Call:
         self.received = 0
         self.timing: dict[str, float] = {"start": self.start}
         self.deadline_fired = False  # set by the sync client's watchdog
-        #: a sandbox call: the sandbox's marks decide whether it made its deadline, and
-        #: `settled` is then the latency it reports (the drawn one, not this process's lag)
-        self.sandbox = False
+        #: seconds past the deadline this call waits for its target's word (a sandbox's)
+        self.grace_s = 0.0
+        #: the latency a sandbox's marks settled (see `settle`), not this process's lag
         self.settled: float | None = None
+        self.sent: httpx.Request | None = None  # the last hop's request
         self.trace: phases.PhaseTrace | None = None
         #: where the fetch is (FETCH_PHASES), told by httpcore's trace events where the
         #: transport reports them; `reached`: a server accepted the connection
@@ -178,15 +185,21 @@ class _Call:
     def elapsed(self) -> float:
         return self.settled if self.settled is not None else self.clock.now() - self.start
 
-    def grace(self) -> float:
-        return SANDBOX_GRACE_S if self.sandbox else 0.0
+    @property
+    def sandbox(self) -> bool:
+        """Whether the sandbox answered this call, live or in the recording replayed: its
+        marks then decide the outcome (`SANDBOX_EXT`); no other answer's are read."""
+        return self.sent is not None and bool(self.sent.extensions.get(SANDBOX_EXT))
 
     def settle(self, response: httpx.Response) -> None:
         """A sandbox call's outcome as the sandbox drew it from the seed and the request
         (`realprobe.sandbox.wire`), whatever this process's timers did: a call marked missed
         is a timeout at the deadline; an answer read after the deadline counts with the delay
-        the sandbox drew for it, when it says one (else it is late)."""
+        the sandbox drew for it, when it says one (else it is late). A replay of a recorded
+        sandbox call settles the same way, so it reports what the live client did."""
         if not self.sandbox:
+            if self.grace_s and self.elapsed() > self.deadline:  # the grace was not its own
+                raise DeadlineExceeded("the answer came after the deadline")
             return
         missed = response.headers.get(MISSED_HEADER)
         if missed is not None:
@@ -204,11 +217,11 @@ class _Call:
     def request(self, client: httpx.AsyncClient | httpx.Client) -> httpx.Request:
         """The next hop's request, its timeouts cut to what is left of the deadline."""
         remaining = self.remaining()
-        if remaining + self.grace() <= 0:
+        if remaining + self.grace_s <= 0:
             raise DeadlineExceeded("deadline passed before the request was sent")
         timeout = httpx.Timeout(
-            min(self.config.read_timeout_s, remaining + self.grace()),
-            connect=min(self.config.connect_timeout_s, remaining + self.grace()),
+            min(self.config.read_timeout_s, remaining + self.grace_s),
+            connect=min(self.config.connect_timeout_s, remaining + self.grace_s),
         )
         request = client.build_request(
             self.method, self.current, headers=self.headers, timeout=timeout
@@ -219,6 +232,7 @@ class _Call:
         request.extensions[BUDGET_EXT] = remaining if self.redirects else self.deadline
         request.extensions[TIMING_EXT] = self.timing
         request.extensions[REQUEST_ID_EXT] = self.request_id
+        self.sent = request
         # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
         # the same httpcore trace callback as the phase timings
         trace = phases.begin(
@@ -295,7 +309,8 @@ class _Call:
         self.settle(response)
         fetched = Fetched(
             status=response.status_code,
-            headers={k.lower(): v for k, v in response.headers.items() if k != _DELAY},
+            headers={k.lower(): v for k, v in response.headers.items()
+                     if not (self.sandbox and k == _DELAY)},
             body=body,
             url=str(self.current),
             elapsed_s=self.elapsed(),
@@ -333,8 +348,9 @@ class _Call:
                 code = ErrorCode.TIMEOUT
                 # the phase stays out of the text: a replay must report what the recording did
                 message = f"no complete answer within the {self.deadline:g}s deadline"
-            if code is ErrorCode.TIMEOUT and self.sandbox and self.settled is None:
-                self.settled = self.deadline  # the sandbox said nothing within the grace
+            if code is ErrorCode.TIMEOUT and self.settled is None and (self.sandbox
+                                                                        or self.grace_s):
+                self.settled = self.deadline  # no word within the grace: late at the deadline
             failure = FetchFailure(code, message, phase=phase, reached=reached)
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
@@ -404,8 +420,13 @@ def _start(client: HttpClient | SyncHttpClient, method: str, url: str,
            allow_private: bool) -> _Call:
     call = _Call(client.config, client.clock, method, url, params, headers, deadline,
                  allow_private)
-    call.sandbox = client.target.kind is TargetKind.SANDBOX
+    call.grace_s = _grace(client.target)
     return call
+
+
+def _grace(target: Target) -> float:
+    """Seconds past a deadline a client of `target` may wait for its word on a call."""
+    return SANDBOX_GRACE_S if target.kind is TargetKind.SANDBOX else 0.0
 
 
 def _client_kwargs(config: ClientConfig) -> dict[str, Any]:
@@ -464,7 +485,7 @@ class HttpClient:
             # On a virtual clock the simulated and replayed transports raise timeouts
             # themselves; nothing here may wait for real.
             guard = (contextlib.nullcontext() if self.clock.virtual
-                     else asyncio.timeout(deadline + call.grace()))
+                     else asyncio.timeout(deadline + call.grace_s))
             async with guard:
                 return await self._follow(call)
         except Exception as exc:
@@ -472,8 +493,7 @@ class HttpClient:
 
     @property
     def grace_s(self) -> float:
-        """Seconds past a deadline this client may wait for its target's word on a call."""
-        return SANDBOX_GRACE_S if self.target.kind is TargetKind.SANDBOX else 0.0
+        return _grace(self.target)
 
     async def _follow(self, call: _Call) -> Fetched:
         for _hop in range(self.config.max_redirects + 1):
@@ -541,7 +561,7 @@ class SyncHttpClient:
         call.sync = True
         # one watchdog ticket for the whole fetch, armed before anything is sent: slow TLS,
         # slow headers and a slow body all end at the deadline
-        ticket = WATCHDOG.arm(time.monotonic() + deadline + call.grace(), call)
+        ticket = WATCHDOG.arm(time.monotonic() + deadline + call.grace_s, call)
         try:
             return self._follow(call)
         except Exception as exc:
