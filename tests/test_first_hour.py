@@ -219,12 +219,12 @@ def test_a_sandbox_calls_outcome_is_the_sandboxs_word_not_the_timers() -> None:
     from realprobe.clock import VirtualClock
     from realprobe.errors import DeadlineExceeded
     from realprobe.http.client import ClientConfig, _Call
-    from realprobe.http.transports import DELAY_HEADER, MISSED_HEADER
+    from realprobe.http.transports import DELAY_HEADER, MISSED_HEADER, SANDBOX_EXT
 
     def late(headers: dict[str, str], sandbox: bool = True) -> _Call:
         clock = VirtualClock()
         call = _Call(ClientConfig(), clock, "GET", "http://x.test/", None, None, 2.0, False)
-        call.sandbox = sandbox
+        call.sent = httpx.Request("GET", "http://x.test/", extensions={SANDBOX_EXT: sandbox})
         clock.advance(2.6)
         call.settle(httpx.Response(200 if MISSED_HEADER not in headers else 504,
                                    headers=headers))
