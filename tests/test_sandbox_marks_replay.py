@@ -67,9 +67,13 @@ async def fetch_all(client: HttpClient) -> dict[str, Outcome]:
     return out
 
 
-def run_async(kind: TargetKind, cassette: Path) -> tuple[dict[str, Outcome], dict[str, Outcome]]:
-    """Record through `kind` (sandbox: the router's), then replay on a virtual clock."""
-    async def go() -> tuple[dict[str, Outcome], dict[str, Outcome]]:
+Runs = tuple[dict[str, Outcome], dict[str, Outcome], dict[str, Outcome]]
+
+
+def run_async(kind: TargetKind, cassette: Path) -> Runs:
+    """Record through `kind` (sandbox: the router's), then replay on a virtual clock, then
+    instantly (latency none: no time passes)."""
+    async def go() -> Runs:
         clock = VirtualClock()
         inner: httpx.AsyncBaseTransport = answer(clock)
         target = Target.live()
@@ -80,11 +84,14 @@ def run_async(kind: TargetKind, cassette: Path) -> tuple[dict[str, Outcome], dic
                           target=target)
         async with live:
             recorded = await fetch_all(live)
-        clock = VirtualClock()
-        replay = HttpClient(ReplayTransport.from_path(cassette, clock=clock, latency="virtual"),
-                            clock=clock, target=Target(kind=TargetKind.REPLAY))
-        async with replay:
-            return recorded, await fetch_all(replay)
+        replayed = []
+        for latency in ("virtual", "none"):
+            clock = VirtualClock()
+            replay = HttpClient(ReplayTransport.from_path(cassette, clock=clock, latency=latency),
+                                clock=clock, target=Target(kind=TargetKind.REPLAY))
+            async with replay:
+                replayed.append(await fetch_all(replay))
+        return recorded, replayed[0], replayed[1]
     return asyncio.run(go())
 
 
@@ -94,7 +101,7 @@ def stored_marks(cassette: Path) -> list[bool]:
 
 
 def test_a_sandbox_recording_replays_what_the_live_client_got(tmp_path: Path) -> None:
-    recorded, replayed = run_async(TargetKind.SANDBOX, tmp_path / "sb.json")
+    recorded, replayed, instant = run_async(TargetKind.SANDBOX, tmp_path / "sb.json")
     assert recorded == {
         "/missed": ("TIMEOUT", DEADLINE, {}),  # a timeout at the deadline, not a 504 at 2.6
         "/drawn-in-time": (200, 1.4805, {}),  # the drawn delay, not the machine's lag
@@ -102,25 +109,31 @@ def test_a_sandbox_recording_replays_what_the_live_client_got(tmp_path: Path) ->
     }
     assert replayed == recorded
     assert stored_marks(tmp_path / "sb.json") == [True, True, True]
+    # instantly: the same outcomes, and no time (a timeout is at the deadline, never later)
+    assert instant == {"/missed": ("TIMEOUT", 0.0, {}), "/drawn-in-time": (200, 0.0, {}),
+                       "/unmarked-late": (200, 0.0, {})}
 
 
 def test_a_recording_of_another_target_replays_as_it_came(tmp_path: Path) -> None:
     """The same answers from a live API: no mark read, no deadline fallback, no header
     dropped, in the recording or its replay."""
-    recorded, replayed = run_async(TargetKind.LIVE, tmp_path / "live.json")
+    recorded, replayed, instant = run_async(TargetKind.LIVE, tmp_path / "live.json")
     assert recorded == {
         "/missed": (504, 2.6, {"x-realprobe-missed": "headers"}),
         "/drawn-in-time": (200, 2.3, {"x-realprobe-delay-ms": "1480.5"}),
         "/unmarked-late": (200, 2.4, {}),
     }
     assert replayed == recorded
+    assert {p: (s, m) for p, (s, _, m) in instant.items()} == {
+        p: (s, m) for p, (s, _, m) in recorded.items()}
     assert stored_marks(tmp_path / "live.json") == [False, False, False]
 
 
 @pytest.mark.parametrize("kind", [TargetKind.SANDBOX, TargetKind.LIVE])
 def test_the_sync_client_records_and_replays_the_same_way(kind: TargetKind,
                                                           tmp_path: Path) -> None:
-    """The synchronous client and transports (real clock: the answer comes at once)."""
+    """The synchronous client and transports (real clock, the answer at once: outcomes and
+    headers compared, no latencies)."""
     cassette = tmp_path / "sync.json"
     inner: httpx.BaseTransport = answer(None)
     target = Target.live()
@@ -128,14 +141,15 @@ def test_the_sync_client_records_and_replays_the_same_way(kind: TargetKind,
         inner = SyncSandboxRouter("http://127.0.0.1:9", ORIGINS, inner=inner)
         target = Target(kind=kind, sandbox="http://127.0.0.1:9")
 
-    def missed(client: SyncHttpClient) -> Outcome:
+    def missed(client: SyncHttpClient) -> tuple[int | str, dict[str, str]]:
         try:
             got: Fetched | FetchFailure = client.fetch("GET", API + "/missed",
                                                        timeout_s=DEADLINE)
         except FetchFailure as exc:
             got = exc
         code, elapsed, marks = outcome(got)
-        return code, elapsed if code == "TIMEOUT" else 0.0, marks
+        assert elapsed <= DEADLINE  # a timeout is at the deadline, never later
+        return code, marks
 
     with SyncHttpClient(SyncRecordingTransport(inner, cassette), target=target) as live:
         recorded = missed(live)
@@ -143,6 +157,6 @@ def test_the_sync_client_records_and_replays_the_same_way(kind: TargetKind,
                         target=Target(kind=TargetKind.REPLAY)) as replay:
         assert missed(replay) == recorded
     if kind is TargetKind.SANDBOX:
-        assert recorded == ("TIMEOUT", DEADLINE, {})
+        assert recorded == ("TIMEOUT", {})
     else:
-        assert recorded == (504, 0.0, {"x-realprobe-missed": "headers"})
+        assert recorded == (504, {"x-realprobe-missed": "headers"})

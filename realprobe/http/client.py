@@ -185,6 +185,11 @@ class _Call:
     def elapsed(self) -> float:
         return self.settled if self.settled is not None else self.clock.now() - self.start
 
+    def timed_out(self) -> float:
+        """The latency of a call settled as a timeout: its deadline, never later (a replay
+        that lets no time pass, latency none, reports what its clock says)."""
+        return min(self.clock.now() - self.start, self.deadline)
+
     @property
     def sandbox(self) -> bool:
         """Whether the sandbox answered this call, live or in the recording replayed: its
@@ -203,7 +208,7 @@ class _Call:
             return
         missed = response.headers.get(MISSED_HEADER)
         if missed is not None:
-            self.phase, self.reached, self.settled = missed, True, self.deadline
+            self.phase, self.reached, self.settled = missed, True, self.timed_out()
             raise DeadlineExceeded("the sandbox drew no answer within the deadline")
         if self.elapsed() > self.deadline:
             try:
@@ -350,7 +355,7 @@ class _Call:
                 message = f"no complete answer within the {self.deadline:g}s deadline"
             if code is ErrorCode.TIMEOUT and self.settled is None and (self.sandbox
                                                                         or self.grace_s):
-                self.settled = self.deadline  # no word within the grace: late at the deadline
+                self.settled = self.timed_out()  # no word within the grace
             failure = FetchFailure(code, message, phase=phase, reached=reached)
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
