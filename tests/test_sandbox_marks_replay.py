@@ -160,3 +160,30 @@ def test_the_sync_client_records_and_replays_the_same_way(kind: TargetKind,
         assert recorded == ("TIMEOUT", {})
     else:
         assert recorded == (504, {"x-realprobe-missed": "headers"})
+
+
+def test_a_host_outside_the_catalogue_is_no_sandbox_answer() -> None:
+    """Through a sandbox client, a non-catalogue host (an LLM endpoint, say) goes live: its
+    marks are headers like any other, and its grace is not its own (late is late)."""
+    async def go() -> list[Outcome]:
+        clock = VirtualClock()
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            clock.advance(1.0 if request.url.path == "/in-time" else 2.6)
+            return httpx.Response(504, headers={MISSED_HEADER: "headers"})
+
+        router = SandboxRouter("http://127.0.0.1:9", ORIGINS, inner=httpx.MockTransport(handler))
+        target = Target(kind=TargetKind.SANDBOX, sandbox="http://127.0.0.1:9")
+        out = []
+        async with HttpClient(router, clock=clock, target=target) as client:
+            for path in ("/in-time", "/late"):
+                try:
+                    got: Fetched | FetchFailure = await client.fetch(
+                        "GET", "https://llm.example.test" + path, timeout_s=DEADLINE)
+                except FetchFailure as exc:
+                    got = exc
+                out.append(outcome(got))
+        return out
+
+    assert asyncio.run(go()) == [(504, 1.0, {"x-realprobe-missed": "headers"}),
+                                 ("TIMEOUT", DEADLINE, {})]
