@@ -200,7 +200,9 @@ class Recorder:
         self._chunks: dict[int, list[bytes]] = {}
         self._entry: dict[int, float] = {}
         self._timings: dict[int, dict[str, float]] = {}
-        self._extensions: dict[int, Mapping[str, Any]] = {}  # a router marks who answered
+        #: each open request's extensions, until the answer or failure: who answered it
+        #: (`SANDBOX_EXT`, set by a sandbox router while it sends) is read then
+        self._extensions: dict[int, Mapping[str, Any]] = {}
         first = max((c.seq for c in base.calls), default=-1) + 1 if base is not None else 0
         self._seq = itertools.count(first)
         self._t0: float | None = None
@@ -253,8 +255,12 @@ class Recorder:
         self.calls.append(call)
         return call
 
+    def _answered_by(self, call: Call) -> None:
+        call.sandbox = bool(self._extensions.pop(call.seq, {}).get(SANDBOX_EXT))
+
     def failed(self, call: Call, exc: BaseException) -> None:
         """No response headers: the call ended in `exc`."""
+        self._answered_by(call)
         call.error = failure_of(exc, False, 0)
         call.complete = False
         call.elapsed_s = self.clock.now() - self._entry[call.seq]
@@ -271,6 +277,7 @@ class Recorder:
         """Headers are in. With `content` the body is already whole; otherwise the transport
         streams it through `received` and ends with `body_done`/`body_failed`/`body_closed`
         (returns True then)."""
+        self._answered_by(call)
         call.ttfb_s = self.clock.now() - self._entry[call.seq]
         call.status = status
         call.reason = reason
@@ -327,7 +334,6 @@ class Recorder:
     def _stored(self, call: Call) -> Call | None:
         """The call as the cassette keeps it: body joined, redirect hops whole, through
         `before_record` (None: not kept)."""
-        call.sandbox = bool(self._extensions.get(call.seq, {}).get(SANDBOX_EXT))
         chunks = self._chunks.get(call.seq)
         if chunks is not None:
             call.body = b"".join(chunks)
