@@ -22,12 +22,10 @@ if TYPE_CHECKING:
 def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
              record: str | Path | None, db: str | Path | None, timeout: float,
              max_message_bytes: int, vantage: str | None, replayed: str | None = None) -> Any:
-    from realprobe.clients import check_seed
+    from realprobe.clients import check_fault_rate, check_seed
     from realprobe.mcp.proxy import ProxyOptions
 
-    if fault_rate is not None and not 0 <= fault_rate <= 1:
-        raise RealprobeError(f"fault_rate {fault_rate!r}: expected a share between 0 and 1",
-                             param="fault_rate")
+    check_fault_rate(fault_rate)
     if not (timeout > 0 and math.isfinite(timeout)):
         raise RealprobeError(f"timeout {timeout!r}: expected seconds > 0", param="timeout")
     if max_message_bytes < 1024:
