@@ -484,3 +484,61 @@ async def test_a_recorded_session_keeps_no_credential_and_everything_else(
     assert sent["api_key"] == PLACEHOLDER and sent["city"] == "Paris"
     assert "abc123def456ghi" not in json.dumps(records)
     assert records[1]["msg"]["result"]["content"][0]["text"] == "sunny in Paris"
+
+
+def test_each_task_and_repeat_meets_faults_of_its_own_and_every_agent_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from realprobe.mcp import evaluation
+
+    seeds: list[tuple[str, str]] = []
+
+    async def run_task(agent: Any, task: Any, params: Any, timeout_s: float) -> Any:
+        seeds.append((task.id, params.args[params.args.index("--seed") + 1]))
+        return "", evaluation.McpToolbox(None, [])
+
+    monkeypatch.setattr(evaluation, "run_task", run_task)
+    tasks = [{"id": t, "prompt": "p", "expect": {"answer_contains": [""]}} for t in "ab"]
+    for name in ("one", "other"):
+        asyncio.run(evaluation.evaluate_mcp("workflow", tasks, mcp_server=TIME, fault_rate=0.5,
+                                            seed=3, repeat=2, name=name))
+    first, second = seeds[:4], seeds[4:]
+    assert first == second  # the agent does not move the faults
+    assert len({s for _, s in first}) == 4, first  # two tasks calling one tool differ
+
+
+async def test_the_proxy_fails_the_share_asked_counting_hangs_and_results(tmp_path: Path) -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+    from realprobe.probes.stats import wilson
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import builtin_profile
+
+    async def server(wire: QueueWire) -> None:
+        while True:
+            msg = await wire.sent.get()
+            await wire.incoming.put(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                "content": [{"type": "text", "text": "ok"}]}}))
+
+    for rate in (0.1, 0.3, 0.5, 0.9):
+        client, upstream = QueueWire(), QueueWire()
+        proxy = Proxy(ProxyOptions(fault_rate=rate, seed=7, timeout_s=0.01), server_hint="t")
+        running = asyncio.ensure_future(proxy.run(client, upstream))
+        answering = asyncio.ensure_future(server(upstream))
+        failed = []
+        for i in range(400):
+            await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": i, "method":
+                                                  "tools/call", "params": {"name": "t"}}))
+            answer = await client.sent.get()
+            assert answer["id"] == i
+            failed.append("error" in answer or bool(answer["result"].get("isError")))
+        await client.incoming.put(None)
+        await running
+        answering.cancel()
+        model = FaultModel(builtin_profile("calm").scaled(rate), 7)
+        assert failed == [not model.draw("t").ok for _ in range(400)]  # the draws, no more
+        lo, hi = wilson(sum(failed), 400)
+        assert lo <= rate <= hi, (rate, sum(failed))
