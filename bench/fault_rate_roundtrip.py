@@ -10,8 +10,9 @@ an `isError` result, a JSON-RPC error, an HTTP or transport failure):
   `calibrate` writes when days differ);
 - `sandbox`: `make_sandbox(fault_rate=)` (calm, as `options(fault_rate=)` alone), a client
   with a 0.2 s read timeout (hangs);
-- `mcp_proxy`: `realprobe mcp proxy --fault-rate` in front of mcp-server-time (hangs held
-  0.05 s), an SDK client calling get_current_time;
+- `mcp_proxy`: `realprobe mcp proxy --fault-rate` in front of mcp-server-time (`--timeout
+  0.5`: hangs held that long, and the server's own answers awaited that long, so a slow
+  answer under load is no extra failure), an SDK client calling get_current_time;
 - `mcp_replay`: `realprobe mcp replay --fault-rate` of a clean recorded session of N calls;
 - `evaluate`: `realprobe.evaluate(agent, tasks, mcp_server=, fault_rate=)`, 10 tasks each
   calling get_current_time N/10 times once per step (no retry); its profile's mix has no
@@ -128,7 +129,7 @@ async def _mcp_calls(args: list[str], n: int) -> list[bool]:
 
 def mcp_proxy(rate: float, seed: int, n: int, tmp: Path) -> list[bool]:
     return asyncio.run(_mcp_calls(["mcp", "proxy", "--fault-rate", str(rate), "--seed",
-                                   str(seed), "--timeout", "0.05", "--", TIME], n))
+                                   str(seed), "--timeout", "0.5", "--", TIME], n))
 
 
 def mcp_replay(rate: float, seed: int, n: int, tmp: Path) -> list[bool]:
@@ -138,7 +139,7 @@ def mcp_replay(rate: float, seed: int, n: int, tmp: Path) -> list[bool]:
                                         TIME], n))
         assert not any(clean), "the recorded session is not clean"
     return asyncio.run(_mcp_calls(["mcp", "replay", str(cassette), "--fault-rate", str(rate),
-                                   "--seed", str(seed), "--timeout", "0.05"], n))
+                                   "--seed", str(seed), "--timeout", "0.5"], n))
 
 
 def evaluate(rate: float, seed: int, n: int, tmp: Path) -> list[bool]:

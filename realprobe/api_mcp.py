@@ -155,7 +155,8 @@ def mcp_replay(
                     vantage, replayed=str(path))
 
     async def main() -> Any:
-        up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency)
+        up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency,
+                              server_only=opts.injects)
         return await serve(opts, cassette=up, on_ready=on_ready, http=http)
 
     return _run(main)

@@ -112,6 +112,29 @@ async def test_faults_are_seeded_labelled_and_replay_with_the_server_gone(tmp_pa
     assert replayed == runs[0]
 
 
+async def test_a_replay_with_faults_of_its_own_drops_the_recorded_ones(tmp_path: Path) -> None:
+    profile = fault_profile(tmp_path, {"SERVER_ERROR": 1.0})
+    cassette = tmp_path / "faulty.jsonl"
+    recorded = await session(proxy("--profile", str(profile), "--seed", "7", "--record",
+                                   str(cassette)), calls=12)
+    server = [r for r in recorded[1:] if not r["isError"]]
+    assert 0 < len(server) < 12
+    # recorded injections on top of the replay's own would double its failure share: at rate
+    # 0 the replay answers with the server's answers only, in their order
+    clean = await session(realprobe("mcp", "replay", str(cassette), "--fault-rate", "0"),
+                          calls=len(server))
+    assert clean[1:] == server
+    half = await session(realprobe("mcp", "replay", str(cassette), "--profile", str(profile),
+                                   "--fault-rate", "0.5", "--seed", "3", "--on-exhausted",
+                                   "cycle"), calls=12)
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    model = FaultModel(load_profile(profile).scaled(0.5), 3)
+    assert [r["isError"] for r in half[1:]] == [not model.draw("convert_time").ok
+                                                for _ in range(12)]
+
+
 async def test_replay_runs_out_as_http_cassettes_do(tmp_path: Path) -> None:
     cassette = tmp_path / "one.jsonl"
     recorded = await session(proxy("--record", str(cassette)), calls=1)
