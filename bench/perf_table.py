@@ -99,47 +99,83 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
     return {"anchor_sql": ANCHOR_SQL, "by_rows": out}
 
 
-def calls(n: int, repeats: int) -> dict[str, Any]:
+def calls(n: int, rounds: int) -> dict[str, Any]:
+    """`call_tool_sync` / `call_tool` vs raw httpx `get` + `.json()` on the same loopback
+    sandbox (its own process), both on a warm keep-alive connection: per round `n` calls of
+    each, side by side (which goes first alternates); CPU of the calling loop only (client
+    set-up is left out of both). Per-call figures are medians over the rounds; a ratio is the
+    median of the rounds' ratios (raw / realprobe: 1 is httpx speed)."""
     import httpx
-    from call_overhead import _mirror_catalog, raw_async, raw_sync, sandbox_process
+    from call_overhead import TOOL, _mirror_catalog, sandbox_process
 
-    from realprobe.adapters import call_tool, call_tool_sync, default_catalog
+    from realprobe.adapters import call_tool, call_tool_sync
     from realprobe.clients import TransportOptions, make_client, make_sync_client
 
-    tool0 = default_catalog().get("uselessfacts_random")
-
-    def rp_sync(url: str) -> None:
-        cat = _mirror_catalog(url)
-        tool = cat.get(tool0.name)
-        with make_sync_client(cat, TransportOptions()) as client:
-            for _ in range(n):
-                assert call_tool_sync(tool, dict(tool.examples[0]), client).ok
-
-    async def rp_async(url: str) -> None:
-        cat = _mirror_catalog(url)
-        tool = cat.get(tool0.name)
-        client = make_client(cat, TransportOptions())
-        try:
-            for _ in range(n):
-                assert (await call_tool(tool, dict(tool.examples[0]), client)).ok
-        finally:
-            await client.aclose()
+    def side_by_side(pairs: list[tuple[float, float]]) -> dict[str, float]:
+        raw, rp = zip(*pairs, strict=True)
+        return {"raw_us": round(statistics.median(raw) / n * 1e6, 1),
+                "realprobe_us": round(statistics.median(rp) / n * 1e6, 1),
+                "ratio": round(statistics.median(a / b for a, b in pairs), 3)}
 
     with sandbox_process() as url:
-        _m, canonical, params = tool0.build_request(tool0.validate_args(dict(tool0.examples[0])))
-        raw_url = str(httpx.URL(url + "/" + tool0.api_id + httpx.URL(canonical).path,
-                                params=params))
-        rows = []
-        for _ in range(repeats):
-            rows.append((
-                cpu_of(lambda: raw_sync(raw_url, n)), cpu_of(lambda: rp_sync(url)),
-                cpu_of(lambda: asyncio.run(raw_async(raw_url, n))),
-                cpu_of(lambda: asyncio.run(rp_async(url))),
-            ))
-    rs, ps, ra, pa = (min(c) for c in zip(*rows, strict=True))
-    return {"n": n, "raw_sync_cpu_s": round(rs, 3), "realprobe_sync_cpu_s": round(ps, 3),
-            "raw_async_cpu_s": round(ra, 3), "realprobe_async_cpu_s": round(pa, 3),
-            "ratio_sync": round(rs / ps, 2), "ratio_async": round(ra / pa, 2)}
+        cat = _mirror_catalog(url)
+        tool = cat.get(TOOL)
+        args = tool.examples[0]
+        _m, canonical, params = tool.build_request(tool.validate_args(dict(args)))
+        raw_url = str(httpx.URL(canonical, params=params))
+
+        with httpx.Client() as raw, make_sync_client(cat, TransportOptions()) as rp:
+
+            def raw_sync() -> None:
+                for _ in range(n):
+                    raw.get(raw_url).json()
+
+            def rp_sync() -> None:
+                for _ in range(n):
+                    assert call_tool_sync(tool, dict(args), rp).ok
+
+            raw.get(raw_url)
+            call_tool_sync(tool, dict(args), rp)
+            sync = []
+            for i in range(rounds):
+                first, second = (raw_sync, rp_sync) if i % 2 == 0 else (rp_sync, raw_sync)
+                a, b = cpu_of(first), cpu_of(second)
+                sync.append((a, b) if i % 2 == 0 else (b, a))
+
+        async def async_rounds() -> list[tuple[float, float]]:
+            client = make_client(cat, TransportOptions())
+            async with httpx.AsyncClient() as araw:
+
+                async def raw_async() -> float:
+                    c = time.process_time()
+                    for _ in range(n):
+                        (await araw.get(raw_url)).json()
+                    return time.process_time() - c
+
+                async def rp_async() -> float:
+                    c = time.process_time()
+                    for _ in range(n):
+                        assert (await call_tool(tool, dict(args), client)).ok
+                    return time.process_time() - c
+
+                await araw.get(raw_url)
+                await call_tool(tool, dict(args), client)
+                out = []
+                for i in range(rounds):
+                    if i % 2 == 0:
+                        out.append((await raw_async(), await rp_async()))
+                    else:
+                        b = await rp_async()
+                        out.append((await raw_async(), b))
+            await client.aclose()
+            return out
+
+        asyn = asyncio.run(async_rounds())
+    s, a = side_by_side(sync), side_by_side(asyn)
+    return {"n": n, "rounds": rounds, "raw_sync_us": s["raw_us"],
+            "realprobe_sync_us": s["realprobe_us"], "raw_async_us": a["raw_us"],
+            "realprobe_async_us": a["realprobe_us"], "ratio_sync": s["ratio"],
+            "ratio_async": a["ratio"]}
 
 
 def replay(n: int, rounds: int) -> dict[str, Any]:
@@ -308,7 +344,8 @@ def main() -> None:
     ap.add_argument("--only", default="stats,calls,replay,metrics,calibrate,startup")
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=1000)
+    ap.add_argument("--calls", type=int, default=500, help="calls per round")
+    ap.add_argument("--call-rounds", type=int, default=15)
     ap.add_argument("--metrics-rows", type=int, default=1_000_000)
     ap.add_argument("--calibrate-tools", type=int, default=700)
     ap.add_argument("--save", action="store_true", help=f"write {RESULTS.name}")
@@ -318,11 +355,12 @@ def main() -> None:
     before = load_average()
     out: dict[str, Any] = {"args": {
         "only": args.only, "sizes": args.sizes, "repeats": args.repeats, "calls": args.calls,
+        "call_rounds": args.call_rounds,
         "metrics_rows": args.metrics_rows, "calibrate_tools": args.calibrate_tools}}
     if "stats" in only:
         out["stats"] = stats([int(s) for s in args.sizes.split(",")], args.repeats)
     if "calls" in only:
-        out["calls"] = calls(args.calls, args.repeats)
+        out["calls"] = calls(args.calls, args.call_rounds)
         print(out["calls"], flush=True)
     if "replay" in only:
         out["replay"] = replay(2000, 5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any, Literal
 from urllib.parse import quote
@@ -107,6 +108,8 @@ def lookup(body: Any, path: str | None) -> Any:
     """Read a dotted path (`a.b.0.c`) from parsed JSON; `_MISSING` when absent."""
     if path is None or path == "":
         return body
+    if type(body) is dict and "." not in path:  # a top-level key: most fields
+        return body.get(path, _MISSING)
     cur = body
     for part in path.split("."):
         if isinstance(cur, dict):
@@ -215,6 +218,20 @@ class Tool:
         return build_output_model(self.spec)
 
     @cached_property
+    def _validate_input(self) -> Callable[[Any], dict[str, Any]]:
+        """`input_model.model_validate(args).model_dump()` without the two method calls."""
+        model = self.input_model
+        validate, dump = model.__pydantic_validator__.validate_python, model.__pydantic_serializer__
+        return lambda args: dump.to_python(validate(args))  # type: ignore[no-any-return]
+
+    @cached_property
+    def _validate_output(self) -> Callable[[Any], dict[str, Any]]:
+        """`output_model.model_validate(data).model_dump(mode="json")`, likewise."""
+        model = self.output_model
+        validate, dump = model.__pydantic_validator__.validate_python, model.__pydantic_serializer__
+        return lambda data: dump.to_python(validate(data), mode="json")  # type: ignore[no-any-return]
+
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
         return schema_json.input_schema(self.spec)
 
@@ -247,7 +264,7 @@ class Tool:
 
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments with defaults filled in; raises pydantic.ValidationError."""
-        return self.input_model.model_validate(args).model_dump()
+        return self._validate_input(args)
 
     def build_request(self, args: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
         """(method, url, query params) for validated args. Unset optional params are dropped."""
@@ -316,7 +333,7 @@ class Tool:
             decoded = parsers.get(self.spec.parser)(decoded)
         data = _extract(decoded, self.spec.output)
         try:
-            return self.output_model.model_validate(data).model_dump(mode="json")
+            return self._validate_output(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
