@@ -330,17 +330,17 @@ class _Requests:
 
     def build(self, method: str, url: httpx.URL, headers: dict[str, str] | None,
               extensions: dict[str, Any]) -> httpx.Request:
-        key: tuple[Any, ...] | None = (method, url.netloc, tuple(headers.items()) if headers
-                                       else ())
+        key = (method, url.netloc, tuple(headers.items()) if headers else ())
         try:
-            prepared = self.prepared.get(key)  # type: ignore[arg-type]
+            prepared = self.prepared.get(key)
+            keep = True
         except TypeError:  # a header value that is no key
-            key, prepared = None, None
+            prepared, keep = None, False
         if prepared is None:
             merged = httpx.Headers(self.base)
             merged.update(headers)
             prepared = httpx.Request(method, url, headers=merged).headers
-            if key is not None:
+            if keep:
                 if len(self.prepared) >= 256:
                     self.prepared.clear()
                 self.prepared[key] = prepared

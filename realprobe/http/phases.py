@@ -92,17 +92,8 @@ class PhaseTrace:
     (connect, send, headers, body); `reached` turns True once a server accepted the
     connection. With `keep_socket` (the sync client's watchdog), `sock` is the socket."""
 
-    __slots__ = (
-        "dns_s",
-        "keep_socket",
-        "marks",
-        "new_connection",
-        "phase",
-        "reached",
-        "seen",
-        "sock",
-        "tls_object",
-    )
+    __slots__ = ("dns_s", "keep_socket", "marks", "new_connection", "phase", "reached", "seen",
+                 "sock", "tls_object")
 
     def __init__(self, *, keep_socket: bool = False) -> None:
         self.dns_s = 0.0
