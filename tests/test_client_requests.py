@@ -15,6 +15,7 @@ CASES = [
     ("POST", "http://api.example:8080/x", {"X-Key": "v"}),  # bodiless POST: Content-Length 0
     ("PUT", "http://api.example/x", {"Host": "other", "Accept-Encoding": "br"}),
     ("GET", "http://api.example/x", None),
+    ("GET", "http://user:pa%20ss@api.example/x", None),  # Basic auth from the URL
 ]
 
 
@@ -33,10 +34,13 @@ class Echo(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
 
 def _as_httpx_client_sends(config: ClientConfig) -> list[httpx.Request]:
-    client = httpx.Client(
-        headers={"User-Agent": config.user_agent, "Accept-Encoding": "gzip, deflate"}
-    )
-    return [client.build_request(m, u, headers=h) for m, u, h in CASES]
+    """What a fresh `httpx.Client` with realprobe's settings sends for each case."""
+    echo = Echo()
+    for method, url, headers in CASES:
+        with httpx.Client(transport=echo, headers={"User-Agent": config.user_agent,
+                                                   "Accept-Encoding": "gzip, deflate"}) as c:
+            c.request(method, url, headers=headers)
+    return echo.seen
 
 
 def _wire(requests: list[httpx.Request]) -> list[tuple[object, ...]]:

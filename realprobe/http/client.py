@@ -316,7 +316,7 @@ _NO_BODY = httpx.ByteStream(b"")
 
 
 class _Requests:
-    """Builds each request as `httpx.Client.build_request` would: the client's headers (an
+    """Builds each request as an `httpx.Client` sends it: the client's headers (an
     `httpx.Client`'s defaults with realprobe's User-Agent and Accept-Encoding, in its order),
     updated with the call's, then what `httpx.Request` adds (Host; `Content-Length: 0` on a
     bodiless POST, PUT or PATCH). Those are prepared once per method, host and call headers
@@ -347,6 +347,8 @@ class _Requests:
         request = httpx.Request(method, url, headers=prepared, stream=_NO_BODY,
                                 extensions=extensions)
         request.read()
+        if url.userinfo:  # credentials in the URL: Basic auth, as an httpx.Client sends it
+            next(httpx.BasicAuth(url.username, url.password).auth_flow(request))
         return request
 
 
