@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -104,7 +105,10 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
     sandbox (its own process), both on a warm keep-alive connection: per round `n` calls of
     each, side by side (which goes first alternates); CPU of the calling loop only (client
     set-up is left out of both). Per-call figures are medians over the rounds; a ratio is the
-    median of the rounds' ratios (raw / realprobe: 1 is httpx speed)."""
+    median of the rounds' ratios (raw / realprobe: 1 is httpx speed). The sync rounds also
+    time the client's `fetch` of the same request and a `json.loads` of its body (what the
+    raw side does too): the rest of a call (argument and output validation, classification,
+    the result) is realprobe's own work, reported as a share of a raw call."""
     import httpx
     from call_overhead import TOOL, _mirror_catalog, sandbox_process
 
@@ -121,7 +125,7 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
         cat = _mirror_catalog(url)
         tool = cat.get(TOOL)
         args = tool.examples[0]
-        _m, canonical, params = tool.build_request(tool.validate_args(dict(args)))
+        method, canonical, params = tool.build_request(tool.validate_args(dict(args)))
         raw_url = str(httpx.URL(canonical, params=params))
 
         with httpx.Client() as raw, make_sync_client(cat, TransportOptions()) as rp:
@@ -134,13 +138,19 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
                 for _ in range(n):
                     assert call_tool_sync(tool, dict(args), rp).ok
 
+            def rp_fetch() -> None:
+                for _ in range(n):
+                    json.loads(rp.fetch(method, canonical, params=params, headers=headers).body)
+
+            headers = tool.request_headers(tool.validate_args(dict(args)))
             raw.get(raw_url)
             call_tool_sync(tool, dict(args), rp)
-            sync = []
+            sync, own = [], []
             for i in range(rounds):
                 first, second = (raw_sync, rp_sync) if i % 2 == 0 else (rp_sync, raw_sync)
                 a, b = cpu_of(first), cpu_of(second)
                 sync.append((a, b) if i % 2 == 0 else (b, a))
+                own.append((sync[-1][1] - cpu_of(rp_fetch)) / sync[-1][0])
 
         async def async_rounds() -> list[tuple[float, float]]:
             client = make_client(cat, TransportOptions())
@@ -175,7 +185,7 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
     return {"n": n, "rounds": rounds, "raw_sync_us": s["raw_us"],
             "realprobe_sync_us": s["realprobe_us"], "raw_async_us": a["raw_us"],
             "realprobe_async_us": a["realprobe_us"], "ratio_sync": s["ratio"],
-            "ratio_async": a["ratio"]}
+            "ratio_async": a["ratio"], "own_work_share_sync": round(statistics.median(own), 3)}
 
 
 def replay(n: int, rounds: int) -> dict[str, Any]:
