@@ -687,6 +687,7 @@ def perf_table(d: dict[str, Any]) -> list[Row]:
             f"{cells} ({load})", "≤ 3× at 100,000 rows, ≤ 1.5× at 1,000,000", cmd))
     if "calls" in d:
         c = d["calls"]
+        c_load = f"{_load(c if 'load_average_1m' in c else d)}; noise ±{NOISE['ratio']:.0%}"
         rows.append((
             f"call throughput: tool calls vs raw `httpx` `get` + `.json()` on the same loopback "
             f"sandbox (its own process), warm keep-alive connections, CPU of the caller, "
@@ -695,15 +696,16 @@ def perf_table(d: dict[str, Any]) -> list[Row]:
             f"per call: **{c['ratio_sync']:.2f}**; async (`call_tool`) "
             f"{c['realprobe_async_us']} µs vs {c['raw_async_us']} µs: "
             f"**{c['ratio_async']:.2f}** of raw httpx; validation, classification and result "
-            f"{_pct(c['own_work_share_sync'])} of a raw call ({load})",
+            f"{_pct(c['own_work_share_sync'])} of a raw call ({c_load})",
             "≥ 0.95 of raw httpx; own work < 5 %", cmd))
     if "replay" in d:
         r = d["replay"]
+        r_load = f"{_load(r if 'load_average_1m' in r else d)}; noise ±{NOISE['ratio']:.0%}"
         rows.append((
             f"replay per request, {_n(r['n'])}-interaction cassette through `use_cassette` vs "
             "an `httpx.MockTransport` handing back prebuilt responses, CPU",
             f"{r['use_cassette_us']} µs vs {r['mock_transport_us']} µs: **{r['ratio']}×** "
-            f"({load})", "≤ 1.3×", cmd))
+            f"({r_load})", "≤ 1.3×", cmd))
     if "metrics" in d:
         m = d["metrics"]
         rows.append((
