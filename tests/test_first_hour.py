@@ -113,6 +113,18 @@ def test_library_warnings_stay_off_the_console(tmp_path: Path) -> None:
     assert "RuntimeWarning" not in res.stderr and "overflow" not in res.stderr
 
 
+def test_a_sandbox_started_and_stopped_leaves_no_warning_at_exit() -> None:
+    """With warnings on (`python -W default`), the demo's sandbox thread closes its event loop
+    when it stops: no `ResourceWarning: unclosed event loop` when the process ends."""
+    code = ("from realprobe import api\n"
+            "with api.sandbox_running('calm', seed=0) as url:\n"
+            "    api.call('advice_random', target=api.options(sandbox=url))\n")
+    res = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+
+
 # -- results and drift -----------------------------------------------------------------------
 
 
