@@ -255,6 +255,33 @@ def test_a_probe_whose_rows_were_all_excluded_says_why_and_exits_3(tmp_path: Pat
     (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert "were excluded from statistics: the sandbox serves another catalogue" in line
     assert "realprobe sandbox --catalog" in line
+    # every reader of that database says the same, not "no rows ... probe first"
+    for verb in (["stats"], ["report", "--format", "md"],
+                 ["drift", "--baseline", "1d..now", "--current", "1d..now"]):
+        res = cli(*verb, "--db", str(tmp_path / "x.db"))
+        assert res.returncode == 3, (verb, res.stderr)
+        (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+        assert "all 2 sandbox rows" in line and "the sandbox serves another catalogue" in line
+        assert "realprobe sandbox --catalog" in line and "probe first" not in line
+
+
+def test_a_probe_with_the_sandbox_down_says_why_and_so_does_stats(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    db = str(tmp_path / "down.db")
+    res = cli("probe", "--tools", "advice_random", "--sandbox", url, "--db", db,
+              "--politeness", "off")
+    assert res.returncode == 3, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert "nothing was reachable" in line and "--sandbox URL" in line
+    res = cli("stats", "--db", db)
+    assert res.returncode == 3, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert "the one sandbox row" in line and "the prober reached no server" in line
+    assert "--sandbox URL, then probe again" in line
 
 
 # -- the docs' words are the output's ----------------------------------------------------------
