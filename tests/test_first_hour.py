@@ -85,6 +85,24 @@ def test_stats_prints_a_verdict_and_counts_its_notes(probed: Path, screen: Any) 
         bool(t.success.note) for t in rep.tools)
 
 
+def test_calibrate_counts_its_notes_by_kind(probed: Path, tmp_path: Path) -> None:
+    """The profile's per-tool notes are one counted line per kind on stderr, every tool's
+    note with --explain; the profile file keeps them all."""
+    out = tmp_path / "p.json"
+    prof = api.calibrate(probed)
+    notes = [(tool, n) for tool, tp in prof.tools.items() for n in tp.notes]
+    assert len(notes) > 2  # a group big enough to be counted
+    res = cli("calibrate", "--db", str(probed), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    said = [ln for ln in res.stderr.splitlines() if "tool" in ln and "NOT MEASURED" not in ln]
+    assert len(said) < len(notes), res.stderr
+    assert any(ln.startswith(f"{len(notes)} tools: the burst chain is rough (--explain")
+               for ln in said), res.stderr
+    res = cli("calibrate", "--db", str(probed), "--output", str(out), "--explain")
+    listed = [ln.strip() for ln in res.stderr.splitlines() if ln.startswith("  ")]
+    assert sorted(listed) == sorted(f"{t}: {n.partition(': ')[2]}" for t, n in notes)
+
+
 def test_verdict_sorts_tools_by_their_quoted_interval(probed: Path) -> None:
     from realprobe.commands.analysis import quoted, verdict
 

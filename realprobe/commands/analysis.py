@@ -375,10 +375,12 @@ def calibrate_cmd(
     ] = None,
     kinds: KindsOpt = None,
     vantage: VantageOpt = None,
+    explain: ExplainOpt = False,
 ) -> None:
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
 
-    The sandbox and --profile read the profile."""
+    The sandbox and --profile read the profile. Its notes (what could not be estimated, per
+    tool) are counted by kind on stderr; --explain lists every tool's, the profile keeps them."""
     from realprobe import api
 
     profile, data = api.calibrate_export(
@@ -387,13 +389,28 @@ def calibrate_cmd(
     )
     if source is None:
         _warn(profile.source.get("warning"))
-        for tool, tp in sorted(profile.tools.items()):
-            for note in tp.notes:
-                err_console.print(f"[dim]{tool}: {note}[/dim]", highlight=False)
+        _profile_notes(profile, explain).print(err_console)
     if output is None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
+
+
+def _profile_notes(profile: Any, explain: bool) -> Notes:
+    """A profile's per-tool notes grouped by what they say: the words before a note's first
+    colon, without its own numbers in brackets ("hangs cannot be told from slow calls at the
+    2 s deadline: 11 TIMEOUTs ..." is one of a group)."""
+    import re
+
+    from realprobe.commands.tables import Notes
+
+    notes = Notes(explain=explain)
+    for tool, tp in sorted(profile.tools.items()):
+        for note in tp.notes:
+            head, _, rest = note.partition(": ")
+            head = re.sub(r" \([^()]*\d[^()]*\)", "", head)
+            notes.add(f"{{n}} tool{{s}}: {head}", f"{tool}: {rest or head}")
+    return notes
 
 
 def drift_cmd(
