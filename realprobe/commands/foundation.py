@@ -354,8 +354,8 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
                     codes[code] = codes.get(code, 0) + k
             mix = ", ".join(f"{c} {k}" for c, k in sorted(codes.items(), key=lambda kv: -kv[1]))
             console.print(f"run {value.run_id}: {value.n_calls} calls, {value.n_ok} ok, "
-                          f"{value.n_error} failed ({mix or 'none'}) in {value.duration_s:.0f}s; "
-                          "per tool with intervals below", highlight=False)
+                          f"{value.n_error} failed ({mix or 'none'}) in {value.duration_s:.0f}s",
+                          highlight=False)
     elif name == "stats":
         from realprobe.commands.analysis import print_stats
 
