@@ -4,6 +4,7 @@ that list their verbs, numbers that repeat under load, a hint instead of silence
 from __future__ import annotations
 
 import io
+import re
 import sqlite3
 import subprocess
 import sys
@@ -148,11 +149,11 @@ def test_a_sandbox_started_and_stopped_leaves_no_warning_at_exit() -> None:
 
 @pytest.fixture(scope="module")
 def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same replayed runs stored under two agents with long model names."""
+    """The same simulated runs (two prompts) stored under two agents with long model names."""
     db = tmp_path_factory.mktemp("fh") / "r.db"
     res = CliRunner().invoke(app, ["run", "travel_briefing", "dev_standup", "--agent",
                                    "reference", "--mode", "simulate", "--profile", "harsh",
-                                   "--db", str(db)])
+                                   "--prompt", "optimal,flawed:missing_steps@30", "--db", str(db)])
     assert res.exit_code == 0, res.output
     with sqlite3.connect(db) as conn:
         conn.execute("create temp table t as select * from task_runs")
@@ -176,6 +177,15 @@ def test_results_keep_two_agents_apart_with_whole_names(
     assert "Recovery per injected fault kind" in out.getvalue()
     assert "agent" in out.getvalue() and "left out to fit: agent" not in out.getvalue()
     assert not any(ln.startswith("agent: ") for ln in lines)  # tables, not records
+    # one agent: its name above the tables, and room for the error codes, each kept beside
+    # its count ("TIMEOUT 3", never "TIMEOUT" / "3")
+    one = screen(width)
+    res = CliRunner().invoke(app, ["results", "--db", str(two_agents), "--agent", "reference"])
+    assert res.exit_code == 0, res.output
+    assert "top errors" in one.getvalue()
+    codes = [m for ln in one.getvalue().splitlines()
+             for m in re.findall(r"\b[A-Z][A-Z_]{4,}\b(?! \d)", ln)]
+    assert not codes, one.getvalue()
     assert "Verdict: every row reaches full success in" in out.getvalue() or \
         "Verdict: full success is highest" in out.getvalue()
 

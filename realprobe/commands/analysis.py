@@ -289,7 +289,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = T
         [Column("tool", "name"), Column("n", "num"), Column("success [95% CI]", "num"),
          Column("P(f|f) / P(f|ok)", "num", drop=3), Column("p50 / p90 / p99 ms", "num"),
          Column("μ, σ", "num", drop=5), Column("KS p", "num", drop=4),
-         Column("top error / flags", drop=2)],
+         Column("top error / flags", "list", drop=2)],
         title=f"{len(rep.tools)} tools · {head}",
     )
     for t in rep.tools:
