@@ -31,8 +31,9 @@ WORD_MAX = 24
 @dataclass(frozen=True)
 class Column:
     """One column: `name` and `num` cells are never wrapped nor cut; `text` cells wrap
-    between words; `list` cells between their ", "-separated items, never inside one. `drop` 0 means always shown; otherwise columns with the highest rank are
-    left out first when the table is too wide."""
+    between words; `list` cells between their ", "-separated items, never inside one.
+    `drop` 0 means always shown; otherwise columns with the highest rank are left out first
+    when the table is too wide."""
 
     header: str
     kind: Kind = "text"
