@@ -199,6 +199,8 @@ def test_drift_headers_stay_whole_when_nothing_can_be_tested(probed: Path, scree
     words = head.split()
     for header in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
         assert all(w in words for w in header.split()), (header, head)
+    heads = [ln for ln in out.getvalue().splitlines() if ln.startswith("┃")]
+    assert sum(ln.count("(p adj)") for ln in heads) == 3, heads  # "(p" / "adj)" never split
     assert "Verdict over 1 tools" in out.getvalue()
 
 

@@ -13,7 +13,7 @@ printed as a record (`header: value` lines). `--json` remains the machine interf
 
 from __future__ import annotations
 
-import textwrap
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -73,7 +73,7 @@ class _Widths:
 
 def _widths(col: Column, cells: list[str]) -> _Widths:
     texts = [plain(c) for c in cells]
-    head_word = _longest_word(col.header)
+    head_word = max(_longest_line(u) for u in _units(col.header))
     high = max([_longest_line(col.header), *(_longest_line(t) for t in texts)])
     if col.kind == "text":
         low = max(head_word, min(WORD_MAX, max((_longest_word(t) for t in texts), default=0)))
@@ -162,9 +162,8 @@ class FitTable:
         for i, w in zip(layout.shown, layout.widths, strict=True):
             col = self.columns[i]
             # a name or number column never wraps its cells, so its header is broken between
-            # words here (rich would cut it)
-            head = "\n".join(textwrap.fill(line, w, break_long_words=False)
-                             for line in col.header.split("\n"))
+            # words here (rich would cut it), a bracketed group kept on one line
+            head = _head(col.header, w)
             table.add_column(head, justify=col.align, width=w,
                              no_wrap=col.kind != "text", overflow="fold")
         packed = {i: w for i, w in zip(layout.shown, layout.widths, strict=True)
@@ -187,6 +186,24 @@ class FitTable:
                 yield Text(f"{head}: {value}")
         if self.caption:
             yield Text(self.caption)
+
+
+def _units(header: str) -> list[str]:
+    """A header's unbreakable pieces: words, and a bracketed group ("(p adj)", "[95% CI]")."""
+    return re.findall(r"\([^()]*\)|\[[^\[\]]*\]|\S+", header) or [""]
+
+
+def _head(header: str, width: int) -> str:
+    """`header` broken between its pieces (`_units`) to lines of at most `width` cells."""
+    lines: list[str] = []
+    for line in header.split("\n"):
+        lines.append("")
+        for unit in _units(line):
+            if lines[-1] and len(lines[-1]) + 1 + len(unit) > width:
+                lines.append(unit)
+            else:
+                lines[-1] = f"{lines[-1]} {unit}".lstrip(" ")
+    return "\n".join(lines)
 
 
 def _pack(cell: str, width: int) -> str:
