@@ -44,12 +44,15 @@ def screen(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     ("catalog", ("import-openapi", "record-fixtures", "public-apis")),
     ("cassette", ("inspect", "verify", "scrub", "import", "record-round")),
     ("alert", ("check",)),
+    ("mcp", ("proxy", "replay", "import")),
 ])
 def test_groups_list_their_verbs_and_a_bare_group_exits_0(group: str, verbs: tuple[str]) -> None:
     helped = cli(group, "-h")
     assert helped.returncode == 0 and "Commands:" in helped.stdout
     assert all(f"  {v} " in helped.stdout for v in verbs), helped.stdout
-    if group != "catalog":  # a bare `catalog` lists the tools, its own job
+    listing = helped.stdout.split("Commands:", 1)[1]
+    assert "..." not in listing and listing.rstrip().endswith("."), listing  # whole sentences
+    if group not in ("catalog", "mcp"):  # a bare `catalog` lists the tools, `mcp` serves
         bare = cli(group)
         assert bare.returncode == 0, bare.stderr
         assert bare.stderr == "" and "Commands:" in bare.stdout
