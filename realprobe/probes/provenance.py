@@ -1,7 +1,7 @@
 """Which rows a number is made of: target kinds, targets, vantages, sources, window, counts.
 
 The readers (`stats`, `calibrate`, `drift`, `report`) never pool kinds by accident. With no
-`--target`, they read the live rows when the window holds any, else the one kind present;
+`--kinds`, they read the live rows when the window holds any, else the one kind present;
 when several kinds other than live are present and none is chosen, they refuse with one
 line. Every output then names what it summarises (`Provenance`), and one made only of
 sandbox, simulated or replayed rows says so in a banner.
