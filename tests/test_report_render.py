@@ -181,8 +181,8 @@ def test_extrapolated_percentiles_are_marked_and_no_none_in_prose(db: Path, how:
 def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
                                                        width: int) -> None:
     """No sideways scroll of the page: wide tables scroll inside their own box with the tool
-    column first (numbers and intervals on one line each), and the plots take the page's width. A screenshot is kept beside the
-    report (tmp_path) for a human to look at."""
+    column first (numbers and intervals on one line each), and the plots take the page's
+    width. A screenshot is kept beside the report (tmp_path) for a human to look at."""
     exe, sync_playwright, out = _browser_and_report(db, tmp_path)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
