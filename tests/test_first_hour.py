@@ -107,14 +107,36 @@ def test_calibrate_counts_its_notes_by_kind(probed: Path, tmp_path: Path) -> Non
     assert sorted(listed) == sorted(f"{t}: {n.partition(': ')[2]}" for t, n in notes)
 
 
+@pytest.mark.parametrize("bad", ["0", "1.5", "95"])
+def test_a_threshold_outside_0_1_is_refused(probed: Path, bad: str) -> None:
+    res = cli("stats", "--db", str(probed), "--threshold", bad)
+    assert res.returncode == 2 and res.stderr.startswith("error: --threshold"), res.stderr
+
+
+def test_the_report_leads_with_the_verdict(probed: Path, tmp_path: Path) -> None:
+    """The HTML and Markdown reports carry the verdict `stats` prints, above the per-tool
+    table; the command prints it before saying where the file went."""
+    from realprobe.probes.stats import verdict
+
+    says = verdict(api.stats(probed))
+    html = tmp_path / "r.html"
+    res = cli("report", "--db", str(probed), "--output", str(html))
+    assert res.returncode == 0, res.stderr
+    assert " ".join(res.stderr.split()).index(says) < " ".join(res.stderr.split()).index("wrote")
+    text = html.read_text()
+    assert f"<p id='verdict'>{says}</p>" in text and text.index(says) < text.index("id='tools'")
+    md = cli("report", "--db", str(probed), "--format", "md").stdout
+    assert says in md and md.index(says) < md.index("| tool |")
+
+
 def test_verdict_sorts_tools_by_their_quoted_interval(probed: Path) -> None:
-    from realprobe.commands.analysis import quoted, verdict
+    from realprobe.probes.stats import verdict
 
     rep = api.stats(probed)
     says = verdict(rep, 0.99)
-    below = [t for t in rep.tools if quoted(t)[1] < 0.99]
+    below = [t for t in rep.tools if t.success.quoted95[1] < 0.99]
     assert f"{len(below)} of {len(rep.tools)} tools are below it" in says
-    worst = min(below, key=lambda t: (quoted(t)[1], t.tool))
+    worst = min(below, key=lambda t: (t.success.quoted95[1], t.tool))
     assert f"worst {worst.tool} " in says
 
 

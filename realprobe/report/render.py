@@ -8,7 +8,7 @@ from html import escape
 from realprobe.data import doc_path
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.probes.drift import ToolDrift
-from realprobe.probes.stats import EXTRAPOLATED, ToolStats, interval_text
+from realprobe.probes.stats import EXTRAPOLATED, ToolStats, interval_text, verdict
 from realprobe.report.build import ReportData
 from realprobe.version import PROJECT_URL
 
@@ -264,6 +264,8 @@ def _html_summary(data: ReportData) -> str:
             f"\n<p>All tools: <b>{_pct(o.rate)}</b> success ({o.successes}/{o.n}),"
             f" 95% interval {interval_text(o.quoted95)}.</p>"
         )
+    if st.tools:
+        out += f"\n<p id='verdict'>{escape(verdict(st))}</p>"
     return out
 
 
@@ -414,6 +416,7 @@ def render_markdown(data: ReportData) -> str:
         f"{st.window[1] or 'now'}; {st.rows} attempts over {len(st.tools)} tools. Rates are per "
         "attempt; intervals are 95% Wilson on the burst-adjusted effective n.",
         "",
+        *([verdict(st), ""] if st.tools else []),
         "| " + " | ".join(c.replace("|", "\\|") for c in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
