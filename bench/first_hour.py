@@ -3,6 +3,7 @@ print at 80 columns, the report's page width at 800 px in headless Chromium, and
 probe's and the sweep's ETAs were from the real remaining time on this machine.
 
     python bench/first_hour.py [--save]     # writes bench/results/first_hour.json
+    python bench/first_hour.py --lines [--save]   # only the line counts and the report width
 
 Lines are counted twice: as printed (what `wc -l` says) and as an 80-column terminal shows
 them (a line wider than 80 takes several rows). The ETA is sampled at every finished call or
@@ -174,24 +175,43 @@ def report_width(report: Path) -> dict[str, Any]:
     return out
 
 
+def lines_and_width(tmp: Path) -> dict[str, Any]:
+    """The demo's lines (and with --explain), the report's width in Chromium, and the lines of
+    `stats` over a 20-round demo (32 tools)."""
+    out: dict[str, Any] = {}
+    demo = tmp / "demo"
+    out["demo_lines"] = _lines(_cli("demo", "--output", str(demo)))
+    out["demo_explain_lines"] = _lines(_cli("demo", "--output", str(demo), "--explain"))
+    out["report"] = report_width(demo / "report.html")
+    db20 = tmp / "d20"
+    _cli("demo", "--output", str(db20), "--rounds", "20")
+    out["stats_32_tools_20_rounds_lines"] = _lines(_cli("stats", "--db", str(db20 / "demo.db")))
+    return out
+
+
 def main() -> None:
+    """`--lines`: only `lines_and_width`, its keys replaced in the saved results (the seed and
+    ETA numbers kept as they were measured)."""
     save = "--save" in sys.argv
     load = load_average()
+    path = ROOT / "bench" / "results" / "first_hour.json"
+    if "--lines" in sys.argv:
+        import json
+
+        with tempfile.TemporaryDirectory() as tmp:
+            measured = lines_and_width(Path(tmp))
+        measured["lines_load_average_1m"] = [load, load_average()]
+        kept = json.loads(path.read_text()) if path.exists() else {}
+        emit({**kept, **measured}, save, path)
+        return
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        demo = Path(tmp) / "demo"
         out["seed_0_demo"] = seed_repeats(Path(tmp))
-        out["demo_lines"] = _lines(_cli("demo", "--output", str(demo)))
-        out["demo_explain_lines"] = _lines(_cli("demo", "--output", str(demo), "--explain"))
-        out["report"] = report_width(demo / "report.html")
-        db20 = Path(tmp) / "d20"
-        _cli("demo", "--output", str(db20), "--rounds", "20")
-        out["stats_32_tools_20_rounds_lines"] = _lines(_cli("stats", "--db",
-                                                            str(db20 / "demo.db")))
+        out.update(lines_and_width(Path(tmp)))
     out["eta_probe_polite"] = eta_probe(rounds=3, polite=True)
     out["eta_probe_side_by_side"] = eta_probe(rounds=10, polite=False)
     out["eta_sweep"] = eta_sweep(concurrency=4)
-    emit(out, save, ROOT / "bench" / "results" / "first_hour.json", load)
+    emit(out, save, path, load)
 
 
 if __name__ == "__main__":
