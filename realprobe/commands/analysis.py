@@ -118,7 +118,7 @@ def stats_cmd(
     rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=kinds,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
     if isinstance(rep, VantageStats):
-        print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
+        print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep, threshold)
         return
     _banner(rep.provenance)
     if as_json:
@@ -161,10 +161,11 @@ def print_phases(phases: dict[str, dict[str, Any]], *, explain: bool = False) ->
                   "request sent to response headers; transfer = headers to end of body.[/dim]")
 
 
-def print_by_vantage(rep: VantageStats) -> None:
-    """The same statistics once per vantage point, tools side by side."""
-    from realprobe.commands.tables import Column, fit_table
-    from realprobe.probes.stats import success_text
+def print_by_vantage(rep: VantageStats, threshold: float | None = None) -> None:
+    """The same statistics once per vantage point, tools side by side; then each vantage's
+    verdict."""
+    from realprobe.commands.tables import Column, escape, fit_table
+    from realprobe.probes.stats import THRESHOLD, success_text, verdict
 
     reports, vantages, kinds = rep.vantages, list(rep.vantages), rep.target_kinds
     table = fit_table(
@@ -185,6 +186,10 @@ def print_by_vantage(rep: VantageStats) -> None:
             cells.append(f"{success_text(t)} · {p50}")
         table.add_row(*cells)
     console.print(table)
+    for v in vantages:
+        if reports[v].tools:
+            console.print(escape(f"{v}: {verdict(reports[v], threshold or THRESHOLD)}"),
+                          highlight=False)
 
 
 def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
