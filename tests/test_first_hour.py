@@ -400,3 +400,14 @@ def test_a_skipped_operation_names_the_flag_that_keeps_it(tmp_path: Path) -> Non
     res = cli("catalog", "import-openapi", str(spec), "--output", str(tmp_path / "c.toml"))
     assert "skipped GET /private: needs credentials (API key 'api_key' in query); " \
            "--include-auth keeps it" in res.stderr, res.stderr
+
+
+def test_prompts_the_reference_agent_treats_alike_are_said_to_be_one_run(tmp_path: Path) -> None:
+    res = cli("run", "travel_briefing", "--agent", "reference", "--mode", "simulate",
+              "--profile", "harsh", "--prompt", "baseline,optimal", "--db",
+              str(tmp_path / "t.db"))
+    assert res.returncode == 0, res.stderr
+    assert "note: the reference agent makes the same calls under baseline, optimal: one run " \
+           "stands for them all, stored as baseline" in " ".join(res.stderr.split())
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        assert conn.execute("select prompt from task_runs").fetchall() == [("baseline",)]
