@@ -34,6 +34,12 @@ def test_demo_runs_offline_end_to_end(tmp_path: Path) -> None:
         code, _, names = part.partition(": ")
         assert len(names.split(", ")) == int(code.split()[1]) <= 3 if names else \
             int(code.split()[1]) > 3, first
+    # a column left out at 80 columns is pointed to where it is (the demo has no --json)
+    hints = [ln for ln in " ".join(res.stdout.split("\n")).split("left out to fit:")[1:]]
+    assert hints
+    for hint in hints:
+        assert "--json" not in hint.split(")")[0]
+        assert str(out / "report.html") in hint or str(out / "demo.db") in hint
     db = sqlite3.connect(out / "demo.db")
     n_tools = db.execute("select count(distinct tool) from probes").fetchone()[0]
     n_rows = db.execute("select count(*) from probes").fetchone()[0]

@@ -240,10 +240,10 @@ def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
     return notes
 
 
-def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | None = None
-                ) -> None:
+def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | None = None,
+                elsewhere: str = "in --json") -> None:
     """The table, the verdict, then the notes grouped and counted (`explain`: one line per
-    tool under each)."""
+    tool under each; `elsewhere`: where columns left out to fit can be seen)."""
     from realprobe.commands.tables import Column, escape, fit_table
     from realprobe.probes.stats import EXTRAPOLATED, THRESHOLD, success_text, verdict
 
@@ -253,7 +253,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
          Column("P(f|f) / P(f|ok)", "num", drop=3), Column("p50 / p90 / p99 ms", "num"),
          Column("μ, σ", "num", drop=5), Column("KS p", "num", drop=4),
          Column("top error / flags", "list", drop=2)],
-        title=f"{len(rep.tools)} tools · {head}",
+        title=f"{len(rep.tools)} tools · {head}", elsewhere=elsewhere,
     )
     for t in rep.tools:
         lat, fit = t.latency, t.latency.lognormal

@@ -360,7 +360,7 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
         from realprobe.commands.analysis import print_stats
 
         console.rule("[bold]3/5  statistics")
-        print_stats(value, explain=explain)
+        print_stats(value, explain=explain, elsewhere=f"in {out / 'report.html'}")
     elif name == "calibrate":
         console.rule("[bold]4/5  calibrated profile and report")
         console.print(f"wrote the calibrated profile to {value}")
@@ -370,7 +370,7 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
         from realprobe.commands.tasks import _print_runs, _print_summary
 
         console.rule("[bold]5/5  real-world tasks replayed from the shipped cassettes")
-        _print_runs(value.runs)
+        _print_runs(value.runs, elsewhere=f"in {out / 'demo.db'}, table task_runs")
         _print_summary(value.summary, out / "demo.db")
 
 

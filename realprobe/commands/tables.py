@@ -107,6 +107,8 @@ class FitTable:
     rows: list[list[str]] = field(default_factory=list)
     title: str | None = None
     caption: str | None = None
+    #: where a column left out to fit can be seen instead
+    elsewhere: str = "in --json"
 
     def add_row(self, *cells: Any) -> None:
         if len(cells) != len(self.columns):
@@ -155,7 +157,8 @@ class FitTable:
                                f"{plain(self.rows[0][i])}" for i in layout.hoisted)
             title = f"{title or ''}\nevery row: {every}".lstrip("\n")
         if layout.dropped:
-            note = f"left out to fit: {', '.join(layout.dropped)} (see them wider or in --json)"
+            note = (f"left out to fit: {', '.join(layout.dropped)} "
+                    f"(see them wider or {self.elsewhere})")
             caption = f"{caption}\n{note}" if caption else note
         table = Table(title=title, caption=caption, caption_justify="left")
         assert layout.widths is not None
@@ -277,9 +280,10 @@ def escape(text: str) -> str:
 
 
 def fit_table(columns: Iterable[Column], title: str | None = None,
-              caption: str | None = None) -> FitTable:
-    """A new, empty table (add rows with `add_row`)."""
-    return FitTable(columns=list(columns), title=title, caption=caption)
+              caption: str | None = None, elsewhere: str = "in --json") -> FitTable:
+    """A new, empty table (add rows with `add_row`); `elsewhere`: where a column left out
+    to fit can be seen instead."""
+    return FitTable(columns=list(columns), title=title, caption=caption, elsewhere=elsewhere)
 
 
 __all__ = ["Column", "FitTable", "Layout", "Notes", "escape", "fit_table", "plain"]

@@ -311,7 +311,7 @@ def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
     console.print(table)
 
 
-def _print_runs(results: list[RunOutcome]) -> None:
+def _print_runs(results: list[RunOutcome], elsewhere: str = "in --json") -> None:
     from realprobe.commands.tables import Column, fit_table
 
     table = fit_table(
@@ -320,7 +320,7 @@ def _print_runs(results: list[RunOutcome]) -> None:
          Column("calls", "num", drop=1), Column("retries", "num", drop=3),
          Column("fallbacks", "num", drop=4), Column("turns", "num", drop=2),
          Column("ended", "name", drop=6)],
-        title=f"{len(results)} task runs",
+        title=f"{len(results)} task runs", elsewhere=elsewhere,
     )
     colour = {"full": "green", "partial": "yellow", "failure": "red", "error": "magenta"}
     for r in results:
