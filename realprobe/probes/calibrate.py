@@ -186,16 +186,43 @@ class DeadlineChain:
         self.below = max((self.z0 - lo) / 1.959964, 1e-3)
         self.above = max((hi - self.z0) / 1.959964, 1e-3)
 
-    def nll(self, f: float, rho: float, w: float, z: float) -> float:
+    def decay(self, rho: float) -> FloatArray:
+        """rho ** lag at each lag."""
+        return np.sign(rho) ** self.lags * np.abs(rho) ** self.lags
+
+    def nll_grad(self, x: FloatArray, decay: FloatArray) -> tuple[float, FloatArray]:
+        """The penalised negative log-likelihood at x = (f, w, z) and its gradient (analytic,
+        so the optimiser needs one evaluation per step), rho entering through `decay`. With
+        p the failure probability after each previous outcome (after a TIMEOUT it mixes
+        a and b by tau = f e / (f e + (1-f) S)), q the outcome probabilities, and G = n / q:
+        the derivatives go through p, S and w into q."""
+        f, w, z = (float(v) for v in x)
         s = 0.5 * math.erfc(-z / math.sqrt(2.0))
         e = w + (1 - w) * s
-        after_t = f * e / (f * e + (1 - f) * s)
-        decay = np.sign(rho) ** self.lags * np.abs(rho) ** self.lags
-        a, b = f + (1 - f) * decay, f * (1 - decay)
-        p = np.stack([b, a, after_t * a + (1 - after_t) * b], axis=1)[:, :, None]
-        q = np.concatenate([(1 - p) * (1 - s), p * (1 - w) * (1 - s), 1 - (1 - p * w) * (1 - s)], 2)
-        penalty = 0.5 * ((z - self.z0) / (self.below if z < self.z0 else self.above)) ** 2
-        return penalty - float(np.sum(self.n * np.log(np.clip(q, 1e-300, 1.0))))
+        big_a, big_b = f * e, (1 - f) * s
+        den = big_a + big_b
+        tau = big_a / den
+        b = f * (1 - decay)
+        p = np.stack([b, f + (1 - f) * decay, b + tau * decay], axis=1)  # (lags, previous)
+        u = 1 - s
+        q = np.stack([(1 - p) * u, p * (1 - w) * u, 1 - (1 - p * w) * u], axis=2)
+        qc = np.clip(q, 1e-300, 1.0)
+        g = self.n / qc * (q == qc)  # d(-nll)/dq, nothing where clipped
+        g0, g1, g2 = g[..., 0], g[..., 1], g[..., 2]
+        d_p = u * (g1 * (1 - w) + g2 * w - g0)  # d(-nll)/dp, per lag and previous outcome
+        d_s = float(np.sum(g2 * (1 - p * w) - g0 * (1 - p) - g1 * p * (1 - w)))
+        d_w = float(np.sum(u * p * (g2 - g1)))
+        tail = float(np.dot(d_p[:, 2], decay))  # through tau, after a TIMEOUT
+        den2 = den * den
+        d_f = float(np.dot(d_p.sum(axis=1), 1 - decay)) + tail * e * s / den2
+        d_w += tail * big_b * f * (1 - s) / den2
+        d_s += tail * (big_b * f * (1 - w) - big_a * (1 - f)) / den2
+        side = self.below if z < self.z0 else self.above
+        penalty = 0.5 * ((z - self.z0) / side) ** 2
+        dens = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        ll = float(np.sum(self.n * np.log(qc)))
+        grad = np.array([-d_f, -d_w, (z - self.z0) / side**2 - d_s * dens])
+        return penalty - ll, grad
 
     def _at(self, rho: float, start: list[float]) -> tuple[float, list[float]]:
         """The smallest nll over (f, w, z) at this rho, from `start` and from a few failure
@@ -203,12 +230,13 @@ class DeadlineChain:
         f_lo = max(_EDGE, -rho / (1 - rho) + _EDGE) if rho < 0 else _EDGE
         bounds = [(f_lo, 1 - _EDGE), (_EDGE, 1 - _EDGE),
                   (self.z0 - 6 * self.below, self.z0 + 6 * self.above)]  # fmt: skip
+        decay = self.decay(rho)
         best: tuple[float, list[float]] = (math.inf, start)
         for x0 in (start, [0.05, 0.5, self.z0]):
             x0 = [min(max(v, lo), hi) for v, (lo, hi) in zip(x0, bounds, strict=True)]
             res = optimize.minimize(
-                lambda x: self.nll(float(x[0]), rho, float(x[1]), float(x[2])),
-                np.array(x0), method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-10},
+                self.nll_grad, np.array(x0), args=(decay,), jac=True, method="L-BFGS-B",
+                bounds=bounds, options={"ftol": 1e-10},
             )  # fmt: skip
             if float(res.fun) < best[0]:
                 best = (float(res.fun), [float(v) for v in res.x])
