@@ -294,5 +294,27 @@ def test_deadline_chain_gradient_is_the_likelihoods() -> None:
         for x in ([0.05, 0.3, chain.z0 + 0.1], [0.3, 0.8, chain.z0 - 0.2]):
             point = np.array(x)
             grad = chain.nll_grad(point, decay)[1]
-            numeric = optimize.approx_fprime(point, lambda p: chain.nll_grad(p, decay)[0], 1e-7)
+            numeric = optimize.approx_fprime(point, lambda p, d=decay: chain.nll_grad(p, d)[0],
+                                             1e-7)
             assert grad == pytest.approx(numeric, rel=1e-4, abs=1e-2)
+
+
+def test_workers_fork_only_from_a_single_threaded_process() -> None:
+    """A process with another thread spawns its workers (a forked child could inherit a lock
+    that thread holds); a single-threaded one on Linux forks them."""
+    import sys
+    import threading
+
+    from realprobe.probes.calibrate import _start_method
+
+    alone = threading.active_count() == 1
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert _start_method() == "spawn"
+    finally:
+        release.set()
+        other.join()
+    if alone:
+        assert _start_method() == ("fork" if sys.platform == "linux" else "spawn")
