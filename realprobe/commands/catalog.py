@@ -12,11 +12,11 @@ import typer
 from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
-    QuickHelpGroup,
     console,
     err_console,
     print_json,
 )
+from realprobe.commands.help import QuickHelpGroup
 
 app = typer.Typer(
     help="List the tool definitions; import OpenAPI descriptions; read the public-apis list.",

@@ -15,8 +15,7 @@ from typing import Any
 
 from typer.core import TyperGroup
 
-from realprobe.commands.common import in_cli_terms
-from realprobe.errors import RealprobeError
+# realprobe.errors and commands.common load when a check fails or a command runs, not for --help
 
 
 def _finite(value: float) -> bool:
@@ -79,6 +78,8 @@ def _callback(name: str, previous: Callable[..., Any] | None) -> Callable[..., A
         if value is not None:
             problem = check(value)
             if problem:
+                from realprobe.errors import RealprobeError
+
                 flag = max(param.opts, key=len)
                 raise RealprobeError(f"{flag} {problem} (got {value})")
         return value
@@ -96,6 +97,9 @@ def _speaking_flags(command: Any) -> None:
 
     @functools.wraps(body)
     def run(*args: Any, **kwargs: Any) -> Any:
+        from realprobe.commands.common import in_cli_terms
+        from realprobe.errors import RealprobeError
+
         try:
             return body(*args, **kwargs)
         except RealprobeError as exc:
@@ -127,5 +131,7 @@ class CheckedGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except OSError as exc:
+            from realprobe.errors import RealprobeError
+
             where = f"{exc.filename}: " if exc.filename else ""
             raise RealprobeError(f"{where}{exc.strerror or exc}") from exc
