@@ -73,6 +73,12 @@ def scrub_printed(obj: Any) -> Any:
 console = cast("Console", _LazyConsole(stderr=False))
 err_console = cast("Console", _LazyConsole(stderr=True))
 
+
+def plain_line(text: str, err: bool = False) -> None:
+    """One line as it is, on stdout or stderr (scrubbed; no markup, no wrapping, so no rich
+    to import for it)."""
+    (sys.stderr if err else sys.stdout).write(scrub_printed(text) + "\n")
+
 CatalogOpt = Annotated[
     list[Path] | None,
     typer.Option(
