@@ -192,8 +192,8 @@ def test_sandbox_draws_from_the_mixture(catalog: Catalog) -> None:
 
 @pytest.mark.parametrize(("k", "censored"), [(1, True), (2, True), (2, False)])
 def test_likelihood_gradient_is_the_likelihoods(k: int, censored: bool) -> None:
-    """The analytic gradient the optimisers use is the negative log-likelihood's own (central
-    differences agree), at a point away from the optimum."""
+    """The analytic gradients the optimisers use are the negative log-likelihood's and the
+    deadline share's own (finite differences agree), at a point away from the optimum."""
     from scipy import optimize
 
     from realprobe.probes import latency_mixture as lm
@@ -208,3 +208,7 @@ def test_likelihood_gradient_is_the_likelihoods(k: int, censored: bool) -> None:
     assert fun == lm._nll(theta, k, x, cvals, cw)
     numeric = optimize.approx_fprime(theta, lm._nll, 1e-6, k, x, cvals, cw)
     assert grad == pytest.approx(numeric, rel=1e-4, abs=1e-3)
+    if censored:  # and the held constraint's, probit(S) at the deadline
+        log_t = math.log(1000.0)
+        numeric = optimize.approx_fprime(theta, lm._probit_exceed, 1e-7, k, log_t)
+        assert lm._probit_exceed_grad(theta, k, log_t) == pytest.approx(numeric, abs=1e-5)

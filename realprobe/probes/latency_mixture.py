@@ -297,24 +297,38 @@ def _probit_exceed(th: FloatArray, k: int, log_t: float) -> float:
     return float(special.ndtri(min(max(sf, 1e-12), 1 - 1e-12)))
 
 
+def _probit_exceed_grad(th: FloatArray, k: int, log_t: float) -> FloatArray:
+    """The gradient of `_probit_exceed` in theta (0 where it clips): with a = (mu - ln T)/s,
+    dS/dmu = w phi(a)/s, dS/dln s = -w phi(a) a, dS/dlogit w1 = w1 w2 (Phi(a1) - Phi(a2)),
+    each over phi(probit S)."""
+    w, mus, sig, _ = _unpack(np.clip(th, -50.0, 50.0), k, True)
+    a = (mus - log_t) / np.maximum(sig, 1e-12)
+    tail = special.ndtr(a)
+    sf = float(np.dot(w, tail))
+    out = np.zeros_like(th)
+    if not 1e-12 < sf < 1 - 1e-12:
+        return out
+    z = float(special.ndtri(sf))
+    dens = w * np.exp(0.5 * (z * z - a * a))  # w phi(a) / phi(z)
+    head = [w[0] * w[1] * float(tail[0] - tail[1]) * math.sqrt(2 * math.pi)
+            * math.exp(0.5 * z * z)] if k > 1 else []  # fmt: skip
+    pairs = [v for i in range(k) for v in (dens[i] / sig[i], -dens[i] * a[i])]
+    out[: len(head) + 2 * k] = [*head, *pairs]
+    return np.where(np.abs(th) < 50.0, out, 0.0)
+
+
 def _delta_sd(
     theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray, log_t: float
 ) -> float | None:
-    """sd of probit(S) by the delta method (finite-difference Hessian): the first guess of
-    the profile interval's ends."""
-    d, h = theta.shape[0], 1e-3
+    """sd of probit(S) by the delta method (the Hessian from central differences of the
+    analytic gradient): the first guess of the profile interval's ends."""
+    d, h = theta.shape[0], 1e-4
     eye = np.eye(d) * h
-    hess = np.empty((d, d))
-    for i in range(d):
-        for j in range(i, d):
-            fpp = _nll(theta + eye[i] + eye[j], k, x, cvals, cw)
-            fpm = _nll(theta + eye[i] - eye[j], k, x, cvals, cw)
-            fmp = _nll(theta - eye[i] + eye[j], k, x, cvals, cw)
-            fmm = _nll(theta - eye[i] - eye[j], k, x, cvals, cw)
-            hess[i, j] = hess[j, i] = (fpp - fpm - fmp + fmm) / (4 * h * h)
-    grad = np.array([(_probit_exceed(theta + eye[i], k, log_t)
-                      - _probit_exceed(theta - eye[i], k, log_t)) / (2 * h)
+    hess = np.array([(_nll_grad(theta + eye[i], k, x, cvals, cw)[1]
+                      - _nll_grad(theta - eye[i], k, x, cvals, cw)[1]) / (2 * h)
                      for i in range(d)])  # fmt: skip
+    hess = 0.5 * (hess + hess.T)
+    grad = _probit_exceed_grad(theta, k, log_t)
     try:
         var = float(grad @ np.linalg.solve(hess, grad))
     except np.linalg.LinAlgError:
@@ -367,8 +381,9 @@ def _held_min(
     theta, best = start, math.inf
     for _ in range(6):
         res = optimize.minimize(
-            _nll, theta, args=(k, x, cvals, cw), method="SLSQP",
-            constraints=[{"type": "eq", "fun": lambda th: _probit_exceed(th, k, log_t) - z}],
+            _nll_grad, theta, args=(k, x, cvals, cw), method="SLSQP", jac=True,
+            constraints=[{"type": "eq", "fun": lambda th: _probit_exceed(th, k, log_t) - z,
+                          "jac": lambda th: _probit_exceed_grad(th, k, log_t)}],
             options={"maxiter": 200, "ftol": 1e-10},
         )  # fmt: skip
         fun = float(res.fun)
