@@ -291,7 +291,7 @@ def test_deadline_chain_gradient_is_the_likelihoods() -> None:
     chain = DeadlineChain(pairs, 0.05, (0.03, 0.08))
     for rho in (-0.3, 0.0, 0.6, 0.95):
         decay = chain.decay(rho)
-        for x in ([0.05, 0.3, chain.z0 + 0.1], [0.3, 0.8, chain.z0 - 0.2]):
+        for x in ([0.3, 0.3, chain.z0 + 0.1], [0.6, 0.8, chain.z0 - 0.2]):  # f >= -rho/(1-rho)
             point = np.array(x)
             grad = chain.nll_grad(point, decay)[1]
             numeric = optimize.approx_fprime(point, lambda p, d=decay: chain.nll_grad(p, d)[0],

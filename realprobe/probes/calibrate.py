@@ -179,8 +179,9 @@ class DeadlineChain:
     def __init__(
         self, pairs: list[list[list[int]]], s_t: float, s_ci: tuple[float, float] | None
     ) -> None:
-        self.n = np.asarray(pairs, dtype=np.float64)
-        self.lags = np.arange(1, self.n.shape[0] + 1, dtype=np.float64)
+        #: counts by (outcome, lag, previous outcome)
+        self.n = np.ascontiguousarray(np.moveaxis(np.asarray(pairs, dtype=np.float64), 2, 0))
+        self.lags = np.arange(1, self.n.shape[1] + 1, dtype=np.float64)
         self.z0 = float(special.ndtri(min(max(s_t, 1e-9), 1 - 1e-9)))
         lo, hi = (float(special.ndtri(min(max(v, 1e-9), 1 - 1e-9))) for v in (s_ci or (s_t, s_t)))
         self.below = max((self.z0 - lo) / 1.959964, 1e-3)
@@ -198,29 +199,34 @@ class DeadlineChain:
         the derivatives go through p, S and w into q."""
         f, w, z = (float(v) for v in x)
         s = 0.5 * math.erfc(-z / math.sqrt(2.0))
-        e = w + (1 - w) * s
+        u, e = 1 - s, w + (1 - w) * s
         big_a, big_b = f * e, (1 - f) * s
         den = big_a + big_b
         tau = big_a / den
-        b = f * (1 - decay)
-        p = np.stack([b, f + (1 - f) * decay, b + tau * decay], axis=1)  # (lags, previous)
-        u = 1 - s
-        q = np.stack([(1 - p) * u, p * (1 - w) * u, 1 - (1 - p * w) * u], axis=2)
-        qc = np.clip(q, 1e-300, 1.0)
-        g = self.n / qc * (q == qc)  # d(-nll)/dq, nothing where clipped
-        g0, g1, g2 = g[..., 0], g[..., 1], g[..., 2]
-        d_p = u * (g1 * (1 - w) + g2 * w - g0)  # d(-nll)/dp, per lag and previous outcome
-        d_s = float(np.sum(g2 * (1 - p * w) - g0 * (1 - p) - g1 * p * (1 - w)))
-        d_w = float(np.sum(u * p * (g2 - g1)))
-        tail = float(np.dot(d_p[:, 2], decay))  # through tau, after a TIMEOUT
+        p = np.multiply.outer(decay, (0.0, 1.0, tau))  # (lags, previous outcome)
+        p += (f * (1 - decay))[:, None]
+        pu = p * u
+        q = np.empty((3, *p.shape))  # (outcome, lags, previous outcome)
+        np.subtract(u, pu, out=q[0])
+        np.multiply(pu, 1 - w, out=q[1])
+        np.multiply(pu, w, out=q[2])
+        q[2] += s
+        np.maximum(q, 1e-300, out=q)
+        g = self.n / q  # d(ll)/dq
+        g0, g1, g2 = g
+        h = (1 - w) * g1 + w * g2 - g0  # d(ll)/dp over u, per lag and previous outcome
+        sums = g.reshape(3, -1).sum(axis=1)
+        d_s = float(sums[2] - sums[0] - np.vdot(p, h))
+        d_w = u * float(np.vdot(p, g2 - g1))
+        tail = u * float(np.dot(h[:, 2], decay))  # through tau, after a TIMEOUT
         den2 = den * den
-        d_f = float(np.dot(d_p.sum(axis=1), 1 - decay)) + tail * e * s / den2
+        d_f = u * float(np.dot(h.sum(axis=1), 1 - decay)) + tail * e * s / den2
         d_w += tail * big_b * f * (1 - s) / den2
         d_s += tail * (big_b * f * (1 - w) - big_a * (1 - f)) / den2
         side = self.below if z < self.z0 else self.above
         penalty = 0.5 * ((z - self.z0) / side) ** 2
         dens = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-        ll = float(np.sum(self.n * np.log(qc)))
+        ll = float(np.vdot(self.n, np.log(q)))
         grad = np.array([-d_f, -d_w, (z - self.z0) / side**2 - d_s * dens])
         return penalty - ll, grad
 
