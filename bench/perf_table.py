@@ -247,12 +247,26 @@ def calibrate(tools: int, per_tool: int) -> dict[str, Any]:
                                                       resource.RUSAGE_CHILDREN))
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
+    load, busy = load_average(), machine_cpu()
     t, c = time.perf_counter(), cpu()
     calibrate_report(rep, arrays=arr)
     wall, used = time.perf_counter() - t, cpu() - c
+    others = machine_cpu() - busy - used
     return {"tools": tools, "rows_per_tool": per_tool, "deadline_s": DEADLINE,
             "wall_s": round(wall, 2), "cpu_s": round(used, 2),
-            "cpu_per_tool_s": round(used / tools, 3), "cores": len(os.sched_getaffinity(0))}
+            "cpu_per_tool_s": round(used / tools, 3), "cores": len(os.sched_getaffinity(0)),
+            "others_cpu_s": round(others, 1), "load_average_1m": [load, load_average()]}
+
+
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat; 0 elsewhere): the
+    difference over a run, less the run's own, is what other work took meanwhile."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(v) for v in fields]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 TYPER_APP = (
@@ -269,6 +283,7 @@ def startup(runs: int) -> dict[str, Any]:
     run once first, as an installed package has its .pyc files (typer's own do)."""
     spec = HERE.parent / "tests" / "data" / "openapi" / "open-meteo__flood.yml"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    load = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         imp = [child([PY, "-m", "realprobe.cli", "catalog", "import-openapi", str(spec), "-o",
                       str(Path(tmp) / "c.json")], env=env) for _ in range(4)][1:]
@@ -288,7 +303,8 @@ def startup(runs: int) -> dict[str, Any]:
             "help_cpu_s": round(statistics.median(helps), 4),
             "typer_one_command_cpu_s": round(statistics.median(typer_), 4),
             "ratio_help_to_typer": round(statistics.median(ratios), 3),
-            "ratio_quartiles": [round(q, 3) for q in statistics.quantiles(ratios, n=4)]}
+            "ratio_quartiles": [round(q, 3) for q in statistics.quantiles(ratios, n=4)],
+            "load_average_1m": [load, load_average()]}
 
 
 #: relative noise of each kind of figure on 2 shared cores (CPU ratios side by side move
