@@ -242,7 +242,7 @@ class DeadlineChain:
             x0 = [min(max(v, lo), hi) for v, (lo, hi) in zip(x0, bounds, strict=True)]
             res = optimize.minimize(
                 self.nll_grad, np.array(x0), args=(decay,), jac=True, method="L-BFGS-B",
-                bounds=bounds, options={"ftol": 1e-10},
+                bounds=bounds, options={"ftol": 1e-10, "maxiter": 200},
             )  # fmt: skip
             if float(res.fun) < best[0]:
                 best = (float(res.fun), [float(v) for v in res.x])
