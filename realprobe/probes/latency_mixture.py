@@ -163,16 +163,18 @@ def _em(x: FloatArray, pairs: list[tuple[float, float]], iters: int = 150) -> li
     sig, w = np.full_like(mus, sd / 2), np.full_like(mus, 0.5)
     prev, active = np.full(len(pairs), -math.inf), np.ones(len(pairs), dtype=bool)
     xx = x[None, :, None]
+    powers = np.stack([np.ones_like(x), x, x * x])  # the moments' weights, one product each
     for _ in range(iters):
         z = (xx - mus[:, None, :]) / sig[:, None, :]
-        logp = -0.5 * z * z - np.log(sig)[:, None, :] + np.log(w)[:, None, :]
+        logp = (np.log(w) - np.log(sig))[:, None, :] - 0.5 * (z * z)
         norm = np.logaddexp(logp[..., 0], logp[..., 1])
         resp = np.exp(logp - norm[..., None])
-        nk = resp.sum(axis=1) + 1e-12
+        mom = powers @ resp  # (starts, [sum r, sum r x, sum r x^2], component)
+        nk = mom[:, 0] + 1e-12
         new_w = np.clip(nk / x.shape[0], MIN_WEIGHT, 1 - MIN_WEIGHT)
         new_w /= new_w.sum(axis=1, keepdims=True)
-        new_mu = (resp * xx).sum(axis=1) / nk
-        var = (resp * (xx - new_mu[:, None, :]) ** 2).sum(axis=1) / nk
+        new_mu = mom[:, 1] / nk
+        var = mom[:, 2] / nk - new_mu * new_mu
         new_sig = np.sqrt(np.maximum(var, (MIN_SIGMA * 2) ** 2))
         on = active[:, None]
         w, mus, sig = np.where(on, new_w, w), np.where(on, new_mu, mus), np.where(on, new_sig, sig)
