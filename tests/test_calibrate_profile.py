@@ -248,7 +248,8 @@ def test_calibrate_cli_prints_the_profile_notes(tmp_path: Path, monkeypatch, cap
     code, _, err = run_cli(["calibrate", "--db", str(db), "-o", str(out)], monkeypatch, capsys)
     assert code == 0, err
     flat = " ".join(err.split())
-    assert "catfact_fact: hangs cannot be told from slow calls" in flat
+    assert "1 tool: hangs cannot be told from slow calls at the 0.15 s deadline: " \
+        "catfact_fact: " in flat
     assert load_profile(out).tools["catfact_fact"].notes
 
 

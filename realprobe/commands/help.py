@@ -105,8 +105,13 @@ def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
         if records:
             with formatter.section(panel):
                 formatter.write_dl(records)
-    if hasattr(self, "format_commands"):  # a group: its sub-commands, as click lists them
-        self.format_commands(ctx, formatter)
+    subs = [(name, cmd) for name, cmd in (getattr(self, "commands", None) or {}).items()
+            if not cmd.hidden]
+    if subs:  # a group: each sub-command with its first paragraph, whole (click cuts it)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, " ".join((cmd.short_help or cmd.help or "")
+                                                .split("\n\n")[0].split()))
+                                for name, cmd in subs])
 
 
 def readable_help(command: Any) -> None:

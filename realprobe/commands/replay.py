@@ -149,7 +149,8 @@ def verify_cmd(
 # -- scrub -------------------------------------------------------------------------------
 
 
-@cassette_app.command("scrub")
+@cassette_app.command("scrub", short_help="Replace credentials and every echo of their "
+                      "values with REDACTED (what recording removes); --dry-run shows where.")
 def scrub_cmd(
     file: FileArg,
     output: Annotated[

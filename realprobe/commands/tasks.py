@@ -440,7 +440,7 @@ def _usage_table(rows: list[dict[str, Any]]) -> FitTable:
     t = fit_table(
         [*_who_columns(who, "prompt"), Column("tokens in", "num", drop=2),
          Column("tokens out", "num", drop=2), Column("cost $", "num"),
-         Column("calls", "num"), Column("failed", "num"), Column("top errors", drop=1)],
+         Column("calls", "num"), Column("failed", "num"), Column("top errors", "list", drop=1)],
         title="Usage, cost and the agent's failed calls by error code",
     )
     for r in rows:

@@ -570,8 +570,8 @@ def _notes(
             f"deadline ({s_t:.1%} of calls) blur: {between}; probe with a far deadline to pin "
             "it down"
             if s_t > 0
-            else f"{between}: only {ts.burst.p_fail_after_fail.n} calls followed a failure; "
-            "probe longer to pin it down"
+            else f"the burst chain is rough: {between}, only {ts.burst.p_fail_after_fail.n} "
+            "calls followed a failure; probe longer to pin it down"
         )
     mixture_note = _mixture_deadline_note(ts)
     if mixture_note:
@@ -579,7 +579,7 @@ def _notes(
     if var.success_logit_sd_note:
         out.append(var.success_logit_sd_note)
     if ts.success.long_run_too_few_failures and ts.success.long_run_note:
-        out.append(f"long-run interval {ts.success.long_run_note}")
+        out.append(f"long-run interval, too few failures: {ts.success.long_run_note}")
     return out
 
 
