@@ -11,13 +11,13 @@ import typer
 from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
-    QuickHelpGroup,
     SeedOpt,
     console,
     err_console,
     load_catalog,
     print_json,
 )
+from realprobe.commands.help import QuickHelpGroup
 from realprobe.errors import RealprobeError
 
 cassette_app = typer.Typer(
