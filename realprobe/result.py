@@ -45,19 +45,6 @@ class ToolResult(BaseModel):
     #: the `X-Request-Id` a realprobe sandbox echoed (it pairs the call with a journal entry)
     request_id: str | None = Field(default=None, exclude=True)
 
-    @classmethod
-    def trusted(cls, **values: Any) -> ToolResult:
-        """A result from values the call path built with their types already (an answer's
-        parsed and validated data, its timings): what `model_construct` makes (no validation,
-        no copies), without its per-field loop; once per call, it costs a fraction."""
-        result = cls.__new__(cls)
-        _set(result, "__dict__", {name: values[name] if name in values else default()
-                                  for name, default in _DEFAULTS})
-        _set(result, "__pydantic_fields_set__", set(values))
-        _set(result, "__pydantic_extra__", None)
-        _set(result, "__pydantic_private__", None)
-        return result
-
     @property
     def code(self) -> ErrorCode | None:
         return self.error.code if self.error else None
@@ -75,16 +62,3 @@ class ToolResult(BaseModel):
         assert self.error is not None
         extra = f" (retry after {self.error.retry_after_s:g}s)" if self.error.retry_after_s else ""
         return f"{self.error.code.value}: {self.error.message}{extra}"
-
-
-_set = object.__setattr__
-#: (field, a maker of its default) in field order; a required field's maker fails
-_DEFAULTS = [
-    (name, (lambda f=f: f.get_default(call_default_factory=True)) if not f.is_required()
-     else (lambda name=name: _missing(name)))
-    for name, f in ToolResult.model_fields.items()
-]
-
-
-def _missing(name: str) -> Any:
-    raise TypeError(f"ToolResult.trusted needs {name}")

@@ -68,23 +68,3 @@ async def test_async_requests_match_httpx_client() -> None:
     with pytest.raises(FetchFailure) as failed:  # a closed client sends nothing
         await client.fetch("GET", "http://api.example/x")
     assert failed.value.code is ErrorCode.OPERATION_FAILED and len(echo.seen) == len(CASES)
-
-
-def test_trusted_result_is_the_validated_one() -> None:
-    """`ToolResult.trusted` (the ok path of every call) builds what validation builds."""
-    from realprobe.result import ToolResult
-
-    values = {"tool": "t", "ok": True, "data": {"a": [1, "x"]}, "http_status": 200,
-              "latency_ms": 12.5, "bytes": 3, "redirects": ["301 https://x/"],
-              "rate_limit_headers": {"retry-after": "1"}, "phases": {"ttfb_ms": 1.0},
-              "request_id": "ab"}
-    for given in (values, {"tool": "t", "ok": True}):
-        fast, checked = ToolResult.trusted(**given), ToolResult(**given)
-        assert fast == checked and repr(fast) == repr(checked)
-        assert fast.model_dump() == checked.model_dump()
-        assert fast.model_fields_set == checked.model_fields_set
-        assert fast.phases == checked.phases and fast.request_id == checked.request_id
-    assert ToolResult.trusted(tool="t", ok=True).redirects is not ToolResult.trusted(
-        tool="t", ok=True).redirects  # a default factory's value is made per result
-    with pytest.raises(TypeError, match="needs ok"):
-        ToolResult.trusted(tool="t")

@@ -129,9 +129,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     except BadResponse as exc:
         return _error(tool, exc.code, exc.message, http_status=resp.status,
                       retry_after_s=retry_after_of(resp.headers), **common)
-    common["redirects"] = list(resp.redirects)
-    return ToolResult.trusted(tool=tool.name, ok=True, data=data, http_status=resp.status,
-                              **common)
+    return ToolResult(tool=tool.name, ok=True, data=data, http_status=resp.status, **common)
 
 
 @dataclass(slots=True)
