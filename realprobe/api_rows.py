@@ -174,7 +174,6 @@ def check_tools(
     vantages: list[str] | None = None,
 ) -> None:
     """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
-    from realprobe.adapters.catalog import Catalog
     from realprobe.probes.loading import tool_counts
 
     if not names:
@@ -183,6 +182,8 @@ def check_tools(
     missing = [n for n in names if n not in present]
     if not missing:
         return
+    from realprobe.adapters.catalog import Catalog  # the catalogue only for a did-you-mean
+
     everywhere = tool_counts(db)
     cat = Catalog.load([])
     for name in missing:
