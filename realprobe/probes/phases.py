@@ -8,8 +8,8 @@ successful call that recorded phases (simulated and replayed calls record none).
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ from numpy.typing import NDArray
 
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
-from realprobe.probes.loading import conditions, number, probe_columns
-from realprobe.store import read_only
+from realprobe.errors import RealprobeError
+from realprobe.probes.loading import conditions, number, probe_columns, read_by_tool, real
+from realprobe.store import read_error, read_only
 
 
 def phase_breakdown(
@@ -32,34 +33,26 @@ def phase_breakdown(
 ) -> dict[str, dict[str, Any]]:
     """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
     conn = read_only(db)
-    out: dict[str, dict[str, Any]] = {}
     try:
         cols = probe_columns(conn)
         if not set(PHASES) <= cols:
             return {}
         where, params = conditions(cols, since, until, tools, kinds, vantages)
-        # the selection's tools from its covering index, then each tool's phases as numbers
-        # (no string per row, medians in numpy)
-        names = [
-            str(r[0])
-            for r in conn.execute(f"SELECT DISTINCT tool FROM probes WHERE {where}", params)
-        ]
-        where += f" AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL AND tool = ?"
-        # a missing phase reads as infinity: a number, cheaper to convert than a 'NaN' string
-        values = ", ".join(f"coalesce({number(p)}, 9e999)" for p in PHASES)
-        for tool in sorted(names):
-            flat = np.fromiter(
-                chain.from_iterable(conn.execute(
-                    f"SELECT coalesce({number('new_connection')}, 0), {values} FROM probes "
-                    f"WHERE {where}", [*params, tool],
-                )),
-                dtype=np.float64,
-            ).reshape(-1, len(PHASES) + 1)
-            if flat.shape[0]:
-                out[tool] = _phase_medians(flat)
     finally:
         conn.close()
-    return out
+    where += f" AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL"
+    values = ", ".join(f"{real(p)} AS c{i}" for i, p in enumerate(PHASES, start=1))
+    query = (
+        f"SELECT coalesce({number('new_connection')}, 0) AS c0, {values} FROM probes "
+        f"WHERE {where} ORDER BY tool", params,
+    )
+    try:
+        groups, columns = read_by_tool(Path(db), where, params, query, len(PHASES) + 1)
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
+    flat = np.column_stack(columns)
+    bounds = np.cumsum([0] + [c for _, c in groups])
+    return {t: _phase_medians(flat[bounds[i] : bounds[i + 1]]) for i, (t, _) in enumerate(groups)}
 
 
 def _phase_medians(flat: NDArray[np.float64]) -> dict[str, Any]:
