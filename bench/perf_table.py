@@ -3,9 +3,11 @@ side (on 2 shared cores wall times measure the neighbours; CPU time does not).
 
 Sections (all by default, or pick with --only):
 
-- stats: `realprobe stats --json --kinds live` vs the anchor query ANCHOR (below), each in a
-  fresh process, on 10k / 100k / 1M rows (the databases of bench/stats_1m_rows.py), best of
-  `--repeats` interleaved; also the command's peak memory.
+- stats: `realprobe stats --json --kinds live` vs the anchor query ANCHOR_SQL (below), each in
+  a fresh process, on 10k / 100k / 1M / 10M rows (the databases of bench/stats_1m_rows.py),
+  best of `--repeats` interleaved (one run each at 10M); also the command's wall time and
+  peak memory, and the anchor query's own CPU run in this process (no interpreter start),
+  with the command's ratio to that too.
 - calls: `call_tool_sync` / `call_tool` vs raw httpx on the same loopback sandbox (CPU of this
   process: the server runs in its own).
 - replay: a request replayed by `use_cassette` vs an `httpx.MockTransport` handing back
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -84,16 +87,20 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
         if count_rows(db) != rows // 30 * 30:
             build(db, rows, 30, "live")
         cmd = [PY, "-m", "realprobe.cli", "stats", "--db", str(db), "--json", "--kinds", "live"]
-        a, s = [], []
-        for _ in range(repeats):
+        a, s, q = [], [], []
+        for _ in range(1 if rows >= 10_000_000 else repeats):
             a.append(child([PY, "-c", ANCHOR, str(db)]))
             s.append(child(cmd))
-        a_cpu, s_cpu = min(x[1] for x in a), min(x[1] for x in s)
+            with sqlite3.connect(db) as conn:
+                q.append(cpu_of(conn.execute(ANCHOR_SQL).fetchall))
+        a_cpu, s_cpu, q_cpu = min(x[1] for x in a), min(x[1] for x in s), min(q)
         out[str(rows)] = {
             "anchor_cpu_s": round(a_cpu, 3), "stats_cpu_s": round(s_cpu, 3),
             "stats_wall_s": round(min(x[0] for x in s), 3),
             "stats_peak_mb": round(min(x[2] for x in s), 1),
             "ratio": round(s_cpu / a_cpu, 2),
+            "anchor_query_in_process_cpu_s": round(q_cpu, 3),
+            "ratio_to_query_in_process": round(s_cpu / q_cpu, 2),
         }
         print("stats", rows, out[str(rows)], flush=True)
     return {"anchor_sql": ANCHOR_SQL, "by_rows": out}
@@ -306,7 +313,7 @@ def claims(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="stats,calls,replay,metrics,calibrate,startup")
-    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--sizes", default="10000,100000,1000000,10000000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--metrics-rows", type=int, default=1_000_000)

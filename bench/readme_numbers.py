@@ -676,12 +676,16 @@ def perf_table(d: dict[str, Any]) -> list[Row]:
         st = d["stats"]
         cells = "; ".join(
             f"{_n(int(k))} rows: {r['stats_cpu_s']} s vs {r['anchor_cpu_s']} s, "
-            f"**{r['ratio']}×** (peak {r['stats_peak_mb']:.0f} MB)"
+            f"**{r['ratio']}×** (wall {r['stats_wall_s']:.1f} s, peak "
+            f"{r['stats_peak_mb']:.0f} MB"
+            + (f"; {r['ratio_to_query_in_process']}× the query alone, in process"
+               if "ratio_to_query_in_process" in r else "") + ")"
             for k, r in st["by_rows"].items()
         )
         rows.append((
             "`realprobe stats --json` vs the anchor query `" + st["anchor_sql"] + "`, each in "
-            "a fresh process, CPU (30 tools, live rows with phases)",
+            "a fresh process (`python -c` running the query), CPU (30 tools, live rows with "
+            "phases)",
             f"{cells} ({load})", "≤ 3× at 100,000 rows, ≤ 1.5× at 1,000,000", cmd))
     if "calls" in d:
         c = d["calls"]

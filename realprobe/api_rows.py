@@ -231,7 +231,7 @@ class Rows:
         """Per tool: success with intervals, error mix, latency (censored fit when the
         deadline bites), bursts, variability and where the time goes (`.phases`); with
         `by="vantage"` the same once per vantage point (a `VantageStats`)."""
-        from realprobe.probes.phases import phase_breakdown
+        from realprobe.probes.phases import phase_medians
         from realprobe.probes.provenance import vantages_present
         from realprobe.probes.results import Stats, VantageStats
         from realprobe.probes.stats import stats_from_db
@@ -249,10 +249,9 @@ class Rows:
                 for v in chosen
             }
             return VantageStats(target_kinds=self.kinds, vantages=reports)
-        _, rep = stats_from_db(*sel, period_s, kinds=self.kinds, vantages=self.vantages,
-                               groups=self.survey)
-        phases = phase_breakdown(*sel, self.kinds, self.vantages)
-        return Stats(**dict(rep), phases=phases)
+        arr, rep = stats_from_db(*sel, period_s, kinds=self.kinds, vantages=self.vantages,
+                                 groups=self.survey)
+        return Stats(**dict(rep), phases=phase_medians(arr))
 
     def calibrate(self, *, name: str | None = None) -> Profile:
         """A simulator profile fitted to these rows (each tool's latency a mixture of one or

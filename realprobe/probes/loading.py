@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.store import FUTURE_SKEW_S, read_error, read_only
+from realprobe.store import FUTURE_SKEW_S, read_error, read_only, writing_here
 
 #: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
 CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
@@ -41,7 +41,8 @@ class ProbeArrays:
     """Columns of the selected rows, sorted by (tool, started_ts).
 
     Tool `i` owns rows `bounds[i]:bounds[i+1]`. `code` is -1 for success, else an index
-    into CODES. `timeout_s` is NaN when the row did not record its deadline.
+    into CODES. `timeout_s` is NaN when the row did not record its deadline. `extra`: the
+    further columns a reader asked `load_probes` for (read in the same pass).
     """
 
     tools: list[str]
@@ -50,6 +51,7 @@ class ProbeArrays:
     latency_ms: FloatArray
     code: IntArray
     timeout_s: FloatArray
+    extra: dict[str, FloatArray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -63,6 +65,7 @@ class ProbeArrays:
             self.latency_ms[a:b],
             self.code[a:b],
             self.timeout_s[a:b],
+            {k: v[a:b] for k, v in self.extra.items()},
         )
 
     def where(self, mask: BoolArray) -> ProbeArrays:
@@ -77,6 +80,7 @@ class ProbeArrays:
             self.latency_ms[mask],
             self.code[mask],
             self.timeout_s[mask],
+            {k: v[mask] for k, v in self.extra.items()},
         )
 
     @classmethod
@@ -197,15 +201,17 @@ def real(column: str) -> str:
 
 
 def _row_query(
-    conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any]
+    conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any],
+    more: list[str],
 ) -> tuple[str, list[Any]]:
-    """The rows as (time, latency, code index, deadline), by tool then time. Simulated runs
-    are placed on their virtual timeline, ending at the run's last real stamp."""
+    """The rows as (time, latency, code index, deadline, *more), by tool then time. Simulated
+    runs are placed on their virtual timeline, ending at the run's last real stamp."""
     code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
     values = (
         f"{real('latency_ms')} AS c1, "
         f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
         f"ELSE {_OTHER} END END AS c2, {real('timeout_s')} AS c3"
+        + "".join(f", {sql} AS c{i}" for i, sql in enumerate(more, start=4))
     )
     virtual = "virtual_s" in columns and conn.execute(
         f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
@@ -240,7 +246,8 @@ def read_by_tool(
     query over the same rows by tool, each a float array with NaN for NULL), in one snapshot
     even while a prober writes. A database file is read column-wise in C (the ADBC SQLite
     driver hands over whole columns, about half the CPU of converting each row to Python);
-    an open connection (the exporter's) row-wise through it."""
+    an open connection (the exporter's, or any while this process writes the file: the
+    driver links its own SQLite) row-wise through it."""
     groups_sql = f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool"
     if isinstance(db, Path):
         return _adbc_by_tool(db, (groups_sql, params), query, k)
@@ -325,28 +332,35 @@ def load_probes(
     *,
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
+    extra: Mapping[str, tuple[str, str]] | None = None,
 ) -> ProbeArrays:
     """Rows with excluded != 1 in [since, until) of the given target kinds and vantages (None:
-    any), as arrays, in one read transaction."""
-    own = not isinstance(db, sqlite3.Connection)
-    conn = read_only(db) if not isinstance(db, sqlite3.Connection) else db
+    any), as arrays, in one read transaction. `extra`: {name: (column, SQL number)} further
+    columns read in the same pass into `.extra` (those whose column the file has)."""
+    path = None if isinstance(db, sqlite3.Connection) else Path(db)
+    conn = read_only(path) if path is not None else cast(sqlite3.Connection, db)
     try:
         columns = probe_columns(conn)
         cond, params = conditions(columns, since, until, tools, kinds, vantages)
-        query = _row_query(conn, columns, cond, list(params))
-        groups, (ts, lat, code, timeout) = read_by_tool(
-            Path(db) if own else conn, cond, list(params), query, 4  # type: ignore[arg-type]
+        more = {k: sql for k, (col, sql) in (extra or {}).items() if col in columns}
+        query = _row_query(conn, columns, cond, list(params), list(more.values()))
+        source: Path | sqlite3.Connection = conn
+        if path is not None and not writing_here(path):
+            conn.close()  # one copy of SQLite at a time on the file (POSIX locks)
+            source = path
+        groups, (ts, lat, code, timeout, *rest) = read_by_tool(
+            source, cond, list(params), query, 4 + len(more)
         )
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
-        if own:
+        if path is not None:
             conn.close()
     counts = [c for _, c in groups]
     return ProbeArrays(
         [t for t, _ in groups],
         np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        ts, lat, code.astype(np.int64), timeout,
+        ts, lat, code.astype(np.int64), timeout, dict(zip(more, rest, strict=True)),
     )
 
 

@@ -8,7 +8,6 @@ successful call that recorded phases (simulated and replayed calls record none).
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,21 @@ from numpy.typing import NDArray
 
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
-from realprobe.errors import RealprobeError
-from realprobe.probes.loading import conditions, number, probe_columns, read_by_tool, real
-from realprobe.store import read_error, read_only
+from realprobe.probes.loading import (
+    ProbeArrays,
+    conditions,
+    load_probes,
+    number,
+    probe_columns,
+    real,
+)
+from realprobe.store import read_only
+
+#: the columns the phase medians need, as `load_probes(..., extra=...)` reads them
+PHASE_EXTRA = {
+    "new_connection": ("new_connection", f"coalesce({real('new_connection')}, 0)"),
+    **{p: (p, real(p)) for p in PHASES},
+}
 
 
 def phase_breakdown(
@@ -32,27 +43,23 @@ def phase_breakdown(
     vantages: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
-    conn = read_only(db)
-    try:
-        cols = probe_columns(conn)
-        if not set(PHASES) <= cols:
-            return {}
-        where, params = conditions(cols, since, until, tools, kinds, vantages)
-    finally:
-        conn.close()
-    where += f" AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL"
-    values = ", ".join(f"{real(p)} AS c{i}" for i, p in enumerate(PHASES, start=1))
-    query = (
-        f"SELECT coalesce({number('new_connection')}, 0) AS c0, {values} FROM probes "
-        f"WHERE {where} ORDER BY tool", params,
-    )
-    try:
-        groups, columns = read_by_tool(Path(db), where, params, query, len(PHASES) + 1)
-    except sqlite3.DatabaseError as exc:
-        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
-    flat = np.column_stack(columns)
-    bounds = np.cumsum([0] + [c for _, c in groups])
-    return {t: _phase_medians(flat[bounds[i] : bounds[i + 1]]) for i, (t, _) in enumerate(groups)}
+    return phase_medians(load_probes(db, since, until, tools, kinds=kinds, vantages=vantages,
+                                     extra=PHASE_EXTRA))
+
+
+def phase_medians(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
+    """`phase_breakdown` of rows read with `extra=PHASE_EXTRA`: per tool, its successful calls
+    that recorded a first byte (none when the file has no phase columns)."""
+    if not set(PHASE_EXTRA) <= set(arr.extra):
+        return {}
+    flat = np.column_stack([arr.extra[k] for k in PHASE_EXTRA])
+    keep = (arr.code < 0) & ~np.isnan(arr.extra["ttfb_ms"])
+    out = {}
+    for i, tool in enumerate(arr.tools):
+        a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
+        if keep[a:b].any():
+            out[tool] = _phase_medians(flat[a:b][keep[a:b]])
+    return out
 
 
 def _phase_medians(flat: NDArray[np.float64]) -> dict[str, Any]:
