@@ -138,3 +138,23 @@ def test_the_arrays_equal_the_reference_and_an_open_connection_reads_the_same(
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name
     assert np.isnan(by_file.latency_ms).sum() == len(TOOLS)  # the text stands for no number
     assert (by_file.code == list(ErrorCode).index(ErrorCode.TIMEOUT)).sum() > 10
+
+
+def test_a_file_this_process_writes_is_read_through_sqlite3_alone(
+    seeded: tuple[Path, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The columnar driver links its own SQLite; two copies in one process on one file lose
+    each other's POSIX locks, so while a Store is open here the rows go through `sqlite3`."""
+    import realprobe.probes.loading as loading
+
+    db, rows = seeded
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("the columnar reader ran while this process writes the file")
+
+    monkeypatch.setattr(loading, "_adbc_by_tool", refuse)
+    with Store(db):
+        arr = load_probes(db, kinds=["live"])
+    assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
+    with pytest.raises(AssertionError, match="columnar reader ran"):
+        load_probes(db, kinds=["live"])  # the Store is closed: the columnar reader again
