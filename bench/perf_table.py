@@ -322,6 +322,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="write the results here (a rerun's check)")
     args = ap.parse_args()
     only = args.only.split(",")
+    # the commands start from bytecode, as an installed package does (an environment with
+    # PYTHONDONTWRITEBYTECODE would otherwise compile every module at every start)
+    import compileall
+
+    import realprobe
+
+    compileall.compile_dir(Path(realprobe.__file__).parent, quiet=1)
     before = load_average()
     out: dict[str, Any] = {"args": {
         "only": args.only, "sizes": args.sizes, "repeats": args.repeats, "calls": args.calls,

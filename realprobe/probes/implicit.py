@@ -282,11 +282,10 @@ def implicit_counts(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
     """`implicit_summary` of rows read with `extra=IMPLICIT_EXTRA`."""
     if "implicit" not in arr.extra:
         return {}
-    bits = arr.extra["implicit"].astype(np.int64)
     out: dict[str, dict[str, Any]] = {}
     for i, tool in enumerate(arr.tools):
         a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
-        mine = bits[a:b][arr.code[a:b] < 0]
+        mine = arr.extra["implicit"][a:b][arr.code[a:b] < 0].astype(np.int64)
         if not mine.shape[0]:
             continue
         ok = int(mine.shape[0])

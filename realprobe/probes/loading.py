@@ -190,9 +190,12 @@ def tool_counts(
 
 
 def number(column: str) -> str:
-    """SQL for a column read as a number: NULL when it holds anything else (text, a blob), so
-    a row written around the store's checks cannot break a reader."""
-    return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} END"
+    """SQL for a column read as a number: NULL when it holds anything else (text, a blob, an
+    infinity), so a row written around the store's checks cannot break a reader."""
+    return (
+        f"CASE WHEN typeof({column}) IN ('real', 'integer') AND abs({column}) < 9e999 "
+        f"THEN {column} END"
+    )
 
 
 def real(column: str) -> str:
@@ -265,6 +268,10 @@ def read_by_tool(
         db.execute("COMMIT")
 
 
+#: rows per batch the columnar reader takes from SQLite at a time
+BATCH_ROWS = 1 << 16
+
+
 def _adbc_by_tool(
     path: Path, groups: tuple[str, list[Any]], query: tuple[str, list[Any]], k: int
 ) -> tuple[Groups, list[FloatArray]]:
@@ -274,17 +281,36 @@ def _adbc_by_tool(
 
     from realprobe.store import busy_timeout_s, sqlite_uri
 
-    def run(conn: Any, sql: str, args: list[Any], batch: int) -> list[Any]:
-        with adbc.AdbcStatement(conn) as st:
-            # one batch: the driver infers each column's type from the whole result
-            st.set_options(**{"adbc.sqlite.query.batch_rows": str(max(batch, 1))})
-            st.set_sql_query(sql)
-            if args:
-                st.bind(_params(args))
+    def statement(conn: Any, sql: str, args: list[Any]) -> Any:
+        st = adbc.AdbcStatement(conn)
+        st.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        st.set_sql_query(sql)
+        if args:
+            st.bind(_params(args))
+        return st
+
+    def fill(conn: Any, n: int) -> FloatArray:
+        # no NULL reaches the driver (it would type an all-NULL first batch as integers): a
+        # missing number comes as infinity, which `number` never lets through otherwise
+        sql, args = query
+        cols = ", ".join(f"coalesce(CAST(c{i} AS REAL), 9e999)" for i in range(k))
+        out = np.empty((k, n))
+        at = 0
+        with statement(conn, f"SELECT {cols} FROM ({sql})", args) as st:
             handle, _ = st.execute_query()
-            stream = na.ArrayStream(handle)
-            _, cols = stream.read_all().to_columns_pysequence(handle_nulls=na.nulls_as_sentinel())
-            return list(cols)
+            for batch in na.ArrayStream(handle):  # into the arrays, one batch at a time
+                m = len(batch)
+                for i in range(k):
+                    col = batch.child(i)
+                    out[i, at : at + m] = np.frombuffer(
+                        col.buffer(1), np.float64, m, 8 * col.offset
+                    )
+                at += m
+        if at != n:
+            raise sqlite3.DatabaseError(f"read {at} rows of {n}")
+        for col in out:
+            col[col == np.inf] = np.nan
+        return out
 
     try:
         with adbc_driver_sqlite.connect(sqlite_uri(path)) as database, adbc.AdbcConnection(
@@ -292,16 +318,20 @@ def _adbc_by_tool(
         ) as conn:
             conn.set_autocommit(False)  # both queries in one read transaction
             try:
-                run(conn, f"PRAGMA busy_timeout = {int(busy_timeout_s() * 1000)}", [], 1)
-                tools, counts = run(conn, *groups, 1 << 16)
+                with statement(conn, f"PRAGMA busy_timeout = {int(busy_timeout_s() * 1000)}",
+                               []) as st:
+                    st.execute_update()
+                with statement(conn, *groups) as st:
+                    handle, _ = st.execute_query()
+                    table = na.ArrayStream(handle).read_all()
+                    tools, counts = table.to_columns_pysequence()[1]
                 out = [(str(t), int(c)) for t, c in zip(tools, counts, strict=True)]
-                n = sum(c for _, c in out)
-                cols = run(conn, *query, n) if n else [np.zeros(0)] * k
+                flat = fill(conn, sum(c for _, c in out))
             finally:
                 conn.rollback()
     except adbc.Error as exc:
         raise sqlite3.DatabaseError(str(exc)) from exc
-    return out, [np.ascontiguousarray(c, dtype=np.float64) for c in cols]
+    return out, list(flat)
 
 
 def _params(args: list[Any]) -> Any:

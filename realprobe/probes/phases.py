@@ -52,13 +52,14 @@ def phase_medians(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
     that recorded a first byte (none when the file has no phase columns)."""
     if not set(PHASE_EXTRA) <= set(arr.extra):
         return {}
-    flat = np.column_stack([arr.extra[k] for k in PHASE_EXTRA])
-    keep = (arr.code < 0) & ~np.isnan(arr.extra["ttfb_ms"])
     out = {}
     for i, tool in enumerate(arr.tools):
         a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
-        if keep[a:b].any():
-            out[tool] = _phase_medians(flat[a:b][keep[a:b]])
+        keep = (arr.code[a:b] < 0) & ~np.isnan(arr.extra["ttfb_ms"][a:b])
+        if keep.any():
+            out[tool] = _phase_medians(
+                np.column_stack([arr.extra[k][a:b][keep] for k in PHASE_EXTRA])
+            )
     return out
 
 
