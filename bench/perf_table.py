@@ -282,6 +282,10 @@ def startup(runs: int) -> dict[str, Any]:
             "ratio_help_to_typer": round(h / t, 2)}
 
 
+#: the README's check reruns the stats below this many rows (the 10M point, a growth figure,
+#: takes minutes and its database half an hour to build)
+CHECKED_BELOW = 10_000_000
+
 #: relative noise of each kind of figure on 2 shared cores (CPU ratios side by side move
 #: little; wall times move with the neighbours)
 NOISE = {"ratio": 0.25, "cpu_s": 0.3, "wall_s": 0.5}
@@ -291,7 +295,8 @@ def claims(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
     """{figure: (value, relative noise)} of a perf_table result."""
     out: dict[str, tuple[float, float]] = {}
     for rows, r in d.get("stats", {}).get("by_rows", {}).items():
-        out[f"stats {rows} rows / GROUP BY, CPU"] = (r["ratio"], NOISE["ratio"])
+        if int(rows) < CHECKED_BELOW:
+            out[f"stats {rows} rows / GROUP BY, CPU"] = (r["ratio"], NOISE["ratio"])
     if "calls" in d:
         out["raw httpx / call_tool_sync, CPU"] = (d["calls"]["ratio_sync"], NOISE["ratio"])
         out["raw httpx / call_tool, CPU"] = (d["calls"]["ratio_async"], NOISE["ratio"])
