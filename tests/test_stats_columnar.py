@@ -158,3 +158,23 @@ def test_a_file_this_process_writes_is_read_through_sqlite3_alone(
     assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
     with pytest.raises(AssertionError, match="columnar reader ran"):
         load_probes(db, kinds=["live"])  # the Store is closed: the columnar reader again
+
+
+def test_without_the_driver_the_rows_are_read_row_wise_alike(
+    seeded: tuple[Path, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import realprobe.probes.loading as loading
+
+    db, rows = seeded
+    monkeypatch.setattr(loading, "find_spec", lambda name: None)
+    arr = load_probes(db, kinds=["live"])
+    assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
+    assert realprobe.stats(db, kinds="live").model_dump() == _stats_dump(db)
+
+
+def _stats_dump(db: Path) -> dict[str, Any]:
+    from realprobe.probes import loading
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loading, "find_spec", lambda name: object())
+        return realprobe.stats(db, kinds="live").model_dump()

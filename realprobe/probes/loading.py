@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
+from contextlib import closing
+from importlib.util import find_spec
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -253,7 +255,10 @@ def read_by_tool(
     driver links its own SQLite) row-wise through it."""
     groups_sql = f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool"
     if isinstance(db, Path):
-        return _adbc_by_tool(db, (groups_sql, params), query, k)
+        if find_spec("adbc_driver_sqlite") is not None:
+            return _adbc_by_tool(db, (groups_sql, params), query, k)
+        with closing(read_only(db)) as conn:  # an install without the driver: row-wise
+            return read_by_tool(conn, cond, params, query, k)
     db.execute("BEGIN")
     try:
         groups = [(str(t), int(c)) for t, c in db.execute(groups_sql, params).fetchall()]
