@@ -16,8 +16,8 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import closing
-from importlib.util import find_spec
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from itertools import chain
 from pathlib import Path
 from typing import Any, cast
