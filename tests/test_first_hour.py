@@ -171,34 +171,73 @@ def _drawn(journal: Any) -> list[tuple[str, int, str | None]]:
     return sorted((e.tool, e.draw, e.fault) for e in journal.entries if e.draw is not None)
 
 
-def test_the_same_seed_draws_the_same_outcomes_beside_busy_loops(tmp_path: Path) -> None:
-    """What the sandbox plays for each call (ok, hang, 500, a drifted body...) is the seed's
-    and the request's doing: the same with four busy loops beside it. (Whether a slow answer
-    still makes the client's deadline on a stalled machine is timing, and is left out.)"""
+def _outcomes(db: Path) -> dict[tuple[str, int], tuple[str, str | None]]:
+    """Every stored call by its id in the run (tool, round): its outcome and error code."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("select tool, round, outcome, error_code from probes")
+        return {(t, r): (o, c) for t, r, o, c in rows}
+
+
+def test_the_same_seed_gives_the_same_outcomes_beside_busy_loops(tmp_path: Path) -> None:
+    """The demo's probe (every tool, 5 rounds, 2 s deadline) run twice with seed 0: as the
+    machine is, then beside four busy loops. Every call ends the same, by its id: what the
+    sandbox plays is drawn from the seed and the request, a call drawn to miss the deadline
+    is said so by the sandbox, and an answer drawn in time is not lost to a late timer."""
     from realprobe.sandbox.server import running
 
-    runs = []
+    runs, drawn = [], []
     for i, busy in enumerate((0, 4)):
         loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(busy)]
         try:
+            assert all(p.poll() is None for p in loops)
             sb = api.make_sandbox("published", seed=0)
             with running(sb) as url:
                 db = tmp_path / f"{i}.db"
-                api.probe(None, rounds=3, target=api.options(sandbox=url), db=db, timeout=2,
+                api.probe(None, rounds=5, target=api.options(sandbox=url), db=db, timeout=2,
                           politeness="off", seed=0)
         finally:
             for p in loops:
                 p.kill()
                 p.wait()
-        runs.append(_drawn(sb.journal))
-    n = 3 * len(api.load_catalog())
-    assert len(runs[0]) == n
-    # a call the stalled client gave up on before the sandbox read it draws nothing
-    quiet, busy = ({(t, d): f for t, d, f in run} for run in runs)
-    both = quiet.keys() & busy.keys()
-    assert len(both) >= n // 4  # most, unless the machine is stalled for seconds
-    assert {k: quiet[k] for k in both} == {k: busy[k] for k in both}
-    assert {f for *_, f in runs[0]} - {"ok"}  # faults were drawn
+        runs.append(_outcomes(db))
+        drawn.append(_drawn(sb.journal))
+    assert len(runs[0]) == 5 * len(api.load_catalog())
+    successes = [sum(c is None for _, c in run.values()) for run in runs]
+    assert successes[0] == successes[1]
+    assert runs[0] == runs[1]
+    assert drawn[0] == drawn[1]
+    codes = {c for _, c in runs[0].values()}
+    assert "TIMEOUT" in codes and None in codes and len(codes) > 2  # faults were drawn
+
+
+def test_a_sandbox_calls_outcome_is_the_sandboxs_word_not_the_timers() -> None:
+    """Read after its deadline (a loaded machine), a sandbox answer that says its drawn delay
+    counts with that delay; one marked missed is a timeout at the deadline; an unmarked late
+    answer is late; a live call ignores the marks."""
+    import httpx
+
+    from realprobe.clock import VirtualClock
+    from realprobe.errors import DeadlineExceeded
+    from realprobe.http.client import ClientConfig, _Call
+    from realprobe.http.transports import DELAY_HEADER, MISSED_HEADER, SANDBOX_EXT
+
+    def late(headers: dict[str, str], sandbox: bool = True) -> _Call:
+        clock = VirtualClock()
+        call = _Call(ClientConfig(), clock, "GET", "http://x.test/", None, None, 2.0, False)
+        call.sent = httpx.Request("GET", "http://x.test/", extensions={SANDBOX_EXT: sandbox})
+        clock.advance(2.6)
+        call.settle(httpx.Response(200 if MISSED_HEADER not in headers else 504,
+                                   headers=headers))
+        return call
+
+    assert late({DELAY_HEADER: "1480.5"}).elapsed() == pytest.approx(1.4805)
+    with pytest.raises(DeadlineExceeded):
+        late({})
+    with pytest.raises(DeadlineExceeded) as missed:
+        late({MISSED_HEADER: "body"})
+    assert "sandbox drew no answer" in str(missed.value)
+    live = late({MISSED_HEADER: "headers"}, sandbox=False)
+    assert live.elapsed() == pytest.approx(2.6) and live.settled is None
 
 
 def test_an_answer_drawn_in_time_comes_by_three_quarters_of_the_budget() -> None:
