@@ -256,10 +256,10 @@ def _args_key(args: Any) -> str:
 #: each row's implicit kinds as bits (bit j: IMPLICIT_KINDS[j] sits in its comma-joined
 #: list), as `load_probes(..., extra=...)` reads them
 IMPLICIT_EXTRA = {
-    "implicit": ("implicit", "CAST(" + " + ".join(
-        f"{1 << j} * (implicit IS NOT NULL AND instr(',' || implicit || ',', ',{k},') > 0)"
+    "implicit": ("implicit", "CASE WHEN implicit IS NULL THEN 0.0 ELSE CAST(" + " + ".join(
+        f"{1 << j} * (instr(',' || implicit || ',', ',{k},') > 0)"
         for j, k in enumerate(IMPLICIT_KINDS)
-    ) + " AS REAL)"),
+    ) + " AS REAL) END"),
 }
 
 

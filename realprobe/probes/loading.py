@@ -192,17 +192,22 @@ def tool_counts(
 
 
 def number(column: str) -> str:
-    """SQL for a column read as a number: NULL when it holds anything else (text, a blob, an
-    infinity), so a row written around the store's checks cannot break a reader."""
+    """SQL for a column read as a number: NULL when it holds anything else (text, a blob), so
+    a row written around the store's checks cannot break a reader."""
+    return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} END"
+
+
+#: where a number is missing in reader SQL; `read_by_tool` puts in what its reader takes
+MISSING = "__missing__"
+
+
+def real(column: str, missing: str = MISSING) -> str:
+    """A number column as a REAL, `missing` when it holds anything else (NULL, text, a blob,
+    an infinity). Written so that SQLite checks a NULL first: most phase columns are NULL."""
     return (
-        f"CASE WHEN typeof({column}) IN ('real', 'integer') AND abs({column}) < 9e999 "
-        f"THEN {column} END"
+        f"CASE WHEN {column} IS NULL THEN {missing} WHEN typeof({column}) IN ('real', "
+        f"'integer') AND abs({column}) < 9e999 THEN CAST({column} AS REAL) ELSE {missing} END"
     )
-
-
-def real(column: str) -> str:
-    """A number column as a REAL, NULL when it holds anything else (text, NULL)."""
-    return f"CAST({number(column)} AS REAL)"
 
 
 def _row_query(
@@ -211,11 +216,11 @@ def _row_query(
 ) -> tuple[str, list[Any]]:
     """The rows as (time, latency, code index, deadline, *more), by tool then time. Simulated
     runs are placed on their virtual timeline, ending at the run's last real stamp."""
-    code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
+    code_case = " ".join(f"WHEN '{c.value}' THEN {i}.0" for i, c in enumerate(CODES))
     values = (
         f"{real('latency_ms')} AS c1, "
-        f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
-        f"ELSE {_OTHER} END END AS c2, {real('timeout_s')} AS c3"
+        f"CASE WHEN outcome = 'ok' THEN -1.0 ELSE CASE error_code {code_case} "
+        f"ELSE {_OTHER}.0 END END AS c2, {real('timeout_s')} AS c3"
         + "".join(f", {sql} AS c{i}" for i, sql in enumerate(more, start=4))
     )
     virtual = "virtual_s" in columns and conn.execute(
@@ -247,8 +252,9 @@ def read_by_tool(
     db: Path | sqlite3.Connection, cond: str, params: list[Any], query: tuple[str, list[Any]],
     k: int,
 ) -> tuple[Groups, list[FloatArray]]:
-    """(rows per tool, sorted by tool; the `k` number columns `c0`..`c{k-1}` of `query`, a
-    query over the same rows by tool, each a float array with NaN for NULL), in one snapshot
+    """(rows per tool, sorted by tool; the `k` REAL columns of `query`, a query over the same
+    rows by tool with MISSING where a number is missing, each a float array with NaN there),
+    in one snapshot
     even while a prober writes. A database file is read column-wise in C (the ADBC SQLite
     driver hands over whole columns, about half the CPU of converting each row to Python);
     an open connection (the exporter's, or any while this process writes the file: the
@@ -266,8 +272,7 @@ def read_by_tool(
         if not n:
             return groups, [np.zeros(0) for _ in range(k)]
         sql, args = query
-        nan = ", ".join(f"coalesce(c{i}, 'NaN')" for i in range(k))  # fromiter takes no NULL
-        flat = float_rows(db.execute(f"SELECT {nan} FROM ({sql})", args), k, n)
+        flat = float_rows(db.execute(sql.replace(MISSING, "'NaN'"), args), k, n)
         return groups, [np.ascontiguousarray(flat[:, i]) for i in range(k)]
     finally:
         db.execute("COMMIT")
@@ -296,12 +301,11 @@ def _adbc_by_tool(
 
     def fill(conn: Any, n: int) -> FloatArray:
         # no NULL reaches the driver (it would type an all-NULL first batch as integers): a
-        # missing number comes as infinity, which `number` never lets through otherwise
+        # missing number comes as infinity, which `real` never lets through otherwise
         sql, args = query
-        cols = ", ".join(f"coalesce(CAST(c{i} AS REAL), 9e999)" for i in range(k))
         out = np.empty((k, n))
         at = 0
-        with statement(conn, f"SELECT {cols} FROM ({sql})", args) as st:
+        with statement(conn, sql.replace(MISSING, "9e999"), args) as st:
             handle, _ = st.execute_query()
             for batch in na.ArrayStream(handle):  # into the arrays, one batch at a time
                 m = len(batch)

@@ -29,7 +29,7 @@ from realprobe.store import read_only
 
 #: the columns the phase medians need, as `load_probes(..., extra=...)` reads them
 PHASE_EXTRA = {
-    "new_connection": ("new_connection", f"coalesce({real('new_connection')}, 0)"),
+    "new_connection": ("new_connection", real("new_connection", "0.0")),
     **{p: (p, real(p)) for p in PHASES},
 }
 
