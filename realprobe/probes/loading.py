@@ -203,10 +203,11 @@ MISSING = "__missing__"
 
 def real(column: str, missing: str = MISSING) -> str:
     """A number column as a REAL, `missing` when it holds anything else (NULL, text, a blob,
-    an infinity). Written so that SQLite checks a NULL first: most phase columns are NULL."""
+    an infinity): in SQLite text and blobs sort above every number and NULL compares to
+    nothing, so two comparisons say it (cheaper per row than `typeof`)."""
     return (
-        f"CASE WHEN {column} IS NULL THEN {missing} WHEN typeof({column}) IN ('real', "
-        f"'integer') AND abs({column}) < 9e999 THEN CAST({column} AS REAL) ELSE {missing} END"
+        f"CASE WHEN {column} < 9e999 AND {column} > -9e999 THEN CAST({column} AS REAL) "
+        f"ELSE {missing} END"
     )
 
 
