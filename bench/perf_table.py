@@ -7,7 +7,8 @@ Sections (all by default, or pick with --only):
   a fresh process, on 10k / 100k / 1M / 10M rows (the databases of bench/stats_1m_rows.py),
   best of `--repeats` interleaved (one run each at 10M); also the command's wall time and
   peak memory, and the anchor query's own CPU run in this process (no interpreter start),
-  with the command's ratio to that too.
+  with the command's ratio to that too. The 10M database (3.6 GB) takes about 25 minutes
+  to build the first time; `--sizes 10000,100000,1000000` leaves it out.
 - calls: `call_tool_sync` / `call_tool` vs raw httpx on the same loopback sandbox (CPU of this
   process: the server runs in its own).
 - replay: a request replayed by `use_cassette` vs an `httpx.MockTransport` handing back
