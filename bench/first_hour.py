@@ -4,6 +4,7 @@ probe's and the sweep's ETAs were from the real remaining time on this machine.
 
     python bench/first_hour.py [--save]     # writes bench/results/first_hour.json
     python bench/first_hour.py --seeds [--save]  # the seed-0 demo only, into the same file
+    python bench/first_hour.py --lines [--save]  # the line counts and report width only, too
 
 Lines are counted twice: as printed (what `wc -l` says) and as an 80-column terminal shows
 them (a line wider than 80 takes several rows). The ETA is sampled at every finished call or
@@ -183,27 +184,40 @@ def report_width(report: Path) -> dict[str, Any]:
     return out
 
 
+def lines_and_width(tmp: Path) -> dict[str, Any]:
+    """The demo's lines (and with --explain), the report's width in Chromium, and the lines of
+    `stats` over a 20-round demo (32 tools)."""
+    out: dict[str, Any] = {}
+    demo = tmp / "demo"
+    out["demo_lines"] = _lines(_cli("demo", "--output", str(demo)))
+    out["demo_explain_lines"] = _lines(_cli("demo", "--output", str(demo), "--explain"))
+    out["report"] = report_width(demo / "report.html")
+    db20 = tmp / "d20"
+    _cli("demo", "--output", str(db20), "--rounds", "20")
+    out["stats_32_tools_20_rounds_lines"] = _lines(_cli("stats", "--db", str(db20 / "demo.db")))
+    return out
+
+
 def main() -> None:
+    """`--seeds` or `--lines`: only that part, its keys replaced in the saved results (the
+    other numbers kept as they were measured)."""
     save = "--save" in sys.argv
     load = load_average()
     out: dict[str, Any] = {}
     results = ROOT / "bench" / "results" / "first_hour.json"
-    if "--seeds" in sys.argv:  # only the seed-0 demo rerun; the other results are kept
+    if "--seeds" in sys.argv or "--lines" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
-            seeds = seed_repeats(Path(tmp))
+            if "--seeds" in sys.argv:
+                out["seed_0_demo"] = seed_repeats(Path(tmp))
+            else:
+                out.update(lines_and_width(Path(tmp)))
+                out["lines_load_average_1m"] = [load, load_average()]
         kept = json.loads(results.read_text()) if results.exists() else {}
-        emit({**kept, "seed_0_demo": seeds}, save, results)
+        emit({**kept, **out}, save, results)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        demo = Path(tmp) / "demo"
         out["seed_0_demo"] = seed_repeats(Path(tmp))
-        out["demo_lines"] = _lines(_cli("demo", "--output", str(demo)))
-        out["demo_explain_lines"] = _lines(_cli("demo", "--output", str(demo), "--explain"))
-        out["report"] = report_width(demo / "report.html")
-        db20 = Path(tmp) / "d20"
-        _cli("demo", "--output", str(db20), "--rounds", "20")
-        out["stats_32_tools_20_rounds_lines"] = _lines(_cli("stats", "--db",
-                                                            str(db20 / "demo.db")))
+        out.update(lines_and_width(Path(tmp)))
     out["eta_probe_polite"] = eta_probe(rounds=3, polite=True)
     out["eta_probe_side_by_side"] = eta_probe(rounds=10, polite=False)
     out["eta_sweep"] = eta_sweep(concurrency=4)

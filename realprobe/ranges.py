@@ -67,6 +67,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "min_success_change": NON_NEGATIVE,
     "min_latency_change": NON_NEGATIVE,
     "alpha": PROBABILITY,
+    "threshold": _rule(lambda v: _number(v) and 0 < v <= 1, "must be a share in (0, 1]"),
     "sandbox": URL,
     "base_url": URL,
     "upstream": UPSTREAM,

@@ -364,7 +364,8 @@ def test_stats_on_only_excluded_rows_says_so(tmp_path: Path, monkeypatch, capsys
             row.update(excluded=1, target_kind="live")
             store.insert_probe(row)
     msg = one_line_error(*run_cli(["stats", "--db", str(db)], monkeypatch, capsys)[::2])
-    assert "all 30 live rows" in msg and "excluded as local network failures" in msg
+    assert "all 30 live rows" in msg and "excluded from statistics: the prober reached no " \
+        "server" in msg and "then probe again" in msg
 
 
 # -- 6. schedules and killed runs -------------------------------------------------------------

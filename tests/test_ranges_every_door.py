@@ -32,6 +32,7 @@ BAD: dict[str, list[Any]] = {
     "min_success_change": [-0.1],
     "min_latency_change": [float("inf")],
     "alpha": [0, 1, 1.5, float("nan")],
+    "threshold": [0, 1.5, 95, float("nan")],
     "sandbox": ["localhost:8765", "ftp://127.0.0.1:1", 3],
     "base_url": ["example.org", ""],
     "upstream": ["ftp://127.0.0.1:1", "Live"],

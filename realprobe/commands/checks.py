@@ -15,9 +15,8 @@ from typing import Any
 
 from typer.core import TyperGroup
 
-from realprobe.commands.common import in_cli_terms
-from realprobe.errors import RealprobeError
-from realprobe.ranges import CHECKS, problem
+# realprobe.ranges, realprobe.errors and commands.common load when a verb is built or runs,
+# not for `realprobe --help`
 
 
 def _callback(name: str, previous: Callable[..., Any] | None) -> Callable[..., Any]:
@@ -25,6 +24,9 @@ def _callback(name: str, previous: Callable[..., Any] | None) -> Callable[..., A
         if previous is not None:
             value = previous(ctx, param, value)
         if value is not None:
+            from realprobe.errors import RealprobeError
+            from realprobe.ranges import problem
+
             what = problem(name, value)
             if what:
                 flag = max(param.opts, key=len)
@@ -44,6 +46,9 @@ def _speaking_flags(command: Any) -> None:
 
     @functools.wraps(body)
     def run(*args: Any, **kwargs: Any) -> Any:
+        from realprobe.commands.common import in_cli_terms
+        from realprobe.errors import RealprobeError
+
         try:
             return body(*args, **kwargs)
         except RealprobeError as exc:
@@ -57,6 +62,8 @@ def _speaking_flags(command: Any) -> None:
 def apply_checks(command: Any) -> None:
     """Attach the range checks to every option of `command` and its subcommands (once), and
     have library errors raised in their bodies name the flags."""
+    from realprobe.ranges import CHECKS
+
     for sub in (getattr(command, "commands", None) or {}).values():
         apply_checks(sub)
     _speaking_flags(command)
@@ -75,5 +82,7 @@ class CheckedGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except OSError as exc:
+            from realprobe.errors import RealprobeError
+
             where = f"{exc.filename}: " if exc.filename else ""
             raise RealprobeError(f"{where}{exc.strerror or exc}") from exc

@@ -9,7 +9,6 @@ rows with `excluded=1` (the prober's own outages) are left out before anything i
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.errors import Unavailable
-from realprobe.probes.implicit import implicit_summary
+from realprobe.probes.implicit import IMPLICIT_EXTRA, implicit_counts
 from realprobe.probes.latency_fit import (
     PROFILE_CI_MIN_EXCEED,
     Z95,
@@ -36,6 +35,7 @@ from realprobe.probes.loading import (
     load_probes,
 )
 from realprobe.probes.numeric import one_blas_thread
+from realprobe.probes.phases import PHASE_EXTRA
 from realprobe.probes.provenance import (
     EMPTY_SELECTION_PARAMS,
     Group,
@@ -257,6 +257,41 @@ class StatsReport(BaseModel):
     provenance: Provenance | None = None
     #: per tool: successful calls and their implicit-fault signs (set by stats_from_db)
     implicit: dict[str, dict[str, Any]] | None = None
+
+
+#: the success rate a verdict measures each tool against unless told otherwise
+THRESHOLD = 0.95
+
+
+def success_text(t: ToolStats) -> str:
+    """A tool's success as every surface quotes it: `80.0% [32.1, 97.1]`."""
+    rate = "-" if t.success.rate is None else f"{100 * t.success.rate:.1f}%"
+    return f"{rate} {interval_text(t.success.quoted95)}"
+
+
+def verdict(rep: StatsReport, threshold: float = THRESHOLD) -> str:
+    """One paragraph: which tools are surely below `threshold` (the whole quoted interval
+    under it), which cannot be told from it yet, which are surely above; worst first."""
+    below = sorted((t for t in rep.tools if t.success.quoted95[1] < threshold),
+                   key=lambda t: (t.success.quoted95[1], t.tool))
+    above = [t for t in rep.tools if t.success.quoted95[0] >= threshold]
+    unsure = [t for t in rep.tools if t not in below and t not in above]
+
+    def some(ts: list[ToolStats], k: int = 3) -> str:
+        named = ", ".join(f"{t.tool} {success_text(t)}" for t in ts[:k])
+        return named + (f" and {len(ts) - k} more" if len(ts) > k else "")
+
+    parts = [f"Verdict at a {100 * threshold:g}% success threshold (95% intervals):",
+             f"{len(below)} of {len(rep.tools)} tools are below it"
+             + (f", worst {some(below)}." if below else ".")]
+    if unsure:
+        calls = sorted({t.success.n for t in unsure})
+        each = f"{calls[0]}" if len(calls) == 1 else f"{calls[0]}-{calls[-1]}"
+        parts.append(f"{len(unsure)} cannot be told from it with {each} calls each "
+                     f"({some(unsure, 2)}): more rounds narrow the interval.")
+    parts.append(f"{len(above) or 'None'} {'is' if len(above) < 2 else 'are'} surely above it"
+                 + (f": {some(above, 2)}." if above else "."))
+    return " ".join(parts)
 
 
 # -- per-tool pieces ---------------------------------------------------------------------------
@@ -841,19 +876,15 @@ def stats_from_db(
     error when the selection holds nothing. With no `kinds`: live when the window holds live
     rows, else the one kind present (several other kinds: an error asking to pick).
     `groups`: the window's provenance survey when the caller has already read it."""
+    # one pass over the rows: the phase timings and implicit signs come along
+    extra = {**PHASE_EXTRA, **IMPLICIT_EXTRA}
     if groups is not None:
         kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
-        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
-    elif kinds is None:
-        groups = survey(db, since, until, tools, vantages)
-        kinds = pick_kinds(kinds_present(db, groups=groups), None)
-        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
     else:
-        # the survey (one aggregate scan, run by SQLite without the GIL) alongside the load
-        with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(survey, db, since, until, tools, vantages)
-            arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
-            groups = pending.result()
+        groups = survey(db, since, until, tools, vantages)
+        kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
     prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
         raise Unavailable(empty_selection_error(prov, db, tools), param=EMPTY_SELECTION_PARAMS)
@@ -863,5 +894,5 @@ def stats_from_db(
             raise Unavailable(f"no probe rows for {', '.join(missing)} in this window")
     rep = compute_stats(arr, since, until, period_s)
     rep.provenance = prov
-    rep.implicit = implicit_summary(db, since, until, tools, kinds, vantages)
+    rep.implicit = implicit_counts(arr)
     return arr, rep
