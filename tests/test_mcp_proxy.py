@@ -565,3 +565,43 @@ async def test_the_proxy_fails_the_share_asked_counting_hangs_and_results(tmp_pa
         assert failed == [not model.draw("t").ok for _ in range(400)]  # the draws, no more
         lo, hi = wilson(sum(failed), 400)
         assert lo <= rate <= hi, (rate, sum(failed))
+
+
+async def test_a_hang_the_client_gave_up_on_is_marked_for_a_replay_with_faults(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+    from realprobe.mcp.session_cassette import session_calls
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    profile = fault_profile(tmp_path, {"TIMEOUT": 1.0})
+    model = FaultModel(load_profile(profile), 7)
+    hangs = [not model.draw("t").ok for _ in range(10)]
+    assert 0 < sum(hangs) < 10
+    cassette = tmp_path / "h.jsonl"
+    client, server = QueueWire(), QueueWire()
+    proxy = Proxy(ProxyOptions(profile=str(profile), seed=7, record=cassette),
+                  server_hint="fake")
+    task = asyncio.ensure_future(proxy.run(client, server))
+    for i, hang in enumerate(hangs):
+        await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                              "params": {"name": "t"}}))
+        if hang:  # held by the proxy: the client gives up on it
+            await client.incoming.put(json.dumps({"jsonrpc": "2.0", "method":
+                                                  "notifications/cancelled",
+                                                  "params": {"requestId": i}}))
+            continue
+        assert (await server.sent.get())["id"] == i
+        await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": i, "result": {
+            "content": [{"type": "text", "text": f"answer {i}"}]}}))
+        assert (await client.sent.get())["id"] == i
+    await client.incoming.put(None)
+    await task
+    _, records = read_session(cassette)
+    assert len(session_calls(records)[0]) == 10  # replayed as recorded: the hangs too
+    kept = session_calls(records, server_only=True)[0]
+    assert [json.loads(c.body or b"{}")["result"]["content"][0]["text"] for c in kept] == [
+        f"answer {i}" for i, hang in enumerate(hangs) if not hang]

@@ -3,7 +3,8 @@
 Line 1 is a header `{"realprobe_mcp_cassette": 1, "pid": ..., "meta": {...}}`; every other
 line is one message `{"t": s, "dir": "c2s" | "s2c", "msg": {...}}` (what the client sent, what
 it was answered: an injected fault is recorded as the client saw it, with `"injected"`), a
-line the server wrote that is not JSON-RPC (`"garbage"`), or an event (`"event": "exit"`).
+line the server wrote that is not JSON-RPC (`"garbage"`), or an event (`"event": "exit"`;
+`"injected"` with the `id` of a hang the proxy held that ended with no answer).
 Lines are written through the crash-safe journal (each in the OS before the message goes
 on), so a killed proxy loses nothing already relayed; a torn last line is skipped on read.
 Credentials are scrubbed by the one scrubber before anything is written.
@@ -134,8 +135,14 @@ def session_calls(records: list[dict[str, Any]], server_only: bool = False,
     open_: dict[str, tuple[Call, float]] = {}
     extras: dict[int, list[Any]] = {}
     dropped: set[int] = set()
+    by_id: dict[str, Call] = {}  # each id's latest request
     for rec in records:
         msg = rec.get("msg")
+        if rec.get("event") == "injected":  # a hang the proxy held, ended without an answer
+            held = by_id.get(json.dumps(rec.get("id")))
+            if server_only and held is not None:
+                dropped.add(held.seq)
+            continue
         if not isinstance(msg, dict):
             continue
         t = float(rec.get("t") or 0.0)
@@ -147,6 +154,7 @@ def session_calls(records: list[dict[str, Any]], server_only: bool = False,
                             status=None, t_s=t)
                 calls.append(call)
                 open_[_id(msg)] = (call, t)
+                by_id[_id(msg)] = call
             elif method == "notifications/cancelled":
                 rid = json.dumps((msg.get("params") or {}).get("requestId"))
                 if rid in open_:
