@@ -25,6 +25,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.store import FUTURE_SKEW_S, read_error, read_only, writing_here
 
@@ -209,6 +210,13 @@ def real(column: str, missing: str = MISSING) -> str:
         f"CASE WHEN {column} < 9e999 AND {column} > -9e999 THEN CAST({column} AS REAL) "
         f"ELSE {missing} END"
     )
+
+
+#: the columns the phase medians need, as `load_probes(..., extra=...)` reads them
+PHASE_EXTRA = {
+    "new_connection": ("new_connection", real("new_connection", "0.0")),
+    **{p: (p, real(p)) for p in PHASE_COLUMNS},
+}
 
 
 def _row_query(

@@ -18,20 +18,14 @@ from numpy.typing import NDArray
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
 from realprobe.probes.loading import (
+    PHASE_EXTRA,
     ProbeArrays,
     conditions,
     load_probes,
     number,
     probe_columns,
-    real,
 )
 from realprobe.store import read_only
-
-#: the columns the phase medians need, as `load_probes(..., extra=...)` reads them
-PHASE_EXTRA = {
-    "new_connection": ("new_connection", real("new_connection", "0.0")),
-    **{p: (p, real(p)) for p in PHASES},
-}
 
 
 def phase_breakdown(

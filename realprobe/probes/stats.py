@@ -28,6 +28,7 @@ from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import (
     _TIMEOUT,
     CODES,
+    PHASE_EXTRA,
     BoolArray,
     FloatArray,
     IntArray,
@@ -35,7 +36,6 @@ from realprobe.probes.loading import (
     load_probes,
 )
 from realprobe.probes.numeric import one_blas_thread
-from realprobe.probes.phases import PHASE_EXTRA
 from realprobe.probes.provenance import (
     EMPTY_SELECTION_PARAMS,
     Group,

@@ -182,7 +182,7 @@ def build_report(
     half of calls against its later half. `stats` computed for the same selection is reused
     instead of computed again (its provenance names the kinds it read); so is `groups`, the
     window's provenance survey. The phase medians come from the same pass over the rows."""
-    from realprobe.probes.phases import PHASE_EXTRA
+    from realprobe.probes.loading import PHASE_EXTRA
 
     if kinds is None and stats is not None and stats.provenance is not None:
         kinds = list(stats.provenance.target_kinds)
