@@ -264,8 +264,10 @@ def record_round(
     from realprobe.sandbox.rounds import record_round as record
 
     out = Path(_output(old, output) or output)
-    if timeout <= 0:
-        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
+    if sandbox is not None:
+        from realprobe.http.transports import check_sandbox_url
+
+        check_sandbox_url(sandbox)  # the one target check, as every other door
     check_output(out, replace=True)
     return record(_catalog(catalog), out, profile=profile, seed=seed, timeout=timeout,
                   sandbox_url=sandbox)

@@ -37,12 +37,12 @@ from realprobe.http.simulate import SimulateTransport, origins_of
 from realprobe.http.transports import (
     SandboxRouter,
     SyncSandboxRouter,
+    check_sandbox_url,
     live_transport,
     sync_live_transport,
 )
 from realprobe.simulator.plans import FaultPlan, load_plan
 from realprobe.simulator.profile import DEFAULT_PROFILE, Profile, resolve_profile
-from realprobe.simulator.render import FAULT_PREFIX, is_variant, known_variants
 from realprobe.target import Target
 
 
@@ -161,17 +161,6 @@ class TransportOptions:
         return Mode.RECORD
 
 
-def _has_host(url: str) -> bool:
-    """A host and, if given, a port from 1 to 65535 (`:99999` or `http://[::1` are not URLs
-    a client can connect to; they failed later, deep in the transport)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return False
-    return bool(parts.hostname) and port != 0
-
-
 def check_seed(value: object, param: str = "seed") -> None:
     """A seed is an integer SQLite can store (every run and row keeps the seeds it ran with)."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -187,26 +176,6 @@ def check_fault_rate(value: object, param: str = "fault_rate") -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
                               or not 0 <= value <= 1):
         raise RealprobeError(f"{param} {value!r}: expected a share between 0 and 1", param=param)
-
-
-def check_sandbox_url(url: str) -> None:
-    """A sandbox is an http(s) URL; a `/_fault/<variant>/` in it must name a known variant."""
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or not _has_host(
-        url
-    ):
-        raise RealprobeError(
-            f"sandbox {url!r}: expected a URL like http://127.0.0.1:8765", param="sandbox"
-        )
-    marker = url.find(FAULT_PREFIX)
-    if marker < 0:
-        return
-    variant = url[marker + len(FAULT_PREFIX) :].split("/", 1)[0].split("?", 1)[0]
-    if not is_variant(variant):
-        raise RealprobeError(
-            f"sandbox {url!r}: unknown fault variant {variant!r}; "
-            f"known variants: {known_variants()}",
-            param="sandbox",
-        )
 
 
 def base_transport(
@@ -403,7 +372,6 @@ def transport_for(
 def fetch_document(url: str, max_bytes: int | None = None) -> str:
     """A text document by URL (an OpenAPI description, say) through the one client:
     size-capped, redirects checked; a loopback URL is allowed because the user named it."""
-    from urllib.parse import urlsplit
 
     from realprobe.adapters.http import FetchFailure
     from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES

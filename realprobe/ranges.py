@@ -3,7 +3,9 @@
 The command line attaches them to the options of these names (`commands.checks`), and the
 front door's functions check their keywords by the same table (`@checked`), so
 `--timeout nan` and `timeout=float("nan")` are refused by one rule, in the same words, before
-anything is opened, sent or written. None (not given) is never checked.
+anything is opened, sent or written. None (not given) is never checked. Where calls go
+(`sandbox=`, `mode=`, ...) is not here: that is the one target check,
+`TransportOptions.normalised`.
 """
 
 from __future__ import annotations
@@ -68,7 +70,6 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     "min_latency_change": NON_NEGATIVE,
     "alpha": PROBABILITY,
     "threshold": _rule(lambda v: _number(v) and 0 < v <= 1, "must be a share in (0, 1]"),
-    "sandbox": URL,
     "base_url": URL,
     "upstream": UPSTREAM,
 }

@@ -33,7 +33,6 @@ BAD: dict[str, list[Any]] = {
     "min_latency_change": [float("inf")],
     "alpha": [0, 1, 1.5, float("nan")],
     "threshold": [0, 1.5, 95, float("nan")],
-    "sandbox": ["localhost:8765", "ftp://127.0.0.1:1", 3],
     "base_url": ["example.org", ""],
     "upstream": ["ftp://127.0.0.1:1", "Live"],
 }
@@ -53,7 +52,29 @@ DOORS = _doors()
 
 def test_every_rule_has_bad_values_and_the_doors_are_found() -> None:
     assert set(BAD) == set(CHECKS)
-    assert len({name for name, _ in DOORS}) >= 20  # call, probe, schedule, sweep, mcp_*, ...
+    assert {"call", "call_all", "probe", "schedule", "sweep", "drift", "mcp_proxy", "mcp_replay",
+            "evaluate", "record_round", "serve_exporter", "run_demo"} <= {n for n, _ in DOORS}
+
+
+SANDBOX_DOORS = sorted(
+    name for name in realprobe.__all__ if inspect.isfunction(getattr(realprobe, name))
+    and "sandbox" in inspect.signature(getattr(realprobe, name)).parameters
+)
+
+
+@pytest.mark.parametrize("door", SANDBOX_DOORS)
+def test_a_bad_sandbox_url_is_refused_by_the_one_target_check_at_every_door(door: str) -> None:
+    """Where calls go is not a range: every door asks the target check (its message)."""
+    assert {"options", "record_round", "use_cassette"} <= set(SANDBOX_DOORS)
+    fn = getattr(realprobe, door)
+    for bad in ("127.0.0.1:9", "ftp://127.0.0.1:9/"):
+        with pytest.raises(RealprobeError,
+                           match=f"^sandbox '{bad}': expected a URL like http://127.0.0.1:8765$"):
+            first = {"use_cassette": {"path": "never.json"}, "record_fixtures": {"file": "f.json"}}
+            result = fn(sandbox=bad, **first.get(door, {}))
+            if hasattr(result, "__enter__"):
+                with result:
+                    pass
 
 
 @pytest.mark.parametrize(("door", "param"), DOORS)

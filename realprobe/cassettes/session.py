@@ -40,7 +40,7 @@ from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTrans
 from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
 from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.errors import RealprobeError
-from realprobe.http.transports import _pointed_at, _Routes
+from realprobe.http.transports import _pointed_at, _Routes, check_sandbox_url
 from realprobe.ranges import checked
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")
@@ -107,6 +107,8 @@ class CassetteSession:
         self.match_on = list(match_on) if match_on is not None else None
         self.on_exhausted = on_exhausted
         self.latency = LatencyPolicy.parse(latency)
+        if sandbox is not None:
+            check_sandbox_url(sandbox)  # the one target check, before anything is recorded
         self.sandbox = sandbox
         self.scrub = scrub if isinstance(scrub, ScrubConfig) else ScrubConfig(enabled=scrub)
         self.libraries = tuple(libraries)

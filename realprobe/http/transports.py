@@ -9,10 +9,13 @@ import os
 import ssl
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
+from realprobe.errors import RealprobeError
 from realprobe.http.phases import time_dns
+from realprobe.simulator.render import FAULT_PREFIX, is_variant, known_variants
 
 #: the request extension holding the call's id; sent as `X-Request-Id` to a sandbox only
 #: (the real APIs get no extra header), which echoes it and journals it
@@ -98,6 +101,37 @@ def sync_live_transport(limits: httpx.Limits | None = None) -> httpx.HTTPTranspo
 
 _TARGET_CACHE = 4096
 _NO_TARGET: Any = object()
+
+
+def _has_host(url: str) -> bool:
+    """A host and, if given, a port from 1 to 65535 (`:99999` or `http://[::1` are not URLs
+    a client can connect to; they failed later, deep in the transport)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    return bool(parts.hostname) and port != 0
+
+
+def check_sandbox_url(url: str) -> None:
+    """A sandbox is an http(s) URL; a `/_fault/<variant>/` in it must name a known variant."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or not _has_host(
+        url
+    ):
+        raise RealprobeError(
+            f"sandbox {url!r}: expected a URL like http://127.0.0.1:8765", param="sandbox"
+        )
+    marker = url.find(FAULT_PREFIX)
+    if marker < 0:
+        return
+    variant = url[marker + len(FAULT_PREFIX) :].split("/", 1)[0].split("?", 1)[0]
+    if not is_variant(variant):
+        raise RealprobeError(
+            f"sandbox {url!r}: unknown fault variant {variant!r}; "
+            f"known variants: {known_variants()}",
+            param="sandbox",
+        )
 
 
 class _Routes:
