@@ -3,16 +3,18 @@
 The ETA knows the plan: the items left (a probe's calls, tool by tool; a sweep's runs, task
 by task) in the order they start, and how they run: `workers` at a time and, for a probe
 under politeness, host by host (a `Lane`: a host's calls start its interval apart, `slots`
-of them in flight). The time left is the end of a schedule of everything left on those
-workers and lanes, recomputed every time the bar is drawn, so it never freezes.
+of them in flight). The time left is when a schedule of everything left on those workers
+and lanes ends, worked out again as the bar is drawn, so it never freezes.
 
-- An item waiting costs the mean time of its kind (a tool, a task), shrunk towards the mean
-  of all items as far as the kinds are seen to differ (empirical Bayes: kinds whose items
-  cost alike keep their own mean, noisy ones borrow the pooled one); a kind not seen yet
-  costs the pooled mean. A hang counts the whole time it took, up to the deadline.
-- An item in flight costs what such items ran beyond its age: the mean excess of those of
-  its kind (else of all items) that ran longer, else up to the `deadline`, else as long
-  again as it has run. It counts towards its kind's mean as its age plus that.
+- Items are measured per weight (1 for a call, a task's workflow steps for a run), recent
+  ones weighing more. An item waiting costs its kind's mean (a tool, a task), shrunk towards
+  the kinds' common mean as far as its kind's items differ among themselves more than the
+  kinds differ (empirical Bayes); a kind not seen yet costs the common mean x its weight.
+- An item in flight costs what items of its kind (else any) ran beyond its age, else up to
+  the `deadline` (a hang), else its kind's cost again; it counts towards its kind's mean as
+  its age plus that.
+- The last item of each worker ends as such items did, not at their mean: the ETA is the
+  expected latest of those ends (a few hangs at the end of a run decide when it ends).
 - Starts are reported (`start`: a probe's calls) or inferred: items start in plan order as
   workers free up (a sweep's runs, which its executor starts in that order).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 import time
 from bisect import bisect_right, insort
 from collections import defaultdict, deque
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
 RECENCY = 0.5
 #: what an item in flight or the last wave draws on: this many of the latest items seen
 SAMPLES = 200
+#: the ETA is worked out again at most this often (seconds)
+FRESH_S = 0.25
 
 #: per worker while scheduling: when it is free, a tie-break, then its last item (None:
 #: none), the item's start and whether it is in flight
@@ -84,15 +89,18 @@ class Eta:
         self.flying: list[tuple[Item, float]] = []  # in flight, with their start
         self.queue: deque[Item] = deque()
         self.done = self.total = 0
+        self.lock = threading.Lock()  # the bar draws from its own thread
+        self.last: tuple[float, float | None] | None = None  # when last worked out, and what
         self.replan(plan)
 
     def replan(self, plan: int | Sequence[Item]) -> None:
         """A new plan of what is left to start (a count: less what is done or in flight)."""
         left = ([Item()] * max(0, plan - self.done - len(self.flying)) if isinstance(plan, int)
                 else list(plan))
-        self.queue = deque(left)
-        self.total = self.done + len(self.flying) + len(left)
-        self._fill(self.clock())
+        with self.lock:
+            self.queue = deque(left)
+            self.total = self.done + len(self.flying) + len(left)
+            self._fill(self.clock())
 
     def _take(self, kind: str) -> Item | None:
         item = next((it for it in self.queue if it.kind == kind), None)
@@ -103,26 +111,28 @@ class Eta:
     def start(self, kind: str = "") -> None:
         """An item of `kind` starts now (the first of that kind still planned)."""
         now = self.clock()
-        item = self._take(kind) or Item(kind)
-        self.flying.append((item, now))
-        if item.lane in self.lanes:
-            self.lanes[item.lane].last_start = now
+        with self.lock:
+            item = self._take(kind) or Item(kind)
+            self.flying.append((item, now))
+            if item.lane in self.lanes:
+                self.lanes[item.lane].last_start = now
 
     def advance(self, kind: str = "", seconds: float | None = None) -> None:
         """An item of `kind` finished now, after `seconds` when known (the one of that kind in
         flight that started closest to then, else the longest)."""
         now = self.clock()
-        self.done += 1
-        mine = [i for i, (it, _) in enumerate(self.flying) if it.kind == kind]
-        if mine:
-            when = now - seconds if seconds is not None else -math.inf
-            item, t0 = self.flying.pop(min(mine, key=lambda i: abs(self.flying[i][1] - when)))
-            self.seen.append((item, now - t0, now))
-        else:  # it ran unseen: it leaves the queue, and the item thought to run instead waits
-            self._take(kind)
-            if self.flying and not self.reported:
-                self.queue.appendleft(self.flying.pop()[0])
-        self._fill(now)
+        with self.lock:
+            self.done += 1
+            mine = [i for i, (it, _) in enumerate(self.flying) if it.kind == kind]
+            if mine:
+                when = now - seconds if seconds is not None else -math.inf
+                item, t0 = self.flying.pop(min(mine, key=lambda i: abs(self.flying[i][1] - when)))
+                self.seen.append((item, now - t0, now))
+            else:  # it ran unseen: it leaves the queue, and the item thought to run instead
+                self._take(kind)  # waits
+                if self.flying and not self.reported:
+                    self.queue.appendleft(self.flying.pop()[0])
+            self._fill(now)
 
     def _fill(self, now: float) -> None:
         """Inferred starts: the next items in plan order take the free workers."""
@@ -185,17 +195,23 @@ class Eta:
 
     def waits_left(self) -> float:
         """The politeness waits still owed: the schedule of what is left at no cost."""
-        return self._schedule(self.clock(), None)
+        with self.lock:
+            return self._schedule(self.clock(), None)
 
     def remaining(self) -> float | None:
-        """Seconds left, or None while there is nothing to base an estimate on."""
-        if self.total - self.done <= 0:
-            return 0.0
-        now = self.clock()
-        cost = self._costs(now)
-        if cost is None:
-            return self.waits_left() or None
-        return self._schedule(now, cost)
+        """Seconds left, or None while there is nothing to base an estimate on. Worked out
+        at most every `FRESH_S` seconds (a long run's schedule takes some milliseconds);
+        in between it counts down."""
+        with self.lock:
+            if self.total - self.done <= 0:
+                return 0.0
+            now = self.clock()
+            if self.last is not None and now - self.last[0] < FRESH_S:
+                return None if self.last[1] is None else max(0.0, self.last[1] - now + self.last[0])
+            cost = self._costs(now)
+            left = self._schedule(now, cost) if cost else self._schedule(now, None) or None
+            self.last = (now, left)
+            return left
 
     def _schedule(self, now: float, cost: Callable[[Item], float] | None) -> float:
         """When the last item ends, less now: the items in flight end after what is left of
