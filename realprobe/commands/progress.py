@@ -11,10 +11,12 @@ and lanes ends, worked out again as the bar is drawn, so it never freezes.
   the kinds' common mean as far as its kind's items differ among themselves more than the
   kinds differ (empirical Bayes); a kind not seen yet costs the common mean x its weight.
 - An item in flight costs what items of its kind (else any) ran beyond its age, else up to
-  the `deadline` (a hang), else its kind's cost again; it counts towards its kind's mean as
-  its age plus that.
-- The last item of each worker ends as such items did, not at their mean: the ETA is the
-  expected latest of those ends (a few hangs at the end of a run decide when it ends).
+  the `deadline` (a hang), else its kind's cost again. Towards its kind's mean it counts as
+  its age plus that when a deadline bounds it (a call), else as its age or the mean of its
+  kind's finished items, whichever is more (a few long runs seen say little of the tail).
+- With a deadline, the last item of each worker ends as such items did, not at their mean:
+  the ETA is the expected latest of those ends (a few hangs at the end of a run decide when
+  it ends).
 - Starts are reported (`start`: a probe's calls) or inferred: items start in plan order as
   workers free up (a sweep's runs, which its executor starts in that order).
 
@@ -159,10 +161,16 @@ class Eta:
         values: dict[str, list[tuple[float, float]]] = defaultdict(list)  # per weight, weight
         for it, d, end in self.seen:
             values[it.kind].append((d / it.weight, math.exp((end - now) / tau)))
-        for it, t0 in self.flying:  # at least its age, more if the items seen say so
-            excess = self._excess(it, now - t0)
-            left = fmean(excess) if excess else 0.0
-            values[it.kind].append(((now - t0 + left) / it.weight, 1.0))
+        finished = {k: fmean(v for v, _ in vs) for k, vs in values.items()}
+        typical = fmean(finished.values())
+        for it, t0 in self.flying:  # with a deadline: its age and what such items ran beyond
+            age = now - t0  # it; else at least its age, or as finished items of its kind
+            if self.deadline is not None:
+                excess = self._excess(it, age)
+                value = (age + (fmean(excess) if excess else 0.0)) / it.weight
+            else:
+                value = max(age / it.weight, finished.get(it.kind, typical))
+            values[it.kind].append((value, 1.0))
 
         def mean(vs: list[tuple[float, float]]) -> float:
             return sum(v * w for v, w in vs) / sum(w for _, w in vs)
@@ -247,7 +255,7 @@ class Eta:
             if lane is not None:
                 nxt[it.lane] = begin + lane.gap_s
                 heapq.heappush(lane_ends[it.lane], end)
-        if cost is None:
+        if cost is None or self.deadline is None:
             return max((w[0] for w in free), default=now) - now
         return self._last_wave(now, free, cost) - now
 
