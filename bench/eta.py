@@ -4,7 +4,7 @@ out) with the catalogue's politeness and without it (calls side by side), and sw
 fourteen shipped tasks with the reference agent through the sandbox (real latencies, runs of
 0.3 to 80 s: each hang the agent meets costs it its 10 s tool deadline).
 
-    python bench/eta.py [--sweep-seeds 2] [--save]     # writes bench/results/eta.json
+    python bench/eta.py [--sweep-seeds 3] [--save]     # writes bench/results/eta.json
 
 The ETA is what the command line's bar shows (`LiveCounts` for the probe, `SweepProgress`
 for the sweep, fed by the run's own callbacks), read ten times a second as the bar redraws
@@ -33,13 +33,18 @@ Reading = tuple[float, float | None, int]
 
 
 class Reader:
-    """Reads `eta()` ten times a second in a thread of its own, as the bar does."""
+    """Reads `eta()` ten times a second in a thread of its own, as the bar does; the run ends
+    when its last item does (`mark` at each), not when the call returns."""
 
     def __init__(self, eta: Callable[[], Any], done: Callable[[], int]) -> None:
         self.eta, self.done = eta, done
         self.readings: list[Reading] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self.end = 0.0
+
+    def mark(self, *_: object) -> None:
+        self.end = time.monotonic() - self.t0
 
     def _run(self) -> None:
         while not self.stop.wait(0.1):
@@ -54,7 +59,6 @@ class Reader:
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join()
-        self.end = time.monotonic() - self.t0
 
 
 def errors(readings: list[Reading], end: float, total: int) -> dict[str, Any]:
@@ -64,7 +68,7 @@ def errors(readings: list[Reading], end: float, total: int) -> dict[str, Any]:
     for t, est, done in readings:
         actual = end - t
         if est is None or t < 0.2 * end or actual <= 0:
-            continue
+            continue  # before 20%, or after the last item ended
         (tail if t > 0.9 * end else ours).append((est - actual) / actual)
         if t <= 0.9 * end and done:
             old.append((t * (total - done) / done - actual) / actual)
@@ -94,8 +98,13 @@ def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
         live = LiveCounts(plan, "probing", enabled=False, lanes=lanes,
                           workers=workers or 32, deadline=2.0)
         with Reader(lambda: live.eta, lambda: live.ok + live.err) as reader:
+
+            def on_call(row: dict[str, Any], result: Any) -> None:
+                live(row, result)
+                reader.mark()
+
             api.probe(None, rounds=rounds, target=target, db=Path(tmp) / "p.db", timeout=2.0,
-                      politeness=choice.value, seed=1, concurrency=32, on_call=live,
+                      politeness=choice.value, seed=1, concurrency=32, on_call=on_call,
                       on_start=live.started)
     return {"seconds": round(reader.end, 1), "calls": len(plan), "polite": polite,
             **errors(reader.readings, reader.end, len(plan))}
@@ -112,9 +121,14 @@ def eta_sweep(seed: int, concurrency: int = 4) -> dict[str, Any]:
                          f'[[targets]]\nkind = "sandbox"\nurl = "{url}"\n')
         progress = SweepProgress(disable=True, workers=concurrency)
         with Reader(lambda: progress.eta, lambda: progress.eta.done) as reader:
+
+            def on_done(run: Any) -> None:
+                progress.finished(run)
+                reader.mark()
+
             result = api.sweep(sweep, db=Path(tmp) / "s.db", concurrency=concurrency,
                                on_planned=progress.planned, on_plan=progress.plan,
-                               on_done=progress.finished)
+                               on_done=on_done)
     runs = result.summary.ran
     return {"seconds": round(reader.end, 1), "runs": runs, "workers": concurrency,
             "sandbox_seed": seed, **errors(reader.readings, reader.end, runs)}
@@ -133,7 +147,7 @@ def pooled(parts: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    args = bench_args(__doc__, sweep_seeds=2)
+    args = bench_args(__doc__, sweep_seeds=3)
     load = load_average()
     out: dict[str, Any] = {
         "probe_polite": eta_probe(rounds=3, polite=True),

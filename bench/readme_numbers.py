@@ -128,20 +128,27 @@ def first_hour(d: dict[str, Any]) -> list[Row]:
 
 def eta(d: dict[str, Any]) -> list[Row]:
     """How far the progress bar's ETA was from the real remaining time (bench/eta.py)."""
-    def share(e: dict[str, Any], median: str = "median") -> str:
-        return (f"{100 * e['share_within_25pct']:.0f}% within ±25% "
-                f"(median {100 * e[median]:+.0f}%)")
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    def probe(k: str) -> str:
+        e = d[k]["error"]
+        return f"{pct(e['share_within_25pct'])} (median {100 * e['median']:+.0f}%)"
 
     cmd = "`python bench/eta.py`"
-    sweep, old = d["sweep"]["error"], d["sweep"]["old_rate_estimate_error"]
+    sweeps = d["sweeps"]
+    medians = ", ".join(f"{100 * s['error']['median']:+.0f}%" for s in sweeps)
     return [
-        ("ETA from 20% to 90% of a probe: polite / side by side (old estimate)",
-         f"{share(d['probe_polite']['error'])} / {share(d['probe_side_by_side']['error'])} "
-         f"({share(d['probe_polite']['old_rate_estimate_error'])} / "
-         f"{share(d['probe_side_by_side']['old_rate_estimate_error'])})", "±25%", cmd),
-        (f"ETA from 20% to 90% of {len(d['sweeps'])} sandbox sweeps (old estimate)",
-         f"{share(sweep, 'median_of_medians')} ({share(old, 'median_of_medians')}); "
-         f"{_load(d)}", "±25%", cmd),
+        ("ETA within ±25% from 20% to 90% of a 2 s-deadline probe: polite / side by side",
+         f"{probe('probe_polite')} / {probe('probe_side_by_side')} of readings; old "
+         f"estimate {pct(d['probe_polite']['old_rate_estimate_error']['share_within_25pct'])}"
+         f" / {pct(d['probe_side_by_side']['old_rate_estimate_error']['share_within_25pct'])}",
+         "100%", cmd),
+        (f"ETA within ±25% from 20% to 90% of {len(sweeps)} sandbox sweeps "
+         f"({sweeps[0]['runs']} runs, {sweeps[0]['workers']} workers)",
+         f"{pct(d['sweep']['error']['share_within_25pct'])} of readings (medians {medians}); "
+         f"old estimate {pct(d['sweep']['old_rate_estimate_error']['share_within_25pct'])}; "
+         f"{_load(d)}", "100%", cmd),
     ]
 
 
