@@ -3,6 +3,8 @@ print at 80 columns, the report's page width at 800 px in headless Chromium, and
 seed-0 demo repeats its numbers beside busy loops (the ETAs: bench/eta.py).
 
     python bench/first_hour.py [--save]     # writes bench/results/first_hour.json
+    python bench/first_hour.py --seeds [--save]  # the seed-0 demo only, into the same file
+    python bench/first_hour.py --lines [--save]  # the line counts and report width only, too
 
 Lines are counted twice: as printed (what `wc -l` says) and as an 80-column terminal shows
 them (a line wider than 80 takes several rows).
@@ -10,6 +12,7 @@ them (a line wider than 80 takes several rows).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,17 +53,24 @@ def _demo_counts(out: Path) -> dict[str, Any]:
             "probe_calls": int(probe.group(1))}
 
 
-def seed_repeats(tmp: Path) -> dict[str, Any]:
-    """The seed-0 demo twice: as the machine is, then beside four busy loops (`yes`)."""
-    quiet = _demo_counts(tmp / "quiet")
-    loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(4)]
-    try:
-        busy = _demo_counts(tmp / "busy")
-    finally:
-        for p in loops:
-            p.kill()
-            p.wait()
-    return {"as_is": quiet, "beside_4_busy_loops": busy, "same": quiet == busy}
+def seed_repeats(tmp: Path, runs: int = 2) -> dict[str, Any]:
+    """The seed-0 demo `runs` times as the machine is, then `runs` times beside four busy
+    loops (`yes`, killed after by their pids)."""
+    before = load_average()
+    quiet = [_demo_counts(tmp / f"quiet{i}") for i in range(runs)]
+    busy = []
+    for i in range(runs):
+        loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(4)]
+        try:
+            busy.append({**_demo_counts(tmp / f"busy{i}"), "load_average_1m": load_average()})
+        finally:
+            for p in loops:
+                p.kill()
+                p.wait()
+    counts = [{k: v for k, v in r.items() if k != "load_average_1m"} for r in quiet + busy]
+    return {"as_is": quiet, "beside_4_busy_loops": busy,
+            "same": all(c == counts[0] for c in counts),
+            "load_average_1m": [before, load_average()]}
 
 
 def report_width(report: Path) -> dict[str, Any]:
@@ -85,21 +95,41 @@ def report_width(report: Path) -> dict[str, Any]:
     return out
 
 
+def lines_and_width(tmp: Path) -> dict[str, Any]:
+    """The demo's lines (and with --explain), the report's width in Chromium, and the lines of
+    `stats` over a 20-round demo (32 tools)."""
+    out: dict[str, Any] = {}
+    demo = tmp / "demo"
+    out["demo_lines"] = _lines(_cli("demo", "--output", str(demo)))
+    out["demo_explain_lines"] = _lines(_cli("demo", "--output", str(demo), "--explain"))
+    out["report"] = report_width(demo / "report.html")
+    db20 = tmp / "d20"
+    _cli("demo", "--output", str(db20), "--rounds", "20")
+    out["stats_32_tools_20_rounds_lines"] = _lines(_cli("stats", "--db", str(db20 / "demo.db")))
+    return out
+
+
 def main() -> None:
+    """`--seeds` or `--lines`: only that part, its keys replaced in the saved results (the
+    other numbers kept as they were measured)."""
     save = "--save" in sys.argv
     load = load_average()
     out: dict[str, Any] = {}
+    results = ROOT / "bench" / "results" / "first_hour.json"
+    if "--seeds" in sys.argv or "--lines" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            if "--seeds" in sys.argv:
+                out["seed_0_demo"] = seed_repeats(Path(tmp))
+            else:
+                out.update(lines_and_width(Path(tmp)))
+                out["lines_load_average_1m"] = [load, load_average()]
+        kept = json.loads(results.read_text()) if results.exists() else {}
+        emit({**kept, **out}, save, results)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        demo = Path(tmp) / "demo"
         out["seed_0_demo"] = seed_repeats(Path(tmp))
-        out["demo_lines"] = _lines(_cli("demo", "--output", str(demo)))
-        out["demo_explain_lines"] = _lines(_cli("demo", "--output", str(demo), "--explain"))
-        out["report"] = report_width(demo / "report.html")
-        db20 = Path(tmp) / "d20"
-        _cli("demo", "--output", str(db20), "--rounds", "20")
-        out["stats_32_tools_20_rounds_lines"] = _lines(_cli("stats", "--db",
-                                                            str(db20 / "demo.db")))
-    emit(out, save, ROOT / "bench" / "results" / "first_hour.json", load)
+        out.update(lines_and_width(Path(tmp)))
+    emit(out, save, results, load)
 
 
 if __name__ == "__main__":

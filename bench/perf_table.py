@@ -14,8 +14,9 @@ Sections (all by default, or pick with --only):
   serving the same samples, 100 new rows between scrapes.
 - calibrate: `realprobe calibrate` over --calibrate-tools tools behind a biting deadline (fresh
   process, wall and CPU).
-- startup: `catalog import-openapi` of an 8 kB document, and `realprobe --help` vs a
-  one-command typer app (fresh processes, best of 7).
+- startup: `catalog import-openapi` of an 8 kB document (best of 3), and `realprobe --help`
+  vs a one-command typer app (fresh processes, --startup-runs interleaved rounds, the median
+  of their ratios).
 
     python bench/perf_table.py [--only stats,calls,...] [--sizes 10000,100000,1000000] [--save]
 
@@ -246,12 +247,26 @@ def calibrate(tools: int, per_tool: int) -> dict[str, Any]:
                                                       resource.RUSAGE_CHILDREN))
         return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
+    load, busy = load_average(), machine_cpu()
     t, c = time.perf_counter(), cpu()
     calibrate_report(rep, arrays=arr)
     wall, used = time.perf_counter() - t, cpu() - c
+    others = machine_cpu() - busy - used
     return {"tools": tools, "rows_per_tool": per_tool, "deadline_s": DEADLINE,
             "wall_s": round(wall, 2), "cpu_s": round(used, 2),
-            "cpu_per_tool_s": round(used / tools, 3), "cores": len(os.sched_getaffinity(0))}
+            "cpu_per_tool_s": round(used / tools, 3), "cores": len(os.sched_getaffinity(0)),
+            "others_cpu_s": round(others, 1), "load_average_1m": [load, load_average()]}
+
+
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat; 0 elsewhere): the
+    difference over a run, less the run's own, is what other work took meanwhile."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(v) for v in fields]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 TYPER_APP = (
@@ -261,18 +276,35 @@ TYPER_APP = (
 
 
 def startup(runs: int) -> dict[str, Any]:
+    """import-openapi (best of 3), and `--help` against the typer app: `runs` rounds, each
+    running both in fresh processes back to back (which goes first alternates), so the two
+    meet the same neighbours; the ratio is the median of the rounds' ratios (a single best
+    of 7 moved by 0.1 between runs on shared cores). Bytecode is written and each command
+    run once first, as an installed package has its .pyc files (typer's own do)."""
     spec = HERE.parent / "tests" / "data" / "openapi" / "open-meteo__flood.yml"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    load = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         imp = [child([PY, "-m", "realprobe.cli", "catalog", "import-openapi", str(spec), "-o",
-                      str(Path(tmp) / "c.json")]) for _ in range(3)]
-        helps = [child([PY, "-m", "realprobe.cli", "--help"]) for _ in range(runs)]
-        typer_ = [child([PY, "-c", TYPER_APP, "--help"]) for _ in range(runs)]
-    h, t = min(x[1] for x in helps), min(x[1] for x in typer_)
+                      str(Path(tmp) / "c.json")], env=env) for _ in range(4)][1:]
+    ours, theirs = [PY, "-m", "realprobe.cli", "--help"], [PY, "-c", TYPER_APP, "--help"]
+    helps: list[float] = []
+    typer_: list[float] = []
+    order = [(ours, helps), (theirs, typer_)]
+    child(ours, env=env), child(theirs, env=env)
+    for i in range(runs):
+        for cmd, into in order if i % 2 == 0 else order[::-1]:
+            into.append(child(cmd, env=env)[1])
+    ratios = [h / t for h, t in zip(helps, typer_, strict=True)]
     return {"import_openapi_doc_bytes": spec.stat().st_size,
             "import_openapi_wall_s": round(min(x[0] for x in imp), 3),
             "import_openapi_cpu_s": round(min(x[1] for x in imp), 3),
-            "help_cpu_s": round(h, 3), "typer_one_command_cpu_s": round(t, 3),
-            "ratio_help_to_typer": round(h / t, 2)}
+            "help_runs": runs,
+            "help_cpu_s": round(statistics.median(helps), 4),
+            "typer_one_command_cpu_s": round(statistics.median(typer_), 4),
+            "ratio_help_to_typer": round(statistics.median(ratios), 3),
+            "ratio_quartiles": [round(q, 3) for q in statistics.quantiles(ratios, n=4)],
+            "load_average_1m": [load, load_average()]}
 
 
 #: relative noise of each kind of figure on 2 shared cores (CPU ratios side by side move
@@ -311,6 +343,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--metrics-rows", type=int, default=1_000_000)
     ap.add_argument("--calibrate-tools", type=int, default=700)
+    ap.add_argument("--startup-runs", type=int, default=41)
     ap.add_argument("--save", action="store_true", help=f"write {RESULTS.name}")
     ap.add_argument("--out", type=Path, help="write the results here (a rerun's check)")
     args = ap.parse_args()
@@ -318,7 +351,8 @@ def main() -> None:
     before = load_average()
     out: dict[str, Any] = {"args": {
         "only": args.only, "sizes": args.sizes, "repeats": args.repeats, "calls": args.calls,
-        "metrics_rows": args.metrics_rows, "calibrate_tools": args.calibrate_tools}}
+        "metrics_rows": args.metrics_rows, "calibrate_tools": args.calibrate_tools,
+        "startup_runs": args.startup_runs}}
     if "stats" in only:
         out["stats"] = stats([int(s) for s in args.sizes.split(",")], args.repeats)
     if "calls" in only:
@@ -334,7 +368,7 @@ def main() -> None:
         out["calibrate"] = calibrate(args.calibrate_tools, 1000)
         print(out["calibrate"], flush=True)
     if "startup" in only:
-        out["startup"] = startup(7)
+        out["startup"] = startup(args.startup_runs)
     emit(out, args.save or args.out is not None, args.out or RESULTS, before)
 
 

@@ -35,6 +35,7 @@ from realprobe.errors import (
     renamed_keyword,
 )
 from realprobe.http.mode import Mode
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 # -- targets and tools ------------------------------------------------------------------------
 
 
+@checked
 def options(
     *,
     mode: Mode | str = Mode.LIVE,
@@ -92,6 +94,7 @@ def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:
     return Catalog.load([Path(p) for p in extra])
 
 
+@checked
 def call(
     tool: str,
     args: dict[str, Any] | None = None,
@@ -104,11 +107,10 @@ def call(
     `args`, the tool's first example arguments are used."""
     cat = catalog or load_catalog()
     t = cat.get(tool)
-    if timeout is not None and timeout <= 0:
-        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
     return asyncio.run(_call_many(cat, [(t.name, dict(args or t.examples[0]))], target, timeout))[0]
 
 
+@checked
 def call_all(
     *,
     target: TransportOptions | None = None,
@@ -117,8 +119,6 @@ def call_all(
 ) -> list[ToolResult]:
     """Call every tool of the catalogue once with its first example, all APIs at once."""
     cat = catalog or load_catalog()
-    if timeout <= 0:
-        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
     calls = [(t.name, dict(t.examples[0])) for t in cat]
     return asyncio.run(_call_many(cat, calls, target, timeout, read_timeout=True))
 
@@ -153,6 +153,7 @@ async def _call_many(
 # -- the sandbox ------------------------------------------------------------------------------
 
 
+@checked
 def make_sandbox(
     profile: str | Path | Profile = "calm",
     *,
@@ -202,6 +203,7 @@ def make_sandbox(
 
 
 @contextmanager
+@checked
 def sandbox_running(
     profile: str | Path | Profile = "calm",
     *,
@@ -220,6 +222,7 @@ def sandbox_running(
 # -- probing ----------------------------------------------------------------------------------
 
 
+@checked
 def probe(
     tools: Sequence[str] | str | None = None,
     *,
@@ -259,7 +262,7 @@ def probe(
     politeness = renamed_keyword(old, "polite", "politeness", politeness)
     no_other_keywords(old, "politeness")
     cat, chosen, opts, config, path = _ProbePlan.checked(
-        tools, rounds, concurrency, timeout, catalog, target, politeness, db
+        tools, catalog, target, politeness, db
     )
 
     async def go() -> RunSummary:
@@ -295,13 +298,12 @@ class _ProbePlan(NamedTuple):
 
     @classmethod
     def checked(
-        cls, tools: Sequence[str] | str | None, rounds: int, concurrency: int, timeout: float,
-        catalog: Catalog | None, target: TransportOptions | None,
+        cls, tools: Sequence[str] | str | None, catalog: Catalog | None,
+        target: TransportOptions | None,
         politeness: str | bool | None, db: str | Path | None,
     ) -> _ProbePlan:
         from realprobe.clients import TransportOptions
 
-        _check_run(rounds, concurrency, timeout)
         cat = catalog or load_catalog()
         chosen = _probe_tools(cat, tools)
         opts = (target or TransportOptions()).normalised()
@@ -309,16 +311,6 @@ class _ProbePlan(NamedTuple):
 
         path = db_path(db)
         return cls(cat, chosen, opts, _politeness(opts, politeness), path)
-
-
-def _check_run(rounds: int, concurrency: int, timeout: float) -> None:
-    """The run's numbers, checked before anything is opened, sent or written."""
-    if rounds < 1:
-        raise BadArgument("rounds", f"rounds must be at least 1 (got {rounds})")
-    if concurrency < 1:
-        raise BadArgument("concurrency", f"concurrency must be at least 1 (got {concurrency})")
-    if not timeout > 0:
-        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
 
 
 def _probe_tools(cat: Catalog, tools: Sequence[str] | str | None) -> list[Tool]:
@@ -354,6 +346,7 @@ def _politeness(opts: TransportOptions, politeness: str | bool | None) -> Polite
     return PolitenessConfig() if polite else PolitenessConfig.off()
 
 
+@checked
 def schedule(
     tools: Sequence[str] | str | None = None,
     *,
@@ -400,7 +393,7 @@ def schedule(
     every_text = f"{every}s" if isinstance(every, int | float) else every
     trigger, interval = make_trigger(every_text, cron, jitter_s=jitter)
     cat, chosen, opts, config, path = _ProbePlan.checked(
-        tools, rounds, concurrency, timeout, catalog, target, politeness, db
+        tools, catalog, target, politeness, db
     )
     rules = _alert_rules(alerts)
 
@@ -582,6 +575,7 @@ def calibrate_export(
     return out
 
 
+@checked
 def drift(
     db: str | Path | None = None,
     *,
@@ -728,6 +722,7 @@ def run_tasks(
     )
 
 
+@checked
 def sweep(
     file: str | Path,
     *,
@@ -814,6 +809,7 @@ def task_results(
 # -- MCP --------------------------------------------------------------------------------------
 
 
+@checked
 def mcp_service(
     *,
     tools: Sequence[str] | str | None = None,
@@ -842,8 +838,6 @@ def mcp_service(
     politeness = renamed_keyword(fields, "polite", "politeness", politeness)
     fields.pop("model", None)
     fields.pop("politeness", None)
-    if timeout is not None and timeout <= 0:
-        raise BadArgument("timeout", f"timeout {timeout:g}: must be a positive number of seconds")
     settings = EvalSettings.given(settings, target, **fields)
     if task is None:
         settings.refuse_unless("serving tools without a task", TOOL_SETTINGS)
@@ -865,6 +859,7 @@ def mcp_service(
     )
 
 
+@checked
 def serve_mcp(
     *,
     transport: Literal["stdio", "http"] = "stdio",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe.errors import BadArgument, RealprobeError, no_other_keywords, renamed_keyword
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
@@ -245,6 +246,7 @@ def import_cassette(
                     unresolved)
 
 
+@checked
 def record_round(
     output: str | Path = "cassettes/sandbox-published-round.json",
     *,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from realprobe.errors import BadArgument
 from realprobe.outputs import check_output, write_output
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.adapters.openapi.catalog_file import ImportedFile
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from realprobe.probes.fixture_recording import FixtureOutcome
 
 
+@checked
 def import_openapi(
     specs: Sequence[str | Path] | str | Path,
     output: str | Path,
@@ -83,6 +85,7 @@ def _check_fixture_target(
         raise BadArgument("timeout", "timeout must be more than 0")
 
 
+@checked
 def record_fixtures(
     file: str | Path,
     *,

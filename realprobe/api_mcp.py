@@ -7,12 +7,12 @@ Every keyword is the flag of the command with dashes for underscores (`--fault-r
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe.errors import RealprobeError
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.mcp.proxy import ProxySummary
@@ -22,14 +22,10 @@ if TYPE_CHECKING:
 def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
              record: str | Path | None, db: str | Path | None, timeout: float,
              max_message_bytes: int, vantage: str | None, replayed: str | None = None) -> Any:
-    from realprobe.clients import check_seed
+    from realprobe.clients import check_fault_rate, check_seed
     from realprobe.mcp.proxy import ProxyOptions
 
-    if fault_rate is not None and not 0 <= fault_rate <= 1:
-        raise RealprobeError(f"fault_rate {fault_rate!r}: expected a share between 0 and 1",
-                             param="fault_rate")
-    if not (timeout > 0 and math.isfinite(timeout)):
-        raise RealprobeError(f"timeout {timeout!r}: expected seconds > 0", param="timeout")
+    check_fault_rate(fault_rate)
     if max_message_bytes < 1024:
         raise RealprobeError("max_message_bytes: at least 1024", param="max_message_bytes")
     check_seed(seed)
@@ -52,6 +48,7 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
     return opts
 
 
+@checked
 def mcp_proxy(
     command: str | Sequence[str] | None = None,
     *,
@@ -93,8 +90,6 @@ def mcp_proxy(
 def _http(transport: str, host: str, port: int) -> tuple[str, int] | None:
     if transport not in ("stdio", "http"):
         raise RealprobeError(f"transport {transport!r}: stdio or http", param="transport")
-    if not 0 <= port < 65536:
-        raise RealprobeError(f"port {port}: 0-65535", param="port")
     return (host, port) if transport == "http" else None
 
 
@@ -124,6 +119,7 @@ def _run(main: Callable[[], Any]) -> Any:
         raise RealprobeError("interrupted before the session started") from None
 
 
+@checked
 def mcp_replay(
     cassette: str | Path,
     *,
@@ -173,6 +169,7 @@ def mcp_import(source: str | Path, output: str | Path) -> int:
     return import_session(source, output)
 
 
+@checked
 def probe_mcp(
     mcp_calls: str | Path | dict[str, Any],
     *,
@@ -192,10 +189,6 @@ def probe_mcp(
     from realprobe.mcp.probing import load_calls, probe_server
     from realprobe.store import db_path
 
-    if rounds < 1:
-        raise RealprobeError(f"rounds {rounds}: at least 1", param="rounds")
-    if not timeout > 0:
-        raise RealprobeError(f"timeout {timeout!r}: expected seconds > 0", param="timeout")
     calls = load_calls(mcp_calls) if not isinstance(mcp_calls, dict) else {
         k: v if isinstance(v, list) else [v] for k, v in mcp_calls.items()}
     interval = mcp_interval if mcp_interval is not None else (1.0 if mcp_url else 0.0)
@@ -207,6 +200,7 @@ def probe_mcp(
         interval_s=interval, on_call=on_call))
 
 
+@checked
 def schedule_mcp(
     mcp_calls: str | Path | dict[str, Any],
     *,
@@ -255,6 +249,7 @@ def schedule_mcp(
     return asyncio.run(go())
 
 
+@checked
 def evaluate(
     agent: Any,
     tasks: Any = None,
@@ -298,8 +293,6 @@ def evaluate(
                              param=sorted(options)[0])
     if tasks is None:
         raise RealprobeError("tasks: give the MCP tasks (a file or a list)", param="tasks")
-    if repeat < 1:
-        raise RealprobeError(f"repeat {repeat}: at least 1", param="repeat")
     return asyncio.run(evaluate_mcp(
         agent, tasks, mcp_server=mcp_server, mcp_url=mcp_url, profile=profile,
         fault_plan=fault_plan, fault_rate=fault_rate, seed=seed or 0, repeat=repeat,

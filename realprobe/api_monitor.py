@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from realprobe.errors import BadArgument
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.adapters.catalog import Catalog
@@ -59,6 +60,7 @@ def merge_databases(
     return merge(list(sources), out, on_source=on_source)
 
 
+@checked
 def serve_exporter(
     *,
     host: str = "127.0.0.1",

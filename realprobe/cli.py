@@ -21,9 +21,7 @@ from typing import Any, ClassVar
 import typer
 
 from realprobe.commands.checks import CheckedGroup, apply_checks
-from realprobe.commands.common import QuickHelpGroup, in_cli_terms
-from realprobe.commands.help import readable_help, renamed_flags
-from realprobe.errors import RealprobeError, Unavailable
+from realprobe.commands.help import QuickHelpGroup, readable_help, renamed_flags
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -153,6 +151,8 @@ def exit_code(exc: BaseException) -> int:
     """The exit code of an error that ended a command (see the module docstring)."""
     from typer.exceptions import Abort
 
+    from realprobe.errors import Unavailable
+
     if isinstance(exc, Unavailable):
         return EXIT_UNAVAILABLE
     if isinstance(exc, KeyboardInterrupt | Abort):
@@ -165,6 +165,9 @@ def error_line(exc: BaseException) -> str:
     the verb's --help instead of the whole usage block)."""
     from typer import _click
 
+    from realprobe.commands.common import in_cli_terms
+    from realprobe.errors import RealprobeError
+
     if isinstance(exc, RealprobeError):
         return f"error: {in_cli_terms(exc)}"
     if isinstance(exc, _click.exceptions.UsageError):
@@ -174,6 +177,14 @@ def error_line(exc: BaseException) -> str:
     if isinstance(exc, _click.exceptions.ClickException):
         return f"error: {exc.format_message()}"
     return "error: interrupted"
+
+
+def _realprobe_error() -> type[Exception]:
+    """RealprobeError, imported when an error needs it (an except clause's classes are looked
+    up only when an exception reaches it): `realprobe --help` never loads realprobe.errors."""
+    from realprobe.errors import RealprobeError
+
+    return RealprobeError
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -192,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     except _click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, and success
         sys.stdout.write(exc.ctx.get_help() + "\n")
         sys.exit(EXIT_OK if hasattr(exc.ctx.command, "commands") else EXIT_USAGE)
-    except (RealprobeError, _click.exceptions.ClickException, Abort, KeyboardInterrupt) as exc:
+    except (_realprobe_error(), _click.exceptions.ClickException, Abort, KeyboardInterrupt) as exc:
         sys.stderr.write(error_line(exc) + "\n")
         sys.exit(exit_code(exc))
     sys.exit(code if isinstance(code, int) else EXIT_OK)

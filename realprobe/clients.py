@@ -133,11 +133,7 @@ class TransportOptions:
                 "its own (give them to the sandbox when it starts)",
                 param=("fault_plan", "fault_rate"),
             )
-        rate = self.fault_rate
-        if rate is not None and not (isinstance(rate, int | float) and 0 <= rate <= 1):
-            raise RealprobeError(
-                f"fault_rate {rate!r}: expected a share between 0 and 1", param="fault_rate"
-            )
+        check_fault_rate(self.fault_rate)
         if self.fault_plan is not None:
             load_plan(self.fault_plan)  # a bad name or file fails here, before anything runs
         return True
@@ -184,6 +180,13 @@ def check_seed(value: object, param: str = "seed") -> None:
         raise RealprobeError(
             f"{param} {str(value)[:30]}: expected an integer within 64 bits", param=param
         )
+
+
+def check_fault_rate(value: object, param: str = "fault_rate") -> None:
+    """A fault rate is a share of calls, 0 to 1 (None: not set)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not 0 <= value <= 1):
+        raise RealprobeError(f"{param} {value!r}: expected a share between 0 and 1", param=param)
 
 
 def check_sandbox_url(url: str) -> None:

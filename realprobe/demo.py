@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from realprobe import api
 from realprobe.errors import RealprobeError, no_other_keywords, renamed_keyword
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.probes.runner import RunSummary
@@ -45,6 +46,7 @@ def fresh_db(out: Path) -> Path:
     return db
 
 
+@checked
 def run_demo(
     output: str | Path = "realprobe-demo",
     *,

@@ -81,8 +81,8 @@ class RealprobeError(Exception):
 
     Its message names the cause in the library's terms (never a CLI flag). `params` lists the
     Python parameters the message names (as whole words, `name` or `name=value`); the CLI
-    prints the message on one line with each of them spelled as its flag (`target` becomes
-    `--target`, `view` of `calibrate` becomes `--as`) and exits 2.
+    prints the message on one line with each of them spelled as its flag (`kinds` becomes
+    `--kinds`, `fault_rate` `--fault-rate`) and exits 2.
     """
 
     def __init__(self, *args: object, param: str | tuple[str, ...] | None = None) -> None:

@@ -451,9 +451,13 @@ class ServerThread:
         except BaseException as exc:  # reported by start()
             self._error = exc
             self._ready.set()
+            self.loop.close()
             return
         self._ready.set()
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        finally:  # an open loop left behind is a ResourceWarning at exit
+            self.loop.close()
 
     def start(self) -> str:
         self._thread.start()

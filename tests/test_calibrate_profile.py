@@ -248,7 +248,8 @@ def test_calibrate_cli_prints_the_profile_notes(tmp_path: Path, monkeypatch, cap
     code, _, err = run_cli(["calibrate", "--db", str(db), "-o", str(out)], monkeypatch, capsys)
     assert code == 0, err
     flat = " ".join(err.split())
-    assert "catfact_fact: hangs cannot be told from slow calls" in flat
+    assert "1 tool: hangs cannot be told from slow calls at the 0.15 s deadline: " \
+        "catfact_fact: " in flat
     assert load_profile(out).tools["catfact_fact"].notes
 
 
@@ -275,3 +276,46 @@ def test_many_tools_are_fitted_in_worker_processes_exactly_as_here(
     monkeypatch.setattr(calibrate_mod, "_cores", lambda: 2)
     assert calibrate(rep, arrays=arr).model_dump() == here
     assert pools == [2]
+
+
+def test_deadline_chain_gradient_is_the_likelihoods() -> None:
+    """The chain's analytic gradient in (f, w, z) is its penalised likelihood's own, for
+    negative, zero and strong correlations (central differences agree)."""
+    from scipy import optimize
+
+    from realprobe.probes.calibrate import DeadlineChain
+    from realprobe.probes.synthetic import fault_model_arrays
+
+    arr = fault_model_arrays(load_profile("harsh"), ["a"], 2000, seed=3, deadline_s=0.3)
+    pairs = compute_stats(arr).tools[0].burst.pairs
+    assert pairs is not None
+    chain = DeadlineChain(pairs, 0.05, (0.03, 0.08))
+    for rho in (-0.3, 0.0, 0.6, 0.95):
+        decay = chain.decay(rho)
+        for x in ([0.3, 0.3, chain.z0 + 0.1], [0.6, 0.8, chain.z0 - 0.2]):  # f >= -rho/(1-rho)
+            point = np.array(x)
+            grad = chain.nll_grad(point, decay)[1]
+            numeric = optimize.approx_fprime(point, lambda p, d=decay: chain.nll_grad(p, d)[0],
+                                             1e-7)
+            assert grad == pytest.approx(numeric, rel=1e-4, abs=1e-2)
+
+
+def test_workers_fork_only_from_a_single_threaded_process() -> None:
+    """A process with another thread spawns its workers (a forked child could inherit a lock
+    that thread holds); a single-threaded one on Linux forks them."""
+    import sys
+    import threading
+
+    from realprobe.probes.calibrate import _start_method
+
+    alone = threading.active_count() == 1
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert _start_method() == "spawn"
+    finally:
+        release.set()
+        other.join()
+    if alone:
+        assert _start_method() == ("fork" if sys.platform == "linux" else "spawn")

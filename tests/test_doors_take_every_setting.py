@@ -329,3 +329,18 @@ def test_a_sweep_without_a_simulated_target_refuses_its_faults(tmp_path: Path) -
     with pytest.raises(RealprobeError, match="apply to simulate targets") as exc:
         realprobe.sweep(file, db=tmp_path / "s.db")
     assert "\n" not in str(exc.value) and not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("rate", [1.5, -0.1, float("nan"), True, "0.3"])
+@pytest.mark.parametrize("door", ["mcp_proxy", "mcp_replay", "options"])
+def test_a_fault_rate_outside_0_to_1_is_one_line_at_every_door(
+    door: str, rate: object, tmp_path: Path
+) -> None:
+    """The one check of a fault rate (`clients.check_fault_rate`) at each door that takes it."""
+    call = {
+        "mcp_proxy": lambda: realprobe.mcp_proxy(["true"], fault_rate=rate),
+        "mcp_replay": lambda: realprobe.mcp_replay(tmp_path / "none.jsonl", fault_rate=rate),
+        "options": lambda: realprobe.options(fault_rate=rate).normalised(),
+    }[door]
+    with pytest.raises(RealprobeError, match="expected a share between 0 and 1"):
+        call()

@@ -4,6 +4,7 @@ that list their verbs, numbers that repeat under load, a hint instead of silence
 from __future__ import annotations
 
 import io
+import re
 import sqlite3
 import subprocess
 import sys
@@ -43,12 +44,15 @@ def screen(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     ("catalog", ("import-openapi", "record-fixtures", "public-apis")),
     ("cassette", ("inspect", "verify", "scrub", "import", "record-round")),
     ("alert", ("check",)),
+    ("mcp", ("proxy", "replay", "import")),
 ])
 def test_groups_list_their_verbs_and_a_bare_group_exits_0(group: str, verbs: tuple[str]) -> None:
     helped = cli(group, "-h")
     assert helped.returncode == 0 and "Commands:" in helped.stdout
     assert all(f"  {v} " in helped.stdout for v in verbs), helped.stdout
-    if group != "catalog":  # a bare `catalog` lists the tools, its own job
+    listing = helped.stdout.split("Commands:", 1)[1]
+    assert "..." not in listing and listing.rstrip().endswith("."), listing  # whole sentences
+    if group not in ("catalog", "mcp"):  # a bare `catalog` lists the tools, `mcp` serves
         bare = cli(group)
         assert bare.returncode == 0, bare.stderr
         assert bare.stderr == "" and "Commands:" in bare.stdout
@@ -85,14 +89,54 @@ def test_stats_prints_a_verdict_and_counts_its_notes(probed: Path, screen: Any) 
         bool(t.success.note) for t in rep.tools)
 
 
+def test_calibrate_counts_its_notes_by_kind(probed: Path, tmp_path: Path) -> None:
+    """The profile's per-tool notes are one counted line per kind on stderr, every tool's
+    note with --explain; the profile file keeps them all."""
+    out = tmp_path / "p.json"
+    prof = api.calibrate(probed)
+    notes = [(tool, n) for tool, tp in prof.tools.items() for n in tp.notes]
+    assert len(notes) > 2  # a group big enough to be counted
+    res = cli("calibrate", "--db", str(probed), "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    said = [ln for ln in res.stderr.splitlines() if "tool" in ln and "NOT MEASURED" not in ln]
+    assert len(said) < len(notes), res.stderr
+    assert any(ln.startswith(f"{len(notes)} tools: the burst chain is rough (--explain")
+               for ln in said), res.stderr
+    res = cli("calibrate", "--db", str(probed), "--output", str(out), "--explain")
+    listed = [ln.strip() for ln in res.stderr.splitlines() if ln.startswith("  ")]
+    assert sorted(listed) == sorted(f"{t}: {n.partition(': ')[2]}" for t, n in notes)
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "95"])
+def test_a_threshold_outside_0_1_is_refused(probed: Path, bad: str) -> None:
+    res = cli("stats", "--db", str(probed), "--threshold", bad)
+    assert res.returncode == 2 and res.stderr.startswith("error: --threshold"), res.stderr
+
+
+def test_the_report_leads_with_the_verdict(probed: Path, tmp_path: Path) -> None:
+    """The HTML and Markdown reports carry the verdict `stats` prints, above the per-tool
+    table; the command prints it before saying where the file went."""
+    from realprobe.probes.stats import verdict
+
+    says = verdict(api.stats(probed))
+    html = tmp_path / "r.html"
+    res = cli("report", "--db", str(probed), "--output", str(html))
+    assert res.returncode == 0, res.stderr
+    assert " ".join(res.stderr.split()).index(says) < " ".join(res.stderr.split()).index("wrote")
+    text = html.read_text()
+    assert f"<p id='verdict'>{says}</p>" in text and text.index(says) < text.index("id='tools'")
+    md = cli("report", "--db", str(probed), "--format", "md").stdout
+    assert says in md and md.index(says) < md.index("| tool |")
+
+
 def test_verdict_sorts_tools_by_their_quoted_interval(probed: Path) -> None:
-    from realprobe.commands.analysis import quoted, verdict
+    from realprobe.probes.stats import verdict
 
     rep = api.stats(probed)
     says = verdict(rep, 0.99)
-    below = [t for t in rep.tools if quoted(t)[1] < 0.99]
+    below = [t for t in rep.tools if t.success.quoted95[1] < 0.99]
     assert f"{len(below)} of {len(rep.tools)} tools are below it" in says
-    worst = min(below, key=lambda t: (quoted(t)[1], t.tool))
+    worst = min(below, key=lambda t: (t.success.quoted95[1], t.tool))
     assert f"worst {worst.tool} " in says
 
 
@@ -113,16 +157,28 @@ def test_library_warnings_stay_off_the_console(tmp_path: Path) -> None:
     assert "RuntimeWarning" not in res.stderr and "overflow" not in res.stderr
 
 
+def test_a_sandbox_started_and_stopped_leaves_no_warning_at_exit() -> None:
+    """With warnings on (`python -W default`), the demo's sandbox thread closes its event loop
+    when it stops: no `ResourceWarning: unclosed event loop` when the process ends."""
+    code = ("from realprobe import api\n"
+            "with api.sandbox_running('calm', seed=0) as url:\n"
+            "    api.call('advice_random', target=api.options(sandbox=url))\n")
+    res = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+
+
 # -- results and drift -----------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same replayed runs stored under two agents with long model names."""
+    """The same simulated runs (two prompts) stored under two agents with long model names."""
     db = tmp_path_factory.mktemp("fh") / "r.db"
     res = CliRunner().invoke(app, ["run", "travel_briefing", "dev_standup", "--agent",
                                    "reference", "--mode", "simulate", "--profile", "harsh",
-                                   "--db", str(db)])
+                                   "--prompt", "optimal,flawed:missing_steps@30", "--db", str(db)])
     assert res.exit_code == 0, res.output
     with sqlite3.connect(db) as conn:
         conn.execute("create temp table t as select * from task_runs")
@@ -146,6 +202,15 @@ def test_results_keep_two_agents_apart_with_whole_names(
     assert "Recovery per injected fault kind" in out.getvalue()
     assert "agent" in out.getvalue() and "left out to fit: agent" not in out.getvalue()
     assert not any(ln.startswith("agent: ") for ln in lines)  # tables, not records
+    # one agent: its name above the tables, and room for the error codes, each kept beside
+    # its count ("TIMEOUT 3", never "TIMEOUT" / "3")
+    one = screen(width)
+    res = CliRunner().invoke(app, ["results", "--db", str(two_agents), "--agent", "reference"])
+    assert res.exit_code == 0, res.output
+    assert "top errors" in one.getvalue()
+    codes = [m for ln in one.getvalue().splitlines()
+             for m in re.findall(r"\b[A-Z][A-Z_]{4,}\b(?! \d)", ln)]
+    assert not codes, one.getvalue()
     assert "Verdict: every row reaches full success in" in out.getvalue() or \
         "Verdict: full success is highest" in out.getvalue()
 
@@ -159,6 +224,8 @@ def test_drift_headers_stay_whole_when_nothing_can_be_tested(probed: Path, scree
     words = head.split()
     for header in ("success (p adj)", "median ms (p adj)", "mix V (p adj)"):
         assert all(w in words for w in header.split()), (header, head)
+    heads = [ln for ln in out.getvalue().splitlines() if ln.startswith("┃")]
+    assert sum(ln.count("(p adj)") for ln in heads) == 3, heads  # "(p" / "adj)" never split
     assert "Verdict over 1 tools" in out.getvalue()
 
 
@@ -171,34 +238,73 @@ def _drawn(journal: Any) -> list[tuple[str, int, str | None]]:
     return sorted((e.tool, e.draw, e.fault) for e in journal.entries if e.draw is not None)
 
 
-def test_the_same_seed_draws_the_same_outcomes_beside_busy_loops(tmp_path: Path) -> None:
-    """What the sandbox plays for each call (ok, hang, 500, a drifted body...) is the seed's
-    and the request's doing: the same with four busy loops beside it. (Whether a slow answer
-    still makes the client's deadline on a stalled machine is timing, and is left out.)"""
+def _outcomes(db: Path) -> dict[tuple[str, int], tuple[str, str | None]]:
+    """Every stored call by its id in the run (tool, round): its outcome and error code."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("select tool, round, outcome, error_code from probes")
+        return {(t, r): (o, c) for t, r, o, c in rows}
+
+
+def test_the_same_seed_gives_the_same_outcomes_beside_busy_loops(tmp_path: Path) -> None:
+    """The demo's probe (every tool, 5 rounds, 2 s deadline) run twice with seed 0: as the
+    machine is, then beside four busy loops. Every call ends the same, by its id: what the
+    sandbox plays is drawn from the seed and the request, a call drawn to miss the deadline
+    is said so by the sandbox, and an answer drawn in time is not lost to a late timer."""
     from realprobe.sandbox.server import running
 
-    runs = []
+    runs, drawn = [], []
     for i, busy in enumerate((0, 4)):
         loops = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(busy)]
         try:
+            assert all(p.poll() is None for p in loops)
             sb = api.make_sandbox("published", seed=0)
             with running(sb) as url:
                 db = tmp_path / f"{i}.db"
-                api.probe(None, rounds=3, target=api.options(sandbox=url), db=db, timeout=2,
+                api.probe(None, rounds=5, target=api.options(sandbox=url), db=db, timeout=2,
                           politeness="off", seed=0)
         finally:
             for p in loops:
                 p.kill()
                 p.wait()
-        runs.append(_drawn(sb.journal))
-    n = 3 * len(api.load_catalog())
-    assert len(runs[0]) == n
-    # a call the stalled client gave up on before the sandbox read it draws nothing
-    quiet, busy = ({(t, d): f for t, d, f in run} for run in runs)
-    both = quiet.keys() & busy.keys()
-    assert len(both) >= n // 4  # most, unless the machine is stalled for seconds
-    assert {k: quiet[k] for k in both} == {k: busy[k] for k in both}
-    assert {f for *_, f in runs[0]} - {"ok"}  # faults were drawn
+        runs.append(_outcomes(db))
+        drawn.append(_drawn(sb.journal))
+    assert len(runs[0]) == 5 * len(api.load_catalog())
+    successes = [sum(c is None for _, c in run.values()) for run in runs]
+    assert successes[0] == successes[1]
+    assert runs[0] == runs[1]
+    assert drawn[0] == drawn[1]
+    codes = {c for _, c in runs[0].values()}
+    assert "TIMEOUT" in codes and None in codes and len(codes) > 2  # faults were drawn
+
+
+def test_a_sandbox_calls_outcome_is_the_sandboxs_word_not_the_timers() -> None:
+    """Read after its deadline (a loaded machine), a sandbox answer that says its drawn delay
+    counts with that delay; one marked missed is a timeout at the deadline; an unmarked late
+    answer is late; a live call ignores the marks."""
+    import httpx
+
+    from realprobe.clock import VirtualClock
+    from realprobe.errors import DeadlineExceeded
+    from realprobe.http.client import ClientConfig, _Call
+    from realprobe.http.transports import DELAY_HEADER, MISSED_HEADER, SANDBOX_EXT
+
+    def late(headers: dict[str, str], sandbox: bool = True) -> _Call:
+        clock = VirtualClock()
+        call = _Call(ClientConfig(), clock, "GET", "http://x.test/", None, None, 2.0, False)
+        call.sent = httpx.Request("GET", "http://x.test/", extensions={SANDBOX_EXT: sandbox})
+        clock.advance(2.6)
+        call.settle(httpx.Response(200 if MISSED_HEADER not in headers else 504,
+                                   headers=headers))
+        return call
+
+    assert late({DELAY_HEADER: "1480.5"}).elapsed() == pytest.approx(1.4805)
+    with pytest.raises(DeadlineExceeded):
+        late({})
+    with pytest.raises(DeadlineExceeded) as missed:
+        late({MISSED_HEADER: "body"})
+    assert "sandbox drew no answer" in str(missed.value)
+    live = late({MISSED_HEADER: "headers"}, sandbox=False)
+    assert live.elapsed() == pytest.approx(2.6) and live.settled is None
 
 
 def test_an_answer_drawn_in_time_comes_by_three_quarters_of_the_budget() -> None:
@@ -243,6 +349,33 @@ def test_a_probe_whose_rows_were_all_excluded_says_why_and_exits_3(tmp_path: Pat
     (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert "were excluded from statistics: the sandbox serves another catalogue" in line
     assert "realprobe sandbox --catalog" in line
+    # every reader of that database says the same, not "no rows ... probe first"
+    for verb in (["stats"], ["report", "--format", "md"],
+                 ["drift", "--baseline", "1d..now", "--current", "1d..now"]):
+        res = cli(*verb, "--db", str(tmp_path / "x.db"))
+        assert res.returncode == 3, (verb, res.stderr)
+        (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+        assert "all 2 sandbox rows" in line and "the sandbox serves another catalogue" in line
+        assert "realprobe sandbox --catalog" in line and "probe first" not in line
+
+
+def test_a_probe_with_the_sandbox_down_says_why_and_so_does_stats(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    db = str(tmp_path / "down.db")
+    res = cli("probe", "--tools", "advice_random", "--sandbox", url, "--db", db,
+              "--politeness", "off")
+    assert res.returncode == 3, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert "nothing was reachable" in line and "--sandbox URL" in line
+    res = cli("stats", "--db", db)
+    assert res.returncode == 3, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert "the one sandbox row" in line and "the prober reached no server" in line
+    assert "--sandbox URL, then probe again" in line
 
 
 # -- the docs' words are the output's ----------------------------------------------------------
@@ -267,3 +400,14 @@ def test_a_skipped_operation_names_the_flag_that_keeps_it(tmp_path: Path) -> Non
     res = cli("catalog", "import-openapi", str(spec), "--output", str(tmp_path / "c.toml"))
     assert "skipped GET /private: needs credentials (API key 'api_key' in query); " \
            "--include-auth keeps it" in res.stderr, res.stderr
+
+
+def test_prompts_the_reference_agent_treats_alike_are_said_to_be_one_run(tmp_path: Path) -> None:
+    res = cli("run", "travel_briefing", "--agent", "reference", "--mode", "simulate",
+              "--profile", "harsh", "--prompt", "baseline,optimal", "--db",
+              str(tmp_path / "t.db"))
+    assert res.returncode == 0, res.stderr
+    assert "note: the reference agent makes the same calls under baseline, optimal: one run " \
+           "stands for them all, stored as baseline" in " ".join(res.stderr.split())
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        assert conn.execute("select prompt from task_runs").fetchall() == [("baseline",)]

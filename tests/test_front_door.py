@@ -94,6 +94,27 @@ def test_help_imports_no_heavy_library(args: list[str]) -> None:
     assert imported <= allowed, imported
 
 
+def test_top_level_help_loads_only_the_command_line_itself() -> None:
+    """`realprobe --help` lists the verbs from a table: of realprobe it loads the package, the
+    CLI module and the two command modules that build the group, not the errors, the shared
+    command helpers or any verb's module."""
+    code = (
+        "import sys, contextlib, io\n"
+        "sys.argv = ['realprobe', '--help']\n"
+        "from realprobe.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main()\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('realprobe')))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert res.returncode == 0, res.stderr
+    loaded = set(json.loads(res.stdout.strip().splitlines()[-1].replace("'", '"')))
+    assert loaded == {"realprobe", "realprobe.version", "realprobe.cli", "realprobe.commands",
+                      "realprobe.commands.checks", "realprobe.commands.help"}
+
+
 def test_the_static_verb_list_matches_the_commands() -> None:
     import typer
     from typer import _click

@@ -188,3 +188,27 @@ def test_sandbox_draws_from_the_mixture(catalog: Catalog) -> None:
     assert 5 <= len(fast) <= 25, delays
     assert all(2 <= d <= 5 for d in fast)
     assert all(60 <= d <= 130 for d in delays if d >= 20)
+
+
+@pytest.mark.parametrize(("k", "censored"), [(1, True), (2, True), (2, False)])
+def test_likelihood_gradient_is_the_likelihoods(k: int, censored: bool) -> None:
+    """The analytic gradients the optimisers use are the negative log-likelihood's and the
+    deadline share's own (finite differences agree), at a point away from the optimum."""
+    from scipy import optimize
+
+    from realprobe.probes import latency_mixture as lm
+
+    lat, cens = _bench_mixture(5, 400)
+    x = np.log(lat)
+    cvals = np.array([math.log(900.0), math.log(1000.0)]) if censored else np.empty(0)
+    cw = np.array([3.0, float(cens.shape[0])]) if censored else np.empty(0)
+    theta = np.array([5.0, math.log(0.9)] if k == 1 else [0.2, 4.4, math.log(0.4), 6.3, -1.0])
+    theta = np.append(theta, -2.0) if censored else theta
+    fun, grad = lm._nll_grad(theta, k, x, cvals, cw)
+    assert fun == lm._nll(theta, k, x, cvals, cw)
+    numeric = optimize.approx_fprime(theta, lm._nll, 1e-6, k, x, cvals, cw)
+    assert grad == pytest.approx(numeric, rel=1e-4, abs=1e-3)
+    if censored:  # and the held constraint's, probit(S) at the deadline
+        log_t = math.log(1000.0)
+        numeric = optimize.approx_fprime(theta, lm._probit_exceed, 1e-7, k, log_t)
+        assert lm._probit_exceed_grad(theta, k, log_t) == pytest.approx(numeric, abs=1e-5)

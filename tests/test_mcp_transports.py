@@ -215,7 +215,12 @@ def test_stdio_eof_mid_call_ends_the_server_and_stdout_is_only_json_rpc(
         proc.stdin.flush()
         first = json.loads(proc.stdout.readline())
         assert first["id"] == 1 and first["result"]["serverInfo"]["name"] == "realprobe"
-        time.sleep(0.3)  # the call is (most likely) in flight, hanging on the sandbox
+        # the call is in flight, hanging on the sandbox: its request is in the journal (which
+        # journals a request when it arrives); the wait is bounded by the deadline, not timed
+        waited_until = time.monotonic() + 60
+        while not httpx.get(f"{sandbox}/_journal").json():
+            assert time.monotonic() < waited_until, "the call never reached the sandbox"
+            time.sleep(0.02)
         proc.stdin.close()  # the client goes away
         rc = proc.wait(timeout=60)
         out, err = proc.stdout.read(), proc.stderr.read() if proc.stderr else ""

@@ -129,6 +129,9 @@ def test_stats_by_vantage_compares_the_same_tool_across_networks(tmp_path: Path)
                                                           "COLUMNS": "200"},
     )
     assert table.returncode == 0 and "berlin" in table.stdout and "ohio" in table.stdout
+    said = [ln.split(": Verdict at a 95% success threshold")[0] for ln in table.stdout.splitlines()
+            if ": Verdict at a 95% success threshold" in ln]
+    assert said == list(data["vantages"]), table.stdout  # each vantage's verdict, in order
 
 
 def test_the_report_compares_vantages_and_shows_phases(tmp_path: Path) -> None:

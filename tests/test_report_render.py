@@ -181,8 +181,8 @@ def test_extrapolated_percentiles_are_marked_and_no_none_in_prose(db: Path, how:
 def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
                                                        width: int) -> None:
     """No sideways scroll of the page: wide tables scroll inside their own box with the tool
-    column first, and the plots take the page's width. A screenshot is kept beside the
-    report (tmp_path) for a human to look at."""
+    column first (numbers and intervals on one line each), and the plots take the page's
+    width. A screenshot is kept beside the report (tmp_path) for a human to look at."""
     exe, sync_playwright, out = _browser_and_report(db, tmp_path)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
@@ -196,6 +196,9 @@ def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
                 " box: document.querySelector('#tools').parentElement.clientWidth,"
                 " table: document.querySelector('#tools').scrollWidth,"
                 " first: document.querySelector('#tools th').textContent,"
+                " broken: [...document.querySelectorAll('.scroll td.num')].filter(td => {"
+                "   const r = document.createRange(); r.selectNodeContents(td);"
+                "   return r.getClientRects().length > 1}).map(td => td.textContent),"
                 " plots: [...document.querySelectorAll('svg.plot')]"
                 "   .map(s => s.getBoundingClientRect().width)})")
         finally:
@@ -203,5 +206,6 @@ def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
     assert sizes["page"] <= sizes["view"], sizes
     assert sizes["box"] <= sizes["body"], sizes  # the table's box fits; the table scrolls in it
     assert sizes["first"] == "tool"
+    assert sizes["broken"] == [], sizes  # a number or an interval is never split over lines
     assert sizes["plots"] and all(w >= sizes["box"] - 2 for w in sizes["plots"]), sizes
     assert (tmp_path / f"report-{width}.png").stat().st_size > 10_000

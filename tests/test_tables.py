@@ -39,7 +39,8 @@ def _intact(table: FitTable, text: str, width: int) -> None:
         if col.kind == "text":
             continue
         for cell in table.column_cells(i):
-            for part in plain(cell).splitlines():
+            parts = plain(cell).split(", ") if col.kind == "list" else plain(cell).splitlines()
+            for part in parts:
                 assert any(part in ln for ln in lines), (col.header, part, text)
     if layout.dropped:
         assert "left out to fit: " + ", ".join(layout.dropped) in " ".join(lines)
@@ -82,6 +83,18 @@ def test_too_narrow_for_the_kept_columns_prints_records() -> None:
     assert "tool: programming_quotes_list" in text
     assert "p50 / p90 / p99 ms: 345/1200/42588*" in text
     assert not any(ln and ln[0] in BOX for ln in text.splitlines())
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+def test_a_list_column_breaks_between_its_items_only(width: int) -> None:
+    t = fit_table([Column("tool", "name"), Column("top errors", "list")])
+    t.add_row("advice_random", "RATE_LIMIT_ERROR 5, SERVER_ERROR 5, TIMEOUT 3")
+    text = _render(t, width)
+    _intact(t, text, width)
+    cells = [ln.split("│")[2].strip() for ln in text.splitlines() if ln.startswith("│")]
+    items = [i for c in cells for i in c.split(", ") if i]
+    assert items == ["RATE_LIMIT_ERROR 5", "SERVER_ERROR 5", "TIMEOUT 3"], text
+    assert len(cells) == (1 if width == 200 else 3 if width == 40 else len(cells))
 
 
 def test_headers_break_only_between_words() -> None:

@@ -94,6 +94,8 @@ class Call:
     elapsed_s: float | None = None  # request left -> body end, close or failure
     end_s: float | None = None  # latency the client reported (last hop of a fetch)
     budget_s: float | None = None  # time the client allowed this request (timeout/deadline)
+    #: realprobe's sandbox answered it: a replay gives the client its deadline marks to read
+    sandbox: bool = False
     chunk_sizes: list[int] | None = None  # body chunk boundaries as received, when several
     recorded_at: str | None = None
     #: a request body vcrpy stored as a mapping (aiohttp's `json=`/`data=`): written back as
@@ -156,6 +158,7 @@ class _Timing(BaseModel):
     elapsed_ms: float | None = None
     end_ms: float | None = None
     budget_ms: float | None = None
+    sandbox: bool = False
     chunks: list[int] | None = None
     recorded_at: str | None = None
     complete: bool = True
@@ -321,6 +324,8 @@ def _timing_json(call: Call) -> dict[str, Any]:
     ):
         if value is not None and value != float("inf"):
             out[name] = _ms(value)
+    if call.sandbox:
+        out["sandbox"] = True
     if call.chunk_sizes and len(call.chunk_sizes) > 1:
         out["chunks"] = call.chunk_sizes
     if call.recorded_at:
@@ -548,6 +553,7 @@ def _call_from(
         call.elapsed_s = _s(timing.elapsed_ms)
         call.end_s = _s(timing.end_ms)
         call.budget_s = _s(timing.budget_ms)
+        call.sandbox = timing.sandbox
         call.chunk_sizes = timing.chunks
         call.recorded_at = timing.recorded_at
     return call

@@ -46,6 +46,7 @@ from realprobe.cassettes.scrub import (
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import RealprobeError
 from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
+from realprobe.http.transports import SANDBOX_EXT
 from realprobe.version import __version__
 
 EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
@@ -199,6 +200,9 @@ class Recorder:
         self._chunks: dict[int, list[bytes]] = {}
         self._entry: dict[int, float] = {}
         self._timings: dict[int, dict[str, float]] = {}
+        #: each open request's extensions, until the answer or failure: who answered it
+        #: (`SANDBOX_EXT`, set by a sandbox router while it sends) is read then
+        self._extensions: dict[int, Mapping[str, Any]] = {}
         first = max((c.seq for c in base.calls), default=-1) + 1 if base is not None else 0
         self._seq = itertools.count(first)
         self._t0: float | None = None
@@ -241,6 +245,7 @@ class Recorder:
             ),
         )
         ext = extensions or {}
+        self._extensions[seq] = ext
         call.budget_s = budget_of(ext, entry)
         timing = ext.get(TIMING_EXT)
         if isinstance(timing, dict) and "start" in timing:
@@ -250,8 +255,12 @@ class Recorder:
         self.calls.append(call)
         return call
 
+    def _answered_by(self, call: Call) -> None:
+        call.sandbox = bool(self._extensions.pop(call.seq, {}).get(SANDBOX_EXT))
+
     def failed(self, call: Call, exc: BaseException) -> None:
         """No response headers: the call ended in `exc`."""
+        self._answered_by(call)
         call.error = failure_of(exc, False, 0)
         call.complete = False
         call.elapsed_s = self.clock.now() - self._entry[call.seq]
@@ -268,6 +277,7 @@ class Recorder:
         """Headers are in. With `content` the body is already whole; otherwise the transport
         streams it through `received` and ends with `body_done`/`body_failed`/`body_closed`
         (returns True then)."""
+        self._answered_by(call)
         call.ttfb_s = self.clock.now() - self._entry[call.seq]
         call.status = status
         call.reason = reason

@@ -39,6 +39,7 @@ from realprobe.cassettes.matching import Matcher
 from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.clock import Clock, RealClock
 from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
+from realprobe.http.transports import SANDBOX_EXT
 
 EPS = 1e-6
 
@@ -58,6 +59,13 @@ def _ended_before_close(call: Call) -> bool:
     if call.end_s is None or call.offset_s is None or call.elapsed_s is None:
         return False
     return call.end_s < call.offset_s + call.elapsed_s
+
+
+def _answered_by(call: Call, request: httpx.Request) -> None:
+    """A call the sandbox answered when recorded is the sandbox's answer again: the client
+    reads its deadline marks as it did live (`realprobe.http.client._Call.settle`)."""
+    if call.sandbox:
+        request.extensions[SANDBOX_EXT] = True
 
 
 class _PlayerFacade:
@@ -210,6 +218,7 @@ class ReplayTransport(_PlayerFacade, httpx.AsyncBaseTransport):
         return await self.answer(call, request)
 
     async def answer(self, call: Call, request: httpx.Request) -> httpx.Response:
+        _answered_by(call, request)
         timing = request.extensions.get(TIMING_EXT)
         start = float(timing["start"]) if isinstance(timing, dict) and "start" in timing else None
         if self.virtual and start is not None and call.offset_s is not None:
@@ -279,6 +288,7 @@ class SyncReplayTransport(_PlayerFacade, httpx.BaseTransport):
         return self.answer(_lookup(self.player, request, request.read()), request)
 
     def answer(self, call: Call, request: httpx.Request) -> httpx.Response:
+        _answered_by(call, request)
         scale = self.latency.scale if self.latency.sleeps else 0.0
         if scale:
             time.sleep(head_s(call) * scale)

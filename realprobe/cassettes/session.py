@@ -41,6 +41,7 @@ from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
 from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.errors import RealprobeError
 from realprobe.http.transports import _pointed_at, _Routes
+from realprobe.ranges import checked
 
 RECORD_MODES = ("none", "once", "new_episodes", "all")
 LIBRARIES = ("httpx", "requests", "urllib3", "aiohttp")
@@ -458,6 +459,7 @@ class SyncSessionTransport(httpx.BaseTransport):
                 self.session.close()
 
 
+@checked
 def use_cassette(
     path: str | Path,
     *,

@@ -61,10 +61,6 @@ VantageOpt = Annotated[
 ]
 
 
-#: the success rate the verdict of `stats` measures each tool against, unless --threshold
-THRESHOLD = 0.95
-
-
 def register(app: typer.Typer) -> None:
     app.command("stats")(stats_cmd)
     app.command("calibrate")(calibrate_cmd)
@@ -105,9 +101,9 @@ def stats_cmd(
                      "vantage point (the same API seen from different networks)."),
     ] = "tool",
     threshold: Annotated[
-        float, typer.Option("--threshold", help="Success rate the verdict measures each tool "
-                            "against (0-1).")
-    ] = THRESHOLD,
+        float | None, typer.Option("--threshold", help="Success rate the verdict measures each "
+                                   "tool against (0-1; default 0.95).")
+    ] = None,
     explain: ExplainOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -122,7 +118,7 @@ def stats_cmd(
     rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=kinds,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
     if isinstance(rep, VantageStats):
-        print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep)
+        print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep, threshold)
         return
     _banner(rep.provenance)
     if as_json:
@@ -165,10 +161,11 @@ def print_phases(phases: dict[str, dict[str, Any]], *, explain: bool = False) ->
                   "request sent to response headers; transfer = headers to end of body.[/dim]")
 
 
-def print_by_vantage(rep: VantageStats) -> None:
-    """The same statistics once per vantage point, tools side by side."""
-    from realprobe.commands.tables import Column, fit_table
-    from realprobe.probes.stats import interval_text
+def print_by_vantage(rep: VantageStats, threshold: float | None = None) -> None:
+    """The same statistics once per vantage point, tools side by side; then each vantage's
+    verdict."""
+    from realprobe.commands.tables import Column, escape, fit_table
+    from realprobe.probes.stats import THRESHOLD, success_text, verdict
 
     reports, vantages, kinds = rep.vantages, list(rep.vantages), rep.target_kinds
     table = fit_table(
@@ -186,47 +183,13 @@ def print_by_vantage(rep: VantageStats) -> None:
                 cells.append("-")
                 continue
             p50 = "-" if t.latency.p50 is None else f"{t.latency.p50:.0f}"
-            cells.append(f"{_pct(t.success.rate)} {interval_text(t.success.quoted95)} · {p50}")
+            cells.append(f"{success_text(t)} · {p50}")
         table.add_row(*cells)
     console.print(table)
-
-
-def quoted(t: Any) -> tuple[float, float]:
-    """The one success interval `stats` quotes for a tool (table, verdict, report)."""
-    return cast("tuple[float, float]", t.success.quoted95)
-
-
-def _interval(t: Any) -> str:
-    from realprobe.probes.stats import interval_text
-
-    return f"{_pct(t.success.rate)} {interval_text(quoted(t))}"
-
-
-def verdict(rep: StatsReport, threshold: float = THRESHOLD) -> str:
-    """One paragraph: which tools are surely below `threshold` (the whole quoted interval
-    under it), which cannot be told from it yet, which are surely above; worst first."""
-    below = sorted((t for t in rep.tools if quoted(t)[1] < threshold),
-                   key=lambda t: (quoted(t)[1], t.tool))
-    above = [t for t in rep.tools if quoted(t)[0] >= threshold]
-    unsure = [t for t in rep.tools if t not in below and t not in above]
-    thr = f"{100 * threshold:g}%"
-
-    def some(ts: list[Any], k: int = 3) -> str:
-        named = ", ".join(f"{t.tool} {_interval(t)}" for t in ts[:k])
-        return named + (f" and {len(ts) - k} more" if len(ts) > k else "")
-
-    n = len(rep.tools)
-    parts = [f"Verdict at a {thr} success threshold (95% intervals):"]
-    parts.append(f"{len(below)} of {n} tools are below it" + (f", worst {some(below)}."
-                                                             if below else "."))
-    if unsure:
-        calls = sorted({t.success.n for t in unsure})
-        each = f"{calls[0]}" if len(calls) == 1 else f"{calls[0]}-{calls[-1]}"
-        parts.append(f"{len(unsure)} cannot be told from it with {each} calls each "
-                     f"({some(unsure, 2)}): more rounds narrow the interval.")
-    parts.append(f"{len(above) or 'None'} {'is' if len(above) < 2 else 'are'} surely above it"
-                 + (f": {some(above, 2)}." if above else "."))
-    return " ".join(parts)
+    for v in vantages:
+        if reports[v].tools:
+            console.print(escape(f"{v}: {verdict(reports[v], threshold or THRESHOLD)}"),
+                          highlight=False)
 
 
 def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
@@ -277,20 +240,20 @@ def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
     return notes
 
 
-def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = THRESHOLD
-                ) -> None:
+def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | None = None,
+                elsewhere: str = "in --json") -> None:
     """The table, the verdict, then the notes grouped and counted (`explain`: one line per
-    tool under each)."""
+    tool under each; `elsewhere`: where columns left out to fit can be seen)."""
     from realprobe.commands.tables import Column, escape, fit_table
-    from realprobe.probes.stats import EXTRAPOLATED
+    from realprobe.probes.stats import EXTRAPOLATED, THRESHOLD, success_text, verdict
 
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = fit_table(
         [Column("tool", "name"), Column("n", "num"), Column("success [95% CI]", "num"),
          Column("P(f|f) / P(f|ok)", "num", drop=3), Column("p50 / p90 / p99 ms", "num"),
          Column("μ, σ", "num", drop=5), Column("KS p", "num", drop=4),
-         Column("top error / flags", drop=2)],
-        title=f"{len(rep.tools)} tools · {head}",
+         Column("top error / flags", "list", drop=2)],
+        title=f"{len(rep.tools)} tools · {head}", elsewhere=elsewhere,
     )
     for t in rep.tools:
         lat, fit = t.latency, t.latency.lognormal
@@ -300,7 +263,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = T
         cells = [
             t.tool,
             str(t.success.n),
-            _interval(t) + ("†" if t.success.note else ""),
+            success_text(t) + ("†" if t.success.note else ""),
             f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
             "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
             + (EXTRAPOLATED if lat.extrapolated else ""),
@@ -311,7 +274,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float = T
         table.add_row(*cells)
     console.print(table)
     if rep.tools:
-        console.print(escape(verdict(rep, threshold)), highlight=False)
+        console.print(escape(verdict(rep, threshold or THRESHOLD)), highlight=False)
     console.print(
         "[dim]success per attempt, 95% CI on the burst-adjusted n; latency over successes, "
         f"TIMEOUTs censored. How to read: {doc('statistics.md')}[/dim]"
@@ -375,10 +338,12 @@ def calibrate_cmd(
     ] = None,
     kinds: KindsOpt = None,
     vantage: VantageOpt = None,
+    explain: ExplainOpt = False,
 ) -> None:
     """Turn stored probes into a simulator profile, or a ResiliBench / ReliabilityBench view.
 
-    The sandbox and --profile read the profile."""
+    The sandbox and --profile read the profile. Its notes (what could not be estimated, per
+    tool) are counted by kind on stderr; --explain lists every tool's, the profile keeps them."""
     from realprobe import api
 
     profile, data = api.calibrate_export(
@@ -387,13 +352,28 @@ def calibrate_cmd(
     )
     if source is None:
         _warn(profile.source.get("warning"))
-        for tool, tp in sorted(profile.tools.items()):
-            for note in tp.notes:
-                err_console.print(f"[dim]{tool}: {note}[/dim]", highlight=False)
+        _profile_notes(profile, explain).print(err_console)
     if output is None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
+
+
+def _profile_notes(profile: Any, explain: bool) -> Notes:
+    """A profile's per-tool notes grouped by what they say: the words before a note's first
+    colon, without its own numbers in brackets ("hangs cannot be told from slow calls at the
+    2 s deadline: 11 TIMEOUTs ..." is one of a group)."""
+    import re
+
+    from realprobe.commands.tables import Notes
+
+    notes = Notes(explain=explain)
+    for tool, tp in sorted(profile.tools.items()):
+        for note in tp.notes:
+            head, _, rest = note.partition(": ")
+            head = re.sub(r" \([^()]*\d[^()]*\)", "", head)
+            notes.add(f"{{n}} tool{{s}}: {head}", f"{tool}: {rest or head}")
+    return notes
 
 
 def drift_cmd(
@@ -534,4 +514,9 @@ def report_cmd(
         sys.stdout.write(text + "\n")
         return
     _banner(data.stats.provenance)
+    if data.stats.tools:
+        from realprobe.commands.tables import escape
+        from realprobe.probes.stats import verdict
+
+        err_console.print(escape(verdict(data.stats)), highlight=False)
     err_console.print(f"wrote {format_} report ({len(data.stats.tools)} tools) to {output}")

@@ -12,11 +12,12 @@ import typer
 from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
-    QuickHelpGroup,
     console,
     err_console,
+    plain_line,
     print_json,
 )
+from realprobe.commands.help import QuickHelpGroup
 
 app = typer.Typer(
     help="List the tool definitions; import OpenAPI descriptions; read the public-apis list.",
@@ -110,26 +111,20 @@ def import_openapi_cmd(
         return
     for r in result.reports:
         _print_notes(r)
-        console.print(
+        plain_line(
             f"{r.origin}: OpenAPI {r.version} {r.title!r}: {r.tools} tools"
             + (f", {len(r.skipped)} operations skipped" if r.skipped else "")
-            + (f", {r.not_selected} not selected" if r.not_selected else ""),
-            soft_wrap=True,
-            highlight=False,
+            + (f", {r.not_selected} not selected" if r.not_selected else "")
         )
     for line in result.clashes:
         _line(f"note: {line}")
-    console.print(
-        f"wrote {result.tools} tools over {len(result.apis)} APIs to {output}; "
-        f"use it with --catalog {output}",
-        soft_wrap=True,
-        highlight=False,
-    )  # fmt: skip
+    plain_line(f"wrote {result.tools} tools over {len(result.apis)} APIs to {output}; "
+                  f"use it with --catalog {output}")
 
 
 def _line(text: str) -> None:
     """One line on stderr, never wrapped (so each note stays one line)."""
-    err_console.print(text, markup=False, highlight=False, soft_wrap=True)
+    plain_line(text, err=True)
 
 
 def _print_notes(r: ImportReport) -> None:

@@ -1,6 +1,7 @@
 """Range checks every command's options get by name, and the group that applies them.
 
-One table instead of a callback on each option: a new command with a `--timeout` or a
+One table (`realprobe.ranges`, which the Python front door checks its keywords by too)
+instead of a callback on each option: a new command with a `--timeout` or a
 `--port` is checked the same way without anyone remembering to. A value out of range is a
 RealprobeError naming the flag, raised before the command body runs (`realprobe` prints it on
 one line and exits 2); a file that cannot be written or read (OSError) becomes one too.
@@ -9,78 +10,27 @@ one line and exits 2); a file that cannot be written or read (OSError) becomes o
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any
 
 from typer.core import TyperGroup
 
-from realprobe.commands.common import in_cli_terms
-from realprobe.errors import RealprobeError
-
-
-def _finite(value: float) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _check(ok: Callable[[Any], bool], what: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if ok(value) else what
-
-    return check
-
-
-SECONDS = _check(lambda v: _finite(v) and v > 0, "must be positive (seconds)")
-SECONDS_OR_ZERO = _check(lambda v: _finite(v) and v >= 0, "must be >= 0 (seconds)")
-AT_LEAST_ONE = _check(lambda v: v >= 1, "must be at least 1")
-PORT = _check(lambda v: 0 <= v <= 65535, "must be a port from 0 to 65535 (0 picks a free one)")
-NON_NEGATIVE = _check(lambda v: _finite(v) and v >= 0, "must be a number >= 0")
-UPSTREAM = _check(
-    lambda v: v == "live" or (isinstance(v, str) and v.startswith(("http://", "https://"))
-                              and len(v) > 8),
-    "must be live or an http(s) URL: expected a URL like http://127.0.0.1:8765, or live",
-)
-URL = _check(
-    lambda v: isinstance(v, str) and v.startswith(("http://", "https://")) and len(v) > 8,
-    "must be an http(s) URL: expected a URL like http://127.0.0.1:8765",
-)
-PROBABILITY = _check(lambda v: _finite(v) and 0 < v < 1, "must be between 0 and 1")
-
-#: option (parameter) name -> its check; None values (option not given) are never checked
-CHECKS: dict[str, Callable[[Any], str | None]] = {
-    "timeout": SECONDS,
-    "call_timeout": SECONDS,
-    "llm_timeout": SECONDS,
-    "lock_timeout": SECONDS_OR_ZERO,
-    "jitter": SECONDS_OR_ZERO,
-    "interval": SECONDS_OR_ZERO,
-    "port": PORT,
-    "rounds": AT_LEAST_ONE,
-    "concurrency": AT_LEAST_ONE,
-    "repeat": AT_LEAST_ONE,
-    "max_runs": AT_LEAST_ONE,
-    "max_turns": AT_LEAST_ONE,
-    "latency_scale": NON_NEGATIVE,
-    "min_success_change": NON_NEGATIVE,
-    "min_latency_change": NON_NEGATIVE,
-    "alpha": PROBABILITY,
-    "sandbox": URL,
-    "base_url": URL,
-    "upstream": UPSTREAM,
-}
+# realprobe.ranges, realprobe.errors and commands.common load when a verb is built or runs,
+# not for `realprobe --help`
 
 
 def _callback(name: str, previous: Callable[..., Any] | None) -> Callable[..., Any]:
-    check = CHECKS[name]
-
     def callback(ctx: Any, param: Any, value: Any) -> Any:
         if previous is not None:
             value = previous(ctx, param, value)
         if value is not None:
-            problem = check(value)
-            if problem:
+            from realprobe.errors import RealprobeError
+            from realprobe.ranges import problem
+
+            what = problem(name, value)
+            if what:
                 flag = max(param.opts, key=len)
-                raise RealprobeError(f"{flag} {problem} (got {value})")
+                raise RealprobeError(f"{flag} {what} (got {value})")
         return value
 
     callback.__realprobe_check__ = True  # type: ignore[attr-defined]
@@ -96,6 +46,9 @@ def _speaking_flags(command: Any) -> None:
 
     @functools.wraps(body)
     def run(*args: Any, **kwargs: Any) -> Any:
+        from realprobe.commands.common import in_cli_terms
+        from realprobe.errors import RealprobeError
+
         try:
             return body(*args, **kwargs)
         except RealprobeError as exc:
@@ -109,6 +62,8 @@ def _speaking_flags(command: Any) -> None:
 def apply_checks(command: Any) -> None:
     """Attach the range checks to every option of `command` and its subcommands (once), and
     have library errors raised in their bodies name the flags."""
+    from realprobe.ranges import CHECKS
+
     for sub in (getattr(command, "commands", None) or {}).values():
         apply_checks(sub)
     _speaking_flags(command)
@@ -127,5 +82,7 @@ class CheckedGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except OSError as exc:
+            from realprobe.errors import RealprobeError
+
             where = f"{exc.filename}: " if exc.filename else ""
             raise RealprobeError(f"{where}{exc.strerror or exc}") from exc

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from typer.core import TyperGroup
 
 from realprobe.errors import NoDatabase, RealprobeError
 from realprobe.http.mode import Mode
@@ -73,6 +72,12 @@ def scrub_printed(obj: Any) -> Any:
 
 console = cast("Console", _LazyConsole(stderr=False))
 err_console = cast("Console", _LazyConsole(stderr=True))
+
+
+def plain_line(text: str, err: bool = False) -> None:
+    """One line as it is, on stdout or stderr (scrubbed; no markup, no wrapping, so no rich
+    to import for it)."""
+    (sys.stderr if err else sys.stdout).write(scrub_printed(text) + "\n")
 
 CatalogOpt = Annotated[
     list[Path] | None,
@@ -300,32 +305,3 @@ def as_flags(*params: str) -> Iterator[None]:
         if not exc.params:
             exc.params = params
         raise
-
-
-class QuickHelpGroup(TyperGroup):
-    """A command group whose own `--help` flag is checked without typer's pydantic coercion:
-    otherwise `realprobe <verb> --help` would import pydantic just to see that the group's
-    flag was not given."""
-
-    def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)
-        if opt is not None:
-            _pass_through(opt)
-        return opt
-
-    def get_params(self, ctx: Any) -> Any:
-        params = super().get_params(ctx)
-        for param in params:  # the group's own flags: --version, --install-completion
-            if getattr(param, "is_flag", False):
-                _pass_through(param)
-        return params
-
-
-def _pass_through(opt: Any) -> None:
-    """A boolean flag taken as given, without typer's pydantic coercion."""
-    if getattr(opt, "_runtime_param", None) is None and hasattr(opt, "type_descriptor"):
-        from typer._coercion import PassThroughRuntimeParam
-
-        opt._runtime_param = PassThroughRuntimeParam(
-            annotation=bool, parameter_info=opt.type_descriptor.parameter_info
-        )

@@ -310,17 +310,22 @@ def demo_cmd(
     )
 
 
+#: a failing code with more tools than this is counted, not named, in the demo's first step
+NAMED = 3
+
+
 def _by_outcome(results: list[ToolResult], names: list[str]) -> str:
-    """`16/32 ok · TIMEOUT 13: a, b, ... · NETWORK_ERROR 1: c`: each failing code with its
-    tools, in one paragraph."""
+    """`16/32 ok · TIMEOUT 13 · NETWORK_ERROR 1: c`: each failing code with its count, and
+    its tools when they are few (--explain prints the whole table)."""
     failed: dict[str, list[str]] = {}
     for name, r in zip(names, results, strict=True):
         if not r.ok:
             failed.setdefault(r.code.value if r.code else "?", []).append(name)
     parts = [f"{sum(r.ok for r in results)}/{len(results)} ok"]
-    parts += [f"{code} {len(ts)}: {', '.join(ts)}"
+    parts += [f"{code} {len(ts)}" + (f": {', '.join(ts)}" if len(ts) <= NAMED else "")
               for code, ts in sorted(failed.items(), key=lambda kv: -len(kv[1]))]
-    return " · ".join(parts)
+    counted = any(len(ts) > NAMED for ts in failed.values())
+    return " · ".join(parts) + (" (--explain names every tool)" if counted else "")
 
 
 def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed: int,
@@ -349,13 +354,13 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
                     codes[code] = codes.get(code, 0) + k
             mix = ", ".join(f"{c} {k}" for c, k in sorted(codes.items(), key=lambda kv: -kv[1]))
             console.print(f"run {value.run_id}: {value.n_calls} calls, {value.n_ok} ok, "
-                          f"{value.n_error} failed ({mix or 'none'}) in {value.duration_s:.0f}s; "
-                          "per tool with intervals below", highlight=False)
+                          f"{value.n_error} failed ({mix or 'none'}) in {value.duration_s:.0f}s",
+                          highlight=False)
     elif name == "stats":
         from realprobe.commands.analysis import print_stats
 
         console.rule("[bold]3/5  statistics")
-        print_stats(value, explain=explain)
+        print_stats(value, explain=explain, elsewhere=f"in {out / 'report.html'}")
     elif name == "calibrate":
         console.rule("[bold]4/5  calibrated profile and report")
         console.print(f"wrote the calibrated profile to {value}")
@@ -365,7 +370,7 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
         from realprobe.commands.tasks import _print_runs, _print_summary
 
         console.rule("[bold]5/5  real-world tasks replayed from the shipped cassettes")
-        _print_runs(value.runs)
+        _print_runs(value.runs, elsewhere=f"in {out / 'demo.db'}, table task_runs")
         _print_summary(value.summary, out / "demo.db")
 
 

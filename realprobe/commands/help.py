@@ -14,6 +14,8 @@ import sys
 import types
 from typing import Any
 
+from typer.core import TyperGroup
+
 #: panel -> the parameters in it (by Python name); anything else is under "Options"
 PANELS: dict[str, tuple[str, ...]] = {
     "Where calls go": (
@@ -103,8 +105,13 @@ def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
         if records:
             with formatter.section(panel):
                 formatter.write_dl(records)
-    if hasattr(self, "format_commands"):  # a group: its sub-commands, as click lists them
-        self.format_commands(ctx, formatter)
+    subs = [(name, cmd) for name, cmd in (getattr(self, "commands", None) or {}).items()
+            if not cmd.hidden]
+    if subs:  # a group: each sub-command with its first paragraph, whole (click cuts it)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, " ".join((cmd.short_help or cmd.help or "")
+                                                .split("\n\n")[0].split()))
+                                for name, cmd in subs])
 
 
 def readable_help(command: Any) -> None:
@@ -139,3 +146,32 @@ def renamed_flags(args: list[str]) -> list[str]:
 
 
 __all__ = ["DEPRECATED_FLAGS", "PANELS", "readable_help", "renamed_flags"]
+
+
+class QuickHelpGroup(TyperGroup):
+    """A command group whose own `--help` flag is checked without typer's pydantic coercion:
+    otherwise `realprobe <verb> --help` would import pydantic just to see that the group's
+    flag was not given."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        opt = super().get_help_option(ctx)
+        if opt is not None:
+            _pass_through(opt)
+        return opt
+
+    def get_params(self, ctx: Any) -> Any:
+        params = super().get_params(ctx)
+        for param in params:  # the group's own flags: --version, --install-completion
+            if getattr(param, "is_flag", False):
+                _pass_through(param)
+        return params
+
+
+def _pass_through(opt: Any) -> None:
+    """A boolean flag taken as given, without typer's pydantic coercion."""
+    if getattr(opt, "_runtime_param", None) is None and hasattr(opt, "type_descriptor"):
+        from typer._coercion import PassThroughRuntimeParam
+
+        opt._runtime_param = PassThroughRuntimeParam(
+            annotation=bool, parameter_info=opt.type_descriptor.parameter_info
+        )

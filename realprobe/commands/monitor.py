@@ -13,7 +13,6 @@ from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
     ProfileOpt,
-    QuickHelpGroup,
     SandboxOpt,
     SeedOpt,
     as_flags,
@@ -21,6 +20,7 @@ from realprobe.commands.common import (
     err_console,
     print_json,
 )
+from realprobe.commands.help import QuickHelpGroup
 
 if TYPE_CHECKING:
     from realprobe.monitor.exporter import ExporterServer

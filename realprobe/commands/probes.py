@@ -174,6 +174,7 @@ def _all_excluded(db: Path, run_id: str) -> RealprobeError | None:
     answered instead of the API (a sandbox serving another catalogue, no fixture): the error
     saying why and what to run, else None."""
     from realprobe.errors import Unavailable
+    from realprobe.probes.provenance import excluded_cause
     from realprobe.store import read_only
 
     with contextlib.closing(read_only(db)) as conn:
@@ -182,16 +183,8 @@ def _all_excluded(db: Path, run_id: str) -> RealprobeError | None:
             [run_id]).fetchone()
     if not n or kept:
         return None
-    why = "a realprobe server answered instead of the API"
-    fix = "check the --sandbox URL"
-    if "catalogue differs" in (detail or ""):
-        why = "the sandbox serves another catalogue (it answered HTTP 421 for these APIs)"
-        fix = "restart it with the probe's catalogue (`realprobe sandbox --catalog FILE`)"
-    elif "no-fixture" in (detail or ""):
-        why = "the sandbox has no fixture body for these tools"
-        fix = "record them (`realprobe catalog record-fixtures`)"
-    return Unavailable(f"all {n} calls of run {run_id} were excluded from statistics: {why}; "
-                       f"{fix}, then probe again")
+    return Unavailable(f"all {n} calls of run {run_id} were excluded from statistics: "
+                       f"{excluded_cause(detail)}")
 
 
 class LiveCounts:

@@ -11,13 +11,13 @@ import typer
 from realprobe.commands.common import (
     CatalogOpt,
     JsonOpt,
-    QuickHelpGroup,
     SeedOpt,
     console,
     err_console,
     load_catalog,
     print_json,
 )
+from realprobe.commands.help import QuickHelpGroup
 from realprobe.errors import RealprobeError
 
 cassette_app = typer.Typer(
@@ -149,7 +149,8 @@ def verify_cmd(
 # -- scrub -------------------------------------------------------------------------------
 
 
-@cassette_app.command("scrub")
+@cassette_app.command("scrub", short_help="Replace credentials and every echo of their "
+                      "values with REDACTED (what recording removes); --dry-run shows where.")
 def scrub_cmd(
     file: FileArg,
     output: Annotated[

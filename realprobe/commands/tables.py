@@ -2,7 +2,8 @@
 
 Without a terminal (cron, CI logs, a pipe) rich assumes 80 columns. A `FitTable` is laid out
 when it is printed, at the width of the console it is printed on: names and numbers are never
-cut or split across lines, headers break only between words, text columns wrap between words.
+cut or split across lines, headers break only between words, text columns wrap between words,
+list columns ("TIMEOUT 3, SERVER_ERROR 1") between their comma-separated items.
 When the columns do not fit, a `key` column (one that says which row is which: agent, model,
 prompt, target) that holds one value in every row is named once above the table instead, then
 the columns with the highest `drop` rank are left out and a footer names them (a `key` column
@@ -12,7 +13,7 @@ printed as a record (`header: value` lines). `--json` remains the machine interf
 
 from __future__ import annotations
 
-import textwrap
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from rich.console import Console, ConsoleOptions, RenderResult
 
-Kind = Literal["name", "num", "text"]
+Kind = Literal["name", "num", "text", "list"]
 
 #: a text column is at least as wide as its longest word, up to this many cells (longer words,
 #: such as URLs, are folded)
@@ -30,8 +31,9 @@ WORD_MAX = 24
 @dataclass(frozen=True)
 class Column:
     """One column: `name` and `num` cells are never wrapped nor cut; `text` cells wrap
-    between words. `drop` 0 means always shown; otherwise columns with the highest rank are
-    left out first when the table is too wide."""
+    between words; `list` cells between their ", "-separated items, never inside one.
+    `drop` 0 means always shown; otherwise columns with the highest rank are left out first
+    when the table is too wide."""
 
     header: str
     kind: Kind = "text"
@@ -71,10 +73,12 @@ class _Widths:
 
 def _widths(col: Column, cells: list[str]) -> _Widths:
     texts = [plain(c) for c in cells]
-    head_word = _longest_word(col.header)
+    head_word = max(_longest_line(u) for u in _units(col.header))
     high = max([_longest_line(col.header), *(_longest_line(t) for t in texts)])
     if col.kind == "text":
         low = max(head_word, min(WORD_MAX, max((_longest_word(t) for t in texts), default=0)))
+    elif col.kind == "list":
+        low = max([head_word, *(_longest_line(i) for t in texts for i in t.split(", "))])
     else:
         low = max([head_word, *(_longest_line(t) for t in texts)])
     return _Widths(max(low, 1), max(high, low, 1))
@@ -103,6 +107,8 @@ class FitTable:
     rows: list[list[str]] = field(default_factory=list)
     title: str | None = None
     caption: str | None = None
+    #: where a column left out to fit can be seen instead
+    elsewhere: str = "in --json"
 
     def add_row(self, *cells: Any) -> None:
         if len(cells) != len(self.columns):
@@ -151,20 +157,23 @@ class FitTable:
                                f"{plain(self.rows[0][i])}" for i in layout.hoisted)
             title = f"{title or ''}\nevery row: {every}".lstrip("\n")
         if layout.dropped:
-            note = f"left out to fit: {', '.join(layout.dropped)} (see them wider or in --json)"
+            note = (f"left out to fit: {', '.join(layout.dropped)} "
+                    f"(see them wider or {self.elsewhere})")
             caption = f"{caption}\n{note}" if caption else note
         table = Table(title=title, caption=caption, caption_justify="left")
         assert layout.widths is not None
         for i, w in zip(layout.shown, layout.widths, strict=True):
             col = self.columns[i]
             # a name or number column never wraps its cells, so its header is broken between
-            # words here (rich would cut it)
-            head = "\n".join(textwrap.fill(line, w, break_long_words=False)
-                             for line in col.header.split("\n"))
+            # words here (rich would cut it), a bracketed group kept on one line
+            head = _head(col.header, w)
             table.add_column(head, justify=col.align, width=w,
                              no_wrap=col.kind != "text", overflow="fold")
+        packed = {i: w for i, w in zip(layout.shown, layout.widths, strict=True)
+                  if self.columns[i].kind == "list"}
         for row in self.rows:
-            table.add_row(*(row[i] for i in layout.shown))
+            table.add_row(*(_pack(row[i], packed[i]) if i in packed else row[i]
+                            for i in layout.shown))
         return table
 
     def _records(self) -> Iterator[Any]:
@@ -180,6 +189,37 @@ class FitTable:
                 yield Text(f"{head}: {value}")
         if self.caption:
             yield Text(self.caption)
+
+
+def _units(header: str) -> list[str]:
+    """A header's unbreakable pieces: words, and a bracketed group ("(p adj)", "[95% CI]")."""
+    return re.findall(r"\([^()]*\)|\[[^\[\]]*\]|\S+", header) or [""]
+
+
+def _head(header: str, width: int) -> str:
+    """`header` broken between its pieces (`_units`) to lines of at most `width` cells."""
+    lines: list[str] = []
+    for line in header.split("\n"):
+        lines.append("")
+        for unit in _units(line):
+            if lines[-1] and len(lines[-1]) + 1 + len(unit) > width:
+                lines.append(unit)
+            else:
+                lines[-1] = f"{lines[-1]} {unit}".lstrip(" ")
+    return "\n".join(lines)
+
+
+def _pack(cell: str, width: int) -> str:
+    """A list cell's items, as many to a line as fit in `width` (an item is never split)."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    for item in cell.split(", "):
+        if lines and cell_len(lines[-1]) + 2 + cell_len(item) <= width:
+            lines[-1] += ", " + item
+        else:
+            lines.append(item)
+    return "\n".join(lines)
 
 
 def _spread(ranges: list[_Widths], room: int) -> list[int]:
@@ -240,9 +280,10 @@ def escape(text: str) -> str:
 
 
 def fit_table(columns: Iterable[Column], title: str | None = None,
-              caption: str | None = None) -> FitTable:
-    """A new, empty table (add rows with `add_row`)."""
-    return FitTable(columns=list(columns), title=title, caption=caption)
+              caption: str | None = None, elsewhere: str = "in --json") -> FitTable:
+    """A new, empty table (add rows with `add_row`); `elsewhere`: where a column left out
+    to fit can be seen instead."""
+    return FitTable(columns=list(columns), title=title, caption=caption, elsewhere=elsewhere)
 
 
 __all__ = ["Column", "FitTable", "Layout", "Notes", "escape", "fit_table", "plain"]

@@ -311,7 +311,7 @@ def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
     console.print(table)
 
 
-def _print_runs(results: list[RunOutcome]) -> None:
+def _print_runs(results: list[RunOutcome], elsewhere: str = "in --json") -> None:
     from realprobe.commands.tables import Column, fit_table
 
     table = fit_table(
@@ -320,7 +320,7 @@ def _print_runs(results: list[RunOutcome]) -> None:
          Column("calls", "num", drop=1), Column("retries", "num", drop=3),
          Column("fallbacks", "num", drop=4), Column("turns", "num", drop=2),
          Column("ended", "name", drop=6)],
-        title=f"{len(results)} task runs",
+        title=f"{len(results)} task runs", elsewhere=elsewhere,
     )
     colour = {"full": "green", "partial": "yellow", "failure": "red", "error": "magenta"}
     for r in results:
@@ -440,7 +440,7 @@ def _usage_table(rows: list[dict[str, Any]]) -> FitTable:
     t = fit_table(
         [*_who_columns(who, "prompt"), Column("tokens in", "num", drop=2),
          Column("tokens out", "num", drop=2), Column("cost $", "num"),
-         Column("calls", "num"), Column("failed", "num"), Column("top errors", drop=1)],
+         Column("calls", "num"), Column("failed", "num"), Column("top errors", "list", drop=1)],
         title="Usage, cost and the agent's failed calls by error code",
     )
     for r in rows:

@@ -32,8 +32,14 @@ from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
 from realprobe.http import phases
 from realprobe.http.decoding import StreamDecoder
-from realprobe.http.transports import BUDGET_EXT, REQUEST_ID_EXT
-from realprobe.target import Target
+from realprobe.http.transports import (
+    BUDGET_EXT,
+    DELAY_HEADER,
+    MISSED_HEADER,
+    REQUEST_ID_EXT,
+    SANDBOX_EXT,
+)
+from realprobe.target import Target, TargetKind
 from realprobe.version import USER_AGENT
 
 DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-clock transports
@@ -42,6 +48,9 @@ DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-cloc
 #: virtual clock reports exactly the latency the live call reported.
 TIMING_EXT = "realprobe.timing"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+#: how long past its deadline a sandbox call waits for the sandbox's word on it (see
+#: `_Call.settle`): a loaded machine's late timers and queued reads change no outcome
+SANDBOX_GRACE_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +147,11 @@ class _Call:
         self.received = 0
         self.timing: dict[str, float] = {"start": self.start}
         self.deadline_fired = False  # set by the sync client's watchdog
+        #: seconds past the deadline this call waits for its target's word (a sandbox's)
+        self.grace_s = 0.0
+        #: the latency a sandbox's marks settled (see `settle`), not this process's lag
+        self.settled: float | None = None
+        self.sent: httpx.Request | None = None  # the last hop's request
         self.trace: phases.PhaseTrace | None = None
         #: where the fetch is (FETCH_PHASES), told by httpcore's trace events where the
         #: transport reports them; `reached`: a server accepted the connection
@@ -169,7 +183,38 @@ class _Call:
                     self.sock = sock
 
     def elapsed(self) -> float:
-        return self.clock.now() - self.start
+        return self.settled if self.settled is not None else self.clock.now() - self.start
+
+    def timed_out(self) -> float:
+        """The latency of a call settled as a timeout: its deadline, never later (a replay
+        that lets no time pass, latency none, reports what its clock says)."""
+        return min(self.clock.now() - self.start, self.deadline)
+
+    @property
+    def sandbox(self) -> bool:
+        """Whether the sandbox answered this call, live or in the recording replayed: its
+        marks then decide the outcome (`SANDBOX_EXT`); no other answer's are read."""
+        return self.sent is not None and bool(self.sent.extensions.get(SANDBOX_EXT))
+
+    def settle(self, response: httpx.Response) -> None:
+        """A sandbox call's outcome as the sandbox drew it from the seed and the request
+        (`realprobe.sandbox.wire`), whatever this process's timers did: a call marked missed
+        is a timeout at the deadline; an answer read after the deadline counts with the delay
+        the sandbox drew for it, when it says one (else it is late). A replay of a recorded
+        sandbox call settles the same way, so it reports what the live client did."""
+        if not self.sandbox:
+            if self.grace_s and self.elapsed() > self.deadline:  # the grace was not its own
+                raise DeadlineExceeded("the answer came after the deadline")
+            return
+        missed = response.headers.get(MISSED_HEADER)
+        if missed is not None:
+            self.phase, self.reached, self.settled = missed, True, self.timed_out()
+            raise DeadlineExceeded("the sandbox drew no answer within the deadline")
+        if self.elapsed() > self.deadline:
+            try:
+                self.settled = float(response.headers.get(DELAY_HEADER, "")) / 1000.0
+            except ValueError:
+                raise DeadlineExceeded("the answer came after the deadline") from None
 
     def remaining(self) -> float:
         return self.deadline - self.elapsed()
@@ -177,19 +222,22 @@ class _Call:
     def request(self, client: httpx.AsyncClient | httpx.Client) -> httpx.Request:
         """The next hop's request, its timeouts cut to what is left of the deadline."""
         remaining = self.remaining()
-        if remaining <= 0:
+        if remaining + self.grace_s <= 0:
             raise DeadlineExceeded("deadline passed before the request was sent")
         timeout = httpx.Timeout(
-            min(self.config.read_timeout_s, remaining),
-            connect=min(self.config.connect_timeout_s, remaining),
+            min(self.config.read_timeout_s, remaining + self.grace_s),
+            connect=min(self.config.connect_timeout_s, remaining + self.grace_s),
         )
         request = client.build_request(
             self.method, self.current, headers=self.headers, timeout=timeout
         )
         request.extensions[DEADLINE_EXT] = self.start + self.deadline
-        request.extensions[BUDGET_EXT] = remaining
+        # a first hop tells the whole deadline: what the sandbox draws for the call must not
+        # depend on how long this process took to send it
+        request.extensions[BUDGET_EXT] = remaining if self.redirects else self.deadline
         request.extensions[TIMING_EXT] = self.timing
         request.extensions[REQUEST_ID_EXT] = self.request_id
+        self.sent = request
         # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
         # the same httpcore trace callback as the phase timings
         trace = phases.begin(
@@ -263,9 +311,11 @@ class _Call:
         return _BodyReader(self, response)
 
     def fetched(self, response: httpx.Response, body: bytes) -> Fetched:
+        self.settle(response)
         fetched = Fetched(
             status=response.status_code,
-            headers={k.lower(): v for k, v in response.headers.items()},
+            headers={k.lower(): v for k, v in response.headers.items()
+                     if not (self.sandbox and k == _DELAY)},
             body=body,
             url=str(self.current),
             elapsed_s=self.elapsed(),
@@ -303,6 +353,9 @@ class _Call:
                 code = ErrorCode.TIMEOUT
                 # the phase stays out of the text: a replay must report what the recording did
                 message = f"no complete answer within the {self.deadline:g}s deadline"
+            if code is ErrorCode.TIMEOUT and self.settled is None and (self.sandbox
+                                                                        or self.grace_s):
+                self.settled = self.timed_out()  # no word within the grace
             failure = FetchFailure(code, message, phase=phase, reached=reached)
         failure.elapsed_s = failure.elapsed_s or self.elapsed()
         failure.received = failure.received or self.received
@@ -310,6 +363,9 @@ class _Call:
         failure.phases = failure.phases or self.phases()
         self.timing["elapsed"] = failure.elapsed_s
         return failure
+
+
+_DELAY = DELAY_HEADER.lower()
 
 
 def _pooled_stream() -> Any:
@@ -364,6 +420,20 @@ class _BodyReader:
         return bytes(self.out)
 
 
+def _start(client: HttpClient | SyncHttpClient, method: str, url: str,
+           params: dict[str, str] | None, headers: dict[str, str] | None, deadline: float,
+           allow_private: bool) -> _Call:
+    call = _Call(client.config, client.clock, method, url, params, headers, deadline,
+                 allow_private)
+    call.grace_s = _grace(client.target)
+    return call
+
+
+def _grace(target: Target) -> float:
+    """Seconds past a deadline a client of `target` may wait for its word on a call."""
+    return SANDBOX_GRACE_S if target.kind is TargetKind.SANDBOX else 0.0
+
+
 def _client_kwargs(config: ClientConfig) -> dict[str, Any]:
     return {
         "follow_redirects": False,
@@ -415,15 +485,20 @@ class HttpClient:
         allow_private: bool = False,
     ) -> Fetched:
         deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        call = _Call(self.config, self.clock, method, url, params, headers, deadline, allow_private)
+        call = _start(self, method, url, params, headers, deadline, allow_private)
         try:
             # On a virtual clock the simulated and replayed transports raise timeouts
             # themselves; nothing here may wait for real.
-            guard = contextlib.nullcontext() if self.clock.virtual else asyncio.timeout(deadline)
+            guard = (contextlib.nullcontext() if self.clock.virtual
+                     else asyncio.timeout(deadline + call.grace_s))
             async with guard:
                 return await self._follow(call)
         except Exception as exc:
             raise call.failure(exc) from exc
+
+    @property
+    def grace_s(self) -> float:
+        return _grace(self.target)
 
     async def _follow(self, call: _Call) -> Fetched:
         for _hop in range(self.config.max_redirects + 1):
@@ -487,11 +562,11 @@ class SyncHttpClient:
         allow_private: bool = False,
     ) -> Fetched:
         deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        call = _Call(self.config, self.clock, method, url, params, headers, deadline, allow_private)
+        call = _start(self, method, url, params, headers, deadline, allow_private)
         call.sync = True
         # one watchdog ticket for the whole fetch, armed before anything is sent: slow TLS,
         # slow headers and a slow body all end at the deadline
-        ticket = WATCHDOG.arm(time.monotonic() + deadline, call)
+        ticket = WATCHDOG.arm(time.monotonic() + deadline + call.grace_s, call)
         try:
             return self._follow(call)
         except Exception as exc:

@@ -24,6 +24,15 @@ BUDGET_HEADER = "X-Realprobe-Budget"
 #: outcome whatever order concurrent calls arrive in
 DRAW: contextvars.ContextVar[str | None] = contextvars.ContextVar("realprobe_draw", default=None)
 DRAW_HEADER = "X-Realprobe-Draw"
+#: a sandbox's answer to a request that told its budget: MISSED (the phase the call was in)
+#: when the seed drew it to miss the deadline, sent once the budget is spent; otherwise DELAY,
+#: the milliseconds the sandbox drew for the answer, so a late-scheduled client keeps it
+MISSED_HEADER = "X-Realprobe-Missed"
+DELAY_HEADER = "X-Realprobe-Delay-Ms"
+#: set on a request the sandbox answers: by the routers when they send it there, and by a
+#: replay of a call recorded that way (cassettes keep it), so the client reads the marks
+#: above of exactly these answers, live or replayed, and of no other target's
+SANDBOX_EXT = "realprobe.sandbox"
 
 SANDBOX_FAULT_PREFIX = "/_fault/"
 
@@ -156,6 +165,7 @@ def _pointed_at(request: httpx.Request, target: httpx.URL) -> Iterator[None]:
     Host header stays the API's own, as a forward proxy would send it."""
     canonical = request.url
     request.url = target
+    request.extensions[SANDBOX_EXT] = True
     request_id = request.extensions.get(REQUEST_ID_EXT)
     added = bool(request_id) and "x-request-id" not in request.headers
     if added:

@@ -36,7 +36,7 @@ from mcp.types import (
 
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.deadline import DeadlineGuard
+from realprobe.adapters.deadline import GRACE_S, DeadlineGuard
 from realprobe.adapters.tool import Tool
 from realprobe.clients import TransportOptions, make_client
 from realprobe.clock import Clock
@@ -331,7 +331,8 @@ class McpService:
         reached = True
         # call_tool keeps its own deadline; this backstop only matters if a transport
         # ignores it, so that nothing is held past deadline + grace in real time.
-        with DeadlineGuard(deadline, virtual=client.clock.virtual) as guard:
+        with DeadlineGuard(deadline, virtual=client.clock.virtual,
+                           grace_s=GRACE_S + client.grace_s) as guard:
             if self.gates is None:
                 result = await call_tool(tool, args, client, timeout_s=self.options.timeout_s)
             else:

@@ -179,23 +179,56 @@ class DeadlineChain:
     def __init__(
         self, pairs: list[list[list[int]]], s_t: float, s_ci: tuple[float, float] | None
     ) -> None:
-        self.n = np.asarray(pairs, dtype=np.float64)
-        self.lags = np.arange(1, self.n.shape[0] + 1, dtype=np.float64)
+        #: counts by (outcome, lag, previous outcome)
+        self.n = np.ascontiguousarray(np.moveaxis(np.asarray(pairs, dtype=np.float64), 2, 0))
+        self.lags = np.arange(1, self.n.shape[1] + 1, dtype=np.float64)
         self.z0 = float(special.ndtri(min(max(s_t, 1e-9), 1 - 1e-9)))
         lo, hi = (float(special.ndtri(min(max(v, 1e-9), 1 - 1e-9))) for v in (s_ci or (s_t, s_t)))
         self.below = max((self.z0 - lo) / 1.959964, 1e-3)
         self.above = max((hi - self.z0) / 1.959964, 1e-3)
 
-    def nll(self, f: float, rho: float, w: float, z: float) -> float:
+    def decay(self, rho: float) -> FloatArray:
+        """rho ** lag at each lag."""
+        return np.sign(rho) ** self.lags * np.abs(rho) ** self.lags
+
+    def nll_grad(self, x: FloatArray, decay: FloatArray) -> tuple[float, FloatArray]:
+        """The penalised negative log-likelihood at x = (f, w, z) and its gradient (analytic,
+        so the optimiser needs one evaluation per step), rho entering through `decay`. With
+        p the failure probability after each previous outcome (after a TIMEOUT it mixes
+        a and b by tau = f e / (f e + (1-f) S)), q the outcome probabilities, and G = n / q:
+        the derivatives go through p, S and w into q."""
+        f, w, z = (float(v) for v in x)
         s = 0.5 * math.erfc(-z / math.sqrt(2.0))
-        e = w + (1 - w) * s
-        after_t = f * e / (f * e + (1 - f) * s)
-        decay = np.sign(rho) ** self.lags * np.abs(rho) ** self.lags
-        a, b = f + (1 - f) * decay, f * (1 - decay)
-        p = np.stack([b, a, after_t * a + (1 - after_t) * b], axis=1)[:, :, None]
-        q = np.concatenate([(1 - p) * (1 - s), p * (1 - w) * (1 - s), 1 - (1 - p * w) * (1 - s)], 2)
-        penalty = 0.5 * ((z - self.z0) / (self.below if z < self.z0 else self.above)) ** 2
-        return penalty - float(np.sum(self.n * np.log(np.clip(q, 1e-300, 1.0))))
+        u, e = 1 - s, w + (1 - w) * s
+        big_a, big_b = f * e, (1 - f) * s
+        den = big_a + big_b
+        tau = big_a / den
+        p = np.multiply.outer(decay, (0.0, 1.0, tau))  # (lags, previous outcome)
+        p += (f * (1 - decay))[:, None]
+        pu = p * u
+        q = np.empty((3, *p.shape))  # (outcome, lags, previous outcome)
+        np.subtract(u, pu, out=q[0])
+        np.multiply(pu, 1 - w, out=q[1])
+        np.multiply(pu, w, out=q[2])
+        q[2] += s
+        np.maximum(q, 1e-300, out=q)
+        g = self.n / q  # d(ll)/dq
+        g0, g1, g2 = g
+        h = (1 - w) * g1 + w * g2 - g0  # d(ll)/dp over u, per lag and previous outcome
+        sums = g.reshape(3, -1).sum(axis=1)
+        d_s = float(sums[2] - sums[0] - np.vdot(p, h))
+        d_w = u * float(np.vdot(p, g2 - g1))
+        tail = u * float(np.dot(h[:, 2], decay))  # through tau, after a TIMEOUT
+        den2 = den * den
+        d_f = u * float(np.dot(h.sum(axis=1), 1 - decay)) + tail * e * s / den2
+        d_w += tail * big_b * f * (1 - s) / den2
+        d_s += tail * (big_b * f * (1 - w) - big_a * (1 - f)) / den2
+        side = self.below if z < self.z0 else self.above
+        penalty = 0.5 * ((z - self.z0) / side) ** 2
+        dens = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        ll = float(np.vdot(self.n, np.log(q)))
+        grad = np.array([-d_f, -d_w, (z - self.z0) / side**2 - d_s * dens])
+        return penalty - ll, grad
 
     def _at(self, rho: float, start: list[float]) -> tuple[float, list[float]]:
         """The smallest nll over (f, w, z) at this rho, from `start` and from a few failure
@@ -203,12 +236,13 @@ class DeadlineChain:
         f_lo = max(_EDGE, -rho / (1 - rho) + _EDGE) if rho < 0 else _EDGE
         bounds = [(f_lo, 1 - _EDGE), (_EDGE, 1 - _EDGE),
                   (self.z0 - 6 * self.below, self.z0 + 6 * self.above)]  # fmt: skip
+        decay = self.decay(rho)
         best: tuple[float, list[float]] = (math.inf, start)
         for x0 in (start, [0.05, 0.5, self.z0]):
             x0 = [min(max(v, lo), hi) for v, (lo, hi) in zip(x0, bounds, strict=True)]
             res = optimize.minimize(
-                lambda x: self.nll(float(x[0]), rho, float(x[1]), float(x[2])),
-                np.array(x0), method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-10},
+                self.nll_grad, np.array(x0), args=(decay,), jac=True, method="L-BFGS-B",
+                bounds=bounds, options={"ftol": 1e-10, "maxiter": 200},
             )  # fmt: skip
             if float(res.fun) < best[0]:
                 best = (float(res.fun), [float(v) for v in res.x])
@@ -536,8 +570,8 @@ def _notes(
             f"deadline ({s_t:.1%} of calls) blur: {between}; probe with a far deadline to pin "
             "it down"
             if s_t > 0
-            else f"{between}: only {ts.burst.p_fail_after_fail.n} calls followed a failure; "
-            "probe longer to pin it down"
+            else f"the burst chain is rough: {between}, only {ts.burst.p_fail_after_fail.n} "
+            "calls followed a failure; probe longer to pin it down"
         )
     mixture_note = _mixture_deadline_note(ts)
     if mixture_note:
@@ -545,7 +579,7 @@ def _notes(
     if var.success_logit_sd_note:
         out.append(var.success_logit_sd_note)
     if ts.success.long_run_too_few_failures and ts.success.long_run_note:
-        out.append(f"long-run interval {ts.success.long_run_note}")
+        out.append(f"long-run interval, too few failures: {ts.success.long_run_note}")
     return out
 
 
@@ -658,10 +692,20 @@ def _worker_start() -> None:
     one_blas_thread()  # for the worker's whole life: its fits are tiny problems
 
 
+def _start_method() -> str:
+    """fork where it is safe (Linux, and no other thread whose locks a child could inherit
+    held): the workers start at once, without importing numpy and scipy again (0.85 s CPU
+    each) or re-running the caller's script; else spawn."""
+    import sys
+    import threading
+
+    return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
+
+
 def _tool_profiles(report: StatsReport, arrays: ProbeArrays | None) -> dict[str, ToolProfile]:
     """Every tool's profile. A tool's fits depend on its own statistics and rows only, so
-    with many tools they run in worker processes (spawned, one BLAS thread each, one per
-    core), each tool exactly as it would run here."""
+    with many tools they run in worker processes (one BLAS thread each, one per core), each
+    tool exactly as it would run here."""
     rows = {name: arrays.slice(i) for i, name in enumerate(arrays.tools)} if arrays else {}
     jobs = [(t, None if t.latency.mixture else rows.get(t.tool)) for t in report.tools]
     workers = min(_cores(), len(jobs) // PARALLEL_TOOLS)
@@ -671,7 +715,7 @@ def _tool_profiles(report: StatsReport, arrays: ProbeArrays | None) -> dict[str,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"),
+    with ProcessPoolExecutor(workers, multiprocessing.get_context(_start_method()),
                              initializer=_worker_start) as pool:
         done = pool.map(_one_profile, *zip(*jobs, strict=True),
                         chunksize=max(1, len(jobs) // (8 * workers)))

@@ -100,53 +100,91 @@ def _unpack(theta: FloatArray, k: int, censored: bool) -> tuple[Any, Any, Any, f
 def _nll(
     theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
 ) -> float:
+    return _nll_grad(theta, k, x, cvals, cw)[0]
+
+
+def _nll_grad(
+    theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
+) -> tuple[float, FloatArray]:
+    """The negative log-likelihood and its gradient in theta (analytic: the optimisers then
+    need one evaluation per step instead of one per parameter and step). With r the
+    components' responsibilities for a success, u theirs for a censored call's survival,
+    h the hazard phi(z)/Q(z) and g the share of a TIMEOUT that is a slow call (not a hang):
+    d/dmu = sum r z / s + sum g u h / s, d/dln s = sum r (z^2 - 1) + sum g u h z,
+    d/dlogit w1 = sum (r_1 - w1) + sum g (u_1 - w1), d/dlogit pi = -n pi + sum (hang - pi)."""
     censored = cvals.shape[0] > 0
+    flat = np.zeros_like(theta)
     if not np.all(np.abs(theta) < 50):  # an optimiser's step far outside: exp would overflow
-        return 1e300
+        return 1e300, flat
     w, mus, sig, pi = _unpack(theta, k, censored)
     if np.any(sig < MIN_SIGMA) or np.any(w < MIN_WEIGHT / 2) or pi >= 1:
-        return 1e300
+        return 1e300, flat
+    log_w = np.log(w)
     z = (x[:, None] - mus[None, :]) / sig[None, :]
-    logf = -0.5 * z * z - np.log(sig)[None, :] - 0.5 * LOG_2PI + np.log(w)[None, :]
-    ll = float(_lse(logf).sum())
+    logf = -0.5 * z * z - np.log(sig)[None, :] - 0.5 * LOG_2PI + log_w[None, :]
+    norm = _lse(logf)
+    ll = float(norm.sum())
+    r = np.exp(logf - norm[:, None]) if k > 1 else np.ones_like(logf)
+    g_mu = (r * z).sum(axis=0) / sig
+    g_ls = (r * (z * z - 1.0)).sum(axis=0)
+    g_w = float(r[:, 0].sum()) - x.shape[0] * w[0]
+    g_pi = 0.0
     if censored:
         ll += x.shape[0] * math.log1p(-pi)
         zc = (cvals[:, None] - mus[None, :]) / sig[None, :]
-        log_s = _lse(special.log_ndtr(-zc) + np.log(w)[None, :])
-        lc = np.logaddexp(math.log(max(pi, 1e-300)), math.log1p(-pi) + log_s)
+        log_q = special.log_ndtr(-zc)
+        a = log_q + log_w[None, :]
+        log_s = _lse(a)
+        log_pi = math.log(max(pi, 1e-300))
+        lc = np.logaddexp(log_pi, math.log1p(-pi) + log_s)
         ll += float(np.dot(cw, lc))
-    return -ll if math.isfinite(ll) else 1e300
+        hang = np.exp(log_pi - lc)
+        slow = cw * (1.0 - hang)
+        uh = np.exp(a - log_s[:, None] - 0.5 * zc * zc - 0.5 * LOG_2PI - log_q) * slow[:, None]
+        g_mu += uh.sum(axis=0) / sig
+        g_ls += (uh * zc).sum(axis=0)
+        if k > 1:
+            g_w += float(np.dot(slow, np.exp(a[:, 0] - log_s) - w[0]))
+        g_pi = -x.shape[0] * pi + float(np.dot(cw, hang - pi))
+    if not math.isfinite(ll):
+        return 1e300, flat
+    head = [g_w] if k > 1 else []
+    tail = [g_pi] if censored else []
+    grad = [*head, *(v for pair in zip(g_mu, g_ls, strict=True) for v in pair), *tail]
+    return -ll, -np.array(grad, dtype=np.float64)
 
 
-def _em(x: FloatArray, lo: float, hi: float, iters: int = 150) -> list[float]:
-    """Two components from quantiles `lo`/`hi` by uncensored EM (theta layout of `_unpack`)."""
-    mus = np.quantile(x, [lo, hi]).astype(np.float64)
+def _em(x: FloatArray, pairs: list[tuple[float, float]], iters: int = 150) -> list[list[float]]:
+    """Two components by uncensored EM from each pair of quantiles (lo, hi) in `pairs`, run
+    side by side, each stopping when its own log-likelihood stops rising (theta layout of
+    `_unpack`)."""
+    mus = np.quantile(x, np.asarray(pairs)).astype(np.float64)  # (starts, 2)
     sd = float(np.std(x)) or 1.0
-    sig = np.array([sd / 2, sd / 2])
-    w = np.array([0.5, 0.5])
-    prev = -math.inf
+    sig, w = np.full_like(mus, sd / 2), np.full_like(mus, 0.5)
+    prev, active = np.full(len(pairs), -math.inf), np.ones(len(pairs), dtype=bool)
+    xx = x[None, :, None]
+    powers = np.stack([np.ones_like(x), x, x * x])  # the moments' weights, one product each
     for _ in range(iters):
-        z = (x[:, None] - mus[None, :]) / sig[None, :]
-        logp = -0.5 * z * z - np.log(sig)[None, :] + np.log(w)[None, :]
-        norm = _lse(logp)
-        resp = np.exp(logp - norm[:, None])
-        nk = resp.sum(axis=0) + 1e-12
-        w = np.clip(nk / x.shape[0], MIN_WEIGHT, 1 - MIN_WEIGHT)
-        w = w / w.sum()
-        mus = (resp * x[:, None]).sum(axis=0) / nk
-        var = (resp * (x[:, None] - mus[None, :]) ** 2).sum(axis=0) / nk
-        sig = np.sqrt(np.maximum(var, (MIN_SIGMA * 2) ** 2))
-        ll = float(norm.sum())
-        if ll - prev < 1e-6 * abs(ll):
-            break
+        z = (xx - mus[:, None, :]) / sig[:, None, :]
+        logp = (np.log(w) - np.log(sig))[:, None, :] - 0.5 * (z * z)
+        norm = np.logaddexp(logp[..., 0], logp[..., 1])
+        resp = np.exp(logp - norm[..., None])
+        mom = powers @ resp  # (starts, [sum r, sum r x, sum r x^2], component)
+        nk = mom[:, 0] + 1e-12
+        new_w = np.clip(nk / x.shape[0], MIN_WEIGHT, 1 - MIN_WEIGHT)
+        new_w /= new_w.sum(axis=1, keepdims=True)
+        new_mu = mom[:, 1] / nk
+        var = mom[:, 2] / nk - new_mu * new_mu
+        new_sig = np.sqrt(np.maximum(var, (MIN_SIGMA * 2) ** 2))
+        on = active[:, None]
+        w, mus, sig = np.where(on, new_w, w), np.where(on, new_mu, mus), np.where(on, new_sig, sig)
+        ll = norm.sum(axis=1)
+        active &= ll - prev >= 1e-6 * np.abs(ll)
         prev = ll
-    return [
-        float(special.logit(w[0])),
-        float(mus[0]),
-        float(math.log(sig[0])),
-        float(mus[1]),
-        float(math.log(sig[1])),
-    ]
+        if not active.any():
+            break
+    return [[float(special.logit(w[i, 0])), float(mus[i, 0]), float(math.log(sig[i, 0])),
+             float(mus[i, 1]), float(math.log(sig[i, 1]))] for i in range(len(pairs))]  # fmt: skip
 
 
 def _fit_k(
@@ -159,8 +197,7 @@ def _fit_k(
     if k == 1:
         starts = [[float(x.mean()), math.log(max(float(x.std()), MIN_SIGMA * 2)), *tail]]
     else:
-        quantiles = ((0.25, 0.75), (0.1, 0.6), (0.4, 0.9))
-        starts = [[*_em(x, lo, hi), *tail] for lo, hi in quantiles]
+        starts = [[*st, *tail] for st in _em(x, [(0.25, 0.75), (0.1, 0.6), (0.4, 0.9)])]
     none = np.empty(0)
     scored = [
         (_nll(np.array(st), k, x, cvals if censored else none, cw if censored else none), st)
@@ -170,8 +207,9 @@ def _fit_k(
     theta = np.array(start, dtype=np.float64)
     if censored:
         res = optimize.minimize(
-            _nll, theta, args=(k, x, cvals, cw), method="BFGS", options={"maxiter": 100}
-        )
+            _nll_grad, theta, args=(k, x, cvals, cw), method="BFGS", jac=True,
+            options={"maxiter": 100},
+        )  # fmt: skip
         if math.isfinite(float(res.fun)) and float(res.fun) < 1e299:
             theta, fun = np.asarray(res.x, dtype=np.float64), float(res.fun)
         else:
@@ -189,10 +227,13 @@ def fit_mixture(
     seed: int = 0,
     min_points_for_two: int = MIN_POINTS_FOR_TWO,
     max_points: int = MAX_POINTS,
+    interval: bool = True,
 ) -> MixtureFit | None:
     """One or two lognormal components for successes' latency, TIMEOUTs censored at their
     deadline; None with fewer than 5 successes. Two components are tried from
-    `min_points_for_two` successes (`stats` lowers it when the KS test rejects one)."""
+    `min_points_for_two` successes (`stats` lowers it when the KS test rejects one).
+    `interval=False` skips S(T)'s profile-likelihood interval (most of the cost), for a
+    caller that only wants the components."""
     x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
     c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
     if x.shape[0] < 5:
@@ -236,7 +277,7 @@ def fit_mixture(
         key=lambda c: c.mu,
     )
     s_t, s_ci = (None, None)
-    if censored:
+    if censored and interval:
         s_t, s_ci = _exceed(theta, k_best, x, cvals, cw)
     return MixtureFit(
         components=comps,
@@ -258,24 +299,38 @@ def _probit_exceed(th: FloatArray, k: int, log_t: float) -> float:
     return float(special.ndtri(min(max(sf, 1e-12), 1 - 1e-12)))
 
 
+def _probit_exceed_grad(th: FloatArray, k: int, log_t: float) -> FloatArray:
+    """The gradient of `_probit_exceed` in theta (0 where it clips): with a = (mu - ln T)/s,
+    dS/dmu = w phi(a)/s, dS/dln s = -w phi(a) a, dS/dlogit w1 = w1 w2 (Phi(a1) - Phi(a2)),
+    each over phi(probit S)."""
+    w, mus, sig, _ = _unpack(np.clip(th, -50.0, 50.0), k, True)
+    a = (mus - log_t) / np.maximum(sig, 1e-12)
+    tail = special.ndtr(a)
+    sf = float(np.dot(w, tail))
+    out = np.zeros_like(th)
+    if not 1e-12 < sf < 1 - 1e-12:
+        return out
+    z = float(special.ndtri(sf))
+    dens = w * np.exp(0.5 * (z * z - a * a))  # w phi(a) / phi(z)
+    head = [w[0] * w[1] * float(tail[0] - tail[1]) * math.sqrt(2 * math.pi)
+            * math.exp(0.5 * z * z)] if k > 1 else []  # fmt: skip
+    pairs = [v for i in range(k) for v in (dens[i] / sig[i], -dens[i] * a[i])]
+    out[: len(head) + 2 * k] = [*head, *pairs]
+    return np.where(np.abs(th) < 50.0, out, 0.0)
+
+
 def _delta_sd(
     theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray, log_t: float
 ) -> float | None:
-    """sd of probit(S) by the delta method (finite-difference Hessian): the first guess of
-    the profile interval's ends."""
-    d, h = theta.shape[0], 1e-3
+    """sd of probit(S) by the delta method (the Hessian from central differences of the
+    analytic gradient): the first guess of the profile interval's ends."""
+    d, h = theta.shape[0], 1e-4
     eye = np.eye(d) * h
-    hess = np.empty((d, d))
-    for i in range(d):
-        for j in range(i, d):
-            fpp = _nll(theta + eye[i] + eye[j], k, x, cvals, cw)
-            fpm = _nll(theta + eye[i] - eye[j], k, x, cvals, cw)
-            fmp = _nll(theta - eye[i] + eye[j], k, x, cvals, cw)
-            fmm = _nll(theta - eye[i] - eye[j], k, x, cvals, cw)
-            hess[i, j] = hess[j, i] = (fpp - fpm - fmp + fmm) / (4 * h * h)
-    grad = np.array([(_probit_exceed(theta + eye[i], k, log_t)
-                      - _probit_exceed(theta - eye[i], k, log_t)) / (2 * h)
+    hess = np.array([(_nll_grad(theta + eye[i], k, x, cvals, cw)[1]
+                      - _nll_grad(theta - eye[i], k, x, cvals, cw)[1]) / (2 * h)
                      for i in range(d)])  # fmt: skip
+    hess = 0.5 * (hess + hess.T)
+    grad = _probit_exceed_grad(theta, k, log_t)
     try:
         var = float(grad @ np.linalg.solve(hess, grad))
     except np.linalg.LinAlgError:
@@ -328,8 +383,9 @@ def _held_min(
     theta, best = start, math.inf
     for _ in range(6):
         res = optimize.minimize(
-            _nll, theta, args=(k, x, cvals, cw), method="SLSQP",
-            constraints=[{"type": "eq", "fun": lambda th: _probit_exceed(th, k, log_t) - z}],
+            _nll_grad, theta, args=(k, x, cvals, cw), method="SLSQP", jac=True,
+            constraints=[{"type": "eq", "fun": lambda th: _probit_exceed(th, k, log_t) - z,
+                          "jac": lambda th: _probit_exceed_grad(th, k, log_t)}],
             options={"maxiter": 200, "ftol": 1e-10},
         )  # fmt: skip
         fun = float(res.fun)
@@ -362,11 +418,11 @@ def _exceed(
     return s_t, (float(special.ndtr(lo)), float(special.ndtr(hi)))
 
 
-def fit_tool(arr: ProbeArrays) -> MixtureFit | None:
+def fit_tool(arr: ProbeArrays, interval: bool = True) -> MixtureFit | None:
     """The mixture fit for one tool's rows (successes; TIMEOUTs censored at their deadline)."""
     ok = arr.code < 0
     censor_ms = arr.timeout_s[arr.code == TIMEOUT_CODE] * 1000.0
-    return fit_mixture(arr.latency_ms[ok], censor_ms)
+    return fit_mixture(arr.latency_ms[ok], censor_ms, interval=interval)
 
 
 Fitted = tuple[list["MixtureComponent"] | None, dict[str, Any]]
@@ -377,7 +433,7 @@ def fit_one(arr: ProbeArrays) -> Fitted | None:
     K, either way), None when its rows allow no fit."""
     from realprobe.simulator.profile import MixtureComponent
 
-    fit = fit_tool(arr) if len(arr) else None
+    fit = fit_tool(arr, interval=False) if len(arr) else None  # the summary has no S(T)
     if fit is None:
         return None
     comps = (

@@ -1,7 +1,7 @@
 """Which rows a number is made of: target kinds, targets, vantages, sources, window, counts.
 
 The readers (`stats`, `calibrate`, `drift`, `report`) never pool kinds by accident. With no
-`--target`, they read the live rows when the window holds any, else the one kind present;
+`--kinds`, they read the live rows when the window holds any, else the one kind present;
 when several kinds other than live are present and none is chosen, they refuse with one
 line. Every output then names what it summarises (`Provenance`), and one made only of
 sandbox, simulated or replayed rows says so in a banner.
@@ -45,8 +45,11 @@ class Provenance(BaseModel):
     last: str | None = None
     rows: int = 0
     rows_by_kind: dict[str, int] = Field(default_factory=dict)
-    #: rows of the selection left out as the prober's own network failures
+    #: rows of the selection left out of statistics (not the API's doing: the prober's own
+    #: network, or a realprobe sandbox answering instead of the API)
     excluded_rows: int = 0
+    #: why, when every row of the selection was left out (see `excluded_cause`)
+    excluded_why: str | None = Field(default=None, exclude=True)
     #: rows of other kinds in the same window, not summarised
     other_kinds: dict[str, int] = Field(default_factory=dict)
 
@@ -69,7 +72,7 @@ class Provenance(BaseModel):
         parts.append(f"{self.window[0] or 'start'} → {self.window[1] or 'now'}")
         rows = f"{self.rows} rows"
         if self.excluded_rows:
-            rows += f" (+{self.excluded_rows} excluded as local network failures)"
+            rows += f" (+{self.excluded_rows} excluded: not the API's doing)"
         parts.append(rows)
         return " · ".join(parts)
 
@@ -181,14 +184,16 @@ def kinds_present(
     *,
     groups: list[Group] | None = None,
 ) -> dict[str, int]:
-    """{target kind: rows} in the window (excluded rows left out)."""
+    """{target kind: rows} in the window (excluded rows left out; when every row is excluded,
+    their kinds, so that the readers pick them and say why they were left out)."""
     out: dict[str, int] = {}
+    left_out: dict[str, int] = {}
     for kind, _t, _v, _s, excluded, n, _lo, _hi in (
         groups if groups is not None else survey(db, since, until, tools, vantages)
     ):
-        if not excluded:
-            out[kind] = out.get(kind, 0) + n
-    return out
+        into = left_out if excluded else out
+        into[kind] = into.get(kind, 0) + n
+    return out or left_out
 
 
 def vantages_present(
@@ -273,8 +278,42 @@ def describe(
         rows=sum(by_kind.values()),
         rows_by_kind=dict(sorted(by_kind.items())),
         excluded_rows=excluded_rows,
+        excluded_why=None if by_kind or not excluded_rows else excluded_cause(
+            _excluded_detail(db, kinds, since, until, tools, vantages)),
         other_kinds=dict(sorted(others.items())),
     )
+
+
+def _excluded_detail(db: str | Path, kinds: list[str], since: float | None,
+                     until: float | None, tools: list[str] | None,
+                     vantages: list[str] | None) -> str | None:
+    """The `detail` of one excluded row of the selection (they share their cause)."""
+    conn = read_only(db)
+    try:
+        cols = probe_columns(conn)
+        cond, params = conditions(cols, since, until, tools, kinds, vantages, excluded=True)
+        rows = _query(conn, f"SELECT max(detail) FROM probes WHERE {cond}", params)
+    finally:
+        conn.close()
+    return rows[0][0] if rows else None
+
+
+def excluded_cause(detail: str | None) -> str:
+    """Why rows were left out of statistics and what to run, from an excluded row's `detail`
+    (the one wording for `probe` when a whole run was, and for every reader of the rows)."""
+    d = detail or ""
+    if "catalogue differs" in d:
+        return ("the sandbox serves another catalogue (it answered HTTP 421 for these APIs); "
+                "restart it with the probe's catalogue (`realprobe sandbox --catalog FILE`), "
+                "then probe again")
+    if "(no-fixture)" in d:
+        return ("the sandbox has no fixture body for these tools; record them "
+                "(`realprobe catalog record-fixtures`), then probe again")
+    if "realprobe sandbox, not" in d:
+        return ("a realprobe server answered instead of the API; check the --sandbox URL, then "
+                "probe again")
+    return ("the prober reached no server (its own network or the sandbox was down); check the "
+            "network or the --sandbox URL, then probe again")
 
 
 def empty_selection_error(
@@ -287,11 +326,10 @@ def empty_selection_error(
     where = f"between {prov.window[0] or 'the beginning'} and {prov.window[1] or 'now'}"
     kinds = prov.kinds_text()
     if prov.excluded_rows:
-        return (
-            f"all {prov.excluded_rows} {kinds} rows{sel} {where} in {db} were excluded as local "
-            "network failures (the prober reached no server: its own network was down); "
-            "nothing to summarise - check the network and probe again"
-        )
+        n, why = prov.excluded_rows, prov.excluded_why or excluded_cause(None)
+        rows = f"the one {kinds} row{sel} {where} in {db} was" if n == 1 else \
+            f"all {n} {kinds} rows{sel} {where} in {db} were"
+        return f"{rows} excluded from statistics: {why}"
     if prov.other_kinds:
         found = ", ".join(f"{k} ({n})" for k, n in sorted(prov.other_kinds.items()))
         return (
@@ -314,6 +352,7 @@ __all__ = [
     "Provenance",
     "describe",
     "empty_selection_error",
+    "excluded_cause",
     "kinds_banner",
     "kinds_present",
     "parse_target",

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from realprobe.adapters import ToolResult, call_tool
 from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.deadline import DeadlineGuard
+from realprobe.adapters.deadline import GRACE_S, DeadlineGuard
 from realprobe.adapters.spec import Politeness
 from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode, RealprobeError
@@ -430,7 +430,8 @@ class ProbeRun:
         # belt and braces: the client enforces the deadline; the guard guards the guard
         token = DRAW.set(f"{self.run_id}:{call.round}")  # a sandbox draws this round's own
         try:
-            with DeadlineGuard(self.timeout, virtual=self.clock.virtual) as guard:
+            with DeadlineGuard(self.timeout, virtual=self.clock.virtual,
+                               grace_s=GRACE_S + self.client.grace_s) as guard:
                 return await call_tool(call.tool, call.args, self.client,
                                        timeout_s=self.timeout)
         finally:

@@ -259,6 +259,41 @@ class StatsReport(BaseModel):
     implicit: dict[str, dict[str, Any]] | None = None
 
 
+#: the success rate a verdict measures each tool against unless told otherwise
+THRESHOLD = 0.95
+
+
+def success_text(t: ToolStats) -> str:
+    """A tool's success as every surface quotes it: `80.0% [32.1, 97.1]`."""
+    rate = "-" if t.success.rate is None else f"{100 * t.success.rate:.1f}%"
+    return f"{rate} {interval_text(t.success.quoted95)}"
+
+
+def verdict(rep: StatsReport, threshold: float = THRESHOLD) -> str:
+    """One paragraph: which tools are surely below `threshold` (the whole quoted interval
+    under it), which cannot be told from it yet, which are surely above; worst first."""
+    below = sorted((t for t in rep.tools if t.success.quoted95[1] < threshold),
+                   key=lambda t: (t.success.quoted95[1], t.tool))
+    above = [t for t in rep.tools if t.success.quoted95[0] >= threshold]
+    unsure = [t for t in rep.tools if t not in below and t not in above]
+
+    def some(ts: list[ToolStats], k: int = 3) -> str:
+        named = ", ".join(f"{t.tool} {success_text(t)}" for t in ts[:k])
+        return named + (f" and {len(ts) - k} more" if len(ts) > k else "")
+
+    parts = [f"Verdict at a {100 * threshold:g}% success threshold (95% intervals):",
+             f"{len(below)} of {len(rep.tools)} tools are below it"
+             + (f", worst {some(below)}." if below else ".")]
+    if unsure:
+        calls = sorted({t.success.n for t in unsure})
+        each = f"{calls[0]}" if len(calls) == 1 else f"{calls[0]}-{calls[-1]}"
+        parts.append(f"{len(unsure)} cannot be told from it with {each} calls each "
+                     f"({some(unsure, 2)}): more rounds narrow the interval.")
+    parts.append(f"{len(above) or 'None'} {'is' if len(above) < 2 else 'are'} surely above it"
+                 + (f": {some(above, 2)}." if above else "."))
+    return " ".join(parts)
+
+
 # -- per-tool pieces ---------------------------------------------------------------------------
 
 

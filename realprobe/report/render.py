@@ -8,7 +8,7 @@ from html import escape
 from realprobe.data import doc_path
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.probes.drift import ToolDrift
-from realprobe.probes.stats import EXTRAPOLATED, ToolStats, interval_text
+from realprobe.probes.stats import EXTRAPOLATED, ToolStats, interval_text, verdict
 from realprobe.report.build import ReportData
 from realprobe.version import PROJECT_URL
 
@@ -103,6 +103,7 @@ CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
 max-width:1200px;color:#222;padding:0 1rem;overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%}.scroll td,.scroll th{overflow-wrap:normal}
+.scroll td.num{white-space:nowrap}
 .scroll td:first-child,.scroll th:first-child{position:sticky;left:0;background:#fff;z-index:1}
 .scroll th:first-child{background:#f6f6f6;z-index:2}
 h1{font-size:1.5rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
@@ -139,12 +140,12 @@ def _provenance_rows(data: ReportData) -> list[tuple[str, str]]:
         ),
         (
             "rows",
-            f"{prov.rows} summarised; {prov.excluded_rows} excluded as local network failures",
+            f"{prov.rows} summarised; {prov.excluded_rows} excluded (not the API's doing)",
         ),
     ]
     if prov.other_kinds:
         others = ", ".join(
-            f"{k} ({n} rows; --target {k})" for k, n in sorted(prov.other_kinds.items())
+            f"{k} ({n} rows; --kinds {k})" for k, n in sorted(prov.other_kinds.items())
         )
         rows.append(("not included", others))
     return rows
@@ -263,6 +264,8 @@ def _html_summary(data: ReportData) -> str:
             f"\n<p>All tools: <b>{_pct(o.rate)}</b> success ({o.successes}/{o.n}),"
             f" 95% interval {interval_text(o.quoted95)}.</p>"
         )
+    if st.tools:
+        out += f"\n<p id='verdict'>{escape(verdict(st))}</p>"
     return out
 
 
@@ -413,6 +416,7 @@ def render_markdown(data: ReportData) -> str:
         f"{st.window[1] or 'now'}; {st.rows} attempts over {len(st.tools)} tools. Rates are per "
         "attempt; intervals are 95% Wilson on the burst-adjusted effective n.",
         "",
+        *([verdict(st), ""] if st.tools else []),
         "| " + " | ".join(c.replace("|", "\\|") for c in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]

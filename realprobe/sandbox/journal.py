@@ -38,7 +38,7 @@ class Entry:
     status: int | None = None  # None: no status line went out (hang, reset, timeout)
     body_bytes: int = 0  # response body bytes written
     wire_bytes: int = 0  # every response byte written (status line and headers included)
-    ended: str = "complete"  # complete | closed | reset | hang | client-closed
+    ended: str = "complete"  # complete | closed | reset | hang | deadline | client-closed
     upstream_ms: float | None = None  # proxy mode: time spent on the upstream call
     delay_ms: float = 0.0  # latency added by the profile and latency toxics
     first_byte_ms: float | None = None  # request read -> first response byte written

@@ -10,10 +10,11 @@ import socket
 import struct
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import h11
 
+from realprobe.http.transports import DELAY_HEADER, MISSED_HEADER
 from realprobe.sandbox.journal import Entry
 from realprobe.simulator.render import Plan
 from realprobe.simulator.toxics import (
@@ -168,6 +169,26 @@ def budget_of(headers: Mapping[str, str]) -> float | None:
     return value if 0 < value < 86400 else None
 
 
+def misses(plan: Plan, active: Active, delay: float, budget_s: float) -> str | None:
+    """The phase a call drawn to miss a `budget_s` deadline ends in (no status line yet:
+    "headers"; a body too slow: "body"), or None when its answer is drawn to come in time."""
+    if plan.action == "hang" or active.timeout_s == 0 or delay >= budget_s:
+        return "headers"
+    if active.timeout_s is not None and active.timeout_s >= budget_s:
+        return "headers"
+    body = delay + (len(plan.body) * DRIP_INTERVAL_S if plan.action == "drip" else 0.0)
+    if active.rate:
+        body += (len(plan.body) + 200) / active.rate
+    return "body" if body >= budget_s else None
+
+
+async def _write_close(writer: asyncio.StreamWriter, conn: h11.Connection,
+                       head: h11.Response) -> None:
+    writer.write((conn.send(head) or b"") + (conn.send(h11.EndOfMessage()) or b""))
+    await writer.drain()
+    writer.close()
+
+
 async def send(
     conn: h11.Connection,
     plan: Plan,
@@ -182,13 +203,20 @@ async def send(
     """Act out `plan` on the socket; True when the connection may serve another request.
 
     `budget_s` is what the client said it has left of its deadline (`X-Realprobe-Budget`):
-    an answer drawn to come in time comes by `DEADLINE_GUARD` of it at the latest, one drawn
-    to come later keeps its delay and misses the deadline. Whether a call makes its
-    deadline is then the seed's and the request's doing, not a loaded machine's."""
+    an answer drawn to come in time comes by `DEADLINE_GUARD` of it at the latest and says
+    its drawn delay (`X-Realprobe-Delay-Ms`); a call drawn to miss (a hang, a delay or a drip
+    past the budget) is held for the budget, then answered 504 with `X-Realprobe-Missed`.
+    Whether a call makes its deadline is then the seed's and the request's doing, not a
+    loaded machine's: the client honours both marks."""
     entry.toxics = list(active.names)
     delay = plan.delay_s * latency_scale + active.latency_s
-    if budget_s is not None and delay < budget_s:
+    # a proxied answer's upstream time (real, from the live API) counts against the budget
+    spent = (entry.upstream_ms or 0.0) / 1000.0
+    missed = None if budget_s is None else misses(plan, active, delay + spent, budget_s)
+    if budget_s is not None and missed is None:
         delay = min(delay, budget_s * DEADLINE_GUARD)
+    elif budget_s is not None:
+        delay = budget_s  # acted out for exactly the budget, then said plainly
     entry.delay_ms = delay * 1000.0
     # the delay counts from when the request was read: the time spent choosing and
     # rendering the answer is part of it, not added on top
@@ -196,6 +224,13 @@ async def send(
     if wait > 0:
         await asyncio.sleep(wait)
     try:
+        if missed is not None:
+            entry.ended = "deadline"
+            await _write_close(writer, conn, h11.Response(status_code=504, headers=[
+                (MISSED_HEADER, missed), ("Content-Length", "0"), ("Connection", "close")]))
+            return False
+        if budget_s is not None:
+            plan = replace(plan, headers=[*plan.headers, (DELAY_HEADER, f"{delay * 1000:.1f}")])
         return await _send(conn, plan, active, reader, writer, entry, rng)
     except ConnectionError:
         entry.ended = "client-closed"

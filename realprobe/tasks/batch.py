@@ -22,6 +22,7 @@ from realprobe.tasks.runner import (
     RunOutcome,
     check_cassettes,
     plan_runs,
+    prompt_key,
 )
 from realprobe.tasks.settings import EvalSettings
 
@@ -192,6 +193,10 @@ class TaskBatch:
         )
         check_variants(chosen, cfg, cat, known)
         check_cassettes(chosen, cfg)
+        one = [p for p in cfg.prompts if prompt_key(agent, p) != p or p == "optimal"]
+        if on_note is not None and len(one) > 1:
+            on_note(f"the reference agent makes the same calls under {', '.join(one)}: one run "
+                    f"stands for them all, stored as {one[0]}")
         return cls(chosen, cfg, cat)
 
     def check_executor(self, executor: str = "local", address: str | None = None) -> None:
