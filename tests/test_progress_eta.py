@@ -192,6 +192,19 @@ def test_an_item_in_flight_runs_to_the_deadline_when_such_items_hung() -> None:
     assert eta.remaining() == 2.5
 
 
+def test_a_run_in_flight_near_its_one_twin_is_not_about_to_end() -> None:
+    """One finished run of its task says little: as the second nears its length, what runs
+    of any task ran beyond that age counts, not the 0.1 s its twin had left."""
+    clock = FakeClock()
+    eta = Eta([Item("b"), Item("b"), Item("b"), Item("a"), Item("a")], clock=clock)
+    for t in (30.0, 60.0, 90.0, 100.0):  # b: 30 s each, then a: 10 s
+        clock.now = t
+        eta.advance("b" if t <= 90 else "a")
+    clock.now = 109.9  # the second "a" has run 9.9 s
+    left = eta.remaining()
+    assert left is not None and left > 5
+
+
 def test_the_bar_draws_the_eta_at_every_refresh() -> None:
     clock = FakeClock()
     eta = Eta(10, clock=clock)

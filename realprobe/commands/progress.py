@@ -49,6 +49,9 @@ RECENCY = 0.5
 SAMPLES = 200
 #: the ETA is worked out again at most this often (seconds)
 FRESH_S = 0.25
+#: an item in flight goes by its own kind's longer items when there are this many (one or
+#: two say little: as its age nears theirs, it would seem about to end)
+OWN = 3
 
 #: per worker while scheduling: when it is free, a tie-break, then its last item (None:
 #: none), the item's start and whether it is in flight
@@ -142,13 +145,13 @@ class Eta:
             self.flying.append((self.queue.popleft(), self.started if not self.done else now))
 
     def _excess(self, item: Item, age: float) -> list[float]:
-        """What items of its kind (else any, per weight) that ran longer than `age` ran
-        beyond it; else up to the deadline."""
+        """What items of its kind (at least `OWN` of them, else any, per weight) that ran
+        longer than `age` ran beyond it; else up to the deadline."""
         recent = self.seen[-SAMPLES:]
-        for pool in ([d for it, d, _ in recent if it.kind == item.kind],
-                     [d / it.weight * item.weight for it, d, _ in recent]):
+        for pool, least in (([d for it, d, _ in recent if it.kind == item.kind], OWN),
+                            ([d / it.weight * item.weight for it, d, _ in recent], 1)):
             longer = [d - age for d in pool if d > age]
-            if longer:
+            if len(longer) >= least:
                 return longer
         return [max(self.deadline - age, 0.0)] if self.deadline is not None else []
 
