@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import io
 import random
+from types import SimpleNamespace
 
 from rich.console import Console
 
@@ -236,8 +237,6 @@ def test_line_progress_gets_an_eta() -> None:
 
 
 def test_each_schedule_round_counts_from_zero() -> None:
-    from types import SimpleNamespace
-
     from realprobe.commands.probes import LiveCounts
 
     plan = [Item("advice_random", "h:443")] * 2
@@ -268,3 +267,20 @@ def test_the_probe_plan_follows_the_run() -> None:
     assert not lanes and {it.lane for it in plan} == {""}
     _, _, workers = probe_plan(tools, 2, TransportOptions(mode=Mode.SIMULATE), None)
     assert workers == 1  # one call at a time on a simulated clock
+
+
+def test_a_sweep_told_how_many_then_which() -> None:
+    from realprobe.commands.sweep import SweepProgress
+
+    progress = SweepProgress(disable=True, workers=4)
+    progress.planned(3, 0)
+    assert progress.eta.total == 3
+    jobs = [SimpleNamespace(key=f"k{i}", cfg=None,
+                            task=SimpleNamespace(instance_id=f"t{i}",
+                                                 workflow=SimpleNamespace(steps=[1, 2])))
+            for i in range(3)]
+    progress.plan(jobs)  # type: ignore[arg-type]
+    assert progress.eta.total == 3 and len(progress.eta.flying) == 3
+    assert {it.kind for it, _ in progress.eta.flying} == {"t0@0", "t1@0", "t2@0"}
+    progress.finished(SimpleNamespace(row={"resume_key": "k1", "wall_s": 1.0}))
+    assert progress.eta.done == 1 and len(progress.eta.flying) == 2

@@ -99,10 +99,13 @@ class Eta:
         self.replan(plan)
 
     def replan(self, plan: int | Sequence[Item]) -> None:
-        """A new plan of what is left to start (a count: less what is done or in flight)."""
+        """A new plan of what is left to start (a count: less what is done or in flight;
+        items, with inferred starts: of what is not done, those in flight first)."""
         left = ([Item()] * max(0, plan - self.done - len(self.flying)) if isinstance(plan, int)
                 else list(plan))
         with self.lock:
+            if not isinstance(plan, int) and not self.reported:
+                self.flying = []  # inferred: the plan's first items, started again below
             self.queue = deque(left)
             self.total = self.done + len(self.flying) + len(left)
             self._fill(self.clock())

@@ -108,6 +108,7 @@ class SweepProgress:
         self.kind_of: dict[str, str] = {}  # resume key -> kind
 
     def planned(self, total: int, skipped: int) -> None:
+        self.eta.replan(total - skipped)  # how many; `plan` says which
         self.bar.update(self.task, total=total - skipped)
         if skipped:
             err_console.print(f"resume: {skipped} of {total} runs already stored complete")
