@@ -8,7 +8,6 @@ inside the functions, so importing this module stays cheap.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -105,6 +104,8 @@ def call(
 ) -> ToolResult:
     """Call one tool by name and return its result (never raises for API failures). With no
     `args`, the tool's first example arguments are used."""
+    import asyncio
+
     cat = catalog or load_catalog()
     t = cat.get(tool)
     return asyncio.run(_call_many(cat, [(t.name, dict(args or t.examples[0]))], target, timeout))[0]
@@ -118,6 +119,8 @@ def call_all(
     catalog: Catalog | None = None,
 ) -> list[ToolResult]:
     """Call every tool of the catalogue once with its first example, all APIs at once."""
+    import asyncio
+
     cat = catalog or load_catalog()
     calls = [(t.name, dict(t.examples[0])) for t in cat]
     return asyncio.run(_call_many(cat, calls, target, timeout, read_timeout=True))
@@ -130,6 +133,8 @@ async def _call_many(
     timeout: float | None,
     read_timeout: bool = False,
 ) -> list[ToolResult]:
+    import asyncio
+
     from realprobe.adapters import call_tool
     from realprobe.clients import make_client
     from realprobe.http.client import ClientConfig
@@ -256,6 +261,8 @@ def probe(
     abandons them); `notify` gets a line to show when that happens. `force` uses a SQLite
     file that holds another program's tables.
     """
+    import asyncio
+
     from realprobe.probes.runner import run_probes
     from realprobe.probes.session import graceful_stop, probe_session
 
@@ -381,6 +388,8 @@ def schedule(
     checked after every round (`on_alert` gets each line to show); `on_call(row, result)`
     sees every stored call, `on_start(tool)` every call as it starts. Probe settings as in
     `probe`."""
+    import asyncio
+
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
     from realprobe.probes.session import on_signals, probe_session
 
@@ -887,6 +896,8 @@ def serve_mcp(
     off); with `auth_token` every request needs `Authorization: Bearer <token>`; at most
     `max_sessions` sessions are open, each closed after `session_idle_timeout` seconds
     without a request."""
+    import asyncio
+
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
     from realprobe.mcp.service import describe_target
 

@@ -155,7 +155,8 @@ def mcp_replay(
                     vantage, replayed=str(path))
 
     async def main() -> Any:
-        up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency)
+        up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency,
+                              server_only=opts.injects)
         return await serve(opts, cassette=up, on_ready=on_ready, http=http)
 
     return _run(main)
@@ -271,10 +272,11 @@ def evaluate(
     every run and store it in `db`.
 
     With `mcp_server` (a command) or `mcp_url`, the toolbox is that MCP server behind
-    `realprobe mcp proxy` (faults from `profile` / `fault_plan` / `fault_rate`, repeat r
-    seeded `seed + r`), `tasks` are MCP tasks (a JSON/TOML file, or dicts/`McpTask`s with a
-    prompt and a `check` callable or an `expect` on the answer and the calls; `agent` may be
-    "workflow" to follow each task's workflow) and a list of `McpRun` comes back. Without,
+    `realprobe mcp proxy` (faults from `profile` / `fault_plan` / `fault_rate`, each run
+    seeded from its task, `seed` and repeat), `tasks` are MCP tasks (a JSON/TOML file, or
+    dicts/`McpTask`s with a prompt and a `check` callable or an `expect` on the answer and
+    the calls; `agent` may be "workflow" to follow each task's workflow) and a list of
+    `McpRun` comes back. Without,
     it is the catalogue task evaluation (`settings`, `target`, and the settings as keywords:
     `prompt`, `seed`, `profile`, `fault_rate`, ... as in `realprobe.tasks.evaluate.evaluate`),
     returning a TaskBatchResult."""

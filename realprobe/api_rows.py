@@ -174,7 +174,6 @@ def check_tools(
     vantages: list[str] | None = None,
 ) -> None:
     """Unknown names get the catalogue's did-you-mean; known names with no rows a window hint."""
-    from realprobe.adapters.catalog import Catalog
     from realprobe.probes.loading import tool_counts
 
     if not names:
@@ -183,6 +182,8 @@ def check_tools(
     missing = [n for n in names if n not in present]
     if not missing:
         return
+    from realprobe.adapters.catalog import Catalog  # the catalogue only for a did-you-mean
+
     everywhere = tool_counts(db)
     cat = Catalog.load([])
     for name in missing:
@@ -230,7 +231,7 @@ class Rows:
         """Per tool: success with intervals, error mix, latency (censored fit when the
         deadline bites), bursts, variability and where the time goes (`.phases`); with
         `by="vantage"` the same once per vantage point (a `VantageStats`)."""
-        from realprobe.probes.phases import phase_breakdown
+        from realprobe.probes.phases import phase_medians
         from realprobe.probes.provenance import vantages_present
         from realprobe.probes.results import Stats, VantageStats
         from realprobe.probes.stats import stats_from_db
@@ -248,10 +249,9 @@ class Rows:
                 for v in chosen
             }
             return VantageStats(target_kinds=self.kinds, vantages=reports)
-        _, rep = stats_from_db(*sel, period_s, kinds=self.kinds, vantages=self.vantages,
-                               groups=self.survey)
-        phases = phase_breakdown(*sel, self.kinds, self.vantages)
-        return Stats(**dict(rep), phases=phases)
+        arr, rep = stats_from_db(*sel, period_s, kinds=self.kinds, vantages=self.vantages,
+                                 groups=self.survey)
+        return Stats(**dict(rep), phases=phase_medians(arr))
 
     def calibrate(self, *, name: str | None = None) -> Profile:
         """A simulator profile fitted to these rows (each tool's latency a mixture of one or

@@ -294,7 +294,19 @@ def _refuse_foreign(path: Path, db: sqlite_utils.Database) -> None:
         )
 
 
+#: the files a Store of this process has open, and how many times
+_WRITING: Counter[str] = Counter()
+
+
+def writing_here(path: Path) -> bool:
+    """Whether this process has a Store open on `path` (a second copy of SQLite in the
+    process, as a columnar reader links, must then stay away: POSIX locks are per process)."""
+    return _WRITING[str(path.resolve())] > 0
+
+
 class Store:
+    _open = ""
+
     def __init__(
         self,
         path: str | Path | None = None,
@@ -336,6 +348,8 @@ class Store:
             raise db_error(self.path, exc) from exc
         except OSError as exc:
             raise RealprobeError(f"{self.path}: cannot open database ({exc.strerror})") from exc
+        self._open = str(self.path.resolve())
+        _WRITING[self._open] += 1
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -623,6 +637,9 @@ class Store:
 
     def close(self) -> None:
         self.db.conn.close()
+        if self._open:
+            _WRITING[self._open] -= 1
+            self._open = ""
 
     def __enter__(self) -> Store:
         return self

@@ -347,6 +347,21 @@ def test_scaled_hits_its_rate_keeping_mix_and_bursts(base: str, lam: float) -> N
         assert scaled.for_tool("x").errors == prof.default.errors
 
 
+@pytest.mark.parametrize("lam", [0.1, 0.3, 0.5, 0.9])
+def test_scaled_meets_its_rate_within_one_day_of_a_profile_with_day_effects(lam: float) -> None:
+    # a calibrated profile whose days differ: the dial's rate holds on each day, so the 400
+    # calls of one run (one day) cover it; with the day effect kept most days missed it
+    prof = Profile.model_validate({"default": {
+        "success_rate": 0.8, "errors": {"SERVER_ERROR": 1.0}, "daily_logit_sd": 0.8}})
+    scaled = prof.scaled(lam)
+    assert scaled.for_tool("t").daily_logit_sd is None
+    for seed in range(3):
+        model = FaultModel(scaled, seed=seed)
+        fails = sum(not model.draw("t", 1.7e9 + i).ok for i in range(400))
+        lo, hi = wilson(fails, 400)
+        assert lo <= lam <= hi, (seed, fails)
+
+
 def test_scaled_rejects_a_rate_outside_zero_one() -> None:
     with pytest.raises(ProfileError):
         builtin_profile("calm").scaled(1.2)

@@ -112,6 +112,29 @@ async def test_faults_are_seeded_labelled_and_replay_with_the_server_gone(tmp_pa
     assert replayed == runs[0]
 
 
+async def test_a_replay_with_faults_of_its_own_drops_the_recorded_ones(tmp_path: Path) -> None:
+    profile = fault_profile(tmp_path, {"SERVER_ERROR": 1.0})
+    cassette = tmp_path / "faulty.jsonl"
+    recorded = await session(proxy("--profile", str(profile), "--seed", "7", "--record",
+                                   str(cassette)), calls=12)
+    server = [r for r in recorded[1:] if not r["isError"]]
+    assert 0 < len(server) < 12
+    # recorded injections on top of the replay's own would double its failure share: at rate
+    # 0 the replay answers with the server's answers only, in their order
+    clean = await session(realprobe("mcp", "replay", str(cassette), "--fault-rate", "0"),
+                          calls=len(server))
+    assert clean[1:] == server
+    half = await session(realprobe("mcp", "replay", str(cassette), "--profile", str(profile),
+                                   "--fault-rate", "0.5", "--seed", "3", "--on-exhausted",
+                                   "cycle"), calls=12)
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    model = FaultModel(load_profile(profile).scaled(0.5), 3)
+    assert [r["isError"] for r in half[1:]] == [not model.draw("convert_time").ok
+                                                for _ in range(12)]
+
+
 async def test_replay_runs_out_as_http_cassettes_do(tmp_path: Path) -> None:
     cassette = tmp_path / "one.jsonl"
     recorded = await session(proxy("--record", str(cassette)), calls=1)
@@ -484,3 +507,101 @@ async def test_a_recorded_session_keeps_no_credential_and_everything_else(
     assert sent["api_key"] == PLACEHOLDER and sent["city"] == "Paris"
     assert "abc123def456ghi" not in json.dumps(records)
     assert records[1]["msg"]["result"]["content"][0]["text"] == "sunny in Paris"
+
+
+def test_each_task_and_repeat_meets_faults_of_its_own_and_every_agent_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    from realprobe.mcp import evaluation
+
+    seeds: list[tuple[str, str]] = []
+
+    async def run_task(agent: Any, task: Any, params: Any, timeout_s: float) -> Any:
+        seeds.append((task.id, params.args[params.args.index("--seed") + 1]))
+        return "", evaluation.McpToolbox(None, [])
+
+    monkeypatch.setattr(evaluation, "run_task", run_task)
+    tasks = [{"id": t, "prompt": "p", "expect": {"answer_contains": [""]}} for t in "ab"]
+    for name in ("one", "other"):
+        asyncio.run(evaluation.evaluate_mcp("workflow", tasks, mcp_server=TIME, fault_rate=0.5,
+                                            seed=3, repeat=2, name=name))
+    first, second = seeds[:4], seeds[4:]
+    assert first == second  # the agent does not move the faults
+    assert len({s for _, s in first}) == 4, first  # two tasks calling one tool differ
+
+
+async def test_the_proxy_fails_the_share_asked_counting_hangs_and_results(tmp_path: Path) -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+    from realprobe.probes.stats import wilson
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import builtin_profile
+
+    async def server(wire: QueueWire) -> None:
+        while True:
+            msg = await wire.sent.get()
+            await wire.incoming.put(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                "content": [{"type": "text", "text": "ok"}]}}))
+
+    for rate in (0.1, 0.3, 0.5, 0.9):
+        client, upstream = QueueWire(), QueueWire()
+        proxy = Proxy(ProxyOptions(fault_rate=rate, seed=7, timeout_s=0.01), server_hint="t")
+        running = asyncio.ensure_future(proxy.run(client, upstream))
+        answering = asyncio.ensure_future(server(upstream))
+        failed = []
+        for i in range(400):
+            await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": i, "method":
+                                                  "tools/call", "params": {"name": "t"}}))
+            answer = await client.sent.get()
+            assert answer["id"] == i
+            failed.append("error" in answer or bool(answer["result"].get("isError")))
+        await client.incoming.put(None)
+        await running
+        answering.cancel()
+        model = FaultModel(builtin_profile("calm").scaled(rate), 7)
+        assert failed == [not model.draw("t").ok for _ in range(400)]  # the draws, no more
+        lo, hi = wilson(sum(failed), 400)
+        assert lo <= rate <= hi, (rate, sum(failed))
+
+
+async def test_a_hang_the_client_gave_up_on_is_marked_for_a_replay_with_faults(
+    tmp_path: Path,
+) -> None:
+    import asyncio
+
+    from realprobe.mcp.proxy import Proxy, ProxyOptions
+    from realprobe.mcp.session_cassette import session_calls
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    profile = fault_profile(tmp_path, {"TIMEOUT": 1.0})
+    model = FaultModel(load_profile(profile), 7)
+    hangs = [not model.draw("t").ok for _ in range(10)]
+    assert 0 < sum(hangs) < 10
+    cassette = tmp_path / "h.jsonl"
+    client, server = QueueWire(), QueueWire()
+    proxy = Proxy(ProxyOptions(profile=str(profile), seed=7, record=cassette),
+                  server_hint="fake")
+    task = asyncio.ensure_future(proxy.run(client, server))
+    for i, hang in enumerate(hangs):
+        await client.incoming.put(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                              "params": {"name": "t"}}))
+        if hang:  # held by the proxy: the client gives up on it
+            await client.incoming.put(json.dumps({"jsonrpc": "2.0", "method":
+                                                  "notifications/cancelled",
+                                                  "params": {"requestId": i}}))
+            continue
+        assert (await server.sent.get())["id"] == i
+        await server.incoming.put(json.dumps({"jsonrpc": "2.0", "id": i, "result": {
+            "content": [{"type": "text", "text": f"answer {i}"}]}}))
+        assert (await client.sent.get())["id"] == i
+    await client.incoming.put(None)
+    await task
+    _, records = read_session(cassette)
+    assert len(session_calls(records)[0]) == 10  # replayed as recorded: the hangs too
+    kept = session_calls(records, server_only=True)[0]
+    assert [json.loads(c.body or b"{}")["result"]["content"][0]["text"] for c in kept] == [
+        f"answer {i}" for i, hang in enumerate(hangs) if not hang]

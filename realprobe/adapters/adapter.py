@@ -38,7 +38,9 @@ def format_validation_error(exc: ValidationError) -> str:
 
 
 def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in headers.items() if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES)}
+    # every prefix starts with an x or an r: most names are ruled out by their first letter
+    return {k: v for k, v in headers.items()
+            if k[:1] in "xXrR" and k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES)}
 
 
 def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
@@ -130,7 +132,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     return ToolResult(tool=tool.name, ok=True, data=data, http_status=resp.status, **common)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Request:
     method: str
     url: str

@@ -129,13 +129,20 @@ def _check_value(body: bytes, value: Any, limits: ParseLimits) -> None:
         _check_depth(value, limits)
 
 
+_DECODER = json.JSONDecoder(parse_constant=_constant)
+
+
 def load_json(body: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Any:
     """Parse a JSON body under `limits`; BadResponse(INVALID_RESPONSE) for anything else.
 
     The C parser stops at the interpreter's recursion limit (about 1,000 levels) with a
     RecursionError, caught here; shallower bodies are measured after parsing."""
     try:
-        value = json.loads(body, parse_constant=_constant)
+        # `json.loads(body, parse_constant=_constant)` without building a decoder per body
+        if isinstance(body, bytes | bytearray):
+            value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
+        else:
+            value = json.loads(body, parse_constant=_constant)
     except BadResponse:
         raise
     except RecursionError as exc:

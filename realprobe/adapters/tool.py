@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from functools import cached_property
+from collections.abc import Callable
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -93,6 +94,34 @@ def _model_name(tool: str, suffix: str) -> str:
 PATH_SAFE = ",:@!$'()*+"
 
 
+@lru_cache(maxsize=4096)
+def _parts(template: str) -> tuple[str, ...]:
+    """A template split once: literal text at even places, placeholder names at odd ones."""
+    return tuple(PLACEHOLDER_RE.split(template))
+
+
+def _fill(template: str, args: dict[str, Any], *, in_path: bool) -> str | None:
+    """A template with its placeholders filled from `args`; None when one is unset."""
+    parts = _parts(template)
+    if len(parts) == 1:
+        return _no_dot_segments(template) if in_path else template
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out.append(part)
+            continue
+        v = args.get(part)
+        if v is None:
+            return None
+        text = str(v).lower() if isinstance(v, bool) else str(v)
+        # an argument stays inside its segment: `/ ? # & = ;` are encoded; list separators
+        # stay literal (JokeAPI takes `Programming,Pun` in the path)
+        out.append(quote(text, safe=PATH_SAFE) if in_path else text)
+    filled = "".join(out)
+    return _no_dot_segments(filled) if in_path else filled
+
+
+@lru_cache(maxsize=4096)
 def _no_dot_segments(path: str) -> str:
     """Encode `.` and `..` segments (an argument of `..` must not climb the path)."""
     parts = path.split("/")
@@ -107,6 +136,8 @@ def lookup(body: Any, path: str | None) -> Any:
     """Read a dotted path (`a.b.0.c`) from parsed JSON; `_MISSING` when absent."""
     if path is None or path == "":
         return body
+    if type(body) is dict and "." not in path:  # a top-level key: most fields
+        return body.get(path, _MISSING)
     cur = body
     for part in path.split("."):
         if isinstance(cur, dict):
@@ -123,22 +154,39 @@ def lookup(body: Any, path: str | None) -> Any:
     return cur
 
 
-def _extract(body: Any, fields: dict[str, OutputField]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+#: one output field, read once from its OutputField: (name, path, path is one key,
+#: optional, array, max_items, the plan of its items)
+_Read = tuple[str, str, bool, bool, bool, "int | None", "tuple[_Read, ...] | None"]
+
+
+def _plan(fields: dict[str, OutputField]) -> tuple[_Read, ...]:
+    out = []
     for name, f in fields.items():
-        value = lookup(body, f.from_ if f.from_ is not None else name)
+        path = f.from_ if f.from_ is not None else name
+        array = f.type == "array"
+        items = _plan(f.items) if array and f.items else None
+        out.append((name, path, path != "" and "." not in path, f.optional, array,
+                    f.max_items, items))
+    return tuple(out)
+
+
+def _extract(body: Any, plan: tuple[_Read, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    top = body if type(body) is dict else None
+    for name, path, key, optional, array, max_items, items in plan:
+        value = top.get(path, _MISSING) if key and top is not None else lookup(body, path)
         if value is _MISSING or value is None:
-            if f.optional:
+            if optional:
                 out[name] = None
                 continue
             raise BadResponse(
-                ErrorCode.INVALID_RESPONSE, f"field {name!r} missing at {f.from_ or name!r}"
+                ErrorCode.INVALID_RESPONSE, f"field {name!r} missing at {path or name!r}"
             )
-        if f.type == "array" and isinstance(value, list):
-            if f.max_items is not None:
-                value = value[: f.max_items]
-            if f.items:
-                value = [_extract(el, f.items) for el in value]
+        if array and isinstance(value, list):
+            if max_items is not None:
+                value = value[:max_items]
+            if items:
+                value = [_extract(el, items) for el in value]
         out[name] = value
     return out
 
@@ -215,6 +263,29 @@ class Tool:
         return build_output_model(self.spec)
 
     @cached_property
+    def _validate_input(self) -> Callable[[Any], dict[str, Any]]:
+        """`input_model.model_validate(args).model_dump()` without the two method calls."""
+        model = self.input_model
+        validate, dump = model.__pydantic_validator__.validate_python, model.__pydantic_serializer__
+        return lambda args: dump.to_python(validate(args))  # type: ignore[no-any-return]
+
+    @cached_property
+    def _validate_output(self) -> Callable[[Any], dict[str, Any]]:
+        """`output_model.model_validate(data).model_dump(mode="json")`, likewise."""
+        model = self.output_model
+        validate, dump = model.__pydantic_validator__.validate_python, model.__pydantic_serializer__
+        return lambda data: dump.to_python(validate(data), mode="json")  # type: ignore[no-any-return]
+
+    @cached_property
+    def _output_plan(self) -> tuple[_Read, ...]:
+        return _plan(self.spec.output)
+
+    def extract(self, decoded: Any) -> dict[str, Any]:
+        """The output fields read from a decoded body, not yet checked against their types;
+        BadResponse when a required one is missing."""
+        return _extract(decoded, self._output_plan)
+
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
         return schema_json.input_schema(self.spec)
 
@@ -247,32 +318,16 @@ class Tool:
 
     def validate_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Validated arguments with defaults filled in; raises pydantic.ValidationError."""
-        return self.input_model.model_validate(args).model_dump()
+        return self._validate_input(args)
 
     def build_request(self, args: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
         """(method, url, query params) for validated args. Unset optional params are dropped."""
-
-        def fill(template: str, *, in_path: bool) -> str | None:
-            names = PLACEHOLDER_RE.findall(template)
-            if any(args.get(n) is None for n in names):
-                return None
-
-            def sub(m: re.Match[str]) -> str:
-                v = args[m.group(1)]
-                text = str(v).lower() if isinstance(v, bool) else str(v)
-                # an argument stays inside its segment: `/ ? # & = ;` are encoded; list
-                # separators stay literal (JokeAPI takes `Programming,Pun` in the path)
-                return quote(text, safe=PATH_SAFE) if in_path else text
-
-            filled = PLACEHOLDER_RE.sub(sub, template)
-            return _no_dot_segments(filled) if in_path else filled
-
-        path = fill(self.spec.path, in_path=True)
+        path = _fill(self.spec.path, args, in_path=True)
         if path is None:
             raise ValueError(f"{self.name}: a path argument is missing")
         params: dict[str, str] = {}
         for key, template in self.spec.query.items():
-            value = fill(template, in_path=False)
+            value = _fill(template, args, in_path=False)
             if value is not None:
                 params[key] = value
         return self.spec.method, self.api.base_url + path, params
@@ -314,9 +369,9 @@ class Tool:
                 raise BadResponse(rule.code, rule.message)
         if self.spec.parser:
             decoded = parsers.get(self.spec.parser)(decoded)
-        data = _extract(decoded, self.spec.output)
+        data = self.extract(decoded)
         try:
-            return self.output_model.model_validate(data).model_dump(mode="json")
+            return self._validate_output(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])

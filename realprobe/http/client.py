@@ -17,7 +17,6 @@ import itertools
 import math
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -71,15 +70,6 @@ class ClientConfig:
         )
 
 
-#: httpcore trace events (prefix stripped) that move a fetch into a phase
-_PHASE_EVENTS = {
-    "connect_tcp.started": "connect",
-    "connect_unix_socket.started": "connect",
-    "start_tls.started": "connect",
-    "send_request_headers.started": "send",
-    "receive_response_headers.started": "headers",
-    "receive_response_body.started": "body",
-}
 _CONNECT_FAILURES = (httpx.ConnectError, httpx.ConnectTimeout)
 _AFTER_CONNECT = (
     httpx.ReadError,
@@ -131,6 +121,8 @@ class _Call:
         headers: dict[str, str] | None,
         deadline: float,
         allow_private: bool,
+        *,
+        sync: bool = False,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -152,35 +144,15 @@ class _Call:
         #: the latency a sandbox's marks settled (see `settle`), not this process's lag
         self.settled: float | None = None
         self.sent: httpx.Request | None = None  # the last hop's request
-        self.trace: phases.PhaseTrace | None = None
-        #: where the fetch is (FETCH_PHASES), told by httpcore's trace events where the
-        #: transport reports them; `reached`: a server accepted the connection
-        self.phase = "connect"
-        self.reached: bool | None = None
-        self.sock: socket.socket | None = None  # the sync client's socket, for the watchdog
+        #: where the fetch is (FETCH_PHASES: `trace.phase`, `trace.reached`) and its phase
+        #: timings, told by httpcore's trace events where the transport reports them; the
+        #: sync client keeps the socket too, for the watchdog
+        self.trace = phases.PhaseTrace(keep_socket=sync)
+        self.sync = sync
+        self.hops = 0
         self.response: httpx.Response | None = None
-        self.sync = False
         #: one id for every hop of this call; the sandbox router sends it as X-Request-Id
         self.request_id = os.urandom(8).hex()
-
-    def _on_event(self, event: str, info: dict[str, Any]) -> None:
-        phase = _PHASE_EVENTS.get(event)
-        if phase is not None:
-            self.phase = phase
-            if phase != "connect":
-                self.reached = True
-        if event in ("connect_tcp.complete", "start_tls.complete"):
-            self.reached = True
-            self._keep_socket(info.get("return_value"))
-        elif event == "send_request_headers.started" and self.sync and self.sock is None:
-            self._keep_socket(_pooled_stream())
-
-    def _keep_socket(self, stream: Any) -> None:
-        if self.sync and stream is not None:
-            with contextlib.suppress(Exception):
-                sock = stream.get_extra_info("socket")
-                if isinstance(sock, socket.socket):
-                    self.sock = sock
 
     def elapsed(self) -> float:
         return self.settled if self.settled is not None else self.clock.now() - self.start
@@ -208,7 +180,7 @@ class _Call:
             return
         missed = response.headers.get(MISSED_HEADER)
         if missed is not None:
-            self.phase, self.reached, self.settled = missed, True, self.timed_out()
+            self.trace.phase, self.trace.reached, self.settled = missed, True, self.timed_out()
             raise DeadlineExceeded("the sandbox drew no answer within the deadline")
         if self.elapsed() > self.deadline:
             try:
@@ -219,41 +191,34 @@ class _Call:
     def remaining(self) -> float:
         return self.deadline - self.elapsed()
 
-    def request(self, client: httpx.AsyncClient | httpx.Client) -> httpx.Request:
+    def request(self, requests: _Requests) -> httpx.Request:
         """The next hop's request, its timeouts cut to what is left of the deadline."""
         remaining = self.remaining()
-        if remaining + self.grace_s <= 0:
+        left = remaining + self.grace_s
+        if left <= 0:
             raise DeadlineExceeded("deadline passed before the request was sent")
-        timeout = httpx.Timeout(
-            min(self.config.read_timeout_s, remaining + self.grace_s),
-            connect=min(self.config.connect_timeout_s, remaining + self.grace_s),
-        )
-        request = client.build_request(
-            self.method, self.current, headers=self.headers, timeout=timeout
-        )
-        request.extensions[DEADLINE_EXT] = self.start + self.deadline
-        # a first hop tells the whole deadline: what the sandbox draws for the call must not
-        # depend on how long this process took to send it
-        request.extensions[BUDGET_EXT] = remaining if self.redirects else self.deadline
-        request.extensions[TIMING_EXT] = self.timing
-        request.extensions[REQUEST_ID_EXT] = self.request_id
-        self.sent = request
-        # this fetch's own progress (phase, reached, the sync watchdog's socket) rides on
-        # the same httpcore trace callback as the phase timings
-        trace = phases.begin(
-            request.extensions,
-            asynchronous=isinstance(client, httpx.AsyncClient),
-            observer=self._on_event,
-        )
-        if self.trace is not None:  # a redirect: DNS adds up over the hops
-            trace.dns_s += self.trace.dns_s
-        self.trace = trace
-        self.phase = "connect"
-        return request
+        read = min(self.config.read_timeout_s, left)
+        timeout = {"connect": min(self.config.connect_timeout_s, left), "read": read,
+                   "write": read, "pool": read}
+        extensions = {
+            "timeout": timeout,
+            DEADLINE_EXT: self.start + self.deadline,
+            # a first hop tells the whole deadline: what the sandbox draws for the call must
+            # not depend on how long this process took to send it
+            BUDGET_EXT: remaining if self.redirects else self.deadline,
+            TIMING_EXT: self.timing,
+            REQUEST_ID_EXT: self.request_id,
+        }
+        if self.hops:  # a redirect
+            self.trace.hop()
+        self.hops += 1
+        phases.begin(extensions, self.trace, asynchronous=not self.sync)
+        self.sent = requests.build(self.method, self.current, self.headers, extensions)
+        return self.sent
 
     def phases(self) -> dict[str, Any] | None:
         """The measured phases, or None when the transport made no connection events."""
-        if self.trace is None or not self.trace.marks:
+        if not self.trace.seen:
             return None
         return self.trace.phases().as_row()
 
@@ -306,16 +271,18 @@ class _Call:
                 )
 
     def reader(self, response: httpx.Response) -> _BodyReader:
-        self.phase = "body"
-        self.reached = True
-        return _BodyReader(self, response)
+        self.trace.phase = "body"
+        self.trace.reached = True
+        self.answer_headers = _plain(response.headers)
+        return _BodyReader(self, response, self.answer_headers)
 
     def fetched(self, response: httpx.Response, body: bytes) -> Fetched:
         self.settle(response)
+        if self.sandbox:
+            self.answer_headers.pop(_DELAY, None)
         fetched = Fetched(
             status=response.status_code,
-            headers={k.lower(): v for k, v in response.headers.items()
-                     if not (self.sandbox and k == _DELAY)},
+            headers=self.answer_headers,
             body=body,
             url=str(self.current),
             elapsed_s=self.elapsed(),
@@ -341,7 +308,7 @@ class _Call:
             failure = FetchFailure(exc.code, exc.message, phase="body", reached=True)
         else:
             code, message = classify_exception(exc)
-            phase, reached = self.phase, self.reached
+            phase, reached = self.trace.phase, self.trace.reached
             if isinstance(exc, _CONNECT_FAILURES):
                 phase, reached = "connect", False
             elif isinstance(exc, _AFTER_CONNECT) and phase == "connect":
@@ -365,35 +332,15 @@ class _Call:
         return failure
 
 
-_DELAY = DELAY_HEADER.lower()
-
-
-def _pooled_stream() -> Any:
-    """The network stream of the pooled connection about to send (httpcore reports no event
-    with it for a reused connection): found on the caller's stack, where httpcore's HTTP/1.1
-    connection is `self`. None if httpcore changes shape; the deadline then still holds
-    once the headers are in."""
-    frame = sys._getframe(2)
-    for _ in range(8):
-        if frame is None:
-            return None
-        owner = frame.f_locals.get("self")
-        stream = getattr(owner, "_network_stream", None)
-        if stream is not None:
-            return stream
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
-
-
 class _BodyReader:
     """Reads a body under the size cap, decoding gzip/deflate itself in bounded steps, so a
     bomb is stopped after at most `max_bytes` of output, never fully inflated in memory."""
 
-    def __init__(self, call: _Call, response: httpx.Response) -> None:
+    def __init__(self, call: _Call, response: httpx.Response, headers: dict[str, str]) -> None:
         self.call = call
         self.cap = call.config.max_bytes
-        declared = response.headers.get("content-length")
-        encoding = response.headers.get("content-encoding", "identity")
+        declared = headers.get("content-length")
+        encoding = headers.get("content-encoding", "identity")
         # a transport that built its response from bytes: httpx has already decoded it
         self.predecoded = response.is_stream_consumed
         self.decoder = StreamDecoder("identity" if self.predecoded else encoding, self.cap)
@@ -420,11 +367,14 @@ class _BodyReader:
         return bytes(self.out)
 
 
+_DELAY = DELAY_HEADER.lower()
+
+
 def _start(client: HttpClient | SyncHttpClient, method: str, url: str,
            params: dict[str, str] | None, headers: dict[str, str] | None, deadline: float,
-           allow_private: bool) -> _Call:
+           allow_private: bool, *, sync: bool = False) -> _Call:
     call = _Call(client.config, client.clock, method, url, params, headers, deadline,
-                 allow_private)
+                 allow_private, sync=sync)
     call.grace_s = _grace(client.target)
     return call
 
@@ -434,16 +384,71 @@ def _grace(target: Target) -> float:
     return SANDBOX_GRACE_S if target.kind is TargetKind.SANDBOX else 0.0
 
 
-def _client_kwargs(config: ClientConfig) -> dict[str, Any]:
-    return {
-        "follow_redirects": False,
-        "headers": {"User-Agent": config.user_agent, "Accept-Encoding": "gzip, deflate"},
-        "timeout": httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
-    }
+_NO_BODY = httpx.ByteStream(b"")
+
+
+class _Requests:
+    """Builds each request as an `httpx.Client` sends it: the client's headers (an
+    `httpx.Client`'s defaults with realprobe's User-Agent and Accept-Encoding, in its order),
+    updated with the call's, then what `httpx.Request` adds (Host; `Content-Length: 0` on a
+    bodiless POST, PUT or PATCH). Those are prepared once per method, host and call headers
+    (a probe repeats its calls) and copied into each request."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.base = httpx.Headers({"Accept": "*/*", "Connection": "keep-alive",
+                                   "User-Agent": config.user_agent,
+                                   "Accept-Encoding": "gzip, deflate"})
+        self.prepared: dict[tuple[Any, ...], httpx.Headers] = {}
+
+    def build(self, method: str, url: httpx.URL, headers: dict[str, str] | None,
+              extensions: dict[str, Any]) -> httpx.Request:
+        key = (method, url.netloc, tuple(headers.items()) if headers else ())
+        try:
+            prepared = self.prepared.get(key)
+            keep = True
+        except TypeError:  # a header value that is no key
+            prepared, keep = None, False
+        if prepared is None:
+            merged = httpx.Headers(self.base)
+            merged.update(headers)
+            prepared = httpx.Request(method, url, headers=merged).headers
+            if keep:
+                if len(self.prepared) >= 256:
+                    self.prepared.clear()
+                self.prepared[key] = prepared
+        request = httpx.Request(method, url, headers=prepared, stream=_NO_BODY,
+                                extensions=extensions)
+        request.read()
+        if url.userinfo:  # credentials in the URL: Basic auth, as an httpx.Client sends it
+            next(httpx.BasicAuth(url.username, url.password).auth_flow(request))
+        return request
+
+
+def _plain(headers: httpx.Headers) -> dict[str, str]:
+    """`{name.lower(): value}` as `headers.items()` gives them (repeated names joined by
+    ", "), decoded once per header."""
+    encoding = headers.encoding
+    out: dict[str, str] = {}
+    for name, value in headers.raw:
+        key, text = name.lower().decode(encoding), value.decode(encoding)
+        out[key] = f"{out[key]}, {text}" if key in out else text
+    return out
+
+
+def _sent(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+    response.request = request
+    return response
+
+
+_CLOSED = "Cannot send a request, as the client has been closed."
 
 
 class HttpClient:
-    """Implements the adapters' Fetcher protocol on top of one httpx.AsyncClient."""
+    """Implements the adapters' Fetcher protocol on one httpx transport. Requests go to the
+    transport itself, not through an `httpx.AsyncClient`: redirects, timeouts and headers
+    are handled here anyway, and a client's cookie jar, auth flow, event hooks and log line
+    cost more CPU than the rest of a loopback call (calls carry no cookies from earlier
+    answers)."""
 
     def __init__(
         self,
@@ -463,10 +468,13 @@ class HttpClient:
         #: resolves redirect targets' host names (live network only: the sandbox, replay and
         #: the simulator never look names up)
         self.resolver = resolver
-        self._client = httpx.AsyncClient(transport=transport, **_client_kwargs(self.config))
+        self._requests = _Requests(self.config)
+        self.closed = False
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if not self.closed:
+            self.closed = True
+            await self.transport.aclose()
 
     async def __aenter__(self) -> HttpClient:
         return self
@@ -502,7 +510,10 @@ class HttpClient:
 
     async def _follow(self, call: _Call) -> Fetched:
         for _hop in range(self.config.max_redirects + 1):
-            response = await self._client.send(call.request(self._client), stream=True)
+            if self.closed:
+                raise RuntimeError(_CLOSED)
+            request = call.request(self._requests)
+            response = _sent(request, await self.transport.handle_async_request(request))
             try:
                 if call.redirected(response):
                     if self.resolver is not None and call.needs_dns_check():
@@ -520,7 +531,7 @@ class HttpClient:
 
 
 class SyncHttpClient:
-    """The same policies for synchronous code, on one httpx.Client.
+    """The same policies for synchronous code, on one httpx transport.
 
     The total deadline stays hard without an event loop: before the response headers the
     per-request timeouts are cut to what is left of it, and once a body is streaming a shared
@@ -540,10 +551,13 @@ class SyncHttpClient:
         self.transport = transport
         self.target: Target = target or Target.live()
         self.resolver = resolver
-        self._client = httpx.Client(transport=transport, **_client_kwargs(self.config))
+        self._requests = _Requests(self.config)
+        self.closed = False
 
     def close(self) -> None:
-        self._client.close()
+        if not self.closed:
+            self.closed = True
+            self.transport.close()
 
     def __enter__(self) -> SyncHttpClient:
         return self
@@ -562,8 +576,7 @@ class SyncHttpClient:
         allow_private: bool = False,
     ) -> Fetched:
         deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        call = _start(self, method, url, params, headers, deadline, allow_private)
-        call.sync = True
+        call = _start(self, method, url, params, headers, deadline, allow_private, sync=True)
         # one watchdog ticket for the whole fetch, armed before anything is sent: slow TLS,
         # slow headers and a slow body all end at the deadline
         ticket = WATCHDOG.arm(time.monotonic() + deadline + call.grace_s, call)
@@ -576,8 +589,10 @@ class SyncHttpClient:
 
     def _follow(self, call: _Call) -> Fetched:
         for _hop in range(self.config.max_redirects + 1):
-            call.sock = None
-            response = self._client.send(call.request(self._client), stream=True)
+            if self.closed:
+                raise RuntimeError(_CLOSED)
+            request = call.request(self._requests)
+            response = _sent(request, self.transport.handle_request(request))
             call.response = response
             try:
                 if call.redirected(response):
@@ -649,7 +664,7 @@ class _Watchdog:
 def _shutdown(call: _Call) -> None:
     """Wake a blocked connect, handshake or read: shut the call's socket down (close alone
     does not wake a thread blocked in recv)."""
-    sock = call.sock
+    sock = call.trace.sock
     if sock is None and call.response is not None:
         stream = call.response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None

@@ -13,10 +13,12 @@ The certificate's expiry and issuer are read from the TLS object of a new connec
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import socket
+import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,54 +62,100 @@ class Phases:
         }
 
 
-class PhaseTrace:
-    """Collects httpcore trace events of one fetch (every hop) into `Phases`."""
+#: the httpcore trace events a fetch times or moves on, by name without the module prefix:
+#: (slot in `PhaseTrace.marks` or -1, the phase it moves the fetch into or None)
+_TIMED = {
+    "connect_tcp.started": (0, "connect"),
+    "connect_tcp.complete": (1, None),
+    "start_tls.started": (2, "connect"),
+    "start_tls.complete": (3, None),
+    "send_request_headers.started": (4, "send"),
+    "receive_response_headers.complete": (5, None),
+    "connect_unix_socket.started": (-1, "connect"),
+    "receive_response_headers.started": (-1, "headers"),
+    "receive_response_body.started": (-1, "body"),
+}
+#: the same by full event name ("connection.connect_tcp.started", "http11.…", "http2.…"),
+#: so that an event costs one dict lookup and no string work
+_EVENTS = {
+    f"{module}.{event}": action
+    for module in ("connection", "http11", "http2", "http_proxy", "socks_proxy")
+    for event, action in _TIMED.items()
+}
+_NONE = (-1, None)
+_SLOTS = 6  # connect start/end, TLS start/end, request sent, first response byte
 
-    def __init__(self, observer: Callable[[str, dict[str, Any]], None] | None = None) -> None:
-        self.t0 = time.perf_counter()
-        self.marks: dict[str, float] = {}
+
+class PhaseTrace:
+    """The progress and phase timings of one fetch (every hop), from httpcore's trace events:
+    one callback per event writes `perf_counter` into a preallocated slot and moves `phase`
+    (connect, send, headers, body); `reached` turns True once a server accepted the
+    connection. With `keep_socket` (the sync client's watchdog), `sock` is the socket."""
+
+    __slots__ = ("dns_s", "keep_socket", "marks", "new_connection", "phase", "reached", "seen",
+                 "sock", "tls_object")
+
+    def __init__(self, *, keep_socket: bool = False) -> None:
         self.dns_s = 0.0
+        self.reached: bool | None = None
+        self.keep_socket = keep_socket
+        self.hop()
+
+    def hop(self) -> None:
+        """A new request of the fetch (a redirect): DNS time adds up, the rest starts over."""
+        self.marks: list[float | None] = [None] * _SLOTS
+        self.seen = False  # any httpcore event at all (a transport without them has none)
         self.tls_object: Any = None
         self.new_connection = False
-        #: told every event too (the fetch's own progress), on the same callback
-        self.observer = observer
-
-    def _event(self, name: str, info: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        # "connection.connect_tcp.started", "http11.receive_response_headers.complete", ...
-        _, _, event = name.partition(".")
-        self.marks[event] = now
-        if event == "connect_tcp.started":
-            self.new_connection = True
-        elif event == "start_tls.complete":
-            stream = info.get("return_value")
-            if stream is not None:
-                self.tls_object = stream.get_extra_info("ssl_object")
-        if self.observer is not None:
-            self.observer(event, info)
+        self.phase = "connect"
+        self.sock: socket.socket | None = None
 
     def sync_callback(self, name: str, info: dict[str, Any]) -> None:
-        self._event(name, info)
+        now = time.perf_counter()
+        self.seen = True
+        slot, phase = _EVENTS.get(name, _NONE)
+        if slot >= 0:
+            self.marks[slot] = now
+        if phase is not None:
+            self.phase = phase
+            if phase == "connect":
+                self.new_connection = self.new_connection or slot == 0
+                return
+            self.reached = True
+            if slot == 4 and self.keep_socket and self.sock is None:
+                self._keep(_pooled_stream())
+        elif slot == 1 or slot == 3:
+            self.reached = True
+            stream = info.get("return_value")
+            if slot == 3 and stream is not None:
+                self.tls_object = stream.get_extra_info("ssl_object")
+            if self.keep_socket:
+                self._keep(stream)
 
     async def async_callback(self, name: str, info: dict[str, Any]) -> None:
-        self._event(name, info)
+        self.sync_callback(name, info)
 
-    def _span(self, start: str, end: str) -> float:
-        a, b = self.marks.get(start), self.marks.get(end)
+    def _keep(self, stream: Any) -> None:
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                sock = stream.get_extra_info("socket")
+                if isinstance(sock, socket.socket):
+                    self.sock = sock
+
+    def _span(self, start: int) -> float:
+        a, b = self.marks[start], self.marks[start + 1]
         return max(0.0, (b - a) * 1000.0) if a is not None and b is not None else 0.0
 
     def phases(self, end: float | None = None) -> Phases:
         """The phases so far; `end` (perf_counter) closes the transfer phase."""
         end = time.perf_counter() if end is None else end
-        connect = self._span("connect_tcp.started", "connect_tcp.complete")
         out = Phases(
             dns_ms=round(self.dns_s * 1000.0, 3),
-            connect_ms=round(max(0.0, connect - self.dns_s * 1000.0), 3),
-            tls_ms=round(self._span("start_tls.started", "start_tls.complete"), 3),
+            connect_ms=round(max(0.0, self._span(0) - self.dns_s * 1000.0), 3),
+            tls_ms=round(self._span(2), 3),
             new_connection=self.new_connection,
         )
-        sent = self.marks.get("send_request_headers.started")
-        first = self.marks.get("receive_response_headers.complete")
+        sent, first = self.marks[4], self.marks[5]
         if sent is not None and first is not None:
             out.ttfb_ms = round(max(0.0, first - sent) * 1000.0, 3)
             out.transfer_ms = round(max(0.0, end - first) * 1000.0, 3)
@@ -116,18 +164,28 @@ class PhaseTrace:
         return out
 
 
-def begin(
-    extensions: dict[str, Any],
-    *,
-    asynchronous: bool,
-    observer: Callable[[str, dict[str, Any]], None] | None = None,
-) -> PhaseTrace:
-    """Attach a fresh trace to a request's extensions and make it the current one;
-    `observer` is told each event (its name without the module prefix) as it is timed."""
-    trace = PhaseTrace(observer)
+def _pooled_stream() -> Any:
+    """The network stream of the pooled connection about to send (httpcore reports no event
+    with it for a reused connection): found on the caller's stack, where httpcore's HTTP/1.1
+    connection is `self`. None if httpcore changes shape; the deadline then still holds
+    once the headers are in."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        stream = getattr(owner, "_network_stream", None)
+        if stream is not None:
+            return stream
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def begin(extensions: dict[str, Any], trace: PhaseTrace, *, asynchronous: bool) -> None:
+    """Attach `trace` to a request's extensions and make it the current one (the DNS timing
+    of the network backends below books into it)."""
     extensions[TRACE_EXT] = trace.async_callback if asynchronous else trace.sync_callback
     _CURRENT.set(trace)
-    return trace
 
 
 def certificate_facts(ssl_object: Any) -> tuple[float | None, str | None]:

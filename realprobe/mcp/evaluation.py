@@ -166,6 +166,13 @@ class McpRun:
     run_id: str
 
 
+def mcp_run_seed(task: str, seed: int, repeat: int) -> int:
+    """The proxy's seed for one run: the task runner's run seed with the agent left out."""
+    from realprobe.tasks.runner import run_seed
+
+    return run_seed(task, "mcp", "baseline", seed, repeat)
+
+
 def proxy_params(server: str | Sequence[str] | None, url: str | None, *, seed: int,
                  profile: Any, fault_plan: Any, fault_rate: float | None,
                  db: Path | None, timeout_s: float) -> Any:
@@ -215,7 +222,8 @@ def store_run(db: Path, run: McpRun, *, batch: str, name: str, model: str, seed:
         "id": run.run_id, "batch": batch, "started_at": iso_utc(time.time() - wall_s),
         "task": run.task, "task_type": "mcp", "agent": name, "model": model,
         "prompt": "baseline", "mode": "simulate" if target_kind == "simulate" else "live",
-        "seed": seed, "repeat": run.repeat, "outcome": "full" if run.success else "failure",
+        "seed": seed, "run_seed": mcp_run_seed(run.task, seed, run.repeat),
+        "repeat": run.repeat, "outcome": "full" if run.success else "failure",
         "score": 1.0 if run.success else 0.0, "tool_calls": len(run.calls),
         "failures": sum(not c.ok for c in run.calls), "tool_faults": len(faults),
         "fault_kinds": json.dumps(dict(Counter(str(f.get("kind")) for f in faults))),
@@ -248,7 +256,9 @@ async def evaluate_mcp(
     seed: int = 0, repeat: int = 1, db: Path | None = None, name: str = "custom",
     model: str = "-", timeout_s: float = 10.0,
 ) -> list[McpRun]:
-    """Every task `repeat` times (repeat r uses seed + r), each through a fresh proxy."""
+    """Every task `repeat` times, each through a fresh proxy seeded per (task, seed, repeat)
+    and not per agent (`mcp_run_seed`): every agent meets the same faults, and two tasks that
+    call one tool do not meet the same ones."""
     todo = load_mcp_tasks(tasks) if isinstance(tasks, str | Path) else [
         McpTask.of(t) for t in tasks]
     injects = any(x is not None for x in (profile, fault_plan, fault_rate))
@@ -259,7 +269,8 @@ async def evaluate_mcp(
     for task in todo:
         act = agent if agent != "workflow" else workflow_agent(task)
         for r in range(repeat):
-            params = proxy_params(mcp_server, mcp_url, seed=seed + r, profile=profile,
+            params = proxy_params(mcp_server, mcp_url, seed=mcp_run_seed(task.id, seed, r),
+                                  profile=profile,
                                   fault_plan=fault_plan, fault_rate=fault_rate, db=db,
                                   timeout_s=timeout_s)
             t0 = time.perf_counter()
@@ -268,7 +279,7 @@ async def evaluate_mcp(
             run = McpRun(task.id, r, ok, why, answer, box.calls, uuid.uuid4().hex)
             runs.append(run)
             if db is not None:
-                store_run(db, run, batch=batch, name=name, model=model, seed=seed + r,
+                store_run(db, run, batch=batch, name=name, model=model, seed=seed,
                           target_kind=kind, target=target, fault_rate=fault_rate,
                           wall_s=time.perf_counter() - t0)
     return runs

@@ -278,6 +278,8 @@ class Proxy:
             for call in [*self.pending.values(), *self.held.values()]:
                 if call.timer is not None:
                     call.timer.cancel()
+            for call in self.held.values():
+                self._record_held(call)
             if self.recorder is not None:
                 self.recorder.close()
             if self.rows is not None:
@@ -401,10 +403,18 @@ class Proxy:
         if call is None:
             return False
         held = call.out is not None and call.out.code is ErrorCode.TIMEOUT
+        if held:
+            self._record_held(call)
         self._end(call, failed(call.tool, ErrorCode.TIMEOUT,
                                "cancelled by the client (its deadline passed)",
                                (time.perf_counter() - call.t0) * 1000))
         return held
+
+    def _record_held(self, call: Call) -> None:
+        """An injected hang ended with no answer (the client gave up, or the session ended):
+        marked in the cassette, so a replay with faults of its own can leave it out."""
+        if self.recorder is not None:
+            self.recorder.event("injected", id=call.rid, label=self._label(call))
 
     def _expire(self, key: str, deadline_s: float | None = None) -> None:
         call = self.held.pop(key, None) or self.pending.pop(key, None)

@@ -3,7 +3,8 @@
 Line 1 is a header `{"realprobe_mcp_cassette": 1, "pid": ..., "meta": {...}}`; every other
 line is one message `{"t": s, "dir": "c2s" | "s2c", "msg": {...}}` (what the client sent, what
 it was answered: an injected fault is recorded as the client saw it, with `"injected"`), a
-line the server wrote that is not JSON-RPC (`"garbage"`), or an event (`"event": "exit"`).
+line the server wrote that is not JSON-RPC (`"garbage"`), or an event (`"event": "exit"`;
+`"injected"` with the `id` of a hang the proxy held that ended with no answer).
 Lines are written through the crash-safe journal (each in the OS before the message goes
 on), so a killed proxy loses nothing already relayed; a torn last line is skipped on read.
 Credentials are scrubbed by the one scrubber before anything is written.
@@ -124,14 +125,24 @@ def _id(msg: dict[str, Any]) -> str:
     return json.dumps(msg.get("id"))
 
 
-def session_calls(records: list[dict[str, Any]]) -> tuple[list[Call], dict[int, list[Any]]]:
+def session_calls(records: list[dict[str, Any]], server_only: bool = False,
+                  ) -> tuple[list[Call], dict[int, list[Any]]]:
     """The client's requests as cassette calls (answer, latency, failure), and per call the
-    server's own messages recorded while it was under way."""
+    server's own messages recorded while it was under way; `server_only`: without the calls
+    whose recorded answer a proxy injected (made or rewrote), for a replay that injects faults
+    of its own (recorded faults on top would push its failure share past the rate asked)."""
     calls: list[Call] = []
     open_: dict[str, tuple[Call, float]] = {}
     extras: dict[int, list[Any]] = {}
+    dropped: set[int] = set()
+    by_id: dict[str, Call] = {}  # each id's latest request
     for rec in records:
         msg = rec.get("msg")
+        if rec.get("event") == "injected":  # a hang the proxy held, ended without an answer
+            held = by_id.get(json.dumps(rec.get("id")))
+            if server_only and held is not None:
+                dropped.add(held.seq)
+            continue
         if not isinstance(msg, dict):
             continue
         t = float(rec.get("t") or 0.0)
@@ -143,6 +154,7 @@ def session_calls(records: list[dict[str, Any]]) -> tuple[list[Call], dict[int, 
                             status=None, t_s=t)
                 calls.append(call)
                 open_[_id(msg)] = (call, t)
+                by_id[_id(msg)] = call
             elif method == "notifications/cancelled":
                 rid = json.dumps((msg.get("params") or {}).get("requestId"))
                 if rid in open_:
@@ -159,10 +171,19 @@ def session_calls(records: list[dict[str, Any]]) -> tuple[list[Call], dict[int, 
         if found is None:
             continue
         call, t0 = found
+        if server_only and rec.get("injected"):
+            dropped.add(call.seq)
+            continue
         answer = {k: v for k, v in msg.items() if k not in ("id", "jsonrpc")}
         call.status, call.body, call.elapsed_s = 200, json.dumps(answer).encode(), t - t0
     for call, _ in open_.values():
         call.error = Failure("TimeoutError", "the session ended before an answer", "read")
+    if dropped:
+        kept = [c for c in calls if c.seq not in dropped]
+        extras = {i: extras[c.seq] for i, c in enumerate(kept) if c.seq in extras}
+        for i, c in enumerate(kept):
+            c.seq = i
+        calls = kept
     return calls, extras
 
 
@@ -170,9 +191,9 @@ class CassetteUpstream:
     """A recorded session standing in for the server: a `Wire` the proxy relays to."""
 
     def __init__(self, path: str | Path, *, on_exhausted: str = "error",
-                 latency: str = "none") -> None:
+                 latency: str = "none", server_only: bool = False) -> None:
         self.meta, records = read_session(path)
-        calls, self.extras = session_calls(records)
+        calls, self.extras = session_calls(records, server_only)
         cassette = Cassette(calls, {"match_on": list(MATCH_ON)}, Path(path))
         self.player = Player(cassette, on_exhausted=on_exhausted, match_on=MATCH_ON)
         self.latency = LatencyPolicy.parse(latency).without_virtual()

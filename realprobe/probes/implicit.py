@@ -22,7 +22,6 @@ first answers of a tool can only show drift against the schema, or empty.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -32,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from realprobe.probes.loading import conditions, probe_columns
+import numpy as np
+
+from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.result import ToolResult
-from realprobe.store import read_only
 
 if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
@@ -253,6 +253,16 @@ def _args_key(args: Any) -> str:
 # -- summary over stored rows -------------------------------------------------------------
 
 
+#: each row's implicit kinds as bits (bit j: IMPLICIT_KINDS[j] sits in its comma-joined
+#: list), as `load_probes(..., extra=...)` reads them
+IMPLICIT_EXTRA = {
+    "implicit": ("implicit", "CASE WHEN implicit IS NULL THEN 0.0 ELSE CAST(" + " + ".join(
+        f"{1 << j} * (instr(',' || implicit || ',', ',{k},') > 0)"
+        for j, k in enumerate(IMPLICIT_KINDS)
+    ) + " AS REAL) END"),
+}
+
+
 def implicit_summary(
     db: str | Path,
     since: float | None = None,
@@ -264,27 +274,27 @@ def implicit_summary(
     """Per tool over the selection (the readers' own, `loading.conditions`): successful
     calls, and how many (and what share) showed each implicit kind. A file made before the
     `implicit` column existed shows none."""
-    with contextlib.closing(read_only(db)) as conn:
-        columns = probe_columns(conn)
-        if "implicit" not in columns:
-            return {}
-        where, params = conditions(columns, since, until, tools, kinds, vantages)
-        # one aggregate in SQLite: a row shows a kind when it sits in its comma-joined list
-        # (most rows have none: those are not searched)
-        shows = ", ".join(
-            f"sum(implicit IS NOT NULL AND instr(',' || implicit || ',', ',{k},') > 0)"
-            for k in IMPLICIT_KINDS
-        )
-        rows = conn.execute(
-            f"SELECT tool, count(*), {shows} FROM probes WHERE {where} AND outcome = 'ok' "
-            "GROUP BY tool", params
-        ).fetchall()
+    return implicit_counts(load_probes(db, since, until, tools, kinds=kinds,
+                                       vantages=vantages, extra=IMPLICIT_EXTRA))
+
+
+def implicit_counts(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
+    """`implicit_summary` of rows read with `extra=IMPLICIT_EXTRA`."""
+    if "implicit" not in arr.extra:
+        return {}
     out: dict[str, dict[str, Any]] = {}
-    for tool, ok, *counts in rows:
-        entry: dict[str, Any] = {"ok": ok, **dict(zip(IMPLICIT_KINDS, counts, strict=True))}
-        entry["rates"] = {k: entry[k] / ok for k in IMPLICIT_KINDS}
-        out[str(tool)] = entry
+    for i, tool in enumerate(arr.tools):
+        a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
+        mine = arr.extra["implicit"][a:b][arr.code[a:b] < 0].astype(np.int64)
+        if not mine.shape[0]:
+            continue
+        ok = int(mine.shape[0])
+        counts = {k: int(((mine >> j) & 1).sum()) for j, k in enumerate(IMPLICIT_KINDS)}
+        out[tool] = {"ok": ok, **counts, "rates": {k: counts[k] / ok for k in IMPLICIT_KINDS}}
     return out
 
 
-__all__ = ["IMPLICIT_KINDS", "ImplicitWatch", "implicit_summary", "is_empty"]
+__all__ = [
+    "IMPLICIT_EXTRA", "IMPLICIT_KINDS", "ImplicitWatch", "implicit_counts", "implicit_summary",
+    "is_empty",
+]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import optimize, special
+from scipy import special
 
 from realprobe.errors import ErrorCode
 from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
@@ -206,6 +206,8 @@ def _fit_k(
     fun, start = min(scored, key=lambda t: t[0])
     theta = np.array(start, dtype=np.float64)
     if censored:
+        from scipy import optimize  # only a censored fit needs it: a second off start-up
+
         res = optimize.minimize(
             _nll_grad, theta, args=(k, x, cvals, cw), method="BFGS", jac=True,
             options={"maxiter": 100},
@@ -379,6 +381,8 @@ def _held_min(
     constraint), restarted from its own answer until a restart gains nothing: SLSQP's first
     run can stop "successfully" well above the minimum, and where it stops depends on the
     BLAS build's rounding, so one run made the interval differ between machines."""
+    from scipy import optimize
+
     x, cvals, cw = data
     theta, best = start, math.inf
     for _ in range(6):

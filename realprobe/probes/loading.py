@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from contextlib import closing
+from dataclasses import dataclass, field
+from importlib.util import find_spec
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
+from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.store import FUTURE_SKEW_S, read_error, read_only
+from realprobe.store import FUTURE_SKEW_S, read_error, read_only, writing_here
 
 #: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
 CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
@@ -41,7 +44,8 @@ class ProbeArrays:
     """Columns of the selected rows, sorted by (tool, started_ts).
 
     Tool `i` owns rows `bounds[i]:bounds[i+1]`. `code` is -1 for success, else an index
-    into CODES. `timeout_s` is NaN when the row did not record its deadline.
+    into CODES. `timeout_s` is NaN when the row did not record its deadline. `extra`: the
+    further columns a reader asked `load_probes` for (read in the same pass).
     """
 
     tools: list[str]
@@ -50,6 +54,7 @@ class ProbeArrays:
     latency_ms: FloatArray
     code: IntArray
     timeout_s: FloatArray
+    extra: dict[str, FloatArray] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -63,6 +68,7 @@ class ProbeArrays:
             self.latency_ms[a:b],
             self.code[a:b],
             self.timeout_s[a:b],
+            {k: v[a:b] for k, v in self.extra.items()},
         )
 
     def where(self, mask: BoolArray) -> ProbeArrays:
@@ -77,6 +83,7 @@ class ProbeArrays:
             self.latency_ms[mask],
             self.code[mask],
             self.timeout_s[mask],
+            {k: v[mask] for k, v in self.extra.items()},
         )
 
     @classmethod
@@ -191,28 +198,47 @@ def number(column: str) -> str:
     return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} END"
 
 
-def _real(column: str) -> str:
-    """A number column as a number, NaN when it holds anything else (text, NULL)."""
-    return f"coalesce({number(column)}, 'NaN')"
+#: where a number is missing in reader SQL; `read_by_tool` puts in what its reader takes
+MISSING = "__missing__"
+
+
+def real(column: str, missing: str = MISSING) -> str:
+    """A number column as a REAL, `missing` when it holds anything else (NULL, text, a blob,
+    an infinity): in SQLite text and blobs sort above every number and NULL compares to
+    nothing, so two comparisons say it (cheaper per row than `typeof`)."""
+    return (
+        f"CASE WHEN {column} < 9e999 AND {column} > -9e999 THEN CAST({column} AS REAL) "
+        f"ELSE {missing} END"
+    )
+
+
+#: the columns the phase medians need, as `load_probes(..., extra=...)` reads them
+PHASE_EXTRA = {
+    "new_connection": ("new_connection", real("new_connection", "0.0")),
+    **{p: (p, real(p)) for p in PHASE_COLUMNS},
+}
 
 
 def _row_query(
-    conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any]
+    conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any],
+    more: list[str],
 ) -> tuple[str, list[Any]]:
-    """The rows as (time, latency, code index, deadline), by tool then time. Simulated runs
-    are placed on their virtual timeline, ending at the run's last real stamp."""
-    code_case = " ".join(f"WHEN '{c.value}' THEN {i}" for i, c in enumerate(CODES))
+    """The rows as (time, latency, code index, deadline, *more), by tool then time. Simulated
+    runs are placed on their virtual timeline, ending at the run's last real stamp."""
+    code_case = " ".join(f"WHEN '{c.value}' THEN {i}.0" for i, c in enumerate(CODES))
     values = (
-        f"{_real('latency_ms')}, "
-        f"CASE WHEN outcome = 'ok' THEN -1 ELSE CASE error_code {code_case} "
-        f"ELSE {_OTHER} END END, {_real('timeout_s')}"
+        f"{real('latency_ms')} AS c1, "
+        f"CASE WHEN outcome = 'ok' THEN -1.0 ELSE CASE error_code {code_case} "
+        f"ELSE {_OTHER}.0 END END AS c2, {real('timeout_s')} AS c3"
+        + "".join(f", {sql} AS c{i}" for i, sql in enumerate(more, start=4))
     )
     virtual = "virtual_s" in columns and conn.execute(
         f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
     ).fetchone()
     if not virtual:
         return (
-            f"SELECT started_ts, {values} FROM probes WHERE {cond} ORDER BY tool, started_ts",
+            f"SELECT CAST(started_ts AS REAL) AS c0, {values} FROM probes WHERE {cond} "
+            "ORDER BY tool, started_ts",
             params,
         )
     timeline = (
@@ -220,31 +246,123 @@ def _row_query(
         "ELSE a.anchor + virtual_s END"
     )
     return (
-        f"SELECT {timeline} AS t, {values} FROM probes LEFT JOIN "
+        f"SELECT CAST({timeline} AS REAL) AS c0, {values} FROM probes LEFT JOIN "
         "(SELECT run_id AS rid, max(started_ts) - max(virtual_s) AS anchor "
         f"FROM probes WHERE {cond} AND virtual_s IS NOT NULL GROUP BY run_id) a "
-        f"ON a.rid = probes.run_id WHERE {cond} ORDER BY tool, t",
+        f"ON a.rid = probes.run_id WHERE {cond} ORDER BY tool, c0",
         [*params, *params],
     )
 
 
-def _read_rows(
-    conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any]
-) -> tuple[list[tuple[str, int]], FloatArray]:
-    """(rows per tool, the rows as an n x 4 array), in one snapshot even while a prober
-    writes."""
-    conn.execute("BEGIN")
+Groups = list[tuple[str, int]]
+
+
+def read_by_tool(
+    db: Path | sqlite3.Connection, cond: str, params: list[Any], query: tuple[str, list[Any]],
+    k: int,
+) -> tuple[Groups, list[FloatArray]]:
+    """(rows per tool, sorted by tool; the `k` REAL columns of `query`, a query over the same
+    rows by tool with MISSING where a number is missing, each a float array with NaN there),
+    in one snapshot
+    even while a prober writes. A database file is read column-wise in C (the ADBC SQLite
+    driver hands over whole columns, about half the CPU of converting each row to Python);
+    an open connection (the exporter's, or any while this process writes the file: the
+    driver links its own SQLite) row-wise through it."""
+    groups_sql = f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool"
+    if isinstance(db, Path):
+        if find_spec("adbc_driver_sqlite") is not None:
+            return _adbc_by_tool(db, (groups_sql, params), query, k)
+        with closing(read_only(db)) as conn:  # an install without the driver: row-wise
+            return read_by_tool(conn, cond, params, query, k)
+    db.execute("BEGIN")
     try:
-        groups = conn.execute(
-            f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool",
-            params,
-        ).fetchall()
+        groups = [(str(t), int(c)) for t, c in db.execute(groups_sql, params).fetchall()]
         n = sum(c for _, c in groups)
         if not n:
-            return groups, np.zeros((0, 4))
-        return groups, float_rows(conn.execute(*_row_query(conn, columns, cond, params)), 4, n)
+            return groups, [np.zeros(0) for _ in range(k)]
+        sql, args = query
+        flat = float_rows(db.execute(sql.replace(MISSING, "'NaN'"), args), k, n)
+        return groups, [np.ascontiguousarray(flat[:, i]) for i in range(k)]
     finally:
-        conn.execute("COMMIT")
+        db.execute("COMMIT")
+
+
+#: rows per batch the columnar reader takes from SQLite at a time
+BATCH_ROWS = 1 << 16
+
+
+def _adbc_by_tool(
+    path: Path, groups: tuple[str, list[Any]], query: tuple[str, list[Any]], k: int
+) -> tuple[Groups, list[FloatArray]]:
+    import adbc_driver_manager as adbc
+    import adbc_driver_sqlite
+    import nanoarrow as na
+
+    from realprobe.store import busy_timeout_s, sqlite_uri
+
+    def statement(conn: Any, sql: str, args: list[Any]) -> Any:
+        st = adbc.AdbcStatement(conn)
+        st.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        st.set_sql_query(sql)
+        if args:
+            st.bind(_params(args))
+        return st
+
+    def fill(conn: Any, n: int) -> FloatArray:
+        # no NULL reaches the driver (it would type an all-NULL first batch as integers): a
+        # missing number comes as infinity, which `real` never lets through otherwise
+        sql, args = query
+        out = np.empty((k, n))
+        at = 0
+        with statement(conn, sql.replace(MISSING, "9e999"), args) as st:
+            handle, _ = st.execute_query()
+            for batch in na.ArrayStream(handle):  # into the arrays, one batch at a time
+                m = len(batch)
+                for i in range(k):
+                    col = batch.child(i)
+                    out[i, at : at + m] = np.frombuffer(
+                        col.buffer(1), np.float64, m, 8 * col.offset
+                    )
+                at += m
+        if at != n:
+            raise sqlite3.DatabaseError(f"read {at} rows of {n}")
+        for col in out:
+            col[col == np.inf] = np.nan
+        return out
+
+    try:
+        with adbc_driver_sqlite.connect(sqlite_uri(path)) as database, adbc.AdbcConnection(
+            database
+        ) as conn:
+            conn.set_autocommit(False)  # both queries in one read transaction
+            try:
+                with statement(conn, f"PRAGMA busy_timeout = {int(busy_timeout_s() * 1000)}",
+                               []) as st:
+                    st.execute_update()
+                with statement(conn, *groups) as st:
+                    handle, _ = st.execute_query()
+                    table = na.ArrayStream(handle).read_all()
+                    tools, counts = table.to_columns_pysequence()[1]
+                out = [(str(t), int(c)) for t, c in zip(tools, counts, strict=True)]
+                flat = fill(conn, sum(c for _, c in out))
+            finally:
+                conn.rollback()
+    except adbc.Error as exc:
+        raise sqlite3.DatabaseError(str(exc)) from exc
+    return out, list(flat)
+
+
+def _params(args: list[Any]) -> Any:
+    """One row of query parameters as an Arrow array (what ADBC binds)."""
+    import nanoarrow as na
+
+    types = [
+        na.string() if isinstance(v, str) else na.float64() if isinstance(v, float)
+        else na.int64() for v in args
+    ]
+    schema = na.struct({f"p{i}": t for i, t in enumerate(types)})
+    children = [na.c_array([v], t) for v, t in zip(args, types, strict=True)]
+    return na.c_array_from_buffers(schema, 1, [None], children=children)
 
 
 def float_rows(cur: Iterable[tuple[Any, ...]], k: int, n: int) -> FloatArray:
@@ -262,28 +380,35 @@ def load_probes(
     *,
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
+    extra: Mapping[str, tuple[str, str]] | None = None,
 ) -> ProbeArrays:
     """Rows with excluded != 1 in [since, until) of the given target kinds and vantages (None:
-    any), as arrays, in one read transaction."""
-    own = not isinstance(db, sqlite3.Connection)
-    conn = read_only(db) if not isinstance(db, sqlite3.Connection) else db
+    any), as arrays, in one read transaction. `extra`: {name: (column, SQL number)} further
+    columns read in the same pass into `.extra` (those whose column the file has)."""
+    path = None if isinstance(db, sqlite3.Connection) else Path(db)
+    conn = read_only(path) if path is not None else cast(sqlite3.Connection, db)
     try:
         columns = probe_columns(conn)
         cond, params = conditions(columns, since, until, tools, kinds, vantages)
-        groups, flat = _read_rows(conn, columns, cond, list(params))
+        more = {k: sql for k, (col, sql) in (extra or {}).items() if col in columns}
+        query = _row_query(conn, columns, cond, list(params), list(more.values()))
+        source: Path | sqlite3.Connection = conn
+        if path is not None and not writing_here(path):
+            conn.close()  # one copy of SQLite at a time on the file (POSIX locks)
+            source = path
+        groups, (ts, lat, code, timeout, *rest) = read_by_tool(
+            source, cond, list(params), query, 4 + len(more)
+        )
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
-        if own:
+        if path is not None:
             conn.close()
     counts = [c for _, c in groups]
     return ProbeArrays(
         [t for t, _ in groups],
         np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        np.ascontiguousarray(flat[:, 0]),
-        np.ascontiguousarray(flat[:, 1]),
-        flat[:, 2].astype(np.int64),
-        np.ascontiguousarray(flat[:, 3]),
+        ts, lat, code.astype(np.int64), timeout, dict(zip(more, rest, strict=True)),
     )
 
 

@@ -9,7 +9,6 @@ successful call that recorded phases (simulated and replayed calls record none).
 from __future__ import annotations
 
 import statistics
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,14 @@ from numpy.typing import NDArray
 
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
-from realprobe.probes.loading import conditions, number, probe_columns
+from realprobe.probes.loading import (
+    PHASE_EXTRA,
+    ProbeArrays,
+    conditions,
+    load_probes,
+    number,
+    probe_columns,
+)
 from realprobe.store import read_only
 
 
@@ -31,34 +37,23 @@ def phase_breakdown(
     vantages: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
-    conn = read_only(db)
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        cols = probe_columns(conn)
-        if not set(PHASES) <= cols:
-            return {}
-        where, params = conditions(cols, since, until, tools, kinds, vantages)
-        # the selection's tools from its covering index, then each tool's phases as numbers
-        # (no string per row, medians in numpy)
-        names = [
-            str(r[0])
-            for r in conn.execute(f"SELECT DISTINCT tool FROM probes WHERE {where}", params)
-        ]
-        where += f" AND outcome = 'ok' AND {number('ttfb_ms')} IS NOT NULL AND tool = ?"
-        # a missing phase reads as infinity: a number, cheaper to convert than a 'NaN' string
-        values = ", ".join(f"coalesce({number(p)}, 9e999)" for p in PHASES)
-        for tool in sorted(names):
-            flat = np.fromiter(
-                chain.from_iterable(conn.execute(
-                    f"SELECT coalesce({number('new_connection')}, 0), {values} FROM probes "
-                    f"WHERE {where}", [*params, tool],
-                )),
-                dtype=np.float64,
-            ).reshape(-1, len(PHASES) + 1)
-            if flat.shape[0]:
-                out[tool] = _phase_medians(flat)
-    finally:
-        conn.close()
+    return phase_medians(load_probes(db, since, until, tools, kinds=kinds, vantages=vantages,
+                                     extra=PHASE_EXTRA))
+
+
+def phase_medians(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
+    """`phase_breakdown` of rows read with `extra=PHASE_EXTRA`: per tool, its successful calls
+    that recorded a first byte (none when the file has no phase columns)."""
+    if not set(PHASE_EXTRA) <= set(arr.extra):
+        return {}
+    out = {}
+    for i, tool in enumerate(arr.tools):
+        a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
+        keep = (arr.code[a:b] < 0) & ~np.isnan(arr.extra["ttfb_ms"][a:b])
+        if keep.any():
+            out[tool] = _phase_medians(
+                np.column_stack([arr.extra[k][a:b][keep] for k in PHASE_EXTRA])
+            )
     return out
 
 

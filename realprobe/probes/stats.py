@@ -9,7 +9,6 @@ rows with `excluded=1` (the prober's own outages) are left out before anything i
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.errors import Unavailable
-from realprobe.probes.implicit import implicit_summary
+from realprobe.probes.implicit import IMPLICIT_EXTRA, implicit_counts
 from realprobe.probes.latency_fit import (
     PROFILE_CI_MIN_EXCEED,
     Z95,
@@ -29,6 +28,7 @@ from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import (
     _TIMEOUT,
     CODES,
+    PHASE_EXTRA,
     BoolArray,
     FloatArray,
     IntArray,
@@ -876,19 +876,15 @@ def stats_from_db(
     error when the selection holds nothing. With no `kinds`: live when the window holds live
     rows, else the one kind present (several other kinds: an error asking to pick).
     `groups`: the window's provenance survey when the caller has already read it."""
+    # one pass over the rows: the phase timings and implicit signs come along
+    extra = {**PHASE_EXTRA, **IMPLICIT_EXTRA}
     if groups is not None:
         kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
-        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
-    elif kinds is None:
-        groups = survey(db, since, until, tools, vantages)
-        kinds = pick_kinds(kinds_present(db, groups=groups), None)
-        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
     else:
-        # the survey (one aggregate scan, run by SQLite without the GIL) alongside the load
-        with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(survey, db, since, until, tools, vantages)
-            arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
-            groups = pending.result()
+        groups = survey(db, since, until, tools, vantages)
+        kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
     prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
         raise Unavailable(empty_selection_error(prov, db, tools), param=EMPTY_SELECTION_PARAMS)
@@ -898,5 +894,5 @@ def stats_from_db(
             raise Unavailable(f"no probe rows for {', '.join(missing)} in this window")
     rep = compute_stats(arr, since, until, period_s)
     rep.provenance = prov
-    rep.implicit = implicit_summary(db, since, until, tools, kinds, vantages)
+    rep.implicit = implicit_counts(arr)
     return arr, rep

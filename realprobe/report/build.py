@@ -3,7 +3,6 @@ success over time, computed once and rendered as HTML, Markdown or JSON."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -124,11 +123,16 @@ def side_tables(
     tools: list[str] | None,
     kinds: list[str] | None,
     vantages: list[str] | None,
+    arr: ProbeArrays | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:
-    """(phase medians per tool, vantages side by side when the rows come from several)."""
-    from realprobe.probes.phases import phase_breakdown, vantage_table
+    """(phase medians per tool, vantages side by side when the rows come from several);
+    `arr`: the rows already read with their phases (`PHASE_EXTRA`)."""
+    from realprobe.probes.phases import phase_breakdown, phase_medians, vantage_table
 
-    phases = phase_breakdown(db, since, until, tools, kinds, vantages)
+    phases = (
+        phase_medians(arr) if arr is not None
+        else phase_breakdown(db, since, until, tools, kinds, vantages)
+    )
     several = not vantages and several_vantages(db, since, until, tools, kinds)
     return phases, vantage_table(db, since, until, tools, kinds) if several else {}
 
@@ -177,40 +181,30 @@ def build_report(
     and `vantages`; drift between `baseline` and `current`, by default each tool's earlier
     half of calls against its later half. `stats` computed for the same selection is reused
     instead of computed again (its provenance names the kinds it read); so is `groups`, the
-    window's provenance survey.
+    window's provenance survey. The phase medians come from the same pass over the rows."""
+    from realprobe.probes.loading import PHASE_EXTRA
 
-    When the kinds are known up front, the phase and vantage tables (aggregate scans that
-    SQLite runs without holding the GIL) are read in a second thread while the statistics
-    are computed."""
     if kinds is None and stats is not None and stats.provenance is not None:
         kinds = list(stats.provenance.target_kinds)
-    with ThreadPoolExecutor(1) as pool:
-        early = (
-            pool.submit(side_tables, db, since, until, tools, kinds, vantages)
-            if kinds is not None
-            else None
+    if stats is None:
+        arr, rep = stats_from_db(
+            db, since, until, tools, period_s, kinds=kinds, vantages=vantages, groups=groups
         )
-        if stats is None:
-            arr, rep = stats_from_db(
-                db, since, until, tools, period_s, kinds=kinds, vantages=vantages, groups=groups
-            )
-        else:
-            arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages)
-            rep = stats
-        drift_rep, note = None, None
-        if float(arr.ts.max()) <= float(arr.ts.min()):
-            note = "all rows share one timestamp: no drift comparison"
-        elif baseline is None or current is None:
-            drift_rep = drift_between_halves(arr)
-            note = "per tool: the earlier half of its calls against the later half"
-        else:
-            drift_rep = drift_between_windows(arr, baseline, current)
-        over_time, quantiles = success_over_time(arr), latency_quantiles(arr)
-        if early is not None:
-            phases, by_vantage = early.result()
-        else:
-            used = list(rep.provenance.target_kinds) if rep.provenance is not None else kinds
-            phases, by_vantage = side_tables(db, since, until, tools, used, vantages)
+    else:
+        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages,
+                          extra=PHASE_EXTRA)
+        rep = stats
+    drift_rep, note = None, None
+    if float(arr.ts.max()) <= float(arr.ts.min()):
+        note = "all rows share one timestamp: no drift comparison"
+    elif baseline is None or current is None:
+        drift_rep = drift_between_halves(arr)
+        note = "per tool: the earlier half of its calls against the later half"
+    else:
+        drift_rep = drift_between_windows(arr, baseline, current)
+    over_time, quantiles = success_over_time(arr), latency_quantiles(arr)
+    used = list(rep.provenance.target_kinds) if rep.provenance is not None else kinds
+    phases, by_vantage = side_tables(db, since, until, tools, used, vantages, arr)
     return ReportData(
         phases=phases,
         by_vantage=by_vantage,

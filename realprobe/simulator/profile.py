@@ -353,8 +353,9 @@ def chain_with_rate(burst: Burst | None, rate: float) -> Burst:
 
 
 def scale_tool(tp: ToolProfile, lam: float) -> ToolProfile:
-    """The tool with long-run failure share `lam`: its error mix and its burst correlation
-    kept (a tool with no mix gets DIAL_MIX)."""
+    """The tool with failure share `lam`: its error mix and its burst correlation kept (a
+    tool with no mix gets DIAL_MIX), its day-to-day effect dropped (a run on any one day
+    meets `lam`, not that day's share)."""
     errors = dict(tp.errors) or dict(DIAL_MIX)
     burst = chain_with_rate(tp.burst, lam) if tp.burst is not None and lam > 0 else None
     return tp.model_copy(update={
@@ -364,6 +365,8 @@ def scale_tool(tp: ToolProfile, lam: float) -> ToolProfile:
         # DIAL_MIX stands in for a missing mix: no measured interval goes with it
         "errors_ci95": tp.errors_ci95 if tp.errors or lam == 0 else None,
         "burst": burst,
+        "daily_logit_sd": None,
+        "daily_logit_sd_ci95": None,
     })  # fmt: skip
 
 

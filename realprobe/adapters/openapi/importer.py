@@ -28,7 +28,7 @@ from realprobe.adapters.openapi.schemas import (
 )
 from realprobe.adapters.schema_json import example_problem
 from realprobe.adapters.spec import API_ID_RE, ApiSpec, ToolSpec
-from realprobe.adapters.tool import BadResponse, Tool, _extract, _rule_matches
+from realprobe.adapters.tool import BadResponse, Tool, _rule_matches
 from realprobe.errors import ErrorCode, code_for_status
 
 SAFE_METHODS = ("get",)
@@ -679,7 +679,7 @@ def _check_body(tool: Tool, body: str) -> None:
     for rule in tool.spec.soft_failures:
         if _rule_matches(rule, decoded):
             raise BadResponse(rule.code, rule.message)
-    data = _extract(decoded, tool.spec.output)
+    data = tool.extract(decoded)
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(tool.output_schema).iter_errors(data)
     )
