@@ -111,11 +111,6 @@ def demo_time(d: dict[str, Any]) -> list[Row]:
 
 def first_hour(d: dict[str, Any]) -> list[Row]:
     """What a newcomer's first hour measures (bench/first_hour.py)."""
-    def eta(k: str) -> str:
-        e = d[k]["error"]
-        return (f"median {100 * e['median']:+.0f}%, {100 * e['share_within_25pct']:.0f}% of "
-                f"moments within ±25%")
-
     seed = d["seed_0_demo"]
     cmd = "`python bench/first_hour.py`"
     return [
@@ -130,9 +125,32 @@ def first_hour(d: dict[str, Any]) -> list[Row]:
          f"{', '.join(str(r['probe_ok']) for r in seed['beside_4_busy_loops'])} of "
          f"{seed['as_is'][0]['probe_calls']}; {_load(seed)}", "equal",
          "`python bench/first_hour.py --seeds`"),
-        ("ETA error from 20% of the run on: polite probe / probe without politeness / sweep",
-         f"{eta('eta_probe_polite')} / {eta('eta_probe_side_by_side')} / {eta('eta_sweep')}",
-         "±25%", cmd),
+    ]
+
+
+def eta(d: dict[str, Any]) -> list[Row]:
+    """How far the progress bar's ETA was from the real remaining time (bench/eta.py)."""
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    def probe(k: str) -> str:
+        e = d[k]["error"]
+        return f"{pct(e['share_within_25pct'])} (median {100 * e['median']:+.0f}%)"
+
+    cmd = "`python bench/eta.py`"
+    sweeps = d["sweeps"]
+    medians = ", ".join(f"{100 * s['error']['median']:+.0f}%" for s in sweeps)
+    return [
+        ("ETA within ±25% from 20% to 90% of a 2 s-deadline probe: polite / side by side",
+         f"{probe('probe_polite')} / {probe('probe_side_by_side')} of readings; old "
+         f"estimate {pct(d['probe_polite']['old_rate_estimate_error']['share_within_25pct'])}"
+         f" / {pct(d['probe_side_by_side']['old_rate_estimate_error']['share_within_25pct'])}",
+         "100%", cmd),
+        (f"ETA within ±25% from 20% to 90% of {len(sweeps)} sandbox sweeps "
+         f"({sweeps[0]['runs']} runs, {sweeps[0]['workers']} workers)",
+         f"{pct(d['sweep']['error']['share_within_25pct'])} of readings (medians {medians}); "
+         f"old estimate {pct(d['sweep']['old_rate_estimate_error']['share_within_25pct'])}; "
+         f"{_load(d)}", "100%", cmd),
     ]
 
 
@@ -833,6 +851,7 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "probe_concurrency": probe_concurrency,
     "ray_live_gate": ray_live_gate,
     "first_hour": first_hour,
+    "eta": eta,
     "door_names": door_names,
     "implicit_drift": implicit_drift,
     "paraphrase_scoring": paraphrase_scoring,

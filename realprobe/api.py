@@ -242,6 +242,7 @@ def probe(
     catalog: Catalog | None = None,
     gates: HostGates | None = None,
     on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
+    on_start: Callable[[str], None] | None = None,
     stop_on_signals: bool = False,
     notify: Callable[[str], None] | None = None,
     lock_timeout: float = 30.0,
@@ -255,7 +256,7 @@ def probe(
     APIs; `politeness="off"` is for the sandbox, the simulator and replay (None: off for
     replay, which waits for nobody, else "catalog"; `polite=` is its old name). `gates`
     shares the per-host limiters with an MCP server or task runs in the same process.
-    `on_call(row, result)` sees every stored call.
+    `on_call(row, result)` sees every stored call; `on_start(tool)` every call as it starts.
     `stop_on_signals`: SIGINT/SIGTERM end the run after the calls in flight (a second one
     abandons them); `notify` gets a line to show when that happens. `force` uses a SQLite
     file that holds another program's tables.
@@ -281,7 +282,7 @@ def probe(
                 return await run_probes(
                     cat, chosen, rounds, client, store, timeout_s=timeout, vantage=vantage,
                     politeness=config, concurrency=concurrency, seed=seed, gates=gates,
-                    stop=stop, on_call=on_call,
+                    stop=stop, on_call=on_call, on_start=on_start,
                 )
 
     try:
@@ -377,6 +378,7 @@ def schedule(
     lock_timeout: float = 30.0,
     force: bool = False,
     on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
+    on_start: Callable[[str], None] | None = None,
     **old: Any,
 ) -> ScheduleResult:
     """Probe rounds on a schedule: `every` ("30m", or seconds; the first round at once) or
@@ -384,7 +386,8 @@ def schedule(
     rounds (None: until stopped). Round n uses seed `seed + n`. Rounds never overlap; a
     failing round is logged (`on_event`) and the schedule goes on. `alerts`: a rules file
     checked after every round (`on_alert` gets each line to show); `on_call(row, result)`
-    sees every stored call. Probe settings as in `probe`."""
+    sees every stored call, `on_start(tool)` every call as it starts. Probe settings as in
+    `probe`."""
     import asyncio
 
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
@@ -418,6 +421,7 @@ def schedule(
                     cat, chosen, rounds, client, store, timeout_s=timeout, vantage=vantage,
                     politeness=config, concurrency=concurrency, seed=seed + number,
                     stop=stop, schedule_id=sched.schedule_id, gates=gates, on_call=on_call,
+                    on_start=on_start,
                 )
                 if checks is not None:
                     checks.after_round()  # in the background: webhooks never hold a round
@@ -741,12 +745,14 @@ def sweep(
     on_done: Callable[[Any], None] | None = None,
     fault_plans: Sequence[str] | None = None,
     fault_rates: Sequence[float] | None = None,
+    on_plan: Callable[[list[Any]], None] | None = None,
     **old: Any,
 ) -> SweepResult:
     """Run a sweep file (models x agents x targets x tasks x prompts x repeats) into one
     database (default: the default database), then compare every run it holds. `resume`
-    skips runs already stored complete; `on_planned(total, skipped)` and `on_done(run)`
-    report progress. `fault_plans` / `fault_rates` (the file's `lambda`; `lambdas=` is the
+    skips runs already stored complete; `on_planned(total, skipped)`, `on_plan(jobs)` (the
+    runs left, in the order they start: `job.task`, `job.key`) and `on_done(run)` report
+    progress. `fault_plans` / `fault_rates` (the file's `lambda`; `lambdas=` is the
     old name) replace the file's: each simulate target runs under each plan at each rate."""
     from realprobe.tasks.sweep import run_sweep_file
 
@@ -755,7 +761,7 @@ def sweep(
     return run_sweep_file(
         Path(file), None if db is None else Path(db), catalog_paths=[Path(c) for c in catalog],
         resume=resume, executor=executor, concurrency=concurrency, address=address,
-        on_planned=on_planned, on_done=on_done,
+        on_planned=on_planned, on_done=on_done, on_plan=on_plan,
         fault_plans=list(fault_plans or []), lambdas=list(fault_rates or []),
     )
 

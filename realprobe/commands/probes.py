@@ -32,7 +32,7 @@ from realprobe.http.mode import Mode
 if TYPE_CHECKING:
     from realprobe.adapters import Tool, ToolResult
     from realprobe.clients import TransportOptions
-    from realprobe.commands.progress import Lane
+    from realprobe.commands.progress import Eta, Item, Lane
     from realprobe.commands.tables import FitTable
     from realprobe.probes.runner import RunSummary
 
@@ -114,22 +114,30 @@ def _chosen(tools: str | None, all_tools: bool) -> str | None:
     return None if all_tools or tools == "all" else tools
 
 
-def _politeness_lanes(
+def probe_plan(
     tools: list[Tool], rounds: int, target: TransportOptions, choice: PolitenessChoice | None
-) -> tuple[dict[str, Lane], dict[str, str]]:
-    """Per host, the calls planned (one after another) and the interval between them, when
-    politeness holds (not with --politeness off, nor on a simulated or replayed clock: then
-    calls go side by side, as many as --concurrency)."""
-    from realprobe.commands.progress import lanes_for
+) -> tuple[list[Item], dict[str, Lane], int | None]:
+    """What the ETA knows of a probe: its calls in the order the run starts them (host by
+    host, as the run queues them); when politeness holds (not with --politeness off, nor on
+    a simulated or replayed clock), each host's lane (the interval between its starts, with
+    the mean jitter, and its calls in flight); and the calls side by side at most (one on a
+    simulated or replayed clock, None: --concurrency)."""
+    from realprobe.commands.progress import Item, Lane
     from realprobe.hosts import host_key
+    from realprobe.probes.runner import plan_calls
 
-    if choice is PolitenessChoice.OFF or target.mode in (Mode.SIMULATE, Mode.REPLAY):
-        return {}, {}
-    lane_of = {t.name: host_key(t.api) for t in tools}
-    gaps = [(lane_of[t.name], t.api.politeness.min_interval_s + t.api.politeness.jitter_s / 2)
-            for t in tools for _ in range(max(rounds, 1))]
-    return lanes_for(gaps), lane_of
-
+    virtual = target.mode in (Mode.SIMULATE, Mode.REPLAY)
+    polite = choice is not PolitenessChoice.OFF and not virtual
+    by_host: dict[str, list[Item]] = {}
+    lanes: dict[str, Lane] = {}
+    for call in plan_calls(tools, max(rounds, 1)):
+        key, p = host_key(call.tool.api), call.tool.api.politeness
+        by_host.setdefault(key, []).append(Item(call.tool.name, key if polite else ""))
+        if polite:
+            lane = lanes.setdefault(key, Lane(gap_s=0.0, slots=p.max_in_flight))
+            lane.gap_s = max(lane.gap_s, p.min_interval_s + p.jitter_s / 2)
+            lane.slots = min(lane.slots, p.max_in_flight)
+    return [it for items in by_host.values() for it in items], lanes, 1 if virtual else None
 
 
 @contextmanager
@@ -182,42 +190,51 @@ def _all_excluded(db: Path, run_id: str) -> RealprobeError | None:
 class LiveCounts:
     """A progress bar with live ok/error counts and an ETA (on stderr, so --json stays clean).
 
-    `lanes` (host -> its planned calls and interval) let the ETA count the politeness waits
-    still owed; `lane_of` maps a tool to its host."""
+    The ETA knows the `plan` (`probe_plan`: the calls, host lanes, and `workers`, the calls
+    side by side) and the `deadline` a hang runs to; the run reports each start (`started`)."""
 
-    def __init__(self, total: int, label: str, enabled: bool = True,
-                 lanes: dict[str, Lane] | None = None,
-                 lane_of: dict[str, str] | None = None) -> None:
+    def __init__(self, plan: list[Item], label: str, enabled: bool = True,
+                 lanes: dict[str, Lane] | None = None, workers: int = 1,
+                 deadline: float | None = None) -> None:
         from rich.progress import TextColumn
 
-        from realprobe.commands.progress import Eta, progress_bar
+        from realprobe.commands.progress import progress_bar
 
         self.ok = 0
         self.err = 0
-        self.eta = Eta(total, lanes=lanes or {})
-        self.lane_of = lane_of or {}
+        self.plan, self.lanes = plan, lanes or {}
+        self.workers, self.deadline = workers, deadline
+        self.eta = self._eta()
         self.progress = progress_bar(
             TextColumn("[green]{task.fields[ok]} ok[/green] [red]{task.fields[err]} err[/red]"),
             console=err_console, disable=not enabled,
         )
-        self.task = self.progress.add_task(label, total=total, ok=0, err=0, eta=self.eta)
+        self.task = self.progress.add_task(label, total=len(plan), ok=0, err=0, eta=self.eta)
+
+    def _eta(self) -> Eta:
+        from realprobe.commands.progress import Eta, Lane
+
+        lanes = {k: Lane(gap_s=v.gap_s, slots=v.slots) for k, v in self.lanes.items()}
+        return Eta(self.plan, workers=self.workers, lanes=lanes, deadline=self.deadline,
+                   starts_reported=True)
+
+    def started(self, tool: str) -> None:
+        self.eta.start(tool)
 
     def __call__(self, row: dict[str, Any], result: ToolResult) -> None:
         if result.ok:
             self.ok += 1
         else:
             self.err += 1
-        self.eta.advance(self.lane_of.get(str(row.get("tool"))))
+        latency = row.get("latency_ms")
+        self.eta.advance(str(row.get("tool")), None if latency is None else latency / 1000)
         self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
 
     def new_round(self) -> None:
         """Count from zero again (the next round of a schedule)."""
-        from realprobe.commands.progress import Eta, Lane
-
         self.ok = self.err = 0
-        lanes = {k: Lane(planned=v.planned, gap_s=v.gap_s) for k, v in self.eta.lanes.items()}
-        self.eta = Eta(self.eta.total, lanes=lanes)
-        self.progress.reset(self.task, total=self.eta.total, ok=0, err=0, eta=self.eta)
+        self.eta = self._eta()
+        self.progress.reset(self.task, total=len(self.plan), ok=0, err=0, eta=self.eta)
 
     def __enter__(self) -> LiveCounts:
         self.progress.start()
@@ -311,14 +328,15 @@ def probe_cmd(
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = db_path(db)
     with cli_errors():
-        lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
-        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "probing", lanes=lanes,
-                          lane_of=lane_of)
+        plan, lanes, workers = probe_plan(cat.select(chosen), rounds, target, politeness)
+        live = LiveCounts(plan, "probing", lanes=lanes, workers=workers or concurrency,
+                          deadline=timeout)
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
                 vantage=vantage, politeness=politeness, concurrency=concurrency,
-                seed=seed, catalog=cat, on_call=live, stop_on_signals=True,
+                seed=seed, catalog=cat, on_call=live, on_start=live.started,
+                stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
     if as_json:
@@ -345,7 +363,7 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
         raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
     path = db_path(db)
     with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "rounds", "timeout"):
-        live = LiveCounts(0, "probing")
+        live = LiveCounts([], "probing")
         live.progress.update(live.task, total=None)
         with live:
             summary = probe_mcp(calls, mcp_server=server, mcp_url=url, rounds=rounds, db=path,
@@ -441,9 +459,9 @@ def schedule_cmd(
     path = db_path(db)
     cat = load_catalog(catalog)
     with cli_errors():
-        lanes, lane_of = _politeness_lanes(cat.select(chosen), rounds, target, politeness)
-        live = LiveCounts(len(cat.select(chosen)) * max(rounds, 1), "round", lanes=lanes,
-                          lane_of=lane_of, enabled=not as_json and err_console.is_terminal)
+        plan, lanes, workers = probe_plan(cat.select(chosen), rounds, target, politeness)
+        live = LiveCounts(plan, "round", lanes=lanes, workers=workers or concurrency,
+                          deadline=timeout, enabled=not as_json and err_console.is_terminal)
 
         def event(e: dict[str, Any]) -> None:
             _show_event(e)
@@ -457,6 +475,7 @@ def schedule_cmd(
                 politeness=politeness, concurrency=concurrency, seed=seed, catalog=cat,
                 alerts=alerts, on_event=event, on_alert=err_console.print,
                 stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
+                on_start=live.started,
             )
     if as_json:
         print_json(result.model_dump(mode="json"))

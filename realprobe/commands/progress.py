@@ -1,25 +1,40 @@
 """Progress bars and their ETA, for every long command (probe, run, sweep, cassette replay).
 
-The ETA is recomputed every time the bar is drawn, not only when an item finishes, so it
-never freezes: while nothing finishes it grows. It follows how the work is done:
+The ETA knows the plan: the items left (a probe's calls, tool by tool; a sweep's runs, task
+by task) in the order they start, and how they run: `workers` at a time and, for a probe
+under politeness, host by host (a `Lane`: a host's calls start its interval apart, `slots`
+of them in flight). The time left is when a schedule of everything left on those workers
+and lanes ends, worked out again as the bar is drawn, so it never freezes.
 
-- a probe's calls go host by host (`Lane`s: one call in flight per host, spaced by the
-  host's interval), the hosts side by side: the time left is that of the slowest host,
-  its calls left x its own time per call (a hang counts the whole deadline it took), less
-  what the call in flight has already run, and never less than the interval waits owed;
-- a sweep's runs go `workers` at a time: the runs left are scheduled on the workers, each
-  taking the mean run so far (the runs in flight keep what they have run);
-- anything else: the observed rate, time so far x items left / items done.
+- Items are measured per weight (1 for a call, a task's workflow steps for a run), recent
+  ones weighing more. An item waiting costs its kind's mean (a tool, a task), shrunk towards
+  the kinds' common mean as far as its kind's items differ among themselves more than the
+  kinds differ (empirical Bayes); a kind not seen yet costs the common mean x its weight.
+- An item in flight costs what items of its kind (else any) ran beyond its age, else up to
+  the `deadline` (a hang), else its kind's cost again. Towards its kind's mean it counts as
+  its age plus that when a deadline bounds it (a call), else as its age or the mean of its
+  kind's finished items, whichever is more (a few long runs seen say little of the tail).
+- With a deadline, the last item of each worker ends as such items did, not at their mean:
+  the ETA is the expected latest of those ends (a few hangs at the end of a run decide when
+  it ends).
+- Starts are reported (`start`: a probe's calls) or inferred: items start in plan order as
+  workers free up (a sweep's runs, which its executor starts in that order).
 
-Before the first item finishes only the waits are known; with none, the bar says so.
+Before the first item finishes only the politeness waits are known; with none, the bar says
+so.
 """
 
 from __future__ import annotations
 
+import heapq
+import math
+import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from bisect import bisect_right, insort
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,137 +42,259 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 
-#: a lane's own time per item counts as many items as it has done; the mean of all lanes
-#: counts as this many more (a few hangs in one lane say little about its next calls)
-SHRINK = 3.0
+#: finished items weigh exp(-(time since they ended) / (RECENCY x time so far)): a run whose
+#: items grow slower or faster as it goes is judged more by its recent ones
+RECENCY = 0.5
+#: what an item in flight or the last wave draws on: this many of the latest items seen
+SAMPLES = 200
+#: the ETA is worked out again at most this often (seconds)
+FRESH_S = 0.25
+#: an item in flight goes by its own kind's longer items when there are this many (one or
+#: two say little: as its age nears theirs, it would seem about to end)
+OWN = 3
+
+#: per worker while scheduling: when it is free, a tie-break, then its last item (None:
+#: none), the item's start and whether it is in flight
+Slot = tuple[float, int, "Item | None", float, bool]
 
 
 @dataclass
 class Lane:
-    """Items done one after another, spaced by `gap_s` seconds (the calls to one host)."""
+    """The calls to one host under politeness: they start at least `gap_s` apart, at most
+    `slots` of them in flight."""
 
-    planned: int
-    gap_s: float
-    done: int = 0
-    last: float | None = None  # when the last of them finished
-
-    def waits_left(self, now: float) -> float:
-        """The gaps still owed before the last item can start (the first starts at once)."""
-        if self.done == 0:
-            return max(0, self.planned - 1) * self.gap_s
-        if self.done >= self.planned:
-            return 0.0
-        assert self.last is not None
-        return max(0.0, (self.planned - self.done) * self.gap_s - (now - self.last))
-
-    def left_s(self, now: float, started: float, per_item: float | None) -> float | None:
-        """Seconds until this lane's last item is done: its own time per item once it has
-        one (`per_item`, the other lanes', before), less what the item in flight has run."""
-        left = self.planned - self.done
-        if left <= 0:
-            return 0.0
-        if self.done and per_item is not None:  # its own mean, shrunk towards the others'
-            assert self.last is not None
-            per_item = (self.last - started + SHRINK * per_item) / (self.done + SHRINK)
-        elif self.done:
-            assert self.last is not None
-            per_item = (self.last - started) / self.done
-        if per_item is None:
-            return self.waits_left(now) or None
-        running = now - (self.last if self.last is not None else started)
-        return max(left * per_item - running, (left - 1) * per_item, self.waits_left(now))
+    gap_s: float = 0.0
+    slots: int = 1
+    last_start: float | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
+class Item:
+    """One planned item: its kind (items of a kind cost alike), its lane ("": none) and its
+    weight (what an unseen kind's cost grows with: a task's workflow steps; 1 for a call)."""
+
+    kind: str = ""
+    lane: str = ""
+    weight: float = 1.0
+
+
 class Eta:
-    """Remaining time of `total` items (see the module docstring)."""
+    """Remaining time of a planned run (see the module docstring). `plan`: the items in the
+    order they start, or how many (all of one kind)."""
 
-    total: int
-    clock: Callable[[], float] = time.monotonic
-    lanes: dict[str, Lane] = field(default_factory=dict)
-    done: int = 0
-    started: float | None = None
-    workers: int | None = None  # items in flight at once (a sweep's concurrency)
-    finishes: deque[float] = field(default_factory=deque)  # the last `workers` finish times
+    def __init__(self, plan: int | Sequence[Item] = 0, *, workers: int = 1,
+                 lanes: dict[str, Lane] | None = None, deadline: float | None = None,
+                 starts_reported: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock, self.workers, self.deadline = clock, max(1, workers), deadline
+        self.lanes = lanes or {}
+        self.reported = starts_reported
+        self.started = clock()
+        self.seen: list[tuple[Item, float, float]] = []  # finished: item, seconds, end
+        self.flying: list[tuple[Item, float]] = []  # in flight, with their start
+        self.queue: deque[Item] = deque()
+        self.done = self.total = 0
+        self.lock = threading.Lock()  # the bar draws from its own thread
+        self.last: tuple[float, float | None] | None = None  # when last worked out, and what
+        self.replan(plan)
 
-    def __post_init__(self) -> None:
-        if self.started is None:
-            self.started = self.clock()
+    def replan(self, plan: int | Sequence[Item]) -> None:
+        """A new plan of what is left to start (a count: less what is done or in flight;
+        items, with inferred starts: of what is not done, those in flight first)."""
+        left = ([Item()] * max(0, plan - self.done - len(self.flying)) if isinstance(plan, int)
+                else list(plan))
+        with self.lock:
+            if not isinstance(plan, int) and not self.reported:
+                self.flying = []  # inferred: the plan's first items, started again below
+            self.queue = deque(left)
+            self.total = self.done + len(self.flying) + len(left)
+            self._fill(self.clock())
 
-    def advance(self, lane: str | None = None, n: int = 1) -> None:
-        self.done += n
+    def _take(self, kind: str) -> Item | None:
+        item = next((it for it in self.queue if it.kind == kind), None)
+        if item is not None:
+            self.queue.remove(item)
+        return item
+
+    def start(self, kind: str = "") -> None:
+        """An item of `kind` starts now (the first of that kind still planned)."""
         now = self.clock()
-        if lane is not None and lane in self.lanes:
-            self.lanes[lane].done += n
-            self.lanes[lane].last = now
-        if self.workers:
-            self.finishes.extend([now] * n)
-            while len(self.finishes) > self.workers:
-                self.finishes.popleft()
+        with self.lock:
+            item = self._take(kind) or Item(kind)
+            self.flying.append((item, now))
+            if item.lane in self.lanes:
+                self.lanes[item.lane].last_start = now
 
-    def replan(self, total: int) -> None:
-        """A new total (e.g. less what a resumed run already stored)."""
-        self.total = total
+    def advance(self, kind: str = "", seconds: float | None = None) -> None:
+        """An item of `kind` finished now, after `seconds` when known (the one of that kind in
+        flight that started closest to then, else the longest)."""
+        now = self.clock()
+        with self.lock:
+            self.done += 1
+            mine = [i for i, (it, _) in enumerate(self.flying) if it.kind == kind]
+            if mine:
+                when = now - seconds if seconds is not None else -math.inf
+                item, t0 = self.flying.pop(min(mine, key=lambda i: abs(self.flying[i][1] - when)))
+                self.seen.append((item, now - t0, now))
+            else:  # it ran unseen: it leaves the queue, and the item thought to run instead
+                self._take(kind)  # waits
+                if self.flying and not self.reported:
+                    self.queue.appendleft(self.flying.pop()[0])
+            self._fill(now)
+
+    def _fill(self, now: float) -> None:
+        """Inferred starts: the next items in plan order take the free workers."""
+        while not self.reported and self.queue and len(self.flying) < self.workers:
+            self.flying.append((self.queue.popleft(), self.started if not self.done else now))
+
+    def _excess(self, item: Item, age: float) -> list[float]:
+        """What items of its kind (at least `OWN` of them, else any, per weight) that ran
+        longer than `age` ran beyond it; else up to the deadline."""
+        recent = self.seen[-SAMPLES:]
+        for pool, least in (([d for it, d, _ in recent if it.kind == item.kind], OWN),
+                            ([d / it.weight * item.weight for it, d, _ in recent], 1)):
+            longer = [d - age for d in pool if d > age]
+            if len(longer) >= least:
+                return longer
+        return [max(self.deadline - age, 0.0)] if self.deadline is not None else []
+
+    def _costs(self, now: float) -> Callable[[Item], float] | None:
+        """Seconds an item waiting will take (empirical Bayes over the kinds, per weight, see
+        the module docstring); None before anything has finished."""
+        if not self.seen:
+            return None
+        tau = RECENCY * (now - self.started) or 1.0
+        values: dict[str, list[tuple[float, float]]] = defaultdict(list)  # per weight, weight
+        for it, d, end in self.seen:
+            values[it.kind].append((d / it.weight, math.exp((end - now) / tau)))
+        finished = {k: fmean(v for v, _ in vs) for k, vs in values.items()}
+        typical = fmean(finished.values())
+        for it, t0 in self.flying:  # with a deadline: its age and what such items ran beyond
+            age = now - t0  # it; else at least its age, or as finished items of its kind
+            if self.deadline is not None:
+                excess = self._excess(it, age)
+                value = (age + (fmean(excess) if excess else 0.0)) / it.weight
+            else:
+                value = max(age / it.weight, finished.get(it.kind, typical))
+            values[it.kind].append((value, 1.0))
+
+        def mean(vs: list[tuple[float, float]]) -> float:
+            return sum(v * w for v, w in vs) / sum(w for _, w in vs)
+
+        everything = [x for vs in values.values() for x in vs]
+        means = {k: mean(vs) for k, vs in values.items()}
+        ns = {k: sum(w for _, w in vs) ** 2 / sum(w * w for _, w in vs)  # effective counts
+              for k, vs in values.items()}
+        free = sum(ns.values()) - len(ns)  # degrees of freedom within kinds
+        within = (sum(w * (v - means[k]) ** 2 for k, vs in values.items() for v, w in vs)
+                  / sum(w for _, w in everything) * sum(ns.values()) / free
+                  if free > 0.5 else None)
+        spread = fmean([(m - fmean(means.values())) ** 2 for m in means.values()])
+        between = (spread if within is None
+                   else max(0.0, spread - within * fmean([1 / n for n in ns.values()])))
+        # what a kind not seen yet costs: the kinds' means, each weighed by its precision
+        # (alike kinds: by their items; kinds far apart: one each)
+        weight = {k: 1 / (between + (within or 0.0) / n or 1.0) for k, n in ns.items()}
+        pooled = sum(means[k] * w for k, w in weight.items()) / sum(weight.values())
+
+        def cost(item: Item) -> float:
+            if item.kind not in means:
+                return pooled * item.weight
+            n = ns[item.kind]
+            share = (n / (n + 1) if within is None  # one item per kind: nothing to go on
+                     else between / (between + within / n) if between + within else 1.0)
+            return (pooled + share * (means[item.kind] - pooled)) * item.weight
+
+        return cost
 
     def waits_left(self) -> float:
-        now = self.clock()
-        return max((lane.waits_left(now) for lane in self.lanes.values()), default=0.0)
+        """The politeness waits still owed: the schedule of what is left at no cost."""
+        with self.lock:
+            return self._schedule(self.clock(), None)
 
     def remaining(self) -> float | None:
-        """Seconds left, or None while there is nothing to base an estimate on."""
-        left = self.total - self.done
-        if left <= 0:
-            return 0.0
-        now = self.clock()
-        assert self.started is not None
-        if self.lanes:
-            return self._by_lanes(now)
-        if self.done == 0:
-            return None
-        if self.workers:
-            return self._by_workers(now, left)
-        return (now - self.started) * left / self.done
+        """Seconds left, or None while there is nothing to base an estimate on. Worked out
+        at most every `FRESH_S` seconds (a long run's schedule takes some milliseconds);
+        in between it counts down."""
+        with self.lock:
+            if self.total - self.done <= 0:
+                return 0.0
+            now = self.clock()
+            if self.last is not None and now - self.last[0] < FRESH_S:
+                return None if self.last[1] is None else max(0.0, self.last[1] - now + self.last[0])
+            cost = self._costs(now)
+            left = self._schedule(now, cost) if cost else self._schedule(now, None) or None
+            self.last = (now, left)
+            return left
 
-    def _by_lanes(self, now: float) -> float | None:
-        assert self.started is not None
-        busy = [(lane.last, lane.done) for lane in self.lanes.values()
-                if lane.done and lane.last is not None]
-        prior = None
-        if busy:  # lanes yet to finish an item: the mean time per item of those that have
-            prior = sum(last - self.started for last, _ in busy) / sum(n for _, n in busy)
-        each = [lane.left_s(now, self.started, prior) for lane in self.lanes.values()]
-        known = [e for e in each if e is not None]
-        return max(known) if known else None
+    def _schedule(self, now: float, cost: Callable[[Item], float] | None) -> float:
+        """When the last item ends, less now: the items in flight end after what is left of
+        theirs; each item waiting takes the worker free last by the time its lane lets it
+        start (else the first free); a lane's items start its gap apart. The last item of
+        each worker ends as such items did (`_last_wave`). No `cost`: every item takes no
+        time (what is left are the waits). An item in flight longer than any seen is
+        expected to run its kind's cost more."""
+        free: list[Slot] = []
+        lane_ends: dict[str, list[float]] = defaultdict(list)  # heaps, at most `slots` long
+        for j, (it, t0) in enumerate(self.flying):
+            excess = self._excess(it, now - t0) if cost else [0.0]
+            end = now + (fmean(excess) if excess else cost(it) if cost else 0.0)
+            free.append((end, j, it, t0, True))
+            heapq.heappush(lane_ends[it.lane], end)
+        n = min(self.workers, len(self.flying) + len(self.queue))
+        free += [(now, -1 - j, None, now, False) for j in range(n - len(free))]
+        free.sort(key=lambda w: w[:2])
+        nxt = {k: lane.last_start + lane.gap_s for k, lane in self.lanes.items()
+               if lane.last_start is not None}
+        for j, it in enumerate(self.queue, len(self.flying)):
+            ready = now
+            lane = self.lanes.get(it.lane)
+            if lane is not None:
+                busy = lane_ends[it.lane]
+                while len(busy) >= lane.slots:
+                    ready = max(ready, heapq.heappop(busy))
+                ready = max(ready, nxt.get(it.lane, now))
+            i = bisect_right(free, (ready, math.inf), key=lambda w: w[:2]) - 1
+            begin = max(ready, free.pop(max(i, 0))[0])
+            end = begin + (cost(it) if cost else 0.0)
+            insort(free, (end, j, it, begin, False), key=lambda w: w[:2])
+            if lane is not None:
+                nxt[it.lane] = begin + lane.gap_s
+                heapq.heappush(lane_ends[it.lane], end)
+        if cost is None or self.deadline is None:
+            return max((w[0] for w in free), default=now) - now
+        return self._last_wave(now, free, cost) - now
 
-    def _by_workers(self, now: float, left: int) -> float:
-        """Every worker has been busy since the start, so the runs done took workers x
-        elapsed less what the runs in flight have run: their mean is the time a run takes.
-        The runs in flight end after what is left of theirs, each run still queued goes to
-        the worker free first; the last to end is the ETA."""
-        import heapq
-
-        assert self.started is not None and self.workers
-        w = self.workers
-        ages = [now - t for t in self.finishes] + [now - self.started] * (w - len(self.finishes))
-        per_run = max(w * (now - self.started) - sum(ages), 0.0) / self.done
-        free = sorted(max(per_run - a, 0.0) for a in ages)[: min(w, left)]
-        heapq.heapify(free)
-        end = max(free, default=0.0)
-        for _ in range(left - len(free)):
-            t = heapq.heappop(free) + per_run
-            heapq.heappush(free, t)
-            end = max(end, t)
-        return end
-
-
-def lanes_for(items: Iterable[tuple[str, float]]) -> dict[str, Lane]:
-    """Lanes from (host, gap in seconds) per planned item."""
-    out: dict[str, Lane] = {}
-    for key, gap in items:
-        lane = out.setdefault(key, Lane(planned=0, gap_s=gap))
-        lane.planned += 1
-        lane.gap_s = max(lane.gap_s, gap)
-    return out
+    def _last_wave(self, now: float, free: list[Slot], cost: Callable[[Item], float]) -> float:
+        """The expected end of the last items, the latest of each worker's: one in flight
+        ends after what items like it ran beyond its age; one waiting takes what the items
+        seen took per weight, scaled to its kind's cost (at most the deadline). The expected
+        maximum of these independent ends, exactly: the first end + the integral of
+        1 - prod F_w."""
+        seen = [d / it.weight for it, d, _ in self.seen[-SAMPLES:]]
+        typical = fmean(seen) or 1.0
+        cap = self.deadline if self.deadline is not None else math.inf
+        options = []
+        for end, _, it, begin, flying in free:
+            if it is None:
+                continue
+            if flying:
+                options.append([now + x for x in self._excess(it, now - begin)] or [end])
+            else:
+                options.append([begin + min(d / typical * cost(it), cap) for d in seen])
+        if not options:
+            return now
+        points = sorted((v, w) for w, vs in enumerate(options) for v in vs)
+        counts, empty, product = [0] * len(options), len(options), 1.0
+        expected = points[0][0]
+        for k, (v, w) in enumerate(points):
+            c = counts[w]
+            counts[w] = c + 1
+            product *= (c + 1) / c if c else 1 / len(options[w])
+            empty -= not c
+            upto = points[k + 1][0] if k + 1 < len(points) else v
+            expected += (1.0 - (product if not empty else 0.0)) * (upto - v)
+        return expected
 
 
 def clock_text(seconds: float | None) -> str:
@@ -220,4 +357,4 @@ def progress_bar(*extra: Any, console: Any, disable: bool = False,
     )
 
 
-__all__ = ["Eta", "Lane", "clock_text", "eta_column", "lanes_for", "progress_bar", "with_eta"]
+__all__ = ["Eta", "Item", "Lane", "clock_text", "eta_column", "progress_bar", "with_eta"]

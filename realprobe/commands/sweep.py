@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from realprobe.commands.common import CatalogOpt, JsonOpt, console, err_console, print_json
 from realprobe.errors import Unavailable
+
+if TYPE_CHECKING:
+    from realprobe.tasks.executors import Job
 
 DbOpt = Annotated[
     Path | None,
@@ -67,7 +70,7 @@ def sweep_cmd(
         result = sweep(
             file, db=db, catalog=catalog or (), resume=resume, executor=executor,
             concurrency=concurrency, address=address,
-            on_planned=progress.planned, on_done=progress.finished,
+            on_planned=progress.planned, on_plan=progress.plan, on_done=progress.finished,
             fault_plans=fault_plan, fault_rates=fault_rate,
         )
     summary = result.summary
@@ -87,9 +90,12 @@ def sweep_cmd(
 
 
 class SweepProgress:
-    """A bar of finished runs with the infrastructure errors so far and an ETA."""
+    """A bar of finished runs with the infrastructure errors so far and an ETA that knows the
+    runs left, task by task (a task under one configuration is one kind of run; one not seen
+    yet costs its workflow steps x the time a step took), in the order they start,
+    `workers` at a time."""
 
-    def __init__(self, *, disable: bool, workers: int | None = None) -> None:
+    def __init__(self, *, disable: bool, workers: int = 1) -> None:
         from rich.progress import TextColumn
 
         from realprobe.commands.progress import Eta, progress_bar
@@ -99,17 +105,28 @@ class SweepProgress:
         self.eta = Eta(0, workers=workers)
         self.task = self.bar.add_task("sweep", total=None, infra=0, eta=self.eta)
         self.infra = 0
+        self.kind_of: dict[str, str] = {}  # resume key -> kind
 
     def planned(self, total: int, skipped: int) -> None:
-        self.eta.replan(total - skipped)
+        self.eta.replan(total - skipped)  # how many; `plan` says which
         self.bar.update(self.task, total=total - skipped)
         if skipped:
             err_console.print(f"resume: {skipped} of {total} runs already stored complete")
 
+    def plan(self, jobs: list[Job]) -> None:
+        from realprobe.commands.progress import Item
+
+        cells: dict[int, int] = {}
+        for job in jobs:
+            cell = cells.setdefault(id(job.cfg), len(cells))
+            self.kind_of[job.key] = f"{job.task.instance_id}@{cell}"
+        self.eta.replan([Item(self.kind_of[j.key], weight=len(j.task.workflow.steps))
+                         for j in jobs])
+
     def finished(self, f: object) -> None:
         row = getattr(f, "row", {})
         self.infra += row.get("infra_error") is not None
-        self.eta.advance()
+        self.eta.advance(self.kind_of.get(str(row.get("resume_key")), ""), row.get("wall_s"))
         self.bar.update(self.task, advance=1, infra=self.infra)
 
 

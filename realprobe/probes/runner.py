@@ -220,6 +220,7 @@ class ProbeRun:
         seed: int | None = None,
         stop: asyncio.Event | None = None,
         on_call: Callable[[dict[str, Any], ToolResult], None] | None = None,
+        on_start: Callable[[str], None] | None = None,
         run_id: str | None = None,
         schedule_id: str | None = None,
         source: str = "probe",
@@ -252,6 +253,7 @@ class ProbeRun:
         self.timeout = timeout_s if timeout_s is not None else client.config.deadline_s
         self.vantage = vantage or default_vantage()
         self.concurrency, self.stop, self.on_call = concurrency, stop, on_call
+        self.on_start = on_start
         self.schedule_id, self.source = schedule_id, source
         # only calls to the real APIs share limiters with the rest of the process
         shared = gates if gates is not None and self.where.reaches_network else None
@@ -412,6 +414,8 @@ class ProbeRun:
             if self._over_budget(call):
                 return
             async with host.limiter.slots:
+                if self.on_start is not None:
+                    self.on_start(call.tool.name)
                 start_wall, start_clock = time.time(), self.clock.now()
                 result = await self._call(call)
         row = self._record(call, result, start_wall, start_clock)

@@ -284,8 +284,10 @@ def run_sweep(
     on_planned: Callable[[int, int], None] | None = None,
     on_done: Callable[[Finished], None] | None = None,
     gates: HostGates | None = None,
+    on_plan: Callable[[list[Job]], None] | None = None,
 ) -> SweepSummary:
     """Expand the sweep and run what is not stored complete yet; one database, one writer.
+    `on_plan(jobs)` gets the runs left to do, in the order they start.
     `gates` (local executor) are per-host politeness gates to share with other work in this
     process; Ray workers cannot share them (and Ray refuses live targets)."""
     check_executor(executor, address)
@@ -296,6 +298,8 @@ def run_sweep(
         todo = [j for j in jobs if j.key not in done]
         if on_planned is not None:
             on_planned(len(jobs), len(jobs) - len(todo))
+        if on_plan is not None:
+            on_plan(todo)
         batch = uuid.uuid4().hex[:12]
         infra = 0
 
@@ -331,6 +335,7 @@ def run_sweep_file(
     on_done: Callable[[Finished], None] | None = None,
     fault_plans: list[str] | None = None,
     lambdas: list[float] | None = None,
+    on_plan: Callable[[list[Job]], None] | None = None,
 ) -> SweepResult:
     """Check the options, run the sweep FILE into `db` (default: the default database),
     then compare every run the database holds. `fault_plans` / `lambdas` replace the file's."""
@@ -356,6 +361,7 @@ def run_sweep_file(
     summary = run_sweep(
         sweep, path, catalog=catalog, resume=resume, executor=executor,
         concurrency=concurrency, address=address, on_planned=on_planned, on_done=on_done,
+        on_plan=on_plan,
     )
     with Store(path) as store:
         rows = TaskStore(store).runs()

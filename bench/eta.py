@@ -1,0 +1,163 @@
+"""How far the progress bar's ETA is from the real remaining time, on real runs on this
+machine: a probe of every tool through the published sandbox (2 s deadline, so hangs wait it
+out) with the catalogue's politeness and without it (calls side by side), and sweeps of the
+fourteen shipped tasks with the reference agent through the sandbox (real latencies, runs of
+0.3 to 80 s: each hang the agent meets costs it its 10 s tool deadline).
+
+    python bench/eta.py [--sweep-seeds 3] [--save]     # writes bench/results/eta.json
+
+The ETA is what the command line's bar shows (`LiveCounts` for the probe, `SweepProgress`
+for the sweep, fed by the run's own callbacks), read ten times a second as the bar redraws
+it. Its error is (estimate - actual) / actual, from 20% of the run's time to 90% (in the
+last tenth a second is a large share of what is left; those moments are counted apart).
+The old estimate, time so far x items left / items done, is read at the same moments.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import bench_args, emit, load_average
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (seconds since the start, the ETA, items done) at each reading
+Reading = tuple[float, float | None, int]
+
+
+class Reader:
+    """Reads `eta()` ten times a second in a thread of its own, as the bar does; the run ends
+    when its last item does (`mark` at each), not when the call returns."""
+
+    def __init__(self, eta: Callable[[], Any], done: Callable[[], int]) -> None:
+        self.eta, self.done = eta, done
+        self.readings: list[Reading] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.end = 0.0
+
+    def mark(self, *_: object) -> None:
+        self.end = time.monotonic() - self.t0
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.1):
+            self.readings.append((time.monotonic() - self.t0, self.eta().remaining(),
+                                  self.done()))
+
+    def __enter__(self) -> Reader:
+        self.t0 = time.monotonic()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def errors(readings: list[Reading], end: float, total: int) -> dict[str, Any]:
+    """The ETA's and the old estimate's errors from 20% to 90% of the run, and in its last
+    tenth."""
+    ours, old, tail = [], [], []
+    for t, est, done in readings:
+        actual = end - t
+        if est is None or t < 0.2 * end or actual <= 0:
+            continue  # before 20%, or after the last item ended
+        (tail if t > 0.9 * end else ours).append((est - actual) / actual)
+        if t <= 0.9 * end and done:
+            old.append((t * (total - done) / done - actual) / actual)
+    return {"error": quantiles(ours), "old_rate_estimate_error": quantiles(old),
+            "last_tenth_error": quantiles(tail)}
+
+
+def quantiles(errors: list[float]) -> dict[str, Any]:
+    e = sorted(errors)
+    if not e:
+        return {"samples": 0}
+    return {"samples": len(e), "min": round(e[0], 3), "median": round(e[len(e) // 2], 3),
+            "max": round(e[-1], 3),
+            "share_within_25pct": round(sum(abs(x) <= 0.25 for x in e) / len(e), 3)}
+
+
+def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
+    from realprobe import api
+    from realprobe.commands.common import PolitenessChoice, load_catalog
+    from realprobe.commands.probes import LiveCounts, probe_plan
+
+    cat = load_catalog(None)
+    choice = PolitenessChoice.CATALOG if polite else PolitenessChoice.OFF
+    with tempfile.TemporaryDirectory() as tmp, api.sandbox_running("published", seed=1) as url:
+        target = api.options(sandbox=url)
+        plan, lanes, workers = probe_plan(list(cat), rounds, target, choice)
+        live = LiveCounts(plan, "probing", enabled=False, lanes=lanes,
+                          workers=workers or 32, deadline=2.0)
+        with Reader(lambda: live.eta, lambda: live.ok + live.err) as reader:
+
+            def on_call(row: dict[str, Any], result: Any) -> None:
+                live(row, result)
+                reader.mark()
+
+            api.probe(None, rounds=rounds, target=target, db=Path(tmp) / "p.db", timeout=2.0,
+                      politeness=choice.value, seed=1, concurrency=32, on_call=on_call,
+                      on_start=live.started)
+    return {"seconds": round(reader.end, 1), "calls": len(plan), "polite": polite,
+            **errors(reader.readings, reader.end, len(plan))}
+
+
+def eta_sweep(seed: int, concurrency: int = 4) -> dict[str, Any]:
+    from realprobe import api
+    from realprobe.commands.sweep import SweepProgress
+
+    with tempfile.TemporaryDirectory() as tmp, api.sandbox_running("published",
+                                                                   seed=seed) as url:
+        sweep = Path(tmp) / "s.toml"
+        sweep.write_text(f'prompts = ["optimal"]\nagents = ["reference"]\nrepeats = 2\n\n'
+                         f'[[targets]]\nkind = "sandbox"\nurl = "{url}"\n')
+        progress = SweepProgress(disable=True, workers=concurrency)
+        with Reader(lambda: progress.eta, lambda: progress.eta.done) as reader:
+
+            def on_done(run: Any) -> None:
+                progress.finished(run)
+                reader.mark()
+
+            result = api.sweep(sweep, db=Path(tmp) / "s.db", concurrency=concurrency,
+                               on_planned=progress.planned, on_plan=progress.plan,
+                               on_done=on_done)
+    runs = result.summary.ran
+    return {"seconds": round(reader.end, 1), "runs": runs, "workers": concurrency,
+            "sandbox_seed": seed, **errors(reader.readings, reader.end, runs)}
+
+
+def pooled(parts: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Weighted by samples: the share within ±25% and the range over the sweeps."""
+    n = sum(p[key]["samples"] for p in parts)
+    if not n:
+        return {"samples": 0}
+    return {"samples": n,
+            "share_within_25pct": round(sum(p[key]["share_within_25pct"] * p[key]["samples"]
+                                            for p in parts) / n, 3),
+            "median_of_medians": sorted(p[key]["median"] for p in parts)[len(parts) // 2],
+            "min": min(p[key]["min"] for p in parts), "max": max(p[key]["max"] for p in parts)}
+
+
+def main() -> None:
+    args = bench_args(__doc__, sweep_seeds=3)
+    load = load_average()
+    out: dict[str, Any] = {
+        "probe_polite": eta_probe(rounds=3, polite=True),
+        "probe_side_by_side": eta_probe(rounds=10, polite=False),
+    }
+    sweeps = [eta_sweep(seed) for seed in range(2, 2 + args.sweep_seeds)]
+    out["sweeps"] = sweeps
+    out["sweep"] = {k: pooled(sweeps, k) for k in ("error", "old_rate_estimate_error")}
+    emit(out, args.save, ROOT / "bench" / "results" / "eta.json", load)
+
+
+if __name__ == "__main__":
+    main()
