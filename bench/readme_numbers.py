@@ -109,6 +109,18 @@ def demo_time(d: dict[str, Any]) -> list[Row]:
     )]
 
 
+def install_time(d: dict[str, Any]) -> list[Row]:
+    demo, test = d["demo_install"], d["test_install"]
+    return [(
+        "the README's installs, each into a fresh venv (pip's index and cache as set up here)",
+        f"`pip install .` {demo['wall_s']:.0f} s wall ({demo['cpu_s']:.0f} s CPU); "
+        f"`pip install -e '.[test]'` {test['wall_s']:.0f} s wall ({test['cpu_s']:.0f} s CPU) "
+        f"on {d['cores']} cores ({_load(d)})",
+        "–",
+        "`python bench/install_time.py`",
+    )]
+
+
 def first_hour(d: dict[str, Any]) -> list[Row]:
     """What a newcomer's first hour measures (bench/first_hour.py)."""
     seed = d["seed_0_demo"]
@@ -824,6 +836,7 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "report_100k": report_100k,
     "cli_startup": cli_startup,
     "demo_time": demo_time,
+    "install_time": install_time,
     "sandbox_latency": sandbox_latency,
     "interval_coverage": interval_coverage,
     "stats_coverage": stats_coverage,
