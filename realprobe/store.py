@@ -304,6 +304,26 @@ def writing_here(path: Path) -> bool:
     return _WRITING[str(path.resolve())] > 0
 
 
+def open_here(path: Path) -> bool:
+    """Whether this process holds the database file (or its journal) open in any way the OS
+    can tell: a Store, or a connection of the caller's own. Where the OS cannot tell (no
+    /proc), only a Store counts."""
+    if writing_here(path):
+        return True
+    names = {str(path.resolve()) + end for end in ("", "-wal", "-shm", "-journal")}
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") in names:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 class Store:
     _open = ""
 

@@ -160,6 +160,35 @@ def test_a_file_this_process_writes_is_read_through_sqlite3_alone(
         load_probes(db, kinds=["live"])  # the Store is closed: the columnar reader again
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc to see open files")
+def test_a_file_the_caller_holds_open_is_read_through_sqlite3_alone(
+    seeded: tuple[Path, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a connection of the caller's own (not a Store): its locks would be lost."""
+    import sqlite3
+
+    import realprobe.probes.loading as loading
+
+    db, rows = seeded
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("the columnar reader ran while the caller holds the file open")
+
+    monkeypatch.setattr(loading, "_adbc_by_tool", refuse)
+    mine = sqlite3.connect(db)
+    try:
+        mine.execute("BEGIN IMMEDIATE")  # holding a write lock the driver's close would drop
+        arr = load_probes(db, kinds=["live"])
+        mine.execute("INSERT INTO probes (run_id, tool, api, started_at, started_ts, "
+                     "latency_ms, outcome) VALUES ('x', 'x', 'x', '', 0, 1, 'ok')")
+        mine.rollback()
+    finally:
+        mine.close()
+    assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
+    with pytest.raises(AssertionError, match="columnar reader ran"):
+        load_probes(db, kinds=["live"])  # closed: the columnar reader again
+
+
 def test_without_the_driver_the_rows_are_read_row_wise_alike(
     seeded: tuple[Path, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

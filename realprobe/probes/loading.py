@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.store import FUTURE_SKEW_S, read_error, read_only, writing_here
+from realprobe.store import FUTURE_SKEW_S, open_here, read_error, read_only, writing_here
 
 #: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
 CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
@@ -395,7 +395,10 @@ def load_probes(
         source: Path | sqlite3.Connection = conn
         if path is not None and not writing_here(path):
             conn.close()  # one copy of SQLite at a time on the file (POSIX locks)
-            source = path
+            if open_here(path):  # the caller holds it open: stay with that copy
+                conn = source = read_only(path)
+            else:
+                source = path
         groups, (ts, lat, code, timeout, *rest) = read_by_tool(
             source, cond, list(params), query, 4 + len(more)
         )
