@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 import statistics
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
     Store(db).close()
     rows = _rows()
     cols = sorted({k for r in rows for k in r})
-    with sqlite3.connect(db) as conn:
-        conn.executemany(
+    with closing(sqlite3.connect(db)) as conn, conn:  # closed, not left to the GC: an open
+        conn.executemany(  # connection here would be one the reader must stay away from
             f"INSERT INTO probes ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
             [tuple(r.get(c) for c in cols) for r in rows],
         )
@@ -129,7 +130,7 @@ def test_the_arrays_equal_the_reference_and_an_open_connection_reads_the_same(
     db, rows = seeded
     ref = _reference(rows)
     by_file = load_probes(db, kinds=["live"])
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:
         by_conn = load_probes(conn, kinds=["live"])
     for arr in (by_file, by_conn):
         assert arr.tools == ref.tools
