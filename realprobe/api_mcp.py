@@ -95,23 +95,12 @@ def _http(transport: str, host: str, port: int) -> tuple[str, int] | None:
 
 def _run(main: Callable[[], Any]) -> Any:
     """Run `main()`; SIGINT/SIGTERM cancel it (noted, so the command can tell Ctrl-C)."""
-    import contextlib
-    import signal
-
-    from realprobe.probes.session import note_signal
+    from realprobe.probes.session import on_signals
 
     async def go() -> Any:
         task = asyncio.ensure_future(main())
-        loop = asyncio.get_running_loop()
-
-        def stop(sig: int) -> None:
-            note_signal(sig)
-            task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop, sig)
-        return await task
+        with on_signals(task.cancel):
+            return await task
 
     try:
         return asyncio.run(go())

@@ -138,11 +138,12 @@ def load_json(body: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Any:
     The C parser stops at the interpreter's recursion limit (about 1,000 levels) with a
     RecursionError, caught here; shallower bodies are measured after parsing."""
     try:
-        # `json.loads(body, parse_constant=_constant)` without building a decoder per body
-        if isinstance(body, bytes | bytearray):
-            value = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
-        else:
-            value = json.loads(body, parse_constant=_constant)
+        # what `json.loads(body, parse_constant=_constant)` does, with one decoder for all
+        text = body if isinstance(body, str) else body.decode(json.detect_encoding(body),
+                                                               "surrogatepass")
+        if text.startswith("\ufeff"):
+            raise ValueError("Unexpected UTF-8 BOM (decode using utf-8-sig)")
+        value = _DECODER.decode(text)
     except BadResponse:
         raise
     except RecursionError as exc:
