@@ -111,7 +111,7 @@ def test_a_polite_probe_eta_counts_hangs_and_waits_within_25_percent() -> None:
         plan, tools, gaps = _probe_plan(seed, polite=True)
         events = _polite_run(plan, tools, gaps, seed)
         clock = FakeClock()
-        lanes = {h: Lane(gap_s=g + 0.25) for h, g in gaps.items()}
+        lanes = {h: Lane(gap_s=g, jitter_s=0.5) for h, g in gaps.items()}
         eta = Eta(plan, workers=32, lanes=lanes, deadline=DEADLINE, starts_reported=True,
                   clock=clock)
         assert eta.remaining() is not None  # the waits owed, before any call ends
@@ -284,3 +284,21 @@ def test_a_sweep_told_how_many_then_which() -> None:
     assert {it.kind for it, _ in progress.eta.flying} == {"t0@0", "t1@0", "t2@0"}
     progress.finished(SimpleNamespace(row={"resume_key": "k1", "wall_s": 1.0}))
     assert progress.eta.done == 1 and len(progress.eta.flying) == 2
+
+
+def test_a_host_lane_waits_for_each_hang_not_for_the_mean_call() -> None:
+    """One call at a time, 1 to 1.5 s apart; calls hang 2 s half the time, else take 0.3 s.
+    A call that hangs holds the host past its gap, one that does not leaves the gap to wait:
+    each call costs E[max(call, gap)] = 1.625 s, not the larger of the means (1.25 s)."""
+    clock = FakeClock()
+    plan = [Item("flaky", "h")] * 14
+    eta = Eta(plan, workers=4, lanes={"h": Lane(gap_s=1.0, jitter_s=0.5)},
+              starts_reported=True, clock=clock)
+    for start, took in ((0.0, 2.0), (2.0, 0.3), (3.25, 2.0), (5.25, 0.3)):
+        clock.now = start
+        eta.start("flaky")
+        clock.now = start + took
+        eta.advance("flaky", took)
+    left = eta.remaining()  # at 5.55: the next start at 6.5, 9 more spacings, the last call
+    # (recent calls weigh more: the mean is a little under 1.15 s); by the means: 13.3 s
+    assert left is not None and 15.5 < left < 0.95 + 9 * 1.625 + 1.15

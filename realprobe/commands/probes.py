@@ -119,8 +119,8 @@ def probe_plan(
 ) -> tuple[list[Item], dict[str, Lane], int | None]:
     """What the ETA knows of a probe: its calls in the order the run starts them (host by
     host, as the run queues them); when politeness holds (not with --politeness off, nor on
-    a simulated or replayed clock), each host's lane (the interval between its starts, with
-    the mean jitter, and its calls in flight); and the calls side by side at most (one on a
+    a simulated or replayed clock), each host's lane (the interval between its starts and
+    its jitter, and its calls in flight); and the calls side by side at most (one on a
     simulated or replayed clock, None: --concurrency)."""
     from realprobe.commands.progress import Item, Lane
     from realprobe.hosts import host_key
@@ -135,7 +135,8 @@ def probe_plan(
         by_host.setdefault(key, []).append(Item(call.tool.name, key if polite else ""))
         if polite:
             lane = lanes.setdefault(key, Lane(gap_s=0.0, slots=p.max_in_flight))
-            lane.gap_s = max(lane.gap_s, p.min_interval_s + p.jitter_s / 2)
+            lane.gap_s = max(lane.gap_s, p.min_interval_s)
+            lane.jitter_s = max(lane.jitter_s, p.jitter_s)
             lane.slots = min(lane.slots, p.max_in_flight)
     return [it for items in by_host.values() for it in items], lanes, 1 if virtual else None
 
@@ -214,7 +215,7 @@ class LiveCounts:
     def _eta(self) -> Eta:
         from realprobe.commands.progress import Eta, Lane
 
-        lanes = {k: Lane(gap_s=v.gap_s, slots=v.slots) for k, v in self.lanes.items()}
+        lanes = {k: Lane(v.gap_s, v.slots, v.jitter_s) for k, v in self.lanes.items()}
         return Eta(self.plan, workers=self.workers, lanes=lanes, deadline=self.deadline,
                    starts_reported=True)
 

@@ -60,12 +60,29 @@ Slot = tuple[float, int, "Item | None", float, bool]
 
 @dataclass
 class Lane:
-    """The calls to one host under politeness: they start at least `gap_s` apart, at most
-    `slots` of them in flight."""
+    """The calls to one host under politeness: their starts `gap_s` plus a uniform jitter in
+    [0, `jitter_s`] apart (each drawn anew), at most `slots` of them in flight."""
 
     gap_s: float = 0.0
     slots: int = 1
+    jitter_s: float = 0.0
     last_start: float | None = None
+
+    def spacing(self, durations: Sequence[float]) -> float:
+        """The expected time from a call's start to the next one's, one in flight at a time:
+        E[max(call, gap + jitter)] over the call's `durations` (a long call holds the
+        host's only slot, a short one leaves the rest of the gap to wait). Not the larger
+        of the means: for calls that hang half the time the means say a third less."""
+        a, j = self.gap_s, self.jitter_s
+
+        def one(d: float) -> float:
+            if d <= a:
+                return a + j / 2
+            if d >= a + j:
+                return d
+            return ((d - a) * d + ((a + j) ** 2 - d * d) / 2) / j
+
+        return fmean(one(d) for d in durations) if durations else a + j / 2
 
 
 @dataclass(frozen=True)
@@ -236,16 +253,20 @@ class Eta:
         expected to run its kind's cost more."""
         free: list[Slot] = []
         lane_ends: dict[str, list[float]] = defaultdict(list)  # heaps, at most `slots` long
+        nxt = {k: lane.last_start + lane.gap_s + lane.jitter_s / 2
+               for k, lane in self.lanes.items() if lane.last_start is not None}
+        durations = self._durations(cost)
         for j, (it, t0) in enumerate(self.flying):
             excess = self._excess(it, now - t0) if cost else [0.0]
             end = now + (fmean(excess) if excess else cost(it) if cost else 0.0)
             free.append((end, j, it, t0, True))
             heapq.heappush(lane_ends[it.lane], end)
+            lane = self.lanes.get(it.lane)
+            if cost and lane is not None and lane.slots == 1:
+                nxt[it.lane] = t0 + lane.spacing([now - t0 + x for x in excess or [end - now]])
         n = min(self.workers, len(self.flying) + len(self.queue))
         free += [(now, -1 - j, None, now, False) for j in range(n - len(free))]
         free.sort(key=lambda w: w[:2])
-        nxt = {k: lane.last_start + lane.gap_s for k, lane in self.lanes.items()
-               if lane.last_start is not None}
         for j, it in enumerate(self.queue, len(self.flying)):
             ready = now
             lane = self.lanes.get(it.lane)
@@ -259,11 +280,29 @@ class Eta:
             end = begin + (cost(it) if cost else 0.0)
             insort(free, (end, j, it, begin, False), key=lambda w: w[:2])
             if lane is not None:
-                nxt[it.lane] = begin + lane.gap_s
+                nxt[it.lane] = begin + (lane.spacing(durations(it)) if cost and lane.slots == 1
+                                        else lane.gap_s + lane.jitter_s / 2)
                 heapq.heappush(lane_ends[it.lane], end)
         if cost is None or self.deadline is None:
             return max((w[0] for w in free), default=now) - now
         return self._last_wave(now, free, cost) - now
+
+    def _durations(self, cost: Callable[[Item], float] | None) -> Callable[[Item], list[float]]:
+        """How long an item waiting may take: what its kind's items took (at least `OWN` of
+        them, else any, per weight), scaled to its cost, at most the deadline."""
+        recent = self.seen[-SAMPLES:]
+        cap = self.deadline if self.deadline is not None else math.inf
+        memo: dict[Item, list[float]] = {}
+
+        def durations(it: Item) -> list[float]:
+            if it not in memo and cost is not None:
+                own = [d for k, d, _ in recent if k.kind == it.kind]
+                pool = own if len(own) >= OWN else [d / k.weight for k, d, _ in recent]
+                scale = cost(it) / (fmean(pool) or 1.0)
+                memo[it] = [min(d * scale, cap) for d in pool]
+            return memo.get(it, [])
+
+        return durations
 
     def _last_wave(self, now: float, free: list[Slot], cost: Callable[[Item], float]) -> float:
         """The expected end of the last items, the latest of each worker's: one in flight
