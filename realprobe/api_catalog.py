@@ -92,10 +92,13 @@ def record_fixtures(
     timeout: float = 20.0,
     output: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    on_plan: Callable[[list[tuple[str, str, float]], float], None] | None = None,
 ) -> RecordedFixtures:
     """Call each tool of the catalogue file `file` once (its first example; one call at a
     time, with the catalogue's interval per host) and store the real body as its fixture,
-    in `file` or in `output`. A tool that answers no body is marked so."""
+    in `file` or in `output`. A tool that answers no body is marked so. `progress` gets a
+    line per call; `on_plan(calls, timeout)` first gets each call's tool, host and the host's
+    interval."""
     from realprobe.adapters.catalog import parse_catalog, read_catalog_file
     from realprobe.adapters.openapi import catalog_text
     from realprobe.adapters.openapi.catalog_file import CATALOG_SUFFIXES
@@ -116,7 +119,8 @@ def record_fixtures(
     if isinstance(tools, str):
         tools = [n.strip() for n in tools.split(",") if n.strip()]
     outcomes = record(apis, list(tools) if tools else None, sandbox=sandbox, upstream=upstream,
-                      interval_s=interval, timeout_s=timeout, progress=progress)
+                      interval_s=interval, timeout_s=timeout, progress=progress,
+                      on_plan=on_plan)
     raw = raw_file.get("apis", [raw_file])
     for outcome in outcomes:
         outcome.apply(raw)

@@ -13,7 +13,14 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from realprobe.commands.progress import Eta, Item, Lane, clock_text, progress_bar, with_eta
+from realprobe.commands.progress import (
+    Eta,
+    Item,
+    Lane,
+    LineProgress,
+    clock_text,
+    progress_bar,
+)
 
 
 class FakeClock:
@@ -226,7 +233,7 @@ def test_the_bar_draws_the_eta_at_every_refresh() -> None:
 def test_line_progress_gets_an_eta() -> None:
     clock = FakeClock()
     lines: list[str] = []
-    show = with_eta(lines.append, clock=clock)  # the work starts at 0
+    show = LineProgress(lines.append, clock=clock)  # the work starts at 0
     clock.now = 2.0
     show("[1/4] advice_random: recorded")
     clock.now = 4.0
@@ -275,13 +282,16 @@ def test_a_sweep_told_how_many_then_which() -> None:
     progress = SweepProgress(disable=True, workers=4)
     progress.planned(3, 0)
     assert progress.eta.total == 3
-    jobs = [SimpleNamespace(key=f"k{i}", cfg=None,
+    cfg = SimpleNamespace(agent="reference", sandbox=None, fault_plan=None, fault_rate=None,
+                          custom_agent=None)  # simulated: no model of its wall time
+    jobs = [SimpleNamespace(key=f"k{i}", cfg=cfg,
                             task=SimpleNamespace(instance_id=f"t{i}",
                                                  workflow=SimpleNamespace(steps=[1, 2])))
             for i in range(3)]
     progress.plan(jobs)  # type: ignore[arg-type]
     assert progress.eta.total == 3 and len(progress.eta.flying) == 3
     assert {it.kind for it, _ in progress.eta.flying} == {"t0@0", "t1@0", "t2@0"}
+    assert progress.modelling is None
     progress.finished(SimpleNamespace(row={"resume_key": "k1", "wall_s": 1.0}))
     assert progress.eta.done == 1 and len(progress.eta.flying) == 2
 
@@ -302,3 +312,144 @@ def test_a_host_lane_waits_for_each_hang_not_for_the_mean_call() -> None:
     left = eta.remaining()  # at 5.55: the next start at 6.5, 9 more spacings, the last call
     # (recent calls weigh more: the mean is a little under 1.15 s); by the means: 13.3 s
     assert left is not None and 15.5 < left < 0.95 + 9 * 1.625 + 1.15
+
+
+def test_line_progress_told_the_plan_counts_the_hosts_intervals() -> None:
+    """Recording fixtures: one call at a time, a host's calls 5 s apart. After the first
+    0.2 s call the two left wait for their turns: 10 s, not the 0.4 s two more calls take."""
+    clock = FakeClock()
+    lines: list[str] = []
+    show = LineProgress(lines.append, clock=clock)
+    show.plan([("a", "h", 5.0), ("b", "h", 5.0), ("c", "h", 5.0)], 20.0)
+    clock.now = 0.2
+    show("[1/3] a: recorded")
+    assert lines == ["[1/3] a: recorded  (ETA 0:00:10)"]
+
+
+def _run_seconds(steps: int, rng: random.Random) -> float:
+    """A sandbox run as the reference agent makes it: each step's call hangs to the 10 s
+    deadline a third of the time (retried at most twice), else answers in 0.3 to 0.6 s."""
+    total = 0.0
+    for _ in range(steps):
+        for _ in range(3):
+            if rng.random() >= 0.33:
+                total += rng.uniform(0.3, 0.6)
+                break
+            total += 10.0
+    return total
+
+
+def _sweep_errors(prior: bool) -> tuple[list[float], float]:
+    """Eight scripted sweeps of 24 runs (12 tasks of 2 to 6 steps) on 4 workers: the ETA's
+    errors and the share of readings whose range held the real time left (every 2%)."""
+    errors: list[float] = []
+    held = readings = 0
+    steps = {f"task_{k:02d}": 2 + k % 5 for k in range(12)}
+    model = random.Random(999)  # the prior's draws: never the runs' own
+    priors = {t: [_run_seconds(n, model) for _ in range(256)] for t, n in steps.items()}
+    for seed in range(8):
+        plan = [Item(t, weight=n) for t, n in steps.items() for _ in range(2)]
+        rng = random.Random(seed)
+        events = _pool_run(plan, [_run_seconds(it.weight, rng) for it in plan], 4)
+        clock = FakeClock()
+        eta = Eta(plan, workers=4, clock=clock, prior=priors if prior else None)
+        end, i = events[-1][0], 0
+        for k in range(20, 91, 2):
+            t = end * k / 100
+            while i < len(events) and events[i][0] <= t:
+                clock.now, what, kind, took = events[i]
+                if what == "end":
+                    eta.advance(kind, took)
+                i += 1
+            clock.now = t
+            left = eta.remaining()
+            assert left is not None
+            errors.append((left - (end - t)) / (end - t))
+            spread = eta.spread()
+            readings += 1
+            held += spread is not None and spread[0] <= end - t <= spread[1]
+    return errors, held / readings
+
+
+def test_a_sweep_of_heavy_tailed_runs_has_a_range_that_holds() -> None:
+    """Runs of 0.3 to 60 s by how many hangs they meet: no point estimate is within ±25%
+    throughout, as what is left is itself that uncertain. With the fault model's prior the
+    point is closer, and its 10th to 90th percentile range holds the real time left at
+    about four readings in five."""
+    bare, bare_held = _sweep_errors(prior=False)
+    errors, held = _sweep_errors(prior=True)
+    within = sum(abs(e) <= 0.25 for e in errors) / len(errors)
+    assert within > sum(abs(e) <= 0.25 for e in bare) / len(bare)
+    assert within < 1.0  # the honest part: the point alone cannot promise it
+    assert 0.7 <= held <= 0.95 and held > bare_held
+
+
+def test_a_prior_gives_an_estimate_before_anything_finished() -> None:
+    clock = FakeClock()
+    eta = Eta([Item("a"), Item("b")], workers=1, deadline=60.0, clock=clock)
+    assert eta.remaining() is None  # nothing to go on
+    eta.set_prior({"a": [10.0, 30.0], "b": [5.0]})
+    assert eta.remaining() == 25.0  # a's mean then b's
+    clock.now = 20.0  # a has run 20 s (inferred start at 0): it is one of the long ones
+    assert eta.remaining() == 15.0
+
+
+def test_the_fault_models_calls_follow_the_burst_chain() -> None:
+    from realprobe.simulator.faults import call_seconds
+    from realprobe.simulator.profile import builtin_profile
+
+    tool = builtin_profile("published").for_tool("advice_random")
+    after_failure = call_seconds(tool, 2.0, True)
+    after_success = call_seconds(tool, 2.0, False)
+    assert max(after_failure + after_success) == 2.0  # hangs end at the deadline
+    hangs = [sum(x == 2.0 for x in xs) / len(xs) for xs in (after_failure, after_success)]
+    assert hangs[0] > hangs[1] > 0.1  # failures come in bursts
+    assert call_seconds(tool, 2.0, True) == after_failure  # a stream of its own, seeded
+
+
+def test_a_jobs_modelled_seconds_never_read_the_targets_draws() -> None:
+    """The reference agent's runs of a task in the simulator under the sandbox's profile:
+    they vary as its hangs do, and the same whatever the target's seed."""
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.simulator.profile import builtin_profile
+    from realprobe.tasks.executors import jobs_for, modelled_seconds
+    from realprobe.tasks.model import default_tasks_dir, load_tasks
+    from realprobe.tasks.runner import RunConfig
+
+    task = load_tasks(default_tasks_dir())["pokemon_quiz"]
+    cat, profile = Catalog.load([]), builtin_profile("published")
+    seconds = [modelled_seconds(jobs_for([task], RunConfig(mode="live", sandbox=url, seed=seed))[0],
+                                cat, profile, samples=8)
+               for url, seed in (("http://127.0.0.1:9", 0), ("http://127.0.0.1:8", 7))]
+    assert seconds[0] == seconds[1] and len(set(seconds[0])) > 2
+    assert max(seconds[0]) >= 10.0  # a hang waits out the 10 s call deadline
+
+
+def test_a_probe_against_a_sandbox_knows_its_profile() -> None:
+    from realprobe import api
+    from realprobe.commands.common import load_catalog
+    from realprobe.commands.probes import probe_model
+    from realprobe.simulator.profile import builtin_profile
+
+    tools = list(load_catalog(None))[:2]
+    with api.sandbox_running("published", seed=3) as url:
+        model = probe_model(tools, api.options(sandbox=url), 2.0)
+    assert set(model) == {t.name for t in tools}
+    from realprobe.simulator.faults import call_seconds
+
+    first = tools[0].name
+    expected = call_seconds(builtin_profile("published").for_tool(first), 2.0, None)
+    assert model[first][None] == expected
+    assert probe_model(tools, api.options(profile="published"), 2.0) == {}  # virtual clock
+
+
+def test_run_reports_its_plan_to_the_bar() -> None:
+    from realprobe.commands.sweep import SweepProgress
+    from realprobe.tasks.batch import TaskBatch
+
+    batch = TaskBatch.plan(["pokemon_quiz", "quiz_night"], mode="simulate", repeat=2)
+    progress = SweepProgress(disable=True, label="tasks", workers=2)
+    batch.run(on_done=progress.finished, on_plan=progress.plan)
+    assert progress.eta.total == 4 and progress.eta.done == 4
+    assert {it.kind for it, _, _ in progress.eta.seen} == {"pokemon_quiz@0", "quiz_night@0"}
+    assert progress.modelling is None  # simulated runs: their wall time is no model's

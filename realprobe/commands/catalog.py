@@ -169,13 +169,14 @@ def record_fixtures_cmd(
     Uses the tool's first example, one call at a time with the catalogue's interval per host.
     A tool that answers no body is marked so; the sandbox then answers it with "no fixture"."""
     from realprobe.api_catalog import record_fixtures
-    from realprobe.commands.progress import with_eta
+    from realprobe.commands.progress import LineProgress
 
+    lines = None if as_json else LineProgress(
+        lambda line: err_console.print(line, highlight=False))
     done = record_fixtures(
         file, tools=tools, sandbox=sandbox, upstream=upstream, interval=interval,
-        timeout=timeout, output=output,
-        progress=None if as_json else with_eta(
-            lambda line: err_console.print(line, highlight=False)),
+        timeout=timeout, output=output, progress=lines,
+        on_plan=None if lines is None else lines.plan,
     )
     results, target = done.outcomes, done.output
     if as_json:

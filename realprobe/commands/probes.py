@@ -141,6 +141,26 @@ def probe_plan(
     return [it for items in by_host.values() for it in items], lanes, 1 if virtual else None
 
 
+#: a tool's calls as its fault profile says: (after a failure, after a success, at first)
+Model = dict[bool | None, list[float]]
+
+
+def probe_model(tools: list[Tool], target: TransportOptions, deadline: float) -> dict[str, Model]:
+    """What the target's fault profile says each tool's calls take at the `deadline`, by
+    the tool's last outcome (its burst chain): for a realprobe sandbox that shows its
+    profile; nothing for a real API or a virtual clock."""
+    from realprobe.sandbox.admin import served_profile
+    from realprobe.simulator.faults import call_seconds
+
+    if not target.sandbox or target.mode in (Mode.SIMULATE, Mode.REPLAY):
+        return {}
+    profile = served_profile(target.sandbox)
+    if profile is None:
+        return {}
+    return {t.name: {state: call_seconds(profile.for_tool(t.name), deadline, state)
+                     for state in (True, False, None)} for t in tools}
+
+
 @contextmanager
 def cli_errors() -> Iterator[None]:
     """Library errors whose advice needs the command line's flags."""
@@ -192,11 +212,13 @@ class LiveCounts:
     """A progress bar with live ok/error counts and an ETA (on stderr, so --json stays clean).
 
     The ETA knows the `plan` (`probe_plan`: the calls, host lanes, and `workers`, the calls
-    side by side) and the `deadline` a hang runs to; the run reports each start (`started`)."""
+    side by side), the `deadline` a hang runs to and, against a sandbox, what its fault
+    profile says the calls take (`probe_model`: the next call of a tool by how its last one
+    went); the run reports each start (`started`)."""
 
     def __init__(self, plan: list[Item], label: str, enabled: bool = True,
                  lanes: dict[str, Lane] | None = None, workers: int = 1,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, model: dict[str, Model] | None = None) -> None:
         from rich.progress import TextColumn
 
         from realprobe.commands.progress import progress_bar
@@ -204,7 +226,7 @@ class LiveCounts:
         self.ok = 0
         self.err = 0
         self.plan, self.lanes = plan, lanes or {}
-        self.workers, self.deadline = workers, deadline
+        self.workers, self.deadline, self.model = workers, deadline, model or {}
         self.eta = self._eta()
         self.progress = progress_bar(
             TextColumn("[green]{task.fields[ok]} ok[/green] [red]{task.fields[err]} err[/red]"),
@@ -217,7 +239,7 @@ class LiveCounts:
 
         lanes = {k: Lane(v.gap_s, v.slots, v.jitter_s) for k, v in self.lanes.items()}
         return Eta(self.plan, workers=self.workers, lanes=lanes, deadline=self.deadline,
-                   starts_reported=True)
+                   starts_reported=True, prior={k: m[None] for k, m in self.model.items()})
 
     def started(self, tool: str) -> None:
         self.eta.start(tool)
@@ -227,8 +249,10 @@ class LiveCounts:
             self.ok += 1
         else:
             self.err += 1
-        latency = row.get("latency_ms")
-        self.eta.advance(str(row.get("tool")), None if latency is None else latency / 1000)
+        latency, tool = row.get("latency_ms"), str(row.get("tool"))
+        self.eta.advance(tool, None if latency is None else latency / 1000)
+        if tool in self.model:
+            self.eta.set_prior({tool: self.model[tool][not result.ok]})
         self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
 
     def new_round(self) -> None:
@@ -329,9 +353,10 @@ def probe_cmd(
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
     path = db_path(db)
     with cli_errors():
-        plan, lanes, workers = probe_plan(cat.select(chosen), rounds, target, politeness)
+        picked = cat.select(chosen)
+        plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
         live = LiveCounts(plan, "probing", lanes=lanes, workers=workers or concurrency,
-                          deadline=timeout)
+                          deadline=timeout, model=probe_model(picked, target, timeout))
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
@@ -460,9 +485,11 @@ def schedule_cmd(
     path = db_path(db)
     cat = load_catalog(catalog)
     with cli_errors():
-        plan, lanes, workers = probe_plan(cat.select(chosen), rounds, target, politeness)
+        picked = cat.select(chosen)
+        plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
         live = LiveCounts(plan, "round", lanes=lanes, workers=workers or concurrency,
-                          deadline=timeout, enabled=not as_json and err_console.is_terminal)
+                          deadline=timeout, enabled=not as_json and err_console.is_terminal,
+                          model=probe_model(picked, target, timeout))
 
         def event(e: dict[str, Any]) -> None:
             _show_event(e)

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 import threading
 import time
 from bisect import bisect_right, insort
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import fmean
+from statistics import fmean, pstdev
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ if TYPE_CHECKING:
 RECENCY = 0.5
 #: what an item in flight or the last wave draws on: this many of the latest items seen
 SAMPLES = 200
+#: the prior's means count as this many items seen when scaling it to this machine
+PRIOR_N = 30
+#: the range (10th to 90th percentile of the time left) is drawn at most this often, from
+#: at most this many simulated schedules (fewer for a long plan: DRAW_ITEMS items in all)
+RANGE_S, DRAWS, DRAW_ITEMS = 1.0, 200, 5_000
 #: the ETA is worked out again at most this often (seconds)
 FRESH_S = 0.25
 #: an item in flight goes by its own kind's longer items when there are this many (one or
@@ -101,9 +107,11 @@ class Eta:
 
     def __init__(self, plan: int | Sequence[Item] = 0, *, workers: int = 1,
                  lanes: dict[str, Lane] | None = None, deadline: float | None = None,
-                 starts_reported: bool = False,
+                 starts_reported: bool = False, prior: Mapping[str, Sequence[float]] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.clock, self.workers, self.deadline = clock, max(1, workers), deadline
+        self.prior = dict(prior or {})
+        self.scale = 1.0
         self.lanes = lanes or {}
         self.reported = starts_reported
         self.started = clock()
@@ -112,8 +120,18 @@ class Eta:
         self.queue: deque[Item] = deque()
         self.done = self.total = 0
         self.lock = threading.Lock()  # the bar draws from its own thread
-        self.last: tuple[float, float | None] | None = None  # when last worked out, and what
+        #: when last worked out, and what: the estimate and, when last drawn, its range
+        self.last: tuple[float, float | None] | None = None
+        self.range: tuple[float, float, float, float] | None = None  # `_draw`
         self.replan(plan)
+
+    def set_prior(self, prior: Mapping[str, Sequence[float]]) -> None:
+        """What a model of the target says items of each kind take (seconds, one a sample:
+        a fault profile's call times, a task's simulated runs): it stands for the kind's
+        items until they are seen, scaled by how far the items seen ran from it."""
+        with self.lock:
+            self.prior.update(prior)
+            self.last = self.range = None
 
     def replan(self, plan: int | Sequence[Item]) -> None:
         """A new plan of what is left to start (a count: less what is done or in flight;
@@ -160,15 +178,23 @@ class Eta:
             self._fill(now)
 
     def _fill(self, now: float) -> None:
-        """Inferred starts: the next items in plan order take the free workers."""
+        """Inferred starts: the next items in plan order take the free workers, when their
+        lane lets them (a start still to come counts as one)."""
         while not self.reported and self.queue and len(self.flying) < self.workers:
-            self.flying.append((self.queue.popleft(), self.started if not self.done else now))
+            item, t0 = self.queue.popleft(), self.started if not self.done else now
+            lane = self.lanes.get(item.lane)
+            if lane is not None:
+                if lane.last_start is not None:
+                    t0 = max(t0, lane.last_start + lane.gap_s + lane.jitter_s / 2)
+                lane.last_start = t0
+            self.flying.append((item, t0))
 
     def _excess(self, item: Item, age: float) -> list[float]:
         """What items of its kind (at least `OWN` of them, else any, per weight) that ran
         longer than `age` ran beyond it; else up to the deadline."""
         recent = self.seen[-SAMPLES:]
-        for pool, least in (([d for it, d, _ in recent if it.kind == item.kind], OWN),
+        model = [d * self.scale for d in self.prior.get(item.kind, ())]
+        for pool, least in ((model, 1), ([d for it, d, _ in recent if it.kind == item.kind], OWN),
                             ([d / it.weight * item.weight for it, d, _ in recent], 1)):
             longer = [d - age for d in pool if d > age]
             if len(longer) >= least:
@@ -178,8 +204,10 @@ class Eta:
     def _costs(self, now: float) -> Callable[[Item], float] | None:
         """Seconds an item waiting will take (empirical Bayes over the kinds, per weight, see
         the module docstring); None before anything has finished."""
+        if self.prior:
+            self.scale = self._scale()
         if not self.seen:
-            return None
+            return self._modelled(lambda: fmean(fmean(v) for v in self.prior.values()))
         tau = RECENCY * (now - self.started) or 1.0
         values: dict[str, list[tuple[float, float]]] = defaultdict(list)  # per weight, weight
         for it, d, end in self.seen:
@@ -215,6 +243,8 @@ class Eta:
         pooled = sum(means[k] * w for k, w in weight.items()) / sum(weight.values())
 
         def cost(item: Item) -> float:
+            if item.kind in self.prior:
+                return fmean(self.prior[item.kind]) * self.scale
             if item.kind not in means:
                 return pooled * item.weight
             n = ns[item.kind]
@@ -224,6 +254,33 @@ class Eta:
 
         return cost
 
+    def _modelled(self, typical: Callable[[], float]) -> Callable[[Item], float] | None:
+        """Before anything finished: the prior's mean of each kind (a kind without one: the
+        kinds' typical mean x its weight); None without a prior."""
+        if not self.prior:
+            return None
+        return lambda it: (fmean(self.prior[it.kind]) if it.kind in self.prior
+                           else typical() * it.weight) * self.scale
+
+    def _scale(self) -> float:
+        """How much longer items ran here than the prior says: the seconds of the items seen
+        (of kinds with a prior) over their kinds' modelled means, with `PRIOR_N` items'
+        worth of the model's own (a few long runs seen say little)."""
+        pairs = [(d, fmean(self.prior[it.kind])) for it, d, _ in self.seen
+                 if it.kind in self.prior]
+        if not pairs:
+            return 1.0
+        m = fmean(b for _, b in pairs) * PRIOR_N
+        return (sum(a for a, _ in pairs) + m) / (sum(b for _, b in pairs) + m)
+
+    def _doubt(self) -> float:
+        """How uncertain the prior's scale is (the sd of its log): its items' spread over
+        the square root of the items it stands on (`PRIOR_N`, and those seen); 0 without."""
+        if not self.prior:
+            return 0.0
+        cv = fmean(pstdev(v) / (fmean(v) or 1.0) for v in self.prior.values())
+        return cv / math.sqrt(PRIOR_N + sum(it.kind in self.prior for it, _, _ in self.seen))
+
     def waits_left(self) -> float:
         """The politeness waits still owed: the schedule of what is left at no cost."""
         with self.lock:
@@ -232,7 +289,9 @@ class Eta:
     def remaining(self) -> float | None:
         """Seconds left, or None while there is nothing to base an estimate on. Worked out
         at most every `FRESH_S` seconds (a long run's schedule takes some milliseconds);
-        in between it counts down."""
+        in between it counts down. Items with a prior and no deadline (runs whose length a
+        fault model gives: a few long ones among many short) are skewed, their mean above
+        what most runs see: for them it is the median of the drawn schedules (`spread`)."""
         with self.lock:
             if self.total - self.done <= 0:
                 return 0.0
@@ -240,30 +299,78 @@ class Eta:
             if self.last is not None and now - self.last[0] < FRESH_S:
                 return None if self.last[1] is None else max(0.0, self.last[1] - now + self.last[0])
             cost = self._costs(now)
-            left = self._schedule(now, cost) if cost else self._schedule(now, None) or None
+            if cost and self.prior and self.deadline is None:
+                left: float | None = self._draw(now, cost)[1]
+            else:
+                left = self._schedule(now, cost) if cost else self._schedule(now, None) or None
             self.last = (now, left)
             return left
 
-    def _schedule(self, now: float, cost: Callable[[Item], float] | None) -> float:
+    def spread(self) -> tuple[float, float] | None:
+        """The 10th and 90th percentiles of the time left (drawn at most every `RANGE_S`),
+        counted down since; None before there is a range."""
+        with self.lock:
+            now = self.clock()
+            if self.total - self.done <= 0:
+                return None
+            if self.range is None or now - self.range[0] >= RANGE_S:
+                cost = self._costs(now)
+                if cost is None:
+                    return None
+                self._draw(now, cost)
+            assert self.range is not None
+            passed = now - self.range[0]
+            return max(0.0, self.range[2] - passed), max(0.0, self.range[3] - passed)
+
+    def _draw(self, now: float, cost: Callable[[Item], float]) -> tuple[float, float, float, float]:
+        """Schedules with each item's time drawn from what its kind's items took (or the
+        prior), each schedule's times by a factor as uncertain as the prior's scale to this
+        machine (`_doubt`): (now, their median, 10th and 90th percentiles)."""
+        rng, doubt = random.Random(len(self.seen)), self._doubt()
+        durations = self._durations(cost)  # once for every draw
+        excess = [self._excess(it, now - t0) for it, t0 in self.flying]
+        draws = sorted(self._schedule(now, cost, rng, math.exp(rng.gauss(0.0, doubt)),
+                                      (durations, excess))
+                       for _ in range(max(20, min(DRAWS, DRAW_ITEMS // (len(self.queue) + 1)))))
+        n = len(draws)
+        self.range = (now, draws[n // 2], draws[n // 10], draws[-1 - n // 10])
+        return self.range
+
+    def _schedule(self, now: float, cost: Callable[[Item], float] | None,
+                  rng: random.Random | None = None, factor: float = 1.0,
+                  memo: tuple[Callable[[Item], list[float]], list[list[float]]] | None = None,
+                  ) -> float:
         """When the last item ends, less now: the items in flight end after what is left of
         theirs; each item waiting takes the worker free last by the time its lane lets it
         start (else the first free); a lane's items start its gap apart. The last item of
         each worker ends as such items did (`_last_wave`). No `cost`: every item takes no
         time (what is left are the waits). An item in flight longer than any seen is
-        expected to run its kind's cost more."""
+        expected to run its kind's cost more. With `rng`: one possible schedule, each item
+        taking a time drawn from those its kind's items took (`_durations`), each gap its
+        jitter drawn (`memo`: the items' times and the excess of those in flight, worked
+        out once for many draws)."""
         free: list[Slot] = []
         lane_ends: dict[str, list[float]] = defaultdict(list)  # heaps, at most `slots` long
         nxt = {k: lane.last_start + lane.gap_s + lane.jitter_s / 2
                for k, lane in self.lanes.items() if lane.last_start is not None}
-        durations = self._durations(cost)
+        durations = memo[0] if memo else self._durations(cost)
+
+        def gap(lane: Lane, took: list[float]) -> float:  # from a start to the next
+            if rng is not None:
+                return max([lane.gap_s + rng.uniform(0.0, lane.jitter_s), *took[:lane.slots]])
+            return (lane.spacing(took) if cost and lane.slots == 1
+                    else lane.gap_s + lane.jitter_s / 2)
+
         for j, (it, t0) in enumerate(self.flying):
-            excess = self._excess(it, now - t0) if cost else [0.0]
-            end = now + (fmean(excess) if excess else cost(it) if cost else 0.0)
+            excess = memo[1][j] if memo else self._excess(it, now - t0) if cost else [0.0]
+            end = now + (fmean(excess) if excess and rng is None else factor * rng.choice(excess)
+                         if excess and rng else cost(it) if cost else 0.0)
             free.append((end, j, it, t0, True))
             heapq.heappush(lane_ends[it.lane], end)
             lane = self.lanes.get(it.lane)
             if cost and lane is not None and lane.slots == 1:
-                nxt[it.lane] = t0 + lane.spacing([now - t0 + x for x in excess or [end - now]])
+                took = [end - t0] if rng else [now - t0 + x for x in excess or [end - now]]
+                nxt[it.lane] = t0 + gap(lane, took)
         n = min(self.workers, len(self.flying) + len(self.queue))
         free += [(now, -1 - j, None, now, False) for j in range(n - len(free))]
         free.sort(key=lambda w: w[:2])
@@ -277,15 +384,15 @@ class Eta:
                 ready = max(ready, nxt.get(it.lane, now))
             i = bisect_right(free, (ready, math.inf), key=lambda w: w[:2]) - 1
             begin = max(ready, free.pop(max(i, 0))[0])
-            end = begin + (cost(it) if cost else 0.0)
-            insort(free, (end, j, it, begin, False), key=lambda w: w[:2])
+            d = (factor * rng.choice(durations(it) or [cost(it)]) if rng and cost
+                 else cost(it) if cost else 0.0)
+            insort(free, (begin + d, j, it, begin, False), key=lambda w: w[:2])
             if lane is not None:
-                nxt[it.lane] = begin + (lane.spacing(durations(it)) if cost and lane.slots == 1
-                                        else lane.gap_s + lane.jitter_s / 2)
-                heapq.heappush(lane_ends[it.lane], end)
-        if cost is None or self.deadline is None:
+                nxt[it.lane] = begin + gap(lane, [d] if rng else durations(it))
+                heapq.heappush(lane_ends[it.lane], begin + d)
+        if cost is None or rng is not None or (self.deadline is None and not self.prior):
             return max((w[0] for w in free), default=now) - now
-        return self._last_wave(now, free, cost) - now
+        return self._last_wave(now, free, durations) - now
 
     def _durations(self, cost: Callable[[Item], float] | None) -> Callable[[Item], list[float]]:
         """How long an item waiting may take: what its kind's items took (at least `OWN` of
@@ -295,7 +402,9 @@ class Eta:
         memo: dict[Item, list[float]] = {}
 
         def durations(it: Item) -> list[float]:
-            if it not in memo and cost is not None:
+            if it not in memo and cost is not None and it.kind in self.prior:
+                memo[it] = [min(d * self.scale, cap) for d in self.prior[it.kind]]
+            elif it not in memo and cost is not None and recent:
                 own = [d for k, d, _ in recent if k.kind == it.kind]
                 pool = own if len(own) >= OWN else [d / k.weight for k, d, _ in recent]
                 scale = cost(it) / (fmean(pool) or 1.0)
@@ -304,15 +413,12 @@ class Eta:
 
         return durations
 
-    def _last_wave(self, now: float, free: list[Slot], cost: Callable[[Item], float]) -> float:
+    def _last_wave(self, now: float, free: list[Slot],
+                   durations: Callable[[Item], list[float]]) -> float:
         """The expected end of the last items, the latest of each worker's: one in flight
-        ends after what items like it ran beyond its age; one waiting takes what the items
-        seen took per weight, scaled to its kind's cost (at most the deadline). The expected
-        maximum of these independent ends, exactly: the first end + the integral of
-        1 - prod F_w."""
-        seen = [d / it.weight for it, d, _ in self.seen[-SAMPLES:]]
-        typical = fmean(seen) or 1.0
-        cap = self.deadline if self.deadline is not None else math.inf
+        ends after what items like it ran beyond its age; one waiting takes what its kind's
+        items took (`_durations`). The expected maximum of these independent ends, exactly:
+        the first end + the integral of 1 - prod F_w."""
         options = []
         for end, _, it, begin, flying in free:
             if it is None:
@@ -320,7 +426,7 @@ class Eta:
             if flying:
                 options.append([now + x for x in self._excess(it, now - begin)] or [end])
             else:
-                options.append([begin + min(d / typical * cost(it), cap) for d in seen])
+                options.append([begin + d for d in durations(it)] or [end])
         if not options:
             return now
         points = sorted((v, w) for w, vs in enumerate(options) for v in vs)
@@ -344,23 +450,33 @@ def clock_text(seconds: float | None) -> str:
     return f"ETA {h}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def with_eta(show: Callable[[str], None],
-             clock: Callable[[], float] = time.monotonic) -> Callable[[str], None]:
+class LineProgress:
     """For line-by-line progress (`[3/40] tool: ...`, where no bar is drawn): each counted
-    line gets the ETA appended."""
-    import re
+    line gets the ETA appended. Told the `plan` (each call's tool and host, the host's
+    interval, the deadline; one call at a time), the ETA schedules it; else it counts."""
 
-    eta = Eta(0, clock=clock)  # the work starts now; its size comes with the first line
+    def __init__(self, show: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.show, self.clock = show, clock
+        self.eta = Eta(0, clock=clock)  # the work starts now; its size comes with a line
+        self.planned = False
 
-    def line(text: str) -> None:
-        m = re.match(r"\[(\d+)/(\d+)\]", text)
+    def plan(self, calls: Sequence[tuple[str, str, float]], deadline: float | None) -> None:
+        lanes = {host: Lane(gap_s=gap) for _, host, gap in calls}
+        self.eta = Eta([Item(tool, host) for tool, host, _ in calls], lanes=lanes,
+                       deadline=deadline, clock=self.clock)
+        self.planned = True
+
+    def __call__(self, text: str) -> None:
+        import re
+
+        m = re.match(r"\[(\d+)/(\d+)\] ([^:]*)", text)
         if m is not None:
-            eta.replan(int(m.group(2)))
-            eta.advance()
-            text = f"{text}  ({clock_text(eta.remaining())})"
-        show(text)
-
-    return line
+            if not self.planned:
+                self.eta.replan(int(m.group(2)))
+            self.eta.advance(m.group(3) if self.planned else "")
+            text = f"{text}  ({clock_text(self.eta.remaining())})"
+        self.show(text)
 
 
 def eta_column() -> Any:
@@ -396,4 +512,4 @@ def progress_bar(*extra: Any, console: Any, disable: bool = False,
     )
 
 
-__all__ = ["Eta", "Item", "Lane", "clock_text", "eta_column", "progress_bar", "with_eta"]
+__all__ = ["Eta", "Item", "Lane", "LineProgress", "clock_text", "eta_column", "progress_bar"]

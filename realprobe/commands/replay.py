@@ -325,13 +325,13 @@ def replay_round_cmd(
 ) -> None:
     """Replay a recorded round offline: the same table as when it was recorded."""
     from realprobe.api_cassettes import replay_round
-    from realprobe.commands.progress import Eta, progress_bar
+    from realprobe.commands.progress import Eta, Item, progress_bar
 
     cat = load_catalog(None)
-    eta = Eta(len(cat))
+    eta = Eta([Item(t.name) for t in cat])  # one call after another, in catalogue order
 
-    def one_more(_: object) -> None:
-        eta.advance()
+    def one_more(result: ToolResult) -> None:
+        eta.advance(result.tool, result.latency_ms / 1000)
         bar.advance(task)
 
     with progress_bar(console=err_console, transient=True) as bar:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +12,10 @@ from realprobe.commands.common import CatalogOpt, JsonOpt, console, err_console,
 from realprobe.errors import Unavailable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from realprobe.adapters.catalog import Catalog
+    from realprobe.simulator.profile import Profile
     from realprobe.tasks.executors import Job
 
 DbOpt = Annotated[
@@ -63,9 +68,11 @@ def sweep_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
+    from realprobe.adapters.catalog import Catalog
     from realprobe.api import sweep
 
-    progress = SweepProgress(disable=as_json or not err_console.is_terminal, workers=concurrency)
+    progress = SweepProgress(disable=as_json or not err_console.is_terminal, workers=concurrency,
+                             catalog=Catalog.load(list(catalog)) if catalog else None)
     with progress.bar:
         result = sweep(
             file, db=db, catalog=catalog or (), resume=resume, executor=executor,
@@ -90,22 +97,27 @@ def sweep_cmd(
 
 
 class SweepProgress:
-    """A bar of finished runs with the infrastructure errors so far and an ETA that knows the
-    runs left, task by task (a task under one configuration is one kind of run; one not seen
-    yet costs its workflow steps x the time a step took), in the order they start,
-    `workers` at a time."""
+    """A bar of finished runs (a sweep's, or `run`'s) with the infrastructure errors so far
+    and an ETA that knows the runs left, task by task (a task under one configuration is one
+    kind of run; one not seen yet costs its workflow steps x the time a step took), in the
+    order they start, `workers` at a time. The reference agent's runs against a realprobe
+    sandbox also get a prior: the sandbox's fault profile says how its runs go
+    (`modelled_seconds`, worked out in a thread of its own while the first runs run)."""
 
-    def __init__(self, *, disable: bool, workers: int = 1) -> None:
+    def __init__(self, *, disable: bool, workers: int = 1, label: str = "sweep",
+                 transient: bool = False, catalog: Catalog | None = None) -> None:
         from rich.progress import TextColumn
 
         from realprobe.commands.progress import Eta, progress_bar
 
         self.bar = progress_bar(TextColumn("{task.fields[infra]} infra errors"),
-                                console=err_console, disable=disable)
+                                console=err_console, disable=disable, transient=transient)
         self.eta = Eta(0, workers=workers)
-        self.task = self.bar.add_task("sweep", total=None, infra=0, eta=self.eta)
+        self.label, self.catalog = label, catalog
+        self.task = self.bar.add_task(label, total=None, infra=0, eta=self.eta)
         self.infra = 0
         self.kind_of: dict[str, str] = {}  # resume key -> kind
+        self.modelling: threading.Thread | None = None
 
     def planned(self, total: int, skipped: int) -> None:
         self.eta.replan(total - skipped)  # how many; `plan` says which
@@ -117,17 +129,50 @@ class SweepProgress:
         from realprobe.commands.progress import Item
 
         cells: dict[int, int] = {}
+        first: dict[str, Job] = {}
         for job in jobs:
             cell = cells.setdefault(id(job.cfg), len(cells))
-            self.kind_of[job.key] = f"{job.task.instance_id}@{cell}"
+            kind = self.kind_of[job.key] = f"{job.task.instance_id}@{cell}"
+            first.setdefault(kind, job)
         self.eta.replan([Item(self.kind_of[j.key], weight=len(j.task.workflow.steps))
                          for j in jobs])
+        self.bar.update(self.task, total=len(jobs))
+        modelled = {k: j for k, j in first.items() if modelled_target(j) is not None}
+        if modelled:
+            self.modelling = threading.Thread(target=self._model, args=(modelled,),
+                                              daemon=True)
+            self.modelling.start()
+
+    def _model(self, jobs: dict[str, Job]) -> None:
+        from realprobe.adapters.catalog import Catalog
+        from realprobe.sandbox.admin import served_profile
+        from realprobe.tasks.executors import modelled_seconds
+
+        catalog = self.catalog or Catalog.load([])
+        profiles: dict[str, Profile | None] = {}
+        prior: dict[str, Sequence[float]] = {}
+        for kind, job in jobs.items():
+            url = str(modelled_target(job))
+            profile = profiles[url] = profiles[url] if url in profiles else served_profile(url)
+            if profile is not None:
+                prior[kind] = modelled_seconds(job, catalog, profile)
+        self.eta.set_prior(prior)
 
     def finished(self, f: object) -> None:
         row = getattr(f, "row", {})
         self.infra += row.get("infra_error") is not None
         self.eta.advance(self.kind_of.get(str(row.get("resume_key")), ""), row.get("wall_s"))
-        self.bar.update(self.task, advance=1, infra=self.infra)
+        self.bar.update(self.task, advance=1, infra=self.infra, description=self.label
+                        if self.label == "sweep" else f"{row.get('task')} {row.get('outcome')}")
+
+
+def modelled_target(job: Job) -> str | None:
+    """The sandbox whose fault profile says how long `job`'s runs take: the reference agent
+    (its policy is known; a model's thinking time is not) against a realprobe sandbox, with
+    no fault plan or rate of the run's own. None: no model of it."""
+    cfg = job.cfg
+    plain = cfg.fault_plan is None and cfg.fault_rate is None and cfg.custom_agent is None
+    return cfg.sandbox if cfg.agent == "reference" and plain and cfg.sandbox else None
 
 
 def print_compare(table: list[dict[str, object]]) -> None:

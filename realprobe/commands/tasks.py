@@ -259,22 +259,15 @@ def _run_with_progress(
     address: str | None = None,
 ) -> Any:
     """Run the batch under a progress bar; Ctrl-C keeps the finished runs (stored) and exits 130."""
-    from realprobe.commands.progress import Eta, progress_bar
+    from realprobe.commands.sweep import SweepProgress
 
-    eta = Eta(batch.total)
-    with progress_bar(console=err_console, transient=True,
-                      disable=not show or not err_console.is_terminal) as progress:
-        bar = progress.add_task("tasks", total=batch.total, eta=eta)
-
-        def done(res: RunOutcome) -> None:
-            eta.replan(batch.total)  # less what --resume skipped
-            eta.advance()
-            progress.update(bar, advance=1, total=batch.total,
-                            description=f"{res.row['task']} {res.row['outcome']}")
-
+    progress = SweepProgress(disable=not show or not err_console.is_terminal, label="tasks",
+                             workers=batch.config.concurrency, transient=True,
+                             catalog=batch.catalog)
+    with progress.bar:
         try:
-            return batch.run(db=db, on_done=done, resume=resume, executor=executor,
-                             address=address)
+            return batch.run(db=db, on_done=progress.finished, resume=resume,
+                             executor=executor, address=address, on_plan=progress.plan)
         except KeyboardInterrupt:
             err_console.print(
                 f"interrupted: {len(batch.finished)} of {batch.total} runs finished and are "

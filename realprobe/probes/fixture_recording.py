@@ -155,6 +155,7 @@ def record_fixtures(
     interval_s: float | None = None,
     timeout_s: float = 20.0,
     progress: Callable[[str], None] | None = None,
+    on_plan: Callable[[list[tuple[str, str, float]], float], None] | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
     gates: HostGates | None = None,
@@ -162,13 +163,17 @@ def record_fixtures(
     """Call each selected tool once with its first example and keep what came back. Calls
     wait for their host's turn at the one per-host gate (`gates`, shared with other work in
     this process if given): the catalogue's spacing (or `interval_s`), and the pause an API
-    asks for with Retry-After (or a bare 429)."""
+    asks for with Retry-After (or a bare 429). `on_plan(calls, timeout_s)` first gets each
+    call's tool, host and the host's interval, in order."""
     canonical = Catalog(apis)
     calling = Catalog(_rebased(apis, upstream)) if upstream else canonical
     selected = [canonical.get(n) for n in names] if names else list(canonical)
     config = ClientConfig(deadline_s=timeout_s, read_timeout_s=timeout_s)
     gates = gates or HostGates()
     outcomes: list[FixtureOutcome] = []
+    if on_plan is not None:
+        on_plan([(t.name, host_key(t.api), _limiter(gates, t.api, interval_s).policy.min_interval_s)
+                 for t in (calling.get(o.name) for o in selected)], timeout_s)
     with make_sync_client(calling, TransportOptions(sandbox=sandbox), config=config) as client:
         for i, original in enumerate(selected, 1):
             tool = calling.get(original.name)

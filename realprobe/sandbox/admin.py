@@ -198,3 +198,18 @@ class Admin:
             return json_plan(200, {"ok": True, "scope": scope, "name": name,
                                    "toxic": toxic.model_dump(mode="json")})
         return _error(405, f"{method}: use GET, PUT or DELETE")
+
+
+def served_profile(url: str) -> Profile | None:
+    """The profile a running sandbox at `url` serves, read from its runtime API; None when
+    it serves none, or does not say (the runtime API switched off, a token required, not a
+    realprobe sandbox)."""
+    import httpx
+
+    try:
+        got = httpx.get(url.split("/_fault/", 1)[0].rstrip("/") + ADMIN + "/profile",
+                        timeout=2.0)
+        body = got.json() if got.status_code == 200 else None
+        return Profile.model_validate(body) if body else None
+    except (httpx.HTTPError, ValueError):
+        return None

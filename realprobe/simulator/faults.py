@@ -377,3 +377,17 @@ class FaultModel:
         if injection is not None:
             self.ledger.append(injection)
         return out
+
+
+def call_seconds(profile: ToolProfile, deadline: float, after_failure: bool | None = None,
+                 n: int = 200, seed: str = "call-seconds") -> list[float]:
+    """What the next call of a tool takes under its `profile`, `n` draws: its latency, or
+    the `deadline` for a hang or an answer slower than that; after a failure or a success of
+    the tool as its burst chain says (None: the chain's long run). Drawn from a stream of
+    its own (`seed`): a target's own draws are never looked at."""
+    stream = ToolStream(profile, seed, "next")
+    out = []
+    for _ in range(n):
+        stream.prev_failed = after_failure
+        out.append(min(stream.draw().latency_s, deadline))
+    return out

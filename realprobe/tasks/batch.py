@@ -28,7 +28,7 @@ from realprobe.tasks.settings import EvalSettings
 
 if TYPE_CHECKING:
     from realprobe.hosts import HostGates
-    from realprobe.tasks.executors import Finished
+    from realprobe.tasks.executors import Finished, Job
 
 
 def llm_settings(
@@ -214,8 +214,10 @@ class TaskBatch:
         executor: str = "local",
         address: str | None = None,
         gates: HostGates | None = None,
+        on_plan: Callable[[list[Job]], None] | None = None,
     ) -> TaskBatchResult:
-        """Run the batch; each finished run is stored in `db` (if given) before `on_done`.
+        """Run the batch; each finished run is stored in `db` (if given) before `on_done`;
+        `on_plan(jobs)` first gets the runs to do, in the order they start.
         With `resume`, runs already stored complete in `db` (same task, agent, model, prompt,
         target, seed and repeat) are skipped; infrastructure errors run again.
 
@@ -243,6 +245,8 @@ class TaskBatch:
         jobs = [j for j in planned if j.key not in skip]
         self.skipped = len(planned) - len(jobs)
         check_cassettes(self.tasks, self.config)
+        if on_plan is not None:
+            on_plan(jobs)
         order = {(j.task.instance_id, j.prompt, j.repeat): i for i, j in enumerate(jobs)}
         done: list[RunOutcome | None] = [None] * len(jobs)
 

@@ -28,7 +28,8 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import RealClock
@@ -46,6 +47,9 @@ from realprobe.tasks.runner import (
     run_one,
     target_label,
 )
+
+if TYPE_CHECKING:
+    from realprobe.simulator.profile import Profile
 
 EXECUTORS = ("local", "ray")
 
@@ -77,6 +81,39 @@ def jobs_for(tasks: Sequence[Task], cfg: RunConfig) -> list[Job]:
     """Every run of `cfg` over `tasks` (`plan_runs`: one per resume key)."""
     runs = plan_runs(tasks, cfg)
     return [Job(cfg, t, p, r, len(runs)) for t, p, r in runs]
+
+
+#: seeds of the runs that model a job's length: far from any seed a user gives
+MODEL_SEED = 1 << 40
+
+
+def modelled_seconds(job: Job, catalog: Catalog, profile: Profile,
+                     samples: int = 32) -> list[float]:
+    """How long a run of `job` takes under the fault `profile`, `samples` times: the job run
+    in the simulator on its virtual clock (the agent's retries, back-offs and deadlines on
+    the profile's latencies, failures and hangs), in a few milliseconds each. Seeded apart
+    from the target: its own future draws are never looked at."""
+    import tempfile
+    from dataclasses import replace
+
+    from realprobe.http.mode import Mode
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.json"
+        path.write_text(profile.model_dump_json(exclude_none=True))
+        cfg = replace(job.cfg, mode=Mode.SIMULATE, sandbox=None, profile=str(path),
+                      cassette=None, concurrency=1)
+
+        async def runs() -> list[float]:
+            shared = Shared.for_config(cfg)
+            try:
+                return [float((await run_one(job.task, replace(cfg, seed=MODEL_SEED + k),
+                                             job.prompt, job.repeat, catalog, shared=shared,
+                                             )).row["clock_s"]) for k in range(samples)]
+            finally:
+                await shared.aclose()
+
+        return asyncio.run(runs())
 
 
 async def run_local(
