@@ -4,13 +4,17 @@ out) with the catalogue's politeness and without it (calls side by side), and sw
 fourteen shipped tasks with the reference agent through the sandbox (real latencies, runs of
 0.3 to 80 s: each hang the agent meets costs it its 10 s tool deadline).
 
-    python bench/eta.py [--sweep-seeds 3] [--save]     # writes bench/results/eta.json
+    python bench/eta.py [--sweep-seeds 5] [--save]     # writes bench/results/eta.json
 
-The ETA is what the command line's bar shows (`LiveCounts` for the probe, `SweepProgress`
-for the sweep, fed by the run's own callbacks), read ten times a second as the bar redraws
-it. Its error is (estimate - actual) / actual, from 20% of the run's time to 90% (in the
-last tenth a second is a large share of what is left; those moments are counted apart).
-The old estimate, time so far x items left / items done, is read at the same moments.
+The ETA is what the command line's bar shows (`LiveCounts` for the probe, with the model of
+the sandbox's profile the command line gives it; `SweepProgress` for the sweep, which asks
+the sandbox for its profile as the command does), fed by the run's own callbacks and read ten
+times a second as the bar redraws it. Its error is (estimate - actual) / actual, from 20% of
+the run's time to 90% (in the last tenth a second is a large share of what is left; those
+moments are counted apart). The range the bar shows beside it (10th to 90th percentile) is
+read at the same moments: `range_coverage` is the share of them at which it held the real
+time left, `range_width` the median of (high - low) / actual. The old estimate, time so far
+x items left / items done, is read at the same moments too.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from benchlib import bench_args, emit, load_average
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: (seconds since the start, the ETA, items done) at each reading
-Reading = tuple[float, float | None, int]
+#: (seconds since the start, the ETA, items done, its range) at each reading
+Reading = tuple[float, float | None, int, tuple[float, float] | None]
 
 
 class Reader:
@@ -48,8 +52,9 @@ class Reader:
 
     def _run(self) -> None:
         while not self.stop.wait(0.1):
-            self.readings.append((time.monotonic() - self.t0, self.eta().remaining(),
-                                  self.done()))
+            eta = self.eta()
+            self.readings.append((time.monotonic() - self.t0, eta.remaining(), self.done(),
+                                  eta.spread()))
 
     def __enter__(self) -> Reader:
         self.t0 = time.monotonic()
@@ -64,16 +69,21 @@ class Reader:
 def errors(readings: list[Reading], end: float, total: int) -> dict[str, Any]:
     """The ETA's and the old estimate's errors from 20% to 90% of the run, and in its last
     tenth."""
-    ours, old, tail = [], [], []
-    for t, est, done in readings:
+    ours, old, tail, held, widths = [], [], [], [], []
+    for t, est, done, spread in readings:
         actual = end - t
         if est is None or t < 0.2 * end or actual <= 0:
             continue  # before 20%, or after the last item ended
         (tail if t > 0.9 * end else ours).append((est - actual) / actual)
+        if t <= 0.9 * end:
+            held.append(spread is not None and spread[0] <= actual <= spread[1])
+            widths.append(0.0 if spread is None else (spread[1] - spread[0]) / actual)
         if t <= 0.9 * end and done:
             old.append((t * (total - done) / done - actual) / actual)
     return {"error": quantiles(ours), "old_rate_estimate_error": quantiles(old),
-            "last_tenth_error": quantiles(tail)}
+            "last_tenth_error": quantiles(tail),
+            "range_coverage": round(sum(held) / len(held), 3) if held else None,
+            "range_width": round(sorted(widths)[len(widths) // 2], 3) if widths else None}
 
 
 def quantiles(errors: list[float]) -> dict[str, Any]:
@@ -88,15 +98,15 @@ def quantiles(errors: list[float]) -> dict[str, Any]:
 def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
     from realprobe import api
     from realprobe.commands.common import PolitenessChoice, load_catalog
-    from realprobe.commands.probes import LiveCounts, probe_plan
+    from realprobe.commands.probes import LiveCounts, probe_model, probe_plan
 
     cat = load_catalog(None)
     choice = PolitenessChoice.CATALOG if polite else PolitenessChoice.OFF
     with tempfile.TemporaryDirectory() as tmp, api.sandbox_running("published", seed=1) as url:
         target = api.options(sandbox=url)
         plan, lanes, workers = probe_plan(list(cat), rounds, target, choice)
-        live = LiveCounts(plan, "probing", enabled=False, lanes=lanes,
-                          workers=workers or 32, deadline=2.0)
+        live = LiveCounts(plan, "probing", enabled=False, lanes=lanes, workers=workers or 32,
+                          deadline=2.0, model=probe_model(list(cat), target, 2.0))
         with Reader(lambda: live.eta, lambda: live.ok + live.err) as reader:
 
             def on_call(row: dict[str, Any], result: Any) -> None:
@@ -131,23 +141,30 @@ def eta_sweep(seed: int, concurrency: int = 4) -> dict[str, Any]:
                                on_done=on_done)
     runs = result.summary.ran
     return {"seconds": round(reader.end, 1), "runs": runs, "workers": concurrency,
-            "sandbox_seed": seed, **errors(reader.readings, reader.end, runs)}
+            "sandbox_seed": seed, "prior": bool(progress.eta.prior),
+            **errors(reader.readings, reader.end, runs)}
 
 
 def pooled(parts: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """Weighted by samples: the share within ±25% and the range over the sweeps."""
+    """Weighted by samples: the share within ±25% (and, for the ETA, the range's coverage)
+    and the range over the sweeps."""
     n = sum(p[key]["samples"] for p in parts)
     if not n:
         return {"samples": 0}
-    return {"samples": n,
-            "share_within_25pct": round(sum(p[key]["share_within_25pct"] * p[key]["samples"]
-                                            for p in parts) / n, 3),
-            "median_of_medians": sorted(p[key]["median"] for p in parts)[len(parts) // 2],
-            "min": min(p[key]["min"] for p in parts), "max": max(p[key]["max"] for p in parts)}
+
+    def weighted(get: Any) -> float:
+        return round(sum(get(p) * p[key]["samples"] for p in parts) / n, 3)
+
+    out = {"samples": n, "share_within_25pct": weighted(lambda p: p[key]["share_within_25pct"]),
+           "medians": sorted(p[key]["median"] for p in parts),
+           "min": min(p[key]["min"] for p in parts), "max": max(p[key]["max"] for p in parts)}
+    if key == "error":
+        out["range_coverage"] = weighted(lambda p: p["range_coverage"])
+    return out
 
 
 def main() -> None:
-    args = bench_args(__doc__, sweep_seeds=3)
+    args = bench_args(__doc__, sweep_seeds=5)
     load = load_average()
     out: dict[str, Any] = {
         "probe_polite": eta_probe(rounds=3, polite=True),

@@ -205,7 +205,7 @@ class Eta:
         """Seconds an item waiting will take (empirical Bayes over the kinds, per weight, see
         the module docstring); None before anything has finished."""
         if self.prior:
-            self.scale = self._scale()
+            self.scale = self._scale(now)
         if not self.seen:
             return self._modelled(lambda: fmean(fmean(v) for v in self.prior.values()))
         tau = RECENCY * (now - self.started) or 1.0
@@ -262,12 +262,17 @@ class Eta:
         return lambda it: (fmean(self.prior[it.kind]) if it.kind in self.prior
                            else typical() * it.weight) * self.scale
 
-    def _scale(self) -> float:
+    def _scale(self, now: float) -> float:
         """How much longer items ran here than the prior says: the seconds of the items seen
-        (of kinds with a prior) over their kinds' modelled means, with `PRIOR_N` items'
-        worth of the model's own (a few long runs seen say little)."""
+        (of kinds with a prior) and of those in flight (their age, or what the prior's items
+        that ran longer ran: the short ones end first) over their kinds' modelled means,
+        with `PRIOR_N` items' worth of the model's own (a few long runs seen say little)."""
         pairs = [(d, fmean(self.prior[it.kind])) for it, d, _ in self.seen
                  if it.kind in self.prior]
+        for it, t0 in self.flying:
+            if it.kind in self.prior:
+                longer = [d for d in self.prior[it.kind] if d > now - t0]
+                pairs.append((fmean(longer) if longer else now - t0, fmean(self.prior[it.kind])))
         if not pairs:
             return 1.0
         m = fmean(b for _, b in pairs) * PRIOR_N
@@ -396,7 +401,9 @@ class Eta:
 
     def _durations(self, cost: Callable[[Item], float] | None) -> Callable[[Item], list[float]]:
         """How long an item waiting may take: what its kind's items took (at least `OWN` of
-        them, else any, per weight), scaled to its cost, at most the deadline."""
+        them, else any, per weight), scaled to its cost, at most the deadline; what the
+        deadline cuts off comes back as more items that hang to it, the longest first (so
+        their mean stays its cost: items seen early are the short ones)."""
         recent = self.seen[-SAMPLES:]
         cap = self.deadline if self.deadline is not None else math.inf
         memo: dict[Item, list[float]] = {}
@@ -407,8 +414,15 @@ class Eta:
             elif it not in memo and cost is not None and recent:
                 own = [d for k, d, _ in recent if k.kind == it.kind]
                 pool = own if len(own) >= OWN else [d / k.weight for k, d, _ in recent]
-                scale = cost(it) / (fmean(pool) or 1.0)
-                memo[it] = [min(d * scale, cap) for d in pool]
+                c = cost(it)
+                out = sorted(min(d * c / (fmean(pool) or 1.0), cap) for d in pool)
+                short = c * len(out) - sum(out)
+                for i in range(len(out) - 1, -1, -1):
+                    if short <= 0:
+                        break
+                    short -= cap - out[i]
+                    out[i] = cap
+                memo[it] = out
             return memo.get(it, [])
 
         return durations
@@ -442,12 +456,20 @@ class Eta:
         return expected
 
 
-def clock_text(seconds: float | None) -> str:
+def clock_text(seconds: float | None, spread: tuple[float, float] | None = None) -> str:
+    """`ETA 0:02:10`; with its `spread` when that reaches past ±25% of it (a few long runs
+    decide when the work ends): `ETA 0:02:10 (1:40-3:05)`."""
     if seconds is None:
         return "ETA estimating"
-    s = round(seconds)
-    h, rest = divmod(s, 3600)
-    return f"ETA {h}:{rest // 60:02d}:{rest % 60:02d}"
+
+    def hms(x: float) -> str:
+        h, rest = divmod(round(x), 3600)
+        return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+    text = f"ETA {hms(seconds) if seconds >= 3600 else '0:' + hms(seconds).zfill(5)}"
+    if spread is not None and not 0.75 * seconds <= spread[0] <= spread[1] <= 1.25 * seconds:
+        text += f" ({hms(spread[0])}-{hms(spread[1])})"
+    return text
 
 
 class LineProgress:
@@ -489,7 +511,9 @@ def eta_column() -> Any:
             eta = task.fields.get("eta")
             if task.finished or eta is None:
                 return Text("")
-            return Text(clock_text(eta.remaining()), style="progress.remaining")
+            left = eta.remaining()
+            return Text(clock_text(left, eta.spread() if left else None),
+                        style="progress.remaining")
 
     return EtaColumn()
 
