@@ -110,8 +110,10 @@ class Eta:
                  starts_reported: bool = False, prior: Mapping[str, Sequence[float]] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.clock, self.workers, self.deadline = clock, max(1, workers), deadline
-        self.prior = dict(prior or {})
-        self.scale = 1.0
+        self.prior: dict[str, Sequence[float]] = {}
+        self.mean: dict[str, float] = {}  # the prior's, per kind, and its spread (`_doubt`)
+        self.cv: dict[str, float] = {}
+        self.scale = 1.0  # how far off the prior is here
         self.lanes = lanes or {}
         self.reported = starts_reported
         self.started = clock()
@@ -123,6 +125,7 @@ class Eta:
         #: when last worked out, and what: the estimate and, when last drawn, its range
         self.last: tuple[float, float | None] | None = None
         self.range: tuple[float, float, float, float] | None = None  # `_draw`
+        self.set_prior(prior or {})
         self.replan(plan)
 
     def set_prior(self, prior: Mapping[str, Sequence[float]]) -> None:
@@ -130,7 +133,10 @@ class Eta:
         a fault profile's call times, a task's simulated runs): it stands for the kind's
         items until they are seen, scaled by how far the items seen ran from it."""
         with self.lock:
-            self.prior.update(prior)
+            for k, v in prior.items():
+                if v:
+                    self.prior[k], self.mean[k] = v, fmean(v)
+                    self.cv[k] = pstdev(v, self.mean[k]) / (self.mean[k] or 1.0)
             self.last = self.range = None
 
     def replan(self, plan: int | Sequence[Item]) -> None:
@@ -207,7 +213,7 @@ class Eta:
         if self.prior:
             self.scale = self._scale(now)
         if not self.seen:
-            return self._modelled(lambda: fmean(fmean(v) for v in self.prior.values()))
+            return self._modelled(lambda: fmean(self.mean.values()))
         tau = RECENCY * (now - self.started) or 1.0
         values: dict[str, list[tuple[float, float]]] = defaultdict(list)  # per weight, weight
         for it, d, end in self.seen:
@@ -244,7 +250,7 @@ class Eta:
 
         def cost(item: Item) -> float:
             if item.kind in self.prior:
-                return fmean(self.prior[item.kind]) * self.scale
+                return self.mean[item.kind] * self.scale
             if item.kind not in means:
                 return pooled * item.weight
             n = ns[item.kind]
@@ -259,7 +265,7 @@ class Eta:
         kinds' typical mean x its weight); None without a prior."""
         if not self.prior:
             return None
-        return lambda it: (fmean(self.prior[it.kind]) if it.kind in self.prior
+        return lambda it: (self.mean[it.kind] if it.kind in self.prior
                            else typical() * it.weight) * self.scale
 
     def _scale(self, now: float) -> float:
@@ -267,12 +273,12 @@ class Eta:
         (of kinds with a prior) and of those in flight (their age, or what the prior's items
         that ran longer ran: the short ones end first) over their kinds' modelled means,
         with `PRIOR_N` items' worth of the model's own (a few long runs seen say little)."""
-        pairs = [(d, fmean(self.prior[it.kind])) for it, d, _ in self.seen
+        pairs = [(d, self.mean[it.kind]) for it, d, _ in self.seen
                  if it.kind in self.prior]
         for it, t0 in self.flying:
             if it.kind in self.prior:
                 longer = [d for d in self.prior[it.kind] if d > now - t0]
-                pairs.append((fmean(longer) if longer else now - t0, fmean(self.prior[it.kind])))
+                pairs.append((fmean(longer) if longer else now - t0, self.mean[it.kind]))
         if not pairs:
             return 1.0
         m = fmean(b for _, b in pairs) * PRIOR_N
@@ -283,8 +289,8 @@ class Eta:
         the square root of the items it stands on (`PRIOR_N`, and those seen); 0 without."""
         if not self.prior:
             return 0.0
-        cv = fmean(pstdev(v) / (fmean(v) or 1.0) for v in self.prior.values())
-        return cv / math.sqrt(PRIOR_N + sum(it.kind in self.prior for it, _, _ in self.seen))
+        seen = sum(it.kind in self.prior for it, _, _ in self.seen)
+        return fmean(self.cv.values()) / math.sqrt(PRIOR_N + seen)
 
     def waits_left(self) -> float:
         """The politeness waits still owed: the schedule of what is left at no cost."""
