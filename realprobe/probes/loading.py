@@ -25,14 +25,14 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from realprobe.dbfacts import PHASE_COLUMNS
+from realprobe import chunks
+from realprobe.chunks import CODE_SQL, CODES, MISSING, OTHER, real
+from realprobe.chunks import PHASE_EXTRA as PHASE_EXTRA  # where the readers take it from
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.store import FUTURE_SKEW_S, open_here, read_error, read_only, writing_here
 
-#: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
-CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
 _TIMEOUT = CODES.index(ErrorCode.TIMEOUT)
-_OTHER = CODES.index(ErrorCode.OPERATION_FAILED)
+_OTHER = OTHER
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -141,17 +141,18 @@ def conditions(
     vantages: list[str] | None = None,
     *,
     excluded: bool | None = False,
+    now: float | None = None,
 ) -> tuple[str, list[Any]]:
     """The WHERE clause (and its parameters) of a selection of probe rows (`excluded`: only
     rows excluded as local network failures, only rows kept (the default), or None: both).
     A row whose start is not a time (text, NULL, not finite, negative, or later than now
     plus the clock skew a row may have) is never selected: one bad row cannot break a
-    reader."""
+    reader (`now`: the moment that bounds a start, default now)."""
     where = (
         [] if excluded is None
         else ["coalesce(excluded, 0) = 1" if excluded else "coalesce(excluded, 0) = 0"]
     )
-    sane, params = sane_start()
+    sane, params = sane_start(now)
     where.append(sane)
     if since is not None:
         where.append("started_ts >= ?")
@@ -198,47 +199,22 @@ def number(column: str) -> str:
     return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} END"
 
 
-#: where a number is missing in reader SQL; `read_by_tool` puts in what its reader takes
-MISSING = "__missing__"
-
-
-def real(column: str, missing: str = MISSING) -> str:
-    """A number column as a REAL, `missing` when it holds anything else (NULL, text, a blob,
-    an infinity): in SQLite text and blobs sort above every number and NULL compares to
-    nothing, so two comparisons say it (cheaper per row than `typeof`)."""
-    return (
-        f"CASE WHEN {column} < 9e999 AND {column} > -9e999 THEN CAST({column} AS REAL) "
-        f"ELSE {missing} END"
-    )
-
-
-#: the columns the phase medians need, as `load_probes(..., extra=...)` reads them
-PHASE_EXTRA = {
-    "new_connection": ("new_connection", real("new_connection", "0.0")),
-    **{p: (p, real(p)) for p in PHASE_COLUMNS},
-}
-
-
 def _row_query(
     conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any],
-    more: list[str],
+    more: list[str], table: str = "probes", *, virtual: bool | None = None,
 ) -> tuple[str, list[Any]]:
-    """The rows as (time, latency, code index, deadline, *more), by tool then time. Simulated
-    runs are placed on their virtual timeline, ending at the run's last real stamp."""
-    code_case = " ".join(f"WHEN '{c.value}' THEN {i}.0" for i, c in enumerate(CODES))
+    """The rows as (time, latency, code index, deadline, *more), by tool, time and rowid (no
+    tie left to chance). Simulated runs are placed on their virtual timeline, ending at the
+    run's last real stamp. `table`: the FROM clause (the uncovered rows of the chunk store
+    are read `NOT INDEXED`, by rowid); `virtual`: whether there are such rows, when known."""
     values = (
-        f"{real('latency_ms')} AS c1, "
-        f"CASE WHEN outcome = 'ok' THEN -1.0 ELSE CASE error_code {code_case} "
-        f"ELSE {_OTHER}.0 END END AS c2, {real('timeout_s')} AS c3"
+        f"{real('latency_ms')} AS c1, {CODE_SQL} AS c2, {real('timeout_s')} AS c3"
         + "".join(f", {sql} AS c{i}" for i, sql in enumerate(more, start=4))
     )
-    virtual = "virtual_s" in columns and conn.execute(
-        f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
-    ).fetchone()
-    if not virtual:
+    if not (virtual_rows(conn, columns, cond, params) if virtual is None else virtual):
         return (
-            f"SELECT CAST(started_ts AS REAL) AS c0, {values} FROM probes WHERE {cond} "
-            "ORDER BY tool, started_ts",
+            f"SELECT CAST(started_ts AS REAL) AS c0, {values} FROM {table} WHERE {cond} "
+            "ORDER BY tool, started_ts, rowid",
             params,
         )
     timeline = (
@@ -249,9 +225,17 @@ def _row_query(
         f"SELECT CAST({timeline} AS REAL) AS c0, {values} FROM probes LEFT JOIN "
         "(SELECT run_id AS rid, max(started_ts) - max(virtual_s) AS anchor "
         f"FROM probes WHERE {cond} AND virtual_s IS NOT NULL GROUP BY run_id) a "
-        f"ON a.rid = probes.run_id WHERE {cond} ORDER BY tool, c0",
+        f"ON a.rid = probes.run_id WHERE {cond} ORDER BY tool, c0, probes.rowid",
         [*params, *params],
     )
+
+
+def virtual_rows(conn: sqlite3.Connection, columns: set[str], cond: str,
+                 params: list[Any]) -> bool:
+    """Whether the selection holds rows of a simulated run (on their virtual timeline)."""
+    return "virtual_s" in columns and conn.execute(
+        f"SELECT 1 FROM probes WHERE {cond} AND virtual_s IS NOT NULL LIMIT 1", params
+    ).fetchone() is not None
 
 
 Groups = list[tuple[str, int]]
@@ -276,15 +260,209 @@ def read_by_tool(
             return read_by_tool(conn, cond, params, query, k)
     db.execute("BEGIN")
     try:
-        groups = [(str(t), int(c)) for t, c in db.execute(groups_sql, params).fetchall()]
-        n = sum(c for _, c in groups)
-        if not n:
-            return groups, [np.zeros(0) for _ in range(k)]
-        sql, args = query
-        flat = float_rows(db.execute(sql.replace(MISSING, "'NaN'"), args), k, n)
-        return groups, [np.ascontiguousarray(flat[:, i]) for i in range(k)]
+        groups, arrays = _rows_in(db, groups_sql, params, query, k)
     finally:
         db.execute("COMMIT")
+    return [(str(t), c) for t, c in groups], arrays
+
+
+def _rows_in(
+    conn: sqlite3.Connection, groups_sql: str, params: list[Any], query: tuple[str, list[Any]],
+    k: int,
+) -> tuple[list[tuple[Any, int]], list[FloatArray]]:
+    """`read_by_tool` row-wise, inside the caller's transaction (tools as stored)."""
+    groups = [(t, int(c)) for t, c in conn.execute(groups_sql, params).fetchall()]
+    n = sum(c for _, c in groups)
+    if not n:
+        return groups, [np.zeros(0) for _ in range(k)]
+    sql, args = query
+    flat = float_rows(conn.execute(sql.replace(MISSING, "'NaN'"), args), k, n)
+    return groups, [np.ascontiguousarray(flat[:, i]) for i in range(k)]
+
+
+# -- the chunk store (`realprobe/chunks.py`): sealed rows column-wise, the rest through SQL
+
+
+@dataclass
+class Selection:
+    """What `conditions` selects, for evaluating it over chunk columns in numpy."""
+
+    since: float | None
+    until: float | None
+    tools: list[str] | None
+    kinds: list[str] | None
+    vantages: list[str] | None
+    excluded: bool | None
+    #: the latest start a row may have (`sane_start`'s parameter, the same moment)
+    latest: float
+
+    def rows(self, ts: FloatArray, prov: NDArray[Any], excluded: NDArray[Any],
+             prov_ok: BoolArray) -> BoolArray:
+        m = (ts >= 0) & (ts <= self.latest)  # NaN (no number) fails both, as in SQL
+        if self.since is not None:
+            m &= ts >= self.since
+        if self.until is not None:
+            m &= ts < self.until
+        if self.excluded is not None:
+            m &= (excluded == 2) if self.excluded else (excluded <= 1)
+        if not prov_ok.all():
+            m &= prov_ok[prov]
+        return m
+
+    def provenance(self, keys: dict[int, Any]) -> BoolArray:
+        """Per key id, whether rows of that (kind, vantage, source, target) are selected."""
+        ok = np.zeros(max(keys, default=0) + 1, dtype=bool)
+        for i, key in keys.items():
+            if len(key) == 4:
+                kind, vantage = key[0], key[1]
+                ok[i] = (self.kinds is None or kind in self.kinds) and (
+                    not self.vantages or (vantage if vantage is not None else "") in self.vantages
+                )
+        return ok
+
+    def tool_ok(self, name: str) -> bool:
+        return not self.tools or name in self.tools
+
+
+#: the most rows the chunk path reads through SQL; past it (a file mostly unsealed, an older
+#: realprobe's) the whole selection goes the columnar SQL way
+UNSEALED_MAX = 4 * chunks.CHUNK_ROWS
+
+
+def sealed(conn: sqlite3.Connection) -> tuple[list[chunks.Chunk], list[tuple[int, int]]] | None:
+    """The chunks and the rowid ranges they leave to SQL, when the file has a chunk store
+    and no more than UNSEALED_MAX rowids lie outside it (inside the read transaction)."""
+    found = chunks.chunks(conn)
+    if not found:
+        return None
+    top = conn.execute("SELECT max(rowid) FROM probes").fetchone()[0] or 0
+    ranges = [(a, min(b, top)) for a, b in chunks.uncovered(found) if a <= top]
+    if sum(b - a + 1 for a, b in ranges) > UNSEALED_MAX:
+        return None
+    return found, ranges
+
+
+def dense(col: NDArray[Any] | chunks.Sparse, n: int) -> NDArray[Any]:
+    return col if isinstance(col, np.ndarray) else col.dense(n)
+
+
+class _Placing:
+    """Where each piece (chunk or -1 for the SQL rows, start, end) lands in the answer."""
+
+    def __init__(self, order: list[tuple[int, int, int]], n_chunks: int) -> None:
+        self.order = order
+        sizes = [b - a for _, a, b in order]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.n = int(self.offsets[-1])
+        # per chunk, its pieces' starts, ends and offsets in the answer (ascending starts)
+        by: dict[int, list[tuple[int, int, int]]] = {}
+        for (c, a, b), o in zip(order, self.offsets[:-1].tolist(), strict=True):
+            by.setdefault(c, []).append((a, b, o))
+        self.by_chunk = {c: np.array(sorted(v), dtype=np.int64).T for c, v in by.items()}
+
+    def gather(self, parts: list[NDArray[Any] | chunks.Sparse], rest: FloatArray,
+               dtype: Any, mask: BoolArray | None) -> NDArray[Any]:
+        out = np.empty(self.n, dtype)
+        for (c, a, b), o in zip(self.order, self.offsets.tolist(), strict=False):
+            src = rest if c < 0 else parts[c]
+            out[o:o + b - a] = src[a:b] if isinstance(src, np.ndarray) else src.fill
+        for c, (starts, ends, offs) in self.by_chunk.items():
+            src = parts[c] if c >= 0 else None
+            if isinstance(src, chunks.Sparse) and len(src.at):
+                at = src.at.astype(np.int64)
+                i = np.searchsorted(starts, at, "right") - 1
+                keep = (i >= 0) & (at < ends[np.maximum(i, 0)])
+                i = i[keep]
+                out[offs[i] + at[keep] - starts[i]] = src.values[keep]
+        return out if mask is None else out[mask]
+
+
+def _by_chunks(
+    conn: sqlite3.Connection, columns: set[str], sel: Selection, cond: str, params: list[Any],
+    more: list[str],
+) -> tuple[Groups, list[FloatArray]] | None:
+    """`read_by_tool` from the chunk store: the sealed rows from their chunks, the others
+    through SQL, in the same snapshot and order. None when the store cannot answer (no
+    chunks, a column no chunk keeps, a tool that is not text among the unsealed rows)."""
+    names = ["ts", "latency", "code", "timeout", *(f"x:{sql}" for sql in more)]
+    if any(n not in chunks.COLUMNS for n in names):
+        return None
+    conn.execute("BEGIN")
+    try:
+        got = sealed(conn)
+        if got is None:
+            return None
+        found, ranges = got
+        where = f"{chunks.rowid_sql(ranges)} AND {cond}"
+        query = _row_query(conn, columns, where, params, [*more, "rowid"], "probes NOT INDEXED",
+                           virtual=False)
+        tail_groups, tail = _rows_in(
+            conn, f"SELECT tool, count(*) FROM probes NOT INDEXED WHERE {where} GROUP BY tool "
+            "ORDER BY tool", params, query, len(names) + 1)
+        if any(not isinstance(t, str) for t, _ in tail_groups):
+            return None
+        cols = chunks.columns(conn, found, [*names, "prov", "excluded"])
+        if cols is None:
+            return None
+        keys = chunks.keys(conn)
+        prov_ok = sel.provenance(keys)
+        masks = [sel.rows(dense(ts, c.n), dense(p, c.n), dense(x, c.n), prov_ok)
+                 for ts, p, x, c in zip(cols["ts"], cols["prov"], cols["excluded"], found,
+                                        strict=True)]
+        # the pieces of the answer, tool by tool: each chunk's rows of the tool (by rowid),
+        # then the unsealed rows'
+        pieces: dict[str, list[tuple[int, int, int]]] = {}
+        for c, chunk in enumerate(found):
+            at = 0
+            for tool_id, count in chunk.toc:
+                name = keys[tool_id][0]
+                if sel.tool_ok(name):
+                    pieces.setdefault(name, []).append((c, at, at + count))
+                at += count
+        at = 0
+        for tool, count in tail_groups:
+            pieces.setdefault(tool, []).append((-1, at, at + count))
+            at += count
+        order: list[tuple[int, int, int]] = []
+        groups: Groups = []
+        kept: list[int] = []
+        joins: list[int] = []  # where two pieces of one tool meet in the answer
+        for tool in sorted(pieces):
+            n = 0
+            for c, a, b in pieces[tool]:
+                got_n = b - a if c < 0 or masks[c].all() else int(
+                    np.count_nonzero(masks[c][a:b]))
+                if got_n:
+                    if n:
+                        joins.append(sum(kept))
+                    order.append((c, a, b))
+                    kept.append(got_n)
+                    n += got_n
+            if n:
+                groups.append((tool, n))
+        if not groups:
+            return [], [np.zeros(0) for _ in names]
+        full = all(k == b - a for k, (_, a, b) in zip(kept, order, strict=True))
+        mask = None if full else np.concatenate(
+            [masks[c][a:b] if c >= 0 else np.ones(b - a, bool) for c, a, b in order])
+        place = _Placing(order, len(found))
+        arrays = [place.gather(cols[n], tail[i], np.int64 if n == "code" else np.float64, mask)
+                  for i, n in enumerate(names)]
+        # in (tool, time, rowid) order already when the pieces join in time and the SQL rows
+        # all lie past the chunks; else sorted here
+        ts = arrays[0]
+        at_join = np.array(joins, dtype=np.int64)
+        if (ts[at_join - 1] > ts[at_join]).any() or (tail[-1] <= found[-1].hi).any():
+            rows = chunks.columns(conn, found, ["rowid"])
+            if rows is None:
+                return None
+            rowid = place.gather(rows["rowid"], tail[-1], np.float64, mask)
+            tool_at = np.repeat(np.arange(len(groups)), [n for _, n in groups])
+            sort = np.lexsort((rowid, ts, tool_at))
+            arrays = [a[sort] for a in arrays]
+        return groups, arrays
+    finally:
+        conn.execute("COMMIT")
 
 
 #: rows per batch the columnar reader takes from SQLite at a time
@@ -389,19 +567,15 @@ def load_probes(
     conn = read_only(path) if path is not None else cast(sqlite3.Connection, db)
     try:
         columns = probe_columns(conn)
-        cond, params = conditions(columns, since, until, tools, kinds, vantages)
+        now = time.time()
+        cond, params = conditions(columns, since, until, tools, kinds, vantages, now=now)
         more = {k: sql for k, (col, sql) in (extra or {}).items() if col in columns}
-        query = _row_query(conn, columns, cond, list(params), list(more.values()))
-        source: Path | sqlite3.Connection = conn
-        if path is not None and not writing_here(path):
-            conn.close()  # one copy of SQLite at a time on the file (POSIX locks)
-            if open_here(path):  # the caller holds it open: stay with that copy
-                conn = source = read_only(path)
-            else:
-                source = path
-        groups, (ts, lat, code, timeout, *rest) = read_by_tool(
-            source, cond, list(params), query, 4 + len(more)
-        )
+        got = None if virtual_rows(conn, columns, cond, params) else _by_chunks(
+            conn, columns, Selection(since, until, tools, kinds, vantages, False,
+                                     now + FUTURE_SKEW_S), cond, list(params), list(more.values()))
+        if got is None:
+            got = _by_sql(path, conn, columns, cond, params, list(more.values()))
+        groups, (ts, lat, code, timeout, *rest) = got
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
@@ -411,8 +585,30 @@ def load_probes(
     return ProbeArrays(
         [t for t, _ in groups],
         np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        ts, lat, code.astype(np.int64), timeout, dict(zip(more, rest, strict=True)),
+        ts, lat, code.astype(np.int64, copy=False), timeout, dict(zip(more, rest, strict=True)),
     )
+
+
+def _by_sql(
+    path: Path | None, conn: sqlite3.Connection, columns: set[str], cond: str,
+    params: list[Any], more: list[str],
+) -> tuple[Groups, list[FloatArray]]:
+    """`read_by_tool` through SQL: a file column-wise by the ADBC driver (after closing
+    `conn`: one copy of SQLite at a time on the file, POSIX locks), unless this process holds
+    the file open; an open connection row-wise."""
+    query = _row_query(conn, columns, cond, list(params), more)
+    source: Path | sqlite3.Connection = conn
+    if path is not None and not writing_here(path):
+        conn.close()
+        if not open_here(path):
+            source = path
+        else:  # the caller holds it open: stay with that copy
+            source = read_only(path)
+            try:
+                return read_by_tool(source, cond, list(params), query, 4 + len(more))
+            finally:
+                source.close()
+    return read_by_tool(source, cond, list(params), query, 4 + len(more))
 
 
 def load_retry_after(

@@ -10,16 +10,18 @@ sandbox, simulated or replayed rows says so in a banner.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from realprobe import chunks
 from realprobe.errors import BadArgument, RealprobeError
-from realprobe.probes.loading import conditions, probe_columns
+from realprobe.probes.loading import Selection, conditions, dense, probe_columns, sealed
 from realprobe.probes.windows import iso
-from realprobe.store import read_error, read_only
+from realprobe.store import FUTURE_SKEW_S, read_error, read_only
 from realprobe.target import TargetKind
 
 #: what `target` accepts: the kinds, and all
@@ -129,6 +131,73 @@ def _query(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
 
 
+def survey_sql(have: list[str], cond: str, table: str = "probes") -> str:
+    """The survey's query: rows, first and last start per group of the `have` columns."""
+    cols = ", ".join(have)
+    return (
+        f"SELECT {cols}{',' if have else ''} count(*), min(started_ts), max(started_ts) "
+        f"FROM {table} WHERE {cond}" + (f" GROUP BY {cols} ORDER BY {cols}" if have else "")
+    )
+
+
+def _by_chunks(
+    conn: sqlite3.Connection, have: list[str], cond: str, params: list[Any], sel: Selection
+) -> list[tuple[Any, ...]] | None:
+    """The survey's rows (raw group values, rows, first, last) from the chunk store: sealed
+    rows grouped in numpy, the rest by SQL, in one snapshot, in the order SQL gives them
+    (None: no chunk store to use)."""
+    import numpy as np
+
+    conn.execute("BEGIN")
+    try:
+        got = sealed(conn)
+        if got is None:
+            return None
+        found, ranges = got
+        where = f"{chunks.rowid_sql(ranges)} AND {cond}"
+        acc = {tuple(r[:5]): list(r[5:]) for r in _query(
+            conn, survey_sql(have, where, "probes NOT INDEXED"), params)}
+        cols = chunks.columns(conn, found, ["ts", "prov", "excluded"])
+        if cols is None:
+            return None
+        keys = chunks.keys(conn)
+        prov_ok = sel.provenance(keys)
+        for c, chunk in enumerate(found):
+            ts = dense(cols["ts"][c], chunk.n)
+            key = dense(cols["prov"][c], chunk.n).astype(np.int64) * 3 + dense(
+                cols["excluded"][c], chunk.n)
+            m = sel.rows(ts, key // 3, key % 3, prov_ok)
+            if sel.tools:
+                m &= np.repeat([sel.tool_ok(keys[t][0]) for t, _ in chunk.toc],
+                               [n for _, n in chunk.toc])
+            if not m.all():
+                ts, key = ts[m], key[m]
+            counts = np.bincount(key)
+            for k in np.flatnonzero(counts).tolist():
+                mine = ts if counts[k] == len(ts) else ts[key == k]
+                kind, vantage, source, target = keys[k // 3]
+                group = (kind, chunks.EXCLUDED_VALUES[k % 3], vantage, source, target)
+                n, lo, hi = int(counts[k]), float(mine.min()), float(mine.max())
+                if group in acc:
+                    a = acc[group]
+                    acc[group] = [a[0] + n, min(a[1], lo), max(a[2], hi)]
+                else:
+                    acc[group] = [n, lo, hi]
+        return sorted(((*k, *v) for k, v in acc.items()),
+                      key=lambda r: [_sql_order(v) for v in r[:5]])
+    finally:
+        conn.execute("COMMIT")
+
+
+def _sql_order(v: Any) -> tuple[int, Any]:
+    """SQLite's order of values: NULL, numbers, text, blobs."""
+    if v is None:
+        return (0, 0)
+    if isinstance(v, int | float):
+        return (1, v)
+    return (2, v) if isinstance(v, str) else (3, bytes(v))
+
+
 #: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
 Group = tuple[str, str, str, str, int, int, float, float]
 
@@ -146,14 +215,13 @@ def survey(
     try:
         cols = probe_columns(conn)
         have = [c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
-        cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None)
-        rows = _query(
-            conn,
-            f"SELECT {', '.join(have)}{',' if have else ''} count(*), min(started_ts), "
-            f"max(started_ts) FROM probes WHERE {cond}"
-            + (f" GROUP BY {', '.join(have)}" if have else ""),
-            params,
-        )
+        now = time.time()
+        cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None,
+                                  now=now)
+        sel = Selection(since, until, tools, None, vantages, None, now + FUTURE_SKEW_S)
+        rows = _by_chunks(conn, have, cond, params, sel) if len(have) == 5 else None
+        if rows is None:
+            rows = _query(conn, survey_sql(have, cond), params)
     finally:
         conn.close()
     merged: dict[tuple[str, str, str, str, int], list[float]] = {}

@@ -1,0 +1,338 @@
+"""A column-wise copy of the probe rows inside the same SQLite file, kept like an index.
+
+The one writer (`Store`) seals the rows it has written into chunks: each chunk covers a
+contiguous rowid range [lo, hi] of `probes` and holds, one BLOB per column, exactly what the
+readers compute from a row (the numbers by the very SQL the readers run, evaluated by SQLite
+when the chunk is sealed) and what they filter and group on (time, tool, kind, vantage,
+source, target, excluded), the strings as codes into `probe_chunk_keys`. Rows in a chunk are
+in the readers' order (tool, started_ts, rowid). Triggers on `probes` drop the chunk holding
+any row that is updated, deleted or inserted inside a chunk's range, whoever writes (the
+store, sqlite-utils, a user's own UPDATE), so a chunk is never stale; the writer seals such
+gaps again later. Readers take the chunks for the covered rowids and read only the rest (the
+unsealed tail, any gap) through SQL, in the same read transaction.
+
+A row a chunk could not represent exactly (a tool that is not text, a blob where a label
+belongs, `excluded` other than NULL, 0 or 1) is left out of every chunk: it stays a gap the
+readers read through SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+from realprobe.dbfacts import IMPLICIT_KINDS, PHASE_COLUMNS
+from realprobe.errors import ErrorCode
+
+if TYPE_CHECKING:
+    import numpy as np
+
+CHUNKS = "probe_chunks"
+KEYS = "probe_chunk_keys"
+#: unsealed rows past the last chunk that make the writer seal them (the most the readers
+#: ever read through SQL when nobody else writes)
+SEAL_ROWS = 8192
+#: a chunk grows (sealed again with the rows after it) until it holds this many rows
+CHUNK_ROWS = 65536
+
+#: error codes in a fixed order; a row's code is an index into this tuple, -1 for success
+CODES: tuple[ErrorCode, ...] = tuple(ErrorCode)
+OTHER = CODES.index(ErrorCode.OPERATION_FAILED)
+
+#: where a number is missing in reader SQL; each reader puts in what it takes
+MISSING = "__missing__"
+
+
+def real(column: str, missing: str = MISSING) -> str:
+    """A number column as a REAL, `missing` when it holds anything else (NULL, text, a blob,
+    an infinity): in SQLite text and blobs sort above every number and NULL compares to
+    nothing, so two comparisons say it (cheaper per row than `typeof`)."""
+    return (
+        f"CASE WHEN {column} < 9e999 AND {column} > -9e999 THEN CAST({column} AS REAL) "
+        f"ELSE {missing} END"
+    )
+
+
+#: a row's outcome as a REAL: -1 for success, else its error code's index in CODES
+CODE_SQL = (
+    "CASE WHEN outcome = 'ok' THEN -1.0 ELSE CASE error_code "
+    + " ".join(f"WHEN '{c.value}' THEN {i}.0" for i, c in enumerate(CODES))
+    + f" ELSE {OTHER}.0 END END"
+)
+#: the row's time as every reader selects it (a start that is not a number is never selected)
+TS_SQL = f"CASE WHEN typeof(started_ts) IN ('real', 'integer') THEN CAST(started_ts AS REAL) " \
+    f"ELSE {MISSING} END"
+
+#: the columns the phase medians need, as `load_probes(..., extra=...)` reads them
+PHASE_EXTRA = {
+    "new_connection": ("new_connection", real("new_connection", "0.0")),
+    **{p: (p, real(p)) for p in PHASE_COLUMNS},
+}
+#: each row's implicit kinds as bits (bit j: IMPLICIT_KINDS[j] sits in its comma-joined
+#: list), as `load_probes(..., extra=...)` reads them
+IMPLICIT_EXTRA = {
+    "implicit": ("implicit", "CASE WHEN implicit IS NULL THEN 0.0 ELSE CAST(" + " + ".join(
+        f"{1 << j} * (instr(',' || implicit || ',', ',{k},') > 0)"
+        for j, k in enumerate(IMPLICIT_KINDS)
+    ) + " AS REAL) END"),
+}
+
+#: what a chunk holds: name, SQL (evaluated by SQLite at sealing), numpy dtype. `x:<sql>`
+#: names the further columns a reader may ask for, by their SQL
+_FIXED = [
+    ("rowid", "rowid", "i8"),
+    ("ts", TS_SQL, "f8"),
+    ("latency", real("latency_ms"), "f8"),
+    ("code", CODE_SQL, "i1"),
+    ("timeout", real("timeout_s"), "f8"),
+    ("tool", f"(SELECT id FROM {KEYS} WHERE key = json_array(tool))", "i4"),
+    ("prov", f"(SELECT id FROM {KEYS} WHERE key = json_array(target_kind, vantage, source, "
+             "target))", "i4"),
+    # NULL, 0, 1 (a chunk holds no other value): the readers' filter and the survey's group
+    ("excluded", "CASE WHEN excluded IS NULL THEN 0 WHEN excluded = 0 THEN 1 ELSE 2 END", "i1"),
+]
+COLUMNS: dict[str, tuple[str, str]] = {
+    **{name: (sql, dtype) for name, sql, dtype in _FIXED},
+    **{f"x:{sql}": (sql, "f8") for _, sql in (*PHASE_EXTRA.values(), *IMPLICIT_EXTRA.values())},
+}
+#: a row no chunk can represent exactly: read through SQL
+_ODD = (
+    "typeof(tool) != 'text' OR typeof(target_kind) = 'blob' OR typeof(vantage) = 'blob' "
+    "OR typeof(source) = 'blob' OR typeof(target) = 'blob' "
+    "OR NOT (excluded IS NULL OR (typeof(excluded) = 'integer' AND excluded IN (0, 1)))"
+)
+#: the raw `excluded` value of each code
+EXCLUDED_VALUES = (None, 0, 1)
+
+_DROP = (
+    f"DELETE FROM {CHUNKS} WHERE lo = (SELECT max(lo) FROM {CHUNKS} WHERE lo <= {{row}}) "
+    "AND hi >= {row};"
+)
+TRIGGERS = {
+    f"{CHUNKS}_insert": f"AFTER INSERT ON probes BEGIN {_DROP.format(row='NEW.rowid')} END",
+    f"{CHUNKS}_update": f"AFTER UPDATE ON probes BEGIN {_DROP.format(row='OLD.rowid')} "
+                        f"{_DROP.format(row='NEW.rowid')} END",
+    f"{CHUNKS}_delete": f"AFTER DELETE ON probes BEGIN {_DROP.format(row='OLD.rowid')} END",
+}
+
+
+def ensure(conn: sqlite3.Connection) -> None:
+    """The chunk tables and triggers (the writer, on opening). A file whose triggers went
+    missing (a tool rebuilt `probes`, which drops them) loses its chunks first: rows may have
+    changed unseen."""
+    with conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {KEYS} (id INTEGER PRIMARY KEY, "
+                     "key TEXT NOT NULL UNIQUE)")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {CHUNKS} (lo INTEGER NOT NULL, "
+                     "hi INTEGER NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL, "
+                     "PRIMARY KEY (lo, name))")
+        if not _guarded(conn):
+            conn.execute(f"DELETE FROM {CHUNKS}")
+            for name, body in TRIGGERS.items():
+                conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+                conn.execute(f"CREATE TRIGGER {name} {body}")
+
+
+def _guarded(conn: sqlite3.Connection) -> bool:
+    got = conn.execute(
+        f"SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'probes' "
+        f"AND name IN ({','.join('?' * len(TRIGGERS))})", list(TRIGGERS)
+    ).fetchone()[0]
+    return int(got) == len(TRIGGERS)
+
+
+@dataclass
+class Chunk:
+    lo: int
+    hi: int
+    #: (tool key id, rows) in the chunk's order (tool names ascending)
+    toc: list[tuple[int, int]]
+
+    @property
+    def n(self) -> int:
+        return sum(c for _, c in self.toc)
+
+
+def chunks(conn: sqlite3.Connection) -> list[Chunk] | None:
+    """The file's chunks by rowid, or None when it has no chunk store a reader may trust (an
+    older file, or one whose triggers are gone). Call inside the read transaction."""
+    from realprobe.dbfacts import SCHEMA_VERSION
+    from realprobe.store import schema_version
+
+    try:
+        if schema_version(conn, "probes") != SCHEMA_VERSION or not _guarded(conn):
+            return None
+        rows = conn.execute(
+            f"SELECT lo, hi, data FROM {CHUNKS} WHERE name = 'toc' ORDER BY lo"
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return None
+    return [Chunk(int(lo), int(hi), [(int(t), int(c)) for t, c in json.loads(d)])
+            for lo, hi, d in rows]
+
+
+def keys(conn: sqlite3.Connection) -> dict[int, Any]:
+    """{key id: the tool name, or [kind, vantage, source, target] as stored}."""
+    return {int(i): json.loads(k) for i, k in conn.execute(f"SELECT id, key FROM {KEYS}")}
+
+
+@dataclass
+class Sparse:
+    """A chunk column mostly one value: `fill`, except `values` at `at` (ascending)."""
+
+    fill: Any
+    at: np.ndarray
+    values: np.ndarray
+
+    def dense(self, n: int) -> np.ndarray:
+        import numpy as np
+
+        out = np.full(n, self.fill)
+        out[self.at] = self.values
+        return out
+
+
+def encode(values: np.ndarray) -> bytes:
+    """A chunk column's BLOB: the values as they are, or, when three in four or more are one
+    value (a phase only new connections have, a constant deadline), that value, then where
+    the others are (uint16: a chunk spans at most CHUNK_ROWS rowids) and what they are. The
+    length tells the two apart; the values keep every bit."""
+    import numpy as np
+
+    n = len(values)
+    bits = values.view(f"u{values.itemsize}")
+    common, counts = np.unique(bits, return_counts=True)
+    top = int(np.argmax(counts))
+    odd = np.flatnonzero(bits != common[top])
+    if n < 8 or 4 * len(odd) >= n:
+        return values.tobytes()
+    return (common[top:top + 1].view(values.dtype).tobytes()
+            + odd.astype("<u2").tobytes() + values[odd].tobytes())
+
+
+def decode(data: bytes, dtype: str, n: int) -> np.ndarray | Sparse:
+    import numpy as np
+
+    size = np.dtype(dtype).itemsize
+    if len(data) == n * size:
+        return np.frombuffer(data, dtype)
+    k = (len(data) - size) // (2 + size)
+    return Sparse(np.frombuffer(data, dtype, 1)[0], np.frombuffer(data, "<u2", k, size),
+                  np.frombuffer(data, dtype, k, size + 2 * k))
+
+
+def columns(
+    conn: sqlite3.Connection, found: list[Chunk], names: list[str]
+) -> dict[str, list[np.ndarray | Sparse]] | None:
+    """{name: one column per chunk of `found`}, None when a chunk lacks one (never, unless
+    someone wrote the chunk table by hand)."""
+    out: dict[str, list[np.ndarray | Sparse]] = {n: [] for n in names}
+    at = {c.lo: i for i, c in enumerate(found)}
+    rows = conn.execute(
+        f"SELECT lo, name, data FROM {CHUNKS} WHERE name IN ({','.join('?' * len(names))}) "
+        "ORDER BY name, lo", names
+    )
+    for lo, name, data in rows:
+        i = at.get(lo)
+        if i != len(out[name]):
+            return None
+        out[name].append(decode(data, COLUMNS[name][1], found[i].n))
+    if any(len(v) != len(found) for v in out.values()):
+        return None
+    return out
+
+
+def uncovered(found: list[Chunk]) -> list[tuple[int, int]]:
+    """The rowid ranges no chunk covers (the last one open: up to the largest rowid)."""
+    out, at = [], 1
+    for c in found:
+        if c.lo > at:
+            out.append((at, c.lo - 1))
+        at = c.hi + 1
+    out.append((at, 1 << 62))
+    return out
+
+
+def rowid_sql(ranges: list[tuple[int, int]]) -> str:
+    return "(" + (" OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in ranges) or "0") + ")"
+
+
+# -- the writer's side --------------------------------------------------------------------
+
+
+def seal(conn: sqlite3.Connection, *, most: int | None = None) -> int:
+    """Seal the rows no chunk covers, where there are at least SEAL_ROWS of them in a row
+    (the tail, or a gap a changed row left): in pieces of CHUNK_ROWS rowids, a last chunk
+    short of that sealed again with the rows after it. `most`: chunks to write at most
+    (None: all). One write transaction; the rows sealed."""
+    if conn.in_transaction:  # the caller's own transaction: not now
+        return 0
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        done = _seal_in(conn, most)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return done
+
+
+def _plan(conn: sqlite3.Connection, found: list[Chunk]) -> list[tuple[int, int]]:
+    top = conn.execute("SELECT max(rowid) FROM probes").fetchone()[0]
+    if top is None:
+        return []
+    plan: list[tuple[int, int]] = []
+    for a, b in uncovered(found):
+        b = min(b, int(top))
+        if b - a + 1 < SEAL_ROWS:
+            continue
+        if b == top and found and found[-1].hi == a - 1 and found[-1].n < CHUNK_ROWS:
+            a = found[-1].lo  # the last chunk grows
+        while b - a + 1 >= SEAL_ROWS:
+            plan.append((a, min(b, a + CHUNK_ROWS - 1)))
+            a = plan[-1][1] + 1
+    return plan
+
+
+def _seal_in(conn: sqlite3.Connection, most: int | None) -> int:
+    import numpy as np
+
+    found = chunks(conn)
+    if found is None:
+        return 0
+    done = 0
+    names = list(COLUMNS)
+    cols = ", ".join(COLUMNS[n][0] for n in names).replace(MISSING, "'NaN'")
+    for a, b in _plan(conn, found)[:most]:
+        conn.execute(f"DELETE FROM {CHUNKS} WHERE lo BETWEEN ? AND ?", [a, b])
+        odd = [r for (r,) in conn.execute(
+            f"SELECT rowid FROM probes WHERE rowid BETWEEN ? AND ? AND ({_ODD})", [a, b])]
+        for lo, hi in zip([a] + [r + 1 for r in odd], [r - 1 for r in odd] + [b], strict=True):
+            if hi < lo:
+                continue
+            for key in ("json_array(tool)", "json_array(target_kind, vantage, source, target)"):
+                conn.execute(f"INSERT OR IGNORE INTO {KEYS} (key) SELECT DISTINCT {key} "
+                             "FROM probes WHERE rowid BETWEEN ? AND ?", [lo, hi])
+            cur = conn.execute(
+                f"SELECT {cols} FROM probes NOT INDEXED WHERE rowid BETWEEN ? AND ? "
+                "ORDER BY tool, started_ts, rowid", [lo, hi])
+            flat = np.fromiter(chain.from_iterable(cur), np.float64)
+            table = flat.reshape(-1, len(names))
+            if not len(table):
+                continue
+            data = {n: np.ascontiguousarray(table[:, i]).astype(COLUMNS[n][1])
+                    for i, n in enumerate(names)}
+            tool = data["tool"]
+            starts = np.flatnonzero(np.r_[True, tool[1:] != tool[:-1]])
+            counts = np.diff(np.r_[starts, len(tool)])
+            toc = [[int(tool[s]), int(c)] for s, c in zip(starts, counts, strict=True)]
+            conn.executemany(
+                f"INSERT INTO {CHUNKS} (lo, hi, name, data) VALUES (?, ?, ?, ?)",
+                [(lo, hi, "toc", json.dumps(toc).encode())]
+                + [(lo, hi, n, encode(data[n])) for n in names],
+            )
+            done += len(table)
+    return done
