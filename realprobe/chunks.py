@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,9 @@ class Chunk:
     hi: int
     #: (tool key id, rows) in the chunk's order (tool names ascending)
     toc: list[tuple[int, int]]
+    #: (tool, provenance key id, excluded code, rows, first, last start) of its rows whose start
+    #: is a number: a reader needs a chunk's rows only where a window cuts a group
+    groups: list[tuple[int, int, int, int, float, float]]
 
     @property
     def n(self) -> int:
@@ -166,12 +170,16 @@ def chunks(conn: sqlite3.Connection) -> list[Chunk] | None:
         if schema_version(conn, "probes") != SCHEMA_VERSION or not _guarded(conn):
             return None
         rows = conn.execute(
-            f"SELECT lo, hi, data FROM {CHUNKS} WHERE name = 'toc' ORDER BY lo"
+            f"SELECT lo, hi, data FROM {CHUNKS} WHERE name = 'head' ORDER BY lo"
         ).fetchall()
     except sqlite3.OperationalError:
         return None
-    return [Chunk(int(lo), int(hi), [(int(t), int(c)) for t, c in json.loads(d)])
-            for lo, hi, d in rows]
+    out = []
+    for lo, hi, data in rows:
+        head = json.loads(data)
+        out.append(Chunk(int(lo), int(hi), [(t, c) for t, c in head["toc"]],
+                         [tuple(g) for g in head["groups"]]))
+    return out
 
 
 def keys(conn: sqlite3.Connection) -> dict[int, Any]:
@@ -224,24 +232,29 @@ def decode(data: bytes, dtype: str, n: int) -> np.ndarray | Sparse:
                   np.frombuffer(data, dtype, k, size + 2 * k))
 
 
+def each(
+    conn: sqlite3.Connection, found: list[Chunk], names: list[str]
+) -> Iterator[tuple[int, int, np.ndarray | Sparse]]:
+    """(index in `found`, index in `names`, column) for the `names` of the chunks `found`,
+    one BLOB at a time."""
+    at = {c.lo: i for i, c in enumerate(found)}
+    if not at:
+        return
+    for lo, name, data in conn.execute(
+        f"SELECT lo, name, data FROM {CHUNKS} WHERE lo IN ({','.join(map(str, at))}) "
+        f"AND name IN ({','.join('?' * len(names))})", names,
+    ):
+        c = at[lo]
+        yield c, names.index(name), decode(data, COLUMNS[name][1], found[c].n)
+
+
 def columns(
     conn: sqlite3.Connection, found: list[Chunk], names: list[str]
-) -> dict[str, list[np.ndarray | Sparse]] | None:
-    """{name: one column per chunk of `found`}, None when a chunk lacks one (never, unless
-    someone wrote the chunk table by hand)."""
-    out: dict[str, list[np.ndarray | Sparse]] = {n: [] for n in names}
-    at = {c.lo: i for i, c in enumerate(found)}
-    rows = conn.execute(
-        f"SELECT lo, name, data FROM {CHUNKS} WHERE name IN ({','.join('?' * len(names))}) "
-        "ORDER BY name, lo", names
-    )
-    for lo, name, data in rows:
-        i = at.get(lo)
-        if i != len(out[name]):
-            return None
-        out[name].append(decode(data, COLUMNS[name][1], found[i].n))
-    if any(len(v) != len(found) for v in out.values()):
-        return None
+) -> dict[str, list[np.ndarray | Sparse]]:
+    """{name: one column per chunk of `found`}."""
+    out: dict[str, list[Any]] = {n: [None] * len(found) for n in names}
+    for c, i, col in each(conn, found, names):
+        out[names[i]][c] = col
     return out
 
 
@@ -297,6 +310,32 @@ def _plan(conn: sqlite3.Connection, found: list[Chunk]) -> list[tuple[int, int]]
     return plan
 
 
+def _head(data: dict[str, np.ndarray]) -> dict[str, Any]:
+    """A chunk's table of contents: its tools in order, and its groups (see `Chunk`)."""
+    import numpy as np
+
+    tool = data["tool"]
+    starts = np.flatnonzero(np.r_[True, tool[1:] != tool[:-1]])
+    counts = np.diff(np.r_[starts, len(tool)])
+    ts = data["ts"]
+    timed = ~np.isnan(ts)
+    key = ((tool.astype(np.int64) << 34) | (data["prov"].astype(np.int64) << 2)
+           | data["excluded"].astype(np.int64))[timed]
+    ts = ts[timed]
+    order = np.argsort(key, kind="stable")
+    key, ts = key[order], ts[order]
+    at = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
+    n = np.diff(np.r_[at, len(key)])
+    lo, hi = np.minimum.reduceat(ts, at) if len(at) else [], np.maximum.reduceat(ts, at) \
+        if len(at) else []
+    return {
+        "toc": [[int(tool[s]), int(c)] for s, c in zip(starts, counts, strict=True)],
+        "groups": [[int(k >> 34), int((k >> 2) & ((1 << 32) - 1)), int(k & 3), int(c),
+                    float(a), float(b)]
+                   for k, c, a, b in zip(key[at].tolist(), n.tolist(), lo, hi, strict=True)],
+    }
+
+
 def _seal_in(conn: sqlite3.Connection, most: int | None) -> int:
     import numpy as np
 
@@ -325,14 +364,10 @@ def _seal_in(conn: sqlite3.Connection, most: int | None) -> int:
                 continue
             data = {n: np.ascontiguousarray(table[:, i]).astype(COLUMNS[n][1])
                     for i, n in enumerate(names)}
-            tool = data["tool"]
-            starts = np.flatnonzero(np.r_[True, tool[1:] != tool[:-1]])
-            counts = np.diff(np.r_[starts, len(tool)])
-            toc = [[int(tool[s]), int(c)] for s, c in zip(starts, counts, strict=True)]
             conn.executemany(
                 f"INSERT INTO {CHUNKS} (lo, hi, name, data) VALUES (?, ?, ?, ?)",
-                [(lo, hi, "toc", json.dumps(toc).encode())]
-                + [(lo, hi, n, encode(data[n])) for n in names],
+                [(lo, hi, "head", json.dumps(_head(data)).encode())]
+                + [(lo, hi, n, encode(data[n])) for n in names if n != "tool"],
             )
             done += len(table)
     return done

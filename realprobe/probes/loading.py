@@ -323,6 +323,19 @@ class Selection:
     def tool_ok(self, name: str) -> bool:
         return not self.tools or name in self.tools
 
+    def excluded_ok(self, code: int) -> bool:
+        """Whether rows of a chunk's `excluded` code (chunks.EXCLUDED_VALUES) are selected."""
+        return self.excluded is None or (code == 2) == self.excluded
+
+    def span(self, lo: float, hi: float) -> int:
+        """Whether starts from `lo` to `hi` are all selected (1), none (0), or some (-1)."""
+        low = max(0.0, self.since if self.since is not None else 0.0)
+        if lo >= low and hi <= self.latest and (self.until is None or hi < self.until):
+            return 1
+        if hi < low or lo > self.latest or (self.until is not None and lo >= self.until):
+            return 0
+        return -1
+
 
 #: the most rows the chunk path reads through SQL; past it (a file mostly unsealed, an older
 #: realprobe's) the whole selection goes the columnar SQL way
@@ -346,35 +359,61 @@ def dense(col: NDArray[Any] | chunks.Sparse, n: int) -> NDArray[Any]:
     return col if isinstance(col, np.ndarray) else col.dense(n)
 
 
+def _cut(chunk: chunks.Chunk, keys: dict[int, Any], sel: Selection,
+         prov_ok: BoolArray) -> list[tuple[str, int, int, int]]:
+    """The selection in a chunk, tool by tool: (tool, start, end, rows selected), -1 rows
+    where a window cuts a group (then the chunk's own rows say which)."""
+    out, at = [], 0
+    by_tool: dict[int, list[tuple[int, int, int, int, float, float]]] = {}
+    for g in chunk.groups:
+        by_tool.setdefault(g[0], []).append(g)
+    for tool_id, count in chunk.toc:
+        name = keys[tool_id][0]
+        if sel.tool_ok(name):
+            n = 0
+            for _, prov, excluded, rows, lo, hi in by_tool.get(tool_id, ()):
+                if not prov_ok[prov] or not sel.excluded_ok(excluded):
+                    continue
+                span = sel.span(lo, hi)
+                if span < 0:
+                    n = -1
+                    break
+                n += rows * span
+            if n:
+                out.append((name, at, at + count, n))
+        at += count
+    return out
+
+
 class _Placing:
-    """Where each piece (chunk or -1 for the SQL rows, start, end) lands in the answer."""
+    """Where each chunk's selected rows land in the answer (and the SQL rows, chunk -1)."""
 
-    def __init__(self, order: list[tuple[int, int, int]], n_chunks: int) -> None:
-        self.order = order
-        sizes = [b - a for _, a, b in order]
-        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.n = int(self.offsets[-1])
-        # per chunk, its pieces' starts, ends and offsets in the answer (ascending starts)
-        by: dict[int, list[tuple[int, int, int]]] = {}
-        for (c, a, b), o in zip(order, self.offsets[:-1].tolist(), strict=True):
-            by.setdefault(c, []).append((a, b, o))
-        self.by_chunk = {c: np.array(sorted(v), dtype=np.int64).T for c, v in by.items()}
+    def __init__(self, pieces: list[tuple[int, int, int, int]], masks: dict[int, BoolArray]):
+        self.masks = masks
+        self.by_chunk: dict[int, list[tuple[int, int, int]]] = {}
+        offsets = np.cumsum([0] + [n for *_, n in pieces]).tolist()
+        self.n = offsets[-1]
+        for (c, a, b, _), o in zip(pieces, offsets, strict=False):
+            self.by_chunk.setdefault(c, []).append((a, b, o))
 
-    def gather(self, parts: list[NDArray[Any] | chunks.Sparse], rest: FloatArray,
-               dtype: Any, mask: BoolArray | None) -> NDArray[Any]:
-        out = np.empty(self.n, dtype)
-        for (c, a, b), o in zip(self.order, self.offsets.tolist(), strict=False):
-            src = rest if c < 0 else parts[c]
-            out[o:o + b - a] = src[a:b] if isinstance(src, np.ndarray) else src.fill
-        for c, (starts, ends, offs) in self.by_chunk.items():
-            src = parts[c] if c >= 0 else None
-            if isinstance(src, chunks.Sparse) and len(src.at):
-                at = src.at.astype(np.int64)
+    def put(self, out: NDArray[Any], c: int, col: NDArray[Any] | chunks.Sparse,
+            size: int) -> None:
+        mask = self.masks.get(c)
+        mine = self.by_chunk.get(c, [])
+        if isinstance(col, chunks.Sparse) and mask is None:
+            for a, b, o in mine:
+                out[o:o + b - a] = col.fill
+            if len(col.at):
+                starts, ends, offs = np.array(mine, dtype=np.int64).T
+                at = col.at.astype(np.int64)
                 i = np.searchsorted(starts, at, "right") - 1
                 keep = (i >= 0) & (at < ends[np.maximum(i, 0)])
-                i = i[keep]
-                out[offs[i] + at[keep] - starts[i]] = src.values[keep]
-        return out if mask is None else out[mask]
+                out[offs[i[keep]] + at[keep] - starts[i[keep]]] = col.values[keep]
+            return
+        col = dense(col, size)
+        for a, b, o in mine:
+            part = col[a:b] if mask is None else col[a:b][mask[a:b]]
+            out[o:o + len(part)] = part
 
 
 def _by_chunks(
@@ -401,62 +440,50 @@ def _by_chunks(
             "ORDER BY tool", params, query, len(names) + 1)
         if any(not isinstance(t, str) for t, _ in tail_groups):
             return None
-        cols = chunks.columns(conn, found, [*names, "prov", "excluded"])
-        if cols is None:
-            return None
         keys = chunks.keys(conn)
         prov_ok = sel.provenance(keys)
-        masks = [sel.rows(dense(ts, c.n), dense(p, c.n), dense(x, c.n), prov_ok)
-                 for ts, p, x, c in zip(cols["ts"], cols["prov"], cols["excluded"], found,
-                                        strict=True)]
-        # the pieces of the answer, tool by tool: each chunk's rows of the tool (by rowid),
-        # then the unsealed rows'
-        pieces: dict[str, list[tuple[int, int, int]]] = {}
-        for c, chunk in enumerate(found):
-            at = 0
-            for tool_id, count in chunk.toc:
-                name = keys[tool_id][0]
-                if sel.tool_ok(name):
-                    pieces.setdefault(name, []).append((c, at, at + count))
-                at += count
-        at = 0
-        for tool, count in tail_groups:
-            pieces.setdefault(tool, []).append((-1, at, at + count))
-            at += count
-        order: list[tuple[int, int, int]] = []
-        groups: Groups = []
-        kept: list[int] = []
-        joins: list[int] = []  # where two pieces of one tool meet in the answer
-        for tool in sorted(pieces):
-            n = 0
-            for c, a, b in pieces[tool]:
-                got_n = b - a if c < 0 or masks[c].all() else int(
-                    np.count_nonzero(masks[c][a:b]))
-                if got_n:
-                    if n:
-                        joins.append(sum(kept))
-                    order.append((c, a, b))
-                    kept.append(got_n)
-                    n += got_n
-            if n:
-                groups.append((tool, n))
-        if not groups:
-            return [], [np.zeros(0) for _ in names]
-        full = all(k == b - a for k, (_, a, b) in zip(kept, order, strict=True))
-        mask = None if full else np.concatenate(
-            [masks[c][a:b] if c >= 0 else np.ones(b - a, bool) for c, a, b in order])
-        place = _Placing(order, len(found))
-        arrays = [place.gather(cols[n], tail[i], np.int64 if n == "code" else np.float64, mask)
-                  for i, n in enumerate(names)]
-        # in (tool, time, rowid) order already when the pieces join in time and the SQL rows
-        # all lie past the chunks; else sorted here
-        ts = arrays[0]
-        at_join = np.array(joins, dtype=np.int64)
-        if (ts[at_join - 1] > ts[at_join]).any() or (tail[-1] <= found[-1].hi).any():
-            rows = chunks.columns(conn, found, ["rowid"])
+        cuts = [_cut(chunk, keys, sel, prov_ok) for chunk in found]
+        cut = [c for c, pieces in enumerate(cuts) if any(n < 0 for *_, n in pieces)]
+        masks: dict[int, BoolArray] = {}
+        if cut:  # a window cuts these chunks: their rows say which are in
+            rows = chunks.columns(conn, [found[c] for c in cut], ["ts", "prov", "excluded"])
             if rows is None:
                 return None
-            rowid = place.gather(rows["rowid"], tail[-1], np.float64, mask)
+            for i, c in enumerate(cut):
+                size = found[c].n
+                masks[c] = sel.rows(*(dense(rows[n][i], size) for n in rows), prov_ok)
+        # the answer tool by tool: each chunk's rows of the tool (by rowid), then SQL's
+        pieces: dict[str, list[tuple[int, int, int, int]]] = {}
+        for c, mine in enumerate(cuts):
+            for name, a, b, n in mine:
+                n = int(np.count_nonzero(masks[c][a:b])) if n < 0 else n
+                if n:
+                    pieces.setdefault(name, []).append((c, a, b, n))
+        at = 0
+        for tool, count in tail_groups:
+            pieces.setdefault(tool, []).append((-1, at, at + count, count))
+            at += count
+        order = [(tool, p) for tool in sorted(pieces) for p in pieces[tool]]
+        groups = [(tool, sum(p[3] for p in pieces[tool])) for tool in sorted(pieces)]
+        place = _Placing([p for _, p in order], masks)
+        out = np.empty((len(names), place.n))
+        used = sorted({p[0] for _, p in order if p[0] >= 0})
+        for i in range(len(names)):
+            place.put(out[i], -1, tail[i], len(tail[i]))
+        for j, i, col in chunks.each(conn, [found[c] for c in used], names):
+            place.put(out[i], used[j], col, found[used[j]].n)
+        arrays = list(out)
+        # in (tool, time, rowid) order already when the pieces of a tool join in time and
+        # the SQL rows all lie past the chunks; else sorted here
+        ts = arrays[0]
+        ends = np.cumsum([p[3] for _, p in order]).tolist()
+        joins = np.array([e for e, (t, _), (u, _) in zip(ends, order, order[1:], strict=False)
+                          if t == u], dtype=np.int64)
+        if (ts[joins - 1] > ts[joins]).any() or (tail[-1] <= found[-1].hi).any():
+            rowid = np.empty(place.n)
+            place.put(rowid, -1, tail[-1], len(tail[-1]))
+            for j, _, col in chunks.each(conn, [found[c] for c in used], ["rowid"]):
+                place.put(rowid, used[j], col, found[used[j]].n)
             tool_at = np.repeat(np.arange(len(groups)), [n for _, n in groups])
             sort = np.lexsort((rowid, ts, tool_at))
             arrays = [a[sort] for a in arrays]

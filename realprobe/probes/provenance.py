@@ -157,32 +157,42 @@ def _by_chunks(
         where = f"{chunks.rowid_sql(ranges)} AND {cond}"
         acc = {tuple(r[:5]): list(r[5:]) for r in _query(
             conn, survey_sql(have, where, "probes NOT INDEXED"), params)}
-        cols = chunks.columns(conn, found, ["ts", "prov", "excluded"])
-        if cols is None:
-            return None
         keys = chunks.keys(conn)
         prov_ok = sel.provenance(keys)
+
+        def add(group: tuple[Any, ...], n: int, lo: float, hi: float) -> None:
+            a = acc.get(group)
+            acc[group] = [n, lo, hi] if a is None else [a[0] + n, min(a[1], lo), max(a[2], hi)]
+
+        cut = []  # chunks a window cuts: their rows say which are in
         for c, chunk in enumerate(found):
-            ts = dense(cols["ts"][c], chunk.n)
-            key = dense(cols["prov"][c], chunk.n).astype(np.int64) * 3 + dense(
-                cols["excluded"][c], chunk.n)
-            m = sel.rows(ts, key // 3, key % 3, prov_ok)
-            if sel.tools:
-                m &= np.repeat([sel.tool_ok(keys[t][0]) for t, _ in chunk.toc],
-                               [n for _, n in chunk.toc])
-            if not m.all():
-                ts, key = ts[m], key[m]
+            mine = []
+            for tool, prov, excluded, n, lo, hi in chunk.groups:
+                if sel.tool_ok(keys[tool][0]) and prov_ok[prov] and (span := sel.span(lo, hi)):
+                    mine.append((prov, excluded, n, lo, hi))
+                    if span < 0:
+                        cut.append(c)
+                        break
+            else:
+                for prov, excluded, n, lo, hi in mine:
+                    kind, vantage, source, target = keys[prov]
+                    add((kind, chunks.EXCLUDED_VALUES[excluded], vantage, source, target),
+                        n, lo, hi)
+        rows = chunks.columns(conn, [found[c] for c in cut], ["ts", "prov", "excluded"])
+        for i, c in enumerate(cut):
+            size, toc = found[c].n, found[c].toc
+            ts = dense(rows["ts"][i], size)
+            key = dense(rows["prov"][i], size).astype(np.int64) * 3 + dense(
+                rows["excluded"][i], size)
+            m = sel.rows(ts, key // 3, key % 3, prov_ok) & np.repeat(
+                [sel.tool_ok(keys[t][0]) for t, _ in toc], [n for _, n in toc])
+            ts, key = ts[m], key[m]
             counts = np.bincount(key)
             for k in np.flatnonzero(counts).tolist():
-                mine = ts if counts[k] == len(ts) else ts[key == k]
+                mine_ts = ts[key == k]
                 kind, vantage, source, target = keys[k // 3]
-                group = (kind, chunks.EXCLUDED_VALUES[k % 3], vantage, source, target)
-                n, lo, hi = int(counts[k]), float(mine.min()), float(mine.max())
-                if group in acc:
-                    a = acc[group]
-                    acc[group] = [a[0] + n, min(a[1], lo), max(a[2], hi)]
-                else:
-                    acc[group] = [n, lo, hi]
+                add((kind, chunks.EXCLUDED_VALUES[k % 3], vantage, source, target),
+                    int(counts[k]), float(mine_ts.min()), float(mine_ts.max()))
         return sorted(((*k, *v) for k, v in acc.items()),
                       key=lambda r: [_sql_order(v) for v in r[:5]])
     finally:
