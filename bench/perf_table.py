@@ -83,12 +83,16 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from stats_1m_rows import build, count_rows
 
+    from realprobe.store import Store
+
     out = {}
     for rows in sizes:
         db = TMP / f"stats_{rows}_live.db"
         TMP.mkdir(exist_ok=True)
         if count_rows(db) != rows // 30 * 30:
             build(db, rows, 30, "live")
+        with Store(db) as store:  # a file built before the chunk store: sealed once
+            store.seal()
         cmd = [PY, "-m", "realprobe.cli", "stats", "--db", str(db), "--json", "--kinds", "live"]
         a, s, q = [], [], []
         for _ in range(1 if rows >= 10_000_000 else repeats):

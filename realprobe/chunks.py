@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from realprobe.dbfacts import IMPLICIT_KINDS, PHASE_COLUMNS
+from realprobe.dbfacts import IMPLICIT_KINDS, META_TABLE, PHASE_COLUMNS, SCHEMA_VERSION
 from realprobe.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -163,11 +163,10 @@ class Chunk:
 def chunks(conn: sqlite3.Connection) -> list[Chunk] | None:
     """The file's chunks by rowid, or None when it has no chunk store a reader may trust (an
     older file, or one whose triggers are gone). Call inside the read transaction."""
-    from realprobe.dbfacts import SCHEMA_VERSION
-    from realprobe.store import schema_version
-
     try:
-        if schema_version(conn, "probes") != SCHEMA_VERSION or not _guarded(conn):
+        version = conn.execute(
+            f"SELECT value FROM {META_TABLE} WHERE key = 'schema:probes'").fetchone()
+        if version is None or int(version[0]) != SCHEMA_VERSION or not _guarded(conn):
             return None
         rows = conn.execute(
             f"SELECT lo, hi, data FROM {CHUNKS} WHERE name = 'head' ORDER BY lo"
@@ -300,10 +299,12 @@ def _plan(conn: sqlite3.Connection, found: list[Chunk]) -> list[tuple[int, int]]
     plan: list[tuple[int, int]] = []
     for a, b in uncovered(found):
         b = min(b, int(top))
+        grow = b == top and found and found[-1].hi == a - 1 and found[-1].n < CHUNK_ROWS
         if b - a + 1 < SEAL_ROWS:
             continue
-        if b == top and found and found[-1].hi == a - 1 and found[-1].n < CHUNK_ROWS:
-            a = found[-1].lo  # the last chunk grows
+        if grow and b - a + 1 + found[-1].n <= CHUNK_ROWS:
+            plan.append((a, b))  # the last chunk takes them (`_seal_in` merges)
+            continue
         while b - a + 1 >= SEAL_ROWS:
             plan.append((a, min(b, a + CHUNK_ROWS - 1)))
             a = plan[-1][1] + 1
@@ -337,37 +338,69 @@ def _head(data: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 def _seal_in(conn: sqlite3.Connection, most: int | None) -> int:
-    import numpy as np
-
     found = chunks(conn)
     if found is None:
         return 0
     done = 0
-    names = list(COLUMNS)
-    cols = ", ".join(COLUMNS[n][0] for n in names).replace(MISSING, "'NaN'")
     for a, b in _plan(conn, found)[:most]:
-        conn.execute(f"DELETE FROM {CHUNKS} WHERE lo BETWEEN ? AND ?", [a, b])
         odd = [r for (r,) in conn.execute(
             f"SELECT rowid FROM probes WHERE rowid BETWEEN ? AND ? AND ({_ODD})", [a, b])]
         for lo, hi in zip([a] + [r + 1 for r in odd], [r - 1 for r in odd] + [b], strict=True):
-            if hi < lo:
+            data = _rows(conn, lo, hi) if hi >= lo else None
+            if data is None:
                 continue
-            for key in ("json_array(tool)", "json_array(target_kind, vantage, source, target)"):
-                conn.execute(f"INSERT OR IGNORE INTO {KEYS} (key) SELECT DISTINCT {key} "
-                             "FROM probes WHERE rowid BETWEEN ? AND ?", [lo, hi])
-            cur = conn.execute(
-                f"SELECT {cols} FROM probes NOT INDEXED WHERE rowid BETWEEN ? AND ? "
-                "ORDER BY tool, started_ts, rowid", [lo, hi])
-            flat = np.fromiter(chain.from_iterable(cur), np.float64)
-            table = flat.reshape(-1, len(names))
-            if not len(table):
-                continue
-            data = {n: np.ascontiguousarray(table[:, i]).astype(COLUMNS[n][1])
-                    for i, n in enumerate(names)}
+            done += len(data["rowid"])
+            last = found[-1] if found else None
+            if last is not None and last.hi == lo - 1 and last.n + hi - lo + 1 <= CHUNK_ROWS:
+                lo, data = last.lo, _merge(conn, last, data)  # the last chunk grows
+                conn.execute(f"DELETE FROM {CHUNKS} WHERE lo = ?", [lo])
             conn.executemany(
                 f"INSERT INTO {CHUNKS} (lo, hi, name, data) VALUES (?, ?, ?, ?)",
                 [(lo, hi, "head", json.dumps(_head(data)).encode())]
-                + [(lo, hi, n, encode(data[n])) for n in names if n != "tool"],
+                + [(lo, hi, n, encode(data[n])) for n in data if n != "tool"],
             )
-            done += len(table)
+            found = chunks(conn) or []
     return done
+
+
+def _rows(conn: sqlite3.Connection, lo: int, hi: int) -> dict[str, np.ndarray] | None:
+    """The chunk columns of rows lo..hi (none of them odd), computed by SQLite, in the
+    readers' order; None when there are no rows."""
+    import numpy as np
+
+    for key in ("json_array(tool)", "json_array(target_kind, vantage, source, target)"):
+        conn.execute(f"INSERT OR IGNORE INTO {KEYS} (key) SELECT DISTINCT {key} "
+                     "FROM probes WHERE rowid BETWEEN ? AND ?", [lo, hi])
+    names = list(COLUMNS)
+    cols = ", ".join(COLUMNS[n][0] for n in names).replace(MISSING, "'NaN'")
+    cur = conn.execute(f"SELECT {cols} FROM probes NOT INDEXED WHERE rowid BETWEEN ? AND ? "
+                       "ORDER BY tool, started_ts, rowid", [lo, hi])
+    table = np.fromiter(chain.from_iterable(cur), np.float64).reshape(-1, len(names))
+    if not len(table):
+        return None
+    return {n: np.ascontiguousarray(table[:, i]).astype(COLUMNS[n][1])
+            for i, n in enumerate(names)}
+
+
+def _merge(conn: sqlite3.Connection, last: Chunk, data: dict[str, np.ndarray]
+           ) -> dict[str, np.ndarray]:
+    """A chunk's columns and the next rows' in one, in the readers' order (tool name, time,
+    rowid; rows whose start is no number, which no reader selects, last within a tool)."""
+    import numpy as np
+
+    got = columns(conn, [last], [n for n in data if n != "tool"])
+    old = {n: dense(v[0], last.n) for n, v in got.items()}
+    old["tool"] = np.repeat([t for t, _ in last.toc], [c for _, c in last.toc]).astype(
+        data["tool"].dtype)
+    both = {n: np.concatenate([old[n], data[n]]) for n in data}
+    names = keys(conn)
+    ids = np.unique(both["tool"])
+    rank = np.zeros(int(ids.max()) + 1, dtype=np.int64)
+    rank[ids] = np.argsort(np.argsort([names[int(i)][0] for i in ids]))
+    order = np.lexsort((both["rowid"], both["ts"], rank[both["tool"]]))
+    return {n: v[order] for n, v in both.items()}
+
+
+def dense(col: np.ndarray | Sparse, n: int) -> np.ndarray:
+    """A chunk column as all its values."""
+    return col.dense(n) if isinstance(col, Sparse) else col

@@ -425,7 +425,7 @@ class Store:
         self.conn.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS probes_row_key ON probes(row_key)"
         )
-        from realprobe import chunks
+        import realprobe.chunks as chunks
 
         chunks.ensure(self.conn)  # the column-wise copy the readers take (a derived index)
         self.mark_killed_runs()
@@ -564,7 +564,7 @@ class Store:
         """Seal unsealed rows into column-wise chunks (`chunks.seal`; `most`: chunks at most,
         None: every full one); the rows sealed. Done as rows are added; a file filled by other
         means (a bulk import, an older realprobe) is sealed by calling this."""
-        from realprobe import chunks
+        import realprobe.chunks as chunks
 
         try:
             return chunks.seal(self.conn, most=most)

@@ -25,8 +25,8 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from realprobe import chunks
-from realprobe.chunks import CODE_SQL, CODES, MISSING, OTHER, real
+import realprobe.chunks as chunks
+from realprobe.chunks import CODE_SQL, CODES, MISSING, OTHER, dense, real
 from realprobe.chunks import PHASE_EXTRA as PHASE_EXTRA  # where the readers take it from
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.store import FUTURE_SKEW_S, open_here, read_error, read_only, writing_here
@@ -353,10 +353,6 @@ def sealed(conn: sqlite3.Connection) -> tuple[list[chunks.Chunk], list[tuple[int
     if sum(b - a + 1 for a, b in ranges) > UNSEALED_MAX:
         return None
     return found, ranges
-
-
-def dense(col: NDArray[Any] | chunks.Sparse, n: int) -> NDArray[Any]:
-    return col if isinstance(col, np.ndarray) else col.dense(n)
 
 
 def _cut(chunk: chunks.Chunk, keys: dict[int, Any], sel: Selection,

@@ -17,9 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from realprobe import chunks
+import realprobe.chunks as chunks
+from realprobe.chunks import dense
 from realprobe.errors import BadArgument, RealprobeError
-from realprobe.probes.loading import Selection, conditions, dense, probe_columns, sealed
+from realprobe.probes.loading import Selection, conditions, probe_columns, sealed
 from realprobe.probes.windows import iso
 from realprobe.store import FUTURE_SKEW_S, read_error, read_only
 from realprobe.target import TargetKind
