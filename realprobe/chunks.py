@@ -268,6 +268,15 @@ def uncovered(found: list[Chunk]) -> list[tuple[int, int]]:
     return out
 
 
+def sql_order(v: Any) -> tuple[int, Any]:
+    """A value's place in SQLite's order (BINARY collation): NULL, numbers, text, blobs."""
+    if v is None:
+        return (0, 0)
+    if isinstance(v, int | float):
+        return (1, v)
+    return (2, v) if isinstance(v, str) else (3, bytes(v))
+
+
 def rowid_sql(ranges: list[tuple[int, int]]) -> str:
     return "(" + (" OR ".join(f"rowid BETWEEN {a} AND {b}" for a, b in ranges) or "0") + ")"
 

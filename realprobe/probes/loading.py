@@ -357,8 +357,8 @@ def sealed(conn: sqlite3.Connection) -> tuple[list[chunks.Chunk], list[tuple[int
 
 def _cut(chunk: chunks.Chunk, keys: dict[int, Any], sel: Selection,
          prov_ok: BoolArray) -> list[tuple[str, int, int, int]]:
-    """The selection in a chunk, tool by tool: (tool, start, end, rows selected), -1 rows
-    where a window cuts a group (then the chunk's own rows say which)."""
+    """The selection in a chunk, tool by tool: (tool, start, end, rows selected: all, or -1
+    when only some are (then the chunk's own rows say which)); tools with none left out."""
     out, at = [], 0
     by_tool: dict[int, list[tuple[int, int, int, int, float, float]]] = {}
     for g in chunk.groups:
@@ -375,8 +375,8 @@ def _cut(chunk: chunks.Chunk, keys: dict[int, Any], sel: Selection,
                     n = -1
                     break
                 n += rows * span
-            if n:
-                out.append((name, at, at + count, n))
+            if n:  # all the tool's rows, or the rows say which
+                out.append((name, at, at + count, n if n == count else -1))
         at += count
     return out
 
@@ -418,7 +418,7 @@ def _by_chunks(
 ) -> tuple[Groups, list[FloatArray]] | None:
     """`read_by_tool` from the chunk store: the sealed rows from their chunks, the others
     through SQL, in the same snapshot and order. None when the store cannot answer (no
-    chunks, a column no chunk keeps, a tool that is not text among the unsealed rows)."""
+    chunks, too many rows outside them, a column no chunk keeps)."""
     names = ["ts", "latency", "code", "timeout", *(f"x:{sql}" for sql in more)]
     if any(n not in chunks.COLUMNS for n in names):
         return None
@@ -434,8 +434,6 @@ def _by_chunks(
         tail_groups, tail = _rows_in(
             conn, f"SELECT tool, count(*) FROM probes NOT INDEXED WHERE {where} GROUP BY tool "
             "ORDER BY tool", params, query, len(names) + 1)
-        if any(not isinstance(t, str) for t, _ in tail_groups):
-            return None
         keys = chunks.keys(conn)
         prov_ok = sel.provenance(keys)
         cuts = [_cut(chunk, keys, sel, prov_ok) for chunk in found]
@@ -449,7 +447,7 @@ def _by_chunks(
                 size = found[c].n
                 masks[c] = sel.rows(*(dense(rows[n][i], size) for n in rows), prov_ok)
         # the answer tool by tool: each chunk's rows of the tool (by rowid), then SQL's
-        pieces: dict[str, list[tuple[int, int, int, int]]] = {}
+        pieces: dict[Any, list[tuple[int, int, int, int]]] = {}  # by the tool as stored
         for c, mine in enumerate(cuts):
             for name, a, b, n in mine:
                 n = int(np.count_nonzero(masks[c][a:b])) if n < 0 else n
@@ -459,8 +457,9 @@ def _by_chunks(
         for tool, count in tail_groups:
             pieces.setdefault(tool, []).append((-1, at, at + count, count))
             at += count
-        order = [(tool, p) for tool in sorted(pieces) for p in pieces[tool]]
-        groups = [(tool, sum(p[3] for p in pieces[tool])) for tool in sorted(pieces)]
+        tools = sorted(pieces, key=chunks.sql_order)  # as SQL orders them
+        order = [(tool, p) for tool in tools for p in pieces[tool]]
+        groups = [(str(tool), sum(p[3] for p in pieces[tool])) for tool in tools]
         place = _Placing([p for _, p in order], masks)
         out = np.empty((len(names), place.n))
         used = sorted({p[0] for _, p in order if p[0] >= 0})

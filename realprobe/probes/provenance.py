@@ -195,18 +195,9 @@ def _by_chunks(
                 add((kind, chunks.EXCLUDED_VALUES[k % 3], vantage, source, target),
                     int(counts[k]), float(mine_ts.min()), float(mine_ts.max()))
         return sorted(((*k, *v) for k, v in acc.items()),
-                      key=lambda r: [_sql_order(v) for v in r[:5]])
+                      key=lambda r: [chunks.sql_order(v) for v in r[:5]])
     finally:
         conn.execute("COMMIT")
-
-
-def _sql_order(v: Any) -> tuple[int, Any]:
-    """SQLite's order of values: NULL, numbers, text, blobs."""
-    if v is None:
-        return (0, 0)
-    if isinstance(v, int | float):
-        return (1, v)
-    return (2, v) if isinstance(v, str) else (3, bytes(v))
 
 
 #: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
