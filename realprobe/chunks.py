@@ -336,13 +336,14 @@ def _head(data: dict[str, np.ndarray]) -> dict[str, Any]:
     key, ts = key[order], ts[order]
     at = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else np.zeros(0, int)
     n = np.diff(np.r_[at, len(key)])
-    lo, hi = np.minimum.reduceat(ts, at) if len(at) else [], np.maximum.reduceat(ts, at) \
-        if len(at) else []
+    lo = np.minimum.reduceat(ts, at) if len(at) else ts
+    hi = np.maximum.reduceat(ts, at) if len(at) else ts
     return {
         "toc": [[int(tool[s]), int(c)] for s, c in zip(starts, counts, strict=True)],
         "groups": [[int(k >> 34), int((k >> 2) & ((1 << 32) - 1)), int(k & 3), int(c),
                     float(a), float(b)]
-                   for k, c, a, b in zip(key[at].tolist(), n.tolist(), lo, hi, strict=True)],
+                   for k, c, a, b in zip(key[at].tolist(), n.tolist(), lo.tolist(), hi.tolist(),
+                                         strict=True)],
     }
 
 

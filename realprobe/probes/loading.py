@@ -441,11 +441,10 @@ def _by_chunks(
         masks: dict[int, BoolArray] = {}
         if cut:  # a window cuts these chunks: their rows say which are in
             rows = chunks.columns(conn, [found[c] for c in cut], ["ts", "prov", "excluded"])
-            if rows is None:
-                return None
             for i, c in enumerate(cut):
                 size = found[c].n
-                masks[c] = sel.rows(*(dense(rows[n][i], size) for n in rows), prov_ok)
+                ts, prov, excluded = (dense(rows[n][i], size) for n in rows)
+                masks[c] = sel.rows(ts, prov, excluded, prov_ok)
         # the answer tool by tool: each chunk's rows of the tool (by rowid), then SQL's
         pieces: dict[Any, list[tuple[int, int, int, int]]] = {}  # by the tool as stored
         for c, mine in enumerate(cuts):

@@ -216,7 +216,8 @@ def survey(
     conn = read_only(db)
     try:
         cols = probe_columns(conn)
-        have = [c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
+        have: list[str] = [
+            c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
         now = time.time()
         cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None,
                                   now=now)
