@@ -557,7 +557,11 @@ class Store:
         self._fresh += added
         if self._fresh >= SEAL_CHECK_ROWS:  # a chunk at a time: no call waits long on it
             self._fresh = 0
-            self.seal(most=1)
+            import realprobe.chunks as chunks
+
+            # an index the readers can do without: a file too busy now is sealed next time
+            with contextlib.suppress(sqlite3.OperationalError):
+                chunks.seal(self.conn, most=1)
         return added
 
     def seal(self, *, most: int | None = None) -> int:

@@ -591,11 +591,12 @@ def load_probes(
         now = time.time()
         cond, params = conditions(columns, since, until, tools, kinds, vantages, now=now)
         more = {k: sql for k, (col, sql) in (extra or {}).items() if col in columns}
-        got = None if virtual_rows(conn, columns, cond, params) else _by_chunks(
+        virtual = virtual_rows(conn, columns, cond, params)  # their own timeline: SQL's
+        got = None if virtual else _by_chunks(
             conn, columns, Selection(since, until, tools, kinds, vantages, False,
                                      now + FUTURE_SKEW_S), cond, list(params), list(more.values()))
         if got is None:
-            got = _by_sql(path, conn, columns, cond, params, list(more.values()))
+            got = _by_sql(path, conn, columns, cond, params, list(more.values()), virtual)
         groups, (ts, lat, code, timeout, *rest) = got
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
@@ -612,12 +613,12 @@ def load_probes(
 
 def _by_sql(
     path: Path | None, conn: sqlite3.Connection, columns: set[str], cond: str,
-    params: list[Any], more: list[str],
+    params: list[Any], more: list[str], virtual: bool,
 ) -> tuple[Groups, list[FloatArray]]:
     """`read_by_tool` through SQL: a file column-wise by the ADBC driver (after closing
     `conn`: one copy of SQLite at a time on the file, POSIX locks), unless this process holds
     the file open; an open connection row-wise."""
-    query = _row_query(conn, columns, cond, list(params), more)
+    query = _row_query(conn, columns, cond, list(params), more, virtual=virtual)
     source: Path | sqlite3.Connection = conn
     if path is not None and not writing_here(path):
         conn.close()
