@@ -19,6 +19,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def main() -> None:
     args = ap.parse_args()
     before = load_average()
     db, seal_cpu = bench_db(args.rows)
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn:  # closed: an open file is read row-wise
         n = conn.execute("SELECT count(*) FROM probes").fetchone()[0]
         blobs = conn.execute(f"SELECT count(DISTINCT lo), sum(length(data)) FROM "
                              f"{chunks.CHUNKS}").fetchone()

@@ -382,12 +382,15 @@ def _rows(conn: sqlite3.Connection, lo: int, hi: int) -> dict[str, np.ndarray] |
         conn.execute(f"INSERT OR IGNORE INTO {KEYS} (key) SELECT DISTINCT {key} "
                      "FROM probes WHERE rowid BETWEEN ? AND ?", [lo, hi])
     names = list(COLUMNS)
-    cols = ", ".join(COLUMNS[n][0] for n in names).replace(MISSING, "'NaN'")
+    # a missing number comes as infinity (cheaper to convert than text), which no column
+    # holds otherwise (`real` lets none through; a start at infinity is never selected)
+    cols = ", ".join(COLUMNS[n][0] for n in names).replace(MISSING, "9e999")
     cur = conn.execute(f"SELECT {cols} FROM probes NOT INDEXED WHERE rowid BETWEEN ? AND ? "
                        "ORDER BY tool, started_ts, rowid", [lo, hi])
     table = np.fromiter(chain.from_iterable(cur), np.float64).reshape(-1, len(names))
     if not len(table):
         return None
+    table[np.isinf(table)] = np.nan
     return {n: np.ascontiguousarray(table[:, i]).astype(COLUMNS[n][1])
             for i, n in enumerate(names)}
 
