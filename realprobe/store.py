@@ -557,12 +557,16 @@ class Store:
         self._fresh += added
         if self._fresh >= SEAL_CHECK_ROWS:  # a chunk at a time: no call waits long on it
             self._fresh = 0
-            import realprobe.chunks as chunks
-
-            # an index the readers can do without: a file too busy now is sealed next time
-            with contextlib.suppress(sqlite3.OperationalError):
-                chunks.seal(self.conn, most=1)
+            self._seal_quietly(most=1)
         return added
+
+    def _seal_quietly(self, most: int | None) -> None:
+        """`seal`, for the writer's own upkeep: the chunks are an index the readers can do
+        without, so a file too busy now is sealed at the next look."""
+        import realprobe.chunks as chunks
+
+        with contextlib.suppress(sqlite3.OperationalError):
+            chunks.seal(self.conn, most=most)
 
     def seal(self, *, most: int | None = None) -> int:
         """Seal unsealed rows into column-wise chunks (`chunks.seal`; `most`: chunks at most,
@@ -627,6 +631,7 @@ class Store:
                     self.conn.execute("UPDATE probes SET excluded = 1 WHERE run_id = ?", [run_id])
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
+        self._seal_quietly(most=None)  # a run's end: every full chunk (an older file's too)
 
     def run(self, run_id: str) -> dict[str, Any]:
         return dict(self.db.table("probe_runs").get(run_id))

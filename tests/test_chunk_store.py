@@ -246,6 +246,19 @@ def test_the_writer_seals_as_it_inserts(tmp_path: Path, small: None) -> None:
     _same(*_both(path))
 
 
+def test_a_runs_end_seals_what_is_left(tmp_path: Path, small: None) -> None:
+    path = tmp_path / "r.db"
+    Store(path).close()
+    with closing(sqlite3.connect(path)) as conn:  # rows the store did not write itself
+        _insert(conn, _rows(1000))
+    assert _chunk_count(path) == 0
+    with Store(path) as store:
+        store.start_run({"id": "r", "started_ts": NOW - 600, "vantage": "v"})
+        store.finish_run("r", {"status": "done", "ended_ts": NOW})
+    assert _chunk_count(path) >= 2
+    _same(*_both(path))
+
+
 def test_an_older_file_is_read_through_sql_and_migrated_on_writing(db: Path) -> None:
     with closing(sqlite3.connect(db)) as conn, conn:  # as the previous realprobe left it
         for name in chunks.TRIGGERS:
