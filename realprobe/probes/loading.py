@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
-from contextlib import closing
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from itertools import chain
@@ -355,6 +355,22 @@ def sealed(conn: sqlite3.Connection) -> tuple[list[chunks.Chunk], list[tuple[int
     return found, ranges
 
 
+@contextmanager
+def snapshot(
+    conn: sqlite3.Connection, cond: str
+) -> Iterator[tuple[list[chunks.Chunk], str, dict[int, Any]] | None]:
+    """In one read transaction: the chunks, the WHERE clause of the selected rows no chunk
+    holds (`cond` and their rowids) and the chunks' keys; None when the chunk store cannot
+    be used (`sealed`)."""
+    conn.execute("BEGIN")
+    try:
+        got = sealed(conn)
+        yield None if got is None else (
+            got[0], f"{chunks.rowid_sql(got[1])} AND {cond}", chunks.keys(conn))
+    finally:
+        conn.execute("COMMIT")
+
+
 def _cut(chunk: chunks.Chunk, keys: dict[int, Any], sel: Selection,
          prov_ok: BoolArray) -> list[tuple[str, int, int, int]]:
     """The selection in a chunk, tool by tool: (tool, start, end, rows selected: all, or -1
@@ -422,19 +438,15 @@ def _by_chunks(
     names = ["ts", "latency", "code", "timeout", *(f"x:{sql}" for sql in more)]
     if any(n not in chunks.COLUMNS for n in names):
         return None
-    conn.execute("BEGIN")
-    try:
-        got = sealed(conn)
+    with snapshot(conn, cond) as got:
         if got is None:
             return None
-        found, ranges = got
-        where = f"{chunks.rowid_sql(ranges)} AND {cond}"
+        found, where, keys = got
         query = _row_query(conn, columns, where, params, [*more, "rowid"], "probes NOT INDEXED",
                            virtual=False)
         tail_groups, tail = _rows_in(
             conn, f"SELECT tool, count(*) FROM probes NOT INDEXED WHERE {where} GROUP BY tool "
             "ORDER BY tool", params, query, len(names) + 1)
-        keys = chunks.keys(conn)
         prov_ok = sel.provenance(keys)
         cuts = [_cut(chunk, keys, sel, prov_ok) for chunk in found]
         cut = [c for c, pieces in enumerate(cuts) if any(n < 0 for *_, n in pieces)]
@@ -482,8 +494,6 @@ def _by_chunks(
             sort = np.lexsort((rowid, ts, tool_at))
             arrays = [a[sort] for a in arrays]
         return groups, arrays
-    finally:
-        conn.execute("COMMIT")
 
 
 #: rows per batch the columnar reader takes from SQLite at a time

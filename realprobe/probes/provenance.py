@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 import realprobe.chunks as chunks
 from realprobe.chunks import dense
 from realprobe.errors import BadArgument, RealprobeError
-from realprobe.probes.loading import Selection, conditions, probe_columns, sealed
+from realprobe.probes.loading import Selection, conditions, probe_columns, snapshot
 from realprobe.probes.windows import iso
 from realprobe.store import FUTURE_SKEW_S, read_error, read_only
 from realprobe.target import TargetKind
@@ -149,16 +149,12 @@ def _by_chunks(
     (None: no chunk store to use)."""
     import numpy as np
 
-    conn.execute("BEGIN")
-    try:
-        got = sealed(conn)
+    with snapshot(conn, cond) as got:
         if got is None:
             return None
-        found, ranges = got
-        where = f"{chunks.rowid_sql(ranges)} AND {cond}"
+        found, where, keys = got
         acc = {tuple(r[:5]): list(r[5:]) for r in _query(
             conn, survey_sql(have, where, "probes NOT INDEXED"), params)}
-        keys = chunks.keys(conn)
         prov_ok = sel.provenance(keys)
 
         def add(group: tuple[Any, ...], n: int, lo: float, hi: float) -> None:
@@ -196,8 +192,6 @@ def _by_chunks(
                     int(counts[k]), float(mine_ts.min()), float(mine_ts.max()))
         return sorted(((*k, *v) for k, v in acc.items()),
                       key=lambda r: [chunks.sql_order(v) for v in r[:5]])
-    finally:
-        conn.execute("COMMIT")
 
 
 #: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
