@@ -287,9 +287,12 @@ def rowid_sql(ranges: list[tuple[int, int]]) -> str:
 def seal(conn: sqlite3.Connection, *, most: int | None = None) -> int:
     """Seal the rows no chunk covers, where there are at least SEAL_ROWS of them in a row
     (the tail, or a gap a changed row left): in pieces of CHUNK_ROWS rowids, a last chunk
-    short of that sealed again with the rows after it. `most`: chunks to write at most
-    (None: all). One write transaction; the rows sealed."""
+    short of that growing with the rows after it. `most`: chunks to write at most, and only
+    when the tail is due (the writer's look as rows come); None: every one. One write
+    transaction; the rows sealed."""
     if conn.in_transaction:  # the caller's own transaction: not now
+        return 0
+    if most is not None and not _tail_due(conn):
         return 0
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -299,6 +302,17 @@ def seal(conn: sqlite3.Connection, *, most: int | None = None) -> int:
         conn.rollback()
         raise
     return done
+
+
+def _tail_due(conn: sqlite3.Connection) -> bool:
+    """Whether SEAL_ROWS rowids lie past the last chunk (the writer's frequent look, cheap:
+    no head is parsed, no lock taken)."""
+    try:
+        top = conn.execute("SELECT max(rowid) FROM probes").fetchone()[0]
+        last = conn.execute(f"SELECT max(hi) FROM {CHUNKS} WHERE name = 'head'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return False
+    return top is not None and top - (last or 0) >= SEAL_ROWS
 
 
 def _plan(conn: sqlite3.Connection, found: list[Chunk]) -> list[tuple[int, int]]:
