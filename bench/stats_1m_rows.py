@@ -178,6 +178,8 @@ def main() -> None:
         t = time.perf_counter()
         build(db, args.rows, args.tools, args.kind)
         print(f"built {db} in {time.perf_counter() - t:.1f} s")
+    with Store(db) as store:  # a file built before the chunk store: sealed once
+        store.seal()
     before = load_average()
     out = {
         "rows": count_rows(db),
