@@ -157,6 +157,20 @@ def test_the_chunks_answer_what_sql_answers(db: Path, sel: dict[str, Any]) -> No
                 0] >= 5
 
 
+def test_random_windows_and_filters_too(db: Path) -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        a, b = sorted(rng.uniform(T0 - 1000, T0 + 41_000, 2).tolist())
+        sel: dict[str, Any] = {"since": a, "until": b}
+        if rng.random() < 0.5:
+            sel["tools"] = [t for t in TOOLS if rng.random() < 0.6] or None
+        if rng.random() < 0.5:
+            sel["kinds"] = ["live"] if rng.random() < 0.7 else ["live", "sandbox"]
+        if rng.random() < 0.3:
+            sel["vantages"] = ["cloud"]
+        _same(*_both(db, **sel))
+
+
 def test_an_open_connection_reads_the_chunks_too(db: Path) -> None:
     with closing(sqlite3.connect(db)) as conn:
         fast = load_probes(conn, kinds=["live"], extra=EXTRA)
