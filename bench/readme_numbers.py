@@ -751,7 +751,9 @@ def perf_table(d: dict[str, Any]) -> list[Row]:
             f"**{r['ratio']}×** (wall {r['stats_wall_s']:.1f} s, peak "
             f"{r['stats_peak_mb']:.0f} MB"
             + (f"; {r['ratio_to_query_in_process']}× the query alone, in process"
-               if "ratio_to_query_in_process" in r else "") + ")"
+               if "ratio_to_query_in_process" in r else "")
+            + (f"; its read and survey {r['read_and_survey_in_process_cpu_s']} s"
+               if "read_and_survey_in_process_cpu_s" in r else "") + ")"
             for k, r in st["by_rows"].items()
         )
         rows.append((
