@@ -95,8 +95,7 @@ def db(tmp_path: Path, small: None) -> Path:
 
 
 def _sql_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(loading, "_by_chunks", lambda *a, **k: None)
-    monkeypatch.setattr(provenance, "_by_chunks", lambda *a, **k: None)
+    monkeypatch.setattr(loading, "sealed", lambda conn: None)  # no chunk store to use
 
 
 def _both(db: Path, chunked: bool = True, **sel: Any) -> tuple[Any, Any]:
@@ -111,19 +110,22 @@ def _both(db: Path, chunked: bool = True, **sel: Any) -> tuple[Any, Any]:
         return got
 
     survey_args = {k: v for k, v in sel.items() if k in ("since", "until", "tools", "vantages")}
+    count_args = {k: v for k, v in sel.items() if k in ("since", "until", "kinds", "vantages")}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(loading, "_by_chunks", spy)
-        fast = load_probes(db, extra=EXTRA, **sel), provenance.survey(db, **survey_args)
+        fast = (load_probes(db, extra=EXTRA, **sel), provenance.survey(db, **survey_args),
+                loading.tool_counts(db, **count_args))
     assert answered == [chunked]
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
-        slow = load_probes(db, extra=EXTRA, **sel), provenance.survey(db, **survey_args)
+        slow = (load_probes(db, extra=EXTRA, **sel), provenance.survey(db, **survey_args),
+                loading.tool_counts(db, **count_args))
     return fast, slow
 
 
 def _same(fast: Any, slow: Any) -> None:
-    (a, ga), (b, gb) = fast, slow
-    assert ga == gb
+    (a, *ga), (b, *gb) = fast, slow
+    assert ga == gb  # the survey, the rows per tool
     assert a.tools == b.tools
     for name in ("bounds", "ts", "latency_ms", "code", "timeout_s"):
         x, y = getattr(a, name), getattr(b, name)
@@ -177,7 +179,7 @@ def test_an_open_connection_reads_the_chunks_too(db: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
         slow = load_probes(db, kinds=["live"], extra=EXTRA)
-    _same((fast, []), (slow, []))
+    _same((fast,), (slow,))
 
 
 def _chunk_count(db: Path) -> int:
@@ -244,8 +246,8 @@ def test_a_writer_committing_mid_read_changes_nothing_the_read_sees(db: Path) ->
         mp.setattr(chunks, "keys", keys_then_write)
         during = load_probes(db, extra=EXTRA)
     assert wrote
-    _same((during, []), (before, []))
-    after, _ = _both(db)[0]
+    _same((during,), (before,))
+    after = _both(db)[0][0]
     assert not np.array_equal(after.latency_ms, before.latency_ms, equal_nan=True)
     _same(*_both(db))
 
@@ -301,7 +303,7 @@ def test_chunks_whose_triggers_are_gone_are_not_trusted(db: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
         want = load_probes(db, extra=EXTRA)
-    _same((load_probes(db, extra=EXTRA), []), (want, []))
+    _same((load_probes(db, extra=EXTRA),), (want,))
     Store(db).close()  # the writer starts over: chunks dropped, triggers back
     with closing(sqlite3.connect(db)) as conn:
         assert chunks.chunks(conn) == []

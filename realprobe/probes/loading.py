@@ -179,18 +179,32 @@ def tool_counts(
     kinds: list[str] | None = None,
     vantages: list[str] | None = None,
 ) -> dict[str, int]:
-    """{tool: rows} in the window (excluded rows left out); uses the (tool, started_ts) index."""
+    """{tool: rows} in the window (excluded rows left out): from the chunks' heads and the
+    rows outside them, else an index scan."""
     conn = read_only(db)
     try:
-        where, params = conditions(probe_columns(conn), since, until, None, kinds, vantages)
-        rows = conn.execute(
-            f"SELECT tool, count(*) FROM probes WHERE {where} GROUP BY tool", params
-        ).fetchall()
+        now = time.time()
+        where, params = conditions(probe_columns(conn), since, until, None, kinds, vantages,
+                                   now=now)
+        sql = "SELECT tool, count(*) FROM {} WHERE {} GROUP BY tool"
+        with snapshot(conn, where) as got:
+            if got is None:
+                rows = conn.execute(sql.format("probes", where), params).fetchall()
+            else:
+                found, rest, keys = got
+                pieces: dict[Any, list[tuple[int, int, int, int]]] = {}
+                _selected(conn, found, keys, Selection(
+                    since, until, None, kinds, vantages, False, now + FUTURE_SKEW_S), pieces)
+                rows = [(t, sum(p[3] for p in v)) for t, v in pieces.items()] + conn.execute(
+                    sql.format("probes NOT INDEXED", rest), params).fetchall()
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
         conn.close()
-    return {str(t): int(c) for t, c in rows}
+    out: dict[str, int] = {}
+    for t, c in rows:
+        out[str(t)] = out.get(str(t), 0) + int(c)
+    return out
 
 
 def number(column: str) -> str:
@@ -397,6 +411,27 @@ def _cut(chunk: chunks.Chunk, keys: dict[int, Any], sel: Selection,
     return out
 
 
+def _selected(conn: sqlite3.Connection, found: list[chunks.Chunk], keys: dict[int, Any],
+              sel: Selection, pieces: dict[Any, list[tuple[int, int, int, int]]],
+              ) -> dict[int, BoolArray]:
+    """Into `pieces`, per tool, each chunk's (chunk, start, end, rows selected) in rowid
+    order; the row masks of the chunks a window or filter cuts."""
+    prov_ok = sel.provenance(keys)
+    cuts = [_cut(chunk, keys, sel, prov_ok) for chunk in found]
+    cut = [c for c, mine in enumerate(cuts) if any(n < 0 for *_, n in mine)]
+    masks: dict[int, BoolArray] = {}
+    rows = chunks.columns(conn, [found[c] for c in cut], ["ts", "prov", "excluded"])
+    for i, c in enumerate(cut):  # their own rows say which are in
+        ts, prov, excluded = (dense(rows[n][i], found[c].n) for n in rows)
+        masks[c] = sel.rows(ts, prov, excluded, prov_ok)
+    for c, mine in enumerate(cuts):
+        for name, a, b, n in mine:
+            n = int(np.count_nonzero(masks[c][a:b])) if n < 0 else n
+            if n:
+                pieces.setdefault(name, []).append((c, a, b, n))
+    return masks
+
+
 class _Placing:
     """Where each chunk's selected rows land in the answer (and the SQL rows, chunk -1)."""
 
@@ -447,23 +482,9 @@ def _by_chunks(
         tail_groups, tail = _rows_in(
             conn, f"SELECT tool, count(*) FROM probes NOT INDEXED WHERE {where} GROUP BY tool "
             "ORDER BY tool", params, query, len(names) + 1)
-        prov_ok = sel.provenance(keys)
-        cuts = [_cut(chunk, keys, sel, prov_ok) for chunk in found]
-        cut = [c for c, pieces in enumerate(cuts) if any(n < 0 for *_, n in pieces)]
-        masks: dict[int, BoolArray] = {}
-        if cut:  # a window cuts these chunks: their rows say which are in
-            rows = chunks.columns(conn, [found[c] for c in cut], ["ts", "prov", "excluded"])
-            for i, c in enumerate(cut):
-                size = found[c].n
-                ts, prov, excluded = (dense(rows[n][i], size) for n in rows)
-                masks[c] = sel.rows(ts, prov, excluded, prov_ok)
         # the answer tool by tool: each chunk's rows of the tool (by rowid), then SQL's
         pieces: dict[Any, list[tuple[int, int, int, int]]] = {}  # by the tool as stored
-        for c, mine in enumerate(cuts):
-            for name, a, b, n in mine:
-                n = int(np.count_nonzero(masks[c][a:b])) if n < 0 else n
-                if n:
-                    pieces.setdefault(name, []).append((c, a, b, n))
+        masks = _selected(conn, found, keys, sel, pieces)
         at = 0
         for tool, count in tail_groups:
             pieces.setdefault(tool, []).append((-1, at, at + count, count))
