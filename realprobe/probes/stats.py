@@ -616,9 +616,8 @@ MIXTURE_MAX_POINTS = 1000
 def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
     from realprobe.probes.latency_mixture import fit_mixture
 
-    return fit_mixture(
-        lat, censor_ms, min_points_for_two=MIXTURE_MIN_N, max_points=MIXTURE_MAX_POINTS
-    )
+    return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N,
+                       max_points=MIXTURE_MAX_POINTS, interval="two")
 
 
 def mixture_quantile(comps: list[MixtureComponent], q: float) -> float:
