@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from realprobe.errors import ErrorCode
 from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
+from realprobe.probes.numeric import sorted_quantiles
 
 if TYPE_CHECKING:  # `stats` fits mixtures without loading the simulator
     from realprobe.simulator.profile import MixtureComponent
@@ -159,7 +160,7 @@ def _em(x: FloatArray, pairs: list[tuple[float, float]], iters: int = 150) -> li
     """Two components by uncensored EM from each pair of quantiles (lo, hi) in `pairs`, run
     side by side, each stopping when its own log-likelihood stops rising (theta layout of
     `_unpack`)."""
-    mus = np.quantile(x, np.asarray(pairs)).astype(np.float64)  # (starts, 2)
+    mus = sorted_quantiles(np.sort(x), pairs)  # (starts, 2)
     sd = float(np.std(x)) or 1.0
     sig, w = np.full_like(mus, sd / 2), np.full_like(mus, 0.5)
     prev, active = np.full(len(pairs), -math.inf), np.ones(len(pairs), dtype=bool)

@@ -35,7 +35,7 @@ from realprobe.probes.loading import (
     ProbeArrays,
     load_probes,
 )
-from realprobe.probes.numeric import one_blas_thread, sorted_percentiles
+from realprobe.probes.numeric import one_blas_thread, sorted_quantiles
 from realprobe.probes.provenance import (
     EMPTY_SELECTION_PARAMS,
     Group,
@@ -685,7 +685,7 @@ def _shown(
 ) -> tuple[dict[str, float], str, dict[str, float] | None]:
     """(mean and percentiles shown, how, the successes' own when those are not shown);
     `ordered` is `lat` sorted."""
-    q = sorted_percentiles(ordered, [50, 90, 95, 99])
+    q = sorted_quantiles(ordered, np.true_divide([50, 90, 95, 99], 100)).tolist()
     empirical = {"mean": float(lat.mean()), "p50": q[0], "p90": q[1], "p95": q[2], "p99": q[3]}
     if s_t < PROFILE_CI_MIN_EXCEED:
         return empirical, "empirical", None
