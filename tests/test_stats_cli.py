@@ -246,3 +246,42 @@ def test_stats_says_when_hangs_cannot_be_told_from_slow_calls(
     code, out, _ = run_cli(["stats", "--db", str(db), "--json"], monkeypatch, capsys)
     fit = json.loads(out)["tools"][0]["latency"]["lognormal"]
     assert fit["hang_share_ci95"][0] == 0.0
+
+
+def test_stats_loads_only_the_scipy_it_needs(tmp_path: Path) -> None:
+    """`stats --json` on rows whose deadline does not bite takes scipy.special's compiled
+    functions alone (not the package, whose start-up walks numpy's submodules), nor
+    scipy.optimize, nor numpy.ma; a later `import scipy.special` hands out the same
+    functions. And where loading them alone fails, the ordinary import takes over."""
+    db = make_db(tmp_path / "p.db")
+    heavy = ["scipy.special", "scipy.optimize", "scipy.stats", "numpy.ma"]
+    script = (
+        "import contextlib, io, sys\n"
+        "from realprobe.cli import main\n"
+        f"sys.argv = ['realprobe', 'stats', '--db', {str(db)!r}, '--json']\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+        "print('scipy.special._ufuncs' in sys.modules, len(out.getvalue()) > 100)\n"
+        "from realprobe.probes.lazy_special import special\n"
+        "import scipy.special\n"
+        "print(scipy.special.ndtr is special.ndtr, scipy.special.stdtrit is special.stdtrit)\n"
+    )
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.splitlines()  # fmt: skip
+    assert got == ["[]", "True True", "True True"]
+    fallback = (
+        "import importlib, sys\n"
+        "import realprobe.probes.lazy_special as ls\n"
+        "real = importlib.import_module\n"
+        "def fails_once(name, *a):\n"
+        "    if name.endswith('._ufuncs') and 'scipy.special' in sys.modules:\n"
+        "        raise ImportError('another layout')\n"
+        "    return real(name, *a)\n"
+        "ls.importlib.import_module = fails_once\n"
+        "print(float(ls.special.ndtr(0.0)), 'scipy.special' in sys.modules)\n"
+    )
+    got = subprocess.run([sys.executable, "-c", fallback], capture_output=True, text=True,
+                         check=True).stdout.split()  # fmt: skip
+    assert got == ["0.5", "True"]
