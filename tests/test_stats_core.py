@@ -295,7 +295,8 @@ def test_sorted_quantiles_and_median_are_numpys() -> None:
             ordered = np.sort(v)
             want = np.percentile(v, [50, 90, 95, 99]).tolist()
             assert sorted_quantiles(ordered, pct).tolist() == want
-            assert np.array_equal(sorted_quantiles(ordered, pairs), np.quantile(v, np.asarray(pairs)))
+            got = sorted_quantiles(ordered, pairs)
+            assert np.array_equal(got, np.quantile(v, np.asarray(pairs)))
             assert median(v) == float(np.median(v))
 
 
@@ -327,10 +328,11 @@ def test_periods_in_time_order_match_np_unique() -> None:
     rng = np.random.default_rng(3)
     ts = NOW + np.cumsum(rng.exponential(3000.0, 500))
     ok = rng.random(500) < 0.8
-    inv, n_p, k_p, keep = stats_mod._periods(ts, ok, 86400.0)
+    inv, n_p, k_p, _ = stats_mod._periods(ts, ok, 86400.0)
     uniq, inv_ref = np.unique(np.floor(ts / 86400.0).astype(np.int64), return_inverse=True)
     assert np.array_equal(inv, inv_ref)
     assert np.array_equal(n_p, np.bincount(inv_ref, minlength=uniq.shape[0]))
+    assert np.array_equal(k_p, np.bincount(inv_ref, weights=ok.astype(float)))
     shuffled = rng.permutation(ts)  # out of time order: np.unique itself
     assert np.array_equal(stats_mod._periods(shuffled, ok, 86400.0)[0],
                           np.unique(np.floor(shuffled / 86400.0).astype(np.int64),
