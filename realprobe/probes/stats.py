@@ -786,7 +786,8 @@ def variability(
     if by_latency is None:
         rows = np.flatnonzero(ok & np.isfinite(latency_ms))
         by_latency = rows[np.argsort(latency_ms[rows])]
-    _latency_variability(out, by_latency[keep[inv[by_latency]]], inv, latency_ms, n_p.shape[0])
+    kept = by_latency if keep.all() else by_latency[keep[inv[by_latency]]]
+    _latency_variability(out, kept, inv, latency_ms, n_p.shape[0])
     return out
 
 
@@ -836,10 +837,12 @@ def _latency_variability(
     lo, hi = start[used] + (size[used] - 1) // 2, start[used] + size[used] // 2
     meds = (grouped[lo] + grouped[hi]) / 2  # each period's median, as np.median
     out.latency_cv = float(meds.std(ddof=1) / meds.mean()) if meds.mean() > 0 else None
-    in_used = np.zeros(n_periods, dtype=bool)
-    in_used[used] = True
-    pick = in_used[g_of]
-    out.latency_pvalue = _kruskal(lat[pick], g_of[pick], used.tolist())
+    if used.shape[0] < n_periods:  # periods with too few successes sit the test out
+        in_used = np.zeros(n_periods, dtype=bool)
+        in_used[used] = True
+        pick = in_used[g_of]
+        lat, g_of = lat[pick], g_of[pick]
+    out.latency_pvalue = _kruskal(lat, g_of, used.tolist())
     out.variable_latency = bool(
         out.latency_cv is not None
         and out.latency_cv > LATENCY_CV_FLAG
