@@ -200,8 +200,8 @@ def fit_lognormal(
     bites, sigma is the censored MLE and the profile-likelihood threshold is the F(1, n-1)
     quantile t^2 instead of chi2(1), the usual small-sample calibration.
     """
-    x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
-    c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
+    x = np.log(np.compress(np.isfinite(latency_ok_ms) & (latency_ok_ms > 0), latency_ok_ms))
+    c_all = np.compress(np.isfinite(censor_ms) & (censor_ms > 0), censor_ms)
     n = int(x.shape[0])
     if n < 2:
         return None
@@ -519,7 +519,7 @@ def ks_pvalue(
     share, re-fitted to each replicate. Samples over 1000 successes are compared on the
     sqrt(n) D scale with replicates of 1000, whose law has settled by then.
     """
-    x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
+    x = np.log(np.compress(np.isfinite(latency_ok_ms) & (latency_ok_ms > 0), latency_ok_ms))
     n = int(x.shape[0])
     if n < 5:
         return None

@@ -58,9 +58,9 @@ def phase_medians(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
         medians: dict[str, float | None] = {}
         counts: dict[str, int] = {}
         for name, (v, ok) in cols.items():
-            v = v[a:b][ok[a:b]]
+            v = np.compress(ok[a:b], v[a:b])  # what v[a:b][ok[a:b]] holds, twice as fast
             counts[name] = int(v.shape[0])
-            medians[name] = round(median(v), 2) if v.shape[0] else None
+            medians[name] = round(median(v, overwrite=True), 2) if v.shape[0] else None
         known = {p: m for p, m in medians.items() if m is not None}
         out[tool] = {
             "n": counts["ttfb_ms"],

@@ -308,21 +308,21 @@ def burst_chain(
         empty = Transition(p=None, n=0, ci95=None)
         return BurstStats(p_fail_after_fail=empty, p_fail_after_ok=empty, rho=None)
     linked = np.diff(ts) <= max_gap_s
+    every = bool(linked.all())
+
+    def count(pair: BoolArray) -> int:  # over the linked pairs of consecutive calls
+        return int(np.count_nonzero(pair if every else pair & linked))
+
+    prev, nxt = fail[:-1], fail[1:]
+    both = prev & nxt
     coded = same = pairs = None
     if code is not None:
         pairs = lagged_pairs(code, linked)
-        prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1][linked]
-        n_c = int(np.count_nonzero(prev_coded))
-        n_cf = int(np.count_nonzero(prev_coded & fail[1:][linked]))
-        coded = _transition(n_cf, n_c)
-        both = (fail[:-1] & fail[1:])[linked]
-        n_same = int(np.count_nonzero(both & (code[:-1] == code[1:])[linked]))
-        same = _transition(n_same, int(np.count_nonzero(both)))
-    prev, nxt = fail[:-1][linked], fail[1:][linked]
-    n_ff = int(np.count_nonzero(prev & nxt))
-    n_f = int(np.count_nonzero(prev))
-    n_of = int(np.count_nonzero(~prev & nxt))
-    n_o = int(prev.shape[0] - n_f)
+        prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1]
+        coded = _transition(count(prev_coded & nxt), count(prev_coded))
+        same = _transition(count(both & (code[:-1] == code[1:])), count(both))
+    n_ff, n_f, n_of = count(both), count(prev), count(~prev & nxt)
+    n_o = (prev.shape[0] if every else int(np.count_nonzero(linked))) - n_f
     ff = Transition(p=n_ff / n_f if n_f else None, n=n_f, ci95=wilson(n_ff, n_f) if n_f else None)
     fo = Transition(p=n_of / n_o if n_o else None, n=n_o, ci95=wilson(n_of, n_o) if n_o else None)
     rho = ff.p - fo.p if ff.p is not None and fo.p is not None else None
@@ -566,7 +566,7 @@ def code_design_effect(parts: list[tuple[FloatArray, IntArray]]) -> float:
     c cannot be measured and is taken as 1 (the conservative end)."""
     runs = [failure_runs(ts, code) for ts, code in parts]
     pairs, same = sum(r[1] for r in runs), sum(r[2] for r in runs)
-    codes = np.concatenate([code[code >= 0] for _, code in parts])
+    codes = np.concatenate([np.compress(code >= 0, code) for _, code in parts])
     if pairs == 0 or codes.shape[0] == 0:
         return 1.0
     w = np.bincount(codes) / codes.shape[0]
@@ -585,7 +585,7 @@ def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
     """Counts and shares of the failure codes, with each share's 95% interval at the effective
     number of failures (`ts`, the calls' times, tells runs of failures apart; without it the
     failures count as independent)."""
-    counts = np.bincount(code[code >= 0], minlength=len(CODES))
+    counts = np.bincount(np.compress(code >= 0, code), minlength=len(CODES))
     fails = int(counts.sum())
     n = int(code.shape[0])
     named = {CODES[i].value: int(c) for i, c in enumerate(counts) if c}
@@ -705,10 +705,10 @@ def latency_stats(
     """`by_latency`: the rows of the successes with a latency, fastest first, when already
     known (`tool_stats` shares one sort between this and `variability`)."""
     ok = code < 0
-    lat = latency_ms[ok]
-    lat = lat[np.isfinite(lat)]
+    # np.compress(mask, v) is v[mask], about twice as fast
+    lat = np.compress(ok & np.isfinite(latency_ms), latency_ms)
     ordered = np.sort(lat) if by_latency is None else latency_ms[by_latency]
-    censor_ms = timeout_s[code == _TIMEOUT] * 1000.0
+    censor_ms = np.compress(code == _TIMEOUT, timeout_s) * 1000.0
     deadlines = timeout_s[np.isfinite(timeout_s)]
     t_ms = float(np.max(deadlines)) * 1000.0 if deadlines.shape[0] else None
     if lat.shape[0] == 0:
