@@ -631,10 +631,10 @@ def _kruskal(ordered: FloatArray, group: IntArray, used: list[int]) -> float:
     first = np.empty(n, dtype=bool)
     first[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    tie = np.cumsum(first) - 1
-    counts = np.bincount(tie)
-    upper = np.cumsum(counts)
-    ranks = (upper - (counts - 1) / 2.0)[tie]  # mid-ranks
+    start = np.flatnonzero(first)  # where each run of equal values starts
+    counts = np.diff(np.append(start, n))
+    upper = start + counts
+    ranks = np.repeat(upper - (counts - 1) / 2.0, counts)  # mid-ranks
     rank_sum = np.bincount(group, weights=ranks)
     size = np.bincount(group)
     h = 0.0
