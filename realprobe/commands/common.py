@@ -305,3 +305,23 @@ def as_flags(*params: str) -> Iterator[None]:
         if not exc.params:
             exc.params = params
         raise
+
+
+def keep_freed_memory() -> None:
+    """For a one-shot analysis command on Linux (glibc): freed blocks stay with the process
+    instead of going back to the kernel at once. By default glibc maps every block over
+    128 kB afresh and trims the heap's top as soon as it is free, so each temporary array of
+    a tool's rows is page-faulted in again: at a million rows that was a quarter of the
+    statistics' CPU (50-80 ms of page faults). Blocks up to 32 MB now come from the heap,
+    which keeps up to 256 MB free at its top; the command's exit returns it all. Not for
+    long-running processes (the exporter, a schedule), which should give memory back."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the C library's own (musl's does nothing)
+    except (OSError, AttributeError):
+        return
+    mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
+    mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD

@@ -52,3 +52,4 @@ def sorted_quantiles(ordered: Any, q: Any) -> Any:
     out = below + diff * gamma
     np.subtract(above, diff * (1 - gamma), out=out, where=gamma >= 0.5)
     return out
+
