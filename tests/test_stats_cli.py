@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -288,15 +289,17 @@ def test_stats_loads_only_the_scipy_it_needs(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator settings")
-def test_one_shot_commands_keep_freed_memory() -> None:
-    """The analysis commands tell glibc to keep freed blocks: the statistics' temporary arrays
-    then stop costing page faults each time (counted by the kernel, not timed)."""
+def test_one_shot_commands_keep_freed_memory_and_one_blas_thread() -> None:
+    """The analysis commands tell glibc to keep freed blocks (the statistics' temporary arrays
+    then stop costing page faults each time, counted by the kernel, not timed) and load BLAS
+    with one thread."""
     script = (
-        "import resource, sys\nimport numpy as np\n"
-        "from realprobe.commands.common import keep_freed_memory\n"
+        "import resource, sys\n"
+        "from realprobe.commands.common import one_shot\n"
+        "if sys.argv[1] == 'keep':\n    one_shot()\n"
+        "import numpy as np\nfrom threadpoolctl import threadpool_info\n"
         "from realprobe.probes.loading import ProbeArrays\n"
         "from realprobe.probes.stats import compute_stats\n"
-        "if sys.argv[1] == 'keep':\n    keep_freed_memory()\n"
         "rng, n = np.random.default_rng(0), 150_000\n"
         "code = np.where(rng.random(3 * n) < 0.8, -1, 0)\n"
         "arr = ProbeArrays(['a', 'b', 'c'], np.arange(4) * n, 1.79e9 + np.arange(3 * n) * 7.0,\n"
@@ -304,9 +307,13 @@ def test_one_shot_commands_keep_freed_memory() -> None:
         "compute_stats(arr)\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
         "compute_stats(arr)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before,\n"
+        "      max(p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'))\n"
     )
-    faults = {how: int(subprocess.run([sys.executable, "-c", script, how], capture_output=True,
-                                      text=True, check=True).stdout)
-              for how in ("default", "keep")}  # fmt: skip
-    assert faults["keep"] * 3 < faults["default"], faults
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    got = {how: [int(v) for v in subprocess.run(
+               [sys.executable, "-c", script, how], capture_output=True, text=True, check=True,
+               env=env).stdout.split()]
+           for how in ("default", "keep")}  # fmt: skip
+    assert got["keep"][0] * 3 < got["default"][0], got
+    assert got["keep"][1] == 1, got
