@@ -100,6 +100,7 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
             self._groups[cmd_name] = command_group(entry[0], cmd_name)
         command = self._groups[cmd_name].get_command(ctx, cmd_name)
         if command is not None:
+            command.get_help_option(ctx)  # made now, so that its coercion waits too
             apply_checks(command)
             readable_help(command)
         return command

@@ -43,12 +43,13 @@ from realprobe.dbfacts import (
     default_db_path,
 )
 from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
-from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import SOURCES, Target, TargetKind
 
 if TYPE_CHECKING:
     import sqlite_utils
+
+    from realprobe.result import ToolResult  # a row's source; the readers never load it
 
 #: probe_runs.status values
 RUN_DONE = "done"

@@ -25,8 +25,9 @@ from realprobe.commands.common import (
 
 if TYPE_CHECKING:
     from realprobe.commands.tables import Notes
+    from realprobe.probes.drift import Drift
     from realprobe.probes.provenance import Provenance
-    from realprobe.probes.results import Drift, VantageStats
+    from realprobe.probes.results import VantageStats
     from realprobe.probes.stats import StatsReport
 
 # numpy/scipy are imported inside the commands, so `realprobe --help` stays fast

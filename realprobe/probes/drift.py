@@ -24,6 +24,7 @@ from realprobe.probes.classic_tests import chi2_contingency, mann_whitney_p, nor
 from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import CODES, ProbeArrays
 from realprobe.probes.numeric import median
+from realprobe.probes.provenance import Provenance
 from realprobe.probes.stats import burst_chain, code_design_effect
 from realprobe.probes.windows import iso
 
@@ -86,6 +87,12 @@ class DriftReport(BaseModel):
     min_success_change: float
     min_latency_change: float
     tools: list[ToolDrift]
+
+
+class Drift(DriftReport):
+    """A DriftReport plus which rows each window held (keys `baseline` and `current`)."""
+
+    provenance: dict[str, Provenance]
 
 
 def adjust(pvalues: list[float], method: Correction = "holm") -> list[float]:

@@ -36,10 +36,10 @@ import numpy as np
 from realprobe.chunks import IMPLICIT_EXTRA
 from realprobe.dbfacts import IMPLICIT_KINDS
 from realprobe.probes.loading import ProbeArrays, load_probes
-from realprobe.result import ToolResult
 
 if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
+    from realprobe.result import ToolResult
 
 #: answers (or list elements) a field must have been seen in before its change is a sign
 MIN_SEEN = 3

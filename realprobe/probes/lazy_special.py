@@ -4,10 +4,11 @@ Importing the package costs about 0.2 s: its `__init__` sets up array-API dispat
 walks every numpy submodule (numpy.f2py, numpy.testing, numpy.ma, ...). The functions the
 statistics use (ndtr, ndtri, log_ndtr, stdtrit, chdtrc, chdtri, betaincinv, expit, ...) are
 numpy ufuncs in the extension module `scipy.special._ufuncs`, which loads in about 15 ms. On
-first use `special` loads that module alone (its package stands in empty meanwhile and is
-taken away after), so `scipy.special.ndtr is special.ndtr`: the same objects and the same
-numbers as a plain import. A name the module lacks, or any failure, falls back to the full
-package; when the package is already imported it is used as it is."""
+first use `special` loads that module alone (its package, and scipy's own when not yet
+imported, whose start-up loads subprocess, shutil and a version parser, stand in empty
+meanwhile and are taken away after), so `scipy.special.ndtr is special.ndtr`: the same objects
+and the same numbers as a plain import. A name the module lacks, or any failure, falls back to
+the full package; when the package is already imported it is used as it is."""
 
 from __future__ import annotations
 
@@ -32,18 +33,23 @@ def _ufuncs() -> Any:
         if spec is None or not spec.submodule_search_locations:
             return importlib.import_module(_PACKAGE)
         before = set(sys.modules)
-        stand_in = types.ModuleType(_PACKAGE)
-        stand_in.__path__ = [f"{p}/special" for p in spec.submodule_search_locations]
-        sys.modules[_PACKAGE] = stand_in
+        stand_ins = []
+        for name, where in (("scipy", spec.submodule_search_locations),
+                            (_PACKAGE, [f"{p}/special" for p in spec.submodule_search_locations])):
+            if name not in sys.modules:
+                stand_ins.append(types.ModuleType(name))
+                stand_ins[-1].__path__ = list(where)
+                sys.modules[name] = stand_ins[-1]
         try:
             return importlib.import_module(f"{_PACKAGE}._ufuncs")
         except Exception:  # another scipy layout: the ordinary import below
             for name in set(sys.modules) - before:
-                if name.startswith(_PACKAGE):
+                if name.startswith("scipy"):
                     del sys.modules[name]
         finally:
-            if sys.modules.get(_PACKAGE) is stand_in:
-                del sys.modules[_PACKAGE]
+            for stand_in in stand_ins:
+                if sys.modules.get(stand_in.__name__) is stand_in:
+                    del sys.modules[stand_in.__name__]
         return importlib.import_module(_PACKAGE)
 
 
