@@ -249,13 +249,16 @@ def test_stats_says_when_hangs_cannot_be_told_from_slow_calls(
     assert fit["hang_share_ci95"][0] == 0.0
 
 
-def test_stats_loads_only_the_scipy_it_needs(tmp_path: Path) -> None:
+def test_stats_loads_only_what_it_needs(tmp_path: Path) -> None:
     """`stats --json` on rows whose deadline does not bite takes scipy.special's compiled
-    functions alone (not the package, whose start-up walks numpy's submodules), nor
-    scipy.optimize, nor numpy.ma; a later `import scipy.special` hands out the same
-    functions. And where loading them alone fails, the ordinary import takes over."""
+    functions alone (not the package, whose start-up walks numpy's submodules, nor scipy's
+    own), nor scipy.optimize, nor numpy.ma; nor typer's pydantic coercion (no option of this
+    call needs converting), nor the call results' and drift's models; a later `import
+    scipy.special` hands out the same functions. And where loading them alone fails, the
+    ordinary import takes over."""
     db = make_db(tmp_path / "p.db")
-    heavy = ["scipy.special", "scipy.optimize", "scipy.stats", "numpy.ma"]
+    heavy = ["scipy", "scipy.special", "scipy.optimize", "scipy.stats", "numpy.ma",
+             "typer._adapters", "realprobe.result", "realprobe.probes.drift"]
     script = (
         "import contextlib, io, sys\n"
         "from realprobe.cli import main\n"
@@ -268,12 +271,14 @@ def test_stats_loads_only_the_scipy_it_needs(tmp_path: Path) -> None:
         "from realprobe.probes.lazy_special import special\n"
         "import scipy.special\n"
         "print(scipy.special.ndtr is special.ndtr, scipy.special.stdtrit is special.stdtrit)\n"
+        "import scipy\n"
+        "print(bool(scipy.__version__), scipy.special is sys.modules['scipy.special'])\n"
     )
     def lines(code: str) -> list[str]:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               check=True).stdout.splitlines()  # fmt: skip
 
-    assert lines(script) == ["[]", "True True", "True True"]
+    assert lines(script) == ["[]", "True True", "True True", "True True"]
     fallback = (
         "import importlib, sys\n"
         "import realprobe.probes.lazy_special as ls\n"
@@ -317,3 +322,42 @@ def test_one_shot_commands_keep_freed_memory_and_one_blas_thread() -> None:
            for how in ("default", "keep")}  # fmt: skip
     assert got["keep"][0] * 3 < got["default"][0], got
     assert got["keep"][1] == 1, got
+
+
+def test_options_coerced_as_typer_coerces_them(tmp_path: Path) -> None:
+    """The commands' options skip building typer's (pydantic) coercion where a value needs
+    none; what a command receives is what typer's own coercion gives it, and a value that
+    needs converting, or is wrong, goes through typer's (its message)."""
+    import typer
+
+    from realprobe.commands.checks import apply_checks
+
+    seen: list[dict[str, object]] = []
+    app = typer.Typer()
+
+    @app.command()
+    def cmd(name: str = "x", db: Path | None = None, out: Path = Path("o.txt"),
+            level: float | None = None, tags: list[str] | None = None,
+            flag: bool = False) -> None:
+        seen.append({"name": name, "db": db, "out": out, "level": level, "tags": tags,
+                     "flag": flag})
+
+    def run(args: list[str], deferred: bool) -> object:
+        command = typer.main.get_command(app)
+        if deferred:
+            apply_checks(command)
+        try:
+            command.main(args, standalone_mode=False)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        got = seen.pop()
+        return got, {k: type(v) for k, v in got.items()}
+
+    cases = [
+        [], ["--name", "abc", "--db", str(tmp_path / "p.db"), "--out", "-", "--flag"],
+        ["--db", "rel/x.db", "--level", "0.5", "--tags", "a", "--tags", "b"],
+        ["--level", "abc"], ["--name", ""], ["--db", ""], ["--level", "1e3"],
+    ]
+    for args in cases:
+        assert run(args, True) == run(args, False), args
+    assert "valid number" in str(run(["--level", "abc"], True))

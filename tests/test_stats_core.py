@@ -353,3 +353,34 @@ def test_tool_stats_shares_its_sorts_without_changing_a_number() -> None:
     days = np.floor(a.ts[(a.code < 0) & np.isfinite(a.latency_ms)] / 86400.0)
     groups = [ok[days == d] for d in np.unique(days) if (days == d).sum() >= 10]
     assert v.latency_pvalue == pytest.approx(sps.kruskal(*groups).pvalue, rel=1e-9)
+
+
+def test_implicit_counts_without_any_sign_match_the_counting() -> None:
+    """Rows none of which carries an implicit sign skip counting the bits: the answer is the
+    one counting them gives (the same JSON bytes), and a single sign is counted."""
+    import json
+
+    from realprobe.dbfacts import IMPLICIT_KINDS
+    from realprobe.probes.implicit import implicit_counts
+
+    code = np.array([-1, -1, 3, -1, 5, -1, 3])
+    bits = np.zeros(7)
+
+    def arrays(bits: np.ndarray) -> ProbeArrays:
+        return ProbeArrays(["a", "b", "c"], np.array([0, 3, 5, 7]), np.arange(7.0),
+                           np.ones(7), code, np.full(7, 10.0), {"implicit": bits})
+
+    def counted(bits: np.ndarray) -> dict[str, object]:  # bit by bit, by hand
+        out: dict[str, object] = {}
+        for tool, a, b in (("a", 0, 3), ("b", 3, 5), ("c", 5, 7)):
+            mine = [int(v) for v, c in zip(bits[a:b], code[a:b], strict=True) if c < 0]
+            counts = {k: sum((v >> j) & 1 for v in mine) for j, k in enumerate(IMPLICIT_KINDS)}
+            out[tool] = {"ok": len(mine), **counts,
+                         "rates": {k: counts[k] / len(mine) for k in IMPLICIT_KINDS}}
+        return out
+
+    assert json.dumps(implicit_counts(arrays(bits))) == json.dumps(counted(bits))
+    signed = bits.copy()
+    signed[5] = 2.0  # tool c's success: empty
+    assert json.dumps(implicit_counts(arrays(signed))) == json.dumps(counted(signed))
+    assert implicit_counts(arrays(signed))["c"]["empty"] == 1

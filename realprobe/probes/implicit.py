@@ -276,13 +276,17 @@ def implicit_counts(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
     if "implicit" not in arr.extra:
         return {}
     out: dict[str, dict[str, Any]] = {}
+    bits = arr.extra["implicit"]
+    none = not bits.any()  # the usual file: every count 0, no per-tool pass over the bits
     for i, tool in enumerate(arr.tools):
         a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
-        mine = arr.extra["implicit"][a:b][arr.code[a:b] < 0].astype(np.int64)
-        if not mine.shape[0]:
+        ok_rows = arr.code[a:b] < 0
+        ok = int(np.count_nonzero(ok_rows))
+        if not ok:
             continue
-        ok = int(mine.shape[0])
-        counts = {k: int(((mine >> j) & 1).sum()) for j, k in enumerate(IMPLICIT_KINDS)}
+        mine = None if none else np.compress(ok_rows, bits[a:b]).astype(np.int64)
+        counts = {k: 0 if mine is None else int(((mine >> j) & 1).sum())
+                  for j, k in enumerate(IMPLICIT_KINDS)}
         out[tool] = {"ok": ok, **counts, "rates": {k: counts[k] / ok for k in IMPLICIT_KINDS}}
     return out
 
