@@ -258,7 +258,7 @@ def test_stats_loads_only_what_it_needs(tmp_path: Path) -> None:
     ordinary import takes over."""
     db = make_db(tmp_path / "p.db")
     heavy = ["scipy", "scipy.special", "scipy.optimize", "scipy.stats", "numpy.ma",
-             "typer._adapters", "realprobe.result", "realprobe.probes.drift"]
+             "typer._adapters", "realprobe.result", "realprobe.probes.drift", "threadpoolctl"]
     script = (
         "import contextlib, io, sys\n"
         "from realprobe.cli import main\n"
@@ -273,12 +273,16 @@ def test_stats_loads_only_what_it_needs(tmp_path: Path) -> None:
         "print(scipy.special.ndtr is special.ndtr, scipy.special.stdtrit is special.stdtrit)\n"
         "import scipy\n"
         "print(bool(scipy.__version__), scipy.special is sys.modules['scipy.special'])\n"
+        "from threadpoolctl import threadpool_info\n"  # BLAS on one thread all the same
+        "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))"
     )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+
     def lines(code: str) -> list[str]:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              check=True).stdout.splitlines()  # fmt: skip
+                              check=True, env=env).stdout.splitlines()  # fmt: skip
 
-    assert lines(script) == ["[]", "True True", "True True", "True True"]
+    assert lines(script) == ["[]", "True True", "True True", "True True", "[1]"]
     fallback = (
         "import importlib, sys\n"
         "import realprobe.probes.lazy_special as ls\n"

@@ -321,15 +321,22 @@ def one_shot() -> None:
       reads every installed package's entry points);
     - BLAS on one thread (unless the environment says otherwise): the statistics' linear
       algebra is tiny, and OpenBLAS' thread pool cost 70-140 ms of CPU per command, its
-      threads spinning on a busy machine;
+      threads spinning on a busy machine; and then, when numpy was not loaded before, the
+      statistics need not set it with threadpoolctl (5 ms to load and search the libraries);
     - on Linux (glibc), freed blocks stay with the process instead of going back to the
       kernel at once. By default glibc maps every block over 128 kB afresh and trims the
       heap's top as soon as it is free, so each temporary array of a tool's rows was
       page-faulted in again: 50-80 ms of the statistics' CPU at a million rows. Blocks up to
       32 MB now come from the heap, which keeps up to 256 MB free at its top; the command's
       exit returns it all. Not for long-running processes (the exporter, a schedule)."""
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    fresh = "numpy" not in sys.modules
+    blas = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    for var in blas:
         os.environ.setdefault(var, "1")
+    if fresh and all(os.environ[var] == "1" for var in blas):
+        from realprobe.probes.numeric import single_blas_from_the_start
+
+        single_blas_from_the_start()
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
     gc.freeze()  # the modules loaded so far live to the end: no collection walks them again
     atexit.register(gc.freeze)  # nor the one at exit (the process' memory goes back whole)

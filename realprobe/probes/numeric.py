@@ -10,16 +10,31 @@ the limit for the libraries numpy and scipy loaded, and puts the old one back on
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+
+#: every BLAS library of this process loaded with one thread (`single_blas_from_the_start`)
+_SINGLE_FROM_THE_START = False
 
 
-def one_blas_thread() -> threadpool_limits:
-    """A context manager: BLAS on one thread inside it."""
+def one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """A context manager: BLAS on one thread inside it (nothing to set, and threadpoolctl's
+    search of the loaded libraries skipped, where they all loaded with one thread)."""
+    if _SINGLE_FROM_THE_START:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
     return threadpool_limits(limits=1, user_api="blas")
+
+
+def single_blas_from_the_start() -> None:
+    """Tell `one_blas_thread` that every BLAS library loads with one thread in this process:
+    the environment said so before numpy was first imported (`commands.common.one_shot`)."""
+    global _SINGLE_FROM_THE_START
+    _SINGLE_FROM_THE_START = True
 
 
 def median(v: Any, overwrite: bool = False) -> float:
