@@ -384,3 +384,39 @@ def test_implicit_counts_without_any_sign_match_the_counting() -> None:
     signed[5] = 2.0  # tool c's success: empty
     assert json.dumps(implicit_counts(arrays(signed))) == json.dumps(counted(signed))
     assert implicit_counts(arrays(signed))["c"]["empty"] == 1
+
+
+def test_phase_medians_equal_the_masked_medians() -> None:
+    """Each tool's phase medians are np.median over its successes that recorded a first byte
+    (the connection phases: those that opened a connection), value for value."""
+    import json
+
+    from realprobe.dbfacts import CONNECTION_PHASES, PHASE_COLUMNS
+    from realprobe.probes.phases import phase_medians
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    code = np.where(rng.random(n) < 0.7, -1, 2)
+    extra = {p: np.where(rng.random(n) < 0.2, np.nan, rng.lognormal(3, 1, n))
+             for p in PHASE_COLUMNS}
+    extra["new_connection"] = (rng.random(n) < 0.05).astype(float)
+    bounds = np.array([0, 1000, 1001, 2500, n])
+    arr = ProbeArrays(["a", "b", "c", "d"], bounds, np.arange(float(n)), np.ones(n), code,
+                      np.full(n, 10.0), extra)
+    want: dict[str, object] = {}
+    for i, tool in enumerate(arr.tools):
+        s = slice(bounds[i], bounds[i + 1])
+        keep = (code[s] < 0) & ~np.isnan(extra["ttfb_ms"][s])
+        if not keep.any():
+            continue
+        new = keep & (extra["new_connection"][s] != 0)
+        med, cnt = {}, {}
+        for p in PHASE_COLUMNS:
+            v = extra[p][s][(new if p in CONNECTION_PHASES else keep) & np.isfinite(extra[p][s])]
+            cnt[p] = len(v)
+            med[p] = round(float(np.median(v)), 2) if len(v) else None
+        known = {p: m for p, m in med.items() if m is not None}
+        want[tool] = {"n": cnt["ttfb_ms"], "new_connections": cnt["connect_ms"], **med,
+                      "slowest": max(known, key=lambda p: known[p]) if known else None}
+    assert json.dumps(phase_medians(arr)) == json.dumps(want)
+    assert "b" not in want or want["b"]["n"] <= 1
