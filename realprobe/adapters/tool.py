@@ -9,6 +9,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import SchemaValidator
 
 from realprobe.adapters import parsers, schema_json
 from realprobe.adapters.bounded import DEFAULT_LIMITS, ParseLimits, load_json, load_text
@@ -271,10 +272,21 @@ class Tool:
 
     @cached_property
     def _validate_output(self) -> Callable[[Any], dict[str, Any]]:
-        """`output_model.model_validate(data).model_dump(mode="json")`, likewise."""
+        """`output_model.model_validate(data).model_dump(mode="json")`, likewise. Fields of
+        JSON values only (no array of objects, whose items are models): the model's field
+        validator alone gives that dict, without building the model and dumping it."""
         model = self.output_model
+        schema = model.__pydantic_core_schema__
+        if schema["type"] == "model" and not any(f.items for f in self.spec.output.values()):
+            fields = SchemaValidator(schema["schema"], schema.get("config")).validate_python
+            return lambda data: fields(data)[0]  # type: ignore[no-any-return]
         validate, dump = model.__pydantic_validator__.validate_python, model.__pydantic_serializer__
         return lambda data: dump.to_python(validate(data), mode="json")  # type: ignore[no-any-return]
+
+    @cached_property
+    def prepared(self) -> dict[tuple[Any, ...], Any]:
+        """Requests built for arguments seen before (`adapter._prepare`'s cache)."""
+        return {}
 
     @cached_property
     def _output_plan(self) -> tuple[_Read, ...]:
