@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,9 +39,14 @@ def format_validation_error(exc: ValidationError) -> str:
 
 
 def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
-    # every prefix starts with an x or an r: most names are ruled out by their first letter
-    return {k: v for k, v in headers.items()
-            if k[:1] in "xXrR" and k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES)}
+    names = _rate_names(tuple(headers))
+    return {k: headers[k] for k in names} if names else {}
+
+
+@lru_cache(maxsize=1024)
+def _rate_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The rate-limit header names among an answer's (an API answers with the same names)."""
+    return tuple(k for k in names if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES))
 
 
 def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
@@ -158,10 +164,12 @@ PREPARED_PER_TOOL = 256
 def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     """The request to send, or the INVALID_INPUT result when the arguments fail the schema.
     Validation is pure: a request built for the same arguments is reused."""
-    remember(*tool.secret_values(args))  # declared secrets: never written anywhere
+    if tool.secret_inputs:
+        remember(*tool.secret_values(args))  # declared secrets: never written anywhere
     args = args or {}
-    key = tuple((k, v.__class__, v) for k, v in args.items() if v.__class__ in _KEYABLE)
-    cached = len(key) == len(args)
+    types = tuple(map(type, args.values()))
+    cached = _KEYABLE.issuperset(types)
+    key = (tuple(args.items()), types) if cached else None
     if cached and key in tool.prepared:
         return tool.prepared[key]  # type: ignore[no-any-return]
     try:
