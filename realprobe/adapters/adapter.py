@@ -168,9 +168,8 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
         remember(*tool.secret_values(args))  # declared secrets: never written anywhere
     args = args or {}
     types = tuple(map(type, args.values()))
-    cached = _KEYABLE.issuperset(types)
-    key = (tuple(args.items()), types) if cached else None
-    if cached and key in tool.prepared:
+    key = (tuple(args.items()), types) if _KEYABLE.issuperset(types) else None
+    if key is not None and key in tool.prepared:
         return tool.prepared[key]  # type: ignore[no-any-return]
     try:
         valid = tool.validate_args(args)
@@ -182,7 +181,7 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     req = _Request(
         method, url, params, tool.request_headers(valid), is_private_url(tool.api.base_url)
     )
-    if cached:
+    if key is not None:
         if len(tool.prepared) >= PREPARED_PER_TOOL:
             tool.prepared.clear()
         tool.prepared[key] = req

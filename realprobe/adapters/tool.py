@@ -284,7 +284,7 @@ class Tool:
         return lambda data: dump.to_python(validate(data), mode="json")  # type: ignore[no-any-return]
 
     @cached_property
-    def prepared(self) -> dict[tuple[Any, ...], Any]:
+    def prepared(self) -> dict[Any, Any]:
         """Requests built for arguments seen before (`adapter._prepare`'s cache)."""
         return {}
 
