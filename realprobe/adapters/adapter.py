@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -39,14 +38,17 @@ def format_validation_error(exc: ValidationError) -> str:
 
 
 def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
-    names = _rate_names(tuple(headers))
-    return {k: headers[k] for k in names} if names else {}
+    names = tuple(headers)
+    rate = _RATE_NAMES.get(names)
+    if rate is None:  # an API answers with the same names: picked once per set of names
+        if len(_RATE_NAMES) >= 1024:
+            _RATE_NAMES.clear()
+        rate = _RATE_NAMES[names] = tuple(
+            k for k in names if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES))
+    return {k: headers[k] for k in rate} if rate else {}
 
 
-@lru_cache(maxsize=1024)
-def _rate_names(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The rate-limit header names among an answer's (an API answers with the same names)."""
-    return tuple(k for k in names if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES))
+_RATE_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
@@ -167,9 +169,14 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     if tool.secret_inputs:
         remember(*tool.secret_values(args))  # declared secrets: never written anywhere
     args = args or {}
-    types = tuple(map(type, args.values()))
-    key = (tuple(args.items()), types) if _KEYABLE.issuperset(types) else None
-    if key is not None and key in tool.prepared:
+    key: tuple[Any, ...] = ()
+    for name, value in args.items():  # (a loop: cheaper than C helpers whose code went cold)
+        kind = type(value)
+        if kind not in _KEYABLE:
+            break
+        key += (name, kind, value)
+    keyed = len(key) == 3 * len(args)
+    if keyed and key in tool.prepared:
         return tool.prepared[key]  # type: ignore[no-any-return]
     try:
         valid = tool.validate_args(args)
@@ -181,7 +188,7 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
     req = _Request(
         method, url, params, tool.request_headers(valid), is_private_url(tool.api.base_url)
     )
-    if key is not None:
+    if keyed:
         if len(tool.prepared) >= PREPARED_PER_TOOL:
             tool.prepared.clear()
         tool.prepared[key] = req
@@ -219,7 +226,7 @@ async def call_tool(
     """Call one tool. Bad arguments give INVALID_INPUT and nothing is sent."""
     try:
         req = _prepare(tool, args)
-        if isinstance(req, ToolResult):
+        if not isinstance(req, _Request):  # (a pydantic class's isinstance costs more)
             return req
         try:
             resp = await fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,
@@ -241,7 +248,7 @@ def call_tool_sync(
     """`call_tool` for synchronous code, over `replay.modes.make_sync_client`."""
     try:
         req = _prepare(tool, args)
-        if isinstance(req, ToolResult):
+        if not isinstance(req, _Request):  # (a pydantic class's isinstance costs more)
             return req
         try:
             resp = fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,

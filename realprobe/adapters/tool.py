@@ -363,32 +363,29 @@ class Tool:
         report (and nothing else: a parser or rule that trips over odd data is the server's
         INVALID_RESPONSE, not a crash)."""
         try:
-            return self._parse(body)
+            if self.spec.response == "text":
+                decoded: Any = load_text(body, self.limits)
+            else:
+                decoded = load_json(body, self.limits)
+            for rule in self.spec.soft_failures:
+                if _rule_matches(rule, decoded):
+                    raise BadResponse(rule.code, rule.message)
+            if self.spec.parser:
+                decoded = parsers.get(self.spec.parser)(decoded)
+            data = _extract(decoded, self._output_plan)
+            try:
+                return self._validate_output(data)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise BadResponse(
+                    ErrorCode.INVALID_RESPONSE, f"output fails schema at {where}: {first['msg']}"
+                ) from exc
         except BadResponse:
             raise
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
             raise BadResponse(
                 ErrorCode.INVALID_RESPONSE, f"body could not be read ({type(exc).__name__}: {exc})"
-            ) from exc
-
-    def _parse(self, body: bytes) -> dict[str, Any]:
-        if self.spec.response == "text":
-            decoded: Any = load_text(body, self.limits)
-        else:
-            decoded = load_json(body, self.limits)
-        for rule in self.spec.soft_failures:
-            if _rule_matches(rule, decoded):
-                raise BadResponse(rule.code, rule.message)
-        if self.spec.parser:
-            decoded = parsers.get(self.spec.parser)(decoded)
-        data = self.extract(decoded)
-        try:
-            return self._validate_output(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise BadResponse(
-                ErrorCode.INVALID_RESPONSE, f"output fails schema at {where}: {first['msg']}"
             ) from exc
 
     # -- definitions for agents -------------------------------------------------------
