@@ -45,24 +45,6 @@ class ToolResult(BaseModel):
     #: the `X-Request-Id` a realprobe sandbox echoed (it pairs the call with a journal entry)
     request_id: str | None = Field(default=None, exclude=True)
 
-    @classmethod
-    def answered(cls, tool: str, data: dict[str, Any], http_status: int, latency_ms: float,
-                 bytes: int, redirects: list[str], rate_limit_headers: dict[str, str],
-                 phases: dict[str, Any] | None, request_id: str | None) -> ToolResult:
-        """An ok result from what a call checked itself: `ToolResult(ok=True, ...)` without
-        validating it again (what `model_construct` does, without its loop over the fields;
-        every ok call ends here)."""
-        result = _new(cls)
-        _set(result, "__dict__", {
-            "tool": tool, "ok": True, "data": data, "error": None, "latency_ms": latency_ms,
-            "http_status": http_status, "bytes": bytes, "redirects": redirects,
-            "rate_limit_headers": rate_limit_headers, "phases": phases, "request_id": request_id,
-        })
-        _set(result, "__pydantic_fields_set__", set(_ANSWERED))
-        _set(result, "__pydantic_extra__", None)
-        _set(result, "__pydantic_private__", None)
-        return result
-
     @property
     def code(self) -> ErrorCode | None:
         return self.error.code if self.error else None
@@ -82,6 +64,24 @@ class ToolResult(BaseModel):
         return f"{self.error.code.value}: {self.error.message}{extra}"
 
 
+def answered(tool: str, data: dict[str, Any], http_status: int, latency_ms: float, bytes: int,
+             redirects: list[str], rate_limit_headers: dict[str, str],
+             phases: dict[str, Any] | None, request_id: str | None) -> ToolResult:
+    """An ok result from what a call checked itself: `ToolResult(ok=True, ...)` without
+    validating it again (what `model_construct` does, without its loop over the fields;
+    every ok call ends here)."""
+    result = _new(ToolResult)
+    _set(result, "__dict__", {
+        "tool": tool, "ok": True, "data": data, "error": None, "latency_ms": latency_ms,
+        "http_status": http_status, "bytes": bytes, "redirects": redirects,
+        "rate_limit_headers": rate_limit_headers, "phases": phases, "request_id": request_id,
+    })
+    _set(result, "__pydantic_fields_set__", _ANSWERED.copy())
+    _set(result, "__pydantic_extra__", None)
+    _set(result, "__pydantic_private__", None)
+    return result
+
+
 _new, _set = object.__new__, object.__setattr__
-#: the fields `ToolResult.answered` sets (all but `error`)
-_ANSWERED = frozenset(ToolResult.model_fields) - {"error"}
+#: the fields `answered` sets (all but `error`)
+_ANSWERED = set(ToolResult.model_fields) - {"error"}

@@ -16,7 +16,7 @@ from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.http import Fetched
 from realprobe.adapters.spec import ApiSpec
 from realprobe.adapters.tool import Tool
-from realprobe.result import ToolResult
+from realprobe.result import ToolResult, answered
 
 
 def _tool(**spec: Any) -> Tool:
@@ -112,7 +112,7 @@ def test_answered_is_the_result_the_constructor_validates() -> None:
         "bytes": 9, "redirects": ["301 http://x/"], "rate_limit_headers": {"ratelimit": "1"},
         "phases": {"dns_ms": 1.0}, "request_id": "id",
     }
-    fast = ToolResult.answered(**fields)
+    fast = answered(**fields)
     slow = ToolResult(ok=True, **fields)
     assert list(fast.__dict__.items()) == list(slow.__dict__.items())  # order: repr, dumps
     assert fast.model_fields_set == slow.model_fields_set
@@ -122,7 +122,7 @@ def test_answered_is_the_result_the_constructor_validates() -> None:
     assert fast.model_dump_json() == slow.model_dump_json()
     assert fast.model_dump(exclude_unset=True) == slow.model_dump(exclude_unset=True)
     fast.error = None  # an assignment marks the field set on this result alone
-    assert "error" not in ToolResult.answered(**fields).model_fields_set
+    assert "error" not in answered(**fields).model_fields_set
 
 
 def test_requests_are_built_once_per_arguments_of_the_same_types() -> None:

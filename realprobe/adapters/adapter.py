@@ -16,7 +16,7 @@ from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
 from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
-from realprobe.result import ToolError, ToolResult
+from realprobe.result import ToolError, ToolResult, answered
 from realprobe.retry_after import retry_after_of
 from realprobe.secrets import clip, remember, scrub_text
 
@@ -115,7 +115,7 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         except BadResponse as exc:
             return _error(tool, exc.code, exc.message, http_status=status,
                           retry_after_s=retry_after_of(headers), **_common(resp))
-        return ToolResult.answered(
+        return answered(
             tool.name, data, status, resp.elapsed_s * 1000.0, len(resp.body), resp.redirects,
             _rate_headers(headers), resp.phases, headers.get("x-request-id"))
     common = _common(resp)
@@ -176,8 +176,9 @@ def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
             break
         key += (name, kind, value)
     keyed = len(key) == 3 * len(args)
-    if keyed and key in tool.prepared:
-        return tool.prepared[key]  # type: ignore[no-any-return]
+    req = tool.prepared.get(key) if keyed else None
+    if req is not None:
+        return req  # type: ignore[no-any-return]
     try:
         valid = tool.validate_args(args)
         method, url, params = tool.build_request(valid)
