@@ -15,7 +15,8 @@ from realprobe.adapters import call_tool, call_tool_sync, default_catalog
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.http import Fetched
 from realprobe.adapters.spec import ApiSpec
-from realprobe.adapters.tool import Tool
+from realprobe.adapters.tool import Tool, _extract
+from realprobe.errors import BadResponse
 from realprobe.result import ToolResult, answered
 
 
@@ -179,6 +180,24 @@ def test_a_flat_output_is_checked_as_the_model_checks_it(change: dict[str, Any])
     assert _fast_way(tool, dict(data)) == _model_way(tool, dict(data))
 
 
+def _read(read: Any, body: Any) -> Any:
+    try:
+        return read(body)
+    except BadResponse as exc:
+        return (exc.code, exc.message)
+
+
+@pytest.mark.parametrize("body", [
+    {"s": "a", "n": 1, "l": [1, 2], "extra": True}, {"s": "a", "n": 1}, {"s": "a", "l": None},
+    {"s": None, "n": 1}, {"n": 1}, {"s": "", "n": 0, "l": []}, [{"s": "a"}], "text", None,
+])
+def test_a_flat_output_is_read_as_the_plan_reads_it(body: Any) -> None:
+    tool = _tool(path="/v", output={"s": {"type": "string"}, "n": {"type": "any"},
+                                    "l": {"type": "array", "optional": True}})
+    assert tool._flat_plan is not None
+    assert _read(tool.extract, body) == _read(lambda b: _extract(b, tool._output_plan), body)
+
+
 def test_every_catalogue_fixture_parses_as_the_model_checks_it() -> None:
     seen = 0
     for tool in default_catalog():
@@ -191,7 +210,7 @@ def test_every_catalogue_fixture_parses_as_the_model_checks_it() -> None:
                 continue
             seen += 1
             fresh = Tool(tool.api, tool.spec)  # nothing cached from the call above
-            raw = fresh.extract(_decoded(fresh, fixture.body.encode()))
+            raw = _extract(_decoded(fresh, fixture.body.encode()), fresh._output_plan)
             assert repr(data) == _model_way(fresh, raw), tool.name
     assert seen >= 20
 

@@ -292,9 +292,29 @@ class Tool:
     def _output_plan(self) -> tuple[_Read, ...]:
         return _plan(self.spec.output)
 
+    @cached_property
+    def _flat_plan(self) -> tuple[tuple[str, str], ...] | None:
+        """(name, key) of each output field when every one is a top-level key taken as it is
+        (no item fields, no cut)."""
+        plan = self._output_plan
+        if all(key and not (array and (cut is not None or items))
+               for _, _, key, _, array, cut, items in plan):
+            return tuple((r[0], r[1]) for r in plan)
+        return None
+
     def extract(self, decoded: Any) -> dict[str, Any]:
         """The output fields read from a decoded body, not yet checked against their types;
         BadResponse when a required one is missing."""
+        flat = self._flat_plan
+        if flat is not None and type(decoded) is dict:
+            out = {}
+            for name, key in flat:  # a body holding every field: read in one short loop
+                value = decoded.get(key)
+                if value is None:  # missing or null: `_extract` says what that means
+                    break
+                out[name] = value
+            else:
+                return out
         return _extract(decoded, self._output_plan)
 
     @cached_property
@@ -372,7 +392,7 @@ class Tool:
                     raise BadResponse(rule.code, rule.message)
             if self.spec.parser:
                 decoded = parsers.get(self.spec.parser)(decoded)
-            data = _extract(decoded, self._output_plan)
+            data = self.extract(decoded)
             try:
                 return self._validate_output(data)
             except ValidationError as exc:
