@@ -27,6 +27,12 @@ _PY_TYPES: dict[str, Any] = {
 }
 
 
+#: scalar output types whose values the validator hands back as they are when of exactly
+#: that type (None: any value)
+_EXACT: dict[str, type | None] = {"string": str, "integer": int, "number": float,
+                                  "boolean": bool, "any": None}
+
+
 def _input_annotation(f: InputField) -> Any:
     if f.enum:
         return Literal[tuple(f.enum)]
@@ -279,7 +285,25 @@ class Tool:
         schema = model.__pydantic_core_schema__
         if schema["type"] == "model" and not any(f.items for f in self.spec.output.values()):
             fields = SchemaValidator(schema["schema"], schema.get("config")).validate_python
-            return lambda data: fields(data)[0]  # type: ignore[no-any-return]
+            out = self.spec.output
+            if not all(f.type in _EXACT for f in out.values()):
+                return lambda data: fields(data)[0]  # type: ignore[no-any-return]
+            plan = tuple((name, _EXACT[f.type], f.optional) for name, f in out.items())
+
+            def scalars(data: dict[str, Any]) -> dict[str, Any]:
+                # values of their field's exact type (or None where optional) are what the
+                # validator would hand back: checked in one loop; anything else goes to it
+                if len(data) == len(plan):
+                    for name, kind, optional in plan:
+                        value = data.get(name, data)  # `data`: the field is absent
+                        if value is data or (kind is not None and type(value) is not kind
+                                             and not (optional and value is None)):
+                            break
+                    else:
+                        return data
+                return fields(data)[0]  # type: ignore[no-any-return]
+
+            return scalars
         validate, dump = model.__pydantic_validator__.validate_python, model.__pydantic_serializer__
         return lambda data: dump.to_python(validate(data), mode="json")  # type: ignore[no-any-return]
 
