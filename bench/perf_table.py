@@ -7,8 +7,10 @@ Sections (all by default, or pick with --only):
   a fresh process, on 10k / 100k / 1M / 10M rows (the databases of bench/stats_1m_rows.py),
   best of `--repeats` interleaved (one run each at 10M); also the command's wall time and
   peak memory, and the anchor query's own CPU run in this process (no interpreter start),
-  with the command's ratio to that too. The 10M database (3.6 GB) takes about 25 minutes
-  to build the first time; `--sizes 10000,100000,1000000` leaves it out.
+  with the command's ratio to that too, and the CPU of the command's read of the rows and
+  provenance survey in this process (from the chunk store; the files are sealed first). The
+  10M database (3.6 GB) takes about 25 minutes to build the first time; `--sizes
+  10000,100000,1000000` leaves it out.
 - calls: `call_tool_sync` / `call_tool` vs raw httpx on the same loopback sandbox (CPU of this
   process: the server runs in its own).
 - replay: a request replayed by `use_cassette` vs an `httpx.MockTransport` handing back
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -83,19 +86,31 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from stats_1m_rows import build, count_rows
 
+    from realprobe.probes.implicit import IMPLICIT_EXTRA
+    from realprobe.probes.loading import PHASE_EXTRA, load_probes
+    from realprobe.probes.provenance import survey
+    from realprobe.store import Store
+
+    extra = {**PHASE_EXTRA, **IMPLICIT_EXTRA}  # what `stats` reads
+
     out = {}
     for rows in sizes:
         db = TMP / f"stats_{rows}_live.db"
         TMP.mkdir(exist_ok=True)
         if count_rows(db) != rows // 30 * 30:
             build(db, rows, 30, "live")
+        with Store(db) as store:  # a file built before the chunk store: sealed once
+            store.seal()
         cmd = [PY, "-m", "realprobe.cli", "stats", "--db", str(db), "--json", "--kinds", "live"]
-        a, s, q = [], [], []
+        a, s, q, r = [], [], [], []
         for _ in range(1 if rows >= 10_000_000 else repeats):
             a.append(child([PY, "-c", ANCHOR, str(db)]))
             s.append(child(cmd))
-            with sqlite3.connect(db) as conn:
+            with closing(sqlite3.connect(db)) as conn:
                 q.append(cpu_of(conn.execute(ANCHOR_SQL).fetchall))
+            # the command's read of the rows and provenance survey, in this process
+            r.append(cpu_of(lambda db=db: (load_probes(db, kinds=["live"], extra=extra),
+                                           survey(db))))
         a_cpu, s_cpu, q_cpu = min(x[1] for x in a), min(x[1] for x in s), min(q)
         out[str(rows)] = {
             "anchor_cpu_s": round(a_cpu, 3), "stats_cpu_s": round(s_cpu, 3),
@@ -103,6 +118,7 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
             "stats_peak_mb": round(min(x[2] for x in s), 1),
             "ratio": round(s_cpu / a_cpu, 2),
             "anchor_query_in_process_cpu_s": round(q_cpu, 3),
+            "read_and_survey_in_process_cpu_s": round(min(r), 4),
             "ratio_to_query_in_process": round(s_cpu / q_cpu, 2),
         }
         print("stats", rows, out[str(rows)], flush=True)

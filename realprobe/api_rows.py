@@ -328,9 +328,6 @@ def selections(db: str | Path | None, windows: Sequence[str | Window], *,
                check: bool = False, params: Sequence[str] = ()) -> list[Rows]:
     """One `Rows` per window, all of the same kinds (chosen from what the windows hold
     together when not given). `params` names each window's parameter in errors."""
-    from realprobe.probes.lazy_special import warm
-
-    warm()  # scipy.special loads in the background while the database is read
     asked = _kinds_arg(kinds, target)
     path, names = _db(db), _tool_names(tools)
     wins = [

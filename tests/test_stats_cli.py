@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -246,3 +247,73 @@ def test_stats_says_when_hangs_cannot_be_told_from_slow_calls(
     code, out, _ = run_cli(["stats", "--db", str(db), "--json"], monkeypatch, capsys)
     fit = json.loads(out)["tools"][0]["latency"]["lognormal"]
     assert fit["hang_share_ci95"][0] == 0.0
+
+
+def test_stats_loads_only_the_scipy_it_needs(tmp_path: Path) -> None:
+    """`stats --json` on rows whose deadline does not bite takes scipy.special's compiled
+    functions alone (not the package, whose start-up walks numpy's submodules), nor
+    scipy.optimize, nor numpy.ma; a later `import scipy.special` hands out the same
+    functions. And where loading them alone fails, the ordinary import takes over."""
+    db = make_db(tmp_path / "p.db")
+    heavy = ["scipy.special", "scipy.optimize", "scipy.stats", "numpy.ma"]
+    script = (
+        "import contextlib, io, sys\n"
+        "from realprobe.cli import main\n"
+        f"sys.argv = ['realprobe', 'stats', '--db', {str(db)!r}, '--json']\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+        "print('scipy.special._ufuncs' in sys.modules, len(out.getvalue()) > 100)\n"
+        "from realprobe.probes.lazy_special import special\n"
+        "import scipy.special\n"
+        "print(scipy.special.ndtr is special.ndtr, scipy.special.stdtrit is special.stdtrit)\n"
+    )
+    def lines(code: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True).stdout.splitlines()  # fmt: skip
+
+    assert lines(script) == ["[]", "True True", "True True"]
+    fallback = (
+        "import importlib, sys\n"
+        "import realprobe.probes.lazy_special as ls\n"
+        "real = importlib.import_module\n"
+        "def fails_once(name, *a):\n"
+        "    if name.endswith('._ufuncs') and 'scipy.special' in sys.modules:\n"
+        "        raise ImportError('another layout')\n"
+        "    return real(name, *a)\n"
+        "ls.importlib.import_module = fails_once\n"
+        "print(float(ls.special.ndtr(0.0)), 'scipy.special' in sys.modules)\n"
+    )
+    assert lines(fallback) == ["0.5 True"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator settings")
+def test_one_shot_commands_keep_freed_memory_and_one_blas_thread() -> None:
+    """The analysis commands tell glibc to keep freed blocks (the statistics' temporary arrays
+    then stop costing page faults each time, counted by the kernel, not timed) and load BLAS
+    with one thread."""
+    script = (
+        "import resource, sys\n"
+        "from realprobe.commands.common import one_shot\n"
+        "if sys.argv[1] == 'keep':\n    one_shot()\n"
+        "import numpy as np\nfrom threadpoolctl import threadpool_info\n"
+        "from realprobe.probes.loading import ProbeArrays\n"
+        "from realprobe.probes.stats import compute_stats\n"
+        "rng, n = np.random.default_rng(0), 150_000\n"
+        "code = np.where(rng.random(3 * n) < 0.8, -1, 0)\n"
+        "arr = ProbeArrays(['a', 'b', 'c'], np.arange(4) * n, 1.79e9 + np.arange(3 * n) * 7.0,\n"
+        "                  rng.lognormal(5, 0.5, 3 * n), code, np.full(3 * n, 10.0))\n"
+        "compute_stats(arr)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "compute_stats(arr)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before,\n"
+        "      max(p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    got = {how: [int(v) for v in subprocess.run(
+               [sys.executable, "-c", script, how], capture_output=True, text=True, check=True,
+               env=env).stdout.split()]
+           for how in ("default", "keep")}  # fmt: skip
+    assert got["keep"][0] * 3 < got["default"][0], got
+    assert got["keep"][1] == 1, got

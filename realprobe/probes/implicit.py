@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from realprobe.chunks import IMPLICIT_EXTRA
+from realprobe.dbfacts import IMPLICIT_KINDS
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.result import ToolResult
 
 if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
 
-IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: answers (or list elements) a field must have been seen in before its change is a sign
 MIN_SEEN = 3
 #: a code field is a closed set when it took at most ENUM_MAX values over ENUM_SEEN answers
@@ -253,14 +254,6 @@ def _args_key(args: Any) -> str:
 # -- summary over stored rows -------------------------------------------------------------
 
 
-#: each row's implicit kinds as bits (bit j: IMPLICIT_KINDS[j] sits in its comma-joined
-#: list), as `load_probes(..., extra=...)` reads them
-IMPLICIT_EXTRA = {
-    "implicit": ("implicit", "CASE WHEN implicit IS NULL THEN 0.0 ELSE CAST(" + " + ".join(
-        f"{1 << j} * (instr(',' || implicit || ',', ',{k},') > 0)"
-        for j, k in enumerate(IMPLICIT_KINDS)
-    ) + " AS REAL) END"),
-}
 
 
 def implicit_summary(
