@@ -148,6 +148,19 @@ def test_requests_are_built_once_per_arguments_of_the_same_types() -> None:
     assert len(tool.prepared) <= adapter_mod.PREPARED_PER_TOOL
 
 
+def test_a_pickled_tool_leaves_its_prepared_requests_and_their_secrets_behind() -> None:
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    tool = _tool(path="/v", input={"key": {"secret": True}}, query={"key": "{key}"},
+                 output={"n": {"type": "integer"}})
+    secret = "sk-live-0123456789abcdef"
+    assert adapter_mod._prepare(tool, {"key": secret}).params == {"key": secret}  # type: ignore[union-attr]
+    assert tool.prepared
+    shipped = cloudpickle.loads(cloudpickle.dumps(tool))
+    assert secret.encode() not in cloudpickle.dumps(tool)
+    assert shipped.prepared == {} and shipped.name == tool.name
+    assert adapter_mod._prepare(shipped, {"key": "x" * 20}).url == "http://api.example/v1/v"  # type: ignore[union-attr]
+
+
 def _model_way(tool: Tool, data: dict[str, Any]) -> str:
     """What the output check gave before: the model validated, then dumped as JSON values."""
     model = tool.output_model

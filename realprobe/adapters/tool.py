@@ -255,6 +255,11 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a catalogue shipped to workers) without the requests prepared here: they
+        may carry declared secrets."""
+        return {k: v for k, v in self.__dict__.items() if k != "prepared"}
+
     @property
     def api_id(self) -> str:
         return self.api.id
