@@ -130,10 +130,11 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
     sandbox (its own process), both on a warm keep-alive connection: per round `n` calls of
     each, side by side (which goes first alternates); CPU of the calling loop only (client
     set-up is left out of both). Per-call figures are medians over the rounds; a ratio is the
-    median of the rounds' ratios (raw / realprobe: 1 is httpx speed). The sync rounds also
+    median of the rounds' ratios (raw / realprobe: 1 is httpx speed). The rounds also
     time the client's `fetch` of the same request and a `json.loads` of its body (what the
     raw side does too): the rest of a call (argument and output validation, classification,
-    the result) is realprobe's own work, reported as a share of a raw call."""
+    the result) is realprobe's own work, reported as a share of a raw call; the async rounds
+    likewise."""
     import httpx
     from call_overhead import TOOL, _mirror_catalog, sandbox_process
 
@@ -177,7 +178,7 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
                 sync.append((a, b) if i % 2 == 0 else (b, a))
                 own.append((sync[-1][1] - cpu_of(rp_fetch)) / sync[-1][0])
 
-        async def async_rounds() -> list[tuple[float, float]]:
+        async def async_rounds() -> tuple[list[tuple[float, float]], list[float]]:
             client = make_client(cat, TransportOptions())
             async with httpx.AsyncClient() as araw:
 
@@ -193,24 +194,33 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
                         assert (await call_tool(tool, dict(args), client)).ok
                     return time.process_time() - c
 
+                async def rp_fetch_async() -> float:
+                    c = time.process_time()
+                    for _ in range(n):
+                        json.loads((await client.fetch(method, canonical, params=params,
+                                                       headers=headers)).body)
+                    return time.process_time() - c
+
                 await araw.get(raw_url)
                 await call_tool(tool, dict(args), client)
-                out = []
+                out, own_async = [], []
                 for i in range(rounds):
                     if i % 2 == 0:
                         out.append((await raw_async(), await rp_async()))
                     else:
                         b = await rp_async()
                         out.append((await raw_async(), b))
+                    own_async.append((out[-1][1] - await rp_fetch_async()) / out[-1][0])
             await client.aclose()
-            return out
+            return out, own_async
 
-        asyn = asyncio.run(async_rounds())
+        asyn, own_async = asyncio.run(async_rounds())
     s, a = side_by_side(sync), side_by_side(asyn)
     return {"n": n, "rounds": rounds, "raw_sync_us": s["raw_us"],
             "realprobe_sync_us": s["realprobe_us"], "raw_async_us": a["raw_us"],
             "realprobe_async_us": a["realprobe_us"], "ratio_sync": s["ratio"],
-            "ratio_async": a["ratio"], "own_work_share_sync": round(statistics.median(own), 3)}
+            "ratio_async": a["ratio"], "own_work_share_sync": round(statistics.median(own), 3),
+            "own_work_share_async": round(statistics.median(own_async), 3)}
 
 
 def replay(n: int, rounds: int) -> dict[str, Any]:
@@ -406,6 +416,9 @@ def claims(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
         if "own_work_share_sync" in d["calls"]:
             out["call_tool_sync own work / raw call, CPU"] = (
                 d["calls"]["own_work_share_sync"], NOISE["share"])
+        if "own_work_share_async" in d["calls"]:
+            out["call_tool own work / raw call, CPU"] = (
+                d["calls"]["own_work_share_async"], NOISE["share"])
     if "replay" in d:
         out["use_cassette / MockTransport per request, CPU"] = (d["replay"]["ratio"],
                                                                 NOISE["ratio"])

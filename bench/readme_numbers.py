@@ -772,7 +772,9 @@ def perf_table(d: dict[str, Any]) -> list[Row]:
             f"per call: **{c['ratio_sync']:.2f}**; async (`call_tool`) "
             f"{c['realprobe_async_us']} µs vs {c['raw_async_us']} µs: "
             f"**{c['ratio_async']:.2f}** of raw httpx; validation, classification and result "
-            f"{_pct(c['own_work_share_sync'])} of a raw call ({c_load})",
+            f"{_pct(c['own_work_share_sync'])}"
+            + (f" (sync) and {_pct(c['own_work_share_async'])} (async)"
+               if "own_work_share_async" in c else "") + f" of a raw call ({c_load})",
             "≥ 0.95 of raw httpx; own work < 5 %", cmd))
     if "replay" in d:
         r = d["replay"]
