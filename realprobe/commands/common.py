@@ -342,7 +342,7 @@ def one_shot() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
     gc.freeze()  # the modules loaded so far live to the end: no collection walks them again
     gc.set_threshold(5000, *gc.get_threshold()[1:])  # the young walked 7 times less often
-    atexit.unregister(gc.freeze)  # (once, however often a process calls this)
+    atexit.unregister(gc.freeze)  # (registered once, however often a process sets up)
     atexit.register(gc.freeze)  # nor the one at exit (the process' memory goes back whole)
     if not sys.platform.startswith("linux"):
         return
