@@ -385,3 +385,32 @@ def test_one_shot_set_up_of_the_collector_and_pydantic() -> None:
 
     assert run() == "True 5000 1"
     assert run(PYDANTIC_DISABLE_PLUGINS="logfire") == "True 5000 logfire"
+
+
+def test_one_shot_commands_end_without_teardown_yet_whole(tmp_path: Path) -> None:
+    """`realprobe` (`cli.run`) ends a one-shot command without the interpreter's teardown:
+    the output is the bytes `main` prints in process, the exit handlers have run, and the
+    exit code is the command's (2 for a missing file, 0 otherwise)."""
+    db = make_db(tmp_path / "p.db")
+    script = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(tmp_path / 'ran')!r}, 'w').close())\n"
+        "from realprobe.cli import run\n"
+        "sys.argv = ['realprobe', 'stats', '--json', '--db', sys.argv[1]]\n"
+        "run()\n"
+    )
+    inproc = (
+        "import contextlib, sys\n"
+        "from realprobe.cli import main\n"
+        "sys.argv = ['realprobe', 'stats', '--json', '--db', sys.argv[1]]\n"
+        "with contextlib.suppress(SystemExit):\n    main()\n"
+    )
+
+    def go(code: str, path: Path) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True)
+
+    fast, slow = go(script, db), go(inproc, db)
+    assert fast.returncode == 0 and len(fast.stdout) > 100
+    assert fast.stdout == slow.stdout and (tmp_path / "ran").exists()
+    missing = go(script, tmp_path / "none.db")
+    assert missing.returncode == 2 and missing.stderr.startswith(b"error: ")

@@ -310,6 +310,10 @@ def as_flags(*params: str) -> Iterator[None]:
         raise
 
 
+#: set by `one_shot`: the command may end without the interpreter's teardown (`cli.run`)
+ONE_SHOT = False
+
+
 def one_shot() -> None:
     """Set up the process of a one-shot analysis command (`stats`, `report`, `calibrate`,
     `drift`), before numpy loads:
@@ -318,7 +322,8 @@ def one_shot() -> None:
       and everything at exit, when the interpreter's last collection over every object
       (pydantic's schemas, numpy's and typer's modules) cost about 15 ms of a `stats`; and
       the young objects are collected after 5,000 allocations instead of 700 (20-25 ms of
-      a `stats` in all);
+      a `stats` in all); and `realprobe` ends the command without the interpreter's
+      teardown (`cli.run`: the exit handlers run and the output is flushed first);
     - no pydantic plugin is looked for (the results are realprobe's own models; the search
       reads every installed package's entry points);
     - BLAS on one thread (unless the environment says otherwise): the statistics' linear
@@ -331,6 +336,8 @@ def one_shot() -> None:
       page-faulted in again: 50-80 ms of the statistics' CPU at a million rows. Blocks up to
       32 MB now come from the heap, which keeps up to 256 MB free at its top; the command's
       exit returns it all. Not for long-running processes (the exporter, a schedule)."""
+    global ONE_SHOT
+    ONE_SHOT = True
     fresh = "numpy" not in sys.modules
     blas = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
     for var in blas:
