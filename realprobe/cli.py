@@ -218,10 +218,12 @@ def run() -> None:
     try:
         main()
     except SystemExit as exc:
-        common = sys.modules.get("realprobe.commands.common")
+        common, threading = (sys.modules.get(m) for m in ("realprobe.commands.common",
+                                                             "threading"))
         code = 0 if exc.code is None else exc.code
-        if common is None or not common.ONE_SHOT or not isinstance(code, int):
-            raise
+        if (common is None or not common.ONE_SHOT or not isinstance(code, int)
+                or (threading is not None and threading.active_count() > 1)):
+            raise  # the ordinary exit (it waits for the other threads)
         import atexit
         import os
 
