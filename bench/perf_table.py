@@ -7,8 +7,10 @@ Sections (all by default, or pick with --only):
   a fresh process, on 10k / 100k / 1M / 10M rows (the databases of bench/stats_1m_rows.py),
   best of `--repeats` interleaved (one run each at 10M); also the command's wall time and
   peak memory, and the anchor query's own CPU run in this process (no interpreter start),
-  with the command's ratio to that too. The 10M database (3.6 GB) takes about 25 minutes
-  to build the first time; `--sizes 10000,100000,1000000` leaves it out.
+  with the command's ratio to that too, and the CPU of the command's read of the rows and
+  provenance survey in this process (from the chunk store; the files are sealed first). The
+  10M database (3.6 GB) takes about 25 minutes to build the first time; `--sizes
+  10000,100000,1000000` leaves it out.
 - calls: `call_tool_sync` / `call_tool` vs raw httpx on the same loopback sandbox (CPU of this
   process: the server runs in its own).
 - replay: a request replayed by `use_cassette` vs an `httpx.MockTransport` handing back
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -83,19 +86,31 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
     sys.path.insert(0, str(HERE))
     from stats_1m_rows import build, count_rows
 
+    from realprobe.probes.implicit import IMPLICIT_EXTRA
+    from realprobe.probes.loading import PHASE_EXTRA, load_probes
+    from realprobe.probes.provenance import survey
+    from realprobe.store import Store
+
+    extra = {**PHASE_EXTRA, **IMPLICIT_EXTRA}  # what `stats` reads
+
     out = {}
     for rows in sizes:
         db = TMP / f"stats_{rows}_live.db"
         TMP.mkdir(exist_ok=True)
         if count_rows(db) != rows // 30 * 30:
             build(db, rows, 30, "live")
+        with Store(db) as store:  # a file built before the chunk store: sealed once
+            store.seal()
         cmd = [PY, "-m", "realprobe.cli", "stats", "--db", str(db), "--json", "--kinds", "live"]
-        a, s, q = [], [], []
+        a, s, q, r = [], [], [], []
         for _ in range(1 if rows >= 10_000_000 else repeats):
             a.append(child([PY, "-c", ANCHOR, str(db)]))
             s.append(child(cmd))
-            with sqlite3.connect(db) as conn:
+            with closing(sqlite3.connect(db)) as conn:
                 q.append(cpu_of(conn.execute(ANCHOR_SQL).fetchall))
+            # the command's read of the rows and provenance survey, in this process
+            r.append(cpu_of(lambda db=db: (load_probes(db, kinds=["live"], extra=extra),
+                                           survey(db))))
         a_cpu, s_cpu, q_cpu = min(x[1] for x in a), min(x[1] for x in s), min(q)
         out[str(rows)] = {
             "anchor_cpu_s": round(a_cpu, 3), "stats_cpu_s": round(s_cpu, 3),
@@ -103,6 +118,7 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
             "stats_peak_mb": round(min(x[2] for x in s), 1),
             "ratio": round(s_cpu / a_cpu, 2),
             "anchor_query_in_process_cpu_s": round(q_cpu, 3),
+            "read_and_survey_in_process_cpu_s": round(min(r), 4),
             "ratio_to_query_in_process": round(s_cpu / q_cpu, 2),
         }
         print("stats", rows, out[str(rows)], flush=True)
@@ -114,10 +130,11 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
     sandbox (its own process), both on a warm keep-alive connection: per round `n` calls of
     each, side by side (which goes first alternates); CPU of the calling loop only (client
     set-up is left out of both). Per-call figures are medians over the rounds; a ratio is the
-    median of the rounds' ratios (raw / realprobe: 1 is httpx speed). The sync rounds also
+    median of the rounds' ratios (raw / realprobe: 1 is httpx speed). The rounds also
     time the client's `fetch` of the same request and a `json.loads` of its body (what the
     raw side does too): the rest of a call (argument and output validation, classification,
-    the result) is realprobe's own work, reported as a share of a raw call."""
+    the result) is realprobe's own work, reported as a share of a raw call; the async rounds
+    likewise."""
     import httpx
     from call_overhead import TOOL, _mirror_catalog, sandbox_process
 
@@ -161,7 +178,7 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
                 sync.append((a, b) if i % 2 == 0 else (b, a))
                 own.append((sync[-1][1] - cpu_of(rp_fetch)) / sync[-1][0])
 
-        async def async_rounds() -> list[tuple[float, float]]:
+        async def async_rounds() -> tuple[list[tuple[float, float]], list[float]]:
             client = make_client(cat, TransportOptions())
             async with httpx.AsyncClient() as araw:
 
@@ -177,24 +194,33 @@ def calls(n: int, rounds: int) -> dict[str, Any]:
                         assert (await call_tool(tool, dict(args), client)).ok
                     return time.process_time() - c
 
+                async def rp_fetch_async() -> float:
+                    c = time.process_time()
+                    for _ in range(n):
+                        json.loads((await client.fetch(method, canonical, params=params,
+                                                       headers=headers)).body)
+                    return time.process_time() - c
+
                 await araw.get(raw_url)
                 await call_tool(tool, dict(args), client)
-                out = []
+                out, own_async = [], []
                 for i in range(rounds):
                     if i % 2 == 0:
                         out.append((await raw_async(), await rp_async()))
                     else:
                         b = await rp_async()
                         out.append((await raw_async(), b))
+                    own_async.append((out[-1][1] - await rp_fetch_async()) / out[-1][0])
             await client.aclose()
-            return out
+            return out, own_async
 
-        asyn = asyncio.run(async_rounds())
+        asyn, own_async = asyncio.run(async_rounds())
     s, a = side_by_side(sync), side_by_side(asyn)
     return {"n": n, "rounds": rounds, "raw_sync_us": s["raw_us"],
             "realprobe_sync_us": s["realprobe_us"], "raw_async_us": a["raw_us"],
             "realprobe_async_us": a["realprobe_us"], "ratio_sync": s["ratio"],
-            "ratio_async": a["ratio"], "own_work_share_sync": round(statistics.median(own), 3)}
+            "ratio_async": a["ratio"], "own_work_share_sync": round(statistics.median(own), 3),
+            "own_work_share_async": round(statistics.median(own_async), 3)}
 
 
 def replay(n: int, rounds: int) -> dict[str, Any]:
@@ -390,6 +416,9 @@ def claims(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
         if "own_work_share_sync" in d["calls"]:
             out["call_tool_sync own work / raw call, CPU"] = (
                 d["calls"]["own_work_share_sync"], NOISE["share"])
+        if "own_work_share_async" in d["calls"]:
+            out["call_tool own work / raw call, CPU"] = (
+                d["calls"]["own_work_share_async"], NOISE["share"])
     if "replay" in d:
         out["use_cassette / MockTransport per request, CPU"] = (d["replay"]["ratio"],
                                                                 NOISE["ratio"])

@@ -73,8 +73,11 @@ def _row(kind: str, tool: str, rnd: int, ts: float, virtual: float, code: int, l
     return row
 
 
-def build(path: Path, rows: int, tools: int, kind: str = "live", seed: int = 1) -> None:
-    """`rows // tools` rounds over `tools` catalogue tools, drawn by the simulator."""
+def build(path: Path, rows: int, tools: int, kind: str = "live", seed: int = 1, *,
+          seal: bool = True) -> None:
+    """`rows // tools` rounds over `tools` catalogue tools, drawn by the simulator, written
+    by plain INSERTs (fast), then sealed into the column-wise chunks a prober's Store seals
+    as it writes (`seal`)."""
     from realprobe.probes.synthetic import fault_model_arrays
     from realprobe.simulator.profile import load_profile
 
@@ -98,6 +101,9 @@ def build(path: Path, rows: int, tools: int, kind: str = "live", seed: int = 1) 
         conn.executemany(sql, data)
         conn.commit()
     conn.close()
+    if seal:
+        with Store(path) as store:
+            store.seal()
 
 
 def count_rows(path: Path) -> int:
@@ -172,6 +178,8 @@ def main() -> None:
         t = time.perf_counter()
         build(db, args.rows, args.tools, args.kind)
         print(f"built {db} in {time.perf_counter() - t:.1f} s")
+    with Store(db) as store:  # a file built before the chunk store: sealed once
+        store.seal()
     before = load_average()
     out = {
         "rows": count_rows(db),

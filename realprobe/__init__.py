@@ -80,8 +80,8 @@ if TYPE_CHECKING:
     from realprobe.hosts import HeldBack, HostGates
     from realprobe.http.client import ClientConfig, HttpClient, SyncHttpClient
     from realprobe.http.mode import Mode
-    from realprobe.probes.drift import DriftReport
-    from realprobe.probes.results import Drift, Stats, VantageStats
+    from realprobe.probes.drift import Drift, DriftReport
+    from realprobe.probes.results import Stats, VantageStats
     from realprobe.probes.runner import RunSummary, run_probes
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
@@ -159,7 +159,7 @@ _WHERE: dict[str, str] = {
     "export_profile": "realprobe.api",
     "drift": "realprobe.api",
     "DriftReport": "realprobe.probes.drift",
-    "Drift": "realprobe.probes.results",
+    "Drift": "realprobe.probes.drift",
     "window": "realprobe.api",
     "build_report": "realprobe.api",
     "write_report": "realprobe.api",

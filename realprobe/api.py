@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
     from realprobe.mcp.service import McpService
+    from realprobe.probes.drift import Drift
     from realprobe.probes.politeness import PolitenessConfig
-    from realprobe.probes.results import Drift, Stats, VantageStats
+    from realprobe.probes.results import Stats, VantageStats
     from realprobe.probes.runner import RunSummary
     from realprobe.probes.scheduler import ScheduleResult
     from realprobe.probes.stats import StatsReport

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 from realprobe.errors import BadArgument, RealprobeError, Unavailable, renamed_keyword
 
 if TYPE_CHECKING:
+    from realprobe.probes.drift import Drift
     from realprobe.probes.loading import ProbeArrays
-    from realprobe.probes.results import Drift, Stats, VantageStats
+    from realprobe.probes.results import Stats, VantageStats
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
     from realprobe.simulator.profile import Profile
@@ -268,9 +269,9 @@ class Rows:
               min_latency_change: float = 0.2) -> Drift:
         """Which tools changed from these rows (the baseline) to `current`: success, latency
         and error mix, corrected across tools. Both must read the same kinds."""
+        from realprobe.probes.drift import Drift
         from realprobe.probes.drift import drift as drift_arrays
         from realprobe.probes.provenance import describe, empty_selection_error
-        from realprobe.probes.results import Drift
 
         _check_drift(alpha, correction, min_success_change, min_latency_change)
         if current.kinds != self.kinds:
@@ -328,9 +329,6 @@ def selections(db: str | Path | None, windows: Sequence[str | Window], *,
                check: bool = False, params: Sequence[str] = ()) -> list[Rows]:
     """One `Rows` per window, all of the same kinds (chosen from what the windows hold
     together when not given). `params` names each window's parameter in errors."""
-    from realprobe.probes.lazy_special import warm
-
-    warm()  # scipy.special loads in the background while the database is read
     asked = _kinds_arg(kinds, target)
     path, names = _db(db), _tool_names(tools)
     wins = [

@@ -21,8 +21,8 @@ def busy_timeout_s() -> float:
 #: version of the probe tables, kept in `realprobe_meta`; 1 is the schema before the
 #: provenance columns (no meta table), 3 added the phase timing and TLS columns, 4 the row key
 #: (every row's idempotency key, unique), 5 the request id a sandbox echoes, 6 the implicit-fault
-#: signs of successful calls
-SCHEMA_VERSION = 6
+#: signs of successful calls, 7 the column-wise chunks of the rows (`chunks.py`)
+SCHEMA_VERSION = 7
 META_TABLE = "realprobe_meta"
 
 RUN_RUNNING = "running"  # still going, or the process was killed (no end time)
@@ -34,6 +34,8 @@ PHASE_LABELS = {
     "dns_ms": "DNS", "connect_ms": "connect", "tls_ms": "TLS", "ttfb_ms": "first byte",
     "transfer_ms": "transfer",
 }
+#: the kinds of implicit fault a successful call's `implicit` column lists (comma-joined)
+IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: the phases only a call that opened a new connection goes through
 CONNECTION_PHASES = PHASE_COLUMNS[:3]
 

@@ -62,3 +62,26 @@ class ToolResult(BaseModel):
         assert self.error is not None
         extra = f" (retry after {self.error.retry_after_s:g}s)" if self.error.retry_after_s else ""
         return f"{self.error.code.value}: {self.error.message}{extra}"
+
+
+def answered(tool: str, data: dict[str, Any], http_status: int, latency_ms: float, bytes: int,
+             redirects: list[str], rate_limit_headers: dict[str, str],
+             phases: dict[str, Any] | None, request_id: str | None) -> ToolResult:
+    """An ok result from what a call checked itself: `ToolResult(ok=True, ...)` without
+    validating it again (what `model_construct` does, without its loop over the fields;
+    every ok call ends here)."""
+    result = _new(ToolResult)
+    _set(result, "__dict__", {
+        "tool": tool, "ok": True, "data": data, "error": None, "latency_ms": latency_ms,
+        "http_status": http_status, "bytes": bytes, "redirects": redirects,
+        "rate_limit_headers": rate_limit_headers, "phases": phases, "request_id": request_id,
+    })
+    _set(result, "__pydantic_fields_set__", _ANSWERED.copy())
+    _set(result, "__pydantic_extra__", None)
+    _set(result, "__pydantic_private__", None)
+    return result
+
+
+_new, _set = object.__new__, object.__setattr__
+#: the fields `answered` sets (all but `error`)
+_ANSWERED = set(ToolResult.model_fields) - {"error"}

@@ -565,9 +565,14 @@ def scrub_json_text(
     )
 
 
+_PLAIN = frozenset({float, int, bool, type(None)})
+
+
 def scrub_strings(obj: Any) -> Any:
     """Printed output: every string scrubbed as text (URLs, `name=value`, declared values);
     keys are kept, so schemas and tables keep their shape."""
+    if type(obj) in _PLAIN:  # most of a report: numbers (the checks below cost more)
+        return obj
     if isinstance(obj, Mapping):
         return {k: scrub_strings(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

@@ -43,12 +43,13 @@ from realprobe.dbfacts import (
     default_db_path,
 )
 from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
-from realprobe.result import ToolResult
 from realprobe.secrets import scrub_row
 from realprobe.target import SOURCES, Target, TargetKind
 
 if TYPE_CHECKING:
     import sqlite_utils
+
+    from realprobe.result import ToolResult  # a row's source; the readers never load it
 
 #: probe_runs.status values
 RUN_DONE = "done"
@@ -142,6 +143,9 @@ PROBES_DEFAULTS = {"target_kind": "live", "source": "probe"}
 PROVENANCE_INDEX = ["target_kind", "excluded", "vantage", "source", "target", "started_ts"]
 #: every column a selection of rows filters on, by tool then time (a covering index)
 SELECTION_INDEX = ["target_kind", "tool", "started_ts", "excluded", "vantage"]
+
+#: rows a store adds between its looks for rows to seal into chunks
+SEAL_CHECK_ROWS = 1024
 
 #: calls sent per API per UTC day, shared by every run on this database
 API_BUDGET_COLUMNS: dict[str, Any] = {"day": str, "api": str, "target": str, "used": int}
@@ -326,6 +330,8 @@ def open_here(path: Path) -> bool:
 
 class Store:
     _open = ""
+    #: rows this store added since it last looked for rows to seal
+    _fresh = 0
 
     def __init__(
         self,
@@ -420,6 +426,9 @@ class Store:
         self.conn.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS probes_row_key ON probes(row_key)"
         )
+        import realprobe.chunks as chunks
+
+        chunks.ensure(self.conn)  # the column-wise copy the readers take (a derived index)
         self.mark_killed_runs()
 
     def _backfill_provenance(self) -> None:
@@ -543,7 +552,31 @@ class Store:
                 self.conn.executemany(
                     sql, ([r.get(k) for k in _PROBE_INSERT_KEYS] for r in rows)
                 )
-                return self.conn.total_changes - before
+                added = self.conn.total_changes - before
+        except sqlite3.Error as exc:
+            raise db_error(self.path, exc) from exc
+        self._fresh += added
+        if self._fresh >= SEAL_CHECK_ROWS:  # a chunk at a time: no call waits long on it
+            self._fresh = 0
+            self._seal_quietly(most=1)
+        return added
+
+    def _seal_quietly(self, most: int | None) -> None:
+        """`seal`, for the writer's own upkeep: the chunks are an index the readers can do
+        without, so a file too busy now is sealed at the next look."""
+        import realprobe.chunks as chunks
+
+        with contextlib.suppress(sqlite3.OperationalError):
+            chunks.seal(self.conn, most=most)
+
+    def seal(self, *, most: int | None = None) -> int:
+        """Seal unsealed rows into column-wise chunks (`chunks.seal`; `most`: chunks at most,
+        None: every full one); the rows sealed. Done as rows are added; a file filled by other
+        means (a bulk import, an older realprobe) is sealed by calling this."""
+        import realprobe.chunks as chunks
+
+        try:
+            return chunks.seal(self.conn, most=most)
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
 
@@ -599,6 +632,7 @@ class Store:
                     self.conn.execute("UPDATE probes SET excluded = 1 WHERE run_id = ?", [run_id])
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
+        self._seal_quietly(most=None)  # a run's end: every full chunk (an older file's too)
 
     def run(self, run_id: str) -> dict[str, Any]:
         return dict(self.db.table("probe_runs").get(run_id))

@@ -129,7 +129,7 @@ def test_no_import_cycle_in_cassettes() -> None:
 #: the rooms from the bottom up; a room imports only rooms below it (and itself)
 KERNEL = {
     "errors", "clock", "target", "result", "store", "outputs", "secrets", "addresses", "hosts",
-    "dbfacts", "data", "version", "retry_after", "limits", "serving", "ranges",
+    "dbfacts", "data", "version", "retry_after", "limits", "serving", "ranges", "chunks",
 }
 LAYERS: list[set[str]] = [
     {"kernel"},

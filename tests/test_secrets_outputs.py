@@ -178,3 +178,16 @@ def test_scrub_url_without_and_with_parsing_agree(url: str, want: str) -> None:
     from realprobe.secrets import scrub_url
 
     assert scrub_url(url) == want
+
+
+def test_printed_json_scrubs_strings_and_keeps_every_other_value() -> None:
+    """`print_json`'s scrub: strings at any depth lose their secrets; numbers, booleans and
+    nulls come out as the very same objects (the same printed bytes), tuples as lists."""
+    from realprobe.secrets import scrub_strings
+
+    values = [0.1 + 0.2, 2.3199870243169578e-06, 7, True, False, None, float("nan")]
+    doc = {"n": values, "deep": [{"url": "https://x.test/?api_key=hunter2hunter2"}, (1, "ok")]}
+    out = scrub_strings(doc)
+    assert all(a is b for a, b in zip(out["n"], values, strict=True))
+    assert "hunter2" not in json.dumps(out) and out["deep"][1] == [1, "ok"]
+    assert json.dumps(out["n"]) == json.dumps(values)

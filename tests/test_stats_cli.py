@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -246,3 +247,170 @@ def test_stats_says_when_hangs_cannot_be_told_from_slow_calls(
     code, out, _ = run_cli(["stats", "--db", str(db), "--json"], monkeypatch, capsys)
     fit = json.loads(out)["tools"][0]["latency"]["lognormal"]
     assert fit["hang_share_ci95"][0] == 0.0
+
+
+def test_stats_loads_only_what_it_needs(tmp_path: Path) -> None:
+    """`stats --json` on rows whose deadline does not bite takes scipy.special's compiled
+    functions alone (not the package, whose start-up walks numpy's submodules, nor scipy's
+    own), nor scipy.optimize, nor numpy.ma; nor typer's pydantic coercion (no option of this
+    call needs converting), nor the call results' and drift's models; a later `import
+    scipy.special` hands out the same functions. And where loading them alone fails, the
+    ordinary import takes over."""
+    db = make_db(tmp_path / "p.db")
+    heavy = ["scipy", "scipy.special", "scipy.optimize", "scipy.stats", "numpy.ma",
+             "typer._adapters", "realprobe.result", "realprobe.probes.drift", "threadpoolctl"]
+    script = (
+        "import contextlib, io, sys\n"
+        "from realprobe.cli import main\n"
+        f"sys.argv = ['realprobe', 'stats', '--db', {str(db)!r}, '--json']\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+        f"print([m for m in {heavy!r} if m in sys.modules])\n"
+        "print('scipy.special._ufuncs' in sys.modules, len(out.getvalue()) > 100)\n"
+        "from realprobe.probes.lazy_special import special\n"
+        "import scipy.special\n"
+        "print(scipy.special.ndtr is special.ndtr, scipy.special.stdtrit is special.stdtrit)\n"
+        "import scipy\n"
+        "print(bool(scipy.__version__), scipy.special is sys.modules['scipy.special'])\n"
+        "from threadpoolctl import threadpool_info\n"  # BLAS on one thread all the same
+        "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+
+    def lines(code: str) -> list[str]:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, env=env).stdout.splitlines()  # fmt: skip
+
+    assert lines(script) == ["[]", "True True", "True True", "True True", "[1]"]
+    fallback = (
+        "import importlib, sys\n"
+        "import realprobe.probes.lazy_special as ls\n"
+        "real = importlib.import_module\n"
+        "def fails_once(name, *a):\n"
+        "    if name.endswith('._ufuncs') and 'scipy.special' in sys.modules:\n"
+        "        raise ImportError('another layout')\n"
+        "    return real(name, *a)\n"
+        "ls.importlib.import_module = fails_once\n"
+        "print(float(ls.special.ndtr(0.0)), 'scipy.special' in sys.modules)\n"
+    )
+    assert lines(fallback) == ["0.5 True"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator settings")
+def test_one_shot_commands_keep_freed_memory_and_one_blas_thread() -> None:
+    """The analysis commands tell glibc to keep freed blocks (the statistics' temporary arrays
+    then stop costing page faults each time, counted by the kernel, not timed) and load BLAS
+    with one thread."""
+    script = (
+        "import resource, sys\n"
+        "from realprobe.commands.common import one_shot\n"
+        "if sys.argv[1] == 'keep':\n    one_shot()\n"
+        "import numpy as np\nfrom threadpoolctl import threadpool_info\n"
+        "from realprobe.probes.loading import ProbeArrays\n"
+        "from realprobe.probes.stats import compute_stats\n"
+        "rng, n = np.random.default_rng(0), 150_000\n"
+        "code = np.where(rng.random(3 * n) < 0.8, -1, 0)\n"
+        "arr = ProbeArrays(['a', 'b', 'c'], np.arange(4) * n, 1.79e9 + np.arange(3 * n) * 7.0,\n"
+        "                  rng.lognormal(5, 0.5, 3 * n), code, np.full(3 * n, 10.0))\n"
+        "compute_stats(arr)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "compute_stats(arr)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before,\n"
+        "      max(p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    got = {how: [int(v) for v in subprocess.run(
+               [sys.executable, "-c", script, how], capture_output=True, text=True, check=True,
+               env=env).stdout.split()]
+           for how in ("default", "keep")}  # fmt: skip
+    assert got["keep"][0] * 3 < got["default"][0], got
+    assert got["keep"][1] == 1, got
+
+
+def test_options_coerced_as_typer_coerces_them(tmp_path: Path) -> None:
+    """The commands' options skip building typer's (pydantic) coercion where a value needs
+    none; what a command receives is what typer's own coercion gives it, and a value that
+    needs converting, or is wrong, goes through typer's (its message)."""
+    import typer
+
+    from realprobe.commands.checks import apply_checks
+
+    seen: list[dict[str, object]] = []
+    app = typer.Typer()
+
+    @app.command()
+    def cmd(name: str = "x", db: Path | None = None, out: Path = Path("o.txt"),
+            level: float | None = None, tags: list[str] | None = None,
+            flag: bool = False) -> None:
+        seen.append({"name": name, "db": db, "out": out, "level": level, "tags": tags,
+                     "flag": flag})
+
+    def run(args: list[str], deferred: bool) -> object:
+        command = typer.main.get_command(app)
+        if deferred:
+            apply_checks(command)
+        try:
+            command.main(args, standalone_mode=False)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        got = seen.pop()
+        return got, {k: type(v) for k, v in got.items()}
+
+    cases = [
+        [], ["--name", "abc", "--db", str(tmp_path / "p.db"), "--out", "-", "--flag"],
+        ["--db", "rel/x.db", "--level", "0.5", "--tags", "a", "--tags", "b"],
+        ["--level", "abc"], ["--name", ""], ["--db", ""], ["--level", "1e3"],
+    ]
+    for args in cases:
+        assert run(args, True) == run(args, False), args
+    assert "valid number" in str(run(["--level", "abc"], True))
+
+
+def test_one_shot_set_up_of_the_collector_and_pydantic() -> None:
+    """One-shot commands: what is loaded is frozen out of the collections, the young are
+    collected less often, and pydantic looks for no plugin unless the environment says."""
+    script = (
+        "import gc, os\n"
+        "from realprobe.commands.common import one_shot\n"
+        "one_shot(); one_shot()\n"
+        "print(gc.get_freeze_count() > 0, gc.get_threshold()[0],"
+        " os.environ['PYDANTIC_DISABLE_PLUGINS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+
+    def run(**more: str) -> str:
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True, env={**env, **more}).stdout.strip()
+
+    assert run() == "True 5000 1"
+    assert run(PYDANTIC_DISABLE_PLUGINS="logfire") == "True 5000 logfire"
+
+
+def test_one_shot_commands_end_without_teardown_yet_whole(tmp_path: Path) -> None:
+    """`realprobe` (`cli.run`) ends a one-shot command without the interpreter's teardown:
+    the output is the bytes `main` prints in process, the exit handlers have run, and the
+    exit code is the command's (2 for a missing file, 0 otherwise)."""
+    db = make_db(tmp_path / "p.db")
+    script = (
+        "import atexit, sys\n"
+        f"atexit.register(lambda: open({str(tmp_path / 'ran')!r}, 'w').close())\n"
+        "from realprobe.cli import run\n"
+        "sys.argv = ['realprobe', 'stats', '--json', '--db', sys.argv[1]]\n"
+        "run()\n"
+    )
+    inproc = (
+        "import contextlib, sys\n"
+        "from realprobe.cli import main\n"
+        "sys.argv = ['realprobe', 'stats', '--json', '--db', sys.argv[1]]\n"
+        "with contextlib.suppress(SystemExit):\n    main()\n"
+    )
+
+    def go(code: str, path: Path) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True)
+
+    fast, slow = go(script, db), go(inproc, db)
+    assert fast.returncode == 0 and len(fast.stdout) > 100
+    assert fast.stdout == slow.stdout and (tmp_path / "ran").exists()
+    missing = go(script, tmp_path / "none.db")
+    assert missing.returncode == 2 and missing.stderr.startswith(b"error: ")

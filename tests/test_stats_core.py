@@ -11,6 +11,7 @@ from probe_helpers import synthetic_rows
 from scipy import stats as sps
 
 from realprobe.errors import RealprobeError
+from realprobe.probes import stats as stats_mod
 from realprobe.probes.latency_fit import fit_lognormal, ks_test
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import (
@@ -276,3 +277,146 @@ def test_the_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> Non
     calibrate_mod.calibrate(stats_mod.compute_stats(ProbeArrays.from_rows(rows)))
     assert len(seen) == 2 and all(s == {1} for s in seen), seen
     assert blas_threads() == before
+
+
+# -- the shared, sort-free paths give the numbers of the direct computations -------------------
+
+
+def test_sorted_quantiles_and_median_are_numpys() -> None:
+    from realprobe.probes.numeric import median, sorted_quantiles
+
+    rng = np.random.default_rng(7)
+    pct = np.true_divide([50, 90, 95, 99], 100)
+    pairs = [(0.25, 0.75), (0.1, 0.6), (0.4, 0.9)]
+    for n in [*range(1, 40), 1000, 1001, 18_000]:
+        for _ in range(5):
+            v = rng.lognormal(5, 1, n)
+            v = np.round(v) if rng.random() < 0.3 else v  # ties
+            ordered = np.sort(v)
+            want = np.percentile(v, [50, 90, 95, 99]).tolist()
+            assert sorted_quantiles(ordered, pct).tolist() == want
+            got = sorted_quantiles(ordered, pairs)
+            assert np.array_equal(got, np.quantile(v, np.asarray(pairs)))
+            assert median(v) == float(np.median(v))
+
+
+def _direct_pairs(code: np.ndarray, linked: np.ndarray) -> list[list[list[int]]]:
+    """The lagged pair counts by walking the calls."""
+    kind = [0 if c < 0 else (2 if c == stats_mod._TIMEOUT else 1) for c in code]
+    out = []
+    for k in range(1, stats_mod.PAIR_LAGS + 1):
+        cells = [[0] * 3 for _ in range(3)]
+        for i in range(len(kind) - k):
+            if linked[i : i + k].all():
+                cells[kind[i]][kind[i + k]] += 1
+        out.append(cells)
+    return out
+
+
+@pytest.mark.parametrize("breaks", [0, 1, 7])
+def test_lagged_pairs_match_a_direct_count(breaks: int) -> None:
+    rng = np.random.default_rng(breaks)
+    for n in (1, 2, 5, 9, 300):
+        code = rng.choice([-1, -1, -1, 0, 3, stats_mod._TIMEOUT], n)
+        linked = np.ones(max(n - 1, 0), dtype=bool)
+        if n > 1 and breaks:
+            linked[rng.choice(n - 1, min(breaks, n - 1), replace=False)] = False
+        assert stats_mod.lagged_pairs(code, linked) == _direct_pairs(code, linked)
+
+
+def test_periods_in_time_order_match_np_unique() -> None:
+    rng = np.random.default_rng(3)
+    ts = NOW + np.cumsum(rng.exponential(3000.0, 500))
+    ok = rng.random(500) < 0.8
+    inv, n_p, k_p, _ = stats_mod._periods(ts, ok, 86400.0)
+    uniq, inv_ref = np.unique(np.floor(ts / 86400.0).astype(np.int64), return_inverse=True)
+    assert np.array_equal(inv, inv_ref)
+    assert np.array_equal(n_p, np.bincount(inv_ref, minlength=uniq.shape[0]))
+    assert np.array_equal(k_p, np.bincount(inv_ref, weights=ok.astype(float)))
+    shuffled = rng.permutation(ts)  # out of time order: np.unique itself
+    assert np.array_equal(stats_mod._periods(shuffled, ok, 86400.0)[0],
+                          np.unique(np.floor(shuffled / 86400.0).astype(np.int64),
+                                    return_inverse=True)[1])  # fmt: skip
+
+
+def test_tool_stats_shares_its_sorts_without_changing_a_number() -> None:
+    """tool_stats computes the periods and the latency order once; the statistics are those
+    of latency_stats and variability left to compute their own."""
+    rows = synthetic_rows("t", 3000, p_fail=0.3, step_s=97.0, seed=5, timeout_s=0.4)
+    arr = ProbeArrays.from_rows(rows)
+    t = stats_mod.tool_stats("t", arr.slice(0))
+    a = arr.slice(0)
+    assert t.latency == stats_mod.latency_stats(a.latency_ms, a.code, a.timeout_s)
+    v = variability(a.ts, a.code, a.latency_ms, 86400.0, t.success.rho_used)
+    assert t.variability == v
+    ok = a.latency_ms[(a.code < 0) & np.isfinite(a.latency_ms)]
+    days = np.floor(a.ts[(a.code < 0) & np.isfinite(a.latency_ms)] / 86400.0)
+    groups = [ok[days == d] for d in np.unique(days) if (days == d).sum() >= 10]
+    assert v.latency_pvalue == pytest.approx(sps.kruskal(*groups).pvalue, rel=1e-9)
+
+
+def test_implicit_counts_without_any_sign_match_the_counting() -> None:
+    """Rows none of which carries an implicit sign skip counting the bits: the answer is the
+    one counting them gives (the same JSON bytes), and a single sign is counted."""
+    import json
+
+    from realprobe.dbfacts import IMPLICIT_KINDS
+    from realprobe.probes.implicit import implicit_counts
+
+    code = np.array([-1, -1, 3, -1, 5, -1, 3])
+    bits = np.zeros(7)
+
+    def arrays(bits: np.ndarray) -> ProbeArrays:
+        return ProbeArrays(["a", "b", "c"], np.array([0, 3, 5, 7]), np.arange(7.0),
+                           np.ones(7), code, np.full(7, 10.0), {"implicit": bits})
+
+    def counted(bits: np.ndarray) -> dict[str, object]:  # bit by bit, by hand
+        out: dict[str, object] = {}
+        for tool, a, b in (("a", 0, 3), ("b", 3, 5), ("c", 5, 7)):
+            mine = [int(v) for v, c in zip(bits[a:b], code[a:b], strict=True) if c < 0]
+            counts = {k: sum((v >> j) & 1 for v in mine) for j, k in enumerate(IMPLICIT_KINDS)}
+            out[tool] = {"ok": len(mine), **counts,
+                         "rates": {k: counts[k] / len(mine) for k in IMPLICIT_KINDS}}
+        return out
+
+    assert json.dumps(implicit_counts(arrays(bits))) == json.dumps(counted(bits))
+    signed = bits.copy()
+    signed[5] = 2.0  # tool c's success: empty
+    assert json.dumps(implicit_counts(arrays(signed))) == json.dumps(counted(signed))
+    assert implicit_counts(arrays(signed))["c"]["empty"] == 1
+
+
+def test_phase_medians_equal_the_masked_medians() -> None:
+    """Each tool's phase medians are np.median over its successes that recorded a first byte
+    (the connection phases: those that opened a connection), value for value."""
+    import json
+
+    from realprobe.dbfacts import CONNECTION_PHASES, PHASE_COLUMNS
+    from realprobe.probes.phases import phase_medians
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    code = np.where(rng.random(n) < 0.7, -1, 2)
+    extra = {p: np.where(rng.random(n) < 0.2, np.nan, rng.lognormal(3, 1, n))
+             for p in PHASE_COLUMNS}
+    extra["new_connection"] = (rng.random(n) < 0.05).astype(float)
+    bounds = np.array([0, 1000, 1001, 2500, n])
+    arr = ProbeArrays(["a", "b", "c", "d"], bounds, np.arange(float(n)), np.ones(n), code,
+                      np.full(n, 10.0), extra)
+    want: dict[str, object] = {}
+    for i, tool in enumerate(arr.tools):
+        s = slice(bounds[i], bounds[i + 1])
+        keep = (code[s] < 0) & ~np.isnan(extra["ttfb_ms"][s])
+        if not keep.any():
+            continue
+        new = keep & (extra["new_connection"][s] != 0)
+        med, cnt = {}, {}
+        for p in PHASE_COLUMNS:
+            v = extra[p][s][(new if p in CONNECTION_PHASES else keep) & np.isfinite(extra[p][s])]
+            cnt[p] = len(v)
+            med[p] = round(float(np.median(v)), 2) if len(v) else None
+        known = {p: m for p, m in med.items() if m is not None}
+        want[tool] = {"n": cnt["ttfb_ms"], "new_connections": cnt["connect_ms"], **med,
+                      "slowest": max(known, key=lambda p: known[p]) if known else None}
+    assert json.dumps(phase_medians(arr)) == json.dumps(want)
+    assert "b" not in want or want["b"]["n"] <= 1

@@ -16,7 +16,7 @@ from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
 from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
-from realprobe.result import ToolError, ToolResult
+from realprobe.result import ToolError, ToolResult, answered
 from realprobe.retry_after import retry_after_of
 from realprobe.secrets import clip, remember, scrub_text
 
@@ -38,9 +38,17 @@ def format_validation_error(exc: ValidationError) -> str:
 
 
 def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
-    # every prefix starts with an x or an r: most names are ruled out by their first letter
-    return {k: v for k, v in headers.items()
-            if k[:1] in "xXrR" and k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES)}
+    names = tuple(headers)
+    rate = _RATE_NAMES.get(names)
+    if rate is None:  # an API answers with the same names: picked once per set of names
+        if len(_RATE_NAMES) >= 1024:
+            _RATE_NAMES.clear()
+        rate = _RATE_NAMES[names] = tuple(
+            k for k in names if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES))
+    return {k: headers[k] for k in rate} if rate else {}
+
+
+_RATE_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
@@ -100,7 +108,34 @@ def _realprobe_made(tool: Tool, resp: Fetched, common: dict[str, Any]) -> ToolRe
 
 def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
     """Turn an HTTP response into ok data or one error code."""
-    common: dict[str, Any] = {
+    headers, status = resp.headers, resp.status
+    if status < 300:  # no failure status: the body decides
+        try:
+            data = tool.parse(resp.body)
+        except BadResponse as exc:
+            return _error(tool, exc.code, exc.message, http_status=status,
+                          retry_after_s=retry_after_of(headers), **_common(resp))
+        return answered(
+            tool.name, data, status, resp.elapsed_s * 1000.0, len(resp.body), resp.redirects,
+            _rate_headers(headers), resp.phases, headers.get("x-request-id"))
+    common = _common(resp)
+    if REALPROBE_ERROR_HEADER in headers and status >= 400:
+        return _realprobe_made(tool, resp, common)
+    code = code_for_status(status) or ErrorCode.OPERATION_FAILED  # or an unfollowed 3xx
+    snippet = clip(resp.body, 120).strip().replace("\n", " ")
+    return _error(
+        tool,
+        code,
+        f"HTTP {status} from {resp.url}" + (f": {snippet}" if snippet else ""),
+        http_status=status,
+        retry_after_s=retry_after_of(headers),  # on any status that carries it
+        **common,
+    )
+
+
+def _common(resp: Fetched) -> dict[str, Any]:
+    """What every result of an answered call reports, ok or not."""
+    return {
         "latency_ms": resp.elapsed_s * 1000.0,
         "bytes": len(resp.body),
         "redirects": resp.redirects,
@@ -108,61 +143,57 @@ def classify_response(tool: Tool, resp: Fetched) -> ToolResult:
         "phases": resp.phases,
         "request_id": resp.headers.get("x-request-id"),
     }
-    if REALPROBE_ERROR_HEADER in resp.headers and resp.status >= 400:
-        return _realprobe_made(tool, resp, common)
-    code = code_for_status(resp.status)
-    if resp.status >= 300 and code is None:
-        code = ErrorCode.OPERATION_FAILED  # an unfollowed 3xx
-    if code is not None:
-        retry = retry_after_of(resp.headers)  # on any status that carries it
-        snippet = clip(resp.body, 120).strip().replace("\n", " ")
-        return _error(
-            tool,
-            code,
-            f"HTTP {resp.status} from {resp.url}" + (f": {snippet}" if snippet else ""),
-            http_status=resp.status,
-            retry_after_s=retry,
-            **common,
-        )
-    try:
-        data = tool.parse(resp.body)
-    except BadResponse as exc:
-        return _error(tool, exc.code, exc.message, http_status=resp.status,
-                      retry_after_s=retry_after_of(resp.headers), **common)
-    return ToolResult(tool=tool.name, ok=True, data=data, http_status=resp.status, **common)
 
 
 @dataclass(slots=True)
 class _Request:
+    """A call's request, built once per tool and arguments (shared: never changed)."""
+
     method: str
     url: str
     params: dict[str, str]
     headers: dict[str, str]
     allow_private: bool
 
-    def options(self, timeout_s: float | None) -> dict[str, Any]:
-        """The keyword arguments of `Fetcher.fetch` / `SyncFetcher.fetch`."""
-        return {
-            "params": self.params,
-            "headers": self.headers,
-            "timeout_s": timeout_s,
-            "allow_private": self.allow_private,
-        }
+
+#: argument types whose values, equal, fill a request alike (`-0.0 == 0.0` but prints
+#: apart, so floats are left out; the type is part of the key, keeping True apart from 1)
+_KEYABLE = frozenset({str, int, bool, type(None)})
+#: requests prepared per tool, at most this many (a probe repeats its calls)
+PREPARED_PER_TOOL = 256
 
 
 def _prepare(tool: Tool, args: dict[str, Any] | None) -> _Request | ToolResult:
-    """The request to send, or the INVALID_INPUT result when the arguments fail the schema."""
-    remember(*tool.secret_values(args))  # declared secrets: never written anywhere
+    """The request to send, or the INVALID_INPUT result when the arguments fail the schema.
+    Validation is pure: a request built for the same arguments is reused."""
+    if tool.secret_inputs:
+        remember(*tool.secret_values(args))  # declared secrets: never written anywhere
+    args = args or {}
+    key: tuple[Any, ...] = ()
+    for name, value in args.items():  # (a loop: cheaper than C helpers whose code went cold)
+        kind = type(value)
+        if kind not in _KEYABLE:
+            break
+        key += (name, kind, value)
+    keyed = len(key) == 3 * len(args)
+    req = tool.prepared.get(key) if keyed else None
+    if req is not None:
+        return req  # type: ignore[no-any-return]
     try:
-        valid = tool.validate_args(args or {})
+        valid = tool.validate_args(args)
         method, url, params = tool.build_request(valid)
     except ValidationError as exc:
         return _error(tool, ErrorCode.INVALID_INPUT, format_validation_error(exc))
     except ValueError as exc:
         return _error(tool, ErrorCode.INVALID_INPUT, str(exc))
-    return _Request(
+    req = _Request(
         method, url, params, tool.request_headers(valid), is_private_url(tool.api.base_url)
     )
+    if keyed:
+        if len(tool.prepared) >= PREPARED_PER_TOOL:
+            tool.prepared.clear()
+        tool.prepared[key] = req
+    return req
 
 
 def _failed(tool: Tool, exc: Exception) -> ToolResult:
@@ -196,10 +227,11 @@ async def call_tool(
     """Call one tool. Bad arguments give INVALID_INPUT and nothing is sent."""
     try:
         req = _prepare(tool, args)
-        if isinstance(req, ToolResult):
+        if not isinstance(req, _Request):  # (a pydantic class's isinstance costs more)
             return req
         try:
-            resp = await fetcher.fetch(req.method, req.url, **req.options(timeout_s))
+            resp = await fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,
+                                          timeout_s=timeout_s, allow_private=req.allow_private)
         except Exception as exc:
             return _failed(tool, exc)
         return classify_response(tool, resp)
@@ -217,10 +249,11 @@ def call_tool_sync(
     """`call_tool` for synchronous code, over `replay.modes.make_sync_client`."""
     try:
         req = _prepare(tool, args)
-        if isinstance(req, ToolResult):
+        if not isinstance(req, _Request):  # (a pydantic class's isinstance costs more)
             return req
         try:
-            resp = fetcher.fetch(req.method, req.url, **req.options(timeout_s))
+            resp = fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,
+                                    timeout_s=timeout_s, allow_private=req.allow_private)
         except Exception as exc:
             return _failed(tool, exc)
         return classify_response(tool, resp)

@@ -38,9 +38,11 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _CONTAINERS = (dict, list)
 _HUGE_INT = re.compile(r"integer string conversion: value has (\d+) digits")
 _QUOTES_ONLY = bytes(ord('"') if b == ord('"') else ord("x") for b in range(256))
-_NUMBER_SHAPE = bytes(
-    ord("0") if 48 <= b <= 57 else ord("e") if b in b"eE" else b if b in b"+" else ord(" ")
-    for b in range(256)
+#: a body's shape in one pass: digits as `0`, an exponent's `e`/`E`/`+` as `e`, an opening
+#: bracket as `[`, the rest blank
+_SHAPE = bytes(
+    ord("0") if 48 <= b <= 57 else ord("e") if b in b"eE+" else ord("[") if b in b"[{"
+    else ord(" ") for b in range(256)
 )
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
@@ -115,17 +117,11 @@ def _check_value(body: bytes, value: Any, limits: ParseLimits) -> None:
         # a string over the cap has more than `cap` source bytes without a bare quote
         quotes = body.replace(b'\\"', b"xx").translate(_QUOTES_ONLY)
         suspect = b"x" * (limits.max_string_chars + 1) in quotes
-    if not suspect:
-        # a long digit run, or an exponent of 3 digits (1e999 parses to infinity)
-        numbers = body.translate(_NUMBER_SHAPE)
-        suspect = (
-            b"0" * (limits.max_number_chars + 1) in numbers
-            or b"e000" in numbers
-            or b"e+000" in numbers
-        )
-    if suspect:
+    shape = body.translate(_SHAPE)
+    # a long digit run, or an exponent of 3 digits (`1e999` and `1E+999` parse to infinity)
+    if suspect or b"0" * (limits.max_number_chars + 1) in shape or b"e000" in shape:
         _check_scalars(value, limits)
-    if body.count(b"[") + body.count(b"{") > limits.max_depth:
+    if shape.count(b"[") > limits.max_depth:
         _check_depth(value, limits)
 
 
@@ -139,8 +135,11 @@ def load_json(body: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Any:
     RecursionError, caught here; shallower bodies are measured after parsing."""
     try:
         # what `json.loads(body, parse_constant=_constant)` does, with one decoder for all
-        text = body if isinstance(body, str) else body.decode(json.detect_encoding(body),
-                                                               "surrogatepass")
+        if isinstance(body, str):
+            text = body
+        else:  # an object or array whose second byte is no 0 is UTF-8 (json.detect_encoding)
+            plain = body[:1] in b"{[" and body[1:2] != b"\x00"
+            text = body.decode("utf-8" if plain else json.detect_encoding(body), "surrogatepass")
         if text.startswith("\ufeff"):
             raise ValueError("Unexpected UTF-8 BOM (decode using utf-8-sig)")
         value = _DECODER.decode(text)

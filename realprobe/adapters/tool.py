@@ -9,6 +9,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import SchemaValidator
 
 from realprobe.adapters import parsers, schema_json
 from realprobe.adapters.bounded import DEFAULT_LIMITS, ParseLimits, load_json, load_text
@@ -24,6 +25,12 @@ _PY_TYPES: dict[str, Any] = {
     "object": dict[str, Any],
     "any": Any,
 }
+
+
+#: scalar output types whose values the validator hands back as they are when of exactly
+#: that type (None: any value)
+_EXACT: dict[str, type | None] = {"string": str, "integer": int, "number": float,
+                                  "boolean": bool, "any": None}
 
 
 def _input_annotation(f: InputField) -> Any:
@@ -248,6 +255,11 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a catalogue shipped to workers) without the requests prepared here: they
+        may carry declared secrets."""
+        return {k: v for k, v in self.__dict__.items() if k != "prepared"}
+
     @property
     def api_id(self) -> str:
         return self.api.id
@@ -271,18 +283,67 @@ class Tool:
 
     @cached_property
     def _validate_output(self) -> Callable[[Any], dict[str, Any]]:
-        """`output_model.model_validate(data).model_dump(mode="json")`, likewise."""
+        """`output_model.model_validate(data).model_dump(mode="json")`, likewise. Fields of
+        JSON values only (no array of objects, whose items are models): the model's field
+        validator alone gives that dict, without building the model and dumping it."""
         model = self.output_model
+        schema = model.__pydantic_core_schema__
+        if schema["type"] == "model" and not any(f.items for f in self.spec.output.values()):
+            fields = SchemaValidator(schema["schema"], schema.get("config")).validate_python
+            out = self.spec.output
+            if not all(f.type in _EXACT for f in out.values()):
+                return lambda data: fields(data)[0]  # type: ignore[no-any-return]
+            plan = tuple((name, _EXACT[f.type], f.optional) for name, f in out.items())
+
+            def scalars(data: dict[str, Any]) -> dict[str, Any]:
+                # values of their field's exact type (or None where optional) are what the
+                # validator would hand back: checked in one loop; anything else goes to it
+                if len(data) == len(plan):
+                    for name, kind, optional in plan:
+                        value = data.get(name, data)  # `data`: the field is absent
+                        if value is data or (kind is not None and type(value) is not kind
+                                             and not (optional and value is None)):
+                            break
+                    else:
+                        return data
+                return fields(data)[0]  # type: ignore[no-any-return]
+
+            return scalars
         validate, dump = model.__pydantic_validator__.validate_python, model.__pydantic_serializer__
         return lambda data: dump.to_python(validate(data), mode="json")  # type: ignore[no-any-return]
+
+    @cached_property
+    def prepared(self) -> dict[Any, Any]:
+        """Requests built for arguments seen before (`adapter._prepare`'s cache)."""
+        return {}
 
     @cached_property
     def _output_plan(self) -> tuple[_Read, ...]:
         return _plan(self.spec.output)
 
+    @cached_property
+    def _flat_plan(self) -> tuple[tuple[str, str], ...] | None:
+        """(name, key) of each output field when every one is a top-level key taken as it is
+        (no item fields, no cut)."""
+        plan = self._output_plan
+        if all(key and not (array and (cut is not None or items))
+               for _, _, key, _, array, cut, items in plan):
+            return tuple((r[0], r[1]) for r in plan)
+        return None
+
     def extract(self, decoded: Any) -> dict[str, Any]:
         """The output fields read from a decoded body, not yet checked against their types;
         BadResponse when a required one is missing."""
+        flat = self._flat_plan
+        if flat is not None and type(decoded) is dict:
+            out = {}
+            for name, key in flat:  # a body holding every field: read in one short loop
+                value = decoded.get(key)
+                if value is None:  # missing or null: `_extract` says what that means
+                    break
+                out[name] = value
+            else:
+                return out
         return _extract(decoded, self._output_plan)
 
     @cached_property
@@ -351,32 +412,29 @@ class Tool:
         report (and nothing else: a parser or rule that trips over odd data is the server's
         INVALID_RESPONSE, not a crash)."""
         try:
-            return self._parse(body)
+            if self.spec.response == "text":
+                decoded: Any = load_text(body, self.limits)
+            else:
+                decoded = load_json(body, self.limits)
+            for rule in self.spec.soft_failures:
+                if _rule_matches(rule, decoded):
+                    raise BadResponse(rule.code, rule.message)
+            if self.spec.parser:
+                decoded = parsers.get(self.spec.parser)(decoded)
+            data = self.extract(decoded)
+            try:
+                return self._validate_output(data)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise BadResponse(
+                    ErrorCode.INVALID_RESPONSE, f"output fails schema at {where}: {first['msg']}"
+                ) from exc
         except BadResponse:
             raise
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
             raise BadResponse(
                 ErrorCode.INVALID_RESPONSE, f"body could not be read ({type(exc).__name__}: {exc})"
-            ) from exc
-
-    def _parse(self, body: bytes) -> dict[str, Any]:
-        if self.spec.response == "text":
-            decoded: Any = load_text(body, self.limits)
-        else:
-            decoded = load_json(body, self.limits)
-        for rule in self.spec.soft_failures:
-            if _rule_matches(rule, decoded):
-                raise BadResponse(rule.code, rule.message)
-        if self.spec.parser:
-            decoded = parsers.get(self.spec.parser)(decoded)
-        data = self.extract(decoded)
-        try:
-            return self._validate_output(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise BadResponse(
-                ErrorCode.INVALID_RESPONSE, f"output fails schema at {where}: {first['msg']}"
             ) from exc
 
     # -- definitions for agents -------------------------------------------------------

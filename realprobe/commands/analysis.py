@@ -19,13 +19,15 @@ from realprobe.commands.common import (
     console,
     doc,
     err_console,
+    one_shot,
     print_json,
 )
 
 if TYPE_CHECKING:
     from realprobe.commands.tables import Notes
+    from realprobe.probes.drift import Drift
     from realprobe.probes.provenance import Provenance
-    from realprobe.probes.results import Drift, VantageStats
+    from realprobe.probes.results import VantageStats
     from realprobe.probes.stats import StatsReport
 
 # numpy/scipy are imported inside the commands, so `realprobe --help` stays fast
@@ -112,6 +114,7 @@ def stats_cmd(
     Success is per attempt; latency percentiles come with a censored lognormal fit; the burst
     chain and variability flags come last; then where the time goes (DNS, connect, TLS, first
     byte, transfer) for calls that recorded their phases."""
+    one_shot()
     from realprobe import api
     from realprobe.probes.results import VantageStats
 
@@ -344,6 +347,7 @@ def calibrate_cmd(
 
     The sandbox and --profile read the profile. Its notes (what could not be estimated, per
     tool) are counted by kind on stderr; --explain lists every tool's, the profile keeps them."""
+    one_shot()
     from realprobe import api
 
     profile, data = api.calibrate_export(
@@ -400,6 +404,7 @@ def drift_cmd(
 
     Success by a two-proportion test, latency by Mann-Whitney with an effect-size gate, the
     error mix by chi-square, corrected across tools."""
+    one_shot()
     from realprobe import api
 
     rep = api.drift(
@@ -501,6 +506,7 @@ def report_cmd(
 
     No network is needed to view it: per-tool table, success with
     interval whiskers, latency ECDFs, error mix, success over time, drift flags."""
+    one_shot()
     from realprobe import api
 
     if output is None and format_ == "html":

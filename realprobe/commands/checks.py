@@ -9,8 +9,10 @@ one line and exits 2); a file that cannot be written or read (OSError) becomes o
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from typer.core import TyperGroup
@@ -59,6 +61,42 @@ def _speaking_flags(command: Any) -> None:
     command.callback = run
 
 
+class _Deferred:
+    """typer's coercion of one parameter (a pydantic adapter, whose module alone costs a
+    command 20-30 ms of start-up), built only for a value it must convert: a missing value,
+    text for a text option and a path for a `Path` one come out as typer gives them, by typer's
+    own path checks; anything else (or anything those refuse) goes to typer's coercion."""
+
+    def __init__(self, param: Any) -> None:
+        self.param = param
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        desc = param.type_descriptor
+        info, ann = desc.parameter_info, desc.annotation
+        if info.parser is None and desc.file_annotation is None and not (
+                param.multiple or param.nargs != 1):
+            if value is None:
+                return None
+            if type(value) is str and ann is str:
+                return value
+            if type(value) is str and value not in ("", "-") and ann is Path:
+                from typer._param_types import coerce_cli_path
+
+                with contextlib.suppress(Exception):  # typer's coercion says why
+                    return coerce_cli_path(Path(value), info, path_type=Path, param=param,
+                                           ctx=ctx)
+        from typer._coercion import build_runtime_param
+
+        param._runtime_param = real = build_runtime_param(desc)
+        return real.coerce(value, param=param, ctx=ctx)
+
+
+def _defer_coercion(command: Any) -> None:
+    for param in [*getattr(command, "params", []), getattr(command, "_help_option", None)]:
+        if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+            param._runtime_param = _Deferred(param)
+
+
 def apply_checks(command: Any) -> None:
     """Attach the range checks to every option of `command` and its subcommands (once), and
     have library errors raised in their bodies name the flags."""
@@ -67,6 +105,7 @@ def apply_checks(command: Any) -> None:
     for sub in (getattr(command, "commands", None) or {}).values():
         apply_checks(sub)
     _speaking_flags(command)
+    _defer_coercion(command)
     for param in getattr(command, "params", []):
         if param.name in CHECKS and not getattr(param.callback, "__realprobe_check__", False):
             param.callback = _callback(param.name, param.callback)

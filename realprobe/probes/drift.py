@@ -23,6 +23,8 @@ from pydantic import BaseModel
 from realprobe.probes.classic_tests import chi2_contingency, mann_whitney_p, norm_sf
 from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import CODES, ProbeArrays
+from realprobe.probes.numeric import median
+from realprobe.probes.provenance import Provenance
 from realprobe.probes.stats import burst_chain, code_design_effect
 from realprobe.probes.windows import iso
 
@@ -85,6 +87,12 @@ class DriftReport(BaseModel):
     min_success_change: float
     min_latency_change: float
     tools: list[ToolDrift]
+
+
+class Drift(DriftReport):
+    """A DriftReport plus which rows each window held (keys `baseline` and `current`)."""
+
+    provenance: dict[str, Provenance]
 
 
 def adjust(pvalues: list[float], method: Correction = "holm") -> list[float]:
@@ -157,7 +165,7 @@ def _latency(a: ProbeArrays, b: ProbeArrays) -> LatencyDrift | None:
     y = b.latency_ms[(b.code < 0) & np.isfinite(b.latency_ms)]
     if x.shape[0] < MIN_N // 2 or y.shape[0] < MIN_N // 2:
         return None
-    m1, m2 = float(np.median(x)), float(np.median(y))
+    m1, m2 = median(x), median(y)
     p = mann_whitney_p(x, y)
     return LatencyDrift(
         baseline_p50=m1, current_p50=m2, ratio=m2 / m1 if m1 > 0 else math.inf, pvalue=p

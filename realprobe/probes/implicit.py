@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from realprobe.chunks import IMPLICIT_EXTRA
+from realprobe.dbfacts import IMPLICIT_KINDS
 from realprobe.probes.loading import ProbeArrays, load_probes
-from realprobe.result import ToolResult
 
 if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
+    from realprobe.result import ToolResult
 
-IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: answers (or list elements) a field must have been seen in before its change is a sign
 MIN_SEEN = 3
 #: a code field is a closed set when it took at most ENUM_MAX values over ENUM_SEEN answers
@@ -253,14 +254,6 @@ def _args_key(args: Any) -> str:
 # -- summary over stored rows -------------------------------------------------------------
 
 
-#: each row's implicit kinds as bits (bit j: IMPLICIT_KINDS[j] sits in its comma-joined
-#: list), as `load_probes(..., extra=...)` reads them
-IMPLICIT_EXTRA = {
-    "implicit": ("implicit", "CASE WHEN implicit IS NULL THEN 0.0 ELSE CAST(" + " + ".join(
-        f"{1 << j} * (instr(',' || implicit || ',', ',{k},') > 0)"
-        for j, k in enumerate(IMPLICIT_KINDS)
-    ) + " AS REAL) END"),
-}
 
 
 def implicit_summary(
@@ -283,13 +276,17 @@ def implicit_counts(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
     if "implicit" not in arr.extra:
         return {}
     out: dict[str, dict[str, Any]] = {}
+    bits = arr.extra["implicit"]
+    none = not bits.any()  # the usual file: every count 0, no per-tool pass over the bits
     for i, tool in enumerate(arr.tools):
         a, b = int(arr.bounds[i]), int(arr.bounds[i + 1])
-        mine = arr.extra["implicit"][a:b][arr.code[a:b] < 0].astype(np.int64)
-        if not mine.shape[0]:
+        ok_rows = arr.code[a:b] < 0
+        ok = int(np.count_nonzero(ok_rows))
+        if not ok:
             continue
-        ok = int(mine.shape[0])
-        counts = {k: int(((mine >> j) & 1).sum()) for j, k in enumerate(IMPLICIT_KINDS)}
+        mine = None if none else np.compress(ok_rows, bits[a:b]).astype(np.int64)
+        counts = {k: 0 if mine is None else int(((mine >> j) & 1).sum())
+                  for j, k in enumerate(IMPLICIT_KINDS)}
         out[tool] = {"ok": ok, **counts, "rates": {k: counts[k] / ok for k in IMPLICIT_KINDS}}
     return out
 

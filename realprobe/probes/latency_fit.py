@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import FloatArray
+from realprobe.probes.numeric import median
 
 Z95 = 1.959963984540054
 #: above this share of calls slower than the deadline, the deadline "bites": lognormal
@@ -199,8 +200,8 @@ def fit_lognormal(
     bites, sigma is the censored MLE and the profile-likelihood threshold is the F(1, n-1)
     quantile t^2 instead of chi2(1), the usual small-sample calibration.
     """
-    x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
-    c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
+    x = np.log(np.compress(np.isfinite(latency_ok_ms) & (latency_ok_ms > 0), latency_ok_ms))
+    c_all = np.compress(np.isfinite(censor_ms) & (censor_ms > 0), censor_ms)
     n = int(x.shape[0])
     if n < 2:
         return None
@@ -222,12 +223,16 @@ def fit_lognormal(
             n_censored=0,
             method="mle",
         )
-    model = _Censored(x, np.log(c_all), hang_mass)
+    lo, hi = float(c_all.min()), float(c_all.max())
+    if lo == hi:  # one deadline (the usual case): its log once, not once per timeout
+        model = _Censored(x, np.log(c_all[:1]), hang_mass, np.array([float(m)]))
+    else:
+        model = _Censored(x, np.log(c_all), hang_mass)
     sig0 = float(x.std(ddof=0))
     theta = _newton2(model, (mu0, math.log(sig0)))
     mu, sig = float(theta[0]), float(math.exp(theta[1]))
     pi = model.pi(mu, float(theta[1]))
-    t_med = float(np.median(c_all))
+    t_med = lo if lo == hi else median(c_all)
     s_t = float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig)))
     method = "censored-mle+hang-mass" if hang_mass else "censored-mle"
     mu_ci: tuple[float, float] | None
@@ -381,7 +386,8 @@ def _profile_interval(
 
 def ks_statistic(x: FloatArray, cdf: Any) -> float:
     """The two-sided one-sample KS distance D of the sample x to cdf."""
-    x = np.sort(x)
+    if not bool(np.all(x[1:] >= x[:-1])):  # callers often hand it sorted already
+        x = np.sort(x)
     n = x.shape[0]
     f = cdf(x)
     i = np.arange(1, n + 1)
@@ -513,7 +519,7 @@ def ks_pvalue(
     share, re-fitted to each replicate. Samples over 1000 successes are compared on the
     sqrt(n) D scale with replicates of 1000, whose law has settled by then.
     """
-    x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
+    x = np.log(np.compress(np.isfinite(latency_ok_ms) & (latency_ok_ms > 0), latency_ok_ms))
     n = int(x.shape[0])
     if n < 5:
         return None

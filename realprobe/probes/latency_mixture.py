@@ -7,8 +7,9 @@ ln(latency ms); TIMEOUTs are right-censored at their deadline, with a share `pi`
     L = prod_i (1-pi) f(x_i) * prod_j [pi + (1-pi) S(c_j)],   f = sum_k w_k N(mu_k, s_k)
 
 Each K is fitted by maximum likelihood: EM from several starts on the successes, then, when
-there are censored TIMEOUTs, a direct BFGS polish of the full censored likelihood from the
-best start (as exact as L-BFGS-B here, at a quarter of its time). The K with the lower BIC
+there are censored TIMEOUTs, a Newton polish of the full censored likelihood from the best
+start (analytic gradient; BFGS where Newton finds no way down), which needs no
+scipy.optimize. The K with the lower BIC
 (2 NLL + params * ln(n + m)) wins. Above `MAX_POINTS` successes a seeded subsample is used
 (the fit is for the shape, and that keeps calibrate fast on a million rows).
 """
@@ -16,14 +17,15 @@ best start (as exact as L-BFGS-B here, at a quarter of its time). The K with the
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import special
 
 from realprobe.errors import ErrorCode
+from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
+from realprobe.probes.numeric import sorted_quantiles
 
 if TYPE_CHECKING:  # `stats` fits mixtures without loading the simulator
     from realprobe.simulator.profile import MixtureComponent
@@ -158,7 +160,7 @@ def _em(x: FloatArray, pairs: list[tuple[float, float]], iters: int = 150) -> li
     """Two components by uncensored EM from each pair of quantiles (lo, hi) in `pairs`, run
     side by side, each stopping when its own log-likelihood stops rising (theta layout of
     `_unpack`)."""
-    mus = np.quantile(x, np.asarray(pairs)).astype(np.float64)  # (starts, 2)
+    mus = sorted_quantiles(np.sort(x), pairs)  # (starts, 2)
     sd = float(np.std(x)) or 1.0
     sig, w = np.full_like(mus, sd / 2), np.full_like(mus, 0.5)
     prev, active = np.full(len(pairs), -math.inf), np.ones(len(pairs), dtype=bool)
@@ -206,19 +208,64 @@ def _fit_k(
     fun, start = min(scored, key=lambda t: t[0])
     theta = np.array(start, dtype=np.float64)
     if censored:
-        from scipy import optimize  # only a censored fit needs it: a second off start-up
-
-        res = optimize.minimize(
-            _nll_grad, theta, args=(k, x, cvals, cw), method="BFGS", jac=True,
-            options={"maxiter": 100},
-        )  # fmt: skip
-        if math.isfinite(float(res.fun)) and float(res.fun) < 1e299:
-            theta, fun = np.asarray(res.x, dtype=np.float64), float(res.fun)
+        polished = _newton(theta, k, x, cvals, cw) or _bfgs(theta, k, x, cvals, cw)
+        if polished is not None:
+            theta, fun = polished
         else:
             fun = _nll(theta, k, x, cvals, cw)
     if not math.isfinite(fun) or fun >= 1e299:
         return None
     return theta, fun
+
+
+def _newton(
+    theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
+) -> tuple[FloatArray, float] | None:
+    """The censored likelihood's minimum by Newton's method from `theta`: the Hessian from
+    forward differences of the analytic gradient, its eigenvalues taken in absolute value so
+    every step goes downhill; steps at most one unit, halved until they do. It stops when the
+    gradient is under 1e-6, a step under 1e-9 or the drop under 1e-12 of the value; None
+    when no step goes downhill (BFGS then takes over). The same maximum BFGS finds,
+    converged further (BFGS stops at a gradient of 1e-5), without loading scipy.optimize."""
+    fun, grad = _nll_grad(theta, k, x, cvals, cw)
+    for _ in range(60):
+        if fun >= 1e299:
+            return None
+        if float(np.max(np.abs(grad))) < 1e-6:
+            return theta, fun
+        lam, vec = np.linalg.eigh(_hessian(theta, k, x, cvals, cw, grad))
+        lam = np.maximum(np.abs(lam), 1e-8 * float(np.max(np.abs(lam))))
+        step = -vec @ ((vec.T @ grad) / lam)
+        big = float(np.max(np.abs(step)))
+        if not math.isfinite(big):
+            return None
+        step /= max(big, 1.0)
+        t, slope = 1.0, float(grad @ step)
+        while True:
+            new, new_grad = _nll_grad(theta + t * step, k, x, cvals, cw)
+            if new <= fun + 1e-4 * t * slope:
+                break
+            t /= 2
+            if t * big < 1e-12:
+                return (theta, fun) if big < 1e-6 else None  # at the minimum, in rounding
+        theta, fun, grad, drop = theta + t * step, new, new_grad, fun - new
+        if t * big < 1e-9 or drop < 1e-12 * abs(fun):
+            return theta, fun
+    return None
+
+
+def _bfgs(
+    theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray
+) -> tuple[FloatArray, float] | None:
+    from scipy import optimize  # only when Newton's method fails: 0.25 s to import
+
+    res = optimize.minimize(
+        _nll_grad, theta, args=(k, x, cvals, cw), method="BFGS", jac=True,
+        options={"maxiter": 100},
+    )  # fmt: skip
+    if math.isfinite(float(res.fun)) and float(res.fun) < 1e299:
+        return np.asarray(res.x, dtype=np.float64), float(res.fun)
+    return None
 
 
 def fit_mixture(
@@ -229,13 +276,14 @@ def fit_mixture(
     seed: int = 0,
     min_points_for_two: int = MIN_POINTS_FOR_TWO,
     max_points: int = MAX_POINTS,
-    interval: bool = True,
+    interval: bool | Literal["two"] = True,
 ) -> MixtureFit | None:
     """One or two lognormal components for successes' latency, TIMEOUTs censored at their
     deadline; None with fewer than 5 successes. Two components are tried from
     `min_points_for_two` successes (`stats` lowers it when the KS test rejects one).
     `interval=False` skips S(T)'s profile-likelihood interval (most of the cost), for a
-    caller that only wants the components."""
+    caller that only wants the components; `"two"` computes it only when two components
+    win (a caller that reads it from the one-lognormal fit otherwise)."""
     x = np.log(latency_ok_ms[np.isfinite(latency_ok_ms) & (latency_ok_ms > 0)])
     c_all = censor_ms[np.isfinite(censor_ms) & (censor_ms > 0)]
     if x.shape[0] < 5:
@@ -279,7 +327,7 @@ def fit_mixture(
         key=lambda c: c.mu,
     )
     s_t, s_ci = (None, None)
-    if censored and interval:
+    if censored and (interval is True or (interval == "two" and k_best > 1)):
         s_t, s_ci = _exceed(theta, k_best, x, cvals, cw)
     return MixtureFit(
         components=comps,
@@ -321,17 +369,26 @@ def _probit_exceed_grad(th: FloatArray, k: int, log_t: float) -> FloatArray:
     return np.where(np.abs(th) < 50.0, out, 0.0)
 
 
+def _hessian(
+    theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray,
+    grad: FloatArray | None = None,
+) -> FloatArray:
+    """The negative log-likelihood's Hessian: central differences of the analytic gradient,
+    or forward differences from `grad`, the gradient at theta (half the evaluations)."""
+    h = 1e-4 if grad is None else 1e-6
+    eye = np.eye(theta.shape[0]) * h
+    hess = np.array([(_nll_grad(theta + e, k, x, cvals, cw)[1]
+                      - (_nll_grad(theta - e, k, x, cvals, cw)[1] if grad is None else grad))
+                     / (2 * h if grad is None else h) for e in eye])  # fmt: skip
+    return 0.5 * (hess + hess.T)
+
+
 def _delta_sd(
     theta: FloatArray, k: int, x: FloatArray, cvals: FloatArray, cw: FloatArray, log_t: float
 ) -> float | None:
     """sd of probit(S) by the delta method (the Hessian from central differences of the
     analytic gradient): the first guess of the profile interval's ends."""
-    d, h = theta.shape[0], 1e-4
-    eye = np.eye(d) * h
-    hess = np.array([(_nll_grad(theta + eye[i], k, x, cvals, cw)[1]
-                      - _nll_grad(theta - eye[i], k, x, cvals, cw)[1]) / (2 * h)
-                     for i in range(d)])  # fmt: skip
-    hess = 0.5 * (hess + hess.T)
+    hess = _hessian(theta, k, x, cvals, cw)
     grad = _probit_exceed_grad(theta, k, log_t)
     try:
         var = float(grad @ np.linalg.solve(hess, grad))

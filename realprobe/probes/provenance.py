@@ -10,16 +10,19 @@ sandbox, simulated or replayed rows says so in a banner.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+import realprobe.chunks as chunks
+from realprobe.chunks import dense
 from realprobe.errors import BadArgument, RealprobeError
-from realprobe.probes.loading import conditions, probe_columns
+from realprobe.probes.loading import Selection, conditions, probe_columns, snapshot
 from realprobe.probes.windows import iso
-from realprobe.store import read_error, read_only
+from realprobe.store import FUTURE_SKEW_S, read_error, read_only
 from realprobe.target import TargetKind
 
 #: what `target` accepts: the kinds, and all
@@ -129,6 +132,68 @@ def _query(conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
 
 
+def survey_sql(have: list[str], cond: str, table: str = "probes") -> str:
+    """The survey's query: rows, first and last start per group of the `have` columns."""
+    cols = ", ".join(have)
+    return (
+        f"SELECT {cols}{',' if have else ''} count(*), min(started_ts), max(started_ts) "
+        f"FROM {table} WHERE {cond}" + (f" GROUP BY {cols} ORDER BY {cols}" if have else "")
+    )
+
+
+def _by_chunks(
+    conn: sqlite3.Connection, have: list[str], cond: str, params: list[Any], sel: Selection
+) -> list[tuple[Any, ...]] | None:
+    """The survey's rows (raw group values, rows, first, last) from the chunk store: sealed
+    rows grouped in numpy, the rest by SQL, in one snapshot, in the order SQL gives them
+    (None: no chunk store to use)."""
+    import numpy as np
+
+    with snapshot(conn, cond) as got:
+        if got is None:
+            return None
+        found, where, keys = got
+        acc = {tuple(r[:5]): list(r[5:]) for r in _query(
+            conn, survey_sql(have, where, "probes NOT INDEXED"), params)}
+        prov_ok = sel.provenance(keys)
+
+        def add(group: tuple[Any, ...], n: int, lo: float, hi: float) -> None:
+            a = acc.get(group)
+            acc[group] = [n, lo, hi] if a is None else [a[0] + n, min(a[1], lo), max(a[2], hi)]
+
+        cut = []  # chunks a window cuts: their rows say which are in
+        for c, chunk in enumerate(found):
+            mine = []
+            for tool, prov, excluded, n, lo, hi in chunk.groups:
+                if sel.tool_ok(keys[tool][0]) and prov_ok[prov] and (span := sel.span(lo, hi)):
+                    mine.append((prov, excluded, n, lo, hi))
+                    if span < 0:
+                        cut.append(c)
+                        break
+            else:
+                for prov, excluded, n, lo, hi in mine:
+                    kind, vantage, source, target = keys[prov]
+                    add((kind, chunks.EXCLUDED_VALUES[excluded], vantage, source, target),
+                        n, lo, hi)
+        rows = chunks.columns(conn, [found[c] for c in cut], ["ts", "prov", "excluded"])
+        for i, c in enumerate(cut):
+            size, toc = found[c].n, found[c].toc
+            ts = dense(rows["ts"][i], size)
+            key = dense(rows["prov"][i], size).astype(np.int64) * 3 + dense(
+                rows["excluded"][i], size)
+            m = sel.rows(ts, key // 3, key % 3, prov_ok) & np.repeat(
+                [sel.tool_ok(keys[t][0]) for t, _ in toc], [n for _, n in toc])
+            ts, key = ts[m], key[m]
+            counts = np.bincount(key)
+            for k in np.flatnonzero(counts).tolist():
+                mine_ts = ts[key == k]
+                kind, vantage, source, target = keys[k // 3]
+                add((kind, chunks.EXCLUDED_VALUES[k % 3], vantage, source, target),
+                    int(counts[k]), float(mine_ts.min()), float(mine_ts.max()))
+        return sorted(((*k, *v) for k, v in acc.items()),
+                      key=lambda r: [chunks.sql_order(v) for v in r[:5]])
+
+
 #: one group of rows: (kind, target label, vantage, source, excluded, rows, first, last)
 Group = tuple[str, str, str, str, int, int, float, float]
 
@@ -145,15 +210,15 @@ def survey(
     conn = read_only(db)
     try:
         cols = probe_columns(conn)
-        have = [c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
-        cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None)
-        rows = _query(
-            conn,
-            f"SELECT {', '.join(have)}{',' if have else ''} count(*), min(started_ts), "
-            f"max(started_ts) FROM probes WHERE {cond}"
-            + (f" GROUP BY {', '.join(have)}" if have else ""),
-            params,
-        )
+        have: list[str] = [
+            c for c in ("target_kind", "excluded", "vantage", "source", "target") if c in cols]
+        now = time.time()
+        cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None,
+                                  now=now)
+        sel = Selection(since, until, tools, None, vantages, None, now + FUTURE_SKEW_S)
+        rows = _by_chunks(conn, have, cond, params, sel) if len(have) == 5 else None
+        if rows is None:
+            rows = _query(conn, survey_sql(have, cond), params)
     finally:
         conn.close()
     merged: dict[tuple[str, str, str, str, int], list[float]] = {}

@@ -1,5 +1,5 @@
-"""What the readers return beyond the core reports: the stats with where the time goes, the
-stats once per vantage point, and drift with what each window held."""
+"""What `stats` returns beyond the core report: the stats with where the time goes, and the
+stats once per vantage point (drift with what each window held is `probes.drift.Drift`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from realprobe.probes.drift import DriftReport
-from realprobe.probes.provenance import Provenance
 from realprobe.probes.stats import StatsReport
 
 
@@ -27,10 +25,4 @@ class VantageStats(BaseModel):
     vantages: dict[str, StatsReport]
 
 
-class Drift(DriftReport):
-    """A DriftReport plus which rows each window held (keys `baseline` and `current`)."""
-
-    provenance: dict[str, Provenance]
-
-
-__all__ = ["Drift", "Stats", "VantageStats"]
+__all__ = ["Stats", "VantageStats"]

@@ -35,7 +35,7 @@ from realprobe.probes.loading import (
     ProbeArrays,
     load_probes,
 )
-from realprobe.probes.numeric import one_blas_thread
+from realprobe.probes.numeric import one_blas_thread, sorted_quantiles
 from realprobe.probes.provenance import (
     EMPTY_SELECTION_PARAMS,
     Group,
@@ -308,21 +308,21 @@ def burst_chain(
         empty = Transition(p=None, n=0, ci95=None)
         return BurstStats(p_fail_after_fail=empty, p_fail_after_ok=empty, rho=None)
     linked = np.diff(ts) <= max_gap_s
+    every = bool(linked.all())
+
+    def count(pair: BoolArray) -> int:  # over the linked pairs of consecutive calls
+        return int(np.count_nonzero(pair if every else pair & linked))
+
+    prev, nxt = fail[:-1], fail[1:]
+    both = prev & nxt
     coded = same = pairs = None
     if code is not None:
         pairs = lagged_pairs(code, linked)
-        prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1][linked]
-        n_c = int(np.count_nonzero(prev_coded))
-        n_cf = int(np.count_nonzero(prev_coded & fail[1:][linked]))
-        coded = _transition(n_cf, n_c)
-        both = (fail[:-1] & fail[1:])[linked]
-        n_same = int(np.count_nonzero(both & (code[:-1] == code[1:])[linked]))
-        same = _transition(n_same, int(np.count_nonzero(both)))
-    prev, nxt = fail[:-1][linked], fail[1:][linked]
-    n_ff = int(np.count_nonzero(prev & nxt))
-    n_f = int(np.count_nonzero(prev))
-    n_of = int(np.count_nonzero(~prev & nxt))
-    n_o = int(prev.shape[0] - n_f)
+        prev_coded = ((code >= 0) & (code != _TIMEOUT))[:-1]
+        coded = _transition(count(prev_coded & nxt), count(prev_coded))
+        same = _transition(count(both & (code[:-1] == code[1:])), count(both))
+    n_ff, n_f, n_of = count(both), count(prev), count(~prev & nxt)
+    n_o = (prev.shape[0] if every else int(np.count_nonzero(linked))) - n_f
     ff = Transition(p=n_ff / n_f if n_f else None, n=n_f, ci95=wilson(n_ff, n_f) if n_f else None)
     fo = Transition(p=n_of / n_o if n_o else None, n=n_o, ci95=wilson(n_of, n_o) if n_o else None)
     rho = ff.p - fo.p if ff.p is not None and fo.p is not None else None
@@ -342,14 +342,34 @@ PAIR_LAGS = 8
 
 def lagged_pairs(code: IntArray, linked: BoolArray) -> list[list[list[int]]]:
     """Counts of (outcome, outcome k calls later) for k = 1..PAIR_LAGS, outcomes 0 success,
-    1 a failure with a code other than TIMEOUT, 2 TIMEOUT; only calls in one linked run."""
-    kind = np.where(code < 0, 0, np.where(code == _TIMEOUT, 2, 1))
-    run = np.concatenate([[0], np.cumsum(~linked)])
+    1 a failure with a code other than TIMEOUT, 2 TIMEOUT; only calls in one linked run.
+
+    Each count is a dot product of two outcome indicators, one shifted by k (exact in
+    float64); PAIR_LAGS empty calls put at every break keep pairs from spanning it. Without
+    breaks the rows and columns with a success follow from the totals, so four products
+    per lag do."""
+    breaks = np.flatnonzero(~linked)
+    ind = [code < 0, (code >= 0) & (code != _TIMEOUT), code == _TIMEOUT]
+    if breaks.shape[0]:
+        ind = [np.insert(v, np.repeat(breaks + 1, PAIR_LAGS), False) for v in ind]
+    ind = [v.astype(np.float64) for v in ind]
+    n = ind[0].shape[0]
+    tot = [float(v.sum()) for v in ind]
     out = []
     for k in range(1, PAIR_LAGS + 1):
-        same = run[:-k] == run[k:] if k < kind.shape[0] else np.zeros(0, dtype=bool)
-        cells = np.bincount((3 * kind[:-k] + kind[k:])[same], minlength=9)
-        out.append(cells.reshape(3, 3).tolist())
+        if k >= n:
+            out.append([[0] * 3 for _ in range(3)])
+            continue
+        cells = np.zeros((3, 3))
+        both = ((1, 1), (1, 2), (2, 1), (2, 2))
+        for a, b in both if not breaks.shape[0] else np.ndindex(3, 3):
+            cells[a, b] = ind[a][:-k] @ ind[b][k:]
+        if not breaks.shape[0]:
+            for a in (1, 2):  # the rest from the totals: all pairs (i, i+k) are linked
+                cells[a, 0] = tot[a] - float(ind[a][n - k :].sum()) - cells[a, 1:].sum()
+                cells[0, a] = tot[a] - float(ind[a][:k].sum()) - cells[1:, a].sum()
+            cells[0, 0] = (n - k) - cells.sum()
+        out.append(cells.astype(np.int64).tolist())
     return out
 
 
@@ -439,9 +459,17 @@ def chain_rho(b: BurstStats, prior: float | None) -> tuple[float | None, str, st
 def _periods(ts: FloatArray, ok: BoolArray, period_s: float) -> tuple[Any, Any, Any, Any]:
     """(period index of each call, calls and successes per period, periods kept)."""
     per = np.floor(ts / period_s).astype(np.int64)
-    uniq, inv = np.unique(per, return_inverse=True)
-    n_p = np.bincount(inv, minlength=uniq.shape[0])
-    k_p = np.bincount(inv, weights=ok.astype(np.float64), minlength=uniq.shape[0])
+    if per.shape[0] and bool(np.all(per[1:] >= per[:-1])):  # in time order: no sort
+        first = np.empty(per.shape[0], dtype=bool)
+        first[0] = True
+        np.not_equal(per[1:], per[:-1], out=first[1:])
+        inv = np.cumsum(first) - 1
+        count = int(inv[-1]) + 1
+    else:
+        uniq, inv = np.unique(per, return_inverse=True)
+        count = uniq.shape[0]
+    n_p = np.bincount(inv, minlength=count)
+    k_p = np.bincount(inv, weights=ok.astype(np.float64), minlength=count)
     return inv, n_p, k_p, n_p >= VARIABILITY_MIN_N
 
 
@@ -458,7 +486,9 @@ def between_period_variance(
     return max(0.0, float(rates.var(ddof=1)) - within)
 
 
-def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) -> None:
+def long_run(
+    s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float, periods: Any = None
+) -> None:
     """Fill `s.long_run95`: the probed periods (days) are a sample of days, so the long-run
     rate's interval carries the day-to-day variance. With >= LONG_RUN_MIN_FAILURES failures:
     the cluster-robust variance D/(D-1) sum (k_d - p n_d)^2 / N^2 over the D periods with
@@ -467,10 +497,10 @@ def long_run(s: SuccessStats, ts: FloatArray, ok: BoolArray, period_s: float) ->
     binomial noise of a handful of failures (and t on D-1 degrees of freedom inflates it):
     the probed days' interval is widened, side by side in quadrature, by t times the
     standard error the day effects add to the pooled rate, tau^2 sum n_d^2 / N^2 (tau^2 by
-    `between_period_variance`)."""
+    `between_period_variance`). `periods`: `_periods` of these calls, when already known."""
     if ts.shape[0] == 0:
         return
-    _, n_p, k_p, _ = _periods(ts, ok, period_s)
+    _, n_p, k_p, _ = periods or _periods(ts, ok, period_s)
     keep = n_p >= LONG_RUN_MIN_N
     d = int(keep.sum())
     s.long_run_periods = d
@@ -516,11 +546,12 @@ def failure_runs(ts: FloatArray, code: IntArray) -> tuple[IntArray, int, int]:
     linked = np.diff(ts) <= BURST_MAX_GAP_S
     pair = fail[:-1] & fail[1:] & linked
     same = int(np.count_nonzero(pair & (code[:-1] == code[1:])))
-    start = np.ones(code.shape[0], dtype=bool)
-    start[1:] = ~pair
-    run = np.cumsum(start) - 1
-    lengths = np.bincount(run[fail])
-    return lengths[lengths > 0], int(np.count_nonzero(pair)), same
+    # a run starts at a failure not paired with the one before, ends at one not paired on
+    first, last = fail.copy(), fail.copy()
+    first[1:] &= ~pair
+    last[:-1] &= ~pair
+    lengths = np.flatnonzero(last) - np.flatnonzero(first) + 1
+    return lengths, int(np.count_nonzero(pair)), same
 
 
 def code_design_effect(parts: list[tuple[FloatArray, IntArray]]) -> float:
@@ -535,7 +566,7 @@ def code_design_effect(parts: list[tuple[FloatArray, IntArray]]) -> float:
     c cannot be measured and is taken as 1 (the conservative end)."""
     runs = [failure_runs(ts, code) for ts, code in parts]
     pairs, same = sum(r[1] for r in runs), sum(r[2] for r in runs)
-    codes = np.concatenate([code[code >= 0] for _, code in parts])
+    codes = np.concatenate([np.compress(code >= 0, code) for _, code in parts])
     if pairs == 0 or codes.shape[0] == 0:
         return 1.0
     w = np.bincount(codes) / codes.shape[0]
@@ -554,7 +585,7 @@ def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
     """Counts and shares of the failure codes, with each share's 95% interval at the effective
     number of failures (`ts`, the calls' times, tells runs of failures apart; without it the
     failures count as independent)."""
-    counts = np.bincount(code[code >= 0], minlength=len(CODES))
+    counts = np.bincount(np.compress(code >= 0, code), minlength=len(CODES))
     fails = int(counts.sum())
     n = int(code.shape[0])
     named = {CODES[i].value: int(c) for i, c in enumerate(counts) if c}
@@ -587,21 +618,33 @@ def chi2_homogeneity(table: FloatArray) -> tuple[float, float]:
 def kruskal_pvalue(groups: list[FloatArray]) -> float:
     """Kruskal-Wallis H test across groups, with the tie correction."""
     allv = np.concatenate(groups)
-    n = allv.shape[0]
-    _uniq, inv, counts = np.unique(allv, return_inverse=True, return_counts=True)
-    upper = np.cumsum(counts)
-    ranks = (upper - (counts - 1) / 2.0)[inv]  # mid-ranks
+    of = np.repeat(np.arange(len(groups)), [g.shape[0] for g in groups])
+    order = np.argsort(allv)
+    return _kruskal(allv[order], of[order], list(range(len(groups))))
+
+
+def _kruskal(ordered: FloatArray, group: IntArray, used: list[int]) -> float:
+    """`kruskal_pvalue` of values already sorted, `group` each one's group, the groups'
+    terms added in the order of `used`. Mid-ranks are multiples of 1/2, so each group's
+    rank sum is exact in any order of addition."""
+    n = ordered.shape[0]
+    first = np.empty(n, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    start = np.flatnonzero(first)  # where each run of equal values starts
+    counts = np.diff(np.append(start, n))
+    upper = start + counts
+    ranks = np.repeat(upper - (counts - 1) / 2.0, counts)  # mid-ranks
+    rank_sum = np.bincount(group, weights=ranks)
+    size = np.bincount(group)
     h = 0.0
-    start = 0
-    for g in groups:
-        r = ranks[start : start + g.shape[0]]
-        h += float(r.sum()) ** 2 / g.shape[0]
-        start += g.shape[0]
+    for j in used:
+        h += float(rank_sum[j]) ** 2 / int(size[j])
     h = 12.0 / (n * (n + 1)) * h - 3 * (n + 1)
     ties = 1.0 - float((counts.astype(np.float64) ** 3 - counts).sum()) / (n**3 - n)
     if ties <= 0:
         return 1.0
-    return float(special.chdtrc(len(groups) - 1, h / ties))
+    return float(special.chdtrc(len(used) - 1, h / ties))
 
 
 #: the KS p-value below which two lognormal components are tried, whatever the sample size
@@ -616,9 +659,8 @@ MIXTURE_MAX_POINTS = 1000
 def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
     from realprobe.probes.latency_mixture import fit_mixture
 
-    return fit_mixture(
-        lat, censor_ms, min_points_for_two=MIXTURE_MIN_N, max_points=MIXTURE_MAX_POINTS
-    )
+    return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N,
+                       max_points=MIXTURE_MAX_POINTS, interval="two")
 
 
 def mixture_quantile(comps: list[MixtureComponent], q: float) -> float:
@@ -638,12 +680,13 @@ def mixture_sf(comps: list[MixtureComponent], t_ms: float) -> float:
 
 
 def _shown(
-    lat: FloatArray, fit: LognormalFit | None, comps: list[MixtureComponent] | None, s_t: float
+    lat: FloatArray, ordered: FloatArray, fit: LognormalFit | None,
+    comps: list[MixtureComponent] | None, s_t: float,
 ) -> tuple[dict[str, float], str, dict[str, float] | None]:
-    """(mean and percentiles shown, how, the successes' own when those are not shown)."""
-    q = np.percentile(lat, [50, 90, 95, 99])
-    empirical = {"mean": float(lat.mean()), "p50": float(q[0]), "p90": float(q[1]),
-                 "p95": float(q[2]), "p99": float(q[3])}  # fmt: skip
+    """(mean and percentiles shown, how, the successes' own when those are not shown);
+    `ordered` is `lat` sorted."""
+    q = sorted_quantiles(ordered, np.true_divide([50, 90, 95, 99], 100)).tolist()
+    empirical = {"mean": float(lat.mean()), "p50": q[0], "p90": q[1], "p95": q[2], "p99": q[3]}
     if s_t < PROFILE_CI_MIN_EXCEED:
         return empirical, "empirical", None
     if comps:
@@ -655,17 +698,23 @@ def _shown(
     return shown, "censored-fit", empirical
 
 
-def latency_stats(latency_ms: FloatArray, code: IntArray, timeout_s: FloatArray) -> LatencyStats:
+def latency_stats(
+    latency_ms: FloatArray, code: IntArray, timeout_s: FloatArray,
+    by_latency: IntArray | None = None,
+) -> LatencyStats:
+    """`by_latency`: the rows of the successes with a latency, fastest first, when already
+    known (`tool_stats` shares one sort between this and `variability`)."""
     ok = code < 0
-    lat = latency_ms[ok]
-    lat = lat[np.isfinite(lat)]
-    censor_ms = timeout_s[code == _TIMEOUT] * 1000.0
+    # np.compress(mask, v) is v[mask], about twice as fast
+    lat = np.compress(ok & np.isfinite(latency_ms), latency_ms)
+    ordered = np.sort(lat) if by_latency is None else latency_ms[by_latency]
+    censor_ms = np.compress(code == _TIMEOUT, timeout_s) * 1000.0
     deadlines = timeout_s[np.isfinite(timeout_s)]
     t_ms = float(np.max(deadlines)) * 1000.0 if deadlines.shape[0] else None
     if lat.shape[0] == 0:
         return LatencyStats(n=0, timeout_s=t_ms / 1000 if t_ms else None)
     fit = fit_lognormal(lat, censor_ms)
-    ks = ks_pvalue(lat, fit, t_ms) if fit else None
+    ks = ks_pvalue(ordered, fit, t_ms) if fit else None
     comps, summary = None, None
     s_t = (fit.p_exceed_timeout or 0.0) if fit else 0.0
     s_ci = fit.p_exceed_ci95 if fit else None
@@ -677,7 +726,7 @@ def latency_stats(latency_ms: FloatArray, code: IntArray, timeout_s: FloatArray)
                 comps = [MixtureComponent(**c.model_dump()) for c in mix.components]
                 if t_ms:
                     s_t, s_ci = mixture_sf(comps, t_ms), mix.p_exceed_ci95
-    shown, how, observed = _shown(lat, fit, comps, s_t)
+    shown, how, observed = _shown(lat, ordered, fit, comps, s_t)
     return LatencyStats(
         n=int(lat.shape[0]),
         percentiles=how,
@@ -699,6 +748,9 @@ def variability(
     latency_ms: FloatArray,
     period_s: float = 86400.0,
     rho: float | None = None,
+    *,
+    periods: Any = None,
+    by_latency: IntArray | None = None,
 ) -> Variability:
     """Does the tool change from period to period (UTC days by default)?
 
@@ -707,11 +759,13 @@ def variability(
     when sd > 0.10 and p < 0.01.
     latency: coefficient of variation of per-period median success latency, and a
     Kruskal-Wallis test across periods; flagged when CV > 0.25 and p < 0.01.
+    `periods` (`_periods` of these calls) and `by_latency` (the rows of the successes with a
+    latency, fastest first) when already known.
     """
     if ts.shape[0] == 0:
         return Variability(period_s=period_s, periods=0, reason="no data")
     ok = code < 0
-    inv, n_p, k_p, keep = _periods(ts, ok, period_s)
+    inv, n_p, k_p, keep = periods or _periods(ts, ok, period_s)
     r = 0.0 if rho is None else min(max(rho, 0.0), 0.98)
     out = Variability(period_s=period_s, periods=int(keep.sum()), design_effect=(1 + r) / (1 - r))
     if keep.sum() < 2:
@@ -729,8 +783,11 @@ def variability(
     out.variable_success = bool(
         out.success_sd > SUCCESS_SD_FLAG and out.success_pvalue < VARIABILITY_ALPHA
     )
-    size = np.bincount(inv, minlength=n_p.shape[0])
-    _latency_variability(out, ok & np.isfinite(latency_ms) & keep[inv], inv, latency_ms, size)
+    if by_latency is None:
+        rows = np.flatnonzero(ok & np.isfinite(latency_ms))
+        by_latency = rows[np.argsort(latency_ms[rows])]
+    kept = by_latency if keep.all() else by_latency[keep[inv[by_latency]]]
+    _latency_variability(out, kept, inv, latency_ms, n_p.shape[0])
     return out
 
 
@@ -764,47 +821,62 @@ def _logit_sd_interval(out: Variability, rates: FloatArray, n_d: IntArray) -> No
 
 
 def _latency_variability(
-    out: Variability, sel: BoolArray, inv: IntArray, latency_ms: FloatArray, n_periods: Any
+    out: Variability, rows: IntArray, inv: IntArray, latency_ms: FloatArray, n_periods: int
 ) -> None:
-    # successes' latencies grouped by period with one sort (not one mask per period)
-    g_of, lat = inv[sel], latency_ms[sel]
-    order = np.lexsort((lat, g_of))
-    g_of, lat = g_of[order], lat[order]
-    size = np.bincount(g_of, minlength=n_periods.shape[0])
-    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    """The latency flags from the successes `rows` (fastest first) of the periods kept."""
+    g_of, lat = inv[rows], latency_ms[rows]
+    size = np.bincount(g_of, minlength=n_periods)
     used = np.flatnonzero(size >= VARIABILITY_MIN_N)
-    if used.shape[0] >= 2:
-        lo, hi = start[used] + (size[used] - 1) // 2, start[used] + size[used] // 2
-        meds = (lat[lo] + lat[hi]) / 2  # each period's median, as np.median
-        out.latency_cv = float(meds.std(ddof=1) / meds.mean()) if meds.mean() > 0 else None
-        out.latency_pvalue = kruskal_pvalue([lat[start[j] : start[j] + size[j]] for j in used])
-        out.variable_latency = bool(
-            out.latency_cv is not None
-            and out.latency_cv > LATENCY_CV_FLAG
-            and out.latency_pvalue < VARIABILITY_ALPHA
-        )
+    if used.shape[0] < 2:
+        return
+    # each period's latencies in order: a stable sort by period keeps the latency order
+    by_period = np.argsort(g_of.astype(np.int16 if n_periods < 2**15 else np.int64),
+                           kind="stable")  # fmt: skip
+    grouped = lat[by_period]
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    lo, hi = start[used] + (size[used] - 1) // 2, start[used] + size[used] // 2
+    meds = (grouped[lo] + grouped[hi]) / 2  # each period's median, as np.median
+    out.latency_cv = float(meds.std(ddof=1) / meds.mean()) if meds.mean() > 0 else None
+    if used.shape[0] < n_periods:  # periods with too few successes sit the test out
+        in_used = np.zeros(n_periods, dtype=bool)
+        in_used[used] = True
+        pick = in_used[g_of]
+        lat, g_of = lat[pick], g_of[pick]
+    out.latency_pvalue = _kruskal(lat, g_of, used.tolist())
+    out.variable_latency = bool(
+        out.latency_cv is not None
+        and out.latency_cv > LATENCY_CV_FLAG
+        and out.latency_pvalue < VARIABILITY_ALPHA
+    )
 
 
 def tool_stats(
-    name: str, arr: ProbeArrays, period_s: float = 86400.0, prior: float | None = None
+    name: str, arr: ProbeArrays, period_s: float = 86400.0, prior: float | None = None,
+    burst: BurstStats | None = None,
 ) -> ToolStats:
     """One tool's statistics; `prior` is the pooled P(fail|fail) of all tools (`chain_prior`),
-    which a tool with few failures borrows for its interval."""
+    which a tool with few failures borrows for its interval; `burst`, its `burst_chain` with
+    codes when already computed. The periods and the sort of the successes' latencies are
+    computed once for every statistic that needs them."""
     code = arr.code
     fail = code >= 0
     n = int(code.shape[0])
-    burst = burst_chain(fail, arr.ts, code=code)
+    burst = burst or burst_chain(fail, arr.ts, code=code)
     success = success_stats(n, n - int(fail.sum()), *chain_rho(burst, prior))
-    long_run(success, arr.ts, ~fail, period_s)
+    periods = _periods(arr.ts, ~fail, period_s) if n else None
+    long_run(success, arr.ts, ~fail, period_s, periods)
+    rows = np.flatnonzero(~fail & np.isfinite(arr.latency_ms))
+    by_latency = rows[np.argsort(arr.latency_ms[rows])]
     return ToolStats(
         tool=name,
         first=iso(float(arr.ts[0])) if n else None,
         last=iso(float(arr.ts[-1])) if n else None,
         success=success,
         errors=error_mix(code, arr.ts),
-        latency=latency_stats(arr.latency_ms, code, arr.timeout_s),
+        latency=latency_stats(arr.latency_ms, code, arr.timeout_s, by_latency),
         burst=burst,
-        variability=variability(arr.ts, code, arr.latency_ms, period_s, success.rho_used),
+        variability=variability(arr.ts, code, arr.latency_ms, period_s, success.rho_used,
+                                periods=periods, by_latency=by_latency),
     )
 
 
@@ -817,9 +889,11 @@ def compute_stats(
     parts = [
         (t, arr.slice(i)) for i, t in enumerate(arr.tools) if arr.bounds[i + 1] > arr.bounds[i]
     ]
-    prior = chain_prior([burst_chain(a.code >= 0, a.ts) for _, a in parts])
     with one_blas_thread():
-        out = [tool_stats(t, a, period_s, prior) for t, a in parts]
+        bursts = [burst_chain(a.code >= 0, a.ts, code=a.code) for _, a in parts]
+        prior = chain_prior(bursts)
+        out = [tool_stats(t, a, period_s, prior, b)
+               for (t, a), b in zip(parts, bursts, strict=True)]
     return StatsReport(
         window=(iso(since), iso(until)),
         rows=len(arr),
