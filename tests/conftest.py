@@ -6,12 +6,18 @@ import socket
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 
+import mcp.client.stdio  # noqa: F401  (see below)
 import pytest
 
 from realprobe.adapters.catalog import Catalog, default_catalog
 from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.server import Sandbox, SandboxThread
 from realprobe.simulator.profile import Profile, load_profile
+
+# The SDK's stdio client takes `errlog=sys.stderr` as a default bound when its module first
+# loads. Loaded here, before any test swaps sys.stderr (click's CliRunner puts a stream without
+# a file descriptor there), it keeps the real one; loaded first inside such a test, every later
+# stdio server in this worker would fail to start (`fileno`).
 
 #: sample projects run by tests in a subprocess, never collected here
 collect_ignore = ["data"]
