@@ -80,9 +80,9 @@ class _Deferred:
             if type(value) is str and ann is str:
                 return value
             if type(value) is str and value not in ("", "-") and ann is Path:
-                from typer._param_types import coerce_cli_path
-
                 with contextlib.suppress(Exception):  # typer's coercion says why
+                    from typer._param_types import coerce_cli_path
+
                     return coerce_cli_path(Path(value), info, path_type=Path, param=param,
                                            ctx=ctx)
         from typer._coercion import build_runtime_param
