@@ -117,6 +117,10 @@ TRIGGERS = {
     f"{CHUNKS}_update": f"AFTER UPDATE ON probes BEGIN {_DROP.format(row='OLD.rowid')} "
                         f"{_DROP.format(row='NEW.rowid')} END",
     f"{CHUNKS}_delete": f"AFTER DELETE ON probes BEGIN {_DROP.format(row='OLD.rowid')} END",
+    # `INSERT OR REPLACE` deletes the row a UNIQUE row key collides with without firing the
+    # delete trigger (unless recursive_triggers is on): the row it will replace drops its chunk
+    f"{CHUNKS}_replace": "BEFORE INSERT ON probes WHEN NEW.row_key IS NOT NULL BEGIN "
+    + _DROP.format(row="(SELECT rowid FROM probes WHERE row_key = NEW.row_key)") + " END",
 }
 
 

@@ -67,7 +67,8 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     while (await reader.readline()) not in (b"\r\n", b"\n", b""):
         pass
     parts = line.decode("latin-1").split()
-    case = parts[1].strip("/").split("?")[0] if len(parts) > 1 else ""
+    # the first segment names the case (`/deep/_admin/profile` is `deep` too)
+    case = parts[1].strip("/").split("?")[0].split("/")[0] if len(parts) > 1 else ""
     if case in JSON_CASES:
         writer.write(_response(JSON_CASES[case]))
     elif case in TEXT_CASES:

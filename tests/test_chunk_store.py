@@ -226,6 +226,26 @@ def test_an_insert_inside_a_chunk_drops_it(db: Path) -> None:
     assert 0.25 in fast[0].latency_ms
 
 
+def test_a_foreign_replace_over_a_row_key_drops_its_chunk(db: Path) -> None:
+    """INSERT OR REPLACE deletes the colliding row without firing the delete trigger."""
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE probes SET row_key = 'k800' WHERE rowid = 800")
+    with Store(db) as store:
+        store.seal()  # sealed again, the row with its key inside a chunk
+    before = _chunk_count(db)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        row = conn.execute("SELECT * FROM probes WHERE rowid = 800").fetchone()
+        names = [d[1] for d in conn.execute("PRAGMA table_info(probes)")]
+        fresh = dict(zip(names, row, strict=True)) | {"id": None, "latency_ms": 0.125}
+        conn.execute(f"INSERT OR REPLACE INTO probes ({','.join(names)}) VALUES "
+                     f"({','.join('?' * len(names))})", list(fresh.values()))
+        assert conn.execute("SELECT count(*) FROM probes WHERE rowid = 800").fetchone()[0] == 0
+    assert _chunk_count(db) == before - 1
+    fast, slow = _both(db)
+    _same(fast, slow)
+    assert 0.125 in fast[0].latency_ms
+
+
 def test_a_writer_committing_mid_read_changes_nothing_the_read_sees(db: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)

@@ -11,6 +11,8 @@ import io
 import random
 from types import SimpleNamespace
 
+import pytest
+from hostile_server import EXPECTED, HostileServer
 from rich.console import Console
 
 from realprobe.commands.progress import (
@@ -442,6 +444,16 @@ def test_a_probe_against_a_sandbox_knows_its_profile() -> None:
     expected = call_seconds(builtin_profile("published").for_tool(first), 2.0, None)
     assert model[first][None] == expected
     assert probe_model(tools, api.options(profile="published"), 2.0) == {}  # virtual clock
+
+
+@pytest.mark.parametrize("case", [*EXPECTED, "fine"])
+def test_a_hostile_sandbox_gives_no_profile_and_no_hang(case: str) -> None:
+    """The profile is read through the one client: its deadline, body cap and JSON limits
+    hold, and whatever goes wrong means no prior rather than an error or a hang."""
+    from realprobe.sandbox.admin import served_profile
+
+    with HostileServer() as server:
+        assert served_profile(f"{server.url}/{case}") is None
 
 
 def test_run_reports_its_plan_to_the_bar() -> None:

@@ -201,15 +201,21 @@ class Admin:
 
 
 def served_profile(url: str) -> Profile | None:
-    """The profile a running sandbox at `url` serves, read from its runtime API; None when
-    it serves none, or does not say (the runtime API switched off, a token required, not a
-    realprobe sandbox)."""
-    import httpx
+    """The profile a running sandbox at `url` serves, read from its runtime API through the
+    one client (its deadline, body cap and JSON limits); None when it serves none, or does not
+    say (the runtime API switched off, a token required, not a realprobe sandbox, no answer
+    within 2 s)."""
+    from realprobe.adapters.bounded import load_json
+    from realprobe.http.client import ClientConfig, SyncHttpClient
+    from realprobe.http.transports import check_sandbox_url, sync_live_transport
 
+    check_sandbox_url(url)
+    config = ClientConfig(connect_timeout_s=2.0, read_timeout_s=2.0, deadline_s=2.0)
     try:
-        got = httpx.get(url.split("/_fault/", 1)[0].rstrip("/") + ADMIN + "/profile",
-                        timeout=2.0)
-        body = got.json() if got.status_code == 200 else None
+        with SyncHttpClient(sync_live_transport(), config=config) as client:
+            got = client.fetch("GET", url.split("/_fault/", 1)[0].rstrip("/") + ADMIN
+                               + "/profile", allow_private=True)
+        body = load_json(got.body) if got.status == 200 else None
         return Profile.model_validate(body) if body else None
-    except (httpx.HTTPError, ValueError):
+    except (RealprobeError, ValidationError):
         return None
