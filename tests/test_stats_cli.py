@@ -262,6 +262,8 @@ def test_stats_loads_only_what_it_needs(tmp_path: Path) -> None:
     script = (
         "import contextlib, io, sys\n"
         "from realprobe.cli import main\n"
+        "from realprobe.commands import common\n"
+        "common.OWN_PROCESS = True  # as the `realprobe` program (cli.run) sets it\n"
         f"sys.argv = ['realprobe', 'stats', '--db', {str(db)!r}, '--json']\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
@@ -304,8 +306,9 @@ def test_one_shot_commands_keep_freed_memory_and_one_blas_thread() -> None:
     with one thread."""
     script = (
         "import resource, sys\n"
-        "from realprobe.commands.common import one_shot\n"
-        "if sys.argv[1] == 'keep':\n    one_shot()\n"
+        "from realprobe.commands import common\n"
+        "common.OWN_PROCESS = True\n"
+        "if sys.argv[1] == 'keep':\n    common.one_shot()\n"
         "import numpy as np\nfrom threadpoolctl import threadpool_info\n"
         "from realprobe.probes.loading import ProbeArrays\n"
         "from realprobe.probes.stats import compute_stats\n"
@@ -372,8 +375,9 @@ def test_one_shot_set_up_of_the_collector_and_pydantic() -> None:
     collected less often, and pydantic looks for no plugin unless the environment says."""
     script = (
         "import gc, os\n"
-        "from realprobe.commands.common import one_shot\n"
-        "one_shot(); one_shot()\n"
+        "from realprobe.commands import common\n"
+        "common.OWN_PROCESS = True\n"
+        "common.one_shot(); common.one_shot()\n"
         "print(gc.get_freeze_count() > 0, gc.get_threshold()[0],"
         " os.environ['PYDANTIC_DISABLE_PLUGINS'])\n"
     )
@@ -385,6 +389,24 @@ def test_one_shot_set_up_of_the_collector_and_pydantic() -> None:
 
     assert run() == "True 5000 1"
     assert run(PYDANTIC_DISABLE_PLUGINS="logfire") == "True 5000 logfire"
+
+
+def test_a_command_inside_another_program_leaves_its_process_alone(tmp_path: Path) -> None:
+    """`main()` called in-process (a test, a notebook) runs `stats` without touching the
+    collector, the environment or the allocator of the program around it."""
+    script = (
+        "import gc, os, sys\n"
+        "from realprobe.cli import main\n"
+        "before = gc.get_threshold(), gc.get_freeze_count()\n"
+        "try:\n    main(['stats', '--db', sys.argv[1], '--json'])\n"
+        "except SystemExit:\n    pass\n"
+        "print(gc.get_threshold() == before[0], gc.get_freeze_count() == before[1],"
+        " 'PYDANTIC_DISABLE_PLUGINS' in os.environ)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    got = subprocess.run([sys.executable, "-c", script, str(tmp_path / "none.db")],
+                         capture_output=True, text=True, check=True, env=env).stdout
+    assert got.split()[-3:] == ["True", "True", "False"]
 
 
 def test_one_shot_commands_end_without_teardown_yet_whole(tmp_path: Path) -> None:

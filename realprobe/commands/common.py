@@ -312,6 +312,9 @@ def as_flags(*params: str) -> Iterator[None]:
 
 #: set by `one_shot`: the command may end without the interpreter's teardown (`cli.run`)
 ONE_SHOT = False
+#: set by `cli.run`, the `realprobe` program: the process is the command's alone, so a one-shot
+#: command may set it up as a whole (a `main()` called inside another program never does)
+OWN_PROCESS = False
 
 
 def one_shot() -> None:
@@ -335,7 +338,12 @@ def one_shot() -> None:
       heap's top as soon as it is free, so each temporary array of a tool's rows was
       page-faulted in again: 50-80 ms of the statistics' CPU at a million rows. Blocks up to
       32 MB now come from the heap, which keeps up to 256 MB free at its top; the command's
-      exit returns it all. Not for long-running processes (the exporter, a schedule)."""
+      exit returns it all. Not for long-running processes (the exporter, a schedule).
+
+    Only in the `realprobe` program's own process (`OWN_PROCESS`): a `main()` called inside
+    a test or a notebook leaves that process as it was."""
+    if not OWN_PROCESS:
+        return
     global ONE_SHOT
     ONE_SHOT = True
     fresh = "numpy" not in sys.modules
