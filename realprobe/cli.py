@@ -83,6 +83,10 @@ def command_group(module_name: str, verb: str | None = None) -> Any:
     return typer.main.get_group(sub)
 
 
+#: every command's help flags
+HELP_NAMES = ["-h", "--help"]
+
+
 class LazyGroup(QuickHelpGroup, CheckedGroup):
     """Lists the verbs from `COMMANDS` and imports a verb's module only when it is invoked;
     every verb gets the range checks of `commands.checks` on its options."""
@@ -100,7 +104,12 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
             self._groups[cmd_name] = command_group(entry[0], cmd_name)
         command = self._groups[cmd_name].get_command(ctx, cmd_name)
         if command is not None:
-            command.get_help_option(ctx)  # made now, so that its coercion waits too
+            # made now, so that its coercion waits too; with the program's names whatever
+            # context asks (click keeps the first it makes: one from a bare context would
+            # know only --help)
+            from typer import _click
+
+            command.get_help_option(_click.Context(command, help_option_names=HELP_NAMES))
             apply_checks(command)
             readable_help(command)
         return command
@@ -120,7 +129,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=True,
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": HELP_NAMES},
 )
 
 

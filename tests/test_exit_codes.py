@@ -40,6 +40,21 @@ def test_bare_realprobe_prints_help_and_succeeds(capsys: pytest.CaptureFixture[s
     assert code == 0 and "Usage: realprobe" in out and "probe" in out
 
 
+def test_h_stays_a_help_flag_after_a_bare_context_looked_a_verb_up(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A verb looked up from a context without the program's settings (a tool walking the
+    commands, a completion script) must not leave it knowing only --help."""
+    import typer
+    from typer import _click
+
+    from realprobe.cli import app
+
+    root = typer.main.get_command(app)
+    root.get_command(_click.Context(root), "report")
+    code, out, _ = _run(["report", "-h"], capsys)
+    assert code == 0 and "Usage:" in out
+
+
 @pytest.mark.parametrize("argv", [["--version"], ["-h"], ["--help"], ["probe", "-h"],
                                   ["cassette", "inspect", "-h"]])
 def test_conventions(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
