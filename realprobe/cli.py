@@ -224,9 +224,9 @@ def run() -> None:
     `calibrate`, `drift`; `commands.common.one_shot`) ends without the interpreter's teardown,
     which frees every object one by one (about 12 ms of a `stats`): the exit handlers run and
     the output is flushed first, then the process ends with the command's code."""
-    from realprobe.commands import common as own
+    import realprobe.commands
 
-    own.OWN_PROCESS = True
+    realprobe.commands.OWN_PROCESS = True
     try:
         main()
     except SystemExit as exc:

@@ -312,9 +312,6 @@ def as_flags(*params: str) -> Iterator[None]:
 
 #: set by `one_shot`: the command may end without the interpreter's teardown (`cli.run`)
 ONE_SHOT = False
-#: set by `cli.run`, the `realprobe` program: the process is the command's alone, so a one-shot
-#: command may set it up as a whole (a `main()` called inside another program never does)
-OWN_PROCESS = False
 
 
 def one_shot() -> None:
@@ -340,9 +337,11 @@ def one_shot() -> None:
       32 MB now come from the heap, which keeps up to 256 MB free at its top; the command's
       exit returns it all. Not for long-running processes (the exporter, a schedule).
 
-    Only in the `realprobe` program's own process (`OWN_PROCESS`): a `main()` called inside
-    a test or a notebook leaves that process as it was."""
-    if not OWN_PROCESS:
+    Only in the `realprobe` program's own process (`commands.OWN_PROCESS`): a `main()` called
+    inside a test or a notebook leaves that process as it was."""
+    from realprobe import commands
+
+    if not commands.OWN_PROCESS:
         return
     global ONE_SHOT
     ONE_SHOT = True
