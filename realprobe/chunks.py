@@ -166,7 +166,15 @@ class Chunk:
 
 def chunks(conn: sqlite3.Connection) -> list[Chunk] | None:
     """The file's chunks by rowid, or None when it has no chunk store a reader may trust (an
-    older file, or one whose triggers are gone). Call inside the read transaction."""
+    older file, one whose triggers are gone, or a head no writer of ours made). Call inside
+    the read transaction."""
+    try:
+        return _chunks(conn)
+    except BadChunk:  # the readers take SQL's way
+        return None
+
+
+def _chunks(conn: sqlite3.Connection) -> list[Chunk] | None:
     try:
         version = conn.execute(
             f"SELECT value FROM {META_TABLE} WHERE key = 'schema:probes'").fetchone()
@@ -177,17 +185,56 @@ def chunks(conn: sqlite3.Connection) -> list[Chunk] | None:
         ).fetchall()
     except sqlite3.OperationalError:
         return None
-    out = []
-    for lo, hi, data in rows:
-        head = json.loads(data)
-        out.append(Chunk(int(lo), int(hi), [(t, c) for t, c in head["toc"]],
-                         [tuple(g) for g in head["groups"]]))
+    return [_chunk(int(lo), int(hi), data) for lo, hi, data in rows]
+
+
+class BadChunk(sqlite3.DatabaseError):
+    """A chunk head or key that is not what a writer of ours stores (a damaged or hostile
+    file): the chunk store is not used, and the next writer makes it again."""
+
+
+#: the most a chunk head or key may hold (a head lists its chunk's groups: a few kB)
+MAX_META_BYTES = 1 << 20
+
+
+def _meta(data: object) -> Any:
+    """A chunk head or key as stored, JSON under the input limits (size, nesting)."""
+    from realprobe.limits import InputTooLarge, check_nesting
+
+    if not isinstance(data, str | bytes) or len(data) > MAX_META_BYTES:
+        raise BadChunk("a chunk head or key that is no JSON text of at most 1 MB")
+    try:
+        value = json.loads(data)
+        check_nesting(value, "chunk head", limit=3)
+    except (ValueError, RecursionError, InputTooLarge) as exc:
+        raise BadChunk(f"an unreadable chunk head or key ({exc})") from None
+    return value
+
+
+def _chunk(lo: int, hi: int, data: object) -> Chunk:
+    head = _meta(data)
+    try:
+        toc = [(int(t), int(c)) for t, c in head["toc"]]
+        groups = [(int(k), int(p), int(e), int(c), float(a), float(b))
+                  for k, p, e, c, a, b in head["groups"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadChunk(f"a chunk head of another shape ({exc!r})") from None
+    return Chunk(lo, hi, toc, groups)
+
+
+def keys(conn: sqlite3.Connection, found: list[Chunk] | None = None) -> dict[int, Any]:
+    """{key id: the tool name, or [kind, vantage, source, target] as stored}; BadChunk for a
+    key no writer of ours made, or one the heads of `found` name and the file lacks."""
+    out = {int(i): _meta(k) for i, k in conn.execute(f"SELECT id, key FROM {KEYS}")}
+    for key in out.values():  # [tool] or [kind, vantage, source, target], each a scalar
+        if not (isinstance(key, list) and len(key) in (1, 4)
+                and all(isinstance(v, str | int | float | None) for v in key)):
+            raise BadChunk(f"a chunk key of another shape ({str(key)[:40]})")
+    for c in found or []:
+        if any(t not in out for t, _ in c.toc) or any(
+                g[0] not in out or g[1] not in out for g in c.groups):
+            raise BadChunk(f"the chunk at rowid {c.lo} names a key the file lacks")
     return out
-
-
-def keys(conn: sqlite3.Connection) -> dict[int, Any]:
-    """{key id: the tool name, or [kind, vantage, source, target] as stored}."""
-    return {int(i): json.loads(k) for i, k in conn.execute(f"SELECT id, key FROM {KEYS}")}
 
 
 @dataclass
@@ -228,11 +275,17 @@ def decode(data: bytes, dtype: str, n: int) -> np.ndarray | Sparse:
     import numpy as np
 
     size = np.dtype(dtype).itemsize
+    if not isinstance(data, bytes):
+        raise BadChunk("a chunk column that is no BLOB")
     if len(data) == n * size:
         return np.frombuffer(data, dtype)
     k = (len(data) - size) // (2 + size)
-    return Sparse(np.frombuffer(data, dtype, 1)[0], np.frombuffer(data, "<u2", k, size),
-                  np.frombuffer(data, dtype, k, size + 2 * k))
+    if len(data) != size + k * (2 + size) or k >= max(n, 1):
+        raise BadChunk(f"a chunk column of {len(data)} bytes for {n} rows")
+    at = np.frombuffer(data, "<u2", k, size)
+    if k and int(at.max()) >= n:
+        raise BadChunk(f"a chunk column naming row {int(at.max())} of {n}")
+    return Sparse(np.frombuffer(data, dtype, 1)[0], at, np.frombuffer(data, dtype, k, size + 2 * k))
 
 
 def each(
@@ -366,7 +419,13 @@ def _head(data: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 def _seal_in(conn: sqlite3.Connection, most: int | None) -> int:
-    found = chunks(conn)
+    try:
+        found = _chunks(conn)
+        keys(conn, found)
+    except BadChunk:  # made again from the rows, as an index is rebuilt
+        conn.execute(f"DELETE FROM {CHUNKS}")
+        conn.execute(f"DELETE FROM {KEYS}")
+        found = _chunks(conn)
     if found is None:
         return 0
     done = 0

@@ -246,6 +246,34 @@ def test_a_foreign_replace_over_a_row_key_drops_its_chunk(db: Path) -> None:
     assert 0.125 in fast[0].latency_ms
 
 
+@pytest.mark.parametrize("sql", [
+    f"UPDATE {chunks.CHUNKS} SET data = CAST(? AS BLOB) WHERE name = 'head' AND lo = 1",
+    f"UPDATE {chunks.KEYS} SET key = ? WHERE id = 1",
+])
+@pytest.mark.parametrize("bad", ["[" * 100_000, "not json", '{"toc": 1}', "x" * (2 << 20),
+                                 '{"toc": [[999, 1]], "groups": [[999, 999, 0, 1, 0.0, 1.0]]}'])
+def test_a_damaged_head_or_key_is_read_the_sql_way_and_sealed_again(
+        db: Path, sql: str, bad: str) -> None:
+    """A head or key no writer of ours made (deep, not JSON, another shape, huge) makes the
+    readers take SQL's way with the same answer, never a traceback; the next writer makes the
+    chunk store again from the rows."""
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(sql, [bad])
+    _same(*_both(db, chunked=False))
+    with Store(db) as store:
+        store.seal()
+    _same(*_both(db))
+
+
+def test_a_damaged_column_is_one_line_not_a_traceback(db: Path) -> None:
+    from realprobe.errors import RealprobeError
+
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute(f"UPDATE {chunks.CHUNKS} SET data = x'0102030405' WHERE name != 'head'")
+    with pytest.raises(RealprobeError, match="cannot read probes"):
+        load_probes(db, extra=EXTRA)
+
+
 def test_a_writer_committing_mid_read_changes_nothing_the_read_sees(db: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
@@ -253,8 +281,8 @@ def test_a_writer_committing_mid_read_changes_nothing_the_read_sees(db: Path) ->
     real_keys = chunks.keys
     wrote = []
 
-    def keys_then_write(conn: sqlite3.Connection) -> Any:
-        got = real_keys(conn)
+    def keys_then_write(conn: sqlite3.Connection, found: Any = None) -> Any:
+        got = real_keys(conn, found)
         if not wrote:  # inside the reader's snapshot: another process's commit
             with closing(sqlite3.connect(db, timeout=30)) as other, other:
                 other.execute("UPDATE probes SET latency_ms = 7 WHERE rowid < 2000")

@@ -379,8 +379,12 @@ def snapshot(
     conn.execute("BEGIN")
     try:
         got = sealed(conn)
-        yield None if got is None else (
-            got[0], f"{chunks.rowid_sql(got[1])} AND {cond}", chunks.keys(conn))
+        try:
+            names = None if got is None else chunks.keys(conn, got[0])
+        except chunks.BadChunk:  # a key no writer of ours made: SQL's way
+            names = None
+        yield None if got is None or names is None else (
+            got[0], f"{chunks.rowid_sql(got[1])} AND {cond}", names)
     finally:
         conn.execute("COMMIT")
 
