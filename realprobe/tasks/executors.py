@@ -97,10 +97,11 @@ def modelled_seconds(job: Job, catalog: Catalog, profile: Profile,
     from dataclasses import replace
 
     from realprobe.http.mode import Mode
+    from realprobe.outputs import write_output
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.json"
-        path.write_text(profile.model_dump_json(exclude_none=True))
+        write_output(path, profile.model_dump_json(exclude_none=True), private=True)
         cfg = replace(job.cfg, mode=Mode.SIMULATE, sandbox=None, profile=str(path),
                       cassette=None, concurrency=1)
 
