@@ -324,18 +324,51 @@ def test_an_answer_drawn_in_time_comes_by_three_quarters_of_the_budget() -> None
 
 
 def test_numbered_draws_do_not_depend_on_arrival_order() -> None:
-    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.faults import FaultModel, caller_seed
     from realprobe.simulator.profile import load_profile
 
     prof = load_profile("harsh")
     a, b = FaultModel(prof, 7), FaultModel(prof, 7)
-    forward = [a.draw_numbered("advice_random", "run1", n).code for n in range(20)]
-    backward = [b.draw_numbered("advice_random", "run1", n).code for n in reversed(range(20))]
+    forward = [a.draw_numbered("advice_random", "run1", n) for n in range(20)]
+    backward = [b.draw_numbered("advice_random", "run1", n) for n in reversed(range(20))]
     assert forward == backward[::-1]
-    # a second caller continues the stream instead of replaying the first one's outcomes
+    # another caller in between changes nothing: its outcomes are its own, not a replay
+    c = FaultModel(prof, 7)
+    mixed = []
+    for n in range(20):
+        c.draw_numbered("advice_random", "run2", n)
+        c.draw("advice_random")  # an unnumbered caller too
+        mixed.append(c.draw_numbered("advice_random", "run1", n))
+    assert mixed == forward
     again = [a.draw_numbered("advice_random", "run2", n).code for n in range(20)]
-    plain = FaultModel(prof, 7)
-    assert forward + again == [plain.draw("advice_random").code for _ in range(40)]
+    assert again != [o.code for o in forward]
+    # what an in-process model seeded for the caller plays, call by call
+    alone = FaultModel(prof, caller_seed(7, "run1"))
+    assert [alone.draw("advice_random") for _ in range(20)] == forward
+    # another seed, other outcomes
+    other = FaultModel(prof, 8)
+    assert [other.draw_numbered("advice_random", "run1", n).code for n in range(20)] != [
+        o.code for o in forward]
+
+
+def test_a_numbered_call_asked_again_meets_the_same_outcome() -> None:
+    """A run made again against the same sandbox meets the same faults, however long ago
+    its numbers were drawn; a far number costs no memory, and many callers are let go."""
+    from realprobe.simulator.faults import MAX_KEPT, FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    model = FaultModel(load_profile("harsh"), 0)
+    first = [model.draw_numbered("advice_random", "run", n) for n in range(50)]
+    assert [model.draw_numbered("advice_random", "run", n) for n in range(50)] == first
+    far = model.draw_numbered("advice_random", "run", 200_000)
+    caller = model._callers["run"]
+    assert len(caller._kept["advice_random"]) <= MAX_KEPT
+    assert [model.draw_numbered("advice_random", "run", n) for n in range(50)] == first
+    assert model.draw_numbered("advice_random", "run", 200_000) == far
+    for n in range(5_000):  # many callers: the least recently seen are let go
+        model.draw_numbered("advice_random", f"k{n}", 0)
+    assert len(model._callers) <= 4096
+    assert [model.draw_numbered("advice_random", "run", n) for n in range(50)] == first
 
 
 # -- a hint instead of silence ---------------------------------------------------------------

@@ -48,8 +48,12 @@ if TYPE_CHECKING:
 RECENCY = 0.5
 #: what an item in flight or the last wave draws on: this many of the latest items seen
 SAMPLES = 200
-#: the prior's means count as this many items seen when scaling it to this machine
-PRIOR_N = 30
+#: the prior's means count as this many items seen when scaling it to this machine; a prior
+#: of one value per item (a run the target's seed decides) as EXACT_N: what is left to learn
+#: is only this machine's speed, which every item that ends says
+PRIOR_N, EXACT_N = 30, 1
+#: the least doubt (sd of the log) of this machine's speed against a model of each item
+EXACT_DOUBT = 0.03
 #: the range (10th to 90th percentile of the time left) is drawn at most this often, from
 #: at most this many simulated schedules (fewer for a long plan: DRAW_ITEMS items in all)
 RANGE_S, DRAWS, DRAW_ITEMS = 1.0, 200, 5_000
@@ -114,6 +118,7 @@ class Eta:
         self.mean: dict[str, float] = {}  # the prior's, per kind, and its spread (`_doubt`)
         self.cv: dict[str, float] = {}
         self.scale = 1.0  # how far off the prior is here
+        self.exact = False  # one value per item of every kind with a prior
         self.lanes = lanes or {}
         self.reported = starts_reported
         self.started = clock()
@@ -137,6 +142,7 @@ class Eta:
                 if v:
                     self.prior[k], self.mean[k] = v, fmean(v)
                     self.cv[k] = pstdev(v, self.mean[k]) / (self.mean[k] or 1.0)
+            self.exact = bool(self.prior) and all(len(v) == 1 for v in self.prior.values())
             self.last = self.range = None
 
     def replan(self, plan: int | Sequence[Item]) -> None:
@@ -200,6 +206,11 @@ class Eta:
         longer than `age` ran beyond it; else up to the deadline."""
         recent = self.seen[-SAMPLES:]
         model = [d * self.scale for d in self.prior.get(item.kind, ())]
+        if self.exact and model:  # its one modelled time by how far items ran from theirs
+            ratios = self._ratios()
+            model += [d * r for d in self.prior[item.kind] for r in ratios]
+            if all(d <= age for d in model):  # past all of them: about to end
+                return [0.1 * model[0]]
         for pool, least in ((model, 1), ([d for it, d, _ in recent if it.kind == item.kind], OWN),
                             ([d / it.weight * item.weight for it, d, _ in recent], 1)):
             longer = [d - age for d in pool if d > age]
@@ -281,14 +292,22 @@ class Eta:
                 pairs.append((fmean(longer) if longer else now - t0, self.mean[it.kind]))
         if not pairs:
             return 1.0
-        m = fmean(b for _, b in pairs) * PRIOR_N
+        m = fmean(b for _, b in pairs) * (EXACT_N if self.exact else PRIOR_N)
         return (sum(a for a, _ in pairs) + m) / (sum(b for _, b in pairs) + m)
+
+    def _ratios(self) -> list[float]:
+        """How long the latest items with a prior ran over their kinds' modelled means."""
+        return [d / self.mean[it.kind] for it, d, _ in self.seen[-SAMPLES:]
+                if it.kind in self.prior and self.mean[it.kind] > 0]
 
     def _doubt(self) -> float:
         """How uncertain the prior's scale is (the sd of its log): its items' spread over
         the square root of the items it stands on (`PRIOR_N`, and those seen); 0 without."""
         if not self.prior:
             return 0.0
+        if self.exact:  # the machine's speed: as uncertain as the items ran from their models
+            logs = [math.log(r) for r in self._ratios() if r > 0]
+            return max(EXACT_DOUBT, pstdev(logs) if len(logs) > 1 else 2 * EXACT_DOUBT)
         seen = sum(it.kind in self.prior for it, _, _ in self.seen)
         return fmean(self.cv.values()) / math.sqrt(PRIOR_N + seen)
 

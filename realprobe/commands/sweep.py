@@ -101,8 +101,9 @@ class SweepProgress:
     and an ETA that knows the runs left, task by task (a task under one configuration is one
     kind of run; one not seen yet costs its workflow steps x the time a step took), in the
     order they start, `workers` at a time. The reference agent's runs against a realprobe
-    sandbox also get a prior: the sandbox's fault profile says how its runs go
-    (`modelled_seconds`, worked out in a thread of its own while the first runs run)."""
+    sandbox are each a kind of their own with a prior: the sandbox's fault profile and seed
+    say how each will go (`modelled_seconds`, worked out in a thread of its own while the
+    first runs run); what the bar learns from finished runs is this machine's speed."""
 
     def __init__(self, *, disable: bool, workers: int = 1, label: str = "sweep",
                  transient: bool = False, catalog: Catalog | None = None) -> None:
@@ -129,33 +130,46 @@ class SweepProgress:
         from realprobe.commands.progress import Item
 
         cells: dict[int, int] = {}
-        first: dict[str, Job] = {}
+        modelled: dict[str, Job] = {}
         for job in jobs:
             cell = cells.setdefault(id(job.cfg), len(cells))
             kind = self.kind_of[job.key] = f"{job.task.instance_id}@{cell}"
-            first.setdefault(kind, job)
+            if modelled_target(job) is not None:  # a run the sandbox's seed decides
+                kind = self.kind_of[job.key] = f"{kind}#{job.key}"
+                modelled[kind] = job
         self.eta.replan([Item(self.kind_of[j.key], weight=len(j.task.workflow.steps))
                          for j in jobs])
         self.bar.update(self.task, total=len(jobs))
-        modelled = {k: j for k, j in first.items() if modelled_target(j) is not None}
         if modelled:
             self.modelling = threading.Thread(target=self._model, args=(modelled,),
                                               daemon=True)
             self.modelling.start()
 
     def _model(self, jobs: dict[str, Job]) -> None:
+        """Each run's modelled seconds: the one run it will be when the sandbox says its seed,
+        else what such runs take (once per task and configuration)."""
         from realprobe.adapters.catalog import Catalog
-        from realprobe.sandbox.admin import served_profile
+        from realprobe.sandbox.admin import served_profile, served_seed
         from realprobe.tasks.executors import modelled_seconds
 
         catalog = self.catalog or Catalog.load([])
-        profiles: dict[str, Profile | None] = {}
+        served: dict[str, tuple[Profile | None, int | str | None]] = {}
+        alike: dict[str, Sequence[float]] = {}  # seed unknown: per task and configuration
         prior: dict[str, Sequence[float]] = {}
         for kind, job in jobs.items():
             url = str(modelled_target(job))
-            profile = profiles[url] = profiles[url] if url in profiles else served_profile(url)
-            if profile is not None:
-                prior[kind] = modelled_seconds(job, catalog, profile)
+            if url not in served:
+                served[url] = (served_profile(url), served_seed(url))
+            profile, seed = served[url]
+            if profile is None:
+                continue
+            if seed is not None:
+                prior[kind] = modelled_seconds(job, catalog, profile, sandbox_seed=seed)
+            else:
+                cell = kind.split("#", 1)[0]
+                if cell not in alike:
+                    alike[cell] = modelled_seconds(job, catalog, profile)
+                prior[kind] = alike[cell]
         self.eta.set_prior(prior)
 
     def finished(self, f: object) -> None:

@@ -265,6 +265,9 @@ class ProbeRun:
         self.t0 = self.clock.now()
         self.run_id = run_id or new_run_id(self.started_wall)
         self.rng = random.Random(seed)
+        # what a sandbox draws this run's outcomes by: a seeded run meets the same
+        # outcomes again, an unseeded one outcomes of its own
+        self.draw_key = f"probe-{seed}" if seed is not None else self.run_id
         self.implicit = ImplicitWatch()  # signs of implicit faults in successful answers
         self.hosts: list[_Host] = []
         self.api_policy: dict[str, Politeness] = {}
@@ -428,7 +431,7 @@ class ProbeRun:
 
     async def _call(self, call: ProbeCall) -> ToolResult:
         # belt and braces: the client enforces the deadline; the guard guards the guard
-        token = DRAW.set(f"{self.run_id}:{call.round}")  # a sandbox draws this round's own
+        token = DRAW.set(f"{self.draw_key}:{call.round}")  # this round's own outcome
         try:
             with DeadlineGuard(self.timeout, virtual=self.clock.virtual,
                                grace_s=GRACE_S + self.client.grace_s) as guard:

@@ -205,6 +205,24 @@ def served_profile(url: str) -> Profile | None:
     one client (its deadline, body cap and JSON limits); None when it serves none, or does not
     say (the runtime API switched off, a token required, not a realprobe sandbox, no answer
     within 2 s)."""
+    body = _admin_json(url, "/profile")
+    try:
+        return Profile.model_validate(body) if body else None
+    except ValidationError:
+        return None
+
+
+def served_seed(url: str) -> int | str | None:
+    """The seed a running sandbox at `url` draws by (as `served_profile` reads it); None when
+    it does not say."""
+    body = _admin_json(url, "")
+    seed = body.get("seed") if isinstance(body, dict) else None
+    ok = isinstance(seed, int | str) and not isinstance(seed, bool) and len(str(seed)) <= 200
+    return seed if ok else None
+
+
+def _admin_json(url: str, path: str) -> Any:
+    """GET `<sandbox>/_admin<path>` as JSON, or None (see `served_profile`)."""
     from realprobe.adapters.bounded import load_json
     from realprobe.http.client import ClientConfig, SyncHttpClient
     from realprobe.http.transports import check_sandbox_url, sync_live_transport
@@ -213,9 +231,8 @@ def served_profile(url: str) -> Profile | None:
     config = ClientConfig(connect_timeout_s=2.0, read_timeout_s=2.0, deadline_s=2.0)
     try:
         with SyncHttpClient(sync_live_transport(), config=config) as client:
-            got = client.fetch("GET", url.split("/_fault/", 1)[0].rstrip("/") + ADMIN
-                               + "/profile", allow_private=True)
-        body = load_json(got.body) if got.status == 200 else None
-        return Profile.model_validate(body) if body else None
-    except (RealprobeError, ValidationError):
+            got = client.fetch("GET", url.split("/_fault/", 1)[0].rstrip("/") + ADMIN + path,
+                               allow_private=True)
+        return load_json(got.body) if got.status == 200 else None
+    except RealprobeError:
         return None

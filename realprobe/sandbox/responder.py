@@ -176,6 +176,9 @@ class Responder:
                           active, entry)
         entry.tool = route.tool
         numbered = draw_of(headers)
+        if numbered is not None and forced is None and path.split("/", 2)[-1].startswith(
+                MOVED_PREFIX[1:] + "/"):
+            forced = "ok"  # where a numbered call was sent on: its outcome was drawn already
         entry.draw = None if numbered is None else numbered[1]
         outcome, variant = self._draw(route, forced, numbered)
         got = await self._success_body(route, variant, outcome.pick, method, original, query,

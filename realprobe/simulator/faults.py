@@ -15,8 +15,10 @@ keep the exact streams they always had):
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -268,6 +270,19 @@ class ImplicitStream:
         return out
 
 
+#: callers a model keeps apart at once (the least recently seen go first)
+MAX_CALLERS = 4096
+#: outcomes a caller's model keeps per tool (the latest call numbers)
+MAX_KEPT = 1024
+
+
+def caller_seed(seed: int | str, key: str) -> int:
+    """The seed of caller `key`'s own model under a model seeded `seed` (`draw_numbered`):
+    64 bits of a hash, so it is also a seed any door takes."""
+    digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
 class PlanRun(Protocol):
     """A fault plan applied to one run's calls (`simulator.plans.PlanState`)."""
 
@@ -298,8 +313,10 @@ class FaultModel:
         self._streams: dict[str, ToolStream] = {}
         self._implicit: dict[str, ImplicitStream] = {}
         self._calls: dict[str, int] = {}
-        self._ahead: dict[str, dict[int, Outcome]] = {}  # drawn before their turn came
-        self._bases: dict[tuple[str, str], int] = {}  # (tool, caller's key) -> its first index
+        #: a caller's model: the outcomes it drew, by tool and call number (`_nth`)
+        self._kept: dict[str, dict[int, Outcome]] = {}
+        #: the callers that number their calls, each with a model of its own (`draw_numbered`)
+        self._callers: OrderedDict[str, FaultModel] = OrderedDict()
         self._plan_state: PlanRun | None = plan.start(seed) if plan is not None else None
         self.ledger: list[Injection] = []
         #: the task's history: (tool, failed) per call, in call order
@@ -335,18 +352,42 @@ class FaultModel:
         return 1.0 - min(max(p, RB_CLAMP[0]), RB_CLAMP[1])
 
     def draw_numbered(self, tool: str, key: str, n: int, now_s: float | None = None) -> Outcome:
-        """The outcome of call `n` (from 0) of the caller `key` (a probe run) whatever order
-        its calls arrive in: the caller's calls take the tool's stream from where it stood when
-        the first of them came; outcomes drawn ahead wait for their call."""
-        if len(self._bases) > 100_000:
-            self._bases.clear()
-        base = self._bases.setdefault((tool, key), self._calls.get(tool, 0))
-        ahead = self._ahead.setdefault(tool, {})
-        index = base + n
-        while (drawn := self._calls.get(tool, 0)) <= index:
-            ahead[drawn] = self.draw(tool, now_s)
-        got = ahead.pop(index, None)
-        return got if got is not None else self.draw(tool, now_s)  # a number used twice
+        """The outcome of call `n` (from 0) of `tool` by the caller `key` (a probe run, a task
+        run): the n-th outcome of that tool in a model of the caller's own, seeded by
+        `caller_seed(seed, key)`. It depends on nothing else: not on the order calls arrive
+        in, nor on other callers' calls, nor on how often it is asked (a run made again meets
+        the same faults), so runs side by side meet what each would alone, and an in-process
+        `FaultModel(profile, caller_seed(seed, key))` called in the same order meets the same
+        outcomes."""
+        model = self._callers.get(key)
+        if model is None:
+            if len(self._callers) >= MAX_CALLERS:
+                self._callers.popitem(last=False)
+            model = self._callers[key] = FaultModel(self.profile, caller_seed(self.seed, key),
+                                                    self.plan)
+            model.ledger = self.ledger  # one ledger: what the whole server injected
+        else:
+            self._callers.move_to_end(key)
+        return model._nth(tool, n, now_s)
+
+    def _nth(self, tool: str, n: int, now_s: float | None) -> Outcome:
+        """The tool's n-th outcome: kept, else drawn up to it (from the stream's start again
+        when it was drawn too long ago to be kept)."""
+        kept = self._kept.setdefault(tool, {})
+        got = kept.get(n)
+        if got is not None:
+            return got
+        if n < self._calls.get(tool, 0):  # let go of: the stream again from its start
+            self._streams.pop(tool, None)
+            self._calls[tool] = 0
+            kept.clear()
+        while (drawn := self._calls.get(tool, 0)) <= n:
+            out = self.draw(tool, now_s)
+            if n - drawn < MAX_KEPT:  # the rest are passed over: a far number costs no memory
+                kept[drawn] = out
+        while len(kept) > MAX_KEPT:
+            del kept[min(kept)]
+        return kept[n]
 
     def draw(self, tool: str, now_s: float | None = None) -> Outcome:
         """One call's outcome; `now_s` (epoch seconds of the call) picks the day's effect and
@@ -358,9 +399,6 @@ class FaultModel:
             )
             self._implicit[tool] = ImplicitStream(self.profile, self.seed, tool)
         call = self._calls[tool] = self._calls.get(tool, 0) + 1
-        ahead = self._ahead.get(tool)
-        if ahead and call - 1 in ahead:  # an outcome drawn ahead is waiting for this turn
-            return ahead.pop(call - 1)
         rule = self.profile.rule in RB_RULES
         out = stream.draw(now_s, self.p_fail(tool, stream.profile.success_rate) if rule else None)
         if out.code is not None:

@@ -41,10 +41,12 @@ from realprobe.tasks.runner import (
     RunOutcome,
     Shared,
     check_cassettes,
+    draw_key,
     first_error,
     plan_runs,
     resume_key,
     run_one,
+    run_seed,
     target_label,
 )
 
@@ -83,34 +85,47 @@ def jobs_for(tasks: Sequence[Task], cfg: RunConfig) -> list[Job]:
     return [Job(cfg, t, p, r, len(runs)) for t, p, r in runs]
 
 
-#: seeds of the runs that model a job's length: far from any seed a user gives
+#: seeds of the runs that model a job's length when the target's seed is not known: far
+#: from any seed a user gives
 MODEL_SEED = 1 << 40
 
 
 def modelled_seconds(job: Job, catalog: Catalog, profile: Profile,
-                     samples: int = 32) -> list[float]:
-    """How long a run of `job` takes under the fault `profile`, `samples` times: the job run
-    in the simulator on its virtual clock (the agent's retries, back-offs and deadlines on
-    the profile's latencies, failures and hangs), in a few milliseconds each. Seeded apart
-    from the target: its own future draws are never looked at."""
+                     samples: int = 32, sandbox_seed: int | str | None = None) -> list[float]:
+    """How long a run of `job` takes against a sandbox serving the fault `profile`: the job
+    run in the simulator on its virtual clock (the agent's retries, back-offs and deadlines on
+    the profile's latencies, failures and hangs), in a few milliseconds each.
+
+    With the sandbox's seed: the one run it will be. The sandbox draws a run's calls by the
+    run's key (`FaultModel.draw_numbered`), so the simulator seeded `caller_seed(seed, key)`
+    meets the very outcomes the run will meet. Without: `samples` runs seeded apart from the
+    target, what such runs take."""
     import tempfile
     from dataclasses import replace
 
     from realprobe.http.mode import Mode
     from realprobe.outputs import write_output
+    from realprobe.simulator.faults import caller_seed
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.json"
         write_output(path, profile.model_dump_json(exclude_none=True), private=True)
         cfg = replace(job.cfg, mode=Mode.SIMULATE, sandbox=None, profile=str(path),
                       cassette=None, concurrency=1)
+        plans: list[tuple[RunConfig, int | None]]
+        if sandbox_seed is not None:
+            key = draw_key(run_seed(job.task.instance_id, cfg.agent, job.prompt, cfg.seed,
+                                    job.repeat))
+            plans = [(cfg, caller_seed(sandbox_seed, key))]
+        else:
+            plans = [(replace(cfg, seed=MODEL_SEED + k), None) for k in range(samples)]
 
         async def runs() -> list[float]:
             shared = Shared.for_config(cfg)
             try:
-                return [float((await run_one(job.task, replace(cfg, seed=MODEL_SEED + k),
-                                             job.prompt, job.repeat, catalog, shared=shared,
-                                             )).row["clock_s"]) for k in range(samples)]
+                return [float((await run_one(job.task, c, job.prompt, job.repeat, catalog,
+                                             shared=shared, fault_seed=seed)).row["clock_s"])
+                        for c, seed in plans]
             finally:
                 await shared.aclose()
 

@@ -172,6 +172,13 @@ def run_seed(task: str, agent: str, prompt: str, seed: int, repeat: int) -> int:
     return zlib.crc32(run_key(task, agent, prompt, seed, repeat).encode()) & 0x7FFFFFFF
 
 
+def draw_key(run_seed: int) -> str:
+    """What a run numbers its calls to a sandbox by (`X-Realprobe-Draw`): the outcomes it
+    meets are the sandbox's seed's and this key's, as a simulator seeded
+    `caller_seed(sandbox seed, key)` would play them (what the progress bar's model does)."""
+    return f"run-{run_seed}"
+
+
 def cassette_path(cfg: RunConfig, key: str, n_runs: int) -> Path | None:
     """Where this run's cassette is: `--cassette FILE` for one run, `--cassette DIR/` for
     several (one file per run), the shipped folder for replay without `--cassette`."""
@@ -249,12 +256,15 @@ async def run_one(
     batch: str = "",
     n_runs: int = 1,
     shared: Shared | None = None,
+    fault_seed: int | None = None,
 ) -> RunOutcome:
     """One task run in four steps: prepare (seed, cassette, client, tools, agent), run the
-    agent under the task's deadline, score what it did, and build the rows to store."""
+    agent under the task's deadline, score what it did, and build the rows to store.
+    `fault_seed`: the simulator's seed instead of the run's own (a model of a sandbox run)."""
     own = shared is None
     shared = shared or Shared.for_config(cfg)
-    run = prepare_run(task, cfg, prompt, repeat, catalog, n_runs=n_runs, shared=shared)
+    run = prepare_run(task, cfg, prompt, repeat, catalog, n_runs=n_runs, shared=shared,
+                      fault_seed=fault_seed)
     try:
         timing = await run_agent(run)
     finally:
@@ -298,20 +308,24 @@ def prepare_run(
     *,
     n_runs: int,
     shared: Shared,
+    fault_seed: int | None = None,
 ) -> PreparedRun:
-    """The run's task (with the config's limits), seed, cassette, client, tools and agent."""
+    """The run's task (with the config's limits), seed, cassette, client, tools and agent
+    (`fault_seed`: see `run_one`)."""
     task = run_variant(with_overrides(task, cfg), cfg, prompt, catalog)
     key = run_key(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     seed = run_seed(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     cassette = cassette_path(cfg, key, n_runs)
     agent = cfg.custom_agent or make_agent(cfg.agent, cfg.llm)
     clock: Clock = VirtualClock(0.0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY) else RealClock()
-    client = run_client(task, cfg, catalog, seed=seed, cassette=cassette, clock=clock)
+    client = run_client(task, cfg, catalog, seed=seed if fault_seed is None else fault_seed,
+                        cassette=cassette, clock=clock)
     bind_task(client, task)
     state = RunState()
     # the real internet (live, or recording it) gets each API's politeness interval
     polite = client.target.reaches_network
-    box = ToolBox(catalog, client, task, state, polite=polite, gates=shared.gates)
+    box = ToolBox(catalog, client, task, state, polite=polite, gates=shared.gates,
+                  draw_key=draw_key(seed))
     llm_transport = llm_transport_for(cfg, client.transport, shared)
     ctx = AgentContext(
         task=task,

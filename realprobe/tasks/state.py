@@ -19,6 +19,7 @@ from realprobe.adapters.tool import Tool
 from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import HttpClient
+from realprobe.http.transports import DRAW
 from realprobe.secrets import clip
 from realprobe.simulator.faults import Injection
 from realprobe.tasks.faults import (
@@ -154,6 +155,7 @@ class ToolBox:
         *,
         polite: bool = False,
         gates: HostGates | None = None,
+        draw_key: str | None = None,
     ) -> None:
         self.catalog = catalog
         self.client = client
@@ -169,6 +171,10 @@ class ToolBox:
         # tool -> (step id, the step's tools): how an agent's free-form calls map to steps
         self._steps = {t: (s.id, s.tools()) for s in task.workflow.steps for t in s.tools()}
         target = client.target
+        # a sandbox draws call n of each tool by this run's key (`FaultModel.draw_numbered`):
+        # runs side by side meet the faults each would meet alone, whatever the load
+        self.draw_key = draw_key if target.kind.value == "sandbox" else None
+        self._numbers: dict[str, int] = {}
         # a sandbox's journal says what it played for each call (paired by request id);
         # not read while recording, so a cassette holds the agent's calls only
         self.journal = (
@@ -269,7 +275,18 @@ class ToolBox:
         rec.fault_origin, rec.fault_kind, rec.fault_variant = label
 
     async def _polite_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
-        """The call, after this host's turn when the target is a real API."""
+        """The call (numbered for a sandbox), after this host's turn when the target is a
+        real API."""
+        if self.draw_key is None:
+            return await self._turn_call(tool, args)
+        n = self._numbers[tool.name] = self._numbers.get(tool.name, -1) + 1
+        token = DRAW.set(f"{self.draw_key}:{n}")
+        try:
+            return await self._turn_call(tool, args)
+        finally:
+            DRAW.reset(token)
+
+    async def _turn_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
         budget = max(1e-6, self.time_left())  # never past the deadline, even by a millisecond
         if not self.polite:
             timeout = min(self.task.constraints.call_timeout_s, budget)

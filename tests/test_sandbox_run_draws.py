@@ -1,0 +1,116 @@
+"""A task run against a sandbox numbers its calls (`X-Realprobe-Draw`), so the faults it meets
+are the sandbox's seed's and the run's own: not the order runs arrive in, how many run side by
+side, or what the sandbox served before. The simulator seeded for the run plays the same run,
+which is what the progress bar's model of a sandbox sweep stands on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from realprobe import api
+from realprobe.adapters.catalog import Catalog
+from realprobe.sandbox.admin import served_profile, served_seed
+from realprobe.sandbox.server import running
+from realprobe.tasks.executors import Finished, Job, jobs_for, modelled_seconds, run_local
+from realprobe.tasks.model import default_tasks_dir, load_tasks
+from realprobe.tasks.runner import RunConfig, run_one
+
+TASKS = ("pokemon_quiz", "author_workload", "dev_standup")
+#: the harsh profile's failures and bursts on quick calls, so the runs take seconds
+QUICK = {"format": "realprobe-profile/1", "name": "quick-harsh", "tools": {},
+         "default": {"success_rate": 0.5,
+                     "errors": {"TIMEOUT": 0.3, "SERVER_ERROR": 0.3, "NETWORK_ERROR": 0.2,
+                                "INVALID_RESPONSE": 0.1, "NOT_FOUND": 0.1},
+                     "latency_ms": {"lognormal": {"mu": 3.0, "sigma": 1.0}},
+                     "burst": {"p_fail_after_fail": 0.7, "p_fail_after_ok": 0.3}}}
+
+
+def _jobs(url: str) -> list[Job]:
+    tasks = load_tasks(default_tasks_dir())
+    # a hang waits out a short call deadline, so the runs stay quick
+    cfg = RunConfig(mode="live", sandbox=url, seed=3, repeat=2, call_timeout_s=0.4)
+    return jobs_for([tasks[t] for t in TASKS], cfg)
+
+
+def _trail(steps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(s["tool"], s["ok"], s["error_code"]) for s in steps]
+
+
+def _run(jobs: list[Job], concurrency: int) -> dict[str, tuple[list[tuple[Any, ...]], float]]:
+    got: dict[str, tuple[list[tuple[Any, ...]], float]] = {}
+
+    def done(f: Finished) -> None:
+        got[str(f.row["resume_key"])] = (_trail(f.steps), float(f.row["wall_s"]))
+
+    asyncio.run(run_local(jobs, Catalog.load([]), concurrency=concurrency, on_done=done,
+                          batch="b"))
+    return got
+
+
+@pytest.fixture(scope="module")
+def sandbox_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path = tmp_path_factory.mktemp("profile") / "quick.json"
+    path.write_text(json.dumps(QUICK))
+    sb = api.make_sandbox(path, seed=11)
+    with running(sb) as url:
+        jobs = _jobs(url)
+        side_by_side = _run(jobs, concurrency=6)
+        # the same runs again on the same sandbox, reversed, two at a time
+        one_by_one = _run(list(reversed(jobs)), concurrency=2)
+        profile, seed = served_profile(url), served_seed(url)
+    return {"jobs": jobs, "four": side_by_side, "one": one_by_one, "profile": profile,
+            "seed": seed, "path": path}
+
+
+def test_runs_meet_the_same_faults_side_by_side_or_again(sandbox_runs: dict[str, Any]
+                                                               ) -> None:
+    four, one = sandbox_runs["four"], sandbox_runs["one"]
+    assert set(four) == set(one) and len(four) == 2 * len(TASKS)
+    assert {k: v[0] for k, v in four.items()} == {k: v[0] for k, v in one.items()}
+    # some runs meet faults, and the two repeats of a task differ
+    trails = [v[0] for v in four.values()]
+    assert any(not ok for t in trails for _, ok, _ in t)
+    assert len({tuple(t) for t in trails}) > len(TASKS)
+
+
+def test_the_simulator_seeded_for_a_run_plays_that_run(sandbox_runs: dict[str, Any]) -> None:
+    from dataclasses import replace
+
+    from realprobe.simulator.faults import caller_seed
+    from realprobe.tasks.runner import draw_key, run_seed
+
+    assert sandbox_runs["seed"] == 11 and sandbox_runs["profile"].name == "quick-harsh"
+    cat = Catalog.load([])
+    for job in sandbox_runs["jobs"]:
+        key = draw_key(run_seed(job.task.instance_id, job.cfg.agent, job.prompt, job.cfg.seed,
+                                job.repeat))
+        cfg = replace(job.cfg, mode="simulate", sandbox=None,
+                      profile=str(sandbox_runs["path"]))
+        played = asyncio.run(run_one(job.task, cfg, job.prompt, job.repeat, cat,
+                                     fault_seed=caller_seed(11, key)))
+        assert _trail(played.steps) == sandbox_runs["four"][job.key][0], job.key
+
+
+def test_the_model_of_a_run_is_its_length_and_without_the_seed_a_spread(
+        sandbox_runs: dict[str, Any]) -> None:
+    cat, profile = Catalog.load([]), sandbox_runs["profile"]
+    exact = {j.key: modelled_seconds(j, cat, profile, sandbox_seed=11)
+             for j in sandbox_runs["jobs"]}
+    assert all(len(v) == 1 for v in exact.values())
+    # the real runs took at least their modelled time (the sandbox acts every delay out)
+    for key, (_, wall) in sandbox_runs["four"].items():
+        assert wall >= exact[key][0] * 0.95 - 0.05, (key, wall, exact[key])
+    spread = modelled_seconds(sandbox_runs["jobs"][0], cat, profile, samples=8)
+    assert len(spread) == 8 and len(set(spread)) > 1
+
+
+def test_a_sandbox_that_does_not_say_its_seed_gives_none() -> None:
+    sb = api.make_sandbox("calm", seed=0, admin=False)
+    with running(sb) as url:
+        assert served_seed(url) is None and served_profile(url) is None
+    with api.sandbox_running("calm", seed="nightly") as url:
+        assert served_seed(url) == "nightly"
