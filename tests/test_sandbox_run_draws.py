@@ -13,7 +13,7 @@ import pytest
 
 from realprobe import api
 from realprobe.adapters.catalog import Catalog
-from realprobe.sandbox.admin import served_profile, served_seed
+from realprobe.sandbox.admin import served_draws, served_profile
 from realprobe.sandbox.server import running
 from realprobe.tasks.executors import Finished, Job, jobs_for, modelled_seconds, run_local
 from realprobe.tasks.model import default_tasks_dir, load_tasks
@@ -61,9 +61,10 @@ def sandbox_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         side_by_side = _run(jobs, concurrency=6)
         # the same runs again on the same sandbox, reversed, two at a time
         one_by_one = _run(list(reversed(jobs)), concurrency=2)
-        profile, seed = served_profile(url), served_seed(url)
+        profile, draws = served_profile(url), served_draws(url)
+    assert draws is not None and draws.latency_scale == 1.0
     return {"jobs": jobs, "four": side_by_side, "one": one_by_one, "profile": profile,
-            "seed": seed, "path": path}
+            "seed": draws.seed, "path": path}
 
 
 def test_runs_meet_the_same_faults_side_by_side_or_again(sandbox_runs: dict[str, Any]
@@ -111,6 +112,51 @@ def test_the_model_of_a_run_is_its_length_and_without_the_seed_a_spread(
 def test_a_sandbox_that_does_not_say_its_seed_gives_none() -> None:
     sb = api.make_sandbox("calm", seed=0, admin=False)
     with running(sb) as url:
-        assert served_seed(url) is None and served_profile(url) is None
+        assert served_draws(url) is None and served_profile(url) is None
     with api.sandbox_running("calm", seed="nightly") as url:
-        assert served_seed(url) == "nightly"
+        draws = served_draws(url)
+        assert draws is not None and draws.seed == "nightly"
+
+
+def test_a_model_of_a_latency_scaled_sandbox_meets_its_delays() -> None:
+    """A sandbox started with a latency scale says so, and the profile scaled by it draws
+    the very delays the sandbox acts out: the same draws, times the scale."""
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import load_profile
+
+    sb = api.make_sandbox("published", seed=4, latency_scale=0.25)
+    with running(sb) as url:
+        draws = served_draws(url)
+        assert draws is not None and draws.latency_scale == 0.25
+    prof = load_profile("published")
+    for k in (0.25, 3.0):
+        base, scaled = FaultModel(prof, 4), FaultModel(prof.latency_scaled(k), 4)
+        for tool in ("advice_random", "pokeapi_pokemon", "not_in_the_catalogue"):
+            for _ in range(30):
+                a, b = base.draw(tool), scaled.draw(tool)
+                assert a.code == b.code and a.pick == b.pick
+                assert b.latency_s == pytest.approx(a.latency_s * k, rel=1e-9)
+    # a scale of 0 (the sandbox answers at once) is a profile that still loads
+    zero = prof.latency_scaled(0.0)
+    assert type(prof).model_validate_json(zero.model_dump_json()).default is not None
+
+
+def test_a_numbered_call_sent_on_to_its_moved_path_is_answered_as_moved() -> None:
+    """Where a numbered call was redirected to, the sandbox answers as the moved resource:
+    its outcome was drawn with the call (drawing call n again would play the redirect
+    again). Unnumbered requests there draw as before."""
+    import httpx
+
+    def status(client: httpx.Client, headers: dict[str, str]) -> int | str:
+        try:
+            return client.get("/advice-slip/_moved/advice", headers=headers).status_code
+        except httpx.HTTPError as exc:  # a dropped connection, a cut body
+            return type(exc).__name__
+
+    with (api.sandbox_running("harsh", seed=2) as url,
+          httpx.Client(base_url=url, timeout=5.0) as client):
+        numbered = [status(client, {"X-Realprobe-Draw": f"run-1:{n}",
+                                    "X-Realprobe-Budget": "0.5"}) for n in range(12)]
+        plain = [status(client, {"X-Realprobe-Budget": "0.5"}) for _ in range(12)]
+    assert numbered == [200] * 12
+    assert any(code != 200 for code in plain)

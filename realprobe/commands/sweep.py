@@ -149,7 +149,7 @@ class SweepProgress:
         """Each run's modelled seconds: the one run it will be when the sandbox says its seed,
         else what such runs take (once per task and configuration)."""
         from realprobe.adapters.catalog import Catalog
-        from realprobe.sandbox.admin import served_profile, served_seed
+        from realprobe.sandbox.admin import served_draws, served_profile
         from realprobe.tasks.executors import modelled_seconds
 
         catalog = self.catalog or Catalog.load([])
@@ -159,7 +159,10 @@ class SweepProgress:
         for kind, job in jobs.items():
             url = str(modelled_target(job))
             if url not in served:
-                served[url] = (served_profile(url), served_seed(url))
+                profile, draws = served_profile(url), served_draws(url)
+                if profile is not None and draws is not None:
+                    profile = profile.latency_scaled(draws.latency_scale)
+                served[url] = (profile, draws.seed if draws is not None else None)
             profile, seed = served[url]
             if profile is None:
                 continue

@@ -20,6 +20,7 @@ refuses anything else, and any cross-origin or foreign-Host request).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -212,13 +213,27 @@ def served_profile(url: str) -> Profile | None:
         return None
 
 
-def served_seed(url: str) -> int | str | None:
-    """The seed a running sandbox at `url` draws by (as `served_profile` reads it); None when
-    it does not say."""
+@dataclass(frozen=True)
+class Draws:
+    """How a running sandbox draws its answers, beyond its profile: its seed and the factor
+    its drawn latencies are acted out at."""
+
+    seed: int | str
+    latency_scale: float = 1.0
+
+
+def served_draws(url: str) -> Draws | None:
+    """The seed and latency scale a running sandbox at `url` draws by (read as
+    `served_profile` reads the profile); None when it does not say."""
     body = _admin_json(url, "")
-    seed = body.get("seed") if isinstance(body, dict) else None
-    ok = isinstance(seed, int | str) and not isinstance(seed, bool) and len(str(seed)) <= 200
-    return seed if ok else None
+    if not isinstance(body, dict):
+        return None
+    seed, scale = body.get("seed"), body.get("latency_scale", 1.0)
+    if (isinstance(seed, bool) or not isinstance(seed, int | str) or len(str(seed)) > 200
+            or isinstance(scale, bool) or not isinstance(scale, int | float)
+            or not 0 <= scale < 1e6):
+        return None
+    return Draws(seed, float(scale))
 
 
 def _admin_json(url: str, path: str) -> Any:

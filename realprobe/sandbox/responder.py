@@ -96,6 +96,7 @@ class Responder:
         upstream: Upstream | None = None,
         admin: bool = True,
         stats: Stats | None = None,
+        latency_scale: float = 1.0,
     ) -> None:
         self.routes = routes
         self.runtime = runtime
@@ -108,6 +109,7 @@ class Responder:
         describe = {
             "upstream": upstream.target if upstream else None,
             "recordings": bodies.recordings.count if bodies.recordings else 0,
+            "latency_scale": latency_scale,  # what a model of its calls scales them by
         }
         self.admin = Admin(runtime, journal, describe) if admin else None
 

@@ -103,6 +103,7 @@ class Sandbox(H11Server):
             upstream=upstream,
             admin=admin,
             stats=self.stats,
+            latency_scale=latency_scale,
         )
 
     @property

@@ -101,6 +101,23 @@ class LatencyModel(_Model):
             for w, mu, sigma in self.components()
         )
 
+    def scaled_by(self, k: float) -> LatencyModel:
+        """Every latency drawn from it times `k` (the same random draws: ln k added to each
+        component's mu), its quantiles and mean too; `k` 0 makes them all about 0."""
+        if k == 1:
+            return self
+        shift = math.log(k) if k > 0 else -math.inf
+        mu, sigma = self.params()
+        update: dict[str, Any] = {"lognormal": Lognormal(mu=max(-25.0, mu + shift), sigma=sigma)}
+        if self.mixture:
+            update["mixture"] = [c.model_copy(update={"mu": max(-25.0, c.mu + shift)})
+                                 for c in self.mixture]
+        for q in ("p50", "p90", "p95", "p99", "mean"):
+            value = getattr(self, q)
+            if value is not None:
+                update[q] = min(MAX_LATENCY_MS, value * k)
+        return self.model_copy(update=update)
+
     def params(self) -> tuple[float, float]:
         """(mu, sigma) of ln(latency_ms): the fit if present, else from p50/p90."""
         if self.lognormal is not None:
@@ -425,6 +442,21 @@ class Profile(_Model):
             "name": f"{self.name or 'profile'}@{lam:g}",
             "tools": {n: scale_tool(tp, lam) for n, tp in self.tools.items()},
             "default": scale_tool(base, lam),
+        })  # fmt: skip
+
+    def latency_scaled(self, k: float) -> Profile:
+        """Every tool's drawn latencies times `k`, as a sandbox started with
+        `--latency-scale k` acts them out (the same draws, so a model of its calls meets the
+        very delays it plays)."""
+        if k == 1:
+            return self
+
+        def at(tp: ToolProfile) -> ToolProfile:
+            return tp.model_copy(update={"latency_ms": tp.latency_ms.scaled_by(k)})
+
+        return self.model_copy(update={
+            "tools": {n: at(tp) for n, tp in self.tools.items()},
+            "default": at(self.default or CALM_TOOL),
         })  # fmt: skip
 
     def _scaled_resilibench(self, lam: float) -> Profile:
