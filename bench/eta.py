@@ -2,7 +2,10 @@
 machine: a probe of every tool through the published sandbox (2 s deadline, so hangs wait it
 out) with the catalogue's politeness and without it (calls side by side), and sweeps of the
 fourteen shipped tasks with the reference agent through the sandbox (real latencies, runs of
-0.3 to 80 s: each hang the agent meets costs it its 10 s tool deadline).
+0.3 to 80 s: each hang the agent meets costs it its 10 s tool deadline). The sweep's bar plays
+each run in the simulator as the sandbox's seed decides it (`modelled_seconds`); each sweep
+also reports how far the runs' real times were from those modelled (`run_over_model`: the
+median and extremes of real / modelled, runs of at least a second).
 
     python bench/eta.py [--sweep-seeds 5] [--save]     # writes bench/results/eta.json
 
@@ -130,18 +133,28 @@ def eta_sweep(seed: int, concurrency: int = 4) -> dict[str, Any]:
         sweep.write_text(f'prompts = ["optimal"]\nagents = ["reference"]\nrepeats = 2\n\n'
                          f'[[targets]]\nkind = "sandbox"\nurl = "{url}"\n')
         progress = SweepProgress(disable=True, workers=concurrency)
+        walls: list[tuple[str, float]] = []  # (kind, seconds) of each run
         with Reader(lambda: progress.eta, lambda: progress.eta.done) as reader:
 
             def on_done(run: Any) -> None:
                 progress.finished(run)
                 reader.mark()
+                walls.append((progress.kind_of.get(str(run.row.get("resume_key")), ""),
+                               float(run.row.get("wall_s") or 0.0)))
 
             result = api.sweep(sweep, db=Path(tmp) / "s.db", concurrency=concurrency,
                                on_planned=progress.planned, on_plan=progress.plan,
                                on_done=on_done)
     runs = result.summary.ran
+    prior = progress.eta.prior
+    ratios = sorted(wall / prior[k][0] for k, wall in walls
+                    if len(prior.get(k, ())) == 1 and prior[k][0] >= 1.0)
     return {"seconds": round(reader.end, 1), "runs": runs, "workers": concurrency,
-            "sandbox_seed": seed, "prior": bool(progress.eta.prior),
+            "sandbox_seed": seed, "prior": bool(prior),
+            "runs_modelled_one_by_one": sum(len(v) == 1 for v in prior.values()),
+            "run_over_model": {"runs": len(ratios), "min": round(ratios[0], 3),
+                               "median": round(ratios[len(ratios) // 2], 3),
+                               "max": round(ratios[-1], 3)} if ratios else None,
             **errors(reader.readings, reader.end, runs)}
 
 

@@ -354,17 +354,21 @@ def test_numbered_draws_do_not_depend_on_arrival_order() -> None:
 def test_a_numbered_call_asked_again_meets_the_same_outcome() -> None:
     """A run made again against the same sandbox meets the same faults, however long ago
     its numbers were drawn; a far number costs no memory, and many callers are let go."""
-    from realprobe.simulator.faults import MAX_KEPT, FaultModel
+    from realprobe.simulator.faults import MAX_CALL_NUMBER, MAX_KEPT, FaultModel
     from realprobe.simulator.profile import load_profile
 
     model = FaultModel(load_profile("harsh"), 0)
     first = [model.draw_numbered("advice_random", "run", n) for n in range(50)]
     assert [model.draw_numbered("advice_random", "run", n) for n in range(50)] == first
-    far = model.draw_numbered("advice_random", "run", 200_000)
+    far = model.draw_numbered("advice_random", "run", MAX_CALL_NUMBER - 1)
     caller = model._callers["run"]
     assert len(caller._kept["advice_random"]) <= MAX_KEPT
     assert [model.draw_numbered("advice_random", "run", n) for n in range(50)] == first
-    assert model.draw_numbered("advice_random", "run", 200_000) == far
+    assert model.draw_numbered("advice_random", "run", MAX_CALL_NUMBER - 1) == far
+    # past the numbers a caller may give: the shared stream's next outcome, nothing drawn up
+    drawn = caller._calls["advice_random"]
+    model.draw_numbered("advice_random", "run", 999_999)
+    assert caller._calls["advice_random"] == drawn and model._calls["advice_random"] == 1
     for n in range(5_000):  # many callers: the least recently seen are let go
         model.draw_numbered("advice_random", f"k{n}", 0)
     assert len(model._callers) <= 4096

@@ -274,6 +274,9 @@ class ImplicitStream:
 MAX_CALLERS = 4096
 #: outcomes a caller's model keeps per tool (the latest call numbers)
 MAX_KEPT = 1024
+#: call numbers a caller may give (a number is drawn up to: 10,000 take about 0.05 s); a
+#: call numbered past them takes the next outcome, as an unnumbered one does
+MAX_CALL_NUMBER = 10_000
 
 
 def caller_seed(seed: int | str, key: str) -> int:
@@ -358,7 +361,9 @@ class FaultModel:
         in, nor on other callers' calls, nor on how often it is asked (a run made again meets
         the same faults), so runs side by side meet what each would alone, and an in-process
         `FaultModel(profile, caller_seed(seed, key))` called in the same order meets the same
-        outcomes."""
+        outcomes. `n` from `MAX_CALL_NUMBER` on: the next outcome of the shared stream."""
+        if not 0 <= n < MAX_CALL_NUMBER:
+            return self.draw(tool, now_s)
         model = self._callers.get(key)
         if model is None:
             if len(self._callers) >= MAX_CALLERS:
