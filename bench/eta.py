@@ -101,7 +101,7 @@ def quantiles(errors: list[float]) -> dict[str, Any]:
 def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
     from realprobe import api
     from realprobe.commands.common import PolitenessChoice, load_catalog
-    from realprobe.commands.probes import LiveCounts, probe_model, probe_plan
+    from realprobe.commands.probes import LiveCounts, probe_exact, probe_model, probe_plan
 
     cat = load_catalog(None)
     choice = PolitenessChoice.CATALOG if polite else PolitenessChoice.OFF
@@ -109,7 +109,8 @@ def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
         target = api.options(sandbox=url)
         plan, lanes, workers = probe_plan(list(cat), rounds, target, choice)
         live = LiveCounts(plan, "probing", enabled=False, lanes=lanes, workers=workers or 32,
-                          deadline=2.0, model=probe_model(list(cat), target, 2.0))
+                          deadline=2.0, model=probe_model(list(cat), target, 2.0),
+                          exact=probe_exact(list(cat), rounds, target, 2.0, seed=1))
         with Reader(lambda: live.eta, lambda: live.ok + live.err) as reader:
 
             def on_call(row: dict[str, Any], result: Any) -> None:
@@ -120,6 +121,7 @@ def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
                       politeness=choice.value, seed=1, concurrency=32, on_call=on_call,
                       on_start=live.started)
     return {"seconds": round(reader.end, 1), "calls": len(plan), "polite": polite,
+            "calls_modelled_one_by_one": sum(map(len, live.exact.values())),
             **errors(reader.readings, reader.end, len(plan))}
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -160,3 +162,49 @@ def test_a_numbered_call_sent_on_to_its_moved_path_is_answered_as_moved() -> Non
         plain = [status(client, {"X-Realprobe-Budget": "0.5"}) for _ in range(12)]
     assert numbered == [200] * 12
     assert any(code != 200 for code in plain)
+
+
+def test_a_seeded_probe_meets_the_calls_its_model_says(tmp_path: Path) -> None:
+    """The probe's model of a sandbox that says its seed: each call's seconds as the sandbox
+    will draw them. Every call it says hangs to the deadline was a TIMEOUT, and no other; a
+    second probe with the same seed on the same sandbox meets the same outcomes."""
+    from realprobe.commands.probes import probe_exact
+
+    path = tmp_path / "quick.json"
+    path.write_text(json.dumps(QUICK))
+    tools = ["advice_random", "catfact_fact", "pokeapi_version"]
+    with api.sandbox_running(path, seed=5) as url:
+        target = api.options(sandbox=url)
+        cat = api.load_catalog()
+        exact = probe_exact([cat.get(t) for t in tools], 6, target, 0.5, seed=3)
+        codes: list[dict[tuple[str, int], Any]] = [{}, {}]
+        for n, got in enumerate(codes):
+            api.probe(tools, rounds=6, target=target, db=tmp_path / f"p{n}.db", timeout=0.5,
+                      politeness="off", seed=3,
+                      on_call=lambda row, _, got=got: got.__setitem__(
+                          (row["tool"], row["round"]), row["error_code"]))
+        other = probe_exact([cat.get(t) for t in tools], 6, target, 0.5, seed=4)
+    assert codes[0] == codes[1] and len(codes[0]) == 18
+    hangs = {(t, r) for t, secs in exact.items() for r, s in enumerate(secs) if s == 0.5}
+    assert hangs and hangs == {k for k, code in codes[0].items() if code == "TIMEOUT"}
+    assert other != exact  # another seed, other outcomes
+
+
+def test_the_probe_bar_counts_each_call_by_its_own_model() -> None:
+    """With a model of each call, the bar's items are the calls themselves (tool#round):
+    a start takes the tool's next round, an end its row's round, and what is left is what
+    the calls not ended will take."""
+    from realprobe.commands.probes import LiveCounts
+    from realprobe.commands.progress import Item
+
+    plan = [Item("a"), Item("b"), Item("a"), Item("b")]
+    live = LiveCounts(plan, "probing", enabled=False, workers=1, deadline=10.0,
+                      exact={"a": [1.0, 10.0], "b": [2.0, 3.0]})
+    assert [it.kind for it in live.eta.queue] == ["a#0", "b#0", "a#1", "b#1"]
+    live.started("a")
+    assert [it.kind for it, _ in live.eta.flying] == ["a#0"]
+    left = live.eta.remaining()
+    assert left is not None and 15.0 < left <= 16.0
+    live.started("b")
+    live({"tool": "a", "round": 0, "latency_ms": 1000.0}, SimpleNamespace(ok=True))  # type: ignore[arg-type]
+    assert [it.kind for it, _ in live.eta.flying] == ["b#0"] and live.eta.done == 1

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -161,6 +164,25 @@ def probe_model(tools: list[Tool], target: TransportOptions, deadline: float) ->
                      for state in (True, False, None)} for t in tools}
 
 
+def probe_exact(tools: list[Tool], rounds: int, target: TransportOptions, deadline: float,
+                seed: int) -> dict[str, list[float]]:
+    """Each tool's calls, round by round, as a realprobe sandbox that says its profile and
+    seed will draw them for a probe seeded `seed` (`probe_draw_key`): what each call takes,
+    up to this machine's speed. Empty for anything else."""
+    from realprobe.probes.runner import probe_draw_key
+    from realprobe.sandbox.admin import served_draws, served_profile
+    from realprobe.simulator.faults import numbered_call_seconds
+
+    if not target.sandbox or target.mode in (Mode.SIMULATE, Mode.REPLAY):
+        return {}
+    profile, draws = served_profile(target.sandbox), served_draws(target.sandbox)
+    if profile is None or draws is None:
+        return {}
+    profile, key = profile.latency_scaled(draws.latency_scale), probe_draw_key(seed, "")
+    return {t.name: numbered_call_seconds(profile, draws.seed, key, t.name, rounds, deadline,
+                                          time.time()) for t in tools}
+
+
 @contextmanager
 def cli_errors() -> Iterator[None]:
     """Library errors whose advice needs the command line's flags."""
@@ -214,11 +236,14 @@ class LiveCounts:
     The ETA knows the `plan` (`probe_plan`: the calls, host lanes, and `workers`, the calls
     side by side), the `deadline` a hang runs to and, against a sandbox, what its fault
     profile says the calls take (`probe_model`: the next call of a tool by how its last one
-    went); the run reports each start (`started`)."""
+    went), or, when it also says its seed, what each call will take (`exact`, from
+    `probe_exact`: each call is then an item of its own kind, `tool#round`); the run reports
+    each start (`started`)."""
 
     def __init__(self, plan: list[Item], label: str, enabled: bool = True,
                  lanes: dict[str, Lane] | None = None, workers: int = 1,
-                 deadline: float | None = None, model: dict[str, Model] | None = None) -> None:
+                 deadline: float | None = None, model: dict[str, Model] | None = None,
+                 exact: dict[str, list[float]] | None = None) -> None:
         from rich.progress import TextColumn
 
         from realprobe.commands.progress import progress_bar
@@ -227,6 +252,8 @@ class LiveCounts:
         self.err = 0
         self.plan, self.lanes = plan, lanes or {}
         self.workers, self.deadline, self.model = workers, deadline, model or {}
+        self.exact = exact or {}
+        self.starts: Counter[str] = Counter()  # per tool, with `exact`: its calls started
         self.eta = self._eta()
         self.progress = progress_bar(
             TextColumn("[green]{task.fields[ok]} ok[/green] [red]{task.fields[err]} err[/red]"),
@@ -238,10 +265,21 @@ class LiveCounts:
         from realprobe.commands.progress import Eta, Lane
 
         lanes = {k: Lane(v.gap_s, v.slots, v.jitter_s) for k, v in self.lanes.items()}
-        return Eta(self.plan, workers=self.workers, lanes=lanes, deadline=self.deadline,
-                   starts_reported=True, prior={k: m[None] for k, m in self.model.items()})
+        plan, prior = self.plan, {k: m[None] for k, m in self.model.items()}
+        if self.exact:
+            rounds: Counter[str] = Counter()
+            plan = []
+            for it in self.plan:
+                plan.append(replace(it, kind=f"{it.kind}#{rounds[it.kind]}"))
+                rounds[it.kind] += 1
+            prior = {f"{t}#{r}": [s] for t, secs in self.exact.items() for r, s in enumerate(secs)}
+        return Eta(plan, workers=self.workers, lanes=lanes, deadline=self.deadline,
+                   starts_reported=True, prior=prior)
 
     def started(self, tool: str) -> None:
+        if self.exact:  # a tool's calls start round by round
+            self.starts[tool] += 1
+            tool = f"{tool}#{self.starts[tool] - 1}"
         self.eta.start(tool)
 
     def __call__(self, row: dict[str, Any], result: ToolResult) -> None:
@@ -250,14 +288,16 @@ class LiveCounts:
         else:
             self.err += 1
         latency, tool = row.get("latency_ms"), str(row.get("tool"))
-        self.eta.advance(tool, None if latency is None else latency / 1000)
-        if tool in self.model:
+        kind = f"{tool}#{row.get('round')}" if self.exact else tool
+        self.eta.advance(kind, None if latency is None else latency / 1000)
+        if tool in self.model and not self.exact:
             self.eta.set_prior({tool: self.model[tool][not result.ok]})
         self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
 
     def new_round(self) -> None:
         """Count from zero again (the next round of a schedule)."""
         self.ok = self.err = 0
+        self.starts.clear()
         self.eta = self._eta()
         self.progress.reset(self.task, total=len(self.plan), ok=0, err=0, eta=self.eta)
 
@@ -356,7 +396,8 @@ def probe_cmd(
         picked = cat.select(chosen)
         plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
         live = LiveCounts(plan, "probing", lanes=lanes, workers=workers or concurrency,
-                          deadline=timeout, model=probe_model(picked, target, timeout))
+                          deadline=timeout, model=probe_model(picked, target, timeout),
+                          exact=probe_exact(picked, rounds, target, timeout, seed))
         with live:
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,

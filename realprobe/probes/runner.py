@@ -160,6 +160,12 @@ def new_run_id(wall: float) -> str:
     return f"{stamp}-{uuid.uuid4().hex[:8]}"
 
 
+def probe_draw_key(seed: int | None, run_id: str) -> str:
+    """What a probe numbers its calls to a sandbox by (`X-Realprobe-Draw`): a seeded run's
+    seed (the same probe again meets the same outcomes), else its run id."""
+    return f"probe-{seed}" if seed is not None else run_id
+
+
 def plan_calls(tools: Sequence[Tool], rounds: int) -> list[ProbeCall]:
     """Round-major: round r calls every tool with its example `r mod len(examples)`."""
     return [
@@ -267,7 +273,7 @@ class ProbeRun:
         self.rng = random.Random(seed)
         # what a sandbox draws this run's outcomes by: a seeded run meets the same
         # outcomes again, an unseeded one outcomes of its own
-        self.draw_key = f"probe-{seed}" if seed is not None else self.run_id
+        self.draw_key = probe_draw_key(seed, self.run_id)
         self.implicit = ImplicitWatch()  # signs of implicit faults in successful answers
         self.hosts: list[_Host] = []
         self.api_policy: dict[str, Politeness] = {}

@@ -422,6 +422,16 @@ class FaultModel:
         return out
 
 
+def numbered_call_seconds(profile: Profile, seed: int | str, key: str, tool: str, calls: int,
+                          deadline: float, now_s: float | None = None) -> list[float]:
+    """What calls 0 to `calls` - 1 of `tool` by the caller `key` take on a sandbox seeded
+    `seed` that serves `profile`: the outcomes `draw_numbered` will give them (their
+    latency, or the `deadline` for a hang or an answer slower than that)."""
+    model = FaultModel(profile, caller_seed(seed, key))
+    return [min(model.draw(tool, now_s).latency_s, deadline)
+            for _ in range(min(calls, MAX_CALL_NUMBER))]
+
+
 def call_seconds(profile: ToolProfile, deadline: float, after_failure: bool | None = None,
                  n: int = 200, seed: str = "call-seconds") -> list[float]:
     """What the next call of a tool takes under its `profile`, `n` draws: its latency, or
