@@ -260,7 +260,8 @@ async def run_one(
 ) -> RunOutcome:
     """One task run in four steps: prepare (seed, cassette, client, tools, agent), run the
     agent under the task's deadline, score what it did, and build the rows to store.
-    `fault_seed`: the simulator's seed instead of the run's own (a model of a sandbox run)."""
+    `fault_seed`: the simulator's seed instead of the run's own, and today's date (a model
+    of a sandbox run)."""
     own = shared is None
     shared = shared or Shared.for_config(cfg)
     run = prepare_run(task, cfg, prompt, repeat, catalog, n_runs=n_runs, shared=shared,
@@ -317,7 +318,11 @@ def prepare_run(
     seed = run_seed(task.instance_id, cfg.agent, prompt, cfg.seed, repeat)
     cassette = cassette_path(cfg, key, n_runs)
     agent = cfg.custom_agent or make_agent(cfg.agent, cfg.llm)
-    clock: Clock = VirtualClock(0.0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY) else RealClock()
+    # a model of a sandbox run draws on today's date, as the sandbox does (a profile's day
+    # effect); any other simulated run on a date of its own, so it repeats any day
+    wall0 = 0.0 if fault_seed is None else None
+    clock: Clock = (VirtualClock(wall0) if cfg.mode in (Mode.SIMULATE, Mode.REPLAY)
+                    else RealClock())
     client = run_client(task, cfg, catalog, seed=seed if fault_seed is None else fault_seed,
                         cassette=cassette, clock=clock)
     bind_task(client, task)
