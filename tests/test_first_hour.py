@@ -4,6 +4,7 @@ that list their verbs, numbers that repeat under load, a hint instead of silence
 from __future__ import annotations
 
 import io
+import json
 import re
 import sqlite3
 import subprocess
@@ -321,6 +322,23 @@ def test_an_answer_drawn_in_time_comes_by_three_quarters_of_the_budget() -> None
     assert len(delays) == 3 * len(api.load_catalog())
     assert not [d for d in delays if 1500 < d < 1900], sorted(delays)
     assert [d for d in delays if 1200 < d <= 1500] and [d for d in delays if d >= 1900]
+
+
+def test_a_schedule_whose_rounds_overlap_says_so_once(tmp_path: Path) -> None:
+    """Every call hangs to a 1.5 s deadline and rounds fire every second, so a fire time
+    falls inside a round: the schedule's own event says it was skipped, and no line of
+    APScheduler's reaches the console."""
+    dead = tmp_path / "dead.json"
+    dead.write_text(json.dumps({"format": "realprobe-profile/1", "name": "dead", "tools": {},
+                                "default": {"success_rate": 0.0, "errors": {"TIMEOUT": 1.0},
+                                            "latency_ms": {"p50": 50}}}))
+    with api.sandbox_running(dead, seed=0) as url:
+        res = cli("schedule", "--tools", "advice_random", "--every", "1s", "--max-runs", "2",
+                  "--sandbox", url, "--db", str(tmp_path / "s.db"), "--politeness", "off",
+                  "--timeout", "1.5")
+    assert res.returncode == 0, res.stderr
+    assert "skipped_overlap" in res.stderr
+    assert "Execution of job" not in res.stderr and "apscheduler" not in res.stderr.lower()
 
 
 def test_numbered_draws_do_not_depend_on_arrival_order() -> None:

@@ -218,3 +218,8 @@ def test_the_probe_bar_counts_each_call_by_its_own_model() -> None:
     live.started("b")
     live({"tool": "a", "round": 0, "latency_ms": 1000.0}, SimpleNamespace(ok=True))  # type: ignore[arg-type]
     assert [it.kind for it, _ in live.eta.flying] == ["b#0"] and live.eta.done == 1
+    # a schedule's next round: another seed, so its calls' own model
+    live.new_round({"a": [5.0, 5.0], "b": [1.0, 1.0]})
+    assert live.eta.prior["a#1"] == [5.0] and live.eta.done == 0
+    left = live.eta.remaining()
+    assert left is not None and 11.0 < left <= 12.5

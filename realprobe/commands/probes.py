@@ -294,10 +294,12 @@ class LiveCounts:
             self.eta.set_prior({tool: self.model[tool][not result.ok]})
         self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
 
-    def new_round(self) -> None:
-        """Count from zero again (the next round of a schedule)."""
+    def new_round(self, exact: dict[str, list[float]] | None = None) -> None:
+        """Count from zero again (the next round of a schedule; `exact`: its calls' model)."""
         self.ok = self.err = 0
         self.starts.clear()
+        if exact is not None:
+            self.exact = exact
         self.eta = self._eta()
         self.progress.reset(self.task, total=len(self.plan), ok=0, err=0, eta=self.eta)
 
@@ -528,14 +530,19 @@ def schedule_cmd(
     with cli_errors():
         picked = cat.select(chosen)
         plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
+        # round k is probed with the seed `seed` + k (`schedule`): its calls' own model
+        ended = Counter[str]()
         live = LiveCounts(plan, "round", lanes=lanes, workers=workers or concurrency,
                           deadline=timeout, enabled=not as_json and err_console.is_terminal,
-                          model=probe_model(picked, target, timeout))
+                          model=probe_model(picked, target, timeout),
+                          exact=probe_exact(picked, rounds, target, timeout, seed + 1))
 
         def event(e: dict[str, Any]) -> None:
             _show_event(e)
             if e["kind"].startswith("round_"):
-                live.new_round()
+                ended["rounds"] += 1
+                live.new_round(probe_exact(picked, rounds, target, timeout,
+                                           seed + ended["rounds"] + 1) if live.exact else None)
 
         with live:
             result = schedule(

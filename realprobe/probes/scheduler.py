@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,12 @@ from realprobe.errors import RealprobeError
 from realprobe.probes.runner import RunSummary, iso
 from realprobe.probes.windows import parse_duration
 from realprobe.store import RUN_LOCAL_NETWORK_FAILURE, Store
+
+# APScheduler says a skipped or missed fire time on its own logger, and the schedule's events
+# say it too (`skipped_overlap`, `missed`): without a logging set-up of the user's own its
+# lines go nowhere (Python's last-resort printer would put them on the console); with one,
+# they reach it as before
+logging.getLogger("apscheduler").addHandler(logging.NullHandler())
 
 #: a round: (round number from 1, stop event) -> the run's summary
 RoundFn = Callable[[int, asyncio.Event], Awaitable[RunSummary]]
