@@ -225,6 +225,9 @@ def test_the_bar_draws_the_eta_at_every_refresh() -> None:
     eta.advance()
     bar.update(task, advance=1)
     assert clock_text(eta.remaining()) == "ETA 0:00:18"
+    # a range is shown when it reaches past ±25%, unless its ends read the same second
+    assert clock_text(1.0, (0.6, 1.4)) == "ETA 0:00:01"
+    assert clock_text(10.0, (6.0, 14.0)) == "ETA 0:00:10 (0:06-0:14)"
     Console(file=buf, width=120).print(bar.get_renderable())
     assert "ETA 0:00:18" in buf.getvalue()
     clock.now = 10.0  # nothing finished since: drawn again, the estimate has moved

@@ -493,7 +493,9 @@ def clock_text(seconds: float | None, spread: tuple[float, float] | None = None)
 
     text = f"ETA {hms(seconds) if seconds >= 3600 else '0:' + hms(seconds).zfill(5)}"
     if spread is not None and not 0.75 * seconds <= spread[0] <= spread[1] <= 1.25 * seconds:
-        text += f" ({hms(spread[0])}-{hms(spread[1])})"
+        low, high = hms(spread[0]), hms(spread[1])
+        if low != high:  # a range within one second says nothing
+            text += f" ({low}-{high})"
     return text
 
 
