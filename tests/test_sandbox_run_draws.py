@@ -200,6 +200,14 @@ def test_a_seeded_probe_meets_the_calls_its_model_says(tmp_path: Path) -> None:
     assert other != exact  # another seed, other outcomes
 
 
+def test_a_probe_without_a_seed_draws_as_seed_0() -> None:
+    """A library probe run without a seed (`run_probes`) meets seed 0's outcomes, as a
+    transport without a seed does, so a test or bench on a fresh sandbox repeats itself."""
+    from realprobe.probes.runner import probe_draw_key
+
+    assert probe_draw_key(None) == probe_draw_key(0) == "probe-0" != probe_draw_key(1)
+
+
 def test_the_probe_bar_counts_each_call_by_its_own_model() -> None:
     """With a model of each call, the bar's items are the calls themselves (tool#round):
     a start takes the tool's next round, an end its row's round, and what is left is what

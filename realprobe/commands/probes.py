@@ -178,7 +178,7 @@ def probe_exact(tools: list[Tool], rounds: int, target: TransportOptions, deadli
     profile, draws = served_profile(target.sandbox), served_draws(target.sandbox)
     if profile is None or draws is None:
         return {}
-    profile, key = profile.latency_scaled(draws.latency_scale), probe_draw_key(seed, "")
+    profile, key = profile.latency_scaled(draws.latency_scale), probe_draw_key(seed)
     return {t.name: numbered_call_seconds(profile, draws.seed, key, t.name, rounds, deadline,
                                           time.time()) for t in tools}
 

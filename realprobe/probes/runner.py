@@ -160,10 +160,10 @@ def new_run_id(wall: float) -> str:
     return f"{stamp}-{uuid.uuid4().hex[:8]}"
 
 
-def probe_draw_key(seed: int | None, run_id: str) -> str:
-    """What a probe numbers its calls to a sandbox by (`X-Realprobe-Draw`): a seeded run's
-    seed (the same probe again meets the same outcomes), else its run id."""
-    return f"probe-{seed}" if seed is not None else run_id
+def probe_draw_key(seed: int | None) -> str:
+    """What a probe numbers its calls to a sandbox by (`X-Realprobe-Draw`): its seed, so the
+    same probe again meets the same outcomes; no seed is seed 0, as a transport's seed is."""
+    return f"probe-{seed or 0}"
 
 
 def plan_calls(tools: Sequence[Tool], rounds: int) -> list[ProbeCall]:
@@ -271,9 +271,7 @@ class ProbeRun:
         self.t0 = self.clock.now()
         self.run_id = run_id or new_run_id(self.started_wall)
         self.rng = random.Random(seed)
-        # what a sandbox draws this run's outcomes by: a seeded run meets the same
-        # outcomes again, an unseeded one outcomes of its own
-        self.draw_key = probe_draw_key(seed, self.run_id)
+        self.draw_key = probe_draw_key(seed)  # what a sandbox draws this run's outcomes by
         self.implicit = ImplicitWatch()  # signs of implicit faults in successful answers
         self.hosts: list[_Host] = []
         self.api_policy: dict[str, Politeness] = {}
