@@ -26,7 +26,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from realprobe.dbfacts import IMPLICIT_KINDS, META_TABLE, PHASE_COLUMNS, SCHEMA_VERSION
-from realprobe.errors import ErrorCode
+from realprobe.errors import ErrorCode, RealprobeError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -199,16 +199,12 @@ MAX_META_BYTES = 1 << 20
 
 def _meta(data: object) -> Any:
     """A chunk head or key as stored, JSON under the input limits (size, nesting)."""
-    from realprobe.limits import InputTooLarge, check_nesting
+    from realprobe.limits import load_json_text
 
-    if not isinstance(data, str | bytes) or len(data) > MAX_META_BYTES:
-        raise BadChunk("a chunk head or key that is no JSON text of at most 1 MB")
     try:
-        value = json.loads(data)
-        check_nesting(value, "chunk head", limit=3)
-    except (ValueError, RecursionError, InputTooLarge) as exc:
+        return load_json_text(data, "chunk head or key", max_bytes=MAX_META_BYTES, limit=3)
+    except RealprobeError as exc:
         raise BadChunk(f"an unreadable chunk head or key ({exc})") from None
-    return value
 
 
 def _chunk(lo: int, hi: int, data: object) -> Chunk:

@@ -184,6 +184,25 @@ def check_nesting(
             stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
 
 
+def load_json_text(data: object, where: str, *, max_bytes: int, limit: int = MAX_NESTING,
+                   max_entries: int | None = None) -> Any:
+    """JSON text or bytes held somewhere other than a file (a database cell, say) under the
+    input limits: at most `max_bytes`, nested at most `limit` deep, at most `max_entries`
+    entries. InputTooLarge or RealprobeError naming `where` in one line, never a traceback."""
+    if not isinstance(data, str | bytes):
+        raise RealprobeError(f"{where}: expected JSON text, got {type(data).__name__}")
+    if len(data) > max_bytes:
+        raise InputTooLarge(f"{where}: {len(data):,} bytes, over the limit of {max_bytes:,}")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise InputTooLarge(f"{where}: nested deeper than the limit of {limit} levels") from None
+    except ValueError as exc:
+        raise RealprobeError(f"{where}: not valid JSON ({exc})") from None
+    check_nesting(value, where, limit=limit, max_entries=max_entries)
+    return value
+
+
 def read_document(path: str | Path, what: str, fmt: str | None = None) -> Any:
     """The parsed content of a file a user hands in (`what`: "fault plan", "price file",
     ...), JSON, TOML or YAML by `fmt` or the file's suffix (JSON otherwise). Refused in one
