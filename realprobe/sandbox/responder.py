@@ -73,14 +73,17 @@ class Answer:
     entry: Entry | None = None  # None: a control path (not journaled)
 
 
-def _split_path(path: str, forced: str | None) -> tuple[str, str, str | None]:
-    """(api id, the API's own path, the forced variant) of `/<api>/<path>`; the `_moved`
-    target of a forced redirect answers normally."""
+def _split_path(path: str, forced: str | None, numbered: bool = False,
+                ) -> tuple[str, str, str | None]:
+    """(api id, the API's own path, the forced variant) of `/<api>/<path>`. The `_moved`
+    target of a forced redirect answers normally, and so does where a numbered call was
+    sent on (its outcome was drawn with the call: drawing it again would play the redirect
+    again)."""
     _, api, *rest_parts = path.split("/", 2)
     original = "/" + (rest_parts[0] if rest_parts else "")
     if original.startswith(MOVED_PREFIX + "/"):
         original = original[len(MOVED_PREFIX) :]
-        if forced == "redirect_ok":
+        if forced == "redirect_ok" or (numbered and forced is None):
             forced = "ok"
     return api, original, forced
 
@@ -168,7 +171,8 @@ class Responder:
         entry: Entry,
     ) -> Answer:
         entry.forced = forced is not None
-        api, original, forced = _split_path(path, forced)
+        numbered = draw_of(headers)
+        api, original, forced = _split_path(path, forced, numbered is not None)
         entry.api = api or None
         route = self.routes.match(api, method, original)
         active = resolve(self.runtime.toxics_for(api or None, route.tool if route else None),
@@ -177,10 +181,6 @@ class Responder:
             return Answer(await self._unrouted(api, method, original, query, headers, entry),
                           active, entry)
         entry.tool = route.tool
-        numbered = draw_of(headers)
-        if numbered is not None and forced is None and path.split("/", 2)[-1].startswith(
-                MOVED_PREFIX[1:] + "/"):
-            forced = "ok"  # where a numbered call was sent on: its outcome was drawn already
         entry.draw = None if numbered is None else numbered[1]
         outcome, variant = self._draw(route, forced, numbered)
         got = await self._success_body(route, variant, outcome.pick, method, original, query,
