@@ -473,10 +473,30 @@ def test_a_probe_against_a_sandbox_knows_its_profile() -> None:
 def test_a_hostile_sandbox_gives_no_profile_and_no_hang(case: str) -> None:
     """The profile is read through the one client: its deadline, body cap and JSON limits
     hold, and whatever goes wrong means no prior rather than an error or a hang."""
-    from realprobe.sandbox.admin import served_profile
+    from realprobe.sandbox.admin import served_draws, served_profile
 
     with HostileServer() as server:
         assert served_profile(f"{server.url}/{case}") is None
+        assert served_draws(f"{server.url}/{case}") is None
+
+
+@pytest.mark.parametrize("body", [
+    None, [], "seed", {}, {"seed": True}, {"seed": [1]}, {"seed": "x" * 201},
+    {"seed": 1, "latency_scale": float("nan")}, {"seed": 1, "latency_scale": -1},
+    {"seed": 1, "latency_scale": float("inf")}, {"seed": 1, "latency_scale": "1"},
+    {"seed": 1, "latency_scale": False},
+])
+def test_a_sandbox_state_of_another_shape_gives_no_draws(
+        body: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `GET /_admin` says is checked before the model draws by it: a seed that is no
+    integer or short string, or a latency scale that is no finite number from 0 up, means no
+    exact model (the bar falls back to what such runs take), never an error."""
+    from realprobe.sandbox import admin
+
+    monkeypatch.setattr(admin, "_admin_json", lambda url, path: body)
+    assert admin.served_draws("http://127.0.0.1:9") is None
+    monkeypatch.setattr(admin, "_admin_json", lambda url, path: {"seed": "n", "latency_scale": 0})
+    assert admin.served_draws("http://127.0.0.1:9") == admin.Draws("n", 0.0)
 
 
 def test_run_reports_its_plan_to_the_bar() -> None:
