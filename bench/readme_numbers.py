@@ -1,12 +1,13 @@
-"""Write the README's table of numbers from bench/results/*.json, so the figures cannot go stale.
+"""Write the table of numbers in docs/numbers.md from bench/results/*.json, so the figures
+cannot go stale.
 
-The table sits between `<!-- numbers:start -->` and `<!-- numbers:end -->` in README.md; a
-test checks that the README holds exactly what this script would write. A benchmark without a
+The table sits between `<!-- numbers:start -->` and `<!-- numbers:end -->` in docs/numbers.md;
+a test checks that the page holds exactly what this script would write. A benchmark without a
 results file is left out of the table.
 
     python bench/readme_numbers.py            # print the table
-    python bench/readme_numbers.py --write    # update README.md
-    python bench/readme_numbers.py --check    # exit 1 if README.md is out of date, or if
+    python bench/readme_numbers.py --write    # update docs/numbers.md
+    python bench/readme_numbers.py --check    # exit 1 if docs/numbers.md is out of date, or if
                                               # a rerun of bench/perf_table.py moves one of
                                               # its figures by more than its stated noise
     python bench/readme_numbers.py --check --no-rerun   # the first half only
@@ -27,7 +28,7 @@ from perf_table import CHECKED_BELOW, NOISE, claims
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-README = HERE.parent / "README.md"
+NUMBERS = HERE.parent / "docs" / "numbers.md"
 START, END = "<!-- numbers:start -->", "<!-- numbers:end -->"
 
 Row = tuple[str, str, str, str]  # what, result, goal, command
@@ -857,13 +858,13 @@ def rerun_check(results: Path = RESULTS) -> list[str]:
     for name, (was, noise) in claims(old).items():
         now = new.get(name, (float("nan"), noise))[0]
         held = abs(now - was) <= noise * abs(was)
-        print(f"{'ok ' if held else 'OFF'} {name}: README {was:g}, now {now:g} (±{noise:.0%})")
+        print(f"{'ok ' if held else 'OFF'} {name}: claimed {was:g}, now {now:g} (±{noise:.0%})")
         if not held:
             off.append(name)
     return off
 
 
-#: results file stem -> its rows, in the README's order
+#: results file stem -> its rows, in the table's order
 TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "perf_table": perf_table,
     "chunk_store": chunk_store,
@@ -926,36 +927,36 @@ def table(results: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
-def with_table(readme: str, results: Path = RESULTS) -> str:
-    """`readme` with the text between the markers replaced by the table."""
+def with_table(page: str, results: Path = RESULTS) -> str:
+    """`page` with the text between the markers replaced by the table."""
     try:
-        head, rest = readme.split(START, 1)
+        head, rest = page.split(START, 1)
         _, tail = rest.split(END, 1)
     except ValueError:
-        raise SystemExit(f"README.md lacks the {START} ... {END} markers") from None
+        raise SystemExit(f"{NUMBERS.name} lacks the {START} ... {END} markers") from None
     return f"{head}{START}\n{table(results)}\n{END}{tail}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="update README.md")
+    ap.add_argument("--write", action="store_true", help="update docs/numbers.md")
     ap.add_argument("--check", action="store_true",
-                    help="exit 1 if README.md is out of date or a rerun moves a figure")
+                    help="exit 1 if docs/numbers.md is out of date or a rerun moves a figure")
     ap.add_argument("--no-rerun", action="store_true", help="--check without the rerun")
     args = ap.parse_args()
-    current = README.read_text(encoding="utf-8")
+    current = NUMBERS.read_text(encoding="utf-8")
     wanted = with_table(current)
     if args.check:
         if current != wanted:
-            sys.exit("README.md numbers are stale: run python bench/readme_numbers.py --write")
+            sys.exit("docs/numbers.md is stale: run python bench/readme_numbers.py --write")
         off = [] if args.no_rerun else rerun_check()
         if off:
-            sys.exit(f"{len(off)} README figure(s) off by more than their noise: "
+            sys.exit(f"{len(off)} figure(s) off by more than their noise: "
                      + ", ".join(off))
         return
     if args.write:
-        README.write_text(wanted, encoding="utf-8")
-        print(f"updated {README}")
+        NUMBERS.write_text(wanted, encoding="utf-8")
+        print(f"updated {NUMBERS}")
         return
     print(table())
 
