@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode
+from realprobe import Catalog, Mode
 from realprobe.tasks.agents import LlmSettings
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch
@@ -358,25 +357,28 @@ def test_llm_retries_and_fallbacks_are_labelled_in_task_steps(
     assert r.row["outcome"] == "failure"
 
 
-def test_the_reflexion_agent_reflects_after_a_failure_and_an_unfinished_stop(
+def test_the_reflexion_agent_reflects_on_a_failed_attempt_and_tries_again(
     catalog: Catalog, llm: ScriptedLLM
 ) -> None:
     from realprobe.tasks.agents.openai_native import REFLECT
 
+    reflection = "I gave up when the joke failed; next time I ask for it again."
     r = run(
         catalog, llm, "openai-reflexion",
         [
             tool_calls(*((name, {}) for name in FETCHES)),  # the joke meets the plan's 503
-            text("The joke API failed."),  # stops unfinished: sent back to reflect
-            tool_calls(("icanhazdadjoke_random", {})),
+            text("The joke API failed."),  # stops unfinished: the attempt fell short
+            text(reflection),  # the reflection, in plain text as asked
+            tool_calls(*((name, {}) for name in FETCHES)),  # attempt 2, afresh
             tool_calls(("compose_post", {"text": "a post"})),
             text("TASK COMPLETE: stored."),
         ],
         fault_plan="toolmaze-explicit-transient",
     )
     users = [[m["content"] for m in b["messages"] if m["role"] == "user"] for b in llm.requests]
-    assert users[1][-1] == REFLECT  # after the turn with the failed call
-    assert users[2][-1] == "The task is not done. " + REFLECT
-    assert len(users[3]) == len(users[2]) and len(llm.requests) == 5  # a success: no prompt
-    assert r.row["termination"] == "finished" and r.row["tool_calls"] == 5
+    assert users[2][-1] == REFLECT  # asked once the attempt ended short of success
+    assert len(llm.requests[3]["messages"]) == 2 and reflection in users[3][0]
+    assert len(llm.requests) == 6
+    assert r.row["termination"] == "finished" and r.row["tool_calls"] == 7
+    assert r.row["attempts"] == 2 and r.row["reflections"][0]["reflection"] == reflection
     assert r.row["agent"] == "openai-reflexion"

@@ -469,7 +469,7 @@ def rows_to_store(run: PreparedRun, score: Score, timing: RunTiming, *, batch: s
     """The `task_runs` row and `task_steps` rows; a run that failed on infrastructure is
     marked an error (it says nothing about the agent)."""
     run_id = uuid.uuid4().hex
-    steps = [s.as_row(run_id) for s in run.state.steps]
+    steps = [s.as_row(run_id) for s in run.state.all_steps]
     row = run_row(run, score, timing, run_id=run_id, batch=batch)
     outcome = RunOutcome(row, steps, score, run.state)
     cause = infrastructure_failure(outcome)
@@ -509,8 +509,11 @@ def run_row(
         "fault_kinds": state.fault_kinds(),
         "fault_plan": str(cfg.fault_plan) if cfg.fault_plan is not None else None,
         "fault_rate": cfg.fault_rate,
-        "retries": sum(1 for s in state.steps if s.role == "retry"),
-        "fallbacks": sum(1 for s in state.steps if s.role == "fallback"),
+        "retries": sum(1 for s in state.all_steps if s.role == "retry"),
+        "fallbacks": sum(1 for s in state.all_steps if s.role == "fallback"),
+        # Reflexion: attempts used, and each earlier attempt with its reflection
+        "attempts": state.attempt,
+        "reflections": [a.as_json() for a in state.attempts] or None,
         "optimal_calls": len(task.workflow.steps),
         "tokens_in": state.tokens_in,
         "tokens_out": state.tokens_out,

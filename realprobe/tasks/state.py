@@ -67,6 +67,11 @@ class StepRecord:
     fault_kind: str | None = None
     #: the variant played (503, hang, stale, ...), when injected
     fault_variant: str | None = None
+    #: which setting put the injected fault there: profile | rate (the fault-rate dial) |
+    #: plan (a fault plan's rule); None: no injected fault, or the source is not known
+    fault_source: str | None = None
+    #: the attempt the call belongs to (Reflexion runs several; every other agent one)
+    attempt: int = 1
 
     @property
     def implicit_fault(self) -> bool:
@@ -100,7 +105,29 @@ class StepRecord:
             "fault_origin": self.fault_origin,
             "fault_kind": self.fault_kind,
             "fault_variant": self.fault_variant,
+            "fault_source": self.fault_source,
+            "attempt": self.attempt,
         }
+
+
+@dataclass
+class Attempt:
+    """An earlier attempt of a run that tries again (Reflexion): what it did, how it ended,
+    and the reflection the agent wrote on it before the next attempt."""
+
+    steps: list[StepRecord]
+    artifact: str | None
+    final_message: str
+    completion_signal: bool
+    termination: str
+    outcome: str  # its score: full | partial | failure
+    reflection: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "calls": len(self.steps), "outcome": self.outcome, "termination": self.termination,
+            "completion_signal": self.completion_signal, "reflection": self.reflection,
+        }  # fmt: skip
 
 
 @dataclass
@@ -115,24 +142,53 @@ class RunState:
     tokens_out: int = 0
     termination: str = "finished"
     error: str | None = None  # infrastructure failure (the LLM endpoint), not the agent's
+    #: earlier attempts (Reflexion); `steps`, the artifact and the final message are the
+    #: current (at the end: the final) attempt's, which is what the run is scored on
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def attempt(self) -> int:
+        """The number of the current attempt (1 for a run that never tried again)."""
+        return len(self.attempts) + 1
+
+    @property
+    def all_steps(self) -> list[StepRecord]:
+        """Every call of the run, earlier attempts first."""
+        return [s for a in self.attempts for s in a.steps] + self.steps
+
+    @property
+    def next_idx(self) -> int:
+        """The run-wide index of the next call (attempts continue the numbering)."""
+        return sum(len(a.steps) for a in self.attempts) + len(self.steps)
+
+    def begin_attempt(self, outcome: str, reflection: str) -> None:
+        """Close the current attempt (scored `outcome`, with the agent's reflection on it)
+        and start a fresh one: no calls, no artifact, no final message."""
+        self.attempts.append(Attempt(
+            self.steps, self.artifact, self.final_message, self.completion_signal,
+            self.termination, outcome, reflection,
+        ))  # fmt: skip
+        self.steps, self.artifact, self.artifact_tool = [], None, None
+        self.final_message, self.completion_signal, self.termination = "", False, "finished"
 
     @property
     def tool_calls(self) -> int:
-        return len(self.steps)
+        """Calls of every attempt (what the run cost)."""
+        return len(self.all_steps)
 
     @property
     def failures(self) -> int:
-        return sum(1 for s in self.steps if s.kind == "api" and not s.ok)
+        return sum(1 for s in self.all_steps if s.kind == "api" and not s.ok)
 
     @property
     def tool_faults(self) -> int:
-        """Faults met that the agent did not cause (implicit ones included)."""
-        return sum(1 for s in self.steps if s.tool_fault)
+        """Faults met that the agent did not cause (implicit ones included), any attempt."""
+        return sum(1 for s in self.all_steps if s.tool_fault)
 
     def fault_kinds(self) -> dict[str, int]:
         """Tool faults met, by kind (explicit/implicit x transient/permanent)."""
         kinds: dict[str, int] = {}
-        for s in self.steps:
+        for s in self.all_steps:
             if s.tool_fault and s.fault_kind:
                 kinds[s.fault_kind] = kinds.get(s.fault_kind, 0) + 1
         return kinds
@@ -216,7 +272,7 @@ class ToolBox:
     ) -> StepRecord:
         """A call that never reached a tool: unknown name or unparseable arguments."""
         role, step_id = self.infer_role(tool)
-        rec = _rejected(len(self.state.steps), turn, tool, kind, role, args, msg, step_id)
+        rec = _rejected(self.state.next_idx, turn, tool, kind, role, args, msg, step_id)
         self._after(rec)
         return rec
 
@@ -242,7 +298,7 @@ class ToolBox:
         step_id: str | None = None,
     ) -> StepRecord:
         self.check_deadline()
-        idx = len(self.state.steps)
+        idx = self.state.next_idx
         if role is None:
             role, step_id = self.infer_role(name)
         if name in OUTPUT_TOOLS:
@@ -350,7 +406,16 @@ class ToolBox:
             step_id=step_id,
         )
 
+    def new_attempt(self, outcome: str, reflection: str) -> None:
+        """The run tries again (Reflexion): the state starts a fresh attempt, and the loop
+        and consecutive-failure limits count afresh; the deadline and the tools' own state
+        (a dead tool stays dead) carry on."""
+        self.state.begin_attempt(outcome, reflection)
+        self._consecutive_failures = 0
+        self._ok_calls.clear()
+
     def _after(self, rec: StepRecord) -> None:
+        rec.attempt = self.state.attempt
         self.state.steps.append(rec)
         limits = self.task.constraints
         if rec.ok:

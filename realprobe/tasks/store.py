@@ -21,8 +21,9 @@ from realprobe.store import (
 
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
 #: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics;
-#: 5 the fault labels: who caused each step's fault, and of what kind)
-TASK_SCHEMA_VERSION = 6
+#: 5 the fault labels: who caused each step's fault, and of what kind; 7 attempts and
+#: reflections, each step's attempt and the setting that injected its fault)
+TASK_SCHEMA_VERSION = 7
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
     "id": str,
@@ -83,6 +84,9 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     # schema 6: WorkflowPerturb's MCIS node F1; the share of API steps a graded flaw touched
     "graph_node_f1": float,
     "severity_share": float,
+    # schema 7: attempts used (Reflexion tries again), earlier attempts and their reflections
+    "attempts": int,
+    "reflections": str,  # JSON list: per earlier attempt its outcome, end and reflection
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
@@ -107,6 +111,9 @@ TASK_STEPS_COLUMNS: dict[str, Any] = {
     "fault_origin": str,  # injected | upstream | agent (null: no fault)
     "fault_kind": str,  # explicit|implicit - transient|permanent
     "fault_variant": str,
+    # schema 7
+    "fault_source": str,  # profile | rate | plan: which setting injected the fault
+    "attempt": int,  # 1, 2, ...: the attempt the call belongs to
 }
 
 

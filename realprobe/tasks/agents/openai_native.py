@@ -12,7 +12,7 @@ from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import LlmLoop, parse_arguments, run_tool
 from realprobe.tasks.agents.openai_text import TAG, text_call
 from realprobe.tasks.outputs import OUTPUT_TOOLS
-from realprobe.tasks.state import tool_message
+from realprobe.tasks.state import Terminated, tool_message
 
 _DEFINITIONS: dict[tuple[int, bool], list[dict[str, Any]]] = {}
 
@@ -122,42 +122,96 @@ class OpenAIToolAgent(LlmLoop):
         return False
 
 
-#: what the Reflexion variant asks after a failed step, and when the model stops unfinished
+#: what the Reflexion agent asks after an attempt that did not succeed (free text expected)
 REFLECT = (
-    "Reflect before your next step: in two or three sentences, say why that did not work "
-    "and what you will do differently (retry, another tool, other arguments); then go on."
+    "That attempt did not complete the task. In a few sentences, reflect: say why it did not "
+    "work and what you will do differently next time (retry, another tool, other "
+    "arguments). Answer in plain text only; do not call a tool now."
 )
-#: times a run that stopped without storing its result is sent back after a reflection
-MAX_REFLECTIONS = 2
+#: how the next attempt's prompt carries the reflections of the earlier ones
+REFLECTIONS_HEADER = "Reflections on your earlier attempts at this task (learn from them):"
+#: attempts a Reflexion run makes at most (the first and up to two more after reflecting)
+MAX_ATTEMPTS = 3
 
 
 class OpenAIReflexionAgent(OpenAIToolAgent):
-    """ReliabilityBench's second architecture: the ReAct-style tool loop plus Reflexion's
-    verbal self-reflection. After a turn with a failed tool call, and when the model stops
-    without the completion signal, it is asked to reflect; the reflection stays in its
-    context (its episodic memory) for the rest of the run, within the same turn limit."""
+    """ReliabilityBench's second architecture, Reflexion over the ReAct tool loop: an
+    attempt; when the evaluator (the task's own scoring) says it fell short of full success,
+    a verbal self-reflection on it; then a fresh attempt whose prompt carries every
+    reflection so far (the episodic memory), up to `attempts` attempts. The run ends only by
+    success, the attempt cap or the task's deadline; the turn limit, a loop or ten failed
+    calls in a row end one attempt. Every attempt and its reflection are stored; the run is
+    scored on its final attempt."""
 
     name = "openai-reflexion"
 
-    async def loop(self, ctx: AgentContext, client: openai.AsyncOpenAI) -> None:
-        self.reflections = 0
-        await super().loop(ctx, client)
+    def __init__(self, settings: Any = None, attempts: int = MAX_ATTEMPTS) -> None:
+        super().__init__(settings)
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self.attempts = attempts
 
-    async def turn(
-        self,
-        ctx: AgentContext,
-        client: openai.AsyncOpenAI,
-        messages: list[dict[str, Any]],
-        turn: int,
-    ) -> bool:
-        before = len(ctx.state.steps)
-        if await super().turn(ctx, client, messages, turn):
-            if ctx.state.completion_signal or self.reflections >= MAX_REFLECTIONS:
-                return True
-            self.reflections += 1
+    async def loop(self, ctx: AgentContext, client: openai.AsyncOpenAI) -> None:
+        from realprobe.tasks.scoring import score_run  # the evaluator: the run's own scoring
+
+        reflections: list[str] = []
+        turns = 0
+        for attempt in range(1, self.attempts + 1):
+            p = self.prompt(ctx)
+            user = p.user if not reflections else p.user + "\n\n" + _memory(reflections)
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": p.system},
+                {"role": "user", "content": user},
+            ]
+            try:
+                for _ in range(ctx.task.constraints.max_turns):
+                    turns += 1
+                    ctx.state.turns = turns
+                    ctx.box.check_deadline()
+                    if await self.turn(ctx, client, messages, turns):
+                        break
+                else:
+                    raise Terminated("turn_limit")
+            except Terminated as exc:
+                if exc.reason == "deadline":
+                    raise
+                ctx.state.termination = exc.reason  # this attempt's end, not the run's
+            outcome = score_run(ctx.task, ctx.state).outcome
+            if outcome == "full" or attempt == self.attempts:
+                return
+            ctx.box.check_deadline()
+            reflection = await self.reflect(ctx, client, messages)
+            reflections.append(reflection)
+            ctx.box.new_attempt(outcome, reflection)
+
+    async def reflect(
+        self, ctx: AgentContext, client: openai.AsyncOpenAI, messages: list[dict[str, Any]]
+    ) -> str:
+        """The model's reflection on the attempt in `messages`: its text, whatever else the
+        reply holds. A tool call beside it (or instead of it) is not run; a reply with no
+        text is an empty reflection, and the next attempt starts all the same."""
+        if ctx.state.final_message and (not messages or messages[-1]["role"] != "assistant"):
             messages.append({"role": "assistant", "content": ctx.state.final_message})
-            messages.append({"role": "user", "content": "The task is not done. " + REFLECT})
-            return False
-        if any(not s.ok for s in ctx.state.steps[before:]):
-            messages.append({"role": "user", "content": REFLECT})
-        return False
+        _close_open_calls(messages)
+        messages.append({"role": "user", "content": REFLECT})
+        msg = await self._complete(ctx, client, messages)
+        return (msg.content or "").strip()
+
+
+def _close_open_calls(messages: list[dict[str, Any]]) -> None:
+    """Answer the calls an attempt ended in the middle of (a limit cut a turn of several
+    calls short): a conversation with an unanswered tool call is refused by endpoints."""
+    answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
+    for m in reversed(messages):
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            for c in m["tool_calls"]:
+                if c["id"] not in answered:
+                    messages.append({"role": "tool", "tool_call_id": c["id"],
+                                     "content": "ERROR: not run (the attempt ended)"})
+            return
+
+
+def _memory(reflections: list[str]) -> str:
+    lines = [REFLECTIONS_HEADER]
+    lines += [f"Attempt {i}: {r or '(no reflection given)'}" for i, r in enumerate(reflections, 1)]
+    return "\n".join(lines)
