@@ -13,7 +13,7 @@ or invalid-request error (-32600), and the server keeps reading.
 from __future__ import annotations
 
 import asyncio
-import json
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -21,6 +21,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from realprobe.errors import RealprobeError
+from realprobe.limits import MAX_ENTRIES, InputTooLarge, load_json_text
 from realprobe.serving import Guard, Refusal
 
 #: open sessions one client address may hold
@@ -173,16 +174,50 @@ def check_session_limits(max_sessions: int, idle_s: float) -> None:
 # -- stdio -------------------------------------------------------------------------------
 
 
-def line_problem(line: str) -> types.JSONRPCError | bool | None:
+#: the start of a JSON-RPC message up to its id (serialisers write `jsonrpc` and `id` first)
+_HEAD_ID = re.compile(r'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"[^"]*"\s*,\s*)?"id"\s*:\s*'
+                      r'(-?\d{1,18}|"[^"\\]{0,200}")\s*[,}]')
+
+
+class Unreadable(ValueError):
+    """A line that is not one JSON message under the input limits; `rid` is the id its head
+    names, when it names one (so a request or answer over a limit can still be answered)."""
+
+    def __init__(self, why: str, rid: int | str | None, over_limit: bool) -> None:
+        super().__init__(why)
+        self.rid = rid
+        #: JSON over a limit (size, nesting, entries), not a line that is not JSON at all
+        self.over_limit = over_limit
+
+
+def read_message(line: str, max_bytes: int) -> Any:
+    """One JSON-RPC line as data, parsed under the input limits (`limits.load_json_text`:
+    at most `max_bytes`, nested and sized within the limits for any document); Unreadable
+    otherwise, never a RecursionError or a huge allocation."""
+    if line == TOO_LONG:
+        raise Unreadable("too long", None, True)
+    try:
+        return load_json_text(line, "message", max_bytes=max_bytes, max_entries=MAX_ENTRIES)
+    except RealprobeError as exc:
+        head = _HEAD_ID.match(line[:400])
+        rid: int | str | None = None
+        if head is not None:
+            rid = int(head[1]) if head[1][0] != '"' else head[1][1:-1]
+        raise Unreadable(str(exc).removeprefix("message: "), rid,
+                         isinstance(exc, InputTooLarge)) from None
+
+
+def line_problem(line: str, max_bytes: int = 16 * 1024 * 1024
+                 ) -> types.JSONRPCError | bool | None:
     """None: pass the line on. False: skip it silently (blank). An error: answer it."""
     if line == TOO_LONG:
         return _error(None, PARSE_ERROR, "Parse error: line too long")
     if not line.strip():
         return False
     try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        return _error(None, PARSE_ERROR, f"Parse error: {str(exc)[:200]}")
+        obj = read_message(line, max_bytes)
+    except Unreadable as exc:
+        return _error(exc.rid, PARSE_ERROR, f"Parse error: {str(exc)[:200]}")
     try:
         types.jsonrpc_message_adapter.validate_python(obj, by_name=False)
     except Exception as exc:  # pydantic's ValidationError, or anything the adapter raises
@@ -232,7 +267,9 @@ __all__ = [
     "CheckedLines",
     "GuardedApp",
     "SessionsPerClient",
+    "Unreadable",
     "check_session_limits",
     "guarded_h11",
     "line_problem",
+    "read_message",
 ]

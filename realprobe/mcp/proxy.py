@@ -20,6 +20,7 @@ session cassette is written line by line, so it survives all of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.mcp.wire import TOO_LONG, Wire, parse
+from realprobe.mcp.wire import Unreadable, Wire, parse
 from realprobe.result import ToolError, ToolResult
 from realprobe.simulator.faults import FaultModel, Outcome, injection_of
 from realprobe.target import Target, TargetKind
@@ -126,13 +127,13 @@ class ProxyOptions:
     def fault_model(self) -> FaultModel | None:
         if not self.injects:
             return None
-        from realprobe.simulator.plans import load_plan
+        from realprobe.simulator.plans import plan_for
         from realprobe.simulator.profile import resolve_profile
 
         profile = resolve_profile(self.profile if self.profile is not None else "calm")
         if self.fault_rate is not None:
             profile = profile.scaled(self.fault_rate)
-        plan = load_plan(self.fault_plan) if self.fault_plan is not None else None
+        plan = plan_for(self.fault_plan, self.fault_rate, profile.rule)
         return FaultModel(profile, self.seed, plan)
 
     def target(self, model: FaultModel | None) -> Target:
@@ -166,6 +167,24 @@ class ProxySummary:
     server: str = ""
     run_id: str | None = None
     interrupted: bool = False
+    #: over HTTP: the client sessions served, and their runs of rows
+    sessions: int = 0
+    run_ids: list[str] = field(default_factory=list)
+
+    def absorb(self, other: ProxySummary, *, shared: bool) -> None:
+        """Count one finished client session in; its own server ending (per-client) is
+        that session's end, not the proxy's."""
+        self.sessions += 1
+        self.calls += other.calls
+        self.ok += other.ok
+        self.injected += other.injected
+        self.garbage += other.garbage
+        self.server = other.server or self.server
+        if other.run_id is not None:
+            self.run_ids.append(other.run_id)
+            self.run_id = self.run_id or other.run_id
+        if shared and other.upstream_exit is not None:
+            self.upstream_exit = other.upstream_exit
 
 
 class Rows:
@@ -306,12 +325,12 @@ class Proxy:
 
     async def _from_client(self, line: str) -> None:
         assert self.upstream is not None
-        msg = parse(line)
+        msg = parse(line, self.opts.max_message_bytes)
+        if isinstance(msg, Unreadable):
+            await self._unreadable_request(line, msg)
+            return
         if self.recorder is not None:
-            if msg is None:
-                self.recorder.garbage("c2s", line)
-            else:
-                self.recorder.message("c2s", msg)
+            self.recorder.message("c2s", msg)
         if isinstance(msg, dict):
             method = msg.get("method")
             if "id" in msg and method is not None:
@@ -462,10 +481,10 @@ class Proxy:
     # -- server -> client ------------------------------------------------------------------
 
     async def _from_upstream(self, line: str) -> None:
-        if line == TOO_LONG or len(line) > self.opts.max_message_bytes:
-            await self._too_long()
+        msg = parse(line, self.opts.max_message_bytes)
+        if isinstance(msg, Unreadable) and msg.over_limit:
+            await self._too_long(msg)
             return
-        msg = parse(line)
         if not isinstance(msg, dict):
             self.summary.garbage += 1
             if self.summary.garbage <= 3:
@@ -522,10 +541,8 @@ class Proxy:
         if "structuredContent" in res:
             return res["structuredContent"]
         text = result_text(res)
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
+        doc = parse(text)  # under the input limits: a deep text stays text
+        return text if isinstance(doc, Unreadable) else doc
 
     @staticmethod
     def _put_doc(res: dict[str, Any], doc: Any) -> None:
@@ -539,18 +556,33 @@ class Proxy:
             for extra in texts[1:]:
                 res["content"].remove(extra)
 
-    async def _too_long(self) -> None:
-        """An answer over the size limit: refused; the oldest call waiting gets the error."""
+    async def _too_long(self, why: Unreadable) -> None:
+        """An answer over the input limits (size, nesting, entries): refused; the call its id
+        names, else the oldest call waiting, gets the error."""
         self.summary.garbage += 1
         limit = self.opts.max_message_bytes
-        sys.stderr.write(f"realprobe mcp proxy: the server sent a message over {limit} bytes; "
-                         "refused\n")
+        what = (f"over the {limit}-byte limit" if str(why) == "too long"
+                else f"over the input limits ({str(why)[:120]})")
+        sys.stderr.write(f"realprobe mcp proxy: the server sent a message {what}; refused\n")
         if self.recorder is not None:
             self.recorder.event("too_long", limit=limit)
-        if self.pending:
-            call = self.pending.pop(next(iter(self.pending)))
+        key = json.dumps(why.rid)
+        if key not in self.pending:
+            key = next(iter(self.pending), key)
+        call = self.pending.pop(key, None)
+        if call is not None:
             await self._answer_error(call, ErrorCode.INVALID_RESPONSE, -32603,
-                                     f"the MCP server's answer is over the {limit}-byte limit")
+                                     f"the MCP server's answer is {what}")
+
+    async def _unreadable_request(self, line: str, why: Unreadable) -> None:
+        """A client line that is not one JSON message under the limits: answered here with a
+        parse error (the id its head names, if any), recorded, never sent on."""
+        if not line.strip():
+            return
+        if self.recorder is not None:
+            self.recorder.garbage("c2s", line)
+        await self._to_client({"jsonrpc": "2.0", "id": why.rid, "error": {
+            "code": -32700, "message": f"Parse error: {str(why)[:200]}"}})
 
     async def _upstream_gone(self) -> None:
         code = None
@@ -580,13 +612,9 @@ def upstream_error(summary: ProxySummary) -> RealprobeError | None:
 
 
 @asynccontextmanager
-async def _front(http: tuple[str, int] | None, on_ready: Any) -> AsyncIterator[Wire]:
-    from realprobe.mcp.wire import StdioFront, http_front
+async def _stdio_front(on_ready: Any) -> AsyncIterator[Wire]:
+    from realprobe.mcp.wire import StdioFront
 
-    if http is not None:
-        async with http_front(*http, on_ready=on_ready) as wire:
-            yield wire
-        return
     front = await StdioFront.open()
     try:
         if on_ready is not None:
@@ -596,31 +624,101 @@ async def _front(http: tuple[str, int] | None, on_ready: Any) -> AsyncIterator[W
         front.close()
 
 
-async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: str | None = None,
-                cassette: Any = None, on_ready: Any = None,
-                http: tuple[str, int] | None = None) -> ProxySummary:
-    """Relay the client (stdio, or one streamable-HTTP session on `http` = (host, port)) to a
-    server started from `command`, a streamable-HTTP server at `url`, or a recorded session
-    (`cassette`: a CassetteUpstream); `on_ready(where)` once the client side is open."""
+def _upstreams(opts: ProxyOptions, command: list[str] | None, url: str | None,
+               cassette: Any) -> tuple[Any, str, dict[str, Any]]:
+    """(open an upstream: a context manager per session, the server's name, cassette meta)."""
     from realprobe.mcp.wire import ProcessWire, http_upstream
 
     if cassette is not None:
-        proxy = Proxy(opts, server_hint=str(cassette.meta.get("server") or "replay"),
-                      meta={"replayed": opts.replayed})
-        try:
-            async with _front(http, on_ready) as front:
-                return await proxy.run(front, cassette)
-        finally:
-            cassette.close()
+        first = cassette() if callable(cassette) else cassette
+        spare = [first]
+
+        @asynccontextmanager
+        async def replayed() -> AsyncIterator[Wire]:
+            up = spare.pop() if spare else cassette()
+            try:
+                yield up
+            finally:
+                up.close()
+
+        return replayed, str(first.meta.get("server") or "replay"), {"replayed": opts.replayed}
     if url is not None:
-        async with http_upstream(url) as wire, _front(http, on_ready) as front:
-            return await Proxy(opts, server_hint=url, meta={"server": url}).run(front, wire)
+        return (lambda: http_upstream(url)), url, {"server": url}
     assert command is not None
-    pw = await ProcessWire.start(command, limit=opts.max_message_bytes)
-    try:
-        proxy = Proxy(opts, server_hint=Path(command[0]).name,
-                      meta={"server": Path(command[0]).name, "argv": command})
-        async with _front(http, on_ready) as front:
-            return await proxy.run(front, pw)
-    finally:
-        await pw.close()
+
+    @asynccontextmanager
+    async def started() -> AsyncIterator[Wire]:
+        pw = await ProcessWire.start(command, limit=opts.max_message_bytes)
+        try:
+            yield pw
+        finally:
+            await pw.close()
+
+    name = Path(command[0]).name
+    return started, name, {"server": name, "argv": command}
+
+
+async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: str | None = None,
+                cassette: Any = None, on_ready: Any = None,
+                http: tuple[str, int] | None = None, upstream_sessions: str = "per-client",
+                limits: Any = None) -> ProxySummary:
+    """Relay the client (stdio, or streamable-HTTP sessions on `http` = (host, port)) to a
+    server started from `command`, a streamable-HTTP server at `url`, or a recorded session
+    (`cassette`: a CassetteUpstream, or a function making one per session);
+    `on_ready(where)` once the client side is open. Over HTTP each client session has its
+    own proxy, and its own upstream session (`upstream_sessions="per-client"`) or a share
+    of one (`"shared"`), within `limits` (a SessionLimits)."""
+    open_upstream, hint, meta = _upstreams(opts, command, url, cassette)
+    if http is not None:
+        return await _serve_sessions(opts, open_upstream, hint, meta, http, on_ready,
+                                     upstream_sessions == "shared", limits)
+    async with open_upstream() as upstream, _stdio_front(on_ready) as front:
+        return await Proxy(opts, server_hint=hint, meta=meta).run(front, upstream)
+
+
+async def _serve_sessions(opts: ProxyOptions, open_upstream: Any, hint: str,
+                          meta: dict[str, Any], http: tuple[str, int], on_ready: Any,
+                          shared: bool, limits: Any) -> ProxySummary:
+    """Serve client sessions side by side until SIGINT/SIGTERM (or, shared, until the one
+    upstream session ends); each recorded to `<record folder>/<session id>.jsonl`."""
+    from dataclasses import replace
+
+    from realprobe.mcp.sessions import SessionLimits, serving
+    from realprobe.mcp.shared_upstream import SharedUpstream
+
+    total = ProxySummary(server=hint)
+    hub: SharedUpstream | None = None
+
+    async def run(sid: str, front: Wire) -> None:
+        record = opts.record / f"{sid}.jsonl" if opts.record is not None else None
+        proxy = Proxy(replace(opts, record=record), server_hint=total.server,
+                      meta={**meta, "session": sid})
+        if hub is not None:
+            wire = hub.session()
+            try:
+                total.absorb(await proxy.run(front, wire), shared=True)
+            finally:
+                hub.drop(wire)
+            return
+        async with open_upstream() as upstream:
+            total.absorb(await proxy.run(front, upstream), shared=False)
+
+    async with contextlib.AsyncExitStack() as stack:
+        ended: asyncio.Event = asyncio.Event()  # never set per client: Ctrl-C ends it
+        if shared:
+            hub = SharedUpstream(await stack.enter_async_context(open_upstream()))
+            pump = asyncio.ensure_future(hub.pump())
+            stack.callback(pump.cancel)
+            ended = hub.ended
+        try:
+            async with serving(run, *http, limits=limits or SessionLimits(), on_ready=on_ready):
+                await ended.wait()
+        except asyncio.CancelledError:  # SIGINT/SIGTERM: every session closed, kept
+            total.interrupted = True
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        if hub is not None and hub.ended.is_set() and not total.interrupted:
+            code = await hub.exit_code(2.0) if hub.exit_code is not None else None
+            total.upstream_exit = code if code is not None else -1
+    return total

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shlex
@@ -20,10 +19,11 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from realprobe.errors import RealprobeError
-from realprobe.mcp.guards import TOO_LONG
+from realprobe.mcp.guards import TOO_LONG, Unreadable, read_message
 from realprobe.mcp.serve import LineSplitter, _stdin_lines
 
-__all__ = ["TOO_LONG", "ProcessWire", "StdioFront", "Wire", "http_upstream", "split_command"]
+__all__ = ["TOO_LONG", "ProcessWire", "StdioFront", "Unreadable", "Wire", "http_upstream", "parse",
+           "split_command"]
 
 #: the longest message read from a server or a client (a bigger one is refused whole)
 MAX_LINE = 64 * 1024 * 1024
@@ -182,14 +182,15 @@ async def http_upstream(url: str) -> AsyncIterator[_SdkWire]:
         yield _SdkWire(read, write)
 
 
-def parse(line: str) -> Any:
-    """The message, or None for a line that is not JSON."""
-    if not line or line == TOO_LONG or line[0] == "\x00":
-        return None
+def parse(line: str, max_bytes: int = MAX_LINE) -> Any:
+    """The message, or an `Unreadable` for a line that is not one JSON message under the
+    input limits (not JSON, too long, nested too deep, too many entries)."""
+    if line[:1] == "\x00" and line != TOO_LONG:
+        return Unreadable(line[1:201] or "not JSON", None, False)  # the SDK's parse failure
     try:
-        return json.loads(line)
-    except ValueError:
-        return None
+        return read_message(line, max_bytes)
+    except Unreadable as exc:
+        return exc
 
 
 @asynccontextmanager
