@@ -202,7 +202,7 @@ def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
 
     notes = Notes(explain=explain)
     borrowed = {"borrowed": "† {n} tool{s}: too few failures in a row to measure bursts, so "
-                            "the interval borrows the other tools' pooled burst chain",
+                            "the interval borrows the burst chain pooled over all tools",
                 "assumed independent": "† {n} tool{s}: no failure seen anywhere; the interval "
                                        "assumes independent calls"}
     for t in rep.tools:

@@ -412,7 +412,7 @@ class Aggregator:
         read of the window); a database that cannot be read gives nothing (the ratio is then
         shown without an interval)."""
         from realprobe.probes.loading import load_probes
-        from realprobe.probes.stats import quoted_success
+        from realprobe.probes.stats import ChainPrior, quoted_success
 
         key = int(since // 60)
         if key in self._quoted:
@@ -432,7 +432,10 @@ class Aggregator:
                 # of every row of the kind (a tool folded into `other` needs the scan)
                 names = None if "other" in tools else sorted(tools)
                 arr = load_probes(conn, since, None, names, kinds=[kind], vantages=[vantage])
-                for tool, s in quoted_success(arr).items():
+                # a tool with few failures borrows from every tool of these rows, as `stats`
+                prior = None if names is None else ChainPrior.of_rows(
+                    load_probes(conn, since, None, None, kinds=[kind], vantages=[vantage]))
+                for tool, s in quoted_success(arr, prior).items():
                     out[(label(tool), kind, vantage)] = s.quoted95
         except RealprobeError:
             return out

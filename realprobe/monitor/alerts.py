@@ -59,7 +59,13 @@ from realprobe.errors import RealprobeError
 from realprobe.limits import read_document
 from realprobe.probes.loading import conditions, kind_expr, load_probes, probe_columns
 from realprobe.probes.provenance import parse_target
-from realprobe.probes.stats import EXTRAPOLATED, interval_text, latency_stats, quoted_success
+from realprobe.probes.stats import (
+    EXTRAPOLATED,
+    ChainPrior,
+    interval_text,
+    latency_stats,
+    quoted_success,
+)
 from realprobe.probes.windows import parse_duration
 from realprobe.store import Store, iso_utc, read_only
 
@@ -207,11 +213,14 @@ def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: fl
                    db: Path) -> list[Finding]:
     """Fires when the interval `stats` quotes (burst-adjusted) lies wholly below the
     threshold, over the rows `stats` would read."""
-    arr = load_probes(conn, now - parse_duration(rule.window), None, rule.tools,
-                      kinds=_kinds(rule))
+    since = now - parse_duration(rule.window)
+    arr = load_probes(conn, since, None, rule.tools, kinds=_kinds(rule))
+    # a tool with few failures borrows from every tool of the window, as `stats` does
+    prior = ChainPrior.of_rows(load_probes(conn, since, None, None, kinds=_kinds(rule))
+                               ) if rule.tools else None
     out = []
     assert rule.threshold is not None
-    for tool, s in quoted_success(arr).items():
+    for tool, s in quoted_success(arr, prior).items():
         k, n, ci = s.successes, s.n, s.quoted95
         if n < rule.min_calls or not ci[1] < rule.threshold:
             continue

@@ -9,6 +9,7 @@ rows with `excluded=1` (the prober's own outages) are left out before anything i
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +103,9 @@ class SuccessStats(BaseModel):
     burst_adjusted95: tuple[float, float]
     n_effective: float
     #: where the chain behind burst_adjusted95 comes from: "own" (this tool's transitions),
-    #: "borrowed" (too few failures here: P(fail|fail) shrunk towards the other tools' pooled
-    #: chain, empirical Bayes) or "assumed independent" (no failure anywhere to learn from)
+    #: "borrowed" (too few failures here: P(fail|fail) shrunk towards the chain pooled over
+    #: the selection's tools, empirical Bayes) or "assumed independent" (no failure anywhere
+    #: to learn from)
     burst_source: str = "own"
     rho_used: float | None = None
     note: str | None = None
@@ -271,11 +273,17 @@ def success_text(t: ToolStats) -> str:
 
 def verdict(rep: StatsReport, threshold: float = THRESHOLD) -> str:
     """One paragraph: which tools are surely below `threshold` (the whole quoted interval
-    under it), which cannot be told from it yet, which are surely above; worst first."""
-    below = sorted((t for t in rep.tools if t.success.quoted95[1] < threshold),
-                   key=lambda t: (t.success.quoted95[1], t.tool))
-    above = [t for t in rep.tools if t.success.quoted95[0] >= threshold]
-    unsure = [t for t in rep.tools if t not in below and t not in above]
+    under it), which cannot be told from it yet, which are surely above; worst first.
+
+    The tools surely below lead with the lowest rate (a tool that never succeeded first,
+    whatever its interval's width), ties by how surely they are below; the undecided ones
+    lead with the one most likely below (the smallest `chance_above`)."""
+    by_risk = sorted(rep.tools, key=lambda t: (chance_above(t.success, threshold),
+                                               t.success.rate, t.tool))
+    below = sorted((t for t in by_risk if t.success.quoted95[1] < threshold),
+                   key=lambda t: t.success.rate)  # stable: ties keep the order by risk
+    above = [t for t in by_risk if t.success.quoted95[0] >= threshold]
+    unsure = [t for t in by_risk if t not in below and t not in above]
 
     def some(ts: list[ToolStats], k: int = 3) -> str:
         named = ", ".join(f"{t.tool} {success_text(t)}" for t in ts[:k])
@@ -292,6 +300,18 @@ def verdict(rep: StatsReport, threshold: float = THRESHOLD) -> str:
     parts.append(f"{len(above) or 'None'} {'is' if len(above) < 2 else 'are'} surely above it"
                  + (f": {some(above, 2)}." if above else "."))
     return " ".join(parts)
+
+
+def chance_above(s: SuccessStats, threshold: float) -> float:
+    """How likely the true rate is at least `threshold`: the upper tail of the Jeffreys
+    posterior Beta(k + 1/2, n - k + 1/2) on the burst-adjusted effective counts (the ones the
+    quoted interval rests on). 0 successes give a smaller tail than any other count at the
+    same effective n, so the verdict names tools that never succeeded first."""
+    n = s.n_effective
+    if n <= 0:
+        return 1.0 - threshold
+    k = s.rate * n
+    return float(special.betaincc(k + 0.5, n - k + 0.5, threshold))
 
 
 # -- per-tool pieces ---------------------------------------------------------------------------
@@ -377,16 +397,17 @@ def _transition(k: int, n: int) -> Transition:
     return Transition(p=k / n if n else None, n=n, ci95=wilson(k, n) if n else None)
 
 
-def quoted_success(arr: ProbeArrays) -> dict[str, SuccessStats]:
+def quoted_success(arr: ProbeArrays, prior: ChainPrior | None = None) -> dict[str, SuccessStats]:
     """Each tool's success with its interval to quote, computed as `compute_stats` computes
-    it (each tool's chain, borrowing the pooled one when it has few failures): for surfaces
-    that need only the success interval (alerts, /status, the exporter)."""
+    it (each tool's chain, borrowing the chain pooled over all tools when it has few
+    failures): for surfaces that need only the success interval (alerts, /status, the exporter).
+    `prior`: the chains of every tool of the selection when `arr` holds only some of them."""
     parts = [(t, arr.slice(i)) for i, t in enumerate(arr.tools)
              if arr.bounds[i + 1] > arr.bounds[i]]  # fmt: skip
     bursts = [burst_chain(a.code >= 0, a.ts) for _, a in parts]
-    prior = chain_prior(bursts)
+    pooled = prior or ChainPrior.of([t for t, _ in parts], bursts)
     return {
-        t: success_stats(len(a), int(np.count_nonzero(a.code < 0)), *chain_rho(b, prior))
+        t: success_stats(len(a), int(np.count_nonzero(a.code < 0)), *chain_rho(b, pooled, t))
         for (t, a), b in zip(parts, bursts, strict=True)
     }
 
@@ -412,28 +433,60 @@ def success_stats(
 
 #: a tool needs this many transitions after a failure for its chain to rest on its own data
 BORROW_MIN_N = 10
-#: the other tools' pooled P(fail|fail) counts as this many transitions in a tool's estimate
+#: the P(fail|fail) pooled over all tools counts as this many transitions in a tool's estimate
 PRIOR_STRENGTH = 10.0
 
 
-def chain_prior(bursts: list[BurstStats]) -> float | None:
-    """P(fail|fail) pooled over tools: all fail->fail pairs over all pairs after a failure."""
-    nf = sum(b.p_fail_after_fail.n for b in bursts)
-    if nf == 0:
-        return None
-    nff = sum((b.p_fail_after_fail.p or 0.0) * b.p_fail_after_fail.n for b in bursts)
-    return nff / nf
+@dataclass(frozen=True)
+class ChainPrior:
+    """The fail->fail pairs and the pairs after a failure of every tool of a selection (the
+    window, target kinds and vantages a surface reads), whichever of its tools are shown: a
+    tool with few failures borrows the chain pooled over all of them, so its interval is the
+    same in `stats --tools X`, plain `stats`, alerts and /status."""
+
+    pairs: dict[str, tuple[float, int]]  # tool -> (fail->fail pairs, pairs after a failure)
+
+    @classmethod
+    def of(cls, tools: list[str], bursts: list[BurstStats]) -> ChainPrior:
+        return cls({t: ((b.p_fail_after_fail.p or 0.0) * b.p_fail_after_fail.n,
+                        b.p_fail_after_fail.n) for t, b in zip(tools, bursts, strict=True)})
+
+    @classmethod
+    def of_rows(cls, arr: ProbeArrays) -> ChainPrior:
+        """From rows of every tool of the selection."""
+        parts = [(t, arr.slice(i)) for i, t in enumerate(arr.tools)
+                 if arr.bounds[i + 1] > arr.bounds[i]]  # fmt: skip
+        return cls.of([t for t, _ in parts], [burst_chain(a.code >= 0, a.ts) for _, a in parts])
+
+    def pooled(self, tool: str) -> tuple[float, list[str]] | None:
+        """(P(fail|fail) pooled over every tool that saw a failure, those tools), or None when
+        no tool other than `tool` saw one: nothing to borrow."""
+        seen = sorted(t for t, (_, nf) in self.pairs.items() if nf > 0)
+        if not [t for t in seen if t != tool]:
+            return None
+        return sum(self.pairs[t][0] for t in seen) / sum(self.pairs[t][1] for t in seen), seen
 
 
-def chain_rho(b: BurstStats, prior: float | None) -> tuple[float | None, str, str | None]:
+def _named(tools: list[str], k: int = 4) -> str:
+    """`a, b and c` or `a, b, c and 29 more`."""
+    if len(tools) <= k:
+        return ", ".join(tools[:-1]) + (" and " if len(tools) > 1 else "") + tools[-1]
+    return f"{', '.join(tools[:k])} and {len(tools) - k} more"
+
+
+def chain_rho(
+    b: BurstStats, prior: ChainPrior | None, tool: str = ""
+) -> tuple[float | None, str, str | None]:
     """(rho, source, note) for the success interval. With fewer than BORROW_MIN_N pairs after
     a failure (none at all when no failure was seen) a tool's own rho is mostly noise and,
-    under rare bursts, far too small: its P(fail|fail) is then shrunk towards the pooled one
-    of all tools (a beta prior worth PRIOR_STRENGTH pairs: empirical Bayes)."""
+    under rare bursts, far too small: its P(fail|fail) is then shrunk towards the one pooled
+    over every tool of the selection (a beta prior worth PRIOR_STRENGTH pairs: empirical
+    Bayes). With no other tool to borrow from, its own rho is used and called rough."""
     ff, fo = b.p_fail_after_fail, b.p_fail_after_ok
     if ff.n >= BORROW_MIN_N:
         return b.rho, "own", None
-    if prior is None:
+    pooled = prior.pooled(tool) if prior is not None else None
+    if pooled is None:
         if ff.n == 0:
             return (
                 None,
@@ -444,14 +497,16 @@ def chain_rho(b: BurstStats, prior: float | None) -> tuple[float | None, str, st
                 ),
             )
         return b.rho, "own", f"only {ff.n} pairs after a failure: rho {b.rho:.2f} is rough"
-    p_ff = ((ff.p or 0.0) * ff.n + PRIOR_STRENGTH * prior) / (ff.n + PRIOR_STRENGTH)
+    p_prior, others = pooled
+    p_ff = ((ff.p or 0.0) * ff.n + PRIOR_STRENGTH * p_prior) / (ff.n + PRIOR_STRENGTH)
     rho = p_ff - (fo.p or 0.0)
     return (
         rho,
         "borrowed",
         (
-            f"{ff.n} pairs after a failure here: P(fail|fail) {p_ff:.2f} borrows the other tools' "
-            f"pooled chain ({prior:.2f}, worth {PRIOR_STRENGTH:g} pairs)"
+            f"{ff.n} pairs after a failure here: P(fail|fail) {p_ff:.2f} borrows the chain "
+            f"pooled over the {len(others)} tools with failures in these rows "
+            f"({_named(others)}: {p_prior:.2f}, worth {PRIOR_STRENGTH:g} pairs)"
         ),
     )
 
@@ -851,18 +906,18 @@ def _latency_variability(
 
 
 def tool_stats(
-    name: str, arr: ProbeArrays, period_s: float = 86400.0, prior: float | None = None,
+    name: str, arr: ProbeArrays, period_s: float = 86400.0, prior: ChainPrior | None = None,
     burst: BurstStats | None = None,
 ) -> ToolStats:
-    """One tool's statistics; `prior` is the pooled P(fail|fail) of all tools (`chain_prior`),
-    which a tool with few failures borrows for its interval; `burst`, its `burst_chain` with
-    codes when already computed. The periods and the sort of the successes' latencies are
-    computed once for every statistic that needs them."""
+    """One tool's statistics; `prior` holds the chains of every tool of the selection, whose
+    pooled P(fail|fail) a tool with few failures borrows for its interval; `burst`, its
+    `burst_chain` with codes when already computed. The periods and the sort of the
+    successes' latencies are computed once for every statistic that needs them."""
     code = arr.code
     fail = code >= 0
     n = int(code.shape[0])
     burst = burst or burst_chain(fail, arr.ts, code=code)
-    success = success_stats(n, n - int(fail.sum()), *chain_rho(burst, prior))
+    success = success_stats(n, n - int(fail.sum()), *chain_rho(burst, prior, name))
     periods = _periods(arr.ts, ~fail, period_s) if n else None
     long_run(success, arr.ts, ~fail, period_s, periods)
     rows = np.flatnonzero(~fail & np.isfinite(arr.latency_ms))
@@ -885,13 +940,15 @@ def compute_stats(
     since: float | None = None,
     until: float | None = None,
     period_s: float = 86400.0,
+    prior: ChainPrior | None = None,
 ) -> StatsReport:
+    """`prior`: the chains of every tool of the selection when `arr` holds only some."""
     parts = [
         (t, arr.slice(i)) for i, t in enumerate(arr.tools) if arr.bounds[i + 1] > arr.bounds[i]
     ]
     with one_blas_thread():
         bursts = [burst_chain(a.code >= 0, a.ts, code=a.code) for _, a in parts]
-        prior = chain_prior(bursts)
+        prior = prior or ChainPrior.of([t for t, _ in parts], bursts)
         out = [tool_stats(t, a, period_s, prior, b)
                for (t, a), b in zip(parts, bursts, strict=True)]
     return StatsReport(
@@ -966,7 +1023,11 @@ def stats_from_db(
         missing = sorted(set(tools) - set(arr.tools))
         if missing:
             raise Unavailable(f"no probe rows for {', '.join(missing)} in this window")
-    rep = compute_stats(arr, since, until, period_s)
+    # a tool with few failures borrows from every tool of the window, kinds and vantages,
+    # not only from those picked by `tools`: the same rows give the same interval
+    prior = ChainPrior.of_rows(load_probes(db, since, until, None, kinds=kinds,
+                                           vantages=vantages)) if tools else None
+    rep = compute_stats(arr, since, until, period_s, prior)
     rep.provenance = prov
     rep.implicit = implicit_counts(arr)
     return arr, rep
