@@ -60,23 +60,75 @@ def max_bytes(env: str = MAX_BYTES_ENV, default_mb: float = DEFAULT_MAX_MB) -> i
     return int(default_mb * 1_000_000)
 
 
-def read_bounded(path: Path, label: str | None = None) -> bytes:
-    """The file's bytes, or InputTooLarge when it is over the cap (checked before reading)."""
-    cap = max_bytes()
-    where = label or str(path)
+def read_bounded(path: Path) -> bytes:
+    """A cassette's bytes (`read_input` under the cassette cap)."""
+    return read_input(path, "cassette", max_bytes(), MAX_BYTES_ENV)
+
+
+def check_input(path: str | Path, what: str, *, directory: bool = False,
+                missing_ok: bool = False, cap: int | None = None) -> Path:
+    """`path` as a Path once it is known to be something a reader can read without
+    blocking: a regular file (or a folder, with `directory`) at most `cap` bytes, whatever a
+    symlink points at. With `missing_ok` a path that does not exist yet passes (a file a
+    command will create). Looked at with stat alone: nothing is opened."""
+    if not str(path).strip():
+        raise RealprobeError(f"the {what}: expected a path, got an empty one")
+    p = Path(path)
     try:
-        size = path.stat().st_size
-        if size > cap:
-            raise InputTooLarge(_too_big(where, size, cap))
-        with path.open("rb") as fh:
-            data = fh.read(size + 1)
-            if len(data) > size:  # it grew while read: still bounded
-                data += fh.read(cap + 1 - len(data))
-    except OSError as exc:
-        raise RealprobeError(f"{where}: cannot read ({exc.strerror or exc})") from exc
+        st = p.stat()  # through symlinks; a loop or a dangling link is an OSError
+    except FileNotFoundError:
+        if missing_ok and not p.is_symlink():
+            return p
+        raise RealprobeError(f"{p}: cannot read the {what} (no such file)") from None
+    except (OSError, ValueError) as exc:
+        raise RealprobeError(f"{p}: cannot read the {what} ({_reason(exc)})") from None
+    if directory and stat.S_ISDIR(st.st_mode):
+        return p
+    if not stat.S_ISREG(st.st_mode):
+        want = "a folder" if directory else "a regular file"
+        raise InputTooLarge(f"{p}: the {what} is not {want} (a device, pipe or folder)")
+    if cap is not None and st.st_size > cap:
+        raise InputTooLarge(_over(p, what, st.st_size, cap, INPUT_MB_ENV))
+    return p
+
+
+def read_input(path: str | Path, what: str, cap: int, env: str = INPUT_MB_ENV) -> bytes:
+    """The bytes of a file a user hands in, the one way every reader opens one: opened
+    without blocking (a FIFO or a device is refused, never waited on), a regular file of at
+    most `cap` bytes (checked before reading and while reading), else one line naming the
+    file and the limit (`env` raises it)."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (OSError, ValueError) as exc:
+        raise RealprobeError(f"{p}: cannot read the {what} ({_reason(exc)})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputTooLarge(f"{p}: the {what} is not a regular file (a device, pipe or folder)")
+        if st.st_size > cap:
+            raise InputTooLarge(_over(p, what, st.st_size, cap, env))
+        try:
+            data = fh.read(cap + 1)
+        except OSError as exc:
+            raise RealprobeError(f"{p}: cannot read the {what} ({_reason(exc)})") from None
     if len(data) > cap:
-        raise InputTooLarge(_too_big(where, len(data), cap))
+        raise InputTooLarge(_over(p, what, len(data), cap, env))
     return data
+
+
+def input_cap() -> int:
+    """The size cap of a file a user hands in (`REALPROBE_MAX_INPUT_MB`)."""
+    return max_bytes(INPUT_MB_ENV, DEFAULT_INPUT_MB)
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def _over(p: Path, what: str, size: int, cap: int, env: str) -> str:
+    return (f"{p}: the {what} is {size / 1e6:.1f} MB, over the {cap / 1e6:g} MB limit "
+            f"(raise it with {env}=<megabytes>)")
 
 
 def check_size(data: bytes, label: str) -> None:
@@ -203,28 +255,35 @@ def load_json_text(data: object, where: str, *, max_bytes: int, limit: int = MAX
     return value
 
 
-def read_document(path: str | Path, what: str, fmt: str | None = None) -> Any:
-    """The parsed content of a file a user hands in (`what`: "fault plan", "price file",
-    ...), JSON, TOML or YAML by `fmt` or the file's suffix (JSON otherwise). Refused in one
-    line naming the file and the limit (see the module's docstring): never a traceback, a
-    read of a huge file or a parse without end."""
-    p = Path(path)
+def load_yaml_text(data: object, where: str, *, max_bytes: int,
+                   max_entries: int | None = MAX_ENTRIES) -> Any:
+    """YAML text or bytes held somewhere other than a file (a blob in a git history) under the
+    input limits: at most `max_bytes`, aliases within the node budget, nested at most
+    MAX_NESTING deep, at most `max_entries` entries. InputTooLarge or RealprobeError naming
+    `where` in one line, never a traceback."""
+    if not isinstance(data, str | bytes):
+        raise RealprobeError(f"{where}: expected YAML text, got {type(data).__name__}")
+    if len(data) > max_bytes:
+        raise InputTooLarge(f"{where}: {len(data):,} bytes, over the limit of {max_bytes:,}")
     try:
-        st = p.stat()  # through symlinks; a loop or a dangling link is an OSError
-    except OSError as exc:
-        raise RealprobeError(f"{p}: cannot read the {what} ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputTooLarge(f"{p}: the {what} is not a regular file (a device, pipe or folder)")
-    cap = max_bytes(INPUT_MB_ENV, DEFAULT_INPUT_MB)
-    if st.st_size > cap:
-        raise InputTooLarge(
-            f"{p}: the {what} is {st.st_size / 1e6:.1f} MB, over the {cap / 1e6:g} MB limit "
-            f"(raise it with {INPUT_MB_ENV}=<megabytes>)"
-        )
-    with p.open("rb") as fh:
-        data = fh.read(cap + 1)
-    if len(data) > cap:
-        raise InputTooLarge(f"{p}: the {what} is over the {cap / 1e6:g} MB limit")
+        value = yaml.load(data, Loader=bounded_loader(_SAFE_LOADER))  # aliases bounded
+    except RecursionError:
+        raise InputTooLarge(f"{where}: nested deeper than the limit of {MAX_NESTING} levels"
+                            ) from None
+    except InputTooLarge as exc:
+        raise InputTooLarge(f"{where}: {exc}") from None
+    except (ValueError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RealprobeError(f"{where}: not valid YAML ({first})") from None
+    check_nesting(value, where, max_entries=max_entries)
+    return value
+
+
+def read_text_input(path: str | Path, what: str, cap: int | None = None) -> str:
+    """A text file a user hands in (`read_input`, at most `cap` or the input cap), as UTF-8:
+    empty, binary or not UTF-8 is refused in one line."""
+    p = Path(path)
+    data = read_input(p, what, input_cap() if cap is None else cap)
     if not data.strip():
         raise InputTooLarge(f"{p}: the {what} is empty")
     text, bad = "", data.find(b"\0")
@@ -237,6 +296,16 @@ def read_document(path: str | Path, what: str, fmt: str | None = None) -> Any:
         raise InputTooLarge(
             f"{p}: the {what} is not UTF-8 text (binary at byte {bad}); save it as UTF-8"
         )
+    return text
+
+
+def read_document(path: str | Path, what: str, fmt: str | None = None) -> Any:
+    """The parsed content of a file a user hands in (`what`: "fault plan", "price file",
+    ...), JSON, TOML or YAML by `fmt` or the file's suffix (JSON otherwise). Refused in one
+    line naming the file and the limit (see the module's docstring): never a traceback, a
+    read of a huge file or a parse without end."""
+    p = Path(path)
+    text = read_text_input(p, what)
     kind = (fmt or p.suffix.lstrip(".") or "json").lower()
     if kind == "toml" and text.count("[[rules]]") > MAX_RULES:  # before the slow parse
         raise InputTooLarge(f"{p}: the {what} has more than the limit of {MAX_RULES:,} rules")

@@ -204,10 +204,9 @@ def read_candidates(
 def _list_text(file: Path | None) -> tuple[str, str]:
     if file is None:
         return shipped_text(), SHIPPED_SOURCE
-    try:
-        return file.read_text(encoding="utf-8"), str(file)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RealprobeError(f"{file}: cannot read ({exc})") from exc
+    from realprobe.limits import read_text_input
+
+    return read_text_input(file, "public-apis list"), str(file)
 
 
 def filter_candidates(found: list[Candidate], keep: CandidateFilter) -> list[Candidate]:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from realprobe.adapters.openapi.document import MAX_DOCUMENT_BYTES
 from realprobe.adapters.openapi.importer import (
     ImportOptions,
     ImportReport,
@@ -99,19 +98,9 @@ def read_description(spec: str, fetch: Fetch | None = None) -> tuple[str, str | 
         if fetch is None:
             raise RealprobeError(f"{spec}: reading a URL needs a fetch function", param="fetch")
         return fetch(spec), spec
-    path = Path(spec)
-    try:
-        size = path.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise RealprobeError(
-                f"{spec}: document is {size / 1e6:.1f} MB, over the "
-                f"{MAX_DOCUMENT_BYTES // (1024 * 1024)} MB limit"
-            )
-        return path.read_text(encoding="utf-8-sig"), None
-    except UnicodeDecodeError as exc:
-        raise RealprobeError(f"{spec}: not UTF-8 text") from exc
-    except OSError as exc:
-        raise RealprobeError(f"{spec}: cannot read ({exc.strerror})") from exc
+    from realprobe.limits import read_text_input
+
+    return read_text_input(spec, "OpenAPI description"), None
 
 
 def run_import(
