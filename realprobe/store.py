@@ -193,7 +193,8 @@ def sqlite_uri(path: Path, mode: str = "ro") -> str:
     return f"file:{quote(str(path.resolve()), safe='/')}?mode={mode}"
 
 
-def read_only(path: str | Path, *, need: str | None = "probes") -> sqlite3.Connection:
+def read_only(path: str | Path, *, need: str | None = "probes",
+              what: str = "realprobe database") -> sqlite3.Connection:
     """The connection every reader uses (stats, report, calibrate, drift, alerts, merge, the
     exporter): read-only, so it never creates a file or changes one, and waiting up to
     `busy_timeout_s()` for a writer. `need`: a table the file must have (None: any
@@ -214,7 +215,7 @@ def read_only(path: str | Path, *, need: str | None = "probes") -> sqlite3.Conne
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise RealprobeError(f"{p}: not a readable realprobe database ({read_error(exc)})",
+        raise RealprobeError(f"{p}: not a readable {what} ({read_error(exc)})",
                              param="db") from exc
     if need is not None and need not in names:
         conn.close()
@@ -1072,3 +1073,140 @@ def quarantine_row(row: dict[str, Any]) -> str:
     """A refused row as JSON for the quarantine table: secrets out, every value cut short."""
     cut = {k: (v[:300] if isinstance(v, str) else v) for k, v in scrub_row(row).items()}
     return json.dumps(cut, default=str)[:8192]
+
+
+# -- imported histories: what uptime monitors recorded, kept apart from realprobe's own rows --
+#
+# Rows a monitor recorded (`imported_checks`), and time it implied or did not watch
+# (`imported_intervals`: `observed` runs of one state, `censored` gaps, declared `incident`
+# windows), per monitor (`imported_monitors`). No reader of `probes` sees them; each row
+# names its monitor, its source (`upptime:owner/repo@commit`, ...) and the monitor's vantage.
+# Natural keys make an import idempotent: the same history imported again adds nothing.
+
+HISTORY_SCHEMA_VERSION = 1
+#: the kind every imported row carries (never a target kind of realprobe's own calls)
+IMPORTED_KIND = "imported"
+
+IMPORTED_MONITORS_COLUMNS: dict[str, Any] = {
+    "monitor_key": str,  # upptime:owner/repo#slug, kuma:<name>#<id>, ...
+    "monitor": str,  # the short name shown
+    "monitor_kind": str,  # upptime | kuma | gatus | prometheus | statuspage
+    "name": str,
+    "url": str,
+    "source": str,  # the import's source: upptime:owner/repo@commit, kuma:<file>, ...
+    "vantage": str,  # where the monitor checked from
+    "cadence_configured_s": float,
+    "cadence_s": float,  # the spacing the monitor really had
+    "cadence_how": str,
+    #: a longer silence between two recorded checks is censored (the monitor did not run)
+    "gap_limit_s": float,
+    "first_ts": float,
+    "last_ts": float,
+    "published": str,  # JSON: the monitor's own figures (a labelled cross-check)
+    "detail": str,
+    "imported_at": str,
+}
+IMPORTED_CHECKS_COLUMNS: dict[str, Any] = {
+    "id": int,
+    "monitor_key": str,
+    "ts": float,
+    "at": str,
+    "state": str,  # up | down | degraded | pending | maintenance
+    "ok": int,
+    "http_status": int,  # 0: no answer
+    "error_code": str,
+    "latency_ms": float,  # only where the monitor measured it per check
+    "detail": str,
+    "source": str,
+    "vantage": str,
+    "kind": str,  # always IMPORTED_KIND
+}
+IMPORTED_INTERVALS_COLUMNS: dict[str, Any] = {
+    "id": int,
+    "monitor_key": str,
+    "kind": str,  # observed | censored | incident
+    "state": str,  # observed: up | down | degraded; incident: its impact
+    "start_ts": float,
+    "end_ts": float,
+    "count": int,  # checks in it: recorded, or implied at the configured cadence
+    "recorded": int,  # 1: the count are recorded checks; 0: implied between records
+    "reason": str,  # why censored; an incident's name
+    "ref": str,  # an incident's id ('' otherwise: part of the natural key)
+    "source": str,
+    "vantage": str,
+}
+_HISTORY_KEYS = {
+    "imported_checks": ("monitor_key", "ts"),
+    "imported_intervals": ("monitor_key", "kind", "start_ts", "ref"),
+}
+
+
+def ensure_history_schema(store: Store) -> None:
+    """Create the imported-history tables (schema part `history`), once."""
+    db = store.db
+    have = schema_version(db, "history")
+    if have > HISTORY_SCHEMA_VERSION:
+        raise RealprobeError(
+            f"{store.path}: imported history written by a newer realprobe (schema {have}); "
+            "upgrade realprobe to use this database"
+        )
+    if have == HISTORY_SCHEMA_VERSION and db.table("imported_intervals").exists():
+        return
+    with store.conn:
+        db.table("imported_monitors").create(
+            IMPORTED_MONITORS_COLUMNS, pk="monitor_key", transform=True)
+        db.table("imported_checks").create(IMPORTED_CHECKS_COLUMNS, pk="id", transform=True)
+        db.table("imported_intervals").create(
+            IMPORTED_INTERVALS_COLUMNS, pk="id", transform=True)
+        for table, key in _HISTORY_KEYS.items():
+            store.conn.execute(
+                f"CREATE UNIQUE INDEX IF NOT EXISTS {table}_key ON {table} ({', '.join(key)})"
+            )
+        set_schema_version(db, "history", HISTORY_SCHEMA_VERSION)
+
+
+def insert_history(
+    store: Store,
+    monitors: list[dict[str, Any]],
+    checks: Iterable[dict[str, Any]],
+    intervals: Iterable[dict[str, Any]],
+) -> tuple[int, int]:
+    """One import in one transaction: monitors upserted, checks and intervals added unless
+    their natural key is stored already. (checks added, intervals added); nothing is
+    written when anything fails."""
+    ensure_history_schema(store)
+    conn = store.conn
+    ck = [k for k in IMPORTED_CHECKS_COLUMNS if k != "id"]
+    ik = [k for k in IMPORTED_INTERVALS_COLUMNS if k != "id"]
+    mk = list(IMPORTED_MONITORS_COLUMNS)
+    try:
+        with conn:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO imported_monitors ({', '.join(mk)}) "
+                f"VALUES ({', '.join('?' * len(mk))})",
+                ([m.get(k) for k in mk] for m in monitors),
+            )
+            before = conn.total_changes
+            conn.executemany(
+                f"INSERT OR IGNORE INTO imported_checks ({', '.join(ck)}) "
+                f"VALUES ({', '.join('?' * len(ck))})",
+                ([{"kind": IMPORTED_KIND, **c}.get(k) for k in ck] for c in checks),
+            )
+            added_checks = conn.total_changes - before
+            before = conn.total_changes
+            conn.executemany(
+                f"INSERT OR IGNORE INTO imported_intervals ({', '.join(ik)}) "
+                f"VALUES ({', '.join('?' * len(ik))})",
+                ([{"ref": "", **iv}.get(k) for k in ik] for iv in intervals),
+            )
+            added_intervals = conn.total_changes - before
+    except sqlite3.Error as exc:
+        raise db_error(store.path, exc) from exc
+    return added_checks, added_intervals
+
+
+def read_foreign(path: str | Path, what: str) -> sqlite3.Connection:
+    """A read-only connection to another program's SQLite file (`what`: "Uptime Kuma
+    database", ...): never created, never changed; one line when it is missing, a folder or
+    not SQLite."""
+    return read_only(path, need=None, what=what)
