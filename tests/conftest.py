@@ -9,10 +9,9 @@ from contextlib import ExitStack
 import mcp.client.stdio  # noqa: F401  (see below)
 import pytest
 
-from realprobe.adapters.catalog import Catalog, default_catalog
+from realprobe import Catalog, Profile, Sandbox, default_catalog, load_profile
 from realprobe.http.simulate import routes_from_catalog
-from realprobe.sandbox.server import Sandbox, SandboxThread
-from realprobe.simulator.profile import Profile, load_profile
+from realprobe.sandbox.server import SandboxThread
 
 # The SDK's stdio client takes `errlog=sys.stderr` as a default bound when its module first
 # loads. Loaded here, before any test swaps sys.stderr (click's CliRunner puts a stream without

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from realprobe.store import Store, iso_utc
+from realprobe import Store
+from realprobe.store import iso_utc
 
 
 def write_rows(

@@ -8,13 +8,18 @@ import random
 from pathlib import Path
 from typing import Any
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.tool import Tool
-from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.errors import ErrorCode
-from realprobe.http.client import ClientConfig
-from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, Profile, ToolProfile
-from realprobe.store import Store
+from realprobe import (
+    Catalog,
+    ClientConfig,
+    ErrorCode,
+    Mode,
+    Profile,
+    Store,
+    Tool,
+    TransportOptions,
+    make_client,
+)
+from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, ToolProfile
 
 # the truth of the closed loop
 TRUE_SUCCESS = 0.70
@@ -76,9 +81,9 @@ def probe_concurrently(
     timeout_s: float,
 ) -> None:
     """Several probe runs at once in one event loop (one per target, each into its own db)."""
+    from realprobe import run_probes
     from realprobe.adapters.spec import Politeness
     from realprobe.probes.politeness import PolitenessConfig
-    from realprobe.probes.runner import run_probes
 
     config = PolitenessConfig(
         override=Politeness(max_in_flight=1, min_interval_s=0.0, jitter_s=0.0, daily_budget=10**9),

@@ -16,8 +16,8 @@ import httpx
 import requests
 
 import realprobe
+from realprobe import load_cassette
 from realprobe.cassettes.cassette import Call
-from realprobe.cassettes.importers import load_cassette
 from realprobe.http.decoding import decode_whole
 
 DATA = Path(__file__).resolve().parent / "data"

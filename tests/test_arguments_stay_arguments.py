@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from realprobe.adapters import Catalog, CatalogError, default_catalog
+from realprobe import Catalog, CatalogError, default_catalog
 from realprobe.addresses import is_metadata_host, is_private_host
 
 

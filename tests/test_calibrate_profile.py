@@ -20,8 +20,8 @@ from probe_helpers import (
 )
 from test_stats_cli import make_db, one_line_error, run_cli
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.errors import RESILIBENCH_CODES, ErrorCode
+from realprobe import Catalog, ErrorCode, Profile, Store, load_profile
+from realprobe.errors import RESILIBENCH_CODES
 from realprobe.probes.calibrate import (
     calibrate,
     export,
@@ -30,8 +30,7 @@ from realprobe.probes.calibrate import (
 )
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import compute_stats
-from realprobe.simulator.profile import Profile, ToolProfile, load_profile, resilibench_marginal
-from realprobe.store import Store
+from realprobe.simulator.profile import ToolProfile, resilibench_marginal
 
 
 def _report(p_fail: float = 0.3):

@@ -10,14 +10,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from realprobe import Catalog, Tool, ToolResult, call_tool, call_tool_sync, default_catalog
 from realprobe.adapters import adapter as adapter_mod
-from realprobe.adapters import call_tool, call_tool_sync, default_catalog
-from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.http import Fetched
 from realprobe.adapters.spec import ApiSpec
-from realprobe.adapters.tool import Tool, _extract
+from realprobe.adapters.tool import _extract
 from realprobe.errors import BadResponse
-from realprobe.result import ToolResult, answered
+from realprobe.result import answered
 
 
 def _tool(**spec: Any) -> Tool:

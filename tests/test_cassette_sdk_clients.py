@@ -19,8 +19,8 @@ import pytest
 import requests
 
 import realprobe
+from realprobe import load_cassette
 from realprobe.cassettes.core import CassetteMiss
-from realprobe.cassettes.importers import load_cassette
 
 
 class FakeLLM(BaseHTTPRequestHandler):
@@ -141,8 +141,7 @@ def test_a_recorded_llm_task_run_replays_under_another_call_timeout(
 ) -> None:
     import asyncio
 
-    from realprobe.adapters.catalog import default_catalog
-    from realprobe.clients import Mode
+    from realprobe import Mode, default_catalog
     from realprobe.tasks.agents import LlmSettings
     from realprobe.tasks.runner import RunConfig, run_batch
     from tests.llm_server import ScriptedLLM, text, tool_calls

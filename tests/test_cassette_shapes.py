@@ -25,7 +25,7 @@ import vcr
 from typer.testing import CliRunner
 
 import realprobe
-from realprobe.cassettes.importers import load_cassette
+from realprobe import load_cassette
 from realprobe.cassettes.scrub import ScrubConfig, scrub_cassette
 from realprobe.cli import app
 from realprobe.secrets import forget_all

@@ -19,11 +19,12 @@ import jsonschema
 import pytest
 import yaml
 
-from realprobe.adapters import default_catalog, parsers
-from realprobe.adapters.catalog import CatalogError, load_file
+from realprobe import CatalogError, ErrorCode, Tool, default_catalog
+from realprobe.adapters import parsers
+from realprobe.adapters.catalog import load_file
 from realprobe.adapters.spec import TOOL_NAME_RE
-from realprobe.adapters.tool import BadResponse, Tool
-from realprobe.errors import ErrorCode, code_for_status
+from realprobe.adapters.tool import BadResponse
+from realprobe.errors import code_for_status
 
 CATALOG = default_catalog()
 TOOLS = sorted(CATALOG, key=lambda t: t.name)

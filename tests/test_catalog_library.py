@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from realprobe import RealprobeError
 from realprobe.adapters.openapi import ImportOptions
 from realprobe.adapters.openapi.catalog_file import NothingImported, import_to_file
 from realprobe.adapters.public_apis import CandidateFilter, read_candidates
-from realprobe.errors import RealprobeError
 
 SPECS = Path(__file__).parent / "data" / "openapi"
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from realprobe import Catalog, RealprobeError
 from realprobe.adapters import public_apis as pa
-from realprobe.adapters.catalog import Catalog
 from realprobe.cli import app
-from realprobe.errors import RealprobeError
 
 runner = CliRunner()
 

@@ -14,15 +14,21 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from realprobe.adapters import call_tool_sync
-from realprobe.adapters.catalog import Catalog, load_file
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    RealprobeError,
+    Sandbox,
+    SyncHttpClient,
+    TransportOptions,
+    call_tool_sync,
+    load_profile,
+    make_sync_client,
+)
+from realprobe.adapters.catalog import load_file
 from realprobe.cli import app
-from realprobe.clients import TransportOptions, make_sync_client
-from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.http.client import SyncHttpClient
 from realprobe.http.simulate import routes_from_catalog
-from realprobe.sandbox.server import Sandbox, running
-from realprobe.simulator.profile import load_profile
+from realprobe.sandbox.server import running
 from tests.loopback_http import serving
 
 runner = CliRunner()
@@ -109,8 +115,7 @@ def test_sandbox_answers_a_tool_without_a_body_with_no_fixture(imported: Path) -
 def test_simulator_answers_no_fixture_too(imported: Path) -> None:
     import asyncio
 
-    from realprobe.adapters import call_tool
-    from realprobe.clients import make_client
+    from realprobe import call_tool, make_client
 
     cat = Catalog.load([imported])
 

@@ -12,14 +12,12 @@ import pytest
 from mcp import Client
 from typer.testing import CliRunner
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Sandbox, TransportOptions, load_profile
 from realprobe.adapters.spec import TOOL_NAME_RE
 from realprobe.cli import app
-from realprobe.clients import TransportOptions
 from realprobe.http.simulate import routes_from_catalog
 from realprobe.mcp import McpService, ServiceOptions
-from realprobe.sandbox.server import Sandbox, running
-from realprobe.simulator.profile import load_profile
+from realprobe.sandbox.server import running
 
 FAMILIES = ["pokeapi", "openmeteo"]
 
@@ -67,7 +65,7 @@ def test_a_bad_example_still_fails_at_load(tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    from realprobe.adapters.catalog import CatalogError
+    from realprobe import CatalogError
 
     with pytest.raises(CatalogError, match=r"examples\[0\] fails the input schema at n"):
         Catalog.load([bad])

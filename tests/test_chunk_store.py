@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 import realprobe.chunks as chunks
+from realprobe import Store
 from realprobe.probes import loading, provenance
 from realprobe.probes.implicit import IMPLICIT_EXTRA
 from realprobe.probes.loading import PHASE_EXTRA, load_probes
-from realprobe.store import META_TABLE, RowRefused, Store
+from realprobe.store import META_TABLE, RowRefused
 
 EXTRA = {**PHASE_EXTRA, **IMPLICIT_EXTRA}
 NOW = time.time()
@@ -266,7 +267,7 @@ def test_a_damaged_head_or_key_is_read_the_sql_way_and_sealed_again(
 
 
 def test_a_damaged_column_is_one_line_not_a_traceback(db: Path) -> None:
-    from realprobe.errors import RealprobeError
+    from realprobe import RealprobeError
 
     with closing(sqlite3.connect(db)) as conn, conn:
         conn.execute(f"UPDATE {chunks.CHUNKS} SET data = x'0102030405' WHERE name != 'head'")

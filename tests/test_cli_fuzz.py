@@ -19,8 +19,8 @@ import pytest
 import typer.main
 from typer import _click
 
+from realprobe import data_dir
 from realprobe.cli import app, main
-from realprobe.data import data_dir
 
 TASK = "content_social_post"
 OPENAPI = Path(__file__).parent / "data" / "openapi" / "open-meteo__elevation.yml"
@@ -324,7 +324,7 @@ def test_report_does_not_write_through_a_symlink(
 
 
 def test_a_second_recording_does_not_overwrite_the_first(tmp_path: Path) -> None:
-    from realprobe.sandbox import Sandbox  # noqa: F401  (the sandbox verb's server)
+    from realprobe import Sandbox  # noqa: F401  (the sandbox verb's server)
 
     folder = tmp_path / "rec"
     folder.mkdir()

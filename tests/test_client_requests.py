@@ -6,9 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from realprobe import ClientConfig, ErrorCode, HttpClient, SyncHttpClient
 from realprobe.adapters.http import FetchFailure
-from realprobe.errors import ErrorCode
-from realprobe.http.client import ClientConfig, HttpClient, SyncHttpClient
 
 CASES = [
     ("GET", "http://api.example/v1/x?q=1", {"Accept": "application/json"}),

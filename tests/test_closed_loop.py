@@ -51,14 +51,11 @@ from probe_helpers import (
     truth_profile,
 )
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.tool import Tool
-from realprobe.clients import TransportOptions
+from realprobe import Catalog, StatsReport, Tool, TransportOptions, load_profile
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.latency_fit import LognormalFit
 from realprobe.probes.loading import ProbeArrays, load_probes
-from realprobe.probes.stats import StatsReport, compute_stats, wilson
-from realprobe.simulator.profile import load_profile
+from realprobe.probes.stats import compute_stats, wilson
 
 SCALE = 0.25  # median call ~37 ms: well above the loopback overhead on a quiet machine
 DEADLINE_S = 0.25  # ~1000 ms in profile units, 3.8 sigma above the median: hangs end fast

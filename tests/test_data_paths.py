@@ -18,10 +18,11 @@ import pytest
 from monitor_helpers import write_rows
 
 import realprobe
+from realprobe import Store
 from realprobe.monitor.aggregate import Aggregator
 from realprobe.monitor.alerts import AlertConfig, Rule, evaluate
 from realprobe.monitor.merge import merge
-from realprobe.store import RowRefused, Store, read_only
+from realprobe.store import RowRefused, read_only
 
 
 def _files(root: Path) -> set[str]:

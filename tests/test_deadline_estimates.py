@@ -8,17 +8,11 @@ import json
 
 import pytest
 
-from realprobe.errors import ErrorCode
+from realprobe import ErrorCode, Profile, StatsReport
 from realprobe.probes.calibrate import calibrate
-from realprobe.probes.stats import StatsReport, compute_stats
+from realprobe.probes.stats import compute_stats
 from realprobe.probes.synthetic import fault_model_arrays
-from realprobe.simulator.profile import (
-    Burst,
-    LatencyModel,
-    Lognormal,
-    Profile,
-    ToolProfile,
-)
+from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, ToolProfile
 
 #: ln latency ~ N(5, 0.5) probed at 200 ms: 28% of calls are slower than the deadline
 LAT = LatencyModel(lognormal=Lognormal(mu=5.0, sigma=0.5))
@@ -185,7 +179,8 @@ def test_retry_after_weights_carry_intervals_in_the_values_order() -> None:
 def test_a_profile_with_a_broken_interval_is_refused_in_one_line(
     tmp_path, tool: dict, needle: str
 ) -> None:
-    from realprobe.simulator.profile import ProfileError, load_profile
+    from realprobe import load_profile
+    from realprobe.simulator.profile import ProfileError
 
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"format": "realprobe-profile/1", "tools": {"a": {

@@ -17,9 +17,7 @@ from typing import Any
 import pytest
 
 import realprobe
-from realprobe.adapters import default_catalog
-from realprobe.errors import RealprobeError
-from realprobe.tasks.settings import EvalSettings
+from realprobe import EvalSettings, RealprobeError, default_catalog
 
 TASK = "pet_newsletter"
 CATALOG = default_catalog()

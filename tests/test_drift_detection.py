@@ -12,9 +12,9 @@ from probe_helpers import synthetic_rows
 from scipy import stats as sps
 from test_stats_cli import one_line_error, run_cli
 
+from realprobe import Store
 from realprobe.probes.drift import adjust, drift, two_proportion
 from realprobe.probes.loading import ProbeArrays
-from realprobe.store import Store
 
 WEEK = 7 * 86400
 T_BASE = 1_790_000_000.0

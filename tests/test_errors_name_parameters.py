@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from realprobe import BadArgument, NoDatabase, RealprobeError
 from realprobe.commands.common import cli_message, in_cli_terms
-from realprobe.errors import BadArgument, NoDatabase, RealprobeError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "realprobe"
 FLAG = re.compile(r"(?<![\w-])--[a-z]")
@@ -175,8 +175,8 @@ def test_cli_errors_name_the_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     """The same library errors, raised under the command line, name the flags users type."""
     import sys
 
+    from realprobe import Store
     from realprobe.cli import main
-    from realprobe.store import Store
 
     db = tmp_path / "p.db"
     Store(db).close()

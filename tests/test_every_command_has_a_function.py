@@ -93,11 +93,9 @@ def keywords(verb: str) -> set[str]:
     """The keywords a verb's front-door function takes, with the fields of the values it
     takes whole (`target`: where calls go; `settings`: an evaluation's settings; `**select`:
     which stored rows) and what it hands its `**keywords` on to."""
+    from realprobe import EvalSettings, TaskBatch, TransportOptions
     from realprobe.api_rows import RowFilter
-    from realprobe.clients import TransportOptions
     from realprobe.sandbox.setup import sandbox_for
-    from realprobe.tasks.batch import TaskBatch
-    from realprobe.tasks.settings import EvalSettings
 
     functions = [getattr(realprobe, FUNCTIONS[verb])]
     functions += {"run": [realprobe.run_tasks, TaskBatch.plan, realprobe.evaluate],

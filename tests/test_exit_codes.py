@@ -28,7 +28,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 @pytest.fixture()
 def empty_db(tmp_path: Path) -> Path:
-    from realprobe.store import Store
+    from realprobe import Store
 
     path = tmp_path / "empty.db"
     Store(path).close()
@@ -122,7 +122,7 @@ def test_old_flag_names_still_work_with_one_notice(capsys: pytest.CaptureFixture
 
 def test_an_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from realprobe.adapters.catalog import Catalog
+    from realprobe import Catalog
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt

@@ -13,17 +13,22 @@ import httpx
 import jsonschema
 import pytest
 
-from realprobe.adapters import call_tool
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.errors import ErrorCode, RealprobeError
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    Mode,
+    Profile,
+    RealprobeError,
+    ToolResult,
+    TransportOptions,
+    call_tool,
+    make_client,
+)
 from realprobe.probes.stats import wilson
-from realprobe.result import ToolResult
 from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.plans import BUILTIN_PLANS, FaultPlan, FaultPlanError, load_plan
 from realprobe.simulator.profile import (
     IMPLICIT_VARIANTS,
-    Profile,
     ProfileError,
     ToolProfile,
     builtin_profile,
@@ -270,7 +275,7 @@ def test_a_dead_tool_plan_gives_another_agent_the_same_faults(catalog: Catalog) 
 
 
 def test_plans_reach_the_simulator_through_the_task_api(catalog: Catalog) -> None:
-    from realprobe.tasks.batch import TaskBatch
+    from realprobe import TaskBatch
 
     batch = TaskBatch.plan(["pet_newsletter"], fault_plan="toolmaze-explicit-transient",
                            catalog=catalog)  # fmt: skip
@@ -505,7 +510,7 @@ def test_run_and_results_commands_take_plans_and_show_recovery_per_kind(
 
 
 def test_the_sandbox_api_takes_a_plan_and_a_rate(catalog: Catalog) -> None:
-    from realprobe.api import make_sandbox
+    from realprobe import make_sandbox
     from realprobe.sandbox.server import running
 
     tool = catalog.get(TOOL)

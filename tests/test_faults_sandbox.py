@@ -9,11 +9,18 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from realprobe.adapters import ToolResult, call_tool, call_tool_sync
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import TransportOptions, make_client, make_sync_client
-from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.http.client import ClientConfig
+from realprobe import (
+    Catalog,
+    ClientConfig,
+    ErrorCode,
+    RealprobeError,
+    ToolResult,
+    TransportOptions,
+    call_tool,
+    call_tool_sync,
+    make_client,
+    make_sync_client,
+)
 from realprobe.simulator.render import VARIANTS
 
 FAST = ClientConfig(deadline_s=1.0, read_timeout_s=0.6, connect_timeout_s=0.5)

@@ -48,9 +48,7 @@ def test_every_front_door_name_resolves() -> None:
 
 
 def test_front_door_names_are_the_real_objects() -> None:
-    from realprobe.adapters import call_tool
-    from realprobe.api import stats
-    from realprobe.errors import RealprobeError
+    from realprobe import RealprobeError, call_tool, stats
 
     assert realprobe.call_tool is call_tool
     assert realprobe.stats is stats

@@ -15,13 +15,11 @@ from typing import Any
 
 import pytest
 
+from realprobe import RealprobeError, Store, load_profile
 from realprobe.adapters.catalog import load_file
-from realprobe.errors import RealprobeError
 from realprobe.limits import MAX_ENTRIES, MAX_NESTING, MAX_RULES
 from realprobe.monitor.alerts import load_rules
 from realprobe.simulator.plans import load_plan
-from realprobe.simulator.profile import load_profile
-from realprobe.store import Store
 from realprobe.tasks.model import load_task
 from realprobe.tasks.results import load_prices
 from realprobe.tasks.sweep import load_sweep

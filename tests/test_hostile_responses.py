@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from realprobe.adapters import Catalog, call_tool, call_tool_sync
+from realprobe import Catalog, call_tool, call_tool_sync, make_client, make_sync_client
 from realprobe.adapters.bounded import ParseLimits, load_json, load_text, nesting_depth
 from realprobe.cli import main
-from realprobe.clients import make_client, make_sync_client
 from realprobe.errors import BadResponse
 from realprobe.mcp import McpService, ServiceOptions
 

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from realprobe import cli
-from realprobe.cassettes.cassette import CassetteError
-from realprobe.cassettes.importers import load_cassette
+from realprobe import CassetteError, cli, load_cassette
 from realprobe.limits import expanded_size
 from tests.malformed_har import cases, corpus
 

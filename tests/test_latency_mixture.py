@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 from probe_helpers import probe, simulate_opts
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.errors import ErrorCode
+from realprobe import Catalog, ErrorCode, Profile
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.latency_mixture import fit_mixture
 from realprobe.probes.stats import stats_from_db
 from realprobe.simulator.faults import FaultModel
-from realprobe.simulator.profile import LatencyModel, MixtureComponent, Profile, ToolProfile
+from realprobe.simulator.profile import LatencyModel, MixtureComponent, ToolProfile
 
 # a cache hit (fast, 60%) and a miss (slow, 40%), in ln(ms)
 FAST = MixtureComponent(weight=0.6, mu=math.log(40.0), sigma=0.25)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from realprobe import Store
 from realprobe.probes.loading import conditions, load_probes, probe_columns
 from realprobe.probes.phases import phase_breakdown
-from realprobe.store import Store
 
 
 def _db(tmp_path: Path, rows: int = 200) -> Path:

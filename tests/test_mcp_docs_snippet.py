@@ -14,7 +14,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
 DOC_SANDBOX = "http://127.0.0.1:8765"

@@ -16,13 +16,10 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, TextContent
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.adapters.tool import Tool
-from realprobe.clients import Mode, TransportOptions
-from realprobe.errors import ErrorCode, RealprobeError
+from realprobe import Catalog, ErrorCode, Mode, Profile, RealprobeError, Tool, TransportOptions
 from realprobe.mcp import McpService, ServiceOptions
 from realprobe.mcp.rendering import META_KEY
-from realprobe.simulator.profile import Profile, ToolProfile
+from realprobe.simulator.profile import ToolProfile
 
 
 def plain_json_tool(catalog: Catalog) -> Tool:

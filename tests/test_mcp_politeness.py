@@ -12,10 +12,8 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, HeldBack, HostGates, VirtualClock
 from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.clock import VirtualClock
-from realprobe.hosts import HeldBack, HostGates
 from realprobe.mcp import McpService, ServiceOptions
 
 
@@ -102,7 +100,7 @@ async def test_live_calls_through_mcp_are_spaced_and_refusals_are_not_stored(
 
 
 async def test_the_sandbox_is_not_held_back(catalog: Catalog, calm_sandbox: str) -> None:
-    from realprobe.clients import TransportOptions
+    from realprobe import TransportOptions
 
     service = McpService(catalog, ServiceOptions(transport=TransportOptions(sandbox=calm_sandbox)))
     async with service:
@@ -116,9 +114,7 @@ async def test_a_probe_run_and_the_mcp_server_share_one_limiter(
     across both, because both wait for the one limiter of a shared HostGates."""
     import asyncio
 
-    from realprobe.clients import TransportOptions, make_client
-    from realprobe.probes import run_probes
-    from realprobe.store import Store
+    from realprobe import Store, TransportOptions, make_client, run_probes
 
     interval = 0.25
     local = local_copy(catalog, calm_sandbox, min_interval_s=interval)

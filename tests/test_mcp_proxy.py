@@ -127,8 +127,8 @@ async def test_a_replay_with_faults_of_its_own_drops_the_recorded_ones(tmp_path:
     half = await session(realprobe("mcp", "replay", str(cassette), "--profile", str(profile),
                                    "--fault-rate", "0.5", "--seed", "3", "--on-exhausted",
                                    "cycle"), calls=12)
+    from realprobe import load_profile
     from realprobe.simulator.faults import FaultModel
-    from realprobe.simulator.profile import load_profile
 
     model = FaultModel(load_profile(profile).scaled(0.5), 3)
     assert [r["isError"] for r in half[1:]] == [not model.draw("convert_time").ok
@@ -239,8 +239,7 @@ def test_the_dead_server_is_a_clear_error_and_the_cassette_survives_a_kill(
 
 
 async def test_probing_a_server_feeds_stats(tmp_path: Path) -> None:
-    from realprobe import stats
-    from realprobe.api_mcp import probe_mcp
+    from realprobe import probe_mcp, stats
 
     calls = tmp_path / "calls.toml"
     calls.write_text('get_current_time = [{timezone = "Europe/Paris"}, {timezone = "No/Where"}]\n'
@@ -258,7 +257,7 @@ async def test_probing_a_server_feeds_stats(tmp_path: Path) -> None:
 
 
 async def test_git_server_probed_on_a_throwaway_repository(tmp_path: Path) -> None:
-    from realprobe.api_mcp import probe_mcp
+    from realprobe import probe_mcp
 
     if not Path(GIT).exists():
         pytest.skip("mcp-server-git not installed")
@@ -313,7 +312,7 @@ async def _in_thread(fn: Any, *args: Any, **kw: Any) -> Any:
 
 
 async def test_an_agent_is_scored_on_its_own_server_under_faults(tmp_path: Path) -> None:
-    from realprobe.api_mcp import evaluate
+    from realprobe import evaluate
     from realprobe.mcp.evaluation import McpToolbox
 
     async def agent(prompt: str, box: McpToolbox) -> str:
@@ -350,7 +349,7 @@ async def test_an_agent_is_scored_on_its_own_server_under_faults(tmp_path: Path)
 
 
 async def test_the_workflow_agent_on_git_over_a_throwaway_repository(tmp_path: Path) -> None:
-    from realprobe.api_mcp import evaluate
+    from realprobe import evaluate
 
     if not Path(GIT).exists():
         pytest.skip("mcp-server-git not installed")
@@ -572,10 +571,10 @@ async def test_a_hang_the_client_gave_up_on_is_marked_for_a_replay_with_faults(
 ) -> None:
     import asyncio
 
+    from realprobe import load_profile
     from realprobe.mcp.proxy import Proxy, ProxyOptions
     from realprobe.mcp.session_cassette import session_calls
     from realprobe.simulator.faults import FaultModel
-    from realprobe.simulator.profile import load_profile
 
     profile = fault_profile(tmp_path, {"TIMEOUT": 1.0})
     model = FaultModel(load_profile(profile), 7)

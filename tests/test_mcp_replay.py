@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode, TransportOptions
+from realprobe import Catalog, Mode, TransportOptions
 from realprobe.mcp import McpService, ServiceOptions
 
 ROUNDS = 2

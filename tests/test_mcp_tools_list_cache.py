@@ -9,8 +9,7 @@ from typing import Any
 from mcp import Client
 from mcp.types import PaginatedRequestParams
 
-from realprobe.adapters import default_catalog
-from realprobe.clients import TransportOptions
+from realprobe import TransportOptions, default_catalog
 from realprobe.mcp import McpService, ServiceOptions
 from realprobe.mcp.rendering import ToolListCache
 

@@ -23,11 +23,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, ErrorCode, Profile, Tool
 from realprobe.adapters.deadline import GRACE_S
-from realprobe.adapters.tool import Tool
-from realprobe.errors import ErrorCode
-from realprobe.simulator.profile import Profile, ToolProfile
+from realprobe.simulator.profile import ToolProfile
 
 CLI = [sys.executable, "-m", "realprobe.cli", "mcp"]
 

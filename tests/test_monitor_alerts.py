@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from monitor_helpers import write_rows
 
-from realprobe.errors import RealprobeError
+from realprobe import RealprobeError
 from realprobe.monitor.alerts import check, load_rules
 
 T0 = 1_790_000_000.0
@@ -209,7 +209,7 @@ window = "1h"
 def test_schedule_checks_alerts_after_every_round(
     tmp_path: Path, receiver: Receiver, sandbox_factory: Any
 ) -> None:
-    from realprobe.simulator.profile import Profile
+    from realprobe import Profile
 
     down = Profile.model_validate({
         "format": "realprobe-profile/1",

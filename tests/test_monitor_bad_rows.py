@@ -15,9 +15,9 @@ import pytest
 from monitor_helpers import write_rows
 from prometheus_client.parser import text_string_to_metric_families
 
+from realprobe import Store
 from realprobe.monitor import aggregate
 from realprobe.monitor.exporter import Exporter
-from realprobe.store import Store
 
 
 def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -119,9 +119,8 @@ def test_labels_come_from_closed_sets_and_what_is_folded_is_counted(
 def test_a_cached_probe_answer_skips_bad_rows(tmp_path: Path) -> None:
     from prometheus_client import generate_latest
 
-    from realprobe.adapters.catalog import Catalog
+    from realprobe import Catalog, Mode, TransportOptions
     from realprobe.adapters.spec import ApiSpec
-    from realprobe.clients import Mode, TransportOptions
     from realprobe.monitor.blackbox import BlackboxProber
 
     api = ApiSpec.model_validate({

@@ -11,13 +11,10 @@ import pytest
 from monitor_helpers import write_rows
 from prometheus_client.parser import text_string_to_metric_families
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Mode, Profile, Store, TransportOptions
 from realprobe.adapters.spec import ApiSpec
-from realprobe.clients import Mode, TransportOptions
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.exporter import Exporter, ExporterServer
-from realprobe.simulator.profile import Profile
-from realprobe.store import Store
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -198,7 +195,7 @@ def test_probe_endpoint_keeps_the_daily_budget_of_live_calls(tmp_path: Path) -> 
     })
     db = tmp_path / "p.db"
     Store(db).close()
-    from realprobe.clock import VirtualClock
+    from realprobe import VirtualClock
 
     day = VirtualClock(start_wall=1930651200.0)  # 2031-03-07 12:00 UTC: the budget's day
     prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db, timeout_s=5,

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from monitor_helpers import write_rows
 
-from realprobe.errors import RealprobeError
+from realprobe import RealprobeError, Store
 from realprobe.monitor.merge import merge
-from realprobe.store import Store
 
 T0 = 1_790_000_000.0
 

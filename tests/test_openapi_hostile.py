@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import realprobe
+from realprobe import RealprobeError
 from realprobe.adapters.openapi.document import OpenApiError, parse_text
-from realprobe.errors import RealprobeError
 
 BOMB = "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths: {}\n" + "".join(
     f"x{i}: &x{i} [" + ",".join([f"*x{i - 1}"] * 9 if i else ['"lol"'] * 9) + "]\n"

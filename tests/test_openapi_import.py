@@ -17,13 +17,11 @@ import yaml
 from mcp.types import Tool as McpTool
 from typer.testing import CliRunner
 
-from realprobe.adapters import call_tool_sync
-from realprobe.adapters.catalog import Catalog, builtin_specs, load_file, parse_catalog
+from realprobe import Catalog, RealprobeError, call_tool_sync, make_sync_client
+from realprobe.adapters.catalog import builtin_specs, load_file, parse_catalog
 from realprobe.adapters.openapi import ImportOptions, OpenApiError, import_openapi
 from realprobe.adapters.spec import TOOL_NAME_RE
 from realprobe.cli import app
-from realprobe.clients import make_sync_client
-from realprobe.errors import RealprobeError
 from realprobe.mcp.definitions import mcp_tool
 from tests.loopback_http import serving
 

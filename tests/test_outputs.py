@@ -15,9 +15,9 @@ import pytest
 from probe_helpers import synthetic_rows
 
 import realprobe
+from realprobe import Store
 from realprobe.cli import main
 from realprobe.outputs import OutputError, write_output
-from realprobe.store import Store
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent

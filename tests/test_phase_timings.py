@@ -7,11 +7,17 @@ from pathlib import Path
 import pytest
 from tls_helpers import tls_server
 
-from realprobe.adapters import call_tool, call_tool_sync
-from realprobe.adapters.catalog import Catalog
+from realprobe import (
+    Catalog,
+    Mode,
+    Store,
+    TransportOptions,
+    call_tool,
+    call_tool_sync,
+    make_client,
+    make_sync_client,
+)
 from realprobe.adapters.spec import ApiSpec
-from realprobe.clients import Mode, TransportOptions, make_client, make_sync_client
-from realprobe.store import Store
 
 
 def _catalog(base_url: str) -> Catalog:
@@ -76,8 +82,8 @@ def test_sync_client_measures_the_same_phases(
 async def test_probe_rows_store_phases_and_tls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from realprobe import run_probes
     from realprobe.probes.politeness import PolitenessConfig
-    from realprobe.probes.runner import run_probes
 
     with tls_server(tmp_path, days=10, delay_s=0.15) as server:
         monkeypatch.setenv("SSL_CERT_FILE", str(server.cert_file))

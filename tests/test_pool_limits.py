@@ -6,8 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from realprobe.adapters import default_catalog
-from realprobe.clients import TransportOptions, make_client
+from realprobe import TransportOptions, default_catalog, make_client
 from realprobe.probes.session import client_config
 
 IN_FLIGHT = 120  # more than the default pool of 100

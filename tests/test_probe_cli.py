@@ -11,10 +11,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, RealprobeError, Store
 from realprobe.cli import app
-from realprobe.errors import RealprobeError
-from realprobe.store import Store
 
 runner = CliRunner()
 

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Sandbox, Store, load_profile
 from realprobe.http.simulate import routes_from_catalog
-from realprobe.sandbox.server import Sandbox, SandboxThread
-from realprobe.simulator.profile import load_profile
-from realprobe.store import Store
+from realprobe.sandbox.server import SandboxThread
 
 CONCURRENCY = 6
 

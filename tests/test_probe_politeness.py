@@ -10,18 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    HttpClient,
+    Mode,
+    Profile,
+    Store,
+    TransportOptions,
+    VirtualClock,
+    make_client,
+    run_probes,
+)
 from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.clock import VirtualClock
-from realprobe.errors import ErrorCode
 from realprobe.hosts import Backoff, HostLimiter, host_key, merge
-from realprobe.http.client import HttpClient
 from realprobe.http.simulate import SimulateTransport
-from realprobe.probes import PolitenessConfig, run_probes
+from realprobe.probes import PolitenessConfig
 from realprobe.probes.politeness import Budget
-from realprobe.simulator.profile import LatencyModel, Profile, ToolProfile, resolve_profile
-from realprobe.store import Store
+from realprobe.simulator.profile import LatencyModel, ToolProfile, resolve_profile
 from realprobe.target import Target
 
 ZERO = Politeness(min_interval_s=0, jitter_s=0)
@@ -70,7 +76,7 @@ async def test_429_without_retry_after_backs_off_exponentially_then_gives_up() -
 
 
 async def test_the_limiter_is_shared_and_an_agent_is_held_back_by_a_probe_pause() -> None:
-    from realprobe.hosts import HeldBack, HostGates
+    from realprobe import HeldBack, HostGates
 
     clock = VirtualClock()
     gates = HostGates(clock)
@@ -98,7 +104,7 @@ async def test_success_resets_the_429_backoff() -> None:
 
 
 async def test_stop_interrupts_a_long_real_wait() -> None:
-    from realprobe.clock import RealClock
+    from realprobe import RealClock
 
     lim = HostLimiter("h:443", Politeness(min_interval_s=60, jitter_s=0), RealClock())
     stop = asyncio.Event()

@@ -11,15 +11,22 @@ from typing import Any
 
 import pytest
 
-from realprobe.adapters import ToolError, ToolResult
-from realprobe.adapters.catalog import Catalog
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    Mode,
+    RealprobeError,
+    Store,
+    ToolError,
+    ToolResult,
+    TransportOptions,
+    make_client,
+    run_probes,
+)
 from realprobe.adapters.deadline import GRACE_S
 from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.probes import PolitenessConfig, run_probes
+from realprobe.probes import PolitenessConfig
 from realprobe.probes.runner import reached_server
-from realprobe.store import Store
 
 ZERO = PolitenessConfig(override=Politeness(min_interval_s=0, jitter_s=0))
 

@@ -11,15 +11,12 @@ from typing import Any
 import pytest
 from probe_helpers import probe, synthetic_rows
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Mode, Store, ToolResult, TransportOptions
 from realprobe.adapters.spec import ApiSpec
-from realprobe.clients import Mode, TransportOptions
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.implicit import ImplicitWatch, implicit_summary
 from realprobe.probes.stats import stats_from_db
-from realprobe.result import ToolResult
 from realprobe.simulator.plans import FaultPlan
-from realprobe.store import Store
 
 API = ApiSpec.model_validate({
     "id": "news", "name": "News", "base_url": "https://news.example", "docs_url": "https://n.org",
@@ -63,7 +60,7 @@ def _watch(tool: Any, answers: list[dict[str, Any]], args: Any = None) -> list[s
 
 
 def test_drift_reads_nested_fields_types_units_and_closed_sets() -> None:
-    from realprobe.adapters import default_catalog
+    from realprobe import default_catalog
 
     cat = default_catalog()
     day = {"date": "2026-01-01", "name": "New Year", "global": True}

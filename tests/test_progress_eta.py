@@ -263,10 +263,9 @@ def test_each_schedule_round_counts_from_zero() -> None:
 
 def test_the_probe_plan_follows_the_run() -> None:
     """Host by host as the run queues its calls; lanes only where politeness holds."""
-    from realprobe.clients import TransportOptions
+    from realprobe import Mode, TransportOptions
     from realprobe.commands.common import PolitenessChoice, load_catalog
     from realprobe.commands.probes import probe_plan
-    from realprobe.http.mode import Mode
 
     tools = list(load_catalog(None))[:6]
     plan, lanes, workers = probe_plan(tools, 2, TransportOptions(mode=Mode.LIVE), None)
@@ -436,7 +435,7 @@ def test_the_fault_models_calls_follow_the_burst_chain() -> None:
 def test_a_jobs_modelled_seconds_never_read_the_targets_draws() -> None:
     """The reference agent's runs of a task in the simulator under the sandbox's profile:
     they vary as its hangs do, and the same whatever the target's seed."""
-    from realprobe.adapters.catalog import Catalog
+    from realprobe import Catalog
     from realprobe.simulator.profile import builtin_profile
     from realprobe.tasks.executors import jobs_for, modelled_seconds
     from realprobe.tasks.model import default_tasks_dir, load_tasks
@@ -500,8 +499,8 @@ def test_a_sandbox_state_of_another_shape_gives_no_draws(
 
 
 def test_run_reports_its_plan_to_the_bar() -> None:
+    from realprobe import TaskBatch
     from realprobe.commands.sweep import SweepProgress
-    from realprobe.tasks.batch import TaskBatch
 
     batch = TaskBatch.plan(["pokemon_quiz", "quiz_night"], mode="simulate", repeat=2)
     progress = SweepProgress(disable=True, label="tasks", workers=2)

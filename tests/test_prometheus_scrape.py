@@ -17,8 +17,7 @@ import httpx
 import pytest
 from monitor_helpers import write_rows
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode, TransportOptions
+from realprobe import Catalog, Mode, TransportOptions
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.exporter import Exporter, ExporterServer
 

@@ -16,13 +16,20 @@ from typing import Any
 import pytest
 from probe_helpers import synthetic_rows
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import (
+    Catalog,
+    Mode,
+    RealprobeError,
+    Store,
+    TransportOptions,
+    make_client,
+    make_sync_client,
+    run_probes,
+)
 from realprobe.adapters.spec import Politeness
 from realprobe.cli import main
-from realprobe.clients import Mode, TransportOptions, make_client, make_sync_client
-from realprobe.errors import RealprobeError
-from realprobe.probes import PolitenessConfig, run_probes
-from realprobe.store import SCHEMA_VERSION, Store, default_vantage, schema_version
+from realprobe.probes import PolitenessConfig
+from realprobe.store import SCHEMA_VERSION, default_vantage, schema_version
 from realprobe.target import TargetKind
 from realprobe.tasks.store import TASK_SCHEMA_VERSION, TaskStore
 
@@ -233,7 +240,7 @@ async def test_ten_thousand_simulated_rounds_stamp_nothing_after_write_time(
 
 
 def test_a_row_stamped_in_the_future_is_refused() -> None:
-    from realprobe.adapters import ToolResult
+    from realprobe import ToolResult
     from realprobe.store import probe_row
 
     result = ToolResult(tool="x", ok=True, latency_ms=1.0)
@@ -376,7 +383,7 @@ async def test_cron_waits_for_its_first_fire_time_on_an_injected_clock(tmp_path:
 
     from apscheduler.triggers.cron import CronTrigger
 
-    from realprobe.probes.runner import RunSummary
+    from realprobe import RunSummary
     from realprobe.probes.scheduler import ProbeSchedule, first_fire_time
 
     tz = dt.datetime.now().astimezone().tzinfo
@@ -408,7 +415,7 @@ async def test_cron_waits_for_its_first_fire_time_on_an_injected_clock(tmp_path:
 async def test_every_fires_at_once(tmp_path: Path) -> None:
     from apscheduler.triggers.interval import IntervalTrigger
 
-    from realprobe.probes.runner import RunSummary
+    from realprobe import RunSummary
     from realprobe.probes.scheduler import ProbeSchedule
 
     fired: list[float] = []

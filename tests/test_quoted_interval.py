@@ -71,8 +71,9 @@ def test_an_extrapolated_percentile_is_marked_in_stats_report_and_alerts(tmp_pat
     censored fit's percentiles with the one mark, decided by `LatencyStats.extrapolated`."""
     import numpy as np
 
+    from realprobe import Store
     from realprobe.probes.stats import EXTRAPOLATED
-    from realprobe.store import Store, iso_utc
+    from realprobe.store import iso_utc
 
     db = tmp_path / "p.db"
     now = time.time()

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 import realprobe
+from realprobe import BadArgument, RealprobeError
 from realprobe.cli import app
-from realprobe.errors import BadArgument, RealprobeError
 from realprobe.ranges import CHECKS, problem
 
 BAD: dict[str, list[Any]] = {

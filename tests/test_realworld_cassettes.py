@@ -30,9 +30,8 @@ from realworld_clients import (
 )
 
 import realprobe
-from realprobe.api_cassettes import import_cassette
+from realprobe import import_cassette, load_cassette
 from realprobe.cassettes.cassette import parse_text
-from realprobe.cassettes.importers import load_cassette
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 FILES = real_files()

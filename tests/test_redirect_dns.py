@@ -10,9 +10,8 @@ import asyncio
 import httpx
 import pytest
 
+from realprobe import ErrorCode, HttpClient, SyncHttpClient
 from realprobe.adapters.http import Fetched, FetchFailure
-from realprobe.errors import ErrorCode
-from realprobe.http.client import HttpClient, SyncHttpClient
 
 TABLE = {"metadata.internal.example": ["169.254.169.254"], "api.moved.example": ["93.184.216.34"]}
 

@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.cassettes.importers import load_cassette
+from realprobe import Catalog, data_dir, load_cassette
 from realprobe.cli import app
-from realprobe.data import data_dir
 
 runner = CliRunner()
 

@@ -11,11 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.cassettes.importers import load_cassette
+from realprobe import Catalog, Mode, TransportOptions, load_cassette, make_client, make_sync_client
 from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
-from realprobe.clients import Mode, TransportOptions, make_client, make_sync_client
 
 CHUNKS = [b"alpha-", b"beta-", b"gamma"]
 
@@ -119,7 +117,7 @@ def test_record_mode_in_transport_options(tmp_path: Path, catalog: Catalog) -> N
     path.write_text('{"version": 1, "interactions": []}')
     assert TransportOptions(cassette=path, record_mode="once").normalised().mode is Mode.REPLAY
     assert TransportOptions(cassette=path, record_mode="all").normalised().mode is Mode.RECORD
-    from realprobe.errors import RealprobeError
+    from realprobe import RealprobeError
 
     with pytest.raises(RealprobeError, match="needs cassette"):
         TransportOptions(record_mode="once").normalised()

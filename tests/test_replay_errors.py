@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from realprobe.cassettes.cassette import CassetteError
-from realprobe.cassettes.importers import load_cassette
-from realprobe.clients import Mode, TransportOptions, replay_latency_of
-from realprobe.errors import RealprobeError
+from realprobe import CassetteError, Mode, RealprobeError, TransportOptions, load_cassette
+from realprobe.clients import replay_latency_of
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
 

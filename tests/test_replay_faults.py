@@ -10,10 +10,15 @@ from typing import Any
 import pytest
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt, wait_none
 
-from realprobe.adapters import ToolResult, call_tool
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.http.client import ClientConfig
+from realprobe import (
+    Catalog,
+    ClientConfig,
+    Mode,
+    ToolResult,
+    TransportOptions,
+    call_tool,
+    make_client,
+)
 
 FAST = ClientConfig(deadline_s=0.5, read_timeout_s=0.3)
 

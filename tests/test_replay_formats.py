@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from realprobe.cassettes.importers import load_cassette
+from realprobe import load_cassette
 from realprobe.cli import app
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"

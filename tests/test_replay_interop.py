@@ -11,13 +11,11 @@ import pytest
 import vcr
 from typer.testing import CliRunner
 
-from realprobe.adapters import call_tool
-from realprobe.adapters.catalog import Catalog
-from realprobe.cassettes.importers import decompress, load_cassette
+from realprobe import Catalog, Mode, TransportOptions, call_tool, load_cassette, make_client
+from realprobe.cassettes.importers import decompress
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport
 from realprobe.cli import app
-from realprobe.clients import Mode, TransportOptions, make_client
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
 FILES = sorted(REALWORLD.glob("*.yaml"))

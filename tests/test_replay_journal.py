@@ -14,8 +14,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from realprobe.cassettes.cassette import CassetteError
-from realprobe.cassettes.importers import load_cassette
+from realprobe import CassetteError, load_cassette
 from realprobe.cassettes.journal import journal_path
 from realprobe.cassettes.recording import SyncRecordingTransport
 from realprobe.cli import app

@@ -9,7 +9,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from realprobe.cassettes.cassette import Call, Cassette, save_cassette
+from realprobe import Cassette, save_cassette
+from realprobe.cassettes.cassette import Call
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport
 from realprobe.cli import app

@@ -9,15 +9,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from realprobe.adapters import call_tool
-from realprobe.adapters.catalog import Catalog
-from realprobe.cassettes.importers import load_cassette
+from realprobe import (
+    Catalog,
+    ClientConfig,
+    ErrorCode,
+    HttpClient,
+    Mode,
+    TransportOptions,
+    VirtualClock,
+    call_tool,
+    load_cassette,
+    make_client,
+)
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.replayer import CassetteExhausted, CassetteMiss, ReplayTransport
-from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.clock import VirtualClock
-from realprobe.errors import ErrorCode
-from realprobe.http.client import ClientConfig, HttpClient
 
 URL = "https://api.example.test/counter"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from probe_helpers import synthetic_rows
 
+from realprobe import Store
 from realprobe.report import build_report, render_html
 from realprobe.report import plots as p
-from realprobe.store import Store
 
 T0 = 1_790_000_000.0
 SVG = "{http://www.w3.org/2000/svg}"

@@ -18,10 +18,7 @@ from typing import Any
 import pytest
 
 import realprobe
-from realprobe.clock import VirtualClock
-from realprobe.errors import RealprobeError
-from realprobe.hosts import HostGates
-from realprobe.store import Store
+from realprobe import HostGates, RealprobeError, Store, VirtualClock
 from realprobe.tasks.batch import infrastructure_failure_of, summary_of
 from realprobe.tasks.store import TaskStore
 from tests.llm_server import ScriptedLLM, two_turns

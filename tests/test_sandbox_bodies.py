@@ -12,16 +12,23 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from realprobe.adapters import call_tool
-from realprobe.adapters.catalog import Catalog
-from realprobe.cassettes.cassette import Call, Cassette, save_cassette
+from realprobe import (
+    Cassette,
+    Catalog,
+    ErrorCode,
+    Profile,
+    RealprobeError,
+    TransportOptions,
+    call_tool,
+    make_client,
+    save_cassette,
+)
+from realprobe.cassettes.cassette import Call
 from realprobe.cli import app
-from realprobe.clients import TransportOptions, make_client
-from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.sandbox.bodies import SOURCE_HEADER, BodySource, Recordings
 from realprobe.sandbox.server import SandboxThread
 from realprobe.sandbox.setup import sandbox_for
-from realprobe.simulator.profile import Profile, ToolProfile
+from realprobe.simulator.profile import ToolProfile
 from realprobe.simulator.routes import Route
 
 # Genderize answers recorded from the real API (kim: a VCR cassette of 2021; harry: a README
@@ -299,7 +306,7 @@ def test_the_in_process_simulator_chooses_fixtures_like_the_sandbox(
     check: dict[str, object],
 ) -> None:
     """`--simulate` and `--sandbox` answer the same arguments with the same fixture."""
-    from realprobe.api import call, options
+    from realprobe import call, options
 
     answers = []
     for opts in (options(profile="calm"), options(sandbox=fixtures_sandbox)):
@@ -312,8 +319,7 @@ def test_the_in_process_simulator_chooses_fixtures_like_the_sandbox(
 
 
 def test_the_in_process_simulator_answers_unknown_input_like_the_api(catalog: Catalog) -> None:
-    from realprobe.api import call, options
-    from realprobe.errors import ErrorCode
+    from realprobe import ErrorCode, call, options
 
     result = call("swapi_person", {"id": "9999"}, target=options(profile="calm"), catalog=catalog)
     assert not result.ok and result.error is not None

@@ -11,10 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Sandbox, load_profile
 from realprobe.http.simulate import routes_from_catalog
-from realprobe.sandbox.server import Sandbox, running
-from realprobe.simulator.profile import load_profile
+from realprobe.sandbox.server import running
 
 HEALTH = b"GET /_health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
 

@@ -12,11 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from realprobe import HttpClient, SyncHttpClient, VirtualClock
 from realprobe.adapters.http import Fetched, FetchFailure
 from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
-from realprobe.clock import VirtualClock
-from realprobe.http.client import HttpClient, SyncHttpClient
 from realprobe.http.transports import (
     DELAY_HEADER,
     MISSED_HEADER,

@@ -9,17 +9,14 @@ from pathlib import Path
 import httpx
 from loopback_upstream import Upstream as LoopbackUpstream
 
-from realprobe.adapters import call_tool
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, ErrorCode, Mode, Profile, TransportOptions, call_tool, make_client
 from realprobe.adapters.spec import Politeness
-from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.errors import ErrorCode
 from realprobe.probes.stats import wilson
 from realprobe.sandbox.bodies import SOURCE_HEADER
 from realprobe.sandbox.proxy import Upstream
 from realprobe.sandbox.server import SandboxThread
 from realprobe.sandbox.setup import sandbox_for
-from realprobe.simulator.profile import LatencyModel, Profile, ToolProfile
+from realprobe.simulator.profile import LatencyModel, ToolProfile
 
 Z99 = 2.5758293035489004
 N = 300
@@ -160,8 +157,8 @@ def test_live_budget_is_the_stores_ledger(catalog: Catalog, tmp_path: Path) -> N
     process, a restart) on the same database finds today's budget already spent."""
     import datetime as dt
 
+    from realprobe import Store
     from realprobe.sandbox.setup import make_upstream
-    from realprobe.store import Store
 
     db = tmp_path / "ledger.db"
 

@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from realprobe import api
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, api
 from realprobe.sandbox.admin import served_draws, served_profile
 from realprobe.sandbox.server import running
 from realprobe.tasks.executors import Finished, Job, jobs_for, modelled_seconds, run_local
@@ -133,8 +132,8 @@ def test_a_sandbox_that_does_not_say_its_seed_gives_none() -> None:
 def test_a_model_of_a_latency_scaled_sandbox_meets_its_delays() -> None:
     """A sandbox started with a latency scale says so, and the profile scaled by it draws
     the very delays the sandbox acts out: the same draws, times the scale."""
+    from realprobe import load_profile
     from realprobe.simulator.faults import FaultModel
-    from realprobe.simulator.profile import load_profile
 
     sb = api.make_sandbox("published", seed=4, latency_scale=0.25)
     with running(sb) as url:

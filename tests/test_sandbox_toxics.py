@@ -12,10 +12,9 @@ import httpx
 import pytest
 from loopback_upstream import Upstream as LoopbackUpstream
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Profile
 from realprobe.sandbox.server import SandboxThread
 from realprobe.sandbox.setup import parse_toxic, sandbox_for
-from realprobe.simulator.profile import Profile
 from realprobe.simulator.toxics import LimitDataToxic
 
 

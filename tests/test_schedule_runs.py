@@ -17,16 +17,12 @@ import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 from typer.testing import CliRunner
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, RealprobeError, RunSummary, Sandbox, Store, load_profile
 from realprobe.cli import app
-from realprobe.errors import RealprobeError
 from realprobe.http.simulate import routes_from_catalog
-from realprobe.probes.runner import RunSummary
 from realprobe.probes.scheduler import ProbeSchedule, make_trigger
-from realprobe.probes.windows import parse_duration
-from realprobe.sandbox.server import Sandbox, SandboxThread
-from realprobe.simulator.profile import load_profile
-from realprobe.store import Store
+from realprobe.ranges import parse_duration
+from realprobe.sandbox.server import SandboxThread
 
 runner = CliRunner()
 
@@ -46,7 +42,8 @@ def fake_summary(n: int) -> RunSummary:
 def test_every_duration_door_takes_the_same_strings(text: str, seconds: float) -> None:
     """One grammar: --every, --since/--until ages, --period, alert rule windows and the
     exporter's window all parse through `parse_duration`."""
-    from realprobe.api_rows import period_arg, window
+    from realprobe import window
+    from realprobe.api_rows import period_arg
     from realprobe.monitor.alerts import Rule
 
     assert make_trigger(text, None)[1] == pytest.approx(seconds)

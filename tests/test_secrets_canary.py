@@ -21,11 +21,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Mode, TransportOptions, make_client
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.cli import app
-from realprobe.clients import Mode, TransportOptions, make_client
 from realprobe.secrets import forget_all, scrub_text, secret_header, secret_name
 
 ACCESS = "CNRY:access/key+1"
@@ -279,7 +278,7 @@ def test_no_canary_reaches_any_file(echo_url: str, tmp_path: Path, catalog: Cata
         assert conn.execute("SELECT count(*) FROM probes").fetchone()[0] == 3
 
     # the LLM key, echoed by the model into its final message, and a task row
-    from realprobe.store import Store
+    from realprobe import Store
     from realprobe.tasks.agents import LlmSettings
     from realprobe.tasks.store import TaskStore
 
@@ -313,7 +312,7 @@ def test_cassette_scrub_with_defaults_removes_what_recording_would(
     async def record() -> None:
         opts = TransportOptions(mode=Mode.RECORD, cassette=raw, scrub=False)
         client = make_client(user_cat, opts)
-        from realprobe.adapters import call_tool
+        from realprobe import call_tool
 
         try:
             for tool in ("echo_all", "echo_redirect", "echo_denied"):

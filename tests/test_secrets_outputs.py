@@ -13,10 +13,8 @@ from urllib.parse import quote
 import pytest
 from typer.testing import CliRunner
 
-from realprobe.adapters import call_tool_sync
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, TransportOptions, call_tool_sync, make_sync_client
 from realprobe.cli import app
-from realprobe.clients import TransportOptions, make_sync_client
 from realprobe.secrets import clip, forget_all, remember
 from tests.loopback_http import serving
 

@@ -18,17 +18,14 @@ import httpx
 import pytest
 from loopback_upstream import Upstream as LoopbackUpstream
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode, TransportOptions
+from realprobe import Catalog, Mode, Sandbox, Store, TransportOptions, load_profile
 from realprobe.http.simulate import routes_from_catalog
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.exporter import Exporter, ExporterServer
 from realprobe.sandbox.journal import Journal
-from realprobe.sandbox.server import Sandbox, SandboxThread
+from realprobe.sandbox.server import SandboxThread
 from realprobe.sandbox.setup import sandbox_for
 from realprobe.serving import Guard, Limits, off_loopback_warning
-from realprobe.simulator.profile import load_profile
-from realprobe.store import Store
 
 EVIL = "http://evil.example"
 

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from realprobe.errors import ErrorCode
-from realprobe.hosts import GateState, HeldBack, SharedGates
-from realprobe.result import ToolError, ToolResult
+from realprobe import ErrorCode, HeldBack, ToolError, ToolResult
+from realprobe.hosts import GateState, SharedGates
 
 
 class Api:

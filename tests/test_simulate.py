@@ -5,12 +5,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from realprobe.adapters import call_tool
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import TransportOptions, make_client
-from realprobe.errors import ErrorCode
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    Profile,
+    TransportOptions,
+    call_tool,
+    load_profile,
+    make_client,
+)
 from realprobe.simulator.faults import FaultModel
-from realprobe.simulator.profile import Burst, Profile, ToolProfile, load_profile
+from realprobe.simulator.profile import Burst, ToolProfile
 
 
 def outcomes(catalog: Catalog, profile: str, seed: int, rounds: int = 6) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from realprobe.errors import ErrorCode
+from realprobe import ErrorCode, Profile
 from realprobe.probes.calibrate import calibrate, export
 from realprobe.probes.drift import adjust, drift, pooled_rho, success_drift, two_proportion
 from realprobe.probes.latency_fit import fit_lognormal, ks_pvalue, ks_test
@@ -22,7 +22,6 @@ from realprobe.simulator.profile import (
     Burst,
     LatencyModel,
     Lognormal,
-    Profile,
     ToolProfile,
     resilibench_base,
     resilibench_marginal,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from probe_helpers import synthetic_rows
 
+from realprobe import Store
 from realprobe.cli import main
-from realprobe.store import Store
 
 T0 = 1_790_000_000.0  # 2026-09-21
 

@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 import realprobe
-from realprobe.errors import ErrorCode
+from realprobe import ErrorCode, Store
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import compute_stats
-from realprobe.store import Store
 
 TOOLS = ("alpha_get", "beta_list", "gamma_find")
 VANTAGES = ("home", "cloud")

@@ -10,7 +10,7 @@ import pytest
 from probe_helpers import synthetic_rows
 from scipy import stats as sps
 
-from realprobe.errors import RealprobeError
+from realprobe import RealprobeError, Store
 from realprobe.probes import stats as stats_mod
 from realprobe.probes.latency_fit import fit_lognormal, ks_test
 from realprobe.probes.loading import ProbeArrays, load_probes
@@ -24,8 +24,7 @@ from realprobe.probes.stats import (
     variability,
     wilson,
 )
-from realprobe.probes.windows import parse_time, parse_window
-from realprobe.store import Store
+from realprobe.ranges import parse_time, parse_window
 
 NOW = 1_800_000_000.0
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import realprobe
-from realprobe.errors import ErrorCode
+from realprobe import ErrorCode, Profile, load_profile
 from realprobe.probes.calibrate import AtDeadline, calibrate
 from realprobe.probes.drift import drift
 from realprobe.probes.stats import compute_stats, long_run, stats_from_db, success_stats
@@ -23,11 +23,9 @@ from realprobe.simulator.profile import (
     LatencyModel,
     Lognormal,
     MixtureComponent,
-    Profile,
     ProfileError,
     RetryAfter,
     ToolProfile,
-    load_profile,
 )
 from tests.loopback_api import catfact_on_loopback
 from tests.probe_helpers import probe

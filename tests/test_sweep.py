@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.store import Store
+from realprobe import Catalog, Store
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.store import TaskStore
 from realprobe.tasks.sweep import load_sweep, plan_sweep, run_sweep

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import realprobe
-from realprobe.errors import RealprobeError
+from realprobe import RealprobeError
 from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.sweep import load_sweep, plan_sweep
 

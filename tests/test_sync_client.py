@@ -6,11 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from realprobe.adapters import call_tool_sync
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode, TransportOptions, make_sync_client
-from realprobe.errors import RealprobeError
-from realprobe.http.client import ClientConfig
+from realprobe import (
+    Catalog,
+    ClientConfig,
+    Mode,
+    RealprobeError,
+    TransportOptions,
+    call_tool_sync,
+    make_sync_client,
+)
 
 FAST = ClientConfig(deadline_s=1.0, read_timeout_s=0.6)
 

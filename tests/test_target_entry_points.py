@@ -16,13 +16,10 @@ from typing import Any
 import pytest
 
 import realprobe
+from realprobe import EvalSettings, Mode, RealprobeError, TransportOptions
 from realprobe.cli import main
-from realprobe.clients import TransportOptions
 from realprobe.commands.common import transport_options
-from realprobe.errors import RealprobeError
-from realprobe.http.mode import Mode
 from realprobe.target import Target, TargetKind
-from realprobe.tasks.settings import EvalSettings
 
 Spelling = dict[str, Any]  # mode, sandbox, simulate
 

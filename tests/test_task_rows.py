@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from realprobe.store import RowRefused, Store, iso_utc
+from realprobe import Store
+from realprobe.store import RowRefused, iso_utc
 from realprobe.tasks.store import TaskStore
 
 

@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode
-from realprobe.clock import VirtualClock
+from realprobe import Catalog, Mode, VirtualClock
 from realprobe.tasks.agents import LlmSettings
 from realprobe.tasks.agents.limits import LlmLimiter, LlmLimits
 from realprobe.tasks.model import default_tasks_dir, load_tasks

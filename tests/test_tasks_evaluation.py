@@ -13,9 +13,7 @@ import pytest
 from mcp import Client
 
 import realprobe
-from realprobe.adapters import default_catalog
-from realprobe.clients import TransportOptions
-from realprobe.errors import RealprobeError
+from realprobe import EvalSettings, RealprobeError, TransportOptions, default_catalog
 from realprobe.mcp import McpService, ServiceOptions
 from realprobe.tasks.evaluate import Toolbox, evaluate
 from realprobe.tasks.flaws import affected, with_variant
@@ -26,7 +24,6 @@ from realprobe.tasks.prompts import prompt_variants, render
 from realprobe.tasks.results import summarise, surface, volume
 from realprobe.tasks.runner import RunOutcome, shipped_cassettes
 from realprobe.tasks.scoring import out_of_order
-from realprobe.tasks.settings import EvalSettings
 
 TASKS = load_tasks(default_tasks_dir())
 CATALOG = default_catalog()

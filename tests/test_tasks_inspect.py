@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import realprobe
-from realprobe.clients import TransportOptions
+from realprobe import TransportOptions
 from realprobe.tasks.runner import shipped_cassettes
 
 inspect_ai = pytest.importorskip(

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.errors import RealprobeError
+from realprobe import Catalog, RealprobeError
 from realprobe.tasks.flaws import generate, regenerate
 from realprobe.tasks.model import (
     FLAW_TYPES,

@@ -14,11 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from realprobe.adapters.catalog import Catalog
-from realprobe.clients import Mode
-from realprobe.clock import VirtualClock
-from realprobe.http.client import HttpClient
-from realprobe.store import Store
+from realprobe import Catalog, HttpClient, Mode, Store, VirtualClock
 from realprobe.tasks.agents import AgentContext
 from realprobe.tasks.agents.reference import ReferenceAgent
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks

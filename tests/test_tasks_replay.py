@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog, Mode, RealprobeError
 from realprobe.cli import app
-from realprobe.clients import Mode
-from realprobe.errors import RealprobeError
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch, shipped_cassettes
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog
 from tests.llm_server import ScriptedLLM, http_error, text, tool_calls
 from tests.test_tasks_llm import FETCHES, grounded_post, run
 

@@ -16,7 +16,7 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.responses import FunctionToolParam
 from pydantic import TypeAdapter
 
-from realprobe.adapters.catalog import Catalog
+from realprobe import Catalog
 from realprobe.adapters.exports import drop_nulls, openai_chat, openai_responses, strict_schema
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 
@@ -97,7 +97,7 @@ def test_strict_nulls_mean_not_given(catalog: Catalog) -> None:
 def test_catalog_mcp_export_equals_what_the_server_lists(catalog: Catalog) -> None:
     from mcp import Client
 
-    from realprobe.clients import Mode, TransportOptions
+    from realprobe import Mode, TransportOptions
     from realprobe.mcp import McpService, ServiceOptions
 
     res = subprocess.run(

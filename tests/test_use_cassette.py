@@ -19,12 +19,10 @@ import requests
 import vcr
 
 import realprobe
+from realprobe import RealprobeError, load_cassette, use_cassette
 from realprobe.cassettes import httpx_patch
 from realprobe.cassettes.core import CassetteMiss
-from realprobe.cassettes.importers import load_cassette
 from realprobe.cassettes.matching import MATCHER_NAMES
-from realprobe.cassettes.session import use_cassette
-from realprobe.errors import RealprobeError
 
 BINARY = bytes(range(256)) * 4
 
@@ -309,8 +307,8 @@ def test_plain_vcrpy_replays_a_realprobe_cassette(
 
 def test_realprobe_http_client_redirect_hops_are_whole_interactions(tmp_path: Path) -> None:
     """realprobe's own client closes a redirect hop unread: still a complete vcrpy interaction."""
+    from realprobe import HttpClient
     from realprobe.cassettes.recording import RecordingTransport
-    from realprobe.http.client import HttpClient
 
     def app(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/old":
