@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
              record: str | Path | None, db: str | Path | None, timeout: float,
-             max_message_bytes: int, vantage: str | None, replayed: str | None = None) -> Any:
+             max_message_bytes: int, vantage: str | None, replayed: str | None = None,
+             record_folder: bool = False) -> Any:
     from realprobe.clients import check_fault_rate, check_seed
     from realprobe.mcp.proxy import ProxyOptions
 
@@ -41,8 +42,13 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
     if opts.record is not None:
         from realprobe.outputs import OutputError, check_output
 
+        # over HTTP `record` is a folder: one cassette per client session, by session id
+        target = opts.record / "session.jsonl" if record_folder else opts.record
+        if record_folder and (opts.record.is_file() or opts.record.is_symlink()):
+            raise RealprobeError(f"{opts.record}: over HTTP --record names a folder (one "
+                                 "cassette per session); this is a file", param="record")
         try:
-            check_output(opts.record, replace=True, make_parents=True)
+            check_output(target, replace=True, make_parents=True)
         except OutputError as exc:
             raise RealprobeError(str(exc), param="record") from exc
     return opts
@@ -65,13 +71,19 @@ def mcp_proxy(
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = 8767,
+    upstream_sessions: str = "per-client",
+    max_sessions: int = 100,
+    session_idle_timeout: float = 600.0,
     on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
-    """Serve MCP on stdin/stdout (`transport="http"`: one streamable-HTTP session on
-    `host:port/mcp`) in front of the server `command` starts (or the streamable-HTTP server
-    at `upstream`), relaying every message; faults from `profile` / `fault_plan` /
-    `fault_rate` (seeded by `seed`) are injected per tools/call; `record` writes the session
-    cassette, `db` a probe row per call; `on_ready(where)` once it serves."""
+    """Serve MCP on stdin/stdout (`transport="http"`: streamable-HTTP sessions side by side
+    on `host:port/mcp`, each with its own upstream session, or one `shared` by all, at most
+    `max_sessions` per client address, each closed after `session_idle_timeout` s idle) in
+    front of the server `command` starts (or the streamable-HTTP server at `upstream`),
+    relaying every message; faults from `profile` / `fault_plan` / `fault_rate` (seeded by
+    `seed`) are injected per tools/call; `record` writes the session cassette (over HTTP: a
+    folder of them, `<session id>.jsonl`), `db` a probe row per call; `on_ready(where)` once
+    it serves."""
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.wire import split_command
 
@@ -81,16 +93,35 @@ def mcp_proxy(
     argv = split_command(command) if command else None
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         raise RealprobeError(f"upstream {upstream!r}: expected an http(s) URL", param="upstream")
-    opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
-                    max_message_bytes, vantage)
     http = _http(transport, host, port)
-    return _run(lambda: serve(opts, command=argv, url=upstream, on_ready=on_ready, http=http))
+    limits = _limits(upstream_sessions, max_sessions, session_idle_timeout)
+    opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
+                    max_message_bytes, vantage, record_folder=http is not None)
+    if http is not None and argv is not None:
+        import shutil
+
+        if shutil.which(argv[0]) is None:
+            raise RealprobeError(f"cannot start the MCP server {argv[0]!r}: no such program",
+                                 param="command")
+    return _run(lambda: serve(opts, command=argv, url=upstream, on_ready=on_ready, http=http,
+                              upstream_sessions=upstream_sessions, limits=limits))
 
 
 def _http(transport: str, host: str, port: int) -> tuple[str, int] | None:
     if transport not in ("stdio", "http"):
         raise RealprobeError(f"transport {transport!r}: stdio or http", param="transport")
     return (host, port) if transport == "http" else None
+
+
+def _limits(upstream_sessions: str, max_sessions: int, idle_s: float) -> Any:
+    from realprobe.mcp.guards import check_session_limits
+    from realprobe.mcp.sessions import UPSTREAM_SESSIONS, SessionLimits
+
+    if upstream_sessions not in UPSTREAM_SESSIONS:
+        raise RealprobeError(f"upstream_sessions {upstream_sessions!r}: per-client or shared",
+                             param="upstream_sessions")
+    check_session_limits(max_sessions, idle_s)
+    return SessionLimits(per_client=max_sessions, idle_s=idle_s)
 
 
 def _run(main: Callable[[], Any]) -> Any:
@@ -124,12 +155,14 @@ def mcp_replay(
     transport: str = "stdio",
     host: str = "127.0.0.1",
     port: int = 8767,
+    max_sessions: int = 100,
+    session_idle_timeout: float = 600.0,
     on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
-    """Serve a recorded MCP session on stdin/stdout (or over HTTP) with the server gone:
-    each request gets its recorded answer, in order (`on_exhausted`: error, repeat-last or
-    cycle, as for HTTP cassettes; `replay_latency`: none, real or scaled:X); faults and rows
-    as for the proxy."""
+    """Serve a recorded MCP session on stdin/stdout (or over HTTP, each client session a
+    replay of its own from the start) with the server gone: each request gets its recorded
+    answer, in order (`on_exhausted`: error, repeat-last or cycle, as for HTTP cassettes;
+    `replay_latency`: none, real or scaled:X); faults and rows as for the proxy."""
     from realprobe.cassettes.core import EXHAUSTION_POLICIES, LatencyPolicy
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.session_cassette import CassetteUpstream
@@ -143,10 +176,15 @@ def mcp_replay(
     opts = _options(profile, fault_plan, fault_rate, seed, None, db, timeout, 16 * 1024 * 1024,
                     vantage, replayed=str(path))
 
+    limits = _limits("per-client", max_sessions, session_idle_timeout)
+
+    def replayed() -> CassetteUpstream:
+        return CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency,
+                                server_only=opts.injects)
+
     async def main() -> Any:
-        up = CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency,
-                              server_only=opts.injects)
-        return await serve(opts, cassette=up, on_ready=on_ready, http=http)
+        return await serve(opts, cassette=replayed, on_ready=on_ready, http=http,
+                           limits=limits)
 
     return _run(main)
 

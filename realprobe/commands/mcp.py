@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
     group.callback()(mcp_cmd)
     group.command("proxy", context_settings={"allow_interspersed_args": False})(proxy_cmd)
     group.command("replay")(replay_cmd)
-    group.command("import")(import_cmd)
+    group.command("import", hidden=True)(import_cmd)  # `cassette import` does it now
     app.add_typer(group, name="mcp")
 
 
@@ -228,7 +228,20 @@ ProxyTimeoutOpt = Annotated[
     float, typer.Option("--timeout", help="Seconds a call is awaited (or a hang held) at most.")
 ]
 TransportOpt = Annotated[
-    McpTransport, typer.Option("--transport", help="stdio, or http (one streamable-HTTP session).")
+    McpTransport, typer.Option("--transport", help="stdio, or http (streamable-HTTP sessions "
+                               "side by side).")
+]
+UpstreamSessionsOpt = Annotated[
+    str, typer.Option("--upstream-sessions", help="HTTP: per-client (each session its own "
+                      "upstream session) or shared (one for all).")
+]
+ProxyMaxSessionsOpt = Annotated[
+    int, typer.Option("--max-sessions", help="HTTP: open sessions per client address at most "
+                      "(then 503).")
+]
+ProxyIdleOpt = Annotated[
+    float, typer.Option("--session-idle-timeout", help="HTTP: close a session idle this many "
+                        "seconds.")
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="HTTP: address to listen on.")]
 PortOpt = Annotated[int, typer.Option("--port", help="HTTP: port (0 picks a free one).")]
@@ -247,13 +260,23 @@ def _ready(what: str) -> Callable[[str], None]:
     return ready
 
 
+def _shown(command: list[str] | None, upstream: str | None) -> str:
+    """The server as the banner names it, through the one scrubber (a password or token in
+    the URL, the value after `--api-key`, are masked)."""
+    from realprobe.secrets import scrub_data
+
+    return " ".join(scrub_data(list(command or []))) or str(scrub_data(str(upstream)))
+
+
 def _ended(summary: object) -> None:
     from realprobe.mcp.proxy import ProxySummary, upstream_error
     from realprobe.mcp.serve import log_to_stderr
 
     assert isinstance(summary, ProxySummary)
+    runs = summary.run_ids or ([summary.run_id] if summary.run_id else [])
     log_to_stderr(f"realprobe mcp: {summary.calls} tool call(s), {summary.injected} injected"
-                  + (f", rows in run {summary.run_id}" if summary.run_id else ""))
+                  + (f", {summary.sessions} session(s)" if summary.sessions else "")
+                  + (f", rows in run {', '.join(runs)}" if runs else ""))
     err = upstream_error(summary)
     if err is not None:
         raise err
@@ -288,6 +311,9 @@ def proxy_cmd(
     transport: TransportOpt = McpTransport.STDIO,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8767,
+    upstream_sessions: UpstreamSessionsOpt = "per-client",
+    max_sessions: ProxyMaxSessionsOpt = 100,
+    session_idle_timeout: ProxyIdleOpt = 600.0,
 ) -> None:
     """Put realprobe in front of any MCP server: relay every message both ways, inject
     calibrated faults per tools/call, record the session, store each call as a probe row.
@@ -296,13 +322,15 @@ def proxy_cmd(
     """
     from realprobe.api_mcp import mcp_proxy
 
-    with as_flags("command", "upstream", "fault_rate", "timeout", "max_message_bytes"):
+    with as_flags("command", "upstream", "fault_rate", "timeout", "max_message_bytes",
+                  "upstream_sessions", "max_sessions", "session_idle_timeout", "record"):
         summary = mcp_proxy(
             command or None, upstream=upstream, profile=profile, fault_plan=fault_plan,
             fault_rate=fault_rate, seed=seed, record=record, db=db, timeout=timeout,
             max_message_bytes=max_message_bytes, vantage=vantage, transport=transport.value,
-            host=host, port=port,
-            on_ready=_ready("a proxy of " + (" ".join(command or []) or str(upstream))),
+            host=host, port=port, upstream_sessions=upstream_sessions,
+            max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
+            on_ready=_ready("a proxy of " + _shown(command, upstream)),
         )
     _ended(summary)
 
@@ -328,6 +356,8 @@ def replay_cmd(
     transport: TransportOpt = McpTransport.STDIO,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8767,
+    max_sessions: ProxyMaxSessionsOpt = 100,
+    session_idle_timeout: ProxyIdleOpt = 600.0,
 ) -> None:
     """Serve a recorded MCP session over stdio (or HTTP) with the server gone: recorded answers in
     order, matched like HTTP cassettes (faults and rows as for `mcp proxy`)."""
@@ -338,6 +368,7 @@ def replay_cmd(
             cassette, on_exhausted=on_exhausted, replay_latency=replay_latency,
             profile=profile, fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, db=db,
             timeout=timeout, vantage=vantage, transport=transport.value, host=host, port=port,
+            max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
             on_ready=_ready(f"a replay of {cassette}"),
         )
     _ended(summary)
