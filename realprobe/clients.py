@@ -41,7 +41,7 @@ from realprobe.http.transports import (
     live_transport,
     sync_live_transport,
 )
-from realprobe.simulator.plans import FaultPlan, load_plan
+from realprobe.simulator.plans import FaultPlan, plan_for
 from realprobe.simulator.profile import DEFAULT_PROFILE, Profile, resolve_profile
 from realprobe.target import Target
 
@@ -134,8 +134,9 @@ class TransportOptions:
                 param=("fault_plan", "fault_rate"),
             )
         check_fault_rate(self.fault_rate)
-        if self.fault_plan is not None:
-            load_plan(self.fault_plan)  # a bad name or file fails here, before anything runs
+        if self.fault_plan is not None:  # a bad name or file, or a plan that cannot apply
+            rule = resolve_profile(self.profile or DEFAULT_PROFILE).rule  # beside the profile,
+            plan_for(self.fault_plan, self.fault_rate, rule)  # fails before anything runs
         return True
 
     def _mode_for_record_mode(self) -> Mode:
@@ -191,7 +192,8 @@ def base_transport(
             seed=opts.seed,
             clock=clock,
             real_time=opts.real_time,
-            plan=load_plan(opts.fault_plan) if opts.fault_plan is not None else None,
+            # the plan's faults at their places, the dial's elsewhere (or one line refused)
+            plan=plan_for(opts.fault_plan, opts.fault_rate, profile.rule),
         )
     if opts.sandbox:
         return SandboxRouter(opts.sandbox, origins_of(catalog), live_transport(limits))

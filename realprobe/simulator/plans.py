@@ -34,7 +34,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from realprobe.errors import ErrorCode
 from realprobe.limits import read_document
@@ -133,6 +141,9 @@ class FaultPlan(BaseModel):
     description: str | None = None
     base: Literal["profile", "none"] = "profile"
     rules: list[PlanRule] = Field(default_factory=list)
+    #: how the faults of calls no rule hits are labelled (`rate` when the fault-rate dial
+    #: drew them: `plan_for`); set by a door, never by a plan file
+    _elsewhere: str = PrivateAttr(default="profile")
 
     @field_validator("format")
     @classmethod
@@ -205,6 +216,8 @@ class PlanState:
         if self.plan.base == "none":
             latency = 0.0 if math.isinf(out.latency_s) else out.latency_s
             return Outcome(None, latency, out.pick)
+        if out.injected_by == "profile" and self.plan._elsewhere != "profile":
+            return replace(out, injected_by=self.plan._elsewhere)
         return out
 
     def _fault(
@@ -288,4 +301,33 @@ def load_plan(ref: str | Path | FaultPlan) -> FaultPlan:
     return _validated(read_document(path, "fault plan", fmt), str(path))
 
 
-__all__ = ["BUILTIN_PLANS", "FaultPlan", "FaultPlanError", "PlanRule", "PlanState", "load_plan"]
+def plan_for(
+    ref: str | Path | FaultPlan | None, fault_rate: float | None, rule: str = "burst",
+) -> FaultPlan | None:
+    """The plan a door applies beside its profile (already scaled by `fault_rate` when the
+    dial is set), so that every setting stored with the calls applies to them:
+
+    - with the dial, a plan's faults play at their places and the dial's everywhere else
+      (a `base = "none"` plan is run on top of the scaled profile), the dial's faults
+      labelled `rate` and the plan's `plan`; the dial alone is labelled `rate` too;
+    - a `base = "none"` plan drops the profile's failures, so beside a profile whose success
+      chance follows a ResiliBench `rule` (which it could not honour) it is refused."""
+    if ref is None and fault_rate is None:
+        return None
+    plan = load_plan(ref) if ref is not None else FaultPlan(name="fault-rate")
+    if fault_rate is not None:
+        plan = plan.model_copy(update={"base": "profile"})
+        plan._elsewhere = "rate"
+    elif plan.base == "none" and rule != "burst":
+        raise FaultPlanError(
+            f"fault plan {plan.name or ref} has base = \"none\" (calls it does not hit "
+            f"succeed), so the profile's rule {rule} would not apply: use a plan with "
+            "base = \"profile\", or a profile without the rule"
+        )
+    return plan
+
+
+__all__ = [
+    "BUILTIN_PLANS", "FaultPlan", "FaultPlanError", "PlanRule", "PlanState", "load_plan",
+    "plan_for",
+]

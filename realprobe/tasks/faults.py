@@ -51,6 +51,13 @@ def from_ledger(tool: str, injected: list[Injection]) -> Label | None:
     return "injected", f"{last.kind}-{last.persistence}", last.variant or last.code
 
 
+def source_in_ledger(tool: str, injected: list[Injection]) -> str | None:
+    """Which setting injected the tool's last fault: profile, rate (the fault-rate dial) or
+    plan (a fault plan's rule)."""
+    mine = [i for i in injected if i.tool == tool]
+    return mine[-1].by if mine else None
+
+
 def from_journal(entry: dict[str, Any]) -> Label | None:
     """What the sandbox played for one request, from its journal entry (None: no fault)."""
     fault = str(entry.get("fault") or "ok")

@@ -29,6 +29,7 @@ from realprobe.tasks.faults import (
     fault_ledger,
     from_journal,
     from_ledger,
+    source_in_ledger,
 )
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
@@ -329,6 +330,8 @@ class ToolBox:
         if label is None or (label[0] is None and not rec.ok):
             label = fault_label(rec.ok, rec.error_code, self.client.target.kind.value)
         rec.fault_origin, rec.fault_kind, rec.fault_variant = label
+        if injected and label[0] == "injected":
+            rec.fault_source = source_in_ledger(rec.tool, injected)
 
     async def _polite_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
         """The call (numbered for a sandbox), after this host's turn when the target is a
