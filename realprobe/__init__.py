@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         schedule_mcp,
     )
     from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
+    from realprobe.api_history import calibrate_imported, import_history, imported_stats
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
     from realprobe.cassettes.importers import load_cassette, recover_cassette
@@ -98,6 +99,10 @@ _WHERE: dict[str, str] = {
     "import_openapi": "realprobe.api_catalog",
     "record_fixtures": "realprobe.api_catalog",
     "public_apis": "realprobe.api_catalog",
+    # imported monitor histories
+    "import_history": "realprobe.api_history",
+    "imported_stats": "realprobe.api_history",
+    "calibrate_imported": "realprobe.api_history",
     # operating probes
     "check_alerts": "realprobe.api_monitor",
     "merge_databases": "realprobe.api_monitor",
@@ -202,6 +207,9 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "PROJECT_URL",
     "USER_AGENT",
+    "calibrate_imported",
+    "import_history",
+    "imported_stats",
     "BadArgument",
     "Cassette",
     "CassetteError",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from realprobe.clients import TransportOptions
     from realprobe.hosts import HostGates
     from realprobe.mcp.service import McpService
+    from realprobe.probes.availability import ImportedStats
     from realprobe.probes.drift import Drift
     from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.results import Stats, VantageStats
@@ -484,15 +485,22 @@ def stats(
     period: str | float = "1d",
     by: Literal["tool", "vantage"] = "tool",
     **select: Unpack[RowFilter],
-) -> Stats | VantageStats:
+) -> Stats | VantageStats | ImportedStats:
     """Per tool: success per attempt with intervals, error mix, latency with a censored
     lognormal fit, the burst chain, variability flags and (`.phases`) where the time goes,
     over the stored rows selected (`rows`: since, until, tools, kinds, vantage).
 
-    `by="vantage"` computes the same once per vantage point instead (a `VantageStats`)."""
+    `by="vantage"` computes the same once per vantage point instead (a `VantageStats`).
+    `kinds="imported"`: imported monitor histories instead, never pooled with these rows
+    (`imported_stats`; `tools` names monitors)."""
     if by not in ("tool", "vantage"):
         raise BadArgument("by", f"by {by!r}: choose tool or vantage")
     period_arg(period)
+    from realprobe.api_history import asks_imported, imported_stats
+
+    if asks_imported(select.get("kinds")):  # never pooled: statistics in time, labelled
+        return imported_stats(db, since=select.get("since"), until=select.get("until"),
+                              monitors=cast("str | None", select.get("tools")))
     return rows(db, **select).stats(period=period, by=by)
 
 
@@ -506,9 +514,14 @@ def calibrate(
     """A simulator profile from the stored rows selected (`rows`), or from a StatsReport
     already computed; the sandbox and the simulate transport read it. Each tool's latency
     gets a mixture of one or two lognormals fitted to the rows."""
+    from realprobe.api_history import asks_imported, calibrate_imported
     from realprobe.api_rows import _db
     from realprobe.probes.calibrate import calibrate as calibrate_report
 
+    if from_stats is None and asks_imported(select.get("kinds")):
+        return calibrate_imported(db, name=name, since=select.get("since"),
+                                  until=select.get("until"),
+                                  monitors=cast("str | None", select.get("tools")))
     if from_stats is not None:
         return calibrate_report(from_stats, name=name, db=str(_db(db)))
     return rows(db, **select).calibrate(name=name)

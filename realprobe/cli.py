@@ -49,6 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "drift": ("analysis", "Which tools changed between two windows: success, latency, error mix "
                           "(corrected)."),
     "report": ("analysis", "A self-contained HTML, Markdown or JSON report of the stored probes."),
+    "history": ("history", "Import what uptime monitors already recorded (Upptime, Uptime "
+                           "Kuma, Gatus, blackbox via Prometheus, Statuspage incidents)."),
     "cassette": ("replay", "Cassettes: inspect, verify, scrub, import (vcrpy, Ruby VCR, HAR), "
                            "record a round."),
     "run": ("tasks", "Run real-world tasks under an agent, score them, and store the runs "

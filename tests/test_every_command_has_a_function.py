@@ -46,6 +46,7 @@ FUNCTIONS = {
     "exporter": "serve_exporter",
     "alert check": "check_alerts",
     "merge": "merge_databases",
+    "history import": "import_history",
 }
 
 #: groups that are verbs too (the group's own callback does the work without a sub-verb)

@@ -27,6 +27,7 @@ FRONT_DOOR = {
     "save_cassette", "save_profile", "schedule", "schedule_mcp", "scrub_cassette",
     "serve_exporter", "serve_mcp", "stats", "sweep", "task_results", "use_cassette",
     "verify_cassette", "window", "write_report",
+    "import_history", "imported_stats", "calibrate_imported",
 }
 
 ROOMS = {

@@ -54,7 +54,8 @@ KindsOpt = Annotated[
     typer.Option(
         "--kinds",
         help="Which rows: live, sandbox, simulate, replay or all (default: live when the "
-        "window holds live rows, else the one kind present).",
+        "window holds live rows, else the one kind present); imported: monitor histories "
+        "brought in by `history import`, alone.",
     ),
 ]
 VantageOpt = Annotated[
@@ -117,9 +118,15 @@ def stats_cmd(
     one_shot()
     from realprobe import api
     from realprobe.probes.results import VantageStats
+    from realprobe.probes.stats import StatsReport
 
     rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=kinds,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
+    if not isinstance(rep, StatsReport | VantageStats):  # imported histories, in time
+        from realprobe.commands.history import print_imported_stats
+
+        print_json(rep.model_dump(mode="json")) if as_json else print_imported_stats(rep)
+        return
     if isinstance(rep, VantageStats):
         print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep, threshold)
         return

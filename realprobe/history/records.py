@@ -267,12 +267,6 @@ def rows(history: History, imported_at: float) -> tuple[
     return monitors, checks, intervals
 
 
-def tool_name(text: str) -> str:
-    """A name valid as a tool name (`^[a-zA-Z0-9_-]{1,64}$`), for profiles."""
-    name = re.sub(r"[^a-zA-Z0-9_-]+", "_", text).strip("_")[:64]
-    return name or "monitor"
-
-
 def foreign(path: str, where: str, what: str, need: dict[str, set[str]]) -> sqlite3.Connection:
     """Another program's SQLite file, read-only, with the tables and columns `need` names;
     one line naming `where` when it is missing, not SQLite, or not `what`."""
@@ -280,15 +274,19 @@ def foreign(path: str, where: str, what: str, need: dict[str, set[str]]) -> sqli
         conn = read_foreign(path, what)
     except RealprobeError as exc:  # the store's one-line errors (missing, a folder, not SQLite)
         raise HistoryError(f"{where}: {str(exc).removeprefix(f'{path}: ')}") from None
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    for table, cols in need.items():
-        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")} if table in tables \
-            else set()
-        if not cols <= have:
-            conn.close()
-            shown = ", ".join(sorted(tables)[:5]) or "none"
-            raise HistoryError(f"{where}: not an {what} (no `{table}` table with "
-                               f"{', '.join(sorted(cols))}; tables: {shown})")
+    try:
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        for table, cols in need.items():
+            if not cols <= (columns(conn, table) if table in tables else set()):
+                shown = ", ".join(sorted(tables)[:5]) or "none"
+                raise HistoryError(f"{where}: not an {what} (no `{table}` table with "
+                                   f"{', '.join(sorted(cols))}; tables: {shown})")
+    except (HistoryError, sqlite3.Error) as exc:
+        conn.close()
+        if isinstance(exc, HistoryError):
+            raise
+        raise HistoryError(f"{where}: cannot read the database ({exc})") from None
     return conn
 
 

@@ -1,0 +1,147 @@
+"""`realprobe history import SOURCE`: what an uptime monitor already recorded, into the
+imported kind; and the printing of `stats --kinds imported` (statistics in time)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from realprobe.commands.common import JsonOpt, console, err_console, print_json
+
+if TYPE_CHECKING:
+    from realprobe.history import HistoryImport
+    from realprobe.probes.availability import ImportedStats, MonitorAvailability
+
+history_app = typer.Typer(
+    help="Import what uptime monitors already recorded (Upptime, Uptime Kuma, Gatus, "
+         "blackbox via Prometheus, Statuspage incidents).",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(history_app, name="history")
+
+
+@history_app.command("import")
+def import_cmd(
+    source: Annotated[str, typer.Argument(
+        help="upptime:PATH (a status repository's clone), kuma:FILE, gatus:FILE, "
+             "prometheus:FILE|URL (loopback only) or statuspage:FILE|URL.")],
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Read and summarise, write nothing.")] = False,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Only records from here: ISO date/datetime (UTC) or an age: 90d.")
+    ] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", help="Only records before this (same forms as --since).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import a monitor's history: recorded checks as rows of the imported kind, checks
+    implied between records and unwatched time as intervals. It never pools with realprobe's
+    own probes (see it with `realprobe stats --kinds imported`); importing again adds
+    nothing."""
+    from realprobe import api_history
+
+    rep = api_history.import_history(source, db, dry_run=dry_run, since=since, until=until)
+    if as_json:
+        print_json(rep.model_dump(mode="json"))
+        return
+    print_import(rep)
+
+
+def _dur(seconds: float | None) -> str:
+    from realprobe.history.records import duration_words
+
+    return "-" if seconds is None else duration_words(seconds)
+
+
+def print_import(rep: HistoryImport) -> None:
+    from realprobe.commands.tables import Column, fit_table
+
+    console.print(rep.headline(), markup=False, highlight=False)
+    table = fit_table([
+        Column("monitor", "name", key=True), Column("checks", "num"),
+        Column("implied", "num", drop=2), Column("censored", "num", drop=1),
+        Column("first", "name", drop=3), Column("last", "name", drop=3),
+        Column("cadence", "num", drop=2), Column("notes", "text", drop=4),
+    ], title=f"Imported from {rep.source}")
+    for m in rep.monitors:
+        table.add_row(m.monitor, f"{m.checks:,}" if not m.incidents else f"{m.incidents} inc.",
+                      f"{m.implied_checks:,}", _dur(m.censored_s) if m.censored_s else "-",
+                      (m.first or "-")[:16], (m.last or "-")[:16], _dur(m.cadence_s),
+                      "; ".join(m.notes) or "-")
+    console.print(table)
+    if rep.skipped:
+        err_console.print("skipped: " + ", ".join(f"{n} {k}" for k, n in rep.skipped.items()),
+                          markup=False, highlight=False)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+def _ci(ci: tuple[float, float] | None) -> str:
+    return "-" if ci is None else f"[{100 * ci[0]:.2f}, {100 * ci[1]:.2f}]"
+
+
+def _published(m: MonitorAvailability) -> str:
+    if not m.published:
+        return "-"
+    value = m.published.get("uptime")
+    return f"{value} ({m.monitor_kind})" if value else "-"
+
+
+def print_imported_stats(rep: ImportedStats) -> None:
+    """The table of `stats --kinds imported`: availability in time per monitor, outages,
+    error mix, cadence, and the monitor's own published figure beside ours."""
+    from realprobe.commands.tables import Column, fit_table
+
+    err_console.print(f"[bold reverse yellow] {rep.label} [/bold reverse yellow]")
+    table = fit_table([
+        Column("monitor", "name", key=True), Column("availability", "num"),
+        Column("95% interval", "num", drop=1), Column("outages", "num"),
+        Column("mean", "num", drop=2), Column("median", "num", drop=3),
+        Column("longest", "num", drop=2), Column("observed", "num", drop=3),
+        Column("censored", "num", drop=3), Column("cadence", "num", drop=4),
+        Column("errors while down", "list", drop=5),
+        Column("published (theirs)", "name", drop=1),
+    ], title="Imported histories: availability in time (share of observed time up)",
+        caption=f"interval: {rep.interval_method}. Published figures are the monitor's own "
+                "(Upptime's come from GitHub issues closed by hand): a cross-check, not truth.")
+    for m in rep.monitors:
+        if m.monitor_kind == "statuspage":
+            table.add_row(m.monitor, "-", "-", f"{len(m.incidents)} declared", "-", "-", "-",
+                          "-", "-", "-", "-", "-")
+            continue
+        o = m.outages
+        count = f"{o.count}" + (f" ({o.censored} censored)" if o.censored else "")
+        table.add_row(m.monitor, _pct(m.availability), _ci(m.availability_ci95), count,
+                      _dur(o.mean_s), _dur(o.median_s), _dur(o.longest_s), _dur(m.observed_s),
+                      _dur(m.censored_s) if m.censored_s else "-", _dur(m.cadence_s),
+                      ", ".join(f"{c} {100 * s:.0f}%" for c, s in m.errors.items()) or "-",
+                      _published(m))
+    console.print(table)
+    measured = [m for m in rep.monitors if m.latency_ms is not None]
+    for m in measured:
+        lat = m.latency_ms
+        assert lat is not None
+        console.print(f"{m.monitor}: latency p50 {lat.p50:.0f} ms, p90 {lat.p90:.0f} ms, "
+                      f"p99 {lat.p99:.0f} ms over {lat.n:,} checks ({m.latency_note})",
+                      markup=False, highlight=False)
+    kinds = sorted({m.monitor_kind for m in rep.monitors if m.latency_ms is None
+                    and m.monitor_kind == "upptime"})
+    if kinds:
+        console.print("latency: not fitted for Upptime (one response time a day, not per "
+                      "check)", markup=False, highlight=False)
+    hows: dict[str, list[str]] = {}
+    for m in rep.monitors:
+        if m.cadence_how:
+            hows.setdefault(f"cadence {_dur(m.cadence_s)}: {m.cadence_how}", []).append(m.monitor)
+    for how, names in hows.items():
+        who = ", ".join(names[:3]) + (f" (+{len(names) - 3})" if len(names) > 3 else "")
+        console.print(f"{who}: {how}", markup=False, highlight=False)
