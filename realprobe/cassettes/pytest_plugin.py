@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from realprobe.cassettes.network_block import blocked_network
-from realprobe.cassettes.pytest_vcr import FAILED, failed_test
+from realprobe.cassettes.pytest_vcr import (
+    FAILED,
+    failed_test,
+    miss_hint,
+    miss_summary,
+    short_miss,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -51,11 +57,6 @@ if TYPE_CHECKING:
 MARKER = "realprobe"
 CONFIG_MARKER = "realprobe_cassette"
 MODES = ("none", "once", "new_episodes", "all")
-HINT = (
-    "run pytest with --realprobe-record-mode=once to record a cassette that does not exist "
-    "yet, or --realprobe-record-mode=new_episodes to add the missing requests to an existing "
-    "one (once never records into an existing cassette)"
-)
 
 
 def recording_plugin_active(pluginmanager: pytest.PytestPluginManager) -> bool:
@@ -142,12 +143,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Iterator[None]:
+    missed = short_miss(item, call)
     report: Any = yield
     if report.failed:
         item.stash[FAILED] = True
+        if missed:
+            miss_summary(report, call)
     return report  # type: ignore[no-any-return]
-
-
 
 
 def _marker(request: pytest.FixtureRequest) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -201,7 +203,7 @@ def realprobe_session(
         sandbox=request.config.getoption("--realprobe-sandbox"),
         libraries=kwargs.get("libraries", LIBRARIES) if marked else (),
         meta={"source": "pytest", "test": request.node.nodeid},
-        hint=HINT,
+        hint=miss_hint(realprobe_cassette_path, "--realprobe-record-mode"),
     )
     session.open()
     try:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pytest
@@ -62,6 +63,59 @@ LOCALHOST = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 _WARNED: set[str] = set()
 #: set by realprobe's plugin when a test fails (its cassette is then not written)
 FAILED = pytest.StashKey[bool]()
+
+
+#: the packages between a test and a cassette miss: their frames are left out of the
+#: failure, which then shows the test's own line and the miss
+HIDDEN_PACKAGES = frozenset({"realprobe", "vcr", "httpx", "httpcore", "requests", "urllib3",
+                             "aiohttp", "anyio", "h11"})
+
+
+def miss_hint(cassette: Path, option: str) -> str:
+    """What a request with no recording tells the user to run: the record mode that records
+    it (`once` makes a cassette that does not exist yet and never records into one that does;
+    `new_episodes` adds to it)."""
+    if cassette.exists():
+        return (f"add it to the cassette: pytest {option}=new_episodes (once never records "
+                "into an existing cassette)")
+    return f"record it: pytest {option}=once"
+
+
+def _hidden(tb: TracebackType) -> bool:
+    name = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return name.split(".", 1)[0] in HIDDEN_PACKAGES
+
+
+def short_miss(item: pytest.Item, call: pytest.CallInfo[None]) -> bool:
+    """For a cassette miss, leave realprobe's, vcrpy's and the HTTP libraries' frames out of
+    the traceback (as `__tracebackhide__` would, had those libraries set it; `--fulltrace`
+    keeps them), so the failure is the test's line and the miss. The exception's own
+    traceback is relinked (`tb_next`), as pytest rebuilds its view from it. True when
+    `call` ended in a miss."""
+    from realprobe.cassettes.core import CassetteMiss
+
+    excinfo = call.excinfo
+    if excinfo is None or not excinfo.errisinstance(CassetteMiss):
+        return False
+    if not item.config.getoption("fulltrace", False):
+        chain: list[TracebackType] = []
+        tb: TracebackType | None = excinfo.tb
+        while tb is not None:
+            chain.append(tb)
+            tb = tb.tb_next
+        kept = [t for t in chain if not _hidden(t)]
+        if kept and kept[0] is chain[0]:
+            for a, b in zip(kept, [*kept[1:], None], strict=True):
+                a.tb_next = b
+    return True
+
+
+def miss_summary(report: Any, call: pytest.CallInfo[None]) -> None:
+    """The short summary line of a cassette miss reads its message ("no recording for GET
+    ..."), not the exception's dotted class name."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None and call.excinfo is not None:
+        crash.message = str(call.excinfo.value)
 
 
 def failed_test(request: pytest.FixtureRequest) -> bool:
@@ -182,9 +236,7 @@ def session_for(request: pytest.FixtureRequest, marks: list[pytest.Mark]) -> Any
             config.get("filter_post_data_parameters"),
         ),
         meta={"source": "pytest", "test": request.node.nodeid},
-        hint="run pytest with --record-mode=once to record a cassette that does not exist "
-             "yet, or --record-mode=new_episodes to add the missing requests to an existing "
-             "one (once never records into an existing cassette)",
+        hint=miss_hint(path, "--record-mode"),
         extra_paths=extras, ignore_hosts=ignore,
         before_record=before_record(
             config.get("before_record_request", config.get("before_record")),
