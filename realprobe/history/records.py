@@ -16,6 +16,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError, code_for_status
@@ -270,6 +271,8 @@ def rows(history: History, imported_at: float) -> tuple[
 def foreign(path: str, where: str, what: str, need: dict[str, set[str]]) -> sqlite3.Connection:
     """Another program's SQLite file, read-only, with the tables and columns `need` names;
     one line naming `where` when it is missing, not SQLite, or not `what`."""
+    if not Path(path).exists():
+        raise HistoryError(f"{where}: no such file")
     try:
         conn = read_foreign(path, what)
     except RealprobeError as exc:  # the store's one-line errors (missing, a folder, not SQLite)

@@ -267,7 +267,7 @@ def _monitor(conn: sqlite3.Connection, mon: dict[str, Any], since: float | None,
     failed = [r for r in checks if r[1] in _DOWN]
     codes = Counter(r[3] or "OPERATION_FAILED" for r in failed)
     rep.errors_n = len(failed)
-    rep.errors = {c: round(n / len(failed), 4) for c, n in codes.most_common()} if failed else {}
+    rep.errors = {c: n / len(failed) for c, n in codes.most_common()} if failed else {}
     rep.http_codes_down = {str(c): n for c, n in Counter(
         r[2] if r[2] is not None else "none" for r in failed).most_common()}
     if rep.monitor_kind in LATENCY_PER_CHECK:
