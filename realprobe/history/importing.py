@@ -124,10 +124,13 @@ def _document(spec: str, kind: str, rest: str, fetch: Callable[[str], bytes] | N
             return load_json_text(fetch(rest), spec,
                                   max_bytes=max_bytes(INPUT_MB_ENV, DEFAULT_INPUT_MB))
         return read_document(rest, what, "json")
-    except HistoryError:
+    except (HistoryError, BadArgument):
         raise
-    except RealprobeError as exc:
-        raise HistoryError(f"{kind}:{exc}") from None
+    except RealprobeError as exc:  # one line that starts with the source as the user gave it
+        msg = str(exc)
+        if not msg.startswith(spec):
+            msg = f"{kind}:{msg}" if msg.startswith(rest) else f"{spec}: {msg}"
+        raise HistoryError(msg) from None
 
 
 def _scrubbed(monitors: list[dict[str, Any]], checks: list[dict[str, Any]]) -> None:
