@@ -36,18 +36,18 @@ def test_severity_changes_the_number_of_steps() -> None:
     task = TASKS["content_social_post"]  # 4 API steps + the output step
     n = {sev: len(with_variant(task, f"flawed:missing_steps@{sev}", CATALOG)
                   .steps_for(f"flawed:missing_steps@{sev}")) for sev in (10, 30, 50, 100)}
-    assert n == {10: 4, 30: 3, 50: 3, 100: 1}
-    assert [affected(4, s) for s in (10, 30, 50)] == [1, 2, 2]
+    assert n == {10: 4, 30: 3, 50: 2, 100: 1}
+    assert [affected(4, s) for s in (10, 30, 50)] == [1, 2, 3]  # the small-|V| rule
     compressed = with_variant(task, "flawed:compressed_steps@50", CATALOG)
     steps = compressed.steps_for("flawed:compressed_steps@50")
-    assert len(steps) == 3 and "and also" in " ".join(s.purpose for s in steps)
+    assert len(steps) == 2 and "and also" in " ".join(s.purpose for s in steps)
     reworded = with_variant(task, "flawed:reworded_steps@50", CATALOG)
     changed = [a.purpose != b.purpose for a, b in zip(
         reworded.steps_for("flawed:reworded_steps@50"), task.workflow.steps, strict=True)]
-    assert sum(changed) == 2 and [s.tool for s in task.workflow.steps] == [
+    assert sum(changed) == 3 and [s.tool for s in task.workflow.steps] == [
         s.tool for s in reworded.steps_for("flawed:reworded_steps@50")]
     redundant = with_variant(task, "flawed:redundant_operation@50", CATALOG)
-    assert len(redundant.steps_for("flawed:redundant_operation@50")) == 7
+    assert len(redundant.steps_for("flawed:redundant_operation@50")) == 8
 
 
 def test_graded_flaws_are_seeded() -> None:
@@ -132,7 +132,7 @@ def test_run_metrics_are_stored(tmp_path: Path) -> None:
     assert flawed == "flawed:missing_steps@50" and sev == 50 and optimal == "optimal"
     assert (ocf1, otau, ogf1, onf1) == (1.0, 1.0, 1.0, 1.0)  # calm: the run is the workflow
     assert cf1 < 1.0 and gf1 < 1.0 and nf1 < 1.0 and tau == 1.0  # steps left out
-    assert share == 0.5  # 2 of travel_briefing's 4 API steps
+    assert share == 0.75  # 3 of travel_briefing's 4 API steps (1 / 2 / 3 at 10 / 30 / 50)
 
 
 # -- paraphrases --------------------------------------------------------------------------

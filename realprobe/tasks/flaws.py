@@ -55,16 +55,35 @@ def _readers(steps: list[Step], step_id: str) -> list[int]:
     return [i for i, s in enumerate(steps) if any(r[0] == step_id for r in s.refs())]
 
 
-def sequential_inversion(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+def _at(steps: list[Step], at: str | None, rng: random.Random) -> int:
+    """The index of the API step `at` (a graded flaw's target), else a random API step."""
+    if at is None:
+        return rng.randrange(len(steps) - 1)
+    return next(i for i, s in enumerate(steps[:-1]) if s.id == at)
+
+
+def sequential_inversion(
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None
+) -> FlawedWorkflow:
     steps = _copy(task.workflow.steps)
     api = list(range(len(steps) - 1))
     deps = [(i, j) for i in api for j in _readers(steps, steps[i].id) if j in api and j > i]
+    if at is not None:  # the target moves before a step it reads, else a reader before it
+        mine = [(i, j) for i, j in deps if steps[j].id == at]
+        deps = mine or [(i, j) for i, j in deps if steps[i].id == at]
+        read = {r for r, _ in steps[-1].refs()}
+        if not deps and (any(j in api for i in api for j in _readers(steps, steps[i].id))
+                         or at not in read):
+            raise ValueError(f"step {at} cannot be inverted")
     if deps:
         i, j = rng.choice(deps)
         why = f"step {steps[j].id!r} now runs before {steps[i].id!r}, whose output it needs"
     else:  # no API step reads another: the output step moves before one it reads
         read = {r for r, _ in steps[-1].refs()}
-        i = max((k for k in api if steps[k].id in read), default=api[-1])
+        if at is not None:
+            i = next(k for k in api if steps[k].id == at)
+        else:
+            i = max((k for k in api if steps[k].id in read), default=api[-1])
         j = len(steps) - 1
         why = f"the output step {steps[j].id!r} now runs before {steps[i].id!r}, which it reads"
     moved = steps.pop(j)
@@ -78,11 +97,16 @@ def sequential_inversion(task: Task, rng: random.Random, catalog: Catalog) -> Fl
     )
 
 
-def tool_misuse(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+def tool_misuse(
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None,
+    avoid: frozenset[str] = frozenset(),
+) -> FlawedWorkflow:
+    """`avoid`: tools never to pick as the wrong one (a graded flaw's original workflow: a
+    step misused earlier frees its tool, which would then stand in for that step)."""
     steps = _copy(task.workflow.steps)
-    k = rng.randrange(len(steps) - 1)
+    k = _at(steps, at, rng)
     step = steps[k]
-    used = {t for s in steps for t in s.tools()}
+    used = {t for s in steps for t in s.tools()} | avoid
     right = catalog.get(step.tool)
     others = [t for t in catalog if t.name not in used and t.api_id != right.api_id]
 
@@ -110,9 +134,13 @@ def tool_misuse(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkf
     )
 
 
-def parameter_error(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+def parameter_error(
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None
+) -> FlawedWorkflow:
     steps = _copy(task.workflow.steps)
     with_args = [i for i, s in enumerate(steps[:-1]) if s.args]
+    if at is not None:
+        with_args = [i for i in with_args if steps[i].id == at]
     if with_args:
         k = rng.choice(with_args)
         step = steps[k]
@@ -130,7 +158,7 @@ def parameter_error(task: Task, rng: random.Random, catalog: Catalog) -> FlawedW
             now = _WRONG_TYPE[field.type if field is not None else "string"]
             step.args = {**step.args, name: Arg(value=now)}
     else:
-        k = rng.randrange(len(steps) - 1)
+        k = _at(steps, at, rng)
         step = steps[k]
         name, kind, was, now = "limit", "unexpected_argument", None, -1
         step.args = {**step.args, name: Arg(value=now)}
@@ -143,11 +171,13 @@ def parameter_error(task: Task, rng: random.Random, catalog: Catalog) -> FlawedW
     )
 
 
-def missing_step(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+def missing_step(
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None
+) -> FlawedWorkflow:
     steps = _copy(task.workflow.steps)
     api = range(len(steps) - 1)
     critical = [i for i in api if _readers(steps, steps[i].id)]
-    k = rng.choice(critical or list(api))
+    k = rng.choice(critical or list(api)) if at is None else _at(steps, at, rng)
     dropped = steps.pop(k)
     return FlawedWorkflow(
         type="missing_step",
@@ -158,9 +188,11 @@ def missing_step(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWork
     )
 
 
-def redundant_operation(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+def redundant_operation(
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None
+) -> FlawedWorkflow:
     steps = _copy(task.workflow.steps)
-    k = rng.randrange(len(steps) - 1)
+    k = _at(steps, at, rng)
     again = steps[k].model_copy(
         update={"id": steps[k].id + "_again", "purpose": steps[k].purpose + " (again, to be sure)"},
         deep=True,
@@ -175,9 +207,15 @@ def redundant_operation(task: Task, rng: random.Random, catalog: Catalog) -> Fla
     )
 
 
-def logical_discontinuity(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+def logical_discontinuity(
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None
+) -> FlawedWorkflow:
     steps = _copy(task.workflow.steps)
     api = list(range(1, len(steps) - 1))
+    if at is not None:  # the target's argument rewired (the first step has nothing before it)
+        api = [j for j in api if steps[j].id == at]
+        if not api:
+            raise ValueError(f"step {at} has no earlier output to be wired to")
     wired = [(j, n) for j in api for n, a in sorted(steps[j].args.items()) if a.kind == "step"]
     if wired:
         j, name = rng.choice(wired)
@@ -206,7 +244,9 @@ def logical_discontinuity(task: Task, rng: random.Random, catalog: Catalog) -> F
     )
 
 
-def semantic_drift(task: Task, rng: random.Random, catalog: Catalog) -> FlawedWorkflow:
+def semantic_drift(
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None
+) -> FlawedWorkflow:
     refs = sorted({f"{s}.{o}" for s, o in task.workflow.steps[-1].refs()})
     return _drift(task, [rng.choice(refs)], refs)
 
@@ -303,9 +343,36 @@ def parse_flaw(text: str) -> FlawSpec:
     return FlawSpec(kind, int(sev))
 
 
+def _round(x: float) -> int:
+    """Half up (Python's round() rounds 2.5 to 2)."""
+    return math.floor(x + 0.5)
+
+
 def affected(n_steps: int, severity: int) -> int:
-    """How many of `n_steps` API steps a severity touches: ceil(share), at least one."""
-    return min(n_steps, max(1, math.ceil(n_steps * severity / 100)))
+    """How many of `n_steps` steps a severity touches: WorkflowPerturb's round(p x |V|),
+    exactly, wherever the count allows it. The small-|V| rule: at least one step at any
+    severity, and along the standard levels (10, 30, 50) strictly more steps at each level
+    than at the one below, while steps are left; a severity between the levels touches at
+    least as many as the level below it. So 4 steps give 1 / 2 / 3 (exact: 0 / 1 / 2),
+    10 steps 1 / 3 / 5."""
+    if n_steps < 1:
+        return 0
+    k_prev = 0  # steps at the highest standard level below or at `severity`
+    for level in SEVERITIES:
+        if level > severity:
+            break
+        k_prev = min(n_steps, max(1, _round(n_steps * level / 100), k_prev + 1))
+        if level == severity:
+            return k_prev
+    return min(n_steps, max(1, _round(n_steps * severity / 100), k_prev))
+
+
+def _order(items: list[str], seed: int, task: str, flaw: str) -> list[str]:
+    """One seeded permutation per (seed, task, flaw type), whatever the severity: a level
+    takes its prefix, so the 30% set holds the 10% set and the 50% set the 30% one."""
+    order = list(items)
+    random.Random(f"{seed}:{task}:{flaw}:order").shuffle(order)
+    return order
 
 
 def _with_steps(task: Task, steps: list[Step]) -> Task:
@@ -321,40 +388,59 @@ def _touched(fw: FlawedWorkflow) -> list[str]:
     return [re.sub(r"(_again)+$", "", str(w)) for w in who if w]
 
 
-Generator = Callable[[Task, random.Random, Catalog], FlawedWorkflow]
+Generator = Callable[..., FlawedWorkflow]
 
 
-def _repeat(task: Task, gen: Generator, rng: random.Random, catalog: Catalog, n: int) -> Any:
-    """Apply a one-step flaw to `n` distinct steps, one after the other."""
+def _repeat(
+    task: Task, gen: Generator, catalog: Catalog, targets: list[str], seed: int, flaw: str
+) -> Any:
+    """Apply a one-step flaw at each of `targets` in turn (each step's own draw, seeded by
+    the step, so a step is perturbed the same way at every severity that reaches it). A
+    target the flaw cannot take (no earlier output to rewire from, nothing to invert with,
+    or already moved by an inversion) is passed over: the realised share says so."""
     current = task
     touched: list[str] = []
+    moved: set[str] = set()
     changes: list[str] = []
-    for _ in range(8 * n):
-        if len(changes) >= n:
-            break
-        try:
-            fw = gen(current, rng, catalog)
-        except (IndexError, ValueError, KeyError):
-            break  # nothing left to perturb that way
-        who = _touched(fw)
-        if set(who) & set(touched):
+    output = task.workflow.steps[-1].id
+    extra = {"avoid": frozenset(t for s in task.workflow.steps for t in s.tools())} if (
+        gen is tool_misuse) else {}
+    for at in targets:
+        if output in moved:
+            break  # the output step was moved before a step it reads: nothing else to invert
+        if at in moved:
             continue
-        touched.extend(who)
+        rng = random.Random(f"{seed}:{task.instance_id}:{flaw}:{at}")
+        try:
+            fw = gen(current, rng, catalog, at=at, **extra)
+        except (IndexError, ValueError, KeyError, StopIteration):
+            continue  # this step cannot take the flaw
+        moved.update(_touched(fw))
+        touched.append(at)
         changes.append(fw.change)
         current = _with_steps(task, fw.steps)
     return current.workflow.steps, touched, changes
 
 
-def missing_steps(task: Task, rng: random.Random, n: int) -> tuple[list[Step], list[str]]:
+def _indices(steps: list[Step], targets: list[str]) -> list[int]:
+    return sorted(i for i, s in enumerate(steps[:-1]) if s.id in targets)
+
+
+def missing_steps(
+    task: Task, rng: random.Random, targets: list[str]
+) -> tuple[list[Step], list[str]]:
     steps = _copy(task.workflow.steps)
-    gone = set(rng.sample(range(len(steps) - 1), n))
+    gone = set(_indices(steps, targets))
     return [s for i, s in enumerate(steps) if i not in gone], [steps[i].id for i in sorted(gone)]
 
 
-def compressed_steps(task: Task, rng: random.Random, n: int) -> tuple[list[Step], list[str]]:
-    """Fold `n` API steps into their neighbour's purpose; their tools are no longer named."""
+def compressed_steps(
+    task: Task, rng: random.Random, targets: list[str]
+) -> tuple[list[Step], list[str]]:
+    """Fold the target API steps into their neighbour's purpose; their tools are no longer
+    named."""
     steps = _copy(task.workflow.steps)
-    folded = sorted(rng.sample(range(len(steps) - 1), n))
+    folded = _indices(steps, targets)
     keep = [i for i in range(len(steps)) if i not in folded]
     for i in folded:
         into = max((k for k in keep if k < i), default=min(k for k in keep if k > i))
@@ -363,14 +449,18 @@ def compressed_steps(task: Task, rng: random.Random, n: int) -> tuple[list[Step]
     return [steps[i] for i in keep], [steps[i].id for i in folded]
 
 
-def reworded_steps(task: Task, rng: random.Random, n: int) -> tuple[list[Step], list[str]]:
-    """Reword `n` API steps' purposes (synonyms); tools and arguments stay as they are."""
+def reworded_steps(
+    task: Task, rng: random.Random, targets: list[str]
+) -> tuple[list[Step], list[str]]:
+    """Reword the target API steps' purposes (synonyms); tools and arguments stay."""
     from realprobe.tasks.paraphrase import swap_synonyms
 
     steps = _copy(task.workflow.steps)
-    chosen = sorted(rng.sample(range(len(steps) - 1), n))
+    chosen = _indices(steps, targets)
+    base = rng.getrandbits(32)  # each step reworded the same way at every severity
     for i in chosen:
-        new = swap_synonyms(steps[i].purpose, rng)
+        step_rng = random.Random(f"{base}:{steps[i].id}")
+        new = swap_synonyms(steps[i].purpose, step_rng)
         if new == steps[i].purpose:
             new = "As the next step, " + new[:1].lower() + new[1:]
         steps[i].purpose = new
@@ -387,29 +477,34 @@ _GRADED_ONLY = {
 def graded(task: Task, spec: FlawSpec, catalog: Catalog, seed: int) -> FlawedWorkflow:
     """The flaw at its severity on `task`, from `random.Random(f"{seed}:{task}:{name}")`."""
     assert spec.severity is not None
-    rng = random.Random(f"{seed}:{task.instance_id}:{spec.name}")
-    n_api = len(task.workflow.steps) - 1
-    n = affected(n_api, spec.severity)
+    tid = task.instance_id
+    rng = random.Random(f"{seed}:{tid}:{spec.type}")  # not the severity's: levels nest
+    api_ids = [s.id for s in task.workflow.steps[:-1]]
+    n_api = len(api_ids)
+    order = _order(api_ids, seed, tid, spec.type)
+    targets = order[:affected(n_api, spec.severity)]
     if spec.type in _GRADED_ONLY:
         make, verb = _GRADED_ONLY[spec.type]
-        steps, touched = make(task, rng, n)
+        steps, touched = make(task, rng, targets)
         change = f"{len(touched)} of {n_api} steps {verb}: {', '.join(touched)}"
     elif spec.type == "semantic_drift":
         refs = sorted({f"{s}.{o}" for s, o in task.workflow.steps[-1].refs()})
-        drop = min(len(refs) - 1, max(1, math.ceil(len(refs) * spec.severity / 100)))
-        kept = sorted(rng.sample(refs, len(refs) - drop))
-        fw = _drift(task, kept, refs)
+        drop = min(len(refs) - 1, affected(len(refs), spec.severity))
+        gone = _order(refs, seed, tid, spec.type)[:drop]
+        fw = _drift(task, [r for r in refs if r not in gone], refs)
         steps, touched, change = fw.steps, fw.detail["dropped"], fw.change
         share = len(touched) / len(refs)
     else:
-        steps, touched, changes = _repeat(task, GENERATORS[spec.type], rng, catalog, n)
+        steps, touched, changes = _repeat(
+            task, GENERATORS[spec.type], catalog, targets, seed, spec.type
+        )
         change = "; ".join(changes)
     if spec.type != "semantic_drift":
         share = len(set(touched)) / n_api
     return FlawedWorkflow(
         type=spec.type, seed=seed, change=change, steps=steps,
-        # `share`: what the flaw really touched (WorkflowPerturb's p x |V| is exact only
-        # where the step count allows it; a saturated flaw touches fewer)
+        # `share`: the share of steps the flaw really touched (round(p x |V|) by the
+        # small-|V| rule of `affected`; fewer when some target cannot take this flaw)
         detail={"severity": spec.severity, "affected": touched, "api_steps": n_api,
                 "share": round(share, 4)},
     )
