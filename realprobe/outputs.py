@@ -5,6 +5,9 @@ files, fixtures, exports.
   (unless the caller makes folders), over an existing file only where the command does that;
 - never half-written: a temp file in the same folder, flushed and fsync'd, then renamed over
   the name (which replaces a link itself, never its target), then the folder fsync'd;
+- a name that is no regular file is never renamed over: a FIFO or a character device
+  (`/dev/null`, a terminal) is written into, as a shell's `>` would (a FIFO nobody reads is
+  refused in one line, never waited on); anything else (a socket, a block device) is refused;
 - mode bits like the tools users know: a new file gets 0666 minus the umask (0644 under the
   usual 022); a file replaced keeps its own mode (one a user made private stays private);
   `private=True` gives 0600 whatever the umask, for a file that may hold secrets. Everything
@@ -15,6 +18,7 @@ files, fixtures, exports.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -44,6 +48,67 @@ def check_output(path: Path, *, replace: bool, make_parents: bool = False) -> No
         raise OutputError(f"cannot write {path}: the folder {path.parent} does not exist")
     if path.exists() and not replace:
         raise OutputError(f"{path} already exists; realprobe does not overwrite it")
+    _node_kind(path)
+
+
+def _node_kind(path: Path) -> str | None:
+    """None for a regular file or nothing there, "fifo" or "device" for a node written into;
+    any other kind of node is refused."""
+    try:
+        mode = path.stat(follow_symlinks=False).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISCHR(mode):
+        return "device"
+    if stat.S_ISLNK(mode):
+        raise OutputError(f"{path} is a symbolic link; realprobe does not write through links")
+    if stat.S_ISDIR(mode):
+        raise OutputError(f"{path} is a folder; give a file name")
+    raise OutputError(f"{path} is not a regular file (a socket or a block device); "
+                      "give a file name")
+
+
+def _open_node(path: Path, kind: str) -> int:
+    """An open descriptor on a FIFO or a character device, for writing into it (never
+    created, truncated or followed): a FIFO is opened without waiting, so one that nobody
+    reads is one clear error, then switched back to blocking writes."""
+    flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
+    if kind == "fifo":
+        flags |= os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if kind == "fifo" and exc.errno == errno.ENXIO:
+            raise OutputError(f"{path} is a FIFO that nothing reads; start its reader "
+                              "first") from None
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):  # swapped since it was checked
+            raise OutputError(f"{path} changed while it was opened; nothing was written")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_node(path: Path, kind: str, payload: bytes) -> Path:
+    """Write `payload` into a FIFO or a character device (its mode and owner untouched)."""
+    fd = _open_node(path, kind)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    return path
 
 
 def umask() -> int:
@@ -81,6 +146,9 @@ def write_output(
     path = Path(path)
     check_output(path, replace=replace, make_parents=make_parents)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    kind = _node_kind(path)
+    if kind is not None:
+        return _write_node(path, kind, payload)
     mode = file_mode(path, private=private)
     try:
         if make_parents:
@@ -96,6 +164,8 @@ def write_output(
             os.fsync(fh.fileno())
         if not replace and path.exists():
             raise OutputError(f"{path} already exists; realprobe does not overwrite it")
+        if _node_kind(path) is not None:  # a FIFO or a device appeared meanwhile
+            raise OutputError(f"{path} changed while it was written; nothing was replaced")
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -113,6 +183,9 @@ def open_stream(path: str | Path, *, private: bool = False) -> TextIO:
     (refused, and not followed even if one appears meanwhile), the same modes."""
     path = Path(path)
     check_output(path, replace=True, make_parents=True)
+    kind = _node_kind(path)
+    if kind is not None:
+        return os.fdopen(_open_node(path, kind), "w", encoding="utf-8")
     mode = file_mode(path, private=private)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     try:
