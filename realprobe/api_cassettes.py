@@ -60,10 +60,11 @@ def inspect_cassette(
     file: str | Path, catalog: Catalog | Sequence[str | Path] | None = None
 ) -> Listing:
     """Every interaction of a cassette: order, request, outcome, latency, size, tool."""
-    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.importers import load_any
+    from realprobe.cassettes.mcp_session import tool_of
     from realprobe.cassettes.verify import ToolIndex
 
-    cassette = load_cassette(_existing(file))
+    cassette = load_any(_existing(file))
     index = ToolIndex(_catalog(catalog))
     rows = [
         {
@@ -77,7 +78,7 @@ def inspect_cassette(
             "latency_ms": None if c.elapsed_s is None else round(c.elapsed_s * 1000, 3),
             "client_latency_ms": None if c.end_s is None else round(c.end_s * 1000, 3),
             "bytes": len(c.body),
-            "tool": index.tool_for(c.method, c.uri),
+            "tool": tool_of(c.uri) or index.tool_for(c.method, c.uri),
         }
         for c in cassette.calls
     ]
@@ -119,11 +120,11 @@ def verify_cassette(
     """Does the cassette load, do lengths agree, and does every complete 2xx response of a
     catalogue tool parse for that tool? `strict`: a 2xx body that does not parse is a
     problem too."""
-    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.importers import load_any
     from realprobe.cassettes.verify import PROBLEMS
     from realprobe.cassettes.verify import verify_cassette as verify
 
-    findings = verify(load_cassette(_existing(file)), _catalog(catalog))
+    findings = verify(load_any(_existing(file)), _catalog(catalog))
     bad = [f for f in findings if f.status in PROBLEMS or (strict and f.status == "parse-failed")]
     return Verdict(str(file), findings, bad)
 
@@ -168,7 +169,7 @@ def scrub_cassette(
     a cassette, in place (a Ruby VCR or HAR file stays one) or into `output` (`out=` is its
     old name). `dry_run`: report the places call by call and write nothing."""
     from realprobe.cassettes.exporters import save_as_source
-    from realprobe.cassettes.importers import load_cassette, save_cassette
+    from realprobe.cassettes.importers import load_any
     from realprobe.cassettes.scrub import ScrubConfig, declared_secret_finder
     from realprobe.cassettes.scrub import scrub_cassette as scrub
     from realprobe.outputs import check_output
@@ -176,10 +177,12 @@ def scrub_cassette(
     output = _output(old, output)
     src = _existing(file)
     dest = Path(output) if output is not None else None
-    cassette = load_cassette(src)
+    cassette = load_any(src)
     cfg = ScrubConfig(
         secrets=tuple(secrets), extra_headers=tuple(headers), extra_params=tuple(params)
     )
+    if cassette.records is not None:  # an MCP session: its messages, as recording scrubs them
+        return _scrub_session(cassette, cfg, src, dest, dry_run)
     if dry_run:
         from realprobe.cassettes.scrub import scrub_preview
 
@@ -188,11 +191,24 @@ def scrub_cassette(
         return Scrubbed(str(src), dict(preview.counts), preview.total, "dry run", calls)
     check_output(dest or src, replace=True)
     report = scrub(cassette, cfg, finder=declared_secret_finder(_catalog(catalog)))
-    if dest is None or dest.resolve() == src.resolve():
-        written, target = save_as_source(cassette, src), src
-    else:
-        written, target = "realprobe", save_cassette(cassette, dest)
+    written, target = save_as_source(cassette, src, dest), dest or src
     return Scrubbed(str(target), dict(report.counts), report.total, written)
+
+
+def _scrub_session(cassette: Cassette, cfg: Any, src: Path, dest: Path | None,
+                   dry_run: bool) -> Scrubbed:
+    from realprobe.cassettes.exporters import save_as_source
+    from realprobe.cassettes.mcp_session import scrub_records
+    from realprobe.outputs import check_output
+
+    if not dry_run:
+        check_output(dest or src, replace=True)
+    n = scrub_records(cassette, cfg.secrets, cfg.extra_params + cfg.extra_headers)
+    counts = {"mcp messages": n} if n else {}
+    if dry_run:
+        return Scrubbed(str(src), counts, n, "dry run", [])
+    written = save_as_source(cassette, src, dest)
+    return Scrubbed(str(dest or src), counts, n, written)
 
 
 @dataclass
@@ -217,13 +233,14 @@ def import_cassette(
     scrub: bool = True,
     **old: Any,
 ) -> Imported:
-    """A vcrpy (YAML/JSON), Ruby VCR or HAR cassette as a realprobe cassette at `output`
-    (replaced if it exists; `out=` is its old name). `substitute` replaces placeholders in
-    request URLs."""
-    from realprobe.cassettes.cassette import is_yaml_path, parse_text, save_cassette
-    from realprobe.cassettes.importers import from_data
+    """Any cassette `load_any` reads (vcrpy YAML/JSON, Ruby VCR, HAR; an MCP session or
+    another recorder's MCP transcript) as a realprobe cassette at `output` (an MCP session
+    file for an MCP session; replaced if it exists; `out=` is its old name). `substitute`
+    replaces placeholders in request URLs."""
+    from realprobe.cassettes.exporters import save_as_source
+    from realprobe.cassettes.importers import load_any, substitute_urls
+    from realprobe.cassettes.mcp_session import scrub_records
     from realprobe.cassettes.scrub import declared_secret_finder, scrub_cassette
-    from realprobe.limits import read_bounded
     from realprobe.outputs import check_output
 
     out = _output(old, output)
@@ -234,13 +251,16 @@ def import_cassette(
         if not placeholder:
             raise BadArgument("substitute", "substitute: an empty placeholder replaces nothing")
     check_output(Path(out), replace=True)
-    data = parse_text(read_bounded(src), str(src), yaml_hint=is_yaml_path(src))
-    cassette = from_data(data, str(src), substitute=dict(substitute or {}))
+    cassette = load_any(src)
+    substitute_urls(cassette, substitute or {})
     cassette.meta["imported_from"] = src.name
     unresolved = sorted({c.uri.split("/")[0] for c in cassette.calls if "://" not in c.uri})
-    if scrub:
+    if scrub and cassette.records is not None:
+        scrub_records(cassette)
+    elif scrub:
         scrub_cassette(cassette, finder=declared_secret_finder(_catalog(None)))
-    target = save_cassette(cassette, Path(out))
+    save_as_source(cassette, src, Path(out))
+    target = Path(out)
     failures = sum(1 for c in cassette.calls if c.error is not None)
     return Imported(str(target), cassette.meta.get("source"), len(cassette.calls), failures,
                     unresolved)

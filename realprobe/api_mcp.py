@@ -190,11 +190,13 @@ def mcp_replay(
 
 
 def mcp_import(source: str | Path, output: str | Path) -> int:
-    """Convert another recorder's JSON-lines MCP transcript into an MCP session cassette;
-    returns the messages kept."""
-    from realprobe.mcp.session_cassette import import_session
+    """`import_cassette(source, output)` (which converts MCP transcripts as it converts every
+    cassette format) under its old MCP name; returns the messages kept."""
+    from realprobe.api_cassettes import import_cassette
+    from realprobe.cassettes.importers import load_any
 
-    return import_session(source, output)
+    import_cassette(source, output)
+    return len(load_any(output).records or ())
 
 
 @checked

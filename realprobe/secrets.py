@@ -535,8 +535,9 @@ def scrub_data(
         return out
     if isinstance(obj, list | tuple):
         return [
+            PLACEHOLDER if _after_secret_flag(obj, i, extra) else
             scrub_data(v, redactor=red, names=extra, inside=inside, response=response)
-            for v in obj
+            for i, v in enumerate(obj)
         ]
     if inside and isinstance(obj, str) and obj not in ("", PLACEHOLDER):
         return PLACEHOLDER  # numbers and literals under a credential name stay as they are
@@ -545,6 +546,15 @@ def scrub_data(
             return scrub_json_text(obj, red, response=response)
         return scrub_text(obj, redactor=red)
     return obj
+
+
+def _after_secret_flag(items: list[Any] | tuple[Any, ...], i: int, extra: tuple[str, ...]) -> bool:
+    """Item `i` of a command line is the value of a credential flag before it (`--api-key
+    VALUE`, `-token VALUE`): the two-token form of `--api-key=VALUE`."""
+    flag = items[i - 1] if i > 0 else None
+    return (isinstance(flag, str) and flag.startswith("-") and "=" not in flag
+            and isinstance(items[i], str) and not items[i].startswith("-")
+            and secret_name(flag.lstrip("-"), extra))
 
 
 def scrub_json_text(

@@ -137,6 +137,9 @@ class Cassette:
     calls: list[Call]
     meta: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    #: an MCP session's messages as recorded, both ways (its calls are the requests and
+    #: answers among them); None for an HTTP cassette
+    records: list[dict[str, Any]] | None = None
 
     @property
     def match_on(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from realprobe.cassettes.cassette import (
     is_yaml_path,
     save_cassette,
 )
+from realprobe.cassettes.mcp_session import save_session
 from realprobe.outputs import OutputError, write_output
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -158,10 +159,17 @@ def _write(path: Path, payload: bytes) -> None:
         raise CassetteError(str(exc)) from exc
 
 
-def save_as_source(cassette: Cassette, path: Path) -> str:
-    """Write in the format the cassette was read from (Ruby VCR, HAR), else realprobe's;
-    returns the format written."""
+def save_as_source(cassette: Cassette, path: Path, dest: Path | None = None) -> str:
+    """Write back to `path` in the format the cassette was read from (Ruby VCR, HAR), else
+    realprobe's; or to `dest` as a realprobe cassette. An MCP session (or transcript) is
+    written as a realprobe MCP session file either way. Returns the format written."""
     source = str(cassette.meta.get("source") or "")
+    if cassette.records is not None:
+        save_session(cassette, dest or path)
+        return "mcp-session"
+    if dest is not None and dest.resolve() != path.resolve():
+        save_cassette(cassette, dest)
+        return "realprobe"
     if source not in ("ruby-vcr", "har"):
         save_cassette(cassette, path)
         return "realprobe"

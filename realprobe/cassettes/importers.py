@@ -14,11 +14,13 @@ import base64
 import binascii
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from realprobe.cassettes import mcp_session
 from realprobe.cassettes.cassette import (
     Call,
     Cassette,
@@ -33,10 +35,11 @@ from realprobe.cassettes.cassette import (
     save_cassette,
     status_code,
 )
-from realprobe.cassettes.journal import journal_path, journal_running, read_journal
+from realprobe.cassettes.journal import journal_path, journal_running, pid_alive, read_journal
 from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY
+from realprobe.errors import RealprobeError
 from realprobe.http.decoding import decode_whole
-from realprobe.limits import read_bounded
+from realprobe.limits import load_json_text, read_bounded
 
 MAX_DECODED = 50 * 1024 * 1024
 
@@ -70,34 +73,37 @@ def _from_data(
         raise CassetteError(
             f"{label}: not a cassette (expected a mapping, got {type(data).__name__})"
         )
-    if "interactions" in data:
-        cassette = from_json_data(data, label)
-        # another tool's interactions (read now, or imported earlier and written as read)
-        foreign = "realprobe" not in data or "imported_from" in cassette.meta
-        for call in cassette.calls if foreign else ():
-            unchanged = call.origin is not None and call.origin[0] == fingerprint(call)
-            normalise_body(call)
-            if unchanged:  # still written back exactly as read
-                assert call.origin is not None
-                call.origin = (fingerprint(call), call.origin[1])
-        if "realprobe" not in data:
-            lost = bool(cassette.meta.pop("lost_section", False))
-            cassette.meta.setdefault("match_on", list(MATCH_URL_BODY if lost else MATCH_URL))
-            if lost:
-                _warn_lost_section(label, len(cassette.calls))
-    elif "http_interactions" in data:
-        cassette = from_ruby_vcr(data, label)
-    elif isinstance(data.get("log"), dict) and "entries" in data["log"]:
-        cassette = from_har(data, label)
-    else:
+    read = next((fmt.read for fmt in DOCUMENT_FORMATS if fmt.detect(data)), None)
+    if read is None:
         keys = ", ".join(sorted(map(str, data))[:6]) or "nothing"
         raise CassetteError(
             f"{label}: not a cassette: expected `interactions` (vcrpy/realprobe), "
-            f"`http_interactions` (Ruby VCR) or `log.entries` (HAR); found {keys}"
+            f"`http_interactions` (Ruby VCR), `log.entries` (HAR) or JSON lines of an MCP "
+            f"session; found {keys}"
         )
+    cassette = read(data, label)
     unroute_sandbox(cassette)
     if substitute:
         substitute_urls(cassette, substitute)
+    return cassette
+
+
+def from_vcrpy(data: dict[str, Any], label: str) -> Cassette:
+    """vcrpy's `interactions`, realprobe's own section included when there is one."""
+    cassette = from_json_data(data, label)
+    # another tool's interactions (read now, or imported earlier and written as read)
+    foreign = "realprobe" not in data or "imported_from" in cassette.meta
+    for call in cassette.calls if foreign else ():
+        unchanged = call.origin is not None and call.origin[0] == fingerprint(call)
+        normalise_body(call)
+        if unchanged:  # still written back exactly as read
+            assert call.origin is not None
+            call.origin = (fingerprint(call), call.origin[1])
+    if "realprobe" not in data:
+        lost = bool(cassette.meta.pop("lost_section", False))
+        cassette.meta.setdefault("match_on", list(MATCH_URL_BODY if lost else MATCH_URL))
+        if lost:
+            _warn_lost_section(label, len(cassette.calls))
     return cassette
 
 
@@ -186,9 +192,50 @@ def _is_loopback(url: str) -> bool:
 # -- files and journals ----------------------------------------------------------------------
 
 
-def load_cassette(path: str | Path, *, recover: bool = True) -> Cassette:
-    """Read any cassette realprobe knows: its own, vcrpy JSON/YAML, Ruby VCR, HAR. A cassette
-    whose record run was killed is first rebuilt from its journal."""
+@dataclass(frozen=True)
+class Format:
+    """One cassette format realprobe reads (as vcrpy registers serializers): `detect` looks
+    at a document (or at a JSON-lines file's first record), `read` turns it into a Cassette.
+    `kind`: http, or mcp (an MCP session: `Cassette.records` holds its messages)."""
+
+    name: str
+    kind: str
+    detect: Callable[[Any], bool]
+    read: Callable[[Any, str], Cassette]
+
+
+
+
+def _first_line_record(raw: bytes) -> dict[str, Any] | None:
+    """The first record of a JSON-lines file, or None for one document (whose first line
+    alone is not a JSON object, or is the whole file and no session header)."""
+    head = raw.lstrip()
+    end = head.find(b"\n")
+    if end < 0 or head[:1] != b"{":
+        return None
+    try:
+        first = load_json_text(head[:end], "the first line", max_bytes=len(head))
+    except RealprobeError:
+        return None
+    if not isinstance(first, dict) or not (head[end:].strip() or mcp_session.is_session(first)):
+        return None
+    return first
+
+
+def load_bytes(raw: bytes, label: str, *, yaml_hint: bool = False) -> Cassette:
+    """A cassette file's bytes in whichever registered format they are (by content, not by
+    name): a one-line CassetteError for anything else."""
+    first = _first_line_record(raw)
+    if first is not None:
+        read = next(fmt.read for fmt in LINE_FORMATS if fmt.detect(first))
+        return read(mcp_session.json_lines(raw, label), label)
+    return from_data(parse_text(raw, label, yaml_hint=yaml_hint), label)
+
+
+def load_any(path: str | Path, *, recover: bool = True) -> Cassette:
+    """The one loader of every cassette argument: realprobe's own, vcrpy JSON/YAML, Ruby VCR,
+    HAR, an MCP session or another recorder's MCP transcript, told apart by content. A
+    cassette whose record run was killed is first rebuilt from its journal."""
     p = Path(path)
     if recover:
         recover_stale(p)
@@ -196,10 +243,13 @@ def load_cassette(path: str | Path, *, recover: bool = True) -> Cassette:
         raise CassetteError(f"no cassette at {p}: record one first")
     if p.is_dir():
         raise CassetteError(f"{p} is a directory, not a cassette file")
-    data = parse_text(read_bounded(p), str(p), yaml_hint=is_yaml_path(p))
-    cassette = from_data(data, str(p))
+    cassette = load_bytes(read_bounded(p), str(p), yaml_hint=is_yaml_path(p))
     cassette.path = p
     return cassette
+
+
+#: the loader's name in the public API
+load_cassette = load_any
 
 
 def recover_stale(path: Path) -> Cassette | None:
@@ -213,6 +263,14 @@ def recover_cassette(path: str | Path) -> Cassette:
     """The cassette a journal describes, written atomically; the journal is then removed."""
     p = Path(path)
     jp = journal_path(p)
+    head = _first_line_record(read_bounded(p)) if not jp.exists() and p.is_file() else None
+    if head is not None and mcp_session.is_session(head):  # its own journal: torn lines out
+        if isinstance(head.get("pid"), int) and pid_alive(head["pid"]):
+            raise CassetteError(f"{p} is still being recorded (pid {head['pid']}); nothing "
+                                "to recover yet")
+        session = load_any(p, recover=False)
+        mcp_session.save_session(session, p)
+        return session
     if not jp.exists():
         raise CassetteError(f"no journal at {jp}: nothing to recover")
     pid = journal_running(p)
@@ -480,3 +538,23 @@ def from_har(data: dict[str, Any], label: str) -> Cassette:
     name = creator.get("name", "unknown") if isinstance(creator, dict) else "unknown"
     meta = {"source": "har", "recorded_with": str(name), "match_on": list(MATCH_URL)}
     return Cassette(calls, meta)
+
+
+# -- the registered formats ------------------------------------------------------------------
+
+
+def _har(data: Any) -> bool:
+    return isinstance(data.get("log"), dict) and "entries" in data["log"]
+
+
+#: formats of one JSON or YAML document, tried in order
+DOCUMENT_FORMATS = (
+    Format("vcrpy", "http", lambda d: "interactions" in d, from_vcrpy),
+    Format("ruby-vcr", "http", lambda d: "http_interactions" in d, from_ruby_vcr),
+    Format("har", "http", _har, from_har),
+)
+#: formats of JSON lines (one record a line), tried in order on the first record
+LINE_FORMATS = (
+    Format("mcp-session", "mcp", mcp_session.is_session, mcp_session.session_cassette),
+    Format("mcp-tape", "mcp", lambda first: True, mcp_session.transcript_cassette),
+)

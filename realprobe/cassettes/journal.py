@@ -33,7 +33,7 @@ def journal_path(cassette: Path) -> Path:
     return cassette.with_name(cassette.name + SUFFIX)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     if pid <= 0 or pid == os.getpid():
         return False
     try:
@@ -80,7 +80,7 @@ class Journal:
     def start(cls, cassette: Path, *, base: bool, meta: dict[str, Any]) -> Journal:
         path = journal_path(cassette)
         header = read_header(path)
-        if header is not None and _pid_alive(int(header.get("pid", 0))):
+        if header is not None and pid_alive(int(header.get("pid", 0))):
             raise CassetteError(
                 f"{cassette} is being recorded by another process (pid {header['pid']}); "
                 f"wait for it, or remove {path} if that run is gone"
@@ -175,4 +175,4 @@ def journal_running(cassette: Path) -> int | None:
     if header is None:
         return None
     pid = int(header.get("pid", 0) or 0)
-    return pid if _pid_alive(pid) else None
+    return pid if pid_alive(pid) else None

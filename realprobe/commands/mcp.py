@@ -336,7 +336,9 @@ def proxy_cmd(
 
 
 def replay_cmd(
-    cassette: Annotated[Path, typer.Argument(help="An MCP session cassette (mcp proxy --record).")],
+    cassette: Annotated[Path, typer.Argument(
+        help="A cassette of an MCP session (mcp proxy --record, or another recorder's "
+             "transcript): whatever `cassette` reads.")],
     on_exhausted: Annotated[
         str, typer.Option("--on-exhausted",
                           help="More identical requests than recordings: error, repeat-last "
@@ -379,9 +381,14 @@ def import_cmd(
                                                 "the like: direction + JSON-RPC message).")],
     output: Annotated[Path, typer.Argument(help="The MCP session cassette to write.")],
 ) -> None:
-    """Convert another recorder's JSON-lines MCP transcript into an MCP session cassette."""
+    """Convert another recorder's JSON-lines MCP transcript into an MCP session cassette
+    (the old spelling of `realprobe cassette import SOURCE -o OUTPUT`)."""
+    import sys
+
     from realprobe.api_mcp import mcp_import
     from realprobe.commands.common import console
 
+    sys.stderr.write("note: `mcp import` is deprecated, use `cassette import SOURCE -o "
+                     "OUTPUT` (same meaning)\n")
     kept = mcp_import(source, output)
     console.print(f"{kept} messages -> {output}")

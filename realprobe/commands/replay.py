@@ -24,11 +24,13 @@ cassette_app = typer.Typer(
     name="cassette",
     cls=QuickHelpGroup,
     rich_markup_mode=None,
-    help="Cassettes: inspect, verify, scrub, import (vcrpy, Ruby VCR, HAR), record a round.",
+    help="Cassettes (HTTP and MCP sessions): inspect, verify, scrub, import, recover, record "
+    "a round.",
     no_args_is_help=True,
 )
 
-FileArg = Annotated[Path, typer.Argument(help="Cassette file (realprobe, vcrpy, Ruby VCR or HAR).")]
+FileArg = Annotated[Path, typer.Argument(
+    help="Cassette file: realprobe, vcrpy, Ruby VCR, HAR, or an MCP session or transcript.")]
 ReplayLatencyOpt = Annotated[
     str | None,
     typer.Option(
@@ -246,7 +248,8 @@ def import_cmd(
     ] = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette."""
+    """Convert a vcrpy (YAML/JSON), Ruby VCR or HAR cassette into a realprobe cassette, or an
+    MCP transcript (mcp-tape and the like) into an MCP session cassette."""
     from realprobe.api_cassettes import import_cassette
 
     done = import_cassette(file, output, substitute=_parse_subs(substitute), scrub=scrub)

@@ -23,6 +23,7 @@ from typing import Any
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.limits import read_document
 from realprobe.mcp.proxy import failed, tool_result
+from realprobe.mcp.wire import first_error
 from realprobe.result import ToolResult
 
 
@@ -48,8 +49,9 @@ def client_for(command: str | Sequence[str] | None, url: str | None) -> Any:
     """An SDK client for a command on stdio (the environment passed on) or an HTTP URL."""
     from mcp import Client, StdioServerParameters
 
-    from realprobe.mcp.wire import split_command
+    from realprobe.mcp.wire import quiet_sdk, split_command
 
+    quiet_sdk()
     if (command is None) == (url is None):
         raise RealprobeError("give the MCP server as a command or a URL (exactly one)",
                              param="mcp_server")
@@ -136,6 +138,8 @@ async def probe_server(
                     if on_call is not None:
                         on_call(row, result)
             status = RUN_DONE
+    except BaseExceptionGroup as group:
+        raise first_error(group) from None
     finally:
         n = [r for rs in results.values() for r in rs]
         ok = sum(r.ok for r in n)

@@ -34,6 +34,25 @@ class Wire(Protocol):
     async def send(self, line: str) -> None: ...
 
 
+#: the SDK's loggers that write a traceback per unreadable server line or JSON body; realprobe
+#: counts those and says so in one line (a row's error, the proxy's garbage count)
+SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http")
+
+
+def quiet_sdk() -> None:
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The realprobe error a task group wrapped (the SDK's client runs one), else the group:
+    a refusal raised inside a session is one line, not a tree of tracebacks."""
+    found: BaseException | None = group.split(RealprobeError)[0]
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found if found is not None else group
+
+
 def split_command(command: str | Sequence[str]) -> list[str]:
     """`"mcp-server-git --repository ."` or an argv list -> argv (never through a shell)."""
     argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
