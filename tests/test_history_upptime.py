@@ -41,7 +41,7 @@ def test_an_upptime_history_gives_the_hand_computed_figures(tmp_path: Path) -> N
     db = tmp_path / "h.db"
     rep = realprobe.import_history(f"upptime:{_repo(tmp_path)}", db)
     assert {m.monitor for m in rep.monitors} == {"api", "old-site"}
-    assert rep.skipped == {"template residue (one record, not a configured site)": 1,
+    assert rep.skipped == {"template residue (the template's sites, not configured)": 1,
                            "record of the wrong types": 1}
     api = next(m for m in rep.monitors if m.monitor == "api")
     assert api.checks == 9 and api.censored_intervals == 1 and api.censored_s == 3 * D
@@ -149,3 +149,58 @@ def test_a_bad_upptime_source_is_one_line_and_writes_nothing(tmp_path: Path, mak
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and f"upptime:{src}" in lines[0]
     assert not db.exists()
+
+
+def test_odd_records_are_skipped_and_counted(tmp_path: Path) -> None:
+    """A record from the future, one going back in time, one of 100 KB and one whose status
+    is no status: each skipped and counted; the rest imported."""
+    from tests.history_builders import record
+
+    good = site_records("api", URL, [(T0, "up", 200), (T0 + H, "down", 500),
+                                     (T0 + 2 * H, "up", 200)])
+    odd = [
+        (T0 + 3 * H, "history/api.yml", record(URL, "down", 0, 1, 4_102_444_800.0, T0)),
+        (T0 + 4 * H, "history/api.yml", record(URL, "up", 200, 1, T0 + 30, T0)),
+        (T0 + 5 * H, "history/api.yml", "status: up\nnote: " + "x" * 100_000 + "\n"),
+        (T0 + 6 * H, "history/api.yml", "status: sideways\ncode: 200\n"),
+    ]
+    repo = upptime_repo(tmp_path / "r", {"Api": URL}, good + odd)
+    rep = realprobe.import_history(f"upptime:{repo}", tmp_path / "h.db")
+    assert rep.skipped == {"future time": 1, "time going backwards": 1, "record over 64 KB": 1,
+                           "record of the wrong types": 1}
+    assert rep.checks_read == 3
+
+
+def test_an_import_is_one_transaction(tmp_path: Path) -> None:
+    """A failure while the rows are written leaves the database as it was."""
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    realprobe.import_history(f"upptime:{_repo(tmp_path)}", db)
+    conn = sqlite3.connect(db)
+    before = conn.execute("SELECT count(*) FROM imported_checks").fetchone()[0]
+    conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON imported_intervals "
+                 "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    conn.commit()
+    conn.close()
+    flap = _flapping(tmp_path, 5)
+    with pytest.raises(realprobe.RealprobeError, match="disk full"):
+        realprobe.import_history(f"upptime:{flap}", db)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM imported_checks").fetchone()[0] == before
+    assert conn.execute("SELECT count(*) FROM imported_monitors WHERE monitor = 'flap'"
+                        ).fetchone()[0] == 0
+    conn.close()
+
+
+def test_times_go_through_the_one_grammar(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    rep = realprobe.import_history(f"upptime:{repo}", tmp_path / "h.db", since="2026-01-05",
+                                   until="2026-01-06T12:00:00Z")
+    api = next(m for m in rep.monitors if m.monitor == "api")
+    assert api.first == "2026-01-06T00:00:00.000Z" and api.checks == 3
+    out = subprocess.run([*CLI, "history", "import", f"upptime:{repo}", "--db",
+                          str(tmp_path / "x.db"), "--since", "yesterday-ish"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "since" in out.stderr and not (tmp_path / "x.db").exists()

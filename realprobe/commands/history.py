@@ -27,8 +27,8 @@ def register(app: typer.Typer) -> None:
 
 @history_app.command("import")
 def import_cmd(
-    source: Annotated[str, typer.Argument(
-        help="upptime:PATH (a status repository's clone), kuma:FILE, gatus:FILE, "
+    history_source: Annotated[str, typer.Argument(
+        metavar="SOURCE", help="upptime:PATH (a status repository's clone), kuma:FILE, gatus:FILE, "
              "prometheus:FILE|URL (loopback only) or statuspage:FILE|URL.")],
     db: Annotated[Path | None, typer.Option(
         "--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")] = None,
@@ -47,7 +47,9 @@ def import_cmd(
     nothing."""
     from realprobe import api_history
 
-    rep = api_history.import_history(source, db, dry_run=dry_run, since=since, until=until)
+    # (not named `source`: that name is a profile file's everywhere else on the command line)
+    rep = api_history.import_history(history_source, db, dry_run=dry_run, since=since,
+                                     until=until)
     if as_json:
         print_json(rep.model_dump(mode="json"))
         return

@@ -45,6 +45,11 @@ RECORD_MAX_BYTES = 64_000
 #: the largest configuration or summary read
 CONFIG_MAX_BYTES = 2_000_000
 VANTAGE = "github-actions"
+#: the sites Upptime's template monitors until its owner edits `.upptimerc.yml`: their few
+#: records (and any other unconfigured one-record file) are residue, not the owner's history
+TEMPLATE_SITES = frozenset({"google", "wikipedia", "hacker-news", "test-broken-site",
+                            "i-pv6-test", "ipv6-test"})
+TEMPLATE_RECORDS = 5
 _RECORD_PATH = re.compile(r"^history/([^/]+)\.ya?ml$")
 _CRON_STEP = re.compile(r"^\*/(\d{1,2})$")
 
@@ -191,7 +196,13 @@ class _Reader:
             raise self.fail("the repository has no commits") from None
 
     def document(self, head: str, path: str, parse: Any) -> Any:
+        """A file at HEAD, else as the last commit that had it left it (a repository that
+        stopped using Upptime keeps its history in the log)."""
         raw = _show(self.repo, head, path)
+        if raw is None:
+            last = _git(self.repo, "log", "-1", "--format=%H", "--diff-filter=AM", "--",
+                        path).decode().strip()
+            raw = _show(self.repo, last, path) if last else None
         if raw is None:
             return None
         try:
@@ -258,8 +269,9 @@ class _Reader:
                 sites: dict[str, dict[str, Any]], label: str, cadence: float,
                 hist: History) -> Monitor | None:
         site = sites.get(slug)
-        if sites and site is None and len(recs) <= 1:
-            self.skipped["template residue (one record, not a configured site)"] += len(recs)
+        if sites and site is None and (len(recs) <= 1 or (
+                slug in TEMPLATE_SITES and len(recs) <= TEMPLATE_RECORDS)):
+            self.skipped["template residue (the template's sites, not configured)"] += len(recs)
             return None
         urls = [u for _, u in recs if u]
         m = Monitor(
