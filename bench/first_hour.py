@@ -7,7 +7,8 @@ seed-0 demo repeats its numbers beside busy loops (the ETAs: bench/eta.py).
     python bench/first_hour.py --lines [--save]  # the line counts and report width only, too
 
 Lines are counted twice: as printed (what `wc -l` says) and as an 80-column terminal shows
-them (a line wider than 80 takes several rows).
+them (a line wider than 80 takes several rows); `wider_than_80` counts the lines printed wider
+than 80 columns into the pipe (the demo wraps its prose: 0).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def _lines(text: str) -> dict[str, int]:
 
     rows = text.splitlines()
     return {"printed": len(rows), "at_80_columns": sum(max(1, -(-cell_len(r) // 80))
-                                                        for r in rows)}
+                                                        for r in rows),
+            "wider_than_80": sum(cell_len(r) > 80 for r in rows)}
 
 
 def _cli(*args: str) -> str:

@@ -254,7 +254,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
                 elsewhere: str = "in --json") -> None:
     """The table, the verdict, then the notes grouped and counted (`explain`: one line per
     tool under each; `elsewhere`: where columns left out to fit can be seen)."""
-    from realprobe.commands.tables import Column, escape, fit_table
+    from realprobe.commands.tables import Column, escape, fit_table, short_path
     from realprobe.probes.stats import EXTRAPOLATED, THRESHOLD, success_text, verdict
 
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
@@ -287,8 +287,11 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
         console.print(escape(verdict(rep, threshold or THRESHOLD)), highlight=False)
     console.print(
         "[dim]success per attempt, 95% CI on the burst-adjusted n; latency over successes, "
-        f"TIMEOUTs censored. How to read: {doc('statistics.md')}[/dim]"
+        "TIMEOUTs censored. How to read:[/dim]"
     )
+    # the page's path on a line of its own, whole (relative when under the working folder)
+    console.print(f"[dim]{escape(short_path(doc('statistics.md')))}[/dim]", soft_wrap=True,
+                  highlight=False)
     if any(t.latency.extrapolated for t in rep.tools):
         console.print("[dim]* the deadline cut into the latency: percentiles from the censored "
                       "fit[/dim]")

@@ -77,6 +77,19 @@ console = cast("Console", _LazyConsole(stderr=False))
 err_console = cast("Console", _LazyConsole(stderr=True))
 
 
+@contextmanager
+def wrapped_prose() -> Iterator[None]:
+    """Prose wrapped between words at the console's width (80 columns, or $COLUMNS) even in a
+    pipe or a log, for output meant to be read rather than parsed (the demo)."""
+    real = cast("_LazyConsole", console)._real()
+    before = real.soft_wrap
+    real.soft_wrap = False
+    try:
+        yield
+    finally:
+        real.soft_wrap = before
+
+
 def plain_line(text: str, err: bool = False) -> None:
     """One line as it is, on stdout or stderr (scrubbed; no markup, no wrapping, so no rich
     to import for it)."""

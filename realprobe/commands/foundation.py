@@ -31,7 +31,9 @@ from realprobe.commands.common import (
     print_json_large,
     server_guards,
     transport_options,
+    wrapped_prose,
 )
+from realprobe.commands.tables import short_path
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
@@ -298,16 +300,15 @@ def demo_cmd(
 
     if rounds < 1:
         raise RealprobeError("--rounds must be at least 1")
-    res = run_demo(
-        output, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
-        on_step=lambda name, value: _show_step(name, value, output, rounds, profile, seed,
-                                               explain),
-    )
-    console.rule()
-    console.print(
-        f"done: {res.out}/ holds {res.db.name}, {res.profile.name} and {res.report.name} "
-        "(open it in a browser); `demo --explain` prints every table and note"
-    )
+    with wrapped_prose():
+        res = run_demo(
+            output, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
+            on_step=lambda name, value: _show_step(name, value, output, rounds, profile, seed,
+                                                   explain),
+        )
+        console.rule()
+        console.print(f"done: open {short_path(str(res.report))} in a browser; "
+                      "`demo --explain` prints every table and note", highlight=False)
 
 
 #: a failing code with more tools than this is counted, not named, in the demo's first step
@@ -363,15 +364,29 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
         print_stats(value, explain=explain, elsewhere=f"in {out / 'report.html'}")
     elif name == "calibrate":
         console.rule("[bold]4/5  calibrated profile and report")
-        console.print(f"wrote the calibrated profile to {value}")
+        console.print(f"wrote the calibrated profile {short_path(str(value))}", highlight=False)
     elif name == "report":
-        console.print(f"wrote the HTML report to {value}")
+        console.print(f"wrote the HTML report {short_path(str(value))}", highlight=False)
     elif name == "tasks":
         from realprobe.commands.tasks import _print_runs, _print_summary
 
         console.rule("[bold]5/5  real-world tasks replayed from the shipped cassettes")
-        _print_runs(value.runs, elsewhere=f"in {out / 'demo.db'}, table task_runs")
+        if explain:
+            _print_runs(value.runs, elsewhere=f"in {out / 'demo.db'}, table task_runs")
+        else:
+            console.print(_tasks_by_outcome(value.runs), highlight=False)
         _print_summary(value.summary, out / "demo.db")
+
+
+def _tasks_by_outcome(runs: list[Any]) -> str:
+    """`14 task runs: full 7 (a, b, ...) · partial 5 (...) · failure 2 (...)`, the demo's
+    answer for its tasks step (--explain prints the table of runs)."""
+    by: dict[str, list[str]] = {}
+    for r in runs:
+        by.setdefault(str(r.row["outcome"]), []).append(str(r.row["task"]))
+    parts = [f"{level} {len(by[level])} ({', '.join(sorted(by[level]))})"
+             for level in ("full", "partial", "failure", "error") if level in by]
+    return f"{len(runs)} task runs: " + " · ".join(parts)
 
 
 def call_all_cmd(

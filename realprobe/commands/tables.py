@@ -9,6 +9,12 @@ prompt, target) that holds one value in every row is named once above the table 
 the columns with the highest `drop` rank are left out and a footer names them (a `key` column
 is never left out); when even the columns that are never dropped do not fit, each row is
 printed as a record (`header: value` lines). `--json` remains the machine interface.
+
+The title, the line naming hoisted columns and the caption are wrapped here too, between
+words (a word wider than the terminal, such as a path, gets a line of its own, never cut),
+so that no line is wider than the terminal even in a pipe. Absolute paths in name cells, the
+title and the caption are shown relative to the working directory, or to the shipped data
+(`<realprobe>/cassettes/tasks`), when they lie under it (`short_paths`).
 """
 
 from __future__ import annotations
@@ -113,7 +119,9 @@ class FitTable:
     def add_row(self, *cells: Any) -> None:
         if len(cells) != len(self.columns):
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
-        self.rows.append(["-" if c is None else str(c) for c in cells])
+        self.rows.append(["-" if c is None else
+                          short_paths(str(c)) if col.kind == "name" else str(c)
+                          for c, col in zip(cells, self.columns, strict=True)])
 
     def column_cells(self, i: int) -> list[str]:
         return [row[i] for row in self.rows]
@@ -142,25 +150,32 @@ class FitTable:
         return Layout(shown=shown, widths=widths, dropped=dropped, hoisted=hoisted)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        layout = self.layout(options.max_width)
+        from rich.text import Text
+
+        width = options.max_width
+        layout = self.layout(width)
         if layout.widths is None:
-            yield from self._records()
+            yield from self._records(width)
             return
+        title = [short_paths(self.title)] if self.title else []
+        if layout.hoisted:
+            title.append("every row: " + " · ".join(
+                f"{self.columns[i].header.replace(chr(10), '/')} {plain(self.rows[0][i])}"
+                for i in layout.hoisted))
+        caption = [short_paths(self.caption)] if self.caption else []
+        if layout.dropped:
+            caption.append(f"left out to fit: {', '.join(layout.dropped)} "
+                           f"(see them wider or {short_paths(self.elsewhere)})")
+        for line in wrap("\n".join(title), width) if title else []:
+            yield Text(line, style="italic", no_wrap=True, overflow="ignore")
         yield self._table(layout)
+        for line in wrap("\n".join(caption), width) if caption else []:
+            yield Text(line, style="dim", no_wrap=True, overflow="ignore")
 
     def _table(self, layout: Layout) -> Any:
         from rich.table import Table
 
-        caption, title = self.caption, self.title
-        if layout.hoisted:
-            every = " · ".join(f"{self.columns[i].header.replace(chr(10), '/')} "
-                               f"{plain(self.rows[0][i])}" for i in layout.hoisted)
-            title = f"{title or ''}\nevery row: {every}".lstrip("\n")
-        if layout.dropped:
-            note = (f"left out to fit: {', '.join(layout.dropped)} "
-                    f"(see them wider or {self.elsewhere})")
-            caption = f"{caption}\n{note}" if caption else note
-        table = Table(title=title, caption=caption, caption_justify="left")
+        table = Table()
         assert layout.widths is not None
         for i, w in zip(layout.shown, layout.widths, strict=True):
             col = self.columns[i]
@@ -176,19 +191,78 @@ class FitTable:
                             for i in layout.shown))
         return table
 
-    def _records(self) -> Iterator[Any]:
+    def _records(self, width: int) -> Iterator[Any]:
         from rich.text import Text
 
+        def lines(text: str, style: str = "") -> Iterator[Any]:
+            for line in wrap(text, width):
+                yield Text(line, style=style, no_wrap=True, overflow="ignore")
+
         if self.title:
-            yield Text(self.title, style="bold")
+            yield from lines(short_paths(self.title), "bold")
         for row in self.rows:
             yield Text("")
             for col, cell in zip(self.columns, row, strict=True):
                 head = col.header.replace("\n", " ")
-                value = plain(cell).replace("\n", "; ")
-                yield Text(f"{head}: {value}")
+                yield Text(f"{head}: {plain(cell).replace(chr(10), '; ')}")
         if self.caption:
-            yield Text(self.caption)
+            yield from lines(short_paths(self.caption))
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """`text`'s lines broken between words to at most `width` cells; a word wider than that
+    (a path, a URL) is a line of its own, whole."""
+    from rich.cells import cell_len
+
+    out: list[str] = []
+    for line in text.split("\n"):
+        out.append("")
+        for word in line.split(" "):
+            if out[-1] and cell_len(out[-1]) + 1 + cell_len(word) > width:
+                out.append(word)
+            else:
+                out[-1] = f"{out[-1]} {word}" if out[-1] else word
+    return out
+
+
+#: an absolute path inside a text: after a start, a space, "(" or a scheme's ":" (never the
+#: second slash of a URL's "//")
+_ABS_PATH = re.compile(r"(?<![\w./])/(?!/)[^\s,;()\[\]'\"`]+")
+
+
+def short_path(path: str) -> str:
+    """A path the user can open: relative to the working directory when under it, else
+    whole."""
+    from pathlib import Path
+
+    full = Path(path)
+    if full.is_absolute() and full.is_relative_to(Path.cwd()) and full != Path.cwd():
+        return full.relative_to(Path.cwd()).as_posix()
+    return path
+
+
+def short_paths(text: str) -> str:
+    """`text` with each absolute path under the working directory shown relative to it, and
+    one under the shipped data (cassettes, tasks, docs) as `<realprobe>/...`; other paths
+    are left whole."""
+    from pathlib import Path
+
+    from realprobe.data import data_dir
+
+    if "/" not in text:
+        return text
+    cwd = Path.cwd()
+    shipped = data_dir("cassettes").parent
+
+    def shorter(m: re.Match[str]) -> str:
+        path = Path(m.group(0))
+        for root, shown in ((cwd, "."), (shipped, "<realprobe>")):
+            if path.is_relative_to(root) and path != root:
+                rel = path.relative_to(root).as_posix()
+                return rel if shown == "." else f"{shown}/{rel}"
+        return m.group(0)
+
+    return _ABS_PATH.sub(shorter, text)
 
 
 def _units(header: str) -> list[str]:
@@ -286,4 +360,5 @@ def fit_table(columns: Iterable[Column], title: str | None = None,
     return FitTable(columns=list(columns), title=title, caption=caption, elsewhere=elsewhere)
 
 
-__all__ = ["Column", "FitTable", "Layout", "Notes", "escape", "fit_table", "plain"]
+__all__ = ["Column", "FitTable", "Layout", "Notes", "escape", "fit_table", "plain", "short_path",
+           "short_paths", "wrap"]
