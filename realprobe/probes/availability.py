@@ -264,6 +264,12 @@ def _monitor(conn: sqlite3.Connection, mon: dict[str, Any], since: float | None,
         rep.availability_ci95 = availability_interval(
             rep.up_s, rep.observed_s, rep.outages.mean_s, rep.cadence_s)
     rep.downtime_by_day_min = downtime_by_day(segs)
+    _checks(rep, checks)
+    return rep
+
+
+def _checks(rep: MonitorAvailability, checks: list[tuple[Any, ...]]) -> None:
+    """The error mix of the failed checks, and latency where measured on every check."""
     failed = [r for r in checks if r[1] in _DOWN]
     codes = Counter(r[3] or "OPERATION_FAILED" for r in failed)
     rep.errors_n = len(failed)
@@ -276,7 +282,6 @@ def _monitor(conn: sqlite3.Connection, mon: dict[str, Any], since: float | None,
     else:
         rep.latency_note = ("not fitted: Upptime keeps one response time a day (the daily "
                             "re-commit near 23:00 UTC), not one per check")
-    return rep
 
 
 def imported_stats(db: str | Path, since: float | None = None, until: float | None = None,
