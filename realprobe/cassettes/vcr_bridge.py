@@ -19,8 +19,9 @@ import contextlib
 import functools
 import importlib.util
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 from realprobe.cassettes.cassette import MAX_JSON_DECODED, Call, headers_to_json
 from realprobe.cassettes.core import CassetteMiss
@@ -273,6 +274,72 @@ def _aiohttp_decoding(stack: contextlib.ExitStack) -> None:
     stack.callback(setattr, aiohttp_stubs, "vcr_request", original)
 
 
+def _aiohttp_bodies(stack: contextlib.ExitStack) -> None:
+    """aiohttp's `json=` and plain form `data=` sent as the bytes aiohttp would make of them,
+    so vcrpy's stub (which keeps only bytes and strings) records the body that went out and a
+    body matcher compares it on replay."""
+    from vcr.stubs import aiohttp_stubs
+
+    original = aiohttp_stubs.vcr_request
+
+    def vcr_request(cassette: Any, real_request: Any) -> Any:
+        inner = original(cassette, real_request)
+
+        async def new_request(self: Any, method: str, url: Any, **kwargs: Any) -> Any:
+            _aiohttp_as_bytes(self, kwargs)
+            return await inner(self, method, url, **kwargs)
+
+        return functools.wraps(inner)(new_request)
+
+    aiohttp_stubs.vcr_request = vcr_request
+    stack.callback(setattr, aiohttp_stubs, "vcr_request", original)
+
+
+def _aiohttp_as_bytes(session: Any, kwargs: dict[str, Any]) -> None:
+    """Turn `json=` (serialised by the session's own `json_serialize`) and a form of plain
+    strings (url-encoded, as aiohttp encodes it) into `data=` bytes with the content type
+    aiohttp would have given them. Anything else is left as the caller passed it."""
+    import aiohttp
+    from multidict import CIMultiDict
+
+    obj, data = kwargs.get("json"), kwargs.get("data")
+    if obj is not None and data is None:
+        body = session.json_serialize(obj)
+        kwargs["data"] = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        kwargs.pop("json")
+        ctype = "application/json"
+    elif isinstance(data, aiohttp.FormData) or data is None:
+        return
+    else:
+        pairs = _plain_form(data)
+        if pairs is None:
+            return
+        kwargs["data"] = urlencode(pairs, doseq=True, encoding="utf-8").encode("ascii")
+        ctype = "application/x-www-form-urlencoded"
+    headers: CIMultiDict[str] = CIMultiDict(kwargs.get("headers") or {})
+    skipped = {str(h).lower() for h in (kwargs.get("skip_auto_headers") or ())}
+    skipped |= {str(h).lower() for h in session.skip_auto_headers}
+    if ("Content-Type" not in headers and "Content-Type" not in session.headers
+            and "content-type" not in skipped):
+        headers["Content-Type"] = ctype
+        kwargs["headers"] = headers
+
+
+def _plain_form(data: Any) -> list[tuple[str, str]] | None:
+    """The (name, value) pairs of a form of strings only (a dict or a list of pairs)."""
+    if isinstance(data, Mapping):
+        items = list(data.items())
+    elif isinstance(data, list | tuple) and all(
+        isinstance(f, tuple) and len(f) == 2 for f in data
+    ):
+        items = list(data)
+    else:
+        return None
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in items):
+        return None
+    return items
+
+
 @contextlib.contextmanager
 def patch_libraries(session: CassetteSession, libraries: Sequence[str]) -> Iterator[None]:
     """vcrpy's patchers for the given libraries, answering from `session`, for the block."""
@@ -283,6 +350,7 @@ def patch_libraries(session: CassetteSession, libraries: Sequence[str]) -> Itera
         _http_decoding(stack)
         if "aiohttp" in libraries and importlib.util.find_spec("aiohttp") is not None:
             _aiohttp_decoding(stack)
+            _aiohttp_bodies(stack)
         for patcher in CassettePatcherBuilder(bridge).build():
             stack.enter_context(patcher)
         yield
