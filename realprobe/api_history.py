@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 from realprobe.errors import BadArgument
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.history import HistoryImport
@@ -71,24 +72,27 @@ def _prometheus(url: str, since: float | None, until: float | None) -> Any:
     return out
 
 
+@checked
 def import_history(
-    source: str,
+    history_source: str,
     db: str | Path | None = None,
     *,
     dry_run: bool = False,
     since: TimeSpec = None,
     until: TimeSpec = None,
 ) -> HistoryImport:
-    """Import what an uptime monitor recorded: `upptime:PATH` (a status repository's git
-    history), `kuma:FILE`, `gatus:FILE`, `prometheus:FILE|URL` (blackbox series; a URL only on
-    loopback) or `statuspage:FILE|URL` (declared incidents). Recorded checks become rows of
-    the imported kind, checks implied between records and unwatched time intervals; nothing
-    pools with realprobe's own probes. Importing again adds nothing; `dry_run` writes nothing."""
+    """Import what an uptime monitor recorded (`history_source`): `upptime:PATH` (a status
+    repository's git history), `kuma:FILE`, `gatus:FILE`, `prometheus:FILE|URL` (blackbox
+    series; a URL only on loopback) or `statuspage:FILE|URL` (declared incidents). Recorded
+    checks become rows of the imported kind, checks implied between records and unwatched
+    time intervals; nothing pools with realprobe's own probes. Importing again adds nothing;
+    `dry_run` writes nothing."""
     from realprobe.api_rows import window
     from realprobe.history import import_history as run
     from realprobe.limits import DEFAULT_INPUT_MB, INPUT_MB_ENV, load_json_text, max_bytes
 
     a, b = window(since, until)
+    source = history_source  # (a `source=` keyword is a profile file at every other door)
     kind = source.partition(":")[0]
 
     def fetch(url: str) -> bytes:
@@ -102,6 +106,7 @@ def import_history(
     return run(source, db, dry_run=dry_run, since=a, until=b, fetch=fetch)
 
 
+@checked
 def imported_stats(
     db: str | Path | None = None,
     *,
@@ -122,6 +127,7 @@ def imported_stats(
     return compute(db_path(db, read=True), a, b, names)
 
 
+@checked
 def calibrate_imported(
     db: str | Path | None = None,
     *,

@@ -1,0 +1,64 @@
+"""A real Upptime history (a small extract of manticoresoftware/upptime, ODbL 1.0: see
+tests/fixtures/history/NOTICE.md), checked against a hand computation from its git log:
+the commit subjects (🟥 down / 🟩 up) and commit times alone, not the YAML the importer reads."""
+
+from __future__ import annotations
+
+import subprocess
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+import realprobe
+
+FIXTURE = Path(__file__).parent / "fixtures" / "history" / "manticore-upptime.fastimport"
+
+
+def _clone(tmp_path: Path) -> Path:
+    repo = tmp_path / "manticore"
+    subprocess.run(["git", "init", "-q", "-b", "master", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"],
+                   input=FIXTURE.read_bytes(), check=True)
+    return repo
+
+
+def _by_hand(repo: Path, slug: str) -> tuple[float, list[float]]:
+    """(share of time up, outage durations) from `git log` subjects and commit times: each
+    record's state holds until the next record."""
+    log = subprocess.run(["git", "-C", str(repo), "log", "--reverse", "--format=%ct %s", "--",
+                          f"history/{slug}.yml"], capture_output=True, text=True, check=True)
+    records = []
+    for line in log.stdout.splitlines():
+        ts, subject = line.split(" ", 1)
+        if subject.startswith(("🟥", "🟩")):  # a human commit touching the file is no record
+            records.append((int(ts), subject.startswith("🟥")))
+    up = down = 0.0
+    outages, start = [], None
+    for (t, is_down), (t2, _) in pairwise(records):
+        if is_down:
+            down += t2 - t
+            start = t if start is None else start
+        elif start is not None:
+            outages.append(t - start)
+            start = None
+        if not is_down:
+            up += t2 - t
+    return up / (up + down), outages
+
+
+@pytest.mark.parametrize("slug", ["manual", "manual-dev"])
+def test_a_real_upptime_history_matches_its_git_log(tmp_path: Path, slug: str) -> None:
+    repo = _clone(tmp_path)
+    db = tmp_path / "h.db"
+    rep = realprobe.import_history(f"upptime:{repo}", db)
+    assert rep.source.startswith("upptime:manticoresoftware/upptime@")
+    m = realprobe.stats(db, kinds="imported", tools=slug).monitors[0]
+    availability, outages = _by_hand(repo, slug)
+    assert m.availability == pytest.approx(availability, abs=0.0005)
+    assert m.outages.count == len(outages)
+    assert m.outages.longest_s == pytest.approx(max(outages), rel=0.01)
+    assert m.published is not None and m.published["by"].startswith("Upptime history/summary")
+    assert m.published["uptime"] == {"manual": "99.62%", "manual-dev": "99.11%"}[slug]
+    again = realprobe.import_history(f"upptime:{repo}", db)
+    assert again.checks_added == 0 and again.intervals_added == 0
