@@ -84,7 +84,8 @@ def import_openapi_cmd(
         str | None, typer.Option("--prefix", help="Tool name prefix (default: the API id).")
     ] = None,
     base_url: Annotated[
-        str | None, typer.Option("--base-url", help="Server URL to use instead of the spec's.")
+        str | None, typer.Option("--base-url", help="Server URL to use instead of the spec's.",
+                                 rich_help_panel="Options")
     ] = None,
     category: Annotated[str, typer.Option(help="Category of the imported APIs.")] = "Imported",
     as_json: JsonOpt = False,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from realprobe.commands.completion import complete_profile
 from realprobe.errors import NoDatabase, RealprobeError
 from realprobe.http.mode import Mode
 
@@ -113,6 +114,7 @@ ProfileOpt = Annotated[
         "--profile",
         help="Fault profile (a file, or calm|published|harsh); without --sandbox, the calls are "
         "simulated in process under it.",
+        shell_complete=complete_profile,
     ),
 ]
 PromptOpt = Annotated[

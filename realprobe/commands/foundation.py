@@ -33,6 +33,7 @@ from realprobe.commands.common import (
     transport_options,
     wrapped_prose,
 )
+from realprobe.commands.completion import complete_tool
 from realprobe.commands.tables import short_path
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
@@ -104,7 +105,8 @@ def catalog_cmd(
 
 
 def call_cmd(
-    tool: Annotated[str, typer.Argument(help="Tool name (see `realprobe catalog`).")],
+    tool: Annotated[str, typer.Argument(help="Tool name (see `realprobe catalog`).",
+                                        shell_complete=complete_tool)],
     arg: Annotated[
         list[str] | None, typer.Option("--arg", "-a", help="Argument key=value. Repeatable.")
     ] = None,

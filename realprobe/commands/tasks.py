@@ -26,6 +26,7 @@ from realprobe.commands.common import (
     load_catalog,
     print_json,
 )
+from realprobe.commands.completion import complete_task
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
@@ -108,7 +109,8 @@ def _run_mcp(a: dict[str, Any]) -> None:
 
 def run_cmd(
     tasks: Annotated[
-        list[str] | None, typer.Argument(help="Task ids (see tasks_realworld/).")
+        list[str] | None, typer.Argument(help="Task ids (see `realprobe run --list`).",
+                                         shell_complete=complete_task)
     ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Run every task.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")] = False,
