@@ -37,6 +37,10 @@ from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 PLACEHOLDER = "REDACTED"
+#: JSON Schema's type names: `{"type": "string"}` under a credential name describes the
+#: credential (a tool's input schema), it holds none; and a credential that is one of these
+#: words is a form's placeholder (Swagger UI sends "string"), never replaced where it echoes
+SCHEMA_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
 
 #: credential headers (names compared by `flat`)
 CREDENTIAL_HEADERS = frozenset({
@@ -218,7 +222,7 @@ class Redactor:
     def __init__(self, values: Iterable[str], placeholder: str = PLACEHOLDER) -> None:
         forms: set[str] = set()
         for v in values:
-            if v and v != placeholder:
+            if v and v != placeholder and v not in SCHEMA_TYPES:
                 forms.update(f for f in echoes(v) if f != placeholder and len(f) >= 4)
         ordered = sorted(forms, key=len, reverse=True)
         self.placeholder = placeholder
@@ -525,6 +529,8 @@ def scrub_data(
     one), every other string scrubbed as text."""
     red = redactor if redactor is not None else default_redactor()
     extra = tuple(names)
+    if inside and isinstance(obj, Mapping) and is_schema(obj):
+        return _scrub_schema(obj, red, extra, response)
     if isinstance(obj, Mapping):
         out: dict[Any, Any] = {}
         for k, v in obj.items():
@@ -546,6 +552,56 @@ def scrub_data(
             return scrub_json_text(obj, red, response=response)
         return scrub_text(obj, redactor=red)
     return obj
+
+
+#: schema keywords whose values are names, patterns or prose (kept, prose scrubbed as text)
+_SCHEMA_WORDS = frozenset({
+    "type", "format", "pattern", "title", "description", "$ref", "$id", "$schema", "$comment",
+    "required", "contentEncoding", "contentMediaType", "minLength", "maxLength", "minimum",
+    "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+    "uniqueItems", "minProperties", "maxProperties", "nullable", "deprecated", "readOnly",
+    "writeOnly",
+})
+#: keywords holding one schema, a list of schemas, or a map of names to schemas
+_SUBSCHEMA = frozenset({"items", "not", "additionalProperties", "additionalItems", "contains",
+                        "propertyNames", "if", "then", "else", "unevaluatedProperties"})
+_SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions",
+                          "dependentSchemas"})
+
+
+def is_schema(obj: Mapping[Any, Any]) -> bool:
+    """A JSON Schema (a tool's input schema for a credential): a `type` naming schema types,
+    or a reference or a combination of schemas."""
+    kind = obj.get("type")
+    if isinstance(kind, str):
+        return kind in SCHEMA_TYPES
+    if isinstance(kind, list):
+        return bool(kind) and all(isinstance(k, str) and k in SCHEMA_TYPES for k in kind)
+    return kind is None and any(k in obj for k in ("$ref", "anyOf", "oneOf", "allOf"))
+
+
+def _scrub_schema(
+    obj: Mapping[Any, Any], red: Redactor, extra: tuple[str, ...], response: bool
+) -> dict[Any, Any]:
+    """A credential's schema: its keywords and structure kept, so a replay serves a valid
+    schema; every value it may carry (`default`, `const`, `enum`, `examples`, any word that
+    is no schema keyword) replaced, as under any credential name."""
+    out: dict[Any, Any] = {}
+    for k, v in obj.items():
+        if k in _SCHEMA_WORDS:
+            out[k] = scrub_data(v, redactor=red, names=extra, response=response)
+        elif k in _SUBSCHEMA:
+            out[k] = scrub_data(v, redactor=red, names=extra, inside=True, response=response)
+        elif k in _SCHEMA_LISTS and isinstance(v, list):
+            out[k] = [scrub_data(s, redactor=red, names=extra, inside=True, response=response)
+                      for s in v]
+        elif k in _SCHEMA_MAPS and isinstance(v, Mapping):
+            out[k] = {name: scrub_data(s, redactor=red, names=extra, inside=True,
+                                       response=response) for name, s in v.items()}
+        else:
+            out[k] = scrub_data(v, redactor=red, names=extra, inside=True, response=response)
+    return out
 
 
 def _after_secret_flag(items: list[Any] | tuple[Any, ...], i: int, extra: tuple[str, ...]) -> bool:
