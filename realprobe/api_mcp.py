@@ -74,6 +74,8 @@ def mcp_proxy(
     upstream_sessions: str = "per-client",
     max_sessions: int = 100,
     session_idle_timeout: float = 600.0,
+    allowed_hosts: Sequence[str] = (),
+    auth_token: str | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
     """Serve MCP on stdin/stdout (`transport="http"`: streamable-HTTP sessions side by side
@@ -94,7 +96,8 @@ def mcp_proxy(
     if upstream is not None and not upstream.startswith(("http://", "https://")):
         raise RealprobeError(f"upstream {upstream!r}: expected an http(s) URL", param="upstream")
     http = _http(transport, host, port)
-    limits = _limits(upstream_sessions, max_sessions, session_idle_timeout)
+    limits = _limits(upstream_sessions, max_sessions, session_idle_timeout, allowed_hosts,
+                     auth_token)
     opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
                     max_message_bytes, vantage, record_folder=http is not None)
     if http is not None and argv is not None:
@@ -113,7 +116,8 @@ def _http(transport: str, host: str, port: int) -> tuple[str, int] | None:
     return (host, port) if transport == "http" else None
 
 
-def _limits(upstream_sessions: str, max_sessions: int, idle_s: float) -> Any:
+def _limits(upstream_sessions: str, max_sessions: int, idle_s: float,
+            allowed_hosts: Sequence[str] = (), auth_token: str | None = None) -> Any:
     from realprobe.mcp.guards import check_session_limits
     from realprobe.mcp.sessions import UPSTREAM_SESSIONS, SessionLimits
 
@@ -121,7 +125,8 @@ def _limits(upstream_sessions: str, max_sessions: int, idle_s: float) -> Any:
         raise RealprobeError(f"upstream_sessions {upstream_sessions!r}: per-client or shared",
                              param="upstream_sessions")
     check_session_limits(max_sessions, idle_s)
-    return SessionLimits(per_client=max_sessions, idle_s=idle_s)
+    return SessionLimits(per_client=max_sessions, idle_s=idle_s,
+                         allowed_hosts=tuple(allowed_hosts), auth_token=auth_token)
 
 
 def _run(main: Callable[[], Any]) -> Any:
@@ -157,12 +162,15 @@ def mcp_replay(
     port: int = 8767,
     max_sessions: int = 100,
     session_idle_timeout: float = 600.0,
+    allowed_hosts: Sequence[str] = (),
+    auth_token: str | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> ProxySummary:
     """Serve a recorded MCP session on stdin/stdout (or over HTTP, each client session a
     replay of its own from the start) with the server gone: each request gets its recorded
     answer, in order (`on_exhausted`: error, repeat-last or cycle, as for HTTP cassettes;
-    `replay_latency`: none, real or scaled:X); faults and rows as for the proxy."""
+    `replay_latency`: none, real or scaled:X); faults, rows and the HTTP guard as for the
+    proxy."""
     from realprobe.cassettes.core import EXHAUSTION_POLICIES, LatencyPolicy
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.session_cassette import CassetteUpstream
@@ -176,7 +184,8 @@ def mcp_replay(
     opts = _options(profile, fault_plan, fault_rate, seed, None, db, timeout, 16 * 1024 * 1024,
                     vantage, replayed=str(path))
 
-    limits = _limits("per-client", max_sessions, session_idle_timeout)
+    limits = _limits("per-client", max_sessions, session_idle_timeout, allowed_hosts,
+                     auth_token)
 
     def replayed() -> CassetteUpstream:
         return CassetteUpstream(path, on_exhausted=on_exhausted, latency=replay_latency,

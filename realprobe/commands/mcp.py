@@ -260,6 +260,18 @@ def _ready(what: str) -> Callable[[str], None]:
     return ready
 
 
+def _guards(what: str, transport: McpTransport, host: str, allowed_host: list[str] | None,
+            auth_token_env: str | None) -> tuple[tuple[str, ...], str | None]:
+    """Over HTTP, the guards of every realprobe server (`server_guards`: the warning off
+    loopback, the allowed hosts, the token); stdio has none to set."""
+    if transport is not McpTransport.HTTP:
+        if allowed_host or auth_token_env:
+            raise RealprobeError("--allowed-host and --auth-token-env apply to --transport http",
+                                 param=("allowed_host", "auth_token_env"))
+        return (), None
+    return server_guards(what, host, allowed_host, auth_token_env)
+
+
 def _shown(command: list[str] | None, upstream: str | None) -> str:
     """The server as the banner names it, through the one scrubber (a password or token in
     the URL, the value after `--api-key`, are masked)."""
@@ -314,6 +326,8 @@ def proxy_cmd(
     upstream_sessions: UpstreamSessionsOpt = "per-client",
     max_sessions: ProxyMaxSessionsOpt = 100,
     session_idle_timeout: ProxyIdleOpt = 600.0,
+    allowed_host: AllowedHostOpt = None,
+    auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
     """Put realprobe in front of any MCP server: relay every message both ways, inject
     calibrated faults per tools/call, record the session, store each call as a probe row.
@@ -322,6 +336,7 @@ def proxy_cmd(
     """
     from realprobe.api_mcp import mcp_proxy
 
+    allowed, token = _guards("mcp proxy", transport, host, allowed_host, auth_token_env)
     with as_flags("command", "upstream", "fault_rate", "timeout", "max_message_bytes",
                   "upstream_sessions", "max_sessions", "session_idle_timeout", "record"):
         summary = mcp_proxy(
@@ -330,6 +345,7 @@ def proxy_cmd(
             max_message_bytes=max_message_bytes, vantage=vantage, transport=transport.value,
             host=host, port=port, upstream_sessions=upstream_sessions,
             max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
+            allowed_hosts=allowed, auth_token=token,
             on_ready=_ready("a proxy of " + _shown(command, upstream)),
         )
     _ended(summary)
@@ -360,17 +376,21 @@ def replay_cmd(
     port: PortOpt = 8767,
     max_sessions: ProxyMaxSessionsOpt = 100,
     session_idle_timeout: ProxyIdleOpt = 600.0,
+    allowed_host: AllowedHostOpt = None,
+    auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
     """Serve a recorded MCP session over stdio (or HTTP) with the server gone: recorded answers in
     order, matched like HTTP cassettes (faults and rows as for `mcp proxy`)."""
     from realprobe.api_mcp import mcp_replay
 
+    allowed, token = _guards("mcp replay", transport, host, allowed_host, auth_token_env)
     with as_flags("on_exhausted", "replay_latency", "fault_rate", "timeout"):
         summary = mcp_replay(
             cassette, on_exhausted=on_exhausted, replay_latency=replay_latency,
             profile=profile, fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, db=db,
             timeout=timeout, vantage=vantage, transport=transport.value, host=host, port=port,
             max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
+            allowed_hosts=allowed, auth_token=token,
             on_ready=_ready(f"a replay of {cassette}"),
         )
     _ended(summary)

@@ -13,6 +13,7 @@ or invalid-request error (-32600), and the server keeps reading.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -160,6 +161,19 @@ def guarded_h11(header_timeout_s: float) -> type:
     return HeaderTimeoutH11
 
 
+def server_config(app: Any, **options: Any) -> Any:
+    """uvicorn's config for every MCP server (`mcp`, `mcp proxy`, `mcp replay` over HTTP):
+    forwarding headers (`X-Forwarded-For`, `Forwarded`) are never trusted unless the user
+    names the proxies to trust in uvicorn's own `FORWARDED_ALLOW_IPS`, so a client's address,
+    which the per-client session cap counts, is its real peer's (uvicorn's default trusts
+    them from loopback, where one client rotating the header took every session)."""
+    import uvicorn
+
+    trusted = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
+    return uvicorn.Config(app, proxy_headers=bool(trusted),
+                          forwarded_allow_ips=trusted or None, **options)
+
+
 def check_session_limits(max_sessions: int, idle_s: float) -> None:
     if max_sessions < 1:
         raise RealprobeError(
@@ -272,4 +286,5 @@ __all__ = [
     "guarded_h11",
     "line_problem",
     "read_message",
+    "server_config",
 ]

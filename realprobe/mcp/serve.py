@@ -31,6 +31,7 @@ from realprobe.mcp.guards import (
     GuardedApp,
     SessionsPerClient,
     guarded_h11,
+    server_config,
 )
 from realprobe.mcp.service import McpService
 from realprobe.serving import HEADER_TIMEOUT_S, IDLE_TIMEOUT_S, MAX_BODY, Guard
@@ -223,7 +224,7 @@ async def serve_http(
     )
     open_sessions = service.server.session_manager._server_instances  # the SDK's own record
     sessions = SessionsPerClient(max_sessions, lambda sid: sid in open_sessions)
-    config = uvicorn.Config(
+    config = server_config(
         GuardedApp(app, guard, sessions), host=host, port=port, log_level="warning", lifespan="on",
         timeout_graceful_shutdown=3, http=guarded_h11(header_timeout_s),
         timeout_keep_alive=int(IDLE_TIMEOUT_S),

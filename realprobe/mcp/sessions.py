@@ -36,6 +36,7 @@ from realprobe.mcp.guards import (
     DEFAULT_SESSION_IDLE_S,
     GuardedApp,
     SessionsPerClient,
+    server_config,
 )
 from realprobe.mcp.wire import Wire, parse
 
@@ -48,6 +49,9 @@ UPSTREAM_SESSIONS = ("per-client", "shared")
 class SessionLimits:
     per_client: int = DEFAULT_MAX_SESSIONS
     idle_s: float = DEFAULT_SESSION_IDLE_S
+    #: the server guard's widening (`--allowed-host`) and bearer token (`--auth-token-env`)
+    allowed_hosts: tuple[str, ...] = ()
+    auth_token: str | None = None
 
     @property
     def total(self) -> int:
@@ -280,7 +284,8 @@ async def serving(run: RunSession, host: str, port: int, *, limits: SessionLimit
     except OSError as exc:
         raise RealprobeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                              param="port") from exc
-    guard = Guard(host, (), None, json_paths=(MCP_PATH,), max_body=4 * MAX_BODY)
+    guard = Guard(host, limits.allowed_hosts, limits.auth_token, json_paths=(MCP_PATH,),
+                  max_body=4 * MAX_BODY)
     app = GuardedApp(router, guard, SessionsPerClient(limits.per_client, router.live))
 
     class Server(uvicorn.Server):
@@ -288,7 +293,7 @@ async def serving(run: RunSession, host: str, port: int, *, limits: SessionLimit
         def capture_signals(self) -> Iterator[None]:
             yield  # the proxy's own handlers stop it, after the sessions are closed
 
-    server = Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = Server(server_config(app, log_level="warning", lifespan="off"))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
         while not server.started and not task.done():

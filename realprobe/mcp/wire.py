@@ -14,7 +14,7 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
@@ -210,55 +210,3 @@ def parse(line: str, max_bytes: int = MAX_LINE) -> Any:
         return read_message(line, max_bytes)
     except Unreadable as exc:
         return exc
-
-
-@asynccontextmanager
-async def http_front(host: str, port: int, on_ready: Any = None) -> AsyncIterator[_SdkWire]:
-    """The client side as one streamable-HTTP session on `host:port/mcp`, through the SDK's
-    server transport, behind the server base's guard (Host/Origin, body size)."""
-    import uvicorn
-    from mcp.server.streamable_http import StreamableHTTPServerTransport
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from realprobe.mcp.guards import GuardedApp
-    from realprobe.mcp.serve import MCP_PATH, bind
-    from realprobe.serving import MAX_BODY, Guard
-
-    transport = StreamableHTTPServerTransport(None, security_settings=TransportSecuritySettings(
-        enable_dns_rebinding_protection=False))
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].rstrip("/") == MCP_PATH:
-            await transport.handle_request(scope, receive, send)
-        elif scope["type"] == "http":
-            await send({"type": "http.response.start", "status": 404, "headers": []})
-            await send({"type": "http.response.body", "body": b"not found"})
-
-    try:
-        sock = bind(host, port)
-    except OSError as exc:
-        raise RealprobeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                             param="port") from exc
-    guard = Guard(host, (), None, json_paths=(MCP_PATH,), max_body=4 * MAX_BODY)
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield  # the proxy's own handlers stop it, after the session is closed
-
-    server = Server(uvicorn.Config(GuardedApp(app, guard), log_level="warning",
-                                   lifespan="off"))
-    async with transport.connect() as (read, write):
-        task = asyncio.ensure_future(server.serve(sockets=[sock]))
-        try:
-            while not server.started and not task.done():
-                await asyncio.sleep(0.02)
-            if on_ready is not None:
-                on_ready(f"http://{host}:{sock.getsockname()[1]}{MCP_PATH}")
-            yield _SdkWire(read, write)
-        finally:
-            server.should_exit = True
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, 5)
-            sock.close()
-            # the SDK's router reports its own stream closing as an error: not one here
-            logging.getLogger("mcp.server.streamable_http").setLevel(logging.CRITICAL)
