@@ -21,7 +21,7 @@ from realprobe import EvalSettings, RealprobeError, default_catalog
 
 TASK = "pet_newsletter"
 CATALOG = default_catalog()
-FLAWED = "flawed:missing_steps@50"
+FLAWED = "flawed:missing_steps@10"  # 1 of the task's 3 API steps: which, by the seed
 #: every setting -> (the settings it starts from, the settings it changes to)
 CHANGES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "target": ({}, {"sandbox": "SANDBOX", "profile": None}),
@@ -160,9 +160,21 @@ def door_mcp_task(settings: dict[str, Any], tmp: Path) -> Trace:
     return asyncio.run(go()), steps_of(db)
 
 
+def taskless(settings: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """A door without a task takes a plan placed on a task's path only when its rules name
+    their tools: the same plan, bound to the first tool the script calls."""
+    if settings.get("fault_plan") != "toolmaze-explicit-permanent":
+        return settings
+    plan = tmp / "named.toml"
+    plan.write_text(f'base = "none"\n[[rules]]\ntool = "{TOOL_SCRIPT[0][0]}"\non = "branch"\n'
+                    'n = 1\nfault = "dead"\nduration = "permanent"\n', encoding="utf-8")
+    return {**settings, "fault_plan": str(plan)}
+
+
 def door_mcp(settings: dict[str, Any], tmp: Path) -> Trace:
     from mcp import Client
 
+    settings = taskless(settings, tmp)
     db = tmp / "tools.db"
 
     async def go() -> list[Any]:
@@ -184,6 +196,7 @@ def door_mcp(settings: dict[str, Any], tmp: Path) -> Trace:
 def door_sandbox(settings: dict[str, Any], tmp: Path) -> Trace:
     from realprobe.sandbox.server import running
 
+    settings = taskless(settings, tmp)
     sb = realprobe.make_sandbox(latency_scale=0.0, settings=EvalSettings(**settings))
     with running(sb) as url:
         target = realprobe.options(sandbox=url)

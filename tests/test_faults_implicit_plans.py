@@ -577,8 +577,12 @@ def test_a_plan_bound_to_the_path_ignores_off_path_calls() -> None:
     single = FaultModel(calm, seed=0, plan=load_plan("toolmaze-explicit-transient"))
     single.bind([["a"], ["b"]], {})
     assert single.draw("b").ok and not single.draw("a").ok
-    # no task known (a sandbox): the first tool called is the group
+    # no task known (a sandbox): a rule that names no tool never lands on whatever is
+    # called first; one that names tools binds to the first of them called
     unbound = FaultModel(calm, seed=0, plan=load_plan("toolmaze-explicit-transient"))
-    assert not unbound.draw("x").ok and unbound.draw("a").ok
+    assert unbound.draw("x").ok and unbound.draw("a").ok and not unbound.ledger
+    named = FaultModel(calm, seed=0, plan=FaultPlan.model_validate({"base": "none", "rules": [
+        {"tool": "a*", "on": "branch", "n": 1, "fault": "500"}]}))
+    assert named.draw("x").ok and not named.draw("a2").ok and named.draw("a").ok
     with pytest.raises(ValueError):
         FaultPlan.model_validate({"rules": [{"on": "step:0", "fault": "500"}]})

@@ -262,6 +262,10 @@ async def evaluate_mcp(
     todo = load_mcp_tasks(tasks) if isinstance(tasks, str | Path) else [
         McpTask.of(t) for t in tasks]
     injects = any(x is not None for x in (profile, fault_plan, fault_rate))
+    if fault_plan is not None:  # the proxy serves no task: refused here, before it starts
+        from realprobe.simulator.plans import load_plan, without_task
+
+        without_task(load_plan(fault_plan), "the MCP proxy")
     kind = "simulate" if injects else "live"
     where = mcp_url or (mcp_server if isinstance(mcp_server, str) else " ".join(mcp_server or []))
     target = f"mcp:{where}" + (f" fault_rate={fault_rate:g}" if fault_rate is not None else "")

@@ -127,13 +127,14 @@ class ProxyOptions:
     def fault_model(self) -> FaultModel | None:
         if not self.injects:
             return None
-        from realprobe.simulator.plans import plan_for
+        from realprobe.simulator.plans import plan_for, without_task
         from realprobe.simulator.profile import resolve_profile
 
         profile = resolve_profile(self.profile if self.profile is not None else "calm")
         if self.fault_rate is not None:
             profile = profile.scaled(self.fault_rate)
-        plan = plan_for(self.fault_plan, self.fault_rate, profile.rule)
+        plan = without_task(plan_for(self.fault_plan, self.fault_rate, profile.rule),
+                            "the MCP proxy")
         return FaultModel(profile, self.seed, plan)
 
     def target(self, model: FaultModel | None) -> Target:

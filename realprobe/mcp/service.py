@@ -106,6 +106,10 @@ class McpService:
 
             self.session = open_session(catalog, self.options)
             self.definitions += self.session.definitions
+        elif self.transport_options.fault_plan is not None:  # no task's path to bind to
+            from realprobe.simulator.plans import load_plan, without_task
+
+            without_task(load_plan(self.transport_options.fault_plan), "mcp without --task")
         timeout = self.options.timeout_s
         self.config = ClientConfig(deadline_s=timeout) if timeout else ClientConfig()
         self._clock = clock

@@ -15,7 +15,7 @@ from realprobe.http.simulate import routes_from_catalog
 from realprobe.sandbox.bodies import Recordings, cassette_paths
 from realprobe.sandbox.proxy import LIVE, Upstream, store_ledger
 from realprobe.sandbox.server import Sandbox
-from realprobe.simulator.plans import FaultPlan, plan_for
+from realprobe.simulator.plans import FaultPlan, plan_for, without_task
 from realprobe.simulator.profile import Profile, ProfileRef, resolve_profile
 from realprobe.simulator.toxics import ANY_SCOPE, TOXIC_TYPES, Toxic, toxic_adapter
 
@@ -141,7 +141,7 @@ def sandbox_for(
         admin=admin,
         allowed_hosts=tuple(allowed_hosts),
         auth_token=auth_token,
-        plan=plan_for(fault_plan, fault_rate, prof.rule),  # the dial's faults elsewhere
+        plan=without_task(plan_for(fault_plan, fault_rate, prof.rule), "the sandbox"),
     )
     for text in toxics:
         scope, name, toxic = parse_toxic(text)

@@ -114,6 +114,11 @@ class PlanRule(BaseModel):
         return self
 
     @property
+    def names_tools(self) -> bool:
+        """Whether `tool` names some tools (`catfact_fact`, `*joke*`), not every tool."""
+        return bool(rule_literal(self.tool))
+
+    @property
     def lasts(self) -> float:
         if self.duration == "permanent" or (self.duration is None and self.fault == "dead"):
             return math.inf
@@ -131,6 +136,11 @@ class PlanRule(BaseModel):
         if self.after is not None and k <= self.after:
             return False
         return self.window is None or self.window[0] <= elapsed < self.window[1]
+
+
+def rule_literal(pattern: str) -> str:
+    """The name part of a tool glob: what is left without its wildcards."""
+    return "".join(c for c in pattern if c not in "*?[]!")
 
 
 class FaultPlan(BaseModel):
@@ -178,9 +188,13 @@ class PlanState:
 
     def _on_place(self, i: int, rule: PlanRule, tool: str) -> bool:
         """Whether a call of `tool` is at the rule's place on the path (binding a group to
-        the first of its tools the agent enters)."""
+        the first of its tools the agent enters). With no task's path, the place is the
+        tools the rule names (the first of them called); a rule that names none never hits
+        (doors without a task refuse such plans: `without_task`)."""
         if rule.on is None:
             return True
+        if self.path is None and not rule.names_tools:
+            return False
         group: list[str] | None = None
         if self.path is not None:
             kind, _, n = rule.on.partition(":")
@@ -327,7 +341,24 @@ def plan_for(
     return plan
 
 
+def without_task(plan: FaultPlan | None, door: str) -> FaultPlan | None:
+    """The plan at a door that serves no task (the sandbox, `mcp` without a task, the MCP
+    proxy): a rule placed on a task's path (`on`) binds to the tools it names; one that
+    names none would land on whatever tool is called first, so the plan is refused in one
+    line."""
+    if plan is None:
+        return None
+    for i, rule in enumerate(plan.rules, 1):
+        if rule.on is not None and not rule.names_tools:
+            raise FaultPlanError(
+                f"fault plan {plan.name or '(unnamed)'} places rule {i} on a task's path "
+                f"(on = {rule.on!r}) and {door} serves no task: give the rule a name to bind "
+                "to (tool = \"catfact_fact\"), or run the plan with a task (realprobe run)"
+            )
+    return plan
+
+
 __all__ = [
     "BUILTIN_PLANS", "FaultPlan", "FaultPlanError", "PlanRule", "PlanState", "load_plan",
-    "plan_for",
+    "plan_for", "without_task",
 ]
