@@ -200,7 +200,18 @@ def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
                 "   const r = document.createRange(); r.selectNodeContents(td);"
                 "   return r.getClientRects().length > 1}).map(td => td.textContent),"
                 " plots: [...document.querySelectorAll('svg.plot')]"
-                "   .map(s => s.getBoundingClientRect().width)})")
+                "   .map(s => s.getBoundingClientRect().width),"
+                # each plot label's font size as drawn: its font size in the SVG's units
+                # times the SVG's scale on the page
+                " labels: [...document.querySelectorAll('svg.plot text')].map(t => {"
+                "   const s = t.ownerSVGElement;"
+                "   const scale = s.getBoundingClientRect().width / s.viewBox.baseVal.width;"
+                "   return parseFloat(getComputedStyle(t).fontSize) * scale}),"
+                # a box that scrolls sideways shows it (shadows at the hidden edge)
+                " uncued: [...document.querySelectorAll('.scroll')]"
+                "   .filter(b => b.scrollWidth > b.clientWidth + 1"
+                "     && !getComputedStyle(b).backgroundImage.includes('gradient'))"
+                "   .map(b => b.firstElementChild.id || b.firstElementChild.tagName)})")
         finally:
             browser.close()
     assert sizes["page"] <= sizes["view"], sizes
@@ -208,4 +219,6 @@ def test_report_fits_the_page_at_800_px_and_on_a_phone(db: Path, tmp_path: Path,
     assert sizes["first"] == "tool"
     assert sizes["broken"] == [], sizes  # a number or an interval is never split over lines
     assert sizes["plots"] and all(w >= sizes["box"] - 2 for w in sizes["plots"]), sizes
+    assert sizes["labels"] and min(sizes["labels"]) >= 9 - 1e-6, sorted(sizes["labels"])[:5]
+    assert sizes["uncued"] == [], sizes["uncued"]
     assert (tmp_path / f"report-{width}.png").stat().st_size > 10_000

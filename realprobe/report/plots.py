@@ -19,10 +19,15 @@ import numpy as np
 from realprobe.report.build import ReportData
 
 FONT_PX = 11
+#: the legends' and colour bar's smaller labels
+SMALL_FONT_PX = 10
 #: average advance of a character of an 11 px sans-serif label (for margins; generous)
 CHAR_PX = 6.4
 ROW_PX = 20
 WIDTH_PX = 680
+#: the smallest a label may be drawn: a plot is never scaled below MIN_FONT_PX / SMALL_FONT_PX
+#: of its width (a narrow screen scrolls it sideways in its box instead)
+MIN_FONT_PX = 9
 
 CODE_COLOURS = {
     "TIMEOUT": "#d62728",
@@ -165,6 +170,7 @@ class Panel:
             f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{escape(title)}" '
             f'class="plot" id="{prefix}-svg" width="{_f(self.width)}" '
             f'height="{_f(self.height)}" viewBox="0 0 {_f(self.width)} {_f(self.height)}" '
+            f'style="min-width:{math.ceil(self.width * MIN_FONT_PX / SMALL_FONT_PX)}px" '
             f'font-family="sans-serif" font-size="{FONT_PX}">'
         )
         body = "\n".join(self.parts)
@@ -273,7 +279,7 @@ def error_mix_plot(data: ReportData) -> str:
     for j, code in enumerate(codes):
         y = p.top + 8 + 16 * j
         p.path(f"M{_f(lx)} {_f(y - 5)}h12v10h-12Z", fill=CODE_COLOURS.get(code, "#999999"))
-        p.text(lx + 17, y + 4, code, anchor="start", font_size="10")
+        p.text(lx + 17, y + 4, code, anchor="start", font_size=str(SMALL_FONT_PX))
     return p.svg("error mix per tool", "errors")
 
 
@@ -336,6 +342,6 @@ def over_time_plot(data: ReportData) -> str:
     for v in (0.0, 0.5, 1.0):
         yv = p.top + bh * (1 - v)
         p.path(f"M{_f(bx + bw)} {_f(yv)}h3", stroke="#000", stroke_width="0.8")
-        p.text(bx + bw + 5, yv + 4, f"{v:g}", anchor="start", font_size="10")
-    p.text(bx + bw + 5, p.top + bh + 16, "success", anchor="start", font_size="10")
+        p.text(bx + bw + 5, yv + 4, f"{v:g}", anchor="start", font_size=str(SMALL_FONT_PX))
+    p.text(bx + bw + 5, p.top + bh + 16, "success", anchor="start", font_size=str(SMALL_FONT_PX))
     return p.svg("success rate over time", "over_time", defs)

@@ -102,7 +102,13 @@ def _row(t: ToolStats) -> list[str]:
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
 max-width:1200px;color:#222;padding:0 1rem;overflow-wrap:anywhere}
-.scroll{overflow-x:auto;max-width:100%}.scroll td,.scroll th{overflow-wrap:normal}
+.scroll{overflow-x:auto;max-width:100%;background:linear-gradient(to right,#fff 30%,#fff0),
+linear-gradient(to left,#fff 30%,#fff0) 100% 0,
+radial-gradient(farthest-side at 0 50%,#0003,#0000),
+radial-gradient(farthest-side at 100% 50%,#0003,#0000) 100% 0;background-repeat:no-repeat;
+background-size:40px 100%,40px 100%,14px 100%,14px 100%;
+background-attachment:local,local,scroll,scroll}
+.scroll td,.scroll th{overflow-wrap:normal}
 .scroll td.num{white-space:nowrap}
 .scroll td:first-child,.scroll th:first-child{position:sticky;left:0;background:#fff;z-index:1}
 .scroll th:first-child{background:#f6f6f6;z-index:2}
@@ -332,8 +338,25 @@ def _html_drift(data: ReportData) -> str:
         "<th>success base → cur</th><th>p adj</th><th>median ms base → cur</th>"
         "<th>p adj</th><th>error mix V</th><th>p adj</th></tr></thead><tbody>"
     )
-    rows = "\n".join(_html_drift_row(dt) for dt in d.tools)
-    return f"<h2>Drift</h2>\n{intro}\n{head}\n{rows}\n</tbody></table>"
+    told = [dt for dt in d.tools if not dt.verdict.startswith("insufficient")]
+    if not told:  # nothing to say: one line, not a row per tool saying so
+        return (f"<h2>Drift</h2>\n<p class='meta' id='drift-none'>None of the "
+                f"{len(d.tools)} tools has enough calls in both windows to compare "
+                f"({_calls_each(d.tools)}); probe more rounds, or over more days.</p>")
+    short = [dt.tool for dt in d.tools if dt not in told]
+    rows = "\n".join(_html_drift_row(dt) for dt in told)
+    rest = (f"\n<p class='meta' id='drift-short'>Too few calls in one window to compare: "
+            f"{escape(', '.join(short))}.</p>" if short else "")
+    return f"<h2>Drift</h2>\n{intro}\n{head}\n{rows}\n</tbody></table>{rest}"
+
+
+def _calls_each(tools: list[ToolDrift]) -> str:
+    """`2-3 / 3 calls` (baseline / current, over the tools)."""
+    def span(ns: list[int]) -> str:
+        return f"{min(ns)}" if min(ns) == max(ns) else f"{min(ns)}-{max(ns)}"
+
+    return (f"{span([t.n_baseline for t in tools])} / {span([t.n_current for t in tools])} "
+            "calls each, baseline / current")
 
 
 def _html_phases(data: ReportData) -> str:
@@ -401,8 +424,11 @@ def _html_vantages(data: ReportData) -> str:
 
 
 def _html_plot(key: str, svg: str) -> str:
+    """A plot in a box that scrolls sideways when the page is narrower than the plot can be
+    drawn with legible labels (the same shadow cue as a wide table)."""
     return (
-        f"<h2>{TITLES.get(key, key)}</h2><figure id='plot-{key}'>{svg}"
+        f"<h2>{TITLES.get(key, key)}</h2><figure id='plot-{key}'>"
+        f"<div class='scroll'>{svg}</div>"
         f"<figcaption>{escape(CAPTIONS.get(key, ''))}</figcaption></figure>"
     )
 
@@ -440,7 +466,12 @@ def render_markdown(data: ReportData) -> str:
             "| tool | verdict | success base → cur | median ms base → cur |",
             "|---|---|---|---|",
         ]
-        for d in data.drift.tools:
+        told = [d for d in data.drift.tools if not d.verdict.startswith("insufficient")]
+        if not told:  # nothing to say: one line
+            lines[-2:] = [f"None of the {len(data.drift.tools)} tools has enough calls in both "
+                          f"windows to compare ({_calls_each(data.drift.tools)})."]
+        short = [d.tool for d in data.drift.tools if d not in told]
+        for d in told:
             s = f"{_pct(d.success.baseline)} → {_pct(d.success.current)}" if d.success else "-"
             lat = (
                 f"{_ms(d.latency.baseline_p50)} → {_ms(d.latency.current_p50)}"
@@ -448,6 +479,8 @@ def render_markdown(data: ReportData) -> str:
                 else "-"
             )
             lines.append(f"| {d.tool} | {d.verdict} | {s} | {lat} |")
+        if told and short:
+            lines += ["", f"Too few calls in one window to compare: {', '.join(short)}."]
         lines.append("")
     return "\n".join(lines)
 
