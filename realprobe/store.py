@@ -1190,7 +1190,8 @@ def insert_history(
             conn.executemany(
                 f"INSERT OR IGNORE INTO imported_checks ({', '.join(ck)}) "
                 f"VALUES ({', '.join('?' * len(ck))})",
-                ([{"kind": IMPORTED_KIND, **c}.get(k) for k in ck] for c in checks),
+                ([c.get(k, IMPORTED_KIND if k == "kind" else None) for k in ck]
+                 for c in checks),
             )
             added_checks = conn.total_changes - before
             before = conn.total_changes

@@ -33,9 +33,11 @@ def record(url: str, status: str, code: int, ms: int, ts: float, start: float) -
 
 
 def upptime_repo(path: Path, sites: dict[str, str],
-                 commits: Iterable[tuple[float, str, str]]) -> Path:
+                 commits: Iterable[tuple[float, str, str]],
+                 messages: list[str] | None = None) -> Path:
     """A git repository at `path`: `.upptimerc.yml` naming `sites` (name -> url), then one
-    commit per (time, file path, content), committed at that time."""
+    commit per (time, file path, content), committed at that time (with `messages`, each
+    its own subject)."""
     path.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", "-b", "master", str(path)], check=True)
     lines: list[bytes] = []
@@ -60,8 +62,9 @@ def upptime_repo(path: Path, sites: dict[str, str],
     rc = UPPTIMERC.format(sites="\n".join(f"  - name: {n}\n    url: {u}"
                                           for n, u in sites.items()))
     commit(first, {".upptimerc.yml": rc}, "Initial commit")
-    for ts, name, content in items:
-        commit(ts, {name: content}, f"update {name} [skip ci] [upptime]")
+    for i, (ts, name, content) in enumerate(items):
+        commit(ts, {name: content},
+               messages[i] if messages else f"update {name} [skip ci] [upptime]")
     subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input=b"".join(lines),
                    check=True)
     subprocess.run(["git", "-C", str(path), "checkout", "-q", "-f", "master"], check=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,9 @@ VANTAGE = "uptime-kuma"
 GAP_INTERVALS = 3.0
 
 
+@lru_cache(maxsize=4096)
 def _http(msg: str | None) -> int | None:
+    """The HTTP status inside a heartbeat's message (messages repeat: each parsed once)."""
     m = _CODE.search(msg or "")
     return int(m.group(1) or m.group(2)) if m else None
 

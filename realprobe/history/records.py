@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError, code_for_status
-from realprobe.store import FUTURE_SKEW_S, iso_utc, read_foreign
+from realprobe.store import FUTURE_SKEW_S, IMPORTED_KIND, iso_utc, read_foreign
 
 #: what a monitor said about one check
 STATES = ("up", "down", "degraded", "pending", "maintenance")
@@ -103,6 +103,8 @@ _JS_DATE = re.compile(
 )
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+#: naive times are UTC: seconds since this
+_EPOCH = dt.datetime(1970, 1, 1)
 _FRACTION = re.compile(r"(\.\d{6})\d+")
 _GO_ZONE = re.compile(r" ([+-]\d{2})(\d{2})( [A-Z]{2,5})?$")
 
@@ -121,6 +123,12 @@ def monitor_time(value: object) -> float | None:
         return float(value) if math.isfinite(value) and value >= 0 else None
     if not isinstance(value, str):
         return None
+    try:  # the common forms (ISO 8601, SQLite's) at once
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        pass
+    else:
+        return when.timestamp() if when.tzinfo else (when - _EPOCH).total_seconds()
     text = value.strip()
     js = _JS_DATE.match(text)
     if js is not None and js.group(1) in _MONTHS:
@@ -256,7 +264,7 @@ def rows(history: History, imported_at: float) -> tuple[
                 "http_status": c.http_status,
                 "error_code": error_code(c.state, c.http_status, c.detail),
                 "latency_ms": c.latency_ms, "detail": c.detail,
-                "source": c.source or m.source, "vantage": m.vantage,
+                "source": c.source or m.source, "vantage": m.vantage, "kind": IMPORTED_KIND,
             })
         for i in m.observed + m.censored:
             intervals.append({
