@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
              record: str | Path | None, db: str | Path | None, timeout: float,
              max_message_bytes: int, vantage: str | None, replayed: str | None = None,
-             record_folder: bool = False) -> Any:
+             record_folder: bool = False, methods: str | Sequence[str] | None = None) -> Any:
     from realprobe.clients import check_fault_rate, check_seed
-    from realprobe.mcp.proxy import ProxyOptions
+    from realprobe.mcp.proxy import ProxyOptions, fault_methods
 
     check_fault_rate(fault_rate)
     if max_message_bytes < 1024:
@@ -33,7 +33,8 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
     opts = ProxyOptions(profile=profile, fault_plan=fault_plan, fault_rate=fault_rate,
                         seed=seed, record=Path(record) if record else None,
                         db=Path(db) if db else None, timeout_s=timeout,
-                        max_message_bytes=max_message_bytes, vantage=vantage, replayed=replayed)
+                        max_message_bytes=max_message_bytes, vantage=vantage, replayed=replayed,
+                        fault_methods=fault_methods(methods))
     opts.fault_model()  # a bad profile or plan is refused before anything starts
     if opts.db is not None:  # so is a database or a cassette that cannot be written
         from realprobe.store import Store
@@ -74,6 +75,7 @@ def mcp_proxy(
     upstream_sessions: str = "per-client",
     max_sessions: int = 100,
     session_idle_timeout: float = 600.0,
+    fault_methods: str | Sequence[str] | None = None,
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
     on_ready: Callable[[str], None] | None = None,
@@ -83,9 +85,12 @@ def mcp_proxy(
     `max_sessions` per client address, each closed after `session_idle_timeout` s idle) in
     front of the server `command` starts (or the streamable-HTTP server at `upstream`),
     relaying every message; faults from `profile` / `fault_plan` / `fault_rate` (seeded by
-    `seed`) are injected per tools/call; `record` writes the session cassette (over HTTP: a
-    folder of them, `<session id>.jsonl`), `db` a probe row per call; `on_ready(where)` once
-    it serves."""
+    `seed`) are injected per request of `fault_methods` (default tools/call, and the methods
+    the profile names), a named profile's latency is acted out; `record` writes the session
+    cassette (over HTTP: a folder of them, `<session id>.jsonl`), `db` a probe row per call;
+    `on_ready(where)` once it serves. Over HTTP the server guard holds as for `serve_mcp`
+    (Host/Origin checks widened by `allowed_hosts`; `auth_token`: every request needs it as
+    a bearer token)."""
     from realprobe.mcp.proxy import serve
     from realprobe.mcp.wire import split_command
 
@@ -99,7 +104,8 @@ def mcp_proxy(
     limits = _limits(upstream_sessions, max_sessions, session_idle_timeout, allowed_hosts,
                      auth_token)
     opts = _options(profile, fault_plan, fault_rate, seed, record, db, timeout,
-                    max_message_bytes, vantage, record_folder=http is not None)
+                    max_message_bytes, vantage, record_folder=http is not None,
+                    methods=fault_methods)
     if http is not None and argv is not None:
         import shutil
 
@@ -162,6 +168,7 @@ def mcp_replay(
     port: int = 8767,
     max_sessions: int = 100,
     session_idle_timeout: float = 600.0,
+    fault_methods: str | Sequence[str] | None = None,
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
     on_ready: Callable[[str], None] | None = None,
@@ -182,7 +189,7 @@ def mcp_replay(
     path = Path(cassette)
     http = _http(transport, host, port)
     opts = _options(profile, fault_plan, fault_rate, seed, None, db, timeout, 16 * 1024 * 1024,
-                    vantage, replayed=str(path))
+                    vantage, replayed=str(path), methods=fault_methods)
 
     limits = _limits("per-client", max_sessions, session_idle_timeout, allowed_hosts,
                      auth_token)
@@ -198,6 +205,7 @@ def mcp_replay(
     return _run(main)
 
 
+@checked
 def mcp_import(source: str | Path, output: str | Path) -> int:
     """`import_cassette(source, output)` (which converts MCP transcripts as it converts every
     cassette format) under its old MCP name; returns the messages kept."""

@@ -8,6 +8,10 @@ from pydantic import BaseModel, Field
 
 from realprobe.errors import ErrorCode
 
+#: how the message of an MCP call answered with a JSON-RPC error (a protocol error, not an
+#: `isError` result) begins; calibration tells the two failure forms apart by it
+JSONRPC_ERROR_PREFIX = "JSON-RPC error "
+
 
 class ToolError(BaseModel):
     code: ErrorCode

@@ -239,6 +239,11 @@ ProxyMaxSessionsOpt = Annotated[
     int, typer.Option("--max-sessions", help="HTTP: open sessions per client address at most "
                       "(then 503).")
 ]
+FaultMethodsOpt = Annotated[
+    str | None, typer.Option("--fault-methods", help="Request methods to inject faults into, "
+                             "comma-separated (default tools/call and the methods the profile "
+                             "names), e.g. tools/list,resources/read.")
+]
 ProxyIdleOpt = Annotated[
     float, typer.Option("--session-idle-timeout", help="HTTP: close a session idle this many "
                         "seconds.")
@@ -326,6 +331,7 @@ def proxy_cmd(
     upstream_sessions: UpstreamSessionsOpt = "per-client",
     max_sessions: ProxyMaxSessionsOpt = 100,
     session_idle_timeout: ProxyIdleOpt = 600.0,
+    fault_methods: FaultMethodsOpt = None,
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
@@ -338,14 +344,15 @@ def proxy_cmd(
 
     allowed, token = _guards("mcp proxy", transport, host, allowed_host, auth_token_env)
     with as_flags("command", "upstream", "fault_rate", "timeout", "max_message_bytes",
-                  "upstream_sessions", "max_sessions", "session_idle_timeout", "record"):
+                  "upstream_sessions", "max_sessions", "session_idle_timeout", "record",
+                  "fault_methods"):
         summary = mcp_proxy(
             command or None, upstream=upstream, profile=profile, fault_plan=fault_plan,
             fault_rate=fault_rate, seed=seed, record=record, db=db, timeout=timeout,
             max_message_bytes=max_message_bytes, vantage=vantage, transport=transport.value,
             host=host, port=port, upstream_sessions=upstream_sessions,
             max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
-            allowed_hosts=allowed, auth_token=token,
+            fault_methods=fault_methods, allowed_hosts=allowed, auth_token=token,
             on_ready=_ready("a proxy of " + _shown(command, upstream)),
         )
     _ended(summary)
@@ -376,6 +383,7 @@ def replay_cmd(
     port: PortOpt = 8767,
     max_sessions: ProxyMaxSessionsOpt = 100,
     session_idle_timeout: ProxyIdleOpt = 600.0,
+    fault_methods: FaultMethodsOpt = None,
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
@@ -384,13 +392,13 @@ def replay_cmd(
     from realprobe.api_mcp import mcp_replay
 
     allowed, token = _guards("mcp replay", transport, host, allowed_host, auth_token_env)
-    with as_flags("on_exhausted", "replay_latency", "fault_rate", "timeout"):
+    with as_flags("on_exhausted", "replay_latency", "fault_rate", "timeout", "fault_methods"):
         summary = mcp_replay(
             cassette, on_exhausted=on_exhausted, replay_latency=replay_latency,
             profile=profile, fault_plan=fault_plan, fault_rate=fault_rate, seed=seed, db=db,
             timeout=timeout, vantage=vantage, transport=transport.value, host=host, port=port,
             max_sessions=max_sessions, session_idle_timeout=session_idle_timeout,
-            allowed_hosts=allowed, auth_token=token,
+            fault_methods=fault_methods, allowed_hosts=allowed, auth_token=token,
             on_ready=_ready(f"a replay of {cassette}"),
         )
     _ended(summary)

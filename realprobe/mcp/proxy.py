@@ -23,18 +23,21 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
+import random
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.mcp.wire import Unreadable, Wire, parse
-from realprobe.result import ToolError, ToolResult
+from realprobe.result import JSONRPC_ERROR_PREFIX, ToolError, ToolResult
 from realprobe.simulator.faults import FaultModel, Outcome, injection_of
+from realprobe.simulator.profile import LatencyModel
 from realprobe.target import Target, TargetKind
 
 log = logging.getLogger("realprobe.mcp.proxy")
@@ -46,6 +49,11 @@ JSONRPC_CODES = {-32602: ErrorCode.INVALID_INPUT, -32601: ErrorCode.NOT_FOUND,
 INJECTED_CODES = {ErrorCode.TIMEOUT: -32001, ErrorCode.INVALID_INPUT: -32602,
                   ErrorCode.NOT_FOUND: -32601}
 UPSTREAM_GONE = -32000
+#: the client request methods faults can be injected into (`--fault-methods`)
+FAULTABLE_METHODS = ("tools/call", "tools/list", "resources/list", "resources/read",
+                     "resources/templates/list", "prompts/list", "prompts/get",
+                     "completion/complete", "logging/setLevel", "ping")
+DEFAULT_FAULT_METHODS = ("tools/call",)
 #: the least time the handshake is given (a server may be slow to start)
 HANDSHAKE_S = 30.0
 #: where an injected answer carries its label (result `_meta`, error `data`): for evaluators,
@@ -61,6 +69,20 @@ MESSAGES = {
     ErrorCode.NOT_FOUND: "not found (HTTP 404)",
     ErrorCode.INVALID_INPUT: "the arguments were refused (HTTP 400)",
 }
+
+
+def fault_methods(given: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """`"tools/list,resources/read"` or a list -> the methods, each one faults can be
+    injected into (a RealprobeError naming the others)."""
+    if given is None:
+        return None
+    items = given.split(",") if isinstance(given, str) else list(given)
+    methods = tuple(dict.fromkeys(str(m).strip() for m in items if str(m).strip()))
+    unknown = [m for m in methods if m not in FAULTABLE_METHODS]
+    if unknown or not methods:
+        raise RealprobeError(f"fault_methods {', '.join(unknown) or repr(given)}: choose "
+                             f"among {', '.join(FAULTABLE_METHODS)}", param="fault_methods")
+    return methods
 
 
 def code_in(text: str) -> ErrorCode:
@@ -88,7 +110,9 @@ def tool_result(tool: str, answer: dict[str, Any], latency_ms: float, size: int)
     err = answer.get("error")
     if isinstance(err, dict):
         code = JSONRPC_CODES.get(err.get("code"), ErrorCode.OPERATION_FAILED)  # type: ignore[arg-type]
-        return failed(tool, code, str(err.get("message") or "JSON-RPC error"), latency_ms, size)
+        said = str(err.get("message") or "no message")
+        return failed(tool, code, f"{JSONRPC_ERROR_PREFIX}{err.get('code')}: {said}",
+                      latency_ms, size)
     result = answer.get("result")
     if not isinstance(result, dict):
         return failed(tool, ErrorCode.INVALID_RESPONSE, "an answer with no result",
@@ -119,6 +143,9 @@ class ProxyOptions:
     max_message_bytes: int = 16 * 1024 * 1024
     vantage: str | None = None
     replayed: str | None = None  # the cassette standing in for the server, when replaying
+    #: the request methods faults are injected into (None: the profile's `mcp_methods`, else
+    #: tools/call and every method the profile names under `tools`)
+    fault_methods: tuple[str, ...] | None = None
 
     @property
     def injects(self) -> bool:
@@ -136,6 +163,18 @@ class ProxyOptions:
         plan = without_task(plan_for(self.fault_plan, self.fault_rate, profile.rule),
                             "the MCP proxy")
         return FaultModel(profile, self.seed, plan)
+
+    def faulted(self, model: FaultModel | None) -> frozenset[str]:
+        """The request methods this session draws faults (and latency) for."""
+        if model is None:
+            return frozenset()
+        if self.fault_methods is not None:
+            return frozenset(self.fault_methods)
+        profile = model.profile
+        if profile.mcp_methods is not None:
+            return frozenset(profile.mcp_methods)
+        return frozenset((*DEFAULT_FAULT_METHODS, *(k for k in profile.tools
+                                                    if k in FAULTABLE_METHODS)))
 
     def target(self, model: FaultModel | None) -> Target:
         if self.replayed is not None:
@@ -156,6 +195,11 @@ class Call:
     wall: float = field(default_factory=time.time)
     out: Outcome | None = None
     timer: asyncio.TimerHandle | None = None
+    method: str = "tools/call"
+    #: the proxy made or shaped what the client saw (an injected or rewritten answer, one
+    #: held to the drawn latency): its row is `simulate`, the server's own are not
+    shaped: bool = False
+    held_ms: float = 0.0
 
 
 @dataclass
@@ -211,13 +255,16 @@ class Rows:
         })  # fmt: skip
 
     def add(self, call: Call, result: ToolResult, api: str, detail: str | None = None,
-            implicit: str | None = None) -> None:
+            implicit: str | None = None, target: Target | None = None) -> None:
+        """One call's row; `target`: where its outcome came from (the server's own answers
+        in a faulted session are live, or replay, not simulate)."""
         from realprobe.store import probe_row
 
         self.n[call.tool] = n = self.n.get(call.tool, 0) + 1
         row = probe_row(result, run_id=self.run_id, tool=call.tool, api=api, round_no=n - 1,
                         started_wall=call.wall, timeout_s=self.timeout_s, vantage=self.vantage,
-                        args=call.args, source="mcp", target=self.target, implicit=implicit)
+                        args=call.args, source="mcp", target=target or self.target,
+                        implicit=implicit)
         if detail:
             row["detail"] = detail
         try:
@@ -248,6 +295,11 @@ class Proxy:
         self.opts = opts
         self.model = opts.fault_model()
         self.target = opts.target(self.model)
+        self.own_target = opts.target(None)  # the server's own answers: live, or replay
+        self.methods = opts.faulted(self.model)
+        #: a named profile's latency is acted out (the fault-rate dial alone changes no time)
+        self.holds = self.model is not None and opts.profile is not None
+        self.forms = random.Random(f"{opts.seed}:mcp-forms")
         self.summary = ProxySummary(server=server_hint)
         self.pending: dict[str, Call] = {}  # forwarded calls awaiting the server
         self.held: dict[str, Call] = {}  # injected hangs
@@ -336,8 +388,8 @@ class Proxy:
             method = msg.get("method")
             if "id" in msg and method is not None:
                 self.answered.discard(json.dumps(msg["id"]))  # an id used again: a new request
-            if method == "tools/call" and "id" in msg:
-                if not await self._call(msg):
+            if "id" in msg and (method == "tools/call" or method in self.methods):
+                if not await self._call(msg, str(method)):
                     return
             elif method == "notifications/cancelled":
                 if self._cancelled(msg):
@@ -351,21 +403,30 @@ class Proxy:
                                    max(self.opts.timeout_s, HANDSHAKE_S) if handshake else None)
         await self.upstream.send(line)
 
-    async def _call(self, msg: dict[str, Any]) -> bool:
-        """Start one tools/call; False when the proxy answers it itself."""
+    async def _call(self, msg: dict[str, Any], method: str) -> bool:
+        """Start one tools/call, or a request of a faulted method (its row's tool is the
+        method's name); False when the proxy answers it itself."""
         params = _params(msg)
-        call = Call(msg["id"], json.dumps(msg["id"]), str(params.get("name")),
-                    params.get("arguments"))
+        tool = str(params.get("name")) if method == "tools/call" else method
+        args = (params.get("arguments") if method == "tools/call" else
+                {k: v for k, v in params.items() if k != "_meta"} or None)
+        call = Call(msg["id"], json.dumps(msg["id"]), tool, args, method=method)
         self.summary.calls += 1
-        out = self.model.draw(call.tool, call.wall) if self.model is not None else None
+        out = None
+        if self.model is not None and method in self.methods:
+            out = self.model.draw(call.tool, call.wall)
+            if out.implicit and method != "tools/call":  # only tool results are rewritten
+                out = replace(out, variant=None, injected_by=None, permanent=False)
         call.out = out
         loop = asyncio.get_running_loop()
         if out is not None and out.code is not None:
             self.summary.injected += 1
+            call.shaped = True
+            self.held[call.key] = call  # held until answered, cancelled or the deadline
             if out.code is not ErrorCode.TIMEOUT:
-                await self._inject(call, out)
+                delay = self._error_delay_s(call, out)
+                call.timer = loop.call_later(delay, self._spawn_inject, call.key)
                 return False
-            self.held[call.key] = call  # a hang: held until cancelled or the deadline
             call.timer = loop.call_later(self.opts.timeout_s, self._expire, call.key)
             return False
         if out is not None and out.implicit:
@@ -390,14 +451,51 @@ class Proxy:
         return (f"injected {label['kind']} {label['variant']} ({label['by']})"
                 + (f": {note}" if note else ""))
 
+    def _latency_model(self, call: Call) -> LatencyModel | None:
+        """The latency of the call's failures: its learned MCP failure latency, if any."""
+        if self.model is None:
+            return None
+        forms = self.model.profile.for_tool(call.tool).mcp
+        return forms.error_latency_ms if forms is not None else None
+
+    def _error_delay_s(self, call: Call, out: Outcome) -> float:
+        """How long an injected failure takes: drawn from the failures' latency where the
+        profile learned it, else the outcome's drawn latency; nothing for the dial alone."""
+        if not self.holds:
+            return 0.0
+        model = self._latency_model(call)
+        if model is not None:
+            mu, sigma = model.params()
+            drawn = math.exp(mu + sigma * self.forms.gauss(0.0, 1.0)) / 1000.0
+        else:
+            drawn = out.latency_s
+        return max(0.0, min(drawn, self.opts.timeout_s))
+
+    def _jsonrpc_form(self, call: Call) -> bool:
+        """Whether an injected failure is a JSON-RPC error (else an `isError` result): always
+        for a method other than tools/call; else by the profile's `mcp_errors`, else by the
+        tool's learned JSON-RPC share (a seeded draw), else a result."""
+        if call.method != "tools/call" or self.model is None:
+            return True
+        profile = self.model.profile
+        if profile.mcp_errors is not None:
+            return profile.mcp_errors == "jsonrpc"
+        forms = profile.for_tool(call.tool).mcp
+        return forms is not None and self.forms.random() < forms.jsonrpc_share
+
+    def _spawn_inject(self, key: str) -> None:
+        call = self.held.pop(key, None)
+        if call is not None and call.out is not None:
+            self._spawn(self._inject(call, call.out))
+
     async def _inject(self, call: Call, out: Outcome) -> None:
         assert out.code is not None
         message = MESSAGES.get(out.code, "the tool failed")
         if out.retry_after_s:
             message += f"; retry after {out.retry_after_s:g} s"
-        profile = self.model.profile if self.model is not None else None
         label = self._label(call)
-        if profile is not None and profile.mcp_errors == "jsonrpc":
+        self.answered.add(call.key)
+        if self._jsonrpc_form(call):
             answer: dict[str, Any] = {"jsonrpc": "2.0", "id": call.rid, "error": {
                 "code": INJECTED_CODES.get(out.code, -32603), "message": message,
                 "data": {FAULT_META: label}}}
@@ -413,16 +511,17 @@ class Proxy:
             result = failed(call.tool, out.code, message, latency)
             if result.error is not None:
                 result.error.retry_after_s = out.retry_after_s
-            self.rows.add(call, result, self.summary.server, self._detail(label))
+            self.rows.add(call, result, self.summary.server, self._detail(label),
+                          target=self.target)
 
     def _cancelled(self, msg: dict[str, Any]) -> bool:
         """The client gave up on a call: True when the proxy held it (nothing to forward)."""
         params = _params(msg)
         key = json.dumps(params.get("requestId"))
+        held = key in self.held  # the proxy holds it (a hang, an injected failure's wait)
         call = self.held.pop(key, None) or self.pending.pop(key, None)
         if call is None:
             return False
-        held = call.out is not None and call.out.code is ErrorCode.TIMEOUT
         if held:
             self._record_held(call)
         self._end(call, failed(call.tool, ErrorCode.TIMEOUT,
@@ -476,8 +575,12 @@ class Proxy:
         if label is not None and call.out is not None and call.out.implicit and not result.ok:
             label = None  # the server failed the call itself: nothing was injected
             implicit = None
-        self.rows.add(call, result, self.summary.server,
-                      self._detail(label, note) if label else None, implicit)
+        shaped = call.shaped or label is not None
+        if call.held_ms > 0:
+            note = (note + "; " if note else "") + f"held to the drawn {result.latency_ms:.0f} ms"
+        detail = self._detail(label, note) if label else (note or None)
+        self.rows.add(call, result, self.summary.server, detail, implicit,
+                      target=self.target if shaped else self.own_target)
 
     # -- server -> client ------------------------------------------------------------------
 
@@ -508,6 +611,10 @@ class Proxy:
                 return  # the proxy already answered it (deadline, cancellation)
             if call is not None and call.tool:
                 line, msg = self._answered(call, msg, line)
+                if call.held_ms > 0:  # the answer waits out the drawn latency
+                    self._spawn(self._later(call.held_ms / 1000, msg, line,
+                                            self._label_if_rewritten(msg)))
+                    return
             elif call is not None:
                 self._end(call, tool_result("", msg, 0.0, 0), by_proxy=False)
         await self._to_client(msg, line, self._label_if_rewritten(msg))
@@ -515,9 +622,27 @@ class Proxy:
     def _label_if_rewritten(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         return msg.pop("_realprobe_injected", None) if isinstance(msg, dict) else None
 
+    async def _later(self, wait_s: float, msg: Any, line: str,
+                     label: dict[str, Any] | None) -> None:
+        await asyncio.sleep(wait_s)
+        await self._to_client(msg, line, label)
+
+    def _hold_ms(self, call: Call, elapsed_ms: float, ok: bool) -> float:
+        """How much longer a successful answer waits so the client meets the drawn latency
+        (a named profile's; the server's own errors and slower answers pass at once)."""
+        out = call.out
+        if not (self.holds and ok and out is not None and out.ok):
+            return 0.0
+        drawn_ms = min(out.latency_s, self.opts.timeout_s) * 1000
+        return max(0.0, drawn_ms - elapsed_ms)
+
     def _answered(self, call: Call, msg: dict[str, Any], line: str) -> tuple[str, Any]:
         latency = (time.perf_counter() - call.t0) * 1000
         result = tool_result(call.tool, msg, latency, len(line))
+        call.held_ms = self._hold_ms(call, latency, result.ok)
+        if call.held_ms > 0:
+            call.shaped = True
+            result.latency_ms = latency + call.held_ms
         note = ""
         out = call.out
         res = msg.get("result")
@@ -682,8 +807,6 @@ async def _serve_sessions(opts: ProxyOptions, open_upstream: Any, hint: str,
                           shared: bool, limits: Any) -> ProxySummary:
     """Serve client sessions side by side until SIGINT/SIGTERM (or, shared, until the one
     upstream session ends); each recorded to `<record folder>/<session id>.jsonl`."""
-    from dataclasses import replace
-
     from realprobe.mcp.sessions import SessionLimits, serving
     from realprobe.mcp.shared_upstream import SharedUpstream
 

@@ -20,10 +20,12 @@ from realprobe.probes.loading import FloatArray, ProbeArrays
 from realprobe.probes.numeric import one_blas_thread
 from realprobe.probes.stats import StatsReport, ToolStats, wilson
 from realprobe.simulator.profile import (
+    Z90,
     Burst,
     ImplicitFaults,
     LatencyModel,
     Lognormal,
+    McpFailureForms,
     MixtureComponent,
     Profile,
     RetryAfter,
@@ -738,6 +740,7 @@ def calibrate(
     tools = _tool_profiles(report, rows)
     if db:
         add_retry_after(tools, report, db)
+        add_mcp_forms(tools, report, db)
     deadlines = sorted({t.latency.timeout_s for t in report.tools if t.latency.timeout_s})
     source: dict[str, Any] = {
         "kind": "calibrated",
@@ -875,6 +878,40 @@ def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport, db: str)
                 continue
             if values or key in (ErrorCode.RATE_LIMIT_ERROR, ErrorCode.SERVER_ERROR):
                 tp.retry_after[key] = retry_after_model(count, values)
+
+
+def mcp_forms(failures: list[tuple[bool, float, str]]) -> McpFailureForms:
+    """An MCP tool's (or method's) failure forms from its failed calls: the JSON-RPC share
+    with its Wilson interval, and a lognormal fit of the failures' latency (hangs, which
+    only say the deadline passed, left out)."""
+    n = len(failures)
+    jsonrpc = sum(1 for j, _, _ in failures if j)
+    times = np.log([ms for _, ms, code in failures
+                    if ms > 0 and code != ErrorCode.TIMEOUT.value])
+    latency = None
+    if len(times):
+        mu = float(np.mean(times))
+        sigma = max(float(np.std(times, ddof=1)) if len(times) > 1 else 0.0, 0.01)
+        latency = LatencyModel(p50=round(math.exp(mu), 3),
+                               p90=round(math.exp(mu + Z90 * sigma), 3),
+                               lognormal=Lognormal(mu=mu, sigma=sigma))
+    return McpFailureForms(n=n, jsonrpc_share=jsonrpc / n, jsonrpc_share_ci95=wilson(jsonrpc, n),
+                           error_latency_ms=latency)
+
+
+def add_mcp_forms(tools: dict[str, ToolProfile], report: StatsReport, db: str) -> None:
+    """Each MCP tool's failure forms, from the same rows as the report (tools whose rows
+    are not MCP calls, or that never failed, get none)."""
+    from realprobe.probes.loading import load_mcp_failures
+
+    since, until, kinds = _selection(report)
+    try:
+        seen = load_mcp_failures(db, since, until, sorted(tools), kinds=kinds)
+    except RealprobeError:
+        return
+    for tool, failures in seen.items():
+        if tool in tools and failures:
+            tools[tool].mcp = mcp_forms(failures)
 
 
 def _tool_items(profile: Profile) -> list[tuple[str, ToolProfile]]:

@@ -668,6 +668,42 @@ def _by_sql(
     return read_by_tool(source, cond, list(params), query, 4 + len(more))
 
 
+def load_mcp_failures(
+    db: str | Path,
+    since: float | None = None,
+    until: float | None = None,
+    tools: list[str] | None = None,
+    *,
+    kinds: list[str] | None = None,
+) -> dict[str, list[tuple[bool, float, str]]]:
+    """{tool: [(answered with a JSON-RPC error rather than an isError result, latency ms,
+    error code)]} for the failed rows of MCP runs (run ids `mcp-...`: probes of an MCP
+    server and calls through the MCP proxy) in the selection."""
+    from realprobe.result import JSONRPC_ERROR_PREFIX
+
+    conn = read_only(db)
+    try:
+        columns = probe_columns(conn)
+        if not {"run_id", "detail"} <= columns:
+            return {}
+        cond, params = conditions(columns, since, until, tools, kinds)
+        rows = conn.execute(
+            f"SELECT tool, substr(coalesce(detail, ''), 1, ?) = ?, latency_ms, "
+            f"coalesce(error_code, '') FROM probes WHERE {cond} AND outcome != 'ok' "
+            "AND run_id LIKE 'mcp-%'",
+            [len(JSONRPC_ERROR_PREFIX), JSONRPC_ERROR_PREFIX, *params],
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
+    finally:
+        conn.close()
+    out: dict[str, list[tuple[bool, float, str]]] = {}
+    for tool, jsonrpc, latency, code in rows:
+        if isinstance(latency, int | float):
+            out.setdefault(str(tool), []).append((bool(jsonrpc), float(latency), str(code)))
+    return out
+
+
 def load_retry_after(
     db: str | Path,
     since: float | None = None,

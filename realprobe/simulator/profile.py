@@ -201,6 +201,23 @@ class RetryAfter(_Model):
         return self
 
 
+class McpFailureForms(_Model):
+    """How an MCP server's failures of one tool or method come back (calibrated from MCP
+    rows): the share answered as JSON-RPC errors rather than `isError` results, and the
+    latency of failed calls; `realprobe mcp proxy` answers its injected failures so."""
+
+    #: failures the shares were measured from
+    n: int = 0
+    jsonrpc_share: float = Field(ge=0, le=1)
+    jsonrpc_share_ci95: tuple[float, float] | None = None
+    error_latency_ms: LatencyModel | None = None
+
+    @field_validator("jsonrpc_share_ci95")
+    @classmethod
+    def _share_interval(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        return probability_interval("the JSON-RPC share's interval", v)
+
+
 #: how far success_rate may sit from the burst chain's long-run success before the profile is
 #: refused as self-contradictory (a calibrated profile matches them exactly)
 CHAIN_TOLERANCE = 0.02
@@ -234,6 +251,8 @@ class ToolProfile(_Model):
     notes: list[str] = Field(default_factory=list)
     #: Retry-After per failure code, measured from the rows
     retry_after: dict[ErrorCode, RetryAfter] = Field(default_factory=dict)
+    #: an MCP tool's or method's failure forms (JSON-RPC error or isError result) and latency
+    mcp: McpFailureForms | None = None
 
     @field_validator("errors_ci95")
     @classmethod
@@ -406,6 +425,10 @@ class Profile(_Model):
     #: how `realprobe mcp proxy` answers an injected explicit fault: an `isError` tool result
     #: the model reads (`result`, the default), or a JSON-RPC error (`jsonrpc`)
     mcp_errors: Literal["result", "jsonrpc"] | None = None
+    #: the MCP request methods `realprobe mcp proxy` injects faults into (default
+    #: `tools/call`, and every method named under `tools`, e.g. `"resources/read"`); a
+    #: method's faults and latency are its entry under `tools`, else `default`
+    mcp_methods: list[str] | None = None
 
     @field_validator("format")
     @classmethod
