@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -46,10 +45,16 @@ def load_calls(path: str | Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def client_for(command: str | Sequence[str] | None, url: str | None) -> Any:
-    """An SDK client for a command on stdio (the environment passed on) or an HTTP URL."""
-    from mcp import Client, StdioServerParameters
+    """An SDK client for a command on stdio (the environment passed on) or an HTTP URL, each
+    answer read within the message limit (an answer over it is a call's INVALID_RESPONSE)."""
+    from mcp import Client
 
-    from realprobe.mcp.wire import quiet_sdk, split_command
+    from realprobe.mcp.wire import (
+        http_client_transport,
+        quiet_sdk,
+        split_command,
+        stdio_client_transport,
+    )
 
     quiet_sdk()
     if (command is None) == (url is None):
@@ -58,9 +63,8 @@ def client_for(command: str | Sequence[str] | None, url: str | None) -> Any:
     if url is not None:
         if not url.startswith(("http://", "https://")):
             raise RealprobeError(f"MCP URL {url!r}: expected http(s)://...", param="mcp_url")
-        return Client(url)
-    argv = split_command(command)  # type: ignore[arg-type]
-    return Client(StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ)))
+        return Client(http_client_transport(url))
+    return Client(stdio_client_transport(split_command(command)))  # type: ignore[arg-type]
 
 
 async def call_once(client: Any, tool: str, args: dict[str, Any], timeout_s: float) -> ToolResult:

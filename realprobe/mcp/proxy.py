@@ -769,7 +769,7 @@ def _upstreams(opts: ProxyOptions, command: list[str] | None, url: str | None,
 
         return replayed, str(first.meta.get("server") or "replay"), {"replayed": opts.replayed}
     if url is not None:
-        return (lambda: http_upstream(url)), url, {"server": url}
+        return (lambda: http_upstream(url, opts.max_message_bytes)), url, {"server": url}
     assert command is not None
 
     @asynccontextmanager

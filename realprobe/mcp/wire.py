@@ -18,9 +18,12 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+import httpx2
+import mcp_types as types
+
 from realprobe.errors import RealprobeError
-from realprobe.mcp.guards import TOO_LONG, Unreadable, read_message
-from realprobe.mcp.serve import LineSplitter, _stdin_lines
+from realprobe.mcp.guards import PARSE_ERROR, TOO_LONG, Unreadable, read_message
+from realprobe.mcp.serve import STDIN_LINE_LIMIT, LineSplitter, _stdin_lines
 
 __all__ = ["TOO_LONG", "ProcessWire", "StdioFront", "Unreadable", "Wire", "http_upstream", "parse",
            "split_command"]
@@ -191,14 +194,125 @@ class _SdkWire:
 
 
 @asynccontextmanager
-async def http_upstream(url: str) -> AsyncIterator[_SdkWire]:
-    """A streamable-HTTP MCP server, through the SDK's client transport."""
-    from mcp.client.streamable_http import streamable_http_client
-
+async def http_upstream(url: str, limit: int = STDIN_LINE_LIMIT) -> AsyncIterator[_SdkWire]:
+    """A streamable-HTTP MCP server, through the SDK's client transport, every answer read
+    within `limit` bytes."""
     if not url.startswith(("http://", "https://")):
         raise RealprobeError(f"upstream {url!r}: expected an http(s) URL", param="upstream")
-    async with streamable_http_client(url) as (read, write):
+    async with http_client_transport(url, limit) as (read, write):
         yield _SdkWire(read, write)
+
+
+class AnswerTooLarge(httpx2.StreamError):
+    """A server's answer over the message limit (the SDK answers its request with a parse
+    error, -32700, which a row records as INVALID_RESPONSE)."""
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    def __init__(self, inner: Any, limit: int) -> None:
+        self.inner, self.limit = inner, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async for chunk in self.inner:
+            seen += len(chunk)
+            if seen > self.limit:
+                raise AnswerTooLarge(f"the answer is over the {self.limit}-byte message limit")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _BoundedTransport(httpx2.AsyncBaseTransport):
+    """httpx2's transport with each answer body read at most `limit` bytes (an SSE stream is
+    bounded per event by the SDK's own `max_sse_event_size`)."""
+
+    def __init__(self, limit: int) -> None:
+        self.inner, self.limit = httpx2.AsyncHTTPTransport(), limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            response.stream = _BoundedBody(response.stream, self.limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@asynccontextmanager
+async def http_client_transport(url: str, limit: int = STDIN_LINE_LIMIT) -> AsyncIterator[Any]:
+    """The SDK's streamable-HTTP client transport (with its own timeouts: 30 s, 300 s to
+    read a stream) whose answers cost at most `limit` bytes of memory: a JSON body whole, an
+    SSE event each; an answer over it fails its request, never the session."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    client = httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0),
+                                transport=_BoundedTransport(limit))
+    async with client, streamable_http_client(url, http_client=client,
+                                              max_sse_event_size=limit) as streams:
+        yield streams
+
+
+@asynccontextmanager
+async def stdio_client_transport(argv: Sequence[str], limit: int = STDIN_LINE_LIMIT,
+                                 ) -> AsyncIterator[Any]:
+    """A server command on stdio as the SDK's client transport, its lines read through the
+    one line splitter: a line over `limit` (or over the input limits) answers the request
+    it names, else the oldest waiting, with a parse error (-32700), and is never held whole;
+    other unreadable lines are skipped."""
+    import anyio
+    from mcp.shared.message import SessionMessage
+    from mcp.types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    wire = await ProcessWire.start(argv, limit=limit)
+    inbox_w, inbox_r = anyio.create_memory_object_stream[Any](0)
+    outbox_w, outbox_r = anyio.create_memory_object_stream[Any](0)
+    waiting: list[Any] = []  # ids of the requests sent and not answered yet
+
+    def refused(why: Unreadable) -> Any:
+        rid = why.rid if why.rid in waiting else waiting[0]
+        waiting.remove(rid)
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(
+            code=PARSE_ERROR, message=f"the answer is over the message limits ({why})")))
+
+    async def read() -> None:
+        async with inbox_w:
+            while (line := await wire.recv()) is not None:
+                try:
+                    msg = jsonrpc_message_adapter.validate_python(read_message(line, limit),
+                                                                  by_name=False)
+                except Unreadable as why:
+                    if why.over_limit and waiting:
+                        await inbox_w.send(refused(why))
+                    continue
+                except ValidationError:
+                    continue
+                if isinstance(msg, types.JSONRPCResponse | types.JSONRPCError):
+                    with contextlib.suppress(ValueError):
+                        waiting.remove(msg.id)
+                await inbox_w.send(SessionMessage(msg))
+
+    async def write() -> None:
+        async with outbox_r:
+            async for item in outbox_r:
+                if isinstance(item.message, types.JSONRPCRequest):
+                    waiting.append(item.message.id)
+                await wire.send(item.message.model_dump_json(by_alias=True, exclude_unset=True))
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(read)
+            tasks.start_soon(write)
+            try:
+                yield inbox_r, outbox_w
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await wire.close()
 
 
 def parse(line: str, max_bytes: int = MAX_LINE) -> Any:
