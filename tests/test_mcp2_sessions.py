@@ -137,16 +137,16 @@ def test_a_client_over_its_session_cap_is_refused_and_others_are_not(tmp_path: P
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "t", "version": "1"}}}
     headers = {"Accept": "application/json, text/event-stream"}
-    with http_proxy("--max-sessions", "1", "--timeout", "60") as url:
-        with httpx.Client(timeout=120) as http:
-            listing = http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-                                headers=headers)
-            assert listing.status_code == 400  # no session id: nothing is opened for it
-            first = http.post(url, json=init, headers=headers)
-            assert first.status_code == 200 and first.headers.get("mcp-session-id")
-            second = http.post(url, json=init, headers=headers)
-            assert second.status_code == 503
-            ended = http.delete(url, headers={"mcp-session-id": first.headers["mcp-session-id"]})
-            assert ended.status_code == 200
-            again = http.post(url, json=init, headers=headers)
-            assert again.status_code == 200  # its place back
+    with http_proxy("--max-sessions", "1", "--timeout", "60") as url, \
+            httpx.Client(timeout=120) as http:
+        listing = http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                            headers=headers)
+        assert listing.status_code == 400  # no session id: nothing is opened for it
+        first = http.post(url, json=init, headers=headers)
+        assert first.status_code == 200 and first.headers.get("mcp-session-id")
+        second = http.post(url, json=init, headers=headers)
+        assert second.status_code == 503
+        ended = http.delete(url, headers={"mcp-session-id": first.headers["mcp-session-id"]})
+        assert ended.status_code == 200
+        again = http.post(url, json=init, headers=headers)
+        assert again.status_code == 200  # its place back
