@@ -198,6 +198,35 @@ def session_calls(records: list[dict[str, Any]], server_only: bool = False,
     return calls, extras
 
 
+def between_calls(records: list[dict[str, Any]]) -> dict[int, list[Any]]:
+    """The server's own messages recorded while no client request was under way (a
+    `notifications/tools/list_changed` after the handshake, say), by the number (from 0) of
+    the client message they followed (requests and notifications of the client, in order), so
+    a replay sends them again at the same place: after that request's answer, or once that
+    notification arrives; -1: before the client said anything."""
+    out: dict[int, list[Any]] = {}
+    open_: set[str] = set()
+    said = -1
+    for rec in records:
+        msg = rec.get("msg")
+        if not isinstance(msg, dict):
+            continue
+        method = msg.get("method")
+        if rec.get("dir") == "c2s":
+            if isinstance(method, str):
+                said += 1
+                if "id" in msg:
+                    open_.add(_id(msg))
+                elif method == "notifications/cancelled" and isinstance(msg.get("params"), dict):
+                    open_.discard(json.dumps(msg["params"].get("requestId")))
+            continue
+        if method is None:
+            open_.discard(_id(msg))
+        elif not open_:
+            out.setdefault(said, []).append(msg)
+    return out
+
+
 # -- other recorders' JSON lines ------------------------------------------------------------
 
 _DIRS = {"in": "c2s", "c2s": "c2s", "client": "c2s", "client_to_server": "c2s",

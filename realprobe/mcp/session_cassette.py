@@ -8,7 +8,8 @@ by the one scrubber before anything is written.
 
 Replay finds each request's answer with the HTTP cassettes' `Player`: same matching, same
 exhaustion policies (error, repeat-last, cycle), same miss messages. Server-initiated
-requests and notifications recorded during a call are sent again before its answer.
+requests and notifications recorded during a call are sent again before its answer; those
+recorded between calls are sent again at the same place in the client's messages.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from realprobe.cassettes.mcp_session import (
     FORMAT_KEY,
     MATCH_ON,
     VERSION,
+    between_calls,
     request_key,
     session_calls,
 )
@@ -92,6 +94,8 @@ class CassetteUpstream:
         session = session_of(load_any(path))
         self.meta = session.meta
         calls, self.extras = session_calls(session.records or [], server_only)
+        self.between = between_calls(session.records or [])
+        self.said = 0  # the client's requests and notifications so far
         cassette = Cassette(calls, {"match_on": list(MATCH_ON)}, Path(path))
         self.player = Player(cassette, on_exhausted=on_exhausted, match_on=MATCH_ON)
         self.latency = LatencyPolicy.parse(latency).without_virtual()
@@ -99,6 +103,8 @@ class CassetteUpstream:
         self._server_ids = 0
 
     async def recv(self) -> str | None:
+        if -1 in self.between:  # what the server said before the client said anything
+            self._send_extras(self.between.pop(-1))
         return await self.out.get()
 
     def close(self) -> None:
@@ -109,26 +115,34 @@ class CassetteUpstream:
             msg = read_message(line, len(line) + 1)
         except Unreadable:
             return
-        if not isinstance(msg, dict) or "id" not in msg or not isinstance(msg.get("method"), str):
-            return  # notifications and the client's answers to replayed server requests
+        if not isinstance(msg, dict) or not isinstance(msg.get("method"), str):
+            return  # the client's answers to replayed server requests
+        said, self.said = self.said, self.said + 1
+        if "id" not in msg:  # a notification: what followed it in the recording, now
+            self._send_extras(self.between.pop(said, ()))
+            return
         uri, body = request_key(msg["method"], msg.get("params"))
         try:
             call = self.player.lookup("MCP", uri, body)
         except CassetteMiss as exc:
             self._put({"jsonrpc": "2.0", "id": msg["id"],
                        "error": {"code": -32602, "message": str(exc)}})
+            self._send_extras(self.between.pop(said, ()))
             return
-        asyncio.get_running_loop().create_task(self._answer(msg["id"], call))
+        asyncio.get_running_loop().create_task(self._answer(msg["id"], call, said))
 
     def _put(self, msg: dict[str, Any]) -> None:
         self.out.put_nowait(json.dumps(msg, ensure_ascii=False))
 
-    async def _answer(self, rid: Any, call: Call) -> None:
-        for extra in self.extras.get(call.seq, ()):
+    def _send_extras(self, extras: Any) -> None:
+        for extra in extras:
             if "id" in extra:  # a server request: a fresh id, its answer is not awaited
                 self._server_ids += 1
                 extra = {**extra, "id": f"replay-{self._server_ids}"}
             self._put(extra)
+
+    async def _answer(self, rid: Any, call: Call, said: int = -2) -> None:
+        self._send_extras(self.extras.get(call.seq, ()))
         if self.latency.sleeps and call.elapsed_s:
             await asyncio.sleep(call.elapsed_s * (self.latency.scale
                                                   if self.latency.kind == "scaled" else 1.0))
@@ -136,3 +150,4 @@ class CassetteUpstream:
             return  # recorded without an answer: held until the client gives up
         answer = read_message(call.body.decode("utf-8", "replace"), len(call.body) + 1)
         self._put({"jsonrpc": "2.0", "id": rid, **answer})
+        self._send_extras(self.between.pop(said, ()))  # what the server said after it
