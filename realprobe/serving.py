@@ -14,6 +14,10 @@
   its first byte (408, then closed); a kept-alive connection idle for `idle_timeout_s` is
   closed; a body over `max_body` bytes is refused (413); at most `max_connections` are
   served at once and `max_buffered` request bytes held across them (503 past either).
+- **Fair share**: one client (its peer address, never a forwarding header, which anyone can
+  write) holds at most `client_share` of the connections; past its share or past the cap a
+  connection may still ask a control path (`reserved_paths`, the sandbox's `/_admin`) on one
+  of `reserved` more slots, so the runtime API answers while the API paths are saturated.
   Servers run on one event loop, so a half-sent request holds a socket, never a thread.
 - **Off loopback**: one warning line, worded the same by every server, when bound to an
   address other machines can reach.
@@ -31,6 +35,7 @@ import json
 import os
 import socket
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -51,6 +56,10 @@ MAX_BODY = 1024 * 1024
 MAX_CONNECTIONS = 1024
 #: request body bytes being read, summed across all connections
 MAX_BUFFERED = 64 * 1024 * 1024
+#: the share of `max_connections` one peer address may hold
+CLIENT_SHARE = 0.75
+#: connections past the cap (or past a client's share) kept for control paths only
+RESERVED_CONNECTIONS = 16
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -201,6 +210,32 @@ class Limits:
     idle_timeout_s: float = IDLE_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
     max_buffered: int = MAX_BUFFERED
+    client_share: float = CLIENT_SHARE
+    reserved: int = RESERVED_CONNECTIONS
+
+    @property
+    def per_client(self) -> int:
+        """The connections one peer address may hold."""
+        return max(1, int(self.max_connections * self.client_share))
+
+    @property
+    def reserved_slots(self) -> int:
+        """Connections kept for control paths: `reserved`, at most an eighth of the cap (a
+        server capped at a handful of connections keeps none)."""
+        return max(0, min(self.reserved, self.max_connections // 8))
+
+    @property
+    def reserved_per_client(self) -> int:
+        """The reserved connections one peer address may hold."""
+        return max(1, self.reserved_slots // 4) if self.reserved_slots else 0
+
+
+def peer_of(writer: asyncio.StreamWriter) -> str:
+    """The address a connection comes from, as the socket says (never a header)."""
+    peer = writer.get_extra_info("peername")
+    if isinstance(peer, tuple | list) and peer:
+        return str(peer[0])
+    return str(peer or "")
 
 
 @dataclass(slots=True)
@@ -220,6 +255,8 @@ class H11Server:
     subclass's `handle` writes the answer (it owns the socket, so it may misbehave on it)."""
 
     server_name = "realprobe"
+    #: path prefixes still answered on a reserved connection (see `Limits.reserved`)
+    reserved_paths: tuple[str, ...] = ()
 
     def __init__(
         self, host: str = "127.0.0.1", port: int = 0, *, guard: Guard | None = None,
@@ -231,6 +268,10 @@ class H11Server:
         self.limits = limits or Limits()
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
+        #: connections held per peer address, and how many reserved slots are in use
+        self.peers: Counter[str] = Counter()
+        self.reserved_peers: Counter[str] = Counter()
+        self.reserved_in_use = 0
         self.buffered = 0  # body bytes being read across connections (Limits.max_buffered)
 
     @property
@@ -268,17 +309,42 @@ class H11Server:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._conns) >= self.limits.max_connections:
+        peer = peer_of(writer)
+        reserved = (len(self._conns) - self.reserved_in_use >= self.limits.max_connections
+                    or self.peers[peer] - self.reserved_peers[peer] >= self.limits.per_client)
+        if reserved and (not self.reserved_paths
+                         or self.reserved_in_use >= self.limits.reserved_slots
+                         or self.reserved_peers[peer] >= self.limits.reserved_per_client):
             await refuse(writer, 503, "too many connections; try again")
             return
         self._conns.add(task)
+        held = self.reserved_peers if reserved else self.peers
+        held[peer] += 1
+        if reserved:
+            self.peers[peer] += 1
+            self.reserved_in_use += 1
+        try:
+            await self._connection(reader, writer, reserved)
+        finally:
+            self._conns.discard(task)
+            for counter in (self.peers, self.reserved_peers) if reserved else (self.peers,):
+                counter[peer] -= 1
+                if not counter[peer]:
+                    del counter[peer]
+            self.reserved_in_use -= reserved
+
+    async def _connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reserved: bool
+    ) -> None:
+        """Serve one connection's requests (one only, and a control path, on a reserved
+        slot)."""
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = h11.Connection(h11.SERVER)
         try:
-            while await self._one(conn, reader, writer):
+            while await self._one(conn, reader, writer, reserved) and not reserved:
                 try:
                     conn.start_next_cycle()
                 except h11.ProtocolError:
@@ -289,16 +355,17 @@ class H11Server:
             with contextlib.suppress(Exception):
                 await refuse(writer, 500, f"{self.server_name} error: {type(exc).__name__}")
         finally:
-            self._conns.discard(task)
             with contextlib.suppress(Exception):
                 writer.close()
 
     async def _one(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        reserved: bool = False,
     ) -> bool:
         """Read, check and answer one request; True when the connection continues."""
         try:
-            request = await self._read_request(conn, reader)
+            idle = self.limits.header_timeout_s if reserved else self.limits.idle_timeout_s
+            request = await self._read_request(conn, reader, idle)
         except h11.RemoteProtocolError as exc:  # garbage, oversized headers, ...
             await refuse(writer, exc.error_status_hint, f"bad request: {exc}")
             return False
@@ -322,23 +389,28 @@ class H11Server:
         if refusal is not None:
             await refuse(writer, refusal.status, refusal.message, refusal)
             return False
+        if reserved and not any(request.path == p or request.path.startswith(p + "/")
+                                for p in self.reserved_paths):
+            await refuse(writer, 503, "too many connections from this client; try again")
+            return False
         keep = await self.handle(conn, request, reader, writer)
         return keep and conn.our_state is h11.DONE
 
     async def _read_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader
+        self, conn: h11.Connection, reader: asyncio.StreamReader, idle_s: float | None = None,
     ) -> Request | None:
         """The next request, or None when the client closed. TimeoutError when no request
-        began within the idle timeout, or one began and did not complete within the header
-        timeout (measured on the loop's clock, not reset by trickled bytes)."""
+        began within `idle_s` (the idle timeout), or one began and did not complete within
+        the header timeout (measured on the loop's clock, not reset by trickled bytes)."""
         body = bytearray()
+        idle = self.limits.idle_timeout_s if idle_s is None else idle_s
         try:
-            return await self._read_into(conn, reader, body)
+            return await self._read_into(conn, reader, body, idle)
         finally:
             self.buffered -= len(body)
 
     async def _read_into(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, body: bytearray
+        self, conn: h11.Connection, reader: asyncio.StreamReader, body: bytearray, idle: float,
     ) -> Request | None:
         head: h11.Request | None = None
         loop = asyncio.get_running_loop()
@@ -348,7 +420,7 @@ class H11Server:
             if event is h11.NEED_DATA:
                 if deadline is None and (_started(conn) or head is not None):
                     deadline = loop.time() + self.limits.header_timeout_s
-                limit = self.limits.idle_timeout_s if deadline is None else deadline - loop.time()
+                limit = idle if deadline is None else deadline - loop.time()
                 if limit <= 0:
                     raise TimeoutError
                 async with asyncio.timeout(limit):

@@ -40,6 +40,7 @@ from realprobe.sandbox.runtime import Runtime
 from realprobe.serving import (
     HEADER_TIMEOUT_S,
     IDLE_TIMEOUT_S,
+    MAX_CONNECTIONS,
     Guard,
     H11Server,
     Limits,
@@ -58,6 +59,8 @@ __all__ = ["FAULT_PREFIX", "Sandbox", "SandboxStats", "SandboxThread", "running"
 
 class Sandbox(H11Server):
     server_name = "sandbox"
+    #: the runtime API answers even when the API paths have every connection
+    reserved_paths = (ADMIN, JOURNAL, "/_health")
 
     def __init__(
         self,
@@ -78,9 +81,11 @@ class Sandbox(H11Server):
         auth_token: str | None = None,
         journal: Journal | None = None,
         plan: FaultPlan | None = None,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         """`origins` ({api id: origin of its real base URL}) lets recorded requests be
-        matched; `recordings` serves their responses first; `upstream` makes this a proxy."""
+        matched; `recordings` serves their responses first; `upstream` makes this a proxy;
+        `max_connections` are served at once (one client holds at most its share of them)."""
         # the sandbox router keeps each API's own Host (as a forward proxy would send it):
         # the catalogue's hosts are served names too
         api_origins = {r.origin for r in routes.routes if r.origin} | set((origins or {}).values())
@@ -88,7 +93,7 @@ class Sandbox(H11Server):
         guard = Guard(host, (*allowed_hosts, *api_hosts), auth_token,
                       json_paths=(ADMIN, JOURNAL))
         super().__init__(host, port, guard=guard,
-                         limits=Limits(header_timeout_s, idle_timeout_s))
+                         limits=Limits(header_timeout_s, idle_timeout_s, max_connections))
         self.routes = routes
         self.latency_scale = latency_scale
         self.stats = SandboxStats()

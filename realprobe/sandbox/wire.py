@@ -161,12 +161,45 @@ DEADLINE_GUARD = 0.75
 
 
 def budget_of(headers: Mapping[str, str]) -> float | None:
-    """The seconds a request says it has left (`X-Realprobe-Budget`), or None."""
+    """The seconds a request says it has left (`X-Realprobe-Budget`), capped like a hang
+    (`HANG_LIMIT_S`: a caller cannot hold a connection longer by asking), or None."""
     try:
         value = float(headers.get("x-realprobe-budget", ""))
     except (TypeError, ValueError):
         return None
-    return value if 0 < value < 86400 else None
+    return min(value, HANG_LIMIT_S) if 0 < value < 86400 else None
+
+
+#: request bytes a held call keeps for later (a pipelined request); a client that sends more
+#: while it waits is dropped
+HOLD_BUFFER = 64 * 1024
+
+
+async def hold(seconds: float, reader: asyncio.StreamReader, conn: h11.Connection) -> bool:
+    """Wait `seconds` (at most `HANG_LIMIT_S`) while watching the client: False as soon as it
+    has gone (its slot is free at once, not when the wait would have ended). What it sends
+    meanwhile is handed to h11, so a pipelined request is still answered in its turn."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + min(seconds, HANG_LIMIT_S)
+    kept = 0
+    while (left := end - loop.time()) > 0:
+        if kept > HOLD_BUFFER:
+            return False
+        try:
+            async with asyncio.timeout(left):
+                data = await reader.read(HOLD_BUFFER)
+        except TimeoutError:
+            break
+        except OSError:
+            return False
+        if not data:
+            return False
+        kept += len(data)
+        try:
+            conn.receive_data(data)
+        except RuntimeError:  # h11 takes nothing more on this connection
+            return False
+    return True
 
 
 def misses(plan: Plan, active: Active, delay: float, budget_s: float) -> str | None:
@@ -221,8 +254,10 @@ async def send(
     # the delay counts from when the request was read: the time spent choosing and
     # rendering the answer is part of it, not added on top
     wait = delay - entry.elapsed_ms() / 1000.0
-    if wait > 0:
-        await asyncio.sleep(wait)
+    if wait > 0 and not await hold(wait, reader, conn):
+        entry.ended = "client-closed"
+        entry.total_ms = entry.elapsed_ms()
+        return False
     try:
         if missed is not None:
             entry.ended = "deadline"
