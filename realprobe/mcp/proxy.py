@@ -539,6 +539,7 @@ class Proxy:
         call = self.held.pop(key, None) or self.pending.pop(key, None)
         if call is None:
             return
+        self.answered.add(call.key)  # now: the server's answer arriving meanwhile is dropped
         waited = deadline_s or self.opts.timeout_s
         self._spawn(self._answer_error(call, ErrorCode.TIMEOUT, -32001,
                                        f"no answer from the MCP server within {waited:g} s"
