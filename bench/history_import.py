@@ -9,8 +9,10 @@
 3. The closed loop: calibrate from the Upptime import, simulate at the monitor's cadence,
    re-derive availability and mean outage duration, and check them inside their intervals.
 4. A real Upptime repository that is not in the tests (`--real PATH`, a clone; default the
-   TORO-Server/upptime snapshot if present): the whole observation and one calendar year
+   clone named by $REALPROBE_BENCH_UPPTIME): the whole observation and one calendar year
    (`--year`) per site with at least 100 records, against a hand computation from `git log`.
+   The results in bench/results/ come from a clone of TORO-Server/upptime (2024-04 to 2026-07,
+   about 6,200 commits to history/).
 
 Run: python bench/history_import.py [--real PATH] [--year 2025] [--save]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import random
 import subprocess
 import sys
@@ -36,7 +39,8 @@ from tests.history_builders import kuma_db, record, upptime_repo
 D, H = 86400.0, 3600.0
 GAP = 2 * D
 URL = "https://api.example.org/health"
-REAL = Path("/work/.mirror/TORO-Server+upptime/repo")
+#: a clone of a real Upptime repository that is not in the tests (or --real)
+REAL_ENV = "REALPROBE_BENCH_UPPTIME"
 
 
 def by_hand(records: list[tuple[float, str]], lo: float | None = None,
@@ -93,7 +97,7 @@ def synthetic_upptime(root: Path, seed: int = 7) -> tuple[Path, int]:
     events: list[tuple[float, str, int]] = []
     t, state = start, "up"
     while t < end:
-        t += rng.expovariate(1 / (13.9 * H))
+        t += rng.expovariate(1 / (13.3 * H))
         if any(a <= t < b for a, b in silences):
             continue
         events.append((t, "down", rng.choice([0, 0, 502, 503, 404])))
@@ -239,7 +243,8 @@ def real_part(repo: Path, root: Path, year: int) -> dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--real", type=Path, default=REAL if REAL.exists() else None)
+    env = os.environ.get(REAL_ENV)
+    ap.add_argument("--real", type=Path, default=Path(env) if env else None)
     ap.add_argument("--year", type=int, default=2025)
     ap.add_argument("--heartbeats", type=int, default=1_000_000)
     ap.add_argument("--draws", type=int, default=1_000_000)
