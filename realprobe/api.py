@@ -88,6 +88,7 @@ def options(
     ).normalised()
 
 
+@checked
 def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:
     """The built-in catalogue merged with extra TOML/YAML/JSON files."""
     from realprobe.adapters.catalog import Catalog
@@ -479,6 +480,7 @@ def stats(
     db: str | Path | None = ..., *, period: str | float = ...,
     by: Literal["tool", "vantage"] = ..., **select: Unpack[RowFilter],
 ) -> Stats | VantageStats: ...
+@checked
 def stats(
     db: str | Path | None = None,
     *,
@@ -504,6 +506,7 @@ def stats(
     return rows(db, **select).stats(period=period, by=by)
 
 
+@checked
 def calibrate(
     db: str | Path | None = None,
     *,
@@ -538,6 +541,7 @@ def _check_view(view: str, deadline: float | None) -> None:
         raise BadArgument("deadline", "deadline must be a positive number of seconds")
 
 
+@checked
 def export_profile(
     profile: Profile | str | Path, view: str = "profile", *, deadline: float | None = None
 ) -> dict[str, Any]:
@@ -552,6 +556,7 @@ def export_profile(
     return export(prof, view, deadline)
 
 
+@checked
 def save_profile(
     profile: Profile, path: str | Path, *, replace: bool = True, private: bool = False
 ) -> Path:
@@ -568,6 +573,7 @@ class Calibration(NamedTuple):
     data: dict[str, Any]
 
 
+@checked
 def calibrate_export(
     db: str | Path | None = None,
     *,
@@ -629,6 +635,7 @@ def drift(
                       min_latency_change=min_latency_change)
 
 
+@checked
 def build_report(
     db: str | Path | None = None,
     *,
@@ -663,6 +670,7 @@ def _check_format(format: str, old: dict[str, Any]) -> str:
     return format
 
 
+@checked
 def write_report(
     data: ReportData, output: str | Path | None = None, format: str = "html", **old: Any
 ) -> str:
@@ -689,6 +697,7 @@ class Report(NamedTuple):
     text: str
 
 
+@checked
 def make_report(
     db: str | Path | None = None,
     *,
@@ -719,6 +728,7 @@ def plan_tasks(
     return TaskBatch.plan(list(tasks or []), all=all, **settings)
 
 
+@checked
 def run_tasks(
     tasks: Sequence[str] | None = None,
     *,
@@ -780,6 +790,7 @@ def sweep(
     )
 
 
+@checked
 def task_results(
     db: str | Path | None = None,
     *,

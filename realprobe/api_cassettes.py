@@ -56,6 +56,7 @@ class Listing:
         return {"file": self.file, "meta": self.meta, "interactions": self.rows}
 
 
+@checked
 def inspect_cassette(
     file: str | Path, catalog: Catalog | Sequence[str | Path] | None = None
 ) -> Listing:
@@ -111,6 +112,7 @@ class Verdict:
         }
 
 
+@checked
 def verify_cassette(
     file: str | Path,
     *,
@@ -154,6 +156,7 @@ def _output(old: dict[str, Any], output: str | Path | None) -> str | Path | None
     return value  # type: ignore[no-any-return]
 
 
+@checked
 def scrub_cassette(
     file: str | Path,
     *,
@@ -225,6 +228,7 @@ class Imported:
         return dict(self.__dict__)
 
 
+@checked
 def import_cassette(
     file: str | Path,
     output: str | Path | None = None,
@@ -293,6 +297,7 @@ def record_round(
                   sandbox_url=sandbox)
 
 
+@checked
 def replay_round(
     file: str | Path | None = None,
     *,

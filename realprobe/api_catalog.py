@@ -130,6 +130,7 @@ def record_fixtures(
     return RecordedFixtures(str(target), outcomes)
 
 
+@checked
 def public_apis(
     file: str | Path | None = None,
     *,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from realprobe.monitor.merge import MergedSource, MergeReport
 
 
+@checked
 def check_alerts(
     rules: str | Path | AlertConfig,
     db: str | Path | None = None,
@@ -41,6 +42,7 @@ def check_alerts(
     return check(db_path(db, read=True), config, now=now, dry_run=dry_run)
 
 
+@checked
 def merge_databases(
     sources: Sequence[str | Path],
     output: str | Path,
@@ -88,7 +90,7 @@ def serve_exporter(
     from realprobe.clients import TransportOptions
     from realprobe.monitor.blackbox import BlackboxProber
     from realprobe.monitor.exporter import Exporter, ExporterServer
-    from realprobe.probes.windows import parse_duration
+    from realprobe.ranges import parse_duration
     from realprobe.serving import Guard
     from realprobe.store import Store, db_path, default_vantage
 

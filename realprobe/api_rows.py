@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 from realprobe.errors import BadArgument, RealprobeError, Unavailable, renamed_keyword
+from realprobe.ranges import checked
 
 if TYPE_CHECKING:
     from realprobe.probes.drift import Drift
@@ -80,7 +81,7 @@ def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:
 
 
 def _time(param: str, value: TimeSpec) -> float | None:
-    from realprobe.probes.windows import parse_time
+    from realprobe.ranges import parse_time
 
     if value is None:
         return None
@@ -95,6 +96,7 @@ def _time(param: str, value: TimeSpec) -> float | None:
     return float(_arg(param, parse_time, value))
 
 
+@checked
 def window(since: TimeSpec = None, until: TimeSpec = None) -> Window:
     """(start, end) in epoch seconds from ISO times, ages like "7d", or numbers."""
     a, b = _time("since", since), _time("until", until)
@@ -104,7 +106,7 @@ def window(since: TimeSpec = None, until: TimeSpec = None) -> Window:
 
 
 def window_arg(param: str, value: str | Window) -> Window:
-    from realprobe.probes.windows import parse_window
+    from realprobe.ranges import parse_window
 
     return _arg(param, parse_window, value) if isinstance(value, str) else value
 
@@ -120,7 +122,7 @@ def _tool_names(tools: Sequence[str] | str | None) -> list[str] | None:
 
 
 def period_arg(period: str | float) -> float:
-    from realprobe.probes.windows import parse_duration
+    from realprobe.ranges import parse_duration
 
     if isinstance(period, int | float):
         if not period > 0:
@@ -345,6 +347,7 @@ def selections(db: str | Path | None, windows: Sequence[str | Window], *,
     ]
 
 
+@checked
 def rows(
     db: str | Path | None = None,
     *,

@@ -106,13 +106,10 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
             self._groups[cmd_name] = command_group(entry[0], cmd_name)
         command = self._groups[cmd_name].get_command(ctx, cmd_name)
         if command is not None:
-            # made now, so that its coercion waits too; with the program's names whatever
-            # context asks (click keeps the first it makes: one from a bare context would
-            # know only --help)
-            from typer import _click
-
-            command.get_help_option(_click.Context(command, help_option_names=HELP_NAMES))
             apply_checks(command)
+            # made now, with the program's names whatever context asks (click keeps the
+            # first it makes: one from a bare context would know only --help)
+            command.get_help_option(typer.Context(command, help_option_names=HELP_NAMES))
             readable_help(command)
         return command
 
@@ -159,15 +156,21 @@ def _root(
         raise typer.Exit(EXIT_OK)
 
 
+def click_errors() -> tuple[type[Exception], type[Exception]]:
+    """click's UsageError and ClickException, whichever click typer runs on (older typers
+    use the click package, newer ones carry a copy of their own): the bases of typer's
+    public BadParameter, so no private module of either is named."""
+    bases = {c.__name__: c for c in typer.BadParameter.__mro__}
+    return bases["UsageError"], bases["ClickException"]
+
+
 def exit_code(exc: BaseException) -> int:
     """The exit code of an error that ended a command (see the module docstring)."""
-    from typer.exceptions import Abort
-
     from realprobe.errors import Unavailable
 
     if isinstance(exc, Unavailable):
         return EXIT_UNAVAILABLE
-    if isinstance(exc, KeyboardInterrupt | Abort):
+    if isinstance(exc, KeyboardInterrupt | typer.Abort):
         return EXIT_INTERRUPTED
     return EXIT_USAGE
 
@@ -175,19 +178,19 @@ def exit_code(exc: BaseException) -> int:
 def error_line(exc: BaseException) -> str:
     """One line for an error: `error: ...` (click's usage errors included, with a pointer to
     the verb's --help instead of the whole usage block)."""
-    from typer import _click
-
     from realprobe.commands.common import in_cli_terms
     from realprobe.errors import RealprobeError
 
+    usage, click_error = click_errors()
     if isinstance(exc, RealprobeError):
         return f"error: {in_cli_terms(exc)}"
-    if isinstance(exc, _click.exceptions.UsageError):
-        msg = exc.format_message().rstrip(".")
-        where = exc.ctx.command_path if exc.ctx is not None else "realprobe"
+    if isinstance(exc, usage):
+        msg = exc.format_message().rstrip(".")  # type: ignore[attr-defined]
+        ctx = getattr(exc, "ctx", None)
+        where = ctx.command_path if ctx is not None else "realprobe"
         return f"error: {msg[:1].lower() + msg[1:]} (see `{where} --help`)"
-    if isinstance(exc, _click.exceptions.ClickException):
-        return f"error: {exc.format_message()}"
+    if isinstance(exc, click_error):
+        return f"error: {exc.format_message()}"  # type: ignore[attr-defined]
     return "error: interrupted"
 
 
@@ -203,19 +206,17 @@ def main(argv: list[str] | None = None) -> None:
     """`realprobe`: run the command, then exit with the code of the module docstring."""
     import warnings
 
-    from typer import _click
-    from typer.exceptions import Abort
-
     # numpy's and scipy's warnings (a RuntimeWarning from an optimiser step, a degenerate
     # fit) are for library users; the commands say what matters about the numbers themselves
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     warnings.filterwarnings("ignore", module=r"(numpy|scipy)(\.|$)")
     try:
         code = app(args=argv, prog_name="realprobe", standalone_mode=False)
-    except _click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, and success
-        sys.stdout.write(exc.ctx.get_help() + "\n")
-        sys.exit(EXIT_OK if hasattr(exc.ctx.command, "commands") else EXIT_USAGE)
-    except (_realprobe_error(), _click.exceptions.ClickException, Abort, KeyboardInterrupt) as exc:
+    except (_realprobe_error(), click_errors()[1], typer.Abort, KeyboardInterrupt) as exc:
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            sys.stdout.write(ctx.get_help() + "\n")  # a bare group: its help, and success
+            sys.exit(EXIT_OK if hasattr(ctx.command, "commands") else EXIT_USAGE)
         sys.stderr.write(error_line(exc) + "\n")
         sys.exit(exit_code(exc))
     sys.exit(code if isinstance(code, int) else EXIT_OK)

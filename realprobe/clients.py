@@ -41,6 +41,7 @@ from realprobe.http.transports import (
     live_transport,
     sync_live_transport,
 )
+from realprobe.ranges import checked
 from realprobe.simulator.plans import FaultPlan, plan_for
 from realprobe.simulator.profile import DEFAULT_PROFILE, Profile, resolve_profile
 from realprobe.target import Target
@@ -212,6 +213,7 @@ def _virtual_by_default(opts: TransportOptions) -> bool:
     return opts.mode is Mode.SIMULATE
 
 
+@checked
 def make_client(
     catalog: Catalog,
     opts: TransportOptions | None = None,
@@ -237,6 +239,7 @@ def make_client(
     )
 
 
+@checked
 def make_sync_client(
     catalog: Catalog,
     opts: TransportOptions | None = None,

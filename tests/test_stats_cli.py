@@ -204,7 +204,7 @@ def test_period_option_drives_the_variability_flags(tmp_path: Path, monkeypatch,
     assert code == 0 and v["periods"] == 4 and v["variable_success"] is True
     code, _, err = run_cli(["stats", "--db", db, "--period", "hourly"], monkeypatch, capsys)
     # the one duration grammar's message, naming the flag and the forms it takes
-    assert "--period: duration 'hourly': expected a positive length like 500ms, 90s, 30m, 1h30m" \
+    assert "--period 'hourly': expected a positive duration like 500ms, 90s, 1m30s, 2h" \
         in one_line_error(code, err)
 
 
@@ -345,10 +345,10 @@ def test_options_coerced_as_typer_coerces_them(tmp_path: Path) -> None:
     app = typer.Typer()
 
     @app.command()
-    def cmd(name: str = "x", db: Path | None = None, out: Path = Path("o.txt"),
+    def cmd(name: str = "x", where: Path | None = None, out: Path = Path("o.txt"),
             level: float | None = None, tags: list[str] | None = None,
             flag: bool = False) -> None:
-        seen.append({"name": name, "db": db, "out": out, "level": level, "tags": tags,
+        seen.append({"name": name, "where": where, "out": out, "level": level, "tags": tags,
                      "flag": flag})
 
     def run(args: list[str], deferred: bool) -> object:
@@ -363,9 +363,9 @@ def test_options_coerced_as_typer_coerces_them(tmp_path: Path) -> None:
         return got, {k: type(v) for k, v in got.items()}
 
     cases = [
-        [], ["--name", "abc", "--db", str(tmp_path / "p.db"), "--out", "-", "--flag"],
-        ["--db", "rel/x.db", "--level", "0.5", "--tags", "a", "--tags", "b"],
-        ["--level", "abc"], ["--name", ""], ["--db", ""], ["--level", "1e3"],
+        [], ["--name", "abc", "--where", str(tmp_path / "p.db"), "--out", "-", "--flag"],
+        ["--where", "rel/x.db", "--level", "0.5", "--tags", "a", "--tags", "b"],
+        ["--level", "abc"], ["--name", ""], ["--where", ""], ["--level", "1e3"],
     ]
     for args in cases:
         assert run(args, True) == run(args, False), args

@@ -16,6 +16,7 @@ from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
 from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
+from realprobe.ranges import checked
 from realprobe.result import ToolError, ToolResult, answered
 from realprobe.retry_after import retry_after_of
 from realprobe.secrets import clip, remember, scrub_text
@@ -217,6 +218,7 @@ def _failed(tool: Tool, exc: Exception) -> ToolResult:
     return _error(tool, ErrorCode.OPERATION_FAILED, f"{type(exc).__name__}: {exc}")
 
 
+@checked
 async def call_tool(
     tool: Tool,
     args: dict[str, Any] | None,
@@ -239,6 +241,7 @@ async def call_tool(
         return _failed(tool, exc)
 
 
+@checked
 def call_tool_sync(
     tool: Tool,
     args: dict[str, Any] | None,

@@ -52,6 +52,7 @@ from realprobe.errors import RealprobeError
 from realprobe.http.decoding import decode_whole
 from realprobe.limits import InputTooLarge, bounded_loader, check_size
 from realprobe.outputs import OutputError, write_output
+from realprobe.ranges import checked
 
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
@@ -764,6 +765,7 @@ def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
     return text.encode("utf-8", "backslashreplace")  # a lone surrogate: its JSON escape
 
 
+@checked
 def save_cassette(
     cassette: Cassette, path: str | Path | None = None, *, payload: bytes | None = None
 ) -> Path:

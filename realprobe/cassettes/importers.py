@@ -40,6 +40,7 @@ from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY
 from realprobe.errors import RealprobeError
 from realprobe.http.decoding import decode_whole
 from realprobe.limits import load_json_text, read_bounded
+from realprobe.ranges import checked
 
 MAX_DECODED = 50 * 1024 * 1024
 
@@ -232,6 +233,7 @@ def load_bytes(raw: bytes, label: str, *, yaml_hint: bool = False) -> Cassette:
     return from_data(parse_text(raw, label, yaml_hint=yaml_hint), label)
 
 
+@checked
 def load_any(path: str | Path, *, recover: bool = True) -> Cassette:
     """The one loader of every cassette argument: realprobe's own, vcrpy JSON/YAML, Ruby VCR,
     HAR, an MCP session or another recorder's MCP transcript, told apart by content. A

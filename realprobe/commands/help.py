@@ -93,8 +93,8 @@ def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
         record = param.get_help_record(ctx)
         if record is None:
             continue
-        if param.param_type_name == "argument":  # `TOOL`, not `TOOL <str>`
-            args.append((re.sub(r" <[^>]*>$", "", record[0]), record[1]))
+        if param.param_type_name == "argument":  # `TOOL`, not `TOOL <str>` nor `tool`
+            args.append((re.sub(r" <[^>]*>$", "", record[0]).upper(), record[1]))
             continue
         panel = getattr(param, "rich_help_panel", None) or PANEL_OF.get(param.name, "Options")
         sections.setdefault(panel, []).append(record)
@@ -120,7 +120,17 @@ def readable_help(command: Any) -> None:
         readable_help(sub)
     if not getattr(command, "__realprobe_help__", False):
         command.format_options = types.MethodType(_format_options, command)
+        command.collect_usage_pieces = types.MethodType(_usage_pieces, command)
         command.__realprobe_help__ = True
+
+
+def _usage_pieces(self: Any, ctx: Any) -> list[str]:
+    """click's usage pieces with arguments as `TOOL`, `SPEC...`, `[FILE]` (typer writes a
+    required one as `{tool}`, which reads like a template)."""
+    pieces = type(self).collect_usage_pieces(self, ctx)
+    return [re.sub(r"^\{([^{}]+)\}", lambda m: m.group(1).upper(),
+                   re.sub(r"^\[([a-z_]+)\]", lambda m: f"[{m.group(1).upper()}]", piece))
+            for piece in pieces]
 
 
 def renamed_flags(args: list[str]) -> list[str]:
@@ -149,29 +159,20 @@ __all__ = ["DEPRECATED_FLAGS", "PANELS", "readable_help", "renamed_flags"]
 
 
 class QuickHelpGroup(TyperGroup):
-    """A command group whose own `--help` flag is checked without typer's pydantic coercion:
-    otherwise `realprobe <verb> --help` would import pydantic just to see that the group's
-    flag was not given."""
+    """A command group whose own flags (`--help`, `--version`) take their values through the
+    table (`commands.checks`), without typer's pydantic coercion: otherwise `realprobe <verb>
+    --help` would import pydantic just to see that the group's flag was not given."""
 
     def get_help_option(self, ctx: Any) -> Any:
+        from realprobe.commands.checks import table_params
+
         opt = super().get_help_option(ctx)
-        if opt is not None:
-            _pass_through(opt)
+        table_params([opt])
         return opt
 
     def get_params(self, ctx: Any) -> Any:
+        from realprobe.commands.checks import table_params
+
         params = super().get_params(ctx)
-        for param in params:  # the group's own flags: --version, --install-completion
-            if getattr(param, "is_flag", False):
-                _pass_through(param)
+        table_params(params, self)
         return params
-
-
-def _pass_through(opt: Any) -> None:
-    """A boolean flag taken as given, without typer's pydantic coercion."""
-    if getattr(opt, "_runtime_param", None) is None and hasattr(opt, "type_descriptor"):
-        from typer._coercion import PassThroughRuntimeParam
-
-        opt._runtime_param = PassThroughRuntimeParam(
-            annotation=bool, parameter_info=opt.type_descriptor.parameter_info
-        )

@@ -328,7 +328,7 @@ def replay_round_cmd(
 ) -> None:
     """Replay a recorded round offline: the same table as when it was recorded."""
     from realprobe.api_cassettes import replay_round
-    from realprobe.commands.progress import Eta, Item, progress_bar
+    from realprobe.commands.progress import Eta, Item, bar_wanted, progress_bar
 
     cat = load_catalog(None)
     eta = Eta([Item(t.name) for t in cat])  # one call after another, in catalogue order
@@ -337,7 +337,8 @@ def replay_round_cmd(
         eta.advance(result.tool, result.latency_ms / 1000)
         bar.advance(task)
 
-    with progress_bar(console=err_console, transient=True) as bar:
+    with progress_bar(console=err_console, transient=True,
+                      disable=not bar_wanted(as_json)) as bar:
         task = bar.add_task("replaying", total=len(cat), eta=eta)
         cassette, results = replay_round(
             file, replay_latency=replay_latency, on_exhausted=on_exhausted, catalog=cat,

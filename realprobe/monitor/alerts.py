@@ -66,7 +66,7 @@ from realprobe.probes.stats import (
     latency_stats,
     quoted_success,
 )
-from realprobe.probes.windows import parse_duration
+from realprobe.ranges import parse_duration
 from realprobe.store import Store, iso_utc, read_only
 
 RuleKind = Literal["success_below", "p95_above", "cert_expiring", "no_success", "drift_worse"]

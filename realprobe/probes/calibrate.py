@@ -837,7 +837,7 @@ def retry_after_model(count: int, values: list[float]) -> RetryAfter:
 
 def _selection(report: StatsReport) -> tuple[float | None, float | None, list[str] | None]:
     """The window and target kinds of the rows behind a report."""
-    from realprobe.probes.windows import parse_time
+    from realprobe.ranges import parse_time
 
     since, until = (parse_time(w) if w else None for w in report.window)
     prov = report.provenance

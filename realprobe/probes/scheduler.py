@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from realprobe.errors import RealprobeError
 from realprobe.probes.runner import RunSummary, iso
-from realprobe.probes.windows import parse_duration
+from realprobe.ranges import parse_duration
 from realprobe.store import RUN_LOCAL_NETWORK_FAILURE, Store
 
 # APScheduler says a skipped or missed fire time on its own logger, and the schedule's events

@@ -21,6 +21,7 @@ from pydantic import (
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.limits import read_document
 from realprobe.outputs import write_output
+from realprobe.ranges import checked
 from realprobe.simulator.toxics import Toxic
 
 FORMAT = "realprobe-profile/1"
@@ -539,6 +540,7 @@ def builtin_profile(name: str) -> Profile:
     return Profile.model_validate_json(data.read_text(encoding="utf-8"))
 
 
+@checked
 def load_profile(ref: str | Path) -> Profile:
     """A profile by built-in name (`calm`, `published`, `harsh`) or by file path."""
     ref_s = str(ref)
