@@ -551,6 +551,8 @@ def _har(data: Any) -> bool:
 
 #: formats of one JSON or YAML document, tried in order
 DOCUMENT_FORMATS = (
+    Format("mcp-cassette", "mcp", mcp_session.is_mcp_cassette, mcp_session.from_mcp_cassette),
+    Format("mcp-recorder", "mcp", mcp_session.is_mcp_recorder, mcp_session.from_mcp_recorder),
     Format("vcrpy", "http", lambda d: "interactions" in d, from_vcrpy),
     Format("ruby-vcr", "http", lambda d: "http_interactions" in d, from_ruby_vcr),
     Format("har", "http", _har, from_har),

@@ -231,7 +231,8 @@ def between_calls(records: list[dict[str, Any]]) -> dict[int, list[Any]]:
 
 _DIRS = {"in": "c2s", "c2s": "c2s", "client": "c2s", "client_to_server": "c2s",
          "request": "c2s", "out": "s2c", "s2c": "s2c", "server": "s2c",
-         "server_to_client": "s2c", "response": "s2c"}
+         "server_to_client": "s2c", "response": "s2c",
+         "client->server": "c2s", "server->client": "s2c"}  # the last two: mcp-rec's
 _BODY_KEYS = ("raw", "msg", "message", "frame", "data", "payload")
 _DIR_KEYS = ("dir", "direction", "from", "side")
 _WHEN = TypeAdapter(Annotated[float, Field(allow_inf_nan=False)] | str | None)
@@ -277,6 +278,60 @@ def transcript_cassette(lines: list[tuple[int, dict[str, Any]]], label: str) -> 
     if not records:
         raise CassetteError(f"{label}: no JSON-RPC messages with a direction found")
     return _as_cassette({"imported_from": Path(label).name}, records, "mcp-tape")
+
+
+def is_mcp_cassette(data: dict[str, Any]) -> bool:
+    """mcp-cassette's JSON document (`format_version`, `messages` of `sender`/`payload`)."""
+    return "format_version" in data and isinstance(data.get("messages"), list)
+
+
+def from_mcp_cassette(data: dict[str, Any], label: str) -> Cassette:
+    """An mcp-cassette recording (its documented v1-v3 schema: each message's `sender`
+    client|server, `t_offset_ms` and verbatim `payload`) as a session; raw lines it kept
+    are left out."""
+    records: list[dict[str, Any]] = []
+    for n, m in enumerate(data["messages"]):
+        if not isinstance(m, dict) or not isinstance(m.get("payload"), dict):
+            continue
+        direction = {"client": "c2s", "server": "s2c"}.get(str(m.get("sender")))
+        if direction is None:
+            raise CassetteError(f"{label}: message {n}: sender must be client or server")
+        offset = m.get("t_offset_ms")
+        t = 0.0
+        if isinstance(offset, int | float) and offset == offset and abs(offset) < 1e15:
+            t = float(offset) / 1000.0
+        records.append({"t": max(t, 0.0), "dir": direction, "msg": scrub_data(m["payload"])})
+    if not records:
+        raise CassetteError(f"{label}: an mcp-cassette recording with no JSON-RPC messages")
+    return _as_cassette({"imported_from": Path(label).name}, records, "mcp-cassette")
+
+
+def is_mcp_recorder(data: dict[str, Any]) -> bool:
+    """mcp-recorder's JSON document (`version`, `metadata`, `interactions` with a `type`)."""
+    items = data.get("interactions")
+    return ("metadata" in data and isinstance(items, list)
+            and all(isinstance(i, dict) and "type" in i for i in items))
+
+
+def from_mcp_recorder(data: dict[str, Any], label: str) -> Cassette:
+    """An mcp-recorder cassette (its documented 1.x schema: `jsonrpc_request` interactions
+    pair a request with its response and latency, `notification`s are the client's; HTTP
+    `lifecycle` entries carry no message) as a session, timed by the latencies."""
+    records: list[dict[str, Any]] = []
+    t = 0.0
+    for item in data["interactions"]:
+        request, response = item.get("request"), item.get("response")
+        if item.get("type") not in ("jsonrpc_request", "notification"):
+            continue
+        if isinstance(request, dict):
+            records.append({"t": round(t, 6), "dir": "c2s", "msg": scrub_data(request)})
+        latency = item.get("latency_ms")
+        t += max(float(latency), 0.0) / 1000.0 if isinstance(latency, int | float) else 0.0
+        if isinstance(response, dict):
+            records.append({"t": round(t, 6), "dir": "s2c", "msg": scrub_data(response)})
+    if not records:
+        raise CassetteError(f"{label}: an mcp-recorder cassette with no JSON-RPC messages")
+    return _as_cassette({"imported_from": Path(label).name}, records, "mcp-recorder")
 
 
 def session_bytes(cassette: Cassette) -> bytes:
