@@ -22,7 +22,7 @@ from realprobe.chunks import dense
 from realprobe.errors import BadArgument, RealprobeError
 from realprobe.probes.loading import Selection, conditions, probe_columns, snapshot
 from realprobe.probes.windows import iso
-from realprobe.store import FUTURE_SKEW_S, read_error, read_only
+from realprobe.store import FUTURE_SKEW_S, IMPORTED_KIND, read_error, read_only
 from realprobe.target import TargetKind
 
 #: what `target` accepts: the kinds, and all
@@ -107,6 +107,10 @@ def parse_target(value: str | None) -> str | None:
     if value is None:
         return None
     v = value.strip().lower() if isinstance(value, str) else value
+    if v == IMPORTED_KIND:  # monitors' histories: time, not calls; never pooled with probes
+        raise BadArgument("kinds", "kinds imported: imported monitor histories are read by "
+                                   "`stats --kinds imported` and `calibrate --kinds imported` "
+                                   "(statistics in time), never pooled with probe rows")
     if v not in TARGET_CHOICES:
         raise BadArgument(
             "kinds", f"kinds {value!r}: choose one of {', '.join(TARGET_CHOICES)}"
