@@ -222,33 +222,45 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
+#: the code `realprobe` exits with, once `main` has ended (for `_end_without_teardown`)
+_EXIT_CODE: list[int] = []
+
+
+def _end_without_teardown() -> None:
+    """The last exit handler of a one-shot analysis command (`stats`, `report`,
+    `calibrate`, `drift`; `commands.common.one_shot`): the other handlers have run and the
+    output is flushed, so the process ends here with the command's code, without the
+    interpreter's teardown, which frees every object one by one (about 12 ms of a `stats`)."""
+    common = sys.modules.get("realprobe.commands.common")
+    if not _EXIT_CODE or common is None or not common.ONE_SHOT:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # a closed pipe and the like: the ordinary exit reports it
+        return
+    import os
+
+    os._exit(_EXIT_CODE[0])
+
+
 def run() -> None:
-    """The `realprobe` program: `main`, and a one-shot analysis command (`stats`, `report`,
-    `calibrate`, `drift`; `commands.common.one_shot`) ends without the interpreter's teardown,
-    which frees every object one by one (about 12 ms of a `stats`): the exit handlers run and
-    the output is flushed first, then the process ends with the command's code."""
+    """The `realprobe` program: `main`, and a one-shot command ends without the
+    interpreter's teardown (`_end_without_teardown`, registered first so that it runs after
+    every other exit handler)."""
+    import atexit
+
     import realprobe.commands
 
+    atexit.register(_end_without_teardown)
     realprobe.commands.OWN_PROCESS = True
     try:
         main()
     except SystemExit as exc:
-        common, threading = (sys.modules.get(m) for m in ("realprobe.commands.common",
-                                                             "threading"))
         code = 0 if exc.code is None else exc.code
-        if (common is None or not common.ONE_SHOT or not isinstance(code, int)
-                or (threading is not None and threading.active_count() > 1)):
-            raise  # the ordinary exit (it waits for the other threads)
-        import atexit
-        import os
-
-        atexit._run_exitfuncs()
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:  # a closed pipe and the like: the ordinary exit reports it
-            raise exc from None
-        os._exit(code)
+        if isinstance(code, int):
+            _EXIT_CODE.append(code)
+        raise
 
 
 if __name__ == "__main__":
