@@ -136,16 +136,24 @@ def calibrate_imported(
     monitors: str | list[str] | None = None,
     spacing: str | float | None = None,
     name: str | None = None,
+    output: str | Path | None = None,
 ) -> Profile:
     """A simulator profile from imported histories: per monitor, success per call at
     `spacing` (default: the cadence the monitor really had) equal to its availability, and a
     burst chain whose failure runs last as long as its outages did. The profile says it was
-    calibrated from an import (monitor, source, window, spacing)."""
+    calibrated from an import (monitor, source, window, spacing); written to `output` when
+    given (the file `load_profile`, the sandbox and the simulator read)."""
     from realprobe.probes.availability_profile import profile_from_imported
 
     every = _spacing(spacing)
     stats = imported_stats(db, since=since, until=until, monitors=monitors)
-    return profile_from_imported(stats, spacing_s=every, name=name)
+    profile = profile_from_imported(stats, spacing_s=every, name=name)
+    if not profile.tools:
+        raise BadArgument("monitors", "no imported monitor with observed time in the window "
+                                      "(declared incidents alone give no profile)")
+    if output is not None:
+        profile.save(output)
+    return profile
 
 
 def _spacing(spacing: str | float | None) -> float | None:

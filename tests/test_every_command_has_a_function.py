@@ -47,6 +47,7 @@ FUNCTIONS = {
     "alert check": "check_alerts",
     "merge": "merge_databases",
     "history import": "import_history",
+    "history calibrate": "calibrate_imported",
 }
 
 #: groups that are verbs too (the group's own callback does the work without a sub-verb)

@@ -204,3 +204,24 @@ def test_times_go_through_the_one_grammar(tmp_path: Path) -> None:
                          capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert "since" in out.stderr and not (tmp_path / "x.db").exists()
+
+
+def test_history_calibrate_writes_a_profile_the_sandbox_serves(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    realprobe.import_history(f"upptime:{_repo(tmp_path)}", db)
+    out = tmp_path / "imported.json"
+    done = subprocess.run([*CLI, "history", "calibrate", "--db", str(db), "--monitors", "api",
+                           "--spacing", "1m", "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "at a call spacing of 1m" in done.stderr
+    profile = realprobe.load_profile(str(out))
+    src = profile.source["imported"]["api"]
+    assert src["spacing_s"] == 60 and src["source"].startswith("upptime:example/status@")
+    tool = profile.tools["api"]
+    assert profile.default == tool
+    # outages of 30 and 20 minutes: runs of 25 one-minute calls on average
+    assert tool.burst is not None and tool.burst.p_fail_after_fail == pytest.approx(1 - 60 / 1500)
+    with realprobe.sandbox_running(out) as url:
+        result = realprobe.call("agify_age", {"name": "michael"},
+                                target=realprobe.options(sandbox=url))
+    assert result.ok, result.error  # seed 0: the first draw at 98.8% success

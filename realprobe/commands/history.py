@@ -56,6 +56,45 @@ def import_cmd(
     print_import(rep)
 
 
+@history_app.command("calibrate")
+def calibrate_cmd(
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="Start: ISO date/datetime (UTC) or an age: 90d.")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", help="End (exclusive), same forms as --since.")] = None,
+    monitors: Annotated[str | None, typer.Option(
+        "--monitors", help="Comma-separated monitor names (default: every imported one).")
+    ] = None,
+    spacing: Annotated[str | None, typer.Option(
+        "--spacing", help="Seconds between the simulated calls: 1m, 10m, 90s (default: the "
+                          "cadence each monitor really had).")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Profile name.")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Write the profile here instead of stdout (replaces an "
+                               "existing file; refuses a link).")] = None,
+) -> None:
+    """A simulator profile from imported histories, at a stated call spacing: success per
+    call is the availability, and failure runs last as long as the outages did (the same as
+    `realprobe calibrate --kinds imported`, with the spacing yours to choose)."""
+    import sys
+
+    from realprobe import api_history
+
+    profile = api_history.calibrate_imported(db, since=since, until=until, monitors=monitors,
+                                             spacing=spacing, name=name, output=output)
+    for tool, src in profile.source["imported"].items():
+        err_console.print(f"{tool}: {src['monitor']} at a call spacing of "
+                          f"{_dur(src['spacing_s'])} ({src['spacing_how']})",
+                          markup=False, highlight=False)
+    if output is None:
+        sys.stdout.write(profile.model_dump_json(indent=2, exclude_none=True) + "\n")
+    else:
+        err_console.print(f"wrote a profile of {len(profile.tools)} imported monitors to "
+                          f"{output}", markup=False, highlight=False)
+
+
 def _dur(seconds: float | None) -> str:
     from realprobe.history.records import duration_words
 

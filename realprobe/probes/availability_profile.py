@@ -94,7 +94,9 @@ def burst_success(b: Burst) -> float:
 def profile_from_imported(stats: ImportedStats, spacing_s: float | None = None,
                           name: str | None = None) -> Profile:
     """One tool per imported monitor (its name made a valid tool name), at `spacing_s`
-    (None: each monitor's real cadence); monitors with no observed time are left out."""
+    (None: each monitor's real cadence); monitors with no observed time are left out. With
+    one monitor it is also the profile's default, so the sandbox and the simulator serve
+    every tool as that endpoint behaved."""
     tools: dict[str, ToolProfile] = {}
     sources: dict[str, Any] = {}
     for m in stats.monitors:
@@ -114,6 +116,8 @@ def profile_from_imported(stats: ImportedStats, spacing_s: float | None = None,
             "outages": m.outages.count, "mean_outage_s": m.outages.mean_s,
         }
     return Profile(
+        # one monitor: every tool the simulator or sandbox serves behaves as that endpoint did
+        default=next(iter(tools.values())) if len(tools) == 1 else None,
         name=name or "imported",
         description="Calibrated from imported uptime-monitor histories, not from realprobe's "
                     "own probes: success per call at the stated spacing is the availability "
