@@ -11,6 +11,15 @@ percentile: it scores the censored lognormal fit's intervals.
 The pooled `overall` interval (four tools of one truth, stratified by tool) is scored too.
 
     python bench/interval_coverage.py [--seeds 150] [--calls 200] [--save]
+
+`--bursts` scores strong bursts instead (P(fail|fail) 0.8, three tools of success 0.97, 0.90
+and 0.70 side by side, N = 50 and 200 calls each, drawn straight from the seeded fault model):
+the P(fail|fail) interval's coverage per tool, apart where it rests on so few pairs that it is
+marked approximate (the rare-failure tools, whose chain is borrowed for their success
+interval), and the success interval's, split by whether the
+tool's chain was its own or borrowed. `--p99` measures how far the empirical p99 of N
+lognormal latencies falls short of the true one (the N below which `stats` marks it as a lower
+bound). Either saves its own keys into the same results file, the others kept.
 """
 
 from __future__ import annotations
@@ -142,12 +151,82 @@ def scenario(catalog: Catalog, name: str, burst: bool, seeds: int, calls: int,
     }
 
 
+#: the strong-burst scenario: P(fail|fail) 0.8, tools of these success rates side by side
+STRONG_P_FF = 0.8
+STRONG_RATES = {"s97": 0.97, "s90": 0.90, "s70": 0.70}
+
+
+def strong_bursts(seeds: int, calls: int) -> dict:
+    """Coverage of the P(fail|fail) interval and of the success interval under strong bursts."""
+    from realprobe.probes.synthetic import fault_model_arrays
+    from realprobe.simulator.profile import Burst as B
+
+    def chain(s: float) -> B:
+        f = 1 - s
+        return B(p_fail_after_fail=STRONG_P_FF, p_fail_after_ok=f * (1 - STRONG_P_FF) / (1 - f))
+
+    prof = Profile(name="strong-bursts", tools={
+        name: ToolProfile(success_rate=s, errors=dict(ERRORS),
+                          latency_ms=LatencyModel(lognormal=Lognormal(mu=MU, sigma=SIGMA)),
+                          burst=chain(s))
+        for name, s in STRONG_RATES.items()})
+    hits: dict[str, list[int]] = {}
+    for seed in range(seeds):
+        rep = compute_stats(fault_model_arrays(prof, list(STRONG_RATES), calls, seed=seed,
+                                               step_s=60.0))
+        for t in rep.tools:
+            truth = STRONG_RATES[t.tool]
+            ci = t.burst.p_fail_after_fail.ci95
+            if ci is not None:
+                few = " (approximate: few pairs)" if t.burst.p_fail_after_fail.approximate else ""
+                h = hits.setdefault(f"p_fail_after_fail {t.tool}{few}", [0, 0])
+                h[0] += inside(ci, STRONG_P_FF)
+                h[1] += 1
+            h = hits.setdefault(f"success {t.tool} ({t.success.burst_source} chain)", [0, 0])
+            h[0] += inside(t.success.burst_adjusted95, truth)
+            h[1] += 1
+    return {"calls_per_tool": calls, "seeds": seeds,
+            "coverage": {k: round(a / n, 4) for k, (a, n) in sorted(hits.items())},
+            "experiments": {k: n for k, (_, n) in sorted(hits.items())}}
+
+
+def p99_shortfall(reps: int = 4000) -> dict:
+    """The empirical p99 of N lognormal latencies over the true one: median ratio and the share
+    of samples that fall short, by N and sigma (numpy's default quantile, as `stats`)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    out: dict[str, dict[str, float]] = {}
+    for sigma in (0.5, 1.0):
+        true = math.exp(2.3263478740408408 * sigma)
+        for n in (20, 50, 100, 200, 400, 1000):
+            q = np.quantile(np.exp(sigma * rng.standard_normal((reps, n))), 0.99, axis=1) / true
+            out[f"sigma {sigma} n {n}"] = {"median_ratio": round(float(np.median(q)), 3),
+                                           "share_short": round(float((q < 1).mean()), 3)}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=150, help="seeds per scenario (x4 experiments)")
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--save", action="store_true", help="write bench/results/ (else print)")
+    ap.add_argument("--bursts", action="store_true", help="the strong-burst scenario only")
+    ap.add_argument("--p99", action="store_true", help="the small-N p99 shortfall only")
     args = ap.parse_args()
+    if args.bursts or args.p99:
+        part: dict[str, object] = {}
+        if args.bursts:
+            part["strong_bursts"] = {f"n{n}": strong_bursts(max(args.seeds, 400), n)
+                                     for n in (50, 200)}
+        if args.p99:
+            part["p99_shortfall"] = p99_shortfall()
+        print(json.dumps(part, indent=2))
+        if args.save:
+            path = RESULTS / "interval_coverage.json"
+            kept = json.loads(path.read_text()) if path.exists() else {}
+            path.write_text(json.dumps({**kept, **part}, indent=2) + "\n")
+        return
     catalog = default_catalog()
     t0 = time.perf_counter()
     with Progress() as progress:

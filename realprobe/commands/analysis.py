@@ -204,8 +204,10 @@ def print_by_vantage(rep: VantageStats, threshold: float | None = None) -> None:
 
 def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
     """The footnotes of `stats`, grouped: † intervals resting on borrowed or assumed burst
-    structure, ‡ long-run and hang caveats, the error mix per tool, quiet faults."""
+    structure, ~ approximate burst intervals, ‡ long-run and hang caveats, the error mix per
+    tool, quiet faults."""
     from realprobe.commands.tables import Notes
+    from realprobe.probes.stats import TRANSITION_FEW_N, interval_text
 
     notes = Notes(explain=explain)
     borrowed = {"borrowed": "† {n} tool{s}: too few failures in a row to measure bursts, so "
@@ -216,6 +218,12 @@ def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
         if t.success.note:
             group = borrowed.get(t.success.burst_source, "† {n} tool{s}: a rough burst chain")
             notes.add(group, f"{t.tool}: {t.success.note}")
+    for t in rep.tools:
+        ff = t.burst.p_fail_after_fail
+        if ff.approximate:
+            notes.add(f"~ {{n}} tool{{s}}: P(f|f) rests on fewer than {TRANSITION_FEW_N} pairs "
+                      "after a failure, so its interval is approximate",
+                      f"{t.tool}: {ff.n} pairs, 95% CI {interval_text(ff.ci95)}")
     for t in rep.tools:
         if t.success.long_run95:
             lo, hi = t.success.long_run95
@@ -255,7 +263,16 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
     """The table, the verdict, then the notes grouped and counted (`explain`: one line per
     tool under each; `elsewhere`: where columns left out to fit can be seen)."""
     from realprobe.commands.tables import Column, escape, fit_table, short_path
-    from realprobe.probes.stats import EXTRAPOLATED, THRESHOLD, success_text, verdict
+    from realprobe.probes.stats import (
+        APPROXIMATE,
+        EXTRAPOLATED,
+        LOWER_BOUND,
+        P99_MIN_N,
+        THRESHOLD,
+        p99_text,
+        success_text,
+        verdict,
+    )
 
     head = rep.provenance.headline() if rep.provenance else f"{rep.rows} rows"
     table = fit_table(
@@ -274,8 +291,10 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
             t.tool,
             str(t.success.n),
             success_text(t) + ("†" if t.success.note else ""),
-            f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
-            "/".join("-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90, lat.p99))
+            (APPROXIMATE if t.burst.p_fail_after_fail.approximate else "")
+            + f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
+            "/".join(["-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90)]
+                     + [p99_text(lat)])
             + (EXTRAPOLATED if lat.extrapolated else ""),
         ]
         cells.append("-" if fit is None else f"{fit.mu:.2f}, {fit.sigma:.2f}")
@@ -295,6 +314,9 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
     if any(t.latency.extrapolated for t in rep.tools):
         console.print("[dim]* the deadline cut into the latency: percentiles from the censored "
                       "fit[/dim]")
+    if any(t.latency.p99_lower_bound for t in rep.tools):
+        console.print(f"[dim]{LOWER_BOUND} a lower bound: a p99 over fewer than {P99_MIN_N} "
+                      "successes tends to fall short[/dim]")
     _stats_notes(rep, explain).print(console)
 
 

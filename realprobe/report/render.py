@@ -8,7 +8,16 @@ from html import escape
 from realprobe.data import doc_path
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.probes.drift import ToolDrift
-from realprobe.probes.stats import EXTRAPOLATED, ToolStats, interval_text, verdict
+from realprobe.probes.stats import (
+    APPROXIMATE,
+    EXTRAPOLATED,
+    LOWER_BOUND,
+    P99_MIN_N,
+    TRANSITION_FEW_N,
+    ToolStats,
+    interval_text,
+    verdict,
+)
 from realprobe.report.build import ReportData
 from realprobe.version import PROJECT_URL
 
@@ -65,6 +74,14 @@ EXTRAPOLATED_NOTE = (
     f"{EXTRAPOLATED} extrapolated: the deadline cut into the latency, so these percentiles come "
     "from the censored fit (the successes' own are lower bounds)."
 )
+APPROXIMATE_NOTE = (
+    f"{APPROXIMATE} approximate: p(fail|fail) from fewer than {TRANSITION_FEW_N} pairs after a "
+    "failure; no interval on so few holds its 95% closely."
+)
+LOWER_BOUND_NOTE = (
+    f"{LOWER_BOUND} a lower bound: a p99 over fewer than {P99_MIN_N} successes tends to fall "
+    "short of the true one."
+)
 
 
 def _extrapolated(t: ToolStats) -> bool:
@@ -72,7 +89,9 @@ def _extrapolated(t: ToolStats) -> bool:
 
 
 def _pctl(t: ToolStats, v: float | None) -> str:
-    return _ms(v) + (EXTRAPOLATED if v is not None and _extrapolated(t) else "")
+    lower = v is not None and v == t.latency.p99 and t.latency.p99_lower_bound
+    return ((LOWER_BOUND if lower else "") + _ms(v)
+            + (EXTRAPOLATED if v is not None and _extrapolated(t) else ""))
 
 
 def _when(v: object, default: str) -> str:
@@ -87,7 +106,7 @@ def _row(t: ToolStats) -> list[str]:
         str(t.success.n),
         _pct(t.success.rate),
         interval_text(t.success.quoted95),
-        _pct(b.p_fail_after_fail.p),
+        (APPROXIMATE if b.p_fail_after_fail.approximate else "") + _pct(b.p_fail_after_fail.p),
         _pct(b.p_fail_after_ok.p),
         _pctl(t, t.latency.p50),
         _pctl(t, t.latency.p90),
@@ -288,6 +307,10 @@ def _html_tools_table(tools: list[ToolStats]) -> str:
     ]
     note = (f"\n<p class='meta' id='extrapolated'>{escape(EXTRAPOLATED_NOTE)}</p>"
             if any(_extrapolated(t) for t in tools) else "")
+    if any(t.latency.p99_lower_bound for t in tools):
+        note += f"\n<p class='meta' id='lower-bound'>{escape(LOWER_BOUND_NOTE)}</p>"
+    if any(t.burst.p_fail_after_fail.approximate for t in tools):
+        note += f"\n<p class='meta' id='approximate'>{escape(APPROXIMATE_NOTE)}</p>"
     return (
         f"<h2>Per tool</h2><table id='tools'><thead><tr>\n{head}\n</tr></thead><tbody>\n"
         + "\n".join(rows)
@@ -456,6 +479,8 @@ def render_markdown(data: ReportData) -> str:
     lines.append("")
     if any(_extrapolated(t) for t in st.tools):
         lines += [EXTRAPOLATED_NOTE.replace("*", "\\*", 1), ""]
+    if any(t.latency.p99_lower_bound for t in st.tools):
+        lines += [LOWER_BOUND_NOTE, ""]
     if data.drift is not None:
         lines += [
             "## Drift",
