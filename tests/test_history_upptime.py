@@ -225,3 +225,13 @@ def test_history_calibrate_writes_a_profile_the_sandbox_serves(tmp_path: Path) -
         result = realprobe.call("agify_age", {"name": "michael"},
                                 target=realprobe.options(sandbox=url))
     assert result.ok, result.error  # seed 0: the first draw at 98.8% success
+
+
+def test_settings_over_the_limit_are_refused_by_their_size(tmp_path: Path) -> None:
+    huge = "sites:\n" + "  - name: x\n    url: https://x.example.org\n" * 60_000
+    repo = upptime_repo(tmp_path / "r", {"A": URL}, [
+        (T0, ".upptimerc.yml", huge), *site_records("a", URL, [(T0 + 60, "up", 200)])])
+    out = subprocess.run([*CLI, "history", "import", f"upptime:{repo}", "--db",
+                          str(tmp_path / "h.db")], capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert ".upptimerc.yml is over the limit of 2,000,000 bytes" in out.stderr

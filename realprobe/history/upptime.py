@@ -70,10 +70,16 @@ def _git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def _show(repo: Path, commit: str, path: str) -> bytes | None:
+def _show(repo: Path, commit: str, path: str, limit: int | None = None) -> bytes | None:
+    """A file as `commit` left it (None: not there); over `limit` bytes, its size alone is
+    read (b"" then stands for it, and the caller refuses it by its size)."""
     try:
+        if limit is not None and int(_git(repo, "cat-file", "-s", f"{commit}:{path}")) > limit:
+            raise HistoryError(f"{path} is over the limit of {limit:,} bytes")
         return _git(repo, "show", f"{commit}:{path}")
-    except HistoryError:
+    except HistoryError as exc:
+        if "over the limit" in str(exc):
+            raise
         return None
 
 
@@ -198,11 +204,14 @@ class _Reader:
     def document(self, head: str, path: str, parse: Any) -> Any:
         """A file at HEAD, else as the last commit that had it left it (a repository that
         stopped using Upptime keeps its history in the log)."""
-        raw = _show(self.repo, head, path)
-        if raw is None:
-            last = _git(self.repo, "log", "-1", "--format=%H", "--diff-filter=AM", "--",
-                        path).decode().strip()
-            raw = _show(self.repo, last, path) if last else None
+        try:
+            raw = _show(self.repo, head, path, CONFIG_MAX_BYTES)
+            if raw is None:
+                last = _git(self.repo, "log", "-1", "--format=%H", "--diff-filter=AM", "--",
+                            path).decode().strip()
+                raw = _show(self.repo, last, path, CONFIG_MAX_BYTES) if last else None
+        except HistoryError as exc:
+            raise self.fail(str(exc)) from None
         if raw is None:
             return None
         try:
