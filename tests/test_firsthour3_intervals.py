@@ -5,6 +5,7 @@ tool that borrows the other tools' burst chain, and the note names what it borro
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -85,3 +86,30 @@ def test_the_verdict_names_the_tools_that_never_succeeded_first(tmp_path: Path) 
     says = verdict(rep)
     first = says.split("worst ", 1)[1].split(" ", 1)[0]
     assert first == "catfact_fact", says
+
+
+def test_bounds_never_exclude_their_own_point() -> None:
+    from realprobe.probes.stats import mid_p, wilson
+
+    for n in range(1, 61):
+        for k in range(n + 1):
+            for lo, hi in (wilson(k, n), mid_p(k, n), wilson(k / 3.7, n / 3.7)):
+                assert 0.0 <= lo <= k / n <= hi <= 1.0, (k, n, lo, hi)
+    assert wilson(7, 7)[1] == 1.0 and mid_p(7, 7)[1] == 1.0 and wilson(0, 7)[0] == 0.0
+    assert wilson(7 / 1.3, 7 / 1.3)[1] == 1.0
+
+
+def test_a_small_n_p99_is_marked_a_lower_bound_on_every_surface(db: Path) -> None:
+    from realprobe.report import build_report, render_html, render_markdown
+
+    res = _cli("stats", "--db", str(db), "--json")
+    tool = json.loads(res.stdout)["tools"][0]
+    assert tool["latency"]["percentiles"] == "empirical"
+    assert tool["latency"]["p99_lower_bound"] is True  # 40 successes at most
+    table = subprocess.run([sys.executable, "-m", "realprobe.cli", "stats", "--db", str(db)],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "COLUMNS": "160"}).stdout
+    assert "/≥" in table and "≥ a lower bound: a p99 over fewer than 400 successes" in table
+    data = build_report(db)
+    assert "id='lower-bound'" in render_html(data, plots={})
+    assert "≥" in render_markdown(data)
