@@ -671,5 +671,7 @@ def test_some_tasks_have_many_to_many_data_flow() -> None:
         children = {u: sum(u in p for p in parents.values()) for u in api}
         return any(len(p) > 1 for p in parents.values()) and max(children.values()) > 1
 
-    assert sorted(n for n, t in TASKS.items() if many(t)) == [
-        "author_workload", "name_origins", "year_in_country"]
+    found = sorted(n for n, t in TASKS.items() if many(t))
+    assert {"author_workload", "name_origins", "year_in_country"} <= set(found)
+    assert found == sorted(n for n, t in TASKS.items() if t.topology in ("C3", "C4"))
+    assert len(found) >= 12

@@ -381,12 +381,13 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
 
 
 def _tasks_by_outcome(runs: list[Any]) -> str:
-    """`14 task runs: full 7 (a, b, ...) · partial 5 (...) · failure 2 (...)`, the demo's
-    answer for its tasks step (--explain prints the table of runs)."""
+    """`42 task runs: full 35 · partial 5 (a, b, ...) · failure 2 (...)`, the demo's answer
+    for its tasks step: the runs that fell short by name (--explain prints the table)."""
     by: dict[str, list[str]] = {}
     for r in runs:
         by.setdefault(str(r.row["outcome"]), []).append(str(r.row["task"]))
-    parts = [f"{level} {len(by[level])} ({', '.join(sorted(by[level]))})"
+    parts = [f"{level} {len(by[level])}" + (f" ({', '.join(sorted(by[level]))})"
+                                             if level != "full" else "")
              for level in ("full", "partial", "failure", "error") if level in by]
     return f"{len(runs)} task runs: " + " · ".join(parts)
 

@@ -63,12 +63,16 @@ def _at(steps: list[Step], at: str | None, rng: random.Random) -> int:
 
 
 def sequential_inversion(
-    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None
+    task: Task, rng: random.Random, catalog: Catalog, at: str | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> FlawedWorkflow:
+    """`avoid`: steps an earlier inversion moved (a graded flaw's), which this one must not
+    move again (that could undo the earlier disorder)."""
     steps = _copy(task.workflow.steps)
     api = list(range(len(steps) - 1))
     deps = [(i, j) for i in api for j in _readers(steps, steps[i].id) if j in api and j > i]
     if at is not None:  # the target moves before a step it reads, else a reader before it
+        deps = [(i, j) for i, j in deps if not {steps[i].id, steps[j].id} & avoid]
         mine = [(i, j) for i, j in deps if steps[j].id == at]
         deps = mine or [(i, j) for i, j in deps if steps[i].id == at]
         read = {r for r, _ in steps[-1].refs()}
@@ -411,6 +415,8 @@ def _repeat(
         if at in moved:
             continue
         rng = random.Random(f"{seed}:{task.instance_id}:{flaw}:{at}")
+        if gen is sequential_inversion:
+            extra = {"avoid": frozenset(moved)}
         try:
             fw = gen(current, rng, catalog, at=at, **extra)
         except (IndexError, ValueError, KeyError, StopIteration):

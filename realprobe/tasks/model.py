@@ -249,6 +249,26 @@ class Task(_Model):
     def api_tools(self) -> list[str]:
         return [s.tool for s in self.workflow.steps[:-1]]
 
+    @property
+    def topology(self) -> str:
+        """ToolMaze's complexity grade of the data flow among the API steps: `C1` chains (no
+        step reads two API steps or feeds two), `C2` a tree (steps that read several, or
+        steps that feed several, not both), `C3` many-to-many (both in one task), `C4`
+        many-to-many with an alternative tool for some step."""
+        api = {s.id for s in self.workflow.steps[:-1]}
+        parents = {s.id: {r for r, _ in s.refs()} & api for s in self.workflow.steps[:-1]}
+        children = {u: sum(u in p for p in parents.values()) for u in api}
+        joins = any(len(p) > 1 for p in parents.values())
+        forks = max(children.values(), default=0) > 1
+        if joins and forks:
+            return "C4" if any(s.alternatives for s in self.workflow.steps) else "C3"
+        return "C2" if joins or forks else "C1"
+
+    @property
+    def has_alternative(self) -> bool:
+        """Some API step has another tool to switch to (recovery from a permanent fault)."""
+        return any(s.alternatives for s in self.workflow.steps[:-1])
+
 
 def load_task(path: Path) -> Task:
     raw = read_document(path, "task file", "json")

@@ -144,6 +144,13 @@ def executed_steps(task: Task, steps: list[StepRecord]) -> list[str]:
     return [where.get(s.tool, f"tool:{s.tool}") for s in steps if s.ok]
 
 
+def attempted_steps(task: Task, steps: list[StepRecord]) -> list[str]:
+    """Every call of a workflow step's tools, ok or not, as step ids: the order the agent
+    took the steps in (a step called too early and failing was still taken there)."""
+    where = _step_map(task)
+    return [where[s.tool] for s in steps if s.tool in where]
+
+
 def workflow_edges(task: Task) -> set[tuple[str, str]]:
     """(u, v): step v reads an output of step u (its arguments or its template)."""
     return {(ref, s.id) for s in task.workflow.steps for ref, _ in s.refs()}
@@ -192,7 +199,7 @@ def trajectory(task: Task, steps: list[StepRecord]) -> Trajectory:
     used, wanted = run_edges(task, steps), workflow_edges(task)
     return Trajectory(
         chain_f1(executed, optimal),
-        kendall_tau(executed, optimal),
+        kendall_tau(attempted_steps(task, steps), optimal),
         graph_f1(used, wanted),
         mcis_node_f1(executed, used, optimal, wanted),
     )
