@@ -62,3 +62,21 @@ def test_a_real_upptime_history_matches_its_git_log(tmp_path: Path, slug: str) -
     assert m.published["uptime"] == {"manual": "99.62%", "manual-dev": "99.11%"}[slug]
     again = realprobe.import_history(f"upptime:{repo}", db)
     assert again.checks_added == 0 and again.intervals_added == 0
+
+
+def test_the_monitors_own_figures_are_shown_beside_ours(tmp_path: Path) -> None:
+    """Upptime published 36 minutes down on 18 August for `manual`; its git history holds
+    four outages that day (13 + 36 + 9 + 9 minutes): both are shown, theirs labelled."""
+    import os
+    import sys
+
+    repo = _clone(tmp_path)
+    db = tmp_path / "h.db"
+    realprobe.import_history(f"upptime:{repo}", db)
+    cli = str(Path(sys.executable).parent / "realprobe")
+    out = subprocess.run([cli, "stats", "--kinds", "imported", "--tools", "manual", "--db",
+                          str(db)], capture_output=True, text=True,
+                         env={**os.environ, "COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    assert "manual: down on 2 UTC days; worst 2026-08-18 66m (theirs 36m)" in out.stdout
+    assert "99.62% (upptime)" in out.stdout and "IMPORTED HISTORY" in out.stderr

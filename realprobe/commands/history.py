@@ -137,6 +137,24 @@ def _published(m: MonitorAvailability) -> str:
     return f"{value} ({m.monitor_kind})" if value else "-"
 
 
+def _day_lines(rep: ImportedStats, most: int = 3) -> list[str]:
+    """Per monitor with downtime: its worst UTC days, and beside them the minutes the monitor
+    published for those days (Upptime's dailyMinutesDown), labelled as theirs."""
+    lines = []
+    for m in rep.monitors:
+        days = m.downtime_by_day_min
+        if not days:
+            continue
+        theirs = (m.published or {}).get("dailyMinutesDown") or {}
+        worst = sorted(days.items(), key=lambda kv: -kv[1])[:most]
+        shown = ", ".join(
+            f"{d} {v:.0f}m" + (f" (theirs {theirs[d]}m)" if d in theirs else "")
+            for d, v in worst)
+        lines.append(f"{m.monitor}: down on {len(days)} UTC day{'s' * (len(days) != 1)}; "
+                     f"worst {shown}")
+    return lines
+
+
 def print_imported_stats(rep: ImportedStats) -> None:
     """The table of `stats --kinds imported`: availability in time per monitor, outages,
     error mix, cadence, and the monitor's own published figure beside ours."""
@@ -167,6 +185,8 @@ def print_imported_stats(rep: ImportedStats) -> None:
                       ", ".join(f"{c} {100 * s:.0f}%" for c, s in m.errors.items()) or "-",
                       _published(m))
     console.print(table)
+    for line in _day_lines(rep):
+        console.print(line, markup=False, highlight=False)
     measured = [m for m in rep.monitors if m.latency_ms is not None]
     for m in measured:
         lat = m.latency_ms
