@@ -46,7 +46,7 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
         # over HTTP `record` is a folder: one cassette per client session, by session id
         target = opts.record / "session.jsonl" if record_folder else opts.record
         if record_folder and (opts.record.is_file() or opts.record.is_symlink()):
-            raise RealprobeError(f"{opts.record}: over HTTP --record names a folder (one "
+            raise RealprobeError(f"record {opts.record}: over HTTP it names a folder (one "
                                  "cassette per session); this is a file", param="record")
         try:
             check_output(target, replace=True, make_parents=True)
