@@ -1,5 +1,6 @@
 """What a newcomer's first hour measures: how many lines `realprobe demo` and `realprobe stats`
-print at 80 columns, the report's page width at 800 px in headless Chromium, and whether the
+print at 80 columns, the report's page and plot widths at 800 and 390 px in headless Chromium
+(and its smallest plot label as drawn, px), and whether the
 seed-0 demo repeats its numbers beside busy loops (the ETAs: bench/eta.py).
 
     python bench/first_hour.py [--save]     # writes bench/results/first_hour.json
@@ -90,6 +91,10 @@ def report_width(report: Path) -> dict[str, Any]:
                     "() => ({page_scroll_width: document.documentElement.scrollWidth,"
                     " plot_widths: [...document.querySelectorAll('svg.plot')]"
                     "   .map(s => Math.round(s.getBoundingClientRect().width)),"
+                    " min_label_px: Math.min(...[...document.querySelectorAll('svg.plot text')]"
+                    "   .map(t => parseFloat(getComputedStyle(t).fontSize)"
+                    "     * t.ownerSVGElement.getBoundingClientRect().width"
+                    "     / t.ownerSVGElement.viewBox.baseVal.width)),"
                     " content_width: document.querySelector('#tools').parentElement"
                     "   .clientWidth})")
         finally:
