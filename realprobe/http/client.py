@@ -34,6 +34,7 @@ from realprobe.http.decoding import StreamDecoder
 from realprobe.http.transports import (
     BUDGET_EXT,
     DELAY_HEADER,
+    IDENTITIES,
     MISSED_HEADER,
     REQUEST_ID_EXT,
     SANDBOX_EXT,
@@ -48,7 +49,9 @@ DEADLINE_EXT = "realprobe.deadline"  # absolute clock time, read by virtual-cloc
 TIMING_EXT = "realprobe.timing"
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: how long past its deadline a sandbox call waits for the sandbox's word on it (see
-#: `_Call.settle`): a loaded machine's late timers and queued reads change no outcome
+#: `_Call.settle`): a loaded machine's late timers and queued reads change no outcome. Only
+#: once the server at the sandbox URL has said it is one (`transports.IDENTITIES`): any
+#: other server's callers keep their plain deadline.
 SANDBOX_GRACE_S = 3.0
 
 
@@ -139,8 +142,11 @@ class _Call:
         self.received = 0
         self.timing: dict[str, float] = {"start": self.start}
         self.deadline_fired = False  # set by the sync client's watchdog
-        #: seconds past the deadline this call waits for its target's word (a sandbox's)
+        #: seconds past the deadline this call may wait for its target's word (a sandbox's),
+        #: granted once the sandbox at `sandbox_url` has identified itself (`graced`)
         self.grace_s = 0.0
+        self.sandbox_url: str | None = None
+        self.grace_granted = False  # the sync watchdog's: the grace was added to its wait
         #: the latency a sandbox's marks settled (see `settle`), not this process's lag
         self.settled: float | None = None
         self.sent: httpx.Request | None = None  # the last hop's request
@@ -156,6 +162,11 @@ class _Call:
 
     def elapsed(self) -> float:
         return self.settled if self.settled is not None else self.clock.now() - self.start
+
+    def graced(self) -> bool:
+        """Whether this call waits its grace past the deadline: it has one and the server at
+        its sandbox URL has said it is a realprobe sandbox."""
+        return bool(self.grace_s) and IDENTITIES.identified(self.sandbox_url)
 
     def timed_out(self) -> float:
         """The latency of a call settled as a timeout: its deadline, never later (a replay
@@ -376,12 +387,29 @@ def _start(client: HttpClient | SyncHttpClient, method: str, url: str,
     call = _Call(client.config, client.clock, method, url, params, headers, deadline,
                  allow_private, sync=sync)
     call.grace_s = _grace(client.target)
+    call.sandbox_url = client.target.sandbox
     return call
 
 
 def _grace(target: Target) -> float:
     """Seconds past a deadline a client of `target` may wait for its word on a call."""
     return SANDBOX_GRACE_S if target.kind is TargetKind.SANDBOX else 0.0
+
+
+def _grace_check(guard: asyncio.Timeout | None, call: _Call) -> asyncio.TimerHandle | None:
+    """At the deadline of a call that may wait a grace, end it then unless its sandbox has
+    identified itself by now (the guard was set to the deadline plus the grace)."""
+    if guard is None or not call.grace_s or call.graced():
+        return None
+    when = guard.when()
+    if when is None:
+        return None
+
+    def decide() -> None:
+        if not call.graced():
+            guard.reschedule(asyncio.get_running_loop().time())
+
+    return asyncio.get_running_loop().call_at(when - call.grace_s, decide)
 
 
 _NO_BODY = httpx.ByteStream(b"")
@@ -497,10 +525,15 @@ class HttpClient:
         try:
             # On a virtual clock the simulated and replayed transports raise timeouts
             # themselves; nothing here may wait for real.
-            guard = (contextlib.nullcontext() if self.clock.virtual
+            guard = (None if self.clock.virtual
                      else asyncio.timeout(deadline + call.grace_s))
-            async with guard:
-                return await self._follow(call)
+            async with guard or contextlib.nullcontext():
+                check = _grace_check(guard, call)
+                try:
+                    return await self._follow(call)
+                finally:
+                    if check is not None:
+                        check.cancel()
         except Exception as exc:
             raise call.failure(exc) from exc
 
@@ -579,7 +612,9 @@ class SyncHttpClient:
         call = _start(self, method, url, params, headers, deadline, allow_private, sync=True)
         # one watchdog ticket for the whole fetch, armed before anything is sent: slow TLS,
         # slow headers and a slow body all end at the deadline
-        ticket = WATCHDOG.arm(time.monotonic() + deadline + call.grace_s, call)
+        call.grace_granted = call.graced()
+        wait = deadline + (call.grace_s if call.grace_granted else 0.0)
+        ticket = WATCHDOG.arm(time.monotonic() + wait, call)
         try:
             return self._follow(call)
         except Exception as exc:
@@ -656,7 +691,12 @@ class _Watchdog:
                     self._cv.wait(wait)
                     continue
                 heapq.heappop(self._heap)
-                call = self._armed.pop(ticket)
+                call = self._armed[ticket]
+                if not call.grace_granted and call.graced():  # identified meanwhile
+                    call.grace_granted = True
+                    heapq.heappush(self._heap, (when + call.grace_s, ticket))
+                    continue
+                del self._armed[ticket]
                 call.deadline_fired = True
                 _shutdown(call)
 

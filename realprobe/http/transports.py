@@ -7,6 +7,7 @@ import contextvars
 import functools
 import os
 import ssl
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,6 +39,70 @@ DELAY_HEADER = "X-Realprobe-Delay-Ms"
 SANDBOX_EXT = "realprobe.sandbox"
 
 SANDBOX_FAULT_PREFIX = "/_fault/"
+#: what a realprobe sandbox's own answers say in `Server`
+SANDBOX_SERVER = "realprobe-sandbox"
+#: how long the background question "are you a sandbox?" (`GET /_health`) may take
+IDENTIFY_TIMEOUT_S = 5.0
+#: sandbox URLs remembered (and asked) per process; past it, only marks identify one
+IDENTIFY_MAX = 256
+
+
+class _Identities:
+    """The sandbox URLs that said they are realprobe sandboxes, in this process. A client
+    waits for a sandbox's word past its deadline (the grace) only once the server at that
+    URL has identified itself: by an answer with its marks, or by its `/_health` answer,
+    asked once in the background when a router first sends there. A server that never says
+    so (a wrong `--sandbox URL`, a silent port) costs its callers their plain deadline."""
+
+    def __init__(self) -> None:
+        self.known: set[str] = set()
+        self.asked: set[str] = set()
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def key(url: str | httpx.URL) -> str:
+        return str(url).rstrip("/")
+
+    def identified(self, url: str | httpx.URL | None) -> bool:
+        return url is not None and self.key(url) in self.known
+
+    def note(self, key: str, response: httpx.Response) -> None:
+        """An answer from the sandbox at `key`: its marks identify it."""
+        if key not in self.known and (
+            MISSED_HEADER in response.headers or DELAY_HEADER in response.headers
+            or response.headers.get("server") == SANDBOX_SERVER
+        ):
+            self._know(key)
+
+    def _know(self, key: str) -> None:
+        with self.lock:
+            if len(self.known) >= IDENTIFY_MAX:
+                self.known.clear()  # a process that met this many sandboxes asks again
+            self.known.add(key)
+
+    def ask(self, key: str) -> None:
+        """Ask `<key>/_health` once per process, on a daemon thread (a silent server holds
+        that thread, never a call)."""
+        with self.lock:
+            if key in self.known or key in self.asked or len(self.asked) >= IDENTIFY_MAX:
+                return
+            self.asked.add(key)
+        threading.Thread(target=self._ask, args=(key,), name="realprobe-sandbox-identify",
+                         daemon=True).start()
+
+    def _ask(self, key: str) -> None:
+        try:
+            with httpx.Client(timeout=IDENTIFY_TIMEOUT_S, trust_env=False,
+                              verify=ssl_context()) as client, \
+                    client.stream("GET", key + "/_health") as answer:  # the body is not read
+                said = answer.status_code == 200 and answer.headers.get("server") == SANDBOX_SERVER
+        except (httpx.HTTPError, OSError, ValueError):
+            return
+        if said:
+            self._know(key)
+
+
+IDENTITIES = _Identities()
 
 
 @functools.lru_cache(maxsize=8)
@@ -139,6 +204,7 @@ class _Routes:
 
     def __init__(self, sandbox_url: str, origins: Mapping[str, str]) -> None:
         self.sandbox = httpx.URL(sandbox_url.rstrip("/"))
+        self.identity = IDENTITIES.key(sandbox_url)
         # origin ("https://api.example.com") -> api id
         self.origins = dict(origins)
         self.by_api = {api: origin for origin, api in self.origins.items()}
@@ -244,8 +310,10 @@ class SandboxRouter(_Routes, httpx.AsyncBaseTransport):
         target = self.target(request.url)
         if target is None:
             return await self.inner.handle_async_request(request)
+        IDENTITIES.ask(self.identity)
         with _pointed_at(request, target):
             response = await self.inner.handle_async_request(request)
+        IDENTITIES.note(self.identity, response)
         return self.unroute(response)
 
     async def aclose(self) -> None:
@@ -268,8 +336,10 @@ class SyncSandboxRouter(_Routes, httpx.BaseTransport):
         target = self.target(request.url)
         if target is None:
             return self.inner.handle_request(request)
+        IDENTITIES.ask(self.identity)
         with _pointed_at(request, target):
             response = self.inner.handle_request(request)
+        IDENTITIES.note(self.identity, response)
         return self.unroute(response)
 
     def close(self) -> None:
