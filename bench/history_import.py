@@ -7,7 +7,9 @@
 2. 1,000,000 Uptime Kuma heartbeats (two monitors, one a minute): import time and the same
    figures against the generated beats.
 3. The closed loop: calibrate from the Upptime import, simulate at the monitor's cadence,
-   re-derive availability and mean outage duration, and check them inside their intervals.
+   re-derive availability and mean outage duration, and check them inside their intervals;
+   and the intervals' coverage over 1,000 simulated 30-day histories (exponential periods,
+   and lognormal outages spread twice as wide).
 4. A real Upptime repository that is not in the tests (`--real PATH`, a clone; default the
    clone named by $REALPROBE_BENCH_UPPTIME): the whole observation and one calendar year
    (`--year`) per site with at least 100 records, against a hand computation from `git log`.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import os
 import random
 import subprocess
@@ -241,6 +244,37 @@ def real_part(repo: Path, root: Path, year: int) -> dict[str, object]:
     return out
 
 
+def interval_coverage(runs: int, days: float, seed: int = 3) -> dict[str, object]:
+    """How often the 95% interval of availability (and of the mean outage) holds the truth,
+    over simulated histories of alternating up and down periods: exponential periods (the
+    interval's model) and lognormal outages of the same mean spread twice as wide (sigma
+    1.2: a coefficient of variation of 1.9), as real outages are."""
+    from realprobe.probes.availability import availability_interval, outages, up_runs
+
+    rng = random.Random(seed)
+    mean_up, mean_down = 12 * H, 1800.0
+    truth = mean_up / (mean_up + mean_down)
+    out: dict[str, object] = {"runs": runs, "days": days, "true_availability": truth}
+    for shape in ("exponential", "lognormal"):
+        hit_a = hit_m = 0
+        for _ in range(runs):
+            segs, t, end = [], 0.0, days * D
+            while t < end:
+                up = rng.expovariate(1 / mean_up)
+                down = (rng.expovariate(1 / mean_down) if shape == "exponential"
+                        else rng.lognormvariate(0.0, 1.2) * mean_down / math.exp(0.72))
+                segs += [(t, t + up, "up"), (t + up, t + up + down, "down")]
+                t += up + down
+            observed = segs[-1][1]
+            up_s = sum(e - a for a, e, st in segs if st == "up")
+            o = outages(segs)
+            ci = availability_interval(up_s, observed, o.durations_s, up_runs(segs), 300.0)
+            hit_a += ci is not None and ci[0] <= truth <= ci[1]
+            hit_m += o.mean_ci95 is not None and o.mean_ci95[0] <= mean_down <= o.mean_ci95[1]
+        out[shape] = {"availability_coverage": hit_a / runs, "mean_outage_coverage": hit_m / runs}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     env = os.environ.get(REAL_ENV)
@@ -248,6 +282,7 @@ def main() -> None:
     ap.add_argument("--year", type=int, default=2025)
     ap.add_argument("--heartbeats", type=int, default=1_000_000)
     ap.add_argument("--draws", type=int, default=1_000_000)
+    ap.add_argument("--coverage-runs", type=int, default=1000)
     ap.add_argument("--save", action="store_true")
     args = ap.parse_args()
     load = load_average()
@@ -256,6 +291,7 @@ def main() -> None:
         upptime, db = upptime_part(root)
         out: dict[str, object] = {"upptime_5y": upptime,
                                   "closed_loop": closed_loop(db, args.draws),
+                                  "interval_coverage": interval_coverage(args.coverage_runs, 30),
                                   "kuma": kuma_part(root, args.heartbeats)}
         if args.real is not None:
             out["real_upptime"] = real_part(args.real, root, args.year)

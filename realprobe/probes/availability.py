@@ -10,9 +10,12 @@ The 95% interval of the availability is a Wilson score interval on the down shar
 effective number of independent units, n_eff = T / (2 * mean outage duration): up and down
 periods alternate, and for exponential periods the variance of the down share over a window
 T is about 2 f d / T (f the down share, d the mean outage), the binomial variance at that
-n_eff. With no outage, d is taken as one check spacing (the shortest outage the monitor can
-see). The mean outage duration's interval treats durations as exponential (chi-square with
-2n degrees of freedom).
+n_eff. Real outages spread wider than exponential ones, so from five outages seen whole the
+renewal-reward variance n ((1-f)^2 Var(D) + f^2 Var(U)) / T^2 of the periods actually seen
+gives n_eff too, and the smaller n_eff (the wider interval) is used. With no outage, d is
+taken as one check spacing (the shortest outage the monitor can see). The mean outage
+duration's interval is the exponential one (chi-square with 2n degrees of freedom), widened
+from five outages to Student's t on the durations where that is wider.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from realprobe.store import IMPORTED_KIND, read_only
 
 INTERVAL_METHOD = (
     "Wilson score interval on the down share over n_eff = observed time / (2 x mean outage "
-    "duration) effective units (alternating up and down periods); with no outage, one check "
+    "duration) effective units (alternating up and down periods), or fewer when the periods' "
+    "own spread says so (renewal-reward variance, from 5 outages); with no outage, one check "
     "spacing stands for the outage length"
 )
 LABEL = ("IMPORTED HISTORY: these numbers come from what uptime monitors recorded, not from "
@@ -43,6 +47,8 @@ LABEL = ("IMPORTED HISTORY: these numbers come from what uptime monitors recorde
 #: monitors that measured a response time per check (Upptime keeps one a day: never fitted)
 LATENCY_PER_CHECK = frozenset({"kuma", "gatus", "prometheus"})
 _DOWN = frozenset({"down", "pending"})
+#: from this many outages seen whole, their own spread widens the intervals where it must
+SPREAD_MIN_OUTAGES = 5
 _UP = frozenset({"up", "degraded"})
 
 
@@ -113,6 +119,12 @@ class ImportedStats(BaseModel):
     monitors: list[MonitorAvailability] = Field(default_factory=list)
 
 
+def _t_ppf(q: float, dof: int) -> float:
+    from scipy import special
+
+    return float(special.stdtrit(dof, q))
+
+
 def _chi2_ppf(q: float, dof: int) -> float:
     from scipy import special
 
@@ -171,18 +183,50 @@ def outages(segs: list[tuple[float, float, str]]) -> Outages:
         start = next(s for s, e, c in runs if not c and e - s == out.longest_s)
         out.longest_start = iso(start)
         total = 2 * n * out.mean_s
-        out.mean_ci95 = (total / _chi2_ppf(0.975, 2 * n), total / _chi2_ppf(0.025, 2 * n))
+        lo, hi = total / _chi2_ppf(0.975, 2 * n), total / _chi2_ppf(0.025, 2 * n)
+        if n >= SPREAD_MIN_OUTAGES:  # spread wider than exponential: Student's t is wider
+            half = _t_ppf(0.975, n - 1) * statistics.stdev(done) / math.sqrt(n)
+            lo, hi = min(lo, max(out.mean_s - half, 0.0)), max(hi, out.mean_s + half)
+        out.mean_ci95 = (lo, hi)
     return out
 
 
-def availability_interval(up_s: float, observed_s: float, mean_outage_s: float | None,
-                          spacing_s: float | None) -> tuple[float, float] | None:
-    """The 95% interval of the share of time up (see the module docstring)."""
+def up_runs(segs: list[tuple[float, float, str]]) -> list[float]:
+    """Lengths of the maximal runs of up time that ended in an outage seen from its start."""
+    out: list[float] = []
+    start: float | None = None
+    prev_end: float | None = None
+    for s, e, st in segs:
+        adjacent = prev_end is not None and abs(s - prev_end) < 1e-6
+        if st in _UP:
+            if start is None or not adjacent:
+                start = s
+        else:
+            if start is not None and adjacent:
+                out.append(s - start)
+            start = None
+        prev_end = e
+    return out
+
+
+def availability_interval(up_s: float, observed_s: float, downs: list[float],
+                          ups: list[float], spacing_s: float | None
+                          ) -> tuple[float, float] | None:
+    """The 95% interval of the share of time up (see the module docstring): Wilson on the
+    down share over n_eff = T / (2 d), or over the n_eff the periods' own spread gives when
+    that is smaller (outages spread wider than exponential ones)."""
     if observed_s <= 0:
         return None
-    unit = mean_outage_s or spacing_s or 300.0
-    n_eff = max(observed_s / (2.0 * unit), 1.0)
+    unit = (sum(downs) / len(downs)) if downs else (spacing_s or 300.0)
+    n_eff = observed_s / (2.0 * unit)
     down = min(max(1.0 - up_s / observed_s, 0.0), 1.0)
+    if len(downs) >= SPREAD_MIN_OUTAGES and len(ups) >= 2 and 0 < down < 1:
+        # renewal-reward: Var(f) ~ n ((1-f)^2 Var(D) + f^2 Var(U)) / T^2 over n cycles
+        var = len(downs) * ((1 - down) ** 2 * statistics.pvariance(downs)
+                            + down ** 2 * statistics.pvariance(ups)) / observed_s ** 2
+        if var > 0:
+            n_eff = min(n_eff, down * (1 - down) / var)
+    n_eff = max(n_eff, 1.0)
     lo, hi = wilson(down * n_eff, n_eff)
     return (1.0 - hi, 1.0 - lo)
 
@@ -262,7 +306,7 @@ def _monitor(conn: sqlite3.Connection, mon: dict[str, Any], since: float | None,
     if rep.observed_s > 0:
         rep.availability = rep.up_s / rep.observed_s
         rep.availability_ci95 = availability_interval(
-            rep.up_s, rep.observed_s, rep.outages.mean_s, rep.cadence_s)
+            rep.up_s, rep.observed_s, rep.outages.durations_s, up_runs(segs), rep.cadence_s)
     rep.downtime_by_day_min = downtime_by_day(segs)
     _checks(rep, checks)
     return rep
