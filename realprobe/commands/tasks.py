@@ -515,6 +515,9 @@ def print_results(s: Mapping[str, Any]) -> None:
     console.print(_usage_table(s["by_prompt"]))
     if s["by_flaw"]:
         console.print(_outcome_table("Flawed-workflow prompts by flaw type", s["by_flaw"], "flaw"))
+    if s.get("by_complexity"):
+        console.print(_complexity_table(s["by_complexity"]))
+    _print_power(s.get("power") or [])
     console.print(_reliability_table(s["reliability"]))
     _print_recovery_by_kind(s["reliability"])
     for surf in s.get("surface") or []:
@@ -566,6 +569,37 @@ def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
             _pct(r["recovery_rate"]), _num(r["recovery_cost"]),
         )
     return rel
+
+
+def _complexity_table(rows: list[dict[str, Any]]) -> FitTable:
+    """Outcomes per task complexity grade (C1 chains .. C4 many-to-many with alternatives),
+    with the recovery rate after tool faults the agent did not cause."""
+    from realprobe.commands.tables import Column, fit_table
+
+    who, cells = _who(rows, "prompt")
+    t = fit_table(
+        [*_who_columns(who, "prompt"), Column("grade", "name", key=True), Column("runs", "num"),
+         *(Column(c, "num", drop=d) for c, d in (("full", 0), ("partial", 2), ("failure", 2),
+                                                 ("chain F1", 3), ("recovery", 1)))],
+        title="Task outcomes by complexity (C1 chain .. C4 many-to-many with alternatives)",
+    )
+    for r in rows:
+        t.add_row(*cells(r), str(r["topology"]), str(r["runs"]), _pct(r["full_rate"]),
+                  _pct(r["partial_rate"]), _pct(r["failure_rate"]), _num(r["chain_f1"]),
+                  _pct(r["recovery_rate"]))
+    return t
+
+
+def _print_power(rows: list[dict[str, Any]]) -> None:
+    """One line per row of Table 5: the runs that would tell it from a rate 10 points away."""
+    for r in rows:
+        if r["runs_per_agent"] is None:
+            continue
+        console.print(
+            f"power: {r['agent']} / {r['prompt']}: telling {_pct(r['full_rate'])} full success "
+            f"from {_pct(r['other_rate'])} at {r['confidence']:.0%} confidence and "
+            f"{r['power']:.0%} power takes {r['runs_per_agent']} runs per agent "
+            f"({r['repeats']} repeats of its {r['tasks']} tasks)", highlight=False)
 
 
 def _surface_table(surf: Mapping[str, Any]) -> FitTable:

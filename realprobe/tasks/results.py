@@ -162,6 +162,7 @@ def row_summary(
     """Levels, trajectory means, usage and cost, and the error mix of one group."""
     return {
         **levels(rows),
+        "tasks": len({r.get("task") for r in rows}),
         "chain_f1": _mean(rows, "chain_f1"),
         "kendall_tau": _mean(rows, "kendall_tau"),
         "graph_f1": _mean(rows, "graph_f1"),
@@ -201,8 +202,25 @@ def summarise(
          "recovery_by_kind": recovery_by_kind(rs)}
         for k, rs in _group(rows, lambda r: _key(r, lambda x: str(x["prompt"]))).items()
     ]
+    by_complexity = [
+        {**_named(k[:-1]), "topology": k[-1], **levels(rs),
+         "chain_f1": _mean(rs, "chain_f1"), **recovery(rs),
+         "recovery_by_kind": recovery_by_kind(rs)}
+        for k, rs in _group([r for r in rows if r.get("topology")],
+                            lambda r: (*_key(r, prompt_type), str(r["topology"]))).items()
+    ]
     return {"runs": len(rows), "by_prompt": by_prompt, "by_flaw": by_flaw,
-            "reliability": reliability}
+            "reliability": reliability, "by_complexity": sorted(
+                by_complexity, key=lambda r: tuple(str(r[g]) for g in (*GROUP, "topology"))),
+            "power": [{**{g: r[g] for g in GROUP}, **power_of(r)} for r in by_prompt]}
+
+
+def power_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The power note of one row of Table 5: the runs (and repeats of its tasks) that tell
+    its full-success rate from one 10 points away at 95% confidence and 80% power."""
+    from realprobe.tasks.power import power_note
+
+    return power_note(float(row["full_rate"]), int(row.get("tasks") or 0))
 
 
 def select(rows: list[dict[str, Any]], **filters: str | None) -> list[dict[str, Any]]:

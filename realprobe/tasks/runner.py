@@ -514,6 +514,8 @@ def run_row(
         # Reflexion: attempts used, and each earlier attempt with its reflection
         "attempts": state.attempt,
         "reflections": [a.as_json() for a in state.attempts] or None,
+        "topology": task.topology,
+        "has_alternative": int(task.has_alternative),
         "optimal_calls": len(task.workflow.steps),
         "tokens_in": state.tokens_in,
         "tokens_out": state.tokens_out,

@@ -22,7 +22,8 @@ from realprobe.store import (
 #: version of the task tables (1: before the provenance columns; 3 added resume keys and
 #: infrastructure errors; 4 flaw seeds and severities, paraphrase levels, trajectory metrics;
 #: 5 the fault labels: who caused each step's fault, and of what kind; 7 attempts and
-#: reflections, each step's attempt and the setting that injected its fault)
+#: reflections, each step's attempt and the setting that injected its fault, the task's
+#: complexity grade)
 TASK_SCHEMA_VERSION = 7
 
 TASK_RUNS_COLUMNS: dict[str, Any] = {
@@ -87,6 +88,8 @@ TASK_RUNS_COLUMNS: dict[str, Any] = {
     # schema 7: attempts used (Reflexion tries again), earlier attempts and their reflections
     "attempts": int,
     "reflections": str,  # JSON list: per earlier attempt its outcome, end and reflection
+    "topology": str,  # C1 | C2 | C3 | C4: the task's data-flow grade (ToolMaze's)
+    "has_alternative": int,  # some API step of the task has another tool to switch to
 }
 
 TASK_STEPS_COLUMNS: dict[str, Any] = {
