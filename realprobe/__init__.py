@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         verify_cassette,
     )
     from realprobe.api_catalog import import_openapi, public_apis, record_fixtures
+    from realprobe.api_history import calibrate_imported, import_history, imported_stats
     from realprobe.api_mcp import (
         evaluate,
         mcp_import,
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
         schedule_mcp,
     )
     from realprobe.api_monitor import check_alerts, merge_databases, serve_exporter
-    from realprobe.api_history import calibrate_imported, import_history, imported_stats
     from realprobe.api_rows import Rows
     from realprobe.cassettes.cassette import Cassette, CassetteError, save_cassette
     from realprobe.cassettes.importers import load_cassette, recover_cassette
@@ -207,9 +207,6 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "PROJECT_URL",
     "USER_AGENT",
-    "calibrate_imported",
-    "import_history",
-    "imported_stats",
     "BadArgument",
     "Cassette",
     "CassetteError",
@@ -249,6 +246,7 @@ __all__ = [
     "build_report",
     "calibrate",
     "calibrate_export",
+    "calibrate_imported",
     "call",
     "call_all",
     "call_tool",
@@ -261,7 +259,9 @@ __all__ = [
     "evaluate",
     "export_profile",
     "import_cassette",
+    "import_history",
     "import_openapi",
+    "imported_stats",
     "inspect_cassette",
     "load_cassette",
     "load_catalog",
