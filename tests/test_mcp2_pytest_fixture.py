@@ -82,3 +82,30 @@ def test_a_test_that_fails_while_recording_keeps_no_cassette(pytester: pytest.Py
     result.assert_outcomes(failed=1)
     assert not list(pytester.path.glob("cassettes/**/*.jsonl"))
     assert not list(pytester.path.glob("cassettes/**/*.partial"))
+
+
+URL_TEST = '''
+import asyncio
+
+import pytest
+from mcp import Client
+
+
+@pytest.mark.mcp_cassette(server=SERVER)
+def test_over_a_url(mcp_server):
+    async def run():
+        async with Client(mcp_server.url, cache=None) as client:  # streamable HTTP
+            got = await client.call_tool("get_current_time", {"timezone": "UTC"})
+            return got.structured_content["timezone"]
+
+    assert asyncio.run(run()) == "UTC"
+'''
+
+
+def test_the_server_as_a_url_records_and_replays(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_url=URL_TEST.replace("SERVER", repr([TIME])))
+    pytester.runpytest_subprocess("--realprobe-record-mode=once").assert_outcomes(passed=1)
+    assert (pytester.path / "cassettes" / "test_url" / "test_over_a_url.jsonl").exists()
+    assert not list(pytester.path.glob("cassettes/**/*.sessions"))
+    pytester.makepyfile(test_url=URL_TEST.replace("SERVER", repr(["/nonexistent/server"])))
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)

@@ -84,7 +84,7 @@ class McpServer:
 
     def _start_http(self) -> str:
         argv = list(self.command)
-        at = argv.index("replay") if "replay" in argv else argv.index("proxy")
+        at = argv.index("proxy" if self.recording else "replay")  # ours, before the server's
         extra = ["--transport", "http", "--port", "0"]
         if self.recording:  # over HTTP the proxy records a folder of sessions
             self._http_record = self.cassette.with_name(self.cassette.name + ".sessions")
