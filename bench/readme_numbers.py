@@ -529,6 +529,18 @@ def history_import(d: dict[str, Any]) -> list[Row]:
         "inside both intervals",
         "`python bench/history_import.py`",
     )]
+    cov = d.get("interval_coverage")
+    if cov:
+        e, ln = cov["exponential"], cov["lognormal"]
+        rows.append((
+            f"imported availability / mean outage 95% intervals over {_n(cov['runs'])} "
+            f"simulated {cov['days']:g}-day histories",
+            f"coverage {_pct(e['availability_coverage'])} / {_pct(e['mean_outage_coverage'])} "
+            f"(exponential periods), {_pct(ln['availability_coverage'])} / "
+            f"{_pct(ln['mean_outage_coverage'])} (lognormal outages, twice as spread)",
+            "95 %",
+            "`python bench/history_import.py`",
+        ))
     real = d.get("real_upptime")
     for site, r in (real or {}).get("sites", {}).items():
         year = next(k for k in r if k.isdigit())
