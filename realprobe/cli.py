@@ -21,7 +21,12 @@ from typing import Any, ClassVar
 import typer
 
 from realprobe.commands.checks import CheckedGroup, apply_checks
-from realprobe.commands.help import QuickHelpGroup, readable_help, renamed_flags
+from realprobe.commands.help import (
+    QuickHelpGroup,
+    readable_help,
+    renamed_flags,
+    setting_flags,
+)
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -114,7 +119,24 @@ class LazyGroup(QuickHelpGroup, CheckedGroup):
         return command
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, renamed_flags(args))
+        args = renamed_flags(args)
+        if any(a == "--set" or a.startswith("--set=") for a in args):
+            args = setting_flags(args, self._invoked(ctx, args))
+        return super().parse_args(ctx, args)
+
+    def _invoked(self, ctx: Any, args: list[str]) -> Any:
+        """The command `args` invoke: the verb, or the verb's subcommand (`mcp proxy`)."""
+        words = [a for a in args if not a.startswith("-")]
+        command = self.get_command(ctx, words[0]) if words else None
+        if command is None:
+            return self
+        if hasattr(command, "list_commands"):
+            subs = set(command.list_commands(ctx))
+            sub = next((w for w in words[1:] if w in subs), None)
+            if sub is not None:
+                apply_checks(command)
+                return command.get_command(ctx, sub)
+        return command
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         with formatter.section("Commands"):

@@ -55,6 +55,33 @@ METAVARS = {
 BY_TYPE = {"str": "TEXT", "int": "N", "float": "X", "path": "PATH", "bool": "BOOL"}
 SECONDS = ("timeout", "interval", "jitter", "lock_timeout", "deadline", "window")
 
+#: parameters few users set (by name, or "verb name" for one verb's): each keeps its own
+#: flag, and the help lists them once, under "Settings", settable as `--set NAME=VALUE`
+SETTINGS = frozenset({
+    # pacing and locks
+    "lock_timeout", "force", "politeness", "jitter", "max_runs", "mcp_interval",
+    # where rows come from and how calls are recorded
+    "record_mode", "vantage", "mcp_calls", "mcp_server", "mcp_url", "latency_scale",
+    "real_time",
+    # the LLM agent's limits and the task variants
+    "llm_rpm", "llm_tpm", "llm_concurrency", "max_turns", "call_timeout", "llm_timeout",
+    "api_key_env", "flaw_seed", "paraphrase", "executor", "address", "tasks_dir",
+    "run resume",
+    # servers' limits and guards
+    "max_sessions", "session_idle_timeout", "max_message_bytes", "upstream_sessions",
+    "fault_methods", "allowed_host", "auth_token_env", "reserve_for_schedule",
+    # fine print of analyses and imports
+    "min_success_change", "min_latency_change", "deadline", "include_auth", "api_id",
+    "prefix", "header", "param",
+})
+
+
+def is_setting(command: Any, param: Any) -> bool:
+    """Whether `param` of `command` is listed under Settings (an option, never --help)."""
+    return param.param_type_name == "option" and (
+        param.name in SETTINGS or f"{command.name} {param.name}" in SETTINGS)
+
+
 #: old flag (or "verb --flag") -> the name every verb uses now, spelled like the keyword of
 #: the verb's function (kept working, hidden, with one line of notice)
 DEPRECATED_FLAGS = {
@@ -72,7 +99,7 @@ def _metavar(param: Any, ctx: Any) -> str:
     if name in METAVARS:
         return METAVARS[name]
     if any(name.endswith(s) for s in SECONDS):
-        return "SECONDS"
+        return "DURATION"
     label = str(param.display_type(ctx) if hasattr(param, "display_type") else "")
     label = label.strip("<>")
     if "|" in label:
@@ -105,6 +132,11 @@ def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
         if records:
             with formatter.section(panel):
                 formatter.write_dl(records)
+    settings = [_setting_record(param, ctx) for param in getattr(self, "__realprobe_settings__",
+                                                                   ())]
+    if settings:
+        with formatter.section("Settings (--set NAME=VALUE, repeatable; or --NAME VALUE)"):
+            formatter.write_dl(settings)
     subs = [(name, cmd) for name, cmd in (getattr(self, "commands", None) or {}).items()
             if not cmd.hidden]
     if subs:  # a group: each sub-command with its first paragraph, whole (click cuts it)
@@ -114,11 +146,22 @@ def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
                                 for name, cmd in subs])
 
 
+def _setting_record(param: Any, ctx: Any) -> tuple[str, str]:
+    name = max(param.opts, key=len).removeprefix("--")
+    value = "" if param.is_flag else "=" + (param.metavar or _metavar(param, ctx))
+    return name + value, param.help or ""
+
+
 def readable_help(command: Any) -> None:
-    """Panels and metavars in `command`'s help and its subcommands' (once)."""
+    """Panels and metavars in `command`'s help and its subcommands' (once); its settings
+    (`SETTINGS`) listed in a section of their own instead of among the options."""
     for sub in (getattr(command, "commands", None) or {}).values():
         readable_help(sub)
     if not getattr(command, "__realprobe_help__", False):
+        settings = [p for p in command.params if is_setting(command, p) and not p.hidden]
+        for param in settings:
+            param.hidden = True  # (its flag works as before)
+        command.__realprobe_settings__ = settings
         command.format_options = types.MethodType(_format_options, command)
         command.collect_usage_pieces = types.MethodType(_usage_pieces, command)
         command.__realprobe_help__ = True
@@ -131,6 +174,45 @@ def _usage_pieces(self: Any, ctx: Any) -> list[str]:
     return [re.sub(r"^\{([^{}]+)\}", lambda m: m.group(1).upper(),
                    re.sub(r"^\[([a-z_]+)\]", lambda m: f"[{m.group(1).upper()}]", piece))
             for piece in pieces]
+
+
+def setting_flags(args: list[str], command: Any) -> list[str]:
+    """`args` with each `--set NAME=VALUE` spelled as the setting's own flag (`--llm-rpm 60`;
+    a flag setting: `--set force=true`); `command` is the one `args` invoke. An unknown
+    name or a pair without `=` is one line naming the command's settings."""
+    from realprobe.errors import RealprobeError
+
+    by_name = {max(p.opts, key=len).removeprefix("--"): p for p in command.params
+               if p.param_type_name == "option"}
+    out: list[str] = []
+    pending = iter(range(len(args)))
+    for i in pending:
+        arg = args[i]
+        if arg == "--":
+            return out + args[i:]
+        if arg != "--set" and not arg.startswith("--set="):
+            out.append(arg)
+            continue
+        pair = arg.partition("=")[2] if arg.startswith("--set=") else (
+            args[i + 1] if i + 1 < len(args) else "")
+        if arg == "--set":
+            next(pending, None)
+        name, eq, value = pair.partition("=")
+        param = by_name.get(name.strip().replace("_", "-"))
+        if not eq or param is None:
+            names = ", ".join(sorted(n for n, p in by_name.items() if is_setting(command, p)))
+            raise RealprobeError(
+                f"--set {pair!r}: expected NAME=VALUE with one of the settings of "
+                f"`{command.name}`: {names or 'none'} (or any of its options)")
+        flag = max(param.opts, key=len)
+        if param.is_flag:
+            if value.strip().lower() in ("1", "true", "yes", "on"):
+                out.append(flag)
+            elif param.secondary_opts:
+                out.append(param.secondary_opts[0])
+        else:
+            out.extend([flag, value])
+    return out
 
 
 def renamed_flags(args: list[str]) -> list[str]:
@@ -155,7 +237,8 @@ def renamed_flags(args: list[str]) -> list[str]:
     return out
 
 
-__all__ = ["DEPRECATED_FLAGS", "PANELS", "readable_help", "renamed_flags"]
+__all__ = ["DEPRECATED_FLAGS", "PANELS", "SETTINGS", "readable_help", "renamed_flags",
+           "setting_flags"]
 
 
 class QuickHelpGroup(TyperGroup):
