@@ -134,7 +134,7 @@ def eta_sweep(seed: int, concurrency: int = 4) -> dict[str, Any]:
         sweep = Path(tmp) / "s.toml"
         sweep.write_text(f'prompts = ["optimal"]\nagents = ["reference"]\nrepeats = 2\n\n'
                          f'[[targets]]\nkind = "sandbox"\nurl = "{url}"\n')
-        progress = SweepProgress(disable=True, workers=concurrency)
+        progress = SweepProgress(disable=True, workers=concurrency, estimate=True)
         walls: list[tuple[str, float]] = []  # (kind, seconds) of each run
         with Reader(lambda: progress.eta, lambda: progress.eta.done) as reader:
 

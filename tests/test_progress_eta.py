@@ -283,7 +283,7 @@ def test_the_probe_plan_follows_the_run() -> None:
 def test_a_sweep_told_how_many_then_which() -> None:
     from realprobe.commands.sweep import SweepProgress
 
-    progress = SweepProgress(disable=True, workers=4)
+    progress = SweepProgress(disable=True, workers=4, estimate=True)
     progress.planned(3, 0)
     assert progress.eta.total == 3
     cfg = SimpleNamespace(agent="reference", sandbox=None, fault_plan=None, fault_rate=None,
@@ -503,7 +503,7 @@ def test_run_reports_its_plan_to_the_bar() -> None:
     from realprobe.commands.sweep import SweepProgress
 
     batch = TaskBatch.plan(["pokemon_quiz", "quiz_night"], mode="simulate", repeat=2)
-    progress = SweepProgress(disable=True, label="tasks", workers=2)
+    progress = SweepProgress(disable=True, label="tasks", workers=2, estimate=True)
     batch.run(on_done=progress.finished, on_plan=progress.plan)
     assert progress.eta.total == 4 and progress.eta.done == 4
     assert {it.kind for it, _, _ in progress.eta.seen} == {"pokemon_quiz@0", "quiz_night@0"}

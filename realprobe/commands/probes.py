@@ -384,6 +384,7 @@ def probe_cmd(
     instead, one call at a time (tool = the MCP tool, api = the server's name).
     """
     from realprobe.api import probe
+    from realprobe.commands.progress import bar_wanted
     from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, db_path
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
@@ -396,16 +397,18 @@ def probe_cmd(
     path = db_path(db)
     with cli_errors():
         picked = cat.select(chosen)
-        plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
-        live = LiveCounts(plan, "probing", lanes=lanes, workers=workers or concurrency,
-                          deadline=timeout, model=probe_model(picked, target, timeout),
-                          exact=probe_exact(picked, rounds, target, timeout, seed))
-        with live:
+        live = None  # no bar (nor anything worked out for one) off a terminal
+        if bar_wanted(as_json):
+            plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
+            live = LiveCounts(plan, "probing", lanes=lanes, workers=workers or concurrency,
+                              deadline=timeout, model=probe_model(picked, target, timeout),
+                              exact=probe_exact(picked, rounds, target, timeout, seed))
+        with live or contextlib.nullcontext():
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
                 vantage=vantage, politeness=politeness, concurrency=concurrency,
-                seed=seed, catalog=cat, on_call=live, on_start=live.started,
-                stop_on_signals=True,
+                seed=seed, catalog=cat, on_call=live,
+                on_start=None if live is None else live.started, stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
     if as_json:
@@ -426,15 +429,17 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
                vantage: str | None, as_json: bool) -> None:
     from realprobe.api_mcp import probe_mcp
     from realprobe.commands.common import as_flags
+    from realprobe.commands.progress import bar_wanted
     from realprobe.store import db_path
 
     if calls is None:
         raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
     path = db_path(db)
     with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "rounds", "timeout"):
-        live = LiveCounts([], "probing")
-        live.progress.update(live.task, total=None)
-        with live:
+        live = LiveCounts([], "probing") if bar_wanted(as_json) else None
+        if live is not None:
+            live.progress.update(live.task, total=None)
+        with live or contextlib.nullcontext():
             summary = probe_mcp(calls, mcp_server=server, mcp_url=url, rounds=rounds, db=path,
                                 timeout=timeout, vantage=vantage, mcp_interval=interval,
                                 on_call=live)
@@ -519,6 +524,7 @@ def schedule_cmd(
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
     from realprobe.api import schedule
+    from realprobe.commands.progress import bar_wanted
     from realprobe.store import db_path
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
@@ -529,29 +535,30 @@ def schedule_cmd(
     cat = load_catalog(catalog)
     with cli_errors():
         picked = cat.select(chosen)
-        plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
         # round k is probed with the seed `seed` + k (`schedule`): its calls' own model
         ended = Counter[str]()
-        live = LiveCounts(plan, "round", lanes=lanes, workers=workers or concurrency,
-                          deadline=timeout, enabled=not as_json and err_console.is_terminal,
-                          model=probe_model(picked, target, timeout),
-                          exact=probe_exact(picked, rounds, target, timeout, seed + 1))
+        live = None  # no bar (nor anything worked out for one) off a terminal
+        if bar_wanted(as_json):
+            plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
+            live = LiveCounts(plan, "round", lanes=lanes, workers=workers or concurrency,
+                              deadline=timeout, model=probe_model(picked, target, timeout),
+                              exact=probe_exact(picked, rounds, target, timeout, seed + 1))
 
         def event(e: dict[str, Any]) -> None:
             _show_event(e)
-            if e["kind"].startswith("round_"):
+            if live is not None and e["kind"].startswith("round_"):
                 ended["rounds"] += 1
                 live.new_round(probe_exact(picked, rounds, target, timeout,
                                            seed + ended["rounds"] + 1) if live.exact else None)
 
-        with live:
+        with live or contextlib.nullcontext():
             result = schedule(
                 chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter,
                 rounds=rounds, target=target, db=path, timeout=timeout, vantage=vantage,
                 politeness=politeness, concurrency=concurrency, seed=seed, catalog=cat,
                 alerts=alerts, on_event=event, on_alert=err_console.print,
                 stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
-                on_start=live.started,
+                on_start=None if live is None else live.started,
             )
     if as_json:
         print_json(result.model_dump(mode="json"))

@@ -70,8 +70,9 @@ def sweep_cmd(
     """Run a sweep into one database, with progress and an ETA; --resume after a kill."""
     from realprobe.adapters.catalog import Catalog
     from realprobe.api import sweep
+    from realprobe.commands.progress import bar_wanted
 
-    progress = SweepProgress(disable=as_json or not err_console.is_terminal, workers=concurrency,
+    progress = SweepProgress(disable=not bar_wanted(as_json), workers=concurrency,
                              catalog=Catalog.load(list(catalog)) if catalog else None)
     with progress.bar:
         result = sweep(
@@ -103,17 +104,20 @@ class SweepProgress:
     order they start, `workers` at a time. The reference agent's runs against a realprobe
     sandbox are each a kind of their own with a prior: the sandbox's fault profile and seed
     say how each will go (`modelled_seconds`, worked out in a thread of its own while the
-    first runs run); what the bar learns from finished runs is this machine's speed."""
+    first runs run); what the bar learns from finished runs is this machine's speed. With
+    no bar drawn there is no ETA either (`estimate`: one all the same, for its measures)."""
 
     def __init__(self, *, disable: bool, workers: int = 1, label: str = "sweep",
-                 transient: bool = False, catalog: Catalog | None = None) -> None:
+                 transient: bool = False, catalog: Catalog | None = None,
+                 estimate: bool | None = None) -> None:
         from rich.progress import TextColumn
 
         from realprobe.commands.progress import Eta, progress_bar
 
         self.bar = progress_bar(TextColumn("{task.fields[infra]} infra errors"),
                                 console=err_console, disable=disable, transient=transient)
-        self.eta = Eta(0, workers=workers)
+        keep = not disable if estimate is None else estimate
+        self.eta = Eta(0, workers=workers) if keep else None
         self.label, self.catalog = label, catalog
         self.task = self.bar.add_task(label, total=None, infra=0, eta=self.eta)
         self.infra = 0
@@ -121,7 +125,8 @@ class SweepProgress:
         self.modelling: threading.Thread | None = None
 
     def planned(self, total: int, skipped: int) -> None:
-        self.eta.replan(total - skipped)  # how many; `plan` says which
+        if self.eta is not None:
+            self.eta.replan(total - skipped)  # how many; `plan` says which
         self.bar.update(self.task, total=total - skipped)
         if skipped:
             err_console.print(f"resume: {skipped} of {total} runs already stored complete")
@@ -129,6 +134,9 @@ class SweepProgress:
     def plan(self, jobs: list[Job]) -> None:
         from realprobe.commands.progress import Item
 
+        self.bar.update(self.task, total=len(jobs))
+        if self.eta is None:
+            return
         cells: dict[int, int] = {}
         modelled: dict[str, Job] = {}
         for job in jobs:
@@ -139,7 +147,6 @@ class SweepProgress:
                 modelled[kind] = job
         self.eta.replan([Item(self.kind_of[j.key], weight=len(j.task.workflow.steps))
                          for j in jobs])
-        self.bar.update(self.task, total=len(jobs))
         if modelled:
             self.modelling = threading.Thread(target=self._model, args=(modelled,),
                                               daemon=True)
@@ -173,12 +180,14 @@ class SweepProgress:
                 if cell not in alike:
                     alike[cell] = modelled_seconds(job, catalog, profile)
                 prior[kind] = alike[cell]
-        self.eta.set_prior(prior)
+        if self.eta is not None:
+            self.eta.set_prior(prior)
 
     def finished(self, f: object) -> None:
         row = getattr(f, "row", {})
         self.infra += row.get("infra_error") is not None
-        self.eta.advance(self.kind_of.get(str(row.get("resume_key")), ""), row.get("wall_s"))
+        if self.eta is not None:
+            self.eta.advance(self.kind_of.get(str(row.get("resume_key")), ""), row.get("wall_s"))
         self.bar.update(self.task, advance=1, infra=self.infra, description=self.label
                         if self.label == "sweep" else f"{row.get('task')} {row.get('outcome')}")
 
