@@ -271,7 +271,9 @@ def make_sync_client(
         )
         transport = base
         if opts.mode is Mode.RECORD and opts.record_mode == "new_episodes":
-            session = _episodes(catalog, opts, _record_path(opts))
+            session = CassetteSession.episodes(
+                _record_path(opts), on_exhausted=on_exhausted_of(opts), scrub=opts.scrub,
+                meta=record_meta(catalog, opts))
             transport = SyncSessionTransport(session, base, close_session=True)
         elif opts.mode is Mode.RECORD:
             assert opts.cassette is not None
@@ -335,16 +337,6 @@ def _record_path(opts: TransportOptions) -> Path:
     return path
 
 
-def _episodes(catalog: Catalog, opts: TransportOptions, path: Path) -> CassetteSession:
-    """Record mode new_episodes: replay what the cassette holds, record the rest, keep both
-    (the base transport already routes to the sandbox or simulates, so the session does not)."""
-    session = CassetteSession(
-        path, record_mode="new_episodes", libraries=(), on_exhausted=on_exhausted_of(opts),
-        scrub=opts.scrub, meta=record_meta(catalog, opts),
-    )
-    return session.open()
-
-
 def transport_for(
     catalog: Catalog,
     opts: TransportOptions,
@@ -354,24 +346,26 @@ def transport_for(
     """Mode.RECORD: a RecordingTransport around the real one. Mode.REPLAY: a ReplayTransport."""
     if opts.cassette is None:
         raise RealprobeError(f"mode {opts.mode.value} needs a cassette path")
-    if opts.mode is Mode.REPLAY:
-        return ReplayTransport.from_path(
-            opts.cassette, clock=clock, latency=replay_latency_of(opts),
-            on_exhausted=on_exhausted_of(opts),
-        )
-    if opts.mode is not Mode.RECORD:
+    if opts.mode not in (Mode.RECORD, Mode.REPLAY):
         raise RealprobeError(f"transport_for: mode {opts.mode.value} is not record or replay")
+    # every setting first, then the cassette room once: a replay, or a recording around
+    # the transport that really answers
+    policy = on_exhausted_of(opts)
+    meta = record_meta(catalog, opts)
     path = _record_path(opts)
+    if opts.mode is Mode.REPLAY:
+        return ReplayTransport.from_path(path, clock=clock, latency=replay_latency_of(opts),
+                                         on_exhausted=policy)
     base_opts = opts
     if opts.profile is not None and not opts.sandbox:
         base_opts = replace(opts, mode=Mode.SIMULATE)
     inner = base(catalog, base_opts, clock)
     if opts.record_mode == "new_episodes":
-        return SessionTransport(_episodes(catalog, opts, path), inner, close_session=True)
-    return RecordingTransport(
-        inner, path, clock=clock, meta=record_meta(catalog, opts),
-        scrub=ScrubConfig(enabled=opts.scrub),
-    )
+        session = CassetteSession.episodes(path, on_exhausted=policy, scrub=opts.scrub,
+                                           meta=meta)
+        return SessionTransport(session, inner, close_session=True)
+    return RecordingTransport(inner, path, clock=clock, meta=meta,
+                              scrub=ScrubConfig(enabled=opts.scrub))
 
 
 def fetch_document(url: str, max_bytes: int | None = None) -> str:

@@ -35,7 +35,13 @@ from realprobe.cassettes.cassette import (
     save_cassette,
     status_code,
 )
-from realprobe.cassettes.journal import journal_path, journal_running, pid_alive, read_journal
+from realprobe.cassettes.journal import (
+    journal_path,
+    journal_running,
+    pid_alive,
+    read_journal,
+    stale_journal,
+)
 from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY
 from realprobe.errors import RealprobeError
 from realprobe.http.decoding import decode_whole
@@ -256,17 +262,17 @@ load_cassette = load_any
 
 def recover_stale(path: Path) -> Cassette | None:
     """Rebuild `path` from a journal a killed run left (not one a live run is writing)."""
-    if not journal_path(path).exists() or journal_running(path) is not None:
-        return None
-    return recover_cassette(path)
+    found = stale_journal(path)
+    return None if found is None else _from_journal(path, *found)
 
 
 def recover_cassette(path: str | Path) -> Cassette:
-    """The cassette a journal describes, written atomically; the journal is then removed."""
+    """The cassette a journal describes, written atomically; the journal is then removed (an
+    MCP session, its own journal, is written again without a torn last line)."""
     p = Path(path)
     jp = journal_path(p)
     head = _first_line_record(read_bounded(p)) if not jp.exists() and p.is_file() else None
-    if head is not None and mcp_session.is_session(head):  # its own journal: torn lines out
+    if head is not None and mcp_session.is_session(head):
         if isinstance(head.get("pid"), int) and pid_alive(head["pid"]):
             raise CassetteError(f"{p} is still being recorded (pid {head['pid']}); nothing "
                                 "to recover yet")
@@ -278,10 +284,15 @@ def recover_cassette(path: str | Path) -> Cassette:
     pid = journal_running(p)
     if pid is not None:
         raise CassetteError(f"{p} is still being recorded (pid {pid}); nothing to recover yet")
-    header, calls = read_journal(jp)
+    return _from_journal(p, *read_journal(jp))
+
+
+def _from_journal(p: Path, header: dict[str, Any], calls: list[Call]) -> Cassette:
+    """The cassette a journal's header and calls make (added to the cassette there when the
+    run added to one), written; the journal is then removed."""
     meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
     if header.get("base") and p.exists():
-        base = load_cassette(p, recover=False)
+        base = load_any(p, recover=False)
         first = max((c.seq for c in base.calls), default=-1) + 1
         for i, call in enumerate(sorted(calls, key=lambda c: c.seq)):
             call.seq = first + i
@@ -291,7 +302,7 @@ def recover_cassette(path: str | Path) -> Cassette:
             calls, {"match_on": list(MATCH_URL_BODY), **(meta or {}), "recovered": True}, p
         )
     save_cassette(cassette, p)
-    jp.unlink(missing_ok=True)
+    journal_path(p).unlink(missing_ok=True)
     return cassette
 
 

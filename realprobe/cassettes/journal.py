@@ -153,6 +153,15 @@ def read_header(path: Path) -> dict[str, Any] | None:
     return header if isinstance(header, dict) else None
 
 
+def stale_journal(cassette: Path) -> tuple[dict[str, Any], list[Call]] | None:
+    """The header and calls of the journal a killed run left beside `cassette`; None when
+    there is none, or its run is still going."""
+    path = journal_path(cassette)
+    if not path.exists() or journal_running(cassette) is not None:
+        return None
+    return read_journal(path)
+
+
 def read_journal(path: Path) -> tuple[dict[str, Any], list[Call]]:
     """The header and every call whose line was written whole."""
     header = read_header(path) or {}

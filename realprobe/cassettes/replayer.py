@@ -34,7 +34,7 @@ from realprobe.cassettes.core import (
     reason_extensions,
     tail_s,
 )
-from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.importers import load_any
 from realprobe.cassettes.matching import Matcher
 from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.clock import Clock, RealClock
@@ -66,6 +66,16 @@ def _answered_by(call: Call, request: httpx.Request) -> None:
     reads its deadline marks as it did live (`realprobe.http.client._Call.settle`)."""
     if call.sandbox:
         request.extensions[SANDBOX_EXT] = True
+
+
+def _play(cassette: Cassette, latency: LatencyPolicy | str, on_exhausted: str,
+          scrub: ScrubConfig | None, match_on: Sequence[Matcher] | None,
+          player: Player | None) -> tuple[Player, LatencyPolicy]:
+    """What both replay transports set up alike: the player that finds each request's
+    recording, and the latency policy."""
+    policy = latency if isinstance(latency, LatencyPolicy) else LatencyPolicy.parse(latency)
+    return player or Player(cassette, on_exhausted=on_exhausted, match_on=match_on,
+                            scrub=scrub), policy
 
 
 class _PlayerFacade:
@@ -148,18 +158,14 @@ class ReplayTransport(_PlayerFacade, httpx.AsyncBaseTransport):
         match_on: Sequence[Matcher] | None = None,
         player: Player | None = None,
     ) -> None:
-        self.player = player or Player(
-            cassette, on_exhausted=on_exhausted, match_on=match_on, scrub=scrub
-        )
+        self.player, self.latency = _play(cassette, latency, on_exhausted, scrub, match_on,
+                                          player)
         self.clock: Clock = clock or RealClock()
-        if not isinstance(latency, LatencyPolicy):
-            latency = LatencyPolicy.parse(latency)
-        self.latency = latency
         self.virtual = self.latency.kind == "virtual" and self.clock.virtual
 
     @classmethod
     def from_path(cls, path: str | Path, **kw: Any) -> ReplayTransport:
-        return cls(load_cassette(path), **kw)
+        return cls(load_any(path), **kw)
 
     # -- time ----------------------------------------------------------------------------
 
@@ -273,16 +279,12 @@ class SyncReplayTransport(_PlayerFacade, httpx.BaseTransport):
         match_on: Sequence[Matcher] | None = None,
         player: Player | None = None,
     ) -> None:
-        self.player = player or Player(
-            cassette, on_exhausted=on_exhausted, match_on=match_on, scrub=scrub
-        )
-        if not isinstance(latency, LatencyPolicy):
-            latency = LatencyPolicy.parse(latency)
+        self.player, latency = _play(cassette, latency, on_exhausted, scrub, match_on, player)
         self.latency = latency.without_virtual()
 
     @classmethod
     def from_path(cls, path: str | Path, **kw: Any) -> SyncReplayTransport:
-        return cls(load_cassette(path), **kw)
+        return cls(load_any(path), **kw)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self.answer(_lookup(self.player, request, request.read()), request)

@@ -34,7 +34,7 @@ import httpx
 from realprobe.cassettes import httpx_patch
 from realprobe.cassettes.cassette import Call, Cassette, CassetteError
 from realprobe.cassettes.core import CassetteMiss, LatencyPolicy, Player, Recorder
-from realprobe.cassettes.importers import load_cassette, normalise_body
+from realprobe.cassettes.importers import load_any, normalise_body
 from realprobe.cassettes.matching import Matcher
 from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
@@ -175,17 +175,15 @@ class CassetteSession:
     def open(self) -> CassetteSession:
         """Load, patch and get ready. A missing cassette in record mode none is fine until a
         request is made (the request then fails, naming the cassette)."""
-        existing = self._existing()
-        replayed = self._with_extras(existing)
+        existing, replayed = self._load()
         if replayed is not None and self.record_mode in ("none", "once", "new_episodes"):
-            self.player = Player(
-                replayed, on_exhausted=self.on_exhausted, match_on=self.match_on,
-                scrub=self.scrub if self.scrub.enabled else None,
+            self._async_replay = ReplayTransport(
+                replayed, latency=self.latency, on_exhausted=self.on_exhausted,
+                match_on=self.match_on, scrub=self.scrub if self.scrub.enabled else None,
             )
+            self.player = self._async_replay.player  # one player for both transports
             self._sync_replay = SyncReplayTransport(replayed, latency=self.latency,
                                                     player=self.player)
-            self._async_replay = ReplayTransport(replayed, latency=self.latency,
-                                                 player=self.player)
         if self.record_mode != "none" and (
             self.record_mode in ("all", "new_episodes") or existing is None
         ):
@@ -214,32 +212,43 @@ class CassetteSession:
         self._stack = stack
         return self
 
-    def _with_extras(self, existing: Cassette | None) -> Cassette | None:
-        """The cassette to replay: this one's calls, then each extra cassette's."""
-        if not self.extra_paths or self.record_mode == "all":
-            return existing
-        calls = list(existing.calls) if existing is not None else []
-        seen = {self.path.resolve()}
-        for extra in self.extra_paths:
-            if not extra.exists() or extra.resolve() in seen:
-                continue  # a missing extra cassette adds nothing (as under pytest-recording)
-            seen.add(extra.resolve())
-            for call in load_cassette(extra).calls:
-                calls.append(replace(call, seq=len(calls) + 100_000_000))
-        if existing is None and not calls:
-            return None
-        meta = dict(existing.meta) if existing is not None else {}
-        return Cassette(calls, meta, self.path)
+    @staticmethod
+    def episodes(path: str | Path, *, on_exhausted: str, scrub: bool,
+                 meta: dict[str, Any]) -> CassetteSession:
+        """An open session in record mode new_episodes for an explicit transport (realprobe's
+        own client): it replays what the cassette holds, records the rest and keeps both;
+        the transport it wraps routes to the sandbox or simulates, so the session does not."""
+        session = CassetteSession(path, record_mode="new_episodes", libraries=(),
+                                  on_exhausted=on_exhausted, scrub=scrub, meta=meta)
+        return session.open()
 
-    def _existing(self) -> Cassette | None:
+    def _load(self) -> tuple[Cassette | None, Cassette | None]:
+        """(This cassette as it is on disk, the cassette to replay: its calls, then each
+        extra cassette's); neither in record mode all. Each is read by the one loader, which
+        recovers a killed run's journal first; a missing extra adds nothing (as under
+        pytest-recording)."""
         if self.record_mode == "all":
-            return None
-        try:
-            return load_cassette(self.path)  # recovers a killed run's journal first
-        except CassetteError:
-            if self.path.exists():
-                raise
-            return None
+            return None, None
+        found: list[Cassette | None] = []
+        seen: set[Path] = set()
+        for i, path in enumerate((self.path, *self.extra_paths)):
+            if i and (not path.exists() or path.resolve() in seen):
+                continue
+            seen.add(path.resolve())
+            try:
+                found.append(load_any(path))
+            except CassetteError:
+                if i or path.exists():
+                    raise
+                found.append(None)
+        existing = found[0]
+        calls = list(existing.calls) if existing is not None else []
+        for extra in found[1:]:
+            calls += [replace(call, seq=len(calls) + n + 100_000_000)
+                      for n, call in enumerate(extra.calls if extra is not None else ())]
+        if len(found) == 1 or (existing is None and not calls):
+            return existing, existing
+        return existing, Cassette(calls, dict(existing.meta) if existing else {}, self.path)
 
     def close(self, *, failed: bool = False) -> Path | None:
         """Unpatch, then write what was recorded (nothing when the block failed, or when

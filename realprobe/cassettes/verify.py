@@ -1,6 +1,6 @@
 """`cassette verify`: does each recorded response still make sense for its tool?
 
-Schema and decoding problems already stop `load_cassette` with a one-line error. Here each
+Schema and decoding problems already stop `load_any` with a one-line error. Here each
 complete 2xx response that belongs to a catalogue tool is parsed by that tool; calls whose
 declared Content-Length disagrees with the stored body are flagged too.
 """

@@ -200,16 +200,16 @@ def scrub_cmd(
 
 
 @cassette_app.command("recover")
-def recover_cmd(file: FileArg, as_json: JsonOpt = False) -> None:
+def recover_cmd(cassette: FileArg, as_json: JsonOpt = False) -> None:
     """Rebuild a cassette whose record run was killed, from its `.journal` side file (opening
-    the cassette does this too)."""
+    the cassette does this too), or an MCP session without its torn last line."""
     from realprobe.cassettes.importers import recover_cassette
 
-    cassette = recover_cassette(file)
+    recovered = recover_cassette(cassette)
     if as_json:
-        print_json({"file": str(file), "interactions": len(cassette.calls)})
+        print_json({"file": str(cassette), "interactions": len(recovered.calls)})
         return
-    console.print(f"recovered {len(cassette.calls)} calls into {file}")
+    console.print(f"recovered {len(recovered.calls)} calls into {cassette}")
 
 
 # -- import ------------------------------------------------------------------------------

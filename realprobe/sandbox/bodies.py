@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from realprobe.cassettes.cassette import Call, Cassette
-from realprobe.cassettes.importers import load_cassette
+from realprobe.cassettes.importers import load_any
 from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY, match_key
 from realprobe.cassettes.scrub import ScrubConfig, config_for, scrub_for_match
 from realprobe.simulator.fixtures import Chosen, choose_fixture, request_arguments
@@ -90,7 +90,7 @@ class Recordings:
 
     @classmethod
     def load(cls, paths: Iterable[str | Path]) -> Recordings:
-        return cls(load_cassette(p) for p in cassette_paths(paths))
+        return cls(load_any(p) for p in cassette_paths(paths))
 
     def _variants(self, url: str, body: bytes | None) -> list[tuple[str, bytes | None]]:
         """The request as it is, and as each cassette's scrubbing would have written it."""

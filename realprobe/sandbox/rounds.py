@@ -91,13 +91,13 @@ def replay_round(
 ) -> tuple[Cassette, list[ToolResult]]:
     """Replay a recorded round offline (default: the shipped one), one call after another,
     with the deadline it was recorded with."""
-    from realprobe.cassettes.importers import load_cassette
+    from realprobe.cassettes.importers import load_any
     from realprobe.clients import TransportOptions, make_client
     from realprobe.data import data_dir
     from realprobe.http.mode import Mode
 
     file = file or data_dir("cassettes") / SHIPPED_ROUND
-    cassette = load_cassette(file)
+    cassette = load_any(file)
     timeout = float(cassette.meta.get("timeout_s") or 2.0)
     opts = TransportOptions(
         mode=Mode.REPLAY, cassette=file, replay_latency=replay_latency, on_exhausted=on_exhausted
