@@ -523,35 +523,91 @@ def default_redactor() -> Redactor:
 
 def scrub_data(
     obj: Any, *, redactor: Redactor | None = None, names: Iterable[str] = (),
-    inside: bool = False, response: bool = False,
+    inside: bool = False, response: bool = False, literals: Iterable[str] = (),
 ) -> Any:
     """JSON-like data: values under secret names replaced (all leaves of a container under
-    one), every other string scrubbed as text."""
-    red = redactor if redactor is not None else default_redactor()
-    extra = tuple(names)
-    if inside and isinstance(obj, Mapping) and is_schema(obj):
-        return _scrub_schema(obj, red, extra, response)
-    if isinstance(obj, Mapping):
-        out: dict[Any, Any] = {}
-        for k, v in obj.items():
-            hidden = inside or (
-                isinstance(k, str) and secret_field(k, extra, response=response)
-            )
-            out[k] = scrub_data(v, redactor=red, names=extra, inside=hidden, response=response)
+    one; a JSON schema under one keeps its keywords, see `is_schema`), every other string
+    scrubbed as text, and each of `literals` (values a user named secret) replaced wherever
+    it appears in a string. Walked with a stack of its own, so data nested as deep as the
+    input limits allow never ends in a RecursionError."""
+    walk = _Walk(redactor if redactor is not None else default_redactor(), tuple(names),
+                 response, tuple(v for v in literals if v))
+    root: list[Any] = [None]
+    walk.stack.append((obj, inside, root, 0))
+    while walk.stack:
+        value, hidden, into, key = walk.stack.pop()
+        into[key] = walk.node(value, hidden)
+    return root[0]
+
+
+class _Walk:
+    """One `scrub_data` walk: each container is made empty in the source's order and filled
+    as its children come off the stack."""
+
+    def __init__(self, red: Redactor, extra: tuple[str, ...], response: bool,
+                 literals: tuple[str, ...]) -> None:
+        self.red, self.extra, self.response, self.literals = red, extra, response, literals
+        self.stack: list[tuple[Any, bool, Any, Any]] = []
+
+    def _later(self, value: Any, hidden: bool, into: Any, key: Any) -> None:
+        into[key] = None  # the place, in order
+        self.stack.append((value, hidden, into, key))
+
+    def node(self, obj: Any, inside: bool) -> Any:
+        out = self._node(obj, inside)
+        if self.literals and isinstance(out, str):
+            for value in self.literals:
+                out = out.replace(value, PLACEHOLDER)
         return out
-    if isinstance(obj, list | tuple):
-        return [
-            PLACEHOLDER if _after_secret_flag(obj, i, extra) else
-            scrub_data(v, redactor=red, names=extra, inside=inside, response=response)
-            for i, v in enumerate(obj)
-        ]
-    if inside and isinstance(obj, str) and obj not in ("", PLACEHOLDER):
-        return PLACEHOLDER  # numbers and literals under a credential name stay as they are
-    if isinstance(obj, str):
-        if obj[:1] in ("{", "["):
-            return scrub_json_text(obj, red, response=response)
-        return scrub_text(obj, redactor=red)
-    return obj
+
+    def _node(self, obj: Any, inside: bool) -> Any:
+        if isinstance(obj, Mapping):
+            out: dict[Any, Any] = {}
+            if inside and is_schema(obj):
+                for k, v in obj.items():
+                    self._schema_keyword(out, k, v)
+                return out
+            for k, v in obj.items():
+                hidden = inside or (
+                    isinstance(k, str) and secret_field(k, self.extra, response=self.response)
+                )
+                self._later(v, hidden, out, k)
+            return out
+        if isinstance(obj, list | tuple):
+            items: list[Any] = [None] * len(obj)
+            for i, v in enumerate(obj):
+                if _after_secret_flag(obj, i, self.extra):
+                    items[i] = PLACEHOLDER
+                else:
+                    self._later(v, inside, items, i)
+            return items
+        if inside and isinstance(obj, str) and obj not in ("", PLACEHOLDER):
+            return PLACEHOLDER  # numbers and literals under a credential name stay as they are
+        if isinstance(obj, str):
+            if obj[:1] in ("{", "["):
+                return scrub_json_text(obj, self.red, response=self.response)
+            return scrub_text(obj, redactor=self.red)
+        return obj
+
+    def _schema_keyword(self, out: dict[Any, Any], k: Any, v: Any) -> None:
+        """One keyword of a credential's schema: its keywords and structure kept, so a replay
+        serves a valid schema; every value it may carry (`default`, `const`, `enum`,
+        `examples`, any word that is no schema keyword) replaced, as under any credential
+        name."""
+        if k in _SCHEMA_WORDS:
+            self._later(v, False, out, k)
+        elif k in _SCHEMA_LISTS and isinstance(v, list):
+            schemas: list[Any] = [None] * len(v)
+            out[k] = schemas
+            for i, sub in enumerate(v):
+                self._later(sub, True, schemas, i)
+        elif k in _SCHEMA_MAPS and isinstance(v, Mapping):
+            named: dict[Any, Any] = {}
+            out[k] = named
+            for name, sub in v.items():
+                self._later(sub, True, named, name)
+        else:  # one schema (`items`, `not`, ...) or a value
+            self._later(v, True, out, k)
 
 
 #: schema keywords whose values are names, patterns or prose (kept, prose scrubbed as text)
@@ -562,9 +618,8 @@ _SCHEMA_WORDS = frozenset({
     "uniqueItems", "minProperties", "maxProperties", "nullable", "deprecated", "readOnly",
     "writeOnly",
 })
-#: keywords holding one schema, a list of schemas, or a map of names to schemas
-_SUBSCHEMA = frozenset({"items", "not", "additionalProperties", "additionalItems", "contains",
-                        "propertyNames", "if", "then", "else", "unevaluatedProperties"})
+#: keywords holding a list of schemas, or a map of names to schemas (one schema, `items` or
+#: `not`, is walked as what it is: a schema, or a value under the credential's name)
 _SCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions",
                           "dependentSchemas"})
@@ -579,29 +634,6 @@ def is_schema(obj: Mapping[Any, Any]) -> bool:
     if isinstance(kind, list):
         return bool(kind) and all(isinstance(k, str) and k in SCHEMA_TYPES for k in kind)
     return kind is None and any(k in obj for k in ("$ref", "anyOf", "oneOf", "allOf"))
-
-
-def _scrub_schema(
-    obj: Mapping[Any, Any], red: Redactor, extra: tuple[str, ...], response: bool
-) -> dict[Any, Any]:
-    """A credential's schema: its keywords and structure kept, so a replay serves a valid
-    schema; every value it may carry (`default`, `const`, `enum`, `examples`, any word that
-    is no schema keyword) replaced, as under any credential name."""
-    out: dict[Any, Any] = {}
-    for k, v in obj.items():
-        if k in _SCHEMA_WORDS:
-            out[k] = scrub_data(v, redactor=red, names=extra, response=response)
-        elif k in _SUBSCHEMA:
-            out[k] = scrub_data(v, redactor=red, names=extra, inside=True, response=response)
-        elif k in _SCHEMA_LISTS and isinstance(v, list):
-            out[k] = [scrub_data(s, redactor=red, names=extra, inside=True, response=response)
-                      for s in v]
-        elif k in _SCHEMA_MAPS and isinstance(v, Mapping):
-            out[k] = {name: scrub_data(s, redactor=red, names=extra, inside=True,
-                                       response=response) for name, s in v.items()}
-        else:
-            out[k] = scrub_data(v, redactor=red, names=extra, inside=True, response=response)
-    return out
 
 
 def _after_secret_flag(items: list[Any] | tuple[Any, ...], i: int, extra: tuple[str, ...]) -> bool:

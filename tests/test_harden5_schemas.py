@@ -145,3 +145,38 @@ def test_a_schema_under_a_credential_name_loses_the_values_it_carries(
                                "examples": ["REDACTED"], "value": "REDACTED"}
     assert args["token"] == {"kind": "REDACTED", "v": "REDACTED"}
     assert SECRET not in out.read_text()
+
+
+@pytest.mark.parametrize("surface", sorted(SURFACES))
+def test_a_message_nested_as_deep_as_the_limits_allow_is_scrubbed(
+    surface: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Data nested to the input limits' depth (lists are the costliest) is walked without a
+    RecursionError: the credential in it goes, the shape stays."""
+    from realprobe.limits import MAX_NESTING
+
+    deep: Any = {"password": SECRET}
+    for _ in range(MAX_NESTING - 12):
+        deep = [deep]
+    make, read = SURFACES[surface]
+    src = make(tmp_path, SECRET)
+    if surface == "mcp session":
+        lines = src.read_text().splitlines()
+        rec = json.loads(lines[3])
+        rec["msg"]["params"]["arguments"]["deep"] = deep
+        lines[3] = json.dumps(rec)
+        src.write_text("\n".join(lines) + "\n")
+    else:
+        data = yaml.safe_load(src.read_text())
+        body = json.loads(data["interactions"][1]["request"]["body"])
+        body["params"]["arguments"]["deep"] = deep
+        data["interactions"][1]["request"]["body"] = json.dumps(body)
+        src.write_text(yaml.safe_dump(data))
+    out = tmp_path / f"out{src.suffix}"
+    _scrub(src, out, monkeypatch, capsys)
+    assert SECRET not in out.read_text()
+    got = read(out)[2]["params"]["arguments"]["deep"]
+    for _ in range(MAX_NESTING - 12):
+        got = got[0]
+    assert got == {"password": "REDACTED"}

@@ -350,24 +350,12 @@ def save_session(cassette: Cassette, path: Path) -> None:
 
 
 def scrub_records(cassette: Cassette, secrets: tuple[str, ...] = (),
-                  names: tuple[str, ...] = (), placeholder: str = "REDACTED") -> int:
+                  names: tuple[str, ...] = ()) -> int:
     """Credentials out of a session's records as recording takes them out (values under a
     credential name, URLs, known secrets), plus `names` and the literal `secrets`; the calls
     are read again from the records. Returns the records changed."""
-    literal = tuple(s for s in secrets if s)
-
-    def literals(obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return {k: literals(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [literals(v) for v in obj]
-        if isinstance(obj, str):
-            for value in literal:
-                obj = obj.replace(value, placeholder)
-        return obj
-
     before = cassette.records or []
-    after = [literals(scrub_data(rec, names=names)) for rec in before]
+    after = [scrub_data(rec, names=names, literals=secrets) for rec in before]
     cassette.records = after
     cassette.calls, _ = session_calls(after)
     return sum(a != b for a, b in zip(after, before, strict=True))
