@@ -3,7 +3,9 @@ results. The paper's bound (iii): what a policy that knows the failure modes can
 
 Per step: the step's tool, retried on retryable errors with tenacity (exponential backoff
 with seeded jitter, Retry-After honoured, at most `max_retries` retries, never past the
-task deadline), then each alternative tool the same way. Waits use the run's clock, so
+task deadline), then each alternative tool the same way. An `ok` answer that fails the
+checks of the implicit faults (`answer_checks`: a needed output blank or missing, a text
+that reads backwards) counts as failed the same way. Waits use the run's clock, so
 simulate and replay runs never sleep for real. Under a `flawed:<type>` prompt it follows the
 flawed workflow literally, which measures what each flaw costs an agent that trusts its plan.
 Under `baseline`, `cot` and `failure-unaware` (no workflow shown) it does the steps in the
@@ -19,11 +21,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_
 from tenacity.stop import stop_any, stop_base
 
 from realprobe.errors import ErrorCode
+from realprobe.tasks.agents.answer_checks import suspect
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.model import Arg, Outputs, Step
 from realprobe.tasks.paraphrase import text_order
 from realprobe.tasks.prompts import TEXT_ONLY
-from realprobe.tasks.state import COMPLETION_PHRASE, StepRecord
+from realprobe.tasks.state import COMPLETION_PHRASE, LOOP_REPEATS, StepRecord
 from realprobe.tasks.values import Produced, extract_outputs, resolve_args
 
 
@@ -73,16 +76,25 @@ class ReferenceAgent:
             *((a.tool, a.args, a.outputs) for a in step.alternatives),
         ]
         last: StepRecord | None = None
+        doubtful: tuple[StepRecord, dict[str, Any]] | None = None
         for n, (tool, args, outputs) in enumerate(candidates):
             values, missing = resolve_args(args, ctx.task.inputs, produced)
             if missing and not literal and tool not in ("compose_post", "save_report"):
                 continue  # an upstream step failed: nothing sensible to send
+            wanted = [] if literal else list(outputs)
             last = await self._with_retries(
-                ctx, step.id, tool, values, turn, first_role="fallback" if n else "call"
+                ctx, step.id, tool, values, turn, first_role="fallback" if n else "call",
+                outputs=outputs, wanted=wanted,
             )
             if last.ok:
-                produced[step.id] = extract_outputs(outputs, last.data)
-                return last
+                got = extract_outputs(outputs, last.data)
+                if suspect(got, wanted, last.data) is None:
+                    produced[step.id] = got
+                    return last
+                doubtful = doubtful or (last, got)  # an implicit fault, it seems: go on
+        if doubtful is not None:  # every tool answered doubtfully: the first such answer
+            produced[step.id] = doubtful[1]
+            return doubtful[0]
         return last
 
     async def _with_retries(
@@ -93,9 +105,25 @@ class ReferenceAgent:
         args: dict[str, Any],
         turn: int,
         first_role: str,
+        outputs: Outputs | None = None,
+        wanted: list[str] | None = None,
     ) -> StepRecord:
+        """The call, retried on a retryable error or an answer that fails the checks of a
+        tool's implicit faults (`answer_checks.suspect`: a transient one clears)."""
         limits = ctx.task.constraints
         attempts = [0]
+
+        doubts = [0]
+
+        def again(rec: StepRecord) -> bool:
+            if _retryable(rec):
+                return True
+            if not rec.ok or outputs is None or rec.kind != "api":
+                return False
+            if suspect(extract_outputs(outputs, rec.data), wanted or [], rec.data) is None:
+                return False
+            doubts[0] += 1  # asked again once: a third identical answer would be a loop
+            return doubts[0] < LOOP_REPEATS - 1
 
         async def attempt() -> StepRecord:
             role = first_role if attempts[0] == 0 else "retry"
@@ -104,6 +132,8 @@ class ReferenceAgent:
 
         def wait(rs: RetryCallState) -> float:
             rec: StepRecord = rs.outcome.result()  # type: ignore[union-attr]
+            if rec.ok:
+                return 0.0  # a doubtful answer: ask again at once
             if rec.retry_after_s is not None:
                 return rec.retry_after_s
             backoff = min(
@@ -121,7 +151,7 @@ class ReferenceAgent:
         retrying = AsyncRetrying(
             stop=stop_any(stop_after_attempt(limits.max_retries + 1), too_long()),
             wait=wait,
-            retry=retry_if_result(_retryable),
+            retry=retry_if_result(again),
             sleep=ctx.box.sleep,
             retry_error_callback=lambda rs: rs.outcome.result(),  # type: ignore[union-attr]
         )
