@@ -1188,9 +1188,10 @@ def insert_history(
             )
             before = conn.total_changes
             conn.executemany(
-                f"INSERT OR IGNORE INTO imported_checks ({', '.join(ck)}) "
-                f"VALUES ({', '.join('?' * len(ck))})",
-                ([c.get(k, IMPORTED_KIND if k == "kind" else None) for k in ck]
+                f"INSERT OR IGNORE INTO imported_checks ({', '.join(ck)}, at) "
+                f"VALUES ({', '.join('?' * len(ck))}, "
+                "strftime('%Y-%m-%dT%H:%M:%fZ', ?, 'unixepoch'))",
+                ([*(c.get(k, IMPORTED_KIND if k == "kind" else None) for k in ck), c["ts"]]
                  for c in checks),
             )
             added_checks = conn.total_changes - before

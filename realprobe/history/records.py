@@ -259,7 +259,7 @@ def rows(history: History, imported_at: float) -> tuple[
         })
         for c in m.checks:
             checks.append({
-                "monitor_key": m.key, "ts": c.ts, "at": iso_utc(c.ts), "state": c.state,
+                "monitor_key": m.key, "ts": c.ts, "state": c.state,
                 "ok": None if c.state == "maintenance" else int(c.state not in DOWN_STATES),
                 "http_status": c.http_status,
                 "error_code": error_code(c.state, c.http_status, c.detail),
