@@ -134,6 +134,7 @@ def test_the_profile_calibrated_from_an_import_reproduces_it_in_simulation(
 
 @pytest.mark.parametrize("make, says", [
     (lambda p: p / "missing", "no such folder"),
+    (lambda p: (p / "file.txt").write_text("x") and p / "file.txt", "not a folder"),
     (lambda p: p, "not a git repository"),
     (lambda p: upptime_repo(p / "r", {"A": URL}, [(T0, "README.md", "hello\n")]),
      "no history/<site>.yml record"),
@@ -235,3 +236,10 @@ def test_settings_over_the_limit_are_refused_by_their_size(tmp_path: Path) -> No
                           str(tmp_path / "h.db")], capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert ".upptimerc.yml is over the limit of 2,000,000 bytes" in out.stderr
+
+
+def test_an_unknown_kind_of_source_is_one_line() -> None:
+    out = subprocess.run([*CLI, "history", "import", "nagios:/var/log"], capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "source 'nagios:/var/log': expected upptime:PATH, kuma:FILE" in out.stderr

@@ -92,7 +92,7 @@ class HistoryImport(BaseModel):
 def _split(spec: str) -> tuple[str, str]:
     kind, sep, rest = spec.partition(":")
     if not sep or kind not in SOURCE_KINDS or not rest:
-        raise BadArgument("source", f"source {spec[:80]!r}: expected {SOURCE_FORMS}")
+        raise HistoryError(f"source {spec[:80]!r}: expected {SOURCE_FORMS}")
     return kind, rest
 
 

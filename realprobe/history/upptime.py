@@ -189,8 +189,10 @@ class _Reader:
         return HistoryError(f"{self.where}: {what}")
 
     def open(self) -> str:
-        if not self.repo.is_dir():
+        if not self.repo.exists():
             raise self.fail("no such folder")
+        if not self.repo.is_dir():
+            raise self.fail("not a folder (give the clone of the status repository)")
         try:
             _git(self.repo, "rev-parse", "--git-dir")
         except HistoryError:
