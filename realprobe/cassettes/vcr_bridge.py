@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import io
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -46,12 +47,24 @@ def _headers(raw: Any) -> list[tuple[str, str]]:
 
 
 def _body(raw: Any) -> bytes | None:
+    """The bytes of a request body as vcrpy hands it over: bytes or text, a file (vcrpy
+    gives a fresh copy of what was sent each time it is asked) or the chunks of an iterable
+    body (`requests` with a generator, aiohttp with an async generator), so every client's
+    body is recorded and matched, not only one sent whole."""
     if raw is None or raw == b"" or raw == "":
         return None
     if isinstance(raw, str):
         return raw.encode("utf-8")
-    if isinstance(raw, bytes | bytearray):
-        return bytes(raw)
+    if isinstance(raw, bytes | bytearray | memoryview):
+        return bytes(raw) or None
+    if isinstance(raw, io.IOBase):
+        value = raw.getvalue() if isinstance(raw, io.BytesIO | io.StringIO) else None
+        return _body(value)
+    if isinstance(raw, Iterable) and not isinstance(raw, Mapping):
+        chunks = list(raw)
+        if all(isinstance(c, bytes | bytearray | memoryview | str) for c in chunks):
+            return b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c)
+                            for c in chunks) or None
     return None
 
 
