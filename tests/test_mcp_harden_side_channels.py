@@ -65,3 +65,15 @@ def test_a_server_writing_garbage_costs_no_traceback(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "Failed to parse" not in done.stderr
     assert "Event loop is closed" not in done.stderr
+
+
+@pytest.mark.parametrize("target", [["--mcp-url", "http://127.0.0.1:9/mcp"],
+                                    ["--mcp-server", f"{sys.executable} -c 'raise SystemExit(3)'"]],
+                         ids=["unreachable-url", "server-exits"])
+def test_a_server_that_cannot_be_reached_is_one_line(tmp_path: Path, target: list[str]) -> None:
+    calls = tmp_path / "calls.json"
+    calls.write_text('{"echo": {}}')
+    done = cli("probe", *target, "--mcp-calls", str(calls), "--db", str(tmp_path / "p.db"))
+    assert done.returncode == 3, done.stderr[-2000:]
+    lines = [x for x in done.stderr.splitlines() if x.strip() and "probing" not in x]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot talk to the MCP server")

@@ -22,7 +22,7 @@ from typing import Any
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.limits import read_document
 from realprobe.mcp.proxy import failed, tool_result
-from realprobe.mcp.wire import first_error
+from realprobe.mcp.wire import first_error, split_command
 from realprobe.result import ToolResult
 
 
@@ -143,7 +143,8 @@ async def probe_server(
                         on_call(row, result)
             status = RUN_DONE
     except BaseExceptionGroup as group:
-        raise first_error(group) from None
+        where = url if url is not None else " ".join(split_command(command or "?"))
+        raise first_error(group, where) from None
     finally:
         n = [r for rs in results.values() for r in rs]
         ok = sum(r.ok for r in n)

@@ -47,13 +47,34 @@ def quiet_sdk() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The realprobe error a task group wrapped (the SDK's client runs one), else the group:
-    a refusal raised inside a session is one line, not a tree of tracebacks."""
+def first_error(group: BaseExceptionGroup[Any], server: str) -> BaseException:
+    """The one error a task group wrapped (the SDK's client runs one): a refusal raised
+    inside a session, or the server that could not be reached or started (`server` names
+    it), is one line, not a tree of tracebacks."""
+    from realprobe.errors import Unavailable
+
     found: BaseException | None = group.split(RealprobeError)[0]
     while isinstance(found, BaseExceptionGroup):
         found = found.exceptions[0]
-    return found if found is not None else group
+    if found is not None:
+        return found
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]
+    if isinstance(leaf, _connection_errors()):
+        return Unavailable(f"cannot talk to the MCP server {server} "
+                           f"({type(leaf).__name__}: {str(leaf)[:200]})")
+    return group
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """How a connection to a server ends before or during the handshake: the network, the
+    SDK's closed streams (anyio's), the SDK's own `Connection closed`."""
+    import anyio
+    from mcp import MCPError
+
+    return (OSError, httpx2.HTTPError, anyio.EndOfStream, anyio.ClosedResourceError,
+            anyio.BrokenResourceError, MCPError)
 
 
 def split_command(command: str | Sequence[str]) -> list[str]:
