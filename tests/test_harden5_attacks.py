@@ -147,3 +147,25 @@ def test_a_fifo_whose_reader_goes_away_mid_write_is_one_line(tmp_path: Path) -> 
     assert "\n" not in str(err.value)
     reader.join(30)
     assert stat.S_ISFIFO(fifo.stat(follow_symlinks=False).st_mode)
+
+
+def test_credentials_reach_neither_the_journal_nor_the_runtime_api() -> None:
+    """A key a caller puts in its query, and the password and token of the upstream the
+    operator gave, are replaced in `/_journal` and `/_admin` (a side channel any local
+    process can read)."""
+    from realprobe import api
+
+    up = "https://ops:hunter2-upstream-pw@127.0.0.1:9/{api}?token=tok-upstream-123456"
+    sb = api.make_sandbox(upstream=up, latency_scale=0.0)
+    with running(sb) as url:
+        with socket.create_connection(("127.0.0.1", _port(url)), timeout=30) as sock:
+            sock.sendall(b"GET /open-meteo/v1/elevation?latitude=52.5&apikey=caller-key-98765 "
+                         b"HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            while sock.recv(65536):
+                pass
+        journal = httpx.get(f"{url}/_journal", timeout=10).text
+        admin = httpx.get(f"{url}/_admin", timeout=10).text
+    assert "latitude=52.5" in journal and "apikey=REDACTED" in journal
+    assert "caller-key-98765" not in journal
+    assert "hunter2-upstream-pw" not in admin and "tok-upstream-123456" not in admin
+    assert "127.0.0.1:9" in admin  # the upstream itself is still said

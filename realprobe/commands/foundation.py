@@ -258,7 +258,7 @@ def sandbox_cmd(
         if sb.responder.bodies.recordings is not None:
             source = f"{sb.responder.bodies.recordings.count} recorded responses, then fixtures"
         if sb.upstream is not None:
-            source = f"upstream {sb.upstream.target}"
+            source = f"upstream {sb.upstream.shown}"
         console.print(f"bodies: {source}; runtime API: {sb.url}/_admin, journal: {sb.url}/_journal")
         console.print(f"try: realprobe call {next(iter(cat)).name} --sandbox {sb.url}")
         stop = asyncio.Event()

@@ -1,6 +1,7 @@
 """The request journal: what the sandbox answered, for verification in tests (`GET /_journal`).
 
-One entry per API request (control paths are not journaled): method, path, the tool, where
+One entry per API request (control paths are not journaled): method, path (credentials in its
+query replaced, as everywhere realprobe keeps a URL), the tool, where
 the body came from, the fault and toxics applied, status, bytes written, timings and the
 request id (echoed in the response's `X-Request-Id`, so a client pairs its calls with entries).
 
@@ -15,6 +16,8 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from realprobe.secrets import scrub_url
 
 JOURNAL_LIMIT = 10_000
 #: about this many bytes of entries are kept (and at most this much is answered at once)
@@ -69,6 +72,8 @@ class Journal:
         self._seq = itertools.count(1)
 
     def start(self, method: str, path: str, request_id: str | None = None) -> Entry:
+        if "?" in path or "@" in path:  # a key in the query is the caller's, not the journal's
+            path = scrub_url(path)
         entry = Entry(next(self._seq), time.time(), method, path, request_id=request_id,
                       _t0=time.perf_counter())
         self.entries.append(entry)

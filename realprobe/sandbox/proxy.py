@@ -30,6 +30,7 @@ from realprobe.hosts import HostGates, HostLimiter
 from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.http.transports import live_transport
 from realprobe.retry_after import retry_after_of
+from realprobe.secrets import scrub_url
 from realprobe.simulator.routes import Body
 from realprobe.store import Store
 
@@ -150,6 +151,12 @@ class Upstream:
         hosts = {api: _host_of(url) for api, url in self.base_urls.items()} if self.live else {}
         self.polite = PoliteGates(politeness or {}, self.clock, ledger, hosts)
         self.calls = 0
+
+    @property
+    def shown(self) -> str:
+        """The upstream as printed and served at `/_admin`: a password in it or a credential
+        in its query replaced (an operator may give `https://user:pass@host/?token=...`)."""
+        return scrub_url(self.target)
 
     def url_for(self, api: str, path: str, query: str) -> str | None:
         """The upstream URL of `/<api>/<path>?<query>` (`path` is the API's own path), or

@@ -110,7 +110,7 @@ class Responder:
         #: the last body each tool answered (what a `stale` fault repeats)
         self.earlier: dict[str, bytes] = {}
         describe = {
-            "upstream": upstream.target if upstream else None,
+            "upstream": upstream.shown if upstream else None,
             "recordings": bodies.recordings.count if bodies.recordings else 0,
             "latency_scale": latency_scale,  # what a model of its calls scales them by
         }
