@@ -114,7 +114,7 @@ ProfileOpt = Annotated[
         "--profile",
         help="Fault profile (a file, or calm|published|harsh); without --sandbox, the calls are "
         "simulated in process under it.",
-        shell_complete=complete_profile,
+        autocompletion=complete_profile,
     ),
 ]
 PromptOpt = Annotated[
@@ -325,10 +325,6 @@ def as_flags(*params: str) -> Iterator[None]:
         raise
 
 
-#: set by `one_shot`: the command may end without the interpreter's teardown (`cli.run`)
-ONE_SHOT = False
-
-
 def one_shot() -> None:
     """Set up the process of a one-shot analysis command (`stats`, `report`, `calibrate`,
     `drift`), before numpy loads:
@@ -337,8 +333,7 @@ def one_shot() -> None:
       and everything at exit, when the interpreter's last collection over every object
       (pydantic's schemas, numpy's and typer's modules) cost about 15 ms of a `stats`; and
       the young objects are collected after 5,000 allocations instead of 700 (20-25 ms of
-      a `stats` in all); and `realprobe` ends the command without the interpreter's
-      teardown (`cli.run`: the exit handlers run and the output is flushed first);
+      a `stats` in all);
     - no pydantic plugin is looked for (the results are realprobe's own models; the search
       reads every installed package's entry points);
     - BLAS on one thread (unless the environment says otherwise): the statistics' linear
@@ -358,8 +353,6 @@ def one_shot() -> None:
 
     if not commands.OWN_PROCESS:
         return
-    global ONE_SHOT
-    ONE_SHOT = True
     fresh = "numpy" not in sys.modules
     blas = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
     for var in blas:

@@ -1,10 +1,12 @@
 """Shell completion of the names a verb takes: tool names (`realprobe call advice_r<TAB>`),
 task ids (`realprobe run quiz<TAB>`) and built-in profiles (`--profile ha<TAB>`).
 
-Each is a click `shell_complete` callback (ctx, param, incomplete) -> names, attached to the
-parameter where it is declared; typer's completion script (`--install-completion`) calls
-them. A catalogue or task folder that cannot be read completes nothing rather than failing:
-the shell prints no traceback on a TAB."""
+Each is a completion callback (ctx, incomplete) -> names, attached with typer's
+`autocompletion=` to the parameter where it is declared (typer turns it into click's
+`shell_complete`, without the deprecation warning a direct `shell_complete=` gets); typer's
+completion script (`--install-completion`) calls them. A catalogue or task folder that
+cannot be read completes nothing rather than failing: the shell prints no traceback on a
+TAB."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ def _starting(names: list[str], incomplete: str) -> list[str]:
     return sorted(n for n in names if n.startswith(incomplete))
 
 
-def complete_tool(ctx: Any, param: Any, incomplete: str) -> list[str]:
+def complete_tool(ctx: Any, incomplete: str) -> list[str]:
     """Tool names of the catalogue (with the files `--catalog` names, when given first)."""
     from realprobe.adapters.catalog import Catalog
     from realprobe.errors import RealprobeError
@@ -29,7 +31,7 @@ def complete_tool(ctx: Any, param: Any, incomplete: str) -> list[str]:
     return _starting(names, incomplete)
 
 
-def complete_task(ctx: Any, param: Any, incomplete: str) -> list[str]:
+def complete_task(ctx: Any, incomplete: str) -> list[str]:
     """Task ids of the shipped tasks (or of `--tasks-dir`, when given first)."""
     from realprobe.errors import RealprobeError
     from realprobe.tasks.model import default_tasks_dir, load_tasks
@@ -42,7 +44,7 @@ def complete_task(ctx: Any, param: Any, incomplete: str) -> list[str]:
     return _starting(names, incomplete)
 
 
-def complete_profile(ctx: Any, param: Any, incomplete: str) -> list[str]:
+def complete_profile(ctx: Any, incomplete: str) -> list[str]:
     """The built-in profiles; when none matches, nothing, so the shell completes file names
     (a profile may be a file; the completion script asks bash for its default then)."""
     from realprobe.simulator.profile import BUILTIN_PROFILES

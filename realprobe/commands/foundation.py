@@ -106,7 +106,7 @@ def catalog_cmd(
 
 def call_cmd(
     tool: Annotated[str, typer.Argument(help="Tool name (see `realprobe catalog`).",
-                                        shell_complete=complete_tool)],
+                                        autocompletion=complete_tool)],
     arg: Annotated[
         list[str] | None, typer.Option("--arg", "-a", help="Argument key=value. Repeatable.")
     ] = None,

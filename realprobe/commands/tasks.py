@@ -110,7 +110,7 @@ def _run_mcp(a: dict[str, Any]) -> None:
 def run_cmd(
     tasks: Annotated[
         list[str] | None, typer.Argument(help="Task ids (see `realprobe run --list`).",
-                                         shell_complete=complete_task)
+                                         autocompletion=complete_task)
     ] = None,
     all_: Annotated[bool, typer.Option("--all", help="Run every task.")] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the tasks and exit.")] = False,
