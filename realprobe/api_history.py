@@ -120,11 +120,13 @@ def imported_stats(
     them, the monitor's own published figures, labelled."""
     from realprobe.api_rows import window
     from realprobe.probes.availability import imported_stats as compute
-    from realprobe.store import db_path
+    from realprobe.store import db_path, upkeep
 
     a, b = window(since, until)
     names = monitors.split(",") if isinstance(monitors, str) else monitors
-    return compute(db_path(db, read=True), a, b, names)
+    path = db_path(db, read=True)
+    upkeep(path)
+    return compute(path, a, b, names)
 
 
 @checked

@@ -267,17 +267,16 @@ def schedule_mcp(
 ) -> Any:
     """`probe_mcp` rounds on a schedule (`every` or `cron`, as `schedule`): rounds never
     overlap, a failing round is logged and the schedule goes on; SIGINT/SIGTERM stop it."""
-    from realprobe.dbfacts import default_db_path
     from realprobe.mcp.probing import load_calls, probe_server
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
     from realprobe.probes.session import on_signals
-    from realprobe.store import Store
+    from realprobe.store import Store, db_path
 
     calls = load_calls(mcp_calls) if not isinstance(mcp_calls, dict) else {
         k: v if isinstance(v, list) else [v] for k, v in mcp_calls.items()}
     every_text = f"{every}s" if isinstance(every, int | float) else every
     trigger, interval_s = make_trigger(every_text, cron, jitter_s=jitter)
-    path = Path(db) if db else default_db_path()
+    path = db_path(db)
     gap = mcp_interval if mcp_interval is not None else (1.0 if mcp_url else 0.0)
 
     async def go() -> Any:

@@ -36,10 +36,12 @@ def check_alerts(
     from realprobe.monitor.alerts import AlertConfig, check, load_rules
 
     config = rules if isinstance(rules, AlertConfig) else load_rules(rules)
-    from realprobe.store import db_path
+    from realprobe.store import db_path, upkeep
 
     now = time.time() if now is None else now
-    return check(db_path(db, read=True), config, now=now, dry_run=dry_run)
+    path = db_path(db, read=True)
+    upkeep(path)
+    return check(path, config, now=now, dry_run=dry_run)
 
 
 @checked

@@ -65,9 +65,11 @@ def _kinds_arg(kinds: Kinds, target: str | None) -> list[str] | None:
 def _db(db: str | Path | None) -> Path:
     """The probe database to read; opening it once for writing also migrates an older schema
     and marks runs left `running` by a killed process (a read-only file is read as it is)."""
-    from realprobe.store import db_path
+    from realprobe.store import db_path, upkeep
 
-    return db_path(db, read=True)
+    path = db_path(db, read=True)
+    upkeep(path)
+    return path
 
 
 def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:

@@ -244,45 +244,13 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
-#: the code `realprobe` exits with, once `main` has ended (for `_end_without_teardown`)
-_EXIT_CODE: list[int] = []
-
-
-def _end_without_teardown() -> None:
-    """The last exit handler of a one-shot analysis command (`stats`, `report`,
-    `calibrate`, `drift`; `commands.common.one_shot`): the other handlers have run and the
-    output is flushed, so the process ends here with the command's code, without the
-    interpreter's teardown, which frees every object one by one (about 12 ms of a `stats`)."""
-    common = sys.modules.get("realprobe.commands.common")
-    if not _EXIT_CODE or common is None or not common.ONE_SHOT:
-        return
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except Exception:  # a closed pipe and the like: the ordinary exit reports it
-        return
-    import os
-
-    os._exit(_EXIT_CODE[0])
-
-
 def run() -> None:
-    """The `realprobe` program: `main`, and a one-shot command ends without the
-    interpreter's teardown (`_end_without_teardown`, registered first so that it runs after
-    every other exit handler)."""
-    import atexit
-
+    """The `realprobe` program: `main`, in the program's own process (`commands.OWN_PROCESS`:
+    a one-shot command may set the process up for itself, `commands.common.one_shot`)."""
     import realprobe.commands
 
-    atexit.register(_end_without_teardown)
     realprobe.commands.OWN_PROCESS = True
-    try:
-        main()
-    except SystemExit as exc:
-        code = 0 if exc.code is None else exc.code
-        if isinstance(code, int):
-            _EXIT_CODE.append(code)
-        raise
+    main()
 
 
 if __name__ == "__main__":

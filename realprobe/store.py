@@ -27,6 +27,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -225,13 +226,13 @@ def read_only(path: str | Path, *, need: str | None = "probes",
 
 def db_path(db: str | Path | None, *, read: bool = False) -> Path:
     """The one resolver of a database path: `db`, else the default (`$REALPROBE_DB`, else
-    the data folder's). `read`: the file must exist, and gets the upkeep a read needs first
-    (`upkeep`); else a given file's folder must exist (the default one is made on opening)."""
+    the data folder's). `read`: the file must exist; else a given file's folder must exist
+    (the default one is made on opening). Resolving changes nothing: a reader asks for the
+    upkeep of an older file itself (`upkeep`), a writer (`Store`) sets up the schema."""
     path = Path(db) if db is not None else default_db_path()
     if read:
         if not path.exists():
             raise NoDatabase(path)
-        upkeep(path)
     elif db is not None and not path.parent.is_dir():
         raise BadArgument("db", f"db {path}: directory {path.parent} does not exist")
     return path
@@ -347,10 +348,10 @@ class Store:
         Only the default location gets its folders made; a path given by the caller must be
         in an existing folder. A SQLite file that holds tables and none of realprobe's is
         refused (nothing added, journal mode untouched) unless `force`."""
-        self.path = Path(path) if path is not None else default_db_path()
+        self.path = db_path(path, read=not create) if path is None else Path(path)
         if not create and not self.path.exists():
             raise NoDatabase(self.path)
-        if self.path != default_db_path() and not self.path.parent.is_dir():
+        if path is not None and not self.path.parent.is_dir():
             raise RealprobeError(f"{self.path}: the folder {self.path.parent} does not exist")
         if self.path.is_dir():
             raise RealprobeError(

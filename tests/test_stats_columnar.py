@@ -192,18 +192,18 @@ def test_a_file_the_caller_holds_open_is_read_through_sqlite3_alone(
 def test_without_the_driver_the_rows_are_read_row_wise_alike(
     seeded: tuple[Path, list[dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import realprobe.probes.loading as loading
+    import realprobe.store as store
 
     db, rows = seeded
-    monkeypatch.setattr(loading, "find_spec", lambda name: None)
+    monkeypatch.setattr(store, "find_spec", lambda name: None)
     arr = load_probes(db, kinds=["live"])
     assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
     assert realprobe.stats(db, kinds="live").model_dump() == _stats_dump(db)
 
 
 def _stats_dump(db: Path) -> dict[str, Any]:
-    from realprobe.probes import loading
+    from realprobe import store
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(loading, "find_spec", lambda name: object())
+        mp.setattr(store, "find_spec", lambda name: object())
         return realprobe.stats(db, kinds="live").model_dump()

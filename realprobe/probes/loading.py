@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from itertools import chain
 from pathlib import Path
 from typing import Any, cast
@@ -29,7 +28,7 @@ import realprobe.chunks as chunks
 from realprobe.chunks import CODE_SQL, CODES, MISSING, OTHER, dense, real
 from realprobe.chunks import PHASE_EXTRA as PHASE_EXTRA  # where the readers take it from
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.store import FUTURE_SKEW_S, open_here, read_error, read_only, writing_here
+from realprobe.store import FUTURE_SKEW_S, columnar, read_error, read_only, writing_here
 
 _TIMEOUT = CODES.index(ErrorCode.TIMEOUT)
 _OTHER = OTHER
@@ -268,7 +267,7 @@ def read_by_tool(
     driver links its own SQLite) row-wise through it."""
     groups_sql = f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool"
     if isinstance(db, Path):
-        if find_spec("adbc_driver_sqlite") is not None:
+        if columnar(db):
             return _adbc_by_tool(db, (groups_sql, params), query, k)
         with closing(read_only(db)) as conn:  # an install without the driver: row-wise
             return read_by_tool(conn, cond, params, query, k)
@@ -657,7 +656,7 @@ def _by_sql(
     source: Path | sqlite3.Connection = conn
     if path is not None and not writing_here(path):
         conn.close()
-        if not open_here(path):
+        if columnar(path):
             source = path
         else:  # the caller holds it open: stay with that copy
             source = read_only(path)
