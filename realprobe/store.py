@@ -238,6 +238,14 @@ def db_path(db: str | Path | None, *, read: bool = False) -> Path:
     return path
 
 
+def columnar(path: Path) -> bool:
+    """Which SQLite library reads the rows of `path`: ADBC's driver (column-wise, in C) when
+    it is installed and this process holds the file open in no other way (the driver links
+    its own copy of SQLite, and POSIX locks are per process); else the standard library's,
+    through `read_only`."""
+    return find_spec("adbc_driver_sqlite") is not None and not open_here(path)
+
+
 def upkeep(path: Path) -> None:
     """Before a read: open the file for writing only when it needs it (an older schema to
     migrate, or runs still marked running, one of which may belong to a killed process);
