@@ -74,11 +74,11 @@ def _node_kind(path: Path) -> str | None:
 
 def _open_node(path: Path, kind: str) -> int:
     """An open descriptor on a FIFO or a character device, for writing into it (never
-    created, truncated or followed): a FIFO is opened without waiting, so one that nobody
-    reads is one clear error, then switched back to blocking writes."""
-    flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
-    if kind == "fifo":
-        flags |= os.O_NONBLOCK
+    created, truncated or followed): opened without waiting, so a FIFO that nobody reads is
+    one clear error, then switched back to blocking writes."""
+    # never waiting at the open: a FIFO without a reader, a serial line without a carrier
+    flags = (os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_NOCTTY", 0))
     try:
         fd = os.open(path, flags)
     except OSError as exc:

@@ -533,11 +533,16 @@ def scrub_data(
     walk = _Walk(redactor if redactor is not None else default_redactor(), tuple(names),
                  response, tuple(v for v in literals if v))
     root: list[Any] = [None]
-    walk.stack.append((obj, inside, root, 0))
+    walk.stack.append((obj, inside, root, 0, 0))
     while walk.stack:
-        value, hidden, into, key = walk.stack.pop()
-        into[key] = walk.node(value, hidden)
+        value, hidden, into, key, walk.depth = walk.stack.pop()
+        # past any depth parsed input may have (a cycle in built data): nothing kept
+        into[key] = PLACEHOLDER if walk.depth > MAX_WALK_DEPTH else walk.node(value, hidden)
     return root[0]
+
+
+#: levels `scrub_data` walks down (twice the input limits' nesting); deeper is replaced
+MAX_WALK_DEPTH = 1000
 
 
 class _Walk:
@@ -547,11 +552,12 @@ class _Walk:
     def __init__(self, red: Redactor, extra: tuple[str, ...], response: bool,
                  literals: tuple[str, ...]) -> None:
         self.red, self.extra, self.response, self.literals = red, extra, response, literals
-        self.stack: list[tuple[Any, bool, Any, Any]] = []
+        self.stack: list[tuple[Any, bool, Any, Any, int]] = []
+        self.depth = 0  # of the node being walked
 
     def _later(self, value: Any, hidden: bool, into: Any, key: Any) -> None:
         into[key] = None  # the place, in order
-        self.stack.append((value, hidden, into, key))
+        self.stack.append((value, hidden, into, key, self.depth + 1))
 
     def node(self, obj: Any, inside: bool) -> Any:
         out = self._node(obj, inside)

@@ -180,3 +180,20 @@ def test_a_message_nested_as_deep_as_the_limits_allow_is_scrubbed(
     for _ in range(MAX_NESTING - 12):
         got = got[0]
     assert got == {"password": "REDACTED"}
+
+
+def test_data_that_refers_to_itself_ends_in_the_placeholder_not_a_loop() -> None:
+    """Built data with a cycle (no parsed input has one) is walked to a bounded depth; what
+    lies past it is replaced, so nothing below is kept unscrubbed."""
+    from realprobe.secrets import MAX_WALK_DEPTH, scrub_data
+
+    loop: dict[str, Any] = {"token": SECRET, "note": "x"}
+    loop["again"] = loop
+    out = scrub_data(loop)
+    levels = []
+    while isinstance(out, dict):
+        levels.append(out)
+        out = out["again"]
+    assert len(levels) == MAX_WALK_DEPTH + 1 and out == "REDACTED"
+    assert all(lv["token"] == "REDACTED" and lv["note"] == "x" for lv in levels[:-1])
+    assert levels[-1] == {"token": "REDACTED", "note": "REDACTED", "again": "REDACTED"}
