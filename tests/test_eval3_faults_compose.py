@@ -77,12 +77,14 @@ def test_a_plan_that_would_cancel_a_profile_rule_is_refused_in_one_line(tmp_path
     assert len(res.runs) == 1
 
 
-def test_every_door_composes_the_same_way() -> None:
+def test_every_door_composes_the_same_way(tmp_path: Path) -> None:
     plan = plan_for("toolmaze-explicit-transient", 0.2)
     assert plan is not None and plan.base == "profile"
     assert plan_for(None, None) is None
-    sandbox = realprobe.make_sandbox("calm", fault_plan="toolmaze-explicit-transient",
-                                     fault_rate=0.4, seed=3)
+    named = tmp_path / "cat.toml"  # a door without a task takes plans that name their tools
+    named.write_text('base = "none"\n[[rules]]\ntool = "catfact_fact"\nevery = 5\n'
+                     'fault = "500"\n')
+    sandbox = realprobe.make_sandbox("calm", fault_plan=str(named), fault_rate=0.4, seed=3)
     model = sandbox.runtime.model
     outs = [model.draw("catfact_fact") for _ in range(200)]
     labels = {o.injected_by for o in outs}
