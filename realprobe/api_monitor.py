@@ -96,13 +96,6 @@ def serve_exporter(
     from realprobe.serving import Guard
     from realprobe.store import Store, db_path, default_vantage
 
-    if not 0 <= port <= 65535:
-        raise BadArgument("port", f"port must be between 0 and 65535 (got {port})")
-    if not timeout > 0:
-        raise BadArgument("timeout", f"timeout must be positive (got {timeout:g})")
-    if not 0 <= reserve_for_schedule < 1:
-        raise BadArgument("reserve_for_schedule",
-                          f"reserve_for_schedule must be in [0, 1) (got {reserve_for_schedule:g})")
     window_s = parse_duration(window)
     Guard(host, tuple(allowed_hosts))  # a URL given as a host name is refused before binding
     path = db_path(db)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe import api
-from realprobe.errors import RealprobeError, no_other_keywords, renamed_keyword
+from realprobe.errors import no_other_keywords, renamed_keyword
 from realprobe.ranges import checked
 
 if TYPE_CHECKING:
@@ -61,8 +61,6 @@ def run_demo(
     report.html; `out=` is its old name)."""
     out = renamed_keyword(old, "out", "output", output)
     no_other_keywords(old, "output")
-    if rounds < 1:
-        raise RealprobeError("rounds must be at least 1")
     step = on_step or (lambda title, value: None)
     folder = Path(out)
     res = DemoResult(folder, fresh_db(folder), folder / "profile.json", folder / "report.html")

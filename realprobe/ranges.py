@@ -396,6 +396,7 @@ PARAMS: dict[str, Kind] = {
     "repeat": COUNT,
     "max_runs": COUNT,
     "max_turns": COUNT,
+    "max_sessions": COUNT,
     "latency_scale": NON_NEGATIVE,
     "min_success_change": NON_NEGATIVE,
     "min_latency_change": NON_NEGATIVE,

@@ -300,8 +300,6 @@ def demo_cmd(
     """
     from realprobe.demo import run_demo
 
-    if rounds < 1:
-        raise RealprobeError("--rounds must be at least 1")
     with wrapped_prose():
         res = run_demo(
             output, profile=profile, rounds=rounds, seed=seed, timeout=timeout,
