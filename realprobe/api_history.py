@@ -89,18 +89,14 @@ def import_history(
     `dry_run` writes nothing."""
     from realprobe.api_rows import window
     from realprobe.history import import_history as run
-    from realprobe.limits import DEFAULT_INPUT_MB, INPUT_MB_ENV, load_json_text, max_bytes
 
     a, b = window(since, until)
     source = history_source  # (a `source=` keyword is a profile file at every other door)
     kind = source.partition(":")[0]
 
     def fetch(url: str) -> bytes:
-        if kind == "prometheus":
-            doc = _prometheus(url, a, b)
-            text = json.dumps(doc)
-            load_json_text(text, source, max_bytes=max_bytes(INPUT_MB_ENV, DEFAULT_INPUT_MB))
-            return text.encode()
+        if kind == "prometheus":  # the answers of its queries, read under the limits, as one
+            return json.dumps(_prometheus(url, a, b)).encode()
         return _fetch(url)
 
     return run(source, db, dry_run=dry_run, since=a, until=b, fetch=fetch)
