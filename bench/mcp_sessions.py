@@ -2,9 +2,11 @@
 and failure-form round trip, and replay speed in the pytest fixture.
 
 1. overhead: the scripted server's `echo` tool (tests/mcp2_scripted_server.py, no wait of
-   its own), N calls per session, direct over stdio vs through `realprobe mcp proxy
-   --transport http` (one session, then 8 sessions at once, each its own upstream): per
-   call median and p95, and the median and p95 of (proxied - direct) at the same concurrency;
+   its own), N calls in all, each made direct and then through the proxy, back to back so
+   both meet the same load: `realprobe mcp proxy --transport http` (each session its own
+   upstream on stdio) against the server on streamable HTTP of its own, and the stdio proxy
+   against the server on stdio; one session, then 8 sessions at once: per call median and
+   p95 of each, and of (proxied - direct);
 2. round trip: R probes of the scripted server failing 40% of calls (half as JSON-RPC
    errors, failures ~80 ms) -> `calibrate` -> that profile in the proxy in front of the same
    server scripted never to fail, R calls: success share, JSON-RPC share of failures and
@@ -14,6 +16,7 @@ and failure-form round trip, and replay speed in the pytest fixture.
    the replay run's wall time, and per call inside the test.
 
     python bench/mcp_sessions.py [--n 200] [--rounds 300] [--calls 100] [--save]
+    (--rounds 0 or --calls 0 leaves that part out)
 """
 
 from __future__ import annotations
@@ -51,20 +54,35 @@ def summary(values: list[float]) -> dict[str, float]:
             "p95_ms": q(values, 0.95)}
 
 
-async def timed_calls(target: Any, n: int) -> list[float]:
+async def paired_calls(direct: Any, proxied: Any, n: int) -> list[tuple[float, float]]:
+    """n calls, each made direct and then proxied, back to back (so both meet the same load
+    on a busy machine): (direct ms, proxied ms) per call."""
     out = []
-    async with Client(target, mode="legacy", cache=None, read_timeout_seconds=120) as c:
-        await c.call_tool("echo", {"text": "warm"})
+    async with Client(direct, mode="legacy", cache=None, read_timeout_seconds=120) as d, \
+            Client(proxied, mode="legacy", cache=None, read_timeout_seconds=120) as p:
+        for c in (d, p):
+            await c.call_tool("echo", {"text": "warm"})
         for i in range(n):
-            t0 = time.perf_counter()
-            await c.call_tool("echo", {"text": f"hello {i}"})
-            out.append((time.perf_counter() - t0) * 1000)
+            pair = []
+            for c in (d, p):
+                t0 = time.perf_counter()
+                await c.call_tool("echo", {"text": f"hello {i}"})
+                pair.append((time.perf_counter() - t0) * 1000)
+            out.append((pair[0], pair[1]))
     return out
 
 
-async def concurrent(target: Any, sessions: int, n: int) -> list[float]:
-    runs = await asyncio.gather(*(timed_calls(target, n) for _ in range(sessions)))
-    return [ms for run in runs for ms in run]
+async def concurrent(direct: Any, proxied: Any, sessions: int,
+                     n: int) -> list[tuple[float, float]]:
+    runs = await asyncio.gather(*(paired_calls(direct, proxied, n) for _ in range(sessions)))
+    return [pair for run in runs for pair in run]
+
+
+def compared(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    extra = [p - d for d, p in pairs]
+    return {"direct": summary([d for d, _ in pairs]), "proxied": summary([p for _, p in pairs]),
+            "overhead_median_ms": round(statistics.median(extra), 3),
+            "overhead_p95_ms": q(extra, 0.95)}
 
 
 def http_proxy(*args: str) -> tuple[subprocess.Popen[str], str]:
@@ -79,24 +97,46 @@ def http_proxy(*args: str) -> tuple[subprocess.Popen[str], str]:
     return served, found.group(1)
 
 
+def native_http() -> tuple[subprocess.Popen[str], str]:
+    """The scripted server on streamable HTTP of its own (the SDK's server transport)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    served = subprocess.Popen([*SCRIPTED, "--http-port", str(port)], stdin=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True, env=ENV)
+    for _ in range(300):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return served, f"http://127.0.0.1:{port}/mcp"
+        time.sleep(0.1)
+    served.kill()
+    raise SystemExit("the scripted server did not start on HTTP")
+
+
 def overhead(n: int) -> dict[str, Any]:
+    """Per call, proxied minus direct (each call made both ways back to back): the HTTP proxy
+    (a stdio server behind it) against the same server on HTTP of its own, and the stdio
+    proxy against the server on stdio."""
     direct = StdioServerParameters(command=SCRIPTED[0], args=SCRIPTED[1:], env=ENV)
+    stdio_proxy = StdioServerParameters(command=sys.executable, env=ENV, args=[
+        "-m", "realprobe.cli", "mcp", "proxy", "--", *SCRIPTED])
     out: dict[str, Any] = {}
     served, url = http_proxy()
+    native, native_url = native_http()
     try:
         for sessions in (1, 8):
-            per = max(10, n // sessions) if sessions > 1 else n
-            plain = asyncio.run(concurrent(direct, sessions, per))
-            proxied = asyncio.run(concurrent(url, sessions, per))
+            per = max(10, n // sessions)
             out[f"{sessions}_sessions"] = {
-                "direct_stdio": summary(plain), "proxy_http": summary(proxied),
-                "overhead_median_ms": round(statistics.median(proxied)
-                                            - statistics.median(plain), 3),
-                "overhead_p95_ms": round(q(proxied, 0.95) - q(plain, 0.95), 3),
+                "http_proxy": compared(asyncio.run(concurrent(native_url, url, sessions, per))),
+                "stdio_proxy": compared(asyncio.run(concurrent(direct, stdio_proxy, sessions,
+                                                               per))),
             }
     finally:
-        served.send_signal(signal.SIGINT)
-        served.wait(timeout=60)
+        for proc in (served, native):
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
     return out
 
 
@@ -228,11 +268,11 @@ def main() -> None:
     before = load_average()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        result = {
-            "overhead": overhead(a.n),
-            "round_trip": round_trip(a.rounds, tmp),
-            "pytest_fixture_replay": fixture_replay(a.calls, tmp),
-        }
+        result = {"overhead": overhead(a.n)}
+        if a.rounds:
+            result["round_trip"] = round_trip(a.rounds, tmp)
+        if a.calls:
+            result["pytest_fixture_replay"] = fixture_replay(a.calls, tmp)
     emit(result, a.save, ROOT / "bench" / "results" / "mcp_sessions.json", before)
 
 

@@ -3,7 +3,8 @@ its tool `lookup` fails a seeded share `--fail` of calls, `--jsonrpc` of those a
 errors (-32603) and the rest as `isError` results (text `SERVER_ERROR: ...`); a success
 waits `--ok-ms`, a failure `--error-ms` (each times a seeded lognormal factor of sd
 `--sigma`). It also serves a resource `note://hello`, a prompt `greet` and a tool `echo`
-that never fails, and sends `notifications/tools/list_changed` after a call to `touch`."""
+that never fails, and sends `notifications/tools/list_changed` after a call to `touch`.
+`--http-port N` serves streamable HTTP on 127.0.0.1:N/mcp instead of stdio."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def main() -> None:
     ap.add_argument("--error-ms", type=float, default=0.0)
     ap.add_argument("--sigma", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--http-port", type=int, default=None,
+                    help="serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio")
     opts = ap.parse_args()
     logging.disable(logging.WARNING)  # the scripted failures are not news on stderr
     rng = random.Random(opts.seed)
@@ -66,7 +69,10 @@ def main() -> None:
     def greet(name: str) -> str:
         return f"Greet {name} warmly."
 
-    server.run("stdio")
+    if opts.http_port is not None:
+        server.run("streamable-http", host="127.0.0.1", port=opts.http_port)
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":
