@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -27,8 +26,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from benchlib import bench_args, emit, load_average  # noqa: E402
+from peer_sockets import ask, connect  # noqa: E402
 
 from realprobe import Sandbox, default_catalog, load_profile  # noqa: E402
 from realprobe.http.simulate import routes_from_catalog  # noqa: E402
@@ -36,25 +37,6 @@ from realprobe.sandbox.server import running  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "sandbox_budget_flood.json"
 ATTACKER, OTHER = "127.0.0.2", "127.0.0.3"
-
-
-def connect(port: int, source: str) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((source, 0))
-    sock.settimeout(30)
-    sock.connect(("127.0.0.1", port))
-    return sock
-
-
-def ask(port: int, source: str, path: str) -> tuple[int, bytes]:
-    with connect(port, source) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-                     .encode())
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ", 2)[1]), body
 
 
 def held(port: int) -> list[dict[str, Any]]:

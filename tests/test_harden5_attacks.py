@@ -11,11 +11,12 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from peer_sockets import listener, wait_for
 
 from realprobe import Catalog, Sandbox, load_profile
 from realprobe.http.simulate import routes_from_catalog
@@ -24,15 +25,6 @@ from realprobe.outputs import OutputError, write_output
 from realprobe.sandbox.server import running
 
 FACT = b"GET /catfact/fact HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Realprobe-Budget: 30\r\n\r\n"
-
-
-def wait_for(check: Callable[[], bool]) -> None:
-    """Poll a condition the other side reaches by itself (bounded; no timing asserted)."""
-    for _ in range(600):
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("never got there")
 
 
 @pytest.fixture
@@ -84,35 +76,17 @@ def test_a_held_client_that_floods_its_socket_is_dropped(sandbox_url: str) -> No
     wait_for(lambda: rows()[0]["ended"] == "client-closed")
 
 
+def _says_sandbox_promises_10_gb(conn: socket.socket) -> None:
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nServer: realprobe-sandbox\r\n"
+                 b"Content-Length: 10000000000\r\n\r\n" + b"{" * 65536)
+
+
 @pytest.fixture
 def huge_health() -> Iterator[str]:
     """A server whose every answer says it is a realprobe sandbox and promises 10 GB."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    srv.settimeout(0.2)
-    stop = threading.Event()
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nServer: realprobe-sandbox\r\n"
-                         b"Content-Length: 10000000000\r\n\r\n" + b"{" * 65536)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    srv.close()
+    with listener(_says_sandbox_promises_10_gb) as url:
+        yield url
 
 
 def test_identification_reads_headers_never_a_body(huge_health: str) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from peer_sockets import listener
 from typer.testing import CliRunner
 
 import realprobe
@@ -32,30 +32,9 @@ DEADLINE = 1.0
 
 @pytest.fixture
 def silent_url() -> Iterator[str]:
-    """A loopback server that accepts, reads and never answers."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(conn)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for conn in held:
-        conn.close()
-    srv.close()
+    """A loopback server that accepts and never answers."""
+    with listener() as url:
+        yield url
 
 
 def _cli(url: str) -> dict[str, Any]:

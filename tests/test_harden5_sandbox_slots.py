@@ -15,11 +15,11 @@ import contextlib
 import json
 import selectors
 import socket
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from peer_sockets import ask, connect, wait_for
 
 from realprobe import Catalog, Sandbox, Store, load_profile
 from realprobe.http.simulate import routes_from_catalog
@@ -34,26 +34,6 @@ SHARE = Limits(max_connections=CAP).per_client  # what one address may hold
 ATTACKS = 200
 #: connections past its share an address may hold for control paths (the sandbox has them)
 RESERVED = Limits(max_connections=CAP).reserved_per_client
-
-
-def connect(port: int, source: str) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((source, 0))
-    sock.settimeout(30)
-    sock.connect(("127.0.0.1", port))
-    return sock
-
-
-def ask(port: int, source: str, path: str) -> tuple[int, bytes]:
-    """(status, body) of one GET from `source`, the connection closed after it."""
-    with connect(port, source) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-                     .encode())
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ", 2)[1]), body
 
 
 def refused_until_closed(socks: list[socket.socket], want: int) -> int:
@@ -92,15 +72,6 @@ def journal(port: int) -> list[dict[str, object]]:
     assert status == 200
     rows = json.loads(body)
     return list(rows["entries"] if isinstance(rows, dict) else rows)
-
-
-def wait_for(check: Callable[[], bool]) -> None:
-    """Poll a condition the server reaches by itself (bounded; no timing is asserted)."""
-    for _ in range(600):
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("the server never got there")
 
 
 @pytest.fixture

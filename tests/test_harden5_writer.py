@@ -119,14 +119,20 @@ def _release(fifo: Path, reader: threading.Thread) -> None:
     reader.join(30)
 
 
-def test_the_writer_writes_into_a_fifo_its_reader_opened(tmp_path: Path) -> None:
-    fifo = tmp_path / "fifo"
+def _fifo_with_reader(tmp: Path) -> tuple[Path, threading.Thread, list[bytes]]:
+    """A FIFO whose reader has opened it (what it reads lands in the list)."""
+    fifo = tmp / "fifo"
     os.mkfifo(fifo)
     got: list[bytes] = []
     ready = threading.Event()
     reader = threading.Thread(target=_read_fifo, args=(fifo, got, ready), daemon=True)
     reader.start()
     assert ready.wait(10)
+    return fifo, reader, got
+
+
+def test_the_writer_writes_into_a_fifo_its_reader_opened(tmp_path: Path) -> None:
+    fifo, reader, got = _fifo_with_reader(tmp_path)
     payload = "x" * 300_000  # more than a pipe holds: the writes block, never fail
     assert write_output(fifo, payload) == fifo
     reader.join(30)
@@ -138,13 +144,7 @@ def test_a_report_into_a_read_fifo_is_written_or_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The command line may refuse a pipe before any work; it never replaces it."""
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
-    ready = threading.Event()
-    reader = threading.Thread(target=_read_fifo, args=(fifo, got, ready), daemon=True)
-    reader.start()
-    assert ready.wait(10)
+    fifo, reader, got = _fifo_with_reader(tmp_path)
     args = WRITERS["report"](tmp_path)
     capsys.readouterr()
     code, err = run_cli([*args, str(fifo)], monkeypatch, capsys)
