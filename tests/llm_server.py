@@ -179,3 +179,59 @@ class ScriptedLLM:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# -- scripted Reflexion models (pet_newsletter): reflect in text, beside a call, or not at all --
+
+#: the three fetches of `pet_newsletter`, and the reflection the scripted models give
+FETCHES = ("catfact_fact", "dogceo_random_image", "icanhazdadjoke_random")
+REFLECTION = "I stopped after the fetches and never stored the post; next time I compose it."
+
+
+def users_of(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+
+
+def asks_to_reflect(body: dict[str, Any]) -> bool:
+    from realprobe.tasks.agents.openai_native import REFLECT  # the openai SDK: when used
+
+    return users_of(body)[-1] == REFLECT
+
+
+def second_attempt(body: dict[str, Any]) -> bool:
+    """The request opens an attempt after a reflection (its prompt carries them)."""
+    from realprobe.tasks.agents.openai_native import REFLECTIONS_HEADER
+
+    return REFLECTIONS_HEADER in users_of(body)[0]
+
+
+def pet_newsletter_work(body: dict[str, Any], *, finish: bool) -> Reply:
+    """Fetch the three items; then store a grounded post and finish (`finish`), or stop."""
+    tools = [m for m in body["messages"] if m["role"] == "tool"]
+    if not tools:
+        return tool_calls(*((name, {}) for name in FETCHES))
+    if not finish:
+        return text("I fetched everything.")  # stops without storing the post
+    if len(tools) == len(FETCHES):
+        cat, dog, joke = tool_results(body)[-3:]
+        post = f"Cat fact: {cat['fact']}\nDog: {dog['image_url']}\nJoke: {joke['joke']}"
+        return tool_calls(("compose_post", {"text": post}))
+    return text("TASK COMPLETE: the newsletter blurb is stored.")
+
+
+def text_reflector(body: dict[str, Any]) -> Reply:
+    if asks_to_reflect(body):
+        return text(REFLECTION)
+    return pet_newsletter_work(body, finish=second_attempt(body))
+
+
+def reflects_beside_a_call(body: dict[str, Any]) -> Reply:
+    if asks_to_reflect(body):
+        return {**tool_calls(("catfact_fact", {})), "content": REFLECTION}
+    return pet_newsletter_work(body, finish=second_attempt(body))
+
+
+def ignores_the_request(body: dict[str, Any]) -> Reply:
+    if asks_to_reflect(body):
+        return tool_calls(("catfact_fact", {}))
+    return pet_newsletter_work(body, finish=False)

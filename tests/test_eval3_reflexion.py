@@ -12,55 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import realprobe
-from realprobe.tasks.agents.openai_native import REFLECT, REFLECTIONS_HEADER
-from tests.llm_server import Reply, ScriptedLLM, text, tool_calls, tool_results
-
-FETCHES = ("catfact_fact", "dogceo_random_image", "icanhazdadjoke_random")
-REFLECTION = "I stopped after the fetches and never stored the post; next time I compose it."
-
-
-def _users(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "user"]
-
-
-def _asks_to_reflect(body: dict[str, Any]) -> bool:
-    return _users(body)[-1] == REFLECT
-
-
-def _second_attempt(body: dict[str, Any]) -> bool:
-    return REFLECTIONS_HEADER in _users(body)[0]
-
-
-def _work(body: dict[str, Any], *, finish: bool) -> Reply:
-    """Fetch the three items; then store a grounded post and finish (`finish`), or stop."""
-    tools = [m for m in body["messages"] if m["role"] == "tool"]
-    if not tools:
-        return tool_calls(*((name, {}) for name in FETCHES))
-    if not finish:
-        return text("I fetched everything.")  # stops without storing the post
-    if len(tools) == len(FETCHES):
-        cat, dog, joke = tool_results(body)[-3:]
-        post = f"Cat fact: {cat['fact']}\nDog: {dog['image_url']}\nJoke: {joke['joke']}"
-        return tool_calls(("compose_post", {"text": post}))
-    return text("TASK COMPLETE: the newsletter blurb is stored.")
-
-
-def text_reflector(body: dict[str, Any]) -> Reply:
-    if _asks_to_reflect(body):
-        return text(REFLECTION)
-    return _work(body, finish=_second_attempt(body))
-
-
-def reflects_beside_a_call(body: dict[str, Any]) -> Reply:
-    if _asks_to_reflect(body):
-        return {**tool_calls(("catfact_fact", {})), "content": REFLECTION}
-    return _work(body, finish=_second_attempt(body))
-
-
-def ignores_the_request(body: dict[str, Any]) -> Reply:
-    if _asks_to_reflect(body):
-        return tool_calls(("catfact_fact", {}))
-    return _work(body, finish=False)
+from tests.llm_server import (
+    REFLECTION,
+    ScriptedLLM,
+    ignores_the_request,
+    reflects_beside_a_call,
+    second_attempt,
+    text_reflector,
+    users_of,
+)
 
 
 def _run(server: ScriptedLLM, db: Path, repeat: int) -> Any:
@@ -94,9 +54,9 @@ def test_a_text_reflecting_model_reaches_a_second_attempt_carrying_its_reflectio
         (first,) = r.row["reflections"]
         assert first["reflection"] == REFLECTION and first["outcome"] != "full"
     # every second attempt starts afresh, its prompt carrying the reflection
-    openings = [b for b in bodies if _second_attempt(b) and len(b["messages"]) == 2]
+    openings = [b for b in bodies if second_attempt(b) and len(b["messages"]) == 2]
     assert len(openings) == 5
-    assert all(REFLECTION in _users(b)[0] for b in openings)
+    assert all(REFLECTION in users_of(b)[0] for b in openings)
     stored = _rows(db, "SELECT attempts, reflections, outcome FROM task_runs")
     assert all(a == 2 and REFLECTION in json.loads(refl)[0]["reflection"] and o == "full"
                for a, refl, o in stored)
@@ -133,5 +93,5 @@ def test_a_model_that_ignores_the_request_still_tries_again_up_to_the_cap(
         assert [a["reflection"] for a in r.row["reflections"]] == ["", ""]
         assert r.row["termination"] == "finished" and r.row["outcome"] != "full"
         assert [s["attempt"] for s in r.steps] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
-    third = [b for b in bodies if "Attempt 2: (no reflection given)" in _users(b)[0]]
+    third = [b for b in bodies if "Attempt 2: (no reflection given)" in users_of(b)[0]]
     assert third and all(len(b["messages"]) >= 2 for b in third)
