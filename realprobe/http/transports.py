@@ -8,6 +8,7 @@ import functools
 import os
 import ssl
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,8 +44,10 @@ SANDBOX_FAULT_PREFIX = "/_fault/"
 SANDBOX_SERVER = "realprobe-sandbox"
 #: how long the background question "are you a sandbox?" (`GET /_health`) may take
 IDENTIFY_TIMEOUT_S = 5.0
-#: sandbox URLs remembered (and asked) per process; past it, only marks identify one
+#: sandbox URLs remembered (and asked) per process, the newest kept
 IDENTIFY_MAX = 256
+#: "are you a sandbox?" questions in flight at once
+IDENTIFY_INFLIGHT = 8
 
 
 class _Identities:
@@ -52,11 +55,14 @@ class _Identities:
     waits for a sandbox's word past its deadline (the grace) only once the server at that
     URL has identified itself: by an answer with its marks, or by its `/_health` answer,
     asked once in the background when a router first sends there. A server that never says
-    so (a wrong `--sandbox URL`, a silent port) costs its callers their plain deadline."""
+    so (a wrong `--sandbox URL`, a silent port) costs its callers their plain deadline.
+    Both sets keep the newest `IDENTIFY_MAX` URLs; at most `IDENTIFY_INFLIGHT` questions
+    are asked at once (past that, marks alone identify)."""
 
     def __init__(self) -> None:
-        self.known: set[str] = set()
-        self.asked: set[str] = set()
+        self.known: OrderedDict[str, None] = OrderedDict()
+        self.asked: OrderedDict[str, None] = OrderedDict()
+        self.inflight = 0
         self.lock = threading.Lock()
 
     @staticmethod
@@ -76,17 +82,16 @@ class _Identities:
 
     def _know(self, key: str) -> None:
         with self.lock:
-            if len(self.known) >= IDENTIFY_MAX:
-                self.known.clear()  # a process that met this many sandboxes asks again
-            self.known.add(key)
+            _remember(self.known, key)
 
     def ask(self, key: str) -> None:
-        """Ask `<key>/_health` once per process, on a daemon thread (a silent server holds
-        that thread, never a call)."""
+        """Ask `<key>/_health` once, on a daemon thread (a silent server holds that thread,
+        never a call)."""
         with self.lock:
-            if key in self.known or key in self.asked or len(self.asked) >= IDENTIFY_MAX:
+            if key in self.known or key in self.asked or self.inflight >= IDENTIFY_INFLIGHT:
                 return
-            self.asked.add(key)
+            _remember(self.asked, key)
+            self.inflight += 1
         threading.Thread(target=self._ask, args=(key,), name="realprobe-sandbox-identify",
                          daemon=True).start()
 
@@ -97,9 +102,19 @@ class _Identities:
                     client.stream("GET", key + "/_health") as answer:  # the body is not read
                 said = answer.status_code == 200 and answer.headers.get("server") == SANDBOX_SERVER
         except (httpx.HTTPError, OSError, ValueError):
-            return
+            said = False
+        finally:
+            with self.lock:
+                self.inflight -= 1
         if said:
             self._know(key)
+
+
+def _remember(urls: OrderedDict[str, None], key: str) -> None:
+    urls[key] = None
+    urls.move_to_end(key)
+    while len(urls) > IDENTIFY_MAX:
+        urls.popitem(last=False)
 
 
 IDENTITIES = _Identities()
