@@ -127,21 +127,21 @@ def probe_plan(
     simulated or replayed clock, None: --concurrency)."""
     from realprobe.commands.progress import Item, Lane
     from realprobe.hosts import host_key
-    from realprobe.probes.runner import plan_calls
 
     virtual = target.mode in (Mode.SIMULATE, Mode.REPLAY)
     polite = choice is not PolitenessChoice.OFF and not virtual
-    by_host: dict[str, list[Item]] = {}
+    by_host: dict[str, list[Item]] = {}  # each host's tools, as `plan_calls` orders a round
     lanes: dict[str, Lane] = {}
-    for call in plan_calls(tools, max(rounds, 1)):
-        key, p = host_key(call.tool.api), call.tool.api.politeness
-        by_host.setdefault(key, []).append(Item(call.tool.name, key if polite else ""))
+    for tool in tools:
+        key, p = host_key(tool.api), tool.api.politeness
+        by_host.setdefault(key, []).append(Item(tool.name, key if polite else ""))
         if polite:
             lane = lanes.setdefault(key, Lane(gap_s=0.0, slots=p.max_in_flight))
             lane.gap_s = max(lane.gap_s, p.min_interval_s)
             lane.jitter_s = max(lane.jitter_s, p.jitter_s)
             lane.slots = min(lane.slots, p.max_in_flight)
-    return [it for items in by_host.values() for it in items], lanes, 1 if virtual else None
+    return ([it for items in by_host.values() for _ in range(max(rounds, 1)) for it in items],
+            lanes, 1 if virtual else None)
 
 
 #: a tool's calls as its fault profile says: (after a failure, after a success, at first)

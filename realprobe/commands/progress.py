@@ -1,31 +1,22 @@
 """Progress bars and their ETA, for every long command (probe, run, sweep, cassette replay).
 
-The ETA knows the plan: the items left (a probe's calls, tool by tool; a sweep's runs, task
-by task) in the order they start, and how they run: `workers` at a time and, for a probe
-under politeness, host by host (a `Lane`: a host's calls start its interval apart, `slots`
-of them in flight). The time left is when a schedule of everything left on those workers
-and lanes ends, worked out again as the bar is drawn, so it never freezes.
-
-- Items are measured per weight (1 for a call, a task's workflow steps for a run), recent
-  ones weighing more. An item waiting costs its kind's mean (a tool, a task), shrunk towards
+The ETA knows the plan: the items left (a probe's calls, a sweep's runs) in the order they
+start, `workers` at a time and, under politeness, host by host (a `Lane`: starts its gap
+apart, `slots` in flight). The time left is when a schedule of all that ends:
+- an item waiting costs its kind's mean per weight (recent items weigh more), shrunk towards
   the kinds' common mean as far as its kind's items differ among themselves more than the
-  kinds differ (empirical Bayes); a kind not seen yet costs the common mean x its weight.
-- An item in flight costs what items of its kind (else any) ran beyond its age, else up to
-  the `deadline` (a hang), else its kind's cost again. Towards its kind's mean it counts as
-  its age plus that when a deadline bounds it (a call), else as its age or the mean of its
-  kind's finished items, whichever is more (a few long runs seen say little of the tail).
-- With a deadline, the last item of each worker ends as such items did, not at their mean:
-  the ETA is the expected latest of those ends (a few hangs at the end of a run decide when
-  it ends).
-- Starts are reported (`start`: a probe's calls) or inferred: items start in plan order as
-  workers free up (a sweep's runs, which its executor starts in that order).
+  kinds differ (empirical Bayes); an unseen kind costs the common mean x its weight; a kind
+  with a prior (a fault model's times) costs the prior's mean scaled to this machine;
+- an item in flight costs what items of its kind (else any) ran beyond its age, else up to
+  the `deadline` (a hang); with a deadline, each worker's last item ends as such items did,
+  and the ETA is the expected latest of those ends (a few hangs decide when a run ends);
+- starts are reported (`start`: a probe's calls) or inferred (items start in plan order as
+  workers free up: a sweep's runs).
 
-The bar never slows the work: the run only notes each start and end (O(1), no lock); the
-bar's thread takes them in when it draws, and works the estimate out at most every
-`FRESH_S` (its range every `RANGE_S`) and within `SHARE` of the wall time, counting down in
-between, over at most `LIMIT` entries of the schedule (a long plan's front in batches).
-Before the first item finishes only the politeness waits are known; with none, the bar says
-so.
+It never slows the work: the run only notes each start and end (no lock); the bar's thread
+takes them in and works the estimate out at most every FRESH_S (its range RANGE_S) and only
+after SHARE of the time its last working out took, counting down in between, over at most
+LIMIT entries (a long plan's front in batches of a lane's consecutive items).
 """
 
 from __future__ import annotations
@@ -33,10 +24,11 @@ from __future__ import annotations
 import heapq
 import math
 import random
+import re
 import threading
 import time
 from bisect import bisect_right, insort
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean, pstdev
@@ -46,34 +38,25 @@ if TYPE_CHECKING:
     from rich.progress import Progress, Task
     from rich.text import Text
 
-
-#: finished items weigh exp(-(time since they ended) / (RECENCY x time so far)): a run whose
-#: items grow slower or faster as it goes is judged more by its recent ones
+#: finished items weigh exp(-(time since they ended) / (RECENCY x time so far))
 RECENCY = 0.5
-#: what an item in flight or the last wave draws on: this many of the latest items seen; the
-#: means look at the latest WINDOW
+#: items in flight and the last wave draw on the latest SAMPLES items seen; means, WINDOW
 SAMPLES, WINDOW = 200, 1_000
-#: the prior's means count as this many items seen when scaling it to this machine; a prior
-#: of one value per item (a run the target's seed decides) as EXACT_N: what is left to learn
-#: is only this machine's speed, which every item that ends says
-PRIOR_N, EXACT_N = 30, 1
-#: the least doubt (sd of the log) of this machine's speed against a model of each item
-EXACT_DOUBT = 0.03
-#: the range (10th to 90th percentile of the time left) is drawn at most this often, from
-#: at most this many simulated schedules (fewer for a long plan: DRAW_ITEMS items in all)
+#: the prior's means count as this many items seen when scaling it to this machine (EXACT_N
+#: for one value per item: only the machine's speed is left to learn), its least doubt
+PRIOR_N, EXACT_N, EXACT_DOUBT = 30, 1, 0.03
+#: the range (10th to 90th percentile of the time left): at most this often, from at most
+#: DRAWS simulated schedules (DRAW_ITEMS entries in all)
 RANGE_S, DRAWS, DRAW_ITEMS = 1.0, 200, 5_000
-#: the ETA is worked out again at most this often (seconds), and each time only after its
-#: last working out took at most SHARE of the time since
+#: the estimate at most this often, and once the time since is 1/SHARE of what it last took
 FRESH_S, SHARE = 0.25, 0.03
-#: a schedule has at most this many entries: past it, all but the last LIMIT // 2 items wait
-#: in batches of a lane's consecutive items (ended by the same schedule one by one)
+#: entries of a schedule at most (past it, all but the last LIMIT // 2 items in batches)
 LIMIT = 400
-#: an item in flight goes by its own kind's longer items when there are this many (one or
-#: two say little: as its age nears theirs, it would seem about to end)
+#: an item in flight goes by its own kind's longer items when there are this many
 OWN = 3
 
-#: per worker while scheduling: when it is free, a tie-break, then its last item (None:
-#: none), the item's start and whether it is in flight
+#: per worker while scheduling: when free, a tie-break, its last item, that item's start,
+#: whether it is in flight
 Slot = tuple[float, int, "Item | None", float, bool]
 
 
@@ -88,18 +71,15 @@ class Lane:
     last_start: float | None = None
 
     def spacing(self, durations: Sequence[float]) -> float:
-        """The expected time from a call's start to the next one's, one in flight at a time:
-        E[max(call, gap + jitter)] over the call's `durations` (a long call holds the
-        host's only slot, a short one leaves the rest of the gap to wait). Not the larger
-        of the means: for calls that hang half the time the means say a third less."""
+        """E[max(call, gap + jitter)] over the call's `durations`, one in flight at a time (a
+        long call holds the host, a short one leaves the gap to wait): for calls that hang
+        half the time the larger of the means says a third less."""
         a, j = self.gap_s, self.jitter_s
 
         def one(d: float) -> float:
             if d <= a:
                 return a + j / 2
-            if d >= a + j:
-                return d
-            return ((d - a) * d + ((a + j) ** 2 - d * d) / 2) / j
+            return d if d >= a + j else ((d - a) * d + ((a + j) ** 2 - d * d) / 2) / j
 
         return fmean(one(d) for d in durations) if durations else a + j / 2
 
@@ -116,9 +96,8 @@ class Item:
 
 @dataclass
 class View:
-    """What a schedule works from: the items waiting (a batch stands for a lane's run of
-    items: `batches`, its seconds), what an item costs and may take (`durations`; `spacing`:
-    from its start to its lane's next), and what each item in flight may run beyond its age."""
+    """What schedules work from: the items waiting (a batch for a lane's run of them, its
+    seconds in `batches`), their costs and `durations`, what each in flight may run on."""
 
     queue: list[Item]
     cost: Callable[[Item], float] | None
@@ -134,189 +113,158 @@ class View:
 
 
 class Eta:
-    """Remaining time of a planned run (see the module docstring). `plan`: the items in the
-    order they start, or how many (all of one kind). `start`, `advance`, `replan` and
-    `set_prior` note what happened (from any thread, at once); `remaining` and `spread`
-    take it in (the bar's thread)."""
+    """Remaining time of a planned run (module docstring). `plan`: the items in the order
+    they start, or how many. `start`, `advance`, `replan`, `set_prior` only note (any thread);
+    the readers (`remaining`, `spread`, the state below) take the notes in."""
 
     def __init__(self, plan: int | Sequence[Item] = 0, *, workers: int = 1,
                  lanes: dict[str, Lane] | None = None, deadline: float | None = None,
                  starts_reported: bool = False, prior: Mapping[str, Sequence[float]] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.clock, self.workers, self.deadline = clock, max(1, workers), deadline
-        self.lanes = lanes or {}
-        self.reported = starts_reported
-        self.started = clock()
-        self.events: deque[tuple[float, str, Any, float | None]] = deque()  # noted, not taken in
-        self.lock = threading.Lock()  # between readers: the run never waits on it
+        self.lanes, self.reported, self.started = lanes or {}, starts_reported, clock()
+        self.notes: deque[tuple[float, str, Any, float | None]] = deque()
+        self.lock = threading.Lock()  # between readers: the run never takes it
         self.prior: dict[str, Sequence[float]] = {}
         self.mean: dict[str, float] = {}  # the prior's, per kind, and its spread (`_doubt`)
         self.cv: dict[str, float] = {}
-        self.scale = 1.0  # how far off the prior is here
-        self.exact = False  # one value per item of every kind with a prior
+        self.scale, self.exact = 1.0, False  # how far off the prior is here; one value each
         self._seen: list[tuple[Item, float, float]] = []  # the latest finished: seconds, end
-        self.n_seen = 0
-        self._flying: list[tuple[Item, float, int]] = []  # start, place in `order` (-1: none)
-        self.order: list[Item] = []  # the plan: `taken` once started, `head` the first not
-        self.taken = bytearray()
-        self.head = self.waiting = self._done = self._total = 0
-        self.by_kind: dict[str, deque[int]] = {}  # the places of each kind's items waiting
-        #: when last worked out, and what: the estimate and, when last drawn, its range; and
-        #: how long each took to work out (`_due`)
+        self._flying: list[tuple[Item, float]] = []  # in flight, with their start
+        self.order: list[Item] = []  # the plan; an item's place among its kind's (`nth`)
+        self.nth: list[int] = []
+        self.began: Counter[str] = Counter()  # each kind's items started, the first ones
+        self.head = self.waiting = self._done = self._total = self.n_seen = 0
+        #: when last worked out and what: the estimate, the range (`_draw`), what each took
         self.last: tuple[float, float | None] | None = None
-        self.range: tuple[float, float, float, float] | None = None  # `_draw`
+        self.range: tuple[float, float, float, float] | None = None
         self.took = {"point": 0.0, "range": 0.0}
         self._set_prior(prior or {})
         self._replan(plan, self.started)
 
     def start(self, kind: str = "") -> None:
         """An item of `kind` starts now (the first of that kind still planned)."""
-        self.events.append((self.clock(), "start", kind, None))
+        self.notes.append((self.clock(), "start", kind, None))
 
     def advance(self, kind: str = "", seconds: float | None = None) -> None:
         """An item of `kind` finished now, after `seconds` when known (the one of that kind in
         flight that started closest to then, else the longest)."""
-        self.events.append((self.clock(), "end", kind, seconds))
+        self.notes.append((self.clock(), "end", kind, seconds))
 
     def replan(self, plan: int | Sequence[Item]) -> None:
         """A new plan of what is left to start (a count: less what is done or in flight;
         items, with inferred starts: of what is not done, those in flight first)."""
-        self.events.append((self.clock(), "plan", plan, None))
+        self.notes.append((self.clock(), "replan", plan, None))
 
     def set_prior(self, prior: Mapping[str, Sequence[float]]) -> None:
-        """What a model of the target says items of each kind take (seconds, one a sample:
-        a fault profile's call times, a task's simulated runs): it stands for the kind's
-        items until they are seen, scaled by how far the items seen ran from it."""
-        self.events.append((self.clock(), "prior", prior, None))
+        """What a model says items of each kind take (seconds, one a sample): it stands for
+        the kind's items until they are seen, scaled by how far the items seen ran from it."""
+        self.notes.append((self.clock(), "prior", prior, None))
 
-    @property
-    def done(self) -> int:
+    def _read(self, get: Callable[[], Any]) -> Any:
         with self.lock:
             self._sync()
-            return self._done
+            return get()
 
-    @property
-    def total(self) -> int:
-        with self.lock:
-            self._sync()
-            return self._total
-
-    @property
-    def flying(self) -> list[tuple[Item, float]]:
-        with self.lock:
-            self._sync()
-            return [(it, t0) for it, t0, _ in self._flying]
-
-    @property
-    def seen(self) -> list[tuple[Item, float, float]]:
-        with self.lock:
-            self._sync()
-            return list(self._seen)
-
-    @property
-    def queue(self) -> list[Item]:
-        with self.lock:
-            self._sync()
-            return self._waiting()
+    done = property(lambda self: self._read(lambda: self._done))
+    total = property(lambda self: self._read(lambda: self._total))
+    flying = property(lambda self: self._read(lambda: list(self._flying)))
+    seen = property(lambda self: self._read(lambda: list(self._seen)))
+    queue = property(lambda self: self._read(self._waiting))
 
     def _sync(self) -> None:
-        """Take in what was noted since (the caller holds the lock); priors last, the latest
-        of each kind."""
+        """Take in the notes (the caller holds the lock); priors last, each kind's latest."""
         prior: dict[str, Sequence[float]] = {}
-        for _ in range(len(self.events)):
-            now, what, arg, seconds = self.events.popleft()
-            if what == "start":
-                self._start(now, arg)
-            elif what == "end":
-                self._end(now, arg, seconds)
-            elif what == "plan":
-                self._replan(arg, now)
-            else:
+        for _ in range(len(self.notes)):
+            now, what, arg, seconds = self.notes.popleft()
+            if what == "prior":
                 prior.update(arg)
+            else:
+                step: Callable[[Any, float, Any], None] = getattr(self, f"_{what}")
+                step(arg, now, seconds)
         if prior:
             self._set_prior(prior)
 
     def _set_prior(self, prior: Mapping[str, Sequence[float]]) -> None:
-        new = False
+        new = any(k not in self.prior for k, v in prior.items() if v)
         for k, v in prior.items():
             if v:
-                new = new or k not in self.prior
                 self.prior[k], self.mean[k] = v, fmean(v)
                 self.cv[k] = pstdev(v, self.mean[k]) / (self.mean[k] or 1.0)
         self.exact = bool(self.prior) and all(len(v) == 1 for v in self.prior.values())
-        if new:  # worked out again at once (a kind's next model, as items end, waits its turn)
+        if new:  # worked out again at once (a kind's next model waits its turn)
             self.last = self.range = None
 
-    def _replan(self, plan: int | Sequence[Item], now: float) -> None:
+    def _replan(self, plan: int | Sequence[Item], now: float, _: object = None) -> None:
         left = ([Item()] * max(0, plan - self._done - len(self._flying)) if isinstance(plan, int)
                 else list(plan))
         if not isinstance(plan, int) and not self.reported:
             self._flying = []  # inferred: the plan's first items, started again below
-        self._flying = [(it, t0, -1) for it, t0, _ in self._flying]
-        self.order, self.taken, self.head, self.waiting = left, bytearray(len(left)), 0, len(left)
-        self.by_kind = defaultdict(deque)
-        for i, it in enumerate(left):
-            self.by_kind[it.kind].append(i)
+        self.count, self.nth = Counter[str](), []
+        self.like: dict[str, Item] = {}  # each kind's first item
+        for it in left:
+            self.nth.append(self.count[it.kind])
+            self.count[it.kind] += 1
+            self.like.setdefault(it.kind, it)
+        self.order, self.began, self.head, self.waiting = left, Counter[str](), 0, len(left)
         self._total = self._done + len(self._flying) + len(left)
         self.last = self.range = None
         self._fill(now)
 
-    def _take(self, kind: str) -> int | None:
-        """The first item of `kind` waiting starts: its place in `order` (None: none)."""
-        places = self.by_kind.get(kind)
-        if not places:
-            return None
-        i = places.popleft()
-        self.taken[i], self.waiting = 1, self.waiting - 1
-        while self.head < len(self.order) and self.taken[self.head]:
-            self.head += 1
-        return i
-
     def _waiting(self) -> list[Item]:
-        return [self.order[i] for i in range(self.head, len(self.order)) if not self.taken[i]]
+        return [it for it, n in zip(self.order[self.head:], self.nth[self.head:], strict=True)
+                if n >= self.began[it.kind]]
 
-    def _start(self, now: float, kind: str) -> None:
-        i = self._take(kind)
-        item = Item(kind) if i is None else self.order[i]
-        self._flying.append((item, now, -1 if i is None else i))
+    def _take(self, kind: str) -> Item | None:
+        """The first item of `kind` waiting starts (None: none waits)."""
+        if self.began[kind] >= self.count[kind]:
+            return None
+        self.began[kind] += 1
+        self.waiting -= 1
+        return self.like[kind]
+
+    def _start(self, kind: str, now: float, _: object = None) -> None:
+        item = self._take(kind) or Item(kind)
+        self._flying.append((item, now))
         if item.lane in self.lanes:
             self.lanes[item.lane].last_start = now
 
-    def _end(self, now: float, kind: str, seconds: float | None) -> None:
+    def _end(self, kind: str, now: float, seconds: float | None) -> None:
         self._done += 1
-        mine = [i for i, (it, _, _) in enumerate(self._flying) if it.kind == kind]
+        mine = [i for i, (it, _) in enumerate(self._flying) if it.kind == kind]
         if mine:
             when = now - seconds if seconds is not None else -math.inf
-            item, t0, _ = self._flying.pop(min(mine, key=lambda i: abs(self._flying[i][1] - when)))
+            item, t0 = self._flying.pop(min(mine, key=lambda i: abs(self._flying[i][1] - when)))
             self._seen.append((item, now - t0, now))
             self.n_seen += 1
             if len(self._seen) > 2 * WINDOW:
                 del self._seen[:-WINDOW]
         else:  # it ran unseen: it leaves the queue, and the item thought to run instead waits
             self._take(kind)
-            if self._flying and not self.reported and self._flying[-1][2] >= 0:
-                i = self._flying.pop()[2]
-                self.taken[i], self.waiting, self.head = 0, self.waiting + 1, min(self.head, i)
-                self.by_kind[self.order[i].kind].appendleft(i)  # the first of its kind
+            back = self._flying.pop()[0] if self._flying and not self.reported else None
+            if back is not None and self.began[back.kind]:
+                self.began[back.kind] -= 1
+                self.waiting, self.head = self.waiting + 1, 0
         self._fill(now)
 
     def _fill(self, now: float) -> None:
         """Inferred starts: the next items in plan order take the free workers, when their
         lane lets them (a start still to come counts as one)."""
         while not self.reported and self.waiting and len(self._flying) < self.workers:
-            i = self._take(self.order[self.head].kind)  # the head is the first of its kind
-            assert i is not None
-            item, t0 = self.order[i], self.started if not self._done else now
-            lane = self.lanes.get(item.lane)
+            while self.nth[self.head] < self.began[self.order[self.head].kind]:
+                self.head += 1
+            item = self._take(self.order[self.head].kind)
+            assert item is not None
+            t0, lane = self.started if not self._done else now, self.lanes.get(item.lane)
             if lane is not None:
                 if lane.last_start is not None:
                     t0 = max(t0, lane.last_start + lane.gap_s + lane.jitter_s / 2)
                 lane.last_start = t0
-            self._flying.append((item, t0, i))
+            self._flying.append((item, t0))
 
     def _excess(self, item: Item, age: float) -> list[float]:
-        """What items of its kind (at least `OWN` of them, else any, per weight) that ran
-        longer than `age` ran beyond it; else up to the deadline."""
+        """What items of its kind (at least OWN, else any, per weight) longer than `age` ran
+        beyond it; else up to the deadline."""
         recent = self._seen[-SAMPLES:]
         model = [d * self.scale for d in self.prior.get(item.kind, ())]
         if self.exact and model:  # its one modelled time by how far items ran from theirs
@@ -332,19 +280,19 @@ class Eta:
         return [max(self.deadline - age, 0.0)] if self.deadline is not None else []
 
     def _costs(self, now: float) -> Callable[[Item], float] | None:
-        """Seconds an item waiting will take (empirical Bayes over the kinds, per weight, see
-        the module docstring); None before anything has finished."""
+        """Seconds an item waiting will take (empirical Bayes, module docstring)."""
         if self.prior:
             self.scale = self._scale(now)
-        if not self._seen:
-            return self._modelled(lambda: fmean(self.mean.values()))
+        if not self._seen:  # the prior's means (an unseen kind: their mean x its weight)
+            return None if not self.prior else lambda it: (
+                self.mean.get(it.kind) or fmean(self.mean.values()) * it.weight) * self.scale
         tau = RECENCY * (now - self.started) or 1.0
         values: dict[str, list[tuple[float, float]]] = defaultdict(list)  # per weight, weight
         for it, d, end in self._seen[-WINDOW:]:
             values[it.kind].append((d / it.weight, math.exp((end - now) / tau)))
         finished = {k: fmean(v for v, _ in vs) for k, vs in values.items()}
         typical = fmean(finished.values())
-        for it, t0, _ in self._flying:  # with a deadline: its age and what such items ran beyond
+        for it, t0 in self._flying:  # with a deadline: its age and what such items ran beyond
             age = now - t0  # it; else at least its age, or as finished items of its kind
             if self.deadline is not None:
                 excess = self._excess(it, age)
@@ -384,22 +332,12 @@ class Eta:
 
         return cost
 
-    def _modelled(self, typical: Callable[[], float]) -> Callable[[Item], float] | None:
-        """Before anything finished: the prior's mean of each kind (a kind without one: the
-        kinds' typical mean x its weight); None without a prior."""
-        if not self.prior:
-            return None
-        return lambda it: (self.mean[it.kind] if it.kind in self.prior
-                           else typical() * it.weight) * self.scale
-
     def _scale(self, now: float) -> float:
-        """How much longer items ran here than the prior says: the seconds of the items seen
-        (of kinds with a prior) and of those in flight (their age, or what the prior's items
-        that ran longer ran: the short ones end first) over their kinds' modelled means,
-        with `PRIOR_N` items' worth of the model's own (a few long runs seen say little)."""
+        """How much longer items ran here than the prior says (those in flight: their age, or
+        what the prior's longer ones ran), with PRIOR_N items' worth of the model's own."""
         pairs = [(d, self.mean[it.kind]) for it, d, _ in self._seen[-WINDOW:]
                  if it.kind in self.prior]
-        for it, t0, _ in self._flying:
+        for it, t0 in self._flying:
             if it.kind in self.prior:
                 longer = [d for d in self.prior[it.kind] if d > now - t0]
                 pairs.append((fmean(longer) if longer else now - t0, self.mean[it.kind]))
@@ -414,8 +352,7 @@ class Eta:
                 if it.kind in self.prior and self.mean[it.kind] > 0]
 
     def _doubt(self) -> float:
-        """How uncertain the prior's scale is (the sd of its log): its items' spread over
-        the square root of the items it stands on (`PRIOR_N`, and those seen); 0 without."""
+        """The sd of the log of the prior's scale: its spread / sqrt(the items it stands on)."""
         if not self.prior:
             return 0.0
         if self.exact:  # the machine's speed: as uncertain as the items ran from their models
@@ -425,16 +362,15 @@ class Eta:
         return fmean(self.cv.values()) / math.sqrt(PRIOR_N + seen)
 
     def remaining(self) -> float | None:
-        """Seconds left, or None while there is nothing to base an estimate on. Worked out
-        when due (`_due`); in between it counts down. Items with a prior and no deadline (runs
-        whose length a fault model gives: a few long ones among many short) are skewed, their
-        mean above what most runs see: for them it is the median of the drawn schedules."""
+        """Seconds left (None: nothing to go on), worked out when due, counted down between.
+        Items with a prior and no deadline (runs a fault model gives, a few long among many
+        short) are skewed: for them, the median of the drawn schedules."""
         with self.lock:
             self._sync()
             if self._total - self._done <= 0:
                 return 0.0
             now = self.clock()
-            if self.last is not None and not self._due("point", self.last[0], FRESH_S, now):
+            if self.last is not None and not self._due("point", self.last[0], now):
                 if self.last[1] is not None:
                     return max(0.0, self.last[1] - now + self.last[0])
                 if not self._seen:  # the first item to end gives an estimate at once
@@ -449,21 +385,19 @@ class Eta:
             self.took["point"] = self.clock() - now
             return left
 
-    def _due(self, what: str, since: float, every: float, now: float) -> bool:
-        """Whether to work `what` out again: `every` seconds after the last time, and only
-        once the time since is SHARE of what that took (a long plan on a busy machine: less
-        often, never slowing the work)."""
-        return now - since >= max(every, self.took[what] / SHARE)
+    def _due(self, what: str, since: float, now: float) -> bool:
+        """Whether to work `what` out again: FRESH_S (RANGE_S) since, and SHARE of that time
+        taken by its last working out (a long plan on a busy machine: less often)."""
+        return now - since >= max(FRESH_S if what == "point" else RANGE_S, self.took[what] / SHARE)
 
     def spread(self) -> tuple[float, float] | None:
-        """The 10th and 90th percentiles of the time left (drawn when due, counted down
-        since); None before there is a range."""
+        """The 10th and 90th percentiles of the time left (drawn when due, counted down)."""
         with self.lock:
             self._sync()
             now = self.clock()
             if self._total - self._done <= 0:
                 return None
-            if self.range is None or self._due("range", self.range[0], RANGE_S, now):
+            if self.range is None or self._due("range", self.range[0], now):
                 cost = self._costs(now)
                 if cost is None:
                     return None
@@ -473,9 +407,8 @@ class Eta:
             return max(0.0, self.range[2] - passed), max(0.0, self.range[3] - passed)
 
     def _draw(self, now: float, cost: Callable[[Item], float]) -> tuple[float, float, float, float]:
-        """Schedules with each item's time drawn from what its kind's items took (or the
-        prior), each schedule's times by a factor as uncertain as the prior's scale to this
-        machine (`_doubt`): (now, their median, 10th and 90th percentiles)."""
+        """Schedules of times drawn as such items took (or the prior), each scaled by a factor
+        as uncertain as the prior's scale (`_doubt`): (now, median, 10th, 90th percentile)."""
         rng, doubt = random.Random(self.n_seen), self._doubt()
         view = self._view(now, cost)  # once for every draw
         draws = sorted(self._schedule(now, view, rng, math.exp(rng.gauss(0.0, doubt)))
@@ -486,12 +419,11 @@ class Eta:
         return self.range
 
     def _view(self, now: float, cost: Callable[[Item], float] | None) -> View:
-        """What the schedules work from (`View`). Past `LIMIT` items waiting, all but the last
-        LIMIT // 2 go in as many batches, each of a lane's consecutive items, taking what
-        they cost together (on a lane: their spacings, or its gaps, whichever is more)."""
+        """What schedules work from: past LIMIT items waiting, all but the last LIMIT // 2 in
+        as many batches of a lane's consecutive items (their costs, on a lane their spacings)."""
         queue, durations = self._waiting(), self._durations(cost)
         view = View(queue, cost, durations,
-                    [self._excess(it, now - t0) if cost else [0.0] for it, t0, _ in self._flying])
+                    [self._excess(it, now - t0) if cost else [0.0] for it, t0 in self._flying])
         cut, tail = len(queue) - LIMIT // 2, LIMIT // 2
         if cut <= tail:
             return view
@@ -515,14 +447,11 @@ class Eta:
 
     def _schedule(self, now: float, view: View, rng: random.Random | None = None,
                   factor: float = 1.0) -> float:
-        """When the last item ends, less now: the items in flight end after what is left of
-        theirs; each item waiting takes the worker free last by the time its lane lets it
-        start (else the first free); a lane's items start its gap apart (a batch: after the
-        one before). The last item of each worker ends as such items did (`_last_wave`).
-        No cost: every item takes no time (what is left are the waits). An item in flight
-        longer than any seen is expected to run its kind's cost more. With `rng`: one
-        possible schedule, each item taking a time drawn from those its kind's items took
-        (`_durations`), each gap its jitter drawn."""
+        """When the last item ends, less now: items in flight end after what is left of theirs;
+        each waiting takes the worker free last when its lane lets it start (else the first
+        free), a lane's starts its gap apart (a batch: after the one before); each worker's
+        last item ends as such items did (`_last_wave`). No cost: only the waits. With `rng`:
+        one possible schedule, times drawn as such items took, each gap's jitter drawn."""
         cost, free = view.cost, list[Slot]()
         lane_ends: dict[str, list[float]] = defaultdict(list)  # heaps, at most `slots` long
         nxt = {k: lane.last_start + lane.gap_s + lane.jitter_s / 2
@@ -532,7 +461,7 @@ class Eta:
             return max([lane.gap_s + rng.uniform(0.0, lane.jitter_s), *took[:lane.slots]]) \
                 if rng is not None else lane.spacing(took)
 
-        for j, (it, t0, _) in enumerate(self._flying):
+        for j, (it, t0) in enumerate(self._flying):
             excess = view.excess[j]
             end = now + (fmean(excess) if excess and rng is None else factor * rng.choice(excess)
                          if excess and rng else cost(it) if cost else 0.0)
@@ -570,10 +499,9 @@ class Eta:
         return self._last_wave(now, free, view) - now
 
     def _durations(self, cost: Callable[[Item], float] | None) -> Callable[[Item], list[float]]:
-        """How long an item waiting may take: what its kind's items took (at least `OWN` of
-        them, else any, per weight), scaled to its cost, at most the deadline; what the
-        deadline cuts off comes back as more items that hang to it, the longest first (so
-        their mean stays its cost: items seen early are the short ones)."""
+        """What an item waiting may take: what its kind's items took (at least OWN, else any,
+        per weight) scaled to its cost, at most the deadline; what that cuts off comes back as
+        more hangs, the longest first (the mean stays its cost: early items are the short)."""
         recent = self._seen[-SAMPLES:]
         cap = self.deadline if self.deadline is not None else math.inf
         memo: dict[Item, list[float]] = {}
@@ -598,10 +526,8 @@ class Eta:
         return durations
 
     def _last_wave(self, now: float, free: list[Slot], view: View) -> float:
-        """The expected end of the last items, the latest of each worker's: one in flight
-        ends after what items like it ran beyond its age; one waiting takes what its kind's
-        items took (`_durations`). The expected maximum of these independent ends, exactly:
-        the first end + the integral of 1 - prod F_w."""
+        """The expected latest end of each worker's last item (in flight: what such items ran
+        beyond its age; waiting: `durations`): the first end + the integral of 1 - prod F_w."""
         options = []
         for end, j, it, begin, flying in free:
             if it is None:
@@ -627,8 +553,7 @@ class Eta:
 
 
 def clock_text(seconds: float | None, spread: tuple[float, float] | None = None) -> str:
-    """`ETA 0:02:10`; with its `spread` when that reaches past ±25% of it (a few long runs
-    decide when the work ends): `ETA 0:02:10 (1:40-3:05)`."""
+    """`ETA 0:02:10`, with its `spread` when past ±25% of it: `ETA 0:02:10 (1:40-3:05)`."""
     if seconds is None:
         return "ETA estimating"
 
@@ -645,9 +570,8 @@ def clock_text(seconds: float | None, spread: tuple[float, float] | None = None)
 
 
 class LineProgress:
-    """For line-by-line progress (`[3/40] tool: ...`, where no bar is drawn): each counted
-    line gets the ETA appended. Told the `plan` (each call's tool and host, the host's
-    interval, the deadline; one call at a time), the ETA schedules it; else it counts."""
+    """Line-by-line progress (`[3/40] tool: ...`): each counted line gets the ETA. Told the
+    `plan` (each call's tool, host and its interval; one call at a time) it schedules it."""
 
     def __init__(self, show: Callable[[str], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -662,8 +586,6 @@ class LineProgress:
         self.planned = True
 
     def __call__(self, text: str) -> None:
-        import re
-
         m = re.match(r"\[(\d+)/(\d+)\] ([^:]*)", text)
         if m is not None:
             if not self.planned:
@@ -712,7 +634,7 @@ def progress_bar(*extra: Any, console: Any, disable: bool = False,
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), *extra,
         TimeElapsedColumn(), eta_column(), console=console, disable=disable,
-        transient=transient,
+        transient=transient, refresh_per_second=5,
     )
 
 
