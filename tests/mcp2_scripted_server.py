@@ -2,9 +2,10 @@
 its tool `lookup` fails a seeded share `--fail` of calls, `--jsonrpc` of those as JSON-RPC
 errors (-32603) and the rest as `isError` results (text `SERVER_ERROR: ...`); a success
 waits `--ok-ms`, a failure `--error-ms` (each times a seeded lognormal factor of sd
-`--sigma`). It also serves a resource `note://hello`, a prompt `greet` and a tool `echo`
-that never fails, and sends `notifications/tools/list_changed` after a call to `touch`.
-`--http-port N` serves streamable HTTP on 127.0.0.1:N/mcp instead of stdio."""
+`--sigma`). It also serves a resource `note://hello`, a prompt `greet`, a tool `echo`
+that never fails, a tool `count` that reports progress, and sends
+`notifications/tools/list_changed` after a call to `touch`. `--http-port N` serves
+streamable HTTP on 127.0.0.1:N/mcp instead of stdio."""
 
 from __future__ import annotations
 
@@ -60,6 +61,13 @@ def main() -> None:
         """Change the tool list (the server says so with a notification)."""
         await ctx.session.send_tool_list_changed()
         return "touched"
+
+    @server.tool()
+    async def count(steps: int, ctx: Context) -> str:
+        """Count to `steps`, reporting progress at each step."""
+        for i in range(1, steps + 1):
+            await ctx.report_progress(i, steps, f"step {i}")
+        return f"counted to {steps}"
 
     @server.resource("note://hello")
     def hello() -> str:

@@ -81,7 +81,7 @@ async def test_a_profile_fails_resources_read_and_delays_tools_list(tmp_path: Pa
     profile, db, cassette = write_profile(tmp_path), tmp_path / "m.db", tmp_path / "m.jsonl"
     got = await a_session(proxy("--profile", str(profile), "--seed", "3", "--db", str(db),
                                 "--record", str(cassette)))
-    assert got["tools"] == ["echo", "lookup", "touch"]
+    assert got["tools"] == ["count", "echo", "lookup", "touch"]
     assert got["read"] == -32603  # a JSON-RPC error: resources/read has no isError form
     assert got["read_label"]["origin"] == "injected"
     assert got["echo"] == "hi" and got["touch"] == "touched"
@@ -132,3 +132,41 @@ def test_an_unknown_fault_method_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert "resources/explode" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
 
+
+
+async def count_with_progress(target: Any) -> tuple[list[float], str]:
+    seen: list[float] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append(done)
+
+    async with Client(target, mode="legacy", cache=None, read_timeout_seconds=60) as c:
+        got = await c.call_tool("count", {"steps": 3}, progress_callback=progress)
+    return seen, got.content[0].text  # type: ignore[union-attr]
+
+
+async def test_progress_passes_through_stdio_and_http_and_is_recorded(tmp_path: Path) -> None:
+    import re
+    import signal
+    import subprocess
+
+    profile, cassette = write_profile(tmp_path), tmp_path / "progress.jsonl"
+    assert await count_with_progress(proxy("--profile", str(profile), "--record",
+                                           str(cassette))) == ([1, 2, 3], "counted to 3")
+    _, records = read_session(cassette)
+    assert [r["msg"]["params"]["progress"] for r in records if r.get("dir") == "s2c"
+            and r["msg"].get("method") == "notifications/progress"] == [1, 2, 3]
+
+    served = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "proxy", "--transport", "http", "--port",
+         "0", "--profile", str(profile), "--", *SCRIPTED], stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert served.stderr is not None
+        found = re.search(r"on (http://127\.0\.0\.1:\d+/mcp)", served.stderr.readline())
+        assert found
+        # over HTTP the progress rides on the call's own answer stream
+        assert await count_with_progress(found.group(1)) == ([1, 2, 3], "counted to 3")
+    finally:
+        served.send_signal(signal.SIGINT)
+        assert served.wait(timeout=60) == 130
