@@ -524,14 +524,17 @@ def default_redactor() -> Redactor:
 def scrub_data(
     obj: Any, *, redactor: Redactor | None = None, names: Iterable[str] = (),
     inside: bool = False, response: bool = False, literals: Iterable[str] = (),
+    found: list[str] | None = None,
 ) -> Any:
     """JSON-like data: values under secret names replaced (all leaves of a container under
     one; a JSON schema under one keeps its keywords, see `is_schema`), every other string
     scrubbed as text, and each of `literals` (values a user named secret) replaced wherever
-    it appears in a string. Walked with a stack of its own, so data nested as deep as the
-    input limits allow never ends in a RecursionError."""
+    it appears in a string; the values replaced for their names are added to `found` (to
+    take their echoes out elsewhere, see `Scrubber`). Walked with a stack of its own, so
+    data nested as deep as the input limits allow never ends in a RecursionError."""
     walk = _Walk(redactor if redactor is not None else default_redactor(), tuple(names),
                  response, tuple(v for v in literals if v))
+    walk.found = found
     root: list[Any] = [None]
     walk.stack.append((obj, inside, root, 0, 0))
     while walk.stack:
@@ -545,6 +548,50 @@ def scrub_data(
 MAX_WALK_DEPTH = 1000
 
 
+class Scrubber:
+    """Scrubs the messages of one exchange (an MCP session) as `scrub_data` does, and also
+    every echo of a value found under a credential name in any message: a key the client
+    sent in its arguments, repeated in the server's answer or an error text. A message that
+    gives up a new value is scrubbed again with it, so its own echoes go too."""
+
+    def __init__(self, names: Iterable[str] = (), literals: Iterable[str] = ()) -> None:
+        self.names = tuple(names)
+        self.literals = tuple(v for v in literals if v)
+        self.found: set[str] = set()
+        self._red: Redactor | None = None
+        self._key: tuple[int, int] | None = None
+
+    def redactor(self) -> Redactor:
+        """The declared and environment secrets and the values found so far (cached)."""
+        key = (_REGISTRY.version, len(self.found))
+        if self._red is None or key != self._key:
+            self._red = Redactor([*known_secrets(), *sorted(self.found)])
+            self._key = key
+        return self._red
+
+    def data(self, obj: Any) -> Any:
+        sink: list[str] = []
+        out = scrub_data(obj, redactor=self.redactor(), names=self.names,
+                         literals=self.literals, found=sink)
+        new = set(sink) - self.found - SCHEMA_TYPES
+        if not new:
+            return out
+        self.found |= new
+        return scrub_data(obj, redactor=self.redactor(), names=self.names,
+                          literals=self.literals)
+
+    def all(self, objs: Iterable[Any]) -> list[Any]:
+        """A whole recording: every value found anywhere in it, then each message without
+        any of their echoes (an echo before its value was sent included)."""
+        items = list(objs)
+        for obj in items:
+            sink: list[str] = []
+            scrub_data(obj, redactor=Redactor(()), names=self.names, found=sink)
+            self.found |= set(sink) - SCHEMA_TYPES
+        return [scrub_data(obj, redactor=self.redactor(), names=self.names,
+                           literals=self.literals) for obj in items]
+
+
 class _Walk:
     """One `scrub_data` walk: each container is made empty in the source's order and filled
     as its children come off the stack."""
@@ -554,6 +601,7 @@ class _Walk:
         self.red, self.extra, self.response, self.literals = red, extra, response, literals
         self.stack: list[tuple[Any, bool, Any, Any, int]] = []
         self.depth = 0  # of the node being walked
+        self.found: list[str] | None = None
 
     def _later(self, value: Any, hidden: bool, into: Any, key: Any) -> None:
         into[key] = None  # the place, in order
@@ -583,17 +631,23 @@ class _Walk:
             items: list[Any] = [None] * len(obj)
             for i, v in enumerate(obj):
                 if _after_secret_flag(obj, i, self.extra):
+                    self._found(v)
                     items[i] = PLACEHOLDER
                 else:
                     self._later(v, inside, items, i)
             return items
         if inside and isinstance(obj, str) and obj not in ("", PLACEHOLDER):
+            self._found(obj)
             return PLACEHOLDER  # numbers and literals under a credential name stay as they are
         if isinstance(obj, str):
             if obj[:1] in ("{", "["):
                 return scrub_json_text(obj, self.red, response=self.response)
             return scrub_text(obj, redactor=self.red)
         return obj
+
+    def _found(self, value: str) -> None:
+        if self.found is not None and len(value) >= MIN_FOUND:
+            self.found.append(value)
 
     def _schema_keyword(self, out: dict[Any, Any], k: Any, v: Any) -> None:
         """One keyword of a credential's schema: its keywords and structure kept, so a replay

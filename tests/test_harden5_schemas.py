@@ -50,7 +50,8 @@ def _exchange(key: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
             "params": {"name": "elevation",
                        "arguments": {"latitude": "52.52", "longitude": "13.41", "apikey": key}}}
     echoed = {"jsonrpc": "2.0", "id": 2, "result": {"content": [
-        {"type": "text", "text": f"GET /v1/elevation?latitude=52.52&apikey={key}"}]}}
+        {"type": "text", "text": f"GET /v1/elevation?latitude=52.52&apikey={key}: the key "
+                                 f"{key} was refused"}]}}
     return [({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, listed), (call, echoed)]
 
 
@@ -197,3 +198,19 @@ def test_data_that_refers_to_itself_ends_in_the_placeholder_not_a_loop() -> None
     assert len(levels) == MAX_WALK_DEPTH + 1 and out == "REDACTED"
     assert all(lv["token"] == "REDACTED" and lv["note"] == "x" for lv in levels[:-1])
     assert levels[-1] == {"token": "REDACTED", "note": "REDACTED", "again": "REDACTED"}
+
+
+def test_a_live_session_recording_takes_a_sent_key_out_of_later_answers(tmp_path: Path) -> None:
+    """The MCP session recorder scrubs as it writes: the key the client sent, then its echo
+    in the server's free text."""
+    from realprobe.mcp.session_cassette import SessionRecorder
+
+    path = tmp_path / "live.jsonl"
+    recorder = SessionRecorder(path, {"argv": ["server"]})
+    for req, ans in _exchange(SECRET):
+        recorder.message("c2s", req)
+        recorder.message("s2c", ans)
+    recorder.close()
+    text = path.read_text()
+    assert SECRET not in text
+    assert _session_messages(path)[1]["result"]["tools"] == [_tool()]

@@ -30,7 +30,7 @@ from realprobe.cassettes.cassette import Call, Cassette, CassetteError, Failure
 from realprobe.errors import RealprobeError
 from realprobe.limits import MAX_ENTRIES, InputTooLarge, load_json_text, max_bytes
 from realprobe.outputs import OutputError, write_output
-from realprobe.secrets import scrub_data
+from realprobe.secrets import Scrubber
 
 FORMAT_KEY = "realprobe_mcp_cassette"
 VERSION = 1
@@ -274,10 +274,10 @@ def transcript_cassette(lines: list[tuple[int, dict[str, Any]]], label: str) -> 
             continue
         t = _seconds(rec.get("t", rec.get("ts", rec.get("timestamp"))), first,
                      f"{label}: line {n}")
-        records.append({"t": max(t, 0.0), "dir": direction, "msg": scrub_data(msg)})
+        records.append({"t": max(t, 0.0), "dir": direction, "msg": msg})
     if not records:
         raise CassetteError(f"{label}: no JSON-RPC messages with a direction found")
-    return _as_cassette({"imported_from": Path(label).name}, records, "mcp-tape")
+    return _as_cassette({"imported_from": Path(label).name}, Scrubber().all(records), "mcp-tape")
 
 
 def is_mcp_cassette(data: dict[str, Any]) -> bool:
@@ -300,10 +300,11 @@ def from_mcp_cassette(data: dict[str, Any], label: str) -> Cassette:
         t = 0.0
         if isinstance(offset, int | float) and offset == offset and abs(offset) < 1e15:
             t = float(offset) / 1000.0
-        records.append({"t": max(t, 0.0), "dir": direction, "msg": scrub_data(m["payload"])})
+        records.append({"t": max(t, 0.0), "dir": direction, "msg": m["payload"]})
     if not records:
         raise CassetteError(f"{label}: an mcp-cassette recording with no JSON-RPC messages")
-    return _as_cassette({"imported_from": Path(label).name}, records, "mcp-cassette")
+    return _as_cassette({"imported_from": Path(label).name}, Scrubber().all(records),
+                        "mcp-cassette")
 
 
 def is_mcp_recorder(data: dict[str, Any]) -> bool:
@@ -324,14 +325,15 @@ def from_mcp_recorder(data: dict[str, Any], label: str) -> Cassette:
         if item.get("type") not in ("jsonrpc_request", "notification"):
             continue
         if isinstance(request, dict):
-            records.append({"t": round(t, 6), "dir": "c2s", "msg": scrub_data(request)})
+            records.append({"t": round(t, 6), "dir": "c2s", "msg": request})
         latency = item.get("latency_ms")
         t += max(float(latency), 0.0) / 1000.0 if isinstance(latency, int | float) else 0.0
         if isinstance(response, dict):
-            records.append({"t": round(t, 6), "dir": "s2c", "msg": scrub_data(response)})
+            records.append({"t": round(t, 6), "dir": "s2c", "msg": response})
     if not records:
         raise CassetteError(f"{label}: an mcp-recorder cassette with no JSON-RPC messages")
-    return _as_cassette({"imported_from": Path(label).name}, records, "mcp-recorder")
+    return _as_cassette({"imported_from": Path(label).name}, Scrubber().all(records),
+                        "mcp-recorder")
 
 
 def session_bytes(cassette: Cassette) -> bytes:
@@ -355,7 +357,7 @@ def scrub_records(cassette: Cassette, secrets: tuple[str, ...] = (),
     credential name, URLs, known secrets), plus `names` and the literal `secrets`; the calls
     are read again from the records. Returns the records changed."""
     before = cassette.records or []
-    after = [scrub_data(rec, names=names, literals=secrets) for rec in before]
+    after = Scrubber(names, secrets).all(before)  # echoes of a key found anywhere go too
     cassette.records = after
     cassette.calls, _ = session_calls(after)
     return sum(a != b for a, b in zip(after, before, strict=True))

@@ -35,7 +35,7 @@ from realprobe.cassettes.mcp_session import (
     session_calls,
 )
 from realprobe.mcp.guards import Unreadable, read_message
-from realprobe.secrets import scrub_data
+from realprobe.secrets import Scrubber
 
 __all__ = ["CassetteUpstream", "SessionRecorder", "read_session", "session_calls"]
 
@@ -49,23 +49,25 @@ class SessionRecorder:
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
         header = {FORMAT_KEY: VERSION, "pid": os.getpid(),
                   "meta": {**meta, "recorded_at": stamp, "scrubbed": True}}
-        self.journal = Journal.open_at(path, scrub_data(header))
+        #: a key found under a credential name is taken out of every later message too
+        self.scrub = Scrubber()
+        self.journal = Journal.open_at(path, self.scrub.data(header))
 
     def _t(self) -> float:
         return round(time.monotonic() - self.t0, 6)
 
     def message(self, direction: str, msg: Any, injected: dict[str, Any] | None = None) -> None:
-        rec: dict[str, Any] = {"t": self._t(), "dir": direction, "msg": scrub_data(msg)}
+        rec: dict[str, Any] = {"t": self._t(), "dir": direction, "msg": self.scrub.data(msg)}
         if injected:
             rec["injected"] = injected
         self.journal.write(rec)
 
     def garbage(self, direction: str, text: str) -> None:
         self.journal.write({"t": self._t(), "dir": direction,
-                            "garbage": scrub_data(text[:2000])})
+                            "garbage": self.scrub.data(text[:2000])})
 
     def event(self, kind: str, **fields: Any) -> None:
-        self.journal.write({"t": self._t(), "event": kind, **scrub_data(fields)})
+        self.journal.write({"t": self._t(), "event": kind, **self.scrub.data(fields)})
 
     def close(self) -> None:
         self.journal.close()
