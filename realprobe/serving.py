@@ -14,11 +14,13 @@
   its first byte (408, then closed); a kept-alive connection idle for `idle_timeout_s` is
   closed; a body over `max_body` bytes is refused (413); at most `max_connections` are
   served at once and `max_buffered` request bytes held across them (503 past either).
+  Servers run on one event loop, so a half-sent request holds a socket, never a thread.
 - **Fair share**: one client (its peer address, never a forwarding header, which anyone can
   write) holds at most `client_share` of the connections; past its share or past the cap a
   connection may still ask a control path (`reserved_paths`, the sandbox's `/_admin`) on one
-  of `reserved` more slots, so the runtime API answers while the API paths are saturated.
-  Servers run on one event loop, so a half-sent request holds a socket, never a thread.
+  of `reserved` more slots (a few per client; its request must come within the header
+  timeout, and it is the connection's only one), so the runtime API answers while the API
+  paths are saturated.
 - **Off loopback**: one warning line, worded the same by every server, when bound to an
   address other machines can reach.
 
