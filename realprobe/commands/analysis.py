@@ -37,7 +37,7 @@ DbOpt = Annotated[
 ]
 SinceOpt = Annotated[
     str | None,
-    typer.Option("--since", help="Start: ISO date/datetime (UTC) or an age: 7d, 1h30m, 500ms."),
+    typer.Option("--since", help="Start: ISO date/datetime (UTC), 20261101, or an age: 7d, 1h30m."),
 ]
 UntilOpt = Annotated[
     str | None, typer.Option("--until", help="End (exclusive), same forms as --since.")

@@ -42,18 +42,18 @@ PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
 #: parameter name -> metavar, where the type alone says too little
 METAVARS = {
     "sandbox": "URL", "base_url": "URL", "upstream": "live|URL", "address": "HOST:PORT",
-    "db": "FILE", "catalog": "FILE|FAMILY", "cassette": "FILE",
-    "output": "PATH", "profile": "PROFILE", "alerts": "FILE",
-    "since": "WHEN", "until": "WHEN", "baseline": "FROM..TO", "current": "FROM..TO",
-    "every": "INTERVAL", "cron": "'M H DOM MON DOW'", "tools": "NAME,...", "arg": "KEY=VALUE",
+    "catalog": "FILE|FAMILY", "profile": "PROFILE",
+    "cron": "'M H DOM MON DOW'", "tools": "NAME,...", "arg": "KEY=VALUE",
     "param": "KEY=VALUE", "header": "NAME", "secret": "VALUE", "model": "NAME",
     "api_key_env": "VAR", "auth_token_env": "VAR", "vantage": "NAME", "host": "ADDRESS",
     "toxic": "[SCOPE:]TYPE[:K=V,...]", "select": "PATTERN", "prompt": "PROMPT",
-    "agent": "AGENT", "tasks_dir": "DIR", "from_cassettes": "PATH",
+    "agent": "AGENT", "from_cassettes": "PATH",
 }
+#: a parameter's kind in the table of parameter types (`realprobe.ranges`) -> its metavar
+BY_KIND = {"duration": "DURATION", "time": "WHEN", "window": "FROM..TO", "file": "FILE",
+           "folder": "DIR", "database": "FILE", "output": "PATH", "cassette": "FILE"}
 #: what the typer type label becomes when METAVARS does not name the parameter
 BY_TYPE = {"str": "TEXT", "int": "N", "float": "X", "path": "PATH", "bool": "BOOL"}
-SECONDS = ("timeout", "interval", "jitter", "lock_timeout", "deadline", "window")
 
 #: parameters few users set (by name, or "verb name" for one verb's): each keeps its own
 #: flag, and the help lists them once, under "Settings", settable as `--set NAME=VALUE`
@@ -98,8 +98,10 @@ def _metavar(param: Any, ctx: Any) -> str:
     name = param.name or ""
     if name in METAVARS:
         return METAVARS[name]
-    if any(name.endswith(s) for s in SECONDS):
-        return "DURATION"
+    from realprobe.ranges import PARAMS
+
+    if name in PARAMS and PARAMS[name].name in BY_KIND:
+        return BY_KIND[PARAMS[name].name]
     label = str(param.display_type(ctx) if hasattr(param, "display_type") else "")
     label = label.strip("<>")
     if "|" in label:
