@@ -80,3 +80,26 @@ def test_the_monitors_own_figures_are_shown_beside_ours(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "manual: down on 2 UTC days; worst 2026-08-18 66m (theirs 36m)" in out.stdout
     assert "99.62% (upptime)" in out.stdout and "IMPORTED HISTORY" in out.stderr
+
+
+def _partial(src: Path, dest: Path, blob_filter: str) -> Path:
+    """A partial clone of `src` (no network: a file:// clone) whose remote then points
+    nowhere, so that a fetch of a missing object could only fail."""
+    subprocess.run(["git", "clone", "-q", f"--filter={blob_filter}", "--no-checkout",
+                    "--upload-pack=git -c uploadpack.allowFilter=true upload-pack",
+                    f"file://{src}", str(dest)], check=True)
+    subprocess.run(["git", "-C", str(dest), "remote", "set-url", "origin",
+                    "https://example.invalid/status.git"], check=True)
+    return dest
+
+
+def test_a_partial_clone_is_read_without_fetching(tmp_path: Path) -> None:
+    src = _clone(tmp_path)
+    small = _partial(src, tmp_path / "small", "blob:limit=100k")
+    rep = realprobe.import_history(f"upptime:{small}", tmp_path / "h.db", dry_run=True)
+    assert rep.checks_read == 54
+    bare = _partial(src, tmp_path / "bare", "blob:none")
+    with pytest.raises(realprobe.RealprobeError,
+                       match=r"54 record missing from a partial clone \(clone with "
+                             r"--filter=blob:limit=100k\)"):
+        realprobe.import_history(f"upptime:{bare}", tmp_path / "h.db", dry_run=True)

@@ -55,8 +55,10 @@ _CRON_STEP = re.compile(r"^\*/(\d{1,2})$")
 
 
 def _git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
-    env = {**os.environ, "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0",
-           "GIT_OPTIONAL_LOCKS": "0"}
+    # never the network: no lazy fetch of a partial clone's missing objects (git 2.44 and
+    # later), and no transport allowed at all for older ones
+    env = {**os.environ, "GIT_NO_LAZY_FETCH": "1", "GIT_ALLOW_PROTOCOL": "",
+           "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
     try:
         done = subprocess.run(
             ["git", "-c", "safe.directory=*", "-C", str(repo), *args],
@@ -65,8 +67,9 @@ def _git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
     except FileNotFoundError:
         raise HistoryError("upptime: the `git` command is not installed") from None
     if done.returncode != 0:
-        first = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise HistoryError(first[0] if first else f"git {args[0]} failed")
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        worst = [ln for ln in lines if not ln.startswith(("warning:", "hint:"))] or lines
+        raise HistoryError(worst[0] if worst else f"git {args[0]} failed")
     return done.stdout
 
 
@@ -83,30 +86,52 @@ def _show(repo: Path, commit: str, path: str, limit: int | None = None) -> bytes
         return None
 
 
+def _sizes(repo: Path, shas: list[str]) -> dict[str, int]:
+    """{blob: size} of the blobs this clone holds. A partial clone's missing blob stops
+    `--batch-check` (it is never fetched); then the sizes come from the objects it has."""
+    def parse(out: bytes) -> dict[str, int]:
+        found = {}
+        for line in out.splitlines():
+            parts = line.decode().split()
+            if len(parts) == 3 and parts[1] == "blob":
+                found[parts[0]] = int(parts[2])
+        return found
+
+    try:
+        return parse(_git(repo, "cat-file", "--batch-check",
+                          data="\n".join(shas).encode() + b"\n"))
+    except HistoryError:
+        wanted = set(shas)
+        have = parse(_git(repo, "cat-file", "--batch-all-objects", "--batch-check"))
+        return {k: v for k, v in have.items() if k in wanted}
+
+
 def _blobs(repo: Path, shas: list[str], skipped: Counter[str]) -> dict[str, bytes]:
     """The content of each blob under RECORD_MAX_BYTES (sizes asked first, so a huge blob is
     never read); larger ones are skipped and counted."""
     if not shas:
         return {}
-    sizes: dict[str, int] = {}
-    for line in _git(repo, "cat-file", "--batch-check",
-                     data="\n".join(shas).encode() + b"\n").splitlines():
-        parts = line.decode().split()
-        if len(parts) == 3 and parts[1] == "blob":
-            sizes[parts[0]] = int(parts[2])
+    sizes = _sizes(repo, shas)
     small = [s for s in shas if sizes.get(s, RECORD_MAX_BYTES + 1) <= RECORD_MAX_BYTES]
     big = len({s for s in shas if s in sizes} - set(small))
     missing = len({s for s in shas if s not in sizes})
     if big:
         skipped["record over 64 KB"] += big
     if missing:
-        skipped["record missing from the clone"] += missing
+        skipped["record missing from a partial clone (clone with --filter=blob:limit=100k)"
+                ] += missing
     out: dict[str, bytes] = {}
+    if not small:
+        return out
     raw = _git(repo, "cat-file", "--batch", data="\n".join(small).encode() + b"\n")
     pos = 0
     while pos < len(raw):
         end = raw.index(b"\n", pos)
-        sha, _kind, size = raw[pos:end].decode().split()
+        head = raw[pos:end].decode().split()
+        if len(head) != 3:  # `<sha> missing`: not in this clone after all
+            pos = end + 1
+            continue
+        sha, _kind, size = head
         start = end + 1
         out[sha] = raw[start:start + int(size)]
         pos = start + int(size) + 1
