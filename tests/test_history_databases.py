@@ -141,3 +141,19 @@ def test_a_file_that_is_not_the_monitors_database_is_one_line(tmp_path: Path, ki
     assert len(lines) == 1 and f"{kind}:{src}" in lines[0], lines
     assert says.format(what=what, table=table) in lines[0]
     assert not db.exists()
+
+
+def test_kuma_times_as_numbers_are_read_too(tmp_path: Path) -> None:
+    """A heartbeat time stored as epoch milliseconds or seconds (an export, another
+    version's driver) is read as the same moment as Kuma's own text."""
+    beats = [(1, 1, "200 - OK", T0 + 60 * i, 120) for i in range(10)]
+    db = kuma_db(tmp_path / "kuma.db", [(1, "api", "https://api.example.org", 60)], beats)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE heartbeat SET time = ? WHERE id = 1", [int(T0 * 1000)])
+    conn.execute("UPDATE heartbeat SET time = ? WHERE id = 2", [T0 + 60])
+    conn.commit()
+    conn.close()
+    rep = realprobe.import_history(f"kuma:{db}", tmp_path / "h.db")
+    assert rep.checks_read == 10 and not rep.skipped
+    m = realprobe.stats(tmp_path / "h.db", kinds="imported").monitors[0]
+    assert m.first == "2026-01-01T00:00:00Z" and m.observed_s == pytest.approx(9 * 60)

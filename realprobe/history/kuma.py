@@ -90,7 +90,8 @@ def _read(conn: sqlite3.Connection, where: str, label: str, now: float,
     # cannot read is tried by `monitor_time`
     for mid, status, msg_v, when, ping_v, epoch in conn.execute(
             f"SELECT monitor_id, status, {msg}, time, {ping}, "
-            "(julianday(time) - 2440587.5) * 86400.0 FROM heartbeat"):
+            "CASE WHEN typeof(time) = 'text' THEN (julianday(time) - 2440587.5) * 86400.0 "
+            "END FROM heartbeat"):
         state = _STATES.get(status) if isinstance(status, int) else None
         ts = round(epoch, 3) if isinstance(epoch, float) else monitor_time(when)
         if state is None or ts is None or mid not in monitors:

@@ -103,6 +103,8 @@ _JS_DATE = re.compile(
 )
 _MONTHS = {m: i for i, m in enumerate(
     ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1)}
+#: a number of epoch seconds past this is milliseconds (seconds would be past the year 5000)
+EPOCH_MS_FROM = 1e11
 #: naive times are UTC: seconds since this
 _EPOCH = dt.datetime(1970, 1, 1)
 _FRACTION = re.compile(r"(\.\d{6})\d+")
@@ -120,7 +122,9 @@ def monitor_time(value: object) -> float | None:
         when = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         return when.timestamp()
     if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) and value >= 0 else None
+        if not math.isfinite(value) or value < 0:
+            return None
+        return value / 1000.0 if value > EPOCH_MS_FROM else float(value)
     if not isinstance(value, str):
         return None
     try:  # the common forms (ISO 8601, SQLite's) at once
