@@ -88,3 +88,29 @@ async def test_an_isError_and_json_rpc_split_round_trips(tmp_path: Path) -> None
     assert len(failed) == n_fail and kinds == {"simulate"}
     # each injected failure waited its drawn latency: their median sits at the learned one
     assert failed[len(failed) // 2] >= forms["error_latency_ms"]["p50"] * 0.8
+
+
+def test_request_methods_are_probed_and_calibrated_per_method(tmp_path: Path) -> None:
+    calls, db, profile = tmp_path / "calls.json", tmp_path / "m.db", tmp_path / "m.json"
+    calls.write_text(json.dumps({
+        "lookup": {"key": "a"}, "tools/list": {}, "resources/read": {"uri": "note://hello"},
+        "prompts/get": {"name": "greet", "arguments": {"name": "Ann"}}}))
+    scripted = " ".join([*SERVER, "--fail", "0.5", "--jsonrpc", "1", "--seed", "3"])
+    cli("probe", "--mcp-server", scripted, "--mcp-calls", str(calls), "--rounds", "12",
+        "--db", str(db))
+    cli("calibrate", "--db", str(db), "-o", str(profile))
+    tools = json.loads(profile.read_text())["tools"]
+    assert {"lookup", "tools/list", "resources/read", "prompts/get"} <= set(tools)
+    assert tools["resources/read"]["success_rate"] == 1.0 and "mcp" not in tools["tools/list"]
+    assert tools["lookup"]["mcp"]["jsonrpc_share"] == 1.0  # every failure a JSON-RPC error
+
+
+def test_a_method_realprobe_does_not_probe_is_one_line(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.json"
+    calls.write_text(json.dumps({"resources/read": {}}))
+    res = subprocess.run([sys.executable, "-m", "realprobe.cli", "probe", "--mcp-server",
+                          " ".join(SERVER), "--mcp-calls", str(calls), "--db",
+                          str(tmp_path / "x.db")], capture_output=True, text=True, env=ENV,
+                         timeout=120, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2 and "resources/read needs uri" in res.stderr
+    assert "Traceback" not in res.stderr

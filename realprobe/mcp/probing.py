@@ -25,9 +25,45 @@ from realprobe.mcp.proxy import failed, tool_result
 from realprobe.mcp.wire import first_error, split_command
 from realprobe.result import ToolResult
 
+#: request methods a calls file may name beside tools (the row's tool is the method), with
+#: the arguments each needs; they are called through the SDK client's own verbs
+PROBED_METHODS: dict[str, tuple[str, ...]] = {
+    "tools/list": (), "resources/list": (), "resources/templates/list": (),
+    "prompts/list": (), "resources/read": ("uri",), "prompts/get": ("name",),
+}
+
+
+def _method_call(client: Any, method: str, args: dict[str, Any]) -> Any:
+    """The SDK client's call of one request method (PROBED_METHODS), not yet awaited."""
+    if method == "resources/read":
+        return client.read_resource(str(args["uri"]))
+    if method == "prompts/get":
+        return client.get_prompt(str(args["name"]), args.get("arguments"))
+    return {"tools/list": client.list_tools, "resources/list": client.list_resources,
+            "resources/templates/list": client.list_resource_templates,
+            "prompts/list": client.list_prompts}[method]()
+
+
+def check_methods(calls: dict[str, list[dict[str, Any]]]) -> None:
+    """Each request method a calls file names is one realprobe probes, with its arguments."""
+    for name, sets in calls.items():
+        if "/" not in name:
+            continue
+        needed = PROBED_METHODS.get(name)
+        if needed is None:
+            raise RealprobeError(f"calls file: {name!r} is not a method realprobe probes; "
+                                 f"use a tool name or one of {', '.join(PROBED_METHODS)}",
+                                 param="mcp_calls")
+        for args in sets:
+            missing = [k for k in needed if k not in args]
+            if missing:
+                raise RealprobeError(f"calls file: {name} needs {', '.join(missing)}",
+                                     param="mcp_calls")
+
 
 def load_calls(path: str | Path) -> dict[str, list[dict[str, Any]]]:
-    """tool name -> argument sets (at least one each)."""
+    """tool name (or a request method of PROBED_METHODS) -> argument sets (at least one
+    each)."""
     p = Path(path)
     raw = read_document(p, "calls file")
     if not isinstance(raw, dict) or not raw:
@@ -41,6 +77,7 @@ def load_calls(path: str | Path) -> dict[str, list[dict[str, Any]]]:
                 f"calls file {p}: {tool!r} needs an object of arguments or a list of them",
                 param="mcp_calls")
         out[str(tool)] = sets
+    check_methods(out)
     return out
 
 
@@ -74,7 +111,9 @@ async def call_once(client: Any, tool: str, args: dict[str, Any], timeout_s: flo
 
     t0 = time.perf_counter()
     try:
-        r = await asyncio.wait_for(client.call_tool(tool, args), timeout_s)
+        call = _method_call(client, tool, args) if tool in PROBED_METHODS else \
+            client.call_tool(tool, args)
+        r = await asyncio.wait_for(call, timeout_s)
     except MCPError as exc:
         ms = (time.perf_counter() - t0) * 1000
         err = getattr(exc, "error", None)
@@ -97,12 +136,14 @@ async def probe_server(
     vantage: str | None = None, interval_s: float = 0.0, on_call: Any = None,
     schedule_id: str | None = None,
 ) -> Any:
-    """Probe every tool of `calls` `rounds` times; one row per call in `db`."""
+    """Probe every tool (and request method) of `calls` `rounds` times; one row per call in
+    `db`."""
     from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
     from realprobe.store import RUN_DONE, RUN_FAILED, Store, probe_row
     from realprobe.target import Target
     from realprobe.version import __version__
 
+    check_methods(calls)
     vantage = vantage or default_vantage()
     run_id = new_run_id().replace("mcp-", "mcp-probe-", 1)
     results: dict[str, list[ToolResult]] = {t: [] for t in calls}
@@ -114,7 +155,7 @@ async def probe_server(
         async with client_for(command, url) as client:
             api = str(getattr(client.server_info, "name", "") or "mcp")
             listed = {t.name for t in (await client.list_tools()).tools}
-            unknown = sorted(set(calls) - listed)
+            unknown = sorted(set(calls) - listed - set(PROBED_METHODS))
             if unknown:
                 raise RealprobeError(
                     f"the server {api!r} has no tool {', '.join(unknown)}; it lists "
