@@ -87,6 +87,8 @@ class _Identities:
     def ask(self, key: str) -> None:
         """Ask `<key>/_health` once, on a daemon thread (a silent server holds that thread,
         never a call)."""
+        if key in self.known or key in self.asked:  # every call after the first
+            return
         with self.lock:
             if key in self.known or key in self.asked or self.inflight >= IDENTIFY_INFLIGHT:
                 return
