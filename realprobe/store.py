@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from importlib.util import find_spec
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -1182,10 +1183,11 @@ def insert_history(
 ) -> tuple[int, int]:
     """One import in one transaction: monitors upserted, checks and intervals added unless
     their natural key is stored already. (checks added, intervals added); nothing is
-    written when anything fails."""
+    written when anything fails. Each check names every column of IMPORTED_CHECKS_COLUMNS
+    but `id` and `at` (None where unknown; `at` is written from `ts`)."""
     ensure_history_schema(store)
     conn = store.conn
-    ck = [k for k in IMPORTED_CHECKS_COLUMNS if k != "id"]
+    ck = [k for k in IMPORTED_CHECKS_COLUMNS if k not in ("id", "at")]  # `at`: from `ts`
     ik = [k for k in IMPORTED_INTERVALS_COLUMNS if k != "id"]
     mk = list(IMPORTED_MONITORS_COLUMNS)
     try:
@@ -1200,8 +1202,7 @@ def insert_history(
                 f"INSERT OR IGNORE INTO imported_checks ({', '.join(ck)}, at) "
                 f"VALUES ({', '.join('?' * len(ck))}, "
                 "strftime('%Y-%m-%dT%H:%M:%fZ', ?, 'unixepoch'))",
-                ([*(c.get(k, IMPORTED_KIND if k == "kind" else None) for k in ck), c["ts"]]
-                 for c in checks),
+                map(itemgetter(*ck, "ts"), checks),  # every column named (None: unknown)
             )
             added_checks = conn.total_changes - before
             before = conn.total_changes

@@ -69,6 +69,15 @@ def test_a_kuma_database_gives_availability_outages_latency_and_its_own_figures(
                            "up_beats": 1400, "down_beats": 40, "days": 1, "uptime": "97.22%"}
     again = realprobe.import_history(f"kuma:{tmp_path / 'kuma.db'}", db)
     assert again.checks_added == 0 and again.intervals_added == 0
+    conn = sqlite3.connect(db)  # the rows as Datasette shows them: time text, kind, source
+    first = conn.execute("SELECT at, kind, source, vantage, state, error_code FROM "
+                         "imported_checks ORDER BY ts LIMIT 1").fetchone()
+    down = conn.execute("SELECT http_status, error_code FROM imported_checks "
+                        "WHERE state = 'down' ORDER BY ts LIMIT 1").fetchone()
+    conn.close()
+    assert first == ("2026-01-01T00:00:00.000Z", "imported", "kuma:kuma.db", "uptime-kuma",
+                     "up", None)
+    assert down == (503, "SERVER_ERROR")
 
 
 def _gatus(path: Path) -> Path:
