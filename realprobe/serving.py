@@ -473,10 +473,17 @@ def _started(conn: h11.Connection) -> bool:
     return bool(conn.trailing_data[0])
 
 
+#: the `X-Realprobe-Error` label of a refusal written without a `Refusal` (a client then
+#: never takes a busy or confused server's answer for the API's own)
+_LABELS = {400: "bad-request", 408: "request-timeout", 413: "too-large",
+           431: "headers-too-large", 500: "server-error", 503: "busy"}
+
+
 async def refuse(
     writer: asyncio.StreamWriter, status: int, text: str, refusal: Refusal | None = None
 ) -> None:
-    """An error written by hand (h11's state may be ERROR), then close."""
+    """An error written by hand (h11's state may be ERROR), labelled as realprobe's own,
+    then close."""
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:
@@ -485,7 +492,8 @@ async def refuse(
         body, headers = refusal.body(), refusal.headers()
     else:
         body = (text.replace("\r", " ").replace("\n", " ")[:200] + "\n").encode("utf-8", "replace")
-        headers = [("Content-Type", "text/plain; charset=utf-8")]
+        headers = [("Content-Type", "text/plain; charset=utf-8"),
+                   (ERROR_HEADER, _LABELS.get(status, "refused"))]
     lines = [f"HTTP/1.1 {status} {reason}", *(f"{k}: {v}" for k, v in headers),
              f"Content-Length: {len(body)}", "Connection: close", "Server: realprobe"]
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + body)

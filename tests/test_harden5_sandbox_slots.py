@@ -107,6 +107,11 @@ def test_budget_holders_keep_their_share_and_free_it_when_they_go(sandbox_port: 
         assert ask(port, ATTACKER, "/_admin")[0] == 200
         assert ask(port, ATTACKER, "/_health")[0] == 200
         assert ask(port, ATTACKER, "/catfact/fact")[0] == 503
+        # labelled as the sandbox's own answer: a client never counts it against the API
+        with connect(port, ATTACKER) as sock:
+            sock.sendall(b"GET /catfact/fact HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            head = sock.recv(65536).split(b"\r\n\r\n")[0].lower()
+        assert head.startswith(b"http/1.1 503") and b"x-realprobe-error: busy" in head
     # the attacker's sockets are closed: every held call ends now, not in 300 s
     wait_for(lambda: all(e["ended"] == "client-closed" for e in held()))
     assert len(held()) == SHARE
