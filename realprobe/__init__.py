@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from realprobe.api_history import calibrate_imported, import_history, imported_stats
     from realprobe.api_mcp import (
         evaluate,
+        mcp_export,
         mcp_import,
         mcp_proxy,
         mcp_replay,
@@ -190,6 +191,7 @@ _WHERE: dict[str, str] = {
     "mcp_proxy": "realprobe.api_mcp",
     "mcp_replay": "realprobe.api_mcp",
     "mcp_import": "realprobe.api_mcp",
+    "mcp_export": "realprobe.api_mcp",
     "probe_mcp": "realprobe.api_mcp",
     "schedule_mcp": "realprobe.api_mcp",
     "run_demo": "realprobe.demo",
@@ -270,6 +272,7 @@ __all__ = [
     "make_report",
     "make_sandbox",
     "make_sync_client",
+    "mcp_export",
     "mcp_import",
     "mcp_proxy",
     "mcp_replay",

@@ -206,6 +206,15 @@ def mcp_replay(
 
 
 @checked
+def mcp_export(session: str | Path, output: str | Path, *, format: str = "mcp-cassette") -> int:
+    """Write an MCP session cassette in another recorder's format (`format`: mcp-cassette or
+    mcp-recorder, their published schemas) so that tool replays it; returns the messages
+    written."""
+    from realprobe.mcp.interop import export_session
+
+    return export_session(session, output, format)
+
+
 def mcp_import(source: str | Path, output: str | Path) -> int:
     """`import_cassette(source, output)` (which converts MCP transcripts as it converts every
     cassette format) under its old MCP name; returns the messages kept."""

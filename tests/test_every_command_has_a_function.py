@@ -43,6 +43,7 @@ FUNCTIONS = {
     "mcp proxy": "mcp_proxy",
     "mcp replay": "mcp_replay",
     "mcp import": "mcp_import",
+    "mcp export": "mcp_export",
     "exporter": "serve_exporter",
     "alert check": "check_alerts",
     "merge": "merge_databases",

@@ -87,3 +87,26 @@ async def test_another_recorders_file_imports_and_replays(tmp_path: Path, layout
                          env=ENV, timeout=120, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr
     assert await a_session(realprobe("mcp", "replay", str(ours))) == original
+
+
+@pytest.mark.parametrize("fmt", ["mcp-cassette", "mcp-recorder"])
+async def test_a_session_exports_to_another_recorder_and_back(tmp_path: Path, fmt: str) -> None:
+    recorded = tmp_path / "real.jsonl"
+    original = await a_session(realprobe("mcp", "proxy", "--record", str(recorded), "--", TIME))
+    theirs, back = tmp_path / f"{fmt}.json", tmp_path / "back.jsonl"
+    for args in (["mcp", "export", str(recorded), "-o", str(theirs), "--format", fmt],
+                 ["cassette", "import", str(theirs), "-o", str(back)]):
+        res = subprocess.run([sys.executable, "-m", "realprobe.cli", *args],
+                             capture_output=True, text=True, env=ENV, timeout=120,
+                             stdin=subprocess.DEVNULL)
+        assert res.returncode == 0, res.stderr
+    doc = json.loads(theirs.read_text())
+    if fmt == "mcp-cassette":
+        assert doc["format_version"] == 3 and doc["server_info"]["name"] == "mcp-time"
+        assert {m["sender"] for m in doc["messages"]} == {"client", "server"}
+    else:
+        assert doc["version"] == "1.0" and doc["metadata"]["server_info"]["name"] == "mcp-time"
+        assert [i["request"]["method"] for i in doc["interactions"]
+                if i["type"] == "jsonrpc_request"] == ["initialize", "tools/list",
+                                                         "tools/call"]
+    assert await a_session(realprobe("mcp", "replay", str(back))) == original

@@ -45,6 +45,7 @@ def register(app: typer.Typer) -> None:
     group.command("proxy", context_settings={"allow_interspersed_args": False})(proxy_cmd)
     group.command("replay")(replay_cmd)
     group.command("import", hidden=True)(import_cmd)  # `cassette import` does it now
+    group.command("export")(export_cmd)
     app.add_typer(group, name="mcp")
 
 
@@ -402,6 +403,22 @@ def replay_cmd(
             on_ready=_ready(f"a replay of {cassette}"),
         )
     _ended(summary)
+
+
+def export_cmd(
+    session: Annotated[Path, typer.Argument(help="An MCP session cassette (mcp proxy --record).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The file to write.")],
+    format: Annotated[
+        str, typer.Option("--format", help="mcp-cassette or mcp-recorder (their JSON files).")
+    ] = "mcp-cassette",
+) -> None:
+    """Write an MCP session cassette in another recorder's format, so that tool replays it."""
+    from realprobe.api_mcp import mcp_export
+    from realprobe.commands.common import console
+
+    with as_flags("format", "output"):
+        kept = mcp_export(session, output, format=format)
+    console.print(f"{kept} messages -> {output} ({format})")
 
 
 def import_cmd(
