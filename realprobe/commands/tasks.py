@@ -25,6 +25,7 @@ from realprobe.commands.common import (
     err_console,
     load_catalog,
     print_json,
+    wrapped_prose,
 )
 from realprobe.commands.completion import complete_task
 from realprobe.errors import RealprobeError
@@ -499,7 +500,8 @@ def results_cmd(
     if as_json:
         print_json(s)
         return
-    print_results(s)
+    with wrapped_prose():  # read, not parsed: no line wider than the terminal, even in a pipe
+        print_results(s)
 
 
 def print_results(s: Mapping[str, Any]) -> None:
