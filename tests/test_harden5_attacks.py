@@ -143,3 +143,23 @@ def test_credentials_reach_neither_the_journal_nor_the_runtime_api() -> None:
     assert "caller-key-98765" not in journal
     assert "hunter2-upstream-pw" not in admin and "tok-upstream-123456" not in admin
     assert "127.0.0.1:9" in admin  # the upstream itself is still said
+
+
+def test_a_slow_close_ends_when_its_client_goes(sandbox_url: str) -> None:
+    """An hour's `slow_close` holds the connection after the answer only while the client
+    stays: one that reads its answer and leaves frees the slot at once."""
+    put = httpx.put(f"{sandbox_url}/_admin/toxics/*/slow_close",
+                    json={"type": "slow_close", "delay_ms": 3_600_000}, timeout=10)
+    assert put.status_code == 200, put.text
+    with socket.create_connection(("127.0.0.1", _port(sandbox_url)), timeout=30) as sock:
+        sock.sendall(b"GET /catfact/fact HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"X-Request-Id: slow-close-1\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+
+    def finished() -> bool:
+        got = httpx.get(f"{sandbox_url}/_journal", timeout=10).json()
+        rows = [r for r in (got["entries"] if isinstance(got, dict) else got)
+                if r["request_id"] == "slow-close-1"]
+        return len(rows) == 1 and rows[0]["total_ms"] is not None
+
+    wait_for(finished, "the slow close ended")

@@ -81,9 +81,22 @@ def reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
-async def wait_for_close(reader: asyncio.StreamReader, limit: float) -> None:
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(reader.read(), limit)
+async def wait_for_close(reader: asyncio.StreamReader, limit: float) -> bool:
+    """Wait up to `limit` seconds for the client to close; True when it did. What it sends
+    meanwhile is read and dropped as it comes (never gathered: a client streaming for the
+    whole wait costs no memory)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit
+    try:
+        while (left := end - loop.time()) > 0:
+            async with asyncio.timeout(left):
+                if not await reader.read(65536):
+                    return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return False
 
 
 class Wire:
@@ -295,14 +308,14 @@ async def _send(
         data += conn.send(h11.EndOfMessage()) or b""
         done = await wire.write(data)
         entry.body_bytes = max(0, min(wire.sent - len(head), len(plan.body)))
-        return done and await _finish(writer, active, entry)
+        return done and await _finish(writer, reader, active, entry)
     if not await wire.write(head):
         return False
     if not await _body_in_parts(conn, plan, wire, len(head), writer, entry):
         return False
     if not await wire.write(conn.send(h11.EndOfMessage()) or b""):
         return False
-    return await _finish(writer, active, entry)
+    return await _finish(writer, reader, active, entry)
 
 
 async def _no_answer(
@@ -374,10 +387,11 @@ async def _body_in_parts(
     return not plan.body or await body(plan.body)
 
 
-async def _finish(writer: asyncio.StreamWriter, active: Active, entry: Entry) -> bool:
+async def _finish(writer: asyncio.StreamWriter, reader: asyncio.StreamReader, active: Active,
+                  entry: Entry) -> bool:
     await writer.drain()
-    if active.slow_close_s is not None:
-        await asyncio.sleep(active.slow_close_s)
+    if active.slow_close_s is not None:  # over as soon as the client goes
+        await wait_for_close(reader, active.slow_close_s)
         writer.close()
         entry.ended = "closed"
         return False
