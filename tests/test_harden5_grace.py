@@ -1,6 +1,6 @@
 """`--sandbox URL` that is not a realprobe sandbox: the client waits for a sandbox's word
 past the caller's deadline only once the server there has said it is one. Against a silent
-loopback server, `call --timeout 1`, the async client and the synchronous client end at
+loopback server, `call --timeout 2`, the async client and the synchronous client end at
 their deadline with TIMEOUT (the stored latency bounded by it); a real sandbox identifies
 itself (its `/_health`, its marks) and its callers keep the grace.
 
@@ -27,7 +27,7 @@ from realprobe.http import client as http_client
 from realprobe.http.transports import IDENTITIES
 
 GRACE = 600.0
-DEADLINE = 1.0
+DEADLINE = 2.0
 
 
 @pytest.fixture
