@@ -57,6 +57,8 @@ def test_a_text_reflecting_model_reaches_a_second_attempt_carrying_its_reflectio
     openings = [b for b in bodies if second_attempt(b) and len(b["messages"]) == 2]
     assert len(openings) == 5
     assert all(REFLECTION in users_of(b)[0] for b in openings)
+    (row,) = realprobe.task_results(db)["by_prompt"]
+    assert row["attempts"] == 2.0 and row["full_rate"] == 1.0  # attempts used, per row
     stored = _rows(db, "SELECT attempts, reflections, outcome FROM task_runs")
     assert all(a == 2 and REFLECTION in json.loads(refl)[0]["reflection"] and o == "full"
                for a, refl, o in stored)

@@ -163,6 +163,8 @@ def row_summary(
     return {
         **levels(rows),
         "tasks": len({r.get("task") for r in rows}),
+        # attempts a run used (Reflexion tries again after reflecting; every other agent 1)
+        "attempts": _mean(rows, "attempts"),
         "chain_f1": _mean(rows, "chain_f1"),
         "kendall_tau": _mean(rows, "kendall_tau"),
         "graph_f1": _mean(rows, "graph_f1"),
