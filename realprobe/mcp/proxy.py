@@ -1,17 +1,24 @@
 """realprobe in front of any MCP server: every message relayed both ways, faults injected per
-`tools/call` from the simulator's fault model, each call stored as a probe row.
+request of the faulted methods (`tools/call` by default, and any method the profile names or
+`--fault-methods` chooses) from the simulator's fault model, each such call stored as a probe
+row.
 
-What passes through is relayed as it came (`initialize`, `tools/list`, notifications, the
-server's own requests, every answer not injected). For each `tools/call` the fault model
-(the same `FaultModel` as the HTTP tools: profile, fault plan, fault-rate dial, seeded per
-tool) draws an outcome:
+What passes through is relayed as it came (`initialize`, notifications, progress, the
+server's own requests, every answer not injected). For each request of a faulted method the
+fault model (the same `FaultModel` as the HTTP tools: profile, fault plan, fault-rate dial,
+seeded per tool, or per method for the other methods) draws an outcome:
 
-- an explicit fault is answered at once, as an `isError` result or a JSON-RPC error (the
-  profile's `mcp_errors`), and the server never sees the call;
+- an explicit fault is answered by the proxy after its drawn latency (a named profile's; at
+  once under the fault-rate dial alone) and the server never sees the call: an `isError`
+  result or a JSON-RPC error (the profile's `mcp_errors`, else the tool's calibrated
+  JSON-RPC share; always a JSON-RPC error for methods other than tools/call);
 - a hang (TIMEOUT) is held: the client's cancellation or the proxy's deadline ends it;
-- an implicit fault (stale, empty, wrong, drift) lets the call through and rewrites the
-  structured result (and the text that mirrors it) before the client sees it.
+- an implicit fault (stale, empty, wrong, drift) lets a tool call through and rewrites the
+  structured result (and the text that mirrors it) before the client sees it;
+- a success is relayed once its drawn latency has passed (a named profile's).
 
+Rows say where each outcome came from: what the proxy made or shaped is `simulate`, the
+server's own answers (its real errors included) `live`, or `replay` from a cassette.
 A server that never answers, writes garbage, answers with more than the size limit or dies
 mid-call costs its callers a clear JSON-RPC error and an error row, never a hung proxy; the
 session cassette is written line by line, so it survives all of them.
