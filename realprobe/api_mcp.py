@@ -215,6 +215,7 @@ def mcp_export(session: str | Path, output: str | Path, *, format: str = "mcp-ca
     return export_session(session, output, format)
 
 
+@checked
 def mcp_import(source: str | Path, output: str | Path) -> int:
     """`import_cassette(source, output)` (which converts MCP transcripts as it converts every
     cassette format) under its old MCP name; returns the messages kept."""

@@ -428,6 +428,7 @@ PARAMS: dict[str, Kind] = {
     "more_cassettes": CASSETTE,
     "from_cassettes": CASSETTE_SOURCE,
     "path": CASSETTE,
+    "session": CASSETTE,
     # files written
     "output": OUTPUT,
     "record": OUTPUT,

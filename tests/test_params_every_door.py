@@ -167,14 +167,23 @@ CLI_VALUES: dict[str, list[str]] = {
     "database": ["@fifo", "@folder", "@device", "@loop", "@sparse", "@deep"],
     "output": ["@fifo", "@device", "@loop"],
     "cassette": ["@fifo", "@device", "@loop", "@sparse", "@deep"],
+    "count": [*NUMBERS, "99999999999", "1.5"],
+    "port": [*NUMBERS, "65536"],
+    "number": NUMBERS,
+    "share": [*NUMBERS, "1.5"],
+    "url": ["", "nan", "ftp://127.0.0.1/"],
 }
 
 
 def _cli_cases() -> list[tuple[str, str, str, str]]:
+    """(verb, parameter, flag or '', hostile value) for every parameter with a kind."""
     out = []
-    for verb, name, flag, _ in CLI:
-        for value in CLI_VALUES.get(PARAMS[name].name, []) if name in PARAMS else []:
-            out.append((verb, name, flag, value))
+    for verb, cmd in _commands():
+        for param in cmd.params:
+            kind = PARAMS.get(param.name)
+            flag = max(param.opts, key=len) if param.param_type_name == "option" else ""
+            for value in CLI_VALUES.get(kind.name, []) if kind is not None else []:
+                out.append((verb, param.name, flag, value))
     return out
 
 
@@ -218,11 +227,20 @@ FRONT_VALUES: dict[str, list[Any]] = {
     "database": ["@fifo", "@folder", "@device", "@loop"],
     "output": ["@fifo", "@device", "@loop"],
     "cassette": ["@fifo", "@device", "@loop", "@sparse"],
+    "count": [float("nan"), -1, 10**400, "", "١٢", True, 1.5],
+    "port": [float("nan"), -1, 10**400, "", "١٢", 65536],
+    "number": [float("nan"), float("inf"), -1, 10**400, "", "١٢"],
+    "share": [float("nan"), float("inf"), -1, 10**400, "", "١٢", 1.5],
+    "url": ["", "nan", "ftp://127.0.0.1/"],
 }
 
 
 def _front_cases() -> list[tuple[str, str]]:
-    return [(fn, name) for fn, name, _ in FRONT if name in PARAMS]
+    """(function, keyword) for every keyword with a kind."""
+    return [(name, p.name) for name in sorted(realprobe.__all__)
+            if inspect.isfunction(getattr(realprobe, name))
+            for p in inspect.signature(getattr(realprobe, name)).parameters.values()
+            if p.name in PARAMS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
 @pytest.mark.parametrize(("fn", "name"), _front_cases())
