@@ -56,8 +56,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("analysis", "A self-contained HTML, Markdown or JSON report of the stored probes."),
     "history": ("history", "Import what uptime monitors already recorded (Upptime, Uptime "
                            "Kuma, Gatus, blackbox via Prometheus, Statuspage incidents)."),
-    "cassette": ("replay", "Cassettes: inspect, verify, scrub, import (vcrpy, Ruby VCR, HAR), "
-                           "record a round."),
+    "cassette": ("replay", "Cassettes (HTTP and MCP sessions): inspect, verify, scrub, import, "
+                           "recover, record a round."),
     "run": ("tasks", "Run real-world tasks under an agent, score them, and store the runs "
                      "(task_runs, task_steps)."),
     "results": ("tasks", "Task results like the paper's Table 5: full / partial / failure per "

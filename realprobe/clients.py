@@ -206,8 +206,6 @@ def _virtual_by_default(opts: TransportOptions) -> bool:
     is asked for (replay latency `real`/`scaled:X` sleeps for real)."""
     if opts.real_time:
         return False
-    if opts.mode is Mode.REPLAY:
-        return replay_latency_of(opts).virtual_clock
     if opts.mode is Mode.RECORD:
         return opts.profile is not None and not opts.sandbox
     return opts.mode is Mode.SIMULATE
@@ -222,12 +220,12 @@ def make_client(
     config: ClientConfig | None = None,
 ) -> HttpClient:
     opts = (opts or TransportOptions()).normalised()
-    if clock is None:
-        clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
     limits = (config or ClientConfig()).pool_limits()
     if opts.mode in (Mode.RECORD, Mode.REPLAY):
-        transport = transport_for(catalog, opts, clock, partial(base_transport, limits=limits))
+        transport, clock = transport_for(catalog, opts, clock,
+                                         partial(base_transport, limits=limits))
     else:
+        clock = clock or (VirtualClock() if _virtual_by_default(opts) else RealClock())
         transport = base_transport(catalog, opts, clock, limits)
     target = Target.from_options(opts)
     return HttpClient(
@@ -295,7 +293,12 @@ EXHAUSTED_ENV = "REALPROBE_ON_EXHAUSTED"
 
 
 def replay_latency_of(opts: TransportOptions) -> LatencyPolicy:
-    return LatencyPolicy.parse(opts.replay_latency or os.environ.get(LATENCY_ENV) or "virtual")
+    return LatencyPolicy.parse(_latency_setting(opts))
+
+
+def _latency_setting(opts: TransportOptions) -> str:
+    """Replay timing as set: the option, else $REALPROBE_REPLAY_LATENCY, else virtual."""
+    return opts.replay_latency or os.environ.get(LATENCY_ENV) or "virtual"
 
 
 def on_exhausted_of(opts: TransportOptions) -> str:
@@ -340,10 +343,12 @@ def _record_path(opts: TransportOptions) -> Path:
 def transport_for(
     catalog: Catalog,
     opts: TransportOptions,
-    clock: Clock,
+    clock: Clock | None,
     base: Callable[[Catalog, TransportOptions, Clock], httpx.AsyncBaseTransport] = base_transport,
-) -> httpx.AsyncBaseTransport:
-    """Mode.RECORD: a RecordingTransport around the real one. Mode.REPLAY: a ReplayTransport."""
+) -> tuple[httpx.AsyncBaseTransport, Clock]:
+    """Mode.RECORD: a RecordingTransport around the real one. Mode.REPLAY: a ReplayTransport
+    (on a virtual clock when its latency is virtual and no clock or real time is asked for).
+    With the clock the client runs on."""
     if opts.cassette is None:
         raise RealprobeError(f"mode {opts.mode.value} needs a cassette path")
     if opts.mode not in (Mode.RECORD, Mode.REPLAY):
@@ -353,9 +358,15 @@ def transport_for(
     policy = on_exhausted_of(opts)
     meta = record_meta(catalog, opts)
     path = _record_path(opts)
+    # the caller's clock, else real time when asked, a recording's by what it records; a
+    # replay left without one runs on a virtual clock when its latency is virtual
+    if clock is None and (opts.real_time or opts.mode is Mode.RECORD):
+        clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
     if opts.mode is Mode.REPLAY:
-        return ReplayTransport.from_path(path, clock=clock, latency=replay_latency_of(opts),
-                                         on_exhausted=policy)
+        replay = ReplayTransport.from_path(path, clock=clock, latency=_latency_setting(opts),
+                                           on_exhausted=policy)
+        return replay, replay.clock
+    assert clock is not None
     base_opts = opts
     if opts.profile is not None and not opts.sandbox:
         base_opts = replace(opts, mode=Mode.SIMULATE)
@@ -363,9 +374,9 @@ def transport_for(
     if opts.record_mode == "new_episodes":
         session = CassetteSession.episodes(path, on_exhausted=policy, scrub=opts.scrub,
                                            meta=meta)
-        return SessionTransport(session, inner, close_session=True)
+        return SessionTransport(session, inner, close_session=True), clock
     return RecordingTransport(inner, path, clock=clock, meta=meta,
-                              scrub=ScrubConfig(enabled=opts.scrub))
+                              scrub=ScrubConfig(enabled=opts.scrub)), clock
 
 
 def fetch_document(url: str, max_bytes: int | None = None) -> str:

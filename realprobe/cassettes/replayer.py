@@ -37,7 +37,7 @@ from realprobe.cassettes.core import (
 from realprobe.cassettes.importers import load_any
 from realprobe.cassettes.matching import Matcher
 from realprobe.cassettes.scrub import ScrubConfig
-from realprobe.clock import Clock, RealClock
+from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.http.client import DEADLINE_EXT, TIMING_EXT, DeadlineExceeded
 from realprobe.http.transports import SANDBOX_EXT
 
@@ -160,12 +160,19 @@ class ReplayTransport(_PlayerFacade, httpx.AsyncBaseTransport):
     ) -> None:
         self.player, self.latency = _play(cassette, latency, on_exhausted, scrub, match_on,
                                           player)
-        self.clock: Clock = clock or RealClock()
+        #: a virtual latency replays on a virtual clock unless the caller brings a clock
+        self.clock: Clock = clock or (VirtualClock() if self.latency.virtual_clock
+                                      else RealClock())
         self.virtual = self.latency.kind == "virtual" and self.clock.virtual
 
     @classmethod
     def from_path(cls, path: str | Path, **kw: Any) -> ReplayTransport:
         return cls(load_any(path), **kw)
+
+    def synced(self) -> SyncReplayTransport:
+        """The same player (what was played, what is left) and latency, for a synchronous
+        client."""
+        return SyncReplayTransport(self.cassette, latency=self.latency, player=self.player)
 
     # -- time ----------------------------------------------------------------------------
 

@@ -182,8 +182,7 @@ class CassetteSession:
                 match_on=self.match_on, scrub=self.scrub if self.scrub.enabled else None,
             )
             self.player = self._async_replay.player  # one player for both transports
-            self._sync_replay = SyncReplayTransport(replayed, latency=self.latency,
-                                                    player=self.player)
+            self._sync_replay = self._async_replay.synced()
         if self.record_mode != "none" and (
             self.record_mode in ("all", "new_episodes") or existing is None
         ):
