@@ -148,7 +148,7 @@ def test_help_does_not_import_ray(args: list[str]) -> None:
         "print('ray' in sys.modules, 'realprobe.tasks.executors' in sys.modules)\n"
     )
     res = cli(*args, code=code)
-    assert res.returncode == 0 and "--executor" in res.stdout and "--address" in res.stdout
+    assert res.returncode == 0 and "executor=" in res.stdout and "address=" in res.stdout
     assert res.stdout.strip().splitlines()[-1] == "False False"
 
 
