@@ -6,30 +6,38 @@ readers compute from a row (the numbers by the very SQL the readers run, evaluat
 when the chunk is sealed) and what they filter and group on (time, tool, kind, vantage,
 source, target, excluded), the strings as codes into `probe_chunk_keys`. Rows in a chunk are
 in the readers' order (tool, started_ts, rowid). Triggers on `probes` drop the chunk holding
-any row that is updated, deleted or inserted inside a chunk's range, whoever writes (the
-store, sqlite-utils, a user's own UPDATE), so a chunk is never stale; the writer seals such
-gaps again later. Readers take the chunks for the covered rowids and read only the rest (the
-unsealed tail, any gap) through SQL, in the same read transaction.
+any row that is updated, deleted, inserted inside a chunk's range or replaced (an `OR
+REPLACE` on its row key, which fires no delete trigger), whoever writes (the store,
+sqlite-utils, a user's own UPDATE), so a chunk is never stale; the writer seals such gaps
+again as it writes (only the gaps). Readers take the chunks for the covered rowids and read
+only the rest (the unsealed tail, any gap) through SQL, in the same read transaction.
 
-A row a chunk could not represent exactly (a tool that is not text, a blob where a label
-belongs, `excluded` other than NULL, 0 or 1) is left out of every chunk: it stays a gap the
-readers read through SQL.
+Readers trust the chunks only while the triggers are exactly ours (a trigger of the same
+name doing nothing, or another trigger writing into the chunk tables, means no chunk store),
+and check what they read: a head, key or column no writer of ours makes (a code past the
+known ones, an infinite time, a row or key out of range) is `BadChunk`, and the reader takes
+SQL's way instead. A row a chunk could not represent exactly (a tool that is not text, a blob
+where a label belongs, `excluded` other than NULL, 0 or 1) is left out of every chunk: it
+stays a gap the readers read through SQL.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from realprobe.dbfacts import IMPLICIT_KINDS, META_TABLE, PHASE_COLUMNS, SCHEMA_VERSION
 from realprobe.errors import ErrorCode, RealprobeError
 
 if TYPE_CHECKING:
     import numpy as np
+
+T = TypeVar("T")
 
 CHUNKS = "probe_chunks"
 KEYS = "probe_chunk_keys"
@@ -112,15 +120,22 @@ _DROP = (
     f"DELETE FROM {CHUNKS} WHERE lo = (SELECT max(lo) FROM {CHUNKS} WHERE lo <= {{row}}) "
     "AND hi >= {row};"
 )
+#: the row a new or changed row key collides with (an `OR REPLACE` deletes it unseen)
+_KEYED = "(SELECT rowid FROM probes WHERE row_key = NEW.row_key)"
 TRIGGERS = {
-    f"{CHUNKS}_insert": f"AFTER INSERT ON probes BEGIN {_DROP.format(row='NEW.rowid')} END",
+    # a row past every chunk (the writer's every row) costs one look at the largest `hi`
+    f"{CHUNKS}_insert": f"AFTER INSERT ON probes WHEN NEW.rowid <= (SELECT max(hi) FROM "
+                        f"{CHUNKS}) BEGIN {_DROP.format(row='NEW.rowid')} END",
     f"{CHUNKS}_update": f"AFTER UPDATE ON probes BEGIN {_DROP.format(row='OLD.rowid')} "
                         f"{_DROP.format(row='NEW.rowid')} END",
     f"{CHUNKS}_delete": f"AFTER DELETE ON probes BEGIN {_DROP.format(row='OLD.rowid')} END",
-    # `INSERT OR REPLACE` deletes the row a UNIQUE row key collides with without firing the
-    # delete trigger (unless recursive_triggers is on): the row it will replace drops its chunk
-    f"{CHUNKS}_replace": "BEFORE INSERT ON probes WHEN NEW.row_key IS NOT NULL BEGIN "
-    + _DROP.format(row="(SELECT rowid FROM probes WHERE row_key = NEW.row_key)") + " END",
+    # `INSERT OR REPLACE` and `UPDATE OR REPLACE` delete the row a UNIQUE row key collides
+    # with without firing the delete trigger (unless recursive_triggers is on): the row about
+    # to be replaced drops its chunk first (an ignored duplicate drops it too: sealed again)
+    f"{CHUNKS}_replace": f"BEFORE INSERT ON probes WHEN NEW.row_key IS NOT NULL AND EXISTS "
+                         f"{_KEYED} BEGIN {_DROP.format(row=_KEYED)} END",
+    f"{CHUNKS}_rekey": f"BEFORE UPDATE OF row_key ON probes WHEN NEW.row_key IS NOT NULL "
+                       f"AND EXISTS {_KEYED} BEGIN {_DROP.format(row=_KEYED)} END",
 }
 
 
@@ -134,6 +149,7 @@ def ensure(conn: sqlite3.Connection) -> None:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {CHUNKS} (lo INTEGER NOT NULL, "
                      "hi INTEGER NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL, "
                      "PRIMARY KEY (lo, name))")
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {CHUNKS}_hi ON {CHUNKS} (hi)")
         if not _guarded(conn):
             conn.execute(f"DELETE FROM {CHUNKS}")
             for name, body in TRIGGERS.items():
@@ -142,11 +158,11 @@ def ensure(conn: sqlite3.Connection) -> None:
 
 
 def _guarded(conn: sqlite3.Connection) -> bool:
-    got = conn.execute(
-        f"SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'probes' "
-        f"AND name IN ({','.join('?' * len(TRIGGERS))})", list(TRIGGERS)
-    ).fetchone()[0]
-    return int(got) == len(TRIGGERS)
+    """Whether the triggers are ours, word for word, and no other trigger writes into the
+    chunk tables (a chunk kept past a change, or put back after one, would be stale)."""
+    got = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+    return all(got.pop(n, None) == f"CREATE TRIGGER {n} {b}" for n, b in TRIGGERS.items()) \
+        and not any(CHUNKS in str(sql) or KEYS in str(sql) for sql in got.values())
 
 
 @dataclass
@@ -189,8 +205,17 @@ def _chunks(conn: sqlite3.Connection) -> list[Chunk] | None:
 
 
 class BadChunk(sqlite3.DatabaseError):
-    """A chunk head or key that is not what a writer of ours stores (a damaged or hostile
-    file): the chunk store is not used, and the next writer makes it again."""
+    """A chunk head, key or column that is not what a writer of ours stores (a damaged or
+    hostile file): the chunk store is not used, and the next writer makes it again."""
+
+
+def or_none(read: Callable[[], T]) -> T | None:
+    """What `read` gets from the chunk store; None (the reader takes SQL's way) when it meets
+    a chunk no writer of ours made."""
+    try:
+        return read()
+    except BadChunk:
+        return None
 
 
 #: the most a chunk head or key may hold (a head lists its chunk's groups: a few kB)
@@ -215,6 +240,12 @@ def _chunk(lo: int, hi: int, data: object) -> Chunk:
                   for k, p, e, c, a, b in head["groups"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise BadChunk(f"a chunk head of another shape ({exc!r})") from None
+    rows = sum(c for _, c in toc)
+    if not (0 < lo <= hi < 1 << 62 and 0 < rows <= min(hi - lo + 1, CHUNK_ROWS)
+            and all(c > 0 for _, c in toc) and sum(g[3] for g in groups) <= rows
+            and all(e in (0, 1, 2) and c > 0 and 0 <= a <= b < math.inf
+                    for _, _, e, c, a, b in groups)):
+        raise BadChunk(f"the chunk at rowid {lo} has a head no writer of ours makes")
     return Chunk(lo, hi, toc, groups)
 
 
@@ -292,12 +323,44 @@ def each(
     at = {c.lo: i for i, c in enumerate(found)}
     if not at:
         return
+    ids = None
+    if "prov" in names:
+        import numpy as np
+
+        ids = np.array(sorted(i for (i,) in conn.execute(f"SELECT id FROM {KEYS}")), np.int64)
+    got: set[tuple[int, str]] = set()
     for lo, name, data in conn.execute(
         f"SELECT lo, name, data FROM {CHUNKS} WHERE lo IN ({','.join(map(str, at))}) "
         f"AND name IN ({','.join('?' * len(names))})", names,
     ):
         c = at[lo]
-        yield c, names.index(name), decode(data, COLUMNS[name][1], found[c].n)
+        col = decode(data, COLUMNS[name][1], found[c].n)
+        check(name, col, found[c], ids)
+        got.add((lo, name))
+        yield c, names.index(name), col
+    if len(got) != len(at) * len(names):
+        raise BadChunk("a chunk lacks a column its head promises")
+
+
+def check(name: str, col: np.ndarray | Sparse, chunk: Chunk, ids: np.ndarray | None) -> None:
+    """BadChunk unless a column holds only what sealing puts there: codes of known errors
+    (or -1), `excluded` codes 0 to 2, rowids of the chunk's range, known provenance keys, and
+    numbers that are never infinite (a missing one is NaN)."""
+    import numpy as np
+
+    values = np.r_[col.fill, col.values] if isinstance(col, Sparse) else col
+    if name == "code":
+        ok = bool(((values >= -1) & (values < len(CODES))).all())
+    elif name == "excluded":
+        ok = bool(((values >= 0) & (values <= 2)).all())
+    elif name == "rowid":
+        ok = bool(((values >= chunk.lo) & (values <= chunk.hi)).all())
+    elif name == "prov":
+        ok = ids is not None and bool(np.isin(values, ids).all())
+    else:
+        ok = not bool(np.isinf(values).any())
+    if not ok:
+        raise BadChunk(f"the chunk at rowid {chunk.lo} holds a {name} no writer of ours makes")
 
 
 def columns(
@@ -358,14 +421,23 @@ def seal(conn: sqlite3.Connection, *, most: int | None = None) -> int:
 
 
 def _tail_due(conn: sqlite3.Connection) -> bool:
-    """Whether SEAL_ROWS rowids lie past the last chunk (the writer's frequent look, cheap:
-    no head is parsed, no lock taken)."""
+    """Whether SEAL_ROWS rowids lie past the last chunk, or rows of that many rowids in a gap
+    a dropped chunk left (the writer's frequent look, cheap: the heads' ranges and a lookup
+    per gap, no head parsed, no lock taken)."""
     try:
         top = conn.execute("SELECT max(rowid) FROM probes").fetchone()[0]
-        last = conn.execute(f"SELECT max(hi) FROM {CHUNKS} WHERE name = 'head'").fetchone()[0]
+        spans = conn.execute(f"SELECT lo, hi FROM {CHUNKS} WHERE name = 'head' ORDER BY lo")
+        at = 1
+        for lo, hi in [*spans, (top + 1 if top is not None else 1, 0)]:
+            if lo - at >= SEAL_ROWS:
+                a, b = conn.execute("SELECT min(rowid), max(rowid) FROM probes WHERE rowid "
+                                    "BETWEEN ? AND ?", [at, lo - 1]).fetchone()
+                if a is not None and b - a + 1 >= SEAL_ROWS:
+                    return True
+            at = hi + 1
     except sqlite3.OperationalError:
         return False
-    return top is not None and top - (last or 0) >= SEAL_ROWS
+    return False
 
 
 def _plan(conn: sqlite3.Connection, found: list[Chunk]) -> list[tuple[int, int]]:
@@ -418,10 +490,14 @@ def _seal_in(conn: sqlite3.Connection, most: int | None) -> int:
     try:
         found = _chunks(conn)
         keys(conn, found)
+        return _seal_plan(conn, found, most)
     except BadChunk:  # made again from the rows, as an index is rebuilt
         conn.execute(f"DELETE FROM {CHUNKS}")
         conn.execute(f"DELETE FROM {KEYS}")
-        found = _chunks(conn)
+        return _seal_plan(conn, _chunks(conn), most)
+
+
+def _seal_plan(conn: sqlite3.Connection, found: list[Chunk] | None, most: int | None) -> int:
     if found is None:
         return 0
     done = 0

@@ -543,14 +543,28 @@ class Store:
                 refused[exc.reason] += 1
                 bad.append((now, origin, exc.reason, str(exc)[:300], quarantine_row(row)))
             if len(batch) >= 5_000:
-                added += self._insert(batch)
+                added += self._insert(self._new(batch))
                 batch = []
-        added += self._insert(batch)
+        added += self._insert(self._new(batch))
         self._quarantine(bad)
         return Ingest(seen=seen, added=added, refused=dict(refused))
 
+    def _new(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows whose content key is not stored yet: a repeat never reaches the INSERT,
+        whose trigger would drop the chunk holding the stored row (it cannot tell a row about
+        to be ignored from one about to be replaced), so merging again keeps the file sealed."""
+        keys = [r["row_key"] for r in rows]
+        known: set[str] = set()
+        for i in range(0, len(keys), 500):
+            part = keys[i:i + 500]
+            known.update(k for (k,) in self.conn.execute(
+                f"SELECT row_key FROM probes WHERE row_key IN ({','.join('?' * len(part))})",
+                part))
+        return [r for r in rows if r["row_key"] not in known]
+
     def _insert(self, rows: list[dict[str, Any]]) -> int:
-        """INSERT OR IGNORE checked rows (the unique content key drops a repeat); rows added."""
+        """INSERT OR IGNORE checked rows (the unique content key drops a repeat); probe rows
+        added (what the chunk triggers drop is not counted)."""
         if not rows:
             return 0
         sql = (
@@ -559,11 +573,9 @@ class Store:
         )
         try:
             with self.conn:
-                before = self.conn.total_changes
-                self.conn.executemany(
+                added = self.conn.executemany(
                     sql, ([r.get(k) for k in _PROBE_INSERT_KEYS] for r in rows)
-                )
-                added = self.conn.total_changes - before
+                ).rowcount
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
         self._fresh += added

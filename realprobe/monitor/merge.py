@@ -7,7 +7,8 @@ run by the same rules (`check_run_row`), a refused run left out and counted. A r
 store refuses is kept in the output's `probes_quarantine` table with its reason, and counted
 per reason. Keys are computed from what a row holds, never taken from the source, so a file
 that claims another file's keys cannot shadow its rows; merging the same files again, in any
-order or through an intermediate merge, adds nothing (rows with no run id included).
+order or through an intermediate merge, adds nothing (rows with no run id included), and
+the output leaves sealed into the chunk store (`realprobe.chunks`), as a prober's file does.
 
 Runs keep their ids; when two sources hold different runs under one id (same id, other vantage
 or start), the later one is renamed `<id>@<vantage>` and its rows follow it. Every row keeps
@@ -139,6 +140,7 @@ def merge(
             results.append(merged)
             if on_source is not None:
                 on_source(merged)
+        store.seal()  # the output read column-wise at once (merging again adds, drops none)
         total = store.conn.execute("SELECT COUNT(*) FROM probes").fetchone()[0]
     return MergeReport(output=str(out), sources=results, rows_total=int(total))
 

@@ -12,6 +12,7 @@ come from `virtual_s`, anchored so the run's last call sits at its real write ti
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -186,16 +187,17 @@ def tool_counts(
         where, params = conditions(probe_columns(conn), since, until, None, kinds, vantages,
                                    now=now)
         sql = "SELECT tool, count(*) FROM {} WHERE {} GROUP BY tool"
-        with snapshot(conn, where) as got:
-            if got is None:
-                rows = conn.execute(sql.format("probes", where), params).fetchall()
-            else:
+        rows = None
+        with snapshot(conn, where) as got, contextlib.suppress(chunks.BadChunk):
+            if got is not None:  # (a chunk no writer of ours made: SQL's way)
                 found, rest, keys = got
                 pieces: dict[Any, list[tuple[int, int, int, int]]] = {}
                 _selected(conn, found, keys, Selection(
                     since, until, None, kinds, vantages, False, now + FUTURE_SKEW_S), pieces)
                 rows = [(t, sum(p[3] for p in v)) for t, v in pieces.items()] + conn.execute(
                     sql.format("probes NOT INDEXED", rest), params).fetchall()
+        if rows is None:
+            rows = conn.execute(sql.format("probes", where), params).fetchall()
     except sqlite3.DatabaseError as exc:
         raise RealprobeError(f"cannot read probes ({read_error(exc)})") from exc
     finally:
@@ -626,9 +628,9 @@ def load_probes(
         cond, params = conditions(columns, since, until, tools, kinds, vantages, now=now)
         more = {k: sql for k, (col, sql) in (extra or {}).items() if col in columns}
         virtual = virtual_rows(conn, columns, cond, params)  # their own timeline: SQL's
-        got = None if virtual else _by_chunks(
+        got = None if virtual else chunks.or_none(lambda: _by_chunks(
             conn, columns, Selection(since, until, tools, kinds, vantages, False,
-                                     now + FUTURE_SKEW_S), cond, list(params), list(more.values()))
+                                     now + FUTURE_SKEW_S), cond, list(params), list(more.values())))
         if got is None:
             got = _by_sql(path, conn, columns, cond, params, list(more.values()), virtual)
         groups, (ts, lat, code, timeout, *rest) = got

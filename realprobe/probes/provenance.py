@@ -220,7 +220,8 @@ def survey(
         cond, params = conditions(cols, since, until, tools, None, vantages, excluded=None,
                                   now=now)
         sel = Selection(since, until, tools, None, vantages, None, now + FUTURE_SKEW_S)
-        rows = _by_chunks(conn, have, cond, params, sel) if len(have) == 5 else None
+        rows = chunks.or_none(lambda: _by_chunks(conn, have, cond, params, sel)) \
+            if len(have) == 5 else None
         if rows is None:
             rows = _query(conn, survey_sql(have, cond), params)
     finally:
