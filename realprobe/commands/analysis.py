@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 import typer
 
 from realprobe.commands.common import (
+    DbOpt,
     ExplainOpt,
     JsonOpt,
     console,
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
 
 # numpy/scipy are imported inside the commands, so `realprobe --help` stays fast
 
-DbOpt = Annotated[
-    Path | None, typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")
-]
 SinceOpt = Annotated[
     str | None,
     typer.Option("--since", help="Start: ISO date/datetime (UTC), 20261101, or an age: 7d, 1h30m."),

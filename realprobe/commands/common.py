@@ -104,6 +104,9 @@ CatalogOpt = Annotated[
         "merged with the built-in one. Repeatable.",
     ),
 ]
+DbOpt = Annotated[
+    Path | None, typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")
+]
 SandboxOpt = Annotated[
     str | None,
     typer.Option("--sandbox", help="Route every tool to a realprobe sandbox at this URL."),

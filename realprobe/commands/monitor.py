@@ -11,6 +11,7 @@ from realprobe.commands.common import (
     AllowedHostOpt,
     AuthTokenEnvOpt,
     CatalogOpt,
+    DbOpt,
     JsonOpt,
     ProfileOpt,
     SandboxOpt,
@@ -25,10 +26,6 @@ from realprobe.commands.help import QuickHelpGroup
 if TYPE_CHECKING:
     from realprobe.monitor.exporter import ExporterServer
 
-DbOpt = Annotated[
-    Path | None,
-    typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or ~/.local/share/realprobe)."),
-]
 
 alert_app = typer.Typer(
     help="Alert rules over the probe database.",

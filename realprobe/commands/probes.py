@@ -16,6 +16,7 @@ import typer
 from realprobe.commands.common import (
     CassetteOpt,
     CatalogOpt,
+    DbOpt,
     JsonOpt,
     ModeOpt,
     PolitenessChoice,
@@ -50,10 +51,6 @@ AllOpt = Annotated[bool, typer.Option("--all", hidden=True)]  # the old `--tools
 RoundsOpt = Annotated[int, typer.Option("--rounds", help="Calls per tool (examples are cycled).")]
 ProbeTimeoutOpt = Annotated[
     float, typer.Option("--timeout", help="Total deadline per call, in seconds.")
-]
-DbOpt = Annotated[
-    Path | None,
-    typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or ~/.local/share/realprobe)."),
 ]
 VantageOpt = Annotated[
     str | None, typer.Option("--vantage", help="Where the probes run from (default: hostname).")

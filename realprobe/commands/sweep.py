@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from realprobe.commands.common import CatalogOpt, JsonOpt, console, err_console, print_json
+from realprobe.commands.common import (
+    CatalogOpt,
+    DbOpt,
+    JsonOpt,
+    console,
+    err_console,
+    print_json,
+)
 from realprobe.errors import Unavailable
 
 if TYPE_CHECKING:
@@ -18,10 +25,6 @@ if TYPE_CHECKING:
     from realprobe.simulator.profile import Profile
     from realprobe.tasks.executors import Job
 
-DbOpt = Annotated[
-    Path | None,
-    typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or ~/.local/share/realprobe)."),
-]
 ResumeOpt = Annotated[
     bool,
     typer.Option(

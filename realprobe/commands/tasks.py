@@ -11,6 +11,7 @@ import typer
 
 from realprobe.commands.common import (
     CatalogOpt,
+    DbOpt,
     FaultPlanOpt,
     FaultRateOpt,
     FlawSeedOpt,
@@ -47,9 +48,6 @@ TaskCassetteOpt = Annotated[
 ]
 TaskSeedOpt = Annotated[
     int, typer.Option("--seed", help="Seeds the fault model and the agent's jitter, per run.")
-]
-DbOpt = Annotated[
-    Path | None, typer.Option("--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")
 ]
 RunExecutorOpt = Annotated[
     str,
