@@ -69,7 +69,8 @@ def cli_args(url: str, db: Path) -> list[str]:
 def front_door(url: str, db: Path) -> None:
     code = ("import sys, realprobe\n"
             "realprobe.probe(None, rounds=int(sys.argv[3]), db=sys.argv[2], "
-            "target=realprobe.options(sandbox=sys.argv[1]), timeout=float(sys.argv[4]), "
+            "target=realprobe.options(sandbox=sys.argv[1], seed=int(sys.argv[5])), "
+            "timeout=float(sys.argv[4]), "
             "politeness='off', seed=int(sys.argv[5]), concurrency=int(sys.argv[6]))\n")
     subprocess.run([sys.executable, "-c", code, url, str(db), str(ROUNDS), TIMEOUT, str(SEED),
                     str(CONCURRENCY)], check=True, capture_output=True)

@@ -49,7 +49,7 @@ PRIOR_N, EXACT_N, EXACT_DOUBT = 30, 1, 0.03
 #: DRAWS simulated schedules (DRAW_ITEMS entries in all)
 RANGE_S, DRAWS, DRAW_ITEMS = 1.0, 200, 5_000
 #: the estimate at most this often, and once the time since is 1/SHARE of what it last took
-FRESH_S, SHARE = 0.25, 0.03
+FRESH_S, SHARE = 0.25, 0.01
 #: entries of a schedule at most (past it, all but the last LIMIT // 2 items in batches)
 LIMIT = 400
 #: an item in flight goes by its own kind's longer items when there are this many
@@ -135,10 +135,11 @@ class Eta:
         self.nth: list[int] = []
         self.began: Counter[str] = Counter()  # each kind's items started, the first ones
         self.head = self.waiting = self._done = self._total = self.n_seen = 0
-        #: when last worked out and what: the estimate, the range (`_draw`), what each took
+        #: when last worked out and what: the estimate, the range (`_draw`, once `spread` is
+        #: asked); the next working out waits till `free_at` (SHARE of the time)
         self.last: tuple[float, float | None] | None = None
         self.range: tuple[float, float, float, float] | None = None
-        self.took = {"point": 0.0, "range": 0.0}
+        self.ranged, self.free_at = False, -math.inf
         self._set_prior(prior or {})
         self._replan(plan, self.started)
 
@@ -370,7 +371,7 @@ class Eta:
             if self._total - self._done <= 0:
                 return 0.0
             now = self.clock()
-            if self.last is not None and not self._due("point", self.last[0], now):
+            if self.last is not None and (now - self.last[0] < FRESH_S or now < self.free_at):
                 if self.last[1] is not None:
                     return max(0.0, self.last[1] - now + self.last[0])
                 if not self._seen:  # the first item to end gives an estimate at once
@@ -381,28 +382,28 @@ class Eta:
             else:
                 left = self._schedule(now, self._view(now, cost))
                 left = left if cost or left else None  # no cost: the waits, if any
+                if cost and self.ranged and (self.range is None or now - self.range[0] >= RANGE_S):
+                    self._draw(now, cost)  # its range with it, once `spread` was asked
             self.last = (now, left)
-            self.took["point"] = self.clock() - now
+            self.free_at = now + (self.clock() - now) / SHARE
             return left
 
-    def _due(self, what: str, since: float, now: float) -> bool:
-        """Whether to work `what` out again: FRESH_S (RANGE_S) since, and SHARE of that time
-        taken by its last working out (a long plan on a busy machine: less often)."""
-        return now - since >= max(FRESH_S if what == "point" else RANGE_S, self.took[what] / SHARE)
-
     def spread(self) -> tuple[float, float] | None:
-        """The 10th and 90th percentiles of the time left (drawn when due, counted down)."""
+        """The 10th and 90th percentiles of the time left (drawn with the estimate, at most
+        every RANGE_S; counted down in between)."""
         with self.lock:
             self._sync()
-            now = self.clock()
+            self.ranged, now = True, self.clock()
             if self._total - self._done <= 0:
                 return None
-            if self.range is None or self._due("range", self.range[0], now):
+            if self.range is None and now >= self.free_at:
                 cost = self._costs(now)
                 if cost is None:
                     return None
                 self._draw(now, cost)
-            assert self.range is not None
+                self.free_at = now + (self.clock() - now) / SHARE
+            if self.range is None:
+                return None
             passed = now - self.range[0]
             return max(0.0, self.range[2] - passed), max(0.0, self.range[3] - passed)
 
@@ -415,13 +416,12 @@ class Eta:
                        for _ in range(max(20, min(DRAWS, DRAW_ITEMS // (len(view.queue) + 1)))))
         n = len(draws)
         self.range = (now, draws[n // 2], draws[n // 10], draws[-1 - n // 10])
-        self.took["range"] = self.clock() - now
         return self.range
 
     def _view(self, now: float, cost: Callable[[Item], float] | None) -> View:
         """What schedules work from: past LIMIT items waiting, all but the last LIMIT // 2 in
         as many batches of a lane's consecutive items (their costs, on a lane their spacings)."""
-        queue, durations = self._waiting(), self._durations(cost)
+        queue, durations, costs = self._waiting(), self._durations(cost), dict[Item, float]()
         view = View(queue, cost, durations,
                     [self._excess(it, now - t0) if cost else [0.0] for it, t0 in self._flying])
         cut, tail = len(queue) - LIMIT // 2, LIMIT // 2
@@ -434,7 +434,8 @@ class Eta:
                 j += 1
             lane = self.lanes.get(queue[i].lane)
             batch = Item(f"\0{len(view.batches)}", queue[i].lane, j - i)
-            calls = sum(map(cost, queue[i:j])) if cost else 0.0
+            calls = sum(costs[it] if it in costs else costs.setdefault(it, cost(it))
+                        for it in queue[i:j]) if cost else 0.0
             if lane is not None and cost and lane.slots == 1:
                 calls = sum(view.spacing(lane, it) for it in queue[i:j])
             elif lane is not None:
