@@ -251,6 +251,7 @@ class LiveCounts:
         self.workers, self.deadline, self.model = workers, deadline, model or {}
         self.exact = exact or {}
         self.starts: Counter[str] = Counter()  # per tool, with `exact`: its calls started
+        self.shown = 0.0  # when the counts last went to the bar (`show`)
         self.eta = self._eta()
         self.progress = progress_bar(
             TextColumn("[green]{task.fields[ok]} ok[/green] [red]{task.fields[err]} err[/red]"),
@@ -289,10 +290,16 @@ class LiveCounts:
         self.eta.advance(kind, None if latency is None else latency / 1000)
         if tool in self.model and not self.exact:
             self.eta.set_prior({tool: self.model[tool][not result.ok]})
-        self.progress.update(self.task, advance=1, ok=self.ok, err=self.err)
+        if time.monotonic() >= self.shown + 0.1:  # the bar redraws 5 times a second at most
+            self.show()
+
+    def show(self) -> None:
+        self.shown = time.monotonic()
+        self.progress.update(self.task, completed=self.ok + self.err, ok=self.ok, err=self.err)
 
     def new_round(self, exact: dict[str, list[float]] | None = None) -> None:
         """Count from zero again (the next round of a schedule; `exact`: its calls' model)."""
+        self.show()
         self.ok = self.err = 0
         self.starts.clear()
         if exact is not None:
@@ -305,6 +312,7 @@ class LiveCounts:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.show()
         self.progress.stop()
 
 
