@@ -53,3 +53,25 @@ def test_true_answers_pass_the_checks_and_cost_no_extra_call() -> None:
     assert suspect({"text": ""}, ["text"], {"quote": ""}) is not None
     assert suspect({"text": "x"}, ["text"], {"url": "moc.elpmaxe//:sptth"}) is not None
     assert suspect({"text": "Fine words."}, ["text"], {"quote": "Fine words."}) is None
+
+
+def test_no_true_answer_of_any_catalogue_tool_looks_doubtful() -> None:
+    catalog = realprobe.load_catalog()
+    seen = 0
+    for tool in catalog:
+        args = tool.examples[0] if tool.examples else {}
+        for seed in range(8):
+            got = realprobe.call(tool.name, args, catalog=catalog,
+                                 target=realprobe.options(profile="calm", seed=seed))
+            if got.ok:
+                seen += 1
+                assert suspect({}, [], got.data) is None, (tool.name, got.data)
+    assert seen >= 200
+
+
+def test_counts_and_identifiers_that_do_not_fit_are_doubtful() -> None:
+    assert suspect({}, [], {"fact": "Cats purr.", "length": 11}) is not None
+    assert suspect({}, [], {"fact": "Cats purr.", "length": 10}) is None
+    assert suspect({}, [], {"quote": "q", "author": "a", "id": None}) is not None
+    assert reads_backwards("office our is world The")
+    assert not reads_backwards("The world is our office")
