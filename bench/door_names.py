@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from realprobe.cli import app
+from realprobe.cli import HELP_NAMES, app
 
 
 def commands() -> dict[str, Any]:
@@ -29,7 +29,8 @@ def commands() -> dict[str, Any]:
     out: dict[str, Any] = {}
 
     def walk(command: Any, path: list[str]) -> None:
-        ctx = typer.Context(command, info_name=" ".join(["realprobe", *path]))
+        ctx = typer.Context(command, info_name=" ".join(["realprobe", *path]),
+                            help_option_names=HELP_NAMES)  # as the program makes them
         command.get_help(ctx)  # the help screen as a user sees it (its settings set apart)
         out[" ".join(path)] = command
         if hasattr(command, "list_commands"):

@@ -14,7 +14,7 @@ import pytest
 import typer
 
 import realprobe
-from realprobe.cli import app, main
+from realprobe.cli import HELP_NAMES, app, main
 
 ROOT = Path(realprobe.__file__).parent
 PRIVATE = re.compile(r"typer\._|from typer\._|click\._|import _click|atexit\._")
@@ -42,7 +42,8 @@ def _commands() -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
 
     def walk(command: Any, path: list[str]) -> None:
-        ctx = typer.Context(command, info_name=" ".join(["realprobe", *path]))
+        ctx = typer.Context(command, info_name=" ".join(["realprobe", *path]),
+                            help_option_names=HELP_NAMES)  # as the program makes them
         command.get_help(ctx)
         out.append((" ".join(path), command))
         if hasattr(command, "list_commands"):
@@ -71,7 +72,8 @@ def test_a_setting_is_set_by_name_and_checked_by_its_kind(
     command = dict(COMMANDS)[verb]
     settings = getattr(command, "__realprobe_settings__", ())
     assert settings and all(p.hidden for p in settings)
-    help_text = command.get_help(typer.Context(command, info_name=verb))
+    help_text = command.get_help(typer.Context(command, info_name=verb,
+                                               help_option_names=HELP_NAMES))
     assert "Settings (--set NAME=VALUE" in help_text
     for param in settings:
         assert max(param.opts, key=len).removeprefix("--") in help_text
