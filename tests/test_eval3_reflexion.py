@@ -97,3 +97,18 @@ def test_a_model_that_ignores_the_request_still_tries_again_up_to_the_cap(
         assert [s["attempt"] for s in r.steps] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
     third = [b for b in bodies if "Attempt 2: (no reflection given)" in users_of(b)[0]]
     assert third and all(len(b["messages"]) >= 2 for b in third)
+
+
+def test_the_deadline_ends_a_reflexion_run_whatever_attempt_it_is_in(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("REFLEXION_TEST_KEY", "k")
+    with ScriptedLLM([], responder=ignores_the_request) as server:
+        res = realprobe.run_tasks(
+            ["pet_newsletter"], agent="openai-reflexion", base_url=server.base_url,
+            model="scripted-1", api_key_env="REFLEXION_TEST_KEY", mode="simulate",
+            profile="calm", timeout=1.5,  # on the run's virtual clock: within attempt two
+        )
+    (run,) = res.runs
+    assert run.row["termination"] == "deadline" and run.row["attempts"] == 2
+    assert run.row["clock_s"] == 1.5 and run.row["outcome"] != "full"
