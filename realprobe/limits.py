@@ -86,7 +86,7 @@ def check_input(path: str | Path, what: str, *, directory: bool = False,
         return p
     if not stat.S_ISREG(st.st_mode):
         want = "a folder" if directory else "a regular file"
-        raise InputTooLarge(f"{p}: the {what} is not {want} (a device, pipe or folder)")
+        raise InputTooLarge(f"{p}: the {what} is {_file_type(st.st_mode)}, not {want}")
     if cap is not None and st.st_size > cap:
         raise InputTooLarge(_over(p, what, st.st_size, cap, INPUT_MB_ENV))
     return p
@@ -102,10 +102,11 @@ def read_input(path: str | Path, what: str, cap: int, env: str = INPUT_MB_ENV) -
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except (OSError, ValueError) as exc:
         raise RealprobeError(f"{p}: cannot read the {what} ({_reason(exc)})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InputTooLarge(f"{p}: the {what} is {_file_type(st.st_mode)}, not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise InputTooLarge(f"{p}: the {what} is not a regular file (a device, pipe or folder)")
         if st.st_size > cap:
             raise InputTooLarge(_over(p, what, st.st_size, cap, env))
         try:
@@ -120,6 +121,16 @@ def read_input(path: str | Path, what: str, cap: int, env: str = INPUT_MB_ENV) -
 def input_cap() -> int:
     """The size cap of a file a user hands in (`REALPROBE_MAX_INPUT_MB`)."""
     return max_bytes(INPUT_MB_ENV, DEFAULT_INPUT_MB)
+
+
+def _file_type(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (a pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket or other special file"
 
 
 def _reason(exc: BaseException) -> str:

@@ -276,3 +276,28 @@ def test_the_one_grammar_at_both_doors(tmp_path: Path) -> None:
     assert parse_time("20261101") == parse_time("2026-11-01") == parse_time(20261101)
     assert parse_time("7d", now=1e9) == 1e9 - 7 * 86400
     assert json.loads(json.dumps(parse("since", "20261101"))) == "20261101"
+
+
+@pytest.mark.parametrize("reader", ["read_input", "read_text_input", "read_document",
+                                    "read_bounded"])
+def test_the_limited_readers_refuse_what_the_table_lets_through_to_them(
+    reader: str, hostile: dict[str, str]
+) -> None:
+    """Behind the doors, the one reader refuses a FIFO, a device, a folder or a huge file
+    itself, without blocking on a pipe (opened non-blocking, looked at before reading)."""
+    from realprobe import limits
+    from realprobe.errors import RealprobeError
+
+    read = getattr(limits, reader)
+    args = {"read_input": ("file", 1 << 20), "read_text_input": ("file",),
+            "read_document": ("file",), "read_bounded": ()}[reader]
+    old = signal.signal(signal.SIGALRM, _guard)
+    signal.alarm(GUARD_S)
+    try:
+        for name in ("fifo", "device", "folder", "sparse", "loop"):
+            with pytest.raises(RealprobeError) as refused:
+                read(Path(hostile[name]), *args)
+            assert "\n" not in str(refused.value) and hostile[name] in str(refused.value)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
