@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +150,39 @@ def test_a_client_over_its_session_cap_is_refused_and_others_are_not(tmp_path: P
         assert ended.status_code == 200
         again = http.post(url, json=init, headers=headers)
         assert again.status_code == 200  # its place back
+
+
+def test_a_shared_upstream_tells_every_session_what_changed() -> None:
+    """Client A's call changes the shared server's tool list: client B, idle on its own
+    session, hears `notifications/tools/list_changed` too (on its GET stream)."""
+    scripted = [sys.executable, str(ROOT / "tests" / "mcp2_scripted_server.py")]
+    served = subprocess.Popen(
+        [sys.executable, "-m", "realprobe.cli", "mcp", "proxy", "--transport", "http", "--port",
+         "0", "--upstream-sessions", "shared", "--", *scripted], stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, env=ENV)
+
+    async def two_clients(url: str) -> tuple[str, bool, str]:
+        heard = asyncio.Event()
+
+        async def note(message: Any) -> None:
+            if getattr(getattr(message, "root", message), "method", None) == \
+                    "notifications/tools/list_changed":
+                heard.set()
+
+        async with Client(url, cache=None, read_timeout_seconds=120) as a, \
+                Client(url, cache=None, message_handler=note, read_timeout_seconds=120) as b:
+            await b.list_tools()
+            touched = (await a.call_tool("touch", {})).content[0].text  # type: ignore[union-attr]
+            with suppress(TimeoutError):
+                await asyncio.wait_for(heard.wait(), 60)
+            echoed = (await b.call_tool("echo", {"text": "b"})).content[0].text  # type: ignore[union-attr]
+            return touched, heard.is_set(), echoed
+
+    try:
+        assert served.stderr is not None
+        found = re.search(r"on (http://127\.0\.0\.1:\d+/mcp)", served.stderr.readline())
+        assert found
+        assert asyncio.run(two_clients(found.group(1))) == ("touched", True, "b")
+    finally:
+        served.send_signal(signal.SIGINT)
+        assert served.wait(timeout=60) == 130
