@@ -5,13 +5,16 @@
   path before chunks, and the one every older file takes), CPU in this process, best of
   --repeats; the two answers are compared to the last bit.
 - seal: sealing those rows in one go (a file filled by a bulk import, or an older file).
-- writer: `Store.insert_probe`, one committed row per call as a prober writes, --writes rows
-  into a fresh file, with the chunk store (triggers, and sealing as the rows come) and
-  without it (triggers dropped, no sealing): CPU per row, side by side, best of --repeats;
-  and the sealing's own CPU per row written, timed apart (the difference of two whole runs
-  moves with the neighbours).
+- writer: --writes rows into two fresh files side by side, one with the chunk store
+  (triggers, and sealing as the rows come) and one without (triggers dropped, no sealing),
+  as users write: one committed row a call (`Store.insert_probe`, a prober) and --batch rows
+  a call (`Store.insert_probes`, a merge). The files are written in alternating blocks, the
+  CPU of each block this process' own, and the figure is the median of the blocks'
+  differences per row (the difference of two whole runs moves with the neighbours); the
+  sealing's own CPU per row is timed apart.
 
-    python bench/chunk_store.py [--rows 1000000] [--writes 20000] [--repeats 3] [--save]
+    python bench/chunk_store.py [--rows 1000000] [--writes 20000] [--batch 1000] [--save]
+    python bench/chunk_store.py --rows 0      # the writer only
 """
 
 from __future__ import annotations
@@ -101,69 +104,97 @@ def _row(i: int, t0: float) -> dict[str, Any]:
             "new_connection": int(i % 100 == 0)}
 
 
-def writer_cpu(n: int, repeats: int) -> dict[str, Any]:
-    """CPU per row of `insert_probe` with and without the chunk store (fresh files)."""
-    with_s, without_s, sealing, sealed = [], [], [], 0
+def _store(path: Path, chunked: bool, spent: list[float]) -> Store:
+    """A fresh store with the chunk store (its sealing's CPU added to `spent`) or without
+    (triggers dropped, nothing sealed)."""
+    store = Store(path)
+    if chunked:
+        seal = store._seal_quietly
+
+        def timed(most: int | None) -> None:
+            t = time.process_time()
+            seal(most)
+            spent[0] += time.process_time() - t
+
+        store._seal_quietly = timed  # type: ignore[method-assign]
+    else:
+        for name in chunks.TRIGGERS:
+            store.conn.execute(f"DROP TRIGGER {name}")
+        store._seal_quietly = lambda most: None  # type: ignore[method-assign]
+    return store
+
+
+def writer_cpu(n: int, batch: int, blocks: int = 40) -> dict[str, Any]:
+    """CPU per row of the writer with and without the chunk store, as users write: one
+    committed row a call (`insert_probe`, a prober) and `batch` rows a call (`insert_probes`,
+    a merge). Two fresh files written side by side, in `blocks` alternating blocks (which one
+    goes first alternating too), so the neighbours weigh on both alike; the CPU of each
+    block is this process' own. The figure is the median of the blocks' differences."""
+    out: dict[str, Any] = {"writes": n, "batch": batch, "blocks": blocks}
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(repeats):
-            for chunked in (True, False) if r % 2 else (False, True):  # neither always first
-                path = Path(tmp) / f"w{r}{int(chunked)}.db"
-                store = Store(path)
-                spent = [0.0]
-                if chunked:
-                    seal = store._seal_quietly
-
-                    def timed(most: int | None, seal: Any = seal, spent: list[float] = spent
-                              ) -> None:
-                        t = time.process_time()
-                        seal(most)
-                        spent[0] += time.process_time() - t
-
-                    store._seal_quietly = timed  # type: ignore[method-assign]
-                else:
-                    for name in chunks.TRIGGERS:
-                        store.conn.execute(f"DROP TRIGGER {name}")
-                    store._seal_quietly = lambda most: None  # type: ignore[method-assign]
-                rows = [_row(i, time.time() - 3600) for i in range(n)]
-                t = time.process_time()
-                for row in rows:
-                    store.insert_probe(row)
-                (with_s if chunked else without_s).append((time.process_time() - t) / n)
-                if chunked:
-                    sealing.append(spent[0] / n)
-                if chunked:
-                    sealed = store.conn.execute(
-                        f"SELECT count(DISTINCT lo) FROM {chunks.CHUNKS}").fetchone()[0]
+        for how in ("one_row_a_call", "batched"):
+            spent = [0.0]
+            stores = {c: _store(Path(tmp) / f"{how}{int(c)}.db", c, spent) for c in (True, False)}
+            t0 = time.time() - 3600
+            per = n // blocks
+            diffs, cpu = [], {True: 0.0, False: 0.0}
+            for b in range(blocks):
+                rows = [_row(i, t0) for i in range(b * per, (b + 1) * per)]
+                took = {}
+                for chunked in (True, False) if b % 2 else (False, True):
+                    store = stores[chunked]
+                    t = time.process_time()
+                    if how == "batched":
+                        for i in range(0, len(rows), batch):
+                            store.insert_probes(rows[i:i + batch], origin="bench")
+                    else:
+                        for row in rows:
+                            store.insert_probe(row)
+                    took[chunked] = time.process_time() - t
+                    cpu[chunked] += took[chunked]
+                diffs.append((took[True] - took[False]) / per)
+            sealed = stores[True].conn.execute(
+                f"SELECT count(DISTINCT lo) FROM {chunks.CHUNKS}").fetchone()[0]
+            for store in stores.values():
                 store.close()
-    added = min(with_s) - min(without_s)
-    return {"writes": n, "insert_cpu_us_per_row_with_chunks": round(1e6 * min(with_s), 1),
-            "insert_cpu_us_per_row_without": round(1e6 * min(without_s), 1),
-            "writer_added_cpu_us_per_row": round(1e6 * added, 1),
-            "writer_added_share": round(added / min(without_s), 3),
-            "writer_sealing_cpu_us_per_row": round(1e6 * min(sealing), 1),
-            "chunks_after_writes": int(sealed)}
+            diffs.sort()
+            added = diffs[len(diffs) // 2]
+            without = cpu[False] / (per * blocks)
+            out[how] = {
+                "cpu_us_per_row_with_chunks": round(1e6 * cpu[True] / (per * blocks), 1),
+                "cpu_us_per_row_without": round(1e6 * without, 1),
+                "added_cpu_us_per_row": round(1e6 * added, 1),
+                "added_share": round(added / without, 3),
+                "added_quartiles_us": [round(1e6 * diffs[len(diffs) // 4], 1),
+                                       round(1e6 * diffs[3 * len(diffs) // 4], 1)],
+                "sealing_cpu_us_per_row": round(1e6 * spent[0] / (per * blocks), 1),
+                "chunks_after_writes": int(sealed),
+            }
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--rows", type=int, default=1_000_000, help="0: the writer only")
     ap.add_argument("--writes", type=int, default=20_000)
+    ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--save", action="store_true", help="write bench/results/")
     args = ap.parse_args()
     before = load_average()
-    db, seal_cpu = bench_db(args.rows)
-    with closing(sqlite3.connect(db)) as conn:  # closed: an open file is read row-wise
-        n = conn.execute("SELECT count(*) FROM probes").fetchone()[0]
-        blobs = conn.execute(f"SELECT count(DISTINCT lo), sum(length(data)) FROM "
-                             f"{chunks.CHUNKS}").fetchone()
-    out: dict[str, Any] = {
-        "rows": n, "chunks": blobs[0], "chunk_bytes_per_row": round(blobs[1] / n, 1),
-        "seal_rows_at": chunks.SEAL_ROWS, "chunk_rows": chunks.CHUNK_ROWS,
-        **read_cpu(db, args.repeats),
-        "seal_cpu_us_per_row": round(1e6 * seal_cpu / n, 2) if seal_cpu > 0.5 else None,
-        **writer_cpu(args.writes, args.repeats),
-    }
+    out: dict[str, Any] = {"seal_rows_at": chunks.SEAL_ROWS, "chunk_rows": chunks.CHUNK_ROWS}
+    if args.rows:
+        db, seal_cpu = bench_db(args.rows)
+        with closing(sqlite3.connect(db)) as conn:  # closed: an open file is read row-wise
+            n = conn.execute("SELECT count(*) FROM probes").fetchone()[0]
+            blobs = conn.execute(f"SELECT count(DISTINCT lo), sum(length(data)) FROM "
+                                 f"{chunks.CHUNKS}").fetchone()
+        out.update({
+            "rows": n, "chunks": blobs[0], "chunk_bytes_per_row": round(blobs[1] / n, 1),
+            **read_cpu(db, args.repeats),
+            "seal_cpu_us_per_row": round(1e6 * seal_cpu / n, 2) if seal_cpu > 0.5 else None,
+        })
+    out["writer"] = writer_cpu(args.writes, args.batch)
     emit(out, args.save, RESULTS, before)
 
 
