@@ -23,6 +23,7 @@ from realprobe.version import PROJECT_URL, USER_AGENT, __version__
 if TYPE_CHECKING:
     from realprobe.adapters.adapter import call_tool, call_tool_sync
     from realprobe.adapters.catalog import Catalog, CatalogError, default_catalog
+    from realprobe.adapters.spec import ApiSpec, Politeness
     from realprobe.adapters.tool import Tool
     from realprobe.api import (
         build_report,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         write_report,
     )
     from realprobe.api_cassettes import (
+        export_cassette,
         import_cassette,
         inspect_cassette,
         record_round,
@@ -78,20 +80,41 @@ if TYPE_CHECKING:
     from realprobe.clock import Clock, RealClock, VirtualClock
     from realprobe.data import data_dir, doc_path
     from realprobe.demo import run_demo
-    from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
+    from realprobe.errors import (
+        BadArgument,
+        BadResponse,
+        DeadlineExceeded,
+        ErrorCode,
+        NoDatabase,
+        RealprobeError,
+    )
     from realprobe.hosts import HeldBack, HostGates
     from realprobe.http.client import ClientConfig, HttpClient, SyncHttpClient
     from realprobe.http.mode import Mode
+    from realprobe.mcp.service import McpService, ServiceOptions
     from realprobe.probes.drift import Drift, DriftReport
+    from realprobe.probes.politeness import PolitenessConfig
     from realprobe.probes.results import Stats, VantageStats
     from realprobe.probes.runner import RunSummary, run_probes
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
     from realprobe.result import ToolError, ToolResult
     from realprobe.sandbox.server import Sandbox
-    from realprobe.simulator.profile import Profile, load_profile
+    from realprobe.simulator.faults import FaultModel
+    from realprobe.simulator.profile import (
+        Burst,
+        LatencyModel,
+        Lognormal,
+        MixtureComponent,
+        Profile,
+        ProfileError,
+        RetryAfter,
+        ToolProfile,
+        load_profile,
+    )
     from realprobe.store import Store
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
+    from realprobe.tasks.model import Task, TaskFileError
     from realprobe.tasks.settings import EvalSettings
 
 #: public name -> the module that defines it
@@ -113,6 +136,7 @@ _WHERE: dict[str, str] = {
     "verify_cassette": "realprobe.api_cassettes",
     "scrub_cassette": "realprobe.api_cassettes",
     "import_cassette": "realprobe.api_cassettes",
+    "export_cassette": "realprobe.api_cassettes",
     "record_round": "realprobe.api_cassettes",
     "replay_round": "realprobe.api_cassettes",
     "recover_cassette": "realprobe.cassettes.importers",
@@ -125,6 +149,8 @@ _WHERE: dict[str, str] = {
     "default_catalog": "realprobe.adapters.catalog",
     "Catalog": "realprobe.adapters.catalog",
     "Tool": "realprobe.adapters.tool",
+    "ApiSpec": "realprobe.adapters.spec",
+    "Politeness": "realprobe.adapters.spec",
     "ToolResult": "realprobe.result",
     "ToolError": "realprobe.result",
     # clients and targets
@@ -145,6 +171,13 @@ _WHERE: dict[str, str] = {
     "Sandbox": "realprobe.sandbox.server",
     "Profile": "realprobe.simulator.profile",
     "load_profile": "realprobe.simulator.profile",
+    "ToolProfile": "realprobe.simulator.profile",
+    "LatencyModel": "realprobe.simulator.profile",
+    "Lognormal": "realprobe.simulator.profile",
+    "MixtureComponent": "realprobe.simulator.profile",
+    "Burst": "realprobe.simulator.profile",
+    "RetryAfter": "realprobe.simulator.profile",
+    "FaultModel": "realprobe.simulator.faults",
     "save_profile": "realprobe.api",
     # probing and analysis
     "probe": "realprobe.api",
@@ -152,6 +185,7 @@ _WHERE: dict[str, str] = {
     "run_probes": "realprobe.probes.runner",
     "HostGates": "realprobe.hosts",
     "HeldBack": "realprobe.hosts",
+    "PolitenessConfig": "realprobe.probes.politeness",
     "RunSummary": "realprobe.probes.runner",
     "Store": "realprobe.store",
     "stats": "realprobe.api",
@@ -185,8 +219,12 @@ _WHERE: dict[str, str] = {
     "TaskBatch": "realprobe.tasks.batch",
     "TaskBatchResult": "realprobe.tasks.batch",
     "EvalSettings": "realprobe.tasks.settings",
+    "Task": "realprobe.tasks.model",
+    "TaskFileError": "realprobe.tasks.model",
     # MCP, the demo, docs
     "serve_mcp": "realprobe.api",
+    "McpService": "realprobe.mcp.service",
+    "ServiceOptions": "realprobe.mcp.service",
     # any MCP server as a target
     "mcp_proxy": "realprobe.api_mcp",
     "mcp_replay": "realprobe.api_mcp",
@@ -202,6 +240,9 @@ _WHERE: dict[str, str] = {
     "ErrorCode": "realprobe.errors",
     "BadArgument": "realprobe.errors",
     "NoDatabase": "realprobe.errors",
+    "DeadlineExceeded": "realprobe.errors",
+    "BadResponse": "realprobe.errors",
+    "ProfileError": "realprobe.simulator.profile",
     "CatalogError": "realprobe.adapters.catalog",
     "CassetteError": "realprobe.cassettes.cassette",
 }
@@ -209,37 +250,54 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "PROJECT_URL",
     "USER_AGENT",
+    "ApiSpec",
     "BadArgument",
+    "BadResponse",
+    "Burst",
     "Cassette",
     "CassetteError",
     "Catalog",
     "CatalogError",
     "ClientConfig",
     "Clock",
+    "DeadlineExceeded",
     "Drift",
     "DriftReport",
     "ErrorCode",
     "EvalSettings",
+    "FaultModel",
     "HeldBack",
     "HostGates",
     "HttpClient",
+    "LatencyModel",
+    "Lognormal",
+    "McpService",
+    "MixtureComponent",
     "Mode",
     "NoDatabase",
+    "Politeness",
+    "PolitenessConfig",
     "Profile",
+    "ProfileError",
     "RealClock",
     "RealprobeError",
     "ReportData",
+    "RetryAfter",
     "Rows",
     "RunSummary",
     "Sandbox",
+    "ServiceOptions",
     "Stats",
     "StatsReport",
     "Store",
     "SyncHttpClient",
+    "Task",
     "TaskBatch",
     "TaskBatchResult",
+    "TaskFileError",
     "Tool",
     "ToolError",
+    "ToolProfile",
     "ToolResult",
     "TransportOptions",
     "VantageStats",
@@ -259,6 +317,7 @@ __all__ = [
     "doc_path",
     "drift",
     "evaluate",
+    "export_cassette",
     "export_profile",
     "import_cassette",
     "import_history",

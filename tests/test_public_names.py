@@ -18,7 +18,7 @@ FRONT_DOOR = {
     "USER_AGENT",
     "VantageStats", "VirtualClock", "__version__", "build_report", "calibrate",
     "calibrate_export", "call", "call_all", "call_tool", "call_tool_sync", "check_alerts",
-    "data_dir", "default_catalog", "doc_path", "drift", "evaluate", "export_profile",
+    "data_dir", "default_catalog", "doc_path", "drift", "evaluate", "export_cassette", "export_profile",
     "import_cassette", "import_openapi", "inspect_cassette", "load_cassette", "load_catalog",
     "load_profile", "make_client", "make_report", "make_sandbox", "make_sync_client",
     "mcp_export", "mcp_import", "mcp_proxy", "mcp_replay", "merge_databases", "options",
@@ -29,6 +29,10 @@ FRONT_DOOR = {
     "serve_exporter", "serve_mcp", "stats", "sweep", "task_results", "use_cassette",
     "verify_cassette", "window", "write_report",
     "import_history", "imported_stats", "calibrate_imported",
+    # types a script builds or catches
+    "ApiSpec", "BadResponse", "Burst", "DeadlineExceeded", "FaultModel", "LatencyModel",
+    "Lognormal", "McpService", "MixtureComponent", "Politeness", "PolitenessConfig",
+    "ProfileError", "RetryAfter", "ServiceOptions", "Task", "TaskFileError", "ToolProfile",
 }
 
 ROOMS = {
