@@ -553,7 +553,9 @@ def test_task_steps_against_a_sandbox_are_labelled_from_its_journal(
     # an implicit fault looks like a success on the wire: only the journal tells
     assert labels["catfact_fact"] == (True, "injected", "implicit-transient", "wrong")
     assert labels["dogceo_random_image"] == (True, None, None, None)
-    assert out.row["fault_kinds"] == {"implicit-transient": 1}
+    # the reference agent doubts the scrambled fact and asks once more: wrong again
+    assert out.row["fault_kinds"] == {"implicit-transient": 2}
+    assert [s.role for s in out.state.steps if s.tool == "catfact_fact"] == ["call", "retry"]
     assert out.row["outcome"] != "full"  # the wrong answer was not a successful execution
 
 
