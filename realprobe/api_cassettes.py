@@ -270,6 +270,55 @@ def import_cassette(
                     unresolved)
 
 
+@dataclass
+class Exported:
+    """What `export_cassette` wrote: the file, its format, and the interactions (HTTP) or
+    messages (MCP) in it."""
+
+    file: str
+    format: str
+    items: int
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@checked
+def export_cassette(file: str | Path, output: str | Path, *,
+                    format: str | None = None) -> Exported:
+    """Write any cassette `load_any` reads in another tool's format: an HTTP cassette as
+    `realprobe` (YAML or JSON by `output`'s suffix), `ruby-vcr` or `har` (default: `har` for a
+    `.har` output, else `realprobe`); an MCP session as `mcp-cassette` (the default) or
+    `mcp-recorder` (their published JSON), so that tool replays what realprobe recorded."""
+    import json
+
+    from realprobe.cassettes.exporters import HTTP_FORMATS, write_as
+    from realprobe.cassettes.importers import load_any
+    from realprobe.mcp.interop import EXPORT_FORMATS, session_document
+    from realprobe.outputs import OutputError, check_output, write_output
+
+    src, out = _existing(file), Path(output)
+    cassette = load_any(src)
+    session = cassette.records is not None
+    fmt = format or ("mcp-cassette" if session else "har" if out.suffix == ".har"
+                     else "realprobe")
+    formats = EXPORT_FORMATS if session else HTTP_FORMATS
+    if fmt not in formats:
+        kind = "an MCP session" if session else "an HTTP cassette"
+        raise BadArgument("format", f"format {fmt!r}: {src} is {kind}; choose one of "
+                          f"{', '.join(formats)}")
+    check_output(out, replace=True)
+    if not session:
+        write_as(cassette, out, fmt)
+        return Exported(str(out), fmt, len(cassette.calls))
+    doc, n = session_document(cassette.records or [], cassette.meta, fmt)
+    try:
+        write_output(out, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    except OutputError as exc:
+        raise BadArgument("output", str(exc)) from exc
+    return Exported(str(out), fmt, n)
+
+
 @checked
 def record_round(
     output: str | Path = "cassettes/sandbox-published-round.json",

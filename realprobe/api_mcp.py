@@ -207,12 +207,11 @@ def mcp_replay(
 
 @checked
 def mcp_export(session: str | Path, output: str | Path, *, format: str = "mcp-cassette") -> int:
-    """Write an MCP session cassette in another recorder's format (`format`: mcp-cassette or
-    mcp-recorder, their published schemas) so that tool replays it; returns the messages
-    written."""
-    from realprobe.mcp.interop import export_session
+    """`export_cassette(session, output, format=format)` under its old MCP name (mcp-cassette
+    or mcp-recorder, their published schemas); returns the messages written."""
+    from realprobe.api_cassettes import export_cassette
 
-    return export_session(session, output, format)
+    return export_cassette(session, output, format=format).items
 
 
 @checked

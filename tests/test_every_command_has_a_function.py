@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import typer
+from cli_runner import app
 
 import realprobe
-from realprobe.cli import app
 
 #: verb -> the front-door function behind it
 FUNCTIONS = {
@@ -34,6 +34,7 @@ FUNCTIONS = {
     "cassette scrub": "scrub_cassette",
     "cassette recover": "recover_cassette",
     "cassette import": "import_cassette",
+    "cassette export": "export_cassette",
     "cassette record-round": "record_round",
     "cassette replay-round": "replay_round",
     "run": "plan_tasks",  # then TaskBatch.run, which run_tasks is too

@@ -159,6 +159,25 @@ def _write(path: Path, payload: bytes) -> None:
         raise CassetteError(str(exc)) from exc
 
 
+#: what an HTTP cassette exports to (an MCP session's formats are in `realprobe.mcp.interop`)
+HTTP_FORMATS = ("realprobe", "ruby-vcr", "har")
+
+
+def write_as(cassette: Cassette, path: Path, fmt: str) -> None:
+    """Write an HTTP cassette to `path` in `fmt` (HTTP_FORMATS; realprobe's is YAML or JSON
+    by the file's suffix, a Ruby VCR YAML file is one by its suffix too)."""
+    if fmt == "realprobe":
+        save_cassette(cassette, path)
+        return
+    data = to_ruby_vcr(cassette) if fmt == "ruby-vcr" else to_har(cassette)
+    if fmt == "ruby-vcr" and is_yaml_path(path):
+        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+        payload = ("---\n" + text).encode("utf-8")
+    else:
+        payload = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    _write(path, payload)
+
+
 def save_as_source(cassette: Cassette, path: Path, dest: Path | None = None) -> str:
     """Write back to `path` in the format the cassette was read from (Ruby VCR, HAR), else
     realprobe's; or to `dest` as a realprobe cassette. An MCP session (or transcript) is
@@ -167,17 +186,7 @@ def save_as_source(cassette: Cassette, path: Path, dest: Path | None = None) -> 
     if cassette.records is not None:
         save_session(cassette, dest or path)
         return "mcp-session"
-    if dest is not None and dest.resolve() != path.resolve():
-        save_cassette(cassette, dest)
-        return "realprobe"
-    if source not in ("ruby-vcr", "har"):
-        save_cassette(cassette, path)
-        return "realprobe"
-    data = to_ruby_vcr(cassette) if source == "ruby-vcr" else to_har(cassette)
-    if source == "ruby-vcr" and is_yaml_path(path):
-        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-        payload = ("---\n" + text).encode("utf-8")
-    else:
-        payload = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    _write(path, payload)
+    if (dest is not None and dest.resolve() != path.resolve()) or source not in HTTP_FORMATS:
+        source = "realprobe"
+    write_as(cassette, dest or path, source)
     return source

@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
     group.command("proxy", context_settings={"allow_interspersed_args": False})(proxy_cmd)
     group.command("replay")(replay_cmd)
     group.command("import", hidden=True)(import_cmd)  # `cassette import` does it now
-    group.command("export")(export_cmd)
+    group.command("export", hidden=True)(export_cmd)  # `cassette export` does it now
     app.add_typer(group, name="mcp")
 
 
@@ -412,10 +412,15 @@ def export_cmd(
         str, typer.Option("--format", help="mcp-cassette or mcp-recorder (their JSON files).")
     ] = "mcp-cassette",
 ) -> None:
-    """Write an MCP session cassette in another recorder's format, so that tool replays it."""
+    """Write an MCP session cassette in another recorder's format (the old spelling of
+    `realprobe cassette export SESSION -o OUTPUT --format FORMAT`)."""
+    import sys
+
     from realprobe.api_mcp import mcp_export
     from realprobe.commands.common import console
 
+    sys.stderr.write("note: `mcp export` is deprecated, use `cassette export SESSION -o "
+                     "OUTPUT --format FORMAT` (same meaning)\n")
     with as_flags("format", "output"):
         kept = mcp_export(session, output, format=format)
     console.print(f"{kept} messages -> {output} ({format})")

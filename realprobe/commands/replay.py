@@ -267,6 +267,32 @@ def import_cmd(
         )
 
 
+# -- export ------------------------------------------------------------------------------
+
+
+@cassette_app.command("export")
+def export_cmd(
+    file: FileArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The file to write (replaced).")],
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="HTTP: realprobe, ruby-vcr or har (default by -o's "
+                     "suffix); MCP session: mcp-cassette (default) or mcp-recorder."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a cassette in another tool's format: an HTTP cassette as realprobe, Ruby VCR or
+    HAR; an MCP session as mcp-cassette's or mcp-recorder's JSON, so that tool replays it."""
+    from realprobe.api_cassettes import export_cassette
+
+    done = export_cassette(file, output, format=format)
+    if as_json:
+        print_json(done.as_json())
+        return
+    noun = "messages" if done.format.startswith("mcp-") else "interactions"
+    console.print(f"{done.items} {noun} -> {done.file} ({done.format})")
+
+
 # -- a round of every tool ---------------------------------------------------------------
 
 

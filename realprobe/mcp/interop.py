@@ -12,10 +12,7 @@ recorded (their files come the other way through `cassette import`).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
-
-from realprobe.errors import RealprobeError
 
 EXPORT_FORMATS = ("mcp-cassette", "mcp-recorder")
 
@@ -78,21 +75,11 @@ def to_mcp_recorder(records: list[dict[str, Any]], meta: dict[str, Any]) -> dict
         "interactions": interactions}
 
 
-def export_session(session: str | Path, output: str | Path, fmt: str) -> int:
-    """Write the MCP session cassette `session` to `output` in `fmt` (EXPORT_FORMATS), through
-    the one file writer; returns the messages written."""
-    from realprobe.mcp.session_cassette import read_session
-    from realprobe.outputs import OutputError, write_output
-
-    if fmt not in EXPORT_FORMATS:
-        raise RealprobeError(f"format {fmt!r}: choose {' or '.join(EXPORT_FORMATS)}",
-                             param="format")
-    meta, records = read_session(session)
+def session_document(records: list[dict[str, Any]], meta: dict[str, Any],
+                     fmt: str) -> tuple[dict[str, Any], int]:
+    """An MCP session's records as `fmt`'s document (EXPORT_FORMATS), with the messages it
+    holds."""
     messages = [r for r in records if isinstance(r.get("msg"), dict)
                 and r.get("dir") in ("c2s", "s2c")]
     doc = (to_mcp_cassette if fmt == "mcp-cassette" else to_mcp_recorder)(messages, meta)
-    try:
-        write_output(Path(output), json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    except OutputError as exc:
-        raise RealprobeError(str(exc), param="output") from exc
-    return len(messages)
+    return doc, len(messages)
