@@ -287,6 +287,8 @@ def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
                     "instance_id": t.instance_id,
                     "task_type": t.task_type,
                     "complexity": t.complexity,
+                    "topology": t.topology,  # C1 chain .. C4 many-to-many with alternatives
+                    "has_alternative": t.has_alternative,
                     "description": t.description,
                     "required_tools": t.required_tools,
                     "inputs": t.inputs,
@@ -297,11 +299,13 @@ def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
         return
     table = fit_table(
         [Column("task", "name"), Column("type", "name", drop=2),
-         Column("complexity", "name", drop=1), Column("required tools (in order)")],
-        title=f"{len(tasks)} tasks",
+         Column("complexity", "name", drop=1), Column("grade", "name"),
+         Column("required tools (in order)")],
+        title=f"{len(tasks)} tasks (grade: C1 chain .. C4 many-to-many with alternatives)",
     )
     for t in tasks.values():
-        table.add_row(t.instance_id, t.task_type, t.complexity, " -> ".join(t.required_tools))
+        table.add_row(t.instance_id, t.task_type, t.complexity, t.topology,
+                      " -> ".join(t.required_tools))
     console.print(table)
 
 
