@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from test_progress_eta import FakeClock, _errors, _polite_run, _pool_run
 
-from realprobe.commands import progress
+from realprobe.commands import eta_schedule, progress
 from realprobe.commands.progress import Eta, Item, Lane
 
 
@@ -21,14 +21,14 @@ def test_a_finished_call_never_waits_for_a_redraw(monkeypatch: pytest.MonkeyPatc
     end all the same, and the redraw after takes every one of them in."""
     eta = Eta([Item("t")] * 5_000, workers=32, deadline=10.0, starts_reported=True)
     inside, release = threading.Event(), threading.Event()
-    real = Eta._schedule
+    real = progress.simulate
 
-    def stuck(self: Eta, *args: Any, **kw: Any) -> float:
+    def stuck(*args: Any, **kw: Any) -> float:
         inside.set()
         release.wait(120)
-        return real(self, *args, **kw)
+        return real(*args, **kw)
 
-    monkeypatch.setattr(Eta, "_schedule", stuck)
+    monkeypatch.setattr(progress, "simulate", stuck)
     for _ in range(32):
         eta.start("t")
     eta.advance("t", 0.1)
@@ -61,18 +61,18 @@ def test_the_eta_is_worked_out_within_its_share_of_the_time(
     eta = Eta([Item(f"t{i % 32}") for i in range(20_000)], workers=32, deadline=10.0,
               starts_reported=True, clock=clock)
     entries: list[int] = []
-    real_costs, real_schedule = Eta._costs, Eta._schedule
+    real_costs, real_schedule = Eta._costs, progress.simulate
 
     def slow_costs(self: Eta, now: float) -> Any:
         clock.now += 0.2
         return real_costs(self, now)
 
-    def counted(self: Eta, now: float, view: progress.View, *args: Any, **kw: Any) -> float:
+    def counted(now: float, view: eta_schedule.View, *args: Any, **kw: Any) -> float:
         entries.append(len(view.queue))
-        return real_schedule(self, now, view, *args, **kw)
+        return real_schedule(now, view, *args, **kw)
 
     monkeypatch.setattr(Eta, "_costs", slow_costs)
-    monkeypatch.setattr(Eta, "_schedule", counted)
+    monkeypatch.setattr(progress, "simulate", counted)
     works = 0
     readings: list[float] = []
     for k in range(600):  # a call starts every 0.1 s and takes 0.3 s
@@ -89,7 +89,7 @@ def test_the_eta_is_worked_out_within_its_share_of_the_time(
             readings.append(left)
     # 0.2 s of work (point) at most every 0.2 / SHARE seconds of the 60 (and the range alike)
     assert works <= 1 + 60 * progress.SHARE / 0.2 + 1
-    assert max(entries) <= progress.LIMIT
+    assert max(entries) <= eta_schedule.LIMIT
     assert len(set(readings)) > 100  # counted down between workings out, never frozen
 
 
@@ -119,7 +119,7 @@ def test_a_long_polite_plan_is_within_25_percent() -> None:
         if it not in hosts.setdefault(it.lane, []):
             hosts[it.lane].append(it)
     plan = [it for kinds in hosts.values() for _ in range(60) for it in kinds]
-    assert len(plan) > progress.LIMIT
+    assert len(plan) > eta_schedule.LIMIT
     events = _polite_run(plan, tools, gaps, 0)
     clock = FakeClock()
     lanes = {h: Lane(gap_s=g, jitter_s=0.5) for h, g in gaps.items()}

@@ -16,23 +16,22 @@ apart, `slots` in flight). The time left is when a schedule of all that ends:
 It never slows the work: the run only notes each start and end (no lock); the bar's thread
 takes them in and works the estimate out at most every FRESH_S (its range RANGE_S) and only
 after SHARE of the time its last working out took, counting down in between, over at most
-LIMIT entries (a long plan's front in batches of a lane's consecutive items).
+LIMIT entries (`eta_schedule`: a long plan's front in batches of a lane's consecutive items).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 import re
 import threading
 import time
-from bisect import bisect_right, insort
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from statistics import fmean, pstdev
 from typing import TYPE_CHECKING, Any
+
+from realprobe.commands.eta_schedule import Item, Lane, View, simulate, summarise
 
 if TYPE_CHECKING:
     from rich.progress import Progress, Task
@@ -50,66 +49,8 @@ PRIOR_N, EXACT_N, EXACT_DOUBT = 30, 1, 0.03
 RANGE_S, DRAWS, DRAW_ITEMS = 1.0, 200, 5_000
 #: the estimate at most this often, and once the time since is 1/SHARE of what it last took
 FRESH_S, SHARE = 0.25, 0.01
-#: entries of a schedule at most (past it, all but the last LIMIT // 2 items in batches)
-LIMIT = 400
 #: an item in flight goes by its own kind's longer items when there are this many
 OWN = 3
-
-#: per worker while scheduling: when free, a tie-break, its last item, that item's start,
-#: whether it is in flight
-Slot = tuple[float, int, "Item | None", float, bool]
-
-
-@dataclass
-class Lane:
-    """The calls to one host under politeness: their starts `gap_s` plus a uniform jitter in
-    [0, `jitter_s`] apart (each drawn anew), at most `slots` of them in flight."""
-
-    gap_s: float = 0.0
-    slots: int = 1
-    jitter_s: float = 0.0
-    last_start: float | None = None
-
-    def spacing(self, durations: Sequence[float]) -> float:
-        """E[max(call, gap + jitter)] over the call's `durations`, one in flight at a time (a
-        long call holds the host, a short one leaves the gap to wait): for calls that hang
-        half the time the larger of the means says a third less."""
-        a, j = self.gap_s, self.jitter_s
-
-        def one(d: float) -> float:
-            if d <= a:
-                return a + j / 2
-            return d if d >= a + j else ((d - a) * d + ((a + j) ** 2 - d * d) / 2) / j
-
-        return fmean(one(d) for d in durations) if durations else a + j / 2
-
-
-@dataclass(frozen=True)
-class Item:
-    """One planned item: its kind (items of a kind cost alike), its lane ("": none) and its
-    weight (what an unseen kind's cost grows with: a task's workflow steps; 1 for a call)."""
-
-    kind: str = ""
-    lane: str = ""
-    weight: float = 1.0
-
-
-@dataclass
-class View:
-    """What schedules work from: the items waiting (a batch for a lane's run of them, its
-    seconds in `batches`), their costs and `durations`, what each in flight may run on."""
-
-    queue: list[Item]
-    cost: Callable[[Item], float] | None
-    durations: Callable[[Item], list[float]]
-    excess: list[list[float]]
-    batches: dict[Item, float] = field(default_factory=dict)
-    spaced: dict[Item, float] = field(default_factory=dict)
-
-    def spacing(self, lane: Lane, it: Item) -> float:
-        if it not in self.spaced:
-            self.spaced[it] = lane.spacing(self.durations(it))
-        return self.spaced[it]
 
 
 class Eta:
@@ -380,7 +321,7 @@ class Eta:
             if cost and self.prior and self.deadline is None:
                 left: float | None = self._draw(now, cost)[1]
             else:
-                left = self._schedule(now, self._view(now, cost))
+                left = simulate(now, self._view(now, cost))
                 left = left if cost or left else None  # no cost: the waits, if any
                 if cost and self.ranged and (self.range is None or now - self.range[0] >= RANGE_S):
                     self._draw(now, cost)  # its range with it, once `spread` was asked
@@ -412,92 +353,18 @@ class Eta:
         as uncertain as the prior's scale (`_doubt`): (now, median, 10th, 90th percentile)."""
         rng, doubt = random.Random(self.n_seen), self._doubt()
         view = self._view(now, cost)  # once for every draw
-        draws = sorted(self._schedule(now, view, rng, math.exp(rng.gauss(0.0, doubt)))
+        draws = sorted(simulate(now, view, rng, math.exp(rng.gauss(0.0, doubt)))
                        for _ in range(max(20, min(DRAWS, DRAW_ITEMS // (len(view.queue) + 1)))))
         n = len(draws)
         self.range = (now, draws[n // 2], draws[n // 10], draws[-1 - n // 10])
         return self.range
 
     def _view(self, now: float, cost: Callable[[Item], float] | None) -> View:
-        """What schedules work from: past LIMIT items waiting, all but the last LIMIT // 2 in
-        as many batches of a lane's consecutive items (their costs, on a lane their spacings)."""
-        queue, durations, costs = self._waiting(), self._durations(cost), dict[Item, float]()
-        view = View(queue, cost, durations,
-                    [self._excess(it, now - t0) if cost else [0.0] for it, t0 in self._flying])
-        cut, tail = len(queue) - LIMIT // 2, LIMIT // 2
-        if cut <= tail:
-            return view
-        size, view.queue, i = -(-cut // tail), [], 0
-        while i < cut:
-            j = i + 1
-            while j < min(i + size, cut) and queue[j].lane == queue[i].lane:
-                j += 1
-            lane = self.lanes.get(queue[i].lane)
-            batch = Item(f"\0{len(view.batches)}", queue[i].lane, j - i)
-            calls = sum(costs[it] if it in costs else costs.setdefault(it, cost(it))
-                        for it in queue[i:j]) if cost else 0.0
-            if lane is not None and cost and lane.slots == 1:
-                calls = sum(view.spacing(lane, it) for it in queue[i:j])
-            elif lane is not None:
-                calls = max((j - i) * (lane.gap_s + lane.jitter_s / 2), calls / lane.slots)
-            view.batches[batch] = calls
-            view.queue.append(batch)
-            i = j
-        view.queue += queue[cut:]
-        return view
-
-    def _schedule(self, now: float, view: View, rng: random.Random | None = None,
-                  factor: float = 1.0) -> float:
-        """When the last item ends, less now: items in flight end after what is left of theirs;
-        each waiting takes the worker free last when its lane lets it start (else the first
-        free), a lane's starts its gap apart (a batch: after the one before); each worker's
-        last item ends as such items did (`_last_wave`). No cost: only the waits. With `rng`:
-        one possible schedule, times drawn as such items took, each gap's jitter drawn."""
-        cost, free = view.cost, list[Slot]()
-        lane_ends: dict[str, list[float]] = defaultdict(list)  # heaps, at most `slots` long
-        nxt = {k: lane.last_start + lane.gap_s + lane.jitter_s / 2
-               for k, lane in self.lanes.items() if lane.last_start is not None}
-
-        def gap(lane: Lane, took: list[float]) -> float:  # from a start to the next
-            return max([lane.gap_s + rng.uniform(0.0, lane.jitter_s), *took[:lane.slots]]) \
-                if rng is not None else lane.spacing(took)
-
-        for j, (it, t0) in enumerate(self._flying):
-            excess = view.excess[j]
-            end = now + (fmean(excess) if excess and rng is None else factor * rng.choice(excess)
-                         if excess and rng else cost(it) if cost else 0.0)
-            free.append((end, j, it, t0, True))
-            heapq.heappush(lane_ends[it.lane], end)
-            lane = self.lanes.get(it.lane)
-            if cost and lane is not None and lane.slots == 1:
-                nxt[it.lane] = t0 + gap(lane, [end - t0] if rng else
-                                        [now - t0 + x for x in excess or [end - now]])
-        n = min(self.workers, len(self._flying) + len(view.queue))
-        free += [(now, -1 - j, None, now, False) for j in range(n - len(free))]
-        free.sort(key=lambda w: w[:2])
-        for j, it in enumerate(view.queue, len(self._flying)):
-            ready = now
-            lane = self.lanes.get(it.lane)
-            if lane is not None:
-                busy = lane_ends[it.lane]
-                while len(busy) >= lane.slots:
-                    ready = max(ready, heapq.heappop(busy))
-                ready = max(ready, nxt.get(it.lane, now))
-            i = bisect_right(free, (ready, math.inf), key=lambda w: w[:2]) - 1
-            begin = max(ready, free.pop(max(i, 0))[0])
-            batch = view.batches.get(it)
-            d = (factor * batch if batch is not None
-                 else factor * rng.choice(view.durations(it) or [cost(it)]) if rng and cost
-                 else cost(it) if cost else 0.0)
-            insort(free, (begin + d, j, it, begin, False), key=lambda w: w[:2])
-            if lane is not None:
-                nxt[it.lane] = begin + (d if batch is not None else gap(lane, [d]) if rng
-                                        else view.spacing(lane, it) if cost and lane.slots == 1
-                                        else lane.gap_s + lane.jitter_s / 2)
-                heapq.heappush(lane_ends[it.lane], begin + d)
-        if cost is None or rng is not None or (self.deadline is None and not self.prior):
-            return max((w[0] for w in free), default=now) - now
-        return self._last_wave(now, free, view) - now
+        """What schedules work from (`eta_schedule.View`), a long plan summarised."""
+        return summarise(View(
+            self._waiting(), cost, self._durations(cost), list(self._flying),
+            [self._excess(it, now - t0) if cost else [0.0] for it, t0 in self._flying],
+            self.lanes, self.workers, self.deadline is not None or bool(self.prior)))
 
     def _durations(self, cost: Callable[[Item], float] | None) -> Callable[[Item], list[float]]:
         """What an item waiting may take: what its kind's items took (at least OWN, else any,
@@ -525,32 +392,6 @@ class Eta:
             return memo.get(it, [])
 
         return durations
-
-    def _last_wave(self, now: float, free: list[Slot], view: View) -> float:
-        """The expected latest end of each worker's last item (in flight: what such items ran
-        beyond its age; waiting: `durations`): the first end + the integral of 1 - prod F_w."""
-        options = []
-        for end, j, it, begin, flying in free:
-            if it is None:
-                continue
-            if flying:
-                options.append([now + x for x in view.excess[j]] or [end])
-            else:
-                options.append([begin + d for d in view.durations(it) if it not in view.batches]
-                               or [end])
-        if not options:
-            return now
-        points = sorted((v, w) for w, vs in enumerate(options) for v in vs)
-        counts, empty, product = [0] * len(options), len(options), 1.0
-        expected = points[0][0]
-        for k, (v, w) in enumerate(points):
-            c = counts[w]
-            counts[w] = c + 1
-            product *= (c + 1) / c if c else 1 / len(options[w])
-            empty -= not c
-            upto = points[k + 1][0] if k + 1 < len(points) else v
-            expected += (1.0 - (product if not empty else 0.0)) * (upto - v)
-        return expected
 
 
 def clock_text(seconds: float | None, spread: tuple[float, float] | None = None) -> str:
