@@ -212,14 +212,25 @@ def _numbers(what: str, ok: Callable[[float], bool], whole: bool = False
 
 
 def _duration(zero: bool) -> Callable[[Any], Any]:
-    what = (f"expected a {'duration >= 0' if zero else 'positive duration'} like "
-            f"{DURATION_FORMS} (at most 366d)")
+    """A duration: text that is none is named with its value (`--every 'soon': expected
+    ...`); a number out of range says the range (`--timeout must be positive`)."""
+    low = ">= 0" if zero else "positive"
+    forms = f"a duration like {DURATION_FORMS}"
 
     def parse(value: Any) -> float:
-        try:
-            return parse_duration(value, zero=zero)
-        except RealprobeError:
-            raise Refused(what, quoted=True) from None
+        if isinstance(value, str):
+            raw = value.strip()
+            seconds = _seconds(raw.removeprefix("-"))
+            seconds = -seconds if seconds is not None and raw.startswith("-") else seconds
+        else:
+            seconds = _number_seconds(value)
+        if seconds is None or math.isnan(seconds):
+            raise Refused(f"expected {forms} (at most 366d)", quoted=True)
+        if seconds < 0 or (seconds == 0 and not zero):
+            raise Refused(f"must be {low} (2s, 1m30s, 500ms, or plain seconds)")
+        if not seconds <= MAX_DURATION_S:
+            raise Refused("must be at most 366d (a year)")
+        return seconds
 
     return parse
 
@@ -353,9 +364,9 @@ UPSTREAM = Kind("url", _text(lambda v: v == "live" or _url(v),
                              "http://127.0.0.1:8765, or live"))
 DOCUMENT_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
 FILE = Kind("file", _file("file"), "realprobe.limits:read_input")
-DOCUMENT = Kind("file", _file("file", document=True), "realprobe.limits:read_document")
-DOCUMENT_OR_NAME = Kind("file", _file("file", names=True, document=True),
-                        "realprobe.limits:read_document")
+def _document(what: str, names: bool = False) -> Kind:
+    """A JSON, YAML or TOML file read whole (with `names`, or the name of a shipped one)."""
+    return Kind("file", _file(what, names=names, document=True), "realprobe.limits:read_document")
 SPEC = Kind("file", _file("description", urls=True), "realprobe.limits:read_text_input")
 FOLDER = Kind("folder", _file("folder", directory=True))
 DATABASE = Kind("database", _file("database", missing_ok=True, database=True),
@@ -407,20 +418,20 @@ PARAMS: dict[str, Kind] = {
     "base_url": URL,
     "upstream": UPSTREAM,
     # files a user hands in
-    "alerts": DOCUMENT,
-    "rules": DOCUMENT,
-    "prices": DOCUMENT,
-    "mcp_calls": DOCUMENT,
+    "alerts": _document("alert rules file"),
+    "rules": _document("alert rules file"),
+    "prices": _document("price file"),
+    "mcp_calls": _document("calls file"),
     "file": FILE,
     "spec": SPEC,
     "specs": SPEC,
-    "profile": DOCUMENT_OR_NAME,
-    "catalog": DOCUMENT_OR_NAME,
-    "extra": DOCUMENT_OR_NAME,
-    "fault_plan": DOCUMENT_OR_NAME,
-    "source": DOCUMENT_OR_NAME,
-    "ref": DOCUMENT_OR_NAME,
-    "fault_plans": DOCUMENT_OR_NAME,
+    "profile": _document("profile", names=True),
+    "catalog": _document("catalogue file", names=True),
+    "extra": _document("catalogue file", names=True),
+    "fault_plan": _document("fault plan", names=True),
+    "source": _document("profile", names=True),
+    "ref": _document("profile", names=True),
+    "fault_plans": _document("fault plan", names=True),
     "tasks_dir": FOLDER,
     "db": DATABASE,
     "sources": DATABASE,
