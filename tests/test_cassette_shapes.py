@@ -22,12 +22,11 @@ from typing import Any
 import httpx
 import pytest
 import vcr
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 import realprobe
 from realprobe import load_cassette
 from realprobe.cassettes.scrub import ScrubConfig, scrub_cassette
-from realprobe.cli import app
 from realprobe.secrets import forget_all
 
 GEMINI_KEY = "AIzaSyCNRYgemini0123456789abcdef"
@@ -216,7 +215,7 @@ def test_plain_vcrpy_replays_what_realprobe_wrote(recorded: Path, base: str) -> 
 
 def test_import_and_round_trip_keep_every_byte(recorded: Path, tmp_path: Path) -> None:
     out = tmp_path / ("again" + recorded.suffix)
-    result = CliRunner().invoke(app, ["cassette", "import", str(recorded), "-o", str(out)])
+    result = invoke(["cassette", "import", str(recorded), "-o", str(out)])
     assert result.exit_code == 0, result.output
     _untouched(out)
     a, b = load_cassette(recorded), load_cassette(out)
@@ -254,7 +253,7 @@ def test_scrub_dry_run_names_the_places_and_writes_nothing(base: str, tmp_path: 
     with realprobe.use_cassette(path, record_mode="once", scrub=False):
         run_all(base)
     before = path.read_bytes()
-    result = CliRunner().invoke(app, ["cassette", "scrub", str(path), "--dry-run", "--json"])
+    result = invoke(["cassette", "scrub", str(path), "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
     assert path.read_bytes() == before
     report = json.loads(result.output)

@@ -7,17 +7,14 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import Catalog, RealprobeError
 from realprobe.adapters import public_apis as pa
-from realprobe.cli import app
-
-runner = CliRunner()
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    res = runner.invoke(app, list(args))
+    res = invoke(list(args))
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         if isinstance(res.exception, RealprobeError):
             return 2, res.stdout, f"error: {res.exception}\n"

@@ -8,11 +8,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
-from typer.testing import CliRunner
-
-from realprobe.cli import app
-
-runner = CliRunner()
+from cli_runner import invoke
 
 
 def rp(*args: str) -> subprocess.CompletedProcess[str]:
@@ -22,7 +18,7 @@ def rp(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_catalog_json_lists_25_plus_valid_tool_definitions() -> None:
-    res = runner.invoke(app, ["catalog", "--json"])
+    res = invoke(["catalog", "--json"])
     assert res.exit_code == 0, res.output
     tools = json.loads(res.output)
     assert len(tools) >= 25
@@ -34,18 +30,18 @@ def test_catalog_json_lists_25_plus_valid_tool_definitions() -> None:
 
 
 def test_catalog_openai_and_mcp_formats() -> None:
-    oa = json.loads(runner.invoke(app, ["catalog", "--json", "--format", "openai"]).output)
+    oa = json.loads(invoke(["catalog", "--json", "--format", "openai"]).output)
     assert all(t["type"] == "function" and "." not in t["function"]["name"] for t in oa)
-    mcp = json.loads(runner.invoke(app, ["catalog", "--json", "--format", "mcp"]).output)
+    mcp = json.loads(invoke(["catalog", "--json", "--format", "mcp"]).output)
     assert all({"name", "inputSchema", "outputSchema"} <= set(t) for t in mcp["tools"])
 
 
 def test_call_success_and_fault_against_sandbox(calm_sandbox: str) -> None:
-    ok = runner.invoke(app, ["call", "advice_random", "--sandbox", calm_sandbox, "--json"])
+    ok = invoke(["call", "advice_random", "--sandbox", calm_sandbox, "--json"])
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["ok"] is True
-    bad = runner.invoke(
-        app, ["call", "advice_random", "--sandbox", f"{calm_sandbox}/_fault/429", "--timeout", "2"]
+    bad = invoke(
+        ["call", "advice_random", "--sandbox", f"{calm_sandbox}/_fault/429", "--timeout", "2"]
     )
     assert bad.exit_code == 1
     assert "RATE_LIMIT_ERROR" in bad.output and "retry after" in bad.output
@@ -70,8 +66,8 @@ def test_bad_arguments_are_invalid_input_and_nothing_is_sent(
     tool = next(t for t in catalog if any(constrained(f) for f in t.spec.input.values()))
     field = next(n for n, f in tool.spec.input.items() if constrained(f))
     wrong = "zz-not-allowed-zz"
-    res = runner.invoke(
-        app, ["call", tool.name, "--arg", f"{field}={wrong}", "--sandbox", url, "--json"]
+    res = invoke(
+        ["call", tool.name, "--arg", f"{field}={wrong}", "--sandbox", url, "--json"]
     )
     out = json.loads(res.output)
     assert out["error"]["code"] == "INVALID_INPUT"
@@ -114,10 +110,10 @@ body = '{{"text": "x"}}'
 source = "test"
 '''
     )
-    res = runner.invoke(app, ["call", "my_fact", "--catalog", str(cat), "--json"])
+    res = invoke(["call", "my_fact", "--catalog", str(cat), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["data"]["fact"]
-    listed = runner.invoke(app, ["catalog", "--catalog", str(cat), "--json"])
+    listed = invoke(["catalog", "--catalog", str(cat), "--json"])
     names = {t["name"] for t in json.loads(listed.output)}
     assert "my_fact" in names and "zenquotes_random" in names
 

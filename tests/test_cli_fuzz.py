@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import typer.main
+from cli_runner import app, main
 from typer import _click
 
 from realprobe import data_dir
-from realprobe.cli import app, main
 
 TASK = "content_social_post"
 OPENAPI = Path(__file__).parent / "data" / "openapi" / "open-meteo__elevation.yml"

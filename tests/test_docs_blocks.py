@@ -45,8 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from realprobe.cli import main
+from cli_runner import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "api.md")]

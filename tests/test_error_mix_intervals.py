@@ -10,14 +10,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import main
 from probe_helpers import synthetic_rows
 
-from realprobe import ErrorCode, Profile, Store, load_profile
-from realprobe.cli import main
+from realprobe import (
+    Burst,
+    ErrorCode,
+    LatencyModel,
+    Lognormal,
+    Profile,
+    ProfileError,
+    Store,
+    ToolProfile,
+    load_profile,
+)
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.stats import code_design_effect, compute_stats, error_mix, wilson
 from realprobe.probes.synthetic import fault_model_arrays
-from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, ProfileError, ToolProfile
 
 MIX = {ErrorCode.SERVER_ERROR: 0.5, ErrorCode.NETWORK_ERROR: 0.3, ErrorCode.RATE_LIMIT_ERROR: 0.2}
 LAT = LatencyModel(lognormal=Lognormal(mu=5.0, sigma=0.5))

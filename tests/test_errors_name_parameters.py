@@ -175,8 +175,9 @@ def test_cli_errors_name_the_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     """The same library errors, raised under the command line, name the flags users type."""
     import sys
 
+    from cli_runner import main
+
     from realprobe import Store
-    from realprobe.cli import main
 
     db = tmp_path / "p.db"
     Store(db).close()

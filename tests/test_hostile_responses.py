@@ -14,13 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import main
 from mcp import Client
 
-from realprobe import Catalog, call_tool, call_tool_sync, make_client, make_sync_client
+from realprobe import (
+    BadResponse,
+    Catalog,
+    McpService,
+    ServiceOptions,
+    call_tool,
+    call_tool_sync,
+    make_client,
+    make_sync_client,
+)
 from realprobe.adapters.bounded import ParseLimits, load_json, load_text, nesting_depth
-from realprobe.cli import main
-from realprobe.errors import BadResponse
-from realprobe.mcp import McpService, ServiceOptions
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile_server import EXPECTED, HostileServer, hostile, tool_name

@@ -14,14 +14,13 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 import yaml
+from cli_runner import invoke
 from mcp.types import Tool as McpTool
-from typer.testing import CliRunner
 
 from realprobe import Catalog, RealprobeError, call_tool_sync, make_sync_client
 from realprobe.adapters.catalog import builtin_specs, load_file, parse_catalog
 from realprobe.adapters.openapi import ImportOptions, OpenApiError, import_openapi
 from realprobe.adapters.spec import TOOL_NAME_RE
-from realprobe.cli import app
 from realprobe.mcp.definitions import mcp_tool
 from tests.loopback_http import serving
 
@@ -29,13 +28,12 @@ DATA = Path(__file__).parent / "data" / "openapi"
 JSON_TYPE = "application/json"
 DOCS = sorted(DATA.glob("*.yml"))
 FAMILIES = Path(__file__).parents[1] / "realprobe" / "adapters" / "families"
-runner = CliRunner()
 
 
 def cli(*args: str) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) as `realprobe` gives them: a RealprobeError is exit 2 with
     one line; anything else escaping is a traceback, which fails the test."""
-    res = runner.invoke(app, list(args))
+    res = invoke(list(args))
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         if isinstance(res.exception, RealprobeError):
             return 2, res.stdout, res.stderr + f"error: {res.exception}\n"
@@ -748,7 +746,7 @@ def test_soft_failure_documented_inside_2xx_becomes_a_rule(tmp_path: Path) -> No
     kinds = {f.get("kind", "ok") for f in tool["fixtures"]}
     assert kinds == {"ok", "soft_failure"}
     cat = Catalog(parse_catalog({"apis": report.apis}, "soft"))
-    from realprobe.adapters.tool import BadResponse
+    from realprobe import BadResponse
 
     with pytest.raises(BadResponse) as exc:
         cat.get("tiny_get_thing").parse(b'{"error": true, "reason": "no such thing"}')

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cli_runner import main
 from probe_helpers import synthetic_rows
 
 import realprobe
 from realprobe import Store
-from realprobe.cli import main
 from realprobe.outputs import OutputError, write_output
 
 DATA = Path(__file__).parent / "data"

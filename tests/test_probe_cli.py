@@ -9,12 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import Catalog, RealprobeError, Store
-from realprobe.cli import app
-
-runner = CliRunner()
 
 
 def rp(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -35,8 +32,8 @@ def assert_user_error(res: subprocess.CompletedProcess[str], *fragments: str) ->
 
 def test_probe_all_json_summary_and_rows(catalog: Catalog, tmp_path: Path) -> None:
     db = tmp_path / "p.db"
-    res = runner.invoke(
-        app, ["probe", "--all", "--rounds", "2", "--profile", "harsh", "--db", str(db), "--json",
+    res = invoke(
+        ["probe", "--all", "--rounds", "2", "--profile", "harsh", "--db", str(db), "--json",
               "--vantage", "laptop", "--seed", "4"],
     )
     assert res.exit_code == 0, res.output
@@ -53,8 +50,8 @@ def test_probe_all_json_summary_and_rows(catalog: Catalog, tmp_path: Path) -> No
 def test_probe_table_output_against_the_sandbox(catalog: Catalog, calm_sandbox: str,
                                                 tmp_path: Path) -> None:
     names = [t.name for t in catalog][:3]
-    res = runner.invoke(
-        app, ["probe", "--tools", ",".join(names), "--rounds", "2", "--sandbox", calm_sandbox,
+    res = invoke(
+        ["probe", "--tools", ",".join(names), "--rounds", "2", "--sandbox", calm_sandbox,
               "--politeness", "off", "--db", str(tmp_path / "p.db")],
     )
     assert res.exit_code == 0, res.output
@@ -70,7 +67,7 @@ def test_unknown_tool_suggests_names(tmp_path: Path) -> None:
 
 def in_process_error(*args: str) -> str:
     """Run in process; the command must fail with one RealprobeError (main() prints it)."""
-    res = runner.invoke(app, list(args))
+    res = invoke(list(args))
     assert isinstance(res.exception, RealprobeError), (res.exception, res.output)
     message = str(res.exception)
     assert "\n" not in message
@@ -143,11 +140,11 @@ def test_probe_record_mode_once_records_then_replays(calm_sandbox: str, tmp_path
     args = ["probe", "--tools", "agify_age", "--rounds", "2", "--sandbox", calm_sandbox,
             "--cassette", str(tape), "--record-mode", "once", "--politeness", "off",
             "--db", str(db), "--json"]
-    first = runner.invoke(app, args)
+    first = invoke(args)
     assert first.exit_code == 0, first.output
     assert tape.exists() and json.loads(first.stdout)["target_kind"] == "sandbox"
     recorded = tape.read_bytes()
-    second = runner.invoke(app, args)
+    second = invoke(args)
     assert second.exit_code == 0, second.output
     summary = json.loads(second.stdout)
     assert summary["target_kind"] == "replay" and summary["n_ok"] == 2

@@ -9,11 +9,10 @@ import inspect
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 import realprobe
 from realprobe import BadArgument, RealprobeError
-from realprobe.cli import app
 from realprobe.ranges import PARAMS, Refused, parse
 
 BAD: dict[str, list[Any]] = {
@@ -100,7 +99,7 @@ def test_the_command_line_says_the_same_rule(param: str) -> None:
     verb = {"port": ["sandbox"], "alpha": ["drift"]}.get(param, ["probe"])
     value = BAD[param][0]
     flag = "--" + param.replace("_", "-")
-    out = CliRunner().invoke(app, [*verb, flag, str(value)])
+    out = invoke([*verb, flag, str(value)])
     assert isinstance(out.exception, RealprobeError)  # `realprobe` prints it, exit 2
     with pytest.raises(Refused) as why:
         parse(param, str(value))

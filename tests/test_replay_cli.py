@@ -8,16 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke as cli_invoke
 
 from realprobe import Catalog, data_dir, load_cassette
-from realprobe.cli import app
-
-runner = CliRunner()
 
 
 def invoke(*args: str) -> Any:
-    result = runner.invoke(app, list(args))
+    result = cli_invoke(list(args))
     return result
 
 

@@ -9,13 +9,12 @@ from pathlib import Path
 import httpx
 import pytest
 import vcr
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import Catalog, Mode, TransportOptions, call_tool, load_cassette, make_client
 from realprobe.cassettes.importers import decompress
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport
-from realprobe.cli import app
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
 FILES = sorted(REALWORLD.glob("*.yaml"))
@@ -37,7 +36,7 @@ async def test_every_real_cassette_imports_and_replays(
     args = ["cassette", "import", str(src), "-o", str(out), "--json"]
     if src.name in SUBSTITUTE:
         args += ["--substitute", SUBSTITUTE[src.name]]
-    result = CliRunner().invoke(app, args)
+    result = invoke(args)
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["unresolved_urls"] == []
@@ -103,7 +102,7 @@ def test_har_import_keeps_timings_and_failed_entries(tmp_path: Path) -> None:
     src = tmp_path / "session.har"
     src.write_text(json.dumps(har))
     out = tmp_path / "session.json"
-    result = CliRunner().invoke(app, ["cassette", "import", str(src), "-o", str(out)])
+    result = invoke(["cassette", "import", str(src), "-o", str(out)])
     assert result.exit_code == 0, result.output
     cassette = load_cassette(out)
     ok, failed = cassette.calls

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import Cassette, save_cassette
 from realprobe.cassettes.cassette import Call
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport
-from realprobe.cli import app
 
 AUTH = "CANARYauthTOKEN0001"
 COOKIE = "CANARYcookie0002"
@@ -81,7 +80,7 @@ def test_scrub_command_cleans_an_existing_cassette(tmp_path: Path) -> None:
     )
     save_cassette(Cassette([call], {"source": "hand-made"}), path)
     assert AUTH in path.read_text()
-    result = CliRunner().invoke(app, ["cassette", "scrub", str(path), "--json"])
+    result = invoke(["cassette", "scrub", str(path), "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["total"] >= 3
@@ -94,7 +93,7 @@ async def test_extra_params_scrubbed_by_the_cli_still_match_on_replay(tmp_path: 
     url = "https://api.example.test/v1/x?custom_cred=CANARYcustom0007&n=1"
     async with httpx.AsyncClient(transport=RecordingTransport(echoing_origin(), path)) as client:
         await client.get(url)
-    result = CliRunner().invoke(app, ["cassette", "scrub", str(path), "--param", "custom_cred"])
+    result = invoke(["cassette", "scrub", str(path), "--param", "custom_cred"])
     assert result.exit_code == 0, result.output
     assert "CANARYcustom0007" not in path.read_text()
     async with httpx.AsyncClient(transport=ReplayTransport.from_path(path)) as client:

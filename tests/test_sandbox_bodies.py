@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import (
     Cassette,
@@ -18,17 +18,16 @@ from realprobe import (
     ErrorCode,
     Profile,
     RealprobeError,
+    ToolProfile,
     TransportOptions,
     call_tool,
     make_client,
     save_cassette,
 )
 from realprobe.cassettes.cassette import Call
-from realprobe.cli import app
 from realprobe.sandbox.bodies import SOURCE_HEADER, BodySource, Recordings
 from realprobe.sandbox.server import SandboxThread
 from realprobe.sandbox.setup import sandbox_for
-from realprobe.simulator.profile import ToolProfile
 from realprobe.simulator.routes import Route
 
 # Genderize answers recorded from the real API (kim: a VCR cassette of 2021; harry: a README
@@ -222,8 +221,8 @@ def test_fixtures_are_chosen_by_argument(
 
 
 def test_cli_call_echoes_the_argument(fixtures_sandbox: str) -> None:
-    res = CliRunner().invoke(
-        app, ["call", "agify_age", "--arg", "name=michael", "--sandbox", fixtures_sandbox,
+    res = invoke(
+        ["call", "agify_age", "--arg", "name=michael", "--sandbox", fixtures_sandbox,
               "--json"]
     )
     assert res.exit_code == 0, res.output
@@ -231,8 +230,8 @@ def test_cli_call_echoes_the_argument(fixtures_sandbox: str) -> None:
 
 
 def test_cli_refuses_an_unknown_fault_variant(fixtures_sandbox: str) -> None:
-    res = CliRunner().invoke(
-        app, ["call", "agify_age", "--arg", "name=x", "--sandbox", f"{fixtures_sandbox}/_fault/50O"]
+    res = invoke(
+        ["call", "agify_age", "--arg", "name=x", "--sandbox", f"{fixtures_sandbox}/_fault/50O"]
     )
     # `realprobe` turns a RealprobeError into one line on stderr and exit 2
     assert isinstance(res.exception, RealprobeError)
@@ -243,7 +242,7 @@ def test_cli_refuses_an_unknown_fault_variant(fixtures_sandbox: str) -> None:
 
 
 def test_missing_cassette_is_a_one_line_error(tmp_path: Path) -> None:
-    res = CliRunner().invoke(app, ["sandbox", "--from-cassettes", str(tmp_path / "nope.json")])
+    res = invoke(["sandbox", "--from-cassettes", str(tmp_path / "nope.json")])
     assert isinstance(res.exception, RealprobeError)
     assert "no such file" in str(res.exception)
 

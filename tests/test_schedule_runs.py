@@ -15,16 +15,13 @@ from pathlib import Path
 
 import pytest
 from apscheduler.triggers.interval import IntervalTrigger
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import Catalog, RealprobeError, RunSummary, Sandbox, Store, load_profile
-from realprobe.cli import app
 from realprobe.http.simulate import routes_from_catalog
 from realprobe.probes.scheduler import ProbeSchedule, make_trigger
 from realprobe.ranges import parse_duration
 from realprobe.sandbox.server import SandboxThread
-
-runner = CliRunner()
 
 
 def fake_summary(n: int) -> RunSummary:
@@ -81,8 +78,8 @@ def test_cli_schedule_runs_three_rounds_and_stops(catalog: Catalog, tmp_path: Pa
     db = tmp_path / "s.db"
     names = ",".join(t.name for t in list(catalog)[:3])
     t = time.monotonic()
-    res = runner.invoke(
-        app, ["schedule", "--every", "0.3s", "--max-runs", "3", "--tools", names, "--rounds", "2",
+    res = invoke(
+        ["schedule", "--every", "0.3s", "--max-runs", "3", "--tools", names, "--rounds", "2",
               "--profile", "harsh", "--db", str(db), "--json"],
     )
     assert res.exit_code == 0, res.output
@@ -107,7 +104,7 @@ def test_schedule_bad_input_is_a_user_error(tmp_path: Path) -> None:
         (["--every", "1m", "--max-runs", "0", "--all"], "--max-runs must be at least 1"),
         (["--every", "1m", "--tools", "nope_tool"], "unknown tool"),
     ):
-        res = runner.invoke(app, base[:1] + extra + base[1:])
+        res = invoke(base[:1] + extra + base[1:])
         assert isinstance(res.exception, RealprobeError), (extra, res.output)
         assert msg in str(res.exception)
 
@@ -235,8 +232,8 @@ def test_hostile_or_unreachable_targets_never_stop_the_schedule(
     ):
         db = tmp_path / f"{status}.db"
         t = time.monotonic()
-        res = runner.invoke(
-            app, ["schedule", "--every", "0.2s", "--max-runs", "2", "--tools", tool,
+        res = invoke(
+            ["schedule", "--every", "0.2s", "--max-runs", "2", "--tools", tool,
                   "--rounds", "2", "--timeout", "0.4", "--politeness", "off",
                   "--sandbox", target, "--db", str(db), "--json"],
         )

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cli_runner import main
 from probe_helpers import synthetic_rows
 
 from realprobe import Store
-from realprobe.cli import main
 
 T0 = 1_790_000_000.0  # 2026-09-21
 

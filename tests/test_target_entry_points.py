@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import main
 
 import realprobe
 from realprobe import EvalSettings, Mode, RealprobeError, TransportOptions
-from realprobe.cli import main
 from realprobe.commands.common import transport_options
 from realprobe.target import Target, TargetKind
 

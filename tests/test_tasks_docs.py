@@ -7,9 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from realprobe.cli import app
+from cli_runner import invoke
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tasks.md"
 
@@ -32,11 +30,10 @@ def test_the_offline_examples_run(tmp_path: Path, no_network: None) -> None:
     cmds = offline_commands()
     assert len(cmds) >= 4 and any("--json" in c for c in cmds)
     db = str(tmp_path / "docs.db")
-    runner = CliRunner()
     for argv in cmds:
-        res = runner.invoke(app, [*argv, "--db", db])
+        res = invoke([*argv, "--db", db])
         assert res.exit_code == 0, (argv, res.output, res.exception)
-    out = runner.invoke(app, ["results", "--db", db, "--json"])
+    out = invoke(["results", "--db", db, "--json"])
     summary = json.loads(out.output)
     assert {r["prompt"] for r in summary["by_prompt"]} == {"optimal", "flawed"}
     assert len(summary["by_flaw"]) == 7
