@@ -20,9 +20,11 @@ def runs_to_separate(p1: float, p2: float, alpha: float = ALPHA, power: float = 
     agent always fails adds no information), so read it as a lower bound."""
     if not (0 <= p1 <= 1 and 0 <= p2 <= 1) or p1 == p2:
         raise ValueError("two different rates between 0 and 1")
-    from scipy.stats import norm  # imported when asked: results without it stay light
+    # the normal quantile from the statistics' own scipy.special loader: importing
+    # scipy.stats after it has run fails (its stand-in `scipy` has no `_lib`)
+    from realprobe.probes.lazy_special import special
 
-    za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
+    za, zb = float(special.ndtri(1 - alpha / 2)), float(special.ndtri(power))
     pbar = (p1 + p2) / 2
     spread = za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(
         p1 * (1 - p1) + p2 * (1 - p2))
