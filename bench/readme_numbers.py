@@ -1,9 +1,11 @@
-"""Write the table of numbers in docs/numbers.md from bench/results/*.json, so the figures
-cannot go stale.
+"""Write the table of numbers in docs/numbers.md, and the README's few headline numbers, from
+bench/results/*.json, so the figures cannot go stale.
 
 The table sits between `<!-- numbers:start -->` and `<!-- numbers:end -->` in docs/numbers.md;
 a test checks that the page holds exactly what this script would write. A benchmark without a
-results file is left out of the table.
+results file is left out of the table. The README's headline numbers (`HEADLINES`, at most
+eight) sit between `<!-- headline:start -->` and `<!-- headline:end -->` and are written and
+checked the same way.
 
     python bench/readme_numbers.py            # print the table
     python bench/readme_numbers.py --write    # update docs/numbers.md
@@ -976,6 +978,84 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
 }
 
 
+#: the README's few headline numbers, written between these markers from the same results
+README = HERE.parent / "README.md"
+HEAD_START, HEAD_END = "<!-- headline:start -->", "<!-- headline:end -->"
+
+
+def _headline_stats(d: dict[str, Any]) -> str:
+    r = d["stats"]["by_rows"]["1000000"]
+    return (f"`stats` over 1,000,000 rows: {r['stats_cpu_s']} s of CPU, **{r['ratio']}×** a "
+            "bare SQL `GROUP BY` of the same rows")
+
+
+def _headline_calls(d: dict[str, Any]) -> str:
+    c = d["calls"]
+    return (f"tool calls run at **{c['ratio_sync']:.2f}×** the rate of a raw `httpx` get + "
+            f"`.json()` (sync; async {c['ratio_async']:.2f}×), validation and classification "
+            "included")
+
+
+def _headline_realworld(d: dict[str, Any]) -> str:
+    r = d["replay"]
+    return (f"**{r['imported_to_json']}/{r['real_files']}** real third-party cassettes (vcrpy, "
+            "Ruby VCR, ...) imported and replayed byte for byte")
+
+
+def _headline_coverage(d: dict[str, Any]) -> str:
+    b = d["burst"]["coverage"]
+    return (f"the 95 % success interval holds the truth **{_pct(b['success_burst_adjusted'])}** "
+            f"of the time under bursts (plain Wilson {_pct(b['success_wilson'])})")
+
+
+#: (results file, what the README says from it), at most eight
+HEADLINES: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("demo_time", lambda d: f"`realprobe demo`, offline, end to end: **{d['cli_wall_s']:.1f} s**"),
+    ("perf_table", _headline_stats),
+    ("perf_table", _headline_calls),
+    ("replay_vs_vcrpy", lambda d: f"replaying a {_n(d['interactions'])}-interaction cassette: "
+                                  f"**{d['speedup']:.0f}×** faster than vcrpy"),
+    ("realworld_replay", _headline_realworld),
+    ("tasks_replay", lambda d: f"every shipped task run replayed: **{d['runs']} runs**, "
+                               f"{d['outcomes_as_recorded']} as recorded, in "
+                               f"{1000 * d['best_s']:.0f} ms"),
+    ("interval_coverage", _headline_coverage),
+    ("mcp_proxy", lambda d: "the MCP proxy in front of a real server: median "
+                            f"**{d['overhead']['ratio_median']:.2f}×** a direct session"),
+]
+
+
+def headlines(results: Path = RESULTS) -> str:
+    """The README's headline numbers, one bullet each (a result file that is missing is left
+    out)."""
+    out = []
+    for name, say in HEADLINES:
+        path = results / f"{name}.json"
+        if path.exists():
+            out.append(f"- {say(json.loads(path.read_text(encoding='utf-8')))}")
+    return "\n".join(out)
+
+
+def with_headlines(page: str, results: Path = RESULTS) -> str:
+    try:
+        head, rest = page.split(HEAD_START, 1)
+        _, tail = rest.split(HEAD_END, 1)
+    except ValueError:
+        raise SystemExit(f"README.md lacks the {HEAD_START} ... {HEAD_END} markers") from None
+    return f"{head}{HEAD_START}\n{headlines(results)}\n{HEAD_END}{tail}"
+
+
+#: the results whose rows are performance figures: each states the load it was measured at
+PERFORMANCE = {
+    "perf_table", "chunk_store", "progress_cost", "probe_throughput", "scheduling_efficiency",
+    "report_100k", "cli_startup", "demo_time", "install_time", "sandbox_latency",
+    "catalog_scale", "openapi_import", "replay_vs_vcrpy", "replay_load_time", "tasks_simulate",
+    "tasks_replay", "hostile_limits", "input_limits", "provenance_selection", "mcp_overhead",
+    "sandbox_proxy_throughput", "use_cassette_replay", "exporter_scrape", "merge_throughput",
+    "tasks_concurrency", "mcp_tools_list", "probe_concurrency", "ray_live_gate", "mcp_proxy",
+}
+
+
 def table(results: Path = RESULTS) -> str:
     lines = ["| what | result | goal | command |", "|---|---|---|---|"]
     for stem, rows_of in TABLE.items():
@@ -1006,9 +1086,14 @@ def main() -> None:
     args = ap.parse_args()
     current = NUMBERS.read_text(encoding="utf-8")
     wanted = with_table(current)
+    readme = README.read_text(encoding="utf-8")
+    readme_wanted = with_headlines(readme)
     if args.check:
         if current != wanted:
             sys.exit("docs/numbers.md is stale: run python bench/readme_numbers.py --write")
+        if readme != readme_wanted:
+            sys.exit("README.md's headline numbers are stale: run python "
+                     "bench/readme_numbers.py --write")
         off = [] if args.no_rerun else rerun_check()
         if off:
             sys.exit(f"{len(off)} figure(s) off by more than their noise: "
@@ -1016,7 +1101,8 @@ def main() -> None:
         return
     if args.write:
         NUMBERS.write_text(wanted, encoding="utf-8")
-        print(f"updated {NUMBERS}")
+        README.write_text(readme_wanted, encoding="utf-8")
+        print(f"updated {NUMBERS} and the headline numbers of {README}")
         return
     print(table())
 
