@@ -14,9 +14,9 @@ apart, `slots` in flight). The time left is when a schedule of all that ends:
   workers free up: a sweep's runs).
 
 It never slows the work: the run only notes each start and end (no lock); the bar's thread
-takes them in and works the estimate out at most every FRESH_S (its range RANGE_S) and only
-after SHARE of the time its last working out took, counting down in between, over at most
-LIMIT entries (`eta_schedule`: a long plan's front in batches of a lane's consecutive items).
+takes them in and works the estimate (and its range, every RANGE_S) out at most every FRESH_S,
+and only once its last working out took no more than SHARE of the time since, counting down
+in between, over at most LIMIT entries (`eta_schedule`: a long plan's front in batches).
 """
 
 from __future__ import annotations
