@@ -6,7 +6,8 @@ statistics use (ndtr, ndtri, log_ndtr, stdtrit, chdtrc, chdtri, betaincinv, expi
 numpy ufuncs in the extension module `scipy.special._ufuncs`, which loads in about 15 ms. On
 first use `special` loads that module alone (its package, and scipy's own when not yet
 imported, whose start-up loads subprocess, shutil and a version parser, stand in empty
-meanwhile and are taken away after), so `scipy.special.ndtr is special.ndtr`: the same objects
+meanwhile and are taken away after; only while no other thread runs, which could import scipy
+in that moment and find the stand-ins), so `scipy.special.ndtr is special.ndtr`: the same objects
 and the same numbers as a plain import. A name the module lacks, or any failure, falls back to
 the full package; when the package is already imported it is used as it is."""
 
@@ -29,6 +30,10 @@ def _ufuncs() -> Any:
     with _lock:
         if _PACKAGE in sys.modules:
             return sys.modules[_PACKAGE]
+        if threading.active_count() > 1:
+            # the stand-ins below would be seen by another thread importing scipy meanwhile
+            # (it would find an empty `scipy`): with other threads about, the plain import
+            return importlib.import_module(_PACKAGE)
         spec = importlib.util.find_spec("scipy")
         if spec is None or not spec.submodule_search_locations:
             return importlib.import_module(_PACKAGE)
