@@ -290,7 +290,7 @@ class LiveCounts:
         self.eta.advance(kind, None if latency is None else latency / 1000)
         if tool in self.model and not self.exact:
             self.eta.set_prior({tool: self.model[tool][not result.ok]})
-        if time.monotonic() >= self.shown + 0.1:  # the bar redraws 5 times a second at most
+        if time.monotonic() >= self.shown + 0.25:  # the bar redraws twice a second
             self.show()
 
     def show(self) -> None:

@@ -48,7 +48,7 @@ PRIOR_N, EXACT_N, EXACT_DOUBT = 30, 1, 0.03
 #: DRAWS simulated schedules (DRAW_ITEMS entries in all)
 RANGE_S, DRAWS, DRAW_ITEMS = 1.0, 200, 5_000
 #: the estimate at most this often, and once the time since is 1/SHARE of what it last took
-FRESH_S, SHARE = 0.25, 0.01
+FRESH_S, SHARE = 0.25, 0.002
 #: an item in flight goes by its own kind's longer items when there are this many
 OWN = 3
 
@@ -476,7 +476,7 @@ def progress_bar(*extra: Any, console: Any, disable: bool = False,
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), *extra,
         TimeElapsedColumn(), eta_column(), console=console, disable=disable,
-        transient=transient, refresh_per_second=5,
+        transient=transient, refresh_per_second=2,
     )
 
 
