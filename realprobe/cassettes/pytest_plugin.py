@@ -80,10 +80,6 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         if not pluginmanager.is_registered(pytest_vcr):
             pytest_vcr.add_hookspecs(pluginmanager)
             pluginmanager.register(pytest_vcr, "realprobe-vcr")
-    from realprobe.mcp import pytest_fixture  # MCP cassettes: the `mcp_server` fixture
-
-    if not pluginmanager.is_registered(pytest_fixture):
-        pluginmanager.register(pytest_fixture, "realprobe-mcp")
     group = parser.getgroup("realprobe")
     group.addoption(
         "--realprobe-record-mode",
