@@ -9,9 +9,7 @@ from contextlib import ExitStack
 import mcp.client.stdio  # noqa: F401  (see below)
 import pytest
 
-from realprobe import Catalog, Profile, Sandbox, default_catalog, load_profile
-from realprobe.http.simulate import routes_from_catalog
-from realprobe.sandbox.server import SandboxThread
+from realprobe import Catalog, Profile, default_catalog, sandbox_running
 
 # The SDK's stdio client takes `errlog=sys.stderr` as a default bound when its module first
 # loads. Loaded here, before any test swaps sys.stderr (click's CliRunner puts a stream without
@@ -38,12 +36,9 @@ def sandbox_factory(catalog: Catalog) -> Iterator[SandboxFactory]:
         def start(
             profile: str | Profile = "calm", seed: int = 0, latency_scale: float = 0.0
         ) -> str:
-            prof = profile if isinstance(profile, Profile) else load_profile(profile)
-            sb = Sandbox(routes_from_catalog(catalog), prof, seed=seed, latency_scale=latency_scale)
-            thread = SandboxThread(sb)
-            url = thread.start()
-            stack.callback(thread.stop)
-            return url
+            running = sandbox_running(profile, seed=seed, latency_scale=latency_scale,
+                                      catalog=catalog)
+            return stack.enter_context(running)
 
         yield start
 

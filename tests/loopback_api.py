@@ -10,9 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from realprobe import Catalog
+from realprobe import ApiSpec, Catalog
 from realprobe.adapters.catalog import builtin_specs
-from realprobe.adapters.spec import ApiSpec
 
 
 @dataclass

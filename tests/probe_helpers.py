@@ -9,17 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from realprobe import (
+    Burst,
     Catalog,
     ClientConfig,
     ErrorCode,
+    LatencyModel,
+    Lognormal,
     Mode,
     Profile,
     Store,
     Tool,
+    ToolProfile,
     TransportOptions,
     make_client,
 )
-from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, ToolProfile
 
 # the truth of the closed loop
 TRUE_SUCCESS = 0.70
@@ -81,9 +84,7 @@ def probe_concurrently(
     timeout_s: float,
 ) -> None:
     """Several probe runs at once in one event loop (one per target, each into its own db)."""
-    from realprobe import run_probes
-    from realprobe.adapters.spec import Politeness
-    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe import Politeness, PolitenessConfig, run_probes
 
     config = PolitenessConfig(
         override=Politeness(max_in_flight=1, min_interval_s=0.0, jitter_s=0.0, daily_budget=10**9),

@@ -23,6 +23,8 @@ from test_stats_cli import make_db, one_line_error, run_cli
 from realprobe import Catalog, ErrorCode, Profile, Store, load_profile
 from realprobe.errors import RESILIBENCH_CODES
 from realprobe.probes.calibrate import (
+    DeadlineChain,
+    _start_method,
     calibrate,
     export,
     reliabilitybench_view,
@@ -30,6 +32,7 @@ from realprobe.probes.calibrate import (
 )
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import compute_stats
+from realprobe.probes.synthetic import fault_model_arrays
 from realprobe.simulator.profile import ToolProfile, resilibench_marginal
 
 
@@ -217,8 +220,7 @@ def test_mixture_behind_a_deadline_with_few_timeouts_says_its_interval_is_conser
     """Two latency components behind a 1 s deadline that cuts 6% of calls: at 200 calls a
     dozen TIMEOUTs carry S, and the profile says in words that its success interval is wider
     than 95%; the same tool without a biting deadline has no such note."""
-    from realprobe.probes.synthetic import fault_model_arrays
-    from realprobe.simulator.profile import LatencyModel, MixtureComponent
+    from realprobe import LatencyModel, MixtureComponent
 
     lat = LatencyModel(mixture=[MixtureComponent(weight=0.6, mu=4.5, sigma=0.3),
                                 MixtureComponent(weight=0.4, mu=6.5, sigma=0.4)])  # fmt: skip
@@ -256,7 +258,6 @@ def test_many_tools_are_fitted_in_worker_processes_exactly_as_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import realprobe.probes.calibrate as calibrate_mod
-    from realprobe.probes.synthetic import fault_model_arrays
 
     arr = fault_model_arrays(load_profile("harsh"), ["a", "b", "c", "d"], 300, seed=3,
                              deadline_s=0.3)
@@ -282,9 +283,6 @@ def test_deadline_chain_gradient_is_the_likelihoods() -> None:
     negative, zero and strong correlations (central differences agree)."""
     from scipy import optimize
 
-    from realprobe.probes.calibrate import DeadlineChain
-    from realprobe.probes.synthetic import fault_model_arrays
-
     arr = fault_model_arrays(load_profile("harsh"), ["a"], 2000, seed=3, deadline_s=0.3)
     pairs = compute_stats(arr).tools[0].burst.pairs
     assert pairs is not None
@@ -304,8 +302,6 @@ def test_workers_fork_only_from_a_single_threaded_process() -> None:
     that thread holds); a single-threaded one on Linux forks them."""
     import sys
     import threading
-
-    from realprobe.probes.calibrate import _start_method
 
     alone = threading.active_count() == 1
     release = threading.Event()

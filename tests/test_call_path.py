@@ -10,12 +10,20 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from realprobe import Catalog, Tool, ToolResult, call_tool, call_tool_sync, default_catalog
+from realprobe import (
+    ApiSpec,
+    BadResponse,
+    Catalog,
+    Tool,
+    ToolResult,
+    call_tool,
+    call_tool_sync,
+    default_catalog,
+)
 from realprobe.adapters import adapter as adapter_mod
+from realprobe.adapters import parsers
 from realprobe.adapters.http import Fetched
-from realprobe.adapters.spec import ApiSpec
 from realprobe.adapters.tool import _extract
-from realprobe.errors import BadResponse
 from realprobe.result import answered
 
 
@@ -238,7 +246,6 @@ def test_every_catalogue_fixture_parses_as_the_model_checks_it() -> None:
 
 
 def _decoded(tool: Tool, body: bytes) -> Any:
-    from realprobe.adapters import parsers
     from realprobe.adapters.bounded import load_json, load_text
 
     value = load_text(body) if tool.spec.response == "text" else load_json(body)

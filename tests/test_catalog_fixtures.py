@@ -19,11 +19,10 @@ import jsonschema
 import pytest
 import yaml
 
-from realprobe import CatalogError, ErrorCode, Tool, default_catalog
+from realprobe import BadResponse, CatalogError, ErrorCode, Tool, default_catalog
 from realprobe.adapters import parsers
 from realprobe.adapters.catalog import load_file
 from realprobe.adapters.spec import TOOL_NAME_RE
-from realprobe.adapters.tool import BadResponse
 from realprobe.errors import code_for_status
 
 CATALOG = default_catalog()

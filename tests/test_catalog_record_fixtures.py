@@ -12,31 +12,26 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import (
     Catalog,
     ErrorCode,
     RealprobeError,
-    Sandbox,
     SyncHttpClient,
     TransportOptions,
     call_tool_sync,
-    load_profile,
     make_sync_client,
+    sandbox_running,
 )
 from realprobe.adapters.catalog import load_file
-from realprobe.cli import app
-from realprobe.http.simulate import routes_from_catalog
-from realprobe.sandbox.server import running
 from tests.loopback_http import serving
 
-runner = CliRunner()
 JSON = "application/json"
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    res = runner.invoke(app, list(args))
+    res = invoke(list(args))
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         if isinstance(res.exception, RealprobeError):
             return 2, res.stdout, res.stderr + f"error: {res.exception}\n"
@@ -46,8 +41,8 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 @contextmanager
 def sandbox_client(cat: Catalog) -> Iterator[SyncHttpClient]:
-    sandbox = Sandbox(routes_from_catalog(cat), load_profile("calm"), latency_scale=0)
-    with running(sandbox) as url, make_sync_client(cat, TransportOptions(sandbox=url)) as client:
+    with sandbox_running("calm", latency_scale=0, catalog=cat) as url, \
+            make_sync_client(cat, TransportOptions(sandbox=url)) as client:
         yield client
 
 
@@ -179,7 +174,7 @@ def test_record_fixtures_against_an_upstream_stores_real_bodies(imported: Path) 
 def test_record_fixtures_selected_tools_through_a_sandbox(imported: Path, tmp_path: Path) -> None:
     cat = Catalog.load([imported])
     out = tmp_path / "recorded.yaml"
-    with running(Sandbox(routes_from_catalog(cat), load_profile("calm"), latency_scale=0)) as url:
+    with sandbox_running("calm", latency_scale=0, catalog=cat) as url:
         code, _, err = cli(
             "catalog",
             "record-fixtures",

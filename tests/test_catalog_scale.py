@@ -9,15 +9,17 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_runner import invoke
 from mcp import Client
-from typer.testing import CliRunner
 
-from realprobe import Catalog, Sandbox, TransportOptions, load_profile
+from realprobe import (
+    Catalog,
+    McpService,
+    ServiceOptions,
+    TransportOptions,
+    sandbox_running,
+)
 from realprobe.adapters.spec import TOOL_NAME_RE
-from realprobe.cli import app
-from realprobe.http.simulate import routes_from_catalog
-from realprobe.mcp import McpService, ServiceOptions
-from realprobe.sandbox.server import running
 
 FAMILIES = ["pokeapi", "openmeteo"]
 
@@ -85,12 +87,10 @@ def test_mcp_tools_list_serves_every_tool_of_the_families(big: Catalog) -> None:
 
 
 def test_probe_runs_imported_tools_through_the_sandbox(big: Catalog, tmp_path: Path) -> None:
-    sandbox = Sandbox(routes_from_catalog(big), load_profile("calm"), latency_scale=0)
     tools = "pokeapi_version_retrieve,pokeapi_ability_list,pokeapi_ability_retrieve,om_forecast"
     db = tmp_path / "p.db"
-    with running(sandbox) as url:
-        res = CliRunner().invoke(
-            app,
+    with sandbox_running("calm", latency_scale=0, catalog=big) as url:
+        res = invoke(
             [
                 "probe",
                 "--tools",

@@ -8,11 +8,10 @@ import json
 
 import pytest
 
-from realprobe import ErrorCode, Profile, StatsReport
-from realprobe.probes.calibrate import calibrate
+from realprobe import Burst, ErrorCode, LatencyModel, Lognormal, Profile, StatsReport, ToolProfile
+from realprobe.probes.calibrate import calibrate, retry_after_model
 from realprobe.probes.stats import compute_stats
 from realprobe.probes.synthetic import fault_model_arrays
-from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, ToolProfile
 
 #: ln latency ~ N(5, 0.5) probed at 200 ms: 28% of calls are slower than the deadline
 LAT = LatencyModel(lognormal=Lognormal(mu=5.0, sigma=0.5))
@@ -146,8 +145,6 @@ def test_both_transitions_carry_an_interval_far_from_and_behind_the_deadline() -
 
 
 def test_retry_after_weights_carry_intervals_in_the_values_order() -> None:
-    from realprobe.probes.calibrate import retry_after_model
-
     ra = retry_after_model(40, [2.0] * 8 + [30.0] * 24)
     assert [v for v, _ in ra.values] == [2.0, 30.0]
     assert ra.weights_ci95 is not None and len(ra.weights_ci95) == 2
@@ -179,8 +176,7 @@ def test_retry_after_weights_carry_intervals_in_the_values_order() -> None:
 def test_a_profile_with_a_broken_interval_is_refused_in_one_line(
     tmp_path, tool: dict, needle: str
 ) -> None:
-    from realprobe import load_profile
-    from realprobe.simulator.profile import ProfileError
+    from realprobe import ProfileError, load_profile
 
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"format": "realprobe-profile/1", "tools": {"a": {

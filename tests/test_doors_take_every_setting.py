@@ -18,6 +18,7 @@ import pytest
 
 import realprobe
 from realprobe import EvalSettings, RealprobeError, default_catalog
+from realprobe.sandbox.server import running
 
 TASK = "pet_newsletter"
 CATALOG = default_catalog()
@@ -48,7 +49,6 @@ def test_the_changes_cover_every_setting() -> None:
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[Any]:
     """One loopback sandbox (calm, answering at once) for the target setting."""
-    from realprobe.sandbox.server import running
 
     sb = realprobe.make_sandbox("calm", latency_scale=0.0)
     with running(sb) as url:
@@ -79,12 +79,12 @@ def steps_of(db: Path) -> list[Call]:
 
 def shown(settings: dict[str, Any]) -> str:
     """The prompt a run under `settings` shows its agent, by the runner's own rendering."""
-    from realprobe.tasks.model import default_tasks_dir, load_tasks
+    from realprobe import plan_tasks
     from realprobe.tasks.prompts import render
     from realprobe.tasks.runner import run_variant
 
     cfg = EvalSettings(**settings).run_config()
-    task = load_tasks(default_tasks_dir())[TASK]
+    task = plan_tasks([TASK]).tasks[0]
     return render(run_variant(task, cfg, cfg.prompts[0], CATALOG), cfg.prompts[0]).user
 
 
@@ -194,8 +194,6 @@ def door_mcp(settings: dict[str, Any], tmp: Path) -> Trace:
 
 
 def door_sandbox(settings: dict[str, Any], tmp: Path) -> Trace:
-    from realprobe.sandbox.server import running
-
     settings = taskless(settings, tmp)
     sb = realprobe.make_sandbox(latency_scale=0.0, settings=EvalSettings(**settings))
     with running(sb) as url:
@@ -314,8 +312,9 @@ def test_each_flag_reaches_the_settings_whole(
     """The command builds one EvalSettings from its flags and hands it on whole."""
     import sys
 
+    from cli_runner import main
+
     from realprobe import api
-    from realprobe.cli import main
 
     args, function, flags = COMMANDS[door]
 

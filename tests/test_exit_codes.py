@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from realprobe.cli import COMMANDS, main
+from realprobe.cli import COMMANDS, LazyGroup, app, main
 
 CLOSED = "http://127.0.0.1:9"  # the discard port: nothing listens on loopback
 
@@ -46,8 +46,6 @@ def test_h_stays_a_help_flag_after_a_bare_context_looked_a_verb_up(
     commands, a completion script) must not leave it knowing only --help."""
     import typer
     from typer import _click
-
-    from realprobe.cli import app
 
     root = typer.main.get_command(app)
     root.get_command(_click.Context(root), "report")
@@ -185,7 +183,6 @@ def test_one_name_per_concept_across_verbs(capsys: pytest.CaptureFixture[str]) -
     flags: dict[str, set[str]] = {}
     for verb in COMMANDS:
         _run([verb, "--help"], capsys)
-    from realprobe.cli import LazyGroup
 
     for group in LazyGroup._groups.values():
         for cmd in _commands(group):

@@ -16,6 +16,7 @@ import pytest
 from realprobe import (
     Catalog,
     ErrorCode,
+    FaultModel,
     Mode,
     Profile,
     RealprobeError,
@@ -23,22 +24,22 @@ from realprobe import (
     TransportOptions,
     call_tool,
     make_client,
+    plan_tasks,
 )
 from realprobe.probes.stats import wilson
-from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.plans import BUILTIN_PLANS, FaultPlan, FaultPlanError, load_plan
 from realprobe.simulator.profile import (
     IMPLICIT_VARIANTS,
     ProfileError,
     ToolProfile,
     builtin_profile,
+    resilibench_marginal,
 )
-from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch
 from tests.llm_server import ScriptedLLM, text, tool_calls
 
 TOOL = "jsonplaceholder_post"  # two real fixtures, numbers, text: every variant stays ok
-TASKS = load_tasks(default_tasks_dir())
+TASKS = {t.instance_id: t for t in plan_tasks(all=True).tasks}
 PET = TASKS["pet_newsletter"]
 
 
@@ -384,7 +385,6 @@ def _rule_success(rule: str, base: float) -> float:
 
 def test_resilibench_code_rule_is_clamped_and_the_paper_rule_is_not() -> None:
     # the code's rule: p = clamp(b * 0.9^(failures among the last 3), 0.1, 0.95)
-    from realprobe.simulator.profile import resilibench_marginal
 
     code = _rule_success("resilibench-code", 0.8)
     assert code == pytest.approx(resilibench_marginal(0.8), abs=0.03)
@@ -426,7 +426,6 @@ def test_scaled_under_resilibench_rules_reaches_lambda_or_refuses() -> None:
         Profile(default=tp, rule="resilibench-paper").scaled(0.1)
     with pytest.raises(ProfileError, match="resilibench-code"):
         Profile(default=tp, rule="resilibench-code").scaled(0.01)
-    from realprobe.simulator.profile import resilibench_marginal
 
     scaled = Profile(default=tp, rule="resilibench-code").scaled(0.275)
     assert resilibench_marginal(scaled.for_tool("x").success_rate) == pytest.approx(0.725)
@@ -531,7 +530,7 @@ def test_the_sandbox_api_takes_a_plan_and_a_rate(catalog: Catalog) -> None:
 async def test_the_mcp_server_serves_a_plan(catalog: Catalog) -> None:
     from mcp import Client
 
-    from realprobe.mcp import McpService, ServiceOptions
+    from realprobe import McpService, ServiceOptions
 
     opts = TransportOptions(fault_plan=DEAD_CAT)
     service = McpService(catalog, ServiceOptions(transport=opts, tools="catfact_fact"))

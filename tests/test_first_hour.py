@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import invoke
 from rich.console import Console
-from typer.testing import CliRunner
 
 from realprobe import api
-from realprobe.cli import app
 from realprobe.commands import common
+from realprobe.probes.stats import verdict
+from realprobe.sandbox.server import running
+from realprobe.simulator.faults import MAX_CALL_NUMBER, MAX_KEPT, FaultModel, caller_seed
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -72,7 +74,7 @@ def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_stats_prints_a_verdict_and_counts_its_notes(probed: Path, screen: Any) -> None:
     out = screen(80)
-    res = CliRunner().invoke(app, ["stats", "--db", str(probed), "--threshold", "0.9"])
+    res = invoke(["stats", "--db", str(probed), "--threshold", "0.9"])
     assert res.exit_code == 0, res.output
     text = " ".join(out.getvalue().split())
     assert "Verdict at a 90% success threshold" in text
@@ -82,7 +84,7 @@ def test_stats_prints_a_verdict_and_counts_its_notes(probed: Path, screen: Any) 
     assert "--explain lists them" in text
 
     full = screen(80)
-    res = CliRunner().invoke(app, ["stats", "--db", str(probed), "--explain"])
+    res = invoke(["stats", "--db", str(probed), "--explain"])
     assert res.exit_code == 0
     listed = [ln for ln in full.getvalue().splitlines() if ln.startswith("  ")]
     rep = api.stats(probed)
@@ -117,7 +119,6 @@ def test_a_threshold_outside_0_1_is_refused(probed: Path, bad: str) -> None:
 def test_the_report_leads_with_the_verdict(probed: Path, tmp_path: Path) -> None:
     """The HTML and Markdown reports carry the verdict `stats` prints, above the per-tool
     table; the command prints it before saying where the file went."""
-    from realprobe.probes.stats import verdict
 
     says = verdict(api.stats(probed))
     html = tmp_path / "r.html"
@@ -131,8 +132,6 @@ def test_the_report_leads_with_the_verdict(probed: Path, tmp_path: Path) -> None
 
 
 def test_verdict_sorts_tools_by_their_quoted_interval(probed: Path) -> None:
-    from realprobe.probes.stats import verdict
-
     rep = api.stats(probed)
     says = verdict(rep, 0.99)
     below = [t for t in rep.tools if t.success.quoted95[1] < 0.99]
@@ -178,9 +177,9 @@ def test_a_sandbox_started_and_stopped_leaves_no_warning_at_exit() -> None:
 def two_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same simulated runs (two prompts) stored under two agents with long model names."""
     db = tmp_path_factory.mktemp("fh") / "r.db"
-    res = CliRunner().invoke(app, ["run", "travel_briefing", "dev_standup", "--agent",
-                                   "reference", "--mode", "simulate", "--profile", "harsh",
-                                   "--prompt", "optimal,flawed:missing_steps@30", "--db", str(db)])
+    res = invoke(["run", "travel_briefing", "dev_standup", "--agent",
+                  "reference", "--mode", "simulate", "--profile", "harsh",
+                  "--prompt", "optimal,flawed:missing_steps@30", "--db", str(db)])
     assert res.exit_code == 0, res.output
     with sqlite3.connect(db) as conn:
         conn.execute("create temp table t as select * from task_runs")
@@ -195,7 +194,7 @@ def test_results_keep_two_agents_apart_with_whole_names(
     two_agents: Path, width: int, screen: Any
 ) -> None:
     out = screen(width)
-    res = CliRunner().invoke(app, ["results", "--db", str(two_agents)])
+    res = invoke(["results", "--db", str(two_agents)])
     assert res.exit_code == 0, res.output
     lines = out.getvalue().splitlines()
     assert all(len(ln) <= width for ln in lines if ln[:1] in "┃│┏┗┡└")
@@ -207,7 +206,7 @@ def test_results_keep_two_agents_apart_with_whole_names(
     # one agent: its name above the tables, and room for the error codes, each kept beside
     # its count ("TIMEOUT 3", never "TIMEOUT" / "3")
     one = screen(width)
-    res = CliRunner().invoke(app, ["results", "--db", str(two_agents), "--agent", "reference"])
+    res = invoke(["results", "--db", str(two_agents), "--agent", "reference"])
     assert res.exit_code == 0, res.output
     assert "top errors" in one.getvalue()
     codes = [m for ln in one.getvalue().splitlines()
@@ -219,8 +218,8 @@ def test_results_keep_two_agents_apart_with_whole_names(
 
 def test_drift_headers_stay_whole_when_nothing_can_be_tested(probed: Path, screen: Any) -> None:
     out = screen(80)
-    res = CliRunner().invoke(app, ["drift", "--db", str(probed), "--baseline", "1d..now",
-                                   "--current", "1d..now", "--tools", "advice_random"])
+    res = invoke(["drift", "--db", str(probed), "--baseline", "1d..now",
+                  "--current", "1d..now", "--tools", "advice_random"])
     assert res.exit_code == 0, res.output
     head = " ".join(ln.strip("┃ ") for ln in out.getvalue().splitlines() if ln.startswith("┃"))
     words = head.split()
@@ -252,7 +251,6 @@ def test_the_same_seed_gives_the_same_outcomes_beside_busy_loops(tmp_path: Path)
     machine is, then beside four busy loops. Every call ends the same, by its id: what the
     sandbox plays is drawn from the seed and the request, a call drawn to miss the deadline
     is said so by the sandbox, and an answer drawn in time is not lost to a late timer."""
-    from realprobe.sandbox.server import running
 
     runs, drawn = [], []
     for i, busy in enumerate((0, 4)):
@@ -285,8 +283,7 @@ def test_a_sandbox_calls_outcome_is_the_sandboxs_word_not_the_timers() -> None:
     answer is late; a live call ignores the marks."""
     import httpx
 
-    from realprobe import ClientConfig, VirtualClock
-    from realprobe.errors import DeadlineExceeded
+    from realprobe import ClientConfig, DeadlineExceeded, VirtualClock
     from realprobe.http.client import _Call
     from realprobe.http.transports import DELAY_HEADER, MISSED_HEADER, SANDBOX_EXT
 
@@ -313,7 +310,6 @@ def test_an_answer_drawn_in_time_comes_by_three_quarters_of_the_budget() -> None
     """With latencies scaled up, many answers are drawn close to the 2 s deadline: none is
     sent in its last quarter (where a loaded machine would push it past), and answers drawn
     later than the deadline keep their delay."""
-    from realprobe.sandbox.server import running
 
     sb = api.make_sandbox("published", seed=0, latency_scale=4.0)
     with running(sb) as url:
@@ -344,7 +340,6 @@ def test_a_schedule_whose_rounds_overlap_says_so_once(tmp_path: Path) -> None:
 
 def test_numbered_draws_do_not_depend_on_arrival_order() -> None:
     from realprobe import load_profile
-    from realprobe.simulator.faults import FaultModel, caller_seed
 
     prof = load_profile("harsh")
     a, b = FaultModel(prof, 7), FaultModel(prof, 7)
@@ -374,7 +369,6 @@ def test_a_numbered_call_asked_again_meets_the_same_outcome() -> None:
     """A run made again against the same sandbox meets the same faults, however long ago
     its numbers were drawn; a far number costs no memory, and many callers are let go."""
     from realprobe import load_profile
-    from realprobe.simulator.faults import MAX_CALL_NUMBER, MAX_KEPT, FaultModel
 
     model = FaultModel(load_profile("harsh"), 0)
     first = [model.draw_numbered("advice_random", "run", n) for n in range(50)]

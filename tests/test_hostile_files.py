@@ -17,7 +17,7 @@ import pytest
 
 from realprobe import RealprobeError, Store, load_profile
 from realprobe.adapters.catalog import load_file
-from realprobe.limits import MAX_ENTRIES, MAX_NESTING, MAX_RULES
+from realprobe.limits import MAX_ENTRIES, MAX_NESTING, MAX_RULES, MAX_YAML_ITEMS
 from realprobe.monitor.alerts import load_rules
 from realprobe.simulator.plans import load_plan
 from realprobe.tasks.model import load_task
@@ -133,8 +133,6 @@ def test_yaml_aliases_that_blow_up_are_refused(tmp_path: Path, load: Callable[[P
 
 
 def test_a_long_yaml_file_is_refused_before_parsing(tmp_path: Path) -> None:
-    from realprobe.limits import MAX_YAML_ITEMS
-
     path = tmp_path / "rules.yaml"
     path.write_text("rules:\n" + "- {kind: no_success, for: 1h}\n" * (MAX_YAML_ITEMS + 1))
     with pytest.raises(RealprobeError, match=f"limit of {MAX_YAML_ITEMS:,} lines"):

@@ -11,12 +11,20 @@ import numpy as np
 import pytest
 from probe_helpers import probe, simulate_opts
 
-from realprobe import Catalog, ErrorCode, Profile
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    FaultModel,
+    LatencyModel,
+    MixtureComponent,
+    Profile,
+    ToolProfile,
+    sandbox_running,
+)
+from realprobe.probes import latency_mixture as lm
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.latency_mixture import fit_mixture
 from realprobe.probes.stats import stats_from_db
-from realprobe.simulator.faults import FaultModel
-from realprobe.simulator.profile import LatencyModel, MixtureComponent, ToolProfile
 
 # a cache hit (fast, 60%) and a miss (slow, 40%), in ln(ms)
 FAST = MixtureComponent(weight=0.6, mu=math.log(40.0), sigma=0.25)
@@ -113,8 +121,6 @@ def test_deadline_share_interval_is_the_profile_likelihood_one() -> None:
     on every BLAS kernel (OPENBLAS_CORETYPE=Prescott used to stop one end early)."""
     from scipy import optimize, special
 
-    from realprobe.probes import latency_mixture as lm
-
     s_true = 0.6 * special.ndtr((4.5 - math.log(1000)) / 0.3) + 0.4 * special.ndtr(
         (6.5 - math.log(1000)) / 0.4
     )
@@ -171,15 +177,12 @@ def test_round_trip_keeps_two_components(catalog: Catalog, tmp_path: Path) -> No
 def test_sandbox_draws_from_the_mixture(catalog: Catalog) -> None:
     import httpx
 
-    from realprobe.sandbox.server import SandboxThread
-    from realprobe.sandbox.setup import sandbox_for
-
     quick = MixtureComponent(weight=0.5, mu=math.log(3.0), sigma=0.1)
     slow = MixtureComponent(weight=0.5, mu=math.log(90.0), sigma=0.1)
     profile = Profile(
         tools={TOOL: ToolProfile(success_rate=1.0, latency_ms=LatencyModel(mixture=[quick, slow]))}
     )
-    with SandboxThread(sandbox_for(catalog, profile, seed=2)) as url, httpx.Client() as client:
+    with sandbox_running(profile, seed=2, catalog=catalog) as url, httpx.Client() as client:
         for _ in range(30):
             client.get(f"{url}/agify/?name=harry")
         delays = [e["delay_ms"] for e in client.get(f"{url}/_journal").json()]
@@ -194,8 +197,6 @@ def test_likelihood_gradient_is_the_likelihoods(k: int, censored: bool) -> None:
     """The analytic gradients the optimisers use are the negative log-likelihood's and the
     deadline share's own (finite differences agree), at a point away from the optimum."""
     from scipy import optimize
-
-    from realprobe.probes import latency_mixture as lm
 
     lat, cens = _bench_mixture(5, 400)
     x = np.log(lat)
@@ -216,7 +217,6 @@ def test_likelihood_gradient_is_the_likelihoods(k: int, censored: bool) -> None:
 def test_newton_polish_reaches_the_bfgs_minimum() -> None:
     """The censored fits are polished by Newton's method (no scipy.optimize to import); on
     seeded one- and two-component samples it ends where BFGS ends, or lower."""
-    from realprobe.probes import latency_mixture as lm
 
     rng = np.random.default_rng(11)
     for seed in range(12):

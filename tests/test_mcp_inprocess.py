@@ -16,10 +16,19 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, TextContent
 
-from realprobe import Catalog, ErrorCode, Mode, Profile, RealprobeError, Tool, TransportOptions
-from realprobe.mcp import McpService, ServiceOptions
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    McpService,
+    Mode,
+    Profile,
+    RealprobeError,
+    ServiceOptions,
+    Tool,
+    ToolProfile,
+    TransportOptions,
+)
 from realprobe.mcp.rendering import META_KEY
-from realprobe.simulator.profile import ToolProfile
 
 
 def plain_json_tool(catalog: Catalog) -> Tool:

@@ -12,9 +12,16 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
-from realprobe import Catalog, HeldBack, HostGates, VirtualClock
-from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.mcp import McpService, ServiceOptions
+from realprobe import (
+    ApiSpec,
+    Catalog,
+    HeldBack,
+    HostGates,
+    McpService,
+    Politeness,
+    ServiceOptions,
+    VirtualClock,
+)
 
 
 def api_with(catalog: Catalog, **politeness: float) -> ApiSpec:

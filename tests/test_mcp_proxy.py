@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from realprobe.mcp.session_cassette import read_session
+from realprobe.mcp.proxy import Proxy, ProxyOptions
+from realprobe.mcp.session_cassette import read_session, session_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -129,8 +130,7 @@ async def test_a_replay_with_faults_of_its_own_drops_the_recorded_ones(tmp_path:
     half = await session(realprobe("mcp", "replay", str(cassette), "--profile", str(profile),
                                    "--fault-rate", "0.5", "--seed", "3", "--on-exhausted",
                                    "cycle"), calls=12)
-    from realprobe import load_profile
-    from realprobe.simulator.faults import FaultModel
+    from realprobe import FaultModel, load_profile
 
     model = FaultModel(load_profile(profile).scaled(0.5), 3)
     assert [r["isError"] for r in half[1:]] == [not model.draw("convert_time").ok
@@ -409,8 +409,6 @@ class QueueWire:
 async def test_an_id_used_again_after_its_answer_is_a_new_request() -> None:
     import asyncio
 
-    from realprobe.mcp.proxy import Proxy, ProxyOptions
-
     client, server = QueueWire(), QueueWire()
     proxy = Proxy(ProxyOptions(), server_hint="fake")
     task = asyncio.ensure_future(proxy.run(client, server))
@@ -487,7 +485,6 @@ async def test_a_recorded_session_keeps_no_credential_and_everything_else(
 ) -> None:
     import asyncio
 
-    from realprobe.mcp.proxy import Proxy, ProxyOptions
     from realprobe.secrets import PLACEHOLDER
 
     cassette = tmp_path / "s.jsonl"
@@ -536,9 +533,8 @@ def test_each_task_and_repeat_meets_faults_of_its_own_and_every_agent_the_same(
 async def test_the_proxy_fails_the_share_asked_counting_hangs_and_results(tmp_path: Path) -> None:
     import asyncio
 
-    from realprobe.mcp.proxy import Proxy, ProxyOptions
+    from realprobe import FaultModel
     from realprobe.probes.stats import wilson
-    from realprobe.simulator.faults import FaultModel
     from realprobe.simulator.profile import builtin_profile
 
     async def server(wire: QueueWire) -> None:
@@ -573,10 +569,7 @@ async def test_a_hang_the_client_gave_up_on_is_marked_for_a_replay_with_faults(
 ) -> None:
     import asyncio
 
-    from realprobe import load_profile
-    from realprobe.mcp.proxy import Proxy, ProxyOptions
-    from realprobe.mcp.session_cassette import session_calls
-    from realprobe.simulator.faults import FaultModel
+    from realprobe import FaultModel, load_profile
 
     profile = fault_profile(tmp_path, {"TIMEOUT": 1.0})
     model = FaultModel(load_profile(profile), 7)

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from realprobe import Catalog, Mode, TransportOptions
-from realprobe.mcp import McpService, ServiceOptions
+from realprobe import Catalog, McpService, Mode, ServiceOptions, TransportOptions
 
 ROUNDS = 2
 DEADLINE_S = 8.0

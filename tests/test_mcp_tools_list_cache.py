@@ -9,8 +9,7 @@ from typing import Any
 from mcp import Client
 from mcp.types import PaginatedRequestParams
 
-from realprobe import TransportOptions, default_catalog
-from realprobe.mcp import McpService, ServiceOptions
+from realprobe import McpService, ServiceOptions, TransportOptions, default_catalog
 from realprobe.mcp.rendering import ToolListCache
 
 

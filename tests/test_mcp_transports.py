@@ -23,9 +23,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
-from realprobe import Catalog, ErrorCode, Profile, Tool
+from realprobe import Catalog, ErrorCode, Profile, Tool, ToolProfile
 from realprobe.adapters.deadline import GRACE_S
-from realprobe.simulator.profile import ToolProfile
 
 CLI = [sys.executable, "-m", "realprobe.cli", "mcp"]
 

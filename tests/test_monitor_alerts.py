@@ -16,7 +16,7 @@ import pytest
 from monitor_helpers import write_rows
 
 from realprobe import RealprobeError
-from realprobe.monitor.alerts import check, load_rules
+from realprobe.monitor.alerts import Event, check, load_rules, payload
 
 T0 = 1_790_000_000.0
 
@@ -241,7 +241,6 @@ target = "all"
 def test_webhook_payloads_go_through_the_secrets_scrubber(monkeypatch: pytest.MonkeyPatch) -> None:
     """A message that carries a secret (a rule subject built from a URL with a key, a
     declared key's value) reaches the webhook redacted, in both formats."""
-    from realprobe.monitor.alerts import Event, payload
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-0123456789abcdef0123")
     event = Event(

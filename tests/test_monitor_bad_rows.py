@@ -119,8 +119,7 @@ def test_labels_come_from_closed_sets_and_what_is_folded_is_counted(
 def test_a_cached_probe_answer_skips_bad_rows(tmp_path: Path) -> None:
     from prometheus_client import generate_latest
 
-    from realprobe import Catalog, Mode, TransportOptions
-    from realprobe.adapters.spec import ApiSpec
+    from realprobe import ApiSpec, Catalog, Mode, TransportOptions
     from realprobe.monitor.blackbox import BlackboxProber
 
     api = ApiSpec.model_validate({

@@ -11,9 +11,8 @@ import pytest
 from monitor_helpers import write_rows
 from prometheus_client.parser import text_string_to_metric_families
 
-from realprobe import Catalog, Mode, Profile, Store, TransportOptions
-from realprobe.adapters.spec import ApiSpec
-from realprobe.monitor.blackbox import BlackboxProber
+from realprobe import ApiSpec, Catalog, Mode, Profile, Store, TransportOptions
+from realprobe.monitor.blackbox import BlackboxProber, _registry_for
 from realprobe.monitor.exporter import Exporter, ExporterServer
 
 
@@ -123,8 +122,7 @@ def test_probe_endpoint_against_the_sandbox(
     url = sandbox_factory(broken)  # type: ignore[operator]
     db = tmp_path / "p.db"
     Store(db).close()
-    from realprobe.adapters.spec import Politeness
-    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe import Politeness, PolitenessConfig
 
     slow = PolitenessConfig(override=Politeness(min_interval_s=300, jitter_s=0))
     prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=url), db,
@@ -238,8 +236,6 @@ def test_the_first_read_in_sql_equals_folding_row_by_row(tmp_path: Path) -> None
 def test_the_grafana_dashboard_queries_metrics_the_exporter_serves(tmp_path: Path) -> None:
     import json
     import re
-
-    from realprobe.monitor.blackbox import _registry_for
 
     dashboard = json.loads(
         (Path(__file__).parent.parent / "docs" / "grafana-realprobe.json").read_text()

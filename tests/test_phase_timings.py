@@ -8,6 +8,7 @@ import pytest
 from tls_helpers import tls_server
 
 from realprobe import (
+    ApiSpec,
     Catalog,
     Mode,
     Store,
@@ -17,7 +18,6 @@ from realprobe import (
     make_client,
     make_sync_client,
 )
-from realprobe.adapters.spec import ApiSpec
 
 
 def _catalog(base_url: str) -> Catalog:
@@ -82,8 +82,7 @@ def test_sync_client_measures_the_same_phases(
 async def test_probe_rows_store_phases_and_tls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from realprobe import run_probes
-    from realprobe.probes.politeness import PolitenessConfig
+    from realprobe import PolitenessConfig, run_probes
 
     with tls_server(tmp_path, days=10, delay_s=0.15) as server:
         monkeypatch.setenv("SSL_CERT_FILE", str(server.cert_file))

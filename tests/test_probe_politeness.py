@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from realprobe import (
+    ApiSpec,
     Catalog,
     ErrorCode,
     HttpClient,
     Mode,
+    Politeness,
+    PolitenessConfig,
     Profile,
     Store,
     TransportOptions,
@@ -22,10 +25,8 @@ from realprobe import (
     make_client,
     run_probes,
 )
-from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.hosts import Backoff, HostLimiter, host_key, merge
 from realprobe.http.simulate import SimulateTransport
-from realprobe.probes import PolitenessConfig
 from realprobe.probes.politeness import Budget
 from realprobe.simulator.profile import LatencyModel, ToolProfile, resolve_profile
 from realprobe.target import Target

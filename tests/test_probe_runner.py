@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 
 from realprobe import (
+    ApiSpec,
     Catalog,
     ErrorCode,
     Mode,
+    Politeness,
+    PolitenessConfig,
     RealprobeError,
     Store,
     ToolError,
@@ -24,8 +27,6 @@ from realprobe import (
     run_probes,
 )
 from realprobe.adapters.deadline import GRACE_S
-from realprobe.adapters.spec import ApiSpec, Politeness
-from realprobe.probes import PolitenessConfig
 from realprobe.probes.runner import reached_server
 
 ZERO = PolitenessConfig(override=Politeness(min_interval_s=0, jitter_s=0))

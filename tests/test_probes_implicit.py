@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from probe_helpers import probe, synthetic_rows
 
-from realprobe import Catalog, Mode, Store, ToolResult, TransportOptions
-from realprobe.adapters.spec import ApiSpec
+from realprobe import ApiSpec, Catalog, Mode, Store, ToolResult, TransportOptions
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.implicit import ImplicitWatch, implicit_summary
 from realprobe.probes.stats import stats_from_db

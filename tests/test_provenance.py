@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import main
 from probe_helpers import synthetic_rows
 
 from realprobe import (
     Catalog,
     Mode,
+    Politeness,
+    PolitenessConfig,
     RealprobeError,
     Store,
     TransportOptions,
@@ -26,10 +29,8 @@ from realprobe import (
     make_sync_client,
     run_probes,
 )
-from realprobe.adapters.spec import Politeness
-from realprobe.cli import main
-from realprobe.probes import PolitenessConfig
-from realprobe.store import SCHEMA_VERSION, default_vantage, schema_version
+from realprobe.probes.scheduler import ProbeSchedule, first_fire_time
+from realprobe.store import SCHEMA_VERSION, db_path, default_vantage, probe_row, schema_version
 from realprobe.target import TargetKind
 from realprobe.tasks.store import TASK_SCHEMA_VERSION, TaskStore
 
@@ -241,7 +242,6 @@ async def test_ten_thousand_simulated_rounds_stamp_nothing_after_write_time(
 
 def test_a_row_stamped_in_the_future_is_refused() -> None:
     from realprobe import ToolResult
-    from realprobe.store import probe_row
 
     result = ToolResult(tool="x", ok=True, latency_ms=1.0)
     with pytest.raises(ValueError, match="future"):
@@ -384,7 +384,6 @@ async def test_cron_waits_for_its_first_fire_time_on_an_injected_clock(tmp_path:
     from apscheduler.triggers.cron import CronTrigger
 
     from realprobe import RunSummary
-    from realprobe.probes.scheduler import ProbeSchedule, first_fire_time
 
     tz = dt.datetime.now().astimezone().tzinfo
     trigger = CronTrigger.from_crontab("0 3 1 1 *", timezone=tz)
@@ -416,7 +415,6 @@ async def test_every_fires_at_once(tmp_path: Path) -> None:
     from apscheduler.triggers.interval import IntervalTrigger
 
     from realprobe import RunSummary
-    from realprobe.probes.scheduler import ProbeSchedule
 
     fired: list[float] = []
 
@@ -460,7 +458,6 @@ def test_every_reader_of_the_database_gives_it_its_upkeep_first(
     """One resolver of the database path, `store.db_path`: a read marks a killed run first,
     whichever door reads (stats did, alert check and merge did not)."""
     import realprobe
-    from realprobe.store import db_path
 
     db = tmp_path / "k.db"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -635,7 +632,7 @@ def test_task_batch_lost_to_an_unreachable_llm_fails_once(
 async def test_mcp_served_simulated_calls_are_labelled_and_stamped_in_real_time(
     catalog: Catalog, tmp_path: Path, no_network: None
 ) -> None:
-    from realprobe.mcp import McpService, ServiceOptions
+    from realprobe import McpService, ServiceOptions
 
     db = tmp_path / "mcp.db"
     opts = ServiceOptions(

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from realprobe.monitor.alerts import AlertConfig, Rule, check
 from realprobe.monitor.exporter import Exporter
-from realprobe.probes.stats import interval_text, stats_from_db, wilson
+from realprobe.probes.stats import EXTRAPOLATED, interval_text, stats_from_db, wilson
 from realprobe.report.build import build_report
 from realprobe.report.render import render_html, render_markdown
 
@@ -72,7 +72,6 @@ def test_an_extrapolated_percentile_is_marked_in_stats_report_and_alerts(tmp_pat
     import numpy as np
 
     from realprobe import Store
-    from realprobe.probes.stats import EXTRAPOLATED
     from realprobe.store import iso_utc
 
     db = tmp_path / "p.db"

@@ -11,19 +11,17 @@ from pathlib import Path
 import pytest
 
 from realprobe import CassetteError, Mode, RealprobeError, TransportOptions, load_cassette
-from realprobe.clients import replay_latency_of
+from realprobe.clients import on_exhausted_of, replay_latency_of
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
 
 
 def good_json(tmp_path: Path) -> Path:
-    from typer.testing import CliRunner
-
-    from realprobe.cli import app
+    from cli_runner import invoke
 
     out = tmp_path / "good.json"
     src = REALWORLD / "pokeapi__rdavid1099-poke-api-v2.yaml"
-    assert CliRunner().invoke(app, ["cassette", "import", str(src), "-o", str(out)]).exit_code == 0
+    assert invoke(["cassette", "import", str(src), "-o", str(out)]).exit_code == 0
     return out
 
 
@@ -88,7 +86,6 @@ def test_bad_replay_options_are_refused() -> None:
         replay_latency_of(TransportOptions(mode=Mode.REPLAY, cassette="x", replay_latency="fast"))
     with pytest.raises(RealprobeError, match="needs cassette=PATH"):
         TransportOptions(mode=Mode.REPLAY).normalised()
-    from realprobe.clients import on_exhausted_of
 
     with pytest.raises(RealprobeError, match="repeat-last"):
         on_exhausted_of(TransportOptions(mode=Mode.REPLAY, cassette="x", on_exhausted="loop"))

@@ -8,13 +8,11 @@ import shutil
 from pathlib import Path
 
 import yaml
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import load_cassette
-from realprobe.cli import app
 
 REALWORLD = Path(__file__).parent / "data" / "realworld_cassettes"
-runner = CliRunner()
 
 
 def vcrpy_cassette(path: Path, interactions: list[tuple[str, int, dict[str, list[str]]]]) -> None:
@@ -34,8 +32,8 @@ def test_substitute_rewrites_location_too(tmp_path: Path) -> None:
         ("<API>/new", 200, {}),
     ])
     out = tmp_path / "out.json"
-    r = runner.invoke(app, ["cassette", "import", str(src), "-o", str(out),
-                            "--substitute", "<API>=https://api.example.test"])
+    r = invoke(["cassette", "import", str(src), "-o", str(out),
+                "--substitute", "<API>=https://api.example.test"])
     assert r.exit_code == 0, r.output
     calls = load_cassette(out).calls
     assert [c.uri for c in calls] == ["https://api.example.test/old", "https://api.example.test/new"]
@@ -53,7 +51,7 @@ def test_import_maps_the_sandbox_layout_back_to_real_urls(tmp_path: Path) -> Non
         ("https://catfact.ninja/facts", 200, {}),
     ])
     out = tmp_path / "out.json"
-    r = runner.invoke(app, ["cassette", "import", str(src), "-o", str(out)])
+    r = invoke(["cassette", "import", str(src), "-o", str(out)])
     assert r.exit_code == 0, r.output
     calls = load_cassette(out).calls
     assert [c.uri for c in calls] == [
@@ -74,7 +72,7 @@ def test_scrub_in_place_keeps_a_ruby_vcr_file_ruby_vcr(tmp_path: Path) -> None:
     )
     path.write_text(text)
     before = load_cassette(path)
-    r = runner.invoke(app, ["cassette", "scrub", str(path), "--json"])
+    r = invoke(["cassette", "scrub", str(path), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["format"] == "ruby-vcr"
     data = yaml.safe_load(path.read_text())
@@ -102,7 +100,7 @@ def test_scrub_in_place_keeps_a_har_file_har(tmp_path: Path) -> None:
                        "timings": {"wait": 30, "receive": 12}}]}}
     path = tmp_path / "session.har"
     path.write_text(json.dumps(har))
-    r = runner.invoke(app, ["cassette", "scrub", str(path)])
+    r = invoke(["cassette", "scrub", str(path)])
     assert r.exit_code == 0, r.output
     data = json.loads(path.read_text())
     assert data["log"]["entries"][0]["response"]["content"]["text"] == "{\"age\": 40}"
@@ -116,6 +114,6 @@ def test_scrub_to_another_file_writes_realprobe(tmp_path: Path) -> None:
     src = tmp_path / "a.yaml"
     shutil.copy(REALWORLD / "swapi__pikesley-red5.yaml", src)
     out = tmp_path / "b.json"
-    r = runner.invoke(app, ["cassette", "scrub", str(src), "-o", str(out), "--json"])
+    r = invoke(["cassette", "scrub", str(src), "-o", str(out), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["format"] == "realprobe"
     assert "interactions" in json.loads(out.read_text())

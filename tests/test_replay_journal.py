@@ -12,12 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import CassetteError, load_cassette
 from realprobe.cassettes.journal import journal_path
 from realprobe.cassettes.recording import SyncRecordingTransport
-from realprobe.cli import app
 
 RECORDER = textwrap.dedent('''
     import sys, time, httpx
@@ -84,10 +83,10 @@ def test_sigkill_keeps_every_finished_call(tmp_path: Path, after: int) -> None:
 def test_recover_command(tmp_path: Path) -> None:
     cassette = tmp_path / "killed.yaml"
     finished = _record_and_kill(tmp_path, cassette, 5)
-    result = CliRunner().invoke(app, ["cassette", "recover", str(cassette), "--json"])
+    result = invoke(["cassette", "recover", str(cassette), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["interactions"] >= finished
-    again = CliRunner().invoke(app, ["cassette", "recover", str(cassette)])
+    again = invoke(["cassette", "recover", str(cassette)])
     assert isinstance(again.exception, CassetteError)
     assert "nothing to recover" in str(again.exception)
 

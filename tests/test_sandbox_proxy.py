@@ -9,14 +9,23 @@ from pathlib import Path
 import httpx
 from loopback_upstream import Upstream as LoopbackUpstream
 
-from realprobe import Catalog, ErrorCode, Mode, Profile, TransportOptions, call_tool, make_client
-from realprobe.adapters.spec import Politeness
+from realprobe import (
+    Catalog,
+    ErrorCode,
+    LatencyModel,
+    Mode,
+    Politeness,
+    Profile,
+    ToolProfile,
+    TransportOptions,
+    call_tool,
+    make_client,
+)
 from realprobe.probes.stats import wilson
 from realprobe.sandbox.bodies import SOURCE_HEADER
 from realprobe.sandbox.proxy import Upstream
 from realprobe.sandbox.server import SandboxThread
-from realprobe.sandbox.setup import sandbox_for
-from realprobe.simulator.profile import LatencyModel, ToolProfile
+from realprobe.sandbox.setup import make_upstream, sandbox_for
 
 Z99 = 2.5758293035489004
 N = 300
@@ -127,7 +136,6 @@ def test_a_proxied_run_records_and_replays_as_a_sandbox(catalog: Catalog, tmp_pa
 
 def test_live_upstream_goes_to_the_real_base_url_politely(catalog: Catalog) -> None:
     """`--upstream live` with the network replaced by a MockTransport at the client seam."""
-    from realprobe.sandbox.setup import make_upstream
 
     seen: list[str] = []
 
@@ -158,7 +166,6 @@ def test_live_budget_is_the_stores_ledger(catalog: Catalog, tmp_path: Path) -> N
     import datetime as dt
 
     from realprobe import Store
-    from realprobe.sandbox.setup import make_upstream
 
     db = tmp_path / "ledger.db"
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from realprobe import Catalog, api
+from realprobe import Catalog, api, plan_tasks
+from realprobe.commands.probes import LiveCounts, probe_exact
 from realprobe.sandbox.admin import served_draws, served_profile
 from realprobe.sandbox.server import running
 from realprobe.tasks.executors import Finished, Job, jobs_for, modelled_seconds, run_local
-from realprobe.tasks.model import default_tasks_dir, load_tasks
-from realprobe.tasks.runner import RunConfig, run_one
+from realprobe.tasks.runner import RunConfig, draw_key, run_one, run_seed
 
 TASKS = ("pokemon_quiz", "author_workload", "dev_standup")
 #: the harsh profile's failures and bursts on quick calls, so the runs take seconds
@@ -34,7 +34,7 @@ QUICK = {"format": "realprobe-profile/1", "name": "quick-harsh", "tools": {},
 
 
 def _jobs(url: str) -> list[Job]:
-    tasks = load_tasks(default_tasks_dir())
+    tasks = {t.instance_id: t for t in plan_tasks(all=True).tasks}
     # a hang waits out a short call deadline, so the runs stay quick
     cfg = RunConfig(mode="live", sandbox=url, seed=3, repeat=2, call_timeout_s=0.4)
     return jobs_for([tasks[t] for t in TASKS], cfg)
@@ -91,7 +91,6 @@ def test_the_simulator_seeded_for_a_run_plays_that_run(sandbox_runs: dict[str, A
     from dataclasses import replace
 
     from realprobe.simulator.faults import caller_seed
-    from realprobe.tasks.runner import draw_key, run_seed
 
     assert sandbox_runs["seed"] == 11 and sandbox_runs["profile"].name == "quick-harsh"
     cat = Catalog.load([])
@@ -132,8 +131,7 @@ def test_a_sandbox_that_does_not_say_its_seed_gives_none() -> None:
 def test_a_model_of_a_latency_scaled_sandbox_meets_its_delays() -> None:
     """A sandbox started with a latency scale says so, and the profile scaled by it draws
     the very delays the sandbox acts out: the same draws, times the scale."""
-    from realprobe import load_profile
-    from realprobe.simulator.faults import FaultModel
+    from realprobe import FaultModel, load_profile
 
     sb = api.make_sandbox("published", seed=4, latency_scale=0.25)
     with running(sb) as url:
@@ -177,7 +175,6 @@ def test_a_seeded_probe_meets_the_calls_its_model_says(tmp_path: Path) -> None:
     """The probe's model of a sandbox that says its seed: each call's seconds as the sandbox
     will draw them. Every call it says hangs to the deadline was a TIMEOUT, and no other; a
     second probe with the same seed on the same sandbox meets the same outcomes."""
-    from realprobe.commands.probes import probe_exact
 
     path = tmp_path / "quick.json"
     path.write_text(json.dumps(QUICK))
@@ -211,7 +208,6 @@ def test_the_probe_bar_counts_each_call_by_its_own_model() -> None:
     """With a model of each call, the bar's items are the calls themselves (tool#round):
     a start takes the tool's next round, an end its row's round, and what is left is what
     the calls not ended will take."""
-    from realprobe.commands.probes import LiveCounts
     from realprobe.commands.progress import Item
 
     plan = [Item("a"), Item("b"), Item("a"), Item("b")]

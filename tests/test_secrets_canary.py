@@ -19,13 +19,20 @@ from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
 import httpx
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import Catalog, Mode, TransportOptions, make_client
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.scrub import ScrubConfig
-from realprobe.cli import app
-from realprobe.secrets import forget_all, scrub_text, secret_header, secret_name
+from realprobe.secrets import (
+    LogScrubber,
+    Redactor,
+    forget_all,
+    remember,
+    scrub_text,
+    secret_header,
+    secret_name,
+)
 
 ACCESS = "CNRY:access/key+1"
 SIG = "CNRYsig2~x y"
@@ -198,14 +205,13 @@ def test_no_canary_reaches_any_file(echo_url: str, tmp_path: Path, catalog: Cata
     out = tmp_path / "out"
     out.mkdir()
     cat_file = catalogue(echo_url, tmp_path / "in")
-    runner = CliRunner()
     args = ["--catalog", str(cat_file)]
 
     # record through the CLI: every tool, recorded (cassettes, JSON and YAML)
     for i, tool in enumerate(("echo_all", "echo_redirect", "echo_denied")):
         for suffix in ("json", "yaml"):
-            res = runner.invoke(app, ["call", tool, *args, "--mode", "record", "--cassette",
-                                      str(out / f"{tool}.{suffix}"), "--json"])
+            res = invoke(["call", tool, *args, "--mode", "record", "--cassette",
+                          str(out / f"{tool}.{suffix}"), "--json"])
             (out / f"call-{i}-{suffix}.json").write_text(res.output)
             assert res.exit_code in (0, 1), res.output
     recorded = json.loads((out / "echo_all.json").read_text())
@@ -217,8 +223,8 @@ def test_no_canary_reaches_any_file(echo_url: str, tmp_path: Path, catalog: Cata
     # the scrubbed recording still replays: declared secrets are scrubbed from the incoming
     # request the same way before matching
     forget_all()
-    res = runner.invoke(app, ["call", "echo_all", *args, "--mode", "replay", "--cassette",
-                              str(out / "echo_all.json"), "--json"])
+    res = invoke(["call", "echo_all", *args, "--mode", "replay", "--cassette",
+                  str(out / "echo_all.json"), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["ok"] is True
 
@@ -236,8 +242,8 @@ def test_no_canary_reaches_any_file(echo_url: str, tmp_path: Path, catalog: Cata
 
     # probe rows (args, detail with the URL, redirects) and the run rows
     db = out / "probes.db"
-    res = runner.invoke(app, ["probe", *args, "--tools", "echo_all,echo_redirect,echo_denied",
-                              "--rounds", "2", "--db", str(db), "--json"])
+    res = invoke(["probe", *args, "--tools", "echo_all,echo_redirect,echo_denied",
+                  "--rounds", "2", "--db", str(db), "--json"])
     assert res.exit_code in (0, 1), res.output
     (out / "probe.json").write_text(res.output)
     with sqlite3.connect(db) as conn:
@@ -252,16 +258,16 @@ def test_no_canary_reaches_any_file(echo_url: str, tmp_path: Path, catalog: Cata
 
     # report and stats outputs
     for fmt in ("html", "json"):
-        res = runner.invoke(app, ["report", "--db", str(db), "--format", fmt,
-                                  "-o", str(out / f"report.{fmt}")])
+        res = invoke(["report", "--db", str(db), "--format", fmt,
+                      "-o", str(out / f"report.{fmt}")])
         assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["stats", "--db", str(db), "--json"])
+    res = invoke(["stats", "--db", str(db), "--json"])
     (out / "stats.json").write_text(res.output)
 
     # MCP-served calls as rows
     from mcp import Client
 
-    from realprobe.mcp import McpService, ServiceOptions
+    from realprobe import McpService, ServiceOptions
 
     mcp_db = out / "mcp.db"
     user_cat = Catalog.load([cat_file])
@@ -324,8 +330,8 @@ def test_cassette_scrub_with_defaults_removes_what_recording_would(
     asyncio.run(record())
     assert ACCESS in unquote(raw.read_text())
     forget_all()
-    res = CliRunner().invoke(app, ["cassette", "scrub", str(raw), "--catalog", str(cat_file),
-                                   "--json"])
+    res = invoke(["cassette", "scrub", str(raw), "--catalog", str(cat_file),
+                  "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["total"] > 10
     problems = leaks(tmp_path / "out")
@@ -334,8 +340,6 @@ def test_cassette_scrub_with_defaults_removes_what_recording_would(
 
 
 def test_echoes_inside_longer_encodings_are_found() -> None:
-    from realprobe.secrets import Redactor
-
     secret = "CNRY/echo+12 ab"
     red = Redactor([secret])
     for prefix in ("", "a", "ab", "abc"):
@@ -353,8 +357,6 @@ def test_echoes_inside_longer_encodings_are_found() -> None:
 
 def test_log_lines_are_scrubbed(caplog: pytest.LogCaptureFixture) -> None:
     import logging
-
-    from realprobe.secrets import LogScrubber, remember
 
     remember("CNRYlogsecret42")
     logger = logging.getLogger("realprobe.test.scrub")

@@ -11,11 +11,19 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 from realprobe import Catalog, TransportOptions, call_tool_sync, make_sync_client
-from realprobe.cli import app
-from realprobe.secrets import clip, forget_all, remember
+from realprobe.secrets import (
+    Redactor,
+    clip,
+    forget_all,
+    redact_json,
+    remember,
+    scrub_strings,
+    scrub_url,
+    secret_field,
+)
 from tests.loopback_http import serving
 
 KEY = "CNRYcutkey-0123456789abcdefghij"
@@ -119,8 +127,8 @@ def test_the_call_table_output_prints_no_secret(tmp_path: Path) -> None:
     forget_all()
     with serving(routes()) as up:
         cat_file = catalogue(up.url, tmp_path / "cat")
-        res = CliRunner().invoke(app, ["call", "leaky_denied", "--catalog", str(cat_file),
-                                       "--arg", f"key={KEY}"])
+        res = invoke(["call", "leaky_denied", "--catalog", str(cat_file),
+                      "--arg", f"key={KEY}"])
     assert "401" in res.output, res.output
     assert leaked(res.output, KEY) == []
 
@@ -130,9 +138,9 @@ def test_record_fixtures_stores_no_echoed_credential(tmp_path: Path) -> None:
     with serving(routes()) as up:
         cat_file = catalogue(up.url, tmp_path / "cat")
         out = tmp_path / "with-fixtures.json"
-        res = CliRunner().invoke(app, ["catalog", "record-fixtures", str(cat_file),
-                                       "--tools", "leaky_echo", "--interval", "0",
-                                       "-o", str(out)])
+        res = invoke(["catalog", "record-fixtures", str(cat_file),
+                      "--tools", "leaky_echo", "--interval", "0",
+                      "-o", str(out)])
         assert res.exit_code == 0, res.output
     assert leaked(res.output, KEY, PATHKEY) == []
     # the catalogue's own examples are the user's text; the recorded fixture must be clean
@@ -146,8 +154,6 @@ def test_record_fixtures_stores_no_echoed_credential(tmp_path: Path) -> None:
 
 
 def test_json_stays_valid_and_only_string_values_change() -> None:
-    from realprobe.secrets import Redactor, redact_json, secret_field
-
     text = ('{"reset": 1700000123, "app_id_echo": 987654321, "token": "tok-123456",\n'
             ' "next_token": "b26v89c19z", "tok-123456": 1, "note": "sent tok-123456",'
             ' "promptTokenCount": 5}')
@@ -173,15 +179,12 @@ def test_json_stays_valid_and_only_string_values_change() -> None:
     ("https://h/p?q=a+b%20c&x=1", "https://h/p?q=a+b%20c&x=1"),
 ])
 def test_scrub_url_without_and_with_parsing_agree(url: str, want: str) -> None:
-    from realprobe.secrets import scrub_url
-
     assert scrub_url(url) == want
 
 
 def test_printed_json_scrubs_strings_and_keeps_every_other_value() -> None:
     """`print_json`'s scrub: strings at any depth lose their secrets; numbers, booleans and
     nulls come out as the very same objects (the same printed bytes), tuples as lists."""
-    from realprobe.secrets import scrub_strings
 
     values = [0.1 + 0.2, 2.3199870243169578e-06, 7, True, False, None, float("nan")]
     doc = {"n": values, "deep": [{"url": "https://x.test/?api_key=hunter2hunter2"}, (1, "ok")]}

@@ -265,9 +265,8 @@ def test_probe_endpoint_keeps_in_flight_limits_and_retry_after(catalog: Catalog,
                                                               tmp_path: Path) -> None:
     """While one call is in flight (the host's slot held: waited on, not timed), every other
     scrape is answered from the store; a 429 with Retry-After 3600 holds every later one."""
-    from realprobe.adapters.spec import Politeness
+    from realprobe import Politeness, PolitenessConfig
     from realprobe.hosts import host_key
-    from realprobe.probes.politeness import PolitenessConfig
 
     thread, url = _slow_api(catalog, 4000)
     db = tmp_path / "p.db"
@@ -315,7 +314,7 @@ def test_probe_endpoint_keeps_in_flight_limits_and_retry_after(catalog: Catalog,
 
 
 def test_probe_leaves_a_budget_share_for_scheduled_probes(tmp_path: Path) -> None:
-    from realprobe.adapters.spec import ApiSpec
+    from realprobe import ApiSpec
 
     with LoopbackUpstream() as up:
         api = ApiSpec.model_validate({

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from realprobe import ErrorCode, HeldBack, ToolError, ToolResult
-from realprobe.hosts import GateState, SharedGates
+from realprobe.hosts import GateState, SharedGates, host_key, sent_at, strictest
 
 
 class Api:
@@ -78,7 +78,6 @@ def test_a_lease_lapses_when_its_holder_never_gives_it_back() -> None:
         state = GateState()
         policy = SharedGates(Link(state))
         api = Api(0.0)
-        from realprobe.hosts import host_key, strictest
 
         key, pol = host_key(api), strictest(api.politeness)
         lease = await state.acquire(key, pol, 1.0, 0.5)  # a holder that dies
@@ -96,7 +95,6 @@ def test_a_lease_lapses_when_its_holder_never_gives_it_back() -> None:
 def test_a_late_start_pushes_the_next_one_back() -> None:
     """The spacing holds from when a call really went out, however late its holder got
     there (a slow message, a busy worker)."""
-    from realprobe.hosts import host_key, strictest
 
     async def go() -> None:
         state = GateState()
@@ -116,7 +114,6 @@ def test_a_late_start_pushes_the_next_one_back() -> None:
 
 def test_a_call_is_taken_to_start_when_its_request_left() -> None:
     """The time a new connection took to open is not spacing: the request left after it."""
-    from realprobe.hosts import sent_at
 
     res = ToolResult(tool="t", ok=True, data={}, latency_ms=300.0,
                      phases={"dns_ms": 10.0, "connect_ms": 50.0, "tls_ms": 40.0})

@@ -6,16 +6,17 @@ import asyncio
 import itertools
 
 from realprobe import (
+    Burst,
     Catalog,
     ErrorCode,
+    FaultModel,
     Profile,
+    ToolProfile,
     TransportOptions,
     call_tool,
     load_profile,
     make_client,
 )
-from realprobe.simulator.faults import FaultModel
-from realprobe.simulator.profile import Burst, ToolProfile
 
 
 def outcomes(catalog: Catalog, profile: str, seed: int, rounds: int = 6) -> list[tuple[str, str]]:

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from realprobe import Catalog, Store
-from realprobe.tasks.model import default_tasks_dir, load_tasks
+from realprobe import Catalog, Store, plan_tasks
 from realprobe.tasks.store import TaskStore
 from realprobe.tasks.sweep import load_sweep, plan_sweep, run_sweep
 from tests.llm_server import ScriptedLLM, two_turns
@@ -200,6 +199,6 @@ def test_live_sweeps_on_ray_get_one_shared_politeness_state(tmp_path: Path) -> N
 
     live = load_sweep(write(tmp_path / "l.toml", '[[targets]]\nkind = "live"\n'))
     sim = load_sweep(write(tmp_path / "s.toml", '[[targets]]\nkind = "simulate"\n'))
-    tasks = load_tasks(default_tasks_dir())
+    tasks = {t.instance_id: t for t in plan_tasks(all=True).tasks}
     assert reaches_apis(plan_sweep(live, tasks))
     assert not reaches_apis(plan_sweep(sim, tasks))

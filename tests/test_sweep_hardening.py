@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import realprobe
-from realprobe import RealprobeError
-from realprobe.tasks.model import default_tasks_dir, load_tasks
+from realprobe import RealprobeError, plan_tasks
 from realprobe.tasks.sweep import load_sweep, plan_sweep
 
 TASK = "pet_newsletter"
@@ -36,7 +35,7 @@ repeats = 3
 kind = "simulate"
 profile = "harsh"
 """)
-    jobs = plan_sweep(load_sweep(sweep), load_tasks(default_tasks_dir()))
+    jobs = plan_sweep(load_sweep(sweep), {t.instance_id: t for t in plan_tasks(all=True).tasks})
     assert len(jobs) == len({j.key for j in jobs}) == 2 * 3
     db = tmp_path / "s.db"
     first = realprobe.sweep(sweep, db=db)

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import invoke
 from rich.console import Console
-from typer.testing import CliRunner
 
-from realprobe.cli import app
 from realprobe.commands import common, tables
 from realprobe.commands.tables import Column, FitTable, fit_table, plain
 
@@ -111,8 +110,8 @@ def test_headers_break_only_between_words() -> None:
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tables") / "t.db"
-    res = CliRunner().invoke(app, ["probe", "--all", "--rounds", "3", "--profile", "harsh",
-                                   "--seed", "1", "--db", str(path), "--politeness", "off"])
+    res = invoke(["probe", "--all", "--rounds", "3", "--profile", "harsh",
+                  "--seed", "1", "--db", str(path), "--politeness", "off"])
     assert res.exit_code == 0, res.output
     return path
 
@@ -165,7 +164,7 @@ def test_every_command_table_reads_at_width(
     buf = io.StringIO()
     monkeypatch.setattr(common.console, "_console",
                         Console(file=buf, width=width, soft_wrap=True, color_system=None))
-    res = CliRunner().invoke(app, argv)
+    res = invoke(argv)
     assert res.exit_code in (0, 1), (res.output, res.exception)
     assert printed, f"{case} printed no table"
     text = buf.getvalue()

@@ -12,16 +12,15 @@ from typing import Any
 
 import pytest
 
-from realprobe import Catalog, Mode, VirtualClock
+from realprobe import Catalog, Mode, VirtualClock, plan_tasks
 from realprobe.tasks.agents import LlmSettings
 from realprobe.tasks.agents.limits import LlmLimiter, LlmLimits
-from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
 from realprobe.tasks.runner import RunConfig, run_batch
 from tests.llm_server import ScriptedLLM, http_error, two_turns
 from tests.loopback_api import catfact_on_loopback
 
-TASKS = load_tasks(default_tasks_dir())
+TASKS = {t.instance_id: t for t in plan_tasks(all=True).tasks}
 
 
 def comparable(row: dict[str, Any]) -> dict[str, Any]:

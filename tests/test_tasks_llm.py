@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from realprobe import Catalog, Mode
+from realprobe import Catalog, Mode, plan_tasks
 from realprobe.tasks.agents import LlmSettings
-from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch
 from tests.llm_server import ScriptedLLM, Turn, refusal, text, tool_calls, tool_results
 
-TASK = load_tasks(default_tasks_dir())["pet_newsletter"]
+TASK = plan_tasks(["pet_newsletter"]).tasks[0]
 FETCHES = ("catfact_fact", "dogceo_random_image", "icanhazdadjoke_random")
 
 
@@ -288,9 +287,7 @@ def test_the_documented_one_command_evaluation(
 ) -> None:
     """`realprobe run ... --agent openai --base-url ... --model ...` end to end, tools on the
     loopback sandbox, the key from the named environment variable."""
-    from typer.testing import CliRunner
-
-    from realprobe.cli import app
+    from cli_runner import invoke
 
     url = sandbox_factory("calm")
     monkeypatch.setenv("MY_KEY", "sk-test-999")
@@ -300,8 +297,7 @@ def test_the_documented_one_command_evaluation(
         text("TASK COMPLETE"),
     ]
     with ScriptedLLM(script) as server:
-        res = CliRunner().invoke(
-            app,
+        res = invoke(
             [
                 "run",
                 "pet_newsletter",

@@ -14,15 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from realprobe import Catalog, HttpClient, Mode, Store, VirtualClock
+from realprobe import Catalog, HttpClient, Mode, Store, Task, VirtualClock, plan_tasks
 from realprobe.tasks.agents import AgentContext
 from realprobe.tasks.agents.reference import ReferenceAgent
-from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch
 from realprobe.tasks.state import RunState, ToolBox
 from realprobe.tasks.store import TaskStore
 
-TASKS = list(load_tasks(default_tasks_dir()).values())
+TASKS = plan_tasks(all=True).tasks
 
 
 def simulate(

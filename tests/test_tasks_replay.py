@@ -12,15 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
-from realprobe import Catalog, Mode, RealprobeError
-from realprobe.cli import app
-from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
+from realprobe import Catalog, Mode, RealprobeError, Task, data_dir, plan_tasks
 from realprobe.tasks.runner import RunConfig, RunOutcome, run_batch, shipped_cassettes
 
-runner = CliRunner()
-TASKS = load_tasks(default_tasks_dir())
+TASKS = {t.instance_id: t for t in plan_tasks(all=True).tasks}
 
 
 def fast(task: Task) -> Task:
@@ -95,22 +92,22 @@ def test_shipped_cassettes_replay_offline_through_the_cli(tmp_path: Path, no_net
     shipped = shipped_table()
     assert set(shipped) == set(TASKS)  # one shipped run per task
     db = tmp_path / "r.db"
-    res = runner.invoke(
-        app, ["run", "--all", "--agent", "reference", "--mode", "replay", "--db", str(db), "--json"]
+    res = invoke(
+        ["run", "--all", "--agent", "reference", "--mode", "replay", "--db", str(db), "--json"]
     )
     assert res.exit_code == 0, res.output
     runs = json.loads(res.output)["runs"]
     assert {r["task"]: r["outcome"] for r in runs} == shipped  # as recorded
-    again = runner.invoke(app, ["run", "--all", "--mode", "replay", "--db", str(db), "--json"])
+    again = invoke(["run", "--all", "--mode", "replay", "--db", str(db), "--json"])
     assert [r["artifact"] for r in json.loads(again.output)["runs"]] == [
         r["artifact"] for r in runs
     ]
-    out = runner.invoke(app, ["results", "--db", str(db), "--json"])
+    out = invoke(["results", "--db", str(db), "--json"])
     summary = json.loads(out.output)
     assert summary["runs"] == 2 * len(TASKS)
     (row,) = summary["by_prompt"]
     assert row["agent"] == "reference" and row["runs"] == 2 * len(TASKS)
-    table = runner.invoke(app, ["results", "--db", str(db)])
+    table = invoke(["results", "--db", str(db)])
     assert table.exit_code == 0 and "Task outcomes" in table.output
 
 
@@ -150,7 +147,7 @@ def rp(*args: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_bad_runner_input_is_a_clear_error(args: list[str], message: str, tmp_path: Path) -> None:
-    res = runner.invoke(app, [*args, "--db", str(tmp_path / "x.db")])
+    res = invoke([*args, "--db", str(tmp_path / "x.db")])
     assert isinstance(res.exception, RealprobeError), res.output
     assert message in str(res.exception) and "\n" not in str(res.exception)
     assert not (tmp_path / "x.db").exists()  # bad input is refused before anything is stored
@@ -176,8 +173,7 @@ def test_the_command_prints_one_line_and_exits_2(tmp_path: Path) -> None:
 
 def test_flawed_prompts_fill_the_per_flaw_table(tmp_path: Path) -> None:
     db = str(tmp_path / "f.db")
-    res = runner.invoke(
-        app,
+    res = invoke(
         [
             "run",
             "pet_newsletter",
@@ -194,7 +190,7 @@ def test_flawed_prompts_fill_the_per_flaw_table(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     runs = json.loads(res.output)["runs"]
     assert len(runs) == 2 * 8
-    summary = json.loads(runner.invoke(app, ["results", "--db", db, "--json"]).output)
+    summary = json.loads(invoke(["results", "--db", db, "--json"]).output)
     prompts = {r["prompt"]: r for r in summary["by_prompt"]}
     assert set(prompts) == {"optimal", "flawed"}
     assert prompts["optimal"]["strict_rate"] == 1.0 > prompts["flawed"]["strict_rate"]
@@ -205,19 +201,17 @@ def test_flawed_prompts_fill_the_per_flaw_table(tmp_path: Path) -> None:
 
 
 def test_a_custom_task_folder_is_checked_against_the_catalogue(tmp_path: Path) -> None:
-    raw = json.loads((default_tasks_dir() / "pet_newsletter.json").read_text())
+    raw = json.loads((data_dir("tasks_realworld") / "pet_newsletter.json").read_text())
     del raw["flawed"]
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "pets.json").write_text(json.dumps(raw))
     db = str(tmp_path / "c.db")
-    ok = runner.invoke(
-        app,
+    ok = invoke(
         ["run", "--all", "--tasks-dir", str(folder), "--profile", "calm", "--db", db, "--json"],
     )
     assert ok.exit_code == 0 and json.loads(ok.output)["runs"][0]["outcome"] == "full"
-    no_flaws = runner.invoke(
-        app,
+    no_flaws = invoke(
         [
             "run",
             "--all",
@@ -234,8 +228,8 @@ def test_a_custom_task_folder_is_checked_against_the_catalogue(tmp_path: Path) -
     assert "python -m realprobe.tasks.flaws" in str(no_flaws.exception)
     raw["workflow"]["steps"][2]["alternatives"][0]["tool"] = "chuck_random"
     (folder / "pets.json").write_text(json.dumps(raw))
-    bad = runner.invoke(
-        app, ["run", "--all", "--tasks-dir", str(folder), "--profile", "calm", "--db", db]
+    bad = invoke(
+        ["run", "--all", "--tasks-dir", str(folder), "--profile", "calm", "--db", db]
     )
     assert isinstance(bad.exception, RealprobeError)
     assert "do not exist: chuck_random" in str(bad.exception)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from math import comb
 from typing import Any
 
+from realprobe import plan_tasks
 from realprobe.tasks.metrics import levels, pass_k, recovery
-from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.scoring import score_run
 from realprobe.tasks.state import RunState, StepRecord
 
-TASK = load_tasks(default_tasks_dir())["pet_newsletter"]
+TASK = plan_tasks(["pet_newsletter"]).tasks[0]
 DATA: dict[str, dict[str, Any]] = {
     "catfact_fact": {"fact": "Cats sleep 16 hours a day.", "length": 26},
     "dogceo_random_image": {"image_url": "https://images.dog.ceo/breeds/x/1.jpg"},

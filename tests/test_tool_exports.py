@@ -97,8 +97,7 @@ def test_strict_nulls_mean_not_given(catalog: Catalog) -> None:
 def test_catalog_mcp_export_equals_what_the_server_lists(catalog: Catalog) -> None:
     from mcp import Client
 
-    from realprobe import Mode, TransportOptions
-    from realprobe.mcp import McpService, ServiceOptions
+    from realprobe import McpService, Mode, ServiceOptions, TransportOptions
 
     res = subprocess.run(
         [sys.executable, "-m", "realprobe.cli", "catalog", "--json", "--format", "mcp"],
