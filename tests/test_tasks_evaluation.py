@@ -13,19 +13,26 @@ import pytest
 from mcp import Client
 
 import realprobe
-from realprobe import EvalSettings, RealprobeError, TransportOptions, default_catalog
-from realprobe.mcp import McpService, ServiceOptions
+from realprobe import (
+    EvalSettings,
+    McpService,
+    RealprobeError,
+    ServiceOptions,
+    TransportOptions,
+    data_dir,
+    default_catalog,
+    plan_tasks,
+)
 from realprobe.tasks.evaluate import Toolbox, evaluate
 from realprobe.tasks.flaws import affected, with_variant
-from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau, mcis_node_f1
-from realprobe.tasks.model import default_tasks_dir, load_tasks
+from realprobe.tasks.metrics import chain_f1, compare, graph_f1, kendall_tau, mcis_node_f1
 from realprobe.tasks.paraphrase import missing_items, paraphrase_text, paraphrased, text_order
-from realprobe.tasks.prompts import prompt_variants, render
-from realprobe.tasks.results import summarise, surface, volume
+from realprobe.tasks.prompts import FAILURE_HINTS, prompt_variants, render
+from realprobe.tasks.results import load_prices, summarise, surface, volume
 from realprobe.tasks.runner import RunOutcome, shipped_cassettes
 from realprobe.tasks.scoring import out_of_order
 
-TASKS = load_tasks(default_tasks_dir())
+TASKS = {t.instance_id: t for t in plan_tasks(all=True).tasks}
 CATALOG = default_catalog()
 
 
@@ -74,8 +81,6 @@ def test_prompt_variants_parse_severities() -> None:
 
 
 def test_the_failure_unaware_prompt_drops_only_the_failure_hints() -> None:
-    from realprobe.tasks.prompts import FAILURE_HINTS
-
     task = TASKS[TASK]
     aware, unaware = render(task, "baseline"), render(task, "failure-unaware", protocol="text")
     assert FAILURE_HINTS in aware.system and FAILURE_HINTS not in unaware.system
@@ -237,7 +242,6 @@ def test_tokens_and_cost_use_the_price_table(tmp_path: Path) -> None:
     assert row["cost_usd"] == pytest.approx(0.15 + 0.30)
     prices = tmp_path / "prices.toml"
     prices.write_text('[gpt-4o-mini]\ninput = 1.0\noutput = 2.0\n')
-    from realprobe.tasks.results import load_prices
 
     (row,) = summarise(rows, load_prices(prices))["by_prompt"]
     assert row["cost_usd"] == pytest.approx(2.0)
@@ -381,7 +385,6 @@ async def test_an_mcp_finish_with_an_absurd_token_count_is_stored(tmp_path: Path
 
 async def test_an_mcp_session_shows_a_graded_flaw_as_a_run_would(tmp_path: Path) -> None:
     """`mcp --task T --prompt flawed:<type>@<sev>` offers what `run --prompt` offers."""
-    from realprobe.tasks.flaws import with_variant
 
     prompt = "flawed:missing_steps@50"
     opts = ServiceOptions(transport=TransportOptions(profile="calm"), db=str(tmp_path / "g.db"),
@@ -440,30 +443,27 @@ def test_a_sweep_lists_paraphrase_levels_and_graded_flaws() -> None:
 
 
 def test_the_cli_flags_reach_the_runs_and_the_surface(tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from realprobe.cli import app
+    from cli_runner import invoke
 
     db = str(tmp_path / "cli.db")
-    runner = CliRunner()
     graded = ["--prompt", "flawed:missing_steps@50", "--flaw-seed", "3"]
     for args in (["--paraphrase", "2"], graded):
-        res = runner.invoke(app, ["run", "pet_newsletter", "--profile", "calm", "--repeat", "2",
-                                  "--db", db, "--json", *args])
+        res = invoke(["run", "pet_newsletter", "--profile", "calm", "--repeat", "2",
+                      "--db", db, "--json", *args])
         assert res.exit_code == 0, res.output
     rows = {r["prompt"]: r for r in _stored_runs(Path(db))}
     assert rows["optimal"]["paraphrase"] == 2
     assert (rows["flawed:missing_steps@50"]["flaw_seed"], rows["flawed:missing_steps@50"]
             ["severity"]) == (3, 50)
-    out = runner.invoke(app, ["results", "--db", db, "--surface"])
+    out = invoke(["results", "--db", db, "--surface"])
     assert out.exit_code == 0 and "volume 1.000" in out.output, out.output
-    res = runner.invoke(app, ["results", "--db", db, "--target-kind", "sandbox"])
+    res = invoke(["results", "--db", db, "--target-kind", "sandbox"])
     assert res.exit_code != 0 and "for that filter" in str(res.exception)
 
 
 def _short_deadline_task(tmp_path: Path, seconds: float) -> Path:
     """The shipped task with a deadline of `seconds`, in a folder of its own."""
-    data = json.loads((default_tasks_dir() / f"{TASK}.json").read_text())
+    data = json.loads((data_dir("tasks_realworld") / f"{TASK}.json").read_text())
     data["constraints"] = {"timeout_s": seconds}
     (tmp_path / f"{TASK}.json").write_text(json.dumps(data))
     return tmp_path
@@ -525,9 +525,7 @@ def test_the_graded_examples_in_the_tasks_page_run(tmp_path: Path, no_network: N
     import re
     import shlex
 
-    from typer.testing import CliRunner
-
-    from realprobe.cli import app
+    from cli_runner import invoke
 
     page = Path(__file__).resolve().parent.parent / "docs" / "tasks.md"
     block = re.search(r"### Graded perturbations.*?```bash\n(.*?)```",
@@ -538,7 +536,7 @@ def test_the_graded_examples_in_the_tasks_page_run(tmp_path: Path, no_network: N
     assert len(commands) == 4 and commands[-1][:2] == ["realprobe", "results"]
     db = str(tmp_path / "graded.db")
     for argv in commands:
-        res = CliRunner().invoke(app, [*argv[1:], "--db", db])
+        res = invoke([*argv[1:], "--db", db])
         assert res.exit_code == 0, (argv, res.output, res.exception)
     summary = realprobe.task_results(db, surface=True)
     assert len(summary["by_flaw"]) == 2 + 10  # missing_steps@10, @50, and all ten @30
@@ -546,8 +544,6 @@ def test_the_graded_examples_in_the_tasks_page_run(tmp_path: Path, no_network: N
 
 
 def test_the_sweep_comparison_keeps_paraphrase_levels_apart() -> None:
-    from realprobe.tasks.metrics import compare
-
     rows = [{"model": "m", "agent": "a", "target": "simulate:x", "paraphrase": p, "task": "t",
              "prompt": "baseline", "outcome": o, "strict": 0, "failures": 0, "tool_calls": 3,
              "optimal_calls": 3} for p, o in ((0, "full"), (0, "full"), (2, "failure"))]
