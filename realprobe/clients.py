@@ -1,16 +1,15 @@
 """Picking a transport: the only place that knows live, sandbox, record, replay and simulate.
 
 Commands, probes, agents and the MCP server ask `make_client` for an HttpClient and never
-branch on the mode themselves. The record/replay seam (`transport_for`, `replay_latency_of`,
-`on_exhausted_of`) lives here too, for the async and the sync client alike.
+branch on the mode themselves. The record/replay seam (`_record_mode`, `replay_latency_of`,
+`on_exhausted_of`) reads the options here, for the async and the sync client alike, then hands
+the cassette room (`open_cassette`) everything at once.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,10 +18,7 @@ import httpx
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.cassettes.core import EXHAUSTION_POLICIES, LatencyPolicy
-from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
-from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
-from realprobe.cassettes.scrub import ScrubConfig
-from realprobe.cassettes.session import CassetteSession, SessionTransport, SyncSessionTransport
+from realprobe.cassettes.session import open_cassette
 from realprobe.clock import Clock, RealClock, VirtualClock
 from realprobe.errors import RealprobeError
 from realprobe.http.client import (
@@ -185,7 +181,8 @@ def base_transport(
 ) -> httpx.AsyncBaseTransport:
     """The transport that really answers: network, sandbox or simulator (`limits`: the
     network connection pool's)."""
-    if opts.mode is Mode.SIMULATE:
+    if opts.mode is Mode.SIMULATE or (opts.mode is Mode.RECORD and opts.profile is not None
+                                      and not opts.sandbox):
         profile = resolve_profile(opts.profile)
         return SimulateTransport(
             catalog,
@@ -220,13 +217,22 @@ def make_client(
     config: ClientConfig | None = None,
 ) -> HttpClient:
     opts = (opts or TransportOptions()).normalised()
-    limits = (config or ClientConfig()).pool_limits()
-    if opts.mode in (Mode.RECORD, Mode.REPLAY):
-        transport, clock = transport_for(catalog, opts, clock,
-                                         partial(base_transport, limits=limits))
-    else:
-        clock = clock or (VirtualClock() if _virtual_by_default(opts) else RealClock())
-        transport = base_transport(catalog, opts, clock, limits)
+    # every setting first, then the cassette room once (a replay, or a recording around the
+    # transport that really answers)
+    record_mode, latency, policy = _record_mode(opts), _latency_setting(opts), on_exhausted_of(opts)
+    meta = record_meta(catalog, opts)
+    # the caller's clock, else real time when asked, else by what answers; a replay left
+    # without one runs on a virtual clock when its latency is virtual
+    if clock is None and (opts.real_time or record_mode != "none"):
+        clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
+    transport = None if record_mode == "none" else base_transport(
+        catalog, opts, clock or RealClock(), (config or ClientConfig()).pool_limits())
+    if opts.cassette is not None and record_mode:
+        transport = open_cassette(Path(opts.cassette), record_mode, transport, clock=clock,
+                                  latency=latency, on_exhausted=policy, scrub=opts.scrub,
+                                  meta=meta)
+        clock = transport.clock if record_mode == "none" else clock
+    assert transport is not None and clock is not None
     target = Target.from_options(opts)
     return HttpClient(
         transport,
@@ -253,32 +259,17 @@ def make_sync_client(
         raise RealprobeError(
             "the synchronous client cannot simulate; use make_client and call_tool (async)"
         )
-    transport: httpx.BaseTransport
-    if opts.mode is Mode.REPLAY:
-        assert opts.cassette is not None
-        transport = SyncReplayTransport.from_path(
-            opts.cassette,
-            latency=replay_latency_of(opts).without_virtual(),
-            on_exhausted=on_exhausted_of(opts),
-        )
-    else:
-        base: httpx.BaseTransport = (
-            SyncSandboxRouter(opts.sandbox, origins_of(catalog))
-            if opts.sandbox
-            else sync_live_transport((config or ClientConfig()).pool_limits())
-        )
-        transport = base
-        if opts.mode is Mode.RECORD and opts.record_mode == "new_episodes":
-            session = CassetteSession.episodes(
-                _record_path(opts), on_exhausted=on_exhausted_of(opts), scrub=opts.scrub,
-                meta=record_meta(catalog, opts))
-            transport = SyncSessionTransport(session, base, close_session=True)
-        elif opts.mode is Mode.RECORD:
-            assert opts.cassette is not None
-            path = _record_path(opts)
-            transport = SyncRecordingTransport(
-                base, path, meta=record_meta(catalog, opts), scrub=ScrubConfig(enabled=opts.scrub)
-            )
+    record_mode, latency, policy = _record_mode(opts), _latency_setting(opts), on_exhausted_of(opts)
+    meta = record_meta(catalog, opts)
+    transport: httpx.BaseTransport | None = None
+    if record_mode != "none":
+        transport = (SyncSandboxRouter(opts.sandbox, origins_of(catalog)) if opts.sandbox
+                     else sync_live_transport((config or ClientConfig()).pool_limits()))
+    if opts.cassette is not None and record_mode:
+        transport = open_cassette(Path(opts.cassette), record_mode, transport, sync=True,
+                                  latency=latency, on_exhausted=policy, scrub=opts.scrub,
+                                  meta=meta)
+    assert transport is not None
     # redirect targets' host names are resolved and checked only on the real network (the
     # sandbox, replay and the simulator use canonical names that need not resolve here)
     target = Target.from_options(opts)
@@ -333,50 +324,14 @@ def record_meta(catalog: Catalog, opts: TransportOptions) -> dict[str, Any]:
     return source
 
 
-def _record_path(opts: TransportOptions) -> Path:
-    path = Path(opts.cassette or "")
-    if path.is_dir():
-        raise RealprobeError(f"cassette {path} is a directory; give a file name")
-    return path
-
-
-def transport_for(
-    catalog: Catalog,
-    opts: TransportOptions,
-    clock: Clock | None,
-    base: Callable[[Catalog, TransportOptions, Clock], httpx.AsyncBaseTransport] = base_transport,
-) -> tuple[httpx.AsyncBaseTransport, Clock]:
-    """Mode.RECORD: a RecordingTransport around the real one. Mode.REPLAY: a ReplayTransport
-    (on a virtual clock when its latency is virtual and no clock or real time is asked for).
-    With the clock the client runs on."""
-    if opts.cassette is None:
-        raise RealprobeError(f"mode {opts.mode.value} needs a cassette path")
-    if opts.mode not in (Mode.RECORD, Mode.REPLAY):
-        raise RealprobeError(f"transport_for: mode {opts.mode.value} is not record or replay")
-    # every setting first, then the cassette room once: a replay, or a recording around
-    # the transport that really answers
-    policy = on_exhausted_of(opts)
-    meta = record_meta(catalog, opts)
-    path = _record_path(opts)
-    # the caller's clock, else real time when asked, a recording's by what it records; a
-    # replay left without one runs on a virtual clock when its latency is virtual
-    if clock is None and (opts.real_time or opts.mode is Mode.RECORD):
-        clock = VirtualClock() if _virtual_by_default(opts) else RealClock()
+def _record_mode(opts: TransportOptions) -> str:
+    """The cassette's record mode (vcrpy's: `none` replays, `all` records, `new_episodes`
+    both); empty without a cassette."""
     if opts.mode is Mode.REPLAY:
-        replay = ReplayTransport.from_path(path, clock=clock, latency=_latency_setting(opts),
-                                           on_exhausted=policy)
-        return replay, replay.clock
-    assert clock is not None
-    base_opts = opts
-    if opts.profile is not None and not opts.sandbox:
-        base_opts = replace(opts, mode=Mode.SIMULATE)
-    inner = base(catalog, base_opts, clock)
-    if opts.record_mode == "new_episodes":
-        session = CassetteSession.episodes(path, on_exhausted=policy, scrub=opts.scrub,
-                                           meta=meta)
-        return SessionTransport(session, inner, close_session=True), clock
-    return RecordingTransport(inner, path, clock=clock, meta=meta,
-                              scrub=ScrubConfig(enabled=opts.scrub)), clock
+        return "none"
+    if opts.mode is not Mode.RECORD:
+        return ""
+    return "new_episodes" if opts.record_mode == "new_episodes" else "all"
 
 
 def fetch_document(url: str, max_bytes: int | None = None) -> str:

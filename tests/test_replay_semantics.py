@@ -319,7 +319,8 @@ class _SyncFailingBody(httpx.SyncByteStream):
 
 
 def test_sync_clients_record_and_replay_failures_too(tmp_path: Path, no_network: None) -> None:
-    from realprobe.cassettes.sync import SyncRecordingTransport, SyncReplayTransport
+    from realprobe.cassettes.recording import SyncRecordingTransport
+    from realprobe.cassettes.replayer import SyncReplayTransport
 
     script: list[object] = [
         httpx.ConnectTimeout("connect timed out"),

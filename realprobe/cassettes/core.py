@@ -25,7 +25,6 @@ from realprobe.cassettes.cassette import (
     appended_bytes,
     save_cassette,
 )
-from realprobe.cassettes.importers import recover_stale
 from realprobe.cassettes.journal import Journal
 from realprobe.cassettes.matching import (
     MATCH_URL_BODY,
@@ -213,7 +212,6 @@ class Recorder:
         #: environment secrets are looked up per entry; the environment scan is cached)
         self._journal_scrub = self.scrub
         if journal:
-            recover_stale(self.path)  # a killed run's calls are kept before a new run starts
             self.journal = Journal.start(
                 self.path, base=base is not None,
                 meta={**self._fresh_meta(), "scrubbed": self.scrub.enabled},

@@ -32,7 +32,6 @@ from realprobe.cassettes.cassette import (
     headers_from_json,
     is_yaml_path,
     parse_text,
-    save_cassette,
     status_code,
 )
 from realprobe.cassettes.journal import (
@@ -40,7 +39,8 @@ from realprobe.cassettes.journal import (
     journal_running,
     pid_alive,
     read_journal,
-    stale_journal,
+    rebuild,
+    recover_stale,
 )
 from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY
 from realprobe.errors import RealprobeError
@@ -260,12 +260,6 @@ def load_any(path: str | Path, *, recover: bool = True) -> Cassette:
 load_cassette = load_any
 
 
-def recover_stale(path: Path) -> Cassette | None:
-    """Rebuild `path` from a journal a killed run left (not one a live run is writing)."""
-    found = stale_journal(path)
-    return None if found is None else _from_journal(path, *found)
-
-
 def recover_cassette(path: str | Path) -> Cassette:
     """The cassette a journal describes, written atomically; the journal is then removed (an
     MCP session, its own journal, is written again without a torn last line)."""
@@ -284,26 +278,7 @@ def recover_cassette(path: str | Path) -> Cassette:
     pid = journal_running(p)
     if pid is not None:
         raise CassetteError(f"{p} is still being recorded (pid {pid}); nothing to recover yet")
-    return _from_journal(p, *read_journal(jp))
-
-
-def _from_journal(p: Path, header: dict[str, Any], calls: list[Call]) -> Cassette:
-    """The cassette a journal's header and calls make (added to the cassette there when the
-    run added to one), written; the journal is then removed."""
-    meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
-    if header.get("base") and p.exists():
-        base = load_any(p, recover=False)
-        first = max((c.seq for c in base.calls), default=-1) + 1
-        for i, call in enumerate(sorted(calls, key=lambda c: c.seq)):
-            call.seq = first + i
-        cassette = Cassette(base.calls + calls, base.meta, p)
-    else:
-        cassette = Cassette(
-            calls, {"match_on": list(MATCH_URL_BODY), **(meta or {}), "recovered": True}, p
-        )
-    save_cassette(cassette, p)
-    journal_path(p).unlink(missing_ok=True)
-    return cassette
+    return rebuild(p, *read_journal(jp))
 
 
 # -- body normalisation --------------------------------------------------------------------

@@ -21,7 +21,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from realprobe.cassettes.cassette import Call, CassetteError, call_from_record, call_record
+from realprobe.cassettes.cassette import (
+    Call,
+    Cassette,
+    CassetteError,
+    call_from_record,
+    call_record,
+    save_cassette,
+)
+from realprobe.cassettes.matching import MATCH_URL_BODY
 from realprobe.outputs import OutputError, open_stream
 
 JOURNAL_VERSION = 1
@@ -78,13 +86,12 @@ class Journal:
 
     @classmethod
     def start(cls, cassette: Path, *, base: bool, meta: dict[str, Any]) -> Journal:
-        path = journal_path(cassette)
-        header = read_header(path)
-        if header is not None and pid_alive(int(header.get("pid", 0))):
-            raise CassetteError(
-                f"{cassette} is being recorded by another process (pid {header['pid']}); "
-                f"wait for it, or remove {path} if that run is gone"
-            )
+        """The journal of a new run; a killed run's calls are kept first."""
+        path, pid = journal_path(cassette), journal_running(cassette)
+        if pid is not None:
+            raise CassetteError(f"{cassette} is being recorded by another process (pid {pid}); "
+                                f"wait for it, or remove {path} if that run is gone")
+        recover_stale(cassette)
         try:
             fh = open_stream(path)  # kept open for the run
         except OutputError as exc:
@@ -153,11 +160,38 @@ def read_header(path: Path) -> dict[str, Any] | None:
     return header if isinstance(header, dict) else None
 
 
+def recover_stale(cassette: Path) -> Cassette | None:
+    """Rebuild `cassette` from a journal a killed run left (not one a live run is writing)."""
+    found = stale_journal(cassette)
+    return None if found is None else rebuild(cassette, *found)
+
+
+def rebuild(p: Path, header: dict[str, Any], calls: list[Call]) -> Cassette:
+    """The cassette a journal's header and calls make (added to the cassette there when the
+    run added to one), written; the journal is then removed."""
+    from realprobe.cassettes.importers import load_any  # the cassette added to, any format
+
+    meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
+    if header.get("base") and p.exists():
+        base = load_any(p, recover=False)
+        first = max((c.seq for c in base.calls), default=-1) + 1
+        for i, call in enumerate(sorted(calls, key=lambda c: c.seq)):
+            call.seq = first + i
+        cassette = Cassette(base.calls + calls, base.meta, p)
+    else:
+        cassette = Cassette(
+            calls, {"match_on": list(MATCH_URL_BODY), **(meta or {}), "recovered": True}, p
+        )
+    save_cassette(cassette, p)
+    journal_path(p).unlink(missing_ok=True)
+    return cassette
+
+
 def stale_journal(cassette: Path) -> tuple[dict[str, Any], list[Call]] | None:
     """The header and calls of the journal a killed run left beside `cassette`; None when
-    there is none, or its run is still going."""
+    there is none, its run is still going, or it is a link (realprobe never writes one)."""
     path = journal_path(cassette)
-    if not path.exists() or journal_running(cassette) is not None:
+    if not path.exists() or path.is_symlink() or journal_running(cassette) is not None:
         return None
     return read_journal(path)
 

@@ -11,9 +11,9 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from realprobe.cassettes.cassette import Call, Cassette
+from realprobe.cassettes.cassette import Call
 from realprobe.cassettes.core import Recorder, failure_of, phase_of
-from realprobe.cassettes.scrub import ScrubConfig, ScrubReport
+from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.clock import Clock
 
 Inner = TypeVar("Inner")
@@ -105,32 +105,6 @@ class _RecorderFacade(Generic[Inner]):
         self.recorder = recorder or Recorder(path, clock=clock, meta=meta, scrub=scrub)
         self.clock = self.recorder.clock
 
-    @property
-    def path(self) -> Path:
-        return self.recorder.path
-
-    @property
-    def calls(self) -> list[Call]:
-        return self.recorder.calls
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        return self.recorder.meta
-
-    @property
-    def saved(self) -> Path | None:
-        return self.recorder.saved
-
-    @property
-    def scrub_report(self) -> ScrubReport | None:
-        return self.recorder.scrub_report
-
-    def cassette(self) -> Cassette:
-        return self.recorder.cassette()
-
-    def save(self) -> Path:
-        return self.recorder.save()
-
 
 class RecordingTransport(_RecorderFacade[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
     """Passes every request to `inner` and keeps what happened, in order."""
@@ -152,7 +126,7 @@ class RecordingTransport(_RecorderFacade[httpx.AsyncBaseTransport], httpx.AsyncB
         try:
             await self.inner.aclose()
         finally:
-            self.save()
+            self.recorder.save()
 
 
 class SyncRecordingTransport(_RecorderFacade[httpx.BaseTransport], httpx.BaseTransport):
@@ -175,7 +149,7 @@ class SyncRecordingTransport(_RecorderFacade[httpx.BaseTransport], httpx.BaseTra
         try:
             self.inner.close()
         finally:
-            self.save()
+            self.recorder.save()
 
 
 __all__ = ["RecordingTransport", "SyncRecordingTransport", "failure_of", "phase_of"]

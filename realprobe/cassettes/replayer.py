@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -55,6 +55,9 @@ __all__ = [
 ]
 
 
+Facade = TypeVar("Facade", bound="_PlayerFacade")
+
+
 def _ended_before_close(call: Call) -> bool:
     if call.end_s is None or call.offset_s is None or call.elapsed_s is None:
         return False
@@ -80,6 +83,10 @@ def _play(cassette: Cassette, latency: LatencyPolicy | str, on_exhausted: str,
 
 class _PlayerFacade:
     player: Player
+
+    @classmethod
+    def from_path(cls: type[Facade], path: str | Path, **kw: Any) -> Facade:
+        return cls(load_any(path), **kw)  # type: ignore[call-arg]
 
     @property
     def cassette(self) -> Cassette:
@@ -164,10 +171,6 @@ class ReplayTransport(_PlayerFacade, httpx.AsyncBaseTransport):
         self.clock: Clock = clock or (VirtualClock() if self.latency.virtual_clock
                                       else RealClock())
         self.virtual = self.latency.kind == "virtual" and self.clock.virtual
-
-    @classmethod
-    def from_path(cls, path: str | Path, **kw: Any) -> ReplayTransport:
-        return cls(load_any(path), **kw)
 
     def synced(self) -> SyncReplayTransport:
         """The same player (what was played, what is left) and latency, for a synchronous
@@ -288,10 +291,6 @@ class SyncReplayTransport(_PlayerFacade, httpx.BaseTransport):
     ) -> None:
         self.player, latency = _play(cassette, latency, on_exhausted, scrub, match_on, player)
         self.latency = latency.without_virtual()
-
-    @classmethod
-    def from_path(cls, path: str | Path, **kw: Any) -> SyncReplayTransport:
-        return cls(load_any(path), **kw)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self.answer(_lookup(self.player, request, request.read()), request)

@@ -43,7 +43,6 @@ from realprobe.secrets import (
     scrub_text,
     secret_field,
     secret_header,
-    secret_name,
 )
 from realprobe.secrets import scrub_url as _scrub_url
 
@@ -87,10 +86,6 @@ class ScrubReport:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
-
-
-def secret_param(name: str, cfg: ScrubConfig) -> bool:
-    return secret_name(name, cfg.extra_params)
 
 
 def _header_literals(name: str, value: str) -> list[str]:

@@ -33,12 +33,13 @@ import httpx
 
 from realprobe.cassettes import httpx_patch
 from realprobe.cassettes.cassette import Call, Cassette, CassetteError
-from realprobe.cassettes.core import CassetteMiss, LatencyPolicy, Player, Recorder
+from realprobe.cassettes.core import CassetteMiss, Player, Recorder
 from realprobe.cassettes.importers import load_any, normalise_body
 from realprobe.cassettes.matching import Matcher
 from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport, SyncReplayTransport
 from realprobe.cassettes.scrub import ScrubConfig
+from realprobe.clock import Clock
 from realprobe.errors import RealprobeError
 from realprobe.http.transports import _pointed_at, _Routes, check_sandbox_url
 from realprobe.ranges import checked
@@ -92,6 +93,7 @@ class CassetteSession:
         extra_paths: Sequence[str | Path] = (),
         ignore_hosts: Sequence[str] = (),
         before_record: Callable[[Call], Call | None] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if record_mode not in RECORD_MODES:
             raise RealprobeError(
@@ -106,7 +108,7 @@ class CassetteSession:
         self.record_mode = record_mode
         self.match_on = list(match_on) if match_on is not None else None
         self.on_exhausted = on_exhausted
-        self.latency = LatencyPolicy.parse(latency)
+        self.latency = latency  # parsed by the replay
         if sandbox is not None:
             check_sandbox_url(sandbox)  # the one target check, before anything is recorded
         self.sandbox = sandbox
@@ -120,6 +122,8 @@ class CassetteSession:
         self.ignore_hosts = frozenset(h.lower() for h in ignore_hosts)
         #: vcrpy's before_record_* hooks as one step (see `vcr_bridge.before_record`)
         self.before_record = before_record
+        #: the clock replays and recordings run on (None: by the latency, real time)
+        self.clock = clock
         self.player: Player | None = None
         self.recorder: Recorder | None = None
         self.routes: _Routes | None = None
@@ -178,7 +182,7 @@ class CassetteSession:
         existing, replayed = self._load()
         if replayed is not None and self.record_mode in ("none", "once", "new_episodes"):
             self._async_replay = ReplayTransport(
-                replayed, latency=self.latency, on_exhausted=self.on_exhausted,
+                replayed, clock=self.clock, latency=self.latency, on_exhausted=self.on_exhausted,
                 match_on=self.match_on, scrub=self.scrub if self.scrub.enabled else None,
             )
             self.player = self._async_replay.player  # one player for both transports
@@ -191,7 +195,7 @@ class CassetteSession:
             if self.sandbox:
                 meta["sandbox"] = self.sandbox
             self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base,
-                                     before_record=self.before_record)
+                                     before_record=self.before_record, clock=self.clock)
             if self.sandbox:
                 self.routes = _sandbox_routes(self.sandbox)
         stack = contextlib.ExitStack()
@@ -206,20 +210,11 @@ class CassetteSession:
                 stack.enter_context(patch_libraries(self, others))
         except BaseException:
             stack.close()
-            self.discard()
+            if self.recorder is not None:
+                self.recorder.discard()
             raise
         self._stack = stack
         return self
-
-    @staticmethod
-    def episodes(path: str | Path, *, on_exhausted: str, scrub: bool,
-                 meta: dict[str, Any]) -> CassetteSession:
-        """An open session in record mode new_episodes for an explicit transport (realprobe's
-        own client): it replays what the cassette holds, records the rest and keeps both;
-        the transport it wraps routes to the sandbox or simulates, so the session does not."""
-        session = CassetteSession(path, record_mode="new_episodes", libraries=(),
-                                  on_exhausted=on_exhausted, scrub=scrub, meta=meta)
-        return session.open()
 
     def _load(self) -> tuple[Cassette | None, Cassette | None]:
         """(This cassette as it is on disk, the cassette to replay: its calls, then each
@@ -303,10 +298,10 @@ class CassetteSession:
     def _fresh(self) -> CassetteSession:
         return CassetteSession(
             self.path, record_mode=self.record_mode, match_on=self.match_on,
-            on_exhausted=self.on_exhausted, latency=str(self.latency), sandbox=self.sandbox,
+            on_exhausted=self.on_exhausted, latency=self.latency, sandbox=self.sandbox,
             scrub=self.scrub, libraries=self.libraries, meta=self.meta, hint=self.hint,
             extra_paths=self.extra_paths, ignore_hosts=tuple(self.ignore_hosts),
-            before_record=self.before_record,
+            before_record=self.before_record, clock=self.clock,
         )
 
     # -- answering -----------------------------------------------------------------------
@@ -467,6 +462,33 @@ class SyncSessionTransport(httpx.BaseTransport):
         finally:
             if self.close_session:
                 self.session.close()
+
+
+def open_cassette(path: Path, record_mode: str, inner: Any = None, *, sync: bool = False,
+                  clock: Clock | None = None, latency: str = "none", on_exhausted: str = "error",
+                  scrub: bool = True, meta: dict[str, Any] | None = None) -> Any:
+    """The transport of an explicit client (realprobe's own, async or `sync`) for a cassette
+    in a record mode: `none` replays it, `all` records what `inner` answers, `new_episodes`
+    replays what it holds and records the rest (`inner` routes to the sandbox or simulates,
+    so the cassette does not). The transport's `clock` is the one its client runs on."""
+    if path.is_dir():
+        raise CassetteError(f"cassette {path} is a directory; give a file name")
+    if record_mode == "all":
+        if sync:
+            return SyncRecordingTransport(inner, path, meta=meta, scrub=ScrubConfig(enabled=scrub))
+        return RecordingTransport(inner, path, clock=clock, meta=meta,
+                                  scrub=ScrubConfig(enabled=scrub))
+    session = CassetteSession(path, record_mode=record_mode, libraries=(), clock=clock,
+                              on_exhausted=on_exhausted, latency=latency, meta=meta,
+                              scrub=scrub and record_mode != "none")
+    transport = (SyncSessionTransport(session, inner, close_session=True) if sync
+                 else SessionTransport(session, inner, close_session=True))
+    session.open()
+    if record_mode == "none" and session._async_replay is None:
+        raise CassetteError(f"no cassette at {path}: record one first")
+    if record_mode == "none":
+        return session._sync_replay if sync else session._async_replay
+    return transport
 
 
 @checked
