@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -786,24 +788,54 @@ def ray_live_gate(d: dict[str, Any]) -> list[Row]:
 
 def chunk_store(d: dict[str, Any]) -> list[Row]:
     cmd = "`python bench/chunk_store.py`"
+    rows: list[Row] = []
+    if "rows" in d:
+        rows.append((
+            f"the chunk store: `stats`' read and provenance survey of {_n(d['rows'])} live "
+            "rows, from the chunks vs through SQL alone (older files), CPU in process",
+            f"{d['read_and_survey_cpu_s_chunks']} s vs {d['read_and_survey_cpu_s_sql']} s: "
+            f"**{d['read_ratio_sql_to_chunks']}× less**, identical to the last bit: "
+            f"{'yes' if d['identical'] else 'NO'} ({d['chunks']} chunks, "
+            f"{d['chunk_bytes_per_row']:g} bytes a row; sealing a whole file at once "
+            f"{d['seal_cpu_us_per_row']} µs a row; {_load(d)})",
+            "read + survey ≤ 0.06 s at 1,000,000 rows", cmd))
+    w = d["writer"]
+
+    def cost(k: str) -> str:
+        x = w[k]
+        return (f"{x['cpu_us_per_row_with_chunks']} µs vs {x['cpu_us_per_row_without']} µs: "
+                f"+{x['added_cpu_us_per_row']} µs ({_pct(x['added_share'])}; quartiles "
+                f"{x['added_quartiles_us'][0]:+g} to {x['added_quartiles_us'][1]:+g} µs; "
+                f"sealing {x['sealing_cpu_us_per_row']} µs of it)")
+
+    rows.append((
+        f"the chunk store's cost to the writer, CPU per row, {_n(w['writes'])} rows into two "
+        f"files side by side ({w['blocks']} alternating blocks, the median block): one committed "
+        f"row a call (`Store.insert_probe`, a prober) / {_n(w['batch'])} rows a call "
+        "(`Store.insert_probes`, a merge)",
+        f"{cost('one_row_a_call')} / {cost('batched')} ({_load(d)})", "–", cmd))
+    return rows
+
+
+def progress_cost(d: dict[str, Any]) -> list[Row]:
+    """What the progress bar costs a probe (bench/progress_cost.py)."""
+    p, q = d["probe"], d.get("long_probe")
+
+    def cells(x: dict[str, Any]) -> str:
+        b = x["best"]
+        return (f"{_n(x['calls'])} calls: front door {b['door']['cpu_s']} s, to a file "
+                f"{b['file']['cpu_s']} s (**{x['cpu_ratio']['file']}×**), on a terminal "
+                f"{b['pty']['cpu_s']} s (**{x['cpu_ratio']['pty']}×**); wall "
+                f"{x['wall_ratio']['file']}× / {x['wall_ratio']['pty']}×; rows the same: "
+                f"{'yes' if x['same_rows_every_run'] else 'NO'}")
+
     return [(
-        f"the chunk store: `stats`' read and provenance survey of {_n(d['rows'])} live rows, "
-        "from the chunks vs through SQL alone (older files), CPU in process",
-        f"{d['read_and_survey_cpu_s_chunks']} s vs {d['read_and_survey_cpu_s_sql']} s: "
-        f"**{d['read_ratio_sql_to_chunks']}× less**, identical to the last bit: "
-        f"{'yes' if d['identical'] else 'NO'} ({d['chunks']} chunks, "
-        f"{d['chunk_bytes_per_row']:g} bytes a row; {_load(d)})",
-        "read + survey ≤ 0.06 s at 1,000,000 rows", cmd,
-    ), (
-        "the chunk store's cost to the writer: `Store.insert_probe` (one committed row a "
-        f"call), {_n(d['writes'])} rows, with and without it, CPU per row",
-        f"{d['insert_cpu_us_per_row_with_chunks']} µs vs "
-        f"{d['insert_cpu_us_per_row_without']} µs: +{d['writer_added_cpu_us_per_row']} µs "
-        f"({_pct(d['writer_added_share'])}; the sealing itself "
-        f"{d['writer_sealing_cpu_us_per_row']} µs a row written); sealing a whole file at "
-        f"once {d['seal_cpu_us_per_row']} µs a row",
-        "–", cmd,
-    )]
+        "the progress bar's cost: a simulated probe (every tool, harsh profile) through the "
+        "command line to a file (no bar) and on a terminal (bar and ETA) vs the front door "
+        f"`realprobe.probe(...)`, each a fresh process, CPU (best of {p['repeats']}, "
+        "interleaved)",
+        "; ".join(cells(x) for x in (p, q) if x) + f" ({_load(d)})",
+        "≤ 1.15× CPU at 9,600 calls; 20,000 within 1.2×", "`python bench/progress_cost.py`")]
 
 
 def perf_table(d: dict[str, Any]) -> list[Row]:
@@ -894,33 +926,66 @@ def perf_table(d: dict[str, Any]) -> list[Row]:
     return rows
 
 
+#: the figures a busy machine cannot check, and why (the load average a rerun counts as busy:
+#: as many runnable processes as cores)
+UNDER_LOAD = {"calibrate, wall": "a wall time on shared cores measures the neighbours; its CPU "
+                                 "per tool is checked"}
+BUSY = os.cpu_count() or 1
+#: the perf_table section each figure comes from (a figure off is measured once more)
+SECTIONS = {"stats": "stats", "raw httpx": "calls", "call_tool": "calls",
+            "use_cassette": "replay", "/metrics": "metrics", "calibrate": "calibrate",
+            "import-openapi": "startup", "--help": "startup"}
+
+
+def _perf_run(a: dict[str, Any], only: str, out: Path) -> dict[str, tuple[float, float]]:
+    sizes = ",".join(n for n in a["sizes"].split(",") if int(n) < CHECKED_BELOW)
+    subprocess.run(
+        [sys.executable, str(HERE / "perf_table.py"), "--only", only, "--sizes",
+         sizes, "--repeats", str(a["repeats"]), "--calls", str(a["calls"]),
+         "--call-rounds", str(a.get("call_rounds", 15)),
+         "--metrics-rows", str(a["metrics_rows"]), "--calibrate-tools",
+         str(a["calibrate_tools"]), "--startup-runs", str(a.get("startup_runs", 41)),
+         "--out", str(out)],
+        check=True, stdout=subprocess.DEVNULL,
+    )
+    return claims(json.loads(out.read_text(encoding="utf-8")))
+
+
 def rerun_check(results: Path = RESULTS) -> list[str]:
     """Rerun bench/perf_table.py as its results file says it ran; the figures that moved by
-    more than their noise (empty: every claim held)."""
+    more than their noise (empty: every claim held). Every figure is a CPU ratio or CPU time
+    measured side by side (best of N, interleaved); one found off is measured once more and
+    holds when either run holds it (a neighbour's burst during one section says nothing of
+    the code). On a busy machine (load average at or above the cores) the figures in
+    `UNDER_LOAD` are left unchecked, saying why."""
     path = results / "perf_table.json"
     if not path.exists():
         return []
     old = json.loads(path.read_text(encoding="utf-8"))
-    a = old["args"]
-    sizes = ",".join(n for n in a["sizes"].split(",") if int(n) < CHECKED_BELOW)
+    a, busy = old["args"], os.getloadavg()[0] >= BUSY
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "perf_table.json"
-        subprocess.run(
-            [sys.executable, str(HERE / "perf_table.py"), "--only", a["only"], "--sizes",
-             sizes, "--repeats", str(a["repeats"]), "--calls", str(a["calls"]),
-             "--call-rounds", str(a.get("call_rounds", 15)),
-             "--metrics-rows", str(a["metrics_rows"]), "--calibrate-tools",
-             str(a["calibrate_tools"]), "--startup-runs", str(a.get("startup_runs", 41)),
-             "--out", str(out)],
-            check=True, stdout=subprocess.DEVNULL,
-        )
-        new = claims(json.loads(out.read_text(encoding="utf-8")))
+        runs = [_perf_run(a, a["only"], Path(tmp) / "perf_table.json")]
+
+        def held(name: str) -> bool:
+            was, noise = claims(old)[name]
+            return any(abs(run.get(name, (math.nan, 0))[0] - was) <= noise * abs(was)
+                       for run in runs)
+
+        wanted = {name for name in claims(old) if not (busy and name in UNDER_LOAD)}
+        again = {s for name in wanted if not held(name)
+                 for k, s in SECTIONS.items() if name.startswith(k)}
+        if again:
+            runs.append(_perf_run(a, ",".join(sorted(again)), Path(tmp) / "again.json"))
     off = []
     for name, (was, noise) in claims(old).items():
-        now = new.get(name, (float("nan"), noise))[0]
-        held = abs(now - was) <= noise * abs(was)
-        print(f"{'ok ' if held else 'OFF'} {name}: claimed {was:g}, now {now:g} (±{noise:.0%})")
-        if not held:
+        if name not in wanted:
+            print(f"skip {name}: claimed {was:g}; load average {os.getloadavg()[0]:.1f} on "
+                  f"{BUSY} cores: {UNDER_LOAD[name]}")
+            continue
+        nows = ", ".join(f"{run[name][0]:g}" for run in runs if name in run)
+        print(f"{'ok ' if held(name) else 'OFF'} {name}: claimed {was:g}, now {nows} "
+              f"(±{noise:.0%})")
+        if not held(name):
             off.append(name)
     return off
 
@@ -929,6 +994,7 @@ def rerun_check(results: Path = RESULTS) -> list[str]:
 TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "perf_table": perf_table,
     "chunk_store": chunk_store,
+    "progress_cost": progress_cost,
     "probe_throughput": probe_throughput,
     "scheduling_efficiency": scheduling_efficiency,
     "report_100k": report_100k,
@@ -1056,13 +1122,27 @@ PERFORMANCE = {
 }
 
 
+#: the results whose rows are performance figures: each states the load it was measured at
+PERFORMANCE = {
+    "perf_table", "chunk_store", "progress_cost", "probe_throughput", "scheduling_efficiency",
+    "report_100k", "cli_startup", "demo_time", "install_time", "sandbox_latency",
+    "catalog_scale", "openapi_import", "replay_vs_vcrpy", "replay_load_time", "tasks_simulate",
+    "tasks_replay", "hostile_limits", "input_limits", "provenance_selection", "mcp_overhead",
+    "sandbox_proxy_throughput", "use_cassette_replay", "exporter_scrape", "merge_throughput",
+    "tasks_concurrency", "mcp_tools_list", "probe_concurrency", "ray_live_gate", "mcp_proxy",
+}
+
+
 def table(results: Path = RESULTS) -> str:
     lines = ["| what | result | goal | command |", "|---|---|---|---|"]
     for stem, rows_of in TABLE.items():
         path = results / f"{stem}.json"
         if not path.exists():
             continue
-        for row in rows_of(json.loads(path.read_text(encoding="utf-8"))):
+        for what, result, goal, cmd in rows_of(json.loads(path.read_text(encoding="utf-8"))):
+            if stem in PERFORMANCE and "load average" not in result:
+                result += " (load average not recorded when measured)"
+            row = (what, result, goal, cmd)
             lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     return "\n".join(lines)
 
