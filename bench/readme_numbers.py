@@ -1122,17 +1122,6 @@ PERFORMANCE = {
 }
 
 
-#: the results whose rows are performance figures: each states the load it was measured at
-PERFORMANCE = {
-    "perf_table", "chunk_store", "progress_cost", "probe_throughput", "scheduling_efficiency",
-    "report_100k", "cli_startup", "demo_time", "install_time", "sandbox_latency",
-    "catalog_scale", "openapi_import", "replay_vs_vcrpy", "replay_load_time", "tasks_simulate",
-    "tasks_replay", "hostile_limits", "input_limits", "provenance_selection", "mcp_overhead",
-    "sandbox_proxy_throughput", "use_cassette_replay", "exporter_scrape", "merge_throughput",
-    "tasks_concurrency", "mcp_tools_list", "probe_concurrency", "ray_live_gate", "mcp_proxy",
-}
-
-
 def table(results: Path = RESULTS) -> str:
     lines = ["| what | result | goal | command |", "|---|---|---|---|"]
     for stem, rows_of in TABLE.items():
