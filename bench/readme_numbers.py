@@ -928,8 +928,20 @@ def perf_table(d: dict[str, Any]) -> list[Row]:
 
 #: the figures a busy machine cannot check, and why (the load average a rerun counts as busy:
 #: as many runnable processes as cores)
-UNDER_LOAD = {"calibrate, wall": "a wall time on shared cores measures the neighbours; its CPU "
-                                 "per tool is checked"}
+UNDER_LOAD = {
+    "calibrate, wall": "a wall time on shared cores measures the neighbours; its CPU per tool "
+                       "is checked",
+    "stats 10000 rows / GROUP BY, CPU": "at 10,000 rows both sides are mostly an interpreter "
+                                        "starting (0.33 s against a 0.02 s query process), "
+                                        "whose CPU grows with the neighbours' cache traffic; "
+                                        "100,000 and 1,000,000 rows are checked",
+    "call_tool_sync own work / raw call, CPU": "a share of a few percent, the difference of "
+                                               "two CPU figures each noisier than it on busy "
+                                               "cores; the ratio to raw httpx is checked",
+    "call_tool own work / raw call, CPU": "a share of a few percent, the difference of two CPU "
+                                          "figures each noisier than it on busy cores; the "
+                                          "ratio to raw httpx is checked",
+}
 BUSY = os.cpu_count() or 1
 #: the perf_table section each figure comes from (a figure off is measured once more)
 SECTIONS = {"stats": "stats", "raw httpx": "calls", "call_tool": "calls",
