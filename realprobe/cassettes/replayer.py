@@ -92,24 +92,6 @@ class _PlayerFacade:
     def cassette(self) -> Cassette:
         return self.player.cassette
 
-    @property
-    def on_exhausted(self) -> str:
-        return self.player.on_exhausted
-
-    @property
-    def match_on(self) -> tuple[str, ...]:
-        return self.player.match_on
-
-    @property
-    def played(self) -> list[int]:
-        return self.player.played
-
-    def lookup(self, method: str, url: str, body: bytes | None) -> Call:
-        return self.player.lookup(method, url, body)
-
-    def unplayed(self) -> list[Call]:
-        return self.player.unplayed()
-
 
 def _lookup(player: Player, request: httpx.Request, body: bytes) -> Call:
     headers = None
