@@ -213,7 +213,7 @@ class Recorder:
         self._journal_scrub = self.scrub
         if journal:
             self.journal = Journal.start(
-                self.path, base=base is not None,
+                self.path, base=base,
                 meta={**self._fresh_meta(), "scrubbed": self.scrub.enabled},
             )
 

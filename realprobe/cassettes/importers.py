@@ -245,8 +245,8 @@ def load_any(path: str | Path, *, recover: bool = True) -> Cassette:
     HAR, an MCP session or another recorder's MCP transcript, told apart by content. A
     cassette whose record run was killed is first rebuilt from its journal."""
     p = Path(path)
-    if recover:
-        recover_stale(p)
+    if recover and journal_path(p).exists():  # the cassette a killed run added to, if any
+        recover_stale(p, _readable(p))
     if not p.exists():
         raise CassetteError(f"no cassette at {p}: record one first")
     if p.is_dir():
@@ -278,7 +278,16 @@ def recover_cassette(path: str | Path) -> Cassette:
     pid = journal_running(p)
     if pid is not None:
         raise CassetteError(f"{p} is still being recorded (pid {pid}); nothing to recover yet")
-    return rebuild(p, *read_journal(jp))
+    header, calls = read_journal(jp)
+    return rebuild(p, header, calls, load_any(p, recover=False) if header.get("base")
+                   and p.exists() else None)
+
+
+def _readable(p: Path) -> Cassette | None:
+    try:
+        return load_any(p, recover=False) if p.is_file() else None
+    except CassetteError:
+        return None
 
 
 # -- body normalisation --------------------------------------------------------------------

@@ -85,19 +85,19 @@ class Journal:
                 os.close(self._sync_fd)
 
     @classmethod
-    def start(cls, cassette: Path, *, base: bool, meta: dict[str, Any]) -> Journal:
+    def start(cls, cassette: Path, *, base: Cassette | None, meta: dict[str, Any]) -> Journal:
         """The journal of a new run; a killed run's calls are kept first."""
         path, pid = journal_path(cassette), journal_running(cassette)
         if pid is not None:
             raise CassetteError(f"{cassette} is being recorded by another process (pid {pid}); "
                                 f"wait for it, or remove {path} if that run is gone")
-        recover_stale(cassette)
+        recover_stale(cassette, base)
         try:
             fh = open_stream(path)  # kept open for the run
         except OutputError as exc:
             raise CassetteError(f"cannot write the journal: {exc}") from exc
-        first = {"realprobe_journal": JOURNAL_VERSION, "pid": os.getpid(), "base": base,
-                 "meta": meta}
+        first = {"realprobe_journal": JOURNAL_VERSION, "pid": os.getpid(),
+                 "base": base is not None, "meta": meta}
         journal = cls(path, fh)
         journal._write(json.dumps(first, default=str))
         return journal
@@ -160,20 +160,22 @@ def read_header(path: Path) -> dict[str, Any] | None:
     return header if isinstance(header, dict) else None
 
 
-def recover_stale(cassette: Path) -> Cassette | None:
-    """Rebuild `cassette` from a journal a killed run left (not one a live run is writing)."""
+def recover_stale(cassette: Path, base: Cassette | None) -> Cassette | None:
+    """Rebuild `cassette` from a journal a killed run left (not one a live run is writing);
+    `base`: the cassette as it is on disk (None: none there, or not read)."""
     found = stale_journal(cassette)
-    return None if found is None else rebuild(cassette, *found)
+    return None if found is None else rebuild(cassette, *found, base)
 
 
-def rebuild(p: Path, header: dict[str, Any], calls: list[Call]) -> Cassette:
-    """The cassette a journal's header and calls make (added to the cassette there when the
-    run added to one), written; the journal is then removed."""
-    from realprobe.cassettes.importers import load_any  # the cassette added to, any format
-
+def rebuild(p: Path, header: dict[str, Any], calls: list[Call],
+            base: Cassette | None) -> Cassette:
+    """The cassette a journal's header and calls make (added to `base` when the run added to
+    the cassette there), written; the journal is then removed."""
     meta = header.get("meta") if isinstance(header.get("meta"), dict) else {}
-    if header.get("base") and p.exists():
-        base = load_any(p, recover=False)
+    if header.get("base") and p.exists() and base is None:
+        raise CassetteError(f"a killed run added to {p}: run `realprobe cassette recover "
+                            f"{p}` before recording it anew")
+    if header.get("base") and base is not None:
         first = max((c.seq for c in base.calls), default=-1) + 1
         for i, call in enumerate(sorted(calls, key=lambda c: c.seq)):
             call.seq = first + i
