@@ -358,7 +358,7 @@ def test_calibrate_cli_exports_at_a_chosen_deadline(tmp_path, monkeypatch, capsy
     assert json.loads(text)["tools"]["*"]["deadline_s"] is None
     code, _, err = run_cli(["calibrate", "--db", str(db), "--view", "resilibench",
                             "--deadline", "0"], monkeypatch, capsys)
-    assert "--deadline must be a positive" in one_line_error(code, err)
+    assert "--deadline must be positive" in one_line_error(code, err)
 
 
 def test_small_censored_samples_never_break_the_fit() -> None:

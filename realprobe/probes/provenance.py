@@ -108,9 +108,9 @@ def parse_target(value: str | None) -> str | None:
         return None
     v = value.strip().lower() if isinstance(value, str) else value
     if v == IMPORTED_KIND:  # monitors' histories: time, not calls; never pooled with probes
-        raise BadArgument("kinds", "kinds imported: imported monitor histories are read by "
-                                   "`stats --kinds imported` and `calibrate --kinds imported` "
-                                   "(statistics in time), never pooled with probe rows")
+        raise BadArgument("kinds", "kinds imported: imported monitor histories are read as "
+                                   "statistics in time (stats and calibrate with kinds "
+                                   "imported), never pooled with probe rows")
     if v not in TARGET_CHOICES:
         raise BadArgument(
             "kinds", f"kinds {value!r}: choose one of {', '.join(TARGET_CHOICES)}"
