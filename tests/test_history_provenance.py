@@ -48,7 +48,7 @@ def test_the_probe_readers_say_where_imported_histories_are(both: Path) -> None:
         out = subprocess.run([*CLI, *verb, "--db", str(both), "--kinds", "imported"],
                              capture_output=True, text=True)
         assert out.returncode == 2
-        assert "stats and calibrate with kinds imported" in out.stderr
+        assert "stats and calibrate with --kinds imported" in out.stderr
         assert len(out.stderr.splitlines()) == 1
     with pytest.raises(realprobe.BadArgument, match="never pool with"):
         realprobe.stats(both, kinds="live,imported")
