@@ -562,7 +562,8 @@ def chain_rho(
                     "the interval assumes independent calls and is too narrow if they do"
                 ),
             )
-        return b.rho, "own", f"only {ff.n} pairs after a failure: rho {b.rho:.2f} is rough"
+        said = "unknown" if b.rho is None else f"{b.rho:.2f}"
+        return b.rho, "own", f"only {ff.n} pairs after a failure: rho {said} is rough"
     p_prior, others = pooled
     p_ff = ((ff.p or 0.0) * ff.n + PRIOR_STRENGTH * p_prior) / (ff.n + PRIOR_STRENGTH)
     rho = p_ff - (fo.p or 0.0)
