@@ -45,9 +45,9 @@ def screen(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 @pytest.mark.parametrize(("group", "verbs"), [
     ("catalog", ("import-openapi", "record-fixtures", "public-apis")),
-    ("cassette", ("inspect", "verify", "scrub", "import", "record-round")),
+    ("cassette", ("inspect", "verify", "scrub", "import", "export", "record-round")),
     ("alert", ("check",)),
-    ("mcp", ("proxy", "replay", "import")),
+    ("mcp", ("proxy", "replay")),
 ])
 def test_groups_list_their_verbs_and_a_bare_group_exits_0(group: str, verbs: tuple[str]) -> None:
     helped = cli(group, "-h")

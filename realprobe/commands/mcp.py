@@ -337,7 +337,8 @@ def proxy_cmd(
     auth_token_env: AuthTokenEnvOpt = None,
 ) -> None:
     """Put realprobe in front of any MCP server: relay every message both ways, inject
-    calibrated faults per tools/call, record the session, store each call as a probe row.
+    calibrated faults per request (tools/call by default; --fault-methods), record the session,
+    store each call as a probe row.
 
     realprobe mcp proxy --profile calm --fault-rate 0.1 --seed 7 --db p.db -- mcp-server-time
     """
