@@ -175,7 +175,18 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     mcp_tape = base / "tape.jsonl"
     mcp_tape.write_text('{"t": 0, "dir": "in", "raw": {"jsonrpc": "2.0", "id": 1, '
                         '"method": "ping"}}\n')
+    incidents = base / "incidents.json"  # a Statuspage incidents.json: one declared window
+    incidents.write_text(
+        '{"page": {"id": "p", "name": "Example"}, "incidents": [{"id": "i1", "name": "API down",'
+        ' "status": "resolved", "impact": "major", "created_at": "2026-11-01T10:00:00Z",'
+        ' "started_at": "2026-11-01T10:00:00Z", "resolved_at": "2026-11-01T11:00:00Z",'
+        ' "components": [{"name": "API"}]}]}'
+    )
+    history_db = base / "h.db"
+    code = _run(["history", "import", f"statuspage:{incidents}", "--db", str(history_db)])[0]
+    assert code == 0
     return {"base": base, "db": db, "tasks_db": tasks_db, "cassette": cassette,
+            "incidents": incidents, "history_db": history_db,
             "mcp_cassette": mcp_cassette, "mcp_tape": mcp_tape,
             "catalogue": catalogue, "rules": rules, "sweep": sweep}
 
@@ -216,6 +227,10 @@ def _base_args(verb: str, f: dict[str, Path]) -> list[str]:
         "cassette record-round": ["-o", str(base / "rr.json")],
         "cassette replay-round": [str(f["cassette"])],
         "cassette recover": [str(base / "never-recorded.json")],
+        "cassette export": [str(f["cassette"]), "-o", str(base / "e.har")],
+        "mcp export": [str(f["mcp_cassette"]), "-o", str(base / "e.json")],
+        "history import": [f"statuspage:{f['incidents']}", "--db", str(base / "hi.db")],
+        "history calibrate": ["--db", str(f["history_db"]), "-o", str(base / "hp.json")],
     }[verb]
 
 
