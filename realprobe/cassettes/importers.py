@@ -260,6 +260,7 @@ def load_any(path: str | Path, *, recover: bool = True) -> Cassette:
 load_cassette = load_any
 
 
+@checked
 def recover_cassette(path: str | Path) -> Cassette:
     """The cassette a journal describes, written atomically; the journal is then removed (an
     MCP session, its own journal, is written again without a torn last line)."""
