@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 import realprobe
-from realprobe.adapters import default_catalog
+from realprobe import default_catalog
 from realprobe.tasks.flaws import ALL_FLAW_TYPES, SEVERITIES, affected, with_variant
-from realprobe.tasks.model import default_tasks_dir, load_tasks
 
-TASKS = load_tasks(default_tasks_dir())
+TASKS = {t.instance_id: t for t in realprobe.plan_tasks(all=True).tasks}
 CATALOG = default_catalog()
 
 

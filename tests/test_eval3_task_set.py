@@ -9,14 +9,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from cli_runner import invoke
 
 import realprobe
-from realprobe.cli import app
-from realprobe.tasks.model import default_tasks_dir, load_tasks
 from realprobe.tasks.power import power_note, runs_to_separate
 
-TASKS = load_tasks(default_tasks_dir())
+TASKS = {t.instance_id: t for t in realprobe.plan_tasks(all=True).tasks}
 
 
 def test_at_least_40_tasks_every_grade_most_with_an_alternative() -> None:
@@ -64,7 +62,7 @@ def test_the_power_note_is_the_two_proportion_sample_size() -> None:
 def test_results_break_outcomes_down_per_grade_with_a_power_note(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     realprobe.run_tasks(all=True, agent="reference", profile="published", db=db)
-    got = CliRunner().invoke(app, ["results", "--db", str(db), "--json"])
+    got = invoke(["results", "--db", str(db), "--json"])
     assert got.exit_code == 0, got.output
     s = json.loads(got.output)
     grades = {r["topology"]: r for r in s["by_complexity"]}
@@ -73,6 +71,6 @@ def test_results_break_outcomes_down_per_grade_with_a_power_note(tmp_path: Path)
     assert grades["C4"]["runs"] == sum(t.topology == "C4" for t in TASKS.values())
     (power,) = s["power"]
     assert power["tasks"] == len(TASKS) and power["runs_per_agent"] > 0
-    shown = CliRunner().invoke(app, ["results", "--db", str(db)], env={"COLUMNS": "100"})
+    shown = invoke(["results", "--db", str(db)], env={"COLUMNS": "100"})
     assert "by complexity" in shown.output and "C4" in shown.output
     assert "runs per agent" in shown.output

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import realprobe
-from realprobe.simulator.faults import FaultModel
+from realprobe import FaultModel
 from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import resolve_profile
 

@@ -16,7 +16,7 @@ from monitor_helpers import write_rows
 
 from realprobe import api
 from realprobe.monitor.exporter import Exporter
-from realprobe.probes.stats import interval_text, verdict
+from realprobe.probes.stats import interval_text, mid_p, verdict, wilson
 
 #: few failures, none in a row: too few pairs after a failure for a chain of its own
 SPARSE = "ooooxoooooooxooooooo" * 2
@@ -89,8 +89,6 @@ def test_the_verdict_names_the_tools_that_never_succeeded_first(tmp_path: Path) 
 
 
 def test_bounds_never_exclude_their_own_point() -> None:
-    from realprobe.probes.stats import mid_p, wilson
-
     for n in range(1, 61):
         for k in range(n + 1):
             for lo, hi in (wilson(k, n), mid_p(k, n), wilson(k / 3.7, n / 3.7)):

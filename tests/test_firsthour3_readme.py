@@ -56,8 +56,7 @@ def test_the_headline_numbers_are_what_the_bench_script_writes() -> None:
 
 
 def test_the_counts_the_readme_states_are_what_ships() -> None:
-    from realprobe import Catalog
-    from realprobe.data import data_dir
+    from realprobe import Catalog, data_dir
 
     text = " ".join(_text().split())
     catalog = Catalog.load([])

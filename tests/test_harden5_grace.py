@@ -17,12 +17,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cli_runner import invoke
 from peer_sockets import listener
-from typer.testing import CliRunner
 
 import realprobe
 from realprobe.adapters.http import Fetched, FetchFailure
-from realprobe.cli import app
 from realprobe.http import client as http_client
 from realprobe.http.transports import IDENTITIES
 
@@ -38,8 +37,8 @@ def silent_url() -> Iterator[str]:
 
 
 def _cli(url: str) -> dict[str, Any]:
-    res = CliRunner().invoke(app, ["call", "catfact_fact", "--sandbox", url,
-                                   "--timeout", f"{DEADLINE:g}", "--json"])
+    res = invoke(["call", "catfact_fact", "--sandbox", url,
+                  "--timeout", f"{DEADLINE:g}", "--json"])
     out: dict[str, Any] = json.loads(res.output)
     return {"code": out["error"]["code"] if out["error"] else "ok",
             "latency_s": out["latency_ms"] / 1000.0}

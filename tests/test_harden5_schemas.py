@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_runner import main
 
 from realprobe import load_cassette
-from realprobe.cli import main
 
 SPEC = Path(__file__).parent / "data" / "openapi" / "open-meteo__elevation.yml"
 SECRET = "om-live-5f1c9a27d4e84b0c"

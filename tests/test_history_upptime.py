@@ -104,7 +104,7 @@ def _flapping(tmp_path: Path, seed: int) -> Path:
 
 def test_the_profile_calibrated_from_an_import_reproduces_it_in_simulation(
         tmp_path: Path) -> None:
-    from realprobe.simulator.faults import FaultModel
+    from realprobe import FaultModel
 
     db = tmp_path / "h.db"
     realprobe.import_history(f"upptime:{_flapping(tmp_path, 3)}", db)

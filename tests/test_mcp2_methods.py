@@ -14,9 +14,8 @@ from typing import Any
 
 from mcp import Client, MCPError, StdioServerParameters
 
+from realprobe import FaultModel, load_profile
 from realprobe.mcp.session_cassette import read_session
-from realprobe.simulator.faults import FaultModel
-from realprobe.simulator.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTED = [sys.executable, str(ROOT / "tests" / "mcp2_scripted_server.py")]

@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 import typer
+from cli_runner import app, main
 
 import realprobe
 from realprobe import BadArgument
-from realprobe.cli import app, main
 from realprobe.commands.checks import declared_types
-from realprobe.ranges import PARAMS
+from realprobe.ranges import PARAMS, parse, parse_time
 
 #: names that hold a duration or a time, whatever their declared type
 TIME_NAMES = {"timeout", "jitter", "interval", "every", "period", "window", "deadline",
@@ -269,7 +269,6 @@ def test_a_hostile_keyword_is_refused_before_the_body_runs(
 def test_the_one_grammar_at_both_doors(tmp_path: Path) -> None:
     """`2s`, `1m30s`, `500ms` and plain seconds are durations; `20261101` is a date, never
     an age; `7d` stays an age."""
-    from realprobe.ranges import parse, parse_time
 
     assert [parse("timeout", v) for v in ("2s", "1m30s", "500ms", "2h", "90", 3)] == [
         2.0, 90.0, 0.5, 7200.0, 90.0, 3]
@@ -285,8 +284,7 @@ def test_the_limited_readers_refuse_what_the_table_lets_through_to_them(
 ) -> None:
     """Behind the doors, the one reader refuses a FIFO, a device, a folder or a huge file
     itself, without blocking on a pipe (opened non-blocking, looked at before reading)."""
-    from realprobe import limits
-    from realprobe.errors import RealprobeError
+    from realprobe import RealprobeError, limits
 
     read = getattr(limits, reader)
     args = {"read_input": ("file", 1 << 20), "read_text_input": ("file",),

@@ -15,6 +15,8 @@ import pytest
 from hostile_server import EXPECTED, HostileServer
 from rich.console import Console
 
+from realprobe.commands.common import PolitenessChoice, load_catalog
+from realprobe.commands.probes import LiveCounts, probe_model, probe_plan
 from realprobe.commands.progress import (
     Eta,
     Item,
@@ -23,6 +25,9 @@ from realprobe.commands.progress import (
     clock_text,
     progress_bar,
 )
+from realprobe.commands.sweep import SweepProgress
+from realprobe.simulator.faults import call_seconds
+from realprobe.simulator.profile import builtin_profile
 
 
 class FakeClock:
@@ -249,8 +254,6 @@ def test_line_progress_gets_an_eta() -> None:
 
 
 def test_each_schedule_round_counts_from_zero() -> None:
-    from realprobe.commands.probes import LiveCounts
-
     plan = [Item("advice_random", "h:443")] * 2
     live = LiveCounts(plan, "round", enabled=False, lanes={"h:443": Lane(gap_s=5.0)})
     live.started("advice_random")
@@ -264,8 +267,6 @@ def test_each_schedule_round_counts_from_zero() -> None:
 def test_the_probe_plan_follows_the_run() -> None:
     """Host by host as the run queues its calls; lanes only where politeness holds."""
     from realprobe import Mode, TransportOptions
-    from realprobe.commands.common import PolitenessChoice, load_catalog
-    from realprobe.commands.probes import probe_plan
 
     tools = list(load_catalog(None))[:6]
     plan, lanes, workers = probe_plan(tools, 2, TransportOptions(mode=Mode.LIVE), None)
@@ -281,8 +282,6 @@ def test_the_probe_plan_follows_the_run() -> None:
 
 
 def test_a_sweep_told_how_many_then_which() -> None:
-    from realprobe.commands.sweep import SweepProgress
-
     progress = SweepProgress(disable=True, workers=4, estimate=True)
     progress.planned(3, 0)
     assert progress.eta.total == 3
@@ -420,9 +419,6 @@ def test_a_prior_gives_an_estimate_before_anything_finished() -> None:
 
 
 def test_the_fault_models_calls_follow_the_burst_chain() -> None:
-    from realprobe.simulator.faults import call_seconds
-    from realprobe.simulator.profile import builtin_profile
-
     tool = builtin_profile("published").for_tool("advice_random")
     after_failure = call_seconds(tool, 2.0, True)
     after_success = call_seconds(tool, 2.0, False)
@@ -435,13 +431,11 @@ def test_the_fault_models_calls_follow_the_burst_chain() -> None:
 def test_a_jobs_modelled_seconds_never_read_the_targets_draws() -> None:
     """The reference agent's runs of a task in the simulator under the sandbox's profile:
     they vary as its hangs do, and the same whatever the target's seed."""
-    from realprobe import Catalog
-    from realprobe.simulator.profile import builtin_profile
+    from realprobe import Catalog, plan_tasks
     from realprobe.tasks.executors import jobs_for, modelled_seconds
-    from realprobe.tasks.model import default_tasks_dir, load_tasks
     from realprobe.tasks.runner import RunConfig
 
-    task = load_tasks(default_tasks_dir())["pokemon_quiz"]
+    task = plan_tasks(["pokemon_quiz"]).tasks[0]
     cat, profile = Catalog.load([]), builtin_profile("published")
     seconds = [modelled_seconds(jobs_for([task], RunConfig(mode="live", sandbox=url, seed=seed))[0],
                                 cat, profile, samples=8)
@@ -452,15 +446,11 @@ def test_a_jobs_modelled_seconds_never_read_the_targets_draws() -> None:
 
 def test_a_probe_against_a_sandbox_knows_its_profile() -> None:
     from realprobe import api
-    from realprobe.commands.common import load_catalog
-    from realprobe.commands.probes import probe_model
-    from realprobe.simulator.profile import builtin_profile
 
     tools = list(load_catalog(None))[:2]
     with api.sandbox_running("published", seed=3) as url:
         model = probe_model(tools, api.options(sandbox=url), 2.0)
     assert set(model) == {t.name for t in tools}
-    from realprobe.simulator.faults import call_seconds
 
     first = tools[0].name
     expected = call_seconds(builtin_profile("published").for_tool(first), 2.0, None)
@@ -500,7 +490,6 @@ def test_a_sandbox_state_of_another_shape_gives_no_draws(
 
 def test_run_reports_its_plan_to_the_bar() -> None:
     from realprobe import TaskBatch
-    from realprobe.commands.sweep import SweepProgress
 
     batch = TaskBatch.plan(["pokemon_quiz", "quiz_night"], mode="simulate", repeat=2)
     progress = SweepProgress(disable=True, label="tasks", workers=2, estimate=True)

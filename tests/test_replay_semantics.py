@@ -21,8 +21,13 @@ from realprobe import (
     load_cassette,
     make_client,
 )
-from realprobe.cassettes.recording import RecordingTransport
-from realprobe.cassettes.replayer import CassetteExhausted, CassetteMiss, ReplayTransport
+from realprobe.cassettes.recording import RecordingTransport, SyncRecordingTransport
+from realprobe.cassettes.replayer import (
+    CassetteExhausted,
+    CassetteMiss,
+    ReplayTransport,
+    SyncReplayTransport,
+)
 
 URL = "https://api.example.test/counter"
 
@@ -319,9 +324,6 @@ class _SyncFailingBody(httpx.SyncByteStream):
 
 
 def test_sync_clients_record_and_replay_failures_too(tmp_path: Path, no_network: None) -> None:
-    from realprobe.cassettes.recording import SyncRecordingTransport
-    from realprobe.cassettes.replayer import SyncReplayTransport
-
     script: list[object] = [
         httpx.ConnectTimeout("connect timed out"),
         httpx.Response(200, headers={"Content-Length": "99"}, stream=_SyncFailingBody()),
