@@ -6,7 +6,7 @@ process (what the machine's load barely moves), wall time beside it; the three r
 interleaved, `--repeats` times, and each is its best. A probe on a simulated clock is all
 CPU: what the bar takes, the probe waits for.
 
-    python bench/progress_cost.py [--rounds 300] [--long-rounds 625] [--repeats 2] [--save]
+    python bench/progress_cost.py [--rounds 300] [--long-rounds 625] [--repeats 3] [--save]
 
 `--rounds 300` is 9,600 calls (the claim: the command line costs at most 1.15x the CPU of
 the front door, to a file and on a terminal); `--long-rounds 625` is 20,000 (it finishes
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -33,8 +34,9 @@ from benchlib import bench_args, emit, load_average
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 7
 DOOR = ("import sys, realprobe\n"
+        "seed = int(sys.argv[3])\n"
         "realprobe.probe(None, rounds=int(sys.argv[1]), db=sys.argv[2], politeness='off',\n"
-        "                target=realprobe.options(profile='harsh'), seed=int(sys.argv[3]))\n")
+        "                target=realprobe.options(profile='harsh', seed=seed), seed=seed)\n")
 
 
 def command(how: str, rounds: int, db: Path) -> list[str]:
@@ -44,8 +46,15 @@ def command(how: str, rounds: int, db: Path) -> list[str]:
             "--profile", "harsh", "--politeness", "off", "--seed", str(SEED), "--db", str(db)]
 
 
-def run(how: str, rounds: int, tmp: Path) -> dict[str, float]:
-    """One probe in a process of its own: its CPU (user + system) and wall seconds."""
+def outcomes(db: Path) -> list[tuple[Any, ...]]:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT tool, round, outcome, error_code, latency_ms FROM probes "
+                            "ORDER BY tool, round").fetchall()
+
+
+def run(how: str, rounds: int, tmp: Path) -> dict[str, Any]:
+    """One probe in a process of its own: its CPU (user + system) and wall seconds, and the
+    rows it stored."""
     db = tmp / f"{how}-{rounds}-{time.monotonic_ns()}.db"
     main = sub = None
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
@@ -80,21 +89,25 @@ def run(how: str, rounds: int, tmp: Path) -> dict[str, float]:
         out.close()
     if proc.returncode != 0:
         raise SystemExit(f"{how} probe failed with exit code {proc.returncode}")
-    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "wall_s": round(wall, 3)}
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "wall_s": round(wall, 3),
+            "rows": outcomes(db)}
 
 
 def compare(rounds: int, repeats: int, tmp: Path) -> dict[str, Any]:
     """The three ways interleaved `repeats` times; each one's best CPU and best wall."""
-    seen: dict[str, list[dict[str, float]]] = {"door": [], "file": [], "pty": []}
+    seen: dict[str, list[dict[str, Any]]] = {"door": [], "file": [], "pty": []}
+    rows = []
     for r in range(repeats):
         order = list(seen) if r % 2 == 0 else list(reversed(seen))
         for how in order:
             seen[how].append(run(how, rounds, tmp))
+            rows.append(seen[how][-1].pop("rows"))
     best = {how: {"cpu_s": min(x["cpu_s"] for x in xs), "wall_s": min(x["wall_s"] for x in xs)}
             for how, xs in seen.items()}
     door = best["door"]
     return {
         "rounds": rounds, "calls": 32 * rounds, "repeats": repeats, "best": best, "runs": seen,
+        "same_rows_every_run": all(r == rows[0] for r in rows),
         "cpu_ratio": {how: round(best[how]["cpu_s"] / door["cpu_s"], 3) for how in ("file", "pty")},
         "wall_ratio": {how: round(best[how]["wall_s"] / door["wall_s"], 3)
                        for how in ("file", "pty")},
@@ -102,7 +115,7 @@ def compare(rounds: int, repeats: int, tmp: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    args = bench_args(__doc__, rounds=300, long_rounds=625, repeats=2)
+    args = bench_args(__doc__, rounds=300, long_rounds=625, repeats=3)
     load = load_average()
     with tempfile.TemporaryDirectory() as tmp:
         out: dict[str, Any] = {"profile": "harsh", "seed": SEED, "tools": 32}
