@@ -563,6 +563,89 @@ def history_import(d: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def eval_round3(d: dict[str, Any]) -> list[Row]:
+    by = {(r["model"], r["agent"]): r for r in d["reflexion_vs_react"]}
+    refl = ", ".join(
+        f"{m}: {by[(m, 'openai-reflexion')]['reached_second_attempt']}/"
+        f"{by[(m, 'openai-reflexion')]['runs']} reach a second attempt, "
+        f"{by[(m, 'openai-reflexion')]['attempts_mean']:g} attempts, "
+        f"{_pct(by[(m, 'openai-reflexion')]['full_success'])} full (ReAct "
+        f"{_pct(by[(m, 'openai')]['full_success'])})"
+        for m in ("text", "beside-call", "ignores") if (m, "openai-reflexion") in by)
+    prr = d["prr"]
+    perm = {plan.rsplit("-", 2)[-2] + "-permanent": prr[plan]["with alternative"]["prr"]
+            for plan in prr if plan.endswith("-permanent")}
+    sev = d["severity"]
+    power = d["power_0.6_vs_0.7"]
+    load = d["load_average_1m"]
+    return [(
+        "Reflexion against ReAct on scripted models (reflection in text, beside a tool call, "
+        "ignored)",
+        refl,
+        "a text reflection reaches a second attempt in every run",
+        "`python bench/eval_round3.py`",
+    ), (
+        f"reference agent's recovery (PRR) under permanent ToolMaze faults, {d['tasks']} tasks, "
+        "on tasks with an alternative tool",
+        ", ".join(f"{k} {v:.2f}" for k, v in sorted(perm.items())),
+        "above 0.5",
+        "`python bench/eval_round3.py`",
+    ), (
+        f"graded flaws at 10/30/50 %: Chain F1 and τ over {_n(sev['runs'])} runs",
+        f"{len(sev['rises'])} rises with severity; missing steps Chain F1 "
+        + " / ".join(f"{v:.2f}" for v in sev["chain_f1_per_flaw_10_30_50"]["missing_steps"])
+        + f"; separating 0.6 from 0.7 full success takes {power['runs_per_agent']} runs per agent "
+        f"({power['repeats_of_the_task_set']} repeats of the task set) (load average "
+        f"{load[0] if isinstance(load, list) else load})",
+        "never rises",
+        "`python bench/eval_round3.py`",
+    )]
+
+
+def mcp_sessions(d: dict[str, Any]) -> list[Row]:
+    o, rt, fx = d["overhead"], d["round_trip"], d["pytest_fixture_replay"]
+    parts = []
+    for n in ("1", "8"):
+        for way in ("http_proxy", "stdio_proxy"):
+            m = o[f"{n}_sessions"][way]
+            parts.append(f"{way.split('_')[0]} × {n}: {m['overhead_median_ms']} / "
+                         f"{m['overhead_p95_ms']} ms")
+    cal, through = rt["calibrated"], rt["through_proxy"]
+    load = d["load_average_1m"]
+    return [(
+        "MCP proxy overhead per call, median / p95, with 1 and 8 concurrent sessions",
+        "; ".join(parts) + f" (load average {load[0] if isinstance(load, list) else load})",
+        "–",
+        "`python bench/mcp_sessions.py`",
+    ), (
+        "MCP failure forms round trip: probe a scripted server, calibrate, proxy, re-measure",
+        f"success {through['success_share']} in [{cal['success_ci95'][0]:.3f}, "
+        f"{cal['success_ci95'][1]:.3f}], JSON-RPC share {through['jsonrpc_share']} in "
+        f"[{cal['jsonrpc_share_ci95'][0]:.3f}, {cal['jsonrpc_share_ci95'][1]:.3f}]",
+        "inside both intervals",
+        "`python bench/mcp_sessions.py`",
+    ), (
+        "the pytest `mcp_server` fixture replaying a session",
+        f"{fx['replay_run']['per_call_ms']} ms a call ({fx['replay_run']['calls_per_s']} calls/s)",
+        "–",
+        "`python bench/mcp_sessions.py`",
+    )]
+
+
+def sandbox_budget_flood(d: dict[str, Any]) -> list[Row]:
+    load = d["load_average_1m"]
+    return [(
+        f"{_n(d['connections'])} callers from one address each telling the sandbox a budget "
+        "of 86,000 s",
+        f"{d['held']} held (the address's share), {d['refused_503']} refused at once; others "
+        f"get {d['other_api_status']} (API) and {d['other_admin_status']} (/_admin); every "
+        f"slot free {d['slots_freed_after_close_s']} s after the callers left (load average "
+        f"{load[0] if isinstance(load, list) else load})",
+        "others and /_admin keep answering",
+        "`python bench/sandbox_budget_flood.py`",
+    )]
+
+
 def tasks_concurrency(d: dict[str, Any]) -> list[Row]:
     parts = [f"concurrency {m['concurrency']}: {m['makespan_s']} s vs ideal {m['ideal_s']} s "
              f"(**{m['ratio_to_ideal']:.2f}×**)" for m in d["makespan"]]
@@ -1053,6 +1136,9 @@ TABLE: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "mcp_proxy": mcp_proxy,
     "fault_rate_roundtrip": fault_rate_roundtrip,
     "history_import": history_import,
+    "eval_round3": eval_round3,
+    "mcp_sessions": mcp_sessions,
+    "sandbox_budget_flood": sandbox_budget_flood,
 }
 
 
