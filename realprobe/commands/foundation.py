@@ -35,7 +35,7 @@ from realprobe.commands.common import (
 )
 from realprobe.commands.completion import complete_tool
 from realprobe.commands.tables import short_path
-from realprobe.errors import RealprobeError
+from realprobe.errors import BadArgument, RealprobeError
 from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
@@ -234,6 +234,9 @@ def sandbox_cmd(
             f"unexpected argument {str(more_cassettes[0])!r}: cassette paths follow "
             "--from-cassettes"
         )
+    if db is not None and upstream is None:  # a setting this door cannot honour: refused
+        raise BadArgument("db", "db holds the daily budget of calls to an upstream; without "
+                                "--upstream the sandbox calls no API, so there is none to count")
     settings = EvalSettings(profile=profile, seed=seed, fault_plan=fault_plan,
                             fault_rate=fault_rate)
     sb = make_sandbox(
