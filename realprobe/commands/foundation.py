@@ -150,6 +150,10 @@ def call_cmd(
         raise typer.Exit(1)
 
 
+DB_WITHOUT_UPSTREAM = ("db holds the daily budget of calls to an upstream; without --upstream "
+                       "the sandbox calls no API, so there is none to count")
+
+
 def sandbox_cmd(
     host: Annotated[
         str, typer.Option(help="Address to listen on (loopback by default).")
@@ -235,8 +239,7 @@ def sandbox_cmd(
             "--from-cassettes"
         )
     if db is not None and upstream is None:  # a setting this door cannot honour: refused
-        raise BadArgument("db", "db holds the daily budget of calls to an upstream; without "
-                                "--upstream the sandbox calls no API, so there is none to count")
+        raise BadArgument("db", DB_WITHOUT_UPSTREAM)
     settings = EvalSettings(profile=profile, seed=seed, fault_plan=fault_plan,
                             fault_rate=fault_rate)
     sb = make_sandbox(
