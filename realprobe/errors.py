@@ -199,7 +199,3 @@ class BadResponse(CallFailed):
 
 class DeadlineExceeded(RealprobeError):
     """A call's total deadline passed (reported as TIMEOUT)."""
-
-
-class InputError(RealprobeError):
-    """A value given by the user (an option, a file, a catalogue entry) is unusable."""

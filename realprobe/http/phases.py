@@ -220,11 +220,6 @@ def _name(rdns: Iterable[Any]) -> str | None:
     return None
 
 
-def expiry_days(expires_ts: float, now: float | None = None) -> float:
-    now = time.time() if now is None else now
-    return (expires_ts - now) / 86400.0
-
-
 # -- DNS as its own phase: network backends that resolve first ---------------------------
 
 

@@ -39,7 +39,6 @@ DELAY_HEADER = "X-Realprobe-Delay-Ms"
 #: above of exactly these answers, live or replayed, and of no other target's
 SANDBOX_EXT = "realprobe.sandbox"
 
-SANDBOX_FAULT_PREFIX = "/_fault/"
 #: what a realprobe sandbox's own answers say in `Server`
 SANDBOX_SERVER = "realprobe-sandbox"
 #: how long the background question "are you a sandbox?" (`GET /_health`) may take

@@ -99,7 +99,6 @@ class Series:
     excluded: int = 0
     buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
     latency_sum_s: float = 0.0
-    ok_count: int = 0
     minutes: dict[int, list[int]] = field(default_factory=dict)  # minute -> [n, n_ok]
     last_ts: float | None = None
     last_ok_ts: float | None = None
@@ -120,18 +119,6 @@ class TlsSeen:
     expires_ts: float
     issuer: str
     seen_ts: float
-
-
-@dataclass
-class _Row:
-    tool: str
-    api: str
-    kind: str
-    vantage: str
-    outcome: str
-    code: str
-    latency_ms: float
-    ts: float
 
 
 class Aggregator:
@@ -266,7 +253,6 @@ class Aggregator:
             s.calls[("ok", "") if ok else ("error", self._code(code))] += n
             self.rows_seen += n
             if ok:
-                s.ok_count += n
                 s.latency_sum_s += float(lat_sum or 0.0) / 1000.0
             s.last_ts = _max(s.last_ts, last)
             s.last_ok_ts = _max(s.last_ok_ts, last_ok)
@@ -373,7 +359,6 @@ class Aggregator:
         if sign > 0:
             s.calls[("ok" if ok else "error", code)] += 1
             if ok:
-                s.ok_count += 1
                 s.latency_sum_s += latency_s
                 s.buckets[_bucket(latency_s)] += 1
         else:  # taken back: counters stay monotonic, the call is counted as excluded
