@@ -30,10 +30,10 @@ from pathlib import Path
 
 import httpx
 
+from realprobe import PolitenessConfig, run_probes
 from realprobe.adapters.catalog import Catalog, default_catalog
 from realprobe.clients import TransportOptions, make_client
 from realprobe.http.client import ClientConfig
-from realprobe.probes import PolitenessConfig, run_probes
 from realprobe.probes.runner import plan_calls
 from realprobe.store import Store
 

@@ -85,9 +85,9 @@ def best(fn: Any, n: int = 3) -> tuple[float, Any]:
 
 
 def honest_time(rounds: int = 10_000) -> dict[str, Any]:
+    from realprobe import PolitenessConfig, run_probes
     from realprobe.adapters.catalog import Catalog
     from realprobe.clients import TransportOptions, make_client
-    from realprobe.probes import PolitenessConfig, run_probes
 
     catalog = Catalog.load([])
     tool = catalog.get("catfact_fact")

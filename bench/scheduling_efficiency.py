@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from probe_throughput import sandbox_process  # the sandbox in its own process
 
+from realprobe import PolitenessConfig, run_probes
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import Politeness
 from realprobe.clients import Mode, TransportOptions, make_client
-from realprobe.probes import PolitenessConfig, run_probes
 from realprobe.store import Store
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scheduling_efficiency.json"
