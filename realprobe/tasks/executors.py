@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,6 @@ from realprobe.tasks.runner import (
     Shared,
     check_cassettes,
     draw_key,
-    first_error,
     plan_runs,
     resume_key,
     run_one,
@@ -137,12 +136,12 @@ async def run_local(
     catalog: Catalog,
     *,
     concurrency: int,
-    on_done: Callable[[Finished], None],
     batch: str,
+    on_done: Callable[[Finished], None] | None = None,
     gates: HostGates | None = None,
-) -> None:
+) -> list[RunOutcome]:
     """Every job, `concurrency` at a time, sharing politeness (`gates`, or one set of
-    gates for these jobs) and LLM limits."""
+    gates for these jobs) and LLM limits; the outcomes in job order."""
     if concurrency < 1:
         raise RealprobeError(f"concurrency must be at least 1 (got {concurrency})")
     slots = asyncio.Semaphore(concurrency)
@@ -156,22 +155,37 @@ async def run_local(
             shared_by_mode[replay] = Shared.for_config(cfg, gates=gates)
         return shared_by_mode[replay]
 
-    async def one(job: Job) -> None:
+    async def one(job: Job) -> RunOutcome:
         async with slots:
             res = await run_one(
                 job.task, job.cfg, job.prompt, job.repeat, catalog, batch=batch,
                 n_runs=job.n_runs, shared=shared_for(job.cfg),
             )
-        on_done(Finished(res.row, res.steps, res))
+        if on_done is not None:
+            on_done(Finished(res.row, res.steps, res))
+        return res
 
     try:
         with first_error():
             async with asyncio.TaskGroup() as group:
-                for job in jobs:
-                    group.create_task(one(job))
+                running = [group.create_task(one(job)) for job in jobs]
     finally:
         for shared in shared_by_mode.values():
             await shared.aclose()
+    return [t.result() for t in running]
+
+
+@contextlib.contextmanager
+def first_error() -> Iterator[None]:
+    """Concurrent runs fail as one run would: the first error itself, not an
+    ExceptionGroup (a missing cassette is a one-line message, not a traceback)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup) and first.exceptions:
+            first = first.exceptions[0]
+        raise first from None
 
 
 # -- Ray ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,9 +110,7 @@ class Shared:
     @classmethod
     def for_config(cls, cfg: RunConfig, gates: HostGates | None = None) -> Shared:
         clock: Clock = VirtualClock(0.0) if cfg.mode is Mode.REPLAY else RealClock()
-        if gates is None:
-            return cls(limiters=LimiterRegistry(clock))
-        return cls(gates=gates, limiters=LimiterRegistry(clock))
+        return cls(gates=gates or HostGates(RealClock()), limiters=LimiterRegistry(clock))
 
 
 @dataclass
@@ -234,13 +232,10 @@ class LlmPassthrough(httpx.AsyncBaseTransport):
 
 
 def with_overrides(task: Task, cfg: RunConfig) -> Task:
-    upd: dict[str, Any] = {}
-    if cfg.max_turns is not None:
-        upd["max_turns"] = cfg.max_turns
-    if cfg.timeout_s is not None:
-        upd["timeout_s"] = cfg.timeout_s
-    if cfg.call_timeout_s is not None:
-        upd["call_timeout_s"] = cfg.call_timeout_s
+    """The task with the limits the config sets in place of its own."""
+    given = {"max_turns": cfg.max_turns, "timeout_s": cfg.timeout_s,
+             "call_timeout_s": cfg.call_timeout_s}
+    upd = {k: v for k, v in given.items() if v is not None}
     if not upd:
         return task
     return task.model_copy(update={"constraints": task.constraints.model_copy(update=upd)})
@@ -566,22 +561,6 @@ def infrastructure_failure(res: RunOutcome) -> str | None:
     return None
 
 
-def batch_infrastructure_failure(results: list[RunOutcome]) -> str | None:
-    """The cause, once, when every run of a batch failed on infrastructure; else None."""
-    if not results:
-        return None
-    causes = [infrastructure_failure(r) for r in results]
-    if any(c is None for c in causes):
-        return None
-    counts: dict[str, int] = {}
-    for c in causes:
-        assert c is not None
-        counts[c] = counts.get(c, 0) + 1
-    top = max(counts, key=lambda c: counts[c])
-    more = f" (and {len(counts) - 1} other causes)" if len(counts) > 1 else ""
-    return f"all {len(results)} runs failed on infrastructure, not on the agent: {top}{more}"
-
-
 def plan_runs(tasks: Sequence[Task], cfg: RunConfig) -> list[tuple[Task, str, int]]:
     """Every (task, prompt, repeat) of `cfg`, one per resume key: the reference agent behaves
     the same under baseline, cot and optimal, so those prompts are one run (the first named),
@@ -615,73 +594,23 @@ def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
 
-async def run_batch(
-    tasks: list[Task],
-    cfg: RunConfig,
-    catalog: Catalog,
-    *,
-    on_done: Callable[[RunOutcome], None] | None = None,
-    batch: str | None = None,
-    skip: Collection[str] = (),
-    shared: Shared | None = None,
-) -> list[RunOutcome]:
-    """Every (task, prompt, repeat) whose resume key is not in `skip`, `cfg.concurrency` at a
-    time on this event loop. Runs share only politeness and the LLM's limits; each has its
-    own seed, clock and transport, so the results do not depend on the concurrency. The
-    outcomes come back in plan order; `on_done` sees each as it finishes."""
+async def run_batch(tasks: list[Task], cfg: RunConfig, catalog: Catalog) -> list[RunOutcome]:
+    """Every (task, prompt, repeat) of `cfg`, `cfg.concurrency` at a time on this event loop
+    (the local executor). Runs share only politeness and the LLM's limits; each has its own
+    seed, clock and transport, so the results do not depend on the concurrency. The
+    outcomes come back in plan order."""
+    from realprobe.tasks.executors import jobs_for, run_local  # it builds on this module
+
     if cfg.repeat < 1:
         raise RealprobeError("repeat must be at least 1", param="repeat")
-    if cfg.concurrency < 1:
-        raise RealprobeError(f"concurrency must be at least 1 (got {cfg.concurrency})")
-    planned = plan_runs(tasks, cfg)
-    runs = [
-        (t, p, r) for t, p, r in planned
-        if resume_key(t.instance_id, cfg, p, r) not in skip
-    ]
-    batch = batch or uuid.uuid4().hex[:12]
     check_cassettes(tasks, cfg)
-    own = shared is None
-    shared = shared or Shared.for_config(cfg)
-    slots = asyncio.Semaphore(cfg.concurrency)
-    results: list[RunOutcome | None] = [None] * len(runs)
-
-    async def one(i: int, t: Task, p: str, r: int) -> None:
-        async with slots:
-            res = await run_one(
-                t, cfg, p, r, catalog, batch=batch, n_runs=len(planned), shared=shared
-            )
-        results[i] = res
-        if on_done is not None:
-            on_done(res)
-
-    try:
-        with first_error():
-            async with asyncio.TaskGroup() as group:
-                for i, (t, p, r) in enumerate(runs):
-                    group.create_task(one(i, t, p, r))
-    finally:
-        if own:
-            await shared.aclose()
-    return [r for r in results if r is not None]
-
-
-@contextlib.contextmanager
-def first_error() -> Iterator[None]:
-    """Concurrent runs fail as one run would: the first error itself, not an
-    ExceptionGroup (a missing cassette is a one-line message, not a traceback)."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        first: BaseException = group
-        while isinstance(first, BaseExceptionGroup) and first.exceptions:
-            first = first.exceptions[0]
-        raise first from None
+    return await run_local(jobs_for(tasks, cfg), catalog, concurrency=cfg.concurrency,
+                           batch=uuid.uuid4().hex[:12])
 
 
 __all__ = [
     "RunConfig",
     "RunOutcome",
-    "batch_infrastructure_failure",
     "check_cassettes",
     "infrastructure_failure",
     "plan_runs",
