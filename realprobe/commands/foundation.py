@@ -417,9 +417,9 @@ def call_all_cmd(
         print_json([r.model_dump(mode="json") for r in results])
     else:
         _print_call_all(cat, results, where)
-    from realprobe.probes.runner import is_connect_failure
+    from realprobe.probes.runner import reached_server
 
-    if results and all(is_connect_failure(r) for r in results):
+    if results and all(reached_server(r) is False for r in results):
         first = results[0].error
         cause = first.message if first is not None else "no answer"
         from realprobe.errors import Unavailable

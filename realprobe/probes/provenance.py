@@ -56,10 +56,6 @@ class Provenance(BaseModel):
     #: rows of other kinds in the same window, not summarised
     other_kinds: dict[str, int] = Field(default_factory=dict)
 
-    @property
-    def live_only(self) -> bool:
-        return self.target_kinds == ["live"]
-
     def kinds_text(self) -> str:
         return "+".join(self.target_kinds) or "none"
 

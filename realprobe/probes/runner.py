@@ -173,30 +173,18 @@ def plan_calls(tools: Sequence[Tool], rounds: int) -> list[ProbeCall]:
     ]
 
 
-def is_connect_failure(result: ToolResult) -> bool:
-    """The call never reached a server: refused, unroutable, DNS, connect timeout."""
-    if result.ok or result.http_status is not None or result.error is None:
-        return False
-    return result.error.reached is False
-
-
 def reached_server(result: ToolResult) -> bool | None:
-    """True: a server answered or accepted the connection; False: failed while connecting;
-    None: cannot tell (the deadline fired with nothing received and the transport did not
-    say how far the call got - a hanging server, or a DNS lookup or connect that never
-    finished). Read from the failure's typed `reached` field, never from its message."""
-    if result.ok or result.http_status is not None:
+    """True: a server answered or accepted the connection; False: failed while connecting
+    (refused, unroutable, DNS, connect timeout); None: cannot tell (the deadline fired with
+    nothing received and the transport did not say how far the call got - a hanging server,
+    or a DNS lookup or connect that never finished). Read from the failure's typed `reached`
+    field, never from its message."""
+    err = result.error
+    if result.ok or result.http_status is not None or err is None:
         return True
-    if result.error is not None and result.error.reached is not None:
-        return result.error.reached
-    if (
-        result.error is not None
-        and result.error.code is ErrorCode.TIMEOUT
-        and result.http_status is None
-        and result.bytes == 0
-    ):
-        return None
-    return True
+    if err.reached is not None:
+        return err.reached
+    return None if err.code is ErrorCode.TIMEOUT and result.bytes == 0 else True
 
 
 def resolve_tools(catalog: Catalog, tools: Sequence[Tool] | str | None) -> list[Tool]:
