@@ -133,17 +133,13 @@ class Toolbox:
 UserAgent = Callable[[str, Toolbox], Awaitable[Any]]
 
 
+@dataclass
 class CallableAgent:
     """A user's async callable behind the agent interface the runner drives."""
 
-    def __init__(self, fn: UserAgent, name: str, model: str) -> None:
-        self.fn = fn
-        self.name = name
-        self._model = model
-
-    @property
-    def model(self) -> str:
-        return self._model
+    fn: UserAgent
+    name: str
+    model: str
 
     async def run(self, ctx: AgentContext) -> None:
         """The agent on a loop and thread of its own (`runner.in_own_thread`), under the
@@ -224,16 +220,12 @@ def evaluate(
 # -- sessions driven from outside --------------------------------------------------------
 
 
+@dataclass
 class _Outside:
     """The agent of a session: its calls come from outside, so it does nothing itself."""
 
-    def __init__(self, name: str, model: str) -> None:
-        self.name = name
-        self._model = model
-
-    @property
-    def model(self) -> str:
-        return self._model
+    name: str
+    model: str
 
     async def run(self, ctx: AgentContext) -> None:
         return None

@@ -88,16 +88,23 @@ class LlmLoop(ABC):
             await http.aclose()
 
     async def loop(self, ctx: AgentContext, client: openai.AsyncOpenAI) -> None:
+        await self.attempt(ctx, client, self.opening(ctx))
+
+    def opening(self, ctx: AgentContext, memory: str = "") -> list[dict[str, Any]]:
+        """The conversation's first messages (`memory`: what the user message carries on)."""
         p = self.prompt(ctx)
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": p.system},
-            {"role": "user", "content": p.user},
-        ]
-        for turn in range(1, ctx.task.constraints.max_turns + 1):
-            ctx.state.turns = turn
+        user = p.user + ("\n\n" + memory if memory else "")
+        return [{"role": "system", "content": p.system}, {"role": "user", "content": user}]
+
+    async def attempt(
+        self, ctx: AgentContext, client: openai.AsyncOpenAI, messages: list[dict[str, Any]]
+    ) -> None:
+        """Turns until the model is done, at most the task's turn limit (the run's turns
+        count on across attempts)."""
+        for _ in range(ctx.task.constraints.max_turns):
+            ctx.state.turns += 1
             ctx.box.check_deadline()
-            done = await self.turn(ctx, client, messages, turn)
-            if done:
+            if await self.turn(ctx, client, messages, ctx.state.turns):
                 return
         raise Terminated("turn_limit")
 

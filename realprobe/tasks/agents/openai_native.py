@@ -155,23 +155,10 @@ class OpenAIReflexionAgent(OpenAIToolAgent):
         from realprobe.tasks.scoring import score_run  # the evaluator: the run's own scoring
 
         reflections: list[str] = []
-        turns = 0
         for attempt in range(1, self.attempts + 1):
-            p = self.prompt(ctx)
-            user = p.user if not reflections else p.user + "\n\n" + _memory(reflections)
-            messages: list[dict[str, Any]] = [
-                {"role": "system", "content": p.system},
-                {"role": "user", "content": user},
-            ]
+            messages = self.opening(ctx, _memory(reflections) if reflections else "")
             try:
-                for _ in range(ctx.task.constraints.max_turns):
-                    turns += 1
-                    ctx.state.turns = turns
-                    ctx.box.check_deadline()
-                    if await self.turn(ctx, client, messages, turns):
-                        break
-                else:
-                    raise Terminated("turn_limit")
+                await self.attempt(ctx, client, messages)
             except Terminated as exc:
                 if exc.reason == "deadline":
                     raise
