@@ -21,7 +21,7 @@ from realprobe.commands.common import (
     doc,
     err_console,
     one_shot,
-    print_json,
+    printed_json,
 )
 
 if TYPE_CHECKING:
@@ -120,21 +120,20 @@ def stats_cmd(
 
     rep = api.stats(db, since=since, until=until, tools=tools, period=period, kinds=kinds,
                     vantage=vantage, by=cast("Literal['tool', 'vantage']", by))
-    if not isinstance(rep, StatsReport | VantageStats):  # imported histories, in time
-        from realprobe.commands.history import print_imported_stats
-
-        print_json(rep.model_dump(mode="json")) if as_json else print_imported_stats(rep)
+    if isinstance(rep, StatsReport):
+        _banner(rep.provenance)
+    if printed_json(as_json, rep):
         return
     if isinstance(rep, VantageStats):
-        print_json(rep.model_dump(mode="json")) if as_json else print_by_vantage(rep, threshold)
-        return
-    _banner(rep.provenance)
-    if as_json:
-        print_json(rep.model_dump(mode="json"))
-        return
-    print_stats(rep, explain=explain, threshold=threshold)
-    if rep.phases:
-        print_phases(rep.phases, explain=explain)
+        print_by_vantage(rep, threshold)
+    elif not isinstance(rep, StatsReport):  # imported histories, in time
+        from realprobe.commands.history import print_imported_stats
+
+        print_imported_stats(rep)
+    else:
+        print_stats(rep, explain=explain, threshold=threshold)
+        if rep.phases:
+            print_phases(rep.phases, explain=explain)
 
 
 def print_phases(phases: dict[str, dict[str, Any]], *, explain: bool = False) -> None:
@@ -444,9 +443,7 @@ def drift_cmd(
         kinds=kinds, vantage=vantage,
     )
     _banner(rep.provenance["current"])
-    if as_json:
-        print_json(rep.model_dump(mode="json"))
-    else:
+    if not printed_json(as_json, rep):
         print_drift(rep)
     if fail_on_worse and any(t.verdict == "worse" for t in rep.tools):
         raise typer.Exit(1)

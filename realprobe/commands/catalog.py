@@ -15,7 +15,7 @@ from realprobe.commands.common import (
     console,
     err_console,
     plain_line,
-    print_json,
+    printed_json,
 )
 from realprobe.commands.help import QuickHelpGroup
 
@@ -106,9 +106,9 @@ def import_openapi_cmd(
         for r in exc.reports:
             _print_notes(r)
         raise
-    if as_json:
-        print_json({"output": str(output), "reports": [r.as_json() for r in result.reports],
-                    "clashes": result.clashes})  # fmt: skip
+    if printed_json(as_json, {"output": str(output),
+                              "reports": [r.as_json() for r in result.reports],
+                              "clashes": result.clashes}):
         return
     for r in result.reports:
         _print_notes(r)
@@ -180,8 +180,7 @@ def record_fixtures_cmd(
         on_plan=None if lines is None else lines.plan,
     )
     results, target = done.outcomes, done.output
-    if as_json:
-        print_json(done.as_json())
+    if printed_json(as_json, done):
         return
     stored = sum(r.stored for r in results)
     console.print(f"{stored}/{len(results)} tools got a recorded body; wrote {target}")
@@ -217,17 +216,15 @@ def public_apis_cmd(
 
     found = public_apis(file, no_auth=no_auth, https=https, cors=cors, category=category,
                         uncovered=uncovered, catalog=catalog or ())
-    if as_json:
-        print_json({
-            "source": found.source,
-            "summary": found.summary,
-            "candidates": [
-                {**c.model_dump(), "status": c.status, "next_step": c.next_step}
-                for c in found.candidates
-            ],
-        })  # fmt: skip
-        return
-    _print_candidates(found)
+    if not printed_json(as_json, {
+        "source": found.source,
+        "summary": found.summary,
+        "candidates": [
+            {**c.model_dump(), "status": c.status, "next_step": c.next_step}
+            for c in found.candidates
+        ],
+    }):
+        _print_candidates(found)
 
 
 def _print_candidates(found: CandidateList) -> None:

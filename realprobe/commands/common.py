@@ -262,6 +262,17 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(scrub_strings(obj), indent=2, default=str) + "\n")
 
 
+def printed_json(as_json: bool, obj: Any) -> bool:
+    """The `--json` tail of every command: with `as_json`, `obj` printed as JSON (its own
+    `as_json()` view, a pydantic model's JSON dump, or plain data) and True, so the command
+    skips its human output."""
+    if as_json and hasattr(obj, "as_json"):
+        print_json(obj.as_json())
+    elif as_json:
+        print_json(obj.model_dump(mode="json") if hasattr(obj, "model_dump") else obj)
+    return as_json
+
+
 def print_json_large(obj: Any) -> None:
     """`print_json` for big listings (hundreds of tool definitions): the same indented JSON,
     encoded in Rust instead of by the standard library's pure-Python indenting encoder."""

@@ -29,6 +29,7 @@ from realprobe.commands.common import (
     parse_kv,
     print_json,
     print_json_large,
+    printed_json,
     server_guards,
     transport_options,
     wrapped_prose,
@@ -413,9 +414,7 @@ def call_all_cmd(
     opts = transport_options(mode, sandbox, profile, cassette, seed)
     results = call_all(target=opts, timeout=timeout, catalog=cat)
     where = opts.target.describe()
-    if as_json:
-        print_json([r.model_dump(mode="json") for r in results])
-    else:
+    if not printed_json(as_json, [r.model_dump(mode="json") for r in results]):
         _print_call_all(cat, results, where)
     from realprobe.probes.runner import reached_server
 

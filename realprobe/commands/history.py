@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from realprobe.commands.common import JsonOpt, console, err_console, print_json
+from realprobe.commands.common import JsonOpt, console, err_console, printed_json
 
 if TYPE_CHECKING:
     from realprobe.history import HistoryImport
@@ -50,10 +50,8 @@ def import_cmd(
     # (not named `source`: that name is a profile file's everywhere else on the command line)
     rep = api_history.import_history(history_source, db, dry_run=dry_run, since=since,
                                      until=until)
-    if as_json:
-        print_json(rep.model_dump(mode="json"))
-        return
-    print_import(rep)
+    if not printed_json(as_json, rep):
+        print_import(rep)
 
 
 @history_app.command("calibrate")

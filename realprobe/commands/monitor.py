@@ -19,7 +19,7 @@ from realprobe.commands.common import (
     as_flags,
     console,
     err_console,
-    print_json,
+    printed_json,
 )
 from realprobe.commands.help import QuickHelpGroup
 
@@ -124,9 +124,7 @@ def alert_check_cmd(
     from realprobe.api_monitor import check_alerts
 
     result = check_alerts(rules, db, dry_run=dry_run)
-    if as_json:
-        print_json(result.model_dump(mode="json"))
-    else:
+    if not printed_json(as_json, result):
         for f in result.findings:
             console.print(f"[red]firing[/red]  {f.rule}: {f.message}")
         for e in result.events:
@@ -166,7 +164,5 @@ def merge_cmd(
             err_console.print(f"{s.path}: refused {n:,} runs ({reason})", highlight=False)
 
     report = merge_databases(sources, output, on_source=progress)
-    if as_json:
-        print_json(report.model_dump(mode="json"))
-    else:
+    if not printed_json(as_json, report):
         console.print(f"{report.output}: {report.rows_total:,} rows")

@@ -27,7 +27,7 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
-    print_json,
+    printed_json,
     transport_options,
 )
 from realprobe.errors import RealprobeError
@@ -416,9 +416,7 @@ def probe_cmd(
                 on_start=None if live is None else live.started, stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
-    if as_json:
-        print_json(summary.model_dump(mode="json"))
-    else:
+    if not printed_json(as_json, summary):
         print_summary(summary, path)
     if summary.status == RUN_LOCAL_NETWORK_FAILURE:
         raise _nothing_reached(target, f" in run {summary.run_id}")
@@ -448,9 +446,7 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
             summary = probe_mcp(calls, mcp_server=server, mcp_url=url, rounds=rounds, db=path,
                                 timeout=timeout, vantage=vantage, mcp_interval=interval,
                                 on_call=live)
-    if as_json:
-        print_json(summary.model_dump(mode="json"))
-    else:
+    if not printed_json(as_json, summary):
         print_summary(summary, path)
 
 
@@ -565,9 +561,7 @@ def schedule_cmd(
                 stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
                 on_start=None if live is None else live.started,
             )
-    if as_json:
-        print_json(result.model_dump(mode="json"))
-    else:
+    if not printed_json(as_json, result):
         console.print(
             f"schedule {result.schedule_id}: {result.runs} rounds "
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "

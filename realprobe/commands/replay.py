@@ -15,7 +15,7 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
-    print_json,
+    printed_json,
 )
 from realprobe.commands.help import QuickHelpGroup
 from realprobe.errors import RealprobeError
@@ -78,8 +78,7 @@ def inspect_cmd(
 
     listing = inspect_cassette(file, catalog)
     cassette, rows = listing.cassette, listing.rows
-    if as_json:
-        print_json(listing.as_json())
+    if printed_json(as_json, listing):
         return
     failures, vcr = listing.failures, listing.vcrpy_readable
     meta = cassette.meta
@@ -126,9 +125,7 @@ def verify_cmd(
 
     result = verify_cassette(file, strict=strict, catalog=catalog)
     findings, bad, counts = result.findings, result.bad, result.counts
-    if as_json:
-        print_json(result.as_json())
-    else:
+    if not printed_json(as_json, result):
         table = fit_table(
             [Column("#", "num"), Column("tool", "name"), Column("status", "name"),
              Column("detail")],
@@ -186,8 +183,7 @@ def scrub_cmd(
         catalog=catalog, dry_run=dry_run,
     )
     target = report.file
-    if as_json:
-        print_json(report.as_json())
+    if printed_json(as_json, report):
         return
     for change in report.calls or ():
         console.print(f"#{change['seq']} {change['request']}: {', '.join(change['where'])}",
@@ -206,8 +202,7 @@ def recover_cmd(cassette: FileArg, as_json: JsonOpt = False) -> None:
     from realprobe.cassettes.importers import recover_cassette
 
     recovered = recover_cassette(cassette)
-    if as_json:
-        print_json({"file": str(cassette), "interactions": len(recovered.calls)})
+    if printed_json(as_json, {"file": str(cassette), "interactions": len(recovered.calls)}):
         return
     console.print(f"recovered {len(recovered.calls)} calls into {cassette}")
 
@@ -254,8 +249,7 @@ def import_cmd(
 
     done = import_cassette(file, output, substitute=_parse_subs(substitute), scrub=scrub)
     unresolved = done.unresolved_urls
-    if as_json:
-        print_json(done.as_json())
+    if printed_json(as_json, done):
         return
     console.print(
         f"imported {done.interactions} interactions ({done.source}) from {file} into {done.file}"
@@ -286,8 +280,7 @@ def export_cmd(
     from realprobe.api_cassettes import export_cassette
 
     done = export_cassette(file, output, format=format)
-    if as_json:
-        print_json(done.as_json())
+    if printed_json(as_json, done):
         return
     noun = "messages" if done.format.startswith("mcp-") else "interactions"
     console.print(f"{done.items} {noun} -> {done.file} ({done.format})")
@@ -334,8 +327,7 @@ def record_round_cmd(
     with console.status(f"calling {len(cat)} tools through the sandbox (profile {profile})"):
         results = record_round(output, profile=profile, seed=seed, timeout=timeout,
                                sandbox=sandbox, catalog=cat)
-    if as_json:
-        print_json([r.model_dump(mode="json") for r in results])
+    if printed_json(as_json, [r.model_dump(mode="json") for r in results]):
         return
     console.print(f"recorded {len(results)} calls into {output} (sandbox, profile {profile}, "
                   f"seed {seed})")
@@ -370,8 +362,7 @@ def replay_round_cmd(
             file, replay_latency=replay_latency, on_exhausted=on_exhausted, catalog=cat,
             on_call=one_more,
         )
-    if as_json:
-        print_json([r.model_dump(mode="json") for r in results])
+    if printed_json(as_json, [r.model_dump(mode="json") for r in results]):
         return
     console.print(f"replayed {len(results)} calls from {file or 'the shipped round'} "
                   f"({_describe(cassette)})")

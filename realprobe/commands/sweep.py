@@ -14,7 +14,7 @@ from realprobe.commands.common import (
     JsonOpt,
     console,
     err_console,
-    print_json,
+    printed_json,
 )
 from realprobe.errors import Unavailable
 
@@ -85,9 +85,7 @@ def sweep_cmd(
             fault_plans=fault_plan, fault_rates=fault_rate,
         )
     summary = result.summary
-    if as_json:
-        print_json({"summary": summary.model_dump(), "models": result.models})
-    else:
+    if not printed_json(as_json, {"summary": summary.model_dump(), "models": result.models}):
         console.print(
             f"sweep {summary.batch}: {summary.ran} runs ({summary.skipped} skipped as "
             f"complete, {summary.infra_errors} infrastructure errors) -> {summary.db}"

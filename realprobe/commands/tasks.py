@@ -25,7 +25,7 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
-    print_json,
+    printed_json,
     wrapped_prose,
 )
 from realprobe.commands.completion import complete_task
@@ -95,9 +95,8 @@ def _run_mcp(a: dict[str, Any]) -> None:
             profile=a["profile"], fault_plan=a["fault_plan"], fault_rate=a["fault_rate"],
             seed=a["seed"], repeat=a["repeat"], db=path, name="workflow",
             timeout=timeout or 10.0)
-    if a["as_json"]:
-        print_json([{"task": r.task, "repeat": r.repeat, "success": r.success,
-                     "reasons": r.reasons, "calls": len(r.calls)} for r in runs])
+    if printed_json(a["as_json"], [{"task": r.task, "repeat": r.repeat, "success": r.success,
+                                    "reasons": r.reasons, "calls": len(r.calls)} for r in runs]):
         return
     for r in runs:
         mark = "[green]full[/green]" if r.success else "[red]failure[/red]"
@@ -238,9 +237,7 @@ def run_cmd(
             f"resume: {result.skipped} of {result.skipped + len(result.runs)} runs already "
             f"stored complete in {path}"
         )
-    if as_json:
-        print_json(result.as_json())
-    else:
+    if not printed_json(as_json, result):
         _print_runs(result.runs)
         _print_summary(result.summary, path)
     if result.infrastructure_failure:
@@ -280,22 +277,19 @@ def _run_with_progress(
 def _list_tasks(tasks: dict[str, Task], as_json: bool) -> None:
     from realprobe.commands.tables import Column, fit_table
 
-    if as_json:
-        print_json(
-            [
-                {
-                    "instance_id": t.instance_id,
-                    "task_type": t.task_type,
-                    "complexity": t.complexity,
-                    "topology": t.topology,  # C1 chain .. C4 many-to-many with alternatives
-                    "has_alternative": t.has_alternative,
-                    "description": t.description,
-                    "required_tools": t.required_tools,
-                    "inputs": t.inputs,
-                }
-                for t in tasks.values()
-            ]
-        )
+    if printed_json(as_json, [
+        {
+            "instance_id": t.instance_id,
+            "task_type": t.task_type,
+            "complexity": t.complexity,
+            "topology": t.topology,  # C1 chain .. C4 many-to-many with alternatives
+            "has_alternative": t.has_alternative,
+            "description": t.description,
+            "required_tools": t.required_tools,
+            "inputs": t.inputs,
+        }
+        for t in tasks.values()
+    ]):
         return
     table = fit_table(
         [Column("task", "name"), Column("type", "name", drop=2),
@@ -499,8 +493,7 @@ def results_cmd(
             target=target, target_kind=target_kind, fault_plan=fault_plan, prices=prices,
             surface=surface,
         )
-    if as_json:
-        print_json(s)
+    if printed_json(as_json, s):
         return
     with wrapped_prose():  # read, not parsed: no line wider than the terminal, even in a pipe
         print_results(s)
