@@ -918,7 +918,6 @@ def serve_mcp(
     import asyncio
 
     from realprobe.mcp.serve import run_until_signal, serve_http, serve_stdio
-    from realprobe.mcp.service import describe_target
 
     session_idle_timeout = renamed_keyword(
         service, "session_idle_s", "session_idle_timeout", session_idle_timeout
@@ -927,7 +926,7 @@ def serve_mcp(
     if transport not in ("stdio", "http"):
         raise BadArgument("transport", f"transport {transport!r}: choose stdio or http")
     server = mcp_service(**service)
-    what = f"{len(server.tools)} tools, target {describe_target(server.transport_options)}"
+    what = f"{len(server.tools)} tools, target {server.transport_options.target.describe()}"
     if server.options.task is not None:
         what += f", calls scored as runs of task {server.options.task}"
 

@@ -519,10 +519,11 @@ async def send_simple(
 class ServerThread:
     """Run an H11Server on its own event loop in a background thread (tests, embedding)."""
 
-    def __init__(self, server: H11Server, name: str = "realprobe-server") -> None:
+    def __init__(self, server: H11Server, name: str | None = None) -> None:
         self.server = server
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=name or f"realprobe-{server.server_name}", daemon=True)
         self._ready = threading.Event()
         self._error: BaseException | None = None
 

@@ -138,8 +138,8 @@ async def probe_server(
 ) -> Any:
     """Probe every tool (and request method) of `calls` `rounds` times; one row per call in
     `db`."""
-    from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
-    from realprobe.store import RUN_DONE, RUN_FAILED, Store, probe_row
+    from realprobe.mcp.rows import new_run_id
+    from realprobe.store import RUN_DONE, RUN_FAILED, Store, default_vantage, iso_utc, probe_row
     from realprobe.target import Target
     from realprobe.version import __version__
 
@@ -200,8 +200,8 @@ async def probe_server(
 
 def _summary(run_id: str, status: str, api: str, vantage: str, rounds: int, start: float,
              end: float, results: dict[str, list[ToolResult]]) -> Any:
-    from realprobe.mcp.rows import iso_utc
     from realprobe.probes.runner import RunSummary, ToolSummary
+    from realprobe.store import iso_utc
 
     every = [r for rs in results.values() for r in rs]
     ok = sum(r.ok for r in every)

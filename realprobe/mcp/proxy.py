@@ -243,8 +243,8 @@ class Rows:
     """Probe rows of the proxied calls (source mcp) in one run of the store."""
 
     def __init__(self, db: Path, target: Target, vantage: str | None, timeout_s: float) -> None:
-        from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id
-        from realprobe.store import Store
+        from realprobe.mcp.rows import new_run_id
+        from realprobe.store import Store, default_vantage, iso_utc
         from realprobe.version import __version__
 
         self.store = Store(db)
@@ -283,7 +283,7 @@ class Rows:
         self.ok += int(result.ok)
 
     def close(self, status: str) -> None:
-        from realprobe.mcp.rows import iso_utc
+        from realprobe.store import iso_utc
 
         wall = time.time()
         try:

@@ -45,7 +45,8 @@ from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.mcp.definitions import mcp_tool
 from realprobe.mcp.rendering import ToolListCache, render_result
-from realprobe.mcp.rows import default_vantage, iso_utc, new_run_id, probe_row, reached_the_api
+from realprobe.mcp.rows import new_run_id, reached_the_api
+from realprobe.store import default_vantage, iso_utc, probe_row
 from realprobe.target import Target
 from realprobe.tasks.settings import EvalSettings
 from realprobe.version import __version__
@@ -68,11 +69,6 @@ class ServiceOptions:
     #: the task runs' settings (default: the transport's, baseline prompt)
     settings: EvalSettings | None = None
     model: str = "-"  # how results label the connected agent's runs
-
-
-def describe_target(opts: TransportOptions) -> str:
-    """What answers the calls, for people: live, a sandbox URL, a cassette, a profile."""
-    return opts.target.describe()
 
 
 def run_labels(opts: TransportOptions) -> tuple[str, str]:
@@ -252,9 +248,9 @@ class McpService:
             return
         self._per_tool[tool.name] = n = self._per_tool.get(tool.name, 0) + 1
         row = probe_row(
-            result, tool, run_id=self.run_id, started_wall=started_wall, round_no=n - 1,
-            timeout_s=self.deadline_s, vantage=self.vantage, args=args,
-            target=self.target, virtual_s=virtual_s,
+            result, run_id=self.run_id, tool=tool.name, api=tool.api_id, round_no=n - 1,
+            started_wall=started_wall, timeout_s=self.deadline_s, vantage=self.vantage,
+            args=args, source="mcp", target=self.target, virtual_s=virtual_s,
         )
         try:
             self._store.insert_probe(row)
@@ -315,10 +311,6 @@ class McpService:
 
     def _leaves_the_machine(self) -> bool:
         return self.target.reaches_network
-
-    async def call_result(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
-        """One call as a ToolResult (what `tools/call` renders)."""
-        return (await self._serve(tool, args))[0]
 
     async def _serve(self, tool: Tool, args: dict[str, Any]) -> tuple[ToolResult, bool]:
         """(result, whether the call reached the API at all)."""

@@ -23,8 +23,7 @@ else a fresh one; it is echoed in the response's `X-Request-Id` and kept in the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import h11
@@ -46,14 +45,13 @@ from realprobe.serving import (
     Limits,
     Request,
     ServerThread,
+    running,
 )
 from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.routes import RouteTable
 
-HANG_LIMIT_S = wire.HANG_LIMIT_S
-DRIP_INTERVAL_S = wire.DRIP_INTERVAL_S
 __all__ = ["FAULT_PREFIX", "Sandbox", "SandboxStats", "SandboxThread", "running"]
 
 
@@ -145,18 +143,5 @@ class Sandbox(H11Server):
         )
 
 
-class SandboxThread(ServerThread):
-    """Run a Sandbox on its own event loop in a background thread (tests, demo, benchmarks)."""
-
-    def __init__(self, sandbox: Sandbox) -> None:
-        super().__init__(sandbox, name="realprobe-sandbox")
-        self.sandbox = sandbox
-
-
-@contextlib.contextmanager
-def running(sandbox: Sandbox) -> Iterator[str]:
-    thread = SandboxThread(sandbox)
-    try:
-        yield thread.start()
-    finally:
-        thread.stop()
+#: a Sandbox on its own event loop in a background thread (tests, demo, benchmarks)
+SandboxThread = ServerThread
