@@ -273,7 +273,7 @@ class ToolBox:
     ) -> StepRecord:
         """A call that never reached a tool: unknown name or unparseable arguments."""
         role, step_id = self.infer_role(tool)
-        rec = _rejected(self.state.next_idx, turn, tool, kind, role, args, msg, step_id)
+        rec = _rejected(_Call(self.state.next_idx, turn, tool, role, args, step_id), kind, msg)
         self._after(rec)
         return rec
 
@@ -299,21 +299,25 @@ class ToolBox:
         step_id: str | None = None,
     ) -> StepRecord:
         self.check_deadline()
-        idx = self.state.next_idx
         if role is None:
             role, step_id = self.infer_role(name)
+        at = _Call(self.state.next_idx, turn, name, role, args, step_id)
         if name in OUTPUT_TOOLS:
-            rec = self._output(name, args, idx, turn, role, step_id)
+            rec = self._output(at)
         elif name in self.catalog:
-            tool = self.catalog.get(name)
             ledger = fault_ledger(self.client)
             seen = len(ledger) if ledger is not None else 0
-            result = await self._polite_call(tool, args)
-            rec = self._from_result(result, args, idx, turn, role, step_id)
+            result = await self._polite_call(self.catalog.get(name), args)
+            err = result.error
+            rec = StepRecord(
+                **at.fields(), kind="api", ok=result.ok,
+                error_code=err.code.value if err else None, message=err.message if err else "",
+                http_status=result.http_status, retry_after_s=err.retry_after_s if err else None,
+                latency_ms=result.latency_ms, data=result.data,
+            )
             await self._label(rec, result, ledger[seen:] if ledger is not None else None)
         else:
-            message = f"unknown tool {name!r}.{self.suggest(name)}"
-            rec = _rejected(idx, turn, name, "unknown", role, args, message, step_id)
+            rec = _rejected(at, "unknown", f"unknown tool {name!r}.{self.suggest(name)}")
         self._after(rec)
         return rec
 
@@ -359,55 +363,15 @@ class ToolBox:
         except HeldBack as held:
             return held_back_result(tool.name, held)
 
-    def _output(
-        self, name: str, args: dict[str, Any], idx: int, turn: int, role: str, step_id: str | None
-    ) -> StepRecord:
-        tool = OUTPUT_TOOLS[name]
+    def _output(self, at: _Call) -> StepRecord:
         try:
-            text = tool.artifact(args)
+            text = OUTPUT_TOOLS[at.tool].artifact(at.args)
         except ValidationError as exc:
-            message = format_validation_error(exc)
-            return _rejected(idx, turn, name, "output", role, args, message, step_id)
+            return _rejected(at, "output", format_validation_error(exc))
         self.state.artifact = text
-        self.state.artifact_tool = name
-        return StepRecord(
-            idx=idx,
-            turn=turn,
-            tool=name,
-            kind="output",
-            role=role,
-            args=args,
-            ok=True,
-            data={"stored": True, "chars": len(text)},
-            step_id=step_id,
-        )
-
-    def _from_result(
-        self,
-        r: ToolResult,
-        args: dict[str, Any],
-        idx: int,
-        turn: int,
-        role: str,
-        step_id: str | None,
-    ) -> StepRecord:
-        err = r.error
-        return StepRecord(
-            idx=idx,
-            turn=turn,
-            tool=r.tool,
-            kind="api",
-            role=role,
-            args=args,
-            ok=r.ok,
-            error_code=err.code.value if err else None,
-            message=err.message if err else "",
-            http_status=r.http_status,
-            retry_after_s=err.retry_after_s if err else None,
-            latency_ms=r.latency_ms,
-            data=r.data,
-            step_id=step_id,
-        )
+        self.state.artifact_tool = at.tool
+        return StepRecord(**at.fields(), kind="output", ok=True,
+                          data={"stored": True, "chars": len(text)})
 
     def new_attempt(self, outcome: str, reflection: str) -> None:
         """The run tries again (Reflexion): the state starts a fresh attempt, and the loop
@@ -441,27 +405,25 @@ def tool_message(rec: StepRecord) -> str:
     return f"ERROR {rec.error_code}: {rec.message}{retry}"
 
 
-def _rejected(
-    idx: int,
-    turn: int,
-    tool: str,
-    kind: str,
-    role: str,
-    args: Any,
-    message: str,
-    step_id: str | None,
-) -> StepRecord:
+@dataclass(frozen=True)
+class _Call:
+    """What every step record of one call holds, whatever became of the call."""
+
+    idx: int
+    turn: int
+    tool: str
+    role: str
+    args: dict[str, Any]
+    step_id: str | None
+
+    def fields(self) -> dict[str, Any]:
+        return {"idx": self.idx, "turn": self.turn, "tool": self.tool, "role": self.role,
+                "args": self.args, "step_id": self.step_id}
+
+
+def _rejected(at: _Call, kind: str, message: str) -> StepRecord:
     """A call refused before anything ran: INVALID_INPUT, with the reason (the agent's)."""
     return StepRecord(
-        fault_origin="agent",
-        idx=idx,
-        turn=turn,
-        tool=tool,
-        kind=kind,
-        role=role,
-        args=args,
-        ok=False,
-        error_code=ErrorCode.INVALID_INPUT.value,
-        message=message,
-        step_id=step_id,
+        **at.fields(), kind=kind, ok=False, error_code=ErrorCode.INVALID_INPUT.value,
+        message=message, fault_origin="agent",
     )
