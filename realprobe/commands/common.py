@@ -327,6 +327,17 @@ def in_cli_terms(exc: RealprobeError, flags: Collection[str] = ()) -> RealprobeE
     return exc
 
 
+def exit_if_ctrl_c(stopped: bool = True) -> None:
+    """Exit 130, like every verb, when Ctrl-C (SIGINT) stopped the command (`stopped`: it
+    stopped on a signal at all); SIGTERM is a clean stop."""
+    import signal
+
+    from realprobe.probes.session import last_signal
+
+    if stopped and last_signal() == signal.SIGINT:
+        raise typer.Exit(130)
+
+
 @contextmanager
 def as_flags(*params: str) -> Iterator[None]:
     """A library error that names none of its parameters is taken to name these (whichever

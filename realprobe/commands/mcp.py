@@ -26,6 +26,7 @@ from realprobe.commands.common import (
     SeedOpt,
     TimeoutOpt,
     as_flags,
+    exit_if_ctrl_c,
     load_catalog,
     server_guards,
 )
@@ -173,12 +174,7 @@ def mcp_cmd(
             auth_token=token, max_sessions=max_sessions,
             session_idle_timeout=session_idle_timeout, task=task, model=model,
         )
-    import signal
-
-    from realprobe.probes.session import last_signal
-
-    if transport is McpTransport.HTTP and last_signal() == signal.SIGINT:
-        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
+    exit_if_ctrl_c(transport is McpTransport.HTTP)
 
 
 def _stdin_through_a_pipe() -> None:
@@ -298,12 +294,7 @@ def _ended(summary: object) -> None:
     err = upstream_error(summary)
     if err is not None:
         raise err
-    import signal
-
-    from realprobe.probes.session import last_signal
-
-    if summary.interrupted and last_signal() == signal.SIGINT:
-        raise typer.Exit(130)
+    exit_if_ctrl_c(summary.interrupted)
 
 
 def proxy_cmd(

@@ -19,6 +19,7 @@ from realprobe.commands.common import (
     as_flags,
     console,
     err_console,
+    exit_if_ctrl_c,
     printed_json,
 )
 from realprobe.commands.help import QuickHelpGroup
@@ -100,12 +101,7 @@ def exporter_cmd(
             reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
             allowed_hosts=allowed, auth_token=token, on_ready=ready,
         )  # until SIGINT/SIGTERM; the /probe run is marked finished
-    import signal
-
-    from realprobe.probes.session import last_signal
-
-    if last_signal() == signal.SIGINT:
-        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
+    exit_if_ctrl_c()
 
 
 def alert_check_cmd(

@@ -26,6 +26,7 @@ from realprobe.commands.common import (
     SeedOpt,
     console,
     err_console,
+    exit_if_ctrl_c,
     load_catalog,
     printed_json,
     transport_options,
@@ -567,12 +568,7 @@ def schedule_cmd(
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
             f"{result.stopped_by} -> {path}"
         )
-    import signal
-
-    from realprobe.probes.session import last_signal
-
-    if result.stopped_by == "signal" and last_signal() == signal.SIGINT:
-        raise typer.Exit(130)  # Ctrl-C; SIGTERM is a clean stop
+    exit_if_ctrl_c(result.stopped_by == "signal")
     if result.runs and result.rounds_unreachable == result.runs:
         raise _nothing_reached(target, f" in any of the {result.runs} rounds")
     if result.runs and result.rounds_failed == result.runs:
