@@ -708,7 +708,7 @@ def _tool_profiles(report: StatsReport, arrays: ProbeArrays | None) -> dict[str,
     """Every tool's profile. A tool's fits depend on its own statistics and rows only, so
     with many tools they run in worker processes (one BLAS thread each, one per core), each
     tool exactly as it would run here."""
-    rows = {name: arrays.slice(i) for i, name in enumerate(arrays.tools)} if arrays else {}
+    rows = dict(arrays.per_tool()) if arrays else {}
     jobs = [(t, None if t.latency.mixture else rows.get(t.tool)) for t in report.tools]
     workers = min(_cores(), len(jobs) // PARALLEL_TOOLS)
     if workers < 2:

@@ -193,10 +193,9 @@ def _mix(a: ProbeArrays, b: ProbeArrays) -> MixDrift | None:
     )
 
 
-def _tool_tests(name: str, base: ProbeArrays, cur: ProbeArrays) -> ToolDrift:
-    """One tool's three tests, uncorrected (or "insufficient data")."""
-    a = base.slice(base.tools.index(name)) if name in base.tools else None
-    b = cur.slice(cur.tools.index(name)) if name in cur.tools else None
+def _tool_tests(name: str, a: ProbeArrays | None, b: ProbeArrays | None) -> ToolDrift:
+    """One tool's three tests on its rows in each window, uncorrected (or "insufficient
+    data")."""
     na, nb = (len(a) if a else 0), (len(b) if b else 0)
     if a is None or b is None or na < MIN_N or nb < MIN_N:
         return ToolDrift(tool=name, n_baseline=na, n_current=nb, verdict="insufficient data")
@@ -244,7 +243,9 @@ def drift(
     min_latency_change: float = 0.2,
     min_cramers_v: float = 0.1,
 ) -> DriftReport:
-    out = [_tool_tests(name, base, cur) for name in sorted(set(base.tools) | set(cur.tools))]
+    a, b = dict(base.per_tool()), dict(cur.per_tool())
+    out = [_tool_tests(name, a.get(name), b.get(name))
+           for name in sorted(set(base.tools) | set(cur.tools))]
     for attr in ("success", "latency", "error_mix"):
         tests = [getattr(t, attr) for t in out if getattr(t, attr) is not None]
         for test, padj in zip(tests, adjust([t.pvalue for t in tests], correction), strict=True):

@@ -71,6 +71,11 @@ class ProbeArrays:
             {k: v[a:b] for k, v in self.extra.items()},
         )
 
+    def per_tool(self) -> list[tuple[str, ProbeArrays]]:
+        """(tool, its rows) of every tool that has rows."""
+        return [(t, self.slice(i)) for i, t in enumerate(self.tools)
+                if self.bounds[i + 1] > self.bounds[i]]  # fmt: skip
+
     def where(self, mask: BoolArray) -> ProbeArrays:
         """The rows where `mask` holds, keeping the per-tool layout (tools left empty stay)."""
         idx = np.repeat(np.arange(len(self.tools)), np.diff(self.bounds))

@@ -25,6 +25,8 @@ from realprobe.probes.latency_fit import (
     fit_lognormal,
     ks_pvalue,
 )
+from realprobe.probes.latency_mixture import Component as MixtureComponent
+from realprobe.probes.latency_mixture import fit_mixture
 from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import (
     _TIMEOUT,
@@ -186,12 +188,6 @@ class ErrorMix(BaseModel):
     share_of_failures_ci95: dict[str, tuple[float, float]] = {}
     #: the interval of the share of any one code never seen among these failures
     unseen_code_ci95: tuple[float, float] | None = None
-
-
-class MixtureComponent(BaseModel):
-    weight: float
-    mu: float
-    sigma: float
 
 
 class LatencyStats(BaseModel):
@@ -468,8 +464,7 @@ def quoted_success(arr: ProbeArrays, prior: ChainPrior | None = None) -> dict[st
     it (each tool's chain, borrowing the chain pooled over all tools when it has few
     failures): for surfaces that need only the success interval (alerts, /status, the exporter).
     `prior`: the chains of every tool of the selection when `arr` holds only some of them."""
-    parts = [(t, arr.slice(i)) for i, t in enumerate(arr.tools)
-             if arr.bounds[i + 1] > arr.bounds[i]]  # fmt: skip
+    parts = arr.per_tool()
     bursts = [burst_chain(a.code >= 0, a.ts) for _, a in parts]
     pooled = prior or ChainPrior.of([t for t, _ in parts], bursts)
     return {
@@ -520,8 +515,7 @@ class ChainPrior:
     @classmethod
     def of_rows(cls, arr: ProbeArrays) -> ChainPrior:
         """From rows of every tool of the selection."""
-        parts = [(t, arr.slice(i)) for i, t in enumerate(arr.tools)
-                 if arr.bounds[i + 1] > arr.bounds[i]]  # fmt: skip
+        parts = arr.per_tool()
         return cls.of([t for t, _ in parts], [burst_chain(a.code >= 0, a.ts) for _, a in parts])
 
     def pooled(self, tool: str) -> tuple[float, list[str]] | None:
@@ -779,8 +773,6 @@ MIXTURE_MAX_POINTS = 1000
 
 
 def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
-    from realprobe.probes.latency_mixture import fit_mixture
-
     return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N,
                        max_points=MIXTURE_MAX_POINTS, interval="two")
 
@@ -845,7 +837,7 @@ def latency_stats(
         if mix is not None:
             summary = mix.summary()
             if mix.k > 1:
-                comps = [MixtureComponent(**c.model_dump()) for c in mix.components]
+                comps = mix.components
                 if t_ms:
                     s_t, s_ci = mixture_sf(comps, t_ms), mix.p_exceed_ci95
     shown, how, observed = _shown(lat, ordered, fit, comps, s_t)
@@ -1011,9 +1003,7 @@ def compute_stats(
     prior: ChainPrior | None = None,
 ) -> StatsReport:
     """`prior`: the chains of every tool of the selection when `arr` holds only some."""
-    parts = [
-        (t, arr.slice(i)) for i, t in enumerate(arr.tools) if arr.bounds[i + 1] > arr.bounds[i]
-    ]
+    parts = arr.per_tool()
     with one_blas_thread():
         bursts = [burst_chain(a.code >= 0, a.ts, code=a.code) for _, a in parts]
         prior = prior or ChainPrior.of([t for t, _ in parts], bursts)
@@ -1077,13 +1067,10 @@ def stats_from_db(
     `groups`: the window's provenance survey when the caller has already read it."""
     # one pass over the rows: the phase timings and implicit signs come along
     extra = {**PHASE_EXTRA, **IMPLICIT_EXTRA}
-    if groups is not None:
-        kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
-        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
-    else:
+    if groups is None:
         groups = survey(db, since, until, tools, vantages)
-        kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
-        arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
+    kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
+    arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
     prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
         raise Unavailable(empty_selection_error(prov, db, tools), param=EMPTY_SELECTION_PARAMS)
