@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import main
 from mcp import Client
 
 from realprobe import Catalog, McpService, Mode, ServiceOptions, TransportOptions
 
 ROUNDS = 2
-DEADLINE_S = 8.0
+#: the sandbox answers at once (latency scale 0) and holds each drawn hang to the deadline,
+#: so recording takes about ROUNDS x DEADLINE_S
+DEADLINE_S = 3.0
 
 
 async def run_session(catalog: Catalog, transport: TransportOptions) -> list[dict[str, Any]]:
@@ -59,13 +60,13 @@ async def test_replay_over_mcp_gives_the_recorded_results_offline(
     assert replayed == recorded
 
 
-def test_replay_with_a_missing_cassette_is_a_clear_error(tmp_path: Path) -> None:
+def test_replay_with_a_missing_cassette_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "none.json"
-    res = subprocess.run(
-        [sys.executable, "-m", "realprobe.cli", "mcp", "--mode", "replay",
-         "--cassette", str(missing)],
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )
-    assert res.returncode == 2
-    assert res.stderr.startswith("error: ") and str(missing) in res.stderr
-    assert "Traceback" not in res.stderr and res.stdout == ""
+    with pytest.raises(SystemExit) as exited:
+        main(["mcp", "--mode", "replay", "--cassette", str(missing)])
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2
+    assert err.startswith("error: ") and str(missing) in err
+    assert "Traceback" not in err and out == ""
