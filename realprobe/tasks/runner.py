@@ -207,28 +207,22 @@ def cassette_path(cfg: RunConfig, key: str, n_runs: int) -> Path | None:
 
 
 class LlmPassthrough(httpx.AsyncBaseTransport):
-    """Simulate mode serves only catalogue APIs; the LLM endpoint's requests go out for real."""
+    """Simulate mode serves only catalogue APIs; the LLM endpoint's requests go out for real,
+    over the batch's pool for the endpoint (which the batch closes, not the run)."""
 
     def __init__(
-        self, llm_base: str, sim: httpx.AsyncBaseTransport,
-        live: httpx.AsyncBaseTransport | None = None,
+        self, llm_base: str, sim: httpx.AsyncBaseTransport, live: httpx.AsyncBaseTransport
     ) -> None:
-        """`live`: the batch's pool for the endpoint (left open on close); else its own."""
         url = httpx.URL(llm_base)
         self.origin = (url.scheme, url.host, url.port)
         self.sim = sim
-        self.owns_live = live is None
-        self.live = live if live is not None else live_transport()
+        self.live = live
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         u = request.url
         if (u.scheme, u.host, u.port) == self.origin:
             return await self.live.handle_async_request(request)
         return await self.sim.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        if self.owns_live:
-            await self.live.aclose()
 
 
 def with_overrides(task: Task, cfg: RunConfig) -> Task:
@@ -286,7 +280,6 @@ class PreparedRun:
     state: RunState
     box: ToolBox
     ctx: AgentContext
-    llm_transport: httpx.AsyncBaseTransport
 
 
 @dataclass(frozen=True)
@@ -326,7 +319,6 @@ def prepare_run(
     polite = client.target.reaches_network
     box = ToolBox(catalog, client, task, state, polite=polite, gates=shared.gates,
                   draw_key=draw_key(seed))
-    llm_transport = llm_transport_for(cfg, client.transport, shared)
     ctx = AgentContext(
         task=task,
         prompt=prompt,
@@ -335,13 +327,12 @@ def prepare_run(
         state=state,
         rng=random.Random(seed),
         llm=cfg.llm,
-        llm_transport=llm_transport,
+        llm_transport=llm_transport_for(cfg, client.transport, shared),
         llm_limiter=llm_limiter_for(cfg, shared),
     )
     return PreparedRun(
         task=task, cfg=cfg, prompt=prompt, repeat=repeat, seed=seed, cassette=cassette,
         agent=agent, clock=clock, client=client, state=state, box=box, ctx=ctx,
-        llm_transport=llm_transport,
     )
 
 
@@ -375,13 +366,11 @@ def run_client(
 
 
 def llm_transport_for(
-    cfg: RunConfig, tools: httpx.AsyncBaseTransport, shared: Shared | None = None
+    cfg: RunConfig, tools: httpx.AsyncBaseTransport, shared: Shared
 ) -> httpx.AsyncBaseTransport:
-    """The LLM's transport: the tools' one, except in simulate mode where the LLM is real
-    (over the batch's pool for the endpoint when `shared` is given)."""
+    """The LLM's transport: the tools' one, except in simulate mode where the LLM is real."""
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
-        live = shared.llm_pool(cfg.llm.base_url) if shared is not None else None
-        return LlmPassthrough(cfg.llm.base_url, tools, live)
+        return LlmPassthrough(cfg.llm.base_url, tools, shared.llm_pool(cfg.llm.base_url))
     return tools
 
 
@@ -394,7 +383,7 @@ def llm_limiter_for(cfg: RunConfig, shared: Shared) -> LlmLimiter | None:
 
 async def run_agent(run: PreparedRun) -> RunTiming:
     """The agent under the task's overall deadline; how it ended goes to the run state.
-    The transports close either way (record mode writes the cassette then)."""
+    The tools' transport closes either way (record mode writes the cassette then)."""
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
@@ -405,8 +394,6 @@ async def run_agent(run: PreparedRun) -> RunTiming:
     except Terminated as exc:
         run.state.termination = exc.reason
     finally:
-        if run.llm_transport is not run.client.transport:
-            await run.llm_transport.aclose()
         await run.client.aclose()  # record mode writes the cassette here
     return RunTiming(started_at, time.perf_counter() - t0)
 
@@ -478,6 +465,8 @@ def run_row(
     run: PreparedRun, score: Score, timing: RunTiming, *, run_id: str, batch: str
 ) -> dict[str, Any]:
     task, cfg, state, prompt = run.task, run.cfg, run.state, run.prompt
+    flaw = prompt.split(":", 1)[1] if prompt.startswith("flawed:") else ""
+    _, at, severity = flaw.partition("@")
     return {
         "id": run_id,
         "batch": batch,
@@ -487,7 +476,7 @@ def run_row(
         "agent": cfg.agent,
         "model": run.agent.model,
         "prompt": prompt,
-        "flaw": prompt.split(":", 1)[1] if prompt.startswith("flawed:") else None,
+        "flaw": flaw or None,
         "mode": cfg.mode.value,
         "profile": cfg.profile or cfg.sandbox,
         "seed": cfg.seed,
@@ -529,21 +518,12 @@ def run_row(
         "source": "task",
         "vantage": cfg.vantage or default_vantage(),
         "resume_key": resume_key(task.instance_id, cfg, prompt, run.repeat),
-        **evaluation_columns(run, score),
-    }
-
-
-def evaluation_columns(run: PreparedRun, score: Score) -> dict[str, Any]:
-    """The flaw seed and severity, the paraphrase level and the trajectory metrics."""
-    flaw = run.prompt.split(":", 1)[1] if run.prompt.startswith("flawed:") else ""
-    _, at, severity = flaw.partition("@")
-    share = run.task.flawed[flaw].detail.get("share") if at and flaw in run.task.flawed else None
-    return {
-        "flaw_seed": run.cfg.flaw_seed if flaw else None,
+        "flaw_seed": cfg.flaw_seed if flaw else None,
         "severity": int(severity) if at else None,
         # the share really touched: ceil(severity x steps) of a few steps is rarely exact
-        "severity_share": share,
-        "paraphrase": run.cfg.paraphrase,
+        "severity_share": task.flawed[flaw].detail.get("share")
+        if at and flaw in task.flawed else None,
+        "paraphrase": cfg.paraphrase,
         **score.trajectory.as_dict(),
     }
 
