@@ -209,20 +209,24 @@ class FitTable:
             yield from lines(short_paths(self.caption))
 
 
+def _fill(pieces: Iterable[str], width: int, sep: str = " ") -> list[str]:
+    """`pieces` joined by `sep` into lines of at most `width` cells, a piece never split (one
+    wider than that is a line of its own, whole)."""
+    from rich.cells import cell_len
+
+    lines = [""]
+    for piece in pieces:
+        if lines[-1] and cell_len(lines[-1]) + len(sep) + cell_len(piece) > width:
+            lines.append(piece)
+        else:
+            lines[-1] = f"{lines[-1]}{sep}{piece}" if lines[-1] else piece
+    return lines
+
+
 def wrap(text: str, width: int) -> list[str]:
     """`text`'s lines broken between words to at most `width` cells; a word wider than that
     (a path, a URL) is a line of its own, whole."""
-    from rich.cells import cell_len
-
-    out: list[str] = []
-    for line in text.split("\n"):
-        out.append("")
-        for word in line.split(" "):
-            if out[-1] and cell_len(out[-1]) + 1 + cell_len(word) > width:
-                out.append(word)
-            else:
-                out[-1] = f"{out[-1]} {word}" if out[-1] else word
-    return out
+    return [out for line in text.split("\n") for out in _fill(line.split(" "), width)]
 
 
 #: an absolute path inside a text: after a start, a space, "(" or a scheme's ":" (never the
@@ -272,28 +276,12 @@ def _units(header: str) -> list[str]:
 
 def _head(header: str, width: int) -> str:
     """`header` broken between its pieces (`_units`) to lines of at most `width` cells."""
-    lines: list[str] = []
-    for line in header.split("\n"):
-        lines.append("")
-        for unit in _units(line):
-            if lines[-1] and len(lines[-1]) + 1 + len(unit) > width:
-                lines.append(unit)
-            else:
-                lines[-1] = f"{lines[-1]} {unit}".lstrip(" ")
-    return "\n".join(lines)
+    return "\n".join(out for line in header.split("\n") for out in _fill(_units(line), width))
 
 
 def _pack(cell: str, width: int) -> str:
     """A list cell's items, as many to a line as fit in `width` (an item is never split)."""
-    from rich.cells import cell_len
-
-    lines: list[str] = []
-    for item in cell.split(", "):
-        if lines and cell_len(lines[-1]) + 2 + cell_len(item) <= width:
-            lines[-1] += ", " + item
-        else:
-            lines.append(item)
-    return "\n".join(lines)
+    return "\n".join(_fill(cell.split(", "), width, ", "))
 
 
 def _spread(ranges: list[_Widths], room: int) -> list[int]:
@@ -302,14 +290,12 @@ def _spread(ranges: list[_Widths], room: int) -> list[int]:
     widths = [r.low for r in ranges]
     spare = room - sum(widths)
     while spare > 0:
-        wanting = [i for i, r in enumerate(ranges) if widths[i] < r.high]
+        wanting = [i for i, r in enumerate(ranges) if widths[i] < r.high][:spare]
         if not wanting:
             break
         for i in wanting:
-            if spare == 0:
-                break
             widths[i] += 1
-            spare -= 1
+        spare -= len(wanting)
     return widths
 
 
