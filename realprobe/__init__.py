@@ -112,7 +112,7 @@ if TYPE_CHECKING:
         ToolProfile,
         load_profile,
     )
-    from realprobe.store import Store
+    from realprobe.store import Database, Store, open_db
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
     from realprobe.tasks.model import Task, TaskFileError
     from realprobe.tasks.settings import EvalSettings
@@ -188,6 +188,8 @@ _WHERE: dict[str, str] = {
     "PolitenessConfig": "realprobe.probes.politeness",
     "RunSummary": "realprobe.probes.runner",
     "Store": "realprobe.store",
+    "open_db": "realprobe.store",
+    "Database": "realprobe.store",
     "stats": "realprobe.api",
     "rows": "realprobe.api_rows",
     "Rows": "realprobe.api_rows",
@@ -260,6 +262,7 @@ __all__ = [
     "CatalogError",
     "ClientConfig",
     "Clock",
+    "Database",
     "DeadlineExceeded",
     "Drift",
     "DriftReport",
@@ -336,6 +339,7 @@ __all__ = [
     "mcp_proxy",
     "mcp_replay",
     "merge_databases",
+    "open_db",
     "options",
     "plan_tasks",
     "probe",

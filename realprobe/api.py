@@ -520,7 +520,7 @@ def calibrate(
                                   until=select.get("until"),
                                   monitors=cast("str | None", select.get("tools")))
     if from_stats is not None:
-        return calibrate_report(from_stats, name=name, db=str(_db(db)))
+        return calibrate_report(from_stats, name=name, db=_db(db))
     return rows(db, **select).calibrate(name=name)
 
 

@@ -114,15 +114,12 @@ def imported_stats(
     up, with a 95% interval), outages, downtime per UTC day, the error mix while down,
     latency where the monitor measured it per check, and the cadence it really had; beside
     them, the monitor's own published figures, labelled."""
-    from realprobe.api_rows import window
+    from realprobe.api_rows import _db, window
     from realprobe.probes.availability import imported_stats as compute
-    from realprobe.store import db_path, upkeep
 
     a, b = window(since, until)
     names = monitors.split(",") if isinstance(monitors, str) else monitors
-    path = db_path(db, read=True)
-    upkeep(path)
-    return compute(path, a, b, names)
+    return compute(_db(db), a, b, names)
 
 
 @checked

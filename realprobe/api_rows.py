@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from realprobe.probes.stats import StatsReport
     from realprobe.report.build import ReportData
     from realprobe.simulator.profile import Profile
+    from realprobe.store import Database
 
 Window = tuple[float | None, float | None]
 TimeSpec = str | float | None
@@ -62,14 +63,14 @@ def _kinds_arg(kinds: Kinds, target: str | None) -> list[str] | None:
     return ["all"] if "all" in names else sorted(set(names))
 
 
-def _db(db: str | Path | None) -> Path:
-    """The probe database to read; opening it once for writing also migrates an older schema
-    and marks runs left `running` by a killed process (a read-only file is read as it is)."""
-    from realprobe.store import db_path, upkeep
+def _db(db: str | Path | None) -> Database:
+    """The probe database to read, opened and migrated: an older schema brought up to date and
+    runs left `running` by a killed process marked (a read-only file is read as it is)."""
+    from realprobe.store import open_db
 
-    path = db_path(db, read=True)
-    upkeep(path)
-    return path
+    opened = open_db(db, read=True)
+    opened.migrate()
+    return opened
 
 
 def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:
@@ -134,7 +135,7 @@ def period_arg(period: str | float) -> float:
 
 
 def select_rows(
-    db: Path,
+    db: str | Path | Database,
     kinds: Kinds,
     vantage: str | Sequence[str] | None,
     windows: Sequence[Window],
@@ -142,12 +143,14 @@ def select_rows(
 ) -> tuple[list[str], list[str] | None]:
     """(kinds, vantages) to read: `kinds` as given, else chosen from the rows the windows
     hold (live first; the one other kind; several other kinds: an error asking to pick)."""
-    chosen, vantages, _ = _surveyed(db, kinds, vantage, windows, names)
+    from realprobe.store import open_db
+
+    chosen, vantages, _ = _surveyed(open_db(db), kinds, vantage, windows, names)
     return chosen, vantages
 
 
 def _surveyed(
-    db: Path,
+    db: Database,
     kinds: Kinds,
     vantage: str | Sequence[str] | None,
     windows: Sequence[Window],
@@ -172,7 +175,7 @@ def _surveyed(
 
 
 def check_tools(
-    db: Path,
+    db: Database,
     names: list[str] | None,
     win: Window,
     kinds: list[str] | None = None,
@@ -204,7 +207,7 @@ class Rows:
     database, the window, the tools (None: all), the row kinds and the vantages (None: all).
     Everything a reader computes comes from here."""
 
-    db: Path
+    db: Database
     since: float | None
     until: float | None
     tools: list[str] | None
@@ -266,7 +269,7 @@ class Rows:
 
         arr, rep = stats_from_db(self.db, self.since, self.until, self.tools,
                                  kinds=self.kinds, vantages=self.vantages, groups=self.survey)
-        return calibrate_report(rep, name=name, db=str(self.db), arrays=arr)
+        return calibrate_report(rep, name=name, db=self.db, arrays=arr)
 
     def drift(self, current: Rows, *, alpha: float = 0.05,
               correction: Literal["holm", "bh"] = "holm", min_success_change: float = 0.05,

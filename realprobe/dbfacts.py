@@ -1,9 +1,8 @@
 """Facts about the probe database that readers need without importing the store (and with it
 sqlite-utils and the adapters): how long to wait on a lock, the schema version and where it is
-kept, the status of a run still going, and where the database is by default."""
+kept, the status of a run still going, the phase columns."""
 
 import os
-from pathlib import Path
 
 #: how long a SQLite connection waits on another process's lock before it gives up
 BUSY_TIMEOUT_MS = 30_000
@@ -38,12 +37,3 @@ PHASE_LABELS = {
 IMPLICIT_KINDS = ("drift", "empty", "stale")
 #: the phases only a call that opened a new connection goes through
 CONNECTION_PHASES = PHASE_COLUMNS[:3]
-
-
-def default_db_path() -> Path:
-    """`$REALPROBE_DB`, else `realprobe/realprobe.db` in the XDG data folder."""
-    env = os.environ.get("REALPROBE_DB")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "realprobe" / "realprobe.db"

@@ -27,6 +27,7 @@ import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from importlib.util import find_spec
 from operator import itemgetter
 from pathlib import Path
@@ -42,7 +43,6 @@ from realprobe.dbfacts import (
     RUN_RUNNING,
     SCHEMA_VERSION,
     busy_timeout_s,
-    default_db_path,
 )
 from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
 from realprobe.secrets import scrub_row
@@ -187,7 +187,7 @@ def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:
     return RealprobeError(f"{path}: not a usable SQLite database ({text})")
 
 
-# -- the one read-only connector ---------------------------------------------------------
+# -- the one way to open the database ----------------------------------------------------
 
 
 def sqlite_uri(path: Path, mode: str = "ro") -> str:
@@ -195,79 +195,110 @@ def sqlite_uri(path: Path, mode: str = "ro") -> str:
     return f"file:{quote(str(path.resolve()), safe='/')}?mode={mode}"
 
 
-def read_only(path: str | Path, *, need: str | None = "probes",
-              what: str = "realprobe database") -> sqlite3.Connection:
-    """The connection every reader uses (stats, report, calibrate, drift, alerts, merge, the
-    exporter): read-only, so it never creates a file or changes one, and waiting up to
-    `busy_timeout_s()` for a writer. `need`: a table the file must have (None: any
-    SQLite file). One-line errors for a missing file, a folder, or a file that is not
-    SQLite."""
-    p = Path(path)
-    if not p.exists():
-        raise NoDatabase(p)
-    if p.is_dir():
-        raise RealprobeError(f"{p}: is a directory, not a database file", param="db")
-    wait = busy_timeout_s()
-    try:
-        conn = sqlite3.connect(sqlite_uri(p), uri=True, timeout=wait, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise RealprobeError(f"{p}: cannot open database ({exc})", param="db") from exc
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise RealprobeError(f"{p}: not a readable {what} ({read_error(exc)})",
-                             param="db") from exc
-    if need is not None and need not in names:
-        conn.close()
-        raise RealprobeError(f"{p}: has no `{need}` table; run `realprobe probe` first")
-    return conn
+def default_db_path() -> Path:
+    """`$REALPROBE_DB`, else `realprobe/realprobe.db` in the XDG data folder."""
+    env = os.environ.get("REALPROBE_DB")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "realprobe" / "realprobe.db"
 
 
-def db_path(db: str | Path | None, *, read: bool = False) -> Path:
-    """The one resolver of a database path: `db`, else the default (`$REALPROBE_DB`, else
-    the data folder's). `read`: the file must exist; else a given file's folder must exist
-    (the default one is made on opening). Resolving changes nothing: a reader asks for the
-    upkeep of an older file itself (`upkeep`), a writer (`Store`) sets up the schema."""
-    path = Path(db) if db is not None else default_db_path()
-    if read:
-        if not path.exists():
-            raise NoDatabase(path)
-    elif db is not None and not path.parent.is_dir():
-        raise BadArgument("db", f"db {path}: directory {path.parent} does not exist")
-    return path
+def open_db(db: str | Path | Database | None, *, read: bool = False) -> Database:
+    """The one way to open the database: `db`, else the default (`$REALPROBE_DB`, else the
+    data folder's), checked. `read`: the file must exist; else a given file's folder must
+    exist (the default one is made by the writer); a `Database` is taken as it is. Opening
+    changes nothing on disk: a front door that reads asks for `.migrate()` itself, a writer
+    (`.write()`) sets up the schema."""
+    if isinstance(db, Database):
+        path = db.path
+    elif db is None:
+        path = default_db_path()
+    else:
+        path = Path(db)
+        if not read and not path.parent.is_dir():
+            raise BadArgument("db", f"db {path}: directory {path.parent} does not exist")
+    if read and not path.exists():
+        raise NoDatabase(path)
+    if path.is_dir():
+        raise BadArgument("db", f"{path}: is a directory, not a database file")
+    return Database(path)
 
 
-def columnar(path: Path) -> bool:
-    """Which SQLite library reads the rows of `path`: ADBC's driver (column-wise, in C) when
-    it is installed and this process holds the file open in no other way (the driver links
-    its own copy of SQLite, and POSIX locks are per process); else the standard library's,
-    through `read_only`."""
-    return find_spec("adbc_driver_sqlite") is not None and not open_here(path)
+@dataclass(frozen=True)
+class Database:
+    """A database file `open_db` resolved and checked: what every reader and writer receives
+    (never a bare path). Holding one keeps nothing open; each use opens what it needs."""
 
+    path: Path
 
-def upkeep(path: Path) -> None:
-    """Before a read: open the file for writing only when it needs it (an older schema to
-    migrate, or runs still marked running, one of which may belong to a killed process);
-    a file that is read-only, locked or not a database is left for the reader to report."""
-    try:
-        conn = read_only(path, need="probe_runs")
-    except RealprobeError:
-        return
-    try:
-        version = schema_version(conn, "probes")
-        running = conn.execute(
-            "SELECT 1 FROM probe_runs WHERE status = ? LIMIT 1", [RUN_RUNNING]
-        ).fetchone()
-    except (sqlite3.Error, ValueError):
-        return
-    finally:
-        conn.close()
-    if version == SCHEMA_VERSION and running is None:
-        return
-    with contextlib.suppress(RealprobeError):
-        Store(path, busy_timeout_s=2.0).close()
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def read(self, need: str | None = "probes",
+             what: str = "realprobe database") -> sqlite3.Connection:
+        """The connection every reader uses (stats, report, calibrate, drift, alerts, merge,
+        imports of other programs' files): read-only, so it never creates a file or changes
+        one, and waiting up to `busy_timeout_s()` for a writer. `need`: a table the file must
+        have (None: any SQLite file). One-line errors for a missing file, a folder, or a file
+        that is not SQLite."""
+        p = self.path
+        if not p.exists():
+            raise NoDatabase(p)
+        if p.is_dir():
+            raise BadArgument("db", f"{p}: is a directory, not a database file")
+        wait = busy_timeout_s()
+        try:
+            conn = sqlite3.connect(sqlite_uri(p), uri=True, timeout=wait,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise RealprobeError(f"{p}: cannot open database ({exc})", param="db") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            names = {r[0] for r in
+                     conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise RealprobeError(f"{p}: not a readable {what} ({read_error(exc)})",
+                                 param="db") from exc
+        if need is not None and need not in names:
+            conn.close()
+            raise RealprobeError(f"{p}: has no `{need}` table; run `realprobe probe` first")
+        return conn
+
+    def migrate(self) -> None:
+        """Before a read: open the file for writing only when it needs it (an older schema to
+        migrate, or runs still marked running, one of which may belong to a killed process);
+        a file that is read-only, locked or not a database is left for the reader to report."""
+        try:
+            conn = self.read(need="probe_runs")
+        except RealprobeError:
+            return
+        try:
+            version = schema_version(conn, "probes")
+            running = conn.execute(
+                "SELECT 1 FROM probe_runs WHERE status = ? LIMIT 1", [RUN_RUNNING]
+            ).fetchone()
+        except (sqlite3.Error, ValueError):
+            return
+        finally:
+            conn.close()
+        if version == SCHEMA_VERSION and running is None:
+            return
+        with contextlib.suppress(RealprobeError):
+            self.write(busy_timeout_s=2.0).close()
+
+    @property
+    def columnar(self) -> bool:
+        """Which SQLite library reads the rows: ADBC's driver (column-wise, in C) when it is
+        installed and this process holds the file open in no other way (the driver links its
+        own copy of SQLite, and POSIX locks are per process); else the standard library's,
+        through `read`."""
+        return find_spec("adbc_driver_sqlite") is not None and not open_here(self.path)
+
+    def write(self, **kw: Any) -> Store:
+        """The writer (`Store`): sets up the schema, or migrates an older one."""
+        return Store(self, **kw)
 
 
 def read_error(exc: sqlite3.Error) -> str:
@@ -346,29 +377,21 @@ class Store:
 
     def __init__(
         self,
-        path: str | Path | None = None,
+        db: str | Path | Database | None = None,
         *,
         create: bool = True,
         busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000,
         force: bool = False,
     ) -> None:
-        """Open (and with `create`, set up) the database at `path`.
+        """Open (and with `create`, set up) the database `db` (a path is opened by `open_db`).
 
         Only the default location gets its folders made; a path given by the caller must be
         in an existing folder. A SQLite file that holds tables and none of realprobe's is
         refused (nothing added, journal mode untouched) unless `force`."""
-        self.path = db_path(path, read=not create) if path is None else Path(path)
-        if not create and not self.path.exists():
-            raise NoDatabase(self.path)
-        if path is not None and not self.path.parent.is_dir():
-            raise RealprobeError(f"{self.path}: the folder {self.path.parent} does not exist")
-        if self.path.is_dir():
-            raise RealprobeError(
-                f"{self.path}: is a directory; db wants a database file", param="db"
-            )
+        self.path = open_db(db, read=not create).path
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # by URI, like `read_only`: SQLite reads a name starting `file:` as a URI itself
+            # by URI, like `Database.read`: SQLite reads a name starting `file:` as a URI itself
             conn = sqlite3.connect(sqlite_uri(self.path, "rwc"), uri=True,
                                    timeout=busy_timeout_s, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -1234,3 +1257,20 @@ def read_foreign(path: str | Path, what: str) -> sqlite3.Connection:
     database", ...): never created, never changed; one line when it is missing, a folder or
     not SQLite."""
     return read_only(path, need=None, what=what)
+
+
+def read_only(path: str | Path | Database, *, need: str | None = "probes",
+              what: str = "realprobe database") -> sqlite3.Connection:
+    return open_db(path, read=True).read(need, what)
+
+
+def db_path(db: str | Path | None, *, read: bool = False) -> Path:
+    return open_db(db, read=read).path
+
+
+def columnar(path: Path) -> bool:
+    return Database(Path(path)).columnar
+
+
+def upkeep(path: Path) -> None:
+    Database(Path(path)).migrate()

@@ -20,7 +20,7 @@ from probe_helpers import (
 )
 from test_stats_cli import make_db, one_line_error, run_cli
 
-from realprobe import Catalog, ErrorCode, Profile, Store, load_profile
+from realprobe import Catalog, ErrorCode, Profile, Store, load_profile, open_db
 from realprobe.errors import RESILIBENCH_CODES
 from realprobe.probes.calibrate import (
     DeadlineChain,
@@ -163,7 +163,7 @@ def test_profile_simulate_calibrate_round_trip(catalog: Catalog, tmp_path: Path)
     generation's estimates match the first within their intervals."""
     tools = distinct_host_tools(catalog, 3)
     probe(catalog, tools, 400, simulate_opts(truth_profile(), 5), tmp_path / "a.db", 10.0)
-    first = calibrate(compute_stats(load_probes(tmp_path / "a.db")))
+    first = calibrate(compute_stats(load_probes(open_db(tmp_path / "a.db"))))
     for tp in first.tools.values():
         assert tp.success_ci95 is not None
         assert tp.success_ci95[0] <= TRUE_SUCCESS <= tp.success_ci95[1]
@@ -171,7 +171,7 @@ def test_profile_simulate_calibrate_round_trip(catalog: Catalog, tmp_path: Path)
         assert abs(tp.latency_ms.lognormal.mu - TRUE_MU) < 0.1
         assert abs(tp.latency_ms.lognormal.sigma - TRUE_SIGMA) < 0.06
     probe(catalog, tools, 400, simulate_opts(first, 6), tmp_path / "b.db", 10.0)
-    second = calibrate(compute_stats(load_probes(tmp_path / "b.db")))
+    second = calibrate(compute_stats(load_probes(open_db(tmp_path / "b.db"))))
     for name, tp in second.tools.items():
         a: ToolProfile = first.tools[name]
         lo, hi = a.success_ci95  # type: ignore[misc]
@@ -198,7 +198,7 @@ def test_a_deadline_that_bites_is_not_counted_twice(catalog: Catalog, tmp_path: 
     tools = distinct_host_tools(catalog, 3)
     deadline = 0.2
     probe(catalog, tools, 600, simulate_opts(truth_profile(), 8), tmp_path / "a.db", deadline)
-    first = compute_stats(load_probes(tmp_path / "a.db"))
+    first = compute_stats(load_probes(open_db(tmp_path / "a.db")))
     prof = calibrate(first)
     assert set(prof.source["deadline_adjusted"]["tools"]) == {t.name for t in tools}
     observed = np.mean([t.success.rate for t in first.tools])
@@ -211,7 +211,7 @@ def test_a_deadline_that_bites_is_not_counted_twice(catalog: Catalog, tmp_path: 
         assert tp.burst is not None
         assert abs(tp.burst.stationary_fail - (1 - tp.success_rate)) < 1e-9
     probe(catalog, tools, 600, simulate_opts(prof, 9), tmp_path / "b.db", deadline)
-    second = compute_stats(load_probes(tmp_path / "b.db"))
+    second = compute_stats(load_probes(open_db(tmp_path / "b.db")))
     again = np.mean([t.success.rate for t in second.tools])
     assert abs(again - observed) < 0.04, (observed, again)
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import realprobe.chunks as chunks
-from realprobe import Store
+from realprobe import Store, open_db
 from realprobe.probes import loading, provenance
 from realprobe.probes.implicit import IMPLICIT_EXTRA
 from realprobe.probes.loading import PHASE_EXTRA, load_probes
@@ -121,15 +121,16 @@ def _both(db: Path, chunked: bool = True, **sel: Any) -> tuple[Any, Any]:
 
     survey_args = {k: v for k, v in sel.items() if k in ("since", "until", "tools", "vantages")}
     count_args = {k: v for k, v in sel.items() if k in ("since", "until", "kinds", "vantages")}
+    opened = open_db(db)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(loading, "_by_chunks", spy)
-        fast = (load_probes(db, extra=EXTRA, **sel), provenance.survey(db, **survey_args),
-                loading.tool_counts(db, **count_args))
+        fast = (load_probes(opened, extra=EXTRA, **sel), provenance.survey(opened, **survey_args),
+                loading.tool_counts(opened, **count_args))
     assert answered == [chunked]
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
-        slow = (load_probes(db, extra=EXTRA, **sel), provenance.survey(db, **survey_args),
-                loading.tool_counts(db, **count_args))
+        slow = (load_probes(opened, extra=EXTRA, **sel), provenance.survey(opened, **survey_args),
+                loading.tool_counts(opened, **count_args))
     return fast, slow
 
 
@@ -188,7 +189,7 @@ def test_an_open_connection_reads_the_chunks_too(db: Path) -> None:
         fast = load_probes(conn, kinds=["live"], extra=EXTRA)
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
-        slow = load_probes(db, kinds=["live"], extra=EXTRA)
+        slow = load_probes(open_db(db), kinds=["live"], extra=EXTRA)
     _same((fast,), (slow,))
 
 
@@ -285,8 +286,11 @@ def test_a_damaged_column_is_read_the_sql_way(db: Path) -> None:
 
 def _both_quietly(db: Path) -> tuple[Any, Any]:
     """(as the readers read, through SQL alone) of the read, the survey and the counts."""
+    opened = open_db(db)
+
     def read() -> Any:
-        return load_probes(db, extra=EXTRA), provenance.survey(db), loading.tool_counts(db)
+        return load_probes(opened, extra=EXTRA), provenance.survey(opened), \
+            loading.tool_counts(opened)
 
     fast = read()
     with pytest.MonkeyPatch.context() as mp:
@@ -297,7 +301,7 @@ def _both_quietly(db: Path) -> tuple[Any, Any]:
 def test_a_writer_committing_mid_read_changes_nothing_the_read_sees(db: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
-        before = load_probes(db, extra=EXTRA)
+        before = load_probes(open_db(db), extra=EXTRA)
     real_keys = chunks.keys
     wrote = []
 
@@ -312,7 +316,7 @@ def test_a_writer_committing_mid_read_changes_nothing_the_read_sees(db: Path) ->
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(chunks, "keys", keys_then_write)
-        during = load_probes(db, extra=EXTRA)
+        during = load_probes(open_db(db), extra=EXTRA)
     assert wrote
     _same((during,), (before,))
     after = _both(db)[0][0]
@@ -354,8 +358,8 @@ def test_an_older_file_is_read_through_sql_and_migrated_on_writing(db: Path) -> 
         assert chunks.chunks(conn) is None
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
-        want = load_probes(db, extra=EXTRA), provenance.survey(db)
-    _same((load_probes(db, extra=EXTRA), provenance.survey(db)), want)
+        want = load_probes(open_db(db), extra=EXTRA), provenance.survey(open_db(db))
+    _same((load_probes(open_db(db), extra=EXTRA), provenance.survey(open_db(db))), want)
     with Store(db) as store:
         assert store.schema_version() == chunks.SCHEMA_VERSION
         assert store.seal() > 2500
@@ -370,8 +374,8 @@ def test_chunks_whose_triggers_are_gone_are_not_trusted(db: Path) -> None:
         assert chunks.chunks(conn) is None
     with pytest.MonkeyPatch.context() as mp:
         _sql_only(mp)
-        want = load_probes(db, extra=EXTRA)
-    _same((load_probes(db, extra=EXTRA),), (want,))
+        want = load_probes(open_db(db), extra=EXTRA)
+    _same((load_probes(open_db(db), extra=EXTRA),), (want,))
     Store(db).close()  # the writer starts over: chunks dropped, triggers back
     with closing(sqlite3.connect(db)) as conn:
         assert chunks.chunks(conn) == []

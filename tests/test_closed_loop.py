@@ -51,7 +51,7 @@ from probe_helpers import (
     truth_profile,
 )
 
-from realprobe import Catalog, StatsReport, Tool, TransportOptions, load_profile
+from realprobe import Catalog, StatsReport, Tool, TransportOptions, load_profile, open_db
 from realprobe.probes.calibrate import calibrate
 from realprobe.probes.latency_fit import LognormalFit
 from realprobe.probes.loading import ProbeArrays, load_probes
@@ -144,7 +144,7 @@ def _probe_truth(
     db = tmp_path / "truth.db"
     probe_concurrently(catalog, tools, ROUNDS, [(TransportOptions(sandbox=url), db)], DEADLINE_S)
     journal = httpx.get(f"{url}/_journal").json()
-    raw = load_probes(db)
+    raw = load_probes(open_db(db))
     assert len(raw) == N_TOOLS * ROUNDS
     drawn = _drawn_latency(_row_request_ids(db), journal)
     ok = raw.code < 0
@@ -264,7 +264,7 @@ def test_interval_coverage_quick(catalog: Catalog, tmp_path: Path, burst: bool) 
     for seed in range(10):
         db = tmp_path / f"s{seed}.db"
         probe(catalog, tools, 120, simulate_opts(profile, seed), db, 10.0)
-        for t in compute_stats(load_probes(db)).tools:
+        for t in compute_stats(load_probes(open_db(db))).tools:
             lo, hi = t.success.burst_adjusted95
             covered += lo <= TRUE_SUCCESS <= hi
             trials += 1

@@ -98,7 +98,8 @@ def test_bounds_never_exclude_their_own_point() -> None:
 
 
 def test_a_small_n_p99_is_marked_a_lower_bound_on_every_surface(db: Path) -> None:
-    from realprobe.report import build_report, render_html, render_markdown
+    from realprobe import build_report
+    from realprobe.report import render_html, render_markdown
 
     res = _cli("stats", "--db", str(db), "--json")
     tool = json.loads(res.stdout)["tools"][0]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from probe_helpers import synthetic_rows
 
-from realprobe import Store
-from realprobe.report import build_report, render_html, render_markdown
+from realprobe import Store, build_report
+from realprobe.report import render_html, render_markdown
 
 T0 = 1_790_000_000.0
 TOOLS = ("catfact_fact", "agify_age", "advice_random", "kanye_quote")

@@ -19,6 +19,7 @@ from realprobe import (
     MixtureComponent,
     Profile,
     ToolProfile,
+    open_db,
     sandbox_running,
 )
 from realprobe.probes import latency_mixture as lm
@@ -156,7 +157,7 @@ def test_round_trip_keeps_two_components(catalog: Catalog, tmp_path: Path) -> No
     truth = bimodal_profile(success=0.9)
     db = tmp_path / "truth.db"
     probe(catalog, tools, 1500, simulate_opts(truth, 11), db, 10.0)
-    arr, rep = stats_from_db(db)
+    arr, rep = stats_from_db(open_db(db))
     calibrated = calibrate(rep, name="round-1", arrays=arr)
     lat = calibrated.tools[TOOL].latency_ms
     assert lat.mixture is not None and lat.mixture_fit is not None
@@ -168,7 +169,7 @@ def test_round_trip_keeps_two_components(catalog: Catalog, tmp_path: Path) -> No
     again = Profile.model_validate_json(path.read_text())
     db2 = tmp_path / "round2.db"
     probe(catalog, tools, 1500, simulate_opts(again, 12), db2, 10.0)
-    arr2, rep2 = stats_from_db(db2)
+    arr2, rep2 = stats_from_db(open_db(db2))
     second = calibrate(rep2, name="round-2", arrays=arr2).tools[TOOL].latency_ms
     assert second.mixture is not None
     _close(second.mixture, [FAST, SLOW])

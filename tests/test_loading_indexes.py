@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from realprobe import Store
+from realprobe import Store, open_db
 from realprobe.probes.loading import conditions, load_probes, probe_columns
 from realprobe.probes.phases import phase_breakdown
 
@@ -53,13 +53,13 @@ def test_side_questions_read_indexes_only(tmp_path: Path, kinds: list[str] | Non
 
 def test_loaded_rows_and_phases(tmp_path: Path) -> None:
     db = _db(tmp_path)
-    live = load_probes(db, kinds=["live"])
+    live = load_probes(open_db(db), kinds=["live"])
     assert live.tools == ["t0", "t1", "t2", "t3"] and len(live) == 150
-    sim = load_probes(db, kinds=["simulate"])
+    sim = load_probes(open_db(db), kinds=["simulate"])
     assert len(sim) == 50
     # simulated rows sit on their virtual timeline, ending at the run's last real stamp
     assert sim.ts.max() == pytest.approx(1e9 + 199)
-    phases = phase_breakdown(db, kinds=["live"])
+    phases = phase_breakdown(open_db(db), kinds=["live"])
     t1 = phases["t1"]  # rows 1, 5, 9, ...: ok, new connection on 1, 21, 41, ...
     oks = [i for i in range(1, 150, 4) if i % 3 != 0]
     news = [i for i in oks if i % 10 == 1]

@@ -17,6 +17,7 @@ from realprobe import (
     call_tool_sync,
     make_client,
     make_sync_client,
+    open_db,
 )
 
 
@@ -102,7 +103,7 @@ async def test_probe_rows_store_phases_and_tls(
 
     from realprobe.probes.phases import phase_breakdown
 
-    phases = phase_breakdown(tmp_path / "p.db")["tlsecho_get"]
+    phases = phase_breakdown(open_db(tmp_path / "p.db"))["tlsecho_get"]
     assert phases["n"] == 2 and phases["new_connections"] >= 1
     assert phases["tls_ms"] > 0 and phases["ttfb_ms"] >= 100
     assert phases["slowest"] == "ttfb_ms"  # the server thinks for 0.15 s

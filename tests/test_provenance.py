@@ -27,6 +27,7 @@ from realprobe import (
     TransportOptions,
     make_client,
     make_sync_client,
+    open_db,
     run_probes,
 )
 from realprobe.probes.scheduler import ProbeSchedule, first_fire_time
@@ -234,7 +235,7 @@ async def test_ten_thousand_simulated_rounds_stamp_nothing_after_write_time(
     # and the readers place it before the write time, never in the future
     from realprobe.probes.loading import load_probes
 
-    arr = load_probes(tmp_path / "p.db", kinds=["simulate"])
+    arr = load_probes(open_db(tmp_path / "p.db"), kinds=["simulate"])
     assert len(arr) == 10_000 and float(arr.ts.max()) <= after + 1e-6
     assert (arr.ts[1:] >= arr.ts[:-1]).all()
     assert float(arr.ts.max() - arr.ts.min()) == pytest.approx(span, rel=1e-6)

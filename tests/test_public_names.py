@@ -30,6 +30,8 @@ FRONT_DOOR = {
     "serve_exporter", "serve_mcp", "stats", "sweep", "task_results", "use_cassette",
     "verify_cassette", "window", "write_report",
     "import_history", "imported_stats", "calibrate_imported",
+    # the one opener of the database, and the handle its readers and writers take
+    "open_db", "Database",
     # types a script builds or catches
     "ApiSpec", "BadResponse", "Burst", "DeadlineExceeded", "FaultModel", "LatencyModel",
     "Lognormal", "McpService", "MixtureComponent", "Politeness", "PolitenessConfig",

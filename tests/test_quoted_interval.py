@@ -13,10 +13,10 @@ from pathlib import Path
 from monitor_helpers import write_rows
 from prometheus_client.parser import text_string_to_metric_families
 
+from realprobe import build_report, open_db
 from realprobe.monitor.alerts import AlertConfig, Rule, check
 from realprobe.monitor.exporter import Exporter
 from realprobe.probes.stats import EXTRAPOLATED, interval_text, stats_from_db, wilson
-from realprobe.report.build import build_report
 from realprobe.report.render import render_html, render_markdown
 
 # 40 calls, failures in runs: the chain's correlation widens the interval stats quotes
@@ -27,7 +27,7 @@ def test_every_surface_quotes_the_stats_interval(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     now = time.time()
     write_rows(db, "agify_age", ROWS, t0=now - 40 * 10 - 5, step_s=10)
-    _, rep = stats_from_db(db)
+    _, rep = stats_from_db(open_db(db))
     (t,) = rep.tools
     want = interval_text(t.success.quoted95)
     k = ROWS.count("o")
@@ -91,7 +91,7 @@ def test_an_extrapolated_percentile_is_marked_in_stats_report_and_alerts(tmp_pat
                 "bytes": 10, "vantage": "here", "detail": "", "timeout_s": 1.0, "excluded": 0,
                 "source": "probe",
             })
-    _, rep = stats_from_db(db)
+    _, rep = stats_from_db(open_db(db))
     (t,) = rep.tools
     assert t.latency.extrapolated and t.latency.p95 is not None
     p95 = f"{t.latency.p95:.0f}{EXTRAPOLATED}"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from probe_helpers import synthetic_rows
 
-from realprobe import Store
-from realprobe.report import build_report, render_html
+from realprobe import Store, build_report
+from realprobe.report import render_html
 from realprobe.report import plots as p
 
 T0 = 1_790_000_000.0
@@ -111,7 +111,7 @@ def test_report_draws_without_matplotlib_or_the_optimiser(db: Path) -> None:
     scipy.optimize / scipy.stats wait until a fit or a tiny sample needs them."""
     code = (
         "import json, sys\n"
-        "from realprobe.report import build_report, render_html\n"
+        "from realprobe import build_report\nfrom realprobe.report import render_html\n"
         f"html = render_html(build_report({str(db)!r}))\n"
         "print(json.dumps([html.count('<svg'), sorted(m for m in sys.modules if m in "
         "('matplotlib', 'scipy.optimize', 'scipy.stats'))]))\n"

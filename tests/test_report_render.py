@@ -18,8 +18,8 @@ import pytest
 from probe_helpers import synthetic_rows
 from test_stats_cli import one_line_error, run_cli
 
-from realprobe import Store
-from realprobe.report import build_report, render_html, render_json, render_markdown
+from realprobe import Store, build_report
+from realprobe.report import render_html, render_json, render_markdown
 
 T0 = 1_790_000_000.0
 PLOTS = ("success", "latency", "errors", "over_time")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import realprobe
-from realprobe import ErrorCode, Store
+from realprobe import ErrorCode, Store, open_db
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import compute_stats
 
@@ -128,7 +128,7 @@ def test_the_arrays_equal_the_reference_and_an_open_connection_reads_the_same(
 ) -> None:
     db, rows = seeded
     ref = _reference(rows)
-    by_file = load_probes(db, kinds=["live"])
+    by_file = load_probes(open_db(db), kinds=["live"])
     with closing(sqlite3.connect(db)) as conn:
         by_conn = load_probes(conn, kinds=["live"])
     for arr in (by_file, by_conn):
@@ -154,10 +154,10 @@ def test_a_file_this_process_writes_is_read_through_sqlite3_alone(
 
     monkeypatch.setattr(loading, "_adbc_by_tool", refuse)
     with Store(db):
-        arr = load_probes(db, kinds=["live"])
+        arr = load_probes(open_db(db), kinds=["live"])
     assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
     with pytest.raises(AssertionError, match="columnar reader ran"):
-        load_probes(db, kinds=["live"])  # the Store is closed: the columnar reader again
+        load_probes(open_db(db), kinds=["live"])  # the Store is closed: the columnar reader again
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="no /proc to see open files")
@@ -178,7 +178,7 @@ def test_a_file_the_caller_holds_open_is_read_through_sqlite3_alone(
     mine = sqlite3.connect(db)
     try:
         mine.execute("BEGIN IMMEDIATE")  # holding a write lock the driver's close would drop
-        arr = load_probes(db, kinds=["live"])
+        arr = load_probes(open_db(db), kinds=["live"])
         mine.execute("INSERT INTO probes (run_id, tool, api, started_at, started_ts, "
                      "latency_ms, outcome) VALUES ('x', 'x', 'x', '', 0, 1, 'ok')")
         mine.rollback()
@@ -186,7 +186,7 @@ def test_a_file_the_caller_holds_open_is_read_through_sqlite3_alone(
         mine.close()
     assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
     with pytest.raises(AssertionError, match="columnar reader ran"):
-        load_probes(db, kinds=["live"])  # closed: the columnar reader again
+        load_probes(open_db(db), kinds=["live"])  # closed: the columnar reader again
 
 
 def test_without_the_driver_the_rows_are_read_row_wise_alike(
@@ -196,7 +196,7 @@ def test_without_the_driver_the_rows_are_read_row_wise_alike(
 
     db, rows = seeded
     monkeypatch.setattr(store, "find_spec", lambda name: None)
-    arr = load_probes(db, kinds=["live"])
+    arr = load_probes(open_db(db), kinds=["live"])
     assert np.array_equal(arr.latency_ms, _reference(rows).latency_ms, equal_nan=True)
     assert realprobe.stats(db, kinds="live").model_dump() == _stats_dump(db)
 

@@ -10,7 +10,7 @@ import pytest
 from probe_helpers import synthetic_rows
 from scipy import stats as sps
 
-from realprobe import RealprobeError, Store
+from realprobe import RealprobeError, Store, open_db
 from realprobe.probes import stats as stats_mod
 from realprobe.probes.latency_fit import fit_lognormal, ks_test
 from realprobe.probes.loading import ProbeArrays, load_probes
@@ -189,7 +189,7 @@ def test_sql_loader_matches_rows_and_leaves_out_excluded(tmp_path: Path) -> None
     rows[0]["error_code"] = "SOMETHING_NEW"
     with Store(tmp_path / "p.db") as store, store.conn:
         store.conn.execute("UPDATE probes SET error_code = 'SOMETHING_NEW' WHERE id = 1")
-    arr = load_probes(tmp_path / "p.db")
+    arr = load_probes(open_db(tmp_path / "p.db"))
     ref = ProbeArrays.from_rows(rows + outage)
     assert arr.tools == ["a_tool", "b_tool"] == ref.tools
     assert list(arr.bounds) == [0, 30, 80]
@@ -197,7 +197,7 @@ def test_sql_loader_matches_rows_and_leaves_out_excluded(tmp_path: Path) -> None
                  (arr.code, ref.code), (arr.timeout_s, ref.timeout_s)):
         assert np.array_equal(a, b)
     assert arr.code[30] == 8  # OPERATION_FAILED
-    sub = load_probes(tmp_path / "p.db", since=NOW - 1e9, until=rows[10]["started_ts"],
+    sub = load_probes(open_db(tmp_path / "p.db"), since=NOW - 1e9, until=rows[10]["started_ts"],
                       tools=["b_tool"])
     assert sub.tools == ["b_tool"] and len(sub) == 10
 

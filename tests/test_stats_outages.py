@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import realprobe
-from realprobe import ErrorCode, Profile, load_profile
+from realprobe import ErrorCode, Profile, load_profile, open_db
 from realprobe.probes.calibrate import AtDeadline, calibrate
 from realprobe.probes.drift import drift
 from realprobe.probes.stats import compute_stats, long_run, stats_from_db, success_stats
@@ -317,8 +317,8 @@ def test_retry_after_round_trip_through_a_loopback_api(tmp_path: Path) -> None:
         tool = api.api.tools[0].name
         # Retry-After is recorded, not waited for (the helper's politeness does not honour it)
         probe(api.catalog, [api.catalog.get(tool)], 48, realprobe.TransportOptions(), db, 5.0)
-    _, rep = stats_from_db(db)
-    prof = calibrate(rep, db=str(db))
+    _, rep = stats_from_db(open_db(db))
+    prof = calibrate(rep, db=open_db(db))
     # given the statistics and the database, calibrate reads the rows: mixtures tried too
     assert prof.tools[tool].latency_ms.mixture_fit is not None
     ra = prof.tools[tool].retry_after[ErrorCode.RATE_LIMIT_ERROR]
@@ -327,8 +327,8 @@ def test_retry_after_round_trip_through_a_loopback_api(tmp_path: Path) -> None:
     # the simulator, through the real render path and the client's header parsing
     sim = realprobe.TransportOptions(mode=realprobe.Mode.SIMULATE, profile=prof, seed=4)
     realprobe.probe([tool], rounds=400, db=db2, target=sim, catalog=api.catalog, politeness="off")
-    _, rep2 = stats_from_db(db2)
-    again = calibrate(rep2, db=str(db2)).tools[tool].retry_after[ErrorCode.RATE_LIMIT_ERROR]
+    _, rep2 = stats_from_db(open_db(db2))
+    again = calibrate(rep2, db=open_db(db2)).tools[tool].retry_after[ErrorCode.RATE_LIMIT_ERROR]
     assert again.share == pytest.approx(0.75, abs=0.1)
     values = dict(again.values)
     assert set(values) == {3.0, 7.0}
@@ -353,16 +353,16 @@ def test_a_5xx_retry_after_share_round_trips(tmp_path: Path) -> None:
     with catfact_on_loopback(min_interval_s=0.0, answers=SERVER_ANSWERS) as api:
         tool = api.api.tools[0].name
         probe(api.catalog, [api.catalog.get(tool)], 200, realprobe.TransportOptions(), db, 5.0)
-    _, rep = stats_from_db(db)
-    ra = calibrate(rep, db=str(db)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
+    _, rep = stats_from_db(open_db(db))
+    ra = calibrate(rep, db=open_db(db)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
     assert ra.n == 100 and ra.share == pytest.approx(0.3)
     assert dict(ra.values) == pytest.approx({4.0: 2 / 3, 9.0: 1 / 3})
     assert ra.share_ci95 is not None
-    prof = calibrate(rep, db=str(db))
+    prof = calibrate(rep, db=open_db(db))
     sim = realprobe.TransportOptions(mode=realprobe.Mode.SIMULATE, profile=prof, seed=5)
     realprobe.probe([tool], rounds=600, db=db2, target=sim, catalog=api.catalog, politeness="off")
-    _, rep2 = stats_from_db(db2)
-    again = calibrate(rep2, db=str(db2)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
+    _, rep2 = stats_from_db(open_db(db2))
+    again = calibrate(rep2, db=open_db(db2)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
     assert again.n > 200
     assert ra.share_ci95[0] <= again.share <= ra.share_ci95[1]
     assert set(dict(again.values)) == {4.0, 9.0}

@@ -26,7 +26,6 @@ import sqlite3
 import statistics
 from collections import Counter
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -34,7 +33,7 @@ from pydantic import BaseModel, Field
 from realprobe.errors import RealprobeError
 from realprobe.probes.stats import wilson
 from realprobe.probes.windows import iso
-from realprobe.store import IMPORTED_KIND, read_only
+from realprobe.store import IMPORTED_KIND, Database
 
 INTERVAL_METHOD = (
     "Wilson score interval on the down share over n_eff = observed time / (2 x mean outage "
@@ -328,11 +327,11 @@ def _checks(rep: MonitorAvailability, checks: list[tuple[Any, ...]]) -> None:
                             "re-commit near 23:00 UTC), not one per check")
 
 
-def imported_stats(db: str | Path, since: float | None = None, until: float | None = None,
+def imported_stats(db: Database, since: float | None = None, until: float | None = None,
                    monitors: list[str] | None = None) -> ImportedStats:
     """Per imported monitor: availability in time, outages, downtime per day, error mix,
     latency where measured per check, cadence, and the monitor's published figures."""
-    conn = read_only(db, need=None)
+    conn = db.read(need=None)
     try:
         have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "imported_monitors" not in have:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import optimize, special
@@ -33,6 +33,9 @@ from realprobe.simulator.profile import (
     chain_with_rate,
     resilibench_base,
 )
+
+if TYPE_CHECKING:
+    from realprobe.store import Database
 
 VIEWS = ("profile", "resilibench", "reliabilitybench")
 
@@ -728,7 +731,7 @@ def calibrate(
     report: StatsReport,
     *,
     name: str | None = None,
-    db: str | None = None,
+    db: Database | None = None,
     arrays: ProbeArrays | None = None,
 ) -> Profile:
     """`arrays` (the rows behind the report; read from `db` when not given) adds each tool's
@@ -736,9 +739,9 @@ def calibrate(
     statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
         raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
-    rows = arrays if arrays is not None or not db else _rows_of(report, db)
+    rows = arrays if arrays is not None or db is None else _rows_of(report, db)
     tools = _tool_profiles(report, rows)
-    if db:
+    if db is not None:
         add_retry_after(tools, report, db)
         add_mcp_forms(tools, report, db)
     deadlines = sorted({t.latency.timeout_s for t in report.tools if t.latency.timeout_s})
@@ -783,8 +786,8 @@ def calibrate(
         )
         if prov.banner():
             source["warning"] = prov.banner()
-    if db:
-        source["db"] = db
+    if db is not None:
+        source["db"] = str(db)
     implicit = implicit_section(report.implicit or {}, source)
     return Profile(
         name=name,
@@ -844,7 +847,7 @@ def _selection(report: StatsReport) -> tuple[float | None, float | None, list[st
     return since, until, prov.target_kinds if prov else None
 
 
-def _rows_of(report: StatsReport, db: str) -> ProbeArrays | None:
+def _rows_of(report: StatsReport, db: Database) -> ProbeArrays | None:
     """The rows behind a report (for `calibrate` given only the statistics and the database),
     or None when the database does not hold them."""
     from realprobe.probes.loading import load_probes
@@ -857,7 +860,8 @@ def _rows_of(report: StatsReport, db: str) -> ProbeArrays | None:
     return arr if len(arr) == report.rows else None
 
 
-def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport, db: str) -> None:
+def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport,
+                    db: Database) -> None:
     """Each tool's Retry-After per failure code, from the same rows as the report (a code
     whose failures never carried the header gets share 0, so the simulator sends none)."""
     from realprobe.probes.loading import load_retry_after
@@ -899,7 +903,8 @@ def mcp_forms(failures: list[tuple[bool, float, str]]) -> McpFailureForms:
                            error_latency_ms=latency)
 
 
-def add_mcp_forms(tools: dict[str, ToolProfile], report: StatsReport, db: str) -> None:
+def add_mcp_forms(tools: dict[str, ToolProfile], report: StatsReport,
+                  db: Database) -> None:
     """Each MCP tool's failure forms, from the same rows as the report (tools whose rows
     are not MCP calls, or that never failed, get none)."""
     from realprobe.probes.loading import load_mcp_failures

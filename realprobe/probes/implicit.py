@@ -28,7 +28,6 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +39,7 @@ from realprobe.probes.loading import ProbeArrays, load_probes
 if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
     from realprobe.result import ToolResult
+    from realprobe.store import Database
 
 #: answers (or list elements) a field must have been seen in before its change is a sign
 MIN_SEEN = 3
@@ -257,7 +257,7 @@ def _args_key(args: Any) -> str:
 
 
 def implicit_summary(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,

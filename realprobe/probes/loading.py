@@ -19,7 +19,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -29,7 +28,7 @@ import realprobe.chunks as chunks
 from realprobe.chunks import CODE_SQL, CODES, MISSING, OTHER, dense, real
 from realprobe.chunks import PHASE_EXTRA as PHASE_EXTRA  # where the readers take it from
 from realprobe.errors import ErrorCode, RealprobeError
-from realprobe.store import FUTURE_SKEW_S, columnar, read_error, read_only, writing_here
+from realprobe.store import FUTURE_SKEW_S, Database, read_error, writing_here
 
 _TIMEOUT = CODES.index(ErrorCode.TIMEOUT)
 _OTHER = OTHER
@@ -178,7 +177,7 @@ def conditions(
 
 
 def tool_counts(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     kinds: list[str] | None = None,
@@ -186,7 +185,7 @@ def tool_counts(
 ) -> dict[str, int]:
     """{tool: rows} in the window (excluded rows left out): from the chunks' heads and the
     rows outside them, else an index scan."""
-    conn = read_only(db)
+    conn = db.read()
     try:
         now = time.time()
         where, params = conditions(probe_columns(conn), since, until, None, kinds, vantages,
@@ -262,7 +261,8 @@ Groups = list[tuple[str, int]]
 
 
 def read_by_tool(
-    db: Path | sqlite3.Connection, cond: str, params: list[Any], query: tuple[str, list[Any]],
+    db: Database | sqlite3.Connection, cond: str, params: list[Any],
+    query: tuple[str, list[Any]],
     k: int,
 ) -> tuple[Groups, list[FloatArray]]:
     """(rows per tool, sorted by tool; the `k` REAL columns of `query`, a query over the same
@@ -273,10 +273,10 @@ def read_by_tool(
     an open connection (the exporter's, or any while this process writes the file: the
     driver links its own SQLite) row-wise through it."""
     groups_sql = f"SELECT tool, count(*) FROM probes WHERE {cond} GROUP BY tool ORDER BY tool"
-    if isinstance(db, Path):
-        if columnar(db):
+    if isinstance(db, Database):
+        if db.columnar:
             return _adbc_by_tool(db, (groups_sql, params), query, k)
-        with closing(read_only(db)) as conn:  # an install without the driver: row-wise
+        with closing(db.read()) as conn:  # an install without the driver: row-wise
             return read_by_tool(conn, cond, params, query, k)
     db.execute("BEGIN")
     try:
@@ -532,7 +532,7 @@ BATCH_ROWS = 1 << 16
 
 
 def _adbc_by_tool(
-    path: Path, groups: tuple[str, list[Any]], query: tuple[str, list[Any]], k: int
+    db: Database, groups: tuple[str, list[Any]], query: tuple[str, list[Any]], k: int
 ) -> tuple[Groups, list[FloatArray]]:
     import adbc_driver_manager as adbc
     import adbc_driver_sqlite
@@ -571,7 +571,7 @@ def _adbc_by_tool(
         return out
 
     try:
-        with adbc_driver_sqlite.connect(sqlite_uri(path)) as database, adbc.AdbcConnection(
+        with adbc_driver_sqlite.connect(sqlite_uri(db.path)) as database, adbc.AdbcConnection(
             database
         ) as conn:
             conn.set_autocommit(False)  # both queries in one read transaction
@@ -613,7 +613,7 @@ def float_rows(cur: Iterable[tuple[Any, ...]], k: int, n: int) -> FloatArray:
 
 
 def load_probes(
-    db: str | Path | sqlite3.Connection,
+    db: Database | sqlite3.Connection,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -625,8 +625,8 @@ def load_probes(
     """Rows with excluded != 1 in [since, until) of the given target kinds and vantages (None:
     any), as arrays, in one read transaction. `extra`: {name: (column, SQL number)} further
     columns read in the same pass into `.extra` (those whose column the file has)."""
-    path = None if isinstance(db, sqlite3.Connection) else Path(db)
-    conn = read_only(path) if path is not None else cast(sqlite3.Connection, db)
+    path = db if isinstance(db, Database) else None
+    conn = path.read() if path is not None else cast(sqlite3.Connection, db)
     try:
         columns = probe_columns(conn)
         now = time.time()
@@ -653,20 +653,20 @@ def load_probes(
 
 
 def _by_sql(
-    path: Path | None, conn: sqlite3.Connection, columns: set[str], cond: str,
+    path: Database | None, conn: sqlite3.Connection, columns: set[str], cond: str,
     params: list[Any], more: list[str], virtual: bool,
 ) -> tuple[Groups, list[FloatArray]]:
     """`read_by_tool` through SQL: a file column-wise by the ADBC driver (after closing
     `conn`: one copy of SQLite at a time on the file, POSIX locks), unless this process holds
     the file open; an open connection row-wise."""
     query = _row_query(conn, columns, cond, list(params), more, virtual=virtual)
-    source: Path | sqlite3.Connection = conn
-    if path is not None and not writing_here(path):
+    source: Database | sqlite3.Connection = conn
+    if path is not None and not writing_here(path.path):
         conn.close()
-        if columnar(path):
+        if path.columnar:
             source = path
         else:  # the caller holds it open: stay with that copy
-            source = read_only(path)
+            source = path.read()
             try:
                 return read_by_tool(source, cond, list(params), query, 4 + len(more))
             finally:
@@ -675,7 +675,7 @@ def _by_sql(
 
 
 def load_mcp_failures(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -687,7 +687,7 @@ def load_mcp_failures(
     server and calls through the MCP proxy) in the selection."""
     from realprobe.result import JSONRPC_ERROR_PREFIX
 
-    conn = read_only(db)
+    conn = db.read()
     try:
         columns = probe_columns(conn)
         if not {"run_id", "detail"} <= columns:
@@ -711,7 +711,7 @@ def load_mcp_failures(
 
 
 def load_retry_after(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -721,7 +721,7 @@ def load_retry_after(
 ) -> dict[str, dict[str, tuple[int, list[float]]]]:
     """{tool: {error code: (failures with that code, the Retry-After values they carried)}}
     for the failed rows of the selection (Retry-After in seconds, as stored per row)."""
-    conn = read_only(db)
+    conn = db.read()
     try:
         columns = probe_columns(conn)
         if "retry_after" not in columns:

@@ -9,7 +9,6 @@ successful call that recorded phases (simulated and replayed calls record none).
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,11 +24,11 @@ from realprobe.probes.loading import (
     probe_columns,
 )
 from realprobe.probes.numeric import median
-from realprobe.store import read_only
+from realprobe.store import Database
 
 
 def phase_breakdown(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -80,7 +79,7 @@ def phase_medians(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
 
 
 def vantage_table(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -91,7 +90,7 @@ def vantage_table(
     bursts)."""
     from realprobe.probes.stats import wilson
 
-    conn = read_only(db)
+    conn = db.read()
     try:
         cols = probe_columns(conn)
         where, params = conditions(cols, since, until, tools, kinds, None)

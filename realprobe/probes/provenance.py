@@ -12,7 +12,6 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -22,7 +21,7 @@ from realprobe.chunks import dense
 from realprobe.errors import BadArgument, RealprobeError
 from realprobe.probes.loading import Selection, conditions, probe_columns, snapshot
 from realprobe.probes.windows import iso
-from realprobe.store import FUTURE_SKEW_S, IMPORTED_KIND, read_error, read_only
+from realprobe.store import FUTURE_SKEW_S, IMPORTED_KIND, Database, read_error
 from realprobe.target import TargetKind
 
 #: what `target` accepts: the kinds, and all
@@ -199,7 +198,7 @@ Group = tuple[str, str, str, str, int, int, float, float]
 
 
 def survey(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -207,7 +206,7 @@ def survey(
 ) -> list[Group]:
     """Every (kind, target, vantage, source, excluded) group in the window: one scan, of the
     covering provenance index when the file has it."""
-    conn = read_only(db)
+    conn = db.read()
     try:
         cols = probe_columns(conn)
         have: list[str] = [
@@ -242,7 +241,7 @@ def survey(
 
 
 def kinds_present(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -263,7 +262,7 @@ def kinds_present(
 
 
 def vantages_present(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
@@ -296,7 +295,7 @@ def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
 
 
 def describe(
-    db: str | Path,
+    db: Database,
     kinds: list[str],
     since: float | None = None,
     until: float | None = None,
@@ -350,11 +349,11 @@ def describe(
     )
 
 
-def _excluded_detail(db: str | Path, kinds: list[str], since: float | None,
+def _excluded_detail(db: Database, kinds: list[str], since: float | None,
                      until: float | None, tools: list[str] | None,
                      vantages: list[str] | None) -> str | None:
     """The `detail` of one excluded row of the selection (they share their cause)."""
-    conn = read_only(db)
+    conn = db.read()
     try:
         cols = probe_columns(conn)
         cond, params = conditions(cols, since, until, tools, kinds, vantages, excluded=True)
@@ -383,7 +382,7 @@ def excluded_cause(detail: str | None) -> str:
 
 
 def empty_selection_error(
-    prov: Provenance, db: str | Path, tools: list[str] | None,
+    prov: Provenance, db: Database, tools: list[str] | None,
     widen: tuple[str, ...] = ("since", "until"),
 ) -> str:
     """Why a selection holds no rows, in one line that says what to do (naming the parameters

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +50,7 @@ from realprobe.probes.provenance import (
 )
 from realprobe.probes.windows import iso
 
+from realprobe.store import Database
 #: consecutive calls further apart than this are not a transition of the burst chain
 BURST_MAX_GAP_S = 3600.0
 #: a period (day by default) needs this many attempts to count for the variability flags
@@ -1051,7 +1051,7 @@ def pooled_success(tools: list[SuccessStats]) -> SuccessStats | None:
 
 
 def stats_from_db(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,

@@ -4,7 +4,6 @@ success over time, computed once and rendered as HTML, Markdown or JSON."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ from realprobe.probes.loading import (
 from realprobe.probes.provenance import Group
 from realprobe.probes.stats import StatsReport, stats_from_db
 from realprobe.probes.windows import iso
-from realprobe.store import read_only
+from realprobe.store import Database
 
 
 class TimeSeries(BaseModel):
@@ -94,7 +93,7 @@ def latency_quantiles(arr: ProbeArrays, points: int = 400) -> dict[str, list[flo
 
 
 def several_vantages(
-    db: str | Path,
+    db: Database,
     since: float | None,
     until: float | None,
     tools: list[str] | None,
@@ -102,7 +101,7 @@ def several_vantages(
 ) -> bool:
     """Do the selected rows come from more than one vantage (no vantage counts as one)? One
     indexed query, so the side-by-side table is built only when there is a side to show."""
-    conn = read_only(db)
+    conn = db.read()
     try:
         cols = probe_columns(conn)
         if "vantage" not in cols:
@@ -117,7 +116,7 @@ def several_vantages(
 
 
 def side_tables(
-    db: str | Path,
+    db: Database,
     since: float | None,
     until: float | None,
     tools: list[str] | None,
@@ -164,7 +163,7 @@ def drift_between_windows(
 
 
 def build_report(
-    db: str | Path,
+    db: Database,
     since: float | None = None,
     until: float | None = None,
     tools: list[str] | None = None,
