@@ -12,7 +12,7 @@ import vcr
 from cli_runner import invoke
 
 from realprobe import Catalog, Mode, TransportOptions, call_tool, load_cassette, make_client
-from realprobe.cassettes.importers import decompress
+from realprobe.cassettes.cassette import decoded
 from realprobe.cassettes.recording import RecordingTransport
 from realprobe.cassettes.replayer import ReplayTransport
 
@@ -50,7 +50,7 @@ async def test_every_real_cassette_imports_and_replays(
             # the recorded headers and bytes, as recorded; httpx decodes them
             assert list(r.headers.multi_items()) == [(k.lower(), v) for k, v in call.headers]
             enc = call.header("content-encoding")
-            expected = decompress(call.body, enc) if enc and call.body else call.body
+            expected = decoded(call.body, enc) or call.body
             assert r.content == expected
             if "json" in (call.header("content-type") or ""):
                 r.json()  # gzip and !binary bodies came out as real JSON

@@ -58,7 +58,8 @@ FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
 VCR_VERSION = 1
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
-MAX_JSON_DECODED = 50 * 1024 * 1024
+#: the most a stored compressed body is decoded to (a bomb stops there)
+MAX_DECODED = 50 * 1024 * 1024
 
 
 class CassetteError(RealprobeError):
@@ -379,12 +380,17 @@ def response_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
     }
 
 
+def decoded(body: bytes, encoding: str | None) -> bytes | None:
+    """A stored body's content under its `Content-Encoding`; None when it is not encoded, or
+    does not decode (corrupt, truncated, over MAX_DECODED, an encoding realprobe lacks)."""
+    if not body or (encoding or "").strip().lower() in ("", "identity"):
+        return None
+    return decode_whole(body, encoding, MAX_DECODED)
+
+
 def _decoded_text(call: Call) -> bytes | None:
     """A compressed body's content when it is text (what vcrpy's JSON can hold), else None."""
-    enc = (call.header("content-encoding") or "").strip().lower()
-    if enc in ("", "identity") or not call.body:
-        return None
-    plain = decode_whole(call.body, enc, MAX_JSON_DECODED)
+    plain = decoded(call.body, call.header("content-encoding"))
     return plain if plain is not None and _is_text(plain) else None
 
 
@@ -757,6 +763,10 @@ def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
 
 
 def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
+    if cassette.records is not None:  # an MCP session: its JSON lines, whatever the suffix
+        from realprobe.cassettes.mcp_session import session_bytes
+
+        return session_bytes(cassette)
     data = to_json_data(cassette, binary=as_yaml)
     if as_yaml:
         text = yaml.dump(data, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)

@@ -18,13 +18,11 @@ import yaml
 from realprobe.cassettes.cassette import (
     Call,
     Cassette,
-    CassetteError,
+    decoded,
     headers_to_json,
     is_yaml_path,
     save_cassette,
 )
-from realprobe.cassettes.mcp_session import save_session
-from realprobe.outputs import OutputError, write_output
 
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -39,12 +37,7 @@ def _ruby_body(data: bytes | None) -> dict[str, str]:
 
 def _har_content(call: Call) -> bytes:
     """HAR holds a response's content decoded (its headers still name the encoding)."""
-    from realprobe.cassettes.importers import decompress
-
-    enc = (call.header("content-encoding") or "").strip().lower()
-    if enc in ("", "identity") or not call.body:
-        return call.body
-    plain = decompress(call.body, enc)
+    plain = decoded(call.body, call.header("content-encoding"))
     return call.body if plain is None else plain
 
 
@@ -152,13 +145,6 @@ def to_har(cassette: Cassette) -> dict[str, Any]:
     }}
 
 
-def _write(path: Path, payload: bytes) -> None:
-    try:
-        write_output(path, payload)
-    except OutputError as exc:
-        raise CassetteError(str(exc)) from exc
-
-
 #: what an HTTP cassette exports to (an MCP session's formats are in `realprobe.mcp.interop`)
 HTTP_FORMATS = ("realprobe", "ruby-vcr", "har")
 
@@ -175,7 +161,7 @@ def write_as(cassette: Cassette, path: Path, fmt: str) -> None:
         payload = ("---\n" + text).encode("utf-8")
     else:
         payload = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    _write(path, payload)
+    save_cassette(cassette, path, payload=payload)
 
 
 def save_as_source(cassette: Cassette, path: Path, dest: Path | None = None) -> str:
@@ -184,7 +170,7 @@ def save_as_source(cassette: Cassette, path: Path, dest: Path | None = None) -> 
     written as a realprobe MCP session file either way. Returns the format written."""
     source = str(cassette.meta.get("source") or "")
     if cassette.records is not None:
-        save_session(cassette, dest or path)
+        save_cassette(cassette, dest or path)
         return "mcp-session"
     if (dest is not None and dest.resolve() != path.resolve()) or source not in HTTP_FORMATS:
         source = "realprobe"

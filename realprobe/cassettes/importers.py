@@ -27,11 +27,13 @@ from realprobe.cassettes.cassette import (
     CassetteError,
     Failure,
     body_from_json,
+    decoded,
     fingerprint,
     from_json_data,
     headers_from_json,
     is_yaml_path,
     parse_text,
+    save_cassette,
     status_code,
 )
 from realprobe.cassettes.journal import (
@@ -44,11 +46,8 @@ from realprobe.cassettes.journal import (
 )
 from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY
 from realprobe.errors import RealprobeError
-from realprobe.http.decoding import decode_whole
 from realprobe.limits import load_json_text, read_bounded
 from realprobe.ranges import checked
-
-MAX_DECODED = 50 * 1024 * 1024
 
 
 def from_data(
@@ -272,7 +271,7 @@ def recover_cassette(path: str | Path) -> Cassette:
             raise CassetteError(f"{p} is still being recorded (pid {head['pid']}); nothing "
                                 "to recover yet")
         session = load_any(p, recover=False)
-        mcp_session.save_session(session, p)
+        save_cassette(session, p)
         return session
     if not jp.exists():
         raise CassetteError(f"no journal at {jp}: nothing to recover")
@@ -294,10 +293,6 @@ def _readable(p: Path) -> Cassette | None:
 # -- body normalisation --------------------------------------------------------------------
 
 
-def decompress(data: bytes, encoding: str) -> bytes | None:
-    return decode_whole(data, encoding, MAX_DECODED)
-
-
 def _set_header(call: Call, name: str, value: str | None) -> None:
     low = name.lower()
     kept = [(k, v) for k, v in call.headers if k.lower() != low]
@@ -317,7 +312,7 @@ def normalise_body(call: Call, *, read_by_library: bool = False) -> None:
     encoding = call.header("content-encoding")
     if not encoding or encoding.strip().lower() in ("identity", ""):
         return
-    if (read_by_library or _looks_plain(call.body)) and decompress(call.body, encoding) is None:
+    if (read_by_library or _looks_plain(call.body)) and decoded(call.body, encoding) is None:
         _set_header(call, "Content-Encoding", None)
         length = call.header("content-length")
         if length is not None and length.strip() != str(len(call.body)) and call.complete:

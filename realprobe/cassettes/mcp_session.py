@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from realprobe.cassettes.cassette import Call, Cassette, CassetteError, Failure
 from realprobe.errors import RealprobeError
 from realprobe.limits import MAX_ENTRIES, InputTooLarge, load_json_text, max_bytes
-from realprobe.outputs import OutputError, write_output
 from realprobe.secrets import Scrubber
 
 FORMAT_KEY = "realprobe_mcp_cassette"
@@ -341,14 +340,6 @@ def session_bytes(cassette: Cassette) -> bytes:
     meta = {k: v for k, v in cassette.meta.items() if k not in ("source", "match_on")}
     lines = [{FORMAT_KEY: VERSION, "meta": meta}, *(cassette.records or ())]
     return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
-
-
-def save_session(cassette: Cassette, path: Path) -> None:
-    try:
-        write_output(path, session_bytes(cassette), make_parents=True)
-    except OutputError as exc:
-        raise CassetteError(f"cannot write the cassette: {exc}") from exc
-    cassette.path = path
 
 
 def scrub_records(cassette: Cassette, secrets: tuple[str, ...] = (),

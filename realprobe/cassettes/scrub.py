@@ -28,8 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from realprobe.cassettes.cassette import Call, Cassette
-from realprobe.http.decoding import decode_whole
+from realprobe.cassettes.cassette import Call, Cassette, decoded
 from realprobe.secrets import (
     MIN_FOUND,
     PLACEHOLDER,
@@ -227,7 +226,6 @@ ENCODERS = {
     "x-gzip": lambda b: gzip.compress(b, mtime=0),
     "deflate": zlib.compress,
 }
-MAX_SCRUB_DECODED = 50 * 1024 * 1024
 
 
 def _open_encoded(calls: list[Call]) -> dict[int, tuple[bytes, str, bytes]]:
@@ -236,7 +234,7 @@ def _open_encoded(calls: list[Call]) -> dict[int, tuple[bytes, str, bytes]]:
     for call in calls:
         enc = (call.header("content-encoding") or "").strip().lower()
         if call.body and call.complete and call.error is None and enc in ENCODERS:
-            plain = decode_whole(call.body, enc, MAX_SCRUB_DECODED)
+            plain = decoded(call.body, enc)
             if plain is not None:
                 opened[id(call)] = (call.body, enc, plain)
                 call.body = plain

@@ -24,9 +24,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from realprobe.cassettes.cassette import MAX_JSON_DECODED, Call, headers_to_json
+from realprobe.cassettes.cassette import Call, decoded, headers_to_json
 from realprobe.cassettes.core import CassetteMiss
-from realprobe.http.decoding import decode_whole
 
 #: a `realprobe.cassettes.session.CassetteSession` (typed loosely: the session imports this module)
 CassetteSession = Any
@@ -188,13 +187,6 @@ class BridgeCassette:
         return []  # aiohttp's redirect replay then looks the hop up by its own request
 
 
-def _decoded(body: bytes, encoding: str | None) -> bytes | None:
-    """`body` decoded as the library would (None: not encoded, or it does not decode)."""
-    if not body or not encoding or encoding.strip().lower() in ("", "identity"):
-        return None
-    return decode_whole(body, encoding, MAX_JSON_DECODED)
-
-
 def _decoding_http_response() -> type:
     """vcrpy's replayed `http.client` response, reading the body decoded when urllib3 asks
     for it (`decode_content`, given per request or per read) as urllib3's own response does."""
@@ -212,7 +204,7 @@ def _decoding_http_response() -> type:
                 return
             self._rp_switched = True
             if self._content.tell() == 0:
-                plain = _decoded(self._content.getvalue(), self.getheader("content-encoding"))
+                plain = decoded(self._content.getvalue(), self.getheader("content-encoding"))
                 if plain is not None:
                     self._content = BytesIO(plain)
 
@@ -275,7 +267,7 @@ def _aiohttp_decoding(stack: contextlib.ExitStack) -> None:
                 auto = getattr(self, "_auto_decompress", True)
             if auto and isinstance(response, aiohttp_stubs.MockClientResponse):
                 for hop in (*response.history, response):
-                    plain = _decoded(hop._body, hop.headers.get("Content-Encoding"))
+                    plain = decoded(hop._body, hop.headers.get("Content-Encoding"))
                     if plain is not None:
                         hop._body = plain
                         hop.content = aiohttp_stubs.MockStream(plain)

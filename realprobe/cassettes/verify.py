@@ -13,8 +13,7 @@ import httpx
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import BadResponse
-from realprobe.cassettes.cassette import Call, Cassette
-from realprobe.cassettes.importers import decompress
+from realprobe.cassettes.cassette import Call, Cassette, decoded
 from realprobe.http.simulate import origins_of, routes_from_catalog
 from realprobe.simulator.render import MOVED_PREFIX
 
@@ -69,11 +68,9 @@ def _check(call: Call, index: ToolIndex, catalog: Catalog) -> Finding:
         return Finding(call.seq, req, tool, "recorded-failure", f"{call.error.type}: "
                        f"{call.error.message or '(no message)'} during {call.error.phase}")
     encoding = (call.header("content-encoding") or "").strip().lower()
-    undecodable = (
-        call.complete and call.body and encoding not in ("", "identity")
-        and decompress(call.body, encoding) is None
-    )
-    if undecodable:
+    if call.complete and call.body and encoding not in ("", "identity") and decoded(
+        call.body, encoding
+    ) is None:
         return Finding(call.seq, req, tool, "undecodable",
                        f"Content-Encoding {encoding} but the stored body does not decode")
     length = call.header("content-length")
