@@ -375,10 +375,14 @@ def _errors_text(mix: Mapping[str, Any]) -> str:
     return ", ".join(f"{code} {n}" for code, n in top) or "-"
 
 
-def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[str], Any]:
+def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[Column], Any]:
     """The columns that say which runs a row holds (fault plan and paraphrase level only
     when some row has one), and the cells of a row. Agent and model share a column, one
-    above the other (one name when they are the same), so that both fit at 80 columns."""
+    above the other (one name when they are the same), so that both fit at 80 columns.
+    These columns are never left out (one that holds the same value in every row is named
+    above the table on a narrow terminal)."""
+    from realprobe.commands.tables import Column
+
     names = [key, "target"]
     extra = [(c, label) for c, label, default in (("fault_plan", "plan", "-"),
                                                   ("paraphrase", "ε", 0))
@@ -389,15 +393,8 @@ def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[str], Any]:
             f"{r['agent']}\n{r['model']}"
         return [who] + [str(r[n]) for n in names] + [str(r[c]) for c, _ in extra]
 
-    return ["agent\nmodel", *names] + [label for _, label in extra], cells
-
-
-def _who_columns(who: list[str], key: str) -> list[Column]:
-    """The columns naming which runs a row holds: never left out (one that holds the same
-    value in every row is named above the table on a narrow terminal)."""
-    from realprobe.commands.tables import Column
-
-    return [Column(c, "name", key=True) for c in who]
+    headers = ["agent\nmodel", *names] + [label for _, label in extra]
+    return [Column(c, "name", key=True) for c in headers], cells
 
 
 def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable:
@@ -410,7 +407,7 @@ def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable
     drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "node F1": 4,
              "score": 1}
     t = fit_table(
-        [*_who_columns(who, key), Column("runs", "num"),
+        [*who, Column("runs", "num"),
          *(Column(c, "num", drop=drops.get(c, 0))
            for c in [*levels, "score", "chain F1", "τ", "graph F1", "node F1"])],
         title=title,
@@ -430,7 +427,7 @@ def _usage_table(rows: list[dict[str, Any]]) -> FitTable:
 
     who, cells = _who(rows, "prompt")
     t = fit_table(
-        [*_who_columns(who, "prompt"), Column("tokens in", "num", drop=2),
+        [*who, Column("tokens in", "num", drop=2),
          Column("tokens out", "num", drop=2), Column("cost $", "num"),
          Column("calls", "num"), Column("failed", "num"), Column("top errors", "list", drop=1)],
         title="Usage, cost and the agent's failed calls by error code",
@@ -552,7 +549,7 @@ def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
     who, cells = _who(rows, "prompt")
     drops = {"pass^1": 3, "k": 2, "extra calls": 1}
     rel = fit_table(
-        [*_who_columns(who, "prompt"),
+        [*who,
          *(Column(c, "num", drop=drops.get(c, 0))
            for c in ("runs", "pass^1", "pass^k", "k", "recovery", "extra calls"))],
         title="Reliability: pass^k over repeats (full success), recovery after tool failures",
@@ -575,7 +572,7 @@ def _complexity_table(rows: list[dict[str, Any]]) -> FitTable:
 
     who, cells = _who(rows, "prompt")
     t = fit_table(
-        [*_who_columns(who, "prompt"), Column("grade", "name", key=True), Column("runs", "num"),
+        [*who, Column("grade", "name", key=True), Column("runs", "num"),
          *(Column(c, "num", drop=d) for c, d in (("full", 0), ("partial", 2), ("failure", 2),
                                                  ("chain F1", 3), ("recovery", 1)))],
         title="Task outcomes by complexity (C1 chain .. C4 many-to-many with alternatives)",
@@ -633,7 +630,7 @@ def _print_recovery_by_kind(reliability: list[dict[str, Any]]) -> None:
         return
     who, cells = _who(rows, "prompt")
     table = fit_table(
-        [*_who_columns(who, "prompt"), *(Column(k.replace("-", " "), "num") for k in kinds)],
+        [*who, *(Column(k.replace("-", " "), "num") for k in kinds)],
         title="Recovery per injected fault kind (runs that met one; full success; kinds no "
               "run met are left out)",
     )
