@@ -23,14 +23,16 @@ def test_mann_whitney_all_equal_is_no_evidence() -> None:
     assert mann_whitney_p(np.ones(20), np.ones(30)) == 1.0
 
 
+@pytest.mark.parametrize("correction", [True, False])
 @pytest.mark.parametrize(
     "table",
-    [[[10, 5], [3, 12]], [[40, 10, 5], [30, 20, 9]], [[1, 0, 7, 3], [2, 5, 1, 9]], [[5], [9]]],
+    [[[10, 5], [3, 12]], [[40, 10, 5], [30, 20, 9]], [[1, 0, 7, 3], [2, 5, 1, 9]], [[5], [9]],
+     [[30, 70], [50, 50], [45, 60]]],
 )
-def test_chi2_matches_scipy(table: list[list[int]]) -> None:
+def test_chi2_matches_scipy(table: list[list[int]], correction: bool) -> None:
     t = np.array(table, dtype=float)
-    chi2, p = chi2_contingency(t)
-    want = stats.chi2_contingency(t)
+    chi2, p = chi2_contingency(t, correction)
+    want = stats.chi2_contingency(t, correction)
     assert chi2 == pytest.approx(want[0], rel=1e-9, abs=1e-12)
     assert p == pytest.approx(want[1], rel=1e-9)
 

@@ -75,7 +75,7 @@ def tool_profile(m: MonitorAvailability, spacing_s: float) -> ToolProfile:
         notes.append(f"latency not measured per check by this monitor ({m.latency_note})")
     return ToolProfile(
         n=m.checks_recorded + m.checks_implied,
-        success_rate=round(burst_success(burst), 9),
+        success_rate=round(1.0 - burst.stationary_fail, 9),
         success_ci95=m.availability_ci95,
         errors=errors, latency_ms=_latency(m), burst=burst, notes=notes,
     )
@@ -85,10 +85,6 @@ def tool_name(text: str) -> str:
     """A monitor's name as a tool name (`^[a-zA-Z0-9_-]{1,64}$`)."""
     name = re.sub(r"[^a-zA-Z0-9_-]+", "_", text).strip("_")[:64]
     return name or "monitor"
-
-
-def burst_success(b: Burst) -> float:
-    return 1.0 - b.stationary_fail
 
 
 def profile_from_imported(stats: ImportedStats, spacing_s: float | None = None,

@@ -919,13 +919,6 @@ def add_mcp_forms(tools: dict[str, ToolProfile], report: StatsReport,
             tools[tool].mcp = mcp_forms(failures)
 
 
-def _tool_items(profile: Profile) -> list[tuple[str, ToolProfile]]:
-    items = list(profile.tools.items())
-    if profile.default is not None:
-        items.append(("*", profile.default))
-    return items
-
-
 def profile_deadline(profile: Profile, tool: str) -> float | None:
     """The deadline (s) the profile's rates were measured at: the probes' deadline a calibrated
     profile records in its source (per tool when they differed), else None."""
@@ -968,14 +961,30 @@ class AtDeadline:
         self.success_ci95 = (ci[0] * (1 - s_t), ci[1] * (1 - s_t)) if ci else None
 
 
-def _deadline_note(deadline_s: float | None) -> str:
-    if deadline_s is None:
-        return (
+def _at_deadlines(
+    profile: Profile, deadline_s: float | None
+) -> list[tuple[str, ToolProfile, AtDeadline]]:
+    """Each tool (and the default, as `*`) at `deadline_s`, else at its probes' deadline."""
+    items = list(profile.tools.items())
+    if profile.default is not None:
+        items.append(("*", profile.default))
+    return [(name, tp, AtDeadline(tp, deadline_s if deadline_s is not None
+                                  else profile_deadline(profile, name))) for name, tp in items]
+
+
+def _deadline_note(tools: dict[str, Any]) -> tuple[float | None, str]:
+    """The views' one deadline (None when unknown or the tools' differ), and what it means."""
+    deadlines = {t["deadline_s"] for t in tools.values()}
+    one = next(iter(deadlines)) if len(deadlines) == 1 else None
+    if len(deadlines) > 1:
+        return one, "per-tool deadlines differ: see each tool's deadline_s"
+    if one is None:
+        return one, (
             "no deadline known: rates before any deadline (export with a deadline in seconds "
             "for what a caller with that timeout sees)"
         )
-    return (
-        f"rates per attempt as a caller with a {deadline_s:g} s deadline sees them: calls "
+    return one, (
+        f"rates per attempt as a caller with a {one:g} s deadline sees them: calls "
         "slower than the deadline count as TIMEOUT"
     )
 
@@ -993,9 +1002,7 @@ def resilibench_view(profile: Profile, deadline_s: float | None = None) -> dict[
     measured per-attempt success at the deadline, and error-type weights over the paper's six
     codes at that deadline."""
     tools: dict[str, Any] = {}
-    for name, tp in _tool_items(profile):
-        t = deadline_s if deadline_s is not None else profile_deadline(profile, name)
-        at = AtDeadline(tp, t)
+    for name, tp, at in _at_deadlines(profile, deadline_s):
         weights = dict.fromkeys(RESILIBENCH_CODES, 0.0)
         for code, share in at.mix.items():
             weights[code.resilibench] += share
@@ -1009,7 +1016,7 @@ def resilibench_view(profile: Profile, deadline_s: float | None = None) -> dict[
             "tool_success_rate_ci95": (
                 (resilibench_base(ci[0])[0], resilibench_base(ci[1])[0]) if ci else None
             ),
-            "deadline_s": t,
+            "deadline_s": at.deadline_s,
             "slow_share": at.slow_share,
             "error_weights": weights,
         }
@@ -1019,15 +1026,12 @@ def resilibench_view(profile: Profile, deadline_s: float | None = None) -> dict[
                 "tool_success_rate is the nearest end"
             )
         tools[name] = entry
-    deadlines = {t["deadline_s"] for t in tools.values()}
-    one = next(iter(deadlines)) if len(deadlines) == 1 else None
+    one, note = _deadline_note(tools)
     return {
         "format": "realprobe-resilibench-view/2",
         "codes": list(RESILIBENCH_CODES),
         "deadline_s": one,
-        "note": _deadline_note(one)
-        if len(deadlines) <= 1
-        else "per-tool deadlines differ: see each tool's deadline_s",
+        "note": note,
         "plug_in": "tool_success_rate (per tool) and error_weights",
         "arithmetic": (
             "success_per_attempt is P(ok) at deadline_s: (1-p)(1-S) with S the share of calls "
@@ -1048,16 +1052,14 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
     per-attempt rates at the deadline and the lambda the measured APIs amount to (their
     mean failure rate)."""
     tools: dict[str, Any] = {}
-    for name, tp in _tool_items(profile):
-        t = deadline_s if deadline_s is not None else profile_deadline(profile, name)
-        at = AtDeadline(tp, t)
+    for name, _, at in _at_deadlines(profile, deadline_s):
         weights = dict.fromkeys(RELIABILITYBENCH_KINDS, 0.0)
         for code, share in at.mix.items():
             weights[RELIABILITYBENCH_FAULTS[code]] += share
         tools[name] = {
             "failure_rate": 1.0 - at.success,
             "fault_weights": weights,
-            "deadline_s": t,
+            "deadline_s": at.deadline_s,
         }
     levels = {
         f"LAMBDA_{lam:g}".replace(".", "_"): {
@@ -1066,8 +1068,7 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
         }
         for lam in LAMBDAS
     }
-    deadlines = {t["deadline_s"] for t in tools.values()}
-    one = next(iter(deadlines)) if len(deadlines) == 1 else None
+    one, note = _deadline_note(tools)
     rates = [t["failure_rate"] for t in tools.values()]
     return {
         "format": "realprobe-reliabilitybench-view/3",
@@ -1078,9 +1079,7 @@ def reliabilitybench_view(profile: Profile, deadline_s: float | None = None) -> 
         ),
         "fault_kinds": list(RELIABILITYBENCH_KINDS),
         "deadline_s": one,
-        "note": _deadline_note(one)
-        if len(deadlines) <= 1
-        else "per-tool deadlines differ: see each tool's deadline_s",
+        "note": note,
         "lambda_meaning": "the share of tool calls that meet an injected fault",
         "source": profile.source,
         "measured": {"lambda": sum(rates) / len(rates) if rates else None, "tools": tools},

@@ -51,15 +51,18 @@ def mann_whitney_p(x: FloatArray, y: FloatArray) -> float:
     return float(min(1.0, 2 * special.ndtr(-z)))
 
 
-def chi2_contingency(table: Any) -> tuple[float, float]:
-    """(chi2, p) of Pearson's test on a contingency table, with Yates' correction when there
-    is one degree of freedom (as scipy.stats.chi2_contingency)."""
+def chi2_contingency(table: Any, correction: bool = True) -> tuple[float, float]:
+    """(chi2, p) of Pearson's test on a contingency table, its all-zero rows and columns left
+    out, with Yates' correction when there is one degree of freedom (as
+    scipy.stats.chi2_contingency; never with `correction=False`)."""
     observed = np.asarray(table, dtype=np.float64)
+    observed = observed[:, observed.sum(axis=0) > 0]
+    observed = observed[observed.sum(axis=1) > 0]
+    if min(observed.shape) < 2:
+        return 0.0, 1.0
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
     dof = (observed.shape[0] - 1) * (observed.shape[1] - 1)
-    if dof == 0:
-        return 0.0, 1.0
-    if dof == 1:
+    if dof == 1 and correction:
         diff = expected - observed
         observed = observed + np.minimum(0.5, np.abs(diff)) * np.sign(diff)
     chi2 = float(((observed - expected) ** 2 / expected).sum())

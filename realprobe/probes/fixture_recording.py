@@ -19,7 +19,7 @@ import httpx
 from realprobe.adapters.adapter import classify_response
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.http import Fetched, FetchFailure
-from realprobe.adapters.spec import ApiSpec
+from realprobe.adapters.spec import PLACEHOLDER_RE, ApiSpec
 from realprobe.adapters.tool import Tool
 from realprobe.clients import TransportOptions, make_sync_client
 from realprobe.errors import ErrorCode, RealprobeError
@@ -106,20 +106,13 @@ def without_secret_values(raw_apis: list[dict[str, Any]], apis: list[ApiSpec]) -
                     field["default"] = PLACEHOLDER
 
 
-def _header(headers: dict[str, str], name: str) -> str | None:
-    for k, v in headers.items():
-        if k.lower() == name:
-            return v
-    return None
-
-
 def _canonical(tool: Tool, base: str, path_url: str, params: dict[str, str]) -> str:
     secret_wire = {
         wire
         for wire, template in tool.spec.query.items()
         if any(
             tool.spec.input.get(n) is not None and getattr(tool.spec.input[n], "secret", False)
-            for n in _placeholders(template)
+            for n in PLACEHOLDER_RE.findall(template)
         )
     }
     shown = {k: ("REDACTED" if k in secret_wire else v) for k, v in params.items()}
@@ -127,12 +120,6 @@ def _canonical(tool: Tool, base: str, path_url: str, params: dict[str, str]) -> 
     base_path = httpx.URL(base).path.rstrip("/")
     original = tool.api.base_url + path[len(base_path) :] if path.startswith(base_path) else path
     return original + (("?" + urlencode(shown)) if shown else "")
-
-
-def _placeholders(template: str) -> list[str]:
-    from realprobe.adapters.spec import PLACEHOLDER_RE
-
-    return PLACEHOLDER_RE.findall(template)
 
 
 def _rebased(apis: list[ApiSpec], upstream: str) -> list[ApiSpec]:
@@ -270,7 +257,8 @@ def _fixture_of(got: Fetched, text: str, source: str, when: str) -> dict[str, An
     fixture: dict[str, Any] = {
         "kind": "ok",
         "status": got.status,
-        "content_type": _header(got.headers, "content-type") or "application/octet-stream",
+        "content_type": httpx.Headers(got.headers).get("content-type")
+        or "application/octet-stream",
     }
     kept = {k.title(): v for k, v in got.headers.items() if k.lower() in KEPT_HEADERS}
     if kept:

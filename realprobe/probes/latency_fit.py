@@ -101,9 +101,9 @@ def _hang_share(logsf: FloatArray, cw: FloatArray, n: int) -> float:
 
 
 class _Censored:
-    """The negative log-likelihood of (mu, ln sigma), with the hang share profiled out. The
-    successes enter through n, sum(ln x), sum(ln x^2), so one evaluation costs O(number of
-    distinct deadlines)."""
+    """The negative log-likelihood of (mu, ln sigma), with the hang share profiled out (or
+    held at a given share). The successes enter through n, sum(ln x), sum(ln x^2), so one
+    evaluation costs O(number of distinct deadlines)."""
 
     def __init__(
         self,
@@ -130,18 +130,19 @@ class _Censored:
         logsf = _norm_logsf((self.cvals - mu) / math.exp(log_sig))
         return _hang_share(logsf, self.cw, self.n)
 
-    def __call__(self, theta: FloatArray) -> float:
+    def __call__(self, theta: FloatArray, pi: float | None = None) -> float:
+        """At theta = (mu, ln sigma); `pi`: the hang share held there instead of profiled."""
         mu, log_sig = float(theta[0]), float(theta[1])
         if not (math.isfinite(mu) and -30.0 < log_sig < 30.0):
             return math.inf  # an optimiser's probe far outside any plausible latency
         sig = math.exp(log_sig)
         n = self.n
         ll = -n * log_sig - (self.s2 - 2 * mu * self.s1 + n * mu * mu) / (2 * sig * sig)
-        if self.cvals.shape[0] == 1:  # one deadline: scalar arithmetic, no arrays
+        if pi is None and self.cvals.shape[0] == 1:  # one deadline: scalar arithmetic
             return -(ll + self._one_deadline(mu, sig))
         logsf = _norm_logsf((self.cvals - mu) / sig)
-        if self.hang_mass:
-            pi = _hang_share(logsf, self.cw, n)
+        if self.hang_mass or pi is not None:
+            pi = _hang_share(logsf, self.cw, n) if pi is None else pi
             lp = math.log(pi) if pi > 0 else -math.inf
             l1p = math.log1p(-pi)
             ll += n * l1p + float(np.dot(self.cw, np.logaddexp(lp, l1p + logsf)))
@@ -279,20 +280,7 @@ def _nll_at_hang(model: _Censored, theta: FloatArray, pi: float) -> float:
     ln sigma (Nelder-Mead from `theta`)."""
     from scipy import optimize
 
-    l1p = math.log1p(-pi)
-    lp = math.log(pi) if pi > 0 else -math.inf
-
-    def nll(th: FloatArray) -> float:
-        mu, log_sig = float(th[0]), float(th[1])
-        if not (math.isfinite(mu) and -30.0 < log_sig < 30.0):
-            return math.inf
-        sig, n = math.exp(log_sig), model.n
-        ll = -n * log_sig - (model.s2 - 2 * mu * model.s1 + n * mu * mu) / (2 * sig * sig)
-        logsf = _norm_logsf((model.cvals - mu) / sig)
-        ll += n * l1p + float(np.dot(model.cw, np.logaddexp(lp, l1p + logsf)))
-        return -ll
-
-    res = optimize.minimize(nll, theta, method="Nelder-Mead",
+    res = optimize.minimize(model, theta, args=(pi,), method="Nelder-Mead",
                             options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 2000})  # fmt: skip
     return float(res.fun)
 

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.errors import Unavailable
+from realprobe.probes.classic_tests import chi2_contingency
 from realprobe.probes.implicit import IMPLICIT_EXTRA, implicit_counts
 from realprobe.probes.latency_fit import (
     PROFILE_CI_MIN_EXCEED,
@@ -719,18 +720,6 @@ def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
     )
 
 
-def chi2_homogeneity(table: FloatArray) -> tuple[float, float]:
-    """Pearson chi-square of a contingency table (rows x columns): (statistic, p-value)."""
-    table = table[:, table.sum(axis=0) > 0]
-    table = table[table.sum(axis=1) > 0]
-    if table.shape[0] < 2 or table.shape[1] < 2:
-        return 0.0, 1.0
-    expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / table.sum()
-    stat = float(((table - expected) ** 2 / expected).sum())
-    dof = (table.shape[0] - 1) * (table.shape[1] - 1)
-    return stat, float(special.chdtrc(dof, stat))
-
-
 def kruskal_pvalue(groups: list[FloatArray]) -> float:
     """Kruskal-Wallis H test across groups, with the tie correction."""
     allv = np.concatenate(groups)
@@ -891,7 +880,7 @@ def variability(
     rates = k_p[keep] / n_p[keep]
     out.success_sd = float(rates.std(ddof=1))
     table = np.vstack([k_p[keep], n_p[keep] - k_p[keep]])
-    stat = chi2_homogeneity(table)[0] / out.design_effect
+    stat = chi2_contingency(table, correction=False)[0] / out.design_effect
     out.success_pvalue = float(special.chdtrc(int(keep.sum()) - 1, stat)) if stat > 0 else 1.0
     out.success_logit_sd = _logit_sd(rates, n_p[keep], out.design_effect)
     _logit_sd_interval(out, rates, n_p[keep])
