@@ -281,13 +281,15 @@ def print_json_large(obj: Any) -> None:
     sys.stdout.write(pydantic_core.to_json(obj, indent=2, fallback=str).decode("utf-8") + "\n")
 
 
-def parse_kv(pairs: list[str] | None) -> dict[str, Any]:
-    """`k=v` pairs as strings; the tool's input model coerces "5" or "true" where it may."""
+def parse_kv(pairs: list[str] | None, flag: str = "--arg", form: str = "key=value"
+             ) -> dict[str, Any]:
+    """`k=v` pairs given to `flag` as strings (a tool's input model coerces "5" or "true"
+    where it may)."""
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise RealprobeError(f"--arg {pair!r}: expected key=value")
+            raise RealprobeError(f"{flag} {pair!r}: expected {form}")
         out[key] = value
     return out
 

@@ -15,10 +15,10 @@ from realprobe.commands.common import (
     console,
     err_console,
     load_catalog,
+    parse_kv,
     printed_json,
 )
 from realprobe.commands.help import QuickHelpGroup
-from realprobe.errors import RealprobeError
 
 cassette_app = typer.Typer(
     name="cassette",
@@ -210,16 +210,6 @@ def recover_cmd(cassette: FileArg, as_json: JsonOpt = False) -> None:
 # -- import ------------------------------------------------------------------------------
 
 
-def _parse_subs(pairs: list[str] | None) -> dict[str, str]:
-    subs: dict[str, str] = {}
-    for pair in pairs or []:
-        old, sep, new = pair.partition("=")
-        if not sep or not old:
-            raise RealprobeError(f"--substitute {pair!r}: expected OLD=NEW, e.g. '<API-URL>=https://x'")
-        subs[old] = new
-    return subs
-
-
 @cassette_app.command("import")
 def import_cmd(
     file: FileArg,
@@ -247,7 +237,8 @@ def import_cmd(
     MCP transcript (mcp-tape and the like) into an MCP session cassette."""
     from realprobe.api_cassettes import import_cassette
 
-    done = import_cassette(file, output, substitute=_parse_subs(substitute), scrub=scrub)
+    subs = parse_kv(substitute, "--substitute", "OLD=NEW, e.g. '<API-URL>=https://x'")
+    done = import_cassette(file, output, substitute=subs, scrub=scrub)
     unresolved = done.unresolved_urls
     if printed_json(as_json, done):
         return
