@@ -4,14 +4,16 @@ server whose split and latency are known."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from cli_runner import main
 from mcp import Client, MCPError, StdioServerParameters
 
 from realprobe.probes.stats import wilson
@@ -19,16 +21,19 @@ from realprobe.probes.stats import wilson
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = [sys.executable, str(ROOT / "tests" / "mcp2_scripted_server.py")]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-#: the scripted truth: 40% of calls fail, half of those as JSON-RPC errors, failures ~80 ms
-FAIL, JSONRPC, ERROR_MS = 0.4, 0.5, 80.0
+#: the scripted truth: 40% of calls fail, half of those as JSON-RPC errors, failures ~40 ms
+#: (successes ~2 ms: twenty times quicker, so the learned failure latency is the failures' own)
+FAIL, JSONRPC, ERROR_MS = 0.4, 0.5, 40.0
 ROUNDS = 240
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([sys.executable, "-m", "realprobe.cli", *args], capture_output=True,
-                         text=True, env=ENV, timeout=600, stdin=subprocess.DEVNULL)
-    assert res.returncode == 0, res.stderr
-    return res
+def cli(*args: str) -> None:
+    """`realprobe <args>` in process, which must succeed. The probe hands the MCP server
+    this process's stderr, so it runs under pytest's own capture (a real file), not
+    click's test runner."""
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    assert exited.value.code == 0
 
 
 def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -40,9 +45,10 @@ async def test_an_isError_and_json_rpc_split_round_trips(tmp_path: Path) -> None
     calls.write_text(json.dumps({"lookup": {"key": "a"}}))
     scripted = " ".join([*SERVER, "--fail", str(FAIL), "--jsonrpc", str(JSONRPC), "--ok-ms",
                          "2", "--error-ms", str(ERROR_MS), "--sigma", "0.2", "--seed", "5"])
-    cli("probe", "--mcp-server", scripted, "--mcp-calls", str(calls), "--rounds", str(ROUNDS),
-        "--db", str(db))
-    cli("calibrate", "--db", str(db), "-o", str(profile))
+    # the command runs its own event loop: beside this test's, in a thread
+    await asyncio.to_thread(cli, "probe", "--mcp-server", scripted, "--mcp-calls", str(calls),
+                            "--rounds", str(ROUNDS), "--db", str(db))
+    await asyncio.to_thread(cli, "calibrate", "--db", str(db), "-o", str(profile))
     learned = json.loads(profile.read_text())["tools"]["lookup"]
     forms = learned["mcp"]
     lo, hi = forms["jsonrpc_share_ci95"]
@@ -105,12 +111,14 @@ def test_request_methods_are_probed_and_calibrated_per_method(tmp_path: Path) ->
     assert tools["lookup"]["mcp"]["jsonrpc_share"] == 1.0  # every failure a JSON-RPC error
 
 
-def test_a_method_realprobe_does_not_probe_is_one_line(tmp_path: Path) -> None:
+def test_a_method_realprobe_does_not_probe_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     calls = tmp_path / "calls.json"
     calls.write_text(json.dumps({"resources/read": {}}))
-    res = subprocess.run([sys.executable, "-m", "realprobe.cli", "probe", "--mcp-server",
-                          " ".join(SERVER), "--mcp-calls", str(calls), "--db",
-                          str(tmp_path / "x.db")], capture_output=True, text=True, env=ENV,
-                         timeout=120, stdin=subprocess.DEVNULL)
-    assert res.returncode == 2 and "resources/read needs uri" in res.stderr
-    assert "Traceback" not in res.stderr
+    with pytest.raises(SystemExit) as exited:
+        main(["probe", "--mcp-server", " ".join(SERVER), "--mcp-calls", str(calls), "--db",
+              str(tmp_path / "x.db")])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "resources/read needs uri" in err
+    assert "Traceback" not in err
