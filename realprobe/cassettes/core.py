@@ -348,7 +348,7 @@ class Recorder:
         if stored is None:
             return
         scrub_cassette(Cassette([stored], {}), self._journal_scrub)
-        self.journal.append(stored)
+        self.journal.write(stored)
 
     def cassette(self) -> Cassette:
         """What has been recorded so far, bodies joined and the client's latencies attached."""

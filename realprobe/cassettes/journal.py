@@ -92,15 +92,8 @@ class Journal:
             raise CassetteError(f"{cassette} is being recorded by another process (pid {pid}); "
                                 f"wait for it, or remove {path} if that run is gone")
         recover_stale(cassette, base)
-        try:
-            fh = open_stream(path)  # kept open for the run
-        except OutputError as exc:
-            raise CassetteError(f"cannot write the journal: {exc}") from exc
-        first = {"realprobe_journal": JOURNAL_VERSION, "pid": os.getpid(),
-                 "base": base is not None, "meta": meta}
-        journal = cls(path, fh)
-        journal._write(json.dumps(first, default=str))
-        return journal
+        return cls.open_at(path, {"realprobe_journal": JOURNAL_VERSION, "pid": os.getpid(),
+                                  "base": base is not None, "meta": meta})
 
     def _write(self, line: str) -> None:
         with self._lock:
@@ -110,22 +103,20 @@ class Journal:
             self._fh.flush()
         self._dirty.set()
 
-    def append(self, call: Call) -> None:
-        self._write(json.dumps(call_record(call), ensure_ascii=False))
-
     @classmethod
     def open_at(cls, path: Path, header: dict[str, Any]) -> Journal:
-        """An append-only JSON-lines file of any records (an MCP session cassette), with the
-        same crash safety: `header` first, then each `write` in the OS before it returns."""
+        """An append-only JSON-lines file of any records (a record run's calls, an MCP
+        session's messages): `header` first, then each `write` in the OS before it returns."""
         try:
-            journal = cls(path, open_stream(path))
+            journal = cls(path, open_stream(path))  # kept open for the run
         except OutputError as exc:
             raise CassetteError(f"cannot write {path}: {exc}") from exc
         journal.write(header)
         return journal
 
-    def write(self, record: dict[str, Any]) -> None:
-        self._write(json.dumps(record, ensure_ascii=False, default=str))
+    def write(self, record: dict[str, Any] | Call) -> None:
+        data = call_record(record) if isinstance(record, Call) else record
+        self._write(json.dumps(data, ensure_ascii=False, default=str))
 
     def close(self) -> None:
         """Close and keep the file."""
@@ -137,11 +128,7 @@ class Journal:
 
     def remove(self) -> None:
         """Close and delete the journal, unless another run has replaced it meanwhile."""
-        with self._lock:
-            self._closed = True
-            with contextlib.suppress(OSError):
-                self._fh.close()
-        self._dirty.set()
+        self.close()
         with contextlib.suppress(OSError):
             if os.stat(self.path).st_ino == self._ino:
                 os.unlink(self.path)
@@ -163,8 +150,10 @@ def read_header(path: Path) -> dict[str, Any] | None:
 def recover_stale(cassette: Path, base: Cassette | None) -> Cassette | None:
     """Rebuild `cassette` from a journal a killed run left (not one a live run is writing);
     `base`: the cassette as it is on disk (None: none there, or not read)."""
-    found = stale_journal(cassette)
-    return None if found is None else rebuild(cassette, *found, base)
+    path = journal_path(cassette)  # never a link (realprobe never writes one), nor a live run's
+    if not path.exists() or path.is_symlink() or journal_running(cassette) is not None:
+        return None
+    return rebuild(cassette, *read_journal(path), base)
 
 
 def rebuild(p: Path, header: dict[str, Any], calls: list[Call],
@@ -187,15 +176,6 @@ def rebuild(p: Path, header: dict[str, Any], calls: list[Call],
     save_cassette(cassette, p)
     journal_path(p).unlink(missing_ok=True)
     return cassette
-
-
-def stale_journal(cassette: Path) -> tuple[dict[str, Any], list[Call]] | None:
-    """The header and calls of the journal a killed run left beside `cassette`; None when
-    there is none, its run is still going, or it is a link (realprobe never writes one)."""
-    path = journal_path(cassette)
-    if not path.exists() or path.is_symlink() or journal_running(cassette) is not None:
-        return None
-    return read_journal(path)
 
 
 def read_journal(path: Path) -> tuple[dict[str, Any], list[Call]]:
