@@ -36,7 +36,6 @@ from realprobe.cassettes.matching import (
 )
 from realprobe.cassettes.scrub import (
     ScrubConfig,
-    ScrubReport,
     config_for,
     scrub_cassette,
     scrub_for_match,
@@ -49,7 +48,6 @@ from realprobe.http.transports import SANDBOX_EXT
 from realprobe.version import __version__
 
 EXHAUSTION_POLICIES = ("error", "repeat-last", "cycle")
-LATENCY_KINDS = ("none", "real", "scaled:X", "virtual")
 DEADLINE_TYPES = ("CancelledError", "TimeoutError", "DeadlineExceeded")
 CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout)
 WRITE_ERRORS = (httpx.WriteError, httpx.WriteTimeout)
@@ -157,12 +155,13 @@ def _pairs(raw: Iterable[tuple[bytes | str, bytes | str]]) -> list[tuple[str, st
     ]
 
 
-def budget_of(extensions: Mapping[str, Any], now: float) -> float:
-    """The time a request was allowed: its read timeout or what was left of the deadline."""
+def budget_of(extensions: Mapping[str, Any], now: float, *, read: bool = True) -> float:
+    """The time a request was allowed: its read timeout (unless not `read`: a body read is
+    bound by the deadline alone) or what was left of the deadline."""
     budget = math.inf
-    read = (extensions.get("timeout") or {}).get("read")
-    if read is not None:
-        budget = float(read)
+    timeout = (extensions.get("timeout") or {}).get("read") if read else None
+    if timeout is not None:
+        budget = float(timeout)
     deadline = extensions.get(DEADLINE_EXT)
     if deadline is not None:
         budget = min(budget, float(deadline) - now)
@@ -206,7 +205,6 @@ class Recorder:
         self._seq = itertools.count(first)
         self._t0: float | None = None
         self.saved: Path | None = None
-        self.scrub_report: ScrubReport | None = None
         self.journal: Journal | None = None
         #: each journal entry goes through the one scrubber before it is written (declared and
         #: environment secrets are looked up per entry; the environment scan is cached)
@@ -260,9 +258,7 @@ class Recorder:
         """No response headers: the call ended in `exc`."""
         self._answered_by(call)
         call.error = failure_of(exc, False, 0)
-        call.complete = False
-        call.elapsed_s = self.clock.now() - self._entry[call.seq]
-        self._finish(call)
+        self._end(call, complete=False)
 
     def answered(
         self,
@@ -293,22 +289,20 @@ class Recorder:
         self._chunks[call.seq].append(chunk)
 
     def body_done(self, call: Call) -> None:
-        call.complete = True
-        call.elapsed_s = self.clock.now() - self._entry[call.seq]
-        self._finish(call)
+        self._end(call, complete=True)
 
     def body_failed(self, call: Call, exc: BaseException) -> None:
         received = sum(len(c) for c in self._chunks.get(call.seq, ()))
         call.error = failure_of(exc, True, received)
-        call.complete = False
-        call.elapsed_s = self.clock.now() - self._entry[call.seq]
-        self._finish(call)
+        self._end(call, complete=False)
 
     def body_closed(self, call: Call) -> None:
         """The stream was closed; before its end, that is a redirect hop or a size cap."""
-        if call.elapsed_s is not None:
-            return
-        call.complete = False
+        if call.elapsed_s is None:
+            self._end(call, complete=False)
+
+    def _end(self, call: Call, *, complete: bool) -> None:
+        call.complete = complete
         call.elapsed_s = self.clock.now() - self._entry[call.seq]
         self._finish(call)
 
@@ -380,7 +374,7 @@ class Recorder:
     def save(self) -> Path:
         """Scrub and write atomically; the journal goes once the cassette is on disk."""
         fresh = self.cassette()
-        self.scrub_report = scrub_cassette(fresh, self.scrub)
+        scrub_cassette(fresh, self.scrub)
         out = fresh
         payload = None
         if self.base is not None:
@@ -463,6 +457,12 @@ class Player:
         self.served: dict[str, int] = {}
         self.used: set[int] = set()
         self.played: list[int] = []
+
+    def headers_of(self, request: httpx.Request) -> list[tuple[str, str]] | None:
+        """The request's headers when a matcher looks at them (None: they are not matched)."""
+        if not (self.spec.uses_headers or self.spec.custom):
+            return None
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
 
     def key_for(
         self, method: str, url: str, body: bytes | None,

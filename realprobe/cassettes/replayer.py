@@ -22,13 +22,12 @@ import httpx
 
 from realprobe.cassettes.cassette import Call, Cassette
 from realprobe.cassettes.core import (
-    EXHAUSTION_POLICIES,
-    LATENCY_KINDS,
     CassetteExhausted,
     CassetteMiss,
     LatencyPolicy,
     Player,
     body_chunks,
+    budget_of,
     exception_for,
     head_s,
     reason_extensions,
@@ -43,16 +42,7 @@ from realprobe.http.transports import SANDBOX_EXT
 
 EPS = 1e-6
 
-__all__ = [
-    "EXHAUSTION_POLICIES",
-    "LATENCY_KINDS",
-    "CassetteExhausted",
-    "CassetteMiss",
-    "LatencyPolicy",
-    "ReplayTransport",
-    "SyncReplayTransport",
-    "exception_for",
-]
+__all__ = ["CassetteExhausted", "CassetteMiss", "ReplayTransport", "SyncReplayTransport"]
 
 
 Facade = TypeVar("Facade", bound="_PlayerFacade")
@@ -71,18 +61,24 @@ def _answered_by(call: Call, request: httpx.Request) -> None:
         request.extensions[SANDBOX_EXT] = True
 
 
-def _play(cassette: Cassette, latency: LatencyPolicy | str, on_exhausted: str,
-          scrub: ScrubConfig | None, match_on: Sequence[Matcher] | None,
-          player: Player | None) -> tuple[Player, LatencyPolicy]:
-    """What both replay transports set up alike: the player that finds each request's
-    recording, and the latency policy."""
-    policy = latency if isinstance(latency, LatencyPolicy) else LatencyPolicy.parse(latency)
-    return player or Player(cassette, on_exhausted=on_exhausted, match_on=match_on,
-                            scrub=scrub), policy
-
-
 class _PlayerFacade:
-    player: Player
+    """What both replay transports set up alike: the player that finds each request's
+    recording (one given is shared), and the latency policy."""
+
+    def __init__(
+        self,
+        cassette: Cassette,
+        *,
+        latency: LatencyPolicy | str = "none",
+        on_exhausted: str = "error",
+        scrub: ScrubConfig | None = None,
+        match_on: Sequence[Matcher] | None = None,
+        player: Player | None = None,
+    ) -> None:
+        self.player = player or Player(cassette, on_exhausted=on_exhausted, match_on=match_on,
+                                       scrub=scrub)
+        self.latency = latency if isinstance(latency, LatencyPolicy) else LatencyPolicy.parse(
+            latency)
 
     @classmethod
     def from_path(cls: type[Facade], path: str | Path, **kw: Any) -> Facade:
@@ -94,10 +90,8 @@ class _PlayerFacade:
 
 
 def _lookup(player: Player, request: httpx.Request, body: bytes) -> Call:
-    headers = None
-    if player.spec.uses_headers or player.spec.custom:
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
-    return player.lookup(request.method, str(request.url), body or None, headers)
+    return player.lookup(request.method, str(request.url), body or None,
+                         player.headers_of(request))
 
 
 class _ReplayStream(httpx.AsyncByteStream):
@@ -136,19 +130,8 @@ class _ReplayStream(httpx.AsyncByteStream):
 
 
 class ReplayTransport(_PlayerFacade, httpx.AsyncBaseTransport):
-    def __init__(
-        self,
-        cassette: Cassette,
-        *,
-        clock: Clock | None = None,
-        latency: LatencyPolicy | str = "none",
-        on_exhausted: str = "error",
-        scrub: ScrubConfig | None = None,
-        match_on: Sequence[Matcher] | None = None,
-        player: Player | None = None,
-    ) -> None:
-        self.player, self.latency = _play(cassette, latency, on_exhausted, scrub, match_on,
-                                          player)
+    def __init__(self, cassette: Cassette, *, clock: Clock | None = None, **kw: Any) -> None:
+        super().__init__(cassette, **kw)
         #: a virtual latency replays on a virtual clock unless the caller brings a clock
         self.clock: Clock = clock or (VirtualClock() if self.latency.virtual_clock
                                       else RealClock())
@@ -171,15 +154,7 @@ class ReplayTransport(_PlayerFacade, httpx.AsyncBaseTransport):
             self._advance(start + call.end_s - self.clock.now())
 
     def _budget(self, request: httpx.Request, *, body: bool) -> float:
-        budget = math.inf
-        if not body:
-            read = request.extensions.get("timeout", {}).get("read")
-            if read is not None:
-                budget = float(read)
-        deadline = request.extensions.get(DEADLINE_EXT)
-        if deadline is not None:
-            budget = min(budget, float(deadline) - self.clock.now())
-        return max(0.0, budget)
+        return max(0.0, budget_of(request.extensions, self.clock.now(), read=not body))
 
     def _tighter(self, request: httpx.Request, call: Call) -> bool:
         """Whether this run gives the request less time than the recording did."""
@@ -261,18 +236,9 @@ class SyncReplayTransport(_PlayerFacade, httpx.BaseTransport):
     """Serves every request from the cassette; never opens a socket. Latency: none, real or
     scaled:X (`virtual` needs realprobe's async client and means none here)."""
 
-    def __init__(
-        self,
-        cassette: Cassette,
-        *,
-        latency: LatencyPolicy | str = "none",
-        on_exhausted: str = "error",
-        scrub: ScrubConfig | None = None,
-        match_on: Sequence[Matcher] | None = None,
-        player: Player | None = None,
-    ) -> None:
-        self.player, latency = _play(cassette, latency, on_exhausted, scrub, match_on, player)
-        self.latency = latency.without_virtual()
+    def __init__(self, cassette: Cassette, **kw: Any) -> None:
+        super().__init__(cassette, **kw)
+        self.latency = self.latency.without_virtual()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self.answer(_lookup(self.player, request, request.read()), request)

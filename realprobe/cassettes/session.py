@@ -322,10 +322,7 @@ class CassetteSession:
         return None
 
     def _headers(self, request: httpx.Request) -> list[tuple[str, str]] | None:
-        spec = self.player.spec if self.player is not None else None
-        if spec is None or not (spec.uses_headers or spec.custom):
-            return None
-        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        return self.player.headers_of(request) if self.player is not None else None
 
     def _miss(self, exc: CassetteMiss) -> CassetteMiss:
         if self.hint and self.hint not in str(exc):
