@@ -35,6 +35,7 @@ from realprobe.tasks.model import (
     Step,
     Task,
     Workflow,
+    load_task,
     task_files,
 )
 
@@ -545,10 +546,8 @@ def regenerate(folder: Path, catalog: Catalog, *, check: bool = False) -> list[P
     """Rewrite each task file's `flawed` section; with check=True only list stale files."""
     stale = []
     for path in task_files(folder):
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        task = Task.model_validate(raw)
-        fresh = task.model_copy(update={"flawed": generate(task, catalog)})
-        text = task_json(fresh)
+        task = load_task(path)
+        text = task_json(task.model_copy(update={"flawed": generate(task, catalog)}))
         if text != path.read_text(encoding="utf-8"):
             stale.append(path)
             if not check:

@@ -46,7 +46,8 @@ TaskType = Literal[
     "advanced_processing",
 ]
 
-_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
+#: a `{step.output}` placeholder in a text template
+PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
 _ID = r"^[a-z][a-z0-9_]*$"
 
 
@@ -99,7 +100,7 @@ class Arg(_Model):
         if self.step is not None and self.output is not None:
             return [(self.step, self.output)]
         if self.template is not None:
-            return _PLACEHOLDER.findall(self.template)
+            return PLACEHOLDER.findall(self.template)
         return []
 
 

@@ -89,7 +89,7 @@ class Shared:
     gates may be the caller's, shared with a probe run or an MCP server in this process."""
 
     gates: HostGates = field(default_factory=lambda: HostGates(RealClock()))
-    limiters: LimiterRegistry | None = None
+    limiters: LimiterRegistry = field(default_factory=LimiterRegistry)
     #: one pooled connection set per LLM endpoint (simulate mode sends the model's requests
     #: out for real): runs reuse kept-alive connections instead of opening one each
     llm_pools: dict[str, httpx.AsyncBaseTransport] = field(default_factory=dict)
@@ -157,13 +157,9 @@ def resume_key(task: str, cfg: RunConfig, prompt: str, repeat: int) -> str:
         (task, cfg.agent, model, prompt_key(cfg.agent, prompt), target_label(cfg),
          str(cfg.seed), str(repeat))
     )
-    return key + variant_suffix(cfg, prompt)
-
-
-def variant_suffix(cfg: RunConfig, prompt: str) -> str:
-    """The resume key's part for a flaw seed and a paraphrase level (none at 0)."""
+    # a flaw seed and a paraphrase level are part of the key when set (not at 0)
     flaw = f"|flaw_seed={cfg.flaw_seed}" if cfg.flaw_seed and prompt.startswith("flawed:") else ""
-    return flaw + (f"|paraphrase={cfg.paraphrase}" if cfg.paraphrase else "")
+    return key + flaw + (f"|paraphrase={cfg.paraphrase}" if cfg.paraphrase else "")
 
 
 def run_seed(task: str, agent: str, prompt: str, seed: int, repeat: int) -> int:
@@ -376,7 +372,7 @@ def llm_transport_for(
 
 def llm_limiter_for(cfg: RunConfig, shared: Shared) -> LlmLimiter | None:
     """The batch-wide limiter of the run's LLM endpoint, if the run uses an LLM."""
-    if cfg.llm is None or shared.limiters is None:
+    if cfg.llm is None:
         return None
     return shared.limiters.for_endpoint(cfg.llm.base_url, cfg.llm.model, cfg.llm_limits)
 

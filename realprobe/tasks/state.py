@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from realprobe.adapters import Catalog, ToolResult, call_tool
@@ -85,30 +85,16 @@ class StepRecord:
         return self.fault_origin in TOOL_FAULT_ORIGINS
 
     def as_row(self, run_id: str) -> dict[str, Any]:
-        return {
-            "run_id": run_id,
-            "idx": self.idx,
-            "turn": self.turn,
-            "step_id": self.step_id,
-            "tool": self.tool,
-            "kind": self.kind,
-            "role": self.role,
-            "args": json.dumps(self.args, sort_keys=True, default=str),
-            "ok": int(self.ok),
-            "error_code": self.error_code,
-            "message": clip(self.message, 500),
-            "http_status": self.http_status,
-            "retry_after": self.retry_after_s,
-            "latency_ms": round(self.latency_ms, 3),
-            "result": json.dumps(self.data, sort_keys=True, default=str)[:4000]
-            if self.data is not None
-            else None,
-            "fault_origin": self.fault_origin,
-            "fault_kind": self.fault_kind,
-            "fault_variant": self.fault_variant,
-            "fault_source": self.fault_source,
-            "attempt": self.attempt,
-        }
+        """The `task_steps` row: the fields, JSON and clipped where the columns want it."""
+        row: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = row.pop("data")
+        row.update(
+            run_id=run_id, ok=int(self.ok), retry_after=row.pop("retry_after_s"),
+            args=json.dumps(self.args, sort_keys=True, default=str),
+            message=clip(self.message, 500), latency_ms=round(self.latency_ms, 3),
+            result=None if data is None else json.dumps(data, sort_keys=True, default=str)[:4000],
+        )
+        return row
 
 
 @dataclass
@@ -257,9 +243,6 @@ class ToolBox:
         seconds = min(seconds, max(0.0, self.time_left()))
         await self.client.clock.sleep(seconds)
         self.check_deadline()
-
-    def known(self, name: str) -> bool:
-        return name in OUTPUT_TOOLS or name in self.catalog
 
     def suggest(self, name: str) -> str:
         names = [*OUTPUT_TOOLS, *self.catalog.tools]

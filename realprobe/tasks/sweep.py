@@ -145,8 +145,7 @@ class SweepTarget(BaseModel):
 
     @property
     def mode(self) -> Mode:
-        return {"live": Mode.LIVE, "sandbox": Mode.LIVE, "simulate": Mode.SIMULATE,
-                "replay": Mode.REPLAY}[self.kind]
+        return Mode.LIVE if self.kind == "sandbox" else Mode(self.kind)
 
 
 class SweepFile(BaseModel):

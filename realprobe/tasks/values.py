@@ -8,9 +8,7 @@ from typing import Any
 
 from realprobe.adapters.tool import MISSING as _MISSING
 from realprobe.adapters.tool import lookup
-from realprobe.tasks.model import Arg, Outputs
-
-_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
+from realprobe.tasks.model import PLACEHOLDER, Arg, Outputs
 
 #: step id -> canonical output name -> value
 Produced = dict[str, dict[str, Any]]
@@ -47,7 +45,7 @@ def render_template(template: str, produced: Produced) -> tuple[str, list[str]]:
             return "(unavailable)"
         return as_text(value)
 
-    return _PLACEHOLDER.sub(sub, template), missing
+    return PLACEHOLDER.sub(sub, template), missing
 
 
 def resolve_args(

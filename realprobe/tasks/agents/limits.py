@@ -56,8 +56,6 @@ class LlmLimiter:
     starts: collections.deque[float] = field(default_factory=collections.deque)
     tokens: collections.deque[tuple[float, int]] = field(default_factory=collections.deque)
     paused_until: float = float("-inf")
-    throttled: int = 0  # 429s seen
-    waited_s: float = 0.0
     _lock: asyncio.Lock | None = None
     _slots: asyncio.Semaphore | None = None
 
@@ -106,7 +104,6 @@ class LlmLimiter:
                     if at <= now:
                         self.starts.append(now)
                         break
-                    self.waited_s += at - now
                     await self.clock.sleep(at - now)
             yield
         finally:
@@ -119,7 +116,6 @@ class LlmLimiter:
 
     def pause(self, seconds: float) -> None:
         """Hold every request to this endpoint for `seconds` (a Retry-After)."""
-        self.throttled += 1
         self.paused_until = max(self.paused_until, self.clock.now() + seconds)
 
 
@@ -136,9 +132,3 @@ class LimiterRegistry:
         if limiter is None:
             limiter = self._by_endpoint[key] = LlmLimiter(limits or LlmLimits(), self.clock)
         return limiter
-
-    def summary(self) -> dict[str, dict[str, float]]:
-        return {
-            url: {"throttled": lim.throttled, "waited_s": round(lim.waited_s, 3)}
-            for url, lim in self._by_endpoint.items()
-        }

@@ -115,25 +115,8 @@ class LlmLoop(ABC):
         messages: list[dict[str, Any]],
         **extra: Any,
     ) -> Any:
-        assert ctx.llm is not None
-        resp = await self._create(ctx, client, messages, extra)
-        if resp.usage is not None:
-            ctx.state.tokens_in += resp.usage.prompt_tokens or 0
-            ctx.state.tokens_out += resp.usage.completion_tokens or 0
-            if ctx.llm_limiter is not None:
-                ctx.llm_limiter.used_tokens(resp.usage.total_tokens or 0)
-        if not resp.choices:
-            raise openai.APIError("the endpoint answered with no choices", request=None, body=None)  # type: ignore[arg-type]
-        return resp.choices[0].message
-
-    async def _create(
-        self,
-        ctx: AgentContext,
-        client: openai.AsyncOpenAI,
-        messages: list[dict[str, Any]],
-        extra: dict[str, Any],
-    ) -> Any:
-        """One chat completion within the endpoint's limits; 429/503 pause and retry."""
+        """The model's next message: one chat completion within the endpoint's limits
+        (429/503 pause and retry), its tokens counted."""
         assert ctx.llm is not None
         limiter = ctx.llm_limiter
         attempt = 0
@@ -141,12 +124,13 @@ class LlmLoop(ABC):
             gate = limiter.slot() if limiter is not None else contextlib.nullcontext()
             async with gate:
                 try:
-                    return await client.chat.completions.create(
+                    resp = await client.chat.completions.create(
                         model=ctx.llm.model,
                         messages=[],  # the real ones go in the body as they are (below)
                         temperature=ctx.llm.temperature,
                         **_as_body(messages, extra),
                     )
+                    break
                 except openai.APIStatusError as exc:
                     if limiter is None or exc.status_code not in (429, 503):
                         raise
@@ -158,6 +142,14 @@ class LlmLoop(ABC):
                         raise
                     limiter.pause(wait)
             attempt += 1
+        if resp.usage is not None:
+            ctx.state.tokens_in += resp.usage.prompt_tokens or 0
+            ctx.state.tokens_out += resp.usage.completion_tokens or 0
+            if limiter is not None:
+                limiter.used_tokens(resp.usage.total_tokens or 0)
+        if not resp.choices:
+            raise openai.APIError("the endpoint answered with no choices", request=None, body=None)  # type: ignore[arg-type]
+        return resp.choices[0].message
 
     def finish(self, ctx: AgentContext, text: str) -> bool:
         ctx.state.final_message = text
