@@ -72,17 +72,14 @@ def _number_seconds(value: Any) -> float | None:
         return math.inf
 
 
-def parse_duration(text: str | float, what: str = "duration", *, zero: bool = False) -> float:
+def parse_duration(text: str | float, what: str = "duration") -> float:
     """Seconds from a duration (a number is seconds): the one grammar of every duration a
-    user writes (flags, keywords, rule files). Positive (or >= 0 with `zero`), finite, at
-    most a year."""
-    seconds = _number_seconds(text) if not isinstance(text, str) else _seconds(text)
-    low = "not negative" if zero else "positive"
-    low_ok = seconds is not None and (seconds >= 0 if zero else seconds > 0)
-    if seconds is None or not low_ok or not seconds <= MAX_DURATION_S:
-        raise RealprobeError(
-            f"{what} {text!r}: expected a {low} length like {DURATION_FORMS}, at most 366d")
-    return seconds
+    user writes (flags, keywords, rule files), as the `duration` kind below takes it:
+    positive, finite, at most a year. Refused in the words a flag's value is."""
+    try:
+        return float(SECONDS.parse(text))
+    except Refused as exc:
+        raise RealprobeError(exc.line(what, text)) from None
 
 
 def parse_time(text: str | float, now: float | None = None) -> float:
