@@ -5,6 +5,7 @@ cassette when the client is closed. Async and sync are thin shells over `core.Re
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -41,15 +42,17 @@ def answered(recorder: Recorder, call: Call, response: httpx.Response) -> bool:
     )
 
 
-class _RecordingStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, recorder: Recorder, call: Call) -> None:
+class _RecordingStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response body passed through to the client while the recorder keeps each chunk and
+    how the body ended (read to its end, failed, or closed early)."""
+
+    def __init__(self, inner: Any, recorder: Recorder, call: Call) -> None:
         self.inner, self.recorder, self.call = inner, recorder, call
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
         try:
-            async for chunk in self.inner:
-                self.recorder.received(self.call, chunk)
-                yield chunk
+            yield
         except GeneratorExit:
             raise
         except BaseException as exc:
@@ -57,32 +60,27 @@ class _RecordingStream(httpx.AsyncByteStream):
             raise
         self.recorder.body_done(self.call)
 
-    async def aclose(self) -> None:
-        try:
-            await self.inner.aclose()
-        finally:
-            self.recorder.body_closed(self.call)
-
-
-class _SyncRecordingStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, recorder: Recorder, call: Call) -> None:
-        self.inner, self.recorder, self.call = inner, recorder, call
-
     def __iter__(self) -> Iterator[bytes]:
-        try:
+        with self._watched():
             for chunk in self.inner:
                 self.recorder.received(self.call, chunk)
                 yield chunk
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            self.recorder.body_failed(self.call, exc)
-            raise
-        self.recorder.body_done(self.call)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with self._watched():
+            async for chunk in self.inner:
+                self.recorder.received(self.call, chunk)
+                yield chunk
 
     def close(self) -> None:
         try:
             self.inner.close()
+        finally:
+            self.recorder.body_closed(self.call)
+
+    async def aclose(self) -> None:
+        try:
+            await self.inner.aclose()
         finally:
             self.recorder.body_closed(self.call)
 
@@ -117,9 +115,7 @@ class RecordingTransport(_RecorderFacade[httpx.AsyncBaseTransport], httpx.AsyncB
             self.recorder.failed(call, exc)
             raise
         if answered(self.recorder, call, response):
-            response.stream = _RecordingStream(
-                response.stream, self.recorder, call  # type: ignore[arg-type]
-            )
+            response.stream = _RecordingStream(response.stream, self.recorder, call)
         return response
 
     async def aclose(self) -> None:
@@ -140,9 +136,7 @@ class SyncRecordingTransport(_RecorderFacade[httpx.BaseTransport], httpx.BaseTra
             self.recorder.failed(call, exc)
             raise
         if answered(self.recorder, call, response):
-            response.stream = _SyncRecordingStream(
-                response.stream, self.recorder, call  # type: ignore[arg-type]
-            )
+            response.stream = _RecordingStream(response.stream, self.recorder, call)
         return response
 
     def close(self) -> None:
