@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from realprobe.errors import RealprobeError
+from realprobe.probes.lazy_special import special
 from realprobe.probes.stats import wilson
 from realprobe.probes.windows import iso
 from realprobe.store import IMPORTED_KIND, Database
@@ -118,18 +119,6 @@ class ImportedStats(BaseModel):
     monitors: list[MonitorAvailability] = Field(default_factory=list)
 
 
-def _t_ppf(q: float, dof: int) -> float:
-    from scipy import special
-
-    return float(special.stdtrit(dof, q))
-
-
-def _chi2_ppf(q: float, dof: int) -> float:
-    from scipy import special
-
-    return 2.0 * float(special.gammaincinv(dof / 2.0, q))
-
-
 def _segments(checks: list[tuple[Any, ...]], observed: list[tuple[Any, ...]], gap: float
               ) -> list[tuple[float, float, str]]:
     """(start, end, state) of the observed time: the stored intervals, else from each
@@ -182,9 +171,10 @@ def outages(segs: list[tuple[float, float, str]]) -> Outages:
         start = next(s for s, e, c in runs if not c and e - s == out.longest_s)
         out.longest_start = iso(start)
         total = 2 * n * out.mean_s
-        lo, hi = total / _chi2_ppf(0.975, 2 * n), total / _chi2_ppf(0.025, 2 * n)
+        # chi-square with 2n degrees of freedom: its quantile is 2 gammaincinv(n, q)
+        lo, hi = (total / (2.0 * float(special.gammaincinv(n, q))) for q in (0.975, 0.025))
         if n >= SPREAD_MIN_OUTAGES:  # spread wider than exponential: Student's t is wider
-            half = _t_ppf(0.975, n - 1) * statistics.stdev(done) / math.sqrt(n)
+            half = float(special.stdtrit(n - 1, 0.975)) * statistics.stdev(done) / math.sqrt(n)
             lo, hi = min(lo, max(out.mean_s - half, 0.0)), max(hi, out.mean_s + half)
         out.mean_ci95 = (lo, hi)
     return out

@@ -254,8 +254,6 @@ def _args_key(args: Any) -> str:
 # -- summary over stored rows -------------------------------------------------------------
 
 
-
-
 def implicit_summary(
     db: Database,
     since: float | None = None,
@@ -289,9 +287,3 @@ def implicit_counts(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
                   for j, k in enumerate(IMPLICIT_KINDS)}
         out[tool] = {"ok": ok, **counts, "rates": {k: counts[k] / ok for k in IMPLICIT_KINDS}}
     return out
-
-
-__all__ = [
-    "IMPLICIT_EXTRA", "IMPLICIT_KINDS", "ImplicitWatch", "implicit_counts", "implicit_summary",
-    "is_empty",
-]

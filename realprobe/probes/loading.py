@@ -59,16 +59,9 @@ class ProbeArrays:
         return int(self.ts.shape[0])
 
     def slice(self, i: int) -> ProbeArrays:
+        """The rows of tool `i`."""
         a, b = int(self.bounds[i]), int(self.bounds[i + 1])
-        return ProbeArrays(
-            [self.tools[i]],
-            np.array([0, b - a], dtype=np.int64),
-            self.ts[a:b],
-            self.latency_ms[a:b],
-            self.code[a:b],
-            self.timeout_s[a:b],
-            {k: v[a:b] for k, v in self.extra.items()},
-        )
+        return self._rows(slice(a, b), [self.tools[i]], np.array([0, b - a], dtype=np.int64))
 
     def per_tool(self) -> list[tuple[str, ProbeArrays]]:
         """(tool, its rows) of every tool that has rows."""
@@ -80,15 +73,12 @@ class ProbeArrays:
         idx = np.repeat(np.arange(len(self.tools)), np.diff(self.bounds))
         counts = np.bincount(idx[mask], minlength=len(self.tools))
         bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return ProbeArrays(
-            list(self.tools),
-            bounds,
-            self.ts[mask],
-            self.latency_ms[mask],
-            self.code[mask],
-            self.timeout_s[mask],
-            {k: v[mask] for k, v in self.extra.items()},
-        )
+        return self._rows(mask, list(self.tools), bounds)
+
+    def _rows(self, pick: Any, tools: list[str], bounds: IntArray) -> ProbeArrays:
+        """The rows `pick` (a slice or a mask) selects, as the arrays of `tools` (`bounds`)."""
+        return ProbeArrays(tools, bounds, self.ts[pick], self.latency_ms[pick], self.code[pick],
+                           self.timeout_s[pick], {k: v[pick] for k, v in self.extra.items()})
 
     @classmethod
     def from_rows(cls, rows: list[dict[str, Any]]) -> ProbeArrays:
@@ -97,15 +87,9 @@ class ProbeArrays:
         kept.sort(key=lambda r: (r["tool"], r["started_ts"]))
         tools = sorted({r["tool"] for r in kept})
         counts = [sum(1 for r in kept if r["tool"] == t) for t in tools]
-        codes = []
-        for r in kept:
-            if r.get("outcome") == "ok":
-                codes.append(-1)
-            else:
-                try:
-                    codes.append(CODES.index(ErrorCode(str(r.get("error_code")))))
-                except ValueError:
-                    codes.append(_OTHER)
+        index = {c.value: i for i, c in enumerate(CODES)}
+        codes = [-1 if r.get("outcome") == "ok" else index.get(str(r.get("error_code")), _OTHER)
+                 for r in kept]  # fmt: skip
         return cls(
             tools,
             np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),

@@ -409,19 +409,3 @@ def empty_selection_error(
 
 #: the parameters an `empty_selection_error` message may name
 EMPTY_SELECTION_PARAMS = ("kinds", "since", "until", "baseline", "current")
-
-__all__ = [
-    "ALL",
-    "EMPTY_SELECTION_PARAMS",
-    "TARGET_CHOICES",
-    "Provenance",
-    "describe",
-    "empty_selection_error",
-    "excluded_cause",
-    "kinds_banner",
-    "kinds_present",
-    "parse_target",
-    "parse_vantages",
-    "pick_kinds",
-    "survey",
-]

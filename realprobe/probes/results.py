@@ -23,6 +23,3 @@ class VantageStats(BaseModel):
     by: Literal["vantage"] = "vantage"
     target_kinds: list[str]
     vantages: dict[str, StatsReport]
-
-
-__all__ = ["Stats", "VantageStats"]

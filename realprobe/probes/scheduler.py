@@ -262,11 +262,3 @@ class ProbeSchedule:
             run_ids=self.run_ids,
             events=self.events,
         )
-
-
-__all__ = [
-    "ProbeSchedule",
-    "ScheduleResult",
-    "first_fire_time",
-    "make_trigger",
-]

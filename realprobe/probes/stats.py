@@ -475,10 +475,14 @@ def quoted_success(arr: ProbeArrays, prior: ChainPrior | None = None) -> dict[st
 
 
 def success_stats(
-    n: int, k: int, rho: float | None, source: str = "own", note: str | None = None
+    n: int, k: int, rho: float | None, source: str = "own", note: str | None = None,
+    *, n_eff: float | None = None,
 ) -> SuccessStats:
-    r = 0.0 if rho is None else min(max(rho, 0.0), 0.98)
-    n_eff = n * (1 - r) / (1 + r)
+    """k successes of n calls; the quoted interval is Wilson at the effective n of a chain
+    with lag-one correlation `rho` (clipped to [0, 0.98]), or at `n_eff` when given."""
+    if n_eff is None:
+        r = 0.0 if rho is None else min(max(rho, 0.0), 0.98)
+        n_eff = n * (1 - r) / (1 + r)
     return SuccessStats(
         n=n,
         successes=k,
@@ -1025,18 +1029,8 @@ def pooled_success(tools: list[SuccessStats]) -> SuccessStats | None:
             p_t = (s.successes + 2) / (s.n + 4) if s.successes in (0, s.n) else s.rate
             var += s.n * s.n * p_t * (1 - p_t) / s.n_effective
     var /= n * n
-    p = k / n
-    p_c = (k + 2) / (n + 4) if k in (0, n) else p
-    n_eff = p_c * (1 - p_c) / var if var > 0 else float(n)
-    return SuccessStats(
-        n=n,
-        successes=k,
-        rate=p,
-        wilson95=wilson(k, n),
-        jeffreys95=jeffreys(k, n),
-        burst_adjusted95=wilson(p * n_eff, n_eff),
-        n_effective=n_eff,
-    )
+    p_c = (k + 2) / (n + 4) if k in (0, n) else k / n
+    return success_stats(n, k, None, n_eff=p_c * (1 - p_c) / var if var > 0 else float(n))
 
 
 def stats_from_db(
