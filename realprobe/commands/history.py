@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from realprobe.commands.common import JsonOpt, console, err_console, printed_json
+from realprobe.commands.common import DbOpt, JsonOpt, console, err_console, printed_json
 
 if TYPE_CHECKING:
     from realprobe.history import HistoryImport
@@ -30,8 +30,7 @@ def import_cmd(
     history_source: Annotated[str, typer.Argument(
         metavar="SOURCE", help="upptime:PATH (a status repository's clone), kuma:FILE, gatus:FILE, "
              "prometheus:FILE|URL (loopback only) or statuspage:FILE|URL.")],
-    db: Annotated[Path | None, typer.Option(
-        "--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")] = None,
+    db: DbOpt = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Read and summarise, write nothing.")] = False,
     since: Annotated[str | None, typer.Option(
@@ -56,8 +55,7 @@ def import_cmd(
 
 @history_app.command("calibrate")
 def calibrate_cmd(
-    db: Annotated[Path | None, typer.Option(
-        "--db", help="SQLite file (default: $REALPROBE_DB or the data dir).")] = None,
+    db: DbOpt = None,
     since: Annotated[str | None, typer.Option(
         "--since", help="Start: ISO date/datetime (UTC) or an age: 90d.")] = None,
     until: Annotated[str | None, typer.Option(

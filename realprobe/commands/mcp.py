@@ -39,6 +39,18 @@ class McpTransport(StrEnum):
     HTTP = "http"
 
 
+# the HTTP server's own settings, the same for `mcp`, `mcp proxy` and `mcp replay`
+PortOpt = Annotated[int, typer.Option("--port", help="HTTP: port (0 picks a free one).")]
+MaxSessionsOpt = Annotated[
+    int, typer.Option("--max-sessions", help="HTTP: open sessions per client address at most "
+                      "(then 503).")
+]
+IdleOpt = Annotated[
+    float, typer.Option("--session-idle-timeout", help="HTTP: close a session idle this many "
+                        "seconds.")
+]
+
+
 def register(app: typer.Typer) -> None:
     group = typer.Typer(rich_markup_mode=None, invoke_without_command=True,
                         add_completion=False)
@@ -58,7 +70,7 @@ def mcp_cmd(
     host: Annotated[
         str, typer.Option("--host", help="HTTP: address to listen on (loopback by default).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="HTTP: port (0 picks a free one).")] = 8766,
+    port: PortOpt = 8766,
     tools: Annotated[
         str | None, typer.Option("--tools", help="Serve only these tools (comma-separated).")
     ] = None,
@@ -114,16 +126,8 @@ def mcp_cmd(
     ] = "-",
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
-    max_sessions: Annotated[
-        int, typer.Option("--max-sessions",
-                          help="HTTP: open sessions per client address at most (then 503).")
-    ] = 100,
-    session_idle_timeout: Annotated[
-        float,
-        typer.Option(
-            "--session-idle-timeout", help="HTTP: close a session idle this many seconds."
-        ),
-    ] = 600.0,
+    max_sessions: MaxSessionsOpt = 100,
+    session_idle_timeout: IdleOpt = 600.0,
 ) -> None:
     """Serve the catalogue tools over the Model Context Protocol (stdio or streamable HTTP);
     `mcp proxy` puts realprobe in front of any MCP server, `mcp replay` serves a recorded
@@ -232,21 +236,12 @@ UpstreamSessionsOpt = Annotated[
     str, typer.Option("--upstream-sessions", help="HTTP: per-client (each session its own "
                       "upstream session) or shared (one for all).")
 ]
-ProxyMaxSessionsOpt = Annotated[
-    int, typer.Option("--max-sessions", help="HTTP: open sessions per client address at most "
-                      "(then 503).")
-]
 FaultMethodsOpt = Annotated[
     str | None, typer.Option("--fault-methods", help="Request methods to inject faults into, "
                              "comma-separated (default tools/call and the methods the profile "
                              "names), e.g. tools/list,resources/read.")
 ]
-ProxyIdleOpt = Annotated[
-    float, typer.Option("--session-idle-timeout", help="HTTP: close a session idle this many "
-                        "seconds.")
-]
 HostOpt = Annotated[str, typer.Option("--host", help="HTTP: address to listen on.")]
-PortOpt = Annotated[int, typer.Option("--port", help="HTTP: port (0 picks a free one).")]
 ProxyVantageOpt = Annotated[
     str | None, typer.Option("--vantage", help="Vantage label of stored rows (default: host).")
 ]
@@ -321,8 +316,8 @@ def proxy_cmd(
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8767,
     upstream_sessions: UpstreamSessionsOpt = "per-client",
-    max_sessions: ProxyMaxSessionsOpt = 100,
-    session_idle_timeout: ProxyIdleOpt = 600.0,
+    max_sessions: MaxSessionsOpt = 100,
+    session_idle_timeout: IdleOpt = 600.0,
     fault_methods: FaultMethodsOpt = None,
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
@@ -374,8 +369,8 @@ def replay_cmd(
     transport: TransportOpt = McpTransport.STDIO,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8767,
-    max_sessions: ProxyMaxSessionsOpt = 100,
-    session_idle_timeout: ProxyIdleOpt = 600.0,
+    max_sessions: MaxSessionsOpt = 100,
+    session_idle_timeout: IdleOpt = 600.0,
     fault_methods: FaultMethodsOpt = None,
     allowed_host: AllowedHostOpt = None,
     auth_token_env: AuthTokenEnvOpt = None,
