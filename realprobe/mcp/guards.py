@@ -13,8 +13,10 @@ or invalid-request error (-32600), and the server keeps reading.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -40,19 +42,30 @@ TOO_LONG = "\x00realprobe: line too long\x00"
 
 
 class SessionsPerClient:
-    """At most `per_client` open sessions per client address. A session counts from the
-    request that opens it until the SDK forgets it (`live` says no: closed, idle, crashed)."""
+    """At most `per_client` open sessions per client address, by realprobe's own record of
+    them: a session counts from the request that opens it until `live` says it is over (a
+    server that keeps the sessions itself knows), else until it is seen to end: a DELETE
+    answered, a 404 for its id, or `idle_s` with no request of it under way (the SDK's idle
+    rule: a request being served or a GET stream open keeps a session)."""
 
-    def __init__(self, per_client: int, live: Callable[[str], bool]) -> None:
+    def __init__(self, per_client: int, live: Callable[[str], bool] | None = None,
+                 idle_s: float = math.inf) -> None:
         self.per_client = per_client
-        self.live = live
+        self.live = live or self._seen_live
+        self.idle_s = idle_s
         self.owner: dict[str, str] = {}  # session id -> client address
         self.opening: dict[str, int] = {}  # client address -> opening requests under way
+        self.busy: dict[str, int] = {}  # session id -> its requests under way
+        self.quiet_since: dict[str, float] = {}  # session id -> when its last request ended
+
+    def _seen_live(self, sid: str) -> bool:
+        quiet = time.monotonic() - self.quiet_since.get(sid, -math.inf)
+        return self.busy.get(sid, 0) > 0 or quiet < self.idle_s
 
     def admit(self, client: str) -> bool:
         """Whether `client` may open one more session (then it counts as opening)."""
         for sid in [sid for sid in self.owner if not self.live(sid)]:
-            del self.owner[sid]
+            self._forget(sid)
         held = sum(1 for c in self.owner.values() if c == client)
         if held + self.opening.get(client, 0) >= self.per_client:
             return False
@@ -66,6 +79,26 @@ class SessionsPerClient:
             del self.opening[client]
         if session_id:
             self.owner[session_id] = client
+            self.quiet_since[session_id] = time.monotonic()
+
+    def begin(self, sid: str) -> None:
+        self.busy[sid] = self.busy.get(sid, 0) + 1
+
+    def end(self, sid: str, method: str, status: int | None) -> None:
+        """A request of session `sid` was answered (`status`; None: none was sent)."""
+        self.busy[sid] -= 1
+        if status == 404 or (method == "DELETE" and status is not None and status < 300):
+            self._forget(sid)
+        elif sid in self.owner:
+            self.quiet_since[sid] = time.monotonic()
+        elif not self.busy[sid]:  # not a session of this record: nothing kept
+            del self.busy[sid]
+
+    def _forget(self, sid: str) -> None:
+        for table in (self.owner, self.quiet_since):
+            table.pop(sid, None)
+        if not self.busy.get(sid):
+            self.busy.pop(sid, None)
 
 
 class GuardedApp:
@@ -88,11 +121,29 @@ class GuardedApp:
             if refusal is not None:
                 await _send_refusal(send, refusal)
                 return
-            if (self.sessions is not None and scope["method"] == "POST"
-                    and "mcp-session-id" not in headers):
+            if self.sessions is not None and "mcp-session-id" in headers:
+                await self._in_session(headers["mcp-session-id"], scope, receive, send)
+                return
+            if self.sessions is not None and scope["method"] == "POST":
                 await self._opening(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _in_session(self, sid: str, scope: Any, receive: Any, send: Any) -> None:
+        """A request of an open session, seen to its end (the session's record)."""
+        assert self.sessions is not None
+        status: list[int] = []
+
+        async def noting(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
+
+        self.sessions.begin(sid)
+        try:
+            await self.app(scope, receive, noting)
+        finally:
+            self.sessions.end(sid, scope["method"], status[0] if status else None)
 
     async def _opening(self, scope: Any, receive: Any, send: Any) -> None:
         """A request that may open a session, counted against its client's cap."""

@@ -16,12 +16,14 @@ import signal
 import socket
 import stat
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
+from realprobe.errors import RealprobeError
 from realprobe.mcp.guards import (
     CLIENTS_AT_CAP,
     DEFAULT_MAX_SESSIONS,
@@ -170,7 +172,8 @@ async def serve_stdio(
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """Bind before serving, so a busy port is a clean error (uvicorn would sys.exit)."""
+    """Bind before serving, so a busy port is a clean one-line error (uvicorn would
+    sys.exit)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -179,10 +182,45 @@ def bind(host: str, port: int) -> socket.socket:
         # accepted connections inherit it; without it each SSE answer waited ~40 ms
         # (Nagle against delayed ACK), measured in bench/mcp_overhead.py
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        raise RealprobeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                             param="port") from exc
     return sock
+
+
+@asynccontextmanager
+async def listening(app: Any, sock: socket.socket, on_ready: Callable[[str], None] | None,
+                    **options: Any) -> AsyncIterator[asyncio.Future[None]]:
+    """Every MCP server over HTTP: `app` on uvicorn on the bound `sock` (with the header
+    timeout, and the keep-alive limit of the server base) until the block ends, which gets
+    the serving task; `on_ready(url)` once it listens."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        # uvicorn re-raises a captured SIGTERM after serving, which would end the process
+        # before the sessions are closed and recordings written; their owners stop it.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    options.setdefault("http", guarded_h11(HEADER_TIMEOUT_S))
+    server = Server(server_config(app, log_level="warning", timeout_keep_alive=int(
+        IDLE_TIMEOUT_S), **options))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        while not server.started and not task.done():
+            await asyncio.sleep(0.02)
+        if server.started and on_ready is not None:
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            on_ready(f"http://{shown}:{port}{MCP_PATH}")
+        yield task
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, 5)
+        sock.close()
 
 
 async def serve_http(
@@ -201,15 +239,9 @@ async def serve_http(
     `allowed_hosts`; with `auth_token` every request needs `Authorization: Bearer <token>`);
     a connection with no request under way after `header_timeout_s` is closed; each client
     address holds at most `max_sessions` open sessions (the server `CLIENTS_AT_CAP` times
-    that in all), each closed after `session_idle_s` without a request."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        # uvicorn re-raises a captured SIGTERM after serving, which would end the process
-        # before the service is closed and a recording written; we stop it ourselves.
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
+    that in all), each closed after `session_idle_s` without a request. Serves until
+    SIGINT/SIGTERM, then closes the service."""
+    from realprobe.probes.session import on_signals
 
     guard = Guard(host, allowed_hosts, auth_token, json_paths=(MCP_PATH,),
                   max_body=4 * MAX_BODY)
@@ -222,37 +254,17 @@ async def serve_http(
         max_sessions=max_sessions * CLIENTS_AT_CAP,
         session_idle_timeout=session_idle_s,
     )
-    open_sessions = service.server.session_manager._server_instances  # the SDK's own record
-    sessions = SessionsPerClient(max_sessions, lambda sid: sid in open_sessions)
-    config = server_config(
-        GuardedApp(app, guard, sessions), host=host, port=port, log_level="warning", lifespan="on",
-        timeout_graceful_shutdown=3, http=guarded_h11(header_timeout_s),
-        timeout_keep_alive=int(IDLE_TIMEOUT_S),
-    )
-    server = Server(config)
-    loop = asyncio.get_running_loop()
-
-    def stop(sig: int) -> None:
-        from realprobe.probes.session import note_signal
-
-        note_signal(sig)
-        server.should_exit = True
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop, sig)
-    try:
-        async with service:
-            task = asyncio.ensure_future(server.serve(sockets=[sock]))
-            while not server.started and not task.done():
-                await asyncio.sleep(0.02)
-            if server.started and on_ready is not None:
-                bound_port = sock.getsockname()[1]
-                shown = f"[{host}]" if ":" in host else host
-                on_ready(f"http://{shown}:{bound_port}{MCP_PATH}")
-            await task
-    finally:
-        sock.close()
+    sessions = SessionsPerClient(max_sessions, idle_s=session_idle_s)
+    stopped = asyncio.Event()
+    with on_signals(stopped.set):
+        async with service, listening(GuardedApp(app, guard, sessions), sock, on_ready,
+                                      lifespan="on", timeout_graceful_shutdown=3,
+                                      http=guarded_h11(header_timeout_s)) as served:
+            stop: asyncio.Future[Any] = asyncio.ensure_future(stopped.wait())
+            await asyncio.wait({served, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if served.done():
+                served.result()  # uvicorn's own failure, not a stop
 
 
 def run_until_signal(main: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -24,19 +24,17 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from realprobe.errors import RealprobeError
 from realprobe.mcp.guards import (
     CLIENTS_AT_CAP,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
     GuardedApp,
     SessionsPerClient,
-    server_config,
 )
 from realprobe.mcp.wire import Wire, parse
 
@@ -273,39 +271,16 @@ async def serving(run: RunSession, host: str, port: int, *, limits: SessionLimit
                   on_ready: Callable[[str], None] | None = None) -> AsyncIterator[SessionRouter]:
     """Serve sessions on `host:port/mcp` behind the server base's guard (Host/Origin, JSON
     bodies, body size) and the per-client session cap, until the block ends."""
-    import uvicorn
-
-    from realprobe.mcp.serve import MCP_PATH, bind
+    from realprobe.mcp.serve import MCP_PATH, bind, listening
     from realprobe.serving import MAX_BODY, Guard
 
     router = SessionRouter(run, MCP_PATH, limits)
-    try:
-        sock = bind(host, port)
-    except OSError as exc:
-        raise RealprobeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                             param="port") from exc
+    sock = bind(host, port)
     guard = Guard(host, limits.allowed_hosts, limits.auth_token, json_paths=(MCP_PATH,),
                   max_body=4 * MAX_BODY)
     app = GuardedApp(router, guard, SessionsPerClient(limits.per_client, router.live))
-
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield  # the proxy's own handlers stop it, after the sessions are closed
-
-    server = Server(server_config(app, log_level="warning", lifespan="off"))
-    task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    try:
-        while not server.started and not task.done():
-            await asyncio.sleep(0.02)
-        if on_ready is not None:
-            shown = f"[{host}]" if ":" in host else host
-            on_ready(f"http://{shown}:{sock.getsockname()[1]}{MCP_PATH}")
-        yield router
-    finally:
-        await router.close()
-        server.should_exit = True
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(task, 5)
-        sock.close()
-
+    async with listening(app, sock, on_ready, lifespan="off"):
+        try:
+            yield router
+        finally:
+            await router.close()  # the proxy's own handlers stop it, sessions closed first
