@@ -92,7 +92,7 @@ def secret_name(name: str, extra: Iterable[str] = ()) -> bool:
     return _listed(name, "query", tuple(extra))
 
 
-def secret_field(name: str, extra: Iterable[str] = (), *, response: bool = False) -> bool:
+def secret_field(name: str, extra: Iterable[str] = ()) -> bool:
     """A JSON field that holds a credential (`key` and `appid` are data in JSON)."""
     return _listed(name, "field", tuple(extra))
 
@@ -523,8 +523,7 @@ def default_redactor() -> Redactor:
 
 def scrub_data(
     obj: Any, *, redactor: Redactor | None = None, names: Iterable[str] = (),
-    inside: bool = False, response: bool = False, literals: Iterable[str] = (),
-    found: list[str] | None = None,
+    inside: bool = False, literals: Iterable[str] = (), found: list[str] | None = None,
 ) -> Any:
     """JSON-like data: values under secret names replaced (all leaves of a container under
     one; a JSON schema under one keeps its keywords, see `is_schema`), every other string
@@ -533,7 +532,7 @@ def scrub_data(
     take their echoes out elsewhere, see `Scrubber`). Walked with a stack of its own, so
     data nested as deep as the input limits allow never ends in a RecursionError."""
     walk = _Walk(redactor if redactor is not None else default_redactor(), tuple(names),
-                 response, tuple(v for v in literals if v))
+                 tuple(v for v in literals if v))
     walk.found = found
     root: list[Any] = [None]
     walk.stack.append((obj, inside, root, 0, 0))
@@ -596,9 +595,8 @@ class _Walk:
     """One `scrub_data` walk: each container is made empty in the source's order and filled
     as its children come off the stack."""
 
-    def __init__(self, red: Redactor, extra: tuple[str, ...], response: bool,
-                 literals: tuple[str, ...]) -> None:
-        self.red, self.extra, self.response, self.literals = red, extra, response, literals
+    def __init__(self, red: Redactor, extra: tuple[str, ...], literals: tuple[str, ...]) -> None:
+        self.red, self.extra, self.literals = red, extra, literals
         self.stack: list[tuple[Any, bool, Any, Any, int]] = []
         self.depth = 0  # of the node being walked
         self.found: list[str] | None = None
@@ -622,9 +620,7 @@ class _Walk:
                     self._schema_keyword(out, k, v)
                 return out
             for k, v in obj.items():
-                hidden = inside or (
-                    isinstance(k, str) and secret_field(k, self.extra, response=self.response)
-                )
+                hidden = inside or (isinstance(k, str) and secret_field(k, self.extra))
                 self._later(v, hidden, out, k)
             return out
         if isinstance(obj, list | tuple):
@@ -641,7 +637,7 @@ class _Walk:
             return PLACEHOLDER  # numbers and literals under a credential name stay as they are
         if isinstance(obj, str):
             if obj[:1] in ("{", "["):
-                return scrub_json_text(obj, self.red, response=self.response)
+                return scrub_json_text(obj, self.red)
             return scrub_text(obj, redactor=self.red)
         return obj
 
@@ -705,9 +701,7 @@ def _after_secret_flag(items: list[Any] | tuple[Any, ...], i: int, extra: tuple[
             and secret_name(flag.lstrip("-"), extra))
 
 
-def scrub_json_text(
-    text: str, redactor: Redactor | None = None, *, response: bool = False
-) -> str:
+def scrub_json_text(text: str, redactor: Redactor | None = None) -> str:
     """A string that may hold JSON: its string values scrubbed in place when it parses (every
     other byte kept), as text otherwise."""
     try:
@@ -718,7 +712,7 @@ def scrub_json_text(
         return scrub_text(text, redactor=redactor)
     red = redactor if redactor is not None else default_redactor()
     return redact_json(
-        text, secret=lambda k: secret_field(k, response=response),
+        text, secret=secret_field,
         text_fn=lambda v: scrub_text(v, redactor=red),
     )
 
@@ -740,26 +734,19 @@ def scrub_strings(obj: Any) -> Any:
     return obj
 
 
-def scrub_row(
-    row: Mapping[str, Any], *, keep: Iterable[str] = ("id", "run_id"),
-    response_fields: Iterable[str] = ("result", "data"),
-) -> dict[str, Any]:
-    """A database row with every secret out: JSON columns as data, text columns as text.
-    `response_fields` hold what an API returned (a bare `key` there is not a credential)."""
+def scrub_row(row: Mapping[str, Any], *, keep: Iterable[str] = ("id", "run_id")) -> dict[str, Any]:
+    """A database row with every secret out: JSON columns as data, text columns as text."""
     red = default_redactor()
     kept = set(keep)
-    resp = set(response_fields)
     out: dict[str, Any] = {}
     for k, v in row.items():
         if k in kept or v is None or isinstance(v, bool | int | float):
             out[k] = v
         elif isinstance(v, str):
-            out[k] = (
-                scrub_json_text(v, red, response=k in resp) if v[:1] in ("{", "[")
-                else scrub_text(v, redactor=red)
-            )
+            out[k] = (scrub_json_text(v, red) if v[:1] in ("{", "[")
+                      else scrub_text(v, redactor=red))
         else:
-            out[k] = scrub_data(v, redactor=red, response=k in resp)
+            out[k] = scrub_data(v, redactor=red)
     return out
 
 

@@ -118,9 +118,7 @@ def scrub_url(url: str, cfg: ScrubConfig, found: list[str] | None = None) -> str
     return _scrub_url(url, extra=cfg.extra_params, found=found, placeholder=cfg.placeholder)
 
 
-def scrub_json_body(
-    body: bytes, cfg: ScrubConfig, found: list[str] | None = None, *, response: bool = False
-) -> bytes:
+def scrub_json_body(body: bytes, cfg: ScrubConfig, found: list[str] | None = None) -> bytes:
     """Credential JSON fields (or form fields) replaced, every other byte kept; other bodies
     come back unchanged."""
     if not body:
@@ -135,7 +133,7 @@ def scrub_json_body(
         return body
     sink: list[str] = []
     clean = redact_json(
-        text, secret=lambda k: secret_field(k, cfg.extra_params, response=response),
+        text, secret=lambda k: secret_field(k, cfg.extra_params),
         found=sink, placeholder=cfg.placeholder,
     )
     if found is not None:
@@ -264,7 +262,7 @@ def _by_name(call: Call, cfg: ScrubConfig, found: list[str], report: ScrubReport
         report.counts["request field"] += len(found) - before
     if call.body and call.complete:
         before = len(found)
-        call.body = scrub_json_body(call.body, cfg, found, response=True)
+        call.body = scrub_json_body(call.body, cfg, found)
         report.counts["response field"] += len(found) - before
     if call.error is not None:
         call.error.message = scrub_text(
