@@ -75,7 +75,7 @@ def merge_rate(rows: int) -> dict[str, float]:
     sys.path.insert(0, str(HERE))
     from monitor_synthetic import build
 
-    from realprobe.monitor.merge import merge
+    from realprobe import merge_databases as merge
 
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "a.db", Path(tmp) / "out.db"

@@ -22,7 +22,7 @@ import httpx
 from monitor_synthetic import build
 
 from realprobe.monitor.exporter import Exporter, ExporterServer
-from realprobe.store import Store, iso_utc
+from realprobe.store import Store, iso_utc, open_db
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -38,7 +38,7 @@ def main() -> None:
         t = time.perf_counter()
         build(db, args.rows, t_end=time.time())
         build_s = time.perf_counter() - t
-        server = ExporterServer(Exporter(db), port=0)
+        server = ExporterServer(Exporter(open_db(db)), port=0)
         url = server.start() + "/metrics"
         try:
             t = time.perf_counter()

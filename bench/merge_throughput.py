@@ -17,7 +17,7 @@ from pathlib import Path
 
 from monitor_synthetic import build
 
-from realprobe.monitor.merge import merge
+from realprobe import merge_databases as merge
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -263,13 +263,13 @@ def metrics(rows: int, scrapes: int) -> dict[str, Any]:
     from prometheus_client.parser import text_string_to_metric_families
 
     from realprobe.monitor.exporter import Exporter, ExporterServer
-    from realprobe.store import Store, iso_utc
+    from realprobe.store import Store, iso_utc, open_db
 
     db = TMP / f"metrics_{rows}.db"
     TMP.mkdir(exist_ok=True)
     if not db.exists():
         build(db, rows, t_end=time.time())
-    server = ExporterServer(Exporter(db), port=0)
+    server = ExporterServer(Exporter(open_db(db)), port=0)
     url = server.start() + "/metrics"
     try:
         text = httpx.get(url, timeout=900).text

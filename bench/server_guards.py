@@ -22,7 +22,7 @@ from realprobe.adapters.catalog import default_catalog
 from realprobe.monitor.exporter import Exporter, ExporterServer
 from realprobe.sandbox.server import SandboxThread
 from realprobe.sandbox.setup import sandbox_for
-from realprobe.store import Store
+from realprobe.store import Store, open_db
 
 RESULTS = Path(__file__).parent / "results"
 EVIL = "http://evil.example"
@@ -55,7 +55,7 @@ def half_sent(n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "p.db"
         Store(db).close()
-        server = ExporterServer(Exporter(db), port=0)
+        server = ExporterServer(Exporter(open_db(db)), port=0)
         port = int(server.url.rsplit(":", 1)[1])
         threads = threading.active_count()
         socks = []

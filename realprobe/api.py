@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from realprobe.result import ToolResult
     from realprobe.sandbox.server import Sandbox
     from realprobe.simulator.profile import Profile
+    from realprobe.store import Database
     from realprobe.tasks.batch import TaskBatch, TaskBatchResult
     from realprobe.tasks.settings import EvalSettings
     from realprobe.tasks.sweep import SweepResult
@@ -302,7 +303,7 @@ class _ProbePlan(NamedTuple):
     tools: list[Tool]
     target: TransportOptions
     politeness: PolitenessConfig
-    db: Path
+    db: Database
 
     @classmethod
     def checked(
@@ -315,10 +316,9 @@ class _ProbePlan(NamedTuple):
         cat = catalog or load_catalog()
         chosen = _probe_tools(cat, tools)
         opts = (target or TransportOptions()).normalised()
-        from realprobe.store import db_path
+        from realprobe.store import open_db
 
-        path = db_path(db)
-        return cls(cat, chosen, opts, _politeness(opts, politeness), path)
+        return cls(cat, chosen, opts, _politeness(opts, politeness), open_db(db))
 
 
 def _probe_tools(cat: Catalog, tools: Sequence[str] | str | None) -> list[Tool]:
@@ -803,7 +803,7 @@ def task_results(
     per (agent, model, prompt, target, fault plan, paraphrase level), never pooled. The
     filters keep runs whose column equals the value; `prices` is a TOML/JSON file over the
     shipped price table; `surface` adds pass^k over k x epsilon x lambda with its volume."""
-    from realprobe.store import Store
+    from realprobe.store import open_db
     from realprobe.target import TargetKind
     from realprobe.tasks import results
     from realprobe.tasks.store import TaskStore
@@ -813,11 +813,9 @@ def task_results(
             target_kind = TargetKind.parse(target_kind, "target_kind").value
         except RealprobeError as exc:
             raise BadArgument("target_kind", str(exc)) from None
-    from realprobe.store import db_path
-
-    path = db_path(db, read=True)
+    path = open_db(db, read=True)
     price_table = results.load_prices(prices)
-    store = TaskStore(Store(path))
+    store = TaskStore(path.write())
     errors = store.call_errors()
     rows = [{**r, "api_errors": errors.get(r["id"], {})} for r in store.runs(batch)]
     filters = {"agent": agent, "model": model, "prompt": prompt, "profile": profile,

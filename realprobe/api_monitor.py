@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from realprobe.errors import BadArgument
+from realprobe.errors import BadArgument, RealprobeError
 from realprobe.ranges import checked
 
 if TYPE_CHECKING:
@@ -36,12 +36,10 @@ def check_alerts(
     from realprobe.monitor.alerts import AlertConfig, check, load_rules
 
     config = rules if isinstance(rules, AlertConfig) else load_rules(rules)
-    from realprobe.store import db_path, upkeep
+    from realprobe.api_rows import _db
 
     now = time.time() if now is None else now
-    path = db_path(db, read=True)
-    upkeep(path)
-    return check(path, config, now=now, dry_run=dry_run)
+    return check(_db(db), config, now=now, dry_run=dry_run)
 
 
 @checked
@@ -55,13 +53,19 @@ def merge_databases(
     safe to run again). Rows the store would refuse are kept apart in the output's
     `probes_quarantine` table and counted per reason in the report."""
     from realprobe.monitor.merge import merge
+    from realprobe.store import open_db
 
     if not sources:
         raise BadArgument("sources", "sources: name at least one database to merge")
     out = Path(output)
     if not out.parent.is_dir():
         raise BadArgument("output", f"output {out}: directory {out.parent} does not exist")
-    return merge(list(sources), out, on_source=on_source)
+    for s in sources:
+        if Path(s).resolve() == out.resolve():
+            raise RealprobeError(f"{s}: is the output; pass it only as -o")
+        if not Path(s).is_file():
+            raise RealprobeError(f"{s}: no such database file")
+    return merge([open_db(s, read=True) for s in sources], open_db(out), on_source=on_source)
 
 
 @checked
@@ -94,21 +98,21 @@ def serve_exporter(
     from realprobe.monitor.exporter import Exporter, ExporterServer
     from realprobe.ranges import parse_duration
     from realprobe.serving import Guard
-    from realprobe.store import Store, db_path, default_vantage
+    from realprobe.store import default_vantage, open_db
 
     window_s = parse_duration(window)
     Guard(host, tuple(allowed_hosts))  # a URL given as a host name is refused before binding
-    path = db_path(db)
-    Store(path).close()  # create or check the schema before serving
+    opened = open_db(db)
+    opened.write().close()  # create or check the schema before serving
     cat = catalog or Catalog.load([])
     prober = None
     if probe:
         opts = (target or TransportOptions()).normalised()
-        prober = BlackboxProber(cat, opts, path, timeout_s=timeout,
+        prober = BlackboxProber(cat, opts, opened, timeout_s=timeout,
                                 vantage=vantage or default_vantage(),
                                 reserve_for_schedule=reserve_for_schedule)
     budgets = {api.id: api.politeness.daily_budget for api in cat.apis.values()}
-    exporter = Exporter(path, prober=prober, window_s=window_s, budgets=budgets)
+    exporter = Exporter(opened, prober=prober, window_s=window_s, budgets=budgets)
     server = ExporterServer(exporter, host, port, allowed_hosts=tuple(allowed_hosts),
                             auth_token=auth_token)
     if on_ready is not None:

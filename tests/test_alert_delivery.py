@@ -17,6 +17,7 @@ import pytest
 from monitor_helpers import write_rows
 from test_monitor_alerts import Receiver
 
+from realprobe import open_db
 from realprobe.monitor.alerts import AlertConfig, RoundChecks, check
 
 T0 = 1_790_000_000.0
@@ -85,7 +86,7 @@ def test_a_dripping_webhook_is_cut_at_its_total_deadline(tmp_path: Path,
     db = tmp_path / "p.db"
     write_rows(db, "agify_age", "x" * 20, t0=T0)
     t = time.monotonic()
-    result = check(db, _config(dripper.url, timeout_s=1.0), now=T0 + 250)
+    result = check(open_db(db), _config(dripper.url, timeout_s=1.0), now=T0 + 250)
     took = time.monotonic() - t
     assert took < 4.0, took  # the whole answer would take over 25 s
     assert result.delivery_failures == [f"{dripper.url.rsplit('/', 1)[0]}/...: "
@@ -99,7 +100,7 @@ def test_one_post_per_check_per_webhook_firing_and_resolved_grouped(
     config = _config(f"{receiver.url}/a", f"{receiver.url}/b")
     for i, tool in enumerate(("agify_age", "catfact_fact", "kanye_quote")):
         write_rows(db, tool, "x" * 20, t0=T0, run_id=f"r{i}")
-    assert len(check(db, config, now=T0 + 250).events) == 3
+    assert len(check(open_db(db), config, now=T0 + 250).events) == 3
     posts = receiver.take()
     assert sorted(p for p, _ in posts) == ["/a", "/b"]
     assert all(len(body["alerts"]) == 3 and body["firing"] == 3 for _, body in posts)
@@ -107,7 +108,7 @@ def test_one_post_per_check_per_webhook_firing_and_resolved_grouped(
     # ten minutes later: the three recovered (or went quiet), a fourth tool fails
     write_rows(db, "agify_age", "o" * 60, t0=T0 + 400, run_id="ok", step_s=1)
     write_rows(db, "dogceo_random", "x" * 20, t0=T0 + 400, run_id="new", step_s=1)
-    later = check(db, config, now=T0 + 900)
+    later = check(open_db(db), config, now=T0 + 900)
     assert sorted((e.status, e.subject) for e in later.events) == [
         ("firing", "dogceo_random"), ("resolved", "agify_age"), ("resolved", "catfact_fact"),
         ("resolved", "kanye_quote")]
@@ -123,12 +124,12 @@ def test_an_alert_still_firing_is_sent_again_after_the_repeat_interval(
     db = tmp_path / "p.db"
     config = _config(receiver.url, repeat_interval="10m")
     write_rows(db, "agify_age", "x" * 50, t0=T0, step_s=30)
-    assert [e.repeat for e in check(db, config, now=T0 + 400).events] == [False]
-    assert check(db, config, now=T0 + 700).events == []
-    again = check(db, config, now=T0 + 1010)
+    assert [e.repeat for e in check(open_db(db), config, now=T0 + 400).events] == [False]
+    assert check(open_db(db), config, now=T0 + 700).events == []
+    again = check(open_db(db), config, now=T0 + 1010)
     assert [(e.status, e.repeat) for e in again.events] == [("firing", True)]
     assert len(receiver.take()) == 2
-    assert check(db, config, now=T0 + 1100).events == []
+    assert check(open_db(db), config, now=T0 + 1100).events == []
 
 
 def test_rules_on_kinds_the_window_does_not_hold_say_so(tmp_path: Path) -> None:
@@ -152,7 +153,7 @@ def test_a_round_never_waits_for_webhooks(tmp_path: Path, dripper: Dripper) -> N
     said: list[str] = []
 
     async def rounds() -> float:
-        checks = RoundChecks(db, _config(dripper.url, timeout_s=1.5), said.append)
+        checks = RoundChecks(open_db(db), _config(dripper.url, timeout_s=1.5), said.append)
         t = time.monotonic()
         checks.after_round()
         checks.after_round()  # the next round ends while the first check is still sending

@@ -18,11 +18,11 @@ import pytest
 from monitor_helpers import write_rows
 
 import realprobe
-from realprobe import Store
+from realprobe import Store, open_db
+from realprobe import merge_databases as merge
 from realprobe.monitor.aggregate import Aggregator
 from realprobe.monitor.alerts import AlertConfig, Rule, evaluate
-from realprobe.monitor.merge import merge
-from realprobe.store import RowRefused, read_only
+from realprobe.store import RowRefused
 
 
 def _files(root: Path) -> set[str]:
@@ -58,9 +58,9 @@ def test_every_reader_reads_the_same_rows_under_any_folder_name(
     assert realprobe.build_report(db).stats.rows == 50
     realprobe.drift(db, baseline=(now - 3100, now - 1500), current=(now - 1500, now + 1))
     rule = Rule.model_validate({"kind": "success_below", "threshold": 0.99, "min_calls": 1})
-    fired = evaluate(db, AlertConfig(rules=[rule]), now)
+    fired = evaluate(open_db(db), AlertConfig(rules=[rule]), now)
     assert [f.subject for f in fired] == ["agify_age"]
-    agg = Aggregator(db)
+    agg = Aggregator(open_db(db))
     agg.refresh()
     assert agg.last_error is None and agg.rows_seen == 50
     assert _files(tmp_path) == before  # nothing created next to it, no stray empty file
@@ -82,11 +82,11 @@ def test_every_reader_reads_the_same_rows_under_any_folder_name(
 
 def test_read_only_refuses_clearly_and_creates_nothing(tmp_path: Path) -> None:
     with pytest.raises(realprobe.RealprobeError, match="no database"):
-        read_only(tmp_path / "x#y" / "p.db")
+        open_db(tmp_path / "x#y" / "p.db", read=True)
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not sqlite at all" * 100)
     with pytest.raises(realprobe.RealprobeError, match="not a readable"):
-        read_only(junk)
+        open_db(junk).read()
     assert _files(tmp_path) == {"junk.db"}
 
 
@@ -122,7 +122,7 @@ def test_the_alert_rules_p95_is_the_p95_of_stats(tmp_path: Path) -> None:
     assert p95 is not None and p95 > old_p95 + 200
     threshold = (old_p95 + p95) / 2
     rule = Rule.model_validate({"kind": "p95_above", "threshold_ms": threshold, "window": "1h"})
-    fired = evaluate(db, AlertConfig(rules=[rule]), now)
+    fired = evaluate(open_db(db), AlertConfig(rules=[rule]), now)
     assert len(fired) == 1 and fired[0].value == pytest.approx(p95, rel=1e-9)
     assert "censored fit" in fired[0].message
     from prometheus_client.parser import text_string_to_metric_families
@@ -130,7 +130,7 @@ def test_the_alert_rules_p95_is_the_p95_of_stats(tmp_path: Path) -> None:
     from realprobe.monitor.exporter import Exporter
 
     scraped = [
-        s.value for f in text_string_to_metric_families(Exporter(db).metrics().decode())
+        s.value for f in text_string_to_metric_families(Exporter(open_db(db)).metrics().decode())
         for s in f.samples if s.name == "realprobe_latency_p95_seconds"
     ]
     assert scraped == [pytest.approx(p95 / 1000, rel=1e-9)]  # the exporter's p95 too
@@ -321,7 +321,7 @@ def test_the_front_door_runs_no_sql() -> None:
 
     for module in (front, selection):
         text = inspect.getsource(module)
-        for word in ("SELECT ", "execute(", "sqlite3", "read_only("):
+        for word in ("SELECT ", "execute(", "sqlite3", ".read("):
             assert word not in text, (module.__name__, word)
 
 
@@ -337,7 +337,7 @@ def test_a_run_claimed_by_another_source_cannot_take_back_the_honest_rows(
         store.start_run({**run, "excluded": 1, "status": "local_network_failure"})
     out = tmp_path / "all.db"
     merge([hostile, honest], out)
-    agg = Aggregator(out)
+    agg = Aggregator(open_db(out))
     agg.refresh()
     agg.refresh()
     assert agg.rows_seen == 30

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from monitor_helpers import write_rows
 
-from realprobe import api
+from realprobe import api, open_db
 from realprobe.monitor.exporter import Exporter
 from realprobe.probes.stats import interval_text, mid_p, verdict, wilson
 
@@ -63,7 +63,7 @@ def test_one_tool_or_all_give_the_same_interval_everywhere(db: Path, tmp_path: P
     message = json.loads(alert.stdout)["events"][0]["message"]
     assert interval_text((every[0], every[1])) in message, message
 
-    status = {s["tool"]: s for s in Exporter(db).status_json()}["agify_age"]
+    status = {s["tool"]: s for s in Exporter(open_db(db)).status_json()}["agify_age"]
     assert [status["lower"], status["upper"]] == pytest.approx(every, abs=1e-12)
 
 

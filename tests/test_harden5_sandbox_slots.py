@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from peer_sockets import ask, connect, wait_for
 
-from realprobe import Catalog, Sandbox, Store, load_profile
+from realprobe import Catalog, Sandbox, Store, load_profile, open_db
 from realprobe.http.simulate import routes_from_catalog
 from realprobe.monitor.exporter import Exporter, ExporterServer
 from realprobe.sandbox.server import running
@@ -128,7 +128,7 @@ def _sandbox(tmp: Path, catalog: Catalog) -> contextlib.AbstractContextManager[s
 def _exporter(tmp: Path, catalog: Catalog) -> Iterator[str]:
     db = tmp / "p.db"
     Store(db).close()
-    server = ExporterServer(Exporter(db), port=0, limits=Limits(max_connections=CAP))
+    server = ExporterServer(Exporter(open_db(db)), port=0, limits=Limits(max_connections=CAP))
     try:
         yield server.url
     finally:

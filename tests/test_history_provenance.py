@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import realprobe
+from realprobe import open_db
 from tests.history_builders import site_records, upptime_repo
 from tests.probe_helpers import synthetic_rows
 
@@ -57,6 +58,6 @@ def test_the_probe_readers_say_where_imported_histories_are(both: Path) -> None:
 def test_the_exporter_serves_none_of_it(both: Path) -> None:
     from realprobe.monitor.exporter import Exporter
 
-    text = Exporter(both).metrics().decode()
+    text = Exporter(open_db(both)).metrics().decode()
     assert 'tool="agify_age"' in text
     assert 'tool="api"' not in text and "imported" not in text

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from monitor_helpers import write_rows
 
-from realprobe import RealprobeError
+from realprobe import RealprobeError, open_db
 from realprobe.monitor.alerts import Event, check, load_rules, payload
 
 T0 = 1_790_000_000.0
@@ -85,11 +85,11 @@ window = "10m"
 min_calls = 5
 """))
     write_rows(db, "agify_age", "o" * 20, t0=T0)
-    assert check(db, config, now=T0 + 200).events == []
+    assert check(open_db(db), config, now=T0 + 200).events == []
 
     # a degraded stretch (two calls in three fail): the quoted interval knows its n
     write_rows(db, "agify_age", "xxo" * 10, t0=T0 + 200, run_id="burst")
-    fired = check(db, config, now=T0 + 360)
+    fired = check(open_db(db), config, now=T0 + 360)
     assert [(e.status, e.subject) for e in fired.events] == [("firing", "agify_age")]
     posts = receiver.take()
     assert sorted(p for p, _ in posts) == ["/json", "/slack"]
@@ -100,15 +100,15 @@ min_calls = 5
     assert payload["/slack"]["text"].startswith(":red_circle: [FIRING] agify-success")
 
     for later in (T0 + 370, T0 + 380, T0 + 390):  # still firing: nothing new is sent
-        again = check(db, config, now=later)
+        again = check(open_db(db), config, now=later)
         assert again.findings and again.events == []
     assert receiver.take() == []
 
     write_rows(db, "agify_age", "o" * 60, t0=T0 + 400, run_id="recovered")
-    resolved = check(db, config, now=T0 + 1000)
+    resolved = check(open_db(db), config, now=T0 + 1000)
     assert [(e.status, e.subject) for e in resolved.events] == [("resolved", "agify_age")]
     assert [p["status"] for path, p in receiver.take() if path == "/json"] == ["resolved"]
-    assert check(db, config, now=T0 + 1010).events == []
+    assert check(open_db(db), config, now=T0 + 1010).events == []
     assert receiver.take() == []
 
 
@@ -123,12 +123,12 @@ for = "5m"
 """))
     write_rows(db, "catfact_fact", "o" + "x" * 60, t0=T0)
     receiver.fail_next = 1
-    first = check(db, config, now=T0 + 610)
+    first = check(open_db(db), config, now=T0 + 610)
     assert first.delivery_failures and first.events
-    second = check(db, config, now=T0 + 611)
+    second = check(open_db(db), config, now=T0 + 611)
     assert [e.status for e in second.events] == ["firing"]
     assert {p for p, _ in receiver.take()} == {"/json", "/slack"}
-    assert check(db, config, now=T0 + 612).events == []
+    assert check(open_db(db), config, now=T0 + 612).events == []
 
 
 def test_p95_and_certificate_rules(tmp_path: Path, receiver: Receiver) -> None:
@@ -147,11 +147,11 @@ days = 14
                extra={"tls_expires_ts": T0 + 5 * 86400, "tls_issuer": "Test CA"})
     write_rows(db, "catfact_fact", "o" * 20, t0=T0, run_id="r2", latency_ms=90.0,
                extra={"tls_expires_ts": T0 + 90 * 86400, "tls_issuer": "Test CA"})
-    result = check(db, config, now=T0 + 300, dry_run=True)
+    result = check(open_db(db), config, now=T0 + 300, dry_run=True)
     got = sorted((f.kind, f.subject) for f in result.findings)
     assert got == [("cert_expiring", "agify"), ("p95_above", "agify_age")]
     assert receiver.take() == []  # dry run: nothing sent ...
-    assert len(check(db, config, now=T0 + 301).events) == 2  # ... and nothing stored
+    assert len(check(open_db(db), config, now=T0 + 301).events) == 2  # ... and nothing stored
 
 
 def test_bad_rules_are_one_line_errors(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from monitor_helpers import write_rows
 from prometheus_client.parser import text_string_to_metric_families
 
-from realprobe import Store
+from realprobe import Store, open_db
 from realprobe.monitor import aggregate
 from realprobe.monitor.exporter import Exporter
 
@@ -62,7 +62,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_metrics_and_status_survive_bad_rows(db: Path) -> None:
-    exporter = Exporter(db)
+    exporter = Exporter(open_db(db))
     text = exporter.metrics().decode()
     ratios = {s[1]["vantage"]: s[2] for s in _samples(text)
               if s[0] == "realprobe_success_ratio"}
@@ -105,7 +105,7 @@ def test_labels_come_from_closed_sets_and_what_is_folded_is_counted(
               for i in range(3000)])
     _raw(db, [{**base, "outcome": "ok", "api": f"api{i}", "tls_expires_ts": now + 86400,
                "tls_issuer": "x" * 500, "started_ts": now - 40} for i in range(200)])
-    text = Exporter(db).metrics().decode()
+    text = Exporter(open_db(db)).metrics().decode()
     samples = _samples(text)
     codes = {s[1]["code"] for s in samples if s[0] == "realprobe_calls_total"}
     assert codes <= {"", "other"}
@@ -132,7 +132,8 @@ def test_a_cached_probe_answer_skips_bad_rows(tmp_path: Path) -> None:
     })
     db = tmp_path / "p.db"
     Store(db).close()
-    prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db, timeout_s=2)
+    prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), open_db(db),
+                            timeout_s=2)
     assert prober.probe("local_get").cached is None  # refused at connect, stored
     base = {"run_id": "evil", "tool": "local_get", "api": "local", "vantage": "evil"}
     _raw(db, [

@@ -11,7 +11,7 @@ import pytest
 from monitor_helpers import write_rows
 from prometheus_client.parser import text_string_to_metric_families
 
-from realprobe import ApiSpec, Catalog, Mode, Profile, Store, TransportOptions
+from realprobe import ApiSpec, Catalog, Mode, Profile, Store, TransportOptions, open_db
 from realprobe.monitor.blackbox import BlackboxProber, _registry_for
 from realprobe.monitor.exporter import Exporter, ExporterServer
 
@@ -37,7 +37,7 @@ def test_metrics_count_every_row_and_fold_new_rows_incrementally(tmp_path: Path)
     db = tmp_path / "p.db"
     write_rows(db, "agify_age", "oooxoooxoo", latency_ms=80.0)  # 8 of 10
     write_rows(db, "catfact_fact", "xxxx", run_id="run-2", code="TIMEOUT")
-    exporter = Exporter(db)
+    exporter = Exporter(open_db(db))
     text = exporter.metrics().decode()
     assert value(text, "realprobe_calls_total", tool="agify_age", outcome="ok") == 8
     assert value(text, "realprobe_calls_total", tool="agify_age", code="SERVER_ERROR") == 2
@@ -64,7 +64,7 @@ def test_a_run_excluded_later_leaves_ratios_but_counters_never_go_down(tmp_path:
     db = tmp_path / "p.db"
     write_rows(db, "agify_age", "oooo")
     write_rows(db, "agify_age", "xxxx", run_id="dead-net", code="NETWORK_ERROR")
-    exporter = Exporter(db)
+    exporter = Exporter(open_db(db))
     text = exporter.metrics().decode()
     assert value(text, "realprobe_calls_total", tool="agify_age", code="NETWORK_ERROR") == 4
     assert value(text, "realprobe_success_ratio", tool="agify_age") == 0.5
@@ -76,7 +76,7 @@ def test_a_run_excluded_later_leaves_ratios_but_counters_never_go_down(tmp_path:
     assert value(text, "realprobe_calls_excluded_total", tool="agify_age") == 4
     assert value(text, "realprobe_success_ratio", tool="agify_age") == 1.0
     # a fresh exporter never counts them
-    fresh = Exporter(db).metrics().decode()
+    fresh = Exporter(open_db(db)).metrics().decode()
     hits = [k for k in samples(fresh) if k[0] == "realprobe_calls_total"
             and dict(k[1]).get("code") == "NETWORK_ERROR"]
     assert hits == []
@@ -87,7 +87,7 @@ def test_hostile_label_values_are_bounded(tmp_path: Path) -> None:
     for i in range(80):
         write_rows(db, "agify_age", "o", run_id=f"r{i}", vantage=f"v{i}")
     write_rows(db, 'x"} evil{', "o", run_id="bad", api="a b")
-    text = Exporter(db).metrics().decode()
+    text = Exporter(open_db(db)).metrics().decode()
     vantages = {dict(ls).get("vantage") for (n, ls) in samples(text)
                 if n == "realprobe_calls_total"}
     assert len(vantages) <= 65 and "other" in vantages
@@ -100,7 +100,7 @@ def test_status_page_says_up_degraded_down(tmp_path: Path) -> None:
     write_rows(db, "agify_age", "o" * 40)
     write_rows(db, "catfact_fact", "ox" * 20, run_id="r2")
     write_rows(db, "dogceo_random", "x" * 10, run_id="r3")
-    exporter = Exporter(db)
+    exporter = Exporter(open_db(db))
     states = {s["tool"]: s["state"] for s in exporter.status_json()}
     assert states == {"agify_age": "up", "catfact_fact": "degraded", "dogceo_random": "down"}
     page = exporter.status_html()
@@ -125,9 +125,9 @@ def test_probe_endpoint_against_the_sandbox(
     from realprobe import Politeness, PolitenessConfig
 
     slow = PolitenessConfig(override=Politeness(min_interval_s=300, jitter_s=0))
-    prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=url), db,
+    prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=url), open_db(db),
                             timeout_s=5, politeness=slow)
-    server = ExporterServer(Exporter(db, prober=prober), port=0)
+    server = ExporterServer(Exporter(open_db(db), prober=prober), port=0)
     base = server.start()
     try:
         ok = httpx.get(f"{base}/probe", params={"tool": "agify_age"}, timeout=10)
@@ -196,8 +196,8 @@ def test_probe_endpoint_keeps_the_daily_budget_of_live_calls(tmp_path: Path) -> 
     from realprobe import VirtualClock
 
     day = VirtualClock(start_wall=1930651200.0)  # 2031-03-07 12:00 UTC: the budget's day
-    prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db, timeout_s=5,
-                            reserve_for_schedule=0.0, clock=day)
+    prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), open_db(db),
+                            timeout_s=5, reserve_for_schedule=0.0, clock=day)
     try:
         answers = [prober.probe("local_get") for _ in range(4)]
     finally:
@@ -218,9 +218,9 @@ def test_the_first_read_in_sql_equals_folding_row_by_row(tmp_path: Path) -> None
     write_rows(db, "agify_age", "oxo", run_id="r2", vantage="there", latency_ms=700.0)
     write_rows(db, "catfact_fact", "xxo", run_id="r3", code="TIMEOUT", latency_ms=4000.0,
                extra={"tls_expires_ts": now + 86400, "tls_issuer": "CA"})
-    bulk = Aggregator(db)
+    bulk = Aggregator(open_db(db))
     bulk.refresh()
-    by_row = Aggregator(db)
+    by_row = Aggregator(open_db(db))
     by_row.last_id = -1  # skip the SQL path: fold every row one by one
     by_row.refresh()
     assert bulk.series.keys() == by_row.series.keys()
@@ -249,7 +249,7 @@ def test_the_grafana_dashboard_queries_metrics_the_exporter_serves(tmp_path: Pat
         store.conn.execute("INSERT INTO api_budget VALUES ('2000-01-01', 'agify', 'live', 1)")
     from prometheus_client import generate_latest
 
-    served = Exporter(db, budgets={"agify": 100}).metrics().decode()
+    served = Exporter(open_db(db), budgets={"agify": 100}).metrics().decode()
     served += generate_latest(_registry_for(None, cached=None, age_s=None)).decode()
     names = {s.name for f in text_string_to_metric_families(served) for s in f.samples}
     names |= {f.name for f in text_string_to_metric_families(served)}
@@ -265,7 +265,7 @@ def test_the_exposition_is_byte_for_byte_what_prometheus_client_writes(tmp_path:
     db = tmp_path / "p.db"
     write_rows(db, "agify_age", "oooxoooxoo", latency_ms=80.0)
     write_rows(db, "catfact_fact", "xxxx", run_id="run-2", code="TIMEOUT", vantage='a"b\\c')
-    exporter = Exporter(db)
+    exporter = Exporter(open_db(db))
     families = list(exporter.registry.collect())
     odd = GaugeMetricFamily("odd", 'help with \\ and\nnewline', labels=["issuer", "z", "a"])
     odd.add_metric(['CN="x"\\y\nz', "1", "2"], 1e22)

@@ -11,7 +11,7 @@ import pytest
 from monitor_helpers import write_rows
 
 from realprobe import RealprobeError, Store
-from realprobe.monitor.merge import merge
+from realprobe import merge_databases as merge
 
 T0 = 1_790_000_000.0
 

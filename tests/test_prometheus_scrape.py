@@ -17,7 +17,7 @@ import httpx
 import pytest
 from monitor_helpers import write_rows
 
-from realprobe import Catalog, Mode, TransportOptions
+from realprobe import Catalog, Mode, TransportOptions, open_db
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.exporter import Exporter, ExporterServer
 
@@ -57,8 +57,8 @@ def test_prometheus_scrapes_metrics_and_the_multi_target_probe(
     write_rows(db, "agify_age", "ooxo")  # 3 of 4
     write_rows(db, "catfact_fact", "ox", run_id="r2")  # 1 of 2
     prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=calm_sandbox),
-                            db, timeout_s=5)
-    server = ExporterServer(Exporter(db, prober=prober), port=0)
+                            open_db(db), timeout_s=5)
+    server = ExporterServer(Exporter(open_db(db), prober=prober), port=0)
     exporter_url = server.start()
     exporter_addr = exporter_url.removeprefix("http://")
     web = f"127.0.0.1:{free_port()}"

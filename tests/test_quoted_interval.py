@@ -43,7 +43,7 @@ def test_every_surface_quotes_the_stats_interval(tmp_path: Path) -> None:
     data = build_report(db)
     assert want in render_markdown(data) and want in render_html(data, plots={})
 
-    exporter = Exporter(db, window_s=3600.0)
+    exporter = Exporter(open_db(db), window_s=3600.0)
     assert want in exporter.status_html()
     (row,) = exporter.status_json()
     assert interval_text((row["lower"], row["upper"])) == want
@@ -56,14 +56,14 @@ def test_every_surface_quotes_the_stats_interval(tmp_path: Path) -> None:
     assert interval_text(got) == want
 
     rule = Rule.model_validate({"kind": "success_below", "threshold": 0.95, "window": "1h"})
-    result = check(db, AlertConfig(rules=[rule]), now=now, dry_run=True)
+    result = check(open_db(db), AlertConfig(rules=[rule]), now=now, dry_run=True)
     (finding,) = result.findings
     assert want in finding.message
     # the decision is on the quoted interval: a threshold inside it does not fire, though
     # plain Wilson's upper bound lies below it
     inside = (wilson(k, len(ROWS))[1] + t.success.quoted95[1]) / 2
     quiet = Rule.model_validate({"kind": "success_below", "threshold": inside, "window": "1h"})
-    assert check(db, AlertConfig(rules=[quiet]), now=now, dry_run=True).findings == []
+    assert check(open_db(db), AlertConfig(rules=[quiet]), now=now, dry_run=True).findings == []
 
 
 def test_an_extrapolated_percentile_is_marked_in_stats_report_and_alerts(tmp_path: Path) -> None:
@@ -98,5 +98,5 @@ def test_an_extrapolated_percentile_is_marked_in_stats_report_and_alerts(tmp_pat
     md = render_markdown(build_report(db))
     assert f"{t.latency.p99:.0f}\\{EXTRAPOLATED}" in md
     rule = Rule.model_validate({"kind": "p95_above", "threshold_ms": 100, "window": "1h"})
-    (finding,) = check(db, AlertConfig(rules=[rule]), now=now, dry_run=True).findings
+    (finding,) = check(open_db(db), AlertConfig(rules=[rule]), now=now, dry_run=True).findings
     assert f"{p95} ms" in finding.message and "extrapolated" in finding.message

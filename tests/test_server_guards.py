@@ -18,7 +18,7 @@ import httpx
 import pytest
 from loopback_upstream import Upstream as LoopbackUpstream
 
-from realprobe import Catalog, Mode, Sandbox, Store, TransportOptions, load_profile
+from realprobe import Catalog, Mode, Sandbox, Store, TransportOptions, load_profile, open_db
 from realprobe.http.simulate import routes_from_catalog
 from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.exporter import Exporter, ExporterServer
@@ -213,7 +213,7 @@ def _half_sent(port: int, n: int) -> list[socket.socket]:
 def test_half_sent_requests_do_not_pin_the_exporter(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     Store(db).close()
-    server = ExporterServer(Exporter(db), port=0, limits=Limits(header_timeout_s=1.0))
+    server = ExporterServer(Exporter(open_db(db)), port=0, limits=Limits(header_timeout_s=1.0))
     port = int(server.url.rsplit(":", 1)[1])
     threads_before = threading.active_count()
     try:
@@ -242,7 +242,7 @@ def test_half_sent_requests_do_not_pin_the_exporter(tmp_path: Path) -> None:
 def test_exporter_refuses_foreign_hosts_and_origins(tmp_path: Path) -> None:
     db = tmp_path / "p.db"
     Store(db).close()
-    server = ExporterServer(Exporter(db), port=0)
+    server = ExporterServer(Exporter(open_db(db)), port=0)
     try:
         assert httpx.get(f"{server.url}/metrics", headers={"Host": "evil.example"}
                          ).status_code == 421
@@ -272,9 +272,9 @@ def test_probe_endpoint_keeps_in_flight_limits_and_retry_after(catalog: Catalog,
     db = tmp_path / "p.db"
     Store(db).close()
     one = PolitenessConfig(override=Politeness(max_in_flight=1, min_interval_s=0, jitter_s=0))
-    prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=url), db,
+    prober = BlackboxProber(catalog, TransportOptions(mode=Mode.LIVE, sandbox=url), open_db(db),
                             timeout_s=30, politeness=one)
-    server = ExporterServer(Exporter(db, prober=prober), port=0)
+    server = ExporterServer(Exporter(open_db(db), prober=prober), port=0)
     tool = catalog.get("agify_age")
     try:
         with httpx.Client(timeout=60) as client:
@@ -327,7 +327,7 @@ def test_probe_leaves_a_budget_share_for_scheduled_probes(tmp_path: Path) -> Non
         })
         db = tmp_path / "p.db"
         Store(db).close()
-        prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), db,
+        prober = BlackboxProber(Catalog([api]), TransportOptions(mode=Mode.LIVE), open_db(db),
                                 timeout_s=5)
         try:
             answers = [prober.probe("local_get").cached for _ in range(8)]

@@ -32,11 +32,10 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.probes.loading import sane_start
-from realprobe.store import read_only
+from realprobe.store import Database
 from realprobe.target import TargetKind
 
 #: histogram bucket upper bounds for successful latencies, in seconds
@@ -124,8 +123,8 @@ class TlsSeen:
 class Aggregator:
     """Counters over one probe database, refreshed incrementally (thread-safe)."""
 
-    def __init__(self, db_path: str | Path, *, source: str | None = None) -> None:
-        self.db_path = Path(db_path)
+    def __init__(self, db: Database, *, source: str | None = None) -> None:
+        self.db = db
         self.source = source
         self.series: dict[SeriesKey, Series] = {}
         self.tls: dict[str, TlsSeen] = {}  # api -> last certificate seen
@@ -171,12 +170,12 @@ class Aggregator:
         """Fold new rows (and newly excluded runs) into the counters."""
         t0 = time.perf_counter()
         with self._lock:
-            if not self.db_path.exists():
-                self.last_error = f"no database at {self.db_path}"
+            if not self.db.path.exists():
+                self.last_error = f"no database at {self.db}"
                 self.refresh_errors += 1
                 return
             try:
-                conn = read_only(self.db_path, need=None)
+                conn = self.db.read(need=None)
             except RealprobeError as exc:
                 self.last_error = str(exc)
                 self.refresh_errors += 1
@@ -408,7 +407,7 @@ class Aggregator:
             if k[3] != "other":
                 groups.setdefault((k[2], k[3]), set()).add(k[0])
         try:
-            conn = read_only(self.db_path)
+            conn = self.db.read()
         except RealprobeError:
             return out
         try:

@@ -67,7 +67,7 @@ from realprobe.probes.stats import (
     quoted_success,
 )
 from realprobe.ranges import parse_duration
-from realprobe.store import Store, iso_utc, read_only
+from realprobe.store import Database, Store, iso_utc
 
 RuleKind = Literal["success_below", "p95_above", "cert_expiring", "no_success", "drift_worse"]
 
@@ -187,14 +187,14 @@ class Event(BaseModel):
 # -- evaluation --------------------------------------------------------------------------
 
 
-def evaluate(db: str | Path, config: AlertConfig, now: float | None = None) -> list[Finding]:
+def evaluate(db: Database, config: AlertConfig, now: float | None = None) -> list[Finding]:
     now = time.time() if now is None else now
-    conn = read_only(db)
+    conn = db.read()
     try:
         cols = probe_columns(conn)
         out: list[Finding] = []
         for rule in config.rules:
-            out += _EVALUATORS[rule.kind](conn, cols, rule, now, Path(db))
+            out += _EVALUATORS[rule.kind](conn, cols, rule, now)
         return out
     finally:
         conn.close()
@@ -209,8 +209,9 @@ def _scope(cols: set[str], rule: Rule, since: float | None = None) -> tuple[str,
     return conditions(cols, since, None, rule.tools, _kinds(rule), None)
 
 
-def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
-                   db: Path) -> list[Finding]:
+def _success_below(
+    conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
+) -> list[Finding]:
     """Fires when the interval `stats` quotes (burst-adjusted) lies wholly below the
     threshold, over the rows `stats` would read."""
     since = now - parse_duration(rule.window)
@@ -232,8 +233,9 @@ def _success_below(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: fl
     return out
 
 
-def _p95_above(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
-               db: Path) -> list[Finding]:
+def _p95_above(
+    conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
+) -> list[Finding]:
     """p95 as `stats` computes it (probes/stats.py: the censored fit when the deadline
     bites, else the successes' own percentile), over the same rows `stats` would read."""
     arr = load_probes(conn, now - parse_duration(rule.window), None, rule.tools,
@@ -255,8 +257,9 @@ def _p95_above(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
     return out
 
 
-def _cert_expiring(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
-                   db: Path) -> list[Finding]:
+def _cert_expiring(
+    conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
+) -> list[Finding]:
     if "tls_expires_ts" not in cols:
         return []
     where, params = _scope(cols, rule)
@@ -278,8 +281,9 @@ def _cert_expiring(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: fl
     return out
 
 
-def _no_success(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
-                db: Path) -> list[Finding]:
+def _no_success(
+    conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
+) -> list[Finding]:
     where, params = _scope(cols, rule)
     assert rule.for_ is not None
     span = parse_duration(rule.for_)
@@ -300,8 +304,9 @@ def _no_success(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
     return out
 
 
-def _drift_worse(conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float,
-                 db: Path) -> list[Finding]:
+def _drift_worse(
+    conn: sqlite3.Connection, cols: set[str], rule: Rule, now: float
+) -> list[Finding]:
     from realprobe.probes.drift import drift
 
     cur_start = now - parse_duration(rule.window)
@@ -482,16 +487,14 @@ class CheckResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def check(db: str | Path, config: AlertConfig, *, now: float | None = None,
+def check(db: Database, config: AlertConfig, *, now: float | None = None,
           dry_run: bool = False, transport: httpx.AsyncBaseTransport | None = None
           ) -> CheckResult:
     """Evaluate every rule, work out what changed, and (unless dry) notify and store it."""
     now = time.time() if now is None else now
-    if not Path(db).exists():
-        raise RealprobeError(f"no database at {db}")
     findings = evaluate(db, config, now)
     notes = missing_rows(db, config, now)
-    with Store(db) as store:
+    with db.write() as store:
         events = transitions(store, findings, config, now)
         failures: list[str] = []
         if not dry_run:
@@ -501,10 +504,10 @@ def check(db: str | Path, config: AlertConfig, *, now: float | None = None,
                        dry_run=dry_run, notes=notes)
 
 
-def missing_rows(db: str | Path, config: AlertConfig, now: float) -> list[str]:
+def missing_rows(db: Database, config: AlertConfig, now: float) -> list[str]:
     """One line per (target kind, window) of the rules that holds no rows, saying which kinds
     the window does hold: such rules cannot fire, which is not the same as all clear."""
-    conn = read_only(db)
+    conn = db.read()
     try:
         cols = probe_columns(conn)
         out: list[str] = []
@@ -534,7 +537,8 @@ class RoundChecks:
     webhooks. A check still running when the next round ends is not started twice (the
     next round's check sees the same rows and more); `drain` waits for the last one."""
 
-    def __init__(self, db: Path, config: AlertConfig, say: Callable[[str], None]) -> None:
+    def __init__(self, db: Database, config: AlertConfig,
+                 say: Callable[[str], None]) -> None:
         self.db, self.config, self.say = db, config, say
         self._task: asyncio.Future[None] | None = None
 

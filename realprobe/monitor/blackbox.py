@@ -26,7 +26,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -45,11 +44,11 @@ from realprobe.probes.politeness import Budget, PolitenessConfig
 from realprobe.store import (
     KNOWN_CODES,
     RUN_RUNNING,
+    Database,
     Store,
     default_vantage,
     iso_utc,
     probe_row,
-    read_only,
 )
 from realprobe.target import Target
 from realprobe.version import __version__
@@ -71,7 +70,7 @@ class BlackboxProber:
 
     catalog: Catalog
     opts: TransportOptions
-    db_path: Path
+    db: Database
     timeout_s: float = 10.0
     vantage: str = field(default_factory=default_vantage)
     #: the catalogue's politeness, as for `realprobe probe` (overridable per API)
@@ -153,7 +152,7 @@ class BlackboxProber:
     def _take_budget(self, tool: Tool, daily_budget: int) -> bool:
         """One call of the exporter's share of today's budget (the rest is reserved)."""
         share = int(daily_budget * (1.0 - self.reserve_for_schedule))
-        with Store(self.db_path) as store:
+        with self.db.write() as store:
             return share > 0 and Budget(store, "live", self.clock, True).take(tool.api.id, share)
 
     async def _call(self, tool: Tool, timeout_s: float) -> tuple[ToolResult, Target]:
@@ -178,7 +177,7 @@ class BlackboxProber:
     def _store(self, tool: Tool, result: ToolResult, started_wall: float, timeout: float,
                target: Target) -> None:
         args = dict(tool.examples[0]) if tool.examples else {}
-        with Store(self.db_path) as store:
+        with self.db.write() as store:
             run_id = self._ensure_run(store, target)
             store.insert_probe(probe_row(
                 result, run_id=run_id, tool=tool.name, api=tool.api.id, round_no=0,
@@ -189,7 +188,7 @@ class BlackboxProber:
     def _from_store(self, tool: Tool, reason: str) -> CollectorRegistry:
         """The last stored call of `tool` (of this target kind, selected like every reader
         selects rows: a row whose start is not a time never answers)."""
-        conn = read_only(self.db_path)
+        conn = self.db.read()
         try:
             where, params = conditions(probe_columns(conn), None, None, [tool.name],
                                        [self.target.kind.value], None)
@@ -215,7 +214,7 @@ class BlackboxProber:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._run_id is None:
             return
-        with Store(self.db_path) as store:
+        with self.db.write() as store:
             now = time.time()
             n = store.conn.execute(
                 "SELECT COUNT(*) FROM probes WHERE run_id = ?", [self._run_id]

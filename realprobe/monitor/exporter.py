@@ -16,7 +16,6 @@ import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import h11
@@ -28,6 +27,7 @@ from realprobe.monitor.blackbox import BlackboxProber
 from realprobe.monitor.metrics import ProbeCollector, exposition
 from realprobe.monitor.status import render_status, statuses
 from realprobe.serving import Guard, H11Server, Limits, Request, ServerThread, send_simple
+from realprobe.store import Database
 
 DEFAULT_PORT = 9469
 #: /probe calls served at once (each waits at most its deadline; the host gates decide
@@ -40,14 +40,14 @@ class Exporter:
 
     def __init__(
         self,
-        db_path: str | Path,
+        db: Database,
         *,
         prober: BlackboxProber | None = None,
         window_s: float = 3600.0,
         budgets: dict[str, int] | None = None,
     ) -> None:
-        self.db_path = Path(db_path)
-        self.aggregator = Aggregator(self.db_path)
+        self.db = db
+        self.aggregator = Aggregator(db)
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = ProbeCollector(self.aggregator, window_s=window_s, budgets=budgets)
         self.registry.register(self.collector)

@@ -33,11 +33,10 @@ from realprobe.store import (
     PROBE_RUNS_COLUMNS,
     PROBES_COLUMNS,
     SCHEMA_VERSION,
+    Database,
     RowRefused,
     Store,
     check_run_row,
-    read_only,
-    upkeep,
 )
 
 #: columns a source must have to be merged at all
@@ -121,34 +120,29 @@ def check_source(path: Path, conn: sqlite3.Connection) -> tuple[list[str], list[
 
 
 def merge(
-    sources: Sequence[str | Path],
-    output: str | Path,
+    sources: Sequence[Database],
+    output: Database,
     *,
     on_source: Callable[[MergedSource], None] | None = None,
 ) -> MergeReport:
     """Merge `sources` into `output` (created if missing). Safe to run again."""
-    out = Path(output).resolve()
-    for s in sources:
-        if Path(s).resolve() == out:
-            raise RealprobeError(f"{s}: is the output; pass it only as -o")
-        if not Path(s).is_file():
-            raise RealprobeError(f"{s}: no such database file")
     results: list[MergedSource] = []
-    with Store(out) as store:
+    with output.write() as store:
         for src in sources:
-            merged = _merge_one(store, Path(src))
+            merged = _merge_one(store, src)
             results.append(merged)
             if on_source is not None:
                 on_source(merged)
         store.seal()  # the output read column-wise at once (merging again adds, drops none)
         total = store.conn.execute("SELECT COUNT(*) FROM probes").fetchone()[0]
-    return MergeReport(output=str(out), sources=results, rows_total=int(total))
+    return MergeReport(output=str(output.path.resolve()), sources=results, rows_total=int(total))
 
 
-def _merge_one(store: Store, path: Path) -> MergedSource:
+def _merge_one(store: Store, db: Database) -> MergedSource:
     t0 = time.perf_counter()
-    upkeep(path)  # an older schema migrated, runs of a killed process marked, as for a read
-    src = read_only(path, need=None)
+    db.migrate()  # an older schema migrated, runs of a killed process marked, as for a read
+    path = db.path
+    src = db.read(need=None)
     try:
         probe_cols, run_cols = check_source(path, src)
         runs_refused: dict[str, int] = {}

@@ -50,7 +50,6 @@ from realprobe.monitor.aggregate import (
 )
 from realprobe.probes.loading import load_probes
 from realprobe.probes.stats import latency_stats
-from realprobe.store import read_only
 
 SERIES_LABELS = ["tool", "api", "target_kind", "vantage"]
 
@@ -304,7 +303,7 @@ def window_p95(agg: Aggregator, since: float) -> dict[tuple[str, str], float]:
     `realprobe stats`); a database that cannot be read gives nothing."""
     out: dict[tuple[str, str], float] = {}
     try:
-        conn = read_only(agg.db_path)
+        conn = agg.db.read()
     except RealprobeError:
         return out
     try:
@@ -325,7 +324,7 @@ def window_p95(agg: Aggregator, since: float) -> dict[tuple[str, str], float]:
 def budget_used(agg: Aggregator, day: str) -> dict[str, int]:
     """Today's live-call budget ledger (a small table: read whole)."""
     try:
-        conn = read_only(agg.db_path, need="api_budget")
+        conn = agg.db.read(need="api_budget")
     except RealprobeError:
         return {}
     try:

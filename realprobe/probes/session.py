@@ -11,13 +11,12 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from pathlib import Path
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import TransportOptions, make_client
 from realprobe.errors import RealprobeError
 from realprobe.http.client import ClientConfig, HttpClient
-from realprobe.store import Store
+from realprobe.store import Database, Store
 
 
 def client_config(timeout_s: float, concurrency: int | None = None) -> ClientConfig:
@@ -39,7 +38,7 @@ def client_config(timeout_s: float, concurrency: int | None = None) -> ClientCon
 async def probe_session(
     catalog: Catalog,
     target: TransportOptions,
-    db: Path,
+    db: Database,
     timeout_s: float,
     *,
     lock_timeout_s: float = 30.0,
@@ -49,7 +48,7 @@ async def probe_session(
     """The store (a foreign SQLite file is refused unless `force`) and a client for
     `target` with a pool for `concurrency` calls in flight; both closed on the way out."""
     config = client_config(timeout_s, concurrency)
-    store = Store(db, busy_timeout_s=lock_timeout_s, force=force)
+    store = db.write(busy_timeout_s=lock_timeout_s, force=force)
     try:
         client = make_client(catalog, target, config=config)
         try:
