@@ -51,20 +51,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 Request = tuple[str, str, bytes | None, list[tuple[str, str]] | None]
 
 
-class _Fn(httpx.BaseTransport):
-    def __init__(self, fn: httpx_patch.SyncReal) -> None:
-        self.fn = fn
+class _Real(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """httpx's own handler as the transport a recording wraps; with `routes`, catalogue URLs
+    go to the sandbox (the recording keeps the canonical URLs)."""
+
+    def __init__(self, real: Any, routes: _Routes | None) -> None:
+        self.real, self.routes = real, routes
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self.fn(request)
-
-
-class _AsyncFn(httpx.AsyncBaseTransport):
-    def __init__(self, fn: httpx_patch.AsyncReal) -> None:
-        self.fn = fn
+        target = self.routes.target(request.url) if self.routes is not None else None
+        if self.routes is None or target is None:
+            return self.real(request)  # type: ignore[no-any-return]
+        with _pointed_at(request, target):
+            return self.routes.unroute(self.real(request))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self.fn(request)
+        target = self.routes.target(request.url) if self.routes is not None else None
+        if self.routes is None or target is None:
+            return await self.real(request)  # type: ignore[no-any-return]
+        with _pointed_at(request, target):
+            return self.routes.unroute(await self.real(request))
 
 
 def _sandbox_routes(sandbox: str) -> _Routes:
@@ -309,16 +315,19 @@ class CassetteSession:
     def find(self, method: str, url: str, body: bytes | None,
              headers: list[tuple[str, str]] | None) -> Call | None:
         """The recording to replay for this request; None: record it (when recording);
-        CassetteMiss when it can be neither."""
+        CassetteMiss, with the session's hint, when it can be neither."""
         if self.player is not None:
             call = self.player.find(method, url, body, headers)
-            if call is not None:
+            if call is not None or self.recorder is not None:
                 return call
-            if self.recorder is None:
+            try:
                 return self.player.lookup(method, url, body, headers)
+            except CassetteMiss as exc:
+                raise self._miss(exc) from None
         if self.recorder is None:
             why = "" if self.path.exists() else " (no cassette there; record mode none replays)"
-            raise CassetteMiss(f"no recording for {method} {url} in cassette {self.path}{why}")
+            raise self._miss(CassetteMiss(f"no recording for {method} {url} in cassette "
+                                          f"{self.path}{why}"))
         return None
 
     def _headers(self, request: httpx.Request) -> list[tuple[str, str]] | None:
@@ -329,71 +338,36 @@ class CassetteSession:
             return type(exc)(f"{exc}; {self.hint}")
         return exc
 
-    def handle_sync(self, request: httpx.Request, real: httpx_patch.SyncReal) -> httpx.Response:
-        body = request.read()
+    def _answer(self, request: httpx.Request, body: bytes) -> tuple[bool, Call | None]:
+        """(whether the request is answered live and never recorded, its recording; None:
+        record it)."""
         seen = self.as_recorded(request.method, str(request.url), body or None,
                                 self._headers(request))
-        if seen is None:
+        return (True, None) if seen is None else (False, self.find(*seen))
+
+    def handle_sync(self, request: httpx.Request, real: httpx_patch.SyncReal) -> httpx.Response:
+        live, call = self._answer(request, request.read())
+        if live:
             return real(request)
-        try:
-            call = self.find(*seen)
-        except CassetteMiss as exc:
-            raise self._miss(exc) from None
         if call is not None:
             assert self._sync_replay is not None
             return self._sync_replay.answer(call, request)
         assert self.recorder is not None
-        return SyncRecordingTransport(_Fn(self._routed_sync(real)),
+        return SyncRecordingTransport(_Real(real, self.routes),
                                       recorder=self.recorder).handle_request(request)
 
     async def handle_async(
         self, request: httpx.Request, real: httpx_patch.AsyncReal
     ) -> httpx.Response:
-        body = await request.aread()
-        seen = self.as_recorded(request.method, str(request.url), body or None,
-                                self._headers(request))
-        if seen is None:
+        live, call = self._answer(request, await request.aread())
+        if live:
             return await real(request)
-        try:
-            call = self.find(*seen)
-        except CassetteMiss as exc:
-            raise self._miss(exc) from None
         if call is not None:
             assert self._async_replay is not None
             return await self._async_replay.answer(call, request)
         assert self.recorder is not None
-        transport = RecordingTransport(_AsyncFn(self._routed_async(real)), recorder=self.recorder)
+        transport = RecordingTransport(_Real(real, self.routes), recorder=self.recorder)
         return await transport.handle_async_request(request)
-
-    def _routed_sync(self, real: httpx_patch.SyncReal) -> httpx_patch.SyncReal:
-        routes = self.routes
-        if routes is None:
-            return real
-
-        def send(request: httpx.Request) -> httpx.Response:
-            target = routes.target(request.url)
-            if target is None:
-                return real(request)
-            with _pointed_at(request, target):
-                response = real(request)
-            return routes.unroute(response)
-
-        return send
-
-    def _routed_async(self, real: httpx_patch.AsyncReal) -> httpx_patch.AsyncReal:
-        routes = self.routes
-        if routes is None:
-            return real
-
-        async def send(request: httpx.Request) -> httpx.Response:
-            target = routes.target(request.url)
-            if target is None:
-                return await real(request)
-            with _pointed_at(request, target):
-                response = await real(request)
-            return routes.unroute(response)
-
-        return send
 
     # -- for the vcrpy bridge ------------------------------------------------------------
 
@@ -406,8 +380,7 @@ class CassetteSession:
         pool = httpx.HTTPTransport()
         try:
             real: httpx_patch.SyncReal = functools.partial(httpx_patch.ORIGINAL_SYNC, pool)
-            transport = SyncRecordingTransport(_Fn(self._routed_sync(real)),
-                                               recorder=self.recorder)
+            transport = SyncRecordingTransport(_Real(real, self.routes), recorder=self.recorder)
             started = len(self.recorder.calls)
             with contextlib.suppress(httpx.HTTPError):
                 response = transport.handle_request(request)

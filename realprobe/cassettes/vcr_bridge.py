@@ -140,10 +140,7 @@ class BridgeCassette:
                 vreq.method, vreq.uri, _headers(vreq.headers), _body(vreq.body)
             )
         if call is None:
-            try:
-                call = self.session.find(*self._seen(vreq))
-            except CassetteMiss as exc:
-                raise self.session._miss(exc) from None
+            call = self.session.find(*self._seen(vreq))
             if call is None:
                 raise CassetteMiss(f"no recording for {vreq.method} {vreq.uri}")
         return vcr_response(call)
@@ -158,10 +155,7 @@ class BridgeCassette:
             return None
         if not self.session.recording:
             # vcrpy asks this only for a request it cannot play while write-protected
-            try:
-                self.session.find(*seen)
-            except CassetteMiss as exc:
-                raise self.session._miss(exc) from None
+            self.session.find(*seen)
         return vreq
 
     def append(self, vreq: Any, response: dict[str, Any]) -> None:
