@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -824,9 +825,7 @@ RETRY_AFTER_VALUES = 50
 def retry_after_model(count: int, values: list[float]) -> RetryAfter:
     """The share of `count` failures that carried Retry-After and the values' frequencies
     (rounded to the millisecond; the RETRY_AFTER_VALUES most frequent kept)."""
-    seen: dict[float, int] = {}
-    for v in values:
-        seen[round(v, 3)] = seen.get(round(v, 3), 0) + 1
+    seen = Counter(round(v, 3) for v in values)
     top = sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))[:RETRY_AFTER_VALUES]
     kept = sum(c for _, c in top)
     return RetryAfter(

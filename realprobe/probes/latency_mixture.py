@@ -479,22 +479,18 @@ def _exceed(
     return s_t, (float(special.ndtr(lo)), float(special.ndtr(hi)))
 
 
-def fit_tool(arr: ProbeArrays, interval: bool = True) -> MixtureFit | None:
-    """The mixture fit for one tool's rows (successes; TIMEOUTs censored at their deadline)."""
-    ok = arr.code < 0
-    censor_ms = arr.timeout_s[arr.code == TIMEOUT_CODE] * 1000.0
-    return fit_mixture(arr.latency_ms[ok], censor_ms, interval=interval)
-
-
 Fitted = tuple[list["MixtureComponent"] | None, dict[str, Any]]
 
 
 def fit_one(arr: ProbeArrays) -> Fitted | None:
-    """One tool's mixture fit: (the components when two win, else None; the choice, BIC per
-    K, either way), None when its rows allow no fit."""
+    """One tool's mixture fit (successes; TIMEOUTs censored at their deadline): (the
+    components when two win, else None; the choice, BIC per K, either way), None when its
+    rows allow no fit."""
     from realprobe.simulator.profile import MixtureComponent
 
-    fit = fit_tool(arr, interval=False) if len(arr) else None  # the summary has no S(T)
+    censor_ms = arr.timeout_s[arr.code == TIMEOUT_CODE] * 1000.0
+    # the summary has no S(T)
+    fit = fit_mixture(arr.latency_ms[arr.code < 0], censor_ms, interval=False) if len(arr) else None
     if fit is None:
         return None
     comps = (

@@ -25,9 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from realprobe.adapters.spec import ApiSpec, Politeness
 from realprobe.clock import Clock, utc_day
 from realprobe.hosts import Backoff
-from realprobe.hosts import HostLimiter as HostLimiter  # the one per-host limiter
-from realprobe.hosts import host_key as host_key
-from realprobe.hosts import merge as merge
 from realprobe.store import Store
 
 #: politeness when it is switched off (sandbox/simulate benchmarks): no waits, no budget

@@ -724,18 +724,11 @@ def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
     )
 
 
-def kruskal_pvalue(groups: list[FloatArray]) -> float:
-    """Kruskal-Wallis H test across groups, with the tie correction."""
-    allv = np.concatenate(groups)
-    of = np.repeat(np.arange(len(groups)), [g.shape[0] for g in groups])
-    order = np.argsort(allv)
-    return _kruskal(allv[order], of[order], list(range(len(groups))))
-
-
 def _kruskal(ordered: FloatArray, group: IntArray, used: list[int]) -> float:
-    """`kruskal_pvalue` of values already sorted, `group` each one's group, the groups'
-    terms added in the order of `used`. Mid-ranks are multiples of 1/2, so each group's
-    rank sum is exact in any order of addition."""
+    """The Kruskal-Wallis H test's p-value (with the tie correction) across the groups
+    `used`, of values already sorted, `group` each one's group, the groups' terms added in
+    the order of `used`. Mid-ranks are multiples of 1/2, so each group's rank sum is exact
+    in any order of addition."""
     n = ordered.shape[0]
     first = np.empty(n, dtype=bool)
     first[:1] = True
@@ -886,8 +879,7 @@ def variability(
     table = np.vstack([k_p[keep], n_p[keep] - k_p[keep]])
     stat = chi2_contingency(table, correction=False)[0] / out.design_effect
     out.success_pvalue = float(special.chdtrc(int(keep.sum()) - 1, stat)) if stat > 0 else 1.0
-    out.success_logit_sd = _logit_sd(rates, n_p[keep], out.design_effect)
-    _logit_sd_interval(out, rates, n_p[keep])
+    _logit_sd(out, rates, n_p[keep])
     out.variable_success = bool(
         out.success_sd > SUCCESS_SD_FLAG and out.success_pvalue < VARIABILITY_ALPHA
     )
@@ -899,23 +891,19 @@ def variability(
     return out
 
 
-def _logit_sd(rates: FloatArray, n_d: IntArray, deff: float) -> float | None:
-    """Method of moments: the spread of the period rates beyond the within-period variance
-    p(1-p) deff / n_d, mapped to the logit scale by the delta method (1 / p(1-p))."""
-    p = float(rates.mean())
-    if p <= 0 or p >= 1:
-        return 0.0
-    return math.sqrt(between_period_variance(rates, n_d, deff)) / (p * (1 - p))
-
-
-def _logit_sd_interval(out: Variability, rates: FloatArray, n_d: IntArray) -> None:
-    """95% interval of the day-effect sd: (D-1) v / total variance ~ chi-square(D-1) for the
-    period rates' variance v, the within-period variance subtracted from each end, mapped as
-    `_logit_sd` maps its estimate. When the lower end is 0 the note says in words that the
-    days cannot be told from chance."""
+def _logit_sd(out: Variability, rates: FloatArray, n_d: IntArray) -> None:
+    """The day-effect sd by the method of moments: the spread of the D >= 2 period rates
+    beyond the within-period variance p(1-p) deff / n_d, mapped to the logit scale by the
+    delta method (1 / p(1-p)). Its 95% interval: (D-1) v / total variance ~ chi-square(D-1)
+    for the period rates' variance v, the within-period variance subtracted from each end,
+    mapped the same way. When the lower end is 0 the note says in words that the days
+    cannot be told from chance."""
     d, p = rates.shape[0], float(rates.mean())
-    if d < 2 or p <= 0 or p >= 1:
+    if p <= 0 or p >= 1:
+        out.success_logit_sd = 0.0
         return
+    out.success_logit_sd = math.sqrt(
+        between_period_variance(rates, n_d, out.design_effect)) / (p * (1 - p))
     v = float(rates.var(ddof=1))
     within = float((p * (1 - p) * out.design_effect / n_d).mean())
     ends = [(d - 1) * v / float(special.chdtri(d - 1, q)) for q in (0.025, 0.975)]
