@@ -245,8 +245,11 @@ def _http_decoding(stack: contextlib.ExitStack) -> None:
     stack.callback(setattr, VCRConnection, "getresponse", getresponse)
 
 
-def _aiohttp_decoding(stack: contextlib.ExitStack) -> None:
-    """aiohttp's replayed responses decoded, as aiohttp decodes unless told not to."""
+def _aiohttp(stack: contextlib.ExitStack) -> None:
+    """aiohttp through vcrpy's stub as aiohttp itself behaves: `json=` and a plain form
+    `data=` are sent as the bytes aiohttp makes of them (the stub keeps only bytes and strings,
+    so the body that went out is recorded and a body matcher compares it on replay), and
+    replayed responses are decoded unless `auto_decompress=False`."""
     from vcr.stubs import aiohttp_stubs
 
     original = aiohttp_stubs.vcr_request
@@ -255,6 +258,7 @@ def _aiohttp_decoding(stack: contextlib.ExitStack) -> None:
         inner = original(cassette, real_request)
 
         async def new_request(self: Any, method: str, url: Any, **kwargs: Any) -> Any:
+            _aiohttp_as_bytes(self, kwargs)
             auto = kwargs.get("auto_decompress")
             response = await inner(self, method, url, **kwargs)
             if auto is None:
@@ -266,27 +270,6 @@ def _aiohttp_decoding(stack: contextlib.ExitStack) -> None:
                         hop._body = plain
                         hop.content = aiohttp_stubs.MockStream(plain)
             return response
-
-        return functools.wraps(inner)(new_request)
-
-    aiohttp_stubs.vcr_request = vcr_request
-    stack.callback(setattr, aiohttp_stubs, "vcr_request", original)
-
-
-def _aiohttp_bodies(stack: contextlib.ExitStack) -> None:
-    """aiohttp's `json=` and plain form `data=` sent as the bytes aiohttp would make of them,
-    so vcrpy's stub (which keeps only bytes and strings) records the body that went out and a
-    body matcher compares it on replay."""
-    from vcr.stubs import aiohttp_stubs
-
-    original = aiohttp_stubs.vcr_request
-
-    def vcr_request(cassette: Any, real_request: Any) -> Any:
-        inner = original(cassette, real_request)
-
-        async def new_request(self: Any, method: str, url: Any, **kwargs: Any) -> Any:
-            _aiohttp_as_bytes(self, kwargs)
-            return await inner(self, method, url, **kwargs)
 
         return functools.wraps(inner)(new_request)
 
@@ -348,8 +331,7 @@ def patch_libraries(session: CassetteSession, libraries: Sequence[str]) -> Itera
     with contextlib.ExitStack() as stack:
         _http_decoding(stack)
         if "aiohttp" in libraries and importlib.util.find_spec("aiohttp") is not None:
-            _aiohttp_decoding(stack)
-            _aiohttp_bodies(stack)
+            _aiohttp(stack)
         for patcher in CassettePatcherBuilder(bridge).build():
             stack.enter_context(patcher)
         yield
