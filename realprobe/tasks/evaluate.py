@@ -87,7 +87,7 @@ class Toolbox:
     @property
     def tools(self) -> list[dict[str, Any]]:
         """OpenAI function-tool definitions (catalogue tools and the output tools)."""
-        return tool_definitions(self._ctx)
+        return tool_definitions(self._ctx.catalog)
 
     @property
     def task(self) -> Task:

@@ -247,9 +247,6 @@ class Task(_Model):
                 "(`realprobe catalog` lists the tools)"
             )
 
-    def api_tools(self) -> list[str]:
-        return [s.tool for s in self.workflow.steps[:-1]]
-
     @property
     def topology(self) -> str:
         """ToolMaze's complexity grade of the data flow among the API steps: `C1` chains (no

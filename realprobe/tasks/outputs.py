@@ -6,6 +6,7 @@ output-tool pattern (post, report, save...) so scoring recognises them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,12 +24,12 @@ class SaveReport(BaseModel):
     body: str = Field(min_length=1, description="The full report text")
 
 
+@dataclass(frozen=True)
 class OutputTool:
-    def __init__(self, name: str, title: str, description: str, model: type[BaseModel]) -> None:
-        self.name = name
-        self.title = title
-        self.description = description
-        self.model = model
+    name: str
+    title: str
+    description: str
+    model: type[BaseModel]
 
     @property
     def input_schema(self) -> dict[str, Any]:

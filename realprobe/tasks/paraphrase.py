@@ -74,10 +74,6 @@ DISTRACTORS: tuple[str, ...] = (
 _WORD = re.compile(r"\b(" + "|".join(sorted(SYNONYMS, key=len, reverse=True)) + r")\b", re.I)
 
 
-def _rng(level: int, text: str) -> random.Random:
-    return random.Random(f"paraphrase:{level}:{text}")
-
-
 def swap_synonyms(text: str, rng: random.Random, share: float = 1.0) -> str:
     """Swap a `share` of the listed words (at least one when any is found), keeping case."""
     hits = list(_WORD.finditer(text))
@@ -131,7 +127,7 @@ def paraphrase_text(text: str, level: int) -> str:
         raise RealprobeError(f"paraphrase {level!r}: choose 0, 1 or 2", param="paraphrase")
     if level == 0:
         return text
-    rng = _rng(level, text)
+    rng = random.Random(f"paraphrase:{level}:{text}")
     if level == 1:
         return swap_synonyms(text, rng, share=0.5)
     sentences = [reorder_clauses(s, rng) for s in _sentences(text)]

@@ -35,7 +35,7 @@ from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.http.transports import live_transport
 from realprobe.store import default_vantage
 from realprobe.tasks.agents import Agent, AgentContext, LlmSettings, make_agent
-from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimiter, LlmLimits
+from realprobe.tasks.agents.limits import LimiterRegistry, LlmLimits
 from realprobe.tasks.faults import bind_task
 from realprobe.tasks.model import Task
 from realprobe.tasks.prompts import BASE_VARIANTS
@@ -324,7 +324,9 @@ def prepare_run(
         rng=random.Random(seed),
         llm=cfg.llm,
         llm_transport=llm_transport_for(cfg, client.transport, shared),
-        llm_limiter=llm_limiter_for(cfg, shared),
+        # the batch-wide limiter of the run's LLM endpoint, if the run uses an LLM
+        llm_limiter=None if cfg.llm is None
+        else shared.limiters.for_endpoint(cfg.llm.base_url, cfg.llm.model, cfg.llm_limits),
     )
     return PreparedRun(
         task=task, cfg=cfg, prompt=prompt, repeat=repeat, seed=seed, cassette=cassette,
@@ -368,13 +370,6 @@ def llm_transport_for(
     if cfg.mode is Mode.SIMULATE and cfg.llm is not None:
         return LlmPassthrough(cfg.llm.base_url, tools, shared.llm_pool(cfg.llm.base_url))
     return tools
-
-
-def llm_limiter_for(cfg: RunConfig, shared: Shared) -> LlmLimiter | None:
-    """The batch-wide limiter of the run's LLM endpoint, if the run uses an LLM."""
-    if cfg.llm is None:
-        return None
-    return shared.limiters.for_endpoint(cfg.llm.base_url, cfg.llm.model, cfg.llm_limits)
 
 
 async def run_agent(run: PreparedRun) -> RunTiming:

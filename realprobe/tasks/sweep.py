@@ -38,6 +38,7 @@ the key `--resume` skips when it is already stored complete.
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 from collections.abc import Callable
@@ -186,14 +187,6 @@ class SweepFile(BaseModel):
             load_plan(plan)
         return self
 
-    def faults(self, target: SweepTarget) -> list[tuple[str | None, float | None]]:
-        """(fault plan, fault rate) pairs a target runs under (only simulate takes them)."""
-        if target.kind != "simulate":
-            return [(None, None)]
-        plans: list[str | None] = list(self.fault_plans) or [None]
-        rates: list[float | None] = list(self.lambdas) or [None]
-        return [(p, r) for p in plans for r in rates]
-
 
 @dataclass(frozen=True)
 class SweepCell:
@@ -219,9 +212,13 @@ def load_sweep(path: str | Path) -> SweepFile:
 
 
 def cells(sweep: SweepFile) -> list[SweepCell]:
+    """Every (agent, model, target), a simulate target once per fault plan x fault rate."""
     out: list[SweepCell] = []
     for target in sweep.targets:
-        for plan, rate in sweep.faults(target):
+        sim = target.kind == "simulate"
+        plans: list[str | None] = [*sweep.fault_plans] if sim and sweep.fault_plans else [None]
+        rates: list[float | None] = [*sweep.lambdas] if sim and sweep.lambdas else [None]
+        for plan, rate in itertools.product(plans, rates):
             for agent in sweep.agents:
                 models: list[SweepModel | None] = (
                     [None] if agent == "reference" else list(sweep.models)

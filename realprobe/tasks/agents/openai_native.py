@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import openai
 
+from realprobe.adapters import Catalog
 from realprobe.adapters.exports import drop_nulls
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import LlmLoop, parse_arguments, run_tool
@@ -14,27 +16,17 @@ from realprobe.tasks.agents.openai_text import TAG, text_call
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.state import Terminated, tool_message
 
-_DEFINITIONS: dict[tuple[int, bool], list[dict[str, Any]]] = {}
 
-
-def tool_definitions(ctx: AgentContext, *, strict: bool = False) -> list[dict[str, Any]]:
+@functools.lru_cache(maxsize=64)
+def tool_definitions(catalog: Catalog, strict: bool = False) -> list[dict[str, Any]]:
     """The tools offered to the model (computed once per catalogue and mode)."""
-    key = (id(ctx.catalog), strict)
-    cached = _DEFINITIONS.get(key)
-    if cached is None:
-        cached = [t.openai_definition(strict=strict) for t in ctx.catalog] + [
-            t.openai_definition(strict=strict) for t in OUTPUT_TOOLS.values()
-        ]
-        if len(_DEFINITIONS) > 64:
-            _DEFINITIONS.clear()
-        _DEFINITIONS[key] = cached
-    return cached
+    return [t.openai_definition(strict=strict) for t in [*catalog, *OUTPUT_TOOLS.values()]]
 
 
 def _tools(ctx: AgentContext, strict: bool) -> dict[str, Any]:
     """The tools as request-body fields. Sent as `extra_body`: they are plain JSON already,
     and the SDK's typed-dict transform of ~35 schemas would cost more than the request."""
-    return {"extra_body": {"tools": tool_definitions(ctx, strict=strict), "tool_choice": "auto"}}
+    return {"extra_body": {"tools": tool_definitions(ctx.catalog, strict), "tool_choice": "auto"}}
 
 
 _STRICT_WORDS = ("strict", "additionalproperties", "json schema", "json_schema", "schema")
