@@ -1,4 +1,5 @@
-"""Helpers for the statistics tests: a known-truth profile, probing it, and synthetic rows."""
+"""Helpers for the statistics tests: a known-truth profile, probing it, synthetic rows, and
+probe arrays built from row dicts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 import random
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from realprobe import (
     Burst,
@@ -23,6 +26,7 @@ from realprobe import (
     TransportOptions,
     make_client,
 )
+from realprobe.probes.loading import CODES, ProbeArrays
 
 # the truth of the closed loop
 TRUE_SUCCESS = 0.70
@@ -143,3 +147,24 @@ def synthetic_rows(
             "excluded": 0, "source": "probe",
         })
     return rows
+
+
+def arrays_from_rows(rows: list[dict[str, Any]]) -> ProbeArrays:
+    """Row dicts as the arrays `load_probes` reads from a database, by the same rules
+    (excluded rows left out, by tool and time, an unknown code OPERATION_FAILED): the
+    statistics' input without a file, and the reference the SQL loader is checked against."""
+    kept = sorted((r for r in rows if not r.get("excluded")),
+                  key=lambda r: (r["tool"], r["started_ts"]))
+    tools = sorted({r["tool"] for r in kept})
+    counts = [sum(1 for r in kept if r["tool"] == t) for t in tools]
+    index = {c.value: i for i, c in enumerate(CODES)}
+    other = CODES.index(ErrorCode.OPERATION_FAILED)
+    codes = [-1 if r.get("outcome") == "ok" else index.get(str(r.get("error_code")), other)
+             for r in kept]
+
+    def numbers(name: str) -> np.ndarray:
+        return np.array([math.nan if r.get(name) is None else float(r[name]) for r in kept])
+
+    return ProbeArrays(tools, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                       numbers("started_ts"), numbers("latency_ms"),
+                       np.array(codes, dtype=np.int64), numbers("timeout_s"))

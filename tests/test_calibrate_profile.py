@@ -12,6 +12,7 @@ from probe_helpers import (
     TRUE_MU,
     TRUE_SIGMA,
     TRUE_SUCCESS,
+    arrays_from_rows,
     distinct_host_tools,
     probe,
     simulate_opts,
@@ -30,7 +31,7 @@ from realprobe.probes.calibrate import (
     reliabilitybench_view,
     resilibench_view,
 )
-from realprobe.probes.loading import ProbeArrays, load_probes
+from realprobe.probes.loading import load_probes
 from realprobe.probes.stats import compute_stats
 from realprobe.probes.synthetic import fault_model_arrays
 from realprobe.simulator.profile import ToolProfile, resilibench_marginal
@@ -40,7 +41,7 @@ def _report(p_fail: float = 0.3):
     rows = synthetic_rows("catfact_fact", 400, p_fail=p_fail, seed=3,
                           codes=("TIMEOUT", "SERVER_ERROR", "NOT_FOUND", "NETWORK_ERROR"))
     rows += synthetic_rows("agify_age", 200, p_fail=0.0, seed=4)
-    return compute_stats(ProbeArrays.from_rows(rows))
+    return compute_stats(arrays_from_rows(rows))
 
 
 def test_profile_carries_the_stats() -> None:

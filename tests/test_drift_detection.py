@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from probe_helpers import synthetic_rows
+from probe_helpers import arrays_from_rows, synthetic_rows
 from scipy import stats as sps
 from test_stats_cli import one_line_error, run_cli
 
 from realprobe import Store
 from realprobe.probes.drift import adjust, drift, two_proportion
-from realprobe.probes.loading import ProbeArrays
 
 WEEK = 7 * 86400
 T_BASE = 1_790_000_000.0
@@ -65,7 +64,7 @@ def _windows() -> tuple[list[dict], list[dict]]:
 
 def test_verdicts() -> None:
     base, cur = _windows()
-    rep = drift(ProbeArrays.from_rows(base), ProbeArrays.from_rows(cur))
+    rep = drift(arrays_from_rows(base), arrays_from_rows(cur))
     v = {t.tool: t for t in rep.tools}
     assert v["got_flaky"].verdict == "worse" and v["got_flaky"].success.flagged  # type: ignore
     assert v["got_slow"].verdict == "worse" and v["got_slow"].latency.flagged  # type: ignore
@@ -79,13 +78,13 @@ def test_verdicts() -> None:
     assert v["tiny_shift"].verdict == "stable"
     assert v["barely_probed"].verdict == "insufficient data"
     # the reverse direction reads as better
-    back = {t.tool: t for t in drift(ProbeArrays.from_rows(cur), ProbeArrays.from_rows(base)).tools}
+    back = {t.tool: t for t in drift(arrays_from_rows(cur), arrays_from_rows(base)).tools}
     assert back["got_flaky"].verdict == "better"
 
 
 def test_correction_is_across_tools() -> None:
     base, cur = _windows()
-    rep = drift(ProbeArrays.from_rows(base), ProbeArrays.from_rows(cur), correction="bh")
+    rep = drift(arrays_from_rows(base), arrays_from_rows(cur), correction="bh")
     tests = [t.success for t in rep.tools if t.success is not None]
     raw = [t.pvalue for t in tests]
     assert [t.p_adjusted for t in tests] == pytest.approx(adjust(raw, "bh"))

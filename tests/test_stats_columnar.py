@@ -1,7 +1,7 @@
 """The column-wise reader against a straightforward reference: every row read as a Python
-dict, the arrays built by `ProbeArrays.from_rows`, the phase medians by `statistics.median`.
-The seeded database has bursts of failures, hangs at the deadline, excluded rows, text where
-a number belongs, two vantages and several days."""
+dict, the arrays built by `probe_helpers.arrays_from_rows`, the phase medians by
+`statistics.median`. The seeded database has bursts of failures, hangs at the deadline,
+excluded rows, text where a number belongs, two vantages and several days."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from probe_helpers import arrays_from_rows
 
 import realprobe
 from realprobe import ErrorCode, Store, open_db
@@ -87,7 +88,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
 def _reference(rows: list[dict[str, Any]]) -> ProbeArrays:
     clean = [r | {"latency_ms": r["latency_ms"] if isinstance(r["latency_ms"], float) else None}
              for r in rows]
-    return ProbeArrays.from_rows(clean)
+    return arrays_from_rows(clean)
 
 
 def _phases(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

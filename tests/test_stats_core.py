@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from probe_helpers import synthetic_rows
+from probe_helpers import arrays_from_rows, synthetic_rows
 from scipy import stats as sps
 
 from realprobe import RealprobeError, Store, open_db
@@ -157,16 +157,16 @@ def _day_rows(day: int, n: int, p_fail: float, mu: float, seed: int) -> list[dic
 
 
 def test_variability_flags() -> None:
-    steady = ProbeArrays.from_rows(_day_rows(0, 200, 0.1, 5, 1) + _day_rows(1, 200, 0.1, 5, 2)
+    steady = arrays_from_rows(_day_rows(0, 200, 0.1, 5, 1) + _day_rows(1, 200, 0.1, 5, 2)
                                    + _day_rows(2, 200, 0.1, 5, 3))
     v = variability(steady.ts, steady.code, steady.latency_ms)
     assert v.periods == 3 and v.variable_success is False and v.variable_latency is False
-    shaky = ProbeArrays.from_rows(_day_rows(0, 200, 0.05, 5, 1) + _day_rows(1, 200, 0.5, 5.7, 2)
+    shaky = arrays_from_rows(_day_rows(0, 200, 0.05, 5, 1) + _day_rows(1, 200, 0.5, 5.7, 2)
                                   + _day_rows(2, 200, 0.1, 5, 3))
     v = variability(shaky.ts, shaky.code, shaky.latency_ms)
     assert v.variable_success is True and v.variable_latency is True
     assert v.success_sd is not None and v.success_sd > 0.2
-    one_day = ProbeArrays.from_rows(_day_rows(0, 200, 0.1, 5, 1))
+    one_day = arrays_from_rows(_day_rows(0, 200, 0.1, 5, 1))
     v = variability(one_day.ts, one_day.code, one_day.latency_ms)
     assert v.variable_success is None and v.reason and "2 periods" in v.reason
 
@@ -189,7 +189,7 @@ def test_sql_loader_matches_rows_and_leaves_out_excluded(tmp_path: Path) -> None
     with Store(tmp_path / "p.db") as store, store.conn:
         store.conn.execute("UPDATE probes SET error_code = 'SOMETHING_NEW' WHERE id = 1")
     arr = load_probes(open_db(tmp_path / "p.db"))
-    ref = ProbeArrays.from_rows(rows + outage)
+    ref = arrays_from_rows(rows + outage)
     assert arr.tools == ["a_tool", "b_tool"] == ref.tools
     assert list(arr.bounds) == [0, 30, 80]
     for a, b in ((arr.ts, ref.ts), (arr.latency_ms, ref.latency_ms),
@@ -203,7 +203,7 @@ def test_sql_loader_matches_rows_and_leaves_out_excluded(tmp_path: Path) -> None
 
 def test_compute_stats_numbers(tmp_path: Path) -> None:
     rows = synthetic_rows("x", 1000, p_fail=0.2, seed=7)
-    rep = compute_stats(ProbeArrays.from_rows(rows))
+    rep = compute_stats(arrays_from_rows(rows))
     t = rep.tools[0]
     fails = sum(r["outcome"] == "error" for r in rows)
     assert t.success.n == 1000 and t.success.successes == 1000 - fails
@@ -228,7 +228,7 @@ def test_degenerate_tools_do_not_break_stats_or_calibration() -> None:
     rows += synthetic_rows("no_deadline", 40, p_fail=0.3, seed=3)
     for r in rows[-40:]:
         r["timeout_s"] = None  # older rows without a recorded deadline
-    rep = compute_stats(ProbeArrays.from_rows(rows))
+    rep = compute_stats(arrays_from_rows(rows))
     t = {x.tool: x for x in rep.tools}
     down = t["always_down"]
     assert down.success.rate == 0.0 and down.latency.n == 0 and down.latency.lognormal is None
@@ -272,7 +272,7 @@ def test_the_fits_run_on_one_blas_thread(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(calibrate_mod, "_one_profile", tool_profiles)
     before = blas_threads()
     rows = synthetic_rows("catfact_fact", 50, p_fail=0.2, seed=1)
-    calibrate_mod.calibrate(stats_mod.compute_stats(ProbeArrays.from_rows(rows)))
+    calibrate_mod.calibrate(stats_mod.compute_stats(arrays_from_rows(rows)))
     assert len(seen) == 2 and all(s == {1} for s in seen), seen
     assert blas_threads() == before
 
@@ -341,7 +341,7 @@ def test_tool_stats_shares_its_sorts_without_changing_a_number() -> None:
     """tool_stats computes the periods and the latency order once; the statistics are those
     of latency_stats and variability left to compute their own."""
     rows = synthetic_rows("t", 3000, p_fail=0.3, step_s=97.0, seed=5, timeout_s=0.4)
-    arr = ProbeArrays.from_rows(rows)
+    arr = arrays_from_rows(rows)
     t = stats_mod.tool_stats("t", arr.slice(0))
     a = arr.slice(0)
     assert t.latency == stats_mod.latency_stats(a.latency_ms, a.code, a.timeout_s)

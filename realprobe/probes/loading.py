@@ -25,13 +25,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 import realprobe.chunks as chunks
-from realprobe.chunks import CODE_SQL, CODES, MISSING, OTHER, dense, real
+from realprobe.chunks import CODE_SQL, CODES, MISSING, dense, real
 from realprobe.chunks import PHASE_EXTRA as PHASE_EXTRA  # where the readers take it from
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.store import FUTURE_SKEW_S, Database, read_error, writing_here
 
 _TIMEOUT = CODES.index(ErrorCode.TIMEOUT)
-_OTHER = OTHER
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -79,29 +78,6 @@ class ProbeArrays:
         """The rows `pick` (a slice or a mask) selects, as the arrays of `tools` (`bounds`)."""
         return ProbeArrays(tools, bounds, self.ts[pick], self.latency_ms[pick], self.code[pick],
                            self.timeout_s[pick], {k: v[pick] for k, v in self.extra.items()})
-
-    @classmethod
-    def from_rows(cls, rows: list[dict[str, Any]]) -> ProbeArrays:
-        """Build from row dicts (tests, in-memory runs): same rules as the SQL loader."""
-        kept = [r for r in rows if not r.get("excluded")]
-        kept.sort(key=lambda r: (r["tool"], r["started_ts"]))
-        tools = sorted({r["tool"] for r in kept})
-        counts = [sum(1 for r in kept if r["tool"] == t) for t in tools]
-        index = {c.value: i for i, c in enumerate(CODES)}
-        codes = [-1 if r.get("outcome") == "ok" else index.get(str(r.get("error_code")), _OTHER)
-                 for r in kept]  # fmt: skip
-        return cls(
-            tools,
-            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-            np.array([r["started_ts"] for r in kept], dtype=np.float64),
-            np.array([_num(r.get("latency_ms")) for r in kept], dtype=np.float64),
-            np.array(codes, dtype=np.int64),
-            np.array([_num(r.get("timeout_s")) for r in kept], dtype=np.float64),
-        )
-
-
-def _num(v: Any) -> float:
-    return float("nan") if v is None else float(v)
 
 
 def probe_columns(conn: sqlite3.Connection) -> set[str]:
