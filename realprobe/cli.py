@@ -34,7 +34,7 @@ EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2,
 #: tools, probing, analysis, cassettes, tasks, MCP, monitoring. A test checks them against
 #: the commands.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "catalog": ("foundation", "List the tool definitions; import OpenAPI descriptions; read the "
+    "catalog": ("catalog", "List the tool definitions; import OpenAPI descriptions; read the "
                               "public-apis list."),
     "call": ("foundation", "Call one tool and print its result, or its error code and message."),
     "sandbox": ("foundation", "Serve every catalogue API on loopback from real fixture bodies "

@@ -145,12 +145,12 @@ def test_library_warnings_stay_off_the_console(tmp_path: Path) -> None:
     """A RuntimeWarning raised inside a command never reaches stderr."""
     code = ("import warnings, sys\n"
             "from realprobe import cli\n"
-            "import realprobe.commands.foundation as f\n"
-            "real = f.catalog_cmd\n"
+            "import realprobe.commands.common as c\n"
+            "real = c.load_catalog\n"
             "def noisy(*a, **k):\n"
             "    warnings.warn('overflow in exp', RuntimeWarning)\n"
             "    return real(*a, **k)\n"
-            "f.catalog_cmd = noisy\n"
+            "c.load_catalog = noisy\n"
             "cli.main(['catalog'])\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,10 +14,13 @@ from realprobe.commands.common import (
     JsonOpt,
     console,
     err_console,
+    load_catalog,
     plain_line,
+    print_json_large,
     printed_json,
 )
 from realprobe.commands.help import QuickHelpGroup
+from realprobe.errors import RealprobeError
 
 app = typer.Typer(
     help="List the tool definitions; import OpenAPI descriptions; read the public-apis list.",
@@ -27,30 +30,62 @@ app = typer.Typer(
 )
 
 if TYPE_CHECKING:
+    from realprobe.adapters import Tool
     from realprobe.adapters.openapi import ImportReport
     from realprobe.adapters.public_apis import CandidateList
 
 
-def register(parent: typer.Typer, list_cmd: Callable[..., None]) -> None:
-    """Mount `catalog` with `list_cmd` as what a bare `realprobe catalog` does."""
-
-    @app.callback(invoke_without_command=True)
-    def catalog(
-        ctx: typer.Context,
-        catalog: CatalogOpt = None,
-        fmt: Annotated[
-            str, typer.Option("--format", help="full (default), mcp or openai tool definitions.")
-        ] = "full",
-        as_json: JsonOpt = False,
-    ) -> None:
-        """List the tool definitions: names, titles, APIs, and their JSON Schemas with --json.
-
-        Sub-commands import OpenAPI descriptions, record fixtures and read the public-apis list.
-        """
-        if ctx.invoked_subcommand is None:
-            list_cmd(catalog=catalog, fmt=fmt, as_json=as_json)
-
+def register(parent: typer.Typer) -> None:
     parent.add_typer(app, name="catalog")
+
+
+@app.callback(invoke_without_command=True)
+def catalog_cmd(
+    ctx: typer.Context,
+    catalog: CatalogOpt = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="full (default), mcp or openai tool definitions.")
+    ] = "full",
+    as_json: JsonOpt = False,
+) -> None:
+    """List the tool definitions: names, titles, APIs, and their JSON Schemas with --json.
+
+    Sub-commands import OpenAPI descriptions, record fixtures and read the public-apis list.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    cat = load_catalog(catalog)
+    formats = ("full", "mcp", "openai", "openai-strict", "openai-responses")
+    if fmt not in formats:
+        raise RealprobeError(f"--format {fmt!r}: choose {', '.join(formats)}")
+    if as_json or fmt != "full":  # the other formats are JSON by nature: always printed so
+        from realprobe.adapters.exports import openai_responses
+
+        form: Callable[[Tool], Any] = {
+            "mcp": lambda t: t.mcp_definition(), "openai": lambda t: t.openai_definition(),
+            "openai-strict": lambda t: t.openai_definition(strict=True),
+            "openai-responses": openai_responses,
+        }.get(fmt, lambda t: t.catalog_entry())
+        defs = [form(t) for t in cat]
+        print_json_large({"tools": defs} if fmt == "mcp" else defs)
+        return
+    from realprobe.commands.tables import Column, fit_table
+
+    table = fit_table(
+        [Column("tool", "name"), Column("title", drop=3), Column("api", "name", drop=2),
+         Column("category", drop=4), Column("https", drop=5), Column("args", drop=1)],
+        title=f"{len(cat)} tools over {len(cat.apis)} APIs",
+    )
+    for t in cat:
+        table.add_row(
+            t.name,
+            t.spec.title,
+            t.api_id,
+            t.api.category,
+            "yes" if t.api.https else "no",
+            ", ".join(t.spec.input) or "-",
+        )
+    console.print(table)
 
 
 # -- import-openapi ----------------------------------------------------------------------------

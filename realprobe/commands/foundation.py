@@ -28,7 +28,6 @@ from realprobe.commands.common import (
     load_catalog,
     parse_kv,
     print_json,
-    print_json_large,
     printed_json,
     server_guards,
     transport_options,
@@ -45,64 +44,10 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    from realprobe.commands import catalog as catalog_commands
-
-    catalog_commands.register(app, catalog_cmd)
     app.command("call")(call_cmd)
     app.command("sandbox")(sandbox_cmd)
     app.command("call-all")(call_all_cmd)
     app.command("demo")(demo_cmd)
-
-
-def catalog_cmd(
-    catalog: CatalogOpt = None,
-    fmt: Annotated[
-        str,
-        typer.Option(
-            "--format",
-            help="full (default: a table, JSON with --json), or JSON in one of these forms: mcp "
-            "(as `realprobe mcp` lists them), openai (chat completions), openai-strict (strict "
-            "function calling), openai-responses (Responses API, strict).",
-        ),
-    ] = "full",
-    as_json: JsonOpt = False,
-) -> None:
-    """List the tool definitions: names, titles, APIs, and their JSON Schemas with --json."""
-    cat = load_catalog(catalog)
-    formats = ("full", "mcp", "openai", "openai-strict", "openai-responses")
-    if fmt not in formats:
-        raise RealprobeError(f"--format {fmt!r}: choose {', '.join(formats)}")
-    if as_json or fmt != "full":  # the other formats are JSON by nature: always printed so
-        from realprobe.adapters.exports import openai_responses
-
-        if fmt == "mcp":
-            print_json_large({"tools": [t.mcp_definition() for t in cat]})
-        elif fmt == "openai":
-            print_json_large([t.openai_definition() for t in cat])
-        elif fmt == "openai-strict":
-            print_json_large([t.openai_definition(strict=True) for t in cat])
-        elif fmt == "openai-responses":
-            print_json_large([openai_responses(t) for t in cat])
-        else:
-            print_json_large([t.catalog_entry() for t in cat])
-        return
-    from realprobe.commands.tables import Column, fit_table
-
-    table = fit_table(
-        [Column("tool", "name"), Column("title", drop=3), Column("api", "name", drop=2),
-         Column("category", drop=4), Column("https", drop=5), Column("args", drop=1)],
-        title=f"{len(cat)} tools over {len(cat.apis)} APIs",
-    )
-    for t in cat:
-        table.add_row(
-            t.name,
-            t.spec.title,
-            t.api_id,
-            t.api.category,
-            "yes" if t.api.https else "no",
-            ", ".join(t.spec.input) or "-",
-        )
-    console.print(table)
 
 
 def call_cmd(
@@ -229,7 +174,7 @@ def sandbox_cmd(
     import signal
 
     from realprobe.api import make_sandbox
-    from realprobe.store import db_path
+    from realprobe.store import open_db
     from realprobe.tasks.settings import EvalSettings
 
     cat = load_catalog(catalog)
@@ -247,7 +192,7 @@ def sandbox_cmd(
         settings=settings, latency_scale=latency_scale, host=host, port=port, catalog=cat,
         from_cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
         upstream=upstream, politeness=politeness, toxics=list(toxic or []), admin=admin,
-        db=db_path(db) if upstream is not None else None,
+        db=open_db(db).path if upstream is not None else None,
         allowed_hosts=allowed,
         auth_token=token,
     )
