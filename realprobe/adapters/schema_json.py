@@ -13,6 +13,10 @@ from typing import Any
 from realprobe.adapters.spec import InputField, OutputField, ToolSpec
 
 _SCALAR = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean"}
+#: an input's bounds: (InputField attribute, pydantic Field keyword, JSON Schema keyword)
+BOUNDS = (("minimum", "ge", "minimum"), ("maximum", "le", "maximum"),
+          ("min_length", "min_length", "minLength"), ("max_length", "max_length", "maxLength"),
+          ("pattern", "pattern", "pattern"))
 
 
 def model_name(tool: str, suffix: str) -> str:
@@ -41,16 +45,7 @@ def _input_base(f: InputField) -> dict[str, Any]:
     if f.enum:
         return _literal(f.enum)
     out: dict[str, Any] = {"type": _SCALAR[f.type]}
-    if f.minimum is not None:
-        out["minimum"] = f.minimum
-    if f.maximum is not None:
-        out["maximum"] = f.maximum
-    if f.min_length is not None:
-        out["minLength"] = f.min_length
-    if f.max_length is not None:
-        out["maxLength"] = f.max_length
-    if f.pattern is not None:
-        out["pattern"] = f.pattern
+    out.update({key: getattr(f, attr) for attr, _, key in BOUNDS if getattr(f, attr) is not None})
     return out
 
 

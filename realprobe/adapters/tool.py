@@ -44,16 +44,8 @@ def build_input_model(spec: ToolSpec) -> type[BaseModel]:
     for name, f in spec.input.items():
         ann = _input_annotation(f)
         constraints: dict[str, Any] = {"description": f.description or None}
-        if f.minimum is not None:
-            constraints["ge"] = f.minimum
-        if f.maximum is not None:
-            constraints["le"] = f.maximum
-        if f.min_length is not None:
-            constraints["min_length"] = f.min_length
-        if f.max_length is not None:
-            constraints["max_length"] = f.max_length
-        if f.pattern is not None:
-            constraints["pattern"] = f.pattern
+        constraints.update({field: getattr(f, attr) for attr, field, _ in schema_json.BOUNDS
+                            if getattr(f, attr) is not None})
         if f.secret:
             constraints["json_schema_extra"] = {"writeOnly": True, "format": "password"}
         if f.required:
@@ -61,7 +53,7 @@ def build_input_model(spec: ToolSpec) -> type[BaseModel]:
         else:
             fields[name] = (ann | None, Field(default=f.default, **constraints))
     model = create_model(  # type: ignore[call-overload]
-        _model_name(spec.name, "Input"),
+        schema_json.model_name(spec.name, "Input"),
         __config__=ConfigDict(extra="forbid", strict=False),
         **fields,
     )
@@ -72,7 +64,7 @@ def _output_annotation(name: str, f: OutputField, owner: str) -> Any:
     if f.type == "array":
         if f.items:
             item_model = create_model(  # type: ignore[call-overload]
-                _model_name(owner, name.title() + "Item"),
+                schema_json.model_name(owner, name.title() + "Item"),
                 **{k: _output_field(k, v, owner + name) for k, v in f.items.items()},
             )
             return list[item_model]  # type: ignore[valid-type]
@@ -90,11 +82,7 @@ def _output_field(name: str, f: OutputField, owner: str) -> tuple[Any, Any]:
 
 def build_output_model(spec: ToolSpec) -> type[BaseModel]:
     fields = {k: _output_field(k, v, spec.name) for k, v in spec.output.items()}
-    return create_model(_model_name(spec.name, "Output"), **fields)  # type: ignore[call-overload,no-any-return]
-
-
-def _model_name(tool: str, suffix: str) -> str:
-    return "".join(p.title() for p in re.split(r"[_-]", tool)) + suffix
+    return create_model(schema_json.model_name(spec.name, "Output"), **fields)  # type: ignore[call-overload,no-any-return]
 
 
 #: characters an argument may keep literally inside a path segment
