@@ -246,14 +246,8 @@ __all__ = ["DEPRECATED_FLAGS", "PANELS", "SETTINGS", "readable_help", "renamed_f
 class QuickHelpGroup(TyperGroup):
     """A command group whose own flags (`--help`, `--version`) take their values through the
     table (`commands.checks`), without typer's pydantic coercion: otherwise `realprobe <verb>
-    --help` would import pydantic just to see that the group's flag was not given."""
-
-    def get_help_option(self, ctx: Any) -> Any:
-        from realprobe.commands.checks import table_params
-
-        opt = super().get_help_option(ctx)
-        table_params([opt])
-        return opt
+    --help` would import pydantic just to see that the group's flag was not given. (Its
+    params are the group's and the help option: click parses by `get_params` alone.)"""
 
     def get_params(self, ctx: Any) -> Any:
         from realprobe.commands.checks import table_params
