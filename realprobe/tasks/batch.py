@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,6 @@ from realprobe.tasks.runner import (
     RunConfig,
     RunOutcome,
     check_cassettes,
-    plan_runs,
     prompt_key,
 )
 from realprobe.tasks.settings import EvalSettings
@@ -129,12 +128,7 @@ class TaskBatch:
     tasks: list[Task]
     config: RunConfig
     catalog: Catalog
-    finished: list[RunOutcome] = field(default_factory=list)
     skipped: int = 0  # runs --resume found stored complete
-
-    @property
-    def total(self) -> int:
-        return len(plan_runs(self.tasks, self.config)) - self.skipped
 
     @classmethod
     def plan(
@@ -234,10 +228,10 @@ class TaskBatch:
         store = None
         skip: set[str] = set()
         if db is not None:
-            from realprobe.store import Store
+            from realprobe.store import open_db
             from realprobe.tasks.store import TaskStore
 
-            store = TaskStore(Store(Path(db)))
+            store = TaskStore(open_db(db).write())
             if resume:
                 skip = store.complete_keys()
         elif resume:
@@ -254,7 +248,6 @@ class TaskBatch:
             res = finished.outcome
             assert res is not None  # both executors send the whole outcome back
             done[order[(res.row["task"], res.row["prompt"], res.row["repeat"])]] = res
-            self.finished.append(res)
             if store is not None:
                 store.insert_run(res.row, res.steps)
             if on_done is not None:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import TransportOptions
@@ -45,6 +45,9 @@ from realprobe.tasks.runner import (
 from realprobe.tasks.scoring import score_run
 from realprobe.tasks.settings import EvalSettings
 from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
+
+if TYPE_CHECKING:
+    from realprobe.store import Database
 
 #: finishes a task session: not a tool of the task, never recorded as a call
 FINISH_TOOL = "finish"
@@ -242,7 +245,7 @@ class TaskSession:
         catalog: Catalog,
         *,
         settings: EvalSettings | None = None,
-        db: str | Path | None = None,
+        db: str | Path | Database | None = None,
         agent: str = "mcp",
         model: str = "-",
         tasks_dir: str | Path | None = None,
@@ -263,7 +266,6 @@ class TaskSession:
             )
         self.db = db
         self.repeat = repeat
-        self.finished: list[RunOutcome] = []
         self._run: PreparedRun | None = None
         self._started = (datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter())
         self._lock = asyncio.Lock()
@@ -316,16 +318,15 @@ class TaskSession:
             timing = RunTiming(self._started[0], time.perf_counter() - self._started[1])
             outcome = rows_to_store(run, score_run(run.task, run.state), timing, batch="")
             self.repeat += 1
-            self.finished.append(outcome)
             if self.db is not None:
                 self._store(outcome)
             return outcome
 
     def _store(self, outcome: RunOutcome) -> None:
-        from realprobe.store import Store
+        from realprobe.store import open_db
         from realprobe.tasks.store import TaskStore
 
-        with Store(Path(str(self.db))) as store:
+        with open_db(self.db).write() as store:
             TaskStore(store).insert_run(outcome.row, outcome.steps)
 
     async def close(self) -> None:

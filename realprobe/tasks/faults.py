@@ -43,19 +43,14 @@ def bind_task(client: HttpClient, task: Task) -> None:
     model.bind([s.tools() for s in steps[:-1]], deps)
 
 
-def from_ledger(tool: str, injected: list[Injection]) -> Label | None:
+def from_ledger(tool: str, injected: list[Injection]) -> tuple[Label, str | None] | None:
+    """The label of the tool's last injected fault, and which setting injected it: profile,
+    rate (the fault-rate dial) or plan (a fault plan's rule)."""
     mine = [i for i in injected if i.tool == tool]
     if not mine:
         return None
     last = mine[-1]
-    return "injected", f"{last.kind}-{last.persistence}", last.variant or last.code
-
-
-def source_in_ledger(tool: str, injected: list[Injection]) -> str | None:
-    """Which setting injected the tool's last fault: profile, rate (the fault-rate dial) or
-    plan (a fault plan's rule)."""
-    mine = [i for i in injected if i.tool == tool]
-    return mine[-1].by if mine else None
+    return ("injected", f"{last.kind}-{last.persistence}", last.variant or last.code), last.by
 
 
 def from_journal(entry: dict[str, Any]) -> Label | None:

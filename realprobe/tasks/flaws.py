@@ -95,7 +95,6 @@ def sequential_inversion(
     steps.insert(i, moved)
     return FlawedWorkflow(
         type="sequential_inversion",
-        seed=0,
         change=why,
         detail={"moved": moved.id, "before": steps[i + 1].id},
         steps=steps,
@@ -132,7 +131,6 @@ def tool_misuse(
     )
     return FlawedWorkflow(
         type="tool_misuse",
-        seed=0,
         change=f"step {step.id!r} calls {wrong.name!r} instead of {step.tool!r}",
         detail={"step": step.id, "expected": step.tool, "used": wrong.name},
         steps=steps,
@@ -169,7 +167,6 @@ def parameter_error(
         step.args = {**step.args, name: Arg(value=now)}
     return FlawedWorkflow(
         type="parameter_error",
-        seed=0,
         change=f"step {step.id!r}: argument {name!r} {kind.replace('_', ' ')}",
         detail={"step": step.id, "arg": name, "kind": kind, "was": was, "now": now},
         steps=steps,
@@ -186,7 +183,6 @@ def missing_step(
     dropped = steps.pop(k)
     return FlawedWorkflow(
         type="missing_step",
-        seed=0,
         change=f"step {dropped.id!r} ({dropped.tool}) is left out",
         detail={"dropped": dropped.id, "tool": dropped.tool},
         steps=steps,
@@ -205,7 +201,6 @@ def redundant_operation(
     steps.insert(k + 1, again)
     return FlawedWorkflow(
         type="redundant_operation",
-        seed=0,
         change=f"step {steps[k].id!r} ({steps[k].tool}) is done twice in a row",
         detail={"step": steps[k].id, "tool": steps[k].tool},
         steps=steps,
@@ -242,7 +237,6 @@ def logical_discontinuity(
     was = current.model_dump(exclude_defaults=True) if current is not None else None
     return FlawedWorkflow(
         type="logical_discontinuity",
-        seed=0,
         change=f"step {steps[j].id!r} takes {name!r} from {src_step}.{src_out}, which does not fit",
         detail={"step": steps[j].id, "arg": name, "was": was, "now": f"{src_step}.{src_out}"},
         steps=steps,
@@ -276,7 +270,6 @@ def _drift(task: Task, keep: list[str], refs: list[str]) -> FlawedWorkflow:
     out.purpose = "Write a loose, general reflection instead of the requested result"
     return FlawedWorkflow(
         type="semantic_drift",
-        seed=0,
         change="the output step drifts from the goal: a general reflection that uses only "
         f"{', '.join(keep)} and drops {', '.join(dropped)}",
         detail={"kept": keep[0] if len(keep) == 1 else keep, "dropped": dropped},

@@ -155,7 +155,7 @@ class ExpectedOutputs(_Model):
 
 class FlawedWorkflow(_Model):
     type: str
-    seed: int
+    seed: int = 0  # the generator's seed (0: the variants stored in the task files)
     change: str = Field(description="what differs from the optimal workflow, for humans")
     detail: dict[str, Any] = Field(default_factory=dict)
     steps: list[Step]

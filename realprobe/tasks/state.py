@@ -29,7 +29,6 @@ from realprobe.tasks.faults import (
     fault_ledger,
     from_journal,
     from_ledger,
-    source_in_ledger,
 )
 from realprobe.tasks.model import Task
 from realprobe.tasks.outputs import OUTPUT_TOOLS, ValidationError
@@ -309,7 +308,8 @@ class ToolBox:
     ) -> None:
         """Who caused the step's fault: the simulator's ledger or the sandbox's journal when
         they say, else the step's error decides (`tasks.faults.fault_label`)."""
-        label = from_ledger(rec.tool, injected) if injected is not None else None
+        found = from_ledger(rec.tool, injected) if injected else None
+        label, rec.fault_source = found if found is not None else (None, None)
         if label is None and self.journal is not None:
             entry = await self.journal.entry(result.request_id)
             if entry is not None:
@@ -317,8 +317,6 @@ class ToolBox:
         if label is None or (label[0] is None and not rec.ok):
             label = fault_label(rec.ok, rec.error_code, self.client.target.kind.value)
         rec.fault_origin, rec.fault_kind, rec.fault_variant = label
-        if injected and label[0] == "injected":
-            rec.fault_source = source_in_ledger(rec.tool, injected)
 
     async def _polite_call(self, tool: Tool, args: dict[str, Any]) -> ToolResult:
         """The call (numbered for a sandbox), after this host's turn when the target is a

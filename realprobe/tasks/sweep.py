@@ -54,7 +54,7 @@ from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates
 from realprobe.limits import read_document
 from realprobe.simulator.plans import load_plan
-from realprobe.store import Store
+from realprobe.store import Database, open_db
 from realprobe.target import TargetKind
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
@@ -121,12 +121,9 @@ class SweepTarget(BaseModel):
 
         if self.kind == "sandbox" and not self.url:
             raise ValueError("a sandbox target needs url")
-        if self.url is not None and self.kind != "sandbox":
-            raise ValueError(f"url is for sandbox targets, not {self.kind}")
-        if self.profile is not None and self.kind != "simulate":
-            raise ValueError(f"profile is for simulate targets, not {self.kind}")
-        if self.cassette is not None and self.kind != "replay":
-            raise ValueError(f"cassette is for replay targets, not {self.kind}")
+        for name, kind in (("url", "sandbox"), ("profile", "simulate"), ("cassette", "replay")):
+            if getattr(self, name) is not None and self.kind != kind:
+                raise ValueError(f"{name} is for {kind} targets, not {self.kind}")
         try:
             opts = EvalSettings(mode=self.mode, sandbox=self.url, profile=self.profile).target()
         except RealprobeError as exc:
@@ -270,7 +267,7 @@ def plan_sweep(
 
 def run_sweep(
     sweep: SweepFile,
-    db: Path,
+    db: Database,
     *,
     catalog: Catalog,
     resume: bool = False,
@@ -288,7 +285,7 @@ def run_sweep(
     process; Ray workers cannot share them (and Ray refuses live targets)."""
     check_executor(executor, address)
     jobs = plan_sweep(sweep, load_tasks(default_tasks_dir()), concurrency=concurrency)
-    with Store(db) as store:
+    with db.write() as store:
         tstore = TaskStore(store)
         done = tstore.complete_keys() if resume else set()
         todo = [j for j in jobs if j.key not in done]
@@ -350,16 +347,14 @@ def run_sweep_file(
             sweep = SweepFile.model_validate(raw)
         except ValidationError as exc:
             raise RealprobeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
-    from realprobe.store import db_path
-
-    path = db_path(db)
+    path = open_db(db)
     catalog = Catalog.load(catalog_paths or [])
     summary = run_sweep(
         sweep, path, catalog=catalog, resume=resume, executor=executor,
         concurrency=concurrency, address=address, on_planned=on_planned, on_done=on_done,
         on_plan=on_plan,
     )
-    with Store(path) as store:
+    with path.write() as store:
         rows = TaskStore(store).runs()
     return SweepResult(summary, compare(rows))
 

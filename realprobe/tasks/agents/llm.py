@@ -16,22 +16,7 @@ from realprobe.retry_after import retry_after_of
 from realprobe.secrets import clip
 from realprobe.tasks.agents.base import AgentContext, LlmSettings
 from realprobe.tasks.prompts import Prompt, render
-from realprobe.tasks.state import StepRecord, Terminated, says_complete, tool_message
-
-
-def make_openai(ctx: AgentContext) -> tuple[openai.AsyncOpenAI, httpx.AsyncClient]:
-    """The SDK client on the run's transport, so record/replay capture the conversation."""
-    if ctx.llm is None:
-        raise RealprobeError("this agent needs base_url and model", param=("base_url", "model"))
-    http = httpx.AsyncClient(transport=ctx.llm_transport, timeout=ctx.llm.timeout_s)
-    client = openai.AsyncOpenAI(
-        base_url=ctx.llm.base_url,
-        api_key=ctx.llm.api_key,
-        http_client=http,  # type: ignore[arg-type]
-        max_retries=0,  # a retry would change the recorded conversation; failures are reported
-        timeout=ctx.llm.timeout_s,
-    )
-    return client, http
+from realprobe.tasks.state import StepRecord, Terminated, says_complete
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
@@ -78,7 +63,17 @@ class LlmLoop(ABC):
         return render(ctx.task, ctx.prompt, protocol=self.protocol)
 
     async def run(self, ctx: AgentContext) -> None:
-        client, http = make_openai(ctx)
+        if ctx.llm is None:
+            raise RealprobeError("this agent needs base_url and model", param=("base_url", "model"))
+        # the SDK client on the run's transport, so record/replay capture the conversation
+        http = httpx.AsyncClient(transport=ctx.llm_transport, timeout=ctx.llm.timeout_s)
+        client = openai.AsyncOpenAI(
+            base_url=ctx.llm.base_url,
+            api_key=ctx.llm.api_key,
+            http_client=http,  # type: ignore[arg-type]
+            max_retries=0,  # a retry would change the recorded conversation; failures are reported
+            timeout=ctx.llm.timeout_s,
+        )
         try:
             await self.loop(ctx, client)
         except openai.APIError as exc:
@@ -167,7 +162,7 @@ class LlmLoop(ABC):
         """One model turn (native tool calls or the text protocol); True ends the run."""
 
 
-__all__ = ["LlmLoop", "make_openai", "parse_arguments", "run_tool", "tool_message"]
+__all__ = ["LlmLoop", "parse_arguments", "run_tool"]
 
 
 def _as_body(messages: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:

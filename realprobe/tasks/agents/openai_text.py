@@ -46,14 +46,14 @@ def search(ctx: AgentContext, query: str, limit: int = 8) -> str:
 def info(ctx: AgentContext, name: str) -> str:
     name = name.strip()
     if name in OUTPUT_TOOLS:
-        t = OUTPUT_TOOLS[name]
-        return json.dumps({"name": name, "description": t.description, "arguments": t.input_schema})
-    if name in ctx.catalog:
+        out = OUTPUT_TOOLS[name]
+        description, schema = out.description, out.input_schema
+    elif name in ctx.catalog:
         tool = ctx.catalog.get(name)
-        return json.dumps(
-            {"name": name, "description": tool.spec.description, "arguments": tool.input_schema}
-        )
-    return f"ERROR INVALID_INPUT: unknown tool {name!r}.{ctx.box.suggest(name)}"
+        description, schema = tool.spec.description, tool.input_schema
+    else:
+        return f"ERROR INVALID_INPUT: unknown tool {name!r}.{ctx.box.suggest(name)}"
+    return json.dumps({"name": name, "description": description, "arguments": schema})
 
 
 def parse_call(body: str) -> tuple[str, Any]:
