@@ -124,13 +124,11 @@ def _http(transport: str, host: str, port: int) -> tuple[str, int] | None:
 
 def _limits(upstream_sessions: str, max_sessions: int, idle_s: float,
             allowed_hosts: Sequence[str] = (), auth_token: str | None = None) -> Any:
-    from realprobe.mcp.guards import check_session_limits
     from realprobe.mcp.sessions import UPSTREAM_SESSIONS, SessionLimits
 
     if upstream_sessions not in UPSTREAM_SESSIONS:
         raise RealprobeError(f"upstream_sessions {upstream_sessions!r}: per-client or shared",
                              param="upstream_sessions")
-    check_session_limits(max_sessions, idle_s)
     return SessionLimits(per_client=max_sessions, idle_s=idle_s,
                          allowed_hosts=tuple(allowed_hosts), auth_token=auth_token)
 

@@ -140,13 +140,11 @@ def mcp_cmd(
     if ctx.invoked_subcommand is not None:
         return
     from realprobe.api import serve_mcp
-    from realprobe.mcp.guards import check_session_limits
     from realprobe.mcp.serve import log_to_stderr
     from realprobe.secrets import LogScrubber
 
     if tools and all_tools:
         raise RealprobeError("--tools and --all exclude each other: pick one")
-    check_session_limits(max_sessions, session_idle_timeout)
     allowed: tuple[str, ...] = ()
     token = None
     if transport is McpTransport.HTTP:  # the one warning line when bound off loopback

@@ -225,17 +225,6 @@ def server_config(app: Any, **options: Any) -> Any:
                           forwarded_allow_ips=trusted or None, **options)
 
 
-def check_session_limits(max_sessions: int, idle_s: float) -> None:
-    if max_sessions < 1:
-        raise RealprobeError(
-            f"max_sessions {max_sessions}: must be at least 1", param="max_sessions"
-        )
-    if not idle_s > 0 or idle_s == float("inf"):
-        raise RealprobeError(
-            f"session_idle_s {idle_s:g}: must be a positive number", param="session_idle_s"
-        )
-
-
 # -- stdio -------------------------------------------------------------------------------
 
 
@@ -333,7 +322,6 @@ __all__ = [
     "GuardedApp",
     "SessionsPerClient",
     "Unreadable",
-    "check_session_limits",
     "guarded_h11",
     "line_problem",
     "read_message",
