@@ -240,19 +240,9 @@ class _Call:
         target = self.current.join(response.headers["location"])
         self.redirects.append(f"{response.status_code} {target}")
         if target.scheme not in ("http", "https"):
-            raise FetchFailure(
-                ErrorCode.OPERATION_FAILED,
-                f"redirect to unsupported scheme refused: {target}",
-                phase="policy",
-                reached=True,
-            )
+            raise _refused(f"redirect to unsupported scheme refused: {target}")
         if is_private_host(target.host) and not self.allow_private:
-            raise FetchFailure(
-                ErrorCode.OPERATION_FAILED,
-                f"redirect to a non-public address refused: {target}",
-                phase="policy",
-                reached=True,
-            )
+            raise _refused(f"redirect to a non-public address refused: {target}")
         if response.status_code == 303:
             self.method = "GET"
         self.current = target
@@ -273,13 +263,8 @@ class _Call:
         """Refuse a redirect whose host name resolves to a non-public address."""
         for address in addresses:
             if is_private_host(address.split("%")[0]):
-                raise FetchFailure(
-                    ErrorCode.OPERATION_FAILED,
-                    f"redirect to a non-public address refused: {self.current.host} "
-                    f"resolves to {address}",
-                    phase="policy",
-                    reached=True,
-                )
+                raise _refused(f"redirect to a non-public address refused: {self.current.host} "
+                               f"resolves to {address}")
 
     def reader(self, response: httpx.Response) -> _BodyReader:
         self.trace.phase = "body"
@@ -304,12 +289,7 @@ class _Call:
         return fetched
 
     def too_many_redirects(self) -> FetchFailure:
-        return FetchFailure(
-            ErrorCode.OPERATION_FAILED,
-            f"more than {self.config.max_redirects} redirects",
-            phase="policy",
-            reached=True,
-        )
+        return _refused(f"more than {self.config.max_redirects} redirects")
 
     def failure(self, exc: Exception) -> FetchFailure:
         """Any exception of the fetch as one FetchFailure with its taxonomy code."""
@@ -341,6 +321,11 @@ class _Call:
         failure.phases = failure.phases or self.phases()
         self.timing["elapsed"] = failure.elapsed_s
         return failure
+
+
+def _refused(message: str) -> FetchFailure:
+    """A redirect realprobe's own policy refuses, after the server answered."""
+    return FetchFailure(ErrorCode.OPERATION_FAILED, message, phase="policy", reached=True)
 
 
 class _BodyReader:
@@ -379,21 +364,6 @@ class _BodyReader:
 
 
 _DELAY = DELAY_HEADER.lower()
-
-
-def _start(client: HttpClient | SyncHttpClient, method: str, url: str,
-           params: dict[str, str] | None, headers: dict[str, str] | None, deadline: float,
-           allow_private: bool, *, sync: bool = False) -> _Call:
-    call = _Call(client.config, client.clock, method, url, params, headers, deadline,
-                 allow_private, sync=sync)
-    call.grace_s = _grace(client.target)
-    call.sandbox_url = client.target.sandbox
-    return call
-
-
-def _grace(target: Target) -> float:
-    """Seconds past a deadline a client of `target` may wait for its word on a call."""
-    return SANDBOX_GRACE_S if target.kind is TargetKind.SANDBOX else 0.0
 
 
 def _grace_check(guard: asyncio.Timeout | None, call: _Call) -> asyncio.TimerHandle | None:
@@ -471,7 +441,36 @@ def _sent(request: httpx.Request, response: httpx.Response) -> httpx.Response:
 _CLOSED = "Cannot send a request, as the client has been closed."
 
 
-class HttpClient:
+class _Client:
+    """What both clients hold: their policies, clock, target and redirect resolver."""
+
+    def __init__(self, config: ClientConfig | None, clock: Clock | None,
+                 target: Target | None) -> None:
+        self.config = config or ClientConfig()
+        self.clock: Clock = clock or RealClock()
+        #: where the calls go (the rows written from this client's calls are labelled with
+        #: it); a hand-built client over an unknown transport counts as live
+        self.target: Target = target or Target.live()
+        self._requests = _Requests(self.config)
+        self.closed = False
+
+    @property
+    def grace_s(self) -> float:
+        """Seconds past a deadline this client may wait for its target's word on a call."""
+        return SANDBOX_GRACE_S if self.target.kind is TargetKind.SANDBOX else 0.0
+
+    def _start(self, method: str, url: str, params: dict[str, str] | None,
+               headers: dict[str, str] | None, timeout_s: float | None, allow_private: bool,
+               *, sync: bool = False) -> _Call:
+        deadline = timeout_s if timeout_s is not None else self.config.deadline_s
+        call = _Call(self.config, self.clock, method, url, params, headers, deadline,
+                     allow_private, sync=sync)
+        call.grace_s = self.grace_s
+        call.sandbox_url = self.target.sandbox
+        return call
+
+
+class HttpClient(_Client):
     """Implements the adapters' Fetcher protocol on one httpx transport. Requests go to the
     transport itself, not through an `httpx.AsyncClient`: redirects, timeouts and headers
     are handled here anyway, and a client's cookie jar, auth flow, event hooks and log line
@@ -487,17 +486,11 @@ class HttpClient:
         resolver: Callable[[str], Awaitable[list[str]]] | None = None,
         target: Target | None = None,
     ) -> None:
-        self.config = config or ClientConfig()
-        self.clock: Clock = clock or RealClock()
+        super().__init__(config, clock, target)
         self.transport = transport
-        #: where the calls go (the rows written from this client's calls are labelled with
-        #: it); a hand-built client over an unknown transport counts as live
-        self.target: Target = target or Target.live()
         #: resolves redirect targets' host names (live network only: the sandbox, replay and
         #: the simulator never look names up)
         self.resolver = resolver
-        self._requests = _Requests(self.config)
-        self.closed = False
 
     async def aclose(self) -> None:
         if not self.closed:
@@ -520,13 +513,12 @@ class HttpClient:
         timeout_s: float | None = None,
         allow_private: bool = False,
     ) -> Fetched:
-        deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        call = _start(self, method, url, params, headers, deadline, allow_private)
+        call = self._start(method, url, params, headers, timeout_s, allow_private)
         try:
             # On a virtual clock the simulated and replayed transports raise timeouts
             # themselves; nothing here may wait for real.
             guard = (None if self.clock.virtual
-                     else asyncio.timeout(deadline + call.grace_s))
+                     else asyncio.timeout(call.deadline + call.grace_s))
             async with guard or contextlib.nullcontext():
                 check = _grace_check(guard, call)
                 try:
@@ -536,10 +528,6 @@ class HttpClient:
                         check.cancel()
         except Exception as exc:
             raise call.failure(exc) from exc
-
-    @property
-    def grace_s(self) -> float:
-        return _grace(self.target)
 
     async def _follow(self, call: _Call) -> Fetched:
         for _hop in range(self.config.max_redirects + 1):
@@ -563,7 +551,7 @@ class HttpClient:
         raise call.too_many_redirects()
 
 
-class SyncHttpClient:
+class SyncHttpClient(_Client):
     """The same policies for synchronous code, on one httpx transport.
 
     The total deadline stays hard without an event loop: before the response headers the
@@ -579,13 +567,9 @@ class SyncHttpClient:
         resolver: Callable[[str], list[str]] | None = None,
         target: Target | None = None,
     ) -> None:
-        self.config = config or ClientConfig()
-        self.clock: Clock = RealClock()
+        super().__init__(config, None, target)
         self.transport = transport
-        self.target: Target = target or Target.live()
         self.resolver = resolver
-        self._requests = _Requests(self.config)
-        self.closed = False
 
     def close(self) -> None:
         if not self.closed:
@@ -608,12 +592,11 @@ class SyncHttpClient:
         timeout_s: float | None = None,
         allow_private: bool = False,
     ) -> Fetched:
-        deadline = timeout_s if timeout_s is not None else self.config.deadline_s
-        call = _start(self, method, url, params, headers, deadline, allow_private, sync=True)
+        call = self._start(method, url, params, headers, timeout_s, allow_private, sync=True)
         # one watchdog ticket for the whole fetch, armed before anything is sent: slow TLS,
         # slow headers and a slow body all end at the deadline
         call.grace_granted = call.graced()
-        wait = deadline + (call.grace_s if call.grace_granted else 0.0)
+        wait = call.deadline + (call.grace_s if call.grace_granted else 0.0)
         ticket = WATCHDOG.arm(time.monotonic() + wait, call)
         try:
             return self._follow(call)
@@ -719,11 +702,7 @@ WATCHDOG = _Watchdog()
 async def system_resolver(host: str) -> list[str]:
     """The addresses a host name resolves to; none when it does not resolve (the connect
     that follows fails with NETWORK_ERROR on its own)."""
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, None)
-    except OSError:
-        return []
-    return sorted({str(info[4][0]) for info in infos})
+    return await asyncio.to_thread(sync_system_resolver, host)
 
 
 def sync_system_resolver(host: str) -> list[str]:
