@@ -37,7 +37,8 @@ METADATA_ADDRESSES = frozenset(
 )
 
 
-def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a host written as one stands for (`[::1]`, `10.0.0.1`); None for a name."""
     h = host.strip("[]").split("%")[0]
     try:
         return ipaddress.ip_address(h)
@@ -52,7 +53,7 @@ def _name(host: str) -> str:
 def is_private_host(host: str) -> bool:
     """Loopback, private, link-local or otherwise non-global literal addresses, localhost and
     names under a private suffix (`.local`, `.internal`, ...)."""
-    addr = _literal(host)
+    addr = ip_literal(host)
     if addr is not None:
         return not addr.is_global
     name = _name(host)
@@ -61,7 +62,7 @@ def is_private_host(host: str) -> bool:
 
 def is_metadata_host(host: str) -> bool:
     """A link-local address (169.254.0.0/16, fe80::/10) or a cloud metadata name/address."""
-    addr = _literal(host)
+    addr = ip_literal(host)
     if addr is not None:
         if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
             addr = addr.ipv4_mapped

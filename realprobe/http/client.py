@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import functools
 import heapq
-import ipaddress
 import itertools
 import math
 import os
@@ -26,7 +25,7 @@ from typing import Any
 import httpx
 
 from realprobe.adapters.http import Fetched, FetchFailure
-from realprobe.addresses import is_private_host
+from realprobe.addresses import ip_literal, is_private_host
 from realprobe.clock import Clock, RealClock
 from realprobe.errors import BadResponse, DeadlineExceeded, ErrorCode
 from realprobe.http import phases
@@ -250,14 +249,8 @@ class _Call:
 
     def needs_dns_check(self) -> bool:
         """A redirect to a host *name* (not a literal address), which the policy must resolve."""
-        host = self.current.host.strip("[]")
-        if self.allow_private or not host:
-            return False
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            return True
-        return False
+        host = self.current.host
+        return not self.allow_private and bool(host) and ip_literal(host) is None
 
     def check_addresses(self, addresses: Iterable[str]) -> None:
         """Refuse a redirect whose host name resolves to a non-public address."""

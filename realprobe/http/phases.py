@@ -25,6 +25,8 @@ from typing import Any
 import anyio
 import httpcore
 
+from realprobe.addresses import ip_literal
+
 TRACE_EXT = "trace"
 
 #: the fetch whose connection is being made (set around each request; contextvars follow
@@ -241,16 +243,6 @@ def _addresses(infos: Iterable[Any]) -> list[str]:
     return out
 
 
-def _is_literal(host: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
 class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
     """Resolves the host on the clock (the DNS phase), then connects to each address."""
 
@@ -265,7 +257,7 @@ class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        if _is_literal(host):
+        if ip_literal(host) is not None:
             return await self.inner.connect_tcp(
                 host, port, timeout, local_address, socket_options
             )
@@ -311,7 +303,7 @@ class TimedSyncBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
-        if _is_literal(host):
+        if ip_literal(host) is not None:
             return self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
         t0 = time.perf_counter()
         try:
