@@ -13,7 +13,7 @@ from probe_helpers import probe, synthetic_rows
 
 from realprobe import ApiSpec, Catalog, Mode, Store, ToolResult, TransportOptions, open_db
 from realprobe.probes.calibrate import calibrate
-from realprobe.probes.implicit import ImplicitWatch, implicit_summary
+from realprobe.probes.implicit import ImplicitWatch
 from realprobe.probes.stats import stats_from_db
 from realprobe.simulator.plans import FaultPlan
 
@@ -129,13 +129,11 @@ def test_probes_store_the_signs_and_calibrate_them_into_the_profile(tmp_path: Pa
     _probe_with_empty_answers(db)
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT outcome, implicit FROM probes ORDER BY id").fetchall()
-    summary = implicit_summary(open_db(db))
     assert len(rows) == 40 and all(o == "ok" for o, _ in rows)  # the calls stay ok
     assert [i for _, i in rows].count("empty") == 10  # every fourth answer
-    assert summary["news_latest"]["empty"] == 10
-    assert summary["news_latest"]["rates"]["empty"] == pytest.approx(0.25)
     arr, rep = stats_from_db(open_db(db))
     assert rep.implicit is not None and rep.implicit["news_latest"]["empty"] == 10
+    assert rep.implicit["news_latest"]["rates"]["empty"] == pytest.approx(0.25)
     prof = calibrate(rep, arrays=arr)
     assert prof.implicit["news_latest"].rates == {"empty": pytest.approx(0.25)}
     assert rep.tools[0].success.rate == 1.0  # quiet faults are successes in the statistics
@@ -155,7 +153,7 @@ def test_a_file_from_before_the_column_is_migrated(tmp_path: Path) -> None:
         for row in synthetic_rows("catfact_fact", 30, p_fail=0.0):
             store.insert_probe({**row, "target_kind": "live"})
         assert store.schema_version() >= 4
-    summary = implicit_summary(open_db(db))
+    summary = stats_from_db(open_db(db))[1].implicit or {}
     assert summary["catfact_fact"]["ok"] == 30 and summary["catfact_fact"]["empty"] == 0
 
 

@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from realprobe.chunks import IMPLICIT_EXTRA
+from realprobe.chunks import IMPLICIT_EXTRA as IMPLICIT_EXTRA  # where the readers take it from
 from realprobe.dbfacts import IMPLICIT_KINDS
-from realprobe.probes.loading import ProbeArrays, load_probes
+from realprobe.probes.loading import ProbeArrays
 
 if TYPE_CHECKING:
     from realprobe.adapters.tool import Tool
     from realprobe.result import ToolResult
-    from realprobe.store import Database
 
 #: answers (or list elements) a field must have been seen in before its change is a sign
 MIN_SEEN = 3
@@ -254,23 +253,10 @@ def _args_key(args: Any) -> str:
 # -- summary over stored rows -------------------------------------------------------------
 
 
-def implicit_summary(
-    db: Database,
-    since: float | None = None,
-    until: float | None = None,
-    tools: list[str] | None = None,
-    kinds: list[str] | None = None,
-    vantages: list[str] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Per tool over the selection (the readers' own, `loading.conditions`): successful
-    calls, and how many (and what share) showed each implicit kind. A file made before the
-    `implicit` column existed shows none."""
-    return implicit_counts(load_probes(db, since, until, tools, kinds=kinds,
-                                       vantages=vantages, extra=IMPLICIT_EXTRA))
-
-
 def implicit_counts(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
-    """`implicit_summary` of rows read with `extra=IMPLICIT_EXTRA`."""
+    """Per tool over rows read with `extra=IMPLICIT_EXTRA`: successful calls, and how many
+    (and what share) showed each implicit kind. A file made before the `implicit` column
+    existed shows none."""
     if "implicit" not in arr.extra:
         return {}
     out: dict[str, dict[str, Any]] = {}
