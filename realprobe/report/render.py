@@ -84,14 +84,10 @@ LOWER_BOUND_NOTE = (
 )
 
 
-def _extrapolated(t: ToolStats) -> bool:
-    return t.latency.extrapolated
-
-
 def _pctl(t: ToolStats, v: float | None) -> str:
     lower = v is not None and v == t.latency.p99 and t.latency.p99_lower_bound
     return ((LOWER_BOUND if lower else "") + _ms(v)
-            + (EXTRAPOLATED if v is not None and _extrapolated(t) else ""))
+            + (EXTRAPOLATED if v is not None and t.latency.extrapolated else ""))
 
 
 def _when(v: object, default: str) -> str:
@@ -257,24 +253,6 @@ def _html_provenance(data: ReportData) -> str:
 
 def _html_summary(data: ReportData) -> str:
     st = data.stats
-    h: list[str] = []
-    h.append("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>")
-    h.append("<meta name='viewport' content='width=device-width, initial-scale=1'>")
-    h.append("<title>realprobe report</title>")
-    h.append(f"<style>{CSS}</style></head><body>")
-    h.append("<h1>realprobe reliability report</h1>")
-    banner = st.provenance.banner() if st.provenance else None
-    if banner:
-        h.append(f"<p class='banner' id='banner'>{escape(banner)}</p>")
-    prov_rows = _provenance_rows(data)
-    if prov_rows:
-        h.append("<table id='provenance'><tbody>")
-        h.extend(
-            f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in prov_rows
-        )
-        h.append("</tbody></table>")
-
-
     w0, w1 = st.window
     out = (
         f"<p class='meta'>Generated {escape(data.generated_at)} from "
@@ -306,7 +284,7 @@ def _html_tools_table(tools: list[ToolStats]) -> str:
         for t in tools
     ]
     note = (f"\n<p class='meta' id='extrapolated'>{escape(EXTRAPOLATED_NOTE)}</p>"
-            if any(_extrapolated(t) for t in tools) else "")
+            if any(t.latency.extrapolated for t in tools) else "")
     if any(t.latency.p99_lower_bound for t in tools):
         note += f"\n<p class='meta' id='lower-bound'>{escape(LOWER_BOUND_NOTE)}</p>"
     if any(t.burst.p_fail_after_fail.approximate for t in tools):
@@ -477,7 +455,7 @@ def render_markdown(data: ReportData) -> str:
         cells = (c.replace("|", "\\|").replace("*", "\\*") for c in _row(t))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    if any(_extrapolated(t) for t in st.tools):
+    if any(t.latency.extrapolated for t in st.tools):
         lines += [EXTRAPOLATED_NOTE.replace("*", "\\*", 1), ""]
     if any(t.latency.p99_lower_bound for t in st.tools):
         lines += [LOWER_BOUND_NOTE, ""]
