@@ -87,11 +87,12 @@ def test_docs_ship_in_the_wheel_and_resolve_when_installed() -> None:
 
 def test_printed_doc_paths_exist() -> None:
     """The paths `stats` and the HTML report print for the documentation exist."""
-    from realprobe.commands.common import doc
+    from realprobe import doc_path
 
-    assert Path(doc("statistics.md")).is_file()
-    source = (ROOT / "realprobe" / "report" / "render.py").read_text(encoding="utf-8")
-    assert "doc_path('statistics.md')" in source
+    assert doc_path("statistics.md").is_file()
+    for printer in ("commands/analysis.py", "report/render.py"):
+        source = (ROOT / "realprobe" / printer).read_text(encoding="utf-8")
+        assert "doc_path('statistics.md')" in source
 
 
 def test_readme_numbers_are_what_the_script_writes() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
@@ -18,7 +19,6 @@ from realprobe.commands.common import (
     ExplainOpt,
     JsonOpt,
     console,
-    doc,
     err_console,
     one_shot,
     printed_json,
@@ -142,12 +142,8 @@ def print_phases(phases: dict[str, dict[str, Any]], *, explain: bool = False) ->
     from realprobe.dbfacts import PHASE_COLUMNS, PHASE_LABELS
 
     if not explain:
-        slowest: dict[str, int] = {}
-        for p in phases.values():
-            if p["slowest"]:
-                slowest[p["slowest"]] = slowest.get(p["slowest"], 0) + 1
-        said = ", ".join(f"{PHASE_LABELS.get(k, k)} for {v}" for k, v in
-                         sorted(slowest.items(), key=lambda kv: -kv[1]))
+        slowest = Counter(p["slowest"] for p in phases.values() if p["slowest"])
+        said = ", ".join(f"{PHASE_LABELS.get(k, k)} for {v}" for k, v in slowest.most_common())
         console.print(f"[dim]slowest phase: {said or 'unknown'} of {len(phases)} tools "
                       "(--explain shows every phase)[/dim]", highlight=False)
         return
@@ -238,11 +234,10 @@ def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
                       f"{t.latency.timeout_s:g} s deadline",
                       f"{t.tool}: hang share of successes and TIMEOUTs 0 to "
                       f"{fit.hang_share_ci95[1]:.3g}")
-    pooled: dict[str, int] = {}
+    pooled = Counter[str]()
     for t in rep.tools:
-        for code, k in t.errors.counts.items():
-            pooled[code] = pooled.get(code, 0) + k
-    top = ", ".join(f"{c} {k}" for c, k in sorted(pooled.items(), key=lambda kv: -kv[1])[:3])
+        pooled.update(t.errors.counts)
+    top = ", ".join(f"{c} {k}" for c, k in pooled.most_common(3))
     for line in _error_mix_lines(rep):
         notes.add(f"error mix ({top}{', ...' if len(pooled) > 3 else ''}): each code's share "
                   "with its 95% CI, {n} tool{s}", line)
@@ -260,6 +255,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
     """The table, the verdict, then the notes grouped and counted (`explain`: one line per
     tool under each; `elsewhere`: where columns left out to fit can be seen)."""
     from realprobe.commands.tables import Column, escape, fit_table, short_path
+    from realprobe.data import doc_path
     from realprobe.probes.stats import (
         APPROXIMATE,
         EXTRAPOLATED,
@@ -306,8 +302,8 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
         "TIMEOUTs censored. How to read:[/dim]"
     )
     # the page's path on a line of its own, whole (relative when under the working folder)
-    console.print(f"[dim]{escape(short_path(doc('statistics.md')))}[/dim]", soft_wrap=True,
-                  highlight=False)
+    console.print(f"[dim]{escape(short_path(str(doc_path('statistics.md'))))}[/dim]",
+                  soft_wrap=True, highlight=False)
     if any(t.latency.extrapolated for t in rep.tools):
         console.print("[dim]* the deadline cut into the latency: percentiles from the censored "
                       "fit[/dim]")

@@ -248,13 +248,6 @@ def transport_options(
     ).normalised()
 
 
-def doc(name: str) -> str:
-    """Where the user can read a page of the documentation (the installed copy)."""
-    from realprobe.data import doc_path
-
-    return str(doc_path(name))
-
-
 def print_json(obj: Any) -> None:
     """JSON on stdout, secrets scrubbed (output is often redirected into files)."""
     from realprobe.secrets import scrub_strings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -301,11 +302,10 @@ def _show_step(name: str, value: Any, out: Path, rounds: int, profile: str, seed
         if explain:
             console.print(summary_table(value))
         else:
-            codes: dict[str, int] = {}
+            codes = Counter[str]()
             for t in value.tools:
-                for code, k in t.errors.items():
-                    codes[code] = codes.get(code, 0) + k
-            mix = ", ".join(f"{c} {k}" for c, k in sorted(codes.items(), key=lambda kv: -kv[1]))
+                codes.update(t.errors)
+            mix = ", ".join(f"{c} {k}" for c, k in codes.most_common())
             console.print(f"run {value.run_id}: {value.n_calls} calls, {value.n_ok} ok, "
                           f"{value.n_error} failed ({mix or 'none'}) in {value.duration_s:.0f}s",
                           highlight=False)
