@@ -145,7 +145,7 @@ class Panel:
         )
 
     def axes(self, ticks: Sequence[float], label: str, fmt: str = "{:g}", *,
-             grid: bool = True, y_labels: bool = True) -> None:
+             grid: bool = True) -> None:
         """Left and bottom spines, x ticks with labels (and vertical grid lines), the x axis
         label, and the tool names at their rows."""
         bottom = self.top + self.plot_h
@@ -161,9 +161,8 @@ class Panel:
         for x, t in zip(xs, ticks, strict=True):
             self.text(x, bottom + 15, fmt.format(t))
         self.text(self.left + self.plot_w / 2, bottom + 32, label)
-        if y_labels:
-            for i, name in enumerate(self.labels):
-                self.text(self.left - 6, self.y(i) + 4, name, anchor="end")
+        for i, name in enumerate(self.labels):
+            self.text(self.left - 6, self.y(i) + 4, name, anchor="end")
 
     def svg(self, title: str, prefix: str, defs: str = "") -> str:
         head = (
@@ -260,8 +259,7 @@ def error_mix_plot(data: ReportData) -> str:
     totals = [sum(t.errors.share_of_attempts.values()) for t in tools]
     top = max(0.05, max(totals, default=0.0) * 1.05)
     p.x_range(0.0, top)
-    p.axes(nice_ticks(0.0, top, 5), "share of attempts that failed, by error code",
-           grid=True)
+    p.axes(nice_ticks(0.0, top, 5), "share of attempts that failed, by error code")
     for i, t in enumerate(tools):
         y, left = p.y(i), 0.0
         for code in codes:
