@@ -11,13 +11,20 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from scipy import optimize, special
 
 from realprobe.errors import RESILIBENCH_CODES, ErrorCode, RealprobeError, Unavailable
-from realprobe.probes.loading import FloatArray, ProbeArrays
+from realprobe.probes.loading import (
+    FloatArray,
+    ProbeArrays,
+    load_mcp_failures,
+    load_probes,
+    load_retry_after,
+)
 from realprobe.probes.numeric import one_blas_thread
 from realprobe.probes.stats import StatsReport, ToolStats, wilson
 from realprobe.simulator.profile import (
@@ -37,6 +44,8 @@ from realprobe.simulator.profile import (
 
 if TYPE_CHECKING:
     from realprobe.store import Database
+
+T = TypeVar("T")
 
 VIEWS = ("profile", "resilibench", "reliabilitybench")
 
@@ -837,40 +846,32 @@ def retry_after_model(count: int, values: list[float]) -> RetryAfter:
     )
 
 
-def _selection(report: StatsReport) -> tuple[float | None, float | None, list[str] | None]:
-    """The window and target kinds of the rows behind a report."""
+def _behind(report: StatsReport, db: Database, read: Callable[..., T]) -> T | None:
+    """`read(db, since, until, tools, kinds=...)` of the rows behind a report (its window,
+    tools and target kinds), or None when the database cannot give them (a report that came
+    without its database: nothing to measure from)."""
     from realprobe.ranges import parse_time
 
     since, until = (parse_time(w) if w else None for w in report.window)
-    prov = report.provenance
-    return since, until, prov.target_kinds if prov else None
+    kinds = report.provenance.target_kinds if report.provenance else None
+    try:
+        return read(db, since, until, sorted(t.tool for t in report.tools), kinds=kinds)
+    except RealprobeError:
+        return None
 
 
 def _rows_of(report: StatsReport, db: Database) -> ProbeArrays | None:
     """The rows behind a report (for `calibrate` given only the statistics and the database),
     or None when the database does not hold them."""
-    from realprobe.probes.loading import load_probes
-
-    since, until, kinds = _selection(report)
-    try:
-        arr = load_probes(db, since, until, [t.tool for t in report.tools], kinds=kinds)
-    except RealprobeError:
-        return None
-    return arr if len(arr) == report.rows else None
+    arr = _behind(report, db, load_probes)
+    return arr if arr is not None and len(arr) == report.rows else None
 
 
 def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport,
                     db: Database) -> None:
     """Each tool's Retry-After per failure code, from the same rows as the report (a code
     whose failures never carried the header gets share 0, so the simulator sends none)."""
-    from realprobe.probes.loading import load_retry_after
-
-    since, until, kinds = _selection(report)
-    try:
-        seen = load_retry_after(db, since, until, sorted(tools), kinds=kinds)
-    except RealprobeError:
-        return  # the report came without its database: nothing to measure from
-    for tool, by_code in seen.items():
+    for tool, by_code in (_behind(report, db, load_retry_after) or {}).items():
         tp = tools.get(tool)
         if tp is None:
             continue
@@ -906,14 +907,7 @@ def add_mcp_forms(tools: dict[str, ToolProfile], report: StatsReport,
                   db: Database) -> None:
     """Each MCP tool's failure forms, from the same rows as the report (tools whose rows
     are not MCP calls, or that never failed, get none)."""
-    from realprobe.probes.loading import load_mcp_failures
-
-    since, until, kinds = _selection(report)
-    try:
-        seen = load_mcp_failures(db, since, until, sorted(tools), kinds=kinds)
-    except RealprobeError:
-        return
-    for tool, failures in seen.items():
+    for tool, failures in (_behind(report, db, load_mcp_failures) or {}).items():
         if tool in tools and failures:
             tools[tool].mcp = mcp_forms(failures)
 
