@@ -104,11 +104,10 @@ def _processor(param: Any, bare: Any) -> Callable[[Any, Any], Any]:
         from realprobe.ranges import PARAMS
 
         items = list(value) if multi and isinstance(value, list | tuple) else [value]
-        if kind_of in PARAMS and all(isinstance(v, str) for v in items):
+        # text, or a declared default (taken as the front door takes it)
+        if kind_of in PARAMS and (not multi or all(isinstance(v, str) for v in items)):
             out = [_parsed(param, bare, v) for v in items]
             return finish(ctx, out if multi else out[0])
-        if kind_of in PARAMS and not multi:  # a declared default: as the front door takes it
-            return finish(ctx, _parsed(param, bare, value))
         if not multi and isinstance(value, str):
             if bare is str:
                 return finish(ctx, value)

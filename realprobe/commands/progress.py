@@ -112,7 +112,6 @@ class Eta:
     total = property(lambda self: self._read(lambda: self._total))
     flying = property(lambda self: self._read(lambda: list(self._flying)))
     seen = property(lambda self: self._read(lambda: list(self._seen)))
-    queue = property(lambda self: self._read(self._waiting))
 
     def _sync(self) -> None:
         """Take in the notes (the caller holds the lock); priors last, each kind's latest."""
@@ -321,10 +320,11 @@ class Eta:
             if cost and self.prior and self.deadline is None:
                 left: float | None = self._draw(now, cost)[1]
             else:
-                left = simulate(now, self._view(now, cost))
+                view = self._view(now, cost)
+                left = simulate(now, view)
                 left = left if cost or left else None  # no cost: the waits, if any
                 if cost and self.ranged and (self.range is None or now - self.range[0] >= RANGE_S):
-                    self._draw(now, cost)  # its range with it, once `spread` was asked
+                    self._draw(now, cost, view)  # its range with it, once `spread` was asked
             self.last = (now, left)
             self.free_at = now + (self.clock() - now) / SHARE
             return left
@@ -348,11 +348,13 @@ class Eta:
             passed = now - self.range[0]
             return max(0.0, self.range[2] - passed), max(0.0, self.range[3] - passed)
 
-    def _draw(self, now: float, cost: Callable[[Item], float]) -> tuple[float, float, float, float]:
+    def _draw(self, now: float, cost: Callable[[Item], float], view: View | None = None
+              ) -> tuple[float, float, float, float]:
         """Schedules of times drawn as such items took (or the prior), each scaled by a factor
-        as uncertain as the prior's scale (`_doubt`): (now, median, 10th, 90th percentile)."""
+        as uncertain as the prior's scale (`_doubt`): (now, median, 10th, 90th percentile).
+        `view`: the one the estimate was just worked out from, else made once for every draw."""
         rng, doubt = random.Random(self.n_seen), self._doubt()
-        view = self._view(now, cost)  # once for every draw
+        view = view or self._view(now, cost)
         draws = sorted(simulate(now, view, rng, math.exp(rng.gauss(0.0, doubt)))
                        for _ in range(max(20, min(DRAWS, DRAW_ITEMS // (len(view.queue) + 1)))))
         n = len(draws)
