@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from realprobe.mcp.session_cassette import read_session
+from realprobe import load_cassette
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -77,7 +77,7 @@ def as_mcp_recorder(records: list[dict[str, Any]]) -> dict[str, Any]:
 async def test_another_recorders_file_imports_and_replays(tmp_path: Path, layout: Any) -> None:
     recorded = tmp_path / "real.jsonl"
     original = await a_session(realprobe("mcp", "proxy", "--record", str(recorded), "--", TIME))
-    _, records = read_session(recorded)
+    records = load_cassette(recorded).records or []
     theirs = tmp_path / "theirs.json"
     theirs.write_text(json.dumps(layout([r for r in records if "msg" in r]), indent=2))
 

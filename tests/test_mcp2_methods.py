@@ -14,8 +14,7 @@ from typing import Any
 
 from mcp import Client, MCPError, StdioServerParameters
 
-from realprobe import FaultModel, load_profile
-from realprobe.mcp.session_cassette import read_session
+from realprobe import FaultModel, load_cassette, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTED = [sys.executable, str(ROOT / "tests" / "mcp2_scripted_server.py")]
@@ -102,7 +101,7 @@ async def test_a_profile_fails_resources_read_and_delays_tools_list(tmp_path: Pa
     assert stored["resources/read"]["latency_ms"] >= read.latency_s * 1000 - 0.5
     assert stored["resources/read"]["detail"].startswith("injected explicit-transient")
 
-    _, records = read_session(cassette)
+    records = load_cassette(cassette).records or []
     sent_up = [r["msg"].get("method") for r in records if r.get("dir") == "c2s"]
     assert "resources/read" in sent_up  # what the client sent is recorded
     injected = [r for r in records if r.get("injected")]
@@ -152,7 +151,7 @@ async def test_progress_passes_through_stdio_and_http_and_is_recorded(tmp_path: 
     profile, cassette = write_profile(tmp_path), tmp_path / "progress.jsonl"
     assert await count_with_progress(proxy("--profile", str(profile), "--record",
                                            str(cassette))) == ([1, 2, 3], "counted to 3")
-    _, records = read_session(cassette)
+    records = load_cassette(cassette).records or []
     assert [r["msg"]["params"]["progress"] for r in records if r.get("dir") == "s2c"
             and r["msg"].get("method") == "notifications/progress"] == [1, 2, 3]
 

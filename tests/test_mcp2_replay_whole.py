@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from realprobe.mcp.session_cassette import read_session
+from realprobe import load_cassette
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTED = [sys.executable, str(ROOT / "tests" / "mcp2_scripted_server.py")]
@@ -53,7 +53,7 @@ async def test_a_notification_after_the_handshake_replays_where_it_was(tmp_path:
                     "(npm install -g @modelcontextprotocol/server-everything)")
     cassette = tmp_path / "everything.jsonl"
     live = await session_of(realprobe("proxy", "--record", str(cassette), "--", exe, "stdio"))
-    _, records = read_session(cassette)
+    records = load_cassette(cassette).records or []
     order = [(r["dir"], r["msg"].get("method")) for r in records if "msg" in r]
     at = order.index(("s2c", "notifications/tools/list_changed"))
     assert ("c2s", "tools/call") not in order[:at]  # recorded outside any call

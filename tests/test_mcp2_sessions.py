@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from realprobe.mcp.session_cassette import read_session
+from realprobe import load_cassette
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -74,7 +74,8 @@ def test_eight_clients_side_by_side_each_recorded_and_replayed_apart(tmp_path: P
     assert len(cassettes) == 8
     by_zone: dict[str, Path] = {}
     for path in cassettes:
-        meta, records = read_session(path)
+        session = load_cassette(path)
+        meta, records = session.meta, session.records or []
         assert meta["session"] == path.stem  # named by its session id
         asked = [r["msg"]["params"]["arguments"]["target_timezone"] for r in records
                  if r.get("dir") == "c2s" and r["msg"].get("method") == "tools/call"]
@@ -121,7 +122,8 @@ def test_clients_sharing_one_upstream_session_get_their_own_answers(tmp_path: Pa
 
         answers = asyncio.run(three())
     assert [a["target"]["timezone"] for _, a in answers] == ZONES[:3]
-    sessions = [read_session(p) for p in sorted(record.glob("*.jsonl"))]
+    sessions = [(c.meta, c.records or []) for c in map(load_cassette,
+                                                      sorted(record.glob("*.jsonl")))]
     assert len(sessions) == 3
     # one upstream session: every client's handshake answered, ids as each client sent them
     for _, records in sessions:

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
+from realprobe import load_cassette
+from realprobe.cassettes.mcp_session import session_calls
 from realprobe.mcp.proxy import Proxy, ProxyOptions
-from realprobe.mcp.session_cassette import read_session, session_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -108,7 +109,8 @@ async def test_faults_are_seeded_labelled_and_replay_with_the_server_gone(tmp_pa
     assert all(r["detail"].startswith("injected explicit-transient") for r in stored
                if r["outcome"] == "error")
 
-    meta, records = read_session(tmp_path / "0.jsonl")
+    recorded = load_cassette(tmp_path / "0.jsonl")
+    meta, records = recorded.meta, recorded.records or []
     assert meta["server"] == "mcp-server-time" and meta["scrubbed"]
     assert sum("injected" in r for r in records) == len(failed)
     replayed = await session(realprobe("mcp", "replay", str(tmp_path / "0.jsonl")), calls=16)
@@ -193,7 +195,7 @@ async def test_a_hostile_server_gets_error_rows_and_never_a_hung_proxy(tmp_path:
     assert stored == {"garbage": ("ok", None), "huge": ("error", "INVALID_RESPONSE"),
                       "silent": ("error", "TIMEOUT"), "echo": ("ok", None),
                       "die": ("error", "NETWORK_ERROR")}
-    _, records = read_session(cassette)
+    records = load_cassette(cassette).records or []
     assert any(r.get("garbage") == "this is not JSON-RPC" for r in records)
     assert any(r.get("event") == "too_long" for r in records)
     assert records[-1].get("event") == "exit" or any(r.get("event") == "exit" for r in records)
@@ -224,7 +226,7 @@ def test_the_dead_server_is_a_clear_error_and_the_cassette_survives_a_kill(
     assert json.loads(proc.stdout.readline())["id"] == 2
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    _, records = read_session(cassette)  # every relayed message is already on file
+    records = load_cassette(cassette).records or []  # every relayed message is on file
     assert [r["msg"].get("id") for r in records if "msg" in r] == [1, 1, None, 2, 2]
 
     dead = subprocess.Popen(  # the client stays: the server's exit ends the session
@@ -292,7 +294,7 @@ async def test_server_everything_through_the_proxy() -> None:
 async def test_another_recorders_transcript_imports_and_replays(tmp_path: Path) -> None:
     recorded = tmp_path / "rec.jsonl"
     original = await session(proxy("--record", str(recorded)), calls=1)
-    _, records = read_session(recorded)
+    records = load_cassette(recorded).records or []
     tape = tmp_path / "tape.jsonl"
     lines = [json.dumps({"v": 1, "type": "meta", "label": "time", "command": [TIME]})]
     lines += [json.dumps({"t": f"2026-05-12T23:00:{r['t']:06.3f}Z",
@@ -500,7 +502,7 @@ async def test_a_recorded_session_keeps_no_credential_and_everything_else(
     await client.sent.get()
     await client.incoming.put(None)
     await task
-    _, records = read_session(cassette)
+    records = load_cassette(cassette).records or []
     sent = records[0]["msg"]["params"]["arguments"]
     assert sent["api_key"] == PLACEHOLDER and sent["city"] == "Paris"
     assert "abc123def456ghi" not in json.dumps(records)
@@ -594,7 +596,7 @@ async def test_a_hang_the_client_gave_up_on_is_marked_for_a_replay_with_faults(
         assert (await client.sent.get())["id"] == i
     await client.incoming.put(None)
     await task
-    _, records = read_session(cassette)
+    records = load_cassette(cassette).records or []
     assert len(session_calls(records)[0]) == 10  # replayed as recorded: the hangs too
     kept = session_calls(records, server_only=True)[0]
     assert [json.loads(c.body or b"{}")["result"]["content"][0]["text"] for c in kept] == [

@@ -259,6 +259,14 @@ def _seconds(value: Any, first: list[float], where: str) -> float:
     return round(t - first[0], 6)
 
 
+def _imported(records: list[dict[str, Any]], label: str, source: str, empty: str) -> Cassette:
+    """Another recorder's messages as a session, scrubbed as they are read (`empty`: what
+    to say when there are none)."""
+    if not records:
+        raise CassetteError(f"{label}: {empty}")
+    return _as_cassette({"imported_from": Path(label).name}, Scrubber().all(records), source)
+
+
 def transcript_cassette(lines: list[tuple[int, dict[str, Any]]], label: str) -> Cassette:
     """Another recorder's transcript as a session (scrubbed as it is read)."""
     first: list[float] = []
@@ -274,9 +282,7 @@ def transcript_cassette(lines: list[tuple[int, dict[str, Any]]], label: str) -> 
         t = _seconds(rec.get("t", rec.get("ts", rec.get("timestamp"))), first,
                      f"{label}: line {n}")
         records.append({"t": max(t, 0.0), "dir": direction, "msg": msg})
-    if not records:
-        raise CassetteError(f"{label}: no JSON-RPC messages with a direction found")
-    return _as_cassette({"imported_from": Path(label).name}, Scrubber().all(records), "mcp-tape")
+    return _imported(records, label, "mcp-tape", "no JSON-RPC messages with a direction found")
 
 
 def is_mcp_cassette(data: dict[str, Any]) -> bool:
@@ -300,10 +306,8 @@ def from_mcp_cassette(data: dict[str, Any], label: str) -> Cassette:
         if isinstance(offset, int | float) and offset == offset and abs(offset) < 1e15:
             t = float(offset) / 1000.0
         records.append({"t": max(t, 0.0), "dir": direction, "msg": m["payload"]})
-    if not records:
-        raise CassetteError(f"{label}: an mcp-cassette recording with no JSON-RPC messages")
-    return _as_cassette({"imported_from": Path(label).name}, Scrubber().all(records),
-                        "mcp-cassette")
+    return _imported(records, label, "mcp-cassette",
+                     "an mcp-cassette recording with no JSON-RPC messages")
 
 
 def is_mcp_recorder(data: dict[str, Any]) -> bool:
@@ -329,10 +333,8 @@ def from_mcp_recorder(data: dict[str, Any], label: str) -> Cassette:
         t += max(float(latency), 0.0) / 1000.0 if isinstance(latency, int | float) else 0.0
         if isinstance(response, dict):
             records.append({"t": round(t, 6), "dir": "s2c", "msg": response})
-    if not records:
-        raise CassetteError(f"{label}: an mcp-recorder cassette with no JSON-RPC messages")
-    return _as_cassette({"imported_from": Path(label).name}, Scrubber().all(records),
-                        "mcp-recorder")
+    return _imported(records, label, "mcp-recorder",
+                     "an mcp-recorder cassette with no JSON-RPC messages")
 
 
 def session_bytes(cassette: Cassette) -> bytes:

@@ -37,7 +37,7 @@ from realprobe.cassettes.mcp_session import (
 from realprobe.mcp.guards import Unreadable, read_message
 from realprobe.secrets import Scrubber
 
-__all__ = ["CassetteUpstream", "SessionRecorder", "read_session", "session_calls"]
+__all__ = ["CassetteUpstream", "SessionRecorder"]
 
 
 class SessionRecorder:
@@ -73,27 +73,15 @@ class SessionRecorder:
         self.journal.close()
 
 
-def read_session(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The header's meta and every whole record of an MCP session (in any format `load_any`
-    reads as one)."""
-    cassette = session_of(load_any(path))
-    return cassette.meta, list(cassette.records or ())
-
-
-def session_of(cassette: Cassette) -> Cassette:
-    """`cassette` when it holds an MCP session, else a one-line error."""
-    if cassette.records is None:
-        raise CassetteError(f"{cassette.label()}: holds HTTP calls, not an MCP session; "
-                            "replay it with `realprobe replay` or use_cassette")
-    return cassette
-
-
 class CassetteUpstream:
     """A recorded session standing in for the server: a `Wire` the proxy relays to."""
 
     def __init__(self, path: str | Path, *, on_exhausted: str = "error",
                  latency: str = "none", server_only: bool = False) -> None:
-        session = session_of(load_any(path))
+        session = load_any(path)
+        if session.records is None:
+            raise CassetteError(f"{session.label()}: holds HTTP calls, not an MCP session; "
+                                "replay it with `realprobe replay` or use_cassette")
         self.meta = session.meta
         calls, self.extras = session_calls(session.records or [], server_only)
         self.between = between_calls(session.records or [])
