@@ -80,34 +80,40 @@ class LineSplitter:
         return [] if self.dropping or not rest else [rest.decode("utf-8", "replace")]
 
 
-class _StdinLines:
-    """stdin lines, read on the event loop (a pipe, a socket, a terminal) so a signal can
-    cancel the read, or in a worker thread (a regular file, /dev/null) when the loop cannot
-    watch it. The SDK's default reader runs in a thread that nothing can interrupt, so
-    SIGTERM would wait for the client's next line; this one ends on EOF or cancellation."""
+class Lines:
+    """JSON-RPC lines (without their line ends) out of a byte source, through the one line
+    splitter, None at the end: a stream `reader` (a child's stdout; stdin as a pipe, a
+    socket or a terminal), read on the event loop so a signal can cancel the read, or else
+    stdin in a worker thread (a regular file, /dev/null) when the loop cannot watch it. The
+    SDK's default stdin reader runs in a thread that nothing can interrupt, so SIGTERM would
+    wait for the client's next line; this one ends on EOF or cancellation."""
 
     def __init__(self, reader: asyncio.StreamReader | None,
-                 transport: asyncio.BaseTransport | None) -> None:
+                 transport: asyncio.BaseTransport | None = None,
+                 limit: int = STDIN_LINE_LIMIT) -> None:
         self.reader = reader
         self.transport = transport
-        self.split = LineSplitter()
+        self.split = LineSplitter(limit)
         self.ready: list[str] = []
         self.done = False
 
-    def __aiter__(self) -> _StdinLines:
+    async def next(self) -> str | None:
+        while not self.ready:
+            if self.done:
+                return None
+            data = await self._read()
+            self.ready.extend(self.split.feed(data) if data else self.split.end())
+            self.done = not data
+        return self.ready.pop(0).rstrip("\r\n")
+
+    def __aiter__(self) -> Lines:
         return self
 
     async def __anext__(self) -> str:
-        while not self.ready:
-            if self.done:
-                raise StopAsyncIteration
-            data = await self._read()
-            if data:
-                self.ready.extend(self.split.feed(data))
-            else:
-                self.ready.extend(self.split.end())
-                self.done = True
-        return self.ready.pop(0)
+        line = await self.next()
+        if line is None:
+            raise StopAsyncIteration
+        return line
 
     async def _read(self) -> bytes:
         if self.reader is not None:
@@ -137,9 +143,9 @@ def _loop_can_watch(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
-async def _stdin_lines() -> _StdinLines:
+async def stdin_lines() -> Lines:
     if not _loop_can_watch(sys.stdin.fileno()):
-        return _StdinLines(None, None)
+        return Lines(None)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
     pipe = os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0)
@@ -149,15 +155,15 @@ async def _stdin_lines() -> _StdinLines:
         )
     except (OSError, ValueError):  # a regular file: read in a worker thread
         pipe.close()
-        return _StdinLines(None, None)
-    return _StdinLines(reader, transport)
+        return Lines(None)
+    return Lines(reader, transport)
 
 
 async def serve_stdio(
     service: McpService, *, on_ready: Callable[[str], None] | None = None
 ) -> None:
     async with service:
-        lines = await _stdin_lines()
+        lines = await stdin_lines()
         checked = CheckedLines(lines)
         try:
             if on_ready is not None:

@@ -23,7 +23,7 @@ import mcp_types as types
 
 from realprobe.errors import RealprobeError
 from realprobe.mcp.guards import PARSE_ERROR, TOO_LONG, Unreadable, read_message
-from realprobe.mcp.serve import STDIN_LINE_LIMIT, LineSplitter, _stdin_lines
+from realprobe.mcp.serve import STDIN_LINE_LIMIT, Lines, stdin_lines
 
 __all__ = ["TOO_LONG", "ProcessWire", "StdioFront", "Unreadable", "Wire", "http_upstream", "parse",
            "split_command"]
@@ -85,25 +85,6 @@ def split_command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-class _Lines:
-    """Lines out of a byte reader, through the one line splitter (oversize -> TOO_LONG)."""
-
-    def __init__(self, reader: asyncio.StreamReader, limit: int) -> None:
-        self.reader = reader
-        self.split = LineSplitter(limit)
-        self.ready: list[str] = []
-        self.done = False
-
-    async def next(self) -> str | None:
-        while not self.ready:
-            if self.done:
-                return None
-            data = await self.reader.read(1 << 20)
-            self.ready.extend(self.split.feed(data) if data else self.split.end())
-            self.done = not data
-        return self.ready.pop(0).rstrip("\r\n")
-
-
 class ProcessWire:
     """An MCP server started as a child process, spoken to over its stdin and stdout; its
     stderr is the proxy's."""
@@ -111,7 +92,7 @@ class ProcessWire:
     def __init__(self, proc: asyncio.subprocess.Process, limit: int) -> None:
         self.proc = proc
         assert proc.stdout is not None and proc.stdin is not None
-        self.lines = _Lines(proc.stdout, limit)
+        self.lines = Lines(proc.stdout, limit=limit)
         self.stdin = proc.stdin
 
     @classmethod
@@ -161,19 +142,16 @@ class ProcessWire:
 class StdioFront:
     """The client side over the proxy's own stdin and stdout (stdout carries JSON-RPC only)."""
 
-    def __init__(self, lines: Any) -> None:
+    def __init__(self, lines: Lines) -> None:
         self.lines = lines
         self.out = sys.stdout.buffer
 
     @classmethod
     async def open(cls) -> StdioFront:
-        return cls(await _stdin_lines())
+        return cls(await stdin_lines())
 
     async def recv(self) -> str | None:
-        try:
-            return (await self.lines.__anext__()).rstrip("\r\n")
-        except StopAsyncIteration:
-            return None
+        return await self.lines.next()
 
     async def send(self, line: str) -> None:
         try:
