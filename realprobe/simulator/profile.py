@@ -4,6 +4,7 @@ drives faults."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -461,12 +462,7 @@ class Profile(_Model):
             raise ProfileError(f"fault rate {lam!r}: expected a share between 0 and 1")
         if self.rule != "burst":
             return self._scaled_resilibench(lam)
-        base = self.default or CALM_TOOL
-        return self.model_copy(update={
-            "name": f"{self.name or 'profile'}@{lam:g}",
-            "tools": {n: scale_tool(tp, lam) for n, tp in self.tools.items()},
-            "default": scale_tool(base, lam),
-        })  # fmt: skip
+        return self._each_tool(lambda tp: scale_tool(tp, lam), f"@{lam:g}")
 
     def latency_scaled(self, k: float) -> Profile:
         """Every tool's drawn latencies times `k`, as a sandbox started with
@@ -475,13 +471,20 @@ class Profile(_Model):
         if k == 1:
             return self
 
-        def at(tp: ToolProfile) -> ToolProfile:
-            return tp.model_copy(update={"latency_ms": tp.latency_ms.scaled_by(k)})
+        return self._each_tool(
+            lambda tp: tp.model_copy(update={"latency_ms": tp.latency_ms.scaled_by(k)}))
 
-        return self.model_copy(update={
-            "tools": {n: at(tp) for n, tp in self.tools.items()},
-            "default": at(self.default or CALM_TOOL),
-        })  # fmt: skip
+    def _each_tool(self, change: Callable[[ToolProfile], ToolProfile],
+                   suffix: str | None = None) -> Profile:
+        """Every listed tool and `default` (the calm tool when it has none) changed alike;
+        `suffix` appended to the name."""
+        update: dict[str, Any] = {
+            "tools": {n: change(tp) for n, tp in self.tools.items()},
+            "default": change(self.default or CALM_TOOL),
+        }
+        if suffix is not None:
+            update["name"] = f"{self.name or 'profile'}{suffix}"
+        return self.model_copy(update=update)
 
     def _scaled_resilibench(self, lam: float) -> Profile:
         """Under ResiliBench's code rule every tool gets the base rate whose long-run failure
@@ -499,26 +502,16 @@ class Profile(_Model):
                 f"fault rate {lam:g}: rule resilibench-code cannot reach it (its clamp to "
                 "[0.1, 0.95] keeps the long-run failure share between about 0.05 and 0.9)"
             )
-        base = self.default or CALM_TOOL
-
-        def at(tp: ToolProfile) -> ToolProfile:
-            return tp.model_copy(update={
-                "success_rate": b, "success_ci95": None, "burst": None,
-                "errors": dict(tp.errors) or dict(DIAL_MIX), "errors_ci95": None,
-            })  # fmt: skip
-
-        return self.model_copy(update={
-            "name": f"{self.name or 'profile'}@{lam:g}",
-            "tools": {n: at(tp) for n, tp in self.tools.items()},
-            "default": at(base),
-        })  # fmt: skip
+        return self._each_tool(lambda tp: tp.model_copy(update={
+            "success_rate": b, "success_ci95": None, "burst": None,
+            "errors": dict(tp.errors) or dict(DIAL_MIX), "errors_ci95": None,
+        }), f"@{lam:g}")  # fmt: skip
 
     def dump(self, path: str | Path | None = None) -> str:
         """The profile as JSON text (written to `path` too when given, as `save` does)."""
-        text = self.model_dump_json(indent=2, exclude_none=True)
         if path is not None:
             self.save(path)
-        return text
+        return self.model_dump_json(indent=2, exclude_none=True)
 
     def save(self, path: str | Path, *, replace: bool = True, private: bool = False) -> Path:
         """Write the profile as a JSON file that `load_profile` reads back, through the one
@@ -565,7 +558,6 @@ def load_profile(ref: str | Path) -> Profile:
 
 
 ProfileRef = str | Path | Profile
-Kind = Literal["builtin", "file"]
 
 
 def resolve_profile(ref: ProfileRef | None) -> Profile:
