@@ -443,15 +443,6 @@ PARAMS: dict[str, Kind] = {
 }
 
 
-def problem(name: str, value: Any) -> str | None:
-    """What is wrong with `value` for the parameter `name` (None: nothing, or no rule)."""
-    try:
-        parse(name, value)
-    except Refused as exc:
-        return str(exc)
-    return None
-
-
 def parse(name: str, value: Any) -> Any:
     """`value` for the parameter `name` as the code takes it (None and names without a kind
     as given); Refused says what is wrong."""
@@ -493,4 +484,4 @@ def checked(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 __all__ = ["PARAMS", "Kind", "Refused", "checked", "parse", "parse_duration", "parse_time",
-           "parse_window", "problem"]
+           "parse_window"]
