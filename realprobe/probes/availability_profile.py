@@ -62,10 +62,7 @@ def _latency(m: MonitorAvailability) -> LatencyModel:
 def tool_profile(m: MonitorAvailability, spacing_s: float) -> ToolProfile:
     assert m.availability is not None
     burst, notes = chain(m.availability, m.outages.mean_s, spacing_s)
-    errors: dict[ErrorCode, float] = {}
-    for code, share in m.errors.items():
-        if code in ErrorCode.__members__:
-            errors[ErrorCode(code)] = share
+    errors = {ErrorCode(c): share for c, share in m.errors.items() if c in ErrorCode.__members__}
     if m.availability < 1.0 and not errors:
         errors = {DEFAULT_ERROR: 1.0}
     notes.append(f"calibrated from an imported {m.monitor_kind} history ({m.source}) at a "

@@ -784,16 +784,9 @@ def calibrate(
             "it); latency mean and percentiles come from the censored fit",
             "tools": adjusted,
         }
-    if report.provenance is not None:
-        prov = report.provenance
-        source.update(
-            target_kinds=prov.target_kinds,
-            targets=prov.targets,
-            vantages=prov.vantages,
-            sources=prov.sources,
-            rows_by_kind=prov.rows_by_kind,
-            excluded_rows=prov.excluded_rows,
-        )
+    if (prov := report.provenance) is not None:
+        source.update(prov.model_dump(include={"target_kinds", "targets", "vantages", "sources",
+                                               "rows_by_kind", "excluded_rows"}))
         if prov.banner():
             source["warning"] = prov.banner()
     if db is not None:

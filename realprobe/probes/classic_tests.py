@@ -14,10 +14,6 @@ from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import FloatArray
 
 
-def norm_sf(z: float) -> float:
-    return float(special.ndtr(-z))
-
-
 def _ranks_and_ties(values: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Average ranks (1-based, ties share their mean rank) and the size of each tie group."""
     sorter = np.argsort(values, kind="mergesort")

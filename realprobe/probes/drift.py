@@ -20,7 +20,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from realprobe.probes.classic_tests import chi2_contingency, mann_whitney_p, norm_sf
+from realprobe.probes.classic_tests import chi2_contingency, mann_whitney_p
 from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import CODES, ProbeArrays
 from realprobe.probes.numeric import median
@@ -124,7 +124,7 @@ def two_proportion(k1: int, n1: float, k2: int, n2: float, design_effect: float 
     if se == 0:
         return 1.0
     z = (k2 / n2 - k1 / n1) / se
-    return float(2 * norm_sf(abs(z)))
+    return float(2 * special.ndtr(-abs(z)))
 
 
 def pooled_rho(a: ProbeArrays, b: ProbeArrays) -> float:

@@ -200,11 +200,7 @@ def _fit_k(
         starts = [[float(x.mean()), math.log(max(float(x.std()), MIN_SIGMA * 2)), *tail]]
     else:
         starts = [[*st, *tail] for st in _em(x, [(0.25, 0.75), (0.1, 0.6), (0.4, 0.9)])]
-    none = np.empty(0)
-    scored = [
-        (_nll(np.array(st), k, x, cvals if censored else none, cw if censored else none), st)
-        for st in starts
-    ]
+    scored = [(_nll(np.array(st), k, x, cvals, cw), st) for st in starts]
     fun, start = min(scored, key=lambda t: t[0])
     theta = np.array(start, dtype=np.float64)
     if censored:

@@ -228,10 +228,6 @@ class ProbeSchedule:
         if first is None:
             raise RealprobeError(f"the schedule {self.trigger} never fires")
         self.first_fire = first
-        # the wait until the first fire time, measured on the injected clock, from now
-        kwargs: dict[str, Any] = {
-            "next_run_time": dt.datetime.now().astimezone() + (first - now)
-        }
         scheduler.add_job(
             self._round,
             self.trigger,
@@ -239,7 +235,8 @@ class ProbeSchedule:
             coalesce=True,
             max_instances=1,
             misfire_grace_time=max(1, int(self.misfire_grace_s)),
-            **kwargs,
+            # the wait until the first fire time, measured on the injected clock, from now
+            next_run_time=dt.datetime.now().astimezone() + (first - now),
         )
         when = "at once" if self.start_now else f"at {first.isoformat(timespec='seconds')}"
         self.log(
