@@ -73,6 +73,7 @@ def makespan(concurrency: int, delay: float) -> dict[str, float]:
 
 
 def ray_overhead(runs_per_executor: int = 64) -> dict[str, float]:
+    from realprobe.store import open_db
     from realprobe.tasks.sweep import SweepFile, run_sweep
 
     sweep = SweepFile.model_validate({
@@ -83,8 +84,8 @@ def ray_overhead(runs_per_executor: int = 64) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         for executor in ("local", "ray"):
             t0 = time.perf_counter()
-            summary = run_sweep(sweep, Path(tmp) / f"{executor}.db", catalog=default_catalog(),
-                                executor=executor, concurrency=2)
+            summary = run_sweep(sweep, open_db(Path(tmp) / f"{executor}.db"),
+                                catalog=default_catalog(), executor=executor, concurrency=2)
             out[f"{executor}_s"] = round(time.perf_counter() - t0, 2)
             out["runs"] = summary.ran
     out["ray_overhead_per_run_ms"] = round(

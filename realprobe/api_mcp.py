@@ -25,6 +25,7 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
              record_folder: bool = False, methods: str | Sequence[str] | None = None) -> Any:
     from realprobe.clients import check_fault_rate, check_seed
     from realprobe.mcp.proxy import ProxyOptions, fault_methods
+    from realprobe.store import open_db
 
     check_fault_rate(fault_rate)
     if max_message_bytes < 1024:
@@ -32,14 +33,12 @@ def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
     check_seed(seed)
     opts = ProxyOptions(profile=profile, fault_plan=fault_plan, fault_rate=fault_rate,
                         seed=seed, record=Path(record) if record else None,
-                        db=Path(db) if db else None, timeout_s=timeout,
+                        db=open_db(db) if db else None, timeout_s=timeout,
                         max_message_bytes=max_message_bytes, vantage=vantage, replayed=replayed,
                         fault_methods=fault_methods(methods))
     opts.fault_model()  # a bad profile or plan is refused before anything starts
     if opts.db is not None:  # so is a database or a cassette that cannot be written
-        from realprobe.store import Store
-
-        Store(opts.db).close()
+        opts.db.write().close()
     if opts.record is not None:
         from realprobe.outputs import OutputError, check_output
 
@@ -241,7 +240,7 @@ def probe_mcp(
     them), `rounds` times, one call in flight and `mcp_interval` seconds apart (default 0
     on stdio, 1 s over HTTP); one probe row per call in `db`."""
     from realprobe.mcp.probing import load_calls, probe_server
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
     calls = load_calls(mcp_calls) if not isinstance(mcp_calls, dict) else {
         k: v if isinstance(v, list) else [v] for k, v in mcp_calls.items()}
@@ -250,7 +249,7 @@ def probe_mcp(
         raise RealprobeError("mcp_interval: seconds >= 0", param="mcp_interval")
     return asyncio.run(probe_server(
         calls, command=mcp_server, url=mcp_url, rounds=rounds,
-        db=db_path(db), timeout_s=timeout, vantage=vantage,
+        db=open_db(db), timeout_s=timeout, vantage=vantage,
         interval_s=interval, on_call=on_call))
 
 
@@ -277,17 +276,17 @@ def schedule_mcp(
     from realprobe.mcp.probing import load_calls, probe_server
     from realprobe.probes.scheduler import ProbeSchedule, make_trigger
     from realprobe.probes.session import on_signals
-    from realprobe.store import Store, db_path
+    from realprobe.store import open_db
 
     calls = load_calls(mcp_calls) if not isinstance(mcp_calls, dict) else {
         k: v if isinstance(v, list) else [v] for k, v in mcp_calls.items()}
     every_text = f"{every}s" if isinstance(every, int | float) else every
     trigger, interval_s = make_trigger(every_text, cron, jitter_s=jitter)
-    path = db_path(db)
+    path = open_db(db)
     gap = mcp_interval if mcp_interval is not None else (1.0 if mcp_url else 0.0)
 
     async def go() -> Any:
-        with Store(path) as store:
+        with path.write() as store:
             async def one_round(number: int, stop: asyncio.Event) -> Any:
                 return await probe_server(
                     calls, command=mcp_server, url=mcp_url, rounds=rounds, db=path,
@@ -341,6 +340,7 @@ def evaluate(
         return evaluate_catalogue(agent, tasks, repeat=repeat, db=db, name=name, model=model,
                                   **fields, **options)
     from realprobe.mcp.evaluation import evaluate_mcp
+    from realprobe.store import open_db
 
     if options:
         raise RealprobeError(f"not for an MCP server: {', '.join(sorted(options))}",
@@ -350,4 +350,4 @@ def evaluate(
     return asyncio.run(evaluate_mcp(
         agent, tasks, mcp_server=mcp_server, mcp_url=mcp_url, profile=profile,
         fault_plan=fault_plan, fault_rate=fault_rate, seed=seed or 0, repeat=repeat,
-        db=Path(db) if db else None, name=name, model=model, timeout_s=timeout))
+        db=open_db(db) if db else None, name=name, model=model, timeout_s=timeout))

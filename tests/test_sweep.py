@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from realprobe import Catalog, Store, plan_tasks
+from realprobe import Catalog, Store, open_db, plan_tasks
 from realprobe.tasks.store import TaskStore
 from realprobe.tasks.sweep import load_sweep, plan_sweep, run_sweep
 from tests.llm_server import ScriptedLLM, two_turns
@@ -183,7 +183,8 @@ profile = "harsh"
     rows = {}
     for executor in ("local", "ray"):
         db = tmp_path / f"{executor}.db"
-        summary = run_sweep(sweep, db, catalog=catalog, executor=executor, concurrency=2)
+        summary = run_sweep(sweep, open_db(db), catalog=catalog, executor=executor,
+                            concurrency=2)
         assert summary.ran == 12
         with Store(db) as store:
             rows[executor] = sorted(

@@ -83,20 +83,21 @@ def exporter_cmd(
     from realprobe.api_monitor import serve_exporter
     from realprobe.clients import Mode
     from realprobe.commands.common import load_catalog, server_guards, transport_options
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
     target = transport_options(Mode.LIVE, sandbox, profile, None, seed)
+    path = open_db(db).path
 
     def ready(server: ExporterServer) -> None:
         err_console.print(
             f"realprobe exporter on {server.url} (/metrics, /status"
-            + (", /probe?tool=NAME" if probe else "") + f"), database {db_path(db)}"
+            + (", /probe?tool=NAME" if probe else "") + f"), database {path}"
         )
 
     with as_flags("port", "timeout", "reserve_for_schedule", "window"):
         serve_exporter(
-            host=host, port=port, db=db_path(db), window=window, target=target,
+            host=host, port=port, db=path, window=window, target=target,
             probe=probe, timeout=timeout, vantage=vantage,
             reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
             allowed_hosts=allowed, auth_token=token, on_ready=ready,

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from realprobe.commands.progress import Eta, Item, Lane
     from realprobe.commands.tables import FitTable
     from realprobe.probes.runner import RunSummary
+    from realprobe.store import Database
+
 
 
 
@@ -210,15 +212,14 @@ def _nothing_reached(where: TransportOptions, what: str) -> RealprobeError:
     )
 
 
-def _all_excluded(db: Path, run_id: str) -> RealprobeError | None:
+def _all_excluded(db: Database, run_id: str) -> RealprobeError | None:
     """When every row of a run was excluded from statistics because a realprobe server
     answered instead of the API (a sandbox serving another catalogue, no fixture): the error
     saying why and what to run, else None."""
     from realprobe.errors import Unavailable
     from realprobe.probes.provenance import excluded_cause
-    from realprobe.store import read_only
 
-    with contextlib.closing(read_only(db)) as conn:
+    with contextlib.closing(db.read()) as conn:
         n, kept, detail = conn.execute(
             "SELECT count(*), sum(excluded = 0), max(detail) FROM probes WHERE run_id = ?",
             [run_id]).fetchone()
@@ -391,7 +392,7 @@ def probe_cmd(
     """
     from realprobe.api import probe
     from realprobe.commands.progress import bar_wanted
-    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, db_path
+    from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, open_db
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
         _probe_mcp(mcp_server, mcp_url, mcp_calls, mcp_interval, rounds, timeout, db, vantage,
@@ -400,7 +401,7 @@ def probe_cmd(
     chosen = _chosen(tools, all_)
     cat = load_catalog(catalog)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
-    path = db_path(db)
+    path = open_db(db).path
     with cli_errors():
         picked = cat.select(chosen)
         live = None  # no bar (nor anything worked out for one) off a terminal
@@ -423,7 +424,7 @@ def probe_cmd(
         raise _nothing_reached(target, f" in run {summary.run_id}")
     if summary.status == RUN_INTERRUPTED:
         raise typer.Exit(130)
-    excluded = _all_excluded(path, summary.run_id)
+    excluded = _all_excluded(open_db(path), summary.run_id)
     if excluded is not None:
         raise excluded
 
@@ -434,11 +435,11 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
     from realprobe.api_mcp import probe_mcp
     from realprobe.commands.common import as_flags
     from realprobe.commands.progress import bar_wanted
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
     if calls is None:
         raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
-    path = db_path(db)
+    path = open_db(db).path
     with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "rounds", "timeout"):
         live = LiveCounts([], "probing") if bar_wanted(as_json) else None
         if live is not None:
@@ -455,11 +456,11 @@ def _schedule_mcp(a: dict[str, Any]) -> None:
     """`schedule --mcp-server CMD --mcp-calls FILE` (`a`: the command's arguments)."""
     from realprobe.api_mcp import schedule_mcp
     from realprobe.commands.common import as_flags
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
     if a["mcp_calls"] is None:
         raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
-    path = db_path(a["db"])
+    path = open_db(a["db"]).path
     with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "every", "cron"):
         result = schedule_mcp(
             a["mcp_calls"], mcp_server=a["mcp_server"], mcp_url=a["mcp_url"], every=a["every"],
@@ -527,13 +528,13 @@ def schedule_cmd(
     """
     from realprobe.api import schedule
     from realprobe.commands.progress import bar_wanted
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
         return _schedule_mcp(locals())
     chosen = _chosen(tools, all_)
     target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
-    path = db_path(db)
+    path = open_db(db).path
     cat = load_catalog(catalog)
     with cli_errors():
         picked = cat.select(chosen)

@@ -78,7 +78,7 @@ def _run_mcp(a: dict[str, Any]) -> None:
     """`run TASKS.json --mcp-server CMD` (`a`: the command's arguments): the MCP tasks of one
     file, each following its workflow (the `workflow` agent), scored by its own check."""
     from realprobe.api_mcp import evaluate
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
     tasks, agent, timeout = a["tasks"], a["agent"], a["timeout"]
 
@@ -87,7 +87,7 @@ def _run_mcp(a: dict[str, Any]) -> None:
                              "workflow); evaluate your own agent with realprobe.evaluate")
     if not tasks or len(tasks) != 1:
         raise RealprobeError("give one MCP tasks file (JSON or TOML) as TASKS")
-    path = db_path(a["db"])
+    path = open_db(a["db"]).path
     with as_flags("mcp_server", "mcp_url", "profile", "fault_plan", "fault_rate", "repeat",
                   "timeout"):
         runs = evaluate(
@@ -226,9 +226,9 @@ def run_cmd(
             llm_concurrency=llm_concurrency,
         )
         batch.check_executor(executor, address)
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
-    path = db_path(db)
+    path = open_db(db).path
     result = _run_with_progress(
         batch, path, show=not as_json, resume=resume, executor=executor, address=address
     )
@@ -479,9 +479,9 @@ def results_cmd(
     One row per target, fault plan and paraphrase level (never pooled); then per flaw type,
     then pass^k and recovery over repeats; --surface adds the reliability surface."""
     from realprobe.api import task_results
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
-    path = db_path(db)
+    path = open_db(db).path
     if not path.exists():
         raise RealprobeError(f"no database at {path}; run `realprobe run` first or pass --db FILE")
     with as_flags("prices", "target_kind"):

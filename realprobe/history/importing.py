@@ -19,7 +19,7 @@ from realprobe.history.statuspage import read_statuspage
 from realprobe.history.upptime import read_upptime
 from realprobe.limits import read_document
 from realprobe.secrets import scrub_text, scrub_url
-from realprobe.store import Store, db_path, insert_history
+from realprobe.store import insert_history, open_db
 
 #: the kinds of source, as written before the colon
 SOURCE_KINDS = ("upptime", "kuma", "gatus", "prometheus", "statuspage")
@@ -186,7 +186,7 @@ def import_history(
     a second import of the same history adds nothing."""
     started = time.perf_counter()
     now = time.time() if now is None else now
-    path = None if dry_run else db_path(db)
+    path = None if dry_run else open_db(db)
     hist = read_source(spec, now=now, since=since, until=until, fetch=fetch)
     monitors, checks, intervals = rows(hist, now)
     _scrubbed(monitors, checks)
@@ -199,7 +199,7 @@ def import_history(
     report.implied_checks = sum(m.implied_checks for m in report.monitors)
     report.censored_s = sum(m.censored_s for m in report.monitors)
     if path is not None:
-        with Store(path) as store:
+        with path.write() as store:
             report.checks_added, report.intervals_added = insert_history(
                 store, monitors, checks, intervals)
     report.seconds = round(time.perf_counter() - started, 3)

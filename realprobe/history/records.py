@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from realprobe.errors import ErrorCode, RealprobeError, code_for_status
-from realprobe.store import FUTURE_SKEW_S, IMPORTED_KIND, iso_utc, read_foreign
+from realprobe.store import FUTURE_SKEW_S, IMPORTED_KIND, iso_utc, open_db
 
 #: what a monitor said about one check
 STATES = ("up", "down", "degraded", "pending", "maintenance")
@@ -286,7 +286,7 @@ def foreign(path: str, where: str, what: str, need: dict[str, set[str]]) -> sqli
     if not Path(path).exists():
         raise HistoryError(f"{where}: no such file")
     try:
-        conn = read_foreign(path, what)
+        conn = open_db(path, read=True).read(need=None, what=what)
     except RealprobeError as exc:  # the store's one-line errors (missing, a folder, not SQLite)
         raise HistoryError(f"{where}: {str(exc).removeprefix(f'{path}: ')}") from None
     try:

@@ -21,10 +21,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.mcp.proxy import FAULT_META, JSONRPC_CODES, code_in, result_text
+
+if TYPE_CHECKING:
+    from realprobe.store import Database
 
 EXPECTATIONS = ("answer_contains", "answer_matches", "calls_include", "calls_at_most")
 
@@ -175,7 +178,7 @@ def mcp_run_seed(task: str, seed: int, repeat: int) -> int:
 
 def proxy_params(server: str | Sequence[str] | None, url: str | None, *, seed: int,
                  profile: Any, fault_plan: Any, fault_rate: float | None,
-                 db: Path | None, timeout_s: float) -> Any:
+                 db: Database | None, timeout_s: float) -> Any:
     """The proxy as a stdio server the SDK client starts."""
     from mcp import StdioServerParameters
 
@@ -210,11 +213,11 @@ async def run_task(agent: Any, task: McpTask, params: Any,
     return str(answer or ""), box
 
 
-def store_run(db: Path, run: McpRun, *, batch: str, name: str, model: str, seed: int,
+def store_run(db: Database, run: McpRun, *, batch: str, name: str, model: str, seed: int,
               target_kind: str, target: str, fault_rate: float | None, wall_s: float) -> None:
     from collections import Counter
 
-    from realprobe.store import Store, default_vantage, iso_utc
+    from realprobe.store import default_vantage, iso_utc
     from realprobe.tasks.store import TaskStore
 
     faults = [c.fault for c in run.calls if c.fault]
@@ -245,7 +248,7 @@ def store_run(db: Path, run: McpRun, *, batch: str, name: str, model: str, seed:
                                                          if origin == "upstream" else None),
             "fault_variant": (c.fault or {}).get("variant") or (c.error_code if origin else None),
         })  # fmt: skip
-    with Store(db) as store:
+    with db.write() as store:
         TaskStore(store).insert_run(row, steps)
 
 
@@ -253,7 +256,7 @@ async def evaluate_mcp(
     agent: Any, tasks: Sequence[McpTask | dict[str, Any]] | str | Path, *,
     mcp_server: str | Sequence[str] | None = None, mcp_url: str | None = None,
     profile: Any = None, fault_plan: Any = None, fault_rate: float | None = None,
-    seed: int = 0, repeat: int = 1, db: Path | None = None, name: str = "custom",
+    seed: int = 0, repeat: int = 1, db: Database | None = None, name: str = "custom",
     model: str = "-", timeout_s: float = 10.0,
 ) -> list[McpRun]:
     """Every task `repeat` times, each through a fresh proxy seeded per (task, seed, repeat)

@@ -17,13 +17,17 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.limits import read_document
 from realprobe.mcp.proxy import failed, tool_result
 from realprobe.mcp.wire import first_error, split_command
 from realprobe.result import ToolResult
+
+if TYPE_CHECKING:
+    from realprobe.store import Database
+
 
 #: request methods a calls file may name beside tools (the row's tool is the method), with
 #: the arguments each needs; they are called through the SDK client's own verbs
@@ -132,14 +136,14 @@ async def call_once(client: Any, tool: str, args: dict[str, Any], timeout_s: flo
 
 async def probe_server(
     calls: dict[str, list[dict[str, Any]]], *, command: str | Sequence[str] | None = None,
-    url: str | None = None, rounds: int = 1, db: Path, timeout_s: float = 10.0,
+    url: str | None = None, rounds: int = 1, db: Database, timeout_s: float = 10.0,
     vantage: str | None = None, interval_s: float = 0.0, on_call: Any = None,
     schedule_id: str | None = None,
 ) -> Any:
     """Probe every tool (and request method) of `calls` `rounds` times; one row per call in
     `db`."""
     from realprobe.mcp.rows import new_run_id
-    from realprobe.store import RUN_DONE, RUN_FAILED, Store, default_vantage, iso_utc, probe_row
+    from realprobe.store import RUN_DONE, RUN_FAILED, default_vantage, iso_utc, probe_row
     from realprobe.target import Target
     from realprobe.version import __version__
 
@@ -147,7 +151,7 @@ async def probe_server(
     vantage = vantage or default_vantage()
     run_id = new_run_id().replace("mcp-", "mcp-probe-", 1)
     results: dict[str, list[ToolResult]] = {t: [] for t in calls}
-    store = Store(db)
+    store = db.write()
     start = time.time()
     status = RUN_FAILED
     api = "mcp"

@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.mcp.wire import Unreadable, Wire, parse
@@ -46,6 +46,9 @@ from realprobe.result import JSONRPC_ERROR_PREFIX, ToolError, ToolResult
 from realprobe.simulator.faults import FaultModel, Outcome, injection_of
 from realprobe.simulator.profile import LatencyModel
 from realprobe.target import Target, TargetKind
+
+if TYPE_CHECKING:
+    from realprobe.store import Database
 
 log = logging.getLogger("realprobe.mcp.proxy")
 
@@ -145,7 +148,7 @@ class ProxyOptions:
     fault_rate: float | None = None
     seed: int = 0
     record: Path | None = None
-    db: Path | None = None
+    db: Database | None = None
     timeout_s: float = 60.0  # the longest a call is awaited or a hang held
     max_message_bytes: int = 16 * 1024 * 1024
     vantage: str | None = None
@@ -242,12 +245,13 @@ class ProxySummary:
 class Rows:
     """Probe rows of the proxied calls (source mcp) in one run of the store."""
 
-    def __init__(self, db: Path, target: Target, vantage: str | None, timeout_s: float) -> None:
+    def __init__(self, db: Database, target: Target, vantage: str | None,
+                 timeout_s: float) -> None:
         from realprobe.mcp.rows import new_run_id
-        from realprobe.store import Store, default_vantage, iso_utc
+        from realprobe.store import default_vantage, iso_utc
         from realprobe.version import __version__
 
-        self.store = Store(db)
+        self.store = db.write()
         self.target, self.timeout_s = target, timeout_s
         self.vantage = vantage or default_vantage()
         self.run_id = new_run_id()

@@ -187,9 +187,9 @@ class McpService:
     # -- the store --------------------------------------------------------------------
 
     def _open_store(self, path: str) -> None:
-        from realprobe.store import Store
+        from realprobe.store import open_db
 
-        self._store = Store(path)
+        self._store = open_db(path).write()
         wall = time.time()
         mode, label = run_labels(self.transport_options)
         try:

@@ -89,9 +89,9 @@ class McpTaskSession:
 
 def open_session(catalog: Catalog, options: Any) -> McpTaskSession:
     """The session of `ServiceOptions` with a task (its db, target and prompt)."""
-    from realprobe.store import db_path
+    from realprobe.store import open_db
 
-    db = db_path(options.db)
+    db = open_db(options.db)
     settings = options.settings or EvalSettings.given(target=options.transport)
     return McpTaskSession(
         TaskSession(options.task, catalog, settings=settings, db=db, model=options.model)

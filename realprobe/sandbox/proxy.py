@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 import httpx
 
@@ -28,11 +27,12 @@ from realprobe.errors import ErrorCode
 from realprobe.hosts import HeldBack as HeldBack  # what a request held back raises
 from realprobe.hosts import HostGates, HostLimiter
 from realprobe.http.client import ClientConfig, HttpClient
+from realprobe.http.simulate import origin_of
 from realprobe.http.transports import live_transport
 from realprobe.retry_after import retry_after_of
 from realprobe.secrets import scrub_url
 from realprobe.simulator.routes import Body
-from realprobe.store import Store
+from realprobe.store import Database, Store
 
 LIVE = "live"
 #: response headers not passed on (the sandbox frames the body itself, already decoded)
@@ -49,14 +49,14 @@ MAX_POLITE_WAIT_S = 30.0
 Ledger = Callable[[str, str, int], bool]
 
 
-def store_ledger(db: str | Path) -> Ledger:
+def store_ledger(db: Database) -> Ledger:
     """The probes' daily budget ledger in the SQLite store (target `live`): the proxy and
     live probe runs share one budget per API and day, across processes."""
     store: list[Store] = []
 
     def take(day: str, api: str, limit: int) -> bool:
         if not store:
-            store.append(Store(db))
+            store.append(db.write())
         return store[0].budget_take(day, api, "live", limit)
 
     return take
@@ -166,9 +166,7 @@ class Upstream:
             return None
         q = f"?{query}" if query else ""
         if self.live:
-            url = httpx.URL(self.base_urls[api])
-            port = f":{url.port}" if url.port else ""
-            base = f"{url.scheme}://{url.host}{port}"
+            base = origin_of(self.base_urls[api])
         else:
             base = self.target.replace("{api}", api).rstrip("/")
         built = base + path + q

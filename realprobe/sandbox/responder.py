@@ -248,7 +248,7 @@ class Responder:
         renderer picks a fixture), or the answer itself when the upstream failed."""
         if variant in BODY_VARIANTS:
             if self.upstream is not None:
-                got = await self._fetch(route, method, original, query, headers, entry)
+                got = await self._fetch(route.api_id, method, original, query, headers, entry)
                 return got if isinstance(got, Plan) else (got, "upstream")
             chosen = self.bodies.choose(route, method, original, query, body or None, pick)
             if chosen is not None:
@@ -286,19 +286,13 @@ class Responder:
             # journal only (`fault`), where an evaluator reads it and the agent cannot
             plan.headers.append((FAULT_HEADER, plan.variant))
 
-    async def _fetch(
-        self,
-        route: Route,
-        method: str,
-        path: str,
-        query: str,
-        headers: Mapping[str, str],
-        entry: Entry,
-    ) -> Body | Plan:
+    async def _fetch(self, api: str, method: str, path: str, query: str,
+                     headers: Mapping[str, str], entry: Entry) -> Body | Plan:
+        """The upstream's answer as a body, or the plan that says why there is none."""
         assert self.upstream is not None
         started = time.perf_counter()
         try:
-            fetched = await self.upstream.fetch(route.api_id, method, path, query, headers)
+            fetched = await self.upstream.fetch(api, method, path, query, headers)
         except HeldBack as exc:
             return _held_back(exc, entry)
         except FetchFailure as exc:
@@ -314,26 +308,11 @@ class Responder:
         plan.headers.append(("X-Realprobe-Upstream-Error", exc.code.value))
         return plan
 
-    async def _forward_plain(
-        self,
-        api: str,
-        method: str,
-        path: str,
-        query: str,
-        headers: Mapping[str, str],
-        entry: Entry,
-    ) -> Plan:
-        assert self.upstream is not None
-        started = time.perf_counter()
-        try:
-            fetched = await self.upstream.fetch(api, method, path, query, headers)
-        except HeldBack as exc:
-            return _held_back(exc, entry)
-        except FetchFailure as exc:
-            return self._upstream_failed(exc, entry)
-        finally:
-            entry.upstream_ms = (time.perf_counter() - started) * 1000.0
-        b = upstream_body(fetched)
+    async def _forward_plain(self, api: str, method: str, path: str, query: str,
+                             headers: Mapping[str, str], entry: Entry) -> Plan:
+        b = await self._fetch(api, method, path, query, headers, entry)
+        if isinstance(b, Plan):
+            return b
         entry.fault, entry.source = "ok", "upstream"
         return Plan(
             "ok", None, b.status,

@@ -11,23 +11,14 @@ from pydantic import ValidationError
 from realprobe.adapters.catalog import Catalog
 from realprobe.cassettes.cassette import CassetteError
 from realprobe.errors import RealprobeError
-from realprobe.http.simulate import routes_from_catalog
+from realprobe.http.simulate import origin_of, routes_from_catalog
 from realprobe.sandbox.bodies import Recordings, cassette_paths
 from realprobe.sandbox.proxy import LIVE, Upstream, store_ledger
 from realprobe.sandbox.server import Sandbox
 from realprobe.simulator.plans import FaultPlan, plan_for, without_task
 from realprobe.simulator.profile import Profile, ProfileRef, resolve_profile
 from realprobe.simulator.toxics import ANY_SCOPE, TOXIC_TYPES, Toxic, toxic_adapter
-
-
-def origins(catalog: Catalog) -> dict[str, str]:
-    """{api id: origin of its base URL}; routes already carry the base URL's path."""
-    out = {}
-    for api in catalog.apis.values():
-        url = httpx.URL(api.base_url)
-        port = f":{url.port}" if url.port else ""
-        out[api.id] = f"{url.scheme}://{url.host}{port}"
-    return out
+from realprobe.store import open_db
 
 
 def load_recordings(paths: Sequence[str | Path]) -> Recordings:
@@ -66,7 +57,8 @@ def make_upstream(
     policies = {a.id: a.politeness for a in catalog.apis.values()} if use_polite else None
     base_urls = {a.id: a.base_url for a in catalog.apis.values()}
     # the store's ledger holds budgets of the real APIs: a test URL never spends them
-    ledger = store_ledger(db) if db is not None and use_polite and target == LIVE else None
+    ledger = store_ledger(open_db(db)) if db is not None and use_polite and target == LIVE \
+        else None
     return Upstream(target, base_urls, transport=transport, politeness=policies, ledger=ledger)
 
 
@@ -135,7 +127,8 @@ def sandbox_for(
         latency_scale=latency_scale,
         host=host,
         port=port,
-        origins=origins(catalog),
+        # {api id: origin of its base URL}; routes already carry the base URL's path
+        origins={api.id: origin_of(api.base_url) for api in catalog.apis.values()},
         recordings=load_recordings(cassettes) if cassettes else None,
         upstream=up,
         admin=admin,
