@@ -145,10 +145,7 @@ def mcp_cmd(
 
     if tools and all_tools:
         raise RealprobeError("--tools and --all exclude each other: pick one")
-    allowed: tuple[str, ...] = ()
-    token = None
-    if transport is McpTransport.HTTP:  # the one warning line when bound off loopback
-        allowed, token = server_guards("mcp", host, allowed_host, auth_token_env)
+    allowed, token = _guards("mcp", transport, host, allowed_host, auth_token_env)
     logging.basicConfig(level=logging.WARNING, format="realprobe mcp: %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # no secret reaches a log line
         handler.addFilter(LogScrubber())
