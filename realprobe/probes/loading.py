@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
@@ -172,12 +172,6 @@ def tool_counts(
     return out
 
 
-def number(column: str) -> str:
-    """SQL for a column read as a number: NULL when it holds anything else (text, a blob), so
-    a row written around the store's checks cannot break a reader."""
-    return f"CASE WHEN typeof({column}) IN ('real', 'integer') THEN {column} END"
-
-
 def _row_query(
     conn: sqlite3.Connection, columns: set[str], cond: str, params: list[Any],
     more: list[str], table: str = "probes", *, virtual: bool | None = None,
@@ -256,7 +250,9 @@ def _rows_in(
     if not n:
         return groups, [np.zeros(0) for _ in range(k)]
     sql, args = query
-    flat = float_rows(conn.execute(sql.replace(MISSING, "'NaN'"), args), k, n)
+    # the rows' numbers converted in C, one pass, no Python object kept per row
+    flat = np.fromiter(chain.from_iterable(conn.execute(sql.replace(MISSING, "'NaN'"), args)),
+                       dtype=np.float64, count=k * n).reshape(n, k)
     return groups, [np.ascontiguousarray(flat[:, i]) for i in range(k)]
 
 
@@ -563,13 +559,6 @@ def _params(args: list[Any]) -> Any:
     schema = na.struct({f"p{i}": t for i, t in enumerate(types)})
     children = [na.c_array([v], t) for v, t in zip(args, types, strict=True)]
     return na.c_array_from_buffers(schema, 1, [None], children=children)
-
-
-def float_rows(cur: Iterable[tuple[Any, ...]], k: int, n: int) -> FloatArray:
-    """The `n` rows of `k` numbers a cursor yields, as an n x k array, converted in C (one
-    pass, no Python object kept per row)."""
-    flat = np.fromiter(chain.from_iterable(cur), dtype=np.float64, count=k * n)
-    return flat.reshape(n, k)
 
 
 def load_probes(

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from realprobe.chunks import real
 from realprobe.dbfacts import CONNECTION_PHASES as CONNECTION
 from realprobe.dbfacts import PHASE_COLUMNS as PHASES
 from realprobe.probes.loading import (
@@ -20,7 +21,6 @@ from realprobe.probes.loading import (
     ProbeArrays,
     conditions,
     load_probes,
-    number,
     probe_columns,
 )
 from realprobe.probes.numeric import median
@@ -95,8 +95,8 @@ def vantage_table(
         cols = probe_columns(conn)
         where, params = conditions(cols, since, until, tools, kinds, None)
         rows = conn.execute(
-            f"SELECT tool, COALESCE(vantage, ''), outcome, {number('latency_ms')} FROM probes "
-            f"WHERE {where}",
+            f"SELECT tool, COALESCE(vantage, ''), outcome, {real('latency_ms', 'NULL')} "
+            f"FROM probes WHERE {where}",
             params,
         ).fetchall()
     finally:
