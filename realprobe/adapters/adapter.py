@@ -52,25 +52,23 @@ def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
 _RATE_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
-def _error(tool: Tool, code: ErrorCode, message: str, **kw: Any) -> ToolResult:
-    status = kw.pop("http_status", None)
-    retry = kw.pop("retry_after_s", None)
-    phase = kw.pop("phase", None)
-    reached = kw.pop("reached", None)
-    infrastructure = kw.pop("infrastructure", None)
+def _error(tool: Tool, code: ErrorCode, message: str, *, http_status: int | None = None,
+           retry_after_s: float | None = None, phase: str | None = None,
+           reached: bool | None = None, infrastructure: str | None = None,
+           **kw: Any) -> ToolResult:
     return ToolResult(
         tool=tool.name,
         ok=False,
         error=ToolError(
             code=code,
             message=scrub_text(message),  # before anything cuts it (the `detail` column)
-            http_status=status,
-            retry_after_s=retry,
+            http_status=http_status,
+            retry_after_s=retry_after_s,
             phase=phase,
             reached=reached,
             infrastructure=infrastructure,
         ),
-        http_status=status,
+        http_status=http_status,
         **kw,
     )
 
@@ -231,11 +229,8 @@ async def call_tool(
         req = _prepare(tool, args)
         if not isinstance(req, _Request):  # (a pydantic class's isinstance costs more)
             return req
-        try:
-            resp = await fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,
-                                          timeout_s=timeout_s, allow_private=req.allow_private)
-        except Exception as exc:
-            return _failed(tool, exc)
+        resp = await fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,
+                                   timeout_s=timeout_s, allow_private=req.allow_private)
         return classify_response(tool, resp)
     except Exception as exc:  # never a crash, whatever the server sent
         return _failed(tool, exc)
@@ -254,11 +249,8 @@ def call_tool_sync(
         req = _prepare(tool, args)
         if not isinstance(req, _Request):  # (a pydantic class's isinstance costs more)
             return req
-        try:
-            resp = fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,
-                                    timeout_s=timeout_s, allow_private=req.allow_private)
-        except Exception as exc:
-            return _failed(tool, exc)
+        resp = fetcher.fetch(req.method, req.url, params=req.params, headers=req.headers,
+                             timeout_s=timeout_s, allow_private=req.allow_private)
         return classify_response(tool, resp)
     except Exception as exc:  # never a crash, whatever the server sent
         return _failed(tool, exc)
