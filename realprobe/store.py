@@ -1251,26 +1251,3 @@ def insert_history(
         raise db_error(store.path, exc) from exc
     return added_checks, added_intervals
 
-
-def read_foreign(path: str | Path, what: str) -> sqlite3.Connection:
-    """A read-only connection to another program's SQLite file (`what`: "Uptime Kuma
-    database", ...): never created, never changed; one line when it is missing, a folder or
-    not SQLite."""
-    return read_only(path, need=None, what=what)
-
-
-def read_only(path: str | Path | Database, *, need: str | None = "probes",
-              what: str = "realprobe database") -> sqlite3.Connection:
-    return open_db(path, read=True).read(need, what)
-
-
-def db_path(db: str | Path | None, *, read: bool = False) -> Path:
-    return open_db(db, read=read).path
-
-
-def columnar(path: Path) -> bool:
-    return Database(Path(path)).columnar
-
-
-def upkeep(path: Path) -> None:
-    Database(Path(path)).migrate()

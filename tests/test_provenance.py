@@ -31,7 +31,7 @@ from realprobe import (
     run_probes,
 )
 from realprobe.probes.scheduler import ProbeSchedule, first_fire_time
-from realprobe.store import SCHEMA_VERSION, db_path, default_vantage, probe_row, schema_version
+from realprobe.store import SCHEMA_VERSION, default_vantage, probe_row, schema_version
 from realprobe.target import TargetKind
 from realprobe.tasks.store import TASK_SCHEMA_VERSION, TaskStore
 
@@ -456,8 +456,9 @@ def test_a_run_whose_process_died_is_marked_killed(tmp_path: Path) -> None:
 def test_every_reader_of_the_database_gives_it_its_upkeep_first(
     tmp_path: Path, reader: str
 ) -> None:
-    """One resolver of the database path, `store.db_path`: a read marks a killed run first,
-    whichever door reads (stats did, alert check and merge did not)."""
+    """One opener of the database, `open_db`, and an explicit `.migrate()` at every door that
+    reads: a killed run is marked first, whichever door reads (stats did, alert check and
+    merge did not)."""
     import realprobe
 
     db = tmp_path / "k.db"
@@ -478,7 +479,7 @@ def test_every_reader_of_the_database_gives_it_its_upkeep_first(
         realprobe.merge_databases([db], tmp_path / "merged.db")
     status = sqlite3.connect(db).execute("SELECT status FROM probe_runs").fetchone()[0]
     assert status == "killed"
-    assert db_path(None) == db_path(None, read=False)  # the default, one place
+    assert open_db(None) == open_db(None, read=False)  # the default, one place
 
 
 # -- the schema migration from the pre-provenance schema ------------------------------------
