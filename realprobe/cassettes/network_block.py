@@ -19,7 +19,7 @@ import os
 import socket
 import ssl
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 
@@ -50,8 +50,9 @@ class _Guard:
     """The checks behind the block (what it covers and what stays outside: the module
     docstring)."""
 
-    def __init__(self, allowed: set[str], label: str) -> None:
-        self.allowed = set(allowed)
+    def __init__(self, allowed: Iterable[Any] | str, label: str) -> None:
+        hosts = allowed.split(",") if isinstance(allowed, str) else allowed
+        self.allowed = {str(h).strip().lower() for h in hosts if str(h).strip()}
         for name, addresses in LOOPBACK_NAMES.items():
             if name in self.allowed:
                 self.allowed.update(addresses)
@@ -157,8 +158,10 @@ def _owner(name: str) -> tuple[Any, str]:
 
 
 @contextlib.contextmanager
-def blocked_network(allowed: set[str], label: str = "--realprobe-block-network") -> Iterator[None]:
-    """Block the network for the block (see `_Guard`), then put everything back as found."""
+def blocked_network(allowed: Iterable[Any] | str,
+                    label: str = "--realprobe-block-network") -> Iterator[None]:
+    """Block the network for the block (see `_Guard`) but to the `allowed` hosts (or a
+    comma-separated list of them), then put everything back as found."""
     guard = _Guard(allowed, label)
     replacements = _patched(guard)
     for name in replacements:

@@ -170,18 +170,23 @@ def record_mode_of(config: pytest.Config, kwargs: dict[str, Any]) -> str:
     return str(kwargs.get("record_mode") or "none")
 
 
-@pytest.fixture
-def realprobe_cassette_path(request: pytest.FixtureRequest) -> Path:
-    """Where this test's cassette lives (marker argument, or the default layout)."""
-    args, kwargs = _marker(request)
+def cassette_path(request: pytest.FixtureRequest, given: Any, suffix: str) -> Path:
+    """`given` (relative to the test file), else `<test folder>/<realprobe_cassette_dir>/<test
+    module>/<test name><suffix>`: the layout of HTTP and MCP cassettes alike."""
     folder = Path(str(request.node.path)).parent
-    given = args[0] if args else kwargs.get("path")
     if given:
         p = Path(given)
         return p if p.is_absolute() else folder / p
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name).strip("_")
     module = Path(str(request.node.path)).stem
-    return folder / str(request.config.getini("realprobe_cassette_dir")) / module / f"{name}.json"
+    return folder / str(request.config.getini("realprobe_cassette_dir")) / module / (name + suffix)
+
+
+@pytest.fixture
+def realprobe_cassette_path(request: pytest.FixtureRequest) -> Path:
+    """Where this test's cassette lives (marker argument, or the default layout)."""
+    args, kwargs = _marker(request)
+    return cassette_path(request, args[0] if args else kwargs.get("path"), ".json")
 
 
 @pytest.fixture
@@ -221,11 +226,7 @@ def _realprobe_marked(request: pytest.FixtureRequest) -> Iterator[None]:
         session: CassetteSession = request.getfixturevalue("realprobe_session")
         recording = session.recording
     if request.config.getoption("--realprobe-block-network") and not recording:
-        allowed = {
-            h.strip().lower() for h in request.config.getoption("--realprobe-allowed-hosts")
-            .split(",") if h.strip()
-        }
-        with blocked_network(allowed):
+        with blocked_network(request.config.getoption("--realprobe-allowed-hosts")):
             yield
         return
     yield

@@ -307,8 +307,6 @@ def block_network(request: pytest.FixtureRequest, vcr: Any) -> Iterator[None]:
         return
     allowed = marker.kwargs.get("allowed_hosts") if marker is not None else None
     if allowed is None:
-        given = request.config.getoption("--allowed-hosts") or ""
-        allowed = [h for h in given.split(",") if h.strip()]
-    with blocked_network({str(h).strip().lower() for h in allowed},
-                         "block_network (pytest-recording's marker or --block-network)"):
+        allowed = request.config.getoption("--allowed-hosts") or ""
+    with blocked_network(allowed, "block_network (pytest-recording's marker or --block-network)"):
         yield

@@ -112,19 +112,6 @@ class McpServer:
                 self._http.wait()
 
 
-def cassette_path(request: pytest.FixtureRequest, kwargs: dict[str, Any]) -> Path:
-    """The marker's `path` (relative to the test file), else `<folder>/<cassette dir>/<test
-    module>/<test name>.jsonl`, the HTTP plugin's layout."""
-    folder = Path(str(request.node.path)).parent
-    given = kwargs.get("path")
-    if given:
-        p = Path(given)
-        return p if p.is_absolute() else folder / p
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name).strip("_")
-    module = Path(str(request.node.path)).stem
-    return folder / str(request.config.getini("realprobe_cassette_dir")) / module / f"{name}.jsonl"
-
-
 def _server(kwargs: dict[str, Any], args: tuple[Any, ...]) -> list[str] | None:
     given = kwargs.get("server", args[0] if args else None)
     if given is None:
@@ -139,12 +126,12 @@ def _realprobe() -> list[str]:
 @pytest.fixture
 def mcp_server(request: pytest.FixtureRequest) -> Iterator[McpServer]:
     """A recorded MCP server for this test (see the module's doc)."""
-    from realprobe.cassettes.pytest_plugin import record_mode_of
+    from realprobe.cassettes.pytest_plugin import cassette_path, record_mode_of
     from realprobe.cassettes.pytest_vcr import failed_test
 
     mark = request.node.get_closest_marker(MARKER)
     args, kwargs = (tuple(mark.args), dict(mark.kwargs)) if mark is not None else ((), {})
-    path = cassette_path(request, kwargs)
+    path = cassette_path(request, kwargs.get("path"), ".jsonl")  # the HTTP plugin's layout
     request.node.stash[_CASSETTE] = path
     mode = record_mode_of(request.config, kwargs)
     recording = mode == "all" or (mode in ("once", "new_episodes") and not path.exists())
