@@ -18,7 +18,7 @@ from realprobe import Catalog, api, plan_tasks
 from realprobe.commands.probes import LiveCounts, probe_exact
 from realprobe.sandbox.admin import served_draws, served_profile
 from realprobe.sandbox.server import running
-from realprobe.tasks.executors import Finished, Job, jobs_for, modelled_seconds, run_local
+from realprobe.tasks.executors import Job, jobs_for, modelled_seconds, run_local
 from realprobe.tasks.runner import RunConfig, draw_key, run_one, run_seed
 
 TASKS = ("pokemon_quiz", "author_workload", "dev_standup")
@@ -47,7 +47,7 @@ def _trail(steps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 def _run(jobs: list[Job], concurrency: int) -> dict[str, tuple[list[tuple[Any, ...]], float]]:
     got: dict[str, tuple[list[tuple[Any, ...]], float]] = {}
 
-    def done(f: Finished) -> None:
+    def done(f: Any) -> None:
         got[str(f.row["resume_key"])] = (_trail(f.steps), float(f.row["wall_s"]))
 
     asyncio.run(run_local(jobs, Catalog.load([]), concurrency=concurrency, on_done=done,

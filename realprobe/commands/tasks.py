@@ -225,7 +225,6 @@ def run_cmd(
             concurrency=concurrency, llm_rpm=llm_rpm, llm_tpm=llm_tpm,
             llm_concurrency=llm_concurrency,
         )
-        batch.check_executor(executor, address)
     from realprobe.store import open_db
 
     path = open_db(db).path

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +21,14 @@ from realprobe.tasks.runner import (
     RunConfig,
     RunOutcome,
     check_cassettes,
+    plan_runs,
     prompt_key,
 )
 from realprobe.tasks.settings import EvalSettings
 
 if TYPE_CHECKING:
     from realprobe.hosts import HostGates
-    from realprobe.tasks.executors import Finished, Job
+    from realprobe.tasks.executors import Job
 
 
 def llm_settings(
@@ -128,7 +129,12 @@ class TaskBatch:
     tasks: list[Task]
     config: RunConfig
     catalog: Catalog
+    finished: list[RunOutcome] = field(default_factory=list)
     skipped: int = 0  # runs --resume found stored complete
+
+    @property
+    def total(self) -> int:
+        return len(plan_runs(self.tasks, self.config)) - self.skipped
 
     @classmethod
     def plan(
@@ -193,12 +199,6 @@ class TaskBatch:
                     f"stands for them all, stored as {one[0]}")
         return cls(chosen, cfg, cat)
 
-    def check_executor(self, executor: str = "local", address: str | None = None) -> None:
-        """Can this batch run on `executor`? Nothing starts."""
-        from realprobe.tasks.executors import check_executor
-
-        check_executor(executor, address)
-
     def run(
         self,
         *,
@@ -221,9 +221,9 @@ class TaskBatch:
         live targets (its workers cannot share one politeness gate per API host).
         `gates` (local executor): the per-host politeness gates to share with a probe run or
         an MCP server in this process; Ray workers cannot share them."""
-        from realprobe.tasks.executors import execute, jobs_for
+        from realprobe.tasks.executors import check_executor, execute, jobs_for
 
-        self.check_executor(executor, address)
+        check_executor(executor, address)
         planned = jobs_for(self.tasks, self.config)
         store = None
         skip: set[str] = set()
@@ -244,10 +244,9 @@ class TaskBatch:
         order = {(j.task.instance_id, j.prompt, j.repeat): i for i, j in enumerate(jobs)}
         done: list[RunOutcome | None] = [None] * len(jobs)
 
-        def keep(finished: Finished) -> None:
-            res = finished.outcome
-            assert res is not None  # both executors send the whole outcome back
+        def keep(res: RunOutcome) -> None:  # Ray workers send the whole outcome back too
             done[order[(res.row["task"], res.row["prompt"], res.row["repeat"])]] = res
+            self.finished.append(res)
             if store is not None:
                 store.insert_run(res.row, res.steps)
             if on_done is not None:

@@ -68,16 +68,6 @@ class Job:
         return resume_key(self.task.instance_id, self.cfg, self.prompt, self.repeat)
 
 
-@dataclass
-class Finished:
-    """A finished run as the driver stores it: its rows, and the whole outcome (score
-    details, the run's state), which Ray workers send back too."""
-
-    row: dict[str, Any]
-    steps: list[dict[str, Any]]
-    outcome: RunOutcome | None = None
-
-
 def jobs_for(tasks: Sequence[Task], cfg: RunConfig) -> list[Job]:
     """Every run of `cfg` over `tasks` (`plan_runs`: one per resume key)."""
     runs = plan_runs(tasks, cfg)
@@ -137,7 +127,7 @@ async def run_local(
     *,
     concurrency: int,
     batch: str,
-    on_done: Callable[[Finished], None] | None = None,
+    on_done: Callable[[RunOutcome], None] | None = None,
     gates: HostGates | None = None,
 ) -> list[RunOutcome]:
     """Every job, `concurrency` at a time, sharing politeness (`gates`, or one set of
@@ -162,7 +152,7 @@ async def run_local(
                 n_runs=job.n_runs, shared=shared_for(job.cfg),
             )
         if on_done is not None:
-            on_done(Finished(res.row, res.steps, res))
+            on_done(res)
         return res
 
     try:
@@ -272,7 +262,7 @@ def run_ray(
     jobs: Sequence[Job],
     *,
     catalog: Catalog,
-    on_done: Callable[[Finished], None],
+    on_done: Callable[[RunOutcome], None],
     batch: str,
     address: str | None = None,
     num_cpus: int | None = None,
@@ -316,7 +306,7 @@ def run_ray(
                     if isinstance(cause, RealprobeError):
                         raise cause from None  # a missing cassette: one line, as locally
                     raise
-                on_done(Finished(res.row, res.steps, res))
+                on_done(res)
     finally:
         for ref in waiting:  # an error or Ctrl-C: stop what has not run yet
             with contextlib.suppress(Exception):
@@ -331,7 +321,7 @@ def execute(
     *,
     executor: str = "local",
     concurrency: int = 1,
-    on_done: Callable[[Finished], None],
+    on_done: Callable[[RunOutcome], None],
     batch: str,
     address: str | None = None,
     gates: HostGates | None = None,

@@ -59,10 +59,11 @@ from realprobe.target import TargetKind
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.batch import MAX_REPEAT
-from realprobe.tasks.executors import Finished, Job, check_executor, execute, jobs_for
+from realprobe.tasks.executors import Job, check_executor, execute, jobs_for
 from realprobe.tasks.metrics import compare
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
+from realprobe.tasks.runner import RunOutcome
 from realprobe.tasks.settings import EvalSettings
 from realprobe.tasks.store import TaskStore
 
@@ -275,7 +276,7 @@ def run_sweep(
     concurrency: int = 4,
     address: str | None = None,
     on_planned: Callable[[int, int], None] | None = None,
-    on_done: Callable[[Finished], None] | None = None,
+    on_done: Callable[[RunOutcome], None] | None = None,
     gates: HostGates | None = None,
     on_plan: Callable[[list[Job]], None] | None = None,
 ) -> SweepSummary:
@@ -296,7 +297,7 @@ def run_sweep(
         batch = uuid.uuid4().hex[:12]
         infra = 0
 
-        def write(finished: Finished) -> None:
+        def write(finished: RunOutcome) -> None:
             nonlocal infra
             tstore.insert_run(finished.row, finished.steps)
             infra += finished.row.get("infra_error") is not None
@@ -325,7 +326,7 @@ def run_sweep_file(
     concurrency: int = 4,
     address: str | None = None,
     on_planned: Callable[[int, int], None] | None = None,
-    on_done: Callable[[Finished], None] | None = None,
+    on_done: Callable[[RunOutcome], None] | None = None,
     fault_plans: list[str] | None = None,
     lambdas: list[float] | None = None,
     on_plan: Callable[[list[Job]], None] | None = None,
