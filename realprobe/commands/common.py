@@ -62,15 +62,16 @@ class _LazyConsole:
 
 
 def scrub_printed(obj: Any) -> Any:
-    """A string or a rich Table with its secrets out (before rich wraps or cuts any cell)."""
+    """A string or a table (`tables.FitTable`: its cells, title and caption) with its secrets
+    out, before any cell is wrapped or cut."""
+    from realprobe.commands.tables import FitTable
     from realprobe.secrets import scrub_text
 
     if isinstance(obj, str):
         return scrub_text(obj)
-    for column in getattr(obj, "columns", ()):
-        cells = getattr(column, "_cells", None)
-        if isinstance(cells, list):
-            column._cells = [scrub_text(c) if isinstance(c, str) else c for c in cells]
+    if isinstance(obj, FitTable):
+        obj.rows = [[scrub_text(c) for c in row] for row in obj.rows]
+        obj.title, obj.caption = (t and scrub_text(t) for t in (obj.title, obj.caption))
     return obj
 
 
