@@ -22,7 +22,9 @@ class CatalogError(RealprobeError):
     pass
 
 
-def _read_file(path: Path) -> Any:
+def read_catalog_file(path: str | Path) -> Any:
+    """A catalogue file's raw content (before validation)."""
+    path = Path(path)
     if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
         raise CatalogError(f"{path}: unknown catalogue format (use .toml, .yaml or .json)")
     try:
@@ -31,11 +33,6 @@ def _read_file(path: Path) -> Any:
         raise
     except RealprobeError as exc:  # unreadable or not parseable: a catalogue error
         raise CatalogError(str(exc)) from None
-
-
-def read_catalog_file(path: str | Path) -> Any:
-    """A catalogue file's raw content (before validation)."""
-    return _read_file(Path(path))
 
 
 def _describe(raw: Any, loc: tuple[Any, ...]) -> str:
@@ -56,10 +53,9 @@ def _describe(raw: Any, loc: tuple[Any, ...]) -> str:
                 rest = []
                 continue
         elif isinstance(cur, list) and isinstance(key, int):
-            if parts and parts[-1].startswith(("api", "tool")) and not rest:
-                cur = cur[key] if key < len(cur) else None
-                continue
             cur = cur[key] if key < len(cur) else None
+            if parts and parts[-1].startswith(("api", "tool")) and not rest:
+                continue
         else:
             cur = None
         rest.append(str(key))
@@ -109,26 +105,21 @@ def _family_specs(name: str) -> tuple[ApiSpec, ...]:
         # shipped and tested: validated straight from the JSON text (fast for 100+ tools)
         return tuple(CatalogFile.model_validate_json(path.read_bytes()).apis)
     except ValidationError:
-        return tuple(parse_catalog(_read_file(path), f"family {name}"))
-
-
-def _family(name: str) -> list[ApiSpec]:
-    return list(_family_specs(name))
+        return tuple(parse_catalog(read_catalog_file(path), f"family {name}"))
 
 
 def load_file(path: str | Path) -> list[ApiSpec]:
     """A catalogue file, or a shipped family by name when no such file exists."""
     p = Path(path)
     if not p.exists():
-        family = family_file(str(path))
-        if family is not None:
-            return _family(str(path))
+        if family_file(str(path)) is not None:
+            return list(_family_specs(str(path)))
         if p.suffix == "" and "/" not in str(path):
             raise CatalogError(
                 f"{path}: no such catalogue file or family (families: "
                 f"{', '.join(family_names()) or 'none'})"
             )
-    return parse_catalog(_read_file(p), str(p))
+    return parse_catalog(read_catalog_file(p), str(p))
 
 
 def builtin_specs() -> list[ApiSpec]:
@@ -203,11 +194,6 @@ class Catalog:
         return [self.get(n.strip()) for n in names.split(",") if n.strip()]
 
 
-_DEFAULT: Catalog | None = None
-
-
+@functools.cache
 def default_catalog() -> Catalog:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = Catalog.load()
-    return _DEFAULT
+    return Catalog.load()
