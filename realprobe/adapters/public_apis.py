@@ -27,6 +27,8 @@ _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _LINK = re.compile(r"^\[(?P<name>.+?)\]\((?P<link>[^)\s]*)\s*\)")
 
 Status = Literal["covered", "no key", "needs key", "needs OAuth", "other auth"]
+#: the status of an uncovered API by its `Auth` column (any case); anything else: other auth
+_BY_AUTH: dict[str, Status] = {"no": "no key", "apikey": "needs key", "oauth": "needs OAuth"}
 
 
 class Candidate(BaseModel):
@@ -47,14 +49,7 @@ class Candidate(BaseModel):
     def status(self) -> Status:
         if self.covered_by:
             return "covered"
-        auth = self.auth.lower()
-        if auth == "no":
-            return "no key"
-        if auth == "apikey":
-            return "needs key"
-        if auth == "oauth":
-            return "needs OAuth"
-        return "other auth"
+        return _BY_AUTH.get(self.auth.lower(), "other auth")
 
     @property
     def next_step(self) -> str:
