@@ -439,12 +439,12 @@ def call_record(call: Call, *, binary: bool = False) -> dict[str, Any]:
 
 
 def call_from_record(data: Any, where: str) -> Call:
+    """One call whole from a `beyond_vcrpy` entry or a journal line."""
     try:
-        extra = _Extra.model_validate(data)
+        extra = data if isinstance(data, _Extra) else _Extra.model_validate(data)
     except ValidationError as exc:
         raise CassetteError(f"{where}: {exc.errors()[0]['msg']}") from exc
     call = _call_from(extra.seq, extra.request, extra.response, where, extra)
-    call.complete = extra.complete
     if extra.error is not None:
         e = extra.error
         call.error = Failure(e.type, e.message, e.phase, e.bytes_before)
@@ -566,6 +566,7 @@ def _call_from(
         call.sandbox = timing.sandbox
         call.chunk_sizes = timing.chunks
         call.recorded_at = timing.recorded_at
+        call.complete = timing.complete
     return call
 
 
@@ -632,7 +633,6 @@ def _interaction_calls(interactions: Any, label: str) -> list[Call]:
         seq = timing.seq if timing is not None else i
         call = _call_from(seq, item.get("request"), resp, where, timing)
         if timing is not None:
-            call.complete = timing.complete
             _exact_recording(call, timing, where)
         if _vcrpy_loads(item):
             call.origin = (fingerprint(call), item)
@@ -665,16 +665,8 @@ def _exact_recording(call: Call, timing: _Timing, where: str) -> None:
 
 def _beyond_vcrpy_calls(section: _Section, label: str) -> list[Call]:
     """The calls vcrpy cannot hold: incomplete responses and failures."""
-    calls: list[Call] = []
-    for j, extra in enumerate(section.beyond_vcrpy):
-        where = f"{label}: realprobe.beyond_vcrpy[{j}]"
-        call = _call_from(extra.seq, extra.request, extra.response, where, extra)
-        call.complete = extra.complete
-        if extra.error is not None:
-            e = extra.error
-            call.error = Failure(e.type, e.message, e.phase, e.bytes_before)
-        calls.append(call)
-    return calls
+    return [call_from_record(extra, f"{label}: realprobe.beyond_vcrpy[{j}]")
+            for j, extra in enumerate(section.beyond_vcrpy)]
 
 
 def _in_recorded_order(calls: list[Call], label: str) -> list[Call]:
