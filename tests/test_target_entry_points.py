@@ -18,7 +18,6 @@ from cli_runner import main
 
 import realprobe
 from realprobe import EvalSettings, Mode, RealprobeError, TransportOptions
-from realprobe.commands.common import transport_options
 from realprobe.target import Target, TargetKind
 
 Spelling = dict[str, Any]  # mode, sandbox, simulate
@@ -32,10 +31,6 @@ def via_transport_options(s: Spelling) -> Target:
     return TransportOptions(
         mode=s["mode"], sandbox=s["sandbox"], profile=s["simulate"]
     ).normalised().target
-
-
-def via_cli_common(s: Spelling) -> Target:
-    return transport_options(Mode.parse(s["mode"]), s["sandbox"], s["simulate"]).target
 
 
 def via_mcp(s: Spelling) -> Target:
@@ -52,7 +47,6 @@ def via_tasks(s: Spelling) -> Target:
 DOORS: dict[str, Callable[[Spelling], Target]] = {
     "options": via_options,
     "TransportOptions": via_transport_options,
-    "cli": via_cli_common,
     "mcp": via_mcp,
     "tasks": via_tasks,
 }

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from realprobe.adapters.catalog import Catalog
-    from realprobe.clients import TransportOptions
 
 
 class _LazyConsole:
@@ -231,22 +230,6 @@ def load_catalog(extra: list[Path] | None) -> Catalog:
     from realprobe.adapters.catalog import Catalog
 
     return Catalog.load(extra or [])
-
-
-def transport_options(
-    mode: Mode = Mode.LIVE,
-    sandbox: str | None = None,
-    profile: str | None = None,
-    cassette: Path | None = None,
-    seed: int = 0,
-    record_mode: str | None = None,
-) -> TransportOptions:
-    from realprobe.clients import TransportOptions
-
-    return TransportOptions(
-        mode=mode, sandbox=sandbox, profile=profile, seed=seed, cassette=cassette,
-        record_mode=record_mode,
-    ).normalised()
 
 
 def print_json(obj: Any) -> None:

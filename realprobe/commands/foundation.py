@@ -31,7 +31,6 @@ from realprobe.commands.common import (
     print_json,
     printed_json,
     server_guards,
-    transport_options,
     wrapped_prose,
 )
 from realprobe.commands.completion import complete_tool
@@ -74,8 +73,10 @@ def call_cmd(
     cat = load_catalog(catalog)
     cat.get(tool)  # an unknown name fails before the arguments are parsed
     args = parse_kv(arg) if arg else None
-    opts = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
-    from realprobe.api import call
+    from realprobe.api import call, options
+
+    opts = options(mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed,
+                   record_mode=record_mode)
 
     result = call(tool, args, target=opts, timeout=timeout, catalog=cat)
     if as_json:
@@ -353,10 +354,10 @@ def call_all_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Call every tool once (its first example), all APIs at once, and print a table."""
-    from realprobe.api import call_all
+    from realprobe.api import call_all, options
 
     cat = load_catalog(catalog)
-    opts = transport_options(mode, sandbox, profile, cassette, seed)
+    opts = options(mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed)
     results = call_all(target=opts, timeout=timeout, catalog=cat)
     where = opts.target.describe()
     if not printed_json(as_json, [r.model_dump(mode="json") for r in results]):

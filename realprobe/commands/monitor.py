@@ -80,13 +80,13 @@ def exporter_cmd(
     conventions (live by default; --sandbox or --profile as for `probe`). /status: the last
     24 h per tool.
     """
+    from realprobe.api import options
     from realprobe.api_monitor import serve_exporter
-    from realprobe.clients import Mode
-    from realprobe.commands.common import load_catalog, server_guards, transport_options
+    from realprobe.commands.common import load_catalog, server_guards
     from realprobe.store import open_db
 
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
-    target = transport_options(Mode.LIVE, sandbox, profile, None, seed)
+    target = options(sandbox=sandbox, profile=profile, seed=seed)
     path = open_db(db).path
 
     def ready(server: ExporterServer) -> None:

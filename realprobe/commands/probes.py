@@ -29,7 +29,6 @@ from realprobe.commands.common import (
     exit_if_ctrl_c,
     load_catalog,
     printed_json,
-    transport_options,
 )
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
@@ -390,7 +389,7 @@ def probe_cmd(
     With --mcp-server (or --mcp-url) and --mcp-calls, the tools of any MCP server are probed
     instead, one call at a time (tool = the MCP tool, api = the server's name).
     """
-    from realprobe.api import probe
+    from realprobe.api import options, probe
     from realprobe.commands.progress import bar_wanted
     from realprobe.store import RUN_INTERRUPTED, RUN_LOCAL_NETWORK_FAILURE, open_db
 
@@ -400,7 +399,8 @@ def probe_cmd(
         return
     chosen = _chosen(tools, all_)
     cat = load_catalog(catalog)
-    target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
+    target = options(mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed,
+                     record_mode=record_mode)
     path = open_db(db).path
     with cli_errors():
         picked = cat.select(chosen)
@@ -526,14 +526,15 @@ def schedule_cmd(
     Rounds never overlap (a fire time during a round is skipped and logged); a failing round
     is logged and the schedule goes on; SIGINT/SIGTERM stop it after the calls in flight.
     """
-    from realprobe.api import schedule
+    from realprobe.api import options, schedule
     from realprobe.commands.progress import bar_wanted
     from realprobe.store import open_db
 
     if mcp_server is not None or mcp_url is not None or mcp_calls is not None:
         return _schedule_mcp(locals())
     chosen = _chosen(tools, all_)
-    target = transport_options(mode, sandbox, profile, cassette, seed, record_mode)
+    target = options(mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed,
+                     record_mode=record_mode)
     path = open_db(db).path
     cat = load_catalog(catalog)
     with cli_errors():
