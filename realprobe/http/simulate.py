@@ -19,6 +19,7 @@ import httpx
 from realprobe.adapters.catalog import Catalog
 from realprobe.clock import Clock, VirtualClock
 from realprobe.http.client import DEADLINE_EXT
+from realprobe.http.transports import origin_of
 from realprobe.simulator.faults import FaultModel, Injection, Outcome
 from realprobe.simulator.fixtures import choose_fixture, request_arguments
 from realprobe.simulator.plans import FaultPlan
@@ -31,11 +32,6 @@ from realprobe.simulator.render import (
     render,
 )
 from realprobe.simulator.routes import Body, Route, RouteTable
-
-
-def origin_of(base_url: str) -> str:
-    url = httpx.URL(base_url)
-    return f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
 
 
 def _when_pairs(
@@ -86,9 +82,7 @@ def routes_from_catalog(catalog: Catalog) -> RouteTable:
 
 def origins_of(catalog: Catalog) -> dict[str, str]:
     """{origin: api_id} for routing canonical URLs."""
-    from realprobe.http.transports import origin_map
-
-    return origin_map({api.id: api.base_url for api in catalog.apis.values()})
+    return {origin_of(api.base_url): api.id for api in catalog.apis.values()}
 
 
 #: each catalogue's routes and origins, built once: every task run of a batch makes its own

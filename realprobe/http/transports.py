@@ -215,6 +215,13 @@ def check_sandbox_url(url: str) -> None:
         )
 
 
+def origin_of(url: str | httpx.URL) -> str:
+    """`scheme://host[:port]` of a URL: what routes an API's calls to the sandbox."""
+    if isinstance(url, str):
+        url = httpx.URL(url)
+    return f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+
+
 class _Routes:
     """Canonical API URL <-> `<sandbox>/<api-id>/<original path>`, for both routers."""
 
@@ -227,11 +234,6 @@ class _Routes:
         self._base_path = self.sandbox.raw_path.decode().split("?")[0].rstrip("/")
         self._targets: dict[tuple[str, str, int | None, bytes], httpx.URL | None] = {}
 
-    @staticmethod
-    def _origin(url: httpx.URL) -> str:
-        port = f":{url.port}" if url.port else ""
-        return f"{url.scheme}://{url.host}{port}"
-
     def target(self, url: httpx.URL) -> httpx.URL | None:
         """Where a canonical URL lives in the sandbox; None for hosts outside the catalogue.
 
@@ -240,7 +242,7 @@ class _Routes:
         hit = self._targets.get(key, _NO_TARGET)
         if hit is not _NO_TARGET:
             return hit
-        api = self.origins.get(self._origin(url))
+        api = self.origins.get(origin_of(url))
         target = None
         if api is not None:
             target = self.sandbox.copy_with(
@@ -260,7 +262,7 @@ class _Routes:
 
     def _unroute(self, location: str) -> str:
         """`/<api>/path` or `<sandbox>/<api>/path` back to `<origin>/path`."""
-        sandbox_origin = self._origin(self.sandbox)
+        sandbox_origin = origin_of(self.sandbox)
         rest = location
         if rest.startswith(sandbox_origin):
             rest = rest[len(sandbox_origin) :]
@@ -362,11 +364,3 @@ class SyncSandboxRouter(_Routes, httpx.BaseTransport):
         self.inner.close()
 
 
-def origin_map(base_urls: Mapping[str, str]) -> dict[str, str]:
-    """{api_id: base_url} to {origin: api_id}."""
-    out: dict[str, str] = {}
-    for api, base in base_urls.items():
-        url = httpx.URL(base)
-        port = f":{url.port}" if url.port else ""
-        out[f"{url.scheme}://{url.host}{port}"] = api
-    return out
