@@ -72,11 +72,11 @@ def sequential_inversion(
     steps = _copy(task.workflow.steps)
     api = list(range(len(steps) - 1))
     deps = [(i, j) for i in api for j in _readers(steps, steps[i].id) if j in api and j > i]
+    read = {r for r, _ in steps[-1].refs()}  # what the output step reads
     if at is not None:  # the target moves before a step it reads, else a reader before it
         deps = [(i, j) for i, j in deps if not {steps[i].id, steps[j].id} & avoid]
         mine = [(i, j) for i, j in deps if steps[j].id == at]
         deps = mine or [(i, j) for i, j in deps if steps[i].id == at]
-        read = {r for r, _ in steps[-1].refs()}
         if not deps and (any(j in api for i in api for j in _readers(steps, steps[i].id))
                          or at not in read):
             raise ValueError(f"step {at} cannot be inverted")
@@ -84,7 +84,6 @@ def sequential_inversion(
         i, j = rng.choice(deps)
         why = f"step {steps[j].id!r} now runs before {steps[i].id!r}, whose output it needs"
     else:  # no API step reads another: the output step moves before one it reads
-        read = {r for r, _ in steps[-1].refs()}
         if at is not None:
             i = next(k for k in api if steps[k].id == at)
         else:

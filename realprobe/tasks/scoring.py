@@ -39,7 +39,7 @@ from typing import Any
 from realprobe.tasks.metrics import chain_f1, graph_f1, kendall_tau, mcis_node_f1
 from realprobe.tasks.model import MIN_CALLS, Task
 from realprobe.tasks.state import RunState, StepRecord
-from realprobe.tasks.values import as_text, extract_outputs, normalise
+from realprobe.tasks.values import as_text, extract_outputs, leaves, normalise
 
 SCORES = {"full": 1.0, "partial": 0.6, "failure": 0.0}
 FAILURE_TERMINATIONS = frozenset({"consecutive_failures", "loop"})
@@ -156,14 +156,6 @@ def workflow_edges(task: Task) -> set[tuple[str, str]]:
     return {(ref, s.id) for s in task.workflow.steps for ref, _ in s.refs()}
 
 
-def _leaves(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _leaves(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _leaves(v)]
-    return [normalise(as_text(value))]
-
-
 def _flows(values: list[str], leaves: list[str]) -> bool:
     """A returned value reached an argument: equal to it, inside it (4+ chars), or a whole
     word of it (2+ chars: a country code, an age in a sentence)."""
@@ -182,13 +174,13 @@ def run_edges(task: Task, steps: list[StepRecord]) -> set[tuple[str, str]]:
     ok = [s for s in steps if s.ok and s.tool in where]
     edges: set[tuple[str, str]] = set()
     for i, v in enumerate(ok):
-        leaves = _leaves(v.args)
+        args = [normalise(as_text(x)) for x in leaves(v.args)]
         for u in ok[:i]:
             if where[u.tool] == where[v.tool]:
                 continue
             got = extract_outputs(outputs[u.tool], u.data)
             values = [normalise(as_text(x)) for x in got.values()]
-            if _flows([x for x in values if x], leaves):
+            if _flows([x for x in values if x], args):
                 edges.add((where[u.tool], where[v.tool]))
     return edges
 

@@ -199,14 +199,18 @@ class SweepCell:
 
 def load_sweep(path: str | Path) -> SweepFile:
     p = Path(path)
-    data = read_document(p, "sweep file", "toml")
+    return _validated(read_document(p, "sweep file", "toml"), f"{p}: ")
+
+
+def _validated(data: Any, where: str = "") -> SweepFile:
+    """The sweep, or its first problem in one line (after `where`)."""
     try:
         return SweepFile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
+        at = ".".join(str(x) for x in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
-        raise RealprobeError(f"{p}: {where + ': ' if where else ''}{msg}") from exc
+        raise RealprobeError(f"{where}{at + ': ' if at else ''}{msg}") from exc
 
 
 def cells(sweep: SweepFile) -> list[SweepCell]:
@@ -341,13 +345,9 @@ def run_sweep_file(
         raise RealprobeError(f"executor {executor!r}: choose local or ray", param="executor")
     sweep = load_sweep(file)
     if fault_plans or lambdas:
-        raw = sweep.model_dump(by_alias=True)
-        raw["fault_plans"] = fault_plans or sweep.fault_plans
-        raw["lambda"] = lambdas or sweep.lambdas
-        try:
-            sweep = SweepFile.model_validate(raw)
-        except ValidationError as exc:
-            raise RealprobeError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
+        sweep = _validated({**sweep.model_dump(by_alias=True),
+                            "fault_plans": fault_plans or sweep.fault_plans,
+                            "lambda": lambdas or sweep.lambdas})
     path = open_db(db)
     catalog = Catalog.load(catalog_paths or [])
     summary = run_sweep(

@@ -28,6 +28,15 @@ def extract_outputs(outputs: Outputs, data: dict[str, Any] | None) -> dict[str, 
     return out
 
 
+def leaves(value: Any) -> list[Any]:
+    """The scalars inside nested dicts and lists, in order."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in leaves(v)]
+    return [value]
+
+
 def as_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value)) if abs(value) >= 1e15 else repr(value)

@@ -20,16 +20,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from realprobe.tasks.values import leaves
+
 _END = re.compile(r"[.!?][\"')\]]*$")
 _REVERSED_LINK = re.compile(r"//:s?ptth")
-
-
-def _leaves(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _leaves(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _leaves(v)]
-    return [value] if isinstance(value, str) else []
 
 
 def _sentence(words: list[str]) -> bool:
@@ -80,8 +74,8 @@ def suspect(outputs: dict[str, Any], wanted: list[str], data: dict[str, Any] | N
     gone = [n for n in wanted if outputs.get(n) in (None, "", [], {})]
     if gone:
         return f"no {', '.join(gone)} in the answer"
-    for leaf in _leaves(data):
-        if reads_backwards(leaf) or _REVERSED_LINK.search(leaf):
+    for leaf in leaves(data):
+        if isinstance(leaf, str) and (reads_backwards(leaf) or _REVERSED_LINK.search(leaf)):
             return f"scrambled text in the answer: {leaf[:60]!r}"
     for record in _records(data):
         why = _inconsistent(record)

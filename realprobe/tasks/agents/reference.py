@@ -38,10 +38,7 @@ def _retryable(rec: StepRecord) -> bool:
 
 class ReferenceAgent:
     name = "reference"
-
-    @property
-    def model(self) -> str:
-        return "reference"
+    model = "reference"
 
     async def run(self, ctx: AgentContext) -> None:
         steps = ctx.task.steps_for(ctx.prompt)
