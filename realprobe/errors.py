@@ -158,17 +158,13 @@ class CallFailed(RealprobeError):
         self.message = message
 
 
-#: where a fetch was when it failed: resolving/connecting (incl. TLS), sending the request,
-#: waiting for the response headers, reading the body, or refused by realprobe's own policy
-FETCH_PHASES = ("connect", "send", "headers", "body", "policy")
-
-
 class FetchFailure(CallFailed):
     """The call ended without a usable HTTP response (timeout, reset, cap, refused redirect).
 
-    `phase` is one of FETCH_PHASES; `reached` says whether a server accepted the connection
-    (True), certainly did not (False: refused, unresolvable, connect timeout), or it cannot
-    be told (None: e.g. a transport that does not report its progress).
+    `phase` says where it was: `connect` (resolving, connecting, TLS), `send`, `headers`,
+    `body`, or `policy` (refused by realprobe itself); `reached` says whether a server
+    accepted the connection (True), certainly did not (False: refused, unresolvable, connect
+    timeout), or it cannot be told (None: e.g. a transport that does not report its progress).
     """
 
     def __init__(

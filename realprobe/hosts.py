@@ -268,11 +268,7 @@ class HostGates:
         with anyio.move_on_after(max(0.0, budget_s)) as scope:
             await lim.slots.acquire()
         if scope.cancelled_caught:
-            raise HeldBack(
-                lim.key, lim.policy.min_interval_s or 1.0,
-                f"{lim.policy.max_in_flight} call(s) already in flight to {api.name} until the "
-                "deadline",
-            )
+            raise _no_slot(lim.key, lim.policy, api)
         try:
             wait = lim.reserve(budget_s - (self.clock.now() - now))
             if wait > 0:
@@ -284,6 +280,12 @@ class HostGates:
     def note(self, api: ApiSpec, result: ToolResult) -> None:
         """Let the host's limiter learn from a finished call (Retry-After, 429s)."""
         self.for_api(api).note(result.code, result.error.retry_after_s if result.error else None)
+
+
+def _no_slot(key: str, policy: Politeness, api: ApiSpec) -> HeldBack:
+    """No in-flight slot came free before the call's deadline."""
+    return HeldBack(key, policy.min_interval_s or 1.0, f"{policy.max_in_flight} call(s) "
+                    f"already in flight to {api.name} until the deadline")
 
 
 def strictest(policy: Politeness) -> Strictest:
@@ -379,11 +381,7 @@ class SharedGates(HostGates):
         lease = await self.link.call("acquire", key, policy, budget_s,
                                      budget_s + self.LEASE_MARGIN_S)
         if not lease:
-            raise HeldBack(
-                key, policy.min_interval_s or 1.0,
-                f"{policy.max_in_flight} call(s) already in flight to {api.name} until the "
-                "deadline",
-            )
+            raise _no_slot(key, policy, api)
         left = max(0.0, budget_s - (time.time() - t0))
         start, retry_after, why = await self.link.call("reserve", key, policy, left)
         if start is None:

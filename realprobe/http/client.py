@@ -149,7 +149,7 @@ class _Call:
         #: the latency a sandbox's marks settled (see `settle`), not this process's lag
         self.settled: float | None = None
         self.sent: httpx.Request | None = None  # the last hop's request
-        #: where the fetch is (FETCH_PHASES: `trace.phase`, `trace.reached`) and its phase
+        #: where the fetch is (`trace.phase`, `trace.reached`, see FetchFailure) and its phase
         #: timings, told by httpcore's trace events where the transport reports them; the
         #: sync client keeps the socket too, for the watchdog
         self.trace = phases.PhaseTrace(keep_socket=sync)
