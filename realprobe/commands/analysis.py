@@ -23,6 +23,7 @@ from realprobe.commands.common import (
     one_shot,
     printed_json,
 )
+from realprobe.commands.tables import pct
 
 if TYPE_CHECKING:
     from realprobe.commands.tables import Notes
@@ -77,10 +78,6 @@ def _warn(text: str | None) -> None:
     """A sentence no reader can miss: the numbers are not (only) from the real APIs."""
     if text:
         err_console.print(f"[bold reverse yellow] {text} [/bold reverse yellow]")
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.1f}%"
 
 
 def _num(v: float | None) -> str:
@@ -242,7 +239,7 @@ def _stats_notes(rep: StatsReport, explain: bool) -> Notes:
         notes.add(f"error mix ({top}{', ...' if len(pooled) > 3 else ''}): each code's share "
                   "with its 95% CI, {n} tool{s}", line)
     for tool, e in sorted((rep.implicit or {}).items()):
-        signs = [f"{k} {e[k]} ({_pct(e['rates'][k])})" for k in ("drift", "empty", "stale")
+        signs = [f"{k} {e[k]} ({pct(e['rates'][k], 1)})" for k in ("drift", "empty", "stale")
                  if e[k]]  # fmt: skip
         if signs:
             notes.add("quiet faults (drifted, empty or stale bodies) in the ok calls of "
@@ -285,7 +282,7 @@ def print_stats(rep: StatsReport, *, explain: bool = False, threshold: float | N
             str(t.success.n),
             success_text(t) + ("†" if t.success.note else ""),
             (APPROXIMATE if t.burst.p_fail_after_fail.approximate else "")
-            + f"{_num(t.burst.p_fail_after_fail.p)}/{_pct(t.burst.p_fail_after_ok.p)}",
+            + f"{_num(t.burst.p_fail_after_fail.p)}/{pct(t.burst.p_fail_after_ok.p, 1)}",
             "/".join(["-" if v is None else f"{v:.0f}" for v in (lat.p50, lat.p90)]
                      + [p99_text(lat)])
             + (EXTRAPOLATED if lat.extrapolated else ""),
@@ -322,7 +319,7 @@ def _error_mix_lines(rep: StatsReport) -> list[str]:
         if not e.failures:
             continue
         shares = sorted(e.share_of_failures.items(), key=lambda kv: -kv[1])
-        parts = [f"{c} {_pct(w)} [{_num(e.share_of_failures_ci95[c][0])}, "
+        parts = [f"{c} {pct(w, 1)} [{_num(e.share_of_failures_ci95[c][0])}, "
                  f"{_num(e.share_of_failures_ci95[c][1])}]" for c, w in shares]  # fmt: skip
         if e.unseen_code_ci95 is not None:
             parts.append(f"any other code [0, {_num(e.unseen_code_ci95[1])}]")
@@ -469,7 +466,7 @@ def print_drift(rep: Drift) -> None:
         table.add_row(
             t.tool,
             f"[{c}]{t.verdict}[/{c}]",
-            f"{_pct(s.baseline)}→{_pct(s.current)}{padj(s.p_adjusted)}" if s else "-",
+            f"{pct(s.baseline, 1)}→{pct(s.current, 1)}{padj(s.p_adjusted)}" if s else "-",
             f"{lat.baseline_p50:.0f}→{lat.current_p50:.0f}{padj(lat.p_adjusted)}" if lat else "-",
             f"{mix.cramers_v:.2f}{padj(mix.p_adjusted)}" if mix else "-",
         )

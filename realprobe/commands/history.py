@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from realprobe.commands.common import DbOpt, JsonOpt, console, err_console, printed_json
+from realprobe.commands.tables import pct
 
 if TYPE_CHECKING:
     from realprobe.history import HistoryImport
@@ -118,10 +119,6 @@ def print_import(rep: HistoryImport) -> None:
                           markup=False, highlight=False)
 
 
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{100 * v:.2f}%"
-
-
 def _ci(ci: tuple[float, float] | None) -> str:
     return "-" if ci is None else f"[{100 * ci[0]:.2f}, {100 * ci[1]:.2f}]"
 
@@ -175,7 +172,7 @@ def print_imported_stats(rep: ImportedStats) -> None:
             continue
         o = m.outages
         count = f"{o.count}" + (f" ({o.censored} censored)" if o.censored else "")
-        table.add_row(m.monitor, _pct(m.availability), _ci(m.availability_ci95), count,
+        table.add_row(m.monitor, pct(m.availability, 2), _ci(m.availability_ci95), count,
                       _dur(o.mean_s), _dur(o.median_s), _dur(o.longest_s), _dur(m.observed_s),
                       _dur(m.censored_s) if m.censored_s else "-", _dur(m.cadence_s),
                       ", ".join(f"{c} {100 * s:.0f}%" for c, s in m.errors.items()) or "-",

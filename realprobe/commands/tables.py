@@ -332,6 +332,11 @@ class Notes:
             console.print(f"[dim]{escape(line)}[/dim]", highlight=False)
 
 
+def pct(share: float | None, digits: int = 0) -> str:
+    """A share as a percentage with `digits` decimals ("-": unknown)."""
+    return "-" if share is None else f"{100 * share:.{digits}f}%"
+
+
 def escape(text: str) -> str:
     """`text` with rich markup escaped (intervals such as [0.2, 0.9] stay text)."""
     from rich.markup import escape as rich_escape
@@ -346,5 +351,5 @@ def fit_table(columns: Iterable[Column], title: str | None = None,
     return FitTable(columns=list(columns), title=title, caption=caption, elsewhere=elsewhere)
 
 
-__all__ = ["Column", "FitTable", "Layout", "Notes", "escape", "fit_table", "plain", "short_path",
-           "short_paths", "wrap"]
+__all__ = ["Column", "FitTable", "Layout", "Notes", "escape", "fit_table", "pct", "plain",
+           "short_path", "short_paths", "wrap"]

@@ -29,6 +29,7 @@ from realprobe.commands.common import (
     wrapped_prose,
 )
 from realprobe.commands.completion import complete_task
+from realprobe.commands.tables import pct
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
@@ -68,10 +69,6 @@ RunAddressOpt = Annotated[
 def register(app: typer.Typer) -> None:
     app.command("run")(run_cmd)
     app.command("results")(results_cmd)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
 
 
 def _run_mcp(a: dict[str, Any]) -> None:
@@ -336,9 +333,9 @@ def _print_summary(summary: Mapping[str, Any], db: Path) -> None:
     lv = summary["levels"]
     rec = summary["recovery"]
     line = (
-        f"full {_pct(lv['full_rate'])}  partial {_pct(lv['partial_rate'])}  "
-        f"failure {_pct(lv['failure_rate'])}  grounded {_pct(lv['grounded_rate'])}  "
-        f"strict {_pct(lv['strict_rate'])}  mean score {lv['mean_score']:.2f}"
+        f"full {pct(lv['full_rate'])}  partial {pct(lv['partial_rate'])}  "
+        f"failure {pct(lv['failure_rate'])}  grounded {pct(lv['grounded_rate'])}  "
+        f"strict {pct(lv['strict_rate'])}  mean score {lv['mean_score']:.2f}"
     )
     if lv["error"]:
         line += f"  ({lv['error']} runs lost to LLM endpoint errors)"
@@ -354,7 +351,7 @@ def _print_summary(summary: Mapping[str, Any], db: Path) -> None:
     if rec["runs_with_failures"]:
         console.print(
             f"recovery: {rec['runs_with_failures']} runs met tool faults they did not cause, "
-            f"{_pct(rec['recovery_rate'])} still reached full success, "
+            f"{pct(rec['recovery_rate'])} still reached full success, "
             f"{rec['recovery_cost']:.2f} extra calls per failure"
         )
     console.print(
@@ -413,7 +410,7 @@ def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable
     )
     for r in rows:
         t.add_row(
-            *cells(r), str(r["runs"]), *(_pct(r[f"{lv}_rate"]) for lv in levels),
+            *cells(r), str(r["runs"]), *(pct(r[f"{lv}_rate"]) for lv in levels),
             f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
             _num(r["graph_f1"]), _num(r.get("graph_node_f1")),
         )
@@ -537,8 +534,8 @@ def results_verdict(rows: list[dict[str, Any]]) -> str | None:
     rates = [r["full_rate"] or 0.0 for r in rows]
     hi, lo = max(rates), min(rates)
     if hi == lo:
-        return f"Verdict: every row reaches full success in {_pct(hi)} of its runs."
-    return (f"Verdict: full success is highest, {_pct(hi)}, for {at(hi)}; lowest, {_pct(lo)}, "
+        return f"Verdict: every row reaches full success in {pct(hi)} of its runs."
+    return (f"Verdict: full success is highest, {pct(hi)}, for {at(hi)}; lowest, {pct(lo)}, "
             f"for {at(lo)}.")
 
 
@@ -559,7 +556,7 @@ def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
         rel.add_row(
             *cells(r), str(r["runs"]),
             f"{hat[1]:.2f}" if hat else "-", f"{hat[k]:.2f}" if hat else "-", str(k),
-            _pct(r["recovery_rate"]), _num(r["recovery_cost"]),
+            pct(r["recovery_rate"]), _num(r["recovery_cost"]),
         )
     return rel
 
@@ -577,9 +574,9 @@ def _complexity_table(rows: list[dict[str, Any]]) -> FitTable:
         title="Task outcomes by complexity (C1 chain .. C4 many-to-many with alternatives)",
     )
     for r in rows:
-        t.add_row(*cells(r), str(r["topology"]), str(r["runs"]), _pct(r["full_rate"]),
-                  _pct(r["partial_rate"]), _pct(r["failure_rate"]), _num(r["chain_f1"]),
-                  _pct(r["recovery_rate"]))
+        t.add_row(*cells(r), str(r["topology"]), str(r["runs"]), pct(r["full_rate"]),
+                  pct(r["partial_rate"]), pct(r["failure_rate"]), _num(r["chain_f1"]),
+                  pct(r["recovery_rate"]))
     return t
 
 
@@ -589,8 +586,8 @@ def _print_power(rows: list[dict[str, Any]]) -> None:
         if r["runs_per_agent"] is None:
             continue
         console.print(
-            f"power: {r['agent']} / {r['prompt']}: telling {_pct(r['full_rate'])} full success "
-            f"from {_pct(r['other_rate'])} at {r['confidence']:.0%} confidence and "
+            f"power: {r['agent']} / {r['prompt']}: telling {pct(r['full_rate'])} full success "
+            f"from {pct(r['other_rate'])} at {r['confidence']:.0%} confidence and "
             f"{r['power']:.0%} power takes {r['runs_per_agent']} runs per agent "
             f"({r['repeats']} repeats of its {r['tasks']} tasks)", highlight=False)
 
@@ -638,6 +635,6 @@ def _print_recovery_by_kind(reliability: list[dict[str, Any]]) -> None:
         for k in kinds:
             rec = r["recovery_by_kind"][k]
             n = rec["runs_with_failures"]
-            rates.append(f"{_pct(rec['recovery_rate'])} of {n}" if n else "-")
+            rates.append(f"{pct(rec['recovery_rate'])} of {n}" if n else "-")
         table.add_row(*cells(r), *rates)
     console.print(table)
