@@ -143,16 +143,10 @@ def _warn_lost_section(label: str, n: int) -> None:
 
 def _sandbox_apis() -> dict[str, str]:
     """{api id: base origin} of the default catalogue (sandbox paths are /<api-id>/...)."""
-    from httpx import URL
-
     from realprobe.adapters.catalog import default_catalog
+    from realprobe.http.transports import origin_of
 
-    out: dict[str, str] = {}
-    for api in default_catalog().apis.values():
-        url = URL(api.base_url)
-        port = f":{url.port}" if url.port else ""
-        out[api.id] = f"{url.scheme}://{url.host}{port}"
-    return out
+    return {api.id: origin_of(api.base_url) for api in default_catalog().apis.values()}
 
 
 def _unroute_url(url: str, apis: Mapping[str, str]) -> str:

@@ -15,6 +15,7 @@ from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.tool import BadResponse
 from realprobe.cassettes.cassette import Call, Cassette, decoded
 from realprobe.http.simulate import origins_of, routes_from_catalog
+from realprobe.http.transports import origin_of
 from realprobe.simulator.render import MOVED_PREFIX
 
 
@@ -42,8 +43,7 @@ class ToolIndex:
             url = httpx.URL(uri)
         except (httpx.InvalidURL, TypeError, ValueError):
             return None
-        port = f":{url.port}" if url.port else ""
-        api = self.origins.get(f"{url.scheme}://{url.host}{port}")
+        api = self.origins.get(origin_of(url))
         if api is None:
             return None
         path = url.path
