@@ -100,10 +100,6 @@ def patched() -> bool:
     return httpx.HTTPTransport.handle_request is not ORIGINAL_SYNC
 
 
-def active() -> list[Any]:
-    return list(_active)
-
-
 # -- httpx2: the second copy of httpx that the `openai` and `mcp` SDKs use ---------------------
 #
 # Its default transports are patched the same way; each request is carried over into an httpx
@@ -141,13 +137,9 @@ def _params(cls: type) -> tuple[str, ...]:
         return ()
 
 
-def _to_httpx(req2: Any, body: bytes) -> httpx.Request:
-    return httpx.Request(req2.method, str(req2.url), headers=req2.headers.raw, content=body,
-                         extensions=dict(req2.extensions))
-
-
-def _to_httpx2(req: httpx.Request, body: bytes) -> Any:
-    return httpx2.Request(req.method, str(req.url), headers=req.headers.raw, content=body,
+def _request_into(module: Any, req: Any, body: bytes) -> Any:
+    """`req` as a request of `module` (httpx or httpx2), with `body` read."""
+    return module.Request(req.method, str(req.url), headers=req.headers.raw, content=body,
                           extensions=dict(req.extensions))
 
 
@@ -199,13 +191,13 @@ def _sync_handler2(self: Any, req2: Any) -> Any:
 
     def real(request: httpx.Request) -> httpx.Response:
         try:
-            got = ORIGINAL2_SYNC(self, _to_httpx2(request, body))  # type: ignore[misc]
+            got = ORIGINAL2_SYNC(self, _request_into(httpx2, request, body))  # type: ignore[misc]
         except Exception as exc:
             raise _exc_into(httpx, exc, request) from exc
         return _response_into(httpx, got, request, _SyncCarry)  # type: ignore[no-any-return]
 
     try:
-        resp = handler.handle_sync(_to_httpx(req2, body), real)
+        resp = handler.handle_sync(_request_into(httpx, req2, body), real)
     except httpx.HTTPError as exc:
         raise _exc_into(httpx2, exc, req2) from exc
     return _response_into(httpx2, resp, req2, _SyncCarry)
@@ -219,13 +211,13 @@ async def _async_handler2(self: Any, req2: Any) -> Any:
 
     async def real(request: httpx.Request) -> httpx.Response:
         try:
-            got = await ORIGINAL2_ASYNC(self, _to_httpx2(request, body))  # type: ignore[misc]
+            got = await ORIGINAL2_ASYNC(self, _request_into(httpx2, request, body))  # type: ignore[misc]
         except Exception as exc:
             raise _exc_into(httpx, exc, request) from exc
         return _response_into(httpx, got, request, _AsyncCarry)  # type: ignore[no-any-return]
 
     try:
-        resp = await handler.handle_async(_to_httpx(req2, body), real)
+        resp = await handler.handle_async(_request_into(httpx, req2, body), real)
     except httpx.HTTPError as exc:
         raise _exc_into(httpx2, exc, req2) from exc
     return _response_into(httpx2, resp, req2, _AsyncCarry)

@@ -75,17 +75,11 @@ def vcr_response(call: Call) -> dict[str, Any]:
         if "Timeout" in call.error.type or call.error.type in ("CancelledError", "TimeoutError"):
             raise TimeoutError(message)
         raise ConnectionError(message)
-    headers: dict[str, list[str]] = {}
-    for k, v in call.headers:
-        headers.setdefault(k, []).append(v)
     body = call.body
     if call.error is not None and call.error.bytes_before:
         body = body[: call.error.bytes_before]
-    return {
-        "status": {"code": call.status, "message": call.reason},
-        "headers": headers,
-        "body": {"string": body},
-    }
+    return {"status": {"code": call.status, "message": call.reason},
+            "headers": headers_to_json(call.headers), "body": {"string": body}}
 
 
 class BridgeCassette:
@@ -102,7 +96,6 @@ class BridgeCassette:
         if "requests" not in libraries and "urllib3" not in libraries:
             self.skip_patchers += ("httplib",)
         self._started: dict[int, float] = {}
-        self._peeked: dict[int, Call] = {}
 
     # -- what the stubs ask --------------------------------------------------------------
 
