@@ -251,10 +251,10 @@ def client_on(
     path: Path, mode: str, match_on: list[Any] | None, base: httpx.BaseTransport
 ) -> Iterator[httpx.Client]:
     """A client given the cassette as its transport (no patching)."""
-    from realprobe.cassettes.session import SyncSessionTransport
+    from realprobe.cassettes.session import SessionTransport
 
     with use_cassette(path, record_mode=mode, match_on=match_on, libraries=()) as session, \
-            httpx.Client(transport=SyncSessionTransport(session, base)) as client:
+            httpx.Client(transport=SessionTransport(session, base)) as client:
         yield client
 
 

@@ -264,9 +264,9 @@ def realprobe_sync_transport(
     realprobe_session: CassetteSession, realprobe_base_sync_transport: httpx.BaseTransport
 ) -> httpx.BaseTransport:
     """The same, for a synchronous `httpx.Client`."""
-    from realprobe.cassettes.session import SyncSessionTransport
+    from realprobe.cassettes.session import SessionTransport
 
-    return SyncSessionTransport(realprobe_session, realprobe_base_sync_transport)
+    return SessionTransport(realprobe_session, realprobe_base_sync_transport)
 
 
 @pytest.fixture

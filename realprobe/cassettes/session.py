@@ -397,38 +397,31 @@ class CassetteSession:
         self.recorder.add(call)
 
 
-class SessionTransport(httpx.AsyncBaseTransport):
-    """A cassette session as an explicit async transport: `base` answers what is recorded.
-    `close_session`: closing the client writes the cassette."""
+class SessionTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """A cassette session as an explicit transport, for a sync or an async client as `base`
+    is one or the other: `base` answers what is not recorded. `close_session`: closing the
+    client writes the cassette."""
 
-    def __init__(self, session: CassetteSession, base: httpx.AsyncBaseTransport, *,
-                 close_session: bool = False) -> None:
-        self.session, self.base, self.close_session = session, base, close_session
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self.session.handle_async(request, self.base.handle_async_request)
-
-    async def aclose(self) -> None:
-        try:
-            await self.base.aclose()
-        finally:
-            if self.close_session:
-                self.session.close()
-
-
-class SyncSessionTransport(httpx.BaseTransport):
-    """The same for a synchronous `httpx.Client`."""
-
-    def __init__(self, session: CassetteSession, base: httpx.BaseTransport, *,
+    def __init__(self, session: CassetteSession, base: Any, *,
                  close_session: bool = False) -> None:
         self.session, self.base, self.close_session = session, base, close_session
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self.session.handle_sync(request, self.base.handle_request)
 
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.session.handle_async(request, self.base.handle_async_request)
+
     def close(self) -> None:
         try:
             self.base.close()
+        finally:
+            if self.close_session:
+                self.session.close()
+
+    async def aclose(self) -> None:
+        try:
+            await self.base.aclose()
         finally:
             if self.close_session:
                 self.session.close()
@@ -451,8 +444,7 @@ def open_cassette(path: Path, record_mode: str, inner: Any = None, *, sync: bool
     session = CassetteSession(path, record_mode=record_mode, libraries=(), clock=clock,
                               on_exhausted=on_exhausted, latency=latency, meta=meta,
                               scrub=scrub and record_mode != "none")
-    transport = (SyncSessionTransport(session, inner, close_session=True) if sync
-                 else SessionTransport(session, inner, close_session=True))
+    transport = SessionTransport(session, inner, close_session=True)
     session.open()
     if record_mode == "none" and session._async_replay is None:
         raise CassetteError(f"no cassette at {path}: record one first")
