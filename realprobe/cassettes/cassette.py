@@ -365,7 +365,7 @@ def request_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
 
 def response_json(call: Call, *, binary: bool = False) -> dict[str, Any]:
     """`binary`: a non-UTF-8 body stays bytes (YAML); otherwise a base64 string (realprobe's
-    own sections; interactions use `vcrpy_json_interaction`)."""
+    own sections; interactions use `vcrpy_interaction`)."""
     body: dict[str, Any]
     if _is_text(call.body):
         body = {"string": call.body.decode("utf-8")}
@@ -394,17 +394,18 @@ def _decoded_text(call: Call) -> bytes | None:
     return plain if plain is not None and _is_text(plain) else None
 
 
-def vcrpy_json_interaction(call: Call) -> dict[str, Any]:
-    """One interaction as vcrpy's JSON serializer can load and replay it (see the module
-    docstring), with the exact recording kept in the `realprobe` section when that differs."""
+def vcrpy_interaction(call: Call, *, binary: bool = False) -> dict[str, Any]:
+    """One interaction as vcrpy loads and replays it: `binary` bodies as bytes (YAML), else
+    as vcrpy's JSON serializer can hold them (see the module docstring), with the exact
+    recording kept in the `realprobe` section when that differs."""
     timing = _timing_json(call)
-    request = request_json(call)
+    request = request_json(call, binary=binary)
     if request.pop("body_base64", None) is not None:
         assert call.request_body is not None
         request["body"] = call.request_body.decode("latin-1")
         timing["request_body_base64"] = base64.b64encode(call.request_body).decode("ascii")
     response = response_json(call, binary=True)
-    if not _is_text(call.body):
+    if not binary and not _is_text(call.body):
         plain = _decoded_text(call)
         if plain is not None:
             timing["recorded"] = {
@@ -463,13 +464,7 @@ def to_json_data(cassette: Cassette, *, binary: bool = False) -> dict[str, Any]:
         ):
             interactions.append(call.origin[1])
         elif call.vcrpy_representable:
-            if binary:
-                response = response_json(call, binary=True)
-                response["realprobe"] = _timing_json(call)
-                interactions.append({"request": request_json(call, binary=True),
-                                     "response": response})
-            else:
-                interactions.append(vcrpy_json_interaction(call))
+            interactions.append(vcrpy_interaction(call, binary=binary))
         else:
             extras.append(call_record(call, binary=binary))
     return {
