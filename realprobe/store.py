@@ -190,9 +190,15 @@ def db_error(path: Path, exc: sqlite3.Error) -> RealprobeError:
 # -- the one way to open the database ----------------------------------------------------
 
 
-def sqlite_uri(path: Path, mode: str = "ro") -> str:
+def sqlite_uri(path: Path, mode: str) -> str:
     """A `file:` URI for any legal path (`#`, `?`, `%` and spaces escaped)."""
     return f"file:{quote(str(path.resolve()), safe='/')}?mode={mode}"
+
+
+def read_pragmas() -> list[str]:
+    """What every reader's connection runs first, whichever SQLite library it is: wait for a
+    writer up to `busy_timeout_s()`, and refuse any statement that would write."""
+    return [f"PRAGMA busy_timeout = {int(busy_timeout_s() * 1000)}", "PRAGMA query_only = ON"]
 
 
 def default_db_path() -> Path:
@@ -238,8 +244,8 @@ class Database:
     def read(self, need: str | None = "probes",
              what: str = "realprobe database") -> sqlite3.Connection:
         """The connection every reader uses (stats, report, calibrate, drift, alerts, merge,
-        imports of other programs' files): read-only, so it never creates a file or changes
-        one, and waiting up to `busy_timeout_s()` for a writer. `need`: a table the file must
+        imports of other programs' files): it never creates a file, takes no statement that
+        writes, and waits up to `busy_timeout_s()` for a writer. `need`: a table the file must
         have (None: any SQLite file). One-line errors for a missing file, a folder, or a file
         that is not SQLite."""
         p = self.path
@@ -247,14 +253,14 @@ class Database:
             raise NoDatabase(p)
         if p.is_dir():
             raise BadArgument("db", f"{p}: is a directory, not a database file")
-        wait = busy_timeout_s()
         try:
-            conn = sqlite3.connect(sqlite_uri(p), uri=True, timeout=wait,
+            conn = sqlite3.connect(self.uri, uri=True, timeout=busy_timeout_s(),
                                    check_same_thread=False)
         except sqlite3.Error as exc:
             raise RealprobeError(f"{p}: cannot open database ({exc})", param="db") from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(wait * 1000)}")
+            for pragma in read_pragmas():
+                conn.execute(pragma)
             names = {r[0] for r in
                      conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:
@@ -287,6 +293,13 @@ class Database:
             return
         with contextlib.suppress(RealprobeError):
             self.write(busy_timeout_s=2.0).close()
+
+    @property
+    def uri(self) -> str:
+        """The file as its readers open it: never created, and read-write to SQLite (with
+        `read_pragmas` holding the statements to reads) because the last connection to close
+        a WAL file removes its -wal and -shm, which a `mode=ro` one leaves behind."""
+        return sqlite_uri(self.path, "rw")
 
     @property
     def columnar(self) -> bool:

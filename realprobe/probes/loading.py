@@ -494,7 +494,7 @@ def _adbc_by_tool(
     import adbc_driver_sqlite
     import nanoarrow as na
 
-    from realprobe.store import busy_timeout_s, sqlite_uri
+    from realprobe.store import read_pragmas
 
     def statement(conn: Any, sql: str, args: list[Any]) -> Any:
         st = adbc.AdbcStatement(conn)
@@ -527,14 +527,14 @@ def _adbc_by_tool(
         return out
 
     try:
-        with adbc_driver_sqlite.connect(sqlite_uri(db.path)) as database, adbc.AdbcConnection(
+        with adbc_driver_sqlite.connect(db.uri) as database, adbc.AdbcConnection(
             database
         ) as conn:
             conn.set_autocommit(False)  # both queries in one read transaction
             try:
-                with statement(conn, f"PRAGMA busy_timeout = {int(busy_timeout_s() * 1000)}",
-                               []) as st:
-                    st.execute_update()
+                for pragma in read_pragmas():
+                    with statement(conn, pragma, []) as st:
+                        st.execute_update()
                 with statement(conn, *groups) as st:
                     handle, _ = st.execute_query()
                     table = na.ArrayStream(handle).read_all()
