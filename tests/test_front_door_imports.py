@@ -13,7 +13,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 
 #: internal import statements in tests/ today; lower it when you remove some, never raise it
-CEILING = 384
+CEILING = 383
 
 #: one statement a line, as `grep -cE "^\s*(from|import) realprobe\.[a-z_]"` counts them
 INTERNAL = re.compile(r"^\s*(from|import) realprobe\.[a-z_]", re.MULTILINE)

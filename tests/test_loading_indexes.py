@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from realprobe import Store, open_db
-from realprobe.probes.loading import conditions, load_probes, probe_columns
-from realprobe.probes.phases import phase_breakdown
+from realprobe.probes.loading import PHASE_EXTRA, conditions, load_probes, probe_columns
+from realprobe.probes.phases import phase_medians
 
 
 def _db(tmp_path: Path, rows: int = 200) -> Path:
@@ -59,7 +59,7 @@ def test_loaded_rows_and_phases(tmp_path: Path) -> None:
     assert len(sim) == 50
     # simulated rows sit on their virtual timeline, ending at the run's last real stamp
     assert sim.ts.max() == pytest.approx(1e9 + 199)
-    phases = phase_breakdown(open_db(db), kinds=["live"])
+    phases = phase_medians(load_probes(open_db(db), kinds=["live"], extra=PHASE_EXTRA))
     t1 = phases["t1"]  # rows 1, 5, 9, ...: ok, new connection on 1, 21, 41, ...
     oks = [i for i in range(1, 150, 4) if i % 3 != 0]
     news = [i for i in oks if i % 10 == 1]

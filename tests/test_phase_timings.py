@@ -17,7 +17,7 @@ from realprobe import (
     call_tool_sync,
     make_client,
     make_sync_client,
-    open_db,
+    stats,
 )
 
 
@@ -101,9 +101,7 @@ async def test_probe_rows_store_phases_and_tls(
     assert first["tls_expires_ts"] == pytest.approx(server.not_after.timestamp(), abs=1)
     assert first["tls_issuer"] == server.issuer
 
-    from realprobe.probes.phases import phase_breakdown
-
-    phases = phase_breakdown(open_db(tmp_path / "p.db"))["tlsecho_get"]
+    phases = stats(tmp_path / "p.db").phases["tlsecho_get"]
     assert phases["n"] == 2 and phases["new_connections"] >= 1
     assert phases["tls_ms"] > 0 and phases["ttfb_ms"] >= 100
     assert phases["slowest"] == "ttfb_ms"  # the server thinks for 0.15 s

@@ -20,29 +20,16 @@ from realprobe.probes.loading import (
     PHASE_EXTRA,
     ProbeArrays,
     conditions,
-    load_probes,
     probe_columns,
 )
 from realprobe.probes.numeric import median
 from realprobe.store import Database
 
 
-def phase_breakdown(
-    db: Database,
-    since: float | None = None,
-    until: float | None = None,
-    tools: list[str] | None = None,
-    kinds: list[str] | None = None,
-    vantages: list[str] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}}."""
-    return phase_medians(load_probes(db, since, until, tools, kinds=kinds, vantages=vantages,
-                                     extra=PHASE_EXTRA))
-
-
 def phase_medians(arr: ProbeArrays) -> dict[str, dict[str, Any]]:
-    """`phase_breakdown` of rows read with `extra=PHASE_EXTRA`: per tool, its successful calls
-    that recorded a first byte (none when the file has no phase columns)."""
+    """{tool: {"n": calls with phases, "dns_ms": median, ..., "slowest": phase}} of rows read
+    with `extra=PHASE_EXTRA`: per tool, its successful calls that recorded a first byte (none
+    when the file has no phase columns)."""
     if not set(PHASE_EXTRA) <= set(arr.extra):
         return {}
     keep = (arr.code < 0) & ~np.isnan(arr.extra["ttfb_ms"])

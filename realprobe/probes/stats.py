@@ -50,8 +50,8 @@ from realprobe.probes.provenance import (
     survey,
 )
 from realprobe.probes.windows import iso
-
 from realprobe.store import Database
+
 #: consecutive calls further apart than this are not a transition of the burst chain
 BURST_MAX_GAP_S = 3600.0
 #: a period (day by default) needs this many attempts to count for the variability flags
@@ -758,11 +758,6 @@ MIXTURE_MIN_N = 10
 MIXTURE_MAX_POINTS = 1000
 
 
-def _mixture(lat: FloatArray, censor_ms: FloatArray) -> Any:
-    return fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N,
-                       max_points=MIXTURE_MAX_POINTS, interval="two")
-
-
 def mixture_quantile(comps: list[MixtureComponent], q: float) -> float:
     """The q-quantile (ms) of a mixture of lognormals: bisection on ln ms."""
     lo = min(c.mu - 10 * c.sigma for c in comps)
@@ -819,7 +814,8 @@ def latency_stats(
     s_t = (fit.p_exceed_timeout or 0.0) if fit else 0.0
     s_ci = fit.p_exceed_ci95 if fit else None
     if ks is not None and ks < GOF_ALPHA and lat.shape[0] >= MIXTURE_MIN_N:
-        mix = _mixture(lat, censor_ms)
+        mix = fit_mixture(lat, censor_ms, min_points_for_two=MIXTURE_MIN_N,
+                          max_points=MIXTURE_MAX_POINTS, interval="two")
         if mix is not None:
             summary = mix.summary()
             if mix.k > 1:

@@ -122,16 +122,13 @@ def side_tables(
     tools: list[str] | None,
     kinds: list[str] | None,
     vantages: list[str] | None,
-    arr: ProbeArrays | None = None,
+    arr: ProbeArrays,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:
     """(phase medians per tool, vantages side by side when the rows come from several);
     `arr`: the rows already read with their phases (`PHASE_EXTRA`)."""
-    from realprobe.probes.phases import phase_breakdown, phase_medians, vantage_table
+    from realprobe.probes.phases import phase_medians, vantage_table
 
-    phases = (
-        phase_medians(arr) if arr is not None
-        else phase_breakdown(db, since, until, tools, kinds, vantages)
-    )
+    phases = phase_medians(arr)
     several = not vantages and several_vantages(db, since, until, tools, kinds)
     return phases, vantage_table(db, since, until, tools, kinds) if several else {}
 
