@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,10 +103,8 @@ def infrastructure_failure_of(runs: Iterable[RunOutcome | Mapping[str, Any]]) ->
     causes = [r.get("infra_error") for r in _rows(runs)]
     if not causes or any(c is None for c in causes):
         return None
-    counts: dict[str, int] = {}
-    for c in causes:
-        counts[str(c)] = counts.get(str(c), 0) + 1
-    top = max(counts, key=lambda c: counts[c])
+    counts = Counter(str(c) for c in causes)
+    top = counts.most_common(1)[0][0]
     more = f" (and {len(counts) - 1} other causes)" if len(counts) > 1 else ""
     return f"all {len(causes)} runs failed on infrastructure, not on the agent: {top}{more}"
 

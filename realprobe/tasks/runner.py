@@ -554,9 +554,7 @@ def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:
         for t, p, r in runs
     ]
     if cfg.mode is Mode.RECORD:
-        for path in paths:
-            if path is None:
-                continue
+        for path in filter(None, paths):
             if path.is_symlink() or path.exists():
                 raise RealprobeError(
                     f"{path} already exists (an earlier recording of the same run); "

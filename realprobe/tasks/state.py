@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -173,11 +174,7 @@ class RunState:
 
     def fault_kinds(self) -> dict[str, int]:
         """Tool faults met, by kind (explicit/implicit x transient/permanent)."""
-        kinds: dict[str, int] = {}
-        for s in self.all_steps:
-            if s.tool_fault and s.fault_kind:
-                kinds[s.fault_kind] = kinds.get(s.fault_kind, 0) + 1
-        return kinds
+        return dict(Counter(s.fault_kind for s in self.all_steps if s.tool_fault and s.fault_kind))
 
 
 COMPLETION_PHRASE = "TASK COMPLETE"

@@ -56,15 +56,12 @@ class LlmLimiter:
     starts: collections.deque[float] = field(default_factory=collections.deque)
     tokens: collections.deque[tuple[float, int]] = field(default_factory=collections.deque)
     paused_until: float = float("-inf")
-    _lock: asyncio.Lock | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _slots: asyncio.Semaphore | None = None
 
-    def _ensure(self) -> tuple[asyncio.Lock, asyncio.Semaphore | None]:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-            if self.limits.concurrency is not None:
-                self._slots = asyncio.Semaphore(self.limits.concurrency)
-        return self._lock, self._slots
+    def __post_init__(self) -> None:
+        if self.limits.concurrency is not None:
+            self._slots = asyncio.Semaphore(self.limits.concurrency)
 
     def _trim(self, now: float) -> None:
         while self.starts and self.starts[0] <= now - WINDOW_S:
@@ -92,11 +89,11 @@ class LlmLimiter:
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
         """Wait for the limits, then hold one request slot."""
-        lock, slots = self._ensure()
+        slots = self._slots
         if slots is not None:
             await slots.acquire()
         try:
-            async with lock:  # waiters take turns in order
+            async with self._lock:  # waiters take turns in order
                 while True:
                     now = self.clock.now()
                     self._trim(now)

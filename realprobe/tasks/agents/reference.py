@@ -102,8 +102,8 @@ class ReferenceAgent:
         args: dict[str, Any],
         turn: int,
         first_role: str,
-        outputs: Outputs | None = None,
-        wanted: list[str] | None = None,
+        outputs: Outputs,
+        wanted: list[str],
     ) -> StepRecord:
         """The call, retried on a retryable error or an answer that fails the checks of a
         tool's implicit faults (`answer_checks.suspect`: a transient one clears)."""
@@ -115,9 +115,9 @@ class ReferenceAgent:
         def again(rec: StepRecord) -> bool:
             if _retryable(rec):
                 return True
-            if not rec.ok or outputs is None or rec.kind != "api":
+            if not rec.ok or rec.kind != "api":
                 return False
-            if suspect(extract_outputs(outputs, rec.data), wanted or [], rec.data) is None:
+            if suspect(extract_outputs(outputs, rec.data), wanted, rec.data) is None:
                 return False
             doubts[0] += 1  # asked again once: a third identical answer would be a loop
             return doubts[0] < LOOP_REPEATS - 1
