@@ -367,7 +367,7 @@ def _document(what: str, names: bool = False) -> Kind:
 SPEC = Kind("file", _file("description", urls=True), "realprobe.limits:read_text_input")
 FOLDER = Kind("folder", _file("folder", directory=True))
 DATABASE = Kind("database", _file("database", missing_ok=True, database=True),
-                "realprobe.store:Store")
+                "realprobe.store:open_db")
 OUTPUT = Kind("output", _output, "realprobe.outputs:write_output")
 #: a cassette: looked at here, read by the cassettes' one format-detecting loader (a
 #: cassette to record may not exist yet; a folder holds one cassette per task or session)
