@@ -242,64 +242,6 @@ class ProxySummary:
             self.upstream_exit = other.upstream_exit
 
 
-class Rows:
-    """Probe rows of the proxied calls (source mcp) in one run of the store."""
-
-    def __init__(self, db: Database, target: Target, vantage: str | None,
-                 timeout_s: float) -> None:
-        from realprobe.mcp.rows import new_run_id
-        from realprobe.store import default_vantage, iso_utc
-        from realprobe.version import __version__
-
-        self.store = db.write()
-        self.target, self.timeout_s = target, timeout_s
-        self.vantage = vantage or default_vantage()
-        self.run_id = new_run_id()
-        self.n: dict[str, int] = {}
-        self.ok = self.stored = 0
-        wall = time.time()
-        self.store.start_run({
-            "id": self.run_id, "started_at": iso_utc(wall), "started_ts": wall,
-            "vantage": self.vantage, "mode": "proxy", "target": target.label,
-            "target_kind": target.kind.value, "source": "mcp", "tools": [], "rounds": 0,
-            "n_calls": 0, "version": __version__,
-        })  # fmt: skip
-
-    def add(self, call: Call, result: ToolResult, api: str, detail: str | None = None,
-            implicit: str | None = None, target: Target | None = None) -> None:
-        """One call's row; `target`: where its outcome came from (the server's own answers
-        in a faulted session are live, or replay, not simulate)."""
-        from realprobe.store import probe_row
-
-        self.n[call.tool] = n = self.n.get(call.tool, 0) + 1
-        row = probe_row(result, run_id=self.run_id, tool=call.tool, api=api, round_no=n - 1,
-                        started_wall=call.wall, timeout_s=self.timeout_s, vantage=self.vantage,
-                        args=call.args, source="mcp", target=target or self.target,
-                        implicit=implicit)
-        if detail:
-            row["detail"] = detail
-        try:
-            self.store.insert_probe(row)
-        except Exception as exc:  # a full disk must not take the proxy down
-            log.error("could not store the call of %s: %s", call.tool, exc)
-            return
-        self.stored += 1
-        self.ok += int(result.ok)
-
-    def close(self, status: str) -> None:
-        from realprobe.store import iso_utc
-
-        wall = time.time()
-        try:
-            self.store.finish_run(self.run_id, {
-                "status": status, "ended_at": iso_utc(wall), "ended_ts": wall,
-                "n_calls": self.stored, "n_ok": self.ok, "n_error": self.stored - self.ok,
-                "tools": sorted(self.n),
-            })  # fmt: skip
-        finally:
-            self.store.close()
-
-
 class Proxy:
     def __init__(self, opts: ProxyOptions, *, server_hint: str,
                  meta: dict[str, Any] | None = None) -> None:
@@ -318,7 +260,14 @@ class Proxy:
         self.init_ids: set[str] = set()
         self.earlier: dict[str, Any] = {}  # each tool's last answer (for `stale`)
         self.result_type = False
-        self.rows = Rows(opts.db, self.target, opts.vantage, opts.timeout_s) if opts.db else None
+        self.rows = None
+        if opts.db is not None:
+            from realprobe.mcp.rows import RunRows
+            from realprobe.store import default_vantage
+
+            self.rows = RunRows(opts.db, mode="proxy", target=self.target, tools=[],
+                                vantage=opts.vantage or default_vantage(),
+                                timeout_s=opts.timeout_s)
         self.summary.run_id = self.rows.run_id if self.rows else None
         self.recorder = None
         if opts.record is not None:
@@ -522,8 +471,7 @@ class Proxy:
             result = failed(call.tool, out.code, message, latency)
             if result.error is not None:
                 result.error.retry_after_s = out.retry_after_s
-            self.rows.add(call, result, self.summary.server, self._detail(label),
-                          target=self.target)
+            self._row(call, result, detail=self._detail(label))
 
     def _cancelled(self, msg: dict[str, Any]) -> bool:
         """The client gave up on a call: True when the proxy held it (nothing to forward)."""
@@ -591,8 +539,13 @@ class Proxy:
         if call.held_ms > 0:
             note = (note + "; " if note else "") + f"held to the drawn {result.latency_ms:.0f} ms"
         detail = self._detail(label, note) if label else (note or None)
-        self.rows.add(call, result, self.summary.server, detail, implicit,
-                      target=self.target if shaped else self.own_target)
+        self._row(call, result, detail=detail, implicit=implicit,
+                  target=self.target if shaped else self.own_target)
+
+    def _row(self, call: Call, result: ToolResult, **fields: Any) -> None:
+        assert self.rows is not None
+        self.rows.add(result, tool=call.tool, api=self.summary.server, started_wall=call.wall,
+                      args=call.args, **fields)
 
     # -- server -> client ------------------------------------------------------------------
 

@@ -45,8 +45,8 @@ from realprobe.hosts import HeldBack, HostGates, held_back_result
 from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.mcp.definitions import mcp_tool
 from realprobe.mcp.rendering import ToolListCache, render_result
-from realprobe.mcp.rows import new_run_id, reached_the_api
-from realprobe.store import default_vantage, iso_utc, probe_row
+from realprobe.mcp.rows import RunRows, new_run_id, reached_the_api
+from realprobe.store import default_vantage
 from realprobe.target import Target
 from realprobe.tasks.settings import EvalSettings
 from realprobe.version import __version__
@@ -69,11 +69,6 @@ class ServiceOptions:
     #: the task runs' settings (default: the transport's, baseline prompt)
     settings: EvalSettings | None = None
     model: str = "-"  # how results label the connected agent's runs
-
-
-def run_labels(opts: TransportOptions) -> tuple[str, str]:
-    """(mode, target label) of the run row, from the options' one `Target`."""
-    return opts.normalised().mode.value, opts.target.label
 
 
 class McpService:
@@ -112,12 +107,9 @@ class McpService:
         self._client: HttpClient | None = None
         self._shared_gates = gates
         self.gates: HostGates | None = None
-        self._store: Any = None
+        self._store: RunRows | None = None
         self.run_id = new_run_id()
         self.calls = 0
-        self.stored = 0
-        self.stored_ok = 0
-        self._per_tool: dict[str, int] = {}
         #: replay and simulation keep time on one virtual clock, which concurrent calls would
         #: each see move by the others' latency (and time out): there, calls take turns
         self._one_at_a_time = asyncio.Lock()
@@ -189,52 +181,15 @@ class McpService:
     def _open_store(self, path: str) -> None:
         from realprobe.store import open_db
 
-        self._store = open_db(path).write()
-        wall = time.time()
-        mode, label = run_labels(self.transport_options)
-        try:
-            self._store.start_run(
-                {
-                    "id": self.run_id,
-                    "started_at": iso_utc(wall),
-                    "started_ts": wall,
-                    "vantage": self.vantage,
-                    "mode": mode,
-                    "target": label,
-                    "target_kind": self.target.kind.value,
-                    "source": "mcp",
-                    "tools": list(self.tools),
-                    "rounds": 0,
-                    "n_calls": 0,
-                    "version": __version__,
-                }
-            )
-        except BaseException:
-            self._store.close()
-            self._store = None
-            raise
+        self._store = RunRows(
+            open_db(path), mode=self.transport_options.mode.value, target=self.target,
+            vantage=self.vantage, timeout_s=self.deadline_s, tools=list(self.tools),
+            run_id=self.run_id)
 
     def _close_store(self, status: str) -> None:
         store, self._store = self._store, None
-        if store is None:
-            return
-        wall = time.time()
-        try:
-            store.finish_run(
-                self.run_id,
-                {
-                    "status": status,
-                    "ended_at": iso_utc(wall),
-                    "ended_ts": wall,
-                    "n_calls": self.stored,
-                    "n_ok": self.stored_ok,
-                    "n_error": self.stored - self.stored_ok,
-                },
-            )
-        except Exception as exc:
-            log.error("could not close run %s in %s: %s", self.run_id, store.path, exc)
-        finally:
-            store.close()
+        if store is not None:
+            store.close(status)
 
     @property
     def vantage(self) -> str:
@@ -244,21 +199,9 @@ class McpService:
         self, tool: Tool, result: ToolResult, started_wall: float, args: Any,
         virtual_s: float | None,
     ) -> None:
-        if self._store is None or not reached_the_api(result):
-            return
-        self._per_tool[tool.name] = n = self._per_tool.get(tool.name, 0) + 1
-        row = probe_row(
-            result, run_id=self.run_id, tool=tool.name, api=tool.api_id, round_no=n - 1,
-            started_wall=started_wall, timeout_s=self.deadline_s, vantage=self.vantage,
-            args=args, source="mcp", target=self.target, virtual_s=virtual_s,
-        )
-        try:
-            self._store.insert_probe(row)
-        except Exception as exc:  # a full disk must not take the server down
-            log.error("could not store the call of %s: %s", tool.name, exc)
-            return
-        self.stored += 1
-        self.stored_ok += int(result.ok)
+        if self._store is not None and reached_the_api(result):
+            self._store.add(result, tool=tool.name, api=tool.api_id, started_wall=started_wall,
+                            args=args, target=self.target, virtual_s=virtual_s)
 
     # -- MCP handlers -----------------------------------------------------------------
 
