@@ -33,8 +33,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "realprobe"
 
 
 def steps(db: Path) -> dict[str, float]:
-    from realprobe.probes.loading import load_probes
-    from realprobe.probes.provenance import kinds_present, pick_kinds
+    from realprobe.probes.loading import PHASE_EXTRA, load_probes
+    from realprobe.probes.provenance import kinds_present, pick_kinds, survey
     from realprobe.probes.stats import compute_stats
     from realprobe.report import plots
     from realprobe.report.build import (
@@ -46,9 +46,9 @@ def steps(db: Path) -> dict[str, float]:
     from realprobe.report.render import render_html
 
     out: dict[str, float] = {}
-    kinds = pick_kinds(kinds_present(db), None)
+    kinds = pick_kinds(kinds_present(survey(db)), None)
     t = time.perf_counter()
-    arr = load_probes(db, kinds=kinds)
+    arr = load_probes(db, kinds=kinds, extra=PHASE_EXTRA)  # as the report reads them
     out["load_s"] = time.perf_counter() - t
     t = time.perf_counter()
     compute_stats(arr)
@@ -61,7 +61,7 @@ def steps(db: Path) -> dict[str, float]:
     latency_quantiles(arr)
     out["series_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    side_tables(db, None, None, None, kinds, None)
+    side_tables(db, None, None, None, kinds, None, arr)
     out["phases_and_vantages_s"] = time.perf_counter() - t
     from realprobe.report.build import build_report
 

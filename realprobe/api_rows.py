@@ -169,7 +169,7 @@ def _surveyed(
     for a, b in windows:
         groups = survey(db, a, b, names, vantages)
         surveys.append(groups)
-        for kind, n in kinds_present(db, groups=groups).items():
+        for kind, n in kinds_present(groups).items():
             present[kind] = present.get(kind, 0) + n
     return pick_kinds(present, None if asked is None else "all"), vantages, surveys
 

@@ -143,9 +143,8 @@ READERS: dict[str, list[tuple[str, str]]] = {
                                  ("load_mcp_failures", "db"), ("load_retry_after", "db"),
                                  ("read_by_tool", "db")],
     "realprobe.probes.phases": [("vantage_table", "db")],
-    "realprobe.probes.provenance": [("survey", "db"), ("kinds_present", "db"),
-                                    ("vantages_present", "db"), ("describe", "db"),
-                                    ("empty_selection_error", "db")],
+    "realprobe.probes.provenance": [("survey", "db"), ("vantages_present", "db"),
+                                    ("describe", "db"), ("empty_selection_error", "db")],
     "realprobe.probes.availability": [("imported_stats", "db")],
 
     "realprobe.probes.stats": [("stats_from_db", "db")],

@@ -240,22 +240,13 @@ def survey(
     return [(*k, int(v[0]), v[1], v[2]) for k, v in merged.items()]
 
 
-def kinds_present(
-    db: Database,
-    since: float | None = None,
-    until: float | None = None,
-    tools: list[str] | None = None,
-    vantages: list[str] | None = None,
-    *,
-    groups: list[Group] | None = None,
-) -> dict[str, int]:
-    """{target kind: rows} in the window (excluded rows left out; when every row is excluded,
-    their kinds, so that the readers pick them and say why they were left out)."""
+def kinds_present(groups: list[Group]) -> dict[str, int]:
+    """{target kind: rows} among a window's `survey` groups (excluded rows left out; when every
+    row is excluded, their kinds, so that the readers pick them and say why they were left
+    out)."""
     out: dict[str, int] = {}
     left_out: dict[str, int] = {}
-    for kind, _t, _v, _s, excluded, n, _lo, _hi in (
-        groups if groups is not None else survey(db, since, until, tools, vantages)
-    ):
+    for kind, _t, _v, _s, excluded, n, _lo, _hi in groups:
         into = left_out if excluded else out
         into[kind] = into.get(kind, 0) + n
     return out or left_out

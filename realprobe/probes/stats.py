@@ -1036,7 +1036,7 @@ def stats_from_db(
     extra = {**PHASE_EXTRA, **IMPLICIT_EXTRA}
     if groups is None:
         groups = survey(db, since, until, tools, vantages)
-    kinds = kinds if kinds is not None else pick_kinds(kinds_present(db, groups=groups), None)
+    kinds = kinds if kinds is not None else pick_kinds(kinds_present(groups), None)
     arr = load_probes(db, since, until, tools, kinds=kinds, vantages=vantages, extra=extra)
     prov = describe(db, kinds, since, until, tools, vantages, groups=groups)
     if len(arr) == 0:
