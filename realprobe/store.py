@@ -392,16 +392,15 @@ class Store:
         self,
         db: str | Path | Database | None = None,
         *,
-        create: bool = True,
         busy_timeout_s: float = BUSY_TIMEOUT_MS / 1000,
         force: bool = False,
     ) -> None:
-        """Open (and with `create`, set up) the database `db` (a path is opened by `open_db`).
+        """Open and set up the database `db` (a path is opened by `open_db`).
 
         Only the default location gets its folders made; a path given by the caller must be
         in an existing folder. A SQLite file that holds tables and none of realprobe's is
         refused (nothing added, journal mode untouched) unless `force`."""
-        self.path = open_db(db, read=not create).path
+        self.path = open_db(db).path
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # by URI, like `Database.read`: SQLite reads a name starting `file:` as a URI itself
@@ -411,12 +410,11 @@ class Store:
             import sqlite_utils  # only a writer needs it
 
             self.db = sqlite_utils.Database(conn)
-            if create and not force:
+            if not force:
                 _refuse_foreign(self.path, self.db)
-            if create:
-                self.db.enable_wal()
-                conn.execute("PRAGMA synchronous = NORMAL")
-                self.ensure_schema()
+            self.db.enable_wal()
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self.ensure_schema()
         except sqlite3.Error as exc:
             raise db_error(self.path, exc) from exc
         except OSError as exc:

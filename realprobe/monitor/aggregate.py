@@ -170,12 +170,8 @@ class Aggregator:
         """Fold new rows (and newly excluded runs) into the counters."""
         t0 = time.perf_counter()
         with self._lock:
-            if not self.db.path.exists():
-                self.last_error = f"no database at {self.db}"
-                self.refresh_errors += 1
-                return
             try:
-                conn = self.db.read(need=None)
+                conn = self.db.read(need=None)  # a missing file: "no database at ..."
             except RealprobeError as exc:
                 self.last_error = str(exc)
                 self.refresh_errors += 1

@@ -46,7 +46,6 @@ class Exporter:
         window_s: float = 3600.0,
         budgets: dict[str, int] | None = None,
     ) -> None:
-        self.db = db
         self.aggregator = Aggregator(db)
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = ProbeCollector(self.aggregator, window_s=window_s, budgets=budgets)
