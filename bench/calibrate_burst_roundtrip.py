@@ -44,7 +44,7 @@ from realprobe.probes.runner import run_probes
 from realprobe.probes.stats import StatsReport, compute_stats
 from realprobe.probes.synthetic import fault_model_arrays
 from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, Profile, ToolProfile
-from realprobe.store import Store
+from realprobe.store import Store, open_db
 
 RESULTS = Path(__file__).parent / "results"
 SUCCESS, P_FF, MU, SIGMA, DEADLINE = 0.70, 0.70, 5.0, 0.5, 0.2
@@ -164,10 +164,10 @@ def through_transport(experiments: int, calls: int, progress: Progress) -> dict:
         for e in range(experiments):
             a, b = Path(tmp) / f"a{e}.db", Path(tmp) / f"b{e}.db"
             asyncio.run(_probe(truth(MIXED), 1000 + e, calls, a, tools))
-            first = compute_stats(load_probes(a))
+            first = compute_stats(load_probes(open_db(a)))
             prof = calibrate(first)
             asyncio.run(_probe(prof, 2000 + e, calls, b, tools))
-            again = compute_stats(load_probes(b))
+            again = compute_stats(load_probes(open_db(b)))
             for t, t2 in zip(first.tools, again.tools, strict=True):
                 burst = prof.tools[t.tool].burst
                 assert burst is not None

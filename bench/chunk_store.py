@@ -35,7 +35,7 @@ import realprobe.chunks as chunks
 from realprobe.probes import loading, provenance
 from realprobe.probes.implicit import IMPLICIT_EXTRA
 from realprobe.probes.loading import PHASE_EXTRA, load_probes
-from realprobe.store import Store
+from realprobe.store import Store, open_db
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "chunk_store.json"
@@ -62,7 +62,7 @@ def bench_db(rows: int) -> tuple[Path, float]:
 
 
 def _read(db: Path) -> tuple[Any, Any]:
-    return load_probes(db, kinds=["live"], extra=EXTRA), provenance.survey(db)
+    return load_probes(open_db(db), kinds=["live"], extra=EXTRA), provenance.survey(open_db(db))
 
 
 def read_cpu(db: Path, repeats: int) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from realprobe.probes.politeness import PolitenessConfig
 from realprobe.probes.runner import run_probes
 from realprobe.probes.stats import compute_stats
 from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, Profile, ToolProfile
-from realprobe.store import Store
+from realprobe.store import Store, open_db
 
 RESULTS = Path(__file__).parent / "results"
 SUCCESS, MU, SIGMA, P_FF = 0.70, 5.0, 0.5, 0.45
@@ -106,7 +106,7 @@ def scenario(catalog: Catalog, name: str, burst: bool, seeds: int, calls: int,
         for seed in range(seeds):
             db = Path(tmp) / f"s{seed}.db"
             asyncio.run(one_seed(catalog, tools, prof, seed, calls, db, deadline_s))
-            rep = compute_stats(load_probes(db))
+            rep = compute_stats(load_probes(open_db(db)))
             if not censoring and rep.overall is not None:
                 hits["overall_burst_adjusted"] = hits.get("overall_burst_adjusted", 0) + inside(
                     rep.overall.burst_adjusted95, SUCCESS)

@@ -89,7 +89,7 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
     from realprobe.probes.implicit import IMPLICIT_EXTRA
     from realprobe.probes.loading import PHASE_EXTRA, load_probes
     from realprobe.probes.provenance import survey
-    from realprobe.store import Store
+    from realprobe.store import Store, open_db
 
     extra = {**PHASE_EXTRA, **IMPLICIT_EXTRA}  # what `stats` reads
 
@@ -109,8 +109,8 @@ def stats(sizes: list[int], repeats: int) -> dict[str, Any]:
             with closing(sqlite3.connect(db)) as conn:
                 q.append(cpu_of(conn.execute(ANCHOR_SQL).fetchall))
             # the command's read of the rows and provenance survey, in this process
-            r.append(cpu_of(lambda db=db: (load_probes(db, kinds=["live"], extra=extra),
-                                           survey(db))))
+            r.append(cpu_of(lambda db=db: (load_probes(open_db(db), kinds=["live"], extra=extra),
+                                           survey(open_db(db)))))
         a_cpu, s_cpu, q_cpu = min(x[1] for x in a), min(x[1] for x in s), min(q)
         out[str(rows)] = {
             "anchor_cpu_s": round(a_cpu, 3), "stats_cpu_s": round(s_cpu, 3),

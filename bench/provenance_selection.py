@@ -29,7 +29,7 @@ import numpy as np
 
 from realprobe.probes.loading import load_probes
 from realprobe.probes.provenance import describe, survey
-from realprobe.store import PROBES_COLUMNS, Store
+from realprobe.store import PROBES_COLUMNS, Store, open_db
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -140,10 +140,10 @@ def main() -> None:
         t = time.perf_counter()
         build(db, args.rows)
         print(f"built {db} in {time.perf_counter() - t:.1f}s")
-    survey_s, groups = best(lambda: survey(db))
-    live_s, live = best(lambda: load_probes(db, kinds=["live"]))
-    sim_s, sim = best(lambda: load_probes(db, kinds=["simulate"]))
-    prov = describe(db, ["live"], groups=groups)
+    survey_s, groups = best(lambda: survey(open_db(db)))
+    live_s, live = best(lambda: load_probes(open_db(db), kinds=["live"]))
+    sim_s, sim = best(lambda: load_probes(open_db(db), kinds=["simulate"]))
+    prov = describe(open_db(db), ["live"], groups=groups)
     cli = []
     for _ in range(3):
         t = time.perf_counter()

@@ -33,6 +33,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "realprobe"
 
 
 def steps(db: Path) -> dict[str, float]:
+    from realprobe import open_db
     from realprobe.probes.loading import PHASE_EXTRA, load_probes
     from realprobe.probes.provenance import kinds_present, pick_kinds, survey
     from realprobe.probes.stats import compute_stats
@@ -46,9 +47,9 @@ def steps(db: Path) -> dict[str, float]:
     from realprobe.report.render import render_html
 
     out: dict[str, float] = {}
-    kinds = pick_kinds(kinds_present(survey(db)), None)
+    kinds = pick_kinds(kinds_present(survey(open_db(db))), None)
     t = time.perf_counter()
-    arr = load_probes(db, kinds=kinds, extra=PHASE_EXTRA)  # as the report reads them
+    arr = load_probes(open_db(db), kinds=kinds, extra=PHASE_EXTRA)  # as the report reads them
     out["load_s"] = time.perf_counter() - t
     t = time.perf_counter()
     compute_stats(arr)
@@ -61,11 +62,11 @@ def steps(db: Path) -> dict[str, float]:
     latency_quantiles(arr)
     out["series_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    side_tables(db, None, None, None, kinds, None, arr)
+    side_tables(open_db(db), None, None, None, kinds, None, arr)
     out["phases_and_vantages_s"] = time.perf_counter() - t
     from realprobe.report.build import build_report
 
-    data = build_report(db, kinds=kinds)
+    data = build_report(open_db(db), kinds=kinds)
     t = time.perf_counter()
     figs = {
         "success": plots.success_plot(data),

@@ -29,6 +29,7 @@ def main() -> None:
     from test_stats_outages import SERVER_ANSWERS
 
     import realprobe
+    from realprobe import open_db
     from realprobe.errors import ErrorCode
     from realprobe.probes.calibrate import calibrate
     from realprobe.probes.stats import stats_from_db
@@ -39,8 +40,8 @@ def main() -> None:
         with catfact_on_loopback(min_interval_s=0.0, answers=SERVER_ANSWERS) as api:
             tool = api.api.tools[0].name
             probe(api.catalog, [api.catalog.get(tool)], 200, realprobe.TransportOptions(), db, 5)
-        _, rep = stats_from_db(db)
-        prof = calibrate(rep, db=str(db))
+        _, rep = stats_from_db(open_db(db))
+        prof = calibrate(rep, db=open_db(db))
         first = prof.tools[tool].retry_after[ErrorCode.SERVER_ERROR]
         assert first.share_ci95 is not None
         out["first"] = {"n": first.n, "share": first.share, "share_ci95": first.share_ci95}
@@ -52,8 +53,8 @@ def main() -> None:
             sim = realprobe.TransportOptions(mode=realprobe.Mode.SIMULATE, profile=prof, seed=seed)
             realprobe.probe([tool], rounds=600, db=db2, target=sim, catalog=api.catalog,
                             politeness="off")
-            _, rep2 = stats_from_db(db2)
-            ra = calibrate(rep2, db=str(db2)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
+            _, rep2 = stats_from_db(open_db(db2))
+            ra = calibrate(rep2, db=open_db(db2)).tools[tool].retry_after[ErrorCode.SERVER_ERROR]
             inside = first.share_ci95[0] <= ra.share <= first.share_ci95[1]
             again.append({"seed": seed, "n": ra.n, "share": round(ra.share, 4), "inside": inside})
             print(f"  seed {seed}: {ra.n} SERVER_ERRORs, share {ra.share:.3f} "

@@ -46,6 +46,7 @@ def measure(rounds: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "tests"))
     from probe_helpers import distinct_host_tools, probe_concurrently, truth_profile
 
+    from realprobe import open_db
     from realprobe.adapters.catalog import default_catalog
     from realprobe.clients import TransportOptions
     from realprobe.http.simulate import routes_from_catalog
@@ -66,7 +67,7 @@ def measure(rounds: int) -> dict[str, Any]:
                                DEADLINE_S)
             wall = time.perf_counter() - t0
             journal = httpx.get(f"{url}/_journal").json()
-            raw = load_probes(db)
+            raw = load_probes(open_db(db))
     finally:
         thread.stop()
     # pair each success with the journal entries of its tool read while it was in flight

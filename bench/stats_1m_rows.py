@@ -33,7 +33,7 @@ from benchlib import emit, load_average
 from realprobe.errors import ErrorCode
 from realprobe.probes.loading import CODES, load_probes
 from realprobe.probes.stats import compute_stats
-from realprobe.store import PROBES_COLUMNS, Store
+from realprobe.store import PROBES_COLUMNS, Store, open_db
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -146,7 +146,7 @@ def measure(db: Path, kind: str, repeats: int) -> dict[str, Any]:
     steps = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        arr = load_probes(db, kinds=[kind])
+        arr = load_probes(open_db(db), kinds=[kind])
         t1 = time.perf_counter()
         compute_stats(arr)
         steps.append((t1 - t0, time.perf_counter() - t1))
