@@ -46,7 +46,7 @@ def record(
         tasks = [t for t in tasks if t.instance_id in names]
         readme = out / "README.md"
         old = readme.read_text(encoding="utf-8").splitlines() if readme.exists() else []
-        kept = [_with_profile(row) + "\n" for row in old if row.startswith("| ") and "__" in row
+        kept = [row + "\n" for row in old if row.startswith("| ") and "__" in row
                 and row.split("__", 1)[0][2:] not in names]
         for name in names:  # recorded again: a recording never replaces a cassette itself
             for old_file in out.glob(f"{name}__*.json"):
@@ -95,11 +95,6 @@ def record(
         ])),
     )
     return [f"{r.row['task']}: {r.row['outcome']}" for r in results]
-
-
-def _with_profile(row: str) -> str:
-    """A README row of a recording from before the profile column: those were `published`."""
-    return row if row.count("|") >= 7 else row.rstrip() + f" {PROFILE} |"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,7 +79,6 @@ class Toolbox:
 
     def __init__(self, ctx: AgentContext) -> None:
         self._ctx = ctx
-        self._turn = 0
         self.prompt: Prompt = render(ctx.task, ctx.prompt)
         #: why the run ended (deadline, loop, consecutive_failures), once it has
         self.ended: str | None = None
@@ -118,18 +117,18 @@ class Toolbox:
     async def _call(self, name: Any, arguments: Any) -> ToolCall:
         if self.ended is not None:
             raise Terminated(self.ended)  # an agent that caught the first one is stopped here
-        self._turn += 1
-        self._ctx.state.turns = self._turn
+        self._ctx.state.turns += 1
+        turn = self._ctx.state.turns
         if not isinstance(name, str):
             name = f"<{type(name).__name__}>"
         try:
-            return _as_call(await run_tool(self._ctx, name, arguments or {}, self._turn))
+            return _as_call(await run_tool(self._ctx, name, arguments or {}, turn))
         except Terminated as exc:
             self.ended = exc.reason
             raise
         except Exception as exc:  # arguments no tool can take (e.g. not JSON-able values)
             rec = self._ctx.box.record_bad_call(
-                name, {}, self._turn, "malformed", f"the call could not be made: {exc!r}"[:500])
+                name, {}, turn, "malformed", f"the call could not be made: {exc!r}"[:500])
             return _as_call(rec)
 
 

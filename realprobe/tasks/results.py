@@ -163,12 +163,10 @@ def row_summary(
     return {
         **levels(rows),
         "tasks": len({r.get("task") for r in rows}),
-        # attempts a run used (Reflexion tries again after reflecting; every other agent 1)
-        "attempts": _mean(rows, "attempts"),
-        "chain_f1": _mean(rows, "chain_f1"),
-        "kendall_tau": _mean(rows, "kendall_tau"),
-        "graph_f1": _mean(rows, "graph_f1"),
-        "graph_node_f1": _mean(rows, "graph_node_f1"),
+        # the means of the attempts a run used (Reflexion tries again after reflecting;
+        # every other agent 1) and of the trajectory metrics
+        **{col: _mean(rows, col) for col in (
+            "attempts", "chain_f1", "kendall_tau", "graph_f1", "graph_node_f1")},
         **usage(rows, prices),
         "error_mix": error_mix(rows),
     }

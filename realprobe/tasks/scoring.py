@@ -225,12 +225,11 @@ def score_run(task: Task, state: RunState) -> Score:
     firsts = [_first_success(steps, g) for g in groups]
     all_ok = all(f is not None for f in firsts)
     in_order = all_ok and out_of_order(task, firsts) == []
-    api_groups = groups[:-1]
     api_ok = sum(1 for f in firsts[:-1] if f is not None)
     output_ran = any(s.ok and s.kind == "output" for s in steps)
     n_ok = sum(1 for s in steps if s.ok)
     conditions = {
-        "coverage_60": api_ok >= 0.6 * len(api_groups),
+        "coverage_60": api_ok >= 0.6 * (len(groups) - 1),
         "output_ran": output_ran,
         "min_calls": n_ok >= MIN_CALLS[task.task_type],
         "completion_signal": state.completion_signal,
