@@ -153,25 +153,21 @@ def import_openapi_cmd(
             + (f", {r.not_selected} not selected" if r.not_selected else "")
         )
     for line in result.clashes:
-        _line(f"note: {line}")
+        plain_line(f"note: {line}", err=True)
     plain_line(f"wrote {result.tools} tools over {len(result.apis)} APIs to {output}; "
                   f"use it with --catalog {output}")
 
 
-def _line(text: str) -> None:
-    """One line on stderr, never wrapped (so each note stays one line)."""
-    plain_line(text, err=True)
-
-
 def _print_notes(r: ImportReport) -> None:
-    """Each skipped operation and warning, in the command line's terms (`--include-auth`)."""
+    """Each skipped operation and warning, in the command line's terms (`--include-auth`), on
+    stderr one line each (never wrapped)."""
     def flags(text: str) -> str:
         return text.replace("include_auth", "--include-auth")
 
     for n in r.skipped:
-        _line(f"skipped {n.operation}: {flags(n.text)}")
+        plain_line(f"skipped {n.operation}: {flags(n.text)}", err=True)
     for n in r.warnings:
-        _line(f"warning {n.operation}: {flags(n.text)}")
+        plain_line(f"warning {n.operation}: {flags(n.text)}", err=True)
 
 
 # -- record-fixtures ---------------------------------------------------------------------------

@@ -337,13 +337,9 @@ def summary_table(summary: RunSummary) -> FitTable:
     return table
 
 
-def _clock_label(mode: str) -> str:
-    """Simulated and replayed runs keep time on a virtual clock: one call after another."""
-    if mode == "simulate":
-        return " of simulated time"
-    if mode == "replay":
-        return " of replayed call time (recorded latencies, summed)"
-    return ""
+#: simulated and replayed runs keep time on a virtual clock: one call after another
+CLOCK_LABELS = {"simulate": " of simulated time",
+                "replay": " of replayed call time (recorded latencies, summed)"}
 
 
 def print_summary(summary: RunSummary, db: Path) -> None:
@@ -351,7 +347,7 @@ def print_summary(summary: RunSummary, db: Path) -> None:
     console.print(
         f"{summary.n_calls} calls, {summary.n_ok} ok, {summary.n_error} errors, "
         f"{summary.n_skipped} skipped in {summary.duration_s:.1f}s"
-        f"{_clock_label(summary.mode)} -> {db}"
+        f"{CLOCK_LABELS.get(summary.mode, '')} -> {db}"
     )
     for note in summary.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
