@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from realprobe import RealprobeError, Store, open_db
 from realprobe.probes import stats as stats_mod
-from realprobe.probes.latency_fit import fit_lognormal, ks_test
+from realprobe.probes.latency_fit import fit_lognormal
 from realprobe.probes.loading import ProbeArrays, load_probes
 from realprobe.probes.stats import (
     burst_chain,
@@ -104,18 +104,6 @@ def test_hangs_do_not_stretch_the_tail() -> None:
     assert fit.hang_share == pytest.approx(530 / (ok.size + 530), abs=0.01)
     assert fit.intervals == "t"  # the deadline is 3.2 sigma out: the successes carry the fit
     assert plain.sigma > 0.7  # the wrong model: hangs read as a fat tail
-
-
-def test_ks_test_matches_scipy_and_rejects_a_wrong_shape() -> None:
-    rng = np.random.default_rng(4)
-    x = rng.normal(0, 1, 500)
-    ours = ks_test(x, lambda v: sps.norm.cdf(v))
-    assert ours == pytest.approx(sps.kstest(x, "norm").pvalue, abs=0.02)
-    bimodal = np.log(np.concatenate([np.exp(rng.normal(4, 0.2, 400)),
-                                     np.exp(rng.normal(6, 0.2, 400))]))
-    fit = fit_lognormal(np.exp(bimodal), np.array([]))
-    assert fit is not None
-    assert ks_test(bimodal, lambda v: sps.norm.cdf(v, fit.mu, fit.sigma)) < 1e-6
 
 
 def test_kruskal_matches_scipy() -> None:

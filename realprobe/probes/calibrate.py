@@ -869,12 +869,10 @@ def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport,
         if tp is None:
             continue
         for code, (count, values) in by_code.items():
-            try:
-                key = ErrorCode(code)
-            except ValueError:
+            if code not in ErrorCode.__members__:
                 continue
-            if values or key in (ErrorCode.RATE_LIMIT_ERROR, ErrorCode.SERVER_ERROR):
-                tp.retry_after[key] = retry_after_model(count, values)
+            if values or code in (ErrorCode.RATE_LIMIT_ERROR, ErrorCode.SERVER_ERROR):
+                tp.retry_after[ErrorCode(code)] = retry_after_model(count, values)
 
 
 def mcp_forms(failures: list[tuple[bool, float, str]]) -> McpFailureForms:

@@ -382,15 +382,6 @@ def ks_statistic(x: FloatArray, cdf: Any) -> float:
     return float(max(np.max(i / n - f), np.max(f - (i - 1) / n)))
 
 
-def ks_test(x: FloatArray, cdf: Any) -> float:
-    """Two-sided one-sample KS p-value against a *fully specified* cdf (Stephens' approximation
-    to the Kolmogorov law; good from n >= 5). Not valid when cdf's parameters were estimated
-    from x: see `ks_pvalue`."""
-    d = ks_statistic(x, cdf)
-    rn = math.sqrt(x.shape[0])
-    return float(min(1.0, max(0.0, special.kolmogorov((rn + 0.12 + 0.11 / rn) * d))))
-
-
 @lru_cache(maxsize=128)
 def _lilliefors_null(n: int) -> FloatArray:
     """sqrt(n) D of normal samples of size n against their own fitted normal (mean, sd n-1),
