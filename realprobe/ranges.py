@@ -171,34 +171,27 @@ class Kind:
 
 
 def _ascii_number(value: Any, whole: bool) -> Any:
-    """A number from a keyword's value or an option's text (ASCII digits only)."""
+    """A number from a keyword's value or an option's text (ASCII digits only), else None."""
     if isinstance(value, str):
         text = value.strip()
         if not text.isascii() or not re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
                                                   r"(?:[eE][+-]?[0-9]+)?", text):
-            raise Refused("must be a number" if not whole else "must be a whole number")
+            return None
         try:
             return int(text) if whole else float(text)
         except ValueError:
-            raise Refused("must be a whole number") from None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Refused("must be a number")
-    if whole and not isinstance(value, int):
-        raise Refused("must be a whole number")
-    if not whole and isinstance(value, float) and not math.isfinite(value):
-        raise Refused("must be a finite number")
+            return None
+    if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
+        return None
     return value
 
 
 def _numbers(what: str, ok: Callable[[float], bool], whole: bool = False
              ) -> Callable[[Any], Any]:
     def parse(value: Any) -> Any:
+        number = _ascii_number(value, whole)
         try:
-            number = _ascii_number(value, whole)
-        except Refused:
-            raise Refused(what) from None
-        try:
-            good = math.isfinite(number) and ok(number)
+            good = number is not None and math.isfinite(number) and ok(number)
         except OverflowError:
             good = False
         if not good:
