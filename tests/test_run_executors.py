@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 import realprobe
 from realprobe import HostGates, RealprobeError, Store, VirtualClock
 from realprobe.tasks.batch import infrastructure_failure_of, summary_of
+from realprobe.tasks.executors import start_local_ray
 from realprobe.tasks.store import TaskStore
 from tests.llm_server import ScriptedLLM, two_turns
 from tests.loopback_api import catfact_on_loopback
@@ -56,14 +58,29 @@ def keys(db: Path) -> list[str]:
         return [r[0] for r in conn.execute("SELECT resume_key FROM task_runs")]
 
 
+@pytest.fixture(scope="module")
+def ray_node() -> Iterator[Any]:
+    """One local Ray node (three CPUs) started as a run starts one, for this module's Ray
+    tests: a node takes seconds to start, and a run that finds Ray up uses it and leaves it
+    running. (A run starting and stopping its own node is tested with sweeps.)"""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'realprobe[ray]')")
+    assert not ray.is_initialized()
+    start_local_ray(ray, num_cpus=3)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
 def test_run_on_ray_stores_the_same_rows_as_local_and_resume_skips_stored_runs(
-    tmp_path: Path,
+    tmp_path: Path, ray_node: Any
 ) -> None:
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'realprobe[ray]')")
     local_db, ray_db = tmp_path / "local.db", tmp_path / "ray.db"
     local = cli(*run_args(local_db))
     assert local.returncode == 0, local.stderr
-    on_ray = cli(*run_args(ray_db, "--executor", "ray", "--concurrency", "2"))
+    # the command joins the running node by its address, as it would join a cluster
+    on_ray = cli(*run_args(ray_db, "--executor", "ray", "--concurrency", "2", "--address",
+                           ray_node.get_runtime_context().gcs_address))
     assert on_ray.returncode == 0, on_ray.stderr
     a, b = json.loads(local.stdout), json.loads(on_ray.stdout)
     assert len(a["runs"]) == len(b["runs"]) == 12
@@ -93,12 +110,12 @@ def test_run_on_ray_stores_the_same_rows_as_local_and_resume_skips_stored_runs(
     assert stored(ray_db) == stored(local_db)
 
 
-def test_live_runs_on_ray_keep_each_hosts_spacing(tmp_path: Path) -> None:
+def test_live_runs_on_ray_keep_each_hosts_spacing(tmp_path: Path, ray_node: Any) -> None:
     """Three Ray workers run live tasks against one host (a loopback server standing in for
     a real API: one call in flight, starts 0.3 s apart): they share one politeness state, so
-    the server sees the starts spaced as runs in one process space them."""
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'realprobe[ray]')")
-    with catfact_on_loopback(min_interval_s=0.3) as api:
+    the server sees the starts spaced as runs in one process space them. The task's other
+    APIs answer from their fixtures on loopback too: nothing reaches a real host."""
+    with catfact_on_loopback(min_interval_s=0.3, others_on_loopback=True) as api:
         result = realprobe.run_tasks(
             ["pet_newsletter"], agent="reference", prompt="optimal", mode="live", repeat=6,
             catalog=api.catalog, executor="ray", concurrency=3,
@@ -111,6 +128,18 @@ def test_live_runs_on_ray_keep_each_hosts_spacing(tmp_path: Path) -> None:
     with pytest.raises(RealprobeError, match="gates cannot be shared with Ray workers"):
         realprobe.run_tasks(["pet_newsletter"], agent="reference", mode="live",
                             catalog=api.catalog, executor="ray", gates=HostGates())
+
+
+def test_a_ray_started_here_listens_on_loopback_only(ray_node: Any) -> None:
+    """An attacker on the network finds no Ray port: every socket the local node (GCS,
+    raylet, workers, this driver) listens on is bound to 127.0.0.1."""
+    import psutil
+
+    assert ray_node.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    ours = {os.getpid()} | {p.pid for p in psutil.Process().children(recursive=True)}
+    listening = [c.laddr.ip for c in psutil.net_connections("inet")
+                 if c.status == psutil.CONN_LISTEN and c.pid in ours]
+    assert listening and set(listening) <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
 
 
 @pytest.mark.parametrize(
@@ -216,25 +245,3 @@ def test_a_task_batch_keeps_to_the_host_gates_it_is_given() -> None:
 
     asyncio.run(next_turn())
     assert waits == [pytest.approx(5.0)]
-
-
-def test_a_ray_started_here_listens_on_loopback_only() -> None:
-    """An attacker on the network finds no Ray port: every socket the local node (GCS,
-    raylet, workers, this driver) listens on is bound to 127.0.0.1."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'realprobe[ray]')")
-    import os
-
-    import psutil
-
-    from realprobe.tasks.executors import start_local_ray
-
-    assert not ray.is_initialized()
-    start_local_ray(ray, num_cpus=1)
-    try:
-        assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
-        ours = {os.getpid()} | {p.pid for p in psutil.Process().children(recursive=True)}
-        listening = [c.laddr.ip for c in psutil.net_connections("inet")
-                     if c.status == psutil.CONN_LISTEN and c.pid in ours]
-        assert listening and set(listening) <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
-    finally:
-        ray.shutdown()
