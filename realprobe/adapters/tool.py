@@ -33,31 +33,16 @@ _EXACT: dict[str, type | None] = {"string": str, "integer": int, "number": float
                                   "boolean": bool, "any": None}
 
 
-def _input_annotation(f: InputField) -> Any:
-    if f.enum:
-        return Literal[tuple(f.enum)]
-    return _PY_TYPES[f.type]
-
-
-def build_input_model(spec: ToolSpec) -> type[BaseModel]:
-    fields: dict[str, Any] = {}
-    for name, f in spec.input.items():
-        ann = _input_annotation(f)
-        constraints: dict[str, Any] = {"description": f.description or None}
-        constraints.update({field: getattr(f, attr) for attr, field, _ in schema_json.BOUNDS
-                            if getattr(f, attr) is not None})
-        if f.secret:
-            constraints["json_schema_extra"] = {"writeOnly": True, "format": "password"}
-        if f.required:
-            fields[name] = (ann, Field(..., **constraints))
-        else:
-            fields[name] = (ann | None, Field(default=f.default, **constraints))
-    model = create_model(  # type: ignore[call-overload]
-        schema_json.model_name(spec.name, "Input"),
-        __config__=ConfigDict(extra="forbid", strict=False),
-        **fields,
-    )
-    return model  # type: ignore[no-any-return]
+def _input_field(f: InputField) -> tuple[Any, Any]:
+    ann = Literal[tuple(f.enum)] if f.enum else _PY_TYPES[f.type]
+    constraints: dict[str, Any] = {"description": f.description or None}
+    constraints.update({field: getattr(f, attr) for attr, field, _ in schema_json.BOUNDS
+                        if getattr(f, attr) is not None})
+    if f.secret:
+        constraints["json_schema_extra"] = {"writeOnly": True, "format": "password"}
+    if f.required:
+        return (ann, Field(..., **constraints))
+    return (ann | None, Field(default=f.default, **constraints))
 
 
 def _output_annotation(name: str, f: OutputField, owner: str) -> Any:
@@ -78,11 +63,6 @@ def _output_field(name: str, f: OutputField, owner: str) -> tuple[Any, Any]:
     if f.optional:
         return (ann | None, Field(default=None, description=desc))
     return (ann, Field(..., description=desc))
-
-
-def build_output_model(spec: ToolSpec) -> type[BaseModel]:
-    fields = {k: _output_field(k, v, spec.name) for k, v in spec.output.items()}
-    return create_model(schema_json.model_name(spec.name, "Output"), **fields)  # type: ignore[call-overload,no-any-return]
 
 
 #: characters an argument may keep literally inside a path segment
@@ -255,12 +235,16 @@ class Tool:
     @cached_property
     def input_model(self) -> type[BaseModel]:
         """Built on first use, like the output model (examples are checked at load)."""
-        return build_input_model(self.spec)
+        fields = {name: _input_field(f) for name, f in self.spec.input.items()}
+        return create_model(  # type: ignore[call-overload,no-any-return]
+            schema_json.model_name(self.name, "Input"),
+            __config__=ConfigDict(extra="forbid", strict=False), **fields)
 
     @cached_property
     def output_model(self) -> type[BaseModel]:
         """Built on first use: most tools of a large catalogue are listed, not called."""
-        return build_output_model(self.spec)
+        fields = {k: _output_field(k, v, self.name) for k, v in self.spec.output.items()}
+        return create_model(schema_json.model_name(self.name, "Output"), **fields)  # type: ignore[call-overload,no-any-return]
 
     @cached_property
     def _validate_input(self) -> Callable[[Any], dict[str, Any]]:

@@ -225,22 +225,9 @@ def _name(rdns: Iterable[Any]) -> str | None:
 # -- DNS as its own phase: network backends that resolve first ---------------------------
 
 
-async def _resolve_async(host: str, port: int) -> list[str]:
-    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return _addresses(infos)
-
-
-def _resolve_sync(host: str, port: int) -> list[str]:
-    return _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-
-
 def _addresses(infos: Iterable[Any]) -> list[str]:
-    out: list[str] = []
-    for info in infos:
-        address = str(info[4][0])
-        if address not in out:
-            out.append(address)
-    return out
+    """The addresses of a lookup's answers, each once, in its order."""
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
@@ -264,7 +251,8 @@ class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
         t0 = time.perf_counter()
         try:
             with anyio.fail_after(timeout):
-                addresses = await _resolve_async(host, port)
+                addresses = _addresses(
+                    await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM))
         except TimeoutError as exc:
             raise httpcore.ConnectTimeout(f"DNS lookup of {host} timed out") from exc
         except OSError as exc:
@@ -307,7 +295,7 @@ class TimedSyncBackend(httpcore.NetworkBackend):
             return self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
         t0 = time.perf_counter()
         try:
-            addresses = _resolve_sync(host, port)
+            addresses = _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
         except OSError as exc:
             raise httpcore.ConnectError(f"DNS lookup of {host} failed: {exc}") from exc
         left = _after_lookup(t0, timeout)
