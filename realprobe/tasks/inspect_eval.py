@@ -30,9 +30,9 @@ from inspect_ai.tool import ToolDef, ToolParams
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode, TransportOptions
+from realprobe.tasks.agents.openai_native import tool_definitions
 from realprobe.tasks.evaluate import TaskSession
 from realprobe.tasks.model import default_tasks_dir, load_tasks
-from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.settings import EvalSettings
 
 #: live sessions, by the id a sample carries in its metadata (the scorer closes them)
@@ -57,13 +57,6 @@ def _tool(session_id: str, function: dict[str, Any]) -> ToolDef:
                    parameters=_params(function.get("parameters", {})))
 
 
-def _tools(session_id: str, catalog: Catalog) -> list[ToolDef]:
-    """The tools the built-in agents are offered (catalogue and output tools), as they
-    are described to them."""
-    defs = [*catalog, *OUTPUT_TOOLS.values()]
-    return [_tool(session_id, d.openai_definition()["function"]) for d in defs]
-
-
 @solver
 def realprobe_tools(
     task_id: str, settings: EvalSettings, db: str | None, catalog: Catalog
@@ -78,7 +71,9 @@ def realprobe_tools(
         )
         state.metadata[SESSION_KEY] = session_id
         state.messages.insert(0, ChatMessageSystem(content=_SESSIONS[session_id].prompt.system))
-        state.tools = list(_tools(session_id, catalog))  # type: ignore[arg-type]
+        # the tools the built-in agents are offered, as they are described to them
+        state.tools = [_tool(session_id, d["function"])
+                       for d in tool_definitions(catalog)]
         return state
 
     return solve

@@ -139,10 +139,9 @@ def paraphrased(task: Task, level: int) -> Task:
     """The task with its description at `level`; everything scoring reads is unchanged.
     A task that says which words name its steps (`metadata.mentions`) is checked: every
     step must still be named, else the paraphrase lost meaning and is refused."""
+    text = paraphrase_text(task.description, level)  # checks the level
     if level == 0:
-        paraphrase_text(task.description, level)  # checks the level
         return task
-    text = paraphrase_text(task.description, level)
     lost = missing_items(task, text)
     if lost:
         raise RealprobeError(
