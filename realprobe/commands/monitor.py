@@ -43,7 +43,6 @@ def register(app: typer.Typer) -> None:
     app.command("merge")(merge_cmd)
 
 
-
 def exporter_cmd(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port (9469 by default).")] = 9469,

@@ -42,8 +42,6 @@ if TYPE_CHECKING:
     from realprobe.store import Database
 
 
-
-
 ToolsOpt = Annotated[
     str | None,
     typer.Option("--tools", help="Comma-separated tool names (see `realprobe catalog`), or "

@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from realprobe.commands.tables import FitTable
 
 
-
 def register(app: typer.Typer) -> None:
     app.add_typer(cassette_app, name="cassette")
 

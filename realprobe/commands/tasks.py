@@ -226,7 +226,7 @@ def run_cmd(
 
     path = open_db(db).path
     result = _run_with_progress(
-        batch, path, show=not as_json, resume=resume, executor=executor, address=address
+        batch, path, as_json=as_json, resume=resume, executor=executor, address=address
     )
     if result.skipped:
         err_console.print(
@@ -247,15 +247,16 @@ def run_cmd(
         )
 
 
-
 def _run_with_progress(
-    batch: TaskBatch, db: Path, show: bool, resume: bool = False, executor: str = "local",
+    batch: TaskBatch, db: Path, as_json: bool, resume: bool = False, executor: str = "local",
     address: str | None = None,
 ) -> Any:
-    """Run the batch under a progress bar; Ctrl-C keeps the finished runs (stored) and exits 130."""
+    """Run the batch under a progress bar (where every long command draws one); Ctrl-C keeps
+    the finished runs (stored) and exits 130."""
+    from realprobe.commands.progress import bar_wanted
     from realprobe.commands.sweep import SweepProgress
 
-    progress = SweepProgress(disable=not show or not err_console.is_terminal, label="tasks",
+    progress = SweepProgress(disable=not bar_wanted(as_json), label="tasks",
                              workers=batch.config.concurrency, transient=True,
                              catalog=batch.catalog)
     with progress.bar:
