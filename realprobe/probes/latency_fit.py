@@ -209,11 +209,11 @@ def fit_lognormal(
     mu0 = float(x.mean())
     sd1 = float(x.std(ddof=1))
     m = int(c_all.shape[0])
-    if m == 0 or sd1 <= 1e-9:
-        if sd1 <= 1e-9:
-            return LognormalFit(
-                mu=mu0, sigma=max(sd1, 1e-9), n_uncensored=n, n_censored=m, method="mle"
-            )
+    if sd1 <= 1e-9:
+        return LognormalFit(
+            mu=mu0, sigma=max(sd1, 1e-9), n_uncensored=n, n_censored=m, method="mle"
+        )
+    if m == 0:
         mu_t, sig_t = _t_intervals(mu0, sd1, n)
         return LognormalFit(
             mu=mu0,
@@ -376,10 +376,14 @@ def ks_statistic(x: FloatArray, cdf: Any) -> float:
     """The two-sided one-sample KS distance D of the sample x to cdf."""
     if not bool(np.all(x[1:] >= x[:-1])):  # callers often hand it sorted already
         x = np.sort(x)
-    n = x.shape[0]
-    f = cdf(x)
+    return float(_ks_distance(cdf(x)))
+
+
+def _ks_distance(f: Any) -> Any:
+    """D of sorted samples (along the last axis) from their values of the cdf."""
+    n = f.shape[-1]
     i = np.arange(1, n + 1)
-    return float(max(np.max(i / n - f), np.max(f - (i - 1) / n)))
+    return np.maximum(np.max(i / n - f, axis=-1), np.max(f - (i - 1) / n, axis=-1))
 
 
 @lru_cache(maxsize=128)
@@ -402,10 +406,7 @@ def _lilliefors_draw(n: int) -> FloatArray:
     z.sort(axis=1)
     m = z.mean(axis=1, keepdims=True)
     s = z.std(axis=1, ddof=1, keepdims=True)
-    f = special.ndtr((z - m) / s)
-    i = np.arange(1, n + 1)
-    d = np.maximum(np.max(i / n - f, axis=1), np.max(f - (i - 1) / n, axis=1))
-    return np.sort(d * math.sqrt(n))
+    return np.sort(_ks_distance(special.ndtr((z - m) / s)) * math.sqrt(n))
 
 
 def _newton2(f: _Censored, start: tuple[float, float], max_iter: int = 20) -> FloatArray:
