@@ -24,6 +24,7 @@ Metric names (all prefixed `realprobe_`), labelled by `tool`, `api`, `target_kin
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -137,29 +138,19 @@ class ProbeCollector(Collector):
 
     def _health(self) -> Iterator[Any]:
         agg = self.agg
-        up = GaugeMetricFamily(
-            "realprobe_exporter_database_up", "1 when the last refresh read the database."
-        )
-        up.add_metric([], 0 if agg.last_error else 1)
-        yield up
-        dur = GaugeMetricFamily(
-            "realprobe_exporter_refresh_seconds", "Time the last refresh took."
-        )
-        dur.add_metric([], agg.last_refresh_s)
-        yield dur
-        rows = GaugeMetricFamily(
-            "realprobe_exporter_rows", "Rows currently aggregated (excluded runs taken out)."
-        )
-        rows.add_metric([], agg.rows_seen)
-        yield rows
-        errs = CounterMetricFamily(
-            "realprobe_exporter_refresh_errors", "Refreshes that failed to read the database."
-        )
-        errs.add_metric([], agg.refresh_errors)
-        yield errs
-        series = GaugeMetricFamily("realprobe_exporter_series", "Distinct label sets.")
-        series.add_metric([], len(agg.series))
-        yield series
+        yield GaugeMetricFamily("realprobe_exporter_database_up",
+                                "1 when the last refresh read the database.",
+                                value=0 if agg.last_error else 1)
+        yield GaugeMetricFamily("realprobe_exporter_refresh_seconds",
+                                "Time the last refresh took.", value=agg.last_refresh_s)
+        yield GaugeMetricFamily("realprobe_exporter_rows",
+                                "Rows currently aggregated (excluded runs taken out).",
+                                value=agg.rows_seen)
+        yield CounterMetricFamily("realprobe_exporter_refresh_errors",
+                                  "Refreshes that failed to read the database.",
+                                  value=agg.refresh_errors)
+        yield GaugeMetricFamily("realprobe_exporter_series", "Distinct label sets.",
+                                value=len(agg.series))
         dropped = CounterMetricFamily(
             "realprobe_labels_dropped",
             "Label values folded into `other`, and rows left out, to bound the series.",
@@ -188,32 +179,15 @@ class SeriesFamilies:
         self.latency = HistogramMetricFamily(
             "realprobe_latency_seconds", "Latency of successful calls.", labels=SERIES_LABELS
         )
-        self.ratio = GaugeMetricFamily(
-            "realprobe_success_ratio",
-            f"Success ratio over the last {window_s:g}s.",
-            labels=SERIES_LABELS,
-        )
-        self.lower = GaugeMetricFamily(
-            "realprobe_success_ratio_lower",
-            "Lower bound of the 95% interval `realprobe stats` quotes (burst-adjusted).",
-            labels=SERIES_LABELS,
-        )
-        self.upper = GaugeMetricFamily(
-            "realprobe_success_ratio_upper",
-            "Upper bound of the 95% interval `realprobe stats` quotes (burst-adjusted).",
-            labels=SERIES_LABELS,
-        )
-        self.window = GaugeMetricFamily(
-            "realprobe_window_calls", "Calls in the success-ratio window.", labels=SERIES_LABELS
-        )
-        self.last = GaugeMetricFamily(
-            "realprobe_last_call_timestamp_seconds", "Start of the last stored call.",
-            labels=SERIES_LABELS,
-        )
-        self.last_ok = GaugeMetricFamily(
-            "realprobe_last_success_timestamp_seconds", "Start of the last successful call.",
-            labels=SERIES_LABELS,
-        )
+        self.ratio = _gauge("success_ratio", f"Success ratio over the last {window_s:g}s.")
+        self.lower = _gauge("success_ratio_lower", "Lower bound of the 95% interval "
+                            "`realprobe stats` quotes (burst-adjusted).")
+        self.upper = _gauge("success_ratio_upper", "Upper bound of the 95% interval "
+                            "`realprobe stats` quotes (burst-adjusted).")
+        self.window = _gauge("window_calls", "Calls in the success-ratio window.")
+        self.last = _gauge("last_call_timestamp_seconds", "Start of the last stored call.")
+        self.last_ok = _gauge("last_success_timestamp_seconds",
+                              "Start of the last successful call.")
 
     def add(self, values: list[str], s: Series, *, since: float,
             ci: tuple[float, float] | None = None) -> None:
@@ -242,16 +216,15 @@ class SeriesFamilies:
                 self.window, self.last, self.last_ok)  # fmt: skip
 
 
+def _gauge(name: str, doc: str) -> GaugeMetricFamily:
+    """A per-series gauge, `realprobe_<name>`."""
+    return GaugeMetricFamily(f"realprobe_{name}", doc, labels=SERIES_LABELS)
+
+
 def _cumulative_buckets(s: Series) -> list[tuple[str, float]]:
     """Prometheus histogram buckets: (upper bound, calls at or under it), +Inf last."""
-    cumulative = 0
-    buckets: list[tuple[str, float]] = []
-    for bound, count in zip(
-        [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"], s.buckets, strict=True
-    ):
-        cumulative += count
-        buckets.append((bound, cumulative))
-    return buckets
+    bounds = [*(f"{b:g}" for b in LATENCY_BUCKETS_S), "+Inf"]
+    return list(zip(bounds, itertools.accumulate(map(float, s.buckets)), strict=True))
 
 
 _TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary"}
