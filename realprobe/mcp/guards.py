@@ -132,18 +132,12 @@ class GuardedApp:
     async def _in_session(self, sid: str, scope: Any, receive: Any, send: Any) -> None:
         """A request of an open session, seen to its end (the session's record)."""
         assert self.sessions is not None
-        status: list[int] = []
-
-        async def noting(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                status.append(int(message["status"]))
-            await send(message)
-
+        answer = Answer(send)
         self.sessions.begin(sid)
         try:
-            await self.app(scope, receive, noting)
+            await self.app(scope, receive, answer)
         finally:
-            self.sessions.end(sid, scope["method"], status[0] if status else None)
+            self.sessions.end(sid, scope["method"], answer.status)
 
     async def _opening(self, scope: Any, receive: Any, send: Any) -> None:
         """A request that may open a session, counted against its client's cap."""
@@ -155,18 +149,27 @@ class GuardedApp:
                 f"this client holds {cap.per_client} open sessions, the most one client may; "
                 "end one (DELETE with its Mcp-Session-Id) or let one go idle"))
             return
-        session_id: list[str] = []
-
-        async def noting(message: Any) -> None:
-            if message["type"] == "http.response.start" and not session_id:
-                session_id.extend(v.decode("latin-1") for k, v in message.get("headers", ())
-                                  if k.lower() == b"mcp-session-id")
-            await send(message)
-
+        answer = Answer(send)
         try:
-            await self.app(scope, receive, noting)
+            await self.app(scope, receive, answer)
         finally:
-            cap.opened(client, session_id[0] if session_id else None)
+            cap.opened(client, answer.session_id)
+
+
+class Answer:
+    """An ASGI `send` passed on, noting the answer's status and the session id it names."""
+
+    def __init__(self, send: Any) -> None:
+        self.send = send
+        self.status: int | None = None
+        self.session_id: str | None = None
+
+    async def __call__(self, message: Any) -> None:
+        if message["type"] == "http.response.start" and self.status is None:
+            self.status = int(message["status"])
+            self.session_id = next((v.decode("latin-1") for k, v in message.get("headers", ())
+                                    if k.lower() == b"mcp-session-id"), None)
+        await self.send(message)
 
 
 async def _send_refusal(send: Any, refusal: Refusal) -> None:

@@ -33,10 +33,11 @@ from realprobe.mcp.guards import (
     CLIENTS_AT_CAP,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_IDLE_S,
+    Answer,
     GuardedApp,
     SessionsPerClient,
 )
-from realprobe.mcp.wire import Wire, parse
+from realprobe.mcp.wire import SdkWire, Wire, parse
 
 log = logging.getLogger("realprobe.mcp.sessions")
 
@@ -56,27 +57,19 @@ class SessionLimits:
         return self.per_client * CLIENTS_AT_CAP
 
 
-class SessionFront:
+class SessionFront(SdkWire):
     """One client session's side of the proxy, over its transport's streams; server messages
     that are not answers ride on the stream of the client request under way (the progress
     token's request, else the latest)."""
 
     def __init__(self, read: Any, write: Any) -> None:
-        self.read, self.write = read, write
+        super().__init__(read, write)
         self.open: dict[str, Any] = {}  # client request id (json) -> id, in order
         self.tokens: dict[str, Any] = {}  # progress token (json) -> request id
 
     async def recv(self) -> str | None:
-        import anyio
-
-        try:
-            item = await self.read.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return None
-        if isinstance(item, Exception):
-            return f"\x00{item}"  # not JSON: the proxy counts it as garbage
-        line = str(item.message.model_dump_json(by_alias=True, exclude_unset=True))
-        msg = parse(line)
+        line = await super().recv()
+        msg = parse(line) if line is not None else None
         if isinstance(msg, dict) and "id" in msg and isinstance(msg.get("method"), str):
             self.open[json.dumps(msg["id"])] = msg["id"]
             meta = (msg.get("params") or {}).get("_meta") if isinstance(
@@ -92,15 +85,13 @@ class SessionFront:
             return self.tokens[json.dumps(token)]
         return next(reversed(self.open.values())) if self.open else None
 
-    async def send(self, line: str) -> None:
+    async def send(self, line: str, metadata: Any = None) -> None:
         import anyio
-        from mcp.shared.message import ServerMessageMetadata, SessionMessage
-        from mcp.types import jsonrpc_message_adapter
+        from mcp.shared.message import ServerMessageMetadata
 
         msg = parse(line)
         if not isinstance(msg, dict):
             return  # the HTTP transport carries JSON-RPC only
-        metadata = None
         if "method" not in msg:  # an answer: its request is over
             key = json.dumps(msg.get("id"))
             self.open.pop(key, None)
@@ -110,12 +101,8 @@ class SessionFront:
             related = self._related(msg)
             if related is not None:
                 metadata = ServerMessageMetadata(related_request_id=related)
-        try:
-            parsed = jsonrpc_message_adapter.validate_python(msg, by_name=False)
-        except ValueError:
-            return
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await self.write.send(SessionMessage(parsed, metadata=metadata))
+            await super().send(line, metadata)
 
 
 RunSession = Callable[[str, Wire], Awaitable[None]]
@@ -185,17 +172,11 @@ class SessionRouter:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         await ready.wait()
-        status: list[int] = []
-
-        async def noting(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                status.append(int(message["status"]))
-            await send(message)
-
+        answer = Answer(send)
         try:
-            await transport.handle_request(scope, receive, noting)
+            await transport.handle_request(scope, receive, answer)
         finally:
-            if not status or status[0] >= 400:  # nothing was opened: no session kept
+            if answer.status is None or answer.status >= 400:  # nothing opened: none kept
                 self.transports.pop(sid, None)
                 await transport.terminate()
 

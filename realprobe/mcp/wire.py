@@ -164,7 +164,7 @@ class StdioFront:
         self.lines.close()
 
 
-class _SdkWire:
+class SdkWire:
     """The SDK's client transport streams (SessionMessage objects) as lines."""
 
     def __init__(self, read: Any, write: Any) -> None:
@@ -175,13 +175,13 @@ class _SdkWire:
 
         try:
             item = await self.read.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return None
         if isinstance(item, Exception):
             return f"\x00{item}"  # not JSON: the proxy counts it as garbage
         return str(item.message.model_dump_json(by_alias=True, exclude_unset=True))
 
-    async def send(self, line: str) -> None:
+    async def send(self, line: str, metadata: Any = None) -> None:
         from mcp.shared.message import SessionMessage
         from mcp.types import jsonrpc_message_adapter
 
@@ -189,17 +189,17 @@ class _SdkWire:
             msg = jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
             return  # the HTTP transport carries JSON-RPC only
-        await self.write.send(SessionMessage(msg))
+        await self.write.send(SessionMessage(msg, metadata=metadata))
 
 
 @asynccontextmanager
-async def http_upstream(url: str, limit: int = STDIN_LINE_LIMIT) -> AsyncIterator[_SdkWire]:
+async def http_upstream(url: str, limit: int = STDIN_LINE_LIMIT) -> AsyncIterator[SdkWire]:
     """A streamable-HTTP MCP server, through the SDK's client transport, every answer read
     within `limit` bytes."""
     if not url.startswith(("http://", "https://")):
         raise RealprobeError(f"upstream {url!r}: expected an http(s) URL", param="upstream")
     async with http_client_transport(url, limit) as (read, write):
-        yield _SdkWire(read, write)
+        yield SdkWire(read, write)
 
 
 class AnswerTooLarge(httpx2.StreamError):
