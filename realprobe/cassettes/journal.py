@@ -31,6 +31,7 @@ from realprobe.cassettes.cassette import (
 )
 from realprobe.cassettes.matching import MATCH_URL_BODY
 from realprobe.outputs import OutputError, open_stream
+from realprobe.store import process_alive
 
 JOURNAL_VERSION = 1
 SUFFIX = ".journal"
@@ -42,15 +43,8 @@ def journal_path(cassette: Path) -> Path:
 
 
 def pid_alive(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether another process than this one, `pid`, is running."""
+    return 0 < pid != os.getpid() and process_alive(pid)
 
 
 class Journal:
