@@ -57,6 +57,9 @@ from realprobe.ranges import checked
 FORMAT = "realprobe-cassette"
 FORMAT_VERSION = 1
 VCR_VERSION = 1
+#: the header key of an MCP session file, and its format version (`mcp_session` reads it)
+MCP_SESSION_KEY = "realprobe_mcp_cassette"
+MCP_SESSION_VERSION = 1
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 #: the most a stored compressed body is decoded to (a bomb stops there)
 MAX_DECODED = 50 * 1024 * 1024
@@ -750,10 +753,10 @@ def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
 
 
 def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
-    if cassette.records is not None:  # an MCP session: its JSON lines, whatever the suffix
-        from realprobe.cassettes.mcp_session import session_bytes
-
-        return session_bytes(cassette)
+    if cassette.records is not None:  # an MCP session: a header line, then a record a line
+        meta = {k: v for k, v in cassette.meta.items() if k not in ("source", "match_on")}
+        lines = [{MCP_SESSION_KEY: MCP_SESSION_VERSION, "meta": meta}, *cassette.records]
+        return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
     data = to_json_data(cassette, binary=as_yaml)
     if as_yaml:
         text = yaml.dump(data, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)

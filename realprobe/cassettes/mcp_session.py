@@ -26,13 +26,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from realprobe.cassettes.cassette import Call, Cassette, CassetteError, Failure
+from realprobe.cassettes.cassette import (
+    MCP_SESSION_KEY,
+    MCP_SESSION_VERSION,
+    Call,
+    Cassette,
+    CassetteError,
+    Failure,
+)
 from realprobe.errors import RealprobeError
 from realprobe.limits import MAX_ENTRIES, InputTooLarge, load_json_text, max_bytes
 from realprobe.secrets import Scrubber
 
-FORMAT_KEY = "realprobe_mcp_cassette"
-VERSION = 1
 MATCH_ON = ("method", "url", "body")
 #: the parameters that never decide an answer (a progress token, a client's identity)
 _UNMATCHED = {"initialize"}
@@ -42,7 +47,7 @@ Seconds = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 
 class _Header(BaseModel):
     model_config = ConfigDict(extra="allow")
-    realprobe_mcp_cassette: int = Field(ge=1, le=VERSION)
+    realprobe_mcp_cassette: int = Field(ge=1, le=MCP_SESSION_VERSION)
     pid: int | None = Field(None, ge=0, lt=2**63)
     meta: dict[str, Any] = Field(default_factory=dict)
 
@@ -87,13 +92,13 @@ def json_lines(raw: bytes, label: str) -> list[tuple[int, dict[str, Any]]]:
 
 
 def is_session(first: dict[str, Any]) -> bool:
-    return FORMAT_KEY in first
+    return MCP_SESSION_KEY in first
 
 
 def session_cassette(lines: list[tuple[int, dict[str, Any]]], label: str) -> Cassette:
     """A realprobe session file as a cassette (its records checked, field by field)."""
     if not lines or not is_session(lines[0][1]):
-        raise CassetteError(f"{label}: not an MCP session cassette (no {FORMAT_KEY} header "
+        raise CassetteError(f"{label}: not an MCP session cassette (no {MCP_SESSION_KEY} header "
                             "line)")
     header = _checked(_Header, lines[0][1], f"{label}: line {lines[0][0]}")
     assert isinstance(header, _Header)
@@ -335,13 +340,6 @@ def from_mcp_recorder(data: dict[str, Any], label: str) -> Cassette:
             records.append({"t": round(t, 6), "dir": "s2c", "msg": response})
     return _imported(records, label, "mcp-recorder",
                      "an mcp-recorder cassette with no JSON-RPC messages")
-
-
-def session_bytes(cassette: Cassette) -> bytes:
-    """The cassette as a realprobe session file (header, then one record a line)."""
-    meta = {k: v for k, v in cassette.meta.items() if k not in ("source", "match_on")}
-    lines = [{FORMAT_KEY: VERSION, "meta": meta}, *(cassette.records or ())]
-    return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
 
 
 def scrub_records(cassette: Cassette, secrets: tuple[str, ...] = (),

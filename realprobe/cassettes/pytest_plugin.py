@@ -40,13 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from realprobe.cassettes.network_block import blocked_network
-from realprobe.cassettes.pytest_vcr import (
-    FAILED,
-    failed_test,
-    miss_hint,
-    miss_summary,
-    short_miss,
-)
+from realprobe.cassettes.pytest_vcr import FAILED, in_use, miss_hint, miss_summary, short_miss
 
 if TYPE_CHECKING:
     import httpx
@@ -210,11 +204,7 @@ def realprobe_session(
         meta={"source": "pytest", "test": request.node.nodeid},
         hint=miss_hint(realprobe_cassette_path, "--realprobe-record-mode"),
     )
-    session.open()
-    try:
-        yield session
-    finally:
-        session.close(failed=failed_test(request))
+    yield from in_use(request, session)
 
 
 @pytest.fixture(autouse=True)

@@ -123,6 +123,16 @@ def failed_test(request: pytest.FixtureRequest) -> bool:
     return request.node.stash.get(FAILED, False)
 
 
+def in_use(request: pytest.FixtureRequest, session: Any) -> Iterator[Any]:
+    """A fixture's cassette session, open for the test; closed after it, writing what was
+    recorded unless the test failed."""
+    session.open()
+    try:
+        yield session
+    finally:
+        session.close(failed=failed_test(request))
+
+
 class _Hooks:
     @HookspecMarker("pytest")
     def pytest_recording_configure(self, config: pytest.Config, vcr: Any) -> None:
@@ -281,16 +291,7 @@ def vcr(request: pytest.FixtureRequest) -> Iterator[Any]:
     if not marks or request.config.getoption("--disable-recording"):
         yield None
         return
-    session = session_for(request, marks)
-    session.open()
-    failed = False
-    try:
-        yield session
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        session.close(failed=failed or failed_test(request))
+    yield from in_use(request, session_for(request, marks))
 
 
 @pytest.fixture(autouse=True)
@@ -299,10 +300,9 @@ def block_network(request: pytest.FixtureRequest, vcr: Any) -> Iterator[None]:
     from realprobe.cassettes.network_block import blocked_network
 
     marker = request.node.get_closest_marker("block_network")
-    if not (marker or request.config.getoption("--block-network")):
-        yield
-        return
-    if vcr is not None and vcr.recording:
+    if not (marker or request.config.getoption("--block-network")) or (
+        vcr is not None and vcr.recording
+    ):
         yield
         return
     allowed = marker.kwargs.get("allowed_hosts") if marker is not None else None

@@ -22,18 +22,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from realprobe.cassettes.cassette import Call, Cassette, CassetteError
+from realprobe.cassettes.cassette import (
+    MCP_SESSION_KEY,
+    MCP_SESSION_VERSION,
+    Call,
+    Cassette,
+    CassetteError,
+)
 from realprobe.cassettes.core import CassetteMiss, LatencyPolicy, Player
 from realprobe.cassettes.importers import load_any
 from realprobe.cassettes.journal import Journal
-from realprobe.cassettes.mcp_session import (
-    FORMAT_KEY,
-    MATCH_ON,
-    VERSION,
-    between_calls,
-    request_key,
-    session_calls,
-)
+from realprobe.cassettes.mcp_session import MATCH_ON, between_calls, request_key, session_calls
 from realprobe.mcp.guards import Unreadable, read_message
 from realprobe.secrets import Scrubber
 
@@ -47,7 +46,7 @@ class SessionRecorder:
         self.path = path
         self.t0 = time.monotonic()
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        header = {FORMAT_KEY: VERSION, "pid": os.getpid(),
+        header = {MCP_SESSION_KEY: MCP_SESSION_VERSION, "pid": os.getpid(),
                   "meta": {**meta, "recorded_at": stamp, "scrubbed": True}}
         #: a key found under a credential name is taken out of every later message too
         self.scrub = Scrubber()
