@@ -22,6 +22,7 @@ from typing import Any
 from realprobe.errors import ErrorCode, RealprobeError
 from realprobe.limits import read_document
 from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
+from realprobe.tasks.power import power_note
 
 #: USD per million tokens (input, output), list prices of the providers' public price pages
 #: (2025); a model not listed has no cost. Override or extend with a TOML/JSON file
@@ -212,15 +213,11 @@ def summarise(
     return {"runs": len(rows), "by_prompt": by_prompt, "by_flaw": by_flaw,
             "reliability": reliability, "by_complexity": sorted(
                 by_complexity, key=lambda r: tuple(str(r[g]) for g in (*GROUP, "topology"))),
-            "power": [{**{g: r[g] for g in GROUP}, **power_of(r)} for r in by_prompt]}
-
-
-def power_of(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The power note of one row of Table 5: the runs (and repeats of its tasks) that tell
-    its full-success rate from one 10 points away at 95% confidence and 80% power."""
-    from realprobe.tasks.power import power_note
-
-    return power_note(float(row["full_rate"]), int(row.get("tasks") or 0))
+            # per row of Table 5: the runs (and repeats of its tasks) that tell its
+            # full-success rate from one 10 points away at 95% confidence and 80% power
+            "power": [{**{g: r[g] for g in GROUP},
+                       **power_note(float(r["full_rate"]), int(r.get("tasks") or 0))}
+                      for r in by_prompt]}
 
 
 def select(rows: list[dict[str, Any]], **filters: str | None) -> list[dict[str, Any]]:

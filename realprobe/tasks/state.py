@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -157,24 +156,6 @@ class RunState:
         ))  # fmt: skip
         self.steps, self.artifact, self.artifact_tool = [], None, None
         self.final_message, self.completion_signal, self.termination = "", False, "finished"
-
-    @property
-    def tool_calls(self) -> int:
-        """Calls of every attempt (what the run cost)."""
-        return len(self.all_steps)
-
-    @property
-    def failures(self) -> int:
-        return sum(1 for s in self.all_steps if s.kind == "api" and not s.ok)
-
-    @property
-    def tool_faults(self) -> int:
-        """Faults met that the agent did not cause (implicit ones included), any attempt."""
-        return sum(1 for s in self.all_steps if s.tool_fault)
-
-    def fault_kinds(self) -> dict[str, int]:
-        """Tool faults met, by kind (explicit/implicit x transient/permanent)."""
-        return dict(Counter(s.fault_kind for s in self.all_steps if s.tool_fault and s.fault_kind))
 
 
 COMPLETION_PHRASE = "TASK COMPLETE"
