@@ -136,39 +136,39 @@ def _clip(segs: list[tuple[float, float, str]], since: float | None, until: floa
     return [(max(s, lo), min(e, hi), st) for s, e, st in segs if e > lo and s < hi]
 
 
+def _runs(segs: list[tuple[float, float, str]], states: frozenset[str]) -> list[list[Any]]:
+    """Maximal runs of adjacent time in `states`: [start, end, whether adjacent time of another
+    state came just before, how it ended: True at adjacent time of another state, False at a
+    break (censored time, the window's edge), None still going at the end]."""
+    runs: list[list[Any]] = []
+    prev_end: float | None = None
+    for s, e, st in segs:
+        adjacent = prev_end is not None and abs(s - prev_end) < 1e-6
+        prev_end = e
+        if runs and runs[-1][3] is None:
+            if adjacent and st in states:
+                runs[-1][1] = e
+                continue
+            runs[-1][3] = adjacent
+        if st in states:
+            runs.append([s, e, adjacent, None])
+    return runs
+
+
 def outages(segs: list[tuple[float, float, str]]) -> Outages:
     """Maximal runs of adjacent down time; a run that touches a break (censored time, the
     window's edge) at either end is censored and left out of the durations."""
-    out = Outages()
-    runs: list[tuple[float, float, bool]] = []  # start, end, censored
-    cur: list[float] | None = None
-    prev_end: float | None = None
-    cut = True
-    for s, e, st in segs:
-        adjacent = prev_end is not None and abs(s - prev_end) < 1e-6
-        if cur is not None and not adjacent:
-            runs.append((cur[0], cur[1], True))
-            cur = None
-        if st in _DOWN:
-            if cur is None:
-                cur, cut = [s, e], not adjacent
-            else:
-                cur[1] = e
-        elif cur is not None:
-            runs.append((cur[0], cur[1], cut))
-            cur = None
-        prev_end = e
-    if cur is not None:
-        runs.append((cur[0], cur[1], True))
-        out.still_open = True
-    done = [e - s for s, e, c in runs if not c]
-    out.count, out.censored, out.durations_s = len(runs), sum(c for *_, c in runs), done
+    runs = _runs(segs, _DOWN)
+    out = Outages(still_open=bool(runs) and runs[-1][3] is None)
+    done = [e - s for s, e, before, after in runs if before and after]
+    out.count, out.censored, out.durations_s = len(runs), len(runs) - len(done), done
     if done:
         n = len(done)
         out.mean_s = sum(done) / n
         out.median_s = float(statistics.median(done))
         out.longest_s = max(done)
-        start = next(s for s, e, c in runs if not c and e - s == out.longest_s)
+        start = next(s for s, e, before, after in runs
+                     if before and after and e - s == out.longest_s)
         out.longest_start = iso(start)
         total = 2 * n * out.mean_s
         # chi-square with 2n degrees of freedom: its quantile is 2 gammaincinv(n, q)
@@ -182,20 +182,7 @@ def outages(segs: list[tuple[float, float, str]]) -> Outages:
 
 def up_runs(segs: list[tuple[float, float, str]]) -> list[float]:
     """Lengths of the maximal runs of up time that ended in an outage seen from its start."""
-    out: list[float] = []
-    start: float | None = None
-    prev_end: float | None = None
-    for s, e, st in segs:
-        adjacent = prev_end is not None and abs(s - prev_end) < 1e-6
-        if st in _UP:
-            if start is None or not adjacent:
-                start = s
-        else:
-            if start is not None and adjacent:
-                out.append(s - start)
-            start = None
-        prev_end = e
-    return out
+    return [e - s for s, e, _, after in _runs(segs, _UP) if after]
 
 
 def availability_interval(up_s: float, observed_s: float, downs: list[float],
