@@ -3,7 +3,7 @@ Thin: `realprobe.api.run_tasks` / `TaskBatch` and `realprobe.api.task_results` d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -372,69 +372,59 @@ def _errors_text(mix: Mapping[str, Any]) -> str:
     return ", ".join(f"{code} {n}" for code, n in top) or "-"
 
 
-def _who(rows: list[dict[str, Any]], key: str) -> tuple[list[Column], Any]:
-    """The columns that say which runs a row holds (fault plan and paraphrase level only
-    when some row has one), and the cells of a row. Agent and model share a column, one
-    above the other (one name when they are the same), so that both fit at 80 columns.
-    These columns are never left out (one that holds the same value in every row is named
-    above the table on a narrow terminal)."""
-    from realprobe.commands.tables import Column
+def _runs_table(rows: list[dict[str, Any]], key: str, columns: list[Column], title: str,
+                values: Callable[[dict[str, Any]], list[str]]) -> FitTable:
+    """A row per entry of `rows`: first the columns that say which runs it holds (agent and
+    model, `key`, target; fault plan and paraphrase level only when some row has one), then
+    `columns`, filled by `values`. Agent and model share a column, one above the other (one
+    name when they are the same), so that both fit at 80 columns. The first columns are
+    never left out (one that holds the same value in every row is named above the table on
+    a narrow terminal)."""
+    from realprobe.commands.tables import Column, fit_table
 
     names = [key, "target"]
     extra = [(c, label) for c, label, default in (("fault_plan", "plan", "-"),
                                                   ("paraphrase", "ε", 0))
              if any(r[c] != default for r in rows)]
-
-    def cells(r: dict[str, Any]) -> list[str]:
+    headers = ["agent\nmodel", *names] + [label for _, label in extra]
+    t = fit_table([*(Column(c, "name", key=True) for c in headers), *columns], title=title)
+    for r in rows:
         who = str(r["agent"]) if r["model"] in (r["agent"], None, "") else \
             f"{r['agent']}\n{r['model']}"
-        return [who] + [str(r[n]) for n in names] + [str(r[c]) for c, _ in extra]
-
-    headers = ["agent\nmodel", *names] + [label for _, label in extra]
-    return [Column(c, "name", key=True) for c in headers], cells
+        t.add_row(who, *(str(r[n]) for n in names), *(str(r[c]) for c, _ in extra), *values(r))
+    return t
 
 
 def _outcome_table(title: str, rows: list[dict[str, Any]], key: str) -> FitTable:
     """Full / partial / failure shares (the paper's Table 5) per agent, model and `key`, per
     target, fault plan and paraphrase level, with the trajectory metrics' means."""
-    from realprobe.commands.tables import Column, fit_table
+    from realprobe.commands.tables import Column
 
-    who, cells = _who(rows, key)
     levels = ["full", "partial", "failure", "grounded", "strict"]
     drops = {"grounded": 3, "strict": 2, "chain F1": 4, "τ": 4, "graph F1": 4, "node F1": 4,
              "score": 1}
-    t = fit_table(
-        [*who, Column("runs", "num"),
-         *(Column(c, "num", drop=drops.get(c, 0))
-           for c in [*levels, "score", "chain F1", "τ", "graph F1", "node F1"])],
-        title=title,
-    )
-    for r in rows:
-        t.add_row(
-            *cells(r), str(r["runs"]), *(pct(r[f"{lv}_rate"]) for lv in levels),
-            f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
-            _num(r["graph_f1"]), _num(r.get("graph_node_f1")),
-        )
-    return t
+    return _runs_table(
+        rows, key, [Column("runs", "num"), *(Column(c, "num", drop=drops.get(c, 0)) for c in
+                                             [*levels, "score", "chain F1", "τ", "graph F1",
+                                              "node F1"])], title,
+        lambda r: [str(r["runs"]), *(pct(r[f"{lv}_rate"]) for lv in levels),
+                   f"{r['mean_score']:.2f}", _num(r["chain_f1"]), _num(r["kendall_tau"]),
+                   _num(r["graph_f1"]), _num(r.get("graph_node_f1"))])
 
 
 def _usage_table(rows: list[dict[str, Any]]) -> FitTable:
     """Tokens, cost and the error mix of the calls the agent made, per row of Table 5."""
-    from realprobe.commands.tables import Column, fit_table
+    from realprobe.commands.tables import Column
 
-    who, cells = _who(rows, "prompt")
-    t = fit_table(
-        [*who, Column("tokens in", "num", drop=2),
-         Column("tokens out", "num", drop=2), Column("cost $", "num"),
-         Column("calls", "num"), Column("failed", "num"), Column("top errors", "list", drop=1)],
-        title="Usage, cost and the agent's failed calls by error code",
-    )
-    for r in rows:
-        mix = r["error_mix"]
-        t.add_row(*cells(r), str(r["tokens_in"]), str(r["tokens_out"]),
-                  _num(r["cost_usd"], ".4f"), str(mix["calls"]), str(mix["failed"]),
-                  _errors_text(mix))
-    return t
+    return _runs_table(
+        rows, "prompt",
+        [Column("tokens in", "num", drop=2), Column("tokens out", "num", drop=2),
+         Column("cost $", "num"), Column("calls", "num"), Column("failed", "num"),
+         Column("top errors", "list", drop=1)],
+        "Usage, cost and the agent's failed calls by error code",
+        lambda r: [str(r["tokens_in"]), str(r["tokens_out"]), _num(r["cost_usd"], ".4f"),
+                   str(r["error_mix"]["calls"]), str(r["error_mix"]["failed"]),
+                   _errors_text(r["error_mix"])])
 
 
 def results_cmd(
@@ -541,44 +531,37 @@ def results_verdict(rows: list[dict[str, Any]]) -> str | None:
 
 
 def _reliability_table(rows: list[dict[str, Any]]) -> FitTable:
-    from realprobe.commands.tables import Column, fit_table
+    from realprobe.commands.tables import Column
 
-    who, cells = _who(rows, "prompt")
     drops = {"pass^1": 3, "k": 2, "extra calls": 1}
-    rel = fit_table(
-        [*who,
-         *(Column(c, "num", drop=drops.get(c, 0))
-           for c in ("runs", "pass^1", "pass^k", "k", "recovery", "extra calls"))],
-        title="Reliability: pass^k over repeats (full success), recovery after tool failures",
-    )
-    for r in rows:
+
+    def values(r: dict[str, Any]) -> list[str]:
         hat = r["pass^k"]
         k = max(hat) if hat else 0
-        rel.add_row(
-            *cells(r), str(r["runs"]),
-            f"{hat[1]:.2f}" if hat else "-", f"{hat[k]:.2f}" if hat else "-", str(k),
-            pct(r["recovery_rate"]), _num(r["recovery_cost"]),
-        )
-    return rel
+        return [str(r["runs"]), f"{hat[1]:.2f}" if hat else "-",
+                f"{hat[k]:.2f}" if hat else "-", str(k), pct(r["recovery_rate"]),
+                _num(r["recovery_cost"])]
+
+    return _runs_table(
+        rows, "prompt", [Column(c, "num", drop=drops.get(c, 0)) for c in
+                         ("runs", "pass^1", "pass^k", "k", "recovery", "extra calls")],
+        "Reliability: pass^k over repeats (full success), recovery after tool failures", values)
 
 
 def _complexity_table(rows: list[dict[str, Any]]) -> FitTable:
     """Outcomes per task complexity grade (C1 chains .. C4 many-to-many with alternatives),
     with the recovery rate after tool faults the agent did not cause."""
-    from realprobe.commands.tables import Column, fit_table
+    from realprobe.commands.tables import Column
 
-    who, cells = _who(rows, "prompt")
-    t = fit_table(
-        [*who, Column("grade", "name", key=True), Column("runs", "num"),
+    return _runs_table(
+        rows, "prompt",
+        [Column("grade", "name", key=True), Column("runs", "num"),
          *(Column(c, "num", drop=d) for c, d in (("full", 0), ("partial", 2), ("failure", 2),
                                                  ("chain F1", 3), ("recovery", 1)))],
-        title="Task outcomes by complexity (C1 chain .. C4 many-to-many with alternatives)",
-    )
-    for r in rows:
-        t.add_row(*cells(r), str(r["topology"]), str(r["runs"]), pct(r["full_rate"]),
-                  pct(r["partial_rate"]), pct(r["failure_rate"]), _num(r["chain_f1"]),
-                  pct(r["recovery_rate"]))
-    return t
+        "Task outcomes by complexity (C1 chain .. C4 many-to-many with alternatives)",
+        lambda r: [str(r["topology"]), str(r["runs"]), pct(r["full_rate"]),
+                   pct(r["partial_rate"]), pct(r["failure_rate"]), _num(r["chain_f1"]),
+                   pct(r["recovery_rate"])])
 
 
 def _print_power(rows: list[dict[str, Any]]) -> None:
@@ -616,7 +599,7 @@ def _surface_table(surf: Mapping[str, Any]) -> FitTable:
 
 def _print_recovery_by_kind(reliability: list[dict[str, Any]]) -> None:
     """Recovery per fault kind (explicit/implicit x transient/permanent), where any met."""
-    from realprobe.commands.tables import Column, fit_table
+    from realprobe.commands.tables import Column
     from realprobe.tasks.metrics import FAULT_KINDS
 
     rows = [r for r in reliability
@@ -625,17 +608,13 @@ def _print_recovery_by_kind(reliability: list[dict[str, Any]]) -> None:
                                            for r in rows)]  # fmt: skip
     if not rows:
         return
-    who, cells = _who(rows, "prompt")
-    table = fit_table(
-        [*who, *(Column(k.replace("-", " "), "num") for k in kinds)],
-        title="Recovery per injected fault kind (runs that met one; full success; kinds no "
-              "run met are left out)",
-    )
-    for r in rows:
-        rates = []
-        for k in kinds:
-            rec = r["recovery_by_kind"][k]
-            n = rec["runs_with_failures"]
-            rates.append(f"{pct(rec['recovery_rate'])} of {n}" if n else "-")
-        table.add_row(*cells(r), *rates)
-    console.print(table)
+
+    def rates(r: dict[str, Any]) -> list[str]:
+        by = [r["recovery_by_kind"][k] for k in kinds]
+        return [f"{pct(b['recovery_rate'])} of {b['runs_with_failures']}"
+                if b["runs_with_failures"] else "-" for b in by]
+
+    console.print(_runs_table(
+        rows, "prompt", [Column(k.replace("-", " "), "num") for k in kinds],
+        "Recovery per injected fault kind (runs that met one; full success; kinds no run met "
+        "are left out)", rates))
