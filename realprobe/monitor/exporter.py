@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -178,24 +176,16 @@ class ExporterServer:
 
     def serve_forever(self) -> None:
         """Serve until SIGINT or SIGTERM, then stop (the /probe run is marked finished)."""
-        from realprobe.probes.session import note_signal
+        from realprobe.probes.session import on_signals
 
-        done = threading.Event()
-        previous = {}
+        async def until_signal() -> None:
+            done = asyncio.Event()
+            with on_signals(done.set):
+                await done.wait()
 
-        def stop(sig: int, _frame: object) -> None:
-            note_signal(sig)
-            done.set()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, stop)
         try:
-            # a timed wait, so the signal handlers above run between the waits
-            while not done.wait(0.5):
-                continue
+            asyncio.run(until_signal())
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             self.stop()
 
     def stop(self) -> None:
