@@ -404,49 +404,43 @@ class H11Server:
         """The next request, or None when the client closed. TimeoutError when no request
         began within `idle_s` (the idle timeout), or one began and did not complete within
         the header timeout (measured on the loop's clock, not reset by trickled bytes)."""
-        body = bytearray()
+        body = bytearray()  # its bytes count in `buffered` until the request is answered
         idle = self.limits.idle_timeout_s if idle_s is None else idle_s
-        try:
-            return await self._read_into(conn, reader, body, idle)
-        finally:
-            self.buffered -= len(body)
-
-    async def _read_into(
-        self, conn: h11.Connection, reader: asyncio.StreamReader, body: bytearray, idle: float,
-    ) -> Request | None:
         head: h11.Request | None = None
         loop = asyncio.get_running_loop()
         deadline: float | None = None
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                if deadline is None and (_started(conn) or head is not None):
-                    deadline = loop.time() + self.limits.header_timeout_s
-                limit = idle if deadline is None else deadline - loop.time()
-                if limit <= 0:
-                    raise TimeoutError
-                async with asyncio.timeout(limit):
-                    data = await reader.read(65536)
-                if deadline is None and data:
-                    deadline = loop.time() + self.limits.header_timeout_s
-                conn.receive_data(data)
-                if not data and conn.their_state is not h11.DONE and head is None:
+        try:
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    if deadline is None and (_started(conn) or head is not None):
+                        deadline = loop.time() + self.limits.header_timeout_s
+                    limit = idle if deadline is None else deadline - loop.time()
+                    if limit <= 0:
+                        raise TimeoutError
+                    async with asyncio.timeout(limit):
+                        data = await reader.read(65536)
+                    if deadline is None and data:
+                        deadline = loop.time() + self.limits.header_timeout_s
+                    conn.receive_data(data)
+                    if not data and conn.their_state is not h11.DONE and head is None:
+                        return None
+                elif isinstance(event, h11.Request):
+                    head = event
+                    _check_length(event, self.guard.max_body)
+                elif isinstance(event, h11.Data):
+                    if len(body) + len(event.data) > self.guard.max_body:
+                        raise _TooLarge
+                    if self.buffered + len(event.data) > self.limits.max_buffered:
+                        raise _Busy
+                    body.extend(event.data)
+                    self.buffered += len(event.data)
+                elif isinstance(event, h11.EndOfMessage):
+                    return None if head is None else _request(head, bytes(body))
+                elif isinstance(event, h11.ConnectionClosed):
                     return None
-                continue
-            if isinstance(event, h11.Request):
-                head = event
-                _check_length(event, self.guard.max_body)
-            elif isinstance(event, h11.Data):
-                if len(body) + len(event.data) > self.guard.max_body:
-                    raise _TooLarge
-                if self.buffered + len(event.data) > self.limits.max_buffered:
-                    raise _Busy
-                body.extend(event.data)
-                self.buffered += len(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                return None if head is None else _request(head, bytes(body))
-            elif isinstance(event, h11.ConnectionClosed):
-                return None
+        finally:
+            self.buffered -= len(body)
 
 
 class _TooLarge(Exception):

@@ -30,16 +30,12 @@ from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.http.simulate import origin_of
 from realprobe.http.transports import live_transport
 from realprobe.retry_after import retry_after_of
+from realprobe.sandbox.bodies import keep_header
 from realprobe.secrets import scrub_url
 from realprobe.simulator.routes import Body
 from realprobe.store import Database, Store
 
 LIVE = "live"
-#: response headers not passed on (the sandbox frames the body itself, already decoded)
-DROPPED = frozenset(
-    {"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding",
-     "content-type"}
-)
 FORWARDED_REQUEST_HEADERS = ("accept", "accept-language")
 #: a request waits at most this long for its politeness turn, then gets a 429
 MAX_POLITE_WAIT_S = 30.0
@@ -216,9 +212,7 @@ def _host_of(base_url: str) -> str:
 def upstream_body(fetched: Fetched) -> Body:
     """The upstream's answer as a servable body: its bytes (decoded), status and headers."""
     ctype = fetched.headers.get("content-type", "application/octet-stream")
-    headers = tuple(
-        (k, v)
-        for k, v in fetched.headers.items()
-        if k.lower() not in DROPPED and not k.lower().startswith("x-realprobe-")
-    )
+    # the sandbox frames the body itself, already decoded
+    headers = tuple((k, v) for k, v in fetched.headers.items()
+                    if keep_header(k) and k.lower() != "content-encoding")
     return Body("ok", fetched.status, ctype, headers, fetched.body, None)

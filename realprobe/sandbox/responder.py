@@ -175,8 +175,8 @@ class Responder:
         api, original, forced = _split_path(path, forced, numbered is not None)
         entry.api = api or None
         route = self.routes.match(api, method, original)
-        active = resolve(self.runtime.toxics_for(api or None, route.tool if route else None),
-                         self.runtime.rng)
+        toxics = self.runtime.toxics.for_request(api or None, route.tool if route else None)
+        active = resolve(toxics, self.runtime.rng)
         if route is None:
             return Answer(await self._unrouted(api, method, original, query, headers, entry),
                           active, entry)

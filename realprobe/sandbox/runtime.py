@@ -8,7 +8,7 @@ import time
 from realprobe.simulator.faults import FaultModel, Outcome
 from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
-from realprobe.simulator.toxics import Toxic, ToxicSet, toxics_from_profile
+from realprobe.simulator.toxics import ToxicSet, toxics_from_profile
 
 
 class Runtime:
@@ -58,6 +58,3 @@ class Runtime:
         if numbered is not None:
             return self.model.draw_numbered(tool, *numbered, time.time())
         return self.model.draw(tool, time.time())
-
-    def toxics_for(self, api: str | None, tool: str | None) -> dict[str, Toxic]:
-        return self.toxics.for_request(api, tool)
