@@ -1,5 +1,10 @@
 """The one SQLite file (sqlite-utils, WAL): probe runs and probe rows; tasks add their tables.
 
+`open_db` is the one way to open it: it knows the default path and hands every reader and
+writer a `Database` (read-only connections, the migration a front door asks for, the choice
+of SQLite library, the writer `Store`), never a path to open again.
+
+
 A row is committed when its call ends, so a killed process loses at most the calls in flight.
 Readers (stats, report) can run while a prober writes: WAL plus a busy timeout.
 
