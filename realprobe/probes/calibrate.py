@@ -160,14 +160,6 @@ def code_persistence(ts: ToolStats) -> tuple[float | None, tuple[float, float] |
     return solve(same.p), (solve(same.ci95[0]), solve(same.ci95[1]))
 
 
-def reconciled_chain(ff: float, fo: float, fail: float) -> Burst:
-    """The chain with the observed correlation rho = ff - fo (at most RHO_MAX) and the
-    stationary failure rate `fail` (the counted one), so the profile's success_rate and
-    chain agree."""
-    rho = min(ff - fo, RHO_MAX)
-    return chain_with_rate(Burst(p_fail_after_fail=fo + rho, p_fail_after_ok=fo), fail)
-
-
 #: deviance rise that bounds the chain's 95% interval (chi-square(1))
 CHAIN_LEVEL = 3.841458820694124
 #: the values of rho where the chain's profile likelihood is evaluated
@@ -671,7 +663,10 @@ def _profile_burst(
                 f_lo * (1 - ff_ci[1]) / (1 - f_lo) if f_lo < 1 else 0.0,
                 min(1.0, f_hi * (1 - ff_ci[0]) / (1 - f_hi)) if f_hi < 1 else 1.0,
             )
-    burst = reconciled_chain(ff, fo, 1.0 - success)
+    # the correlation rho = ff - fo (at most RHO_MAX) at the counted failure rate, so the
+    # profile's success_rate and chain agree
+    rho = min(ff - fo, RHO_MAX)
+    burst = chain_with_rate(Burst(p_fail_after_fail=fo + rho, p_fail_after_ok=fo), 1.0 - success)
     return burst.model_copy(
         update={
             "p_fail_after_fail_ci95": ff_ci and holding(ff_ci, burst.p_fail_after_fail),

@@ -306,10 +306,9 @@ def fit_mixture(
             fits[k] = got
     if not fits:
         return None
-    n_params = {1: 2, 2: 5}
     bic, aic = {}, {}
     for k, (_, nll) in fits.items():
-        p = n_params[k] + (1 if censored else 0)
+        p = 3 * k - 1 + (1 if censored else 0)  # weights, mus and sigmas; the hang share
         bic[str(k)] = 2 * nll + p * math.log(n_total)
         aic[str(k)] = 2 * nll + 2 * p
     k_best = min(fits, key=lambda k: bic[str(k)])
