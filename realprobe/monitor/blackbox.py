@@ -38,7 +38,7 @@ from realprobe.clients import TransportOptions, make_client
 from realprobe.clock import Clock, WallClock
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import RealprobeError
-from realprobe.hosts import HostGates, HostLimiter, host_key
+from realprobe.hosts import HostGates, host_key
 from realprobe.probes.loading import conditions, probe_columns
 from realprobe.probes.politeness import Budget, PolitenessConfig
 from realprobe.store import (
@@ -146,7 +146,8 @@ class BlackboxProber:
         lim.reserve(0.0)  # claims this start; the next one is min_interval_s away
         async with lim.slots:
             result, target = await self._call(tool, timeout_s)
-        _learn(lim, result)
+        # an answer with Retry-After (or a bare 429) pauses the host for later scrapes
+        lim.note(result.code, result.error.retry_after_s if result.error else None)
         return result, target
 
     def _take_budget(self, tool: Tool, daily_budget: int) -> bool:
@@ -224,11 +225,6 @@ class BlackboxProber:
             })
 
 
-def _learn(lim: HostLimiter, result: ToolResult) -> None:
-    """An answer with Retry-After (or a bare 429) pauses the host for later scrapes."""
-    lim.note(result.code, result.error.retry_after_s if result.error else None)
-
-
 def _result_of(tool: Tool, row: dict[str, Any]) -> ToolResult:
     """A stored row as the result it recorded; a cell that is not what the column holds
     (a row written around the store's checks) reads as missing, never as a failed scrape."""
@@ -264,21 +260,16 @@ def _num(value: object) -> float | None:
 def _registry_for(result: ToolResult | None, *, cached: str | None, age_s: float | None
                   ) -> CollectorRegistry:
     reg = CollectorRegistry()
-    Gauge("probe_success", "Whether the call succeeded", registry=reg).set(
-        1 if result is not None and result.ok else 0
-    )
-    Gauge("probe_duration_seconds", "How long the call took", registry=reg).set(
-        (result.latency_ms if result else 0.0) / 1000.0
-    )
-    Gauge("probe_http_status_code", "Response HTTP status code", registry=reg).set(
-        (result.http_status or 0) if result else 0
-    )
-    Gauge("probe_http_content_length", "Length of the decoded body", registry=reg).set(
-        result.bytes if result else 0
-    )
-    Gauge("probe_http_redirects", "Redirects followed", registry=reg).set(
-        len(result.redirects) if result else 0
-    )
+    for name, doc, value in (
+        ("probe_success", "Whether the call succeeded", 1 if result and result.ok else 0),
+        ("probe_duration_seconds", "How long the call took",
+         (result.latency_ms if result else 0.0) / 1000.0),
+        ("probe_http_status_code", "Response HTTP status code",
+         (result.http_status or 0) if result else 0),
+        ("probe_http_content_length", "Length of the decoded body", result.bytes if result else 0),
+        ("probe_http_redirects", "Redirects followed", len(result.redirects) if result else 0),
+    ):
+        Gauge(name, doc, registry=reg).set(value)
     phases_g = Gauge("probe_http_duration_seconds", "Duration of each phase of the call",
                      ["phase"], registry=reg)
     phases = (result.phases if result else None) or {}
