@@ -168,21 +168,17 @@ class CallableAgent:
         if how == "raised":
             if isinstance(value, Terminated):
                 raise Terminated(value.reason)
-            _agent_error(ctx, value)  # the agent's own failure, kept in the run
+            ctx.state.termination = "agent_error"  # the agent's own failure, kept in the run
+            try:
+                said = str(value)
+            except Exception:  # an exception whose message cannot be read
+                said = "<unreadable message>"
+            ctx.state.final_message = f"the agent raised {type(value).__name__}: {said}"[:2000]
             return
         ctx.state.final_message = value
         ctx.state.completion_signal = says_complete(value)
         if by_run is not None:  # the agent swallowed the end of its run
             raise Terminated(by_run)
-
-
-def _agent_error(ctx: AgentContext, exc: BaseException) -> None:
-    ctx.state.termination = "agent_error"
-    try:
-        said = str(exc)
-    except Exception:  # an exception whose message cannot be read
-        said = "<unreadable message>"
-    ctx.state.final_message = f"the agent raised {type(exc).__name__}: {said}"[:2000]
 
 
 def evaluate(

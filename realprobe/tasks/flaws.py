@@ -35,6 +35,7 @@ from realprobe.tasks.model import (
     Step,
     Task,
     Workflow,
+    default_tasks_dir,
     load_task,
     task_files,
 )
@@ -548,8 +549,6 @@ def regenerate(folder: Path, catalog: Catalog, *, check: bool = False) -> list[P
 
 
 def main(argv: list[str] | None = None) -> int:
-    from realprobe.tasks.model import default_tasks_dir
-
     args = list(sys.argv[1:] if argv is None else argv)
     check = "--check" in args
     rest = [a for a in args if a != "--check"]

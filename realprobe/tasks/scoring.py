@@ -224,7 +224,8 @@ def score_run(task: Task, state: RunState) -> Score:
     groups = [s.tools() for s in task.workflow.steps]
     firsts = [_first_success(steps, g) for g in groups]
     all_ok = all(f is not None for f in firsts)
-    in_order = all_ok and out_of_order(task, firsts) == []
+    late = out_of_order(task, firsts) if all_ok else []
+    in_order = all_ok and not late
     api_ok = sum(1 for f in firsts[:-1] if f is not None)
     output_ran = any(s.ok and s.kind == "output" for s in steps)
     n_ok = sum(1 for s in steps if s.ok)
@@ -245,9 +246,8 @@ def score_run(task: Task, state: RunState) -> Score:
             missed = [g[0] for g, f in zip(groups, firsts, strict=True) if f is None]
             reasons.append("required tools never succeeded: " + ", ".join(missed))
         elif not in_order:
-            pairs = out_of_order(task, firsts)
             reasons.append("required tools succeeded out of order: " + ", ".join(
-                f"{v} before {u}, whose output it reads" for u, v in pairs))
+                f"{v} before {u}, whose output it reads" for u, v in late))
         if not state.completion_signal:
             reasons.append("no completion signal")
         outcome = "partial" if sum(conditions.values()) >= 2 else "failure"

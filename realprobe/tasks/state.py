@@ -102,8 +102,6 @@ class Attempt:
     and the reflection the agent wrote on it before the next attempt."""
 
     steps: list[StepRecord]
-    artifact: str | None
-    final_message: str
     completion_signal: bool
     termination: str
     outcome: str  # its score: full | partial | failure
@@ -150,10 +148,8 @@ class RunState:
     def begin_attempt(self, outcome: str, reflection: str) -> None:
         """Close the current attempt (scored `outcome`, with the agent's reflection on it)
         and start a fresh one: no calls, no artifact, no final message."""
-        self.attempts.append(Attempt(
-            self.steps, self.artifact, self.final_message, self.completion_signal,
-            self.termination, outcome, reflection,
-        ))  # fmt: skip
+        self.attempts.append(
+            Attempt(self.steps, self.completion_signal, self.termination, outcome, reflection))
         self.steps, self.artifact, self.artifact_tool = [], None, None
         self.final_message, self.completion_signal, self.termination = "", False, "finished"
 
