@@ -448,7 +448,7 @@ def call_from_record(data: Any, where: str) -> Call:
         extra = data if isinstance(data, _Extra) else _Extra.model_validate(data)
     except ValidationError as exc:
         raise CassetteError(f"{where}: {exc.errors()[0]['msg']}") from exc
-    call = _call_from(extra.seq, extra.request, extra.response, where, extra)
+    call = call_from(extra.seq, extra.request, extra.response, where, extra)
     if extra.error is not None:
         e = extra.error
         call.error = Failure(e.type, e.message, e.phase, e.bytes_before)
@@ -513,7 +513,7 @@ def status_code(code: Any, where: str) -> int:
     return code
 
 
-def _call_from(
+def call_from(
     seq: int, req: Any, resp: Any, where: str, timing: _Timing | None = None
 ) -> Call:
     if not isinstance(req, dict) or "uri" not in req or "method" not in req:
@@ -629,7 +629,7 @@ def _interaction_calls(interactions: Any, label: str) -> list[Call]:
             except ValidationError as exc:
                 raise CassetteError(f"{where}.realprobe: {exc.errors()[0]['msg']}") from exc
         seq = timing.seq if timing is not None else i
-        call = _call_from(seq, item.get("request"), resp, where, timing)
+        call = call_from(seq, item.get("request"), resp, where, timing)
         if timing is not None:
             _exact_recording(call, timing, where)
         if _vcrpy_loads(item):

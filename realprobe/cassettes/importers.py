@@ -26,15 +26,13 @@ from realprobe.cassettes.cassette import (
     Cassette,
     CassetteError,
     Failure,
-    body_from_json,
+    call_from,
     decoded,
     fingerprint,
     from_json_data,
-    headers_from_json,
     is_yaml_path,
     parse_text,
     save_cassette,
-    status_code,
 )
 from realprobe.cassettes.journal import (
     journal_path,
@@ -346,28 +344,11 @@ def from_ruby_vcr(data: dict[str, Any], label: str) -> Cassette:
         where = f"{label}: http_interactions[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
             raise CassetteError(f"{where}: needs a `request` mapping")
-        req, resp = item["request"], item.get("response")
-        if "uri" not in req or "method" not in req:
-            raise CassetteError(f"{where}: request needs `method` and `uri`")
-        body = body_from_json(req.get("body"), where)
-        call = Call(
-            seq=i,
-            method=str(req["method"]).upper(),
-            uri=str(req["uri"]),
-            request_headers=headers_from_json(req.get("headers"), where),
-            request_body=body or None,
-            recorded_at=_http_date_iso(item.get("recorded_at")),
-        )
-        if isinstance(resp, dict):
-            status = resp.get("status")
-            code = status.get("code") if isinstance(status, dict) else status
-            call.status = status_code(code, where)
-            call.reason = str(status.get("message") or "") if isinstance(status, dict) else ""
-            call.headers = headers_from_json(resp.get("headers"), where)
-            call.body = body_from_json(resp.get("body"), where)
-            normalise_body(call)
-        else:
+        if not isinstance(item.get("response"), dict):
             raise CassetteError(f"{where}: no response recorded")
+        call = call_from(i, item["request"], item["response"], where)  # vcrpy's shape, nearly
+        call.recorded_at = _http_date_iso(item.get("recorded_at"))
+        normalise_body(call)
         calls.append(call)
     meta = {
         "source": "ruby-vcr",

@@ -157,18 +157,12 @@ class CassetteSession:
         """Recordings in the cassette (vcrpy's `len(cassette)`)."""
         return len(self.player.cassette.calls) if self.player is not None else 0
 
-    def ignored(self, url: str) -> bool:
-        """A request answered live and never recorded (its host is ignored)."""
-        if not self.ignore_hosts:
-            return False
-        return (httpx.URL(url).host or "").lower() in self.ignore_hosts
-
     def as_recorded(self, method: str, url: str, body: bytes | None,
                     headers: list[tuple[str, str]] | None) -> Request | None:
         """The request as the cassette would record it, which is what it is matched on (vcrpy
         applies `before_record_request` before matching too); None: it is answered live and
         never recorded (its host is ignored, or the hook leaves it out)."""
-        if self.ignored(url):
+        if self.ignore_hosts and (httpx.URL(url).host or "").lower() in self.ignore_hosts:
             return None
         if self.before_record is None:
             return method, url, body, headers
