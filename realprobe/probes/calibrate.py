@@ -698,10 +698,6 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _worker_start() -> None:
-    one_blas_thread()  # for the worker's whole life: its fits are tiny problems
-
-
 def _start_method() -> str:
     """fork where it is safe (Linux, and no other thread whose locks a child could inherit
     held): the workers start at once, without importing numpy and scipy again (0.85 s CPU
@@ -725,8 +721,9 @@ def _tool_profiles(report: StatsReport, arrays: ProbeArrays | None) -> dict[str,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    # one BLAS thread for each worker's whole life: its fits are tiny problems
     with ProcessPoolExecutor(workers, multiprocessing.get_context(_start_method()),
-                             initializer=_worker_start) as pool:
+                             initializer=one_blas_thread) as pool:
         done = pool.map(_one_profile, *zip(*jobs, strict=True),
                         chunksize=max(1, len(jobs) // (8 * workers)))
         return {t.tool: prof for (t, _), prof in zip(jobs, done, strict=True)}
