@@ -279,43 +279,29 @@ async def send(
             return False
         if budget_s is not None:
             plan = replace(plan, headers=[*plan.headers, (DELAY_HEADER, f"{delay * 1000:.1f}")])
-        return await _send(conn, plan, active, reader, writer, entry, rng)
+        if active.timeout_s is not None or plan.action in ("hang", "reset"):
+            await _no_answer(plan, active, reader, writer, entry)
+            return False
+        wire = Wire(writer, active, rng, entry)
+        head = conn.send(h11.Response(status_code=plan.status,
+                                      headers=_headers(plan, active))) or b""
+        entry.status = plan.status
+        if plan.action == "respond":
+            # one write for the whole answer: toxics see one byte stream, and one syscall
+            data = head + (conn.send(h11.Data(data=plan.body)) or b"" if plan.body else b"")
+            data += conn.send(h11.EndOfMessage()) or b""
+            done = await wire.write(data)
+            entry.body_bytes = max(0, min(wire.sent - len(head), len(plan.body)))
+            return done and await _finish(writer, reader, active, entry)
+        return (await wire.write(head)
+                and await _body_in_parts(conn, plan, wire, len(head), writer, entry)
+                and await wire.write(conn.send(h11.EndOfMessage()) or b"")
+                and await _finish(writer, reader, active, entry))
     except ConnectionError:
         entry.ended = "client-closed"
         raise
     finally:
         entry.total_ms = entry.elapsed_ms()
-
-
-async def _send(
-    conn: h11.Connection,
-    plan: Plan,
-    active: Active,
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    entry: Entry,
-    rng: random.Random,
-) -> bool:
-    if active.timeout_s is not None or plan.action in ("hang", "reset"):
-        await _no_answer(plan, active, reader, writer, entry)
-        return False
-    wire = Wire(writer, active, rng, entry)
-    head = conn.send(h11.Response(status_code=plan.status, headers=_headers(plan, active))) or b""
-    entry.status = plan.status
-    if plan.action == "respond":
-        # one write for the whole answer: toxics see one byte stream, and it is one syscall
-        data = head + (conn.send(h11.Data(data=plan.body)) or b"" if plan.body else b"")
-        data += conn.send(h11.EndOfMessage()) or b""
-        done = await wire.write(data)
-        entry.body_bytes = max(0, min(wire.sent - len(head), len(plan.body)))
-        return done and await _finish(writer, reader, active, entry)
-    if not await wire.write(head):
-        return False
-    if not await _body_in_parts(conn, plan, wire, len(head), writer, entry):
-        return False
-    if not await wire.write(conn.send(h11.EndOfMessage()) or b""):
-        return False
-    return await _finish(writer, reader, active, entry)
 
 
 async def _no_answer(
