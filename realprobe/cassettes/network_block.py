@@ -67,7 +67,10 @@ class _Guard:
             "the cassette)"
         )
 
-    def check_peer(self, sock: socket.socket) -> None:
+    # each check below takes the arguments of the functions it stands before (see `_patched`)
+
+    def peer(self, sock: Any, *_: Any, **__: Any) -> None:
+        """A send on a connected socket."""
         if sock.family not in (socket.AF_INET, socket.AF_INET6):
             return
         try:
@@ -76,7 +79,19 @@ class _Guard:
             return  # not connected: the call fails on its own
         self.check(_host_of(peer), "send to")
 
-    def check_fd(self, fd: Any) -> None:
+    def connect(self, _: Any, address: Any, *__: Any) -> None:
+        self.check(_host_of(address), "connect to")
+
+    def sendto(self, _: Any, __: Any, *args: Any, **___: Any) -> None:
+        self.check(_host_of(args[-1]) if args else None, "datagram to")
+
+    def sendmsg(self, sock: Any, _: Any, *args: Any, **__: Any) -> None:
+        if len(args) >= 3 and args[2] is not None:
+            self.check(_host_of(args[2]), "datagram to")
+        else:
+            self.peer(sock)
+
+    def on_fd(self, fd: Any, *_: Any, **__: Any) -> None:
         """A write to a raw file descriptor that is a connected socket."""
         try:
             if not isinstance(fd, int) or not stat.S_ISSOCK(os.fstat(fd).st_mode):
@@ -85,16 +100,16 @@ class _Guard:
             return
         sock = socket.socket(fileno=fd)
         try:
-            self.check_peer(sock)
+            self.peer(sock)
         finally:
             sock.detach()
 
-    def reverse_check(self, address: Any) -> None:
+    def reverse(self, address: Any, *_: Any) -> None:
         """A reverse lookup (PTR query) of an address that is not allowed."""
         host = _host_of(address) if isinstance(address, tuple) else str(address).lower()
         self.check(host, "reverse lookup of")
 
-    def resolve_check(self, host: Any) -> None:
+    def lookup(self, host: Any, *_: Any, **__: Any) -> None:
         if host is None:
             return
         name = host.decode("idna") if isinstance(host, bytes) else str(host)
@@ -102,43 +117,18 @@ class _Guard:
             self.check(name.lower(), "name lookup of")
 
 
-def _patched(guard: _Guard) -> dict[str, Any]:
-    """The replacements, keyed as `_owner` reads the names: each runs its check, then the
-    function it replaces."""
-
-    def peer(sock: Any, *_: Any, **__: Any) -> None:
-        guard.check_peer(sock)
-
-    def connect(_: Any, address: Any, *__: Any) -> None:
-        guard.check(_host_of(address), "connect to")
-
-    def sendto(_: Any, __: Any, *args: Any, **___: Any) -> None:
-        guard.check(_host_of(args[-1]) if args else None, "datagram to")
-
-    def sendmsg(sock: Any, _: Any, *args: Any, **__: Any) -> None:
-        if len(args) >= 3 and args[2] is not None:
-            guard.check(_host_of(args[2]), "datagram to")
-        else:
-            guard.check_peer(sock)
-
-    def on_fd(descriptor: Any, *_: Any, **__: Any) -> None:
-        guard.check_fd(descriptor)
-
-    def reverse(address: Any, *_: Any) -> None:
-        guard.reverse_check(address)
-
-    def lookup(host: Any, *_: Any, **__: Any) -> None:
-        guard.resolve_check(host)
-
+def _patched(g: _Guard) -> dict[str, Any]:
+    """The replacements, keyed as `_owner` reads the names: each runs its check of the guard
+    `g`, then the function it replaces."""
     checks: dict[str, Callable[..., None]] = {
-        "connect": connect, "connect_ex": connect, "sendto": sendto, "sendmsg": sendmsg,
-        "send": peer, "sendall": peer, "sendfile": peer, "ssl.send": peer, "ssl.sendall": peer,
-        "ssl.sendfile": peer, "os.write": on_fd, "os.writev": on_fd, "os.sendfile": on_fd,
-        "module.getaddrinfo": lookup, "module.gethostbyname": lookup,
-        "module.gethostbyname_ex": lookup, "module.gethostbyaddr": reverse,
-        "module.getnameinfo": reverse,
+        "connect": g.connect, "connect_ex": g.connect, "sendto": g.sendto, "sendmsg": g.sendmsg,
+        "send": g.peer, "sendall": g.peer, "sendfile": g.peer, "ssl.send": g.peer,
+        "ssl.sendall": g.peer, "ssl.sendfile": g.peer, "os.write": g.on_fd,
+        "os.writev": g.on_fd, "os.sendfile": g.on_fd, "module.getaddrinfo": g.lookup,
+        "module.gethostbyname": g.lookup, "module.gethostbyname_ex": g.lookup,
+        "module.gethostbyaddr": g.reverse, "module.getnameinfo": g.reverse,
     }
-    return {name: _checked(guard.real, name, check) for name, check in checks.items()}
+    return {name: _checked(g.real, name, check) for name, check in checks.items()}
 
 
 def _checked(real: dict[str, Any], name: str, check: Callable[..., None]) -> Any:
