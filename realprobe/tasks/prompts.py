@@ -65,18 +65,16 @@ class Prompt:
 
 
 def _arg_text(task: Task, steps: list[Step], arg: Arg) -> str:
-    if arg.kind == "value":
-        return json.dumps(arg.value, ensure_ascii=False)
-    if arg.kind == "input":
-        assert arg.input is not None
+    if arg.input is not None:
         shown = json.dumps(task.inputs[arg.input], ensure_ascii=False)
         return f"the task input `{arg.input}` ({shown})"
-    if arg.kind == "step":
+    if arg.step is not None:
         tool = next((s.tool for s in steps if s.id == arg.step), "?")
         return f"`{arg.output}` from step `{arg.step}` ({tool})"
-    return (
-        f"text like {json.dumps(arg.template, ensure_ascii=False)} with the real values filled in"
-    )
+    if arg.template is not None:
+        shown = json.dumps(arg.template, ensure_ascii=False)
+        return f"text like {shown} with the real values filled in"
+    return json.dumps(arg.value, ensure_ascii=False)
 
 
 def render_workflow(task: Task, steps: list[Step]) -> str:

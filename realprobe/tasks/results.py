@@ -258,8 +258,7 @@ def volume(grid: Mapping[tuple[int, int, float | None], float]) -> float | None:
     ls = sorted({lam for _, _, lam in grid}, key=lambda x: -1.0 if x is None else x)
     if len(grid) != len(ks) * len(es) * len(ls):
         return None
-    wl = [1.0] if len(ls) == 1 else _weights([float(lam or 0.0) for lam in ls])
-    wk, we = _weights([float(k) for k in ks]), _weights([float(e) for e in es])
+    wk, we, wl = (_weights([float(x or 0.0) for x in axis]) for axis in (ks, es, ls))
     return sum(
         wk[i] * we[j] * wl[m] * grid[(k, e, lam)]
         for i, k in enumerate(ks) for j, e in enumerate(es) for m, lam in enumerate(ls)

@@ -63,25 +63,22 @@ def resolve_args(
     """Concrete arguments, and the names of those that could not be resolved (left out)."""
     out: dict[str, Any] = {}
     missing: list[str] = []
-    for name, arg in args.items():
-        if arg.kind == "value":
-            out[name] = arg.value
-        elif arg.kind == "input":
-            assert arg.input is not None
+    for name, arg in args.items():  # exactly one source is set (`Arg`'s own check)
+        if arg.input is not None:
             out[name] = inputs[arg.input]
-        elif arg.kind == "step":
-            assert arg.step is not None and arg.output is not None
+        elif arg.step is not None and arg.output is not None:
             value = produced.get(arg.step, {}).get(arg.output, _MISSING)
             if value is _MISSING:
                 missing.append(name)
             else:
                 out[name] = value
-        else:
-            assert arg.template is not None
+        elif arg.template is not None:
             text, gaps = render_template(arg.template, produced)
             out[name] = text
             if gaps:
                 missing.append(name)
+        else:
+            out[name] = arg.value
     return out, missing
 
 
