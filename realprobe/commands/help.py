@@ -217,6 +217,11 @@ def setting_flags(args: list[str], command: Any) -> list[str]:
     return out
 
 
+def deprecated(old: str, new: str) -> None:
+    """The one line of notice an old spelling gets on stderr (it works for one more release)."""
+    sys.stderr.write(f"note: {old} is deprecated, use {new} (same meaning)\n")
+
+
 def renamed_flags(args: list[str]) -> list[str]:
     """`args` with each old flag name spelled the way every verb spells it now; one line on
     stderr says so (the old names work for one more release)."""
@@ -232,7 +237,7 @@ def renamed_flags(args: list[str]) -> list[str]:
             out.append(arg)
             continue
         if flag not in told:
-            sys.stderr.write(f"note: {flag} is deprecated, use {new} (same meaning)\n")
+            deprecated(flag, new)
             told.add(flag)
         head, *rest = new.split()
         out.extend([head + eq + value, *rest])

@@ -26,10 +26,12 @@ from realprobe.commands.common import (
     SeedOpt,
     TimeoutOpt,
     as_flags,
+    console,
     exit_if_ctrl_c,
     load_catalog,
     server_guards,
 )
+from realprobe.commands.help import deprecated
 from realprobe.errors import RealprobeError
 from realprobe.http.mode import Mode
 
@@ -396,13 +398,9 @@ def export_cmd(
 ) -> None:
     """Write an MCP session cassette in another recorder's format (the old spelling of
     `realprobe cassette export SESSION -o OUTPUT --format FORMAT`)."""
-    import sys
-
     from realprobe.api_mcp import mcp_export
-    from realprobe.commands.common import console
 
-    sys.stderr.write("note: `mcp export` is deprecated, use `cassette export SESSION -o "
-                     "OUTPUT --format FORMAT` (same meaning)\n")
+    deprecated("`mcp export`", "`cassette export SESSION -o OUTPUT --format FORMAT`")
     with as_flags("format", "output"):
         kept = mcp_export(session, output, format=format)
     console.print(f"{kept} messages -> {output} ({format})")
@@ -415,12 +413,8 @@ def import_cmd(
 ) -> None:
     """Convert another recorder's JSON-lines MCP transcript into an MCP session cassette
     (the old spelling of `realprobe cassette import SOURCE -o OUTPUT`)."""
-    import sys
-
     from realprobe.api_mcp import mcp_import
-    from realprobe.commands.common import console
 
-    sys.stderr.write("note: `mcp import` is deprecated, use `cassette import SOURCE -o "
-                     "OUTPUT` (same meaning)\n")
+    deprecated("`mcp import`", "`cassette import SOURCE -o OUTPUT`")
     kept = mcp_import(source, output)
     console.print(f"{kept} messages -> {output}")
