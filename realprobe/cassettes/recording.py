@@ -13,33 +13,11 @@ from typing import Any, Generic, TypeVar
 import httpx
 
 from realprobe.cassettes.cassette import Call
-from realprobe.cassettes.core import Recorder, failure_of, phase_of
+from realprobe.cassettes.core import Recorder
 from realprobe.cassettes.scrub import ScrubConfig
 from realprobe.clock import Clock
 
 Inner = TypeVar("Inner")
-
-
-def _reason(response: httpx.Response) -> str:
-    reason = response.extensions.get("reason_phrase", b"")
-    return reason.decode("latin-1") if isinstance(reason, bytes) else str(reason or "")
-
-
-def begin(recorder: Recorder, request: httpx.Request, body: bytes) -> Call:
-    return recorder.begin(
-        request.method, str(request.url), request.headers.raw, body, request.extensions
-    )
-
-
-def answered(recorder: Recorder, call: Call, response: httpx.Response) -> bool:
-    """True when the body still has to stream through the recorder."""
-    try:
-        content: bytes | None = response.content  # an in-process origin may hand it over read
-    except httpx.ResponseNotRead:
-        content = None
-    return recorder.answered(
-        call, response.status_code, _reason(response), response.headers.raw, content
-    )
 
 
 class _RecordingStream(httpx.SyncByteStream, httpx.AsyncByteStream):
@@ -103,20 +81,35 @@ class _RecorderFacade(Generic[Inner]):
         self.recorder = recorder or Recorder(path, clock=clock, meta=meta, scrub=scrub)
         self.clock = self.recorder.clock
 
+    def _begin(self, request: httpx.Request, body: bytes) -> Call:
+        return self.recorder.begin(request.method, str(request.url), request.headers.raw, body,
+                                   request.extensions)
+
+    def _kept(self, call: Call, response: httpx.Response) -> httpx.Response:
+        """The response, its body streaming through the recorder unless it came whole."""
+        try:
+            content: bytes | None = response.content  # an in-process origin may hand it read
+        except httpx.ResponseNotRead:
+            content = None
+        reason = response.extensions.get("reason_phrase", b"")
+        reason = reason.decode("latin-1") if isinstance(reason, bytes) else str(reason or "")
+        if self.recorder.answered(call, response.status_code, reason, response.headers.raw,
+                                  content):
+            response.stream = _RecordingStream(response.stream, self.recorder, call)
+        return response
+
 
 class RecordingTransport(_RecorderFacade[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
     """Passes every request to `inner` and keeps what happened, in order."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        call = begin(self.recorder, request, await request.aread())
+        call = self._begin(request, await request.aread())
         try:
             response = await self.inner.handle_async_request(request)
         except BaseException as exc:
             self.recorder.failed(call, exc)
             raise
-        if answered(self.recorder, call, response):
-            response.stream = _RecordingStream(response.stream, self.recorder, call)
-        return response
+        return self._kept(call, response)
 
     async def aclose(self) -> None:
         try:
@@ -129,21 +122,16 @@ class SyncRecordingTransport(_RecorderFacade[httpx.BaseTransport], httpx.BaseTra
     """The same for a synchronous `httpx.Client`."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        call = begin(self.recorder, request, request.read())
+        call = self._begin(request, request.read())
         try:
             response = self.inner.handle_request(request)
         except BaseException as exc:
             self.recorder.failed(call, exc)
             raise
-        if answered(self.recorder, call, response):
-            response.stream = _RecordingStream(response.stream, self.recorder, call)
-        return response
+        return self._kept(call, response)
 
     def close(self) -> None:
         try:
             self.inner.close()
         finally:
             self.recorder.save()
-
-
-__all__ = ["RecordingTransport", "SyncRecordingTransport", "failure_of", "phase_of"]
