@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -240,16 +241,20 @@ def survey(
     return [(*k, int(v[0]), v[1], v[2]) for k, v in merged.items()]
 
 
+def _totals(pairs: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Rows summed per name, by name."""
+    out: Counter[str] = Counter()
+    for name, n in pairs:
+        out[name] += n
+    return dict(sorted(out.items()))
+
+
 def kinds_present(groups: list[Group]) -> dict[str, int]:
     """{target kind: rows} among a window's `survey` groups (excluded rows left out; when every
     row is excluded, their kinds, so that the readers pick them and say why they were left
     out)."""
-    out: dict[str, int] = {}
-    left_out: dict[str, int] = {}
-    for kind, _t, _v, _s, excluded, n, _lo, _hi in groups:
-        into = left_out if excluded else out
-        into[kind] = into.get(kind, 0) + n
-    return out or left_out
+    return (_totals((g[0], g[5]) for g in groups if not g[4])
+            or _totals((g[0], g[5]) for g in groups if g[4]))
 
 
 def vantages_present(
@@ -260,11 +265,8 @@ def vantages_present(
     kinds: list[str] | None = None,
 ) -> dict[str, int]:
     """{vantage: rows} in the window among `kinds` (excluded rows left out)."""
-    out: dict[str, int] = {}
-    for kind, _t, vantage, _s, excluded, n, _lo, _hi in survey(db, since, until, tools):
-        if not excluded and (kinds is None or kind in kinds):
-            out[vantage] = out.get(vantage, 0) + n
-    return out
+    return _totals((g[2], g[5]) for g in survey(db, since, until, tools)
+                   if not g[4] and (kinds is None or g[0] in kinds))
 
 
 def pick_kinds(present: dict[str, int], target: str | None) -> list[str]:
@@ -299,44 +301,22 @@ def describe(
     returns, plus what the window holds besides."""
     if groups is None:
         groups = survey(db, since, until, tools, vantages)
-    by_kind: dict[str, int] = {}
-    sources: dict[str, int] = {}
-    targets: set[str] = set()
-    vants: set[str] = set()
-    others: dict[str, int] = {}
-    excluded_rows = 0
-    first: float | None = None
-    last: float | None = None
-    for kind, label, vantage, src, excluded, n, lo, hi in groups:
-        if kind not in kinds:
-            if not excluded:
-                others[kind] = others.get(kind, 0) + n
-            continue
-        if excluded:
-            excluded_rows += n
-            continue
-        by_kind[kind] = by_kind.get(kind, 0) + n
-        sources[src] = sources.get(src, 0) + n
-        if label:
-            targets.add(label)
-        if vantage:
-            vants.add(vantage)
-        first = lo if first is None else min(first, lo)
-        last = hi if last is None else max(last, hi)
+    kept = [g for g in groups if g[0] in kinds and not g[4]]
+    excluded_rows = sum(g[5] for g in groups if g[0] in kinds and g[4])
     return Provenance(
         target_kinds=sorted(kinds),
-        targets=sorted(targets),
-        vantages=sorted(vants),
-        sources=dict(sorted(sources.items())),
+        targets=sorted({g[1] for g in kept if g[1]}),
+        vantages=sorted({g[2] for g in kept if g[2]}),
+        sources=_totals((g[3], g[5]) for g in kept),
         window=(iso(since), iso(until)),
-        first=iso(first),
-        last=iso(last),
-        rows=sum(by_kind.values()),
-        rows_by_kind=dict(sorted(by_kind.items())),
+        first=iso(min((g[6] for g in kept), default=None)),
+        last=iso(max((g[7] for g in kept), default=None)),
+        rows=sum(g[5] for g in kept),
+        rows_by_kind=_totals((g[0], g[5]) for g in kept),
         excluded_rows=excluded_rows,
-        excluded_why=None if by_kind or not excluded_rows else excluded_cause(
+        excluded_why=None if kept or not excluded_rows else excluded_cause(
             _excluded_detail(db, kinds, since, until, tools, vantages)),
-        other_kinds=dict(sorted(others.items())),
+        other_kinds=_totals((g[0], g[5]) for g in groups if g[0] not in kinds and not g[4]),
     )
 
 
