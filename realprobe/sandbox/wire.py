@@ -81,21 +81,39 @@ def reset(writer: asyncio.StreamWriter) -> None:
     writer.transport.abort()
 
 
-async def wait_for_close(reader: asyncio.StreamReader, limit: float) -> bool:
-    """Wait up to `limit` seconds for the client to close; True when it did. What it sends
-    meanwhile is read and dropped as it comes (never gathered: a client streaming for the
-    whole wait costs no memory)."""
+#: request bytes a held call keeps for later (a pipelined request); a client that sends more
+#: while it waits is dropped
+HOLD_BUFFER = 64 * 1024
+
+
+async def wait_for_close(reader: asyncio.StreamReader, limit: float,
+                         conn: h11.Connection | None = None) -> bool:
+    """Wait up to `limit` seconds for the client to close; True as soon as it did (its slot
+    is free at once, not when the wait would have ended). What it sends meanwhile is read as
+    it comes: dropped (never gathered: a client streaming for the whole wait costs no
+    memory), or with `conn` handed to h11, so a pipelined request is still answered in its
+    turn (past HOLD_BUFFER bytes the client is dropped, as if it had closed)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + limit
-    try:
-        while (left := end - loop.time()) > 0:
+    kept = 0
+    while (left := end - loop.time()) > 0:
+        try:
             async with asyncio.timeout(left):
-                if not await reader.read(65536):
-                    return True
-    except TimeoutError:
-        return False
-    except OSError:
-        return True
+                data = await reader.read(65536)
+        except TimeoutError:
+            return False
+        except OSError:
+            return True
+        if not data:
+            return True
+        if conn is not None:
+            kept += len(data)
+            try:
+                conn.receive_data(data)
+            except RuntimeError:  # h11 takes nothing more on this connection
+                return True
+            if kept > HOLD_BUFFER:
+                return True
     return False
 
 
@@ -183,38 +201,6 @@ def budget_of(headers: Mapping[str, str]) -> float | None:
     return min(value, HANG_LIMIT_S) if 0 < value < 86400 else None
 
 
-#: request bytes a held call keeps for later (a pipelined request); a client that sends more
-#: while it waits is dropped
-HOLD_BUFFER = 64 * 1024
-
-
-async def hold(seconds: float, reader: asyncio.StreamReader, conn: h11.Connection) -> bool:
-    """Wait `seconds` (at most `HANG_LIMIT_S`) while watching the client: False as soon as it
-    has gone (its slot is free at once, not when the wait would have ended). What it sends
-    meanwhile is handed to h11, so a pipelined request is still answered in its turn."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + min(seconds, HANG_LIMIT_S)
-    kept = 0
-    while (left := end - loop.time()) > 0:
-        if kept > HOLD_BUFFER:
-            return False
-        try:
-            async with asyncio.timeout(left):
-                data = await reader.read(HOLD_BUFFER)
-        except TimeoutError:
-            break
-        except OSError:
-            return False
-        if not data:
-            return False
-        kept += len(data)
-        try:
-            conn.receive_data(data)
-        except RuntimeError:  # h11 takes nothing more on this connection
-            return False
-    return True
-
-
 def misses(plan: Plan, active: Active, delay: float, budget_s: float) -> str | None:
     """The phase a call drawn to miss a `budget_s` deadline ends in (no status line yet:
     "headers"; a body too slow: "body"), or None when its answer is drawn to come in time."""
@@ -267,7 +253,7 @@ async def send(
     # the delay counts from when the request was read: the time spent choosing and
     # rendering the answer is part of it, not added on top
     wait = delay - entry.elapsed_ms() / 1000.0
-    if wait > 0 and not await hold(wait, reader, conn):
+    if wait > 0 and await wait_for_close(reader, min(wait, HANG_LIMIT_S), conn):
         entry.ended = "client-closed"
         entry.total_ms = entry.elapsed_ms()
         return False
