@@ -76,16 +76,6 @@ def _bare(hint: Any) -> Any:
     return hint
 
 
-def _as_declared(bare: Any, given: str, parsed: Any) -> Any:
-    """A parsed value as the command declares it: text stays the text it was (the library
-    reads it by the same grammar), a path becomes a Path, a number the parsed number."""
-    if bare is str:
-        return given
-    if bare is Path:
-        return Path(given)
-    return parsed
-
-
 def _processor(param: Any, bare: Any) -> Callable[[Any, Any], Any]:
     """`param.process_value` through the table (or without typer's coercion where there is
     nothing to convert); typer's own for the rest."""
@@ -133,7 +123,11 @@ def _parsed(param: Any, bare: Any, value: Any) -> Any:
     except Refused as exc:
         flag = max(param.opts, key=len) if param.opts else param.name.upper()
         raise RealprobeError(exc.line(flag, value)) from None
-    return _as_declared(bare, value, parsed) if isinstance(value, str) else parsed
+    # as the command declares it: text stays the text it was (the library reads it by the
+    # same grammar), a path becomes a Path, a number the parsed number
+    if not isinstance(value, str) or bare not in (str, Path):
+        return parsed
+    return value if bare is str else Path(value)
 
 
 def table_params(params: Any, command: Any = None) -> None:
