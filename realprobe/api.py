@@ -401,11 +401,11 @@ def schedule(
     cat, chosen, opts, config, path = _ProbePlan.checked(
         tools, catalog, target, politeness, db
     )
-    rules = _alert_rules(alerts)
+    from realprobe.monitor.alerts import RoundChecks, load_rules
+
+    rules = None if alerts is None else load_rules(Path(alerts))
 
     async def go() -> ScheduleResult:
-        from realprobe.monitor.alerts import RoundChecks
-
         checks = None if rules is None else RoundChecks(path, rules, on_alert or _quiet)
         async with probe_session(
             cat, opts, path, timeout, lock_timeout_s=lock_timeout, force=force,
@@ -442,14 +442,6 @@ def schedule(
 
 def _quiet(line: str) -> None:
     """Where lines go when nobody asked to see them."""
-
-
-def _alert_rules(alerts: str | Path | None) -> Any:
-    if alerts is None:
-        return None
-    from realprobe.monitor.alerts import load_rules
-
-    return load_rules(Path(alerts))
 
 
 # -- analysis ---------------------------------------------------------------------------------
