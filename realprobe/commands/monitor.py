@@ -20,7 +20,9 @@ from realprobe.commands.common import (
     console,
     err_console,
     exit_if_ctrl_c,
+    load_catalog,
     printed_json,
+    server_guards,
 )
 from realprobe.commands.help import QuickHelpGroup
 
@@ -81,7 +83,6 @@ def exporter_cmd(
     """
     from realprobe.api import options
     from realprobe.api_monitor import serve_exporter
-    from realprobe.commands.common import load_catalog, server_guards
     from realprobe.store import open_db
 
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)

@@ -24,6 +24,7 @@ from realprobe.commands.common import (
     RecordModeOpt,
     SandboxOpt,
     SeedOpt,
+    as_flags,
     console,
     err_console,
     exit_if_ctrl_c,
@@ -427,7 +428,6 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
                interval: float | None, rounds: int, timeout: float, db: Path | None,
                vantage: str | None, as_json: bool) -> None:
     from realprobe.api_mcp import probe_mcp
-    from realprobe.commands.common import as_flags
     from realprobe.commands.progress import bar_wanted
     from realprobe.store import open_db
 
@@ -449,7 +449,6 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
 def _schedule_mcp(a: dict[str, Any]) -> None:
     """`schedule --mcp-server CMD --mcp-calls FILE` (`a`: the command's arguments)."""
     from realprobe.api_mcp import schedule_mcp
-    from realprobe.commands.common import as_flags
     from realprobe.store import open_db
 
     if a["mcp_calls"] is None:
