@@ -103,10 +103,10 @@ class EvalSettings(BaseModel):
             settings = settings.model_copy(update={"prompt": "baseline"})
         return settings
 
-    def target(self, *, per_task_cassette: bool = True) -> TransportOptions:
+    def target(self) -> TransportOptions:
         """Where the calls go, checked by the one check of that (`TransportOptions`)."""
         cassette = self.cassette
-        if per_task_cassette and cassette is None and self.mode in (Mode.RECORD, Mode.REPLAY):
+        if cassette is None and self.mode in (Mode.RECORD, Mode.REPLAY):
             cassette = PER_TASK_CASSETTE
         return TransportOptions(
             mode=self.mode, sandbox=self.sandbox, profile=self.profile, cassette=cassette,

@@ -83,21 +83,22 @@ class OpenAIToolAgent(LlmLoop):
                 {"role": "user", "content": await text_call(ctx, embedded.group(2), turn)}
             )
             return False
+        ids = [c.id or f"call_{turn}_{i}" for i, c in enumerate(calls)]
         messages.append(
             {
                 "role": "assistant",
                 "content": msg.content,
                 "tool_calls": [
                     {
-                        "id": c.id or f"call_{turn}_{i}",
+                        "id": call_id,
                         "type": "function",
                         "function": {"name": c.function.name, "arguments": c.function.arguments},
                     }
-                    for i, c in enumerate(calls)
+                    for call_id, c in zip(ids, calls, strict=True)
                 ],
             }
         )
-        for i, c in enumerate(calls):
+        for call_id, c in zip(ids, calls, strict=True):
             args: Any = c.function.arguments
             # strict schemas send null for "not given" (and many models do without them);
             # malformed arguments are left for run_tool to record
@@ -107,7 +108,7 @@ class OpenAIToolAgent(LlmLoop):
             messages.append(
                 {
                     "role": "tool",
-                    "tool_call_id": c.id or f"call_{turn}_{i}",
+                    "tool_call_id": call_id,
                     "content": tool_message(rec),
                 }
             )
