@@ -41,7 +41,11 @@ class McpTransport(StrEnum):
     HTTP = "http"
 
 
-# the HTTP server's own settings, the same for `mcp`, `mcp proxy` and `mcp replay`
+# settings the same for `mcp`, `mcp proxy` and `mcp replay`: the HTTP server's, the rows'
+VantageOpt = Annotated[
+    str | None, typer.Option("--vantage", help="Vantage label of stored rows (default: host "
+                             "name).")
+]
 PortOpt = Annotated[int, typer.Option("--port", help="HTTP: port (0 picks a free one).")]
 MaxSessionsOpt = Annotated[
     int, typer.Option("--max-sessions", help="HTTP: open sessions per client address at most "
@@ -102,10 +106,7 @@ def mcp_cmd(
         typer.Option("--db", help="Store every served call as a probe row (source=mcp) here."),
     ] = None,
     timeout: TimeoutOpt = None,
-    vantage: Annotated[
-        str | None,
-        typer.Option("--vantage", help="Vantage label for stored rows (default: host name)."),
-    ] = None,
+    vantage: VantageOpt = None,
     politeness: Annotated[
         PolitenessChoice,
         typer.Option(
@@ -239,9 +240,6 @@ FaultMethodsOpt = Annotated[
                              "names), e.g. tools/list,resources/read.")
 ]
 HostOpt = Annotated[str, typer.Option("--host", help="HTTP: address to listen on.")]
-ProxyVantageOpt = Annotated[
-    str | None, typer.Option("--vantage", help="Vantage label of stored rows (default: host).")
-]
 
 
 def _ready(what: str) -> Callable[[str], None]:
@@ -308,7 +306,7 @@ def proxy_cmd(
     max_message_bytes: Annotated[
         int, typer.Option("--max-message-bytes", help="Refuse a server message over this size.")
     ] = 16 * 1024 * 1024,
-    vantage: ProxyVantageOpt = None,
+    vantage: VantageOpt = None,
     transport: TransportOpt = McpTransport.STDIO,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8767,
@@ -362,7 +360,7 @@ def replay_cmd(
     seed: SeedOpt = 0,
     db: ProxyDbOpt = None,
     timeout: ProxyTimeoutOpt = 60.0,
-    vantage: ProxyVantageOpt = None,
+    vantage: VantageOpt = None,
     transport: TransportOpt = McpTransport.STDIO,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8767,
