@@ -268,8 +268,6 @@ def fit_mixture(
     latency_ok_ms: FloatArray,
     censor_ms: FloatArray,
     *,
-    max_components: int = 2,
-    seed: int = 0,
     min_points_for_two: int = MIN_POINTS_FOR_TWO,
     max_points: int = MAX_POINTS,
     interval: bool | Literal["two"] = True,
@@ -286,7 +284,7 @@ def fit_mixture(
         return None
     subsampled = False
     if x.shape[0] > max_points:
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(0)
         scale = max_points / x.shape[0]
         x = rng.choice(x, max_points, replace=False)
         if c_all.shape[0]:
@@ -298,7 +296,7 @@ def fit_mixture(
     n_total = x.shape[0] + int(cw.sum())
     censored = cvals.shape[0] > 0
     fits: dict[int, tuple[FloatArray, float]] = {}
-    for k in range(1, max_components + 1):
+    for k in (1, 2):
         if k == 2 and x.shape[0] < min_points_for_two:
             break
         got = _fit_k(k, x, cvals, cw)

@@ -380,17 +380,13 @@ def chance_above(s: SuccessStats, threshold: float) -> float:
 # -- per-tool pieces ---------------------------------------------------------------------------
 
 
-def burst_chain(
-    fail: BoolArray,
-    ts: FloatArray,
-    max_gap_s: float = BURST_MAX_GAP_S,
-    code: IntArray | None = None,
-) -> BurstStats:
-    """Two-state chain from consecutive calls (time-ordered) no more than max_gap_s apart."""
+def burst_chain(fail: BoolArray, ts: FloatArray, code: IntArray | None = None) -> BurstStats:
+    """Two-state chain from consecutive calls (time-ordered) no more than BURST_MAX_GAP_S
+    apart."""
     if fail.shape[0] < 2:
         empty = Transition(p=None, n=0, ci95=None)
         return BurstStats(p_fail_after_fail=empty, p_fail_after_ok=empty, rho=None)
-    linked = np.diff(ts) <= max_gap_s
+    linked = np.diff(ts) <= BURST_MAX_GAP_S
     every = bool(linked.all())
 
     def count(pair: BoolArray) -> int:  # over the linked pairs of consecutive calls
