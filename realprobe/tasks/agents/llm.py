@@ -15,7 +15,7 @@ from realprobe.errors import RealprobeError
 from realprobe.retry_after import retry_after_of
 from realprobe.secrets import clip
 from realprobe.tasks.agents.base import AgentContext, LlmSettings
-from realprobe.tasks.prompts import Prompt, render
+from realprobe.tasks.prompts import render
 from realprobe.tasks.state import StepRecord, Terminated, says_complete
 
 
@@ -59,9 +59,6 @@ class LlmLoop(ABC):
     def model(self) -> str:
         return self.settings.model if self.settings else "?"
 
-    def prompt(self, ctx: AgentContext) -> Prompt:
-        return render(ctx.task, ctx.prompt, protocol=self.protocol)
-
     async def run(self, ctx: AgentContext) -> None:
         if ctx.llm is None:
             raise RealprobeError("this agent needs base_url and model", param=("base_url", "model"))
@@ -87,7 +84,7 @@ class LlmLoop(ABC):
 
     def opening(self, ctx: AgentContext, memory: str = "") -> list[dict[str, Any]]:
         """The conversation's first messages (`memory`: what the user message carries on)."""
-        p = self.prompt(ctx)
+        p = render(ctx.task, ctx.prompt, protocol=self.protocol)
         user = p.user + ("\n\n" + memory if memory else "")
         return [{"role": "system", "content": p.system}, {"role": "user", "content": user}]
 
