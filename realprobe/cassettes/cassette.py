@@ -43,7 +43,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -67,6 +67,20 @@ MAX_DECODED = 50 * 1024 * 1024
 
 class CassetteError(RealprobeError):
     """The cassette is missing, unreadable, or not a format realprobe knows."""
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(model: type[Model], raw: Any, where: str, sep: str = ": ") -> Model:
+    """`raw` checked by `model` (a cassette's on-disk shape); its first problem is one
+    CassetteError line naming the field (`<where><sep><field>: <problem>`)."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "line"
+        raise CassetteError(f"{where}{sep}{field}: {first['msg']}") from None
 
 
 @dataclass(slots=True)
@@ -444,10 +458,7 @@ def call_record(call: Call, *, binary: bool = False) -> dict[str, Any]:
 
 def call_from_record(data: Any, where: str) -> Call:
     """One call whole from a `beyond_vcrpy` entry or a journal line."""
-    try:
-        extra = data if isinstance(data, _Extra) else _Extra.model_validate(data)
-    except ValidationError as exc:
-        raise CassetteError(f"{where}: {exc.errors()[0]['msg']}") from exc
+    extra = data if isinstance(data, _Extra) else validated(_Extra, data, where)
     call = call_from(extra.seq, extra.request, extra.response, where, extra)
     if extra.error is not None:
         e = extra.error
@@ -600,12 +611,7 @@ def _read_section(raw_section: Any, label: str) -> _Section:
             f"{label}: cassette format version {fv} is newer than this realprobe reads "
             f"({FORMAT_VERSION}); upgrade realprobe to replay it"
         )
-    try:
-        return _Section.model_validate(raw_section)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise CassetteError(f"{label}: realprobe.{where}: {first['msg']}") from exc
+    return validated(_Section, raw_section, f"{label}: realprobe", ".")
 
 
 def _interaction_calls(interactions: Any, label: str) -> list[Call]:
@@ -624,10 +630,7 @@ def _interaction_calls(interactions: Any, label: str) -> list[Call]:
         if isinstance(resp, dict) and isinstance(resp.get("realprobe"), dict):
             raw_timing = resp["realprobe"]
         if isinstance(raw_timing, dict):
-            try:
-                timing = _Timing.model_validate(raw_timing)
-            except ValidationError as exc:
-                raise CassetteError(f"{where}.realprobe: {exc.errors()[0]['msg']}") from exc
+            timing = validated(_Timing, raw_timing, f"{where}.realprobe", ".")
         seq = timing.seq if timing is not None else i
         call = call_from(seq, item.get("request"), resp, where, timing)
         if timing is not None:

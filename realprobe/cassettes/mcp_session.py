@@ -33,6 +33,7 @@ from realprobe.cassettes.cassette import (
     Cassette,
     CassetteError,
     Failure,
+    validated,
 )
 from realprobe.errors import RealprobeError
 from realprobe.limits import MAX_ENTRIES, InputTooLarge, load_json_text, max_bytes
@@ -60,15 +61,6 @@ class _Record(BaseModel):
     garbage: str | None = None
     event: str | None = None
     injected: dict[str, Any] | None = None
-
-
-def _checked(model: type[BaseModel], raw: Any, where: str) -> BaseModel:
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "line"
-        raise CassetteError(f"{where}: {field}: {first['msg']}") from None
 
 
 def json_lines(raw: bytes, label: str) -> list[tuple[int, dict[str, Any]]]:
@@ -100,12 +92,11 @@ def session_cassette(lines: list[tuple[int, dict[str, Any]]], label: str) -> Cas
     if not lines or not is_session(lines[0][1]):
         raise CassetteError(f"{label}: not an MCP session cassette (no {MCP_SESSION_KEY} header "
                             "line)")
-    header = _checked(_Header, lines[0][1], f"{label}: line {lines[0][0]}")
-    assert isinstance(header, _Header)
+    header = validated(_Header, lines[0][1], f"{label}: line {lines[0][0]}")
     records = []
     for n, raw in lines[1:]:
-        rec = _checked(_Record, raw, f"{label}: line {n}")
-        records.append({**raw, "t": rec.t})  # type: ignore[attr-defined]
+        rec = validated(_Record, raw, f"{label}: line {n}")
+        records.append({**raw, "t": rec.t})
     return _as_cassette(dict(header.meta), records, "mcp-session")
 
 
