@@ -8,13 +8,12 @@ Prometheus only on loopback.
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
+from realprobe.addresses import ip_literal
 from realprobe.errors import BadArgument
 from realprobe.ranges import checked
 
@@ -31,13 +30,9 @@ _BLACKBOX_SERIES = ("probe_success", "probe_duration_seconds", "probe_http_statu
 
 
 def _loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    host = urlsplit(url).hostname or ""
+    address = ip_literal(host)
+    return host == "localhost" or (address is not None and address.is_loopback)
 
 
 def _fetch(url: str) -> bytes:
@@ -138,9 +133,10 @@ def calibrate_imported(
     burst chain whose failure runs last as long as its outages did. The profile says it was
     calibrated from an import (monitor, source, window, spacing); written to `output` when
     given (the file `load_profile`, the sandbox and the simulator read)."""
+    from realprobe.api_rows import period_arg
     from realprobe.probes.availability_profile import profile_from_imported
 
-    every = _spacing(spacing)
+    every = None if spacing is None else period_arg(spacing, "spacing")
     stats = imported_stats(db, since=since, until=until, monitors=monitors)
     profile = profile_from_imported(stats, spacing_s=every, name=name)
     if not profile.tools:
@@ -149,24 +145,6 @@ def calibrate_imported(
     if output is not None:
         profile.save(output)
     return profile
-
-
-def _spacing(spacing: str | float | None) -> float | None:
-    """Seconds between calls, by the one duration grammar (`10m`, `90s`, plain seconds)."""
-    from realprobe.errors import RealprobeError
-    from realprobe.ranges import parse_duration
-
-    if spacing is None:
-        return None
-    if isinstance(spacing, str):
-        try:
-            return parse_duration(spacing, "spacing")
-        except RealprobeError as exc:
-            raise BadArgument("spacing", str(exc)) from None
-    if isinstance(spacing, bool) or not isinstance(spacing, int | float) \
-            or not 0 < spacing < math.inf:
-        raise BadArgument("spacing", f"spacing {spacing!r}: must be a positive duration")
-    return float(spacing)
 
 
 def asks_imported(kinds: object) -> bool:

@@ -124,14 +124,15 @@ def _tool_names(tools: Sequence[str] | str | None) -> list[str] | None:
     return names
 
 
-def period_arg(period: str | float) -> float:
+def period_arg(period: str | float, param: str = "period") -> float:
+    """Seconds from the one duration grammar (`10m`, `90s`, plain seconds), refused in one
+    line naming `param`."""
     from realprobe.ranges import parse_duration
 
-    if isinstance(period, int | float):
-        if not period > 0:
-            raise BadArgument("period", f"period {period:g}: must be a positive number of seconds")
-        return float(period)
-    return float(_arg("period", parse_duration, period))
+    try:
+        return parse_duration(period, param)
+    except RealprobeError as exc:
+        raise BadArgument(param, str(exc)) from None
 
 
 def select_rows(
