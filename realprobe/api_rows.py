@@ -12,7 +12,6 @@ where calls go everywhere else in the API.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,19 +83,16 @@ def _arg(param: str, parse: Callable[[Any], Any], value: Any) -> Any:
 
 
 def _time(param: str, value: TimeSpec) -> float | None:
+    """A time by the one grammar (ISO, `20261101`, an age, epoch seconds), refused naming
+    `param` (NaN, inf or 10**400 are no time)."""
     from realprobe.ranges import parse_time
 
     if value is None:
         return None
-    if isinstance(value, int | float):  # epoch seconds: a time, not NaN, inf or 10**400
-        try:
-            seconds = float(value)
-        except OverflowError:
-            seconds = math.inf
-        if not math.isfinite(seconds):
-            raise BadArgument(param, f"{param} {str(value)[:40]!r}: not a time (epoch seconds)")
-        return seconds
-    return float(_arg(param, parse_time, value))
+    try:
+        return parse_time(value)
+    except RealprobeError as exc:
+        raise BadArgument(param, f"{param} {str(exc).removeprefix('time ')}") from None
 
 
 @checked
