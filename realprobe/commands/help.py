@@ -113,9 +113,7 @@ def _metavar(param: Any, ctx: Any) -> str:
 def _format_options(self: Any, ctx: Any, formatter: Any) -> None:
     """click's `format_options`, with options in panels and readable metavars."""
     args: list[tuple[str, str]] = []
-    sections: dict[str, list[tuple[str, str]]] = {"Options": []}
-    for panel in PANELS:
-        sections[panel] = []
+    sections: dict[str, list[tuple[str, str]]] = {p: [] for p in ("Options", *PANELS)}
     for param in self.get_params(ctx):
         if param.param_type_name == "option" and param.metavar is None and not param.is_flag:
             param.metavar = _metavar(param, ctx)
