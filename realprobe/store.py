@@ -253,11 +253,7 @@ class Database:
         writes, and waits up to `busy_timeout_s()` for a writer. `need`: a table the file must
         have (None: any SQLite file). One-line errors for a missing file, a folder, or a file
         that is not SQLite."""
-        p = self.path
-        if not p.exists():
-            raise NoDatabase(p)
-        if p.is_dir():
-            raise BadArgument("db", f"{p}: is a directory, not a database file")
+        p = open_db(self, read=True).path  # the file may have gone since it was opened
         try:
             conn = sqlite3.connect(self.uri, uri=True, timeout=busy_timeout_s(),
                                    check_same_thread=False)
