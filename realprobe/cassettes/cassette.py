@@ -708,7 +708,12 @@ def _tuple(loader: yaml.SafeLoader, node: yaml.Node) -> list[Any]:
 for _tag in ("python/unicode", "python/str"):  # text in cassettes vcrpy wrote under Python 2
     _SafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _text)
 _SafeLoader.add_constructor("tag:yaml.org,2002:python/tuple", _tuple)  # a list of plain data
-_SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def yaml_text(data: Any) -> str:
+    """Plain data as the YAML realprobe writes (safe, in order, unicode as is)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def is_yaml_path(path: Path) -> bool:
@@ -762,8 +767,7 @@ def dump_bytes(cassette: Cassette, *, as_yaml: bool) -> bytes:
         return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
     data = to_json_data(cassette, binary=as_yaml)
     if as_yaml:
-        text = yaml.dump(data, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
-        return text.encode("utf-8")
+        return yaml_text(data).encode("utf-8")
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     return text.encode("utf-8", "backslashreplace")  # a lone surrogate: its JSON escape
 
@@ -841,8 +845,8 @@ def _splice_yaml(text: str, items: list[dict[str, Any]]) -> bytes | None:
     nl = _newline(text)
     if not text.startswith("interactions:" + nl) or m is None or "\nrealprobe:" in text:
         return None
-    block = yaml.dump(items, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True, width=100)
-    return (text[: m.start()] + block.replace("\n", nl) + text[m.start():]).encode("utf-8")
+    block = yaml_text(items).replace("\n", nl)
+    return (text[: m.start()] + block + text[m.start():]).encode("utf-8")
 
 
 def _splice_json(text: str, items: list[dict[str, Any]]) -> bytes | None:

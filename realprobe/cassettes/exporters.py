@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import yaml
-
 from realprobe.cassettes.cassette import (
     Call,
     Cassette,
@@ -22,9 +20,8 @@ from realprobe.cassettes.cassette import (
     headers_to_json,
     is_yaml_path,
     save_cassette,
+    yaml_text,
 )
-
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _ruby_body(data: bytes | None) -> dict[str, str]:
@@ -157,8 +154,7 @@ def write_as(cassette: Cassette, path: Path, fmt: str) -> None:
         return
     data = to_ruby_vcr(cassette) if fmt == "ruby-vcr" else to_har(cassette)
     if fmt == "ruby-vcr" and is_yaml_path(path):
-        text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-        payload = ("---\n" + text).encode("utf-8")
+        payload = ("---\n" + yaml_text(data)).encode("utf-8")
     else:
         payload = (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     save_cassette(cassette, path, payload=payload)

@@ -431,10 +431,9 @@ def open_cassette(path: Path, record_mode: str, inner: Any = None, *, sync: bool
     if path.is_dir():
         raise CassetteError(f"cassette {path} is a directory; give a file name")
     if record_mode == "all":
-        if sync:
-            return SyncRecordingTransport(inner, path, meta=meta, scrub=ScrubConfig(enabled=scrub))
-        return RecordingTransport(inner, path, clock=clock, meta=meta,
-                                  scrub=ScrubConfig(enabled=scrub))
+        recording = SyncRecordingTransport if sync else RecordingTransport
+        return recording(inner, path, clock=None if sync else clock, meta=meta,
+                         scrub=ScrubConfig(enabled=scrub))
     session = CassetteSession(path, record_mode=record_mode, libraries=(), clock=clock,
                               on_exhausted=on_exhausted, latency=latency, meta=meta,
                               scrub=scrub and record_mode != "none")

@@ -55,10 +55,7 @@ class ToolIndex:
 
 def verify_cassette(cassette: Cassette, catalog: Catalog) -> list[Finding]:
     index = ToolIndex(catalog)
-    out: list[Finding] = []
-    for call in cassette.calls:
-        out.append(_check(call, index, catalog))
-    return out
+    return [_check(call, index, catalog) for call in cassette.calls]
 
 
 def _check(call: Call, index: ToolIndex, catalog: Catalog) -> Finding:

@@ -133,8 +133,7 @@ class CassetteUpstream:
     async def _answer(self, rid: Any, call: Call, said: int = -2) -> None:
         self._send_extras(self.extras.get(call.seq, ()))
         if self.latency.sleeps and call.elapsed_s:
-            await asyncio.sleep(call.elapsed_s * (self.latency.scale
-                                                  if self.latency.kind == "scaled" else 1.0))
+            await asyncio.sleep(call.elapsed_s * self.latency.scale)  # real: a scale of 1
         if call.error is not None or call.status is None:
             return  # recorded without an answer: held until the client gives up
         answer = read_message(call.body.decode("utf-8", "replace"), len(call.body) + 1)
