@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -215,19 +214,6 @@ def guarded_h11(header_timeout_s: float) -> type:
     return HeaderTimeoutH11
 
 
-def server_config(app: Any, **options: Any) -> Any:
-    """uvicorn's config for every MCP server (`mcp`, `mcp proxy`, `mcp replay` over HTTP):
-    forwarding headers (`X-Forwarded-For`, `Forwarded`) are never trusted unless the user
-    names the proxies to trust in uvicorn's own `FORWARDED_ALLOW_IPS`, so a client's address,
-    which the per-client session cap counts, is its real peer's (uvicorn's default trusts
-    them from loopback, where one client rotating the header took every session)."""
-    import uvicorn
-
-    trusted = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
-    return uvicorn.Config(app, proxy_headers=bool(trusted),
-                          forwarded_allow_ips=trusted or None, **options)
-
-
 # -- stdio -------------------------------------------------------------------------------
 
 
@@ -315,18 +301,3 @@ class CheckedLines:
                 await self.reply.send(SessionMessage(problem))
             except Exception:  # the server is shutting down: nothing to answer to
                 raise StopAsyncIteration from None
-
-
-__all__ = [
-    "CLIENTS_AT_CAP",
-    "DEFAULT_MAX_SESSIONS",
-    "DEFAULT_SESSION_IDLE_S",
-    "CheckedLines",
-    "GuardedApp",
-    "SessionsPerClient",
-    "Unreadable",
-    "guarded_h11",
-    "line_problem",
-    "read_message",
-    "server_config",
-]

@@ -155,6 +155,7 @@ async def probe_server(
     start = time.time()
     status = RUN_FAILED
     api = "mcp"
+    opened = False  # the run's row is written once the server has listed its tools
     try:
         async with client_for(command, url) as client:
             api = str(getattr(client.server_info, "name", "") or "mcp")
@@ -171,6 +172,7 @@ async def probe_server(
                 "rounds": rounds, "n_calls": 0, "version": __version__,
                 "schedule_id": schedule_id,
             })  # fmt: skip
+            opened = True
             last = 0.0
             for rnd in range(rounds):
                 for tool, sets in calls.items():
@@ -194,7 +196,7 @@ async def probe_server(
         n = [r for rs in results.values() for r in rs]
         ok = sum(r.ok for r in n)
         end = time.time()
-        if _has_run(store, run_id):
+        if opened:
             store.finish_run(run_id, {"status": status, "ended_at": iso_utc(end),
                                       "ended_ts": end, "n_calls": len(n), "n_ok": ok,
                                       "n_error": len(n) - ok})
@@ -219,11 +221,3 @@ def _summary(run_id: str, status: str, api: str, vantage: str, rounds: int, star
         started_at=iso_utc(start), ended_at=iso_utc(end), duration_s=round(end - start, 3),
         rounds=rounds, n_calls=len(every), n_ok=ok, n_error=len(every) - ok, n_skipped=0,
         excluded=False, tools=tools)
-
-
-def _has_run(store: Any, run_id: str) -> bool:
-    try:
-        store.run(run_id)
-    except Exception:
-        return False
-    return True

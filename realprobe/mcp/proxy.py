@@ -702,19 +702,6 @@ def upstream_error(summary: ProxySummary) -> RealprobeError | None:
                        f"{summary.garbage} unreadable line(s)")
 
 
-@asynccontextmanager
-async def _stdio_front(on_ready: Any) -> AsyncIterator[Wire]:
-    from realprobe.mcp.wire import StdioFront
-
-    front = await StdioFront.open()
-    try:
-        if on_ready is not None:
-            on_ready("stdio")
-        yield front
-    finally:
-        front.close()
-
-
 def _upstreams(opts: ProxyOptions, command: list[str] | None, url: str | None,
                cassette: Any) -> tuple[Any, str, dict[str, Any]]:
     """(open an upstream: a context manager per session, the server's name, cassette meta)."""
@@ -763,8 +750,16 @@ async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: st
     if http is not None:
         return await _serve_sessions(opts, open_upstream, hint, meta, http, on_ready,
                                      upstream_sessions == "shared", limits)
-    async with open_upstream() as upstream, _stdio_front(on_ready) as front:
-        return await Proxy(opts, server_hint=hint, meta=meta).run(front, upstream)
+    from realprobe.mcp.wire import StdioFront
+
+    async with open_upstream() as upstream:
+        front = await StdioFront.open()
+        try:
+            if on_ready is not None:
+                on_ready("stdio")
+            return await Proxy(opts, server_hint=hint, meta=meta).run(front, upstream)
+        finally:
+            front.close()
 
 
 async def _serve_sessions(opts: ProxyOptions, open_upstream: Any, hint: str,

@@ -33,7 +33,6 @@ from realprobe.mcp.guards import (
     GuardedApp,
     SessionsPerClient,
     guarded_h11,
-    server_config,
 )
 from realprobe.mcp.service import McpService
 from realprobe.serving import HEADER_TIMEOUT_S, IDLE_TIMEOUT_S, MAX_BODY, Guard
@@ -211,8 +210,13 @@ async def listening(app: Any, sock: socket.socket, on_ready: Callable[[str], Non
             yield
 
     options.setdefault("http", guarded_h11(HEADER_TIMEOUT_S))
-    server = Server(server_config(app, log_level="warning", timeout_keep_alive=int(
-        IDLE_TIMEOUT_S), **options))
+    # forwarding headers (X-Forwarded-For, Forwarded) count only from the proxies named in
+    # uvicorn's own FORWARDED_ALLOW_IPS, so the per-client session cap counts the real peer
+    # (uvicorn's default trusts them from loopback: one client rotating them took them all)
+    trusted = os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
+    server = Server(uvicorn.Config(
+        app, proxy_headers=bool(trusted), forwarded_allow_ips=trusted or None,
+        log_level="warning", timeout_keep_alive=int(IDLE_TIMEOUT_S), **options))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
         while not server.started and not task.done():

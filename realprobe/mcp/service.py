@@ -143,7 +143,7 @@ class McpService:
             self._client = make_client(
                 self.catalog, self.transport_options, clock=self._clock, config=self.config
             )
-            if self.options.polite and self._leaves_the_machine():
+            if self.options.polite and self.target.reaches_network:
                 self.gates = self._shared_gates or HostGates(self._client.clock)
         except BaseException:
             self._close_store("failed")
@@ -251,9 +251,6 @@ class McpService:
         if reached:
             return render_result(result, tool.api_id)
         return render_result(result, tool.api_id, wait_from="realprobe's politeness, not the API")
-
-    def _leaves_the_machine(self) -> bool:
-        return self.target.reaches_network
 
     async def _serve(self, tool: Tool, args: dict[str, Any]) -> tuple[ToolResult, bool]:
         """(result, whether the call reached the API at all)."""
