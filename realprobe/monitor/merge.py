@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,6 @@ from pydantic import BaseModel, Field
 from realprobe.errors import RealprobeError
 from realprobe.secrets import scrub_row
 from realprobe.store import (
-    META_TABLE,
     PROBE_RUNS_COLUMNS,
     PROBES_COLUMNS,
     SCHEMA_VERSION,
@@ -37,6 +37,7 @@ from realprobe.store import (
     RowRefused,
     Store,
     check_run_row,
+    schema_version,
 )
 
 #: columns a source must have to be merged at all
@@ -68,29 +69,10 @@ class MergeReport(BaseModel):
 
     def refused(self) -> dict[str, int]:
         """Refused rows of every source, by reason."""
-        out: dict[str, int] = {}
+        out: Counter[str] = Counter()
         for s in self.sources:
-            for reason, n in s.rows_refused.items():
-                out[reason] = out.get(reason, 0) + n
-        return out
-
-
-def _schema_version(path: Path, conn: sqlite3.Connection) -> int:
-    """The probes schema version of a source (as `store.schema_version` reads it)."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    if META_TABLE in tables:
-        row = conn.execute(
-            f"SELECT value FROM {META_TABLE} WHERE key = 'schema:probes'"
-        ).fetchone()
-        if row is not None:
-            try:
-                return int(row[0])
-            except (TypeError, ValueError):
-                raise RealprobeError(
-                    f"{path}: bad schema version {str(row[0])[:40]!r}; not a realprobe "
-                    "database this version can merge"
-                ) from None
-    return 1 if "probes" in tables else 0
+            out.update(s.rows_refused)
+        return dict(out)
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -104,7 +86,11 @@ def check_source(path: Path, conn: sqlite3.Connection) -> tuple[list[str], list[
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if "probes" not in tables or "probe_runs" not in tables:
         raise RealprobeError(f"{path}: not a realprobe probe database (no probes/probe_runs)")
-    theirs = _schema_version(path, conn)
+    try:
+        theirs = schema_version(conn, "probes")
+    except (TypeError, ValueError):
+        raise RealprobeError(f"{path}: bad schema version; not a realprobe database this "
+                             "version can merge") from None
     if theirs > SCHEMA_VERSION:
         raise RealprobeError(
             f"{path}: schema version {theirs} is newer than this realprobe's "
