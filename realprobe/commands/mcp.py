@@ -159,7 +159,7 @@ def mcp_cmd(
         fault_plan=fault_plan, fault_rate=fault_rate, prompt=prompt, flaw_seed=flaw_seed,
         paraphrase=paraphrase,
     )
-    if transport is McpTransport.STDIO and _stdin_is_a_file():
+    if transport is McpTransport.STDIO:
         _stdin_through_a_pipe()
 
     def ready(where: str, what: str) -> None:
@@ -180,13 +180,22 @@ def mcp_cmd(
 
 
 def _stdin_through_a_pipe() -> None:
-    """Serve stdio from a pipe fed with stdin's file (a JSON-RPC script, or nothing for
-    /dev/null): the event loop can watch a pipe but not a file, and at the file's end the
-    pipe closes, so the server sees EOF and stops."""
+    """When stdin is a regular file or a device (a JSON-RPC script, /dev/null), serve stdio
+    from a pipe fed with it: the event loop can watch a pipe but not a file (nor would a
+    client ever answer), and at the file's end the pipe closes, so the server sees EOF and
+    stops."""
     import os
     import shutil
+    import stat
+    import sys
     import threading
 
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):  # closed, or replaced by an object without a descriptor
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)) or os.isatty(sys.stdin.fileno()):
+        return
     read_end, write_end = os.pipe()
     source = os.dup(0)
     os.dup2(read_end, 0)
@@ -197,20 +206,6 @@ def _stdin_through_a_pipe() -> None:
             shutil.copyfileobj(src, dst)
 
     threading.Thread(target=copy, name="stdin-copy", daemon=True).start()
-
-
-def _stdin_is_a_file() -> bool:
-    """A regular file or a device such as /dev/null on stdin: the event loop cannot watch it,
-    and no client will ever answer."""
-    import os
-    import stat
-    import sys
-
-    try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
-    except (OSError, ValueError):  # closed, or replaced by an object without a descriptor
-        return False
-    return (stat.S_ISREG(mode) or stat.S_ISCHR(mode)) and not os.isatty(sys.stdin.fileno())
 
 
 # -- any MCP server as a target ---------------------------------------------------------------
