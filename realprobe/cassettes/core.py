@@ -225,29 +225,28 @@ class Recorder:
         body: bytes | None,
         extensions: Mapping[str, Any] | None = None,
     ) -> Call:
-        seq = next(self._seq)
-        entry = self.clock.now()
-        if self._t0 is None:
-            self._t0 = entry
-        call = Call(
-            seq=seq,
-            method=method.upper(),
-            uri=uri,
-            request_headers=_pairs(headers),
-            request_body=body or None,
-            t_s=entry - self._t0,
-            recorded_at=datetime.fromtimestamp(self.clock.wall(), UTC).isoformat(
-                timespec="milliseconds"
-            ),
-        )
-        ext = extensions or {}
-        self._extensions[seq] = ext
+        call = self._kept(Call(0, method.upper(), uri, _pairs(headers), body or None))
+        ext, entry = extensions or {}, self._entry[call.seq]
+        self._extensions[call.seq] = ext
         call.budget_s = budget_of(ext, entry)
         timing = ext.get(TIMING_EXT)
         if isinstance(timing, dict) and "start" in timing:
             call.offset_s = entry - float(timing["start"])
-            self._timings[seq] = timing
-        self._entry[seq] = entry
+            self._timings[call.seq] = timing
+        return call
+
+    def _kept(self, call: Call) -> Call:
+        """`call` numbered, timed (a call seen whole began `elapsed_s` ago) and kept."""
+        call.seq = next(self._seq)
+        entry = self.clock.now()
+        started = entry - (call.elapsed_s or 0.0)
+        if self._t0 is None:
+            self._t0 = started
+        call.t_s = max(0.0, started - self._t0)
+        call.recorded_at = datetime.fromtimestamp(self.clock.wall(), UTC).isoformat(
+            timespec="milliseconds"
+        )
+        self._entry[call.seq] = entry
         self.calls.append(call)
         return call
 
@@ -308,17 +307,7 @@ class Recorder:
 
     def add(self, call: Call) -> Call:
         """A finished exchange seen whole (the vcrpy bridge): numbered and journalled."""
-        call.seq = next(self._seq)
-        entry = self.clock.now()
-        if self._t0 is None:
-            self._t0 = entry - (call.elapsed_s or 0.0)
-        call.t_s = max(0.0, entry - (call.elapsed_s or 0.0) - self._t0)
-        call.recorded_at = datetime.fromtimestamp(self.clock.wall(), UTC).isoformat(
-            timespec="milliseconds"
-        )
-        self._entry[call.seq] = entry
-        self.calls.append(call)
-        self._finish(call)
+        self._finish(self._kept(call))
         return call
 
     # what gets written
