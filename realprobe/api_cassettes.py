@@ -5,6 +5,7 @@ Each returns what the command prints (as data); the command only parses flags an
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,10 +101,7 @@ class Verdict:
 
     @property
     def counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for f in self.findings:
-            counts[f.status] = counts.get(f.status, 0) + 1
-        return counts
+        return dict(Counter(f.status for f in self.findings))
 
     def as_json(self) -> dict[str, Any]:
         return {
