@@ -432,8 +432,8 @@ def test_a_jobs_modelled_seconds_never_read_the_targets_draws() -> None:
     """The reference agent's runs of a task in the simulator under the sandbox's profile:
     they vary as its hangs do, and the same whatever the target's seed."""
     from realprobe import Catalog, plan_tasks
-    from realprobe.tasks.executors import jobs_for, modelled_seconds
-    from realprobe.tasks.runner import RunConfig
+    from realprobe.tasks.executors import modelled_seconds
+    from realprobe.tasks.runner import RunConfig, jobs_for
 
     task = plan_tasks(["pokemon_quiz"]).tasks[0]
     cat, profile = Catalog.load([]), builtin_profile("published")

@@ -18,8 +18,8 @@ from realprobe import Catalog, api, plan_tasks
 from realprobe.commands.probes import LiveCounts, probe_exact
 from realprobe.sandbox.admin import served_draws, served_profile
 from realprobe.sandbox.server import running
-from realprobe.tasks.executors import Job, jobs_for, modelled_seconds, run_local
-from realprobe.tasks.runner import RunConfig, draw_key, run_one, run_seed
+from realprobe.tasks.executors import modelled_seconds
+from realprobe.tasks.runner import Job, RunConfig, draw_key, jobs_for, run_local, run_one, run_seed
 
 TASKS = ("pokemon_quiz", "author_workload", "dev_standup")
 #: the harsh profile's failures and bursts on quick calls, so the runs take seconds

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from realprobe.adapters.catalog import Catalog
     from realprobe.simulator.profile import Profile
-    from realprobe.tasks.executors import Job
+    from realprobe.tasks.runner import Job
 
 ResumeOpt = Annotated[
     bool,

@@ -19,9 +19,11 @@ from realprobe.tasks.metrics import levels, pass_k, recovery, recovery_by_kind
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks, pick_tasks
 from realprobe.tasks.outputs import OUTPUT_TOOLS
 from realprobe.tasks.runner import (
+    Job,
     RunConfig,
     RunOutcome,
     check_cassettes,
+    jobs_for,
     plan_runs,
     prompt_key,
 )
@@ -29,7 +31,6 @@ from realprobe.tasks.settings import EvalSettings
 
 if TYPE_CHECKING:
     from realprobe.hosts import HostGates
-    from realprobe.tasks.executors import Job
 
 
 def llm_settings(
@@ -220,7 +221,7 @@ class TaskBatch:
         live targets (its workers cannot share one politeness gate per API host).
         `gates` (local executor): the per-host politeness gates to share with a probe run or
         an MCP server in this process; Ray workers cannot share them."""
-        from realprobe.tasks.executors import check_executor, execute, jobs_for
+        from realprobe.tasks.executors import check_executor, execute
 
         check_executor(executor, address)
         planned = jobs_for(self.tasks, self.config)

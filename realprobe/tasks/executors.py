@@ -26,24 +26,21 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realprobe.adapters.catalog import Catalog
-from realprobe.clock import RealClock
 from realprobe.errors import RealprobeError
 from realprobe.hosts import GateState, HostGates, SharedGates
-from realprobe.tasks.model import Task
 from realprobe.tasks.runner import (
+    Job,
     RunConfig,
     RunOutcome,
     Shared,
     check_cassettes,
     draw_key,
-    plan_runs,
-    resume_key,
+    run_local,
     run_one,
     run_seed,
     target_label,
@@ -53,25 +50,6 @@ if TYPE_CHECKING:
     from realprobe.simulator.profile import Profile
 
 EXECUTORS = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class Job:
-    cfg: RunConfig
-    task: Task
-    prompt: str
-    repeat: int
-    n_runs: int  # runs of its configuration (decides one cassette file or a folder)
-
-    @property
-    def key(self) -> str:
-        return resume_key(self.task.instance_id, self.cfg, self.prompt, self.repeat)
-
-
-def jobs_for(tasks: Sequence[Task], cfg: RunConfig) -> list[Job]:
-    """Every run of `cfg` over `tasks` (`plan_runs`: one per resume key)."""
-    runs = plan_runs(tasks, cfg)
-    return [Job(cfg, t, p, r, len(runs)) for t, p, r in runs]
 
 
 #: seeds of the runs that model a job's length when the target's seed is not known: far
@@ -119,63 +97,6 @@ def modelled_seconds(job: Job, catalog: Catalog, profile: Profile,
                 await shared.aclose()
 
         return asyncio.run(runs())
-
-
-async def run_local(
-    jobs: Sequence[Job],
-    catalog: Catalog,
-    *,
-    concurrency: int,
-    batch: str,
-    on_done: Callable[[RunOutcome], None] | None = None,
-    gates: HostGates | None = None,
-) -> list[RunOutcome]:
-    """Every job, `concurrency` at a time, sharing politeness (`gates`, or one set of
-    gates for these jobs) and LLM limits; the outcomes in job order."""
-    if concurrency < 1:
-        raise RealprobeError(f"concurrency must be at least 1 (got {concurrency})")
-    slots = asyncio.Semaphore(concurrency)
-    shared_by_mode: dict[bool, Shared] = {}
-    gates = gates if gates is not None else HostGates(RealClock())
-
-    def shared_for(cfg: RunConfig) -> Shared:
-        # one gate set for every run; LLM waits on a virtual clock only when replaying
-        replay = target_label(cfg).startswith("replay:")
-        if replay not in shared_by_mode:
-            shared_by_mode[replay] = Shared.for_config(cfg, gates=gates)
-        return shared_by_mode[replay]
-
-    async def one(job: Job) -> RunOutcome:
-        async with slots:
-            res = await run_one(
-                job.task, job.cfg, job.prompt, job.repeat, catalog, batch=batch,
-                n_runs=job.n_runs, shared=shared_for(job.cfg),
-            )
-        if on_done is not None:
-            on_done(res)
-        return res
-
-    try:
-        with first_error():
-            async with asyncio.TaskGroup() as group:
-                running = [group.create_task(one(job)) for job in jobs]
-    finally:
-        for shared in shared_by_mode.values():
-            await shared.aclose()
-    return [t.result() for t in running]
-
-
-@contextlib.contextmanager
-def first_error() -> Iterator[None]:
-    """Concurrent runs fail as one run would: the first error itself, not an
-    ExceptionGroup (a missing cassette is a one-line message, not a traceback)."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        first: BaseException = group
-        while isinstance(first, BaseExceptionGroup) and first.exceptions:
-            first = first.exceptions[0]
-        raise first from None
 
 
 # -- Ray ---------------------------------------------------------------------------------

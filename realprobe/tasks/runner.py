@@ -17,7 +17,7 @@ import time
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -566,13 +566,87 @@ def check_cassettes(tasks: list[Task], cfg: RunConfig) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
 
+@dataclass(frozen=True)
+class Job:
+    cfg: RunConfig
+    task: Task
+    prompt: str
+    repeat: int
+    n_runs: int  # runs of its configuration (decides one cassette file or a folder)
+
+    @property
+    def key(self) -> str:
+        return resume_key(self.task.instance_id, self.cfg, self.prompt, self.repeat)
+
+
+def jobs_for(tasks: Sequence[Task], cfg: RunConfig) -> list[Job]:
+    """Every run of `cfg` over `tasks` (`plan_runs`: one per resume key)."""
+    runs = plan_runs(tasks, cfg)
+    return [Job(cfg, t, p, r, len(runs)) for t, p, r in runs]
+
+
+async def run_local(
+    jobs: Sequence[Job],
+    catalog: Catalog,
+    *,
+    concurrency: int,
+    batch: str,
+    on_done: Callable[[RunOutcome], None] | None = None,
+    gates: HostGates | None = None,
+) -> list[RunOutcome]:
+    """Every job, `concurrency` at a time, sharing politeness (`gates`, or one set of
+    gates for these jobs) and LLM limits; the outcomes in job order."""
+    if concurrency < 1:
+        raise RealprobeError(f"concurrency must be at least 1 (got {concurrency})")
+    slots = asyncio.Semaphore(concurrency)
+    shared_by_mode: dict[bool, Shared] = {}
+    gates = gates if gates is not None else HostGates(RealClock())
+
+    def shared_for(cfg: RunConfig) -> Shared:
+        # one gate set for every run; LLM waits on a virtual clock only when replaying
+        replay = target_label(cfg).startswith("replay:")
+        if replay not in shared_by_mode:
+            shared_by_mode[replay] = Shared.for_config(cfg, gates=gates)
+        return shared_by_mode[replay]
+
+    async def one(job: Job) -> RunOutcome:
+        async with slots:
+            res = await run_one(
+                job.task, job.cfg, job.prompt, job.repeat, catalog, batch=batch,
+                n_runs=job.n_runs, shared=shared_for(job.cfg),
+            )
+        if on_done is not None:
+            on_done(res)
+        return res
+
+    try:
+        with first_error():
+            async with asyncio.TaskGroup() as group:
+                running = [group.create_task(one(job)) for job in jobs]
+    finally:
+        for shared in shared_by_mode.values():
+            await shared.aclose()
+    return [t.result() for t in running]
+
+
+@contextlib.contextmanager
+def first_error() -> Iterator[None]:
+    """Concurrent runs fail as one run would: the first error itself, not an
+    ExceptionGroup (a missing cassette is a one-line message, not a traceback)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup) and first.exceptions:
+            first = first.exceptions[0]
+        raise first from None
+
+
 async def run_batch(tasks: list[Task], cfg: RunConfig, catalog: Catalog) -> list[RunOutcome]:
     """Every (task, prompt, repeat) of `cfg`, `cfg.concurrency` at a time on this event loop
     (the local executor). Runs share only politeness and the LLM's limits; each has its own
     seed, clock and transport, so the results do not depend on the concurrency. The
     outcomes come back in plan order."""
-    from realprobe.tasks.executors import jobs_for, run_local  # it builds on this module
-
     if cfg.repeat < 1:
         raise RealprobeError("repeat must be at least 1", param="repeat")
     check_cassettes(tasks, cfg)

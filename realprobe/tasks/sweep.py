@@ -59,11 +59,11 @@ from realprobe.target import TargetKind
 from realprobe.tasks.agents import AGENT_NAMES, LlmSettings
 from realprobe.tasks.agents.limits import LlmLimits
 from realprobe.tasks.batch import MAX_REPEAT
-from realprobe.tasks.executors import Job, check_executor, execute, jobs_for
+from realprobe.tasks.executors import check_executor, execute
 from realprobe.tasks.metrics import compare
 from realprobe.tasks.model import Task, default_tasks_dir, load_tasks
 from realprobe.tasks.prompts import prompt_variants
-from realprobe.tasks.runner import RunOutcome
+from realprobe.tasks.runner import Job, RunOutcome, jobs_for
 from realprobe.tasks.settings import EvalSettings
 from realprobe.tasks.store import TaskStore
 
