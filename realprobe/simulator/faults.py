@@ -16,6 +16,7 @@ keep the exact streams they always had):
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
 from collections import OrderedDict
@@ -139,20 +140,10 @@ class ToolStream:
         sd = profile.daily_logit_sd or 0.0
         self._centre = day_centre(self._fail_rate(), sd) if sd > 0 else 0.0
         self.mu, self.sigma = profile.latency_ms.params()
-        comps = profile.latency_ms.components() if profile.latency_ms.mixture else []
-        self._mix = comps
-        self._mix_cum: list[float] = []
-        edge = 0.0
-        for w, _, _ in comps:
-            edge += w
-            self._mix_cum.append(edge)
-        codes = sorted(profile.errors, key=lambda c: c.value)
-        self._codes = codes
-        self._cum: list[float] = []
-        acc = 0.0
-        for c in codes:
-            acc += profile.errors[c]
-            self._cum.append(acc)
+        self._mix = profile.latency_ms.components() if profile.latency_ms.mixture else []
+        self._mix_cum = list(itertools.accumulate(w for w, _, _ in self._mix))
+        self._codes = sorted(profile.errors, key=lambda c: c.value)
+        self._cum = list(itertools.accumulate(profile.errors[c] for c in self._codes))
 
     def _fail_rate(self) -> float:
         b = self.profile.burst
