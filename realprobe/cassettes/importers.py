@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 from realprobe.cassettes import mcp_session
 from realprobe.cassettes.cassette import (
@@ -147,14 +148,18 @@ def _sandbox_apis() -> dict[str, str]:
     return {api.id: origin_of(api.base_url) for api in default_catalog().apis.values()}
 
 
-def _unroute_url(url: str, apis: Mapping[str, str]) -> str:
-    from urllib.parse import urlsplit
-
+def _loopback(url: str) -> SplitResult | None:
+    """`url`'s parts when it points at this machine (where a sandbox listens), else None."""
     try:
         parts = urlsplit(url)
     except ValueError:
-        return url
-    if (parts.hostname or "") not in LOOPBACK and f"[{parts.hostname}]" not in LOOPBACK:
+        return None
+    return parts if (parts.hostname or "") in LOOPBACK else None
+
+
+def _unroute_url(url: str, apis: Mapping[str, str]) -> str:
+    parts = _loopback(url)
+    if parts is None:
         return url
     segs = parts.path.split("/", 2)
     if len(segs) < 2 or segs[1] not in apis:
@@ -167,7 +172,7 @@ def _unroute_url(url: str, apis: Mapping[str, str]) -> str:
 def unroute_sandbox(cassette: Cassette) -> None:
     """Calls recorded through realprobe's loopback sandbox (`http://127.0.0.1:PORT/<api-id>/
     <path>`) back to the real API URLs they stand for, Location headers included."""
-    if not any(_is_loopback(c.uri) for c in cassette.calls):
+    if not any(_loopback(c.uri) for c in cassette.calls):
         return
     apis = _sandbox_apis()
     for call in cassette.calls:
@@ -175,16 +180,6 @@ def unroute_sandbox(cassette: Cassette) -> None:
         call.headers = [
             (k, _unroute_url(v, apis) if k.lower() in URL_HEADERS else v) for k, v in call.headers
         ]
-
-
-def _is_loopback(url: str) -> bool:
-    from urllib.parse import urlsplit
-
-    try:
-        host = urlsplit(url).hostname or ""
-    except ValueError:
-        return False
-    return host in LOOPBACK
 
 
 # -- files and journals ----------------------------------------------------------------------

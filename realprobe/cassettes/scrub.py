@@ -20,6 +20,7 @@ recordings still match.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import zlib
@@ -339,10 +340,7 @@ def declared_secret_finder(catalog: Any) -> SecretFinder:
     query parameters), for scrubbing cassettes recorded without that knowledge."""
     from realprobe.cassettes.secret_inputs import secret_values_in
 
-    def finder(call: Call) -> list[str]:
-        return secret_values_in(catalog, call.method, call.uri)
-
-    return finder
+    return functools.partial(secret_values_in, catalog)
 
 
 def _changed_headers(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> list[str]:

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from realprobe.adapters.catalog import Catalog
 from realprobe.adapters.spec import PLACEHOLDER_RE
 from realprobe.adapters.tool import Tool
+from realprobe.cassettes.cassette import Call
 
 
 def _path_regex(tool: Tool) -> re.Pattern[str]:
@@ -34,8 +35,9 @@ def _secret_tools(catalog: Catalog) -> list[tuple[str, str, Tool, re.Pattern[str
     return out
 
 
-def secret_values_in(catalog: Catalog, method: str, uri: str) -> list[str]:
-    """Values of secret inputs found in `uri` for any catalogue tool it belongs to."""
+def secret_values_in(catalog: Catalog, call: Call) -> list[str]:
+    """Values of secret inputs in a recorded call's URL, for any catalogue tool it belongs to."""
+    method, uri = call.method, call.uri
     tools = _secret_tools(catalog)
     if not tools:
         return []
