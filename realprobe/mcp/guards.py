@@ -118,7 +118,7 @@ class GuardedApp:
             refusal = self.guard.check(scope["method"], scope["path"], headers,
                                        int(length) if length.isdigit() else 0)
             if refusal is not None:
-                await _send_refusal(send, refusal)
+                await send_json(send, refusal.status, refusal.body(), refusal.headers())
                 return
             if self.sessions is not None and "mcp-session-id" in headers:
                 await self._in_session(headers["mcp-session-id"], scope, receive, send)
@@ -143,10 +143,11 @@ class GuardedApp:
         assert self.sessions is not None
         cap, client = self.sessions, str((scope.get("client") or ("?",))[0])
         if not cap.admit(client):
-            await _send_refusal(send, Refusal(
+            refusal = Refusal(
                 503, "too_many_sessions",
                 f"this client holds {cap.per_client} open sessions, the most one client may; "
-                "end one (DELETE with its Mcp-Session-Id) or let one go idle"))
+                "end one (DELETE with its Mcp-Session-Id) or let one go idle")
+            await send_json(send, refusal.status, refusal.body(), refusal.headers())
             return
         answer = Answer(send)
         try:
@@ -171,11 +172,13 @@ class Answer:
         await self.send(message)
 
 
-async def _send_refusal(send: Any, refusal: Refusal) -> None:
-    body = refusal.body()
-    headers = [(k.lower().encode(), v.encode()) for k, v in refusal.headers()]
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+async def send_json(send: Any, status: int, body: bytes,
+                    headers: list[tuple[str, str]] | None = None) -> None:
+    """A whole ASGI answer (JSON unless `headers` say otherwise)."""
+    head = [(k.lower().encode(), v.encode())
+            for k, v in headers or [("Content-Type", "application/json")]]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*head, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -195,11 +195,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 @asynccontextmanager
-async def listening(app: Any, sock: socket.socket, on_ready: Callable[[str], None] | None,
+async def listening(app: Any, host: str, sock: socket.socket,
+                    on_ready: Callable[[str], None] | None,
                     **options: Any) -> AsyncIterator[asyncio.Future[None]]:
-    """Every MCP server over HTTP: `app` on uvicorn on the bound `sock` (with the header
-    timeout, and the keep-alive limit of the server base) until the block ends, which gets
-    the serving task; `on_ready(url)` once it listens."""
+    """Every MCP server over HTTP: `app` on uvicorn on `sock`, bound to `host` (with the
+    header timeout, and the keep-alive limit of the server base) until the block ends, which
+    gets the serving task; `on_ready(url)` once it listens."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -222,9 +223,8 @@ async def listening(app: Any, sock: socket.socket, on_ready: Callable[[str], Non
         while not server.started and not task.done():
             await asyncio.sleep(0.02)
         if server.started and on_ready is not None:
-            host, port = sock.getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host
-            on_ready(f"http://{shown}:{port}{MCP_PATH}")
+            on_ready(f"http://{shown}:{sock.getsockname()[1]}{MCP_PATH}")
         yield task
     finally:
         server.should_exit = True
@@ -267,7 +267,7 @@ async def serve_http(
     sessions = SessionsPerClient(max_sessions, idle_s=session_idle_s)
     stopped = asyncio.Event()
     with on_signals(stopped.set):
-        async with service, listening(GuardedApp(app, guard, sessions), sock, on_ready,
+        async with service, listening(GuardedApp(app, guard, sessions), host, sock, on_ready,
                                       lifespan="on", timeout_graceful_shutdown=3,
                                       http=guarded_h11(header_timeout_s)) as served:
             stop: asyncio.Future[Any] = asyncio.ensure_future(stopped.wait())

@@ -36,6 +36,7 @@ from realprobe.mcp.guards import (
     Answer,
     GuardedApp,
     SessionsPerClient,
+    send_json,
 )
 from realprobe.mcp.wire import SdkWire, Wire, parse
 
@@ -126,26 +127,26 @@ class SessionRouter:
         if scope["type"] != "http":
             return
         if scope["path"].rstrip("/") != self.path:
-            await _plain(send, 404, b"not found")
+            await send_json(send, 404, b"not found")
             return
         sid = next((v.decode("latin-1") for k, v in scope["headers"]
                     if k.lower() == b"mcp-session-id"), None)
         if sid is not None:
             transport = self.transports.get(sid)
             if transport is None:
-                await _plain(send, 404, b'{"error": "Session not found"}')
+                await send_json(send, 404, b'{"error": "Session not found"}')
                 return
             await transport.handle_request(scope, receive, send)
             if transport.is_terminated:
                 self.transports.pop(sid, None)
             return
         if len(self.transports) >= self.limits.total:
-            await _plain(send, 503, b'{"error": "Too many open sessions"}')
+            await send_json(send, 503, b'{"error": "Too many open sessions"}')
             return
         body = await _body(receive) if scope["method"] == "POST" else b""
         if not _opens_a_session(body):  # as the SDK answers it, with nothing started
-            await _plain(send, 400, b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32600, '
-                         b'"message": "Bad Request: Missing session ID"}}')
+            await send_json(send, 400, b'{"jsonrpc": "2.0", "id": null, "error": {"code": '
+                            b'-32600, "message": "Bad Request: Missing session ID"}}')
             return
         sent = [False]
 
@@ -240,13 +241,6 @@ async def _end_when_idle(transport: Any) -> None:
     await transport.terminate()
 
 
-async def _plain(send: Any, status: int, body: bytes) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
 @asynccontextmanager
 async def serving(run: RunSession, host: str, port: int, *, limits: SessionLimits,
                   on_ready: Callable[[str], None] | None = None) -> AsyncIterator[SessionRouter]:
@@ -260,7 +254,7 @@ async def serving(run: RunSession, host: str, port: int, *, limits: SessionLimit
     guard = Guard(host, limits.allowed_hosts, limits.auth_token, json_paths=(MCP_PATH,),
                   max_body=4 * MAX_BODY)
     app = GuardedApp(router, guard, SessionsPerClient(limits.per_client, router.live))
-    async with listening(app, sock, on_ready, lifespan="off"):
+    async with listening(app, host, sock, on_ready, lifespan="off"):
         try:
             yield router
         finally:
