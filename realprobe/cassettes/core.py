@@ -87,8 +87,10 @@ def failure_of(exc: BaseException, headers_seen: bool, received: int) -> Failure
 
 
 def exception_for(call: Call, request: httpx.Request) -> Exception:
-    """The recorded failure as an exception of the same class, bound to this request."""
-    assert call.error is not None
+    """The recorded failure as an exception of the same class, bound to this request (a
+    call with neither a response nor a failure: the protocol error of no response)."""
+    if call.error is None:
+        return httpx.RemoteProtocolError("recorded call has no response", request=request)
     name, message = call.error.type, call.error.message
     if name in DEADLINE_TYPES:
         return DeadlineExceeded("the call's deadline passed (as recorded)")

@@ -200,8 +200,6 @@ class ReplayTransport(_PlayerFacade, httpx.AsyncBaseTransport):
         if call.status is None:
             await self._wait(head_s(call), request, tighter, body=False)
             self._align_end(call, start)
-            if call.error is None:
-                raise httpx.RemoteProtocolError("recorded call has no response", request=request)
             raise exception_for(call, request)
         await self._wait(head_s(call), request, tighter, body=False)
         if _ended_before_close(call):
@@ -249,8 +247,6 @@ class SyncReplayTransport(_PlayerFacade, httpx.BaseTransport):
         if scale:
             time.sleep(head_s(call) * scale)
         if call.status is None:
-            if call.error is None:
-                raise httpx.RemoteProtocolError("recorded call has no response", request=request)
             raise exception_for(call, request)
         return httpx.Response(
             call.status,

@@ -73,13 +73,6 @@ class _Real(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return self.routes.unroute(await self.real(request))
 
 
-def _sandbox_routes(sandbox: str) -> _Routes:
-    from realprobe.adapters.catalog import default_catalog
-    from realprobe.http.simulate import origins_of
-
-    return _Routes(sandbox, origins_of(default_catalog()))
-
-
 class CassetteSession:
     """One cassette in use: what it replays (a Player), what it records (a Recorder)."""
 
@@ -197,7 +190,10 @@ class CassetteSession:
             self.recorder = Recorder(self.path, meta=meta, scrub=self.scrub, base=base,
                                      before_record=self.before_record, clock=self.clock)
             if self.sandbox:
-                self.routes = _sandbox_routes(self.sandbox)
+                from realprobe.adapters.catalog import default_catalog
+                from realprobe.http.simulate import origins_of
+
+                self.routes = _Routes(self.sandbox, origins_of(default_catalog()))
         stack = contextlib.ExitStack()
         try:
             if "httpx" in self.libraries:
