@@ -18,7 +18,7 @@ toxic of the same name.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -80,15 +80,9 @@ Toxic = Annotated[
     | ResetPeerToxic,
     Field(discriminator="type"),
 ]
-TOXIC_TYPES = (
-    "latency",
-    "bandwidth",
-    "slicer",
-    "slow_close",
-    "limit_data",
-    "timeout",
-    "reset_peer",
-)
+#: the toxics' `type` names, in the order of the union above
+TOXIC_TYPES: tuple[str, ...] = tuple(
+    kind.model_fields["type"].default for kind in get_args(get_args(Toxic)[0]))
 ANY_SCOPE = "*"
 
 toxic_adapter: TypeAdapter[Toxic] = TypeAdapter(Toxic)
