@@ -32,15 +32,10 @@ class Handler(Protocol):
     async def handle_async(self, request: httpx.Request, real: AsyncReal) -> httpx.Response: ...
 
 
-def _version() -> tuple[int, int]:
-    major, minor = (int(x) for x in httpx.__version__.split(".")[:2])
-    return major, minor
-
-
 def check_httpx() -> None:
     """Refuse an httpx whose default transports this patch does not know."""
     lo, hi = SUPPORTED
-    if not lo <= _version() < hi:
+    if not lo <= tuple(int(x) for x in httpx.__version__.split(".")[:2]) < hi:
         raise RealprobeError(
             f"use_cassette patches httpx {lo[0]}.{lo[1]}.x; this is httpx {httpx.__version__}"
         )
