@@ -63,12 +63,6 @@ def _constant(token: str) -> Any:
     raise _bad(f"body holds {token}, which is not a JSON number")
 
 
-def _too_deep(limits: ParseLimits) -> BadResponse:
-    return _bad(
-        f"body is nested more than {limits.max_depth} levels deep (limit {limits.max_depth})"
-    )
-
-
 def _check_depth(value: Any, limits: ParseLimits) -> None:
     """Level by level over containers only; the filtering runs in C (compress over a map of
     type checks), so a body of 50,000 small objects costs one short loop per object."""
@@ -77,7 +71,8 @@ def _check_depth(value: Any, limits: ParseLimits) -> None:
     while level:
         depth += 1
         if depth > limits.max_depth:
-            raise _too_deep(limits)
+            raise _bad(f"body is nested more than {limits.max_depth} levels deep "
+                       f"(limit {limits.max_depth})")
         nxt: list[Any] = []
         for item in level:
             subs = list(item.values()) if type(item) is dict else item
