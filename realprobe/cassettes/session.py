@@ -473,11 +473,9 @@ def use_cassette(
     `sandbox`: record against realprobe's loopback sandbox (`realprobe sandbox`) instead of the
     real APIs; the cassette keeps the real URLs. `latency`: none, real or scaled:X.
     """
-    if filter_headers or filter_query_parameters or filter_post_data_parameters:
-        base = scrub if isinstance(scrub, ScrubConfig) else ScrubConfig(enabled=scrub)
-        scrub = base.with_vcrpy_filters(
-            filter_headers, filter_query_parameters, filter_post_data_parameters
-        )
+    base = scrub if isinstance(scrub, ScrubConfig) else ScrubConfig(enabled=scrub)
+    scrub = base.with_vcrpy_filters(filter_headers, filter_query_parameters,
+                                    filter_post_data_parameters)
     from realprobe.cassettes.vcr_bridge import before_record
 
     return CassetteSession(
