@@ -112,6 +112,10 @@ class Rule(BaseModel):
     def label(self) -> str:
         return self.name or self.kind
 
+    def finding(self, subject: str, value: float | None, message: str) -> Finding:
+        return Finding(rule=self.label(), kind=self.kind, subject=subject, value=value,
+                       message=message)
+
     def check(self) -> Rule:
         need = {
             "success_below": ("threshold", self.threshold),
@@ -225,11 +229,9 @@ def _success_below(
         k, n, ci = s.successes, s.n, s.quoted95
         if n < rule.min_calls or not ci[1] < rule.threshold:
             continue
-        out.append(Finding(
-            rule=rule.label(), kind=rule.kind, subject=tool, value=k / n,
-            message=f"{tool}: success {k}/{n} = {k / n:.1%} {interval_text(ci)} over "
-                    f"{rule.window} is below {rule.threshold:.0%}",
-        ))
+        out.append(rule.finding(tool, k / n, f"{tool}: success {k}/{n} = {k / n:.1%} "
+                                f"{interval_text(ci)} over {rule.window} is below "
+                                f"{rule.threshold:.0%}"))
     return out
 
 
@@ -249,11 +251,9 @@ def _p95_above(
             continue
         mark = EXTRAPOLATED if lat.extrapolated else ""
         how = f" ({mark} extrapolated: censored fit past the deadline)" if mark else ""
-        out.append(Finding(
-            rule=rule.label(), kind=rule.kind, subject=tool, value=lat.p95,
-            message=f"{tool}: p95 latency {lat.p95:.0f}{mark} ms over {rule.window} "
-                    f"({lat.n} successes) is above {rule.threshold_ms:g} ms{how}",
-        ))
+        out.append(rule.finding(tool, lat.p95, f"{tool}: p95 latency {lat.p95:.0f}{mark} ms "
+                                f"over {rule.window} ({lat.n} successes) is above "
+                                f"{rule.threshold_ms:g} ms{how}"))
     return out
 
 
@@ -273,11 +273,8 @@ def _cert_expiring(
     for api, expires, issuer in rows:
         days = (float(expires) - now) / 86400.0
         if days <= rule.days:
-            out.append(Finding(
-                rule=rule.label(), kind=rule.kind, subject=api, value=days,
-                message=f"{api}: TLS certificate (issuer {issuer or '?'}) expires "
-                        f"{iso_utc(float(expires))}, in {days:.1f} days",
-            ))
+            out.append(rule.finding(api, days, f"{api}: TLS certificate (issuer {issuer or '?'}) "
+                                    f"expires {iso_utc(float(expires))}, in {days:.1f} days"))
     return out
 
 
@@ -296,11 +293,8 @@ def _no_success(
         since = last_ok if last_ok is not None else first
         if last is not None and last > now - span and since < now - span:
             what = f"last success {iso_utc(last_ok)}" if last_ok else "no success on record"
-            out.append(Finding(
-                rule=rule.label(), kind=rule.kind, subject=tool,
-                value=(now - since) / 3600.0,
-                message=f"{tool}: no successful call for {rule.for_} ({what})",
-            ))
+            out.append(rule.finding(tool, (now - since) / 3600.0,
+                                    f"{tool}: no successful call for {rule.for_} ({what})"))
     return out
 
 
@@ -323,12 +317,10 @@ def _drift_worse(
                 what.append(f"success {t.success.baseline:.1%} -> {t.success.current:.1%}")
             if t.latency and t.latency.flagged:
                 what.append(f"median latency x{t.latency.ratio:.2f}")
-            out.append(Finding(
-                rule=rule.label(), kind=rule.kind, subject=t.tool,
-                value=t.success.change if t.success else None,
-                message=f"{t.tool}: worse over the last {rule.window} than the {rule.baseline} "
-                        f"before ({', '.join(what) or 'see drift'})",
-            ))
+            out.append(rule.finding(
+                t.tool, t.success.change if t.success else None,
+                f"{t.tool}: worse over the last {rule.window} than the {rule.baseline} before "
+                f"({', '.join(what) or 'see drift'})"))
     return out
 
 
