@@ -112,6 +112,7 @@ class Eta:
     total = property(lambda self: self._read(lambda: self._total))
     flying = property(lambda self: self._read(lambda: list(self._flying)))
     seen = property(lambda self: self._read(lambda: list(self._seen)))
+    queue = property(lambda self: self._read(self._waiting))
 
     def _sync(self) -> None:
         """Take in the notes (the caller holds the lock); priors last, each kind's latest."""
