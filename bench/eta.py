@@ -101,16 +101,16 @@ def quantiles(errors: list[float]) -> dict[str, Any]:
 def eta_probe(rounds: int, polite: bool) -> dict[str, Any]:
     from realprobe import api
     from realprobe.commands.common import PolitenessChoice, load_catalog
-    from realprobe.commands.probes import LiveCounts, probe_exact, probe_model, probe_plan
+    from realprobe.commands.probes import LiveCounts, probe_model, probe_plan
 
     cat = load_catalog(None)
     choice = PolitenessChoice.CATALOG if polite else PolitenessChoice.OFF
     with tempfile.TemporaryDirectory() as tmp, api.sandbox_running("published", seed=1) as url:
         target = api.options(sandbox=url)
         plan, lanes, workers = probe_plan(list(cat), rounds, target, choice)
+        model, exact = probe_model(list(cat), rounds, target, 2.0, seed=1)
         live = LiveCounts(plan, "probing", enabled=False, lanes=lanes, workers=workers or 32,
-                          deadline=2.0, model=probe_model(list(cat), target, 2.0),
-                          exact=probe_exact(list(cat), rounds, target, 2.0, seed=1))
+                          deadline=2.0, model=model, exact=exact)
         with Reader(lambda: live.eta, lambda: live.ok + live.err) as reader:
 
             def on_call(row: dict[str, Any], result: Any) -> None:

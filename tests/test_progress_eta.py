@@ -449,13 +449,14 @@ def test_a_probe_against_a_sandbox_knows_its_profile() -> None:
 
     tools = list(load_catalog(None))[:2]
     with api.sandbox_running("published", seed=3) as url:
-        model = probe_model(tools, api.options(sandbox=url), 2.0)
+        model, _ = probe_model(tools, 1, api.options(sandbox=url), 2.0, seed=0)
     assert set(model) == {t.name for t in tools}
 
     first = tools[0].name
     expected = call_seconds(builtin_profile("published").for_tool(first), 2.0, None)
     assert model[first][None] == expected
-    assert probe_model(tools, api.options(profile="published"), 2.0) == {}  # virtual clock
+    assert probe_model(tools, 1, api.options(profile="published"), 2.0, seed=0) == ({}, {})
+    # (a virtual clock)
 
 
 @pytest.mark.parametrize("case", [*EXPECTED, "fine"])

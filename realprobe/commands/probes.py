@@ -146,39 +146,29 @@ def probe_plan(
 Model = dict[bool | None, list[float]]
 
 
-def probe_model(tools: list[Tool], target: TransportOptions, deadline: float) -> dict[str, Model]:
-    """What the target's fault profile says each tool's calls take at the `deadline`, by
-    the tool's last outcome (its burst chain): for a realprobe sandbox that shows its
-    profile; nothing for a real API or a virtual clock."""
-    from realprobe.sandbox.admin import served_profile
-    from realprobe.simulator.faults import call_seconds
-
-    if not target.sandbox or target.mode in (Mode.SIMULATE, Mode.REPLAY):
-        return {}
-    profile = served_profile(target.sandbox)
-    if profile is None:
-        return {}
-    return {t.name: {state: call_seconds(profile.for_tool(t.name), deadline, state)
-                     for state in (True, False, None)} for t in tools}
-
-
-def probe_exact(tools: list[Tool], rounds: int, target: TransportOptions, deadline: float,
-                seed: int) -> dict[str, list[float]]:
-    """Each tool's calls, round by round, as a realprobe sandbox that says its profile and
-    seed will draw them for a probe seeded `seed` (`probe_draw_key`): what each call takes,
-    up to this machine's speed. Empty for anything else."""
+def probe_model(tools: list[Tool], rounds: int, target: TransportOptions, deadline: float,
+                seed: int) -> tuple[dict[str, Model], dict[str, list[float]]]:
+    """What a realprobe sandbox that shows its fault profile says each tool's calls take at
+    the `deadline`: by the tool's last outcome (its burst chain); and, when it also says its
+    seed, each call of a probe seeded `seed`, round by round (`probe_draw_key`), up to this
+    machine's speed. Nothing for a real API or a virtual clock."""
     from realprobe.probes.runner import probe_draw_key
     from realprobe.sandbox.admin import served_draws, served_profile
-    from realprobe.simulator.faults import numbered_call_seconds
+    from realprobe.simulator.faults import call_seconds, numbered_call_seconds
 
     if not target.sandbox or target.mode in (Mode.SIMULATE, Mode.REPLAY):
-        return {}
-    profile, draws = served_profile(target.sandbox), served_draws(target.sandbox)
-    if profile is None or draws is None:
-        return {}
+        return {}, {}
+    profile = served_profile(target.sandbox)
+    if profile is None:
+        return {}, {}
+    model = {t.name: {state: call_seconds(profile.for_tool(t.name), deadline, state)
+                      for state in (True, False, None)} for t in tools}
+    draws = served_draws(target.sandbox)
+    if draws is None:
+        return model, {}
     profile, key = profile.latency_scaled(draws.latency_scale), probe_draw_key(seed)
-    return {t.name: numbered_call_seconds(profile, draws.seed, key, t.name, rounds, deadline,
-                                          time.time()) for t in tools}
+    return model, {t.name: numbered_call_seconds(profile, draws.seed, key, t.name, rounds,
+                                                 deadline, time.time()) for t in tools}
 
 
 @contextmanager
@@ -234,7 +224,7 @@ class LiveCounts:
     side by side), the `deadline` a hang runs to and, against a sandbox, what its fault
     profile says the calls take (`probe_model`: the next call of a tool by how its last one
     went), or, when it also says its seed, what each call will take (`exact`, from
-    `probe_exact`: each call is then an item of its own kind, `tool#round`); the run reports
+    `probe_model` too: each call is then an item of its own kind, `tool#round`); the run reports
     each start (`started`)."""
 
     def __init__(self, plan: list[Item], label: str, enabled: bool = True,
@@ -402,9 +392,9 @@ def probe_cmd(
         live = None  # no bar (nor anything worked out for one) off a terminal
         if bar_wanted(as_json):
             plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
+            model, exact = probe_model(picked, rounds, target, timeout, seed)
             live = LiveCounts(plan, "probing", lanes=lanes, workers=workers or concurrency,
-                              deadline=timeout, model=probe_model(picked, target, timeout),
-                              exact=probe_exact(picked, rounds, target, timeout, seed))
+                              deadline=timeout, model=model, exact=exact)
         with live or contextlib.nullcontext():
             summary = probe(
                 chosen, rounds=rounds, target=target, db=path, timeout=timeout,
@@ -537,16 +527,16 @@ def schedule_cmd(
         live = None  # no bar (nor anything worked out for one) off a terminal
         if bar_wanted(as_json):
             plan, lanes, workers = probe_plan(picked, rounds, target, politeness)
+            model, exact = probe_model(picked, rounds, target, timeout, seed + 1)
             live = LiveCounts(plan, "round", lanes=lanes, workers=workers or concurrency,
-                              deadline=timeout, model=probe_model(picked, target, timeout),
-                              exact=probe_exact(picked, rounds, target, timeout, seed + 1))
+                              deadline=timeout, model=model, exact=exact)
 
         def event(e: dict[str, Any]) -> None:
             _show_event(e)
             if live is not None and e["kind"].startswith("round_"):
                 ended["rounds"] += 1
-                live.new_round(probe_exact(picked, rounds, target, timeout,
-                                           seed + ended["rounds"] + 1) if live.exact else None)
+                live.new_round(probe_model(picked, rounds, target, timeout,
+                                           seed + ended["rounds"] + 1)[1] if live.exact else None)
 
         with live or contextlib.nullcontext():
             result = schedule(
