@@ -173,12 +173,9 @@ def env_secrets() -> list[str]:
     return list(values)
 
 
-def known_secrets(*, from_environment: bool = True) -> list[str]:
-    """Declared values plus (by default) secret-looking environment values."""
-    out = _REGISTRY.values()
-    if from_environment:
-        out.extend(env_secrets())
-    return out
+def known_secrets() -> list[str]:
+    """Declared values plus secret-looking environment values."""
+    return [*_REGISTRY.values(), *env_secrets()]
 
 
 # -- echoes: how one value may be reflected ------------------------------------------------
