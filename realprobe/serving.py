@@ -38,7 +38,7 @@ import os
 import socket
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import urlsplit
@@ -554,16 +554,15 @@ class ServerThread:
         self._thread.join(5)
 
     def __enter__(self) -> str:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-@contextlib.contextmanager
-def running(server: H11Server) -> Iterator[str]:
-    thread = ServerThread(server)
-    try:
-        yield thread.start()
-    finally:
-        thread.stop()
+#: `with running(server) as url:` the server on its own thread while the block runs
+running = ServerThread

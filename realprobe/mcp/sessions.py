@@ -53,10 +53,6 @@ class SessionLimits:
     allowed_hosts: tuple[str, ...] = ()
     auth_token: str | None = None
 
-    @property
-    def total(self) -> int:
-        return self.per_client * CLIENTS_AT_CAP
-
 
 class SessionFront(SdkWire):
     """One client session's side of the proxy, over its transport's streams; server messages
@@ -140,7 +136,7 @@ class SessionRouter:
             if transport.is_terminated:
                 self.transports.pop(sid, None)
             return
-        if len(self.transports) >= self.limits.total:
+        if len(self.transports) >= self.limits.per_client * CLIENTS_AT_CAP:
             await send_json(send, 503, b'{"error": "Too many open sessions"}')
             return
         body = await _body(receive) if scope["method"] == "POST" else b""

@@ -25,9 +25,6 @@ from realprobe.errors import RealprobeError
 from realprobe.mcp.guards import PARSE_ERROR, TOO_LONG, Unreadable, read_message
 from realprobe.mcp.serve import STDIN_LINE_LIMIT, Lines, stdin_lines
 
-__all__ = ["TOO_LONG", "ProcessWire", "StdioFront", "Unreadable", "Wire", "http_upstream", "parse",
-           "split_command"]
-
 #: the longest message read from a server or a client (a bigger one is refused whole)
 MAX_LINE = 64 * 1024 * 1024
 

@@ -27,6 +27,7 @@ from urllib.parse import parse_qsl
 from pydantic import ValidationError
 
 from realprobe.errors import RealprobeError
+from realprobe.limits import load_json_text
 from realprobe.sandbox.journal import Journal
 from realprobe.sandbox.runtime import Runtime
 from realprobe.serving import ERROR_HEADER
@@ -99,7 +100,7 @@ class Admin:
         if head == "seed" and not rest and method in ("PUT", "POST"):
             seed: int | str | None = None
             if body.strip():
-                doc = json.loads(body)
+                doc = load_json_text(body, "seed", max_bytes=len(body))
                 if not isinstance(doc, dict) or not isinstance(doc.get("seed"), int | str):
                     raise ValueError('seed: send {"seed": <int or string>} (or no body)')
                 seed = doc["seed"]
@@ -179,10 +180,7 @@ class Admin:
                 return _error(404, f"no toxic {name!r} in scope {scope!r}")
             return json_plan(200, toxic.model_dump(mode="json"))
         if method in ("PUT", "POST"):
-            try:
-                doc = json.loads(body or b"{}")
-            except ValueError as exc:
-                raise ValueError(f"toxic body is not JSON ({exc})") from exc
+            doc = load_json_text(body or b"{}", "toxic body", max_bytes=len(body) + 2)
             held = sum(len(v) for v in toxics.scopes.values())
             if held >= MAX_RUNTIME_TOXICS and name not in toxics.scopes.get(scope, {}):
                 raise ValueError(f"at most {MAX_RUNTIME_TOXICS} toxics at once; DELETE some "

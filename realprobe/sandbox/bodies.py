@@ -29,7 +29,6 @@ from realprobe.simulator.fixtures import Chosen, choose_fixture, request_argumen
 from realprobe.simulator.routes import Body, Route
 
 SOURCE_HEADER = "X-Realprobe-Body-Source"
-SOURCES = ("cassette", "fixture", "nearest-fixture", "unknown-input", "upstream")
 HOP_BY_HOP = frozenset(
     {"content-length", "transfer-encoding", "connection", "keep-alive", "content-type"}
 )
