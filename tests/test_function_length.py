@@ -58,11 +58,16 @@ def functions(tree: ast.AST) -> Iterator[tuple[str, int]]:
     yield from walk(tree, "")
 
 
+def over_limit(found: list[tuple[str, int]], module: str,
+               limit: int = MAX_BODY_LINES) -> dict[str, int]:
+    """"module:qualname" -> body lines, for each of `found` (qualname, body lines) over
+    `limit`."""
+    return {f"{module}:{name}": n for name, n in found if n > limit}
+
+
 def long_functions(source: str, module: str, limit: int = MAX_BODY_LINES) -> dict[str, int]:
     """"module:qualname" -> body lines, for each function of `source` over `limit`."""
-    return {
-        f"{module}:{name}": n for name, n in functions(ast.parse(source)) if n > limit
-    }
+    return over_limit(list(functions(ast.parse(source))), module, limit)
 
 
 def module_name(path: Path) -> str:
@@ -76,9 +81,9 @@ def package_functions() -> tuple[dict[str, int], set[str]]:
     names: set[str] = set()
     for path in sorted(PACKAGE.rglob("*.py")):
         module = module_name(path)
-        source = path.read_text(encoding="utf-8")
-        names.update(f"{module}:{name}" for name, _ in functions(ast.parse(source)))
-        long.update(long_functions(source, module))
+        found = list(functions(ast.parse(path.read_text(encoding="utf-8"))))  # parsed once
+        names.update(f"{module}:{name}" for name, _ in found)
+        long.update(over_limit(found, module))
     return long, names
 
 
