@@ -137,12 +137,7 @@ class OpenAIReflexionAgent(OpenAIToolAgent):
     scored on its final attempt."""
 
     name = "openai-reflexion"
-
-    def __init__(self, settings: Any = None, attempts: int = MAX_ATTEMPTS) -> None:
-        super().__init__(settings)
-        if attempts < 1:
-            raise ValueError("attempts must be at least 1")
-        self.attempts = attempts
+    attempts = MAX_ATTEMPTS
 
     async def loop(self, ctx: AgentContext, client: openai.AsyncOpenAI) -> None:
         from realprobe.tasks.scoring import score_run  # the evaluator: the run's own scoring
