@@ -14,17 +14,17 @@ from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import FloatArray
 
 
-def _ranks_and_ties(values: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Average ranks (1-based, ties share their mean rank) and the size of each tie group."""
-    sorter = np.argsort(values, kind="mergesort")
-    inv = np.empty(sorter.shape[0], dtype=np.intp)
-    inv[sorter] = np.arange(sorter.shape[0])
-    ordered = values[sorter]
-    first = np.r_[True, ordered[1:] != ordered[:-1]]
-    dense = np.cumsum(first)[inv]
-    bounds = np.r_[np.nonzero(first)[0], first.shape[0]]
-    ranks = 0.5 * (bounds[dense] + bounds[dense - 1] + 1)
-    return ranks.astype(np.float64), np.diff(bounds).astype(np.float64)
+def midranks(ordered: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Mid-ranks (1-based, ties share their mean rank) of values already sorted, and the size
+    of each run of ties. Mid-ranks are multiples of 1/2, so sums of them are exact in any
+    order of addition."""
+    n = ordered.shape[0]
+    first = np.empty(n, dtype=bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    start = np.flatnonzero(first)  # where each run of equal values starts
+    counts = np.diff(np.append(start, n))
+    return np.repeat(start + counts - (counts - 1) / 2.0, counts), counts.astype(np.float64)
 
 
 def mann_whitney_p(x: FloatArray, y: FloatArray) -> float:
@@ -36,8 +36,10 @@ def mann_whitney_p(x: FloatArray, y: FloatArray) -> float:
         from scipy import stats  # exact distribution for tiny samples
 
         return float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
-    ranks, ties = _ranks_and_ties(np.concatenate([x, y]))
-    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2
+    values = np.concatenate([x, y])
+    order = np.argsort(values, kind="mergesort")
+    ranks, ties = midranks(values[order])
+    u1 = float(ranks[order < n1].sum()) - n1 * (n1 + 1) / 2
     u = max(u1, n1 * n2 - u1)
     n = n1 + n2
     s = math.sqrt(n1 * n2 / 12 * ((n + 1) - float((ties**3 - ties).sum()) / (n * (n - 1))))

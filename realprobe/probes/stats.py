@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from realprobe.errors import Unavailable
-from realprobe.probes.classic_tests import chi2_contingency
+from realprobe.probes.classic_tests import chi2_contingency, midranks
 from realprobe.probes.implicit import IMPLICIT_EXTRA, implicit_counts
 from realprobe.probes.latency_fit import (
     PROFILE_CI_MIN_EXCEED,
@@ -723,23 +723,16 @@ def error_mix(code: IntArray, ts: FloatArray | None = None) -> ErrorMix:
 def _kruskal(ordered: FloatArray, group: IntArray, used: list[int]) -> float:
     """The Kruskal-Wallis H test's p-value (with the tie correction) across the groups
     `used`, of values already sorted, `group` each one's group, the groups' terms added in
-    the order of `used`. Mid-ranks are multiples of 1/2, so each group's rank sum is exact
-    in any order of addition."""
+    the order of `used`."""
     n = ordered.shape[0]
-    first = np.empty(n, dtype=bool)
-    first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    start = np.flatnonzero(first)  # where each run of equal values starts
-    counts = np.diff(np.append(start, n))
-    upper = start + counts
-    ranks = np.repeat(upper - (counts - 1) / 2.0, counts)  # mid-ranks
+    ranks, counts = midranks(ordered)
     rank_sum = np.bincount(group, weights=ranks)
     size = np.bincount(group)
     h = 0.0
     for j in used:
         h += float(rank_sum[j]) ** 2 / int(size[j])
     h = 12.0 / (n * (n + 1)) * h - 3 * (n + 1)
-    ties = 1.0 - float((counts.astype(np.float64) ** 3 - counts).sum()) / (n**3 - n)
+    ties = 1.0 - float((counts**3 - counts).sum()) / (n**3 - n)
     if ties <= 0:
         return 1.0
     return float(special.chdtrc(len(used) - 1, h / ties))
