@@ -427,7 +427,9 @@ class H11Server:
                         return None
                 elif isinstance(event, h11.Request):
                     head = event
-                    _check_length(event, self.guard.max_body)
+                    if any(k == b"content-length" and v.isdigit() and int(v) > self.guard.max_body
+                           for k, v in event.headers):
+                        raise _TooLarge
                 elif isinstance(event, h11.Data):
                     if len(body) + len(event.data) > self.guard.max_body:
                         raise _TooLarge
@@ -449,12 +451,6 @@ class _TooLarge(Exception):
 
 class _Busy(Exception):
     """Every connection's unanswered request bytes together would pass `max_buffered`."""
-
-
-def _check_length(head: h11.Request, limit: int) -> None:
-    for k, v in head.headers:
-        if k == b"content-length" and v.isdigit() and int(v) > limit:
-            raise _TooLarge
 
 
 def _request(head: h11.Request, body: bytes) -> Request:

@@ -119,10 +119,6 @@ def _server(kwargs: dict[str, Any], args: tuple[Any, ...]) -> list[str] | None:
     return shlex.split(given) if isinstance(given, str) else [str(a) for a in given]
 
 
-def _realprobe() -> list[str]:
-    return [sys.executable, "-m", "realprobe.cli", "mcp"]
-
-
 @pytest.fixture
 def mcp_server(request: pytest.FixtureRequest) -> Iterator[McpServer]:
     """A recorded MCP server for this test (see the module's doc)."""
@@ -136,31 +132,29 @@ def mcp_server(request: pytest.FixtureRequest) -> Iterator[McpServer]:
     mode = record_mode_of(request.config, kwargs)
     recording = mode == "all" or (mode in ("once", "new_episodes") and not path.exists())
     env = {**os.environ, **{str(k): str(v) for k, v in (kwargs.get("env") or {}).items()}}
+    realprobe = [sys.executable, "-m", "realprobe.cli", "mcp"]
+    partial = None  # where a recording is written until the test has passed
     if not recording:
         if not path.exists():
             pytest.fail(f"no MCP cassette {path} (record mode {mode}); record it with "
                         "--realprobe-record-mode=once", pytrace=False)
-        command = [*_realprobe(), "replay", str(path), "--on-exhausted",
+        command = [*realprobe, "replay", str(path), "--on-exhausted",
                    str(kwargs.get("on_exhausted", "error")), "--latency",
                    str(kwargs.get("latency", "none"))]
-        server = McpServer(path, False, command, env)
-        try:
-            yield server
-        finally:
-            server._stop_http()
-        return
-    argv = _server(kwargs, args)
-    if not argv:
-        pytest.fail(f"cannot record {path.name}: give the server to record, "
-                    "@pytest.mark.mcp_cassette(server=[...command...])", pytrace=False)
-    partial = path.with_name(path.name + ".partial")
-    command = [*_realprobe(), "proxy", "--record", str(partial), "--", *argv]
-    server = McpServer(path, True, command, env)
+    else:
+        argv = _server(kwargs, args)
+        if not argv:
+            pytest.fail(f"cannot record {path.name}: give the server to record, "
+                        "@pytest.mark.mcp_cassette(server=[...command...])", pytrace=False)
+        partial = path.with_name(path.name + ".partial")
+        command = [*realprobe, "proxy", "--record", str(partial), "--", *argv]
+    server = McpServer(path, recording, command, env)
     try:
         yield server
     finally:
         server._stop_http()
-        _keep(server, partial, failed=failed_test(request))
+        if partial is not None:
+            _keep(server, partial, failed=failed_test(request))
 
 
 def _keep(server: McpServer, partial: Path, *, failed: bool) -> None:
