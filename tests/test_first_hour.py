@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_runner import invoke
+from cli_runner import invoke, run
 from rich.console import Console
 
 from realprobe import api
@@ -28,6 +28,11 @@ from realprobe.simulator.faults import MAX_CALL_NUMBER, MAX_KEPT, FaultModel, ca
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "realprobe.cli", *args],
                           capture_output=True, text=True, timeout=300)
+
+
+def in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """What `cli` gives, without a new interpreter: for what is not about the process."""
+    return run(args)
 
 
 @pytest.fixture()
@@ -100,20 +105,20 @@ def test_calibrate_counts_its_notes_by_kind(probed: Path, tmp_path: Path) -> Non
     prof = api.calibrate(probed)
     notes = [(tool, n) for tool, tp in prof.tools.items() for n in tp.notes]
     assert len(notes) > 2  # a group big enough to be counted
-    res = cli("calibrate", "--db", str(probed), "--output", str(out))
+    res = in_process("calibrate", "--db", str(probed), "--output", str(out))
     assert res.returncode == 0, res.stderr
     said = [ln for ln in res.stderr.splitlines() if "tool" in ln and "NOT MEASURED" not in ln]
     assert len(said) < len(notes), res.stderr
     assert any(ln.startswith(f"{len(notes)} tools: the burst chain is rough (--explain")
                for ln in said), res.stderr
-    res = cli("calibrate", "--db", str(probed), "--output", str(out), "--explain")
+    res = in_process("calibrate", "--db", str(probed), "--output", str(out), "--explain")
     listed = [ln.strip() for ln in res.stderr.splitlines() if ln.startswith("  ")]
     assert sorted(listed) == sorted(f"{t}: {n.partition(': ')[2]}" for t, n in notes)
 
 
 @pytest.mark.parametrize("bad", ["0", "1.5", "95"])
 def test_a_threshold_outside_0_1_is_refused(probed: Path, bad: str) -> None:
-    res = cli("stats", "--db", str(probed), "--threshold", bad)
+    res = in_process("stats", "--db", str(probed), "--threshold", bad)
     assert res.returncode == 2 and res.stderr.startswith("error: --threshold"), res.stderr
 
 
@@ -123,12 +128,12 @@ def test_the_report_leads_with_the_verdict(probed: Path, tmp_path: Path) -> None
 
     says = verdict(api.stats(probed))
     html = tmp_path / "r.html"
-    res = cli("report", "--db", str(probed), "--output", str(html))
+    res = in_process("report", "--db", str(probed), "--output", str(html))
     assert res.returncode == 0, res.stderr
     assert " ".join(res.stderr.split()).index(says) < " ".join(res.stderr.split()).index("wrote")
     text = html.read_text()
     assert f"<p id='verdict'>{says}</p>" in text and text.index(says) < text.index("id='tools'")
-    md = cli("report", "--db", str(probed), "--format", "md").stdout
+    md = in_process("report", "--db", str(probed), "--format", "md").stdout
     assert says in md and md.index(says) < md.index("| tool |")
 
 
@@ -395,7 +400,7 @@ def test_a_numbered_call_asked_again_meets_the_same_outcome() -> None:
 
 def test_a_probe_whose_rows_were_all_excluded_says_why_and_exits_3(tmp_path: Path) -> None:
     with api.sandbox_running("calm", seed=0) as url:
-        res = cli("probe", "--tools", "om_forecast,om_marine", "--catalog", "openmeteo",
+        res = in_process("probe", "--tools", "om_forecast,om_marine", "--catalog", "openmeteo",
                   "--sandbox", url, "--db", str(tmp_path / "x.db"), "--politeness", "off")
     assert res.returncode == 3, res.stderr
     (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
@@ -404,7 +409,7 @@ def test_a_probe_whose_rows_were_all_excluded_says_why_and_exits_3(tmp_path: Pat
     # every reader of that database says the same, not "no rows ... probe first"
     for verb in (["stats"], ["report", "--format", "md"],
                  ["drift", "--baseline", "1d..now", "--current", "1d..now"]):
-        res = cli(*verb, "--db", str(tmp_path / "x.db"))
+        res = in_process(*verb, "--db", str(tmp_path / "x.db"))
         assert res.returncode == 3, (verb, res.stderr)
         (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
         assert "all 2 sandbox rows" in line and "the sandbox serves another catalogue" in line
@@ -418,12 +423,12 @@ def test_a_probe_with_the_sandbox_down_says_why_and_so_does_stats(tmp_path: Path
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
     db = str(tmp_path / "down.db")
-    res = cli("probe", "--tools", "advice_random", "--sandbox", url, "--db", db,
+    res = in_process("probe", "--tools", "advice_random", "--sandbox", url, "--db", db,
               "--politeness", "off")
     assert res.returncode == 3, res.stderr
     (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert "nothing was reachable" in line and "--sandbox URL" in line
-    res = cli("stats", "--db", db)
+    res = in_process("stats", "--db", db)
     assert res.returncode == 3, res.stderr
     (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert "the one sandbox row" in line and "the prober reached no server" in line
@@ -436,7 +441,7 @@ def test_a_probe_with_the_sandbox_down_says_why_and_so_does_stats(tmp_path: Path
 def test_catalog_format_mcp_prints_json_without_the_json_flag() -> None:
     import json
 
-    res = cli("catalog", "--format", "mcp")
+    res = in_process("catalog", "--format", "mcp")
     assert res.returncode == 0, res.stderr
     assert len(json.loads(res.stdout)["tools"]) == len(api.load_catalog())
 
@@ -449,13 +454,13 @@ def test_a_skipped_operation_names_the_flag_that_keeps_it(tmp_path: Path) -> Non
                     ' "name": "api_key"}}},'
                     ' "paths": {"/private": {"get": {"security": [{"k": []}],'
                     ' "responses": {"200": {"description": "ok"}}}}}}')
-    res = cli("catalog", "import-openapi", str(spec), "--output", str(tmp_path / "c.toml"))
+    res = in_process("catalog", "import-openapi", str(spec), "--output", str(tmp_path / "c.toml"))
     assert "skipped GET /private: needs credentials (API key 'api_key' in query); " \
            "--include-auth keeps it" in res.stderr, res.stderr
 
 
 def test_prompts_the_reference_agent_treats_alike_are_said_to_be_one_run(tmp_path: Path) -> None:
-    res = cli("run", "travel_briefing", "--agent", "reference", "--mode", "simulate",
+    res = in_process("run", "travel_briefing", "--agent", "reference", "--mode", "simulate",
               "--profile", "harsh", "--prompt", "baseline,optimal", "--db",
               str(tmp_path / "t.db"))
     assert res.returncode == 0, res.stderr
