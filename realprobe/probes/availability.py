@@ -129,10 +129,8 @@ def _segments(checks: list[tuple[Any, ...]], observed: list[tuple[Any, ...]], ga
             if 0 < b[0] - a[0] <= gap and a[1] != "maintenance"]
 
 
-def _clip(segs: list[tuple[float, float, str]], since: float | None, until: float | None
+def _clip(segs: list[tuple[float, float, str]], lo: float, hi: float
           ) -> list[tuple[float, float, str]]:
-    lo = -math.inf if since is None else since
-    hi = math.inf if until is None else until
     return [(max(s, lo), min(e, hi), st) for s, e, st in segs if e > lo and s < hi]
 
 
@@ -265,9 +263,9 @@ def _monitor(conn: sqlite3.Connection, mon: dict[str, Any], since: float | None,
         [key, lo if since is not None else -1e18, hi if until is not None else 1e18]
     ).fetchall()
     observed = [(r[2], r[3], r[1]) for r in ivs if r[0] == "observed"]
-    segs = _clip(_segments(checks, observed, mon["gap_limit_s"] or math.inf), since, until)
+    segs = _clip(_segments(checks, observed, mon["gap_limit_s"] or math.inf), lo, hi)
     censored = _clip([(r[2], r[3], "censored") for r in ivs if r[0] == "censored"
-                      and r[3] is not None], since, until)
+                      and r[3] is not None], lo, hi)
     rep.censored_s = sum(e - s for s, e, _ in censored)
     rep.observed_s = sum(e - s for s, e, _ in segs)
     rep.up_s = sum(e - s for s, e, st in segs if st in _UP)
