@@ -160,21 +160,18 @@ def test_politeness_per_host_holds_across_concurrent_live_runs() -> None:
 
 def test_run_cli_concurrency_and_resume(tmp_path: Any) -> None:
     import json
-    import subprocess
-    import sys
+
+    from cli_runner import run
 
     db = tmp_path / "r.db"
-    args = [sys.executable, "-m", "realprobe.cli", "run", "--all", "--profile", "harsh",
-            "--repeat", "2", "--db", str(db), "--json"]
-    first = subprocess.run([*args, "--concurrency", "8"], capture_output=True, text=True,
-                           timeout=300)
+    args = ["run", "--all", "--profile", "harsh", "--repeat", "2", "--db", str(db), "--json"]
+    first = run([*args, "--concurrency", "8"])
     assert first.returncode == 0, first.stderr
     runs = json.loads(first.stdout)["runs"]
-    again = subprocess.run([*args, "--resume"], capture_output=True, text=True, timeout=300)
+    again = run([*args, "--resume"])
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["runs"] == []  # every run is stored complete
-    sequential = subprocess.run([*args[:-3], "--json", "--db", str(tmp_path / "s.db")],
-                                capture_output=True, text=True, timeout=300)
+    sequential = run([*args[:-3], "--json", "--db", str(tmp_path / "s.db")])
     seq = json.loads(sequential.stdout)["runs"]
     keep = ("task", "prompt", "repeat", "outcome", "tool_calls", "failures", "artifact")
     assert [{k: r[k] for k in keep} for r in seq] == [{k: r[k] for k in keep} for r in runs]
