@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import run
 from mcp import Client, MCPError, StdioServerParameters
 
 from realprobe import load_cassette
@@ -302,9 +303,7 @@ async def test_another_recorders_transcript_imports_and_replays(tmp_path: Path) 
               for r in records if "msg" in r]
     tape.write_text("\n".join(lines) + "\n")
     out = tmp_path / "imported.jsonl"
-    res = subprocess.run([sys.executable, "-m", "realprobe.cli", "mcp", "import", str(tape),
-                          str(out)], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, **ENV})
+    res = await _in_thread(run, ["mcp", "import", str(tape), str(out)])
     assert res.returncode == 0, res.stderr
     assert await session(realprobe("mcp", "replay", str(out)), calls=1) == original
 
