@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import socket
 import stat
 import sys
@@ -279,18 +278,20 @@ async def serve_http(
 
 def run_until_signal(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """asyncio.run(main()) where SIGINT/SIGTERM cancel the main task (cleanups still run)."""
+    from realprobe.probes.session import on_signals
 
     async def runner() -> None:
         task = asyncio.ensure_future(main())
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):  # not POSIX
-                loop.add_signal_handler(sig, task.cancel)
-        try:
-            await task
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                raise
+
+        def stop() -> None:
+            task.cancel()
+
+        with on_signals(stop):
+            try:
+                await task
+            except asyncio.CancelledError:
+                if not task.cancelled():
+                    raise
 
     asyncio.run(runner())
 
