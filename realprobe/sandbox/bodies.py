@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from realprobe.cassettes.cassette import Call, Cassette
-from realprobe.cassettes.importers import load_any
 from realprobe.cassettes.matching import MATCH_URL, MATCH_URL_BODY, match_key
 from realprobe.cassettes.scrub import ScrubConfig, config_for, scrub_for_match
 from realprobe.simulator.fixtures import Chosen, choose_fixture, request_arguments
@@ -86,10 +85,6 @@ class Recordings:
                 if not by_body:
                     url_key = match_key(call.method, call.uri, None, MATCH_URL)
                     self.url_only.setdefault(url_key, []).append(call)
-
-    @classmethod
-    def load(cls, paths: Iterable[str | Path]) -> Recordings:
-        return cls(load_any(p) for p in cassette_paths(paths))
 
     def _variants(self, url: str, body: bytes | None) -> list[tuple[str, bytes | None]]:
         """The request as it is, and as each cassette's scrubbing would have written it."""

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.cassettes.cassette import CassetteError
+from realprobe.cassettes.importers import load_any
 from realprobe.errors import RealprobeError
 from realprobe.http.simulate import origin_of, routes_from_catalog
 from realprobe.sandbox.bodies import Recordings, cassette_paths
@@ -31,7 +32,7 @@ def load_recordings(paths: Sequence[str | Path]) -> Recordings:
     if not files:
         raise RealprobeError("cassettes: no cassette files (.json, .yaml) found", param="cassettes")
     try:
-        return Recordings.load(files)
+        return Recordings(load_any(p) for p in files)
     except CassetteError as exc:
         raise RealprobeError(f"cassettes: {exc}", param="cassettes") from exc
 
