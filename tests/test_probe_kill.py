@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from realprobe import Catalog, Sandbox, Store, load_profile
@@ -111,14 +112,22 @@ def test_second_sigint_abandons_hanging_calls(calm_sandbox: str, tmp_path: Path)
          "--db", str(db)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    assert proc.stderr is not None
     end = time.monotonic() + 30
-    while not db.exists() and time.monotonic() < end:  # the run has started
-        time.sleep(0.05)
-    time.sleep(0.5)
+    with httpx.Client(timeout=5) as http:  # a call has reached the sandbox: one is in flight
+        while http.get(f"{calm_sandbox}/_health").json()["requests"] < 1:
+            assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+            time.sleep(0.05)
     proc.send_signal(signal.SIGINT)  # first: wait for calls in flight (they hang for 60 s)
-    time.sleep(0.3)
+    said = []
+    for line in proc.stderr:  # the probe says it took the first one
+        said.append(line)
+        if "stopping after the calls in flight" in line:
+            break
+    assert said and "stopping after the calls in flight" in said[-1], said
     proc.send_signal(signal.SIGINT)  # second: abandon them
-    _, err = proc.communicate(timeout=15)
+    _, rest = proc.communicate(timeout=15)
+    err = "".join(said) + rest
     assert proc.returncode == 2 and "Traceback" not in err
     assert "interrupted twice" in err
     with sqlite3.connect(db) as conn:
