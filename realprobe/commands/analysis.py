@@ -6,7 +6,6 @@ it summarised; opening the file also marks runs left `running` by a killed proce
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -21,6 +20,7 @@ from realprobe.commands.common import (
     console,
     err_console,
     one_shot,
+    print_json,
     printed_json,
 )
 from realprobe.commands.tables import pct
@@ -380,7 +380,7 @@ def calibrate_cmd(
         _warn(profile.source.get("warning"))
         _profile_notes(profile, explain).print(err_console)
     if output is None:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        print_json(data)
         return
     err_console.print(f"wrote {view} for {len(profile.tools)} tools to {output}")
 
