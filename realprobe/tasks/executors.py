@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -147,7 +148,11 @@ async def _worker_run(payload: dict[str, Any], catalog: Catalog) -> RunOutcome:
         await shared.aclose()
 
 
-def import_ray() -> Any:
+def import_ray(*, local: bool = False) -> Any:
+    """Ray, imported. `local`: for a node started here, so Ray's switch (`RAY_CLUSTER_ENV`),
+    which Ray reads once when first imported, is set to 0 before that unless the user set it."""
+    if local and "ray" not in sys.modules:
+        os.environ.setdefault(RAY_CLUSTER_ENV, "0")  # read by the processes Ray starts too
     try:
         import ray
     except ImportError as exc:
@@ -163,15 +168,20 @@ def import_ray() -> Any:
 RAY_CLUSTER_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
-def start_local_ray(ray: Any, **kwargs: Any) -> None:
-    """`ray.init` for a node started on this machine, listening on 127.0.0.1 only, unless the
-    user set Ray's `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` to ask for a reachable node."""
+def start_local_ray(**kwargs: Any) -> Any:
+    """Ray, after `ray.init` for a node started on this machine, listening on 127.0.0.1 only,
+    unless the user set Ray's `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` to ask for a reachable node.
+    A Ray imported earlier without the switch is refused: its node would listen on the
+    machine's network address."""
+    ray = import_ray(local=True)
     if RAY_CLUSTER_ENV not in os.environ:
-        from ray._private import ray_constants
-
-        os.environ[RAY_CLUSTER_ENV] = "0"  # read by the processes Ray starts
-        ray_constants.ENABLE_RAY_CLUSTER = False  # read by this one, imported already
+        raise RealprobeError(
+            f"Ray was imported before realprobe could keep its node on 127.0.0.1: set "
+            f"{RAY_CLUSTER_ENV}=0 before importing ray (or =1 for a node other machines reach)",
+            param="executor",
+        )
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False, **kwargs)
+    return ray
 
 
 def reaches_apis(jobs: Sequence[Job]) -> bool:
@@ -191,7 +201,7 @@ def run_ray(
     """Every job as a Ray task; outcomes come back to this process, which writes them. The
     catalogue goes to the object store once; each worker fetches it once. Runs that reach
     the real APIs share one politeness state (a `GateState` actor)."""
-    ray = import_ray()
+    ray = import_ray(local=not address)
     started_here = not ray.is_initialized()
     if started_here:
         try:
@@ -199,7 +209,7 @@ def run_ray(
                 ray.init(address=address, include_dashboard=False, log_to_driver=False,
                          configure_logging=False)
             else:
-                start_local_ray(ray, **({"num_cpus": num_cpus} if num_cpus else {}))
+                start_local_ray(**({"num_cpus": num_cpus} if num_cpus else {}))
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RealprobeError(f"cannot start or reach Ray ({exc})") from exc
     waiting: list[Any] = []
@@ -277,4 +287,4 @@ def check_executor(executor: str, address: str | None) -> None:
     if address is not None and not address.strip():
         raise RealprobeError("address is empty: give the Ray head's host:port, like 10.0.0.5:6379")
     if executor == "ray":
-        import_ray()  # not installed: say so before anything starts
+        import_ray(local=address is None)  # not installed: say so before anything starts
