@@ -16,7 +16,7 @@ import asyncio
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -284,8 +284,8 @@ def _error(ident: int | str | None, code: int, message: str) -> types.JSONRPCErr
 class CheckedLines:
     """Wraps the stdin line source: bad lines are answered through `reply` and skipped."""
 
-    def __init__(self, inner: AsyncIterator[str]) -> None:
-        self.inner = inner
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner  # a line source: `await inner.next()`, None at the end
         self.reply: Any = None  # the SDK's write stream, set once the transport is up
 
     def __aiter__(self) -> CheckedLines:
@@ -293,7 +293,9 @@ class CheckedLines:
 
     async def __anext__(self) -> str:
         while True:
-            line = await self.inner.__anext__()
+            line = await self.inner.next()
+            if line is None:
+                raise StopAsyncIteration
             problem = line_problem(line)
             if problem is None:
                 return line

@@ -104,15 +104,6 @@ class Lines:
             self.done = not data
         return self.ready.pop(0).rstrip("\r\n")
 
-    def __aiter__(self) -> Lines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self.next()
-        if line is None:
-            raise StopAsyncIteration
-        return line
-
     async def _read(self) -> bytes:
         if self.reader is not None:
             return await self.reader.read(1 << 20)
