@@ -18,7 +18,7 @@ from typing import Any
 
 from realprobe.errors import ErrorCode
 from realprobe.probes.availability import ImportedStats, MonitorAvailability
-from realprobe.simulator.profile import Burst, LatencyModel, Lognormal, Profile, ToolProfile
+from realprobe.simulator.profile import Z90, Burst, LatencyModel, Lognormal, Profile, ToolProfile
 
 #: used when a monitor recorded no code while down (no answer)
 DEFAULT_ERROR = ErrorCode.NETWORK_ERROR
@@ -54,7 +54,7 @@ def _latency(m: MonitorAvailability) -> LatencyModel:
     if lat is None or lat.n < 2 or lat.p50 <= 0 or lat.p90 <= lat.p50:
         return LatencyModel()
     mu = math.log(lat.p50)
-    sigma = (math.log(lat.p90) - mu) / 1.2815515655446004  # the normal's 90th percentile
+    sigma = (math.log(lat.p90) - mu) / Z90
     return LatencyModel(p50=lat.p50, p90=lat.p90, p99=lat.p99,
                         lognormal=Lognormal(mu=mu, sigma=max(sigma, 1e-3)))
 

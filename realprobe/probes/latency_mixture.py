@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel
 
-from realprobe.errors import ErrorCode
 from realprobe.probes.lazy_special import special
-from realprobe.probes.loading import CODES, FloatArray, ProbeArrays
+from realprobe.probes.loading import _TIMEOUT, FloatArray, ProbeArrays
 from realprobe.probes.numeric import sorted_quantiles
 
 if TYPE_CHECKING:  # `stats` fits mixtures without loading the simulator
@@ -35,7 +34,6 @@ MIN_POINTS_FOR_TWO = 50
 MIN_WEIGHT = 0.02
 MIN_SIGMA = 0.02
 LOG_2PI = math.log(2 * math.pi)
-TIMEOUT_CODE = CODES.index(ErrorCode.TIMEOUT)
 
 
 class Component(BaseModel):
@@ -481,7 +479,7 @@ def fit_one(arr: ProbeArrays) -> Fitted | None:
     rows allow no fit."""
     from realprobe.simulator.profile import MixtureComponent
 
-    censor_ms = arr.timeout_s[arr.code == TIMEOUT_CODE] * 1000.0
+    censor_ms = arr.timeout_s[arr.code == _TIMEOUT] * 1000.0
     # the summary has no S(T)
     fit = fit_mixture(arr.latency_ms[arr.code < 0], censor_ms, interval=False) if len(arr) else None
     if fit is None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from realprobe.errors import ErrorCode
-from realprobe.probes.loading import CODES, ProbeArrays
+from realprobe.probes.loading import _TIMEOUT, CODES, ProbeArrays
 from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.profile import Profile
 
-_TIMEOUT = CODES.index(ErrorCode.TIMEOUT)
 _INDEX = {c: i for i, c in enumerate(CODES)}
 
 
