@@ -50,6 +50,7 @@ from realprobe.dbfacts import (
     busy_timeout_s,
 )
 from realprobe.errors import BadArgument, ErrorCode, NoDatabase, RealprobeError
+from realprobe.ranges import checked
 from realprobe.secrets import scrub_row
 from realprobe.target import SOURCES, Target, TargetKind
 
@@ -215,6 +216,7 @@ def default_db_path() -> Path:
     return Path(base) / "realprobe" / "realprobe.db"
 
 
+@checked
 def open_db(db: str | Path | Database | None, *, read: bool = False) -> Database:
     """The one way to open the database: `db`, else the default (`$REALPROBE_DB`, else the
     data folder's), checked. `read`: the file must exist; else a given file's folder must
