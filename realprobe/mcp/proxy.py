@@ -230,10 +230,8 @@ class ProxySummary:
         """Count one finished client session in; its own server ending (per-client) is
         that session's end, not the proxy's."""
         self.sessions += 1
-        self.calls += other.calls
-        self.ok += other.ok
-        self.injected += other.injected
-        self.garbage += other.garbage
+        for count in ("calls", "ok", "injected", "garbage"):
+            setattr(self, count, getattr(self, count) + getattr(other, count))
         self.server = other.server or self.server
         if other.run_id is not None:
             self.run_ids.append(other.run_id)

@@ -31,8 +31,8 @@ def _text(text: str, *, error: bool = False, data: Any = None) -> CallToolResult
 
 
 def _count(args: dict[str, Any], key: str) -> int:
-    value = args.get(key)
     """A token count the client gave, else 0 (unknown): a count past 64 bits is no count."""
+    value = args.get(key)
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
         return value
     return 0

@@ -47,7 +47,6 @@ from realprobe.serving import (
     ServerThread,
     running,
 )
-from realprobe.simulator.faults import FaultModel
 from realprobe.simulator.plans import FaultPlan
 from realprobe.simulator.profile import Profile
 from realprobe.simulator.routes import RouteTable
@@ -112,10 +111,6 @@ class Sandbox(H11Server):
     @property
     def profile(self) -> Profile | None:
         return self.runtime.profile
-
-    @property
-    def model(self) -> FaultModel:
-        return self.runtime.model
 
     async def stop(self) -> None:
         await super().stop()
