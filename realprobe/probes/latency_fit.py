@@ -239,7 +239,13 @@ def fit_lognormal(
     mu_ci: tuple[float, float] | None
     sig_ci = s_ci = hang_ci = None
     if s_t >= PROFILE_CI_MIN_EXCEED:
-        mu_ci, sig_ci, s_ci = _biting_intervals(model, theta, n, t_med)
+        # the deadline cuts into the distribution: the likelihood is far from quadratic, so
+        # Wald intervals under-cover; profile it
+        level = float(special.stdtrit(max(n - 1, 1), 0.975)) ** 2
+        mu_ci = _profile_interval(model, theta, 0, level)
+        ls_ci = _profile_interval(model, theta, 1, level)
+        sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
+        s_ci = _exceed_interval(model, theta, math.log(t_med), level)
         intervals = "profile-likelihood"
         hang_ci = _hang_interval(model, theta) if hang_mass else None
     else:
@@ -263,28 +269,6 @@ def fit_lognormal(
     )
 
 
-def _biting_intervals(
-    model: _Censored, theta: FloatArray, n: int, t_med: float
-) -> tuple[tuple[float, float] | None, tuple[float, float] | None, tuple[float, float] | None]:
-    """The deadline cuts into the distribution: the likelihood is far from quadratic, so Wald
-    intervals under-cover; profile it. (mu, sigma, S(T)) intervals."""
-    level = float(special.stdtrit(max(n - 1, 1), 0.975)) ** 2
-    mu_ci = _profile_interval(model, theta, 0, level)
-    ls_ci = _profile_interval(model, theta, 1, level)
-    sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
-    return mu_ci, sig_ci, _exceed_interval(model, theta, math.log(t_med), level)
-
-
-def _nll_at_hang(model: _Censored, theta: FloatArray, pi: float) -> float:
-    """The negative log-likelihood with the hang share held at `pi`, minimised over mu and
-    ln sigma (Nelder-Mead from `theta`)."""
-    from scipy import optimize
-
-    res = optimize.minimize(model, theta, args=(pi,), method="Nelder-Mead",
-                            options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 2000})  # fmt: skip
-    return float(res.fun)
-
-
 def _hang_interval(
     model: _Censored, theta: FloatArray, level: float = 3.841458820694124
 ) -> tuple[float, float] | None:
@@ -296,8 +280,10 @@ def _hang_interval(
     pi_hat = model.pi(float(theta[0]), float(theta[1]))
     best = model(theta)
 
-    def rise(pi: float) -> float:
-        return 2.0 * (_nll_at_hang(model, theta, pi) - best) - level
+    def rise(pi: float) -> float:  # the likelihood with the share held at pi, mu and sigma refitted
+        res = optimize.minimize(model, theta, args=(pi,), method="Nelder-Mead",
+                                options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 2000})
+        return 2.0 * (float(res.fun) - best) - level
 
     hi_cap = 1.0 - 1e-9
     try:
