@@ -203,10 +203,8 @@ def _fit_k(
     theta = np.array(start, dtype=np.float64)
     if censored:
         polished = _newton(theta, k, x, cvals, cw) or _bfgs(theta, k, x, cvals, cw)
-        if polished is not None:
+        if polished is not None:  # else the best start stands, with its value
             theta, fun = polished
-        else:
-            fun = _nll(theta, k, x, cvals, cw)
     if not math.isfinite(fun) or fun >= 1e299:
         return None
     return theta, fun
