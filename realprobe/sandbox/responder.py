@@ -142,34 +142,14 @@ class Responder:
                 for r in self.routes.routes
             ]
             return Answer(json_plan(200, routes), Active())
-        return await self._api(method, target, path, query, body, headers, forced)
-
-    async def _api(
-        self,
-        method: str,
-        target: str,
-        path: str,
-        query: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        forced: str | None,
-    ) -> Answer:
         self.stats.requests += 1  # API requests only; control paths are not counted
         entry = self.journal.start(method, target, request_id(headers))
-        answer = await self._api_answer(method, path, query, body, headers, forced, entry)
-        answer.plan.headers.append((REQUEST_ID_HEADER, entry.request_id or ""))
-        return answer
+        got = await self._api(method, path, query, body, headers, forced, entry)
+        got.plan.headers.append((REQUEST_ID_HEADER, entry.request_id or ""))
+        return got
 
-    async def _api_answer(
-        self,
-        method: str,
-        path: str,
-        query: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        forced: str | None,
-        entry: Entry,
-    ) -> Answer:
+    async def _api(self, method: str, path: str, query: str, body: bytes,
+                   headers: Mapping[str, str], forced: str | None, entry: Entry) -> Answer:
         entry.forced = forced is not None
         numbered = draw_of(headers)
         api, original, forced = _split_path(path, forced, numbered is not None)
