@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -90,14 +91,10 @@ def client_for(command: str | Sequence[str] | None, url: str | None) -> Any:
     answer read within the message limit (an answer over it is a call's INVALID_RESPONSE)."""
     from mcp import Client
 
-    from realprobe.mcp.wire import (
-        http_client_transport,
-        quiet_sdk,
-        split_command,
-        stdio_client_transport,
-    )
+    from realprobe.mcp.wire import SDK_LOGGERS, http_client_transport, stdio_client_transport
 
-    quiet_sdk()
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     if (command is None) == (url is None):
         raise RealprobeError("give the MCP server as a command or a URL (exactly one)",
                              param="mcp_server")

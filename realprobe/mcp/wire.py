@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import shlex
 import sys
@@ -37,11 +36,6 @@ class Wire(Protocol):
 #: the SDK's loggers that write a traceback per unreadable server line or JSON body; realprobe
 #: counts those and says so in one line (a row's error, the proxy's garbage count)
 SDK_LOGGERS = ("mcp.client.stdio", "mcp.client.streamable_http")
-
-
-def quiet_sdk() -> None:
-    for name in SDK_LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def first_error(group: BaseExceptionGroup[Any], server: str) -> BaseException:
