@@ -260,10 +260,28 @@ def load_json_text(data: object, where: str, *, max_bytes: int, limit: int = MAX
         value = json.loads(data)
     except RecursionError:
         raise InputTooLarge(f"{where}: nested deeper than the limit of {limit} levels") from None
-    except ValueError as exc:
-        raise RealprobeError(f"{where}: not valid JSON ({exc})") from None
-    check_nesting(value, where, limit=limit, max_entries=max_entries)
+    except json.JSONDecodeError as exc:
+        at = (f", it ends early at line {exc.lineno} (truncated file?)"
+              if exc.pos >= len(data.rstrip()) or "Unterminated" in exc.msg
+              else f" at line {exc.lineno} column {exc.colno}")
+        raise RealprobeError(f"{where}: not valid JSON{at}: {exc.msg}") from None
+    except ValueError as exc:  # not UTF-8, or an integer of more digits than Python converts
+        raise RealprobeError(f"{where}: not valid JSON ({str(exc).split(';')[0]})") from None
+    opening = (data.count("[") + data.count("{") if isinstance(data, str)
+               else data.count(b"[") + data.count(b"{"))
+    if max_entries is not None or opening > limit:  # fewer brackets cannot nest deeper
+        check_nesting(value, where, limit=limit, max_entries=max_entries)
     return value
+
+
+def json_or_none(data: object, max_bytes: int | None = None) -> Any:
+    """The value of text that may hold JSON (a body, a model's answer, a database cell), or
+    None when it is not JSON text or breaks the input limits (`load_json_text` under the
+    input cap by default): for readers that then treat it as opaque."""
+    try:
+        return load_json_text(data, "", max_bytes=input_cap() if max_bytes is None else max_bytes)
+    except RealprobeError:
+        return None
 
 
 def load_yaml_text(data: object, where: str, *, max_bytes: int,

@@ -36,6 +36,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
+from realprobe.limits import json_or_none
+
 PLACEHOLDER = "REDACTED"
 #: JSON Schema's type names: `{"type": "string"}` under a credential name describes the
 #: credential (a tool's input schema), it holds none; and a credential that is one of these
@@ -259,10 +261,7 @@ def looks_like_json(data: bytes | str) -> bool:
 
 
 def _json_value(token: str) -> str | None:
-    try:
-        value = json.loads(token)
-    except ValueError:
-        return None
+    value = json_or_none(token, max_bytes=len(token))
     return value if isinstance(value, str) else None
 
 
@@ -326,17 +325,19 @@ def redact_body(
 ) -> bytes:
     """A body without known secrets: JSON documents through `redact_json` (string values
     only), anything else byte-wise."""
-    if looks_like_json(data):
-        try:
-            text = data.decode("utf-8")
-            json.loads(text)
-        except (ValueError, RecursionError):
-            pass
-        else:
-            clean = redact_json(text, redactor=redactor, secret=secret, found=found,
-                                placeholder=placeholder)
-            return data if clean == text else clean.encode("utf-8")
+    text = _utf8(data) if looks_like_json(data) else None
+    if text is not None and json_or_none(text) is not None:
+        clean = redact_json(text, redactor=redactor, secret=secret, found=found,
+                            placeholder=placeholder)
+        return data if clean == text else clean.encode("utf-8")
     return redactor.data(data)
+
+
+def _utf8(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 # -- URLs, query strings, free text ---------------------------------------------------------
@@ -701,11 +702,7 @@ def _after_secret_flag(items: list[Any] | tuple[Any, ...], i: int, extra: tuple[
 def scrub_json_text(text: str, redactor: Redactor | None = None) -> str:
     """A string that may hold JSON: its string values scrubbed in place when it parses (every
     other byte kept), as text otherwise."""
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return scrub_text(text, redactor=redactor)
-    if not isinstance(data, dict | list):
+    if not isinstance(json_or_none(text), dict | list):
         return scrub_text(text, redactor=redactor)
     red = redactor if redactor is not None else default_redactor()
     return redact_json(

@@ -104,7 +104,7 @@ def test_openai_malformed_unknown_and_invalid_calls_then_a_refusal(
         ("api", "catfact_fact", 0, "INVALID_INPUT"),
     ]
     back = tool_msgs(llm.requests[1])
-    assert back[0].startswith("ERROR INVALID_INPUT: arguments are not valid JSON")
+    assert back[0].startswith("ERROR INVALID_INPUT: arguments: not valid JSON at line 1")
     assert back[1].startswith("ERROR INVALID_INPUT: unknown tool 'get_weather_now'")
     assert back[2].startswith("ERROR INVALID_INPUT: max_length")
     assert r.row["outcome"] == "failure" and not r.state.completion_signal

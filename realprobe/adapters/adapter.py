@@ -5,8 +5,6 @@ Every path ends in a ToolResult; an API failure never raises out of `call_tool`.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +14,7 @@ from realprobe.adapters.http import Fetched, Fetcher, FetchFailure, SyncFetcher
 from realprobe.adapters.tool import Tool
 from realprobe.addresses import is_private_url
 from realprobe.errors import BadResponse, CallFailed, ErrorCode, code_for_status
+from realprobe.limits import json_or_none
 from realprobe.ranges import checked
 from realprobe.result import ToolError, ToolResult, answered
 from realprobe.retry_after import retry_after_of
@@ -84,8 +83,8 @@ def _realprobe_made(tool: Tool, resp: Fetched, common: dict[str, Any]) -> ToolRe
     sandbox, never the API's host, stored as an infrastructure failure."""
     label = resp.headers[REALPROBE_ERROR_HEADER][:60]
     detail = ""
-    with contextlib.suppress(ValueError, AttributeError, TypeError):
-        doc = json.loads(resp.body[:4096])
+    doc = json_or_none(resp.body[:4096])
+    if isinstance(doc, dict):
         error, message = str(doc.get("error") or ""), str(doc.get("message") or "")
         named = error and error not in (label, message)
         detail = (f"{error}: {message}" if named and message else message or error)[:300]

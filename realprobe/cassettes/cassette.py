@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from realprobe.errors import RealprobeError
 from realprobe.http.decoding import decode_whole
-from realprobe.limits import InputTooLarge, bounded_loader, check_size
+from realprobe.limits import InputTooLarge, bounded_loader, check_size, json_or_none, load_json_text
 from realprobe.outputs import OutputError, write_output
 from realprobe.ranges import checked
 
@@ -267,10 +267,7 @@ def _as_mapping(call: Call) -> Any:
     JSON it now holds; None when it is no longer a JSON object."""
     if call.request_body == mapping_body(call.request_body_data, call.request_headers):
         return call.request_body_data
-    try:
-        data = json.loads(call.request_body or b"")
-    except (ValueError, RecursionError):
-        return None
+    data = json_or_none(call.request_body)
     return data if isinstance(data, dict) and data else None
 
 
@@ -729,22 +726,9 @@ def parse_text(raw: bytes, label: str, *, yaml_hint: bool) -> Any:
     first = stripped[:1]
     if first == b"{" or (first == b"[" and not yaml_hint):
         try:
-            return json.loads(raw)
-        except UnicodeDecodeError as exc:
-            raise CassetteError(f"{label}: not UTF-8 text ({exc.reason})") from exc
-        except json.JSONDecodeError as exc:
-            if exc.pos >= len(raw.rstrip()) or "Unterminated" in exc.msg:
-                raise CassetteError(
-                    f"{label}: the JSON ends early at line {exc.lineno} (truncated file?): "
-                    f"{exc.msg}"
-                ) from exc
-            raise CassetteError(
-                f"{label}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            ) from exc
-        except RecursionError as exc:
-            raise CassetteError(f"{label}: JSON nested too deeply to read") from exc
-        except ValueError as exc:  # e.g. an integer of more digits than Python converts
-            raise CassetteError(f"{label}: not valid JSON: {str(exc).split(';')[0]}") from exc
+            return load_json_text(raw, label, max_bytes=len(raw))  # size checked above
+        except RealprobeError as exc:
+            raise CassetteError(str(exc)) from exc
     try:
         return yaml.load(raw, Loader=bounded_loader(_SafeLoader))  # safe, aliases bounded
     except InputTooLarge as exc:
@@ -827,6 +811,7 @@ def appended_bytes(path: Path, base: Cassette, new_calls: list[Call]) -> bytes |
     try:  # the result must read as the old interactions followed by the new ones
         before = parse_text(raw, str(path), yaml_hint=as_yaml)["interactions"]
         after = parse_text(spliced, str(path), yaml_hint=as_yaml)
+        # in the types the spliced JSON file reads back as (a realprobe-made value)
         expected = before + (items if as_yaml else json.loads(json.dumps(items)))
     except (CassetteError, KeyError, TypeError, ValueError):
         return None

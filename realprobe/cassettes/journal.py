@@ -28,6 +28,8 @@ from realprobe.cassettes.cassette import (
     save_cassette,
 )
 from realprobe.cassettes.matching import MATCH_URL_BODY
+from realprobe.errors import RealprobeError
+from realprobe.limits import json_or_none, load_json_text, max_bytes
 from realprobe.outputs import OutputError, open_stream
 from realprobe.store import process_alive
 
@@ -132,9 +134,8 @@ def read_header(path: Path) -> dict[str, Any] | None:
             first = fh.readline()
     except OSError:
         return None
-    try:
-        header = json.loads(first)
-    except ValueError:
+    header = json_or_none(first, max_bytes())
+    if header is None:
         return {"realprobe_journal": JOURNAL_VERSION, "pid": 0, "base": False, "meta": {}}
     return header if isinstance(header, dict) else None
 
@@ -180,8 +181,10 @@ def read_journal(path: Path) -> tuple[dict[str, Any], list[Call]]:
             if not line.endswith("\n"):
                 break  # torn by the kill
             try:
-                calls.append(call_from_record(json.loads(line), f"{path}: line {n}"))
-            except (ValueError, CassetteError):  # a pydantic error is a ValueError too
+                calls.append(call_from_record(
+                    load_json_text(line, f"{path}: line {n}", max_bytes=max_bytes()),
+                    f"{path}: line {n}"))
+            except (ValueError, RealprobeError):  # a pydantic error is a ValueError too
                 continue
     return header, calls
 

@@ -9,7 +9,6 @@ canonical API URL, so they replay whatever port the sandbox had.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import functools
 import hashlib
@@ -22,6 +21,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 import httpx
 
 from realprobe.errors import RealprobeError
+from realprobe.limits import json_or_none
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MATCH_URL = ("method", "url")
@@ -82,10 +82,9 @@ def body_digest(body: bytes | None) -> str:
     requests without the fields that do not change the answer."""
     if not body:
         return ""
-    data = body
-    with contextlib.suppress(ValueError, UnicodeDecodeError):
-        parsed = _semantic(json.loads(body))
-        data = json.dumps(parsed, sort_keys=True, separators=(",", ":")).encode()
+    parsed = json_or_none(body)
+    data = body if parsed is None else json.dumps(
+        _semantic(parsed), sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(data).hexdigest()[:16]
 
 
@@ -115,12 +114,10 @@ def json_differences(a: Any, b: Any, path: str = "", limit: int = 6) -> list[str
 
 def body_differences(body: bytes | None, recorded: bytes | None) -> list[str]:
     """How a request body differs from a recorded one, field by field when both are JSON."""
-    try:
-        a = _semantic(json.loads(body or b"null"))
-        b = _semantic(json.loads(recorded or b"null"))
-    except (ValueError, UnicodeDecodeError):
+    a, b = json_or_none(body), json_or_none(recorded)  # None: empty, null or not JSON
+    if (a is None and body) or (b is None and recorded):
         return [] if body == recorded else ["(the body bytes)"]
-    return json_differences(a, b)
+    return json_differences(_semantic(a), _semantic(b))
 
 
 def match_key(method: str, url: str, body: bytes | None, match_on: tuple[str, ...]) -> str:

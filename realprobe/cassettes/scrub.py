@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import json
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from realprobe.cassettes.cassette import Call, Cassette, decoded
+from realprobe.limits import json_or_none
 from realprobe.secrets import (
     MIN_FOUND,
     PLACEHOLDER,
@@ -129,8 +129,9 @@ def scrub_json_body(body: bytes, cfg: ScrubConfig, found: list[str] | None = Non
         return _scrub_form(body, cfg, found)
     try:
         text = body.decode("utf-8")
-        json.loads(text)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except UnicodeDecodeError:
+        return body
+    if json_or_none(text) is None:
         return body
     sink: list[str] = []
     clean = redact_json(

@@ -121,7 +121,7 @@ class SharedUpstream:
     def upstream_id(self, owner: SessionWire, rid: Any) -> str | None:
         for key, (s, original) in self.routes.items():
             if s is owner and original == rid:
-                return str(json.loads(key))
+                return key[1:-1]  # the key is our own id "rp<n>" as JSON: in quotes
         return None
 
 

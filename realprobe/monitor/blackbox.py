@@ -20,7 +20,6 @@ scrape held back is answered from the last stored call of that tool, with
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import threading
 import time
@@ -39,6 +38,7 @@ from realprobe.clock import Clock, WallClock
 from realprobe.dbfacts import PHASE_COLUMNS
 from realprobe.errors import RealprobeError
 from realprobe.hosts import HostGates, host_key
+from realprobe.limits import json_or_none
 from realprobe.probes.loading import conditions, probe_columns
 from realprobe.probes.politeness import Budget, PolitenessConfig
 from realprobe.store import (
@@ -232,10 +232,7 @@ def _result_of(tool: Tool, row: dict[str, Any]) -> ToolResult:
     phases["tls_expires_ts"] = _num(row.get("tls_expires_ts"))
     ok = row.get("outcome") == "ok"
     code = row.get("error_code")
-    try:
-        redirects = json.loads(row["redirects"]) if row.get("redirects") else []
-    except (TypeError, ValueError):
-        redirects = []
+    redirects = json_or_none(row.get("redirects"))
     status = row.get("http_status")
     return ToolResult.model_validate({
         "tool": tool.name, "ok": ok, "latency_ms": _num(row.get("latency_ms")) or 0.0,

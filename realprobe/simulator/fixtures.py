@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
+from realprobe.limits import json_or_none
 from realprobe.simulator.routes import Body, Route
 
 
@@ -107,9 +108,8 @@ def echo(route: Route, body: Body, args: Mapping[str, str]) -> Body:
     wanted = [(path, args[name]) for path, name in route.echo if name in args]
     if not wanted:
         return body
-    try:
-        doc = json.loads(body.body)
-    except (ValueError, UnicodeDecodeError):
+    doc = json_or_none(body.body)
+    if doc is None:
         return body
     before = json.dumps(doc, sort_keys=True)
     for path, value in wanted:

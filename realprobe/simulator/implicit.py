@@ -26,19 +26,13 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from realprobe.limits import json_or_none
 from realprobe.simulator.routes import Body, Route
 
 STALE_DAYS = 3 * 365
 #: fields tried for a drift, depth first (each try parses a changed copy of the body)
 DRIFT_FIELDS = 40
 _DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})")
-
-
-def _load(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 def _dump(doc: Any) -> bytes:
@@ -98,7 +92,7 @@ def _empty_candidates(doc: Any) -> Iterator[tuple[bytes, str]]:
 
 
 def empty(route: Route, ok: Body) -> tuple[bytes, str]:
-    doc = _load(ok.body)
+    doc = json_or_none(ok.body)
     if doc is None:
         return b"", "empty text"
     got = _first_accepted(route, ok.body, _empty_candidates(doc), fallback=False)
@@ -152,7 +146,7 @@ def _shift(doc: Any, pick: int) -> Any:
 
 def _echoed(route: Route, body: bytes, like: bytes) -> bytes:
     """`body` with the echo fields of `like` (the request's arguments) copied in."""
-    doc, src = _load(body), _load(like)
+    doc, src = json_or_none(body), json_or_none(like)
     if doc is None or src is None or not route.echo:
         return body
     for path, _ in route.echo:
@@ -192,7 +186,7 @@ def _wrong_candidates(route: Route, ok: Body, pick: int) -> Iterator[tuple[bytes
         other = others[(pick + i) % len(others)]
         when = ", ".join(f"{k}={v}" for k, v in other.when) or "other arguments"
         yield _echoed(route, other.body, ok.body), f"the answer for {when}"
-    doc = _load(ok.body)
+    doc = json_or_none(ok.body)
     if doc is None:
         text = ok.body.decode("utf-8", "replace")
         yield _scrambled(text).encode("utf-8"), "text scrambled"
@@ -248,7 +242,7 @@ def _drifts(doc: Any) -> Iterator[tuple[bytes, str]]:
 
 
 def drift(route: Route, ok: Body) -> tuple[bytes, str]:
-    doc = _load(ok.body)
+    doc = json_or_none(ok.body)
     if doc is None:
         return ok.body, "no fields to drift"
     got = _first_accepted(route, ok.body, _drifts(doc), fallback=True)
@@ -276,14 +270,14 @@ def reshape(variant: str, doc: Any, pick: int, earlier: Any = None) -> tuple[Any
     if variant == "stale":
         if earlier is not None and earlier != doc:
             return earlier, "an earlier answer again"
-        moved = json.loads(_move_dates(json.dumps(doc, ensure_ascii=False), STALE_DAYS))
+        moved = json_or_none(_move_dates(json.dumps(doc, ensure_ascii=False), STALE_DAYS))
         return moved, f"dates moved {STALE_DAYS} days into the past" if moved != doc else (
             "the same answer again")
     if variant == "empty":
         same = _dump(doc)
         body, note = next((c for c in _empty_candidates(doc) if c[0] != same),
                           (same, "nothing to empty"))
-        return json.loads(body), note
+        return json_or_none(body), note
     if variant == "wrong":
         shifted = _shift(doc, pick)
         if shifted != doc:
@@ -292,5 +286,5 @@ def reshape(variant: str, doc: Any, pick: int, earlier: Any = None) -> tuple[Any
             "text scrambled")
     if variant == "drift":
         body, note = next(_drifts(doc), (_dump(doc), "no fields to drift"))
-        return json.loads(body), note
+        return json_or_none(body), note
     raise KeyError(variant)

@@ -25,7 +25,6 @@ makes the same calls.
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import random
 import tomllib
@@ -281,13 +280,6 @@ def _variant_for(fault: str, pick: int) -> str:
     return fault
 
 
-def _parse(text: str, suffix: str, where: str) -> Any:
-    try:
-        return tomllib.loads(text) if suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
-        raise FaultPlanError(f"{where}: not a readable fault plan ({exc})") from exc
-
-
 def _validated(raw: Any, where: str) -> FaultPlan:
     try:
         return FaultPlan.model_validate(raw)
@@ -305,7 +297,7 @@ def load_plan(ref: str | Path | FaultPlan) -> FaultPlan:
     ref_s = str(ref)
     if ref_s in BUILTIN_PLANS:
         data = resources.files("realprobe.simulator").joinpath("plans", f"{ref_s}.toml")
-        return _validated(_parse(data.read_text(encoding="utf-8"), ".toml", ref_s), ref_s)
+        return _validated(tomllib.loads(data.read_text(encoding="utf-8")), ref_s)  # shipped
     path = Path(ref_s)
     if not (path.exists() or path.is_symlink()):
         raise FaultPlanError(

@@ -4,11 +4,11 @@ the agent never sees them."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from realprobe.errors import ErrorCode
 from realprobe.http.client import HttpClient
+from realprobe.limits import json_or_none
 from realprobe.simulator.faults import FaultModel, Injection
 from realprobe.simulator.profile import IMPLICIT_VARIANTS
 from realprobe.tasks.model import Task
@@ -103,7 +103,7 @@ class SandboxJournal:
                 "GET", self.url, params={"since": str(self.seq)}, timeout_s=5.0,
                 allow_private=True,
             )  # fmt: skip
-            entries = json.loads(got.body) if got.status == 200 else None
+            entries = json_or_none(got.body) if got.status == 200 else None
         except Exception:  # any failure: the journal is not available to this run
             entries = None
         if not isinstance(entries, list):

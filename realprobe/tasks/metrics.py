@@ -9,12 +9,13 @@ n is the number of runs per task (the minimum over tasks when they differ, as ta
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import combinations
 from math import comb
 from typing import Any
+
+from realprobe.limits import input_cap, load_json_text
 
 
 def _per_task(rows: Iterable[Mapping[str, Any]], success: str) -> list[list[bool]]:
@@ -54,7 +55,7 @@ def tool_faults(r: Mapping[str, Any]) -> int:
 def fault_kinds(r: Mapping[str, Any]) -> dict[str, int]:
     kinds = r.get("fault_kinds")
     if isinstance(kinds, str):
-        kinds = json.loads(kinds or "{}")
+        kinds = load_json_text(kinds or "{}", "fault kinds", max_bytes=input_cap())
     return dict(kinds or {})
 
 

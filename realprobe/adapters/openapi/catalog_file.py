@@ -3,7 +3,6 @@ result loads, write, and say where it clashes with the built-in catalogue."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +84,7 @@ def _write_catalog(apis: list[dict[str, Any]], output: Path) -> None:
     text = catalog_text(apis, output.suffix)
     try:
         # what we write must load as a catalogue, tools and examples included
-        Catalog(parse_catalog(json.loads(json.dumps({"apis": apis})), str(output)))
+        Catalog(parse_catalog({"apis": apis}, str(output)))
     except CatalogError as exc:
         raise RealprobeError(f"internal: the imported catalogue does not load: {exc}") from exc
     write_output(output, text, make_parents=True)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,7 @@ from referencing import Registry, Resource
 from referencing.exceptions import PointerToNowhere, Unresolvable
 
 from realprobe.errors import RealprobeError
-from realprobe.limits import InputTooLarge, bounded_loader, check_nesting
+from realprobe.limits import InputTooLarge, bounded_loader, check_nesting, load_json_text
 
 #: a larger description is refused before parsing (the biggest public ones are a few MB)
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
@@ -46,11 +45,9 @@ def parse_text(text: str, origin: str) -> dict[str, Any]:
     raw: Any
     if stripped.startswith("{"):
         try:
-            raw = json.loads(stripped)
-        except RecursionError as exc:
-            raise OpenApiError(f"{origin}: JSON nested too deeply") from exc
-        except ValueError as exc:
-            raise OpenApiError(f"{origin}: not valid JSON: {exc}") from exc
+            raw = load_json_text(stripped, origin, max_bytes=len(stripped))  # size checked above
+        except RealprobeError as exc:
+            raise OpenApiError(str(exc)) from exc
     else:
         try:
             # a safe loader (C or Python) whose aliases may not expand past the node budget

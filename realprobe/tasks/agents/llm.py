@@ -12,6 +12,7 @@ import httpx
 import openai
 
 from realprobe.errors import RealprobeError
+from realprobe.limits import input_cap, load_json_text
 from realprobe.retry_after import retry_after_of
 from realprobe.secrets import clip
 from realprobe.tasks.agents.base import AgentContext, LlmSettings
@@ -26,9 +27,9 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}
     try:
-        value = json.loads(raw)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"arguments are not valid JSON ({exc})") from exc
+        value = load_json_text(raw, "arguments", max_bytes=input_cap())
+    except RealprobeError as exc:
+        raise ValueError(str(exc)) from exc
     if not isinstance(value, dict):
         raise ValueError("arguments must be a JSON object")
     return value
@@ -63,7 +64,8 @@ class LlmLoop(ABC):
         if ctx.llm is None:
             raise RealprobeError("this agent needs base_url and model", param=("base_url", "model"))
         # the SDK client on the run's transport, so record/replay capture the conversation
-        http = httpx.AsyncClient(transport=ctx.llm_transport, timeout=ctx.llm.timeout_s)
+        http = httpx.AsyncClient(transport=ctx.llm_transport, timeout=ctx.llm.timeout_s,
+                                 event_hooks={"response": [_bounded_answer]})
         client = openai.AsyncOpenAI(
             base_url=ctx.llm.base_url,
             api_key=ctx.llm.api_key,
@@ -160,6 +162,16 @@ class LlmLoop(ABC):
 
 
 __all__ = ["LlmLoop", "parse_arguments", "run_tool"]
+
+
+async def _bounded_answer(response: httpx.Response) -> None:
+    """An answer read under the input limits before the SDK parses it: its parser recurses
+    once per nesting level, so a deeply nested body would otherwise end in a RecursionError."""
+    if response.is_success:
+        try:
+            load_json_text(await response.aread(), "the answer", max_bytes=input_cap())
+        except RealprobeError as exc:
+            raise openai.APIError(str(exc), request=response.request, body=None) from None  # type: ignore[arg-type]
 
 
 def _as_body(messages: list[dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:

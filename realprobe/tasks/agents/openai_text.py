@@ -13,6 +13,7 @@ from typing import Any
 
 import openai
 
+from realprobe.limits import json_or_none
 from realprobe.tasks.agents.base import AgentContext
 from realprobe.tasks.agents.llm import LlmLoop, run_tool
 from realprobe.tasks.outputs import OUTPUT_TOOLS
@@ -60,9 +61,8 @@ def parse_call(body: str) -> tuple[str, Any]:
     """(name, raw arguments) from a <tool_call> body: JSON {"name", "arguments"}, or
     `name {json}`; raises ValueError when neither."""
     body = body.strip()
-    try:
-        obj = json.loads(body)
-    except ValueError:
+    obj = json_or_none(body)
+    if obj is None:
         name, _, rest = body.partition(" ")
         if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
             return name, rest.strip() or "{}"
