@@ -741,8 +741,10 @@ def calibrate(
     statistics have none; `db` also gives each tool's Retry-After per failure code."""
     if not report.tools:
         raise Unavailable("nothing to calibrate: no tool has probe rows in this window")
-    rows = arrays if arrays is not None or db is None else _rows_of(report, db)
-    tools = _tool_profiles(report, rows)
+    if arrays is None and db is not None:  # given only the statistics: their rows, if all there
+        arrays = _behind(report, db, load_probes)
+        arrays = arrays if arrays is not None and len(arrays) == report.rows else None
+    tools = _tool_profiles(report, arrays)
     if db is not None:
         add_retry_after(tools, report, db)
         add_mcp_forms(tools, report, db)
@@ -843,13 +845,6 @@ def _behind(report: StatsReport, db: Database, read: Callable[..., T]) -> T | No
         return read(db, since, until, sorted(t.tool for t in report.tools), kinds=kinds)
     except RealprobeError:
         return None
-
-
-def _rows_of(report: StatsReport, db: Database) -> ProbeArrays | None:
-    """The rows behind a report (for `calibrate` given only the statistics and the database),
-    or None when the database does not hold them."""
-    arr = _behind(report, db, load_probes)
-    return arr if arr is not None and len(arr) == report.rows else None
 
 
 def add_retry_after(tools: dict[str, ToolProfile], report: StatsReport,
