@@ -26,7 +26,7 @@ from realprobe.probes.loading import (
     load_retry_after,
 )
 from realprobe.probes.numeric import one_blas_thread
-from realprobe.probes.stats import StatsReport, ToolStats, wilson
+from realprobe.probes.stats import RHO_MAX, StatsReport, ToolStats, wilson
 from realprobe.simulator.profile import (
     Z90,
     Burst,
@@ -76,8 +76,6 @@ LAMBDAS = (0.0, 0.075, 0.175, 0.275)
 
 #: below this share of calls slower than the deadline, the deadline adjustment is noise
 DEADLINE_ADJUST_MIN = 1e-3
-#: the generative chain's correlation is clipped here (as the success interval clips rho)
-RHO_MAX = 0.98
 
 
 def deadline_share(ts: ToolStats, latency: LatencyModel | None = None) -> float:

@@ -25,13 +25,11 @@ from realprobe.probes.lazy_special import special
 from realprobe.probes.loading import CODES, ProbeArrays
 from realprobe.probes.numeric import median
 from realprobe.probes.provenance import Provenance
-from realprobe.probes.stats import burst_chain, code_design_effect
+from realprobe.probes.stats import RHO_MAX, burst_chain, code_design_effect
 from realprobe.probes.windows import iso
 
 Correction = Literal["holm", "bh"]
 MIN_N = 20
-#: the chain's correlation is clipped here, as for the success interval in `stats`
-RHO_MAX = 0.98
 
 
 class SuccessDrift(BaseModel):

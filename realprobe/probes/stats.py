@@ -54,6 +54,9 @@ from realprobe.store import Database
 
 #: consecutive calls further apart than this are not a transition of the burst chain
 BURST_MAX_GAP_S = 3600.0
+#: a chain's correlation is clipped here wherever it sets an effective sample size (the
+#: success interval, the day-to-day and drift tests) or a profile's generative chain
+RHO_MAX = 0.98
 #: a period (day by default) needs this many attempts to count for the variability flags
 VARIABILITY_MIN_N = 10
 #: a period needs this many attempts to count for the long-run interval
@@ -475,9 +478,9 @@ def success_stats(
     *, n_eff: float | None = None,
 ) -> SuccessStats:
     """k successes of n calls; the quoted interval is Wilson at the effective n of a chain
-    with lag-one correlation `rho` (clipped to [0, 0.98]), or at `n_eff` when given."""
+    with lag-one correlation `rho` (clipped to [0, RHO_MAX]), or at `n_eff` when given."""
     if n_eff is None:
-        r = 0.0 if rho is None else min(max(rho, 0.0), 0.98)
+        r = 0.0 if rho is None else min(max(rho, 0.0), RHO_MAX)
         n_eff = n * (1 - r) / (1 + r)
     return SuccessStats(
         n=n,
@@ -852,7 +855,7 @@ def variability(
         return Variability(period_s=period_s, periods=0, reason="no data")
     ok = code < 0
     inv, n_p, k_p, keep = periods or _periods(ts, ok, period_s)
-    r = 0.0 if rho is None else min(max(rho, 0.0), 0.98)
+    r = 0.0 if rho is None else min(max(rho, 0.0), RHO_MAX)
     out = Variability(period_s=period_s, periods=int(keep.sum()), design_effect=(1 + r) / (1 - r))
     if keep.sum() < 2:
         out.reason = (
