@@ -748,10 +748,11 @@ async def serve(opts: ProxyOptions, *, command: list[str] | None = None, url: st
     if http is not None:
         return await _serve_sessions(opts, open_upstream, hint, meta, http, on_ready,
                                      upstream_sessions == "shared", limits)
+    from realprobe.mcp.serve import stdin_lines
     from realprobe.mcp.wire import StdioFront
 
     async with open_upstream() as upstream:
-        front = await StdioFront.open()
+        front = StdioFront(await stdin_lines())
         try:
             if on_ready is not None:
                 on_ready("stdio")

@@ -22,7 +22,7 @@ import mcp_types as types
 
 from realprobe.errors import RealprobeError
 from realprobe.mcp.guards import PARSE_ERROR, TOO_LONG, Unreadable, read_message
-from realprobe.mcp.serve import STDIN_LINE_LIMIT, Lines, stdin_lines
+from realprobe.mcp.serve import STDIN_LINE_LIMIT, Lines
 
 #: the longest message read from a server or a client (a bigger one is refused whole)
 MAX_LINE = 64 * 1024 * 1024
@@ -136,10 +136,6 @@ class StdioFront:
     def __init__(self, lines: Lines) -> None:
         self.lines = lines
         self.out = sys.stdout.buffer
-
-    @classmethod
-    async def open(cls) -> StdioFront:
-        return cls(await stdin_lines())
 
     async def recv(self) -> str | None:
         return await self.lines.next()
