@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import socket
-import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -124,8 +123,6 @@ class PhaseTrace:
                 self.new_connection = self.new_connection or slot == 0
                 return
             self.reached = True
-            if slot == 4 and self.keep_socket and self.sock is None:
-                self._keep(_pooled_stream())
         elif slot == 1 or slot == 3:
             self.reached = True
             stream = info.get("return_value")
@@ -164,23 +161,6 @@ class PhaseTrace:
         if self.tls_object is not None:
             out.tls_expires_ts, out.tls_issuer = certificate_facts(self.tls_object)
         return out
-
-
-def _pooled_stream() -> Any:
-    """The network stream of the pooled connection about to send (httpcore reports no event
-    with it for a reused connection): found on the caller's stack, where httpcore's HTTP/1.1
-    connection is `self`. None if httpcore changes shape; the deadline then still holds
-    once the headers are in."""
-    frame = sys._getframe(2)
-    for _ in range(8):
-        if frame is None:
-            return None
-        owner = frame.f_locals.get("self")
-        stream = getattr(owner, "_network_stream", None)
-        if stream is not None:
-            return stream
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
 
 
 def begin(extensions: dict[str, Any], trace: PhaseTrace, *, asynchronous: bool) -> None:
@@ -277,8 +257,36 @@ class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
+class _KeptStream(httpcore.NetworkStream):
+    """A sync connection's stream that hands its socket to each fetch writing on it: a reused
+    connection reports no trace event with its stream, and the sync client's watchdog needs
+    the socket to cut a stalled call off."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        trace = _CURRENT.get()
+        if trace is not None and trace.keep_socket and trace.sock is None:
+            trace._keep(self.inner)
+        self.inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _KeptStream(self.inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
 class TimedSyncBackend(httpcore.NetworkBackend):
-    """The synchronous twin of `TimedAsyncBackend`."""
+    """The synchronous twin of `TimedAsyncBackend`; its streams are `_KeptStream`s."""
 
     def __init__(self, inner: httpcore.NetworkBackend) -> None:
         self.inner = inner
@@ -292,7 +300,8 @@ class TimedSyncBackend(httpcore.NetworkBackend):
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
         if ip_literal(host) is not None:
-            return self.inner.connect_tcp(host, port, timeout, local_address, socket_options)
+            return _KeptStream(
+                self.inner.connect_tcp(host, port, timeout, local_address, socket_options))
         t0 = time.perf_counter()
         try:
             addresses = _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
@@ -302,7 +311,8 @@ class TimedSyncBackend(httpcore.NetworkBackend):
         last: Exception | None = None
         for address in addresses:
             try:
-                return self.inner.connect_tcp(address, port, left, local_address, socket_options)
+                return _KeptStream(
+                    self.inner.connect_tcp(address, port, left, local_address, socket_options))
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         raise last or httpcore.ConnectError(f"no address for {host}")
@@ -317,15 +327,14 @@ class TimedSyncBackend(httpcore.NetworkBackend):
 
 
 def time_dns(transport: Any) -> Any:
-    """Give an httpx HTTP transport a network backend that times DNS as its own phase."""
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if backend is None:
-        return transport
+    """Give an httpx HTTP transport a network backend that times DNS as its own phase.
+    httpx's transports take no backend, so this sets the one of the httpcore pool they hold:
+    private names of both, whose versions pyproject.toml pins to the ones tested."""
+    pool = transport._pool
     if isinstance(pool, httpcore.AsyncConnectionPool):
-        pool._network_backend = TimedAsyncBackend(backend)
-    elif isinstance(pool, httpcore.ConnectionPool):
-        pool._network_backend = TimedSyncBackend(backend)
+        pool._network_backend = TimedAsyncBackend(pool._network_backend)
+    else:
+        pool._network_backend = TimedSyncBackend(pool._network_backend)
     return transport
 
 
