@@ -16,6 +16,7 @@ stored bytes whatever the library asked): requests, and urllib3 with its default
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import importlib.util
 import io
@@ -176,31 +177,30 @@ class BridgeCassette:
 
 def _decoding_http_response() -> type:
     """vcrpy's replayed `http.client` response, reading the body decoded when urllib3 asks
-    for it (`decode_content`, given per request or per read) as urllib3's own response does."""
-    from io import BytesIO
-
+    for it (`decode_content`, given per request or per read) as urllib3's own response does.
+    Before the first read, vcrpy's public constructor builds the response again over the
+    decoded body, so every reader of the stub (`read`, `data`, `tell`...) sees that body."""
     from vcr.stubs import VCRHTTPResponse
 
     class LiveDecoding(VCRHTTPResponse):  # type: ignore[misc]
         _rp_decode: bool | None = None
         _rp_switched = False
-        _content: BytesIO
 
         def _rp_switch(self, want: bool | None) -> None:
             if not (self._rp_decode if want is None else want) or self._rp_switched:
                 return
             self._rp_switched = True
-            if self._content.tell() == 0:
-                plain = decoded(self._content.getvalue(), self.getheader("content-encoding"))
+            recorded = self.recorded_response
+            if self.tell() == 0:
+                plain = decoded(recorded["body"]["string"], self.getheader("content-encoding"))
                 if plain is not None:
-                    self._content = BytesIO(plain)
+                    VCRHTTPResponse.__init__(self, {**recorded, "body": {"string": plain}},
+                                             getattr(self, "url", None))
 
         def read(self, amt: int | None = None, decode_content: bool | None = None,
                  **_: Any) -> bytes:
             self._rp_switch(decode_content)
-            data: bytes = self._content.read(amt)
-            if self._content.tell() == len(self._content.getbuffer()):
-                self.release_conn()  # urllib3 returns the connection once the body is read
+            data: bytes = super().read(amt)
             return data
 
         def stream(self, amt: int = 65536, decode_content: bool | None = None) -> Iterator[bytes]:
@@ -245,7 +245,17 @@ def _aiohttp(stack: contextlib.ExitStack) -> None:
     replayed responses are decoded unless `auto_decompress=False`."""
     from vcr.stubs import aiohttp_stubs
 
-    original = aiohttp_stubs.vcr_request
+    original, build = aiohttp_stubs.vcr_request, aiohttp_stubs.build_response
+    decode = contextvars.ContextVar("realprobe_aiohttp_decode", default=False)
+
+    def build_response(vreq: Any, recorded: Any, history: Any) -> Any:
+        """Each replayed hop, built by vcrpy over the decoded body when aiohttp decodes."""
+        response = build(vreq, recorded, history)
+        body = recorded["body"].get("string", b"")
+        plain = decoded(body, response.headers.get("Content-Encoding")) if decode.get() else None
+        if plain is None:
+            return response
+        return build(vreq, {**recorded, "body": {"string": plain}}, history)
 
     def vcr_request(cassette: Any, real_request: Any) -> Any:
         inner = original(cassette, real_request)
@@ -253,21 +263,17 @@ def _aiohttp(stack: contextlib.ExitStack) -> None:
         async def new_request(self: Any, method: str, url: Any, **kwargs: Any) -> Any:
             _aiohttp_as_bytes(self, kwargs)
             auto = kwargs.get("auto_decompress")
-            response = await inner(self, method, url, **kwargs)
-            if auto is None:
-                auto = getattr(self, "_auto_decompress", True)
-            if auto and isinstance(response, aiohttp_stubs.MockClientResponse):
-                for hop in (*response.history, response):
-                    plain = decoded(hop._body, hop.headers.get("Content-Encoding"))
-                    if plain is not None:
-                        hop._body = plain
-                        hop.content = aiohttp_stubs.MockStream(plain)
-            return response
+            token = decode.set(self.auto_decompress if auto is None else auto)
+            try:
+                return await inner(self, method, url, **kwargs)
+            finally:
+                decode.reset(token)
 
         return functools.wraps(inner)(new_request)
 
-    aiohttp_stubs.vcr_request = vcr_request
+    aiohttp_stubs.vcr_request, aiohttp_stubs.build_response = vcr_request, build_response
     stack.callback(setattr, aiohttp_stubs, "vcr_request", original)
+    stack.callback(setattr, aiohttp_stubs, "build_response", build)
 
 
 def _aiohttp_as_bytes(session: Any, kwargs: dict[str, Any]) -> None:
