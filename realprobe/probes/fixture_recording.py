@@ -107,15 +107,9 @@ def without_secret_values(raw_apis: list[dict[str, Any]], apis: list[ApiSpec]) -
 
 
 def _canonical(tool: Tool, base: str, path_url: str, params: dict[str, str]) -> str:
-    secret_wire = {
-        wire
-        for wire, template in tool.spec.query.items()
-        if any(
-            tool.spec.input.get(n) is not None and getattr(tool.spec.input[n], "secret", False)
-            for n in PLACEHOLDER_RE.findall(template)
-        )
-    }
-    shown = {k: ("REDACTED" if k in secret_wire else v) for k, v in params.items()}
+    secret_wire = {wire for wire, template in tool.spec.query.items()
+                   if tool.secret_inputs & set(PLACEHOLDER_RE.findall(template))}
+    shown = {k: (PLACEHOLDER if k in secret_wire else v) for k, v in params.items()}
     path = httpx.URL(path_url).path
     base_path = httpx.URL(base).path.rstrip("/")
     original = tool.api.base_url + path[len(base_path) :] if path.startswith(base_path) else path
