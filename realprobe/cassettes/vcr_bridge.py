@@ -205,11 +205,7 @@ def _decoding_http_response() -> type:
 
         def stream(self, amt: int = 65536, decode_content: bool | None = None) -> Iterator[bytes]:
             self._rp_switch(decode_content)
-            while True:
-                chunk = self.read(amt)
-                yield chunk
-                if not chunk:
-                    break
+            yield from super().stream(amt)
 
     return LiveDecoding
 

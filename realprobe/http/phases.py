@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import socket
+import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,8 +26,6 @@ import anyio
 import httpcore
 
 from realprobe.addresses import ip_literal
-
-TRACE_EXT = "trace"
 
 #: the fetch whose connection is being made (set around each request; contextvars follow
 #: the request both in a thread and in an asyncio task)
@@ -166,7 +165,7 @@ class PhaseTrace:
 def begin(extensions: dict[str, Any], trace: PhaseTrace, *, asynchronous: bool) -> None:
     """Attach `trace` to a request's extensions and make it the current one (the DNS timing
     of the network backends below books into it)."""
-    extensions[TRACE_EXT] = trace.async_callback if asynchronous else trace.sync_callback
+    extensions["trace"] = trace.async_callback if asynchronous else trace.sync_callback
     _CURRENT.set(trace)
 
 
@@ -181,12 +180,8 @@ def certificate_facts(ssl_object: Any) -> tuple[float | None, str | None]:
     expires: float | None = None
     not_after = cert.get("notAfter")
     if not_after:
-        try:
-            import ssl
-
+        with contextlib.suppress(ValueError, OverflowError):
             expires = float(ssl.cert_time_to_seconds(not_after))
-        except (ValueError, OverflowError):
-            expires = None
     issuer = _name(cert.get("issuer", ()))
     return expires, issuer
 
