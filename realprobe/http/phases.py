@@ -90,7 +90,8 @@ class PhaseTrace:
     """The progress and phase timings of one fetch (every hop), from httpcore's trace events:
     one callback per event writes `perf_counter` into a preallocated slot and moves `phase`
     (connect, send, headers, body); `reached` turns True once a server accepted the
-    connection. With `keep_socket` (the sync client's watchdog), `sock` is the socket."""
+    connection. With `keep_socket` (the sync client's watchdog), `sock` is the socket, handed
+    over by the live sync transport's streams (`_KeptStream`)."""
 
     __slots__ = ("dns_s", "keep_socket", "marks", "new_connection", "phase", "reached", "seen",
                  "sock", "tls_object")
@@ -127,18 +128,9 @@ class PhaseTrace:
             stream = info.get("return_value")
             if slot == 3 and stream is not None:
                 self.tls_object = stream.get_extra_info("ssl_object")
-            if self.keep_socket:
-                self._keep(stream)
 
     async def async_callback(self, name: str, info: dict[str, Any]) -> None:
         self.sync_callback(name, info)
-
-    def _keep(self, stream: Any) -> None:
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                sock = stream.get_extra_info("socket")
-                if isinstance(sock, socket.socket):
-                    self.sock = sock
 
     def _span(self, start: int) -> float:
         a, b = self.marks[start], self.marks[start + 1]
@@ -253,20 +245,26 @@ class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
 
 
 class _KeptStream(httpcore.NetworkStream):
-    """A sync connection's stream that hands its socket to each fetch writing on it: a reused
-    connection reports no trace event with its stream, and the sync client's watchdog needs
-    the socket to cut a stalled call off."""
+    """A sync connection's stream that hands its socket to the fetch that opens it and to each
+    fetch writing on it (a reused connection reports no trace event with its stream): the
+    sync client's watchdog shuts that socket down to cut a stalled call off."""
 
     def __init__(self, inner: httpcore.NetworkStream) -> None:
         self.inner = inner
+        self.keep()
+
+    def keep(self) -> None:
+        trace = _CURRENT.get()
+        if trace is not None and trace.keep_socket and trace.sock is None:
+            sock = self.inner.get_extra_info("socket")
+            if isinstance(sock, socket.socket):
+                trace.sock = sock
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return self.inner.read(max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        trace = _CURRENT.get()
-        if trace is not None and trace.keep_socket and trace.sock is None:
-            trace._keep(self.inner)
+        self.keep()
         self.inner.write(buffer, timeout)
 
     def close(self) -> None:
