@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import tomllib
 from collections.abc import Callable
 from importlib.metadata import version
@@ -22,9 +23,6 @@ from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "realprobe"
-#: the dependencies whose private names are fenced off
-DEPENDENCIES = ("mcp", "mcp_types", "typer", "click", "httpx", "httpx2", "httpcore", "vcr",
-                "uvicorn", "starlette", "h11", "anyio", "pydantic", "aiohttp")
 #: private attributes of those packages' objects realprobe once read; an attribute read off
 #: an object carries no package in the source, so these are named one by one
 KNOWN_PRIVATE = ("_server_instances", "_session_owners", "_task_group", "_lifespan_state",
@@ -51,7 +49,10 @@ def _private(name: str) -> bool:
 
 
 def _ours(module: str) -> bool:
-    return module.split(".")[0] in DEPENDENCIES
+    """Whether `module` belongs to a dependency: every package that is neither the standard
+    library nor realprobe, direct or pulled in (httpcore, h11, anyio, multidict...)."""
+    top = module.split(".")[0]
+    return bool(top) and top != "realprobe" and top not in sys.stdlib_module_names
 
 
 def private_uses(source: str) -> list[str]:
@@ -117,6 +118,8 @@ def test_each_pinned_private_name_is_there_in_the_pinned_installed_version(name:
     ("from httpcore._sync.connection import HTTPConnection",
      "from httpcore._sync.connection import ..."),
     ("import httpcore\nhttpcore._backends.sync.SyncStream", "httpcore._backends"),
+    ("from ray._private import ray_constants", "from ray._private import ..."),
+    ("import numpy as np\nnp._core.umath", "np._core"),
     ("stream = getattr(owner, '_network_stream', None)", "getattr(owner, '_network_stream')"),
     ("auto = getattr(self, '_auto_decompress', True)", "getattr(self, '_auto_decompress')"),
     ("setattr(pool, '_connections', [])", "setattr(pool, '_connections')"),
@@ -133,7 +136,7 @@ def test_the_check_finds_each_form_of_private_use(source: str, named: str) -> No
 
 def test_the_check_passes_public_names_pinned_names_and_realprobes_own_privates() -> None:
     source = ("import httpx\nimport httpcore\nfrom mcp.server import Server\n"
-              "from realprobe._x import _y\n"
+              "from realprobe._x import _y\nimport os\nos._exit(0)\nfrom . import _z\n"
               "class A:\n    def f(self):\n        self._timer = httpx.Client()\n"
               "pool = httpcore.ConnectionPool(network_backend=backend)\n"
               "stream = response.extensions['network_stream']\n"
