@@ -325,19 +325,22 @@ def redact_body(
 ) -> bytes:
     """A body without known secrets: JSON documents through `redact_json` (string values
     only), anything else byte-wise."""
-    text = _utf8(data) if looks_like_json(data) else None
-    if text is not None and json_or_none(text) is not None:
-        clean = redact_json(text, redactor=redactor, secret=secret, found=found,
-                            placeholder=placeholder)
-        return data if clean == text else clean.encode("utf-8")
-    return redactor.data(data)
+    clean = redact_json_body(data, redactor=redactor, secret=secret, found=found,
+                             placeholder=placeholder)
+    return redactor.data(data) if clean is None else clean
 
 
-def _utf8(data: bytes) -> str | None:
+def redact_json_body(data: bytes, **how: Any) -> bytes | None:
+    """A UTF-8 JSON document through `redact_json(text, **how)`, every other byte kept; None
+    when `data` is not one."""
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8") if looks_like_json(data) else ""
     except UnicodeDecodeError:
         return None
+    if json_or_none(text) is None:
+        return None
+    clean = redact_json(text, **how)
+    return data if clean == text else clean.encode("utf-8")
 
 
 # -- URLs, query strings, free text ---------------------------------------------------------

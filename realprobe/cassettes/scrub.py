@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from realprobe.cassettes.cassette import Call, Cassette, decoded
-from realprobe.limits import json_or_none
 from realprobe.secrets import (
     MIN_FOUND,
     PLACEHOLDER,
     Redactor,
     default_redactor,
     known_secrets,
+    looks_like_json,
     redact_body,
-    redact_json,
+    redact_json_body,
     scrub_data,
     scrub_query,
     scrub_text,
@@ -124,23 +124,11 @@ def scrub_json_body(body: bytes, cfg: ScrubConfig, found: list[str] | None = Non
     come back unchanged."""
     if not body:
         return body
-    head = body.lstrip()[:1]
-    if head not in (b"{", b"["):
+    if not looks_like_json(body):
         return _scrub_form(body, cfg, found)
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return body
-    if json_or_none(text) is None:
-        return body
-    sink: list[str] = []
-    clean = redact_json(
-        text, secret=lambda k: secret_field(k, cfg.extra_params),
-        found=sink, placeholder=cfg.placeholder,
-    )
-    if found is not None:
-        found.extend(sink)
-    return body if clean == text else clean.encode("utf-8")
+    clean = redact_json_body(body, secret=lambda k: secret_field(k, cfg.extra_params),
+                             found=found, placeholder=cfg.placeholder)
+    return body if clean is None else clean
 
 
 def _scrub_form(body: bytes, cfg: ScrubConfig, found: list[str] | None) -> bytes:
