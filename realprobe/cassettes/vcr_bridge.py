@@ -200,8 +200,7 @@ def _decoding_http_response() -> type:
         def read(self, amt: int | None = None, decode_content: bool | None = None,
                  **_: Any) -> bytes:
             self._rp_switch(decode_content)
-            data: bytes = super().read(amt)
-            return data
+            return super().read(amt)
 
         def stream(self, amt: int = 65536, decode_content: bool | None = None) -> Iterator[bytes]:
             self._rp_switch(decode_content)
