@@ -198,7 +198,8 @@ def _addresses(infos: Iterable[Any]) -> list[str]:
 
 
 class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
-    """Resolves the host on the clock (the DNS phase), then connects to each address."""
+    """Resolves the host on the clock (the DNS phase), then connects to each address. The
+    live transports connect over TCP only (no Unix socket), so that is all it does."""
 
     def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
         self.inner = inner
@@ -234,11 +235,6 @@ class TimedAsyncBackend(httpcore.AsyncNetworkBackend):
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         raise last or httpcore.ConnectError(f"no address for {host}")
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.AsyncNetworkStream:
-        return await self.inner.connect_unix_socket(path, timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await self.inner.sleep(seconds)
@@ -309,11 +305,6 @@ class TimedSyncBackend(httpcore.NetworkBackend):
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         raise last or httpcore.ConnectError(f"no address for {host}")
-
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
-        return self.inner.connect_unix_socket(path, timeout, socket_options)
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
