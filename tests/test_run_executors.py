@@ -131,6 +131,20 @@ def test_live_runs_on_ray_keep_each_hosts_spacing(tmp_path: Path, ray_node: Any)
                             catalog=api.catalog, executor="ray", gates=HostGates())
 
 
+def test_a_ray_imported_before_its_loopback_switch_is_refused() -> None:
+    """Ray reads RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER once, when first imported: a program that
+    imported ray without it gets one clear refusal, not a node on the network address."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed (pip install 'realprobe[ray]')")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    code = "import ray, realprobe\nrealprobe.run_tasks(['pet_newsletter'], executor='ray')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 1
+    assert ("RealprobeError: Ray was imported before realprobe could keep its node on "
+            "127.0.0.1") in done.stderr
+
+
 def test_a_ray_started_here_listens_on_loopback_only(ray_node: Any) -> None:
     """An attacker on the network finds no Ray port: every socket the local node (GCS,
     raylet, workers, this driver) listens on is bound to 127.0.0.1."""
