@@ -232,7 +232,11 @@ def load_any(path: str | Path, *, recover: bool = True) -> Cassette:
     cassette whose record run was killed is first rebuilt from its journal."""
     p = Path(path)
     if recover and journal_path(p).exists():  # the cassette a killed run added to, if any
-        recover_stale(p, _readable(p))
+        try:
+            base = load_any(p, recover=False) if p.is_file() else None
+        except CassetteError:
+            base = None  # unreadable: a rebuild that adds to it is refused
+        recover_stale(p, base)
     if not p.exists():
         raise CassetteError(f"no cassette at {p}: record one first")
     if p.is_dir():
@@ -268,13 +272,6 @@ def recover_cassette(path: str | Path) -> Cassette:
     header, calls = read_journal(jp)
     return rebuild(p, header, calls, load_any(p, recover=False) if header.get("base")
                    and p.exists() else None)
-
-
-def _readable(p: Path) -> Cassette | None:
-    try:
-        return load_any(p, recover=False) if p.is_file() else None
-    except CassetteError:
-        return None
 
 
 # -- body normalisation --------------------------------------------------------------------

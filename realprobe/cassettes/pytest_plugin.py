@@ -158,10 +158,7 @@ def record_mode_of(config: pytest.Config, kwargs: dict[str, Any]) -> str:
     """The command line wins, then the marker, then `none`."""
     if config.getoption("--realprobe-record"):
         return "all"
-    given = config.getoption("--realprobe-record-mode")
-    if given:
-        return str(given)
-    return str(kwargs.get("record_mode") or "none")
+    return str(config.getoption("--realprobe-record-mode") or kwargs.get("record_mode") or "none")
 
 
 def cassette_path(request: pytest.FixtureRequest, given: Any, suffix: str) -> Path:
