@@ -16,7 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = dict[str, Any]
-Turn = Reply | Callable[[dict[str, Any]], Reply]
+#: a reply, a function of the request body, or a raw body sent as is (one no JSON encoder
+#: would write, such as one nested past the interpreter's recursion limit)
+Turn = Reply | bytes | Callable[[dict[str, Any]], Reply]
 
 
 def tool_calls(*calls: tuple[str, Any]) -> Reply:
@@ -109,7 +111,7 @@ class ScriptedLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def _answer(self, body: dict[str, Any]) -> tuple[int, Reply | bytes, dict[str, str]]:
         with self.lock:
             self.requests.append(body)
             if self.responder is not None and not self.script:
@@ -119,6 +121,8 @@ class ScriptedLLM:
             else:
                 turn = self.script.pop(0)
         message = turn(body) if callable(turn) else turn
+        if isinstance(message, bytes):
+            return 200, message, {}
         if "_status" in message:
             return int(message["_status"]), message["_body"], dict(message.get("_headers", {}))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
@@ -150,7 +154,7 @@ class ScriptedLLM:
                     status, payload = 404, {"error": {"message": "not found"}}
                 else:
                     status, payload, extra = owner._answer(body)
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 for k, v in extra.items():
                     self.send_header(k.replace("_", "-"), v)

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,6 +17,7 @@ import pytest
 import realprobe
 from realprobe import RealprobeError
 from tests.cli_runner import run as realprobe_cli
+from tests.llm_server import ScriptedLLM, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 DEEP = "[" * 5000 + "]" * 5000
@@ -86,50 +84,6 @@ def test_no_module_outside_the_limits_parses_json_or_yaml_itself() -> None:
 # -- an LLM endpoint ------------------------------------------------------------------------
 
 
-def _completion(message: dict[str, Any]) -> bytes:
-    finish = "tool_calls" if message.get("tool_calls") else "stop"
-    return json.dumps({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000,
-        "model": "scripted-1", "choices": [{"index": 0, "message": message,
-                                            "finish_reason": finish}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-    }).encode()
-
-
-class RawLLM:
-    """A chat-completions endpoint on 127.0.0.1 answering each POST with the next raw body
-    (bodies no JSON encoder would write: nested past the interpreter's recursion limit)."""
-
-    def __init__(self, bodies: list[bytes]) -> None:
-        self.bodies = list(bodies)
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, data = (200, owner.bodies.pop(0)) if owner.bodies else (
-                    500, b'{"error": {"message": "script exhausted"}}')
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture(autouse=True)
 def llm_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
@@ -138,15 +92,11 @@ def llm_key(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_llm_endpoint_nesting_5000_deep_is_an_error_row(tmp_path: Path) -> None:
     """Tool-call arguments nested 5,000 deep are a malformed call the model is told about; an
     answer nested 5,000 deep ends the run as an LLM error, both in one line."""
-    deep_args = {"role": "assistant", "content": None, "tool_calls": [{
-        "id": "call_0", "type": "function",
-        "function": {"name": "catfact_fact", "arguments": DEEP}}]}
     deep_answer = b'{"id": "x", "object": "chat.completion", "choices": ' + DEEP.encode() + b"}"
-    with RawLLM([_completion(deep_args), deep_answer]) as base_url:
+    with ScriptedLLM([tool_calls(("catfact_fact", DEEP)), deep_answer]) as llm:
         result = realprobe.run_tasks(
-            ["pet_newsletter"], agent="openai", base_url=base_url, model="scripted-1",
-            mode="simulate", profile="calm", prompt="optimal",
-            db=tmp_path / "runs.db",
+            ["pet_newsletter"], agent="openai", base_url=llm.base_url, model="scripted-1",
+            mode="simulate", profile="calm", prompt="optimal", db=tmp_path / "runs.db",
         )
     (run,) = result.runs
     assert (run.row["outcome"], run.row["termination"]) == ("error", "llm_error")
@@ -160,10 +110,9 @@ def test_an_llm_endpoint_nesting_5000_deep_is_an_error_row(tmp_path: Path) -> No
 def test_an_llm_answer_over_the_input_cap_is_an_error_row(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     monkeypatch.setenv("REALPROBE_MAX_INPUT_MB", "0.1")  # 100,000 bytes: task files fit
-    huge = _completion({"role": "assistant", "content": "TASK COMPLETE " + "x" * 150_000})
-    with RawLLM([huge]) as base_url:
+    with ScriptedLLM([text("TASK COMPLETE " + "x" * 150_000)]) as llm:
         result = realprobe.run_tasks(
-            ["pet_newsletter"], agent="openai", base_url=base_url, model="scripted-1",
+            ["pet_newsletter"], agent="openai", base_url=llm.base_url, model="scripted-1",
             mode="simulate", profile="calm", prompt="optimal",
         )
     (run,) = result.runs
@@ -197,40 +146,31 @@ def test_a_request_body_nesting_5000_deep_is_a_clear_cassette_miss(advice_casset
     assert not isinstance(miss.value.__context__, RecursionError)
 
 
+#: a file a user hands in: its document's head, the variable of its size cap, and the command
+#: that reads it
+FILES = {
+    "cassette": ('{"version": 1, "interactions": ', "REALPROBE_MAX_CASSETTE_MB",
+                 ["cassette", "inspect", "{file}"]),
+    "fault plan": ('{"format": "realprobe-fault-plan/1", "rules": ', "REALPROBE_MAX_INPUT_MB",
+                   ["run", "pet_newsletter", "--profile", "calm", "--fault-plan", "{file}",
+                    "--db", "{db}"]),
+}
+
+
 @pytest.mark.parametrize("shape", ["deep", "huge"])
-def test_a_hostile_cassette_file_is_one_line(tmp_path: Path, shape: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "hostile.json"
+@pytest.mark.parametrize("kind", sorted(FILES))
+def test_a_hostile_file_is_one_line(tmp_path: Path, kind: str, shape: str,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    head, cap_env, command = FILES[kind]
+    path, db = tmp_path / "hostile.json", tmp_path / "runs.db"
     if shape == "deep":
-        path.write_text('{"version": 1, "interactions": ' + DEEP + "}")
+        path.write_text(head + DEEP + "}")
         why = "nested deeper than the limit of 500 levels"
     else:
-        monkeypatch.setenv("REALPROBE_MAX_CASSETTE_MB", "0.001")
-        path.write_text(json.dumps({"version": 1, "interactions": [], "pad": "x" * 2000}))
+        monkeypatch.setenv(cap_env, "0.001")
+        path.write_text(head + "[]" + " " * 2000 + "}")
         why = "over the 0.001 MB limit"
-    with pytest.raises(RealprobeError, match=why):
-        realprobe.load_cassette(path)
-    res = realprobe_cli(["cassette", "inspect", str(path)])
-    assert res.returncode == 2 and why in res.stderr and "Traceback" not in res.stderr
-
-
-# -- a fault plan ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("shape", ["deep", "huge"])
-def test_a_hostile_fault_plan_file_is_one_line(tmp_path: Path, shape: str,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = tmp_path / "plan.json"
-    if shape == "deep":
-        plan.write_text('{"format": "realprobe-fault-plan/1", "rules": ' + DEEP + "}")
-        why = "nested deeper than the limit of 500 levels"
-    else:
-        monkeypatch.setenv("REALPROBE_MAX_INPUT_MB", "0.002")
-        rule = {"on": "call", "n": 1, "fault": "503"}
-        plan.write_text(json.dumps({"format": "realprobe-fault-plan/1", "rules": [rule] * 100}))
-        why = "over the 0.002 MB limit"
-    res = realprobe_cli(["run", "pet_newsletter", "--profile", "calm", "--fault-plan",
-                         str(plan), "--db", str(tmp_path / "runs.db")])
+    res = realprobe_cli([arg.format(file=path, db=db) for arg in command])
     assert res.returncode == 2, res.stderr
     (line,) = res.stderr.strip().splitlines()
-    assert why in line and str(plan) in line and not (tmp_path / "runs.db").exists()
+    assert why in line and str(path) in line and not db.exists()
