@@ -175,15 +175,15 @@ def read_journal(path: Path) -> tuple[dict[str, Any], list[Call]]:
     """The header and every call whose line was written whole."""
     header = read_header(path) or {}
     calls: list[Call] = []
+    cap = max_bytes()
     with open(path, encoding="utf-8", errors="replace") as fh:
         fh.readline()
         for n, line in enumerate(fh, start=2):
             if not line.endswith("\n"):
                 break  # torn by the kill
+            where = f"{path}: line {n}"
             try:
-                calls.append(call_from_record(
-                    load_json_text(line, f"{path}: line {n}", max_bytes=max_bytes()),
-                    f"{path}: line {n}"))
+                calls.append(call_from_record(load_json_text(line, where, max_bytes=cap), where))
             except (ValueError, RealprobeError):  # a pydantic error is a ValueError too
                 continue
     return header, calls
