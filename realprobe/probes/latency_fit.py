@@ -186,6 +186,30 @@ def _t_intervals(mu: float, s: float, n: int) -> tuple[tuple[float, float], tupl
     return (mu - half, mu + half), (s * math.sqrt(df / lo_q), s * math.sqrt(df / hi_q))
 
 
+
+Interval = tuple[float, float] | None
+
+
+def _intervals(model: _Censored, theta: Any, n: int, sig: float, log_t: float, *,
+               hang_mass: bool, profile: bool,
+               ) -> tuple[float, Interval, Interval, Interval, Interval, str]:
+    """(sigma, mu, sigma, P(exceed) and hang-share intervals, their kind) of a censored fit.
+    `profile`: the deadline cuts into the distribution, so the likelihood is far from
+    quadratic and Wald intervals under-cover: profile it. Else the deadline sits far in the
+    tail and the successes carry the fit (Student t and chi-square)."""
+    mu = float(theta[0])
+    if not profile:
+        sig = sig * math.sqrt(n / (n - 1))
+        mu_ci, sig_ci = _t_intervals(mu, sig, n)
+        return sig, mu_ci, sig_ci, None, None, "t"
+    level = float(special.stdtrit(max(n - 1, 1), 0.975)) ** 2
+    ls_ci = _profile_interval(model, theta, 1, level)
+    return (sig, _profile_interval(model, theta, 0, level),
+            (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None,
+            _exceed_interval(model, theta, log_t, level),
+            _hang_interval(model, theta) if hang_mass else None, "profile-likelihood")
+
+
 def fit_lognormal(
     latency_ok_ms: FloatArray, censor_ms: FloatArray, *, hang_mass: bool = True
 ) -> LognormalFit | None:
@@ -236,23 +260,9 @@ def fit_lognormal(
     t_med = lo if lo == hi else median(c_all)
     s_t = float(np.exp(_norm_logsf((math.log(t_med) - mu) / sig)))
     method = "censored-mle+hang-mass" if hang_mass else "censored-mle"
-    mu_ci: tuple[float, float] | None
-    sig_ci = s_ci = hang_ci = None
-    if s_t >= PROFILE_CI_MIN_EXCEED:
-        # the deadline cuts into the distribution: the likelihood is far from quadratic, so
-        # Wald intervals under-cover; profile it
-        level = float(special.stdtrit(max(n - 1, 1), 0.975)) ** 2
-        mu_ci = _profile_interval(model, theta, 0, level)
-        ls_ci = _profile_interval(model, theta, 1, level)
-        sig_ci = (math.exp(ls_ci[0]), math.exp(ls_ci[1])) if ls_ci else None
-        s_ci = _exceed_interval(model, theta, math.log(t_med), level)
-        intervals = "profile-likelihood"
-        hang_ci = _hang_interval(model, theta) if hang_mass else None
-    else:
-        # the deadline sits far in the tail: the successes carry the fit
-        sig = sig * math.sqrt(n / (n - 1))
-        mu_ci, sig_ci = _t_intervals(mu, sig, n)
-        intervals = "t"
+    sig, mu_ci, sig_ci, s_ci, hang_ci, intervals = _intervals(
+        model, theta, n, sig, math.log(t_med), hang_mass=hang_mass,
+        profile=s_t >= PROFILE_CI_MIN_EXCEED)
     return LognormalFit(
         mu=mu,
         sigma=sig,

@@ -453,11 +453,23 @@ def rows_to_store(run: PreparedRun, score: Score, timing: RunTiming, *, batch: s
     return outcome
 
 
+def call_counts(steps: list[Any]) -> dict[str, Any]:
+    """A run's calls, failures, faults it did not cause (implicit ones included) and their
+    kinds, retries and fallbacks."""
+    return {
+        "tool_calls": len(steps),
+        "failures": sum(1 for s in steps if s.kind == "api" and not s.ok),
+        "tool_faults": sum(1 for s in steps if s.tool_fault),
+        "fault_kinds": dict(Counter(s.fault_kind for s in steps if s.tool_fault and s.fault_kind)),
+        "retries": sum(1 for s in steps if s.role == "retry"),
+        "fallbacks": sum(1 for s in steps if s.role == "fallback"),
+    }
+
+
 def run_row(
     run: PreparedRun, score: Score, timing: RunTiming, *, run_id: str, batch: str
 ) -> dict[str, Any]:
     task, cfg, state, prompt = run.task, run.cfg, run.state, run.prompt
-    steps = state.all_steps  # every attempt's calls: what the run cost
     flaw = prompt.split(":", 1)[1] if prompt.startswith("flawed:") else ""
     _, at, severity = flaw.partition("@")
     return {
@@ -480,15 +492,9 @@ def run_row(
         "grounded": int(score.grounded),
         "strict": int(score.strict),
         "turns": state.turns,
-        "tool_calls": len(steps),
-        "failures": sum(1 for s in steps if s.kind == "api" and not s.ok),
-        # faults met that the agent did not cause (implicit ones included), and by kind
-        "tool_faults": sum(1 for s in steps if s.tool_fault),
-        "fault_kinds": dict(Counter(s.fault_kind for s in steps if s.tool_fault and s.fault_kind)),
+        **call_counts(state.all_steps),  # every attempt's calls: what the run cost
         "fault_plan": str(cfg.fault_plan) if cfg.fault_plan is not None else None,
         "fault_rate": cfg.fault_rate,
-        "retries": sum(1 for s in steps if s.role == "retry"),
-        "fallbacks": sum(1 for s in steps if s.role == "fallback"),
         # Reflexion: attempts used, and each earlier attempt with its reflection
         "attempts": state.attempt,
         "reflections": [a.as_json() for a in state.attempts] or None,
