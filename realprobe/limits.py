@@ -22,6 +22,7 @@ import os
 import stat
 import tomllib
 from functools import lru_cache
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ MAX_RULES = 10_000
 #: lines and commas in a YAML file a user hands in, counted before parsing: YAML parses at
 #: about 10,000 entries a second, so a larger file should be JSON
 MAX_YAML_ITEMS = 20_000
+
+
+#: the types a parsed JSON, YAML or TOML document nests in
+_CONTAINERS = (dict, list)
 
 
 class InputTooLarge(RealprobeError):
@@ -227,24 +232,24 @@ def check_nesting(
     """InputTooLarge when a parsed document (dicts and lists) nests deeper than `limit`
     (code that walks it recursively would otherwise end in a RecursionError) or holds more
     than `max_entries` list items and mapping keys. Iterative, so the check itself cannot
-    overflow."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    entries = 0
-    while stack:
-        node, depth = stack.pop()
+    overflow. Level by level, the containers of each level picked out in C (`compress` over
+    a map of type checks): a body of 50,000 small objects costs one short loop per object."""
+    level = [value] if type(value) in _CONTAINERS else []
+    depth = entries = 0
+    while level:
         if depth > limit:
             raise InputTooLarge(f"{where}: nested deeper than the limit of {limit} levels")
-        if isinstance(node, dict | list):
-            entries += len(node)
-            if max_entries is not None and entries > max_entries:
-                raise InputTooLarge(
-                    f"{where}: more than the limit of {max_entries:,} entries (list items "
-                    "and keys); split it"
-                )
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, dict | list))
+        entries += sum(map(len, level))
+        if max_entries is not None and entries > max_entries:
+            raise InputTooLarge(
+                f"{where}: more than the limit of {max_entries:,} entries (list items "
+                "and keys); split it"
+            )
+        below: list[Any] = []
+        for node in level:
+            subs = list(node.values()) if type(node) is dict else node
+            below.extend(compress(subs, map(_CONTAINERS.__contains__, map(type, subs))))
+        level, depth = below, depth + 1
 
 
 def load_json_text(data: object, where: str, *, max_bytes: int, limit: int = MAX_NESTING,

@@ -14,10 +14,11 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from itertools import accumulate, compress
+from itertools import accumulate
 from typing import Any
 
 from realprobe.errors import BadResponse, ErrorCode
+from realprobe.limits import InputTooLarge, check_nesting
 from realprobe.secrets import clip
 
 
@@ -35,7 +36,6 @@ DEFAULT_LIMITS = ParseLimits()
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_CONTAINERS = (dict, list)
 _HUGE_INT = re.compile(r"integer string conversion: value has (\d+) digits")
 _QUOTES_ONLY = bytes(ord('"') if b == ord('"') else ord("x") for b in range(256))
 #: a body's shape in one pass: digits as `0`, an exponent's `e`/`E`/`+` as `e`, an opening
@@ -61,23 +61,6 @@ def nesting_depth(body: bytes) -> int:
 
 def _constant(token: str) -> Any:
     raise _bad(f"body holds {token}, which is not a JSON number")
-
-
-def _check_depth(value: Any, limits: ParseLimits) -> None:
-    """Level by level over containers only; the filtering runs in C (compress over a map of
-    type checks), so a body of 50,000 small objects costs one short loop per object."""
-    level = [value] if type(value) in _CONTAINERS else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limits.max_depth:
-            raise _bad(f"body is nested more than {limits.max_depth} levels deep "
-                       f"(limit {limits.max_depth})")
-        nxt: list[Any] = []
-        for item in level:
-            subs = list(item.values()) if type(item) is dict else item
-            nxt.extend(compress(subs, map(_CONTAINERS.__contains__, map(type, subs))))
-        level = nxt
 
 
 def _check_scalars(value: Any, limits: ParseLimits) -> None:
@@ -117,7 +100,11 @@ def _check_value(body: bytes, value: Any, limits: ParseLimits) -> None:
     if suspect or b"0" * (limits.max_number_chars + 1) in shape or b"e000" in shape:
         _check_scalars(value, limits)
     if shape.count(b"[") > limits.max_depth:
-        _check_depth(value, limits)
+        try:  # the root is level 1 here, level 0 to the limits
+            check_nesting(value, "body", limit=limits.max_depth - 1)
+        except InputTooLarge:
+            raise _bad(f"body is nested more than {limits.max_depth} levels deep "
+                       f"(limit {limits.max_depth})") from None
 
 
 _DECODER = json.JSONDecoder(parse_constant=_constant)
