@@ -13,6 +13,12 @@ directory, whatever a symlink points at), not empty, not binary, at most
 `REALPROBE_MAX_INPUT_MB` megabytes (default 20), nested at most MAX_NESTING levels, with at
 most MAX_ENTRIES entries and, where the file holds rules, MAX_RULES of them. A refusal is one
 line naming the file and the limit, before anything runs.
+
+JSON text from outside realprobe's process that is not a file (a request or response body,
+an LLM's answer or tool-call arguments, a journal line, a database cell) is parsed by
+`load_json_text` (refused in one line) or `json_or_none` (None: treat it as opaque bytes),
+under the same depth limit and the input cap: the json module's parser recurses once per
+level, so a body nested a few thousand deep would otherwise end in a RecursionError.
 """
 
 from __future__ import annotations
