@@ -235,7 +235,7 @@ def probe(
     *,
     rounds: int = 1,
     target: TransportOptions | None = None,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     timeout: float = 10.0,
     vantage: str | None = None,
     politeness: str | bool | None = None,
@@ -309,7 +309,7 @@ class _ProbePlan(NamedTuple):
     def checked(
         cls, tools: Sequence[str] | str | None, catalog: Catalog | None,
         target: TransportOptions | None,
-        politeness: str | bool | None, db: str | Path | None,
+        politeness: str | bool | None, db: str | Path | Database | None,
     ) -> _ProbePlan:
         from realprobe.clients import TransportOptions
 
@@ -364,7 +364,7 @@ def schedule(
     jitter: float = 0.0,
     rounds: int = 1,
     target: TransportOptions | None = None,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     timeout: float = 10.0,
     vantage: str | None = None,
     politeness: str | bool | None = None,
@@ -453,22 +453,22 @@ def _quiet(line: str) -> None:
 
 @overload
 def stats(
-    db: str | Path | None = ..., *, period: str | float = ..., by: Literal["tool"] = ...,
+    db: str | Path | Database | None = ..., *, period: str | float = ..., by: Literal["tool"] = ...,
     **select: Unpack[RowFilter],
 ) -> Stats: ...
 @overload
 def stats(
-    db: str | Path | None = ..., *, period: str | float = ..., by: Literal["vantage"],
+    db: str | Path | Database | None = ..., *, period: str | float = ..., by: Literal["vantage"],
     **select: Unpack[RowFilter],
 ) -> VantageStats: ...
 @overload
 def stats(
-    db: str | Path | None = ..., *, period: str | float = ...,
+    db: str | Path | Database | None = ..., *, period: str | float = ...,
     by: Literal["tool", "vantage"] = ..., **select: Unpack[RowFilter],
 ) -> Stats | VantageStats: ...
 @checked
 def stats(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     period: str | float = "1d",
     by: Literal["tool", "vantage"] = "tool",
@@ -494,7 +494,7 @@ def stats(
 
 @checked
 def calibrate(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     name: str | None = None,
     from_stats: StatsReport | None = None,
@@ -561,7 +561,7 @@ class Calibration(NamedTuple):
 
 @checked
 def calibrate_export(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     view: str = "profile",
     deadline: float | None = None,
@@ -592,7 +592,7 @@ def calibrate_export(
 
 @checked
 def drift(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     baseline: str | Window,
     current: str | Window,
@@ -623,7 +623,7 @@ def drift(
 
 @checked
 def build_report(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     period: str | float = "1d",
     baseline: str | Window | None = None,
@@ -685,7 +685,7 @@ class Report(NamedTuple):
 
 @checked
 def make_report(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     output: str | Path | None = None,
     format: str = "html",
@@ -719,7 +719,7 @@ def run_tasks(
     tasks: Sequence[str] | None = None,
     *,
     all: bool = False,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     on_done: Callable[[Any], None] | None = None,
     resume: bool = False,
     executor: str = "local",
@@ -745,7 +745,7 @@ def run_tasks(
 def sweep(
     file: str | Path,
     *,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     resume: bool = False,
     concurrency: int = 4,
     executor: str = "local",
@@ -769,7 +769,7 @@ def sweep(
     fault_rates = renamed_keyword(old, "lambdas", "fault_rates", fault_rates)
     no_other_keywords(old, "fault_rates")
     return run_sweep_file(
-        Path(file), None if db is None else Path(db), catalog_paths=[Path(c) for c in catalog],
+        Path(file), db, catalog_paths=[Path(c) for c in catalog],
         resume=resume, executor=executor, concurrency=concurrency, address=address,
         on_planned=on_planned, on_done=on_done, on_plan=on_plan,
         fault_plans=list(fault_plans or []), lambdas=list(fault_rates or []),
@@ -778,7 +778,7 @@ def sweep(
 
 @checked
 def task_results(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     agent: str | None = None,
     batch: str | None = None,
@@ -833,7 +833,7 @@ def mcp_service(
     tools: Sequence[str] | str | None = None,
     target: TransportOptions | None = None,
     real_time: bool = False,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     timeout: float | None = None,
     vantage: str | None = None,
     politeness: str | bool = "catalog",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from realprobe.history import HistoryImport
     from realprobe.probes.availability import ImportedStats
     from realprobe.simulator.profile import Profile
+    from realprobe.store import Database
 
 TimeSpec = str | float | None
 #: how far back a Prometheus is asked when no `since` is given
@@ -70,7 +71,7 @@ def _prometheus(url: str, since: float | None, until: float | None) -> Any:
 @checked
 def import_history(
     history_source: str,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     dry_run: bool = False,
     since: TimeSpec = None,
@@ -99,7 +100,7 @@ def import_history(
 
 @checked
 def imported_stats(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     since: TimeSpec = None,
     until: TimeSpec = None,
@@ -119,7 +120,7 @@ def imported_stats(
 
 @checked
 def calibrate_imported(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     since: TimeSpec = None,
     until: TimeSpec = None,

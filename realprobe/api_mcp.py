@@ -17,10 +17,11 @@ from realprobe.ranges import checked
 if TYPE_CHECKING:
     from realprobe.mcp.proxy import ProxySummary
     from realprobe.probes.runner import RunSummary
+    from realprobe.store import Database
 
 
 def _options(profile: Any, fault_plan: Any, fault_rate: float | None, seed: int,
-             record: str | Path | None, db: str | Path | None, timeout: float,
+             record: str | Path | None, db: str | Path | Database | None, timeout: float,
              max_message_bytes: int, vantage: str | None, replayed: str | None = None,
              record_folder: bool = False, methods: str | Sequence[str] | None = None) -> Any:
     from realprobe.clients import check_fault_rate, check_seed
@@ -64,7 +65,7 @@ def mcp_proxy(
     fault_rate: float | None = None,
     seed: int = 0,
     record: str | Path | None = None,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     timeout: float = 60.0,
     max_message_bytes: int = 16 * 1024 * 1024,
     vantage: str | None = None,
@@ -157,7 +158,7 @@ def mcp_replay(
     fault_plan: Any = None,
     fault_rate: float | None = None,
     seed: int = 0,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     timeout: float = 60.0,
     vantage: str | None = None,
     transport: str = "stdio",
@@ -229,7 +230,7 @@ def probe_mcp(
     mcp_server: str | Sequence[str] | None = None,
     mcp_url: str | None = None,
     rounds: int = 1,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     timeout: float = 10.0,
     vantage: str | None = None,
     mcp_interval: float | None = None,
@@ -264,7 +265,7 @@ def schedule_mcp(
     max_runs: int | None = None,
     jitter: float = 0.0,
     rounds: int = 1,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     timeout: float = 10.0,
     vantage: str | None = None,
     mcp_interval: float | None = None,
@@ -312,7 +313,7 @@ def evaluate(
     fault_plan: Any = None,
     fault_rate: float | None = None,
     repeat: int = 1,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     seed: int | None = None,
     name: str = "custom",
     model: str = "-",

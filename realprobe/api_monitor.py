@@ -20,12 +20,13 @@ if TYPE_CHECKING:
     from realprobe.monitor.alerts import AlertConfig, CheckResult
     from realprobe.monitor.exporter import ExporterServer
     from realprobe.monitor.merge import MergedSource, MergeReport
+    from realprobe.store import Database
 
 
 @checked
 def check_alerts(
     rules: str | Path | AlertConfig,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     dry_run: bool = False,
     now: float | None = None,
@@ -73,7 +74,7 @@ def serve_exporter(
     *,
     host: str = "127.0.0.1",
     port: int = 9469,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     window: str = "1h",
     target: TransportOptions | None = None,
     probe: bool = True,

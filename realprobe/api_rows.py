@@ -62,7 +62,7 @@ def _kinds_arg(kinds: Kinds, target: str | None) -> list[str] | None:
     return ["all"] if "all" in names else sorted(set(names))
 
 
-def _db(db: str | Path | None) -> Database:
+def _db(db: str | Path | Database | None) -> Database:
     """The probe database to read, opened and migrated: an older schema brought up to date and
     runs left `running` by a killed process marked (a read-only file is read as it is)."""
     from realprobe.store import open_db
@@ -327,7 +327,7 @@ def _check_drift(alpha: float, correction: str, min_success_change: float,
             raise BadArgument(param, f"{param} must be >= 0 (got {v:g})")
 
 
-def selections(db: str | Path | None, windows: Sequence[str | Window], *,
+def selections(db: str | Path | Database | None, windows: Sequence[str | Window], *,
                tools: Sequence[str] | str | None = None, kinds: Kinds = None,
                vantage: str | Sequence[str] | None = None, target: str | None = None,
                check: bool = False, params: Sequence[str] = ()) -> list[Rows]:
@@ -351,7 +351,7 @@ def selections(db: str | Path | None, windows: Sequence[str | Window], *,
 
 @checked
 def rows(
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     since: TimeSpec = None,
     until: TimeSpec = None,

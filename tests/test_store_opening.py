@@ -187,3 +187,47 @@ def test_only_the_store_connects_to_sqlite() -> None:
         if connect.search(line)
     ]
     assert found == []
+
+
+# -- the command line opens once and hands the handle on --------------------------------
+
+#: `synthetic_rows` makes 60 calls a minute apart from 2026-09-21T14:13:20Z
+READING_VERBS = {
+    "stats": [],
+    "report": [],
+    "calibrate": [],
+    "drift": ["--baseline", "2026-09-21T14:13Z..2026-09-21T14:43Z",
+              "--current", "2026-09-21T14:43Z..2026-09-21T15:14Z"],
+    "results": [],
+}
+
+
+@pytest.mark.parametrize("verb", sorted(READING_VERBS))
+def test_a_reading_verb_resolves_the_database_once(tmp_path: Path, verb: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command works the path out once; everything after takes the handle (`Database`)."""
+    from cli_runner import invoke
+
+    import realprobe.store
+
+    db = _rows_db(tmp_path / "p.db")
+    real, paths = realprobe.store.open_db, []
+
+    def counting(db: Any, **kw: Any) -> realprobe.Database:
+        if not isinstance(db, realprobe.Database):
+            paths.append(db)
+        return real(db, **kw)
+
+    monkeypatch.setattr(realprobe.store, "open_db", counting)
+    result = invoke([verb, "--db", str(db), *READING_VERBS[verb]])
+    if not isinstance(result.exception, SystemExit | None):  # read through, found no tasks
+        assert (verb, str(result.exception)) == ("results", f"no task runs in {db}")
+    assert paths == [str(db)] or paths == [db], (verb, paths, result.output)
+
+
+def test_the_front_door_takes_a_handle(tmp_path: Path) -> None:
+    handle = open_db(_rows_db(tmp_path / "p.db"), read=True)
+    by_handle = realprobe.stats(db=handle)
+    by_path = realprobe.stats(db=str(handle))
+    assert [t.tool for t in by_handle.tools] == ["catfact_fact"]
+    assert by_handle.tools == by_path.tools

@@ -194,7 +194,7 @@ def sandbox_cmd(
         settings=settings, latency_scale=latency_scale, host=host, port=port, catalog=cat,
         from_cassettes=[*(from_cassettes or []), *(more_cassettes or [])],
         upstream=upstream, politeness=politeness, toxics=list(toxic or []), admin=admin,
-        db=open_db(db).path if upstream is not None else None,
+        db=open_db(db) if upstream is not None else None,
         allowed_hosts=allowed,
         auth_token=token,
     )

@@ -87,17 +87,17 @@ def exporter_cmd(
 
     allowed, token = server_guards("exporter", host, allowed_host, auth_token_env)
     target = options(sandbox=sandbox, profile=profile, seed=seed)
-    path = open_db(db).path
+    handle = open_db(db)
 
     def ready(server: ExporterServer) -> None:
         err_console.print(
             f"realprobe exporter on {server.url} (/metrics, /status"
-            + (", /probe?tool=NAME" if probe else "") + f"), database {path}"
+            + (", /probe?tool=NAME" if probe else "") + f"), database {handle}"
         )
 
     with as_flags("port", "timeout", "reserve_for_schedule", "window"):
         serve_exporter(
-            host=host, port=port, db=path, window=window, target=target,
+            host=host, port=port, db=handle, window=window, target=target,
             probe=probe, timeout=timeout, vantage=vantage,
             reserve_for_schedule=reserve_for_schedule, catalog=load_catalog(catalog),
             allowed_hosts=allowed, auth_token=token, on_ready=ready,

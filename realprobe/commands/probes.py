@@ -386,7 +386,7 @@ def probe_cmd(
     cat = load_catalog(catalog)
     target = options(mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed,
                      record_mode=record_mode)
-    path = open_db(db).path
+    handle = open_db(db)
     with cli_errors():
         picked = cat.select(chosen)
         live = None  # no bar (nor anything worked out for one) off a terminal
@@ -397,19 +397,19 @@ def probe_cmd(
                               deadline=timeout, model=model, exact=exact)
         with live or contextlib.nullcontext():
             summary = probe(
-                chosen, rounds=rounds, target=target, db=path, timeout=timeout,
+                chosen, rounds=rounds, target=target, db=handle, timeout=timeout,
                 vantage=vantage, politeness=politeness, concurrency=concurrency,
                 seed=seed, catalog=cat, on_call=live,
                 on_start=None if live is None else live.started, stop_on_signals=True,
                 notify=err_console.print, lock_timeout=lock_timeout, force=force,
             )
     if not printed_json(as_json, summary):
-        print_summary(summary, path)
+        print_summary(summary, handle.path)
     if summary.status == RUN_LOCAL_NETWORK_FAILURE:
         raise _nothing_reached(target, f" in run {summary.run_id}")
     if summary.status == RUN_INTERRUPTED:
         raise typer.Exit(130)
-    excluded = _all_excluded(open_db(path), summary.run_id)
+    excluded = _all_excluded(handle, summary.run_id)
     if excluded is not None:
         raise excluded
 
@@ -423,17 +423,17 @@ def _probe_mcp(server: str | None, url: str | None, calls: Path | None,
 
     if calls is None:
         raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
-    path = open_db(db).path
+    handle = open_db(db)
     with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "rounds", "timeout"):
         live = LiveCounts([], "probing") if bar_wanted(as_json) else None
         if live is not None:
             live.progress.update(live.task, total=None)
         with live or contextlib.nullcontext():
-            summary = probe_mcp(calls, mcp_server=server, mcp_url=url, rounds=rounds, db=path,
+            summary = probe_mcp(calls, mcp_server=server, mcp_url=url, rounds=rounds, db=handle,
                                 timeout=timeout, vantage=vantage, mcp_interval=interval,
                                 on_call=live)
     if not printed_json(as_json, summary):
-        print_summary(summary, path)
+        print_summary(summary, handle.path)
 
 
 def _schedule_mcp(a: dict[str, Any]) -> None:
@@ -443,15 +443,15 @@ def _schedule_mcp(a: dict[str, Any]) -> None:
 
     if a["mcp_calls"] is None:
         raise RealprobeError("--mcp-calls FILE is needed: tool name -> arguments")
-    path = open_db(a["db"]).path
+    handle = open_db(a["db"])
     with as_flags("mcp_server", "mcp_url", "mcp_calls", "mcp_interval", "every", "cron"):
         result = schedule_mcp(
             a["mcp_calls"], mcp_server=a["mcp_server"], mcp_url=a["mcp_url"], every=a["every"],
             cron=a["cron"], max_runs=a["max_runs"], jitter=a["jitter"], rounds=a["rounds"],
-            db=path, timeout=a["timeout"], vantage=a["vantage"],
+            db=handle, timeout=a["timeout"], vantage=a["vantage"],
             mcp_interval=a["mcp_interval"], on_event=_show_event)
     console.print(f"schedule {result.schedule_id}: {result.runs} rounds "
-                  f"({result.rounds_ok} ok, {result.rounds_failed} failed) -> {path}")
+                  f"({result.rounds_ok} ok, {result.rounds_failed} failed) -> {handle}")
 
 
 def _show_event(event: dict[str, Any]) -> None:
@@ -518,7 +518,7 @@ def schedule_cmd(
     chosen = _chosen(tools, all_)
     target = options(mode=mode, sandbox=sandbox, profile=profile, cassette=cassette, seed=seed,
                      record_mode=record_mode)
-    path = open_db(db).path
+    handle = open_db(db)
     cat = load_catalog(catalog)
     with cli_errors():
         picked = cat.select(chosen)
@@ -541,7 +541,7 @@ def schedule_cmd(
         with live or contextlib.nullcontext():
             result = schedule(
                 chosen, every=every, cron=cron, max_runs=max_runs, jitter=jitter,
-                rounds=rounds, target=target, db=path, timeout=timeout, vantage=vantage,
+                rounds=rounds, target=target, db=handle, timeout=timeout, vantage=vantage,
                 politeness=politeness, concurrency=concurrency, seed=seed, catalog=cat,
                 alerts=alerts, on_event=event, on_alert=err_console.print,
                 stop_on_signals=True, lock_timeout=lock_timeout, force=force, on_call=live,
@@ -551,7 +551,7 @@ def schedule_cmd(
         console.print(
             f"schedule {result.schedule_id}: {result.runs} rounds "
             f"({result.rounds_ok} ok, {result.rounds_failed} failed), stopped by "
-            f"{result.stopped_by} -> {path}"
+            f"{result.stopped_by} -> {handle}"
         )
     exit_if_ctrl_c(result.stopped_by == "signal")
     if result.runs and result.rounds_unreachable == result.runs:

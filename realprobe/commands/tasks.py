@@ -35,6 +35,7 @@ from realprobe.http.mode import Mode
 
 if TYPE_CHECKING:
     from realprobe.commands.tables import Column, FitTable
+    from realprobe.store import Database
     from realprobe.tasks.batch import TaskBatch
     from realprobe.tasks.model import Task
     from realprobe.tasks.runner import RunOutcome
@@ -84,13 +85,13 @@ def _run_mcp(a: dict[str, Any]) -> None:
                              "workflow); evaluate your own agent with realprobe.evaluate")
     if not tasks or len(tasks) != 1:
         raise RealprobeError("give one MCP tasks file (JSON or TOML) as TASKS")
-    path = open_db(a["db"]).path
+    handle = open_db(a["db"])
     with as_flags("mcp_server", "mcp_url", "profile", "fault_plan", "fault_rate", "repeat",
                   "timeout"):
         runs = evaluate(
             "workflow", tasks[0], mcp_server=a["mcp_server"], mcp_url=a["mcp_url"],
             profile=a["profile"], fault_plan=a["fault_plan"], fault_rate=a["fault_rate"],
-            seed=a["seed"], repeat=a["repeat"], db=path, name="workflow",
+            seed=a["seed"], repeat=a["repeat"], db=handle, name="workflow",
             timeout=timeout or 10.0)
     if printed_json(a["as_json"], [{"task": r.task, "repeat": r.repeat, "success": r.success,
                                     "reasons": r.reasons, "calls": len(r.calls)} for r in runs]):
@@ -99,7 +100,7 @@ def _run_mcp(a: dict[str, Any]) -> None:
         mark = "[green]full[/green]" if r.success else "[red]failure[/red]"
         console.print(f"{r.task} #{r.repeat}: {mark} · {len(r.calls)} calls"
                       + (f" · {'; '.join(r.reasons)}" if r.reasons else ""))
-    console.print(f"{sum(r.success for r in runs)} of {len(runs)} runs met their check -> {path}")
+    console.print(f"{sum(r.success for r in runs)} of {len(runs)} runs met their check -> {handle}")
 
 
 def run_cmd(
@@ -224,18 +225,18 @@ def run_cmd(
         )
     from realprobe.store import open_db
 
-    path = open_db(db).path
+    handle = open_db(db)
     result = _run_with_progress(
-        batch, path, as_json=as_json, resume=resume, executor=executor, address=address
+        batch, handle, as_json=as_json, resume=resume, executor=executor, address=address
     )
     if result.skipped:
         err_console.print(
             f"resume: {result.skipped} of {result.skipped + len(result.runs)} runs already "
-            f"stored complete in {path}"
+            f"stored complete in {handle}"
         )
     if not printed_json(as_json, result):
         _print_runs(result.runs)
-        _print_summary(result.summary, path)
+        _print_summary(result.summary, handle.path)
     if result.infrastructure_failure:
         from realprobe.errors import Unavailable
 
@@ -248,7 +249,7 @@ def run_cmd(
 
 
 def _run_with_progress(
-    batch: TaskBatch, db: Path, as_json: bool, resume: bool = False, executor: str = "local",
+    batch: TaskBatch, db: Database, as_json: bool, resume: bool = False, executor: str = "local",
     address: str | None = None,
 ) -> Any:
     """Run the batch under a progress bar (where every long command draws one); Ctrl-C keeps
@@ -468,12 +469,13 @@ def results_cmd(
     from realprobe.api import task_results
     from realprobe.store import open_db
 
-    path = open_db(db).path
-    if not path.exists():
-        raise RealprobeError(f"no database at {path}; run `realprobe run` first or pass --db FILE")
+    handle = open_db(db)
+    if not handle.path.exists():
+        raise RealprobeError(f"no database at {handle}; run `realprobe run` first or pass "
+                             "--db FILE")
     with as_flags("prices", "target_kind"):
         s = task_results(
-            path, agent=agent, batch=batch, model=model, prompt=prompt, profile=profile,
+            handle, agent=agent, batch=batch, model=model, prompt=prompt, profile=profile,
             target=target, target_kind=target_kind, fault_plan=fault_plan, prices=prices,
             surface=surface,
         )

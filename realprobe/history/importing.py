@@ -19,7 +19,7 @@ from realprobe.history.statuspage import read_statuspage
 from realprobe.history.upptime import read_upptime
 from realprobe.limits import read_document
 from realprobe.secrets import scrub_text, scrub_url
-from realprobe.store import insert_history, open_db
+from realprobe.store import Database, insert_history, open_db
 
 #: the kinds of source, as written before the colon
 SOURCE_KINDS = ("upptime", "kuma", "gatus", "prometheus", "statuspage")
@@ -174,7 +174,7 @@ def summary(hist: History) -> list[MonitorImport]:
 
 def import_history(
     spec: str,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     dry_run: bool = False,
     since: float | None = None,

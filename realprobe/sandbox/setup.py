@@ -19,7 +19,7 @@ from realprobe.sandbox.server import Sandbox
 from realprobe.simulator.plans import FaultPlan, plan_for, without_task
 from realprobe.simulator.profile import Profile, ProfileRef, resolve_profile
 from realprobe.simulator.toxics import ANY_SCOPE, TOXIC_TYPES, Toxic, toxic_adapter
-from realprobe.store import open_db
+from realprobe.store import Database, open_db
 
 
 def load_recordings(paths: Sequence[str | Path]) -> Recordings:
@@ -43,7 +43,7 @@ def make_upstream(
     *,
     polite: bool | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
 ) -> Upstream:
     """`live` (each API's real base URL) or an http(s) URL. Politeness and daily budgets hold
     by default for `live` only (`polite` forces them on or off); with `db`, budgets are
@@ -109,7 +109,7 @@ def sandbox_for(
     polite: bool | None = None,
     toxics: Sequence[str] = (),
     admin: bool = True,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     allowed_hosts: Sequence[str] = (),
     auth_token: str | None = None,
     fault_plan: str | Path | FaultPlan | None = None,

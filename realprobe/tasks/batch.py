@@ -31,6 +31,7 @@ from realprobe.tasks.settings import EvalSettings
 
 if TYPE_CHECKING:
     from realprobe.hosts import HostGates
+    from realprobe.store import Database
 
 
 def llm_settings(
@@ -202,7 +203,7 @@ class TaskBatch:
     def run(
         self,
         *,
-        db: str | Path | None = None,
+        db: str | Path | Database | None = None,
         on_done: Callable[[RunOutcome], None] | None = None,
         resume: bool = False,
         executor: str = "local",

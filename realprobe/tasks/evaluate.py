@@ -188,7 +188,7 @@ def evaluate(
     settings: EvalSettings | None = None,
     target: TransportOptions | None = None,
     repeat: int = 1,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     name: str = "custom",
     model: str = "-",
     concurrency: int = 1,

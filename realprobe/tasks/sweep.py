@@ -322,7 +322,7 @@ class SweepResult:
 
 def run_sweep_file(
     file: Path,
-    db: Path | None = None,
+    db: str | Path | Database | None = None,
     *,
     catalog_paths: list[Path] | None = None,
     resume: bool = False,
