@@ -870,7 +870,7 @@ def mcp_service(
         catalog or load_catalog(),
         ServiceOptions(
             transport=opts, tools=names, timeout_s=timeout,
-            db=str(db) if db is not None else None, vantage=vantage,
+            db=db, vantage=vantage,
             polite=bool(polite_of(politeness)), task=task,
             settings=EvalSettings.given(settings, outside=True), model=model,
         ),

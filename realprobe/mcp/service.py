@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -46,7 +47,7 @@ from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.mcp.definitions import mcp_tool
 from realprobe.mcp.rendering import ToolListCache, render_result
 from realprobe.mcp.rows import RunRows, new_run_id, reached_the_api
-from realprobe.store import default_vantage
+from realprobe.store import Database, default_vantage
 from realprobe.target import Target
 from realprobe.tasks.settings import EvalSettings
 from realprobe.version import __version__
@@ -60,7 +61,7 @@ class ServiceOptions:
     transport: TransportOptions = field(default_factory=TransportOptions)
     tools: str | None = None  # comma-separated names; None or "all" serves every tool
     timeout_s: float | None = None  # total deadline per call; None: the client's default
-    db: str | None = None  # store every served call as a probe row
+    db: str | Path | Database | None = None  # store every served call as a probe row
     vantage: str | None = None
     #: hold calls to real APIs to the catalogue's per-host politeness (live/record only)
     polite: bool = True
@@ -178,11 +179,11 @@ class McpService:
 
     # -- the store --------------------------------------------------------------------
 
-    def _open_store(self, path: str) -> None:
+    def _open_store(self, db: str | Path | Database) -> None:
         from realprobe.store import open_db
 
         self._store = RunRows(
-            open_db(path), mode=self.transport_options.mode.value, target=self.target,
+            open_db(db), mode=self.transport_options.mode.value, target=self.target,
             vantage=self.vantage, timeout_s=self.deadline_s, tools=list(self.tools),
             run_id=self.run_id)
 

@@ -30,6 +30,7 @@ from inspect_ai.tool import ToolDef, ToolParams
 
 from realprobe.adapters.catalog import Catalog
 from realprobe.clients import Mode, TransportOptions
+from realprobe.store import Database
 from realprobe.tasks.agents.openai_native import tool_definitions
 from realprobe.tasks.evaluate import TaskSession
 from realprobe.tasks.model import default_tasks_dir, load_tasks
@@ -115,7 +116,7 @@ def inspect_task(
     *,
     settings: EvalSettings | None = None,
     target: TransportOptions | None = None,
-    db: str | Path | None = None,
+    db: str | Path | Database | None = None,
     catalog: Catalog | None = None,
     **fields: Any,
 ) -> Task:
