@@ -5,6 +5,7 @@ HAR / vcrpy / Ruby VCR files each end in one line on stderr and exit 2, never a 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import tracemalloc
@@ -13,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from realprobe import CassetteError, cli, load_cassette
-from realprobe.limits import expanded_size
+from realprobe.limits import (
+    InputTooLarge,
+    check_nesting,
+    expanded_size,
+    load_json_text,
+    text_depth,
+)
 from tests.malformed_har import cases, corpus
 
 #: malformed in the letter but read on purpose (vcrpy writes such files): they must load
@@ -135,3 +142,73 @@ def test_cassettes_over_the_size_cap_are_refused_before_reading(
         assert code == 2 and "over the 1 MB limit" in err and err.count("\n") == 1, err
     monkeypatch.setenv("REALPROBE_MAX_CASSETTE_MB", "5")
     assert len(load_cassette(big).calls) == 1
+
+
+# -- the depth of JSON text, counted over the text instead of walking the parsed value -------
+
+#: string pieces that a miscounting scan would take for structure
+HOSTILE = ["[", "]", "{", "}", '"', "\\", '\\"', "\\\\", "\\\\\\", '"]', '\\"[', "\u005b",
+           "\u0022", "\ud800", "\U0001f600", "é[", "\x00", "\n", "/", "\\u005b", " "]
+
+
+def _string(rng: random.Random) -> str:
+    return "".join(rng.choice(HOSTILE) for _ in range(rng.randrange(6)))
+
+
+def _document(rng: random.Random, depth: int) -> object:
+    """A random value nested `depth` levels at most, its strings and keys made of HOSTILE."""
+    if depth == 0 or rng.random() < 0.2:
+        return rng.choice([_string(rng), rng.randrange(-9, 10), 1.5, None, True])
+    if rng.random() < 0.5:
+        return [_document(rng, depth - 1) for _ in range(rng.randrange(4))]
+    return {_string(rng): _document(rng, depth - 1) for _ in range(rng.randrange(4))}
+
+
+def _walk_depth(value: object) -> int:
+    """The deepest level `check_nesting` (the exact walk) refuses nothing at, plus one."""
+    lo = -1
+    while True:
+        try:
+            check_nesting(value, "doc", limit=lo)
+            return lo + 1
+        except InputTooLarge:
+            lo += 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_text_depth_agrees_with_the_walk_on_hostile_documents(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(150):
+        value = _document(rng, rng.randrange(1, 9))
+        for wrap in range(rng.choice([0, 0, 3])):  # some deeper than their strings
+            value = [value] if wrap % 2 else {_string(rng): value}
+        text = json.dumps(value, ensure_ascii=rng.random() < 0.5,
+                          indent=rng.choice([None, 1]))
+        want = _walk_depth(value)
+        assert text_depth(text) == want, text
+        assert text_depth(text.encode("utf-8", "surrogatepass")) == want, text
+
+
+@pytest.mark.parametrize(("text", "ok"), [
+    ("[" * 501 + "]" * 501, True),  # the outermost list is level 0: 500 levels below it
+    ("[" * 502 + "]" * 502, False),
+    ("[" * 5000 + "]" * 5000, False),
+    ('["' + "[" * 5000 + '"]', True),  # brackets inside a string are text
+    ('["\\\\", ' + "[" * 600 + "]" * 600 + "]", False),  # an even backslash run ends it
+    ('["\\"' + "[" * 600 + '", 1]', True),  # an odd run escapes the quote
+    ('{"\\u0022[": "' + "{" * 900 + '"}', True),
+])
+def test_deep_json_text_is_refused_and_deep_strings_are_not(text: str, ok: bool) -> None:
+    for data in (text, text.encode(), text.encode("utf-16")):  # UTF-16: the walk decides
+        if ok:
+            assert load_json_text(data, "body", max_bytes=10**6) is not None
+        else:
+            with pytest.raises(InputTooLarge, match="nested deeper than the limit of 500"):
+                load_json_text(data, "body", max_bytes=10**6)
+
+
+def test_entries_are_still_counted_where_a_caller_limits_them() -> None:
+    body = json.dumps([[i] for i in range(600)])
+    assert len(load_json_text(body, "body", max_bytes=10**6, max_entries=1200)) == 600
+    with pytest.raises(InputTooLarge, match="more than the limit of 1,000 entries"):
+        load_json_text(body, "body", max_bytes=10**6, max_entries=1000)
