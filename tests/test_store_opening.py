@@ -208,17 +208,15 @@ def test_a_reading_verb_resolves_the_database_once(tmp_path: Path, verb: str,
     """A command works the path out once; everything after takes the handle (`Database`)."""
     from cli_runner import invoke
 
-    import realprobe.store
-
     db = _rows_db(tmp_path / "p.db")
-    real, paths = realprobe.store.open_db, []
+    real, paths = open_db, []
 
     def counting(db: Any, **kw: Any) -> realprobe.Database:
         if not isinstance(db, realprobe.Database):
             paths.append(db)
         return real(db, **kw)
 
-    monkeypatch.setattr(realprobe.store, "open_db", counting)
+    monkeypatch.setattr("realprobe.store.open_db", counting)  # where every caller looks it up
     result = invoke([verb, "--db", str(db), *READING_VERBS[verb]])
     if not isinstance(result.exception, SystemExit | None):  # read through, found no tasks
         assert (verb, str(result.exception)) == ("results", f"no task runs in {db}")
@@ -231,3 +229,13 @@ def test_the_front_door_takes_a_handle(tmp_path: Path) -> None:
     by_path = realprobe.stats(db=str(handle))
     assert [t.tool for t in by_handle.tools] == ["catfact_fact"]
     assert by_handle.tools == by_path.tools
+
+
+def test_every_front_door_db_takes_a_handle() -> None:
+    """Whatever a user passes as `db` (a path, or what `open_db` returned) every door takes."""
+    doors = [name for name in realprobe.__all__ if inspect.isfunction(getattr(realprobe, name))
+             and "db" in inspect.signature(getattr(realprobe, name)).parameters]
+    assert len(doors) > 15, doors
+    for name in doors:
+        annotation = str(inspect.signature(getattr(realprobe, name)).parameters["db"].annotation)
+        assert "Database" in annotation, (name, annotation)
