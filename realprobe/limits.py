@@ -290,34 +290,31 @@ def load_json_text(data: object, where: str, *, max_bytes: int, limit: int = MAX
     return value
 
 
+#: the bytes that are neither quotes nor brackets, deleted before the depth is counted
+_NOT_MARKS = bytes(c for c in range(256) if c not in b'"[]{}')
+#: +1 for an opening bracket, -1 (255 as a signed byte) for a closing one, 0 for a quote
+_STEPS = bytes(1 if c in b"[{" else 255 if c in b"]}" else 0 for c in range(256))
+
+
 def text_depth(data: str | bytes) -> int | None:
     """How deep the brackets of valid JSON text nest (0 for a scalar), counted over the text
-    with numpy instead of walking the parsed value: a fraction of the parse where the walk
-    cost three times it. Brackets between a string's quotes do not count; a quote preceded by
-    an odd run of backslashes is inside a string (in valid JSON a backslash only occurs
-    there). None for bytes in UTF-16 or UTF-32, whose bytes are not the characters."""
+    instead of walking the parsed value: about a sixth of the parse where the walk cost three
+    times it. Brackets between a string's quotes do not count, nor do escaped quotes. None
+    for bytes in UTF-16 or UTF-32, whose bytes are not the characters."""
     import numpy as np  # on first use: most commands never parse a large document
 
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")  # multi-byte sequences are all >= 0x80
     elif json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
         return None
-    text = np.frombuffer(data, dtype=np.uint8)
-    quotes = np.flatnonzero(text == ord('"'))
-    if b'\\"' in data:
-        after_slash = quotes[(quotes > 0) & (text[quotes - 1] == ord("\\"))]
-        if after_slash.size:
-            last_plain = np.maximum.accumulate(
-                np.where(text != ord("\\"), np.arange(text.size), -1))
-            run = after_slash - 1 - last_plain[after_slash - 1]
-            quotes = np.setdiff1d(quotes, after_slash[run % 2 == 1], assume_unique=True)
-    step_of = np.zeros(256, dtype=np.int8)  # +1 for an opening bracket, -1 for a closing one
-    step_of[[ord("["), ord("{")]], step_of[[ord("]"), ord("}")]] = 1, -1
-    steps = step_of[text]
-    at = np.flatnonzero(steps)
-    outside = np.searchsorted(quotes, at) % 2 == 0  # an even number of quotes before it
-    levels = np.cumsum(steps[at[outside]], dtype=np.int64)
-    return int(levels.max()) if levels.size else 0
+    if b"\\" in data:
+        # in valid JSON a backslash only starts an escape pair inside a string, and a run of
+        # them pairs up from its first: drop the escaped backslashes, then the escaped quotes
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = data.translate(None, _NOT_MARKS)  # quotes and brackets, in order
+    in_string = np.cumsum(np.frombuffer(marks, np.uint8) == ord('"'), dtype=np.int32) & 1
+    steps = np.where(in_string, 0, np.frombuffer(marks.translate(_STEPS), np.int8))
+    return int(np.cumsum(steps, dtype=np.int32).max(initial=0))
 
 
 def json_or_none(data: object, max_bytes: int | None = None) -> Any:
