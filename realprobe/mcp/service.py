@@ -47,7 +47,7 @@ from realprobe.http.client import ClientConfig, HttpClient
 from realprobe.mcp.definitions import mcp_tool
 from realprobe.mcp.rendering import ToolListCache, render_result
 from realprobe.mcp.rows import RunRows, new_run_id, reached_the_api
-from realprobe.store import Database, default_vantage
+from realprobe.store import Database, default_vantage, open_db
 from realprobe.target import Target
 from realprobe.tasks.settings import EvalSettings
 from realprobe.version import __version__
@@ -139,7 +139,10 @@ class McpService:
         if self._client is not None or self.session is not None:
             return  # a task session opens a client per run (and stores task runs)
         if self.options.db:
-            self._open_store(self.options.db)
+            self._store = RunRows(
+                open_db(self.options.db), mode=self.transport_options.mode.value,
+                target=self.target, vantage=self.vantage, timeout_s=self.deadline_s,
+                tools=list(self.tools), run_id=self.run_id)
         try:
             self._client = make_client(
                 self.catalog, self.transport_options, clock=self._clock, config=self.config
@@ -178,14 +181,6 @@ class McpService:
         return self.options.timeout_s or self.config.deadline_s
 
     # -- the store --------------------------------------------------------------------
-
-    def _open_store(self, db: str | Path | Database) -> None:
-        from realprobe.store import open_db
-
-        self._store = RunRows(
-            open_db(db), mode=self.transport_options.mode.value, target=self.target,
-            vantage=self.vantage, timeout_s=self.deadline_s, tools=list(self.tools),
-            run_id=self.run_id)
 
     def _close_store(self, status: str) -> None:
         store, self._store = self._store, None
