@@ -280,12 +280,9 @@ def load_json_text(data: object, where: str, *, max_bytes: int, limit: int = MAX
         raise RealprobeError(f"{where}: not valid JSON ({str(exc).split(';')[0]})") from None
     opening = (data.count("[") + data.count("{") if isinstance(data, str)
                else data.count(b"[") + data.count(b"{"))
-    if opening <= limit and max_entries is None:  # fewer brackets cannot nest deeper
-        return value
-    depth = None if max_entries is not None else text_depth(data)
-    if depth is None:
+    if max_entries is not None:
         check_nesting(value, where, limit=limit, max_entries=max_entries)
-    elif depth > limit + 1:  # the outermost container is level 0 of the walk
+    elif opening > limit and text_depth(data) > limit + 1:  # fewer brackets cannot nest deeper
         raise InputTooLarge(f"{where}: nested deeper than the limit of {limit} levels")
     return value
 
@@ -296,17 +293,17 @@ _NOT_MARKS = bytes(c for c in range(256) if c not in b'"[]{}')
 _STEPS = bytes(1 if c in b"[{" else 255 if c in b"]}" else 0 for c in range(256))
 
 
-def text_depth(data: str | bytes) -> int | None:
-    """How deep the brackets of valid JSON text nest (0 for a scalar), counted over the text
-    instead of walking the parsed value: about a sixth of the parse where the walk cost three
-    times it. Brackets between a string's quotes do not count, nor do escaped quotes. None
-    for bytes in UTF-16 or UTF-32, whose bytes are not the characters."""
+def text_depth(data: str | bytes) -> int:
+    """How deep the brackets of JSON text nest (1 for `[]`, 0 for a scalar), counted over the
+    text instead of walking the parsed value: a fraction of the parse where the walk cost
+    three times it. Brackets between a string's quotes do not count, nor do escaped quotes.
+    Exact for text that parses; for text that does not, a count good enough for a message."""
     import numpy as np  # on first use: most commands never parse a large document
 
+    if isinstance(data, bytes) and json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
+        data = data.decode(json.detect_encoding(data), "surrogatepass")  # UTF-16 or UTF-32
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")  # multi-byte sequences are all >= 0x80
-    elif json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
-        return None
     if b"\\" in data:
         # in valid JSON a backslash only starts an escape pair inside a string, and a run of
         # them pairs up from its first: drop the escaped backslashes, then the escaped quotes

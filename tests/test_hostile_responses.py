@@ -27,7 +27,7 @@ from realprobe import (
     make_client,
     make_sync_client,
 )
-from realprobe.adapters.bounded import ParseLimits, load_json, load_text, nesting_depth
+from realprobe.adapters.bounded import ParseLimits, load_json, load_text
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hostile_server import EXPECTED, HostileServer, hostile, tool_name
@@ -209,8 +209,10 @@ async def test_mcp_answers_every_case_with_a_tool_error_and_a_row(
 
 
 def test_depth_ignores_brackets_inside_strings() -> None:
-    assert nesting_depth(b'{"a": "[[[[[[[[[[[[", "b": [1, [2]]}') == 3
-    assert nesting_depth(b'["\\"[[[[", [[]]]') == 3
+    for body in (b'{"a": "[[[[[[[[[[[[", "b": [1, [2]]}', b'["\\"[[[[", [[]]]'):
+        assert load_json(body, ParseLimits(max_depth=3))
+        with pytest.raises(BadResponse, match="nested more than 2 levels deep"):
+            load_json(body, ParseLimits(max_depth=2))
     assert load_json(b'{"a": "' + b"[" * 1000 + b'"}') == {"a": "[" * 1000}
 
 

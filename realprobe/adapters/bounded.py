@@ -14,11 +14,10 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 from realprobe.errors import BadResponse, ErrorCode
-from realprobe.limits import InputTooLarge, check_nesting
+from realprobe.limits import text_depth
 from realprobe.secrets import clip
 
 
@@ -34,8 +33,6 @@ class ParseLimits:
 
 DEFAULT_LIMITS = ParseLimits()
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _HUGE_INT = re.compile(r"integer string conversion: value has (\d+) digits")
 _QUOTES_ONLY = bytes(ord('"') if b == ord('"') else ord("x") for b in range(256))
 #: a body's shape in one pass: digits as `0`, an exponent's `e`/`E`/`+` as `e`, an opening
@@ -44,19 +41,10 @@ _SHAPE = bytes(
     ord("0") if 48 <= b <= 57 else ord("e") if b in b"eE+" else ord("[") if b in b"[{"
     else ord(" ") for b in range(256)
 )
-_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 
 def _bad(message: str) -> BadResponse:
     return BadResponse(ErrorCode.INVALID_RESPONSE, message)
-
-
-def nesting_depth(body: bytes) -> int:
-    """The deepest nesting of arrays/objects in a JSON text, counted without recursion."""
-    brackets = _STRING.sub(b'""', body).translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return 0
-    return max(0, max(accumulate(_STEP[b] for b in brackets)))
 
 
 def _constant(token: str) -> Any:
@@ -99,12 +87,9 @@ def _check_value(body: bytes, value: Any, limits: ParseLimits) -> None:
     # a long digit run, or an exponent of 3 digits (`1e999` and `1E+999` parse to infinity)
     if suspect or b"0" * (limits.max_number_chars + 1) in shape or b"e000" in shape:
         _check_scalars(value, limits)
-    if shape.count(b"[") > limits.max_depth:
-        try:  # the root is level 1 here, level 0 to the limits
-            check_nesting(value, "body", limit=limits.max_depth - 1)
-        except InputTooLarge:
-            raise _bad(f"body is nested more than {limits.max_depth} levels deep "
-                       f"(limit {limits.max_depth})") from None
+    if shape.count(b"[") > limits.max_depth and text_depth(body) > limits.max_depth:
+        raise _bad(f"body is nested more than {limits.max_depth} levels deep "
+                   f"(limit {limits.max_depth})")
 
 
 _DECODER = json.JSONDecoder(parse_constant=_constant)
@@ -128,7 +113,7 @@ def load_json(body: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Any:
     except BadResponse:
         raise
     except RecursionError as exc:
-        depth = nesting_depth(body)
+        depth = text_depth(body)
         raise _bad(f"body is nested {depth} levels deep (limit {limits.max_depth})") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         huge = _HUGE_INT.search(str(exc))
