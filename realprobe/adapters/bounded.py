@@ -3,9 +3,10 @@ BadResponse (INVALID_RESPONSE) with a clear message, never in a crash or a runaw
 
 `json.loads` alone recurses once per nesting level (200,000 `[` raise RecursionError), turns
 `1e999` into infinity, accepts `NaN`/`Infinity`, and keeps strings and integers of any size.
-Here the RecursionError is caught, the parsed value is walked once (without recursion) for
-depth, string length and number size, and a text tool refuses a body that is a JSON array or
-object where one line of text was promised.
+Here the RecursionError is caught, the depth is counted over the text, the parsed value is
+walked once (without recursion) for string length and number size where a scan of the text
+cannot rule them out, and a text tool refuses a body that is a JSON array or object where one
+line of text was promised.
 """
 
 from __future__ import annotations
