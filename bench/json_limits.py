@@ -1,6 +1,8 @@
 """What parsing JSON under the input limits costs beside a bare `json.loads`: for every JSON
 response body of the real recordings in tests/data/realworld_cassettes, for a body of many
-small objects (where the depth walk runs), and to refuse a body nested 5,000 deep. Median
+small objects (more brackets than the depth limit, so their depth is counted: over the text by
+`text_depth`, beside the walk over the parsed value it replaced), and to refuse a body nested
+5,000 deep. Median
 milliseconds of `--repeat` runs, wall clock on the machine as it is (its load average is
 saved with them).
 
@@ -19,7 +21,7 @@ from typing import Any
 from benchlib import bench_args, emit, load_average
 
 import realprobe
-from realprobe.limits import check_nesting, json_or_none
+from realprobe.limits import check_nesting, json_or_none, text_depth
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "json_limits.json"
@@ -49,7 +51,8 @@ def costs(body: bytes, repeat: int) -> dict[str, Any]:
     return {"bytes": len(body),
             "json.loads": median_ms(lambda: json.loads(body), repeat),
             "json_or_none": median_ms(lambda: json_or_none(body), repeat),
-            "check_nesting alone": median_ms(lambda: check_nesting(value, "b"), repeat)}
+            "check_nesting alone": median_ms(lambda: check_nesting(value, "b"), repeat),
+            "text_depth alone": median_ms(lambda: text_depth(body), repeat)}
 
 
 def main() -> None:
