@@ -14,8 +14,8 @@ import pytest
 from probe_helpers import synthetic_rows
 
 from realprobe import Store, build_report
-from realprobe.report import render_html
 from realprobe.report import plots as p
+from realprobe.report import render_html
 
 T0 = 1_790_000_000.0
 SVG = "{http://www.w3.org/2000/svg}"
