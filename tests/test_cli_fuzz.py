@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import typer.main
 from cli_runner import app, main
-from typer import _click
 
 from realprobe import data_dir
 
@@ -95,13 +94,15 @@ UNFUZZED = {"host", "vantage", "name", "secret", "header", "param", "api_key_env
 
 
 def _type_of(param: Any) -> str:
+    """The kind of value a parameter takes: from typer's own parameter model where it has
+    one (`bare_type`), else from click's parameter types (typer at the declared floor)."""
+    if not hasattr(param, "bare_type"):
+        return {"boolean": "bool", "integer": "int", "integer range": "int", "float": "float",
+                "float range": "float", "choice": "enum"}.get(param.type.name, "other")
     bare = param.bare_type()
-    if isinstance(bare, type) and issubclass(bare, bool):
-        return "bool"
-    if isinstance(bare, type) and issubclass(bare, int):
-        return "int"
-    if isinstance(bare, type) and issubclass(bare, float):
-        return "float"
+    for kind in (bool, int, float):  # bool before int: a bool is an int
+        if isinstance(bare, type) and issubclass(bare, kind):
+            return kind.__name__
     annotation = param.type_descriptor.annotation
     if isinstance(annotation, type) and hasattr(annotation, "__members__"):
         return "enum"
@@ -120,7 +121,7 @@ def _commands() -> Iterator[tuple[str, Any]]:
         if hasattr(cmd, "list_commands"):
             if prefix in GROUP_VERBS:  # a verb of its own too (`mcp`, beside `mcp proxy`)
                 yield prefix, cmd
-            ctx = _click.Context(cmd)
+            ctx = typer.Context(cmd)
             for name in cmd.list_commands(ctx):
                 yield from walk(cmd.get_command(ctx, name), f"{prefix} {name}".strip())
         else:

@@ -45,10 +45,9 @@ def test_h_stays_a_help_flag_after_a_bare_context_looked_a_verb_up(
     """A verb looked up from a context without the program's settings (a tool walking the
     commands, a completion script) must not leave it knowing only --help."""
     import typer
-    from typer import _click
 
     root = typer.main.get_command(app)
-    root.get_command(_click.Context(root), "report")
+    root.get_command(typer.Context(root), "report")
     code, out, _ = _run(["report", "-h"], capsys)
     assert code == 0 and "Usage:" in out
 

@@ -116,10 +116,9 @@ def test_top_level_help_loads_only_the_command_line_itself() -> None:
 def test_the_static_verb_list_matches_the_commands() -> None:
     import typer
     from cli_runner import COMMANDS, app
-    from typer import _click
 
     group = typer.main.get_command(app)
-    ctx = _click.Context(group)
+    ctx = typer.Context(group)
     for name, (_, short) in COMMANDS.items():
         cmd = group.get_command(ctx, name)
         assert cmd is not None, name
