@@ -41,7 +41,7 @@ def fixtures_on_loopback(specs: list[ApiSpec]) -> Iterator[list[ApiSpec]]:
             self.wfile.write(out)
 
         def log_message(self, *a: object) -> None:
-            pass
+            """Quiet: the tests read no access log."""
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -84,7 +84,7 @@ def catfact_on_loopback(
             self.wfile.write(out)
 
         def log_message(self, *a: object) -> None:
-            pass  # quiet: the test reads `starts`, not the log
+            """Quiet: the test reads `starts`, not the log."""
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

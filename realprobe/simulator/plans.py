@@ -27,7 +27,6 @@ from __future__ import annotations
 import fnmatch
 import math
 import random
-import tomllib
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -297,7 +296,8 @@ def load_plan(ref: str | Path | FaultPlan) -> FaultPlan:
     ref_s = str(ref)
     if ref_s in BUILTIN_PLANS:
         data = resources.files("realprobe.simulator").joinpath("plans", f"{ref_s}.toml")
-        return _validated(tomllib.loads(data.read_text(encoding="utf-8")), ref_s)  # shipped
+        with resources.as_file(data) as shipped:  # read as any plan file is
+            return _validated(read_document(shipped, "fault plan"), ref_s)
     path = Path(ref_s)
     if not (path.exists() or path.is_symlink()):
         raise FaultPlanError(
